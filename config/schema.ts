@@ -1,0 +1,206 @@
+// The one schema of every Atrium setting. The server, the installer, the env template and the Helm
+// chart all read it, so a setting is added here once and appears everywhere.
+import { isIP } from 'node:net'
+
+export type SettingType = 'string' | 'url' | 'int' | 'bool' | 'enum' | 'cidrs' | 'key32'
+
+interface SettingBase<T> {
+  type: SettingType
+  default: T
+  secret: boolean
+  description: string
+  /** Shown in the env template; groups keep related settings together. */
+  group: 'server' | 'storage' | 'security' | 'limits' | 'network'
+  /** Must be set when NODE_ENV=production (embedded defaults are for trying Atrium out). */
+  requiredInProduction?: boolean
+}
+interface StringSetting extends SettingBase<string> { type: 'string' | 'url' | 'key32'; protocols?: string[] }
+interface IntSetting extends SettingBase<number> { type: 'int'; min: number; max: number }
+interface BoolSetting extends SettingBase<boolean> { type: 'bool' }
+interface EnumSetting<V extends string> extends SettingBase<V> { type: 'enum'; values: readonly V[] }
+interface CidrsSetting extends SettingBase<string[]> { type: 'cidrs' }
+export type Setting = StringSetting | IntSetting | BoolSetting | EnumSetting<string> | CidrsSetting
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+const NODE_ENVS = ['development', 'production', 'test'] as const
+
+export const settings = {
+  NODE_ENV: {
+    type: 'enum', values: NODE_ENVS, default: 'development', secret: false, group: 'server',
+    description: 'production makes every embedded default an error: real PostgreSQL, Redis, S3 and a master key are required',
+  } satisfies EnumSetting<(typeof NODE_ENVS)[number]>,
+  PORT: {
+    type: 'int', min: 0, max: 65535, default: 8080, secret: false, group: 'server',
+    description: 'TCP port the API server listens on (0: any free port)',
+  } satisfies IntSetting,
+  HOST: {
+    type: 'string', default: '0.0.0.0', secret: false, group: 'server',
+    description: 'Address the API server binds to (0.0.0.0 for every interface, 127.0.0.1 for this machine only)',
+  } satisfies StringSetting,
+  PUBLIC_URL: {
+    type: 'url', protocols: ['http:', 'https:'], default: '', secret: false, group: 'server',
+    description: 'Address users reach Atrium at, used in links it hands out (default http://localhost:PORT)',
+  } satisfies StringSetting,
+  DATA_DIR: {
+    type: 'string', default: './.atrium', secret: false, group: 'server',
+    description: 'Folder for embedded data: the embedded database, local blobs and a generated master key',
+  } satisfies StringSetting,
+  LOG_LEVEL: {
+    type: 'enum', values: LOG_LEVELS, default: 'info', secret: false, group: 'server',
+    description: 'Least severe log level written (JSON lines on stdout)',
+  } satisfies EnumSetting<(typeof LOG_LEVELS)[number]>,
+  MIGRATE_ON_START: {
+    type: 'bool', default: true, secret: false, group: 'server',
+    description: 'Apply pending database migrations at start-up (off when a separate migration job runs them)',
+  } satisfies BoolSetting,
+  SHUTDOWN_TIMEOUT_SECONDS: {
+    type: 'int', min: 1, max: 600, default: 25, secret: false, group: 'server',
+    description: 'How long SIGTERM waits for in-flight requests before forcing exit',
+  } satisfies IntSetting,
+  DATABASE_URL: {
+    type: 'url', protocols: ['postgres:', 'postgresql:'], default: '', secret: true, group: 'storage',
+    requiredInProduction: true,
+    description: 'PostgreSQL 15+ connection URL; empty runs an embedded PGlite database in DATA_DIR',
+  } satisfies StringSetting,
+  DATABASE_POOL_MAX: {
+    type: 'int', min: 1, max: 500, default: 10, secret: false, group: 'storage',
+    description: 'Most PostgreSQL connections one server process opens',
+  } satisfies IntSetting,
+  REDIS_URL: {
+    type: 'url', protocols: ['redis:', 'rediss:'], default: '', secret: true, group: 'storage',
+    requiredInProduction: true,
+    description: 'Redis 7+ connection URL; empty keeps rate limits in process (a single replica only)',
+  } satisfies StringSetting,
+  R2_ENDPOINT: {
+    type: 'url', protocols: ['http:', 'https:'], default: '', secret: false, group: 'storage',
+    requiredInProduction: true,
+    description: 'S3-compatible object store address (MinIO, R2, S3...); empty stores blobs under DATA_DIR',
+  } satisfies StringSetting,
+  R2_BUCKET: {
+    type: 'string', default: 'atrium', secret: false, group: 'storage',
+    description: 'Bucket that holds backups and exports (created at start-up when missing)',
+  } satisfies StringSetting,
+  R2_ACCESS_KEY_ID: {
+    type: 'string', default: '', secret: true, group: 'storage',
+    description: 'Access key of the object store',
+  } satisfies StringSetting,
+  R2_SECRET_ACCESS_KEY: {
+    type: 'string', default: '', secret: true, group: 'storage',
+    description: 'Secret key of the object store',
+  } satisfies StringSetting,
+  R2_REGION: {
+    type: 'string', default: 'us-east-1', secret: false, group: 'storage',
+    description: 'Region name the object store expects in signatures',
+  } satisfies StringSetting,
+  ENCRYPTION_MASTER_KEY: {
+    type: 'key32', default: '', secret: true, group: 'security', requiredInProduction: true,
+    description: '32 random bytes, base64 (openssl rand -base64 32); encrypts every stored secret. Losing it loses them',
+  } satisfies StringSetting,
+  LICENSE_KEY: {
+    type: 'string', default: '', secret: true, group: 'security',
+    description: 'License key issued by the vendor',
+  } satisfies StringSetting,
+  TRUSTED_PROXIES: {
+    type: 'cidrs', default: [], secret: false, group: 'network',
+    description: 'Comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed (empty: none)',
+  } satisfies CidrsSetting,
+  AIR_GAPPED: {
+    type: 'bool', default: false, secret: false, group: 'network',
+    description: 'No outside network: features that need external APIs (web search, integrations) are off',
+  } satisfies BoolSetting,
+  OUTBOUND_ALLOWED_NETWORKS: {
+    type: 'cidrs', default: [], secret: false, group: 'network',
+    description: 'Comma-separated private CIDRs that webhooks, BYOS checks and self-hosted LLMs may reach',
+  } satisfies CidrsSetting,
+  RATE_LIMIT_MAX: {
+    type: 'int', min: 1, max: 1_000_000, default: 1000, secret: false, group: 'limits',
+    description: 'Requests each API key (or user, or IP when unauthenticated) may make per window',
+  } satisfies IntSetting,
+  RATE_LIMIT_WINDOW_SECONDS: {
+    type: 'int', min: 1, max: 86_400, default: 60, secret: false, group: 'limits',
+    description: 'Length of the rate-limit window in seconds',
+  } satisfies IntSetting,
+  MAX_REQUEST_BODY_BYTES: {
+    type: 'int', min: 1024, max: 1024 * 1024 * 1024, default: 1024 * 1024, secret: false, group: 'limits',
+    description: 'Largest JSON request body accepted; larger ones get 413',
+  } satisfies IntSetting,
+} as const
+
+export type SettingName = keyof typeof settings
+type ValueOf<S> = S extends { default: infer T } ? (T extends readonly (infer E)[] ? E[] : T) : never
+export type Config = { readonly [K in SettingName]: ValueOf<(typeof settings)[K]> }
+
+/** Parse one raw value; returns the value or a problem sentence (never echoing a secret). */
+export function parseSetting(name: string, s: Setting, raw: string): { value: unknown } | { problem: string } {
+  const shown = s.secret ? '' : ` (got "${raw}")`
+  switch (s.type) {
+    case 'string':
+      return { value: raw }
+    case 'int': {
+      if (!/^-?\d+$/.test(raw)) return { problem: `${name} must be a whole number${shown}` }
+      const n = Number(raw)
+      if (n < s.min || n > s.max) return { problem: `${name} must be between ${s.min} and ${s.max}${shown}` }
+      return { value: n }
+    }
+    case 'bool': {
+      const v = raw.toLowerCase()
+      if (['true', '1', 'yes', 'on'].includes(v)) return { value: true }
+      if (['false', '0', 'no', 'off'].includes(v)) return { value: false }
+      return { problem: `${name} must be true or false${shown}` }
+    }
+    case 'enum':
+      return s.values.includes(raw) ? { value: raw } : { problem: `${name} must be one of ${s.values.join(', ')}${shown}` }
+    case 'url': {
+      let u: URL
+      try { u = new URL(raw) } catch { return { problem: `${name} must be a URL${shown}` } }
+      if (s.protocols && !s.protocols.includes(u.protocol)) {
+        return { problem: `${name} must start with ${s.protocols.map((p) => p + '//').join(' or ')}${s.secret ? ` (got ${u.protocol}//...)` : shown}` }
+      }
+      return { value: raw.replace(/\/+$/, '') }
+    }
+    case 'key32': {
+      const bytes = /^[A-Za-z0-9+/]+={0,2}$/.test(raw) ? Buffer.from(raw, 'base64') : Buffer.alloc(0)
+      if (bytes.length !== 32) return { problem: `${name} must be 32 bytes in base64 (generate one with: openssl rand -base64 32)` }
+      return { value: raw }
+    }
+    case 'cidrs': {
+      const list = raw.split(',').map((x) => x.trim()).filter(Boolean)
+      const bad = list.filter((c) => !isCidr(c))
+      if (bad.length) return { problem: `${name} has entries that are not CIDRs: ${bad.join(', ')} (write e.g. 10.0.0.0/8,fd00::/8)` }
+      return { value: list }
+    }
+  }
+}
+
+export function isCidr(text: string): boolean {
+  const [addr, bits, ...rest] = text.split('/')
+  if (rest.length || addr === undefined || bits === undefined || !/^\d{1,3}$/.test(bits)) return false
+  const family = isIP(addr)
+  return family !== 0 && Number(bits) <= (family === 4 ? 32 : 128)
+}
+
+/** Every problem at once, so an operator fixes the environment in one pass. */
+export function parseConfig(env: Record<string, string | undefined>): { config: Config; problems: string[] } {
+  const problems: string[] = []
+  const out: Record<string, unknown> = {}
+  for (const [name, s] of Object.entries(settings) as [SettingName, Setting][]) {
+    const raw = env[name]?.trim()
+    if (raw === undefined || raw === '') {
+      out[name] = s.default
+      continue
+    }
+    const r = parseSetting(name, s, raw)
+    if ('problem' in r) problems.push(r.problem)
+    else out[name] = r.value
+  }
+  if (out.NODE_ENV === 'production') {
+    for (const [name, s] of Object.entries(settings) as [SettingName, Setting][]) {
+      if (s.requiredInProduction && !env[name]?.trim()) problems.push(`${name} is required when NODE_ENV=production: ${s.description}`)
+    }
+  }
+  if (out.R2_ENDPOINT && !(out.R2_ACCESS_KEY_ID && out.R2_SECRET_ACCESS_KEY)) {
+    problems.push('R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY are required when R2_ENDPOINT is set')
+  }
+  if (!out.PUBLIC_URL) out.PUBLIC_URL = `http://localhost:${out.PORT}`
+  return { config: out as Config, problems }
+}

@@ -1,0 +1,49 @@
+// Shared TypeBox schemas: the envelope every JSON response wears, errors, ids and pagination.
+import { Type, type TSchema } from '@sinclair/typebox'
+import { ERRORS, type ErrorCode } from './errors.js'
+
+export const Meta = Type.Object({
+  request_id: Type.String({ description: 'Identifier of the request (echoes X-Request-Id when the client sent one)' }),
+  timestamp: Type.String({ format: 'date-time', description: 'ISO 8601 UTC time of the response' }),
+})
+
+export const PageMeta = Type.Object({
+  request_id: Type.String(),
+  timestamp: Type.String({ format: 'date-time' }),
+  nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as ?cursor= for the next page; null at the end' }),
+})
+
+export const ErrorBody = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.Union(Object.keys(ERRORS).map((c) => Type.Literal(c))),
+      message: Type.String(),
+      details: Type.Object({}, { additionalProperties: true }),
+    }),
+    meta: Meta,
+  },
+  { $id: 'ErrorEnvelope', description: 'Error envelope' },
+)
+
+export const Envelope = <T extends TSchema>(data: T) => Type.Object({ data, meta: Meta })
+export const PageEnvelope = <T extends TSchema>(item: T) => Type.Object({ data: Type.Array(item), meta: PageMeta })
+
+/** Error responses a route can give, for the OpenAPI document. */
+export function errors(...codes: ErrorCode[]): Record<number, unknown> {
+  const out: Record<number, unknown> = {}
+  for (const c of ['VALIDATION_ERROR', 'UNAUTHORIZED', 'RATE_LIMIT_EXCEEDED', 'INTERNAL_ERROR', ...codes] as ErrorCode[]) {
+    out[ERRORS[c].status] = Type.Ref('ErrorEnvelope')
+  }
+  return out
+}
+
+export const Uuid = Type.String({ format: 'uuid' })
+export const IdParams = Type.Object({ id: Type.String({ format: 'uuid', description: 'Resource identifier' }) })
+
+export const PageQuery = Type.Object(
+  {
+    limit: Type.Integer({ minimum: 1, maximum: 200, default: 50, description: 'Items per page (1 to 200)' }),
+    cursor: Type.Optional(Type.String({ maxLength: 200, description: 'meta.nextCursor of the previous page' })),
+  },
+  { additionalProperties: false },
+)

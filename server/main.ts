@@ -1,0 +1,58 @@
+// Process entry: load config, open the platform, build the app, listen, drain on SIGTERM.
+import { buildApp } from './app.js'
+import { loadConfigOrExit } from './config.js'
+import { drain } from './lifecycle.js'
+import { isMain } from './is-main.js'
+import { createLogger } from './logger.js'
+import { openPlatform } from './platform/index.js'
+
+export async function serve(): Promise<void> {
+  const config = loadConfigOrExit()
+  const log = createLogger(config.LOG_LEVEL)
+  const platform = await openPlatform(config, log)
+  const app = await buildApp(platform)
+  await app.listen({ port: config.PORT, host: config.HOST })
+
+  const embedded = [
+    platform.db.mode === 'embedded' ? 'database (PGlite)' : '',
+    platform.cache.redis ? '' : 'cache (in-process)',
+    platform.blobs.kind === 'local' ? 'blob storage (local folder)' : '',
+  ].filter(Boolean)
+  log.info({ url: config.PUBLIC_URL, embedded }, 'atrium listening')
+  process.stderr.write(
+    [
+      '',
+      `Atrium is listening on ${config.HOST}:${config.PORT} (${config.PUBLIC_URL})`,
+      embedded.length ? `Embedded defaults in ${config.DATA_DIR}: ${embedded.join(', ')}` : 'Using the configured PostgreSQL, Redis and object storage',
+      `API docs: ${config.PUBLIC_URL}/docs   Health: ${config.PUBLIC_URL}/readyz`,
+      'Create the first tenant (prints its API key once):',
+      '  npm run --silent admin -- create-tenant --name "My Company" --email admin@example.com --password "<12+ characters>"',
+      '',
+    ].join('\n'),
+  )
+
+  let stopping = false
+  const stop = (signal: string) => {
+    if (stopping) return
+    stopping = true
+    log.info({ signal }, 'draining: finishing in-flight requests')
+    const force = setTimeout(() => {
+      log.error({ timeoutSeconds: config.SHUTDOWN_TIMEOUT_SECONDS }, 'drain timed out; exiting')
+      process.exit(1)
+    }, config.SHUTDOWN_TIMEOUT_SECONDS * 1000)
+    force.unref()
+    drain(app, platform).then(
+      () => { log.info('stopped'); process.exit(0) },
+      (err: unknown) => { log.error({ err }, 'error while draining'); process.exit(1) },
+    )
+  }
+  process.on('SIGTERM', () => stop('SIGTERM'))
+  process.on('SIGINT', () => stop('SIGINT'))
+}
+
+if (isMain(import.meta.url)) {
+  serve().catch((err: unknown) => {
+    process.stderr.write(`atrium failed to start: ${(err as Error).message}\n`)
+    process.exit(1)
+  })
+}

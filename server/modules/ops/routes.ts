@@ -1,0 +1,77 @@
+// Liveness, readiness, metrics and the API description: for orchestrators and operators, not tenants.
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { Registry } from 'prom-client'
+import { AppError } from '../../http/errors.js'
+import { ok } from '../../http/envelope.js'
+import { Envelope, errors } from '../../http/schemas.js'
+import type { Platform } from '../../platform/index.js'
+
+const CHECK_TIMEOUT_MS = 2000
+
+const Check = Type.Object({
+  status: Type.Union([Type.Literal('pass'), Type.Literal('fail')]),
+  mode: Type.String({ description: 'postgres or embedded, redis or in-process, s3 or local' }),
+  latencyMs: Type.Number(),
+  error: Type.Optional(Type.String()),
+})
+const Readiness = Type.Object({
+  status: Type.Union([Type.Literal('ready'), Type.Literal('degraded')]),
+  checks: Type.Object({ db: Check, cache: Check, blobs: Check }),
+})
+
+async function probe(mode: string, fn: () => Promise<void>) {
+  const started = performance.now()
+  let timer: NodeJS.Timeout | undefined
+  try {
+    await Promise.race([fn(), new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`no answer in ${CHECK_TIMEOUT_MS} ms`)), CHECK_TIMEOUT_MS) })])
+    return { status: 'pass' as const, mode, latencyMs: Math.round(performance.now() - started) }
+  } catch (err) {
+    return { status: 'fail' as const, mode, latencyMs: Math.round(performance.now() - started), error: (err as Error).message }
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+export interface OpsOptions { platform: Platform; registry: Registry; isDraining: () => boolean }
+
+export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { platform, registry, isDraining }) => {
+  const tags = ['operations']
+
+  app.get('/healthz', {
+    schema: { tags, summary: 'Liveness: the process answers', response: { 200: Envelope(Type.Object({ status: Type.Literal('ok') })) } },
+  }, async (req) => ok(req, { status: 'ok' as const }))
+
+  app.get('/readyz', {
+    schema: {
+      tags,
+      summary: 'Readiness: the database answers (503 otherwise, or while draining); cache and blob storage are reported, and with ?strict=true also required',
+      querystring: Type.Object({ strict: Type.Boolean({ default: false }) }),
+      response: { 200: Envelope(Readiness), 503: Type.Ref('ErrorEnvelope') },
+    },
+  }, async (req) => {
+    const [db, cache, blobs] = await Promise.all([
+      probe(platform.db.mode, () => platform.db.ping()),
+      probe(platform.cache.redis ? 'redis' : 'in-process', () => platform.cache.ping()),
+      probe(platform.blobs.kind, () => platform.blobs.ping()),
+    ])
+    const checks = { db, cache, blobs }
+    const failing = Object.entries(checks).filter(([, c]) => c.status === 'fail').map(([name]) => name)
+    if (isDraining()) throw new AppError('SERVICE_UNAVAILABLE', 'Shutting down', { draining: true, checks })
+    if (db.status === 'fail' || (req.query.strict && failing.length)) {
+      throw new AppError('SERVICE_UNAVAILABLE', `Not ready: ${failing.join(', ')} failing`, { checks })
+    }
+    return ok(req, { status: failing.length ? ('degraded' as const) : ('ready' as const), checks })
+  })
+
+  app.get('/metrics', {
+    schema: { tags, summary: 'Prometheus metrics (text exposition format)', produces: ['text/plain'], response: { 200: Type.String() } },
+  }, async (_req, reply) => {
+    reply.type(registry.contentType)
+    return registry.metrics()
+  })
+
+  app.get('/openapi.json', {
+    schema: { tags, summary: 'This API described as OpenAPI 3.1 (a document, so not enveloped)', response: { 200: Type.Object({}, { additionalProperties: true }), ...errors() } },
+  }, async () => app.swagger())
+}

@@ -1,0 +1,125 @@
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { tenantOf } from '../../http/auth.js'
+import { ok, page } from '../../http/envelope.js'
+import { Envelope, errors, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import type { ProjectsService } from './service.js'
+import type { ProjectRow, VersionRow } from './store.js'
+
+const Project = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  name: Type.String(),
+  description: Type.String(),
+  language: Type.String(),
+  version: Type.Integer({ description: 'Current version number; every change adds one' }),
+  created_at: Type.String({ format: 'date-time' }),
+  updated_at: Type.String({ format: 'date-time' }),
+})
+
+const Version = Type.Object({
+  id: Type.String({ format: 'uuid', description: 'versionId' }),
+  version: Type.Integer(),
+  name: Type.String(),
+  description: Type.String(),
+  language: Type.String(),
+  change: Type.Union([Type.Literal('created'), Type.Literal('updated'), Type.Literal('restored')]),
+  restored_from: Type.Union([Type.Integer(), Type.Null()], { description: 'Version number a restore went back to' }),
+  created_at: Type.String({ format: 'date-time' }),
+})
+
+/** Database rows to the API's shape (timestamps as ISO 8601 UTC). */
+const present = (p: ProjectRow) => ({ ...p, created_at: p.created_at.toISOString(), updated_at: p.updated_at.toISOString() })
+const presentVersion = (v: VersionRow) => ({ ...v, created_at: v.created_at.toISOString() })
+
+const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Not blank; surrounding spaces are trimmed' })
+const Description = Type.String({ maxLength: 10_000 })
+const Language = Type.String({ maxLength: 64 })
+
+const CreateBody = Type.Object(
+  { name: Name, description: Type.Optional(Description), language: Type.Optional(Language) },
+  { additionalProperties: false },
+)
+const PatchBody = Type.Object(
+  { name: Type.Optional(Name), description: Type.Optional(Description), language: Type.Optional(Language) },
+  { additionalProperties: false, minProperties: 1 },
+)
+const BackupBody = Type.Object(
+  {
+    includeHistory: Type.Boolean({ default: false, description: 'Add versions.json with the version history' }),
+    includeAgents: Type.Boolean({ default: false, description: 'Add agents.json with the project agents' }),
+  },
+  { additionalProperties: false },
+)
+const Backup = Type.Object({
+  backupId: Type.String({ format: 'uuid' }),
+  downloadUrl: Type.String({ description: 'Time-limited link to the zip' }),
+  expiresAt: Type.String({ format: 'date-time' }),
+  size: Type.Integer({ description: 'Bytes' }),
+  checksum: Type.String({ pattern: '^sha256:[0-9a-f]{64}$', description: 'sha256:<hex> of exactly the bytes downloaded' }),
+})
+const ProjectIdParams = Type.Object({ projectId: Type.String({ format: 'uuid' }) })
+const VersionParams = Type.Object({ projectId: Type.String({ format: 'uuid' }), versionId: Type.String({ format: 'uuid' }) })
+
+const tags = ['projects']
+const read = { permission: 'projects:read' }
+const write = { permission: 'projects:write' }
+
+export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsService }> = async (app, { projects }) => {
+  app.get('/projects', {
+    config: read,
+    schema: { tags, summary: 'List projects, newest first', querystring: PageQuery, response: { 200: PageEnvelope(Project), ...errors('FORBIDDEN') } },
+  }, async (req) => {
+    const r = await projects.list(tenantOf(req).tenantId, req.query)
+    return page(req, r.items.map(present), r.nextCursor)
+  })
+
+  app.post('/projects', {
+    config: write,
+    schema: { tags, summary: 'Create a project', body: CreateBody, response: { 201: Envelope(Project), ...errors('FORBIDDEN') } },
+  }, async (req, reply) => {
+    reply.code(201)
+    return ok(req, present(await projects.create(tenantOf(req), req.body)))
+  })
+
+  app.get('/projects/:id', {
+    config: read,
+    schema: { tags, summary: 'Get a project', params: IdParams, response: { 200: Envelope(Project), ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+  }, async (req) => ok(req, present(await projects.get(tenantOf(req).tenantId, req.params.id))))
+
+  app.patch('/projects/:id', {
+    config: write,
+    schema: { tags, summary: 'Change some fields of a project (adds a version)', params: IdParams, body: PatchBody, response: { 200: Envelope(Project), ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+  }, async (req) => ok(req, present(await projects.update(tenantOf(req), req.params.id, req.body))))
+
+  app.delete('/projects/:id', {
+    config: write,
+    schema: {
+      tags, summary: 'Delete a project and its versions (backups stay in storage)', params: IdParams,
+      response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+    },
+  }, async (req) => {
+    await projects.remove(tenantOf(req).tenantId, req.params.id)
+    return ok(req, { id: req.params.id, deleted: true as const })
+  })
+
+  app.get('/projects/:projectId/versions', {
+    config: read,
+    schema: { tags, summary: 'List versions of a project, newest first', params: ProjectIdParams, querystring: PageQuery, response: { 200: PageEnvelope(Version), ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+  }, async (req) => {
+    const r = await projects.versions(tenantOf(req).tenantId, req.params.projectId, req.query)
+    return page(req, r.items.map(presentVersion), r.nextCursor)
+  })
+
+  app.post('/projects/:projectId/versions/:versionId/restore', {
+    config: write,
+    schema: { tags, summary: 'Restore a project to a version (recorded as a new version)', params: VersionParams, response: { 200: Envelope(Project), ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+  }, async (req) => ok(req, present(await projects.restoreVersion(tenantOf(req), req.params.projectId, req.params.versionId))))
+
+  app.post('/projects/:projectId/backup', {
+    config: read,
+    schema: { tags, summary: 'Back a project up to a zip and get a download link', params: ProjectIdParams, body: BackupBody, response: { 201: Envelope(Backup), ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE') } },
+  }, async (req, reply) => {
+    reply.code(201)
+    return ok(req, await projects.backup(tenantOf(req), req.params.projectId, req.body))
+  })
+}

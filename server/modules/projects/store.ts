@@ -1,0 +1,105 @@
+// Project SQL. Every query names its tenant even though row-level security would also confine it.
+import type { TxSql } from '../../platform/db.js'
+
+export interface ProjectRow {
+  id: string
+  name: string
+  description: string
+  language: string
+  version: number
+  created_at: Date
+  updated_at: Date
+}
+
+export interface VersionRow {
+  id: string
+  version: number
+  name: string
+  description: string
+  language: string
+  change: 'created' | 'updated' | 'restored'
+  restored_from: number | null
+  created_at: Date
+}
+
+export type ProjectFields = Pick<ProjectRow, 'name' | 'description' | 'language'>
+export const PROJECT_FIELDS = ['name', 'description', 'language'] as const
+
+export async function listProjects(sql: TxSql, tenantId: string, limit: number, before: string | null): Promise<ProjectRow[]> {
+  return sql<ProjectRow[]>`
+    select id, name, description, language, version, created_at, updated_at from projects
+     where tenant_id = ${tenantId} ${before ? sql`and id < ${before}` : sql``}
+     order by id desc limit ${limit}`
+}
+
+export async function getProject(sql: TxSql, tenantId: string, id: string, opts: { lock?: boolean } = {}): Promise<ProjectRow | undefined> {
+  const [row] = await sql<ProjectRow[]>`
+    select id, name, description, language, version, created_at, updated_at from projects
+     where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
+  return row
+}
+
+export async function insertProject(sql: TxSql, tenantId: string, id: string, f: ProjectFields): Promise<ProjectRow> {
+  const [row] = await sql<ProjectRow[]>`
+    insert into projects (id, tenant_id, name, description, language)
+    values (${id}, ${tenantId}, ${f.name}, ${f.description}, ${f.language})
+    returning id, name, description, language, version, created_at, updated_at`
+  return row!
+}
+
+/** Writes the fields and moves the project to its next version number. */
+export async function updateProject(sql: TxSql, tenantId: string, id: string, f: ProjectFields): Promise<ProjectRow> {
+  const [row] = await sql<ProjectRow[]>`
+    update projects set name = ${f.name}, description = ${f.description}, language = ${f.language},
+           version = version + 1, updated_at = now()
+     where tenant_id = ${tenantId} and id = ${id}
+    returning id, name, description, language, version, created_at, updated_at`
+  return row!
+}
+
+export async function deleteProject(sql: TxSql, tenantId: string, id: string): Promise<boolean> {
+  const rows = await sql`delete from projects where tenant_id = ${tenantId} and id = ${id} returning id`
+  return rows.length > 0
+}
+
+export async function insertVersion(
+  sql: TxSql,
+  v: { id: string; tenantId: string; project: ProjectRow; change: VersionRow['change']; restoredFrom: number | null },
+): Promise<void> {
+  await sql`
+    insert into project_versions (id, tenant_id, project_id, version, name, description, language, change, restored_from)
+    values (${v.id}, ${v.tenantId}, ${v.project.id}, ${v.project.version}, ${v.project.name}, ${v.project.description},
+            ${v.project.language}, ${v.change}, ${v.restoredFrom})`
+}
+
+/** Keeps the newest `keep` versions of a project (version numbers have no gaps, so a bound suffices). */
+export async function pruneVersions(sql: TxSql, tenantId: string, projectId: string, currentVersion: number, keep: number): Promise<number> {
+  const rows = await sql`
+    delete from project_versions
+     where tenant_id = ${tenantId} and project_id = ${projectId} and version <= ${currentVersion - keep}
+    returning id`
+  return rows.length
+}
+
+export async function listVersions(sql: TxSql, tenantId: string, projectId: string, limit: number, before: string | null): Promise<VersionRow[]> {
+  return sql<VersionRow[]>`
+    select id, version, name, description, language, change, restored_from, created_at from project_versions
+     where tenant_id = ${tenantId} and project_id = ${projectId} ${before ? sql`and id < ${before}` : sql``}
+     order by id desc limit ${limit}`
+}
+
+export async function getVersion(sql: TxSql, tenantId: string, projectId: string, versionId: string): Promise<VersionRow | undefined> {
+  const [row] = await sql<VersionRow[]>`
+    select id, version, name, description, language, change, restored_from, created_at from project_versions
+     where tenant_id = ${tenantId} and project_id = ${projectId} and id = ${versionId}`
+  return row
+}
+
+export async function insertBackup(
+  sql: TxSql,
+  b: { id: string; tenantId: string; projectId: string; blobKey: string; size: number; checksum: string; includeHistory: boolean; includeAgents: boolean },
+): Promise<void> {
+  await sql`
+    insert into project_backups (id, tenant_id, project_id, blob_key, size, checksum, include_history, include_agents)
+    values (${b.id}, ${b.tenantId}, ${b.projectId}, ${b.blobKey}, ${b.size}, ${b.checksum}, ${b.includeHistory}, ${b.includeAgents})`
+}

@@ -1,0 +1,52 @@
+// Opens every outside system once, each with its embedded default; closes them in reverse.
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import type { Config } from '../config.js'
+import { openLocalBlobs, openS3Blobs, type Blobs } from './blobs.js'
+import { openCache, type Cache } from './cache.js'
+import { openDb, type Db } from './db.js'
+import { migrate } from './migrate.js'
+import { createSecrets, loadMasterKey, type Secrets } from './secrets.js'
+
+export interface Platform {
+  readonly config: Config
+  readonly log: Logger
+  readonly db: Db
+  readonly cache: Cache
+  readonly blobs: Blobs
+  readonly secrets: Secrets
+  close(): Promise<void>
+}
+
+export async function openPlatform(config: Config, log: Logger, opts: { migrate?: boolean } = {}): Promise<Platform> {
+  const secrets = createSecrets(loadMasterKey({ configured: config.ENCRYPTION_MASTER_KEY, dataDir: config.DATA_DIR, log }))
+  const db = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: config.DATABASE_POOL_MAX, log })
+  const opened: { close(): Promise<void> }[] = [db]
+  try {
+    if (opts.migrate ?? config.MIGRATE_ON_START) {
+      const applied = await migrate(db.sql)
+      if (applied.length) log.info({ applied }, 'database migrations applied')
+    }
+    const cache = await openCache({ redisUrl: config.REDIS_URL, log })
+    opened.push(cache)
+    const blobs = config.R2_ENDPOINT
+      ? await openS3Blobs({
+          endpoint: config.R2_ENDPOINT,
+          bucket: config.R2_BUCKET,
+          accessKey: config.R2_ACCESS_KEY_ID,
+          secretKey: config.R2_SECRET_ACCESS_KEY,
+          region: config.R2_REGION,
+        })
+      : openLocalBlobs({ dir: join(config.DATA_DIR, 'blobs'), publicUrl: config.PUBLIC_URL, signingKey: secrets.deriveKey('blob-links') })
+    return {
+      config, log, db, cache, blobs, secrets,
+      async close() {
+        await cache.close()
+        await db.close()
+      },
+    }
+  } catch (err) {
+    for (const o of opened.reverse()) await o.close().catch(() => {})
+    throw err
+  }
+}

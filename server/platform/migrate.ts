@@ -1,0 +1,57 @@
+// Applies server/platform/migrations/NNNN_name.sql in order. Each file runs in its own transaction
+// under one advisory lock, so any number of processes starting at once apply each migration once.
+import { createHash } from 'node:crypto'
+import { readdirSync, readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import type { Sql } from './db.js'
+
+const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url))
+// Any fixed 64-bit number; the same for every Atrium process.
+const LOCK_KEY = 7_242_019_117
+
+export interface Migration { version: number; name: string; sql: string; checksum: string }
+
+export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
+  return readdirSync(dir)
+    .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
+    .sort()
+    .map((file) => {
+      const sql = readFileSync(dir + file, 'utf8')
+      return {
+        version: Number(file.slice(0, 4)),
+        name: file.slice(5, -4),
+        sql,
+        checksum: createHash('sha256').update(sql).digest('hex'),
+      }
+    })
+}
+
+export class MigrationError extends Error {}
+
+/** Returns the versions this call applied (empty when the database was current). */
+export async function migrate(sql: Sql, migrations = loadMigrations()): Promise<number[]> {
+  const applied: number[] = []
+  for (const m of migrations) {
+    const did = await sql.begin(async (tx) => {
+      await tx`select pg_advisory_xact_lock(${LOCK_KEY})`
+      await tx`create table if not exists atrium_migrations (
+        version integer primary key,
+        name text not null,
+        checksum text not null,
+        applied_at timestamptz not null default now()
+      )`
+      const [row] = await tx<{ checksum: string }[]>`select checksum from atrium_migrations where version = ${m.version}`
+      if (row) {
+        if (row.checksum !== m.checksum) {
+          throw new MigrationError(`migration ${m.version}_${m.name} was changed after it was applied`)
+        }
+        return false
+      }
+      await tx.unsafe(m.sql)
+      await tx`insert into atrium_migrations (version, name, checksum) values (${m.version}, ${m.name}, ${m.checksum})`
+      return true
+    })
+    if (did) applied.push(m.version)
+  }
+  return applied
+}

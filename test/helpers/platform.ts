@@ -1,0 +1,96 @@
+// Each test file gets its own platform: a fresh database on the real PostgreSQL (TEST_DATABASE_URL)
+// or an embedded PGlite in a temporary DATA_DIR, the real Redis (TEST_REDIS_URL) or none, a fresh
+// bucket on the real S3 store (TEST_S3_ENDPOINT) or a local folder. Everything is removed afterwards.
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Client } from 'minio'
+import postgres from 'postgres'
+import type { Test } from 'tap'
+import { parseConfig, type Config } from '../../config/schema.js'
+import { createLogger } from '../../server/logger.js'
+import { openPlatform, type Platform } from '../../server/platform/index.js'
+
+export const services = {
+  databaseUrl: process.env.TEST_DATABASE_URL ?? '',
+  redisUrl: process.env.TEST_REDIS_URL ?? '',
+  s3Endpoint: process.env.TEST_S3_ENDPOINT ?? '',
+  s3AccessKey: process.env.TEST_S3_ACCESS_KEY ?? 'minioadmin',
+  s3SecretKey: process.env.TEST_S3_SECRET_KEY ?? 'minioadmin',
+}
+
+export const suffix = () => randomBytes(5).toString('hex')
+
+export function tempDir(t: Test, prefix = 'atrium-test-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** A new, empty database on the test server; dropped when the test ends. */
+export async function freshDatabase(t: Test): Promise<string> {
+  const admin = postgres(services.databaseUrl, { max: 1, onnotice: () => {} })
+  const name = `atrium_t_${suffix()}`
+  await admin.unsafe(`create database ${name}`)
+  t.teardown(async () => {
+    await admin.unsafe(`drop database if exists ${name} with (force)`)
+    await admin.end()
+  })
+  const url = new URL(services.databaseUrl)
+  url.pathname = `/${name}`
+  return url.toString()
+}
+
+/** A new bucket on the test object store; emptied and removed when the test ends. */
+export async function freshBucket(t: Test): Promise<string> {
+  const url = new URL(services.s3Endpoint)
+  const client = new Client({
+    endPoint: url.hostname, port: Number(url.port) || undefined, useSSL: url.protocol === 'https:',
+    accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1',
+  })
+  const bucket = `atrium-t-${suffix()}`
+  t.teardown(async () => {
+    const names: string[] = []
+    for await (const o of client.listObjectsV2(bucket, '', true)) names.push((o as { name: string }).name)
+    if (names.length) await client.removeObjects(bucket, names)
+    await client.removeBucket(bucket).catch(() => {})
+  })
+  return bucket
+}
+
+/** Settings for a test server: the real services when configured, embedded defaults otherwise. */
+export async function testEnv(t: Test, overrides: Record<string, string> = {}): Promise<Record<string, string>> {
+  const env: Record<string, string> = {
+    NODE_ENV: 'test',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    DATA_DIR: tempDir(t),
+    PORT: '0',
+    HOST: '127.0.0.1',
+    ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
+  }
+  if (services.databaseUrl && overrides.DATABASE_URL === undefined) env.DATABASE_URL = await freshDatabase(t)
+  if (services.redisUrl) env.REDIS_URL = services.redisUrl
+  if (services.s3Endpoint && overrides.R2_ENDPOINT === undefined) {
+    Object.assign(env, {
+      R2_ENDPOINT: services.s3Endpoint,
+      R2_BUCKET: await freshBucket(t),
+      R2_ACCESS_KEY_ID: services.s3AccessKey,
+      R2_SECRET_ACCESS_KEY: services.s3SecretKey,
+    })
+  }
+  return { ...env, ...overrides }
+}
+
+export function configFrom(env: Record<string, string>): Config {
+  const { config, problems } = parseConfig(env)
+  if (problems.length) throw new Error(problems.join('\n'))
+  return config
+}
+
+export async function testPlatform(t: Test, overrides: Record<string, string> = {}): Promise<Platform> {
+  const config = configFrom(await testEnv(t, overrides))
+  const platform = await openPlatform(config, createLogger(config.LOG_LEVEL))
+  t.teardown(() => platform.close())
+  return platform
+}

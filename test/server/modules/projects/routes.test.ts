@@ -1,0 +1,227 @@
+import { createHash } from 'node:crypto'
+import t from 'tap'
+import yauzl from 'yauzl'
+import { testApp, type Caller } from '../../../helpers/app.js'
+
+const h = await testApp(t)
+
+async function countRows(table: 'projects' | 'project_versions', tenantId: string): Promise<number> {
+  const [row] = await h.platform.db.system((sql) => sql`select count(*)::int as n from ${sql(table)} where tenant_id = ${tenantId}`)
+  return (row as { n: number }).n
+}
+
+async function makeProject(call: Caller, name = 'Demo'): Promise<{ id: string; version: number }> {
+  const r = await call('POST', '/api/v1/projects', { name, description: 'd', language: 'typescript' })
+  if (r.status !== 201) throw new Error(`project not created: ${r.status} ${JSON.stringify(r.body)}`)
+  return r.body.data
+}
+
+t.test('a project is created, read, changed and deleted through the envelope', async (t) => {
+  const { call } = await h.tenant()
+  const created = await call('POST', '/api/v1/projects', { name: '  Apollo ', description: 'moon', language: 'python' })
+  t.equal(created.status, 201)
+  t.match(created.body, {
+    data: { name: 'Apollo', description: 'moon', language: 'python', version: 1 },
+    meta: { request_id: String, timestamp: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/ },
+  })
+  const id = created.body.data.id as string
+  t.match(created.body.data.created_at, /Z$/)
+
+  const got = await call('GET', `/api/v1/projects/${id}`)
+  t.same(got.body.data, created.body.data)
+
+  const patched = await call('PATCH', `/api/v1/projects/${id}`, { description: 'to the moon' })
+  t.equal(patched.status, 200)
+  t.match(patched.body.data, { name: 'Apollo', description: 'to the moon', version: 2 })
+
+  const deleted = await call('DELETE', `/api/v1/projects/${id}`)
+  t.same(deleted.body.data, { id, deleted: true })
+  t.equal((await call('GET', `/api/v1/projects/${id}`)).body.error.code, 'RESOURCE_NOT_FOUND')
+  t.equal((await call('DELETE', `/api/v1/projects/${id}`)).status, 404)
+})
+
+t.test('creating with only a name fills description and language with empty text', async (t) => {
+  const { call } = await h.tenant()
+  const r = await call('POST', '/api/v1/projects', { name: 'Bare' })
+  t.match(r.body.data, { name: 'Bare', description: '', language: '' })
+})
+
+t.test('bad input is refused with VALIDATION_ERROR and writes nothing', async (t) => {
+  const { call, tenantId } = await h.tenant()
+  const cases: [string, unknown][] = [
+    ['missing name', { description: 'x' }],
+    ['name of wrong type', { name: 42 }],
+    ['blank name', { name: '   ' }],
+    ['name too long', { name: 'x'.repeat(201) }],
+    ['unknown field', { name: 'ok', owner: 'me' }],
+    ['null description', { name: 'ok', description: null }],
+    ['array body', [{ name: 'ok' }]],
+  ]
+  for (const [what, body] of cases) {
+    const r = await call('POST', '/api/v1/projects', body)
+    t.equal(r.status, 400, what)
+    t.equal(r.body.error.code, 'VALIDATION_ERROR', what)
+    t.ok(Array.isArray(r.body.error.details.errors) && r.body.error.details.errors.length > 0, `${what}: details name the field`)
+  }
+  const malformed = await call('POST', '/api/v1/projects', '{"name": "x"', { 'content-type': 'application/json' })
+  t.equal(malformed.status, 400)
+  t.equal(malformed.body.error.code, 'VALIDATION_ERROR')
+  t.equal(await countRows('projects', tenantId), 0, 'nothing was written')
+})
+
+t.test('a PATCH that changes nothing, or is empty or invalid, adds no version', async (t) => {
+  const { call, tenantId } = await h.tenant()
+  const p = await makeProject(call)
+  t.equal((await call('PATCH', `/api/v1/projects/${p.id}`, { name: 'Demo' })).body.data.version, 1)
+  t.equal((await call('PATCH', `/api/v1/projects/${p.id}`, {})).body.error.code, 'VALIDATION_ERROR')
+  t.equal((await call('PATCH', `/api/v1/projects/${p.id}`, { name: 7 })).body.error.code, 'VALIDATION_ERROR')
+  t.equal((await call('PATCH', `/api/v1/projects/${p.id}`, { id: 'x' })).body.error.code, 'VALIDATION_ERROR')
+  t.equal(await countRows('project_versions', tenantId), 1)
+  t.equal((await call('GET', `/api/v1/projects/${p.id}`)).body.data.version, 1)
+})
+
+t.test('malformed and unknown ids', async (t) => {
+  const { call } = await h.tenant()
+  const bad = await call('GET', '/api/v1/projects/not-a-uuid')
+  t.equal(bad.status, 400)
+  t.equal(bad.body.error.code, 'VALIDATION_ERROR')
+  const missing = await call('GET', '/api/v1/projects/01900000-0000-7000-8000-000000000000')
+  t.equal(missing.status, 404)
+  t.same(missing.body.error.details, { resource: 'project', id: '01900000-0000-7000-8000-000000000000' })
+})
+
+t.test('the list pages with a cursor, newest first, without gaps or repeats', async (t) => {
+  const { call } = await h.tenant()
+  const ids: string[] = []
+  for (let i = 0; i < 7; i++) ids.push((await makeProject(call, `p${i}`)).id)
+  const seen: string[] = []
+  let cursor: string | null = null
+  let pages = 0
+  do {
+    const r: Awaited<ReturnType<Caller>> = await call('GET', `/api/v1/projects?limit=3${cursor ? `&cursor=${cursor}` : ''}`)
+    t.equal(r.status, 200)
+    t.ok(r.body.data.length <= 3)
+    seen.push(...r.body.data.map((p: { id: string }) => p.id))
+    cursor = r.body.meta.nextCursor
+    pages++
+  } while (cursor)
+  t.equal(pages, 3)
+  t.same(seen, [...ids].reverse())
+
+  const all = await call('GET', '/api/v1/projects')
+  t.equal(all.body.data.length, 7, 'default limit 50 holds them all')
+  t.equal(all.body.meta.nextCursor, null)
+})
+
+t.test('bad paging parameters are VALIDATION_ERROR', async (t) => {
+  const { call } = await h.tenant()
+  for (const q of ['limit=0', 'limit=201', 'limit=abc', 'cursor=not-a-cursor', `cursor=${Buffer.from('v1:nope').toString('base64url')}`, 'extra=1']) {
+    const r = await call('GET', `/api/v1/projects?${q}`)
+    t.equal(r.status, 400, q)
+    t.equal(r.body.error.code, 'VALIDATION_ERROR', q)
+  }
+})
+
+t.test('every change keeps a version, and a version can be restored', async (t) => {
+  const { call } = await h.tenant('pro')
+  const p = await makeProject(call, 'v1 name')
+  await call('PATCH', `/api/v1/projects/${p.id}`, { name: 'v2 name' })
+  await call('PATCH', `/api/v1/projects/${p.id}`, { language: 'go' })
+  const versions = await call('GET', `/api/v1/projects/${p.id}/versions`)
+  t.equal(versions.status, 200)
+  t.match(versions.body.data, [
+    { version: 3, name: 'v2 name', language: 'go', change: 'updated' },
+    { version: 2, name: 'v2 name', language: 'typescript', change: 'updated' },
+    { version: 1, name: 'v1 name', change: 'created', restored_from: null },
+  ])
+  const first = versions.body.data[2].id as string
+  const restored = await call('POST', `/api/v1/projects/${p.id}/versions/${first}/restore`)
+  t.equal(restored.status, 200)
+  t.match(restored.body.data, { name: 'v1 name', language: 'typescript', version: 4 })
+  const after = await call('GET', `/api/v1/projects/${p.id}/versions?limit=1`)
+  t.match(after.body.data, [{ version: 4, change: 'restored', restored_from: 1 }])
+  t.type(after.body.meta.nextCursor, 'string')
+
+  t.equal((await call('POST', `/api/v1/projects/${p.id}/versions/01900000-0000-7000-8000-000000000000/restore`)).status, 404)
+  const other = await makeProject(call, 'other')
+  t.equal((await call('POST', `/api/v1/projects/${other.id}/versions/${first}/restore`)).status, 404, 'a version of another project')
+})
+
+t.test('versions are pruned to the plan limit', async (t) => {
+  for (const [plan, limit] of [['free', 5], ['pro', 20]] as const) {
+    const { call } = await h.tenant(plan)
+    const p = await makeProject(call)
+    for (let i = 1; i <= limit + 2; i++) await call('PATCH', `/api/v1/projects/${p.id}`, { description: `change ${i}` })
+    const r = await call('GET', `/api/v1/projects/${p.id}/versions?limit=200`)
+    t.equal(r.body.data.length, limit, `${plan} keeps ${limit}`)
+    t.equal(r.body.data[0].version, limit + 3, `${plan}: newest kept`)
+    t.equal(r.body.data.at(-1).version, 4, `${plan}: oldest pruned`)
+  }
+  const { call } = await h.tenant('enterprise')
+  const p = await makeProject(call)
+  for (let i = 1; i <= 60; i++) await call('PATCH', `/api/v1/projects/${p.id}`, { description: `change ${i}` })
+  const r = await call('GET', `/api/v1/projects/${p.id}/versions?limit=200`)
+  t.equal(r.body.data.length, 61, 'enterprise keeps every version')
+})
+
+function unzip(buf: Buffer): Promise<Record<string, string>> {
+  return new Promise((resolve, reject) => {
+    yauzl.fromBuffer(buf, { lazyEntries: true }, (err, zip) => {
+      if (err) return reject(err)
+      const out: Record<string, string> = {}
+      zip.on('entry', (entry: yauzl.Entry) => {
+        zip.openReadStream(entry, (e, stream) => {
+          if (e) return reject(e)
+          const chunks: Buffer[] = []
+          stream.on('data', (c: Buffer) => chunks.push(c))
+          stream.on('end', () => { out[entry.fileName] = Buffer.concat(chunks).toString('utf8'); zip.readEntry() })
+        })
+      })
+      zip.on('end', () => resolve(out))
+      zip.readEntry()
+    })
+  })
+}
+
+async function download(url: string): Promise<Buffer> {
+  const u = new URL(url)
+  if (h.platform.blobs.kind === 'local') {
+    // the server serves local links itself
+    const r = await h.app.inject({ method: 'GET', url: u.pathname + u.search })
+    if (r.statusCode !== 200) throw new Error(`download failed: ${r.statusCode}`)
+    return r.rawPayload
+  }
+  const r = await fetch(url)
+  if (r.status !== 200) throw new Error(`download failed: ${r.status}`)
+  return Buffer.from(await r.arrayBuffer())
+}
+
+t.test('a backup is a zip whose checksum is the sha256 of exactly the downloaded bytes', async (t) => {
+  const { call, tenantId } = await h.tenant()
+  const p = await makeProject(call, 'Backed up')
+  await call('PATCH', `/api/v1/projects/${p.id}`, { description: 'second' })
+
+  const r = await call('POST', `/api/v1/projects/${p.id}/backup`, { includeHistory: true, includeAgents: true })
+  t.equal(r.status, 201)
+  const b = r.body.data
+  t.match(b, { downloadUrl: String, size: Number, checksum: /^sha256:[0-9a-f]{64}$/ })
+  const expires = Date.parse(b.expiresAt)
+  t.ok(expires > Date.now() + 6.9 * 86400_000 && expires < Date.now() + 7.1 * 86400_000, 'link lasts 7 days')
+
+  const bytes = await download(b.downloadUrl)
+  t.equal(bytes.length, b.size)
+  t.equal(`sha256:${createHash('sha256').update(bytes).digest('hex')}`, b.checksum)
+
+  const files = await unzip(bytes)
+  t.same(Object.keys(files).sort(), ['agents.json', 'manifest.json', 'project.json', 'versions.json'])
+  t.match(JSON.parse(files['manifest.json']!), { format: 'atrium.project-backup', formatVersion: 1, tenantId, projectId: p.id, includes: { history: true, agents: true } })
+  t.match(JSON.parse(files['project.json']!), { id: p.id, name: 'Backed up', description: 'second', version: 2 })
+  t.equal(JSON.parse(files['versions.json']!).length, 2)
+
+  const plain = await call('POST', `/api/v1/projects/${p.id}/backup`)
+  t.equal(plain.status, 201, 'no body: both flags default to false')
+  t.same(Object.keys(await unzip(await download(plain.body.data.downloadUrl))).sort(), ['manifest.json', 'project.json'])
+
+  t.equal((await call('POST', `/api/v1/projects/${p.id}/backup`, { includeHistory: 'yes' })).body.error.code, 'VALIDATION_ERROR')
+  t.equal((await call('POST', '/api/v1/projects/01900000-0000-7000-8000-000000000000/backup', {})).status, 404)
+})
