@@ -59,6 +59,7 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   })
   // One line per request, after it is answered.
   app.addHook('onResponse', async (request, reply) => {
+    if (!log.isLevelEnabled('info')) return
     request.log.info({ method: request.method, url: redactUrl(request.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request')
   })
 

@@ -11,18 +11,18 @@ export async function serve(): Promise<void> {
   const log = createLogger(config.LOG_LEVEL)
   const platform = await openPlatform(config, log)
   const app = await buildApp(platform)
-  await app.listen({ port: config.PORT, host: config.HOST })
+  const address = await app.listen({ port: config.PORT, host: config.HOST })
 
   const embedded = [
     platform.db.mode === 'embedded' ? 'database (PGlite)' : '',
     platform.cache.redis ? '' : 'cache (in-process)',
     platform.blobs.kind === 'local' ? 'blob storage (local folder)' : '',
   ].filter(Boolean)
-  log.info({ url: config.PUBLIC_URL, embedded }, 'atrium listening')
+  log.info({ address, url: config.PUBLIC_URL, embedded }, 'atrium listening')
   process.stderr.write(
     [
       '',
-      `Atrium is listening on ${config.HOST}:${config.PORT} (${config.PUBLIC_URL})`,
+      `Atrium is listening on ${address} (public URL ${config.PUBLIC_URL})`,
       embedded.length ? `Embedded defaults in ${config.DATA_DIR}: ${embedded.join(', ')}` : 'Using the configured PostgreSQL, Redis and object storage',
       `API docs: ${config.PUBLIC_URL}/docs   Health: ${config.PUBLIC_URL}/readyz`,
       'Create the first tenant (prints its API key once):',

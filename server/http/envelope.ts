@@ -25,6 +25,15 @@ export const page = <T>(request: FastifyRequest, data: T[], nextCursor: string |
   meta: { ...meta(request), nextCursor },
 })
 
+export interface RouteEntry { method: string; url: string; hidden: boolean }
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every route registered, for 405 answers and for checking the OpenAPI document is complete. */
+    routeTable: RouteEntry[]
+  }
+}
+
 const STATUS_CODES: Record<number, ErrorCode> = Object.fromEntries(
   (Object.entries(ERRORS) as [ErrorCode, { status: number }][]).map(([code, e]) => [e.status, code]),
 )
@@ -75,8 +84,12 @@ export function installEnvelope(app: FastifyInstance) {
   // Every registered route also goes into a second router, so an unknown URL can be told apart
   // from a known URL with the wrong method (405 with Allow).
   const known = FindMyWay({ ignoreTrailingSlash: false })
+  app.decorate('routeTable', [] as RouteEntry[])
   app.addHook('onRoute', (route) => {
-    for (const m of [route.method].flat()) known.on(m as 'GET', route.url, () => {})
+    for (const m of [route.method].flat()) {
+      known.on(m as 'GET', route.url, () => {})
+      app.routeTable.push({ method: m, url: route.url, hidden: Boolean((route.schema as { hide?: boolean } | undefined)?.hide) })
+    }
   })
 
   app.setNotFoundHandler((request, reply) => {

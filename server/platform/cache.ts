@@ -19,6 +19,9 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
     // Fail fast while Redis is away so callers fall back at once instead of queueing requests.
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
+    // Commands issued in the same tick share one write: under load, many requests' rate-limit
+    // checks go to Redis together.
+    enableAutoPipelining: true,
     connectTimeout: 5000,
     retryStrategy: (times) => Math.min(times * 200, 5000),
   })

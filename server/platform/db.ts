@@ -9,7 +9,8 @@ import postgres from 'postgres'
 import type { Logger } from 'pino'
 
 export type Sql = postgres.Sql
-export type TxSql = postgres.TransactionSql
+/** The connection a transaction runs on; store functions take it so callers choose the transaction. */
+export type TxSql = postgres.Sql
 
 /** The two roles the server acts as; neither owns a table, so row-level security always applies. */
 export const APP_ROLE = 'atrium_app'
@@ -21,6 +22,11 @@ export interface Db {
   readonly sql: Sql
   /** A transaction that row-level security confines to one tenant. All tenant data goes through here. */
   tenant<T>(tenantId: string, fn: (sql: TxSql) => Promise<T>): Promise<T>
+  /**
+   * One read in a tenant transaction, in a single round trip: BEGIN, the tenant, the query and
+   * COMMIT go out in one write. For the hot single-statement reads (get and list).
+   */
+  tenantRead<T extends readonly object[]>(tenantId: string, query: (sql: TxSql) => postgres.PendingQuery<T>): Promise<T>
   /** A transaction across tenants (authentication lookups, platform operators, background work). */
   system<T>(fn: (sql: TxSql) => Promise<T>): Promise<T>
   ping(): Promise<void>
@@ -52,18 +58,49 @@ export async function openDb(opts: DbOptions): Promise<Db> {
 }
 
 function wrap(mode: Db['mode'], sql: Sql, close: () => Promise<void>): Db {
+  // BEGIN and the transaction's role and tenant travel in the same write as the caller's first
+  // query (postgres.js sends everything issued in one tick together), so a one-query transaction
+  // costs two round trips, not four. It stays safe: if BEGIN or the context failed, the caller's
+  // queries fail too (an aborted transaction refuses them, 25P02) and everything rolls back.
   // set_config(..., true) lasts until the transaction ends, so a pooled connection never carries
-  // one request's tenant into the next.
-  const asRole = <T>(role: string, tenantId: string, fn: (tx: TxSql) => Promise<T>) =>
-    sql.begin(async (tx) => {
-      await tx`select set_config('role', ${role}, true), set_config('app.tenant_id', ${tenantId}, true)`
-      return fn(tx)
-    }) as Promise<T>
+  // one request's tenant into the next. BEGIN and COMMIT go as simple-protocol messages (no
+  // parameters), lighter than extended ones.
+  const inTransaction = async <T>(role: string, tenantId: string, body: (tx: TxSql, opened: Promise<unknown>) => Promise<T>): Promise<T> => {
+    const tx = await sql.reserve()
+    try {
+      const opened = Promise.all([
+        tx`begin`.simple().execute(),
+        tx`select set_config('role', ${role}, true), set_config('app.tenant_id', ${tenantId}, true)`.execute(),
+      ])
+      opened.catch(() => {}) // awaited by the body; this only keeps an early failure from going unhandled
+      return await body(tx, opened)
+    } catch (err) {
+      await tx`rollback`.simple().catch(() => {})
+      throw err
+    } finally {
+      tx.release()
+    }
+  }
+  const run = <T>(role: string, tenantId: string, fn: (tx: TxSql) => Promise<T>) =>
+    inTransaction(role, tenantId, async (tx, opened) => {
+      const result = await fn(tx)
+      await opened
+      await tx`commit`.simple()
+      return result
+    })
+  const tenantRead = <T extends readonly object[]>(tenantId: string, query: (tx: TxSql) => postgres.PendingQuery<T>) =>
+    inTransaction(APP_ROLE, tenantId, async (tx, opened) => {
+      // If the query failed, COMMIT of the aborted transaction rolls it back: nothing to undo.
+      // Promise.all observes all three, so no failure goes unhandled; the first one is reported.
+      const [, rows] = await Promise.all([opened, query(tx).execute(), tx`commit`.simple().execute()])
+      return rows
+    })
   return {
     mode,
     sql,
-    tenant: (tenantId, fn) => asRole(APP_ROLE, tenantId, fn),
-    system: (fn) => asRole(SYSTEM_ROLE, '', fn),
+    tenant: (tenantId, fn) => run(APP_ROLE, tenantId, fn),
+    tenantRead,
+    system: (fn) => run(SYSTEM_ROLE, '', fn),
     ping: async () => { await sql`select 1` },
     close,
   }
@@ -91,14 +128,18 @@ async function openEmbedded(dataDir: string, log: Logger): Promise<{ socketPath:
   const deadline = Date.now() + 15_000
   for (;;) {
     const owner = readLock(lockPath)
-    if (owner && owner.pid !== process.pid && isAlive(owner.pid)) {
+    if (owner && isAlive(owner.pid)) {
       if (await canConnect(owner.socket)) return { socketPath: owner.socket, close: async () => {} }
       // The owner is starting up (or shutting down): wait for its socket rather than touch its files.
-      if (Date.now() > deadline) {
-        throw new Error(`the embedded database in ${dir} is held by process ${owner.pid}, which does not answer on ${owner.socket}`)
+      // A lock with our own pid and no socket was left by an earlier process that had our pid
+      // (pid 1 in every container): it is stale.
+      if (owner.pid !== process.pid) {
+        if (Date.now() > deadline) {
+          throw new Error(`the embedded database in ${dir} is held by process ${owner.pid}, which does not answer on ${owner.socket}`)
+        }
+        await new Promise((r) => setTimeout(r, 200))
+        continue
       }
-      await new Promise((r) => setTimeout(r, 200))
-      continue
     }
     try {
       writeFileSync(lockPath, JSON.stringify({ pid: process.pid, socket: '' }), { flag: owner ? 'w' : 'wx', mode: 0o600 })
@@ -121,6 +162,9 @@ async function openEmbedded(dataDir: string, log: Logger): Promise<{ socketPath:
     return {
       socketPath,
       close: async () => {
+        // Let another process (an admin CLI command) finish before the database goes away.
+        const until = Date.now() + 30_000
+        while (server.getStats().activeConnections > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100))
         await server.stop()
         await db.close()
         rmSync(socketPath, { force: true })

@@ -26,7 +26,9 @@ export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
     })
 }
 
-export class MigrationError extends Error {}
+export class MigrationError extends Error {
+  override name = 'MigrationError'
+}
 
 /** Returns the versions this call applied (empty when the database was current). */
 export async function migrate(sql: Sql, migrations = loadMigrations()): Promise<number[]> {

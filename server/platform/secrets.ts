@@ -14,7 +14,9 @@ const TAG_BYTES = 16
 
 export interface SecretContext { tenantId: string; table: string; rowId: string; field: string }
 
-export class SecretDecryptError extends Error {}
+export class SecretDecryptError extends Error {
+  override name = 'SecretDecryptError'
+}
 
 export interface Secrets {
   /** Identifies the master key; stored with each value so keys can rotate. */

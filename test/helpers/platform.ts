@@ -1,15 +1,18 @@
 // Each test file gets its own platform: a fresh database on the real PostgreSQL (TEST_DATABASE_URL)
 // or an embedded PGlite in a temporary DATA_DIR, the real Redis (TEST_REDIS_URL) or none, a fresh
 // bucket on the real S3 store (TEST_S3_ENDPOINT) or a local folder. Everything is removed afterwards.
-import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { createHash, randomBytes } from 'node:crypto'
+import { cpSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import pino from 'pino'
 import { Client } from 'minio'
 import postgres from 'postgres'
 import type { Test } from 'tap'
 import { parseConfig, type Config } from '../../config/schema.js'
 import { createLogger } from '../../server/logger.js'
+import { openDb } from '../../server/platform/db.js'
+import { loadMigrations, migrate } from '../../server/platform/migrate.js'
 import { openPlatform, type Platform } from '../../server/platform/index.js'
 
 export const services = {
@@ -51,12 +54,35 @@ export async function freshBucket(t: Test): Promise<string> {
   })
   const bucket = `atrium-t-${suffix()}`
   t.teardown(async () => {
+    if (!(await client.bucketExists(bucket))) return // nothing in the test opened blob storage
     const names: string[] = []
     for await (const o of client.listObjectsV2(bucket, '', true)) names.push((o as { name: string }).name)
     if (names.length) await client.removeObjects(bucket, names)
     await client.removeBucket(bucket).catch(() => {})
   })
   return bucket
+}
+
+/**
+ * A migrated embedded database folder, built once per PGlite version and set of migrations and
+ * copied for each test: creating one from nothing costs seconds (initdb), copying it milliseconds.
+ */
+async function embeddedTemplate(): Promise<string> {
+  const pglite = JSON.parse(readFileSync(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url), 'utf8')) as { version: string }
+  const key = createHash('sha256').update(pglite.version).update(loadMigrations().map((m) => m.checksum).join()).digest('hex').slice(0, 16)
+  const template = join(tmpdir(), `atrium-test-pgdata-${key}`)
+  if (existsSync(template)) return template
+  const build = mkdtempSync(join(tmpdir(), 'atrium-test-pgdata-build-'))
+  const db = await openDb({ databaseUrl: '', dataDir: build, poolMax: 1, log: pino({ level: 'silent' }) })
+  await migrate(db.sql)
+  await db.close()
+  try {
+    renameSync(join(build, 'pgdata'), template)
+  } catch {
+    // another test process finished its template first; theirs is as good
+  }
+  rmSync(build, { recursive: true, force: true })
+  return template
 }
 
 /** Settings for a test server: the real services when configured, embedded defaults otherwise. */
@@ -69,7 +95,9 @@ export async function testEnv(t: Test, overrides: Record<string, string> = {}): 
     HOST: '127.0.0.1',
     ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
   }
-  if (services.databaseUrl && overrides.DATABASE_URL === undefined) env.DATABASE_URL = await freshDatabase(t)
+  const embedded = overrides.DATABASE_URL !== undefined ? !overrides.DATABASE_URL : !services.databaseUrl
+  if (embedded) cpSync(await embeddedTemplate(), join(env.DATA_DIR!, 'pgdata'), { recursive: true })
+  else if (overrides.DATABASE_URL === undefined) env.DATABASE_URL = await freshDatabase(t)
   if (services.redisUrl) env.REDIS_URL = services.redisUrl
   if (services.s3Endpoint && overrides.R2_ENDPOINT === undefined) {
     Object.assign(env, {

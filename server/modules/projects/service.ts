@@ -26,11 +26,11 @@ export interface Actor { tenantId: string; principal: Principal }
 export function projectsService(deps: { db: Db; blobs: Blobs; version: string }) {
   const { db, blobs } = deps
 
-  const load = async (sql: TxSql, tenantId: string, id: string, lock = false) => {
-    const p = await store.getProject(sql, tenantId, id, { lock })
-    if (!p) throw notFound('project', id)
-    return p
+  const found = (id: string, rows: readonly ProjectRow[]) => {
+    if (!rows[0]) throw notFound('project', id)
+    return rows[0]
   }
+  const load = async (sql: TxSql, tenantId: string, id: string, lock = false) => found(id, await store.selectProject(sql, tenantId, id, { lock }))
 
   /** Records the project's current state as a version and drops versions beyond the plan's limit. */
   const recordVersion = async (sql: TxSql, a: Actor, project: ProjectRow, change: VersionRow['change'], restoredFrom: number | null = null) => {
@@ -42,11 +42,11 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
   return {
     async list(tenantId: string, page: PageRequest) {
       const before = decodeCursor(page.cursor)
-      const rows = await db.tenant(tenantId, (sql) => store.listProjects(sql, tenantId, page.limit + 1, before))
+      const rows = await db.tenantRead(tenantId, (sql) => store.listProjects(sql, tenantId, page.limit + 1, before))
       return toPage(rows, page.limit)
     },
 
-    get: (tenantId: string, id: string) => db.tenant(tenantId, (sql) => load(sql, tenantId, id)),
+    get: async (tenantId: string, id: string) => found(id, await db.tenantRead(tenantId, (sql) => store.selectProject(sql, tenantId, id))),
 
     create: (a: Actor, input: CreateInput) =>
       db.tenant(a.tenantId, async (sql) => {

@@ -25,18 +25,17 @@ export interface VersionRow {
 export type ProjectFields = Pick<ProjectRow, 'name' | 'description' | 'language'>
 export const PROJECT_FIELDS = ['name', 'description', 'language'] as const
 
-export async function listProjects(sql: TxSql, tenantId: string, limit: number, before: string | null): Promise<ProjectRow[]> {
+export function listProjects(sql: TxSql, tenantId: string, limit: number, before: string | null) {
   return sql<ProjectRow[]>`
     select id, name, description, language, version, created_at, updated_at from projects
      where tenant_id = ${tenantId} ${before ? sql`and id < ${before}` : sql``}
      order by id desc limit ${limit}`
 }
 
-export async function getProject(sql: TxSql, tenantId: string, id: string, opts: { lock?: boolean } = {}): Promise<ProjectRow | undefined> {
-  const [row] = await sql<ProjectRow[]>`
+export function selectProject(sql: TxSql, tenantId: string, id: string, opts: { lock?: boolean } = {}) {
+  return sql<ProjectRow[]>`
     select id, name, description, language, version, created_at, updated_at from projects
      where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
-  return row
 }
 
 export async function insertProject(sql: TxSql, tenantId: string, id: string, f: ProjectFields): Promise<ProjectRow> {

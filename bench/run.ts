@@ -1,0 +1,103 @@
+// npm run bench: in one run, the bare Fastify baseline and Atrium's authenticated, rate-limited
+// GET /api/v1/projects/:id on real PostgreSQL and Redis, each under autocannon with 64 connections.
+// Prints req/s, their ratio, p99 latency and the server's peak RSS.
+// Services: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test; a fresh database
+// is made and dropped) and BENCH_REDIS_URL (default redis://127.0.0.1:6379). BENCH_SECONDS: 10.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import autocannon from 'autocannon'
+import postgres from 'postgres'
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url))
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
+const CONNECTIONS = 64
+const databaseUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+interface Started { child: ChildProcess; base: string }
+
+function start(script: string, env: Record<string, string>): Promise<Started> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'],
+  })
+  let err = ''
+  return new Promise((resolve, reject) => {
+    child.stderr!.on('data', (c: Buffer) => {
+      err += c.toString()
+      const m = /listening on (http:\/\/[\d.]+:\d+)/i.exec(err)
+      if (m) resolve({ child, base: m[1]! })
+    })
+    child.on('exit', (code) => reject(new Error(`${script} exited (${code}):\n${err}`)))
+  })
+}
+
+const peakRssMb = (pid: number) => {
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+  return m ? Math.round(Number(m[1]) / 1024) : NaN
+}
+
+async function load(url: string, headers: Record<string, string> = {}) {
+  await autocannon({ url, connections: CONNECTIONS, duration: 2, headers }) // warm-up: JIT, pools
+  const r = await autocannon({ url, connections: CONNECTIONS, duration: SECONDS, headers })
+  const bad = r.non2xx + r.errors + r.timeouts
+  if (bad) throw new Error(`${url}: ${bad} of ${r.requests.total} requests failed`)
+  return { rps: r.requests.average, p99: r.latency.p99, total: r.requests.total }
+}
+
+async function stop(s: Started) {
+  s.child.kill('SIGTERM')
+  await new Promise((r) => s.child.once('exit', r))
+}
+
+const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+const dbName = `atrium_bench_${randomBytes(4).toString('hex')}`
+await admin.unsafe(`create database ${dbName}`)
+const dataDir = mkdtempSync(join(tmpdir(), 'atrium-bench-'))
+try {
+  const hello = await start('bench/hello.ts', {})
+  const base = await load(`${hello.base}/`)
+  const baseRss = peakRssMb(hello.child.pid!)
+  await stop(hello)
+
+  const url = new URL(databaseUrl)
+  url.pathname = `/${dbName}`
+  const env = {
+    DATABASE_URL: url.toString(), REDIS_URL: redisUrl, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn', ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
+    // High enough that the benchmark is never refused, while every request still takes the Redis round trip.
+    RATE_LIMIT_MAX: '1000000',
+  }
+  const atrium = await start('server/main.ts', env)
+  const cli = spawn(process.execPath, ['--import', 'tsx', 'server/cli.ts', 'create-tenant', '--name', 'Bench'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } })
+  let out = ''
+  cli.stdout.on('data', (c: Buffer) => (out += c.toString()))
+  await new Promise((r) => cli.once('exit', r))
+  const { apiKey } = JSON.parse(out) as { apiKey: string }
+  const headers = { authorization: `Bearer ${apiKey}` }
+  const created = await fetch(`${atrium.base}/api/v1/projects`, {
+    method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bench', description: 'benchmark project', language: 'typescript' }),
+  })
+  const projectId = ((await created.json()) as { data: { id: string } }).data.id
+  const api = await load(`${atrium.base}/api/v1/projects/${projectId}`, headers)
+  const apiRss = peakRssMb(atrium.child.pid!)
+  await stop(atrium)
+
+  const ratio = api.rps / base.rps
+  const rows = [
+    ['target', 'req/s', 'p99 ms', 'peak RSS MB', 'requests'],
+    ['fastify hello-world (baseline)', base.rps.toFixed(0), String(base.p99), String(baseRss), String(base.total)],
+    ['GET /api/v1/projects/:id (auth, rate limit, PostgreSQL, Redis)', api.rps.toFixed(0), String(api.p99), String(apiRss), String(api.total)],
+  ]
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+  for (const r of rows) console.log(r.map((c, i) => (i ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  '))
+  console.log(`\nratio: ${(ratio * 100).toFixed(1)}% of the baseline's req/s (target 40% or more); p99 ${api.p99} ms (target under 25 ms)`)
+  console.log(`${CONNECTIONS} connections, ${SECONDS} s per target after a 2 s warm-up, ${process.env.BENCH_LOG_LEVEL ?? 'warn'} log level`)
+} finally {
+  await admin.unsafe(`drop database if exists ${dbName} with (force)`)
+  await admin.end()
+  rmSync(dataDir, { recursive: true, force: true })
+}

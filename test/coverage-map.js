@@ -1,0 +1,9 @@
+// Which source files each test file covers, for tap's coverage report. A module's tests cover the
+// whole module folder; any other test covers the file it mirrors. Lines are then counted only when
+// their own tests run them, not by accident through some other test.
+// Policy: coverage is reported, not enforced (package.json "tap": allow-incomplete-coverage).
+export default function coverageMap(testFile) {
+  const mirrored = testFile.replace(/^test\//, '').replace(/\.test\.ts$/, '.ts')
+  const module = /^server\/modules\/[^/]+\//.exec(mirrored)
+  return module ? [`${module[0]}**/*.ts`] : [mirrored]
+}

@@ -1,0 +1,33 @@
+import { Writable } from 'node:stream'
+import t from 'tap'
+import { buildApp } from '../../../server/app.js'
+import { createLogger } from '../../../server/logger.js'
+import { openPlatform } from '../../../server/platform/index.js'
+import { createTenant } from '../../../server/modules/tenants/service.js'
+import { caller } from '../../helpers/app.js'
+import { configFrom, suffix, testEnv } from '../../helpers/platform.js'
+
+const lines: string[] = []
+const sink = new Writable({ write(chunk, _enc, done) { lines.push(chunk.toString()); done() } })
+const config = configFrom(await testEnv(t, { LOG_LEVEL: 'debug' }))
+const platform = await openPlatform(config, createLogger('debug', sink))
+t.teardown(() => platform.close())
+const app = await buildApp(platform)
+t.teardown(() => app.close())
+const { apiKey } = await createTenant(platform.db, { name: 'Logs', email: `l-${suffix()}@example.com`, password: 'a long enough password' })
+
+t.test('requests are logged without credentials', async (t) => {
+  const call = caller(app, apiKey)
+  await call('GET', '/api/v1/projects', undefined, { cookie: 'session=abc123secret', 'x-request-id': 'log-test-1' })
+  await call('POST', '/api/v1/projects', { name: 'logged', secret: 'hunter2' })
+  await caller(app)('GET', '/api/v1/projects', undefined, { authorization: `Bearer ${apiKey}x` })
+  await caller(app)('GET', '/blobs/x.zip?expires=1&filename=x&signature=SIGNATURE-VALUE')
+  const text = lines.join('')
+  t.match(text, /"requestId":"log-test-1"/, 'request id in the log')
+  t.match(text, /"url":"\/api\/v1\/projects","status":200/)
+  t.notMatch(text, new RegExp(apiKey.slice(7)), 'no API key')
+  t.notMatch(text, /abc123secret/, 'no cookie')
+  t.notMatch(text, /hunter2/, 'no body secrets')
+  t.notMatch(text, /SIGNATURE-VALUE/, 'no link signatures')
+  t.match(text, /signature=\[redacted\]/)
+})

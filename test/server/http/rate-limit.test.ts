@@ -1,0 +1,86 @@
+import t from 'tap'
+import { appOn, testApp } from '../../helpers/app.js'
+import { services, suffix, testPlatform } from '../../helpers/platform.js'
+
+t.test('every API response carries the rate-limit headers', async (t) => {
+  const h = await testApp(t)
+  const { call } = await h.tenant()
+  const first = await call('GET', '/api/v1/projects')
+  t.equal(first.headers['x-ratelimit-limit'], '1000')
+  t.equal(first.headers['x-ratelimit-remaining'], '999')
+  const reset = Number(first.headers['x-ratelimit-reset'])
+  t.ok(reset >= 1 && reset <= 60, `reset in seconds: ${reset}`)
+  t.equal((await call('GET', '/api/v1/projects')).headers['x-ratelimit-remaining'], '998')
+  for (const r of [await call('GET', '/api/v1/projects/not-a-uuid'), await h.anonymous('GET', '/api/v1/projects'), await call('GET', '/api/v1/unknown')]) {
+    t.ok(r.headers['x-ratelimit-limit'], `${r.status} responses too`)
+  }
+})
+
+t.test('past the limit: 429 RATE_LIMIT_EXCEEDED with Retry-After, per key', async (t) => {
+  const h = await testApp(t, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_SECONDS: '30' })
+  const a = await h.tenant()
+  const b = await h.tenant()
+  for (let i = 0; i < 3; i++) t.equal((await a.call('GET', '/api/v1/projects')).status, 200)
+  const limited = await a.call('GET', '/api/v1/projects')
+  t.equal(limited.status, 429)
+  t.equal(limited.body.error.code, 'RATE_LIMIT_EXCEEDED')
+  t.equal(limited.headers['x-ratelimit-remaining'], '0')
+  const retry = Number(limited.headers['retry-after'])
+  t.ok(retry >= 1 && retry <= 30, `Retry-After ${retry}`)
+  t.match(limited.body.error.details, { limit: 3, windowSeconds: 30, retryAfterSeconds: retry })
+  const write = await a.call('POST', '/api/v1/projects', { name: 'over the limit' })
+  t.equal(write.status, 429, 'writes are limited too')
+  t.equal((await b.call('GET', '/api/v1/projects')).status, 200, 'another key has its own budget')
+  t.same((await b.call('GET', '/api/v1/projects')).body.data, [])
+})
+
+t.test('unauthenticated requests are limited by address', async (t) => {
+  const h = await testApp(t, { RATE_LIMIT_MAX: '2' })
+  t.equal((await h.anonymous('GET', '/api/v1/projects')).status, 401)
+  t.equal((await h.anonymous('GET', '/api/v1/projects')).status, 401)
+  const third = await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: 'Bearer svc_ci_' + 'y'.repeat(32) })
+  t.equal(third.status, 429, 'guessing keys from one address is limited')
+})
+
+t.test('routes outside the API are not limited', async (t) => {
+  const h = await testApp(t, { RATE_LIMIT_MAX: '1' })
+  for (let i = 0; i < 3; i++) t.equal((await h.anonymous('GET', '/healthz')).status, 200)
+  t.notOk((await h.anonymous('GET', '/healthz')).headers['x-ratelimit-limit'])
+})
+
+t.test('routes marked exempt (auth endpoints) are not limited', async (t) => {
+  const h = await testApp(t, { RATE_LIMIT_MAX: '1' }, {
+    routes: (app) => app.post('/api/v1/auth/test-exempt', { config: { auth: false, rateLimit: false } }, async () => ({ data: {}, meta: {} })),
+  })
+  for (let i = 0; i < 3; i++) t.equal((await h.anonymous('POST', '/api/v1/auth/test-exempt')).status, 200)
+})
+
+t.test('two server instances on one Redis share the limit', { skip: !services.redisUrl && 'needs TEST_REDIS_URL' }, async (t) => {
+  const platform = await testPlatform(t, { RATE_LIMIT_MAX: '4' })
+  const prefix = `atrium:test:${suffix()}`
+  const one = await appOn(t, platform, { rateLimitPrefix: prefix })
+  const two = await appOn(t, platform, { rateLimitPrefix: prefix })
+  const { apiKey } = await one.tenant()
+  const { caller } = await import('../../helpers/app.js')
+  const viaOne = caller(one.app, apiKey)
+  const viaTwo = caller(two.app, apiKey)
+  const statuses = [
+    (await viaOne('GET', '/api/v1/projects')).status,
+    (await viaTwo('GET', '/api/v1/projects')).status,
+    (await viaOne('GET', '/api/v1/projects')).status,
+    (await viaTwo('GET', '/api/v1/projects')).status,
+    (await viaOne('GET', '/api/v1/projects')).status,
+    (await viaTwo('GET', '/api/v1/projects')).status,
+  ]
+  t.same(statuses, [200, 200, 200, 200, 429, 429])
+})
+
+t.test('with Redis unreachable the limit still holds, per replica, and the fallback is counted', async (t) => {
+  const h = await testApp(t, { RATE_LIMIT_MAX: '2', REDIS_URL: 'redis://127.0.0.1:1' })
+  const { call } = await h.tenant()
+  t.equal((await call('GET', '/api/v1/projects')).status, 200)
+  t.equal((await call('GET', '/api/v1/projects')).status, 200)
+  t.equal((await call('GET', '/api/v1/projects')).status, 429)
+  const metrics = (await h.anonymous('GET', '/metrics')).raw.toString()
+  t.match(metrics, /atrium_rate_limit_fallback_total [1-9]/)
+})

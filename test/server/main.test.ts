@@ -1,0 +1,82 @@
+import { request } from 'node:http'
+import t from 'tap'
+import { admin, finished, spawnScript } from '../helpers/cli.js'
+import { testEnv } from '../helpers/platform.js'
+
+/** Starts `server/main.ts` as npm start does and waits for it to listen. */
+async function startServer(env: Record<string, string>) {
+  const child = spawnScript('server/main.ts', [], env)
+  const done = finished(child)
+  let stderr = ''
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stderr!.on('data', (c: Buffer) => {
+      stderr += c.toString()
+      const m = /Atrium is listening on http:\/\/[^:]+:(\d+)/.exec(stderr)
+      if (m) resolve(Number(m[1]))
+    })
+    child.on('exit', () => reject(new Error(`server exited before listening:\n${stderr}`)))
+  })
+  return { child, done, port, base: `http://127.0.0.1:${port}` }
+}
+
+t.test('with no services configured the server starts on embedded defaults and is ready', async (t) => {
+  const env = await testEnv(t, { LOG_LEVEL: 'info', DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '', ENCRYPTION_MASTER_KEY: '' })
+  const s = await startServer(env)
+  t.teardown(() => { s.child.kill('SIGKILL') })
+  const ready = await (await fetch(`${s.base}/readyz`)).json()
+  t.match(ready.data, { status: 'ready', checks: { db: { mode: 'embedded' }, cache: { mode: 'in-process' }, blobs: { mode: 'local' } } })
+
+  // The admin CLI shares the running server's embedded database through its socket.
+  const created = await admin(['create-tenant', '--name', 'While running'], env)
+  t.equal(created.code, 0, created.stderr)
+  const { apiKey } = JSON.parse(created.stdout)
+  const r = await fetch(`${s.base}/api/v1/projects`, { headers: { authorization: `Bearer ${apiKey}` } })
+  t.equal(r.status, 200, 'the server sees the tenant the CLI created')
+
+  s.child.kill('SIGTERM')
+  const exit = await s.done
+  t.equal(exit.code, 0)
+  t.match(exit.stdout, /"msg":"stopped"/)
+})
+
+t.test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
+  const env = await testEnv(t, { LOG_LEVEL: 'info' })
+  const created = await admin(['create-tenant', '--name', 'Drain'], env)
+  const { apiKey } = JSON.parse(created.stdout)
+  const s = await startServer(env)
+  t.teardown(() => { s.child.kill('SIGKILL') })
+
+  const body = JSON.stringify({ name: 'created during shutdown', description: 'x'.repeat(2000) })
+  const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = request(`${s.base}/api/v1/projects`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => {
+      let text = ''
+      res.on('data', (c: Buffer) => (text += c.toString()))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }))
+    })
+    req.on('error', reject)
+    // Half the body now: the request is in flight when the signal arrives.
+    req.write(body.slice(0, 1000))
+    setTimeout(() => {
+      s.child.kill('SIGTERM')
+      setTimeout(() => req.end(body.slice(1000)), 500)
+    }, 300)
+  })
+  const r = await response
+  t.equal(r.status, 201, 'the in-flight request completed')
+  t.match(JSON.parse(r.text), { data: { name: 'created during shutdown' } })
+  const exit = await s.done
+  t.equal(exit.code, 0, exit.stderr)
+  t.match(exit.stdout, /draining/)
+  await t.rejects(fetch(`${s.base}/healthz`), 'no longer listening')
+})
+
+t.test('production mode refuses to start on embedded defaults', async (t) => {
+  const env = await testEnv(t, { NODE_ENV: 'production', DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '', ENCRYPTION_MASTER_KEY: '' })
+  const r = await finished(spawnScript('server/main.ts', [], env))
+  t.equal(r.code, 78)
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT', 'ENCRYPTION_MASTER_KEY']) t.match(r.stderr, new RegExp(`config error: ${name} is required`))
+  t.notMatch(r.stderr, /\n\s+at /, 'no stack trace')
+})

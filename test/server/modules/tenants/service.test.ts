@@ -1,0 +1,41 @@
+import t from 'tap'
+import { apiKeyAuthenticator } from '../../../../server/modules/api-keys/service.js'
+import { createTenant } from '../../../../server/modules/tenants/service.js'
+import { verifyPassword } from '../../../../server/modules/users/passwords.js'
+import { suffix, testPlatform } from '../../../helpers/platform.js'
+
+const { db } = await testPlatform(t)
+
+t.test('a tenant is created with its owner and an all-permissions ci key', async (t) => {
+  const email = `Owner-${suffix()}@Example.com`
+  const r = await createTenant(db, { name: '  Acme ', plan: 'pro', email, password: 'a sufficiently long one' })
+  t.match(r, { tenantId: String, userId: String, apiKey: /^svc_ci_/ })
+  const [tenant] = await db.system((sql) => sql`select name, plan, status from tenants where id = ${r.tenantId}`)
+  t.same(tenant, { name: 'Acme', plan: 'pro', status: 'active' })
+  const [user] = await db.system((sql) => sql<{ role: string; email: string; password_hash: string }[]>`select role, email, password_hash from users where id = ${r.userId}`)
+  t.match(user, { role: 'owner', email })
+  t.ok(await verifyPassword('a sufficiently long one', user!.password_hash), 'the owner can log in with the password')
+  const p = await apiKeyAuthenticator(db)(r.apiKey)
+  t.match(p, { tenantId: r.tenantId, userId: r.userId, plan: 'pro' })
+  t.ok(p!.permissions.has('*'))
+})
+
+t.test('without email or password the owner still exists, without a password', async (t) => {
+  const r = await createTenant(db, { name: 'Quiet' })
+  const [user] = await db.system((sql) => sql`select email, password_hash from users where id = ${r.userId}`)
+  t.match(user, { email: /@tenant\.invalid$/, password_hash: null })
+})
+
+t.test('bad input is VALIDATION_ERROR and creates nothing', async (t) => {
+  const email = `dup-${suffix()}@example.com`
+  await createTenant(db, { name: 'First', email })
+  const before = await db.system((sql) => sql`select count(*)::int as n from tenants`)
+  const bad = [
+    { name: '' }, { name: 'x'.repeat(201) }, { name: 'ok', plan: 'platinum' }, { name: 'ok', email: 'not-an-email' },
+    { name: 'ok', email: `x-${suffix()}@example.com`, password: 'short' },
+    { name: 'Second', email: email.toUpperCase() },
+  ]
+  for (const input of bad) await t.rejects(createTenant(db, input), { code: 'VALIDATION_ERROR' }, JSON.stringify(input))
+  const after = await db.system((sql) => sql`select count(*)::int as n from tenants`)
+  t.same(after, before, 'no half-created tenant')
+})

@@ -1,0 +1,50 @@
+import t from 'tap'
+import { openLocalBlobs, type LocalBlobs } from '../../../server/platform/blobs.js'
+import { tempDir, testPlatform } from '../../helpers/platform.js'
+
+const { blobs } = await testPlatform(t)
+
+const read = async (stream: NodeJS.ReadableStream) => {
+  const chunks: Buffer[] = []
+  for await (const c of stream) chunks.push(c as Buffer)
+  return Buffer.concat(chunks)
+}
+
+t.test(`the configured store (${blobs.kind}) keeps, serves, links and removes an object`, async (t) => {
+  const body = Buffer.from('hello blob ' + Date.now())
+  await blobs.put('tests/a/b.json', body, 'application/json')
+  t.same(await read(await blobs.get('tests/a/b.json')), body)
+  const url = await blobs.presignGet('tests/a/b.json', { expiresSeconds: 60, filename: 'b.json' })
+  t.match(url, /^https?:\/\//)
+  if (blobs.kind === 's3') {
+    const r = await fetch(url)
+    t.equal(r.status, 200)
+    t.match(r.headers.get('content-disposition'), /attachment; filename="b.json"/)
+    t.same(Buffer.from(await r.arrayBuffer()), body)
+  }
+  await blobs.remove('tests/a/b.json')
+  await t.rejects(blobs.get('tests/a/b.json'))
+  await blobs.ping()
+})
+
+t.test('keys that could escape the store are refused', async (t) => {
+  for (const key of ['../etc/passwd', 'a/../../b', '/abs', 'a//b', '', 'a/./b']) {
+    await t.rejects(blobs.put(key, Buffer.from('x'), 'text/plain'), { message: /invalid blob key/ }, key)
+  }
+})
+
+t.test('local links: valid, tampered, expired', async (t) => {
+  const local = openLocalBlobs({ dir: tempDir(t), publicUrl: 'http://localhost:8080', signingKey: Buffer.alloc(32, 1) }) as LocalBlobs
+  await local.put('x/y.zip', Buffer.from('zip'), 'application/zip')
+  const url = new URL(await local.presignGet('x/y.zip', { expiresSeconds: 60, filename: 'y.zip' }))
+  const q = Object.fromEntries(url.searchParams)
+  t.match(local.verifyLink('x/y.zip', q), { filename: 'y.zip', path: /x\/y\.zip$/ })
+  t.same(local.verifyLink('x/z.zip', q), { refused: 'signature' }, 'another key')
+  t.same(local.verifyLink('x/y.zip', { ...q, filename: 'evil.exe' }), { refused: 'signature' }, 'another filename')
+  t.same(local.verifyLink('x/y.zip', { ...q, expires: String(Number(q.expires) + 3600) }), { refused: 'signature' }, 'a later expiry')
+  t.same(local.verifyLink('x/y.zip', { ...q, signature: '' }), { refused: 'signature' })
+  const past = new URL(await local.presignGet('x/y.zip', { expiresSeconds: -1, filename: 'y.zip' }))
+  t.same(local.verifyLink('x/y.zip', Object.fromEntries(past.searchParams)), { refused: 'expired' })
+  const other = openLocalBlobs({ dir: tempDir(t), publicUrl: 'http://localhost:8080', signingKey: Buffer.alloc(32, 2) }) as LocalBlobs
+  t.same(other.verifyLink('x/y.zip', q), { refused: 'signature' }, 'another signing key')
+})

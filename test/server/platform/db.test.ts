@@ -1,0 +1,129 @@
+import t from 'tap'
+import pino from 'pino'
+import { createTenant } from '../../../server/modules/tenants/service.js'
+import { APP_ROLE, openDb, SYSTEM_ROLE } from '../../../server/platform/db.js'
+import { migrate } from '../../../server/platform/migrate.js'
+import { newId } from '../../../server/ids.js'
+import { suffix, tempDir, testPlatform } from '../../helpers/platform.js'
+
+const { db } = await testPlatform(t)
+const a = await createTenant(db, { name: 'A', email: `a-${suffix()}@example.com` })
+const b = await createTenant(db, { name: 'B', email: `b-${suffix()}@example.com` })
+const insertProject = (tenantId: string, name: string) =>
+  db.tenant(tenantId, (sql) => sql`insert into projects (id, tenant_id, name) values (${newId()}, ${tenantId}, ${name})`)
+await insertProject(a.tenantId, 'a1')
+await insertProject(b.tenantId, 'b1')
+
+t.test('every tenant table has row-level security enabled and forced', async (t) => {
+  const tables = await db.sql<{ relname: string; relrowsecurity: boolean; relforcerowsecurity: boolean; owner: string }[]>`
+    select c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.relowner) as owner
+      from pg_class c join pg_namespace n on n.oid = c.relnamespace
+     where n.nspname = current_schema() and c.relkind = 'r'
+       and (c.relname = 'tenants' or exists (
+             select 1 from information_schema.columns col
+              where col.table_schema = n.nspname and col.table_name = c.relname and col.column_name = 'tenant_id'))`
+  t.ok(tables.length >= 6, `${tables.length} tenant tables found`)
+  for (const tb of tables) {
+    t.ok(tb.relrowsecurity, `${tb.relname}: row-level security enabled`)
+    t.ok(tb.relforcerowsecurity, `${tb.relname}: row-level security forced`)
+    t.not(tb.owner, APP_ROLE, `${tb.relname} is not owned by the role the server acts as`)
+    t.not(tb.owner, SYSTEM_ROLE)
+  }
+})
+
+t.test('the roles the server acts as bypass nothing', async (t) => {
+  const roles = await db.sql<{ rolname: string; rolsuper: boolean; rolbypassrls: boolean }[]>`
+    select rolname, rolsuper, rolbypassrls from pg_roles where rolname in (${APP_ROLE}, ${SYSTEM_ROLE})`
+  t.equal(roles.length, 2)
+  for (const r of roles) t.notOk(r.rolsuper || r.rolbypassrls, `${r.rolname} is neither superuser nor BYPASSRLS`)
+})
+
+t.test('a tenant transaction sees only its own rows, even with no tenant filter', async (t) => {
+  const rows = await db.tenant(a.tenantId, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`)
+  t.same(rows.map((r) => r.tenant_id), [a.tenantId])
+  const tenants = await db.tenant(a.tenantId, (sql) => sql<{ id: string }[]>`select id from tenants`)
+  t.same(tenants.map((r) => r.id), [a.tenantId])
+  const keys = await db.tenant(a.tenantId, (sql) => sql`select id from api_keys where tenant_id = ${b.tenantId}`)
+  t.equal(keys.length, 0, "another tenant's keys are invisible")
+})
+
+t.test("a tenant transaction cannot write or change another tenant's rows", async (t) => {
+  await t.rejects(
+    db.tenant(a.tenantId, (sql) => sql`insert into projects (id, tenant_id, name) values (${newId()}, ${b.tenantId}, 'sneaky')`),
+    { code: '42501' }, 'insert for another tenant violates the policy')
+  const updated = await db.tenant(a.tenantId, (sql) => sql`update projects set name = 'x' where tenant_id = ${b.tenantId} returning id`)
+  t.equal(updated.length, 0)
+  const deleted = await db.tenant(a.tenantId, (sql) => sql`delete from projects where tenant_id = ${b.tenantId} returning id`)
+  t.equal(deleted.length, 0)
+})
+
+t.test('tenant and system transactions run as the non-owner roles', async (t) => {
+  const [inTenant] = await db.tenant(a.tenantId, (sql) => sql<{ role: string; tenant: string }[]>`select current_user as role, current_setting('app.tenant_id') as tenant`)
+  t.same(inTenant, { role: APP_ROLE, tenant: a.tenantId })
+  const [inSystem] = await db.system((sql) => sql<{ role: string }[]>`select current_user as role`)
+  t.equal(inSystem!.role, SYSTEM_ROLE)
+})
+
+t.test('with no tenant chosen, the app role sees nothing', async (t) => {
+  const rows = await db.tenant('', (sql) => sql`select id from projects`).catch((e: { code?: string }) => e)
+  // an empty tenant is not a uuid: either refused outright or empty, never another tenant's rows
+  t.ok(Array.isArray(rows) ? rows.length === 0 : (rows as { code?: string }).code === '22P02')
+})
+
+t.test('the tenant and role end with the transaction', async (t) => {
+  await db.tenant(a.tenantId, (sql) => sql`select 1`)
+  const [row] = await db.sql<{ tenant: string | null; role: string }[]>`select current_setting('app.tenant_id', true) as tenant, current_user as role`
+  t.ok(!row!.tenant, 'no tenant left on the connection')
+  t.not(row!.role, APP_ROLE)
+})
+
+t.test('a system transaction sees every tenant', async (t) => {
+  const rows = await db.system((sql) => sql<{ tenant_id: string }[]>`select distinct tenant_id from projects where tenant_id in (${a.tenantId}, ${b.tenantId})`)
+  t.equal(rows.length, 2)
+})
+
+t.test('an embedded database is shared with a second opener through its socket', async (t) => {
+  const dir = tempDir(t)
+  const log = pino({ level: 'silent' })
+  const owner = await openDb({ databaseUrl: '', dataDir: dir, poolMax: 1, log })
+  const guest = await openDb({ databaseUrl: '', dataDir: dir, poolMax: 1, log })
+  t.equal(owner.mode, 'embedded')
+  await migrate(guest.sql)
+  await guest.sql`insert into tenants (id, name, plan) values (${newId()}, 'shared', 'free')`.catch(() => {})
+  const n = await owner.system((sql) => sql<{ n: number }[]>`select count(*)::int as n from tenants where name = 'shared'`)
+  t.equal(n[0]!.n, 1, "the owner sees the guest's write")
+  await guest.close()
+  await owner.close()
+})
+
+t.test('a failure inside a tenant transaction rolls back everything it wrote', async (t) => {
+  const id = newId()
+  await t.rejects(
+    db.tenant(a.tenantId, async (sql) => {
+      await sql`insert into projects (id, tenant_id, name) values (${id}, ${a.tenantId}, 'rolled back')`
+      await sql`select 1/0`
+    }),
+    { code: '22012' },
+  )
+  const rows = await db.system((sql) => sql`select id from projects where id = ${id}`)
+  t.equal(rows.length, 0)
+})
+
+t.test('a failing single read is reported and leaves the connection clean', async (t) => {
+  await t.rejects(db.tenantRead(a.tenantId, (sql) => sql`select 1/0 as x`), { code: '22012' })
+  const rows = await db.tenantRead(a.tenantId, (sql) => sql<{ n: number }[]>`select count(*)::int as n from projects`)
+  t.equal(rows[0]!.n, 1, 'the next read on the pool works, in its own tenant')
+  if (db.mode === 'postgres') {
+    const [open] = await db.sql<{ n: number }[]>`
+      select count(*)::int as n from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'`
+    t.equal(open!.n, 0, 'no transaction left open')
+  }
+})
+
+t.test('many concurrent tenant transactions never see each other', async (t) => {
+  const results = await Promise.all(Array.from({ length: 40 }, (_, i) => {
+    const tenant = i % 2 ? a.tenantId : b.tenantId
+    return db.tenantRead(tenant, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`).then((rows) => ({ tenant, rows }))
+  }))
+  for (const r of results) t.ok(r.rows.every((row) => row.tenant_id === r.tenant))
+})

@@ -1,0 +1,48 @@
+import { rmSync } from 'node:fs'
+import { join } from 'node:path'
+import t from 'tap'
+import { loadMigrations, migrate } from '../../../server/platform/migrate.js'
+import { admin } from '../../helpers/cli.js'
+import { testEnv, testPlatform } from '../../helpers/platform.js'
+
+const all = loadMigrations()
+
+t.test('migration files are numbered without gaps', async (t) => {
+  t.ok(all.length >= 1)
+  t.same(all.map((m) => m.version), all.map((_, i) => i + 1))
+})
+
+t.test('two processes migrating one fresh database at once apply each migration exactly once', async (t) => {
+  const env = await testEnv(t, { MIGRATE_ON_START: 'false' })
+  rmSync(join(env.DATA_DIR!, 'pgdata'), { recursive: true, force: true }) // embedded: start from nothing too
+  const [one, two] = await Promise.all([admin(['migrate'], env), admin(['migrate'], env)])
+  t.equal(one.code, 0, one.stderr)
+  t.equal(two.code, 0, two.stderr)
+  const applied = [...JSON.parse(one.stdout).applied, ...JSON.parse(two.stdout).applied].sort((x: number, y: number) => x - y)
+  t.same(applied, all.map((m) => m.version), 'between them, every migration applied once')
+
+  const again = await admin(['migrate'], env)
+  t.same(JSON.parse(again.stdout), { applied: [] }, 'a third run has nothing to do')
+})
+
+t.test('a migrated database records each migration once', async (t) => {
+  const { db } = await testPlatform(t)
+  const rows = await db.sql<{ version: number; checksum: string }[]>`select version, checksum from atrium_migrations order by version`
+  t.same(rows.map((r) => r.version), all.map((m) => m.version))
+  t.same(await migrate(db.sql), [])
+})
+
+t.test('a migration edited after it was applied is refused', async (t) => {
+  const { db } = await testPlatform(t)
+  const edited = [{ ...all[0]!, sql: all[0]!.sql + '\n-- edited', checksum: 'different' }]
+  await t.rejects(migrate(db.sql, edited), { name: 'MigrationError', message: /1_foundation was changed after it was applied/ })
+})
+
+t.test('a failing migration leaves nothing behind', async (t) => {
+  const { db } = await testPlatform(t)
+  const broken = { version: 9999, name: 'broken', sql: 'create table half_done (id int); select 1/0;', checksum: 'x' }
+  await t.rejects(migrate(db.sql, [...all, broken]), { code: '22012' })
+  const [row] = await db.sql<{ n: number; table: string | null }[]>`
+    select (select count(*)::int from atrium_migrations where version = 9999) as n, to_regclass('half_done')::text as table`
+  t.same(row, { n: 0, table: null })
+})
