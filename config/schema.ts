@@ -76,6 +76,10 @@ export const settings = {
     requiredInProduction: true,
     description: 'S3-compatible object store address (MinIO, R2, S3...); empty stores blobs under DATA_DIR',
   } satisfies StringSetting,
+  R2_PUBLIC_ENDPOINT: {
+    type: 'url', protocols: ['http:', 'https:'], default: '', secret: false, group: 'storage',
+    description: 'Address of the object store as users reach it, for download links (default R2_ENDPOINT)',
+  } satisfies StringSetting,
   R2_BUCKET: {
     type: 'string', default: 'atrium', secret: false, group: 'storage',
     description: 'Bucket that holds backups and exports (created at start-up when missing)',

@@ -6,11 +6,12 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Registry } from 'prom-client'
 import { installAuth } from './http/auth.js'
+import { invalid } from './http/errors.js'
 import { genReqId, installEnvelope } from './http/envelope.js'
 import { createRegistry, installMetrics } from './http/metrics.js'
 import { createRateLimiter } from './http/rate-limit.js'
 import { ErrorBody } from './http/schemas.js'
-import { validatorCompiler } from './http/validation.js'
+import { emptyTolerantJson, findNul, validatorCompiler } from './http/validation.js'
 import { redactUrl } from './logger.js'
 import { apiKeyAuthenticator } from './modules/api-keys/service.js'
 import { downloadsRoutes } from './modules/downloads/routes.js'
@@ -51,11 +52,16 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   }).withTypeProvider<TypeBoxTypeProvider>()
   app.decorate('draining', false)
   app.setValidatorCompiler(validatorCompiler())
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, emptyTolerantJson(app.getDefaultJsonParser('error', 'error')))
   app.addSchema(ErrorBody)
 
   // A POST without a body is an empty object: optional flags default, required fields are named.
+  // Text with a NUL character is refused here, before it can reach the database and fail there.
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && request.routeOptions.schema?.body) request.body = {}
+    const nul = findNul(request.body)
+    if (nul) throw invalid(nul, 'must not contain NUL (\\u0000) characters')
   })
   // One line per request, after it is answered.
   app.addHook('onResponse', async (request, reply) => {

@@ -21,6 +21,7 @@ declare module 'fastify' {
 }
 
 export const API_PREFIX = '/api/v1'
+const isApiPath = (path: string) => path === API_PREFIX || path.startsWith(API_PREFIX + '/') || path.startsWith(API_PREFIX + '?')
 // Clients must not choose their tenant: it comes from the credential.
 const TENANT_HEADER_RE = /(^|-)tenant(-|$)/i
 
@@ -28,19 +29,32 @@ export function installAuth(app: FastifyInstance, opts: { authenticators: Authen
   app.decorateRequest('principal', null)
 
   app.addHook('onRequest', async (request, reply) => {
-    if (!request.url.startsWith(API_PREFIX + '/') && request.url !== API_PREFIX) return
-    const config = request.routeOptions.config ?? {}
+    // Decided by the route that matched, not by the raw URL: a percent-encoded or absolute-form
+    // target reaches the same handler and must meet the same rules. Unmatched URLs (404, 405) are
+    // judged by their path so that probing the API is rate limited too.
     const routed = request.routeOptions.url !== undefined
+    if (!isApiPath(routed ? request.routeOptions.url! : request.url)) return
+    const config = request.routeOptions.config ?? {}
+    const limited = config.rateLimit !== false
+    const ip = `ip:${request.ip}`
     let failure: string | null = null
+    let chargedIp = false
     if (config.auth !== false) {
-      const r = await resolve(request, opts.authenticators)
+      const token = bearerToken(request.headers.authorization)
+      // A credential nobody can vouch for from memory costs its address first, so an address over
+      // its limit cannot make the server look up key after made-up key.
+      if (limited && token.token && !opts.authenticators.some((a) => a.answersFromMemory(token.token!))) {
+        await opts.limiter.consume(ip, reply)
+        chargedIp = true
+      }
+      const r = token.token ? await resolve(token.token, opts.authenticators) : { principal: null, failure: token.failure }
       request.principal = r.principal
       failure = r.failure
     }
 
-    if (config.rateLimit !== false) {
-      const key = request.principal ? `${request.principal.kind}:${request.principal.id}` : `ip:${request.ip}`
-      await opts.limiter.consume(key, reply)
+    if (limited) {
+      if (request.principal) await opts.limiter.consume(`${request.principal.kind}:${request.principal.id}`, reply)
+      else if (!chargedIp) await opts.limiter.consume(ip, reply)
     }
 
     if (routed && config.auth !== false && !request.principal) throw unauthorized(failure ?? 'Missing or invalid authentication')
@@ -61,13 +75,16 @@ export function installAuth(app: FastifyInstance, opts: { authenticators: Authen
   })
 }
 
-async function resolve(request: FastifyRequest, authenticators: Authenticator[]): Promise<{ principal: Principal | null; failure: string | null }> {
-  const header = request.headers.authorization
-  if (!header) return { principal: null, failure: 'Send Authorization: Bearer <API key or access token>' }
+function bearerToken(header: string | undefined): { token: string | null; failure: string } {
+  if (!header) return { token: null, failure: 'Send Authorization: Bearer <API key or access token>' }
   const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
-  if (!m) return { principal: null, failure: 'The Authorization header must be: Bearer <API key or access token>' }
-  for (const authenticate of authenticators) {
-    const principal = await authenticate(m[1]!)
+  if (!m) return { token: null, failure: 'The Authorization header must be: Bearer <API key or access token>' }
+  return { token: m[1]!, failure: '' }
+}
+
+async function resolve(token: string, authenticators: Authenticator[]): Promise<{ principal: Principal | null; failure: string | null }> {
+  for (const a of authenticators) {
+    const principal = await a.authenticate(token)
     if (principal) return { principal, failure: null }
   }
   return { principal: null, failure: 'The credential is invalid, expired or revoked' }

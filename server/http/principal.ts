@@ -16,5 +16,9 @@ export type Plan = (typeof PLANS)[number]
 /** '*' grants every permission of the principal's tenant. */
 export const hasPermission = (p: Principal, permission: string) => p.permissions.has('*') || p.permissions.has(permission)
 
-/** Turns a bearer credential into a principal, or null when it is not one this authenticator knows. */
-export type Authenticator = (token: string) => Promise<Principal | null>
+export interface Authenticator {
+  /** The principal a bearer credential stands for, or null when it is not one this authenticator knows. */
+  authenticate(token: string): Promise<Principal | null>
+  /** True when authenticate would answer from memory, without a database lookup. */
+  answersFromMemory(token: string): boolean
+}

@@ -28,14 +28,15 @@ export const ErrorBody = Type.Object(
 export const Envelope = <T extends TSchema>(data: T) => Type.Object({ data, meta: Meta })
 export const PageEnvelope = <T extends TSchema>(item: T) => Type.Object({ data: Type.Array(item), meta: PageMeta })
 
-/** Error responses a route can give, for the OpenAPI document. */
+/** Error responses a route can give, for the OpenAPI document (an unexpected fault is always possible). */
 export function errors(...codes: ErrorCode[]): Record<number, unknown> {
   const out: Record<number, unknown> = {}
-  for (const c of ['VALIDATION_ERROR', 'UNAUTHORIZED', 'RATE_LIMIT_EXCEEDED', 'INTERNAL_ERROR', ...codes] as ErrorCode[]) {
-    out[ERRORS[c].status] = Type.Ref('ErrorEnvelope')
-  }
+  for (const c of [...codes, 'INTERNAL_ERROR'] as ErrorCode[]) out[ERRORS[c].status] = Type.Ref('ErrorEnvelope')
   return out
 }
+
+/** The errors every /api/v1 route can give, plus the route's own. */
+export const apiErrors = (...codes: ErrorCode[]) => errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'RATE_LIMIT_EXCEEDED', ...codes)
 
 export const Uuid = Type.String({ format: 'uuid' })
 export const IdParams = Type.Object({ id: Type.String({ format: 'uuid', description: 'Resource identifier' }) })

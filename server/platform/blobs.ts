@@ -1,17 +1,19 @@
 // Object storage: any S3-compatible store through the minio client, or, with no R2_ENDPOINT, a
 // folder under DATA_DIR whose download links the server signs and serves itself (/blobs/...).
 import { createHmac, timingSafeEqual } from 'node:crypto'
-import { createReadStream } from 'node:fs'
+import { createReadStream, createWriteStream } from 'node:fs'
 import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { dirname, join, resolve, sep } from 'node:path'
 import type { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
 import { Client } from 'minio'
 
 export interface LinkOptions { expiresSeconds: number; filename: string }
 
 export interface Blobs {
   readonly kind: 's3' | 'local'
-  put(key: string, body: Buffer, contentType: string): Promise<void>
+  /** Stores a buffer or a stream of unknown length; a failed stream leaves no object behind. */
+  put(key: string, body: Buffer | Readable, contentType: string): Promise<void>
   get(key: string): Promise<Readable>
   remove(key: string): Promise<void>
   /** A link anyone holding it can download from until it expires. */
@@ -34,27 +36,42 @@ function checkKey(key: string): string {
   return key
 }
 
-export interface S3Options { endpoint: string; bucket: string; accessKey: string; secretKey: string; region: string }
+export interface S3Options {
+  endpoint: string
+  /** Where users reach the store, when not at `endpoint` (links are signed for their host). */
+  publicEndpoint?: string
+  bucket: string
+  accessKey: string
+  secretKey: string
+  region: string
+}
 
-export async function openS3Blobs(o: S3Options): Promise<Blobs> {
-  const url = new URL(o.endpoint)
-  const client = new Client({
+function s3Client(endpoint: string, o: S3Options): Client {
+  const url = new URL(endpoint)
+  return new Client({
     endPoint: url.hostname,
     port: url.port ? Number(url.port) : undefined,
     useSSL: url.protocol === 'https:',
     accessKey: o.accessKey,
     secretKey: o.secretKey,
+    // With the region known, presigning is pure computation: no request to the store.
     region: o.region,
   })
+}
+
+export async function openS3Blobs(o: S3Options): Promise<Blobs> {
+  const client = s3Client(o.endpoint, o)
+  const signer = o.publicEndpoint ? s3Client(o.publicEndpoint, o) : client
   const blobs: Blobs = {
     kind: 's3',
     async put(key, body, contentType) {
-      await client.putObject(o.bucket, checkKey(key), body, body.length, { 'Content-Type': contentType })
+      // a stream of unknown length goes up in parts; a failed upload never completes the object
+      await client.putObject(o.bucket, checkKey(key), body, Buffer.isBuffer(body) ? body.length : undefined, { 'Content-Type': contentType })
     },
     get: (key) => client.getObject(o.bucket, checkKey(key)),
     remove: (key) => client.removeObject(o.bucket, checkKey(key)),
     presignGet: (key, opts) =>
-      client.presignedGetObject(o.bucket, checkKey(key), opts.expiresSeconds, {
+      signer.presignedGetObject(o.bucket, checkKey(key), opts.expiresSeconds, {
         'response-content-disposition': contentDisposition(opts.filename),
       }),
     async ping() {
@@ -87,8 +104,14 @@ export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: 
       await mkdir(dirname(p), { recursive: true, mode: 0o700 })
       // write then rename: a reader never sees half a file
       const tmp = `${p}.${process.pid}.${Date.now()}.part`
-      await writeFile(tmp, body, { mode: 0o600 })
-      await rename(tmp, p)
+      try {
+        if (Buffer.isBuffer(body)) await writeFile(tmp, body, { mode: 0o600 })
+        else await pipeline(body, createWriteStream(tmp, { mode: 0o600 }))
+        await rename(tmp, p)
+      } catch (err) {
+        await rm(tmp, { force: true })
+        throw err
+      }
     },
     async get(key) {
       const p = pathOf(key)
@@ -97,6 +120,7 @@ export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: 
     },
     remove: (key) => rm(pathOf(key), { force: true }),
     async presignGet(key, opts) {
+      checkKey(key)
       const expires = String(Math.floor(Date.now() / 1000) + opts.expiresSeconds)
       const q = new URLSearchParams({ expires, filename: opts.filename, signature: sign(key, expires, opts.filename).toString('base64url') })
       return `${o.publicUrl}/blobs/${key.split('/').map(encodeURIComponent).join('/')}?${q}`

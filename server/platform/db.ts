@@ -1,7 +1,7 @@
 // PostgreSQL through postgres.js. With no DATABASE_URL, an embedded PGlite database in DATA_DIR is
 // served on a unix socket so that the server and the admin CLI (a second process) share it.
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, mkdtempSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -49,12 +49,24 @@ export async function openDb(opts: DbOptions): Promise<Db> {
     })
     return wrap('postgres', sql, async () => { await sql.end({ timeout: 5 }) })
   }
-  const embedded = await openEmbedded(opts.dataDir, opts.log)
-  const sql = postgres({ path: embedded.socketPath, max: 1, onnotice: () => {}, username: 'postgres', database: 'postgres' })
-  return wrap('embedded', sql, async () => {
-    await sql.end({ timeout: 5 })
-    await embedded.close()
-  })
+  // A guest connects at once: from then on the owner waits for it before closing. If the owner
+  // closed between our look at its lock and our connection, the database is free: try again.
+  for (let attempt = 1; ; attempt++) {
+    const embedded = await openEmbedded(opts.dataDir, opts.log)
+    const sql = postgres({ path: embedded.socketPath, max: 1, onnotice: () => {}, username: 'postgres', database: 'postgres' })
+    try {
+      await sql`select 1`
+    } catch (err) {
+      await sql.end({ timeout: 1 }).catch(() => {})
+      await embedded.close()
+      if (embedded.owner || attempt >= 5) throw err
+      continue
+    }
+    return wrap('embedded', sql, async () => {
+      await sql.end({ timeout: 5 })
+      await embedded.close()
+    })
+  }
 }
 
 function wrap(mode: Db['mode'], sql: Sql, close: () => Promise<void>): Db {
@@ -101,7 +113,9 @@ function wrap(mode: Db['mode'], sql: Sql, close: () => Promise<void>): Db {
     tenant: (tenantId, fn) => run(APP_ROLE, tenantId, fn),
     tenantRead,
     system: (fn) => run(SYSTEM_ROLE, '', fn),
-    ping: async () => { await sql`select 1` },
+    // Through a real system transaction: a database that answers but where the server cannot take
+    // its roles is not ready either.
+    ping: async () => { await run(SYSTEM_ROLE, '', (tx) => tx`select 1`) },
     close,
   }
 }
@@ -116,38 +130,87 @@ export function isUniqueViolation(err: unknown, constraint: string): boolean {
 
 interface LockInfo { pid: number; socket: string }
 
+/** Embedded databases this process owns, by folder: a second open in the same process is a guest. */
+const ownedHere = new Map<string, Promise<string>>()
+const STALE_UNREADABLE_MS = 5000
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+type Acquired = { owner: true; ready(socket: string): void; failed(err: unknown): void } | { owner: false; socket: string }
+
 /**
- * One process owns the PGlite files (it is single-process); it serves them on a unix socket named in
- * DATA_DIR/db.lock. Any other process (the admin CLI while `npm start` runs) connects to that socket.
+ * One process owns the PGlite files (it is single-process) and serves them on a unix socket named
+ * in DATA_DIR/db.lock; any other process (the admin CLI while `npm start` runs) connects to that
+ * socket. The lock is only ever created exclusively; a stale one (its process is gone, or it stayed
+ * unreadable, as a crash mid-write leaves it) is removed only by the holder of db.lock.takeover.
  */
-async function openEmbedded(dataDir: string, log: Logger): Promise<{ socketPath: string; close(): Promise<void> }> {
+async function acquireLock(dir: string, lockPath: string): Promise<Acquired> {
+  const deadline = Date.now() + 15_000
+  for (;;) {
+    const here = ownedHere.get(dir)
+    if (here) return { owner: false, socket: await here }
+    try {
+      writeFileSync(lockPath, JSON.stringify({ pid: process.pid, socket: '' }), { flag: 'wx', mode: 0o600 })
+      // Registered before any await, so a second open in this process waits for this one.
+      let ready!: (socket: string) => void
+      let failed!: (err: unknown) => void
+      const socket = new Promise<string>((res, rej) => { ready = res; failed = rej })
+      socket.catch(() => {})
+      ownedHere.set(dir, socket)
+      return { owner: true, ready, failed }
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    }
+    const holder = readLock(lockPath)
+    if (holder && holder.pid !== process.pid && isAlive(holder.pid)) {
+      if (await canConnect(holder.socket)) return { owner: false, socket: holder.socket }
+      // the owner is starting up or shutting down: wait for it rather than touch its files
+    } else if (isStale(lockPath, holder)) {
+      removeStale(lockPath)
+      continue
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`the embedded database in ${dir} is held by ${holder ? `process ${holder.pid}` : 'an unreadable lock'}, which does not answer`)
+    }
+    await sleep(200)
+  }
+}
+
+/** A lock whose process is gone (or had our pid in an earlier life: pid 1 in every container), or unreadable for a while. */
+function isStale(lockPath: string, holder: LockInfo | null): boolean {
+  if (holder) return holder.pid === process.pid || !isAlive(holder.pid)
+  try {
+    return Date.now() - statSync(lockPath).mtimeMs > STALE_UNREADABLE_MS
+  } catch {
+    return false // gone already: the next exclusive create decides
+  }
+}
+
+function removeStale(lockPath: string) {
+  const guard = `${lockPath}.takeover`
+  try {
+    if (Date.now() - statSync(guard).mtimeMs > STALE_UNREADABLE_MS) rmSync(guard, { force: true }) // a takeover that crashed
+  } catch {
+    // no guard: the usual case
+  }
+  try {
+    writeFileSync(guard, String(process.pid), { flag: 'wx', mode: 0o600 })
+  } catch {
+    return // another process is taking over; let it
+  }
+  try {
+    // judged again under the guard: someone may have replaced the stale lock meanwhile
+    if (isStale(lockPath, readLock(lockPath))) rmSync(lockPath, { force: true })
+  } finally {
+    rmSync(guard, { force: true })
+  }
+}
+
+async function openEmbedded(dataDir: string, log: Logger): Promise<{ socketPath: string; owner: boolean; close(): Promise<void> }> {
   const dir = resolve(dataDir)
   mkdirSync(dir, { recursive: true, mode: 0o700 })
   const lockPath = join(dir, 'db.lock')
-
-  const deadline = Date.now() + 15_000
-  for (;;) {
-    const owner = readLock(lockPath)
-    if (owner && isAlive(owner.pid)) {
-      if (await canConnect(owner.socket)) return { socketPath: owner.socket, close: async () => {} }
-      // The owner is starting up (or shutting down): wait for its socket rather than touch its files.
-      // A lock with our own pid and no socket was left by an earlier process that had our pid
-      // (pid 1 in every container): it is stale.
-      if (owner.pid !== process.pid) {
-        if (Date.now() > deadline) {
-          throw new Error(`the embedded database in ${dir} is held by process ${owner.pid}, which does not answer on ${owner.socket}`)
-        }
-        await new Promise((r) => setTimeout(r, 200))
-        continue
-      }
-    }
-    try {
-      writeFileSync(lockPath, JSON.stringify({ pid: process.pid, socket: '' }), { flag: owner ? 'w' : 'wx', mode: 0o600 })
-    } catch {
-      continue // another process took the lock between our read and write
-    }
-    if (readLock(lockPath)?.pid === process.pid) break
-  }
+  const got = await acquireLock(dir, lockPath)
+  if (!got.owner) return { socketPath: got.socket, owner: false, close: async () => {} }
 
   try {
     const { PGlite } = await import('@electric-sql/pglite')
@@ -158,20 +221,25 @@ async function openEmbedded(dataDir: string, log: Logger): Promise<{ socketPath:
     const server = new PGLiteSocketServer({ db, path: socketPath, maxConnections: 16 })
     await server.start()
     writeFileSync(lockPath, JSON.stringify({ pid: process.pid, socket: socketPath } satisfies LockInfo), { mode: 0o600 })
+    got.ready(socketPath)
     log.info({ dataDir: dir }, 'embedded database (PGlite) open')
     return {
       socketPath,
+      owner: true,
       close: async () => {
         // Let another process (an admin CLI command) finish before the database goes away.
         const until = Date.now() + 30_000
-        while (server.getStats().activeConnections > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100))
+        while (server.getStats().activeConnections > 0 && Date.now() < until) await sleep(100)
         await server.stop()
         await db.close()
+        ownedHere.delete(dir)
         rmSync(socketPath, { force: true })
         if (readLock(lockPath)?.pid === process.pid) rmSync(lockPath, { force: true })
       },
     }
   } catch (err) {
+    got.failed(err)
+    ownedHere.delete(dir)
     rmSync(lockPath, { force: true })
     throw err
   }

@@ -32,6 +32,7 @@ export async function openPlatform(config: Config, log: Logger, opts: { migrate?
     const blobs = config.R2_ENDPOINT
       ? await openS3Blobs({
           endpoint: config.R2_ENDPOINT,
+          publicEndpoint: config.R2_PUBLIC_ENDPOINT,
           bucket: config.R2_BUCKET,
           accessKey: config.R2_ACCESS_KEY_ID,
           secretKey: config.R2_SECRET_ACCESS_KEY,

@@ -85,6 +85,13 @@ async function embeddedTemplate(): Promise<string> {
   return template
 }
 
+/** A temporary DATA_DIR holding a migrated embedded database. */
+export async function embeddedDataDir(t: Test): Promise<string> {
+  const dir = tempDir(t)
+  cpSync(await embeddedTemplate(), join(dir, 'pgdata'), { recursive: true })
+  return dir
+}
+
 /** Settings for a test server: the real services when configured, embedded defaults otherwise. */
 export async function testEnv(t: Test, overrides: Record<string, string> = {}): Promise<Record<string, string>> {
   const env: Record<string, string> = {

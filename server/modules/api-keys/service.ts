@@ -54,26 +54,35 @@ export const KEY_CACHE_SECONDS = 10
 export function apiKeyAuthenticator(db: Db): Authenticator {
   // Only keys that authenticated are cached: a flood of made-up keys cannot push real ones out.
   const cache = new LRUCache<string, { principal: Principal; expiresAt: number | null }>({ max: 10_000, ttl: KEY_CACHE_SECONDS * 1000 })
-  return async (token) => {
-    if (!looksLikeKey(token)) return null
-    const hash = hashKey(token)
-    const id = hash.toString('base64')
-    let hit = cache.get(id)
-    if (!hit) {
-      const row = await db.system((sql) => findByHash(sql, hash))
-      if (!row || row.revoked_at || (row.tenant_id && row.tenant_status !== 'active')) return null
-      const principal: Principal = {
-        kind: 'api_key',
-        id: row.id,
-        tenantId: row.tenant_id,
-        plan: row.plan,
-        userId: row.user_id,
-        permissions: new Set(row.permissions),
-      }
-      hit = { principal, expiresAt: row.expires_at?.getTime() ?? null }
-      cache.set(id, hit)
+
+  const lookUp = async (hash: Buffer) => {
+    const row = await db.system((sql) => findByHash(sql, hash))
+    if (!row || row.revoked_at || (row.tenant_id && row.tenant_status !== 'active')) return undefined
+    const principal: Principal = {
+      kind: 'api_key',
+      id: row.id,
+      tenantId: row.tenant_id,
+      plan: row.plan,
+      userId: row.user_id,
+      permissions: new Set(row.permissions),
     }
-    if (hit.expiresAt !== null && hit.expiresAt <= Date.now()) return null
-    return hit.principal
+    return { principal, expiresAt: row.expires_at?.getTime() ?? null }
+  }
+
+  return {
+    answersFromMemory: (token) => !looksLikeKey(token) || cache.has(hashKey(token).toString('base64')),
+    async authenticate(token) {
+      if (!looksLikeKey(token)) return null
+      const hash = hashKey(token)
+      const id = hash.toString('base64')
+      let hit = cache.get(id)
+      if (!hit) {
+        hit = await lookUp(hash)
+        if (!hit) return null
+        cache.set(id, hit)
+      }
+      if (hit.expiresAt !== null && hit.expiresAt <= Date.now()) return null
+      return hit.principal
+    },
   }
 }

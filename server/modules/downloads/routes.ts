@@ -16,7 +16,7 @@ export const downloadsRoutes: FastifyPluginAsyncTypebox<{ blobs: LocalBlobs }> =
       tags: ['downloads'],
       summary: 'Download through a signed link (embedded blob storage only)',
       querystring: Type.Object({ expires: Type.String(), filename: Type.String(), signature: Type.String() }),
-      response: { ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      response: errors('VALIDATION_ERROR', 'FORBIDDEN', 'RESOURCE_NOT_FOUND'),
     },
   }, async (req, reply) => {
     const key = (req.params as { '*': string })['*']

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { tenantOf } from '../../http/auth.js'
 import { ok, page } from '../../http/envelope.js'
-import { Envelope, errors, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
 import type { ProjectsService } from './service.js'
 import type { ProjectRow, VersionRow } from './store.js'
 
@@ -67,7 +67,7 @@ const write = { permission: 'projects:write' }
 export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsService }> = async (app, { projects }) => {
   app.get('/projects', {
     config: read,
-    schema: { tags, summary: 'List projects, newest first', querystring: PageQuery, response: { 200: PageEnvelope(Project), ...errors('FORBIDDEN') } },
+    schema: { tags, summary: 'List projects, newest first', querystring: PageQuery, response: { 200: PageEnvelope(Project), ...apiErrors('FORBIDDEN') } },
   }, async (req) => {
     const r = await projects.list(tenantOf(req).tenantId, req.query)
     return page(req, r.items.map(present), r.nextCursor)
@@ -75,7 +75,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
 
   app.post('/projects', {
     config: write,
-    schema: { tags, summary: 'Create a project', body: CreateBody, response: { 201: Envelope(Project), ...errors('FORBIDDEN') } },
+    schema: { tags, summary: 'Create a project', body: CreateBody, response: { 201: Envelope(Project), ...apiErrors('FORBIDDEN') } },
   }, async (req, reply) => {
     reply.code(201)
     return ok(req, present(await projects.create(tenantOf(req), req.body)))
@@ -83,19 +83,19 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
 
   app.get('/projects/:id', {
     config: read,
-    schema: { tags, summary: 'Get a project', params: IdParams, response: { 200: Envelope(Project), ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+    schema: { tags, summary: 'Get a project', params: IdParams, response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
   }, async (req) => ok(req, present(await projects.get(tenantOf(req).tenantId, req.params.id))))
 
   app.patch('/projects/:id', {
     config: write,
-    schema: { tags, summary: 'Change some fields of a project (adds a version)', params: IdParams, body: PatchBody, response: { 200: Envelope(Project), ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+    schema: { tags, summary: 'Change some fields of a project (adds a version)', params: IdParams, body: PatchBody, response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
   }, async (req) => ok(req, present(await projects.update(tenantOf(req), req.params.id, req.body))))
 
   app.delete('/projects/:id', {
     config: write,
     schema: {
       tags, summary: 'Delete a project and its versions (backups stay in storage)', params: IdParams,
-      response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     },
   }, async (req) => {
     await projects.remove(tenantOf(req).tenantId, req.params.id)
@@ -104,7 +104,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
 
   app.get('/projects/:projectId/versions', {
     config: read,
-    schema: { tags, summary: 'List versions of a project, newest first', params: ProjectIdParams, querystring: PageQuery, response: { 200: PageEnvelope(Version), ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+    schema: { tags, summary: 'List versions of a project, newest first', params: ProjectIdParams, querystring: PageQuery, response: { 200: PageEnvelope(Version), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
   }, async (req) => {
     const r = await projects.versions(tenantOf(req).tenantId, req.params.projectId, req.query)
     return page(req, r.items.map(presentVersion), r.nextCursor)
@@ -112,12 +112,12 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
 
   app.post('/projects/:projectId/versions/:versionId/restore', {
     config: write,
-    schema: { tags, summary: 'Restore a project to a version (recorded as a new version)', params: VersionParams, response: { 200: Envelope(Project), ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+    schema: { tags, summary: 'Restore a project to a version (recorded as a new version)', params: VersionParams, response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
   }, async (req) => ok(req, present(await projects.restoreVersion(tenantOf(req), req.params.projectId, req.params.versionId))))
 
   app.post('/projects/:projectId/backup', {
     config: read,
-    schema: { tags, summary: 'Back a project up to a zip and get a download link', params: ProjectIdParams, body: BackupBody, response: { 201: Envelope(Backup), ...errors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE') } },
+    schema: { tags, summary: 'Back a project up to a zip and get a download link', params: ProjectIdParams, body: BackupBody, response: { 201: Envelope(Backup), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE') } },
   }, async (req, reply) => {
     reply.code(201)
     return ok(req, await projects.backup(tenantOf(req), req.params.projectId, req.body))

@@ -1,13 +1,13 @@
 // Project rules: every change keeps a version, pruned to the plan's limit; a restore is itself a
 // change (the history only grows); a backup is a zip in blob storage behind a time-limited link.
-import { createHash } from 'node:crypto'
+import postgres from 'postgres'
 import { AppError, notFound } from '../../http/errors.js'
-import { toPage, decodeCursor } from '../../http/pagination.js'
+import { decodeIdCursor, decodeNumberCursor, toPage } from '../../http/pagination.js'
 import type { Principal } from '../../http/principal.js'
 import { newId } from '../../ids.js'
 import type { Blobs } from '../../platform/blobs.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { buildZip, json } from '../../zip.js'
+import { json, jsonArrayStream, zipStream } from '../../zip.js'
 import { PLAN_LIMITS } from '../tenants/plans.js'
 import * as store from './store.js'
 import type { ProjectFields, ProjectRow, VersionRow } from './store.js'
@@ -41,9 +41,9 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
 
   return {
     async list(tenantId: string, page: PageRequest) {
-      const before = decodeCursor(page.cursor)
+      const before = decodeIdCursor(page.cursor)
       const rows = await db.tenantRead(tenantId, (sql) => store.listProjects(sql, tenantId, page.limit + 1, before))
-      return toPage(rows, page.limit)
+      return toPage(rows, page.limit, (p) => p.id)
     },
 
     get: async (tenantId: string, id: string) => found(id, await db.tenantRead(tenantId, (sql) => store.selectProject(sql, tenantId, id))),
@@ -75,12 +75,12 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
       }),
 
     async versions(tenantId: string, projectId: string, page: PageRequest) {
-      const before = decodeCursor(page.cursor)
+      const below = decodeNumberCursor(page.cursor)
       const rows = await db.tenant(tenantId, async (sql) => {
         await load(sql, tenantId, projectId)
-        return store.listVersions(sql, tenantId, projectId, page.limit + 1, before)
+        return store.listVersions(sql, tenantId, projectId, page.limit + 1, below)
       })
-      return toPage(rows, page.limit)
+      return toPage(rows, page.limit, (v) => v.version)
     },
 
     restoreVersion: (a: Actor, projectId: string, versionId: string) =>
@@ -93,57 +93,58 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
         return project
       }),
 
-    async backup(a: Actor, projectId: string, opts: { includeHistory: boolean; includeAgents: boolean }) {
-      const { project, versions } = await db.tenant(a.tenantId, async (sql) => {
+    /**
+     * The zip streams from the database (versions by cursor) into blob storage, measured on the
+     * way, inside one transaction: the backup row is written only once the object is complete.
+     */
+    backup: (a: Actor, projectId: string, opts: { includeHistory: boolean; includeAgents: boolean }) =>
+      db.tenant(a.tenantId, async (sql) => {
         const project = await load(sql, a.tenantId, projectId)
-        const versions = opts.includeHistory ? await store.listVersions(sql, a.tenantId, projectId, 1_000_000, null) : []
-        return { project, versions }
-      })
-      const backupId = newId()
-      const createdAt = new Date()
-      const entries = [
-        {
-          name: 'manifest.json',
-          data: json({
-            format: BACKUP_FORMAT,
-            formatVersion: BACKUP_FORMAT_VERSION,
-            atriumVersion: deps.version,
-            backupId,
-            createdAt: createdAt.toISOString(),
-            tenantId: a.tenantId,
-            projectId,
-            includes: { history: opts.includeHistory, agents: opts.includeAgents },
-          }),
-        },
-        { name: 'project.json', data: json(project) },
-        ...(opts.includeHistory ? [{ name: 'versions.json', data: json(versions) }] : []),
-        // Agents arrive with the agents module, which adds them here; until then a project has none.
-        ...(opts.includeAgents ? [{ name: 'agents.json', data: json([]) }] : []),
-      ]
-      const zip = await buildZip(entries, createdAt)
-      const checksum = `sha256:${createHash('sha256').update(zip).digest('hex')}`
-      const blobKey = `tenants/${a.tenantId}/backups/projects/${projectId}/${backupId}.zip`
-      const filename = `project-${projectId}-${createdAt.toISOString().replace(/[:.]/g, '-')}.zip`
-      try {
-        await blobs.put(blobKey, zip, 'application/zip')
-      } catch (err) {
-        throw new AppError('SERVICE_UNAVAILABLE', 'Object storage is unavailable; try the backup again later', { reason: (err as Error).name })
-      }
-      await db.tenant(a.tenantId, (sql) =>
-        store.insertBackup(sql, {
-          id: backupId, tenantId: a.tenantId, projectId, blobKey, size: zip.length, checksum,
+        const backupId = newId()
+        const createdAt = new Date()
+        const zip = zipStream([
+          {
+            name: 'manifest.json',
+            data: json({
+              format: BACKUP_FORMAT,
+              formatVersion: BACKUP_FORMAT_VERSION,
+              atriumVersion: deps.version,
+              backupId,
+              createdAt: createdAt.toISOString(),
+              tenantId: a.tenantId,
+              projectId,
+              includes: { history: opts.includeHistory, agents: opts.includeAgents },
+            }),
+          },
+          { name: 'project.json', data: json(project) },
+          ...(opts.includeHistory ? [{ name: 'versions.json', data: jsonArrayStream(store.versionBatches(sql, a.tenantId, projectId)) }] : []),
+          // Agents arrive with the agents module, which adds them here; until then a project has none.
+          ...(opts.includeAgents ? [{ name: 'agents.json', data: json([]) }] : []),
+        ], createdAt)
+        const blobKey = `tenants/${a.tenantId}/backups/projects/${projectId}/${backupId}.zip`
+        try {
+          await blobs.put(blobKey, zip.stream, 'application/zip')
+        } catch (err) {
+          zip.destroy() // an upload that stopped reading must not leave the versions cursor open
+          if (err instanceof postgres.PostgresError) throw err // reading the versions failed: ours, not storage's
+          throw new AppError('SERVICE_UNAVAILABLE', 'Object storage is unavailable; try the backup again later', { reason: (err as Error).name })
+        }
+        const { size, sha256 } = await zip.measured
+        const checksum = `sha256:${sha256}`
+        await store.insertBackup(sql, {
+          id: backupId, tenantId: a.tenantId, projectId, blobKey, size, checksum,
           includeHistory: opts.includeHistory, includeAgents: opts.includeAgents,
-        }),
-      )
-      const downloadUrl = await blobs.presignGet(blobKey, { expiresSeconds: BACKUP_LINK_SECONDS, filename })
-      return {
-        backupId,
-        downloadUrl,
-        expiresAt: new Date(createdAt.getTime() + BACKUP_LINK_SECONDS * 1000).toISOString(),
-        size: zip.length,
-        checksum,
-      }
-    },
+        })
+        const filename = `project-${projectId}-${createdAt.toISOString().replace(/[:.]/g, '-')}.zip`
+        const downloadUrl = await blobs.presignGet(blobKey, { expiresSeconds: BACKUP_LINK_SECONDS, filename })
+        return {
+          backupId,
+          downloadUrl,
+          expiresAt: new Date(createdAt.getTime() + BACKUP_LINK_SECONDS * 1000).toISOString(),
+          size,
+          checksum,
+        }
+      }),
   }
 }
 

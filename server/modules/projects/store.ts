@@ -80,11 +80,20 @@ export async function pruneVersions(sql: TxSql, tenantId: string, projectId: str
   return rows.length
 }
 
-export async function listVersions(sql: TxSql, tenantId: string, projectId: string, limit: number, before: string | null): Promise<VersionRow[]> {
+/** Newest first by version number (not by id: replicas' clocks may disagree by a little). */
+export async function listVersions(sql: TxSql, tenantId: string, projectId: string, limit: number, below: number | null): Promise<VersionRow[]> {
   return sql<VersionRow[]>`
     select id, version, name, description, language, change, restored_from, created_at from project_versions
-     where tenant_id = ${tenantId} and project_id = ${projectId} ${before ? sql`and id < ${before}` : sql``}
-     order by id desc limit ${limit}`
+     where tenant_id = ${tenantId} and project_id = ${projectId} ${below !== null ? sql`and version < ${below}` : sql``}
+     order by version desc limit ${limit}`
+}
+
+/** Every version of a project, oldest first, fetched in batches (for backups of any size). */
+export function versionBatches(sql: TxSql, tenantId: string, projectId: string, batch = 500): AsyncIterable<VersionRow[]> {
+  return sql<VersionRow[]>`
+    select id, version, name, description, language, change, restored_from, created_at from project_versions
+     where tenant_id = ${tenantId} and project_id = ${projectId}
+     order by version`.cursor(batch)
 }
 
 export async function getVersion(sql: TxSql, tenantId: string, projectId: string, versionId: string): Promise<VersionRow | undefined> {

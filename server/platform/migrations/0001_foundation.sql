@@ -5,18 +5,33 @@
 -- Neither owns a table, and every tenant table has row-level security ENABLED and FORCED, so a
 -- query that forgets its tenant filter still sees only its own tenant's rows.
 
-do $$ begin
-  create role atrium_app nologin;
-exception when duplicate_object or unique_violation then null; -- another database of this cluster made it
-end $$;
-do $$ begin
-  create role atrium_system nologin;
-exception when duplicate_object or unique_violation then null;
+do $$
+declare
+  r text;
+begin
+  foreach r in array array['atrium_app', 'atrium_system'] loop
+    if not exists (select from pg_roles where rolname = r) then
+      begin
+        execute format('create role %I nologin', r);
+      exception
+        when duplicate_object or unique_violation then null; -- another database of this cluster made it just now
+        when insufficient_privilege then
+          raise exception 'the database user % may not create the role %', current_user, r
+            using hint = format('As an administrator run: CREATE ROLE %I NOLOGIN; GRANT %I TO %I', r, r, current_user);
+      end;
+    end if;
+  end loop;
 end $$;
 do $$ begin
   grant atrium_app, atrium_system to current_user;
 exception when others then
-  raise notice 'could not grant atrium roles to %: %', current_user, sqlerrm;
+  null; -- judged just below, with a message that says what to do
+end $$;
+do $$ begin
+  if not (pg_has_role(current_user, 'atrium_app', 'MEMBER') and pg_has_role(current_user, 'atrium_system', 'MEMBER')) then
+    raise exception 'the database user % cannot act as atrium_app and atrium_system', current_user
+      using hint = format('As an administrator run: GRANT atrium_app, atrium_system TO %I', current_user);
+  end if;
 end $$;
 
 alter default privileges grant select, insert, update, delete on tables to atrium_app, atrium_system;

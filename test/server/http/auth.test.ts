@@ -102,3 +102,16 @@ t.test('unauthenticated beats a tenant header: no tenant is named to strangers',
 t.test('operations endpoints need no credential', async (t) => {
   for (const url of ['/healthz', '/readyz', '/metrics', '/openapi.json']) t.equal((await h.anonymous('GET', url)).status, 200, url)
 })
+
+t.test('an encoded or absolute-form path meets the same rules as the plain one', async (t) => {
+  const reader = caller(h.app, (await keyWith(['projects:read'])).key)
+  for (const url of ['/%61pi/v1/projects', 'http://atrium.example/api/v1/projects']) {
+    const anon = await h.anonymous('GET', url)
+    t.equal(anon.status, 401, `${url}: no credential`)
+    t.ok(anon.headers['x-ratelimit-limit'], `${url}: rate limited`)
+    const denied = await reader('POST', url, { name: 'sneaky' })
+    t.equal(denied.status, 403, `${url}: permission checked`)
+    const tenantHeader = await owner.call('GET', url, undefined, { 'x-tenant-id': owner.tenantId })
+    t.equal(tenantHeader.status, 400, `${url}: tenant header refused`)
+  }
+})

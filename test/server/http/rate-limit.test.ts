@@ -84,3 +84,16 @@ t.test('with Redis unreachable the limit still holds, per replica, and the fallb
   const metrics = (await h.anonymous('GET', '/metrics')).raw.toString()
   t.match(metrics, /atrium_rate_limit_fallback_total [1-9]/)
 })
+
+t.test('once an address is over its limit, made-up keys are refused without a database lookup', async (t) => {
+  const h = await testApp(t, { RATE_LIMIT_MAX: '3' })
+  const db = h.platform.db
+  const original = db.system.bind(db)
+  let lookups = 0
+  db.system = ((fn: Parameters<typeof db.system>[0]) => { lookups++; return original(fn) }) as typeof db.system
+  const madeUp = () => 'svc_ci_' + Math.random().toString(36).slice(2).padEnd(32, 'x').slice(0, 32)
+  const statuses: number[] = []
+  for (let i = 0; i < 6; i++) statuses.push((await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: `Bearer ${madeUp()}` })).status)
+  t.same(statuses, [401, 401, 401, 429, 429, 429])
+  t.equal(lookups, 3, 'only the requests within the limit were looked up')
+})

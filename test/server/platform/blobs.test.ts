@@ -1,6 +1,6 @@
 import t from 'tap'
-import { openLocalBlobs, type LocalBlobs } from '../../../server/platform/blobs.js'
-import { tempDir, testPlatform } from '../../helpers/platform.js'
+import { openLocalBlobs, openS3Blobs, type LocalBlobs } from '../../../server/platform/blobs.js'
+import { freshBucket, services, tempDir, testPlatform } from '../../helpers/platform.js'
 
 const { blobs } = await testPlatform(t)
 
@@ -47,4 +47,19 @@ t.test('local links: valid, tampered, expired', async (t) => {
   t.same(local.verifyLink('x/y.zip', Object.fromEntries(past.searchParams)), { refused: 'expired' })
   const other = openLocalBlobs({ dir: tempDir(t), publicUrl: 'http://localhost:8080', signingKey: Buffer.alloc(32, 2) }) as LocalBlobs
   t.same(other.verifyLink('x/y.zip', q), { refused: 'signature' }, 'another signing key')
+})
+
+t.test('S3 links can be signed for the address users reach the store at', { skip: !services.s3Endpoint && 'needs TEST_S3_ENDPOINT' }, async (t) => {
+  const internal = new URL(services.s3Endpoint)
+  const publicEndpoint = `${internal.protocol}//localhost:${internal.port}`
+  const store = await openS3Blobs({
+    endpoint: services.s3Endpoint, publicEndpoint, bucket: await freshBucket(t),
+    accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1',
+  })
+  await store.put('p/x.txt', Buffer.from('public'), 'text/plain')
+  const url = await store.presignGet('p/x.txt', { expiresSeconds: 60, filename: 'x.txt' })
+  t.equal(new URL(url).host, `localhost:${internal.port}`)
+  const r = await fetch(url)
+  t.equal(r.status, 200, 'the store accepts the signature for that host')
+  t.equal(await r.text(), 'public')
 })

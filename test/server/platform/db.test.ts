@@ -1,12 +1,15 @@
+import { utimesSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import t from 'tap'
 import pino from 'pino'
 import { createTenant } from '../../../server/modules/tenants/service.js'
 import { APP_ROLE, openDb, SYSTEM_ROLE } from '../../../server/platform/db.js'
 import { migrate } from '../../../server/platform/migrate.js'
 import { newId } from '../../../server/ids.js'
-import { suffix, tempDir, testPlatform } from '../../helpers/platform.js'
+import { embeddedDataDir, suffix, tempDir, testPlatform } from '../../helpers/platform.js'
 
-const { db } = await testPlatform(t)
+const platform = await testPlatform(t)
+const { db } = platform
 const a = await createTenant(db, { name: 'A', email: `a-${suffix()}@example.com` })
 const b = await createTenant(db, { name: 'B', email: `b-${suffix()}@example.com` })
 const insertProject = (tenantId: string, name: string) =>
@@ -70,11 +73,16 @@ t.test('with no tenant chosen, the app role sees nothing', async (t) => {
   t.ok(Array.isArray(rows) ? rows.length === 0 : (rows as { code?: string }).code === '22P02')
 })
 
-t.test('the tenant and role end with the transaction', async (t) => {
-  await db.tenant(a.tenantId, (sql) => sql`select 1`)
-  const [row] = await db.sql<{ tenant: string | null; role: string }[]>`select current_setting('app.tenant_id', true) as tenant, current_user as role`
+t.test('the tenant and role end with the transaction, on the very same connection', async (t) => {
+  // One connection, so the plain query below runs where the tenant transaction ran.
+  const single = await openDb({ databaseUrl: platform.config.DATABASE_URL, dataDir: platform.config.DATA_DIR, poolMax: 1, log: pino({ level: 'silent' }) })
+  t.teardown(() => single.close())
+  await single.tenant(a.tenantId, (sql) => sql`select 1`)
+  await single.tenantRead(a.tenantId, (sql) => sql`select 1 as one`)
+  const [row] = await single.sql<{ tenant: string | null; role: string; pid: number }[]>`select current_setting('app.tenant_id', true) as tenant, current_user as role, pg_backend_pid() as pid`
   t.ok(!row!.tenant, 'no tenant left on the connection')
   t.not(row!.role, APP_ROLE)
+  t.not(row!.role, SYSTEM_ROLE)
 })
 
 t.test('a system transaction sees every tenant', async (t) => {
@@ -126,4 +134,35 @@ t.test('many concurrent tenant transactions never see each other', async (t) => 
     return db.tenantRead(tenant, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`).then((rows) => ({ tenant, rows }))
   }))
   for (const r of results) t.ok(r.rows.every((row) => row.tenant_id === r.tenant))
+})
+
+t.test('embedded: a lock left by a crash is taken over', async (t) => {
+  const log = pino({ level: 'silent' })
+  const cases: [string, string][] = [['empty, from a crash mid-write', ''], ['a dead process', JSON.stringify({ pid: 2 ** 22 + 7, socket: '/nonexistent/db.sock' })]]
+  for (const [what, content] of cases) {
+    const dir = await embeddedDataDir(t)
+    const lock = join(dir, 'db.lock')
+    writeFileSync(lock, content)
+    const old = new Date(Date.now() - 60_000)
+    utimesSync(lock, old, old)
+    const db = await openDb({ databaseUrl: '', dataDir: dir, poolMax: 1, log })
+    const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from atrium_migrations`
+    t.ok(row!.n >= 1, what)
+    await db.close()
+  }
+})
+
+t.test('embedded: two opens at once in one process share one owner', async (t) => {
+  const dir = await embeddedDataDir(t)
+  const log = pino({ level: 'silent' })
+  const [one, two] = await Promise.all([
+    openDb({ databaseUrl: '', dataDir: dir, poolMax: 1, log }),
+    openDb({ databaseUrl: '', dataDir: dir, poolMax: 1, log }),
+  ])
+  await one.sql`create table shared_probe (id int)`
+  await two.sql`insert into shared_probe values (1)`
+  const rows = await one.sql`select * from shared_probe`
+  t.equal(rows.length, 1, 'both reach the same database')
+  await two.close()
+  await one.close()
 })

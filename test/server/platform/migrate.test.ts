@@ -3,7 +3,8 @@ import { join } from 'node:path'
 import t from 'tap'
 import { loadMigrations, migrate } from '../../../server/platform/migrate.js'
 import { admin } from '../../helpers/cli.js'
-import { testEnv, testPlatform } from '../../helpers/platform.js'
+import postgres from 'postgres'
+import { freshDatabase, services, suffix, testEnv, testPlatform } from '../../helpers/platform.js'
 
 const all = loadMigrations()
 
@@ -45,4 +46,30 @@ t.test('a failing migration leaves nothing behind', async (t) => {
   const [row] = await db.sql<{ n: number; table: string | null }[]>`
     select (select count(*)::int from atrium_migrations where version = 9999) as n, to_regclass('half_done')::text as table`
   t.same(row, { n: 0, table: null })
+})
+
+t.test('a database user that cannot take the atrium roles is told what to grant', { skip: !services.databaseUrl && 'needs TEST_DATABASE_URL (PGlite has one superuser)' }, async (t) => {
+  const admin = postgres(services.databaseUrl, { max: 1, onnotice: () => {} })
+  const user = `atrium_t_low_${suffix()}`
+  const dbUrl = await freshDatabase(t)
+  const dbName = new URL(dbUrl).pathname.slice(1)
+  await admin.unsafe(`create role ${user} login`)
+  await admin.unsafe(`alter database ${dbName} owner to ${user}`)
+  t.teardown(async () => {
+    await admin.unsafe(`drop database if exists ${dbName} with (force)`)
+    await admin.unsafe(`drop role if exists ${user}`)
+    await admin.end()
+  })
+  const url = new URL(dbUrl)
+  url.username = user
+  url.password = ''
+  const low = postgres(url.toString(), { max: 1, onnotice: () => {} })
+  t.teardown(() => low.end())
+  await migrate(low).then(
+    () => t.fail('migrated without the roles'),
+    (err: { message: string; hint?: string }) => {
+      t.match(err.message, new RegExp(`the database user ${user} cannot act as atrium_app and atrium_system`))
+      t.match(err.hint, /GRANT atrium_app, atrium_system TO/)
+    },
+  )
 })

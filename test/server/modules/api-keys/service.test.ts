@@ -5,7 +5,8 @@ import { suffix, testPlatform } from '../../../helpers/platform.js'
 
 const { db } = await testPlatform(t)
 const { tenantId } = await createTenant(db, { name: 'Keys', plan: 'growth', email: `k-${suffix()}@example.com` })
-const authenticate = apiKeyAuthenticator(db)
+const authenticator = apiKeyAuthenticator(db)
+const authenticate = (token: string) => authenticator.authenticate(token)
 
 t.test('a created key authenticates as its tenant with its permissions and plan', async (t) => {
   const k = await db.system((sql) => createKey(sql, { tenantId, type: 'sdk', permissions: ['projects:read', 'projects:read'] }))
@@ -36,4 +37,16 @@ t.test('a key that expires while cached stops working at its expiry', async (t) 
   t.ok(await authenticate(k.key), 'works, and is now cached')
   await new Promise((r) => setTimeout(r, 1600))
   t.equal(await authenticate(k.key), null)
+})
+
+t.test('the authenticator says which tokens it can answer without a lookup', async (t) => {
+  const fresh = apiKeyAuthenticator(db)
+  const k = await db.system((sql) => createKey(sql, { tenantId, type: 'sdk', permissions: ['projects:read'] }))
+  t.ok(fresh.answersFromMemory('not-a-key'), 'not a key: refused without a lookup')
+  t.notOk(fresh.answersFromMemory(k.key), 'not yet seen')
+  await fresh.authenticate(k.key)
+  t.ok(fresh.answersFromMemory(k.key), 'cached after a successful lookup')
+  const unknown = 'svc_ci_' + 'Q'.repeat(32)
+  await fresh.authenticate(unknown)
+  t.notOk(fresh.answersFromMemory(unknown), 'failures are not cached')
 })

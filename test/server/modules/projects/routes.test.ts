@@ -34,7 +34,7 @@ t.test('a project is created, read, changed and deleted through the envelope', a
   t.equal(patched.status, 200)
   t.match(patched.body.data, { name: 'Apollo', description: 'to the moon', version: 2 })
 
-  const deleted = await call('DELETE', `/api/v1/projects/${id}`)
+  const deleted = await call('DELETE', `/api/v1/projects/${id}`, '', { 'content-type': 'application/json' })
   t.same(deleted.body.data, { id, deleted: true })
   t.equal((await call('GET', `/api/v1/projects/${id}`)).body.error.code, 'RESOURCE_NOT_FOUND')
   t.equal((await call('DELETE', `/api/v1/projects/${id}`)).status, 404)
@@ -63,6 +63,9 @@ t.test('bad input is refused with VALIDATION_ERROR and writes nothing', async (t
     t.equal(r.body.error.code, 'VALIDATION_ERROR', what)
     t.ok(Array.isArray(r.body.error.details.errors) && r.body.error.details.errors.length > 0, `${what}: details name the field`)
   }
+  const nul = await call('POST', '/api/v1/projects', '{"name":"a\\u0000b"}', { 'content-type': 'application/json' })
+  t.equal(nul.status, 400, 'a NUL character in text')
+  t.match(nul.body.error, { code: 'VALIDATION_ERROR', details: { errors: [{ field: 'body.name' }] } })
   const malformed = await call('POST', '/api/v1/projects', '{"name": "x"', { 'content-type': 'application/json' })
   t.equal(malformed.status, 400)
   t.equal(malformed.body.error.code, 'VALIDATION_ERROR')
@@ -82,9 +85,13 @@ t.test('a PATCH that changes nothing, or is empty or invalid, adds no version', 
 
 t.test('malformed and unknown ids', async (t) => {
   const { call } = await h.tenant()
-  const bad = await call('GET', '/api/v1/projects/not-a-uuid')
-  t.equal(bad.status, 400)
-  t.equal(bad.body.error.code, 'VALIDATION_ERROR')
+  for (const id of ['not-a-uuid', 'urn:uuid:01900000-0000-7000-8000-000000000000', '{01900000-0000-7000-8000-000000000000}', '01900000000070008000000000000000']) {
+    const bad = await call('GET', `/api/v1/projects/${encodeURIComponent(id)}`)
+    t.equal(bad.status, 400, id)
+    t.equal(bad.body.error.code, 'VALIDATION_ERROR', id)
+  }
+  const badVersion = await call('POST', `/api/v1/projects/01900000-0000-7000-8000-000000000000/versions/${encodeURIComponent('urn:uuid:01900000-0000-7000-8000-000000000000')}/restore`)
+  t.equal(badVersion.status, 400)
   const missing = await call('GET', '/api/v1/projects/01900000-0000-7000-8000-000000000000')
   t.equal(missing.status, 404)
   t.same(missing.body.error.details, { resource: 'project', id: '01900000-0000-7000-8000-000000000000' })
@@ -220,8 +227,69 @@ t.test('a backup is a zip whose checksum is the sha256 of exactly the downloaded
 
   const plain = await call('POST', `/api/v1/projects/${p.id}/backup`)
   t.equal(plain.status, 201, 'no body: both flags default to false')
+  const emptyJson = await call('POST', `/api/v1/projects/${p.id}/backup`, '', { 'content-type': 'application/json' })
+  t.equal(emptyJson.status, 201, 'an empty body labelled JSON is no body')
   t.same(Object.keys(await unzip(await download(plain.body.data.downloadUrl))).sort(), ['manifest.json', 'project.json'])
 
   t.equal((await call('POST', `/api/v1/projects/${p.id}/backup`, { includeHistory: 'yes' })).body.error.code, 'VALIDATION_ERROR')
   t.equal((await call('POST', '/api/v1/projects/01900000-0000-7000-8000-000000000000/backup', {})).status, 404)
+})
+
+t.test('versions page by version number, with a cursor of their own kind', async (t) => {
+  const { call } = await h.tenant()
+  const p = await makeProject(call)
+  for (let i = 0; i < 4; i++) await call('PATCH', `/api/v1/projects/${p.id}`, { description: `d${i}` })
+  const first = await call('GET', `/api/v1/projects/${p.id}/versions?limit=2`)
+  t.same(first.body.data.map((v: { version: number }) => v.version), [5, 4])
+  const second = await call('GET', `/api/v1/projects/${p.id}/versions?limit=2&cursor=${first.body.meta.nextCursor}`)
+  t.same(second.body.data.map((v: { version: number }) => v.version), [3, 2])
+  const last = await call('GET', `/api/v1/projects/${p.id}/versions?limit=2&cursor=${second.body.meta.nextCursor}`)
+  t.same(last.body.data.map((v: { version: number }) => v.version), [1])
+  t.equal(last.body.meta.nextCursor, null)
+  const projectCursor = (await call('GET', '/api/v1/projects?limit=1')).body.meta.nextCursor
+  if (projectCursor) t.equal((await call('GET', `/api/v1/projects/${p.id}/versions?cursor=${projectCursor}`)).status, 400, "a project cursor is not a version cursor")
+})
+
+t.test('concurrent changes to one project get distinct, gapless version numbers', async (t) => {
+  const { call } = await h.tenant('enterprise')
+  const p = await makeProject(call)
+  const results = await Promise.all(Array.from({ length: 12 }, (_, i) => call('PATCH', `/api/v1/projects/${p.id}`, { description: `parallel ${i}` })))
+  t.ok(results.every((r) => r.status === 200), 'every change succeeded')
+  const versions = (await call('GET', `/api/v1/projects/${p.id}/versions?limit=200`)).body.data.map((v: { version: number }) => v.version)
+  t.same(versions, Array.from({ length: 13 }, (_, i) => 13 - i))
+  t.equal((await call('GET', `/api/v1/projects/${p.id}`)).body.data.version, 13)
+})
+
+t.test('a backup with a long history streams every version, in order', async (t) => {
+  const { call, tenantId } = await h.tenant('enterprise')
+  const p = await makeProject(call)
+  // 1,200 more versions of 8 KB each, written directly: the API's rate limit would take minutes
+  await h.platform.db.system(async (sql) => {
+    await sql`insert into project_versions (id, tenant_id, project_id, version, name, description, language, change)
+      select gen_random_uuid(), ${tenantId}, ${p.id}, v, 'Demo', v || ' ' || repeat('x', 8000), 'typescript', 'updated'
+        from generate_series(2, 1201) as v`
+    await sql`update projects set version = 1201 where id = ${p.id}`
+  })
+  const b = (await call('POST', `/api/v1/projects/${p.id}/backup`, { includeHistory: true })).body.data
+  const bytes = await download(b.downloadUrl)
+  t.equal(`sha256:${createHash('sha256').update(bytes).digest('hex')}`, b.checksum)
+  const versions = JSON.parse((await unzip(bytes))['versions.json']!)
+  t.equal(versions.length, 1201)
+  t.same(versions.map((v: { version: number }) => v.version), Array.from({ length: 1201 }, (_, i) => i + 1))
+})
+
+t.test('when object storage fails, the backup is SERVICE_UNAVAILABLE and nothing is recorded', async (t) => {
+  const b = await testApp(t)
+  const { call, tenantId } = await b.tenant()
+  const p = (await call('POST', '/api/v1/projects', { name: 'x' })).body.data
+  const put = b.platform.blobs.put
+  b.platform.blobs.put = async () => { throw new Error('storage down') }
+  const r = await call('POST', `/api/v1/projects/${p.id}/backup`, { includeHistory: true })
+  t.equal(r.status, 503)
+  t.equal(r.body.error.code, 'SERVICE_UNAVAILABLE')
+  const rows = await b.platform.db.system((sql) => sql`select id from project_backups where tenant_id = ${tenantId}`)
+  t.equal(rows.length, 0)
+  b.platform.blobs.put = put
+  const again = await call('POST', `/api/v1/projects/${p.id}/backup`, { includeHistory: true })
+  t.equal(again.status, 201, 'the connection came back clean: the next backup works')
 })
