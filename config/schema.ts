@@ -64,7 +64,7 @@ export const settings = {
   } satisfies StringSetting,
   DATABASE_POOL_MAX: {
     type: 'int', min: 1, max: 500, default: 10, secret: false, group: 'storage',
-    description: 'Most PostgreSQL connections one server process opens',
+    description: 'Most PostgreSQL connections in each of a server process\'s two pools (tenant work, system work)',
   } satisfies IntSetting,
   REDIS_URL: {
     type: 'url', protocols: ['redis:', 'rediss:'], default: '', secret: true, group: 'storage',

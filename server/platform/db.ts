@@ -23,8 +23,8 @@ export interface Db {
   /** A transaction that row-level security confines to one tenant. All tenant data goes through here. */
   tenant<T>(tenantId: string, fn: (sql: TxSql) => Promise<T>): Promise<T>
   /**
-   * One read in a tenant transaction, in a single round trip: BEGIN, the tenant, the query and
-   * COMMIT go out in one write. For the hot single-statement reads (get and list).
+   * One read confined to a tenant, in a single round trip (the tenant and the query go out in one
+   * write). For the hot single-statement reads (get and list).
    */
   tenantRead<T extends readonly object[]>(tenantId: string, query: (sql: TxSql) => postgres.PendingQuery<T>): Promise<T>
   /** A transaction across tenants (authentication lookups, platform operators, background work). */
@@ -42,12 +42,15 @@ export interface DbOptions {
 
 export async function openDb(opts: DbOptions): Promise<Db> {
   if (opts.databaseUrl) {
-    const sql = postgres(opts.databaseUrl, {
-      max: opts.poolMax,
-      onnotice: () => {},
-      connection: { application_name: 'atrium' },
+    const options = { max: opts.poolMax, onnotice: () => {} }
+    const sql = postgres(opts.databaseUrl, { ...options, connection: { application_name: 'atrium' } })
+    // Tenant work logs in as atrium_app itself (the role startup parameter): no role switch per
+    // transaction. Connections open lazily, after migrations have created the role.
+    const app = postgres(opts.databaseUrl, { ...options, connection: { application_name: 'atrium', role: APP_ROLE } })
+    return wrap('postgres', sql, app, async () => {
+      await app.end({ timeout: 5 })
+      await sql.end({ timeout: 5 })
     })
-    return wrap('postgres', sql, async () => { await sql.end({ timeout: 5 }) })
   }
   // A guest connects at once: from then on the owner waits for it before closing. If the owner
   // closed between our look at its lock and our connection, the database is free: try again.
@@ -62,27 +65,29 @@ export async function openDb(opts: DbOptions): Promise<Db> {
       if (embedded.owner || attempt >= 5) throw err
       continue
     }
-    return wrap('embedded', sql, async () => {
+    // PGlite has one session shared by every socket connection: roles can only be per transaction.
+    return wrap('embedded', sql, null, async () => {
       await sql.end({ timeout: 5 })
       await embedded.close()
     })
   }
 }
 
-function wrap(mode: Db['mode'], sql: Sql, close: () => Promise<void>): Db {
-  // BEGIN and the transaction's role and tenant travel in the same write as the caller's first
-  // query (postgres.js sends everything issued in one tick together), so a one-query transaction
-  // costs two round trips, not four. It stays safe: if BEGIN or the context failed, the caller's
-  // queries fail too (an aborted transaction refuses them, 25P02) and everything rolls back.
-  // set_config(..., true) lasts until the transaction ends, so a pooled connection never carries
-  // one request's tenant into the next. BEGIN and COMMIT go as simple-protocol messages (no
-  // parameters), lighter than extended ones.
-  const inTransaction = async <T>(role: string, tenantId: string, body: (tx: TxSql, opened: Promise<unknown>) => Promise<T>): Promise<T> => {
-    const tx = await sql.reserve()
+function wrap(mode: Db['mode'], sql: Sql, app: Sql | null, close: () => Promise<void>): Db {
+  // A transaction's opening statements (BEGIN, and its role and tenant) travel in the same write as
+  // the caller's first query (postgres.js sends everything issued in one tick together), so a
+  // one-query transaction costs two round trips, not four. It stays safe: if BEGIN or the context
+  // failed, the caller's queries fail too (an aborted transaction refuses them, 25P02) and
+  // everything rolls back. set_config(..., true) ends with the transaction. BEGIN and COMMIT go as
+  // simple-protocol messages (no parameters), lighter than extended ones.
+  const inTransaction = async <T>(pool: Sql, role: string | null, tenantId: string, body: (tx: TxSql, opened: Promise<unknown>) => Promise<T>): Promise<T> => {
+    const tx = await pool.reserve()
     try {
       const opened = Promise.all([
         tx`begin`.simple().execute(),
-        tx`select set_config('role', ${role}, true), set_config('app.tenant_id', ${tenantId}, true)`.execute(),
+        role
+          ? tx`select set_config('role', ${role}, true), set_config('app.tenant_id', ${tenantId}, true)`.execute()
+          : tx`select set_config('app.tenant_id', ${tenantId}, true)`.execute(),
       ])
       opened.catch(() => {}) // awaited by the body; this only keeps an early failure from going unhandled
       return await body(tx, opened)
@@ -93,29 +98,49 @@ function wrap(mode: Db['mode'], sql: Sql, close: () => Promise<void>): Db {
       tx.release()
     }
   }
-  const run = <T>(role: string, tenantId: string, fn: (tx: TxSql) => Promise<T>) =>
-    inTransaction(role, tenantId, async (tx, opened) => {
+  const run = <T>(pool: Sql, role: string | null, tenantId: string, fn: (tx: TxSql) => Promise<T>) =>
+    inTransaction(pool, role, tenantId, async (tx, opened) => {
       const result = await fn(tx)
       await opened
       await tx`commit`.simple()
       return result
     })
-  const tenantRead = <T extends readonly object[]>(tenantId: string, query: (tx: TxSql) => postgres.PendingQuery<T>) =>
-    inTransaction(APP_ROLE, tenantId, async (tx, opened) => {
+
+  const tenantRead = async <T extends readonly object[]>(tenantId: string, query: (tx: TxSql) => postgres.PendingQuery<T>): Promise<T> => {
+    if (app) {
+      // Connected as atrium_app: the tenant is set for the session, in the same write as the query.
+      // It stays on the connection until the next use sets its own. That is safe because every
+      // store query also filters tenant_id by parameter and row-level security must agree with
+      // it: a setting that somehow went stale could only hide rows (a 404), never show another
+      // tenant's.
+      const c = await app.reserve()
+      try {
+        const [, rows] = await Promise.all([c`select set_config('app.tenant_id', ${tenantId}, false)`.execute(), query(c).execute()])
+        return rows
+      } finally {
+        c.release()
+      }
+    }
+    return inTransaction(sql, APP_ROLE, tenantId, async (tx, opened) => {
       // If the query failed, COMMIT of the aborted transaction rolls it back: nothing to undo.
       // Promise.all observes all three, so no failure goes unhandled; the first one is reported.
       const [, rows] = await Promise.all([opened, query(tx).execute(), tx`commit`.simple().execute()])
       return rows
     })
+  }
+
   return {
     mode,
     sql,
-    tenant: (tenantId, fn) => run(APP_ROLE, tenantId, fn),
+    tenant: (tenantId, fn) => (app ? run(app, null, tenantId, fn) : run(sql, APP_ROLE, tenantId, fn)),
     tenantRead,
-    system: (fn) => run(SYSTEM_ROLE, '', fn),
-    // Through a real system transaction: a database that answers but where the server cannot take
-    // its roles is not ready either.
-    ping: async () => { await run(SYSTEM_ROLE, '', (tx) => tx`select 1`) },
+    system: (fn) => run(sql, SYSTEM_ROLE, '', fn),
+    // Through real transactions in both roles: a database that answers but where the server
+    // cannot act as its roles is not ready either.
+    ping: async () => {
+      await run(sql, SYSTEM_ROLE, '', (tx) => tx`select 1`)
+      if (app) await app`select 1`
+    },
     close,
   }
 }

@@ -73,16 +73,21 @@ t.test('with no tenant chosen, the app role sees nothing', async (t) => {
   t.ok(Array.isArray(rows) ? rows.length === 0 : (rows as { code?: string }).code === '22P02')
 })
 
-t.test('the tenant and role end with the transaction, on the very same connection', async (t) => {
-  // One connection, so the plain query below runs where the tenant transaction ran.
+t.test('a connection that served one tenant shows the next only its own rows', async (t) => {
+  // One connection per pool, so every call below reuses the connection the previous one used.
   const single = await openDb({ databaseUrl: platform.config.DATABASE_URL, dataDir: platform.config.DATA_DIR, poolMax: 1, log: pino({ level: 'silent' }) })
   t.teardown(() => single.close())
-  await single.tenant(a.tenantId, (sql) => sql`select 1`)
-  await single.tenantRead(a.tenantId, (sql) => sql`select 1 as one`)
-  const [row] = await single.sql<{ tenant: string | null; role: string; pid: number }[]>`select current_setting('app.tenant_id', true) as tenant, current_user as role, pg_backend_pid() as pid`
-  t.ok(!row!.tenant, 'no tenant left on the connection')
-  t.not(row!.role, APP_ROLE)
-  t.not(row!.role, SYSTEM_ROLE)
+  for (let i = 0; i < 6; i++) {
+    const tenant = i % 2 ? a.tenantId : b.tenantId
+    // no tenant filter on purpose: only row-level security stands between the tenants here
+    const read = await single.tenantRead(tenant, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`)
+    t.same(read.map((r) => r.tenant_id), [tenant], `read ${i}`)
+    const inTx = await single.tenant(tenant, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`)
+    t.same(inTx.map((r) => r.tenant_id), [tenant], `transaction ${i}`)
+  }
+  const [owner] = await single.sql<{ tenant: string | null; role: string }[]>`select current_setting('app.tenant_id', true) as tenant, current_user as role`
+  t.ok(!owner!.tenant, 'the owner connection never carries a tenant')
+  t.not(owner!.role, APP_ROLE)
 })
 
 t.test('a system transaction sees every tenant', async (t) => {
