@@ -38,7 +38,6 @@ export function errors(...codes: ErrorCode[]): Record<number, unknown> {
 /** The errors every /api/v1 route can give, plus the route's own. */
 export const apiErrors = (...codes: ErrorCode[]) => errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'RATE_LIMIT_EXCEEDED', ...codes)
 
-export const Uuid = Type.String({ format: 'uuid' })
 export const IdParams = Type.Object({ id: Type.String({ format: 'uuid', description: 'Resource identifier' }) })
 
 export const PageQuery = Type.Object(
