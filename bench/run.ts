@@ -1,5 +1,6 @@
 // npm run bench: in one run, the bare Fastify baseline and Atrium's authenticated, rate-limited
-// GET /api/v1/projects/:id on real PostgreSQL and Redis, each under autocannon with 64 connections.
+// GET /api/v1/projects/:id on real PostgreSQL and Redis, once with an API key and once with a JWT
+// access token, each under autocannon with 64 connections.
 // Prints req/s, their ratio, p99 latency and the server's peak RSS.
 // Services: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test; a fresh database
 // is made and dropped) and BENCH_REDIS_URL (default redis://127.0.0.1:6379). BENCH_SECONDS: 10.
@@ -72,7 +73,7 @@ try {
     RATE_LIMIT_MAX: '1000000',
   }
   const atrium = await start('server/main.ts', env)
-  const cli = spawn(process.execPath, ['--import', 'tsx', 'server/cli.ts', 'create-tenant', '--name', 'Bench'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } })
+  const cli = spawn(process.execPath, ['--import', 'tsx', 'server/cli.ts', 'create-tenant', '--name', 'Bench', '--email', 'bench@example.com', '--password', 'bench password 1'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } })
   let out = ''
   cli.stdout.on('data', (c: Buffer) => (out += c.toString()))
   await new Promise((r) => cli.once('exit', r))
@@ -83,6 +84,11 @@ try {
   })
   const projectId = ((await created.json()) as { data: { id: string } }).data.id
   const api = await load(`${atrium.base}/api/v1/projects/${projectId}`, headers)
+  const post = (path: string, body: unknown) =>
+    fetch(`${atrium.base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<{ data: Record<string, string> }>)
+  const session = (await post('/api/v1/auth/login', { email: 'bench@example.com', password: 'bench password 1' })).data.token
+  const accessToken = (await post('/api/v1/auth/exchange', { token: session })).data.accessToken
+  const jwt = await load(`${atrium.base}/api/v1/projects/${projectId}`, { authorization: `Bearer ${accessToken}` })
   const apiRss = peakRssMb(atrium.child.pid!)
   await stop(atrium)
 
@@ -90,11 +96,13 @@ try {
   const rows = [
     ['target', 'req/s', 'p99 ms', 'peak RSS MB', 'requests'],
     ['fastify hello-world (baseline)', base.rps.toFixed(0), String(base.p99), String(baseRss), String(base.total)],
-    ['GET /api/v1/projects/:id (auth, rate limit, PostgreSQL, Redis)', api.rps.toFixed(0), String(api.p99), String(apiRss), String(api.total)],
+    ['GET /api/v1/projects/:id, API key (rate limit, PostgreSQL, Redis)', api.rps.toFixed(0), String(api.p99), String(apiRss), String(api.total)],
+    ['GET /api/v1/projects/:id, JWT access token', jwt.rps.toFixed(0), String(jwt.p99), '', String(jwt.total)],
   ]
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
   for (const r of rows) console.log(r.map((c, i) => (i ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  '))
   console.log(`\nratio: ${(ratio * 100).toFixed(1)}% of the baseline's req/s (target 40% or more); p99 ${api.p99} ms (target under 25 ms)`)
+  console.log(`JWT ratio: ${((jwt.rps / base.rps) * 100).toFixed(1)}% of the baseline; ${((jwt.rps / api.rps) * 100).toFixed(1)}% of the API-key rate`)
   console.log(`${CONNECTIONS} connections, ${SECONDS} s per target after a 2 s warm-up, ${process.env.BENCH_LOG_LEVEL ?? 'warn'} log level`)
 } finally {
   await admin.unsafe(`drop database if exists ${dbName} with (force)`)

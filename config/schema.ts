@@ -2,7 +2,7 @@
 // chart all read it, so a setting is added here once and appears everywhere.
 import { isIP } from 'node:net'
 
-export type SettingType = 'string' | 'url' | 'int' | 'bool' | 'enum' | 'cidrs' | 'key32'
+export type SettingType = 'string' | 'url' | 'int' | 'bool' | 'enum' | 'cidrs' | 'key32' | 'json'
 
 interface SettingBase<T> {
   type: SettingType
@@ -19,7 +19,9 @@ interface IntSetting extends SettingBase<number> { type: 'int'; min: number; max
 interface BoolSetting extends SettingBase<boolean> { type: 'bool' }
 interface EnumSetting<V extends string> extends SettingBase<V> { type: 'enum'; values: readonly V[] }
 interface CidrsSetting extends SettingBase<string[]> { type: 'cidrs' }
-export type Setting = StringSetting | IntSetting | BoolSetting | EnumSetting<string> | CidrsSetting
+/** Structured values as JSON; `parse` checks and normalizes the decoded value (problems never echo secrets). */
+interface JsonSetting<T> extends SettingBase<T> { type: 'json'; parse: (value: unknown) => { value: T } | { problems: string[] } }
+export type Setting = StringSetting | IntSetting | BoolSetting | EnumSetting<string> | CidrsSetting | JsonSetting<unknown>
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 const NODE_ENVS = ['development', 'production', 'test'] as const
@@ -104,6 +106,18 @@ export const settings = {
     type: 'string', default: '', secret: true, group: 'security',
     description: 'License key issued by the vendor',
   } satisfies StringSetting,
+  ACCESS_TOKEN_TTL_SECONDS: {
+    type: 'int', min: 60, max: 86_400, default: 900, secret: false, group: 'security',
+    description: 'Lifetime of a JWT access token; clients exchange their session for a new one when it ends',
+  } satisfies IntSetting,
+  SESSION_TTL_HOURS: {
+    type: 'int', min: 1, max: 8760, default: 168, secret: false, group: 'security',
+    description: 'Lifetime of a sign-in session (its refresh token); the user signs in again after it',
+  } satisfies IntSetting,
+  OIDC_PROVIDERS: {
+    type: 'json', default: [] as OidcProviderSetting[], parse: parseOidcProviders, secret: true, group: 'security',
+    description: 'OpenID Connect sign-in: JSON array of {"id","name","issuer","clientId","clientSecret","scopes"?,"tenantId"?,"defaultRole"?,"allowHttp"?,"tokenAuthMethod"?}; register PUBLIC_URL/oauth/{id}/callback at the identity provider; a private issuer must be inside OUTBOUND_ALLOWED_NETWORKS',
+  } satisfies JsonSetting<OidcProviderSetting[]>,
   TRUSTED_PROXIES: {
     type: 'cidrs', default: [], secret: false, group: 'network',
     description: 'Comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed (empty: none)',
@@ -167,6 +181,18 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
       if (bytes.length !== 32) return { problem: `${name} must be 32 bytes in base64 (generate one with: openssl rand -base64 32)` }
       return { value: raw }
     }
+    case 'json': {
+      let decoded: unknown
+      try {
+        decoded = JSON.parse(raw)
+      } catch (err) {
+        // JSON.parse quotes the text it choked on: only the position is repeated.
+        const at = /position (\d+)/.exec(String((err as Error).message))?.[1]
+        return { problem: `${name} is not valid JSON${at ? ` (at position ${at})` : ''}` }
+      }
+      const r = s.parse(decoded)
+      return 'problems' in r ? { problem: `${name}: ${r.problems.join('; ')}` } : { value: r.value }
+    }
     case 'cidrs': {
       const list = raw.split(',').map((x) => x.trim()).filter(Boolean)
       const bad = list.filter((c) => !isCidr(c))
@@ -207,4 +233,82 @@ export function parseConfig(env: Record<string, string | undefined>): { config: 
   }
   if (!out.PUBLIC_URL) out.PUBLIC_URL = `http://localhost:${out.PORT}`
   return { config: out as Config, problems }
+}
+
+/** One identity provider of OIDC_PROVIDERS, with its defaults filled in. */
+export interface OidcProviderSetting {
+  /** URL-safe slug: the {provider} of /oauth/{provider}/... */
+  id: string
+  /** Shown on the sign-in page. */
+  name: string
+  /** Issuer identifier; discovery reads {issuer}/.well-known/openid-configuration. */
+  issuer: string
+  clientId: string
+  clientSecret: string
+  /** Space-separated; must include openid. */
+  scopes: string
+  /** When set, first-time users are created in this tenant, and only its users sign in here. */
+  tenantId: string | null
+  defaultRole: 'admin' | 'member' | 'viewer'
+  /** Permits an http:// issuer (internal identity providers, tests). */
+  allowHttp: boolean
+  tokenAuthMethod: 'client_secret_basic' | 'client_secret_post'
+}
+
+const PROVIDER_FIELDS = ['id', 'name', 'issuer', 'clientId', 'clientSecret', 'scopes', 'tenantId', 'defaultRole', 'allowHttp', 'tokenAuthMethod']
+const PROVIDER_ID_RE = /^[a-z0-9][a-z0-9_-]{0,62}$/
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+const JIT_ROLES = ['admin', 'member', 'viewer'] as const // never owner: an identity provider does not mint owners
+const TOKEN_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'] as const
+
+/** Checks OIDC_PROVIDERS entry by entry; problems name the entry and field, never a value (the secret is among them). */
+export function parseOidcProviders(value: unknown): { value: OidcProviderSetting[] } | { problems: string[] } {
+  if (!Array.isArray(value)) return { problems: ['must be a JSON array of providers ([] for none)'] }
+  const problems: string[] = []
+  const out: OidcProviderSetting[] = []
+  const seen = new Set<string>()
+  value.forEach((entry: unknown, i) => {
+    const e = (entry ?? {}) as Record<string, unknown>
+    const label = `provider ${i + 1}${typeof e.id === 'string' && PROVIDER_ID_RE.test(e.id) ? ` ("${e.id}")` : ''}`
+    const mistakes: string[] = []
+    const bad = (msg: string) => mistakes.push(msg)
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) return void problems.push(`${label}: must be an object`)
+    const unknown = Object.keys(e).filter((k) => !PROVIDER_FIELDS.includes(k))
+    if (unknown.length) bad(`unknown fields ${unknown.join(', ')} (known: ${PROVIDER_FIELDS.join(', ')})`)
+    const text = (k: string) => (typeof e[k] === 'string' ? (e[k] as string).trim() : '')
+
+    const id = text('id')
+    if (!PROVIDER_ID_RE.test(id)) bad('id must be a slug of lowercase letters, digits, - and _ (at most 63 characters)')
+    else if (seen.has(id)) bad('id is used by an earlier provider')
+    seen.add(id)
+    if (!text('name')) bad('name is required')
+    if (e.allowHttp !== undefined && typeof e.allowHttp !== 'boolean') bad('allowHttp must be true or false')
+    const allowHttp = e.allowHttp === true
+    let issuer: URL | null = null
+    try { issuer = new URL(text('issuer')) } catch { bad('issuer must be a URL') }
+    if (issuer) {
+      if (issuer.protocol !== 'https:' && !(allowHttp && issuer.protocol === 'http:')) bad(`issuer must be an https:// URL${issuer.protocol === 'http:' ? ' (set allowHttp: true for an http:// issuer)' : ''}`)
+      if (issuer.search || issuer.hash || issuer.username || issuer.password) bad('issuer must not have a query, fragment or credentials')
+    }
+    if (!text('clientId')) bad('clientId is required')
+    const clientSecret = typeof e.clientSecret === 'string' ? e.clientSecret : '' // used exactly as given
+    if (!clientSecret) bad('clientSecret is required')
+    const scopes = e.scopes === undefined ? 'openid email profile' : text('scopes').split(/\s+/).filter(Boolean).join(' ')
+    if (!scopes.split(' ').includes('openid')) bad('scopes must be a space-separated string that includes openid')
+    const tenantId = e.tenantId === undefined || e.tenantId === null ? null : text('tenantId')
+    if (tenantId !== null && !UUID_RE.test(tenantId)) bad('tenantId must be a tenant id (UUID)')
+    const defaultRole = e.defaultRole === undefined ? 'member' : e.defaultRole
+    if (!(JIT_ROLES as readonly unknown[]).includes(defaultRole)) bad(`defaultRole must be one of ${JIT_ROLES.join(', ')}`)
+    else if (e.defaultRole !== undefined && tenantId === null) bad('defaultRole needs tenantId (the tenant new users are created in)')
+    const tokenAuthMethod = e.tokenAuthMethod === undefined ? 'client_secret_basic' : e.tokenAuthMethod
+    if (!(TOKEN_AUTH_METHODS as readonly unknown[]).includes(tokenAuthMethod)) bad(`tokenAuthMethod must be one of ${TOKEN_AUTH_METHODS.join(', ')}`)
+
+    if (mistakes.length) problems.push(`${label}: ${mistakes.join('; ')}`)
+    out.push({
+      id, name: text('name'), issuer: text('issuer'), clientId: text('clientId'), clientSecret, scopes,
+      tenantId: tenantId?.toLowerCase() ?? null, defaultRole: defaultRole as OidcProviderSetting['defaultRole'], allowHttp,
+      tokenAuthMethod: tokenAuthMethod as OidcProviderSetting['tokenAuthMethod'],
+    })
+  })
+  return problems.length ? { problems } : { value: out }
 }

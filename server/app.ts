@@ -1,23 +1,41 @@
 // buildApp(platform): HTTP plugins, then modules. No I/O of its own: everything outside comes in
 // through the platform, so a test builds the same app on real services or embedded defaults.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import cookie from '@fastify/cookie'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Registry } from 'prom-client'
 import { installAuth } from './http/auth.js'
+import { openCredentials } from './http/credentials.js'
 import { invalid } from './http/errors.js'
 import { genReqId, installEnvelope } from './http/envelope.js'
 import { createRegistry, installMetrics } from './http/metrics.js'
+import { pageStyleRoutes } from './http/pages.js'
 import { createRateLimiter } from './http/rate-limit.js'
 import { ErrorBody } from './http/schemas.js'
 import { emptyTolerantJson, findNul, validatorCompiler } from './http/validation.js'
 import { redactUrl } from './logger.js'
-import { apiKeyAuthenticator } from './modules/api-keys/service.js'
+import { apiKeysRoutes } from './modules/api-keys/routes.js'
+import { apiKeyAuthenticator, apiKeysService } from './modules/api-keys/service.js'
+import { auditRoutes } from './modules/audit/routes.js'
+import { auditLogService } from './modules/audit/service.js'
+import { authRoutes } from './modules/auth/routes.js'
+import { authService } from './modules/auth/service.js'
+import { createTokenIssuer } from './modules/auth/tokens.js'
+import { cliAuthRoutes } from './modules/cli-auth/routes.js'
+import { cliAuthService } from './modules/cli-auth/service.js'
 import { downloadsRoutes } from './modules/downloads/routes.js'
+import { oauthRoutes } from './modules/oauth/routes.js'
 import { opsRoutes } from './modules/ops/routes.js'
 import { projectsRoutes } from './modules/projects/routes.js'
 import { projectsService } from './modules/projects/service.js'
+import { invitationPageRoutes } from './modules/team/page.js'
+import { teamRoutes } from './modules/team/routes.js'
+import { teamService } from './modules/team/service.js'
+import { tenantRoutes } from './modules/tenants/routes.js'
+import { tenantsService } from './modules/tenants/service.js'
+import { llmSettingsService } from './modules/tenants/settings.js'
 import type { LocalBlobs } from './platform/blobs.js'
 import type { Platform } from './platform/index.js'
 import { VERSION } from './version.js'
@@ -27,6 +45,8 @@ export interface AppOptions {
   registry?: Registry
   /** Rate-limit keys are prefixed so tests sharing one Redis do not share counters by accident. */
   rateLimitPrefix?: string
+  /** The clock of every expiry rule (tokens, sessions, device logins); tests move it forward. */
+  now?: () => number
 }
 
 declare module 'fastify' {
@@ -93,15 +113,36 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
     registry,
     keyPrefix: opts.rateLimitPrefix,
   })
-  installAuth(app, { authenticators: [apiKeyAuthenticator(platform.db)], limiter })
+  await app.register(cookie)
+  const now = opts.now ?? Date.now
+  const credentials = await openCredentials(platform.cache, log)
+  app.addHook('onClose', () => credentials.close())
+  const tokens = await createTokenIssuer({ secrets: platform.secrets, issuer: config.PUBLIC_URL, ttlSeconds: config.ACCESS_TOKEN_TTL_SECONDS, now })
+  const auth = authService({ db: platform.db, tokens, credentials, sessionTtlSeconds: config.SESSION_TTL_HOURS * 3600, now })
+  installAuth(app, { authenticators: [apiKeyAuthenticator(platform.db, credentials.cache), auth.authenticator()], limiter })
 
   await app.register(opsRoutes, { platform, registry, isDraining: () => app.draining })
   if (platform.blobs.kind === 'local') await app.register(downloadsRoutes, { blobs: platform.blobs as LocalBlobs })
+  // Device login lives at the root (DESIGN.md), outside the /api/v1 credential hooks.
+  await app.register(cliAuthRoutes, {
+    cli: cliAuthService({ db: platform.db, auth, tokens, publicUrl: config.PUBLIC_URL, now }),
+    auth,
+    publicUrl: config.PUBLIC_URL,
+    rateLimit: { redis: platform.cache.redis, log, registry, keyPrefix: opts.rateLimitPrefix },
+  })
+  await app.register(oauthRoutes, { db: platform.db, config, auth, log, now })
+  await app.register(pageStyleRoutes)
+  await app.register(invitationPageRoutes)
 
   const projects = projectsService({ db: platform.db, blobs: platform.blobs, version: VERSION })
   await app.register(
     async (api) => {
+      await api.register(authRoutes, { auth, tokens, publicUrl: config.PUBLIC_URL })
       await api.register(projectsRoutes, { projects })
+      await api.register(apiKeysRoutes, { keys: apiKeysService({ db: platform.db, credentials, now }) })
+      await api.register(auditRoutes, { auditLog: auditLogService({ db: platform.db }) })
+      await api.register(tenantRoutes, { tenants: tenantsService({ db: platform.db }), llm: llmSettingsService({ db: platform.db, secrets: platform.secrets, now }) })
+      await api.register(teamRoutes, { team: teamService({ db: platform.db, auth, credentials, publicUrl: config.PUBLIC_URL, now }) })
     },
     { prefix: '/api/v1' },
   )

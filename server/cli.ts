@@ -7,9 +7,10 @@ import { loadConfigOrExit } from './config.js'
 import { AppError } from './http/errors.js'
 import { isMain } from './is-main.js'
 import { KEY_TYPES, type KeyType } from './modules/api-keys/keys.js'
-import { ALL } from './modules/api-keys/permissions.js'
+import { ALL } from './http/permissions.js'
 import { createKey } from './modules/api-keys/service.js'
 import { createTenant } from './modules/tenants/service.js'
+import { tenantExists } from './modules/tenants/store.js'
 import { openDb, type Db } from './platform/db.js'
 import { migrate } from './platform/migrate.js'
 
@@ -81,10 +82,7 @@ export async function run(argv: string[]): Promise<void> {
       const created = await withDb(
         (db) =>
           db.system(async (sql) => {
-            if (o.tenant) {
-              const [t] = await sql`select 1 from tenants where id::text = ${o.tenant}`
-              if (!t) throw new AppError('RESOURCE_NOT_FOUND', `tenant ${o.tenant} does not exist`)
-            }
+            if (o.tenant && !(await tenantExists(sql, o.tenant))) throw new AppError('RESOURCE_NOT_FOUND', `tenant ${o.tenant} does not exist`)
             return createKey(sql, {
               tenantId: type === 'admin' ? null : o.tenant!,
               type,

@@ -16,14 +16,6 @@ export interface MeasuredZip {
 }
 
 export function zipStream(entries: ZipEntry[], mtime = new Date()): MeasuredZip {
-  const zip = new ZipFile()
-  for (const e of entries) {
-    if (e.data instanceof Readable) zip.addReadStream(e.data, e.name, { mtime })
-    else zip.addBuffer(Buffer.isBuffer(e.data) ? e.data : Buffer.from(e.data, 'utf8'), e.name, { mtime })
-    // an entry's own stream failing fails the archive
-    if (e.data instanceof Readable) e.data.once('error', (err) => meter.destroy(err))
-  }
-  zip.end()
   const hash = createHash('sha256')
   let size = 0
   const meter = new Transform({
@@ -33,6 +25,16 @@ export function zipStream(entries: ZipEntry[], mtime = new Date()): MeasuredZip 
       done(null, chunk)
     },
   })
+  const zip = new ZipFile()
+  for (const e of entries) {
+    if (e.data instanceof Readable) {
+      zip.addReadStream(e.data, e.name, { mtime })
+      e.data.once('error', (err) => meter.destroy(err)) // an entry's own stream failing fails the archive
+    } else {
+      zip.addBuffer(Buffer.isBuffer(e.data) ? e.data : Buffer.from(e.data, 'utf8'), e.name, { mtime })
+    }
+  }
+  zip.end()
   const measured = new Promise<{ size: number; sha256: string }>((resolve, reject) => {
     meter.once('end', () => resolve({ size, sha256: hash.digest('hex') }))
     meter.once('error', reject)

@@ -11,8 +11,11 @@ declare module 'fastify' {
     principal: Principal | null
   }
   interface FastifyContextConfig {
-    /** false for endpoints that authenticate by other means (login, device flow). */
-    auth?: boolean
+    /**
+     * false for endpoints that authenticate by other means (login, device flow); 'optional' to learn
+     * who calls when a credential is sent without requiring one (logout).
+     */
+    auth?: boolean | 'optional'
     /** false for endpoints exempt from the general limit (auth endpoints, as the spec says). */
     rateLimit?: boolean
     /** The permission the route needs. */
@@ -39,17 +42,17 @@ export function installAuth(app: FastifyInstance, opts: { authenticators: Authen
     const ip = `ip:${request.ip}`
     let failure: string | null = null
     let chargedIp = false
-    if (config.auth !== false) {
-      const token = bearerToken(request.headers.authorization)
-      // A credential nobody can vouch for from memory costs its address first, so an address over
-      // its limit cannot make the server look up key after made-up key.
-      if (limited && token.token && !opts.authenticators.some((a) => a.answersFromMemory(token.token!))) {
+    if (config.auth !== false && (config.auth !== 'optional' || request.headers.authorization)) {
+      const { token, failure: malformed } = bearerToken(request.headers.authorization)
+      // A credential nobody can judge from memory costs its address before the lookup, so an
+      // address over its limit cannot make the server look up key after made-up key.
+      const chargeIp = async () => {
+        if (!limited) return
         await opts.limiter.consume(ip, reply)
         chargedIp = true
       }
-      const r = token.token ? await resolve(token.token, opts.authenticators) : { principal: null, failure: token.failure }
-      request.principal = r.principal
-      failure = r.failure
+      request.principal = token ? await identify(token, opts.authenticators, chargeIp) : null
+      failure = token ? 'The credential is invalid, expired or revoked' : malformed
     }
 
     if (limited) {
@@ -57,7 +60,7 @@ export function installAuth(app: FastifyInstance, opts: { authenticators: Authen
       else if (!chargedIp) await opts.limiter.consume(ip, reply)
     }
 
-    if (routed && config.auth !== false && !request.principal) throw unauthorized(failure ?? 'Missing or invalid authentication')
+    if (routed && (config.auth ?? true) === true && !request.principal) throw unauthorized(failure ?? 'Missing or invalid authentication')
     const tenantHeaders = Object.keys(request.headers).filter((h) => TENANT_HEADER_RE.test(h))
     if (tenantHeaders.length) {
       throw new AppError('VALIDATION_ERROR', 'Do not send a tenant header: the tenant comes from your credential', {
@@ -82,12 +85,21 @@ function bearerToken(header: string | undefined): { token: string | null; failur
   return { token: m[1]!, failure: '' }
 }
 
-async function resolve(token: string, authenticators: Authenticator[]): Promise<{ principal: Principal | null; failure: string | null }> {
+/** Memory first; only when no authenticator can judge the token from memory, beforeLookup, then lookups. */
+async function identify(token: string, authenticators: Authenticator[], beforeLookup: () => Promise<void>): Promise<Principal | null> {
+  const undecided: Authenticator[] = []
   for (const a of authenticators) {
-    const principal = await a.authenticate(token)
-    if (principal) return { principal, failure: null }
+    const known = a.fromMemory(token)
+    if (known) return known
+    if (known === undefined) undecided.push(a)
   }
-  return { principal: null, failure: 'The credential is invalid, expired or revoked' }
+  if (!undecided.length) return null
+  await beforeLookup()
+  for (const a of undecided) {
+    const principal = await a.lookUp(token)
+    if (principal) return principal
+  }
+  return null
 }
 
 /** The tenant a tenant-scoped route acts in (the permission check already refused platform keys). */

@@ -1,4 +1,6 @@
-// Who a request acts for. API keys give one today; JWTs from the identity work give another kind.
+// Who a request acts for: an API key, or a signed-in user holding an access token (JWT).
+import type { Role } from './permissions.js'
+
 export interface Principal {
   kind: 'api_key' | 'user'
   /** Key id or user id: what the rate limit counts against. */
@@ -7,6 +9,10 @@ export interface Principal {
   tenantId: string | null
   plan: Plan | null
   userId: string | null
+  /** The user's role in the tenant; null for API keys. */
+  role: Role | null
+  /** The identity session an access token was minted from; null for API keys. */
+  sessionId: string | null
   permissions: ReadonlySet<string>
 }
 
@@ -17,8 +23,11 @@ export type Plan = (typeof PLANS)[number]
 export const hasPermission = (p: Principal, permission: string) => p.permissions.has('*') || p.permissions.has(permission)
 
 export interface Authenticator {
-  /** The principal a bearer credential stands for, or null when it is not one this authenticator knows. */
-  authenticate(token: string): Promise<Principal | null>
-  /** True when authenticate would answer from memory, without a database lookup. */
-  answersFromMemory(token: string): boolean
+  /**
+   * What memory alone says of a bearer credential: its principal, null when it is none of this
+   * authenticator's (or no longer valid), or undefined when only a lookup can tell.
+   */
+  fromMemory(token: string): Principal | null | undefined
+  /** The lookup for a credential fromMemory could not judge. */
+  lookUp(token: string): Promise<Principal | null>
 }

@@ -21,7 +21,11 @@ export interface RateLimitOptions {
   log: Logger
   registry: Registry
   keyPrefix?: string
+  /** Names this limiter in atrium_rate_limit_fallback_total{limiter}; several share one registry. */
+  name?: string
 }
+
+const FALLBACK_METRIC = 'atrium_rate_limit_fallback_total'
 
 export function createRateLimiter(o: RateLimitOptions): RateLimiter {
   const memory = new RateLimiterMemory({ points: o.max, duration: o.windowSeconds })
@@ -34,11 +38,13 @@ export function createRateLimiter(o: RateLimitOptions): RateLimiter {
         rejectIfRedisNotReady: true,
       })
     : memory
-  const fallbacks = new Counter({
-    name: 'atrium_rate_limit_fallback_total',
+  const fallbacks = (o.registry.getSingleMetric(FALLBACK_METRIC) as Counter<'limiter'> | undefined) ?? new Counter({
+    name: FALLBACK_METRIC,
     help: 'Requests rate-limited in process because Redis was unreachable',
+    labelNames: ['limiter'],
     registers: [o.registry],
   })
+  const label = { limiter: o.name ?? 'api' }
   let lastWarn = 0
 
   const consumeOnce = async (key: string): Promise<RateLimiterRes> => {
@@ -46,7 +52,7 @@ export function createRateLimiter(o: RateLimitOptions): RateLimiter {
       return await shared.consume(key)
     } catch (res) {
       if (res instanceof RateLimiterRes || shared === memory) throw res
-      fallbacks.inc()
+      fallbacks.inc(label)
       if (Date.now() - lastWarn > 60_000) {
         lastWarn = Date.now()
         o.log.warn({ err: (res as Error).message }, 'rate limit store unreachable: limiting per replica in memory')

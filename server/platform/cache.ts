@@ -1,18 +1,37 @@
 // Redis through ioredis. With no REDIS_URL there is no shared cache: users of the cache (the rate
-// limiter) keep their state in process, which is right for a single replica only.
+// limiter) keep their state in process, and messages reach this process only, which is right for a
+// single replica only.
+import { EventEmitter } from 'node:events'
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
+
+export type Unsubscribe = () => Promise<void>
 
 export interface Cache {
   /** null in embedded mode. */
   readonly redis: Redis | null
   ping(): Promise<void>
+  /** Tells every replica (every subscriber of the channel). Fire and forget: a lost message is logged. */
+  publish(channel: string, message: string): Promise<void>
+  subscribe(channel: string, handler: (message: string) => void): Promise<Unsubscribe>
   close(): Promise<void>
+}
+
+/** Messages within this process: the embedded default, and the local half of Redis pub/sub. */
+function localBus() {
+  const bus = new EventEmitter().setMaxListeners(0)
+  return {
+    publish: async (channel: string, message: string) => void bus.emit(channel, message),
+    subscribe: async (channel: string, handler: (message: string) => void): Promise<Unsubscribe> => {
+      bus.on(channel, handler)
+      return async () => void bus.off(channel, handler)
+    },
+  }
 }
 
 export async function openCache(opts: { redisUrl: string; log: Logger }): Promise<Cache> {
   if (!opts.redisUrl) {
-    return { redis: null, ping: async () => {}, close: async () => {} }
+    return { redis: null, ping: async () => {}, ...localBus(), close: async () => {} }
   }
   const redis = new Redis(opts.redisUrl, {
     lazyConnect: true,
@@ -40,12 +59,49 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
     // Start anyway: readiness reports the cache as failing, and the rate limiter falls back.
     opts.log.error({ err: (err as Error).message }, 'redis not reachable at start-up')
   }
+  // A connection in subscriber mode can do nothing else: subscriptions get their own, opened on
+  // first use and re-subscribed by ioredis after a reconnect.
+  const local = localBus()
+  let subscriber: Redis | null = null
+  const subscribed = new Map<string, number>()
+  const listen = (channel: string) => {
+    if (!subscriber) {
+      subscriber = redis.duplicate({ enableOfflineQueue: true, lazyConnect: false, maxRetriesPerRequest: null })
+      subscriber.on('error', () => {}) // the main connection logs outages
+      subscriber.on('message', (ch: string, message: string) => void local.publish(ch, message))
+    }
+    const n = subscribed.get(channel) ?? 0
+    subscribed.set(channel, n + 1)
+    // Not awaited: with Redis away it waits for the reconnect, and start-up must not.
+    if (n === 0) subscriber.subscribe(channel).catch(() => {})
+  }
   return {
     redis,
     ping: async () => {
       if ((await redis.ping()) !== 'PONG') throw new Error('unexpected PING reply')
     },
+    publish: async (channel, message) => {
+      try {
+        await redis.publish(channel, message)
+      } catch (err) {
+        // Subscribers of this process still hear it; the others find out when their caches expire.
+        opts.log.warn({ err: (err as Error).message, channel }, 'could not publish to other replicas')
+        await local.publish(channel, message)
+      }
+    },
+    subscribe: async (channel, handler) => {
+      const off = await local.subscribe(channel, handler)
+      listen(channel)
+      return async () => {
+        await off()
+        const n = (subscribed.get(channel) ?? 1) - 1
+        subscribed.set(channel, n)
+        // Only while connected: queued for a Redis that is away, the call would wait for its return.
+        if (n === 0 && subscriber?.status === 'ready') await subscriber.unsubscribe(channel).catch(() => {})
+      }
+    },
     close: async () => {
+      subscriber?.disconnect()
       if (redis.status === 'ready') await redis.quit().catch(() => redis.disconnect())
       else redis.disconnect()
     },

@@ -92,8 +92,8 @@ export async function embeddedDataDir(t: Test): Promise<string> {
   return dir
 }
 
-/** Settings for a test server: the real services when configured, embedded defaults otherwise. */
-export async function testEnv(t: Test, overrides: Record<string, string> = {}): Promise<Record<string, string>> {
+/** Settings for a test server: the real services when configured, embedded defaults otherwise (migrated, unless an empty database is asked for). */
+export async function testEnv(t: Test, overrides: Record<string, string> = {}, opts: { emptyDatabase?: boolean } = {}): Promise<Record<string, string>> {
   const env: Record<string, string> = {
     NODE_ENV: 'test',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
@@ -103,8 +103,11 @@ export async function testEnv(t: Test, overrides: Record<string, string> = {}): 
     ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
   }
   const embedded = overrides.DATABASE_URL !== undefined ? !overrides.DATABASE_URL : !services.databaseUrl
-  if (embedded) cpSync(await embeddedTemplate(), join(env.DATA_DIR!, 'pgdata'), { recursive: true })
-  else if (overrides.DATABASE_URL === undefined) env.DATABASE_URL = await freshDatabase(t)
+  if (!embedded) {
+    if (overrides.DATABASE_URL === undefined) env.DATABASE_URL = await freshDatabase(t) // empty until migrated
+  } else if (!opts.emptyDatabase) {
+    cpSync(await embeddedTemplate(), join(env.DATA_DIR!, 'pgdata'), { recursive: true })
+  }
   if (services.redisUrl) env.REDIS_URL = services.redisUrl
   if (services.s3Endpoint && overrides.R2_ENDPOINT === undefined) {
     Object.assign(env, {

@@ -1,24 +1,13 @@
 // API key format: svc_<type>_<32 base62 characters> (about 190 random bits). Only a SHA-256 of the
 // key is stored: the key is high-entropy, so a slow password hash would add latency, not safety.
-import { createHash, randomBytes } from 'node:crypto'
+import { createHash } from 'node:crypto'
+import { randomBase62 } from '../../ids.js'
 
 export const KEY_TYPES = ['sdk', 'ci', 'admin'] as const
 export type KeyType = (typeof KEY_TYPES)[number]
 
-const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
 const SECRET_LENGTH = 32
 const KEY_RE = /^svc_(sdk|ci|admin)_[A-Za-z0-9]{32}$/
-
-function randomBase62(length: number): string {
-  let out = ''
-  while (out.length < length) {
-    for (const b of randomBytes(length * 2)) {
-      // 248 = 4 * 62: rejecting larger bytes keeps every character equally likely
-      if (b < 248 && out.length < length) out += ALPHABET[b % 62]
-    }
-  }
-  return out
-}
 
 export function generateKey(type: KeyType): { key: string; prefix: string; lastFour: string; hash: Buffer } {
   const key = `svc_${type}_${randomBase62(SECRET_LENGTH)}`

@@ -1,12 +1,24 @@
-// Creating keys (shown once, stored hashed) and turning a presented key into a principal.
-import { LRUCache } from 'lru-cache'
+// Creating keys (shown once, stored hashed), a tenant admin's key management, and turning a
+// presented key into a principal.
+//
+// Rules of key management (docs: route descriptions in routes.ts):
+// - Nobody grants more than they hold: a new key's permissions must be covered by the creator's.
+// - Acting on an existing key (revoking it) needs authority over it in the same sense, except that
+//   a key may always revoke itself (the quickest answer to "this key leaked").
+// - A key is made on behalf of the creator's user (api_keys.user_id, shown as createdBy): a key
+//   made by a key inherits that key's user. Team changes revoke a user's keys through it.
+// - Revocation commits with its audit event, then drops the key from every replica's cache.
 import type { Db, TxSql } from '../../platform/db.js'
-import { invalid } from '../../http/errors.js'
+import { AppError, forbidden, invalid, notFound } from '../../http/errors.js'
+import { CredentialCache, type Credentials } from '../../http/credentials.js'
+import { decodeIdCursor, toPage } from '../../http/pagination.js'
+import { ALL, covers, isPermission } from '../../http/permissions.js'
 import type { Authenticator, Principal } from '../../http/principal.js'
 import { newId } from '../../ids.js'
+import { actorOf, audit, type Origin } from '../audit/service.js'
 import { generateKey, hashKey, looksLikeKey, type KeyType } from './keys.js'
-import { isPermission } from './permissions.js'
-import { findByHash, insertKey } from './store.js'
+import { findByHash, insertKey, LAST_USED_RESOLUTION_SECONDS, listKeys, revokeKey, selectKey, touchLastUsed, type KeyView } from './store.js'
+import { dateClock } from '../../clock.js'
 
 export interface CreateKeyInput {
   tenantId: string | null
@@ -17,7 +29,7 @@ export interface CreateKeyInput {
   expiresAt?: Date | null
 }
 
-export interface CreatedKey { id: string; key: string; prefix: string; lastFour: string }
+export interface CreatedKey { id: string; key: string; prefix: string; lastFour: string; view: KeyView }
 
 /** Runs inside the caller's transaction (tenant creation makes its first key in the same one). */
 export async function createKey(sql: TxSql, input: CreateKeyInput): Promise<CreatedKey> {
@@ -28,9 +40,8 @@ export async function createKey(sql: TxSql, input: CreateKeyInput): Promise<Crea
   if (unknown.length) throw invalid('permissions', `unknown permissions: ${unknown.join(', ')}`)
   if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) throw invalid('expiresAt', 'must be in the future')
   const g = generateKey(input.type)
-  const id = newId()
-  await insertKey(sql, {
-    id,
+  const view = await insertKey(sql, {
+    id: newId(),
     tenantId: input.tenantId,
     userId: input.userId ?? null,
     name: input.name ?? '',
@@ -41,48 +52,146 @@ export async function createKey(sql: TxSql, input: CreateKeyInput): Promise<Crea
     permissions: [...new Set(input.permissions)],
     expiresAt: input.expiresAt ?? null,
   })
-  return { id, key: g.key, prefix: g.prefix, lastFour: g.lastFour }
+  return { id: view.id, key: g.key, prefix: g.prefix, lastFour: g.lastFour, view }
 }
 
-/**
- * How long a replica trusts a key it has looked up. Keys are looked up on every request otherwise,
- * which doubles the database work of a read. A key revoked, expired or suspended in the database
- * stops working on every replica within this time; expiry itself is checked on every request.
- */
-export const KEY_CACHE_SECONDS = 10
+export interface Acting { tenantId: string; principal: Principal; origin: Origin }
 
-export function apiKeyAuthenticator(db: Db): Authenticator {
-  // Only keys that authenticated are cached: a flood of made-up keys cannot push real ones out.
-  const cache = new LRUCache<string, { principal: Principal; expiresAt: number | null }>({ max: 10_000, ttl: KEY_CACHE_SECONDS * 1000 })
+export interface NewKeyRequest {
+  name: string
+  /** sdk or ci (the route's schema admits nothing else). */
+  type: string
+  permissions: string[]
+  expiresAt?: string
+  expiresInDays?: number
+}
 
-  const lookUp = async (hash: Buffer) => {
-    const row = await db.system((sql) => findByHash(sql, hash))
-    if (!row || row.revoked_at || (row.tenant_id && row.tenant_status !== 'active')) return undefined
-    const principal: Principal = {
-      kind: 'api_key',
-      id: row.id,
-      tenantId: row.tenant_id,
-      plan: row.plan,
-      userId: row.user_id,
-      permissions: new Set(row.permissions),
+const DAY_MS = 86_400_000
+
+/** The permissions of `wanted` that `held` does not cover (none when it holds '*'). */
+const uncovered = (held: ReadonlySet<string>, wanted: readonly string[]) => (held.has(ALL) ? [] : wanted.filter((p) => p === ALL || !held.has(p)))
+
+const exceeds = (message: string, missing: string[]) => forbidden(message, { reason: 'exceeds_own_permissions', missing })
+
+export function apiKeysService(deps: { db: Db; credentials: Pick<Credentials, 'invalidate'>; now?: () => number }) {
+  const { db, credentials } = deps
+  const now = dateClock(deps.now)
+
+  function expiryOf(input: NewKeyRequest, at: Date): Date | null {
+    if (input.expiresAt !== undefined && input.expiresInDays !== undefined) {
+      throw new AppError('VALIDATION_ERROR', 'Give expiresAt or expiresInDays, not both', {
+        errors: [{ field: 'body.expiresAt', message: 'cannot be combined with expiresInDays' }, { field: 'body.expiresInDays', message: 'cannot be combined with expiresAt' }],
+      })
     }
-    return { principal, expiresAt: row.expires_at?.getTime() ?? null }
+    if (input.expiresInDays !== undefined) return new Date(at.getTime() + input.expiresInDays * DAY_MS)
+    if (input.expiresAt === undefined) return null
+    const expiresAt = new Date(input.expiresAt)
+    if (!(expiresAt.getTime() > at.getTime())) throw invalid('body.expiresAt', 'must be in the future')
+    return expiresAt
   }
 
   return {
-    answersFromMemory: (token) => !looksLikeKey(token) || cache.has(hashKey(token).toString('base64')),
-    async authenticate(token) {
-      if (!looksLikeKey(token)) return null
-      const hash = hashKey(token)
-      const id = hash.toString('base64')
-      let hit = cache.get(id)
-      if (!hit) {
-        hit = await lookUp(hash)
-        if (!hit) return null
-        cache.set(id, hit)
+    async create(a: Acting, input: NewKeyRequest): Promise<CreatedKey> {
+      // Operator keys act on every tenant: only someone with the server's database may make one.
+      const type = input.type
+      if (type !== 'sdk' && type !== 'ci') {
+        throw invalid('body.type', type === 'admin' ? 'admin keys are made with the admin CLI (create-key --type admin)' : 'must be sdk or ci')
       }
-      if (hit.expiresAt !== null && hit.expiresAt <= Date.now()) return null
-      return hit.principal
+      const name = input.name.trim()
+      if (!name) throw invalid('body.name', 'must not be blank')
+      const unknown = input.permissions.filter((p) => !isPermission(p))
+      if (unknown.length) throw invalid('body.permissions', `unknown permissions: ${unknown.join(', ')}`)
+      // '*' already holds everything: the others beside it would only mislead a reader of the list.
+      const permissions = input.permissions.includes(ALL) ? [ALL] : [...new Set(input.permissions)]
+      if (!covers(a.principal.permissions, permissions)) {
+        const missing = uncovered(a.principal.permissions, permissions)
+        throw exceeds(`A key cannot be given permissions this credential lacks: ${missing.join(', ')}`, missing)
+      }
+      const expiresAt = expiryOf(input, now())
+      return db.tenant(a.tenantId, async (sql) => {
+        const created = await createKey(sql, { tenantId: a.tenantId, userId: a.principal.userId, type, name, permissions, expiresAt })
+        await audit(sql, {
+          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'key.created', target: { type: 'api_key', id: created.id },
+          origin: a.origin, details: { type, permissions, name, expiresAt: expiresAt?.toISOString() ?? null },
+        })
+        return created
+      })
+    },
+
+    async list(tenantId: string, page: { limit: number; cursor?: string }) {
+      const before = decodeIdCursor(page.cursor)
+      const rows = await db.tenantRead(tenantId, (sql) => listKeys(sql, tenantId, page.limit + 1, before))
+      return toPage(rows, page.limit, (k) => k.id)
+    },
+
+    async get(tenantId: string, id: string): Promise<KeyView> {
+      const [row] = await db.tenantRead(tenantId, (sql) => selectKey(sql, tenantId, id))
+      if (!row) throw notFound('api_key', id)
+      return row
+    },
+
+    /**
+     * Revokes a key; revoking a revoked key answers with it as it is (no second event), so a retried
+     * DELETE is safe. The key stops working on every replica once this returns.
+     */
+    async revoke(a: Acting, id: string): Promise<KeyView> {
+      const key = await db.tenant(a.tenantId, async (sql) => {
+        const [current] = await selectKey(sql, a.tenantId, id, { lock: true })
+        if (!current) throw notFound('api_key', id)
+        const itself = a.principal.kind === 'api_key' && a.principal.id === id
+        if (!itself && !covers(a.principal.permissions, current.permissions)) {
+          const missing = uncovered(a.principal.permissions, current.permissions)
+          throw exceeds(`This credential may not revoke a key holding permissions it lacks: ${missing.join(', ')}`, missing)
+        }
+        if (current.revoked_at) return current
+        const revoked = (await revokeKey(sql, a.tenantId, id, now()))!
+        await audit(sql, {
+          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'key.revoked', target: { type: 'api_key', id },
+          origin: a.origin, details: { type: revoked.type, permissions: revoked.permissions, name: revoked.name },
+        })
+        return revoked
+      })
+      // Also for a key revoked earlier: a message lost back then is sent again.
+      await credentials.invalidate({ kind: 'api_key', id })
+      return key
     },
   }
 }
+
+export type ApiKeysService = ReturnType<typeof apiKeysService>
+
+export function apiKeyAuthenticator(db: Db, cache = new CredentialCache()): Authenticator {
+  return {
+    fromMemory(token) {
+      if (!looksLikeKey(token)) return null
+      return cache.get(cacheKey(hashKey(token)))
+    },
+    async lookUp(token) {
+      const hash = hashKey(token)
+      const row = await db.system((sql) => findByHash(sql, hash))
+      if (!row || row.revoked_at || (row.tenant_id && row.tenant_status !== 'active')) return null
+      const principal: Principal = {
+        kind: 'api_key',
+        id: row.id,
+        tenantId: row.tenant_id,
+        plan: row.plan,
+        userId: row.user_id,
+        role: null,
+        sessionId: null,
+        permissions: new Set(row.permissions),
+      }
+      const expiresAt = row.expires_at?.getTime() ?? null
+      cache.set(cacheKey(hash), principal, expiresAt)
+      if (expiresAt !== null && expiresAt <= Date.now()) return null
+      // Lookups happen only on a cache miss (at most every few seconds per key and replica), and
+      // the write only when the stored time is a minute old; it is not awaited, so the request
+      // never waits for it, and a failure only leaves the time a little stale.
+      if (!row.last_used_at || row.last_used_at.getTime() < Date.now() - LAST_USED_RESOLUTION_SECONDS * 1000) {
+        db.system((sql) => touchLastUsed(sql, row.id)).catch(() => {})
+      }
+      return principal
+    },
+  }
+}
+
+const cacheKey = (hash: Buffer) => `key:${hash.toString('base64')}`

@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { tenantOf } from '../../http/auth.js'
 import { ok, page } from '../../http/envelope.js'
 import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { originOf } from '../audit/service.js'
 import type { ProjectsService } from './service.js'
 import type { ProjectRow, VersionRow } from './store.js'
 
@@ -120,6 +121,6 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     schema: { tags, summary: 'Back a project up to a zip and get a download link', params: ProjectIdParams, body: BackupBody, response: { 201: Envelope(Backup), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE') } },
   }, async (req, reply) => {
     reply.code(201)
-    return ok(req, await projects.backup(tenantOf(req), req.params.projectId, req.body))
+    return ok(req, await projects.backup({ ...tenantOf(req), origin: originOf(req) }, req.params.projectId, req.body))
   })
 }

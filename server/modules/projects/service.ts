@@ -8,6 +8,7 @@ import { newId } from '../../ids.js'
 import type { Blobs } from '../../platform/blobs.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { json, jsonArrayStream, zipStream } from '../../zip.js'
+import { actorOf, audit, type Origin } from '../audit/service.js'
 import { PLAN_LIMITS } from '../tenants/plans.js'
 import * as store from './store.js'
 import type { ProjectFields, ProjectRow, VersionRow } from './store.js'
@@ -21,7 +22,7 @@ export interface PageRequest { limit: number; cursor?: string }
 export type CreateInput = { name: string; description?: string; language?: string }
 export type PatchInput = Partial<ProjectFields>
 
-export interface Actor { tenantId: string; principal: Principal }
+export interface Actor { tenantId: string; principal: Principal; origin?: Origin }
 
 export function projectsService(deps: { db: Db; blobs: Blobs; version: string }) {
   const { db, blobs } = deps
@@ -134,6 +135,11 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
         await store.insertBackup(sql, {
           id: backupId, tenantId: a.tenantId, projectId, blobKey, size, checksum,
           includeHistory: opts.includeHistory, includeAgents: opts.includeAgents,
+        })
+        // A backup takes the tenant's data out of the platform: the audit log records who did.
+        await audit(sql, {
+          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'project.backup_created', target: { type: 'project', id: projectId },
+          ...(a.origin ? { origin: a.origin } : {}), details: { backupId, size, includeHistory: opts.includeHistory, includeAgents: opts.includeAgents },
         })
         const filename = `project-${projectId}-${createdAt.toISOString().replace(/[:.]/g, '-')}.zip`
         const downloadUrl = await blobs.presignGet(blobKey, { expiresSeconds: BACKUP_LINK_SECONDS, filename })

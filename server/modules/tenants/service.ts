@@ -1,19 +1,21 @@
 // A tenant is born with its owner and an automation key holding every permission, in one
 // transaction: there is never a tenant nobody can reach.
-import { AppError, invalid } from '../../http/errors.js'
-import { PLANS, type Plan } from '../../http/principal.js'
+import { AppError, invalid, notFound } from '../../http/errors.js'
+import { PLANS, type Plan, type Principal } from '../../http/principal.js'
 import { newId } from '../../ids.js'
 import { isUniqueViolation, type Db } from '../../platform/db.js'
 import { createKey } from '../api-keys/service.js'
-import { ALL } from '../api-keys/permissions.js'
+import { ALL } from '../../http/permissions.js'
+import { actorOf, audit, type Origin } from '../audit/service.js'
 import { hashPassword } from '../users/passwords.js'
 import { insertUser } from '../users/store.js'
-import { insertTenant } from './store.js'
+import { PLAN_LIMITS } from './plans.js'
+import { insertTenant, renameTenant, selectTenant, type TenantRow } from './store.js'
 
 export interface CreateTenantInput { name: string; plan?: string; email?: string; password?: string }
 export interface CreatedTenant { tenantId: string; userId: string; apiKey: string }
 
-const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
+export const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
 export const MIN_PASSWORD_LENGTH = 12
 
 export async function createTenant(db: Db, input: CreateTenantInput): Promise<CreatedTenant> {
@@ -44,3 +46,34 @@ export async function createTenant(db: Db, input: CreateTenantInput): Promise<Cr
     throw err
   }
 }
+
+/** The tenant as its own members see it, with the gates of its plan. */
+export const tenantView = (t: TenantRow) => ({ ...t, limits: PLAN_LIMITS[t.plan] })
+
+export function tenantsService(deps: { db: Db }) {
+  const { db } = deps
+  return {
+    async get(tenantId: string) {
+      const [row] = await db.tenantRead(tenantId, (sql) => selectTenant(sql, tenantId))
+      // Only a tenant deleted while its credential was cached gets here.
+      if (!row) throw notFound('tenant', tenantId)
+      return tenantView(row)
+    },
+
+    rename: (a: { tenantId: string; principal: Principal; origin: Origin }, name: string) =>
+      db.tenant(a.tenantId, async (sql) => {
+        const [current] = await selectTenant(sql, a.tenantId)
+        if (!current) throw notFound('tenant', a.tenantId)
+        const next = name.trim()
+        if (next === current.name) return tenantView(current)
+        const row = (await renameTenant(sql, a.tenantId, next))!
+        await audit(sql, {
+          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'tenant.updated', target: { type: 'tenant', id: a.tenantId },
+          origin: a.origin, details: { fields: ['name'], from: current.name, to: next },
+        })
+        return tenantView(row)
+      }),
+  }
+}
+
+export type TenantsService = ReturnType<typeof tenantsService>

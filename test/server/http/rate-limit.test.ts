@@ -82,7 +82,7 @@ t.test('with Redis unreachable the limit still holds, per replica, and the fallb
   t.equal((await call('GET', '/api/v1/projects')).status, 200)
   t.equal((await call('GET', '/api/v1/projects')).status, 429)
   const metrics = (await h.anonymous('GET', '/metrics')).raw.toString()
-  t.match(metrics, /atrium_rate_limit_fallback_total [1-9]/)
+  t.match(metrics, /atrium_rate_limit_fallback_total{limiter="api"} [1-9]/)
 })
 
 t.test('once an address is over its limit, made-up keys are refused without a database lookup', async (t) => {

@@ -24,3 +24,52 @@ t.test('an unreachable Redis does not stop start-up, and its ping fails', async 
   await t.rejects(cache.ping())
   await cache.close()
 })
+
+/** The next message on a channel, or null after a while. */
+const next = (messages: string[], timeoutMs = 3000) =>
+  new Promise<string | null>((resolve) => {
+    const started = Date.now()
+    const poll = () => (messages.length ? resolve(messages.shift()!) : Date.now() - started > timeoutMs ? resolve(null) : setTimeout(poll, 10))
+    poll()
+  })
+
+t.test('without Redis a message reaches the subscribers of this process', async (t) => {
+  const cache = await openCache({ redisUrl: '', log })
+  const got: string[] = []
+  const off = await cache.subscribe('c', (m) => got.push(m))
+  await cache.publish('c', 'hello')
+  t.same(got, ['hello'])
+  await off()
+  await cache.publish('c', 'again')
+  t.same(got, ['hello'], 'nothing after unsubscribing')
+  await cache.close()
+})
+
+t.test('through Redis a message reaches every process', { skip: !services.redisUrl && 'TEST_REDIS_URL is not set' }, async (t) => {
+  const a = await openCache({ redisUrl: services.redisUrl, log })
+  const b = await openCache({ redisUrl: services.redisUrl, log })
+  t.teardown(async () => {
+    await a.close()
+    await b.close()
+  })
+  const channel = `atrium:test:${Math.random()}`
+  const got: string[] = []
+  const off = await b.subscribe(channel, (m) => got.push(m))
+  // The subscription is confirmed asynchronously: publish until the other side hears.
+  let heard: string | null = null
+  for (let i = 0; i < 50 && !heard; i++) {
+    await a.publish(channel, 'revoke')
+    heard = await next(got, 100)
+  }
+  t.equal(heard, 'revoke')
+  await off()
+})
+
+t.test('with Redis down a publish still reaches this process', async (t) => {
+  const cache = await openCache({ redisUrl: 'redis://127.0.0.1:1', log })
+  const got: string[] = []
+  await cache.subscribe('c', (m) => got.push(m))
+  await cache.publish('c', 'local')
+  t.same(got, ['local'])
+  await cache.close()
+})

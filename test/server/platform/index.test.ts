@@ -1,13 +1,10 @@
-import { rmSync } from 'node:fs'
-import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { createLogger } from '../../../server/logger.js'
 import { openPlatform } from '../../../server/platform/index.js'
 import { configFrom, testEnv } from '../../helpers/platform.js'
 
 async function migrationsTable(overrides: Record<string, string>, t: Test) {
-  const env = await testEnv(t, overrides)
-  rmSync(join(env.DATA_DIR!, 'pgdata'), { recursive: true, force: true }) // embedded: an empty database too
+  const env = await testEnv(t, overrides, { emptyDatabase: true })
   const platform = await openPlatform(configFrom(env), createLogger('silent'))
   try {
     const [row] = await platform.db.sql<{ table: string | null }[]>`select to_regclass('atrium_migrations')::text as table`

@@ -1,5 +1,3 @@
-import { rmSync } from 'node:fs'
-import { join } from 'node:path'
 import t from 'tap'
 import { loadMigrations, migrate } from '../../../server/platform/migrate.js'
 import { admin } from '../../helpers/cli.js'
@@ -14,8 +12,7 @@ t.test('migration files are numbered without gaps', async (t) => {
 })
 
 t.test('two processes migrating one fresh database at once apply each migration exactly once', async (t) => {
-  const env = await testEnv(t, { MIGRATE_ON_START: 'false' })
-  rmSync(join(env.DATA_DIR!, 'pgdata'), { recursive: true, force: true }) // embedded: start from nothing too
+  const env = await testEnv(t, { MIGRATE_ON_START: 'false' }, { emptyDatabase: true })
   const [one, two] = await Promise.all([admin(['migrate'], env), admin(['migrate'], env)])
   t.equal(one.code, 0, one.stderr)
   t.equal(two.code, 0, two.stderr)

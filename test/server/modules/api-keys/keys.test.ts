@@ -1,6 +1,6 @@
 import t from 'tap'
 import { generateKey, hashKey, looksLikeKey } from '../../../../server/modules/api-keys/keys.js'
-import { isPermission } from '../../../../server/modules/api-keys/permissions.js'
+import { isPermission } from '../../../../server/http/permissions.js'
 
 t.test('keys carry their type prefix and 32 base62 characters', async (t) => {
   for (const type of ['sdk', 'ci', 'admin'] as const) {

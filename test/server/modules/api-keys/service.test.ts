@@ -6,7 +6,10 @@ import { suffix, testPlatform } from '../../../helpers/platform.js'
 const { db } = await testPlatform(t)
 const { tenantId } = await createTenant(db, { name: 'Keys', plan: 'growth', email: `k-${suffix()}@example.com` })
 const authenticator = apiKeyAuthenticator(db)
-const authenticate = (token: string) => authenticator.authenticate(token)
+const authenticate = async (token: string) => {
+  const known = authenticator.fromMemory(token)
+  return known === undefined ? authenticator.lookUp(token) : known
+}
 
 t.test('a created key authenticates as its tenant with its permissions and plan', async (t) => {
   const k = await db.system((sql) => createKey(sql, { tenantId, type: 'sdk', permissions: ['projects:read', 'projects:read'] }))
@@ -42,11 +45,11 @@ t.test('a key that expires while cached stops working at its expiry', async (t) 
 t.test('the authenticator says which tokens it can answer without a lookup', async (t) => {
   const fresh = apiKeyAuthenticator(db)
   const k = await db.system((sql) => createKey(sql, { tenantId, type: 'sdk', permissions: ['projects:read'] }))
-  t.ok(fresh.answersFromMemory('not-a-key'), 'not a key: refused without a lookup')
-  t.notOk(fresh.answersFromMemory(k.key), 'not yet seen')
-  await fresh.authenticate(k.key)
-  t.ok(fresh.answersFromMemory(k.key), 'cached after a successful lookup')
+  t.equal(fresh.fromMemory('not-a-key'), null, 'not a key: refused without a lookup')
+  t.equal(fresh.fromMemory(k.key), undefined, 'not yet seen: needs a lookup')
+  t.match(await fresh.lookUp(k.key), { id: k.id })
+  t.match(fresh.fromMemory(k.key), { id: k.id }, 'cached after a successful lookup')
   const unknown = 'svc_ci_' + 'Q'.repeat(32)
-  await fresh.authenticate(unknown)
-  t.notOk(fresh.answersFromMemory(unknown), 'failures are not cached')
+  t.equal(await fresh.lookUp(unknown), null)
+  t.equal(fresh.fromMemory(unknown), undefined, 'failures are not cached')
 })

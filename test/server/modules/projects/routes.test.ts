@@ -212,6 +212,8 @@ t.test('a backup is a zip whose checksum is the sha256 of exactly the downloaded
   t.equal(r.status, 201)
   const b = r.body.data
   t.match(b, { downloadUrl: String, size: Number, checksum: /^sha256:[0-9a-f]{64}$/ })
+  const [audited] = await h.platform.db.system((sql) => sql`select actor_type, target_id, details from audit_events where tenant_id = ${tenantId} and action = 'project.backup_created'`)
+  t.match(audited, { actor_type: 'api_key', target_id: p.id, details: { backupId: b.backupId, size: b.size } }, 'the audit log records who took the data out')
   const expires = Date.parse(b.expiresAt)
   t.ok(expires > Date.now() + 6.9 * 86400_000 && expires < Date.now() + 7.1 * 86400_000, 'link lasts 7 days')
 

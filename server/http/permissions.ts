@@ -1,0 +1,32 @@
+// What a principal may do. API keys carry permissions chosen when they are made; a signed-in user's
+// come from their role in the tenant. '*' is every permission of the principal's tenant.
+export const PERMISSIONS = [
+  'projects:read',
+  'projects:write',
+  'export',
+  'keys:manage',
+  'team:read',
+  'team:manage',
+  'settings:read',
+  'settings:write',
+  'audit:read',
+] as const
+export type Permission = (typeof PERMISSIONS)[number]
+export const ALL = '*'
+
+export const isPermission = (p: string): boolean => p === ALL || (PERMISSIONS as readonly string[]).includes(p)
+
+export const ROLES = ['owner', 'admin', 'member', 'viewer'] as const
+export type Role = (typeof ROLES)[number]
+
+// Owners and admins differ only in who may hand out or take away the owner role (team rules).
+export const ROLE_PERMISSIONS: Record<Role, readonly string[]> = {
+  owner: [ALL],
+  admin: [ALL],
+  member: ['projects:read', 'projects:write', 'export', 'team:read', 'settings:read'],
+  viewer: ['projects:read', 'team:read', 'settings:read'],
+}
+
+/** Whether a holder of `held` may hand out `wanted` (nobody grants more than they have). */
+export const covers = (held: ReadonlySet<string>, wanted: readonly string[]) =>
+  held.has(ALL) || wanted.every((p) => p !== ALL && held.has(p))

@@ -1,0 +1,75 @@
+// The audit log: the writing side, used by every module that does something security-relevant,
+// and the reading side for tenant admins, with the retention sweep that keeps it to the plan.
+import type { FastifyRequest } from 'fastify'
+import { AppError, forbidden } from '../../http/errors.js'
+import { decodeIdCursor, toPage } from '../../http/pagination.js'
+import type { Plan, Principal } from '../../http/principal.js'
+import { newId } from '../../ids.js'
+import type { Db, TxSql } from '../../platform/db.js'
+import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type ActorType, type AuditFilter } from './store.js'
+
+/** Where a request came from, as the audit log records it. */
+export interface Origin { ip: string; userAgent: string }
+export const originOf = (request: FastifyRequest): Origin => ({ ip: request.ip, userAgent: String(request.headers['user-agent'] ?? '') })
+
+export interface Actor { type: ActorType; id: string | null }
+export const actorOf = (p: Principal | null): Actor =>
+  !p ? { type: 'anonymous', id: null } : p.kind === 'api_key' ? { type: 'api_key', id: p.id } : { type: 'user', id: p.userId }
+
+export interface Audited {
+  tenantId: string
+  actor: Actor
+  action: string
+  target?: { type: string; id: string }
+  origin?: Origin
+  details?: Record<string, unknown>
+}
+
+export const audit = (sql: TxSql, e: Audited): Promise<void> =>
+  insertAuditEvent(sql, {
+    id: newId(),
+    tenantId: e.tenantId,
+    actorType: e.actor.type,
+    actorId: e.actor.id,
+    action: e.action,
+    targetType: e.target?.type ?? '',
+    targetId: e.target?.id ?? '',
+    ip: e.origin?.ip ?? '',
+    userAgent: e.origin?.userAgent ?? '',
+    details: e.details ?? {},
+  })
+
+/** How often every replica offers to sweep; the advisory lock lets one of them do it. */
+export const SWEEP_INTERVAL_MS = 3600_000
+
+export interface AuditQuery { limit: number; cursor?: string; action?: string; actorId?: string; since?: string; until?: string }
+
+export function auditLogService(deps: { db: Db }) {
+  const { db } = deps
+  return {
+    async list(a: { tenantId: string; plan: Plan | null }, q: AuditQuery) {
+      // The free plan keeps no audit log (atrium_audit_retention gives it none): say so rather
+      // than answer with an empty list that looks like nothing happened.
+      if ((a.plan ?? 'free') === 'free') {
+        throw forbidden('The audit log needs the Pro plan or higher', { plan: 'free', requiredPlan: 'pro' })
+      }
+      const filter: AuditFilter = {
+        ...(q.action !== undefined ? { action: q.action } : {}),
+        ...(q.actorId !== undefined ? { actorId: q.actorId } : {}),
+        ...(q.since !== undefined ? { since: new Date(q.since) } : {}),
+        ...(q.until !== undefined ? { until: new Date(q.until) } : {}),
+      }
+      if (filter.since && filter.until && filter.since >= filter.until) {
+        throw new AppError('VALIDATION_ERROR', 'since must be before until', { errors: [{ field: 'querystring.since', message: 'must be before until' }] })
+      }
+      const before = decodeIdCursor(q.cursor)
+      const rows = await db.tenantRead(a.tenantId, (sql) => listAuditEvents(sql, a.tenantId, filter, q.limit + 1, before))
+      return toPage(rows, q.limit, (e) => e.id)
+    },
+
+    /** Deletes events past their tenant's retention; null when another replica is sweeping. */
+    sweep: (): Promise<number | null> => db.system((sql) => sweepExpiredEvents(sql)),
+  }
+}
+
+export type AuditLogService = ReturnType<typeof auditLogService>

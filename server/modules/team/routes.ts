@@ -1,0 +1,136 @@
+// Team members of the authenticated tenant (API-SPEC "Tenant": GET /tenant/team/members; invite,
+// change role and remove as issue 3 asks), and accepting an invitation, which signs the invitee in.
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { tenantOf } from '../../http/auth.js'
+import { ok, page } from '../../http/envelope.js'
+import { apiErrors, Envelope, errors, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { setSessionCookie } from '../../http/session-cookie.js'
+import { originOf } from '../audit/service.js'
+import { Tenant, User } from '../auth/routes.js'
+import { MIN_PASSWORD_LENGTH } from '../tenants/service.js'
+import type { MemberRow } from '../users/store.js'
+import type { TeamService } from './service.js'
+
+const tags = ['team']
+const Role = Type.Union([Type.Literal('owner'), Type.Literal('admin'), Type.Literal('member'), Type.Literal('viewer')])
+const Member = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  email: Type.String(),
+  name: Type.String(),
+  role: Role,
+  status: Type.Union([Type.Literal('active'), Type.Literal('disabled'), Type.Literal('invited')], { description: 'invited: has not accepted the invitation yet' }),
+  createdAt: Type.String({ format: 'date-time' }),
+  lastLoginAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+})
+const present = (m: MemberRow) => ({
+  id: m.id, email: m.email, name: m.name, role: m.role, status: m.status,
+  createdAt: m.created_at.toISOString(), lastLoginAt: m.last_login_at?.toISOString() ?? null,
+})
+const Invitation = Type.Object({
+  token: Type.String({ description: 'Shown once; the invitee accepts with it' }),
+  expiresAt: Type.String({ format: 'date-time' }),
+  acceptUrl: Type.String({ description: 'Link to send the invitee (the token is in the fragment)' }),
+})
+const Invited = Envelope(Type.Object({ member: Member, invitation: Invitation }))
+const Name = Type.String({ maxLength: 200 })
+const UserParams = Type.Object({ userId: Type.String({ format: 'uuid' }) })
+
+const read = { permission: 'team:read' }
+const manage = { permission: 'team:manage' }
+const RULES = 'Only an owner may grant, take away or act on the owner role; others act on the roles whose permissions they hold (an API key with * like an admin). Nobody changes themselves, except an owner stepping down while another active owner remains; the last active owner stays. FORBIDDEN (details.reason owner_only, role_not_covered, self) or VALIDATION_ERROR (details.reason last_owner, invited).'
+
+export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService }> = async (app, { team }) => {
+  app.get('/tenant/team/members', {
+    config: read,
+    schema: { tags, summary: 'List team members in the order they joined', querystring: PageQuery, response: { 200: PageEnvelope(Member), ...apiErrors('FORBIDDEN') } },
+  }, async (req) => {
+    const r = await team.list(tenantOf(req).tenantId, req.query)
+    return page(req, r.items.map(present), r.nextCursor)
+  })
+
+  app.get('/tenant/team/members/:userId', {
+    config: read,
+    schema: { tags, summary: 'Get a team member', params: UserParams, response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+  }, async (req) => ok(req, present(await team.get(tenantOf(req).tenantId, req.params.userId))))
+
+  app.post('/tenant/team/members', {
+    config: manage,
+    schema: {
+      tags, summary: 'Invite a member',
+      description: `The member is listed as invited until they accept. The invitation token is shown once and expires after 7 days. ${RULES}`,
+      body: Type.Object(
+        { email: Type.String({ minLength: 3, maxLength: 320 }), role: Role, name: Type.Optional(Name) },
+        { additionalProperties: false },
+      ),
+      response: { 201: Invited, ...apiErrors('FORBIDDEN') },
+    },
+  }, async (req, reply) => {
+    const r = await team.invite({ ...tenantOf(req), origin: originOf(req) }, req.body)
+    reply.code(201)
+    return ok(req, { member: present(r.member), invitation: r.invitation })
+  })
+
+  app.post('/tenant/team/members/:userId/invitation', {
+    config: manage,
+    schema: {
+      tags, summary: 'Send a member who has not joined a new invitation (earlier ones stop working)', params: UserParams,
+      response: { 201: Invited, ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+    },
+  }, async (req, reply) => {
+    const r = await team.resendInvitation({ ...tenantOf(req), origin: originOf(req) }, req.params.userId)
+    reply.code(201)
+    return ok(req, { member: present(r.member), invitation: r.invitation })
+  })
+
+  app.patch('/tenant/team/members/:userId', {
+    config: manage,
+    schema: {
+      tags, summary: "Change a member's role or status",
+      description: `Ends the member's sessions; disabling also revokes their API keys, a demotion the keys holding more than the new role. ${RULES}`,
+      params: UserParams,
+      body: Type.Object(
+        { role: Type.Optional(Role), status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('disabled')])) },
+        { additionalProperties: false, minProperties: 1 },
+      ),
+      response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+    },
+  }, async (req) => ok(req, present(await team.update({ ...tenantOf(req), origin: originOf(req) }, req.params.userId, req.body))))
+
+  app.delete('/tenant/team/members/:userId', {
+    config: manage,
+    schema: {
+      tags, summary: 'Remove a member (an invited one: withdraw the invitation)',
+      description: `Revokes their API keys and sessions, then deletes the account. ${RULES}`,
+      params: UserParams,
+      response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), removed: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+    },
+  }, async (req) => {
+    await team.remove({ ...tenantOf(req), origin: originOf(req) }, req.params.userId)
+    return ok(req, { id: req.params.userId, removed: true as const })
+  })
+
+  app.post('/auth/invitations/accept', {
+    config: { auth: false, rateLimit: false },
+    schema: {
+      tags: ['auth'], summary: 'Accept an invitation: choose a password and sign in', security: [],
+      description: 'Answers like POST /auth/login (session token, also set as an HttpOnly cookie). 401 when the token is unknown, expired, already used or withdrawn.',
+      body: Type.Object(
+        {
+          token: Type.String({ minLength: 1, maxLength: 200 }),
+          password: Type.String({ minLength: MIN_PASSWORD_LENGTH, maxLength: 1024 }),
+          name: Type.Optional(Name),
+        },
+        { additionalProperties: false },
+      ),
+      response: {
+        200: Envelope(Type.Object({ token: Type.String(), tokenType: Type.Literal('session'), expiresAt: Type.String({ format: 'date-time' }), user: User, tenant: Tenant })),
+        ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN'),
+      },
+    },
+  }, async (req, reply) => {
+    const r = await team.accept(req.body, originOf(req))
+    setSessionCookie(req, reply, r.session.token, r.session.expiresAt)
+    return ok(req, { token: r.session.token, tokenType: 'session' as const, expiresAt: r.session.expiresAt.toISOString(), user: r.user, tenant: r.tenant })
+  })
+}

@@ -1,0 +1,125 @@
+// The authenticated tenant (API-SPEC "Tenant"): its record with the gates of its plan, and its LLM
+// settings. Every route acts on the tenant of the credential; there is no tenant in the path.
+import { Type, type TSchema } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyRequest } from 'fastify'
+import { tenantOf } from '../../http/auth.js'
+import { ok } from '../../http/envelope.js'
+import { forbidden } from '../../http/errors.js'
+import { apiErrors, Envelope } from '../../http/schemas.js'
+import { originOf } from '../audit/service.js'
+import { PLAN_LIMITS, type PlanLimits } from './plans.js'
+import type { TenantsService } from './service.js'
+import type { LlmSettingsService } from './settings.js'
+import type { TenantRow } from './store.js'
+
+const tags = ['tenant']
+
+// The limits object follows plans.ts: each gate's schema is taken from the values it has across
+// plans, so a gate added there is documented and returned without a change here.
+function gateSchema(key: string): TSchema {
+  const values = Object.values(PLAN_LIMITS).map((l) => (l as unknown as Record<string, unknown>)[key])
+  const kinds: TSchema[] = []
+  if (values.some((v) => typeof v === 'number')) kinds.push(values.every((v) => typeof v !== 'number' || Number.isInteger(v)) ? Type.Integer() : Type.Number())
+  if (values.some((v) => typeof v === 'boolean')) kinds.push(Type.Boolean())
+  if (values.some((v) => typeof v === 'string')) kinds.push(Type.String())
+  if (values.some((v) => v === null)) kinds.push(Type.Null())
+  if (!kinds.length) return Type.Unknown() // a structured gate: passed through as it is
+  return kinds.length === 1 ? kinds[0]! : Type.Union(kinds)
+}
+const Limits = Type.Object(
+  Object.fromEntries(Object.keys(PLAN_LIMITS.free).map((k) => [k, gateSchema(k)])),
+  { description: "The gates of the tenant's plan (null: unlimited)" },
+)
+
+const Tenant = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  tenantId: Type.String({ format: 'uuid', description: 'The same as id, under the name the specification uses' }),
+  name: Type.String(),
+  plan: Type.Union([Type.Literal('free'), Type.Literal('pro'), Type.Literal('growth'), Type.Literal('enterprise')]),
+  status: Type.Union([Type.Literal('active'), Type.Literal('suspended')]),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
+  limits: Limits,
+})
+const presentTenant = (t: TenantRow & { limits: PlanLimits }) => ({
+  id: t.id, tenantId: t.id, name: t.name, plan: t.plan, status: t.status,
+  createdAt: t.created_at.toISOString(), updatedAt: t.updated_at.toISOString(), limits: t.limits as unknown as Record<string, unknown>,
+})
+
+const Provider = Type.Union([
+  Type.Literal('openai'), Type.Literal('azure-openai'), Type.Literal('vllm'), Type.Literal('ollama'), Type.Literal('openai-compatible'),
+])
+const Temperature = Type.Number({ minimum: 0, maximum: 2 })
+const MaxTokens = Type.Integer({ minimum: 1, maximum: 1_000_000 })
+const LlmSettings = Type.Object({
+  provider: Provider,
+  baseUrl: Type.Union([Type.String(), Type.Null()], { description: 'null: the provider default' }),
+  model: Type.Union([Type.String(), Type.Null()]),
+  defaults: Type.Object({
+    temperature: Type.Union([Temperature, Type.Null()], { description: 'null: the model default' }),
+    maxTokens: Type.Union([MaxTokens, Type.Null()], { description: 'null: the model default' }),
+  }),
+  apiKey: Type.Object({
+    configured: Type.Boolean(),
+    lastFour: Type.Union([Type.String(), Type.Null()], { description: 'Last four characters of the key; null when none is set or the key is shorter than 12 characters' }),
+  }, { description: 'The key itself is write-only and never returned' }),
+  updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'null: never changed' }),
+  updatedBy: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], { description: 'User who made the last change (for an API key: the user it belongs to, if any)' }),
+})
+const LlmPatch = Type.Object(
+  {
+    provider: Type.Optional(Provider),
+    baseUrl: Type.Optional(Type.Union([
+      Type.String({ minLength: 1, maxLength: 2048, description: 'http or https URL of the OpenAI-compatible API, without credentials' }),
+      Type.Null(),
+    ])),
+    model: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }), Type.Null()])),
+    defaults: Type.Optional(Type.Object(
+      { temperature: Type.Optional(Type.Union([Temperature, Type.Null()])), maxTokens: Type.Optional(Type.Union([MaxTokens, Type.Null()])) },
+      { additionalProperties: false },
+    )),
+    apiKey: Type.Optional(Type.Union([
+      // Printable ASCII without inner spaces: the key travels in an HTTP header.
+      Type.String({ minLength: 1, maxLength: 500, pattern: '^\\s*[!-~]+\\s*$', description: 'Write-only; stored encrypted. null removes it' }),
+      Type.Null(),
+    ])),
+  },
+  { additionalProperties: false, minProperties: 1 },
+)
+
+/** Platform operator keys belong to no tenant; routes that need no permission refuse them here. */
+function ownTenant(req: FastifyRequest) {
+  if (req.principal && !req.principal.tenantId) throw forbidden('Platform operator keys act on /api/v1/platform routes only')
+  return tenantOf(req)
+}
+
+export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; llm: LlmSettingsService }> = async (app, { tenants, llm }) => {
+  app.get('/tenant', {
+    schema: { tags, summary: 'The tenant of the credential, with the limits of its plan', response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') } },
+  }, async (req) => ok(req, presentTenant(await tenants.get(ownTenant(req).tenantId))))
+
+  app.patch('/tenant', {
+    config: { permission: 'settings:write' },
+    schema: {
+      tags, summary: 'Rename the tenant',
+      body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Surrounding spaces are trimmed' }) }, { additionalProperties: false }),
+      response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') },
+    },
+  }, async (req) => ok(req, presentTenant(await tenants.rename({ ...tenantOf(req), origin: originOf(req) }, req.body.name))))
+
+  app.get('/tenant/settings/llm', {
+    config: { permission: 'settings:read' },
+    schema: { tags, summary: 'LLM settings (the API key only as configured and its last four)', response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') } },
+  }, async (req) => ok(req, await llm.get(tenantOf(req).tenantId)))
+
+  app.patch('/tenant/settings/llm', {
+    config: { permission: 'settings:write' },
+    schema: {
+      tags, summary: 'Change some LLM settings',
+      description: 'Only the fields sent change; null resets a field to its default. apiKey is write-only: it is stored encrypted and never returned.',
+      body: LlmPatch,
+      response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') },
+    },
+  }, async (req) => ok(req, await llm.update({ ...tenantOf(req), origin: originOf(req) }, req.body)))
+}

@@ -1,0 +1,156 @@
+// The tenant's LLM connection (provider, base URL, model, generation defaults, API key). The API key
+// is write-only: sealed by the secrets adapter and bound to this tenant's row, never returned, never
+// logged, never put in an audit event. Clients only learn whether one is set and, for keys long
+// enough that it gives little away, its last four characters.
+import { invalid } from '../../http/errors.js'
+import type { Principal } from '../../http/principal.js'
+import type { Db, TxSql } from '../../platform/db.js'
+import type { SecretContext, Secrets } from '../../platform/secrets.js'
+import { actorOf, audit, type Origin } from '../audit/service.js'
+import { ensureLlmSettings, selectLlmSettings, updateLlmSettings, type LlmSettingsFields, type LlmSettingsRow } from './store.js'
+import { dateClock } from '../../clock.js'
+
+export const LLM_PROVIDERS = ['openai', 'azure-openai', 'vllm', 'ollama', 'openai-compatible'] as const
+export type LlmProvider = (typeof LLM_PROVIDERS)[number]
+
+/** A key shorter than this shows no last four: four characters would be too much of it. */
+export const LAST_FOUR_MIN_KEY_LENGTH = 12
+
+export interface LlmSettingsPatch {
+  provider?: LlmProvider
+  baseUrl?: string | null
+  model?: string | null
+  defaults?: { temperature?: number | null; maxTokens?: number | null }
+  apiKey?: string | null
+}
+
+export interface LlmSettingsView {
+  provider: LlmProvider
+  baseUrl: string | null
+  model: string | null
+  defaults: { temperature: number | null; maxTokens: number | null }
+  apiKey: { configured: boolean; lastFour: string | null }
+  updatedAt: string | null
+  updatedBy: string | null
+}
+
+/** What the server itself uses to call the model, the key decrypted. Never sent to a client. */
+export interface LlmConnection {
+  provider: LlmProvider
+  baseUrl: string | null
+  model: string | null
+  temperature: number | null
+  maxTokens: number | null
+  apiKey: string | null
+}
+
+// The column defaults of tenant_llm_settings: what a tenant has before its first change.
+const DEFAULTS: LlmSettingsFields = {
+  provider: 'openai-compatible', base_url: '', model: '', temperature: null, max_tokens: null, api_key_sealed: null, api_key_last_four: null,
+}
+
+/** The associated data that binds a sealed key to its tenant's row. */
+export const llmKeyContext = (tenantId: string): SecretContext => ({ tenantId, table: 'tenant_llm_settings', rowId: tenantId, field: 'api_key' })
+
+const view = (r: LlmSettingsFields & { updated_at?: Date; updated_by?: string | null }): LlmSettingsView => ({
+  provider: r.provider as LlmProvider,
+  baseUrl: r.base_url || null,
+  model: r.model || null,
+  defaults: { temperature: r.temperature, maxTokens: r.max_tokens },
+  apiKey: { configured: r.api_key_sealed !== null, lastFour: r.api_key_last_four },
+  updatedAt: r.updated_at?.toISOString() ?? null,
+  updatedBy: r.updated_by ?? null,
+})
+
+/** An http(s) URL without credentials in it (they belong in apiKey, which is sealed; a URL is not). */
+export function checkBaseUrl(value: string): string {
+  const text = value.trim()
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    throw invalid('baseUrl', 'is not a URL')
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalid('baseUrl', 'must be an http or https URL')
+  if (url.username || url.password) throw invalid('baseUrl', 'must not contain credentials; send the key as apiKey')
+  return text
+}
+
+/** The settings after the patch, and the names of the fields it changed (never their values). */
+function apply(current: LlmSettingsFields, patch: LlmSettingsPatch, seal: (key: string) => string) {
+  const next = { ...current }
+  const changed: string[] = []
+  const set = <K extends keyof LlmSettingsFields>(field: string, column: K, value: LlmSettingsFields[K]) => {
+    if (next[column] === value) return
+    next[column] = value
+    changed.push(field)
+  }
+  if (patch.provider !== undefined) set('provider', 'provider', patch.provider)
+  if (patch.baseUrl !== undefined) set('baseUrl', 'base_url', patch.baseUrl === null ? '' : checkBaseUrl(patch.baseUrl))
+  if (patch.model !== undefined) set('model', 'model', patch.model?.trim() ?? '')
+  if (patch.defaults?.temperature !== undefined) set('defaults.temperature', 'temperature', patch.defaults.temperature)
+  if (patch.defaults?.maxTokens !== undefined) set('defaults.maxTokens', 'max_tokens', patch.defaults.maxTokens)
+  if (patch.apiKey === null && current.api_key_sealed !== null) {
+    next.api_key_sealed = null
+    next.api_key_last_four = null
+    changed.push('apiKey')
+  } else if (typeof patch.apiKey === 'string') {
+    const key = patch.apiKey.trim()
+    if (!key) throw invalid('apiKey', 'must not be blank; send null to remove the key')
+    // Sealed afresh even when it is the same key: comparing would mean decrypting the old one.
+    next.api_key_sealed = seal(key)
+    next.api_key_last_four = key.length >= LAST_FOUR_MIN_KEY_LENGTH ? key.slice(-4) : null
+    changed.push('apiKey')
+  }
+  return { next, changed }
+}
+
+export function llmSettingsService(deps: { db: Db; secrets: Secrets; now?: () => number }) {
+  const { db, secrets } = deps
+  const now = dateClock(deps.now)
+  const read = async (tenantId: string): Promise<LlmSettingsRow | null> =>
+    (await db.tenantRead(tenantId, (sql) => selectLlmSettings(sql, tenantId)))[0] ?? null
+
+  return {
+    async get(tenantId: string): Promise<LlmSettingsView> {
+      return view((await read(tenantId)) ?? DEFAULTS)
+    },
+
+    /** Applies a partial change and records which fields changed, in one transaction. */
+    update: (a: { tenantId: string; principal: Principal; origin: Origin }, patch: LlmSettingsPatch): Promise<LlmSettingsView> =>
+      db.tenant(a.tenantId, async (sql: TxSql) => {
+        const seal = (key: string) => secrets.encrypt(key, llmKeyContext(a.tenantId))
+        let [row] = await selectLlmSettings(sql, a.tenantId, { lock: true })
+        if (!row) {
+          // Nothing stored yet: a patch that changes nothing leaves it that way. Otherwise make the
+          // row and lock it, so that two first changes at once apply one after the other.
+          if (!apply(DEFAULTS, patch, () => '').changed.length) return view(DEFAULTS)
+          await ensureLlmSettings(sql, a.tenantId)
+          ;[row] = await selectLlmSettings(sql, a.tenantId, { lock: true })
+        }
+        const { next, changed } = apply(row!, patch, seal)
+        if (!changed.length) return view(row!)
+        const saved = await updateLlmSettings(sql, a.tenantId, next, { userId: a.principal.userId, at: now() })
+        await audit(sql, {
+          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'settings.llm_changed', target: { type: 'tenant', id: a.tenantId },
+          origin: a.origin, details: { fields: changed },
+        })
+        return view(saved)
+      }),
+
+    /** The connection with its key decrypted, for the server's own calls to the model. */
+    async connection(tenantId: string): Promise<LlmConnection> {
+      const r = (await read(tenantId)) ?? DEFAULTS
+      return {
+        provider: r.provider as LlmProvider,
+        baseUrl: r.base_url || null,
+        model: r.model || null,
+        temperature: r.temperature,
+        maxTokens: r.max_tokens,
+        apiKey: r.api_key_sealed === null ? null : secrets.decrypt(r.api_key_sealed, llmKeyContext(tenantId)),
+      }
+    },
+  }
+}
+
+export type LlmSettingsService = ReturnType<typeof llmSettingsService>
