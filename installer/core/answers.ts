@@ -1,0 +1,151 @@
+// The answers file: everything an install needs, so a run can be replayed with
+// `--answers FILE --yes`. Secrets are written by reference ({env: NAME} or {file: PATH}), never
+// inline, so the file can be kept in a repository or a ticket.
+import { readFileSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
+import { parse, stringify } from 'yaml'
+import { settings, type Setting, type SettingName } from '../../config/schema.js'
+
+export const TARGETS = ['compose', 'helm'] as const
+export type Target = (typeof TARGETS)[number]
+export const MODES = ['connected', 'air-gapped'] as const
+export type Mode = (typeof MODES)[number]
+
+/** A setting's value: written out, or taken from an environment variable or a file when needed. */
+export type ValueSource = string | { env: string } | { file: string }
+
+export interface Answers {
+  target: Target
+  mode: Mode
+  /** Where PostgreSQL/MinIO data (compose) or nothing (helm) lives; preflight measures its disk. */
+  dataPath: string
+  /** Where the installer writes `.env` (compose) or `values.yaml` and the Secret (helm). */
+  outputDir: string
+  /** Kubernetes namespace and release name (helm). */
+  namespace: string
+  release: string
+  /** Atrium settings (config/schema.ts names). */
+  config: Partial<Record<SettingName, ValueSource>>
+}
+
+export const DEFAULT_ANSWERS: Answers = {
+  target: 'compose',
+  mode: 'connected',
+  dataPath: '/var/lib/atrium',
+  outputDir: './atrium',
+  namespace: 'atrium',
+  release: 'atrium',
+  config: {},
+}
+
+const isSetting = (name: string): name is SettingName => Object.hasOwn(settings, name)
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/** Reads and checks an answers file; every problem at once, with where it is. */
+export function parseAnswers(text: string): { answers: Answers; problems: string[] } {
+  const problems: string[] = []
+  let doc: unknown
+  try {
+    doc = parse(text) ?? {}
+  } catch (err) {
+    return { answers: DEFAULT_ANSWERS, problems: [`not valid YAML: ${(err as Error).message.split('\n')[0]}`] }
+  }
+  if (!isObject(doc)) return { answers: DEFAULT_ANSWERS, problems: ['the answers file must be a YAML mapping (key: value)'] }
+  const answers: Answers = { ...DEFAULT_ANSWERS, config: {} }
+  const known = new Set([...Object.keys(DEFAULT_ANSWERS)])
+  for (const key of Object.keys(doc)) if (!known.has(key)) problems.push(`${key}: not a known answer (known: ${[...known].join(', ')})`)
+  const choice = <T extends string>(key: 'target' | 'mode', allowed: readonly T[]) => {
+    const v = doc[key]
+    if (v === undefined) return
+    if (typeof v === 'string' && (allowed as readonly string[]).includes(v)) (answers[key] as string) = v
+    else problems.push(`${key}: must be one of ${allowed.join(', ')}`)
+  }
+  choice('target', TARGETS)
+  choice('mode', MODES)
+  for (const key of ['dataPath', 'outputDir', 'namespace', 'release'] as const) {
+    const v = doc[key]
+    if (v === undefined) continue
+    if (typeof v === 'string' && v.trim()) answers[key] = v.trim()
+    else problems.push(`${key}: must be a non-empty string`)
+  }
+  const config = doc.config ?? {}
+  if (!isObject(config)) problems.push('config: must be a mapping of Atrium settings')
+  else {
+    for (const [name, v] of Object.entries(config)) {
+      if (!isSetting(name)) {
+        problems.push(`config.${name}: not an Atrium setting`)
+        continue
+      }
+      if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') answers.config[name] = String(v)
+      else if (isObject(v) && Object.keys(v).length === 1 && typeof v.env === 'string') answers.config[name] = { env: v.env }
+      else if (isObject(v) && Object.keys(v).length === 1 && typeof v.file === 'string') answers.config[name] = { file: v.file }
+      else problems.push(`config.${name}: must be a value, {env: VARIABLE} or {file: PATH}`)
+    }
+  }
+  return { answers, problems }
+}
+
+/**
+ * The settings with every reference read: {env} from the environment, {file} from a file relative
+ * to the answers file (trailing newline dropped). A variable that is not set falls back to the
+ * configuration already written (a replay on the same site); missing both is a problem, never an
+ * empty value.
+ */
+export function resolveConfig(answers: Answers, opts: { env?: NodeJS.ProcessEnv; baseDir?: string; existing?: Record<string, string> | null } = {}): { values: Record<string, string>; problems: string[] } {
+  const env = opts.env ?? process.env
+  const values: Record<string, string> = {}
+  const problems: string[] = []
+  for (const [name, source] of Object.entries(answers.config) as [SettingName, ValueSource][]) {
+    if (typeof source === 'string') values[name] = source
+    else if ('env' in source) {
+      const v = env[source.env] ?? opts.existing?.[name]
+      if (v === undefined) problems.push(`config.${name}: the environment variable ${source.env} is not set`)
+      else values[name] = v
+    } else {
+      const path = resolve(opts.baseDir ?? '.', source.file)
+      try {
+        values[name] = readFileSync(path, 'utf8').replace(/\r?\n$/, '')
+      } catch (err) {
+        problems.push(`config.${name}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+      }
+    }
+  }
+  return { values, problems }
+}
+
+/** The env variable a secret is referenced by in a written answers file. */
+export const secretVariable = (name: SettingName) => `ATRIUM_${name}`
+
+/**
+ * The answers file for a replay: ordinary settings inline, each secret as a reference. A secret
+ * that already had a reference keeps it; one typed in becomes {env: ATRIUM_<NAME>}. Secrets the
+ * installer keeps in the written configuration (ENCRYPTION_MASTER_KEY) are left out: a replay
+ * reads them back from there.
+ */
+export function renderAnswers(answers: Answers, keptInConfig: readonly SettingName[] = []): string {
+  const config: Record<string, ValueSource> = {}
+  for (const [name, source] of Object.entries(answers.config) as [SettingName, ValueSource][]) {
+    if (keptInConfig.includes(name)) continue
+    const secret = (settings[name] as Setting).secret
+    config[name] = secret && typeof source === 'string' ? { env: secretVariable(name) } : source
+  }
+  const doc = { ...answers, config }
+  return `# Atrium installer answers. Replay: npm run --silent installer -- install --answers <this file> --yes\n# Secrets are references: set the variables named here (or point them at files) before replaying.\n${stringify(doc)}`
+}
+
+/** The secrets a replay of these answers needs from the environment. */
+export function requiredVariables(answers: Answers, keptInConfig: readonly SettingName[] = []): string[] {
+  return (Object.entries(answers.config) as [SettingName, ValueSource][])
+    .filter(([name, source]) => !keptInConfig.includes(name) && (settings[name] as Setting).secret && typeof source === 'string')
+    .map(([name]) => secretVariable(name))
+}
+
+export function loadAnswers(path: string): { answers: Answers; problems: string[]; baseDir: string } {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (err) {
+    return { answers: DEFAULT_ANSWERS, problems: [`cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`], baseDir: '.' }
+  }
+  return { ...parseAnswers(text), baseDir: dirname(resolve(path)) }
+}

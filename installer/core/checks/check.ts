@@ -1,0 +1,35 @@
+// What every preflight check returns (DESIGN.md, "Shape of the installer"): what it found, what is
+// required and how to fix it. A minimum not met is fail; a recommendation not met is warn.
+
+export type CheckStatus = 'pass' | 'warn' | 'fail'
+
+export interface CheckResult {
+  /** Stable and machine-readable: `cpu`, `memory`, `postgres.version`, ... */
+  id: string
+  /** What was checked, for people. */
+  title: string
+  status: CheckStatus
+  /** What the check saw, in words a person can compare with `required`. */
+  found: string
+  /** The minimum (and the recommendation, when there is one). */
+  required: string
+  /** How to fix it; empty when the check passed. */
+  fix: string
+}
+
+/** The worst status among the results (pass when there are none). */
+export function overallStatus(results: readonly CheckResult[]): CheckStatus {
+  if (results.some((r) => r.status === 'fail')) return 'fail'
+  if (results.some((r) => r.status === 'warn')) return 'warn'
+  return 'pass'
+}
+
+/**
+ * Grades a measured amount against a minimum and a recommendation (both in the same unit):
+ * under the minimum fails, under the recommendation warns.
+ */
+export function grade(value: number, minimum: number, recommended: number): CheckStatus {
+  if (value < minimum) return 'fail'
+  if (value < recommended) return 'warn'
+  return 'pass'
+}

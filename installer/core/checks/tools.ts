@@ -1,0 +1,69 @@
+// Checks of the tools a deploy target needs: Docker with Compose v2 for compose, Helm for helm.
+// The versions are read through the command runner; grading is pure.
+import type { Runner } from '../../deploy/run.js'
+import type { CheckResult } from './check.js'
+
+export const TOOL_MINIMUMS = {
+  docker: '24.0.0',
+  compose: '2.20.0',
+  helm: '3.12.0',
+} as const
+
+export type Tool = keyof typeof TOOL_MINIMUMS
+
+/** The first x.y.z in a version string (`Docker version 27.3.1, build ce12230`, `v3.21.4+g...`). */
+export function parseVersion(text: string): [number, number, number] | null {
+  const m = /(\d+)\.(\d+)(?:\.(\d+))?/.exec(text)
+  return m ? [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)] : null
+}
+
+export function compareVersions(a: readonly number[], b: readonly number[]): number {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const d = (a[i] ?? 0) - (b[i] ?? 0)
+    if (d) return Math.sign(d)
+  }
+  return 0
+}
+
+const INSTALL: Record<Tool, string> = {
+  docker: 'Install Docker Engine 24 or newer: https://docs.docker.com/engine/install/ (air-gapped: from your OS vendor\'s mirror)',
+  compose: 'Install the Docker Compose v2 plugin (package docker-compose-plugin), so that `docker compose version` works',
+  helm: 'Install Helm 3.12 or newer: https://helm.sh/docs/intro/install/ (air-gapped: copy the helm binary from a release tarball)',
+}
+
+const TITLES: Record<Tool, string> = { docker: 'Docker Engine', compose: 'Docker Compose v2', helm: 'Helm' }
+
+/** Grades what `<tool> version` printed (null output: the tool is missing). */
+export function gradeTool(tool: Tool, output: string | null): CheckResult {
+  const required = `${TITLES[tool]} ${TOOL_MINIMUMS[tool]} or newer`
+  const base = { id: `tools.${tool}`, title: TITLES[tool], required }
+  if (output === null) return { ...base, status: 'fail', found: 'not installed (not on PATH)', fix: INSTALL[tool] }
+  const version = parseVersion(output)
+  if (!version) return { ...base, status: 'fail', found: `could not read a version from "${output.slice(0, 80)}"`, fix: INSTALL[tool] }
+  const found = version.join('.')
+  if (compareVersions(version, parseVersion(TOOL_MINIMUMS[tool])!) < 0) return { ...base, status: 'fail', found, fix: `Upgrade: ${INSTALL[tool]}` }
+  return { ...base, status: 'pass', found, fix: '' }
+}
+
+const VERSION_COMMANDS: Record<Tool, [string, string[]]> = {
+  docker: ['docker', ['version', '--format', '{{.Server.Version}}']],
+  // Without --short, which older v2 plugins lack: "Docker Compose version v2.29.7".
+  compose: ['docker', ['compose', 'version']],
+  helm: ['helm', ['version', '--short']],
+}
+
+export const TARGET_TOOLS = { compose: ['docker', 'compose'], helm: ['helm'] } as const satisfies Record<string, readonly Tool[]>
+
+/** Asks each tool of the target for its version and grades it. */
+export async function toolChecks(target: keyof typeof TARGET_TOOLS, runner: Runner): Promise<CheckResult[]> {
+  return Promise.all(TARGET_TOOLS[target].map(async (tool) => {
+    const [file, args] = VERSION_COMMANDS[tool]
+    const r = await runner(file, args, { timeoutMs: 15_000 })
+    if (r.notFound) return gradeTool(tool, null)
+    if (r.exitCode !== 0) {
+      const why = (r.stderr || r.stdout).split('\n')[0] ?? ''
+      return { ...gradeTool(tool, null), found: `\`${r.command}\` failed: ${why.slice(0, 160)}`, fix: tool === 'docker' ? 'Start the Docker daemon and make sure this user may use it (docker group or root)' : INSTALL[tool] }
+    }
+    return gradeTool(tool, r.stdout.trim())
+  }))
+}

@@ -1,0 +1,60 @@
+// The configuration for the helm target: a values file with the ordinary settings, and a
+// Kubernetes Secret manifest with the secret ones, which the chart reads through `existingSecret`
+// (so the secrets never sit in Helm's release history). The Secret carries
+// `helm.sh/resource-policy: keep` in spirit of the chart's own: deleting a release must not lose
+// ENCRYPTION_MASTER_KEY.
+import { existsSync, readFileSync } from 'node:fs'
+import { parse, stringify } from 'yaml'
+import { settings, type Setting, type SettingName } from '../../config/schema.js'
+import type { EnvValues } from './config-file.js'
+
+const isSecret = (name: SettingName) => (settings[name] as Setting).secret
+
+export interface HelmFiles {
+  values: string
+  secret: string
+}
+
+export const secretName = (release: string) => `${release}-config`
+
+export function renderHelmFiles(values: EnvValues, opts: { release: string; namespace: string }): HelmFiles {
+  const env: Record<string, string> = {}
+  const stringData: Record<string, string> = {}
+  for (const name of Object.keys(settings) as SettingName[]) {
+    const v = values[name]
+    if (v === undefined || v === '') continue
+    if (isSecret(name)) stringData[name] = v
+    else env[name] = v
+  }
+  const header = '# Written by the Atrium installer; re-run it to change these.\n'
+  return {
+    values: header + stringify({ existingSecret: secretName(opts.release), env }),
+    secret: header + stringify({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: {
+        name: secretName(opts.release),
+        namespace: opts.namespace,
+        labels: { 'app.kubernetes.io/name': 'atrium', 'app.kubernetes.io/instance': opts.release },
+        annotations: { 'helm.sh/resource-policy': 'keep' },
+      },
+      type: 'Opaque',
+      stringData,
+    }),
+  }
+}
+
+/** The settings written earlier (values env plus Secret stringData), or null on a first run. */
+export function readHelmFiles(valuesPath: string, secretPath: string): Record<string, string> | null {
+  if (!existsSync(valuesPath) && !existsSync(secretPath)) return null
+  const out: Record<string, string> = {}
+  const read = (path: string, pick: (doc: Record<string, unknown>) => unknown) => {
+    if (!existsSync(path)) return
+    const doc = parse(readFileSync(path, 'utf8')) as Record<string, unknown> | null
+    const map = doc ? pick(doc) : null
+    if (map && typeof map === 'object') for (const [k, v] of Object.entries(map)) if (typeof v === 'string') out[k] = v
+  }
+  read(valuesPath, (d) => d.env)
+  read(secretPath, (d) => d.stringData)
+  return out
+}

@@ -1,0 +1,56 @@
+// Every preflight check for an install, in the order an admin fixes things: the machine, the
+// services named in the configuration, the tools of the deploy target, then the license.
+import type { VerifyOptions } from '../../licenses/license.js'
+import type { Runner } from '../deploy/run.js'
+import type { Answers } from './answers.js'
+import type { CheckResult } from './checks/check.js'
+import { gatherHost, hostChecks } from './checks/host.js'
+import { postgresChecks, redisChecks, s3Checks } from './checks/services.js'
+import { toolChecks } from './checks/tools.js'
+import { licenseCheck } from './license.js'
+
+export interface PreflightOptions {
+  runner: Runner
+  /** How far this machine's clock is from a reference, when one could be asked (null: unknown). */
+  clockOffsetMs?: number | null
+  /** The license's keys and time, for tests; the shipped trusted keys and now otherwise. */
+  license?: Omit<VerifyOptions, 'airGapped'>
+}
+
+/** Ports the target needs free on this machine: compose publishes the API port; helm none here. */
+export function portsFor(answers: Answers, values: Record<string, string>): number[] {
+  return answers.target === 'compose' ? [Number(values.PORT || 8080)] : []
+}
+
+/**
+ * The clock offset from the HTTP Date header of the S3 endpoint (a service the site runs or
+ * reaches anyway, so an air-gapped install asks nothing outside). Null when there is none to ask.
+ */
+export async function clockOffsetFrom(url: string | undefined, timeoutMs = 5000): Promise<number | null> {
+  if (!url) return null
+  try {
+    const before = Date.now()
+    const res = await fetch(url, { method: 'HEAD', signal: AbortSignal.timeout(timeoutMs) })
+    const after = Date.now()
+    const date = res.headers.get('date')
+    if (!date) return null
+    // The header has whole seconds: compare with the middle of the round trip.
+    return (before + after) / 2 - Date.parse(date)
+  } catch {
+    return null
+  }
+}
+
+export async function runPreflight(answers: Answers, values: Record<string, string>, opts: PreflightOptions): Promise<CheckResult[]> {
+  const offset = opts.clockOffsetMs !== undefined ? opts.clockOffsetMs : await clockOffsetFrom(values.R2_ENDPOINT)
+  const host = hostChecks(await gatherHost(answers.dataPath, portsFor(answers, values)), offset)
+  const services = await Promise.all([
+    values.DATABASE_URL ? postgresChecks(values.DATABASE_URL) : [],
+    values.REDIS_URL ? redisChecks(values.REDIS_URL) : [],
+    values.R2_ENDPOINT
+      ? s3Checks({ endpoint: values.R2_ENDPOINT, bucket: values.R2_BUCKET || 'atrium', accessKey: values.R2_ACCESS_KEY_ID ?? '', secretKey: values.R2_SECRET_ACCESS_KEY ?? '', region: values.R2_REGION || 'us-east-1' })
+      : [],
+  ])
+  const license = await licenseCheck(values.LICENSE_KEY, { ...opts.license, airGapped: answers.mode === 'air-gapped' })
+  return [...host, ...services.flat(), ...(await toolChecks(answers.target, opts.runner)), license]
+}

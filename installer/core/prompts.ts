@@ -1,0 +1,57 @@
+// The questions of the interactive installer, with their defaults and validation. Pure: the Ink
+// screens ask them one by one and show what `check` says; the rules are the one config schema's.
+import { parseSetting, settings, type Setting, type SettingName } from '../../config/schema.js'
+import type { Answers } from './answers.js'
+
+export interface Prompt {
+  /** An answers-file field (dataPath, outputDir) or an Atrium setting. */
+  key: 'dataPath' | 'outputDir' | 'namespace' | 'release' | SettingName
+  label: string
+  secret: boolean
+  /** The value offered when the admin just presses Enter ('' when there is none). */
+  initial: string
+  required: boolean
+}
+
+const SETTING_PROMPTS: { name: SettingName; label: string; required: boolean }[] = [
+  { name: 'PUBLIC_URL', label: 'Public URL users reach Atrium at (https://...)', required: true },
+  { name: 'DATABASE_URL', label: 'PostgreSQL 15+ URL (postgres://user:password@host:5432/db)', required: true },
+  { name: 'REDIS_URL', label: 'Redis 7+ URL (redis://host:6379)', required: true },
+  { name: 'R2_ENDPOINT', label: 'S3-compatible endpoint (http(s)://host:port)', required: true },
+  { name: 'R2_BUCKET', label: 'Bucket', required: true },
+  { name: 'R2_ACCESS_KEY_ID', label: 'S3 access key id', required: true },
+  { name: 'R2_SECRET_ACCESS_KEY', label: 'S3 secret access key', required: true },
+  { name: 'LICENSE_KEY', label: 'License key (from your vendor)', required: true },
+]
+
+/** The questions for this target, offering what is already configured (or the schema's default). */
+export function promptsFor(answers: Answers, existing: Record<string, string> | null): Prompt[] {
+  const path = (key: 'dataPath' | 'outputDir' | 'namespace' | 'release', label: string): Prompt => ({ key, label, secret: false, initial: answers[key], required: true })
+  const head = [path('dataPath', 'Data path on this machine'), path('outputDir', 'Folder to write the configuration to')]
+  if (answers.target === 'helm') head.push(path('namespace', 'Kubernetes namespace'), path('release', 'Helm release name'))
+  return [
+    ...head,
+    ...SETTING_PROMPTS.map(({ name, label, required }) => {
+      const s = settings[name] as Setting
+      const fallback = Array.isArray(s.default) ? s.default.join(',') : String(s.default ?? '')
+      const given = answers.config[name]
+      return { key: name, label, secret: s.secret, initial: (typeof given === 'string' ? given : undefined) ?? existing?.[name] ?? fallback, required }
+    }),
+  ]
+}
+
+/** Null when the answer is acceptable, else what is wrong (never echoing a secret). */
+export function checkAnswer(p: Prompt, value: string): string | null {
+  const v = value.trim()
+  if (!v) return p.required ? `${p.label.split(' (')[0]} is required` : null
+  if (!(p.key in settings)) return null
+  const r = parseSetting(p.key, settings[p.key as SettingName] as Setting, v)
+  return 'problem' in r ? r.problem : null
+}
+
+/** Records an answer where it belongs in the answers. */
+export function applyAnswer(answers: Answers, p: Prompt, value: string): Answers {
+  const v = value.trim()
+  if (p.key === 'dataPath' || p.key === 'outputDir' || p.key === 'namespace' || p.key === 'release') return { ...answers, [p.key]: v }
+  return { ...answers, config: { ...answers.config, [p.key]: v } }
+}

@@ -1,0 +1,162 @@
+#!/usr/bin/env node
+// The installer's entry: flags, the commands, exit codes. Logic lives in core/, commands run only
+// through deploy/run.ts, and the screens in ui/ only show what core/ found.
+//
+//   npm run --silent installer -- preflight [--answers FILE] [--target compose|helm] [--air-gapped] [--json] [--strict]
+//   npm run --silent installer -- configure --answers FILE --yes [--dry-run] [--json] [--strict]
+import { parseArgs } from 'node:util'
+import React from 'react'
+import { render } from 'ink'
+import { DEFAULT_ANSWERS, loadAnswers, resolveConfig, type Answers } from './core/answers.js'
+import { overallStatus, type CheckResult } from './core/checks/check.js'
+import { configure, readExisting } from './core/configure.js'
+import { runPreflight } from './core/preflight.js'
+import { run } from './deploy/run.js'
+import { CheckList } from './ui/CheckList.js'
+
+/** Exit codes (issue 4): scripts branch on these. */
+export const EXIT = { ok: 0, error: 1, badInput: 2, checkFailed: 3, warningsOnly: 4 } as const
+
+const USAGE = `Atrium installer
+
+Commands:
+  preflight   check this machine and the services it will use
+  configure   write the configuration for the target (compose: .env; helm: values.yaml and secret.yaml)
+
+Options:
+  --answers FILE          the answers (YAML); see docs/installer.md
+  --yes                   do not ask; required with --answers for configure
+  --target compose|helm   overrides the answers file
+  --air-gapped            no outside network: features needing outside APIs are off
+  --dry-run               show what would change; write nothing
+  --json                  machine-readable results on stdout
+  --strict                warnings count as failures (exit 4)
+  --ignore-failed-checks  configure even though checks failed (they are still shown and reported)
+
+Exit codes: 0 ok, 1 error, 2 bad input, 3 a check failed, 4 only warnings (with --strict).`
+
+class BadInput extends Error {}
+
+interface Flags { answers?: string; yes: boolean; ignoreFailed: boolean; target?: string; airGapped: boolean; dryRun: boolean; json: boolean; strict: boolean; help: boolean }
+
+function parseFlags(argv: string[]): { command: string | undefined; flags: Flags } {
+  let parsed
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        answers: { type: 'string' }, yes: { type: 'boolean', short: 'y' }, target: { type: 'string' },
+        'air-gapped': { type: 'boolean' }, 'dry-run': { type: 'boolean' }, json: { type: 'boolean' },
+        strict: { type: 'boolean' }, 'ignore-failed-checks': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+      },
+    })
+  } catch (err) {
+    throw new BadInput((err as Error).message)
+  }
+  const v = parsed.values
+  if (parsed.positionals.length > 1) throw new BadInput(`one command at a time (got ${parsed.positionals.join(' ')})`)
+  return {
+    command: parsed.positionals[0],
+    flags: {
+      answers: v.answers, yes: Boolean(v.yes), ignoreFailed: Boolean(v['ignore-failed-checks']), target: v.target, airGapped: Boolean(v['air-gapped']),
+      dryRun: Boolean(v['dry-run']), json: Boolean(v.json), strict: Boolean(v.strict), help: Boolean(v.help),
+    },
+  }
+}
+
+/** The answers from the file (or defaults), with command-line overrides and references resolved. */
+function answersOf(flags: Flags): { answers: Answers; values: Record<string, string> } {
+  const loaded = flags.answers ? loadAnswers(flags.answers) : { answers: { ...DEFAULT_ANSWERS, config: {} }, problems: [], baseDir: process.cwd() }
+  const answers = loaded.answers
+  const problems = [...loaded.problems]
+  if (flags.target !== undefined) {
+    if (flags.target === 'compose' || flags.target === 'helm') answers.target = flags.target
+    else problems.push('--target must be compose or helm')
+  }
+  if (flags.airGapped) answers.mode = 'air-gapped'
+  const resolved = resolveConfig(answers, { baseDir: loaded.baseDir, existing: readExisting(answers) })
+  problems.push(...resolved.problems)
+  if (problems.length) throw new BadInput(problems.join('\n'))
+  return { answers, values: resolved.values }
+}
+
+function exitFor(checks: readonly CheckResult[], strict: boolean): number {
+  const status = overallStatus(checks)
+  if (status === 'fail') return EXIT.checkFailed
+  if (status === 'warn' && strict) return EXIT.warningsOnly
+  return EXIT.ok
+}
+
+/** Renders the list once and unmounts, which writes the final frame (nothing waits for input). */
+function show(checks: readonly CheckResult[]) {
+  render(<CheckList checks={checks} />).unmount()
+}
+
+async function preflight(flags: Flags): Promise<number> {
+  const { answers, values } = answersOf(flags)
+  const checks = await runPreflight(answers, values, { runner: run })
+  if (flags.json) process.stdout.write(JSON.stringify({ checks, status: overallStatus(checks) }) + '\n')
+  else show(checks)
+  return exitFor(checks, flags.strict)
+}
+
+async function configureCommand(flags: Flags): Promise<number> {
+  if (!flags.answers) throw new BadInput('configure needs --answers FILE (the interactive installer is not in this version)')
+  if (!flags.yes && !flags.dryRun) throw new BadInput('configure --answers changes files without asking: add --yes (or --dry-run to see the plan)')
+  const { answers, values } = answersOf(flags)
+  const checks = await runPreflight(answers, values, { runner: run })
+  const code = exitFor(checks, flags.strict)
+  if (code !== EXIT.ok && !flags.ignoreFailed) {
+    if (flags.json) process.stdout.write(JSON.stringify({ checks, status: overallStatus(checks), written: false }) + '\n')
+    else show(checks)
+    return code
+  }
+  const r = configure(answers, values, { dryRun: flags.dryRun })
+  if (r.plan.problems.length) {
+    if (flags.json) process.stdout.write(JSON.stringify({ checks, status: overallStatus(checks), problems: r.plan.problems, written: false }) + '\n')
+    else process.stderr.write(`The configuration has problems; nothing was written:\n${r.plan.problems.map((p) => `  - ${p}`).join('\n')}\n`)
+    return EXIT.badInput
+  }
+  const replay = `npm run --silent installer -- configure --answers ${r.answersPath} --yes`
+  if (flags.json) {
+    process.stdout.write(JSON.stringify({ checks, status: overallStatus(checks), changes: r.plan.changes, generated: r.plan.generated, files: r.files, written: r.written, replay }) + '\n')
+    return EXIT.ok
+  }
+  show(checks)
+  const lines = [
+    code !== EXIT.ok ? '\nSome checks did not pass; continuing because of --ignore-failed-checks.' : '',
+    r.plan.changes.length ? 'Configuration changes:' : 'The configuration is already up to date.',
+    ...r.plan.changes.map((c) => `  ${c.change.padEnd(8)} ${c.name}: ${c.shown}`),
+    ...r.plan.generated.map((n) => `  generated ${n} (kept on every re-run; back it up: without it stored secrets cannot be read)`),
+    '',
+    r.written ? `Wrote ${r.files.join(', ')} (mode 0600).` : `Dry run: would write ${r.files.join(', ')}; nothing was changed.`,
+    r.written ? `Replay this run with: ${replay}` : '',
+  ]
+  process.stdout.write(lines.join('\n') + '\n')
+  return EXIT.ok
+}
+
+export async function main(argv: string[]): Promise<number> {
+  try {
+    const { command, flags } = parseFlags(argv)
+    if (flags.help || command === undefined || command === 'help') {
+      process.stdout.write(USAGE + '\n')
+      return command === undefined && !flags.help ? EXIT.badInput : EXIT.ok
+    }
+    if (command === 'preflight') return await preflight(flags)
+    if (command === 'configure') return await configureCommand(flags)
+    throw new BadInput(`unknown command ${command} (commands: preflight, configure)`)
+  } catch (err) {
+    if (err instanceof BadInput) {
+      process.stderr.write(`${err.message}\n(run with --help for usage)\n`)
+      return EXIT.badInput
+    }
+    process.stderr.write(`installer error: ${(err as Error).stack ?? String(err)}\n`)
+    return EXIT.error
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('installer/main.tsx')) {
+  process.exitCode = await main(process.argv.slice(2))
+}

@@ -1,0 +1,78 @@
+// The answers file: read strictly, secrets resolved from references, and written back for a
+// replay without a single secret inline.
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import t from 'tap'
+import { loadAnswers, parseAnswers, renderAnswers, requiredVariables, resolveConfig } from '../../../installer/core/answers.js'
+import { tempDir } from '../../helpers/platform.js'
+
+const text = `
+target: helm
+mode: air-gapped
+dataPath: /srv/atrium
+namespace: ai
+config:
+  PUBLIC_URL: https://atrium.example.com
+  RATE_LIMIT_MAX: 500
+  AIR_GAPPED: true
+  DATABASE_URL: { env: PROD_DB_URL }
+  LICENSE_KEY: { file: license.jwt }
+`
+
+t.test('an answers file is read with defaults for what it leaves out', async (t) => {
+  const { answers, problems } = parseAnswers(text)
+  t.same(problems, [])
+  t.match(answers, { target: 'helm', mode: 'air-gapped', dataPath: '/srv/atrium', namespace: 'ai', release: 'atrium', outputDir: './atrium' })
+  t.same(answers.config, {
+    PUBLIC_URL: 'https://atrium.example.com', RATE_LIMIT_MAX: '500', AIR_GAPPED: 'true',
+    DATABASE_URL: { env: 'PROD_DB_URL' }, LICENSE_KEY: { file: 'license.jwt' },
+  })
+})
+
+t.test('every mistake in an answers file is reported at once, with where it is', async (t) => {
+  const { problems } = parseAnswers('target: swarm\nmode: offline\ncolour: blue\ndataPath: ""\nconfig:\n  NOPE: 1\n  PORT: [1, 2]\n  LICENSE_KEY: { vault: x }\n')
+  t.same(problems, [
+    'colour: not a known answer (known: target, mode, dataPath, outputDir, namespace, release, config)',
+    'target: must be one of compose, helm',
+    'mode: must be one of connected, air-gapped',
+    'dataPath: must be a non-empty string',
+    'config.NOPE: not an Atrium setting',
+    'config.PORT: must be a value, {env: VARIABLE} or {file: PATH}',
+    'config.LICENSE_KEY: must be a value, {env: VARIABLE} or {file: PATH}',
+  ])
+  t.match(parseAnswers('a: [').problems, [/^not valid YAML/])
+  t.same(parseAnswers('- a\n- b').problems, ['the answers file must be a YAML mapping (key: value)'])
+})
+
+t.test('references are read from the environment and from files beside the answers file', async (t) => {
+  const dir = tempDir(t)
+  writeFileSync(join(dir, 'answers.yaml'), text)
+  writeFileSync(join(dir, 'license.jwt'), 'eyJ.license.key\n')
+  const loaded = loadAnswers(join(dir, 'answers.yaml'))
+  t.same(loaded.problems, [])
+  const r = resolveConfig(loaded.answers, { env: { PROD_DB_URL: 'postgres://a:b@db/atrium' }, baseDir: loaded.baseDir })
+  t.same(r.problems, [])
+  t.equal(r.values.DATABASE_URL, 'postgres://a:b@db/atrium')
+  t.equal(r.values.LICENSE_KEY, 'eyJ.license.key', 'the trailing newline is dropped')
+  const missing = resolveConfig(loaded.answers, { env: {}, baseDir: dir + '/elsewhere' })
+  t.match(missing.problems, [/PROD_DB_URL is not set/, /cannot read .*license\.jwt \(ENOENT\)/])
+  const replay = resolveConfig(loaded.answers, { env: {}, baseDir: loaded.baseDir, existing: { DATABASE_URL: 'postgres://kept@db/atrium' } })
+  t.equal(replay.values.DATABASE_URL, 'postgres://kept@db/atrium', 'a replay falls back to the configuration already written')
+  t.match(loadAnswers(join(dir, 'none.yaml')).problems, [/cannot read .*none\.yaml \(ENOENT\)/])
+})
+
+t.test('the written answers hold no secret inline and replay to the same answers', async (t) => {
+  const { answers } = parseAnswers(text)
+  answers.config.R2_SECRET_ACCESS_KEY = 'typed-in-secret'
+  answers.config.ENCRYPTION_MASTER_KEY = Buffer.alloc(32, 1).toString('base64')
+  const written = renderAnswers(answers, ['ENCRYPTION_MASTER_KEY'])
+  t.notMatch(written, /typed-in-secret/)
+  t.notMatch(written, /ENCRYPTION_MASTER_KEY/, 'the master key stays in the written configuration only')
+  t.match(written, /--answers <this file> --yes/)
+  const again = parseAnswers(written)
+  t.same(again.problems, [])
+  t.same(again.answers.config.R2_SECRET_ACCESS_KEY, { env: 'ATRIUM_R2_SECRET_ACCESS_KEY' })
+  t.same(again.answers.config.DATABASE_URL, { env: 'PROD_DB_URL' }, 'an existing reference is kept')
+  t.equal(again.answers.config.PUBLIC_URL, 'https://atrium.example.com')
+  t.same(requiredVariables(answers, ['ENCRYPTION_MASTER_KEY']), ['ATRIUM_R2_SECRET_ACCESS_KEY'])
+})

@@ -1,0 +1,55 @@
+// The whole preflight: machine, the services named, the target's tools and the license, in that
+// order; the clock compared with a service's Date header.
+import { generateKeyPairSync } from 'node:crypto'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import t from 'tap'
+import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
+import { clockOffsetFrom, portsFor, runPreflight } from '../../../installer/core/preflight.js'
+import { run, type Runner } from '../../../installer/deploy/run.js'
+import { issueLicense } from '../../../licenses/issue.js'
+import type { TrustedKey } from '../../../licenses/keys.js'
+import { services, tempDir } from '../../helpers/platform.js'
+
+async function serve(t: Parameters<typeof tempDir>[0], server: Server): Promise<string> {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  t.teardown(() => server.close())
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+}
+
+t.test('the clock offset comes from the Date header of a service the site reaches', async (t) => {
+  const url = await serve(t, createServer((_req, res) => res.writeHead(200, { date: new Date(Date.now() - 120_000).toUTCString() }).end()))
+  const offset = await clockOffsetFrom(url)
+  t.ok(offset !== null && offset > 115_000 && offset < 125_000, `about two minutes ahead (${offset} ms)`)
+  t.equal(await clockOffsetFrom(undefined), null, 'nothing to ask')
+  t.equal(await clockOffsetFrom('http://127.0.0.1:1', 1000), null, 'nobody answering')
+})
+
+t.test('compose needs the API port free on this machine; helm needs none', async (t) => {
+  const a: Answers = { ...DEFAULT_ANSWERS, config: {} }
+  t.same(portsFor(a, {}), [8080])
+  t.same(portsFor(a, { PORT: '9090' }), [9090])
+  t.same(portsFor({ ...a, target: 'helm' }, {}), [])
+})
+
+t.test('every check runs, in the order an admin fixes things, and a good license passes', async (t) => {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519')
+  const keys: TrustedKey[] = [{ kid: 't', publicKeyJwk: publicKey.export({ format: 'jwk' }) as TrustedKey['publicKeyJwk'] }]
+  const LICENSE_KEY = await issueLicense({
+    privateKey, kid: 't', customer: 'Acme', plan: 'enterprise', maxTenants: 5, features: [], airGapAllowed: false,
+    issuedAt: new Date(Date.now() - 86_400_000), expiresAt: new Date(Date.now() + 365 * 86_400_000),
+  })
+  const noTools: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: tempDir(t) } })
+  const answers: Answers = { ...DEFAULT_ANSWERS, target: 'helm', dataPath: tempDir(t), config: {} }
+  const values = { LICENSE_KEY, ...(services.redisUrl ? { REDIS_URL: services.redisUrl } : {}) }
+  const checks = await runPreflight(answers, values, { runner: noTools, clockOffsetMs: 0, license: { keys } })
+  const ids = checks.map((c) => c.id)
+  t.same(ids.slice(0, 7), ['cpu', 'memory', 'disk', 'ssd', 'os', 'ports', 'clock'])
+  if (services.redisUrl) t.same(ids.slice(7, 10), ['redis.connect', 'redis.version', 'redis.eviction'])
+  t.notOk(ids.some((id) => id.startsWith('postgres') || id.startsWith('s3')), 'services not named are not checked')
+  t.match(checks.at(-2), { id: 'tools.helm', status: 'fail', found: /not installed/ })
+  t.match(checks.at(-1), { id: 'license', status: 'pass', found: /Licensed to Acme/ })
+
+  const airGapped = await runPreflight({ ...answers, mode: 'air-gapped' }, values, { runner: noTools, clockOffsetMs: 0, license: { keys } })
+  t.match(airGapped.at(-1), { id: 'license', status: 'fail', found: 'air gap not allowed' })
+})

@@ -1,0 +1,152 @@
+// The installer as an admin runs it: commands, --json, --dry-run, exit codes, and a re-run that
+// keeps every secret. Services are the real ones when TEST_* point at them, else addresses where
+// nothing listens (their checks then fail, which is what --ignore-failed-checks is for).
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { Client } from 'minio'
+import { parse } from 'yaml'
+import { finished, spawnScript } from '../helpers/cli.js'
+import { services, suffix, tempDir } from '../helpers/platform.js'
+
+const installer = (args: string[], env: Record<string, string> = {}) => finished(spawnScript('installer/main.tsx', args, env))
+
+/** The preflight's S3 round trip creates the bucket when missing: each test removes its own. */
+function removeBucketAfter(t: Parameters<typeof tempDir>[0], bucket: string) {
+  if (!services.s3Endpoint) return
+  const url = new URL(services.s3Endpoint)
+  const client = new Client({ endPoint: url.hostname, port: Number(url.port) || undefined, useSSL: url.protocol === 'https:', accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' })
+  t.teardown(async () => {
+    if (await client.bucketExists(bucket)) await client.removeBucket(bucket)
+  })
+}
+
+function answersFile(t: Parameters<typeof tempDir>[0], target: 'compose' | 'helm', extra = '') {
+  const dir = tempDir(t)
+  const bucket = `atrium-inst-${suffix()}`
+  removeBucketAfter(t, bucket)
+  const config = {
+    PUBLIC_URL: 'https://atrium.example.com',
+    DATABASE_URL: services.databaseUrl || 'postgres://atrium@127.0.0.1:1/atrium',
+    REDIS_URL: services.redisUrl || 'redis://127.0.0.1:1',
+    R2_ENDPOINT: services.s3Endpoint || 'http://127.0.0.1:1',
+    R2_BUCKET: bucket,
+    R2_ACCESS_KEY_ID: services.s3AccessKey,
+  }
+  writeFileSync(join(dir, 'answers.yaml'), [
+    `target: ${target}`, `dataPath: ${dir}`, `outputDir: ${join(dir, 'out')}`, 'config:',
+    ...Object.entries(config).map(([k, v]) => `  ${k}: "${v}"`),
+    '  R2_SECRET_ACCESS_KEY: { env: TEST_S3_SECRET }',
+    extra,
+  ].join('\n'))
+  return { dir, answers: join(dir, 'answers.yaml'), out: join(dir, 'out'), env: { TEST_S3_SECRET: services.s3SecretKey } }
+}
+
+t.test('help exits 0; no command or a bad flag is bad input (2)', async (t) => {
+  const help = await installer(['--help'])
+  t.equal(help.code, 0)
+  t.match(help.stdout, /Exit codes: 0 ok, 1 error, 2 bad input, 3 a check failed, 4 only warnings/)
+  t.equal((await installer([])).code, 2)
+  const bad = await installer(['preflight', '--colour'])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /Unknown option '--colour'/)
+  const target = await installer(['preflight', '--target', 'swarm'])
+  t.equal(target.code, 2)
+  t.match(target.stderr, /--target must be compose or helm/)
+})
+
+t.test('preflight --json prints one object of checks, and the exit code follows its status', async (t) => {
+  const a = answersFile(t, 'compose')
+  const r = await installer(['preflight', '--answers', a.answers, '--json'], a.env)
+  const out = JSON.parse(r.stdout)
+  t.match(out, { status: /^(pass|warn|fail)$/, checks: Array })
+  for (const c of out.checks) t.match(c, { id: String, title: String, status: /^(pass|warn|fail)$/, found: String, required: String, fix: String })
+  const ids = out.checks.map((c: { id: string }) => c.id)
+  for (const id of ['cpu', 'memory', 'tools.docker']) t.ok(ids.includes(id), id)
+  t.match(out.checks.find((c: { id: string }) => c.id === 'cpu').found, String(availableParallelism()))
+  t.equal(r.code, out.status === 'fail' ? 3 : 0)
+  t.notMatch(r.stdout, new RegExp(services.s3SecretKey), 'no secret in the output')
+})
+
+t.test('preflight without --json shows the list in words and ends with the same exit code', async (t) => {
+  const a = answersFile(t, 'helm')
+  const r = await installer(['preflight', '--answers', a.answers], a.env)
+  t.match(r.stdout, /\[(PASS|WARN|FAIL)\] CPU cores: \d+ cores/)
+  t.match(r.stdout, /\[FAIL\] License: missing/)
+  t.match(r.stdout, /\d+ passed, \d+ warnings, \d+ failed\./)
+  t.equal(r.code, 3, 'a missing license is a failed check')
+})
+
+t.test('configure --dry-run shows the plan and writes nothing', async (t) => {
+  const a = answersFile(t, 'compose')
+  const r = await installer(['configure', '--answers', a.answers, '--dry-run', '--json', '--ignore-failed-checks'], a.env)
+  t.equal(r.code, 0, r.stderr)
+  const out = JSON.parse(r.stdout)
+  t.equal(out.written, false)
+  t.same(out.generated, ['ENCRYPTION_MASTER_KEY'])
+  t.ok(out.changes.some((c: { name: string; shown: string }) => c.name === 'R2_SECRET_ACCESS_KEY' && c.shown === '(secret added)'))
+  t.notOk(existsSync(a.out), 'nothing on disk')
+})
+
+t.test('configure writes a private .env and an answers file that replays to the same configuration', async (t) => {
+  const a = answersFile(t, 'compose')
+  const first = await installer(['configure', '--answers', a.answers, '--yes', '--ignore-failed-checks'], a.env)
+  t.equal(first.code, 0, first.stderr)
+  t.match(first.stdout.replace(/\s+/g, ' '), /Replay this run with: npm run --silent installer -- configure --answers .*answers\.yaml --yes/)
+  const envPath = join(a.out, '.env')
+  t.equal(statSync(envPath).mode & 0o777, 0o600)
+  const env = readFileSync(envPath, 'utf8')
+  const key = /^ENCRYPTION_MASTER_KEY=(.+)$/m.exec(env)?.[1]
+  t.ok(key, 'a master key was generated')
+  t.match(env, /^NODE_ENV=production$/m)
+  const written = readFileSync(join(a.out, 'answers.yaml'), 'utf8')
+  t.notMatch(written, /ENCRYPTION_MASTER_KEY/)
+  t.notMatch(written, new RegExp(services.s3SecretKey))
+
+  // The replay, from the written answers: same key, same secrets, nothing to change.
+  const again = await installer(['configure', '--answers', join(a.out, 'answers.yaml'), '--yes', '--ignore-failed-checks', '--json'], a.env)
+  t.equal(again.code, 0, again.stderr)
+  t.same(JSON.parse(again.stdout).changes, [])
+  t.equal(readFileSync(envPath, 'utf8'), env, 'the file is the same, master key and all')
+})
+
+t.test('without --yes configure asks for it; failed checks stop it with exit 3 unless ignored', async (t) => {
+  const a = answersFile(t, 'compose', '  PORT: "1"') // port 1 cannot be bound by an ordinary user, or is taken
+  const noYes = await installer(['configure', '--answers', a.answers], a.env)
+  t.equal(noYes.code, 2)
+  t.match(noYes.stderr, /add --yes/)
+  const r = await installer(['configure', '--answers', a.answers, '--yes', '--json'], a.env)
+  const out = JSON.parse(r.stdout)
+  if (out.status === 'fail') {
+    t.equal(r.code, 3)
+    t.equal(out.written, false)
+    t.notOk(existsSync(a.out))
+  } else t.equal(r.code, 0)
+})
+
+t.test('the helm target writes values and a Secret the chart reads through existingSecret', async (t) => {
+  const a = answersFile(t, 'helm', 'namespace: ai\nrelease: prod')
+  const r = await installer(['configure', '--answers', a.answers, '--yes', '--ignore-failed-checks', '--air-gapped'], a.env)
+  t.equal(r.code, 0, r.stderr)
+  const values = parse(readFileSync(join(a.out, 'values.yaml'), 'utf8'))
+  const secret = parse(readFileSync(join(a.out, 'secret.yaml'), 'utf8'))
+  t.equal(values.existingSecret, 'prod-config')
+  t.equal(values.env.AIR_GAPPED, 'true', 'air-gapped mode turns outside features off')
+  t.equal(values.env.PUBLIC_URL, 'https://atrium.example.com')
+  t.notOk(values.env.ENCRYPTION_MASTER_KEY, 'no secret in the values file')
+  t.match(secret, { kind: 'Secret', metadata: { name: 'prod-config', namespace: 'ai', annotations: { 'helm.sh/resource-policy': 'keep' } } })
+  t.equal(Buffer.from(secret.stringData.ENCRYPTION_MASTER_KEY, 'base64').length, 32)
+  t.equal(secret.stringData.R2_SECRET_ACCESS_KEY, services.s3SecretKey)
+  t.equal(statSync(join(a.out, 'secret.yaml')).mode & 0o777, 0o600)
+})
+
+t.test('an answers file with mistakes is bad input, all of them listed', async (t) => {
+  const dir = tempDir(t)
+  writeFileSync(join(dir, 'a.yaml'), 'target: swarm\nconfig:\n  NOPE: 1\n  LICENSE_KEY: { env: ATRIUM_NO_SUCH_VAR }\n')
+  const r = await installer(['preflight', '--answers', join(dir, 'a.yaml')])
+  t.equal(r.code, 2)
+  t.match(r.stderr, /target: must be one of compose, helm/)
+  t.match(r.stderr, /config\.NOPE: not an Atrium setting/)
+  t.match(r.stderr, /ATRIUM_NO_SUCH_VAR is not set/)
+})
