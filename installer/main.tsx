@@ -4,6 +4,7 @@
 //
 //   npm run --silent installer -- preflight [--answers FILE] [--target compose|helm] [--air-gapped] [--json] [--strict]
 //   npm run --silent installer -- configure --answers FILE --yes [--dry-run] [--json] [--strict]
+//   npm run --silent installer                  (in a terminal: the interactive installer)
 import { parseArgs } from 'node:util'
 import React from 'react'
 import { render } from 'ink'
@@ -12,6 +13,7 @@ import { overallStatus, type CheckResult } from './core/checks/check.js'
 import { configure, readExisting } from './core/configure.js'
 import { runPreflight } from './core/preflight.js'
 import { run } from './deploy/run.js'
+import { App } from './ui/App.js'
 import { CheckList } from './ui/CheckList.js'
 
 /** Exit codes (issue 4): scripts branch on these. */
@@ -20,8 +22,10 @@ export const EXIT = { ok: 0, error: 1, badInput: 2, checkFailed: 3, warningsOnly
 const USAGE = `Atrium installer
 
 Commands:
+  (none)      in a terminal: the interactive installer (questions, checks, plan, write)
   preflight   check this machine and the services it will use
-  configure   write the configuration for the target (compose: .env; helm: values.yaml and secret.yaml)
+  configure   write the configuration for the target (compose: .env; helm: values.yaml and secret.yaml);
+              without --answers, the interactive installer
 
 Options:
   --answers FILE          the answers (YAML); see docs/installer.md
@@ -101,8 +105,24 @@ async function preflight(flags: Flags): Promise<number> {
   return exitFor(checks, flags.strict)
 }
 
+/** The Ink installer; resolves with the exit code when the admin is done. */
+async function interactive(flags: Flags): Promise<number> {
+  if (!process.stdin.isTTY) throw new BadInput('the interactive installer needs a terminal; without one use: configure --answers FILE --yes')
+  const { answers } = answersOf(flags)
+  let code: number = EXIT.error
+  const ui = render(
+    <App
+      initial={answers}
+      preflight={(a, values) => runPreflight(a, values, { runner: run })}
+      onDone={(r) => { code = r.written ? EXIT.ok : r.checks && overallStatus(r.checks) === 'fail' ? EXIT.checkFailed : EXIT.error }}
+    />,
+  )
+  await ui.waitUntilExit()
+  return code
+}
+
 async function configureCommand(flags: Flags): Promise<number> {
-  if (!flags.answers) throw new BadInput('configure needs --answers FILE (the interactive installer is not in this version)')
+  if (!flags.answers) return interactive(flags)
   if (!flags.yes && !flags.dryRun) throw new BadInput('configure --answers changes files without asking: add --yes (or --dry-run to see the plan)')
   const { answers, values } = answersOf(flags)
   const checks = await runPreflight(answers, values, { runner: run })
@@ -140,6 +160,7 @@ async function configureCommand(flags: Flags): Promise<number> {
 export async function main(argv: string[]): Promise<number> {
   try {
     const { command, flags } = parseFlags(argv)
+    if (command === undefined && !flags.help && process.stdin.isTTY && process.stdout.isTTY) return await interactive(flags)
     if (flags.help || command === undefined || command === 'help') {
       process.stdout.write(USAGE + '\n')
       return command === undefined && !flags.help ? EXIT.badInput : EXIT.ok

@@ -1,31 +1,21 @@
 // The installer as an admin runs it: commands, --json, --dry-run, exit codes, and a re-run that
 // keeps every secret. Services are the real ones when TEST_* point at them, else addresses where
 // nothing listens (their checks then fail, which is what --ignore-failed-checks is for).
+import { spawn } from 'node:child_process'
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
-import t from 'tap'
-import { Client } from 'minio'
+import t, { type Test } from 'tap'
 import { parse } from 'yaml'
-import { finished, spawnScript } from '../helpers/cli.js'
-import { services, suffix, tempDir } from '../helpers/platform.js'
+import { finished, ROOT, spawnScript } from '../helpers/cli.js'
+import { freshBucket, services, suffix, tempDir } from '../helpers/platform.js'
 
 const installer = (args: string[], env: Record<string, string> = {}) => finished(spawnScript('installer/main.tsx', args, env))
 
-/** The preflight's S3 round trip creates the bucket when missing: each test removes its own. */
-function removeBucketAfter(t: Parameters<typeof tempDir>[0], bucket: string) {
-  if (!services.s3Endpoint) return
-  const url = new URL(services.s3Endpoint)
-  const client = new Client({ endPoint: url.hostname, port: Number(url.port) || undefined, useSSL: url.protocol === 'https:', accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' })
-  t.teardown(async () => {
-    if (await client.bucketExists(bucket)) await client.removeBucket(bucket)
-  })
-}
-
-function answersFile(t: Parameters<typeof tempDir>[0], target: 'compose' | 'helm', extra = '') {
+/** An answers file in a temporary folder; the preflight's S3 round trip creates its bucket, which goes afterwards. */
+async function answersFile(t: Test, target: 'compose' | 'helm', extra = '') {
   const dir = tempDir(t)
-  const bucket = `atrium-inst-${suffix()}`
-  removeBucketAfter(t, bucket)
+  const bucket = services.s3Endpoint ? await freshBucket(t) : `atrium-t-${suffix()}`
   const config = {
     PUBLIC_URL: 'https://atrium.example.com',
     DATABASE_URL: services.databaseUrl || 'postgres://atrium@127.0.0.1:1/atrium',
@@ -56,8 +46,14 @@ t.test('help exits 0; no command or a bad flag is bad input (2)', async (t) => {
   t.match(target.stderr, /--target must be compose or helm/)
 })
 
+t.test('the package bin runs the same installer', async (t) => {
+  const r = await finished(spawn(process.execPath, ['installer/bin.mjs', '--help'], { cwd: ROOT }))
+  t.equal(r.code, 0, r.stderr)
+  t.match(r.stdout, /^Atrium installer/)
+})
+
 t.test('preflight --json prints one object of checks, and the exit code follows its status', async (t) => {
-  const a = answersFile(t, 'compose')
+  const a = await answersFile(t, 'compose')
   const r = await installer(['preflight', '--answers', a.answers, '--json'], a.env)
   const out = JSON.parse(r.stdout)
   t.match(out, { status: /^(pass|warn|fail)$/, checks: Array })
@@ -70,7 +66,7 @@ t.test('preflight --json prints one object of checks, and the exit code follows 
 })
 
 t.test('preflight without --json shows the list in words and ends with the same exit code', async (t) => {
-  const a = answersFile(t, 'helm')
+  const a = await answersFile(t, 'helm')
   const r = await installer(['preflight', '--answers', a.answers], a.env)
   t.match(r.stdout, /\[(PASS|WARN|FAIL)\] CPU cores: \d+ cores/)
   t.match(r.stdout, /\[FAIL\] License: missing/)
@@ -79,7 +75,7 @@ t.test('preflight without --json shows the list in words and ends with the same 
 })
 
 t.test('configure --dry-run shows the plan and writes nothing', async (t) => {
-  const a = answersFile(t, 'compose')
+  const a = await answersFile(t, 'compose')
   const r = await installer(['configure', '--answers', a.answers, '--dry-run', '--json', '--ignore-failed-checks'], a.env)
   t.equal(r.code, 0, r.stderr)
   const out = JSON.parse(r.stdout)
@@ -90,7 +86,7 @@ t.test('configure --dry-run shows the plan and writes nothing', async (t) => {
 })
 
 t.test('configure writes a private .env and an answers file that replays to the same configuration', async (t) => {
-  const a = answersFile(t, 'compose')
+  const a = await answersFile(t, 'compose')
   const first = await installer(['configure', '--answers', a.answers, '--yes', '--ignore-failed-checks'], a.env)
   t.equal(first.code, 0, first.stderr)
   t.match(first.stdout.replace(/\s+/g, ' '), /Replay this run with: npm run --silent installer -- configure --answers .*answers\.yaml --yes/)
@@ -112,7 +108,7 @@ t.test('configure writes a private .env and an answers file that replays to the 
 })
 
 t.test('without --yes configure asks for it; failed checks stop it with exit 3 unless ignored', async (t) => {
-  const a = answersFile(t, 'compose', '  PORT: "1"') // port 1 cannot be bound by an ordinary user, or is taken
+  const a = await answersFile(t, 'compose', '  PORT: "1"') // port 1 cannot be bound by an ordinary user, or is taken
   const noYes = await installer(['configure', '--answers', a.answers], a.env)
   t.equal(noYes.code, 2)
   t.match(noYes.stderr, /add --yes/)
@@ -126,7 +122,7 @@ t.test('without --yes configure asks for it; failed checks stop it with exit 3 u
 })
 
 t.test('the helm target writes values and a Secret the chart reads through existingSecret', async (t) => {
-  const a = answersFile(t, 'helm', 'namespace: ai\nrelease: prod')
+  const a = await answersFile(t, 'helm', 'namespace: ai\nrelease: prod')
   const r = await installer(['configure', '--answers', a.answers, '--yes', '--ignore-failed-checks', '--air-gapped'], a.env)
   t.equal(r.code, 0, r.stderr)
   const values = parse(readFileSync(join(a.out, 'values.yaml'), 'utf8'))

@@ -39,7 +39,7 @@ export function cpuCheck(cores: number): CheckResult {
 
 export function memoryCheck(totalBytes: number): CheckResult {
   const { minimum, recommended } = HOST_LIMITS.memory
-  return result('memory', 'Memory', grade(totalBytes, minimum, recommended), `${gib(totalBytes)} reported by the OS`, `8 GB minimum (${gib(minimum)} reported), 16 GB recommended`, {
+  return result('memory', 'Memory', grade(totalBytes, minimum, recommended), `${gib(totalBytes)} reported by the OS`, `8 GB minimum (${minimum / GiB} GiB or more reported), 16 GB recommended (${recommended / GiB} GiB)`, {
     fail: 'Give this machine at least 8 GB of memory',
     warn: '16 GB of memory are recommended for production loads',
   })

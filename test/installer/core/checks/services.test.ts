@@ -9,7 +9,7 @@ import { Redis } from 'ioredis'
 import {
   gradePostgresPrivileges, gradePostgresVersion, gradeRedisEviction, gradeRedisVersion, postgresChecks, redisChecks, s3Checks, where,
 } from '../../../../installer/core/checks/services.js'
-import { services, suffix } from '../../../helpers/platform.js'
+import { freshBucket, services, suffix } from '../../../helpers/platform.js'
 
 async function listen(t: Test, server: Server): Promise<number> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
@@ -121,13 +121,10 @@ t.test('the real Redis passes; a wrong password fails as such', { skip: !service
 })
 
 t.test('the real S3 store passes the round trip on a bucket it creates; a wrong secret fails', { skip: !services.s3Endpoint && 'TEST_S3_ENDPOINT is not set' }, async (t) => {
-  const bucket = `atrium-pf-${suffix()}`
+  const bucket = await freshBucket(t)
   const target = { endpoint: services.s3Endpoint, bucket, accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' }
   const url = new URL(services.s3Endpoint)
   const client = new Client({ endPoint: url.hostname, port: Number(url.port) || undefined, useSSL: url.protocol === 'https:', accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' })
-  t.teardown(async () => {
-    if (await client.bucketExists(bucket)) await client.removeBucket(bucket)
-  })
   t.match(await s3Checks(target), [
     { id: 's3.roundtrip', status: 'pass', found: new RegExp(`bucket ${bucket} .*put, get, presigned get and delete work`) },
     { id: 's3.addressing', status: 'pass', found: 'path-style' },
