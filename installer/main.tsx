@@ -4,14 +4,18 @@
 //
 //   npm run --silent installer -- preflight [--answers FILE] [--target compose|helm] [--air-gapped] [--json] [--strict]
 //   npm run --silent installer -- configure --answers FILE --yes [--dry-run] [--json] [--strict]
+//   npm run --silent installer -- install --answers FILE --yes [--dry-run] [--images FILE] [--registry HOST]
+//   npm run --silent installer -- support-bundle [--answers FILE] [--output FILE] [--json]
 //   npm run --silent installer                  (in a terminal: the interactive installer)
 import { parseArgs } from 'node:util'
 import React from 'react'
 import { render } from 'ink'
 import { DEFAULT_ANSWERS, loadAnswers, resolveConfig, type Answers } from './core/answers.js'
 import { overallStatus, type CheckResult } from './core/checks/check.js'
-import { configure, readExisting } from './core/configure.js'
+import { configFiles, configure, readExisting } from './core/configure.js'
 import { runPreflight } from './core/preflight.js'
+import { writeSupportBundle } from './core/support-bundle.js'
+import { bundleMissing, deploy, deployCommands, waitReady } from './deploy/deploy.js'
 import { run } from './deploy/run.js'
 import { App } from './ui/App.js'
 import { CheckList } from './ui/CheckList.js'
@@ -26,6 +30,10 @@ Commands:
   preflight   check this machine and the services it will use
   configure   write the configuration for the target (compose: .env; helm: values.yaml and secret.yaml);
               without --answers, the interactive installer
+  install     configure, then deploy (compose: docker compose up --wait; helm: upgrade --install
+              --wait --atomic) and wait until /readyz answers
+  support-bundle  one zip for the vendor's support: versions, check results, the configuration
+              with secrets redacted, recent logs
 
 Options:
   --answers FILE          the answers (YAML); see docs/installer.md
@@ -36,12 +44,15 @@ Options:
   --json                  machine-readable results on stdout
   --strict                warnings count as failures (exit 4)
   --ignore-failed-checks  configure even though checks failed (they are still shown and reported)
+  --output FILE           where support-bundle writes (default atrium-support-<time>.zip)
+  --images FILE           air-gapped compose: load the images from this tarball first
+  --registry HOST         air-gapped helm: the private registry that holds the images
 
 Exit codes: 0 ok, 1 error, 2 bad input, 3 a check failed, 4 only warnings (with --strict).`
 
 class BadInput extends Error {}
 
-interface Flags { answers?: string; yes: boolean; ignoreFailed: boolean; target?: string; airGapped: boolean; dryRun: boolean; json: boolean; strict: boolean; help: boolean }
+interface Flags { answers?: string; output?: string; images?: string; registry?: string; yes: boolean; ignoreFailed: boolean; target?: string; airGapped: boolean; dryRun: boolean; json: boolean; strict: boolean; help: boolean }
 
 function parseFlags(argv: string[]): { command: string | undefined; flags: Flags } {
   let parsed
@@ -50,7 +61,7 @@ function parseFlags(argv: string[]): { command: string | undefined; flags: Flags
       args: argv,
       allowPositionals: true,
       options: {
-        answers: { type: 'string' }, yes: { type: 'boolean', short: 'y' }, target: { type: 'string' },
+        answers: { type: 'string' }, output: { type: 'string' }, images: { type: 'string' }, registry: { type: 'string' }, yes: { type: 'boolean', short: 'y' }, target: { type: 'string' },
         'air-gapped': { type: 'boolean' }, 'dry-run': { type: 'boolean' }, json: { type: 'boolean' },
         strict: { type: 'boolean' }, 'ignore-failed-checks': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
       },
@@ -63,7 +74,7 @@ function parseFlags(argv: string[]): { command: string | undefined; flags: Flags
   return {
     command: parsed.positionals[0],
     flags: {
-      answers: v.answers, yes: Boolean(v.yes), ignoreFailed: Boolean(v['ignore-failed-checks']), target: v.target, airGapped: Boolean(v['air-gapped']),
+      answers: v.answers, output: v.output, images: v.images, registry: v.registry, yes: Boolean(v.yes), ignoreFailed: Boolean(v['ignore-failed-checks']), target: v.target, airGapped: Boolean(v['air-gapped']),
       dryRun: Boolean(v['dry-run']), json: Boolean(v.json), strict: Boolean(v.strict), help: Boolean(v.help),
     },
   }
@@ -157,6 +168,52 @@ async function configureCommand(flags: Flags): Promise<number> {
   return EXIT.ok
 }
 
+/** configure, then the deploy commands and the wait for /readyz. --dry-run prints the commands. */
+async function install(flags: Flags): Promise<number> {
+  const configured = await configureCommand(flags)
+  if (configured !== EXIT.ok) return configured
+  const { answers, values } = answersOf(flags)
+  const commands = deployCommands(answers, configFiles(answers), { imagesTarball: flags.images, registry: flags.registry })
+  const say = (text: string) => { if (!flags.json) process.stdout.write(text + '\n') }
+  if (flags.dryRun) {
+    if (flags.json) process.stdout.write(JSON.stringify({ deploy: commands.map((c) => ({ title: c.title, command: [c.file, ...c.args] })) }) + '\n')
+    else say(['Deploy would run:', ...commands.map((c) => `  ${c.file} ${c.args.join(' ')}`)].join('\n'))
+    return EXIT.ok
+  }
+  const missing = bundleMissing(answers)
+  if (missing) {
+    process.stderr.write(`This package has no ${answers.target === 'compose' ? 'Compose bundle' : 'Helm chart'} (looked for ${missing}); the configuration is written, deploy it with the bundle for this release.\n`)
+    return EXIT.error
+  }
+  const r = await deploy(commands, run, (s) => {
+    if (s.skipped) say(`  skip  ${s.command.title}`)
+    else if (!s.result) say(`  ...   ${s.command.title}`)
+    else say(`  ${s.result.exitCode === 0 ? 'done ' : 'FAIL '} ${s.command.title}`)
+  })
+  if (!r.ok) {
+    const last = r.steps.at(-1)!.result!
+    process.stderr.write(`Deploy failed at: ${last.command}\n${(last.stderr || last.stdout).slice(-4000)}\n`)
+    return EXIT.error
+  }
+  const publicUrl = answers.target === 'compose' ? `http://127.0.0.1:${values.PORT || 8080}` : values.PUBLIC_URL ?? ''
+  const ready = await waitReady(publicUrl)
+  if (flags.json) process.stdout.write(JSON.stringify({ deployed: true, ready: ready.ready, readyz: ready.last }) + '\n')
+  else say(ready.ready ? `Atrium is ready at ${values.PUBLIC_URL ?? publicUrl}.` : `Deployed, but ${publicUrl}/readyz did not answer 200 (last: ${ready.last}); see: npm run --silent installer -- support-bundle`)
+  return ready.ready ? EXIT.ok : EXIT.error
+}
+
+async function supportBundle(flags: Flags): Promise<number> {
+  const { answers, values } = answersOf(flags)
+  const config = { ...values, ...readExisting(answers) }
+  const checks = await runPreflight(answers, config, { runner: run })
+  const files = configFiles(answers)
+  const path = flags.output ?? `atrium-support-${new Date().toISOString().replace(/[:.]/g, '-')}.zip`
+  const r = await writeSupportBundle(path, { answers, config, checks, runner: run, envFile: files.target === 'compose' ? files.env : '' })
+  if (flags.json) process.stdout.write(JSON.stringify({ path, ...r }) + '\n')
+  else process.stdout.write(`Wrote ${path} (${r.size} bytes, sha256 ${r.sha256}). Secrets are redacted; send it to your vendor's support.\n`)
+  return EXIT.ok
+}
+
 export async function main(argv: string[]): Promise<number> {
   try {
     const { command, flags } = parseFlags(argv)
@@ -167,7 +224,12 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (command === 'preflight') return await preflight(flags)
     if (command === 'configure') return await configureCommand(flags)
-    throw new BadInput(`unknown command ${command} (commands: preflight, configure)`)
+    if (command === 'install') {
+      if (!flags.answers) throw new BadInput('install needs --answers FILE (the interactive installer writes one: run the installer without a command)')
+      return await install(flags)
+    }
+    if (command === 'support-bundle') return await supportBundle(flags)
+    throw new BadInput(`unknown command ${command} (commands: preflight, configure, install, support-bundle)`)
   } catch (err) {
     if (err instanceof BadInput) {
       process.stderr.write(`${err.message}\n(run with --help for usage)\n`)

@@ -21,7 +21,9 @@ export interface Terminal {
 export function terminal(t: Test, command: string, opts: { cwd: string; width?: number; height?: number }): Terminal {
   const name = `atrium-test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
   const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
-  tmux('new-session', '-d', '-s', name, '-x', String(opts.width ?? 80), '-y', String(opts.height ?? 24), '-c', opts.cwd, command)
+  // A person's terminal, not CI's: with CI set, Ink draws only the final frame.
+  const shell = `env -u CI -u CONTINUOUS_INTEGRATION ${command}`
+  tmux('new-session', '-d', '-s', name, '-x', String(opts.width ?? 80), '-y', String(opts.height ?? 24), '-c', opts.cwd, shell)
   // Keep the pane after the program exits, so its last screen can still be read.
   tmux('set-option', '-t', name, 'remain-on-exit', 'on')
   t.teardown(() => { spawnSync('tmux', ['kill-session', '-t', name]) })

@@ -9,6 +9,7 @@ import t, { type Test } from 'tap'
 import { parse } from 'yaml'
 import { finished, ROOT, spawnScript } from '../helpers/cli.js'
 import { freshBucket, services, suffix, tempDir } from '../helpers/platform.js'
+import { unzip } from '../helpers/zip.js'
 
 const installer = (args: string[], env: Record<string, string> = {}) => finished(spawnScript('installer/main.tsx', args, env))
 
@@ -145,4 +146,34 @@ t.test('an answers file with mistakes is bad input, all of them listed', async (
   t.match(r.stderr, /target: must be one of compose, helm/)
   t.match(r.stderr, /config\.NOPE: not an Atrium setting/)
   t.match(r.stderr, /ATRIUM_NO_SUCH_VAR is not set/)
+})
+
+t.test('support-bundle writes one zip with the checks and no secret', async (t) => {
+  const a = await answersFile(t, 'compose')
+  const configured = await installer(['configure', '--answers', a.answers, '--yes', '--ignore-failed-checks'], a.env)
+  t.equal(configured.code, 0, configured.stderr)
+  const path = join(a.dir, 'support.zip')
+  const r = await installer(['support-bundle', '--answers', a.answers, '--output', path, '--json'], a.env)
+  t.equal(r.code, 0, r.stderr)
+  t.match(JSON.parse(r.stdout), { path, size: Number, sha256: /^[0-9a-f]{64}$/ })
+  const files = await unzip(readFileSync(path))
+  t.ok(JSON.parse(files['checks.json']!).some((c: { id: string }) => c.id === 'cpu'))
+  const key = /^ENCRYPTION_MASTER_KEY=(.+)$/m.exec(readFileSync(join(a.out, '.env'), 'utf8'))![1]!
+  const all = Object.values(files).join('\n')
+  t.notOk(all.includes(key), 'not the master key')
+  t.notOk(all.includes(services.s3SecretKey), 'not the S3 secret')
+})
+
+t.test('install --dry-run shows the deploy commands; without the bundle it stops after configuring', async (t) => {
+  const a = await answersFile(t, 'helm', 'namespace: ai\nrelease: prod')
+  const plan = await installer(['install', '--answers', a.answers, '--yes', '--dry-run', '--ignore-failed-checks', '--registry', 'registry.internal:5000'], a.env)
+  t.equal(plan.code, 0, plan.stderr)
+  t.match(plan.stdout, /Deploy would run:\n {2}kubectl get namespace ai\n/)
+  t.match(plan.stdout, /helm upgrade --install prod .*charts\/atrium --namespace ai -f .*values\.yaml --set global\.imageRegistry=registry\.internal:5000 --wait --atomic --timeout 15m/)
+  t.notOk(existsSync(a.out), 'a dry run writes nothing')
+  const r = await installer(['install', '--answers', a.answers, '--yes', '--ignore-failed-checks'], a.env)
+  t.equal(r.code, 1)
+  t.match(r.stderr, /This package has no Helm chart \(looked for .*charts\/atrium\/Chart\.yaml\)/)
+  t.ok(existsSync(join(a.out, 'values.yaml')), 'the configuration is written before the deploy step')
+  t.equal((await installer(['install', '--yes'])).code, 2, 'install needs an answers file')
 })

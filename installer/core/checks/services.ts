@@ -1,12 +1,20 @@
 // Checks of the services Atrium will use: PostgreSQL, Redis and the S3 store. Each talks to the
 // real service with a short timeout and turns every failure into a `fail` that says what went
 // wrong and how to fix it; none throws, and no password ever appears in what they report.
-import { isIP } from 'node:net'
+import { lookup as dnsLookup } from 'node:dns'
+import http from 'node:http'
+import https from 'node:https'
+import { isIP, type LookupFunction } from 'node:net'
 import { Redis } from 'ioredis'
 import { Client } from 'minio'
 import postgres from 'postgres'
 import type { CheckResult, CheckStatus } from './check.js'
 import { compareVersions, parseVersion } from './tools.js'
+
+export interface ServiceCheckOptions {
+  /** Limit for each network step (connect, query, request); 5 s unless told. */
+  timeoutMs?: number
+}
 
 const DEFAULT_TIMEOUT_MS = 5000
 
@@ -20,67 +28,176 @@ export function where(url: string): string {
   }
 }
 
+/** The URL with its password replaced by ***, for showing to people. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url)
+    if (u.password) u.password = '***'
+    return u.toString()
+  } catch {
+    return '(not a URL)'
+  }
+}
+
 const check = (id: string, title: string, status: CheckStatus, found: string, required: string, fix = ''): CheckResult =>
   ({ id, title, status, found, required, fix: status === 'pass' ? '' : fix })
 
-const messageOf = (err: unknown) => {
-  const e = err as { code?: string; message?: string; errors?: { code?: string }[] }
-  // Node's AggregateError (IPv4 and IPv6 both refused) hides the code in its parts.
-  return e.code ?? e.errors?.[0]?.code ?? e.message ?? String(err)
+/**
+ * Error texts are quoted into `found`; a driver that echoes its connection string must not leak
+ * the password through them, so every known secret is masked on the way out.
+ */
+function scrub(results: CheckResult[], secrets: (string | undefined)[]): CheckResult[] {
+  const masks = secrets.flatMap((s) => (s ? [s, encodeURIComponent(s)] : [])).filter((s) => s.length >= 3)
+  const clean = (text: string) => masks.reduce((t, s) => t.split(s).join('***'), text)
+  return results.map((r) => ({ ...r, found: clean(r.found), fix: clean(r.fix) }))
 }
 
+const passwordOf = (url: string) => {
+  try {
+    return decodeURIComponent(new URL(url).password)
+  } catch {
+    return undefined
+  }
+}
+
+const userOf = (url: string) => {
+  try {
+    return decodeURIComponent(new URL(url).username)
+  } catch {
+    return ''
+  }
+}
+
+const databaseOf = (url: string) => {
+  try {
+    return decodeURIComponent(new URL(url).pathname.slice(1))
+  } catch {
+    return ''
+  }
+}
+
+const timedOut = (what: string) => Object.assign(new Error(`${what} timed out`), { code: 'ETIMEDOUT' })
+
+/** `work`, or a rejection with code ETIMEDOUT after `ms` (the timer never outlives the race). */
+async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const limit = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(timedOut(what)), ms) })
+  try {
+    return await Promise.race([work, limit])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+const codeOf = (err: unknown): string => {
+  const e = err as { code?: unknown; errors?: { code?: string }[] }
+  // Node's AggregateError (IPv4 and IPv6 both refused) hides the code in its parts.
+  return typeof e?.code === 'string' ? e.code : e?.errors?.[0]?.code ?? ''
+}
+const messageOf = (err: unknown) => (err as Error | null)?.message || String(err)
+
+const NETWORK = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|CONNECT_TIMEOUT|timed out|Connection is closed/
+
 const unreachable = (id: string, what: string, url: string, err: unknown) =>
-  check(id, `${what} reachable`, 'fail', `not reachable at ${where(url)} (${messageOf(err)})`, `${what} answering at ${where(url)}`,
-    `Start ${what}, or correct the host and port; check firewalls between this machine and ${where(url)}`)
+  check(id, `${what.replace(/^the /, '')} reachable`, 'fail', `not reachable at ${where(url)} (${codeOf(err) || messageOf(err)})`, `${what} answering at ${where(url)}`,
+    `Start ${what}, or correct the host and port; check firewalls and DNS between this machine and ${where(url)}`)
 
 // --- PostgreSQL -------------------------------------------------------------------------------
 
 export const POSTGRES_MINIMUM = 150000
 
-export function gradePostgresVersion(versionNum: number, version: string): CheckResult {
+// server_version_num: major * 10000 + minor since 10; 9.6.24 was 90624.
+const versionText = (n: number) =>
+  n >= 100000 ? `${Math.floor(n / 10000)}.${n % 10000}` : `${Math.floor(n / 10000)}.${Math.floor(n / 100) % 100}.${n % 100}`
+
+/** server_version_num (150000 is 15.0); `version` is only for the words shown. */
+export function gradePostgresVersion(versionNum: number, version = versionText(versionNum)): CheckResult {
   return check('postgres.version', 'PostgreSQL version', versionNum >= POSTGRES_MINIMUM ? 'pass' : 'fail', `PostgreSQL ${version}`, 'PostgreSQL 15 or newer',
     'Upgrade PostgreSQL to 15 or newer (pg_upgrade), or point DATABASE_URL at a newer server')
 }
 
-export interface PostgresPrivileges { user: string; database: string; superuser: boolean; createrole: boolean; createOnDb: boolean }
-
-/** The migrations create two roles and the schema's tables, policies and functions. */
-export function gradePostgresPrivileges(p: PostgresPrivileges): CheckResult {
-  const ok = p.superuser || (p.createrole && p.createOnDb)
-  const has = p.superuser ? 'superuser' : [p.createrole ? 'CREATEROLE' : 'no CREATEROLE', p.createOnDb ? `CREATE on ${p.database}` : `no CREATE on ${p.database}`].join(', ')
-  const grants = [!p.createrole && `ALTER ROLE "${p.user}" CREATEROLE;`, !p.createOnDb && `GRANT CREATE ON DATABASE "${p.database}" TO "${p.user}";`].filter(Boolean).join(' ')
-  return check('postgres.privileges', 'PostgreSQL privileges for migrations', ok ? 'pass' : 'fail', `user ${p.user}: ${has}`,
-    'CREATEROLE and CREATE on the database (or superuser)', `As a superuser run: ${grants}`)
+export interface PostgresPrivileges {
+  user: string
+  database: string
+  /** Where the migrations' tables go: the first schema on the search path (null: none exists). */
+  schema: string | null
+  superuser: boolean
+  createrole: boolean
+  /** Already a member of both atrium_app and atrium_system (an administrator made them). */
+  rolesGranted: boolean
+  /** CREATE on `schema`; since PostgreSQL 15 only the database owner has it on public by default. */
+  createOnSchema: boolean
 }
 
-export async function postgresChecks(url: string, timeoutMs = DEFAULT_TIMEOUT_MS): Promise<CheckResult[]> {
-  const sql = postgres(url, { max: 1, connect_timeout: Math.ceil(timeoutMs / 1000), idle_timeout: 1, onnotice: () => {}, connection: { application_name: 'atrium-installer' } })
+const ident = (name: string) => `"${name.replace(/"/g, '""')}"`
+
+/**
+ * Migration 0001 creates the roles atrium_app and atrium_system and grants them to the user
+ * (CREATEROLE, unless an administrator already did both), then tables, policies and functions in
+ * the current schema (CREATE on that schema). A superuser can do all of it.
+ */
+export function gradePostgresPrivileges(p: PostgresPrivileges): CheckResult {
+  const roles = p.superuser || p.createrole || p.rolesGranted
+  const tables = p.superuser || p.createOnSchema
+  const schema = p.schema ?? 'public'
+  const has = p.superuser
+    ? 'superuser'
+    : [
+        p.createrole ? 'CREATEROLE' : p.rolesGranted ? 'member of atrium_app and atrium_system' : 'no CREATEROLE',
+        p.schema === null ? 'no schema on the search path' : `${p.createOnSchema ? '' : 'no '}CREATE on schema ${p.schema}`,
+      ].join(', ')
+  const statements = [
+    !roles && `ALTER ROLE ${ident(p.user)} CREATEROLE;`,
+    !tables && `GRANT CREATE ON SCHEMA ${ident(schema)} TO ${ident(p.user)};`,
+  ].filter(Boolean).join(' ')
+  return check('postgres.privileges', 'PostgreSQL privileges for the migrations', roles && tables ? 'pass' : 'fail', `user ${p.user} on ${p.database}: ${has}`,
+    'CREATEROLE (or membership in atrium_app and atrium_system) and CREATE on the schema, or superuser',
+    `As a superuser, in database ${p.database}, run: ${statements}` +
+      (roles ? '' : ` (or, instead of CREATEROLE: CREATE ROLE atrium_app NOLOGIN; CREATE ROLE atrium_system NOLOGIN; GRANT atrium_app, atrium_system TO ${ident(p.user)};)`))
+}
+
+interface PostgresFacts { num: string; version: string; user: string; database: string; schema: string | null; superuser: boolean; createrole: boolean; roles_granted: boolean; create_on_schema: boolean }
+
+export async function postgresChecks(url: string, opts: ServiceCheckOptions = {}): Promise<CheckResult[]> {
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  const connect = (status: CheckStatus, found: string, fix = '') =>
+    check('postgres.connect', 'PostgreSQL reachable', status, found, 'a PostgreSQL server that accepts DATABASE_URL', fix)
+  let sql: postgres.Sql | undefined
   try {
-    const [row] = await sql<{ num: string; version: string; user: string; database: string; superuser: boolean; createrole: boolean; create_on_db: boolean }[]>`
+    sql = postgres(url, { max: 1, connect_timeout: timeoutMs / 1000, idle_timeout: 1, onnotice: () => {}, connection: { application_name: 'atrium-installer' } })
+    const [r] = await within(timeoutMs, 'the PostgreSQL query', sql<PostgresFacts[]>`
       select current_setting('server_version_num') as num, current_setting('server_version') as version,
-             current_user as user, current_database() as database, r.rolsuper as superuser, r.rolcreaterole as createrole,
-             has_database_privilege(current_database(), 'CREATE') as create_on_db
-        from pg_roles r where r.rolname = current_user`
-    const r = row!
-    return [
-      check('postgres.connect', 'PostgreSQL reachable', 'pass', `connected to ${r.database} at ${where(url)} as ${r.user}`, 'a PostgreSQL server that accepts DATABASE_URL'),
-      gradePostgresVersion(Number(r.num), r.version.split(' ')[0]!),
-      gradePostgresPrivileges({ user: r.user, database: r.database, superuser: r.superuser, createrole: r.createrole, createOnDb: r.create_on_db }),
-    ]
+             current_user as user, current_database() as database, current_schema() as schema,
+             r.rolsuper as superuser, r.rolcreaterole as createrole,
+             (select count(*) = 2 from pg_roles a
+               where a.rolname in ('atrium_app', 'atrium_system') and pg_has_role(current_user, a.oid, 'MEMBER')) as roles_granted,
+             coalesce(has_schema_privilege(current_schema(), 'CREATE'), false) as create_on_schema
+        from pg_roles r where r.rolname = current_user`)
+    return scrub([
+      connect('pass', `connected to ${r!.database} at ${where(url)} as ${r!.user}`),
+      gradePostgresVersion(Number(r!.num), r!.version.split(' ')[0]),
+      gradePostgresPrivileges({
+        user: r!.user, database: r!.database, schema: r!.schema, superuser: r!.superuser, createrole: r!.createrole,
+        rolesGranted: r!.roles_granted, createOnSchema: r!.create_on_schema,
+      }),
+    ], [passwordOf(url)])
   } catch (err) {
-    const code = (err as { code?: string }).code
-    const user = (() => { try { return decodeURIComponent(new URL(url).username) || '(default user)' } catch { return '' } })()
-    if (code === '28P01' || code === '28000') {
-      return [check('postgres.connect', 'PostgreSQL reachable', 'fail', `authentication failed for user ${user}`, 'a PostgreSQL server that accepts DATABASE_URL',
-        'Correct the user and password in DATABASE_URL, and check pg_hba.conf allows this machine')]
-    }
-    if (code === '3D000') {
-      return [check('postgres.connect', 'PostgreSQL reachable', 'fail', `the database in DATABASE_URL does not exist at ${where(url)}`, 'an existing database',
-        'Create it first (CREATE DATABASE atrium OWNER ...), or correct the name in DATABASE_URL')]
-    }
-    return [unreachable('postgres.connect', 'PostgreSQL', url, err)]
+    const code = codeOf(err)
+    const result =
+      code === '28P01' || code === '28000'
+        ? connect('fail', `authentication failed for user ${userOf(url) || '(the default user)'} at ${where(url)}${code === '28000' ? ` (${messageOf(err)})` : ''}`,
+            'Correct the user and password in DATABASE_URL, and check that pg_hba.conf admits this machine')
+        : code === '3D000'
+          ? connect('fail', `the database ${databaseOf(url)} does not exist at ${where(url)}`,
+              'Create it first (CREATE DATABASE atrium OWNER <user>), or correct the name in DATABASE_URL')
+          : (err as { severity?: string }).severity // any other answer from the server itself
+            ? connect('fail', `PostgreSQL at ${where(url)} refused: ${messageOf(err)} (SQLSTATE ${code})`, 'Fix what the server reports, then run the checks again')
+            : NETWORK.test(`${code} ${messageOf(err)}`)
+              ? unreachable('postgres.connect', 'PostgreSQL', url, err)
+              : connect('fail', `could not use DATABASE_URL ${redactUrl(url)}: ${messageOf(err)}`, 'Write DATABASE_URL as postgres://user:password@host:5432/database')
+    return scrub([result], [passwordOf(url)])
   } finally {
-    await sql.end({ timeout: 1 }).catch(() => {})
+    await sql?.end({ timeout: 0 }).catch(() => {})
   }
 }
 
@@ -95,9 +212,11 @@ export function gradeRedisVersion(version: string): CheckResult {
 }
 
 /**
- * Rate-limit counters and cross-replica signals live in Redis: a policy that evicts any key
- * (allkeys-*) silently lifts limits, so it fails; volatile-* evicts only keys with a lifetime
- * (ours have one), which works but can still drop live counters under pressure, so it warns.
+ * Rate-limit counters and cross-replica pub/sub coordination live in Redis: a policy that may
+ * evict any key (allkeys-*) silently lifts limits, so it fails; volatile-* evicts only keys with a
+ * lifetime (ours have one), which works until memory runs short and then drops live counters, so
+ * it warns; noeviction refuses writes instead of losing them, which is loud and safe. A policy we
+ * could not read warns: it is probably fine, but nobody checked.
  */
 export function gradeRedisEviction(policy: string | null): CheckResult {
   const status: CheckStatus = policy === 'noeviction' ? 'pass' : policy === null || policy.startsWith('volatile-') ? 'warn' : 'fail'
@@ -105,31 +224,42 @@ export function gradeRedisEviction(policy: string | null): CheckResult {
     'Set maxmemory-policy noeviction in redis.conf (or CONFIG SET maxmemory-policy noeviction) and size maxmemory for the load')
 }
 
-export async function redisChecks(url: string, timeoutMs = DEFAULT_TIMEOUT_MS): Promise<CheckResult[]> {
-  const redis = new Redis(url, { lazyConnect: true, connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false })
-  let cause: unknown = null
+const infoField = (info: string, name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(info)?.[1]?.trim() ?? null
+
+export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): Promise<CheckResult[]> {
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  const connect = (status: CheckStatus, found: string, fix = '') => check('redis.connect', 'Redis reachable', status, found, 'a Redis server that accepts REDIS_URL', fix)
+  let redis: Redis | undefined
   // The socket's own error (ECONNREFUSED...) says more than the command's "Connection is closed".
-  redis.on('error', (err) => (cause ??= err))
+  let cause: unknown = null
   try {
-    await redis.connect()
+    // One attempt, no reconnect loop, no queue of commands waiting for a connection that never comes.
+    redis = new Redis(url, { lazyConnect: true, connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false })
+    redis.on('error', (err) => (cause ??= err))
+    await within(timeoutMs, 'the Redis connection', redis.connect())
     const info = await redis.info()
-    const field = (name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(info)?.[1]?.trim() ?? null
-    let policy = field('maxmemory_policy')
-    if (policy === null) policy = await redis.config('GET', 'maxmemory-policy').then((r) => (r as string[])[1] ?? null, () => null)
-    return [
-      check('redis.connect', 'Redis reachable', 'pass', `connected to ${where(url)}`, 'a Redis server that accepts REDIS_URL'),
-      gradeRedisVersion(field('redis_version') ?? 'unknown'),
+    // INFO carries the policy and works where CONFIG is renamed or disabled (managed Redis);
+    // CONFIG GET is asked only when INFO leaves it out.
+    const policy = infoField(info, 'maxmemory_policy') ??
+      (await redis.config('GET', 'maxmemory-policy').then((r) => (Array.isArray(r) ? (r[1] as string | undefined) ?? null : null), () => null))
+    return scrub([
+      connect('pass', `connected to ${where(url)}`),
+      gradeRedisVersion(infoField(info, 'redis_version') ?? 'unknown'),
       gradeRedisEviction(policy),
-    ]
+    ], [passwordOf(url)])
   } catch (err) {
-    const msg = `${(err as Error).message} ${(cause as Error | null)?.message ?? ''}`
-    if (/NOAUTH|WRONGPASS|invalid password|invalid username-password/i.test(msg)) {
-      return [check('redis.connect', 'Redis reachable', 'fail', `authentication failed at ${where(url)}`, 'a Redis server that accepts REDIS_URL',
-        'Correct the user and password in REDIS_URL (redis://user:password@host:port)')]
-    }
-    return [unreachable('redis.connect', 'Redis', url, cause ?? err)]
+    const msg = `${messageOf(err)} ${cause ? messageOf(cause) : ''}`
+    const result = /NOAUTH|WRONGPASS|invalid password|invalid username-password/i.test(msg)
+      ? connect('fail', `authentication failed${userOf(url) ? ` for user ${userOf(url)}` : ''} at ${where(url)}`,
+          'Correct the user and password in REDIS_URL (redis://user:password@host:6379)')
+      : /NOPERM/.test(msg)
+        ? connect('fail', `the user may not run INFO at ${where(url)} (${messageOf(err)})`, 'Give the REDIS_URL user all commands on Atrium\'s keys (ACL SETUSER <user> +@all ~*)')
+        : (err as Error).name === 'ReplyError'
+          ? connect('fail', `Redis at ${where(url)} answered: ${messageOf(err)}`, 'Fix what the server reports, then run the checks again')
+          : unreachable('redis.connect', 'Redis', url, cause ?? err)
+    return scrub([result], [passwordOf(url)])
   } finally {
-    redis.disconnect()
+    redis?.disconnect()
   }
 }
 
@@ -138,66 +268,117 @@ export async function redisChecks(url: string, timeoutMs = DEFAULT_TIMEOUT_MS): 
 export interface S3Target { endpoint: string; bucket: string; accessKey: string; secretKey: string; region: string }
 export type Addressing = 'path-style' | 'virtual-hosted'
 
-function s3Client(t: S3Target, pathStyle: boolean): Client {
+export interface S3CheckOptions extends ServiceCheckOptions {
+  /** Name resolution for the store's host names (node:dns lookup unless told; tests point it at a fake). */
+  lookup?: LookupFunction
+}
+
+function s3Client(t: S3Target, addressing: Addressing, lookup: LookupFunction): Client {
   const url = new URL(t.endpoint)
+  const useSSL = url.protocol === 'https:'
   return new Client({
-    endPoint: url.hostname, port: url.port ? Number(url.port) : undefined, useSSL: url.protocol === 'https:',
-    accessKey: t.accessKey, secretKey: t.secretKey, region: t.region, pathStyle,
+    endPoint: url.hostname, port: url.port ? Number(url.port) : undefined, useSSL,
+    accessKey: t.accessKey, secretKey: t.secretKey, region: t.region, pathStyle: addressing === 'path-style',
+    // Our own agent, so that requests resolve names the way the detection did.
+    transportAgent: useSSL ? new https.Agent({ lookup }) : new http.Agent({ lookup }),
   })
 }
 
-const withTimeout = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
-  Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(Object.assign(new Error(`${what} timed out`), { code: 'ETIMEDOUT' })), ms).unref())])
+/**
+ * Whether virtual-hosted addressing (bucket.host) is worth trying: it needs a DNS name for every
+ * bucket, so not for an IP address, localhost or a single-label name, and not over HTTPS when the
+ * bucket name has dots (the store's wildcard certificate cannot cover it).
+ */
+export function virtualHostCandidate(endpoint: string, bucket: string): boolean {
+  const url = new URL(endpoint)
+  const host = url.hostname.replace(/^\[|\]$/g, '')
+  if (isIP(host) || host === 'localhost' || host.endsWith('.localhost') || !host.includes('.')) return false
+  return !(url.protocol === 'https:' && bucket.includes('.'))
+}
+
+const resolves = (name: string, lookup: LookupFunction, timeoutMs: number) =>
+  within(timeoutMs, `resolving ${name}`, new Promise<boolean>((resolve) => lookup(name, {}, (err) => resolve(!err)))).catch(() => false)
 
 /**
- * Virtual-hosted addressing (bucket.host) needs DNS for every bucket name; stores reached by IP or
- * a single-label name can only be addressed by path. Where both could work, the store decides.
+ * path-style or virtual-hosted, for the configuration. Virtual-hosted only when bucket.host
+ * resolves and the store answers for the bucket there (so the bucket must exist); path-style
+ * otherwise, which every S3-compatible store we target accepts.
  */
-export async function detectAddressing(t: S3Target, timeoutMs = DEFAULT_TIMEOUT_MS): Promise<Addressing> {
-  const host = new URL(t.endpoint).hostname
-  if (isIP(host.replace(/^\[|\]$/g, '')) || !host.includes('.')) return 'path-style'
+export async function detectAddressing(t: S3Target, opts: S3CheckOptions = {}): Promise<Addressing> {
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  const lookup = opts.lookup ?? (dnsLookup as LookupFunction)
+  if (!virtualHostCandidate(t.endpoint, t.bucket)) return 'path-style'
+  if (!(await resolves(`${t.bucket}.${new URL(t.endpoint).hostname}`, lookup, timeoutMs))) return 'path-style'
+  const found = await within(timeoutMs, 'a virtual-hosted request', s3Client(t, 'virtual-hosted', lookup).bucketExists(t.bucket)).catch(() => false)
+  return found ? 'virtual-hosted' : 'path-style'
+}
+
+/**
+ * Whether the bucket exists, asked with a listing rather than HEAD: a HEAD reply has no body, so
+ * bad credentials would read as a bare AccessDenied instead of InvalidAccessKeyId.
+ */
+async function bucketFound(client: Client, bucket: string, prefix: string): Promise<boolean> {
   try {
-    await withTimeout(s3Client(t, false).bucketExists(t.bucket), timeoutMs, 'virtual-hosted request')
-    return 'virtual-hosted'
-  } catch {
-    return 'path-style'
+    await client.listObjectsV2(bucket, prefix, false).toArray()
+    return true
+  } catch (err) {
+    if (codeOf(err) === 'NoSuchBucket') return false
+    throw err
   }
 }
 
-const S3_AUTH = /InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|InvalidToken/
+const BAD_CREDENTIALS = /InvalidAccessKeyId|SignatureDoesNotMatch|InvalidToken|InvalidClientTokenId/
 
-/** A full round trip: the bucket (found or made), put, get, presigned get, delete. */
-export async function s3Checks(t: S3Target, timeoutMs = DEFAULT_TIMEOUT_MS): Promise<CheckResult[]> {
-  const required = 'an S3-compatible store where the bucket can be created or used, with put, get, presigned get and delete'
-  const addressing = await detectAddressing(t, timeoutMs)
-  const client = s3Client(t, addressing === 'path-style')
+/**
+ * A full round trip: the bucket (found, or made), put, get and compare, presigned get through
+ * fetch and compare, delete. The object is removed even when a step after the put fails.
+ */
+export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<CheckResult[]> {
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  const lookup = opts.lookup ?? (dnsLookup as LookupFunction)
+  const required = 'an S3-compatible store where the bucket exists or can be created, with put, get, presigned get and delete'
+  const roundtrip = (status: CheckStatus, found: string, fix = '') => check('s3.roundtrip', 'S3 store round trip', status, found, required, fix)
   const key = `atrium-preflight/${Date.now()}-${Math.random().toString(36).slice(2)}`
   const body = Buffer.from(`atrium preflight ${key}`)
-  let step = 'find or create the bucket'
+  let step = ''
+  const run = <T>(name: string, work: () => Promise<T>) => { step = name; return within(timeoutMs, name, work()) }
+  let written: Client | undefined
   try {
-    const step_ = async <T>(name: string, p: () => Promise<T>) => { step = name; return withTimeout(p(), timeoutMs, name) }
-    if (!(await step_('find the bucket', () => client.bucketExists(t.bucket)))) await step_('create the bucket', () => client.makeBucket(t.bucket, t.region))
-    await step_('put an object', () => client.putObject(t.bucket, key, body, body.length))
-    const stream = await step_('get the object', () => client.getObject(t.bucket, key))
-    const chunks: Buffer[] = []
-    for await (const c of stream) chunks.push(c as Buffer)
-    if (!Buffer.concat(chunks).equals(body)) throw new Error('the object read back differs from the one written')
-    const link = await step_('presign a download link', () => client.presignedGetObject(t.bucket, key, 60))
-    const res = await step_('download through the presigned link', () => fetch(link))
-    if (!res.ok || !Buffer.from(await res.arrayBuffer()).equals(body)) throw new Error(`the presigned link answered HTTP ${res.status}`)
-    await step_('delete the object', () => client.removeObject(t.bucket, key))
-    return [
-      check('s3.roundtrip', 'S3 store round trip', 'pass', `bucket ${t.bucket} at ${where(t.endpoint)}: put, get, presigned get and delete work`, required),
+    // Path-style to find or make the bucket (accepted everywhere); the rest of the trip goes the
+    // way the configuration will, once the bucket exists to ask about.
+    const first = s3Client(t, 'path-style', lookup)
+    const existed = await run('find the bucket', () => bucketFound(first, t.bucket, key))
+    if (!existed) await run('create the bucket', () => first.makeBucket(t.bucket, t.region))
+    const addressing = await detectAddressing(t, { timeoutMs, lookup })
+    const client = s3Client(t, addressing, lookup)
+    await run('put an object', () => client.putObject(t.bucket, key, body, body.length))
+    written = client
+    const read = await run('get the object', async () => Buffer.concat(await (await client.getObject(t.bucket, key)).toArray() as Buffer[]))
+    if (!read.equals(body)) throw new Error('the object read back differs from the one written')
+    const link = await run('presign a download link', () => client.presignedGetObject(t.bucket, key, 60))
+    const res = await run('download through the presigned link', () => fetch(link, { signal: AbortSignal.timeout(timeoutMs) }))
+    const fetched = Buffer.from(await run('download through the presigned link', () => res.arrayBuffer()))
+    if (!res.ok || !fetched.equals(body)) throw new Error(`the presigned link answered HTTP ${res.status}${res.ok ? ' with other content' : ''}`)
+    await run('delete the object', () => client.removeObject(t.bucket, key))
+    written = undefined
+    return scrub([
+      roundtrip('pass', `bucket ${t.bucket} at ${where(t.endpoint)}${existed ? '' : ' (created)'}: put, get, presigned get and delete work`),
       check('s3.addressing', 'S3 addressing', 'pass', addressing, 'path-style or virtual-hosted (recorded for the configuration)'),
-    ]
+    ], [t.secretKey])
   } catch (err) {
-    const text = `${(err as { code?: string }).code ?? ''} ${(err as Error).message ?? ''}`
-    if (S3_AUTH.test(text)) {
-      return [check('s3.roundtrip', 'S3 store round trip', 'fail', `the store refused the credentials (${text.trim().split(/\s/)[0]}) while trying to ${step}`, required,
-        'Correct R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY, and give that key read, write and delete on the bucket')]
-    }
-    if (/ECONNREFUSED|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|timed out/.test(text)) return [unreachable('s3.roundtrip', 'The S3 store', t.endpoint, err)]
-    return [check('s3.roundtrip', 'S3 store round trip', 'fail', `could not ${step}: ${(err as Error).message}`, required,
-      'Check the bucket name, the region (R2_REGION) and the key\'s permissions on the bucket')]
+    const text = `${codeOf(err)} ${messageOf(err)}`
+    const result = BAD_CREDENTIALS.test(text)
+      ? roundtrip('fail', `the store refused the credentials (${BAD_CREDENTIALS.exec(text)![0]}) at the step: ${step}`,
+          'Correct R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY')
+      : /AccessDenied/.test(text)
+        ? roundtrip('fail', `access denied at the step: ${step}`, `Give the key of R2_ACCESS_KEY_ID read, write and delete on bucket ${t.bucket} (and bucket creation, or create the bucket first)`)
+        : NETWORK.test(text)
+          ? unreachable('s3.roundtrip', 'the S3 store', t.endpoint, err)
+          : roundtrip('fail', `failed at the step: ${step}: ${messageOf(err)}`,
+              'Check the endpoint, the bucket name (R2_BUCKET), the region (R2_REGION) and the key\'s permissions on the bucket')
+    return scrub([result], [t.secretKey])
+  } finally {
+    // Best effort: a failed step after the put must not leave the test object behind.
+    if (written) await within(timeoutMs, 'cleanup', written.removeObject(t.bucket, key)).catch(() => {})
   }
 }

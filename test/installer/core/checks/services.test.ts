@@ -1,19 +1,24 @@
-// Service checks against the real PostgreSQL, Redis and S3 store when TEST_* name them; a down
-// service and the version thresholds everywhere; a too-old Redis through a fake that speaks RESP,
-// since no old Redis can run here.
-import { createServer, type AddressInfo, type Server } from 'node:net'
+// Service checks against the real PostgreSQL, Redis and S3 store when TEST_* name them; grading at
+// the thresholds, down services and small fakes everywhere: a Redis that speaks RESP as 6.2 does, a
+// PostgreSQL that refuses a password and an S3 store reached by bucket host name, because none of
+// those can be produced with the real services here.
+import { createServer as createHttpServer } from 'node:http'
+import { createServer, type AddressInfo, type LookupFunction, type Server, type Socket } from 'node:net'
 import t, { type Test } from 'tap'
 import { Client } from 'minio'
 import postgres from 'postgres'
 import { Redis } from 'ioredis'
 import {
-  gradePostgresPrivileges, gradePostgresVersion, gradeRedisEviction, gradeRedisVersion, postgresChecks, redisChecks, s3Checks, where,
+  detectAddressing, gradePostgresPrivileges, gradePostgresVersion, gradeRedisEviction, gradeRedisVersion, postgresChecks, redactUrl,
+  redisChecks, s3Checks, virtualHostCandidate, where,
 } from '../../../../installer/core/checks/services.js'
-import { freshBucket, services, suffix } from '../../../helpers/platform.js'
+import { freshBucket, freshDatabase, services, suffix } from '../../../helpers/platform.js'
 
-async function listen(t: Test, server: Server): Promise<number> {
+const quick = { timeoutMs: 2000 }
+
+async function listen(t: Test, server: Server | ReturnType<typeof createHttpServer>): Promise<number> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  t.teardown(() => server.close())
+  t.teardown(() => new Promise((r) => server.close(r)))
   return (server.address() as AddressInfo).port
 }
 
@@ -26,83 +31,195 @@ async function deadPort(): Promise<number> {
   return port
 }
 
-t.test('versions are graded at, just under and just over the minimum', async (t) => {
-  t.same([149999, 150000, 150001, 170004].map((n) => gradePostgresVersion(n, String(n)).status), ['fail', 'pass', 'pass', 'pass'])
-  t.match(gradePostgresVersion(130004, '13.4'), { found: 'PostgreSQL 13.4', fix: /Upgrade PostgreSQL to 15/ })
+/** One RESP command (an array of bulk strings, which is all ioredis sends) and its length, or null until it is complete. */
+function parseCommand(buf: Buffer): { args: string[]; length: number } | null {
+  let pos = 0
+  const line = () => {
+    const end = buf.indexOf('\r\n', pos)
+    if (end < 0) return null
+    const text = buf.toString('latin1', pos, end)
+    pos = end + 2
+    return text
+  }
+  const head = line()
+  if (head === null) return null
+  const args: string[] = []
+  for (let i = Number(head.slice(1)); i > 0; i--) {
+    const len = line()
+    if (len === null || buf.length < pos + Number(len.slice(1)) + 2) return null
+    args.push(buf.toString('utf8', pos, pos + Number(len.slice(1))))
+    pos += Number(len.slice(1)) + 2
+  }
+  return { args, length: pos }
+}
+
+const bulk = (s: string) => `$${Buffer.byteLength(s)}\r\n${s}\r\n`
+
+/** A Redis stand-in: INFO answers `info`, CONFIG GET maxmemory-policy answers `policy`, the rest +OK. */
+async function fakeRedis(t: Test, info: string, policy: string): Promise<string> {
+  const server = createServer((socket) => {
+    let buf = Buffer.alloc(0)
+    socket.on('data', (data) => {
+      buf = Buffer.concat([buf, data])
+      for (let cmd = parseCommand(buf); cmd; cmd = parseCommand(buf)) {
+        buf = buf.subarray(cmd.length)
+        const [name = '', sub = ''] = cmd.args.map((a) => a.toUpperCase())
+        socket.write(name === 'INFO' ? bulk(info)
+          : name === 'CONFIG' && sub === 'GET' ? `*2\r\n${bulk('maxmemory-policy')}${bulk(policy)}`
+          : name === 'PING' ? '+PONG\r\n'
+          : '+OK\r\n')
+      }
+    })
+  })
+  return `redis://127.0.0.1:${await listen(t, server)}`
+}
+
+/** A PostgreSQL stand-in that answers the startup message with a FATAL ErrorResponse carrying `sqlstate`. */
+async function fakePostgres(t: Test, sqlstate: string, message: string): Promise<number> {
+  const sockets = new Set<Socket>()
+  const server = createServer((socket) => {
+    sockets.add(socket)
+    socket.once('data', () => {
+      const fields = Buffer.from(`SFATAL\0VFATAL\0C${sqlstate}\0M${message}\0\0`)
+      const len = Buffer.alloc(4)
+      len.writeInt32BE(fields.length + 4)
+      socket.end(Buffer.concat([Buffer.from('E'), len, fields]))
+    })
+  })
+  t.teardown(() => sockets.forEach((s) => s.destroy()))
+  return listen(t, server)
+}
+
+t.test('PostgreSQL 15.0 (150000) is the minimum version', async (t) => {
+  t.same([149999, 150000, 150001, 170004].map((n) => gradePostgresVersion(n).status), ['fail', 'pass', 'pass', 'pass'])
+  t.match(gradePostgresVersion(130004), { found: 'PostgreSQL 13.4', required: 'PostgreSQL 15 or newer', fix: /Upgrade PostgreSQL to 15/ })
+  t.equal(gradePostgresVersion(90624).found, 'PostgreSQL 9.6.24')
+  t.equal(gradePostgresVersion(150000, '15.0').fix, '', 'a pass carries no fix')
+})
+
+t.test('Redis 7.0.0 is the minimum version; an unreadable version fails', async (t) => {
   t.same(['6.2.14', '6.99.99', '7.0.0', '7.0.1', '7.2.4'].map((v) => gradeRedisVersion(v).status), ['fail', 'fail', 'pass', 'pass', 'pass'])
   t.equal(gradeRedisVersion('unknown').status, 'fail')
 })
 
-t.test('the migrations need CREATEROLE and CREATE on the database, or a superuser', async (t) => {
-  const p = { user: 'atrium', database: 'atrium', superuser: false, createrole: true, createOnDb: true }
+t.test('the migrations need CREATEROLE (or the roles granted) and CREATE on the schema, or a superuser', async (t) => {
+  const p = { user: 'atrium', database: 'atrium', schema: 'public', superuser: false, createrole: true, rolesGranted: false, createOnSchema: true }
   t.equal(gradePostgresPrivileges(p).status, 'pass')
-  t.equal(gradePostgresPrivileges({ ...p, createrole: false, createOnDb: false, superuser: true }).status, 'pass')
-  t.match(gradePostgresPrivileges({ ...p, createrole: false }), { status: 'fail', fix: 'As a superuser run: ALTER ROLE "atrium" CREATEROLE;' })
-  t.match(gradePostgresPrivileges({ ...p, createOnDb: false }), { status: 'fail', fix: /GRANT CREATE ON DATABASE "atrium" TO "atrium";/ })
+  t.equal(gradePostgresPrivileges({ ...p, createrole: false, rolesGranted: true }).status, 'pass', 'an administrator made and granted the roles')
+  t.equal(gradePostgresPrivileges({ ...p, createrole: false, createOnSchema: false, superuser: true }).status, 'pass')
+  t.match(gradePostgresPrivileges({ ...p, createrole: false }), { status: 'fail', found: 'user atrium on atrium: no CREATEROLE, CREATE on schema public', fix: /run: ALTER ROLE "atrium" CREATEROLE; \(or, instead/ })
+  t.match(gradePostgresPrivileges({ ...p, createOnSchema: false }), { status: 'fail', fix: 'As a superuser, in database atrium, run: GRANT CREATE ON SCHEMA "public" TO "atrium";' })
+  t.match(gradePostgresPrivileges({ ...p, user: 'we"ird', schema: null, createOnSchema: false }), { status: 'fail', found: /no schema on the search path/, fix: /TO "we""ird";/ })
 })
 
-t.test('eviction: noeviction passes, volatile-* warns, allkeys-* fails', async (t) => {
-  t.same(['noeviction', 'volatile-lru', 'allkeys-lru', 'allkeys-random'].map((p) => gradeRedisEviction(p).status), ['pass', 'warn', 'fail', 'fail'])
+t.test('eviction: noeviction passes, volatile-* warns, allkeys-* fails, unreadable warns', async (t) => {
+  t.same(['noeviction', 'volatile-lru', 'volatile-ttl', 'allkeys-lru', 'allkeys-random'].map((p) => gradeRedisEviction(p).status), ['pass', 'warn', 'warn', 'fail', 'fail'])
   t.equal(gradeRedisEviction(null).status, 'warn')
+})
+
+t.test('URLs are shown without their password', async (t) => {
+  t.equal(where('postgres://u:p@db.internal:5433/x'), 'db.internal:5433')
+  t.equal(redactUrl('redis://user:s%40cret@cache:6379/0'), 'redis://user:***@cache:6379/0')
+  t.equal(redactUrl('not a url'), '(not a URL)')
+})
+
+t.test('virtual-hosted addressing is tried only for DNS names', async (t) => {
+  t.same(
+    ['http://127.0.0.1:9000', 'http://[::1]:9000', 'http://localhost:9000', 'http://minio:9000', 'https://s3.example.com', 'http://minio.internal:9000'].map((e) => virtualHostCandidate(e, 'atrium')),
+    [false, false, false, false, true, true])
+  t.equal(virtualHostCandidate('https://s3.example.com', 'my.bucket'), false, 'a dotted bucket over HTTPS would break the wildcard certificate')
+})
+
+t.test('addressing: virtual-hosted when bucket.host resolves and answers, path-style otherwise', async (t) => {
+  // A store that knows the bucket only by its host name, as a virtual-hosted store does.
+  const hosts: string[] = []
+  const server = createHttpServer((req, res) => {
+    hosts.push(req.headers.host ?? '')
+    res.writeHead(req.headers.host?.startsWith('atrium.') ? 200 : 404).end()
+  })
+  const port = await listen(t, server)
+  const target = { endpoint: `http://s3.atrium.test:${port}`, bucket: 'atrium', accessKey: 'k', secretKey: 's', region: 'us-east-1' }
+  const loopback: LookupFunction = (_host, opts, cb) => (opts.all ? cb(null, [{ address: '127.0.0.1', family: 4 }]) : cb(null, '127.0.0.1', 4))
+  const nowhere: LookupFunction = (host, _opts, cb) => cb(Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' }), '', 4)
+  t.equal(await detectAddressing(target, { ...quick, lookup: loopback }), 'virtual-hosted')
+  t.same(hosts, [`atrium.s3.atrium.test:${port}`])
+  t.equal(await detectAddressing(target, { ...quick, lookup: nowhere }), 'path-style', 'bucket.host does not resolve')
+  t.equal(await detectAddressing({ ...target, bucket: 'other' }, { ...quick, lookup: loopback }), 'path-style', 'the store does not answer for the bucket there')
+  t.equal(await detectAddressing({ ...target, endpoint: `http://127.0.0.1:${port}` }, quick), 'path-style', 'an IP address')
+  t.equal(hosts.length, 2, 'no request for a name that does not resolve, nor for an IP address')
 })
 
 t.test('a service that is down fails as not reachable, with host and port and no password', async (t) => {
   const port = await deadPort()
-  const pg = await postgresChecks(`postgres://atrium:hunter2@127.0.0.1:${port}/atrium`, 2000)
-  const redis = await redisChecks(`redis://:hunter2@127.0.0.1:${port}`, 2000)
-  const s3 = await s3Checks({ endpoint: `http://127.0.0.1:${port}`, bucket: 'atrium-down', accessKey: 'k', secretKey: 'hunter2', region: 'us-east-1' }, 2000)
-  for (const [name, r] of [['postgres', pg], ['redis', redis], ['s3', s3]] as const) {
-    t.equal(r.length, 1, name)
-    t.match(r[0], { status: 'fail', found: new RegExp(`not reachable at 127\\.0\\.0\\.1:${port} \\(ECONNREFUSED\\)`), fix: /Start / }, name)
+  const results = {
+    postgres: await postgresChecks(`postgres://atrium:hunter2@127.0.0.1:${port}/atrium`, quick),
+    redis: await redisChecks(`redis://:hunter2@127.0.0.1:${port}`, quick),
+    s3: await s3Checks({ endpoint: `http://127.0.0.1:${port}`, bucket: 'atrium-down', accessKey: 'k', secretKey: 'hunter2', region: 'us-east-1' }, quick),
+  }
+  for (const [name, r] of Object.entries(results)) {
+    t.match(r, [{ status: 'fail', found: `not reachable at 127.0.0.1:${port} (ECONNREFUSED)`, fix: /Start / }], name)
+    t.equal(r.length, 1, `${name}: nothing else to check`)
     t.notMatch(JSON.stringify(r), /hunter2/, `${name}: no password in the result`)
   }
-  t.equal(where('postgres://u:p@db.internal:5433/x'), 'db.internal:5433')
 })
 
-t.test('a Redis older than 7 fails: a fake server that answers as Redis 6.2 does', async (t) => {
-  // Enough of RESP for ioredis: every command is an array of bulk strings; INFO gets a bulk reply.
-  const server = createServer((socket) => {
-    socket.on('data', (data) => {
-      for (const cmd of data.toString().split('*').filter(Boolean)) {
-        const name = cmd.split('\r\n')[2]?.toUpperCase()
-        if (name === 'INFO') {
-          const info = '# Server\r\nredis_version:6.2.14\r\n# Memory\r\nmaxmemory_policy:allkeys-lru\r\n'
-          socket.write(`$${Buffer.byteLength(info)}\r\n${info}\r\n`)
-        } else socket.write('+OK\r\n')
-      }
-    })
-  })
-  const port = await listen(t, server)
-  const r = await redisChecks(`redis://127.0.0.1:${port}`, 2000)
-  t.match(r, [
+t.test('a Redis older than 7 with allkeys eviction fails both checks', async (t) => {
+  const url = await fakeRedis(t, '# Server\r\nredis_version:6.2.14\r\n# Memory\r\nmaxmemory_policy:allkeys-lru\r\n', 'noeviction')
+  t.match(await redisChecks(url, quick), [
     { id: 'redis.connect', status: 'pass' },
     { id: 'redis.version', status: 'fail', found: 'Redis 6.2.14' },
     { id: 'redis.eviction', status: 'fail', found: 'maxmemory-policy allkeys-lru' },
   ])
 })
 
-t.test('the real PostgreSQL passes; a role without CREATEROLE fails the privilege check', { skip: !services.databaseUrl && 'TEST_DATABASE_URL is not set' }, async (t) => {
-  const ok = await postgresChecks(services.databaseUrl)
-  t.match(ok, [{ id: 'postgres.connect', status: 'pass' }, { id: 'postgres.version', status: 'pass' }, { id: 'postgres.privileges', status: 'pass' }])
+t.test('the eviction policy comes from CONFIG GET when INFO leaves it out', async (t) => {
+  const url = await fakeRedis(t, '# Server\r\nredis_version:7.2.4\r\n', 'volatile-lru')
+  t.match(await redisChecks(url, quick), [{ status: 'pass' }, { status: 'pass', found: 'Redis 7.2.4' }, { status: 'warn', found: 'maxmemory-policy volatile-lru' }])
+})
+
+t.test('a PostgreSQL that refuses the password fails as authentication failed for that user', async (t) => {
+  // The test server trusts every local TCP connection, so only a stand-in can refuse a password.
+  const port = await fakePostgres(t, '28P01', 'password authentication failed for user "atrium"')
+  const r = await postgresChecks(`postgres://atrium:hunter2@127.0.0.1:${port}/atrium`, quick)
+  t.match(r, [{ id: 'postgres.connect', status: 'fail', found: `authentication failed for user atrium at 127.0.0.1:${port}`, fix: /DATABASE_URL/ }])
+  t.notMatch(JSON.stringify(r), /hunter2/)
+  const busy = await fakePostgres(t, '53300', 'sorry, too many clients already')
+  t.match(await postgresChecks(`postgres://atrium@127.0.0.1:${busy}/atrium`, quick), [{ status: 'fail', found: /refused: sorry, too many clients already \(SQLSTATE 53300\)/ }])
+})
+
+t.test('the real PostgreSQL passes; a role without CREATEROLE or CREATE on the schema fails; a missing database fails', { skip: !services.databaseUrl && 'TEST_DATABASE_URL is not set' }, async (t) => {
+  t.match(await postgresChecks(services.databaseUrl), [{ id: 'postgres.connect', status: 'pass' }, { id: 'postgres.version', status: 'pass' }, { id: 'postgres.privileges', status: 'pass' }])
   const admin = postgres(services.databaseUrl, { max: 1, onnotice: () => {} })
   const role = `atrium_pf_${suffix()}`
   await admin.unsafe(`create role ${role} login password 'limited-password'`)
+  // Teardowns run last-registered first: the database below (which holds a grant to the role) goes before the role.
   t.teardown(async () => {
     await admin.unsafe(`drop role if exists ${role}`)
     await admin.end()
   })
-  const url = new URL(services.databaseUrl)
+  const dbUrl = await freshDatabase(t)
+  const url = new URL(dbUrl)
   url.username = role
   url.password = 'limited-password'
-  const limited = await postgresChecks(url.toString())
-  t.match(limited[2], { id: 'postgres.privileges', status: 'fail', found: `user ${role}: no CREATEROLE, no CREATE on ${url.pathname.slice(1)}`, fix: new RegExp(`ALTER ROLE "${role}" CREATEROLE;`) })
+  const database = url.pathname.slice(1)
+  t.match((await postgresChecks(url.toString()))[2], {
+    id: 'postgres.privileges', status: 'fail', found: `user ${role} on ${database}: no CREATEROLE, no CREATE on schema public`,
+    fix: `As a superuser, in database ${database}, run: ALTER ROLE "${role}" CREATEROLE; GRANT CREATE ON SCHEMA "public" TO "${role}"; ` +
+      `(or, instead of CREATEROLE: CREATE ROLE atrium_app NOLOGIN; CREATE ROLE atrium_system NOLOGIN; GRANT atrium_app, atrium_system TO "${role}";)`,
+  })
+  // What the fix says to run makes the check pass.
+  await admin.unsafe(`alter role ${role} createrole`)
+  const inDb = postgres(dbUrl, { max: 1, onnotice: () => {} })
+  await inDb.unsafe(`grant create on schema public to ${role}`)
+  await inDb.end()
+  t.match((await postgresChecks(url.toString()))[2], { status: 'pass', found: `user ${role} on ${database}: CREATEROLE, CREATE on schema public` })
   url.pathname = `/atrium_no_such_db_${suffix()}`
-  t.match(await postgresChecks(url.toString()), [{ status: 'fail', found: /does not exist/ }])
+  t.match(await postgresChecks(url.toString()), [{ status: 'fail', found: /^the database atrium_no_such_db_\w+ does not exist/ }])
 })
 
 t.test('the real Redis passes; a wrong password fails as such', { skip: !services.redisUrl && 'TEST_REDIS_URL is not set' }, async (t) => {
   t.match(await redisChecks(services.redisUrl), [{ id: 'redis.connect', status: 'pass' }, { id: 'redis.version', status: 'pass' }, { id: 'redis.eviction' }])
-  // A user of our own on the shared server, so its default user and password stay untouched.
+  // A user of our own on the shared server, so that its default user and password stay untouched.
   const admin = new Redis(services.redisUrl)
   const user = `atrium-pf-${suffix()}`
   await admin.call('ACL', 'SETUSER', user, 'on', '>right-password', '+@all', '~*')
@@ -114,25 +231,25 @@ t.test('the real Redis passes; a wrong password fails as such', { skip: !service
   url.username = user
   url.password = 'wrong-password'
   const wrong = await redisChecks(url.toString())
-  t.match(wrong, [{ id: 'redis.connect', status: 'fail', found: /authentication failed/, fix: /REDIS_URL/ }])
+  t.match(wrong, [{ id: 'redis.connect', status: 'fail', found: `authentication failed for user ${user} at ${where(services.redisUrl)}`, fix: /REDIS_URL/ }])
   t.notMatch(JSON.stringify(wrong), /wrong-password/)
   url.password = 'right-password'
-  t.match(await redisChecks(url.toString()), [{ status: 'pass' }])
+  t.match(await redisChecks(url.toString()), [{ status: 'pass' }, { status: 'pass' }, {}])
 })
 
-t.test('the real S3 store passes the round trip on a bucket it creates; a wrong secret fails', { skip: !services.s3Endpoint && 'TEST_S3_ENDPOINT is not set' }, async (t) => {
+t.test('the real S3 store passes the round trip on a bucket it creates; wrong credentials fail', { skip: !services.s3Endpoint && 'TEST_S3_ENDPOINT is not set' }, async (t) => {
   const bucket = await freshBucket(t)
   const target = { endpoint: services.s3Endpoint, bucket, accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' }
-  const url = new URL(services.s3Endpoint)
-  const client = new Client({ endPoint: url.hostname, port: Number(url.port) || undefined, useSSL: url.protocol === 'https:', accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' })
   t.match(await s3Checks(target), [
-    { id: 's3.roundtrip', status: 'pass', found: new RegExp(`bucket ${bucket} .*put, get, presigned get and delete work`) },
+    { id: 's3.roundtrip', status: 'pass', found: `bucket ${bucket} at ${where(services.s3Endpoint)} (created): put, get, presigned get and delete work` },
     { id: 's3.addressing', status: 'pass', found: 'path-style' },
   ])
-  t.ok(await client.bucketExists(bucket), 'the bucket was created')
-  const objects = []
-  for await (const o of client.listObjectsV2(bucket, '', true)) objects.push(o)
-  t.same(objects, [], 'the test object was deleted')
-  const wrong = await s3Checks({ ...target, secretKey: 'wrong-secret' })
-  t.match(wrong, [{ status: 'fail', found: /refused the credentials/, fix: /R2_SECRET_ACCESS_KEY/ }])
+  t.match(await s3Checks(target), [{ status: 'pass', found: /^bucket \S+ at \S+: put/ }, {}], 'an existing bucket is used as it is')
+  const url = new URL(services.s3Endpoint)
+  const client = new Client({ endPoint: url.hostname, port: Number(url.port) || undefined, useSSL: url.protocol === 'https:', accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' })
+  t.same(await client.listObjectsV2(bucket, '', true).toArray(), [], 'the test objects were deleted')
+  const wrongSecret = await s3Checks({ ...target, secretKey: 'wrong-secret' })
+  t.match(wrongSecret, [{ status: 'fail', found: 'the store refused the credentials (SignatureDoesNotMatch) at the step: find the bucket', fix: /R2_SECRET_ACCESS_KEY/ }])
+  t.notMatch(JSON.stringify(wrongSecret), /wrong-secret/)
+  t.match(await s3Checks({ ...target, accessKey: 'no-such-key' }), [{ status: 'fail', found: /refused the credentials \(InvalidAccessKeyId\)/ }])
 })

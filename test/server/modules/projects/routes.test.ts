@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
-import yauzl from 'yauzl'
 import { testApp, type Caller } from '../../../helpers/app.js'
+import { unzip } from '../../../helpers/zip.js'
 
 const h = await testApp(t)
 
@@ -170,25 +170,6 @@ t.test('versions are pruned to the plan limit', async (t) => {
   const r = await call('GET', `/api/v1/projects/${p.id}/versions?limit=200`)
   t.equal(r.body.data.length, 61, 'enterprise keeps every version')
 })
-
-function unzip(buf: Buffer): Promise<Record<string, string>> {
-  return new Promise((resolve, reject) => {
-    yauzl.fromBuffer(buf, { lazyEntries: true }, (err, zip) => {
-      if (err) return reject(err)
-      const out: Record<string, string> = {}
-      zip.on('entry', (entry: yauzl.Entry) => {
-        zip.openReadStream(entry, (e, stream) => {
-          if (e) return reject(e)
-          const chunks: Buffer[] = []
-          stream.on('data', (c: Buffer) => chunks.push(c))
-          stream.on('end', () => { out[entry.fileName] = Buffer.concat(chunks).toString('utf8'); zip.readEntry() })
-        })
-      })
-      zip.on('end', () => resolve(out))
-      zip.readEntry()
-    })
-  })
-}
 
 async function download(url: string): Promise<Buffer> {
   const u = new URL(url)

@@ -1,0 +1,129 @@
+// The deploy step: the exact commands for the target, run one after another through the command
+// runner, stopping at the first that fails. Compose: `docker compose up --detach --wait`. Helm: the
+// namespace, the Secret, then `helm upgrade --install --wait --atomic`, so an upgrade is the same
+// command and a failed one rolls back. Air-gapped: images are loaded from a tarball (compose) or
+// the chart is pointed at the private registry that holds them (helm).
+import { existsSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { Answers } from '../core/answers.js'
+import type { ConfigFiles } from '../core/configure.js'
+import type { CommandResult, Runner } from './run.js'
+
+/** Where the bundles sit in this package (DESIGN.md: compose/ and charts/atrium). */
+export const BUNDLES = {
+  compose: fileURLToPath(new URL('../../compose', import.meta.url)),
+  chart: fileURLToPath(new URL('../../charts/atrium', import.meta.url)),
+}
+
+export interface Command {
+  file: string
+  args: string[]
+  /** What it does, for the plan and the progress screen. */
+  title: string
+  /** Allowed to fail (e.g. "does the namespace exist?"): the next command depends on it. */
+  probe?: boolean
+  timeoutMs?: number
+}
+
+export interface DeployOptions {
+  bundles?: typeof BUNDLES
+  /** Air-gapped compose: a tarball of the images (docker save) to load first. */
+  imagesTarball?: string
+  /** Air-gapped helm: the private registry that holds the images (global.imageRegistry). */
+  registry?: string
+}
+
+const COMPOSE_PROJECT = 'atrium'
+const WAIT = 15 * 60_000
+
+function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'compose' }>, o: DeployOptions): Command[] {
+  const dir = (o.bundles ?? BUNDLES).compose
+  const compose = ['compose', '--project-name', COMPOSE_PROJECT, '--env-file', resolve(files.env), '-f', join(dir, 'compose.yaml')]
+  if (answers.mode === 'air-gapped') compose.push('-f', join(dir, 'compose.airgap.yaml'))
+  return [
+    ...(o.imagesTarball ? [{ file: 'docker', args: ['load', '--input', resolve(o.imagesTarball)], title: 'Load the images from the tarball', timeoutMs: WAIT }] : []),
+    { file: 'docker', args: [...compose, 'config', '--quiet'], title: 'Validate the Compose files with the configuration' },
+    { file: 'docker', args: [...compose, 'up', '--detach', '--wait', '--wait-timeout', '600', '--remove-orphans'], title: 'Start Atrium and wait until every service is healthy', timeoutMs: WAIT },
+  ]
+}
+
+function helmCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'helm' }>, o: DeployOptions): Command[] {
+  const ns = answers.namespace
+  const registry = o.registry ? ['--set', `global.imageRegistry=${o.registry}`] : []
+  return [
+    { file: 'kubectl', args: ['get', 'namespace', ns], title: `Look for the namespace ${ns}`, probe: true },
+    { file: 'kubectl', args: ['create', 'namespace', ns], title: `Create the namespace ${ns}` },
+    { file: 'kubectl', args: ['apply', '--namespace', ns, '-f', resolve(files.secret)], title: 'Apply the Secret with the secret settings' },
+    {
+      file: 'helm',
+      args: ['upgrade', '--install', answers.release, (o.bundles ?? BUNDLES).chart, '--namespace', ns, '-f', resolve(files.values), ...registry, '--wait', '--atomic', '--timeout', '15m'],
+      title: 'Install or upgrade the release (rolls back if it does not become ready)',
+      timeoutMs: WAIT + 60_000,
+    },
+  ]
+}
+
+/** The commands, in order. The namespace is created only when the probe before it fails. */
+export function deployCommands(answers: Answers, files: ConfigFiles, o: DeployOptions = {}): Command[] {
+  return files.target === 'compose' ? composeCommands(answers, files, o) : helmCommands(answers, files as Extract<ConfigFiles, { target: 'helm' }>, o)
+}
+
+/** Whether this package holds the bundle the target deploys. */
+export function bundleMissing(answers: Answers, o: DeployOptions = {}): string | null {
+  const b = o.bundles ?? BUNDLES
+  const path = answers.target === 'compose' ? join(b.compose, 'compose.yaml') : join(b.chart, 'Chart.yaml')
+  return existsSync(path) ? null : path
+}
+
+export interface DeployStep { command: Command; result: CommandResult | null; skipped?: boolean }
+
+/** Runs the commands; stops at the first failure. `onStep` reports progress as each one starts and ends. */
+export async function deploy(commands: Command[], runner: Runner, onStep: (s: DeployStep) => void = () => {}): Promise<{ ok: boolean; steps: DeployStep[] }> {
+  const steps: DeployStep[] = []
+  let probeSucceeded = false
+  for (const command of commands) {
+    // A probe that succeeded makes the command after it unnecessary (the namespace exists).
+    if (probeSucceeded) {
+      probeSucceeded = false
+      const skipped = { command, result: null, skipped: true }
+      steps.push(skipped)
+      onStep(skipped)
+      continue
+    }
+    onStep({ command, result: null })
+    const result = await runner(command.file, command.args, { timeoutMs: command.timeoutMs ?? 120_000 })
+    const step = { command, result }
+    steps.push(step)
+    onStep(step)
+    if (command.probe) {
+      probeSucceeded = result.exitCode === 0
+      continue
+    }
+    if (result.exitCode !== 0) return { ok: false, steps }
+  }
+  return { ok: true, steps }
+}
+
+/** fetch hides the socket's code (ECONNREFUSED...) in its cause, sometimes inside an AggregateError. */
+function networkError(err: unknown): string {
+  const cause = (err as { cause?: { code?: string; message?: string; errors?: { code?: string }[] } }).cause
+  return cause?.code ?? cause?.errors?.[0]?.code ?? cause?.message ?? (err as Error).message
+}
+
+/** Polls GET <url>/readyz until it answers 200 or the time is up. */
+export async function waitReady(publicUrl: string, o: { timeoutMs?: number; intervalMs?: number } = {}): Promise<{ ready: boolean; last: string }> {
+  const until = Date.now() + (o.timeoutMs ?? 5 * 60_000)
+  let last = 'no answer yet'
+  for (;;) {
+    try {
+      const res = await fetch(`${publicUrl.replace(/\/+$/, '')}/readyz`, { signal: AbortSignal.timeout(5000) })
+      if (res.status === 200) return { ready: true, last: 'HTTP 200' }
+      last = `HTTP ${res.status}`
+    } catch (err) {
+      last = networkError(err)
+    }
+    if (Date.now() > until) return { ready: false, last }
+    await new Promise((r) => setTimeout(r, o.intervalMs ?? 2000))
+  }
+}

@@ -1,0 +1,95 @@
+// The deploy commands for each target, run in order through the command runner. Docker, kubectl
+// and helm stand in as scripts on PATH that record how they were called (no container engine or
+// cluster can run here); the commands themselves are the real ones.
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import t from 'tap'
+import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
+import { configFiles } from '../../../installer/core/configure.js'
+import { bundleMissing, deploy, deployCommands, waitReady } from '../../../installer/deploy/deploy.js'
+import { run, type Runner } from '../../../installer/deploy/run.js'
+import { tempDir } from '../../helpers/platform.js'
+
+const bundles = { compose: '/pkg/compose', chart: '/pkg/charts/atrium' }
+const line = (c: { file: string; args: string[] }) => `${c.file} ${c.args.join(' ')}`
+
+t.test('compose: validate, then up and wait; air-gapped loads the images first and adds its file', async (t) => {
+  const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', config: {} }
+  t.same(deployCommands(a, configFiles(a), { bundles }).map(line), [
+    'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml config --quiet',
+    'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml up --detach --wait --wait-timeout 600 --remove-orphans',
+  ])
+  const gapped = { ...a, mode: 'air-gapped' as const }
+  const cmds = deployCommands(gapped, configFiles(gapped), { bundles, imagesTarball: '/media/atrium-images.tar' }).map(line)
+  t.equal(cmds[0], 'docker load --input /media/atrium-images.tar')
+  t.match(cmds[2], /-f \/pkg\/compose\/compose\.yaml -f \/pkg\/compose\/compose\.airgap\.yaml up --detach --wait/)
+})
+
+t.test('helm: namespace, Secret, then upgrade --install --wait --atomic (the same command upgrades)', async (t) => {
+  const a: Answers = { ...DEFAULT_ANSWERS, target: 'helm', outputDir: '/srv/atrium', namespace: 'ai', release: 'prod', config: {} }
+  t.same(deployCommands(a, configFiles(a), { bundles, registry: 'registry.internal:5000' }).map(line), [
+    'kubectl get namespace ai',
+    'kubectl create namespace ai',
+    'kubectl apply --namespace ai -f /srv/atrium/secret.yaml',
+    'helm upgrade --install prod /pkg/charts/atrium --namespace ai -f /srv/atrium/values.yaml --set global.imageRegistry=registry.internal:5000 --wait --atomic --timeout 15m',
+  ])
+})
+
+/** Tools on PATH that append their arguments to calls.log and exit as told by environment files. */
+function tools(t: Parameters<typeof tempDir>[0], behaviour: Record<string, string>) {
+  const dir = tempDir(t)
+  for (const name of ['docker', 'kubectl', 'helm']) {
+    writeFileSync(join(dir, name), `#!/bin/sh\necho "${name} $*" >> "${dir}/calls.log"\n${behaviour[name] ?? 'exit 0'}\n`)
+    chmodSync(join(dir, name), 0o755)
+  }
+  const runner: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: dir } })
+  const calls = () => readFileSync(join(dir, 'calls.log'), 'utf8').trim().split('\n')
+  return { runner, calls }
+}
+
+t.test('an existing namespace is not created again; progress is reported for every step', async (t) => {
+  const a: Answers = { ...DEFAULT_ANSWERS, target: 'helm', namespace: 'ai', release: 'prod', config: {} }
+  const { runner, calls } = tools(t, {})
+  const seen: string[] = []
+  const r = await deploy(deployCommands(a, configFiles(a), { bundles }), runner, (s) => seen.push(`${s.skipped ? 'skip' : s.result ? `done ${s.result.exitCode}` : 'start'}: ${s.command.title}`))
+  t.ok(r.ok)
+  t.same(calls().map((c) => c.split(' ').slice(0, 2).join(' ')), ['kubectl get', 'kubectl apply', 'helm upgrade'])
+  t.match(seen, ['start: Look for the namespace ai', 'done 0: Look for the namespace ai', 'skip: Create the namespace ai', 'start: Apply the Secret', 'done 0: Apply the Secret', /start: Install or upgrade/, /done 0: Install or upgrade/])
+})
+
+t.test('a missing namespace is created; the first failing command stops the deploy', async (t) => {
+  const a: Answers = { ...DEFAULT_ANSWERS, target: 'helm', namespace: 'ai', release: 'prod', config: {} }
+  const { runner, calls } = tools(t, {
+    kubectl: 'case "$1" in get) echo "namespaces \\"ai\\" not found" >&2; exit 1;; esac; exit 0',
+    helm: 'echo "Error: UPGRADE FAILED: context deadline exceeded" >&2; exit 1',
+  })
+  const r = await deploy(deployCommands(a, configFiles(a), { bundles }), runner)
+  t.notOk(r.ok)
+  t.same(calls().map((c) => c.split(' ').slice(0, 2).join(' ')), ['kubectl get', 'kubectl create', 'kubectl apply', 'helm upgrade'])
+  t.match(r.steps.at(-1)!.result, { exitCode: 1, stderr: /UPGRADE FAILED/ })
+  const compose = tools(t, { docker: 'case "$*" in *config*) echo "services.server.image must be a string" >&2; exit 15;; esac' })
+  const c = await deploy(deployCommands(DEFAULT_ANSWERS, configFiles(DEFAULT_ANSWERS), { bundles }), compose.runner)
+  t.notOk(c.ok)
+  t.equal(compose.calls().length, 1, 'up never runs after a failed validation')
+})
+
+t.test('readiness is polled until /readyz answers 200, or the time runs out with the last answer', async (t) => {
+  let calls = 0
+  const server = createServer((req, res) => {
+    calls++
+    res.writeHead(req.url === '/readyz' && calls >= 3 ? 200 : 503).end()
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  t.same(await waitReady(url, { intervalMs: 20, timeoutMs: 5000 }), { ready: true, last: 'HTTP 200' })
+  t.equal(calls, 3)
+  await new Promise((r) => server.close(r)) // nothing listens there any more
+  t.same(await waitReady(url, { intervalMs: 20, timeoutMs: 100 }), { ready: false, last: 'ECONNREFUSED' })
+})
+
+t.test('a package without the bundle says where it looked', async (t) => {
+  t.equal(bundleMissing(DEFAULT_ANSWERS, { bundles }), '/pkg/compose/compose.yaml')
+  t.equal(bundleMissing({ ...DEFAULT_ANSWERS, target: 'helm' }, { bundles }), '/pkg/charts/atrium/Chart.yaml')
+})
