@@ -1,11 +1,13 @@
 // Every preflight check for an install, in the order an admin fixes things: the machine, the
-// services named in the configuration, the tools of the deploy target, then the license.
+// services named in the configuration, the tools of the deploy target, the cluster (helm), then
+// the license.
 import type { VerifyOptions } from '../../licenses/license.js'
 import type { Runner } from '../deploy/run.js'
 import type { Answers } from './answers.js'
 import type { CheckResult } from './checks/check.js'
 import { gatherHost, hostChecks } from './checks/host.js'
 import { postgresChecks, redisChecks, s3Checks } from './checks/services.js'
+import { kubeChecks } from './checks/kube.js'
 import { toolChecks } from './checks/tools.js'
 import { licenseCheck } from './license.js'
 
@@ -13,6 +15,8 @@ export interface PreflightOptions {
   runner: Runner
   /** How far this machine's clock is from a reference, when one could be asked (null: unknown). */
   clockOffsetMs?: number | null
+  /** The kubeconfig file for helm (default: KUBECONFIG, then ~/.kube/config). */
+  kubeconfig?: string
   /** The license's keys and time, for tests; the shipped trusted keys and now otherwise. */
   license?: Omit<VerifyOptions, 'airGapped'>
 }
@@ -52,5 +56,7 @@ export async function runPreflight(answers: Answers, values: Record<string, stri
       : [],
   ])
   const license = await licenseCheck(values.LICENSE_KEY, { ...opts.license, airGapped: answers.mode === 'air-gapped' })
-  return [...host, ...services.flat(), ...(await toolChecks(answers.target, opts.runner)), license]
+  // Helm: the cluster from the admin's kubeconfig (KUBECONFIG or ~/.kube/config).
+  const cluster = answers.target === 'helm' ? await kubeChecks(answers.namespace, { kubeconfig: opts.kubeconfig }) : []
+  return [...host, ...services.flat(), ...(await toolChecks(answers.target, opts.runner)), ...cluster, license]
 }

@@ -3,6 +3,7 @@
 import { generateKeyPairSync } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
 import t from 'tap'
 import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
 import { clockOffsetFrom, portsFor, runPreflight } from '../../../installer/core/preflight.js'
@@ -42,14 +43,16 @@ t.test('every check runs, in the order an admin fixes things, and a good license
   const noTools: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: tempDir(t) } })
   const answers: Answers = { ...DEFAULT_ANSWERS, target: 'helm', dataPath: tempDir(t), config: {} }
   const values = { LICENSE_KEY, ...(services.redisUrl ? { REDIS_URL: services.redisUrl } : {}) }
-  const checks = await runPreflight(answers, values, { runner: noTools, clockOffsetMs: 0, license: { keys } })
+  const kubeconfig = join(tempDir(t), 'no-kubeconfig')
+  const checks = await runPreflight(answers, values, { runner: noTools, clockOffsetMs: 0, license: { keys }, kubeconfig })
   const ids = checks.map((c) => c.id)
   t.same(ids.slice(0, 7), ['cpu', 'memory', 'disk', 'ssd', 'os', 'ports', 'clock'])
   if (services.redisUrl) t.same(ids.slice(7, 10), ['redis.connect', 'redis.version', 'redis.eviction'])
   t.notOk(ids.some((id) => id.startsWith('postgres') || id.startsWith('s3')), 'services not named are not checked')
-  t.match(checks.at(-2), { id: 'tools.helm', status: 'fail', found: /not installed/ })
+  t.match(checks.find((c) => c.id === 'tools.helm'), { status: 'fail', found: /not installed/ })
+  t.match(checks.find((c) => c.id === 'kube.connect'), { status: 'fail', found: /cannot read the kubeconfig/ }, 'the cluster is checked for helm')
   t.match(checks.at(-1), { id: 'license', status: 'pass', found: /Licensed to Acme/ })
 
-  const airGapped = await runPreflight({ ...answers, mode: 'air-gapped' }, values, { runner: noTools, clockOffsetMs: 0, license: { keys } })
+  const airGapped = await runPreflight({ ...answers, mode: 'air-gapped' }, values, { runner: noTools, clockOffsetMs: 0, license: { keys }, kubeconfig })
   t.match(airGapped.at(-1), { id: 'license', status: 'fail', found: 'air gap not allowed' })
 })
