@@ -1,32 +1,39 @@
 // Checks of the machine itself: CPU, memory, disk, SSD, operating system, ports, clock. Grading is
 // pure (facts in, CheckResult out) so every threshold is tested exactly; gatherHost reads the
-// facts from the OS without running any command (commands go through deploy/run.ts only).
-import { readFileSync } from 'node:fs'
-import { stat, statfs } from 'node:fs/promises'
+// facts from the OS without running any command (commands run in installer/deploy/ only) and
+// without touching the network (the clock's reference time is measured by the caller).
+import { readFile, realpath, stat, statfs } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { availableParallelism, release, totalmem } from 'node:os'
 import { dirname, resolve } from 'node:path'
 import { grade, type CheckResult, type CheckStatus } from './check.js'
 
-const GiB = 2 ** 30
-const GB = 1e9
+/** Binary gibibyte: what the OS reports memory in. */
+export const GiB = 2 ** 30
+/** Decimal gigabyte: what disk vendors (and our disk thresholds) count in. */
+export const GB = 1e9
 
 export const HOST_LIMITS = {
   cpu: { minimum: 4, recommended: 8 },
-  // An "8 GB" machine reports about 7.3-7.8 GiB to the OS (firmware, kernel and a GPU reserve
-  // some), so the thresholds leave that margin: 8 GB accepts 7.25 GiB, 16 GB accepts 15 GiB.
+  // "8 GB" shows up as about 7.5-7.8 GiB (firmware, kernel and devices reserve some), and a VM
+  // sized 8000 MB as 7.45 GiB; the floor leaves that margin: 8 GB accepts 7.25 GiB, 16 GB 15 GiB.
   memory: { minimum: 7.25 * GiB, recommended: 15 * GiB },
-  // Disk vendors count decimal gigabytes; so do we, and say so.
   disk: { minimum: 100 * GB, recommended: 500 * GB },
+  // Beyond a minute, signed tokens, licences and TLS certificates are judged valid or expired wrongly.
   clock: { warnMs: 5_000, failMs: 60_000 },
-  ubuntu: { minimumVersion: 22.04 },
+  ubuntu: { minimumVersion: '22.04' },
 } as const
 
 const gib = (bytes: number) => `${(bytes / GiB).toFixed(1)} GiB`
 const gb = (bytes: number) => `${(bytes / GB).toFixed(1)} GB`
+/** Seconds with up to millisecond precision, so 5.001 s does not read as the 5 s limit. */
+const seconds = (ms: number) => `${Number((ms / 1000).toFixed(3))} s`
 
-function result(id: string, title: string, status: CheckStatus, found: string, required: string, fix: { warn?: string; fail?: string }): CheckResult {
-  return { id, title, status, found, required, fix: status === 'pass' ? '' : (status === 'fail' ? fix.fail : fix.warn) ?? fix.fail ?? fix.warn ?? '' }
+type Fixes = Partial<Record<'warn' | 'fail', string>>
+
+/** A CheckResult whose fix is the one for its status, and empty when it passed. */
+function result(id: string, title: string, status: CheckStatus, found: string, required: string, fixes: Fixes): CheckResult {
+  return { id, title, status, found, required, fix: status === 'pass' ? '' : (fixes[status] ?? fixes.fail ?? fixes.warn ?? '') }
 }
 
 export function cpuCheck(cores: number): CheckResult {
@@ -39,64 +46,108 @@ export function cpuCheck(cores: number): CheckResult {
 
 export function memoryCheck(totalBytes: number): CheckResult {
   const { minimum, recommended } = HOST_LIMITS.memory
-  return result('memory', 'Memory', grade(totalBytes, minimum, recommended), `${gib(totalBytes)} reported by the OS`, `8 GB minimum (${minimum / GiB} GiB or more reported), 16 GB recommended (${recommended / GiB} GiB)`, {
-    fail: 'Give this machine at least 8 GB of memory',
-    warn: '16 GB of memory are recommended for production loads',
-  })
+  return result('memory', 'Memory', grade(totalBytes, minimum, recommended), `${gib(totalBytes)} reported by the OS`,
+    `8 GB minimum (${minimum / GiB} GiB or more reported), 16 GB recommended (${recommended / GiB} GiB or more reported)`, {
+      fail: 'Give this machine at least 8 GB of memory (16 GB for production loads)',
+      warn: '16 GB of memory are recommended for production loads',
+    })
 }
 
 export function diskCheck(path: string, freeBytes: number): CheckResult {
   const { minimum, recommended } = HOST_LIMITS.disk
-  return result('disk', 'Free disk at the data path', grade(freeBytes, minimum, recommended), `${gb(freeBytes)} free at ${path} (1 GB = 10^9 bytes)`, '100 GB minimum, 500 GB recommended', {
-    fail: `Free space or mount a larger volume at ${path}, or choose another data path`,
-    warn: `500 GB are recommended at ${path} for a year of data`,
-  })
+  return result('disk', 'Free disk at the data path', grade(freeBytes, minimum, recommended), `${gb(freeBytes)} free at ${path} (1 GB = 10^9 bytes)`,
+    `${gb(minimum)} free minimum, ${gb(recommended)} recommended`, {
+      fail: `Free space or mount a larger volume at ${path}, or choose another data path`,
+      warn: `${gb(recommended)} free are recommended at ${path} to hold a year of data`,
+    })
 }
 
 export function ssdCheck(path: string, rotational: boolean | null): CheckResult {
-  const status: CheckStatus = rotational === false ? 'pass' : 'warn'
-  const found = rotational === null ? `could not tell what kind of disk holds ${path}` : rotational ? `${path} is on a spinning (rotational) disk` : `${path} is on an SSD`
-  return result('ssd', 'SSD at the data path', status, found, 'an SSD (recommended)', {
-    warn: rotational === null ? 'Make sure the data path is on SSD storage' : 'Put the data path on SSD storage: PostgreSQL on spinning disks is slow',
+  const found = rotational === null ? `could not tell what kind of disk holds ${path}`
+    : rotational ? `${path} is on a spinning (rotational) disk` : `${path} is on an SSD`
+  return result('ssd', 'SSD at the data path', rotational === false ? 'pass' : 'warn', found, 'an SSD (recommended)', {
+    warn: rotational === null
+      ? 'Make sure the data path is on SSD storage: PostgreSQL on spinning disks is slow'
+      : 'Put the data path on SSD storage: PostgreSQL on spinning disks is slow',
   })
 }
 
-export interface OsFacts { platform: string; release: string; id: string; versionId: string; prettyName: string }
+export interface OsFacts {
+  /** process.platform: linux, darwin, win32... */
+  platform: string
+  /** Kernel release (os.release()). */
+  release: string
+  /** ID, VERSION_ID and PRETTY_NAME from /etc/os-release; empty when unknown. */
+  id: string
+  versionId: string
+  prettyName: string
+}
+
+/** Whether a dotted version (22.04, 24.10) is at least another: numbers compared part by part. */
+function versionAtLeast(version: string, minimum: string): boolean {
+  const a = version.split('.').map(Number)
+  const b = minimum.split('.').map(Number)
+  for (let i = 0; i < b.length; i++) {
+    const x = a[i] ?? 0
+    const y = b[i] ?? 0
+    if (Number.isNaN(x) || x < y) return false
+    if (x > y) return true
+  }
+  return true
+}
 
 export function osCheck(os: OsFacts): CheckResult {
-  const required = 'Linux; Ubuntu 22.04 or newer recommended'
+  const ubuntu = HOST_LIMITS.ubuntu.minimumVersion
+  const required = `Linux; Ubuntu ${ubuntu} or newer recommended`
   if (os.platform !== 'linux') {
-    return result('os', 'Operating system', 'fail', `${os.platform} ${os.release}`, required, { fail: 'Install on a Linux server (Ubuntu 22.04 or newer recommended)' })
+    return result('os', 'Operating system', 'fail', `${os.platform} ${os.release}`, required, {
+      fail: `Install on a Linux server (Ubuntu ${ubuntu} or newer recommended)`,
+    })
   }
   const name = os.prettyName || `${os.id} ${os.versionId}`.trim() || 'Linux (unknown distribution)'
-  const ubuntuOk = os.id === 'ubuntu' && Number(os.versionId) >= HOST_LIMITS.ubuntu.minimumVersion
-  return result('os', 'Operating system', ubuntuOk ? 'pass' : 'warn', `${name} (kernel ${os.release})`, required, {
-    warn: os.id === 'ubuntu' ? 'Upgrade to Ubuntu 22.04 or newer' : 'Other Linux distributions work but are not what Atrium is tested on; Ubuntu 22.04 or newer is recommended',
+  const isUbuntu = os.id === 'ubuntu'
+  return result('os', 'Operating system', isUbuntu && versionAtLeast(os.versionId, ubuntu) ? 'pass' : 'warn', `${name} (kernel ${os.release})`, required, {
+    warn: isUbuntu
+      ? `Upgrade to Ubuntu ${ubuntu} or newer`
+      : `Other Linux distributions work but are not what Atrium is tested on; recommended Ubuntu ${ubuntu}+`,
   })
 }
 
-export interface PortFact { port: number; free: boolean; error?: string }
+export interface PortFact {
+  port: number
+  free: boolean
+  /** The error code when listening failed: EADDRINUSE, EACCES... */
+  error?: string
+}
+
+const portProblem = (p: PortFact) => (!p.error || p.error === 'EADDRINUSE' ? `port ${p.port} is in use` : `port ${p.port} cannot be opened (${p.error})`)
 
 export function portsCheck(ports: readonly PortFact[]): CheckResult {
   const busy = ports.filter((p) => !p.free)
   const list = ports.map((p) => p.port).join(', ')
-  return result('ports', 'Ports free', busy.length ? 'fail' : 'pass',
-    ports.length === 0 ? 'no port is needed on this machine' : busy.length ? busy.map((p) => `port ${p.port} is in use${p.error ? ` (${p.error})` : ''}`).join('; ') : `${list} free`,
-    ports.length ? `ports ${list} free` : 'none',
-    { fail: `Stop what uses ${busy.map((p) => p.port).join(', ')} (see: ss -ltnp 'sport = :${busy[0]?.port}') or choose another port` })
+  const found = ports.length === 0 ? 'no port is needed on this machine' : busy.length ? busy.map(portProblem).join('; ') : `${list} free`
+  return result('ports', 'Ports free', busy.length ? 'fail' : 'pass', found, ports.length ? `ports ${list} free` : 'none', {
+    fail: busy.map((p) => `Port ${p.port}: stop the process using it (find it with: ss -ltnp 'sport = :${p.port}') or choose another port`).join('; '),
+  })
 }
 
+/**
+ * @param offsetMs this machine's clock minus the reference (positive: this machine is ahead);
+ *   null when no reference could be asked.
+ * @param source the reference, for people: "the S3 endpoint", "ntp.example.org".
+ */
 export function clockCheck(offsetMs: number | null, source: string): CheckResult {
   const { warnMs, failMs } = HOST_LIMITS.clock
-  const required = `within ${warnMs / 1000} s of ${source || 'a reference clock'} (more than ${failMs / 1000} s breaks sign-in tokens and licenses)`
+  const reference = source || 'a reference clock'
+  const required = `within ${seconds(warnMs)} of ${reference} (beyond ${seconds(failMs)}, sign-in tokens, licences and TLS certificates break)`
   if (offsetMs === null) {
-    return result('clock', 'Clock', 'warn', 'could not compare with a reference clock', required, {
-      warn: 'Make sure NTP or chrony keeps this clock right (air-gapped sites: point it at an internal time server)',
+    return result('clock', 'Clock', 'warn', 'could not compare with a reference', required, {
+      warn: 'Make sure NTP or chrony keeps this clock right (air-gapped sites: make sure NTP/chrony runs, against an internal time server)',
     })
   }
   const off = Math.abs(offsetMs)
   const status: CheckStatus = off > failMs ? 'fail' : off > warnMs ? 'warn' : 'pass'
-  return result('clock', 'Clock', status, `${(offsetMs / 1000).toFixed(1)} s ${offsetMs >= 0 ? 'ahead of' : 'behind'} ${source}`, required, {
+  return result('clock', 'Clock', status, `${seconds(off)} ${offsetMs >= 0 ? 'ahead of' : 'behind'} ${reference}`, required, {
     fail: 'Set the clock right and keep it so with NTP or chrony',
     warn: 'Enable NTP or chrony so the clock stays right',
   })
@@ -109,12 +160,13 @@ export interface HostFacts {
   /** The folder actually measured: the data path or its nearest existing parent. */
   measuredPath: string
   freeBytes: number
+  /** Whether the disk under measuredPath spins; null when the OS does not say (overlay, tmpfs...). */
   rotational: boolean | null
   os: OsFacts
   ports: PortFact[]
 }
 
-/** The nearest folder that exists, so a data path not created yet is measured where it will live. */
+/** The nearest path that exists, so a data path not created yet is measured where it will live. */
 async function existingAncestor(path: string): Promise<string> {
   let p = resolve(path)
   for (;;) {
@@ -129,37 +181,38 @@ async function existingAncestor(path: string): Promise<string> {
   }
 }
 
-const readText = (path: string) => {
-  try {
-    return readFileSync(path, 'utf8')
-  } catch {
-    return null
+const readText = (path: string) => readFile(path, 'utf8').catch(() => null)
+
+/** Linux's dev_t split as glibc does: major in bits 8-19 and 32-43, minor in bits 0-7 and 20-31. */
+export function devMajorMinor(dev: bigint): { major: number; minor: number } {
+  return {
+    major: Number(((dev >> 8n) & 0xfffn) | ((dev >> 32n) & 0xfffff000n)),
+    minor: Number((dev & 0xffn) | ((dev >> 12n) & 0xffffff00n)),
   }
 }
 
-/** Whether the block device under `path` spins: /sys/dev/block/MAJ:MIN, or its parent disk for a partition. */
+/** Whether the block device under `path` spins, from sysfs; a partition asks its parent disk. */
 async function rotationalAt(path: string): Promise<boolean | null> {
-  const dev = (await stat(path)).dev
-  // Linux encodes dev_t as major (bits 8-19 and 32-43) and minor (bits 0-7 and 20-31).
-  const major = ((dev >> 8) & 0xfff) | (Math.floor(dev / 2 ** 32) & ~0xfff)
-  const minor = (dev & 0xff) | ((dev >> 12) & ~0xff)
-  const base = `/sys/dev/block/${major}:${minor}`
-  const flag = readText(`${base}/queue/rotational`) ?? readText(`${base}/../queue/rotational`)
+  const { major, minor } = devMajorMinor((await stat(path, { bigint: true })).dev)
+  // A symlink into /sys/devices/...; missing for filesystems without a block device (major 0).
+  const device = await realpath(`/sys/dev/block/${major}:${minor}`)
+  const isPartition = (await readText(`${device}/partition`)) !== null
+  const flag = await readText(`${isPartition ? dirname(device) : device}/queue/rotational`)
   return flag === null ? null : flag.trim() === '1'
 }
 
-function osRelease(): Pick<OsFacts, 'id' | 'versionId' | 'prettyName'> {
-  const text = readText('/etc/os-release') ?? ''
-  const field = (key: string) => new RegExp(`^${key}=("?)(.*)\\1$`, 'm').exec(text)?.[2] ?? ''
+/** ID, VERSION_ID and PRETTY_NAME from the text of /etc/os-release (values may be quoted). */
+export function parseOsRelease(text: string): Pick<OsFacts, 'id' | 'versionId' | 'prettyName'> {
+  const field = (key: string) => new RegExp(`^${key}=(["']?)(.*)\\1\\s*$`, 'm').exec(text)?.[2] ?? ''
   return { id: field('ID'), versionId: field('VERSION_ID'), prettyName: field('PRETTY_NAME') }
 }
 
-/** Whether anything listens on the port: we try to listen on every interface and close at once. */
+/** Whether the port is free: we try to listen on every interface and close at once. */
 export function probePort(port: number): Promise<PortFact> {
   return new Promise((done) => {
     const server = createServer()
     server.once('error', (err: NodeJS.ErrnoException) => done({ port, free: false, error: err.code }))
-    server.listen({ port, host: '0.0.0.0', exclusive: true }, () => server.close(() => done({ port, free: true })))
+    server.listen({ port, host: '0.0.0.0' }, () => server.close(() => done({ port, free: true })))
   })
 }
 
@@ -173,12 +226,13 @@ export async function gatherHost(dataPath: string, ports: readonly number[]): Pr
     measuredPath,
     freeBytes: fs.bavail * fs.bsize,
     rotational: await rotationalAt(measuredPath).catch(() => null),
-    os: { platform: process.platform, release: release(), ...osRelease() },
-    ports: await Promise.all(ports.map(probePort)),
+    os: { platform: process.platform, release: release(), ...parseOsRelease((await readText('/etc/os-release')) ?? '') },
+    // Deduplicated: probing one port twice at once would see itself as busy.
+    ports: await Promise.all([...new Set(ports)].map(probePort)),
   }
 }
 
-/** Every host check, in a fixed order. */
+/** Every host check, in a fixed order: cpu, memory, disk, ssd, os, ports, clock. */
 export function hostChecks(facts: HostFacts, clockOffsetMs: number | null, clockSource = 'the S3 endpoint'): CheckResult[] {
   return [
     cpuCheck(facts.cores),

@@ -1,91 +1,163 @@
 // Host checks at, just under and just over every threshold, and the facts read from this machine.
-import { createServer, type AddressInfo } from 'node:net'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer, type AddressInfo, type Server } from 'node:net'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import t from 'tap'
-import { clockCheck, cpuCheck, diskCheck, gatherHost, hostChecks, HOST_LIMITS, memoryCheck, osCheck, portsCheck, ssdCheck } from '../../../../installer/core/checks/host.js'
-import type { CheckResult } from '../../../../installer/core/checks/check.js'
-import { tempDir } from '../../../helpers/platform.js'
+import t, { type Test } from 'tap'
+import type { CheckResult, CheckStatus } from '../../../../installer/core/checks/check.js'
+import {
+  clockCheck, cpuCheck, devMajorMinor, diskCheck, gatherHost, GB, GiB, HOST_LIMITS, hostChecks, memoryCheck, osCheck,
+  parseOsRelease, portsCheck, ssdCheck, type OsFacts,
+} from '../../../../installer/core/checks/host.js'
 
-const GiB = 2 ** 30
-const GB = 1e9
-const status = (r: CheckResult) => r.status
+/** Asserts the shape every result must have, then gives its status. */
+function statusOf(t: Test, r: CheckResult): CheckStatus {
+  t.ok(r.id && r.title && r.found && r.required, `${r.id}: says what it checked, found and needs`)
+  t.equal(r.fix !== '', r.status !== 'pass', `${r.id}: has a fix exactly when it did not pass (${r.status}: ${r.found})`)
+  return r.status
+}
 
-t.test('cpu: under 4 fails, under 8 warns', async (t) => {
-  t.same([3, 4, 5, 7, 8, 9].map((n) => status(cpuCheck(n))), ['fail', 'warn', 'warn', 'warn', 'pass', 'pass'])
-  t.match(cpuCheck(3), { found: '3 cores', required: '4 minimum, 8 recommended', fix: /at least 4 cores/ })
+function tempDir(t: Test): string {
+  const dir = mkdtempSync(join(tmpdir(), 'atrium-host-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** A server listening on an ephemeral port of `host`, closed when the test ends. */
+async function listening(t: Test, host: string): Promise<number> {
+  const server: Server = createServer()
+  await new Promise<void>((ok) => server.listen(0, host, ok))
+  t.teardown(() => new Promise<void>((ok) => server.close(() => ok())))
+  return (server.address() as AddressInfo).port
+}
+
+t.test('cpu: under 4 cores fails, under 8 warns, 8 or more passes', async (t) => {
+  t.same([3, 4, 5, 7, 8, 9].map((n) => statusOf(t, cpuCheck(n))), ['fail', 'warn', 'warn', 'warn', 'pass', 'pass'])
+  t.match(cpuCheck(3), { id: 'cpu', found: '3 cores', required: '4 minimum, 8 recommended', fix: /at least 4 cores/ })
 })
 
-t.test('memory: an "8 GB" machine reporting about 7.5 GiB is accepted; 16 GB accepts 15 GiB', async (t) => {
-  const at = (gib: number) => status(memoryCheck(gib * GiB))
-  t.equal(at(7.24), 'fail')
-  t.equal(at(7.25), 'warn')
-  t.equal(at(7.5), 'warn', 'about 7.5 GiB meets the 8 GB minimum')
-  t.equal(status(memoryCheck(8 * GB)), 'warn', 'exactly 8 GB (7.45 GiB)')
-  t.equal(at(14.99), 'warn')
-  t.equal(at(15), 'pass')
-  t.equal(at(64), 'pass')
-  t.match(memoryCheck(7 * GiB), { found: '7.0 GiB reported by the OS', fix: /at least 8 GB/ })
+t.test('memory: an "8 GB" machine reporting about 7.5 GiB is accepted; "16 GB" accepts 15 GiB', async (t) => {
+  const at = (bytes: number) => statusOf(t, memoryCheck(bytes))
+  t.equal(HOST_LIMITS.memory.minimum, 7.25 * GiB)
+  t.equal(HOST_LIMITS.memory.recommended, 15 * GiB)
+  t.equal(at(7 * GiB), 'fail')
+  t.equal(at(7.25 * GiB - 1), 'fail', 'one byte under the minimum')
+  t.equal(at(7.25 * GiB), 'warn', 'at the minimum')
+  t.equal(at(7.25 * GiB + 1), 'warn')
+  t.equal(at(7.5 * GiB), 'warn', 'about 7.5 GiB meets the 8 GB minimum')
+  t.equal(at(8 * GiB), 'warn', '8 GiB of DIMMs fully visible')
+  t.equal(at(8 * GB), 'warn', 'exactly 8 decimal GB (7.45 GiB), a VM sized 8000 MB, is accepted')
+  t.equal(at(15 * GiB - 1), 'warn')
+  t.equal(at(15 * GiB), 'pass', 'about 15 GiB meets the 16 GB recommendation')
+  t.equal(at(15 * GiB + 1), 'pass')
+  t.equal(at(16 * GB), 'warn', 'exactly 16 decimal GB is 14.9 GiB, under the 15 GiB recommendation')
+  t.match(memoryCheck(7 * GiB), { found: '7.0 GiB reported by the OS', required: /8 GB minimum \(7\.25 GiB.*16 GB recommended \(15 GiB/, fix: /at least 8 GB/ })
+  t.equal(memoryCheck(64 * GiB).fix, '')
 })
 
 t.test('disk: 100 GB minimum and 500 GB recommended, in decimal gigabytes', async (t) => {
-  const at = (gb: number) => status(diskCheck('/data', gb * GB))
+  const at = (gb: number) => statusOf(t, diskCheck('/data', gb * GB))
   t.same([99.9, 100, 100.1, 499.9, 500, 500.1].map(at), ['fail', 'warn', 'warn', 'warn', 'pass', 'pass'])
-  t.match(diskCheck('/data', 42 * GB), { found: '42.0 GB free at /data (1 GB = 10^9 bytes)', fix: /\/data/ })
+  t.equal(statusOf(t, diskCheck('/data', 100 * GB - 1)), 'fail', 'one byte under 100 GB')
+  t.match(diskCheck('/data', 42 * GB), { found: '42.0 GB free at /data (1 GB = 10^9 bytes)', required: '100.0 GB free minimum, 500.0 GB recommended', fix: /\/data/ })
 })
 
-t.test('ssd: a spinning or unknown disk warns', async (t) => {
-  t.equal(status(ssdCheck('/d', false)), 'pass')
-  t.match(ssdCheck('/d', true), { status: 'warn', found: /spinning/, fix: /PostgreSQL on spinning disks is slow/ })
-  t.match(ssdCheck('/d', null), { status: 'warn', found: /could not tell/ })
+t.test('ssd: an SSD passes; a spinning disk or one that cannot be told warns', async (t) => {
+  t.equal(statusOf(t, ssdCheck('/d', false)), 'pass')
+  t.equal(statusOf(t, ssdCheck('/d', true)), 'warn')
+  t.equal(statusOf(t, ssdCheck('/d', null)), 'warn')
+  t.match(ssdCheck('/d', true), { found: /\/d is on a spinning/, fix: /PostgreSQL on spinning disks is slow/ })
+  t.match(ssdCheck('/d', null), { found: /could not tell/ })
 })
 
 t.test('os: Linux required, Ubuntu 22.04 or newer recommended', async (t) => {
-  const linux = (id: string, versionId: string) => osCheck({ platform: 'linux', release: '6.1.0', id, versionId, prettyName: `${id} ${versionId}` })
-  t.equal(status(linux('ubuntu', '20.04')), 'warn')
-  t.equal(status(linux('ubuntu', '22.04')), 'pass')
-  t.equal(status(linux('ubuntu', '24.04')), 'pass')
-  t.match(linux('debian', '12'), { status: 'warn', fix: /Ubuntu 22\.04 or newer is recommended/ })
-  t.match(osCheck({ platform: 'darwin', release: '23.0.0', id: '', versionId: '', prettyName: '' }), { status: 'fail', found: 'darwin 23.0.0' })
+  const linux = (id: string, versionId: string, prettyName = `${id} ${versionId}`): OsFacts => ({ platform: 'linux', release: '6.1.0', id, versionId, prettyName })
+  const at = (os: OsFacts) => statusOf(t, osCheck(os))
+  t.equal(at(linux('ubuntu', '20.04')), 'warn')
+  t.equal(at(linux('ubuntu', '21.10')), 'warn')
+  t.equal(at(linux('ubuntu', '22.04')), 'pass')
+  t.equal(at(linux('ubuntu', '22.10')), 'pass')
+  t.equal(at(linux('ubuntu', '24.04')), 'pass')
+  t.equal(at(linux('debian', '12')), 'warn')
+  t.equal(at(linux('rhel', '9.4')), 'warn')
+  t.equal(at(linux('', '', '')), 'warn', 'a Linux without /etc/os-release')
+  t.match(osCheck(linux('ubuntu', '20.04')), { found: 'ubuntu 20.04 (kernel 6.1.0)', fix: /Upgrade to Ubuntu 22\.04/ })
+  t.match(osCheck(linux('debian', '12', 'Debian GNU/Linux 12 (bookworm)')), { found: /^Debian GNU\/Linux 12/, fix: /recommended Ubuntu 22\.04\+/ })
+  for (const platform of ['darwin', 'win32']) {
+    const os = { platform, release: '23.0.0', id: '', versionId: '', prettyName: '' }
+    t.equal(at(os), 'fail', platform)
+    t.match(osCheck(os), { found: `${platform} 23.0.0`, fix: /Linux server/ })
+  }
 })
 
-t.test('clock: more than 5 s off warns, more than 60 s fails, either direction', async (t) => {
-  const { warnMs, failMs } = HOST_LIMITS.clock
-  t.same([0, warnMs, warnMs + 1, failMs, failMs + 1].map((ms) => status(clockCheck(ms, 'S3'))), ['pass', 'pass', 'warn', 'warn', 'fail'])
-  t.same([-warnMs, -warnMs - 1, -failMs - 1].map((ms) => status(clockCheck(ms, 'S3'))), ['pass', 'warn', 'fail'])
-  t.match(clockCheck(-90_000, 'S3'), { found: '-90.0 s behind S3' })
-  t.match(clockCheck(null, ''), { status: 'warn', found: /could not compare/, fix: /NTP or chrony/ })
+t.test('os-release: ID, VERSION_ID and PRETTY_NAME, quoted or not', async (t) => {
+  const text = 'NAME="Ubuntu"\nVERSION_ID="24.04"\nID=ubuntu\nID_LIKE=debian\nPRETTY_NAME=\'Ubuntu 24.04.1 LTS\'\n'
+  t.same(parseOsRelease(text), { id: 'ubuntu', versionId: '24.04', prettyName: 'Ubuntu 24.04.1 LTS' })
+  t.same(parseOsRelease(''), { id: '', versionId: '', prettyName: '' })
 })
 
-t.test('ports: a port something listens on fails and is named; a free one passes', async (t) => {
-  const server = createServer().listen(0, '0.0.0.0')
-  await new Promise((r) => server.once('listening', r))
-  t.teardown(() => server.close())
-  const busy = (server.address() as AddressInfo).port
-  const probe = createServer().listen(0, '0.0.0.0')
-  await new Promise((r) => probe.once('listening', r))
+t.test('device numbers split as Linux encodes them, so sysfs is found for any disk', async (t) => {
+  // glibc's makedev, the encoding stat() reports.
+  const makedev = (major: bigint, minor: bigint) =>
+    (minor & 0xffn) | ((major & 0xfffn) << 8n) | ((minor & ~0xffn) << 12n) | ((major & ~0xfffn) << 32n)
+  t.same(devMajorMinor(0xfe00n), { major: 254, minor: 0 }, 'virtio disk vda')
+  for (const [major, minor] of [[8, 1], [259, 300], [0x12abc, 0x56734]] as const) {
+    t.same(devMajorMinor(makedev(BigInt(major), BigInt(minor))), { major, minor }, `${major}:${minor}`)
+  }
+})
+
+t.test('clock: more than 5 s off warns, more than 60 s fails, in either direction', async (t) => {
+  const at = (ms: number) => statusOf(t, clockCheck(ms, 'the S3 endpoint'))
+  t.same([0, 5_000, 5_001, 60_000, 60_001].map(at), ['pass', 'pass', 'warn', 'warn', 'fail'])
+  t.same([-5_000, -5_001, -60_000, -60_001].map(at), ['pass', 'warn', 'warn', 'fail'])
+  t.match(clockCheck(5_001, 'S3'), { found: '5.001 s ahead of S3', required: /within 5 s of S3.*60 s.*tokens, licences and TLS/ })
+  t.match(clockCheck(-90_000, 'S3'), { found: '90 s behind S3', fix: /NTP or chrony/ })
+  t.equal(statusOf(t, clockCheck(null, '')), 'warn')
+  t.match(clockCheck(null, ''), { found: /could not compare with a reference/, fix: /air-gapped sites: make sure NTP\/chrony runs/ })
+})
+
+t.test('ports: a port something listens on fails and is named; free ports pass', async (t) => {
+  const busy = await listening(t, '0.0.0.0')
+  const loopbackOnly = await listening(t, '127.0.0.1')
+  const probe = createServer()
+  await new Promise<void>((ok) => probe.listen(0, '0.0.0.0', ok))
   const free = (probe.address() as AddressInfo).port
-  await new Promise((r) => probe.close(r))
+  await new Promise<void>((ok) => probe.close(() => ok()))
 
-  const facts = await gatherHost(tempDir(t), [busy, free])
-  t.same(facts.ports.map((p) => [p.port, p.free]), [[busy, false], [free, true]])
+  const facts = await gatherHost(tempDir(t), [busy, loopbackOnly, free])
+  t.same(facts.ports.map((p) => [p.port, p.free]), [[busy, false], [loopbackOnly, false], [free, true]], 'a loopback-only listener also holds the port')
   const check = portsCheck(facts.ports)
-  t.match(check, { status: 'fail', found: new RegExp(`port ${busy} is in use \\(EADDRINUSE\\)`), fix: new RegExp(`sport = :${busy}`) })
-  t.match(portsCheck([{ port: free, free: true }]), { status: 'pass', found: `${free} free` })
+  t.equal(statusOf(t, check), 'fail')
+  t.equal(check.id, 'ports')
+  t.match(check, { found: new RegExp(`port ${busy} is in use; port ${loopbackOnly} is in use`), fix: new RegExp(`Port ${busy}: stop the process.*ss -ltnp 'sport = :${busy}'.*choose another port`) })
+  t.match(check.fix, `sport = :${loopbackOnly}`)
+  t.notMatch(check.found, String(free))
+
+  t.equal(statusOf(t, portsCheck(facts.ports.filter((p) => p.free))), 'pass')
+  t.match(portsCheck([{ port: free, free: true }]), { found: `${free} free`, required: `ports ${free} free` })
+  t.equal(statusOf(t, portsCheck([])), 'pass', 'nothing to listen on')
+  t.match(portsCheck([{ port: 80, free: false, error: 'EACCES' }]), { found: 'port 80 cannot be opened (EACCES)' })
 })
 
 t.test('the facts of this machine are read, and a data path not created yet is measured at its parent', async (t) => {
   const dir = tempDir(t)
-  const facts = await gatherHost(join(dir, 'a', 'b', 'c'), [])
-  t.ok(facts.cores >= 1)
-  t.ok(facts.memoryBytes > 0)
-  t.ok(facts.freeBytes > 0)
-  t.equal(facts.measuredPath, dir)
-  t.ok(facts.rotational === null || typeof facts.rotational === 'boolean')
-  t.equal(facts.os.platform, process.platform)
-  const checks = hostChecks(facts, 0)
+  const here = await gatherHost(dir, [])
+  t.equal(here.measuredPath, dir)
+  t.ok(here.cores >= 1)
+  t.ok(here.memoryBytes > 0)
+  t.ok(here.freeBytes > 0)
+  t.ok(here.rotational === null || typeof here.rotational === 'boolean')
+  t.equal(here.os.platform, process.platform)
+  t.ok(here.os.release)
+  if (process.platform === 'linux') t.ok(here.os.id, 'ID read from /etc/os-release')
+
+  const later = await gatherHost(join(dir, 'a', 'b', 'c'), [])
+  t.equal(later.dataPath, join(dir, 'a', 'b', 'c'))
+  t.equal(later.measuredPath, dir)
+  t.ok(later.freeBytes > 0)
+
+  const checks = hostChecks(later, 0)
   t.same(checks.map((c) => c.id), ['cpu', 'memory', 'disk', 'ssd', 'os', 'ports', 'clock'])
-  for (const c of checks) {
-    t.ok(c.title && c.found && c.required, `${c.id} says what it found and needs`)
-    t.equal(c.fix !== '', c.status !== 'pass', `${c.id} has a fix exactly when it did not pass`)
-  }
+  for (const c of checks) statusOf(t, c)
+  t.equal(hostChecks(later, null).at(-1)?.status, 'warn', 'an unknown clock offset warns')
 })
