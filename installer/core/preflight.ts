@@ -7,7 +7,6 @@ import type { Answers } from './answers.js'
 import type { CheckResult } from './checks/check.js'
 import { gatherHost, hostChecks } from './checks/host.js'
 import { postgresChecks, redisChecks, s3Checks } from './checks/services.js'
-import { kubeChecks } from './checks/kube.js'
 import { toolChecks } from './checks/tools.js'
 import { licenseCheck } from './license.js'
 
@@ -57,6 +56,7 @@ export async function runPreflight(answers: Answers, values: Record<string, stri
   ])
   const license = await licenseCheck(values.LICENSE_KEY, { ...opts.license, airGapped: answers.mode === 'air-gapped' })
   // Helm: the cluster from the admin's kubeconfig (KUBECONFIG or ~/.kube/config).
-  const cluster = answers.target === 'helm' ? await kubeChecks(answers.namespace, { kubeconfig: opts.kubeconfig }) : []
+  // Loaded only for helm: the Kubernetes client takes over a second to load.
+  const cluster = answers.target === 'helm' ? await (await import('./checks/kube.js')).kubeChecks(answers.namespace, { kubeconfig: opts.kubeconfig }) : []
   return [...host, ...services.flat(), ...(await toolChecks(answers.target, opts.runner)), ...cluster, license]
 }

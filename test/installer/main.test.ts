@@ -1,38 +1,13 @@
-// The installer as an admin runs it: commands, --json, --dry-run, exit codes, and a re-run that
-// keeps every secret. Services are the real ones when TEST_* point at them, else addresses where
-// nothing listens (their checks then fail, which is what --ignore-failed-checks is for).
+// The installer's commands as an admin runs them: help, flags, preflight with and without --json,
+// exit codes, bad answers. Writing configuration: main-configure.test.ts.
 import { spawn } from 'node:child_process'
-import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
-import t, { type Test } from 'tap'
-import { parse } from 'yaml'
-import { finished, ROOT, spawnScript } from '../helpers/cli.js'
-import { freshBucket, services, suffix, tempDir } from '../helpers/platform.js'
-import { unzip } from '../helpers/zip.js'
-
-const installer = (args: string[], env: Record<string, string> = {}) => finished(spawnScript('installer/main.tsx', args, env))
-
-/** An answers file in a temporary folder; the preflight's S3 round trip creates its bucket, which goes afterwards. */
-async function answersFile(t: Test, target: 'compose' | 'helm', extra = '') {
-  const dir = tempDir(t)
-  const bucket = services.s3Endpoint ? await freshBucket(t) : `atrium-t-${suffix()}`
-  const config = {
-    PUBLIC_URL: 'https://atrium.example.com',
-    DATABASE_URL: services.databaseUrl || 'postgres://atrium@127.0.0.1:1/atrium',
-    REDIS_URL: services.redisUrl || 'redis://127.0.0.1:1',
-    R2_ENDPOINT: services.s3Endpoint || 'http://127.0.0.1:1',
-    R2_BUCKET: bucket,
-    R2_ACCESS_KEY_ID: services.s3AccessKey,
-  }
-  writeFileSync(join(dir, 'answers.yaml'), [
-    `target: ${target}`, `dataPath: ${dir}`, `outputDir: ${join(dir, 'out')}`, 'config:',
-    ...Object.entries(config).map(([k, v]) => `  ${k}: "${v}"`),
-    '  R2_SECRET_ACCESS_KEY: { env: TEST_S3_SECRET }',
-    extra,
-  ].join('\n'))
-  return { dir, answers: join(dir, 'answers.yaml'), out: join(dir, 'out'), env: { TEST_S3_SECRET: services.s3SecretKey } }
-}
+import t from 'tap'
+import { finished, ROOT } from '../helpers/cli.js'
+import { answersFile, installer } from '../helpers/installer.js'
+import { services, tempDir } from '../helpers/platform.js'
 
 t.test('help exits 0; no command or a bad flag is bad input (2)', async (t) => {
   const help = await installer(['--help'])
@@ -75,69 +50,6 @@ t.test('preflight without --json shows the list in words and ends with the same 
   t.equal(r.code, 3, 'a missing license is a failed check')
 })
 
-t.test('configure --dry-run shows the plan and writes nothing', async (t) => {
-  const a = await answersFile(t, 'compose')
-  const r = await installer(['configure', '--answers', a.answers, '--dry-run', '--json', '--ignore-failed-checks'], a.env)
-  t.equal(r.code, 0, r.stderr)
-  const out = JSON.parse(r.stdout)
-  t.equal(out.written, false)
-  t.same(out.generated, ['ENCRYPTION_MASTER_KEY'])
-  t.ok(out.changes.some((c: { name: string; shown: string }) => c.name === 'R2_SECRET_ACCESS_KEY' && c.shown === '(secret added)'))
-  t.notOk(existsSync(a.out), 'nothing on disk')
-})
-
-t.test('configure writes a private .env and an answers file that replays to the same configuration', async (t) => {
-  const a = await answersFile(t, 'compose')
-  const first = await installer(['configure', '--answers', a.answers, '--yes', '--ignore-failed-checks'], a.env)
-  t.equal(first.code, 0, first.stderr)
-  t.match(first.stdout.replace(/\s+/g, ' '), /Replay this run with: npm run --silent installer -- configure --answers .*answers\.yaml --yes/)
-  const envPath = join(a.out, '.env')
-  t.equal(statSync(envPath).mode & 0o777, 0o600)
-  const env = readFileSync(envPath, 'utf8')
-  const key = /^ENCRYPTION_MASTER_KEY=(.+)$/m.exec(env)?.[1]
-  t.ok(key, 'a master key was generated')
-  t.match(env, /^NODE_ENV=production$/m)
-  const written = readFileSync(join(a.out, 'answers.yaml'), 'utf8')
-  t.notMatch(written, /ENCRYPTION_MASTER_KEY/)
-  t.notMatch(written, new RegExp(services.s3SecretKey))
-
-  // The replay, from the written answers: same key, same secrets, nothing to change.
-  const again = await installer(['configure', '--answers', join(a.out, 'answers.yaml'), '--yes', '--ignore-failed-checks', '--json'], a.env)
-  t.equal(again.code, 0, again.stderr)
-  t.same(JSON.parse(again.stdout).changes, [])
-  t.equal(readFileSync(envPath, 'utf8'), env, 'the file is the same, master key and all')
-})
-
-t.test('without --yes configure asks for it; failed checks stop it with exit 3 unless ignored', async (t) => {
-  const a = await answersFile(t, 'compose', '  PORT: "1"') // port 1 cannot be bound by an ordinary user, or is taken
-  const noYes = await installer(['configure', '--answers', a.answers], a.env)
-  t.equal(noYes.code, 2)
-  t.match(noYes.stderr, /add --yes/)
-  const r = await installer(['configure', '--answers', a.answers, '--yes', '--json'], a.env)
-  const out = JSON.parse(r.stdout)
-  if (out.status === 'fail') {
-    t.equal(r.code, 3)
-    t.equal(out.written, false)
-    t.notOk(existsSync(a.out))
-  } else t.equal(r.code, 0)
-})
-
-t.test('the helm target writes values and a Secret the chart reads through existingSecret', async (t) => {
-  const a = await answersFile(t, 'helm', 'namespace: ai\nrelease: prod')
-  const r = await installer(['configure', '--answers', a.answers, '--yes', '--ignore-failed-checks', '--air-gapped'], a.env)
-  t.equal(r.code, 0, r.stderr)
-  const values = parse(readFileSync(join(a.out, 'values.yaml'), 'utf8'))
-  const secret = parse(readFileSync(join(a.out, 'secret.yaml'), 'utf8'))
-  t.equal(values.existingSecret, 'prod-config')
-  t.equal(values.env.AIR_GAPPED, 'true', 'air-gapped mode turns outside features off')
-  t.equal(values.env.PUBLIC_URL, 'https://atrium.example.com')
-  t.notOk(values.env.ENCRYPTION_MASTER_KEY, 'no secret in the values file')
-  t.match(secret, { kind: 'Secret', metadata: { name: 'prod-config', namespace: 'ai', annotations: { 'helm.sh/resource-policy': 'keep' } } })
-  t.equal(Buffer.from(secret.stringData.ENCRYPTION_MASTER_KEY, 'base64').length, 32)
-  t.equal(secret.stringData.R2_SECRET_ACCESS_KEY, services.s3SecretKey)
-  t.equal(statSync(join(a.out, 'secret.yaml')).mode & 0o777, 0o600)
-})
-
 t.test('an answers file with mistakes is bad input, all of them listed', async (t) => {
   const dir = tempDir(t)
   writeFileSync(join(dir, 'a.yaml'), 'target: swarm\nconfig:\n  NOPE: 1\n  LICENSE_KEY: { env: ATRIUM_NO_SUCH_VAR }\n')
@@ -146,34 +58,4 @@ t.test('an answers file with mistakes is bad input, all of them listed', async (
   t.match(r.stderr, /target: must be one of compose, helm/)
   t.match(r.stderr, /config\.NOPE: not an Atrium setting/)
   t.match(r.stderr, /ATRIUM_NO_SUCH_VAR is not set/)
-})
-
-t.test('support-bundle writes one zip with the checks and no secret', async (t) => {
-  const a = await answersFile(t, 'compose')
-  const configured = await installer(['configure', '--answers', a.answers, '--yes', '--ignore-failed-checks'], a.env)
-  t.equal(configured.code, 0, configured.stderr)
-  const path = join(a.dir, 'support.zip')
-  const r = await installer(['support-bundle', '--answers', a.answers, '--output', path, '--json'], a.env)
-  t.equal(r.code, 0, r.stderr)
-  t.match(JSON.parse(r.stdout), { path, size: Number, sha256: /^[0-9a-f]{64}$/ })
-  const files = await unzip(readFileSync(path))
-  t.ok(JSON.parse(files['checks.json']!).some((c: { id: string }) => c.id === 'cpu'))
-  const key = /^ENCRYPTION_MASTER_KEY=(.+)$/m.exec(readFileSync(join(a.out, '.env'), 'utf8'))![1]!
-  const all = Object.values(files).join('\n')
-  t.notOk(all.includes(key), 'not the master key')
-  t.notOk(all.includes(services.s3SecretKey), 'not the S3 secret')
-})
-
-t.test('install --dry-run shows the deploy commands; without the bundle it stops after configuring', async (t) => {
-  const a = await answersFile(t, 'helm', 'namespace: ai\nrelease: prod')
-  const plan = await installer(['install', '--answers', a.answers, '--yes', '--dry-run', '--ignore-failed-checks', '--registry', 'registry.internal:5000'], a.env)
-  t.equal(plan.code, 0, plan.stderr)
-  t.match(plan.stdout, /Deploy would run:\n {2}kubectl get namespace ai\n/)
-  t.match(plan.stdout, /helm upgrade --install prod .*charts\/atrium --namespace ai -f .*values\.yaml --set global\.imageRegistry=registry\.internal:5000 --wait --atomic --timeout 15m/)
-  t.notOk(existsSync(a.out), 'a dry run writes nothing')
-  const r = await installer(['install', '--answers', a.answers, '--yes', '--ignore-failed-checks'], a.env)
-  t.equal(r.code, 1)
-  t.match(r.stderr, /This package has no Helm chart \(looked for .*charts\/atrium\/Chart\.yaml\)/)
-  t.ok(existsSync(join(a.out, 'values.yaml')), 'the configuration is written before the deploy step')
-  t.equal((await installer(['install', '--yes'])).code, 2, 'install needs an answers file')
 })
