@@ -145,7 +145,11 @@ export const settings = {
 } as const
 
 export type SettingName = keyof typeof settings
-type ValueOf<S> = S extends { default: infer T } ? (T extends readonly (infer E)[] ? E[] : T) : never
+// Enums as their union of values, the rest widened from their default's literal type.
+type ValueOf<S> = S extends { values: readonly (infer V)[] } ? V
+  : S extends { type: 'bool' } ? boolean
+  : S extends { type: 'int' } ? number
+  : S extends { default: infer T } ? (T extends readonly (infer E)[] ? E[] : T extends string ? string : T) : never
 export type Config = { readonly [K in SettingName]: ValueOf<(typeof settings)[K]> }
 
 /** Parse one raw value; returns the value or a problem sentence (never echoing a secret). */

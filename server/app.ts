@@ -9,6 +9,7 @@ import type { Registry } from 'prom-client'
 import { installAuth } from './http/auth.js'
 import { openCredentials } from './http/credentials.js'
 import { invalid } from './http/errors.js'
+import { installLicense } from './http/license.js'
 import { genReqId, installEnvelope } from './http/envelope.js'
 import { createRegistry, installMetrics } from './http/metrics.js'
 import { pageStyleRoutes } from './http/pages.js'
@@ -120,6 +121,7 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   const tokens = await createTokenIssuer({ secrets: platform.secrets, issuer: config.PUBLIC_URL, ttlSeconds: config.ACCESS_TOKEN_TTL_SECONDS, now })
   const auth = authService({ db: platform.db, tokens, credentials, sessionTtlSeconds: config.SESSION_TTL_HOURS * 3600, now })
   installAuth(app, { authenticators: [apiKeyAuthenticator(platform.db, credentials.cache), auth.authenticator()], limiter })
+  installLicense(app, platform.license)
 
   await app.register(opsRoutes, { platform, registry, isDraining: () => app.draining })
   if (platform.blobs.kind === 'local') await app.register(downloadsRoutes, { blobs: platform.blobs as LocalBlobs })

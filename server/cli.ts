@@ -1,6 +1,8 @@
 // Admin CLI: `npm run --silent admin -- <command> [options]`. Each command prints exactly one JSON
 // line on stdout (logs go to stderr), so scripts and the installer can parse it.
-// Exit codes: 0 done, 1 failed, 2 bad usage or input.
+// Exit codes: 0 done, 1 failed (a refusal such as the license's tenant limit also prints
+// {"error":{code,message,details}} on stdout), 2 bad usage or input, 78 configuration or license
+// problem (as the server).
 import { parseArgs } from 'node:util'
 import pino from 'pino'
 import { loadConfigOrExit } from './config.js'
@@ -12,22 +14,37 @@ import { createKey } from './modules/api-keys/service.js'
 import { createTenant } from './modules/tenants/service.js'
 import { tenantExists } from './modules/tenants/store.js'
 import { openDb, type Db } from './platform/db.js'
-import { migrate } from './platform/migrate.js'
+import { createLicense, decideLicense, isProduction, LicenseRefused, type LicenseOptions } from './platform/license.js'
+import { migrate, waitForMigrations } from './platform/migrate.js'
 
 const USAGE = `Usage: npm run --silent admin -- <command> [options]
 
 Commands:
   serve                          run the API server (same as npm start)
   migrate                        apply pending database migrations
+  wait-for-migrations [--timeout-seconds S]
+                                 wait until another process (the chart's migration Job) has applied every
+                                 migration of this release (default 600 s); prints {"pending":[]}, exit 1
+                                 with the versions still pending when the time is up
   create-tenant --name N [--plan free|pro|growth|enterprise] [--email E] [--password P]
                                  create a tenant, its owner and an svc_ci_ key with every permission;
                                  prints {"tenantId","userId","apiKey"}
+                                 refused (exit 1) beyond the license's maxTenants
   create-key (--tenant ID --type sdk|ci | --type admin) [--permissions a,b] [--name N] [--expires-in-days D]
                                  create an API key; prints {"id","apiKey","type","permissions"}
+  license                        check LICENSE_KEY as the server would; prints {"status","customer","plan",
+                                 "expiresAt","maxTenants","daysLeft"?,"readOnly","message"}; exit 78 when
+                                 the server would refuse to start
   help                           this text
 `
 
 class UsageError extends Error {}
+/** A refusal to report as one JSON line on stdout, exit 1. */
+class Refused extends Error {
+  constructor(readonly error: AppError) {
+    super(error.message)
+  }
+}
 
 const print = (value: unknown) => process.stdout.write(JSON.stringify(value) + '\n')
 
@@ -51,12 +68,17 @@ function options(args: string[], spec: Record<string, { type: 'string' }>) {
   }
 }
 
-export async function run(argv: string[]): Promise<void> {
+export interface CliOptions {
+  /** Trusted keys and clock of the license: only code passes them (tests), never a setting. */
+  license?: LicenseOptions
+}
+
+export async function run(argv: string[], opts: CliOptions = {}): Promise<void> {
   const [command, ...args] = argv
   switch (command) {
     case 'serve': {
       const { serve } = await import('./main.js')
-      return serve()
+      return serve({ license: opts.license })
     }
     case 'migrate': {
       options(args, {})
@@ -64,11 +86,42 @@ export async function run(argv: string[]): Promise<void> {
       print({ applied })
       return
     }
+    case 'wait-for-migrations': {
+      const o = options(args, { 'timeout-seconds': { type: 'string' } })
+      const seconds = o['timeout-seconds'] ?? '600'
+      if (!/^[1-9]\d{0,5}$/.test(seconds)) throw new UsageError('--timeout-seconds must be a whole number of seconds')
+      const r = await withDb((db) => waitForMigrations(db.sql, { timeoutMs: Number(seconds) * 1000 }), { migrate: false })
+      print({ pending: r.pending })
+      if (!r.ok) process.exitCode = 1
+      return
+    }
     case 'create-tenant': {
       const o = options(args, { name: { type: 'string' }, plan: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' } })
       if (!o.name) throw new UsageError('--name is required')
-      const created = await withDb((db) => createTenant(db, { name: o.name!, plan: o.plan, email: o.email, password: o.password }), { migrate: true })
+      // The same decision as the server's: production needs a usable license; development without
+      // one has no tenant limit.
+      const decision = await decideLicense(loadConfigOrExit(), opts.license)
+      if (decision.kind === 'refused') throw new LicenseRefused(decision.summary)
+      const maxTenants = decision.kind === 'licensed' ? decision.claims.maxTenants : null
+      const created = await withDb(
+        (db) => createTenant(db, { name: o.name!, plan: o.plan, email: o.email, password: o.password }, { maxTenants }).catch((err: unknown) => {
+          throw err instanceof AppError && err.details.reason === 'license_tenant_limit' ? new Refused(err) : err
+        }),
+        { migrate: true },
+      )
       print(created)
+      return
+    }
+    case 'license': {
+      options(args, {})
+      const config = loadConfigOrExit()
+      const decision = await decideLicense(config, opts.license)
+      if (decision.kind === 'refused') {
+        print({ status: 'invalid', reason: decision.reason, readOnly: false, message: decision.summary })
+        throw new LicenseRefused(decision.summary)
+      }
+      const license = createLicense(decision.kind === 'licensed' ? decision.claims : null, { enforced: isProduction(config), now: opts.license?.now })
+      print({ ...license.view(), message: license.message(), ...(decision.kind === 'unlicensed' && decision.problem ? { problem: decision.problem } : {}) })
       return
     }
     case 'create-key': {
@@ -106,8 +159,18 @@ export async function run(argv: string[]): Promise<void> {
   }
 }
 
-if (isMain(import.meta.url)) {
-  run(process.argv.slice(2)).catch((err: unknown) => {
+/** run() with the exit codes above. */
+export function main(argv: string[], opts: CliOptions = {}): void {
+  run(argv, opts).catch((err: unknown) => {
+    if (err instanceof LicenseRefused) {
+      process.stderr.write(`license error: ${err.summary}\n`)
+      process.exit(78)
+    }
+    if (err instanceof Refused) {
+      print({ error: { code: err.error.code, message: err.error.message, details: err.error.details } })
+      process.stderr.write(`error: ${err.message}\n`)
+      process.exit(1)
+    }
     if (err instanceof UsageError) {
       process.stderr.write(`error: ${err.message}\n\n${USAGE}`)
       process.exit(2)
@@ -120,3 +183,5 @@ if (isMain(import.meta.url)) {
     process.exit(1)
   })
 }
+
+if (isMain(import.meta.url)) main(process.argv.slice(2))

@@ -5,11 +5,17 @@ import { drain } from './lifecycle.js'
 import { isMain } from './is-main.js'
 import { createLogger } from './logger.js'
 import { openPlatform } from './platform/index.js'
+import { LicenseRefused, type LicenseOptions } from './platform/license.js'
 
-export async function serve(): Promise<void> {
+export interface ServeOptions {
+  /** Trusted keys and clock of the license: only code passes them (tests), never a setting. */
+  license?: LicenseOptions
+}
+
+export async function serve(opts: ServeOptions = {}): Promise<void> {
   const config = loadConfigOrExit()
   const log = createLogger(config.LOG_LEVEL)
-  const platform = await openPlatform(config, log)
+  const platform = await openPlatform(config, log, { license: opts.license })
   const app = await buildApp(platform)
   const address = await app.listen({ port: config.PORT, host: config.HOST })
 
@@ -24,6 +30,7 @@ export async function serve(): Promise<void> {
       '',
       `Atrium is listening on ${address} (public URL ${config.PUBLIC_URL})`,
       embedded.length ? `Embedded defaults in ${config.DATA_DIR}: ${embedded.join(', ')}` : 'Using the configured PostgreSQL, Redis and object storage',
+      platform.license.message(),
       `API docs: ${config.PUBLIC_URL}/docs   Health: ${config.PUBLIC_URL}/readyz`,
       'Create the first tenant (prints its API key once):',
       '  npm run --silent admin -- create-tenant --name "My Company" --email admin@example.com --password "<12+ characters>"',
@@ -50,9 +57,14 @@ export async function serve(): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'))
 }
 
-if (isMain(import.meta.url)) {
-  serve().catch((err: unknown) => {
-    process.stderr.write(`atrium failed to start: ${(err as Error).message}\n`)
-    process.exit(1)
-  })
+/** Why the server could not start, as one line on stderr and an exit code: 78 (EX_CONFIG) for a license production refuses, as for a bad setting. */
+function exitOnStartFailure(err: unknown): never {
+  if (err instanceof LicenseRefused) {
+    process.stderr.write(`license error: ${err.summary}\n`)
+    process.exit(78)
+  }
+  process.stderr.write(`atrium failed to start: ${(err as Error).message}\n`)
+  process.exit(1)
 }
+
+if (isMain(import.meta.url)) serve().catch(exitOnStartFailure)

@@ -24,7 +24,7 @@ declare module 'fastify' {
 }
 
 export const API_PREFIX = '/api/v1'
-const isApiPath = (path: string) => path === API_PREFIX || path.startsWith(API_PREFIX + '/') || path.startsWith(API_PREFIX + '?')
+export const isApiPath = (path: string) => path === API_PREFIX || path.startsWith(API_PREFIX + '/') || path.startsWith(API_PREFIX + '?')
 // Clients must not choose their tenant: it comes from the credential.
 const TENANT_HEADER_RE = /(^|-)tenant(-|$)/i
 

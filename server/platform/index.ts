@@ -5,6 +5,7 @@ import type { Config } from '../config.js'
 import { openLocalBlobs, openS3Blobs, type Blobs } from './blobs.js'
 import { openCache, type Cache } from './cache.js'
 import { openDb, type Db } from './db.js'
+import { openLicense, type License, type LicenseOptions } from './license.js'
 import { migrate } from './migrate.js'
 import { createSecrets, loadMasterKey, type Secrets } from './secrets.js'
 
@@ -15,14 +16,24 @@ export interface Platform {
   readonly cache: Cache
   readonly blobs: Blobs
   readonly secrets: Secrets
+  readonly license: License
   close(): Promise<void>
 }
 
-export async function openPlatform(config: Config, log: Logger, opts: { migrate?: boolean } = {}): Promise<Platform> {
-  const secrets = createSecrets(loadMasterKey({ configured: config.ENCRYPTION_MASTER_KEY, dataDir: config.DATA_DIR, log }))
-  const db = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: config.DATABASE_POOL_MAX, log })
-  const opened: { close(): Promise<void> }[] = [db]
+export interface PlatformOptions {
+  migrate?: boolean
+  /** Trusted keys and clock of the license (tests); the shipped keys and the real clock otherwise. */
+  license?: LicenseOptions
+}
+
+export async function openPlatform(config: Config, log: Logger, opts: PlatformOptions = {}): Promise<Platform> {
+  // First: a production server without a usable license stops before it touches anything.
+  const license = await openLicense(config, log, opts.license)
+  const opened: { close(): Promise<void> }[] = [{ close: async () => license.close() }]
   try {
+    const secrets = createSecrets(loadMasterKey({ configured: config.ENCRYPTION_MASTER_KEY, dataDir: config.DATA_DIR, log }))
+    const db = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: config.DATABASE_POOL_MAX, log })
+    opened.push(db)
     if (opts.migrate ?? config.MIGRATE_ON_START) {
       const applied = await migrate(db.sql)
       if (applied.length) log.info({ applied }, 'database migrations applied')
@@ -40,8 +51,9 @@ export async function openPlatform(config: Config, log: Logger, opts: { migrate?
         })
       : openLocalBlobs({ dir: join(config.DATA_DIR, 'blobs'), publicUrl: config.PUBLIC_URL, signingKey: secrets.deriveKey('blob-links') })
     return {
-      config, log, db, cache, blobs, secrets,
+      config, log, db, cache, blobs, secrets, license,
       async close() {
+        license.close()
         await cache.close()
         await db.close()
       },

@@ -57,3 +57,30 @@ export async function migrate(sql: Sql, migrations = loadMigrations()): Promise<
   }
   return applied
 }
+
+/** The versions this release knows that the database has not applied yet (all of them on an empty database). */
+export async function pendingMigrations(sql: Sql, migrations = loadMigrations()): Promise<number[]> {
+  const [table] = await sql<{ exists: boolean }[]>`select to_regclass('atrium_migrations') is not null as exists`
+  const done = new Set(table?.exists ? (await sql<{ version: number }[]>`select version from atrium_migrations`).map((r) => r.version) : [])
+  return migrations.filter((m) => !done.has(m.version)).map((m) => m.version)
+}
+
+/**
+ * Waits until every migration of this release is applied by someone else (the chart's migration
+ * Job): server pods start on a current schema without racing to migrate. A database that already
+ * has a version newer than this release is fine (a rollback of the pods during an upgrade).
+ */
+export async function waitForMigrations(sql: Sql, o: { timeoutMs: number; intervalMs?: number; migrations?: Migration[] }): Promise<{ ok: boolean; pending: number[] }> {
+  const until = Date.now() + o.timeoutMs
+  for (;;) {
+    let pending: number[]
+    try {
+      pending = await pendingMigrations(sql, o.migrations)
+    } catch {
+      pending = (o.migrations ?? loadMigrations()).map((m) => m.version) // database not reachable yet: keep waiting
+    }
+    if (!pending.length) return { ok: true, pending }
+    if (Date.now() >= until) return { ok: false, pending }
+    await new Promise((r) => setTimeout(r, o.intervalMs ?? 2000))
+  }
+}

@@ -13,7 +13,7 @@ import { parseConfig, type Config } from '../../config/schema.js'
 import { createLogger } from '../../server/logger.js'
 import { openDb } from '../../server/platform/db.js'
 import { loadMigrations, migrate } from '../../server/platform/migrate.js'
-import { openPlatform, type Platform } from '../../server/platform/index.js'
+import { openPlatform, type Platform, type PlatformOptions } from '../../server/platform/index.js'
 
 export const services = {
   databaseUrl: process.env.TEST_DATABASE_URL ?? '',
@@ -126,9 +126,18 @@ export function configFrom(env: Record<string, string>): Config {
   return config
 }
 
-export async function testPlatform(t: Test, overrides: Record<string, string> = {}): Promise<Platform> {
-  const config = configFrom(await testEnv(t, overrides))
-  const platform = await openPlatform(config, createLogger(config.LOG_LEVEL))
+export interface TestPlatformOptions extends PlatformOptions {
+  /**
+   * NODE_ENV=production as far as the license goes, on the test's services: parsing
+   * NODE_ENV=production itself would refuse the embedded defaults.
+   */
+  production?: boolean
+}
+
+export async function testPlatform(t: Test, overrides: Record<string, string> = {}, opts: TestPlatformOptions = {}): Promise<Platform> {
+  const parsed = configFrom(await testEnv(t, overrides))
+  const config: Config = opts.production ? { ...parsed, NODE_ENV: 'production' as string as Config['NODE_ENV'] } : parsed
+  const platform = await openPlatform(config, createLogger(config.LOG_LEVEL), opts)
   t.teardown(() => platform.close())
   return platform
 }

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { admin } from '../helpers/cli.js'
-import { testEnv } from '../helpers/platform.js'
+import { adminTrusting, DAY, productionEnv, testLicense, testVendor } from '../helpers/license.js'
+import { freshDatabase, services, testEnv } from '../helpers/platform.js'
 
 const env = await testEnv(t)
 
@@ -55,4 +56,56 @@ t.test('a configuration problem exits 78 with one line per problem and no stack 
   t.equal(lines.length, 2)
   t.ok(lines.every((l) => l.startsWith('config error: ')))
   t.notMatch(r.stderr, /\n\s+at /)
+})
+
+const vendor = testVendor()
+
+t.test("create-tenant beyond the license's maxTenants exits 1 with a JSON error line", async (t) => {
+  const fresh = await testEnv(t, { LICENSE_KEY: await testLicense(vendor, { maxTenants: 2 }) })
+  for (const name of ['First', 'Second']) {
+    const r = await adminTrusting(vendor, ['create-tenant', '--name', name], fresh)
+    t.equal(r.code, 0, r.stderr)
+  }
+  const r = await adminTrusting(vendor, ['create-tenant', '--name', 'Third'], fresh)
+  t.equal(r.code, 1)
+  const lines = r.stdout.trim().split('\n')
+  t.equal(lines.length, 1, 'one JSON line')
+  t.match(JSON.parse(lines[0]!), { error: { code: 'FORBIDDEN', message: /The license allows at most 2 tenant\(s\)/, details: { reason: 'license_tenant_limit', maxTenants: 2 } } })
+  t.match(r.stderr, /^error: The license allows at most 2 tenant\(s\) and that many exist: contact your Atrium vendor/)
+})
+
+t.test('in production create-tenant needs the license the server needs (exit 78)', async (t) => {
+  const r = await admin(['create-tenant', '--name', 'X'], productionEnv(t))
+  t.equal(r.code, 78)
+  t.equal(r.stdout, '')
+  t.match(r.stderr, /^license error: license invalid \(missing\): No license key is set/)
+})
+
+t.test('license prints the status as one JSON line: whose, which plan, until when, how many tenants', async (t) => {
+  const expiresAt = new Date(Date.UTC(2099, 0, 1))
+  const valid = await adminTrusting(vendor, ['license'], { ...env, LICENSE_KEY: await testLicense(vendor, { customer: 'Acme', plan: 'growth', maxTenants: 7, expiresAt }) })
+  t.equal(valid.code, 0, valid.stderr)
+  t.same(JSON.parse(valid.stdout), {
+    status: 'valid', customer: 'Acme', plan: 'growth', expiresAt: expiresAt.toISOString(), maxTenants: 7, readOnly: false,
+    message: 'Licensed to Acme (growth, up to 7 tenants) until 2099-01-01',
+  })
+
+  const graceKey = await testLicense(vendor, { issuedAt: new Date(Date.now() - 100 * DAY), expiresAt: new Date(Date.now() - 5.5 * DAY) })
+  const grace = await adminTrusting(vendor, ['license'], { ...env, LICENSE_KEY: graceKey })
+  t.match(JSON.parse(grace.stdout), { status: 'grace', daysLeft: 25, readOnly: false })
+
+  const unlicensed = await admin(['license'], env)
+  t.equal(unlicensed.code, 0)
+  t.match(JSON.parse(unlicensed.stdout), { status: 'unlicensed', readOnly: false, message: /^Unlicensed \(development\)/ })
+
+  const refused = await admin(['license'], productionEnv(t, { LICENSE_KEY: 'garbled' }))
+  t.equal(refused.code, 78, 'production would not start')
+  t.match(JSON.parse(refused.stdout), { status: 'invalid', reason: 'malformed' })
+  t.match(refused.stderr, /^license error: license invalid \(malformed\)/)
+})
+
+t.test('migrate never checks the license, so an upgrade is never blocked by one', { skip: !services.databaseUrl && 'needs TEST_DATABASE_URL (production refuses the embedded database)' }, async (t) => {
+  const r = await admin(['migrate'], productionEnv(t, { DATABASE_URL: await freshDatabase(t), LICENSE_KEY: 'expired-or-garbled' }))
+  t.equal(r.code, 0, r.stderr)
+  t.match(JSON.parse(r.stdout), { applied: Array })
 })

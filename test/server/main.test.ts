@@ -37,6 +37,9 @@ t.test('with no services configured the server starts on embedded defaults and i
   const exit = await s.done
   t.equal(exit.code, 0)
   t.match(exit.stdout, /"msg":"stopped"/)
+  // No LICENSE_KEY is needed to try Atrium: it says so and runs.
+  t.match(exit.stderr, /Unlicensed \(development\): set LICENSE_KEY/)
+  t.match(exit.stdout, /"level":40,.*"msg":"running unlicensed \(development\): no LICENSE_KEY is set/)
 })
 
 t.test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {

@@ -22,7 +22,8 @@ const AccessToken = Type.Object({
   expiresIn: Type.Integer({ description: 'Seconds until the access token expires' }),
 })
 const TokenBody = Type.Object({ token: Type.Optional(SessionToken) }, { additionalProperties: false })
-const open = { auth: false, rateLimit: false } as const
+// Signing in and out stays open while an expired license makes the API read-only.
+const open = { auth: false, rateLimit: false, readOnlyAllowed: true } as const
 
 export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: TokenIssuer; publicUrl: string }> = async (app, { auth, tokens, publicUrl }) => {
   app.post('/auth/login', {
@@ -72,7 +73,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: 
   })
 
   app.post('/auth/logout', {
-    config: { auth: 'optional', rateLimit: false },
+    config: { auth: 'optional', rateLimit: false, readOnlyAllowed: true },
     schema: {
       tags, summary: 'End the session (its session token and every access token minted from it stop working)',
       description: 'Identifies the session by the Bearer access token, the token in the body, or the session cookie.',

@@ -117,7 +117,8 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
   }, async (req) => ok(req, present(await projects.restoreVersion(tenantOf(req), req.params.projectId, req.params.versionId))))
 
   app.post('/projects/:projectId/backup', {
-    config: read,
+    // A backup is how a tenant exports its data: it stays open while an expired license makes the API read-only.
+    config: { ...read, readOnlyAllowed: true },
     schema: { tags, summary: 'Back a project up to a zip and get a download link', params: ProjectIdParams, body: BackupBody, response: { 201: Envelope(Backup), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE') } },
   }, async (req, reply) => {
     reply.code(201)

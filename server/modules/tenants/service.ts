@@ -1,6 +1,6 @@
 // A tenant is born with its owner and an automation key holding every permission, in one
 // transaction: there is never a tenant nobody can reach.
-import { AppError, invalid, notFound } from '../../http/errors.js'
+import { AppError, forbidden, invalid, notFound } from '../../http/errors.js'
 import { PLANS, type Plan, type Principal } from '../../http/principal.js'
 import { newId } from '../../ids.js'
 import { isUniqueViolation, type Db } from '../../platform/db.js'
@@ -10,7 +10,7 @@ import { actorOf, audit, type Origin } from '../audit/service.js'
 import { hashPassword } from '../users/passwords.js'
 import { insertUser } from '../users/store.js'
 import { PLAN_LIMITS } from './plans.js'
-import { insertTenant, renameTenant, selectTenant, type TenantRow } from './store.js'
+import { countTenantsForCreation, insertTenant, renameTenant, selectTenant, type TenantRow } from './store.js'
 
 export interface CreateTenantInput { name: string; plan?: string; email?: string; password?: string }
 export interface CreatedTenant { tenantId: string; userId: string; apiKey: string }
@@ -18,7 +18,12 @@ export interface CreatedTenant { tenantId: string; userId: string; apiKey: strin
 export const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
 export const MIN_PASSWORD_LENGTH = 12
 
-export async function createTenant(db: Db, input: CreateTenantInput): Promise<CreatedTenant> {
+export interface CreateTenantLimits {
+  /** The license's limit; null or absent: none (unlicensed development). */
+  maxTenants?: number | null
+}
+
+export async function createTenant(db: Db, input: CreateTenantInput, limits: CreateTenantLimits = {}): Promise<CreatedTenant> {
   const name = input.name.trim()
   if (!name || name.length > 200) throw invalid('name', 'must be 1 to 200 characters')
   const plan = (input.plan ?? 'free') as Plan
@@ -34,6 +39,10 @@ export async function createTenant(db: Db, input: CreateTenantInput): Promise<Cr
 
   try {
     return await db.system(async (sql) => {
+      const max = limits.maxTenants
+      if (max != null && (await countTenantsForCreation(sql)) >= max) {
+        throw forbidden(`The license allows at most ${max} tenant(s) and that many exist: contact your Atrium vendor for a license with more`, { reason: 'license_tenant_limit', maxTenants: max })
+      }
       await insertTenant(sql, { id: tenantId, name, plan })
       await insertUser(sql, { id: userId, tenantId, email, name: '', role: 'owner', passwordHash })
       const key = await createKey(sql, { tenantId, userId, type: 'ci', name: 'owner key (admin CLI)', permissions: [ALL] })

@@ -11,6 +11,17 @@ export async function tenantExists(sql: TxSql, id: string): Promise<boolean> {
   return row !== undefined
 }
 
+// Tenant creations take this lock (for their transaction) before counting, so two at once cannot
+// both see room for one more under the license's limit.
+const CREATE_LOCK_KEY = 7_242_019_407
+
+/** How many tenants there are, counted after waiting for any other creation in progress. */
+export async function countTenantsForCreation(sql: TxSql): Promise<number> {
+  await sql`select pg_advisory_xact_lock(${CREATE_LOCK_KEY})`
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from tenants`
+  return row!.n
+}
+
 export interface TenantRow {
   id: string
   name: string

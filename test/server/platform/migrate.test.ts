@@ -1,5 +1,5 @@
 import t from 'tap'
-import { loadMigrations, migrate } from '../../../server/platform/migrate.js'
+import { loadMigrations, migrate, pendingMigrations, waitForMigrations } from '../../../server/platform/migrate.js'
 import { admin } from '../../helpers/cli.js'
 import postgres from 'postgres'
 import { freshDatabase, services, suffix, testEnv, testPlatform } from '../../helpers/platform.js'
@@ -69,4 +69,26 @@ t.test('a database user that cannot take the atrium roles is told what to grant'
       t.match(err.hint, /GRANT atrium_app, atrium_system TO/)
     },
   )
+})
+
+t.test('wait-for-migrations returns once another process has migrated, and names what is pending when the time is up', async (t) => {
+  const env = await testEnv(t, { MIGRATE_ON_START: 'false' }, { emptyDatabase: true })
+  const early = await admin(['wait-for-migrations', '--timeout-seconds', '1'], env)
+  t.equal(early.code, 1, 'nothing migrated yet: it gives up')
+  t.same(JSON.parse(early.stdout), { pending: all.map((m) => m.version) })
+  const waiting = admin(['wait-for-migrations', '--timeout-seconds', '120'], env)
+  const migrated = await admin(['migrate'], env)
+  t.equal(migrated.code, 0, migrated.stderr)
+  const waited = await waiting
+  t.equal(waited.code, 0, waited.stderr)
+  t.same(JSON.parse(waited.stdout), { pending: [] })
+  t.equal((await admin(['wait-for-migrations', '--timeout-seconds', 'soon'], env)).code, 2)
+})
+
+t.test('pendingMigrations lists what this release knows and the database lacks', async (t) => {
+  const { db } = await testPlatform(t)
+  t.same(await pendingMigrations(db.sql), [])
+  const next = { version: all.length + 1, name: 'next', sql: 'select 1', checksum: 'n' }
+  t.same(await pendingMigrations(db.sql, [...all, next]), [next.version])
+  t.same(await waitForMigrations(db.sql, { timeoutMs: 50, intervalMs: 10, migrations: [...all, next] }), { ok: false, pending: [next.version] })
 })

@@ -39,3 +39,20 @@ t.test('bad input is VALIDATION_ERROR and creates nothing', async (t) => {
   const after = await db.system((sql) => sql`select count(*)::int as n from tenants`)
   t.same(after, before, 'no half-created tenant')
 })
+
+t.test("a license's maxTenants caps the tenants there can be; FORBIDDEN license_tenant_limit beyond it", async (t) => {
+  const count = async () => (await db.system((sql) => sql<{ n: number }[]>`select count(*)::int as n from tenants`))[0]!.n
+  const before = await count()
+  await createTenant(db, { name: 'Within the limit' }, { maxTenants: before + 1 })
+  await t.rejects(createTenant(db, { name: 'Beyond' }, { maxTenants: before + 1 }), {
+    code: 'FORBIDDEN', status: 403, details: { reason: 'license_tenant_limit', maxTenants: before + 1 }, message: /at most \d+ tenant\(s\)/,
+  })
+  t.equal(await count(), before + 1, 'nothing created beyond it')
+
+  const raced = await Promise.allSettled([1, 2, 3].map((i) => createTenant(db, { name: `Race ${i}` }, { maxTenants: before + 2 })))
+  t.equal(raced.filter((r) => r.status === 'fulfilled').length, 1, 'creations at once still get one place between them')
+  t.equal(await count(), before + 2)
+
+  await createTenant(db, { name: 'Unlicensed development' }, { maxTenants: null })
+  t.equal(await count(), before + 3, 'no license, no limit')
+})

@@ -1,0 +1,41 @@
+// The license on every /api/v1 request: a header while in grace or expired, and, once an expired
+// license makes the API read-only (production), 403 for every request that would change data.
+// Reads stay open, and so do signing in and out and exports: an expired license must never lock a
+// customer out of their own data. Judged from the clock on each request (platform/license.ts), so a
+// running server changes state without a restart.
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { License } from '../platform/license.js'
+import { isApiPath } from './auth.js'
+import { forbidden } from './errors.js'
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** true for writes that must work while the API is read-only: they change no tenant data (sign-in, sign-out, exports). */
+    readOnlyAllowed?: boolean
+  }
+}
+
+export const LICENSE_HEADER = 'x-atrium-license'
+const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
+
+/** Registered after installAuth: a bad credential is still 401 and still rate limited first. */
+export function installLicense(app: FastifyInstance, license: License) {
+  if (!license.claims) return // unlicensed development: nothing to say or enforce
+  const apiRequest = (request: FastifyRequest) => {
+    const routed = request.routeOptions.url !== undefined
+    return isApiPath(routed ? request.routeOptions.url! : request.url)
+  }
+  app.addHook('onRequest', async (request) => {
+    // Unmatched URLs are left to their 404: only a route that would run is refused.
+    if (!WRITES.has(request.method) || request.routeOptions.url === undefined || !apiRequest(request)) return
+    if (request.routeOptions.config?.readOnlyAllowed || !license.readOnly()) return
+    throw forbidden(license.message(), { reason: 'license_expired' })
+  })
+  // On every /api/v1 response, errors included, so a client sees it whatever it called.
+  app.addHook('onSend', async (request, reply) => {
+    if (!apiRequest(request)) return
+    const { status, daysLeft } = license.status()
+    if (status === 'grace') reply.header(LICENSE_HEADER, `grace; days-left=${daysLeft}`)
+    else if (status === 'expired') reply.header(LICENSE_HEADER, 'expired')
+  })
+}

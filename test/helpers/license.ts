@@ -1,0 +1,44 @@
+// License keys for tests: a key pair the test makes (the shipped key's private half exists nowhere),
+// licenses signed with it, and the server or admin CLI run as a process that trusts it.
+import { generateKeyPairSync, randomBytes, type KeyObject } from 'node:crypto'
+import type { Test } from 'tap'
+import { issueLicense, type IssueInput } from '../../licenses/issue.js'
+import type { TrustedKey } from '../../licenses/keys.js'
+import { finished, spawnScript, type Ran } from './cli.js'
+import { tempDir } from './platform.js'
+
+export const DAY = 86_400_000
+
+export interface Vendor { kid: string; privateKey: KeyObject; keys: TrustedKey[] }
+
+export function testVendor(kid = 'test-1'): Vendor {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519')
+  return { kid, privateKey, keys: [{ kid, publicKeyJwk: publicKey.export({ format: 'jwk' }) as TrustedKey['publicKeyJwk'] }] }
+}
+
+/** A license from the vendor; by default valid now for a year, enterprise, 25 tenants, air-gap allowed. */
+export function testLicense(vendor: Vendor, over: Partial<IssueInput> = {}): Promise<string> {
+  const now = Date.now()
+  return issueLicense({
+    privateKey: vendor.privateKey, kid: vendor.kid, customer: 'Acme', plan: 'enterprise', maxTenants: 25, features: [],
+    airGapAllowed: true, issuedAt: new Date(now - DAY), expiresAt: new Date(now + 365 * DAY), ...over,
+  })
+}
+
+/** The server (`serve`) or an admin CLI command, as a process that trusts the vendor's key. */
+export function spawnTrusting(vendor: Vendor, args: string[], env: Record<string, string>) {
+  return spawnScript('test/helpers/trusting.ts', [JSON.stringify(vendor.keys), ...args], env)
+}
+export const adminTrusting = (vendor: Vendor, args: string[], env: Record<string, string>): Promise<Ran> => finished(spawnTrusting(vendor, args, env))
+
+/**
+ * Settings that pass NODE_ENV=production's checks without any service behind them: enough for
+ * whatever is decided before the server connects to anything (the license).
+ */
+export function productionEnv(t: Test, over: Record<string, string> = {}): Record<string, string> {
+  return {
+    NODE_ENV: 'production', LOG_LEVEL: 'silent', DATA_DIR: tempDir(t), PORT: '0', HOST: '127.0.0.1',
+    DATABASE_URL: 'postgres://atrium@127.0.0.1:1/none', REDIS_URL: 'redis://127.0.0.1:1', R2_ENDPOINT: 'http://127.0.0.1:1', R2_ACCESS_KEY_ID: 'none', R2_SECRET_ACCESS_KEY: 'none',
+    ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'), ...over,
+  }
+}
