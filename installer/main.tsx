@@ -6,6 +6,7 @@
 //   npm run --silent installer -- configure --answers FILE --yes [--dry-run] [--json] [--strict]
 //   npm run --silent installer -- install --answers FILE --yes [--dry-run] [--images FILE] [--registry HOST]
 //   npm run --silent installer -- support-bundle [--answers FILE] [--output FILE] [--json]
+//   npm run --silent installer -- images list|save|load|push [--output FILE] [--images FILE] [--registry HOST] [--dry-run]
 //   npm run --silent installer                  (in a terminal: the interactive installer)
 import { parseArgs } from 'node:util'
 import React from 'react'
@@ -15,8 +16,11 @@ import { overallStatus, type CheckResult } from './core/checks/check.js'
 import { configFiles, configure, readExisting } from './core/configure.js'
 import { runPreflight } from './core/preflight.js'
 import { writeSupportBundle } from './core/support-bundle.js'
-import { bundleMissing, deploy, deployCommands, waitReady } from './deploy/deploy.js'
+import { deploy } from './deploy/deploy.js'
+import { installPlan, runInstall, stepLine, summaryLines } from './deploy/install.js'
 import { run } from './deploy/run.js'
+import { loadCommands, pushCommands, registryProblem, saveCommands } from './deploy/airgap.js'
+import { IMAGES, imageRef } from '../config/images.js'
 import { App } from './ui/App.js'
 import { CheckList } from './ui/CheckList.js'
 
@@ -34,6 +38,10 @@ Commands:
               --wait --atomic) and wait until /readyz answers
   support-bundle  one zip for the vendor's support: versions, check results, the configuration
               with secrets redacted, recent logs
+  images list         every container image the bundles use (the air-gap kit)
+  images save         pull them and save them to one tarball (--output FILE), where the internet is
+  images load         load that tarball into this machine's Docker (--images FILE)
+  images push         tag and push them to a private registry (--registry HOST, --images FILE to load first)
 
 Options:
   --answers FILE          the answers (YAML); see docs/installer.md
@@ -44,8 +52,8 @@ Options:
   --json                  machine-readable results on stdout
   --strict                warnings count as failures (exit 4)
   --ignore-failed-checks  configure even though checks failed (they are still shown and reported)
-  --output FILE           where support-bundle writes (default atrium-support-<time>.zip)
-  --images FILE           air-gapped compose: load the images from this tarball first
+  --output FILE           where support-bundle (default atrium-support-<time>.zip) or images save writes
+  --images FILE           air-gapped: the images tarball (install with compose loads it first)
   --registry HOST         air-gapped helm: the private registry that holds the images
 
 Exit codes: 0 ok, 1 error, 2 bad input, 3 a check failed, 4 only warnings (with --strict).`
@@ -54,7 +62,7 @@ class BadInput extends Error {}
 
 interface Flags { answers?: string; output?: string; images?: string; registry?: string; yes: boolean; ignoreFailed: boolean; target?: string; airGapped: boolean; dryRun: boolean; json: boolean; strict: boolean; help: boolean }
 
-function parseFlags(argv: string[]): { command: string | undefined; flags: Flags } {
+function parseFlags(argv: string[]): { command: string | undefined; sub: string | undefined; flags: Flags } {
   let parsed
   try {
     parsed = parseArgs({
@@ -70,9 +78,11 @@ function parseFlags(argv: string[]): { command: string | undefined; flags: Flags
     throw new BadInput((err as Error).message)
   }
   const v = parsed.values
-  if (parsed.positionals.length > 1) throw new BadInput(`one command at a time (got ${parsed.positionals.join(' ')})`)
+  const [command, sub, ...more] = parsed.positionals
+  if ((command !== 'images' && sub !== undefined) || more.length) throw new BadInput(`one command at a time (got ${parsed.positionals.join(' ')})`)
   return {
-    command: parsed.positionals[0],
+    command,
+    sub,
     flags: {
       answers: v.answers, output: v.output, images: v.images, registry: v.registry, yes: Boolean(v.yes), ignoreFailed: Boolean(v['ignore-failed-checks']), target: v.target, airGapped: Boolean(v['air-gapped']),
       dryRun: Boolean(v['dry-run']), json: Boolean(v.json), strict: Boolean(v.strict), help: Boolean(v.help),
@@ -125,7 +135,10 @@ async function interactive(flags: Flags): Promise<number> {
     <App
       initial={answers}
       preflight={(a, values) => runPreflight(a, values, { runner: run })}
-      onDone={(r) => { code = r.written ? EXIT.ok : r.checks && overallStatus(r.checks) === 'fail' ? EXIT.checkFailed : EXIT.error }}
+      install={(a, values, onStep) => runInstall(a, { ...values, ...readExisting(a) }, { imagesTarball: flags.images, registry: flags.registry }, onStep)}
+      onDone={(r) => {
+        code = r.installed ? (r.installed.ok ? EXIT.ok : EXIT.error) : r.written ? EXIT.ok : r.checks && overallStatus(r.checks) === 'fail' ? EXIT.checkFailed : EXIT.error
+      }}
     />,
   )
   await ui.waitUntilExit()
@@ -168,38 +181,60 @@ async function configureCommand(flags: Flags): Promise<number> {
   return EXIT.ok
 }
 
-/** configure, then the deploy commands and the wait for /readyz. --dry-run prints the commands. */
+/** configure, then the deploy commands, the wait for /readyz and the first tenant. --dry-run prints the commands. */
 async function install(flags: Flags): Promise<number> {
   const configured = await configureCommand(flags)
   if (configured !== EXIT.ok) return configured
   const { answers, values } = answersOf(flags)
-  const commands = deployCommands(answers, configFiles(answers), { imagesTarball: flags.images, registry: flags.registry })
-  const say = (text: string) => { if (!flags.json) process.stdout.write(text + '\n') }
+  const o = { imagesTarball: flags.images, registry: flags.registry }
   if (flags.dryRun) {
-    if (flags.json) process.stdout.write(JSON.stringify({ deploy: commands.map((c) => ({ title: c.title, command: [c.file, ...c.args] })) }) + '\n')
-    else say(['Deploy would run:', ...commands.map((c) => `  ${c.file} ${c.args.join(' ')}`)].join('\n'))
+    const all = installPlan(answers, o)
+    if (flags.json) process.stdout.write(JSON.stringify({ deploy: all.map((c) => ({ title: c.title, command: [c.file, ...c.args] })) }) + '\n')
+    else process.stdout.write(['Deploy would run:', ...all.map((c) => `  ${c.file} ${c.args.join(' ')}`)].join('\n') + '\n')
     return EXIT.ok
   }
-  const missing = bundleMissing(answers)
-  if (missing) {
-    process.stderr.write(`This package has no ${answers.target === 'compose' ? 'Compose bundle' : 'Helm chart'} (looked for ${missing}); the configuration is written, deploy it with the bundle for this release.\n`)
-    return EXIT.error
+  const r = await runInstall(answers, values, o, (s) => { if (!flags.json) process.stdout.write(stepLine(s) + '\n') })
+  if (flags.json) {
+    process.stdout.write(JSON.stringify({ deployed: r.stage !== 'bundle' && r.stage !== 'deploy', ready: r.ok || r.stage === 'tenant', stage: r.stage, url: r.url, firstAdmin: r.created ?? r.existing, error: r.error }) + '\n')
+  } else if (r.ok) process.stdout.write(`\n${summaryLines(answers, r).join('\n')}\n`)
+  else process.stderr.write(`${r.error}\n`)
+  return r.ok ? EXIT.ok : EXIT.error
+}
+
+/** The air-gap kit: list, save (connected side), load or push (air-gapped side) every image. */
+async function images(sub: string | undefined, flags: Flags): Promise<number> {
+  if (sub === 'list' || sub === undefined) {
+    if (flags.json) process.stdout.write(JSON.stringify({ images: IMAGES.map((i) => ({ ...i, ref: imageRef(i) })) }) + '\n')
+    else process.stdout.write(IMAGES.map((i) => imageRef(i)).join('\n') + '\n')
+    return EXIT.ok
+  }
+  let commands
+  if (sub === 'save') {
+    if (!flags.output) throw new BadInput('images save needs --output FILE (the tarball to write)')
+    commands = saveCommands(flags.output)
+  } else if (sub === 'load') {
+    if (!flags.images) throw new BadInput('images load needs --images FILE (the tarball from images save)')
+    commands = loadCommands(flags.images)
+  } else if (sub === 'push') {
+    if (!flags.registry) throw new BadInput('images push needs --registry HOST[:PORT][/PATH]')
+    const problem = registryProblem(flags.registry)
+    if (problem) throw new BadInput(problem)
+    commands = pushCommands(flags.registry, flags.images)
+  } else throw new BadInput(`unknown images command ${sub} (list, save, load, push)`)
+  if (flags.dryRun) {
+    process.stdout.write(commands.map((c) => `${c.file} ${c.args.join(' ')}`).join('\n') + '\n')
+    return EXIT.ok
   }
   const r = await deploy(commands, run, (s) => {
-    if (s.skipped) say(`  skip  ${s.command.title}`)
-    else if (!s.result) say(`  ...   ${s.command.title}`)
-    else say(`  ${s.result.exitCode === 0 ? 'done ' : 'FAIL '} ${s.command.title}`)
+    if (!flags.json && s.result) process.stdout.write(`  ${s.result.exitCode === 0 ? 'done ' : 'FAIL '} ${s.command.title}\n`)
   })
+  if (flags.json) process.stdout.write(JSON.stringify({ ok: r.ok, steps: r.steps.map((s) => ({ title: s.command.title, exitCode: s.result?.exitCode ?? null })) }) + '\n')
   if (!r.ok) {
     const last = r.steps.at(-1)!.result!
-    process.stderr.write(`Deploy failed at: ${last.command}\n${(last.stderr || last.stdout).slice(-4000)}\n`)
+    process.stderr.write(`Failed at: ${last.command}\n${(last.stderr || last.stdout).slice(-2000)}\n`)
     return EXIT.error
   }
-  const publicUrl = answers.target === 'compose' ? `http://127.0.0.1:${values.PORT || 8080}` : values.PUBLIC_URL ?? ''
-  const ready = await waitReady(publicUrl)
-  if (flags.json) process.stdout.write(JSON.stringify({ deployed: true, ready: ready.ready, readyz: ready.last }) + '\n')
-  else say(ready.ready ? `Atrium is ready at ${values.PUBLIC_URL ?? publicUrl}.` : `Deployed, but ${publicUrl}/readyz did not answer 200 (last: ${ready.last}); see: npm run --silent installer -- support-bundle`)
-  return ready.ready ? EXIT.ok : EXIT.error
+  return EXIT.ok
 }
 
 async function supportBundle(flags: Flags): Promise<number> {
@@ -216,7 +251,7 @@ async function supportBundle(flags: Flags): Promise<number> {
 
 export async function main(argv: string[]): Promise<number> {
   try {
-    const { command, flags } = parseFlags(argv)
+    const { command, sub, flags } = parseFlags(argv)
     if (command === undefined && !flags.help && process.stdin.isTTY && process.stdout.isTTY) return await interactive(flags)
     if (flags.help || command === undefined || command === 'help') {
       process.stdout.write(USAGE + '\n')
@@ -229,7 +264,8 @@ export async function main(argv: string[]): Promise<number> {
       return await install(flags)
     }
     if (command === 'support-bundle') return await supportBundle(flags)
-    throw new BadInput(`unknown command ${command} (commands: preflight, configure, install, support-bundle)`)
+    if (command === 'images') return await images(sub, flags)
+    throw new BadInput(`unknown command ${command} (commands: preflight, configure, install, support-bundle, images)`)
   } catch (err) {
     if (err instanceof BadInput) {
       process.stderr.write(`${err.message}\n(run with --help for usage)\n`)

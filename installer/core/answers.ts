@@ -24,9 +24,14 @@ export interface Answers {
   /** Kubernetes namespace and release name (helm). */
   namespace: string
   release: string
+  /** The first tenant and its owner, created after the first deploy (no email: none is created). */
+  tenantName: string
+  adminEmail: string
   /** Atrium settings (config/schema.ts names). */
   config: Partial<Record<SettingName, ValueSource>>
 }
+
+export const EMAIL_RE = /^[^\s@]+@[^\s@]+$/
 
 export const DEFAULT_ANSWERS: Answers = {
   target: 'compose',
@@ -35,6 +40,8 @@ export const DEFAULT_ANSWERS: Answers = {
   outputDir: './atrium',
   namespace: 'atrium',
   release: 'atrium',
+  tenantName: 'Default',
+  adminEmail: '',
   config: {},
 }
 
@@ -62,7 +69,11 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
   }
   choice('target', TARGETS)
   choice('mode', MODES)
-  for (const key of ['dataPath', 'outputDir', 'namespace', 'release'] as const) {
+  if (doc.adminEmail !== undefined) {
+    if (typeof doc.adminEmail === 'string' && (doc.adminEmail === '' || EMAIL_RE.test(doc.adminEmail.trim()))) answers.adminEmail = doc.adminEmail.trim()
+    else problems.push('adminEmail: must be an email address (or empty: no first tenant is created)')
+  }
+  for (const key of ['dataPath', 'outputDir', 'namespace', 'release', 'tenantName'] as const) {
     const v = doc[key]
     if (v === undefined) continue
     if (typeof v === 'string' && v.trim()) answers[key] = v.trim()

@@ -76,8 +76,8 @@ export interface ConfigChange {
 
 export interface ConfigPlan {
   values: EnvValues
-  /** Secrets made now because none existed. */
-  generated: SettingName[]
+  /** Secrets made now because none existed (settings, and the Compose bundle's passwords). */
+  generated: string[]
   /** Differences from the file on disk (everything is added on a first install). */
   changes: ConfigChange[]
   /** Why this configuration cannot be written; empty when it can. */

@@ -2,9 +2,11 @@
 // `<outputDir>/values.yaml` and `<outputDir>/secret.yaml`. Existing files are read back first so a
 // re-run keeps every secret and shows what would change; `dryRun` writes nothing.
 import { mkdirSync } from 'node:fs'
+import { CONTAINER_FIXED } from '../../config/bundles.js'
 import { join } from 'node:path'
 import type { SettingName } from '../../config/schema.js'
 import { renderAnswers, type Answers } from './answers.js'
+import { composeBundleValues, renderBundleSection } from './compose-bundle.js'
 import { IMMUTABLE_SECRETS, planConfig, readEnvFile, renderEnvFile, writePrivateFile, type ConfigPlan } from './config-file.js'
 import { readHelmFiles, renderHelmFiles } from './helm-values.js'
 
@@ -42,7 +44,12 @@ export function readExisting(answers: Answers): Record<string, string> | null {
 export function configure(answers: Answers, resolved: Record<string, string>, opts: { dryRun: boolean }): ConfigureResult {
   const files = configFiles(answers)
   const existing = readExisting(answers)
-  const plan = planConfig({ ...resolved, ...impliedSettings(answers) }, existing)
+  // Compose: the bundled PostgreSQL, Redis and MinIO unless the answers name external ones.
+  const bundle = files.target === 'compose' ? composeBundleValues(answers, resolved, existing) : null
+  // Helm: the chart fixes the port, address and data folder of the container; answers cannot move them.
+  const given = files.target === 'helm' ? Object.fromEntries(Object.entries(resolved).filter(([n]) => !(n in CONTAINER_FIXED))) : resolved
+  const plan = planConfig({ ...bundle?.settings, ...given, ...impliedSettings(answers) }, existing)
+  if (bundle) plan.generated.push(...bundle.generated)
   if (answers.mode === 'air-gapped' && resolved.AIR_GAPPED && resolved.AIR_GAPPED !== 'true') {
     plan.problems.unshift('AIR_GAPPED is set to false in the answers, but the mode is air-gapped')
   }
@@ -50,7 +57,7 @@ export function configure(answers: Answers, resolved: Record<string, string>, op
   const out = files.target === 'compose' ? [files.env] : [files.values, files.secret]
   if (written) {
     mkdirSync(answers.outputDir, { recursive: true, mode: 0o700 })
-    if (files.target === 'compose') writePrivateFile(files.env, renderEnvFile(plan.values))
+    if (files.target === 'compose') writePrivateFile(files.env, renderEnvFile(plan.values) + renderBundleSection(bundle!.variables))
     else {
       const helm = renderHelmFiles(plan.values, answers)
       writePrivateFile(files.values, helm.values)

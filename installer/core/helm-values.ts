@@ -5,6 +5,7 @@
 // ENCRYPTION_MASTER_KEY.
 import { existsSync, readFileSync } from 'node:fs'
 import { parse, stringify } from 'yaml'
+import { CONTAINER_FIXED, helmValue } from '../../config/bundles.js'
 import { settings, type Setting, type SettingName } from '../../config/schema.js'
 import type { EnvValues } from './config-file.js'
 
@@ -17,18 +18,27 @@ export interface HelmFiles {
 
 export const secretName = (release: string) => `${release}-config`
 
-export function renderHelmFiles(values: EnvValues, opts: { release: string; namespace: string }): HelmFiles {
-  const env: Record<string, string> = {}
+/**
+ * The chart's values: typed as its values.schema.json wants them (numbers, booleans), without the
+ * settings the chart fixes itself (port, data folder, production mode), AIR_GAPPED as `airGapped`.
+ */
+export function renderHelmFiles(values: EnvValues, opts: { release: string; namespace: string; registry?: string }): HelmFiles {
+  const env: Record<string, string | number | boolean> = {}
   const stringData: Record<string, string> = {}
   for (const name of Object.keys(settings) as SettingName[]) {
     const v = values[name]
-    if (v === undefined || v === '') continue
+    if (v === undefined || v === '' || name in CONTAINER_FIXED || name === 'AIR_GAPPED') continue
     if (isSecret(name)) stringData[name] = v
-    else env[name] = v
+    else env[name] = helmValue(settings[name] as Setting, v)
   }
   const header = '# Written by the Atrium installer; re-run it to change these.\n'
   return {
-    values: header + stringify({ existingSecret: secretName(opts.release), env }),
+    values: header + stringify({
+      ...(opts.registry ? { global: { imageRegistry: opts.registry } } : {}),
+      airGapped: values.AIR_GAPPED === 'true',
+      existingSecret: secretName(opts.release),
+      env,
+    }),
     secret: header + stringify({
       apiVersion: 'v1',
       kind: 'Secret',
@@ -52,9 +62,10 @@ export function readHelmFiles(valuesPath: string, secretPath: string): Record<st
     if (!existsSync(path)) return
     const doc = parse(readFileSync(path, 'utf8')) as Record<string, unknown> | null
     const map = doc ? pick(doc) : null
-    if (map && typeof map === 'object') for (const [k, v] of Object.entries(map)) if (typeof v === 'string') out[k] = v
+    if (map && typeof map === 'object') for (const [k, v] of Object.entries(map)) if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = String(v)
   }
   read(valuesPath, (d) => d.env)
+  read(valuesPath, (d) => ({ ...(d.airGapped === true ? { AIR_GAPPED: 'true' } : {}), NODE_ENV: CONTAINER_FIXED.NODE_ENV }))
   read(secretPath, (d) => d.stringData)
   return out
 }

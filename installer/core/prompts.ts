@@ -1,17 +1,22 @@
 // The questions of the interactive installer, with their defaults and validation. Pure: the Ink
 // screens ask them one by one and show what `check` says; the rules are the one config schema's.
 import { parseSetting, settings, type Setting, type SettingName } from '../../config/schema.js'
-import type { Answers } from './answers.js'
+import { EMAIL_RE, type Answers } from './answers.js'
 
 export interface Prompt {
   /** An answers-file field (dataPath, outputDir) or an Atrium setting. */
-  key: 'dataPath' | 'outputDir' | 'namespace' | 'release' | SettingName
+  key: AnswerKey | SettingName
   label: string
   secret: boolean
   /** The value offered when the admin just presses Enter ('' when there is none). */
   initial: string
   required: boolean
 }
+
+type AnswerKey = 'dataPath' | 'outputDir' | 'namespace' | 'release' | 'tenantName' | 'adminEmail'
+const ANSWER_KEYS: readonly string[] = ['dataPath', 'outputDir', 'namespace', 'release', 'tenantName', 'adminEmail']
+/** Compose brings its own PostgreSQL, Redis and MinIO: these may stay empty there. */
+const BUNDLED: readonly SettingName[] = ['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT', 'R2_ACCESS_KEY_ID', 'R2_SECRET_ACCESS_KEY']
 
 const SETTING_PROMPTS: { name: SettingName; label: string; required: boolean }[] = [
   { name: 'PUBLIC_URL', label: 'Public URL users reach Atrium at (https://...)', required: true },
@@ -26,7 +31,7 @@ const SETTING_PROMPTS: { name: SettingName; label: string; required: boolean }[]
 
 /** The questions for this target, offering what is already configured (or the schema's default). */
 export function promptsFor(answers: Answers, existing: Record<string, string> | null): Prompt[] {
-  const path = (key: 'dataPath' | 'outputDir' | 'namespace' | 'release', label: string): Prompt => ({ key, label, secret: false, initial: answers[key], required: true })
+  const path = (key: AnswerKey, label: string, required = true): Prompt => ({ key, label, secret: false, initial: answers[key], required })
   const head = [path('dataPath', 'Data path on this machine'), path('outputDir', 'Folder to write the configuration to')]
   if (answers.target === 'helm') head.push(path('namespace', 'Kubernetes namespace'), path('release', 'Helm release name'))
   return [
@@ -35,8 +40,14 @@ export function promptsFor(answers: Answers, existing: Record<string, string> | 
       const s = settings[name] as Setting
       const fallback = Array.isArray(s.default) ? s.default.join(',') : String(s.default ?? '')
       const given = answers.config[name]
-      return { key: name, label, secret: s.secret, initial: (typeof given === 'string' ? given : undefined) ?? existing?.[name] ?? fallback, required }
+      const bundled = answers.target === 'compose' && BUNDLED.includes(name)
+      return {
+        key: name, label: bundled ? `${label}; empty: the bundled one` : label, secret: s.secret,
+        initial: (typeof given === 'string' ? given : undefined) ?? existing?.[name] ?? fallback, required: required && !bundled,
+      }
     }),
+    path('tenantName', 'Name of the first tenant (your organization)'),
+    path('adminEmail', 'Email of its first admin (empty: create tenants later with the admin CLI)', false),
   ]
 }
 
@@ -44,6 +55,7 @@ export function promptsFor(answers: Answers, existing: Record<string, string> | 
 export function checkAnswer(p: Prompt, value: string): string | null {
   const v = value.trim()
   if (!v) return p.required ? `${p.label.split(' (')[0]} is required` : null
+  if (p.key === 'adminEmail') return EMAIL_RE.test(v) ? null : 'Email must be an address like admin@example.com'
   if (!(p.key in settings)) return null
   const r = parseSetting(p.key, settings[p.key as SettingName] as Setting, v)
   return 'problem' in r ? r.problem : null
@@ -52,6 +64,6 @@ export function checkAnswer(p: Prompt, value: string): string | null {
 /** Records an answer where it belongs in the answers. */
 export function applyAnswer(answers: Answers, p: Prompt, value: string): Answers {
   const v = value.trim()
-  if (p.key === 'dataPath' || p.key === 'outputDir' || p.key === 'namespace' || p.key === 'release') return { ...answers, [p.key]: v }
+  if (ANSWER_KEYS.includes(p.key)) return { ...answers, [p.key]: v }
   return { ...answers, config: { ...answers.config, [p.key]: v } }
 }

@@ -37,14 +37,34 @@ export interface DeployOptions {
 const COMPOSE_PROJECT = 'atrium'
 const WAIT = 15 * 60_000
 
-function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'compose' }>, o: DeployOptions): Command[] {
+/** The Compose bundle's external volumes, each bound to a folder under the data path (the disk preflight measured). */
+export const COMPOSE_VOLUMES = { 'atrium-postgres': 'postgres', 'atrium-redis': 'redis', 'atrium-minio': 'minio', 'atrium-data': 'data' } as const
+
+/** `docker compose` with the project, the written .env and the bundle's files (plus the air-gapped variant). */
+export function composeArgs(answers: Answers, envFile: string, o: DeployOptions = {}): string[] {
   const dir = (o.bundles ?? BUNDLES).compose
-  const compose = ['compose', '--project-name', COMPOSE_PROJECT, '--env-file', resolve(files.env), '-f', join(dir, 'compose.yaml')]
-  if (answers.mode === 'air-gapped') compose.push('-f', join(dir, 'compose.airgap.yaml'))
+  const args = ['compose', '--project-name', COMPOSE_PROJECT, '--env-file', resolve(envFile), '-f', join(dir, 'compose.yaml')]
+  if (answers.mode === 'air-gapped') args.push('-f', join(dir, 'compose.airgap.yaml'))
+  return args
+}
+
+function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'compose' }>, o: DeployOptions): Command[] {
+  const compose = composeArgs(answers, files.env, o)
+  // External volumes: `docker compose down -v` cannot delete them; made once, found on a re-run.
+  const volumes = Object.entries(COMPOSE_VOLUMES).flatMap(([name, folder]): Command[] => [
+    { file: 'docker', args: ['volume', 'inspect', name], title: `Look for the volume ${name}`, probe: true },
+    {
+      file: 'docker',
+      args: ['volume', 'create', '--driver', 'local', '--opt', 'type=none', '--opt', 'o=bind', '--opt', `device=${join(resolve(answers.dataPath), folder)}`, name],
+      title: `Create the volume ${name} in ${join(answers.dataPath, folder)}`,
+    },
+  ])
+  const pull = answers.mode === 'air-gapped' ? ['--pull', 'never'] : []
   return [
     ...(o.imagesTarball ? [{ file: 'docker', args: ['load', '--input', resolve(o.imagesTarball)], title: 'Load the images from the tarball', timeoutMs: WAIT }] : []),
     { file: 'docker', args: [...compose, 'config', '--quiet'], title: 'Validate the Compose files with the configuration' },
-    { file: 'docker', args: [...compose, 'up', '--detach', '--wait', '--wait-timeout', '600', '--remove-orphans'], title: 'Start Atrium and wait until every service is healthy', timeoutMs: WAIT },
+    ...volumes,
+    { file: 'docker', args: [...compose, 'up', '--detach', '--wait', '--wait-timeout', '600', '--remove-orphans', ...pull], title: 'Start Atrium and wait until every service is healthy', timeoutMs: WAIT },
   ]
 }
 
@@ -64,7 +84,18 @@ function helmCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'h
   ]
 }
 
-/** The commands, in order. The namespace is created only when the probe before it fails. */
+/** The chart's name for the release's resources (atrium.fullname in charts/atrium/templates/_helpers.tpl). */
+export const chartFullname = (release: string) => (release.includes('atrium') ? release : `${release}-atrium`).slice(0, 63).replace(/-+$/, '')
+
+/** The admin CLI inside the running server container, for the first tenant. */
+export function adminCommand(answers: Answers, files: ConfigFiles, cli: string[], o: DeployOptions = {}): Command {
+  const inside = ['node', '--import', 'tsx', '/app/server/cli.ts', ...cli]
+  return files.target === 'compose'
+    ? { file: 'docker', args: [...composeArgs(answers, files.env, o), 'exec', '-T', 'server', ...inside], title: `Run the admin CLI: ${cli[0]}` }
+    : { file: 'kubectl', args: ['--namespace', answers.namespace, 'exec', `deploy/${chartFullname(answers.release)}`, '-c', 'server', '--', ...inside], title: `Run the admin CLI: ${cli[0]}` }
+}
+
+/** The commands, in order. A resource is created only when the probe before it fails. */
 export function deployCommands(answers: Answers, files: ConfigFiles, o: DeployOptions = {}): Command[] {
   return files.target === 'compose' ? composeCommands(answers, files, o) : helmCommands(answers, files as Extract<ConfigFiles, { target: 'helm' }>, o)
 }

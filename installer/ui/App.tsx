@@ -1,6 +1,7 @@
 // The interactive installer: thin screens over core/. Welcome; target and mode; the questions;
-// preflight; the plan (what changes); write; summary with the replay command. Keyboard only, fits
-// 80x24, and every status is in words so no colour is needed.
+// preflight; the plan (what changes); write; then deploy with progress, the wait for /readyz and
+// the summary with the URL and the first admin. Keyboard only, fits 80x24, and every status is in
+// words so no colour is needed.
 import React, { useEffect, useState } from 'react'
 import { Box, Text, useApp, useInput } from 'ink'
 import SelectInput from 'ink-select-input'
@@ -9,13 +10,17 @@ import { DEFAULT_ANSWERS, type Answers, type Mode, type Target } from '../core/a
 import { overallStatus, type CheckResult } from '../core/checks/check.js'
 import { configure, readExisting, type ConfigureResult } from '../core/configure.js'
 import { applyAnswer, checkAnswer, promptsFor, type Prompt } from '../core/prompts.js'
+import type { DeployStep } from '../deploy/deploy.js'
+import { stepLine, summaryLines, type InstallOutcome } from '../deploy/install.js'
 import { CheckList } from './CheckList.js'
 
 export interface AppProps {
   /** Runs the preflight for the answers so far (core/preflight.ts in the real installer). */
   preflight: (answers: Answers, values: Record<string, string>) => Promise<CheckResult[]>
   /** Called with the outcome when the installer ends. */
-  onDone: (result: { written: boolean; result?: ConfigureResult; checks?: CheckResult[] }) => void
+  onDone: (result: { written: boolean; result?: ConfigureResult; checks?: CheckResult[]; installed?: InstallOutcome }) => void
+  /** Deploys what was written (deploy/install.ts in the real installer); without it the installer ends at the summary. */
+  install?: (answers: Answers, values: Record<string, string>, onStep: (s: DeployStep) => void) => Promise<InstallOutcome>
   initial?: Answers
 }
 
@@ -27,6 +32,8 @@ type Step =
   | { name: 'checks'; checks: CheckResult[] | null }
   | { name: 'plan'; plan: ConfigureResult; checks: CheckResult[] }
   | { name: 'done'; result: ConfigureResult }
+  | { name: 'deploying'; result: ConfigureResult; lines: string[] }
+  | { name: 'installed'; result: ConfigureResult; outcome: InstallOutcome; lines: string[] }
 
 const valuesOf = (a: Answers) => Object.fromEntries(Object.entries(a.config).filter(([, v]) => typeof v === 'string')) as Record<string, string>
 
@@ -61,7 +68,7 @@ function Question({ prompt, onAnswer }: { prompt: Prompt; onAnswer: (value: stri
   )
 }
 
-export function App({ preflight, onDone, initial = DEFAULT_ANSWERS }: AppProps) {
+export function App({ preflight, onDone, install, initial = DEFAULT_ANSWERS }: AppProps) {
   const { exit } = useApp()
   const [answers, setAnswers] = useState<Answers>(initial)
   const [step, setStep] = useState<Step>({ name: 'welcome' })
@@ -88,7 +95,21 @@ export function App({ preflight, onDone, initial = DEFAULT_ANSWERS }: AppProps) 
       if (input === 'b') setStep({ name: 'ask', index: 0 })
     }
     if (step.name === 'done' && key.return) finish({ written: step.result.written, result: step.result })
+    if (step.name === 'done' && input === 'd' && install) setStep({ name: 'deploying', result: step.result, lines: [] })
+    if (step.name === 'installed' && key.return) finish({ written: true, result: step.result, installed: step.outcome })
   })
+
+  useEffect(() => {
+    if (step.name !== 'deploying' || step.lines.length || !install) return
+    const lines: string[] = []
+    // Each step reports twice (start, end): the end replaces the start's line.
+    const onStep = (s: DeployStep) => {
+      if (s.result || s.skipped) lines[lines.length - 1] = stepLine(s)
+      else lines.push(stepLine(s))
+      setStep({ name: 'deploying', result: step.result, lines: [...lines] })
+    }
+    install(answers, valuesOf(answers), onStep).then((outcome) => setStep({ name: 'installed', result: step.result, outcome, lines }))
+  }, [step.name])
 
   useEffect(() => {
     if (step.name !== 'checks' || step.checks) return
@@ -183,8 +204,23 @@ export function App({ preflight, onDone, initial = DEFAULT_ANSWERS }: AppProps) 
           <Title>Done</Title>
           <Text wrap="wrap">Wrote {step.result.files.join(', ')} (mode 0600).</Text>
           <Text wrap="wrap">Replay: npm run --silent installer -- configure --answers {step.result.answersPath} --yes</Text>
-          <Text>Press Enter to exit.</Text>
+          <Text wrap="wrap">Deploy later with: npm run --silent installer -- install --answers {step.result.answersPath} --yes</Text>
+          <Text>{install ? 'd: deploy now (' + (answers.target === 'compose' ? 'docker compose up' : 'helm upgrade --install') + ')  Enter: exit' : 'Press Enter to exit.'}</Text>
         </Box>
       )
+    case 'deploying':
+    case 'installed': {
+      // The last lines only: a long deploy still fits in 24 rows.
+      const shown = step.lines.slice(-10)
+      return (
+        <Box flexDirection="column">
+          <Title>{step.name === 'deploying' ? 'Deploying' : step.outcome.ok ? 'Installed' : 'Install failed'}</Title>
+          {shown.map((l, i) => <Text key={i} wrap="truncate-end">{l}</Text>)}
+          {step.name === 'deploying' && <Text>Working: this can take several minutes.</Text>}
+          {step.name === 'installed' && summaryLines(answers, step.outcome).map((l, i) => <Text key={`s${i}`} wrap="wrap">{l}</Text>)}
+          {step.name === 'installed' && <Text>Press Enter to exit.</Text>}
+        </Box>
+      )
+    }
   }
 }

@@ -24,7 +24,7 @@ t.test('an admin answers the questions in a terminal and gets a written configur
   term.press('Enter') // connected
 
   const answer = async (n: number, value: string) => {
-    await term.waitFor(new RegExp(`Configuration \\(${n} of 10\\)`))
+    await term.waitFor(new RegExp(`Configuration \\(${n} of 12\\)`))
     term.type(value, true)
   }
   await answer(1, dir)
@@ -43,6 +43,8 @@ t.test('an admin answers the questions in a terminal and gets a written configur
   await answer(9, services.s3SecretKey)
   t.notMatch(term.screen(), new RegExp(services.s3SecretKey), 'a secret is masked as it is typed')
   await answer(10, 'not-a-license')
+  await answer(11, 'Example Corp')
+  await answer(12, 'admin@example.com')
 
   // No valid license here (only the vendor can sign one), so the checks fail and say why.
   const checks = await term.waitFor(/c: continue anyway/, 60_000)

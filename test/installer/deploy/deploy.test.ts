@@ -8,23 +8,38 @@ import { join } from 'node:path'
 import t from 'tap'
 import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
 import { configFiles } from '../../../installer/core/configure.js'
-import { bundleMissing, deploy, deployCommands, waitReady } from '../../../installer/deploy/deploy.js'
+import { adminCommand, bundleMissing, chartFullname, COMPOSE_VOLUMES, deploy, deployCommands, waitReady } from '../../../installer/deploy/deploy.js'
 import { run, type Runner } from '../../../installer/deploy/run.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const bundles = { compose: '/pkg/compose', chart: '/pkg/charts/atrium' }
 const line = (c: { file: string; args: string[] }) => `${c.file} ${c.args.join(' ')}`
 
-t.test('compose: validate, then up and wait; air-gapped loads the images first and adds its file', async (t) => {
-  const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', config: {} }
+t.test('compose: validate, make the external volumes under the data path, then up and wait; air-gapped loads the images and never pulls', async (t) => {
+  const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', dataPath: '/data/atrium', config: {} }
+  const compose = 'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml'
   t.same(deployCommands(a, configFiles(a), { bundles }).map(line), [
-    'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml config --quiet',
-    'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml up --detach --wait --wait-timeout 600 --remove-orphans',
+    `${compose} config --quiet`,
+    ...Object.entries(COMPOSE_VOLUMES).flatMap(([name, folder]) => [
+      `docker volume inspect ${name}`,
+      `docker volume create --driver local --opt type=none --opt o=bind --opt device=/data/atrium/${folder} ${name}`,
+    ]),
+    `${compose} up --detach --wait --wait-timeout 600 --remove-orphans`,
   ])
   const gapped = { ...a, mode: 'air-gapped' as const }
   const cmds = deployCommands(gapped, configFiles(gapped), { bundles, imagesTarball: '/media/atrium-images.tar' }).map(line)
   t.equal(cmds[0], 'docker load --input /media/atrium-images.tar')
-  t.match(cmds[2], /-f \/pkg\/compose\/compose\.yaml -f \/pkg\/compose\/compose\.airgap\.yaml up --detach --wait/)
+  t.match(cmds.at(-1), /-f \/pkg\/compose\/compose\.yaml -f \/pkg\/compose\/compose\.airgap\.yaml up --detach --wait .* --pull never$/)
+})
+
+t.test('the admin CLI runs inside the server: compose exec, or kubectl exec into the chart\'s Deployment', async (t) => {
+  const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', config: {} }
+  t.equal(line(adminCommand(a, configFiles(a), ['create-tenant', '--name', 'X'], { bundles })),
+    'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml exec -T server node --import tsx /app/server/cli.ts create-tenant --name X')
+  const h: Answers = { ...a, target: 'helm', namespace: 'ai', release: 'prod' }
+  t.equal(line(adminCommand(h, configFiles(h), ['migrate'])), 'kubectl --namespace ai exec deploy/prod-atrium -c server -- node --import tsx /app/server/cli.ts migrate')
+  t.equal(chartFullname('atrium'), 'atrium', 'a release named for the chart is not repeated, as in the chart')
+  t.equal(chartFullname('my-atrium-prod'), 'my-atrium-prod')
 })
 
 t.test('helm: namespace, Secret, then upgrade --install --wait --atomic (the same command upgrades)', async (t) => {
@@ -72,7 +87,7 @@ t.test('a missing namespace is created; the first failing command stops the depl
   const compose = tools(t, { docker: 'case "$*" in *config*) echo "services.server.image must be a string" >&2; exit 15;; esac' })
   const c = await deploy(deployCommands(DEFAULT_ANSWERS, configFiles(DEFAULT_ANSWERS), { bundles }), compose.runner)
   t.notOk(c.ok)
-  t.equal(compose.calls().length, 1, 'up never runs after a failed validation')
+  t.equal(compose.calls().length, 1, 'nothing runs after a failed validation')
 })
 
 t.test('readiness is polled until /readyz answers 200, or the time runs out with the last answer', async (t) => {

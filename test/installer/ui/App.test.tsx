@@ -5,7 +5,8 @@ import { join } from 'node:path'
 import React from 'react'
 import t from 'tap'
 import { render } from 'ink-testing-library'
-import { App } from '../../../installer/ui/App.js'
+import { App, type AppProps } from '../../../installer/ui/App.js'
+import type { DeployStep } from '../../../installer/deploy/deploy.js'
 import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
 import type { CheckResult } from '../../../installer/core/checks/check.js'
 import { tempDir } from '../../helpers/platform.js'
@@ -15,11 +16,11 @@ const failing: CheckResult[] = [{ id: 'cpu', title: 'CPU cores', status: 'fail',
 const passing: CheckResult[] = [{ ...failing[0]!, status: 'pass', found: '8 cores', fix: '' }]
 
 /** Starts the app on the checks step's doorstep: every question answered through the keyboard. */
-async function throughQuestions(t: Parameters<typeof tempDir>[0], checks: CheckResult[], answers: Partial<Answers['config']> = {}) {
+async function throughQuestions(t: Parameters<typeof tempDir>[0], checks: CheckResult[], answers: Partial<Answers['config']> = {}, install?: AppProps['install']) {
   const dir = tempDir(t)
   const done: unknown[] = []
   const initial: Answers = { ...DEFAULT_ANSWERS, dataPath: dir, outputDir: join(dir, 'out'), config: {} }
-  const ui = render(<App initial={initial} preflight={async () => checks} onDone={(r) => done.push(r)} />)
+  const ui = render(<App initial={initial} preflight={async () => checks} install={install} onDone={(r) => done.push(r)} />)
   t.teardown(ui.unmount)
   const enter = async (text = '') => {
     ui.stdin.write(text)
@@ -31,9 +32,9 @@ async function throughQuestions(t: Parameters<typeof tempDir>[0], checks: CheckR
   await enter() // welcome
   await enter() // compose
   await enter() // connected
-  const values = ['', '', 'https://atrium.example.com', 'postgres://a@db/atrium', 'redis://cache:6379', 'http://s3:9000', '', 'key', 'secret', 'license',
+  const values = ['', '', 'https://atrium.example.com', 'postgres://a@db/atrium', 'redis://cache:6379', 'http://s3:9000', '', 'key', 'secret', 'license', '', 'admin@example.com',
     ...Object.values(answers)]
-  for (const v of values.slice(0, 10)) await enter(v as string)
+  for (const v of values.slice(0, 12)) await enter(v as string)
   return { ui, done, out: join(dir, 'out') }
 }
 
@@ -75,4 +76,40 @@ t.test('y writes the configuration and the summary gives the replay command', as
   ui.stdin.write('\r')
   await tick()
   t.match(done, [{ written: true }])
+})
+
+t.test('after writing, d deploys with progress and ends on the URL and the first admin\'s credentials', async (t) => {
+  const calls: string[] = []
+  const install: AppProps['install'] = async (answers, _values, onStep) => {
+    calls.push(answers.adminEmail)
+    const command = { file: 'docker', args: ['compose', 'up'], title: 'Start Atrium and wait until every service is healthy' }
+    const result = { command: 'docker compose up', exitCode: 0, stdout: '', stderr: '', notFound: false, timedOut: false }
+    onStep({ command, result: null } as DeployStep)
+    await tick()
+    onStep({ command, result })
+    return {
+      ok: true, stage: 'done', url: 'https://atrium.example.com', steps: [{ command, result }], existing: null,
+      created: { tenantId: 't-1', userId: 'u-1', email: 'admin@example.com', password: 'pw-shown-once', apiKey: 'svc_ci_abc' },
+    }
+  }
+  const { ui, done } = await throughQuestions(t, passing, {}, install)
+  ui.stdin.write('\r')
+  await tick()
+  ui.stdin.write('y')
+  await tick()
+  t.match(ui.lastFrame(), /d: deploy now \(docker compose up\)/)
+  ui.stdin.write('d')
+  await tick()
+  await tick()
+  await tick()
+  const frame = ui.lastFrame() ?? ''
+  t.match(frame, /Installed/)
+  t.match(frame, /done\s+Start Atrium and wait until every service is healthy/)
+  t.match(frame, /Atrium is ready at https:\/\/atrium\.example\.com/)
+  t.match(frame, /password\s+pw-shown-once/)
+  t.match(frame, /API key\s+svc_ci_abc/)
+  t.same(calls, ['admin@example.com'], 'the answers reach the install once')
+  ui.stdin.write('\r')
+  await tick()
+  t.match(done, [{ written: true, installed: { ok: true } }])
 })

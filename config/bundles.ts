@@ -1,0 +1,257 @@
+// Renders the parts of the bundles that come from the one schema (config/schema.ts) and the image
+// list (config/images.ts): the chart's values.schema.json, the `env`/`secrets` block of its
+// values.yaml and its Chart.yaml; the server environment block of compose.yaml and compose's
+// .env.example; and config/atrium.env.example. `npm run config:generate` rewrites them;
+// `npm run config:generate -- --check` (and a test) fails when one has drifted.
+import { readFileSync, writeFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { stringify } from 'yaml'
+import { VERSION } from '../server/version.js'
+import { ENV_TEMPLATE_PATH, renderEnvTemplate } from './env-template.js'
+import { IMAGES, imageNamed } from './images.js'
+import { settings, type Setting, type SettingName } from './schema.js'
+
+const root = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url))
+
+export const PATHS = {
+  chartYaml: root('charts/atrium/Chart.yaml'),
+  values: root('charts/atrium/values.yaml'),
+  valuesSchema: root('charts/atrium/values.schema.json'),
+  compose: root('compose/compose.yaml'),
+  composeEnv: root('compose/.env.example'),
+  envTemplate: ENV_TEMPLATE_PATH,
+}
+
+/**
+ * Settings a container bundle fixes itself: the image listens on 8080 at every address, keeps its
+ * data in the volume at /var/lib/atrium, runs in production mode, and leaves migrations to the
+ * migration job. Neither values.yaml nor the container environment offers them.
+ */
+export const CONTAINER_FIXED: Readonly<Partial<Record<SettingName, string>>> = {
+  NODE_ENV: 'production',
+  PORT: '8080',
+  HOST: '0.0.0.0',
+  DATA_DIR: '/var/lib/atrium',
+  MIGRATE_ON_START: 'false',
+}
+
+const entries = () => Object.entries(settings) as [SettingName, Setting][]
+export const bundleSettings = (secret: boolean) => entries().filter(([name, s]) => s.secret === secret && !(name in CONTAINER_FIXED))
+
+/** The value a setting has in values.yaml: typed as the chart's schema expects. */
+export function helmValue(s: Setting, raw: string): string | number | boolean {
+  if (s.type === 'int' && /^-?\d+$/.test(raw)) return Number(raw)
+  if (s.type === 'bool' && /^(true|false)$/i.test(raw)) return raw.toLowerCase() === 'true'
+  return raw
+}
+
+function defaultText(s: Setting): string {
+  return Array.isArray(s.default) ? s.default.join(',') : String(s.default)
+}
+
+function jsonSchemaOf(s: Setting): Record<string, unknown> {
+  const description = s.description
+  switch (s.type) {
+    case 'int': return { type: 'integer', minimum: s.min, maximum: s.max, description }
+    case 'bool': return { type: 'boolean', description }
+    case 'enum': return { type: 'string', enum: s.values, description }
+    case 'url': {
+      const schemes = (s.protocols ?? ['http:', 'https:']).map((p) => p.slice(0, -1)).join('|')
+      return { type: 'string', pattern: `^$|^(${schemes})://[^\\s]+$`, description: `${description} (empty or a ${schemes}:// URL)` }
+    }
+    case 'cidrs': return { type: 'string', pattern: '^[0-9A-Fa-f:./, ]*$', description: `${description} (e.g. 10.0.0.0/8,fd00::/8)` }
+    case 'key32': return { type: 'string', pattern: '^$|^[A-Za-z0-9+/]{43}=$', description }
+    default: return { type: 'string', description }
+  }
+}
+
+const obj = (properties: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({ type: 'object', additionalProperties: false, properties, ...extra })
+const str = (description: string, extra: Record<string, unknown> = {}) => ({ type: 'string', description, ...extra })
+const bool = (description: string) => ({ type: 'boolean', description })
+const int = (description: string, minimum = 0) => ({ type: 'integer', minimum, description })
+const anyMap = (description: string) => ({ type: 'object', description, additionalProperties: { type: 'string' } })
+const quantity = { anyOf: [{ type: 'string', pattern: '^[0-9.]+[a-zA-Z]*$' }, { type: 'number', minimum: 0 }] }
+const resources = obj({ requests: obj({ cpu: quantity, memory: quantity }), limits: obj({ cpu: quantity, memory: quantity }) })
+const free = (description: string) => ({ type: 'object', description })
+const list = (description: string) => ({ type: 'array', description })
+
+/** values.schema.json: self-contained (no remote $ref), unknown keys refused so typos fail at install. */
+export function renderValuesSchema(): string {
+  const env = Object.fromEntries(bundleSettings(false).map(([n, s]) => [n, jsonSchemaOf(s)]))
+  const secrets = Object.fromEntries(bundleSettings(true).map(([n, s]) => [n, jsonSchemaOf(s)]))
+  const schema = {
+    $schema: 'http://json-schema.org/draft-07/schema#',
+    title: 'Atrium chart values',
+    ...obj({
+      global: obj({
+        imageRegistry: str('Registry that replaces the registry of every image (air-gapped sites: the private registry)', { pattern: '^$|^[a-zA-Z0-9.-]+(:[0-9]+)?(/[a-zA-Z0-9._/-]+)?$' }),
+        imagePullSecrets: { type: 'array', items: { anyOf: [{ type: 'string' }, obj({ name: { type: 'string' } }, { required: ['name'] })] }, description: 'Secrets with the credentials of the registry' },
+      }),
+      nameOverride: str('Replaces the chart name in resource names'),
+      fullnameOverride: str('Replaces the release-derived prefix of resource names'),
+      image: obj({
+        registry: str('Registry of the server image'),
+        repository: str('Repository of the server image', { minLength: 1 }),
+        tag: str('Tag of the server image; empty means the chart\'s appVersion'),
+        digest: str('Pins the image by digest (sha256:...); wins over the tag', { pattern: '^$|^sha256:[a-f0-9]{64}$' }),
+        pullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'] },
+      }, { required: ['repository'] }),
+      replicaCount: int('Server replicas when autoscaling is off', 1),
+      airGapped: bool('No outside network: turns off web search and external integrations (AIR_GAPPED=true)'),
+      existingSecret: str('Name of a Secret that holds the secret settings (GitOps); the chart then creates none'),
+      env: obj(env, { description: 'Atrium settings (config/schema.ts), except those the chart fixes' }),
+      secrets: obj(secrets, { description: 'Secret Atrium settings, used when existingSecret is empty; ENCRYPTION_MASTER_KEY is generated once when empty and kept across upgrades' }),
+      service: obj({ type: { type: 'string', enum: ['ClusterIP', 'NodePort', 'LoadBalancer'] }, port: int('Service port', 1), annotations: anyMap('Service annotations') }),
+      ingress: obj({
+        enabled: bool('Create an Ingress'),
+        className: str('IngressClass name'),
+        host: str('Host name users reach Atrium at', { pattern: '^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' }),
+        annotations: anyMap('Ingress annotations'),
+        tls: obj({ enabled: bool('Terminate TLS at the Ingress'), secretName: str('Secret with the certificate') }),
+      }),
+      resources,
+      migrations: obj({ resources, backoffLimit: int('Retries of the migration job'), activeDeadlineSeconds: int('Longest a migration may run', 60) }),
+      autoscaling: obj({ enabled: bool('Create a HorizontalPodAutoscaler'), minReplicas: int('Fewest replicas', 1), maxReplicas: int('Most replicas', 1), targetCPUUtilizationPercentage: { type: 'integer', minimum: 1, maximum: 100 } }),
+      podDisruptionBudget: obj({ enabled: bool('Create a PodDisruptionBudget'), minAvailable: { anyOf: [{ type: 'integer', minimum: 0 }, { type: 'string', pattern: '^[0-9]+%$' }] } }),
+      networkPolicy: obj({ enabled: bool('Create a NetworkPolicy'), ingressFrom: list('Extra NetworkPolicyPeers allowed to reach the server (e.g. the ingress controller namespace)'), egress: list('Egress rules; empty allows all (the database, Redis and S3 are outside the cluster by default)') }),
+      serviceAccount: obj({ create: bool('Create a ServiceAccount'), name: str('Name of the ServiceAccount to use'), annotations: anyMap('ServiceAccount annotations') }),
+      upgradeGuard: obj({ enabled: bool('Refuse upgrades that skip a minor version or go back'), allowSkip: bool('Let this one upgrade skip versions (read the release notes first)') }),
+      tests: obj({ enabled: bool('Install the helm test that checks /readyz') }),
+      podAnnotations: anyMap('Annotations on the server pods'),
+      podLabels: anyMap('Labels on the server pods'),
+      nodeSelector: anyMap('Node selector of every pod'),
+      tolerations: list('Tolerations of every pod'),
+      affinity: free('Affinity of the server pods'),
+      priorityClassName: str('PriorityClass of the server pods'),
+      terminationGracePeriodSeconds: int('Seconds a pod gets to drain; keep above SHUTDOWN_TIMEOUT_SECONDS', 1),
+    }, { required: ['image', 'env', 'secrets'] }),
+  }
+  return JSON.stringify(schema, null, 2) + '\n'
+}
+
+const BEGIN = '# >>> generated from config/schema.ts by `npm run config:generate`: do not edit by hand'
+const END = '# <<< end of generated block'
+
+/** Replaces the generated block between the markers (kept with their indentation). */
+export function replaceBlock(text: string, block: string, file: string): string {
+  const start = text.indexOf(BEGIN)
+  const end = text.indexOf(END)
+  if (start < 0 || end < start) throw new Error(`${file} has no generated block (markers "${BEGIN}" ... "${END}")`)
+  const lineStart = text.lastIndexOf('\n', start) + 1
+  const indent = text.slice(lineStart, start)
+  const body = block.split('\n').filter(Boolean).map((l) => indent + l).join('\n')
+  return text.slice(0, start) + BEGIN + '\n' + body + '\n' + indent + text.slice(end)
+}
+
+/** The `env` and `secrets` maps of values.yaml, each setting with its description. */
+export function renderValuesBlock(): string {
+  const lines: string[] = ['env:']
+  for (const [name, s] of bundleSettings(false)) {
+    lines.push(`  # ${s.description}`)
+    const value = helmValue(s, defaultText(s))
+    lines.push(`  ${stringify({ [name]: value }).trim()}`)
+  }
+  lines.push('secrets:')
+  for (const [name, s] of bundleSettings(true)) {
+    lines.push(`  # ${s.description}${s.requiredInProduction ? ' [required]' : ''}`)
+    lines.push(`  ${name}: ""`)
+  }
+  return lines.join('\n')
+}
+
+/** The server's environment in compose.yaml: every setting from .env, the fixed ones set. */
+export function renderComposeBlock(): string {
+  const lines = ['x-atrium-env: &atrium-env']
+  for (const [name, value] of Object.entries(CONTAINER_FIXED)) lines.push(`  ${name}: "${value}"`)
+  for (const [name] of [...bundleSettings(false), ...bundleSettings(true)]) lines.push(`  ${name}: \${${name}:-}`)
+  return lines.join('\n')
+}
+
+/** Variables the Compose bundle itself reads from .env, besides Atrium's settings. */
+export const COMPOSE_VARIABLES: Record<string, { description: string; secret: boolean; example: string }> = {
+  ATRIUM_REGISTRY: { description: 'Registry that replaces every image\'s registry (air-gapped: your private registry); empty pulls from the public ones', secret: false, example: '' },
+  ATRIUM_DATA_PATH: { description: 'Folder on this machine that holds the named volumes\' data (see "Install with Compose" in README.md)', secret: false, example: '/var/lib/atrium' },
+  ATRIUM_S3_PORT: { description: 'Port on this machine where the bundled MinIO answers download links', secret: false, example: '9000' },
+  POSTGRES_PASSWORD: { description: 'Password of the bundled PostgreSQL\'s atrium user (openssl rand -hex 24); DATABASE_URL must use it', secret: true, example: '' },
+  REDIS_PASSWORD: { description: 'Password of the bundled Redis (openssl rand -hex 24); REDIS_URL must use it', secret: true, example: '' },
+  MINIO_ROOT_USER: { description: 'Access key of the bundled MinIO; R2_ACCESS_KEY_ID must be the same', secret: false, example: 'atrium' },
+  MINIO_ROOT_PASSWORD: { description: 'Secret key of the bundled MinIO (openssl rand -hex 24); R2_SECRET_ACCESS_KEY must be the same', secret: true, example: '' },
+}
+
+/** What the bundled services make the service settings, for .env.example and the installer. */
+export const COMPOSE_SERVICE_SETTINGS = {
+  DATABASE_URL: 'postgres://atrium:${POSTGRES_PASSWORD}@postgres:5432/atrium',
+  REDIS_URL: 'redis://:${REDIS_PASSWORD}@redis:6379',
+  R2_ENDPOINT: 'http://minio:9000',
+  R2_ACCESS_KEY_ID: '${MINIO_ROOT_USER}',
+  R2_SECRET_ACCESS_KEY: '${MINIO_ROOT_PASSWORD}',
+} as const
+
+export function renderComposeEnvExample(): string {
+  const lines = [
+    '# The Compose bundle\'s .env. Generated from config/schema.ts by `npm run config:generate`: do not edit by hand.',
+    '# The installer writes a filled-in copy; by hand: cp .env.example .env, chmod 600 .env, fill in the blanks.',
+    '# PORT is the port on this machine the API is published at (the container always listens on 8080).',
+    '',
+    '# --- the bundle ---',
+  ]
+  for (const [name, v] of Object.entries(COMPOSE_VARIABLES)) lines.push(`# ${v.description}${v.secret ? ' [secret]' : ''}`, `${name}=${v.example}`)
+  lines.push('', '# --- Atrium (config/atrium.env.example explains each) ---')
+  for (const [name, s] of entries()) {
+    if (name in CONTAINER_FIXED && name !== 'PORT') continue
+    const bundled = (COMPOSE_SERVICE_SETTINGS as Record<string, string>)[name]
+    const example = bundled ? `# with the bundled services: ${name}=${bundled.replace(/\$\{(\w+)\}/g, '<$1>')}` : ''
+    lines.push(`# ${s.description}${s.secret ? ' [secret]' : ''}`)
+    if (example) lines.push(example)
+    lines.push(`${name}=${s.secret || bundled ? '' : defaultText(s)}`)
+  }
+  return lines.join('\n') + '\n'
+}
+
+export function renderChartYaml(): string {
+  const server = imageNamed('atrium-server')
+  const images = IMAGES.filter((i) => i.usedBy.includes('helm')).map((i) => ({ name: i.name, image: `${i.registry}/${i.repository}:${i.tag}` }))
+  const doc = {
+    apiVersion: 'v2',
+    name: 'atrium',
+    description: 'Atrium, the self-hosted multi-tenant AI application platform: the API server, its migrations and its operational checks',
+    type: 'application',
+    version: VERSION,
+    appVersion: server.tag,
+    kubeVersion: '>=1.29.0-0',
+    keywords: ['atrium', 'ai', 'llm', 'multi-tenant'],
+    annotations: {
+      'artifacthub.io/images': stringify(images),
+      'atrium.dev/images': IMAGES.map((i) => `${i.registry}/${i.repository}:${i.tag}`).join('\n'),
+    },
+  }
+  return '# Generated from package.json and config/images.ts by `npm run config:generate`: do not edit by hand.\n' + stringify(doc)
+}
+
+/** Every generated file with what it should hold now. */
+export function renderAll(): { path: string; text: string }[] {
+  return [
+    { path: PATHS.envTemplate, text: renderEnvTemplate() },
+    { path: PATHS.valuesSchema, text: renderValuesSchema() },
+    { path: PATHS.values, text: replaceBlock(readFileSync(PATHS.values, 'utf8'), renderValuesBlock(), PATHS.values) },
+    { path: PATHS.chartYaml, text: renderChartYaml() },
+    { path: PATHS.compose, text: replaceBlock(readFileSync(PATHS.compose, 'utf8'), renderComposeBlock(), PATHS.compose) },
+    { path: PATHS.composeEnv, text: renderComposeEnvExample() },
+  ]
+}
+
+/** The generated files that differ from what is on disk. */
+export function staleFiles(): string[] {
+  return renderAll().filter((f) => { try { return readFileSync(f.path, 'utf8') !== f.text } catch { return true } }).map((f) => f.path)
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  if (process.argv.includes('--check')) {
+    const stale = staleFiles()
+    for (const p of stale) console.error(`stale: ${p} (run npm run config:generate)`)
+    process.exitCode = stale.length ? 1 : 0
+  } else {
+    for (const f of renderAll()) writeFileSync(f.path, f.text)
+    console.log(`wrote ${renderAll().map((f) => f.path).join(', ')}`)
+  }
+}

@@ -1,0 +1,32 @@
+// Every container image the bundles use, in one place: the Compose bundle and the chart reference
+// them, Chart.yaml lists them (artifacthub.io/images), and the air-gap kit saves, loads and pushes
+// exactly these. Tags are pinned (never `latest`) so an install is the same on every site.
+import { VERSION } from '../server/version.js'
+
+export interface Image {
+  /** Compose service or chart component that runs it. */
+  name: string
+  /** Where it is published; an air-gapped site replaces this with its private registry. */
+  registry: string
+  repository: string
+  tag: string
+  /** Which bundles use it. */
+  usedBy: readonly ('compose' | 'helm')[]
+}
+
+export const IMAGES: readonly Image[] = [
+  { name: 'atrium-server', registry: 'docker.io', repository: 'atrium/atrium-server', tag: VERSION, usedBy: ['compose', 'helm'] },
+  { name: 'postgres', registry: 'docker.io', repository: 'library/postgres', tag: '17.6-bookworm', usedBy: ['compose'] },
+  { name: 'redis', registry: 'docker.io', repository: 'library/redis', tag: '7.4.5-bookworm', usedBy: ['compose'] },
+  { name: 'minio', registry: 'quay.io', repository: 'minio/minio', tag: 'RELEASE.2025-09-07T16-13-09Z', usedBy: ['compose'] },
+  { name: 'minio-mc', registry: 'quay.io', repository: 'minio/mc', tag: 'RELEASE.2025-08-13T08-35-41Z', usedBy: ['compose'] },
+]
+
+/** registry/repository:tag, with the registry replaced when one is given (air-gapped sites). */
+export const imageRef = (image: Image, registry?: string): string => `${registry || image.registry}/${image.repository}:${image.tag}`
+
+export const imageNamed = (name: string): Image => {
+  const image = IMAGES.find((i) => i.name === name)
+  if (!image) throw new Error(`no image named ${name}`)
+  return image
+}

@@ -1,0 +1,88 @@
+// The Compose bundle's own variables in .env (compose/.env.example): the bundled PostgreSQL, Redis
+// and MinIO passwords, made once and kept (the services keep the first password they start with,
+// so a new one would lock Atrium out), and the service settings that point Atrium at them unless
+// the answers name external services.
+import { randomBytes } from 'node:crypto'
+import { chownSync, mkdirSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { COMPOSE_SERVICE_SETTINGS, COMPOSE_VARIABLES } from '../../config/bundles.js'
+import type { Answers } from './answers.js'
+
+export const BUNDLE_SECRETS = ['POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD'] as const
+/** Bundled services' host names inside the Compose network: a setting pointing there is ours. */
+const BUNDLED_HOSTS = new Set(['postgres', 'redis', 'minio'])
+
+const hostOf = (url: string | undefined) => {
+  try { return url ? new URL(url).hostname : '' } catch { return '' }
+}
+
+export interface BundleValues {
+  /** Compose variables (not Atrium settings) for .env. */
+  variables: Record<string, string>
+  /** Atrium settings that point at the bundled services. */
+  settings: Record<string, string>
+  /** Variables made by this run. */
+  generated: string[]
+}
+
+/**
+ * What .env needs for the bundled services. A service the answers name (an external PostgreSQL,
+ * say) is used instead of the bundled one; one already pointing at a bundled host is refreshed.
+ */
+export function composeBundleValues(answers: Answers, resolved: Record<string, string>, existing: Record<string, string> | null): BundleValues {
+  const variables: Record<string, string> = {}
+  const generated: string[] = []
+  for (const name of Object.keys(COMPOSE_VARIABLES)) if (existing?.[name]) variables[name] = existing[name]!
+  for (const name of BUNDLE_SECRETS) {
+    if (variables[name]) continue
+    variables[name] = randomBytes(24).toString('hex')
+    generated.push(name)
+  }
+  variables.MINIO_ROOT_USER ||= 'atrium'
+  variables.ATRIUM_DATA_PATH = answers.dataPath
+  variables.ATRIUM_S3_PORT ||= COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example
+  const fill = (template: string) => template.replace(/\$\{(\w+)\}/g, (_, v: string) => variables[v] ?? '')
+  const bundled = (setting: string) => {
+    const given = resolved[setting] || existing?.[setting]
+    return !given || BUNDLED_HOSTS.has(hostOf(given))
+  }
+  const settings: Record<string, string> = {}
+  if (bundled('DATABASE_URL')) settings.DATABASE_URL = fill(COMPOSE_SERVICE_SETTINGS.DATABASE_URL)
+  if (bundled('REDIS_URL')) settings.REDIS_URL = fill(COMPOSE_SERVICE_SETTINGS.REDIS_URL)
+  if (bundled('R2_ENDPOINT')) {
+    settings.R2_ENDPOINT = COMPOSE_SERVICE_SETTINGS.R2_ENDPOINT
+    settings.R2_ACCESS_KEY_ID = fill(COMPOSE_SERVICE_SETTINGS.R2_ACCESS_KEY_ID)
+    settings.R2_SECRET_ACCESS_KEY = fill(COMPOSE_SERVICE_SETTINGS.R2_SECRET_ACCESS_KEY)
+    // Download links must name an address users reach: the PUBLIC_URL's host, MinIO's published port.
+    const publicUrl = resolved.PUBLIC_URL || existing?.PUBLIC_URL
+    if (!resolved.R2_PUBLIC_ENDPOINT && publicUrl) {
+      const u = new URL(publicUrl)
+      settings.R2_PUBLIC_ENDPOINT = `${u.protocol}//${u.hostname}:${variables.ATRIUM_S3_PORT}`
+    }
+  }
+  return { variables, settings, generated }
+}
+
+/** The .env section with the bundle's variables, in compose/.env.example's order. */
+export function renderBundleSection(variables: Record<string, string>): string {
+  const lines = ['', '# --- the Compose bundle (compose/.env.example) ---']
+  for (const [name, v] of Object.entries(COMPOSE_VARIABLES)) {
+    const value = variables[name]
+    if (value === undefined || value === '') continue
+    lines.push(`# ${v.description}`, `${name}=${value}`)
+  }
+  return lines.join('\n') + '\n'
+}
+
+/** The folders the Compose volumes are bound to, made before `docker volume create` needs them. */
+export function prepareDataFolders(dataPath: string, folders: readonly string[]): string[] {
+  const made: string[] = []
+  for (const folder of folders) {
+    const path = join(resolve(dataPath), folder)
+    mkdirSync(path, { recursive: true, mode: 0o700 })
+    made.push(path)
+  }
+  // The server runs as uid 10001 (Dockerfile); as root we hand it its own folder.
+  if (process.getuid?.() === 0 && folders.includes('data')) chownSync(join(resolve(dataPath), 'data'), 10001, 10001)
+  return made
+}

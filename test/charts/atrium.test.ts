@@ -1,0 +1,218 @@
+// The Helm chart, rendered and linted by the real Helm: what it deploys, how it is locked down,
+// and what an upgrade keeps.
+import { cpSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { parse } from 'yaml'
+import { CONTAINER_FIXED } from '../../config/bundles.js'
+import { IMAGES } from '../../config/images.js'
+import { VERSION } from '../../server/version.js'
+import { tempDir } from '../helpers/platform.js'
+import { CHART, KUBE_VERSION, fakeCluster, find, helmTemplate, needs, runTool, type Manifest } from '../helpers/tools.js'
+
+const skip = needs('helm')
+
+const VARIANTS: Record<string, Record<string, unknown>> = {
+  default: {},
+  'air-gapped': { airGapped: true, global: { imageRegistry: 'registry.corp.example:5000', imagePullSecrets: ['regcred'] } },
+  existingSecret: { existingSecret: 'atrium-from-vault' },
+  hpa: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 12 }, ingress: { enabled: true, host: 'atrium.example.com', tls: { enabled: true } } },
+}
+
+const podSpecs = (manifests: Manifest[]) => [
+  ...manifests.filter((m) => m.kind === 'Deployment' || m.kind === 'Job').map((m) => m.spec.template.spec),
+  ...manifests.filter((m) => m.kind === 'Pod').map((m) => m.spec),
+]
+const containers = (spec: any): any[] => [...(spec.initContainers ?? []), ...spec.containers]
+
+t.test('helm lint --strict passes with the default, air-gapped, existingSecret and HPA values', { skip }, async (t) => {
+  const dir = tempDir(t)
+  for (const [name, values] of Object.entries(VARIANTS)) {
+    const file = join(dir, `${name}.yaml`)
+    writeFileSync(file, JSON.stringify(values))
+    const r = await runTool('helm', ['lint', '--strict', CHART, '-f', file, '--kube-version', KUBE_VERSION])
+    t.equal(r.code, 0, `${name}: ${r.stdout}${r.stderr}`)
+    t.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/)
+  }
+})
+
+t.test('every variant renders; every pod runs non-root, read-only, without capabilities, under RuntimeDefault seccomp', { skip }, async (t) => {
+  for (const [name, values] of Object.entries(VARIANTS)) {
+    const r = await helmTemplate(t, [values])
+    t.equal(r.code, 0, `${name}: ${r.stderr}`)
+    for (const spec of podSpecs(r.manifests)) {
+      t.equal(spec.automountServiceAccountToken, false, `${name}: no service account token`)
+      t.match(spec.securityContext, { runAsNonRoot: true, runAsUser: 10001, seccompProfile: { type: 'RuntimeDefault' } })
+      for (const c of containers(spec)) {
+        t.match(c.securityContext, { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } }, `${name}/${c.name}`)
+      }
+    }
+    const sa = find(r.manifests, 'ServiceAccount')
+    t.equal(sa?.automountServiceAccountToken, false)
+  }
+})
+
+t.test('the server probes /healthz for liveness and start-up and /readyz for readiness, and has resources', { skip }, async (t) => {
+  const { manifests } = await helmTemplate(t)
+  const server = find(manifests, 'Deployment', 'atrium')!.spec.template.spec.containers[0]
+  t.match(server.livenessProbe.httpGet, { path: '/healthz', port: 'http' })
+  t.match(server.startupProbe.httpGet, { path: '/healthz', port: 'http' })
+  t.match(server.readinessProbe.httpGet, { path: '/readyz', port: 'http' })
+  t.match(server.resources, { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } })
+  t.same(server.ports, [{ name: 'http', containerPort: 8080, protocol: 'TCP' }])
+  const test = find(manifests, 'Pod')!
+  t.equal(test.metadata.annotations!['helm.sh/hook'], 'test')
+  t.match(test.spec.containers[0].command.join(' '), /\/readyz/)
+})
+
+t.test('the ConfigMap holds the settings, with the ones the container depends on fixed', { skip }, async (t) => {
+  const { manifests } = await helmTemplate(t, [{ env: { LOG_LEVEL: 'debug', MAX_REQUEST_BODY_BYTES: 10485760, PUBLIC_URL: 'https://ai.example.com' } }])
+  const data = find(manifests, 'ConfigMap')!.data
+  t.match(data, CONTAINER_FIXED)
+  t.match(data, { LOG_LEVEL: 'debug', MAX_REQUEST_BODY_BYTES: '10485760', PUBLIC_URL: 'https://ai.example.com', AIR_GAPPED: 'false' })
+  t.notOk('R2_PUBLIC_ENDPOINT' in data, 'empty settings are left to the server\'s defaults')
+})
+
+t.test('airGapped turns outside features off; global.imageRegistry moves every image, with its pull secrets', { skip }, async (t) => {
+  const { manifests } = await helmTemplate(t, [VARIANTS['air-gapped']!])
+  t.equal(find(manifests, 'ConfigMap')!.data.AIR_GAPPED, 'true')
+  const server = IMAGES.find((i) => i.name === 'atrium-server')!
+  const images = podSpecs(manifests).flatMap((s) => containers(s).map((c) => c.image))
+  t.ok(images.length >= 4)
+  for (const image of images) t.equal(image, `registry.corp.example:5000/${server.repository}:${VERSION}`)
+  for (const spec of podSpecs(manifests)) t.same(spec.imagePullSecrets, [{ name: 'regcred' }])
+})
+
+t.test('existingSecret: the chart makes no Secret and every pod reads the named one', { skip }, async (t) => {
+  const { manifests } = await helmTemplate(t, [VARIANTS.existingSecret!])
+  t.notOk(find(manifests, 'Secret'))
+  for (const spec of podSpecs(manifests.filter((m) => m.kind !== 'Pod'))) {
+    for (const c of containers(spec)) t.same(c.envFrom[1], { secretRef: { name: 'atrium-from-vault' } })
+  }
+})
+
+t.test('a generated master key is 32 bytes, and the Secret is kept when the release is deleted', { skip }, async (t) => {
+  const { manifests } = await helmTemplate(t, [{ secrets: { DATABASE_URL: 'postgres://a:b@db:5432/atrium' } }])
+  const secret = find(manifests, 'Secret')!
+  t.equal(secret.metadata.annotations!['helm.sh/resource-policy'], 'keep')
+  const key = Buffer.from(secret.data.ENCRYPTION_MASTER_KEY, 'base64').toString()
+  t.equal(Buffer.from(key, 'base64').length, 32)
+  t.equal(Buffer.from(secret.data.DATABASE_URL, 'base64').toString(), 'postgres://a:b@db:5432/atrium')
+  t.notOk('REDIS_URL' in secret.data, 'empty secrets are left out')
+})
+
+t.test('HPA values: an autoscaler instead of a fixed replica count, a PDB and a TLS Ingress', { skip }, async (t) => {
+  const { manifests } = await helmTemplate(t, [VARIANTS.hpa!])
+  t.match(find(manifests, 'HorizontalPodAutoscaler')!.spec, { minReplicas: 3, maxReplicas: 12, scaleTargetRef: { kind: 'Deployment', name: 'atrium' } })
+  t.notOk('replicas' in find(manifests, 'Deployment')!.spec)
+  t.equal(find(manifests, 'PodDisruptionBudget')!.spec.minAvailable, 1)
+  t.match(find(manifests, 'Ingress')!.spec, { tls: [{ hosts: ['atrium.example.com'] }], rules: [{ host: 'atrium.example.com' }] })
+  const one = await helmTemplate(t, [{ replicaCount: 1 }])
+  t.notOk(find(one.manifests, 'PodDisruptionBudget'), 'no PDB for a single replica: it would block node drains')
+})
+
+t.test('the NetworkPolicy admits the namespace and the listed peers to the HTTP port only', { skip }, async (t) => {
+  const peer = { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }
+  const { manifests } = await helmTemplate(t, [{ networkPolicy: { enabled: true, ingressFrom: [peer] } }])
+  const np = find(manifests, 'NetworkPolicy')!
+  t.same(np.spec.ingress[0].from, [{ podSelector: {} }, peer])
+  t.same(np.spec.ingress[0].ports, [{ port: 'http', protocol: 'TCP' }])
+  t.same(np.spec.policyTypes, ['Ingress'])
+})
+
+const jobName = (manifests: Manifest[]) => find(manifests, 'Job')!.metadata.name
+
+t.test('the migration Job is named by chart version, app version and values: the same render twice, a new name exactly when one changes', { skip }, async (t) => {
+  const base = jobName((await helmTemplate(t)).manifests)
+  t.match(base, /^atrium-migrate-[0-9a-f]{10}$/)
+  t.equal(jobName((await helmTemplate(t)).manifests), base, 'helm template is stable')
+  t.equal(jobName((await helmTemplate(t, [{}])).manifests), base, 'an empty values file changes nothing')
+  t.not(jobName((await helmTemplate(t, [{ env: { LOG_LEVEL: 'debug' } }])).manifests), base, 'values changed')
+  t.not(jobName((await helmTemplate(t, [{ image: { tag: '9.9.9' } }])).manifests), base, 'app version changed')
+  const copy = join(tempDir(t), 'atrium')
+  cpSync(CHART, copy, { recursive: true })
+  const chartYaml = join(copy, 'Chart.yaml')
+  writeFileSync(chartYaml, readFileSync(chartYaml, 'utf8').replace(/^version: .*$/m, 'version: 99.0.0'))
+  t.not(jobName((await helmTemplate(t, [], [], copy)).manifests), base, 'chart version changed')
+  const deployment = find((await helmTemplate(t)).manifests, 'Deployment')!
+  t.equal(deployment.spec.template.spec.initContainers[0].args[0], 'wait-for-migrations', 'pods wait for the Job instead of migrating themselves')
+})
+
+t.test('a changed setting changes the pods\' checksum annotations (a rollout), an unchanged one does not', { skip }, async (t) => {
+  const ann = async (values: Record<string, unknown>[]) => find((await helmTemplate(t, values)).manifests, 'Deployment')!.spec.template.metadata.annotations
+  const a = await ann([])
+  t.same(await ann([]), a)
+  t.not((await ann([{ env: { LOG_LEVEL: 'warn' } }]))['checksum/config'], a['checksum/config'])
+  t.not((await ann([{ secrets: { LICENSE_KEY: 'x.y.z' } }]))['checksum/secret'], a['checksum/secret'])
+})
+
+t.test('values that break the schema fail helm template with a message naming the key', { skip }, async (t) => {
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ replicaCount: 'two' }, /replicaCount/],
+    [{ env: { LOG_LEVEL: 'loud' } }, /LOG_LEVEL/],
+    [{ env: { PORT: 9090 } }, /PORT/],
+    [{ env: { RATE_LIMIT_MAX: 0 } }, /RATE_LIMIT_MAX/],
+    [{ env: { PUBLIC_URL: 'ftp://x' } }, /PUBLIC_URL/],
+    [{ imagePullSecret: 'typo' }, /imagePullSecret/],
+    [{ image: { digest: 'sha256:short' } }, /digest/],
+  ]
+  for (const [values, message] of cases) {
+    const r = await helmTemplate(t, [values])
+    t.not(r.code, 0, JSON.stringify(values))
+    t.match(r.stderr, /values don't meet the specifications of the schema/)
+    t.match(r.stderr, message)
+  }
+  const noHost = await helmTemplate(t, [{ ingress: { enabled: true } }])
+  t.match(noHost.stderr, /ingress.host is required/)
+})
+
+const liveSecret = (key: string): Manifest => ({
+  apiVersion: 'v1', kind: 'Secret', metadata: { name: 'atrium-secrets', namespace: 'atrium' },
+  data: { ENCRYPTION_MASTER_KEY: Buffer.from(key).toString('base64') },
+} as Manifest)
+const liveDeployment = (version: string): Manifest => ({
+  apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'atrium', namespace: 'atrium', labels: { 'app.kubernetes.io/version': version } },
+} as Manifest)
+const upgrade = (t: Test, kubeconfig: string, values: Record<string, unknown>[] = []) =>
+  helmTemplate(t, values, ['--dry-run=server', '--is-upgrade', '--kubeconfig', kubeconfig])
+
+t.test('an upgrade keeps the master key found in the live Secret, and refuses to change it', { skip }, async (t) => {
+  const key = Buffer.alloc(32, 7).toString('base64')
+  const cluster = await fakeCluster(t, [liveSecret(key), liveDeployment(VERSION)])
+  const r = await upgrade(t, cluster.kubeconfig)
+  t.equal(r.code, 0, r.stderr)
+  t.ok(cluster.requests.includes('GET /api/v1/namespaces/atrium/secrets/atrium-secrets'), 'helm looked the Secret up')
+  t.equal(Buffer.from(find(r.manifests, 'Secret')!.data.ENCRYPTION_MASTER_KEY, 'base64').toString(), key, 'the same key, not a new one')
+  const again = await upgrade(t, cluster.kubeconfig)
+  t.equal(find(again.manifests, 'Secret')!.data.ENCRYPTION_MASTER_KEY, find(r.manifests, 'Secret')!.data.ENCRYPTION_MASTER_KEY)
+  const same = await upgrade(t, cluster.kubeconfig, [{ secrets: { ENCRYPTION_MASTER_KEY: key } }])
+  t.equal(same.code, 0, 'repeating the same key is fine')
+  const changed = await upgrade(t, cluster.kubeconfig, [{ secrets: { ENCRYPTION_MASTER_KEY: Buffer.alloc(32, 8).toString('base64') } }])
+  t.not(changed.code, 0)
+  t.match(changed.stderr, /ENCRYPTION_MASTER_KEY differs from the key in Secret atrium-secrets/)
+})
+
+t.test('the upgrade guard refuses going back and skipping versions, and lets allowSkip through', { skip }, async (t) => {
+  const [major, minor] = VERSION.split('.').map(Number) as [number, number]
+  const from = async (live: string, values: Record<string, unknown>[] = []) => upgrade(t, (await fakeCluster(t, [liveDeployment(live)])).kubeconfig, values)
+  t.equal((await from(VERSION)).code, 0, 'the same version (a config change)')
+  t.equal((await from(`${major}.${Math.max(minor - 1, 0)}.0`)).code, 0, 'from the previous minor')
+  const back = await from(`${major}.${minor + 1}.0`)
+  t.match(back.stderr, /going back from .* is not supported/)
+  const skipMinor = await from(`${major}.${minor}.0`, [{ image: { tag: `${major}.${minor + 2}.0` } }])
+  t.match(skipMinor.stderr, /skips a minor version; upgrade to \d+\.\d+ first/)
+  const skipMajor = await from(`${major}.${minor}.0`, [{ image: { tag: `${major + 2}.0.0` } }])
+  t.match(skipMajor.stderr, /skips a major version/)
+  t.equal((await from(`${major}.${minor}.0`, [{ image: { tag: `${major + 1}.0.0` } }])).code, 0, 'to the next major\'s first release')
+  t.equal((await from(`${major}.${minor}.0`, [{ image: { tag: `${major}.${minor + 2}.0` }, upgradeGuard: { allowSkip: true } }])).code, 0, 'allowSkip lets it through')
+  const install = await helmTemplate(t, [{ image: { tag: '9.0.0' } }])
+  t.equal(install.code, 0, 'a first install has nothing to guard')
+})
+
+t.test('Chart.yaml lists every image of the bundles and carries the package version', async (t) => {
+  const chart = parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8'))
+  t.equal(chart.version, VERSION)
+  t.equal(chart.appVersion, VERSION)
+  t.same(chart.annotations['atrium.dev/images'].split('\n'), IMAGES.map((i) => `${i.registry}/${i.repository}:${i.tag}`))
+  for (const i of IMAGES) t.notMatch(i.tag, /^latest$/)
+})

@@ -1,0 +1,99 @@
+// The Compose bundle, checked by a real Compose validator (`docker-compose config`): it validates
+// with and without the air-gapped variant, and holds what a datacenter expects of it.
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { parse } from 'yaml'
+import { CONTAINER_FIXED } from '../../config/bundles.js'
+import { IMAGES, imageRef } from '../../config/images.js'
+import { VERSION } from '../../server/version.js'
+import { ROOT } from '../helpers/cli.js'
+import { tempDir } from '../helpers/platform.js'
+import { needs, runTool } from '../helpers/tools.js'
+
+const skip = needs('docker-compose')
+const DIR = join(ROOT, 'compose')
+const BASE = ['-f', join(DIR, 'compose.yaml')]
+const AIRGAP = [...BASE, '-f', join(DIR, 'compose.airgap.yaml')]
+
+/** compose/.env.example with its blanks filled, as an admin does by hand. */
+function envFile(t: Test, extra: Record<string, string> = {}, drop: string[] = []): string {
+  const fill: Record<string, string> = {
+    POSTGRES_PASSWORD: 'pg-secret', REDIS_PASSWORD: 'redis-secret', MINIO_ROOT_PASSWORD: 'minio-secret',
+    DATABASE_URL: 'postgres://atrium:pg-secret@postgres:5432/atrium', REDIS_URL: 'redis://:redis-secret@redis:6379',
+    R2_ENDPOINT: 'http://minio:9000', R2_ACCESS_KEY_ID: 'atrium', R2_SECRET_ACCESS_KEY: 'minio-secret',
+    ENCRYPTION_MASTER_KEY: Buffer.alloc(32, 1).toString('base64'), ...extra,
+  }
+  const text = readFileSync(join(DIR, '.env.example'), 'utf8').split('\n')
+    .filter((l) => !drop.some((d) => l.startsWith(`${d}=`)))
+    .map((l) => { const m = /^([A-Z0-9_]+)=/.exec(l); return m && fill[m[1]!] ? `${m[1]}=${fill[m[1]!]}` : l })
+  const path = join(tempDir(t), '.env')
+  writeFileSync(path, text.join('\n'))
+  return path
+}
+
+const config = async (env: string, files: string[], extra: Record<string, string> = {}) => {
+  const r = await runTool('docker-compose', ['--env-file', env, ...files, 'config'], { env: extra })
+  return { ...r, doc: r.code === 0 ? parse(r.stdout) : null }
+}
+
+t.test('the bundle validates, with and without the air-gapped variant', { skip }, async (t) => {
+  const env = envFile(t)
+  for (const files of [BASE, AIRGAP]) {
+    const r = await runTool('docker-compose', ['--env-file', env, ...files, 'config', '--quiet'])
+    t.equal(r.code, 0, r.stderr)
+    t.equal(r.stderr.trim(), '', 'no warnings either')
+  }
+})
+
+t.test('every image is pinned and from config/images.ts; ATRIUM_REGISTRY moves them all', { skip }, async (t) => {
+  const env = envFile(t)
+  const expected = IMAGES.filter((i) => i.usedBy.includes('compose'))
+  const { doc } = await config(env, BASE)
+  const images = new Set(Object.values(doc.services).map((s: any) => s.image))
+  t.same([...images].sort(), expected.map((i) => imageRef(i)).sort())
+  const moved = await config(envFile(t, { ATRIUM_REGISTRY: 'registry.corp.example:5000' }), AIRGAP)
+  for (const [name, s] of Object.entries(moved.doc.services) as [string, any][]) t.match(s.image, /^registry\.corp\.example:5000\//, name)
+  t.same(new Set(Object.values(moved.doc.services).map((s: any) => s.image)), new Set(expected.map((i) => imageRef(i, 'registry.corp.example:5000'))))
+  t.match(readFileSync(join(DIR, 'compose.yaml'), 'utf8'), `ATRIUM_VERSION:-${VERSION}}`, 'the server image defaults to this release')
+})
+
+t.test('start-up order: services are healthy or done before the ones that need them', { skip }, async (t) => {
+  const { doc } = await config(envFile(t), BASE)
+  const s = doc.services
+  for (const name of ['postgres', 'redis', 'minio', 'server']) t.ok(s[name].healthcheck?.test, `${name} has a healthcheck`)
+  t.same(s.migrate.depends_on, { postgres: { condition: 'service_healthy' } })
+  t.same(s['minio-init'].depends_on, { minio: { condition: 'service_healthy' } })
+  t.same(s.server.depends_on, {
+    migrate: { condition: 'service_completed_successfully' },
+    'minio-init': { condition: 'service_completed_successfully' },
+    redis: { condition: 'service_healthy' },
+  })
+  t.match(s.server.healthcheck.test.join(' '), /\/readyz/)
+})
+
+t.test('the server runs hardened with the fixed container settings, and the volumes survive down -v', { skip }, async (t) => {
+  const { doc } = await config(envFile(t, { LOG_LEVEL: 'debug', PORT: '8443' }), BASE)
+  const server = doc.services.server
+  t.equal(server.read_only, true)
+  t.same(server.cap_drop, ['ALL'])
+  t.same(server.security_opt, ['no-new-privileges:true'])
+  t.match(server.environment, { ...CONTAINER_FIXED, LOG_LEVEL: 'debug', DATABASE_URL: 'postgres://atrium:pg-secret@postgres:5432/atrium' })
+  t.match(server.ports, [{ published: 8443, target: 8080 }], 'PORT is where the API is published; inside it is always 8080')
+  for (const [name, v] of Object.entries(doc.volumes) as [string, any][]) t.equal(v.external, true, `${name} is external`)
+  t.equal(doc.services.redis.command.join(' ').includes('noeviction'), true)
+})
+
+t.test('the air-gapped variant turns outside features off and never pulls', { skip }, async (t) => {
+  const { doc } = await config(envFile(t), AIRGAP)
+  t.equal(doc.services.server.environment.AIR_GAPPED, 'true')
+  t.equal(doc.services.migrate.environment.AIR_GAPPED, 'true')
+  const text = readFileSync(join(DIR, 'compose.airgap.yaml'), 'utf8')
+  for (const name of Object.keys(doc.services)) t.match(text, new RegExp(`  ${name}:\\n    pull_policy: never`), `${name} never pulls`)
+})
+
+t.test('a missing password stops Compose with a message naming it', { skip }, async (t) => {
+  const r = await config(envFile(t, {}, ['POSTGRES_PASSWORD']), BASE)
+  t.not(r.code, 0)
+  t.match(r.stderr, /set POSTGRES_PASSWORD in \.env/)
+})

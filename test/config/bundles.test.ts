@@ -1,0 +1,45 @@
+// The bundles' settings come from the one schema: a setting added to config/schema.ts appears in
+// the chart's values and schema, the Compose environment and the env templates, or this fails.
+import { readFileSync } from 'node:fs'
+import t from 'tap'
+import { parse } from 'yaml'
+import { CONTAINER_FIXED, PATHS, bundleSettings, helmValue, renderAll, replaceBlock, staleFiles } from '../../config/bundles.js'
+import { settings } from '../../config/schema.js'
+
+t.test('every generated file is current (run `npm run config:generate` after changing config/schema.ts or config/images.ts)', async (t) => {
+  t.same(staleFiles(), [])
+})
+
+t.test('values.yaml and values.schema.json offer every setting but the container-fixed ones, secrets apart', async (t) => {
+  const values = parse(readFileSync(PATHS.values, 'utf8'))
+  const schema = JSON.parse(readFileSync(PATHS.valuesSchema, 'utf8'))
+  const names = (secret: boolean) => bundleSettings(secret).map(([n]) => n).sort()
+  t.same(Object.keys(values.env).sort(), names(false))
+  t.same(Object.keys(values.secrets).sort(), names(true))
+  t.same(Object.keys(schema.properties.env.properties).sort(), names(false))
+  t.same(Object.keys(schema.properties.secrets.properties).sort(), names(true))
+  t.equal(schema.properties.env.additionalProperties, false, 'a misspelt setting fails')
+  for (const name of Object.keys(CONTAINER_FIXED)) t.notOk(name in values.env, `${name} is the chart's`)
+  t.equal(values.env.RATE_LIMIT_MAX, settings.RATE_LIMIT_MAX.default, 'defaults are the schema\'s, typed')
+  t.notMatch(JSON.stringify(schema), /"\$ref"\s*:\s*"http/, 'no remote $ref')
+})
+
+t.test('the Compose environment passes every setting through and fixes the container ones', async (t) => {
+  const compose = parse(readFileSync(PATHS.compose, 'utf8'))
+  const env = compose['x-atrium-env']
+  t.same(Object.keys(env).sort(), Object.keys(settings).sort())
+  for (const [name, value] of Object.entries(CONTAINER_FIXED)) t.equal(env[name], value)
+  t.equal(env.DATABASE_URL, '${DATABASE_URL:-}')
+})
+
+t.test('helm values are typed as the chart schema wants them', async (t) => {
+  t.equal(helmValue(settings.RATE_LIMIT_MAX, '50'), 50)
+  t.equal(helmValue(settings.AIR_GAPPED, 'TRUE'), true)
+  t.equal(helmValue(settings.LOG_LEVEL, 'debug'), 'debug')
+  t.equal(helmValue(settings.RATE_LIMIT_MAX, 'lots'), 'lots', 'left as it is, for the schema to refuse by name')
+})
+
+t.test('a file without the generated block is an error naming the file, not a silent rewrite', async (t) => {
+  t.throws(() => replaceBlock('no markers here', 'x: 1', 'values.yaml'), /values.yaml has no generated block/)
+  t.equal(renderAll().length, 6)
+})

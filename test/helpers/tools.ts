@@ -1,0 +1,96 @@
+// The real Helm and Compose validator, when this machine has them. CI installs both (.ci/run), so
+// there a missing tool fails the test; elsewhere (npm test on a fresh clone) the test is skipped
+// with the reason.
+import { execFile } from 'node:child_process'
+import { existsSync, writeFileSync } from 'node:fs'
+import { createServer, type Server } from 'node:http'
+import { homedir } from 'node:os'
+import { join } from 'node:path'
+import type { Test } from 'tap'
+import { parseAllDocuments } from 'yaml'
+import { ROOT, type Ran } from './cli.js'
+import { tempDir } from './platform.js'
+
+/** The tool's path: on PATH, or where `go install` puts it. */
+export function findTool(name: string): string | null {
+  const dirs = [...(process.env.PATH ?? '').split(':'), join(process.env.GOPATH ?? join(homedir(), 'go'), 'bin')]
+  for (const dir of dirs) if (dir && existsSync(join(dir, name))) return join(dir, name)
+  return null
+}
+
+/** tap's skip option: false when the tool is here (or in CI, where its absence must fail). */
+export function needs(name: string): false | string {
+  return findTool(name) || process.env.CI ? false : `needs ${name} (CI installs it; see .ci/run)`
+}
+
+export function runTool(name: string, args: string[], opts: { cwd?: string; env?: Record<string, string> } = {}): Promise<Ran> {
+  const file = findTool(name) ?? name
+  return new Promise((resolve) => {
+    execFile(file, args, { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...opts.env }, maxBuffer: 32 * 1024 * 1024 }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 127) : 0
+      resolve({ code, stdout, stderr: stderr || (err && code === 127 ? String(err.message) : '') })
+    })
+  })
+}
+
+export const CHART = join(ROOT, 'charts/atrium')
+/** The go-installed Helm reports Kubernetes 1.20 when no cluster is asked; render for a current one. */
+export const KUBE_VERSION = '1.31.0'
+
+export interface Manifest { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }; [k: string]: any }
+
+/** `helm template` with values files written from objects; the manifests, or the error text. */
+export async function helmTemplate(t: Test, values: Record<string, unknown>[] = [], extra: string[] = [], chart = CHART): Promise<{ code: number | null; manifests: Manifest[]; stderr: string }> {
+  const dir = tempDir(t, 'atrium-helm-')
+  const files = values.flatMap((v, i) => {
+    const path = join(dir, `values-${i}.yaml`)
+    writeFileSync(path, JSON.stringify(v))
+    return ['-f', path]
+  })
+  const r = await runTool('helm', ['template', 'atrium', chart, '--namespace', 'atrium', '--kube-version', KUBE_VERSION, ...files, ...extra])
+  const manifests = r.code === 0 ? parseAllDocuments(r.stdout).map((d) => d.toJS() as Manifest).filter(Boolean) : []
+  return { code: r.code, manifests, stderr: r.stderr }
+}
+
+export const find = (manifests: Manifest[], kind: string, name?: string): Manifest | undefined =>
+  manifests.find((m) => m.kind === kind && (name === undefined || m.metadata.name === name))
+
+/**
+ * A Kubernetes API server as far as Helm's `lookup` needs one: discovery for v1 and apps/v1 and
+ * GETs of the objects given (a live Secret, a live Deployment), 404 for the rest. Helm asks it
+ * during `helm template --dry-run=server`, which is how an upgrade is simulated here.
+ */
+export async function fakeCluster(t: Test, objects: Manifest[]): Promise<{ kubeconfig: string; requests: string[] }> {
+  const requests: string[] = []
+  const plural: Record<string, string> = { Secret: 'secrets', Deployment: 'deployments' }
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0]!
+    requests.push(`${req.method} ${path}`)
+    res.setHeader('content-type', 'application/json')
+    const send = (status: number, body: unknown) => { res.statusCode = status; res.end(JSON.stringify(body)) }
+    const list = (groupVersion: string, kinds: string[]) => send(200, {
+      kind: 'APIResourceList', apiVersion: 'v1', groupVersion,
+      resources: kinds.map((k) => ({ name: plural[k], singularName: k.toLowerCase(), namespaced: true, kind: k, verbs: ['get', 'list'] })),
+    })
+    if (path === '/version') return send(200, { major: '1', minor: '31', gitVersion: `v${KUBE_VERSION}` })
+    if (path === '/api/v1') return list('v1', ['Secret'])
+    if (path === '/apis/apps/v1') return list('apps/v1', ['Deployment'])
+    const hit = objects.find((o) => {
+      const base = o.apiVersion === 'v1' ? '/api/v1' : `/apis/${o.apiVersion}`
+      return path === `${base}/namespaces/atrium/${plural[o.kind]}/${o.metadata.name}`
+    })
+    if (hit) return send(200, hit)
+    send(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 })
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())))
+  const port = (server.address() as { port: number }).port
+  const kubeconfig = join(tempDir(t, 'atrium-kube-'), 'config')
+  writeFileSync(kubeconfig, JSON.stringify({
+    apiVersion: 'v1', kind: 'Config', 'current-context': 'fake',
+    clusters: [{ name: 'fake', cluster: { server: `http://127.0.0.1:${port}` } }],
+    users: [{ name: 'fake', user: {} }],
+    contexts: [{ name: 'fake', context: { cluster: 'fake', user: 'fake', namespace: 'atrium' } }],
+  }))
+  return { kubeconfig, requests }
+}
