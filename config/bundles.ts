@@ -251,7 +251,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     for (const p of stale) console.error(`stale: ${p} (run npm run config:generate)`)
     process.exitCode = stale.length ? 1 : 0
   } else {
-    for (const f of renderAll()) writeFileSync(f.path, f.text)
-    console.log(`wrote ${renderAll().map((f) => f.path).join(', ')}`)
+    const files = renderAll()
+    for (const f of files) writeFileSync(f.path, f.text)
+    console.log(`wrote ${files.map((f) => f.path).join(', ')}`)
   }
 }

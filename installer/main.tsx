@@ -225,9 +225,7 @@ async function images(sub: string | undefined, flags: Flags): Promise<number> {
     process.stdout.write(commands.map((c) => `${c.file} ${c.args.join(' ')}`).join('\n') + '\n')
     return EXIT.ok
   }
-  const r = await deploy(commands, run, (s) => {
-    if (!flags.json && s.result) process.stdout.write(`  ${s.result.exitCode === 0 ? 'done ' : 'FAIL '} ${s.command.title}\n`)
-  })
+  const r = await deploy(commands, run, (s) => { if (!flags.json && s.result) process.stdout.write(stepLine(s) + '\n') })
   if (flags.json) process.stdout.write(JSON.stringify({ ok: r.ok, steps: r.steps.map((s) => ({ title: s.command.title, exitCode: s.result?.exitCode ?? null })) }) + '\n')
   if (!r.ok) {
     const last = r.steps.at(-1)!.result!

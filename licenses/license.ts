@@ -75,6 +75,17 @@ const MESSAGES: Record<InvalidReason, (l?: LicenseClaims) => string> = {
   air_gap_not_allowed: () => `This license does not allow air-gapped installations; ${CONTACT} for one that does`,
 }
 
+/**
+ * What a verified license's state means, in words: shared by verifyLicense (the installer's
+ * screens) and the running server (platform/license.ts), which adds what read-only means there.
+ */
+export const STATE_MESSAGES = {
+  valid: (l: LicenseClaims) => `Licensed to ${l.customer} (${l.plan}, up to ${l.maxTenants} tenants) until ${day(l.expiresAt)}`,
+  grace: (l: LicenseClaims, daysLeft: number) => `The license of ${l.customer} expired on ${day(l.expiresAt)}; Atrium keeps working for ${daysLeft} more day(s): ${CONTACT} to renew`,
+  /** The expired state's facts, without what follows from them. */
+  ended: (l: LicenseClaims) => `The license of ${l.customer} expired on ${day(l.expiresAt)} and its grace period ended on ${day(l.graceEndsAt)}`,
+}
+
 const invalid = (reason: InvalidReason, license?: LicenseClaims | null): LicenseResult =>
   ({ status: 'invalid', reason, message: MESSAGES[reason](license ?? undefined), ...(license ? { license } : {}) })
 
@@ -156,13 +167,13 @@ export async function verifyLicense(key: string | undefined, opts: VerifyOptions
   if (opts.airGapped && !license.airGapAllowed) return invalid('air_gap_not_allowed', license)
   const t = now.getTime()
   if (t < license.expiresAt.getTime()) {
-    return { status: 'valid', license, message: `Licensed to ${license.customer} (${license.plan}, up to ${license.maxTenants} tenants) until ${day(license.expiresAt)}` }
+    return { status: 'valid', license, message: STATE_MESSAGES.valid(license) }
   }
   if (t < license.graceEndsAt.getTime()) {
     const daysLeft = Math.ceil((license.graceEndsAt.getTime() - t) / DAY)
-    return { status: 'grace', license, daysLeft, message: `The license of ${license.customer} expired on ${day(license.expiresAt)}; Atrium keeps working for ${daysLeft} more day(s): ${CONTACT} to renew` }
+    return { status: 'grace', license, daysLeft, message: STATE_MESSAGES.grace(license, daysLeft) }
   }
-  return { status: 'expired', license, message: `The license of ${license.customer} expired on ${day(license.expiresAt)} and its grace period ended on ${day(license.graceEndsAt)}: ${CONTACT} to renew` }
+  return { status: 'expired', license, message: `${STATE_MESSAGES.ended(license)}: ${CONTACT} to renew` }
 }
 
 /** One line for logs and screens: the status, the reason when invalid, and the message; never any key material. */

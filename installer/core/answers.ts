@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { parse, stringify } from 'yaml'
 import { settings, type Setting, type SettingName } from '../../config/schema.js'
+import { EMAIL_RE } from '../../server/modules/users/email.js'
 
 export const TARGETS = ['compose', 'helm'] as const
 export type Target = (typeof TARGETS)[number]
@@ -30,8 +31,6 @@ export interface Answers {
   /** Atrium settings (config/schema.ts names). */
   config: Partial<Record<SettingName, ValueSource>>
 }
-
-export const EMAIL_RE = /^[^\s@]+@[^\s@]+$/
 
 export const DEFAULT_ANSWERS: Answers = {
   target: 'compose',

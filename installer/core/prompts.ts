@@ -1,7 +1,8 @@
 // The questions of the interactive installer, with their defaults and validation. Pure: the Ink
 // screens ask them one by one and show what `check` says; the rules are the one config schema's.
 import { parseSetting, settings, type Setting, type SettingName } from '../../config/schema.js'
-import { EMAIL_RE, type Answers } from './answers.js'
+import { EMAIL_RE } from '../../server/modules/users/email.js'
+import type { Answers } from './answers.js'
 
 export interface Prompt {
   /** An answers-file field (dataPath, outputDir) or an Atrium setting. */

@@ -4,7 +4,7 @@
 // cryptography. Rules and why: docs/operations.md, "License".
 import type { Logger } from 'pino'
 import type { Config } from '../../config/schema.js'
-import { licenseSummary, verifyLicense, type InvalidReason, type LicenseClaims } from '../../licenses/license.js'
+import { STATE_MESSAGES, licenseSummary, verifyLicense, type InvalidReason, type LicenseClaims } from '../../licenses/license.js'
 import type { TrustedKey } from '../../licenses/keys.js'
 
 export interface LicenseOptions {
@@ -81,7 +81,6 @@ export function createLicense(claims: LicenseClaims | null, opts: { enforced: bo
   const now = opts.now ?? Date.now
   const expiresAt = claims?.expiresAt.getTime() ?? 0
   const graceEndsAt = claims?.graceEndsAt.getTime() ?? 0
-  const day = (d: Date) => d.toISOString().slice(0, 10)
   const status = (): { status: LicenseStatus; daysLeft?: number } => {
     if (!claims) return { status: 'unlicensed' }
     const t = now()
@@ -107,9 +106,9 @@ export function createLicense(claims: LicenseClaims | null, opts: { enforced: bo
     message() {
       const s = status()
       if (!claims) return 'Unlicensed (development): set LICENSE_KEY; production refuses to start without one'
-      if (s.status === 'valid') return `Licensed to ${claims.customer} (${claims.plan}, up to ${claims.maxTenants} tenants) until ${day(claims.expiresAt)}`
-      if (s.status === 'grace') return `The license of ${claims.customer} expired on ${day(claims.expiresAt)}; Atrium keeps working for ${s.daysLeft} more day(s): contact your Atrium vendor to renew`
-      const ended = `The license of ${claims.customer} expired on ${day(claims.expiresAt)} and its grace period ended on ${day(claims.graceEndsAt)}`
+      if (s.status === 'valid') return STATE_MESSAGES.valid(claims)
+      if (s.status === 'grace') return STATE_MESSAGES.grace(claims, s.daysLeft!)
+      const ended = STATE_MESSAGES.ended(claims)
       return opts.enforced
         ? `${ended}: Atrium is read-only until the license is renewed; contact your Atrium vendor to renew, then set the new LICENSE_KEY and restart`
         : `${ended}: production would be read-only; contact your Atrium vendor to renew`

@@ -72,12 +72,13 @@ export async function pendingMigrations(sql: Sql, migrations = loadMigrations())
  */
 export async function waitForMigrations(sql: Sql, o: { timeoutMs: number; intervalMs?: number; migrations?: Migration[] }): Promise<{ ok: boolean; pending: number[] }> {
   const until = Date.now() + o.timeoutMs
+  const migrations = o.migrations ?? loadMigrations()
   for (;;) {
     let pending: number[]
     try {
-      pending = await pendingMigrations(sql, o.migrations)
+      pending = await pendingMigrations(sql, migrations)
     } catch {
-      pending = (o.migrations ?? loadMigrations()).map((m) => m.version) // database not reachable yet: keep waiting
+      pending = migrations.map((m) => m.version) // database not reachable yet: keep waiting
     }
     if (!pending.length) return { ok: true, pending }
     if (Date.now() >= until) return { ok: false, pending }

@@ -25,7 +25,7 @@ import { isUniqueViolation, type Db, type TxSql } from '../../platform/db.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
 import { accountOf, type Account, type AuthService, type StartedSession } from '../auth/service.js'
 import { findAccount, revokeUserSessions } from '../auth/store.js'
-import { EMAIL_RE } from '../tenants/service.js'
+import { EMAIL_RE } from '../users/email.js'
 import { hashPassword } from '../users/passwords.js'
 import {
   activateInvited, deleteMember, insertUser, listMembers, lockMemberAndOwners, selectMember, updateMember, type MemberRow,

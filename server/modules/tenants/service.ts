@@ -7,6 +7,7 @@ import { isUniqueViolation, type Db } from '../../platform/db.js'
 import { createKey } from '../api-keys/service.js'
 import { ALL } from '../../http/permissions.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
+import { EMAIL_RE } from '../users/email.js'
 import { hashPassword } from '../users/passwords.js'
 import { insertUser } from '../users/store.js'
 import { PLAN_LIMITS } from './plans.js'
@@ -15,7 +16,6 @@ import { countTenantsForCreation, insertTenant, renameTenant, selectTenant, type
 export interface CreateTenantInput { name: string; plan?: string; email?: string; password?: string }
 export interface CreatedTenant { tenantId: string; userId: string; apiKey: string }
 
-export const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
 export const MIN_PASSWORD_LENGTH = 12
 
 export interface CreateTenantLimits {

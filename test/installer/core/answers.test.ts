@@ -76,3 +76,12 @@ t.test('the written answers hold no secret inline and replay to the same answers
   t.equal(again.answers.config.PUBLIC_URL, 'https://atrium.example.com')
   t.same(requiredVariables(answers, ['ENCRYPTION_MASTER_KEY']), ['ATRIUM_R2_SECRET_ACCESS_KEY'])
 })
+
+t.test('the first admin\'s email is judged by the server\'s own rule, so create-tenant never refuses it after a deploy', async (t) => {
+  t.same(parseAnswers('adminEmail: admin@example.com').problems, [])
+  t.equal(parseAnswers('adminEmail: admin@example.com').answers.adminEmail, 'admin@example.com')
+  t.same(parseAnswers('adminEmail: ""').problems, [], 'empty: no first tenant')
+  for (const bad of ['admin@localhost', 'not an email', 'a@b@c.d']) {
+    t.match(parseAnswers(`adminEmail: "${bad}"`).problems, [/adminEmail: must be an email address/], bad)
+  }
+})
