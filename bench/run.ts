@@ -2,9 +2,13 @@
 // GET /api/v1/projects/:id on real PostgreSQL and Redis, once with an API key and once with a JWT
 // access token, each under autocannon with 64 connections.
 // Prints req/s, their ratio, p99 latency and the server's peak RSS.
+// Then webhooks: how fast a server delivers a backlog of committed events as signed deliveries to a
+// loopback receiver, against the rate at which this process alone can POST to that receiver.
 // Services: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test; a fresh database
 // is made and dropped) and BENCH_REDIS_URL (default redis://127.0.0.1:6379). BENCH_SECONDS: 10.
 import { spawn, type ChildProcess } from 'node:child_process'
+import { createServer, request, Agent } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -28,12 +32,60 @@ function start(script: string, env: Record<string, string>): Promise<Started> {
   let err = ''
   return new Promise((resolve, reject) => {
     child.stderr!.on('data', (c: Buffer) => {
-      err += c.toString()
+      err += c.toString(); if (process.env.BENCH_ECHO) process.stderr.write(c)
       const m = /listening on (http:\/\/[\d.]+:\d+)/i.exec(err)
       if (m) resolve({ child, base: m[1]! })
     })
     child.on('exit', (code) => reject(new Error(`${script} exited (${code}):\n${err}`)))
   })
+}
+
+const WEBHOOK_EVENTS = Number(process.env.BENCH_WEBHOOK_EVENTS ?? 2000)
+/** The server's default WEBHOOK_DELIVERY_CONCURRENCY, used for the baseline's parallelism too. */
+const DELIVERY_CONCURRENCY = Number(process.env.BENCH_DELIVERY_CONCURRENCY ?? 8)
+
+/** A receiver on loopback answering 204; `arrived` resolves when `n` requests have come. */
+async function receiver() {
+  let count = 0
+  let waiting: { n: number; resolve: () => void } | null = null
+  const server = createServer((req, res) => {
+    req.resume()
+    req.on('end', () => {
+      res.writeHead(204).end()
+      count++
+      if (waiting && count >= waiting.n) waiting.resolve()
+    })
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    arrived: (n: number) => new Promise<void>((resolve) => (count >= n ? resolve() : (waiting = { n, resolve }))),
+    reset: () => { count = 0 },
+    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()) }),
+  }
+}
+
+/** `n` jobs, `parallel` at a time. */
+async function pool(n: number, parallel: number, job: (i: number) => Promise<void>) {
+  let next = 0
+  await Promise.all(Array.from({ length: parallel }, async () => { while (next < n) await job(next++) }))
+}
+
+/** Baseline: this process POSTing JSON bodies straight to the receiver, keep-alive, as many at once as the worker. */
+async function rawPosts(url: string, n: number): Promise<number> {
+  const agent = new Agent({ keepAlive: true })
+  const body = JSON.stringify({ id: 'x', type: 'project.created', data: { name: 'bench' } })
+  const started = performance.now()
+  await pool(n, DELIVERY_CONCURRENCY, () => new Promise<void>((resolve, reject) => {
+    const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      res.resume()
+      res.on('end', resolve)
+    })
+    req.on('error', reject)
+    req.end(body)
+  }))
+  agent.destroy()
+  return n / ((performance.now() - started) / 1000)
 }
 
 const peakRssMb = (pid: number) => {
@@ -71,6 +123,8 @@ try {
     LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn', ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
     // High enough that the benchmark is never refused, while every request still takes the Redis round trip.
     RATE_LIMIT_MAX: '1000000',
+    // The webhook receiver is on loopback, over http.
+    OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8', WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_DELIVERY_CONCURRENCY: '0',
   }
   const atrium = await start('server/main.ts', env)
   const cli = spawn(process.execPath, ['--import', 'tsx', 'server/cli.ts', 'create-tenant', '--name', 'Bench', '--email', 'bench@example.com', '--password', 'bench password 1'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } })
@@ -90,7 +144,33 @@ try {
   const accessToken = (await post('/api/v1/auth/exchange', { token: session })).data.accessToken
   const jwt = await load(`${atrium.base}/api/v1/projects/${projectId}`, { authorization: `Bearer ${accessToken}` })
   const apiRss = peakRssMb(atrium.child.pid!)
+
+  // Webhooks. This server delivers nothing (WEBHOOK_DELIVERY_CONCURRENCY=0), so the projects created
+  // here leave a backlog of committed events; a second server then delivers it, as a replica does
+  // when it catches up after an outage. Measured: its deliveries per second, from start to the last.
+  const rx = await receiver()
+  const raw = await rawPosts(rx.url, WEBHOOK_EVENTS)
+  rx.reset()
+  const hook = await fetch(`${atrium.base}/api/v1/webhooks`, {
+    method: 'POST', headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: rx.url, events: ['project.created'], secret: randomBytes(24).toString('base64url') }),
+  })
+  if (hook.status !== 201) throw new Error(`webhook registration: ${hook.status} ${await hook.text()}`)
+  const t0 = performance.now()
+  await pool(WEBHOOK_EVENTS, 16, async (i) => {
+    const r = await fetch(`${atrium.base}/api/v1/projects`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ name: `bench ${i}` }) })
+    if (r.status !== 201) throw new Error(`create project: ${r.status}`)
+    await r.arrayBuffer()
+  })
+  const createRate = WEBHOOK_EVENTS / ((performance.now() - t0) / 1000)
   await stop(atrium)
+  const delivered = rx.arrived(WEBHOOK_EVENTS)
+  const worker = await start('server/main.ts', { ...env, WEBHOOK_DELIVERY_CONCURRENCY: String(DELIVERY_CONCURRENCY) })
+  const t1 = performance.now()
+  await delivered
+  const drainRate = WEBHOOK_EVENTS / ((performance.now() - t1) / 1000)
+  await stop(worker)
+  await rx.close()
 
   const ratio = api.rps / base.rps
   const rows = [
@@ -104,6 +184,10 @@ try {
   console.log(`\nratio: ${(ratio * 100).toFixed(1)}% of the baseline's req/s (target 40% or more); p99 ${api.p99} ms (target under 25 ms)`)
   console.log(`JWT ratio: ${((jwt.rps / base.rps) * 100).toFixed(1)}% of the baseline; ${((jwt.rps / api.rps) * 100).toFixed(1)}% of the API-key rate`)
   console.log(`${CONNECTIONS} connections, ${SECONDS} s per target after a 2 s warm-up, ${process.env.BENCH_LOG_LEVEL ?? 'warn'} log level`)
+
+  console.log(`\nwebhooks: ${WEBHOOK_EVENTS} projects created (16 at a time) at ${createRate.toFixed(0)}/s, each event written to the outbox in its transaction`)
+  console.log(`  baseline, plain POSTs from this process to the receiver (${DELIVERY_CONCURRENCY} at a time): ${raw.toFixed(0)}/s`)
+  console.log(`  Atrium delivering that backlog (fan-out, claim, sign, POST, record; ${DELIVERY_CONCURRENCY} at a time): ${drainRate.toFixed(0)} deliveries/s = ${((drainRate / raw) * 100).toFixed(1)}% of the baseline`)
 } finally {
   await admin.unsafe(`drop database if exists ${dbName} with (force)`)
   await admin.end()

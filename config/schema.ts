@@ -130,6 +130,14 @@ export const settings = {
     type: 'cidrs', default: [], secret: false, group: 'network',
     description: 'Comma-separated private CIDRs that webhooks, BYOS checks and self-hosted LLMs may reach',
   } satisfies CidrsSetting,
+  WEBHOOK_ALLOW_HTTP: {
+    type: 'bool', default: false, secret: false, group: 'network',
+    description: 'Accept webhook URLs with http: as well as https: (receivers on an internal network without TLS)',
+  } satisfies BoolSetting,
+  WEBHOOK_DELIVERY_CONCURRENCY: {
+    type: 'int', min: 0, max: 256, default: 8, secret: false, group: 'limits',
+    description: 'Webhook deliveries each replica makes at once; 0 stops this replica delivering (others still do)',
+  } satisfies IntSetting,
   RATE_LIMIT_MAX: {
     type: 'int', min: 1, max: 1_000_000, default: 1000, secret: false, group: 'limits',
     description: 'Requests each API key (or user, or IP when unauthenticated) may make per window',

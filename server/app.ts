@@ -37,7 +37,11 @@ import { teamService } from './modules/team/service.js'
 import { tenantRoutes } from './modules/tenants/routes.js'
 import { tenantsService } from './modules/tenants/service.js'
 import { llmSettingsService } from './modules/tenants/settings.js'
+import { webhooksRoutes } from './modules/webhooks/routes.js'
+import { webhooksService } from './modules/webhooks/service.js'
+import { ATTEMPT_TIMEOUT_MS, EXCERPT_BYTES, startWebhookWorker, type Worker, type WorkerOptions } from './modules/webhooks/worker.js'
 import type { LocalBlobs } from './platform/blobs.js'
+import { compilePolicy, outboundFetch, type Resolver } from './platform/outbound.js'
 import type { Platform } from './platform/index.js'
 import { VERSION } from './version.js'
 
@@ -48,12 +52,21 @@ export interface AppOptions {
   rateLimitPrefix?: string
   /** The clock of every expiry rule (tokens, sessions, device logins); tests move it forward. */
   now?: () => number
+  /**
+   * The webhook delivery worker: started when WEBHOOK_DELIVERY_CONCURRENCY > 0 unless false; tests
+   * shorten its retry schedule, poll and lease here, or pass their own name resolver.
+   */
+  webhookWorker?: false | (Partial<Pick<WorkerOptions, 'schedule' | 'pollMs' | 'leaseMs' | 'concurrency'>> & { attemptTimeoutMs?: number })
+  /** How outbound calls resolve names (tests); the system resolver otherwise. */
+  resolver?: Resolver
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
     /** Set on SIGTERM: readiness fails so the load balancer stops sending traffic. */
     draining: boolean
+    /** This replica's webhook delivery worker; null when it delivers nothing. */
+    webhookWorker: Worker | null
   }
 }
 
@@ -137,6 +150,33 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   await app.register(invitationPageRoutes)
 
   const projects = projectsService({ db: platform.db, blobs: platform.blobs, version: VERSION })
+  // Webhooks: one outbound policy for registration checks and for the worker's connections.
+  const policy = compilePolicy({ allowedCidrs: config.OUTBOUND_ALLOWED_NETWORKS, airGapped: config.AIR_GAPPED }, opts.resolver)
+  const { attemptTimeoutMs = ATTEMPT_TIMEOUT_MS, ...workerOpts } = opts.webhookWorker === false ? { concurrency: 0 } : { concurrency: config.WEBHOOK_DELIVERY_CONCURRENCY, ...opts.webhookWorker }
+  let worker: Worker | null = null
+  app.decorate('webhookWorker', null)
+  const webhooks = webhooksService({
+    db: platform.db, secrets: platform.secrets, policy, allowHttp: config.WEBHOOK_ALLOW_HTTP, now, onDue: () => worker?.kick(),
+  })
+  if (workerOpts.leaseMs !== undefined && workerOpts.leaseMs <= attemptTimeoutMs) {
+    // A lease that ends while its attempt may still run would let a second worker send it again.
+    throw new Error(`webhook worker: leaseMs (${workerOpts.leaseMs}) must be longer than the attempt timeout (${attemptTimeoutMs})`)
+  }
+  if (workerOpts.concurrency > 0) {
+    const fetchOut = outboundFetch(policy, { timeoutMs: attemptTimeoutMs, maxResponseBytes: EXCERPT_BYTES, truncateResponse: true })
+    // Started once the app is ready, stopped before the pools close (drain waits for attempts in flight).
+    app.addHook('onReady', async () => {
+      worker = startWebhookWorker({
+        db: platform.db, secrets: platform.secrets, fetch: fetchOut, log: log.child({ module: 'webhooks' }),
+        userAgent: `Atrium-Webhooks/${VERSION}`, now, listen: platform.db.mode === 'postgres', leaseMs: 4 * attemptTimeoutMs, ...workerOpts,
+      })
+      app.webhookWorker = worker
+    })
+    app.addHook('onClose', async () => {
+      await worker?.stop()
+      fetchOut.close()
+    })
+  }
   await app.register(
     async (api) => {
       await api.register(authRoutes, { auth, tokens, publicUrl: config.PUBLIC_URL })
@@ -145,6 +185,8 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
       await api.register(auditRoutes, { auditLog: auditLogService({ db: platform.db }) })
       await api.register(tenantRoutes, { tenants: tenantsService({ db: platform.db }), llm: llmSettingsService({ db: platform.db, secrets: platform.secrets, now }) })
       await api.register(teamRoutes, { team: teamService({ db: platform.db, auth, credentials, publicUrl: config.PUBLIC_URL, now }) })
+      await api.register(webhooksRoutes, { webhooks, scope: 'tenant' })
+      await api.register(webhooksRoutes, { webhooks, scope: 'platform' })
     },
     { prefix: '/api/v1' },
   )

@@ -20,6 +20,8 @@ declare module 'fastify' {
     rateLimit?: boolean
     /** The permission the route needs. */
     permission?: string
+    /** The route acts for the platform, not a tenant: platform operator (svc_admin_) keys only. */
+    operator?: boolean
   }
 }
 
@@ -66,6 +68,9 @@ export function installAuth(app: FastifyInstance, opts: { authenticators: Authen
       throw new AppError('VALIDATION_ERROR', 'Do not send a tenant header: the tenant comes from your credential', {
         errors: tenantHeaders.map((h) => ({ field: `headers.${h}`, message: 'must not be sent' })),
       })
+    }
+    if (config.operator && request.principal?.tenantId) {
+      throw forbidden('This route needs a platform operator key (svc_admin_...)', { required: 'operator' })
     }
     if (config.permission && request.principal) {
       if (!request.principal.tenantId) {

@@ -10,6 +10,8 @@ export const PERMISSIONS = [
   'settings:read',
   'settings:write',
   'audit:read',
+  'webhooks:read',
+  'webhooks:manage',
 ] as const
 export type Permission = (typeof PERMISSIONS)[number]
 export const ALL = '*'

@@ -4,6 +4,7 @@
 import { Ajv, type Options } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { FastifyRequest, FastifySchemaCompiler } from 'fastify'
+import { invalid } from './errors.js'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 
@@ -51,4 +52,20 @@ type JsonParser = (req: FastifyRequest, body: string, done: (err: Error | null, 
  */
 export function emptyTolerantJson(defaultParser: JsonParser): JsonParser {
   return (req, body, done) => (body.trim() === '' ? done(null, undefined) : defaultParser(req, body, done))
+}
+
+/**
+ * A URL the server will call: parsed, http(s) only (https only unless `allowHttp`), no credentials
+ * in it (a URL is shown and logged; secrets belong in sealed fields). VALIDATION_ERROR on `field`.
+ */
+export function outboundUrl(field: string, value: string, o: { allowHttp: boolean; httpRefused?: string; credentials: string }): URL {
+  let url: URL
+  try {
+    url = new URL(value.trim())
+  } catch {
+    throw invalid(field, 'is not a URL')
+  }
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && o.allowHttp)) throw invalid(field, o.allowHttp ? 'must be an http or https URL' : o.httpRefused ?? 'must be an https URL')
+  if (url.username || url.password) throw invalid(field, `must not contain credentials: ${o.credentials}`)
+  return url
 }

@@ -113,12 +113,11 @@ export function parseCidrs(cidrs: readonly string[]): Cidr[] {
   })
 }
 
+// Only an IPv4-mapped address reaches its IPv4 address itself; NAT64, 6to4 and the like reach an
+// IPv6 gateway first, so the IPv4 inside them may refuse (classifyIp) but never allow.
 const within = (a: Ip, cidrs: readonly Cidr[]) => {
   const forms: Ip[] = [a]
-  if (a.kind() === 'ipv6') {
-    const v4 = embeddedIPv4(a as ipaddr.IPv6)
-    if (v4) forms.push(v4)
-  }
+  if (a.kind() === 'ipv6' && (a as ipaddr.IPv6).isIPv4MappedAddress()) forms.push((a as ipaddr.IPv6).toIPv4Address())
   return forms.some((f) => cidrs.some(([net, bits]) => net.kind() === f.kind() && f.match(net, bits)))
 }
 
@@ -207,6 +206,8 @@ export interface OutboundFetchOptions {
   timeoutMs?: number
   /** Larger responses fail: a hostile endpoint cannot make the server buffer without end. */
   maxResponseBytes?: number
+  /** Keep the first maxResponseBytes of a larger response instead of failing (webhooks keep an excerpt). */
+  truncateResponse?: boolean
   resolver?: Resolver
 }
 
@@ -261,15 +262,25 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
         const stream = decoder ? res.pipe(decoder) : res
         const chunks: Buffer[] = []
         let size = 0
+        let done = false
         stream.on('data', (c: Buffer) => {
+          if (done) return
           size += c.length
           if (size <= maxBytes) return void chunks.push(c)
-          fail(new Error(`response larger than ${maxBytes} bytes`))
+          if (o.truncateResponse) {
+            chunks.push(c.subarray(0, c.length - (size - maxBytes)))
+            finish()
+          } else {
+            fail(new Error(`response larger than ${maxBytes} bytes`))
+          }
           req.destroy()
         })
-        stream.on('error', fail)
-        res.on('error', fail)
-        stream.on('end', () => {
+        stream.on('error', (err) => { if (!done) fail(err) })
+        res.on('error', (err) => { if (!done) fail(err) })
+        stream.on('end', finish)
+        function finish() {
+          if (done) return
+          done = true
           clearTimeout(timer)
           const out = new Headers()
           for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
@@ -285,7 +296,7 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
           } catch (err) {
             fail(err) // a status fetch cannot represent
           }
-        })
+        }
       })
       // Settles first, then tears down: once a response has begun, destroy(err) would raise the
       // error on the response stream instead of the request.

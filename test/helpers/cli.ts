@@ -23,3 +23,19 @@ export function finished(child: ChildProcess): Promise<Ran> {
 }
 
 export const admin = (args: string[], env: Record<string, string>) => finished(spawnScript('server/cli.ts', args, env))
+
+/** Starts `server/main.ts` as npm start does and waits for it to listen. */
+export async function startServer(env: Record<string, string>): Promise<{ child: ChildProcess; done: Promise<Ran>; port: number; base: string }> {
+  const child = spawnScript('server/main.ts', [], env)
+  const done = finished(child)
+  let stderr = ''
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stderr!.on('data', (c: Buffer) => {
+      stderr += c.toString()
+      const m = /Atrium is listening on http:\/\/[^:]+:(\d+)/.exec(stderr)
+      if (m) resolve(Number(m[1]))
+    })
+    child.on('exit', () => reject(new Error(`server exited before listening:\n${stderr}`)))
+  })
+  return { child, done, port, base: `http://127.0.0.1:${port}` }
+}

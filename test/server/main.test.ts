@@ -1,23 +1,7 @@
 import { request } from 'node:http'
 import t from 'tap'
-import { admin, finished, spawnScript } from '../helpers/cli.js'
+import { admin, finished, spawnScript, startServer } from '../helpers/cli.js'
 import { testEnv } from '../helpers/platform.js'
-
-/** Starts `server/main.ts` as npm start does and waits for it to listen. */
-async function startServer(env: Record<string, string>) {
-  const child = spawnScript('server/main.ts', [], env)
-  const done = finished(child)
-  let stderr = ''
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stderr!.on('data', (c: Buffer) => {
-      stderr += c.toString()
-      const m = /Atrium is listening on http:\/\/[^:]+:(\d+)/.exec(stderr)
-      if (m) resolve(Number(m[1]))
-    })
-    child.on('exit', () => reject(new Error(`server exited before listening:\n${stderr}`)))
-  })
-  return { child, done, port, base: `http://127.0.0.1:${port}` }
-}
 
 t.test('with no services configured the server starts on embedded defaults and is ready', async (t) => {
   const env = await testEnv(t, { LOG_LEVEL: 'info', DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '', ENCRYPTION_MASTER_KEY: '' })

@@ -15,6 +15,7 @@ import { isUniqueViolation, type Db } from '../../platform/db.js'
 import { audit, type Origin } from '../audit/service.js'
 import { accountOf, type Account, type AuthService, type StartedSession } from '../auth/service.js'
 import { findAccount, findAccountByEmail, type AccountRow } from '../auth/store.js'
+import { emitUserCreated } from '../users/events.js'
 import { insertUser } from '../users/store.js'
 import { isNetworkFailure, unavailable, type Provider, type Providers } from './providers.js'
 import { activateInvited, consumeState, deleteExpiredStates, findTenant, insertState } from './store.js'
@@ -114,6 +115,7 @@ export function oauthService(o: OAuthServiceOptions) {
       }
 
       const actor = { type: 'user' as const, id: account.user_id }
+      if (created || activated) await emitUserCreated(sql, account.tenant_id, account.user_id, created ? 'oidc' : 'invitation')
       if (created) {
         await audit(sql, { tenantId: account.tenant_id, actor, action: 'auth.user_provisioned', target: { type: 'user', id: account.user_id }, origin, details: { ...method, role: account.role } })
       }

@@ -9,6 +9,7 @@ import type { Blobs } from '../../platform/blobs.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { json, jsonArrayStream, zipStream } from '../../zip.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
+import { emitEvent, eventData } from '../events/service.js'
 import { PLAN_LIMITS } from '../tenants/plans.js'
 import * as store from './store.js'
 import type { ProjectFields, ProjectRow, VersionRow } from './store.js'
@@ -40,6 +41,19 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
     if (keep !== null) await store.pruneVersions(sql, a.tenantId, project.id, project.version, keep)
   }
 
+  /** project.updated: the project as it now is, and the earlier values of the fields that changed. */
+  const emitUpdated = (sql: TxSql, tenantId: string, before: ProjectRow, project: ProjectRow, restoredFrom: number | null) =>
+    emitEvent(sql, {
+      tenantId,
+      type: 'project.updated',
+      data: {
+        ...eventData(project),
+        previous: Object.fromEntries(store.PROJECT_FIELDS.filter((f) => before[f] !== project[f]).map((f) => [f, before[f]])),
+        change: restoredFrom === null ? 'updated' : 'restored',
+        restoredFrom,
+      },
+    })
+
   return {
     async list(tenantId: string, page: PageRequest) {
       const before = decodeIdCursor(page.cursor)
@@ -57,6 +71,7 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
           language: input.language ?? '',
         })
         await recordVersion(sql, a, project, 'created')
+        await emitEvent(sql, { tenantId: a.tenantId, type: 'project.created', data: eventData(project) })
         return project
       }),
 
@@ -67,12 +82,15 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
         if (store.PROJECT_FIELDS.every((f) => next[f] === current[f])) return current // nothing changed: no new version
         const project = await store.updateProject(sql, a.tenantId, id, next)
         await recordVersion(sql, a, project, 'updated')
+        await emitUpdated(sql, a.tenantId, current, project, null)
         return project
       }),
 
     remove: (tenantId: string, id: string) =>
       db.tenant(tenantId, async (sql) => {
-        if (!(await store.deleteProject(sql, tenantId, id))) throw notFound('project', id)
+        const [deleted] = await store.deleteProject(sql, tenantId, id)
+        if (!deleted) throw notFound('project', id)
+        await emitEvent(sql, { tenantId, type: 'project.deleted', data: eventData(deleted) })
       }),
 
     async versions(tenantId: string, projectId: string, page: PageRequest) {
@@ -86,11 +104,12 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
 
     restoreVersion: (a: Actor, projectId: string, versionId: string) =>
       db.tenant(a.tenantId, async (sql) => {
-        await load(sql, a.tenantId, projectId, true)
+        const current = await load(sql, a.tenantId, projectId, true)
         const v = await store.getVersion(sql, a.tenantId, projectId, versionId)
         if (!v) throw notFound('version', versionId)
         const project = await store.updateProject(sql, a.tenantId, projectId, pick(v))
         await recordVersion(sql, a, project, 'restored', v.version)
+        await emitUpdated(sql, a.tenantId, current, project, v.version)
         return project
       }),
 

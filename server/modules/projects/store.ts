@@ -56,9 +56,11 @@ export async function updateProject(sql: TxSql, tenantId: string, id: string, f:
   return row!
 }
 
-export async function deleteProject(sql: TxSql, tenantId: string, id: string): Promise<boolean> {
-  const rows = await sql`delete from projects where tenant_id = ${tenantId} and id = ${id} returning id`
-  return rows.length > 0
+/** The deleted project, as it was; none when there was no such project. */
+export function deleteProject(sql: TxSql, tenantId: string, id: string) {
+  return sql<ProjectRow[]>`
+    delete from projects where tenant_id = ${tenantId} and id = ${id}
+    returning id, name, description, language, version, created_at, updated_at`
 }
 
 export async function insertVersion(

@@ -26,6 +26,7 @@ import { actorOf, audit, type Origin } from '../audit/service.js'
 import { accountOf, type Account, type AuthService, type StartedSession } from '../auth/service.js'
 import { findAccount, revokeUserSessions } from '../auth/store.js'
 import { EMAIL_RE } from '../users/email.js'
+import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
 import {
   activateInvited, deleteMember, insertUser, listMembers, lockMemberAndOwners, selectMember, updateMember, type MemberRow,
@@ -224,6 +225,7 @@ export function teamService(deps: {
         // A concurrent acceptance won, or the member was disabled or removed meanwhile: throwing
         // rolls the consumption back.
         if (!inv || !(await activateInvited(sql, inv.user_id, { passwordHash, name: input.name?.trim() ?? null }))) throw unauthorized(INVALID_INVITATION)
+        await emitUserCreated(sql, inv.tenant_id, inv.user_id, 'invitation')
         const session = await auth.startSession(sql, { tenantId: inv.tenant_id, userId: inv.user_id, method: 'invitation', origin })
         await audit(sql, {
           tenantId: inv.tenant_id, actor: { type: 'user', id: inv.user_id }, action: 'auth.invitation_accepted',

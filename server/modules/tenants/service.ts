@@ -7,7 +7,9 @@ import { isUniqueViolation, type Db } from '../../platform/db.js'
 import { createKey } from '../api-keys/service.js'
 import { ALL } from '../../http/permissions.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
+import { emitEvent, eventData } from '../events/service.js'
 import { EMAIL_RE } from '../users/email.js'
+import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
 import { insertUser } from '../users/store.js'
 import { PLAN_LIMITS } from './plans.js'
@@ -43,8 +45,10 @@ export async function createTenant(db: Db, input: CreateTenantInput, limits: Cre
       if (max != null && (await countTenantsForCreation(sql)) >= max) {
         throw forbidden(`The license allows at most ${max} tenant(s) and that many exist: contact your Atrium vendor for a license with more`, { reason: 'license_tenant_limit', maxTenants: max })
       }
-      await insertTenant(sql, { id: tenantId, name, plan })
+      const tenant = await insertTenant(sql, { id: tenantId, name, plan })
       await insertUser(sql, { id: userId, tenantId, email, name: '', role: 'owner', passwordHash })
+      await emitEvent(sql, { tenantId, type: 'tenant.created', data: eventData(tenant) })
+      await emitUserCreated(sql, tenantId, userId, 'tenant_created')
       const key = await createKey(sql, { tenantId, userId, type: 'ci', name: 'owner key (admin CLI)', permissions: [ALL] })
       return { tenantId, userId, apiKey: key.key }
     })

@@ -3,6 +3,7 @@
 // logged, never put in an audit event. Clients only learn whether one is set and, for keys long
 // enough that it gives little away, its last four characters.
 import { invalid } from '../../http/errors.js'
+import { outboundUrl } from '../../http/validation.js'
 import type { Principal } from '../../http/principal.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import type { SecretContext, Secrets } from '../../platform/secrets.js'
@@ -64,16 +65,8 @@ const view = (r: LlmSettingsFields & { updated_at?: Date; updated_by?: string | 
 
 /** An http(s) URL without credentials in it (they belong in apiKey, which is sealed; a URL is not). */
 export function checkBaseUrl(value: string): string {
-  const text = value.trim()
-  let url: URL
-  try {
-    url = new URL(text)
-  } catch {
-    throw invalid('baseUrl', 'is not a URL')
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalid('baseUrl', 'must be an http or https URL')
-  if (url.username || url.password) throw invalid('baseUrl', 'must not contain credentials; send the key as apiKey')
-  return text
+  outboundUrl('baseUrl', value, { allowHttp: true, credentials: 'send the key as apiKey' })
+  return value.trim()
 }
 
 /** The settings after the patch, and the names of the fields it changed (never their values). */

@@ -1,8 +1,9 @@
 import type { TxSql } from '../../platform/db.js'
 import type { Plan } from '../../http/principal.js'
 
-export async function insertTenant(sql: TxSql, t: { id: string; name: string; plan: Plan }): Promise<void> {
-  await sql`insert into tenants (id, name, plan) values (${t.id}, ${t.name}, ${t.plan})`
+export async function insertTenant(sql: TxSql, t: { id: string; name: string; plan: Plan }): Promise<TenantRow> {
+  const [row] = await sql<TenantRow[]>`insert into tenants (id, name, plan) values (${t.id}, ${t.name}, ${t.plan}) returning id, name, plan, status, created_at, updated_at`
+  return row!
 }
 
 /** Whether a tenant exists; any text is accepted (an id typed on a command line may not be a uuid). */

@@ -206,3 +206,56 @@ t.test('the connect-time lookup answers in both shapes net asks for, allowed add
   t.match(none, { code: 'ENOTFOUND' })
   t.equal(refusalIn(new Error('other')), null)
 })
+
+t.test('truncateResponse keeps the first maxResponseBytes of a larger response instead of failing', async (t) => {
+  const body = Buffer.from('0123456789abcdefghijklmnopqrstuvwxyz'.repeat(3).slice(0, 100))
+  const gzipped = gzipSync(body)
+  const srv = await server(t, (req, res) => {
+    if (req.url === '/gzip') return res.writeHead(200, { 'content-encoding': 'gzip', 'content-type': 'text/plain' }).end(gzipped)
+    if (req.url === '/exact') return res.writeHead(200, { 'content-type': 'text/plain' }).end(body.subarray(0, 16))
+    res.writeHead(200, { 'content-type': 'text/plain', 'content-length': String(body.length) }).end(body)
+  })
+  t.equal(body.length, 100)
+  const policy = { allowedCidrs: ['127.0.0.0/8'], airGapped: false }
+
+  const truncating = outboundFetch(policy, { maxResponseBytes: 16, truncateResponse: true, timeoutMs: 2000 })
+  t.teardown(() => truncating.close())
+  const res = await truncating(`http://127.0.0.1:${srv.port}/`)
+  t.equal(res.status, 200)
+  t.equal(res.headers.get('content-type'), 'text/plain')
+  t.same(Buffer.from(await res.arrayBuffer()), body.subarray(0, 16), 'the first 16 bytes')
+  const gz = await truncating(`http://127.0.0.1:${srv.port}/gzip`)
+  t.equal(gz.status, 200)
+  t.equal(await gz.text(), body.subarray(0, 16).toString(), 'a compressed body is cut after decoding')
+  t.equal(gz.headers.get('content-encoding'), null)
+  const exact = await truncating(`http://127.0.0.1:${srv.port}/exact`)
+  t.equal(await exact.text(), body.subarray(0, 16).toString(), 'a body of exactly the limit is whole')
+  const again = await truncating(`http://127.0.0.1:${srv.port}/`)
+  t.equal(Buffer.from(await again.arrayBuffer()).length, 16, 'the next request, after a cut one, works as well')
+
+  const strict = outboundFetch(policy, { maxResponseBytes: 16, timeoutMs: 2000 })
+  t.teardown(() => strict.close())
+  const err = await strict(`http://127.0.0.1:${srv.port}/`).then(() => null, (e: unknown) => e)
+  t.ok(err instanceof TypeError, 'fails like fetch')
+  t.match(err, { message: 'fetch failed', cause: { message: /larger than 16 bytes/ } })
+  t.equal(refusalIn(err), null, 'not a policy refusal')
+  await t.rejects(strict(`http://127.0.0.1:${srv.port}/gzip`), { message: 'fetch failed', cause: { message: /larger than 16 bytes/ } }, 'the decoded size counts')
+  t.equal(await (await strict(`http://127.0.0.1:${srv.port}/exact`)).text(), body.subarray(0, 16).toString(), 'exactly the limit is not larger')
+
+  // The policy still applies to a truncating fetch.
+  const closedOff = outboundFetch({ allowedCidrs: [], airGapped: false }, { maxResponseBytes: 16, truncateResponse: true })
+  t.teardown(() => closedOff.close())
+  const refused = await closedOff(`http://127.0.0.1:${srv.port}/`).then(() => null, (e: unknown) => e)
+  t.match(refusalIn(refused), { reason: /loopback address outside OUTBOUND_ALLOWED_NETWORKS/ })
+  t.equal(srv.hits(), 7, 'the refused request never reached the server')
+})
+
+t.test('an allow-listed IPv4 network admits its IPv4-mapped form only, not NAT64 or 6to4 addresses that reach a gateway first', async (t) => {
+  const allowed = ['10.0.0.0/8']
+  for (const airGapped of [false, true]) {
+    t.equal(decideOutbound('::ffff:10.0.0.1', allowed, { airGapped }).allowed, true, `IPv4-mapped (air-gapped ${airGapped})`)
+    for (const ip of ['2002:a00:1::1', '64:ff9b::a00:1']) {
+      t.equal(decideOutbound(ip, allowed, { airGapped }).allowed, false, `${ip} (air-gapped ${airGapped})`)
+    }
+  }
+})

@@ -30,6 +30,10 @@ function person(claims: IdpAccount = {}) {
 }
 
 /** Someone with an Atrium account (the owner of a new tenant) whom the identity provider knows too. */
+/** The joinedBy of every user.created event announcing `userId`. */
+const userCreated = async (ta: TestApp, userId: string) =>
+  (await ta.platform.db.system((sql) => sql<{ by: string }[]>`select data->>'joinedBy' as by from webhook_events where type = 'user.created' and data->>'id' = ${userId}`)).map((r) => r.by)
+
 async function member(ta: TestApp) {
   const p = person()
   const tenant = await createTenant(ta.platform.db, { name: `Acme ${suffix()}`, plan: 'pro', email: p.email })
@@ -295,7 +299,9 @@ t.test('a disabled account is refused, an invited one joins on its first sign-in
   const accept = await ta.anonymous('POST', '/api/v1/auth/invitations/accept', { token: invited.body.data.invitation.token, password: 'correct horse battery' })
   t.equal(accept.status, 401, 'the invitation link is used up once its member has joined')
   t.ok((await auditOf(ta, m.tenantId)).some((e) => e.action === 'auth.invitation_accepted' && e.details.provider === 'idp'))
+  t.same(await userCreated(ta, joined.body.data.user.id), ['invitation'], 'joining announces user.created once')
 })
+
 
 t.test('a provider bound to a tenant creates first-time users there, and signs in that tenant\'s people only', async (t) => {
   const tenantId = randomUUID()
@@ -313,6 +319,7 @@ t.test('a provider bound to a tenant creates first-time users there, and signs i
   const events = await auditOf(ta, tenantId)
   t.equal(events.filter((e) => e.action === 'auth.user_provisioned').length, 1)
   t.equal(events.filter((e) => e.action === 'auth.login').length, 2)
+  t.same(await userCreated(ta, first.body.data.user.id), ['oidc'], 'provisioning announces user.created once; signing in again does not')
 
   // The provider of tenant A cannot vouch for an address that belongs to tenant B.
   const other = await member(ta)

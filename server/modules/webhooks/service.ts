@@ -1,0 +1,256 @@
+// Webhook endpoints: registered by a tenant (its own events) or by a platform operator (every
+// tenant's). The URL is judged by the outbound policy when registered and again, by the worker,
+// at every connection; the secret is sealed because signing needs it in the clear.
+import { AppError, invalid, notFound } from '../../http/errors.js'
+import { decodeIdCursor, toPage } from '../../http/pagination.js'
+import { outboundUrl } from '../../http/validation.js'
+import type { Principal } from '../../http/principal.js'
+import { newId } from '../../ids.js'
+import type { Db, TxSql } from '../../platform/db.js'
+import { OutboundRefused, parseIp, type CompiledPolicy } from '../../platform/outbound.js'
+import type { SecretContext, Secrets } from '../../platform/secrets.js'
+import { dateClock, type Clock } from '../../clock.js'
+import { actorOf, audit, type Origin } from '../audit/service.js'
+import { EVENT_TYPES, TEST_EVENT_TYPE, type EventType } from '../events/service.js'
+import { generateSecret, secretProblem } from './signing.js'
+import * as store from './store.js'
+import type { DeliveryRow, DeliveryStatus, Owner, WebhookRow } from './store.js'
+
+/** How long the previous secret keeps signing after a rotation, unless asked otherwise. */
+export const DEFAULT_OVERLAP_SECONDS = 24 * 3600
+export const MAX_OVERLAP_SECONDS = 7 * 24 * 3600
+export const MAX_URL_LENGTH = 2048
+
+/** Events a tenant's own endpoint can hear: a tenant exists before any of its endpoints. */
+export const TENANT_EVENT_TYPES = EVENT_TYPES.filter((e) => e !== 'tenant.created')
+
+/** Who acts: the endpoint owner (a tenant, or null for the platform), and for the audit log who and from where. */
+export interface Acting { owner: Owner; principal: Principal; origin?: Origin }
+
+export interface CreateInput { url: string; events: EventType[]; secret: string; description?: string }
+export interface PatchInput { url?: string; events?: EventType[]; description?: string; enabled?: boolean }
+
+export const secretContext = (owner: Owner, webhookId: string, field: 'secret' | 'previous_secret'): SecretContext =>
+  ({ tenantId: owner ?? 'platform', table: 'webhooks', rowId: webhookId, field })
+
+export function webhooksService(deps: {
+  db: Db
+  secrets: Secrets
+  /** The outbound policy (OUTBOUND_ALLOWED_NETWORKS, AIR_GAPPED), compiled. */
+  policy: CompiledPolicy
+  /** WEBHOOK_ALLOW_HTTP */
+  allowHttp: boolean
+  now?: Clock
+  /** Tells this replica's worker that a delivery is due now (a test event, a retry). */
+  onDue?: () => void
+}) {
+  const { db, secrets, policy } = deps
+  const now = dateClock(deps.now)
+  const inScope = <T>(owner: Owner, fn: (sql: TxSql) => Promise<T>) => (owner === null ? db.system(fn) : db.tenant(owner, fn))
+  const due = () => deps.onDue?.()
+
+  const found = <T>(what: string, id: string, rows: readonly T[]): T => {
+    if (!rows[0]) throw notFound(what, id)
+    return rows[0]
+  }
+  const load = async (sql: TxSql, owner: Owner, id: string, lock = false) => found('webhook', id, await store.selectWebhook(sql, owner, id, { lock }))
+
+  const record = (sql: TxSql, a: Acting, action: string, webhookId: string, details: Record<string, unknown>) =>
+    a.owner === null
+      ? Promise.resolve() // the platform's endpoints belong to no tenant's audit log
+      : audit(sql, { tenantId: a.owner, actor: actorOf(a.principal), action, target: { type: 'webhook', id: webhookId }, ...(a.origin ? { origin: a.origin } : {}), details })
+
+  /** The URL as stored, or VALIDATION_ERROR saying why the server would not call it. */
+  async function checkUrl(value: string): Promise<string> {
+    const text = value.trim()
+    const url = outboundUrl('url', text, {
+      allowHttp: deps.allowHttp,
+      httpRefused: 'must be an https URL (http is accepted only when the deployment sets WEBHOOK_ALLOW_HTTP=true)',
+      credentials: 'receivers authenticate deliveries by their signature',
+    })
+    if (url.hash) throw invalid('url', 'must not contain a #fragment (it is never sent)')
+    if (text.length > MAX_URL_LENGTH) throw invalid('url', `must be at most ${MAX_URL_LENGTH} characters`)
+    try {
+      // Judged now for a clear answer; judged again at every delivery, where it counts (DNS can change).
+      await policy.resolveAllowed(url.hostname)
+    } catch (err) {
+      if (err instanceof OutboundRefused) {
+        // An address given as such is shown as it was judged (2852039166 is 169.254.169.254); the
+        // address a name resolved to is not (a tenant must not map the internal network through it).
+        const literal = parseIp(url.hostname) ? err.address : null
+        const bare = url.hostname.replace(/^\[(.*)\]$/, '$1')
+        throw new AppError('VALIDATION_ERROR', `url: ${url.hostname}${literal && literal !== bare ? ` (${literal})` : ''} may not be called: ${err.reason}`, {
+          errors: [{ field: 'url', message: `may not be called: ${err.reason}` }], reason: 'outbound_refused', ...(literal ? { address: literal } : {}),
+        })
+      }
+      if ((err as NodeJS.ErrnoException).code === 'ENOTFOUND') throw invalid('url', `${url.hostname} does not resolve to an address`)
+      // Another resolver failure (a DNS server that did not answer) proves nothing; deliveries will tell.
+    }
+    return text
+  }
+
+  function checkEvents(owner: Owner, events: readonly EventType[]): EventType[] {
+    const unique = [...new Set(events)]
+    if (owner !== null && unique.includes('tenant.created')) {
+      throw invalid('events', 'tenant.created is announced to platform endpoints (/api/v1/platform/webhooks): a tenant exists before its own endpoints')
+    }
+    return unique
+  }
+
+  function checkSecret(field: string, secret: string) {
+    const problem = secretProblem(secret)
+    if (problem) throw invalid(field, problem)
+  }
+
+  return {
+    async create(a: Acting, input: CreateInput): Promise<WebhookRow> {
+      const url = await checkUrl(input.url)
+      const events = checkEvents(a.owner, input.events)
+      checkSecret('secret', input.secret)
+      const id = newId()
+      return inScope(a.owner, async (sql) => {
+        const row = await store.insertWebhook(sql, {
+          id, owner: a.owner, url, events, description: input.description?.trim() ?? '',
+          secretSealed: secrets.encrypt(input.secret, secretContext(a.owner, id, 'secret')),
+        })
+        await record(sql, a, 'webhook.created', id, { url, events })
+        return row
+      })
+    },
+
+    async list(owner: Owner, page: { limit: number; cursor?: string }) {
+      const before = decodeIdCursor(page.cursor)
+      const rows = await inScope(owner, (sql) => store.listWebhooks(sql, owner, page.limit + 1, before))
+      return toPage(rows, page.limit, (w) => w.id)
+    },
+
+    get: (owner: Owner, id: string) => inScope(owner, (sql) => load(sql, owner, id)),
+
+    async update(a: Acting, id: string, patch: PatchInput): Promise<WebhookRow> {
+      const url = patch.url === undefined ? undefined : await checkUrl(patch.url)
+      const events = patch.events === undefined ? undefined : checkEvents(a.owner, patch.events)
+      return inScope(a.owner, async (sql) => {
+        const current = await load(sql, a.owner, id, true)
+        const at = now()
+        const enabled = patch.enabled ?? current.status === 'enabled'
+        const reenabled = enabled && current.status === 'disabled'
+        const change: store.WebhookChange = {
+          url: url ?? current.url,
+          description: patch.description?.trim() ?? current.description,
+          events: events ?? current.events,
+          status: enabled ? 'enabled' : 'disabled',
+          // Enabling starts afresh: the old run of failures no longer counts towards disabling it.
+          disabledReason: enabled ? null : current.disabled_reason ?? 'manual',
+          disabledMessage: enabled ? null : current.disabled_message ?? 'Disabled by a person',
+          disabledAt: enabled ? null : current.disabled_at ?? at,
+          failingSince: reenabled ? null : current.failing_since,
+        }
+        const changed = [
+          change.url !== current.url && 'url',
+          change.description !== current.description && 'description',
+          (change.events.length !== current.events.length || change.events.some((e, i) => e !== current.events[i])) && 'events',
+          change.status !== current.status && 'enabled',
+        ].filter((f): f is string => Boolean(f))
+        if (!changed.length) return current
+        const row = await store.updateWebhook(sql, a.owner, id, change, at)
+        if (change.status === 'disabled' && current.status === 'enabled') await store.failPendingDeliveries(sql, id, 'The endpoint was disabled', at)
+        await record(sql, a, 'webhook.updated', id, { fields: changed, ...(changed.includes('enabled') ? { enabled } : {}) })
+        return row
+      })
+    },
+
+    remove: (a: Acting, id: string) =>
+      inScope(a.owner, async (sql) => {
+        found('webhook', id, await store.deleteWebhook(sql, a.owner, id))
+        await record(sql, a, 'webhook.deleted', id, {})
+      }),
+
+    /**
+     * A new secret (the one given, or a generated one returned once). The previous secret keeps
+     * signing beside it for `overlapSeconds`, so receivers can switch without missing a delivery.
+     */
+    async rotateSecret(a: Acting, id: string, input: { secret?: string; overlapSeconds?: number }): Promise<{ webhook: WebhookRow; secret: string | null }> {
+      if (input.secret !== undefined) checkSecret('secret', input.secret)
+      const secret = input.secret ?? generateSecret()
+      const overlap = input.overlapSeconds ?? DEFAULT_OVERLAP_SECONDS
+      const webhook = await inScope(a.owner, async (sql) => {
+        const current = await load(sql, a.owner, id, true)
+        const at = now()
+        const previous = overlap > 0 ? secrets.decrypt(current.secret_sealed, secretContext(a.owner, id, 'secret')) : null
+        const row = await store.rotateSecret(sql, a.owner, id, {
+          secretSealed: secrets.encrypt(secret, secretContext(a.owner, id, 'secret')),
+          previousSealed: previous === null ? null : secrets.encrypt(previous, secretContext(a.owner, id, 'previous_secret')),
+          previousExpiresAt: previous === null ? null : new Date(at.getTime() + overlap * 1000),
+          at,
+        })
+        await record(sql, a, 'webhook.secret_rotated', id, { overlapSeconds: overlap, generated: input.secret === undefined })
+        return row
+      })
+      return { webhook, secret: input.secret === undefined ? secret : null }
+    },
+
+    /** A webhook.test event to this endpoint alone, signed and retried like any other. */
+    async sendTest(a: Acting, id: string): Promise<DeliveryRow> {
+      const delivery = await inScope(a.owner, async (sql) => {
+        const w = await load(sql, a.owner, id)
+        if (w.status !== 'enabled') {
+          throw new AppError('VALIDATION_ERROR', 'The endpoint is disabled: enable it before sending a test event', {
+            errors: [{ field: 'id', message: 'is disabled' }], reason: 'webhook_disabled',
+          })
+        }
+        const eventId = newId()
+        const deliveryId = newId()
+        await store.insertDirectEvent(sql, {
+          eventId, deliveryId, owner: a.owner, webhookId: id, type: TEST_EVENT_TYPE, at: now(),
+          data: { webhookId: id, message: 'A test event sent from Atrium. Verify its signature as you would any other.' },
+        })
+        return found('delivery', deliveryId, await store.selectDelivery(sql, a.owner, id, deliveryId))
+      })
+      due()
+      return delivery
+    },
+
+    /** Deliveries to an endpoint, newest first, each with its attempts. */
+    async deliveries(owner: Owner, webhookId: string, q: { limit: number; cursor?: string; status?: DeliveryStatus }) {
+      const before = decodeIdCursor(q.cursor)
+      const { rows, attempts } = await inScope(owner, async (sql) => {
+        await load(sql, owner, webhookId)
+        const rows = await store.listDeliveries(sql, owner, webhookId, { limit: q.limit + 1, before, ...(q.status ? { status: q.status } : {}) })
+        return { rows, attempts: rows.length ? await store.selectAttempts(sql, rows.slice(0, q.limit).map((d) => d.id)) : [] }
+      })
+      return { ...toPage(rows, q.limit, (d) => d.id), attempts }
+    },
+
+    delivery: (owner: Owner, webhookId: string, id: string) =>
+      inScope(owner, async (sql) => {
+        await load(sql, owner, webhookId)
+        const delivery = found('delivery', id, await store.selectDelivery(sql, owner, webhookId, id))
+        return { delivery, attempts: await store.selectAttempts(sql, [id]) }
+      }),
+
+    /** One more attempt, now, of a delivery that succeeded or gave up; same event, same webhook-id. */
+    async retryDelivery(a: Acting, webhookId: string, id: string) {
+      const r = await inScope(a.owner, async (sql) => {
+        const w = await load(sql, a.owner, webhookId)
+        const delivery = found('delivery', id, await store.selectDelivery(sql, a.owner, webhookId, id))
+        if (w.status !== 'enabled') {
+          throw new AppError('VALIDATION_ERROR', 'The endpoint is disabled: enable it before retrying a delivery', {
+            errors: [{ field: 'webhookId', message: 'is disabled' }], reason: 'webhook_disabled',
+          })
+        }
+        if (delivery.status === 'pending') {
+          throw new AppError('VALIDATION_ERROR', 'The delivery is still being tried; it can be retried once it has succeeded or failed', {
+            errors: [{ field: 'deliveryId', message: 'is pending' }], reason: 'delivery_pending',
+          })
+        }
+        await store.requeueDelivery(sql, a.owner, webhookId, id, now())
+        await record(sql, a, 'webhook.delivery_retried', webhookId, { deliveryId: id, eventId: delivery.event_id })
+        return { delivery: found('delivery', id, await store.selectDelivery(sql, a.owner, webhookId, id)), attempts: await store.selectAttempts(sql, [id]) }
+      })
+      due()
+      return r
+    },
+  }
+}
+
+export type WebhooksService = ReturnType<typeof webhooksService>

@@ -1,0 +1,294 @@
+// The delivery worker. Every replica runs one; PostgreSQL shares the work out (SKIP LOCKED), so an
+// event is fanned out once and each delivery is attempted by one worker at a time.
+//
+// A cycle: fan out new events to deliveries, then claim due deliveries: enough for every free slot
+// and one more per slot, so that a slot starts its next attempt the moment one ends. A cycle runs
+// when an event commits (LISTEN, on PostgreSQL), when this replica queues a delivery, when an
+// attempt ends, and every poll interval (retries fall due).
+import { performance } from 'node:perf_hooks'
+import type { Logger } from 'pino'
+import type { Clock } from '../../clock.js'
+import { newId } from '../../ids.js'
+import type { Db, TxSql } from '../../platform/db.js'
+import { refusalIn, type OutboundFetch } from '../../platform/outbound.js'
+import type { Secrets } from '../../platform/secrets.js'
+import { audit } from '../audit/service.js'
+import { EVENTS_CHANNEL } from '../events/store.js'
+import { nextAttemptAt, parseRetryAfter, RETRY_SCHEDULE_SECONDS } from './schedule.js'
+import { secretContext } from './service.js'
+import { sign, signingKey } from './signing.js'
+import * as store from './store.js'
+import type { ClaimedDelivery } from './store.js'
+
+/** Connect to last byte of the answer. */
+export const ATTEMPT_TIMEOUT_MS = 15_000
+/** An endpoint whose every attempt has failed for this long is disabled. */
+export const DISABLE_AFTER_FAILING_MS = 5 * 24 * 3600_000
+/** How much of a response body an attempt keeps. */
+export const EXCERPT_BYTES = 1024
+/** How long events are kept once nothing waits to deliver them. */
+export const EVENT_RETENTION_MS = 30 * 24 * 3600_000
+const DISPATCH_BATCH = 200
+const SWEEP_INTERVAL_MS = 3600_000
+
+export interface WorkerOptions {
+  db: Db
+  secrets: Secrets
+  /** outboundFetch under the deployment's policy: every connection is judged when it is made. */
+  fetch: OutboundFetch
+  log: Logger
+  /** Deliveries in flight at once (WEBHOOK_DELIVERY_CONCURRENCY). */
+  concurrency: number
+  userAgent: string
+  now?: Clock
+  /** Seconds to wait after each failed attempt (tests shorten it). */
+  schedule?: readonly number[]
+  pollMs?: number
+  /** How long a claimed delivery is this worker's; must exceed the attempt timeout. */
+  leaseMs?: number
+  /** Whether to LISTEN for committed events (PostgreSQL); polling alone otherwise. */
+  listen?: boolean
+}
+
+export interface Worker {
+  /** Runs a cycle soon (something is due). */
+  kick(): void
+  /** Resolves when no cycle and no attempt is running (tests). */
+  idle(): Promise<void>
+  /** Stops claiming, lets attempts in flight finish. */
+  stop(): Promise<void>
+}
+
+export function startWebhookWorker(o: WorkerOptions): Worker {
+  const clock = o.now ?? Date.now
+  const schedule = o.schedule ?? RETRY_SCHEDULE_SECONDS
+  const pollMs = o.pollMs ?? 1000
+  const leaseMs = o.leaseMs ?? 4 * ATTEMPT_TIMEOUT_MS
+  const inFlight = new Set<Promise<void>>()
+  let stopped = false
+  let cycle: Promise<void> | null = null
+  let again = false
+  let timer: NodeJS.Timeout | undefined
+  let unlisten: (() => Promise<void>) | null = null
+  let lastSweep = 0
+  let failures = 0
+  // Fanning out runs when an event may be waiting: at start, on NOTIFY, on each poll; not when a
+  // cycle only refills slots freed by finished attempts.
+  let fanOut = true
+
+  /** `events`: new events may be waiting (NOTIFY, poll) rather than only due deliveries. */
+  const kick = (events = false) => {
+    if (events) fanOut = true
+    if (stopped) return
+    if (cycle) {
+      again = true
+      return
+    }
+    clearTimeout(timer)
+    cycle = runCycle().finally(() => {
+      cycle = null
+      if (again) {
+        again = false
+        kick()
+      } else if (!stopped) {
+        // After a failure (the database is away), wait longer each time, up to half a minute.
+        timer = setTimeout(() => kick(true), failures ? Math.min(pollMs * 2 ** failures, 30_000) : pollMs)
+        timer.unref()
+      }
+    })
+  }
+
+  async function runCycle(): Promise<void> {
+    try {
+      for (;;) {
+        if (fanOut) {
+          fanOut = false
+          try {
+            const { events } = await o.db.system((sql) => store.dispatchEvents(sql, DISPATCH_BATCH, new Date(clock())))
+            // A whole batch went out: more may wait.
+            if (events === DISPATCH_BATCH) fanOut = true
+          } catch (err) {
+            fanOut = true
+            throw err
+          }
+        }
+        // Claimed ahead: up to one more delivery per slot waits in `ready`, so a slot that frees
+        // up starts its next attempt at once instead of waiting for a claim.
+        const want = 2 * o.concurrency - inFlight.size - ready.length
+        if (want > 0 && !stopped) {
+          ready.push(...(await o.db.system((sql) => store.claimDeliveries(sql, want, new Date(clock()), leaseMs))))
+          startAttempts()
+        }
+        if (!fanOut) break
+      }
+      if (clock() - lastSweep > SWEEP_INTERVAL_MS) {
+        lastSweep = clock()
+        const swept = await o.db.system((sql) => store.sweepEvents(sql, new Date(clock() - EVENT_RETENTION_MS)))
+        if (swept) o.log.info({ swept }, 'old webhook events removed')
+      }
+      failures = 0
+    } catch (err) {
+      failures = Math.min(failures + 1, 10)
+      if (!stopped) o.log.warn({ err }, 'webhook worker cycle failed; trying again shortly')
+    }
+  }
+
+  const ready: ClaimedDelivery[] = []
+  function startAttempts() {
+    while (!stopped && inFlight.size < o.concurrency && ready.length) {
+      const p = attempt(ready.shift()!)
+      inFlight.add(p)
+      void p.finally(() => {
+        inFlight.delete(p)
+        startAttempts()
+        kick() // claim what the slot will need next
+      })
+    }
+  }
+
+  async function attempt(d: ClaimedDelivery): Promise<void> {
+    const number = d.attempts + 1
+    const startedAt = new Date(clock())
+    const t0 = performance.now()
+    let statusCode: number | null = null
+    let error: string | null = null
+    let excerpt = ''
+    let retryAfter: number | null = null
+    try {
+      const body = JSON.stringify({ id: d.event_id, type: d.event_type, timestamp: d.event_created_at.toISOString(), tenantId: d.event_tenant_id, data: d.data })
+      const timestamp = Math.floor(clock() / 1000)
+      const res = await o.fetch(d.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': o.userAgent,
+          'webhook-id': d.event_id,
+          'webhook-timestamp': String(timestamp),
+          'webhook-signature': sign(keysOf(d, startedAt), d.event_id, timestamp, body),
+        },
+        body,
+      })
+      statusCode = res.status
+      excerpt = Buffer.from(await res.arrayBuffer()).toString('utf8').replace(/\uFFFD$/, '')
+      retryAfter = parseRetryAfter(res.headers.get('retry-after'), clock())
+    } catch (err) {
+      error = describe(err)
+    }
+    const durationMs = Math.round(performance.now() - t0)
+    const ok = statusCode !== null && statusCode >= 200 && statusCode < 300
+    const gone = statusCode === 410
+    if (!ok && statusCode !== null) error = `the endpoint answered ${statusCode}${gone ? ' (Gone): the endpoint is disabled' : ''}`
+    let disabled: store.DisabledReason | null = null
+    let outcome: store.AttemptOutcome = 'failed'
+    try {
+      await o.db.system(async (sql) => {
+        const at = new Date(clock())
+        // The endpoint first, then the delivery: the lock order of disabling an endpoint.
+        let w: store.EndpointState | null = null
+        if (!ok) w = (await store.noteFailure(sql, d.webhook_id, at)) ?? null
+        if (ok || w) {
+          const off = w !== null && w.status !== 'enabled' // disabled while this attempt ran: no retry
+          const retryAt = ok || gone || off ? null : nextAttemptAt(number, clock(), { schedule, retryAfterSeconds: retryAfter })
+          outcome = ok ? 'succeeded' : retryAt === null ? 'failed' : 'retrying'
+          // A success's note on the endpoint goes out in the same write as the record (postgres.js
+          // sends what is issued in one tick together); PostgreSQL runs them in order, endpoint first.
+          const noted = ok ? store.noteSuccess(sql, d.webhook_id, at) : null
+          const [, recorded] = await Promise.all([noted, store.recordAttempt(sql, newId(), {
+            deliveryId: d.id, attempt: number, startedAt, durationMs, statusCode, excerpt: printable(excerpt),
+            error: error === null ? null : printable(off && !ok ? `${error}; the endpoint was disabled meanwhile` : error),
+            outcome, nextAttemptAt: retryAt === null ? null : new Date(retryAt),
+          }, d.leased_until)])
+          if (recorded && w && !off) {
+            if (gone) {
+              disabled = await disable(sql, d, 'gone', `The endpoint answered 410 Gone on ${at.toISOString()}: its owner says it no longer exists`, at)
+            } else if (w.failing_since && at.getTime() - w.failing_since.getTime() >= DISABLE_AFTER_FAILING_MS) {
+              disabled = await disable(sql, d, 'failing', `Every delivery attempt failed from ${w.failing_since.toISOString()} to ${at.toISOString()} (last: ${error})`, at)
+            }
+          }
+        } // else: the endpoint was deleted meanwhile, and its deliveries with it
+      })
+    } catch (err) {
+      // The attempt happened but could not be written down: the lease runs out and it is tried
+      // again, with the same webhook-id, so a receiver that deduplicates sees it once.
+      o.log.error({ err, deliveryId: d.id }, 'could not record a webhook delivery attempt')
+      return
+    }
+    o.log.info({ deliveryId: d.id, webhookId: d.webhook_id, eventId: d.event_id, attempt: number, statusCode, outcome, ms: durationMs, ...(error ? { error } : {}) }, 'webhook delivery attempt')
+    if (disabled) o.log.warn({ webhookId: d.webhook_id, tenantId: d.webhook_tenant_id, reason: disabled }, 'webhook endpoint disabled')
+  }
+
+  /** Stops the endpoint (its row is already locked by this transaction); the reason when it was this call that stopped it. */
+  async function disable(sql: TxSql, d: ClaimedDelivery, reason: store.DisabledReason, message: string, at: Date): Promise<store.DisabledReason | null> {
+    if (!(await store.disableWebhook(sql, d.webhook_id, reason, message, at))) return null
+    await store.failPendingDeliveries(sql, d.webhook_id, 'The endpoint was disabled', at)
+    // The tenant's admins see why in the endpoint itself and in their audit log.
+    if (d.webhook_tenant_id) {
+      await audit(sql, {
+        tenantId: d.webhook_tenant_id, actor: { type: 'system', id: null }, action: 'webhook.disabled',
+        target: { type: 'webhook', id: d.webhook_id }, details: { reason, message: printable(message) },
+      })
+    }
+    return reason
+  }
+
+  /** The current secret, and the previous one while its overlap lasts. */
+  function keysOf(d: ClaimedDelivery, at: Date): Buffer[] {
+    const owner = d.webhook_tenant_id
+    const keys = [signingKey(o.secrets.decrypt(d.secret_sealed, secretContext(owner, d.webhook_id, 'secret')))]
+    if (d.previous_secret_sealed && d.previous_secret_expires_at && d.previous_secret_expires_at > at) {
+      keys.push(signingKey(o.secrets.decrypt(d.previous_secret_sealed, secretContext(owner, d.webhook_id, 'previous_secret'))))
+    }
+    return keys
+  }
+
+  if (o.listen) {
+    o.db.sql.listen(EVENTS_CHANNEL, () => kick(true)).then(
+      (l) => {
+        unlisten = l.unlisten
+        if (stopped) void l.unlisten().catch(() => {})
+      },
+      (err: unknown) => o.log.warn({ err }, 'cannot LISTEN for webhook events; polling only'),
+    )
+  }
+  kick(true)
+
+  return {
+    kick: () => kick(),
+    async idle() {
+      while (cycle || inFlight.size || ready.length) {
+        await Promise.all([cycle, ...inFlight])
+      }
+    },
+    async stop() {
+      stopped = true
+      clearTimeout(timer)
+      await unlisten?.().catch(() => {})
+      await cycle
+      // Claimed but not begun: handed back at once rather than when their leases end.
+      const unstarted = ready.splice(0)
+      if (unstarted.length) {
+        await o.db.system((sql) => store.releaseClaims(sql, unstarted)).catch((err: unknown) => o.log.warn({ err }, 'could not hand back claimed webhook deliveries; their leases will end'))
+      }
+      await Promise.all([...inFlight])
+    },
+  }
+}
+
+/** Text PostgreSQL stores: no NUL (a receiver's body or a peer's error message may hold one). */
+const printable = (text: string) => text.replaceAll('\u0000', '\uFFFD')
+
+/** What went wrong, for the endpoint's owner: the policy's refusal, a timeout, or the network error. */
+export function describe(err: unknown): string {
+  const refused = refusalIn(err)
+  // The address a name resolved to is not shown: the endpoint's owner must not map the internal network through it.
+  if (refused) return `refused by the outbound policy: ${refused.reason} (${refused.host})`
+  const cause = (err as { cause?: NodeJS.ErrnoException }).cause ?? (err as NodeJS.ErrnoException)
+  switch (cause?.code) {
+    case 'ETIMEDOUT': return `no complete response within ${ATTEMPT_TIMEOUT_MS / 1000} s`
+    case 'ECONNREFUSED': return 'the connection was refused'
+    case 'ECONNRESET': return 'the connection was reset'
+    case 'ENOTFOUND': return 'the host name does not resolve'
+    case 'EAI_AGAIN': return 'the host name could not be resolved (DNS did not answer)'
+    default: return `${cause?.code ? `${cause.code}: ` : ''}${cause?.message ?? String(err)}`.slice(0, 500)
+  }
+}
