@@ -6,9 +6,10 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
+import { isMain } from '../server/is-main.js'
 import { VERSION } from '../server/version.js'
 import { ENV_TEMPLATE_PATH, renderEnvTemplate } from './env-template.js'
-import { IMAGES, imageNamed } from './images.js'
+import { IMAGES, imageNamed, REGISTRY_RE } from './images.js'
 import { settings, type Setting, type SettingName } from './schema.js'
 
 const root = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url))
@@ -84,7 +85,7 @@ export function renderValuesSchema(): string {
     title: 'Atrium chart values',
     ...obj({
       global: obj({
-        imageRegistry: str('Registry that replaces the registry of every image (air-gapped sites: the private registry)', { pattern: '^$|^[a-zA-Z0-9.-]+(:[0-9]+)?(/[a-zA-Z0-9._/-]+)?$' }),
+        imageRegistry: str('Registry that replaces the registry of every image (air-gapped sites: the private registry)', { pattern: `^$|${REGISTRY_RE.source.replaceAll('\\/', '/')}` }),
         imagePullSecrets: { type: 'array', items: { anyOf: [{ type: 'string' }, obj({ name: { type: 'string' } }, { required: ['name'] })] }, description: 'Secrets with the credentials of the registry' },
       }),
       nameOverride: str('Replaces the chart name in resource names'),
@@ -245,7 +246,7 @@ export function staleFiles(): string[] {
   return renderAll().filter((f) => { try { return readFileSync(f.path, 'utf8') !== f.text } catch { return true } }).map((f) => f.path)
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
+if (isMain(import.meta.url)) {
   if (process.argv.includes('--check')) {
     const stale = staleFiles()
     for (const p of stale) console.error(`stale: ${p} (run npm run config:generate)`)

@@ -30,3 +30,6 @@ export const imageNamed = (name: string): Image => {
   if (!image) throw new Error(`no image named ${name}`)
   return image
 }
+
+/** A registry as global.imageRegistry and ATRIUM_REGISTRY take it: host[:port][/path], no scheme. */
+export const REGISTRY_RE = /^[a-zA-Z0-9.-]+(:[0-9]+)?(\/[a-zA-Z0-9._/-]+)?$/

@@ -165,15 +165,17 @@ export async function verifyLicense(key: string | undefined, opts: VerifyOptions
   const license = claimsOf(payload, graceDays)
   if (!license) return invalid('bad_claims')
   if (opts.airGapped && !license.airGapAllowed) return invalid('air_gap_not_allowed', license)
-  const t = now.getTime()
-  if (t < license.expiresAt.getTime()) {
-    return { status: 'valid', license, message: STATE_MESSAGES.valid(license) }
-  }
-  if (t < license.graceEndsAt.getTime()) {
-    const daysLeft = Math.ceil((license.graceEndsAt.getTime() - t) / DAY)
-    return { status: 'grace', license, daysLeft, message: STATE_MESSAGES.grace(license, daysLeft) }
-  }
+  const state = licenseState(license, now.getTime())
+  if (state.status === 'valid') return { status: 'valid', license, message: STATE_MESSAGES.valid(license) }
+  if (state.status === 'grace') return { status: 'grace', license, daysLeft: state.daysLeft, message: STATE_MESSAGES.grace(license, state.daysLeft) }
   return { status: 'expired', license, message: `${STATE_MESSAGES.ended(license)}: ${CONTACT} to renew` }
+}
+
+/** Where verified claims stand at time `t` (ms): valid until expiry, then grace, then expired. */
+export function licenseState(l: Pick<LicenseClaims, 'expiresAt' | 'graceEndsAt'>, t: number): { status: 'valid' | 'expired' } | { status: 'grace'; daysLeft: number } {
+  if (t < l.expiresAt.getTime()) return { status: 'valid' }
+  if (t < l.graceEndsAt.getTime()) return { status: 'grace', daysLeft: Math.ceil((l.graceEndsAt.getTime() - t) / DAY) }
+  return { status: 'expired' }
 }
 
 /** One line for logs and screens: the status, the reason when invalid, and the message; never any key material. */

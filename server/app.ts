@@ -39,9 +39,9 @@ import { tenantsService } from './modules/tenants/service.js'
 import { llmSettingsService } from './modules/tenants/settings.js'
 import { webhooksRoutes } from './modules/webhooks/routes.js'
 import { webhooksService } from './modules/webhooks/service.js'
-import { ATTEMPT_TIMEOUT_MS, EXCERPT_BYTES, startWebhookWorker, type Worker, type WorkerOptions } from './modules/webhooks/worker.js'
+import { startWebhookWorker, type Worker, type WorkerOptions } from './modules/webhooks/worker.js'
 import type { LocalBlobs } from './platform/blobs.js'
-import { compilePolicy, outboundFetch, type Resolver } from './platform/outbound.js'
+import { compilePolicy, type Resolver } from './platform/outbound.js'
 import type { Platform } from './platform/index.js'
 import { VERSION } from './version.js'
 
@@ -56,7 +56,7 @@ export interface AppOptions {
    * The webhook delivery worker: started when WEBHOOK_DELIVERY_CONCURRENCY > 0 unless false; tests
    * shorten its retry schedule, poll and lease here, or pass their own name resolver.
    */
-  webhookWorker?: false | (Partial<Pick<WorkerOptions, 'schedule' | 'pollMs' | 'leaseMs' | 'concurrency'>> & { attemptTimeoutMs?: number })
+  webhookWorker?: false | Partial<Pick<WorkerOptions, 'schedule' | 'pollMs' | 'leaseMs' | 'concurrency' | 'attemptTimeoutMs'>>
   /** How outbound calls resolve names (tests); the system resolver otherwise. */
   resolver?: Resolver
 }
@@ -65,8 +65,6 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Set on SIGTERM: readiness fails so the load balancer stops sending traffic. */
     draining: boolean
-    /** This replica's webhook delivery worker; null when it delivers nothing. */
-    webhookWorker: Worker | null
   }
 }
 
@@ -152,29 +150,20 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   const projects = projectsService({ db: platform.db, blobs: platform.blobs, version: VERSION })
   // Webhooks: one outbound policy for registration checks and for the worker's connections.
   const policy = compilePolicy({ allowedCidrs: config.OUTBOUND_ALLOWED_NETWORKS, airGapped: config.AIR_GAPPED }, opts.resolver)
-  const { attemptTimeoutMs = ATTEMPT_TIMEOUT_MS, ...workerOpts } = opts.webhookWorker === false ? { concurrency: 0 } : { concurrency: config.WEBHOOK_DELIVERY_CONCURRENCY, ...opts.webhookWorker }
+  const workerOpts = opts.webhookWorker === false ? null : { concurrency: config.WEBHOOK_DELIVERY_CONCURRENCY, ...opts.webhookWorker }
   let worker: Worker | null = null
-  app.decorate('webhookWorker', null)
   const webhooks = webhooksService({
     db: platform.db, secrets: platform.secrets, policy, allowHttp: config.WEBHOOK_ALLOW_HTTP, now, onDue: () => worker?.kick(),
   })
-  if (workerOpts.leaseMs !== undefined && workerOpts.leaseMs <= attemptTimeoutMs) {
-    // A lease that ends while its attempt may still run would let a second worker send it again.
-    throw new Error(`webhook worker: leaseMs (${workerOpts.leaseMs}) must be longer than the attempt timeout (${attemptTimeoutMs})`)
-  }
-  if (workerOpts.concurrency > 0) {
-    const fetchOut = outboundFetch(policy, { timeoutMs: attemptTimeoutMs, maxResponseBytes: EXCERPT_BYTES, truncateResponse: true })
+  if (workerOpts && workerOpts.concurrency > 0) {
     // Started once the app is ready, stopped before the pools close (drain waits for attempts in flight).
     app.addHook('onReady', async () => {
       worker = startWebhookWorker({
-        db: platform.db, secrets: platform.secrets, fetch: fetchOut, log: log.child({ module: 'webhooks' }),
-        userAgent: `Atrium-Webhooks/${VERSION}`, now, listen: platform.db.mode === 'postgres', leaseMs: 4 * attemptTimeoutMs, ...workerOpts,
+        db: platform.db, secrets: platform.secrets, policy, log: log.child({ module: 'webhooks' }), userAgent: `Atrium-Webhooks/${VERSION}`, now, ...workerOpts,
       })
-      app.webhookWorker = worker
     })
     app.addHook('onClose', async () => {
       await worker?.stop()
-      fetchOut.close()
     })
   }
   await app.register(

@@ -14,7 +14,7 @@ import { createKey } from './modules/api-keys/service.js'
 import { createTenant } from './modules/tenants/service.js'
 import { tenantExists } from './modules/tenants/store.js'
 import { openDb, type Db } from './platform/db.js'
-import { createLicense, decideLicense, isProduction, LicenseRefused, type LicenseOptions } from './platform/license.js'
+import { decideLicense, licenseOf, LicenseRefused, type LicenseOptions } from './platform/license.js'
 import { migrate, waitForMigrations } from './platform/migrate.js'
 
 const USAGE = `Usage: npm run --silent admin -- <command> [options]
@@ -100,9 +100,10 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       if (!o.name) throw new UsageError('--name is required')
       // The same decision as the server's: production needs a usable license; development without
       // one has no tenant limit.
-      const decision = await decideLicense(loadConfigOrExit(), opts.license)
+      const config = loadConfigOrExit()
+      const decision = await decideLicense(config, opts.license)
       if (decision.kind === 'refused') throw new LicenseRefused(decision.summary)
-      const maxTenants = decision.kind === 'licensed' ? decision.claims.maxTenants : null
+      const { maxTenants } = licenseOf(decision, config, opts.license?.now)
       const created = await withDb(
         (db) => createTenant(db, { name: o.name!, plan: o.plan, email: o.email, password: o.password }, { maxTenants }).catch((err: unknown) => {
           throw err instanceof AppError && err.details.reason === 'license_tenant_limit' ? new Refused(err) : err
@@ -120,7 +121,7 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
         print({ status: 'invalid', reason: decision.reason, readOnly: false, message: decision.summary })
         throw new LicenseRefused(decision.summary)
       }
-      const license = createLicense(decision.kind === 'licensed' ? decision.claims : null, { enforced: isProduction(config), now: opts.license?.now })
+      const license = licenseOf(decision, config, opts.license?.now)
       print({ ...license.view(), message: license.message(), ...(decision.kind === 'unlicensed' && decision.problem ? { problem: decision.problem } : {}) })
       return
     }

@@ -22,7 +22,7 @@ export const secretName = (release: string) => `${release}-config`
  * The chart's values: typed as its values.schema.json wants them (numbers, booleans), without the
  * settings the chart fixes itself (port, data folder, production mode), AIR_GAPPED as `airGapped`.
  */
-export function renderHelmFiles(values: EnvValues, opts: { release: string; namespace: string; registry?: string }): HelmFiles {
+export function renderHelmFiles(values: EnvValues, opts: { release: string; namespace: string }): HelmFiles {
   const env: Record<string, string | number | boolean> = {}
   const stringData: Record<string, string> = {}
   for (const name of Object.keys(settings) as SettingName[]) {
@@ -34,7 +34,6 @@ export function renderHelmFiles(values: EnvValues, opts: { release: string; name
   const header = '# Written by the Atrium installer; re-run it to change these.\n'
   return {
     values: header + stringify({
-      ...(opts.registry ? { global: { imageRegistry: opts.registry } } : {}),
       airGapped: values.AIR_GAPPED === 'true',
       existingSecret: secretName(opts.release),
       env,
@@ -64,8 +63,7 @@ export function readHelmFiles(valuesPath: string, secretPath: string): Record<st
     const map = doc ? pick(doc) : null
     if (map && typeof map === 'object') for (const [k, v] of Object.entries(map)) if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = String(v)
   }
-  read(valuesPath, (d) => d.env)
-  read(valuesPath, (d) => ({ ...(d.airGapped === true ? { AIR_GAPPED: 'true' } : {}), NODE_ENV: CONTAINER_FIXED.NODE_ENV }))
+  read(valuesPath, (d) => ({ ...(d.env as object), ...(d.airGapped === true ? { AIR_GAPPED: 'true' } : {}), NODE_ENV: CONTAINER_FIXED.NODE_ENV }))
   read(secretPath, (d) => d.stringData)
   return out
 }

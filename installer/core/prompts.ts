@@ -1,8 +1,12 @@
 // The questions of the interactive installer, with their defaults and validation. Pure: the Ink
 // screens ask them one by one and show what `check` says; the rules are the one config schema's.
+import { COMPOSE_SERVICE_SETTINGS } from '../../config/bundles.js'
 import { parseSetting, settings, type Setting, type SettingName } from '../../config/schema.js'
 import { EMAIL_RE } from '../../server/modules/users/email.js'
 import type { Answers } from './answers.js'
+
+const ANSWER_KEYS = ['dataPath', 'outputDir', 'namespace', 'release', 'tenantName', 'adminEmail'] as const
+type AnswerKey = (typeof ANSWER_KEYS)[number]
 
 export interface Prompt {
   /** An answers-file field (dataPath, outputDir) or an Atrium setting. */
@@ -14,10 +18,8 @@ export interface Prompt {
   required: boolean
 }
 
-type AnswerKey = 'dataPath' | 'outputDir' | 'namespace' | 'release' | 'tenantName' | 'adminEmail'
-const ANSWER_KEYS: readonly string[] = ['dataPath', 'outputDir', 'namespace', 'release', 'tenantName', 'adminEmail']
 /** Compose brings its own PostgreSQL, Redis and MinIO: these may stay empty there. */
-const BUNDLED: readonly SettingName[] = ['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT', 'R2_ACCESS_KEY_ID', 'R2_SECRET_ACCESS_KEY']
+const BUNDLED = Object.keys(COMPOSE_SERVICE_SETTINGS) as SettingName[]
 
 const SETTING_PROMPTS: { name: SettingName; label: string; required: boolean }[] = [
   { name: 'PUBLIC_URL', label: 'Public URL users reach Atrium at (https://...)', required: true },
@@ -65,6 +67,6 @@ export function checkAnswer(p: Prompt, value: string): string | null {
 /** Records an answer where it belongs in the answers. */
 export function applyAnswer(answers: Answers, p: Prompt, value: string): Answers {
   const v = value.trim()
-  if (ANSWER_KEYS.includes(p.key)) return { ...answers, [p.key]: v }
+  if ((ANSWER_KEYS as readonly string[]).includes(p.key)) return { ...answers, [p.key]: v }
   return { ...answers, config: { ...answers.config, [p.key]: v } }
 }

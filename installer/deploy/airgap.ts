@@ -3,7 +3,7 @@
 // private registry (Helm, with global.imageRegistry pointing there). The commands go through the
 // one command runner like every other.
 import { resolve } from 'node:path'
-import { IMAGES, imageRef, type Image } from '../../config/images.js'
+import { IMAGES, imageRef, REGISTRY_RE, type Image } from '../../config/images.js'
 import type { Command } from './deploy.js'
 
 const WAIT = 30 * 60_000
@@ -38,5 +38,5 @@ export function pushCommands(registry: string, tarball?: string, images: readonl
 
 /** A registry as global.imageRegistry takes it: host[:port][/path], no scheme. */
 export function registryProblem(registry: string): string | null {
-  return /^[a-zA-Z0-9.-]+(:[0-9]+)?(\/[a-zA-Z0-9._/-]+)?$/.test(registry) ? null : `--registry must be host[:port][/path] without a scheme (got "${registry}")`
+  return REGISTRY_RE.test(registry) ? null : `--registry must be host[:port][/path] without a scheme (got "${registry}")`
 }

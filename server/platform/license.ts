@@ -4,7 +4,7 @@
 // cryptography. Rules and why: docs/operations.md, "License".
 import type { Logger } from 'pino'
 import type { Config } from '../../config/schema.js'
-import { STATE_MESSAGES, licenseSummary, verifyLicense, type InvalidReason, type LicenseClaims } from '../../licenses/license.js'
+import { STATE_MESSAGES, licenseState, licenseSummary, verifyLicense, type InvalidReason, type LicenseClaims } from '../../licenses/license.js'
 import type { TrustedKey } from '../../licenses/keys.js'
 
 export interface LicenseOptions {
@@ -76,18 +76,10 @@ export interface License {
   close(): void
 }
 
-/** The license as judged at each moment from its verified claims (the same bounds as verifyLicense). */
+/** The license as judged at each moment from its verified claims (licenseState: the bounds verifyLicense uses). */
 export function createLicense(claims: LicenseClaims | null, opts: { enforced: boolean; now?: () => number }): License {
   const now = opts.now ?? Date.now
-  const expiresAt = claims?.expiresAt.getTime() ?? 0
-  const graceEndsAt = claims?.graceEndsAt.getTime() ?? 0
-  const status = (): { status: LicenseStatus; daysLeft?: number } => {
-    if (!claims) return { status: 'unlicensed' }
-    const t = now()
-    if (t < expiresAt) return { status: 'valid' }
-    if (t < graceEndsAt) return { status: 'grace', daysLeft: Math.ceil((graceEndsAt - t) / DAY) }
-    return { status: 'expired' }
-  }
+  const status = (): { status: LicenseStatus; daysLeft?: number } => (claims ? licenseState(claims, now()) : { status: 'unlicensed' })
   const readOnly = () => opts.enforced && status().status === 'expired'
   return {
     claims,
@@ -125,6 +117,10 @@ export class LicenseRefused extends Error {
   }
 }
 
+/** The license a decision that did not refuse gives, judged on the configured environment's rules. */
+export const licenseOf = (decision: Exclude<LicenseDecision, { kind: 'refused' }>, config: Settings, now?: () => number): License =>
+  createLicense(decision.kind === 'licensed' ? decision.claims : null, { enforced: isProduction(config), ...(now ? { now } : {}) })
+
 /**
  * The license of a starting server: decided, logged, and reminded daily while in grace or expired.
  * Throws LicenseRefused before anything else is opened.
@@ -132,7 +128,7 @@ export class LicenseRefused extends Error {
 export async function openLicense(config: Settings, log: Logger, opts: LicenseOptions = {}): Promise<License> {
   const decision = await decideLicense(config, opts)
   if (decision.kind === 'refused') throw new LicenseRefused(decision.summary)
-  const license = createLicense(decision.kind === 'licensed' ? decision.claims : null, { enforced: isProduction(config), now: opts.now })
+  const license = licenseOf(decision, config, opts.now)
   if (decision.kind === 'unlicensed') {
     if (decision.problem) log.error({ license: license.view() }, `${decision.problem}; running unlicensed (development): production refuses to start with this key`)
     else log.warn({ license: license.view() }, 'running unlicensed (development): no LICENSE_KEY is set; production refuses to start without one')

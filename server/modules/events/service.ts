@@ -21,16 +21,12 @@ export type EventType = (typeof EVENT_TYPES)[number]
 /** Sent only by "send a test event", to the one endpoint it is asked for. */
 export const TEST_EVENT_TYPE = 'webhook.test'
 
-export interface Emitted { id: string; type: EventType; tenantId: string; createdAt: Date }
-
 /**
  * Announces `type` for `tenantId`, in the transaction `sql` belongs to. Every event kind goes
  * through here (agents call it with agent.started, agent.completed and agent.failed).
  */
-export async function emitEvent(sql: TxSql, e: { tenantId: string; type: EventType; data: Record<string, unknown> }): Promise<Emitted> {
-  const id = newId()
-  const createdAt = await insertEvent(sql, { id, tenantId: e.tenantId, type: e.type, data: e.data })
-  return { id, type: e.type, tenantId: e.tenantId, createdAt }
+export async function emitEvent(sql: TxSql, e: { tenantId: string; type: EventType; data: Record<string, unknown> }): Promise<void> {
+  await insertEvent(sql, { id: newId(), tenantId: e.tenantId, type: e.type, data: e.data })
 }
 
 /** Timestamps as ISO 8601 UTC, so a payload reads the same as the API's answers. */

@@ -4,13 +4,12 @@ import type { TxSql } from '../../platform/db.js'
 
 export const EVENTS_CHANNEL = 'atrium_events'
 
-export async function insertEvent(sql: TxSql, e: { id: string; tenantId: string; type: string; data: Record<string, unknown> }): Promise<Date> {
-  const [row] = await sql<{ created_at: Date }[]>`
+export async function insertEvent(sql: TxSql, e: { id: string; tenantId: string; type: string; data: Record<string, unknown> }): Promise<void> {
+  await sql`
     with inserted as (
       insert into webhook_events (id, tenant_id, type, data)
       values (${e.id}, ${e.tenantId}, ${e.type}, ${sql.json(e.data as never)})
-      returning created_at
+      returning id
     )
-    select created_at, pg_notify(${EVENTS_CHANNEL}, '') from inserted`
-  return row!.created_at
+    select pg_notify(${EVENTS_CHANNEL}, '') from inserted`
 }

@@ -153,7 +153,7 @@ export function webhooksService(deps: {
         ].filter((f): f is string => Boolean(f))
         if (!changed.length) return current
         const row = await store.updateWebhook(sql, a.owner, id, change, at)
-        if (change.status === 'disabled' && current.status === 'enabled') await store.failPendingDeliveries(sql, id, 'The endpoint was disabled', at)
+        if (change.status === 'disabled' && current.status === 'enabled') await store.failPendingDeliveries(sql, id, at)
         await record(sql, a, 'webhook.updated', id, { fields: changed, ...(changed.includes('enabled') ? { enabled } : {}) })
         return row
       })

@@ -130,9 +130,9 @@ export function deleteWebhook(sql: TxSql, owner: Owner, id: string) {
  * Pending deliveries of an endpoint that stopped: they will not be tried. One being attempted right
  * now is left to its worker, which fails it when it records the attempt (unless it succeeded).
  */
-export function failPendingDeliveries(sql: TxSql, webhookId: string, reason: string, at: Date) {
+export function failPendingDeliveries(sql: TxSql, webhookId: string, at: Date) {
   return sql`
-    update webhook_deliveries set status = 'failed', next_attempt_at = null, last_error = ${reason}, completed_at = ${at}
+    update webhook_deliveries set status = 'failed', next_attempt_at = null, last_error = 'The endpoint was disabled', completed_at = ${at}
      where webhook_id = ${webhookId} and status = 'pending' and (leased_until is null or leased_until < clock_timestamp())`
 }
 

@@ -10,7 +10,7 @@ import type { Logger } from 'pino'
 import type { Clock } from '../../clock.js'
 import { newId } from '../../ids.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { refusalIn, type OutboundFetch } from '../../platform/outbound.js'
+import { outboundFetch, refusalIn, type CompiledPolicy } from '../../platform/outbound.js'
 import type { Secrets } from '../../platform/secrets.js'
 import { audit } from '../audit/service.js'
 import { EVENTS_CHANNEL } from '../events/store.js'
@@ -29,13 +29,14 @@ export const EXCERPT_BYTES = 1024
 /** How long events are kept once nothing waits to deliver them. */
 export const EVENT_RETENTION_MS = 30 * 24 * 3600_000
 const DISPATCH_BATCH = 200
+const KEY_CACHE_SIZE = 1000
 const SWEEP_INTERVAL_MS = 3600_000
 
 export interface WorkerOptions {
   db: Db
   secrets: Secrets
-  /** outboundFetch under the deployment's policy: every connection is judged when it is made. */
-  fetch: OutboundFetch
+  /** The deployment's outbound policy: every connection is judged when it is made. */
+  policy: CompiledPolicy
   log: Logger
   /** Deliveries in flight at once (WEBHOOK_DELIVERY_CONCURRENCY). */
   concurrency: number
@@ -44,17 +45,15 @@ export interface WorkerOptions {
   /** Seconds to wait after each failed attempt (tests shorten it). */
   schedule?: readonly number[]
   pollMs?: number
+  /** Connect to last byte of an answer (tests shorten it). */
+  attemptTimeoutMs?: number
   /** How long a claimed delivery is this worker's; must exceed the attempt timeout. */
   leaseMs?: number
-  /** Whether to LISTEN for committed events (PostgreSQL); polling alone otherwise. */
-  listen?: boolean
 }
 
 export interface Worker {
   /** Runs a cycle soon (something is due). */
   kick(): void
-  /** Resolves when no cycle and no attempt is running (tests). */
-  idle(): Promise<void>
   /** Stops claiming, lets attempts in flight finish. */
   stop(): Promise<void>
 }
@@ -63,7 +62,11 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
   const clock = o.now ?? Date.now
   const schedule = o.schedule ?? RETRY_SCHEDULE_SECONDS
   const pollMs = o.pollMs ?? 1000
-  const leaseMs = o.leaseMs ?? 4 * ATTEMPT_TIMEOUT_MS
+  const attemptTimeoutMs = o.attemptTimeoutMs ?? ATTEMPT_TIMEOUT_MS
+  const leaseMs = o.leaseMs ?? 4 * attemptTimeoutMs
+  // A lease that ends while its attempt may still run would let a second worker send it again.
+  if (leaseMs <= attemptTimeoutMs) throw new Error(`webhook worker: leaseMs (${leaseMs}) must be longer than the attempt timeout (${attemptTimeoutMs})`)
+  const fetchOut = outboundFetch(o.policy, { timeoutMs: attemptTimeoutMs, maxResponseBytes: EXCERPT_BYTES, truncateResponse: true })
   const inFlight = new Set<Promise<void>>()
   let stopped = false
   let cycle: Promise<void> | null = null
@@ -157,7 +160,7 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
     try {
       const body = JSON.stringify({ id: d.event_id, type: d.event_type, timestamp: d.event_created_at.toISOString(), tenantId: d.event_tenant_id, data: d.data })
       const timestamp = Math.floor(clock() / 1000)
-      const res = await o.fetch(d.url, {
+      const res = await fetchOut(d.url, {
         method: 'POST',
         headers: {
           'content-type': 'application/json',
@@ -220,7 +223,7 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
   /** Stops the endpoint (its row is already locked by this transaction); the reason when it was this call that stopped it. */
   async function disable(sql: TxSql, d: ClaimedDelivery, reason: store.DisabledReason, message: string, at: Date): Promise<store.DisabledReason | null> {
     if (!(await store.disableWebhook(sql, d.webhook_id, reason, message, at))) return null
-    await store.failPendingDeliveries(sql, d.webhook_id, 'The endpoint was disabled', at)
+    await store.failPendingDeliveries(sql, d.webhook_id, at)
     // The tenant's admins see why in the endpoint itself and in their audit log.
     if (d.webhook_tenant_id) {
       await audit(sql, {
@@ -231,17 +234,30 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
     return reason
   }
 
-  /** The current secret, and the previous one while its overlap lasts. */
-  function keysOf(d: ClaimedDelivery, at: Date): Buffer[] {
-    const owner = d.webhook_tenant_id
-    const keys = [signingKey(o.secrets.decrypt(d.secret_sealed, secretContext(owner, d.webhook_id, 'secret')))]
-    if (d.previous_secret_sealed && d.previous_secret_expires_at && d.previous_secret_expires_at > at) {
-      keys.push(signingKey(o.secrets.decrypt(d.previous_secret_sealed, secretContext(owner, d.webhook_id, 'previous_secret'))))
+  // Signing keys by sealed value: an endpoint's every delivery would otherwise unseal the same
+  // secret again. A rotation seals a new value, so an entry never goes stale; the bound keeps
+  // endpoints long gone from piling up.
+  const keys = new Map<string, Buffer>()
+  const keyOf = (sealed: string, d: ClaimedDelivery, field: 'secret' | 'previous_secret') => {
+    let key = keys.get(sealed)
+    if (!key) {
+      if (keys.size >= KEY_CACHE_SIZE) keys.clear()
+      key = signingKey(o.secrets.decrypt(sealed, secretContext(d.webhook_tenant_id, d.webhook_id, field)))
+      keys.set(sealed, key)
     }
-    return keys
+    return key
   }
 
-  if (o.listen) {
+  /** The current secret, and the previous one while its overlap lasts. */
+  function keysOf(d: ClaimedDelivery, at: Date): Buffer[] {
+    const current = [keyOf(d.secret_sealed, d, 'secret')]
+    if (d.previous_secret_sealed && d.previous_secret_expires_at && d.previous_secret_expires_at > at) {
+      current.push(keyOf(d.previous_secret_sealed, d, 'previous_secret'))
+    }
+    return current
+  }
+
+  if (o.db.mode === 'postgres') {
     o.db.sql.listen(EVENTS_CHANNEL, () => kick(true)).then(
       (l) => {
         unlisten = l.unlisten
@@ -254,11 +270,6 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
 
   return {
     kick: () => kick(),
-    async idle() {
-      while (cycle || inFlight.size || ready.length) {
-        await Promise.all([cycle, ...inFlight])
-      }
-    },
     async stop() {
       stopped = true
       clearTimeout(timer)
@@ -270,6 +281,7 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
         await o.db.system((sql) => store.releaseClaims(sql, unstarted)).catch((err: unknown) => o.log.warn({ err }, 'could not hand back claimed webhook deliveries; their leases will end'))
       }
       await Promise.all([...inFlight])
+      fetchOut.close()
     },
   }
 }

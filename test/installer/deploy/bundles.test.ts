@@ -38,6 +38,16 @@ t.test('compose with the bundled services: the written .env passes the real vali
     const v = await runTool('docker-compose', [...args, 'config', '--quiet'])
     t.equal(v.code, 0, `${mode}: ${v.stderr}`)
   }
+})
+
+// Without the validator too: a re-run that regenerated the passwords would lock the bundled
+// services out of their own data.
+t.test('compose: a re-run generates nothing and keeps every password', async (t) => {
+  const a = answers(t, ['target: compose', 'config:', '  PUBLIC_URL: https://atrium.example.com'])
+  const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--json'])
+  t.equal(r.code, 0, r.stderr)
+  const envPath = join(a.out, '.env')
+  const env = parseEnvFile(readFileSync(envPath, 'utf8')).values
   const again = await installer(['configure', '--answers', join(a.out, 'answers.yaml'), '--yes', '--ignore-failed-checks', '--json'])
   t.equal(again.code, 0, again.stderr)
   t.same(JSON.parse(again.stdout).generated, [], 'a re-run generates nothing')
