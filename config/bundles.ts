@@ -8,9 +8,11 @@ import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
 import { isMain } from '../server/is-main.js'
 import { VERSION } from '../server/version.js'
+import { COMPOSE_SERVICE_SETTINGS, COMPOSE_VARIABLES } from './compose-variables.js'
 import { ENV_TEMPLATE_PATH, renderEnvTemplate } from './env-template.js'
 import { IMAGES, imageNamed, REGISTRY_RE } from './images.js'
 import { settings, type Setting, type SettingName } from './schema.js'
+import { isSecret } from './secrets.js'
 
 const root = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url))
 
@@ -37,7 +39,7 @@ export const CONTAINER_FIXED: Readonly<Partial<Record<SettingName, string>>> = {
 }
 
 const entries = () => Object.entries(settings) as [SettingName, Setting][]
-export const bundleSettings = (secret: boolean) => entries().filter(([name, s]) => s.secret === secret && !(name in CONTAINER_FIXED))
+export const bundleSettings = (secret: boolean) => entries().filter(([name]) => isSecret(name) === secret && !(name in CONTAINER_FIXED))
 
 /** The value a setting has in values.yaml: typed as the chart's schema expects. */
 export function helmValue(s: Setting, raw: string): string | number | boolean {
@@ -46,7 +48,8 @@ export function helmValue(s: Setting, raw: string): string | number | boolean {
   return raw
 }
 
-function defaultText(s: Setting): string {
+/** A setting's default as an env file writes it. */
+export function defaultText(s: Setting): string {
   return Array.isArray(s.default) ? s.default.join(',') : String(s.default)
 }
 
@@ -168,26 +171,6 @@ export function renderComposeBlock(): string {
   return lines.join('\n')
 }
 
-/** Variables the Compose bundle itself reads from .env, besides Atrium's settings. */
-export const COMPOSE_VARIABLES: Record<string, { description: string; secret: boolean; example: string }> = {
-  ATRIUM_REGISTRY: { description: 'Registry that replaces every image\'s registry (air-gapped: your private registry); empty pulls from the public ones', secret: false, example: '' },
-  ATRIUM_DATA_PATH: { description: 'Folder on this machine that holds the named volumes\' data (see "Install with Compose" in README.md)', secret: false, example: '/var/lib/atrium' },
-  ATRIUM_S3_PORT: { description: 'Port on this machine where the bundled MinIO answers download links', secret: false, example: '9000' },
-  POSTGRES_PASSWORD: { description: 'Password of the bundled PostgreSQL\'s atrium user (openssl rand -hex 24); DATABASE_URL must use it', secret: true, example: '' },
-  REDIS_PASSWORD: { description: 'Password of the bundled Redis (openssl rand -hex 24); REDIS_URL must use it', secret: true, example: '' },
-  MINIO_ROOT_USER: { description: 'Access key of the bundled MinIO; R2_ACCESS_KEY_ID must be the same', secret: false, example: 'atrium' },
-  MINIO_ROOT_PASSWORD: { description: 'Secret key of the bundled MinIO (openssl rand -hex 24); R2_SECRET_ACCESS_KEY must be the same', secret: true, example: '' },
-}
-
-/** What the bundled services make the service settings, for .env.example and the installer. */
-export const COMPOSE_SERVICE_SETTINGS = {
-  DATABASE_URL: 'postgres://atrium:${POSTGRES_PASSWORD}@postgres:5432/atrium',
-  REDIS_URL: 'redis://:${REDIS_PASSWORD}@redis:6379',
-  R2_ENDPOINT: 'http://minio:9000',
-  R2_ACCESS_KEY_ID: '${MINIO_ROOT_USER}',
-  R2_SECRET_ACCESS_KEY: '${MINIO_ROOT_PASSWORD}',
-} as const
-
 export function renderComposeEnvExample(): string {
   const lines = [
     '# The Compose bundle\'s .env. Generated from config/schema.ts by `npm run config:generate`: do not edit by hand.',
@@ -196,15 +179,15 @@ export function renderComposeEnvExample(): string {
     '',
     '# --- the bundle ---',
   ]
-  for (const [name, v] of Object.entries(COMPOSE_VARIABLES)) lines.push(`# ${v.description}${v.secret ? ' [secret]' : ''}`, `${name}=${v.example}`)
+  for (const [name, v] of Object.entries(COMPOSE_VARIABLES)) lines.push(`# ${v.description}${isSecret(name) ? ' [secret]' : ''}`, `${name}=${v.example}`)
   lines.push('', '# --- Atrium (config/atrium.env.example explains each) ---')
   for (const [name, s] of entries()) {
     if (name in CONTAINER_FIXED && name !== 'PORT') continue
     const bundled = (COMPOSE_SERVICE_SETTINGS as Record<string, string>)[name]
     const example = bundled ? `# with the bundled services: ${name}=${bundled.replace(/\$\{(\w+)\}/g, '<$1>')}` : ''
-    lines.push(`# ${s.description}${s.secret ? ' [secret]' : ''}`)
+    lines.push(`# ${s.description}${isSecret(name) ? ' [secret]' : ''}`)
     if (example) lines.push(example)
-    lines.push(`${name}=${s.secret || bundled ? '' : defaultText(s)}`)
+    lines.push(`${name}=${isSecret(name) || bundled ? '' : defaultText(s)}`)
   }
   return lines.join('\n') + '\n'
 }

@@ -3,6 +3,7 @@
 import { writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { settings, type Setting } from './schema.js'
+import { isSecret } from './secrets.js'
 
 export const ENV_TEMPLATE_PATH = fileURLToPath(new URL('./atrium.env.example', import.meta.url))
 
@@ -23,11 +24,11 @@ export function renderEnvTemplate(): string {
       group = s.group
       lines.push('', `# --- ${group} ---`)
     }
-    const notes = [s.secret ? 'secret' : '', s.requiredInProduction ? 'required in production' : ''].filter(Boolean)
+    const notes = [isSecret(name) ? 'secret' : '', s.requiredInProduction ? 'required in production' : ''].filter(Boolean)
     lines.push(`# ${s.description}${notes.length ? ` [${notes.join(', ')}]` : ''}`)
     if (s.type === 'enum') lines.push(`# one of: ${s.values.join(', ')}`)
     if (s.type === 'int') lines.push(`# ${s.min}..${s.max}`)
-    lines.push(`${name}=${s.secret ? '' : shown(s)}`)
+    lines.push(`${name}=${isSecret(name) ? '' : shown(s)}`)
   }
   return lines.join('\n') + '\n'
 }

@@ -4,7 +4,8 @@
 import { readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { parse, stringify } from 'yaml'
-import { settings, type Setting, type SettingName } from '../../config/schema.js'
+import { settings, type SettingName } from '../../config/schema.js'
+import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../server/modules/users/email.js'
 
 export const TARGETS = ['compose', 'helm'] as const
@@ -126,6 +127,9 @@ export function resolveConfig(answers: Answers, opts: { env?: NodeJS.ProcessEnv;
 /** The env variable a secret is referenced by in a written answers file. */
 export const secretVariable = (name: SettingName) => `ATRIUM_${name}`
 
+/** A secret given as its value: the written answers reference it by secretVariable instead. */
+const typedInSecret = (name: SettingName, source: ValueSource) => isSecret(name) && typeof source === 'string'
+
 /**
  * The answers file for a replay: ordinary settings inline, each secret as a reference. A secret
  * that already had a reference keeps it; one typed in becomes {env: ATRIUM_<NAME>}. Secrets the
@@ -136,8 +140,7 @@ export function renderAnswers(answers: Answers, keptInConfig: readonly SettingNa
   const config: Record<string, ValueSource> = {}
   for (const [name, source] of Object.entries(answers.config) as [SettingName, ValueSource][]) {
     if (keptInConfig.includes(name)) continue
-    const secret = (settings[name] as Setting).secret
-    config[name] = secret && typeof source === 'string' ? { env: secretVariable(name) } : source
+    config[name] = typedInSecret(name, source) ? { env: secretVariable(name) } : source
   }
   const doc = { ...answers, config }
   return `# Atrium installer answers. Replay: npm run --silent installer -- install --answers <this file> --yes\n# Secrets are references: set the variables named here (or point them at files) before replaying.\n${stringify(doc)}`
@@ -146,7 +149,7 @@ export function renderAnswers(answers: Answers, keptInConfig: readonly SettingNa
 /** The secrets a replay of these answers needs from the environment. */
 export function requiredVariables(answers: Answers, keptInConfig: readonly SettingName[] = []): string[] {
   return (Object.entries(answers.config) as [SettingName, ValueSource][])
-    .filter(([name, source]) => !keptInConfig.includes(name) && (settings[name] as Setting).secret && typeof source === 'string')
+    .filter(([name, source]) => !keptInConfig.includes(name) && typedInSecret(name, source))
     .map(([name]) => secretVariable(name))
 }
 

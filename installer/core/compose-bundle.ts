@@ -5,10 +5,17 @@
 import { randomBytes } from 'node:crypto'
 import { chownSync, mkdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { COMPOSE_SERVICE_SETTINGS, COMPOSE_VARIABLES } from '../../config/bundles.js'
+import { COMPOSE_SERVICE_SETTINGS, COMPOSE_VARIABLES } from '../../config/compose-variables.js'
+import { isSecret } from '../../config/secrets.js'
 import type { Answers } from './answers.js'
 
-export const BUNDLE_SECRETS = ['POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD'] as const
+/**
+ * The passwords made for the bundled services: the bundle's secret variables without an example.
+ * A secret with an example (MINIO_ROOT_USER=atrium) starts from it; one without has no value
+ * anybody could know, so the installer must make it.
+ */
+export const BUNDLE_SECRETS = Object.entries(COMPOSE_VARIABLES).filter(([name, v]) => isSecret(name) && !v.example).map(([name]) => name)
+
 /** Bundled services' host names inside the Compose network: a setting pointing there is ours. */
 const BUNDLED_HOSTS = new Set(['postgres', 'redis', 'minio'])
 

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto'
 import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { parseConfig, settings, type Setting, type SettingName } from '../../config/schema.js'
+import { isSecret } from '../../config/secrets.js'
 
 export type EnvValues = Partial<Record<SettingName, string>>
 
@@ -18,7 +19,6 @@ export const GENERATED_SECRETS: Partial<Record<SettingName, () => string>> = {
 export const IMMUTABLE_SECRETS: readonly SettingName[] = ['ENCRYPTION_MASTER_KEY']
 
 const isSetting = (name: string): name is SettingName => Object.hasOwn(settings, name)
-const settingOf = (name: SettingName) => settings[name] as Setting
 
 /**
  * Reads KEY=VALUE lines as Compose does: `#` comments and blank lines skipped, an optional
@@ -121,9 +121,8 @@ export function diffConfig(before: Record<string, string>, after: EnvValues): Co
     const a = before[name] ?? ''
     const b = after[name] ?? ''
     if (a === b) continue
-    const secret = settingOf(name).secret
     const change = !a ? 'added' : !b ? 'removed' : 'changed'
-    const shown = secret ? `(secret ${change})` : change === 'changed' ? `${a} -> ${b}` : change === 'added' ? b : a
+    const shown = isSecret(name) ? `(secret ${change})` : change === 'changed' ? `${a} -> ${b}` : change === 'added' ? b : a
     changes.push({ name, change, shown })
   }
   return changes

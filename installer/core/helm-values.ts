@@ -7,9 +7,8 @@ import { existsSync, readFileSync } from 'node:fs'
 import { parse, stringify } from 'yaml'
 import { CONTAINER_FIXED, helmValue } from '../../config/bundles.js'
 import { settings, type Setting, type SettingName } from '../../config/schema.js'
+import { isSecret } from '../../config/secrets.js'
 import type { EnvValues } from './config-file.js'
-
-const isSecret = (name: SettingName) => (settings[name] as Setting).secret
 
 export interface HelmFiles {
   values: string

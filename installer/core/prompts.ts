@@ -1,7 +1,9 @@
 // The questions of the interactive installer, with their defaults and validation. Pure: the Ink
 // screens ask them one by one and show what `check` says; the rules are the one config schema's.
-import { COMPOSE_SERVICE_SETTINGS } from '../../config/bundles.js'
+import { defaultText } from '../../config/bundles.js'
+import { COMPOSE_SERVICE_SETTINGS } from '../../config/compose-variables.js'
 import { parseSetting, settings, type Setting, type SettingName } from '../../config/schema.js'
+import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../server/modules/users/email.js'
 import type { Answers } from './answers.js'
 
@@ -34,18 +36,17 @@ const SETTING_PROMPTS: { name: SettingName; label: string; required: boolean }[]
 
 /** The questions for this target, offering what is already configured (or the schema's default). */
 export function promptsFor(answers: Answers, existing: Record<string, string> | null): Prompt[] {
-  const path = (key: AnswerKey, label: string, required = true): Prompt => ({ key, label, secret: false, initial: answers[key], required })
+  const path = (key: AnswerKey, label: string, required = true): Prompt => ({ key, label, secret: isSecret(key), initial: answers[key], required })
   const head = [path('dataPath', 'Data path on this machine'), path('outputDir', 'Folder to write the configuration to')]
   if (answers.target === 'helm') head.push(path('namespace', 'Kubernetes namespace'), path('release', 'Helm release name'))
   return [
     ...head,
     ...SETTING_PROMPTS.map(({ name, label, required }) => {
-      const s = settings[name] as Setting
-      const fallback = Array.isArray(s.default) ? s.default.join(',') : String(s.default ?? '')
+      const fallback = defaultText(settings[name] as Setting)
       const given = answers.config[name]
       const bundled = answers.target === 'compose' && BUNDLED.includes(name)
       return {
-        key: name, label: bundled ? `${label}; empty: the bundled one` : label, secret: s.secret,
+        key: name, label: bundled ? `${label}; empty: the bundled one` : label, secret: isSecret(name),
         initial: (typeof given === 'string' ? given : undefined) ?? existing?.[name] ?? fallback, required: required && !bundled,
       }
     }),

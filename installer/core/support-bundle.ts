@@ -1,10 +1,14 @@
 // The support bundle: one zip for the vendor's support with versions, the check results, the
-// configuration with every secret redacted, and recent logs. Secrets are removed from the logs
-// too, wherever their values appear, because programs do log connection strings.
+// configuration with every secret redacted, and recent logs. What is secret is config/secrets.ts'
+// isSecret, the one rule; every text in the bundle, logs included, is scrubbed of every secret
+// value in any spelling it is likely to be printed in, because programs do log connection strings.
 import { createWriteStream } from 'node:fs'
 import { arch, platform, release } from 'node:os'
 import { pipeline } from 'node:stream/promises'
-import { settings, type Setting, type SettingName } from '../../config/schema.js'
+import { defaultText } from '../../config/bundles.js'
+import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
+import { settings, type Setting } from '../../config/schema.js'
+import { isSecret } from '../../config/secrets.js'
 import { json, zipStream, type ZipEntry } from '../../server/zip.js'
 import { VERSION } from '../../server/version.js'
 import type { Runner } from '../deploy/run.js'
@@ -13,32 +17,73 @@ import type { CheckResult } from './checks/check.js'
 import { secretName } from './helm-values.js'
 
 export const LOG_LINES = 2000
+const REDACTED = '<redacted>'
+/** Shorter values are not searched for in texts: they would match all over, and guessing one is trivial anyway. */
+const MIN_SCRUBBED = 4
+/**
+ * Values the product itself publishes (defaults and examples in the env templates) hide nothing,
+ * though one may sit under a secret name (the bundled MinIO's user is `atrium`); searching texts
+ * for them would only blank the product's name out of every log.
+ */
+const PUBLISHED = new Set([...Object.values(settings).map((s) => defaultText(s as Setting)), ...Object.values(COMPOSE_VARIABLES).map((v) => v.example)])
+/** A URL's user and password in any text, known or not. */
+const URL_CREDENTIALS = /([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@]+@/gi
 
-const isSecret = (name: string) => Object.hasOwn(settings, name) && (settings[name as SettingName] as Setting).secret
-
-/** The configuration as a support engineer may see it: secret values replaced by their length. */
-export function redactConfig(values: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, isSecret(k) && v ? `<redacted: ${v.length} characters>` : v]))
+const urlOf = (text: string) => { try { return new URL(text) } catch { return null } }
+const decoded = (text: string) => { try { return decodeURIComponent(text) } catch { return text } }
+const jsonOf = (text: string): unknown => {
+  if (!/^\s*[[{]/.test(text)) return undefined
+  try { return JSON.parse(text) } catch { return undefined }
 }
 
 /**
- * Removes every secret value (and the password part of secret URLs, which may be logged apart
- * from the URL) from a text.
+ * The secret values one name=value holds: the whole value when the name is secret; a URL's
+ * password whatever the name (its user too when it comes alone: https://TOKEN@host); and in JSON
+ * each field by its own name, so OIDC_PROVIDERS' clientSecret is found on its own.
  */
-export function scrub(text: string, values: Record<string, string>): string {
-  const needles = new Set<string>()
-  for (const [k, v] of Object.entries(values)) {
-    if (!isSecret(k) || v.length < 4) continue
-    needles.add(v)
-    try {
-      const u = new URL(v)
-      if (u.password) needles.add(decodeURIComponent(u.password)).add(u.password)
-    } catch { /* not a URL */ }
+function secretsIn(name: string, value: string, out: Set<string>): void {
+  if (isSecret(name)) out.add(value)
+  const url = urlOf(value)
+  if (url?.password || url?.username) out.add(decoded(url.password || url.username))
+  const walk = (key: string, node: unknown): void => {
+    if (Array.isArray(node)) node.forEach((n) => walk(key, n))
+    else if (node !== null && typeof node === 'object') for (const [k, v] of Object.entries(node)) walk(k, v)
+    else if (node !== null && node !== undefined) secretsIn(key, String(node), out)
   }
-  let out = text
+  walk(name, jsonOf(value))
+}
+
+const escapeRe = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+const anyCase = (hex: string) => hex.replace(/[a-f]/g, (d) => `[${d}${d.toUpperCase()}]`)
+
+/** A value as printed raw, percent-encoded (any hex case, as URLs carry it), JSON-escaped, or mixed. */
+function spellings(value: string): string {
+  return [...value].map((c) => {
+    const forms = new Set([escapeRe(c), Buffer.from(c).toString('hex').replace(/../g, (h) => `%${anyCase(h)}`), escapeRe(JSON.stringify(c).slice(1, -1))])
+    if (c === ' ') forms.add('\\+')
+    return `(?:${[...forms].join('|')})`
+  }).join('')
+}
+
+/**
+ * The scrubber for a configuration: removes each of its secret values in every spelling (and
+ * base64, as a Kubernetes Secret's data holds it), then the credentials of every URL in the text.
+ */
+export function scrubber(values: Record<string, string>): (text: string) => string {
+  const found = new Set<string>()
+  for (const [name, value] of Object.entries(values)) secretsIn(name, value, found)
   // Longest first, so a URL goes whole before its password is looked for.
-  for (const n of [...needles].sort((a, b) => b.length - a.length)) out = out.split(n).join('<redacted>')
-  return out
+  const needles = [...found].filter((n) => n.length >= MIN_SCRUBBED && !PUBLISHED.has(n)).sort((a, b) => b.length - a.length)
+  const re = needles.length ? new RegExp(needles.flatMap((n) => [spellings(n), escapeRe(Buffer.from(n).toString('base64'))]).join('|'), 'g') : null
+  return (text) => (re ? text.replace(re, REDACTED) : text).replace(URL_CREDENTIALS, `$1${REDACTED}@`)
+}
+
+export const scrub = (text: string, values: Record<string, string>): string => scrubber(values)(text)
+
+/** The configuration as a support engineer may see it: secret values replaced by their length, the rest scrubbed. */
+export function redactConfig(values: Record<string, string>): Record<string, string> {
+  const clean = scrubber(values)
+  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, isSecret(k) && v ? `<redacted: ${v.length} characters>` : clean(v)]))
 }
 
 /** The commands whose output the bundle holds, for the target. */
@@ -71,7 +116,7 @@ export async function bundleEntries(i: BundleInput): Promise<ZipEntry[]> {
   const logs = await Promise.all(logCommands(i.answers, i.envFile).map(async (c) => {
     const r = await i.runner(c.file, c.args, { timeoutMs: 60_000 })
     const head = `$ ${r.command}\n${r.notFound ? `(${c.file} is not installed here)\n` : `(exit code ${r.exitCode}${r.timedOut ? ', timed out' : ''})\n`}`
-    return { name: c.name, data: scrub(`${head}${r.stdout}\n${r.stderr ? `--- stderr ---\n${r.stderr}\n` : ''}`, i.config) }
+    return { name: c.name, data: `${head}${r.stdout}\n${r.stderr ? `--- stderr ---\n${r.stderr}\n` : ''}` }
   }))
   const versions = {
     atrium: VERSION, node: process.version, os: `${platform()} ${release()} ${arch()}`,
@@ -79,13 +124,16 @@ export async function bundleEntries(i: BundleInput): Promise<ZipEntry[]> {
     target: i.answers.target, mode: i.answers.mode, secretName: i.answers.target === 'helm' ? secretName(i.answers.release) : undefined,
     createdAt: (i.now ?? new Date()).toISOString(),
   }
-  return [
+  const entries = [
     { name: 'versions.json', data: json(versions) },
-    { name: 'checks.json', data: scrub(json(i.checks), i.config) },
+    { name: 'checks.json', data: json(i.checks) },
     { name: 'config.redacted.json', data: json(redactConfig(i.config)) },
-    { name: 'answers.yaml', data: scrub(renderAnswers(i.answers), i.config) },
+    { name: 'answers.yaml', data: renderAnswers(i.answers) },
     ...logs,
   ]
+  // Every entry, whatever it is: a secret has no business in any of them.
+  const clean = scrubber(i.config)
+  return entries.map((e) => ({ name: e.name, data: clean(e.data) }))
 }
 
 export async function writeSupportBundle(path: string, i: BundleInput): Promise<{ size: number; sha256: string }> {

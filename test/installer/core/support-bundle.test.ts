@@ -3,7 +3,11 @@
 import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
+import { COMPOSE_VARIABLES } from '../../../config/compose-variables.js'
+import { settings, type Setting, type SettingName } from '../../../config/schema.js'
+import { isSecret } from '../../../config/secrets.js'
+import { DEFAULT_ANSWERS, TARGETS, type Answers } from '../../../installer/core/answers.js'
+import type { CheckResult } from '../../../installer/core/checks/check.js'
 import { logCommands, redactConfig, scrub, writeSupportBundle } from '../../../installer/core/support-bundle.js'
 import { run, type Runner } from '../../../installer/deploy/run.js'
 import { tempDir } from '../../helpers/platform.js'
@@ -68,4 +72,99 @@ t.test('a helm site collects pods, events and the release status; a missing tool
   const files = await unzip(readFileSync(path))
   t.match(files['logs/pods.txt'], /\(kubectl is not installed here\)/)
   t.match(files['logs/helm-status.txt'], /\(helm is not installed here\)/)
+})
+
+// A password with what URLs, JSON and base64 each spell their own way, different for every secret.
+const password = (what: string) => `${what}-P@ss/w:rd "q" \\ é+%`
+
+/**
+ * A value for a secret setting, and the secrets it holds: a URL setting gets the password inside
+ * (percent-encoded, as a URL must carry it), OIDC_PROVIDERS a provider whose clientSecret it is.
+ */
+function plant(name: string): { value: string; secrets: string[] } {
+  const pw = password(name)
+  const s = Object.hasOwn(settings, name) ? (settings[name as SettingName] as Setting) : undefined
+  if (s?.type === 'url') {
+    const url = `${(s.protocols ?? ['https:'])[0]}//user-${name.toLowerCase()}:${encodeURIComponent(pw)}@${name.toLowerCase()}.internal:1234/atrium`
+    return { value: url, secrets: [url, pw] }
+  }
+  if (s?.type === 'json') {
+    const providers = JSON.stringify([{ id: 'corp', name: 'Corp', issuer: 'https://id.example.com', clientId: 'atrium-app', clientSecret: pw }])
+    return { value: providers, secrets: [providers, pw] }
+  }
+  return { value: pw, secrets: [pw] }
+}
+
+/** Each way a log, a JSON document or a Kubernetes Secret may print a value. */
+function spellings(secret: string): Record<string, string> {
+  const userinfo = new URL('x://host')
+  userinfo.password = secret
+  const percent = encodeURIComponent(secret)
+  return {
+    raw: secret, percent, 'percent, lower-case hex': percent.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()),
+    'URL userinfo': userinfo.password, JSON: JSON.stringify(secret).slice(1, -1), base64: Buffer.from(secret).toString('base64'),
+  }
+}
+
+t.test('a value planted in every secret the installer writes appears nowhere in the bundle, in any spelling', async (t) => {
+  // Every secret by the rule (a new secret setting is planted here without touching this test), a
+  // line added to .env by hand, and credentials inside the URLs of settings that are not secret.
+  const names = [...Object.keys(settings), ...Object.keys(COMPOSE_VARIABLES)].filter(isSecret)
+  const config: Record<string, string> = {}
+  const planted: Record<string, string> = {}
+  for (const name of [...names, 'SMTP_PASSWORD']) {
+    const p = plant(name)
+    config[name] = p.value
+    p.secrets.forEach((secret, i) => { planted[i ? `${name} (inside)` : name] = secret })
+  }
+  planted['LOG_SINK_URL password'] = password('sink')
+  config.LOG_SINK_URL = `https://sink-user:${encodeURIComponent(planted['LOG_SINK_URL password'])}@logs.example.com/ingest`
+  // Typed in by hand: a '%' that is no escape, and text that only looks like JSON.
+  planted['BROKER_URL password'] = 'broker-%zz-planted'
+  config.BROKER_URL = `amqp://queue:${planted['BROKER_URL password']}@broker.internal:5672`
+  config.MOTD = '[maintenance] Saturday 10:00'
+  planted['BACKUP_REMOTE token'] = 'ghp_plantedToken0123456789'
+  config.BACKUP_REMOTE = `https://${planted['BACKUP_REMOTE token']}@git.example.com/ops/backups.git`
+  config.PUBLIC_URL = 'https://atrium.example.com'
+  t.ok(['POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD', 'OIDC_PROVIDERS (inside)', 'DATABASE_URL (inside)'].every((n) => n in planted), 'the bundle\'s passwords, a URL\'s and a clientSecret are among them')
+
+  // Programs print secrets every way: raw, percent-encoded, in a connection string, JSON-escaped.
+  const printed = Object.values(planted).flatMap((secret) => [
+    ...Object.values(spellings(secret)).map((s) => `level=info value=${s}`),
+    `connecting to redis://someone:${encodeURIComponent(secret)}@cache:6379/0`,
+    JSON.stringify({ msg: 'settings', value: secret }),
+  ]).join('\n')
+  const runner: Runner = async (file, args) => ({ command: [file, ...args].join(' '), exitCode: 1, stdout: printed, stderr: printed, notFound: false, timedOut: file === 'helm' })
+  const checks: CheckResult[] = [
+    { id: 'tools.docker', title: 'Docker Engine', status: 'pass', found: `27.3.1 (DOCKER_HOST=tcp://ops:${encodeURIComponent(planted.REDIS_PASSWORD!)}@docker:2376)`, required: '24.0.0', fix: '' },
+    { id: 'postgres.version', title: 'PostgreSQL', status: 'fail', found: `no answer from ${config.DATABASE_URL}`, required: '15', fix: `check ${planted.POSTGRES_PASSWORD}` },
+  ]
+
+  for (const target of TARGETS) {
+    const dir = tempDir(t)
+    // Secrets typed into the answers go out as references; one typed into the wrong field is text like any other.
+    const answers: Answers = { ...DEFAULT_ANSWERS, target, outputDir: dir, tenantName: planted.MINIO_ROOT_PASSWORD!, config: { PUBLIC_URL: config.PUBLIC_URL, LICENSE_KEY: config.LICENSE_KEY! } }
+    const path = join(dir, 'bundle.zip')
+    await writeSupportBundle(path, { answers, config, checks, runner, envFile: join(dir, '.env') })
+    const files = await unzip(readFileSync(path))
+    t.ok(Object.keys(files).length >= 6, `${target}: every entry is there`)
+    const leaks = Object.entries(files).flatMap(([entry, text]) => Object.entries(planted).flatMap(([name, secret]) =>
+      Object.entries(spellings(secret)).filter(([, s]) => text.includes(s)).map(([how]) => `${entry}: ${name} (${how})`)))
+    t.same(leaks, [], `${target}: no planted secret anywhere`)
+    const all = Object.values(files).join('\n')
+    t.notMatch(all, /:\/\/(?!<redacted>@)[^\s/?#@]+@/, `${target}: no URL keeps its user or password`)
+    t.match(all, /connecting to redis:\/\/<redacted>@cache:6379\/0/, `${target}: what is around a secret stays readable`)
+    t.equal(JSON.parse(files['config.redacted.json']!).PUBLIC_URL, config.PUBLIC_URL)
+  }
+})
+
+t.test('config.redacted.json shows every ordinary value as written, and a published default does not blank out the product\'s name', async (t) => {
+  const ordinary = Object.fromEntries([...Object.keys(settings), ...Object.keys(COMPOSE_VARIABLES), 'LOG_FORMAT'].filter((n) => !isSecret(n)).map((n) => [n, `value of ${n}`]))
+  // The bundled MinIO's user is `atrium`, secret by name (it is R2_ACCESS_KEY_ID) but printed in every example file.
+  const config = { ...ordinary, MINIO_ROOT_USER: 'atrium', R2_ACCESS_KEY_ID: 'atrium', POSTGRES_PASSWORD: 'f'.repeat(48), SMTP_PASSWORD: 'hand-added' }
+  t.same(redactConfig(config), {
+    ...ordinary, MINIO_ROOT_USER: '<redacted: 6 characters>', R2_ACCESS_KEY_ID: '<redacted: 6 characters>',
+    POSTGRES_PASSWORD: '<redacted: 48 characters>', SMTP_PASSWORD: '<redacted: 10 characters>',
+  })
+  t.equal(scrub('atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET', config), 'atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET')
 })
