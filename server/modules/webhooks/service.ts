@@ -1,17 +1,18 @@
 // Webhook endpoints: registered by a tenant (its own events) or by a platform operator (every
 // tenant's). The URL is judged by the outbound policy when registered and again, by the worker,
 // at every connection; the secret is sealed because signing needs it in the clear.
-import { AppError, invalid, notFound } from '../../http/errors.js'
+import { AppError, forbidden, invalid, notFound } from '../../http/errors.js'
 import { decodeIdCursor, toPage } from '../../http/pagination.js'
-import { outboundUrl } from '../../http/validation.js'
-import type { Principal } from '../../http/principal.js'
+import { outboundHostAllowed, outboundUrl } from '../../http/validation.js'
+import type { Plan, Principal } from '../../http/principal.js'
 import { newId } from '../../ids.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { OutboundRefused, parseIp, type CompiledPolicy } from '../../platform/outbound.js'
+import type { CompiledPolicy } from '../../platform/outbound.js'
 import type { SecretContext, Secrets } from '../../platform/secrets.js'
 import { dateClock, type Clock } from '../../clock.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
 import { EVENT_TYPES, TEST_EVENT_TYPE, type EventType } from '../events/service.js'
+import { PLAN_LIMITS } from '../tenants/plans.js'
 import { generateSecret, secretProblem } from './signing.js'
 import * as store from './store.js'
 import type { DeliveryRow, DeliveryStatus, Owner, WebhookRow } from './store.js'
@@ -70,22 +71,7 @@ export function webhooksService(deps: {
     })
     if (url.hash) throw invalid('url', 'must not contain a #fragment (it is never sent)')
     if (text.length > MAX_URL_LENGTH) throw invalid('url', `must be at most ${MAX_URL_LENGTH} characters`)
-    try {
-      // Judged now for a clear answer; judged again at every delivery, where it counts (DNS can change).
-      await policy.resolveAllowed(url.hostname)
-    } catch (err) {
-      if (err instanceof OutboundRefused) {
-        // An address given as such is shown as it was judged (2852039166 is 169.254.169.254); the
-        // address a name resolved to is not (a tenant must not map the internal network through it).
-        const literal = parseIp(url.hostname) ? err.address : null
-        const bare = url.hostname.replace(/^\[(.*)\]$/, '$1')
-        throw new AppError('VALIDATION_ERROR', `url: ${url.hostname}${literal && literal !== bare ? ` (${literal})` : ''} may not be called: ${err.reason}`, {
-          errors: [{ field: 'url', message: `may not be called: ${err.reason}` }], reason: 'outbound_refused', ...(literal ? { address: literal } : {}),
-        })
-      }
-      if ((err as NodeJS.ErrnoException).code === 'ENOTFOUND') throw invalid('url', `${url.hostname} does not resolve to an address`)
-      // Another resolver failure (a DNS server that did not answer) proves nothing; deliveries will tell.
-    }
+    await outboundHostAllowed('url', url, policy) // and again at every delivery
     return text
   }
 
@@ -102,6 +88,20 @@ export function webhooksService(deps: {
     if (problem) throw invalid(field, problem)
   }
 
+  /**
+   * FORBIDDEN when the tenant already has as many endpoints as its plan allows. Counted under a
+   * lock held to the end of the registration's transaction: two at once cannot both take the last place.
+   */
+  async function checkRoom(sql: TxSql, tenantId: string, plan: Plan) {
+    const limit = PLAN_LIMITS[plan].webhookEndpoints
+    const count = await store.countWebhooksForCreation(sql, tenantId)
+    if (count >= limit) {
+      throw forbidden(`The ${plan} plan allows ${limit} webhook endpoint${limit === 1 ? '' : 's'} and this tenant has ${count}: delete one, or move to a larger plan`, {
+        reason: 'plan_limit', limit, plan,
+      })
+    }
+  }
+
   return {
     async create(a: Acting, input: CreateInput): Promise<WebhookRow> {
       const url = await checkUrl(input.url)
@@ -109,6 +109,8 @@ export function webhooksService(deps: {
       checkSecret('secret', input.secret)
       const id = newId()
       return inScope(a.owner, async (sql) => {
+        // The platform's own endpoints are the operator's to size; a tenant's take its plan's share.
+        if (a.owner !== null) await checkRoom(sql, a.owner, a.principal.plan ?? 'free')
         const row = await store.insertWebhook(sql, {
           id, owner: a.owner, url, events, description: input.description?.trim() ?? '',
           secretSealed: secrets.encrypt(input.secret, secretContext(a.owner, id, 'secret')),

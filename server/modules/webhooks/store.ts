@@ -74,6 +74,18 @@ export async function insertWebhook(
   return row!
 }
 
+// Registrations of one tenant take this lock (for their transaction) before counting, so that two
+// at once cannot both see room for one more under the plan's limit. Two keys: this namespace and the
+// tenant (a collision between tenants only makes one wait for the other's registration).
+const CREATE_LOCK_SPACE = 724_201_905
+
+/** How many endpoints the tenant has, counted after waiting for any other registration of its in progress. */
+export async function countWebhooksForCreation(sql: TxSql, tenantId: string): Promise<number> {
+  await sql`select pg_advisory_xact_lock(${CREATE_LOCK_SPACE}::int, hashtext(${tenantId}))`
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from webhooks where tenant_id = ${tenantId}`
+  return row!.n
+}
+
 export function selectWebhook(sql: TxSql, owner: Owner, id: string, opts: { lock?: boolean } = {}) {
   return sql<WebhookRow[]>`
     select ${COLUMNS(sql)} from webhooks where ${ownedBy(sql, owner)} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
@@ -219,6 +231,8 @@ export interface ClaimedDelivery {
   leased_until: Date
   webhook_id: string
   webhook_tenant_id: string | null
+  /** Whether the endpoint was known to work when claimed (fairness.ts). */
+  healthy: boolean
   url: string
   secret_sealed: string
   previous_secret_sealed: string | null
@@ -230,29 +244,78 @@ export interface ClaimedDelivery {
   event_created_at: Date
 }
 
+/** An endpoint is known to work when an attempt has succeeded and none has failed since. */
+const KNOWN_TO_WORK = (sql: TxSql) => sql`(w.failing_since is null and w.last_success_at is not null)`
+
+export interface DueDelivery {
+  id: string
+  webhook_id: string
+  tenant_id: string | null
+  next_attempt_at: Date
+  healthy: boolean
+}
+
 /**
- * Takes up to `limit` deliveries due at `at` (the app's clock, which schedules retries) of enabled
- * endpoints and leases them for `leaseMs` on the database's clock, the one every replica shares.
+ * The next deliveries due at `at` (the app's clock) and not leased, of every enabled endpoint that
+ * has any: up to `perEndpoint` each, and one for an endpoint not known to work (it may hold no
+ * more). The endpoints are found by stepping through the pending deliveries' index one endpoint at
+ * a time (a loose index scan): the cost follows how many endpoints have work, not how long anyone's
+ * backlog is. Nothing is locked: the lease takes what it still can.
  */
-export function claimDeliveries(sql: TxSql, limit: number, at: Date, leaseMs: number) {
+export function dueDeliveries(sql: TxSql, at: Date, perEndpoint: number) {
+  return sql<DueDelivery[]>`
+    with recursive endpoints (id) as (
+      (select webhook_id from webhook_deliveries where status = 'pending' order by webhook_id limit 1)
+      union all
+      select (select d.webhook_id from webhook_deliveries d where d.status = 'pending' and d.webhook_id > e.id order by d.webhook_id limit 1)
+        from endpoints e where e.id is not null
+    )
+    select d.id, w.id as webhook_id, w.tenant_id, d.next_attempt_at, ${KNOWN_TO_WORK(sql)} as healthy
+      from endpoints e
+      join webhooks w on w.id = e.id and w.status = 'enabled'
+     cross join lateral (
+       select d.id, d.next_attempt_at from webhook_deliveries d
+        where d.webhook_id = w.id and d.status = 'pending' and d.next_attempt_at <= ${at}
+          and (d.leased_until is null or d.leased_until < clock_timestamp())
+        order by d.next_attempt_at
+        limit case when ${KNOWN_TO_WORK(sql)} then ${perEndpoint}::int else 1 end
+     ) d`
+}
+
+/**
+ * Leases the first `limit` of `ranked` (delivery ids, in the order to take them) that are still
+ * due, not leased and not being claimed by another replica right now (SKIP LOCKED), for `leaseMs`
+ * on the database's clock, the one every replica shares. Returned in that order.
+ */
+export function leaseDeliveries(sql: TxSql, ranked: readonly string[], limit: number, at: Date, leaseMs: number) {
   return sql<ClaimedDelivery[]>`
     with due as (
-      select d.id from webhook_deliveries d
+      select d.id, r.n from unnest(${ranked as string[]}::uuid[]) with ordinality as r (id, n)
+        join webhook_deliveries d on d.id = r.id
        where d.status = 'pending' and d.next_attempt_at <= ${at}
          and (d.leased_until is null or d.leased_until < clock_timestamp())
          and exists (select 1 from webhooks w where w.id = d.webhook_id and w.status = 'enabled')
-       order by d.next_attempt_at limit ${limit}
+       order by r.n limit ${limit}
        for update of d skip locked
     ), claimed as (
       -- whole milliseconds: the token goes to JavaScript and back, and a Date holds no microseconds
       update webhook_deliveries d set leased_until = date_trunc('milliseconds', clock_timestamp() + make_interval(secs => ${leaseMs / 1000}))
         from due where d.id = due.id
-      returning d.id, d.attempts, d.leased_until, d.webhook_id, d.event_id
+      returning d.id, d.attempts, d.leased_until, d.webhook_id, d.event_id, due.n
     )
-    select c.id, c.attempts, c.leased_until, w.id as webhook_id, w.tenant_id as webhook_tenant_id, w.url, w.secret_sealed,
-           w.previous_secret_sealed, w.previous_secret_expires_at, e.id as event_id, e.tenant_id as event_tenant_id,
+    select c.id, c.attempts, c.leased_until, w.id as webhook_id, w.tenant_id as webhook_tenant_id, ${KNOWN_TO_WORK(sql)} as healthy,
+           w.url, w.secret_sealed, w.previous_secret_sealed, w.previous_secret_expires_at, e.id as event_id, e.tenant_id as event_tenant_id,
            e.type as event_type, e.data, e.created_at as event_created_at
-      from claimed c join webhooks w on w.id = c.webhook_id join webhook_events e on e.id = c.event_id`
+      from claimed c join webhooks w on w.id = c.webhook_id join webhook_events e on e.id = c.event_id
+     order by c.n`
+}
+
+/** Seconds the oldest delivery due at `at` and not being attempted has waited; 0 when none waits. */
+export async function oldestDueSeconds(sql: TxSql, at: Date): Promise<number> {
+  const [row] = await sql<{ age: number | null }[]>`
+    select extract(epoch from ${at}::timestamptz - min(next_attempt_at))::float8 as age from webhook_deliveries
+     where status = 'pending' and next_attempt_at <= ${at} and (leased_until is null or leased_until < clock_timestamp())`
+  return Math.max(0, row?.age ?? 0)
 }
 
 /** Gives claims back (a worker stopping before it began them): due again at once, for any worker. */

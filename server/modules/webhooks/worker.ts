@@ -5,8 +5,14 @@
 // and one more per slot, so that a slot starts its next attempt the moment one ends. A cycle runs
 // when an event commits (LISTEN, on PostgreSQL), when this replica queues a delivery, when an
 // attempt ends, and every poll interval (retries fall due).
+//
+// Slots are shared between tenants (fairness.ts): the claim reads each endpoint's next due
+// deliveries, ranks them against what this replica holds, and leases them in that order; a freed
+// slot starts the fairest of those claimed. One tenant's backlog or hanging receivers cannot take
+// every slot from the others.
 import { performance } from 'node:perf_hooks'
 import type { Logger } from 'pino'
+import type { Registry } from 'prom-client'
 import type { Clock } from '../../clock.js'
 import { newId } from '../../ids.js'
 import type { Db, TxSql } from '../../platform/db.js'
@@ -14,6 +20,8 @@ import { outboundFetch, refusalIn, type CompiledPolicy } from '../../platform/ou
 import type { Secrets } from '../../platform/secrets.js'
 import { audit } from '../audit/service.js'
 import { EVENTS_CHANNEL } from '../events/store.js'
+import { fairLimits, nextFair, rankFair, type Share } from './fairness.js'
+import { workerMetrics } from './metrics.js'
 import { nextAttemptAt, parseRetryAfter, RETRY_SCHEDULE_SECONDS } from './schedule.js'
 import { secretContext } from './service.js'
 import { sign, signingKey } from './signing.js'
@@ -49,6 +57,8 @@ export interface WorkerOptions {
   attemptTimeoutMs?: number
   /** How long a claimed delivery is this worker's; must exceed the attempt timeout. */
   leaseMs?: number
+  /** Where the worker's metrics go (the app's /metrics); none when absent. */
+  registry?: Registry
 }
 
 export interface Worker {
@@ -67,7 +77,9 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
   // A lease that ends while its attempt may still run would let a second worker send it again.
   if (leaseMs <= attemptTimeoutMs) throw new Error(`webhook worker: leaseMs (${leaseMs}) must be longer than the attempt timeout (${attemptTimeoutMs})`)
   const fetchOut = outboundFetch(o.policy, { timeoutMs: attemptTimeoutMs, maxResponseBytes: EXCERPT_BYTES, truncateResponse: true })
-  const inFlight = new Set<Promise<void>>()
+  const limits = fairLimits(o.concurrency)
+  /** Attempts in flight, with what each holds. */
+  const running = new Map<Promise<void>, ClaimedDelivery>()
   let stopped = false
   let cycle: Promise<void> | null = null
   let again = false
@@ -117,9 +129,12 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
         }
         // Claimed ahead: up to one more delivery per slot waits in `ready`, so a slot that frees
         // up starts its next attempt at once instead of waiting for a claim.
-        const want = 2 * o.concurrency - inFlight.size - ready.length
+        const want = 2 * o.concurrency - running.size - ready.length
         if (want > 0 && !stopped) {
-          ready.push(...(await o.db.system((sql) => store.claimDeliveries(sql, want, new Date(clock()), leaseMs))))
+          const claimed = await o.db.system((sql) => claim(sql, want))
+          const at = performance.now()
+          for (const d of claimed) claimedAt.set(d, at)
+          ready.push(...claimed)
           startAttempts()
         }
         if (!fanOut) break
@@ -136,18 +151,51 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
     }
   }
 
+  /**
+   * Up to `want` due deliveries, the fairest first. Twice as many are ranked as wanted: what another
+   * replica takes meanwhile is passed over for the next in line, still within the limits.
+   */
+  async function claim(sql: TxSql, want: number): Promise<ClaimedDelivery[]> {
+    const at = new Date(clock())
+    const due = await store.dueDeliveries(sql, at, want)
+    if (!due.length) return []
+    const held = [...running.values(), ...ready].map(shareOf)
+    const ranked = rankFair(due.map((d) => ({ id: d.id, tenant: d.tenant_id, key: d.webhook_id, healthy: d.healthy, dueAt: d.next_attempt_at })), held, limits, 2 * want)
+    return ranked.length ? store.leaseDeliveries(sql, ranked.map((c) => c.id), want, at, leaseMs) : []
+  }
+
   const ready: ClaimedDelivery[] = []
+  // A claimed delivery passed over for fairer ones long enough goes first, while its lease still
+  // covers a whole attempt: run past the lease, it could be sent by another worker at the same time.
+  const claimedAt = new WeakMap<ClaimedDelivery, number>()
+  const overdueAfterMs = (leaseMs - attemptTimeoutMs) / 2
+
+  /** The claimed delivery to start next: the longest kept waiting when overdue, else the fairest. */
+  function next(): number {
+    const now = performance.now()
+    const overdue = ready.findIndex((d) => now - claimedAt.get(d)! >= overdueAfterMs)
+    return overdue >= 0 ? overdue : nextFair(ready.map(shareOf), [...running.values()].map(shareOf))
+  }
+
   function startAttempts() {
-    while (!stopped && inFlight.size < o.concurrency && ready.length) {
-      const p = attempt(ready.shift()!)
-      inFlight.add(p)
+    while (!stopped && running.size < o.concurrency && ready.length) {
+      const [d] = ready.splice(next(), 1)
+      const p = attempt(d!)
+      running.set(p, d!)
       void p.finally(() => {
-        inFlight.delete(p)
+        running.delete(p)
         startAttempts()
         kick() // claim what the slot will need next
       })
     }
   }
+
+  const metrics = o.registry
+    ? workerMetrics(o.registry, {
+        inFlight: () => running.size,
+        oldestDueSeconds: () => (stopped ? Promise.reject(new Error('stopped')) : o.db.system((sql) => store.oldestDueSeconds(sql, new Date(clock())))),
+      })
+    : null
 
   async function attempt(d: ClaimedDelivery): Promise<void> {
     const number = d.attempts + 1
@@ -216,6 +264,7 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
       o.log.error({ err, deliveryId: d.id }, 'could not record a webhook delivery attempt')
       return
     }
+    metrics?.attempted(outcome)
     o.log.info({ deliveryId: d.id, webhookId: d.webhook_id, eventId: d.event_id, attempt: number, statusCode, outcome, ms: durationMs, ...(error ? { error } : {}) }, 'webhook delivery attempt')
     if (disabled) o.log.warn({ webhookId: d.webhook_id, tenantId: d.webhook_tenant_id, reason: disabled }, 'webhook endpoint disabled')
   }
@@ -280,11 +329,14 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
       if (unstarted.length) {
         await o.db.system((sql) => store.releaseClaims(sql, unstarted)).catch((err: unknown) => o.log.warn({ err }, 'could not hand back claimed webhook deliveries; their leases will end'))
       }
-      await Promise.all([...inFlight])
+      await Promise.all([...running.keys()])
       fetchOut.close()
     },
   }
 }
+
+/** What a claimed delivery holds of this replica's share. */
+const shareOf = (d: ClaimedDelivery): Share => ({ tenant: d.webhook_tenant_id, key: d.webhook_id, healthy: d.healthy })
 
 /** Text PostgreSQL stores: no NUL (a receiver's body or a peer's error message may hold one). */
 const printable = (text: string) => text.replaceAll('\u0000', '\uFFFD')

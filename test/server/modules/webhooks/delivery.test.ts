@@ -1,5 +1,6 @@
 import t from 'tap'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
+import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import { ALL } from '../../../../server/http/permissions.js'
 import { caller } from '../../../helpers/app.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
@@ -33,13 +34,13 @@ t.test('every event kind emitted so far reaches a real receiver and verifies wit
   t.match(payloads.find((x) => x.type === 'user.created')!.data, { role: 'member', joinedBy: 'invitation', status: 'active' })
 
   // A platform operator's endpoint hears every tenant, tenant.created included.
-  const op = await h.platform.db.system((sql) => createKey(sql, { tenantId: null, userId: null, type: 'admin', name: 'operator', permissions: [ALL] }))
+  const op = await h.platform.db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, userId: null, type: 'admin', name: 'operator', permissions: [ALL] }))
   const opCall = caller(h.app, op.key)
   const prx = await receiver(t)
   const whsec = 'whsec_' + Buffer.alloc(32, 7).toString('base64')
   const ph = await opCall('POST', '/api/v1/platform/webhooks', { url: prx.url, events: ['tenant.created', 'user.created'], secret: whsec })
   t.equal(ph.status, 201, JSON.stringify(ph.body))
-  const created = await createTenant(h.platform.db, { name: 'Newcomer', email: `newcomer-${Date.now()}@example.com` })
+  const created = await createTenant(h.platform, { name: 'Newcomer', email: `newcomer-${Date.now()}@example.com` })
   await prx.waitFor(2)
   const got = prx.received.map((r) => verified(whsec, r))
   t.same(got.map((x) => x.type).sort(), ['tenant.created', 'user.created'])
@@ -261,13 +262,16 @@ t.test('many attempts failing with 410 at once disable the endpoint once, and ev
   const h = await webhookApp(t, {}, { webhookWorker: { pollMs: 50, schedule: [0.1], concurrency: 12 } })
   let release!: () => void
   const gate = new Promise<void>((r) => (release = r))
-  const rx = await receiver(t, () => (res) => void gate.then(() => res.writeHead(410).end()))
+  const rx = await receiver(t, (n) => (n === 0 ? 204 : (res) => void gate.then(() => res.writeHead(410).end())))
   const { a, id, deliveries } = await endpoint(h, rx.url)
+  // Known to work first: an endpoint that has not yet answered is tried one delivery at a time.
+  await a.call('POST', `/api/v1/webhooks/${id}/test`)
+  await deliveriesOnce(deliveries, 'succeeded')
   await Promise.all(Array.from({ length: 12 }, (_, i) => a.call('POST', '/api/v1/projects', { name: `G${i}` })))
-  await rx.waitFor(12)
+  await rx.waitFor(13)
   release() // twelve answers of 410 arrive together
   const list = await eventually(async () => {
-    const l = await deliveries()
+    const l = (await deliveries()).filter((d) => d.eventType === 'project.created')
     return l.length === 12 && l.every((d) => d.status === 'failed') ? l : null
   })
   t.same(list.map((d) => d.attemptCount), Array(12).fill(1), 'each attempt recorded once')
@@ -275,7 +279,7 @@ t.test('many attempts failing with 410 at once disable the endpoint once, and ev
   t.equal((await a.call('GET', `/api/v1/webhooks/${id}`)).body.data.disabled.reason, 'gone')
   t.equal((await a.call('GET', '/api/v1/audit-log?action=webhook.disabled')).body.data.length, 1, 'disabled once')
   await new Promise((r) => setTimeout(r, 300))
-  t.equal(rx.received.length, 12, 'nothing was sent again')
+  t.equal(rx.received.length, 13, 'nothing was sent again')
 })
 
 t.test('disabling an endpoint while an attempt is in flight: the change succeeds and the attempt is not retried', async (t) => {
@@ -302,10 +306,13 @@ t.test('a stopping worker finishes its attempt in flight and hands back what it 
   const h = await webhookApp(t, {}, { webhookWorker: { pollMs: 50, concurrency: 1 } })
   let release!: () => void
   const gate = new Promise<void>((r) => (release = r))
-  const rx = await receiver(t, (n) => (n === 0 ? (res) => void gate.then(() => res.writeHead(200).end()) : 200))
-  const { a } = await endpoint(h, rx.url)
+  const rx = await receiver(t, (n) => (n === 1 ? (res) => void gate.then(() => res.writeHead(200).end()) : 200))
+  const { a, id, deliveries } = await endpoint(h, rx.url)
+  // Known to work first: an endpoint that has not yet answered is tried one delivery at a time, with nothing claimed ahead.
+  await a.call('POST', `/api/v1/webhooks/${id}/test`)
+  await deliveriesOnce(deliveries, 'succeeded')
   await a.call('POST', '/api/v1/projects', { name: 'First' })
-  await rx.waitFor(1)
+  await rx.waitFor(2)
   await a.call('POST', '/api/v1/projects', { name: 'Second' })
   const leased = () => h.platform.db.system((sql) => sql<{ n: number }[]>`select count(*)::int as n from webhook_deliveries where leased_until is not null`)
   await eventually(async () => (await leased())[0]!.n === 2) // one in flight, one claimed ahead
@@ -314,9 +321,9 @@ t.test('a stopping worker finishes its attempt in flight and hands back what it 
   release()
   await closing
   const rows = await h.platform.db.system((sql) => sql<{ status: string }[]>`select status from webhook_deliveries order by id`)
-  t.same(rows.map((r) => r.status), ['succeeded', 'pending'])
+  t.same(rows.map((r) => r.status), ['succeeded', 'succeeded', 'pending'])
   const { appOn } = await import('../../../helpers/app.js')
   await appOn(t, h.platform, { webhookWorker: { pollMs: 50 } })
-  await rx.waitFor(2)
-  t.equal(verified(SECRET, rx.received[1]!).data.name, 'Second', 'another worker delivers it at once, not after the lease')
+  await rx.waitFor(3)
+  t.equal(verified(SECRET, rx.received[2]!).data.name, 'Second', 'another worker delivers it at once, not after the lease')
 })

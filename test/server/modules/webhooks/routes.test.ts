@@ -3,6 +3,7 @@
 import t from 'tap'
 import { ALL } from '../../../../server/http/permissions.js'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
+import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import { caller, testApp } from '../../../helpers/app.js'
 import { signedIn } from '../api-keys/helpers.js'
 import { SECRET } from './helpers.js'
@@ -60,6 +61,44 @@ t.test('http URLs are refused unless the deployment allows them', async (t) => {
   t.match(r.body.error.message, /https.*WEBHOOK_ALLOW_HTTP/)
 })
 
+t.test("registering past the plan's endpoint limit is FORBIDDEN with the limit and the plan; disabled endpoints count, deleted ones do not", async (t) => {
+  const a = await h.tenant('free')
+  const register = (i: number) => a.call('POST', '/api/v1/webhooks', { url: `${URL_OK}/${i}`, events: ['project.created'], secret: SECRET })
+  const ids: string[] = []
+  for (const i of [0, 1]) {
+    const r = await register(i)
+    t.equal(r.status, 201)
+    ids.push(r.body.data.id)
+  }
+  const over = await register(2)
+  t.equal(over.status, 403)
+  t.match(over.body.error, { code: 'FORBIDDEN', message: /free plan allows 2 webhook endpoints/, details: { reason: 'plan_limit', limit: 2, plan: 'free' } })
+  t.equal((await a.call('GET', '/api/v1/webhooks')).body.data.length, 2, 'nothing was stored')
+  t.equal((await a.call('GET', '/api/v1/tenant')).body.data.limits.webhookEndpoints, 2, 'the tenant can see its limit')
+
+  await a.call('PATCH', `/api/v1/webhooks/${ids[0]}`, { enabled: false })
+  t.equal((await register(3)).body.error?.details.reason, 'plan_limit', 'a disabled endpoint still takes its place')
+  await a.call('DELETE', `/api/v1/webhooks/${ids[0]}`)
+  t.equal((await register(4)).status, 201, 'a deleted one frees it')
+
+  const larger = await h.tenant('growth')
+  for (let i = 0; i < 3; i++) t.equal((await larger.call('POST', '/api/v1/webhooks', { url: `${URL_OK}/${i}`, events: ['project.created'], secret: SECRET })).status, 201, 'another plan, another limit')
+  const op = await h.platform.db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, userId: null, type: 'admin', name: 'operator', permissions: [ALL] }))
+  for (let i = 0; i < 3; i++) {
+    t.equal((await caller(h.app, op.key)('POST', '/api/v1/platform/webhooks', { url: `${URL_OK}/${i}`, events: ['tenant.created'], secret: SECRET })).status, 201, "the platform's own endpoints are not a tenant's")
+  }
+})
+
+t.test("registrations at once never exceed the plan's endpoint limit", async (t) => {
+  const a = await h.tenant('pro') // 10
+  const all = await Promise.all(Array.from({ length: 25 }, (_, i) =>
+    a.call('POST', '/api/v1/webhooks', { url: `${URL_OK}/${i}`, events: ['project.created'], secret: SECRET })))
+  t.equal(all.filter((r) => r.status === 201).length, 10, 'ten registered')
+  t.ok(all.filter((r) => r.status !== 201).every((r) => r.body.error.details.reason === 'plan_limit' && r.body.error.details.limit === 10), 'the rest refused for the limit')
+  const [row] = await h.platform.db.system((sql) => sql<{ n: number }[]>`select count(*)::int as n from webhooks where tenant_id = ${a.tenantId}`)
+  t.equal(row!.n, 10, 'ten stored')
+})
+
 t.test('webhooks:read lists and webhooks:manage changes; members and keys without them get FORBIDDEN', async (t) => {
   const a = await h.tenant()
   const made = await a.call('POST', '/api/v1/webhooks', { url: URL_OK, events: ['project.created'], secret: SECRET })
@@ -108,7 +147,7 @@ t.test("another tenant's endpoint is RESOURCE_NOT_FOUND for every operation", as
 
 t.test('platform endpoints take operator keys only, and tenant endpoints refuse them', async (t) => {
   const a = await h.tenant()
-  const op = await h.platform.db.system((sql) => createKey(sql, { tenantId: null, userId: null, type: 'admin', name: 'operator', permissions: [ALL] }))
+  const op = await h.platform.db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, userId: null, type: 'admin', name: 'operator', permissions: [ALL] }))
   const operator = caller(h.app, op.key)
   const tenantTry = await a.call('POST', '/api/v1/platform/webhooks', { url: URL_OK, events: ['tenant.created'], secret: SECRET })
   t.equal(tenantTry.body.error.code, 'FORBIDDEN')

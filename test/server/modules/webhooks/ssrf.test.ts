@@ -4,6 +4,7 @@
 import t, { type Test } from 'tap'
 import { ALL } from '../../../../server/http/permissions.js'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
+import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import { systemResolver, type Resolver } from '../../../../server/platform/outbound.js'
 import { caller, testApp, type Called, type Caller } from '../../../helpers/app.js'
 import { eventually, receiver, SECRET, verified, webhookApp } from './helpers.js'
@@ -134,7 +135,7 @@ t.test('registration refuses a name that resolves to a forbidden address, or to 
   refusedUrl(t, await a.call('PATCH', `/api/v1/webhooks/${hook.body.data.id}`, { url: 'https://metadata.test/' }), NEVER('metadata'), 'PATCH to a name for it')
   t.equal((await a.call('GET', `/api/v1/webhooks/${hook.body.data.id}`)).body.data.url, 'https://public.test/hook', 'the URL is unchanged')
 
-  const op = await h.platform.db.system((sql) => createKey(sql, { tenantId: null, userId: null, type: 'admin', name: 'operator', permissions: [ALL] }))
+  const op = await h.platform.db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, userId: null, type: 'admin', name: 'operator', permissions: [ALL] }))
   const opCall = caller(h.app, op.key)
   refusedUrl(t, await opCall('POST', '/api/v1/platform/webhooks', { url: 'https://[::ffff:169.254.169.254]/', events: ['tenant.created'], secret: SECRET }), NEVER('metadata'), 'a platform endpoint')
 })

@@ -1,0 +1,36 @@
+// The delivery worker's Prometheus metrics. Nothing per tenant or endpoint (a series each would be
+// too many): attempts by outcome, attempts in flight on this replica, and how long the oldest due
+// delivery has waited, which grows when delivery falls behind for anyone.
+import { Counter, Gauge, type Registry } from 'prom-client'
+import type { AttemptOutcome } from './store.js'
+
+export interface WorkerMetrics {
+  attempted(outcome: AttemptOutcome): void
+}
+
+export function workerMetrics(registry: Registry, read: { inFlight: () => number; oldestDueSeconds: () => Promise<number> }): WorkerMetrics {
+  // A worker started again on the same registry (tests) replaces the one before: its readers are gone.
+  const fresh = (name: string) => registry.removeSingleMetric(name)
+  fresh('atrium_webhook_attempts_total')
+  const attempts = new Counter({
+    name: 'atrium_webhook_attempts_total', help: 'Webhook delivery attempts made by this replica, by outcome (succeeded, retrying, failed)',
+    labelNames: ['outcome'] as const, registers: [registry],
+  })
+  fresh('atrium_webhook_attempts_in_flight')
+  new Gauge({
+    name: 'atrium_webhook_attempts_in_flight', help: 'Webhook delivery attempts this replica has in flight', registers: [registry],
+    collect() { this.set(read.inFlight()) },
+  })
+  fresh('atrium_webhook_oldest_due_seconds')
+  let last = 0
+  new Gauge({
+    name: 'atrium_webhook_oldest_due_seconds', help: 'How long the oldest due webhook delivery that no replica is attempting has waited (0: none waits)',
+    registers: [registry],
+    async collect() {
+      // The database away: the last value stands (the scrape still answers).
+      last = await read.oldestDueSeconds().catch(() => last)
+      this.set(last)
+    },
+  })
+  return { attempted: (outcome) => attempts.inc({ outcome }) }
+}
