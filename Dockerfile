@@ -10,8 +10,12 @@ ARG NODE_IMAGE=docker.io/library/node:24.11.1-bookworm-slim
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-# Production dependencies only; no install scripts run (none of them needs one).
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+COPY patches ./patches
+# No install scripts run (none of the dependencies needs one). Our fixes to dependencies are
+# applied (patches/README.md says what each fixes and why), then only production ones are kept.
+RUN npm ci --ignore-scripts --no-audit --no-fund \
+ && npx --no-install patch-package --error-on-fail \
+ && npm prune --omit=dev --no-audit --no-fund && npm cache clean --force
 
 FROM ${NODE_IMAGE} AS runtime
 ARG VERSION=0.1.0

@@ -10,19 +10,23 @@ import { installAuth } from './http/auth.js'
 import { openCredentials } from './http/credentials.js'
 import { invalid } from './http/errors.js'
 import { installLicense } from './http/license.js'
-import { genReqId, installEnvelope } from './http/envelope.js'
+import { clientErrorHandler, frameworkErrors, genReqId, installEnvelope } from './http/envelope.js'
 import { createRegistry, installMetrics } from './http/metrics.js'
 import { pageStyleRoutes } from './http/pages.js'
 import { createRateLimiter } from './http/rate-limit.js'
+import { signInGuard } from './http/signin-guard.js'
 import { ErrorBody } from './http/schemas.js'
-import { emptyTolerantJson, findNul, validatorCompiler } from './http/validation.js'
+import { findUnstorableText, jsonBodyParser, validatorCompiler } from './http/validation.js'
 import { redactUrl } from './logger.js'
 import { apiKeysRoutes } from './modules/api-keys/routes.js'
+import { apiKeyTags } from './modules/api-keys/keys.js'
+import { legacyKeys } from './modules/api-keys/legacy.js'
 import { apiKeyAuthenticator, apiKeysService } from './modules/api-keys/service.js'
 import { auditRoutes } from './modules/audit/routes.js'
 import { auditLogService } from './modules/audit/service.js'
 import { authRoutes } from './modules/auth/routes.js'
 import { authService } from './modules/auth/service.js'
+import { loginThrottle, type LoginLimits } from './modules/auth/throttle.js'
 import { createTokenIssuer } from './modules/auth/tokens.js'
 import { cliAuthRoutes } from './modules/cli-auth/routes.js'
 import { cliAuthService } from './modules/cli-auth/service.js'
@@ -41,6 +45,7 @@ import { webhooksRoutes } from './modules/webhooks/routes.js'
 import { webhooksService } from './modules/webhooks/service.js'
 import { startWebhookWorker, type Worker, type WorkerOptions } from './modules/webhooks/worker.js'
 import type { LocalBlobs } from './platform/blobs.js'
+import { openCounters } from './platform/counters.js'
 import { compilePolicy, type Resolver } from './platform/outbound.js'
 import type { Platform } from './platform/index.js'
 import { VERSION } from './version.js'
@@ -59,6 +64,10 @@ export interface AppOptions {
   webhookWorker?: false | Partial<Pick<WorkerOptions, 'schedule' | 'pollMs' | 'leaseMs' | 'concurrency' | 'attemptTimeoutMs'>>
   /** How outbound calls resolve names (tests); the system resolver otherwise. */
   resolver?: Resolver
+  /** Password sign-in limits (tests lower them); LOGIN_LIMITS otherwise. */
+  loginLimits?: Partial<LoginLimits>
+  /** Failed sign-in steps (session, invitation and device-login tokens) per address and window. */
+  signInFailures?: { max?: number; windowSeconds?: number }
 }
 
 declare module 'fastify' {
@@ -81,19 +90,24 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
     trustProxy: config.TRUSTED_PROXIES.length ? config.TRUSTED_PROXIES : false,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    // Refusals before routing (a URL that does not decode, a parameter too long) and of Node's parser
+    // (headers too large, a malformed request) are answered in the envelope too.
+    frameworkErrors,
+    clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>()
   app.decorate('draining', false)
   app.setValidatorCompiler(validatorCompiler())
   app.removeContentTypeParser('application/json')
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, emptyTolerantJson(app.getDefaultJsonParser('error', 'error')))
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')))
   app.addSchema(ErrorBody)
 
   // A POST without a body is an empty object: optional flags default, required fields are named.
-  // Text with a NUL character is refused here, before it can reach the database and fail there.
+  // Text the database cannot store (NUL, unpaired surrogates) is refused here, before it can reach
+  // the database and fail there.
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && request.routeOptions.schema?.body) request.body = {}
-    const nul = findNul(request.body)
-    if (nul) throw invalid(nul, 'must not contain NUL (\\u0000) characters')
+    const bad = findUnstorableText(request.body)
+    if (bad) throw invalid(bad.field, bad.message)
   })
   // One line per request, after it is answered.
   app.addHook('onResponse', async (request, reply) => {
@@ -103,6 +117,7 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
 
   installEnvelope(app)
   installMetrics(app, registry)
+  if (!config.TRUSTED_PROXIES.length) warnOfUntrustedProxy(app, log)
 
   await app.register(swagger, {
     openapi: {
@@ -117,38 +132,41 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   // The docs UI ships inside the package: it works offline.
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: '/openapi.json' }, logLevel: 'warn' })
 
-  const limiter = createRateLimiter({
-    max: config.RATE_LIMIT_MAX,
-    windowSeconds: config.RATE_LIMIT_WINDOW_SECONDS,
-    redis: platform.cache.redis,
-    log,
-    registry,
-    keyPrefix: opts.rateLimitPrefix,
-  })
+  const counters = openCounters({ redis: platform.cache.redis, log, registry })
+  const limiter = createRateLimiter({ counters, max: config.RATE_LIMIT_MAX, windowSeconds: config.RATE_LIMIT_WINDOW_SECONDS, keyPrefix: opts.rateLimitPrefix })
   await app.register(cookie)
   const now = opts.now ?? Date.now
   const credentials = await openCredentials(platform.cache, log)
   app.addHook('onClose', () => credentials.close())
   const tokens = await createTokenIssuer({ secrets: platform.secrets, issuer: config.PUBLIC_URL, ttlSeconds: config.ACCESS_TOKEN_TTL_SECONDS, now })
-  const auth = authService({ db: platform.db, tokens, credentials, sessionTtlSeconds: config.SESSION_TTL_HOURS * 3600, now })
-  installAuth(app, { authenticators: [apiKeyAuthenticator(platform.db, credentials.cache), auth.authenticator()], limiter })
+  const limitPrefix = opts.rateLimitPrefix ?? 'atrium:rl'
+  const throttle = loginThrottle({ counters, keyPrefix: limitPrefix, limits: opts.loginLimits })
+  const guard = signInGuard(counters, { keyPrefix: limitPrefix, ...opts.signInFailures })
+  const auth = authService({ db: platform.db, tokens, credentials, secrets: platform.secrets, throttle, sessionTtlSeconds: config.SESSION_TTL_HOURS * 3600, now })
+  const keyTags = apiKeyTags(platform.secrets)
+  const legacy = legacyKeys(platform.db, log)
+  app.addHook('onReady', async () => legacy.start())
+  app.addHook('onClose', async () => legacy.close())
+  installAuth(app, { authenticators: [apiKeyAuthenticator({ db: platform.db, tags: keyTags, legacy, cache: credentials.cache }), auth.authenticator()], limiter })
   installLicense(app, platform.license)
 
   await app.register(opsRoutes, { platform, registry, isDraining: () => app.draining })
   if (platform.blobs.kind === 'local') await app.register(downloadsRoutes, { blobs: platform.blobs as LocalBlobs })
   // Device login lives at the root (DESIGN.md), outside the /api/v1 credential hooks.
   await app.register(cliAuthRoutes, {
-    cli: cliAuthService({ db: platform.db, auth, tokens, publicUrl: config.PUBLIC_URL, now }),
+    cli: cliAuthService({ db: platform.db, secrets: platform.secrets, auth, tokens, publicUrl: config.PUBLIC_URL, now }),
+    guard,
     auth,
     publicUrl: config.PUBLIC_URL,
-    rateLimit: { redis: platform.cache.redis, log, registry, keyPrefix: opts.rateLimitPrefix },
+    rateLimit: { counters, keyPrefix: opts.rateLimitPrefix },
   })
   await app.register(oauthRoutes, { db: platform.db, config, auth, log, now })
   await app.register(pageStyleRoutes)
   await app.register(invitationPageRoutes)
 
   const projects = projectsService({ db: platform.db, blobs: platform.blobs, version: VERSION })
-  // Webhooks: one outbound policy for registration checks and for the worker's connections.
+  // One outbound policy for every call out: webhook URLs and LLM base URLs when they are set, and
+  // the connections of the webhook worker and of model calls.
   const policy = compilePolicy({ allowedCidrs: config.OUTBOUND_ALLOWED_NETWORKS, airGapped: config.AIR_GAPPED }, opts.resolver)
   const workerOpts = opts.webhookWorker === false ? null : { concurrency: config.WEBHOOK_DELIVERY_CONCURRENCY, ...opts.webhookWorker }
   let worker: Worker | null = null
@@ -159,7 +177,7 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
     // Started once the app is ready, stopped before the pools close (drain waits for attempts in flight).
     app.addHook('onReady', async () => {
       worker = startWebhookWorker({
-        db: platform.db, secrets: platform.secrets, policy, log: log.child({ module: 'webhooks' }), userAgent: `Atrium-Webhooks/${VERSION}`, now, ...workerOpts,
+        db: platform.db, secrets: platform.secrets, policy, registry, log: log.child({ module: 'webhooks' }), userAgent: `Atrium-Webhooks/${VERSION}`, now, ...workerOpts,
       })
     })
     app.addHook('onClose', async () => {
@@ -168,16 +186,30 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   }
   await app.register(
     async (api) => {
-      await api.register(authRoutes, { auth, tokens, publicUrl: config.PUBLIC_URL })
+      await api.register(authRoutes, { auth, tokens, publicUrl: config.PUBLIC_URL, guard })
       await api.register(projectsRoutes, { projects })
-      await api.register(apiKeysRoutes, { keys: apiKeysService({ db: platform.db, credentials, now }) })
+      await api.register(apiKeysRoutes, { keys: apiKeysService({ db: platform.db, tags: keyTags, credentials, now }) })
       await api.register(auditRoutes, { auditLog: auditLogService({ db: platform.db }) })
-      await api.register(tenantRoutes, { tenants: tenantsService({ db: platform.db }), llm: llmSettingsService({ db: platform.db, secrets: platform.secrets, now }) })
-      await api.register(teamRoutes, { team: teamService({ db: platform.db, auth, credentials, publicUrl: config.PUBLIC_URL, now }) })
+      await api.register(tenantRoutes, { tenants: tenantsService({ db: platform.db }), llm: llmSettingsService({ db: platform.db, secrets: platform.secrets, policy, now }) })
+      await api.register(teamRoutes, { team: teamService({ db: platform.db, secrets: platform.secrets, auth, credentials, publicUrl: config.PUBLIC_URL, now }), guard })
       await api.register(webhooksRoutes, { webhooks, scope: 'tenant' })
       await api.register(webhooksRoutes, { webhooks, scope: 'platform' })
     },
     { prefix: '/api/v1' },
   )
   return app
+}
+
+/**
+ * Limits by address see the proxy's address when the proxy is not trusted: every client behind it
+ * shares them. Said once per process, on the first request that shows a proxy on its way.
+ */
+function warnOfUntrustedProxy(app: FastifyInstance, log: Platform['log']) {
+  let warned = false
+  app.addHook('onRequest', async (request) => {
+    if (warned || request.headers['x-forwarded-for'] === undefined) return
+    warned = true
+    log.warn({ proxy: request.socket.remoteAddress },
+      'requests arrive through a proxy (X-Forwarded-For) but TRUSTED_PROXIES is empty: limits by address see the proxy\'s address, so all clients behind it share them; set TRUSTED_PROXIES to its address (docs/operations.md)')
+  })
 }

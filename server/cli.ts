@@ -8,7 +8,7 @@ import pino from 'pino'
 import { loadConfigOrExit } from './config.js'
 import { AppError } from './http/errors.js'
 import { isMain } from './is-main.js'
-import { KEY_TYPES, type KeyType } from './modules/api-keys/keys.js'
+import { apiKeyTags, KEY_TYPES, type KeyType } from './modules/api-keys/keys.js'
 import { ALL } from './http/permissions.js'
 import { createKey } from './modules/api-keys/service.js'
 import { createTenant } from './modules/tenants/service.js'
@@ -16,6 +16,7 @@ import { tenantExists } from './modules/tenants/store.js'
 import { openDb, type Db } from './platform/db.js'
 import { decideLicense, licenseOf, LicenseRefused, type LicenseOptions } from './platform/license.js'
 import { migrate, waitForMigrations } from './platform/migrate.js'
+import { createSecrets, loadMasterKey, type Secrets } from './platform/secrets.js'
 
 const USAGE = `Usage: npm run --silent admin -- <command> [options]
 
@@ -48,13 +49,14 @@ class Refused extends Error {
 
 const print = (value: unknown) => process.stdout.write(JSON.stringify(value) + '\n')
 
-async function withDb<T>(fn: (db: Db) => Promise<T>, opts: { migrate: boolean }): Promise<T> {
+/** The database, and the master key's secrets (keys made here are tagged as the server tags them). */
+async function withDb<T>(fn: (db: Db, secrets: Secrets) => Promise<T>, opts: { migrate: boolean }): Promise<T> {
   const config = loadConfigOrExit()
   const log = pino({ level: 'warn' }, pino.destination(2))
   const db = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: 2, log })
   try {
     if (opts.migrate && config.MIGRATE_ON_START) await migrate(db.sql)
-    return await fn(db)
+    return await fn(db, createSecrets(loadMasterKey({ configured: config.ENCRYPTION_MASTER_KEY, dataDir: config.DATA_DIR, log })))
   } finally {
     await db.close()
   }
@@ -105,7 +107,7 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       if (decision.kind === 'refused') throw new LicenseRefused(decision.summary)
       const { maxTenants } = licenseOf(decision, config, opts.license?.now)
       const created = await withDb(
-        (db) => createTenant(db, { name: o.name!, plan: o.plan, email: o.email, password: o.password }, { maxTenants }).catch((err: unknown) => {
+        (db, secrets) => createTenant({ db, secrets }, { name: o.name!, plan: o.plan, email: o.email, password: o.password }, { maxTenants }).catch((err: unknown) => {
           throw err instanceof AppError && err.details.reason === 'license_tenant_limit' ? new Refused(err) : err
         }),
         { migrate: true },
@@ -134,10 +136,10 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       if (days !== undefined && !/^[1-9]\d{0,4}$/.test(days)) throw new UsageError('--expires-in-days must be a whole number of days')
       const permissions = (o.permissions ?? ALL).split(',').map((p) => p.trim()).filter(Boolean)
       const created = await withDb(
-        (db) =>
+        (db, secrets) =>
           db.system(async (sql) => {
             if (o.tenant && !(await tenantExists(sql, o.tenant))) throw new AppError('RESOURCE_NOT_FOUND', `tenant ${o.tenant} does not exist`)
-            return createKey(sql, {
+            return createKey(sql, apiKeyTags(secrets), {
               tenantId: type === 'admin' ? null : o.tenant!,
               type,
               name: o.name ?? '',

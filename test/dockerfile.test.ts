@@ -25,7 +25,10 @@ t.test('every base image is pinned to a release, never latest', async (t) => {
 })
 
 t.test('the runtime stage installs production dependencies only and runs as a non-root user', async (t) => {
-  t.match(text, /npm ci --omit=dev/)
+  // Our dependency fixes (patches/) are applied, then the development dependencies go.
+  const deps = instructions.find((i) => i.startsWith('RUN npm ci'))!
+  t.match(deps, /npm ci .*&& npx --no-install patch-package --error-on-fail .*&& npm prune --omit=dev/)
+  t.ok(instructions.includes('COPY patches ./patches'), 'the patches are in the build')
   t.notOk(instructions.some((i) => i.startsWith('ADD ')), 'COPY only: ADD can fetch from the network')
   const user = runtime.filter((i) => i.startsWith('USER ')).at(-1)
   t.match(user, /^USER 10001:10001$/, 'numeric, so Kubernetes runAsNonRoot can verify it')

@@ -1,6 +1,9 @@
 // Every /api/v1 request: credentials resolved, then rate limited, then the route's rules enforced
-// (authenticated, no tenant header, permission). Resolving before limiting lets the limit count per
-// key; enforcing after limiting means bad credentials are limited too (by IP).
+// (authenticated, no tenant header, permission). A credential is limited as itself (per key or
+// user), never by its address: someone else's failures from the same address (a shared NAT, a
+// proxy) cannot lock it out. Requests without a valid credential are limited by address. That
+// needs no limit before the lookup, because only credentials that exist are looked up: memory
+// refuses the rest (credential tags, platform/credential-tags.ts; JWT signatures).
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { AppError, forbidden, unauthorized } from './errors.js'
 import { hasPermission, type Authenticator, type Principal } from './principal.js'
@@ -40,26 +43,16 @@ export function installAuth(app: FastifyInstance, opts: { authenticators: Authen
     const routed = request.routeOptions.url !== undefined
     if (!isApiPath(routed ? request.routeOptions.url! : request.url)) return
     const config = request.routeOptions.config ?? {}
-    const limited = config.rateLimit !== false
-    const ip = `ip:${request.ip}`
     let failure: string | null = null
-    let chargedIp = false
     if (config.auth !== false && (config.auth !== 'optional' || request.headers.authorization)) {
       const { token, failure: malformed } = bearerToken(request.headers.authorization)
-      // A credential nobody can judge from memory costs its address before the lookup, so an
-      // address over its limit cannot make the server look up key after made-up key.
-      const chargeIp = async () => {
-        if (!limited) return
-        await opts.limiter.consume(ip, reply)
-        chargedIp = true
-      }
-      request.principal = token ? await identify(token, opts.authenticators, chargeIp) : null
+      request.principal = token ? await identify(token, opts.authenticators) : null
       failure = token ? 'The credential is invalid, expired or revoked' : malformed
     }
 
-    if (limited) {
-      if (request.principal) await opts.limiter.consume(`${request.principal.kind}:${request.principal.id}`, reply)
-      else if (!chargedIp) await opts.limiter.consume(ip, reply)
+    if (config.rateLimit !== false) {
+      const p = request.principal
+      await opts.limiter.consume(p ? `${p.kind}:${p.id}` : `ip:${request.ip}`, reply)
     }
 
     if (routed && (config.auth ?? true) === true && !request.principal) throw unauthorized(failure ?? 'Missing or invalid authentication')
@@ -90,16 +83,14 @@ function bearerToken(header: string | undefined): { token: string | null; failur
   return { token: m[1]!, failure: '' }
 }
 
-/** Memory first; only when no authenticator can judge the token from memory, beforeLookup, then lookups. */
-async function identify(token: string, authenticators: Authenticator[], beforeLookup: () => Promise<void>): Promise<Principal | null> {
+/** Memory first; a lookup only for a credential memory says may exist. */
+async function identify(token: string, authenticators: Authenticator[]): Promise<Principal | null> {
   const undecided: Authenticator[] = []
   for (const a of authenticators) {
     const known = a.fromMemory(token)
     if (known) return known
     if (known === undefined) undecided.push(a)
   }
-  if (!undecided.length) return null
-  await beforeLookup()
   for (const a of undecided) {
     const principal = await a.lookUp(token)
     if (principal) return principal

@@ -2,8 +2,10 @@
 // {error, meta} on failure (the error handler), with meta.request_id and meta.timestamp. Also the
 // 404 and 405 answers for unknown routes.
 import { randomUUID } from 'node:crypto'
+import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import FindMyWay from 'find-my-way'
+import { isDatabaseUnavailable } from '../platform/db.js'
 import { AppError, ERRORS, type ErrorCode } from './errors.js'
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/
@@ -52,6 +54,9 @@ function toAppError(err: FastifyError): AppError {
     const first = errors[0]
     return new AppError('VALIDATION_ERROR', first ? `${first.field} ${first.message}` : 'Invalid request', { errors })
   }
+  if (isDatabaseUnavailable(err)) {
+    return new AppError('SERVICE_UNAVAILABLE', 'The database is unavailable; retry shortly', { dependency: 'database' }, { 'retry-after': '1' })
+  }
   const status = err.statusCode ?? 500
   if (status >= 400 && status < 500) {
     // Fastify's own client errors (malformed JSON, empty body, too large, wrong media type).
@@ -69,6 +74,43 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: App
     .send({ error: { code: err.code, message: err.message, details: err.details }, meta: meta(request) })
 }
 
+/**
+ * Fastify's frameworkErrors: a URL it cannot decode (FST_ERR_BAD_URL) or a path parameter over its
+ * length limit (FST_ERR_MAX_PARAM_LENGTH) is answered before any hook runs, so in Fastify's own
+ * format unless answered here.
+ */
+export function frameworkErrors(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  reply.header('x-request-id', request.id)
+  return sendError(request, reply, toAppError(err))
+}
+
+/**
+ * Fastify's clientErrorHandler: a request Node's parser refused (headers over its 16 KiB limit, a
+ * malformed request line or header, a client too slow to send one) never becomes a request, so the
+ * envelope is written to the socket here, which is then closed (Node will not read further from it).
+ */
+export function clientErrorHandler(err: Error & { code?: string; rawPacket?: unknown }, socket: Socket) {
+  if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) return
+  // The refused bytes came after a request still being answered (such as bytes after a request
+  // that asked to close the connection): a second answer would corrupt that one, which closes the
+  // connection as asked, or the keep-alive timeout does.
+  if (err.code === 'HPE_CLOSED_CONNECTION' || (socket as Socket & { _httpMessage?: unknown })._httpMessage) return
+  // An answer to HEAD has no body; the method is known when the refused bytes begin the request.
+  const head = Buffer.isBuffer(err.rawPacket) && err.rawPacket.subarray(0, 5).toString('latin1') === 'HEAD '
+  const message = err.code === 'HPE_HEADER_OVERFLOW' ? 'Request headers are too large'
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'The request was not received in time'
+    : 'Malformed HTTP request'
+  const requestId = randomUUID()
+  const body = JSON.stringify({
+    error: { code: 'VALIDATION_ERROR', message, details: err.code ? { reason: err.code } : {} },
+    meta: { request_id: requestId, timestamp: new Date().toISOString() },
+  })
+  socket.end(
+    `HTTP/1.1 ${ERRORS.VALIDATION_ERROR.status} Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${head ? '' : body}`,
+  )
+}
+
 export function installEnvelope(app: FastifyInstance) {
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
@@ -76,7 +118,9 @@ export function installEnvelope(app: FastifyInstance) {
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const appErr = toAppError(err)
-    if (appErr.status >= 500) request.log.error({ err }, 'request failed')
+    // A database outage is logged once per request without its stack: it is not a bug here.
+    if (appErr.code === 'SERVICE_UNAVAILABLE' && appErr !== err) request.log.warn({ err: { code: (err as { code?: string }).code, message: err.message } }, appErr.message)
+    else if (appErr.status >= 500) request.log.error({ err }, 'request failed')
     else request.log.info({ code: appErr.code, reason: err.code }, appErr.message)
     return sendError(request, reply, appErr)
   })

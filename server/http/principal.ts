@@ -25,7 +25,8 @@ export const hasPermission = (p: Principal, permission: string) => p.permissions
 export interface Authenticator {
   /**
    * What memory alone says of a bearer credential: its principal, null when it is none of this
-   * authenticator's (or no longer valid), or undefined when only a lookup can tell.
+   * authenticator's, not issued here, or no longer valid, or undefined when only a lookup can tell.
+   * Only credentials that may exist are left undecided: the lookups are not limited per address.
    */
   fromMemory(token: string): Principal | null | undefined
   /** The lookup for a credential fromMemory could not judge. */

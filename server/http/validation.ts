@@ -4,7 +4,8 @@
 import { Ajv, type Options } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { FastifyRequest, FastifySchemaCompiler } from 'fastify'
-import { invalid } from './errors.js'
+import { OutboundRefused, parseIp, type CompiledPolicy } from '../platform/outbound.js'
+import { AppError, invalid } from './errors.js'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 
@@ -21,37 +22,105 @@ function make(opts: Options): Ajv {
 export function validatorCompiler(): FastifySchemaCompiler<unknown> {
   const strict = make({ coerceTypes: false })
   const coercing = make({ coerceTypes: 'array' })
-  return ({ schema, httpPart }) => (httpPart === 'body' ? strict : coercing).compile(schema as object)
+  return ({ schema, httpPart }) => {
+    const validate = (httpPart === 'body' ? strict : coercing).compile(schema as object)
+    const properties = (schema as { properties?: Record<string, { format?: string } | undefined> }).properties ?? {}
+    const ids = httpPart === 'params' || httpPart === 'querystring' ? Object.keys(properties).filter((k) => properties[k]?.format === 'uuid') : []
+    if (!ids.length) return validate
+    // A UUID is the same in either case (RFC 9562); handlers get the lowercase the API answers
+    // with, so an id sent in capitals compares, and derives keys and encryption contexts, alike.
+    const canonical = Object.assign((data: unknown) => {
+      const valid = validate(data)
+      canonical.errors = validate.errors
+      if (valid && data && typeof data === 'object') {
+        const parts = data as Record<string, unknown>
+        for (const k of ids) if (typeof parts[k] === 'string') parts[k] = parts[k].toLowerCase()
+      }
+      return valid
+    }, { errors: validate.errors })
+    return canonical
+  }
+}
+
+// Text PostgreSQL cannot store: NUL, which JSON allows (\u0000), and a surrogate without its pair
+// (\ud800 alone), which JSON also allows but is not Unicode: text columns would silently store
+// U+FFFD and jsonb refuses it outright.
+const UNPAIRED_RE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+function textProblem(s: string): string | null {
+  if (s.includes('\u0000')) return 'must not contain NUL (\\u0000) characters'
+  if (UNPAIRED_RE.test(s)) return 'must not contain unpaired surrogates (\\ud800-\\udfff): it is not Unicode text'
+  return null
 }
 
 /**
- * The path of the first string holding a NUL character, which JSON allows (\u0000) but PostgreSQL
- * text cannot store; null when there is none.
+ * The first string or key in a body holding text PostgreSQL cannot store, with its path and why;
+ * null when there is none. Walks with its own stack, not the call stack, so no value is too deep.
  */
-export function findNul(value: unknown, path = 'body'): string | null {
-  if (typeof value === 'string') return value.includes('\u0000') ? path : null
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = findNul(value[i], `${path}.${i}`)
-      if (found) return found
-    }
-  } else if (value && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value)) {
-      const found = findNul(v, `${path}.${k}`) ?? (k.includes('\u0000') ? `${path}.${k}` : null)
-      if (found) return found
+export function findUnstorableText(value: unknown, path = 'body'): { field: string; message: string } | null {
+  const todo: { value: unknown; path: string; key?: string }[] = [{ value, path }]
+  for (let item = todo.pop(); item; item = todo.pop()) {
+    const { value: v, path: at, key } = item
+    const problem = (key === undefined ? null : textProblem(key)) ?? (typeof v === 'string' ? textProblem(v) : null)
+    if (problem) return { field: at, message: problem }
+    if (Array.isArray(v)) {
+      // pushed in reverse so they come off in order: the first one in the text is the one named
+      for (let i = v.length - 1; i >= 0; i--) todo.push({ value: v[i], path: `${at}.${i}` })
+    } else if (v && typeof v === 'object') {
+      const entries = Object.entries(v)
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [k, child] = entries[i]!
+        todo.push({ value: child, path: `${at}.${k}`, key: k })
+      }
     }
   }
   return null
+}
+
+/**
+ * How deeply a JSON body may nest arrays and objects (the outermost one is level 1). Real bodies
+ * nest a few levels; the limit keeps every recursive walk of a body (validation, JSON.stringify,
+ * PostgreSQL's jsonb) far from its stack limit.
+ */
+export const MAX_JSON_DEPTH = 64
+
+/**
+ * Whether JSON text nests arrays and objects more than `max` levels deep: one pass over the text,
+ * skipping strings, so it is decided before anything builds or walks the nested value. Malformed
+ * text gets some answer; the parser refuses it anyway.
+ */
+export function jsonTooDeep(text: string, max = MAX_JSON_DEPTH): boolean {
+  let depth = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) {
+      // a string: jump to its closing quote, past escaped characters
+      for (i++; i < text.length; i++) {
+        const s = text.charCodeAt(i)
+        if (s === 0x5c) i++
+        else if (s === 0x22) break
+      }
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--
+    }
+  }
+  return false
 }
 
 type JsonParser = (req: FastifyRequest, body: string, done: (err: Error | null, body?: unknown) => void) => void
 
 /**
  * Fastify's JSON parser (with its prototype-poisoning protection), except that an empty body is no
- * body: many clients send Content-Type: application/json on every request, even bodiless ones.
+ * body (many clients send Content-Type: application/json on every request, even bodiless ones) and
+ * a body nested more than MAX_JSON_DEPTH levels is a VALIDATION_ERROR before it is parsed.
  */
-export function emptyTolerantJson(defaultParser: JsonParser): JsonParser {
-  return (req, body, done) => (body.trim() === '' ? done(null, undefined) : defaultParser(req, body, done))
+export function jsonBodyParser(defaultParser: JsonParser): JsonParser {
+  return (req, body, done) => {
+    if (body.trim() === '') return done(null, undefined)
+    if (jsonTooDeep(body)) return done(invalid('body', `must not nest arrays and objects more than ${MAX_JSON_DEPTH} levels deep`))
+    return defaultParser(req, body, done)
+  }
 }
 
 /**
@@ -68,4 +137,27 @@ export function outboundUrl(field: string, value: string, o: { allowHttp: boolea
   if (url.protocol !== 'https:' && !(url.protocol === 'http:' && o.allowHttp)) throw invalid(field, o.allowHttp ? 'must be an http or https URL' : o.httpRefused ?? 'must be an https URL')
   if (url.username || url.password) throw invalid(field, `must not contain credentials: ${o.credentials}`)
   return url
+}
+
+/**
+ * VALIDATION_ERROR on `field` unless the outbound policy lets the server connect to every address
+ * the URL's host has now. Judged here for a clear answer; the connection is judged again, where it
+ * counts (DNS can change).
+ */
+export async function outboundHostAllowed(field: string, url: URL, policy: CompiledPolicy): Promise<void> {
+  try {
+    await policy.resolveAllowed(url.hostname)
+  } catch (err) {
+    if (err instanceof OutboundRefused) {
+      // An address given as such is shown as it was judged (2852039166 is 169.254.169.254); the
+      // address a name resolved to is not (a tenant must not map the internal network through it).
+      const literal = parseIp(url.hostname) ? err.address : null
+      const bare = url.hostname.replace(/^\[(.*)\]$/, '$1')
+      throw new AppError('VALIDATION_ERROR', `${field}: ${url.hostname}${literal && literal !== bare ? ` (${literal})` : ''} may not be called: ${err.reason}`, {
+        errors: [{ field, message: `may not be called: ${err.reason}` }], reason: 'outbound_refused', ...(literal ? { address: literal } : {}),
+      })
+    }
+    if ((err as NodeJS.ErrnoException).code === 'ENOTFOUND') throw invalid(field, `${url.hostname} does not resolve to an address`)
+    // Another resolver failure (a DNS server that did not answer) proves nothing; the connection will tell.
+  }
 }

@@ -3,10 +3,12 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { createReadStream, createWriteStream } from 'node:fs'
 import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises'
-import { dirname, join, resolve, sep } from 'node:path'
+import { dirname, join, sep } from 'node:path'
 import type { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { Client } from 'minio'
+import type { Logger } from 'pino'
+import { privateDir } from './data-dir.js'
 
 export interface LinkOptions { expiresSeconds: number; filename: string }
 
@@ -87,15 +89,17 @@ export async function openS3Blobs(o: S3Options): Promise<Blobs> {
   return blobs
 }
 
-export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: Buffer }): LocalBlobs {
-  const root = resolve(o.dir)
+export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: Buffer; log?: Logger }): LocalBlobs {
+  // Private like the rest of DATA_DIR; what put() creates inside is 0700 and 0600 as well.
+  const root = privateDir(o.dir, o.log)
   const pathOf = (key: string) => {
     const p = join(root, ...checkKey(key).split('/'))
     if (!p.startsWith(root + sep)) throw new Error(`invalid blob key: ${key}`)
     return p
   }
+  // HMAC-SHA256 of the key, expiry and download name, as unpadded base64url (43 characters).
   const sign = (key: string, expires: string, filename: string) =>
-    createHmac('sha256', o.signingKey).update(`${key}\n${expires}\n${filename}`).digest()
+    createHmac('sha256', o.signingKey).update(`${key}\n${expires}\n${filename}`).digest('base64url')
 
   return {
     kind: 'local',
@@ -122,7 +126,7 @@ export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: 
     async presignGet(key, opts) {
       checkKey(key)
       const expires = String(Math.floor(Date.now() / 1000) + opts.expiresSeconds)
-      const q = new URLSearchParams({ expires, filename: opts.filename, signature: sign(key, expires, opts.filename).toString('base64url') })
+      const q = new URLSearchParams({ expires, filename: opts.filename, signature: sign(key, expires, opts.filename) })
       return `${o.publicUrl}/blobs/${key.split('/').map(encodeURIComponent).join('/')}?${q}`
     },
     async ping() {
@@ -130,8 +134,11 @@ export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: 
     },
     verifyLink(key, query) {
       const { expires = '', filename = '', signature = '' } = query
-      const given = Buffer.from(signature, 'base64url')
-      const want = sign(key, expires, filename)
+      // Compared as text, in constant time: decoding would be lenient (it skips characters outside
+      // the alphabet, accepts '=' padding, '+' and '/', and ignores the last character's spare
+      // bits), so altered spellings of the same bytes would pass. Only the exact text we issued does.
+      const given = Buffer.from(signature, 'utf8')
+      const want = Buffer.from(sign(key, expires, filename), 'utf8')
       if (given.length !== want.length || !timingSafeEqual(given, want)) return { refused: 'signature' }
       if (!/^\d+$/.test(expires) || Number(expires) * 1000 < Date.now()) return { refused: 'expired' }
       return { path: pathOf(key), filename }

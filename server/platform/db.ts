@@ -1,12 +1,13 @@
 // PostgreSQL through postgres.js. With no DATABASE_URL, an embedded PGlite database in DATA_DIR is
 // served on a unix socket so that the server and the admin CLI (a second process) share it.
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import postgres from 'postgres'
 import type { Logger } from 'pino'
+import { privateDir, tightenTree } from './data-dir.js'
 
 export type Sql = postgres.Sql
 /** The connection a transaction runs on; store functions take it so callers choose the transaction. */
@@ -40,9 +41,19 @@ export interface DbOptions {
   log: Logger
 }
 
+// postgres.js waits up to 20 s between reconnection attempts once a few have failed (its retry
+// count is shared by the pool and grows with every failed connection during an outage), so a
+// database back after a short cut would stay unused for that long. A second at most, with
+// jitter, lets the pool notice within a moment; a connection attempt that gets no answer gives up
+// after 10 s instead of 30, so requests caught in an outage are answered 503 sooner.
+const RECONNECT = {
+  backoff: (retries: number) => (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** retries, 1),
+  connect_timeout: 10,
+}
+
 export async function openDb(opts: DbOptions): Promise<Db> {
   if (opts.databaseUrl) {
-    const options = { max: opts.poolMax, onnotice: () => {} }
+    const options = { max: opts.poolMax, onnotice: () => {}, ...RECONNECT }
     const sql = postgres(opts.databaseUrl, { ...options, connection: { application_name: 'atrium' } })
     // Tenant work logs in as atrium_app itself (the role startup parameter): no role switch per
     // transaction. Connections open lazily, after migrations have created the role.
@@ -145,6 +156,22 @@ function wrap(mode: Db['mode'], sql: Sql, app: Sql | null, close: () => Promise<
   }
 }
 
+// What says the database is away, not that the request was wrong: postgres.js's own connection
+// errors, the socket's, and PostgreSQL's connection exceptions (class 08), shutdown and
+// too-many-connections answers. Serialization failures and deadlocks are included: the same
+// request succeeds when retried.
+const UNAVAILABLE_CODES = new Set([
+  'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT',
+  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
+  '57P01', '57P02', '57P03', '53300', '40001', '40P01',
+])
+
+/** The database could not be reached or dropped the connection: answer 503 and let the client retry. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || /^08[0-9A-Z]{3}$/.test(code))
+}
+
 /** A unique constraint refused the write (the race-free way to say "already exists"). */
 export function isUniqueViolation(err: unknown, constraint: string): boolean {
   const e = err as { code?: string; constraint_name?: string }
@@ -231,8 +258,7 @@ function removeStale(lockPath: string) {
 }
 
 async function openEmbedded(dataDir: string, log: Logger): Promise<{ socketPath: string; owner: boolean; close(): Promise<void> }> {
-  const dir = resolve(dataDir)
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  const dir = privateDir(dataDir, log)
   const lockPath = join(dir, 'db.lock')
   const got = await acquireLock(dir, lockPath)
   if (!got.owner) return { socketPath: got.socket, owner: false, close: async () => {} }
@@ -241,10 +267,14 @@ async function openEmbedded(dataDir: string, log: Logger): Promise<{ socketPath:
     const { PGlite } = await import('@electric-sql/pglite')
     const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket')
     const db = await PGlite.create(join(dir, 'pgdata'))
+    // After PGlite has opened: its initdb leaves files 0666, and an older version may have left
+    // loose files. What it creates later lands in folders no one else can enter.
+    tightenTree(dir, log)
     const socketPath = socketPathFor(dir)
     rmSync(socketPath, { force: true })
     const server = new PGLiteSocketServer({ db, path: socketPath, maxConnections: 16 })
     await server.start()
+    chmodSync(socketPath, 0o600) // listen() made it as the umask allows
     writeFileSync(lockPath, JSON.stringify({ pid: process.pid, socket: socketPath } satisfies LockInfo), { mode: 0o600 })
     got.ready(socketPath)
     log.info({ dataDir: dir }, 'embedded database (PGlite) open')

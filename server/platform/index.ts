@@ -49,7 +49,7 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
           secretKey: config.R2_SECRET_ACCESS_KEY,
           region: config.R2_REGION,
         })
-      : openLocalBlobs({ dir: join(config.DATA_DIR, 'blobs'), publicUrl: config.PUBLIC_URL, signingKey: secrets.deriveKey('blob-links') })
+      : openLocalBlobs({ dir: join(config.DATA_DIR, 'blobs'), publicUrl: config.PUBLIC_URL, signingKey: secrets.deriveKey('blob-links'), log })
     return {
       config, log, db, cache, blobs, secrets, license,
       async close() {

@@ -4,9 +4,10 @@
 // tenant, table, row and field: a ciphertext copied to another row or tenant does not decrypt.
 // Stored form: atrium:v1:<keyId>:<wrapped data key>:<ciphertext>, base64url parts.
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import type { Logger } from 'pino'
+import { privateDir, tightenTree } from './data-dir.js'
 
 const ALG = 'aes-256-gcm'
 const IV_BYTES = 12
@@ -79,10 +80,12 @@ export function createSecrets(masterKey: Buffer): Secrets {
  */
 export function loadMasterKey(opts: { configured: string; dataDir: string; log: Logger }): Buffer {
   if (opts.configured) return Buffer.from(opts.configured, 'base64')
-  const dir = resolve(opts.dataDir)
+  const dir = privateDir(opts.dataDir, opts.log)
   const path = join(dir, 'master.key')
-  if (existsSync(path)) return Buffer.from(readFileSync(path, 'utf8').trim(), 'base64')
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  if (existsSync(path)) {
+    tightenTree(path, opts.log) // an older version may have left it readable by others
+    return Buffer.from(readFileSync(path, 'utf8').trim(), 'base64')
+  }
   const key = randomBytes(32)
   try {
     writeFileSync(path, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' })

@@ -55,7 +55,7 @@ export async function appOn(t: Test, platform: Platform, opts: AppOptions & { ro
     platform,
     anonymous: caller(app),
     async tenant(plan = 'enterprise') {
-      const created = await createTenant(platform.db, { name: `tenant ${suffix()}`, plan, email: `owner-${suffix()}@example.com` })
+      const created = await createTenant(platform, { name: `tenant ${suffix()}`, plan, email: `owner-${suffix()}@example.com` })
       return { ...created, call: caller(app, created.apiKey) }
     },
   }

@@ -2,7 +2,7 @@
 // or an embedded PGlite in a temporary DATA_DIR, the real Redis (TEST_REDIS_URL) or none, a fresh
 // bucket on the real S3 store (TEST_S3_ENDPOINT) or a local folder. Everything is removed afterwards.
 import { createHash, randomBytes } from 'node:crypto'
-import { cpSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs'
+import { cpSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
@@ -132,12 +132,29 @@ export interface TestPlatformOptions extends PlatformOptions {
    * NODE_ENV=production itself would refuse the embedded defaults.
    */
   production?: boolean
+  /** A database with no schema (with MIGRATE_ON_START=false it stays so). */
+  emptyDatabase?: boolean
 }
 
 export async function testPlatform(t: Test, overrides: Record<string, string> = {}, opts: TestPlatformOptions = {}): Promise<Platform> {
-  const parsed = configFrom(await testEnv(t, overrides))
+  const parsed = configFrom(await testEnv(t, overrides, { emptyDatabase: opts.emptyDatabase }))
   const config: Config = opts.production ? { ...parsed, NODE_ENV: 'production' as string as Config['NODE_ENV'] } : parsed
   const platform = await openPlatform(config, createLogger(config.LOG_LEVEL), opts)
   t.teardown(() => platform.close())
   return platform
+}
+
+/** `dir` and what is under it that other local users could read, change or enter, with its mode. */
+export const openToOthers = (dir: string): string[] =>
+  ['.', ...readdirSync(dir, { recursive: true, encoding: 'utf8' })]
+    .map((p) => ({ p, st: lstatSync(join(dir, p)) }))
+    .filter(({ st }) => !st.isSymbolicLink() && st.mode & 0o077)
+    .map(({ p, st }) => `${p} ${(st.mode & 0o777).toString(8)}`)
+
+/** Counts the cross-tenant transactions (credential lookups among them) the database runs from now on. */
+export function countLookups(db: Platform['db']): { lookups: number } {
+  const original = db.system.bind(db)
+  const counted = { lookups: 0 }
+  db.system = ((fn: Parameters<typeof db.system>[0]) => { counted.lookups++; return original(fn) }) as typeof db.system
+  return counted
 }

@@ -12,7 +12,7 @@ t.test('create-tenant prints exactly one JSON line with the tenant, owner and ke
   t.equal(lines.length, 1)
   const out = JSON.parse(lines[0]!)
   t.same(Object.keys(out).sort(), ['apiKey', 'tenantId', 'userId'])
-  t.match(out.apiKey, /^svc_ci_[A-Za-z0-9]{32}$/)
+  t.match(out.apiKey, /^svc_ci_[A-Za-z0-9]{40}$/)
 
   const key = await admin(['create-key', '--tenant', out.tenantId, '--type', 'sdk', '--permissions', 'projects:read', '--name', 'reader', '--expires-in-days', '30'], env)
   t.equal(key.code, 0, key.stderr)

@@ -16,7 +16,9 @@ import { ALL, covers, isPermission } from '../../http/permissions.js'
 import type { Authenticator, Principal } from '../../http/principal.js'
 import { newId } from '../../ids.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
-import { generateKey, hashKey, looksLikeKey, type KeyType } from './keys.js'
+import type { CredentialTags } from '../../platform/credential-tags.js'
+import { generateKey, hashKey, isLegacyKey, looksLikeKey, type KeyType } from './keys.js'
+import type { LegacyKeys } from './legacy.js'
 import { findByHash, insertKey, LAST_USED_RESOLUTION_SECONDS, listKeys, revokeKey, selectKey, touchLastUsed, type KeyView } from './store.js'
 import { dateClock } from '../../clock.js'
 
@@ -32,14 +34,14 @@ export interface CreateKeyInput {
 export interface CreatedKey { id: string; key: string; prefix: string; lastFour: string; view: KeyView }
 
 /** Runs inside the caller's transaction (tenant creation makes its first key in the same one). */
-export async function createKey(sql: TxSql, input: CreateKeyInput): Promise<CreatedKey> {
+export async function createKey(sql: TxSql, tags: CredentialTags, input: CreateKeyInput): Promise<CreatedKey> {
   if ((input.type === 'admin') !== (input.tenantId === null)) {
     throw invalid('type', input.type === 'admin' ? 'admin keys belong to no tenant' : 'sdk and ci keys need a tenant')
   }
   const unknown = input.permissions.filter((p) => !isPermission(p))
   if (unknown.length) throw invalid('permissions', `unknown permissions: ${unknown.join(', ')}`)
   if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) throw invalid('expiresAt', 'must be in the future')
-  const g = generateKey(input.type)
+  const g = generateKey(input.type, tags)
   const view = await insertKey(sql, {
     id: newId(),
     tenantId: input.tenantId,
@@ -73,8 +75,8 @@ const uncovered = (held: ReadonlySet<string>, wanted: readonly string[]) => (hel
 
 const exceeds = (message: string, missing: string[]) => forbidden(message, { reason: 'exceeds_own_permissions', missing })
 
-export function apiKeysService(deps: { db: Db; credentials: Pick<Credentials, 'invalidate'>; now?: () => number }) {
-  const { db, credentials } = deps
+export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials: Pick<Credentials, 'invalidate'>; now?: () => number }) {
+  const { db, tags, credentials } = deps
   const now = dateClock(deps.now)
 
   function expiryOf(input: NewKeyRequest, at: Date): Date | null {
@@ -109,7 +111,7 @@ export function apiKeysService(deps: { db: Db; credentials: Pick<Credentials, 'i
       }
       const expiresAt = expiryOf(input, now())
       return db.tenant(a.tenantId, async (sql) => {
-        const created = await createKey(sql, { tenantId: a.tenantId, userId: a.principal.userId, type, name, permissions, expiresAt })
+        const created = await createKey(sql, tags, { tenantId: a.tenantId, userId: a.principal.userId, type, name, permissions, expiresAt })
         await audit(sql, {
           tenantId: a.tenantId, actor: actorOf(a.principal), action: 'key.created', target: { type: 'api_key', id: created.id },
           origin: a.origin, details: { type, permissions, name, expiresAt: expiresAt?.toISOString() ?? null },
@@ -160,11 +162,20 @@ export function apiKeysService(deps: { db: Db; credentials: Pick<Credentials, 'i
 
 export type ApiKeysService = ReturnType<typeof apiKeysService>
 
-export function apiKeyAuthenticator(db: Db, cache = new CredentialCache()): Authenticator {
+/**
+ * API keys as credentials. Memory decides every key that was not issued here (wrong tag, or of
+ * the old format and not among the live old keys): only keys that exist are looked up.
+ */
+export function apiKeyAuthenticator(o: { db: Db; tags: CredentialTags; legacy: Pick<LegacyKeys, 'has'>; cache?: CredentialCache }): Authenticator {
+  const { db, tags, legacy } = o
+  const cache = o.cache ?? new CredentialCache()
   return {
     fromMemory(token) {
       if (!looksLikeKey(token)) return null
-      return cache.get(cacheKey(hashKey(token)))
+      const hash = hashKey(token)
+      const cached = cache.get(cacheKey(hash))
+      if (cached !== undefined) return cached
+      return (isLegacyKey(token) ? legacy.has(hash) : tags.verify(token)) ? undefined : null
     },
     async lookUp(token) {
       const hash = hashKey(token)

@@ -56,9 +56,9 @@ export interface NewKey {
 
 export async function insertKey(sql: TxSql, k: NewKey): Promise<KeyView> {
   const [row] = await sql<KeyView[]>`
-    insert into api_keys (id, tenant_id, user_id, name, type, prefix, last_four, secret_hash, permissions, expires_at)
+    insert into api_keys (id, tenant_id, user_id, name, type, prefix, last_four, secret_hash, permissions, expires_at, tagged)
     values (${k.id}, ${k.tenantId}, ${k.userId}, ${k.name}, ${k.type}, ${k.prefix}, ${k.lastFour}, ${k.hash},
-            ${k.permissions}, ${k.expiresAt})
+            ${k.permissions}, ${k.expiresAt}, true)
     returning id, name, type, prefix, last_four, permissions, user_id, created_at, expires_at, revoked_at, last_used_at`
   return row!
 }
@@ -100,4 +100,11 @@ export async function touchLastUsed(sql: TxSql, id: string): Promise<void> {
     update api_keys set last_used_at = now()
      where id = ${id}
        and (last_used_at is null or last_used_at < now() - make_interval(secs => ${LAST_USED_RESOLUTION_SECONDS}))`
+}
+
+/** Hashes of the live keys made before tags existed (a set that only shrinks; see legacy.ts). */
+export async function legacyKeyHashes(sql: TxSql): Promise<Buffer[]> {
+  const rows = await sql<{ secret_hash: Buffer }[]>`
+    select secret_hash from api_keys where not tagged and revoked_at is null and (expires_at is null or expires_at > now())`
+  return rows.map((r) => r.secret_hash)
 }

@@ -1,13 +1,19 @@
-// Sign-in endpoints (API-SPEC "Authentication"; paths as DESIGN.md pins them). All are exempt from
-// the general rate limit, as the spec says; login has its own lockout.
+// Sign-in endpoints (API-SPEC "Authentication"; paths as DESIGN.md pins them). Signing in is exempt
+// from the general rate limit, as the spec says, and has limits of its own instead: login the
+// throttle of throttle.ts, the steps that take a session token the sign-in guard
+// (http/signin-guard.ts). /auth/me and a logout by access token are API use like any other:
+// counted against the credential's own limit.
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyRequest } from 'fastify'
 import { ok } from '../../http/envelope.js'
 import { unauthorized } from '../../http/errors.js'
 import { Envelope, errors } from '../../http/schemas.js'
 import { clearSessionCookie, sessionTokenOf, setSessionCookie, SESSION_COOKIE } from '../../http/session-cookie.js'
+import type { SignInGuard } from '../../http/signin-guard.js'
 import { originOf } from '../audit/service.js'
-import type { AuthService } from './service.js'
+import { isLegacySessionToken, type AuthService } from './service.js'
+import { DEVICE_COOKIE, DEVICE_COOKIE_DAYS } from './throttle.js'
 import type { TokenIssuer } from './tokens.js'
 
 const tags = ['auth']
@@ -25,21 +31,33 @@ const TokenBody = Type.Object({ token: Type.Optional(SessionToken) }, { addition
 // Signing in and out stays open while an expired license makes the API read-only.
 const open = { auth: false, rateLimit: false, readOnlyAllowed: true } as const
 
-export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: TokenIssuer; publicUrl: string }> = async (app, { auth, tokens, publicUrl }) => {
+export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: TokenIssuer; publicUrl: string; guard: SignInGuard }> = async (app, { auth, tokens, publicUrl, guard }) => {
+  /** A step that takes a session token: its failures count against the caller's address. */
+  const guarded = <T>(req: FastifyRequest, token: string, step: (token: string) => Promise<T>) =>
+    guard(req.ip, { legacy: isLegacySessionToken(token) }, () => step(token))
+
   app.post('/auth/login', {
     config: open,
     schema: {
       tags, summary: 'Sign in with email and password', security: [],
-      description: 'Gives an identity session token (also set as an HttpOnly cookie). 401 for wrong credentials, 403 for a disabled account, 429 while the address is locked after repeated failures.',
-      body: Type.Object({ email: Type.String({ minLength: 3, maxLength: 320 }), password: Type.String({ minLength: 1, maxLength: 1024 }) }, { additionalProperties: false }),
+      description: 'Gives an identity session token (also set as an HttpOnly cookie) and marks the browser as a device this account trusts (the atrium_device cookie). 401 for wrong credentials, 403 for a disabled account, 429 while failed attempts from the address, for the account from the address, or for the account from everywhere must wait (a device the account trusts is not held back by the address or the account), 503 when too many sign-ins run at once. An address with accounts in several organizations that the password opens must send tenantId (VALIDATION_ERROR naming them otherwise).',
+      body: Type.Object({
+        email: Type.String({ minLength: 3, maxLength: 320 }),
+        password: Type.String({ minLength: 1, maxLength: 1024 }),
+        tenantId: Type.Optional(Type.String({ format: 'uuid', description: 'The organization to sign in to, when the address has accounts in several' })),
+      }, { additionalProperties: false }),
       response: {
         200: Envelope(Type.Object({ token: Type.String(), tokenType: Type.Literal('session'), expiresAt: Type.String({ format: 'date-time' }), user: User, tenant: Tenant })),
-        ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED'),
+        ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED', 'SERVICE_UNAVAILABLE'),
       },
     },
   }, async (req, reply) => {
-    const r = await auth.login(req.body.email, req.body.password, originOf(req))
+    const r = await auth.login(req.body, { origin: originOf(req), deviceCookie: req.cookies?.[DEVICE_COOKIE] })
     setSessionCookie(req, reply, r.session.token, r.session.expiresAt)
+    // Only the login reads it: scripts and other paths never see it.
+    reply.setCookie(DEVICE_COOKIE, r.deviceCookie, {
+      httpOnly: true, secure: req.protocol === 'https', sameSite: 'strict', path: '/api/v1/auth/login', maxAge: DEVICE_COOKIE_DAYS * 86_400,
+    })
     return ok(req, { token: r.session.token, tokenType: 'session' as const, expiresAt: r.session.expiresAt.toISOString(), user: r.user, tenant: r.tenant })
   })
 
@@ -48,10 +66,10 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: 
     schema: {
       tags, summary: 'Exchange an identity session token for a JWT access token', security: [],
       body: TokenBody,
-      response: { 200: Envelope(AccessToken), ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN') },
+      response: { 200: Envelope(AccessToken), ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED') },
     },
   }, async (req) => {
-    const r = await auth.exchange(sessionTokenOf(req, req.body.token, publicUrl), originOf(req))
+    const r = await guarded(req, sessionTokenOf(req, req.body.token, publicUrl), (token) => auth.exchange(token, originOf(req)))
     return ok(req, { ...r, tokenType: 'Bearer' as const })
   })
 
@@ -63,27 +81,27 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: 
       body: TokenBody,
       response: {
         200: Envelope(Type.Composite([AccessToken, Type.Object({ token: Type.String(), expiresAt: Type.String({ format: 'date-time' }) })])),
-        ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN'),
+        ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED'),
       },
     },
   }, async (req, reply) => {
-    const r = await auth.refresh(sessionTokenOf(req, req.body.token, publicUrl), originOf(req))
+    const r = await guarded(req, sessionTokenOf(req, req.body.token, publicUrl), (token) => auth.refresh(token, originOf(req)))
     if (req.body.token === undefined) setSessionCookie(req, reply, r.token, r.expiresAt)
     return ok(req, { token: r.token, expiresAt: r.expiresAt.toISOString(), accessToken: r.accessToken, tokenType: 'Bearer' as const, expiresIn: r.expiresIn })
   })
 
   app.post('/auth/logout', {
-    config: { auth: 'optional', rateLimit: false, readOnlyAllowed: true },
+    config: { auth: 'optional', readOnlyAllowed: true },
     schema: {
       tags, summary: 'End the session (its session token and every access token minted from it stop working)',
-      description: 'Identifies the session by the Bearer access token, the token in the body, or the session cookie.',
+      description: 'Identifies the session by the Bearer access token (counted against its limit like other API use), the token in the body, or the session cookie.',
       body: TokenBody,
-      response: { 200: Envelope(Type.Object({ loggedOut: Type.Literal(true) })), ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN') },
+      response: { 200: Envelope(Type.Object({ loggedOut: Type.Literal(true) })), ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED') },
     },
   }, async (req, reply) => {
     let sessionId = req.principal?.sessionId ?? null
     if (!sessionId && (req.body.token !== undefined || req.cookies?.[SESSION_COOKIE])) {
-      sessionId = await auth.sessionIdOf(sessionTokenOf(req, req.body.token, publicUrl))
+      sessionId = await guarded(req, sessionTokenOf(req, req.body.token, publicUrl), (token) => auth.sessionIdOf(token))
     }
     if (!sessionId) throw unauthorized('Send the access token, the session token, or the session cookie of the session to end')
     await auth.logout(sessionId, originOf(req))
@@ -92,9 +110,8 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: 
   })
 
   app.get('/auth/me', {
-    config: { rateLimit: false },
     schema: {
-      tags, summary: 'Who the credential belongs to',
+      tags, summary: 'Who the credential belongs to (counted against its limit like other API use)',
       response: {
         200: Envelope(Type.Object({
             user: Type.Union([User, Type.Null()]),
@@ -105,7 +122,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: 
               permissions: Type.Array(Type.String()),
             }),
           })),
-        ...errors('VALIDATION_ERROR', 'UNAUTHORIZED'),
+        ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'RATE_LIMIT_EXCEEDED'),
       },
     },
   }, async (req) => {

@@ -12,17 +12,30 @@ import type { Db, TxSql } from '../../platform/db.js'
 import { audit, type Origin } from '../audit/service.js'
 import { hashPassword, verifyPassword } from '../users/passwords.js'
 import {
-  clearLoginFailures, findAccount, findAccountByEmail, findSession, findSessionByToken, insertSession, insertSessionToken,
-  lockedUntil, markLoggedIn, recordLoginFailure, retireToken, revokeSession, type AccountRow, type NewSession, type SessionRow,
+  findAccount, findAccountsByEmail, findSession, findSessionByToken, insertSession, insertSessionToken,
+  markLoggedIn, retireToken, revokeSession, type AccountRow, type NewSession, type SessionRow,
 } from './store.js'
+import { deviceCookies, type LoginThrottle } from './throttle.js'
+import { credentialTags } from '../../platform/credential-tags.js'
+import type { Secrets } from '../../platform/secrets.js'
 import { looksLikeJwt, type TokenIssuer } from './tokens.js'
 import { dateClock } from '../../clock.js'
 
-// Session tokens: ats_ + 43 base62 characters (about 256 random bits); stored as SHA-256 only.
-const SESSION_TOKEN_RE = /^ats_[A-Za-z0-9]{43}$/
+// Session tokens: ats_ + 43 base62 characters (about 256 random bits) + the 8-character tag of
+// platform/credential-tags.ts; stored as SHA-256 only. Tokens made before tags have none.
+const SESSION_TOKEN_RE = /^ats_[A-Za-z0-9]{43}(?:[A-Za-z0-9]{8})?$/
 export const looksLikeSessionToken = (token: string) => SESSION_TOKEN_RE.test(token)
+/** A session token of the format before tags (which memory cannot tell from a made-up one). */
+export const isLegacySessionToken = (token: string) => token.length === 'ats_'.length + 43
 const hashToken = (token: string) => createHash('sha256').update(token).digest()
-const emailHash = (email: string) => createHash('sha256').update('atrium-login:').update(email.trim().toLowerCase()).digest()
+/**
+ * How long a retired session token counts as having lost a refresh race rather than as copied.
+ * Only the refusal differs: the token gives nothing either way.
+ */
+export const REFRESH_RACE_SECONDS = 30
+const rotated = () => new AppError('UNAUTHORIZED', 'This session token was just rotated by another refresh; use the token that refresh returned (or the session cookie)', { reason: 'token_rotated' })
+/** What sign-in throttling knows of an address: a hash, whether or not an account has it. */
+const emailKey = (email: string) => createHash('sha256').update('atrium-login:').update(email.trim().toLowerCase()).digest('hex')
 
 export interface Account {
   user: { id: string; email: string; name: string; role: AccountRow['role'] }
@@ -39,14 +52,21 @@ export interface AuthServiceOptions {
   db: Db
   tokens: TokenIssuer
   credentials: Credentials
+  /** Tags session tokens and trusted-device cookies (derived from the master key). */
+  secrets: Pick<Secrets, 'deriveKey'>
+  throttle: LoginThrottle
   sessionTtlSeconds: number
   now?: () => number
 }
+
+export interface LoginInput { email: string; password: string; tenantId?: string }
 
 export type AuthService = ReturnType<typeof authService>
 
 export function authService(o: AuthServiceOptions) {
   const now = dateClock(o.now)
+  const sessionTags = credentialTags(o.secrets, 'session')
+  const devices = deviceCookies(credentialTags(o.secrets, 'device'))
   // Verifying against a hash of nothing costs the same as verifying a real password, so an unknown
   // address answers in the same time as a known one.
   let dummyHash: Promise<string> | null = null
@@ -67,7 +87,7 @@ export function authService(o: AuthServiceOptions) {
   })
 
   async function issueToken(sql: TxSql, sessionId: string, tenantId: string, at: Date): Promise<string> {
-    const token = `ats_${randomBase62(43)}`
+    const token = sessionTags.sign(`ats_${randomBase62(43)}`)
     await insertSessionToken(sql, { hash: hashToken(token), sessionId, tenantId, at })
     return token
   }
@@ -91,11 +111,21 @@ export function authService(o: AuthServiceOptions) {
     await o.credentials.invalidate({ kind: 'session', id: r.session_id })
   }
 
-  /** The live session a session token belongs to; a retired token ends its session. */
+  /**
+   * The live session a session token belongs to. A token retired moments ago is the loser of a
+   * refresh race (two tabs refreshing at once): refused, the session lives on. Retired longer ago,
+   * it was copied: the session ends.
+   */
   async function sessionOf(token: string, origin: Origin | null): Promise<SessionRow> {
-    if (!looksLikeSessionToken(token)) throw unauthorized('The session token is invalid, expired or revoked')
+    // Not issued here (tag): refused from memory.
+    if (!looksLikeSessionToken(token) || (!isLegacySessionToken(token) && !sessionTags.verify(token))) {
+      throw unauthorized('The session token is invalid, expired or revoked')
+    }
     const r = await o.db.system((sql) => findSessionByToken(sql, hashToken(token)))
-    if (r?.retired_at && !r.revoked_at) await reuseDetected(r, origin)
+    if (r?.retired_at && !r.revoked_at) {
+      if (now().getTime() - r.retired_at.getTime() <= REFRESH_RACE_SECONDS * 1000) throw rotated()
+      await reuseDetected(r, origin)
+    }
     if (!r || r.retired_at || !live(r, now())) throw unauthorized('The session token is invalid, expired or revoked')
     return r
   }
@@ -103,36 +133,54 @@ export function authService(o: AuthServiceOptions) {
   return {
     startSession,
 
-    async login(email: string, password: string, origin: Origin): Promise<Account & { session: StartedSession }> {
-      const at = now()
-      const key = emailHash(email)
-      const [account, locked] = await o.db.system((sql) => Promise.all([findAccountByEmail(sql, email), lockedUntil(sql, key, at)]))
-      if (locked) {
-        const retry = Math.max(1, Math.ceil((locked.getTime() - at.getTime()) / 1000))
-        throw new AppError('RATE_LIMIT_EXCEEDED', `Too many failed sign-ins for this address; try again in ${retry} s`,
-          { retryAfterSeconds: retry }, { 'retry-after': String(retry) })
-      }
-      const matched = await verifyPassword(password, account?.password_hash ?? (await dummy()))
-      if (!account || !account.password_hash || !matched) {
-        await o.db.system(async (sql) => {
-          const failures = await recordLoginFailure(sql, key, at)
-          if (account) {
-            await audit(sql, { tenantId: account.tenant_id, actor: { type: 'anonymous', id: null }, action: 'auth.login_failed', target: { type: 'user', id: account.user_id }, origin, details: { failures } })
-          }
-        })
+    /**
+     * Password sign-in. An address may have accounts in several tenants (one each): the password is
+     * checked against each (one check against nothing when there is none, so an unknown address
+     * costs the same), through the throttle's limits and gate. Several accounts opened by the same
+     * password need tenantId to choose; only then, to someone who knows the password, are their
+     * organizations named.
+     */
+    async login(input: LoginInput, ctx: { origin: Origin; deviceCookie?: string }): Promise<Account & { session: StartedSession; deviceCookie: string }> {
+      const { email, password, tenantId } = input
+      const account = emailKey(email)
+      const attempt = { ip: ctx.origin.ip, account, device: devices.trustedFor(ctx.deviceCookie, account) }
+      await o.throttle.check(attempt)
+      const candidates = (await o.db.system((sql) => findAccountsByEmail(sql, email, tenantId))).filter((c) => c.password_hash)
+      const hashes = candidates.length ? candidates.map((c) => c.password_hash!) : [await dummy()]
+      const results = await Promise.all(hashes.map((h) => o.throttle.passwordCheck(attempt, () => verifyPassword(password, h))))
+      const matched = candidates.filter((_, i) => results[i])
+      if (!matched.length) {
+        await o.throttle.failed(attempt)
+        if (candidates.length) {
+          await o.db.system(async (sql) => {
+            for (const c of candidates) {
+              await audit(sql, { tenantId: c.tenant_id, actor: { type: 'anonymous', id: null }, action: 'auth.login_failed', target: { type: 'user', id: c.user_id }, origin: ctx.origin, details: { method: 'password' } })
+            }
+          })
+        }
         throw unauthorized('The email or password is not correct')
       }
+      await o.throttle.succeeded(attempt)
+      const usable = matched.filter((c) => c.user_status === 'active' && c.tenant_status === 'active')
       // Only someone who knows the password learns that the account is disabled.
-      if (account.user_status !== 'active' || account.tenant_status !== 'active') {
-        throw forbidden(account.tenant_status !== 'active' ? 'The organization of this account is suspended' : 'This account is disabled', { reason: account.tenant_status !== 'active' ? 'tenant_suspended' : 'account_disabled' })
+      if (!usable.length) {
+        const c = matched[0]!
+        throw forbidden(c.tenant_status !== 'active' ? 'The organization of this account is suspended' : 'This account is disabled', { reason: c.tenant_status !== 'active' ? 'tenant_suspended' : 'account_disabled' })
       }
+      if (usable.length > 1) {
+        throw new AppError('VALIDATION_ERROR', 'This email and password open accounts in several organizations: send tenantId to choose one', {
+          reason: 'tenant_required',
+          tenants: usable.map((c) => ({ id: c.tenant_id, name: c.tenant_name })),
+          errors: [{ field: 'body.tenantId', message: 'is required: the accounts of this address are in several organizations' }],
+        })
+      }
+      const chosen = usable[0]!
       const session = await o.db.system(async (sql) => {
-        await clearLoginFailures(sql, key)
-        const s = await startSession(sql, { tenantId: account.tenant_id, userId: account.user_id, method: 'password', origin })
-        await audit(sql, { tenantId: account.tenant_id, actor: { type: 'user', id: account.user_id }, action: 'auth.login', target: { type: 'session', id: s.sessionId }, origin, details: { method: 'password' } })
+        const s = await startSession(sql, { tenantId: chosen.tenant_id, userId: chosen.user_id, method: 'password', origin: ctx.origin })
+        await audit(sql, { tenantId: chosen.tenant_id, actor: { type: 'user', id: chosen.user_id }, action: 'auth.login', target: { type: 'session', id: s.sessionId }, origin: ctx.origin, details: { method: 'password' } })
         return s
       })
-      return { ...accountOf(account), session }
+      return { ...accountOf(chosen), session, deviceCookie: attempt.device ? ctx.deviceCookie! : devices.issue(account) }
     },
 
     /** A session token for a JWT access token. */
@@ -148,7 +196,7 @@ export function authService(o: AuthServiceOptions) {
         if (!(await retireToken(sql, hashToken(token), now()))) return null // a concurrent refresh won
         return issueToken(sql, r.session_id, r.tenant_id, now())
       })
-      if (!next) throw unauthorized('The session token is invalid, expired or revoked')
+      if (!next) throw rotated()
       return { token: next, expiresAt: r.expires_at, ...(await o.tokens.sign({ userId: r.user_id, tenantId: r.tenant_id, sessionId: r.session_id, role: r.role })) }
     },
 

@@ -18,12 +18,20 @@ const ACCOUNT = (sql: TxSql) => sql`
   u.id as user_id, u.tenant_id, u.email, u.name, u.role, u.status as user_status,
   t.name as tenant_name, t.plan, t.status as tenant_status`
 
-export async function findAccountByEmail(sql: TxSql, email: string): Promise<(AccountRow & { password_hash: string | null }) | undefined> {
-  const [row] = await sql<(AccountRow & { password_hash: string | null })[]>`
+/** At most this many accounts of one address are considered at sign-in (each costs a password check). */
+export const MAX_ACCOUNTS_PER_ADDRESS = 10
+
+/**
+ * The accounts of an address (one per tenant at most), in one tenant when given; the most recently
+ * used first.
+ */
+export async function findAccountsByEmail(sql: TxSql, email: string, tenantId?: string): Promise<(AccountRow & { password_hash: string | null })[]> {
+  return sql<(AccountRow & { password_hash: string | null })[]>`
     select ${ACCOUNT(sql)}, u.password_hash
       from users u join tenants t on t.id = u.tenant_id
-     where lower(u.email) = lower(${email})`
-  return row
+     where lower(u.email) = lower(${email}) ${tenantId ? sql`and u.tenant_id = ${tenantId}` : sql``}
+     order by u.last_login_at desc nulls last, u.id
+     limit ${MAX_ACCOUNTS_PER_ADDRESS}`
 }
 
 export async function findAccount(sql: TxSql, userId: string): Promise<AccountRow | undefined> {
@@ -34,33 +42,6 @@ export async function findAccount(sql: TxSql, userId: string): Promise<AccountRo
 
 export async function markLoggedIn(sql: TxSql, userId: string, at: Date): Promise<void> {
   await sql`update users set last_login_at = ${at} where id = ${userId}`
-}
-
-// Login throttling: after THROTTLE_FREE_FAILURES failures in a row an address is locked for
-// 30 s, doubling with each further failure up to 15 minutes. A success clears it.
-const THROTTLE_FREE_FAILURES = 5
-
-export async function lockedUntil(sql: TxSql, emailHash: Buffer, at: Date): Promise<Date | null> {
-  const [row] = await sql<{ locked_until: Date }[]>`
-    select locked_until from login_throttle where email_hash = ${emailHash} and locked_until > ${at}`
-  return row?.locked_until ?? null
-}
-
-export async function recordLoginFailure(sql: TxSql, emailHash: Buffer, at: Date): Promise<number> {
-  const [row] = await sql<{ failures: number }[]>`
-    insert into login_throttle as l (email_hash, failures, updated_at) values (${emailHash}, 1, ${at})
-    on conflict (email_hash) do update set
-      failures = l.failures + 1,
-      updated_at = excluded.updated_at,
-      locked_until = case when l.failures + 1 >= ${THROTTLE_FREE_FAILURES}
-        then ${at}::timestamptz + least(interval '15 minutes', interval '30 seconds' * power(2, l.failures + 1 - ${THROTTLE_FREE_FAILURES}))
-        else null end
-    returning failures`
-  return row!.failures
-}
-
-export async function clearLoginFailures(sql: TxSql, emailHash: Buffer): Promise<void> {
-  await sql`delete from login_throttle where email_hash = ${emailHash}`
 }
 
 export interface NewSession {

@@ -5,15 +5,14 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { Redis } from 'ioredis'
-import type { Logger } from 'pino'
-import type { Registry } from 'prom-client'
 import { ok } from '../../http/envelope.js'
-import { forbidden, unauthorized } from '../../http/errors.js'
+import { forbidden, notFound, unauthorized } from '../../http/errors.js'
 import type { Principal } from '../../http/principal.js'
 import { createRateLimiter, type RateLimiter } from '../../http/rate-limit.js'
 import { Envelope, errors } from '../../http/schemas.js'
+import type { Counters } from '../../platform/counters.js'
 import { assertSameOrigin, SESSION_COOKIE } from '../../http/session-cookie.js'
+import type { SignInGuard } from '../../http/signin-guard.js'
 import { looksLikeKey } from '../api-keys/keys.js'
 import { originOf } from '../audit/service.js'
 import { Tenant, User } from '../auth/routes.js'
@@ -21,41 +20,39 @@ import type { AuthService } from '../auth/service.js'
 import { approvalPageRoutes } from './page.js'
 import { LOGIN_TTL_SECONDS, POLL_INTERVAL_SECONDS, type CliAuthService } from './service.js'
 
-/** Requests per minute. A CLI polls status every POLL_INTERVAL_SECONDS; many CLIs may share an office's address. */
+/**
+ * Requests per minute. A CLI polls status every POLL_INTERVAL_SECONDS. Starting is limited per
+ * address (nothing else identifies the caller yet); the other steps per loginId. A loginId not made
+ * here is refused from memory and counts as a failure of its address (http/signin-guard.ts), so no
+ * limit per address stands between a real login and its steps: many CLIs may share an office's
+ * address, and one of them guessing cannot hold the others up.
+ */
 export interface CliAuthLimits {
   startPerIp: number
-  statusPerIp: number
   statusPerLogin: number
-  infoPerIp: number
   infoPerLogin: number
-  completePerIp: number
   completePerLogin: number
-  tokenPerIp: number
   tokenPerLogin: number
 }
 
 export const CLI_AUTH_LIMITS: CliAuthLimits = {
   startPerIp: 20,
-  statusPerIp: 600,
   statusPerLogin: 60,
-  infoPerIp: 300,
   infoPerLogin: 60,
-  completePerIp: 60,
   completePerLogin: 10,
-  tokenPerIp: 60,
   tokenPerLogin: 10,
 }
 const LIMIT_WINDOW_SECONDS = 60
 
 export interface CliAuthRoutesOptions {
   cli: CliAuthService
+  /** Failures (a loginId not made here, unknown, a bad verifier) count against the caller's address. */
+  guard: SignInGuard
   auth: AuthService
   publicUrl: string
   rateLimit: {
-    redis: Redis | null
-    log: Logger
-    /** The app registry: fallbacks count in atrium_rate_limit_fallback_total{limiter="cli-auth:..."}. */
-    registry: Registry
+    /** Fallbacks count in atrium_rate_limit_fallback_total{limiter="cli-auth:..."}. */
+    counters: Counters
     /** The app's rate-limit prefix; these limits count under it, apart from the general limit. */
     keyPrefix?: string
     limits?: Partial<CliAuthLimits>
@@ -114,33 +111,33 @@ const Issued = Type.Object({
 
 const BEARER_RE = /^Bearer\s+(\S+)\s*$/i
 
-export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = async (app, { cli, auth, publicUrl, rateLimit }) => {
+export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = async (app, { cli, auth, publicUrl, rateLimit, guard }) => {
   const limits = { ...CLI_AUTH_LIMITS, ...rateLimit.limits }
   const base = `${rateLimit.keyPrefix ?? 'atrium:rl'}:cli-auth`
   const limiter = (name: keyof CliAuthLimits): RateLimiter =>
     createRateLimiter({
+      counters: rateLimit.counters,
       max: limits[name],
       windowSeconds: LIMIT_WINDOW_SECONDS,
-      redis: rateLimit.redis,
-      log: rateLimit.log,
-      registry: rateLimit.registry,
       name: `cli-auth:${name}`,
       keyPrefix: `${base}:${name}`,
     })
-  const limited = (perIp: keyof CliAuthLimits, perLogin: keyof CliAuthLimits | null) => {
-    const ip = limiter(perIp)
-    const login = perLogin ? limiter(perLogin) : null
-    return async (req: FastifyRequest, reply: FastifyReply, loginId?: string) => {
-      await ip.consume(req.ip, reply)
-      if (login && loginId) await login.consume(loginId, reply)
-    }
+  const startPerIp = limiter('startPerIp')
+  /** A step on a loginId: refused from memory when it was not made here; else limited per loginId. */
+  const onLogin = (perLogin: keyof CliAuthLimits) => {
+    const login = limiter(perLogin)
+    return <T>(req: FastifyRequest, reply: FastifyReply, loginId: string, step: () => Promise<T>) =>
+      guard(req.ip, { legacy: false }, async () => {
+        if (!cli.issued(loginId)) throw notFound('CLI login', loginId)
+        await login.consume(loginId, reply)
+        return step()
+      })
   }
   const limit = {
-    start: limited('startPerIp', null),
-    status: limited('statusPerIp', 'statusPerLogin'),
-    info: limited('infoPerIp', 'infoPerLogin'),
-    complete: limited('completePerIp', 'completePerLogin'),
-    token: limited('tokenPerIp', 'tokenPerLogin'),
+    status: onLogin('statusPerLogin'),
+    info: onLogin('infoPerLogin'),
+    complete: onLogin('completePerLogin'),
+    token: onLogin('tokenPerLogin'),
   }
 
   const accessTokens = auth.authenticator()
@@ -181,7 +178,7 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
       response: { 201: Envelope(Started), ...errors('VALIDATION_ERROR', 'RATE_LIMIT_EXCEEDED') },
     },
   }, async (req, reply) => {
-    await limit.start(req, reply)
+    await startPerIp.consume(req.ip, reply)
     const r = await cli.start(req.body, req.ip)
     reply.code(201)
     return ok(req, { ...r, expiresAt: r.expiresAt.toISOString() })
@@ -196,8 +193,7 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
       response: { 200: Envelope(Type.Object({ status: Status, expiresAt: Time })), ...errors('VALIDATION_ERROR', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED') },
     },
   }, async (req, reply) => {
-    await limit.status(req, reply, req.query.loginId)
-    const r = await cli.status(req.query.loginId)
+    const r = await limit.status(req, reply, req.query.loginId, () => cli.status(req.query.loginId))
     return ok(req, { status: r.status, expiresAt: r.expiresAt.toISOString() })
   })
 
@@ -209,8 +205,7 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
       response: { 200: Envelope(Info), ...errors('VALIDATION_ERROR', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED') },
     },
   }, async (req, reply) => {
-    await limit.info(req, reply, req.query.loginId)
-    const r = await cli.info(req.query.loginId)
+    const r = await limit.info(req, reply, req.query.loginId, () => cli.info(req.query.loginId))
     return ok(req, { ...r, createdAt: r.createdAt.toISOString(), expiresAt: r.expiresAt.toISOString() })
   })
 
@@ -226,9 +221,10 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
       },
     },
   }, async (req, reply) => {
-    await limit.complete(req, reply, req.body.loginId)
-    const approver = await approverOf(req)
-    const r = await cli.complete({ tenantId: approver.tenantId!, userId: approver.userId! }, req.body.loginId, req.body.state, originOf(req))
+    const r = await limit.complete(req, reply, req.body.loginId, async () => {
+      const approver = await approverOf(req)
+      return cli.complete({ tenantId: approver.tenantId!, userId: approver.userId! }, req.body.loginId, req.body.state, originOf(req))
+    })
     return ok(req, { loginId: req.body.loginId, status: r.status, approvedAt: r.approvedAt.toISOString() })
   })
 
@@ -241,8 +237,7 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
       response: { 200: Envelope(Issued), ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED') },
     },
   }, async (req, reply) => {
-    await limit.token(req, reply, req.body.loginId)
-    const r = await cli.token(req.body.loginId, req.body.codeVerifier, originOf(req))
+    const r = await limit.token(req, reply, req.body.loginId, () => cli.token(req.body.loginId, req.body.codeVerifier, originOf(req)))
     return ok(req, {
       token: r.token,
       tokenType: 'Bearer' as const,

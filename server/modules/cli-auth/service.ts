@@ -11,6 +11,8 @@
 import { createHash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto'
 import { AppError, forbidden, notFound, unauthorized } from '../../http/errors.js'
 import type { Db } from '../../platform/db.js'
+import { credentialTags, type CredentialTags } from '../../platform/credential-tags.js'
+import type { Secrets } from '../../platform/secrets.js'
 import { audit, type Origin } from '../audit/service.js'
 import { accountOf, type Account, type AuthService } from '../auth/service.js'
 import { findAccount } from '../auth/store.js'
@@ -39,8 +41,11 @@ export function safeEqual(a: string, b: string): boolean {
   return timingSafeEqual(digest(a), digest(b))
 }
 
-/** 32 random bytes (256 bits), base64url: 43 characters. */
-export const newLoginId = (): string => randomBytes(32).toString('base64url')
+/**
+ * 26 random bytes (208 bits) as base64url, then the 8-character tag of platform/credential-tags.ts:
+ * 43 characters of [A-Za-z0-9_-]. A loginId whose tag does not verify was not made here.
+ */
+export const newLoginId = (tags: CredentialTags): string => tags.sign(randomBytes(26).toString('base64url'))
 
 /** 8 characters from VERIFICATION_ALPHABET, shown XXXX-XXXX. */
 export function newVerificationCode(): string {
@@ -88,6 +93,8 @@ export interface IssuedCliToken extends Account {
 
 export interface CliAuthServiceOptions {
   db: Db
+  /** Tags loginIds (derived from the master key). */
+  secrets: Pick<Secrets, 'deriveKey'>
   auth: AuthService
   tokens: TokenIssuer
   /** Where users reach the server; authUrl points at the approval page under it. */
@@ -99,11 +106,13 @@ export type CliAuthService = ReturnType<typeof cliAuthService>
 
 export function cliAuthService(o: CliAuthServiceOptions) {
   const now = dateClock(o.now)
+  const tags = credentialTags(o.secrets, 'cli-login')
   // Relative to PUBLIC_URL, so a deployment served under a path prefix keeps it.
   const approvePage = new URL('cli/auth/approve', o.publicUrl.endsWith('/') ? o.publicUrl : `${o.publicUrl}/`)
 
   async function existing(loginId: string): Promise<CliLoginRow> {
-    const row = await o.db.system((sql) => findLogin(sql, loginId))
+    // One not made here is refused from memory.
+    const row = tags.verify(loginId) ? await o.db.system((sql) => findLogin(sql, loginId)) : undefined
     if (!row) throw notFound('CLI login', loginId)
     return row
   }
@@ -114,10 +123,13 @@ export function cliAuthService(o: CliAuthServiceOptions) {
   }
 
   return {
+    /** Whether a loginId was made here (memory alone: no lookup). */
+    issued: (loginId: string) => tags.verify(loginId),
+
     async start(input: StartInput, requesterIp: string): Promise<StartedLogin> {
       const createdAt = now()
       const expiresAt = new Date(createdAt.getTime() + LOGIN_TTL_SECONDS * 1000)
-      const loginId = newLoginId()
+      const loginId = newLoginId(tags)
       const verificationCode = newVerificationCode()
       await o.db.system(async (sql) => {
         await deleteExpiredLogins(sql, new Date(createdAt.getTime() - KEEP_EXPIRED_MS), CLEANUP_BATCH)

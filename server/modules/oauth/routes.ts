@@ -110,8 +110,9 @@ export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async 
     exposeHeadRoute: false, // every call stores a sign-in: no HEAD twin doing the same
     schema: {
       tags, summary: 'Start signing in with an identity provider', security: [],
-      description: `Gives the authorization URL to send the browser to (authorization code flow with PKCE S256, state and nonce) and sets the ${BROWSER_COOKIE} cookie that binds the sign-in to this browser. The sign-in must be completed within ${STATE_TTL_SECONDS / 60} minutes. 503 when the identity provider cannot be reached.`,
+      description: `Gives the authorization URL to send the browser to (authorization code flow with PKCE S256, state and nonce) and sets the ${BROWSER_COOKIE} cookie that binds the sign-in to this browser. The sign-in must be completed within ${STATE_TTL_SECONDS / 60} minutes. An address with accounts in several organizations passes tenantId to choose one. 503 when the identity provider cannot be reached.`,
       params: ProviderParams,
+      querystring: Type.Object({ tenantId: Type.Optional(Type.String({ format: 'uuid', description: 'The organization to sign in to' })) }, { additionalProperties: false }),
       response: {
         200: Envelope(Type.Object({
           authorizationUrl: Type.String({ description: 'Where to send the browser' }),
@@ -123,7 +124,7 @@ export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async 
   }, async (req, reply) => {
     const held = req.cookies?.[BROWSER_COOKIE]
     const browser = held && BROWSER_RE.test(held) ? held : randomBase62(43)
-    const r = await oauth.start(req.params.provider, browser)
+    const r = await oauth.start(req.params.provider, browser, req.query.tenantId ?? null)
     reply.setCookie(BROWSER_COOKIE, browser, { httpOnly: true, secure: secure(req), sameSite: 'lax', path: '/oauth', maxAge: STATE_TTL_SECONDS })
     noStore(reply)
     return ok(req, { authorizationUrl: r.authorizationUrl, expiresAt: r.expiresAt.toISOString() })
@@ -139,7 +140,7 @@ export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async 
         'Gives an identity session token (also set as the session cookie), as password sign-in does.',
         '400 when the state is missing, unknown, expired, already used or of another provider (details.reason state_invalid, state_expired, state_provider_mismatch);',
         '401 when the identity provider refuses the code or its answer cannot be verified (idp_error);',
-        '403 for another browser (browser_mismatch), a cross-origin request (csrf), an email address that is missing or not verified (email_missing, email_unverified), no account (no_account), a disabled account (account_disabled) or a suspended organization (tenant_suspended);',
+        '403 for another browser (browser_mismatch), a cross-origin request (csrf), an email address that is missing or not verified (email_missing, email_unverified), no account (no_account), only an invitation not yet accepted through its link (invitation_pending, with a provider that serves every organization), accounts in several organizations and none chosen (tenant_required, details.tenants names them: start again with tenantId), a disabled account (account_disabled) or a suspended organization (tenant_suspended);',
         '404 for an unknown provider; 503 when the identity provider cannot be reached.',
       ].join(' '),
       params: ProviderParams,

@@ -3,9 +3,12 @@
 // the browser that started it; authorize takes the state out once, redeems the code with the
 // verifier, checks the ID token's nonce, and turns a verified email address into an Atrium session.
 //
-// Who may sign in: the account with that email address. A provider with a tenantId signs in only
-// that tenant's accounts and creates a member there for an address it has not seen (just in time);
-// one without serves every tenant's existing accounts (the operator trusts it for all of them).
+// Who may sign in: an account with that email address (an address may have one in each of several
+// tenants). A provider with a tenantId signs in only that tenant's account, accepting its pending
+// invitation and creating a member for an address it has not seen (just in time). One without
+// serves every tenant, but only accounts already in use: it never accepts an invitation (the
+// invitation's own link does), so a tenant cannot pull someone in by inviting their address first.
+// An address with accounts in several tenants names the one to sign in to when starting.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import * as client from 'openid-client'
 import type { Logger } from 'pino'
@@ -14,7 +17,7 @@ import { newId } from '../../ids.js'
 import { isUniqueViolation, type Db } from '../../platform/db.js'
 import { audit, type Origin } from '../audit/service.js'
 import { accountOf, type Account, type AuthService, type StartedSession } from '../auth/service.js'
-import { findAccount, findAccountByEmail, type AccountRow } from '../auth/store.js'
+import { findAccount, findAccountsByEmail, type AccountRow } from '../auth/store.js'
 import { emitUserCreated } from '../users/events.js'
 import { insertUser } from '../users/store.js'
 import { isNetworkFailure, unavailable, type Provider, type Providers } from './providers.js'
@@ -82,24 +85,42 @@ export function oauthService(o: OAuthServiceOptions) {
   }
 
   /** The account the verified address signs in to, created or activated as the provider's rules say. */
-  async function signIn(p: Provider, who: { email: string; name: string; subject: string }, origin: Origin): Promise<(Account & { session: StartedSession }) | Refusal> {
+  /** Of an address's accounts, the one a provider serving every tenant signs in to, or why none. */
+  function platformWideAccount(accounts: AccountRow[]): { account: AccountRow } | Refusal {
+    const usable = accounts.filter((a) => a.user_status === 'active' && a.tenant_status === 'active')
+    if (usable.length === 1) return { account: usable[0]! }
+    if (usable.length > 1) {
+      return { error: forbidden('This address has accounts in several organizations: start signing in again and choose one (tenantId)', {
+        reason: 'tenant_required', tenants: usable.map((a) => ({ id: a.tenant_id, name: a.tenant_name })),
+      }) }
+    }
+    const first = accounts.find((a) => a.user_status !== 'invited')
+    if (first?.tenant_status === 'suspended') return { error: forbidden('The organization of this account is suspended', { reason: 'tenant_suspended' }), account: first }
+    if (first?.user_status === 'disabled') return { error: forbidden('This account is disabled', { reason: 'account_disabled' }), account: first }
+    if (accounts.length) return { error: forbidden('Accept your invitation from the link you were sent first; then sign in here', { reason: 'invitation_pending' }) }
+    return { error: forbidden('There is no account for this address; ask an administrator to invite you', { reason: 'no_account' }) }
+  }
+
+  async function signIn(p: Provider, who: { email: string; name: string; subject: string }, origin: Origin, chosenTenant: string | null): Promise<(Account & { session: StartedSession }) | Refusal> {
     const s = p.setting
     const method = { method: 'oidc', provider: s.id }
     return o.db.system(async (sql) => {
       const at = now()
-      let account: AccountRow | undefined = await findAccountByEmail(sql, who.email)
+      // A provider bound to a tenant vouches for that tenant's people only: its administrators
+      // must not be able to sign in as someone of another tenant by naming their address.
+      const accounts = await findAccountsByEmail(sql, who.email, s.tenantId ?? chosenTenant ?? undefined)
+      let account: AccountRow | undefined
       let created = false
       let activated = false
-      if (account) {
-        // A provider bound to a tenant vouches for that tenant's people only: its administrators
-        // must not be able to sign in as someone of another tenant by naming their address.
-        if (s.tenantId && account.tenant_id !== s.tenantId) {
-          return { error: forbidden('There is no account for this address in the organization of this identity provider', { reason: 'no_account' }) }
-        }
+      if (!s.tenantId) {
+        const found = platformWideAccount(accounts)
+        if ('error' in found) return found
+        account = found.account
+      } else if ((account = accounts[0])) {
         if (account.tenant_status !== 'active') return { error: forbidden('The organization of this account is suspended', { reason: 'tenant_suspended' }), account }
         if (account.user_status === 'disabled') return { error: forbidden('This account is disabled', { reason: 'account_disabled' }), account }
         if (account.user_status === 'invited') activated = await activateInvited(sql, account.user_id, at)
-      } else if (s.tenantId) {
+      } else {
         const tenant = await findTenant(sql, s.tenantId)
         if (!tenant) {
           o.log.error({ provider: s.id, tenantId: s.tenantId }, 'OIDC_PROVIDERS names a tenant that does not exist')
@@ -110,8 +131,6 @@ export function oauthService(o: OAuthServiceOptions) {
         await insertUser(sql, { id: userId, tenantId: tenant.id, email: who.email, name: who.name, role: s.defaultRole, passwordHash: null })
         account = (await findAccount(sql, userId))!
         created = true
-      } else {
-        return { error: forbidden('There is no account for this address; ask an administrator to invite you', { reason: 'no_account' }) }
       }
 
       const actor = { type: 'user' as const, id: account.user_id }
@@ -135,7 +154,8 @@ export function oauthService(o: OAuthServiceOptions) {
     list: (publicUrl: string) => o.providers.list().map((p) => ({ id: p.setting.id, name: p.setting.name, startUrl: `${publicUrl}/oauth/${p.setting.id}/start` })),
 
     /** The identity provider's authorization URL for a sign-in bound to `browser` (the binding cookie's value). */
-    async start(providerId: string, browser: string): Promise<{ authorizationUrl: string; expiresAt: Date }> {
+    /** `tenantId`: the organization to sign in to, for an address with accounts in several. */
+    async start(providerId: string, browser: string, tenantId: string | null = null): Promise<{ authorizationUrl: string; expiresAt: Date }> {
       const p = providerOf(providerId)
       const config = await p.configuration()
       const state = client.randomState()
@@ -145,7 +165,7 @@ export function oauthService(o: OAuthServiceOptions) {
       const expiresAt = new Date(at.getTime() + STATE_TTL_SECONDS * 1000)
       await o.db.system(async (sql) => {
         await deleteExpiredStates(sql, at)
-        await insertState(sql, { stateHash: sha256(state), provider: p.setting.id, nonce, codeVerifier, browserHash: sha256(browser), createdAt: at, expiresAt })
+        await insertState(sql, { stateHash: sha256(state), provider: p.setting.id, nonce, codeVerifier, browserHash: sha256(browser), tenantId, createdAt: at, expiresAt })
       })
       const url = client.buildAuthorizationUrl(config, {
         redirect_uri: p.redirectUri,
@@ -204,11 +224,11 @@ export function oauthService(o: OAuthServiceOptions) {
       const who = await identityOf(p, config, tokens)
       let r: Awaited<ReturnType<typeof signIn>>
       try {
-        r = await signIn(p, who, origin)
+        r = await signIn(p, who, origin, row.chosen_tenant_id)
       } catch (err) {
         // Two first sign-ins of one new address at once: the second finds the account the first made.
-        if (!isUniqueViolation(err, 'users_email_key')) throw err
-        r = await signIn(p, who, origin)
+        if (!isUniqueViolation(err, 'users_tenant_email_key')) throw err
+        r = await signIn(p, who, origin, row.chosen_tenant_id)
       }
       if ('error' in r) {
         const { error, account } = r

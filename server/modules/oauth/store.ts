@@ -9,6 +9,8 @@ export interface NewOAuthState {
   nonce: string
   codeVerifier: string
   browserHash: Buffer
+  /** The organization the sign-in is for, when the person chose one. */
+  tenantId: string | null
   createdAt: Date
   expiresAt: Date
 }
@@ -18,20 +20,21 @@ export interface OAuthStateRow {
   nonce: string
   code_verifier: string
   browser_hash: Buffer
+  chosen_tenant_id: string | null
   expires_at: Date
 }
 
 export async function insertState(sql: TxSql, s: NewOAuthState): Promise<void> {
   await sql`
-    insert into oauth_states (state_hash, provider, nonce, code_verifier, browser_hash, created_at, expires_at)
-    values (${s.stateHash}, ${s.provider}, ${s.nonce}, ${s.codeVerifier}, ${s.browserHash}, ${s.createdAt}, ${s.expiresAt})`
+    insert into oauth_states (state_hash, provider, nonce, code_verifier, browser_hash, chosen_tenant_id, created_at, expires_at)
+    values (${s.stateHash}, ${s.provider}, ${s.nonce}, ${s.codeVerifier}, ${s.browserHash}, ${s.tenantId}, ${s.createdAt}, ${s.expiresAt})`
 }
 
 /** Takes the state out as it is read: of two requests with the same state, one gets it (single use). */
 export async function consumeState(sql: TxSql, stateHash: Buffer): Promise<OAuthStateRow | undefined> {
   const [row] = await sql<OAuthStateRow[]>`
     delete from oauth_states where state_hash = ${stateHash}
-    returning provider, nonce, code_verifier, browser_hash, expires_at`
+    returning provider, nonce, code_verifier, browser_hash, chosen_tenant_id, expires_at`
   return row
 }
 

@@ -7,6 +7,7 @@ import { AppError } from '../../http/errors.js'
 import { ok } from '../../http/envelope.js'
 import { Envelope } from '../../http/schemas.js'
 import type { Platform } from '../../platform/index.js'
+import { loadMigrations, pendingMigrations } from '../../platform/migrate.js'
 
 const CHECK_TIMEOUT_MS = 2000
 
@@ -16,9 +17,14 @@ const Check = Type.Object({
   latencyMs: Type.Number(),
   error: Type.Optional(Type.String()),
 })
+const SchemaCheck = Type.Object({
+  status: Type.Union([Type.Literal('pass'), Type.Literal('fail')]),
+  version: Type.Integer({ description: 'The newest migration this server needs' }),
+  pending: Type.Array(Type.Integer(), { description: 'Migrations this server needs that the database lacks (run `migrate`)' }),
+})
 const Readiness = Type.Object({
   status: Type.Union([Type.Literal('ready'), Type.Literal('degraded')]),
-  checks: Type.Object({ db: Check, cache: Check, blobs: Check }),
+  checks: Type.Object({ db: Check, schema: SchemaCheck, cache: Check, blobs: Check }),
 })
 
 const TIMED_OUT = `no answer in ${CHECK_TIMEOUT_MS} ms`
@@ -43,6 +49,17 @@ export interface OpsOptions { platform: Platform; registry: Registry; isDraining
 
 export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { platform, registry, isDraining }) => {
   const tags = ['operations']
+  const migrations = loadMigrations()
+  const version = migrations.at(-1)?.version ?? 0
+  // Once the database has every migration this server needs it keeps them: asked again only after
+  // a failure, so a ready server's probe costs no more than before.
+  let schemaCurrent = false
+  const schemaCheck = async () => {
+    if (schemaCurrent) return { status: 'pass' as const, version, pending: [] }
+    const pending = await pendingMigrations(platform.db.sql, migrations)
+    schemaCurrent = pending.length === 0
+    return { status: schemaCurrent ? ('pass' as const) : ('fail' as const), version, pending }
+  }
 
   app.get('/healthz', {
     schema: { tags, summary: 'Liveness: the process answers', response: { 200: Envelope(Type.Object({ status: Type.Literal('ok') })) } },
@@ -51,20 +68,27 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { pl
   app.get('/readyz', {
     schema: {
       tags,
-      summary: 'Readiness: the database answers (503 otherwise, or while draining); cache and blob storage are reported, and with ?strict=true also required',
+      summary: 'Readiness: the database answers and has every migration this server needs (503 otherwise, or while draining); cache and blob storage are reported, and with ?strict=true also required',
       querystring: Type.Object({ strict: Type.Boolean({ default: false }) }),
       response: { 200: Envelope(Readiness), 503: Type.Ref('ErrorEnvelope') },
     },
   }, async (req) => {
-    const [db, cache, blobs] = await Promise.all([
+    const [db, schema, cache, blobs] = await Promise.all([
       probe('db', platform.db.mode, () => platform.db.ping(), req.log),
+      schemaCheck().catch((err: unknown) => {
+        req.log.warn({ check: 'schema', err }, 'readiness check failed')
+        return { status: 'fail' as const, version, pending: [] as number[] }
+      }),
       probe('cache', platform.cache.redis ? 'redis' : 'in-process', () => platform.cache.ping(), req.log),
       probe('blobs', platform.blobs.kind, () => platform.blobs.ping(), req.log),
     ])
-    const checks = { db, cache, blobs }
+    const checks = { db, schema, cache, blobs }
     const failing = Object.entries(checks).filter(([, c]) => c.status === 'fail').map(([name]) => name)
     if (isDraining()) throw new AppError('SERVICE_UNAVAILABLE', 'Shutting down', { draining: true, checks })
-    if (db.status === 'fail' || (req.query.strict && failing.length)) {
+    if (schema.pending.length) {
+      throw new AppError('SERVICE_UNAVAILABLE', `Not ready: the database lacks migrations ${schema.pending.join(', ')}; run \`migrate\``, { checks })
+    }
+    if (db.status === 'fail' || schema.status === 'fail' || (req.query.strict && failing.length)) {
       throw new AppError('SERVICE_UNAVAILABLE', `Not ready: ${failing.join(', ')} failing`, { checks })
     }
     return ok(req, { status: failing.length ? ('degraded' as const) : ('ready' as const), checks })

@@ -6,11 +6,12 @@ import { tenantOf } from '../../http/auth.js'
 import { ok, page } from '../../http/envelope.js'
 import { apiErrors, Envelope, errors, PageEnvelope, PageQuery } from '../../http/schemas.js'
 import { setSessionCookie } from '../../http/session-cookie.js'
+import type { SignInGuard } from '../../http/signin-guard.js'
 import { originOf } from '../audit/service.js'
 import { Tenant, User } from '../auth/routes.js'
 import { MIN_PASSWORD_LENGTH } from '../tenants/service.js'
 import type { MemberRow } from '../users/store.js'
-import type { TeamService } from './service.js'
+import { isLegacyInvitationToken, type TeamService } from './service.js'
 
 const tags = ['team']
 const Role = Type.Union([Type.Literal('owner'), Type.Literal('admin'), Type.Literal('member'), Type.Literal('viewer')])
@@ -40,7 +41,7 @@ const read = { permission: 'team:read' }
 const manage = { permission: 'team:manage' }
 const RULES = 'Only an owner may grant, take away or act on the owner role; others act on the roles whose permissions they hold (an API key with * like an admin). Nobody changes themselves, except an owner stepping down while another active owner remains; the last active owner stays. FORBIDDEN (details.reason owner_only, role_not_covered, self) or VALIDATION_ERROR (details.reason last_owner, invited).'
 
-export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService }> = async (app, { team }) => {
+export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: SignInGuard }> = async (app, { team, guard }) => {
   app.get('/tenant/team/members', {
     config: read,
     schema: { tags, summary: 'List team members in the order they joined', querystring: PageQuery, response: { 200: PageEnvelope(Member), ...apiErrors('FORBIDDEN') } },
@@ -125,11 +126,12 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService }> = asyn
       ),
       response: {
         200: Envelope(Type.Object({ token: Type.String(), tokenType: Type.Literal('session'), expiresAt: Type.String({ format: 'date-time' }), user: User, tenant: Tenant })),
-        ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN'),
+        ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED'),
       },
     },
   }, async (req, reply) => {
-    const r = await team.accept(req.body, originOf(req))
+    // Failures count against the address (http/signin-guard.ts).
+    const r = await guard(req.ip, { legacy: isLegacyInvitationToken(req.body.token) }, () => team.accept(req.body, originOf(req)))
     setSessionCookie(req, reply, r.session.token, r.session.expiresAt)
     return ok(req, { token: r.session.token, tokenType: 'session' as const, expiresAt: r.session.expiresAt.toISOString(), user: r.user, tenant: r.tenant })
   })

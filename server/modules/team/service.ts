@@ -22,6 +22,8 @@ import { decodeIdCursor, toPage } from '../../http/pagination.js'
 import type { Principal } from '../../http/principal.js'
 import { newId, randomBase62 } from '../../ids.js'
 import { isUniqueViolation, type Db, type TxSql } from '../../platform/db.js'
+import { credentialTags } from '../../platform/credential-tags.js'
+import type { Secrets } from '../../platform/secrets.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
 import { accountOf, type Account, type AuthService, type StartedSession } from '../auth/service.js'
 import { findAccount, revokeUserSessions } from '../auth/store.js'
@@ -35,8 +37,11 @@ import { consumeInvitation, deleteOpenInvitations, findInvitation, insertInvitat
 import { dateClock } from '../../clock.js'
 
 export const INVITATION_TTL_SECONDS = 7 * 24 * 3600
-// Invitation tokens: ati_ + 43 base62 characters (about 256 random bits); stored as SHA-256 only.
-const INVITATION_TOKEN_RE = /^ati_[A-Za-z0-9]{43}$/
+// Invitation tokens: ati_ + 43 base62 characters (about 256 random bits) + the 8-character tag of
+// platform/credential-tags.ts; stored as SHA-256 only. Tokens made before tags have none.
+const INVITATION_TOKEN_RE = /^ati_[A-Za-z0-9]{43}(?:[A-Za-z0-9]{8})?$/
+/** An invitation token of the format before tags (which memory cannot tell from a made-up one). */
+export const isLegacyInvitationToken = (token: string) => token.length === 'ati_'.length + 43
 const hashToken = (token: string) => createHash('sha256').update(token).digest()
 const INVALID_INVITATION = 'The invitation is invalid, expired or already used'
 
@@ -62,6 +67,8 @@ const refusedChange = (reason: string, field: string, message: string) =>
 
 export function teamService(deps: {
   db: Db
+  /** Tags invitation tokens (derived from the master key). */
+  secrets: Pick<Secrets, 'deriveKey'>
   auth: Pick<AuthService, 'startSession'>
   credentials: Pick<Credentials, 'invalidate'>
   publicUrl: string
@@ -69,10 +76,11 @@ export function teamService(deps: {
 }) {
   const { db, auth, credentials } = deps
   const now = dateClock(deps.now)
+  const tags = credentialTags(deps.secrets, 'invitation')
   const base = deps.publicUrl.replace(/\/+$/, '')
 
   async function issueInvitation(sql: TxSql, a: Acting, userId: string): Promise<Invitation> {
-    const token = `ati_${randomBase62(43)}`
+    const token = tags.sign(`ati_${randomBase62(43)}`)
     const createdAt = now()
     const expiresAt = new Date(createdAt.getTime() + INVITATION_TTL_SECONDS * 1000)
     await insertInvitation(sql, { id: newId(), tenantId: a.tenantId, userId, tokenHash: hashToken(token), invitedBy: a.principal.userId, createdAt, expiresAt })
@@ -121,9 +129,10 @@ export function teamService(deps: {
           return { member: member!, invitation }
         })
       } catch (err) {
-        // Addresses are unique across the deployment (sign-in needs only the email).
-        if (isUniqueViolation(err, 'users_email_key')) {
-          throw new AppError('VALIDATION_ERROR', `${email} already has an account`, { errors: [{ field: 'email', message: 'is already registered' }] })
+        // Unique within the tenant only: whether the address has an account in another tenant is
+        // none of this one's business, and must not keep it from inviting that person.
+        if (isUniqueViolation(err, 'users_tenant_email_key')) {
+          throw new AppError('VALIDATION_ERROR', `${email} is already a member of this organization`, { errors: [{ field: 'email', message: 'is already a member' }] })
         }
         throw err
       }
@@ -213,7 +222,8 @@ export function teamService(deps: {
      * unknown, expired, used or withdrawn token is 401: the token is the invitee's credential.
      */
     async accept(input: { token: string; password: string; name?: string }, origin: Origin): Promise<Account & { session: StartedSession }> {
-      if (!INVITATION_TOKEN_RE.test(input.token)) throw unauthorized(INVALID_INVITATION)
+      // Not issued here (tag): refused from memory.
+      if (!INVITATION_TOKEN_RE.test(input.token) || (!isLegacyInvitationToken(input.token) && !tags.verify(input.token))) throw unauthorized(INVALID_INVITATION)
       const hash = hashToken(input.token)
       const found = await db.system((sql) => findInvitation(sql, hash))
       if (!found || found.accepted_at || found.expires_at <= now() || found.user_status !== 'invited') throw unauthorized(INVALID_INVITATION)

@@ -71,7 +71,7 @@ const LlmPatch = Type.Object(
   {
     provider: Type.Optional(Provider),
     baseUrl: Type.Optional(Type.Union([
-      Type.String({ minLength: 1, maxLength: 2048, description: 'http or https URL of the OpenAI-compatible API, without credentials' }),
+      Type.String({ minLength: 1, maxLength: 2048, description: 'http or https URL of the OpenAI-compatible API, without credentials, on a host the outbound policy lets the server reach (loopback and private addresses only inside OUTBOUND_ALLOWED_NETWORKS, metadata and link-local never)' }),
       Type.Null(),
     ])),
     model: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }), Type.Null()])),
@@ -95,6 +95,8 @@ function ownTenant(req: FastifyRequest) {
 }
 
 export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; llm: LlmSettingsService }> = async (app, { tenants, llm }) => {
+  app.addHook('onClose', async () => llm.close())
+
   app.get('/tenant', {
     schema: { tags, summary: 'The tenant of the credential, with the limits of its plan', response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') } },
   }, async (req) => ok(req, presentTenant(await tenants.get(ownTenant(req).tenantId))))

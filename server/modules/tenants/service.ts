@@ -1,9 +1,11 @@
 // A tenant is born with its owner and an automation key holding every permission, in one
 // transaction: there is never a tenant nobody can reach.
-import { AppError, forbidden, invalid, notFound } from '../../http/errors.js'
+import { forbidden, invalid, notFound } from '../../http/errors.js'
 import { PLANS, type Plan, type Principal } from '../../http/principal.js'
 import { newId } from '../../ids.js'
-import { isUniqueViolation, type Db } from '../../platform/db.js'
+import type { Db } from '../../platform/db.js'
+import type { Secrets } from '../../platform/secrets.js'
+import { apiKeyTags } from '../api-keys/keys.js'
 import { createKey } from '../api-keys/service.js'
 import { ALL } from '../../http/permissions.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
@@ -25,7 +27,8 @@ export interface CreateTenantLimits {
   maxTenants?: number | null
 }
 
-export async function createTenant(db: Db, input: CreateTenantInput, limits: CreateTenantLimits = {}): Promise<CreatedTenant> {
+/** `secrets` tags the owner's key (api-keys/keys.ts): the platform's, or the admin CLI's from the same master key. */
+export async function createTenant({ db, secrets }: { db: Db; secrets: Pick<Secrets, 'deriveKey'> }, input: CreateTenantInput, limits: CreateTenantLimits = {}): Promise<CreatedTenant> {
   const name = input.name.trim()
   if (!name || name.length > 200) throw invalid('name', 'must be 1 to 200 characters')
   const plan = (input.plan ?? 'free') as Plan
@@ -39,25 +42,19 @@ export async function createTenant(db: Db, input: CreateTenantInput, limits: Cre
   }
   const passwordHash = input.password === undefined ? null : await hashPassword(input.password)
 
-  try {
-    return await db.system(async (sql) => {
-      const max = limits.maxTenants
-      if (max != null && (await countTenantsForCreation(sql)) >= max) {
-        throw forbidden(`The license allows at most ${max} tenant(s) and that many exist: contact your Atrium vendor for a license with more`, { reason: 'license_tenant_limit', maxTenants: max })
-      }
-      const tenant = await insertTenant(sql, { id: tenantId, name, plan })
-      await insertUser(sql, { id: userId, tenantId, email, name: '', role: 'owner', passwordHash })
-      await emitEvent(sql, { tenantId, type: 'tenant.created', data: eventData(tenant) })
-      await emitUserCreated(sql, tenantId, userId, 'tenant_created')
-      const key = await createKey(sql, { tenantId, userId, type: 'ci', name: 'owner key (admin CLI)', permissions: [ALL] })
-      return { tenantId, userId, apiKey: key.key }
-    })
-  } catch (err) {
-    if (isUniqueViolation(err, 'users_email_key')) {
-      throw new AppError('VALIDATION_ERROR', `${email} already has an account`, { errors: [{ field: 'email', message: 'is already registered' }] })
+  // A new tenant: its owner's address may have accounts in other tenants, which is no conflict.
+  return db.system(async (sql) => {
+    const max = limits.maxTenants
+    if (max != null && (await countTenantsForCreation(sql)) >= max) {
+      throw forbidden(`The license allows at most ${max} tenant(s) and that many exist: contact your Atrium vendor for a license with more`, { reason: 'license_tenant_limit', maxTenants: max })
     }
-    throw err
-  }
+    const tenant = await insertTenant(sql, { id: tenantId, name, plan })
+    await insertUser(sql, { id: userId, tenantId, email, name: '', role: 'owner', passwordHash })
+    await emitEvent(sql, { tenantId, type: 'tenant.created', data: eventData(tenant) })
+    await emitUserCreated(sql, tenantId, userId, 'tenant_created')
+    const key = await createKey(sql, apiKeyTags(secrets), { tenantId, userId, type: 'ci', name: 'owner key (admin CLI)', permissions: [ALL] })
+    return { tenantId, userId, apiKey: key.key }
+  })
 }
 
 /** The tenant as its own members see it, with the gates of its plan. */

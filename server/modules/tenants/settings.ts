@@ -1,11 +1,13 @@
 // The tenant's LLM connection (provider, base URL, model, generation defaults, API key). The API key
 // is write-only: sealed by the secrets adapter and bound to this tenant's row, never returned, never
 // logged, never put in an audit event. Clients only learn whether one is set and, for keys long
-// enough that it gives little away, its last four characters.
+// enough that it gives little away, its last four characters. The base URL gets the outbound policy
+// webhooks get: judged when it is set, and at every connection through LlmConnection.fetch.
 import { invalid } from '../../http/errors.js'
-import { outboundUrl } from '../../http/validation.js'
+import { outboundHostAllowed, outboundUrl } from '../../http/validation.js'
 import type { Principal } from '../../http/principal.js'
 import type { Db, TxSql } from '../../platform/db.js'
+import { outboundFetch, type CompiledPolicy, type OutboundFetch } from '../../platform/outbound.js'
 import type { SecretContext, Secrets } from '../../platform/secrets.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
 import { ensureLlmSettings, selectLlmSettings, updateLlmSettings, type LlmSettingsFields, type LlmSettingsRow } from './store.js'
@@ -16,6 +18,10 @@ export type LlmProvider = (typeof LLM_PROVIDERS)[number]
 
 /** A key shorter than this shows no last four: four characters would be too much of it. */
 export const LAST_FOUR_MIN_KEY_LENGTH = 12
+
+/** A model's answer can take minutes and run to megabytes; the guarded fetch still bounds both. */
+const LLM_CALL_TIMEOUT_MS = 300_000
+const LLM_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 
 export interface LlmSettingsPatch {
   provider?: LlmProvider
@@ -43,6 +49,12 @@ export interface LlmConnection {
   temperature: number | null
   maxTokens: number | null
   apiKey: string | null
+  /**
+   * The only way to reach the model (baseUrl or the provider's default host): it connects only
+   * where the outbound policy allows, judging the address at every connection, so a base URL stored
+   * before a policy change, or a name that now resolves elsewhere, is refused there.
+   */
+  fetch: OutboundFetch
 }
 
 // The column defaults of tenant_llm_settings: what a tenant has before its first change.
@@ -63,12 +75,6 @@ const view = (r: LlmSettingsFields & { updated_at?: Date; updated_by?: string | 
   updatedBy: r.updated_by ?? null,
 })
 
-/** An http(s) URL without credentials in it (they belong in apiKey, which is sealed; a URL is not). */
-export function checkBaseUrl(value: string): string {
-  outboundUrl('baseUrl', value, { allowHttp: true, credentials: 'send the key as apiKey' })
-  return value.trim()
-}
-
 /** The settings after the patch, and the names of the fields it changed (never their values). */
 function apply(current: LlmSettingsFields, patch: LlmSettingsPatch, seal: (key: string) => string) {
   const next = { ...current }
@@ -79,7 +85,7 @@ function apply(current: LlmSettingsFields, patch: LlmSettingsPatch, seal: (key: 
     changed.push(field)
   }
   if (patch.provider !== undefined) set('provider', 'provider', patch.provider)
-  if (patch.baseUrl !== undefined) set('baseUrl', 'base_url', patch.baseUrl === null ? '' : checkBaseUrl(patch.baseUrl))
+  if (patch.baseUrl !== undefined) set('baseUrl', 'base_url', patch.baseUrl ?? '') // checked by the caller
   if (patch.model !== undefined) set('model', 'model', patch.model?.trim() ?? '')
   if (patch.defaults?.temperature !== undefined) set('defaults.temperature', 'temperature', patch.defaults.temperature)
   if (patch.defaults?.maxTokens !== undefined) set('defaults.maxTokens', 'max_tokens', patch.defaults.maxTokens)
@@ -98,11 +104,25 @@ function apply(current: LlmSettingsFields, patch: LlmSettingsPatch, seal: (key: 
   return { next, changed }
 }
 
-export function llmSettingsService(deps: { db: Db; secrets: Secrets; now?: () => number }) {
-  const { db, secrets } = deps
+export function llmSettingsService(deps: {
+  db: Db
+  secrets: Secrets
+  /** The outbound policy (OUTBOUND_ALLOWED_NETWORKS, AIR_GAPPED), compiled: the one webhooks use. */
+  policy: CompiledPolicy
+  now?: () => number
+}) {
+  const { db, secrets, policy } = deps
   const now = dateClock(deps.now)
   const read = async (tenantId: string): Promise<LlmSettingsRow | null> =>
     (await db.tenantRead(tenantId, (sql) => selectLlmSettings(sql, tenantId)))[0] ?? null
+  const guarded = outboundFetch(policy, { timeoutMs: LLM_CALL_TIMEOUT_MS, maxResponseBytes: LLM_MAX_RESPONSE_BYTES })
+
+  /** An http(s) URL without credentials (they belong in apiKey, which is sealed) to a host the server may call. */
+  async function checkBaseUrl(value: string): Promise<string> {
+    const url = outboundUrl('baseUrl', value, { allowHttp: true, credentials: 'send the key as apiKey' })
+    await outboundHostAllowed('baseUrl', url, policy)
+    return value.trim()
+  }
 
   return {
     async get(tenantId: string): Promise<LlmSettingsView> {
@@ -110,8 +130,10 @@ export function llmSettingsService(deps: { db: Db; secrets: Secrets; now?: () =>
     },
 
     /** Applies a partial change and records which fields changed, in one transaction. */
-    update: (a: { tenantId: string; principal: Principal; origin: Origin }, patch: LlmSettingsPatch): Promise<LlmSettingsView> =>
-      db.tenant(a.tenantId, async (sql: TxSql) => {
+    async update(a: { tenantId: string; principal: Principal; origin: Origin }, given: LlmSettingsPatch): Promise<LlmSettingsView> {
+      // Before the transaction: a name lookup must not hold the row lock (or embedded mode's one connection).
+      const patch = typeof given.baseUrl === 'string' ? { ...given, baseUrl: await checkBaseUrl(given.baseUrl) } : given
+      return db.tenant(a.tenantId, async (sql: TxSql) => {
         const seal = (key: string) => secrets.encrypt(key, llmKeyContext(a.tenantId))
         let [row] = await selectLlmSettings(sql, a.tenantId, { lock: true })
         if (!row) {
@@ -129,9 +151,14 @@ export function llmSettingsService(deps: { db: Db; secrets: Secrets; now?: () =>
           origin: a.origin, details: { fields: changed },
         })
         return view(saved)
-      }),
+      })
+    },
 
-    /** The connection with its key decrypted, for the server's own calls to the model. */
+    /**
+     * The connection with its key decrypted, for the server's own calls to the model. The one entry
+     * point for a model client: it must send every request through `fetch` (an SDK's fetch option),
+     * never the global fetch, so that the outbound policy judges each connection.
+     */
     async connection(tenantId: string): Promise<LlmConnection> {
       const r = (await read(tenantId)) ?? DEFAULTS
       return {
@@ -141,8 +168,12 @@ export function llmSettingsService(deps: { db: Db; secrets: Secrets; now?: () =>
         temperature: r.temperature,
         maxTokens: r.max_tokens,
         apiKey: r.api_key_sealed === null ? null : secrets.decrypt(r.api_key_sealed, llmKeyContext(tenantId)),
+        fetch: guarded,
       }
     },
+
+    /** Closes the guarded fetch's idle connections. */
+    close: () => guarded.close(),
   }
 }
 

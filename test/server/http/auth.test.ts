@@ -1,4 +1,5 @@
 import t from 'tap'
+import { apiKeyTags } from '../../../server/modules/api-keys/keys.js'
 import { createKey } from '../../../server/modules/api-keys/service.js'
 import { caller, testApp } from '../../helpers/app.js'
 
@@ -7,7 +8,7 @@ const owner = await h.tenant()
 const db = h.platform.db
 
 const keyWith = async (permissions: string[], extra: { type?: 'sdk' | 'ci'; expiresAt?: Date } = {}) =>
-  db.system((sql) => createKey(sql, { tenantId: owner.tenantId, type: extra.type ?? 'sdk', permissions, expiresAt: extra.expiresAt }))
+  db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: owner.tenantId, type: extra.type ?? 'sdk', permissions, expiresAt: extra.expiresAt }))
 
 t.test('no credential is UNAUTHORIZED', async (t) => {
   const r = await h.anonymous('GET', '/api/v1/projects')
@@ -34,7 +35,7 @@ t.test('an unknown, altered or non-key token is UNAUTHORIZED', async (t) => {
 
 t.test('a valid key works and its prefix type is kept', async (t) => {
   const k = await keyWith(['projects:read'])
-  t.match(k.key, /^svc_sdk_[A-Za-z0-9]{32}$/)
+  t.match(k.key, /^svc_sdk_[A-Za-z0-9]{40}$/)
   t.equal((await caller(h.app, k.key)('GET', '/api/v1/projects')).status, 200)
 })
 
@@ -75,7 +76,7 @@ t.test('a key without the route permission is FORBIDDEN and changes nothing', as
 })
 
 t.test('a platform operator key is FORBIDDEN on tenant routes', async (t) => {
-  const admin = await db.system((sql) => createKey(sql, { tenantId: null, type: 'admin', permissions: ['*'] }))
+  const admin = await db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, type: 'admin', permissions: ['*'] }))
   t.match(admin.key, /^svc_admin_/)
   const r = await caller(h.app, admin.key)('GET', '/api/v1/projects')
   t.equal(r.status, 403)

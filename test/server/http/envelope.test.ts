@@ -1,3 +1,4 @@
+import { connect, type AddressInfo } from 'node:net'
 import t from 'tap'
 import { AppError } from '../../../server/http/errors.js'
 import { genReqId } from '../../../server/http/envelope.js'
@@ -93,4 +94,55 @@ t.test('validation details name each wrong field', async (t) => {
   const fields = r.body.error.details.errors.map((e: { field: string }) => e.field).sort()
   t.same(fields, ['body.extra', 'body.language', 'body.name'])
   t.match(r.body.error.message, /^body\./)
+})
+
+/** One exchange over a socket, bytes as given; what came back, split at the first answer's end. */
+async function raw(request: string): Promise<{ status: number; headers: Record<string, string>; body: string; after: string }> {
+  if (!h.app.server.listening) await h.app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = h.app.server.address() as AddressInfo
+  const got = await new Promise<string>((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(request))
+    let data = ''
+    socket.on('data', (d: Buffer) => { data += d.toString('latin1') })
+    socket.on('close', () => resolve(data))
+    socket.on('error', reject)
+  })
+  const end = got.indexOf('\r\n\r\n')
+  const [statusLine, ...lines] = got.slice(0, end).split('\r\n')
+  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]))
+  const length = request.startsWith('HEAD ') ? 0 : Number(headers['content-length'])
+  return { status: Number(statusLine!.split(' ')[1]), headers, body: got.slice(end + 4, end + 4 + length), after: got.slice(end + 4 + length) }
+}
+
+t.test('a request refused before any hook runs is still answered in the envelope', async (t) => {
+  // found by fuzz.test.ts: Node's parser and Fastify's router answered these in Fastify's own format
+  const big = 'v'.repeat(20_000)
+  const cases: [string, string, string][] = [
+    ['headers over 16 KiB', `GET /api/v1/projects HTTP/1.1\r\nHost: x\r\nX-Big: ${big}\r\n\r\n`, 'HPE_HEADER_OVERFLOW'],
+    ['a method Node does not know', 'BREW /api/v1/projects HTTP/1.1\r\nHost: x\r\n\r\n', 'HPE_INVALID_METHOD'],
+    ['a path that does not decode', 'GET /api/v1/projects/%C0%AF HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 'FST_ERR_BAD_URL'],
+    ['a path parameter over its length', `GET /api/v1/projects/${'a'.repeat(101)} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`, 'FST_ERR_MAX_PARAM_LENGTH'],
+  ]
+  for (const [what, request, reason] of cases) {
+    const r = await raw(request)
+    t.equal(r.status, 400, what)
+    t.match(r.headers['content-type'], /^application\/json/, what)
+    const body = JSON.parse(r.body || 'null')
+    t.same(Object.keys(body ?? {}).sort(), ['error', 'meta'], what)
+    t.match(body?.error, { code: 'VALIDATION_ERROR', message: String, details: { reason } }, what)
+    t.match(body?.meta, { request_id: String, timestamp: TS }, what)
+    t.equal(r.headers['x-request-id'], body?.meta?.request_id, what)
+    t.equal(r.after, '', `${what}: one answer`)
+  }
+})
+
+t.test('a refused HEAD gets no body, and bytes after a request that closes get no second answer', async (t) => {
+  const head = await raw(`HEAD /api/v1/projects HTTP/1.1\r\nHost: x\r\nX-Big: ${'v'.repeat(20_000)}\r\n\r\n`)
+  t.equal(head.status, 400)
+  t.equal(head.after, '', 'nothing after the head')
+  // The second "request" is garbage after one that asked to close: only the first is answered.
+  const closing = await raw('GET /api/v1/projects HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nBREW / HTTP/1.1\r\n\r\n')
+  t.equal(closing.status, 401)
+  t.equal(JSON.parse(closing.body || 'null')?.error?.code, 'UNAUTHORIZED')
+  t.equal(closing.after, '', 'one answer')
 })

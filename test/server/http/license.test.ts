@@ -29,7 +29,7 @@ const prod = await licensedApp(true)
 const PASSWORD = 'a long enough passphrase'
 const email = `owner-${suffix()}@example.com`
 moments.valid()
-const owner = await createTenant(prod.platform.db, { name: 'Licensed', plan: 'enterprise', email, password: PASSWORD })
+const owner = await createTenant(prod.platform, { name: 'Licensed', plan: 'enterprise', email, password: PASSWORD })
 const call = (await prod.tenant()).call
 const ownerCall = caller(prod.app, owner.apiKey)
 

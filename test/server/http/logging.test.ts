@@ -14,7 +14,7 @@ const platform = await openPlatform(config, createLogger('debug', sink))
 t.teardown(() => platform.close())
 const app = await buildApp(platform)
 t.teardown(() => app.close())
-const { apiKey } = await createTenant(platform.db, { name: 'Logs', email: `l-${suffix()}@example.com`, password: 'a long enough password' })
+const { apiKey } = await createTenant(platform, { name: 'Logs', email: `l-${suffix()}@example.com`, password: 'a long enough password' })
 
 t.test('requests are logged without credentials', async (t) => {
   const call = caller(app, apiKey)
@@ -30,4 +30,13 @@ t.test('requests are logged without credentials', async (t) => {
   t.notMatch(text, /hunter2/, 'no body secrets')
   t.notMatch(text, /SIGNATURE-VALUE/, 'no link signatures')
   t.match(text, /signature=\[redacted\]/)
+})
+
+t.test('a proxy the server does not trust is pointed out once, with what to configure', async (t) => {
+  const call = caller(app)
+  await call('GET', '/api/v1/projects', undefined, { 'x-forwarded-for': '203.0.113.9' })
+  await call('GET', '/api/v1/projects', undefined, { 'x-forwarded-for': '203.0.113.10' })
+  const warnings = lines.filter((l) => l.includes('TRUSTED_PROXIES is empty'))
+  t.equal(warnings.length, 1)
+  t.match(warnings[0], /"level":40/)
 })

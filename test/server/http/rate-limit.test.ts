@@ -1,6 +1,7 @@
 import t from 'tap'
 import { appOn, testApp } from '../../helpers/app.js'
-import { services, suffix, testPlatform } from '../../helpers/platform.js'
+import { randomBase62 } from '../../../server/ids.js'
+import { countLookups, services, suffix, testPlatform } from '../../helpers/platform.js'
 
 t.test('every API response carries the rate-limit headers', async (t) => {
   const h = await testApp(t)
@@ -38,7 +39,7 @@ t.test('unauthenticated requests are limited by address', async (t) => {
   const h = await testApp(t, { RATE_LIMIT_MAX: '2' })
   t.equal((await h.anonymous('GET', '/api/v1/projects')).status, 401)
   t.equal((await h.anonymous('GET', '/api/v1/projects')).status, 401)
-  const third = await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: 'Bearer svc_ci_' + 'y'.repeat(32) })
+  const third = await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: 'Bearer svc_ci_' + 'y'.repeat(40) })
   t.equal(third.status, 429, 'guessing keys from one address is limited')
 })
 
@@ -85,15 +86,23 @@ t.test('with Redis unreachable the limit still holds, per replica, and the fallb
   t.match(metrics, /atrium_rate_limit_fallback_total{limiter="api"} [1-9]/)
 })
 
-t.test('once an address is over its limit, made-up keys are refused without a database lookup', async (t) => {
+t.test('made-up keys are refused without a database lookup, and an address that keeps sending them is limited', async (t) => {
   const h = await testApp(t, { RATE_LIMIT_MAX: '3' })
-  const db = h.platform.db
-  const original = db.system.bind(db)
-  let lookups = 0
-  db.system = ((fn: Parameters<typeof db.system>[0]) => { lookups++; return original(fn) }) as typeof db.system
-  const madeUp = () => 'svc_ci_' + Math.random().toString(36).slice(2).padEnd(32, 'x').slice(0, 32)
+  const counted = countLookups(h.platform.db)
+  const madeUp = [() => `svc_ci_${randomBase62(40)}`, () => `svc_ci_${randomBase62(32)}`, () => `eyJ${randomBase62(20)}.eyJ${randomBase62(30)}.${randomBase62(43)}`]
   const statuses: number[] = []
-  for (let i = 0; i < 6; i++) statuses.push((await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: `Bearer ${madeUp()}` })).status)
+  for (let i = 0; i < 6; i++) statuses.push((await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: `Bearer ${madeUp[i % 3]!()}` })).status)
   t.same(statuses, [401, 401, 401, 429, 429, 429])
-  t.equal(lookups, 3, 'only the requests within the limit were looked up')
+  t.equal(counted.lookups, 0, 'no key was looked up: none of them was issued here')
+})
+
+t.test('a valid key is never refused because of other clients\' bad keys from the same address', async (t) => {
+  // One address for everyone: a NAT, or a proxy that TRUSTED_PROXIES does not name.
+  const h = await testApp(t, { RATE_LIMIT_MAX: '3' })
+  const { apiKey } = await h.tenant()
+  for (let i = 0; i < 10; i++) await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: `Bearer svc_ci_${randomBase62(40)}` })
+  t.equal((await h.anonymous('GET', '/api/v1/projects')).status, 429, 'the address is over its limit')
+  const first = await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: `Bearer ${apiKey}` })
+  t.equal(first.status, 200, 'a key this replica has not seen yet is looked up and served')
+  t.equal(first.headers['x-ratelimit-remaining'], '2', 'counted against the key, not the address')
 })

@@ -1,3 +1,6 @@
+import { chmodSync, mkdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { Readable } from 'node:stream'
 import t from 'tap'
 import { openLocalBlobs, openS3Blobs, type LocalBlobs } from '../../../server/platform/blobs.js'
 import { freshBucket, services, tempDir, testPlatform } from '../../helpers/platform.js'
@@ -47,6 +50,18 @@ t.test('local links: valid, tampered, expired', async (t) => {
   t.same(local.verifyLink('x/y.zip', Object.fromEntries(past.searchParams)), { refused: 'expired' })
   const other = openLocalBlobs({ dir: tempDir(t), publicUrl: 'http://localhost:8080', signingKey: Buffer.alloc(32, 2) }) as LocalBlobs
   t.same(other.verifyLink('x/y.zip', q), { refused: 'signature' }, 'another signing key')
+})
+
+t.test('the local store keeps its folder and everything it writes private, even in a folder that existed open to others', async (t) => {
+  const dir = join(tempDir(t), 'blobs')
+  mkdirSync(dir)
+  chmodSync(dir, 0o755)
+  const local = openLocalBlobs({ dir, publicUrl: 'http://localhost:8080', signingKey: Buffer.alloc(32, 1) })
+  t.equal(statSync(dir).mode & 0o777, 0o700, 'tightened when opened')
+  await local.put('exports/t1/a.zip', Buffer.from('zip'), 'application/zip')
+  await local.put('exports/t1/b.zip', Readable.from([Buffer.from('streamed')]), 'application/zip')
+  for (const d of ['exports', 'exports/t1']) t.equal(statSync(join(dir, d)).mode & 0o777, 0o700, d)
+  for (const f of ['exports/t1/a.zip', 'exports/t1/b.zip']) t.equal(statSync(join(dir, f)).mode & 0o777, 0o600, f)
 })
 
 t.test('S3 links can be signed for the address users reach the store at', { skip: !services.s3Endpoint && 'needs TEST_S3_ENDPOINT' }, async (t) => {

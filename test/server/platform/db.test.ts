@@ -1,4 +1,4 @@
-import { utimesSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import pino from 'pino'
@@ -6,12 +6,12 @@ import { createTenant } from '../../../server/modules/tenants/service.js'
 import { APP_ROLE, openDb, SYSTEM_ROLE } from '../../../server/platform/db.js'
 import { migrate } from '../../../server/platform/migrate.js'
 import { newId } from '../../../server/ids.js'
-import { embeddedDataDir, suffix, tempDir, testPlatform } from '../../helpers/platform.js'
+import { embeddedDataDir, openToOthers, suffix, tempDir, testPlatform } from '../../helpers/platform.js'
 
 const platform = await testPlatform(t)
 const { db } = platform
-const a = await createTenant(db, { name: 'A', email: `a-${suffix()}@example.com` })
-const b = await createTenant(db, { name: 'B', email: `b-${suffix()}@example.com` })
+const a = await createTenant(platform, { name: 'A', email: `a-${suffix()}@example.com` })
+const b = await createTenant(platform, { name: 'B', email: `b-${suffix()}@example.com` })
 const insertProject = (tenantId: string, name: string) =>
   db.tenant(tenantId, (sql) => sql`insert into projects (id, tenant_id, name) values (${newId()}, ${tenantId}, ${name})`)
 await insertProject(a.tenantId, 'a1')
@@ -170,4 +170,19 @@ t.test('embedded: two opens at once in one process share one owner', async (t) =
   t.equal(rows.length, 1, 'both reach the same database')
   await two.close()
   await one.close()
+})
+
+t.test('embedded: a new database in a DATA_DIR open to others is private, the files PGlite writes included', async (t) => {
+  const dir = join(tempDir(t), 'data')
+  mkdirSync(dir)
+  chmodSync(dir, 0o755)
+  const db = await openDb({ databaseUrl: '', dataDir: dir, poolMax: 1, log: pino({ level: 'silent' }) })
+  t.ok(existsSync(join(dir, 'pgdata', 'PG_VERSION')), 'a new cluster was made')
+  t.ok(existsSync(join(dir, 'db.sock')), 'the socket is in DATA_DIR')
+  t.same(openToOthers(dir), [], 'once open (its initdb, lock and socket included)')
+  await migrate(db.sql)
+  await db.sql`checkpoint`
+  t.same(openToOthers(dir), [], 'after migrations and a checkpoint')
+  await db.close()
+  t.same(openToOthers(dir), [], 'once closed')
 })

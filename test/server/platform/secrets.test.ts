@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { readFileSync, statSync } from 'node:fs'
+import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pino from 'pino'
 import t from 'tap'
@@ -62,4 +62,19 @@ t.test('embedded mode generates a master key once, private to its owner', async 
   t.equal(readFileSync(join(dir, 'master.key'), 'utf8').trim(), first.toString('base64'))
   const configured = randomBytes(32)
   t.same(loadMasterKey({ configured: configured.toString('base64'), dataDir: dir, log }), configured, 'a configured key wins')
+})
+
+t.test('a DATA_DIR and a master key left open to others by an older version are made private', async (t) => {
+  const dir = join(tempDir(t), 'data')
+  mkdirSync(dir)
+  chmodSync(dir, 0o755)
+  const key = randomBytes(32)
+  writeFileSync(join(dir, 'master.key'), key.toString('base64') + '\n')
+  chmodSync(join(dir, 'master.key'), 0o644)
+  const lines: string[] = []
+  const log = pino({ level: 'warn' }, { write: (l: string) => lines.push(l) })
+  t.same(loadMasterKey({ configured: '', dataDir: dir, log }), key, 'the same key')
+  t.equal(statSync(dir).mode & 0o777, 0o700)
+  t.equal(statSync(join(dir, 'master.key')).mode & 0o777, 0o600)
+  t.match(lines.join(''), /open to other local users: made private/)
 })

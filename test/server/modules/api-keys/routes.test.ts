@@ -27,7 +27,7 @@ t.test('an admin creates a key whose secret is shown once; lists and gets show p
   t.equal(r.status, 201)
   const created = r.body.data
   t.same(Object.keys(created).sort(), ['createdAt', 'expiresAt', 'id', 'key', 'lastFour', 'name', 'permissions', 'prefix', 'type'])
-  t.match(created, { name: 'deploy bot', type: 'sdk', key: /^svc_sdk_[A-Za-z0-9]{32}$/, permissions: ['projects:read'] })
+  t.match(created, { name: 'deploy bot', type: 'sdk', key: /^svc_sdk_[A-Za-z0-9]{40}$/, permissions: ['projects:read'] })
   t.equal(created.prefix, created.key.slice(0, 12))
   t.equal(created.lastFour, created.key.slice(-4))
   const expires = Date.parse(created.expiresAt) - before

@@ -3,6 +3,7 @@ import { SignJWT, base64url } from 'jose'
 import t, { type Test } from 'tap'
 import { appOn, caller, testApp, type Caller, type TestApp } from '../../../helpers/app.js'
 import { suffix } from '../../../helpers/platform.js'
+import { REFRESH_RACE_SECONDS } from '../../../../server/modules/auth/service.js'
 import { accessTokenKeyPair } from '../../../../server/modules/auth/tokens.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 import { hashPassword } from '../../../../server/modules/users/passwords.js'
@@ -20,7 +21,7 @@ async function clockedApp(t: Test) {
 
 async function owner(ta: TestApp, plan: 'free' | 'pro' | 'growth' | 'enterprise' = 'pro') {
   const email = `owner-${suffix()}@example.com`
-  const created = await createTenant(ta.platform.db, { name: `Acme ${suffix()}`, plan, email, password: PASSWORD })
+  const created = await createTenant(ta.platform, { name: `Acme ${suffix()}`, plan, email, password: PASSWORD })
   return { ...created, email }
 }
 
@@ -93,7 +94,7 @@ t.test('wrong credentials are 401 whether or not the email exists; a disabled ac
   const disabledWrong = await ta.anonymous('POST', '/api/v1/auth/login', { email: o.email, password: 'not the password' })
   t.equal(disabledWrong.body.error.code, 'UNAUTHORIZED', 'a wrong password does not learn that the account is disabled')
 
-  const noPassword = await createTenant(ta.platform.db, { name: 'no password', email: `np-${suffix()}@example.com` })
+  const noPassword = await createTenant(ta.platform, { name: 'no password', email: `np-${suffix()}@example.com` })
   t.ok(noPassword.userId)
   const none = await ta.anonymous('POST', '/api/v1/auth/login', { email: `np-x@example.com`, password: PASSWORD })
   t.equal(none.body.error.code, 'UNAUTHORIZED')
@@ -109,26 +110,6 @@ t.test('a suspended tenant cannot sign in or use its sessions', async (t) => {
   t.equal(login.body.error.details.reason, 'tenant_suspended')
   const ex = await ta.anonymous('POST', '/api/v1/auth/exchange', { token: session })
   t.equal(ex.body.error.code, 'UNAUTHORIZED')
-})
-
-t.test('repeated failures lock the address for a while, for made-up addresses alike', async (t) => {
-  const ta = await clockedApp(t)
-  const o = await owner(ta)
-  for (const email of [o.email, `ghost-${suffix()}@example.com`]) {
-    for (let i = 0; i < 5; i++) {
-      const r = await ta.anonymous('POST', '/api/v1/auth/login', { email, password: `wrong ${i}` })
-      t.equal(r.body.error.code, 'UNAUTHORIZED', `failure ${i + 1}`)
-    }
-    const locked = await ta.anonymous('POST', '/api/v1/auth/login', { email, password: PASSWORD })
-    t.equal(locked.status, 429)
-    t.equal(locked.body.error.code, 'RATE_LIMIT_EXCEEDED')
-    t.equal(locked.headers['retry-after'], '30')
-  }
-  ta.clock.now += 31_000
-  const again = await ta.anonymous('POST', '/api/v1/auth/login', { email: o.email, password: PASSWORD })
-  t.equal(again.status, 200, 'the lock ends, and the right password works')
-  const fresh = await ta.anonymous('POST', '/api/v1/auth/login', { email: o.email, password: 'wrong again' })
-  t.equal(fresh.body.error.code, 'UNAUTHORIZED', 'a success clears the count')
 })
 
 t.test('access tokens that are expired, tampered with or not ours are refused', async (t) => {
@@ -223,7 +204,7 @@ t.test('logout ends the session and every access token minted from it, on every 
 })
 
 t.test('refresh rotates the session token, and a copied old token ends the session', async (t) => {
-  const ta = await testApp(t)
+  const ta = await clockedApp(t)
   const o = await owner(ta)
   const { session } = await signIn(ta.anonymous, o.email)
   const r1 = await ta.anonymous('POST', '/api/v1/auth/refresh', { token: session })
@@ -232,6 +213,7 @@ t.test('refresh rotates the session token, and a copied old token ends the sessi
   t.not(r1.body.data.token, session)
   t.equal((await ta.anonymous('GET', '/api/v1/auth/me', undefined, bearer(r1.body.data.accessToken))).status, 200)
 
+  ta.clock.now += (REFRESH_RACE_SECONDS + 1) * 1000 // past the window of a refresh race: a copy
   const reused = await ta.anonymous('POST', '/api/v1/auth/refresh', { token: session })
   t.equal(reused.status, 401)
   t.equal(reused.body.error.code, 'UNAUTHORIZED')
@@ -243,12 +225,22 @@ t.test('refresh rotates the session token, and a copied old token ends the sessi
   t.same(events.map((e) => e.action), ['auth.login', 'auth.session_token_reused'])
 })
 
-t.test('two refreshes racing with one token: one wins', async (t) => {
+t.test('two refreshes racing with one token: one wins, the other is told so, and the session lives on', async (t) => {
   const ta = await testApp(t)
   const o = await owner(ta)
-  const { session } = await signIn(ta.anonymous, o.email)
-  const results = await Promise.all([0, 1].map(() => ta.anonymous('POST', '/api/v1/auth/refresh', { token: session })))
-  t.same(results.map((r) => r.status).sort(), [200, 401])
+  let { session } = await signIn(ta.anonymous, o.email)
+  // Repeated: the loser may read the token before or after the winner retired it.
+  for (let round = 0; round < 10; round++) {
+    const results = await Promise.all([0, 1].map(() => ta.anonymous('POST', '/api/v1/auth/refresh', { token: session })))
+    t.same(results.map((r) => r.status).sort(), [200, 401], `round ${round}: one wins`)
+    const loser = results.find((r) => r.status === 401)!
+    t.match(loser.body.error, { code: 'UNAUTHORIZED', details: { reason: 'token_rotated' } })
+    session = results.find((r) => r.status === 200)!.body.data.token
+    const still = await ta.anonymous('POST', '/api/v1/auth/exchange', { token: session })
+    t.equal(still.status, 200, `round ${round}: the winner's token still works: the race did not end the session`)
+  }
+  const events = await ta.platform.db.system((sql) => sql`select action from audit_events where tenant_id = ${o.tenantId} and action = 'auth.session_token_reused'`)
+  t.same(events, [], 'no race was taken for a copied token')
 })
 
 t.test('a session expires after its lifetime', async (t) => {

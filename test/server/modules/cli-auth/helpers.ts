@@ -38,7 +38,7 @@ export function client(app: FastifyInstance, ip = randomIp()): Client {
 
 export async function user(ta: TestApp, plan: 'free' | 'pro' | 'growth' | 'enterprise' = 'pro') {
   const email = `cli-${suffix()}@example.com`
-  const created = await createTenant(ta.platform.db, { name: `Acme ${suffix()}`, plan, email, password: PASSWORD })
+  const created = await createTenant(ta.platform, { name: `Acme ${suffix()}`, plan, email, password: PASSWORD })
   return { ...created, email }
 }
 

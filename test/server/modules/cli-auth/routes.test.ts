@@ -5,6 +5,7 @@ import { CLI_AUTH_LIMITS } from '../../../../server/modules/cli-auth/routes.js'
 import { LOGIN_TTL_SECONDS } from '../../../../server/modules/cli-auth/service.js'
 import { approvedLogin, client, newState, pkcePair, randomIp, signIn, startLogin, user, type Client } from './helpers.js'
 import { checkPage } from '../../../helpers/pages.js'
+import { countLookups } from '../../../helpers/platform.js'
 
 // One app for the rules that do not move the clock; each test calls from an address of its own.
 const h = await testApp(t)
@@ -22,13 +23,12 @@ const stored = (loginId: string) =>
 
 const unknownId = () => randomBytes(32).toString('base64url')
 
-t.test('start gives a pending login: a 256-bit loginId, the approval page address, a verification code and a 10-minute expiry', async (t) => {
+t.test('start gives a pending login: a 208-bit loginId with its tag, the approval page address, a verification code and a 10-minute expiry', async (t) => {
   const call = client(h.app)
   const before = Date.now()
   const login = await startLogin(call)
   t.equal(login.response.status, 201)
   t.match(login.loginId, /^[A-Za-z0-9_-]{43}$/)
-  t.equal(Buffer.from(login.loginId, 'base64url').length, 32)
   t.match(login.verificationCode, /^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/)
   t.equal(login.response.body.data.interval, 5)
   const expiresIn = Date.parse(login.expiresAt) - before
@@ -427,4 +427,20 @@ t.test('the device login endpoints are in the OpenAPI document with their errors
   }
   t.same(doc.paths['/cli/auth/start'].post.security, [], 'start needs no credential')
   t.notOk(doc.paths['/cli/auth/approve'], 'the HTML page is hidden')
+})
+
+t.test('a loginId not made here is refused without a lookup; one client guessing does not hold up another\'s login from the same address', async (t) => {
+  const ta = await testApp(t, {}, { signInFailures: { max: 5 } })
+  const ip = randomIp() // one office, one address
+  const guesser = client(ta.app, ip)
+  const colleague = client(ta.app, ip)
+  const login = await startLogin(colleague)
+  const counted = countLookups(ta.platform.db)
+  const statuses: number[] = []
+  for (let i = 0; i < 8; i++) statuses.push((await guesser('GET', `/cli/auth/status?loginId=${unknownId()}`)).status)
+  t.same(statuses, [404, 404, 404, 404, 404, 429, 429, 429], 'guesses are failures of the address')
+  t.equal(counted.lookups, 0, 'none was looked up')
+  const polled = await colleague('GET', `/cli/auth/status?loginId=${login.loginId}`)
+  t.equal(polled.status, 200, 'the real login from the same address is served')
+  t.equal(polled.body.data.status, 'pending')
 })

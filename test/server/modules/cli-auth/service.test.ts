@@ -2,16 +2,20 @@ import t from 'tap'
 import {
   newLoginId, newVerificationCode, pkceChallenge, safeEqual, statusOf, VERIFICATION_ALPHABET,
 } from '../../../../server/modules/cli-auth/service.js'
+import { credentialTags } from '../../../../server/platform/credential-tags.js'
 
 t.test('the PKCE S256 challenge matches the RFC 7636 appendix B example', async (t) => {
   t.equal(pkceChallenge('dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk'), 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM')
 })
 
-t.test('a loginId is 32 random bytes in base64url (256 bits), never repeated', async (t) => {
-  const ids = new Set(Array.from({ length: 1000 }, newLoginId))
+t.test('a loginId is 26 random bytes in base64url (208 bits) and its tag, never repeated', async (t) => {
+  const tags = credentialTags({ deriveKey: () => Buffer.alloc(32, 3) }, 'cli-login')
+  const ids = new Set(Array.from({ length: 1000 }, () => newLoginId(tags)))
   t.equal(ids.size, 1000)
-  const malformed = [...ids].filter((id) => !/^[A-Za-z0-9_-]{43}$/.test(id) || Buffer.from(id, 'base64url').length !== 32)
-  t.same(malformed, [], '43 base64url characters holding 32 bytes')
+  const malformed = [...ids].filter((id) => !/^[A-Za-z0-9_-]{43}$/.test(id) || Buffer.from(id.slice(0, 35), 'base64url').length !== 26 || !tags.verify(id))
+  t.same(malformed, [], '43 characters: 26 bytes in base64url, then the tag')
+  const elsewhere = credentialTags({ deriveKey: () => Buffer.alloc(32, 4) }, 'cli-login')
+  t.notOk(elsewhere.verify(newLoginId(tags)), 'another deployment\'s tag does not verify')
 })
 
 t.test('a verification code is 8 letters of the consonant alphabet, shown XXXX-XXXX, every letter in use', async (t) => {

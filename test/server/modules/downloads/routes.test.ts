@@ -26,6 +26,41 @@ t.test('a tampered link is FORBIDDEN', async (t) => {
   t.equal(other.status, 403, 'a signature for another key')
 })
 
+t.test('a link whose signature is spelled any other way than issued is FORBIDDEN', async (t) => {
+  // A signature holding '-' or '_' (most do), so that the standard-alphabet spelling differs too.
+  let url!: URL
+  for (let s = 60; !/[-_]/.test(url?.searchParams.get('signature') ?? ''); s++) {
+    url = new URL(await blobs.presignGet('t/file.zip', { expiresSeconds: s, filename: 'f.zip' }))
+  }
+  const sig = url.searchParams.get('signature')!
+  t.match(sig, /^[A-Za-z0-9_-]{43}$/, 'issued as unpadded base64url of HMAC-SHA256')
+  const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+  const i = sig.search(/[A-Za-z]/)
+  const altered: Record<string, string> = {
+    'a trailing !': `${sig}!`,
+    'a trailing =': `${sig}=`,
+    'padding ==': `${sig}==`,
+    'inserted characters': `${sig.slice(0, 10)}!*.${sig.slice(10)}`,
+    'an inserted space': `${sig.slice(0, 20)} ${sig.slice(20)}`,
+    'the standard base64 alphabet': sig.replace(/-/g, '+').replace(/_/g, '/'),
+    // 43 characters carry 258 bits for 256: the last one's two spare bits change no byte.
+    'other spare bits in the last character': sig.slice(0, -1) + ALPHABET[ALPHABET.indexOf(sig.at(-1)!) ^ 1],
+    'a case change': sig.slice(0, i) + (sig[i] === sig[i]!.toUpperCase() ? sig[i]!.toLowerCase() : sig[i]!.toUpperCase()) + sig.slice(i + 1),
+    'truncated by one character': sig.slice(0, -1),
+    'empty': '',
+  }
+  for (const [what, signature] of Object.entries(altered)) {
+    const tampered = new URL(url)
+    tampered.searchParams.set('signature', signature)
+    const r = await h.anonymous('GET', tampered.pathname + tampered.search)
+    t.equal(r.status, 403, what)
+    t.match(r.body?.error, { code: 'FORBIDDEN', details: { reason: 'signature' } }, what)
+  }
+  const untouched = await h.anonymous('GET', url.pathname + url.search)
+  t.equal(untouched.status, 200, 'the link as issued downloads')
+  t.equal(untouched.raw.toString(), 'PK-bytes')
+})
+
 t.test('an expired link is FORBIDDEN', async (t) => {
   const url = new URL(await blobs.presignGet('t/file.zip', { expiresSeconds: -5, filename: 'f.zip' }))
   const r = await h.anonymous('GET', url.pathname + url.search)

@@ -23,12 +23,18 @@ t.test('an event is written in the transaction of its change: a rollback leaves 
 })
 
 t.test('a tenant creation that fails part-way announces neither the tenant nor its owner', async (t) => {
-  const email = `taken-${suffix()}@example.com`
-  await createTenant(db, { name: 'First', email })
-  const name = `Second ${suffix()}`
-  await t.rejects(createTenant(db, { name, email }), { code: 'VALIDATION_ERROR' })
-  const leaked = await db.system((sql) => sql`select 1 from webhook_events where type = 'tenant.created' and data->>'name' = ${name}`)
-  t.equal(leaked.length, 0)
+  // The last step, the owner's key, fails: after the tenant, its owner and both events were written.
+  const name = `Doomed ${suffix()}`
+  await db.sql.unsafe(`
+    create function atrium_test_refuse_key() returns trigger language plpgsql as $$
+    begin raise exception 'refused by the test'; end $$;
+    create trigger atrium_test_refuse_key before insert on api_keys for each row
+      when (new.name = 'owner key (admin CLI)') execute function atrium_test_refuse_key()`)
+  t.teardown(() => db.sql.unsafe('drop trigger atrium_test_refuse_key on api_keys; drop function atrium_test_refuse_key()'))
+  await t.rejects(createTenant(h.platform, { name, email: `doomed-${suffix()}@example.com` }), /refused by the test/)
+  const leaked = await db.system((sql) => sql`select type from webhook_events where data->>'name' = ${name} or data->>'email' like 'doomed-%'`)
+  t.same(leaked, [])
+  t.same(await db.system((sql) => sql`select 1 from tenants where name = ${name}`), [], 'nor the tenant itself')
 })
 
 t.test('a project change that is refused announces nothing; the ones that happen are announced in order', async (t) => {

@@ -82,7 +82,7 @@ t.test('air-gapped: an identity provider whose name resolves inside OUTBOUND_ALL
     OIDC_PROVIDERS: JSON.stringify([entry({ issuer: idp.issuer, allowHttp: true, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET })]),
   })
   const email = `air-${suffix()}@example.com`
-  const tenant = await createTenant(ta.platform.db, { name: 'Air', email })
+  const tenant = await createTenant(ta.platform, { name: 'Air', email })
   idp.accounts.set('air', { email, email_verified: true })
   const start = await ta.anonymous('GET', '/oauth/corp/start')
   t.equal(start.status, 200, JSON.stringify(start.body))

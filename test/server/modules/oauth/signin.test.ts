@@ -36,21 +36,21 @@ const userCreated = async (ta: TestApp, userId: string) =>
 
 async function member(ta: TestApp) {
   const p = person()
-  const tenant = await createTenant(ta.platform.db, { name: `Acme ${suffix()}`, plan: 'pro', email: p.email })
+  const tenant = await createTenant(ta.platform, { name: `Acme ${suffix()}`, plan: 'pro', email: p.email })
   return { ...p, ...tenant }
 }
 
 /** A browser starts signing in (with its binding cookie, if it has one yet). */
-async function start(ta: TestApp, providerId = 'idp', cookie?: string) {
-  const r = await ta.anonymous('GET', `/oauth/${providerId}/start`, undefined, cookie ? { cookie } : {})
+async function start(ta: TestApp, providerId = 'idp', cookie?: string, tenantId?: string) {
+  const r = await ta.anonymous('GET', `/oauth/${providerId}/start${tenantId ? `?tenantId=${tenantId}` : ''}`, undefined, cookie ? { cookie } : {})
   if (r.status !== 200) throw new Error(`start failed: ${JSON.stringify(r.body)}`)
   const bound = /atrium_oauth=([A-Za-z0-9]+)/.exec(String(r.headers['set-cookie']))?.[1]
   return { response: r, url: r.body.data.authorizationUrl as string, cookie: `atrium_oauth=${bound}` }
 }
 
 /** start, then the person signs in at the provider, which sends the browser back to the callback. */
-async function signIn(ta: TestApp, sub: string, providerId = 'idp', cookie?: string) {
-  const s = await start(ta, providerId, cookie)
+async function signIn(ta: TestApp, sub: string, providerId = 'idp', cookie?: string, tenantId?: string) {
+  const s = await start(ta, providerId, cookie, tenantId)
   const callback = await signInAtIdp(s.url, sub, redirectUri(providerId))
   return { ...s, callback }
 }
@@ -269,7 +269,7 @@ t.test('without just-in-time creation, an address with no account is refused', a
   t.equal(users.length, 0)
 })
 
-t.test('a disabled account is refused, an invited one joins on its first sign-in', async (t) => {
+t.test('a disabled account is refused; an invited one joins through the invitation\'s link, not through a provider serving every tenant', async (t) => {
   const ta = await oidcApp(t)
   const m = await member(ta)
   await ta.platform.db.system((sql) => sql`update users set status = 'disabled' where id = ${m.userId}`)
@@ -291,15 +291,57 @@ t.test('a disabled account is refused, an invited one joins on its first sign-in
   const invited = await owner('POST', '/api/v1/tenant/team/members', { email: invitee.email, role: 'viewer' })
   t.equal(invited.status, 201, JSON.stringify(invited.body))
   const b = await signIn(ta, invitee.sub, 'idp', a.cookie)
-  const joined = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
+  const pending = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
+  t.equal(pending.status, 403, 'a provider serving every tenant accepts no invitation')
+  t.match(pending.body.error, { code: 'FORBIDDEN', details: { reason: 'invitation_pending' } })
+  const accept = await ta.anonymous('POST', '/api/v1/auth/invitations/accept', { token: invited.body.data.invitation.token, password: 'correct horse battery' })
+  t.equal(accept.status, 200, 'the invitation\'s link joins')
+  const c = await signIn(ta, invitee.sub, 'idp', a.cookie)
+  const joined = await authorize(ta, 'idp', { callbackUrl: c.callback.search }, { cookie: c.cookie })
   t.equal(joined.status, 200, JSON.stringify(joined.body))
   t.match(joined.body.data.user, { email: invitee.email, role: 'viewer' })
-  const [row] = await ta.platform.db.system((sql) => sql<{ status: string }[]>`select status from users where id = ${joined.body.data.user.id}`)
-  t.equal(row!.status, 'active')
-  const accept = await ta.anonymous('POST', '/api/v1/auth/invitations/accept', { token: invited.body.data.invitation.token, password: 'correct horse battery' })
-  t.equal(accept.status, 401, 'the invitation link is used up once its member has joined')
-  t.ok((await auditOf(ta, m.tenantId)).some((e) => e.action === 'auth.invitation_accepted' && e.details.provider === 'idp'))
   t.same(await userCreated(ta, joined.body.data.user.id), ['invitation'], 'joining announces user.created once')
+})
+
+t.test('a provider bound to a tenant accepts its own tenant\'s invitation on the first sign-in', async (t) => {
+  const tenantId = randomUUID()
+  const ta = await oidcApp(t, [provider({ id: 'jit', tenantId, defaultRole: 'viewer' })])
+  await ta.platform.db.system((sql) => sql`insert into tenants (id, name, plan) values (${tenantId}, 'Bound Corp', 'enterprise')`)
+  const invitee = person()
+  const [{ id: userId } = { id: "" }] = await ta.platform.db.system((sql) => sql<{ id: string }[]>`
+    insert into users (id, tenant_id, email, role, status) values (${randomUUID()}, ${tenantId}, ${invitee.email}, 'member', 'invited') returning id`)
+  const a = await signIn(ta, invitee.sub, 'jit')
+  const joined = await authorize(ta, 'jit', { callbackUrl: a.callback.search }, { cookie: a.cookie })
+  t.equal(joined.status, 200, JSON.stringify(joined.body))
+  t.match(joined.body.data, { user: { id: userId, role: 'member' }, tenant: { id: tenantId } })
+  t.ok((await auditOf(ta, tenantId)).some((e) => e.action === 'auth.invitation_accepted' && e.details.provider === 'jit'))
+})
+
+t.test('no tenant pulls someone in by inviting their address first: a provider serving every tenant signs in only accounts in use, and asks which when there are several', async (t) => {
+  const ta = await oidcApp(t)
+  const own = await member(ta) // the person's own organization, where they work
+  const rogue = await member(ta)
+  // Another organization invites the same address: it learns nothing and reserves nothing.
+  const invited = await caller(ta.app, rogue.apiKey)('POST', '/api/v1/tenant/team/members', { email: own.email, role: 'admin' })
+  t.equal(invited.status, 201)
+  const a = await signIn(ta, own.sub)
+  const r = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
+  t.equal(r.status, 200)
+  t.equal(r.body.data.tenant.id, own.tenantId, 'signed in where they work, not where they were invited')
+  const [rogueAccount] = await ta.platform.db.system((sql) => sql<{ status: string }[]>`select status from users where tenant_id = ${rogue.tenantId} and email = ${own.email}`)
+  t.equal(rogueAccount!.status, 'invited', 'the invitation was not accepted on their behalf')
+
+  // Once they accept it themselves, they have two accounts: the sign-in asks which, and names them.
+  t.equal((await ta.anonymous('POST', '/api/v1/auth/invitations/accept', { token: invited.body.data.invitation.token, password: 'correct horse battery' })).status, 200)
+  const b = await signIn(ta, own.sub, 'idp', a.cookie)
+  const ambiguous = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
+  t.equal(ambiguous.status, 403)
+  t.match(ambiguous.body.error.details, { reason: 'tenant_required' })
+  t.same(ambiguous.body.error.details.tenants.map((x: { id: string }) => x.id).sort(), [own.tenantId, rogue.tenantId].sort())
+  const c = await signIn(ta, own.sub, 'idp', a.cookie, rogue.tenantId)
+  const chosen = await authorize(ta, 'idp', { callbackUrl: c.callback.search }, { cookie: c.cookie })
+  t.equal(chosen.status, 200)
+  t.equal(chosen.body.data.tenant.id, rogue.tenantId, 'the chosen one')
 })
 
 
@@ -321,14 +363,18 @@ t.test('a provider bound to a tenant creates first-time users there, and signs i
   t.equal(events.filter((e) => e.action === 'auth.login').length, 2)
   t.same(await userCreated(ta, first.body.data.user.id), ['oidc'], 'provisioning announces user.created once; signing in again does not')
 
-  // The provider of tenant A cannot vouch for an address that belongs to tenant B.
+  // The provider of tenant A vouches for tenant A only: an address with an account in tenant B
+  // gets an account of its own in A, never B's.
   const other = await member(ta)
   const c = await signIn(ta, other.sub, 'jit', a.cookie)
-  const foreign = await authorize(ta, 'jit', { callbackUrl: c.callback.search }, { cookie: c.cookie })
-  t.equal(foreign.status, 403)
-  t.match(foreign.body.error, { code: 'FORBIDDEN', details: { reason: 'no_account' } })
-  const d = await signIn(ta, other.sub, 'idp', a.cookie)
-  t.equal((await authorize(ta, 'idp', { callbackUrl: d.callback.search }, { cookie: d.cookie })).status, 200, 'the deployment-wide provider signs them in')
+  const inA = await authorize(ta, 'jit', { callbackUrl: c.callback.search }, { cookie: c.cookie })
+  t.equal(inA.status, 200)
+  t.equal(inA.body.data.tenant.id, tenantId)
+  t.not(inA.body.data.user.id, other.userId, 'not the account of tenant B')
+  const d = await signIn(ta, other.sub, 'idp', a.cookie, other.tenantId)
+  const inB = await authorize(ta, 'idp', { callbackUrl: d.callback.search }, { cookie: d.cookie })
+  t.equal(inB.status, 200, 'the deployment-wide provider signs them in to B when they choose it')
+  t.equal(inB.body.data.user.id, other.userId)
 })
 
 t.test('an identity provider that cannot be reached is 503, and is tried again next time', async (t) => {

@@ -1,5 +1,7 @@
 import t from 'tap'
-import { testApp } from '../../../helpers/app.js'
+import { appOn, testApp } from '../../../helpers/app.js'
+import { testPlatform } from '../../../helpers/platform.js'
+import { loadMigrations, migrate } from '../../../../server/platform/migrate.js'
 
 const h = await testApp(t)
 
@@ -14,7 +16,7 @@ t.test('readyz checks the database, cache and blob storage', async (t) => {
   t.equal(r.status, 200)
   t.match(r.body.data, {
     status: 'ready',
-    checks: { db: { status: 'pass', latencyMs: Number }, cache: { status: 'pass' }, blobs: { status: 'pass' } },
+    checks: { db: { status: 'pass', latencyMs: Number }, schema: { status: 'pass', pending: [] }, cache: { status: 'pass' }, blobs: { status: 'pass' } },
   })
   t.equal(r.body.data.checks.db.mode, h.platform.db.mode)
 })
@@ -39,6 +41,21 @@ t.test('readyz is 503 when the database does not answer', async (t) => {
   t.equal(r.status, 503)
   t.match(r.body.error, { code: 'SERVICE_UNAVAILABLE', message: /db/ })
   t.notMatch(r.raw.toString(), /db\.internal|atrium/)
+})
+
+t.test('readyz is 503 on a database without the schema this server needs, and ready once migrated', async (t) => {
+  const platform = await testPlatform(t, { MIGRATE_ON_START: 'false' }, { emptyDatabase: true })
+  const b = await appOn(t, platform)
+  const versions = loadMigrations().map((m) => m.version)
+  const r = await b.anonymous('GET', '/readyz')
+  t.equal(r.status, 503)
+  t.match(r.body.error, { code: 'SERVICE_UNAVAILABLE', message: /lacks migrations .*run `migrate`/ })
+  t.match(r.body.error.details.checks, { schema: { status: 'fail', version: versions.at(-1), pending: versions } })
+
+  await migrate(platform.db.sql)
+  const ready = await b.anonymous('GET', '/readyz')
+  t.equal(ready.status, 200)
+  t.match(ready.body.data.checks.schema, { status: 'pass', pending: [] })
 })
 
 t.test('metrics count requests by route template, not by URL', async (t) => {

@@ -5,6 +5,7 @@ import t, { type Test } from 'tap'
 import { appOn, caller, testApp, type Caller, type TestApp } from '../../../helpers/app.js'
 import { suffix } from '../../../helpers/platform.js'
 import type { Role } from '../../../../server/http/permissions.js'
+import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
 import { INVITATION_TTL_SECONDS } from '../../../../server/modules/team/service.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
@@ -26,7 +27,7 @@ async function signIn(ta: TestApp, email: string): Promise<{ session: string; ac
 
 async function team(ta: TestApp, plan: 'free' | 'pro' | 'growth' | 'enterprise' = 'pro') {
   const email = `owner-${suffix()}@example.com`
-  const created = await createTenant(ta.platform.db, { name: `Acme ${suffix()}`, plan, email, password: PASSWORD })
+  const created = await createTenant(ta.platform, { name: `Acme ${suffix()}`, plan, email, password: PASSWORD })
   const owner: Person = { userId: created.userId, email, ...(await signIn(ta, email)) }
   return { ...created, owner, key: caller(ta.app, created.apiKey) }
 }
@@ -86,7 +87,7 @@ t.test('an owner invites a member, who accepts with a password of their own and 
   t.equal(invited.status, 201)
   const { member, invitation } = invited.body.data
   t.match(member, { id: String, email, name: 'Ada', role: 'member', status: 'invited', createdAt: String, lastLoginAt: null })
-  t.match(invitation.token, /^ati_[A-Za-z0-9]{43}$/)
+  t.match(invitation.token, /^ati_[A-Za-z0-9]{51}$/, "43 random characters and the 8-character tag")
   const publicUrl = ta.platform.config.PUBLIC_URL.replace(/\/+$/, '')
   t.equal(invitation.acceptUrl, `${publicUrl}/invitations/accept#token=${invitation.token}`, 'the token rides in the fragment, out of access logs')
   const expiresIn = Date.parse(invitation.expiresAt) - Date.now()
@@ -146,7 +147,7 @@ t.test('an invitation is accepted once, and not after 7 days', async (t) => {
   const still = await tm.key('GET', `/api/v1/tenant/team/members/${late.userId}`)
   t.equal(still.body.data.status, 'invited', 'the member waits for a new invitation')
 
-  for (const [name, token] of [['unknown', `ati_${'A'.repeat(43)}`], ['malformed', 'ati_short'], ['a session token', `ats_${'A'.repeat(43)}`]] as const) {
+  for (const [name, token] of [['unknown', `ati_${'A'.repeat(43)}`], ['made up, with a tag not made here', `ati_${'A'.repeat(51)}`], ['malformed', 'ati_short'], ['a session token', `ats_${'A'.repeat(43)}`]] as const) {
     const r = await ta.anonymous('POST', ACCEPT, { token, password: PASSWORD })
     t.equal(r.status, 401, name)
     t.equal(r.body.error.code, 'UNAUTHORIZED', name)
@@ -206,13 +207,11 @@ t.test('an invitation to a suspended organization cannot be accepted', async (t)
   t.equal(r.body.error.details.reason, 'tenant_suspended')
 })
 
-t.test('inviting an address that already has an account, or a malformed invitation, is a VALIDATION_ERROR', async (t) => {
+t.test('inviting a member of this organization again, or a malformed invitation, is a VALIDATION_ERROR', async (t) => {
   const ta = app
   const tm = await team(ta)
-  const other = await team(ta)
   const cases: [string, unknown][] = [
     ['the owner\'s address in other letters', { email: tm.owner.email.toUpperCase(), role: 'member' }],
-    ['an address of another organization', { email: other.owner.email, role: 'viewer' }],
     ['not an email', { email: 'not-an-email', role: 'member' }],
     ['unknown role', { email: `x-${suffix()}@example.com`, role: 'superuser' }],
     ['no role', { email: `x-${suffix()}@example.com` }],
@@ -224,10 +223,50 @@ t.test('inviting an address that already has an account, or a malformed invitati
     t.equal(r.status, 400, name)
     t.equal(r.body.error.code, 'VALIDATION_ERROR', name)
   }
-  const dup = await tm.owner.call('POST', '/api/v1/tenant/team/members', { email: other.owner.email, role: 'viewer' })
-  t.notOk(JSON.stringify(dup.body).includes(other.tenantId), 'nothing about the other organization')
   const listed = await tm.owner.call('GET', '/api/v1/tenant/team/members')
   t.equal(listed.body.data.length, 1, 'nobody was added')
+})
+
+t.test('inviting an address that has an account in another organization reveals nothing and reserves nothing', async (t) => {
+  const ta = app
+  const tm = await team(ta)
+  const other = await team(ta)
+  const known = await tm.owner.call('POST', '/api/v1/tenant/team/members', { email: other.owner.email.toUpperCase(), role: 'viewer' })
+  const unknown = await tm.owner.call('POST', '/api/v1/tenant/team/members', { email: `nobody-${suffix()}@example.com`, role: 'viewer' })
+  t.equal(known.status, 201, 'invited like anyone else')
+  const shape = (r: typeof known) => JSON.stringify(r.body.data, (k, v) => (typeof v === 'string' && k !== 'status' && k !== 'role' ? typeof v : v))
+  t.equal(shape(known), shape(unknown), 'the answer for an address with an account elsewhere is the one for a new address')
+  t.notOk(JSON.stringify(known.body).includes(other.tenantId), 'nothing about the other organization')
+
+  // The person accepts with a password of their own: two accounts, each signed in to apart.
+  const accepted = await ta.anonymous('POST', '/api/v1/auth/invitations/accept', { token: known.body.data.invitation.token, password: 'another long passphrase' })
+  t.equal(accepted.status, 200)
+  t.equal(accepted.body.data.tenant.id, tm.tenantId)
+  const here = await ta.anonymous('POST', '/api/v1/auth/login', { email: other.owner.email, password: 'another long passphrase' })
+  t.equal(here.body.data.tenant.id, tm.tenantId, 'this password opens the account here')
+  const there = await ta.anonymous('POST', '/api/v1/auth/login', { email: other.owner.email, password: PASSWORD })
+  t.equal(there.body.data.tenant.id, other.tenantId, 'and the old one the account there')
+
+  // An organization that invited an address first keeps nobody from inviting it too.
+  const third = await team(ta)
+  t.equal((await third.owner.call('POST', '/api/v1/tenant/team/members', { email: other.owner.email, role: 'member' })).status, 201)
+})
+
+t.test('one password opening accounts in several organizations: sign-in asks which, and signs in to the one named', async (t) => {
+  const ta = app
+  const a = await team(ta)
+  const b = await team(ta)
+  const inv = await invite(b.owner.call, 'member', a.owner.email)
+  t.equal((await ta.anonymous('POST', '/api/v1/auth/invitations/accept', { token: inv.token, password: PASSWORD })).status, 200)
+  const ambiguous = await ta.anonymous('POST', '/api/v1/auth/login', { email: a.owner.email, password: PASSWORD })
+  t.equal(ambiguous.status, 400)
+  t.match(ambiguous.body.error, { code: 'VALIDATION_ERROR', details: { reason: 'tenant_required', errors: [{ field: 'body.tenantId' }] } })
+  t.same(ambiguous.body.error.details.tenants.map((x: { id: string }) => x.id).sort(), [a.tenantId, b.tenantId].sort())
+  const chosen = await ta.anonymous('POST', '/api/v1/auth/login', { email: a.owner.email, password: PASSWORD, tenantId: b.tenantId })
+  t.equal(chosen.status, 200)
+  t.match(chosen.body.data, { tenant: { id: b.tenantId }, user: { id: inv.userId, role: 'member' } })
+  const wrong = await ta.anonymous('POST', '/api/v1/auth/login', { email: a.owner.email, password: 'not the password', tenantId: b.tenantId })
+  t.equal(wrong.status, 401)
 })
 
 t.test('members are listed a page at a time', async (t) => {
@@ -317,7 +356,7 @@ t.test('members and viewers can read the team but not manage anyone', async (t) 
       t.equal(r.body.error.details.required, 'team:manage')
     }
   }
-  const noTeam = await ta.platform.db.system((sql) => createKey(sql, { tenantId: tm.tenantId, type: 'sdk', permissions: ['projects:read'] }))
+  const noTeam = await ta.platform.db.system((sql) => createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: tm.tenantId, type: 'sdk', permissions: ['projects:read'] }))
   const r = await caller(ta.app, noTeam.key)('GET', '/api/v1/tenant/team/members')
   refused(t, r, 'FORBIDDEN', null, 'a key without team:read')
   t.equal(r.body.error.details.required, 'team:read')
@@ -372,7 +411,7 @@ t.test('admins manage admins, members and viewers', async (t) => {
 t.test('an API key with * acts like an admin, never like an owner; a narrower key only on the roles it covers', async (t) => {
   const ta = app
   const tm = await team(ta)
-  const full = await ta.platform.db.system((sql) => createKey(sql, { tenantId: tm.tenantId, type: 'ci', permissions: ['*'] }))
+  const full = await ta.platform.db.system((sql) => createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: tm.tenantId, type: 'ci', permissions: ['*'] }))
   const key = caller(ta.app, full.key)
   const admin = await join(ta, key, 'admin')
   t.equal((await key('PATCH', member(admin.userId), { role: 'member' })).status, 200, 'a * key manages admins')
@@ -383,7 +422,7 @@ t.test('an API key with * acts like an admin, never like an owner; a narrower ke
   refused(t, await tm.key('PATCH', member(tm.owner.userId), { status: 'disabled' }), 'FORBIDDEN', 'owner_only', "the owner's own * key is no owner either")
 
   const narrow = await ta.platform.db.system((sql) =>
-    createKey(sql, { tenantId: tm.tenantId, type: 'ci', permissions: ['team:manage', 'team:read', 'projects:read', 'settings:read'] }))
+    createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: tm.tenantId, type: 'ci', permissions: ['team:manage', 'team:read', 'projects:read', 'settings:read'] }))
   const hr = caller(ta.app, narrow.key)
   const viewer = await join(ta, hr, 'viewer')
   t.equal(viewer.userId.length, 36, 'it invites viewers, whose permissions it holds')
@@ -402,7 +441,7 @@ t.test('nobody changes themselves, except an owner stepping down while another o
   refused(t, await admin.call('PATCH', member(admin.userId), { role: 'member' }), 'FORBIDDEN', 'self', 'admin demotes themselves')
   refused(t, await admin.call('PATCH', member(admin.userId), { status: 'disabled' }), 'FORBIDDEN', 'self', 'admin disables themselves')
   refused(t, await admin.call('DELETE', member(admin.userId)), 'FORBIDDEN', 'self', 'admin removes themselves')
-  const adminKey = await ta.platform.db.system((sql) => createKey(sql, { tenantId: tm.tenantId, userId: admin.userId, type: 'sdk', permissions: ['*'] }))
+  const adminKey = await ta.platform.db.system((sql) => createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: tm.tenantId, userId: admin.userId, type: 'sdk', permissions: ['*'] }))
   refused(t, await caller(ta.app, adminKey.key)('DELETE', member(admin.userId)), 'FORBIDDEN', 'self', "admin's key removes its own user")
 
   refused(t, await tm.owner.call('PATCH', member(tm.owner.userId), { role: 'admin' }), 'VALIDATION_ERROR', 'last_owner', 'the only owner steps down')
@@ -503,7 +542,7 @@ t.test('a demotion revokes the API keys holding more than the new role; disablin
   const ta = app
   const tm = await team(ta)
   const admin = await join(ta, tm.owner.call, 'admin')
-  const keyOf = (permissions: string[]) => ta.platform.db.system((sql) => createKey(sql, { tenantId: tm.tenantId, userId: admin.userId, type: 'sdk', permissions }))
+  const keyOf = (permissions: string[]) => ta.platform.db.system((sql) => createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: tm.tenantId, userId: admin.userId, type: 'sdk', permissions }))
   const [all, write, read] = await Promise.all([keyOf(['*']), keyOf(['projects:write', 'projects:read']), keyOf(['projects:read'])])
   const use = (k: { key: string }): Caller => caller(ta.app, k.key)
   for (const k of [all, write, read]) t.equal((await use(k)('GET', '/api/v1/projects')).status, 200, 'every key works before')
@@ -524,7 +563,7 @@ t.test('removing a member revokes their API keys and sessions and deletes the ac
   const replica = await appOn(t, ta.platform)
   const tm = await team(ta)
   const m = await join(ta, tm.owner.call, 'member')
-  const k = await ta.platform.db.system((sql) => createKey(sql, { tenantId: tm.tenantId, userId: m.userId, type: 'sdk', permissions: ['projects:read'] }))
+  const k = await ta.platform.db.system((sql) => createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: tm.tenantId, userId: m.userId, type: 'sdk', permissions: ['projects:read'] }))
   t.equal((await replica.anonymous('GET', '/api/v1/projects', undefined, bearer(k.key))).status, 200, 'cached on the other replica')
 
   const removed = await tm.owner.call('DELETE', member(m.userId))

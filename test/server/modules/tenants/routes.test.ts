@@ -1,20 +1,46 @@
+import http from 'node:http'
+import { isIP, type AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import t, { type Test } from 'tap'
-import { appOn, caller, testApp, type Caller, type TestApp } from '../../../helpers/app.js'
+import { appOn, caller, testApp, type Called, type Caller, type TestApp } from '../../../helpers/app.js'
 import { suffix } from '../../../helpers/platform.js'
 import { newId } from '../../../../server/ids.js'
 import { createLogger } from '../../../../server/logger.js'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
+import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import { PLAN_LIMITS } from '../../../../server/modules/tenants/plans.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 import { llmKeyContext, llmSettingsService } from '../../../../server/modules/tenants/settings.js'
 import { hashPassword } from '../../../../server/modules/users/passwords.js'
 import { insertUser } from '../../../../server/modules/users/store.js'
 import type { Role } from '../../../../server/http/permissions.js'
+import { compilePolicy, refusalIn, type OutboundPolicy, type Resolver } from '../../../../server/platform/outbound.js'
+
+const PUBLIC = '93.184.216.34'
+
+/** Names answered from a table (never looked up for real); any other name does not exist. */
+function dns(answers: Record<string, string[]>): Resolver {
+  return async (host) => {
+    const list = answers[host]
+    if (!list) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND', hostname: host })
+    return list.map((address) => ({ address, family: isIP(address) }))
+  }
+}
+const NAMES = {
+  localhost: ['127.0.0.1', '::1'],
+  'loopback.test': ['127.0.0.1'],
+  'metadata.google.internal': ['169.254.169.254'],
+  'metadata6.test': ['fd00:ec2::254'],
+  'intranet.test': ['10.1.2.3'],
+  'public.test': [PUBLIC],
+  ollama: ['10.0.0.7'],
+  'llm.example': [PUBLIC],
+}
 
 // One app (and database) for the file: every test makes its own tenants, which is the isolation
-// the product promises anyway. Tests that move the clock build their own.
-const app = await testApp(t)
+// the product promises anyway. Tests that move the clock or the outbound policy build their own.
+// Self-hosted models live in 10.0.0.0/8 here, as a deployment would list them.
+const app = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8' }, { resolver: dns(NAMES) })
 const PASSWORD = 'correct horse battery'
 const LLM_KEY = 'sk-test-0123456789abcdefWXYZ'
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
@@ -22,7 +48,7 @@ const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 /** A tenant whose owner signs in with a password, and its all-permissions key. */
 async function owner(ta: TestApp, plan: 'free' | 'pro' | 'growth' | 'enterprise' = 'pro') {
   const email = `owner-${suffix()}@example.com`
-  const created = await createTenant(ta.platform.db, { name: `Acme ${suffix()}`, plan, email, password: PASSWORD })
+  const created = await createTenant(ta.platform, { name: `Acme ${suffix()}`, plan, email, password: PASSWORD })
   return { ...created, email, key: caller(ta.app, created.apiKey) }
 }
 
@@ -37,7 +63,7 @@ async function user(ta: TestApp, tenantId: string, role: Role): Promise<{ userId
 }
 
 async function keyWith(ta: TestApp, tenantId: string, permissions: string[]): Promise<Caller> {
-  const k = await ta.platform.db.system((sql) => createKey(sql, { tenantId, type: 'sdk', permissions }))
+  const k = await ta.platform.db.system((sql) => createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId, type: 'sdk', permissions }))
   return caller(ta.app, k.key)
 }
 
@@ -75,7 +101,7 @@ t.test('GET /tenant shows the tenant of the credential with the limits of its pl
 
 t.test('a platform operator key has no tenant to show', async (t) => {
   const ta = app
-  const admin = await ta.platform.db.system((sql) => createKey(sql, { tenantId: null, type: 'admin', permissions: ['*'] }))
+  const admin = await ta.platform.db.system((sql) => createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: null, type: 'admin', permissions: ['*'] }))
   for (const [method, url] of [['GET', '/api/v1/tenant'], ['GET', '/api/v1/tenant/settings/llm']] as const) {
     const r = await caller(ta.app, admin.key)(method, url)
     t.equal(r.status, 403, url)
@@ -205,7 +231,8 @@ t.test('the API key is write-only: sealed at rest, bound to its tenant, never re
   // Copied into another tenant's row, the sealed key is useless there.
   await other.key('PATCH', '/api/v1/tenant/settings/llm', { model: 'm' })
   await ta.platform.db.system((sql) => sql`update tenant_llm_settings set api_key_sealed = ${row!.api_key_sealed} where tenant_id = ${other.tenantId}`)
-  const llm = llmSettingsService({ db: ta.platform.db, secrets })
+  const llm = llmSettingsService({ db: ta.platform.db, secrets, policy: compilePolicy({ allowedCidrs: [], airGapped: false }) })
+  t.teardown(() => llm.close())
   t.equal((await llm.connection(o.tenantId)).apiKey, LLM_KEY, 'the server itself can use the key')
   await t.rejects(llm.connection(other.tenantId), { name: 'SecretDecryptError' })
 
@@ -317,6 +344,123 @@ t.test('a free-plan tenant changes settings too (its plan keeps no audit log)', 
   t.equal(r.status, 200)
   t.same(await auditOf(ta, o.tenantId), [])
   t.equal((await ta.anonymous('GET', '/api/v1/tenant/settings/llm', undefined, bearer('svc_sdk_notakeynotakeynotakeynotakey12'))).body.error.code, 'UNAUTHORIZED')
+})
+
+const setBaseUrl = (call: Caller, baseUrl: string) => call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'vllm', baseUrl })
+
+/** 400 VALIDATION_ERROR on the baseUrl field, saying why. */
+function refusedBaseUrl(t: Test, r: Called, why: RegExp, what: string) {
+  t.equal(r.status, 400, `${what}: 400 (${JSON.stringify(r.body?.error)})`)
+  t.equal(r.body?.error?.code, 'VALIDATION_ERROR', `${what}: VALIDATION_ERROR`)
+  t.equal(r.body?.error?.details?.errors?.[0]?.field, 'baseUrl', `${what}: the field is named`)
+  t.match(r.body?.error?.details?.errors?.[0]?.message, why, `${what}: the reason is given`)
+}
+const NEVER = (cls: string) => new RegExp(`may not be called: ${cls} addresses are never reachable`)
+const OUTSIDE = (cls: string) => new RegExp(`may not be called: ${cls} address outside OUTBOUND_ALLOWED_NETWORKS`)
+
+t.test('an LLM base URL the server may not call is VALIDATION_ERROR and is not stored', async (t) => {
+  const ta = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '' }, { resolver: dns(NAMES) })
+  const o = await ta.tenant()
+  const cases: [string, RegExp][] = [
+    ['http://127.0.0.1:11434/v1', OUTSIDE('loopback')],
+    ['http://2130706433:8000/v1', OUTSIDE('loopback')],
+    ['http://[::1]:8000/v1', OUTSIDE('loopback')],
+    ['http://[::ffff:127.0.0.1]:8000/v1', OUTSIDE('loopback')],
+    ['http://localhost:8000/v1', OUTSIDE('loopback')],
+    ['http://loopback.test:8000/v1', OUTSIDE('loopback')],
+    ['http://169.254.169.254/latest/meta-data/', NEVER('metadata')],
+    ['http://0xA9FEA9FE/', NEVER('metadata')],
+    ['http://[fd00:ec2::254]/', NEVER('metadata')],
+    ['http://[::ffff:169.254.169.254]/', NEVER('metadata')],
+    ['http://metadata.google.internal/computeMetadata/v1/', NEVER('metadata')],
+    ['http://metadata6.test/', NEVER('metadata')],
+    ['http://169.254.10.1/v1', NEVER('link-local')],
+    ['http://[fe80::1]/v1', NEVER('link-local')],
+    ['http://0.0.0.0:8000/v1', NEVER('unspecified')],
+    ['http://10.0.0.5:8000/v1', OUTSIDE('private')],
+    ['http://172.16.0.1/v1', OUTSIDE('private')],
+    ['http://192.168.1.10/v1', OUTSIDE('private')],
+    ['http://100.64.0.1/v1', OUTSIDE('private')],
+    ['http://[fd12:3456::1]/v1', OUTSIDE('private')],
+    ['http://intranet.test/v1', OUTSIDE('private')],
+    ['http://nowhere.test/v1', /nowhere\.test does not resolve to an address/],
+  ]
+  for (const [url, why] of cases) {
+    const r = await setBaseUrl(o.call, url)
+    refusedBaseUrl(t, r, why, url)
+    if (!url.includes('nowhere')) t.equal(r.body?.error?.details?.reason, 'outbound_refused', `${url}: the outbound policy said no`)
+  }
+  const named = await setBaseUrl(o.call, 'http://loopback.test:8000/v1')
+  t.notMatch(named.body.error.message, /127\.0\.0\.1/, 'the address a name resolved to is not disclosed')
+  t.equal((await o.call('GET', '/api/v1/tenant/settings/llm')).body.data.baseUrl, null, 'nothing was stored')
+})
+
+t.test('an LLM base URL inside OUTBOUND_ALLOWED_NETWORKS or on a public address is accepted', async (t) => {
+  const o = await app.tenant()
+  for (const url of ['http://10.0.0.5:8000/v1', 'http://intranet.test/v1', 'http://ollama:11434', `https://${PUBLIC}/v1`, 'https://public.test/v1']) {
+    const r = await setBaseUrl(o.call, url)
+    t.equal(r.status, 200, `${url}: ${JSON.stringify(r.body?.error)}`)
+    t.equal(r.body.data.baseUrl, url)
+  }
+  refusedBaseUrl(t, await setBaseUrl(o.call, 'http://192.168.1.10/v1'), OUTSIDE('private'), 'a private address outside the listed network')
+
+  const everywhere = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '0.0.0.0/0,::/0' }, { resolver: dns(NAMES) })
+  const e = await everywhere.tenant()
+  t.equal((await setBaseUrl(e.call, 'http://127.0.0.1:11434/v1')).status, 200, 'loopback once it is listed')
+  refusedBaseUrl(t, await setBaseUrl(e.call, 'http://169.254.169.254/'), NEVER('metadata'), 'metadata stays refused whatever is listed')
+  refusedBaseUrl(t, await setBaseUrl(e.call, 'http://metadata.google.internal/'), NEVER('metadata'), 'and so does a name for it')
+})
+
+t.test('air-gapped, an LLM base URL must be inside OUTBOUND_ALLOWED_NETWORKS', async (t) => {
+  const ta = await testApp(t, { AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8' }, { resolver: dns(NAMES) })
+  const o = await ta.tenant()
+  const AIR_GAPPED = /may not be called: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable/
+  refusedBaseUrl(t, await setBaseUrl(o.call, 'https://public.test/v1'), AIR_GAPPED, 'a public name')
+  refusedBaseUrl(t, await setBaseUrl(o.call, `https://${PUBLIC}/v1`), AIR_GAPPED, 'a public address')
+  refusedBaseUrl(t, await setBaseUrl(o.call, 'http://192.168.1.10/v1'), AIR_GAPPED, 'a private address outside the listed network')
+  t.equal((await setBaseUrl(o.call, 'http://intranet.test/v1')).status, 200, 'a name inside the listed network')
+  t.equal((await setBaseUrl(o.call, 'http://10.0.0.5:8000/v1')).status, 200, 'an address inside it')
+})
+
+t.test('the connection to the model goes only where the outbound policy allows, judged when it connects', async (t) => {
+  let hits = 0
+  const model = http.createServer((_req, res) => {
+    hits++
+    res.end('{"data":[]}')
+  })
+  await new Promise<void>((resolve) => model.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => model.close(() => resolve())))
+  const port = (model.address() as AddressInfo).port
+  const o = await app.tenant()
+  const service = (policy: OutboundPolicy, resolver: Resolver) => {
+    const llm = llmSettingsService({ db: app.platform.db, secrets: app.platform.secrets, policy: compilePolicy(policy, resolver) })
+    t.teardown(() => llm.close())
+    return llm
+  }
+  const store = (baseUrl: string) =>
+    app.platform.db.system((sql) => sql`
+      insert into tenant_llm_settings (tenant_id, base_url) values (${o.tenantId}, ${baseUrl})
+      on conflict (tenant_id) do update set base_url = excluded.base_url`)
+  const refused = async (llm: ReturnType<typeof llmSettingsService>, why: RegExp, what: string) => {
+    const c = await llm.connection(o.tenantId)
+    const err = await c.fetch(`${c.baseUrl}/models`).then(() => null, (e: unknown) => e)
+    t.match(refusalIn(err)?.reason, why, what)
+  }
+
+  // Stored before this check existed (or under a looser policy): refused when it is used.
+  await store(`http://127.0.0.1:${port}/v1`)
+  await refused(service({ allowedCidrs: [], airGapped: false }, dns({})), /loopback address outside OUTBOUND_ALLOWED_NETWORKS/, 'a stored loopback URL')
+  // A name that was public when it was set and now resolves to this host (DNS rebinding).
+  const rebinding = dns({ 'rebind.test': ['127.0.0.1'] })
+  await store(`http://rebind.test:${port}/v1`)
+  await refused(service({ allowedCidrs: [], airGapped: false }, rebinding), /loopback address outside OUTBOUND_ALLOWED_NETWORKS/, 'a name that moved to loopback')
+  t.equal(hits, 0, 'nothing reached the model server')
+
+  const allowed = await service({ allowedCidrs: ['127.0.0.0/8'], airGapped: true }, rebinding).connection(o.tenantId)
+  const r = await allowed.fetch(`${allowed.baseUrl}/models`)
+  t.equal(r.status, 200, 'inside OUTBOUND_ALLOWED_NETWORKS it connects')
+  t.same(await r.json(), { data: [] })
+  t.equal(hits, 1)
 })
 
 t.test('the OpenAPI document describes the tenant routes with their schemas and errors', async (t) => {

@@ -1,0 +1,72 @@
+// A TCP proxy between the server and a dependency (PostgreSQL, Redis) that a test can cut and
+// restore, as a failing network or a restarting database would: cut() resets every open
+// connection and every new one until restore().
+import { createConnection, createServer, type Socket } from 'node:net'
+import type { Test } from 'tap'
+
+export interface FaultProxy {
+  readonly port: number
+  /** The same URL with the proxy's address in place of the dependency's. */
+  via(url: string): string
+  cut(): void
+  restore(): void
+  /** Connections reset since the proxy started (open ones at a cut, refused ones while cut). */
+  readonly resets: number
+}
+
+export async function faultProxy(t: Test, target: { host: string; port: number }): Promise<FaultProxy> {
+  const pairs = new Set<[Socket, Socket]>()
+  let down = false
+  let resets = 0
+  const reset = (s: Socket) => (s.destroyed ? undefined : s.resetAndDestroy())
+
+  const server = createServer((client) => {
+    if (down) {
+      resets++
+      reset(client)
+      return
+    }
+    const upstream = createConnection(target)
+    const pair: [Socket, Socket] = [client, upstream]
+    pairs.add(pair)
+    const drop = () => {
+      pairs.delete(pair)
+      reset(client)
+      reset(upstream)
+    }
+    client.on('error', drop).on('close', drop)
+    upstream.on('error', drop).on('close', drop)
+    client.pipe(upstream)
+    upstream.pipe(client)
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  const port = (server.address() as { port: number }).port
+  t.teardown(() => {
+    for (const [a, b] of pairs) { reset(a); reset(b) }
+    return new Promise<void>((r) => server.close(() => r()))
+  })
+
+  return {
+    port,
+    via(url) {
+      const u = new URL(url)
+      u.hostname = '127.0.0.1'
+      u.port = String(port)
+      return u.toString()
+    },
+    cut() {
+      down = true
+      for (const pair of [...pairs]) {
+        resets++
+        pairs.delete(pair)
+        pair.forEach(reset)
+      }
+    },
+    restore() {
+      down = false
+    },
+    get resets() {
+      return resets
+    },
+  }
+}
