@@ -70,7 +70,7 @@ async function until(what: string, check: () => Promise<boolean>, ms = 30_000) {
 t.test('a PostgreSQL cut under write load: 503s, not ready, recovery, no acknowledged write lost', {
   skip: services.databaseUrl ? false : 'needs PostgreSQL (TEST_DATABASE_URL): the embedded database has no network to cut',
 }, async (t) => {
-  const env = await testEnv(t, { LOG_LEVEL: 'info' })
+  const env = await testEnv(t, { LOG_LEVEL: 'info', RATE_LIMIT_MAX: '1000000' }) // the load is the point here, not the limit
   const created = await admin(['create-tenant', '--name', 'Faults', '--plan', 'enterprise'], env)
   t.equal(created.code, 0, created.stderr)
   const { apiKey } = JSON.parse(created.stdout) as { apiKey: string }
@@ -123,7 +123,7 @@ t.test('a PostgreSQL cut under write load: 503s, not ready, recovery, no acknowl
 t.test('a Redis cut: requests keep succeeding, readiness says degraded, recovery', {
   skip: services.redisUrl ? false : 'needs Redis (TEST_REDIS_URL)',
 }, async (t) => {
-  const env = await testEnv(t, { LOG_LEVEL: 'info' })
+  const env = await testEnv(t, { LOG_LEVEL: 'info', RATE_LIMIT_MAX: '1000000' }) // the load is the point here, not the limit
   const created = await admin(['create-tenant', '--name', 'Redis faults'], env)
   t.equal(created.code, 0, created.stderr)
   const { apiKey } = JSON.parse(created.stdout) as { apiKey: string }

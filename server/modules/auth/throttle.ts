@@ -15,7 +15,8 @@
 // The counters live in the rate-limit store (platform/counters.ts: Redis keys that expire with
 // their window), so a flood of made-up addresses leaves bounded state. Password checks (scrypt,
 // 32 MiB and tens of milliseconds each) run through a gate: a few at a time per replica, a bounded
-// queue in which trusted devices go first, 503 beyond it.
+// queue in which trusted devices go first, 503 beyond it, and at most two per address in it (429
+// beyond), so one client's flood takes two places, not the queue.
 import { availableParallelism } from 'node:os'
 import { AppError } from '../../http/errors.js'
 import { randomBase62 } from '../../ids.js'
@@ -36,6 +37,8 @@ export interface LoginLimits {
   /** Password checks at once per replica, and how many may wait for one. */
   passwordChecks: number
   passwordQueue: number
+  /** Password checks one address may have running or waiting at once (trusted devices aside). */
+  passwordChecksPerIp: number
 }
 
 export const LOGIN_LIMITS: LoginLimits = {
@@ -50,6 +53,7 @@ export const LOGIN_LIMITS: LoginLimits = {
   deviceWindowSeconds: 3600,
   passwordChecks: Math.max(1, availableParallelism()),
   passwordQueue: 32,
+  passwordChecksPerIp: 2,
 }
 
 /** Who is trying: the address, the account (a hash of the address typed, real or not), the device cookie's id when it is one this account trusts. */
@@ -86,7 +90,7 @@ export function loginThrottle(o: { counters: Counters; keyPrefix: string; limits
   const streak = counter('pair', Number.MAX_SAFE_INTEGER, l.pairMaxWaitSeconds * 4)
   const wait = counter('pair-wait', 1, l.pairMaxWaitSeconds)
   const pairOf = (a: Attempt) => `${a.account}:${a.ip}`
-  const gate = workGate(l.passwordChecks, l.passwordQueue)
+  const gate = workGate(l.passwordChecks, l.passwordQueue, l.passwordChecksPerIp)
 
   /** Whether the device is one this account trusts and has not failed too often. */
   const trusted = async (a: Attempt) => a.device !== null && !over(await device.get(a.device), device)
@@ -116,35 +120,50 @@ export function loginThrottle(o: { counters: Counters; keyPrefix: string; limits
       await Promise.all([streak.delete(pairOf(a)), wait.delete(pairOf(a))])
     },
     async passwordCheck(a, check) {
-      return gate(await trusted(a), check)
+      const isTrusted = await trusted(a)
+      return gate(isTrusted ? null : a.ip, isTrusted, check)
     },
   }
 }
 
-/** At most `concurrency` tasks at once, at most `queue` waiting (first ones first); 503 beyond. */
-export function workGate(concurrency: number, queue: number) {
+/**
+ * At most `concurrency` tasks at once and `queue` waiting, priority ones first (503 beyond); a key
+ * (an address) at most `perKey` running or waiting (429 beyond), a null key without that bound.
+ */
+export function workGate(concurrency: number, queue: number, perKey = Infinity) {
   let running = 0
   const first: (() => void)[] = []
   const rest: (() => void)[] = []
+  const held = new Map<string, number>()
   const next = () => {
     const go = first.shift() ?? rest.shift()
     if (go) go()
     else running--
   }
-  return async <T>(priority: boolean, task: () => Promise<T>): Promise<T> => {
-    if (running < concurrency) {
-      running++
-    } else {
-      if (first.length + rest.length >= queue) {
-        throw new AppError('SERVICE_UNAVAILABLE', 'Too many sign-ins at once; retry in a moment', { reason: 'sign_in_busy' }, { 'retry-after': '1' })
-      }
-      // A finishing task hands its slot over (running stays the same).
-      await new Promise<void>((resolve) => (priority ? first : rest).push(resolve))
+  return async <T>(key: string | null, priority: boolean, task: () => Promise<T>): Promise<T> => {
+    const mine = key === null ? 0 : held.get(key) ?? 0
+    if (mine >= perKey) {
+      throw new AppError('RATE_LIMIT_EXCEEDED', 'Too many sign-ins at once from this address; retry in a moment', { reason: 'sign_in_busy', retryAfterSeconds: 1 }, { 'retry-after': '1' })
     }
+    if (running >= concurrency && first.length + rest.length >= queue) {
+      throw new AppError('SERVICE_UNAVAILABLE', 'Too many sign-ins at once; retry in a moment', { reason: 'sign_in_busy' }, { 'retry-after': '1' })
+    }
+    if (key !== null) held.set(key, mine + 1)
     try {
-      return await task()
+      if (running < concurrency) running++
+      // A finishing task hands its slot over (running stays the same).
+      else await new Promise<void>((resolve) => (priority ? first : rest).push(resolve))
+      try {
+        return await task()
+      } finally {
+        next()
+      }
     } finally {
-      next()
+      if (key !== null) {
+        const left = (held.get(key) ?? 1) - 1
+        if (left) held.set(key, left)
+        else held.delete(key)
+      }
     }
   }
 }

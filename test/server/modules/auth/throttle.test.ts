@@ -88,7 +88,7 @@ t.test('a trusted device that keeps failing is trusted no more', async (t) => {
 })
 
 t.test('password checks run a few at a time per replica; past the queue, 503 and never a 500', async (t) => {
-  const { email, login } = await setUp(t, { passwordChecks: 1, passwordQueue: 2, failuresPerIp: 1000, pairFreeFailures: 1000 })
+  const { email, login } = await setUp(t, { passwordChecks: 1, passwordQueue: 2, passwordChecksPerIp: 1000, failuresPerIp: 1000, pairFreeFailures: 1000 })
   const results = await Promise.all(Array.from({ length: 12 }, (_, i) => login({ email, password: `flood ${i}`, ip: `10.6.0.${i}` })))
   const statuses = results.map((r) => r.status)
   t.ok(statuses.every((s) => s === 401 || s === 503), `401 or 503 only: ${statuses}`)
@@ -97,12 +97,22 @@ t.test('password checks run a few at a time per replica; past the queue, 503 and
   t.ok(busy.every((r) => r.body.error.details.reason === 'sign_in_busy' && r.headers['retry-after'] === '1'))
 })
 
+t.test('one address flooding sign-ins holds two places of the gate: another client still gets in', async (t) => {
+  const { email, login } = await setUp(t, { passwordChecks: 1, passwordQueue: 4, failuresPerIp: 1000, pairFreeFailures: 1000 })
+  const flood = Array.from({ length: 12 }, (_, i) => login({ email: `spray-${i}@example.com`, password: 'Summer2026!', ip: '10.6.1.66' }))
+  const user = await login({ email, password: PASSWORD, ip: '10.6.1.7' })
+  const statuses = (await Promise.all(flood)).map((r) => r.status)
+  t.equal(user.status, 200, 'the user signs in: the queue had room')
+  t.ok(statuses.filter((s) => s === 429).length >= 10, `the flood beyond two at once is refused: ${statuses}`)
+  t.notOk(statuses.includes(503), 'the flood never filled the queue')
+})
+
 t.test('the gate runs trusted work first, at most N at once', async (t) => {
   const run = workGate(1, 10)
   const order: string[] = []
   let release!: () => void
-  const blocker = run(false, () => new Promise<void>((r) => (release = r)))
-  const tasks = [run(false, async () => order.push('normal 1')), run(true, async () => order.push('trusted')), run(false, async () => order.push('normal 2'))]
+  const blocker = run(null, false, () => new Promise<void>((r) => (release = r)))
+  const tasks = [run(null, false, async () => order.push('normal 1')), run(null, true, async () => order.push('trusted')), run(null, false, async () => order.push('normal 2'))]
   await sleep(10)
   t.same(order, [], 'nothing runs while the one slot is taken')
   release()
