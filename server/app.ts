@@ -142,10 +142,10 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   const limitPrefix = opts.rateLimitPrefix ?? 'atrium:rl'
   const throttle = loginThrottle({ counters, keyPrefix: limitPrefix, limits: opts.loginLimits })
   const guard = signInGuard(counters, { keyPrefix: limitPrefix, ...opts.signInFailures })
-  const auth = authService({ db: platform.db, tokens, credentials, secrets: platform.secrets, throttle, sessionTtlSeconds: config.SESSION_TTL_HOURS * 3600, now })
+  const auth = authService({ db: platform.db, tokens, credentials, secrets: platform.secrets, throttle, log, sessionTtlSeconds: config.SESSION_TTL_HOURS * 3600, now })
   const keyTags = apiKeyTags(platform.secrets)
   const legacy = legacyKeys(platform.db, log)
-  app.addHook('onReady', async () => legacy.start())
+  app.addHook('onReady', () => legacy.start())
   app.addHook('onClose', async () => legacy.close())
   installAuth(app, { authenticators: [apiKeyAuthenticator({ db: platform.db, tags: keyTags, legacy, cache: credentials.cache }), auth.authenticator()], limiter })
   installLicense(app, platform.license)

@@ -5,6 +5,7 @@
 // needs no limit before the lookup, because only credentials that exist are looked up: memory
 // refuses the rest (credential tags, platform/credential-tags.ts; JWT signatures).
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { addressKey } from './client-address.js'
 import { AppError, forbidden, unauthorized } from './errors.js'
 import { hasPermission, type Authenticator, type Principal } from './principal.js'
 import type { RateLimiter } from './rate-limit.js'
@@ -50,9 +51,12 @@ export function installAuth(app: FastifyInstance, opts: { authenticators: Authen
       failure = token ? 'The credential is invalid, expired or revoked' : malformed
     }
 
-    if (config.rateLimit !== false) {
+    // A route whose credential is optional and was not sent (logout by session token) limits its
+    // own way (the sign-in guard): counted by address here, others' traffic could lock it out.
+    const ownLimits = config.auth === 'optional' && !request.headers.authorization
+    if (config.rateLimit !== false && !ownLimits) {
       const p = request.principal
-      await opts.limiter.consume(p ? `${p.kind}:${p.id}` : `ip:${request.ip}`, reply)
+      await opts.limiter.consume(p ? `${p.kind}:${p.id}` : `ip:${addressKey(request.ip)}`, reply)
     }
 
     if (routed && (config.auth ?? true) === true && !request.principal) throw unauthorized(failure ?? 'Missing or invalid authentication')

@@ -21,14 +21,24 @@ const matches = (p: Principal, inv: Invalidation) =>
   (inv.kind === 'tenant' && p.tenantId === inv.id)
 
 export class CredentialCache {
-  // Only credentials that authenticated are cached: a flood of made-up ones cannot push real ones out.
+  // Credentials that authenticated, and apart from them (so that no number of refusals can push a
+  // real one out) real credentials found dead (revoked, expired, their session ended): a leaked
+  // key revoked since costs a lookup every few seconds, not one per request.
   private readonly entries = new LRUCache<string, Entry>({ max: 10_000, ttl: CREDENTIAL_CACHE_SECONDS * 1000 })
+  private readonly refused = new LRUCache<string, true>({ max: 10_000, ttl: CREDENTIAL_CACHE_SECONDS * 1000 })
 
-  /** The principal, while the credential itself has not expired; undefined when not cached. */
+  /** The principal, while the credential itself has not expired; null when refused; undefined when not cached. */
   get(key: string, now = Date.now()): Principal | null | undefined {
+    if (this.refused.has(key)) return null
     const hit = this.entries.get(key)
     if (!hit) return undefined
     return hit.expiresAt !== null && hit.expiresAt <= now ? null : hit.principal
+  }
+
+  /** A looked-up credential that is dead: refused from memory for a few seconds. */
+  refuse(key: string): void {
+    this.entries.delete(key)
+    this.refused.set(key, true)
   }
 
   set(key: string, principal: Principal, expiresAt: number | null): void {

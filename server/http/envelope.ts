@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto'
 import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import FindMyWay from 'find-my-way'
-import { isDatabaseUnavailable } from '../platform/db.js'
+import { unavailableDependency } from '../platform/db.js'
 import { AppError, ERRORS, type ErrorCode } from './errors.js'
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/
@@ -54,8 +54,11 @@ function toAppError(err: FastifyError): AppError {
     const first = errors[0]
     return new AppError('VALIDATION_ERROR', first ? `${first.field} ${first.message}` : 'Invalid request', { errors })
   }
-  if (isDatabaseUnavailable(err)) {
-    return new AppError('SERVICE_UNAVAILABLE', 'The database is unavailable; retry shortly', { dependency: 'database' }, { 'retry-after': '1' })
+  const unavailable = unavailableDependency(err)
+  if (unavailable) {
+    return unavailable === 'database'
+      ? new AppError('SERVICE_UNAVAILABLE', 'The database is unavailable; retry shortly', { dependency: 'database' }, { 'retry-after': '1' })
+      : new AppError('SERVICE_UNAVAILABLE', 'A service the server depends on is unavailable; retry shortly', {}, { 'retry-after': '1' })
   }
   const status = err.statusCode ?? 500
   if (status >= 400 && status < 500) {
@@ -118,8 +121,10 @@ export function installEnvelope(app: FastifyInstance) {
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const appErr = toAppError(err)
-    // A database outage is logged once per request without its stack: it is not a bug here.
-    if (appErr.code === 'SERVICE_UNAVAILABLE' && appErr !== err) request.log.warn({ err: { code: (err as { code?: string }).code, message: err.message } }, appErr.message)
+    // An outage is logged once per request without its stack: it is not a bug here. A deadlock may
+    // be one: logged whole.
+    const code = (err as { code?: string }).code
+    if (appErr.code === 'SERVICE_UNAVAILABLE' && appErr !== err && code !== '40P01') request.log.warn({ err: { code, message: err.message } }, appErr.message)
     else if (appErr.status >= 500) request.log.error({ err }, 'request failed')
     else request.log.info({ code: appErr.code, reason: err.code }, appErr.message)
     return sendError(request, reply, appErr)

@@ -1,7 +1,7 @@
 // Fixed-window rate limit shared by every replica (platform/counters.ts: Redis, or per replica in
 // memory while Redis is unreachable), with the X-RateLimit-* headers and 429 past the limit.
 import type { FastifyReply } from 'fastify'
-import { CounterState, type Counters } from '../platform/counters.js'
+import type { Counters, CounterState } from '../platform/counters.js'
 import { AppError } from './errors.js'
 
 export interface RateLimiter {
@@ -18,30 +18,27 @@ export interface RateLimitOptions {
   name?: string
 }
 
-/** 429 RATE_LIMIT_EXCEEDED for a counter's state: the details and Retry-After every limit answers with. */
-export function limitExceeded(state: Pick<CounterState, 'msBeforeNext'>, limit: { max: number; windowSeconds: number }, message?: string): AppError {
-  const retry = Math.max(1, Math.ceil(state.msBeforeNext / 1000))
-  return new AppError('RATE_LIMIT_EXCEEDED', message ?? `Rate limit of ${limit.max} requests per ${limit.windowSeconds} s exceeded; retry in ${retry} s`,
-    { limit: limit.max, windowSeconds: limit.windowSeconds, retryAfterSeconds: retry }, { 'retry-after': String(retry) })
+export const secondsBeforeNext = (state: Pick<CounterState, 'msBeforeNext'>) => Math.max(1, Math.ceil(state.msBeforeNext / 1000))
+
+/**
+ * 429 RATE_LIMIT_EXCEEDED for a counter's state, as every limit answers: Retry-After, and the
+ * limit, its window and the seconds to wait in details (with a reason when the limit is not the API's).
+ */
+export function limitExceeded(state: Pick<CounterState, 'msBeforeNext'>, limit: { max: number; windowSeconds: number; reason?: string }, message?: (retry: number) => string): AppError {
+  const retry = secondsBeforeNext(state)
+  return new AppError('RATE_LIMIT_EXCEEDED', message?.(retry) ?? `Rate limit of ${limit.max} requests per ${limit.windowSeconds} s exceeded; retry in ${retry} s`,
+    { ...(limit.reason ? { reason: limit.reason } : {}), limit: limit.max, windowSeconds: limit.windowSeconds, retryAfterSeconds: retry }, { 'retry-after': String(retry) })
 }
 
 export function createRateLimiter(o: RateLimitOptions): RateLimiter {
   const counter = o.counters.counter({ points: o.max, windowSeconds: o.windowSeconds, keyPrefix: o.keyPrefix ?? 'atrium:rl', name: o.name ?? 'api' })
   return {
     async consume(key, reply) {
-      let state: CounterState
-      let limited = false
-      try {
-        state = await counter.consume(key)
-      } catch (rejected) {
-        if (!(rejected instanceof CounterState)) throw rejected
-        state = rejected
-        limited = true
-      }
+      const state = await counter.hit(key)
       reply.header('x-ratelimit-limit', o.max)
       reply.header('x-ratelimit-remaining', Math.max(0, state.remainingPoints))
-      reply.header('x-ratelimit-reset', Math.max(1, Math.ceil(state.msBeforeNext / 1000)))
-      if (limited) throw limitExceeded(state, o)
+      reply.header('x-ratelimit-reset', secondsBeforeNext(state))
+      if (state.consumedPoints > o.max) throw limitExceeded(state, o)
     },
   }
 }

@@ -4,9 +4,10 @@
 // 404. A credential issued here (its tag verifies) is always looked up, whatever its address has
 // done: others' bad guesses cannot lock it out, and made-up ones never reach the database anyway.
 // A credential of the format before tags is looked up only while its address is within the limit.
+import { addressKey } from './client-address.js'
 import { AppError } from './errors.js'
 import { limitExceeded } from './rate-limit.js'
-import { CounterState, type Counters } from '../platform/counters.js'
+import type { Counters, CounterState } from '../platform/counters.js'
 
 export const SIGN_IN_FAILURES = { max: 30, windowSeconds: 60 }
 
@@ -18,8 +19,9 @@ export function signInGuard(counters: Counters, o: { keyPrefix: string; max?: nu
   const limit = { max: o.max ?? SIGN_IN_FAILURES.max, windowSeconds: o.windowSeconds ?? SIGN_IN_FAILURES.windowSeconds }
   const failures = counters.counter({ points: limit.max, windowSeconds: limit.windowSeconds, keyPrefix: `${o.keyPrefix}:sign-in`, name: 'sign-in' })
   const refused = (state: CounterState) =>
-    limitExceeded(state, limit, `Too many failed attempts from this address; retry in ${Math.max(1, Math.ceil(state.msBeforeNext / 1000))} s`)
-  return async (ip, { legacy }, step) => {
+    limitExceeded(state, { ...limit, reason: 'sign_in_failures' }, (retry) => `Too many failed attempts from this address; retry in ${retry} s`)
+  return async (address, { legacy }, step) => {
+    const ip = addressKey(address)
     if (legacy) {
       const state = await failures.get(ip)
       if (state && state.consumedPoints >= limit.max) throw refused(state)
@@ -28,10 +30,7 @@ export function signInGuard(counters: Counters, o: { keyPrefix: string; max?: nu
       return await step()
     } catch (err) {
       if (err instanceof AppError && FAILURES.has(err.code)) {
-        const state = await failures.consume(ip).catch((e: unknown) => {
-          if (e instanceof CounterState) return e
-          throw e
-        })
+        const state = await failures.hit(ip)
         if (state.consumedPoints > limit.max) throw refused(state)
       }
       throw err

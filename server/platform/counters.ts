@@ -24,6 +24,10 @@ export interface WindowCounter {
   readonly windowSeconds: number
   /** Consumes points; rejects with the counter's state (a CounterState) when that goes past the limit. */
   consume(key: string, points?: number): Promise<RateLimiterRes>
+  /** Consumes points and gives the state either way: past the limit when consumedPoints > points. */
+  hit(key: string, points?: number): Promise<RateLimiterRes>
+  /** Sets the key's points and starts its window again (a streak that a new failure prolongs). */
+  set(key: string, points: number): Promise<void>
   /** The key's state without consuming; null when it has none. */
   get(key: string): Promise<RateLimiterRes | null>
   /** Refuses the key for the given seconds (consume rejects until then). */
@@ -69,6 +73,11 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
         points: c.points,
         windowSeconds: c.windowSeconds,
         consume: (key, points = 1) => run((l) => l.consume(key, points)),
+        hit: (key, points = 1) => run((l) => l.consume(key, points)).catch((err: unknown) => {
+          if (err instanceof RateLimiterRes) return err
+          throw err
+        }),
+        set: async (key, points) => { await run((l) => l.set(key, points, c.windowSeconds)) },
         get: (key) => run((l) => l.get(key)),
         block: async (key, seconds) => { await run((l) => l.block(key, seconds)) },
         delete: async (key) => { await run((l) => l.delete(key)) },

@@ -156,21 +156,24 @@ function wrap(mode: Db['mode'], sql: Sql, app: Sql | null, close: () => Promise<
   }
 }
 
-// What says the database is away, not that the request was wrong: postgres.js's own connection
-// errors, the socket's, and PostgreSQL's connection exceptions (class 08), shutdown and
-// too-many-connections answers. Serialization failures and deadlocks are included: the same
-// request succeeds when retried.
-const UNAVAILABLE_CODES = new Set([
-  'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT',
-  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
-  '57P01', '57P02', '57P03', '53300', '40001', '40P01',
-])
+// What says a dependency is away, not that the request was wrong. The database's: postgres.js's own
+// connection errors, and PostgreSQL's connection exceptions (class 08), shutdown and recovery
+// (57P01-57P03), a standby after a failover refusing writes (25006), insufficient resources (class
+// 53: too many connections, disk or memory full), and serialization failures and deadlocks, which
+// the same request survives when retried. A socket's errors may come from any dependency the code
+// reached without handling them itself (most are the database's: others map their own).
+const DATABASE_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT', '57P01', '57P02', '57P03', '25006', '40001', '40P01'])
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'])
 
-/** The database could not be reached or dropped the connection: answer 503 and let the client retry. */
-export function isDatabaseUnavailable(err: unknown): boolean {
+/** Which dependency an error says is unavailable (answer 503, the client retries), or null. */
+export function unavailableDependency(err: unknown): 'database' | 'network' | null {
   const code = (err as { code?: unknown } | null)?.code
-  return typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || /^08[0-9A-Z]{3}$/.test(code))
+  if (typeof code !== 'string') return null
+  if (DATABASE_CODES.has(code) || /^(08|53)[0-9A-Z]{3}$/.test(code)) return 'database'
+  return NETWORK_CODES.has(code) ? 'network' : null
 }
+
+export const isDatabaseUnavailable = (err: unknown) => unavailableDependency(err) !== null
 
 /** A unique constraint refused the write (the race-free way to say "already exists"). */
 export function isUniqueViolation(err: unknown, constraint: string): boolean {

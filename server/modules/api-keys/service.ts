@@ -166,7 +166,7 @@ export type ApiKeysService = ReturnType<typeof apiKeysService>
  * API keys as credentials. Memory decides every key that was not issued here (wrong tag, or of
  * the old format and not among the live old keys): only keys that exist are looked up.
  */
-export function apiKeyAuthenticator(o: { db: Db; tags: CredentialTags; legacy: Pick<LegacyKeys, 'has'>; cache?: CredentialCache }): Authenticator {
+export function apiKeyAuthenticator(o: { db: Db; tags: CredentialTags; legacy: Pick<LegacyKeys, 'mayExist'>; cache?: CredentialCache }): Authenticator {
   const { db, tags, legacy } = o
   const cache = o.cache ?? new CredentialCache()
   return {
@@ -175,12 +175,15 @@ export function apiKeyAuthenticator(o: { db: Db; tags: CredentialTags; legacy: P
       const hash = hashKey(token)
       const cached = cache.get(cacheKey(hash))
       if (cached !== undefined) return cached
-      return (isLegacyKey(token) ? legacy.has(hash) : tags.verify(token)) ? undefined : null
+      return (isLegacyKey(token) ? legacy.mayExist(hash) : tags.verify(token)) ? undefined : null
     },
     async lookUp(token) {
       const hash = hashKey(token)
       const row = await db.system((sql) => findByHash(sql, hash))
-      if (!row || row.revoked_at || (row.tenant_id && row.tenant_status !== 'active')) return null
+      if (!row || row.revoked_at || (row.tenant_id && row.tenant_status !== 'active')) {
+        cache.refuse(cacheKey(hash))
+        return null
+      }
       const principal: Principal = {
         kind: 'api_key',
         id: row.id,

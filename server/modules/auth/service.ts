@@ -18,6 +18,8 @@ import {
 import { deviceCookies, type LoginThrottle } from './throttle.js'
 import { credentialTags } from '../../platform/credential-tags.js'
 import type { Secrets } from '../../platform/secrets.js'
+import { addressKey } from '../../http/client-address.js'
+import type { Logger } from 'pino'
 import { looksLikeJwt, type TokenIssuer } from './tokens.js'
 import { dateClock } from '../../clock.js'
 
@@ -55,6 +57,7 @@ export interface AuthServiceOptions {
   /** Tags session tokens and trusted-device cookies (derived from the master key). */
   secrets: Pick<Secrets, 'deriveKey'>
   throttle: LoginThrottle
+  log?: Pick<Logger, 'warn'>
   sessionTtlSeconds: number
   now?: () => number
 }
@@ -117,8 +120,9 @@ export function authService(o: AuthServiceOptions) {
    * it was copied: the session ends.
    */
   async function sessionOf(token: string, origin: Origin | null): Promise<SessionRow> {
-    // Not issued here (tag): refused from memory.
-    if (!looksLikeSessionToken(token) || (!isLegacySessionToken(token) && !sessionTags.verify(token))) {
+    // Not issued here (tag), or found dead moments ago: refused from memory.
+    const dead = `session:${token}`
+    if (!looksLikeSessionToken(token) || (!isLegacySessionToken(token) && !sessionTags.verify(token)) || o.credentials.cache.get(dead) === null) {
       throw unauthorized('The session token is invalid, expired or revoked')
     }
     const r = await o.db.system((sql) => findSessionByToken(sql, hashToken(token)))
@@ -126,7 +130,10 @@ export function authService(o: AuthServiceOptions) {
       if (now().getTime() - r.retired_at.getTime() <= REFRESH_RACE_SECONDS * 1000) throw rotated()
       await reuseDetected(r, origin)
     }
-    if (!r || r.retired_at || !live(r, now())) throw unauthorized('The session token is invalid, expired or revoked')
+    if (!r || r.retired_at || !live(r, now())) {
+      o.credentials.cache.refuse(dead)
+      throw unauthorized('The session token is invalid, expired or revoked')
+    }
     return r
   }
 
@@ -143,20 +150,22 @@ export function authService(o: AuthServiceOptions) {
     async login(input: LoginInput, ctx: { origin: Origin; deviceCookie?: string }): Promise<Account & { session: StartedSession; deviceCookie: string }> {
       const { email, password, tenantId } = input
       const account = emailKey(email)
-      const attempt = { ip: ctx.origin.ip, account, device: devices.trustedFor(ctx.deviceCookie, account) }
-      await o.throttle.check(attempt)
+      const attempt = { ip: addressKey(ctx.origin.ip), account, device: devices.trustedFor(ctx.deviceCookie, account) }
+      const standing = await o.throttle.check(attempt)
       const candidates = (await o.db.system((sql) => findAccountsByEmail(sql, email, tenantId))).filter((c) => c.password_hash)
       const hashes = candidates.length ? candidates.map((c) => c.password_hash!) : [await dummy()]
-      const results = await Promise.all(hashes.map((h) => o.throttle.passwordCheck(attempt, () => verifyPassword(password, h))))
+      // One place in the gate per attempt, whatever the number of accounts checked.
+      const results = await o.throttle.passwordCheck(attempt, standing, () => Promise.all(hashes.map((h) => verifyPassword(password, h))))
       const matched = candidates.filter((_, i) => results[i])
       if (!matched.length) {
-        await o.throttle.failed(attempt)
+        await o.throttle.failed(attempt, standing)
+        // Not awaited: an unknown address, which has nothing to audit, must not answer sooner.
         if (candidates.length) {
-          await o.db.system(async (sql) => {
+          void o.db.system(async (sql) => {
             for (const c of candidates) {
               await audit(sql, { tenantId: c.tenant_id, actor: { type: 'anonymous', id: null }, action: 'auth.login_failed', target: { type: 'user', id: c.user_id }, origin: ctx.origin, details: { method: 'password' } })
             }
-          })
+          }).catch((err: unknown) => o.log?.warn({ err: (err as Error).message }, 'could not audit a failed sign-in'))
         }
         throw unauthorized('The email or password is not correct')
       }
@@ -242,7 +251,10 @@ export function authService(o: AuthServiceOptions) {
           const claims = await o.tokens.verify(token)
           if (!claims) return null
           const r = await o.db.system((sql) => findSession(sql, claims.sessionId))
-          if (!r || r.user_id !== claims.userId || r.tenant_id !== claims.tenantId || !live(r, now())) return null
+          if (!r || r.user_id !== claims.userId || r.tenant_id !== claims.tenantId || !live(r, now())) {
+            cache.refuse(`jwt:${token}`)
+            return null
+          }
           const principal = principalOf(r)
           cache.set(`jwt:${token}`, principal, claims.expiresAt)
           return principal

@@ -15,12 +15,14 @@
 // The counters live in the rate-limit store (platform/counters.ts: Redis keys that expire with
 // their window), so a flood of made-up addresses leaves bounded state. Password checks (scrypt,
 // 32 MiB and tens of milliseconds each) run through a gate: a few at a time per replica, a bounded
-// queue in which trusted devices go first, 503 beyond it, and at most two per address in it (429
-// beyond), so one client's flood takes two places, not the queue.
+// queue in which trusted devices go first, 503 beyond it; an address that has been failing holds
+// at most two places (429 beyond), so one client's flood of guesses takes two places, not the queue,
+// while clients sharing a clean address (an office) wait their turn as before.
 import { availableParallelism } from 'node:os'
 import { AppError } from '../../http/errors.js'
 import { randomBase62 } from '../../ids.js'
-import { CounterState, type Counters, type WindowCounter } from '../../platform/counters.js'
+import type { Counters, CounterState, WindowCounter } from '../../platform/counters.js'
+import { limitExceeded } from '../../http/rate-limit.js'
 import type { CredentialTags } from '../../platform/credential-tags.js'
 
 export interface LoginLimits {
@@ -37,7 +39,7 @@ export interface LoginLimits {
   /** Password checks at once per replica, and how many may wait for one. */
   passwordChecks: number
   passwordQueue: number
-  /** Password checks one address may have running or waiting at once (trusted devices aside). */
+  /** Password checks an address that has been failing may have running or waiting at once (trusted devices aside). */
   passwordChecksPerIp: number
 }
 
@@ -59,25 +61,27 @@ export const LOGIN_LIMITS: LoginLimits = {
 /** Who is trying: the address, the account (a hash of the address typed, real or not), the device cookie's id when it is one this account trusts. */
 export interface Attempt { ip: string; account: string; device: string | null }
 
+/** What the check found: whether the device is trusted, whether the address has been failing. */
+export interface Standing { trusted: boolean; suspect: boolean }
+
 export interface LoginThrottle {
   /** 429 when this attempt must wait (the same for real and made-up accounts). */
-  check(a: Attempt): Promise<void>
-  failed(a: Attempt): Promise<void>
+  check(a: Attempt): Promise<Standing>
+  failed(a: Attempt, s: Standing): Promise<void>
   succeeded(a: Attempt): Promise<void>
-  /** Runs a password check through the gate (trusted devices first); 503 when the queue is full. */
-  passwordCheck<T>(a: Attempt, check: () => Promise<T>): Promise<T>
+  /**
+   * Runs the attempt's password checks through the gate (one place per attempt, trusted devices
+   * first); 503 when the queue is full; 429 beyond two places for an address that has been failing.
+   */
+  passwordCheck<T>(a: Attempt, s: Standing, check: () => Promise<T>): Promise<T>
 }
 
+/** Failures of an address (in its window) from which it holds at most passwordChecksPerIp places. */
+export const SUSPECT_FAILURES = 5
+
 const over = (state: CounterState | null, counter: WindowCounter) => state !== null && state.consumedPoints >= counter.points
-function tooMany(state: CounterState): AppError {
-  const retry = Math.max(1, Math.ceil(state.msBeforeNext / 1000))
-  return new AppError('RATE_LIMIT_EXCEEDED', `Too many failed sign-ins; try again in ${retry} s`, { reason: 'sign_in_throttled', retryAfterSeconds: retry }, { 'retry-after': String(retry) })
-}
-/** Counts a failure; being past the limit already is no error here (the attempt was answered). */
-const count = (counter: WindowCounter, key: string) => counter.consume(key).catch((err: unknown) => {
-  if (err instanceof CounterState) return err
-  throw err
-})
+const tooMany = (state: CounterState, c: WindowCounter) =>
+  limitExceeded(state, { max: c.points, windowSeconds: c.windowSeconds, reason: 'sign_in_throttled' }, (retry) => `Too many failed sign-ins; try again in ${retry} s`)
 
 export function loginThrottle(o: { counters: Counters; keyPrefix: string; limits?: Partial<LoginLimits> }): LoginThrottle {
   const l = { ...LOGIN_LIMITS, ...o.limits }
@@ -86,42 +90,47 @@ export function loginThrottle(o: { counters: Counters; keyPrefix: string; limits
   const ip = counter('ip', l.failuresPerIp, l.ipWindowSeconds)
   const account = counter('account', l.failuresPerAccount, l.accountWindowSeconds)
   const device = counter('device', l.failuresPerDevice, l.deviceWindowSeconds)
-  // Consecutive failures of a pair (kept as long as the longest wait), and its wait: blocked keys.
+  // Consecutive failures of a pair (each failure keeps the streak for the longest wait again), and
+  // its wait: blocked keys.
   const streak = counter('pair', Number.MAX_SAFE_INTEGER, l.pairMaxWaitSeconds * 4)
   const wait = counter('pair-wait', 1, l.pairMaxWaitSeconds)
   const pairOf = (a: Attempt) => `${a.account}:${a.ip}`
   const gate = workGate(l.passwordChecks, l.passwordQueue, l.passwordChecksPerIp)
 
-  /** Whether the device is one this account trusts and has not failed too often. */
-  const trusted = async (a: Attempt) => a.device !== null && !over(await device.get(a.device), device)
-
   return {
     async check(a) {
-      if (await trusted(a)) return
-      const [byIp, byAccount, waiting] = await Promise.all([ip.get(a.ip), account.get(a.account), wait.get(pairOf(a))])
-      for (const [state, c] of [[byIp, ip], [byAccount, account], [waiting, wait]] as const) {
-        if (state && over(state, c)) throw tooMany(state)
+      // A device the account trusts, and that has not failed too often, skips the address and account limits.
+      const [byDevice, byIp, byAccount, waiting] = await Promise.all([
+        a.device === null ? null : device.get(a.device), ip.get(a.ip), account.get(a.account), wait.get(pairOf(a)),
+      ])
+      const trusted = a.device !== null && !over(byDevice, device)
+      if (!trusted) {
+        for (const [state, c] of [[byIp, ip], [byAccount, account], [waiting, wait]] as const) {
+          if (state && over(state, c)) throw tooMany(state, c)
+        }
       }
+      return { trusted, suspect: (byIp?.consumedPoints ?? 0) >= SUSPECT_FAILURES }
     },
-    async failed(a) {
-      const isTrusted = await trusted(a)
+    async failed(a, s) {
       const [, , , run] = await Promise.all([
-        count(ip, a.ip),
-        count(account, a.account),
-        isTrusted ? count(device, a.device!) : null,
-        isTrusted ? null : count(streak, pairOf(a)),
+        ip.hit(a.ip),
+        account.hit(a.account),
+        s.trusted ? device.hit(a.device!) : null,
+        s.trusted ? null : streak.hit(pairOf(a)),
       ])
       const n = run?.consumedPoints ?? 0
       if (n >= l.pairFreeFailures) {
-        await wait.block(pairOf(a), Math.min(l.pairMaxWaitSeconds, l.pairFirstWaitSeconds * 2 ** (n - l.pairFreeFailures)))
+        await Promise.all([
+          streak.set(pairOf(a), n),
+          wait.block(pairOf(a), Math.min(l.pairMaxWaitSeconds, l.pairFirstWaitSeconds * 2 ** (n - l.pairFreeFailures))),
+        ])
       }
     },
     async succeeded(a) {
       await Promise.all([streak.delete(pairOf(a)), wait.delete(pairOf(a))])
     },
-    async passwordCheck(a, check) {
-      const isTrusted = await trusted(a)
-      return gate(isTrusted ? null : a.ip, isTrusted, check)
+    passwordCheck(a, s, check) {
+      return gate(s.suspect && !s.trusted ? a.ip : null, s.trusted, check)
     },
   }
 }

@@ -13,6 +13,7 @@ import { Envelope, errors } from '../../http/schemas.js'
 import type { Counters } from '../../platform/counters.js'
 import { assertSameOrigin, SESSION_COOKIE } from '../../http/session-cookie.js'
 import type { SignInGuard } from '../../http/signin-guard.js'
+import { addressKey } from '../../http/client-address.js'
 import { looksLikeKey } from '../api-keys/keys.js'
 import { originOf } from '../audit/service.js'
 import { Tenant, User } from '../auth/routes.js'
@@ -178,7 +179,7 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
       response: { 201: Envelope(Started), ...errors('VALIDATION_ERROR', 'RATE_LIMIT_EXCEEDED') },
     },
   }, async (req, reply) => {
-    await startPerIp.consume(req.ip, reply)
+    await startPerIp.consume(addressKey(req.ip), reply)
     const r = await cli.start(req.body, req.ip)
     reply.code(201)
     return ok(req, { ...r, expiresAt: r.expiresAt.toISOString() })

@@ -11,9 +11,10 @@ drop index users_email_key;
 create unique index users_tenant_email_key on users (tenant_id, lower(email));
 create index users_email_idx on users (lower(email));
 
--- Failed sign-ins are counted in the rate-limit store (Redis, keys that expire with their window)
--- per address, per account and address, and per account: see modules/auth/throttle.ts.
-drop table login_throttle;
+-- Failed sign-ins are now counted in the rate-limit store (Redis, keys that expire with their
+-- window): see modules/auth/throttle.ts. login_throttle is no longer used; it stays for this
+-- release because servers of the previous one may still run during a rolling upgrade, and is
+-- dropped by the next.
 
 -- An OpenID Connect sign-in may name the organization to sign in to (an address with accounts in
 -- several, through a provider that serves every tenant). Not the row's owner: the table stays the

@@ -37,3 +37,30 @@ t.test('a token of the format before tags is looked up only while its address is
   const call = async (ip: string) => (await ta.app.inject({ method: 'POST', url: '/api/v1/auth/exchange', payload: { token: `ats_${randomBase62(43)}` }, remoteAddress: ip })).statusCode
   t.same([await call('10.9.1.1'), await call('10.9.1.1'), await call('10.9.1.1')], [401, 401, 429])
 })
+
+t.test('a real but dead session token costs one lookup, then is refused from memory for a while', async (t) => {
+  const ta = await testApp(t)
+  const email = `owner-${suffix()}@example.com`
+  await createTenant(ta.platform, { name: `Acme ${suffix()}`, email, password: PASSWORD })
+  const call = async (url: string, payload: unknown) => {
+    const r = await ta.app.inject({ method: 'POST', url, payload: payload as object, remoteAddress: '10.9.2.1' })
+    return { status: r.statusCode, body: r.json() }
+  }
+  const session = (await call('/api/v1/auth/login', { email, password: PASSWORD })).body.data.token as string
+  t.equal((await call('/api/v1/auth/logout', { token: session })).status, 200)
+  const counted = countLookups(ta.platform.db)
+  for (let i = 0; i < 5; i++) t.equal((await call('/api/v1/auth/exchange', { token: session })).status, 401)
+  t.equal(counted.lookups, 1, 'one lookup found it dead')
+})
+
+t.test('logging out by session token is not held back by other clients using up the address\'s API limit', async (t) => {
+  const ta = await testApp(t, { RATE_LIMIT_MAX: '2' })
+  const email = `owner-${suffix()}@example.com`
+  await createTenant(ta.platform, { name: `Acme ${suffix()}`, email, password: PASSWORD })
+  const call = (method: 'GET' | 'POST', url: string, payload?: unknown) =>
+    ta.app.inject({ method, url, remoteAddress: '10.9.3.1', ...(payload ? { payload: payload as object } : {}) })
+  const session = (await call('POST', '/api/v1/auth/login', { email, password: PASSWORD })).json().data.token as string
+  for (let i = 0; i < 3; i++) await call('GET', '/api/v1/projects')
+  t.equal((await call('GET', '/api/v1/projects')).statusCode, 429, 'the address has used up its API limit')
+  t.equal((await call('POST', '/api/v1/auth/logout', { token: session })).statusCode, 200)
+})

@@ -4,7 +4,7 @@ import t, { type Test } from 'tap'
 import { testApp, type TestApp } from '../../../helpers/app.js'
 import { services, suffix } from '../../../helpers/platform.js'
 import type { LoginLimits } from '../../../../server/modules/auth/throttle.js'
-import { workGate } from '../../../../server/modules/auth/throttle.js'
+import { SUSPECT_FAILURES, workGate } from '../../../../server/modules/auth/throttle.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 
 const PASSWORD = 'correct horse battery'
@@ -16,13 +16,13 @@ async function setUp(t: Test, limits: Partial<LoginLimits> = {}, rateLimitPrefix
   return { ta, email, login: loginAs(ta) }
 }
 
-interface Attempt { email: string; password: string; ip: string; device?: string }
+interface Attempt { email: string; password: string; ip: string; device?: string; tenant?: string }
 
 function loginAs(ta: TestApp) {
   return async (a: Attempt) => {
     const r = await ta.app.inject({
       method: 'POST', url: '/api/v1/auth/login', remoteAddress: a.ip,
-      payload: { email: a.email, password: a.password },
+      payload: { email: a.email, password: a.password, ...(a.tenant ? { tenantId: a.tenant } : {}) },
       headers: a.device ? { cookie: `atrium_device=${a.device}` } : {},
     })
     const device = /atrium_device=([^;]+)/.exec(String(r.headers['set-cookie'] ?? ''))?.[1]
@@ -80,6 +80,13 @@ t.test('guessing spread over many addresses: past the account\'s limit only its 
   t.equal(ok.device, trusted, 'and keeps its cookie')
 })
 
+t.test('an IPv6 client counts by its /64: a new address per guess does not escape the limit', async (t) => {
+  const { email, login } = await setUp(t, { failuresPerIp: 5 })
+  for (let i = 1; i <= 5; i++) await login({ email: `spray-${i}@example.com`, password: 'x', ip: `2001:db8:7:1::${i.toString(16)}` })
+  t.equal((await login({ email, password: PASSWORD, ip: '2001:db8:7:1::ff' })).status, 429, 'the same /64')
+  t.equal((await login({ email, password: PASSWORD, ip: '2001:db8:7:2::1' })).status, 200, 'another /64')
+})
+
 t.test('a trusted device that keeps failing is trusted no more', async (t) => {
   const { email, login } = await setUp(t, { failuresPerDevice: 3, failuresPerAccount: 3 })
   const trusted = (await login({ email, password: PASSWORD, ip: '10.5.0.1' })).device!
@@ -97,14 +104,32 @@ t.test('password checks run a few at a time per replica; past the queue, 503 and
   t.ok(busy.every((r) => r.body.error.details.reason === 'sign_in_busy' && r.headers['retry-after'] === '1'))
 })
 
-t.test('one address flooding sign-ins holds two places of the gate: another client still gets in', async (t) => {
+t.test('an address that has been failing holds two places of the gate: another client still gets in', async (t) => {
   const { email, login } = await setUp(t, { passwordChecks: 1, passwordQueue: 4, failuresPerIp: 1000, pairFreeFailures: 1000 })
+  for (let i = 0; i < SUSPECT_FAILURES; i++) await login({ email: `spray-${i}@example.com`, password: 'Summer2026!', ip: '10.6.1.66' })
   const flood = Array.from({ length: 12 }, (_, i) => login({ email: `spray-${i}@example.com`, password: 'Summer2026!', ip: '10.6.1.66' }))
   const user = await login({ email, password: PASSWORD, ip: '10.6.1.7' })
   const statuses = (await Promise.all(flood)).map((r) => r.status)
   t.equal(user.status, 200, 'the user signs in: the queue had room')
   t.ok(statuses.filter((s) => s === 429).length >= 10, `the flood beyond two at once is refused: ${statuses}`)
   t.notOk(statuses.includes(503), 'the flood never filled the queue')
+})
+
+t.test('clients sharing an address that has not been failing (an office) wait their turn, none refused', async (t) => {
+  const { email, login } = await setUp(t, { passwordChecks: 1, passwordQueue: 8 })
+  const results = await Promise.all(Array.from({ length: 6 }, () => login({ email, password: PASSWORD, ip: '10.6.2.1' })))
+  t.same(results.map((r) => r.status), [200, 200, 200, 200, 200, 200])
+})
+
+t.test('an address with accounts in many organizations is checked in one place of the gate', async (t) => {
+  const { ta, email, login } = await setUp(t, { passwordChecks: 1, passwordQueue: 1 })
+  const tenants = [(await ta.platform.db.system((sql) => sql<{ tenant_id: string }[]>`select tenant_id from users where email = ${email}`))[0]!.tenant_id]
+  for (let i = 0; i < 3; i++) tenants.push((await createTenant(ta.platform, { name: `Also ${i}`, email, password: PASSWORD })).tenantId)
+  const ambiguous = await login({ email, password: PASSWORD, ip: '10.6.3.1' })
+  t.equal(ambiguous.status, 400, 'all four accounts are checked: the password opens them all')
+  t.same(ambiguous.body.error.details.tenants.map((x: { id: string }) => x.id).sort(), [...tenants].sort())
+  t.equal((await login({ email, password: 'wrong', ip: '10.6.3.2' })).status, 401, 'a wrong password is a plain 401')
+  t.equal((await login({ email, password: PASSWORD, ip: '10.6.3.3', tenant: tenants[2] })).status, 200)
 })
 
 t.test('the gate runs trusted work first, at most N at once', async (t) => {
