@@ -231,7 +231,7 @@ export interface ClaimedDelivery {
   leased_until: Date
   webhook_id: string
   webhook_tenant_id: string | null
-  /** Whether the endpoint was known to work when claimed (fairness.ts). */
+  /** Whether the endpoint was known to work when claimed (platform/fairness.ts). */
   healthy: boolean
   url: string
   secret_sealed: string

@@ -20,7 +20,7 @@ import { outboundFetch, refusalIn, type CompiledPolicy } from '../../platform/ou
 import type { Secrets } from '../../platform/secrets.js'
 import { audit } from '../audit/service.js'
 import { EVENTS_CHANNEL } from '../events/store.js'
-import { fairLimits, nextFair, rankFair, type Share } from './fairness.js'
+import { fairLimits, nextFair, rankFair, type Share } from '../../platform/fairness.js'
 import { workerMetrics } from './metrics.js'
 import { nextAttemptAt, parseRetryAfter, RETRY_SCHEDULE_SECONDS } from './schedule.js'
 import { secretContext } from './service.js'

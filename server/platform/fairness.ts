@@ -1,4 +1,4 @@
-// How a replica shares its delivery slots between tenants. The claim reads the next due deliveries
+// How a replica shares its slots between tenants (webhook deliveries, every job queue). The claim reads the next due deliveries
 // of every endpoint with work (a few each, never anyone's whole backlog); this decides which of them
 // to take, and which of those taken to start when a slot frees up:
 //
@@ -16,11 +16,9 @@
 //   slot.
 //
 // Shares are per replica (each replica divides its own slots); the database's SKIP LOCKED claim
-// still gives each delivery to one replica at a time. Nothing here is about webhooks: a unit of
-// work is a tenant, a key (here the endpoint) and whether the key is known to work. The job runner
-// (server/platform/jobs.ts, to come) is meant to take this over for every kind of background work:
-// its claim reads each key's due heads, ranks them here against what the runner holds, and leases
-// them in that order, as the webhook worker does now.
+// still gives each unit of work to one replica at a time. A unit of work is a tenant, a key (a
+// webhook endpoint; the tenant itself for jobs) and whether the key is known to work. The job
+// runner (jobs.ts) ranks every queue's claims here, webhook deliveries included.
 
 export interface Share {
   /** Whose work: a tenant, or null for the platform's own (one more party to share with). */

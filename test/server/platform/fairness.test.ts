@@ -1,6 +1,6 @@
 // The rules that share a replica's delivery slots between tenants, on their own.
 import t from 'tap'
-import { fairLimits, nextFair, rankFair, type Candidate, type Share } from '../../../../server/modules/webhooks/fairness.js'
+import { fairLimits, nextFair, rankFair, type Candidate, type Share } from '../../../server/platform/fairness.js'
 
 let seq = 0
 /** `n` due deliveries of one endpoint, the first due earliest. */
