@@ -64,6 +64,11 @@ export interface LoopOptions<T> {
   pollMs: number
   log: Logger
   source: LoopSource<T>
+  /**
+   * Claims wait until at least this many can be taken (default 1: every freed slot claims its
+   * next). Jobs claim in batches: a claim costs a transaction, as much as a short job itself.
+   */
+  minClaim?: number
 }
 
 export interface WorkLoop<T> {
@@ -90,6 +95,7 @@ export function workLoop<T>(o: LoopOptions<T>): WorkLoop<T> {
   let timer: NodeJS.Timeout | undefined
   let failures = 0
   let external = true
+  const minClaim = o.minClaim ?? 1
 
   const kick = (wake = false) => {
     if (wake) external = true
@@ -115,6 +121,7 @@ export function workLoop<T>(o: LoopOptions<T>): WorkLoop<T> {
     try {
       for (;;) {
         let more = false
+        const wake = external
         if (external && source.prepare) {
           external = false
           try {
@@ -127,7 +134,8 @@ export function workLoop<T>(o: LoopOptions<T>): WorkLoop<T> {
           external = false
         }
         const want = 2 * o.concurrency - running.size - ready.length
-        if (want > 0 && !stopped) {
+        // A wake-up claims whatever it can; a freed slot waits for a batch's worth, or an idle loop.
+        if (want > 0 && !stopped && (wake || want >= minClaim || ready.length === 0)) {
           ready.push(...(await source.claim(want, [...running.values(), ...ready])))
           startUnits()
         }
@@ -201,6 +209,11 @@ export interface QueueDefinition<P = Record<string, unknown>> {
   backoffMs?: (attempt: number) => number
   /** How long a claim is this replica's; renewed every third of it while the handler runs (default 60 s). */
   leaseMs?: number
+  /**
+   * How often to look for due work without being woken (the runner's pollMs by default). Queues fed
+   * only by schedules can wait long: the replica that enqueues a slot wakes its own queue.
+   */
+  pollMs?: number
 }
 
 /** Thrown by a handler: `retry: false` fails the job at once; `retryInMs` sets the next attempt. */
@@ -383,12 +396,12 @@ interface ScheduleRow {
 
 /**
  * Enqueues every due slot's job (each once, whichever replica gets there first) and moves the
- * schedules on; how many jobs it enqueued.
+ * schedules on; the queue of each job it enqueued.
  */
-export async function runDueSchedules(db: Db, now: Date, log: Logger): Promise<number> {
+export async function runDueSchedules(db: Db, now: Date, log: Logger): Promise<string[]> {
   return db.system(async (sql) => {
     const due = await sql<ScheduleRow[]>`select * from job_schedules where next_at <= ${now} order by next_at limit 100 for update skip locked`
-    let enqueued = 0
+    const enqueued: string[] = []
     for (const row of due) {
       let s: ReturnType<typeof slots>
       try {
@@ -402,7 +415,7 @@ export async function runDueSchedules(db: Db, now: Date, log: Logger): Promise<n
       const slot = s.latest(now)
       if (slot && (!row.last_slot || slot > row.last_slot)) {
         const id = await enqueueJob(sql, row.queue, row.payload, { tenantId: row.tenant_id, runAt: slot, uniqueKey: `${row.name}@${slot.toISOString()}` })
-        if (id) enqueued++
+        if (id) enqueued.push(row.queue)
       }
       const next = s.after(now) ?? new Date(now.getTime() + 365 * 24 * 3600_000)
       await sql`update job_schedules set last_slot = greatest(last_slot, ${slot}), next_at = ${next} where name = ${row.name}`
@@ -595,8 +608,9 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
   }
 
   const tickSchedules = async () => {
-    const n = await runDueSchedules(o.db, at(), o.log)
-    return n
+    const queues = await runDueSchedules(o.db, at(), o.log)
+    for (const q of queues) loops.get(q)?.kick(true)
+    return queues.length
   }
 
   function scheduleLoop() {
@@ -621,7 +635,7 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
       if (defs.has(def.name)) throw new Error(`job queue ${def.name} is defined twice`)
       defs.set(def.name, {
         name: def.name, handler: def.handler as QueueDefinition['handler'], concurrency: def.concurrency ?? 1,
-        maxAttempts: def.maxAttempts ?? 5, backoffMs: def.backoffMs ?? defaultBackoffMs, leaseMs: def.leaseMs ?? 60_000,
+        maxAttempts: def.maxAttempts ?? 5, backoffMs: def.backoffMs ?? defaultBackoffMs, leaseMs: def.leaseMs ?? 60_000, pollMs: def.pollMs ?? pollMs,
       })
     },
     schedule(def) {
@@ -638,7 +652,8 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
       }
       if (o.enabled === false) return
       for (const q of defs.keys()) {
-        loops.set(q, workLoop({ name: `jobs:${q}`, concurrency: defs.get(q)!.concurrency, pollMs, log: o.log, source: source(q) }))
+        const d = defs.get(q)!
+        loops.set(q, workLoop({ name: `jobs:${q}`, concurrency: d.concurrency, minClaim: d.concurrency, pollMs: d.pollMs, log: o.log, source: source(q) }))
       }
       metrics?.watch(() => [...runningById.values()].map((c) => c.row.queue))
       if (o.db.mode === 'postgres') {

@@ -21,6 +21,7 @@ import type { Secrets } from '../../platform/secrets.js'
 import { audit } from '../audit/service.js'
 import { EVENTS_CHANNEL } from '../events/store.js'
 import { fairLimits, nextFair, rankFair, type Share } from '../../platform/fairness.js'
+import { workLoop } from '../../platform/jobs.js'
 import { workerMetrics } from './metrics.js'
 import { nextAttemptAt, parseRetryAfter, RETRY_SCHEDULE_SECONDS } from './schedule.js'
 import { secretContext } from './service.js'
@@ -78,121 +79,62 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
   if (leaseMs <= attemptTimeoutMs) throw new Error(`webhook worker: leaseMs (${leaseMs}) must be longer than the attempt timeout (${attemptTimeoutMs})`)
   const fetchOut = outboundFetch(o.policy, { timeoutMs: attemptTimeoutMs, maxResponseBytes: EXCERPT_BYTES, truncateResponse: true })
   const limits = fairLimits(o.concurrency)
-  /** Attempts in flight, with what each holds. */
-  const running = new Map<Promise<void>, ClaimedDelivery>()
-  let stopped = false
-  let cycle: Promise<void> | null = null
-  let again = false
-  let timer: NodeJS.Timeout | undefined
-  let unlisten: (() => Promise<void>) | null = null
+  // A claimed delivery passed over for fairer ones long enough goes first, while its lease still
+  // covers a whole attempt: run past the lease, it could be sent by another worker at the same time.
+  const claimedAt = new WeakMap<ClaimedDelivery, number>()
+  const overdueAfterMs = (leaseMs - attemptTimeoutMs) / 2
   let lastSweep = 0
-  let failures = 0
-  // Fanning out runs when an event may be waiting: at start, on NOTIFY, on each poll; not when a
-  // cycle only refills slots freed by finished attempts.
-  let fanOut = true
 
-  /** `events`: new events may be waiting (NOTIFY, poll) rather than only due deliveries. */
-  const kick = (events = false) => {
-    if (events) fanOut = true
-    if (stopped) return
-    if (cycle) {
-      again = true
-      return
-    }
-    clearTimeout(timer)
-    cycle = runCycle().finally(() => {
-      cycle = null
-      if (again) {
-        again = false
-        kick()
-      } else if (!stopped) {
-        // After a failure (the database is away), wait longer each time, up to half a minute.
-        timer = setTimeout(() => kick(true), failures ? Math.min(pollMs * 2 ** failures, 30_000) : pollMs)
-        timer.unref()
-      }
-    })
-  }
-
-  async function runCycle(): Promise<void> {
-    try {
-      for (;;) {
-        if (fanOut) {
-          fanOut = false
-          try {
-            const { events } = await o.db.system((sql) => store.dispatchEvents(sql, DISPATCH_BATCH, new Date(clock())))
-            // A whole batch went out: more may wait.
-            if (events === DISPATCH_BATCH) fanOut = true
-          } catch (err) {
-            fanOut = true
-            throw err
-          }
+  // Delivery runs on the job runner's work loop (platform/jobs.ts): its cycle, claim-ahead, drain
+  // and back-off are the runner's; what is webhook-specific is where the work comes from (events
+  // fanned out to deliveries, then due deliveries ranked fairly) and the attempt itself.
+  const loop = workLoop<ClaimedDelivery>({
+    name: 'webhooks', concurrency: o.concurrency, pollMs, log: o.log,
+    source: {
+      // New events (at start, on NOTIFY, on each poll) become deliveries; a whole batch means more may wait.
+      async prepare() {
+        const { events } = await o.db.system((sql) => store.dispatchEvents(sql, DISPATCH_BATCH, new Date(clock())))
+        if (clock() - lastSweep > SWEEP_INTERVAL_MS) {
+          lastSweep = clock()
+          const swept = await o.db.system((sql) => store.sweepEvents(sql, new Date(clock() - EVENT_RETENTION_MS)))
+          if (swept) o.log.info({ swept }, 'old webhook events removed')
         }
-        // Claimed ahead: up to one more delivery per slot waits in `ready`, so a slot that frees
-        // up starts its next attempt at once instead of waiting for a claim.
-        const want = 2 * o.concurrency - running.size - ready.length
-        if (want > 0 && !stopped) {
-          const claimed = await o.db.system((sql) => claim(sql, want))
-          const at = performance.now()
-          for (const d of claimed) claimedAt.set(d, at)
-          ready.push(...claimed)
-          startAttempts()
-        }
-        if (!fanOut) break
-      }
-      if (clock() - lastSweep > SWEEP_INTERVAL_MS) {
-        lastSweep = clock()
-        const swept = await o.db.system((sql) => store.sweepEvents(sql, new Date(clock() - EVENT_RETENTION_MS)))
-        if (swept) o.log.info({ swept }, 'old webhook events removed')
-      }
-      failures = 0
-    } catch (err) {
-      failures = Math.min(failures + 1, 10)
-      if (!stopped) o.log.warn({ err }, 'webhook worker cycle failed; trying again shortly')
-    }
-  }
+        return events === DISPATCH_BATCH
+      },
+      async claim(want, held) {
+        const claimed = await o.db.system((sql) => claim(sql, want, held))
+        const at = performance.now()
+        for (const d of claimed) claimedAt.set(d, at)
+        return claimed
+      },
+      release: (unstarted) => o.db.system((sql) => store.releaseClaims(sql, unstarted)),
+      // The longest kept waiting when overdue, else the fairest.
+      next(ready, running) {
+        const now = performance.now()
+        const overdue = ready.findIndex((d) => now - claimedAt.get(d)! >= overdueAfterMs)
+        return overdue >= 0 ? overdue : nextFair(ready.map(shareOf), running.map(shareOf))
+      },
+      run: (d) => attempt(d),
+    },
+  })
+  let stopped = false
+  let unlisten: (() => Promise<void>) | null = null
 
   /**
    * Up to `want` due deliveries, the fairest first. Twice as many are ranked as wanted: what another
    * replica takes meanwhile is passed over for the next in line, still within the limits.
    */
-  async function claim(sql: TxSql, want: number): Promise<ClaimedDelivery[]> {
+  async function claim(sql: TxSql, want: number, held: readonly ClaimedDelivery[]): Promise<ClaimedDelivery[]> {
     const at = new Date(clock())
     const due = await store.dueDeliveries(sql, at, want)
     if (!due.length) return []
-    const held = [...running.values(), ...ready].map(shareOf)
-    const ranked = rankFair(due.map((d) => ({ id: d.id, tenant: d.tenant_id, key: d.webhook_id, healthy: d.healthy, dueAt: d.next_attempt_at })), held, limits, 2 * want)
+    const ranked = rankFair(due.map((d) => ({ id: d.id, tenant: d.tenant_id, key: d.webhook_id, healthy: d.healthy, dueAt: d.next_attempt_at })), held.map(shareOf), limits, 2 * want)
     return ranked.length ? store.leaseDeliveries(sql, ranked.map((c) => c.id), want, at, leaseMs) : []
-  }
-
-  const ready: ClaimedDelivery[] = []
-  // A claimed delivery passed over for fairer ones long enough goes first, while its lease still
-  // covers a whole attempt: run past the lease, it could be sent by another worker at the same time.
-  const claimedAt = new WeakMap<ClaimedDelivery, number>()
-  const overdueAfterMs = (leaseMs - attemptTimeoutMs) / 2
-
-  /** The claimed delivery to start next: the longest kept waiting when overdue, else the fairest. */
-  function next(): number {
-    const now = performance.now()
-    const overdue = ready.findIndex((d) => now - claimedAt.get(d)! >= overdueAfterMs)
-    return overdue >= 0 ? overdue : nextFair(ready.map(shareOf), [...running.values()].map(shareOf))
-  }
-
-  function startAttempts() {
-    while (!stopped && running.size < o.concurrency && ready.length) {
-      const [d] = ready.splice(next(), 1)
-      const p = attempt(d!)
-      running.set(p, d!)
-      void p.finally(() => {
-        running.delete(p)
-        startAttempts()
-        kick() // claim what the slot will need next
-      })
-    }
   }
 
   const metrics = o.registry
     ? workerMetrics(o.registry, {
-        inFlight: () => running.size,
+        inFlight: () => loop.running().length,
         oldestDueSeconds: () => (stopped ? Promise.reject(new Error('stopped')) : o.db.system((sql) => store.oldestDueSeconds(sql, new Date(clock())))),
       })
     : null
@@ -307,7 +249,7 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
   }
 
   if (o.db.mode === 'postgres') {
-    o.db.sql.listen(EVENTS_CHANNEL, () => kick(true)).then(
+    o.db.sql.listen(EVENTS_CHANNEL, () => loop.kick(true)).then(
       (l) => {
         unlisten = l.unlisten
         if (stopped) void l.unlisten().catch(() => {})
@@ -315,21 +257,13 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
       (err: unknown) => o.log.warn({ err }, 'cannot LISTEN for webhook events; polling only'),
     )
   }
-  kick(true)
 
   return {
-    kick: () => kick(),
+    kick: () => loop.kick(),
     async stop() {
       stopped = true
-      clearTimeout(timer)
       await unlisten?.().catch(() => {})
-      await cycle
-      // Claimed but not begun: handed back at once rather than when their leases end.
-      const unstarted = ready.splice(0)
-      if (unstarted.length) {
-        await o.db.system((sql) => store.releaseClaims(sql, unstarted)).catch((err: unknown) => o.log.warn({ err }, 'could not hand back claimed webhook deliveries; their leases will end'))
-      }
-      await Promise.all([...running.keys()])
+      await loop.stop()
       fetchOut.close()
     },
   }
