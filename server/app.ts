@@ -151,6 +151,8 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   installLicense(app, platform.license)
 
   await app.register(opsRoutes, { platform, registry, isDraining: () => app.draining })
+  // Links of the platform's local store are verified with its own key: the platform store directly,
+  // not a tenant's (a tenant's objects are reached through platform.storage.forTenant).
   if (platform.blobs.kind === 'local') await app.register(downloadsRoutes, { blobs: platform.blobs as LocalBlobs })
   // Device login lives at the root (DESIGN.md), outside the /api/v1 credential hooks.
   await app.register(cliAuthRoutes, {
@@ -164,7 +166,7 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   await app.register(pageStyleRoutes)
   await app.register(invitationPageRoutes)
 
-  const projects = projectsService({ db: platform.db, blobs: platform.blobs, version: VERSION })
+  const projects = projectsService({ db: platform.db, storage: platform.storage, version: VERSION, now })
   // One outbound policy for every call out: webhook URLs and LLM base URLs when they are set, and
   // the connections of the webhook worker and of model calls.
   const policy = compilePolicy({ allowedCidrs: config.OUTBOUND_ALLOWED_NETWORKS, airGapped: config.AIR_GAPPED }, opts.resolver)

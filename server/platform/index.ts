@@ -8,13 +8,20 @@ import { openDb, type Db } from './db.js'
 import { openLicense, type License, type LicenseOptions } from './license.js'
 import { migrate } from './migrate.js'
 import { createSecrets, loadMasterKey, type Secrets } from './secrets.js'
+import { platformStorage, type Storage } from './storage.js'
 
 export interface Platform {
   readonly config: Config
   readonly log: Logger
   readonly db: Db
   readonly cache: Cache
+  /**
+   * The platform's own store, for platform-level uses only (the readiness probe, serving the local
+   * store's signed links). A tenant's objects are reached through `storage.forTenant`.
+   */
   readonly blobs: Blobs
+  /** The one place that decides which store holds a tenant's objects. */
+  readonly storage: Storage
   readonly secrets: Secrets
   readonly license: License
   close(): Promise<void>
@@ -51,7 +58,7 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
         })
       : openLocalBlobs({ dir: join(config.DATA_DIR, 'blobs'), publicUrl: config.PUBLIC_URL, signingKey: secrets.deriveKey('blob-links'), log })
     return {
-      config, log, db, cache, blobs, secrets, license,
+      config, log, db, cache, blobs, storage: platformStorage(blobs), secrets, license,
       async close() {
         license.close()
         await cache.close()

@@ -80,6 +80,8 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { pl
         return { status: 'fail' as const, version, pending: [] as number[] }
       }),
       probe('cache', platform.cache.redis ? 'redis' : 'in-process', () => platform.cache.ping(), req.log),
+      // The platform's own store, not a tenant's (storage.forTenant): a customer's store being
+      // away says nothing about whether this replica can serve.
       probe('blobs', platform.blobs.kind, () => platform.blobs.ping(), req.log),
     ])
     const checks = { db, schema, cache, blobs }

@@ -1,12 +1,16 @@
 // Project rules: every change keeps a version, pruned to the plan's limit; a restore is itself a
-// change (the history only grows); a backup is a zip in blob storage behind a time-limited link.
+// change (the history only grows); a backup is a zip in the tenant's blob store behind a
+// time-limited link, kept as long as the plan says and then swept away.
 import postgres from 'postgres'
+import type { Logger } from 'pino'
 import { AppError, notFound } from '../../http/errors.js'
 import { decodeIdCursor, decodeNumberCursor, toPage } from '../../http/pagination.js'
 import type { Principal } from '../../http/principal.js'
+import type { Clock } from '../../clock.js'
 import { newId } from '../../ids.js'
 import type { Blobs } from '../../platform/blobs.js'
 import type { Db, TxSql } from '../../platform/db.js'
+import type { Storage } from '../../platform/storage.js'
 import { json, jsonArrayStream, zipStream } from '../../zip.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
 import { emitEvent, eventData } from '../events/service.js'
@@ -25,8 +29,9 @@ export type PatchInput = Partial<ProjectFields>
 
 export interface Actor { tenantId: string; principal: Principal; origin?: Origin }
 
-export function projectsService(deps: { db: Db; blobs: Blobs; version: string }) {
-  const { db, blobs } = deps
+export function projectsService(deps: { db: Db; storage: Storage; version: string; now?: Clock }) {
+  const { db, storage } = deps
+  const clock = deps.now ?? Date.now
 
   const found = (id: string, rows: readonly ProjectRow[]) => {
     if (!rows[0]) throw notFound('project', id)
@@ -117,11 +122,13 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
      * The zip streams from the database (versions by cursor) into blob storage, measured on the
      * way, inside one transaction: the backup row is written only once the object is complete.
      */
-    backup: (a: Actor, projectId: string, opts: { includeHistory: boolean; includeAgents: boolean }) =>
-      db.tenant(a.tenantId, async (sql) => {
+    backup: async (a: Actor, projectId: string, opts: { includeHistory: boolean; includeAgents: boolean }) => {
+      // Chosen before the transaction opens: a customer's store may need reading its settings first.
+      const blobs = await storage.forTenant(a.tenantId)
+      return db.tenant(a.tenantId, async (sql) => {
         const project = await load(sql, a.tenantId, projectId)
         const backupId = newId()
-        const createdAt = new Date()
+        const createdAt = new Date(clock())
         const zip = zipStream([
           {
             name: 'manifest.json',
@@ -153,7 +160,7 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
         const checksum = `sha256:${sha256}`
         await store.insertBackup(sql, {
           id: backupId, tenantId: a.tenantId, projectId, blobKey, size, checksum,
-          includeHistory: opts.includeHistory, includeAgents: opts.includeAgents,
+          includeHistory: opts.includeHistory, includeAgents: opts.includeAgents, createdAt,
         })
         // A backup takes the tenant's data out of the platform: the audit log records who did.
         await audit(sql, {
@@ -169,10 +176,95 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
           size,
           checksum,
         }
-      }),
+      })
+    },
   }
 }
 
 export type ProjectsService = ReturnType<typeof projectsService>
+
+/**
+ * What one sweep did: backups removed (object and row), deletes that failed (their rows kept), and
+ * tenants whose store was taken as down (their remaining expired backups not tried).
+ */
+export interface BackupSweep { removed: number; failed: number; tenantsDeferred: number }
+
+/** Consecutive failed deletes after which a store is taken as down for the rest of a sweep. */
+const STORE_DOWN_AFTER = 3
+
+/**
+ * Backup retention, for the job runner to call every hour (the scheduling is the runner's).
+ *
+ * - Removes the project backups older than their tenant's current plan keeps them
+ *   (PLAN_LIMITS[plan].backupRetentionDays as of `now`), but never while their download link is
+ *   valid (BACKUP_LINK_SECONDS): the free plan keeps none, so its backups go when the link does.
+ * - The object first, through the tenant's store (storage.forTenant), then the row: a crash
+ *   between the two leaves a row whose object is gone, and the next sweep finishes it (deleting
+ *   an object that is not there succeeds). Never an object without its row to find it by.
+ * - An object whose delete fails keeps its row for the next sweep. After STORE_DOWN_AFTER failures
+ *   in a row a store is taken as down: the rest of its tenants' backups wait for the next sweep,
+ *   untried, and the sweep goes on with other tenants (counted in `tenantsDeferred`).
+ * - In batches of `batchSize`, oldest first; each read and each delete is its own short system
+ *   transaction, none held open across calls to a store.
+ * - Idempotent and safe beside another sweep: what two of them remove is removed once; a sweep
+ *   with nothing expired changes nothing. It resolves once every expired backup was tried, and
+ *   rejects only when the database fails (objects already deleted are finished by the next run).
+ * - Not written to the tenants' audit logs: like the other retention sweeps (audit events, webhook
+ *   events) it is a rule of the plan, not someone's act; it is logged.
+ */
+export async function sweepExpiredBackups(
+  deps: { db: Db; storage: Storage; log: Pick<Logger, 'info' | 'warn'> },
+  opts: { now?: Date; batchSize?: number } = {},
+): Promise<BackupSweep> {
+  const now = (opts.now ?? new Date()).getTime()
+  const batchSize = opts.batchSize ?? 100
+  const cutoffs = Object.fromEntries(Object.entries(PLAN_LIMITS).map(([plan, l]) =>
+    [plan, new Date(now - Math.max(l.backupRetentionDays * 86400, BACKUP_LINK_SECONDS) * 1000)]))
+  const stores = new Map<string, Promise<Blobs>>()
+  const streaks = new Map<Blobs, number>()
+  const skip = { backupIds: [] as string[], tenantIds: [] as string[] }
+  const result: BackupSweep = { removed: 0, failed: 0, tenantsDeferred: 0 }
+  const defer = (tenantId: string) => {
+    skip.tenantIds.push(tenantId)
+    result.tenantsDeferred++
+  }
+
+  for (;;) {
+    const batch = await deps.db.system((sql) => store.expiredBackups(sql, cutoffs, skip, batchSize))
+    const gone: string[] = []
+    for (const b of batch) {
+      if (skip.tenantIds.includes(b.tenant_id)) continue // deferred earlier in this batch
+      let blobs: Blobs
+      try {
+        if (!stores.has(b.tenant_id)) stores.set(b.tenant_id, deps.storage.forTenant(b.tenant_id))
+        blobs = await stores.get(b.tenant_id)!
+      } catch (err) {
+        deps.log.warn({ err, tenantId: b.tenant_id }, 'tenant storage unavailable; its expired backups wait for the next sweep')
+        defer(b.tenant_id)
+        continue
+      }
+      if ((streaks.get(blobs) ?? 0) >= STORE_DOWN_AFTER) {
+        defer(b.tenant_id)
+        continue
+      }
+      try {
+        await blobs.remove(b.blob_key)
+        streaks.set(blobs, 0)
+        gone.push(b.id)
+      } catch (err) {
+        result.failed++
+        skip.backupIds.push(b.id)
+        const streak = (streaks.get(blobs) ?? 0) + 1
+        streaks.set(blobs, streak)
+        deps.log.warn({ err, tenantId: b.tenant_id, backupId: b.id }, 'could not delete an expired backup; it is kept for the next sweep')
+        if (streak >= STORE_DOWN_AFTER) defer(b.tenant_id)
+      }
+    }
+    if (gone.length) result.removed += await deps.db.system((sql) => store.deleteBackups(sql, gone))
+    if (batch.length < batchSize) break
+  }
+  if (result.removed || result.failed || result.tenantsDeferred) deps.log.info({ ...result }, 'expired project backups swept')
+  return result
+}
 
 const pick = (p: ProjectFields): ProjectFields => ({ name: p.name, description: p.description, language: p.language })

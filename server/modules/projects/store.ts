@@ -107,9 +107,47 @@ export async function getVersion(sql: TxSql, tenantId: string, projectId: string
 
 export async function insertBackup(
   sql: TxSql,
-  b: { id: string; tenantId: string; projectId: string; blobKey: string; size: number; checksum: string; includeHistory: boolean; includeAgents: boolean },
+  b: {
+    id: string; tenantId: string; projectId: string; blobKey: string; size: number; checksum: string
+    includeHistory: boolean; includeAgents: boolean; createdAt: Date
+  },
 ): Promise<void> {
   await sql`
-    insert into project_backups (id, tenant_id, project_id, blob_key, size, checksum, include_history, include_agents)
-    values (${b.id}, ${b.tenantId}, ${b.projectId}, ${b.blobKey}, ${b.size}, ${b.checksum}, ${b.includeHistory}, ${b.includeAgents})`
+    insert into project_backups (id, tenant_id, project_id, blob_key, size, checksum, include_history, include_agents, created_at)
+    values (${b.id}, ${b.tenantId}, ${b.projectId}, ${b.blobKey}, ${b.size}, ${b.checksum}, ${b.includeHistory}, ${b.includeAgents}, ${b.createdAt})`
+}
+
+export interface ExpiredBackup { id: string; tenant_id: string; blob_key: string }
+
+/**
+ * Across tenants (system transaction): the oldest backups created before the cut-off of their
+ * tenant's current plan (`cutoffs` by plan name), leaving out the backups and tenants `skip` names
+ * (those the sweep has tried already). Every expired backup is older than the latest cut-off: that
+ * bound lets the created_at index (migration 0006) pass over the young ones.
+ */
+export function expiredBackups(
+  sql: TxSql,
+  cutoffs: Readonly<Record<string, Date>>,
+  skip: { backupIds: string[]; tenantIds: string[] },
+  limit: number,
+): Promise<ExpiredBackup[]> {
+  const plans = Object.entries(cutoffs)
+  const latest = new Date(Math.max(...plans.map(([, at]) => at.getTime())))
+  return sql<ExpiredBackup[]>`
+    select b.id, b.tenant_id, b.blob_key
+      from project_backups b
+      join tenants t on t.id = b.tenant_id
+      join unnest(${sql.array(plans.map(([plan]) => plan))}::text[], ${sql.array(plans.map(([, at]) => at.toISOString()))}::timestamptz[]) as r (plan, cutoff)
+        on r.plan = t.plan
+     where b.created_at < ${latest} and b.created_at < r.cutoff
+       and b.id <> all(${sql.array(skip.backupIds)}::uuid[])
+       and b.tenant_id <> all(${sql.array(skip.tenantIds)}::uuid[])
+     order by b.created_at, b.id
+     limit ${limit}`
+}
+
+/** Deletes backup rows by id (across tenants); how many there were. */
+export async function deleteBackups(sql: TxSql, ids: string[]): Promise<number> {
+  const rows = await sql`delete from project_backups where id = any(${sql.array(ids)}::uuid[]) returning id`
+  return rows.length
 }
