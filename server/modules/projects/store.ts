@@ -123,7 +123,7 @@ export interface ExpiredBackup { id: string; tenant_id: string; blob_key: string
  * Across tenants (system transaction): the oldest backups created before the cut-off of their
  * tenant's current plan (`cutoffs` by plan name), leaving out the backups and tenants `skip` names
  * (those the sweep has tried already). Every expired backup is older than the latest cut-off: that
- * bound lets the created_at index (migration 0006) pass over the young ones.
+ * bound lets the created_at index (migration 0007) pass over the young ones.
  */
 export function expiredBackups(
   sql: TxSql,
