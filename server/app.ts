@@ -48,7 +48,7 @@ import type { LocalBlobs } from './platform/blobs.js'
 import { openCounters } from './platform/counters.js'
 import { compilePolicy, type Resolver } from './platform/outbound.js'
 import type { Platform } from './platform/index.js'
-import { VERSION } from './version.js'
+import { VERSION } from '../common/version.js'
 
 export interface AppOptions {
   /** Separate registries let tests build several apps in one process. */

@@ -1,5 +1,8 @@
 // Who a request acts for: an API key, or a signed-in user holding an access token (JWT).
+import type { Plan } from '../../common/plans.js'
 import type { Role } from './permissions.js'
+
+export { PLANS, type Plan } from '../../common/plans.js'
 
 export interface Principal {
   kind: 'api_key' | 'user'
@@ -15,9 +18,6 @@ export interface Principal {
   sessionId: string | null
   permissions: ReadonlySet<string>
 }
-
-export const PLANS = ['free', 'pro', 'growth', 'enterprise'] as const
-export type Plan = (typeof PLANS)[number]
 
 /** '*' grants every permission of the principal's tenant. */
 export const hasPermission = (p: Principal, permission: string) => p.permissions.has('*') || p.permissions.has(permission)

@@ -4,17 +4,16 @@
 import { Ajv, type Options } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { FastifyRequest, FastifySchemaCompiler } from 'fastify'
+import { UUID_RE } from '../../common/ids.js'
 import { OutboundRefused, parseIp, type CompiledPolicy } from '../platform/outbound.js'
 import { AppError, invalid } from './errors.js'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 
-// ajv-formats also accepts "urn:uuid:..." and other spellings PostgreSQL's uuid type refuses.
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-
 function make(opts: Options): Ajv {
   const ajv = new Ajv({ allErrors: true, removeAdditional: false, useDefaults: true, strict: false, ...opts })
   addFormats(ajv)
+  // ajv-formats also accepts "urn:uuid:..." and other spellings PostgreSQL's uuid type refuses.
   ajv.addFormat('uuid', UUID_RE)
   return ajv
 }

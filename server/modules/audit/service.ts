@@ -4,7 +4,7 @@ import type { FastifyRequest } from 'fastify'
 import { AppError, forbidden } from '../../http/errors.js'
 import { decodeIdCursor, toPage } from '../../http/pagination.js'
 import type { Plan, Principal } from '../../http/principal.js'
-import { newId } from '../../ids.js'
+import { newId } from '../../../common/ids.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type ActorType, type AuditFilter } from './store.js'
 

@@ -20,7 +20,7 @@
 // while clients sharing a clean address (an office) wait their turn as before.
 import { availableParallelism } from 'node:os'
 import { AppError } from '../../http/errors.js'
-import { randomBase62 } from '../../ids.js'
+import { randomBase62 } from '../../../common/ids.js'
 import type { Counters, CounterState, WindowCounter } from '../../platform/counters.js'
 import { limitExceeded } from '../../http/rate-limit.js'
 import type { CredentialTags } from '../../platform/credential-tags.js'
