@@ -1,6 +1,6 @@
 // Shared TypeBox schemas: the envelope every JSON response wears, errors, ids and pagination.
 import { Type, type TSchema } from '@sinclair/typebox'
-import { ERRORS, type ErrorCode } from './errors.js'
+import { ERRORS, type ErrorCode } from '../domain/errors.js'
 
 export const Meta = Type.Object({
   request_id: Type.String({ description: 'Identifier of the request (echoes X-Request-Id when the client sent one)' }),

@@ -2,16 +2,17 @@
 // and get (prefix and last four only), revoke. All need keys:manage.
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyContextConfig } from 'fastify'
 import { tenantOf } from '../../http/auth.js'
 import { ok, page } from '../../http/envelope.js'
-import { ALL, PERMISSIONS } from '../../http/permissions.js'
+import { ALL, PERMISSIONS } from '../../domain/permissions.js'
 import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
 import { originOf } from '../audit/service.js'
 import type { ApiKeysService } from './service.js'
 import type { KeyView } from './store.js'
 
 const tags = ['api-keys']
-const manage = { permission: 'keys:manage' }
+const manage: FastifyContextConfig = { permission: 'keys:manage' }
 
 const PERMISSION_NAMES = [ALL, ...PERMISSIONS]
 const Permission = Type.String({ enum: PERMISSION_NAMES, description: `${PERMISSION_NAMES.join(', ')}; * is every permission` })

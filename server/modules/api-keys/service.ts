@@ -9,11 +9,11 @@
 //   made by a key inherits that key's user. Team changes revoke a user's keys through it.
 // - Revocation commits with its audit event, then drops the key from every replica's cache.
 import type { Db, TxSql } from '../../platform/db.js'
-import { AppError, forbidden, invalid, notFound } from '../../http/errors.js'
-import { CredentialCache, type Credentials } from '../../http/credentials.js'
-import { decodeIdCursor, toPage } from '../../http/pagination.js'
-import { ALL, covers, isPermission } from '../../http/permissions.js'
-import type { Authenticator, Principal } from '../../http/principal.js'
+import { AppError, forbidden, invalid, notFound } from '../../domain/errors.js'
+import { CredentialCache, type Credentials } from '../../domain/credentials.js'
+import { decodeIdCursor, toPage } from '../../domain/pagination.js'
+import { ALL, covers, isPermission } from '../../domain/permissions.js'
+import type { Authenticator, Principal } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
 import type { CredentialTags } from '../../platform/credential-tags.js'

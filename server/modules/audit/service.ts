@@ -1,9 +1,10 @@
 // The audit log: the writing side, used by every module that does something security-relevant,
 // and the reading side for tenant admins, with the retention sweep that keeps it to the plan.
 import type { FastifyRequest } from 'fastify'
-import { AppError, forbidden } from '../../http/errors.js'
-import { decodeIdCursor, toPage } from '../../http/pagination.js'
-import type { Plan, Principal } from '../../http/principal.js'
+import { AppError, forbidden } from '../../domain/errors.js'
+import { decodeIdCursor, toPage } from '../../domain/pagination.js'
+import type { Plan } from '../../domain/plans.js'
+import type { Principal } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type ActorType, type AuditFilter } from './store.js'

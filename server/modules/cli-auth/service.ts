@@ -9,7 +9,7 @@
 // redeem it (needs the verifier). Each transition is one conditional UPDATE, so a login is approved
 // once and consumed once however many requests race.
 import { createHash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto'
-import { AppError, forbidden, notFound, unauthorized } from '../../http/errors.js'
+import { AppError, forbidden, notFound, unauthorized } from '../../domain/errors.js'
 import type { Db } from '../../platform/db.js'
 import { credentialTags, type CredentialTags } from '../../platform/credential-tags.js'
 import type { Secrets } from '../../platform/secrets.js'

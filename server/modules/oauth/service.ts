@@ -12,7 +12,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import * as client from 'openid-client'
 import type { Logger } from 'pino'
-import { AppError, forbidden, invalid, notFound, unauthorized } from '../../http/errors.js'
+import { AppError, forbidden, invalid, notFound, unauthorized } from '../../domain/errors.js'
 import { newId } from '../../../common/ids.js'
 import { isUniqueViolation, type Db } from '../../platform/db.js'
 import { audit, type Origin } from '../audit/service.js'

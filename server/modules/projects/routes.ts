@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyContextConfig } from 'fastify'
 import { tenantOf } from '../../http/auth.js'
 import { ok, page } from '../../http/envelope.js'
 import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
@@ -62,8 +63,8 @@ const ProjectIdParams = Type.Object({ projectId: Type.String({ format: 'uuid' })
 const VersionParams = Type.Object({ projectId: Type.String({ format: 'uuid' }), versionId: Type.String({ format: 'uuid' }) })
 
 const tags = ['projects']
-const read = { permission: 'projects:read' }
-const write = { permission: 'projects:write' }
+const read: FastifyContextConfig = { permission: 'projects:read' }
+const write: FastifyContextConfig = { permission: 'projects:write' }
 
 export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsService }> = async (app, { projects }) => {
   app.get('/projects', {

@@ -1,16 +1,16 @@
 // Project rules: every change keeps a version, pruned to the plan's limit; a restore is itself a
 // change (the history only grows); a backup is a zip in blob storage behind a time-limited link.
 import postgres from 'postgres'
-import { AppError, notFound } from '../../http/errors.js'
-import { decodeIdCursor, decodeNumberCursor, toPage } from '../../http/pagination.js'
-import type { Principal } from '../../http/principal.js'
+import { AppError, notFound } from '../../domain/errors.js'
+import { decodeIdCursor, decodeNumberCursor, toPage } from '../../domain/pagination.js'
+import type { Principal } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import type { Blobs } from '../../platform/blobs.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { json, jsonArrayStream, zipStream } from '../../../common/zip.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
 import { emitEvent, eventData } from '../events/service.js'
-import { PLAN_LIMITS } from '../tenants/plans.js'
+import { PLAN_LIMITS } from '../../domain/plans.js'
 import * as store from './store.js'
 import type { ProjectFields, ProjectRow, VersionRow } from './store.js'
 

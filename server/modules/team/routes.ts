@@ -2,6 +2,7 @@
 // change role and remove as issue 3 asks), and accepting an invitation, which signs the invitee in.
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyContextConfig } from 'fastify'
 import { tenantOf } from '../../http/auth.js'
 import { ok, page } from '../../http/envelope.js'
 import { apiErrors, Envelope, errors, PageEnvelope, PageQuery } from '../../http/schemas.js'
@@ -37,8 +38,8 @@ const Invited = Envelope(Type.Object({ member: Member, invitation: Invitation })
 const Name = Type.String({ maxLength: 200 })
 const UserParams = Type.Object({ userId: Type.String({ format: 'uuid' }) })
 
-const read = { permission: 'team:read' }
-const manage = { permission: 'team:manage' }
+const read: FastifyContextConfig = { permission: 'team:read' }
+const manage: FastifyContextConfig = { permission: 'team:manage' }
 const RULES = 'Only an owner may grant, take away or act on the owner role; others act on the roles whose permissions they hold (an API key with * like an admin). Nobody changes themselves, except an owner stepping down while another active owner remains; the last active owner stays. FORBIDDEN (details.reason owner_only, role_not_covered, self) or VALIDATION_ERROR (details.reason last_owner, invited).'
 
 export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: SignInGuard }> = async (app, { team, guard }) => {

@@ -15,11 +15,11 @@
 // on every replica right after it commits, so what they may do changes at once. Disabling or removing
 // them revokes their API keys; a demotion revokes the keys holding more than the new role.
 import { createHash } from 'node:crypto'
-import { AppError, forbidden, invalid, notFound, unauthorized } from '../../http/errors.js'
-import type { Credentials } from '../../http/credentials.js'
-import { covers, ROLE_PERMISSIONS, type Role } from '../../http/permissions.js'
-import { decodeIdCursor, toPage } from '../../http/pagination.js'
-import type { Principal } from '../../http/principal.js'
+import { AppError, forbidden, invalid, notFound, unauthorized } from '../../domain/errors.js'
+import type { Credentials } from '../../domain/credentials.js'
+import { covers, ROLE_PERMISSIONS, type Role } from '../../domain/permissions.js'
+import { decodeIdCursor, toPage } from '../../domain/pagination.js'
+import type { Principal } from '../../domain/principal.js'
 import { newId, randomBase62 } from '../../../common/ids.js'
 import { isUniqueViolation, type Db, type TxSql } from '../../platform/db.js'
 import { credentialTags } from '../../platform/credential-tags.js'

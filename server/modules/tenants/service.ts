@@ -1,20 +1,21 @@
 // A tenant is born with its owner and an automation key holding every permission, in one
 // transaction: there is never a tenant nobody can reach.
-import { forbidden, invalid, notFound } from '../../http/errors.js'
-import { PLANS, type Plan, type Principal } from '../../http/principal.js'
+import { forbidden, invalid, notFound } from '../../domain/errors.js'
+import { PLANS, type Plan } from '../../domain/plans.js'
+import type { Principal } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import type { Db } from '../../platform/db.js'
 import type { Secrets } from '../../platform/secrets.js'
 import { apiKeyTags } from '../api-keys/keys.js'
 import { createKey } from '../api-keys/service.js'
-import { ALL } from '../../http/permissions.js'
+import { ALL } from '../../domain/permissions.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
 import { emitEvent, eventData } from '../events/service.js'
 import { EMAIL_RE } from '../../../common/email.js'
 import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
 import { insertUser } from '../users/store.js'
-import { PLAN_LIMITS } from './plans.js'
+import { PLAN_LIMITS } from '../../domain/plans.js'
 import { countTenantsForCreation, insertTenant, renameTenant, selectTenant, type TenantRow } from './store.js'
 
 export interface CreateTenantInput { name: string; plan?: string; email?: string; password?: string }

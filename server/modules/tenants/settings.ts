@@ -3,11 +3,11 @@
 // logged, never put in an audit event. Clients only learn whether one is set and, for keys long
 // enough that it gives little away, its last four characters. The base URL gets the outbound policy
 // webhooks get: judged when it is set, and at every connection through LlmConnection.fetch.
-import { invalid } from '../../http/errors.js'
-import { outboundHostAllowed, outboundUrl } from '../../http/validation.js'
-import type { Principal } from '../../http/principal.js'
+import { invalid } from '../../domain/errors.js'
+import { outboundUrl } from '../../domain/outbound-url.js'
+import type { Principal } from '../../domain/principal.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { outboundFetch, type CompiledPolicy, type OutboundFetch } from '../../platform/outbound.js'
+import { outboundFetch, outboundHostAllowed, type CompiledPolicy, type OutboundFetch } from '../../platform/outbound.js'
 import type { SecretContext, Secrets } from '../../platform/secrets.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
 import { ensureLlmSettings, selectLlmSettings, updateLlmSettings, type LlmSettingsFields, type LlmSettingsRow } from './store.js'

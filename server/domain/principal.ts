@@ -1,8 +1,6 @@
 // Who a request acts for: an API key, or a signed-in user holding an access token (JWT).
-import type { Plan } from '../../common/plans.js'
-import type { Role } from './permissions.js'
-
-export { PLANS, type Plan } from '../../common/plans.js'
+import type { Permission, Role } from './permissions.js'
+import type { Plan } from './plans.js'
 
 export interface Principal {
   kind: 'api_key' | 'user'
@@ -20,8 +18,12 @@ export interface Principal {
 }
 
 /** '*' grants every permission of the principal's tenant. */
-export const hasPermission = (p: Principal, permission: string) => p.permissions.has('*') || p.permissions.has(permission)
+export const hasPermission = (p: Principal, permission: Permission) => p.permissions.has('*') || p.permissions.has(permission)
 
+/**
+ * Turns a bearer credential into its principal. The API keys and the access tokens each have one;
+ * http/auth.ts asks them in turn.
+ */
 export interface Authenticator {
   /**
    * What memory alone says of a bearer credential: its principal, null when it is none of this

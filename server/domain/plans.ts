@@ -1,5 +1,7 @@
 // The plan gates of the specification's tables, in one place.
-import type { Plan } from '../../http/principal.js'
+import type { Plan } from '../../common/plans.js'
+
+export { isPlan, PLANS, type Plan } from '../../common/plans.js'
 
 export interface PlanLimits {
   /** Versions kept per project; null keeps every version. */
