@@ -1,8 +1,12 @@
-// The plan gates of the specification's tables, in one place.
-import type { Plan } from '../../common/plans.js'
+// What each plan allows, one record per plan. The plan names are in common/plans.ts (the license
+// tool needs them too). One number also lives in SQL: the audit log's retention is
+// atrium_audit_retention(plan) (migration 0002), which the statements that write, read and sweep the
+// log call; test/server/domain/plans.test.ts holds the two to the same values.
+import { PLANS, type Plan } from '../../common/plans.js'
 
 export { isPlan, PLANS, type Plan } from '../../common/plans.js'
 
+/** The gates of the specification's tables: what GET /tenant shows as the tenant's limits. */
 export interface PlanLimits {
   /** Versions kept per project; null keeps every version. */
   projectVersions: number | null
@@ -13,9 +17,20 @@ export interface PlanLimits {
   webhookEndpoints: number
 }
 
-export const PLAN_LIMITS: Record<Plan, PlanLimits> = {
-  free: { projectVersions: 5, webhookEndpoints: 2 },
-  pro: { projectVersions: 20, webhookEndpoints: 10 },
-  growth: { projectVersions: 50, webhookEndpoints: 25 },
-  enterprise: { projectVersions: null, webhookEndpoints: 100 },
+export interface PlanTerms {
+  /** The plan's name as people read it. */
+  title: string
+  limits: PlanLimits
+  /** How long the audit log keeps events, as a PostgreSQL interval; null: the plan keeps no audit log. */
+  auditRetention: string | null
 }
+
+export const PLAN_TERMS: Record<Plan, PlanTerms> = {
+  free: { title: 'Free', limits: { projectVersions: 5, webhookEndpoints: 2 }, auditRetention: null },
+  pro: { title: 'Pro', limits: { projectVersions: 20, webhookEndpoints: 10 }, auditRetention: '30 days' },
+  growth: { title: 'Growth', limits: { projectVersions: 50, webhookEndpoints: 25 }, auditRetention: '90 days' },
+  enterprise: { title: 'Enterprise', limits: { projectVersions: null, webhookEndpoints: 100 }, auditRetention: '1 year' },
+}
+
+/** The smallest plan that keeps an audit log. */
+export const AUDIT_LOG_PLAN: Plan = PLANS.find((p) => PLAN_TERMS[p].auditRetention !== null)!

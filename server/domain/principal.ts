@@ -20,6 +20,9 @@ export interface Principal {
 /** '*' grants every permission of the principal's tenant. */
 export const hasPermission = (p: Principal, permission: Permission) => p.permissions.has('*') || p.permissions.has(permission)
 
+/** The plan whose limits hold for what a principal does; operator keys, which have none, get the smallest. */
+export const planOf = (p: Pick<Principal, 'plan'>): Plan => p.plan ?? 'free'
+
 /**
  * Turns a bearer credential into its principal. The API keys and the access tokens each have one;
  * http/auth.ts asks them in turn.

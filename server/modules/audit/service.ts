@@ -3,8 +3,8 @@
 import type { FastifyRequest } from 'fastify'
 import { AppError, forbidden } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
-import type { Plan } from '../../domain/plans.js'
-import type { Principal } from '../../domain/principal.js'
+import { AUDIT_LOG_PLAN, PLAN_TERMS, type Plan } from '../../domain/plans.js'
+import { planOf, type Principal } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type ActorType, type AuditFilter } from './store.js'
@@ -49,10 +49,11 @@ export function auditLogService(deps: { db: Db }) {
   const { db } = deps
   return {
     async list(a: { tenantId: string; plan: Plan | null }, q: AuditQuery) {
-      // The free plan keeps no audit log (atrium_audit_retention gives it none): say so rather
+      // A plan that keeps no audit log (free: atrium_audit_retention gives it none) says so rather
       // than answer with an empty list that looks like nothing happened.
-      if ((a.plan ?? 'free') === 'free') {
-        throw forbidden('The audit log needs the Pro plan or higher', { plan: 'free', requiredPlan: 'pro' })
+      const plan = planOf(a)
+      if (PLAN_TERMS[plan].auditRetention === null) {
+        throw forbidden(`The audit log needs the ${PLAN_TERMS[AUDIT_LOG_PLAN].title} plan or higher`, { plan, requiredPlan: AUDIT_LOG_PLAN })
       }
       const filter: AuditFilter = {
         ...(q.action !== undefined ? { action: q.action } : {}),

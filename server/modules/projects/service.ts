@@ -3,14 +3,14 @@
 import postgres from 'postgres'
 import { AppError, notFound } from '../../domain/errors.js'
 import { decodeIdCursor, decodeNumberCursor, toPage } from '../../domain/pagination.js'
-import type { Principal } from '../../domain/principal.js'
+import { planOf, type Principal } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import type { Blobs } from '../../platform/blobs.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { json, jsonArrayStream, zipStream } from '../../../common/zip.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
 import { emitEvent, eventData } from '../events/service.js'
-import { PLAN_LIMITS } from '../../domain/plans.js'
+import { PLAN_TERMS } from '../../domain/plans.js'
 import * as store from './store.js'
 import type { ProjectFields, ProjectRow, VersionRow } from './store.js'
 
@@ -37,7 +37,7 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
   /** Records the project's current state as a version and drops versions beyond the plan's limit. */
   const recordVersion = async (sql: TxSql, a: Actor, project: ProjectRow, change: VersionRow['change'], restoredFrom: number | null = null) => {
     await store.insertVersion(sql, { id: newId(), tenantId: a.tenantId, project, change, restoredFrom })
-    const keep = PLAN_LIMITS[a.principal.plan ?? 'free'].projectVersions
+    const keep = PLAN_TERMS[planOf(a.principal)].limits.projectVersions
     if (keep !== null) await store.pruneVersions(sql, a.tenantId, project.id, project.version, keep)
   }
 

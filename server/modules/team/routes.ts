@@ -5,7 +5,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
 import { tenantOf } from '../../http/auth.js'
 import { ok, page } from '../../http/envelope.js'
-import { apiErrors, Envelope, errors, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { apiErrors, Envelope, errors, PageEnvelope, PageQuery, RoleName } from '../../http/schemas.js'
 import { setSessionCookie } from '../../http/session-cookie.js'
 import type { SignInGuard } from '../../http/signin-guard.js'
 import { originOf } from '../audit/service.js'
@@ -15,12 +15,11 @@ import type { MemberRow } from '../users/store.js'
 import { isLegacyInvitationToken, type TeamService } from './service.js'
 
 const tags = ['team']
-const Role = Type.Union([Type.Literal('owner'), Type.Literal('admin'), Type.Literal('member'), Type.Literal('viewer')])
 const Member = Type.Object({
   id: Type.String({ format: 'uuid' }),
   email: Type.String(),
   name: Type.String(),
-  role: Role,
+  role: RoleName,
   status: Type.Union([Type.Literal('active'), Type.Literal('disabled'), Type.Literal('invited')], { description: 'invited: has not accepted the invitation yet' }),
   createdAt: Type.String({ format: 'date-time' }),
   lastLoginAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
@@ -62,7 +61,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
       tags, summary: 'Invite a member',
       description: `The member is listed as invited until they accept. The invitation token is shown once and expires after 7 days. ${RULES}`,
       body: Type.Object(
-        { email: Type.String({ minLength: 3, maxLength: 320 }), role: Role, name: Type.Optional(Name) },
+        { email: Type.String({ minLength: 3, maxLength: 320 }), role: RoleName, name: Type.Optional(Name) },
         { additionalProperties: false },
       ),
       response: { 201: Invited, ...apiErrors('FORBIDDEN') },
@@ -92,7 +91,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
       description: `Ends the member's sessions; disabling also revokes their API keys, a demotion the keys holding more than the new role. ${RULES}`,
       params: UserParams,
       body: Type.Object(
-        { role: Type.Optional(Role), status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('disabled')])) },
+        { role: Type.Optional(RoleName), status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('disabled')])) },
         { additionalProperties: false, minProperties: 1 },
       ),
       response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },

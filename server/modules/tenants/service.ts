@@ -1,7 +1,7 @@
 // A tenant is born with its owner and an automation key holding every permission, in one
 // transaction: there is never a tenant nobody can reach.
 import { forbidden, invalid, notFound } from '../../domain/errors.js'
-import { PLANS, type Plan } from '../../domain/plans.js'
+import { isPlan, PLAN_TERMS, PLANS } from '../../domain/plans.js'
 import type { Principal } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import type { Db } from '../../platform/db.js'
@@ -15,7 +15,6 @@ import { EMAIL_RE } from '../../../common/email.js'
 import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
 import { insertUser } from '../users/store.js'
-import { PLAN_LIMITS } from '../../domain/plans.js'
 import { countTenantsForCreation, insertTenant, renameTenant, selectTenant, type TenantRow } from './store.js'
 
 export interface CreateTenantInput { name: string; plan?: string; email?: string; password?: string }
@@ -32,8 +31,8 @@ export interface CreateTenantLimits {
 export async function createTenant({ db, secrets }: { db: Db; secrets: Pick<Secrets, 'deriveKey'> }, input: CreateTenantInput, limits: CreateTenantLimits = {}): Promise<CreatedTenant> {
   const name = input.name.trim()
   if (!name || name.length > 200) throw invalid('name', 'must be 1 to 200 characters')
-  const plan = (input.plan ?? 'free') as Plan
-  if (!PLANS.includes(plan)) throw invalid('plan', `must be one of ${PLANS.join(', ')}`)
+  const plan = input.plan ?? 'free'
+  if (!isPlan(plan)) throw invalid('plan', `must be one of ${PLANS.join(', ')}`)
   const tenantId = newId()
   const userId = newId()
   const email = input.email?.trim() ?? `owner-${tenantId.slice(-12)}@tenant.invalid`
@@ -59,7 +58,7 @@ export async function createTenant({ db, secrets }: { db: Db; secrets: Pick<Secr
 }
 
 /** The tenant as its own members see it, with the gates of its plan. */
-export const tenantView = (t: TenantRow) => ({ ...t, limits: PLAN_LIMITS[t.plan] })
+export const tenantView = (t: TenantRow) => ({ ...t, limits: PLAN_TERMS[t.plan].limits })
 
 export function tenantsService(deps: { db: Db }) {
   const { db } = deps

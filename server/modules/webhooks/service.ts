@@ -4,8 +4,8 @@
 import { AppError, forbidden, invalid, notFound } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { outboundUrl } from '../../domain/outbound-url.js'
-import type { Plan } from '../../domain/plans.js'
-import type { Principal } from '../../domain/principal.js'
+import { PLAN_TERMS, type Plan } from '../../domain/plans.js'
+import { planOf, type Principal } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { outboundHostAllowed, type CompiledPolicy } from '../../platform/outbound.js'
@@ -13,7 +13,6 @@ import type { SecretContext, Secrets } from '../../platform/secrets.js'
 import { dateClock, type Clock } from '../../clock.js'
 import { actorOf, audit, type Origin } from '../audit/service.js'
 import { EVENT_TYPES, TEST_EVENT_TYPE, type EventType } from '../events/service.js'
-import { PLAN_LIMITS } from '../../domain/plans.js'
 import { generateSecret, secretProblem } from './signing.js'
 import * as store from './store.js'
 import type { DeliveryRow, DeliveryStatus, Owner, WebhookRow } from './store.js'
@@ -94,7 +93,7 @@ export function webhooksService(deps: {
    * lock held to the end of the registration's transaction: two at once cannot both take the last place.
    */
   async function checkRoom(sql: TxSql, tenantId: string, plan: Plan) {
-    const limit = PLAN_LIMITS[plan].webhookEndpoints
+    const limit = PLAN_TERMS[plan].limits.webhookEndpoints
     const count = await store.countWebhooksForCreation(sql, tenantId)
     if (count >= limit) {
       throw forbidden(`The ${plan} plan allows ${limit} webhook endpoint${limit === 1 ? '' : 's'} and this tenant has ${count}: delete one, or move to a larger plan`, {
@@ -111,7 +110,7 @@ export function webhooksService(deps: {
       const id = newId()
       return inScope(a.owner, async (sql) => {
         // The platform's own endpoints are the operator's to size; a tenant's take its plan's share.
-        if (a.owner !== null) await checkRoom(sql, a.owner, a.principal.plan ?? 'free')
+        if (a.owner !== null) await checkRoom(sql, a.owner, planOf(a.principal))
         const row = await store.insertWebhook(sql, {
           id, owner: a.owner, url, events, description: input.description?.trim() ?? '',
           secretSealed: secrets.encrypt(input.secret, secretContext(a.owner, id, 'secret')),
