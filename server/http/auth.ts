@@ -4,7 +4,7 @@
 // proxy) cannot lock it out. Requests without a valid credential are limited by address. That
 // needs no limit before the lookup, because only credentials that exist are looked up: memory
 // refuses the rest (credential tags, platform/credential-tags.ts; JWT signatures).
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { addressKey } from '../domain/client-address.js'
 import { AppError, forbidden, unauthorized } from '../domain/errors.js'
 import type { Permission } from '../domain/permissions.js'
@@ -101,11 +101,4 @@ async function identify(token: string, authenticators: Authenticator[]): Promise
     if (principal) return principal
   }
   return null
-}
-
-/** The tenant a tenant-scoped route acts in (the permission check already refused platform keys). */
-export function tenantOf(request: FastifyRequest): { tenantId: string; principal: Principal } {
-  const p = request.principal
-  if (!p?.tenantId) throw unauthorized()
-  return { tenantId: p.tenantId, principal: p }
 }

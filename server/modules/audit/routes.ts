@@ -3,7 +3,7 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { PLAN_TERMS, PLANS } from '../../domain/plans.js'
-import { tenantOf } from '../../http/auth.js'
+import { actorOf } from '../../http/actor.js'
 import { page } from '../../http/envelope.js'
 import { apiErrors, PageEnvelope } from '../../http/schemas.js'
 import { SWEEP_INTERVAL_MS, type AuditLogService } from './service.js'
@@ -61,7 +61,7 @@ export const auditRoutes: FastifyPluginAsyncTypebox<{ auditLog: AuditLogService;
       response: { 200: PageEnvelope(AuditEvent), ...apiErrors('FORBIDDEN') },
     },
   }, async (req) => {
-    const { tenantId, principal } = tenantOf(req)
+    const { tenantId, principal } = actorOf(req)
     const r = await auditLog.list({ tenantId, plan: principal.plan }, req.query)
     return page(req, r.items.map(present), r.nextCursor)
   })

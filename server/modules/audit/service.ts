@@ -1,25 +1,20 @@
 // The audit log: the writing side, used by every module that does something security-relevant,
 // and the reading side for tenant admins, with the retention sweep that keeps it to the plan.
-import type { FastifyRequest } from 'fastify'
+import { newId } from '../../../common/ids.js'
+import type { Actor, Origin } from '../../domain/actor.js'
 import { AppError, forbidden } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { AUDIT_LOG_PLAN, PLAN_TERMS, type Plan } from '../../domain/plans.js'
-import { planOf, type Principal } from '../../domain/principal.js'
-import { newId } from '../../../common/ids.js'
+import { planOf } from '../../domain/principal.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type ActorType, type AuditFilter } from './store.js'
+import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type AuditActorType, type AuditFilter } from './store.js'
 
-/** Where a request came from, as the audit log records it. */
-export interface Origin { ip: string; userAgent: string }
-export const originOf = (request: FastifyRequest): Origin => ({ ip: request.ip, userAgent: String(request.headers['user-agent'] ?? '') })
-
-export interface Actor { type: ActorType; id: string | null }
-export const actorOf = (p: Principal | null): Actor =>
-  !p ? { type: 'anonymous', id: null } : p.kind === 'api_key' ? { type: 'api_key', id: p.id } : { type: 'user', id: p.userId }
+/** Who an event names as having done it: a user or key by id, or the system or someone anonymous. */
+export interface AuditActor { type: AuditActorType; id: string | null }
 
 export interface Audited {
   tenantId: string
-  actor: Actor
+  actor: AuditActor
   action: string
   target?: { type: string; id: string }
   origin?: Origin
@@ -38,6 +33,15 @@ export const audit = (sql: TxSql, e: Audited): Promise<void> =>
     ip: e.origin?.ip ?? '',
     userAgent: e.origin?.userAgent ?? '',
     details: e.details ?? {},
+  })
+
+/** An event done by an actor, in its tenant's log, with where its request came from. */
+export const auditBy = (sql: TxSql, a: Actor, e: Omit<Audited, 'tenantId' | 'actor' | 'origin'>): Promise<void> =>
+  audit(sql, {
+    tenantId: a.tenantId,
+    actor: a.principal.kind === 'api_key' ? { type: 'api_key', id: a.principal.id } : { type: 'user', id: a.principal.userId },
+    origin: a.origin,
+    ...e,
   })
 
 /** How often every replica offers to sweep; the advisory lock lets one of them do it. */

@@ -9,7 +9,8 @@ import { ROLE_PERMISSIONS } from '../../domain/permissions.js'
 import type { Authenticator, Principal } from '../../domain/principal.js'
 import { newId, randomBase62 } from '../../../common/ids.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { audit, type Origin } from '../audit/service.js'
+import type { Origin } from '../../domain/actor.js'
+import { audit } from '../audit/service.js'
 import { hashPassword, verifyPassword } from '../users/passwords.js'
 import {
   findAccount, findAccountsByEmail, findSession, findSessionByToken, insertSession, insertSessionToken,

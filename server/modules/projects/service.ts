@@ -3,12 +3,13 @@
 import postgres from 'postgres'
 import { AppError, notFound } from '../../domain/errors.js'
 import { decodeIdCursor, decodeNumberCursor, toPage } from '../../domain/pagination.js'
-import { planOf, type Principal } from '../../domain/principal.js'
+import type { Actor } from '../../domain/actor.js'
+import { planOf } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import type { Blobs } from '../../platform/blobs.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { json, jsonArrayStream, zipStream } from '../../../common/zip.js'
-import { actorOf, audit, type Origin } from '../audit/service.js'
+import { auditBy } from '../audit/service.js'
 import { emitEvent, eventData } from '../events/service.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
 import * as store from './store.js'
@@ -22,8 +23,6 @@ export const BACKUP_LINK_SECONDS = 7 * 24 * 3600
 export interface PageRequest { limit: number; cursor?: string }
 export type CreateInput = { name: string; description?: string; language?: string }
 export type PatchInput = Partial<ProjectFields>
-
-export interface Actor { tenantId: string; principal: Principal; origin?: Origin }
 
 export function projectsService(deps: { db: Db; blobs: Blobs; version: string }) {
   const { db, blobs } = deps
@@ -156,9 +155,9 @@ export function projectsService(deps: { db: Db; blobs: Blobs; version: string })
           includeHistory: opts.includeHistory, includeAgents: opts.includeAgents,
         })
         // A backup takes the tenant's data out of the platform: the audit log records who did.
-        await audit(sql, {
-          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'project.backup_created', target: { type: 'project', id: projectId },
-          ...(a.origin ? { origin: a.origin } : {}), details: { backupId, size, includeHistory: opts.includeHistory, includeAgents: opts.includeAgents },
+        await auditBy(sql, a, {
+          action: 'project.backup_created', target: { type: 'project', id: projectId },
+          details: { backupId, size, includeHistory: opts.includeHistory, includeAgents: opts.includeAgents },
         })
         const filename = `project-${projectId}-${createdAt.toISOString().replace(/[:.]/g, '-')}.zip`
         const downloadUrl = await blobs.presignGet(blobKey, { expiresSeconds: BACKUP_LINK_SECONDS, filename })

@@ -3,12 +3,11 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
-import { tenantOf } from '../../http/auth.js'
+import { actorOf, originOf } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
 import { apiErrors, Envelope, errors, PageEnvelope, PageQuery, RoleName } from '../../http/schemas.js'
 import { setSessionCookie } from '../../http/session-cookie.js'
 import type { SignInGuard } from '../../http/signin-guard.js'
-import { originOf } from '../audit/service.js'
 import { Tenant, User } from '../auth/routes.js'
 import { MIN_PASSWORD_LENGTH } from '../tenants/service.js'
 import type { MemberRow } from '../users/store.js'
@@ -46,14 +45,14 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
     config: read,
     schema: { tags, summary: 'List team members in the order they joined', querystring: PageQuery, response: { 200: PageEnvelope(Member), ...apiErrors('FORBIDDEN') } },
   }, async (req) => {
-    const r = await team.list(tenantOf(req).tenantId, req.query)
+    const r = await team.list(actorOf(req).tenantId, req.query)
     return page(req, r.items.map(present), r.nextCursor)
   })
 
   app.get('/tenant/team/members/:userId', {
     config: read,
     schema: { tags, summary: 'Get a team member', params: UserParams, response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => ok(req, present(await team.get(tenantOf(req).tenantId, req.params.userId))))
+  }, async (req) => ok(req, present(await team.get(actorOf(req).tenantId, req.params.userId))))
 
   app.post('/tenant/team/members', {
     config: manage,
@@ -67,7 +66,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
       response: { 201: Invited, ...apiErrors('FORBIDDEN') },
     },
   }, async (req, reply) => {
-    const r = await team.invite({ ...tenantOf(req), origin: originOf(req) }, req.body)
+    const r = await team.invite(actorOf(req), req.body)
     reply.code(201)
     return ok(req, { member: present(r.member), invitation: r.invitation })
   })
@@ -79,7 +78,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
       response: { 201: Invited, ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     },
   }, async (req, reply) => {
-    const r = await team.resendInvitation({ ...tenantOf(req), origin: originOf(req) }, req.params.userId)
+    const r = await team.resendInvitation(actorOf(req), req.params.userId)
     reply.code(201)
     return ok(req, { member: present(r.member), invitation: r.invitation })
   })
@@ -96,7 +95,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
       ),
       response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     },
-  }, async (req) => ok(req, present(await team.update({ ...tenantOf(req), origin: originOf(req) }, req.params.userId, req.body))))
+  }, async (req) => ok(req, present(await team.update(actorOf(req), req.params.userId, req.body))))
 
   app.delete('/tenant/team/members/:userId', {
     config: manage,
@@ -107,7 +106,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
       response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), removed: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     },
   }, async (req) => {
-    await team.remove({ ...tenantOf(req), origin: originOf(req) }, req.params.userId)
+    await team.remove(actorOf(req), req.params.userId)
     return ok(req, { id: req.params.userId, removed: true as const })
   })
 

@@ -3,11 +3,10 @@
 import { Type, type TSchema } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
-import { tenantOf } from '../../http/auth.js'
+import { actorOf } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
 import { forbidden } from '../../domain/errors.js'
 import { apiErrors, Envelope, PlanName } from '../../http/schemas.js'
-import { originOf } from '../audit/service.js'
 import { PLAN_TERMS, PLANS, type PlanLimits } from '../../domain/plans.js'
 import type { TenantsService } from './service.js'
 import type { LlmSettingsService } from './settings.js'
@@ -91,7 +90,7 @@ const LlmPatch = Type.Object(
 /** Platform operator keys belong to no tenant; routes that need no permission refuse them here. */
 function ownTenant(req: FastifyRequest) {
   if (req.principal && !req.principal.tenantId) throw forbidden('Platform operator keys act on /api/v1/platform routes only')
-  return tenantOf(req)
+  return actorOf(req)
 }
 
 export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; llm: LlmSettingsService }> = async (app, { tenants, llm }) => {
@@ -108,12 +107,12 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; 
       body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Surrounding spaces are trimmed' }) }, { additionalProperties: false }),
       response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') },
     },
-  }, async (req) => ok(req, presentTenant(await tenants.rename({ ...tenantOf(req), origin: originOf(req) }, req.body.name))))
+  }, async (req) => ok(req, presentTenant(await tenants.rename(actorOf(req), req.body.name))))
 
   app.get('/tenant/settings/llm', {
     config: { permission: 'settings:read' },
     schema: { tags, summary: 'LLM settings (the API key only as configured and its last four)', response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') } },
-  }, async (req) => ok(req, await llm.get(tenantOf(req).tenantId)))
+  }, async (req) => ok(req, await llm.get(actorOf(req).tenantId)))
 
   app.patch('/tenant/settings/llm', {
     config: { permission: 'settings:write' },
@@ -123,5 +122,5 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; 
       body: LlmPatch,
       response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') },
     },
-  }, async (req) => ok(req, await llm.update({ ...tenantOf(req), origin: originOf(req) }, req.body)))
+  }, async (req) => ok(req, await llm.update(actorOf(req), req.body)))
 }

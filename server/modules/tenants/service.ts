@@ -1,15 +1,15 @@
 // A tenant is born with its owner and an automation key holding every permission, in one
 // transaction: there is never a tenant nobody can reach.
+import type { Actor } from '../../domain/actor.js'
 import { forbidden, invalid, notFound } from '../../domain/errors.js'
 import { isPlan, PLAN_TERMS, PLANS } from '../../domain/plans.js'
-import type { Principal } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import type { Db } from '../../platform/db.js'
 import type { Secrets } from '../../platform/secrets.js'
 import { apiKeyTags } from '../api-keys/keys.js'
 import { createKey } from '../api-keys/service.js'
 import { ALL } from '../../domain/permissions.js'
-import { actorOf, audit, type Origin } from '../audit/service.js'
+import { auditBy } from '../audit/service.js'
 import { emitEvent, eventData } from '../events/service.js'
 import { EMAIL_RE } from '../../../common/email.js'
 import { emitUserCreated } from '../users/events.js'
@@ -70,16 +70,15 @@ export function tenantsService(deps: { db: Db }) {
       return tenantView(row)
     },
 
-    rename: (a: { tenantId: string; principal: Principal; origin: Origin }, name: string) =>
+    rename: (a: Actor, name: string) =>
       db.tenant(a.tenantId, async (sql) => {
         const [current] = await selectTenant(sql, a.tenantId)
         if (!current) throw notFound('tenant', a.tenantId)
         const next = name.trim()
         if (next === current.name) return tenantView(current)
         const row = (await renameTenant(sql, a.tenantId, next))!
-        await audit(sql, {
-          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'tenant.updated', target: { type: 'tenant', id: a.tenantId },
-          origin: a.origin, details: { fields: ['name'], from: current.name, to: next },
+        await auditBy(sql, a, {
+          action: 'tenant.updated', target: { type: 'tenant', id: a.tenantId }, details: { fields: ['name'], from: current.name, to: next },
         })
         return tenantView(row)
       }),
