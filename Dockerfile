@@ -36,6 +36,7 @@ RUN groupadd --system --gid 10001 atrium \
 # Owned by root and not writable by the app: the code cannot be changed at run time.
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
+COPY common ./common
 COPY server ./server
 COPY config ./config
 COPY licenses ./licenses

@@ -1,7 +1,7 @@
 // Every container image the bundles use, in one place: the Compose bundle and the chart reference
 // them, Chart.yaml lists them (artifacthub.io/images), and the air-gap kit saves, loads and pushes
 // exactly these. Tags are pinned (never `latest`) so an install is the same on every site.
-import { VERSION } from '../server/version.js'
+import { VERSION } from '../common/version.js'
 
 export interface Image {
   /** Compose service or chart component that runs it. */

@@ -1,6 +1,7 @@
 // The one schema of every Atrium setting. The server, the installer, the env template and the Helm
 // chart all read it, so a setting is added here once and appears everywhere.
 import { isIP } from 'node:net'
+import { isUuid } from '../common/ids.js'
 
 export type SettingType = 'string' | 'url' | 'int' | 'bool' | 'enum' | 'cidrs' | 'key32' | 'json'
 
@@ -269,7 +270,6 @@ export interface OidcProviderSetting {
 
 const PROVIDER_FIELDS = ['id', 'name', 'issuer', 'clientId', 'clientSecret', 'scopes', 'tenantId', 'defaultRole', 'allowHttp', 'tokenAuthMethod']
 const PROVIDER_ID_RE = /^[a-z0-9][a-z0-9_-]{0,62}$/
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const JIT_ROLES = ['admin', 'member', 'viewer'] as const // never owner: an identity provider does not mint owners
 const TOKEN_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'] as const
 
@@ -308,7 +308,7 @@ export function parseOidcProviders(value: unknown): { value: OidcProviderSetting
     const scopes = e.scopes === undefined ? 'openid email profile' : text('scopes').split(/\s+/).filter(Boolean).join(' ')
     if (!scopes.split(' ').includes('openid')) bad('scopes must be a space-separated string that includes openid')
     const tenantId = e.tenantId === undefined || e.tenantId === null ? null : text('tenantId')
-    if (tenantId !== null && !UUID_RE.test(tenantId)) bad('tenantId must be a tenant id (UUID)')
+    if (tenantId !== null && !isUuid(tenantId)) bad('tenantId must be a tenant id (UUID)')
     const defaultRole = e.defaultRole === undefined ? 'member' : e.defaultRole
     if (!(JIT_ROLES as readonly unknown[]).includes(defaultRole)) bad(`defaultRole must be one of ${JIT_ROLES.join(', ')}`)
     else if (e.defaultRole !== undefined && tenantId === null) bad('defaultRole needs tenantId (the tenant new users are created in)')

@@ -7,7 +7,8 @@ import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { SignJWT } from 'jose'
-import { LICENSE_ALG, LICENSE_AUDIENCE, LICENSE_ISSUER, LICENSE_TYP, PLANS, type LicenseClaims, type Plan } from './license.js'
+import { isPlan, PLANS, type Plan } from '../common/plans.js'
+import { LICENSE_ALG, LICENSE_AUDIENCE, LICENSE_ISSUER, LICENSE_TYP, type LicenseClaims } from './license.js'
 
 export const USAGE = `usage:
   tsx licenses/issue.ts --private-key FILE --kid KID --customer NAME --plan ${PLANS.join('|')}
@@ -96,7 +97,7 @@ export async function cli(argv: string[]): Promise<string> {
   const required = ['private-key', 'kid', 'customer', 'plan', 'max-tenants', 'expires'] as const
   const missing = required.filter((f) => !v[f]?.trim())
   if (missing.length) throw new UsageError(`missing ${missing.map((f) => `--${f}`).join(', ')}`)
-  if (!(PLANS as readonly string[]).includes(v.plan!)) throw new UsageError(`--plan must be one of ${PLANS.join(', ')} (got "${v.plan}")`)
+  if (!isPlan(v.plan!)) throw new UsageError(`--plan must be one of ${PLANS.join(', ')} (got "${v.plan}")`)
   const maxTenants = Number(v['max-tenants'])
   if (!/^\d+$/.test(v['max-tenants']!) || !Number.isSafeInteger(maxTenants) || maxTenants < 1) {
     throw new UsageError(`--max-tenants must be a whole number of at least 1 (got "${v['max-tenants']}")`)

@@ -4,11 +4,10 @@
 // "atrium-on-prem". An expired license keeps working for a grace period (30 days by default), so a
 // renewal that arrives a little late never stops a site. Format and key rotation: README.md here.
 import { decodeJwt, decodeProtectedHeader, errors, importJWK, jwtVerify, type JWTPayload } from 'jose'
-import { validate as isUuid } from 'uuid'
-import { PLANS, type Plan } from '../server/http/principal.js'
+import { isUuid } from '../common/ids.js'
+import { isPlan, type Plan } from '../common/plans.js'
 import { TRUSTED_KEYS, type TrustedKey } from './keys.js'
 
-export { PLANS, type Plan }
 export const LICENSE_ALG = 'EdDSA'
 export const LICENSE_TYP = 'atrium-license+jwt'
 export const LICENSE_ISSUER = 'atrium-licensing'
@@ -101,7 +100,7 @@ function claimsOf(p: JWTPayload, graceDays: number): LicenseClaims | null {
   const issuedAt = dateOf(p.iat), notBefore = dateOf(p.nbf), expiresAt = dateOf(p.exp), graceEndsAt = dateOf(p.exp, graceDays * DAY)
   const ok = typeof p.sub === 'string' && isUuid(p.sub)
     && typeof c.customer === 'string' && c.customer.trim().length > 0
-    && typeof c.plan === 'string' && (PLANS as readonly string[]).includes(c.plan)
+    && typeof c.plan === 'string' && isPlan(c.plan)
     && Number.isSafeInteger(c.maxTenants) && (c.maxTenants as number) >= 1
     && Array.isArray(c.features) && c.features.every((f) => typeof f === 'string' && f.length > 0)
     && typeof c.airGapAllowed === 'boolean'

@@ -5,7 +5,7 @@
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { isMain } from '../server/is-main.js'
+import { isMain } from '../common/is-main.js'
 
 export const NOTICES_FILE = 'licenses/THIRD_PARTY_NOTICES.md'
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url))

@@ -6,10 +6,11 @@
 import { parseArgs } from 'node:util'
 import pino from 'pino'
 import { loadConfigOrExit } from './config.js'
-import { AppError } from './http/errors.js'
-import { isMain } from './is-main.js'
+import { isMain } from '../common/is-main.js'
+import { AppError } from './domain/errors.js'
+import { ALL } from './domain/permissions.js'
+import { PLANS } from './domain/plans.js'
 import { apiKeyTags, KEY_TYPES, type KeyType } from './modules/api-keys/keys.js'
-import { ALL } from './http/permissions.js'
 import { createKey } from './modules/api-keys/service.js'
 import { createTenant } from './modules/tenants/service.js'
 import { tenantExists } from './modules/tenants/store.js'
@@ -27,7 +28,7 @@ Commands:
                                  wait until another process (the chart's migration Job) has applied every
                                  migration of this release (default 600 s); prints {"pending":[]}, exit 1
                                  with the versions still pending when the time is up
-  create-tenant --name N [--plan free|pro|growth|enterprise] [--email E] [--password P]
+  create-tenant --name N [--plan ${PLANS.join('|')}] [--email E] [--password P]
                                  create a tenant, its owner and an svc_ci_ key with every permission;
                                  prints {"tenantId","userId","apiKey"}
                                  refused (exit 1) beyond the license's maxTenants

@@ -2,7 +2,7 @@
 import { buildApp } from './app.js'
 import { loadConfigOrExit } from './config.js'
 import { drain } from './lifecycle.js'
-import { isMain } from './is-main.js'
+import { isMain } from '../common/is-main.js'
 import { createLogger } from './logger.js'
 import { openPlatform } from './platform/index.js'
 import { LicenseRefused, type LicenseOptions } from './platform/license.js'

@@ -63,7 +63,7 @@ t.test('.dockerignore lets in exactly what is copied, and leaves the vendor\'s l
 
 t.test('the copied files alone run the admin CLI and migrate a database', async (t) => {
   const app = tempDir(t)
-  for (const s of ['package.json', 'server', 'config', 'licenses']) cpSync(join(ROOT, s), join(app, s), { recursive: true })
+  for (const s of ['package.json', 'common', 'server', 'config', 'licenses']) cpSync(join(ROOT, s), join(app, s), { recursive: true })
   symlinkSync(join(ROOT, 'node_modules'), join(app, 'node_modules'))
   const data = tempDir(t)
   const run = (args: string[]) => finished(spawn(process.execPath, ['--import', 'tsx', join(app, 'server/cli.ts'), ...args], {

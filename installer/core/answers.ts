@@ -6,7 +6,7 @@ import { dirname, resolve } from 'node:path'
 import { parse, stringify } from 'yaml'
 import { settings, type SettingName } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
-import { EMAIL_RE } from '../../server/modules/users/email.js'
+import { EMAIL_RE } from '../../common/email.js'
 
 export const TARGETS = ['compose', 'helm'] as const
 export type Target = (typeof TARGETS)[number]

@@ -4,7 +4,7 @@ import { defaultText } from '../../config/bundles.js'
 import { COMPOSE_SERVICE_SETTINGS } from '../../config/compose-variables.js'
 import { parseSetting, settings, type Setting, type SettingName } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
-import { EMAIL_RE } from '../../server/modules/users/email.js'
+import { EMAIL_RE } from '../../common/email.js'
 import type { Answers } from './answers.js'
 
 const ANSWER_KEYS = ['dataPath', 'outputDir', 'namespace', 'release', 'tenantName', 'adminEmail'] as const

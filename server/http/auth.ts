@@ -4,10 +4,11 @@
 // proxy) cannot lock it out. Requests without a valid credential are limited by address. That
 // needs no limit before the lookup, because only credentials that exist are looked up: memory
 // refuses the rest (credential tags, platform/credential-tags.ts; JWT signatures).
-import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { addressKey } from './client-address.js'
-import { AppError, forbidden, unauthorized } from './errors.js'
-import { hasPermission, type Authenticator, type Principal } from './principal.js'
+import type { FastifyInstance } from 'fastify'
+import { addressKey } from '../domain/client-address.js'
+import { AppError, forbidden, unauthorized } from '../domain/errors.js'
+import type { Permission } from '../domain/permissions.js'
+import { hasPermission, type Authenticator, type Principal } from '../domain/principal.js'
 import type { RateLimiter } from './rate-limit.js'
 
 declare module 'fastify' {
@@ -22,8 +23,8 @@ declare module 'fastify' {
     auth?: boolean | 'optional'
     /** false for endpoints exempt from the general limit (auth endpoints, as the spec says). */
     rateLimit?: boolean
-    /** The permission the route needs. */
-    permission?: string
+    /** The permission the route needs: one of the domain's, checked when the route compiles. */
+    permission?: Permission
     /** The route acts for the platform, not a tenant: platform operator (svc_admin_) keys only. */
     operator?: boolean
   }
@@ -100,11 +101,4 @@ async function identify(token: string, authenticators: Authenticator[]): Promise
     if (principal) return principal
   }
   return null
-}
-
-/** The tenant a tenant-scoped route acts in (the permission check already refused platform keys). */
-export function tenantOf(request: FastifyRequest): { tenantId: string; principal: Principal } {
-  const p = request.principal
-  if (!p?.tenantId) throw unauthorized()
-  return { tenantId: p.tenantId, principal: p }
 }

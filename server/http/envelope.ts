@@ -6,7 +6,7 @@ import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import FindMyWay from 'find-my-way'
 import { unavailableDependency } from '../platform/db.js'
-import { AppError, ERRORS, type ErrorCode } from './errors.js'
+import { AppError, ERRORS, type ErrorCode } from '../domain/errors.js'
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/
 

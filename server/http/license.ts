@@ -6,7 +6,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { License } from '../platform/license.js'
 import { isApiPath } from './auth.js'
-import { forbidden } from './errors.js'
+import { forbidden } from '../domain/errors.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {

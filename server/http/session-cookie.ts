@@ -3,7 +3,7 @@
 // and changes state must come from our own origin: that, the cookie's SameSite and JSON-only bodies
 // (which a cross-site form cannot send without a CORS preflight we never grant) stop CSRF.
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { forbidden, unauthorized } from './errors.js'
+import { forbidden, unauthorized } from '../domain/errors.js'
 
 export const SESSION_COOKIE = 'atrium_session'
 

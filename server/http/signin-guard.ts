@@ -4,9 +4,9 @@
 // 404. A credential issued here (its tag verifies) is always looked up, whatever its address has
 // done: others' bad guesses cannot lock it out, and made-up ones never reach the database anyway.
 // A credential of the format before tags is looked up only while its address is within the limit.
-import { addressKey } from './client-address.js'
-import { AppError } from './errors.js'
-import { limitExceeded } from './rate-limit.js'
+import { addressKey } from '../domain/client-address.js'
+import { AppError } from '../domain/errors.js'
+import { limitExceeded } from '../domain/rate-limit.js'
 import type { Counters, CounterState } from '../platform/counters.js'
 
 export const SIGN_IN_FAILURES = { max: 30, windowSeconds: 60 }

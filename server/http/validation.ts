@@ -4,17 +4,15 @@
 import { Ajv, type Options } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { FastifyRequest, FastifySchemaCompiler } from 'fastify'
-import { OutboundRefused, parseIp, type CompiledPolicy } from '../platform/outbound.js'
-import { AppError, invalid } from './errors.js'
+import { UUID_RE } from '../../common/ids.js'
+import { invalid } from '../domain/errors.js'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
-
-// ajv-formats also accepts "urn:uuid:..." and other spellings PostgreSQL's uuid type refuses.
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 function make(opts: Options): Ajv {
   const ajv = new Ajv({ allErrors: true, removeAdditional: false, useDefaults: true, strict: false, ...opts })
   addFormats(ajv)
+  // ajv-formats also accepts "urn:uuid:..." and other spellings PostgreSQL's uuid type refuses.
   ajv.addFormat('uuid', UUID_RE)
   return ajv
 }
@@ -120,44 +118,5 @@ export function jsonBodyParser(defaultParser: JsonParser): JsonParser {
     if (body.trim() === '') return done(null, undefined)
     if (jsonTooDeep(body)) return done(invalid('body', `must not nest arrays and objects more than ${MAX_JSON_DEPTH} levels deep`))
     return defaultParser(req, body, done)
-  }
-}
-
-/**
- * A URL the server will call: parsed, http(s) only (https only unless `allowHttp`), no credentials
- * in it (a URL is shown and logged; secrets belong in sealed fields). VALIDATION_ERROR on `field`.
- */
-export function outboundUrl(field: string, value: string, o: { allowHttp: boolean; httpRefused?: string; credentials: string }): URL {
-  let url: URL
-  try {
-    url = new URL(value.trim())
-  } catch {
-    throw invalid(field, 'is not a URL')
-  }
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && o.allowHttp)) throw invalid(field, o.allowHttp ? 'must be an http or https URL' : o.httpRefused ?? 'must be an https URL')
-  if (url.username || url.password) throw invalid(field, `must not contain credentials: ${o.credentials}`)
-  return url
-}
-
-/**
- * VALIDATION_ERROR on `field` unless the outbound policy lets the server connect to every address
- * the URL's host has now. Judged here for a clear answer; the connection is judged again, where it
- * counts (DNS can change).
- */
-export async function outboundHostAllowed(field: string, url: URL, policy: CompiledPolicy): Promise<void> {
-  try {
-    await policy.resolveAllowed(url.hostname)
-  } catch (err) {
-    if (err instanceof OutboundRefused) {
-      // An address given as such is shown as it was judged (2852039166 is 169.254.169.254); the
-      // address a name resolved to is not (a tenant must not map the internal network through it).
-      const literal = parseIp(url.hostname) ? err.address : null
-      const bare = url.hostname.replace(/^\[(.*)\]$/, '$1')
-      throw new AppError('VALIDATION_ERROR', `${field}: ${url.hostname}${literal && literal !== bare ? ` (${literal})` : ''} may not be called: ${err.reason}`, {
-        errors: [{ field, message: `may not be called: ${err.reason}` }], reason: 'outbound_refused', ...(literal ? { address: literal } : {}),
-      })
-    }
-    if ((err as NodeJS.ErrnoException).code === 'ENOTFOUND') throw invalid(field, `${url.hostname} does not resolve to an address`)
-    // Another resolver failure (a DNS server that did not answer) proves nothing; the connection will tell.
   }
 }

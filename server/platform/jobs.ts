@@ -28,7 +28,7 @@ import { Cron } from 'croner'
 import type { Logger } from 'pino'
 import { Counter, Gauge, type Registry } from 'prom-client'
 import type { Clock } from '../clock.js'
-import { newId } from '../ids.js'
+import { newId } from '../../common/ids.js'
 import type { Db, TxSql } from './db.js'
 import { fairLimits, nextFair, rankFair, type Share } from './fairness.js'
 

@@ -9,6 +9,8 @@
 // - loopback, private and reserved ranges: refused (they are reachable only by being listed);
 // - public addresses: allowed.
 // An IPv6 address that carries an IPv4 one (IPv4-mapped, NAT64, 6to4...) is judged as that IPv4.
+// A URL being registered (a webhook, an LLM base URL) is judged up front too, so the caller hears
+// why in the API's terms (outboundHostAllowed: VALIDATION_ERROR).
 import { lookup as dnsLookup } from 'node:dns/promises'
 import type { LookupAddress, LookupOptions } from 'node:dns'
 import http from 'node:http'
@@ -16,6 +18,7 @@ import https from 'node:https'
 import { isIP } from 'node:net'
 import zlib from 'node:zlib'
 import ipaddr from 'ipaddr.js'
+import { AppError, invalid } from '../domain/errors.js'
 
 type Ip = ipaddr.IPv4 | ipaddr.IPv6
 type Cidr = [Ip, number]
@@ -337,4 +340,27 @@ export function refusalIn(err: unknown): OutboundRefused | null {
     if (e instanceof OutboundRefused) return e
   }
   return null
+}
+
+/**
+ * VALIDATION_ERROR on `field` unless the outbound policy lets the server connect to every address
+ * the URL's host has now. Judged here for a clear answer; the connection is judged again, where it
+ * counts (DNS can change).
+ */
+export async function outboundHostAllowed(field: string, url: URL, policy: CompiledPolicy): Promise<void> {
+  try {
+    await policy.resolveAllowed(url.hostname)
+  } catch (err) {
+    if (err instanceof OutboundRefused) {
+      // An address given as such is shown as it was judged (2852039166 is 169.254.169.254); the
+      // address a name resolved to is not (a tenant must not map the internal network through it).
+      const literal = parseIp(url.hostname) ? err.address : null
+      const bare = url.hostname.replace(/^\[(.*)\]$/, '$1')
+      throw new AppError('VALIDATION_ERROR', `${field}: ${url.hostname}${literal && literal !== bare ? ` (${literal})` : ''} may not be called: ${err.reason}`, {
+        errors: [{ field, message: `may not be called: ${err.reason}` }], reason: 'outbound_refused', ...(literal ? { address: literal } : {}),
+      })
+    }
+    if ((err as NodeJS.ErrnoException).code === 'ENOTFOUND') throw invalid(field, `${url.hostname} does not resolve to an address`)
+    // Another resolver failure (a DNS server that did not answer) proves nothing; the connection will tell.
+  }
 }

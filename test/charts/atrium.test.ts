@@ -6,7 +6,7 @@ import t, { type Test } from 'tap'
 import { parse } from 'yaml'
 import { CONTAINER_FIXED } from '../../config/bundles.js'
 import { IMAGES } from '../../config/images.js'
-import { VERSION } from '../../server/version.js'
+import { VERSION } from '../../common/version.js'
 import { tempDir } from '../helpers/platform.js'
 import { CHART, KUBE_VERSION, fakeCluster, find, helmTemplate, needs, runTool, type Manifest } from '../helpers/tools.js'
 

@@ -4,7 +4,7 @@
 // latency, not safety. Keys made before tags existed (no tag: 32 characters after the type) keep
 // working; see legacy.ts.
 import { createHash } from 'node:crypto'
-import { randomBase62 } from '../../ids.js'
+import { randomBase62 } from '../../../common/ids.js'
 import { credentialTags, TAG_LENGTH, type CredentialTags } from '../../platform/credential-tags.js'
 import type { Secrets } from '../../platform/secrets.js'
 

@@ -2,16 +2,16 @@
 // and get (prefix and last four only), revoke. All need keys:manage.
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { tenantOf } from '../../http/auth.js'
+import type { FastifyContextConfig } from 'fastify'
+import { actorOf } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
-import { ALL, PERMISSIONS } from '../../http/permissions.js'
+import { ALL, PERMISSIONS } from '../../domain/permissions.js'
 import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
-import { originOf } from '../audit/service.js'
 import type { ApiKeysService } from './service.js'
 import type { KeyView } from './store.js'
 
 const tags = ['api-keys']
-const manage = { permission: 'keys:manage' }
+const manage: FastifyContextConfig = { permission: 'keys:manage' }
 
 const PERMISSION_NAMES = [ALL, ...PERMISSIONS]
 const Permission = Type.String({ enum: PERMISSION_NAMES, description: `${PERMISSION_NAMES.join(', ')}; * is every permission` })
@@ -85,7 +85,7 @@ export const apiKeysRoutes: FastifyPluginAsyncTypebox<{ keys: ApiKeysService }> 
       response: { 201: Envelope(CreatedKey), ...apiErrors('FORBIDDEN') },
     },
   }, async (req, reply) => {
-    const created = await keys.create({ ...tenantOf(req), origin: originOf(req) }, req.body)
+    const created = await keys.create(actorOf(req), req.body)
     const v = present(created.view)
     reply.code(201)
     return ok(req, { id: v.id, key: created.key, name: v.name, type: v.type, prefix: v.prefix, lastFour: v.lastFour, permissions: v.permissions, expiresAt: v.expiresAt, createdAt: v.createdAt })
@@ -99,14 +99,14 @@ export const apiKeysRoutes: FastifyPluginAsyncTypebox<{ keys: ApiKeysService }> 
       response: { 200: PageEnvelope(ApiKey), ...apiErrors('FORBIDDEN') },
     },
   }, async (req) => {
-    const r = await keys.list(tenantOf(req).tenantId, req.query)
+    const r = await keys.list(actorOf(req).tenantId, req.query)
     return page(req, r.items.map(present), r.nextCursor)
   })
 
   app.get('/api-keys/:id', {
     config: manage,
     schema: { tags, summary: 'Get an API key (never its secret)', params: IdParams, response: { 200: Envelope(ApiKey), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => ok(req, present(await keys.get(tenantOf(req).tenantId, req.params.id))))
+  }, async (req) => ok(req, present(await keys.get(actorOf(req).tenantId, req.params.id))))
 
   app.delete('/api-keys/:id', {
     config: manage,
@@ -116,5 +116,5 @@ export const apiKeysRoutes: FastifyPluginAsyncTypebox<{ keys: ApiKeysService }> 
       params: IdParams,
       response: { 200: Envelope(ApiKey), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     },
-  }, async (req) => ok(req, present(await keys.revoke({ ...tenantOf(req), origin: originOf(req) }, req.params.id))))
+  }, async (req) => ok(req, present(await keys.revoke(actorOf(req), req.params.id))))
 }

@@ -9,13 +9,14 @@
 //   made by a key inherits that key's user. Team changes revoke a user's keys through it.
 // - Revocation commits with its audit event, then drops the key from every replica's cache.
 import type { Db, TxSql } from '../../platform/db.js'
-import { AppError, forbidden, invalid, notFound } from '../../http/errors.js'
-import { CredentialCache, type Credentials } from '../../http/credentials.js'
-import { decodeIdCursor, toPage } from '../../http/pagination.js'
-import { ALL, covers, isPermission } from '../../http/permissions.js'
-import type { Authenticator, Principal } from '../../http/principal.js'
-import { newId } from '../../ids.js'
-import { actorOf, audit, type Origin } from '../audit/service.js'
+import type { Actor } from '../../domain/actor.js'
+import { AppError, forbidden, invalid, notFound } from '../../domain/errors.js'
+import { CredentialCache, type Credentials } from '../../domain/credentials.js'
+import { decodeIdCursor, toPage } from '../../domain/pagination.js'
+import { ALL, covers, isPermission } from '../../domain/permissions.js'
+import type { Authenticator, Principal } from '../../domain/principal.js'
+import { newId } from '../../../common/ids.js'
+import { auditBy } from '../audit/service.js'
 import type { CredentialTags } from '../../platform/credential-tags.js'
 import { generateKey, hashKey, isLegacyKey, looksLikeKey, type KeyType } from './keys.js'
 import type { LegacyKeys } from './legacy.js'
@@ -57,8 +58,6 @@ export async function createKey(sql: TxSql, tags: CredentialTags, input: CreateK
   return { id: view.id, key: g.key, prefix: g.prefix, lastFour: g.lastFour, view }
 }
 
-export interface Acting { tenantId: string; principal: Principal; origin: Origin }
-
 export interface NewKeyRequest {
   name: string
   /** sdk or ci (the route's schema admits nothing else). */
@@ -93,7 +92,7 @@ export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials
   }
 
   return {
-    async create(a: Acting, input: NewKeyRequest): Promise<CreatedKey> {
+    async create(a: Actor, input: NewKeyRequest): Promise<CreatedKey> {
       // Operator keys act on every tenant: only someone with the server's database may make one.
       const type = input.type
       if (type !== 'sdk' && type !== 'ci') {
@@ -112,9 +111,9 @@ export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials
       const expiresAt = expiryOf(input, now())
       return db.tenant(a.tenantId, async (sql) => {
         const created = await createKey(sql, tags, { tenantId: a.tenantId, userId: a.principal.userId, type, name, permissions, expiresAt })
-        await audit(sql, {
-          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'key.created', target: { type: 'api_key', id: created.id },
-          origin: a.origin, details: { type, permissions, name, expiresAt: expiresAt?.toISOString() ?? null },
+        await auditBy(sql, a, {
+          action: 'key.created', target: { type: 'api_key', id: created.id },
+          details: { type, permissions, name, expiresAt: expiresAt?.toISOString() ?? null },
         })
         return created
       })
@@ -136,7 +135,7 @@ export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials
      * Revokes a key; revoking a revoked key answers with it as it is (no second event), so a retried
      * DELETE is safe. The key stops working on every replica once this returns.
      */
-    async revoke(a: Acting, id: string): Promise<KeyView> {
+    async revoke(a: Actor, id: string): Promise<KeyView> {
       const key = await db.tenant(a.tenantId, async (sql) => {
         const [current] = await selectKey(sql, a.tenantId, id, { lock: true })
         if (!current) throw notFound('api_key', id)
@@ -147,9 +146,9 @@ export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials
         }
         if (current.revoked_at) return current
         const revoked = (await revokeKey(sql, a.tenantId, id, now()))!
-        await audit(sql, {
-          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'key.revoked', target: { type: 'api_key', id },
-          origin: a.origin, details: { type: revoked.type, permissions: revoked.permissions, name: revoked.name },
+        await auditBy(sql, a, {
+          action: 'key.revoked', target: { type: 'api_key', id },
+          details: { type: revoked.type, permissions: revoked.permissions, name: revoked.name },
         })
         return revoked
       })

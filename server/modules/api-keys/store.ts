@@ -1,7 +1,7 @@
 // API key SQL. Tenant queries name their tenant even though row-level security would also confine
 // them; the lookup by hash runs across tenants (authentication comes before any tenant is known).
 import type { TxSql } from '../../platform/db.js'
-import type { Plan } from '../../http/principal.js'
+import type { Plan } from '../../domain/plans.js'
 import type { KeyType } from './keys.js'
 
 export interface KeyRow {

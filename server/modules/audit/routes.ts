@@ -2,13 +2,17 @@
 // to run: at start and hourly, done by whichever replica takes the lock.
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { tenantOf } from '../../http/auth.js'
+import { PLAN_TERMS, PLANS } from '../../domain/plans.js'
+import { actorOf } from '../../http/actor.js'
 import { page } from '../../http/envelope.js'
 import { apiErrors, PageEnvelope } from '../../http/schemas.js'
 import { SWEEP_INTERVAL_MS, type AuditLogService } from './service.js'
 import type { AuditRow } from './store.js'
 
 const tags = ['audit']
+
+const retention = PLANS.filter((p) => PLAN_TERMS[p].auditRetention).map((p) => `${PLAN_TERMS[p].title} ${PLAN_TERMS[p].auditRetention}`).join(', ')
+const keepsNone = PLANS.filter((p) => !PLAN_TERMS[p].auditRetention).map((p) => `The ${PLAN_TERMS[p].title} plan keeps no audit log`).join('; ')
 
 const AuditEvent = Type.Object({
   id: Type.String({ format: 'uuid' }),
@@ -52,12 +56,12 @@ export const auditRoutes: FastifyPluginAsyncTypebox<{ auditLog: AuditLogService;
     config: { permission: 'audit:read' },
     schema: {
       tags, summary: 'Security-relevant actions in the tenant, newest first',
-      description: 'Only events inside the retention of the tenant\'s plan are kept and shown: Pro 30 days, Growth 90 days, Enterprise 1 year. The Free plan keeps no audit log: FORBIDDEN with details {plan, requiredPlan}.',
+      description: `Only events inside the retention of the tenant's plan are kept and shown: ${retention}. ${keepsNone}: FORBIDDEN with details {plan, requiredPlan}.`,
       querystring: AuditQuery,
       response: { 200: PageEnvelope(AuditEvent), ...apiErrors('FORBIDDEN') },
     },
   }, async (req) => {
-    const { tenantId, principal } = tenantOf(req)
+    const { tenantId, principal } = actorOf(req)
     const r = await auditLog.list({ tenantId, plan: principal.plan }, req.query)
     return page(req, r.items.map(present), r.nextCursor)
   })

@@ -1,24 +1,20 @@
 // The audit log: the writing side, used by every module that does something security-relevant,
 // and the reading side for tenant admins, with the retention sweep that keeps it to the plan.
-import type { FastifyRequest } from 'fastify'
-import { AppError, forbidden } from '../../http/errors.js'
-import { decodeIdCursor, toPage } from '../../http/pagination.js'
-import type { Plan, Principal } from '../../http/principal.js'
-import { newId } from '../../ids.js'
+import { newId } from '../../../common/ids.js'
+import type { Actor, Origin } from '../../domain/actor.js'
+import { AppError, forbidden } from '../../domain/errors.js'
+import { decodeIdCursor, toPage } from '../../domain/pagination.js'
+import { AUDIT_LOG_PLAN, PLAN_TERMS, type Plan } from '../../domain/plans.js'
+import { planOf } from '../../domain/principal.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type ActorType, type AuditFilter } from './store.js'
+import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type AuditActorType, type AuditFilter } from './store.js'
 
-/** Where a request came from, as the audit log records it. */
-export interface Origin { ip: string; userAgent: string }
-export const originOf = (request: FastifyRequest): Origin => ({ ip: request.ip, userAgent: String(request.headers['user-agent'] ?? '') })
-
-export interface Actor { type: ActorType; id: string | null }
-export const actorOf = (p: Principal | null): Actor =>
-  !p ? { type: 'anonymous', id: null } : p.kind === 'api_key' ? { type: 'api_key', id: p.id } : { type: 'user', id: p.userId }
+/** Who an event names as having done it: a user or key by id, or the system or someone anonymous. */
+export interface AuditActor { type: AuditActorType; id: string | null }
 
 export interface Audited {
   tenantId: string
-  actor: Actor
+  actor: AuditActor
   action: string
   target?: { type: string; id: string }
   origin?: Origin
@@ -39,6 +35,15 @@ export const audit = (sql: TxSql, e: Audited): Promise<void> =>
     details: e.details ?? {},
   })
 
+/** An event done by an actor, in its tenant's log, with where its request came from. */
+export const auditBy = (sql: TxSql, a: Actor, e: Omit<Audited, 'tenantId' | 'actor' | 'origin'>): Promise<void> =>
+  audit(sql, {
+    tenantId: a.tenantId,
+    actor: a.principal.kind === 'api_key' ? { type: 'api_key', id: a.principal.id } : { type: 'user', id: a.principal.userId },
+    origin: a.origin,
+    ...e,
+  })
+
 /** How often every replica offers to sweep; the advisory lock lets one of them do it. */
 export const SWEEP_INTERVAL_MS = 3600_000
 
@@ -48,10 +53,11 @@ export function auditLogService(deps: { db: Db }) {
   const { db } = deps
   return {
     async list(a: { tenantId: string; plan: Plan | null }, q: AuditQuery) {
-      // The free plan keeps no audit log (atrium_audit_retention gives it none): say so rather
+      // A plan that keeps no audit log (free: atrium_audit_retention gives it none) says so rather
       // than answer with an empty list that looks like nothing happened.
-      if ((a.plan ?? 'free') === 'free') {
-        throw forbidden('The audit log needs the Pro plan or higher', { plan: 'free', requiredPlan: 'pro' })
+      const plan = planOf(a)
+      if (PLAN_TERMS[plan].auditRetention === null) {
+        throw forbidden(`The audit log needs the ${PLAN_TERMS[AUDIT_LOG_PLAN].title} plan or higher`, { plan, requiredPlan: AUDIT_LOG_PLAN })
       }
       const filter: AuditFilter = {
         ...(q.action !== undefined ? { action: q.action } : {}),

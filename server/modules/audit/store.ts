@@ -3,12 +3,12 @@
 // one place for all three.
 import type { TxSql } from '../../platform/db.js'
 
-export type ActorType = 'user' | 'api_key' | 'system' | 'anonymous'
+export type AuditActorType = 'user' | 'api_key' | 'system' | 'anonymous'
 
 export interface AuditEvent {
   id: string
   tenantId: string
-  actorType: ActorType
+  actorType: AuditActorType
   actorId: string | null
   action: string
   targetType: string
@@ -33,7 +33,7 @@ export async function insertAuditEvent(sql: TxSql, e: AuditEvent): Promise<void>
 export interface AuditRow {
   id: string
   action: string
-  actor_type: ActorType
+  actor_type: AuditActorType
   actor_id: string | null
   target_type: string
   target_id: string

@@ -6,21 +6,19 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
+import { originOf } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
-import { unauthorized } from '../../http/errors.js'
-import { Envelope, errors } from '../../http/schemas.js'
+import { unauthorized } from '../../domain/errors.js'
+import { Envelope, errors, PlanName, RoleName } from '../../http/schemas.js'
 import { clearSessionCookie, sessionTokenOf, setSessionCookie, SESSION_COOKIE } from '../../http/session-cookie.js'
 import type { SignInGuard } from '../../http/signin-guard.js'
-import { originOf } from '../audit/service.js'
 import { isLegacySessionToken, type AuthService } from './service.js'
 import { DEVICE_COOKIE, DEVICE_COOKIE_DAYS } from './throttle.js'
 import type { TokenIssuer } from './tokens.js'
 
 const tags = ['auth']
-const Role = Type.Union([Type.Literal('owner'), Type.Literal('admin'), Type.Literal('member'), Type.Literal('viewer')])
-const Plan = Type.Union([Type.Literal('free'), Type.Literal('pro'), Type.Literal('growth'), Type.Literal('enterprise')])
-export const User = Type.Object({ id: Type.String({ format: 'uuid' }), email: Type.String(), name: Type.String(), role: Role })
-export const Tenant = Type.Object({ id: Type.String({ format: 'uuid' }), name: Type.String(), plan: Plan })
+export const User = Type.Object({ id: Type.String({ format: 'uuid' }), email: Type.String(), name: Type.String(), role: RoleName })
+export const Tenant = Type.Object({ id: Type.String({ format: 'uuid' }), name: Type.String(), plan: PlanName })
 const SessionToken = Type.String({ maxLength: 200, description: 'Identity session token (ats_...); omit to use the session cookie' })
 const AccessToken = Type.Object({
   accessToken: Type.String({ description: 'JWT (EdDSA) for Authorization: Bearer' }),

@@ -3,13 +3,14 @@
 // JWT access tokens, rotated by refresh, and ended by logout. Access tokens name their session, so
 // ending the session ends them too.
 import { createHash } from 'node:crypto'
-import { AppError, forbidden, unauthorized } from '../../http/errors.js'
-import type { Credentials } from '../../http/credentials.js'
-import { ROLE_PERMISSIONS } from '../../http/permissions.js'
-import type { Authenticator, Principal } from '../../http/principal.js'
-import { newId, randomBase62 } from '../../ids.js'
+import { AppError, forbidden, unauthorized } from '../../domain/errors.js'
+import type { Credentials } from '../../domain/credentials.js'
+import { ROLE_PERMISSIONS } from '../../domain/permissions.js'
+import type { Authenticator, Principal } from '../../domain/principal.js'
+import { newId, randomBase62 } from '../../../common/ids.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { audit, type Origin } from '../audit/service.js'
+import type { Origin } from '../../domain/actor.js'
+import { audit } from '../audit/service.js'
 import { hashPassword, verifyPassword } from '../users/passwords.js'
 import {
   findAccount, findAccountsByEmail, findSession, findSessionByToken, insertSession, insertSessionToken,
@@ -18,7 +19,7 @@ import {
 import { deviceCookies, type LoginThrottle } from './throttle.js'
 import { credentialTags } from '../../platform/credential-tags.js'
 import type { Secrets } from '../../platform/secrets.js'
-import { addressKey } from '../../http/client-address.js'
+import { addressKey } from '../../domain/client-address.js'
 import type { Logger } from 'pino'
 import { looksLikeJwt, type TokenIssuer } from './tokens.js'
 import { dateClock } from '../../clock.js'

@@ -1,5 +1,5 @@
-import type { Role } from '../../http/permissions.js'
-import type { Plan } from '../../http/principal.js'
+import type { Role } from '../../domain/permissions.js'
+import type { Plan } from '../../domain/plans.js'
 import type { TxSql } from '../../platform/db.js'
 
 export interface AccountRow {

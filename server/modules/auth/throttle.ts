@@ -19,10 +19,10 @@
 // at most two places (429 beyond), so one client's flood of guesses takes two places, not the queue,
 // while clients sharing a clean address (an office) wait their turn as before.
 import { availableParallelism } from 'node:os'
-import { AppError } from '../../http/errors.js'
-import { randomBase62 } from '../../ids.js'
+import { AppError } from '../../domain/errors.js'
+import { randomBase62 } from '../../../common/ids.js'
 import type { Counters, CounterState, WindowCounter } from '../../platform/counters.js'
-import { limitExceeded } from '../../http/rate-limit.js'
+import { limitExceeded } from '../../domain/rate-limit.js'
 import type { CredentialTags } from '../../platform/credential-tags.js'
 
 export interface LoginLimits {

@@ -9,7 +9,7 @@
 // purpose version) is a new kid that old tokens simply fail against.
 import { createPrivateKey, createPublicKey, randomUUID, type KeyObject } from 'node:crypto'
 import { calculateJwkThumbprint, exportJWK, jwtVerify, SignJWT, type JWK } from 'jose'
-import { ROLES, type Role } from '../../http/permissions.js'
+import { ROLES, type Role } from '../../domain/permissions.js'
 import type { Secrets } from '../../platform/secrets.js'
 
 export const ACCESS_TOKEN_ALG = 'EdDSA'

@@ -5,17 +5,17 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { actorOf, originOf } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
-import { forbidden, notFound, unauthorized } from '../../http/errors.js'
-import type { Principal } from '../../http/principal.js'
+import { forbidden, notFound, unauthorized } from '../../domain/errors.js'
+import type { Principal } from '../../domain/principal.js'
 import { createRateLimiter, type RateLimiter } from '../../http/rate-limit.js'
 import { Envelope, errors } from '../../http/schemas.js'
 import type { Counters } from '../../platform/counters.js'
 import { assertSameOrigin, SESSION_COOKIE } from '../../http/session-cookie.js'
 import type { SignInGuard } from '../../http/signin-guard.js'
-import { addressKey } from '../../http/client-address.js'
+import { addressKey } from '../../domain/client-address.js'
 import { looksLikeKey } from '../api-keys/keys.js'
-import { originOf } from '../audit/service.js'
 import { Tenant, User } from '../auth/routes.js'
 import type { AuthService } from '../auth/service.js'
 import { approvalPageRoutes } from './page.js'
@@ -224,7 +224,7 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
   }, async (req, reply) => {
     const r = await limit.complete(req, reply, req.body.loginId, async () => {
       const approver = await approverOf(req)
-      return cli.complete({ tenantId: approver.tenantId!, userId: approver.userId! }, req.body.loginId, req.body.state, originOf(req))
+      return cli.complete(actorOf(req, { principal: approver }), req.body.loginId, req.body.state)
     })
     return ok(req, { loginId: req.body.loginId, status: r.status, approvedAt: r.approvedAt.toISOString() })
   })

@@ -9,11 +9,12 @@
 // redeem it (needs the verifier). Each transition is one conditional UPDATE, so a login is approved
 // once and consumed once however many requests race.
 import { createHash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto'
-import { AppError, forbidden, notFound, unauthorized } from '../../http/errors.js'
+import type { Actor, Origin } from '../../domain/actor.js'
+import { AppError, forbidden, notFound, unauthorized } from '../../domain/errors.js'
 import type { Db } from '../../platform/db.js'
 import { credentialTags, type CredentialTags } from '../../platform/credential-tags.js'
 import type { Secrets } from '../../platform/secrets.js'
-import { audit, type Origin } from '../audit/service.js'
+import { audit, auditBy } from '../audit/service.js'
 import { accountOf, type Account, type AuthService } from '../auth/service.js'
 import { findAccount } from '../auth/store.js'
 import type { TokenIssuer } from '../auth/tokens.js'
@@ -160,8 +161,8 @@ export function cliAuthService(o: CliAuthServiceOptions) {
       }
     },
 
-    /** A signed-in user approves a pending login; recorded in their tenant's audit log. */
-    async complete(approver: { tenantId: string; userId: string }, loginId: string, state: string, origin: Origin): Promise<{ status: 'approved'; approvedAt: Date }> {
+    /** A signed-in user (the routes refuse API keys) approves a pending login; recorded in their tenant's audit log. */
+    async complete(approver: Actor, loginId: string, state: string): Promise<{ status: 'approved'; approvedAt: Date }> {
       const row = await existing(loginId)
       // The state travels only in authUrl: a request without it did not come from that page.
       if (!safeEqual(state, row.state)) throw forbidden('The state does not match this login request', { reason: 'state_mismatch' })
@@ -169,15 +170,12 @@ export function cliAuthService(o: CliAuthServiceOptions) {
       const status = statusOf(row, at)
       if (status !== 'pending') throw wrongStatus(status)
       const approved = await o.db.system(async (sql) => {
-        const r = await approveLogin(sql, { loginId, tenantId: approver.tenantId, userId: approver.userId, ip: origin.ip, at })
+        const r = await approveLogin(sql, { loginId, tenantId: approver.tenantId, userId: approver.principal.userId!, ip: approver.origin.ip, at })
         if (!r) return null
-        await audit(sql, {
-          tenantId: approver.tenantId,
-          actor: { type: 'user', id: approver.userId },
+        await auditBy(sql, approver, {
           action: 'cli_login.approved',
           // A prefix names the login in the log without handing out the whole identifier.
           target: { type: 'cli_login', id: loginId.slice(0, 12) },
-          origin,
           details: { cliVersion: r.cli_version, platform: r.platform, requesterIp: r.requester_ip, verificationCode: r.verification_code },
         })
         return r

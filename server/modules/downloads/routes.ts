@@ -5,7 +5,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { createReadStream } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { contentDisposition, type LocalBlobs } from '../../platform/blobs.js'
-import { forbidden, notFound } from '../../http/errors.js'
+import { forbidden, notFound } from '../../domain/errors.js'
 import { errors } from '../../http/schemas.js'
 
 const TYPES: Record<string, string> = { zip: 'application/zip', json: 'application/json' }

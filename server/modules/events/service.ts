@@ -1,7 +1,7 @@
 // Events announce changes to webhooks. emitEvent writes the event to the outbox in the caller's
 // transaction: a change that rolls back announces nothing, and one that commits is announced even
 // if the process dies the moment after (the webhook worker on any replica picks it up).
-import { newId } from '../../ids.js'
+import { newId } from '../../../common/ids.js'
 import type { TxSql } from '../../platform/db.js'
 import { insertEvent } from './store.js'
 

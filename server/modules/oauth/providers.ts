@@ -5,7 +5,7 @@
 import * as client from 'openid-client'
 import type { Logger } from 'pino'
 import type { OidcProviderSetting } from '../../../config/schema.js'
-import { AppError } from '../../http/errors.js'
+import { AppError } from '../../domain/errors.js'
 import { compilePolicy, outboundFetch, parseIp, refusalIn, systemResolver, type OutboundPolicy, type Resolver } from '../../platform/outbound.js'
 
 export interface Provider {

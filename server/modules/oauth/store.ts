@@ -1,6 +1,6 @@
 // OpenID Connect sign-ins in flight (oauth_states) and the account changes a sign-in makes. The
 // table holds no tenant (the flow has none until the identity provider answers): system role only.
-import type { Plan } from '../../http/principal.js'
+import type { Plan } from '../../domain/plans.js'
 import type { TxSql } from '../../platform/db.js'
 
 export interface NewOAuthState {

@@ -1,9 +1,9 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { tenantOf } from '../../http/auth.js'
+import type { FastifyContextConfig } from 'fastify'
+import { actorOf } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
 import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
-import { originOf } from '../audit/service.js'
 import type { ProjectsService } from './service.js'
 import type { ProjectRow, VersionRow } from './store.js'
 
@@ -62,15 +62,15 @@ const ProjectIdParams = Type.Object({ projectId: Type.String({ format: 'uuid' })
 const VersionParams = Type.Object({ projectId: Type.String({ format: 'uuid' }), versionId: Type.String({ format: 'uuid' }) })
 
 const tags = ['projects']
-const read = { permission: 'projects:read' }
-const write = { permission: 'projects:write' }
+const read: FastifyContextConfig = { permission: 'projects:read' }
+const write: FastifyContextConfig = { permission: 'projects:write' }
 
 export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsService }> = async (app, { projects }) => {
   app.get('/projects', {
     config: read,
     schema: { tags, summary: 'List projects, newest first', querystring: PageQuery, response: { 200: PageEnvelope(Project), ...apiErrors('FORBIDDEN') } },
   }, async (req) => {
-    const r = await projects.list(tenantOf(req).tenantId, req.query)
+    const r = await projects.list(actorOf(req).tenantId, req.query)
     return page(req, r.items.map(present), r.nextCursor)
   })
 
@@ -79,18 +79,18 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     schema: { tags, summary: 'Create a project', body: CreateBody, response: { 201: Envelope(Project), ...apiErrors('FORBIDDEN') } },
   }, async (req, reply) => {
     reply.code(201)
-    return ok(req, present(await projects.create(tenantOf(req), req.body)))
+    return ok(req, present(await projects.create(actorOf(req), req.body)))
   })
 
   app.get('/projects/:id', {
     config: read,
     schema: { tags, summary: 'Get a project', params: IdParams, response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => ok(req, present(await projects.get(tenantOf(req).tenantId, req.params.id))))
+  }, async (req) => ok(req, present(await projects.get(actorOf(req).tenantId, req.params.id))))
 
   app.patch('/projects/:id', {
     config: write,
     schema: { tags, summary: 'Change some fields of a project (adds a version)', params: IdParams, body: PatchBody, response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => ok(req, present(await projects.update(tenantOf(req), req.params.id, req.body))))
+  }, async (req) => ok(req, present(await projects.update(actorOf(req), req.params.id, req.body))))
 
   app.delete('/projects/:id', {
     config: write,
@@ -99,7 +99,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
       response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     },
   }, async (req) => {
-    await projects.remove(tenantOf(req).tenantId, req.params.id)
+    await projects.remove(actorOf(req).tenantId, req.params.id)
     return ok(req, { id: req.params.id, deleted: true as const })
   })
 
@@ -107,14 +107,14 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     config: read,
     schema: { tags, summary: 'List versions of a project, newest first', params: ProjectIdParams, querystring: PageQuery, response: { 200: PageEnvelope(Version), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
   }, async (req) => {
-    const r = await projects.versions(tenantOf(req).tenantId, req.params.projectId, req.query)
+    const r = await projects.versions(actorOf(req).tenantId, req.params.projectId, req.query)
     return page(req, r.items.map(presentVersion), r.nextCursor)
   })
 
   app.post('/projects/:projectId/versions/:versionId/restore', {
     config: write,
     schema: { tags, summary: 'Restore a project to a version (recorded as a new version)', params: VersionParams, response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => ok(req, present(await projects.restoreVersion(tenantOf(req), req.params.projectId, req.params.versionId))))
+  }, async (req) => ok(req, present(await projects.restoreVersion(actorOf(req), req.params.projectId, req.params.versionId))))
 
   app.post('/projects/:projectId/backup', {
     // A backup is how a tenant exports its data: it stays open while an expired license makes the API read-only.
@@ -122,6 +122,6 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     schema: { tags, summary: 'Back a project up to a zip and get a download link', params: ProjectIdParams, body: BackupBody, response: { 201: Envelope(Backup), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE') } },
   }, async (req, reply) => {
     reply.code(201)
-    return ok(req, await projects.backup({ ...tenantOf(req), origin: originOf(req) }, req.params.projectId, req.body))
+    return ok(req, await projects.backup(actorOf(req), req.params.projectId, req.body))
   })
 }

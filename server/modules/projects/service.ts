@@ -3,18 +3,19 @@
 // time-limited link, kept as long as the plan says and then swept away.
 import postgres from 'postgres'
 import type { Logger } from 'pino'
-import { AppError, notFound } from '../../http/errors.js'
-import { decodeIdCursor, decodeNumberCursor, toPage } from '../../http/pagination.js'
-import type { Principal } from '../../http/principal.js'
 import type { Clock } from '../../clock.js'
-import { newId } from '../../ids.js'
+import type { Storage } from '../../platform/storage.js'
+import { AppError, notFound } from '../../domain/errors.js'
+import { decodeIdCursor, decodeNumberCursor, toPage } from '../../domain/pagination.js'
+import type { Actor } from '../../domain/actor.js'
+import { planOf } from '../../domain/principal.js'
+import { newId } from '../../../common/ids.js'
 import type { Blobs } from '../../platform/blobs.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import type { Storage } from '../../platform/storage.js'
-import { json, jsonArrayStream, zipStream } from '../../zip.js'
-import { actorOf, audit, type Origin } from '../audit/service.js'
+import { json, jsonArrayStream, zipStream } from '../../../common/zip.js'
+import { auditBy } from '../audit/service.js'
 import { emitEvent, eventData } from '../events/service.js'
-import { PLAN_LIMITS } from '../tenants/plans.js'
+import { PLAN_TERMS } from '../../domain/plans.js'
 import * as store from './store.js'
 import type { ProjectFields, ProjectRow, VersionRow } from './store.js'
 
@@ -26,8 +27,6 @@ export const BACKUP_LINK_SECONDS = 7 * 24 * 3600
 export interface PageRequest { limit: number; cursor?: string }
 export type CreateInput = { name: string; description?: string; language?: string }
 export type PatchInput = Partial<ProjectFields>
-
-export interface Actor { tenantId: string; principal: Principal; origin?: Origin }
 
 export function projectsService(deps: { db: Db; storage: Storage; version: string; now?: Clock }) {
   const { db, storage } = deps
@@ -42,7 +41,7 @@ export function projectsService(deps: { db: Db; storage: Storage; version: strin
   /** Records the project's current state as a version and drops versions beyond the plan's limit. */
   const recordVersion = async (sql: TxSql, a: Actor, project: ProjectRow, change: VersionRow['change'], restoredFrom: number | null = null) => {
     await store.insertVersion(sql, { id: newId(), tenantId: a.tenantId, project, change, restoredFrom })
-    const keep = PLAN_LIMITS[a.principal.plan ?? 'free'].projectVersions
+    const keep = PLAN_TERMS[planOf(a.principal)].limits.projectVersions
     if (keep !== null) await store.pruneVersions(sql, a.tenantId, project.id, project.version, keep)
   }
 
@@ -163,9 +162,9 @@ export function projectsService(deps: { db: Db; storage: Storage; version: strin
           includeHistory: opts.includeHistory, includeAgents: opts.includeAgents, createdAt,
         })
         // A backup takes the tenant's data out of the platform: the audit log records who did.
-        await audit(sql, {
-          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'project.backup_created', target: { type: 'project', id: projectId },
-          ...(a.origin ? { origin: a.origin } : {}), details: { backupId, size, includeHistory: opts.includeHistory, includeAgents: opts.includeAgents },
+        await auditBy(sql, a, {
+          action: 'project.backup_created', target: { type: 'project', id: projectId },
+          details: { backupId, size, includeHistory: opts.includeHistory, includeAgents: opts.includeAgents },
         })
         const filename = `project-${projectId}-${createdAt.toISOString().replace(/[:.]/g, '-')}.zip`
         const downloadUrl = await blobs.presignGet(blobKey, { expiresSeconds: BACKUP_LINK_SECONDS, filename })
@@ -196,7 +195,7 @@ const STORE_DOWN_AFTER = 3
  * Backup retention, for the job runner to call every hour (the scheduling is the runner's).
  *
  * - Removes the project backups older than their tenant's current plan keeps them
- *   (PLAN_LIMITS[plan].backupRetentionDays as of `now`), but never while their download link is
+ *   (PLAN_TERMS[plan].limits.backupRetentionDays as of `now`), but never while their download link is
  *   valid (BACKUP_LINK_SECONDS): the free plan keeps none, so its backups go when the link does.
  * - The object first, through the tenant's store (storage.forTenant), then the row: a crash
  *   between the two leaves a row whose object is gone, and the next sweep finishes it (deleting
@@ -218,7 +217,7 @@ export async function sweepExpiredBackups(
 ): Promise<BackupSweep> {
   const now = (opts.now ?? new Date()).getTime()
   const batchSize = opts.batchSize ?? 100
-  const cutoffs = Object.fromEntries(Object.entries(PLAN_LIMITS).map(([plan, l]) =>
+  const cutoffs = Object.fromEntries(Object.entries(PLAN_TERMS).map(([plan, { limits: l }]) =>
     [plan, new Date(now - Math.max(l.backupRetentionDays * 86400, BACKUP_LINK_SECONDS) * 1000)]))
   const stores = new Map<string, Promise<Blobs>>()
   const streaks = new Map<Blobs, number>()

@@ -2,24 +2,23 @@
 // change role and remove as issue 3 asks), and accepting an invitation, which signs the invitee in.
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { tenantOf } from '../../http/auth.js'
+import type { FastifyContextConfig } from 'fastify'
+import { actorOf, originOf } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
-import { apiErrors, Envelope, errors, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { apiErrors, Envelope, errors, PageEnvelope, PageQuery, RoleName } from '../../http/schemas.js'
 import { setSessionCookie } from '../../http/session-cookie.js'
 import type { SignInGuard } from '../../http/signin-guard.js'
-import { originOf } from '../audit/service.js'
 import { Tenant, User } from '../auth/routes.js'
 import { MIN_PASSWORD_LENGTH } from '../tenants/service.js'
 import type { MemberRow } from '../users/store.js'
 import { isLegacyInvitationToken, type TeamService } from './service.js'
 
 const tags = ['team']
-const Role = Type.Union([Type.Literal('owner'), Type.Literal('admin'), Type.Literal('member'), Type.Literal('viewer')])
 const Member = Type.Object({
   id: Type.String({ format: 'uuid' }),
   email: Type.String(),
   name: Type.String(),
-  role: Role,
+  role: RoleName,
   status: Type.Union([Type.Literal('active'), Type.Literal('disabled'), Type.Literal('invited')], { description: 'invited: has not accepted the invitation yet' }),
   createdAt: Type.String({ format: 'date-time' }),
   lastLoginAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
@@ -37,8 +36,8 @@ const Invited = Envelope(Type.Object({ member: Member, invitation: Invitation })
 const Name = Type.String({ maxLength: 200 })
 const UserParams = Type.Object({ userId: Type.String({ format: 'uuid' }) })
 
-const read = { permission: 'team:read' }
-const manage = { permission: 'team:manage' }
+const read: FastifyContextConfig = { permission: 'team:read' }
+const manage: FastifyContextConfig = { permission: 'team:manage' }
 const RULES = 'Only an owner may grant, take away or act on the owner role; others act on the roles whose permissions they hold (an API key with * like an admin). Nobody changes themselves, except an owner stepping down while another active owner remains; the last active owner stays. FORBIDDEN (details.reason owner_only, role_not_covered, self) or VALIDATION_ERROR (details.reason last_owner, invited).'
 
 export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: SignInGuard }> = async (app, { team, guard }) => {
@@ -46,14 +45,14 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
     config: read,
     schema: { tags, summary: 'List team members in the order they joined', querystring: PageQuery, response: { 200: PageEnvelope(Member), ...apiErrors('FORBIDDEN') } },
   }, async (req) => {
-    const r = await team.list(tenantOf(req).tenantId, req.query)
+    const r = await team.list(actorOf(req).tenantId, req.query)
     return page(req, r.items.map(present), r.nextCursor)
   })
 
   app.get('/tenant/team/members/:userId', {
     config: read,
     schema: { tags, summary: 'Get a team member', params: UserParams, response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => ok(req, present(await team.get(tenantOf(req).tenantId, req.params.userId))))
+  }, async (req) => ok(req, present(await team.get(actorOf(req).tenantId, req.params.userId))))
 
   app.post('/tenant/team/members', {
     config: manage,
@@ -61,13 +60,13 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
       tags, summary: 'Invite a member',
       description: `The member is listed as invited until they accept. The invitation token is shown once and expires after 7 days. ${RULES}`,
       body: Type.Object(
-        { email: Type.String({ minLength: 3, maxLength: 320 }), role: Role, name: Type.Optional(Name) },
+        { email: Type.String({ minLength: 3, maxLength: 320 }), role: RoleName, name: Type.Optional(Name) },
         { additionalProperties: false },
       ),
       response: { 201: Invited, ...apiErrors('FORBIDDEN') },
     },
   }, async (req, reply) => {
-    const r = await team.invite({ ...tenantOf(req), origin: originOf(req) }, req.body)
+    const r = await team.invite(actorOf(req), req.body)
     reply.code(201)
     return ok(req, { member: present(r.member), invitation: r.invitation })
   })
@@ -79,7 +78,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
       response: { 201: Invited, ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     },
   }, async (req, reply) => {
-    const r = await team.resendInvitation({ ...tenantOf(req), origin: originOf(req) }, req.params.userId)
+    const r = await team.resendInvitation(actorOf(req), req.params.userId)
     reply.code(201)
     return ok(req, { member: present(r.member), invitation: r.invitation })
   })
@@ -91,12 +90,12 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
       description: `Ends the member's sessions; disabling also revokes their API keys, a demotion the keys holding more than the new role. ${RULES}`,
       params: UserParams,
       body: Type.Object(
-        { role: Type.Optional(Role), status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('disabled')])) },
+        { role: Type.Optional(RoleName), status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('disabled')])) },
         { additionalProperties: false, minProperties: 1 },
       ),
       response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     },
-  }, async (req) => ok(req, present(await team.update({ ...tenantOf(req), origin: originOf(req) }, req.params.userId, req.body))))
+  }, async (req) => ok(req, present(await team.update(actorOf(req), req.params.userId, req.body))))
 
   app.delete('/tenant/team/members/:userId', {
     config: manage,
@@ -107,7 +106,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
       response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), removed: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     },
   }, async (req) => {
-    await team.remove({ ...tenantOf(req), origin: originOf(req) }, req.params.userId)
+    await team.remove(actorOf(req), req.params.userId)
     return ok(req, { id: req.params.userId, removed: true as const })
   })
 

@@ -15,19 +15,20 @@
 // on every replica right after it commits, so what they may do changes at once. Disabling or removing
 // them revokes their API keys; a demotion revokes the keys holding more than the new role.
 import { createHash } from 'node:crypto'
-import { AppError, forbidden, invalid, notFound, unauthorized } from '../../http/errors.js'
-import type { Credentials } from '../../http/credentials.js'
-import { covers, ROLE_PERMISSIONS, type Role } from '../../http/permissions.js'
-import { decodeIdCursor, toPage } from '../../http/pagination.js'
-import type { Principal } from '../../http/principal.js'
-import { newId, randomBase62 } from '../../ids.js'
+import type { Actor, Origin } from '../../domain/actor.js'
+import { AppError, forbidden, invalid, notFound, unauthorized } from '../../domain/errors.js'
+import type { Credentials } from '../../domain/credentials.js'
+import { covers, ROLE_PERMISSIONS, type Role } from '../../domain/permissions.js'
+import { decodeIdCursor, toPage } from '../../domain/pagination.js'
+import type { Principal } from '../../domain/principal.js'
+import { newId, randomBase62 } from '../../../common/ids.js'
 import { isUniqueViolation, type Db, type TxSql } from '../../platform/db.js'
 import { credentialTags } from '../../platform/credential-tags.js'
 import type { Secrets } from '../../platform/secrets.js'
-import { actorOf, audit, type Origin } from '../audit/service.js'
+import { audit, auditBy } from '../audit/service.js'
 import { accountOf, type Account, type AuthService, type StartedSession } from '../auth/service.js'
 import { findAccount, revokeUserSessions } from '../auth/store.js'
-import { EMAIL_RE } from '../users/email.js'
+import { EMAIL_RE } from '../../../common/email.js'
 import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
 import {
@@ -45,7 +46,6 @@ export const isLegacyInvitationToken = (token: string) => token.length === 'ati_
 const hashToken = (token: string) => createHash('sha256').update(token).digest()
 const INVALID_INVITATION = 'The invitation is invalid, expired or already used'
 
-export interface Acting { tenantId: string; principal: Principal; origin: Origin }
 export interface Invitation { token: string; expiresAt: string; acceptUrl: string }
 export interface MemberChange { role?: Role; status?: 'active' | 'disabled' }
 
@@ -79,7 +79,7 @@ export function teamService(deps: {
   const tags = credentialTags(deps.secrets, 'invitation')
   const base = deps.publicUrl.replace(/\/+$/, '')
 
-  async function issueInvitation(sql: TxSql, a: Acting, userId: string): Promise<Invitation> {
+  async function issueInvitation(sql: TxSql, a: Actor, userId: string): Promise<Invitation> {
     const token = tags.sign(`ati_${randomBase62(43)}`)
     const createdAt = now()
     const expiresAt = new Date(createdAt.getTime() + INVITATION_TTL_SECONDS * 1000)
@@ -112,7 +112,7 @@ export function teamService(deps: {
       return row
     },
 
-    async invite(a: Acting, input: { email: string; role: Role; name?: string }): Promise<{ member: MemberRow; invitation: Invitation }> {
+    async invite(a: Actor, input: { email: string; role: Role; name?: string }): Promise<{ member: MemberRow; invitation: Invitation }> {
       const email = input.email.trim()
       if (!EMAIL_RE.test(email)) throw invalid('email', 'is not an email address')
       assertMayHandle(a.principal, input.role, 'grant')
@@ -121,10 +121,7 @@ export function teamService(deps: {
         return await db.tenant(a.tenantId, async (sql) => {
           await insertUser(sql, { id: userId, tenantId: a.tenantId, email, name: input.name?.trim() ?? '', role: input.role, passwordHash: null, status: 'invited' })
           const invitation = await issueInvitation(sql, a, userId)
-          await audit(sql, {
-            tenantId: a.tenantId, actor: actorOf(a.principal), action: 'team.member_invited', target: { type: 'user', id: userId },
-            origin: a.origin, details: { email, role: input.role },
-          })
+          await auditBy(sql, a, { action: 'team.member_invited', target: { type: 'user', id: userId }, details: { email, role: input.role } })
           const [member] = await selectMember(sql, a.tenantId, userId)
           return { member: member!, invitation }
         })
@@ -139,21 +136,18 @@ export function teamService(deps: {
     },
 
     /** A new invitation for a member who has not accepted yet; earlier ones stop working. */
-    resendInvitation: (a: Acting, userId: string): Promise<{ member: MemberRow; invitation: Invitation }> =>
+    resendInvitation: (a: Actor, userId: string): Promise<{ member: MemberRow; invitation: Invitation }> =>
       db.tenant(a.tenantId, async (sql) => {
         const { target } = await lockTarget(sql, a.tenantId, userId)
         assertMayHandle(a.principal, target.role, 'manage')
         if (target.status !== 'invited') throw refusedChange('not_invited', 'userId', 'This member has already joined')
         await deleteOpenInvitations(sql, a.tenantId, userId)
         const invitation = await issueInvitation(sql, a, userId)
-        await audit(sql, {
-          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'team.member_invited', target: { type: 'user', id: userId },
-          origin: a.origin, details: { email: target.email, role: target.role, resent: true },
-        })
+        await auditBy(sql, a, { action: 'team.member_invited', target: { type: 'user', id: userId }, details: { email: target.email, role: target.role, resent: true } })
         return { member: target, invitation }
       }),
 
-    async update(a: Acting, userId: string, change: MemberChange): Promise<MemberRow> {
+    async update(a: Actor, userId: string, change: MemberChange): Promise<MemberRow> {
       const p = a.principal
       const r = await db.tenant(a.tenantId, async (sql) => {
         const { target, otherActiveOwners } = await lockTarget(sql, a.tenantId, userId)
@@ -182,9 +176,8 @@ export function teamService(deps: {
           ? await revokeUserKeys(sql, a.tenantId, userId, at)
           : role !== target.role ? await revokeUserKeys(sql, a.tenantId, userId, at, ROLE_PERMISSIONS[role]) : []
         const revoked = { sessionsRevoked: sessions.length, apiKeysRevoked: keys }
-        const event = (action: string, details: Record<string, unknown>) => audit(sql, {
-          tenantId: a.tenantId, actor: actorOf(p), action, target: { type: 'user', id: userId }, origin: a.origin,
-          details: { email: target.email, ...details, ...revoked },
+        const event = (action: string, details: Record<string, unknown>) => auditBy(sql, a, {
+          action, target: { type: 'user', id: userId }, details: { email: target.email, ...details, ...revoked },
         })
         if (role !== target.role) await event('team.member_role_changed', { from: target.role, to: role })
         if (status !== target.status) await event(disabling ? 'team.member_disabled' : 'team.member_enabled', { role })
@@ -195,7 +188,7 @@ export function teamService(deps: {
       return r.member
     },
 
-    async remove(a: Acting, userId: string): Promise<void> {
+    async remove(a: Actor, userId: string): Promise<void> {
       const p = a.principal
       await db.tenant(a.tenantId, async (sql) => {
         const { target, otherActiveOwners } = await lockTarget(sql, a.tenantId, userId)
@@ -209,8 +202,8 @@ export function teamService(deps: {
         const keys = await revokeUserKeys(sql, a.tenantId, userId, at)
         const sessions = await revokeUserSessions(sql, userId, at)
         await deleteMember(sql, a.tenantId, userId)
-        await audit(sql, {
-          tenantId: a.tenantId, actor: actorOf(p), action: 'team.member_removed', target: { type: 'user', id: userId }, origin: a.origin,
+        await auditBy(sql, a, {
+          action: 'team.member_removed', target: { type: 'user', id: userId },
           details: { email: target.email, role: target.role, status: target.status, sessionsRevoked: sessions.length, apiKeysRevoked: keys },
         })
       })

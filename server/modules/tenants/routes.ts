@@ -3,22 +3,21 @@
 import { Type, type TSchema } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
-import { tenantOf } from '../../http/auth.js'
+import { actorOf } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
-import { forbidden } from '../../http/errors.js'
-import { apiErrors, Envelope } from '../../http/schemas.js'
-import { originOf } from '../audit/service.js'
-import { PLAN_LIMITS, type PlanLimits } from './plans.js'
+import { forbidden } from '../../domain/errors.js'
+import { apiErrors, Envelope, PlanName } from '../../http/schemas.js'
+import { PLAN_TERMS, PLANS, type PlanLimits } from '../../domain/plans.js'
 import type { TenantsService } from './service.js'
 import type { LlmSettingsService } from './settings.js'
 import type { TenantRow } from './store.js'
 
 const tags = ['tenant']
 
-// The limits object follows plans.ts: each gate's schema is taken from the values it has across
-// plans, so a gate added there is documented and returned without a change here.
+// The limits object follows domain/plans.ts: each gate's schema is taken from the values it has
+// across plans, so a gate added there is documented and returned without a change here.
 function gateSchema(key: string): TSchema {
-  const values = Object.values(PLAN_LIMITS).map((l) => (l as unknown as Record<string, unknown>)[key])
+  const values = PLANS.map((p) => (PLAN_TERMS[p].limits as unknown as Record<string, unknown>)[key])
   const kinds: TSchema[] = []
   if (values.some((v) => typeof v === 'number')) kinds.push(values.every((v) => typeof v !== 'number' || Number.isInteger(v)) ? Type.Integer() : Type.Number())
   if (values.some((v) => typeof v === 'boolean')) kinds.push(Type.Boolean())
@@ -28,7 +27,7 @@ function gateSchema(key: string): TSchema {
   return kinds.length === 1 ? kinds[0]! : Type.Union(kinds)
 }
 const Limits = Type.Object(
-  Object.fromEntries(Object.keys(PLAN_LIMITS.free).map((k) => [k, gateSchema(k)])),
+  Object.fromEntries(Object.keys(PLAN_TERMS.free.limits).map((k) => [k, gateSchema(k)])),
   { description: "The gates of the tenant's plan (null: unlimited)" },
 )
 
@@ -36,7 +35,7 @@ const Tenant = Type.Object({
   id: Type.String({ format: 'uuid' }),
   tenantId: Type.String({ format: 'uuid', description: 'The same as id, under the name the specification uses' }),
   name: Type.String(),
-  plan: Type.Union([Type.Literal('free'), Type.Literal('pro'), Type.Literal('growth'), Type.Literal('enterprise')]),
+  plan: PlanName,
   status: Type.Union([Type.Literal('active'), Type.Literal('suspended')]),
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' }),
@@ -91,7 +90,7 @@ const LlmPatch = Type.Object(
 /** Platform operator keys belong to no tenant; routes that need no permission refuse them here. */
 function ownTenant(req: FastifyRequest) {
   if (req.principal && !req.principal.tenantId) throw forbidden('Platform operator keys act on /api/v1/platform routes only')
-  return tenantOf(req)
+  return actorOf(req)
 }
 
 export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; llm: LlmSettingsService }> = async (app, { tenants, llm }) => {
@@ -108,12 +107,12 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; 
       body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Surrounding spaces are trimmed' }) }, { additionalProperties: false }),
       response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') },
     },
-  }, async (req) => ok(req, presentTenant(await tenants.rename({ ...tenantOf(req), origin: originOf(req) }, req.body.name))))
+  }, async (req) => ok(req, presentTenant(await tenants.rename(actorOf(req), req.body.name))))
 
   app.get('/tenant/settings/llm', {
     config: { permission: 'settings:read' },
     schema: { tags, summary: 'LLM settings (the API key only as configured and its last four)', response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') } },
-  }, async (req) => ok(req, await llm.get(tenantOf(req).tenantId)))
+  }, async (req) => ok(req, await llm.get(actorOf(req).tenantId)))
 
   app.patch('/tenant/settings/llm', {
     config: { permission: 'settings:write' },
@@ -123,5 +122,5 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; 
       body: LlmPatch,
       response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') },
     },
-  }, async (req) => ok(req, await llm.update({ ...tenantOf(req), origin: originOf(req) }, req.body)))
+  }, async (req) => ok(req, await llm.update(actorOf(req), req.body)))
 }

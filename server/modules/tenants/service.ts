@@ -1,20 +1,20 @@
 // A tenant is born with its owner and an automation key holding every permission, in one
 // transaction: there is never a tenant nobody can reach.
-import { forbidden, invalid, notFound } from '../../http/errors.js'
-import { PLANS, type Plan, type Principal } from '../../http/principal.js'
-import { newId } from '../../ids.js'
+import type { Actor } from '../../domain/actor.js'
+import { forbidden, invalid, notFound } from '../../domain/errors.js'
+import { isPlan, PLAN_TERMS, PLANS } from '../../domain/plans.js'
+import { newId } from '../../../common/ids.js'
 import type { Db } from '../../platform/db.js'
 import type { Secrets } from '../../platform/secrets.js'
 import { apiKeyTags } from '../api-keys/keys.js'
 import { createKey } from '../api-keys/service.js'
-import { ALL } from '../../http/permissions.js'
-import { actorOf, audit, type Origin } from '../audit/service.js'
+import { ALL } from '../../domain/permissions.js'
+import { auditBy } from '../audit/service.js'
 import { emitEvent, eventData } from '../events/service.js'
-import { EMAIL_RE } from '../users/email.js'
+import { EMAIL_RE } from '../../../common/email.js'
 import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
 import { insertUser } from '../users/store.js'
-import { PLAN_LIMITS } from './plans.js'
 import { countTenantsForCreation, insertTenant, renameTenant, selectTenant, type TenantRow } from './store.js'
 
 export interface CreateTenantInput { name: string; plan?: string; email?: string; password?: string }
@@ -31,8 +31,8 @@ export interface CreateTenantLimits {
 export async function createTenant({ db, secrets }: { db: Db; secrets: Pick<Secrets, 'deriveKey'> }, input: CreateTenantInput, limits: CreateTenantLimits = {}): Promise<CreatedTenant> {
   const name = input.name.trim()
   if (!name || name.length > 200) throw invalid('name', 'must be 1 to 200 characters')
-  const plan = (input.plan ?? 'free') as Plan
-  if (!PLANS.includes(plan)) throw invalid('plan', `must be one of ${PLANS.join(', ')}`)
+  const plan = input.plan ?? 'free'
+  if (!isPlan(plan)) throw invalid('plan', `must be one of ${PLANS.join(', ')}`)
   const tenantId = newId()
   const userId = newId()
   const email = input.email?.trim() ?? `owner-${tenantId.slice(-12)}@tenant.invalid`
@@ -58,7 +58,7 @@ export async function createTenant({ db, secrets }: { db: Db; secrets: Pick<Secr
 }
 
 /** The tenant as its own members see it, with the gates of its plan. */
-export const tenantView = (t: TenantRow) => ({ ...t, limits: PLAN_LIMITS[t.plan] })
+export const tenantView = (t: TenantRow) => ({ ...t, limits: PLAN_TERMS[t.plan].limits })
 
 export function tenantsService(deps: { db: Db }) {
   const { db } = deps
@@ -70,16 +70,15 @@ export function tenantsService(deps: { db: Db }) {
       return tenantView(row)
     },
 
-    rename: (a: { tenantId: string; principal: Principal; origin: Origin }, name: string) =>
+    rename: (a: Actor, name: string) =>
       db.tenant(a.tenantId, async (sql) => {
         const [current] = await selectTenant(sql, a.tenantId)
         if (!current) throw notFound('tenant', a.tenantId)
         const next = name.trim()
         if (next === current.name) return tenantView(current)
         const row = (await renameTenant(sql, a.tenantId, next))!
-        await audit(sql, {
-          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'tenant.updated', target: { type: 'tenant', id: a.tenantId },
-          origin: a.origin, details: { fields: ['name'], from: current.name, to: next },
+        await auditBy(sql, a, {
+          action: 'tenant.updated', target: { type: 'tenant', id: a.tenantId }, details: { fields: ['name'], from: current.name, to: next },
         })
         return tenantView(row)
       }),

@@ -3,13 +3,13 @@
 // logged, never put in an audit event. Clients only learn whether one is set and, for keys long
 // enough that it gives little away, its last four characters. The base URL gets the outbound policy
 // webhooks get: judged when it is set, and at every connection through LlmConnection.fetch.
-import { invalid } from '../../http/errors.js'
-import { outboundHostAllowed, outboundUrl } from '../../http/validation.js'
-import type { Principal } from '../../http/principal.js'
+import type { Actor } from '../../domain/actor.js'
+import { invalid } from '../../domain/errors.js'
+import { outboundUrl } from '../../domain/outbound-url.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { outboundFetch, type CompiledPolicy, type OutboundFetch } from '../../platform/outbound.js'
+import { outboundFetch, outboundHostAllowed, type CompiledPolicy, type OutboundFetch } from '../../platform/outbound.js'
 import type { SecretContext, Secrets } from '../../platform/secrets.js'
-import { actorOf, audit, type Origin } from '../audit/service.js'
+import { auditBy } from '../audit/service.js'
 import { ensureLlmSettings, selectLlmSettings, updateLlmSettings, type LlmSettingsFields, type LlmSettingsRow } from './store.js'
 import { dateClock } from '../../clock.js'
 
@@ -130,7 +130,7 @@ export function llmSettingsService(deps: {
     },
 
     /** Applies a partial change and records which fields changed, in one transaction. */
-    async update(a: { tenantId: string; principal: Principal; origin: Origin }, given: LlmSettingsPatch): Promise<LlmSettingsView> {
+    async update(a: Actor, given: LlmSettingsPatch): Promise<LlmSettingsView> {
       // Before the transaction: a name lookup must not hold the row lock (or embedded mode's one connection).
       const patch = typeof given.baseUrl === 'string' ? { ...given, baseUrl: await checkBaseUrl(given.baseUrl) } : given
       return db.tenant(a.tenantId, async (sql: TxSql) => {
@@ -146,10 +146,7 @@ export function llmSettingsService(deps: {
         const { next, changed } = apply(row!, patch, seal)
         if (!changed.length) return view(row!)
         const saved = await updateLlmSettings(sql, a.tenantId, next, { userId: a.principal.userId, at: now() })
-        await audit(sql, {
-          tenantId: a.tenantId, actor: actorOf(a.principal), action: 'settings.llm_changed', target: { type: 'tenant', id: a.tenantId },
-          origin: a.origin, details: { fields: changed },
-        })
+        await auditBy(sql, a, { action: 'settings.llm_changed', target: { type: 'tenant', id: a.tenantId }, details: { fields: changed } })
         return view(saved)
       })
     },

@@ -1,5 +1,5 @@
 import type { TxSql } from '../../platform/db.js'
-import type { Plan } from '../../http/principal.js'
+import type { Plan } from '../../domain/plans.js'
 
 export async function insertTenant(sql: TxSql, t: { id: string; name: string; plan: Plan }): Promise<TenantRow> {
   const [row] = await sql<TenantRow[]>`insert into tenants (id, name, plan) values (${t.id}, ${t.name}, ${t.plan}) returning id, name, plan, status, created_at, updated_at`

@@ -1,4 +1,4 @@
-import type { Role } from '../../http/permissions.js'
+import type { Role } from '../../domain/permissions.js'
 import type { TxSql } from '../../platform/db.js'
 
 export interface NewUser {

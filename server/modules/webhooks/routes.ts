@@ -4,13 +4,11 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig, FastifyRequest } from 'fastify'
-import { tenantOf } from '../../http/auth.js'
-import { unauthorized } from '../../http/errors.js'
+import { actorOf } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
 import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
-import { originOf } from '../audit/service.js'
 import { EVENT_TYPES, TEST_EVENT_TYPE, type EventType } from '../events/service.js'
-import { DEFAULT_OVERLAP_SECONDS, MAX_OVERLAP_SECONDS, MAX_URL_LENGTH, TENANT_EVENT_TYPES, type Acting, type WebhooksService } from './service.js'
+import { DEFAULT_OVERLAP_SECONDS, MAX_OVERLAP_SECONDS, MAX_URL_LENGTH, TENANT_EVENT_TYPES, type WebhooksService } from './service.js'
 import { MAX_SECRET_LENGTH, MIN_SECRET_LENGTH, SECRET_PATTERN, SECRET_PREFIX } from './signing.js'
 import type { AttemptRow, DeliveryRow, WebhookRow } from './store.js'
 
@@ -143,15 +141,9 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
   const kinds = platform ? EVENT_TYPES : TENANT_EVENT_TYPES
   const whose = platform ? 'platform endpoint (hears every tenant)' : 'endpoint'
 
-  const acting = (req: FastifyRequest): Acting => {
-    if (platform) {
-      if (!req.principal) throw unauthorized()
-      return { owner: null, principal: req.principal, origin: originOf(req) }
-    }
-    const { tenantId, principal } = tenantOf(req)
-    return { owner: tenantId, principal, origin: originOf(req) }
-  }
-  const owner = (req: FastifyRequest) => acting(req).owner
+  // A tenant's endpoints belong to the caller's tenant; the platform's to no tenant (null).
+  const actor = (req: FastifyRequest) => actorOf(req, { platform })
+  const owner = (req: FastifyRequest) => actor(req).tenantId
 
   app.post(base, {
     config: manage,
@@ -162,7 +154,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
     },
   }, async (req, reply) => {
     reply.code(201)
-    return ok(req, present(await webhooks.create(acting(req), { ...req.body, events: req.body.events as EventType[] })))
+    return ok(req, present(await webhooks.create(actor(req), { ...req.body, events: req.body.events as EventType[] })))
   })
 
   app.get(base, {
@@ -190,7 +182,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
     },
   }, async (req) => {
     const { events, ...rest } = req.body
-    return ok(req, present(await webhooks.update(acting(req), req.params.id, { ...rest, ...(events ? { events: events as EventType[] } : {}) })))
+    return ok(req, present(await webhooks.update(actor(req), req.params.id, { ...rest, ...(events ? { events: events as EventType[] } : {}) })))
   })
 
   app.delete(`${base}/:id`, {
@@ -200,7 +192,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
       response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     },
   }, async (req) => {
-    await webhooks.remove(acting(req), req.params.id)
+    await webhooks.remove(actor(req), req.params.id)
     return ok(req, { id: req.params.id, deleted: true as const })
   })
 
@@ -227,7 +219,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
       },
     },
   }, async (req) => {
-    const r = await webhooks.rotateSecret(acting(req), req.params.id, req.body)
+    const r = await webhooks.rotateSecret(actor(req), req.params.id, req.body)
     return ok(req, { webhook: present(r.webhook), secret: r.secret })
   })
 
@@ -239,7 +231,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
     },
   }, async (req, reply) => {
     reply.code(202)
-    return ok(req, presentDelivery(await webhooks.sendTest(acting(req), req.params.id), []))
+    return ok(req, presentDelivery(await webhooks.sendTest(actor(req), req.params.id), []))
   })
 
   app.get(`${base}/:id/deliveries`, {
@@ -270,7 +262,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
     },
   }, async (req, reply) => {
     reply.code(202)
-    const r = await webhooks.retryDelivery(acting(req), req.params.id, req.params.deliveryId)
+    const r = await webhooks.retryDelivery(actor(req), req.params.id, req.params.deliveryId)
     return ok(req, presentDelivery(r.delivery, r.attempts))
   })
 }

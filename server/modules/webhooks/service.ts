@@ -1,18 +1,19 @@
 // Webhook endpoints: registered by a tenant (its own events) or by a platform operator (every
 // tenant's). The URL is judged by the outbound policy when registered and again, by the worker,
 // at every connection; the secret is sealed because signing needs it in the clear.
-import { AppError, forbidden, invalid, notFound } from '../../http/errors.js'
-import { decodeIdCursor, toPage } from '../../http/pagination.js'
-import { outboundHostAllowed, outboundUrl } from '../../http/validation.js'
-import type { Plan, Principal } from '../../http/principal.js'
-import { newId } from '../../ids.js'
+import type { Actor } from '../../domain/actor.js'
+import { AppError, forbidden, invalid, notFound } from '../../domain/errors.js'
+import { decodeIdCursor, toPage } from '../../domain/pagination.js'
+import { outboundUrl } from '../../domain/outbound-url.js'
+import { PLAN_TERMS, type Plan } from '../../domain/plans.js'
+import { planOf } from '../../domain/principal.js'
+import { newId } from '../../../common/ids.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import type { CompiledPolicy } from '../../platform/outbound.js'
+import { outboundHostAllowed, type CompiledPolicy } from '../../platform/outbound.js'
 import type { SecretContext, Secrets } from '../../platform/secrets.js'
 import { dateClock, type Clock } from '../../clock.js'
-import { actorOf, audit, type Origin } from '../audit/service.js'
+import { auditBy } from '../audit/service.js'
 import { EVENT_TYPES, TEST_EVENT_TYPE, type EventType } from '../events/service.js'
-import { PLAN_LIMITS } from '../tenants/plans.js'
 import { generateSecret, secretProblem } from './signing.js'
 import * as store from './store.js'
 import type { DeliveryRow, DeliveryStatus, Owner, WebhookRow } from './store.js'
@@ -24,9 +25,6 @@ export const MAX_URL_LENGTH = 2048
 
 /** Events a tenant's own endpoint can hear: a tenant exists before any of its endpoints. */
 export const TENANT_EVENT_TYPES = EVENT_TYPES.filter((e) => e !== 'tenant.created')
-
-/** Who acts: the endpoint owner (a tenant, or null for the platform), and for the audit log who and from where. */
-export interface Acting { owner: Owner; principal: Principal; origin?: Origin }
 
 export interface CreateInput { url: string; events: EventType[]; secret: string; description?: string }
 export interface PatchInput { url?: string; events?: EventType[]; description?: string; enabled?: boolean }
@@ -56,10 +54,10 @@ export function webhooksService(deps: {
   }
   const load = async (sql: TxSql, owner: Owner, id: string, lock = false) => found('webhook', id, await store.selectWebhook(sql, owner, id, { lock }))
 
-  const record = (sql: TxSql, a: Acting, action: string, webhookId: string, details: Record<string, unknown>) =>
-    a.owner === null
+  const record = (sql: TxSql, a: Actor<Owner>, action: string, webhookId: string, details: Record<string, unknown>) =>
+    a.tenantId === null
       ? Promise.resolve() // the platform's endpoints belong to no tenant's audit log
-      : audit(sql, { tenantId: a.owner, actor: actorOf(a.principal), action, target: { type: 'webhook', id: webhookId }, ...(a.origin ? { origin: a.origin } : {}), details })
+      : auditBy(sql, { ...a, tenantId: a.tenantId }, { action, target: { type: 'webhook', id: webhookId }, details })
 
   /** The URL as stored, or VALIDATION_ERROR saying why the server would not call it. */
   async function checkUrl(value: string): Promise<string> {
@@ -93,7 +91,7 @@ export function webhooksService(deps: {
    * lock held to the end of the registration's transaction: two at once cannot both take the last place.
    */
   async function checkRoom(sql: TxSql, tenantId: string, plan: Plan) {
-    const limit = PLAN_LIMITS[plan].webhookEndpoints
+    const limit = PLAN_TERMS[plan].limits.webhookEndpoints
     const count = await store.countWebhooksForCreation(sql, tenantId)
     if (count >= limit) {
       throw forbidden(`The ${plan} plan allows ${limit} webhook endpoint${limit === 1 ? '' : 's'} and this tenant has ${count}: delete one, or move to a larger plan`, {
@@ -103,17 +101,17 @@ export function webhooksService(deps: {
   }
 
   return {
-    async create(a: Acting, input: CreateInput): Promise<WebhookRow> {
+    async create(a: Actor<Owner>, input: CreateInput): Promise<WebhookRow> {
       const url = await checkUrl(input.url)
-      const events = checkEvents(a.owner, input.events)
+      const events = checkEvents(a.tenantId, input.events)
       checkSecret('secret', input.secret)
       const id = newId()
-      return inScope(a.owner, async (sql) => {
+      return inScope(a.tenantId, async (sql) => {
         // The platform's own endpoints are the operator's to size; a tenant's take its plan's share.
-        if (a.owner !== null) await checkRoom(sql, a.owner, a.principal.plan ?? 'free')
+        if (a.tenantId !== null) await checkRoom(sql, a.tenantId, planOf(a.principal))
         const row = await store.insertWebhook(sql, {
-          id, owner: a.owner, url, events, description: input.description?.trim() ?? '',
-          secretSealed: secrets.encrypt(input.secret, secretContext(a.owner, id, 'secret')),
+          id, owner: a.tenantId, url, events, description: input.description?.trim() ?? '',
+          secretSealed: secrets.encrypt(input.secret, secretContext(a.tenantId, id, 'secret')),
         })
         await record(sql, a, 'webhook.created', id, { url, events })
         return row
@@ -128,11 +126,11 @@ export function webhooksService(deps: {
 
     get: (owner: Owner, id: string) => inScope(owner, (sql) => load(sql, owner, id)),
 
-    async update(a: Acting, id: string, patch: PatchInput): Promise<WebhookRow> {
+    async update(a: Actor<Owner>, id: string, patch: PatchInput): Promise<WebhookRow> {
       const url = patch.url === undefined ? undefined : await checkUrl(patch.url)
-      const events = patch.events === undefined ? undefined : checkEvents(a.owner, patch.events)
-      return inScope(a.owner, async (sql) => {
-        const current = await load(sql, a.owner, id, true)
+      const events = patch.events === undefined ? undefined : checkEvents(a.tenantId, patch.events)
+      return inScope(a.tenantId, async (sql) => {
+        const current = await load(sql, a.tenantId, id, true)
         const at = now()
         const enabled = patch.enabled ?? current.status === 'enabled'
         const reenabled = enabled && current.status === 'disabled'
@@ -154,16 +152,16 @@ export function webhooksService(deps: {
           change.status !== current.status && 'enabled',
         ].filter((f): f is string => Boolean(f))
         if (!changed.length) return current
-        const row = await store.updateWebhook(sql, a.owner, id, change, at)
+        const row = await store.updateWebhook(sql, a.tenantId, id, change, at)
         if (change.status === 'disabled' && current.status === 'enabled') await store.failPendingDeliveries(sql, id, at)
         await record(sql, a, 'webhook.updated', id, { fields: changed, ...(changed.includes('enabled') ? { enabled } : {}) })
         return row
       })
     },
 
-    remove: (a: Acting, id: string) =>
-      inScope(a.owner, async (sql) => {
-        found('webhook', id, await store.deleteWebhook(sql, a.owner, id))
+    remove: (a: Actor<Owner>, id: string) =>
+      inScope(a.tenantId, async (sql) => {
+        found('webhook', id, await store.deleteWebhook(sql, a.tenantId, id))
         await record(sql, a, 'webhook.deleted', id, {})
       }),
 
@@ -171,17 +169,17 @@ export function webhooksService(deps: {
      * A new secret (the one given, or a generated one returned once). The previous secret keeps
      * signing beside it for `overlapSeconds`, so receivers can switch without missing a delivery.
      */
-    async rotateSecret(a: Acting, id: string, input: { secret?: string; overlapSeconds?: number }): Promise<{ webhook: WebhookRow; secret: string | null }> {
+    async rotateSecret(a: Actor<Owner>, id: string, input: { secret?: string; overlapSeconds?: number }): Promise<{ webhook: WebhookRow; secret: string | null }> {
       if (input.secret !== undefined) checkSecret('secret', input.secret)
       const secret = input.secret ?? generateSecret()
       const overlap = input.overlapSeconds ?? DEFAULT_OVERLAP_SECONDS
-      const webhook = await inScope(a.owner, async (sql) => {
-        const current = await load(sql, a.owner, id, true)
+      const webhook = await inScope(a.tenantId, async (sql) => {
+        const current = await load(sql, a.tenantId, id, true)
         const at = now()
-        const previous = overlap > 0 ? secrets.decrypt(current.secret_sealed, secretContext(a.owner, id, 'secret')) : null
-        const row = await store.rotateSecret(sql, a.owner, id, {
-          secretSealed: secrets.encrypt(secret, secretContext(a.owner, id, 'secret')),
-          previousSealed: previous === null ? null : secrets.encrypt(previous, secretContext(a.owner, id, 'previous_secret')),
+        const previous = overlap > 0 ? secrets.decrypt(current.secret_sealed, secretContext(a.tenantId, id, 'secret')) : null
+        const row = await store.rotateSecret(sql, a.tenantId, id, {
+          secretSealed: secrets.encrypt(secret, secretContext(a.tenantId, id, 'secret')),
+          previousSealed: previous === null ? null : secrets.encrypt(previous, secretContext(a.tenantId, id, 'previous_secret')),
           previousExpiresAt: previous === null ? null : new Date(at.getTime() + overlap * 1000),
           at,
         })
@@ -192,9 +190,9 @@ export function webhooksService(deps: {
     },
 
     /** A webhook.test event to this endpoint alone, signed and retried like any other. */
-    async sendTest(a: Acting, id: string): Promise<DeliveryRow> {
-      const delivery = await inScope(a.owner, async (sql) => {
-        const w = await load(sql, a.owner, id)
+    async sendTest(a: Actor<Owner>, id: string): Promise<DeliveryRow> {
+      const delivery = await inScope(a.tenantId, async (sql) => {
+        const w = await load(sql, a.tenantId, id)
         if (w.status !== 'enabled') {
           throw new AppError('VALIDATION_ERROR', 'The endpoint is disabled: enable it before sending a test event', {
             errors: [{ field: 'id', message: 'is disabled' }], reason: 'webhook_disabled',
@@ -203,10 +201,10 @@ export function webhooksService(deps: {
         const eventId = newId()
         const deliveryId = newId()
         await store.insertDirectEvent(sql, {
-          eventId, deliveryId, owner: a.owner, webhookId: id, type: TEST_EVENT_TYPE, at: now(),
+          eventId, deliveryId, owner: a.tenantId, webhookId: id, type: TEST_EVENT_TYPE, at: now(),
           data: { webhookId: id, message: 'A test event sent from Atrium. Verify its signature as you would any other.' },
         })
-        return found('delivery', deliveryId, await store.selectDelivery(sql, a.owner, id, deliveryId))
+        return found('delivery', deliveryId, await store.selectDelivery(sql, a.tenantId, id, deliveryId))
       })
       due()
       return delivery
@@ -231,10 +229,10 @@ export function webhooksService(deps: {
       }),
 
     /** One more attempt, now, of a delivery that succeeded or gave up; same event, same webhook-id. */
-    async retryDelivery(a: Acting, webhookId: string, id: string) {
-      const r = await inScope(a.owner, async (sql) => {
-        const w = await load(sql, a.owner, webhookId)
-        const delivery = found('delivery', id, await store.selectDelivery(sql, a.owner, webhookId, id))
+    async retryDelivery(a: Actor<Owner>, webhookId: string, id: string) {
+      const r = await inScope(a.tenantId, async (sql) => {
+        const w = await load(sql, a.tenantId, webhookId)
+        const delivery = found('delivery', id, await store.selectDelivery(sql, a.tenantId, webhookId, id))
         if (w.status !== 'enabled') {
           throw new AppError('VALIDATION_ERROR', 'The endpoint is disabled: enable it before retrying a delivery', {
             errors: [{ field: 'webhookId', message: 'is disabled' }], reason: 'webhook_disabled',
@@ -245,9 +243,9 @@ export function webhooksService(deps: {
             errors: [{ field: 'deliveryId', message: 'is pending' }], reason: 'delivery_pending',
           })
         }
-        await store.requeueDelivery(sql, a.owner, webhookId, id, now())
+        await store.requeueDelivery(sql, a.tenantId, webhookId, id, now())
         await record(sql, a, 'webhook.delivery_retried', webhookId, { deliveryId: id, eventId: delivery.event_id })
-        return { delivery: found('delivery', id, await store.selectDelivery(sql, a.owner, webhookId, id)), attempts: await store.selectAttempts(sql, [id]) }
+        return { delivery: found('delivery', id, await store.selectDelivery(sql, a.tenantId, webhookId, id)), attempts: await store.selectAttempts(sql, [id]) }
       })
       due()
       return r

@@ -1,6 +1,6 @@
 import { connect, type AddressInfo } from 'node:net'
 import t from 'tap'
-import { AppError } from '../../../server/http/errors.js'
+import { AppError } from '../../../server/domain/errors.js'
 import { genReqId } from '../../../server/http/envelope.js'
 import { testApp } from '../../helpers/app.js'
 

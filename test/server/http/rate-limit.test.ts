@@ -1,6 +1,6 @@
 import t from 'tap'
 import { appOn, testApp } from '../../helpers/app.js'
-import { randomBase62 } from '../../../server/ids.js'
+import { randomBase62 } from '../../../common/ids.js'
 import { countLookups, services, suffix, testPlatform } from '../../helpers/platform.js'
 
 t.test('every API response carries the rate-limit headers', async (t) => {

@@ -4,7 +4,7 @@
 import t from 'tap'
 import { testApp } from '../../helpers/app.js'
 import { countLookups, suffix } from '../../helpers/platform.js'
-import { randomBase62 } from '../../../server/ids.js'
+import { randomBase62 } from '../../../common/ids.js'
 import { createTenant } from '../../../server/modules/tenants/service.js'
 
 const PASSWORD = 'correct horse battery'

@@ -5,7 +5,7 @@ import pino from 'pino'
 import { createTenant } from '../../../server/modules/tenants/service.js'
 import { APP_ROLE, openDb, SYSTEM_ROLE } from '../../../server/platform/db.js'
 import { migrate } from '../../../server/platform/migrate.js'
-import { newId } from '../../../server/ids.js'
+import { newId } from '../../../common/ids.js'
 import { embeddedDataDir, openToOthers, suffix, tempDir, testPlatform } from '../../helpers/platform.js'
 
 const platform = await testPlatform(t)

@@ -1,7 +1,7 @@
 // Shared by the key and audit log tests: signed-in users of a given role, and polling for a change
 // that crosses Redis.
-import type { Role } from '../../../../server/http/permissions.js'
-import { newId } from '../../../../server/ids.js'
+import type { Role } from '../../../../server/domain/permissions.js'
+import { newId } from '../../../../common/ids.js'
 import { hashPassword } from '../../../../server/modules/users/passwords.js'
 import { insertUser } from '../../../../server/modules/users/store.js'
 import type { Called, Caller, TestApp } from '../../../helpers/app.js'

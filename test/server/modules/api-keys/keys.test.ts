@@ -1,6 +1,6 @@
 import t from 'tap'
 import { apiKeyTags, generateKey, hashKey, isLegacyKey, looksLikeKey } from '../../../../server/modules/api-keys/keys.js'
-import { isPermission } from '../../../../server/http/permissions.js'
+import { isPermission } from '../../../../server/domain/permissions.js'
 
 const tags = apiKeyTags({ deriveKey: () => Buffer.alloc(32, 1) })
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { CREDENTIAL_CACHE_SECONDS } from '../../../../server/http/credentials.js'
+import { CREDENTIAL_CACHE_SECONDS } from '../../../../server/domain/credentials.js'
 import { appOn, caller, testApp, type Caller } from '../../../helpers/app.js'
 import { signedIn, until } from './helpers.js'
 

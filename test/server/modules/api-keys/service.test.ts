@@ -4,7 +4,7 @@ import { apiKeyTags, hashKey } from '../../../../server/modules/api-keys/keys.js
 import { legacyKeys } from '../../../../server/modules/api-keys/legacy.js'
 import { apiKeyAuthenticator, createKey } from '../../../../server/modules/api-keys/service.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
-import { newId, randomBase62 } from '../../../../server/ids.js'
+import { newId, randomBase62 } from '../../../../common/ids.js'
 import { suffix, testPlatform } from '../../../helpers/platform.js'
 
 const platform = await testPlatform(t)

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { newId } from '../../../../server/ids.js'
+import { newId } from '../../../../common/ids.js'
 import { auditLogService } from '../../../../server/modules/audit/service.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 import { appOn, caller, testApp, type Caller } from '../../../helpers/app.js'

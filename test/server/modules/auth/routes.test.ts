@@ -8,7 +8,7 @@ import { accessTokenKeyPair } from '../../../../server/modules/auth/tokens.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 import { hashPassword } from '../../../../server/modules/users/passwords.js'
 import { insertUser } from '../../../../server/modules/users/store.js'
-import { newId } from '../../../../server/ids.js'
+import { newId } from '../../../../common/ids.js'
 
 const PASSWORD = 'correct horse battery'
 

@@ -4,16 +4,16 @@ import { Writable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { appOn, caller, testApp, type Called, type Caller, type TestApp } from '../../../helpers/app.js'
 import { suffix } from '../../../helpers/platform.js'
-import { newId } from '../../../../server/ids.js'
+import { newId } from '../../../../common/ids.js'
 import { createLogger } from '../../../../server/logger.js'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
 import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
-import { PLAN_LIMITS } from '../../../../server/modules/tenants/plans.js'
+import { PLAN_TERMS } from '../../../../server/domain/plans.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 import { llmKeyContext, llmSettingsService } from '../../../../server/modules/tenants/settings.js'
 import { hashPassword } from '../../../../server/modules/users/passwords.js'
 import { insertUser } from '../../../../server/modules/users/store.js'
-import type { Role } from '../../../../server/http/permissions.js'
+import type { Role } from '../../../../server/domain/permissions.js'
 import { compilePolicy, refusalIn, type OutboundPolicy, type Resolver } from '../../../../server/platform/outbound.js'
 
 const PUBLIC = '93.184.216.34'
@@ -77,7 +77,7 @@ t.test('GET /tenant shows the tenant of the credential with the limits of its pl
   const byKey = await o.key('GET', '/api/v1/tenant')
   t.equal(byKey.status, 200)
   t.match(byKey.body.data, { id: o.tenantId, tenantId: o.tenantId, name: /^Acme /, plan: 'pro', status: 'active', createdAt: String, updatedAt: String })
-  t.same(byKey.body.data.limits, PLAN_LIMITS.pro)
+  t.same(byKey.body.data.limits, PLAN_TERMS.pro.limits)
   t.equal(byKey.body.data.limits.projectVersions, 20)
 
   const viewer = await user(ta, o.tenantId, 'viewer')

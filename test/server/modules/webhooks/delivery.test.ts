@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
 import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
-import { ALL } from '../../../../server/http/permissions.js'
+import { ALL } from '../../../../server/domain/permissions.js'
 import { caller } from '../../../helpers/app.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 import { eventually, receiver, SECRET, verified, webhookApp } from './helpers.js'

@@ -1,7 +1,7 @@
 // The webhook API's rules: what registration accepts and refuses, who may do what, isolation
 // between tenants and between tenants and the platform, and what is never shown.
 import t from 'tap'
-import { ALL } from '../../../../server/http/permissions.js'
+import { ALL } from '../../../../server/domain/permissions.js'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
 import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import { caller, testApp } from '../../../helpers/app.js'

@@ -2,7 +2,7 @@
 // forbidden address, names that resolve to one), allowed where the deployment says so, and judged
 // again at every delivery, where a name that re-resolves (DNS rebinding) is caught at connect time.
 import t, { type Test } from 'tap'
-import { ALL } from '../../../../server/http/permissions.js'
+import { ALL } from '../../../../server/domain/permissions.js'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
 import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import { systemResolver, type Resolver } from '../../../../server/platform/outbound.js'

@@ -1,5 +1,6 @@
 // Who a request acts for: an API key, or a signed-in user holding an access token (JWT).
-import type { Role } from './permissions.js'
+import type { Permission, Role } from './permissions.js'
+import type { Plan } from './plans.js'
 
 export interface Principal {
   kind: 'api_key' | 'user'
@@ -16,12 +17,16 @@ export interface Principal {
   permissions: ReadonlySet<string>
 }
 
-export const PLANS = ['free', 'pro', 'growth', 'enterprise'] as const
-export type Plan = (typeof PLANS)[number]
-
 /** '*' grants every permission of the principal's tenant. */
-export const hasPermission = (p: Principal, permission: string) => p.permissions.has('*') || p.permissions.has(permission)
+export const hasPermission = (p: Principal, permission: Permission) => p.permissions.has('*') || p.permissions.has(permission)
 
+/** The plan whose limits hold for what a principal does; operator keys, which have none, get the smallest. */
+export const planOf = (p: Pick<Principal, 'plan'>): Plan => p.plan ?? 'free'
+
+/**
+ * Turns a bearer credential into its principal. The API keys and the access tokens each have one;
+ * http/auth.ts asks them in turn.
+ */
 export interface Authenticator {
   /**
    * What memory alone says of a bearer credential: its principal, null when it is none of this

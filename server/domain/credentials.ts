@@ -1,14 +1,12 @@
-// Principals of recently seen credentials, shared by the authenticators of one replica, and the
-// message that drops them on every replica when a key is revoked, a session ends, or a user or
-// tenant changes. Without the message a replica would trust a revoked credential until its entry
-// expired; with it, revocation takes effect everywhere as soon as the message arrives.
+// Principals of recently seen credentials, shared by the authenticators of one replica, and what
+// drops them when a key is revoked, a session ends, or a user or tenant changes: an invalidation,
+// sent to every replica (platform/credentials.ts). Without it a replica would trust a revoked
+// credential until its entry expired; with it, revocation takes effect everywhere at once.
 import { LRUCache } from 'lru-cache'
-import type { Cache, Unsubscribe } from '../platform/cache.js'
 import type { Principal } from './principal.js'
 
 /** Upper bound on how long a replica trusts what it looked up, should a message be lost. */
 export const CREDENTIAL_CACHE_SECONDS = 10
-export const INVALIDATE_CHANNEL = 'atrium:credentials:invalidate'
 
 export interface Invalidation { kind: 'api_key' | 'session' | 'user' | 'tenant'; id: string }
 
@@ -55,23 +53,4 @@ export interface Credentials {
   /** Drops matching principals here and on every other replica. Call after the change commits. */
   invalidate(inv: Invalidation): Promise<void>
   close(): Promise<void>
-}
-
-export async function openCredentials(bus: Pick<Cache, 'publish' | 'subscribe'>, log?: { warn(o: object, m: string): void }): Promise<Credentials> {
-  const cache = new CredentialCache()
-  const unsubscribe: Unsubscribe = await bus.subscribe(INVALIDATE_CHANNEL, (message) => {
-    try {
-      cache.drop(JSON.parse(message) as Invalidation)
-    } catch {
-      log?.warn({ message }, 'ignored a malformed credential invalidation')
-    }
-  })
-  return {
-    cache,
-    async invalidate(inv) {
-      cache.drop(inv) // at once here, whatever becomes of the message
-      await bus.publish(INVALIDATE_CHANNEL, JSON.stringify(inv))
-    },
-    close: unsubscribe,
-  }
 }

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { addressKey } from '../../../server/http/client-address.js'
+import { addressKey } from '../../../server/domain/client-address.js'
 
 t.test('IPv4 counts as itself, also when a dual-stack socket reports it mapped into IPv6', async (t) => {
   t.equal(addressKey('192.0.2.7'), '192.0.2.7')

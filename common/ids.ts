@@ -1,8 +1,17 @@
-// UUIDv7 ids: time-ordered, so "newest first" and cursor pagination are an index scan on the id.
+// Ids: UUIDv7, time-ordered, so "newest first" and cursor pagination are an index scan on the id;
+// the one check of what a UUID looks like; random base62 text for tokens.
 import { randomBytes } from 'node:crypto'
 import { v7 } from 'uuid'
 
 export const newId = (): string => v7()
+
+/**
+ * A UUID as PostgreSQL's uuid type and the API accept it: 32 hex digits in groups of 8-4-4-4-12,
+ * either case (RFC 9562). Other spellings PostgreSQL takes (braces, no hyphens, urn:uuid:) are not.
+ */
+export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+export const isUuid = (text: string): boolean => UUID_RE.test(text)
 
 const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
 

@@ -1,5 +1,6 @@
 // What a principal may do. API keys carry permissions chosen when they are made; a signed-in user's
-// come from their role in the tenant. '*' is every permission of the principal's tenant.
+// come from their role in the tenant. '*' is every permission of the principal's tenant. Routes name
+// theirs as a Permission, so a misspelt one does not compile.
 export const PERMISSIONS = [
   'projects:read',
   'projects:write',
@@ -22,7 +23,7 @@ export const ROLES = ['owner', 'admin', 'member', 'viewer'] as const
 export type Role = (typeof ROLES)[number]
 
 // Owners and admins differ only in who may hand out or take away the owner role (team rules).
-export const ROLE_PERMISSIONS: Record<Role, readonly string[]> = {
+export const ROLE_PERMISSIONS: Record<Role, readonly (Permission | typeof ALL)[]> = {
   owner: [ALL],
   admin: [ALL],
   member: ['projects:read', 'projects:write', 'export', 'team:read', 'settings:read'],

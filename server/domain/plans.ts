@@ -1,0 +1,41 @@
+// What each plan allows, one record per plan. The plan names are in common/plans.ts (the license
+// tool needs them too). One number also lives in SQL: the audit log's retention is
+// atrium_audit_retention(plan) (migration 0002), which the statements that write, read and sweep the
+// log call; test/server/domain/plans.test.ts holds the two to the same values.
+import { PLANS, type Plan } from '../../common/plans.js'
+
+export { isPlan, PLANS, type Plan } from '../../common/plans.js'
+
+/** The gates of the specification's tables: what GET /tenant shows as the tenant's limits. */
+export interface PlanLimits {
+  /** Versions kept per project; null keeps every version. */
+  projectVersions: number | null
+  /**
+   * Webhook endpoints a tenant may register (enabled or disabled). Every plan has a bound: each
+   * endpoint takes a share of the deployment's delivery capacity.
+   */
+  webhookEndpoints: number
+  /**
+   * Days a project backup is kept (the specification's backup retention). 0 keeps none: the
+   * object stays only while its download link is valid, and no plan loses it sooner.
+   */
+  backupRetentionDays: number
+}
+
+export interface PlanTerms {
+  /** The plan's name as people read it. */
+  title: string
+  limits: PlanLimits
+  /** How long the audit log keeps events, as a PostgreSQL interval; null: the plan keeps no audit log. */
+  auditRetention: string | null
+}
+
+export const PLAN_TERMS: Record<Plan, PlanTerms> = {
+  free: { title: 'Free', limits: { projectVersions: 5, webhookEndpoints: 2, backupRetentionDays: 0 }, auditRetention: null },
+  pro: { title: 'Pro', limits: { projectVersions: 20, webhookEndpoints: 10, backupRetentionDays: 7 }, auditRetention: '30 days' },
+  growth: { title: 'Growth', limits: { projectVersions: 50, webhookEndpoints: 25, backupRetentionDays: 30 }, auditRetention: '90 days' },
+  enterprise: { title: 'Enterprise', limits: { projectVersions: null, webhookEndpoints: 100, backupRetentionDays: 90 }, auditRetention: '1 year' },
+}
+
+/** The smallest plan that keeps an audit log. */
+export const AUDIT_LOG_PLAN: Plan = PLANS.find((p) => PLAN_TERMS[p].auditRetention !== null)!
