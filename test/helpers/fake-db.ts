@@ -1,6 +1,9 @@
 // A database stand-in for service tests that need none. The test replaces the store functions the
-// service calls (t.mockImport); transactions here only run their function, on a handle that refuses
-// every query, so a store call left unreplaced fails the test instead of reaching a database.
+// service calls (replacing, below); transactions here only run their function, on a handle that
+// refuses every query, so a store call left unreplaced fails the test instead of reaching a database.
+import { dirname, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { Test } from 'tap'
 import type { Db, TxSql } from '../../server/platform/db.js'
 
 const refuse = () => {
@@ -38,4 +41,21 @@ export function fakeDb(): FakeDb {
     ping: async () => {},
     close: async () => {},
   }
+}
+
+/**
+ * `module` (a path from `from`, the test's import.meta.url) loaded afresh with some exports of the
+ * modules it imports replaced, the rest of each kept real; `replaced` is keyed by the import paths
+ * as the module writes them. Only the module's own imports can be replaced: t.mockImport does not
+ * reach through a module it did not replace (a .ts file imported as .js is loaded the ordinary way).
+ */
+export async function replacing<T>(t: Test, from: string, module: string, replaced: Record<string, Record<string, unknown>>): Promise<T> {
+  const target = new URL(module, from)
+  const mocks: Record<string, Record<string, unknown>> = {}
+  for (const [path, exports] of Object.entries(replaced)) {
+    const url = new URL(path, target).href
+    mocks[url] = { ...(await import(url)), ...exports }
+  }
+  // t.mockImport reads a relative module path from the file that calls it: this one.
+  return t.mockImport<T>(relative(dirname(fileURLToPath(import.meta.url)), fileURLToPath(target)), mocks)
 }

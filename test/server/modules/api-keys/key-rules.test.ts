@@ -7,7 +7,7 @@ import type * as Service from '../../../../server/modules/api-keys/service.js'
 import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import type { KeyRow, KeyView } from '../../../../server/modules/api-keys/store.js'
 import { randomBase62 } from '../../../../server/ids.js'
-import { fakeDb } from '../../../helpers/fake-db.js'
+import { fakeDb, replacing } from '../../../helpers/fake-db.js'
 
 type Principal = Service.Acting['principal']
 const TENANT = '01900000-0000-7000-8000-0000000000aa'
@@ -32,11 +32,8 @@ interface World { current?: KeyView; row?: KeyRow; legacy?: boolean }
 /** The keys service and authenticator on rows in memory; `log` is every write, in order. */
 async function keys(t: Test, world: World = {}) {
   const log: unknown[][] = []
-  const store = await import('../../../../server/modules/api-keys/store.js')
-  const auditService = await import('../../../../server/modules/audit/service.js')
-  const mod = await t.mockImport<typeof Service>('../../../../server/modules/api-keys/service.js', {
-    '../../../../server/modules/api-keys/store.js': {
-      ...store,
+  const mod = await replacing<typeof Service>(t, import.meta.url, '../../../../server/modules/api-keys/service.js', {
+    './store.js': {
       insertKey: async (_sql: unknown, k: { userId: string | null; permissions: string[]; expiresAt: Date | null; name: string }) => {
         log.push(['insert', { userId: k.userId, permissions: k.permissions, expiresAt: k.expiresAt, name: k.name }])
         return view({ permissions: k.permissions })
@@ -46,8 +43,7 @@ async function keys(t: Test, world: World = {}) {
       findByHash: async () => (log.push(['look up']), world.row),
       touchLastUsed: async () => void log.push(['touch']),
     },
-    '../../../../server/modules/audit/service.js': {
-      ...auditService,
+    '../audit/service.js': {
       audit: async (_sql: unknown, e: { action: string; actor: unknown; details: unknown }) => void log.push(['audit', e.action, e.actor, e.details]),
     },
   })

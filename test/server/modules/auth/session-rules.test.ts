@@ -10,7 +10,7 @@ import type { AccountRow, SessionRow } from '../../../../server/modules/auth/sto
 import type { Attempt, LoginThrottle, Standing } from '../../../../server/modules/auth/throttle.js'
 import { hashPassword } from '../../../../server/modules/users/passwords.js'
 import { credentialTags } from '../../../../server/platform/credential-tags.js'
-import { fakeDb } from '../../../helpers/fake-db.js'
+import { fakeDb, replacing } from '../../../helpers/fake-db.js'
 
 const PASSWORD = 'correct horse battery'
 const hash = await hashPassword(PASSWORD)
@@ -37,11 +37,8 @@ interface World { candidates?: Candidate[]; found?: Found; retired?: boolean; st
 async function auth(t: Test, world: World = {}) {
   const log: unknown[][] = []
   const lookups: string[] = []
-  const store = await import('../../../../server/modules/auth/store.js')
-  const auditService = await import('../../../../server/modules/audit/service.js')
-  const { authService } = await t.mockImport<typeof Service>('../../../../server/modules/auth/service.js', {
-    '../../../../server/modules/auth/store.js': {
-      ...store,
+  const { authService } = await replacing<typeof Service>(t, import.meta.url, '../../../../server/modules/auth/service.js', {
+    './store.js': {
       findAccountsByEmail: async (_sql: unknown, email: string) => {
         lookups.push(`accounts of ${email}`)
         return world.candidates ?? []
@@ -56,8 +53,7 @@ async function auth(t: Test, world: World = {}) {
       retireToken: async () => (log.push(['retire']), world.retired ?? true),
       revokeSession: async (_sql: unknown, id: string) => void log.push(['revoke', id]),
     },
-    '../../../../server/modules/audit/service.js': {
-      ...auditService,
+    '../audit/service.js': {
       audit: async (_sql: unknown, e: { action: string }) => void log.push(['audit', e.action]),
     },
   })

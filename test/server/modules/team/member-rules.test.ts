@@ -7,7 +7,7 @@ import t, { type Test } from 'tap'
 import { ROLE_PERMISSIONS } from '../../../../server/http/permissions.js'
 import type * as Service from '../../../../server/modules/team/service.js'
 import type { MemberRow } from '../../../../server/modules/users/store.js'
-import { fakeDb } from '../../../helpers/fake-db.js'
+import { fakeDb, replacing } from '../../../helpers/fake-db.js'
 
 type Role = MemberRow['role']
 type Principal = Parameters<typeof Service.mayHandle>[0]
@@ -29,13 +29,8 @@ const member = (id: string, role: Role, status: MemberRow['status'] = 'active'):
 /** The team service on members kept in memory; `log` is every write, in order. */
 async function team(t: Test, members: MemberRow[]) {
   const log: unknown[][] = []
-  const users = await import('../../../../server/modules/users/store.js')
-  const teamStore = await import('../../../../server/modules/team/store.js')
-  const authStore = await import('../../../../server/modules/auth/store.js')
-  const auditService = await import('../../../../server/modules/audit/service.js')
-  const { teamService, mayHandle } = await t.mockImport<typeof Service>('../../../../server/modules/team/service.js', {
-    '../../../../server/modules/users/store.js': {
-      ...users,
+  const { teamService, mayHandle } = await replacing<typeof Service>(t, import.meta.url, '../../../../server/modules/team/service.js', {
+    '../users/store.js': {
       // The member and every active owner, as the real one locks them.
       lockMemberAndOwners: async (_sql: unknown, _tenant: string, id: string) => members.filter((m) => m.id === id || (m.role === 'owner' && m.status === 'active')),
       updateMember: async (_sql: unknown, _tenant: string, id: string, f: { role: Role; status: MemberRow['status'] }) => {
@@ -47,22 +42,19 @@ async function team(t: Test, members: MemberRow[]) {
         return true
       },
     },
-    '../../../../server/modules/team/store.js': {
-      ...teamStore,
+    './store.js': {
       revokeUserKeys: async (_sql: unknown, _tenant: string, id: string, _at: Date, unless?: readonly string[]) => {
         log.push(['revoke keys', id, unless ?? 'all'])
         return ['key-of-' + id]
       },
     },
-    '../../../../server/modules/auth/store.js': {
-      ...authStore,
+    '../auth/store.js': {
       revokeUserSessions: async (_sql: unknown, id: string) => {
         log.push(['end sessions', id])
         return ['session-of-' + id]
       },
     },
-    '../../../../server/modules/audit/service.js': {
-      ...auditService,
+    '../audit/service.js': {
       audit: async (_sql: unknown, e: { action: string; details: Record<string, unknown> }) => void log.push(['audit', e.action, e.details]),
     },
   })

@@ -7,7 +7,7 @@ import type * as Service from '../../../../server/modules/webhooks/service.js'
 import type { DeliveryRow, WebhookRow } from '../../../../server/modules/webhooks/store.js'
 import { compilePolicy } from '../../../../server/platform/outbound.js'
 import type { SecretContext, Secrets } from '../../../../server/platform/secrets.js'
-import { fakeDb } from '../../../helpers/fake-db.js'
+import { fakeDb, replacing } from '../../../helpers/fake-db.js'
 
 type Principal = Service.Acting['principal']
 type Plan = NonNullable<Principal['plan']>
@@ -39,11 +39,8 @@ interface World { count?: number; current?: WebhookRow; delivery?: DeliveryRow }
 /** The webhooks service on rows in memory; `log` is every write, in order. */
 async function hooks(t: Test, world: World = {}) {
   const log: unknown[][] = []
-  const store = await import('../../../../server/modules/webhooks/store.js')
-  const auditService = await import('../../../../server/modules/audit/service.js')
-  const { webhooksService } = await t.mockImport<typeof Service>('../../../../server/modules/webhooks/service.js', {
-    '../../../../server/modules/webhooks/store.js': {
-      ...store,
+  const { webhooksService } = await replacing<typeof Service>(t, import.meta.url, '../../../../server/modules/webhooks/service.js', {
+    './store.js': {
       countWebhooksForCreation: async () => (log.push(['count']), world.count ?? 0),
       insertWebhook: async (_sql: unknown, w: { owner: string | null; events: string[]; secretSealed: string }) => (log.push(['insert', w.owner, w.events]), webhook({ events: w.events })),
       selectWebhook: async () => (world.current ? [world.current] : []),
@@ -55,8 +52,7 @@ async function hooks(t: Test, world: World = {}) {
       requeueDelivery: async () => void log.push(['requeue']),
       selectAttempts: async () => [],
     },
-    '../../../../server/modules/audit/service.js': {
-      ...auditService,
+    '../audit/service.js': {
       audit: async (_sql: unknown, e: { action: string; details: unknown }) => void log.push(['audit', e.action, e.details]),
     },
   })
