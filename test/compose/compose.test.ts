@@ -80,6 +80,8 @@ t.test('the server runs hardened with the fixed container settings, and the volu
   t.same(server.security_opt, ['no-new-privileges:true'])
   t.match(server.environment, { ...CONTAINER_FIXED, LOG_LEVEL: 'debug', DATABASE_URL: 'postgres://atrium:pg-secret@postgres:5432/atrium' })
   t.match(server.ports, [{ published: 8443, target: 8080 }], 'PORT is where the API is published; inside it is always 8080')
+  // Every store keeps its data in a named volume of its own, made outside Compose.
+  t.same(Object.keys(doc.volumes ?? {}).sort(), ['atrium-data', 'atrium-minio', 'atrium-postgres', 'atrium-redis'])
   for (const [name, v] of Object.entries(doc.volumes) as [string, any][]) t.equal(v.external, true, `${name} is external`)
   t.equal(doc.services.redis.command.join(' ').includes('noeviction'), true)
 })

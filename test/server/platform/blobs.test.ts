@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, statSync } from 'node:fs'
+import { chmodSync, mkdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import t from 'tap'
@@ -24,6 +24,13 @@ t.test(`the configured store (${blobs.kind}) keeps, serves, links and removes an
     t.equal(r.status, 200)
     t.match(r.headers.get('content-disposition'), /attachment; filename="b.json"/)
     t.same(Buffer.from(await r.arrayBuffer()), body)
+  } else {
+    // The server serves a local link itself (downloads module) once the store verifies it.
+    const link = new URL(url)
+    t.match(link.pathname, /^\/blobs\/tests\/a\/b\.json$/, 'the link names the object')
+    const verified = (blobs as LocalBlobs).verifyLink('tests/a/b.json', Object.fromEntries(link.searchParams))
+    t.match(verified, { filename: 'b.json', path: /tests\/a\/b\.json$/ }, 'the store accepts its own link')
+    t.same(readFileSync((verified as { path: string }).path), body, 'and it leads to the object')
   }
   await blobs.remove('tests/a/b.json')
   await t.rejects(blobs.get('tests/a/b.json'))

@@ -229,8 +229,14 @@ t.test('versions page by version number, with a cursor of their own kind', async
   const last = await call('GET', `/api/v1/projects/${p.id}/versions?limit=2&cursor=${second.body.meta.nextCursor}`)
   t.same(last.body.data.map((v: { version: number }) => v.version), [1])
   t.equal(last.body.meta.nextCursor, null)
+  await makeProject(call, 'another') // two projects: a first page of one has a next cursor
   const projectCursor = (await call('GET', '/api/v1/projects?limit=1')).body.meta.nextCursor
-  if (projectCursor) t.equal((await call('GET', `/api/v1/projects/${p.id}/versions?cursor=${projectCursor}`)).status, 400, "a project cursor is not a version cursor")
+  t.type(projectCursor, 'string', 'the projects list gave a cursor')
+  const mixed = await call('GET', `/api/v1/projects/${p.id}/versions?cursor=${projectCursor}`)
+  t.equal(mixed.status, 400, 'a project cursor is not a version cursor')
+  t.match(mixed.body.error, { code: 'VALIDATION_ERROR', details: { errors: [{ field: 'cursor' }] } })
+  const versionCursor = first.body.meta.nextCursor
+  t.equal((await call('GET', `/api/v1/projects?cursor=${versionCursor}`)).status, 400, 'nor a version cursor a project cursor')
 })
 
 t.test('concurrent changes to one project get distinct, gapless version numbers', async (t) => {

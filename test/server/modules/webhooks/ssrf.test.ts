@@ -236,6 +236,7 @@ t.test('DNS rebinding to the metadata address is refused at delivery, whatever O
   t.equal((await a.call('POST', '/api/v1/projects', { name: 'Metadata' })).status, 201)
   const d = await failedDelivery(a.call, hook.body.data.id)
   t.equal(d.lastStatusCode, null)
+  t.equal(d.attempts.length, 2, 'both attempts were made and refused (a delivery failed with none would say nothing)')
   for (const at of d.attempts) {
     t.equal(at.statusCode, null)
     t.equal(at.error, 'refused by the outbound policy: metadata addresses are never reachable (rebind.test)')
