@@ -478,6 +478,16 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
   const metrics = o.registry ? jobMetrics(o.registry, o.db, clock) : null
 
   const at = () => new Date(clock())
+  // Completions are written together: while one write is on its way, those that finish meanwhile
+  // wait for the next. A lone completion goes at once; a busy runner commits once for many.
+  const complete = batched(async (done: { id: string; token: string; at: Date }[]) => {
+    const rows = await o.db.system((sql) => sql<{ id: string }[]>`
+      update jobs j set status = 'completed', finished_at = d.at, lease_token = null, lease_until = null, last_error = null
+      from unnest(${done.map((d) => d.id)}::uuid[], ${done.map((d) => d.token)}::uuid[], ${done.map((d) => d.at.toISOString())}::timestamptz[]) as d(id, token, at)
+      where j.id = d.id and j.lease_token = d.token and j.status = 'running'
+      returning j.id`)
+    return new Set(rows.map((r) => r.id))
+  })
 
   function source(q: string): LoopSource<Claimed> {
     const def = defs.get(q)!
@@ -581,10 +591,7 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     const { row, token, controller } = c
     const now = at()
     if (!error) {
-      const r = await o.db.system((sql) => sql`
-        update jobs set status = 'completed', finished_at = ${now}, lease_token = null, lease_until = null, last_error = null
-        where id = ${row.id} and lease_token = ${token} and status = 'running'`)
-      if (r.count) metrics?.finished(row.queue, 'completed')
+      if ((await complete({ id: row.id, token, at: now })).has(row.id)) metrics?.finished(row.queue, 'completed')
       return
     }
     if (stopping && controller.signal.aborted && !(controller.signal.reason instanceof JobCancelled)) {
@@ -691,6 +698,30 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     },
     tickSchedules,
   }
+}
+
+/** Calls of `write` with everything asked for while the previous call was on its way; each caller gets its call's result. */
+function batched<T, R>(write: (items: T[]) => Promise<R>, max = 500): (item: T) => Promise<R> {
+  const waiting: { item: T; resolve: (r: R) => void; reject: (e: unknown) => void }[] = []
+  let writing = false
+  const flush = async () => {
+    writing = true
+    while (waiting.length) {
+      const batch = waiting.splice(0, max)
+      try {
+        const r = await write(batch.map((b) => b.item))
+        for (const b of batch) b.resolve(r)
+      } catch (err) {
+        for (const b of batch) b.reject(err)
+      }
+    }
+    writing = false
+  }
+  return (item) =>
+    new Promise<R>((resolve, reject) => {
+      waiting.push({ item, resolve, reject })
+      if (!writing) void flush()
+    })
 }
 
 /**

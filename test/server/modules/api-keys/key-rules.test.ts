@@ -4,12 +4,15 @@
 // real one.
 import t, { type Test } from 'tap'
 import type * as Service from '../../../../server/modules/api-keys/service.js'
+import type * as Audit from '../../../../server/modules/audit/service.js'
+import type { AuditEvent } from '../../../../server/modules/audit/store.js'
+import type { Actor } from '../../../../server/domain/actor.js'
+import type { Principal } from '../../../../server/domain/principal.js'
 import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import type { KeyRow, KeyView } from '../../../../server/modules/api-keys/store.js'
 import { randomBase62 } from '../../../../common/ids.js'
 import { fakeDb, replacing } from '../../../helpers/fake-db.js'
 
-type Principal = Service.Acting['principal']
 const TENANT = '01900000-0000-7000-8000-0000000000aa'
 const DAY = 86_400_000
 const tags = apiKeyTags({ deriveKey: () => Buffer.alloc(32, 4) })
@@ -32,6 +35,10 @@ interface World { current?: KeyView; row?: KeyRow; legacy?: boolean }
 /** The keys service and authenticator on rows in memory; `log` is every write, in order. */
 async function keys(t: Test, world: World = {}) {
   const log: unknown[][] = []
+  // The real audit module (auditBy names the actor), with only its write replaced: the event as it would be stored.
+  const audit = await replacing<typeof Audit>(t, import.meta.url, '../../../../server/modules/audit/service.js', {
+    './store.js': { insertAuditEvent: async (_sql: unknown, e: AuditEvent) => void log.push(['audit', e.action, { type: e.actorType, id: e.actorId }, e.details]) },
+  })
   const mod = await replacing<typeof Service>(t, import.meta.url, '../../../../server/modules/api-keys/service.js', {
     './store.js': {
       insertKey: async (_sql: unknown, k: { userId: string | null; permissions: string[]; expiresAt: Date | null; name: string }) => {
@@ -43,14 +50,12 @@ async function keys(t: Test, world: World = {}) {
       findByHash: async () => (log.push(['look up']), world.row),
       touchLastUsed: async () => void log.push(['touch']),
     },
-    '../audit/service.js': {
-      audit: async (_sql: unknown, e: { action: string; actor: unknown; details: unknown }) => void log.push(['audit', e.action, e.actor, e.details]),
-    },
+    '../audit/service.js': audit,
   })
   const db = fakeDb()
   const service = mod.apiKeysService({ db, tags, credentials: { invalidate: async (inv) => void log.push(['invalidate', inv.kind, inv.id]) } })
   const authenticator = mod.apiKeyAuthenticator({ db, tags, legacy: { mayExist: () => world.legacy ?? false } })
-  const as = (principal: Principal) => ({ tenantId: TENANT, principal, origin })
+  const as = (principal: Principal): Actor => ({ tenantId: TENANT, principal, origin })
   return { service, authenticator, log, db, as }
 }
 

@@ -3,8 +3,9 @@
 // memory: no database. routes.test.ts checks the same through the API on a real one.
 import t, { type Test } from 'tap'
 import type * as Service from '../../../../server/modules/audit/service.js'
-import type { AuditFilter, AuditRow } from '../../../../server/modules/audit/store.js'
-import { fakeDb, replacing } from '../../../helpers/fake-db.js'
+import type { AuditEvent, AuditFilter, AuditRow } from '../../../../server/modules/audit/store.js'
+import type { Principal } from '../../../../server/domain/principal.js'
+import { fakeDb, noSql, replacing } from '../../../helpers/fake-db.js'
 
 const TENANT = '01900000-0000-7000-8000-0000000000aa'
 const event = (id: string): AuditRow => ({
@@ -12,19 +13,21 @@ const event = (id: string): AuditRow => ({
 })
 const ids = ['01900000-0000-7000-8000-000000000003', '01900000-0000-7000-8000-000000000002', '01900000-0000-7000-8000-000000000001']
 
-/** The audit log service on events in memory; `asked` is what each query was asked for. */
+/** The audit log service on events in memory; `asked` is what each query was asked for, `written` each event recorded. */
 async function auditLog(t: Test) {
   const asked: { filter: AuditFilter; limit: number; before: string | null }[] = []
+  const written: AuditEvent[] = []
   const mod = await replacing<typeof Service>(t, import.meta.url, '../../../../server/modules/audit/service.js', {
     './store.js': {
       listAuditEvents: async (_sql: unknown, _tenant: string, filter: AuditFilter, limit: number, before: string | null) => {
         asked.push({ filter, limit, before })
         return ids.slice(0, limit).map(event)
       },
+      insertAuditEvent: async (_sql: unknown, e: AuditEvent) => void written.push(e),
     },
   })
   const db = fakeDb()
-  return { ...mod, service: mod.auditLogService({ db }), asked, db }
+  return { ...mod, service: mod.auditLogService({ db }), asked, written, db }
 }
 
 t.test('the free plan keeps no audit log: FORBIDDEN naming the plan it needs, without a query', async (t) => {
@@ -60,9 +63,16 @@ t.test('a page asks for one event more than it shows, and the next page starts a
 })
 
 t.test('an event names a key by its id, a user by their user id, and nobody as anonymous', async (t) => {
-  const { actorOf } = await auditLog(t)
+  const { auditBy, audit, written } = await auditLog(t)
+  const origin = { ip: '10.0.0.3', userAgent: 'unit' }
   const base = { tenantId: TENANT, plan: 'pro' as const, sessionId: null, permissions: new Set<string>() }
-  t.same(actorOf({ ...base, kind: 'api_key', id: 'k1', userId: 'u1', role: null }), { type: 'api_key', id: 'k1' }, 'a key made by a user is still the key')
-  t.same(actorOf({ ...base, kind: 'user', id: 'u2', userId: 'u2', role: 'admin', sessionId: 's1' }), { type: 'user', id: 'u2' })
-  t.same(actorOf(null), { type: 'anonymous', id: null })
+  const by = (principal: Principal) => auditBy(noSql, { tenantId: TENANT, principal, origin }, { action: 'key.created' })
+  await by({ ...base, kind: 'api_key', id: 'k1', userId: 'u1', role: null })
+  await by({ ...base, kind: 'user', id: 'u2', userId: 'u2', role: 'admin', sessionId: 's1' })
+  await audit(noSql, { tenantId: TENANT, actor: { type: 'anonymous', id: null }, action: 'auth.login_failed' })
+  const actors = written.map((e) => ({ type: e.actorType, id: e.actorId }))
+  t.same(actors[0], { type: 'api_key', id: 'k1' }, 'a key made by a user is still the key')
+  t.same(actors[1], { type: 'user', id: 'u2' })
+  t.same(actors[2], { type: 'anonymous', id: null }, 'nobody signed in (the caller names no principal): anonymous, with no id')
+  t.match(written.slice(0, 2), [{ tenantId: TENANT, ip: '10.0.0.3', userAgent: 'unit' }, { tenantId: TENANT, ip: '10.0.0.3', userAgent: 'unit' }], "in the actor's tenant, from where its request came")
 })

@@ -4,6 +4,9 @@
 // API on a real one; service.test.ts covers the pure helpers.
 import t, { type Test } from 'tap'
 import type * as Service from '../../../../server/modules/cli-auth/service.js'
+import type * as Audit from '../../../../server/modules/audit/service.js'
+import type { AuditEvent } from '../../../../server/modules/audit/store.js'
+import type { Actor } from '../../../../server/domain/actor.js'
 import type { AccountRow } from '../../../../server/modules/auth/store.js'
 import type { CliLoginRow } from '../../../../server/modules/cli-auth/store.js'
 import { credentialTags } from '../../../../server/platform/credential-tags.js'
@@ -14,7 +17,10 @@ const secrets = { deriveKey: (purpose: string) => Buffer.from(purpose.padEnd(32,
 const tags = credentialTags(secrets, 'cli-login')
 const VERIFIER = 'v'.repeat(43)
 const origin = { ip: '10.0.0.7', userAgent: 'unit' }
-const approver = { tenantId: 't1', userId: 'u1' }
+const approver: Actor = {
+  tenantId: 't1', origin,
+  principal: { kind: 'user', id: 'u1', tenantId: 't1', plan: 'pro', userId: 'u1', role: 'member', sessionId: 's0', permissions: new Set(['*']) },
+}
 
 interface World {
   /** What findLogin answers, one row per call (the last one repeats). */
@@ -29,6 +35,10 @@ async function cli(t: Test, world: World = {}) {
   const log: unknown[][] = []
   const lookups: string[] = []
   const rows = [...(world.rows ?? [])]
+  // The real audit module (audit and auditBy), with only its write replaced.
+  const audit = await replacing<typeof Audit>(t, import.meta.url, '../../../../server/modules/audit/service.js', {
+    './store.js': { insertAuditEvent: async (_sql: unknown, e: AuditEvent) => void log.push(['audit', e.action]) },
+  })
   const mod = await replacing<typeof Service>(t, import.meta.url, '../../../../server/modules/cli-auth/service.js', {
     './store.js': {
       findLogin: async (_sql: unknown, id: string) => (lookups.push(id), rows.length > 1 ? rows.shift() : rows[0]),
@@ -38,7 +48,7 @@ async function cli(t: Test, world: World = {}) {
       consumeLogin: async () => (log.push(['consume']), world.consumed === false ? undefined : login({ status: 'consumed', tenant_id: 't1', user_id: 'u1' })),
     },
     '../auth/store.js': { findAccount: async () => world.account },
-    '../audit/service.js': { audit: async (_sql: unknown, e: { action: string }) => void log.push(['audit', e.action]) },
+    '../audit/service.js': audit,
   })
   const auth = { startSession: async (_sql: unknown, s: { method: string; userId: string }) => (log.push(['session', s.method, s.userId]), { sessionId: 's1', token: 'ats_refresh', expiresAt: new Date(NOW + 3600_000) }) }
   const tokens = { kid: 'k', sign: async () => ({ accessToken: 'eyJ.access.token', expiresIn: 900 }), verify: async () => null, jwks: () => ({ keys: [] }) }
@@ -75,21 +85,21 @@ t.test('a loginId not made here is RESOURCE_NOT_FOUND without a lookup, in every
   const madeUp = credentialTags({ deriveKey: () => Buffer.alloc(32, 8) }, 'cli-login').sign('A'.repeat(35))
   await t.rejects(service.status(madeUp), { code: 'RESOURCE_NOT_FOUND' })
   await t.rejects(service.info(madeUp), { code: 'RESOURCE_NOT_FOUND' })
-  await t.rejects(service.complete(approver, madeUp, 's'.repeat(64), origin), { code: 'RESOURCE_NOT_FOUND' })
+  await t.rejects(service.complete(approver, madeUp, 's'.repeat(64)), { code: 'RESOURCE_NOT_FOUND' })
   await t.rejects(service.token(madeUp, VERIFIER, origin), { code: 'RESOURCE_NOT_FOUND' })
   t.same(lookups, [])
 })
 
 t.test('complete checks the state before the status, and a lost race names the status the winner left', async (t) => {
   const expired = await cli(t, { rows: [login({ expires_at: new Date(NOW) })] })
-  await t.rejects(expired.service.complete(approver, LOGIN_ID, 'wrong', origin), { code: 'FORBIDDEN', details: { reason: 'state_mismatch' } }, 'a wrong state learns nothing of the status')
-  await t.rejects(expired.service.complete(approver, LOGIN_ID, 's'.repeat(64), origin), wrongStatus('expired'))
+  await t.rejects(expired.service.complete(approver, LOGIN_ID, 'wrong'), { code: 'FORBIDDEN', details: { reason: 'state_mismatch' } }, 'a wrong state learns nothing of the status')
+  await t.rejects(expired.service.complete(approver, LOGIN_ID, 's'.repeat(64)), wrongStatus('expired'))
   t.same(expired.log, [])
   const lost = await cli(t, { rows: [login(), login({ status: 'approved' })], approved: false })
-  await t.rejects(lost.service.complete(approver, LOGIN_ID, 's'.repeat(64), origin), wrongStatus('approved'))
+  await t.rejects(lost.service.complete(approver, LOGIN_ID, 's'.repeat(64)), wrongStatus('approved'))
   t.same(lost.log, [['approve']], 'nothing audited for the loser')
   const won = await cli(t, { rows: [login()] })
-  t.same(await won.service.complete(approver, LOGIN_ID, 's'.repeat(64), origin), { status: 'approved', approvedAt: new Date(NOW) })
+  t.same(await won.service.complete(approver, LOGIN_ID, 's'.repeat(64)), { status: 'approved', approvedAt: new Date(NOW) })
   t.same(won.log, [['approve'], ['audit', 'cli_login.approved']])
 })
 

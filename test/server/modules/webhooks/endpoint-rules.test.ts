@@ -4,17 +4,19 @@
 // replaced by rows in memory: no database. routes.test.ts checks the same through the API.
 import t, { type Test } from 'tap'
 import type * as Service from '../../../../server/modules/webhooks/service.js'
-import type { DeliveryRow, WebhookRow } from '../../../../server/modules/webhooks/store.js'
+import type { DeliveryRow, Owner, WebhookRow } from '../../../../server/modules/webhooks/store.js'
+import type { Actor } from '../../../../server/domain/actor.js'
+import type { Principal } from '../../../../server/domain/principal.js'
 import { compilePolicy } from '../../../../server/platform/outbound.js'
 import type { SecretContext, Secrets } from '../../../../server/platform/secrets.js'
 import { fakeDb, replacing } from '../../../helpers/fake-db.js'
 
-type Principal = Service.Acting['principal']
 type Plan = NonNullable<Principal['plan']>
 const TENANT = '01900000-0000-7000-8000-0000000000aa'
 const NOW = Date.parse('2030-01-01T00:00:00Z')
 const SECRET = 'a-raw-secret-of-enough-characters'
 const URL_OK = 'https://hooks.example.com/atrium'
+const origin = { ip: '10.0.0.1', userAgent: 'unit' }
 
 const principal = (plan: Plan | null): Principal => ({
   kind: 'api_key', id: 'key-1', tenantId: TENANT, plan, userId: 'user-1', role: null, sessionId: null, permissions: new Set(['*']),
@@ -53,7 +55,7 @@ async function hooks(t: Test, world: World = {}) {
       selectAttempts: async () => [],
     },
     '../audit/service.js': {
-      audit: async (_sql: unknown, e: { action: string; details: unknown }) => void log.push(['audit', e.action, e.details]),
+      auditBy: async (_sql: unknown, _a: Actor, e: { action: string; details: unknown }) => void log.push(['audit', e.action, e.details]),
     },
   })
   const resolver = async () => [{ address: '93.184.216.34', family: 4 }] // every name is a public host
@@ -61,8 +63,8 @@ async function hooks(t: Test, world: World = {}) {
   const service = webhooksService({
     db, secrets, policy: compilePolicy({ allowedCidrs: [], airGapped: false }, resolver), allowHttp: false, now: () => NOW, onDue: () => void log.push(['due']),
   })
-  const tenant = (plan: Plan | null = 'pro') => ({ owner: TENANT, principal: principal(plan) })
-  const platform = { owner: null, principal: { ...principal(null), tenantId: null } }
+  const tenant = (plan: Plan | null = 'pro'): Actor<Owner> => ({ tenantId: TENANT, principal: principal(plan), origin })
+  const platform: Actor<Owner> = { tenantId: null, principal: { ...principal(null), tenantId: null }, origin }
   return { service, log, db, tenant, platform }
 }
 
