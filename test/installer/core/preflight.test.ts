@@ -31,6 +31,7 @@ t.test('compose needs the API port free on this machine; helm needs none', async
   t.same(portsFor(a, {}), [8080])
   t.same(portsFor(a, { PORT: '9090' }), [9090])
   t.same(portsFor({ ...a, target: 'helm' }, {}), [])
+  t.same(portsFor(a, { PORT: 'eighty' }), [], 'not a port: the configuration says so, the port check does not crash')
 })
 
 t.test('every check runs, in the order an admin fixes things, and a good license passes', async (t) => {
