@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// The installer's entry: flags, the commands, exit codes. Logic lives in core/, commands run only
-// through deploy/run.ts, and the screens in ui/ only show what core/ found.
+// The installer's entry: flags, the commands, exit codes. Each command resolves its context once
+// (core/context.ts) and hands it to every step; logic lives in core/, commands run only through
+// deploy/run.ts, and the screens in ui/ only show what they are given.
 //
 //   npm run --silent installer -- preflight [--answers FILE] [--target compose|helm] [--air-gapped] [--json] [--strict]
 //   npm run --silent installer -- configure --answers FILE --yes [--dry-run] [--json] [--strict]
@@ -11,12 +12,12 @@
 import { parseArgs } from 'node:util'
 import React from 'react'
 import { render } from 'ink'
-import { DEFAULT_ANSWERS, loadAnswers, resolveConfig, type Answers } from './core/answers.js'
 import { overallStatus, type CheckResult } from './core/checks/check.js'
-import { configFiles, configure, readExisting } from './core/configure.js'
+import { configure, replayCommand, type ConfigureResult } from './core/configure.js'
+import { contextFor, loadContext, siteConfig, type Resolved } from './core/context.js'
 import { runPreflight } from './core/preflight.js'
 import { writeSupportBundle } from './core/support-bundle.js'
-import { deploy } from './deploy/deploy.js'
+import { deploy, failedStep } from './deploy/deploy.js'
 import { installPlan, runInstall, stepLine, summaryLines } from './deploy/install.js'
 import { run } from './deploy/run.js'
 import { loadCommands, pushCommands, registryProblem, saveCommands } from './deploy/airgap.js'
@@ -90,20 +91,11 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
   }
 }
 
-/** The answers from the file (or defaults), with command-line overrides and references resolved. */
-function answersOf(flags: Flags): { answers: Answers; values: Record<string, string> } {
-  const loaded = flags.answers ? loadAnswers(flags.answers) : { answers: { ...DEFAULT_ANSWERS, config: {} }, problems: [], baseDir: process.cwd() }
-  const answers = loaded.answers
-  const problems = [...loaded.problems]
-  if (flags.target !== undefined) {
-    if (flags.target === 'compose' || flags.target === 'helm') answers.target = flags.target
-    else problems.push('--target must be compose or helm')
-  }
-  if (flags.airGapped) answers.mode = 'air-gapped'
-  const resolved = resolveConfig(answers, { baseDir: loaded.baseDir, existing: readExisting(answers) })
-  problems.push(...resolved.problems)
-  if (problems.length) throw new BadInput(problems.join('\n'))
-  return { answers, values: resolved.values }
+/** The context for a command; what is wrong with the answers is bad input, all of it at once. */
+function resolved(flags: Flags): Resolved {
+  const ctx = loadContext({ answersPath: flags.answers, target: flags.target, airGapped: flags.airGapped })
+  if (ctx.problems.length) throw new BadInput(ctx.problems.join('\n'))
+  return ctx
 }
 
 function exitFor(checks: readonly CheckResult[], strict: boolean): number {
@@ -119,8 +111,8 @@ function show(checks: readonly CheckResult[]) {
 }
 
 async function preflight(flags: Flags): Promise<number> {
-  const { answers, values } = answersOf(flags)
-  const checks = await runPreflight(answers, values, { runner: run })
+  const ctx = resolved(flags)
+  const checks = await runPreflight(ctx.answers, ctx.values, { runner: run })
   if (flags.json) process.stdout.write(JSON.stringify({ checks, status: overallStatus(checks) }) + '\n')
   else show(checks)
   return exitFor(checks, flags.strict)
@@ -129,13 +121,15 @@ async function preflight(flags: Flags): Promise<number> {
 /** The Ink installer; resolves with the exit code when the admin is done. */
 async function interactive(flags: Flags): Promise<number> {
   if (!process.stdin.isTTY) throw new BadInput('the interactive installer needs a terminal; without one use: configure --answers FILE --yes')
-  const { answers } = answersOf(flags)
+  const ctx = resolved(flags)
   let code: number = EXIT.error
   const ui = render(
     <App
-      initial={answers}
-      preflight={(a, values) => runPreflight(a, values, { runner: run })}
-      install={(a, values, onStep) => runInstall(a, { ...values, ...readExisting(a) }, { imagesTarball: flags.images, registry: flags.registry }, onStep)}
+      initial={ctx}
+      resolve={(answers) => contextFor(answers, { baseDir: ctx.baseDir })}
+      preflight={(c) => runPreflight(c.answers, c.values, { runner: run })}
+      configure={configure}
+      install={(c, written, onStep) => runInstall(c, written.plan.values, { imagesTarball: flags.images, registry: flags.registry }, onStep)}
       onDone={(r) => {
         code = r.installed ? (r.installed.ok ? EXIT.ok : EXIT.error) : r.written ? EXIT.ok : r.checks && overallStatus(r.checks) === 'fail' ? EXIT.checkFailed : EXIT.error
       }}
@@ -148,24 +142,28 @@ async function interactive(flags: Flags): Promise<number> {
 async function configureCommand(flags: Flags): Promise<number> {
   if (!flags.answers) return interactive(flags)
   if (!flags.yes && !flags.dryRun) throw new BadInput('configure --answers changes files without asking: add --yes (or --dry-run to see the plan)')
-  const { answers, values } = answersOf(flags)
-  const checks = await runPreflight(answers, values, { runner: run })
+  return (await configureStep(resolved(flags), flags)).code
+}
+
+/** The preflight, then the configuration planned and (unless a dry run) written; the plan is kept for install. */
+async function configureStep(ctx: Resolved, flags: Flags): Promise<{ code: number; result: ConfigureResult | null }> {
+  const checks = await runPreflight(ctx.answers, ctx.values, { runner: run })
   const code = exitFor(checks, flags.strict)
   if (code !== EXIT.ok && !flags.ignoreFailed) {
     if (flags.json) process.stdout.write(JSON.stringify({ checks, status: overallStatus(checks), written: false }) + '\n')
     else show(checks)
-    return code
+    return { code, result: null }
   }
-  const r = configure(answers, values, { dryRun: flags.dryRun })
+  const r = configure(ctx, { dryRun: flags.dryRun })
   if (r.plan.problems.length) {
     if (flags.json) process.stdout.write(JSON.stringify({ checks, status: overallStatus(checks), problems: r.plan.problems, written: false }) + '\n')
     else process.stderr.write(`The configuration has problems; nothing was written:\n${r.plan.problems.map((p) => `  - ${p}`).join('\n')}\n`)
-    return EXIT.badInput
+    return { code: EXIT.badInput, result: r }
   }
-  const replay = `npm run --silent installer -- configure --answers ${r.answersPath} --yes`
+  const replay = replayCommand(r.answersPath)
   if (flags.json) {
     process.stdout.write(JSON.stringify({ checks, status: overallStatus(checks), changes: r.plan.changes, generated: r.plan.generated, files: r.files, written: r.written, replay }) + '\n')
-    return EXIT.ok
+    return { code: EXIT.ok, result: r }
   }
   show(checks)
   const lines = [
@@ -178,25 +176,27 @@ async function configureCommand(flags: Flags): Promise<number> {
     r.written ? `Replay this run with: ${replay}` : '',
   ]
   process.stdout.write(lines.join('\n') + '\n')
-  return EXIT.ok
+  return { code: EXIT.ok, result: r }
 }
 
 /** configure, then the deploy commands, the wait for /readyz and the first tenant. --dry-run prints the commands. */
 async function install(flags: Flags): Promise<number> {
-  const configured = await configureCommand(flags)
-  if (configured !== EXIT.ok) return configured
-  const { answers, values } = answersOf(flags)
+  if (!flags.yes && !flags.dryRun) throw new BadInput('install --answers changes files without asking: add --yes (or --dry-run to see the plan)')
+  const ctx = resolved(flags)
+  const configured = await configureStep(ctx, flags)
+  if (configured.code !== EXIT.ok || !configured.result) return configured.code
   const o = { imagesTarball: flags.images, registry: flags.registry }
   if (flags.dryRun) {
-    const all = installPlan(answers, o)
+    const all = installPlan(ctx, o)
     if (flags.json) process.stdout.write(JSON.stringify({ deploy: all.map((c) => ({ title: c.title, command: [c.file, ...c.args] })) }) + '\n')
     else process.stdout.write(['Deploy would run:', ...all.map((c) => `  ${c.file} ${c.args.join(' ')}`)].join('\n') + '\n')
     return EXIT.ok
   }
-  const r = await runInstall(answers, values, o, (s) => { if (!flags.json) process.stdout.write(stepLine(s) + '\n') })
+  // The settings as written say where the server listens.
+  const r = await runInstall(ctx, configured.result.plan.values, o, (s) => { if (!flags.json) process.stdout.write(stepLine(s) + '\n') })
   if (flags.json) {
     process.stdout.write(JSON.stringify({ deployed: r.stage !== 'bundle' && r.stage !== 'deploy', ready: r.ok || r.stage === 'tenant', stage: r.stage, url: r.url, firstAdmin: r.created ?? r.existing, error: r.error }) + '\n')
-  } else if (r.ok) process.stdout.write(`\n${summaryLines(answers, r).join('\n')}\n`)
+  } else if (r.ok) process.stdout.write(`\n${summaryLines(ctx.answers, r).join('\n')}\n`)
   else process.stderr.write(`${r.error}\n`)
   return r.ok ? EXIT.ok : EXIT.error
 }
@@ -228,20 +228,19 @@ async function images(sub: string | undefined, flags: Flags): Promise<number> {
   const r = await deploy(commands, run, (s) => { if (!flags.json && s.result) process.stdout.write(stepLine(s) + '\n') })
   if (flags.json) process.stdout.write(JSON.stringify({ ok: r.ok, steps: r.steps.map((s) => ({ title: s.command.title, exitCode: s.result?.exitCode ?? null })) }) + '\n')
   if (!r.ok) {
-    const last = r.steps.at(-1)!.result!
-    process.stderr.write(`Failed at: ${last.command}\n${(last.stderr || last.stdout).slice(-2000)}\n`)
+    process.stderr.write(`Failed at: ${failedStep(r.steps, 2000)}\n`)
     return EXIT.error
   }
   return EXIT.ok
 }
 
 async function supportBundle(flags: Flags): Promise<number> {
-  const { answers, values } = answersOf(flags)
-  const config = { ...values, ...readExisting(answers) }
-  const checks = await runPreflight(answers, config, { runner: run })
-  const files = configFiles(answers)
+  const ctx = resolved(flags)
+  // The site as it is: the written configuration is what runs, so it is what support needs to see.
+  const config = siteConfig(ctx)
+  const checks = await runPreflight(ctx.answers, config, { runner: run })
   const path = flags.output ?? `atrium-support-${new Date().toISOString().replace(/[:.]/g, '-')}.zip`
-  const r = await writeSupportBundle(path, { answers, config, checks, runner: run, envFile: files.target === 'compose' ? files.env : '' })
+  const r = await writeSupportBundle(path, { answers: ctx.answers, config, checks, runner: run, envFile: ctx.files.target === 'compose' ? ctx.files.env : '' })
   if (flags.json) process.stdout.write(JSON.stringify({ path, ...r }) + '\n')
   else process.stdout.write(`Wrote ${path} (${r.size} bytes, sha256 ${r.sha256}). Secrets are redacted; send it to your vendor's support.\n`)
   return EXIT.ok
