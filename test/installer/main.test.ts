@@ -41,6 +41,18 @@ t.test('preflight --json prints one object of checks, and the exit code follows 
   t.notMatch(r.stdout, new RegExp(services.s3SecretKey), 'no secret in the output')
 })
 
+t.test('--json answers bad input in JSON too, and the interactive installer refuses it', async (t) => {
+  const bad = await installer(['preflight', '--colour', '--json'])
+  t.equal(bad.code, 2)
+  t.match(JSON.parse(bad.stdout), { exitCode: 2, failure: 'bad-input', problems: [/Unknown option '--colour'/] })
+  const missing = await installer(['install', '--json'])
+  t.equal(missing.code, 2)
+  t.match(JSON.parse(missing.stdout), { command: 'install', exitCode: 2, problems: [/install needs --answers FILE/] })
+  const help = await installer(['--help', '--json'])
+  t.equal(help.code, 0)
+  t.match(JSON.parse(help.stdout), { command: 'help', exitCode: 0, usage: /^Atrium installer/ })
+})
+
 t.test('preflight without --json shows the list in words and ends with the same exit code', async (t) => {
   const a = await answersFile(t, 'helm')
   const r = await installer(['preflight', '--answers', a.answers], a.env)
