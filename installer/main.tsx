@@ -1,31 +1,30 @@
 #!/usr/bin/env node
-// The installer's entry: flags, the commands, exit codes. Logic lives in core/, commands run only
-// through deploy/run.ts, and the screens in ui/ only show what core/ found.
+// The installer's entry: flags, then one command, then its report shown, then the exit code. The
+// context is resolved once per command (core/context.ts); the commands (commands.ts) return plain
+// reports (core/report.ts) that one renderer shows as text or JSON (ui/output.tsx); logic lives in
+// core/, commands run only through deploy/run.ts, and the screens in ui/ only show what they are given.
 //
 //   npm run --silent installer -- preflight [--answers FILE] [--target compose|helm] [--air-gapped] [--json] [--strict]
 //   npm run --silent installer -- configure --answers FILE --yes [--dry-run] [--json] [--strict]
-//   npm run --silent installer -- install --answers FILE --yes [--dry-run] [--images FILE] [--registry HOST]
+//   npm run --silent installer -- install --answers FILE --yes [--dry-run] [--json] [--images FILE] [--registry HOST]
 //   npm run --silent installer -- support-bundle [--answers FILE] [--output FILE] [--json]
-//   npm run --silent installer -- images list|save|load|push [--output FILE] [--images FILE] [--registry HOST] [--dry-run]
+//   npm run --silent installer -- images list|save|load|push [--output FILE] [--images FILE] [--registry HOST] [--dry-run] [--json]
 //   npm run --silent installer                  (in a terminal: the interactive installer)
 import { parseArgs } from 'node:util'
 import React from 'react'
 import { render } from 'ink'
-import { DEFAULT_ANSWERS, loadAnswers, resolveConfig, type Answers } from './core/answers.js'
-import { overallStatus, type CheckResult } from './core/checks/check.js'
-import { configFiles, configure, readExisting } from './core/configure.js'
+import { BadInput, configureCommand, imagesCommand, installCommand, preflightCommand, supportBundleCommand, type CommandOptions, type Progress } from './commands.js'
+import { overallStatus } from './core/checks/check.js'
+import { configure } from './core/configure.js'
+import { contextFor, loadContext, type Resolved } from './core/context.js'
 import { runPreflight } from './core/preflight.js'
-import { writeSupportBundle } from './core/support-bundle.js'
-import { deploy } from './deploy/deploy.js'
-import { installPlan, runInstall, stepLine, summaryLines } from './deploy/install.js'
+import { EXIT, type ExitCode, type Report } from './core/report.js'
+import { runInstall } from './deploy/install.js'
 import { run } from './deploy/run.js'
-import { loadCommands, pushCommands, registryProblem, saveCommands } from './deploy/airgap.js'
-import { IMAGES, imageRef } from '../config/images.js'
-import { App } from './ui/App.js'
-import { CheckList } from './ui/CheckList.js'
+import { App, type AppResult } from './ui/App.js'
+import { output } from './ui/output.js'
 
-/** Exit codes (issue 4): scripts branch on these. */
-export const EXIT = { ok: 0, error: 1, badInput: 2, checkFailed: 3, warningsOnly: 4 } as const
+export { EXIT }
 
 const USAGE = `Atrium installer
 
@@ -45,11 +44,12 @@ Commands:
 
 Options:
   --answers FILE          the answers (YAML); see docs/installer.md
-  --yes                   do not ask; required with --answers for configure
+  --yes                   do not ask; required with --answers for configure and install
   --target compose|helm   overrides the answers file
   --air-gapped            no outside network: features needing outside APIs are off
   --dry-run               show what would change; write nothing
-  --json                  machine-readable results on stdout
+  --json                  one JSON object on stdout: the command's report (every command but the
+                          interactive installer)
   --strict                warnings count as failures (exit 4)
   --ignore-failed-checks  configure even though checks failed (they are still shown and reported)
   --output FILE           where support-bundle (default atrium-support-<time>.zip) or images save writes
@@ -57,8 +57,6 @@ Options:
   --registry HOST         air-gapped helm: the private registry that holds the images
 
 Exit codes: 0 ok, 1 error, 2 bad input, 3 a check failed, 4 only warnings (with --strict).`
-
-class BadInput extends Error {}
 
 interface Flags { answers?: string; output?: string; images?: string; registry?: string; yes: boolean; ignoreFailed: boolean; target?: string; airGapped: boolean; dryRun: boolean; json: boolean; strict: boolean; help: boolean }
 
@@ -90,188 +88,86 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
   }
 }
 
-/** The answers from the file (or defaults), with command-line overrides and references resolved. */
-function answersOf(flags: Flags): { answers: Answers; values: Record<string, string> } {
-  const loaded = flags.answers ? loadAnswers(flags.answers) : { answers: { ...DEFAULT_ANSWERS, config: {} }, problems: [], baseDir: process.cwd() }
-  const answers = loaded.answers
-  const problems = [...loaded.problems]
-  if (flags.target !== undefined) {
-    if (flags.target === 'compose' || flags.target === 'helm') answers.target = flags.target
-    else problems.push('--target must be compose or helm')
-  }
-  if (flags.airGapped) answers.mode = 'air-gapped'
-  const resolved = resolveConfig(answers, { baseDir: loaded.baseDir, existing: readExisting(answers) })
-  problems.push(...resolved.problems)
-  if (problems.length) throw new BadInput(problems.join('\n'))
-  return { answers, values: resolved.values }
+/** The context for a command; what is wrong with the answers is bad input, all of it at once. */
+function resolved(flags: Flags): Resolved {
+  const ctx = loadContext({ answersPath: flags.answers, target: flags.target, airGapped: flags.airGapped })
+  if (ctx.problems.length) throw new BadInput(ctx.problems)
+  return ctx
 }
 
-function exitFor(checks: readonly CheckResult[], strict: boolean): number {
-  const status = overallStatus(checks)
-  if (status === 'fail') return EXIT.checkFailed
-  if (status === 'warn' && strict) return EXIT.warningsOnly
-  return EXIT.ok
+/** 0 when the configuration was written (or installed), 3 when the admin quit at failed checks, 1 otherwise. */
+export function interactiveExit(r: AppResult): ExitCode {
+  if (r.installed) return r.installed.ok ? EXIT.ok : EXIT.error
+  if (r.written) return EXIT.ok
+  return r.checks && overallStatus(r.checks) === 'fail' ? EXIT.checkFailed : EXIT.error
 }
 
-/** Renders the list once and unmounts, which writes the final frame (nothing waits for input). */
-function show(checks: readonly CheckResult[]) {
-  render(<CheckList checks={checks} />).unmount()
-}
-
-async function preflight(flags: Flags): Promise<number> {
-  const { answers, values } = answersOf(flags)
-  const checks = await runPreflight(answers, values, { runner: run })
-  if (flags.json) process.stdout.write(JSON.stringify({ checks, status: overallStatus(checks) }) + '\n')
-  else show(checks)
-  return exitFor(checks, flags.strict)
-}
-
-/** The Ink installer; resolves with the exit code when the admin is done. */
-async function interactive(flags: Flags): Promise<number> {
+/** The Ink installer, given every action it may take; resolves when the admin is done. */
+async function interactive(flags: Flags): Promise<Report> {
+  if (flags.json) throw new BadInput('the interactive installer has no JSON output; for JSON use: configure --answers FILE --yes --json')
   if (!process.stdin.isTTY) throw new BadInput('the interactive installer needs a terminal; without one use: configure --answers FILE --yes')
-  const { answers } = answersOf(flags)
-  let code: number = EXIT.error
+  const ctx = resolved(flags)
+  let exitCode: ExitCode = EXIT.error
   const ui = render(
     <App
-      initial={answers}
-      preflight={(a, values) => runPreflight(a, values, { runner: run })}
-      install={(a, values, onStep) => runInstall(a, { ...values, ...readExisting(a) }, { imagesTarball: flags.images, registry: flags.registry }, onStep)}
-      onDone={(r) => {
-        code = r.installed ? (r.installed.ok ? EXIT.ok : EXIT.error) : r.written ? EXIT.ok : r.checks && overallStatus(r.checks) === 'fail' ? EXIT.checkFailed : EXIT.error
-      }}
+      initial={ctx}
+      resolve={(answers) => contextFor(answers, { baseDir: ctx.baseDir })}
+      preflight={(c) => runPreflight(c.answers, c.values, { runner: run })}
+      configure={configure}
+      install={(c, written, onStep) => runInstall(c, written.plan.values, { imagesTarball: flags.images, registry: flags.registry }, onStep)}
+      onDone={(r) => { exitCode = interactiveExit(r) }}
     />,
   )
   await ui.waitUntilExit()
-  return code
+  return { command: 'interactive', exitCode }
 }
 
-async function configureCommand(flags: Flags): Promise<number> {
-  if (!flags.answers) return interactive(flags)
-  if (!flags.yes && !flags.dryRun) throw new BadInput('configure --answers changes files without asking: add --yes (or --dry-run to see the plan)')
-  const { answers, values } = answersOf(flags)
-  const checks = await runPreflight(answers, values, { runner: run })
-  const code = exitFor(checks, flags.strict)
-  if (code !== EXIT.ok && !flags.ignoreFailed) {
-    if (flags.json) process.stdout.write(JSON.stringify({ checks, status: overallStatus(checks), written: false }) + '\n')
-    else show(checks)
-    return code
-  }
-  const r = configure(answers, values, { dryRun: flags.dryRun })
-  if (r.plan.problems.length) {
-    if (flags.json) process.stdout.write(JSON.stringify({ checks, status: overallStatus(checks), problems: r.plan.problems, written: false }) + '\n')
-    else process.stderr.write(`The configuration has problems; nothing was written:\n${r.plan.problems.map((p) => `  - ${p}`).join('\n')}\n`)
-    return EXIT.badInput
-  }
-  const replay = `npm run --silent installer -- configure --answers ${r.answersPath} --yes`
-  if (flags.json) {
-    process.stdout.write(JSON.stringify({ checks, status: overallStatus(checks), changes: r.plan.changes, generated: r.plan.generated, files: r.files, written: r.written, replay }) + '\n')
-    return EXIT.ok
-  }
-  show(checks)
-  const lines = [
-    code !== EXIT.ok ? '\nSome checks did not pass; continuing because of --ignore-failed-checks.' : '',
-    r.plan.changes.length ? 'Configuration changes:' : 'The configuration is already up to date.',
-    ...r.plan.changes.map((c) => `  ${c.change.padEnd(8)} ${c.name}: ${c.shown}`),
-    ...r.plan.generated.map((n) => `  generated ${n} (kept on every re-run; back it up: without it stored secrets cannot be read)`),
-    '',
-    r.written ? `Wrote ${r.files.join(', ')} (mode 0600).` : `Dry run: would write ${r.files.join(', ')}; nothing was changed.`,
-    r.written ? `Replay this run with: ${replay}` : '',
-  ]
-  process.stdout.write(lines.join('\n') + '\n')
-  return EXIT.ok
+/** A command that changes files without asking needs --yes (or --dry-run, which changes nothing). */
+function requireYes(command: string, flags: Flags): void {
+  if (!flags.yes && !flags.dryRun) throw new BadInput(`${command} --answers changes files without asking: add --yes (or --dry-run to see the plan)`)
 }
 
-/** configure, then the deploy commands, the wait for /readyz and the first tenant. --dry-run prints the commands. */
-async function install(flags: Flags): Promise<number> {
-  const configured = await configureCommand(flags)
-  if (configured !== EXIT.ok) return configured
-  const { answers, values } = answersOf(flags)
-  const o = { imagesTarball: flags.images, registry: flags.registry }
-  if (flags.dryRun) {
-    const all = installPlan(answers, o)
-    if (flags.json) process.stdout.write(JSON.stringify({ deploy: all.map((c) => ({ title: c.title, command: [c.file, ...c.args] })) }) + '\n')
-    else process.stdout.write(['Deploy would run:', ...all.map((c) => `  ${c.file} ${c.args.join(' ')}`)].join('\n') + '\n')
-    return EXIT.ok
+async function dispatch(command: string | undefined, sub: string | undefined, flags: Flags, progress: Progress): Promise<Report> {
+  if (command === undefined && !flags.help && process.stdin.isTTY && process.stdout.isTTY) return interactive(flags)
+  if (flags.help || command === undefined || command === 'help') {
+    return { command: 'help', exitCode: command === undefined && !flags.help ? EXIT.badInput : EXIT.ok, usage: USAGE }
   }
-  const r = await runInstall(answers, values, o, (s) => { if (!flags.json) process.stdout.write(stepLine(s) + '\n') })
-  if (flags.json) {
-    process.stdout.write(JSON.stringify({ deployed: r.stage !== 'bundle' && r.stage !== 'deploy', ready: r.ok || r.stage === 'tenant', stage: r.stage, url: r.url, firstAdmin: r.created ?? r.existing, error: r.error }) + '\n')
-  } else if (r.ok) process.stdout.write(`\n${summaryLines(answers, r).join('\n')}\n`)
-  else process.stderr.write(`${r.error}\n`)
-  return r.ok ? EXIT.ok : EXIT.error
-}
-
-/** The air-gap kit: list, save (connected side), load or push (air-gapped side) every image. */
-async function images(sub: string | undefined, flags: Flags): Promise<number> {
-  if (sub === 'list' || sub === undefined) {
-    if (flags.json) process.stdout.write(JSON.stringify({ images: IMAGES.map((i) => ({ ...i, ref: imageRef(i) })) }) + '\n')
-    else process.stdout.write(IMAGES.map((i) => imageRef(i)).join('\n') + '\n')
-    return EXIT.ok
+  const o: CommandOptions = { strict: flags.strict, ignoreFailed: flags.ignoreFailed, dryRun: flags.dryRun, images: flags.images, registry: flags.registry, output: flags.output }
+  switch (command) {
+    case 'preflight':
+      return preflightCommand(resolved(flags), o)
+    case 'configure':
+      if (!flags.answers) return interactive(flags)
+      requireYes(command, flags)
+      return configureCommand(resolved(flags), o)
+    case 'install':
+      if (!flags.answers) throw new BadInput('install needs --answers FILE (the interactive installer writes one: run the installer without a command)')
+      requireYes(command, flags)
+      return installCommand(resolved(flags), o, progress)
+    case 'support-bundle':
+      return supportBundleCommand(resolved(flags), o)
+    case 'images':
+      return imagesCommand(sub, o, progress)
   }
-  let commands
-  if (sub === 'save') {
-    if (!flags.output) throw new BadInput('images save needs --output FILE (the tarball to write)')
-    commands = saveCommands(flags.output)
-  } else if (sub === 'load') {
-    if (!flags.images) throw new BadInput('images load needs --images FILE (the tarball from images save)')
-    commands = loadCommands(flags.images)
-  } else if (sub === 'push') {
-    if (!flags.registry) throw new BadInput('images push needs --registry HOST[:PORT][/PATH]')
-    const problem = registryProblem(flags.registry)
-    if (problem) throw new BadInput(problem)
-    commands = pushCommands(flags.registry, flags.images)
-  } else throw new BadInput(`unknown images command ${sub} (list, save, load, push)`)
-  if (flags.dryRun) {
-    process.stdout.write(commands.map((c) => `${c.file} ${c.args.join(' ')}`).join('\n') + '\n')
-    return EXIT.ok
-  }
-  const r = await deploy(commands, run, (s) => { if (!flags.json && s.result) process.stdout.write(stepLine(s) + '\n') })
-  if (flags.json) process.stdout.write(JSON.stringify({ ok: r.ok, steps: r.steps.map((s) => ({ title: s.command.title, exitCode: s.result?.exitCode ?? null })) }) + '\n')
-  if (!r.ok) {
-    const last = r.steps.at(-1)!.result!
-    process.stderr.write(`Failed at: ${last.command}\n${(last.stderr || last.stdout).slice(-2000)}\n`)
-    return EXIT.error
-  }
-  return EXIT.ok
-}
-
-async function supportBundle(flags: Flags): Promise<number> {
-  const { answers, values } = answersOf(flags)
-  const config = { ...values, ...readExisting(answers) }
-  const checks = await runPreflight(answers, config, { runner: run })
-  const files = configFiles(answers)
-  const path = flags.output ?? `atrium-support-${new Date().toISOString().replace(/[:.]/g, '-')}.zip`
-  const r = await writeSupportBundle(path, { answers, config, checks, runner: run, envFile: files.target === 'compose' ? files.env : '' })
-  if (flags.json) process.stdout.write(JSON.stringify({ path, ...r }) + '\n')
-  else process.stdout.write(`Wrote ${path} (${r.size} bytes, sha256 ${r.sha256}). Secrets are redacted; send it to your vendor's support.\n`)
-  return EXIT.ok
+  throw new BadInput(`unknown command ${command} (commands: preflight, configure, install, support-bundle, images)`)
 }
 
 export async function main(argv: string[]): Promise<number> {
+  // Looked for before the flags are read, so that even a bad flag is answered in JSON.
+  const out = output({ json: argv.includes('--json') })
+  let command: string | null = null
+  let report: Report
   try {
-    const { command, sub, flags } = parseFlags(argv)
-    if (command === undefined && !flags.help && process.stdin.isTTY && process.stdout.isTTY) return await interactive(flags)
-    if (flags.help || command === undefined || command === 'help') {
-      process.stdout.write(USAGE + '\n')
-      return command === undefined && !flags.help ? EXIT.badInput : EXIT.ok
-    }
-    if (command === 'preflight') return await preflight(flags)
-    if (command === 'configure') return await configureCommand(flags)
-    if (command === 'install') {
-      if (!flags.answers) throw new BadInput('install needs --answers FILE (the interactive installer writes one: run the installer without a command)')
-      return await install(flags)
-    }
-    if (command === 'support-bundle') return await supportBundle(flags)
-    if (command === 'images') return await images(sub, flags)
-    throw new BadInput(`unknown command ${command} (commands: preflight, configure, install, support-bundle, images)`)
+    const parsed = parseFlags(argv)
+    command = parsed.command ?? null
+    report = await dispatch(parsed.command, parsed.sub, parsed.flags, out.progress)
   } catch (err) {
-    if (err instanceof BadInput) {
-      process.stderr.write(`${err.message}\n(run with --help for usage)\n`)
-      return EXIT.badInput
-    }
-    process.stderr.write(`installer error: ${(err as Error).stack ?? String(err)}\n`)
-    return EXIT.error
+    report = err instanceof BadInput
+      ? { command, exitCode: EXIT.badInput, failure: 'bad-input', problems: err.problems }
+      : { command, exitCode: EXIT.error, failure: 'error', problems: [(err as Error).stack ?? String(err)] }
   }
+  out.result(report)
+  return report.exitCode
 }
 
 if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('installer/main.tsx')) {

@@ -1,14 +1,15 @@
 // Turns answers into the files a deploy target reads: compose gets `<outputDir>/.env`; helm gets
-// `<outputDir>/values.yaml` and `<outputDir>/secret.yaml`. Existing files are read back first so a
-// re-run keeps every secret and shows what would change; `dryRun` writes nothing.
+// `<outputDir>/values.yaml` and `<outputDir>/secret.yaml`. The configuration already written comes
+// in the context (core/context.ts), so a re-run keeps every secret and shows what would change;
+// `dryRun` writes nothing.
 import { mkdirSync } from 'node:fs'
 import { CONTAINER_FIXED } from '../../config/bundles.js'
-import { join } from 'node:path'
 import type { SettingName } from '../../config/schema.js'
 import { renderAnswers, type Answers } from './answers.js'
 import { composeBundleValues, renderBundleSection } from './compose-bundle.js'
-import { IMMUTABLE_SECRETS, planConfig, readEnvFile, renderEnvFile, writePrivateFile, type ConfigPlan } from './config-file.js'
-import { readHelmFiles, renderHelmFiles } from './helm-values.js'
+import { IMMUTABLE_SECRETS, planConfig, renderEnvFile, writePrivateFile, type ConfigPlan } from './config-file.js'
+import type { Resolved } from './context.js'
+import { renderHelmFiles } from './helm-values.js'
 
 export interface ConfigureResult {
   plan: ConfigPlan
@@ -19,37 +20,24 @@ export interface ConfigureResult {
   written: boolean
 }
 
-export type ConfigFiles =
-  | { target: 'compose'; env: string; answers: string }
-  | { target: 'helm'; values: string; secret: string; answers: string }
-
-export function configFiles(answers: Answers): ConfigFiles {
-  const at = (name: string) => join(answers.outputDir, name)
-  return answers.target === 'compose'
-    ? { target: 'compose', env: at('.env'), answers: at('answers.yaml') }
-    : { target: 'helm', values: at('values.yaml'), secret: at('secret.yaml'), answers: at('answers.yaml') }
-}
+/** The command that replays a run from the answers file it wrote. */
+export const replayCommand = (answersPath: string) => `npm run --silent installer -- configure --answers ${answersPath} --yes`
 
 /** Settings the mode implies: an air-gapped site turns off every feature that needs outside APIs. */
 export function impliedSettings(answers: Answers): Record<string, string> {
   return { NODE_ENV: 'production', ...(answers.mode === 'air-gapped' ? { AIR_GAPPED: 'true' } : {}) }
 }
 
-/** The configuration this target already has on disk, or null on a first install. */
-export function readExisting(answers: Answers): Record<string, string> | null {
-  const files = configFiles(answers)
-  return files.target === 'compose' ? readEnvFile(files.env)?.values ?? null : readHelmFiles(files.values, files.secret)
-}
-
-export function configure(answers: Answers, resolved: Record<string, string>, opts: { dryRun: boolean }): ConfigureResult {
-  const files = configFiles(answers)
-  const existing = readExisting(answers)
+/** The plan for the context, written unless it is a dry run or has problems (the context's own among them). */
+export function configure(ctx: Resolved, opts: { dryRun: boolean }): ConfigureResult {
+  const { answers, files, existing, values: resolved } = ctx
   // Compose: the bundled PostgreSQL, Redis and MinIO unless the answers name external ones.
   const bundle = files.target === 'compose' ? composeBundleValues(answers, resolved, existing) : null
   // Helm: the chart fixes the port, address and data folder of the container; answers cannot move them.
   const given = files.target === 'helm' ? Object.fromEntries(Object.entries(resolved).filter(([n]) => !(n in CONTAINER_FIXED))) : resolved
   const plan = planConfig({ ...bundle?.settings, ...given, ...impliedSettings(answers) }, existing)
   if (bundle) plan.generated.push(...bundle.generated)
+  plan.problems.unshift(...ctx.problems)
   if (answers.mode === 'air-gapped' && resolved.AIR_GAPPED && resolved.AIR_GAPPED !== 'true') {
     plan.problems.unshift('AIR_GAPPED is set to false in the answers, but the mode is air-gapped')
   }

@@ -20,9 +20,13 @@ export interface PreflightOptions {
   license?: Omit<VerifyOptions, 'airGapped'>
 }
 
-/** Ports the target needs free on this machine: compose publishes the API port; helm none here. */
+/**
+ * Ports the target needs free on this machine: compose publishes the API port; helm none here. A
+ * PORT that is no port is left to the configuration's own check, which says what is wrong with it.
+ */
 export function portsFor(answers: Answers, values: Record<string, string>): number[] {
-  return answers.target === 'compose' ? [Number(values.PORT || 8080)] : []
+  const port = Number(values.PORT || 8080)
+  return answers.target === 'compose' && Number.isInteger(port) && port > 0 && port < 65536 ? [port] : []
 }
 
 /**

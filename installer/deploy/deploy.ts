@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Answers } from '../core/answers.js'
-import type { ConfigFiles } from '../core/configure.js'
+import type { ConfigFiles } from '../core/context.js'
 import type { CommandResult, Runner } from './run.js'
 
 /** Where the bundles sit in this package (DESIGN.md: compose/ and charts/atrium). */
@@ -134,6 +134,12 @@ export async function deploy(commands: Command[], runner: Runner, onStep: (s: De
     if (result.exitCode !== 0) return { ok: false, steps }
   }
   return { ok: true, steps }
+}
+
+/** The command a failed deploy stopped at and the end of its output (`tail` characters), for the admin. */
+export function failedStep(steps: readonly DeployStep[], tail: number): string {
+  const last = steps.at(-1)!.result!
+  return `${last.command}\n${(last.stderr || last.stdout).slice(-tail)}`
 }
 
 /** fetch hides the socket's code (ECONNREFUSED...) in its cause, sometimes inside an AggregateError. */

@@ -1,12 +1,12 @@
 // The whole install after the configuration is written: the deploy commands, the wait for /readyz
 // and, once per site, the first tenant with its admin. Shared by `install --answers` and the
 // interactive installer's deploy screen, so both do and say exactly the same.
-import { COMPOSE_VOLUMES, adminCommand, bundleMissing, deploy, deployCommands, waitReady, type Command, type DeployOptions, type DeployStep } from './deploy.js'
+import { COMPOSE_VOLUMES, adminCommand, bundleMissing, deploy, deployCommands, failedStep, waitReady, type Command, type DeployOptions, type DeployStep } from './deploy.js'
 import { run as realRun, type Runner } from './run.js'
 import type { Answers } from '../core/answers.js'
 import { prepareDataFolders } from '../core/compose-bundle.js'
-import { configFiles } from '../core/configure.js'
-import { createTenantArgs, newPassword, parseCreated, readFirstAdmin, recordFirstAdmin, type Created, type FirstAdmin } from '../core/first-admin.js'
+import type { Resolved } from '../core/context.js'
+import { createTenantArgs, newPassword, parseCreated, recordFirstAdmin, type Created, type FirstAdmin } from '../core/first-admin.js'
 
 export interface InstallOptions extends DeployOptions {
   runner?: Runner
@@ -33,25 +33,25 @@ const localUrl = (answers: Answers, values: Record<string, string>) =>
   answers.target === 'compose' ? `http://127.0.0.1:${values.PORT || 8080}` : values.PUBLIC_URL ?? ''
 
 /** Every command an install runs, the first tenant's included (its password shown as <generated>). */
-export function installPlan(answers: Answers, o: DeployOptions = {}): Command[] {
-  const files = configFiles(answers)
-  const tenant = answers.adminEmail && !readFirstAdmin(answers) ? [adminCommand(answers, files, createTenantArgs(answers, '<generated>'), o)] : []
+export function installPlan(ctx: Resolved, o: DeployOptions = {}): Command[] {
+  const { answers, files } = ctx
+  const tenant = answers.adminEmail && !ctx.firstAdmin ? [adminCommand(answers, files, createTenantArgs(answers, '<generated>'), o)] : []
   return [...deployCommands(answers, files, o), ...tenant]
 }
 
-export async function runInstall(answers: Answers, values: Record<string, string>, o: InstallOptions = {}, onStep: (s: DeployStep) => void = () => {}): Promise<InstallOutcome> {
+/**
+ * Deploys the configuration just written (`values`: the settings as written, which say where the
+ * server listens), waits for it, then makes the first tenant unless the context says one exists.
+ */
+export async function runInstall(ctx: Resolved, values: Record<string, string>, o: InstallOptions = {}, onStep: (s: DeployStep) => void = () => {}): Promise<InstallOutcome> {
   const runner = o.runner ?? realRun
-  const files = configFiles(answers)
-  const existing = readFirstAdmin(answers)
+  const { answers, files, firstAdmin: existing } = ctx
   const base = { url: values.PUBLIC_URL || localUrl(answers, values), steps: [] as DeployStep[], created: null, existing }
   const missing = bundleMissing(answers, o)
   if (missing) return { ...base, ok: false, stage: 'bundle', error: `This package has no ${answers.target === 'compose' ? 'Compose bundle' : 'Helm chart'} (looked for ${missing}); the configuration is written, deploy it with the bundle for this release.` }
   if (answers.target === 'compose') prepareDataFolders(answers.dataPath, Object.values(COMPOSE_VOLUMES))
   const r = await deploy(deployCommands(answers, files, o), runner, onStep)
-  if (!r.ok) {
-    const last = r.steps.at(-1)!.result!
-    return { ...base, steps: r.steps, ok: false, stage: 'deploy', error: `Deploy failed at: ${last.command}\n${(last.stderr || last.stdout).slice(-4000)}` }
-  }
+  if (!r.ok) return { ...base, steps: r.steps, ok: false, stage: 'deploy', error: `Deploy failed at: ${failedStep(r.steps, 4000)}` }
   const ready = await waitReady(localUrl(answers, values), { timeoutMs: o.readyTimeoutMs })
   if (!ready.ready) {
     return { ...base, steps: r.steps, ok: false, stage: 'ready', error: `Deployed, but ${localUrl(answers, values)}/readyz did not answer 200 (last: ${ready.last}); see: npm run --silent installer -- support-bundle` }

@@ -1,27 +1,37 @@
 // The interactive installer: thin screens over core/. Welcome; target and mode; the questions;
 // preflight; the plan (what changes); write; then deploy with progress, the wait for /readyz and
 // the summary with the URL and the first admin. Keyboard only, fits 80x24, and every status is in
-// words so no colour is needed.
+// words so no colour is needed. Every action (resolving the answers, the checks, the plan and the
+// write, the deploy) comes in as a prop: the screens read nothing themselves.
 import React, { useEffect, useState } from 'react'
 import { Box, Text, useApp, useInput } from 'ink'
 import SelectInput from 'ink-select-input'
 import TextInput from 'ink-text-input'
-import { DEFAULT_ANSWERS, type Answers, type Mode, type Target } from '../core/answers.js'
+import type { Answers, Mode, Target } from '../core/answers.js'
 import { overallStatus, type CheckResult } from '../core/checks/check.js'
-import { configure, readExisting, type ConfigureResult } from '../core/configure.js'
+import { replayCommand, type ConfigureResult } from '../core/configure.js'
+import type { Resolved } from '../core/context.js'
 import { applyAnswer, checkAnswer, promptsFor, type Prompt } from '../core/prompts.js'
 import type { DeployStep } from '../deploy/deploy.js'
 import { stepLine, summaryLines, type InstallOutcome } from '../deploy/install.js'
 import { CheckList } from './CheckList.js'
 
+/** How the installer ended: written or not, with what it saw and did. */
+export interface AppResult { written: boolean; result?: ConfigureResult; checks?: CheckResult[]; installed?: InstallOutcome }
+
 export interface AppProps {
-  /** Runs the preflight for the answers so far (core/preflight.ts in the real installer). */
-  preflight: (answers: Answers, values: Record<string, string>) => Promise<CheckResult[]>
+  /** Where the admin starts: the answers given (or the defaults), resolved (core/context.ts). */
+  initial: Resolved
+  /** Resolves the answers as they change (the configuration already written for them, their references). */
+  resolve: (answers: Answers) => Resolved
+  /** Runs the preflight (core/preflight.ts in the real installer). */
+  preflight: (ctx: Resolved) => Promise<CheckResult[]>
+  /** Plans the configuration and, unless a dry run, writes it (core/configure.ts). */
+  configure: (ctx: Resolved, opts: { dryRun: boolean }) => ConfigureResult
+  /** Deploys what was written (deploy/install.ts); without it the installer ends at the summary. */
+  install?: (ctx: Resolved, written: ConfigureResult, onStep: (s: DeployStep) => void) => Promise<InstallOutcome>
   /** Called with the outcome when the installer ends. */
-  onDone: (result: { written: boolean; result?: ConfigureResult; checks?: CheckResult[]; installed?: InstallOutcome }) => void
-  /** Deploys what was written (deploy/install.ts in the real installer); without it the installer ends at the summary. */
-  install?: (answers: Answers, values: Record<string, string>, onStep: (s: DeployStep) => void) => Promise<InstallOutcome>
-  initial?: Answers
+  onDone: (result: AppResult) => void
 }
 
 type Step =
@@ -34,8 +44,6 @@ type Step =
   | { name: 'done'; result: ConfigureResult }
   | { name: 'deploying'; result: ConfigureResult; lines: string[] }
   | { name: 'installed'; result: ConfigureResult; outcome: InstallOutcome; lines: string[] }
-
-const valuesOf = (a: Answers) => Object.fromEntries(Object.entries(a.config).filter(([, v]) => typeof v === 'string')) as Record<string, string>
 
 function Title({ children }: { children: React.ReactNode }) {
   return <Text bold underline>{children}</Text>
@@ -68,14 +76,16 @@ function Question({ prompt, onAnswer }: { prompt: Prompt; onAnswer: (value: stri
   )
 }
 
-export function App({ preflight, onDone, install, initial = DEFAULT_ANSWERS }: AppProps) {
+export function App({ initial, resolve, preflight, configure, install, onDone }: AppProps) {
   const { exit } = useApp()
-  const [answers, setAnswers] = useState<Answers>(initial)
+  const [ctx, setCtx] = useState<Resolved>(initial)
   const [step, setStep] = useState<Step>({ name: 'welcome' })
-  const existing = readExisting(answers)
-  const prompts = promptsFor(answers, existing)
+  const { answers } = ctx
+  const prompts = promptsFor(answers, ctx.existing)
+  // Resolved here, in the handler that changes the answers, never while drawing.
+  const answer = (next: Answers) => setCtx(resolve(next))
 
-  const finish = (result: Parameters<AppProps['onDone']>[0]) => {
+  const finish = (result: AppResult) => {
     onDone(result)
     exit()
   }
@@ -86,11 +96,11 @@ export function App({ preflight, onDone, install, initial = DEFAULT_ANSWERS }: A
       if (input === 'r') setStep({ name: 'checks', checks: null })
       if (input === 'q') finish({ written: false, checks: step.checks })
       if (input === 'c' || (key.return && overallStatus(step.checks) !== 'fail')) {
-        setStep({ name: 'plan', plan: configure(answers, valuesOf(answers), { dryRun: true }), checks: step.checks })
+        setStep({ name: 'plan', plan: configure(ctx, { dryRun: true }), checks: step.checks })
       }
     }
     if (step.name === 'plan') {
-      if (input === 'y' && step.plan.plan.problems.length === 0) setStep({ name: 'done', result: configure(answers, valuesOf(answers), { dryRun: false }) })
+      if (input === 'y' && step.plan.plan.problems.length === 0) setStep({ name: 'done', result: configure(ctx, { dryRun: false }) })
       if (input === 'n' || input === 'q') finish({ written: false, checks: step.checks })
       if (input === 'b') setStep({ name: 'ask', index: 0 })
     }
@@ -108,13 +118,13 @@ export function App({ preflight, onDone, install, initial = DEFAULT_ANSWERS }: A
       else lines.push(stepLine(s))
       setStep({ name: 'deploying', result: step.result, lines: [...lines] })
     }
-    install(answers, valuesOf(answers), onStep).then((outcome) => setStep({ name: 'installed', result: step.result, outcome, lines }))
+    install(ctx, step.result, onStep).then((outcome) => setStep({ name: 'installed', result: step.result, outcome, lines }))
   }, [step.name])
 
   useEffect(() => {
     if (step.name !== 'checks' || step.checks) return
     let live = true
-    preflight(answers, valuesOf(answers)).then((checks) => live && setStep({ name: 'checks', checks }))
+    preflight(ctx).then((checks) => live && setStep({ name: 'checks', checks }))
     return () => { live = false }
   }, [step])
 
@@ -135,7 +145,7 @@ export function App({ preflight, onDone, install, initial = DEFAULT_ANSWERS }: A
           <Title>Where will Atrium run?</Title>
           <SelectInput<Target>
             items={[{ label: 'Docker Compose on this machine', value: 'compose' }, { label: 'Kubernetes with Helm', value: 'helm' }]}
-            onSelect={(item) => { setAnswers({ ...answers, target: item.value }); setStep({ name: 'mode' }) }}
+            onSelect={(item) => { answer({ ...answers, target: item.value }); setStep({ name: 'mode' }) }}
           />
         </Box>
       )
@@ -145,7 +155,7 @@ export function App({ preflight, onDone, install, initial = DEFAULT_ANSWERS }: A
           <Title>Does this site reach the internet?</Title>
           <SelectInput<Mode>
             items={[{ label: 'Connected', value: 'connected' }, { label: 'Air-gapped (no outside network; web search and integrations off)', value: 'air-gapped' }]}
-            onSelect={(item) => { setAnswers({ ...answers, mode: item.value }); setStep({ name: 'ask', index: 0 }) }}
+            onSelect={(item) => { answer({ ...answers, mode: item.value }); setStep({ name: 'ask', index: 0 }) }}
           />
         </Box>
       )
@@ -158,7 +168,7 @@ export function App({ preflight, onDone, install, initial = DEFAULT_ANSWERS }: A
             key={prompt.key}
             prompt={prompt}
             onAnswer={(value) => {
-              setAnswers(applyAnswer(answers, prompt, value))
+              answer(applyAnswer(answers, prompt, value))
               setStep(step.index + 1 < prompts.length ? { name: 'ask', index: step.index + 1 } : { name: 'checks', checks: null })
             }}
           />
@@ -203,7 +213,7 @@ export function App({ preflight, onDone, install, initial = DEFAULT_ANSWERS }: A
         <Box flexDirection="column">
           <Title>Done</Title>
           <Text wrap="wrap">Wrote {step.result.files.join(', ')} (mode 0600).</Text>
-          <Text wrap="wrap">Replay: npm run --silent installer -- configure --answers {step.result.answersPath} --yes</Text>
+          <Text wrap="wrap">Replay: {replayCommand(step.result.answersPath)}</Text>
           <Text wrap="wrap">Deploy later with: npm run --silent installer -- install --answers {step.result.answersPath} --yes</Text>
           <Text>{install ? 'd: deploy now (' + (answers.target === 'compose' ? 'docker compose up' : 'helm upgrade --install') + ')  Enter: exit' : 'Press Enter to exit.'}</Text>
         </Box>

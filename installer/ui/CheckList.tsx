@@ -1,7 +1,7 @@
 // The preflight results as a list: one line per check with its status in words (PASS/WARN/FAIL)
 // so no colour is needed to understand it, and what to do under every check that did not pass.
 import React from 'react'
-import { Box, Text } from 'ink'
+import { Box, Text, useStdout } from 'ink'
 import { overallStatus, type CheckResult, type CheckStatus } from '../core/checks/check.js'
 
 const MARK: Record<CheckStatus, { label: string; color: string }> = {
@@ -33,12 +33,14 @@ export function CheckLine({ check }: { check: CheckResult }) {
   )
 }
 
-/** `width`: the terminal's columns (Ink wraps to it; 80 when unknown). */
-export function CheckList({ checks, width = process.stdout.columns || 80 }: { checks: readonly CheckResult[]; width?: number }) {
+/** `width`: the columns to wrap to; the terminal Ink draws on when not given (80 when unknown). */
+export function CheckList({ checks, width }: { checks: readonly CheckResult[]; width?: number }) {
+  const { stdout } = useStdout()
+  const columns = width ?? (stdout.columns || 80)
   const status = overallStatus(checks)
   const counts = (s: CheckStatus) => checks.filter((c) => c.status === s).length
   return (
-    <Box flexDirection="column" width={width}>
+    <Box flexDirection="column" width={columns}>
       {checks.map((c) => <CheckLine key={c.id} check={c} />)}
       <Text> </Text>
       <Text bold wrap="wrap">{counts('pass')} passed, {counts('warn')} warnings, {counts('fail')} failed. {SUMMARY[status]}</Text>

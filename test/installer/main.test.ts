@@ -29,16 +29,33 @@ t.test('the package bin runs the same installer', async (t) => {
 })
 
 t.test('preflight --json prints one object of checks, and the exit code follows its status', async (t) => {
+  // No license in these answers: the license check fails, whatever this machine is like.
   const a = await answersFile(t, 'compose')
   const r = await installer(['preflight', '--answers', a.answers, '--json'], a.env)
+  t.equal(r.stdout.trim().split('\n').length, 1, 'one line: one object')
   const out = JSON.parse(r.stdout)
-  t.match(out, { status: /^(pass|warn|fail)$/, checks: Array })
+  t.match(out, { command: 'preflight', exitCode: 3, status: 'fail', checks: Array })
   for (const c of out.checks) t.match(c, { id: String, title: String, status: /^(pass|warn|fail)$/, found: String, required: String, fix: String })
+  t.same(Object.keys(out.checks[0]).sort(), ['fix', 'found', 'id', 'required', 'status', 'title'])
   const ids = out.checks.map((c: { id: string }) => c.id)
-  for (const id of ['cpu', 'memory', 'tools.docker']) t.ok(ids.includes(id), id)
+  for (const id of ['cpu', 'memory', 'tools.docker', 'license']) t.ok(ids.includes(id), id)
   t.match(out.checks.find((c: { id: string }) => c.id === 'cpu').found, String(availableParallelism()))
-  t.equal(r.code, out.status === 'fail' ? 3 : 0)
+  t.match(out.checks.find((c: { id: string }) => c.id === 'license'), { status: 'fail', found: 'missing' })
+  t.equal(r.code, 3, 'a failed check exits 3')
+  t.equal(r.stderr, '', 'nothing but the JSON')
   t.notMatch(r.stdout, new RegExp(services.s3SecretKey), 'no secret in the output')
+})
+
+t.test('--json answers bad input in JSON too, and the interactive installer refuses it', async (t) => {
+  const bad = await installer(['preflight', '--colour', '--json'])
+  t.equal(bad.code, 2)
+  t.match(JSON.parse(bad.stdout), { exitCode: 2, failure: 'bad-input', problems: [/Unknown option '--colour'/] })
+  const missing = await installer(['install', '--json'])
+  t.equal(missing.code, 2)
+  t.match(JSON.parse(missing.stdout), { command: 'install', exitCode: 2, problems: [/install needs --answers FILE/] })
+  const help = await installer(['--help', '--json'])
+  t.equal(help.code, 0)
+  t.match(JSON.parse(help.stdout), { command: 'help', exitCode: 0, usage: /^Atrium installer/ })
 })
 
 t.test('preflight without --json shows the list in words and ends with the same exit code', async (t) => {

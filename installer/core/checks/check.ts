@@ -17,6 +17,19 @@ export interface CheckResult {
   fix: string
 }
 
+/** How to fix a check: one text, or one for each status that is not a pass. */
+export type Fix = string | Partial<Record<'warn' | 'fail', string>>
+
+/**
+ * The one way a check result is made, so that every check keeps the rule "a fix exactly when it
+ * did not pass": the fix given for a pass is dropped, and a per-status fix picks the one for the
+ * status (the other one when only that is given).
+ */
+export function check(id: string, title: string, status: CheckStatus, found: string, required: string, fix: Fix = ''): CheckResult {
+  const text = status === 'pass' ? '' : typeof fix === 'string' ? fix : fix[status] ?? fix.fail ?? fix.warn ?? ''
+  return { id, title, status, found, required, fix: text }
+}
+
 /** The worst status among the results (pass when there are none). */
 export function overallStatus(results: readonly CheckResult[]): CheckStatus {
   if (results.some((r) => r.status === 'fail')) return 'fail'

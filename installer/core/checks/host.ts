@@ -6,7 +6,7 @@ import { readFile, realpath, stat, statfs } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { availableParallelism, release, totalmem } from 'node:os'
 import { dirname, resolve } from 'node:path'
-import { grade, type CheckResult, type CheckStatus } from './check.js'
+import { check, grade, type CheckResult, type CheckStatus } from './check.js'
 
 /** Binary gibibyte: what the OS reports memory in. */
 export const GiB = 2 ** 30
@@ -29,16 +29,9 @@ const gb = (bytes: number) => `${(bytes / GB).toFixed(1)} GB`
 /** Seconds with up to millisecond precision, so 5.001 s does not read as the 5 s limit. */
 const seconds = (ms: number) => `${Number((ms / 1000).toFixed(3))} s`
 
-type Fixes = Partial<Record<'warn' | 'fail', string>>
-
-/** A CheckResult whose fix is the one for its status, and empty when it passed. */
-function result(id: string, title: string, status: CheckStatus, found: string, required: string, fixes: Fixes): CheckResult {
-  return { id, title, status, found, required, fix: status === 'pass' ? '' : (fixes[status] ?? fixes.fail ?? fixes.warn ?? '') }
-}
-
 export function cpuCheck(cores: number): CheckResult {
   const { minimum, recommended } = HOST_LIMITS.cpu
-  return result('cpu', 'CPU cores', grade(cores, minimum, recommended), `${cores} cores`, `${minimum} minimum, ${recommended} recommended`, {
+  return check('cpu', 'CPU cores', grade(cores, minimum, recommended), `${cores} cores`, `${minimum} minimum, ${recommended} recommended`, {
     fail: `Give this machine at least ${minimum} cores (${recommended} for production loads)`,
     warn: `${recommended} cores are recommended for production loads`,
   })
@@ -46,7 +39,7 @@ export function cpuCheck(cores: number): CheckResult {
 
 export function memoryCheck(totalBytes: number): CheckResult {
   const { minimum, recommended } = HOST_LIMITS.memory
-  return result('memory', 'Memory', grade(totalBytes, minimum, recommended), `${gib(totalBytes)} reported by the OS`,
+  return check('memory', 'Memory', grade(totalBytes, minimum, recommended), `${gib(totalBytes)} reported by the OS`,
     `8 GB minimum (${minimum / GiB} GiB or more reported), 16 GB recommended (${recommended / GiB} GiB or more reported)`, {
       fail: 'Give this machine at least 8 GB of memory (16 GB for production loads)',
       warn: '16 GB of memory are recommended for production loads',
@@ -55,7 +48,7 @@ export function memoryCheck(totalBytes: number): CheckResult {
 
 export function diskCheck(path: string, freeBytes: number): CheckResult {
   const { minimum, recommended } = HOST_LIMITS.disk
-  return result('disk', 'Free disk at the data path', grade(freeBytes, minimum, recommended), `${gb(freeBytes)} free at ${path} (1 GB = 10^9 bytes)`,
+  return check('disk', 'Free disk at the data path', grade(freeBytes, minimum, recommended), `${gb(freeBytes)} free at ${path} (1 GB = 10^9 bytes)`,
     `${gb(minimum)} free minimum, ${gb(recommended)} recommended`, {
       fail: `Free space or mount a larger volume at ${path}, or choose another data path`,
       warn: `${gb(recommended)} free are recommended at ${path} to hold a year of data`,
@@ -65,7 +58,7 @@ export function diskCheck(path: string, freeBytes: number): CheckResult {
 export function ssdCheck(path: string, rotational: boolean | null): CheckResult {
   const found = rotational === null ? `could not tell what kind of disk holds ${path}`
     : rotational ? `${path} is on a spinning (rotational) disk` : `${path} is on an SSD`
-  return result('ssd', 'SSD at the data path', rotational === false ? 'pass' : 'warn', found, 'an SSD (recommended)', {
+  return check('ssd', 'SSD at the data path', rotational === false ? 'pass' : 'warn', found, 'an SSD (recommended)', {
     warn: rotational === null
       ? 'Make sure the data path is on SSD storage: PostgreSQL on spinning disks is slow'
       : 'Put the data path on SSD storage: PostgreSQL on spinning disks is slow',
@@ -100,13 +93,13 @@ export function osCheck(os: OsFacts): CheckResult {
   const ubuntu = HOST_LIMITS.ubuntu.minimumVersion
   const required = `Linux; Ubuntu ${ubuntu} or newer recommended`
   if (os.platform !== 'linux') {
-    return result('os', 'Operating system', 'fail', `${os.platform} ${os.release}`, required, {
+    return check('os', 'Operating system', 'fail', `${os.platform} ${os.release}`, required, {
       fail: `Install on a Linux server (Ubuntu ${ubuntu} or newer recommended)`,
     })
   }
   const name = os.prettyName || `${os.id} ${os.versionId}`.trim() || 'Linux (unknown distribution)'
   const isUbuntu = os.id === 'ubuntu'
-  return result('os', 'Operating system', isUbuntu && versionAtLeast(os.versionId, ubuntu) ? 'pass' : 'warn', `${name} (kernel ${os.release})`, required, {
+  return check('os', 'Operating system', isUbuntu && versionAtLeast(os.versionId, ubuntu) ? 'pass' : 'warn', `${name} (kernel ${os.release})`, required, {
     warn: isUbuntu
       ? `Upgrade to Ubuntu ${ubuntu} or newer`
       : `Other Linux distributions work but are not what Atrium is tested on; recommended Ubuntu ${ubuntu}+`,
@@ -126,7 +119,7 @@ export function portsCheck(ports: readonly PortFact[]): CheckResult {
   const busy = ports.filter((p) => !p.free)
   const list = ports.map((p) => p.port).join(', ')
   const found = ports.length === 0 ? 'no port is needed on this machine' : busy.length ? busy.map(portProblem).join('; ') : `${list} free`
-  return result('ports', 'Ports free', busy.length ? 'fail' : 'pass', found, ports.length ? `ports ${list} free` : 'none', {
+  return check('ports', 'Ports free', busy.length ? 'fail' : 'pass', found, ports.length ? `ports ${list} free` : 'none', {
     fail: busy.map((p) => `Port ${p.port}: stop the process using it (find it with: ss -ltnp 'sport = :${p.port}') or choose another port`).join('; '),
   })
 }
@@ -141,13 +134,13 @@ export function clockCheck(offsetMs: number | null, source: string): CheckResult
   const reference = source || 'a reference clock'
   const required = `within ${seconds(warnMs)} of ${reference} (beyond ${seconds(failMs)}, sign-in tokens, licences and TLS certificates break)`
   if (offsetMs === null) {
-    return result('clock', 'Clock', 'warn', 'could not compare with a reference', required, {
+    return check('clock', 'Clock', 'warn', 'could not compare with a reference', required, {
       warn: 'Make sure NTP or chrony keeps this clock right (air-gapped sites: make sure NTP/chrony runs, against an internal time server)',
     })
   }
   const off = Math.abs(offsetMs)
   const status: CheckStatus = off > failMs ? 'fail' : off > warnMs ? 'warn' : 'pass'
-  return result('clock', 'Clock', status, `${seconds(off)} ${offsetMs >= 0 ? 'ahead of' : 'behind'} ${reference}`, required, {
+  return check('clock', 'Clock', status, `${seconds(off)} ${offsetMs >= 0 ? 'ahead of' : 'behind'} ${reference}`, required, {
     fail: 'Set the clock right and keep it so with NTP or chrony',
     warn: 'Enable NTP or chrony so the clock stays right',
   })

@@ -2,7 +2,7 @@
 // admin's kubeconfig: reachable and its version, the nodes' allocatable CPU and memory, a default
 // StorageClass, and the namespace. Grading is pure; every failure is a result, never a throw.
 import { CoreV1Api, KubeConfig, StorageV1Api, VersionApi } from '@kubernetes/client-node'
-import { grade, type CheckResult, type CheckStatus } from './check.js'
+import { check, grade, type CheckResult } from './check.js'
 import { compareVersions, parseVersion } from './tools.js'
 
 const GiB = 2 ** 30
@@ -13,9 +13,6 @@ export const KUBE_LIMITS = {
   cpu: { minimum: 4, recommended: 8 },
   memory: { minimum: 7.25 * GiB, recommended: 15 * GiB },
 } as const
-
-const result = (id: string, title: string, status: CheckStatus, found: string, required: string, fix: string): CheckResult =>
-  ({ id, title, status, found, required, fix: status === 'pass' ? '' : fix })
 
 /** A Kubernetes quantity ("3920m", "4", "16Gi", "16384Ki", "1e3") as a number of units. */
 export function parseQuantity(q: string): number {
@@ -31,7 +28,7 @@ export function parseQuantity(q: string): number {
 export function gradeKubeVersion(gitVersion: string): CheckResult {
   const v = parseVersion(gitVersion)
   const ok = v !== null && compareVersions(v, parseVersion(KUBE_LIMITS.version)!) >= 0
-  return result('kube.version', 'Kubernetes version', ok ? 'pass' : 'fail', `Kubernetes ${gitVersion}`, `Kubernetes ${KUBE_LIMITS.version} or newer`,
+  return check('kube.version', 'Kubernetes version', ok ? 'pass' : 'fail', `Kubernetes ${gitVersion}`, `Kubernetes ${KUBE_LIMITS.version} or newer`,
     'Upgrade the cluster to a maintained Kubernetes version')
 }
 
@@ -45,9 +42,9 @@ export function gradeNodes(nodes: readonly NodeCapacity[]): CheckResult[] {
   const count = `${usable.length} schedulable node${usable.length === 1 ? '' : 's'}`
   const { cpu: c, memory: m } = KUBE_LIMITS
   return [
-    result('kube.cpu', 'Cluster CPU', grade(cpu, c.minimum, c.recommended), `${cpu.toFixed(1)} cores allocatable on ${count}`, `${c.minimum} cores minimum, ${c.recommended} recommended`,
+    check('kube.cpu', 'Cluster CPU', grade(cpu, c.minimum, c.recommended), `${cpu.toFixed(1)} cores allocatable on ${count}`, `${c.minimum} cores minimum, ${c.recommended} recommended`,
       'Add nodes or larger nodes (or uncordon the cordoned ones)'),
-    result('kube.memory', 'Cluster memory', grade(memory, m.minimum, m.recommended), `${(memory / GiB).toFixed(1)} GiB allocatable on ${count}`, '8 GB minimum, 16 GB recommended',
+    check('kube.memory', 'Cluster memory', grade(memory, m.minimum, m.recommended), `${(memory / GiB).toFixed(1)} GiB allocatable on ${count}`, '8 GB minimum, 16 GB recommended',
       'Add nodes or nodes with more memory'),
   ]
 }
@@ -59,14 +56,14 @@ export function gradeStorageClasses(classes: readonly StorageClassInfo[]): Check
   const found = defaults.length ? `default StorageClass ${defaults.map((c) => c.name).join(', ')}` : classes.length ? `StorageClasses ${classes.map((c) => c.name).join(', ')}, none marked default` : 'no StorageClass'
   // The chart's defaults use external PostgreSQL, Redis and S3, so a missing default only matters
   // for volumes the admin adds: a recommendation, not a minimum.
-  return result('kube.storageclass', 'Default StorageClass', defaults.length ? 'pass' : 'warn', found, 'a default StorageClass (recommended)',
+  return check('kube.storageclass', 'Default StorageClass', defaults.length ? 'pass' : 'warn', found, 'a default StorageClass (recommended)',
     'Mark one as default: kubectl patch storageclass NAME -p \'{"metadata":{"annotations":{"storageclass.kubernetes.io/is-default-class":"true"}}}\'')
 }
 
 export function gradeNamespace(namespace: string, state: 'exists' | 'missing' | { forbidden: string }): CheckResult {
-  if (state === 'exists') return result('kube.namespace', 'Namespace', 'pass', `namespace ${namespace} exists`, 'the namespace, or the right to create it', '')
-  if (state === 'missing') return result('kube.namespace', 'Namespace', 'pass', `namespace ${namespace} does not exist yet; the installer creates it`, 'the namespace, or the right to create it', '')
-  return result('kube.namespace', 'Namespace', 'fail', `not allowed to read namespace ${namespace}: ${state.forbidden}`, 'the namespace, or the right to create it',
+  if (state === 'exists') return check('kube.namespace', 'Namespace', 'pass', `namespace ${namespace} exists`, 'the namespace, or the right to create it', '')
+  if (state === 'missing') return check('kube.namespace', 'Namespace', 'pass', `namespace ${namespace} does not exist yet; the installer creates it`, 'the namespace, or the right to create it', '')
+  return check('kube.namespace', 'Namespace', 'fail', `not allowed to read namespace ${namespace}: ${state.forbidden}`, 'the namespace, or the right to create it',
     `Ask a cluster admin for rights in ${namespace} (or to create it), or use a kubeconfig that has them`)
 }
 
@@ -81,12 +78,12 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
     else kc.loadFromDefault()
     if (o.context) kc.setCurrentContext(o.context)
   } catch (err) {
-    return [result('kube.connect', 'Kubernetes cluster reachable', 'fail', `cannot read the kubeconfig: ${(err as Error).message}`, 'a kubeconfig for the cluster',
+    return [check('kube.connect', 'Kubernetes cluster reachable', 'fail', `cannot read the kubeconfig: ${(err as Error).message}`, 'a kubeconfig for the cluster',
       'Set KUBECONFIG or put the cluster\'s kubeconfig at ~/.kube/config')]
   }
   const cluster = kc.getCurrentCluster()
   if (!cluster) {
-    return [result('kube.connect', 'Kubernetes cluster reachable', 'fail', 'the kubeconfig has no current cluster', 'a kubeconfig for the cluster',
+    return [check('kube.connect', 'Kubernetes cluster reachable', 'fail', 'the kubeconfig has no current cluster', 'a kubeconfig for the cluster',
       'Choose a context: kubectl config use-context NAME')]
   }
   let version: string
@@ -94,25 +91,25 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
     version = (await kc.makeApiClient(VersionApi).getCode()).gitVersion
   } catch (err) {
     const e = err as { code?: string; cause?: { code?: string }; message?: string }
-    return [result('kube.connect', 'Kubernetes cluster reachable', 'fail', `${cluster.server} did not answer (${e.cause?.code ?? e.code ?? e.message})`, 'the cluster\'s API server answering',
+    return [check('kube.connect', 'Kubernetes cluster reachable', 'fail', `${cluster.server} did not answer (${e.cause?.code ?? e.code ?? e.message})`, 'the cluster\'s API server answering',
       'Check the network path to the API server and that the kubeconfig\'s credentials are current')]
   }
   const core = kc.makeApiClient(CoreV1Api)
-  const checks: CheckResult[] = [result('kube.connect', 'Kubernetes cluster reachable', 'pass', `${cluster.server} (context ${kc.getCurrentContext()})`, 'the cluster\'s API server answering', ''), gradeKubeVersion(version)]
+  const checks: CheckResult[] = [check('kube.connect', 'Kubernetes cluster reachable', 'pass', `${cluster.server} (context ${kc.getCurrentContext()})`, 'the cluster\'s API server answering', ''), gradeKubeVersion(version)]
   try {
     const nodes = await core.listNode()
     checks.push(...gradeNodes(nodes.items.map((n) => ({
       name: n.metadata?.name ?? '', cpu: n.status?.allocatable?.cpu ?? '0', memory: n.status?.allocatable?.memory ?? '0', schedulable: !n.spec?.unschedulable,
     }))))
   } catch (err) {
-    checks.push(result('kube.nodes', 'Cluster nodes', 'warn', `cannot list nodes (HTTP ${statusOf(err) ?? '?'})`, 'read access to nodes, to measure CPU and memory',
+    checks.push(check('kube.nodes', 'Cluster nodes', 'warn', `cannot list nodes (HTTP ${statusOf(err) ?? '?'})`, 'read access to nodes, to measure CPU and memory',
       'Run the preflight with a kubeconfig that may list nodes, or check the capacity by hand'))
   }
   try {
     const classes = await kc.makeApiClient(StorageV1Api).listStorageClass()
     checks.push(gradeStorageClasses(classes.items.map((c) => ({ name: c.metadata?.name ?? '', isDefault: c.metadata?.annotations?.['storageclass.kubernetes.io/is-default-class'] === 'true' }))))
   } catch (err) {
-    checks.push(result('kube.storageclass', 'Default StorageClass', 'warn', `cannot list StorageClasses (HTTP ${statusOf(err) ?? '?'})`, 'a default StorageClass (recommended)', 'Check with: kubectl get storageclass'))
+    checks.push(check('kube.storageclass', 'Default StorageClass', 'warn', `cannot list StorageClasses (HTTP ${statusOf(err) ?? '?'})`, 'a default StorageClass (recommended)', 'Check with: kubectl get storageclass'))
   }
   try {
     await core.readNamespace({ name: namespace })

@@ -8,7 +8,7 @@ import { isIP, type LookupFunction } from 'node:net'
 import { Redis } from 'ioredis'
 import { Client } from 'minio'
 import postgres from 'postgres'
-import type { CheckResult, CheckStatus } from './check.js'
+import { check, type CheckResult, type CheckStatus } from './check.js'
 import { compareVersions, parseVersion } from './tools.js'
 
 export interface ServiceCheckOptions {
@@ -38,9 +38,6 @@ export function redactUrl(url: string): string {
     return '(not a URL)'
   }
 }
-
-const check = (id: string, title: string, status: CheckStatus, found: string, required: string, fix = ''): CheckResult =>
-  ({ id, title, status, found, required, fix: status === 'pass' ? '' : fix })
 
 /**
  * Error texts are quoted into `found`; a driver that echoes its connection string must not leak

@@ -1,7 +1,7 @@
 // Checks of the tools a deploy target needs: Docker with Compose v2 for compose, Helm for helm.
 // The versions are read through the command runner; grading is pure.
 import type { Runner } from '../../deploy/run.js'
-import type { CheckResult } from './check.js'
+import { check, type CheckResult, type CheckStatus } from './check.js'
 
 export const TOOL_MINIMUMS = {
   docker: '24.0.0',
@@ -33,16 +33,17 @@ const INSTALL: Record<Tool, string> = {
 
 const TITLES: Record<Tool, string> = { docker: 'Docker Engine', compose: 'Docker Compose v2', helm: 'Helm' }
 
+const toolCheck = (tool: Tool, status: CheckStatus, found: string, fix: string) =>
+  check(`tools.${tool}`, TITLES[tool], status, found, `${TITLES[tool]} ${TOOL_MINIMUMS[tool]} or newer`, fix)
+
 /** Grades what `<tool> version` printed (null output: the tool is missing). */
 export function gradeTool(tool: Tool, output: string | null): CheckResult {
-  const required = `${TITLES[tool]} ${TOOL_MINIMUMS[tool]} or newer`
-  const base = { id: `tools.${tool}`, title: TITLES[tool], required }
-  if (output === null) return { ...base, status: 'fail', found: 'not installed (not on PATH)', fix: INSTALL[tool] }
+  if (output === null) return toolCheck(tool, 'fail', 'not installed (not on PATH)', INSTALL[tool])
   const version = parseVersion(output)
-  if (!version) return { ...base, status: 'fail', found: `could not read a version from "${output.slice(0, 80)}"`, fix: INSTALL[tool] }
+  if (!version) return toolCheck(tool, 'fail', `could not read a version from "${output.slice(0, 80)}"`, INSTALL[tool])
   const found = version.join('.')
-  if (compareVersions(version, parseVersion(TOOL_MINIMUMS[tool])!) < 0) return { ...base, status: 'fail', found, fix: `Upgrade: ${INSTALL[tool]}` }
-  return { ...base, status: 'pass', found, fix: '' }
+  if (compareVersions(version, parseVersion(TOOL_MINIMUMS[tool])!) < 0) return toolCheck(tool, 'fail', found, `Upgrade: ${INSTALL[tool]}`)
+  return toolCheck(tool, 'pass', found, '')
 }
 
 const VERSION_COMMANDS: Record<Tool, [string, string[]]> = {
@@ -62,7 +63,8 @@ export async function toolChecks(target: keyof typeof TARGET_TOOLS, runner: Runn
     if (r.notFound) return gradeTool(tool, null)
     if (r.exitCode !== 0) {
       const why = (r.stderr || r.stdout).split('\n')[0] ?? ''
-      return { ...gradeTool(tool, null), found: `\`${r.command}\` failed: ${why.slice(0, 160)}`, fix: tool === 'docker' ? 'Start the Docker daemon and make sure this user may use it (docker group or root)' : INSTALL[tool] }
+      return toolCheck(tool, 'fail', `\`${r.command}\` failed: ${why.slice(0, 160)}`,
+        tool === 'docker' ? 'Start the Docker daemon and make sure this user may use it (docker group or root)' : INSTALL[tool])
     }
     return gradeTool(tool, r.stdout.trim())
   }))

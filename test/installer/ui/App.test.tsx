@@ -9,18 +9,24 @@ import { App, type AppProps } from '../../../installer/ui/App.js'
 import type { DeployStep } from '../../../installer/deploy/deploy.js'
 import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
 import type { CheckResult } from '../../../installer/core/checks/check.js'
+import { configure } from '../../../installer/core/configure.js'
+import { contextFor, type Resolved } from '../../../installer/core/context.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const tick = () => new Promise((r) => setTimeout(r, 60))
 const failing: CheckResult[] = [{ id: 'cpu', title: 'CPU cores', status: 'fail', found: '2 cores', required: '4 minimum, 8 recommended', fix: 'Give this machine at least 4 cores' }]
 const passing: CheckResult[] = [{ ...failing[0]!, status: 'pass', found: '8 cores', fix: '' }]
 
-/** Starts the app on the checks step's doorstep: every question answered through the keyboard. */
-async function throughQuestions(t: Parameters<typeof tempDir>[0], checks: CheckResult[], answers: Partial<Answers['config']> = {}, install?: AppProps['install']) {
+/**
+ * Starts the app on the checks step's doorstep: every question answered through the keyboard.
+ * `props` replace the real actions; `asked` is each question's screen as it was asked.
+ */
+async function throughQuestions(t: Parameters<typeof tempDir>[0], checks: CheckResult[], props: Partial<AppProps> = {}) {
   const dir = tempDir(t)
   const done: unknown[] = []
+  const asked: string[] = []
   const initial: Answers = { ...DEFAULT_ANSWERS, dataPath: dir, outputDir: join(dir, 'out'), config: {} }
-  const ui = render(<App initial={initial} preflight={async () => checks} install={install} onDone={(r) => done.push(r)} />)
+  const ui = render(<App initial={contextFor(initial)} resolve={(a) => contextFor(a)} preflight={async () => checks} configure={configure} onDone={(r) => done.push(r)} {...props} />)
   t.teardown(ui.unmount)
   const enter = async (text = '') => {
     ui.stdin.write(text)
@@ -32,10 +38,12 @@ async function throughQuestions(t: Parameters<typeof tempDir>[0], checks: CheckR
   await enter() // welcome
   await enter() // compose
   await enter() // connected
-  const values = ['', '', 'https://atrium.example.com', 'postgres://a@db/atrium', 'redis://cache:6379', 'http://s3:9000', '', 'key', 'secret', 'license', '', 'admin@example.com',
-    ...Object.values(answers)]
-  for (const v of values.slice(0, 12)) await enter(v as string)
-  return { ui, done, out: join(dir, 'out') }
+  const values = ['', '', 'https://atrium.example.com', 'postgres://a@db/atrium', 'redis://cache:6379', 'http://s3:9000', '', 'key', 'secret', 'license', '', 'admin@example.com']
+  for (const v of values) {
+    asked.push(ui.lastFrame() ?? '')
+    await enter(v)
+  }
+  return { ui, done, asked, out: join(dir, 'out') }
 }
 
 t.test('failed checks offer to run again, continue or quit; quitting writes nothing', async (t) => {
@@ -80,8 +88,8 @@ t.test('y writes the configuration and the summary gives the replay command', as
 
 t.test('after writing, d deploys with progress and ends on the URL and the first admin\'s credentials', async (t) => {
   const calls: string[] = []
-  const install: AppProps['install'] = async (answers, _values, onStep) => {
-    calls.push(answers.adminEmail)
+  const install: AppProps['install'] = async (ctx, _written, onStep) => {
+    calls.push(ctx.answers.adminEmail)
     const command = { file: 'docker', args: ['compose', 'up'], title: 'Start Atrium and wait until every service is healthy' }
     const result = { command: 'docker compose up', exitCode: 0, stdout: '', stderr: '', notFound: false, timedOut: false }
     onStep({ command, result: null } as DeployStep)
@@ -92,7 +100,7 @@ t.test('after writing, d deploys with progress and ends on the URL and the first
       created: { tenantId: 't-1', userId: 'u-1', email: 'admin@example.com', password: 'pw-shown-once', apiKey: 'svc_ci_abc' },
     }
   }
-  const { ui, done } = await throughQuestions(t, passing, {}, install)
+  const { ui, done } = await throughQuestions(t, passing, { install })
   ui.stdin.write('\r')
   await tick()
   ui.stdin.write('y')
@@ -112,4 +120,35 @@ t.test('after writing, d deploys with progress and ends on the URL and the first
   ui.stdin.write('\r')
   await tick()
   t.match(done, [{ written: true, installed: { ok: true } }])
+})
+
+t.test('every action comes in as a prop: the answers are resolved as they change, and the screens only show what they are given', async (t) => {
+  const resolved: Resolved[] = []
+  const kept = 'https://kept.example.com'
+  // What is written comes from the context; nothing on disk says so.
+  const resolve = (a: Answers) => {
+    const ctx = { ...contextFor(a), existing: { PUBLIC_URL: kept } }
+    resolved.push(ctx)
+    return ctx
+  }
+  const seen: Resolved[] = []
+  const runs: boolean[] = []
+  const { ui, asked, done, out } = await throughQuestions(t, passing, {
+    resolve,
+    preflight: async (ctx) => { seen.push(ctx); return passing },
+    configure: (ctx, o) => { runs.push(o.dryRun); return configure(ctx, { dryRun: true }) },
+  })
+  t.equal(resolved.length, 14, 'resolved once per change: target, mode and twelve answers')
+  t.match(asked[2], new RegExp(`Public URL users reach Atrium at \\(https://\\.\\.\\.\\) \\(Enter for ${kept}\\)`), 'the question offers what the context says is written')
+  t.equal(seen[0], resolved.at(-1), 'the checks run on the context of the last answer')
+  t.match(resolved.at(-1)!.answers, { target: 'compose', mode: 'connected', adminEmail: 'admin@example.com', config: { PUBLIC_URL: 'https://atrium.example.com' } })
+  ui.stdin.write('\r')
+  await tick()
+  ui.stdin.write('y')
+  await tick()
+  t.same(runs, [true, false], 'the plan is a dry run; y writes')
+  ui.stdin.write('\r')
+  await tick()
+  t.match(done, [{ written: false }], 'what the configure prop said is what the installer reports')
+  t.notOk(existsSync(out), 'the screens wrote nothing themselves')
 })

@@ -1,5 +1,5 @@
 // Host checks at, just under and just over every threshold, and the facts read from this machine.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createServer, type AddressInfo, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -149,7 +149,8 @@ t.test('the facts of this machine are read, and a data path not created yet is m
   t.ok(here.rotational === null || typeof here.rotational === 'boolean')
   t.equal(here.os.platform, process.platform)
   t.ok(here.os.release)
-  if (process.platform === 'linux') t.ok(here.os.id, 'ID read from /etc/os-release')
+  const osRelease = process.platform === 'linux' && existsSync('/etc/os-release') ? parseOsRelease(readFileSync('/etc/os-release', 'utf8')) : { id: '', versionId: '', prettyName: '' }
+  t.match(here.os, osRelease, 'ID, VERSION_ID and PRETTY_NAME as /etc/os-release has them (empty without one)')
 
   const later = await gatherHost(join(dir, 'a', 'b', 'c'), [])
   t.equal(later.dataPath, join(dir, 'a', 'b', 'c'))

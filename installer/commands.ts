@@ -1,0 +1,142 @@
+// The installer's commands. Each receives the context resolved once (core/context.ts) and its
+// options, does its work through core/ and deploy/, and returns a report (core/report.ts): plain
+// data that ui/output.tsx shows as text or as JSON. Nothing here prints.
+import { IMAGES, imageRef } from '../config/images.js'
+import { overallStatus } from './core/checks/check.js'
+import { configure, replayCommand, type ConfigureResult } from './core/configure.js'
+import { siteConfig, type Resolved } from './core/context.js'
+import { runPreflight } from './core/preflight.js'
+import { EXIT, exitFor, type ConfigureReport, type ImagesReport, type InstallReport, type PlannedCommand, type PreflightReport, type StepReport, type SupportBundleReport } from './core/report.js'
+import { writeSupportBundle } from './core/support-bundle.js'
+import { loadCommands, pushCommands, registryProblem, saveCommands } from './deploy/airgap.js'
+import { deploy, failedStep, type Command, type DeployStep } from './deploy/deploy.js'
+import { installPlan, runInstall, summaryLines } from './deploy/install.js'
+import { run, type Runner } from './deploy/run.js'
+
+/** Input a command cannot work with (exit 2): every problem, said to the admin as it is. */
+export class BadInput extends Error {
+  readonly problems: string[]
+
+  constructor(problems: string | readonly string[]) {
+    const list = typeof problems === 'string' ? [problems] : [...problems]
+    super(list.join('\n'))
+    this.problems = list
+  }
+}
+
+export interface CommandOptions {
+  /** Warnings count as failures (exit 4). */
+  strict?: boolean
+  /** Configure although checks failed. */
+  ignoreFailed?: boolean
+  dryRun?: boolean
+  /** The images tarball: loaded before a compose deploy, or by images load/push. */
+  images?: string
+  /** The private registry that holds the images (helm; images push). */
+  registry?: string
+  /** Where support-bundle or images save writes. */
+  output?: string
+  /** The command runner (deploy/run.ts unless a test gives another). */
+  runner?: Runner
+}
+
+/** What a long command reports while it works; the JSON output ignores it and prints the end. */
+export interface Progress {
+  /** install: the configuration is done (written, or stopped), before the deploy starts. */
+  configured?: (r: ConfigureReport) => void
+  /** A deploy step as it starts and as it ends. */
+  step?: (s: DeployStep) => void
+}
+
+const planned = (c: Command): PlannedCommand => ({ title: c.title, command: [c.file, ...c.args] })
+
+const stepReport = (s: DeployStep): StepReport =>
+  ({ title: s.command.title, command: [s.command.file, ...s.command.args].join(' '), exitCode: s.result?.exitCode ?? null, skipped: Boolean(s.skipped) })
+
+export async function preflightCommand(ctx: Resolved, o: CommandOptions = {}): Promise<PreflightReport> {
+  const checks = await runPreflight(ctx.answers, ctx.values, { runner: o.runner ?? run })
+  return { command: 'preflight', exitCode: exitFor(checks, Boolean(o.strict)), status: overallStatus(checks), checks }
+}
+
+/** The preflight, then the configuration planned and (unless a dry run) written; the plan is kept for install. */
+async function configureStep(ctx: Resolved, o: CommandOptions): Promise<{ report: ConfigureReport; result: ConfigureResult | null }> {
+  const checks = await runPreflight(ctx.answers, ctx.values, { runner: o.runner ?? run })
+  const code = exitFor(checks, Boolean(o.strict))
+  const report: ConfigureReport = {
+    command: 'configure', exitCode: code, status: overallStatus(checks), checks, stopped: 'checks', checksIgnored: false,
+    problems: [], changes: [], generated: [], files: [], written: false, replay: null,
+  }
+  if (code !== EXIT.ok && !o.ignoreFailed) return { report, result: null }
+  const r = configure(ctx, { dryRun: Boolean(o.dryRun) })
+  const problems = r.plan.problems.length > 0
+  return {
+    report: {
+      ...report, exitCode: problems ? EXIT.badInput : EXIT.ok, stopped: problems ? 'problems' : null, checksIgnored: code !== EXIT.ok,
+      problems: r.plan.problems, changes: r.plan.changes, generated: r.plan.generated, files: r.files, written: r.written, replay: replayCommand(r.answersPath),
+    },
+    result: r,
+  }
+}
+
+export async function configureCommand(ctx: Resolved, o: CommandOptions = {}): Promise<ConfigureReport> {
+  return (await configureStep(ctx, o)).report
+}
+
+/** configure, then the deploy commands, the wait for /readyz and the first tenant. A dry run lists the commands. */
+export async function installCommand(ctx: Resolved, o: CommandOptions = {}, progress: Progress = {}): Promise<InstallReport> {
+  const { report: configured, result } = await configureStep(ctx, o)
+  progress.configured?.(configured)
+  const report: InstallReport = {
+    ...configured, command: 'install', deploy: [], steps: [], stage: null, deployed: false, ready: false, url: null, firstAdmin: null, error: null, summary: [],
+  }
+  if (configured.stopped || !result) return report
+  const options = { imagesTarball: o.images, registry: o.registry }
+  if (o.dryRun) return { ...report, deploy: installPlan(ctx, options).map(planned) }
+  const r = await runInstall(ctx, result.plan.values, { ...options, runner: o.runner }, progress.step)
+  return {
+    ...report, exitCode: r.ok ? EXIT.ok : EXIT.error, steps: r.steps.map(stepReport), stage: r.stage,
+    deployed: r.stage !== 'bundle' && r.stage !== 'deploy', ready: r.ok || r.stage === 'tenant', url: r.url,
+    firstAdmin: r.created ?? r.existing, error: r.error ?? null, summary: summaryLines(ctx.answers, r),
+  }
+}
+
+export async function supportBundleCommand(ctx: Resolved, o: CommandOptions = {}): Promise<SupportBundleReport> {
+  const runner = o.runner ?? run
+  // The site as it is: the written configuration is what runs, so it is what support needs to see.
+  const config = siteConfig(ctx)
+  const checks = await runPreflight(ctx.answers, config, { runner })
+  const path = o.output ?? `atrium-support-${new Date().toISOString().replace(/[:.]/g, '-')}.zip`
+  const r = await writeSupportBundle(path, { answers: ctx.answers, config, checks, runner, envFile: ctx.files.target === 'compose' ? ctx.files.env : '' })
+  return { command: 'support-bundle', exitCode: EXIT.ok, path, size: r.size, sha256: r.sha256 }
+}
+
+/** The commands of an images action other than list; bad input when its flags are missing. */
+function imageCommands(action: string, o: CommandOptions): Command[] {
+  if (action === 'save') {
+    if (!o.output) throw new BadInput('images save needs --output FILE (the tarball to write)')
+    return saveCommands(o.output)
+  }
+  if (action === 'load') {
+    if (!o.images) throw new BadInput('images load needs --images FILE (the tarball from images save)')
+    return loadCommands(o.images)
+  }
+  if (action === 'push') {
+    if (!o.registry) throw new BadInput('images push needs --registry HOST[:PORT][/PATH]')
+    const problem = registryProblem(o.registry)
+    if (problem) throw new BadInput(problem)
+    return pushCommands(o.registry, o.images)
+  }
+  throw new BadInput(`unknown images command ${action} (list, save, load, push)`)
+}
+
+/** The air-gap kit: list, save (connected side), load or push (air-gapped side) every image. */
+export async function imagesCommand(action = 'list', o: CommandOptions = {}, progress: Progress = {}): Promise<ImagesReport> {
+  const report: ImagesReport = { command: 'images', exitCode: EXIT.ok, action: 'list', images: [], commands: [], steps: [], ok: true, error: null }
+  if (action === 'list') return { ...report, images: IMAGES.map((i) => ({ ...i, ref: imageRef(i) })) }
+  const commands = imageCommands(action, o)
+  const named = { ...report, action: action as ImagesReport['action'] }
+  if (o.dryRun) return { ...named, commands: commands.map(planned) }
+  const r = await deploy(commands, o.runner ?? run, progress.step)
+  if (r.ok) return { ...named, steps: r.steps.map(stepReport) }
+  return { ...named, exitCode: EXIT.error, ok: false, steps: r.steps.map(stepReport), error: `Failed at: ${failedStep(r.steps, 2000)}` }
+}

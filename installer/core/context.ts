@@ -1,0 +1,84 @@
+// The installer resolves once, then acts. Everything a command needs from outside itself (the
+// answers file and the references in it, the configuration already written for the target, the
+// first tenant's record) is read here, once per command, into one Resolved that every step then
+// receives. No step reads these on its own, so one run acts on one picture of the site, and a test
+// can hand a step any picture it likes.
+import { join } from 'node:path'
+import { DEFAULT_ANSWERS, loadAnswers, resolveConfig, type Answers } from './answers.js'
+import { readEnvFile } from './config-file.js'
+import { readFirstAdmin, type FirstAdmin } from './first-admin.js'
+import { readHelmFiles } from './helm-values.js'
+
+/** The files the installer writes for a target, under the answers' outputDir. */
+export type ConfigFiles =
+  | { target: 'compose'; env: string; answers: string }
+  | { target: 'helm'; values: string; secret: string; answers: string }
+
+export function configFiles(answers: Answers): ConfigFiles {
+  const at = (name: string) => join(answers.outputDir, name)
+  return answers.target === 'compose'
+    ? { target: 'compose', env: at('.env'), answers: at('answers.yaml') }
+    : { target: 'helm', values: at('values.yaml'), secret: at('secret.yaml'), answers: at('answers.yaml') }
+}
+
+export interface Resolved {
+  /** The answers, with the command line's overrides applied. */
+  answers: Answers
+  /** Where {file} references are read from: the answers file's folder. */
+  baseDir: string
+  files: ConfigFiles
+  /** The configuration already written for the target (compose .env; helm values and Secret), or null on a first install. */
+  existing: Record<string, string> | null
+  /** The answers' settings with every reference read; a variable that is not set falls back to `existing`. */
+  values: Record<string, string>
+  /** The first tenant an earlier install made (state.json), or null. */
+  firstAdmin: FirstAdmin | null
+  /** What is wrong with the answers; a command does nothing while there is any. */
+  problems: string[]
+}
+
+export interface ResolveOptions {
+  baseDir?: string
+  /** Where {env} references are read (process.env unless told). */
+  env?: NodeJS.ProcessEnv
+}
+
+/** The configuration the target already has on disk, or null on a first install. */
+function readExisting(files: ConfigFiles): Record<string, string> | null {
+  return files.target === 'compose' ? readEnvFile(files.env)?.values ?? null : readHelmFiles(files.values, files.secret)
+}
+
+/** The context for answers already in hand: the interactive installer's, as the admin answers. */
+export function contextFor(answers: Answers, o: ResolveOptions = {}, problems: readonly string[] = []): Resolved {
+  const baseDir = o.baseDir ?? process.cwd()
+  const files = configFiles(answers)
+  const existing = readExisting(files)
+  const resolved = resolveConfig(answers, { env: o.env, baseDir, existing })
+  return { answers, baseDir, files, existing, values: resolved.values, firstAdmin: readFirstAdmin(answers), problems: [...problems, ...resolved.problems] }
+}
+
+export interface LoadOptions extends ResolveOptions {
+  /** The answers file; the defaults without one. */
+  answersPath?: string
+  /** --target: overrides the answers file. */
+  target?: string
+  /** --air-gapped: overrides the answers file's mode. */
+  airGapped?: boolean
+}
+
+/** The context for a command: the answers file (or the defaults) with the command line's overrides. */
+export function loadContext(o: LoadOptions = {}): Resolved {
+  const loaded = o.answersPath ? loadAnswers(o.answersPath) : { answers: DEFAULT_ANSWERS, problems: [], baseDir: o.baseDir ?? process.cwd() }
+  // A copy: the defaults are shared and must not take this run's overrides.
+  const answers: Answers = { ...loaded.answers, config: { ...loaded.answers.config } }
+  const problems = [...loaded.problems]
+  if (o.target !== undefined) {
+    if (o.target === 'compose' || o.target === 'helm') answers.target = o.target
+    else problems.push('--target must be compose or helm')
+  }
+  if (o.airGapped) answers.mode = 'air-gapped'
+  return contextFor(answers, { env: o.env, baseDir: loaded.baseDir }, problems)
+}
+
+/** The site's configuration as it stands: what is written, over the answers' values. */
+export const siteConfig = (ctx: Resolved): Record<string, string> => ({ ...ctx.values, ...ctx.existing })

@@ -1,0 +1,174 @@
+// What each command returns: plain data (status, checks, files written, messages, exit code). One
+// renderer (ui/output.tsx) shows it, either as text for people or, with --json, as the object
+// itself; the text is made here, from the data alone, so both always say the same thing.
+import type { Image } from '../../config/images.js'
+import type { Created, FirstAdmin } from './first-admin.js'
+import { overallStatus, type CheckResult, type CheckStatus } from './checks/check.js'
+import type { ConfigChange } from './config-file.js'
+
+/** Exit codes (issue 4): scripts branch on these. */
+export const EXIT = { ok: 0, error: 1, badInput: 2, checkFailed: 3, warningsOnly: 4 } as const
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT]
+
+/** A failed check stops a command (3); with --strict, so does a warning (4). */
+export function exitFor(checks: readonly CheckResult[], strict: boolean): ExitCode {
+  const status = overallStatus(checks)
+  if (status === 'fail') return EXIT.checkFailed
+  if (status === 'warn' && strict) return EXIT.warningsOnly
+  return EXIT.ok
+}
+
+/** A command that was, or would be, run: for a dry run's plan. */
+export interface PlannedCommand { title: string; command: string[] }
+
+/** A command that ran (null exit code: it never ended, or was skipped because a probe made it unnecessary). */
+export interface StepReport { title: string; command: string; exitCode: number | null; skipped: boolean }
+
+export interface PreflightReport {
+  command: 'preflight'
+  exitCode: ExitCode
+  status: CheckStatus
+  checks: CheckResult[]
+}
+
+export interface ConfigureReport {
+  command: 'configure'
+  exitCode: ExitCode
+  status: CheckStatus
+  checks: CheckResult[]
+  /** Where it stopped before writing: at checks that did not pass, or at problems in the configuration. */
+  stopped: 'checks' | 'problems' | null
+  /** The checks did not pass, and --ignore-failed-checks carried on. */
+  checksIgnored: boolean
+  /** Why the configuration cannot be written; empty when it can. */
+  problems: string[]
+  /** Differences from the configuration already written; a secret only as `(secret changed)`. */
+  changes: ConfigChange[]
+  /** Secrets made by this run (kept on every re-run after it). */
+  generated: string[]
+  /** The files this run writes (or would write, on a dry run). */
+  files: string[]
+  written: boolean
+  /** The command that replays this run; null when it stopped before planning. */
+  replay: string | null
+}
+
+export interface InstallReport extends Omit<ConfigureReport, 'command'> {
+  command: 'install'
+  /** A dry run: every command the deploy would run. */
+  deploy: PlannedCommand[]
+  steps: StepReport[]
+  /** Where the deploy stopped (done when it all worked); null when it did not start (a dry run, or configure stopped). */
+  stage: 'bundle' | 'deploy' | 'ready' | 'tenant' | 'done' | null
+  deployed: boolean
+  ready: boolean
+  /** Where Atrium answers. */
+  url: string | null
+  /** The first admin: made by this run (its password and API key, shown this once), or by an earlier one. */
+  firstAdmin: Created | FirstAdmin | null
+  /** What went wrong, with the failing command's output. */
+  error: string | null
+  /** What an admin reads at the end. */
+  summary: string[]
+}
+
+export interface SupportBundleReport {
+  command: 'support-bundle'
+  exitCode: ExitCode
+  path: string
+  size: number
+  sha256: string
+}
+
+export interface ImagesReport {
+  command: 'images'
+  exitCode: ExitCode
+  action: 'list' | 'save' | 'load' | 'push'
+  /** list: every image the bundles use. */
+  images: (Image & { ref: string })[]
+  /** A dry run: the commands it would run. */
+  commands: PlannedCommand[]
+  steps: StepReport[]
+  ok: boolean
+  error: string | null
+}
+
+export interface HelpReport {
+  command: 'help'
+  exitCode: ExitCode
+  usage: string
+}
+
+/** The interactive installer shows everything itself; only its exit code is left. */
+export interface InteractiveReport {
+  command: 'interactive'
+  exitCode: ExitCode
+}
+
+/** A command that could not run: bad input (flags, answers: 2) or an error of the installer's own (1). */
+export interface FailureReport {
+  command: string | null
+  exitCode: ExitCode
+  failure: 'bad-input' | 'error'
+  problems: string[]
+}
+
+export type Report = PreflightReport | ConfigureReport | InstallReport | SupportBundleReport | ImagesReport | HelpReport | InteractiveReport | FailureReport
+
+/** A report in words: the check list first (ui/CheckList.tsx draws it), then lines for stdout and stderr. */
+export interface ReportText {
+  checks: CheckResult[] | null
+  stdout: string[]
+  stderr: string[]
+}
+
+const commandLine = (c: PlannedCommand) => c.command.join(' ')
+
+/** The configuration part of configure and install. */
+export function configureText(r: Omit<ConfigureReport, 'command'>): ReportText {
+  if (r.stopped === 'checks') return { checks: r.checks, stdout: [], stderr: [] }
+  if (r.stopped === 'problems') return { checks: null, stdout: [], stderr: ['The configuration has problems; nothing was written:', ...r.problems.map((p) => `  - ${p}`)] }
+  return {
+    checks: r.checks,
+    stdout: [
+      r.checksIgnored ? '\nSome checks did not pass; continuing because of --ignore-failed-checks.' : '',
+      r.changes.length ? 'Configuration changes:' : 'The configuration is already up to date.',
+      ...r.changes.map((c) => `  ${c.change.padEnd(8)} ${c.name}: ${c.shown}`),
+      ...r.generated.map((n) => `  generated ${n} (kept on every re-run; back it up: without it stored secrets cannot be read)`),
+      '',
+      r.written ? `Wrote ${r.files.join(', ')} (mode 0600).` : `Dry run: would write ${r.files.join(', ')}; nothing was changed.`,
+      r.written ? `Replay this run with: ${r.replay}` : '',
+    ],
+    stderr: [],
+  }
+}
+
+/**
+ * The text of a report. Install's configuration part is not in it: it is shown as soon as it is
+ * done (ui/output.tsx, `configured`), before the deploy's progress, and only the deploy's end here.
+ */
+export function reportText(r: Report): ReportText {
+  const text = (stdout: string[], stderr: string[] = []): ReportText => ({ checks: null, stdout, stderr })
+  if ('failure' in r) return r.failure === 'bad-input' ? text([], [...r.problems, '(run with --help for usage)']) : text([], r.problems.map((p) => `installer error: ${p}`))
+  switch (r.command) {
+    case 'preflight':
+      return { checks: r.checks, stdout: [], stderr: [] }
+    case 'configure':
+      return configureText(r)
+    case 'install':
+      if (r.stopped) return text([])
+      // Not stopped, not written: a dry run.
+      if (!r.written) return text(['Deploy would run:', ...r.deploy.map((c) => `  ${commandLine(c)}`)])
+      return r.error ? text([], [r.error]) : text(['', ...r.summary])
+    case 'support-bundle':
+      return text([`Wrote ${r.path} (${r.size} bytes, sha256 ${r.sha256}). Secrets are redacted; send it to your vendor's support.`])
+    case 'images':
+      if (r.action === 'list') return text(r.images.map((i) => i.ref))
+      if (r.commands.length) return text(r.commands.map(commandLine))
+      return r.error ? text([], [r.error]) : text([])
+    case 'help':
+      return text([r.usage])
+    case 'interactive':
+      return text([])
+  }
+}

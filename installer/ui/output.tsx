@@ -1,0 +1,37 @@
+// The one renderer of the installer's reports (core/report.ts): with --json, the report itself as
+// one line of JSON on stdout; otherwise its text, with the checks drawn by the same CheckList the
+// interactive installer shows. Progress (install's configuration, each deploy step) is shown as it
+// happens, in text only: a JSON reader gets one object at the end.
+import React from 'react'
+import { render } from 'ink'
+import type { Progress } from '../commands.js'
+import { configureText, reportText, type Report, type ReportText } from '../core/report.js'
+import { stepLine } from '../deploy/install.js'
+import { CheckList } from './CheckList.js'
+
+export interface Output {
+  progress: Progress
+  result: (r: Report) => void
+}
+
+export interface OutputOptions {
+  json: boolean
+  stdout?: NodeJS.WriteStream
+  stderr?: NodeJS.WritableStream
+}
+
+export function output(o: OutputOptions): Output {
+  const stdout = o.stdout ?? process.stdout
+  const stderr = o.stderr ?? process.stderr
+  if (o.json) return { progress: {}, result: (r) => { stdout.write(JSON.stringify(r) + '\n') } }
+  const show = (t: ReportText) => {
+    // Rendered once and unmounted, which writes the final frame (nothing waits for input).
+    if (t.checks) render(<CheckList checks={t.checks} />, { stdout }).unmount()
+    if (t.stdout.length) stdout.write(t.stdout.join('\n') + '\n')
+    if (t.stderr.length) stderr.write(t.stderr.join('\n') + '\n')
+  }
+  return {
+    progress: { configured: (r) => show(configureText(r)), step: (s) => { stdout.write(stepLine(s) + '\n') } },
+    result: (r) => show(reportText(r)),
+  }
+}
