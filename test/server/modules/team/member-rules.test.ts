@@ -56,6 +56,7 @@ async function team(t: Test, members: MemberRow[]) {
     },
     '../audit/service.js': {
       audit: async (_sql: unknown, e: { action: string; details: Record<string, unknown> }) => void log.push(['audit', e.action, e.details]),
+      auditBy: async (_sql: unknown, _actor: unknown, e: { action: string; details: Record<string, unknown> }) => void log.push(['audit', e.action, e.details]),
     },
   })
   const db = fakeDb()

@@ -30,7 +30,10 @@ async function tenants(t: Test, world: { count?: number; current?: TenantRow } =
     '../api-keys/service.js': {
       createKey: async (_sql: unknown, _tags: unknown, k: { type: string; permissions: string[]; name: string }) => (log.push(['key', k.type, k.permissions, k.name]), { key: 'svc_ci_made' }),
     },
-    '../audit/service.js': { audit: async (_sql: unknown, e: { action: string; details: unknown }) => void log.push(['audit', e.action, e.details]) },
+    '../audit/service.js': {
+      audit: async (_sql: unknown, e: { action: string; details: unknown }) => void log.push(['audit', e.action, e.details]),
+      auditBy: async (_sql: unknown, _actor: unknown, e: { action: string; details: unknown }) => void log.push(['audit', e.action, e.details]),
+    },
   })
   const db = fakeDb()
   const platform = { db, secrets: { deriveKey: () => Buffer.alloc(32, 3) } }
