@@ -14,8 +14,10 @@ const watch = (p, depth) => {
     if (res.skip || res.todo) return
     const child = lastChild
     lastChild = null
-    if (!child || !child.hasSub) res.ok ? passed++ : failed++
-    else if (!res.ok && !child.failedBelow) failed++
+    if (!child || !child.hasSub) {
+      if (res.ok) passed++
+      else failed++
+    } else if (!res.ok && !child.failedBelow) failed++
     if (!res.ok || child?.failedBelow) p.failedBelow = true
   })
 }

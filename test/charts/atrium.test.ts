@@ -23,7 +23,7 @@ const podSpecs = (manifests: Manifest[]) => [
   ...manifests.filter((m) => m.kind === 'Deployment' || m.kind === 'Job').map((m) => m.spec.template.spec),
   ...manifests.filter((m) => m.kind === 'Pod').map((m) => m.spec),
 ]
-const containers = (spec: any): any[] => [...(spec.initContainers ?? []), ...spec.containers]
+const containers = (spec: any): any[] => [...(spec.initContainers ?? []), ...spec.containers] // eslint-disable-line @typescript-eslint/no-explicit-any -- a pod spec from parsed YAML
 
 t.test('helm lint --strict passes with the default, air-gapped, existingSecret and HPA values', { skip }, async (t) => {
   const dir = tempDir(t)

@@ -50,11 +50,11 @@ t.test('every image is pinned and from config/images.ts; ATRIUM_REGISTRY moves t
   const env = envFile(t)
   const expected = IMAGES.filter((i) => i.usedBy.includes('compose'))
   const { doc } = await config(env, BASE)
-  const images = new Set(Object.values(doc.services).map((s: any) => s.image))
+  const images = new Set(Object.values(doc.services).map((s: any) => s.image)) // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed Compose YAML
   t.same([...images].sort(), expected.map((i) => imageRef(i)).sort())
   const moved = await config(envFile(t, { ATRIUM_REGISTRY: 'registry.corp.example:5000' }), AIRGAP)
-  for (const [name, s] of Object.entries(moved.doc.services) as [string, any][]) t.match(s.image, /^registry\.corp\.example:5000\//, name)
-  t.same(new Set(Object.values(moved.doc.services).map((s: any) => s.image)), new Set(expected.map((i) => imageRef(i, 'registry.corp.example:5000'))))
+  for (const [name, s] of Object.entries(moved.doc.services) as [string, any][]) t.match(s.image, /^registry\.corp\.example:5000\//, name) // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed Compose YAML
+  t.same(new Set(Object.values(moved.doc.services).map((s: any) => s.image)), new Set(expected.map((i) => imageRef(i, 'registry.corp.example:5000')))) // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed Compose YAML
   t.match(readFileSync(join(DIR, 'compose.yaml'), 'utf8'), `ATRIUM_VERSION:-${VERSION}}`, 'the server image defaults to this release')
 })
 
@@ -82,7 +82,7 @@ t.test('the server runs hardened with the fixed container settings, and the volu
   t.match(server.ports, [{ published: 8443, target: 8080 }], 'PORT is where the API is published; inside it is always 8080')
   // Every store keeps its data in a named volume of its own, made outside Compose.
   t.same(Object.keys(doc.volumes ?? {}).sort(), ['atrium-data', 'atrium-minio', 'atrium-postgres', 'atrium-redis'])
-  for (const [name, v] of Object.entries(doc.volumes) as [string, any][]) t.equal(v.external, true, `${name} is external`)
+  for (const [name, v] of Object.entries(doc.volumes) as [string, any][]) t.equal(v.external, true, `${name} is external`) // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed Compose YAML
   t.equal(doc.services.redis.command.join(' ').includes('noeviction'), true)
 })
 

@@ -37,7 +37,7 @@ export const CHART = join(ROOT, 'charts/atrium')
 /** The go-installed Helm reports Kubernetes 1.20 when no cluster is asked; render for a current one. */
 export const KUBE_VERSION = '1.31.0'
 
-export interface Manifest { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }; [k: string]: any }
+export interface Manifest { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }; [k: string]: any } // eslint-disable-line @typescript-eslint/no-explicit-any -- any Kubernetes manifest
 
 /** `helm template` with values files written from objects; the manifests, or the error text. */
 export async function helmTemplate(t: Test, values: Record<string, unknown>[] = [], extra: string[] = [], chart = CHART): Promise<{ code: number | null; manifests: Manifest[]; stderr: string }> {

@@ -16,7 +16,7 @@ interface Server {
   done: Promise<Ran>
   base: string
   /** An API call with the tenant's key; the body parsed. */
-  call(apiKey: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>
+  call(apiKey: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON from the API
 }
 
 /** Starts `server/main.ts` on `env`, waits for it to listen, and kills it (SIGKILL) when the test ends. */

@@ -1,0 +1,77 @@
+// ESLint: the recommended JavaScript and typescript-eslint rules, Prettier owning the layout
+// (eslint-config-prettier last), and the design's layering as import boundaries: installer/,
+// config/ and licenses/ import nothing from server/ (shared code lives in common/); services, stores
+// and server/domain/ import nothing from server/http/ or Fastify; http/ and platform/ import no
+// module; a module uses another module's service, never its store. `npm run lint` runs this with
+// --max-warnings=0, so every rule is an error or off.
+import js from '@eslint/js'
+import prettier from 'eslint-config-prettier/flat'
+import { defineConfig, globalIgnores } from 'eslint/config'
+import globals from 'globals'
+import tseslint from 'typescript-eslint'
+
+// Import boundaries. The core no-restricted-imports rule matches the import's text, so each regex
+// below names the folder as a relative path that climbs out of the importing file's folder
+// (`../../http/errors.js` from server/modules/<area>/). Flat config replaces a rule's options
+// wholesale when two blocks match one file, so every file belongs to exactly one block below, and
+// that block lists every boundary that applies to it.
+const SERVER = { regex: '^(\\.\\./)+server/', message: 'installer, config and licenses import nothing from server/: move shared code to common/' }
+const COMMON_OUT = {
+  regex: '^(\\.\\./)+(server|installer|config|licenses)/',
+  message: 'common/ imports nothing from server/, installer/, config/ or licenses/: it is the code they share',
+}
+const HTTP_MESSAGE = 'services and stores import nothing from http/ or Fastify'
+const NO_HTTP = [
+  { regex: '^(\\.\\./)+(server/)?http/', message: HTTP_MESSAGE },
+  { regex: '^(fastify|@fastify/[^/]+)(/.*)?$', message: HTTP_MESSAGE },
+]
+const HTTP_NO_MODULES = { regex: '^(\\.\\./)+(server/)?modules/', message: 'http does not import modules' }
+const PLATFORM_NO_MODULES = { regex: '^(\\.\\./)+(server/)?modules/', message: 'platform imports no module' }
+// From server/modules/<area>/ (or deeper), another module's store: ../<other>/store.js, or the long way round.
+const OTHER_STORE = {
+  regex: '^(\\.\\./[^./][^/]*/|(\\.\\./)+(server/)?modules/[^/]+/)store(\\.[jt]s)?$',
+  message: "use the other module's service, never its store",
+}
+// The files of a module that speak HTTP; everything else in a module is service, store or helper.
+const MODULE_HTTP_FILES = ['server/modules/**/routes.ts', 'server/modules/**/page.ts', 'server/modules/**/plugin.ts', 'server/modules/**/index.ts']
+
+const boundaries = (name, files, patterns, ignores = []) => ({
+  name: `atrium/layering/${name}`,
+  files,
+  ignores,
+  rules: { 'no-restricted-imports': ['error', { patterns }] },
+})
+
+export default defineConfig([
+  globalIgnores(['node_modules/', 'dist/', 'coverage/', '.tap/', '.atrium/']),
+  js.configs.recommended,
+  tseslint.configs.recommended,
+  {
+    name: 'atrium/node',
+    languageOptions: { ecmaVersion: 2022, sourceType: 'module', globals: globals.node },
+    // An eslint-disable comment that disables nothing is an error too (ESLint's default is a warning).
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+  },
+  {
+    // Page scripts served to the browser as classic scripts (the pages' CSP allows no inline script).
+    name: 'atrium/browser-scripts',
+    files: ['server/modules/*/*.js'],
+    languageOptions: { sourceType: 'script', globals: globals.browser },
+  },
+  {
+    name: 'atrium/rules',
+    rules: {
+      // The codebase's convention: `_` names what is deliberately unused (a callback's leading
+      // parameters), and `const { dropped: _, ...rest } = row` leaves a field out of a copy.
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true }],
+    },
+  },
+  boundaries('installer-config-licenses', ['installer/**', 'config/**', 'licenses/**'], [SERVER]),
+  boundaries('common', ['common/**'], [COMMON_OUT]),
+  boundaries('http', ['server/http/**'], [HTTP_NO_MODULES]),
+  boundaries('platform', ['server/platform/**'], [PLATFORM_NO_MODULES]),
+  boundaries('domain', ['server/domain/**'], NO_HTTP),
+  boundaries('module-http', MODULE_HTTP_FILES, [OTHER_STORE]),
+  boundaries('module-core', ['server/modules/**'], [...NO_HTTP, OTHER_STORE], MODULE_HTTP_FILES),
+  prettier,
+])
