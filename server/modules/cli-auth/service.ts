@@ -16,7 +16,7 @@ import { credentialTags, type CredentialTags } from '../../platform/credential-t
 import type { Secrets } from '../../platform/secrets.js'
 import { audit, auditBy } from '../audit/service.js'
 import { accountOf, type Account, type AuthService } from '../auth/service.js'
-import { findAccount } from '../auth/store.js'
+import { findAccount } from '../auth/accounts.js'
 import type { TokenIssuer } from '../auth/tokens.js'
 import { approveLogin, consumeLogin, deleteExpiredLogins, findLogin, insertLogin, type CliLoginRow } from './store.js'
 import { dateClock } from '../../clock.js'

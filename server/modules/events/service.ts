@@ -5,6 +5,9 @@ import { newId } from '../../../common/ids.js'
 import type { TxSql } from '../../platform/db.js'
 import { insertEvent } from './store.js'
 
+/** The channel whose NOTIFY wakes delivery workers when an event commits. */
+export { EVENTS_CHANNEL } from './store.js'
+
 /** The event kinds of the specification ("Events"). */
 export const EVENT_TYPES = [
   'project.created',

@@ -10,7 +10,7 @@ import { setSessionCookie } from '../../http/session-cookie.js'
 import type { SignInGuard } from '../../http/signin-guard.js'
 import { Tenant, User } from '../auth/routes.js'
 import { MIN_PASSWORD_LENGTH } from '../tenants/service.js'
-import type { MemberRow } from '../users/store.js'
+import type { MemberRow } from '../users/service.js'
 import { isLegacyInvitationToken, type TeamService } from './service.js'
 
 const tags = ['team']

@@ -27,13 +27,13 @@ import { credentialTags } from '../../platform/credential-tags.js'
 import type { Secrets } from '../../platform/secrets.js'
 import { audit, auditBy } from '../audit/service.js'
 import { accountOf, type Account, type AuthService, type StartedSession } from '../auth/service.js'
-import { findAccount, revokeUserSessions } from '../auth/store.js'
+import { findAccount, revokeUserSessions } from '../auth/accounts.js'
 import { EMAIL_RE } from '../../../common/email.js'
 import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
 import {
   activateInvited, deleteMember, insertUser, listMembers, lockMemberAndOwners, selectMember, updateMember, type MemberRow,
-} from '../users/store.js'
+} from '../users/service.js'
 import { consumeInvitation, deleteOpenInvitations, findInvitation, insertInvitation, revokeUserKeys } from './store.js'
 import { dateClock } from '../../clock.js'
 

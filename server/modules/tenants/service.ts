@@ -14,7 +14,7 @@ import { emitEvent, eventData } from '../events/service.js'
 import { EMAIL_RE } from '../../../common/email.js'
 import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
-import { insertUser } from '../users/store.js'
+import { insertUser } from '../users/service.js'
 import { countTenantsForCreation, insertTenant, renameTenant, selectTenant, type TenantRow } from './store.js'
 
 export interface CreateTenantInput { name: string; plan?: string; email?: string; password?: string }

@@ -25,7 +25,7 @@ async function newTenant(p: Platform = platform): Promise<string> {
 }
 
 /** A runner on the test's database, stopped when the test ends. */
-function runner(tt: Test, queues: QueueDefinition<any>[], o: Partial<JobRunnerOptions> = {}): JobRunner {
+function runner(tt: Test, queues: QueueDefinition[], o: Partial<JobRunnerOptions> = {}): JobRunner {
   const r = createJobRunner({ db, log, pollMs: 20, ...o })
   for (const q of queues) r.define(q)
   tt.teardown(() => r.stop({ graceMs: 500 }))
@@ -260,14 +260,18 @@ t.test('metrics: jobs by queue and state, finished attempts by outcome, the age 
 
 // ---- in processes of their own, on PostgreSQL ----------------------------------------------------
 
+/** What a worker process says (jobs-worker.ts). */
+interface Msg { ready?: number; started?: string; pid?: number; ticked?: number; enqueued?: number; error?: string; ran?: string; slot?: string }
+
 const WORKER = fileURLToPath(new URL('./jobs-worker.ts', import.meta.url))
 const postgresOnly = services.databaseUrl ? false : 'needs PostgreSQL (TEST_DATABASE_URL): replicas in processes of their own share one database server'
 
-function worker(tt: Test, env: Record<string, string>): ChildProcess & { next: (pred: (m: any) => boolean) => Promise<any> } {
+function worker(tt: Test, env: Record<string, string>): ChildProcess & { next: (pred: (m: Msg) => unknown) => Promise<Msg> } {
   const child = fork(WORKER, [], { execArgv: ['--import', 'tsx'], env: { ...process.env, DATABASE_URL: platform.config.DATABASE_URL, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-  const messages: any[] = []
-  const waiting: { pred: (m: any) => boolean; resolve: (m: any) => void }[] = []
-  child.on('message', (m) => {
+  const messages: Msg[] = []
+  const waiting: { pred: (m: Msg) => unknown; resolve: (m: Msg) => void }[] = []
+  child.on('message', (message) => {
+    const m = message as Msg
     const w = waiting.findIndex((x) => x.pred(m))
     if (w >= 0) waiting.splice(w, 1)[0]!.resolve(m)
     else messages.push(m)
@@ -276,10 +280,10 @@ function worker(tt: Test, env: Record<string, string>): ChildProcess & { next: (
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
   })
   return Object.assign(child, {
-    next: (pred: (m: any) => boolean) => {
+    next: (pred: (m: Msg) => unknown): Promise<Msg> => {
       const i = messages.findIndex(pred)
-      if (i >= 0) return Promise.resolve(messages.splice(i, 1)[0])
-      return new Promise((resolve) => waiting.push({ pred, resolve }))
+      if (i >= 0) return Promise.resolve(messages.splice(i, 1)[0]!)
+      return new Promise<Msg>((resolve) => waiting.push({ pred, resolve }))
     },
   })
 }
@@ -311,7 +315,7 @@ t.test('two processes and one schedule over 100 slots: each slot runs exactly on
   const replicas = [worker(t, { JOBS_MODE: 'slots', JOBS_NOW: String(base) }), worker(t, { JOBS_MODE: 'slots', JOBS_NOW: String(base) })]
   await Promise.all(replicas.map((w) => w.next((m) => m.ready)))
   const ran: string[] = []
-  for (const w of replicas) w.on('message', (m: any) => { if (m.ran) ran.push(m.slot) })
+  for (const w of replicas) w.on('message', (m) => { if ((m as Msg).ran) ran.push((m as Msg).slot!) })
   let enqueued = 0
   for (let k = 1; k <= 100; k++) {
     // Both replicas inside slot k, at different seconds of it.
@@ -322,7 +326,7 @@ t.test('two processes and one schedule over 100 slots: each slot runs exactly on
     }))
     for (const a of answers) {
       if (a.error) throw new Error(a.error)
-      enqueued += a.enqueued
+      enqueued += a.enqueued ?? 0
     }
   }
   t.equal(enqueued, 100, 'the two replicas enqueued 100 jobs between them')

@@ -47,7 +47,7 @@ async function cli(t: Test, world: World = {}) {
       approveLogin: async () => (log.push(['approve']), world.approved === false ? undefined : login({ status: 'approved' })),
       consumeLogin: async () => (log.push(['consume']), world.consumed === false ? undefined : login({ status: 'consumed', tenant_id: 't1', user_id: 'u1' })),
     },
-    '../auth/store.js': { findAccount: async () => world.account },
+    '../auth/accounts.js': { findAccount: async () => world.account },
     '../audit/service.js': audit,
   })
   const auth = { startSession: async (_sql: unknown, s: { method: string; userId: string }) => (log.push(['session', s.method, s.userId]), { sessionId: 's1', token: 'ats_refresh', expiresAt: new Date(NOW + 3600_000) }) }

@@ -30,7 +30,7 @@ const member = (id: string, role: Role, status: MemberRow['status'] = 'active'):
 async function team(t: Test, members: MemberRow[]) {
   const log: unknown[][] = []
   const { teamService, mayHandle } = await replacing<typeof Service>(t, import.meta.url, '../../../../server/modules/team/service.js', {
-    '../users/store.js': {
+    '../users/service.js': {
       // The member and every active owner, as the real one locks them.
       lockMemberAndOwners: async (_sql: unknown, _tenant: string, id: string) => members.filter((m) => m.id === id || (m.role === 'owner' && m.status === 'active')),
       updateMember: async (_sql: unknown, _tenant: string, id: string, f: { role: Role; status: MemberRow['status'] }) => {
@@ -48,7 +48,7 @@ async function team(t: Test, members: MemberRow[]) {
         return ['key-of-' + id]
       },
     },
-    '../auth/store.js': {
+    '../auth/accounts.js': {
       revokeUserSessions: async (_sql: unknown, id: string) => {
         log.push(['end sessions', id])
         return ['session-of-' + id]

@@ -22,7 +22,7 @@ async function tenants(t: Test, world: { count?: number; current?: TenantRow } =
       selectTenant: async () => (world.current ? [world.current] : []),
       renameTenant: async (_sql: unknown, id: string, name: string) => (log.push(['rename', name]), row({ id, name })),
     },
-    '../users/store.js': {
+    '../users/service.js': {
       insertUser: async (_sql: unknown, u: { email: string; role: string; passwordHash: string | null }) => void log.push(['user', u.email, u.role, u.passwordHash]),
     },
     '../events/service.js': { emitEvent: async (_sql: unknown, e: { type: string }) => void log.push(['event', e.type]) },
