@@ -23,7 +23,7 @@ import { apiKeyTags } from './modules/api-keys/keys.js'
 import { legacyKeys } from './modules/api-keys/legacy.js'
 import { apiKeyAuthenticator, apiKeysService } from './modules/api-keys/service.js'
 import { auditRoutes } from './modules/audit/routes.js'
-import { auditLogService } from './modules/audit/service.js'
+import { auditLogService, defineAuditJobs } from './modules/audit/service.js'
 import { authRoutes } from './modules/auth/routes.js'
 import { authService } from './modules/auth/service.js'
 import { loginThrottle, type LoginLimits } from './modules/auth/throttle.js'
@@ -34,7 +34,7 @@ import { downloadsRoutes } from './modules/downloads/routes.js'
 import { oauthRoutes } from './modules/oauth/routes.js'
 import { opsRoutes } from './modules/ops/routes.js'
 import { projectsRoutes } from './modules/projects/routes.js'
-import { projectsService } from './modules/projects/service.js'
+import { defineProjectJobs, projectsService } from './modules/projects/service.js'
 import { invitationPageRoutes } from './modules/team/page.js'
 import { teamRoutes } from './modules/team/routes.js'
 import { teamService } from './modules/team/service.js'
@@ -43,9 +43,10 @@ import { tenantsService } from './modules/tenants/service.js'
 import { llmSettingsService } from './modules/tenants/settings.js'
 import { webhooksRoutes } from './modules/webhooks/routes.js'
 import { webhooksService } from './modules/webhooks/service.js'
-import { startWebhookWorker, type Worker, type WorkerOptions } from './modules/webhooks/worker.js'
+import { defineWebhookJobs, startWebhookWorker, type Worker, type WorkerOptions } from './modules/webhooks/worker.js'
 import type { LocalBlobs } from './platform/blobs.js'
 import { openCounters } from './platform/counters.js'
+import { createJobRunner, defineJobUpkeep, type JobRunnerOptions } from './platform/jobs.js'
 import { compilePolicy, type Resolver } from './platform/outbound.js'
 import type { Platform } from './platform/index.js'
 import { VERSION } from '../common/version.js'
@@ -62,6 +63,8 @@ export interface AppOptions {
    * shorten its retry schedule, poll and lease here, or pass their own name resolver.
    */
   webhookWorker?: false | Partial<Pick<WorkerOptions, 'schedule' | 'pollMs' | 'leaseMs' | 'concurrency' | 'attemptTimeoutMs'>>
+  /** The job runner: started with the app unless false; tests shorten its poll and schedule tick. */
+  jobs?: false | Partial<Pick<JobRunnerOptions, 'pollMs' | 'scheduleTickMs'>>
   /** How outbound calls resolve names (tests); the system resolver otherwise. */
   resolver?: Resolver
   /** Password sign-in limits (tests lower them); LOGIN_LIMITS otherwise. */
@@ -166,6 +169,17 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   await app.register(pageStyleRoutes)
   await app.register(invitationPageRoutes)
 
+  // The one job runner: modules define their queues and schedules on it below; it starts once the
+  // app is ready and drains on close (running handlers finish or are handed back).
+  const jobs = createJobRunner({ db: platform.db, log: log.child({ module: 'jobs' }), registry, now, ...(opts.jobs || {}) })
+  defineJobUpkeep(jobs, platform.db, now)
+  defineAuditJobs(jobs, auditLogService({ db: platform.db }), log.child({ module: 'audit' }))
+  defineProjectJobs(jobs, { db: platform.db, storage: platform.storage, log: log.child({ module: 'projects' }), now })
+  defineWebhookJobs(jobs, { db: platform.db, log: log.child({ module: 'webhooks' }), now })
+  if (opts.jobs !== false) {
+    app.addHook('onReady', () => jobs.start())
+    app.addHook('onClose', () => jobs.stop({ graceMs: Math.max(1000, (config.SHUTDOWN_TIMEOUT_SECONDS * 1000) / 2) }))
+  }
   const projects = projectsService({ db: platform.db, storage: platform.storage, version: VERSION, now })
   // One outbound policy for every call out: webhook URLs and LLM base URLs when they are set, and
   // the connections of the webhook worker and of model calls.

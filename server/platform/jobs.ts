@@ -620,9 +620,21 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     return queues.length
   }
 
+  // The code's schedules are written at start; a database that cannot take them yet (its schema
+  // not migrated, or away) gets them on a later tick, and the app starts meanwhile.
+  let declared = false
+  const declareSchedules = async () => {
+    if (declared || !schedules.size) return
+    await o.db.system(async (sql) => {
+      for (const def of schedules.values()) await upsertSchedule(sql, def, at())
+    })
+    declared = true
+  }
+
   function scheduleLoop() {
     if (stopping) return
-    scheduling = tickSchedules()
+    scheduling = declareSchedules()
+      .then(tickSchedules)
       .catch((err: unknown) => o.log.warn({ err }, 'schedules could not be looked at; trying again shortly'))
       .finally(() => {
         scheduling = null
@@ -652,11 +664,7 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     async start() {
       if (started) return
       started = true
-      if (schedules.size) {
-        await o.db.system(async (sql) => {
-          for (const def of schedules.values()) await upsertSchedule(sql, def, at())
-        })
-      }
+      await declareSchedules().catch((err: unknown) => o.log.warn({ err }, 'schedules could not be written yet; trying again shortly'))
       if (o.enabled === false) return
       for (const q of defs.keys()) {
         const d = defs.get(q)!
@@ -809,7 +817,7 @@ function jobMetrics(registry: Registry, db: Db, clock: Clock) {
 /** The runner's own upkeep: finished jobs are kept a while for inspection, then removed. */
 export function defineJobUpkeep(runner: JobRunner, db: Db, clock: Clock = Date.now): void {
   runner.define({
-    name: 'jobs.sweep',
+    name: 'jobs.sweep', pollMs: 60_000,
     async handler() {
       const now = clock()
       await db.system((sql) => sql`

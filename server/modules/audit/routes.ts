@@ -1,12 +1,12 @@
-// The audit log for tenant admins (issue 3, item 7), and the retention sweep every replica offers
-// to run: at start and hourly, done by whichever replica takes the lock.
+// The audit log for tenant admins (issue 3, item 7). Its retention sweep is a job (service.ts,
+// defineAuditJobs).
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { PLAN_TERMS, PLANS } from '../../domain/plans.js'
 import { actorOf } from '../../http/actor.js'
 import { page } from '../../http/envelope.js'
 import { apiErrors, PageEnvelope } from '../../http/schemas.js'
-import { SWEEP_INTERVAL_MS, type AuditLogService } from './service.js'
+import type { AuditLogService } from './service.js'
 import type { AuditRow } from './store.js'
 
 const tags = ['audit']
@@ -51,7 +51,7 @@ const present = (e: AuditRow) => ({
   createdAt: e.created_at.toISOString(),
 })
 
-export const auditRoutes: FastifyPluginAsyncTypebox<{ auditLog: AuditLogService; sweepIntervalMs?: number }> = async (app, { auditLog, sweepIntervalMs = SWEEP_INTERVAL_MS }) => {
+export const auditRoutes: FastifyPluginAsyncTypebox<{ auditLog: AuditLogService }> = async (app, { auditLog }) => {
   app.get('/audit-log', {
     config: { permission: 'audit:read' },
     schema: {
@@ -64,27 +64,5 @@ export const auditRoutes: FastifyPluginAsyncTypebox<{ auditLog: AuditLogService;
     const { tenantId, principal } = actorOf(req)
     const r = await auditLog.list({ tenantId, plan: principal.plan }, req.query)
     return page(req, r.items.map(present), r.nextCursor)
-  })
-
-  // The sweep runs beside the requests, never in their way: start-up does not wait for it, and a
-  // run still going when the next is due is not doubled. Close waits for a run in progress, so the
-  // database is not closed under it.
-  let running: Promise<void> | null = null
-  const sweep = () => {
-    running ??= auditLog.sweep()
-      .then((deleted) => {
-        if (deleted) app.log.info({ deleted }, 'audit events past their retention deleted')
-      })
-      .catch((err: unknown) => app.log.warn({ err }, 'audit retention sweep failed; it runs again within the hour'))
-      .finally(() => { running = null })
-  }
-  let timer: NodeJS.Timeout | null = null
-  app.addHook('onReady', async () => {
-    sweep()
-    timer = setInterval(sweep, sweepIntervalMs).unref()
-  })
-  app.addHook('onClose', async () => {
-    if (timer) clearInterval(timer)
-    await running
   })
 }

@@ -6,7 +6,9 @@ import { AppError, forbidden } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { AUDIT_LOG_PLAN, PLAN_TERMS, type Plan } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
+import type { Logger } from 'pino'
 import type { Db, TxSql } from '../../platform/db.js'
+import type { JobRunner } from '../../platform/jobs.js'
 import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type AuditActorType, type AuditFilter } from './store.js'
 
 /** Who an event names as having done it: a user or key by id, or the system or someone anonymous. */
@@ -44,7 +46,7 @@ export const auditBy = (sql: TxSql, a: Actor, e: Omit<Audited, 'tenantId' | 'act
     ...e,
   })
 
-/** How often every replica offers to sweep; the advisory lock lets one of them do it. */
+/** How often the retention sweep runs (a job; the advisory lock still keeps two sweeps apart). */
 export const SWEEP_INTERVAL_MS = 3600_000
 
 export interface AuditQuery { limit: number; cursor?: string; action?: string; actorId?: string; since?: string; until?: string }
@@ -79,3 +81,15 @@ export function auditLogService(deps: { db: Db }) {
 }
 
 export type AuditLogService = ReturnType<typeof auditLogService>
+
+/** The retention sweep: every hour on the job runner, and at once on a new installation. */
+export function defineAuditJobs(runner: JobRunner, auditLog: AuditLogService, log: Logger): void {
+  runner.define({
+    name: 'audit.retention', pollMs: 60_000,
+    async handler() {
+      const deleted = await auditLog.sweep()
+      if (deleted) log.info({ deleted }, 'audit events past their retention deleted')
+    },
+  })
+  runner.schedule({ name: 'audit.retention', queue: 'audit.retention', everyMs: SWEEP_INTERVAL_MS, immediately: true })
+}

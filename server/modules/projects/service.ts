@@ -4,6 +4,7 @@
 import postgres from 'postgres'
 import type { Logger } from 'pino'
 import type { Clock } from '../../clock.js'
+import type { JobRunner } from '../../platform/jobs.js'
 import type { Storage } from '../../platform/storage.js'
 import { AppError, notFound } from '../../domain/errors.js'
 import { decodeIdCursor, decodeNumberCursor, toPage } from '../../domain/pagination.js'
@@ -267,3 +268,15 @@ export async function sweepExpiredBackups(
 }
 
 const pick = (p: ProjectFields): ProjectFields => ({ name: p.name, description: p.description, language: p.language })
+
+/** Backup retention every hour on the job runner, and at once on a new installation. */
+export function defineProjectJobs(runner: JobRunner, deps: { db: Db; storage: Storage; log: Logger; now?: Clock }): void {
+  runner.define({
+    name: 'projects.backup-retention', pollMs: 60_000, leaseMs: 10 * 60_000,
+    async handler() {
+      const r = await sweepExpiredBackups(deps, { now: new Date((deps.now ?? Date.now)()) })
+      if (r.removed || r.failed || r.tenantsDeferred) deps.log.info(r, 'project backups past their retention swept')
+    },
+  })
+  runner.schedule({ name: 'projects.backup-retention', queue: 'projects.backup-retention', everyMs: 3600_000, immediately: true })
+}

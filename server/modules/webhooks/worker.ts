@@ -21,7 +21,7 @@ import type { Secrets } from '../../platform/secrets.js'
 import { audit } from '../audit/service.js'
 import { EVENTS_CHANNEL } from '../events/service.js'
 import { fairLimits, nextFair, rankFair, type Share } from '../../platform/fairness.js'
-import { workLoop } from '../../platform/jobs.js'
+import { workLoop, type JobRunner } from '../../platform/jobs.js'
 import { workerMetrics } from './metrics.js'
 import { nextAttemptAt, parseRetryAfter, RETRY_SCHEDULE_SECONDS } from './schedule.js'
 import { secretContext } from './service.js'
@@ -39,7 +39,6 @@ export const EXCERPT_BYTES = 1024
 export const EVENT_RETENTION_MS = 30 * 24 * 3600_000
 const DISPATCH_BATCH = 200
 const KEY_CACHE_SIZE = 1000
-const SWEEP_INTERVAL_MS = 3600_000
 
 export interface WorkerOptions {
   db: Db
@@ -83,7 +82,6 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
   // covers a whole attempt: run past the lease, it could be sent by another worker at the same time.
   const claimedAt = new WeakMap<ClaimedDelivery, number>()
   const overdueAfterMs = (leaseMs - attemptTimeoutMs) / 2
-  let lastSweep = 0
 
   // Delivery runs on the job runner's work loop (platform/jobs.ts): its cycle, claim-ahead, drain
   // and back-off are the runner's; what is webhook-specific is where the work comes from (events
@@ -94,11 +92,6 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
       // New events (at start, on NOTIFY, on each poll) become deliveries; a whole batch means more may wait.
       async prepare() {
         const { events } = await o.db.system((sql) => store.dispatchEvents(sql, DISPATCH_BATCH, new Date(clock())))
-        if (clock() - lastSweep > SWEEP_INTERVAL_MS) {
-          lastSweep = clock()
-          const swept = await o.db.system((sql) => store.sweepEvents(sql, new Date(clock() - EVENT_RETENTION_MS)))
-          if (swept) o.log.info({ swept }, 'old webhook events removed')
-        }
         return events === DISPATCH_BATCH
       },
       async claim(want, held) {
@@ -289,4 +282,17 @@ export function describe(err: unknown): string {
     case 'EAI_AGAIN': return 'the host name could not be resolved (DNS did not answer)'
     default: return `${cause?.code ? `${cause.code}: ` : ''}${cause?.message ?? String(err)}`.slice(0, 500)
   }
+}
+
+/** Events nothing waits to deliver any more are removed after EVENT_RETENTION_MS: every hour, on the job runner. */
+export function defineWebhookJobs(runner: JobRunner, deps: { db: Db; log: Logger; now?: Clock }): void {
+  const clock = deps.now ?? Date.now
+  runner.define({
+    name: 'webhooks.events-retention', pollMs: 60_000,
+    async handler() {
+      const swept = await deps.db.system((sql) => store.sweepEvents(sql, new Date(clock() - EVENT_RETENTION_MS)))
+      if (swept) deps.log.info({ swept }, 'old webhook events removed')
+    },
+  })
+  runner.schedule({ name: 'webhooks.events-retention', queue: 'webhooks.events-retention', everyMs: 3600_000, immediately: true })
 }
