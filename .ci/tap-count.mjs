@@ -8,7 +8,11 @@ let passed = 0
 let failed = 0
 const watch = (p, depth) => {
   let lastChild = null
-  p.on('child', (c) => { p.hasSub = true; lastChild = c; watch(c, depth + 1) })
+  p.on('child', (c) => {
+    p.hasSub = true
+    lastChild = c
+    watch(c, depth + 1)
+  })
   p.on('assert', (res) => {
     if (!(res.closingTestPoint || depth === 0)) return // a plain assertion inside a test
     if (res.skip || res.todo) return

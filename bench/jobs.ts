@@ -35,12 +35,14 @@ export async function benchJobs(databaseUrl: string): Promise<{ runner: number; 
     await db.sql`create table bench_raw (id bigserial primary key, done boolean not null default false)`
     await db.sql`insert into bench_raw (done) select false from generate_series(1, ${JOBS})`
     const t0 = performance.now()
-    await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-      for (;;) {
-        const rows = await db.sql`update bench_raw set done = true where id = (select id from bench_raw where not done order by id limit 1 for update skip locked) returning id`
-        if (!rows.length) return
-      }
-    }))
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        for (;;) {
+          const rows = await db.sql`update bench_raw set done = true where id = (select id from bench_raw where not done order by id limit 1 for update skip locked) returning id`
+          if (!rows.length) return
+        }
+      }),
+    )
     const raw = JOBS / ((performance.now() - t0) / 1000)
 
     await backlog('bench.empty')
@@ -48,7 +50,13 @@ export async function benchJobs(databaseUrl: string): Promise<{ runner: number; 
     let finished!: () => void
     const all = new Promise<void>((r) => (finished = r))
     const runner = createJobRunner({ db, log, pollMs: 100 })
-    runner.define({ name: 'bench.empty', concurrency: CONCURRENCY, handler: async () => { if (++done === JOBS) finished() } })
+    runner.define({
+      name: 'bench.empty',
+      concurrency: CONCURRENCY,
+      handler: async () => {
+        if (++done === JOBS) finished()
+      },
+    })
     const t1 = performance.now()
     await runner.start()
     await all

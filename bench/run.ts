@@ -23,16 +23,22 @@ const CONNECTIONS = 64
 const databaseUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
 
-interface Started { child: ChildProcess; base: string }
+interface Started {
+  child: ChildProcess
+  base: string
+}
 
 function start(script: string, env: Record<string, string>): Promise<Started> {
   const child = spawn(process.execPath, ['--import', 'tsx', script], {
-    cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'],
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
   })
   let err = ''
   return new Promise((resolve, reject) => {
     child.stderr!.on('data', (c: Buffer) => {
-      err += c.toString(); if (process.env.BENCH_ECHO) process.stderr.write(c)
+      err += c.toString()
+      if (process.env.BENCH_ECHO) process.stderr.write(c)
       const m = /listening on (http:\/\/[\d.]+:\d+)/i.exec(err)
       if (m) resolve({ child, base: m[1]! })
     })
@@ -60,15 +66,25 @@ async function receiver() {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
     arrived: (n: number) => new Promise<void>((resolve) => (count >= n ? resolve() : (waiting = { n, resolve }))),
-    reset: () => { count = 0 },
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()) }),
+    reset: () => {
+      count = 0
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections()
+        server.close(() => r())
+      }),
   }
 }
 
 /** `n` jobs, `parallel` at a time. */
 async function pool(n: number, parallel: number, job: (i: number) => Promise<void>) {
   let next = 0
-  await Promise.all(Array.from({ length: parallel }, async () => { while (next < n) await job(next++) }))
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (next < n) await job(next++)
+    }),
+  )
 }
 
 /** Baseline: this process POSTing JSON bodies straight to the receiver, keep-alive, as many at once as the worker. */
@@ -76,14 +92,19 @@ async function rawPosts(url: string, n: number): Promise<number> {
   const agent = new Agent({ keepAlive: true })
   const body = JSON.stringify({ id: 'x', type: 'project.created', data: { name: 'bench' } })
   const started = performance.now()
-  await pool(n, DELIVERY_CONCURRENCY, () => new Promise<void>((resolve, reject) => {
-    const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.resume()
-      res.on('end', resolve)
-    })
-    req.on('error', reject)
-    req.end(body)
-  }))
+  await pool(
+    n,
+    DELIVERY_CONCURRENCY,
+    () =>
+      new Promise<void>((resolve, reject) => {
+        const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+          res.resume()
+          res.on('end', resolve)
+        })
+        req.on('error', reject)
+        req.end(body)
+      }),
+  )
   agent.destroy()
   return n / ((performance.now() - started) / 1000)
 }
@@ -119,22 +140,34 @@ try {
   const url = new URL(databaseUrl)
   url.pathname = `/${dbName}`
   const env = {
-    DATABASE_URL: url.toString(), REDIS_URL: redisUrl, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1',
-    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn', ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
+    DATABASE_URL: url.toString(),
+    REDIS_URL: redisUrl,
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+    ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
     // High enough that the benchmark is never refused, while every request still takes the Redis round trip.
     RATE_LIMIT_MAX: '1000000',
     // The webhook receiver is on loopback, over http.
-    OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8', WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_DELIVERY_CONCURRENCY: '0',
+    OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8',
+    WEBHOOK_ALLOW_HTTP: 'true',
+    WEBHOOK_DELIVERY_CONCURRENCY: '0',
   }
   const atrium = await start('server/main.ts', env)
-  const cli = spawn(process.execPath, ['--import', 'tsx', 'server/cli.ts', 'create-tenant', '--name', 'Bench', '--email', 'bench@example.com', '--password', 'bench password 1'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } })
+  const cli = spawn(process.execPath, ['--import', 'tsx', 'server/cli.ts', 'create-tenant', '--name', 'Bench', '--email', 'bench@example.com', '--password', 'bench password 1'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+  })
   let out = ''
   cli.stdout.on('data', (c: Buffer) => (out += c.toString()))
   await new Promise((r) => cli.once('exit', r))
   const { apiKey } = JSON.parse(out) as { apiKey: string }
   const headers = { authorization: `Bearer ${apiKey}` }
   const created = await fetch(`${atrium.base}/api/v1/projects`, {
-    method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bench', description: 'benchmark project', language: 'typescript' }),
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'bench', description: 'benchmark project', language: 'typescript' }),
   })
   const projectId = ((await created.json()) as { data: { id: string } }).data.id
   const api = await load(`${atrium.base}/api/v1/projects/${projectId}`, headers)
@@ -152,7 +185,8 @@ try {
   const raw = await rawPosts(rx.url, WEBHOOK_EVENTS)
   rx.reset()
   const hook = await fetch(`${atrium.base}/api/v1/webhooks`, {
-    method: 'POST', headers: { ...headers, 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json' },
     body: JSON.stringify({ url: rx.url, events: ['project.created'], secret: randomBytes(24).toString('base64url') }),
   })
   if (hook.status !== 201) throw new Error(`webhook registration: ${hook.status} ${await hook.text()}`)
@@ -187,7 +221,9 @@ try {
 
   console.log(`\nwebhooks: ${WEBHOOK_EVENTS} projects created (16 at a time) at ${createRate.toFixed(0)}/s, each event written to the outbox in its transaction`)
   console.log(`  baseline, plain POSTs from this process to the receiver (${DELIVERY_CONCURRENCY} at a time): ${raw.toFixed(0)}/s`)
-  console.log(`  Atrium delivering that backlog (fan-out, claim, sign, POST, record; ${DELIVERY_CONCURRENCY} at a time): ${drainRate.toFixed(0)} deliveries/s = ${((drainRate / raw) * 100).toFixed(1)}% of the baseline`)
+  console.log(
+    `  Atrium delivering that backlog (fan-out, claim, sign, POST, record; ${DELIVERY_CONCURRENCY} at a time): ${drainRate.toFixed(0)} deliveries/s = ${((drainRate / raw) * 100).toFixed(1)}% of the baseline`,
+  )
 } finally {
   await admin.unsafe(`drop database if exists ${dbName} with (force)`)
   await admin.end()

@@ -4,7 +4,10 @@ import { createHash } from 'node:crypto'
 import { Readable, Transform } from 'node:stream'
 import { ZipFile } from 'yazl'
 
-export interface ZipEntry { name: string; data: string | Buffer | Readable }
+export interface ZipEntry {
+  name: string
+  data: string | Buffer | Readable
+}
 
 export interface MeasuredZip {
   /** The archive's bytes; read it once. */

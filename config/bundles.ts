@@ -56,16 +56,22 @@ export function defaultText(s: Setting): string {
 function jsonSchemaOf(s: Setting): Record<string, unknown> {
   const description = s.description
   switch (s.type) {
-    case 'int': return { type: 'integer', minimum: s.min, maximum: s.max, description }
-    case 'bool': return { type: 'boolean', description }
-    case 'enum': return { type: 'string', enum: s.values, description }
+    case 'int':
+      return { type: 'integer', minimum: s.min, maximum: s.max, description }
+    case 'bool':
+      return { type: 'boolean', description }
+    case 'enum':
+      return { type: 'string', enum: s.values, description }
     case 'url': {
       const schemes = (s.protocols ?? ['http:', 'https:']).map((p) => p.slice(0, -1)).join('|')
       return { type: 'string', pattern: `^$|^(${schemes})://[^\\s]+$`, description: `${description} (empty or a ${schemes}:// URL)` }
     }
-    case 'cidrs': return { type: 'string', pattern: '^[0-9A-Fa-f:./, ]*$', description: `${description} (e.g. 10.0.0.0/8,fd00::/8)` }
-    case 'key32': return { type: 'string', pattern: '^$|^[A-Za-z0-9+/]{43}=$', description }
-    default: return { type: 'string', description }
+    case 'cidrs':
+      return { type: 'string', pattern: '^[0-9A-Fa-f:./, ]*$', description: `${description} (e.g. 10.0.0.0/8,fd00::/8)` }
+    case 'key32':
+      return { type: 'string', pattern: '^$|^[A-Za-z0-9+/]{43}=$', description }
+    default:
+      return { type: 'string', description }
   }
 }
 
@@ -74,7 +80,12 @@ const str = (description: string, extra: Record<string, unknown> = {}) => ({ typ
 const bool = (description: string) => ({ type: 'boolean', description })
 const int = (description: string, minimum = 0) => ({ type: 'integer', minimum, description })
 const anyMap = (description: string) => ({ type: 'object', description, additionalProperties: { type: 'string' } })
-const quantity = { anyOf: [{ type: 'string', pattern: '^[0-9.]+[a-zA-Z]*$' }, { type: 'number', minimum: 0 }] }
+const quantity = {
+  anyOf: [
+    { type: 'string', pattern: '^[0-9.]+[a-zA-Z]*$' },
+    { type: 'number', minimum: 0 },
+  ],
+}
 const resources = obj({ requests: obj({ cpu: quantity, memory: quantity }), limits: obj({ cpu: quantity, memory: quantity }) })
 const free = (description: string) => ({ type: 'object', description })
 const list = (description: string) => ({ type: 'array', description })
@@ -86,49 +97,76 @@ export function renderValuesSchema(): string {
   const schema = {
     $schema: 'http://json-schema.org/draft-07/schema#',
     title: 'Atrium chart values',
-    ...obj({
-      global: obj({
-        imageRegistry: str('Registry that replaces the registry of every image (air-gapped sites: the private registry)', { pattern: `^$|${REGISTRY_RE.source.replaceAll('\\/', '/')}` }),
-        imagePullSecrets: { type: 'array', items: { anyOf: [{ type: 'string' }, obj({ name: { type: 'string' } }, { required: ['name'] })] }, description: 'Secrets with the credentials of the registry' },
-      }),
-      nameOverride: str('Replaces the chart name in resource names'),
-      fullnameOverride: str('Replaces the release-derived prefix of resource names'),
-      image: obj({
-        registry: str('Registry of the server image'),
-        repository: str('Repository of the server image', { minLength: 1 }),
-        tag: str('Tag of the server image; empty means the chart\'s appVersion'),
-        digest: str('Pins the image by digest (sha256:...); wins over the tag', { pattern: '^$|^sha256:[a-f0-9]{64}$' }),
-        pullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'] },
-      }, { required: ['repository'] }),
-      replicaCount: int('Server replicas when autoscaling is off', 1),
-      airGapped: bool('No outside network: turns off web search and external integrations (AIR_GAPPED=true)'),
-      existingSecret: str('Name of a Secret that holds the secret settings (GitOps); the chart then creates none'),
-      env: obj(env, { description: 'Atrium settings (config/schema.ts), except those the chart fixes' }),
-      secrets: obj(secrets, { description: 'Secret Atrium settings, used when existingSecret is empty; ENCRYPTION_MASTER_KEY is generated once when empty and kept across upgrades' }),
-      service: obj({ type: { type: 'string', enum: ['ClusterIP', 'NodePort', 'LoadBalancer'] }, port: int('Service port', 1), annotations: anyMap('Service annotations') }),
-      ingress: obj({
-        enabled: bool('Create an Ingress'),
-        className: str('IngressClass name'),
-        host: str('Host name users reach Atrium at', { pattern: '^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' }),
-        annotations: anyMap('Ingress annotations'),
-        tls: obj({ enabled: bool('Terminate TLS at the Ingress'), secretName: str('Secret with the certificate') }),
-      }),
-      resources,
-      migrations: obj({ resources, backoffLimit: int('Retries of the migration job'), activeDeadlineSeconds: int('Longest a migration may run', 60) }),
-      autoscaling: obj({ enabled: bool('Create a HorizontalPodAutoscaler'), minReplicas: int('Fewest replicas', 1), maxReplicas: int('Most replicas', 1), targetCPUUtilizationPercentage: { type: 'integer', minimum: 1, maximum: 100 } }),
-      podDisruptionBudget: obj({ enabled: bool('Create a PodDisruptionBudget'), minAvailable: { anyOf: [{ type: 'integer', minimum: 0 }, { type: 'string', pattern: '^[0-9]+%$' }] } }),
-      networkPolicy: obj({ enabled: bool('Create a NetworkPolicy'), ingressFrom: list('Extra NetworkPolicyPeers allowed to reach the server (e.g. the ingress controller namespace)'), egress: list('Egress rules; empty allows all (the database, Redis and S3 are outside the cluster by default)') }),
-      serviceAccount: obj({ create: bool('Create a ServiceAccount'), name: str('Name of the ServiceAccount to use'), annotations: anyMap('ServiceAccount annotations') }),
-      upgradeGuard: obj({ enabled: bool('Refuse upgrades that skip a minor version or go back'), allowSkip: bool('Let this one upgrade skip versions (read the release notes first)') }),
-      tests: obj({ enabled: bool('Install the helm test that checks /readyz') }),
-      podAnnotations: anyMap('Annotations on the server pods'),
-      podLabels: anyMap('Labels on the server pods'),
-      nodeSelector: anyMap('Node selector of every pod'),
-      tolerations: list('Tolerations of every pod'),
-      affinity: free('Affinity of the server pods'),
-      priorityClassName: str('PriorityClass of the server pods'),
-      terminationGracePeriodSeconds: int('Seconds a pod gets to drain; keep above SHUTDOWN_TIMEOUT_SECONDS', 1),
-    }, { required: ['image', 'env', 'secrets'] }),
+    ...obj(
+      {
+        global: obj({
+          imageRegistry: str('Registry that replaces the registry of every image (air-gapped sites: the private registry)', { pattern: `^$|${REGISTRY_RE.source.replaceAll('\\/', '/')}` }),
+          imagePullSecrets: {
+            type: 'array',
+            items: { anyOf: [{ type: 'string' }, obj({ name: { type: 'string' } }, { required: ['name'] })] },
+            description: 'Secrets with the credentials of the registry',
+          },
+        }),
+        nameOverride: str('Replaces the chart name in resource names'),
+        fullnameOverride: str('Replaces the release-derived prefix of resource names'),
+        image: obj(
+          {
+            registry: str('Registry of the server image'),
+            repository: str('Repository of the server image', { minLength: 1 }),
+            tag: str("Tag of the server image; empty means the chart's appVersion"),
+            digest: str('Pins the image by digest (sha256:...); wins over the tag', { pattern: '^$|^sha256:[a-f0-9]{64}$' }),
+            pullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'] },
+          },
+          { required: ['repository'] },
+        ),
+        replicaCount: int('Server replicas when autoscaling is off', 1),
+        airGapped: bool('No outside network: turns off web search and external integrations (AIR_GAPPED=true)'),
+        existingSecret: str('Name of a Secret that holds the secret settings (GitOps); the chart then creates none'),
+        env: obj(env, { description: 'Atrium settings (config/schema.ts), except those the chart fixes' }),
+        secrets: obj(secrets, { description: 'Secret Atrium settings, used when existingSecret is empty; ENCRYPTION_MASTER_KEY is generated once when empty and kept across upgrades' }),
+        service: obj({ type: { type: 'string', enum: ['ClusterIP', 'NodePort', 'LoadBalancer'] }, port: int('Service port', 1), annotations: anyMap('Service annotations') }),
+        ingress: obj({
+          enabled: bool('Create an Ingress'),
+          className: str('IngressClass name'),
+          host: str('Host name users reach Atrium at', { pattern: '^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' }),
+          annotations: anyMap('Ingress annotations'),
+          tls: obj({ enabled: bool('Terminate TLS at the Ingress'), secretName: str('Secret with the certificate') }),
+        }),
+        resources,
+        migrations: obj({ resources, backoffLimit: int('Retries of the migration job'), activeDeadlineSeconds: int('Longest a migration may run', 60) }),
+        autoscaling: obj({
+          enabled: bool('Create a HorizontalPodAutoscaler'),
+          minReplicas: int('Fewest replicas', 1),
+          maxReplicas: int('Most replicas', 1),
+          targetCPUUtilizationPercentage: { type: 'integer', minimum: 1, maximum: 100 },
+        }),
+        podDisruptionBudget: obj({
+          enabled: bool('Create a PodDisruptionBudget'),
+          minAvailable: {
+            anyOf: [
+              { type: 'integer', minimum: 0 },
+              { type: 'string', pattern: '^[0-9]+%$' },
+            ],
+          },
+        }),
+        networkPolicy: obj({
+          enabled: bool('Create a NetworkPolicy'),
+          ingressFrom: list('Extra NetworkPolicyPeers allowed to reach the server (e.g. the ingress controller namespace)'),
+          egress: list('Egress rules; empty allows all (the database, Redis and S3 are outside the cluster by default)'),
+        }),
+        serviceAccount: obj({ create: bool('Create a ServiceAccount'), name: str('Name of the ServiceAccount to use'), annotations: anyMap('ServiceAccount annotations') }),
+        upgradeGuard: obj({ enabled: bool('Refuse upgrades that skip a minor version or go back'), allowSkip: bool('Let this one upgrade skip versions (read the release notes first)') }),
+        tests: obj({ enabled: bool('Install the helm test that checks /readyz') }),
+        podAnnotations: anyMap('Annotations on the server pods'),
+        podLabels: anyMap('Labels on the server pods'),
+        nodeSelector: anyMap('Node selector of every pod'),
+        tolerations: list('Tolerations of every pod'),
+        affinity: free('Affinity of the server pods'),
+        priorityClassName: str('PriorityClass of the server pods'),
+        terminationGracePeriodSeconds: int('Seconds a pod gets to drain; keep above SHUTDOWN_TIMEOUT_SECONDS', 1),
+      },
+      { required: ['image', 'env', 'secrets'] },
+    ),
   }
   return JSON.stringify(schema, null, 2) + '\n'
 }
@@ -143,7 +181,11 @@ export function replaceBlock(text: string, block: string, file: string): string 
   if (start < 0 || end < start) throw new Error(`${file} has no generated block (markers "${BEGIN}" ... "${END}")`)
   const lineStart = text.lastIndexOf('\n', start) + 1
   const indent = text.slice(lineStart, start)
-  const body = block.split('\n').filter(Boolean).map((l) => indent + l).join('\n')
+  const body = block
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => indent + l)
+    .join('\n')
   return text.slice(0, start) + BEGIN + '\n' + body + '\n' + indent + text.slice(end)
 }
 
@@ -173,7 +215,7 @@ export function renderComposeBlock(): string {
 
 export function renderComposeEnvExample(): string {
   const lines = [
-    '# The Compose bundle\'s .env. Generated from config/schema.ts by `npm run config:generate`: do not edit by hand.',
+    "# The Compose bundle's .env. Generated from config/schema.ts by `npm run config:generate`: do not edit by hand.",
     '# The installer writes a filled-in copy; by hand: cp .env.example .env, chmod 600 .env, fill in the blanks.',
     '# PORT is the port on this machine the API is published at (the container always listens on 8080).',
     '',
@@ -226,7 +268,15 @@ export function renderAll(): { path: string; text: string }[] {
 
 /** The generated files that differ from what is on disk. */
 export function staleFiles(): string[] {
-  return renderAll().filter((f) => { try { return readFileSync(f.path, 'utf8') !== f.text } catch { return true } }).map((f) => f.path)
+  return renderAll()
+    .filter((f) => {
+      try {
+        return readFileSync(f.path, 'utf8') !== f.text
+      } catch {
+        return true
+      }
+    })
+    .map((f) => f.path)
 }
 
 if (isMain(import.meta.url)) {

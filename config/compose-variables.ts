@@ -4,10 +4,10 @@
 
 /** Variables the Compose bundle itself reads from .env, besides Atrium's settings (isSecret says which are secret). */
 export const COMPOSE_VARIABLES: Record<string, { description: string; example: string }> = {
-  ATRIUM_REGISTRY: { description: 'Registry that replaces every image\'s registry (air-gapped: your private registry); empty pulls from the public ones', example: '' },
+  ATRIUM_REGISTRY: { description: "Registry that replaces every image's registry (air-gapped: your private registry); empty pulls from the public ones", example: '' },
   ATRIUM_DATA_PATH: { description: 'Folder on this machine that holds the named volumes\' data (see "Install with Compose" in README.md)', example: '/var/lib/atrium' },
   ATRIUM_S3_PORT: { description: 'Port on this machine where the bundled MinIO answers download links', example: '9000' },
-  POSTGRES_PASSWORD: { description: 'Password of the bundled PostgreSQL\'s atrium user (openssl rand -hex 24); DATABASE_URL must use it', example: '' },
+  POSTGRES_PASSWORD: { description: "Password of the bundled PostgreSQL's atrium user (openssl rand -hex 24); DATABASE_URL must use it", example: '' },
   REDIS_PASSWORD: { description: 'Password of the bundled Redis (openssl rand -hex 24); REDIS_URL must use it', example: '' },
   MINIO_ROOT_USER: { description: 'Access key of the bundled MinIO; R2_ACCESS_KEY_ID must be the same', example: 'atrium' },
   MINIO_ROOT_PASSWORD: { description: 'Secret key of the bundled MinIO (openssl rand -hex 24); R2_SECRET_ACCESS_KEY must be the same', example: '' },

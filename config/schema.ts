@@ -15,13 +15,30 @@ interface SettingBase<T> {
   /** Must be set when NODE_ENV=production (embedded defaults are for trying Atrium out). */
   requiredInProduction?: boolean
 }
-interface StringSetting extends SettingBase<string> { type: 'string' | 'url' | 'key32'; protocols?: string[] }
-interface IntSetting extends SettingBase<number> { type: 'int'; min: number; max: number }
-interface BoolSetting extends SettingBase<boolean> { type: 'bool' }
-interface EnumSetting<V extends string> extends SettingBase<V> { type: 'enum'; values: readonly V[] }
-interface CidrsSetting extends SettingBase<string[]> { type: 'cidrs' }
+interface StringSetting extends SettingBase<string> {
+  type: 'string' | 'url' | 'key32'
+  protocols?: string[]
+}
+interface IntSetting extends SettingBase<number> {
+  type: 'int'
+  min: number
+  max: number
+}
+interface BoolSetting extends SettingBase<boolean> {
+  type: 'bool'
+}
+interface EnumSetting<V extends string> extends SettingBase<V> {
+  type: 'enum'
+  values: readonly V[]
+}
+interface CidrsSetting extends SettingBase<string[]> {
+  type: 'cidrs'
+}
 /** Structured values as JSON; `parse` checks and normalizes the decoded value (problems never echo secrets). */
-interface JsonSetting<T> extends SettingBase<T> { type: 'json'; parse: (value: unknown) => { value: T } | { problems: string[] } }
+interface JsonSetting<T> extends SettingBase<T> {
+  type: 'json'
+  parse: (value: unknown) => { value: T } | { problems: string[] }
+}
 export type Setting = StringSetting | IntSetting | BoolSetting | EnumSetting<string> | CidrsSetting | JsonSetting<unknown>
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
@@ -29,136 +46,263 @@ const NODE_ENVS = ['development', 'production', 'test'] as const
 
 export const settings = {
   NODE_ENV: {
-    type: 'enum', values: NODE_ENVS, default: 'development', secret: false, group: 'server',
+    type: 'enum',
+    values: NODE_ENVS,
+    default: 'development',
+    secret: false,
+    group: 'server',
     description: 'production makes every embedded default an error: real PostgreSQL, Redis, S3 and a master key are required',
   } satisfies EnumSetting<(typeof NODE_ENVS)[number]>,
   PORT: {
-    type: 'int', min: 0, max: 65535, default: 8080, secret: false, group: 'server',
+    type: 'int',
+    min: 0,
+    max: 65535,
+    default: 8080,
+    secret: false,
+    group: 'server',
     description: 'TCP port the API server listens on (0: any free port)',
   } satisfies IntSetting,
   HOST: {
-    type: 'string', default: '0.0.0.0', secret: false, group: 'server',
+    type: 'string',
+    default: '0.0.0.0',
+    secret: false,
+    group: 'server',
     description: 'Address the API server binds to (0.0.0.0 for every interface, 127.0.0.1 for this machine only)',
   } satisfies StringSetting,
   PUBLIC_URL: {
-    type: 'url', protocols: ['http:', 'https:'], default: '', secret: false, group: 'server',
+    type: 'url',
+    protocols: ['http:', 'https:'],
+    default: '',
+    secret: false,
+    group: 'server',
     description: 'Address users reach Atrium at, used in links it hands out (default http://localhost:PORT)',
   } satisfies StringSetting,
   DATA_DIR: {
-    type: 'string', default: './.atrium', secret: false, group: 'server',
+    type: 'string',
+    default: './.atrium',
+    secret: false,
+    group: 'server',
     description: 'Folder for embedded data: the embedded database, local blobs and a generated master key',
   } satisfies StringSetting,
   LOG_LEVEL: {
-    type: 'enum', values: LOG_LEVELS, default: 'info', secret: false, group: 'server',
+    type: 'enum',
+    values: LOG_LEVELS,
+    default: 'info',
+    secret: false,
+    group: 'server',
     description: 'Least severe log level written (JSON lines on stdout)',
   } satisfies EnumSetting<(typeof LOG_LEVELS)[number]>,
   MIGRATE_ON_START: {
-    type: 'bool', default: true, secret: false, group: 'server',
+    type: 'bool',
+    default: true,
+    secret: false,
+    group: 'server',
     description: 'Apply pending database migrations at start-up (off when a separate migration job runs them)',
   } satisfies BoolSetting,
   SHUTDOWN_TIMEOUT_SECONDS: {
-    type: 'int', min: 1, max: 600, default: 25, secret: false, group: 'server',
+    type: 'int',
+    min: 1,
+    max: 600,
+    default: 25,
+    secret: false,
+    group: 'server',
     description: 'How long SIGTERM waits for in-flight requests before forcing exit',
   } satisfies IntSetting,
   DATABASE_URL: {
-    type: 'url', protocols: ['postgres:', 'postgresql:'], default: '', secret: true, group: 'storage',
+    type: 'url',
+    protocols: ['postgres:', 'postgresql:'],
+    default: '',
+    secret: true,
+    group: 'storage',
     requiredInProduction: true,
     description: 'PostgreSQL 15+ connection URL; empty runs an embedded PGlite database in DATA_DIR',
   } satisfies StringSetting,
   DATABASE_POOL_MAX: {
-    type: 'int', min: 1, max: 500, default: 10, secret: false, group: 'storage',
-    description: 'Most PostgreSQL connections in each of a server process\'s two pools (tenant work, system work)',
+    type: 'int',
+    min: 1,
+    max: 500,
+    default: 10,
+    secret: false,
+    group: 'storage',
+    description: "Most PostgreSQL connections in each of a server process's two pools (tenant work, system work)",
   } satisfies IntSetting,
   REDIS_URL: {
-    type: 'url', protocols: ['redis:', 'rediss:'], default: '', secret: true, group: 'storage',
+    type: 'url',
+    protocols: ['redis:', 'rediss:'],
+    default: '',
+    secret: true,
+    group: 'storage',
     requiredInProduction: true,
     description: 'Redis 7+ connection URL; empty keeps rate limits in process (a single replica only)',
   } satisfies StringSetting,
   R2_ENDPOINT: {
-    type: 'url', protocols: ['http:', 'https:'], default: '', secret: false, group: 'storage',
+    type: 'url',
+    protocols: ['http:', 'https:'],
+    default: '',
+    secret: false,
+    group: 'storage',
     requiredInProduction: true,
     description: 'S3-compatible object store address (MinIO, R2, S3...); empty stores blobs under DATA_DIR',
   } satisfies StringSetting,
   R2_PUBLIC_ENDPOINT: {
-    type: 'url', protocols: ['http:', 'https:'], default: '', secret: false, group: 'storage',
+    type: 'url',
+    protocols: ['http:', 'https:'],
+    default: '',
+    secret: false,
+    group: 'storage',
     description: 'Address of the object store as users reach it, for download links (default R2_ENDPOINT)',
   } satisfies StringSetting,
   R2_BUCKET: {
-    type: 'string', default: 'atrium', secret: false, group: 'storage',
+    type: 'string',
+    default: 'atrium',
+    secret: false,
+    group: 'storage',
     description: 'Bucket that holds backups and exports (created at start-up when missing)',
   } satisfies StringSetting,
   R2_ACCESS_KEY_ID: {
-    type: 'string', default: '', secret: true, group: 'storage',
+    type: 'string',
+    default: '',
+    secret: true,
+    group: 'storage',
     description: 'Access key of the object store',
   } satisfies StringSetting,
   R2_SECRET_ACCESS_KEY: {
-    type: 'string', default: '', secret: true, group: 'storage',
+    type: 'string',
+    default: '',
+    secret: true,
+    group: 'storage',
     description: 'Secret key of the object store',
   } satisfies StringSetting,
   R2_REGION: {
-    type: 'string', default: 'us-east-1', secret: false, group: 'storage',
+    type: 'string',
+    default: 'us-east-1',
+    secret: false,
+    group: 'storage',
     description: 'Region name the object store expects in signatures',
   } satisfies StringSetting,
   ENCRYPTION_MASTER_KEY: {
-    type: 'key32', default: '', secret: true, group: 'security', requiredInProduction: true,
+    type: 'key32',
+    default: '',
+    secret: true,
+    group: 'security',
+    requiredInProduction: true,
     description: '32 random bytes, base64 (openssl rand -base64 32); encrypts every stored secret. Losing it loses them',
   } satisfies StringSetting,
   LICENSE_KEY: {
-    type: 'string', default: '', secret: true, group: 'security',
+    type: 'string',
+    default: '',
+    secret: true,
+    group: 'security',
     description: 'License key issued by the vendor',
   } satisfies StringSetting,
   ACCESS_TOKEN_TTL_SECONDS: {
-    type: 'int', min: 60, max: 86_400, default: 900, secret: false, group: 'security',
+    type: 'int',
+    min: 60,
+    max: 86_400,
+    default: 900,
+    secret: false,
+    group: 'security',
     description: 'Lifetime of a JWT access token; clients exchange their session for a new one when it ends',
   } satisfies IntSetting,
   SESSION_TTL_HOURS: {
-    type: 'int', min: 1, max: 8760, default: 168, secret: false, group: 'security',
+    type: 'int',
+    min: 1,
+    max: 8760,
+    default: 168,
+    secret: false,
+    group: 'security',
     description: 'Lifetime of a sign-in session (its refresh token); the user signs in again after it',
   } satisfies IntSetting,
   OIDC_PROVIDERS: {
-    type: 'json', default: [] as OidcProviderSetting[], parse: parseOidcProviders, secret: true, group: 'security',
-    description: 'OpenID Connect sign-in: JSON array of {"id","name","issuer","clientId","clientSecret","scopes"?,"tenantId"?,"defaultRole"?,"allowHttp"?,"tokenAuthMethod"?}; register PUBLIC_URL/oauth/{id}/callback at the identity provider; a private issuer must be inside OUTBOUND_ALLOWED_NETWORKS',
+    type: 'json',
+    default: [] as OidcProviderSetting[],
+    parse: parseOidcProviders,
+    secret: true,
+    group: 'security',
+    description:
+      'OpenID Connect sign-in: JSON array of {"id","name","issuer","clientId","clientSecret","scopes"?,"tenantId"?,"defaultRole"?,"allowHttp"?,"tokenAuthMethod"?}; register PUBLIC_URL/oauth/{id}/callback at the identity provider; a private issuer must be inside OUTBOUND_ALLOWED_NETWORKS',
   } satisfies JsonSetting<OidcProviderSetting[]>,
   TRUSTED_PROXIES: {
-    type: 'cidrs', default: [], secret: false, group: 'network',
+    type: 'cidrs',
+    default: [],
+    secret: false,
+    group: 'network',
     description: 'Comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed (empty: none)',
   } satisfies CidrsSetting,
   AIR_GAPPED: {
-    type: 'bool', default: false, secret: false, group: 'network',
+    type: 'bool',
+    default: false,
+    secret: false,
+    group: 'network',
     description: 'No outside network: features that need external APIs (web search, integrations) are off',
   } satisfies BoolSetting,
   OUTBOUND_ALLOWED_NETWORKS: {
-    type: 'cidrs', default: [], secret: false, group: 'network',
+    type: 'cidrs',
+    default: [],
+    secret: false,
+    group: 'network',
     description: 'Comma-separated private CIDRs that webhooks, BYOS checks and self-hosted LLMs may reach',
   } satisfies CidrsSetting,
   WEBHOOK_ALLOW_HTTP: {
-    type: 'bool', default: false, secret: false, group: 'network',
+    type: 'bool',
+    default: false,
+    secret: false,
+    group: 'network',
     description: 'Accept webhook URLs with http: as well as https: (receivers on an internal network without TLS)',
   } satisfies BoolSetting,
   WEBHOOK_DELIVERY_CONCURRENCY: {
-    type: 'int', min: 0, max: 256, default: 8, secret: false, group: 'limits',
+    type: 'int',
+    min: 0,
+    max: 256,
+    default: 8,
+    secret: false,
+    group: 'limits',
     description: 'Webhook deliveries each replica makes at once; 0 stops this replica delivering (others still do)',
   } satisfies IntSetting,
   RATE_LIMIT_MAX: {
-    type: 'int', min: 1, max: 1_000_000, default: 1000, secret: false, group: 'limits',
+    type: 'int',
+    min: 1,
+    max: 1_000_000,
+    default: 1000,
+    secret: false,
+    group: 'limits',
     description: 'Requests each API key (or user, or IP when unauthenticated) may make per window',
   } satisfies IntSetting,
   RATE_LIMIT_WINDOW_SECONDS: {
-    type: 'int', min: 1, max: 86_400, default: 60, secret: false, group: 'limits',
+    type: 'int',
+    min: 1,
+    max: 86_400,
+    default: 60,
+    secret: false,
+    group: 'limits',
     description: 'Length of the rate-limit window in seconds',
   } satisfies IntSetting,
   MAX_REQUEST_BODY_BYTES: {
-    type: 'int', min: 1024, max: 1024 * 1024 * 1024, default: 1024 * 1024, secret: false, group: 'limits',
+    type: 'int',
+    min: 1024,
+    max: 1024 * 1024 * 1024,
+    default: 1024 * 1024,
+    secret: false,
+    group: 'limits',
     description: 'Largest JSON request body accepted; larger ones get 413',
   } satisfies IntSetting,
 } as const
 
 export type SettingName = keyof typeof settings
 // Enums as their union of values, the rest widened from their default's literal type.
-type ValueOf<S> = S extends { values: readonly (infer V)[] } ? V
-  : S extends { type: 'bool' } ? boolean
-  : S extends { type: 'int' } ? number
-  : S extends { default: infer T } ? (T extends readonly (infer E)[] ? E[] : T extends string ? string : T) : never
+type ValueOf<S> = S extends { values: readonly (infer V)[] }
+  ? V
+  : S extends { type: 'bool' }
+    ? boolean
+    : S extends { type: 'int' }
+      ? number
+      : S extends { default: infer T }
+        ? T extends readonly (infer E)[]
+          ? E[]
+          : T extends string
+            ? string
+            : T
+        : never
 export type Config = { readonly [K in SettingName]: ValueOf<(typeof settings)[K]> }
 
 /** Parse one raw value; returns the value or a problem sentence (never echoing a secret). */
@@ -183,7 +327,11 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
       return s.values.includes(raw) ? { value: raw } : { problem: `${name} must be one of ${s.values.join(', ')}${shown}` }
     case 'url': {
       let u: URL
-      try { u = new URL(raw) } catch { return { problem: `${name} must be a URL${shown}` } }
+      try {
+        u = new URL(raw)
+      } catch {
+        return { problem: `${name} must be a URL${shown}` }
+      }
       if (s.protocols && !s.protocols.includes(u.protocol)) {
         return { problem: `${name} must start with ${s.protocols.map((p) => p + '//').join(' or ')}${s.secret ? ` (got ${u.protocol}//...)` : shown}` }
       }
@@ -207,7 +355,10 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
       return 'problems' in r ? { problem: `${name}: ${r.problems.join('; ')}` } : { value: r.value }
     }
     case 'cidrs': {
-      const list = raw.split(',').map((x) => x.trim()).filter(Boolean)
+      const list = raw
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean)
       const bad = list.filter((c) => !isCidr(c))
       if (bad.length) return { problem: `${name} has entries that are not CIDRs: ${bad.join(', ')} (write e.g. 10.0.0.0/8,fd00::/8)` }
       return { value: list }
@@ -297,9 +448,14 @@ export function parseOidcProviders(value: unknown): { value: OidcProviderSetting
     if (e.allowHttp !== undefined && typeof e.allowHttp !== 'boolean') bad('allowHttp must be true or false')
     const allowHttp = e.allowHttp === true
     let issuer: URL | null = null
-    try { issuer = new URL(text('issuer')) } catch { bad('issuer must be a URL') }
+    try {
+      issuer = new URL(text('issuer'))
+    } catch {
+      bad('issuer must be a URL')
+    }
     if (issuer) {
-      if (issuer.protocol !== 'https:' && !(allowHttp && issuer.protocol === 'http:')) bad(`issuer must be an https:// URL${issuer.protocol === 'http:' ? ' (set allowHttp: true for an http:// issuer)' : ''}`)
+      if (issuer.protocol !== 'https:' && !(allowHttp && issuer.protocol === 'http:'))
+        bad(`issuer must be an https:// URL${issuer.protocol === 'http:' ? ' (set allowHttp: true for an http:// issuer)' : ''}`)
       if (issuer.search || issuer.hash || issuer.username || issuer.password) bad('issuer must not have a query, fragment or credentials')
     }
     if (!text('clientId')) bad('clientId is required')
@@ -317,8 +473,15 @@ export function parseOidcProviders(value: unknown): { value: OidcProviderSetting
 
     if (mistakes.length) problems.push(`${label}: ${mistakes.join('; ')}`)
     out.push({
-      id, name: text('name'), issuer: text('issuer'), clientId: text('clientId'), clientSecret, scopes,
-      tenantId: tenantId?.toLowerCase() ?? null, defaultRole: defaultRole as OidcProviderSetting['defaultRole'], allowHttp,
+      id,
+      name: text('name'),
+      issuer: text('issuer'),
+      clientId: text('clientId'),
+      clientSecret,
+      scopes,
+      tenantId: tenantId?.toLowerCase() ?? null,
+      defaultRole: defaultRole as OidcProviderSetting['defaultRole'],
+      allowHttp,
       tokenAuthMethod: tokenAuthMethod as OidcProviderSetting['tokenAuthMethod'],
     })
   })

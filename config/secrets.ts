@@ -23,6 +23,8 @@ function looksSecret(name: string): boolean {
  */
 export function isSecret(name: string): boolean {
   if (Object.hasOwn(settings, name)) return (settings[name as SettingName] as Setting).secret
-  const madeInto = Object.entries(COMPOSE_SERVICE_SETTINGS).filter(([, made]) => made.includes(`\${${name}}`)).map(([setting]) => setting)
+  const madeInto = Object.entries(COMPOSE_SERVICE_SETTINGS)
+    .filter(([, made]) => made.includes(`\${${name}}`))
+    .map(([setting]) => setting)
   return madeInto.some(isSecret) || looksSecret(name)
 }

@@ -50,8 +50,12 @@ export interface Progress {
 
 const planned = (c: Command): PlannedCommand => ({ title: c.title, command: [c.file, ...c.args] })
 
-const stepReport = (s: DeployStep): StepReport =>
-  ({ title: s.command.title, command: [s.command.file, ...s.command.args].join(' '), exitCode: s.result?.exitCode ?? null, skipped: Boolean(s.skipped) })
+const stepReport = (s: DeployStep): StepReport => ({
+  title: s.command.title,
+  command: [s.command.file, ...s.command.args].join(' '),
+  exitCode: s.result?.exitCode ?? null,
+  skipped: Boolean(s.skipped),
+})
 
 export async function preflightCommand(ctx: Resolved, o: CommandOptions = {}): Promise<PreflightReport> {
   const checks = await runPreflight(ctx.answers, ctx.values, { runner: o.runner ?? run })
@@ -63,16 +67,34 @@ async function configureStep(ctx: Resolved, o: CommandOptions): Promise<{ report
   const checks = await runPreflight(ctx.answers, ctx.values, { runner: o.runner ?? run })
   const code = exitFor(checks, Boolean(o.strict))
   const report: ConfigureReport = {
-    command: 'configure', exitCode: code, status: overallStatus(checks), checks, stopped: 'checks', checksIgnored: false,
-    problems: [], changes: [], generated: [], files: [], written: false, replay: null,
+    command: 'configure',
+    exitCode: code,
+    status: overallStatus(checks),
+    checks,
+    stopped: 'checks',
+    checksIgnored: false,
+    problems: [],
+    changes: [],
+    generated: [],
+    files: [],
+    written: false,
+    replay: null,
   }
   if (code !== EXIT.ok && !o.ignoreFailed) return { report, result: null }
   const r = configure(ctx, { dryRun: Boolean(o.dryRun) })
   const problems = r.plan.problems.length > 0
   return {
     report: {
-      ...report, exitCode: problems ? EXIT.badInput : EXIT.ok, stopped: problems ? 'problems' : null, checksIgnored: code !== EXIT.ok,
-      problems: r.plan.problems, changes: r.plan.changes, generated: r.plan.generated, files: r.files, written: r.written, replay: replayCommand(r.answersPath),
+      ...report,
+      exitCode: problems ? EXIT.badInput : EXIT.ok,
+      stopped: problems ? 'problems' : null,
+      checksIgnored: code !== EXIT.ok,
+      problems: r.plan.problems,
+      changes: r.plan.changes,
+      generated: r.plan.generated,
+      files: r.files,
+      written: r.written,
+      replay: replayCommand(r.answersPath),
     },
     result: r,
   }
@@ -87,16 +109,33 @@ export async function installCommand(ctx: Resolved, o: CommandOptions = {}, prog
   const { report: configured, result } = await configureStep(ctx, o)
   progress.configured?.(configured)
   const report: InstallReport = {
-    ...configured, command: 'install', deploy: [], steps: [], stage: null, deployed: false, ready: false, url: null, firstAdmin: null, error: null, summary: [],
+    ...configured,
+    command: 'install',
+    deploy: [],
+    steps: [],
+    stage: null,
+    deployed: false,
+    ready: false,
+    url: null,
+    firstAdmin: null,
+    error: null,
+    summary: [],
   }
   if (configured.stopped || !result) return report
   const options = { imagesTarball: o.images, registry: o.registry }
   if (o.dryRun) return { ...report, deploy: installPlan(ctx, options).map(planned) }
   const r = await runInstall(ctx, result.plan.values, { ...options, runner: o.runner }, progress.step)
   return {
-    ...report, exitCode: r.ok ? EXIT.ok : EXIT.error, steps: r.steps.map(stepReport), stage: r.stage,
-    deployed: r.stage !== 'bundle' && r.stage !== 'deploy', ready: r.ok || r.stage === 'tenant', url: r.url,
-    firstAdmin: r.created ?? r.existing, error: r.error ?? null, summary: summaryLines(ctx.answers, r),
+    ...report,
+    exitCode: r.ok ? EXIT.ok : EXIT.error,
+    steps: r.steps.map(stepReport),
+    stage: r.stage,
+    deployed: r.stage !== 'bundle' && r.stage !== 'deploy',
+    ready: r.ok || r.stage === 'tenant',
+    url: r.url,
+    firstAdmin: r.created ?? r.existing,
+    error: r.error ?? null,
+    summary: summaryLines(ctx.answers, r),
   }
 }
 

@@ -58,7 +58,20 @@ Options:
 
 Exit codes: 0 ok, 1 error, 2 bad input, 3 a check failed, 4 only warnings (with --strict).`
 
-interface Flags { answers?: string; output?: string; images?: string; registry?: string; yes: boolean; ignoreFailed: boolean; target?: string; airGapped: boolean; dryRun: boolean; json: boolean; strict: boolean; help: boolean }
+interface Flags {
+  answers?: string
+  output?: string
+  images?: string
+  registry?: string
+  yes: boolean
+  ignoreFailed: boolean
+  target?: string
+  airGapped: boolean
+  dryRun: boolean
+  json: boolean
+  strict: boolean
+  help: boolean
+}
 
 function parseFlags(argv: string[]): { command: string | undefined; sub: string | undefined; flags: Flags } {
   let parsed
@@ -67,9 +80,18 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
       args: argv,
       allowPositionals: true,
       options: {
-        answers: { type: 'string' }, output: { type: 'string' }, images: { type: 'string' }, registry: { type: 'string' }, yes: { type: 'boolean', short: 'y' }, target: { type: 'string' },
-        'air-gapped': { type: 'boolean' }, 'dry-run': { type: 'boolean' }, json: { type: 'boolean' },
-        strict: { type: 'boolean' }, 'ignore-failed-checks': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+        answers: { type: 'string' },
+        output: { type: 'string' },
+        images: { type: 'string' },
+        registry: { type: 'string' },
+        yes: { type: 'boolean', short: 'y' },
+        target: { type: 'string' },
+        'air-gapped': { type: 'boolean' },
+        'dry-run': { type: 'boolean' },
+        json: { type: 'boolean' },
+        strict: { type: 'boolean' },
+        'ignore-failed-checks': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
       },
     })
   } catch (err) {
@@ -82,8 +104,18 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
     command,
     sub,
     flags: {
-      answers: v.answers, output: v.output, images: v.images, registry: v.registry, yes: Boolean(v.yes), ignoreFailed: Boolean(v['ignore-failed-checks']), target: v.target, airGapped: Boolean(v['air-gapped']),
-      dryRun: Boolean(v['dry-run']), json: Boolean(v.json), strict: Boolean(v.strict), help: Boolean(v.help),
+      answers: v.answers,
+      output: v.output,
+      images: v.images,
+      registry: v.registry,
+      yes: Boolean(v.yes),
+      ignoreFailed: Boolean(v['ignore-failed-checks']),
+      target: v.target,
+      airGapped: Boolean(v['air-gapped']),
+      dryRun: Boolean(v['dry-run']),
+      json: Boolean(v.json),
+      strict: Boolean(v.strict),
+      help: Boolean(v.help),
     },
   }
 }
@@ -115,7 +147,9 @@ async function interactive(flags: Flags): Promise<Report> {
       preflight={(c) => runPreflight(c.answers, c.values, { runner: run })}
       configure={configure}
       install={(c, written, onStep) => runInstall(c, written.plan.values, { imagesTarball: flags.images, registry: flags.registry }, onStep)}
-      onDone={(r) => { exitCode = interactiveExit(r) }}
+      onDone={(r) => {
+        exitCode = interactiveExit(r)
+      }}
     />,
   )
   await ui.waitUntilExit()
@@ -162,9 +196,10 @@ export async function main(argv: string[]): Promise<number> {
     command = parsed.command ?? null
     report = await dispatch(parsed.command, parsed.sub, parsed.flags, out.progress)
   } catch (err) {
-    report = err instanceof BadInput
-      ? { command, exitCode: EXIT.badInput, failure: 'bad-input', problems: err.problems }
-      : { command, exitCode: EXIT.error, failure: 'error', problems: [(err as Error).stack ?? String(err)] }
+    report =
+      err instanceof BadInput
+        ? { command, exitCode: EXIT.badInput, failure: 'bad-input', problems: err.problems }
+        : { command, exitCode: EXIT.error, failure: 'error', problems: [(err as Error).stack ?? String(err)] }
   }
   out.result(report)
   return report.exitCode

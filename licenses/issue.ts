@@ -76,9 +76,17 @@ export async function cli(argv: string[]): Promise<string> {
   const { values: v } = parseArgs({
     args: argv,
     options: {
-      'generate-key-pair': { type: 'string' }, 'private-key': { type: 'string' }, kid: { type: 'string' },
-      customer: { type: 'string' }, plan: { type: 'string' }, 'max-tenants': { type: 'string' }, features: { type: 'string' },
-      'air-gap-allowed': { type: 'boolean' }, expires: { type: 'string' }, issued: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+      'generate-key-pair': { type: 'string' },
+      'private-key': { type: 'string' },
+      kid: { type: 'string' },
+      customer: { type: 'string' },
+      plan: { type: 'string' },
+      'max-tenants': { type: 'string' },
+      features: { type: 'string' },
+      'air-gap-allowed': { type: 'boolean' },
+      expires: { type: 'string' },
+      issued: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
     },
   })
   if (v.help) return USAGE
@@ -106,8 +114,18 @@ export async function cli(argv: string[]): Promise<string> {
   const expiresAt = date('--expires', v.expires!)
   if (expiresAt <= issuedAt) throw new UsageError(`--expires must be after the issue date (${day(issuedAt)})`)
   return issueLicense({
-    privateKey: readPrivateKey(v['private-key']!), kid: v.kid!.trim(), customer: v.customer!.trim(), plan: v.plan as Plan, maxTenants,
-    features: (v.features ?? '').split(',').map((f) => f.trim()).filter(Boolean), airGapAllowed: Boolean(v['air-gap-allowed']), issuedAt, expiresAt,
+    privateKey: readPrivateKey(v['private-key']!),
+    kid: v.kid!.trim(),
+    customer: v.customer!.trim(),
+    plan: v.plan as Plan,
+    maxTenants,
+    features: (v.features ?? '')
+      .split(',')
+      .map((f) => f.trim())
+      .filter(Boolean),
+    airGapAllowed: Boolean(v['air-gap-allowed']),
+    issuedAt,
+    expiresAt,
   })
 }
 

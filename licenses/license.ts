@@ -35,9 +35,7 @@ export interface LicenseClaims {
   graceEndsAt: Date
 }
 
-export type InvalidReason =
-  | 'missing' | 'malformed' | 'bad_signature' | 'unknown_key' | 'wrong_issuer' | 'wrong_audience'
-  | 'wrong_type' | 'not_yet_valid' | 'bad_claims' | 'air_gap_not_allowed'
+export type InvalidReason = 'missing' | 'malformed' | 'bad_signature' | 'unknown_key' | 'wrong_issuer' | 'wrong_audience' | 'wrong_type' | 'not_yet_valid' | 'bad_claims' | 'air_gap_not_allowed'
 
 export type LicenseResult =
   | { status: 'valid'; license: LicenseClaims; message: string }
@@ -85,8 +83,12 @@ export const STATE_MESSAGES = {
   ended: (l: LicenseClaims) => `The license of ${l.customer} expired on ${day(l.expiresAt)} and its grace period ended on ${day(l.graceEndsAt)}`,
 }
 
-const invalid = (reason: InvalidReason, license?: LicenseClaims | null): LicenseResult =>
-  ({ status: 'invalid', reason, message: MESSAGES[reason](license ?? undefined), ...(license ? { license } : {}) })
+const invalid = (reason: InvalidReason, license?: LicenseClaims | null): LicenseResult => ({
+  status: 'invalid',
+  reason,
+  message: MESSAGES[reason](license ?? undefined),
+  ...(license ? { license } : {}),
+})
 
 /** A NumericDate claim as a Date; null unless a whole number of seconds that a Date can hold. */
 const dateOf = (seconds: unknown, plusMs = 0): Date | null => {
@@ -97,19 +99,40 @@ const dateOf = (seconds: unknown, plusMs = 0): Date | null => {
 /** Strict reading of the claims: wrong types or values are refused, never half-understood. */
 function claimsOf(p: JWTPayload, graceDays: number): LicenseClaims | null {
   const c = p as Record<string, unknown>
-  const issuedAt = dateOf(p.iat), notBefore = dateOf(p.nbf), expiresAt = dateOf(p.exp), graceEndsAt = dateOf(p.exp, graceDays * DAY)
-  const ok = typeof p.sub === 'string' && isUuid(p.sub)
-    && typeof c.customer === 'string' && c.customer.trim().length > 0
-    && typeof c.plan === 'string' && isPlan(c.plan)
-    && Number.isSafeInteger(c.maxTenants) && (c.maxTenants as number) >= 1
-    && Array.isArray(c.features) && c.features.every((f) => typeof f === 'string' && f.length > 0)
-    && typeof c.airGapAllowed === 'boolean'
-    && issuedAt && notBefore && expiresAt && graceEndsAt && expiresAt > issuedAt && expiresAt > notBefore
+  const issuedAt = dateOf(p.iat),
+    notBefore = dateOf(p.nbf),
+    expiresAt = dateOf(p.exp),
+    graceEndsAt = dateOf(p.exp, graceDays * DAY)
+  const ok =
+    typeof p.sub === 'string' &&
+    isUuid(p.sub) &&
+    typeof c.customer === 'string' &&
+    c.customer.trim().length > 0 &&
+    typeof c.plan === 'string' &&
+    isPlan(c.plan) &&
+    Number.isSafeInteger(c.maxTenants) &&
+    (c.maxTenants as number) >= 1 &&
+    Array.isArray(c.features) &&
+    c.features.every((f) => typeof f === 'string' && f.length > 0) &&
+    typeof c.airGapAllowed === 'boolean' &&
+    issuedAt &&
+    notBefore &&
+    expiresAt &&
+    graceEndsAt &&
+    expiresAt > issuedAt &&
+    expiresAt > notBefore
   if (!ok) return null
   return {
-    id: p.sub!, customer: c.customer as string, plan: c.plan as Plan, maxTenants: c.maxTenants as number,
-    features: c.features as string[], airGapAllowed: c.airGapAllowed as boolean,
-    issuedAt: issuedAt!, notBefore: notBefore!, expiresAt: expiresAt!, graceEndsAt: graceEndsAt!,
+    id: p.sub!,
+    customer: c.customer as string,
+    plan: c.plan as Plan,
+    maxTenants: c.maxTenants as number,
+    features: c.features as string[],
+    airGapAllowed: c.airGapAllowed as boolean,
+    issuedAt: issuedAt!,
+    notBefore: notBefore!,
+    expiresAt: expiresAt!,
+    graceEndsAt: graceEndsAt!,
   }
 }
 
@@ -145,7 +168,7 @@ export async function verifyLicense(key: string | undefined, opts: VerifyOptions
   if (header.typ !== LICENSE_TYP) return invalid('wrong_type')
   if (header.alg !== LICENSE_ALG) return invalid('bad_signature')
   const trusted = (opts.keys ?? TRUSTED_KEYS).find((k) => k.kid === header.kid)
-  const publicKey = trusted && await importJWK(trusted.publicKeyJwk, LICENSE_ALG).catch(() => null)
+  const publicKey = trusted && (await importJWK(trusted.publicKeyJwk, LICENSE_ALG).catch(() => null))
   if (!publicKey) return invalid('unknown_key')
   let payload: JWTPayload
   try {
@@ -154,8 +177,13 @@ export async function verifyLicense(key: string | undefined, opts: VerifyOptions
     // once the signature has made exp trustworthy.
     const asOf = typeof unverifiedExp === 'number' ? Math.min(now.getTime(), (unverifiedExp - 1) * 1000) : now.getTime()
     ;({ payload } = await jwtVerify(token, publicKey, {
-      algorithms: [LICENSE_ALG], typ: LICENSE_TYP, issuer: LICENSE_ISSUER, audience: LICENSE_AUDIENCE,
-      requiredClaims: ['sub', 'iat', 'nbf', 'exp'], currentDate: new Date(asOf), clockTolerance: CLOCK_TOLERANCE_SECONDS,
+      algorithms: [LICENSE_ALG],
+      typ: LICENSE_TYP,
+      issuer: LICENSE_ISSUER,
+      audience: LICENSE_AUDIENCE,
+      requiredClaims: ['sub', 'iat', 'nbf', 'exp'],
+      currentDate: new Date(asOf),
+      clockTolerance: CLOCK_TOLERANCE_SECONDS,
     }))
   } catch (err) {
     // Claims are validated only after the signature, so their payload is the vendor's.

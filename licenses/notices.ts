@@ -11,9 +11,7 @@ export const NOTICES_FILE = 'licenses/THIRD_PARTY_NOTICES.md'
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url))
 
 /** Licenses we may ship without review. Anything else, alone or in an expression, is flagged. */
-export const PERMISSIVE_LICENSES: readonly string[] = [
-  'MIT', 'ISC', 'BSD-2-Clause', 'BSD-3-Clause', 'Apache-2.0', '0BSD', 'BlueOak-1.0.0', 'CC0-1.0', 'Unlicense', 'Python-2.0', 'CC-BY-4.0',
-]
+export const PERMISSIVE_LICENSES: readonly string[] = ['MIT', 'ISC', 'BSD-2-Clause', 'BSD-3-Clause', 'Apache-2.0', '0BSD', 'BlueOak-1.0.0', 'CC0-1.0', 'Unlicense', 'Python-2.0', 'CC-BY-4.0']
 
 export type LockEntry = {
   name?: string
@@ -66,12 +64,20 @@ function declaredLicense(entry: LockEntry, manifest: Record<string, unknown>): s
 }
 
 function normalized(text: string): string {
-  return text.replace(/^\uFEFF/, '').replace(/\r\n?/g, '\n').split('\n').map((l) => l.trimEnd()).join('\n').replace(/^\n+|\n+$/g, '')
+  return text
+    .replace(/^\uFEFF/, '')
+    .replace(/\r\n?/g, '\n')
+    .split('\n')
+    .map((l) => l.trimEnd())
+    .join('\n')
+    .replace(/^\n+|\n+$/g, '')
 }
 
 /** License and notice files in a package folder, in a fixed order; labelled when there are several. */
 function licenseText(dir: string): string | null {
-  const files = readdirSync(dir).filter((f) => statSync(join(dir, f)).isFile()).sort()
+  const files = readdirSync(dir)
+    .filter((f) => statSync(join(dir, f)).isFile())
+    .sort()
   const found = [...files.filter((f) => LICENSE_FILE.test(f)), ...files.filter((f) => NOTICE_FILE.test(f))]
   const parts = found.map((f) => ({ file: f, text: normalized(readFileSync(join(dir, f), 'utf8')) })).filter((p) => p.text)
   if (!parts.length) return null
@@ -209,9 +215,11 @@ export function renderPackages(packages: ThirdPartyPackage[]): string {
     'This file is generated from `package-lock.json` and `node_modules` by `licenses/notices.ts`: do not',
     'edit it by hand. After changing dependencies, run `npm ci` then `npm run licenses:notices`;',
     '`npm run licenses:notices -- --check` fails when it is out of date. Optional platform packages',
-    '(such as esbuild\'s binary) are listed only when installed, so generate it on linux x64, as the image.',
+    "(such as esbuild's binary) are listed only when installed, so generate it on linux x64, as the image.",
     '',
-    `${packages.length} packages. Licenses: ${licenseCounts(packages).map(([l, n]) => `${l} (${n})`).join(', ')}.`,
+    `${packages.length} packages. Licenses: ${licenseCounts(packages)
+      .map(([l, n]) => `${l} (${n})`)
+      .join(', ')}.`,
     '',
     '## Packages',
     '',

@@ -187,13 +187,25 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   const workerOpts = opts.webhookWorker === false ? null : { concurrency: config.WEBHOOK_DELIVERY_CONCURRENCY, ...opts.webhookWorker }
   let worker: Worker | null = null
   const webhooks = webhooksService({
-    db: platform.db, secrets: platform.secrets, policy, allowHttp: config.WEBHOOK_ALLOW_HTTP, now, onDue: () => worker?.kick(),
+    db: platform.db,
+    secrets: platform.secrets,
+    policy,
+    allowHttp: config.WEBHOOK_ALLOW_HTTP,
+    now,
+    onDue: () => worker?.kick(),
   })
   if (workerOpts && workerOpts.concurrency > 0) {
     // Started once the app is ready, stopped before the pools close (drain waits for attempts in flight).
     app.addHook('onReady', async () => {
       worker = startWebhookWorker({
-        db: platform.db, secrets: platform.secrets, policy, registry, log: log.child({ module: 'webhooks' }), userAgent: `Atrium-Webhooks/${VERSION}`, now, ...workerOpts,
+        db: platform.db,
+        secrets: platform.secrets,
+        policy,
+        registry,
+        log: log.child({ module: 'webhooks' }),
+        userAgent: `Atrium-Webhooks/${VERSION}`,
+        now,
+        ...workerOpts,
       })
     })
     app.addHook('onClose', async () => {
@@ -225,7 +237,9 @@ function warnOfUntrustedProxy(app: FastifyInstance, log: Platform['log']) {
   app.addHook('onRequest', async (request) => {
     if (warned || request.headers['x-forwarded-for'] === undefined) return
     warned = true
-    log.warn({ proxy: request.socket.remoteAddress },
-      'requests arrive through a proxy (X-Forwarded-For) but TRUSTED_PROXIES is empty: limits by address see the proxy\'s address, so all clients behind it share them; set TRUSTED_PROXIES to its address (docs/operations.md)')
+    log.warn(
+      { proxy: request.socket.remoteAddress },
+      "requests arrive through a proxy (X-Forwarded-For) but TRUSTED_PROXIES is empty: limits by address see the proxy's address, so all clients behind it share them; set TRUSTED_PROXIES to its address (docs/operations.md)",
+    )
   })
 }

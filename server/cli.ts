@@ -108,9 +108,10 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       if (decision.kind === 'refused') throw new LicenseRefused(decision.summary)
       const { maxTenants } = licenseOf(decision, config, opts.license?.now)
       const created = await withDb(
-        (db, secrets) => createTenant({ db, secrets }, { name: o.name!, plan: o.plan, email: o.email, password: o.password }, { maxTenants }).catch((err: unknown) => {
-          throw err instanceof AppError && err.details.reason === 'license_tenant_limit' ? new Refused(err) : err
-        }),
+        (db, secrets) =>
+          createTenant({ db, secrets }, { name: o.name!, plan: o.plan, email: o.email, password: o.password }, { maxTenants }).catch((err: unknown) => {
+            throw err instanceof AppError && err.details.reason === 'license_tenant_limit' ? new Refused(err) : err
+          }),
         { migrate: true },
       )
       print(created)
@@ -135,7 +136,10 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       if (type !== 'admin' && !o.tenant) throw new UsageError('--tenant is required for sdk and ci keys')
       const days = o['expires-in-days']
       if (days !== undefined && !/^[1-9]\d{0,4}$/.test(days)) throw new UsageError('--expires-in-days must be a whole number of days')
-      const permissions = (o.permissions ?? ALL).split(',').map((p) => p.trim()).filter(Boolean)
+      const permissions = (o.permissions ?? ALL)
+        .split(',')
+        .map((p) => p.trim())
+        .filter(Boolean)
       const created = await withDb(
         (db, secrets) =>
           db.system(async (sql) => {

@@ -5,4 +5,7 @@
 export type Clock = () => number
 
 /** A function giving the current time as a Date, read from the clock given (Date.now when none). */
-export const dateClock = (clock?: Clock): (() => Date) => () => new Date((clock ?? Date.now)())
+export const dateClock =
+  (clock?: Clock): (() => Date) =>
+  () =>
+    new Date((clock ?? Date.now)())

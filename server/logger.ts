@@ -1,16 +1,7 @@
 // pino, with credentials redacted wherever they could appear in a log line.
 import pino, { type DestinationStream, type Logger } from 'pino'
 
-export const REDACT_PATHS = [
-  'req.headers.authorization',
-  'req.headers.cookie',
-  'req.headers["x-api-key"]',
-  'res.headers["set-cookie"]',
-  '*.password',
-  '*.secret',
-  '*.apiKey',
-  '*.token',
-]
+export const REDACT_PATHS = ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]', 'res.headers["set-cookie"]', '*.password', '*.secret', '*.apiKey', '*.token']
 
 // Query parameters that are credentials (signed download links).
 const SECRET_QUERY = /([?&](?:signature|token|code|state|codeVerifier)=)[^&]*/gi

@@ -49,8 +49,14 @@ export async function serve(opts: ServeOptions = {}): Promise<void> {
     }, config.SHUTDOWN_TIMEOUT_SECONDS * 1000)
     force.unref()
     drain(app, platform).then(
-      () => { log.info('stopped'); process.exit(0) },
-      (err: unknown) => { log.error({ err }, 'error while draining'); process.exit(1) },
+      () => {
+        log.info('stopped')
+        process.exit(0)
+      },
+      (err: unknown) => {
+        log.error({ err }, 'error while draining')
+        process.exit(1)
+      },
     )
   }
   process.on('SIGTERM', () => stop('SIGTERM'))

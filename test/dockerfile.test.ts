@@ -11,7 +11,11 @@ import { spawn } from 'node:child_process'
 
 const text = readFileSync(join(ROOT, 'Dockerfile'), 'utf8')
 /** Instructions with continuation lines joined and comments dropped. */
-const instructions = text.replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'))
+const instructions = text
+  .replace(/\\\n/g, ' ')
+  .split('\n')
+  .map((l) => l.trim())
+  .filter((l) => l && !l.startsWith('#'))
 const args = Object.fromEntries(instructions.filter((i) => i.startsWith('ARG ') && i.includes('=')).map((i) => i.slice(4).split('=') as [string, string]))
 const stages = instructions.reduce<string[][]>((acc, i) => (i.startsWith('FROM ') ? [...acc, [i]] : (acc.at(-1)?.push(i), acc)), [])
 const runtime = stages.at(-1)!
@@ -29,7 +33,10 @@ t.test('the runtime stage installs production dependencies only and runs as a no
   const deps = instructions.find((i) => i.startsWith('RUN npm ci'))!
   t.match(deps, /npm ci .*&& npx --no-install patch-package --error-on-fail .*&& npm prune --omit=dev/)
   t.ok(instructions.includes('COPY patches ./patches'), 'the patches are in the build')
-  t.notOk(instructions.some((i) => i.startsWith('ADD ')), 'COPY only: ADD can fetch from the network')
+  t.notOk(
+    instructions.some((i) => i.startsWith('ADD ')),
+    'COPY only: ADD can fetch from the network',
+  )
   const user = runtime.filter((i) => i.startsWith('USER ')).at(-1)
   t.match(user, /^USER 10001:10001$/, 'numeric, so Kubernetes runAsNonRoot can verify it')
   const lastRun = runtime.map((i, n) => (i.startsWith('RUN ') ? n : -1)).reduce((a, b) => Math.max(a, b))
@@ -51,8 +58,10 @@ t.test('a health check asks /readyz, and the entrypoint is the admin CLI in exec
   t.same(JSON.parse(runtime.find((i) => i.startsWith('CMD '))!.slice(4)), ['serve'])
 })
 
-t.test('.dockerignore lets in exactly what is copied, and leaves the vendor\'s license tool out', async (t) => {
-  const ignore = readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n').filter((l) => l && !l.startsWith('#'))
+t.test(".dockerignore lets in exactly what is copied, and leaves the vendor's license tool out", async (t) => {
+  const ignore = readFileSync(join(ROOT, '.dockerignore'), 'utf8')
+    .split('\n')
+    .filter((l) => l && !l.startsWith('#'))
   t.equal(ignore[0], '*', 'everything is out unless let in')
   const allowed = ignore.filter((l) => l.startsWith('!')).map((l) => l.slice(1).replace(/\/$/, ''))
   const sources = copies.flatMap((c) => c.split(/\s+/).slice(1, -1)).filter((s) => !s.startsWith('--'))
@@ -66,9 +75,14 @@ t.test('the copied files alone run the admin CLI and migrate a database', async 
   for (const s of ['package.json', 'common', 'server', 'config', 'licenses']) cpSync(join(ROOT, s), join(app, s), { recursive: true })
   symlinkSync(join(ROOT, 'node_modules'), join(app, 'node_modules'))
   const data = tempDir(t)
-  const run = (args: string[]) => finished(spawn(process.execPath, ['--import', 'tsx', join(app, 'server/cli.ts'), ...args], {
-    cwd: app, env: { PATH: process.env.PATH ?? '', DATA_DIR: data }, stdio: ['ignore', 'pipe', 'pipe'],
-  }))
+  const run = (args: string[]) =>
+    finished(
+      spawn(process.execPath, ['--import', 'tsx', join(app, 'server/cli.ts'), ...args], {
+        cwd: app,
+        env: { PATH: process.env.PATH ?? '', DATA_DIR: data },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    )
   const help = await run(['help'])
   t.equal(help.code, 0, help.stderr)
   t.match(help.stdout, /wait-for-migrations/)

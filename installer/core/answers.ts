@@ -102,7 +102,10 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
  * configuration already written (a replay on the same site); missing both is a problem, never an
  * empty value.
  */
-export function resolveConfig(answers: Answers, opts: { env?: NodeJS.ProcessEnv; baseDir?: string; existing?: Record<string, string> | null } = {}): { values: Record<string, string>; problems: string[] } {
+export function resolveConfig(
+  answers: Answers,
+  opts: { env?: NodeJS.ProcessEnv; baseDir?: string; existing?: Record<string, string> | null } = {},
+): { values: Record<string, string>; problems: string[] } {
   const env = opts.env ?? process.env
   const values: Record<string, string> = {}
   const problems: string[] = []
@@ -148,9 +151,7 @@ export function renderAnswers(answers: Answers, keptInConfig: readonly SettingNa
 
 /** The secrets a replay of these answers needs from the environment. */
 export function requiredVariables(answers: Answers, keptInConfig: readonly SettingName[] = []): string[] {
-  return (Object.entries(answers.config) as [SettingName, ValueSource][])
-    .filter(([name, source]) => !keptInConfig.includes(name) && typedInSecret(name, source))
-    .map(([name]) => secretVariable(name))
+  return (Object.entries(answers.config) as [SettingName, ValueSource][]).filter(([name, source]) => !keptInConfig.includes(name) && typedInSecret(name, source)).map(([name]) => secretVariable(name))
 }
 
 export function loadAnswers(path: string): { answers: Answers; problems: string[]; baseDir: string } {

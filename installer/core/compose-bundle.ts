@@ -14,13 +14,19 @@ import type { Answers } from './answers.js'
  * A secret with an example (MINIO_ROOT_USER=atrium) starts from it; one without has no value
  * anybody could know, so the installer must make it.
  */
-export const BUNDLE_SECRETS = Object.entries(COMPOSE_VARIABLES).filter(([name, v]) => isSecret(name) && !v.example).map(([name]) => name)
+export const BUNDLE_SECRETS = Object.entries(COMPOSE_VARIABLES)
+  .filter(([name, v]) => isSecret(name) && !v.example)
+  .map(([name]) => name)
 
 /** Bundled services' host names inside the Compose network: a setting pointing there is ours. */
 const BUNDLED_HOSTS = new Set(['postgres', 'redis', 'minio'])
 
 const hostOf = (url: string | undefined) => {
-  try { return url ? new URL(url).hostname : '' } catch { return '' }
+  try {
+    return url ? new URL(url).hostname : ''
+  } catch {
+    return ''
+  }
 }
 
 export interface BundleValues {

@@ -10,9 +10,7 @@ import { readFirstAdmin, type FirstAdmin } from './first-admin.js'
 import { readHelmFiles } from './helm-values.js'
 
 /** The files the installer writes for a target, under the answers' outputDir. */
-export type ConfigFiles =
-  | { target: 'compose'; env: string; answers: string }
-  | { target: 'helm'; values: string; secret: string; answers: string }
+export type ConfigFiles = { target: 'compose'; env: string; answers: string } | { target: 'helm'; values: string; secret: string; answers: string }
 
 export function configFiles(answers: Answers): ConfigFiles {
   const at = (name: string) => join(answers.outputDir, name)
@@ -45,7 +43,7 @@ export interface ResolveOptions {
 
 /** The configuration the target already has on disk, or null on a first install. */
 function readExisting(files: ConfigFiles): Record<string, string> | null {
-  return files.target === 'compose' ? readEnvFile(files.env)?.values ?? null : readHelmFiles(files.values, files.secret)
+  return files.target === 'compose' ? (readEnvFile(files.env)?.values ?? null) : readHelmFiles(files.values, files.secret)
 }
 
 /** The context for answers already in hand: the interactive installer's, as the admin answers. */

@@ -7,8 +7,15 @@ import { join } from 'node:path'
 import type { Answers } from './answers.js'
 import { writePrivateFile } from './config-file.js'
 
-export interface FirstAdmin { tenantId: string; userId: string; email: string }
-export interface Created extends FirstAdmin { password: string; apiKey: string }
+export interface FirstAdmin {
+  tenantId: string
+  userId: string
+  email: string
+}
+export interface Created extends FirstAdmin {
+  password: string
+  apiKey: string
+}
 
 const statePath = (answers: Answers) => join(answers.outputDir, 'state.json')
 
@@ -26,8 +33,17 @@ export function recordFirstAdmin(answers: Answers, admin: FirstAdmin): void {
 export const newPassword = (): string => randomBytes(18).toString('base64url')
 
 /** The admin CLI's create-tenant arguments. */
-export const createTenantArgs = (answers: Answers, password: string): string[] =>
-  ['create-tenant', '--name', answers.tenantName, '--plan', 'enterprise', '--email', answers.adminEmail, '--password', password]
+export const createTenantArgs = (answers: Answers, password: string): string[] => [
+  'create-tenant',
+  '--name',
+  answers.tenantName,
+  '--plan',
+  'enterprise',
+  '--email',
+  answers.adminEmail,
+  '--password',
+  password,
+]
 
 /** Reads create-tenant's one JSON line; null when the output is not it. */
 export function parseCreated(stdout: string, answers: Answers, password: string): Created | null {

@@ -32,23 +32,27 @@ export function renderHelmFiles(values: EnvValues, opts: { release: string; name
   }
   const header = '# Written by the Atrium installer; re-run it to change these.\n'
   return {
-    values: header + stringify({
-      airGapped: values.AIR_GAPPED === 'true',
-      existingSecret: secretName(opts.release),
-      env,
-    }),
-    secret: header + stringify({
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: {
-        name: secretName(opts.release),
-        namespace: opts.namespace,
-        labels: { 'app.kubernetes.io/name': 'atrium', 'app.kubernetes.io/instance': opts.release },
-        annotations: { 'helm.sh/resource-policy': 'keep' },
-      },
-      type: 'Opaque',
-      stringData,
-    }),
+    values:
+      header +
+      stringify({
+        airGapped: values.AIR_GAPPED === 'true',
+        existingSecret: secretName(opts.release),
+        env,
+      }),
+    secret:
+      header +
+      stringify({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: {
+          name: secretName(opts.release),
+          namespace: opts.namespace,
+          labels: { 'app.kubernetes.io/name': 'atrium', 'app.kubernetes.io/instance': opts.release },
+          annotations: { 'helm.sh/resource-policy': 'keep' },
+        },
+        type: 'Opaque',
+        stringData,
+      }),
   }
 }
 

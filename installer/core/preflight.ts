@@ -55,7 +55,13 @@ export async function runPreflight(answers: Answers, values: Record<string, stri
     values.DATABASE_URL ? postgresChecks(values.DATABASE_URL) : [],
     values.REDIS_URL ? redisChecks(values.REDIS_URL) : [],
     values.R2_ENDPOINT
-      ? s3Checks({ endpoint: values.R2_ENDPOINT, bucket: values.R2_BUCKET || 'atrium', accessKey: values.R2_ACCESS_KEY_ID ?? '', secretKey: values.R2_SECRET_ACCESS_KEY ?? '', region: values.R2_REGION || 'us-east-1' })
+      ? s3Checks({
+          endpoint: values.R2_ENDPOINT,
+          bucket: values.R2_BUCKET || 'atrium',
+          accessKey: values.R2_ACCESS_KEY_ID ?? '',
+          secretKey: values.R2_SECRET_ACCESS_KEY ?? '',
+          region: values.R2_REGION || 'us-east-1',
+        })
       : [],
   ])
   const license = await licenseCheck(values.LICENSE_KEY, { ...opts.license, airGapped: answers.mode === 'air-gapped' })

@@ -46,8 +46,11 @@ export function promptsFor(answers: Answers, existing: Record<string, string> | 
       const given = answers.config[name]
       const bundled = answers.target === 'compose' && BUNDLED.includes(name)
       return {
-        key: name, label: bundled ? `${label}; empty: the bundled one` : label, secret: isSecret(name),
-        initial: (typeof given === 'string' ? given : undefined) ?? existing?.[name] ?? fallback, required: required && !bundled,
+        key: name,
+        label: bundled ? `${label}; empty: the bundled one` : label,
+        secret: isSecret(name),
+        initial: (typeof given === 'string' ? given : undefined) ?? existing?.[name] ?? fallback,
+        required: required && !bundled,
       }
     }),
     path('tenantName', 'Name of the first tenant (your organization)'),

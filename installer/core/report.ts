@@ -19,10 +19,18 @@ export function exitFor(checks: readonly CheckResult[], strict: boolean): ExitCo
 }
 
 /** A command that was, or would be, run: for a dry run's plan. */
-export interface PlannedCommand { title: string; command: string[] }
+export interface PlannedCommand {
+  title: string
+  command: string[]
+}
 
 /** A command that ran (null exit code: it never ended, or was skipped because a probe made it unnecessary). */
-export interface StepReport { title: string; command: string; exitCode: number | null; skipped: boolean }
+export interface StepReport {
+  title: string
+  command: string
+  exitCode: number | null
+  skipped: boolean
+}
 
 export interface PreflightReport {
   command: 'preflight'
@@ -149,7 +157,13 @@ export function configureText(r: Omit<ConfigureReport, 'command'>): ReportText {
  */
 export function reportText(r: Report): ReportText {
   const text = (stdout: string[], stderr: string[] = []): ReportText => ({ checks: null, stdout, stderr })
-  if ('failure' in r) return r.failure === 'bad-input' ? text([], [...r.problems, '(run with --help for usage)']) : text([], r.problems.map((p) => `installer error: ${p}`))
+  if ('failure' in r)
+    return r.failure === 'bad-input'
+      ? text([], [...r.problems, '(run with --help for usage)'])
+      : text(
+          [],
+          r.problems.map((p) => `installer error: ${p}`),
+        )
   switch (r.command) {
     case 'preflight':
       return { checks: r.checks, stdout: [], stderr: [] }

@@ -29,11 +29,27 @@ const PUBLISHED = new Set([...Object.values(settings).map((s) => defaultText(s a
 /** A URL's user and password in any text, known or not. */
 const URL_CREDENTIALS = /([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@]+@/gi
 
-const urlOf = (text: string) => { try { return new URL(text) } catch { return null } }
-const decoded = (text: string) => { try { return decodeURIComponent(text) } catch { return text } }
+const urlOf = (text: string) => {
+  try {
+    return new URL(text)
+  } catch {
+    return null
+  }
+}
+const decoded = (text: string) => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
+}
 const jsonOf = (text: string): unknown => {
   if (!/^\s*[[{]/.test(text)) return undefined
-  try { return JSON.parse(text) } catch { return undefined }
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
 }
 
 /**
@@ -58,11 +74,19 @@ const anyCase = (hex: string) => hex.replace(/[a-f]/g, (d) => `[${d}${d.toUpperC
 
 /** A value as printed raw, percent-encoded (any hex case, as URLs carry it), JSON-escaped, or mixed. */
 function spellings(value: string): string {
-  return [...value].map((c) => {
-    const forms = new Set([escapeRe(c), Buffer.from(c).toString('hex').replace(/../g, (h) => `%${anyCase(h)}`), escapeRe(JSON.stringify(c).slice(1, -1))])
-    if (c === ' ') forms.add('\\+')
-    return `(?:${[...forms].join('|')})`
-  }).join('')
+  return [...value]
+    .map((c) => {
+      const forms = new Set([
+        escapeRe(c),
+        Buffer.from(c)
+          .toString('hex')
+          .replace(/../g, (h) => `%${anyCase(h)}`),
+        escapeRe(JSON.stringify(c).slice(1, -1)),
+      ])
+      if (c === ' ') forms.add('\\+')
+      return `(?:${[...forms].join('|')})`
+    })
+    .join('')
 }
 
 /**
@@ -113,15 +137,21 @@ export interface BundleInput {
 }
 
 export async function bundleEntries(i: BundleInput): Promise<ZipEntry[]> {
-  const logs = await Promise.all(logCommands(i.answers, i.envFile).map(async (c) => {
-    const r = await i.runner(c.file, c.args, { timeoutMs: 60_000 })
-    const head = `$ ${r.command}\n${r.notFound ? `(${c.file} is not installed here)\n` : `(exit code ${r.exitCode}${r.timedOut ? ', timed out' : ''})\n`}`
-    return { name: c.name, data: `${head}${r.stdout}\n${r.stderr ? `--- stderr ---\n${r.stderr}\n` : ''}` }
-  }))
+  const logs = await Promise.all(
+    logCommands(i.answers, i.envFile).map(async (c) => {
+      const r = await i.runner(c.file, c.args, { timeoutMs: 60_000 })
+      const head = `$ ${r.command}\n${r.notFound ? `(${c.file} is not installed here)\n` : `(exit code ${r.exitCode}${r.timedOut ? ', timed out' : ''})\n`}`
+      return { name: c.name, data: `${head}${r.stdout}\n${r.stderr ? `--- stderr ---\n${r.stderr}\n` : ''}` }
+    }),
+  )
   const versions = {
-    atrium: VERSION, node: process.version, os: `${platform()} ${release()} ${arch()}`,
+    atrium: VERSION,
+    node: process.version,
+    os: `${platform()} ${release()} ${arch()}`,
     tools: i.checks.filter((c) => c.id.startsWith('tools.')).map((c) => ({ id: c.id, found: c.found })),
-    target: i.answers.target, mode: i.answers.mode, secretName: i.answers.target === 'helm' ? secretName(i.answers.release) : undefined,
+    target: i.answers.target,
+    mode: i.answers.mode,
+    secretName: i.answers.target === 'helm' ? secretName(i.answers.release) : undefined,
     createdAt: (i.now ?? new Date()).toISOString(),
   }
   const entries = [

@@ -64,7 +64,12 @@ function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target:
     ...(o.imagesTarball ? [{ file: 'docker', args: ['load', '--input', resolve(o.imagesTarball)], title: 'Load the images from the tarball', timeoutMs: WAIT }] : []),
     { file: 'docker', args: [...compose, 'config', '--quiet'], title: 'Validate the Compose files with the configuration' },
     ...volumes,
-    { file: 'docker', args: [...compose, 'up', '--detach', '--wait', '--wait-timeout', '600', '--remove-orphans', ...pull], title: 'Start Atrium and wait until every service is healthy', timeoutMs: WAIT },
+    {
+      file: 'docker',
+      args: [...compose, 'up', '--detach', '--wait', '--wait-timeout', '600', '--remove-orphans', ...pull],
+      title: 'Start Atrium and wait until every service is healthy',
+      timeoutMs: WAIT,
+    },
   ]
 }
 
@@ -107,7 +112,11 @@ export function bundleMissing(answers: Answers, o: DeployOptions = {}): string |
   return existsSync(path) ? null : path
 }
 
-export interface DeployStep { command: Command; result: CommandResult | null; skipped?: boolean }
+export interface DeployStep {
+  command: Command
+  result: CommandResult | null
+  skipped?: boolean
+}
 
 /** Runs the commands; stops at the first failure. `onStep` reports progress as each one starts and ends. */
 export async function deploy(commands: Command[], runner: Runner, onStep: (s: DeployStep) => void = () => {}): Promise<{ ok: boolean; steps: DeployStep[] }> {

@@ -29,8 +29,7 @@ export interface InstallOutcome {
 }
 
 /** Where the installer reaches the server: the published port (compose) or PUBLIC_URL (helm). */
-const localUrl = (answers: Answers, values: Record<string, string>) =>
-  answers.target === 'compose' ? `http://127.0.0.1:${values.PORT || 8080}` : values.PUBLIC_URL ?? ''
+const localUrl = (answers: Answers, values: Record<string, string>) => (answers.target === 'compose' ? `http://127.0.0.1:${values.PORT || 8080}` : (values.PUBLIC_URL ?? ''))
 
 /** Every command an install runs, the first tenant's included (its password shown as <generated>). */
 export function installPlan(ctx: Resolved, o: DeployOptions = {}): Command[] {
@@ -48,13 +47,25 @@ export async function runInstall(ctx: Resolved, values: Record<string, string>, 
   const { answers, files, firstAdmin: existing } = ctx
   const base = { url: values.PUBLIC_URL || localUrl(answers, values), steps: [] as DeployStep[], created: null, existing }
   const missing = bundleMissing(answers, o)
-  if (missing) return { ...base, ok: false, stage: 'bundle', error: `This package has no ${answers.target === 'compose' ? 'Compose bundle' : 'Helm chart'} (looked for ${missing}); the configuration is written, deploy it with the bundle for this release.` }
+  if (missing)
+    return {
+      ...base,
+      ok: false,
+      stage: 'bundle',
+      error: `This package has no ${answers.target === 'compose' ? 'Compose bundle' : 'Helm chart'} (looked for ${missing}); the configuration is written, deploy it with the bundle for this release.`,
+    }
   if (answers.target === 'compose') prepareDataFolders(answers.dataPath, Object.values(COMPOSE_VOLUMES))
   const r = await deploy(deployCommands(answers, files, o), runner, onStep)
   if (!r.ok) return { ...base, steps: r.steps, ok: false, stage: 'deploy', error: `Deploy failed at: ${failedStep(r.steps, 4000)}` }
   const ready = await waitReady(localUrl(answers, values), { timeoutMs: o.readyTimeoutMs })
   if (!ready.ready) {
-    return { ...base, steps: r.steps, ok: false, stage: 'ready', error: `Deployed, but ${localUrl(answers, values)}/readyz did not answer 200 (last: ${ready.last}); see: npm run --silent installer -- support-bundle` }
+    return {
+      ...base,
+      steps: r.steps,
+      ok: false,
+      stage: 'ready',
+      error: `Deployed, but ${localUrl(answers, values)}/readyz did not answer 200 (last: ${ready.last}); see: npm run --silent installer -- support-bundle`,
+    }
   }
   if (!answers.adminEmail || existing) return { ...base, steps: r.steps, ok: true, stage: 'done' }
   const password = newPassword()

@@ -17,7 +17,12 @@ import { stepLine, summaryLines, type InstallOutcome } from '../deploy/install.j
 import { CheckList } from './CheckList.js'
 
 /** How the installer ended: written or not, with what it saw and did. */
-export interface AppResult { written: boolean; result?: ConfigureResult; checks?: CheckResult[]; installed?: InstallOutcome }
+export interface AppResult {
+  written: boolean
+  result?: ConfigureResult
+  checks?: CheckResult[]
+  installed?: InstallOutcome
+}
 
 export interface AppProps {
   /** Where the admin starts: the answers given (or the defaults), resolved (core/context.ts). */
@@ -46,7 +51,11 @@ type Step =
   | { name: 'installed'; result: ConfigureResult; outcome: InstallOutcome; lines: string[] }
 
 function Title({ children }: { children: React.ReactNode }) {
-  return <Text bold underline>{children}</Text>
+  return (
+    <Text bold underline>
+      {children}
+    </Text>
+  )
 }
 
 /** One question. The field starts empty; Enter on an empty field takes what is offered. */
@@ -56,12 +65,18 @@ function Question({ prompt, onAnswer }: { prompt: Prompt; onAnswer: (value: stri
   const offer = prompt.initial === '' ? '' : prompt.secret ? ' (Enter keeps the current one)' : ` (Enter for ${prompt.initial})`
   return (
     <Box flexDirection="column">
-      <Text wrap="wrap">{prompt.label}{offer}:</Text>
+      <Text wrap="wrap">
+        {prompt.label}
+        {offer}:
+      </Text>
       <Box>
         <Text>&gt; </Text>
         <TextInput
           value={value}
-          onChange={(v) => { setValue(v); setError(null) }}
+          onChange={(v) => {
+            setValue(v)
+            setError(null)
+          }}
           mask={prompt.secret ? '*' : undefined}
           onSubmit={(v) => {
             const answer = v.trim() === '' ? prompt.initial : v
@@ -125,7 +140,9 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
     if (step.name !== 'checks' || step.checks) return
     let live = true
     preflight(ctx).then((checks) => live && setStep({ name: 'checks', checks }))
-    return () => { live = false }
+    return () => {
+      live = false
+    }
   }, [step])
 
   switch (step.name) {
@@ -144,8 +161,14 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
         <Box flexDirection="column">
           <Title>Where will Atrium run?</Title>
           <SelectInput<Target>
-            items={[{ label: 'Docker Compose on this machine', value: 'compose' }, { label: 'Kubernetes with Helm', value: 'helm' }]}
-            onSelect={(item) => { answer({ ...answers, target: item.value }); setStep({ name: 'mode' }) }}
+            items={[
+              { label: 'Docker Compose on this machine', value: 'compose' },
+              { label: 'Kubernetes with Helm', value: 'helm' },
+            ]}
+            onSelect={(item) => {
+              answer({ ...answers, target: item.value })
+              setStep({ name: 'mode' })
+            }}
           />
         </Box>
       )
@@ -154,8 +177,14 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
         <Box flexDirection="column">
           <Title>Does this site reach the internet?</Title>
           <SelectInput<Mode>
-            items={[{ label: 'Connected', value: 'connected' }, { label: 'Air-gapped (no outside network; web search and integrations off)', value: 'air-gapped' }]}
-            onSelect={(item) => { answer({ ...answers, mode: item.value }); setStep({ name: 'ask', index: 0 }) }}
+            items={[
+              { label: 'Connected', value: 'connected' },
+              { label: 'Air-gapped (no outside network; web search and integrations off)', value: 'air-gapped' },
+            ]}
+            onSelect={(item) => {
+              answer({ ...answers, mode: item.value })
+              setStep({ name: 'ask', index: 0 })
+            }}
           />
         </Box>
       )
@@ -163,7 +192,9 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
       const prompt = prompts[step.index]!
       return (
         <Box flexDirection="column">
-          <Title>Configuration ({step.index + 1} of {prompts.length})</Title>
+          <Title>
+            Configuration ({step.index + 1} of {prompts.length})
+          </Title>
           <Question
             key={prompt.key}
             prompt={prompt}
@@ -180,9 +211,7 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
       return (
         <Box flexDirection="column">
           <CheckList checks={step.checks} />
-          <Text>
-            {overallStatus(step.checks) === 'fail' ? 'r: run the checks again  c: continue anyway  q: quit' : 'Enter: continue  r: run the checks again  q: quit'}
-          </Text>
+          <Text>{overallStatus(step.checks) === 'fail' ? 'r: run the checks again  c: continue anyway  q: quit' : 'Enter: continue  r: run the checks again  q: quit'}</Text>
         </Box>
       )
     case 'plan': {
@@ -193,16 +222,28 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
           {plan.problems.length > 0 ? (
             <>
               <Text>The configuration has problems:</Text>
-              {plan.problems.map((p) => <Text key={p} wrap="wrap">  - {p}</Text>)}
-              <Text>b: answer the questions again  q: quit</Text>
+              {plan.problems.map((p) => (
+                <Text key={p} wrap="wrap">
+                  {' '}
+                  - {p}
+                </Text>
+              ))}
+              <Text>b: answer the questions again q: quit</Text>
             </>
           ) : (
             <>
               {plan.changes.length === 0 && <Text>The configuration is already up to date.</Text>}
-              {plan.changes.map((c) => <Text key={c.name} wrap="truncate-end">  {c.change.padEnd(8)} {c.name}: {c.shown}</Text>)}
-              {plan.generated.map((n) => <Text key={n}>  {n} is generated now and kept on every re-run: back it up.</Text>)}
+              {plan.changes.map((c) => (
+                <Text key={c.name} wrap="truncate-end">
+                  {' '}
+                  {c.change.padEnd(8)} {c.name}: {c.shown}
+                </Text>
+              ))}
+              {plan.generated.map((n) => (
+                <Text key={n}> {n} is generated now and kept on every re-run: back it up.</Text>
+              ))}
               <Text>Writes {files.join(', ')}.</Text>
-              <Text>y: write it  b: answer again  n: quit without writing</Text>
+              <Text>y: write it b: answer again n: quit without writing</Text>
             </>
           )}
         </Box>
@@ -225,9 +266,18 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
       return (
         <Box flexDirection="column">
           <Title>{step.name === 'deploying' ? 'Deploying' : step.outcome.ok ? 'Installed' : 'Install failed'}</Title>
-          {shown.map((l, i) => <Text key={i} wrap="truncate-end">{l}</Text>)}
+          {shown.map((l, i) => (
+            <Text key={i} wrap="truncate-end">
+              {l}
+            </Text>
+          ))}
           {step.name === 'deploying' && <Text>Working: this can take several minutes.</Text>}
-          {step.name === 'installed' && summaryLines(answers, step.outcome).map((l, i) => <Text key={`s${i}`} wrap="wrap">{l}</Text>)}
+          {step.name === 'installed' &&
+            summaryLines(answers, step.outcome).map((l, i) => (
+              <Text key={`s${i}`} wrap="wrap">
+                {l}
+              </Text>
+            ))}
           {step.name === 'installed' && <Text>Press Enter to exit.</Text>}
         </Box>
       )

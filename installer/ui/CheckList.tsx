@@ -21,7 +21,10 @@ export function CheckLine({ check }: { check: CheckResult }) {
   return (
     <Box flexDirection="column">
       <Text wrap="wrap">
-        <Text color={mark.color} bold>[{mark.label}]</Text> {check.title}: {check.found}
+        <Text color={mark.color} bold>
+          [{mark.label}]
+        </Text>{' '}
+        {check.title}: {check.found}
       </Text>
       {check.status !== 'pass' && (
         <Box flexDirection="column" marginLeft={7}>
@@ -41,9 +44,13 @@ export function CheckList({ checks, width }: { checks: readonly CheckResult[]; w
   const counts = (s: CheckStatus) => checks.filter((c) => c.status === s).length
   return (
     <Box flexDirection="column" width={columns}>
-      {checks.map((c) => <CheckLine key={c.id} check={c} />)}
+      {checks.map((c) => (
+        <CheckLine key={c.id} check={c} />
+      ))}
       <Text> </Text>
-      <Text bold wrap="wrap">{counts('pass')} passed, {counts('warn')} warnings, {counts('fail')} failed. {SUMMARY[status]}</Text>
+      <Text bold wrap="wrap">
+        {counts('pass')} passed, {counts('warn')} warnings, {counts('fail')} failed. {SUMMARY[status]}
+      </Text>
     </Box>
   )
 }

@@ -23,7 +23,13 @@ export interface OutputOptions {
 export function output(o: OutputOptions): Output {
   const stdout = o.stdout ?? process.stdout
   const stderr = o.stderr ?? process.stderr
-  if (o.json) return { progress: {}, result: (r) => { stdout.write(JSON.stringify(r) + '\n') } }
+  if (o.json)
+    return {
+      progress: {},
+      result: (r) => {
+        stdout.write(JSON.stringify(r) + '\n')
+      },
+    }
   const show = (t: ReportText) => {
     // Rendered once and unmounted, which writes the final frame (nothing waits for input).
     if (t.checks) render(<CheckList checks={t.checks} />, { stdout }).unmount()
@@ -31,7 +37,12 @@ export function output(o: OutputOptions): Output {
     if (t.stderr.length) stderr.write(t.stderr.join('\n') + '\n')
   }
   return {
-    progress: { configured: (r) => show(configureText(r)), step: (s) => { stdout.write(stepLine(s) + '\n') } },
+    progress: {
+      configured: (r) => show(configureText(r)),
+      step: (s) => {
+        stdout.write(stepLine(s) + '\n')
+      },
+    },
     result: (r) => show(reportText(r)),
   }
 }

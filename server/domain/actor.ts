@@ -4,7 +4,10 @@
 import type { Principal } from './principal.js'
 
 /** Where a request came from, as the audit log records it. */
-export interface Origin { ip: string; userAgent: string }
+export interface Origin {
+  ip: string
+  userAgent: string
+}
 
 /**
  * Who performs an action. `tenantId` is the principal's tenant; null only for a platform operator

@@ -14,5 +14,8 @@ export function addressKey(ip: string): string {
   if (parsed.kind() === 'ipv4') return parsed.toString()
   const v6 = parsed as ipaddr.IPv6
   if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().toString()
-  return `${v6.parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`
+  return `${v6.parts
+    .slice(0, 4)
+    .map((p) => p.toString(16))
+    .join(':')}::/64`
 }

@@ -8,9 +8,15 @@ import type { Principal } from './principal.js'
 /** Upper bound on how long a replica trusts what it looked up, should a message be lost. */
 export const CREDENTIAL_CACHE_SECONDS = 10
 
-export interface Invalidation { kind: 'api_key' | 'session' | 'user' | 'tenant'; id: string }
+export interface Invalidation {
+  kind: 'api_key' | 'session' | 'user' | 'tenant'
+  id: string
+}
 
-interface Entry { principal: Principal; expiresAt: number | null }
+interface Entry {
+  principal: Principal
+  expiresAt: number | null
+}
 
 const matches = (p: Principal, inv: Invalidation) =>
   (inv.kind === 'api_key' && p.kind === 'api_key' && p.id === inv.id) ||

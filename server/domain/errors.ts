@@ -30,11 +30,9 @@ export class AppError extends Error {
   }
 }
 
-export const notFound = (resource: string, id: string) =>
-  new AppError('RESOURCE_NOT_FOUND', `${resource} ${id} does not exist`, { resource, id })
+export const notFound = (resource: string, id: string) => new AppError('RESOURCE_NOT_FOUND', `${resource} ${id} does not exist`, { resource, id })
 
-export const invalid = (field: string, message: string) =>
-  new AppError('VALIDATION_ERROR', `${field}: ${message}`, { errors: [{ field, message }] })
+export const invalid = (field: string, message: string) => new AppError('VALIDATION_ERROR', `${field}: ${message}`, { errors: [{ field, message }] })
 
 export const forbidden = (message: string, details: ErrorDetails = {}) => new AppError('FORBIDDEN', message, details)
 

@@ -13,7 +13,7 @@ export function outboundUrl(field: string, value: string, o: { allowHttp: boolea
   } catch {
     throw invalid(field, 'is not a URL')
   }
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && o.allowHttp)) throw invalid(field, o.allowHttp ? 'must be an http or https URL' : o.httpRefused ?? 'must be an https URL')
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && o.allowHttp)) throw invalid(field, o.allowHttp ? 'must be an http or https URL' : (o.httpRefused ?? 'must be an https URL'))
   if (url.username || url.password) throw invalid(field, `must not contain credentials: ${o.credentials}`)
   return url
 }

@@ -31,5 +31,4 @@ export const ROLE_PERMISSIONS: Record<Role, readonly (Permission | typeof ALL)[]
 }
 
 /** Whether a holder of `held` may hand out `wanted` (nobody grants more than they have). */
-export const covers = (held: ReadonlySet<string>, wanted: readonly string[]) =>
-  held.has(ALL) || wanted.every((p) => p !== ALL && held.has(p))
+export const covers = (held: ReadonlySet<string>, wanted: readonly string[]) => held.has(ALL) || wanted.every((p) => p !== ALL && held.has(p))

@@ -3,7 +3,9 @@
 import { AppError } from './errors.js'
 
 /** What a limit's counter says of when its window ends (platform/counters.ts CounterState). */
-export interface WindowState { msBeforeNext: number }
+export interface WindowState {
+  msBeforeNext: number
+}
 
 export const secondsBeforeNext = (state: WindowState) => Math.max(1, Math.ceil(state.msBeforeNext / 1000))
 
@@ -13,6 +15,10 @@ export const secondsBeforeNext = (state: WindowState) => Math.max(1, Math.ceil(s
  */
 export function limitExceeded(state: WindowState, limit: { max: number; windowSeconds: number; reason?: string }, message?: (retry: number) => string): AppError {
   const retry = secondsBeforeNext(state)
-  return new AppError('RATE_LIMIT_EXCEEDED', message?.(retry) ?? `Rate limit of ${limit.max} requests per ${limit.windowSeconds} s exceeded; retry in ${retry} s`,
-    { ...(limit.reason ? { reason: limit.reason } : {}), limit: limit.max, windowSeconds: limit.windowSeconds, retryAfterSeconds: retry }, { 'retry-after': String(retry) })
+  return new AppError(
+    'RATE_LIMIT_EXCEEDED',
+    message?.(retry) ?? `Rate limit of ${limit.max} requests per ${limit.windowSeconds} s exceeded; retry in ${retry} s`,
+    { ...(limit.reason ? { reason: limit.reason } : {}), limit: limit.max, windowSeconds: limit.windowSeconds, retryAfterSeconds: retry },
+    { 'retry-after': String(retry) },
+  )
 }

@@ -27,7 +27,11 @@ export const page = <T>(request: FastifyRequest, data: T[], nextCursor: string |
   meta: { ...meta(request), nextCursor },
 })
 
-export interface RouteEntry { method: string; url: string; hidden: boolean }
+export interface RouteEntry {
+  method: string
+  url: string
+  hidden: boolean
+}
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -36,9 +40,7 @@ declare module 'fastify' {
   }
 }
 
-const STATUS_CODES: Record<number, ErrorCode> = Object.fromEntries(
-  (Object.entries(ERRORS) as [ErrorCode, { status: number }][]).map(([code, e]) => [e.status, code]),
-)
+const STATUS_CODES: Record<number, ErrorCode> = Object.fromEntries((Object.entries(ERRORS) as [ErrorCode, { status: number }][]).map(([code, e]) => [e.status, code]))
 
 function toAppError(err: FastifyError): AppError {
   if (err instanceof AppError) return err
@@ -100,9 +102,7 @@ export function clientErrorHandler(err: Error & { code?: string; rawPacket?: unk
   if (err.code === 'HPE_CLOSED_CONNECTION' || (socket as Socket & { _httpMessage?: unknown })._httpMessage) return
   // An answer to HEAD has no body; the method is known when the refused bytes begin the request.
   const head = Buffer.isBuffer(err.rawPacket) && err.rawPacket.subarray(0, 5).toString('latin1') === 'HEAD '
-  const message = err.code === 'HPE_HEADER_OVERFLOW' ? 'Request headers are too large'
-    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'The request was not received in time'
-    : 'Malformed HTTP request'
+  const message = err.code === 'HPE_HEADER_OVERFLOW' ? 'Request headers are too large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'The request was not received in time' : 'Malformed HTTP request'
   const requestId = randomUUID()
   const body = JSON.stringify({
     error: { code: 'VALIDATION_ERROR', message, details: err.code ? { reason: err.code } : {} },

@@ -51,8 +51,12 @@ const STYLE = readAsset(import.meta.url, 'page.css')
 
 /** The style sheet every page links to (relative to its own path, so a path prefix works). */
 export const pageStyleRoutes: FastifyPluginAsync = async (app) => {
-  app.get('/pages/atrium.css', {
-    config: PAGE_ROUTE,
-    schema: { hide: true, summary: 'Style sheet of the built-in pages' },
-  }, async (_req, reply) => sendPage(reply, 'css', STYLE))
+  app.get(
+    '/pages/atrium.css',
+    {
+      config: PAGE_ROUTE,
+      schema: { hide: true, summary: 'Style sheet of the built-in pages' },
+    },
+    async (_req, reply) => sendPage(reply, 'css', STYLE),
+  )
 }

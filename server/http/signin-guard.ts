@@ -18,8 +18,7 @@ const FAILURES = new Set(['UNAUTHORIZED', 'RESOURCE_NOT_FOUND'])
 export function signInGuard(counters: Counters, o: { keyPrefix: string; max?: number; windowSeconds?: number }): SignInGuard {
   const limit = { max: o.max ?? SIGN_IN_FAILURES.max, windowSeconds: o.windowSeconds ?? SIGN_IN_FAILURES.windowSeconds }
   const failures = counters.counter({ points: limit.max, windowSeconds: limit.windowSeconds, keyPrefix: `${o.keyPrefix}:sign-in`, name: 'sign-in' })
-  const refused = (state: CounterState) =>
-    limitExceeded(state, { ...limit, reason: 'sign_in_failures' }, (retry) => `Too many failed attempts from this address; retry in ${retry} s`)
+  const refused = (state: CounterState) => limitExceeded(state, { ...limit, reason: 'sign_in_failures' }, (retry) => `Too many failed attempts from this address; retry in ${retry} s`)
   return async (address, { legacy }, step) => {
     const ip = addressKey(address)
     if (legacy) {

@@ -27,15 +27,18 @@ export function validatorCompiler(): FastifySchemaCompiler<unknown> {
     if (!ids.length) return validate
     // A UUID is the same in either case (RFC 9562); handlers get the lowercase the API answers
     // with, so an id sent in capitals compares, and derives keys and encryption contexts, alike.
-    const canonical = Object.assign((data: unknown) => {
-      const valid = validate(data)
-      canonical.errors = validate.errors
-      if (valid && data && typeof data === 'object') {
-        const parts = data as Record<string, unknown>
-        for (const k of ids) if (typeof parts[k] === 'string') parts[k] = parts[k].toLowerCase()
-      }
-      return valid
-    }, { errors: validate.errors })
+    const canonical = Object.assign(
+      (data: unknown) => {
+        const valid = validate(data)
+        canonical.errors = validate.errors
+        if (valid && data && typeof data === 'object') {
+          const parts = data as Record<string, unknown>
+          for (const k of ids) if (typeof parts[k] === 'string') parts[k] = parts[k].toLowerCase()
+        }
+        return valid
+      },
+      { errors: validate.errors },
+    )
     return canonical
   }
 }

@@ -10,7 +10,10 @@ import { Client } from 'minio'
 import type { Logger } from 'pino'
 import { privateDir } from './data-dir.js'
 
-export interface LinkOptions { expiresSeconds: number; filename: string }
+export interface LinkOptions {
+  expiresSeconds: number
+  filename: string
+}
 
 export interface Blobs {
   readonly kind: 's3' | 'local'
@@ -98,8 +101,7 @@ export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: 
     return p
   }
   // HMAC-SHA256 of the key, expiry and download name, as unpadded base64url (43 characters).
-  const sign = (key: string, expires: string, filename: string) =>
-    createHmac('sha256', o.signingKey).update(`${key}\n${expires}\n${filename}`).digest('base64url')
+  const sign = (key: string, expires: string, filename: string) => createHmac('sha256', o.signingKey).update(`${key}\n${expires}\n${filename}`).digest('base64url')
 
   return {
     kind: 'local',

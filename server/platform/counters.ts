@@ -42,12 +42,14 @@ export interface Counters {
 const FALLBACK_METRIC = 'atrium_rate_limit_fallback_total'
 
 export function openCounters(o: { redis: Redis | null; log: Logger; registry: Registry }): Counters {
-  const fallbacks = (o.registry.getSingleMetric(FALLBACK_METRIC) as Counter<'limiter'> | undefined) ?? new Counter({
-    name: FALLBACK_METRIC,
-    help: 'Rate-limit and throttle operations kept in process because Redis was unreachable',
-    labelNames: ['limiter'],
-    registers: [o.registry],
-  })
+  const fallbacks =
+    (o.registry.getSingleMetric(FALLBACK_METRIC) as Counter<'limiter'> | undefined) ??
+    new Counter({
+      name: FALLBACK_METRIC,
+      help: 'Rate-limit and throttle operations kept in process because Redis was unreachable',
+      labelNames: ['limiter'],
+      registers: [o.registry],
+    })
   let lastWarn = 0
 
   return {
@@ -73,14 +75,21 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
         points: c.points,
         windowSeconds: c.windowSeconds,
         consume: (key, points = 1) => run((l) => l.consume(key, points)),
-        hit: (key, points = 1) => run((l) => l.consume(key, points)).catch((err: unknown) => {
-          if (err instanceof RateLimiterRes) return err
-          throw err
-        }),
-        set: async (key, points) => { await run((l) => l.set(key, points, c.windowSeconds)) },
+        hit: (key, points = 1) =>
+          run((l) => l.consume(key, points)).catch((err: unknown) => {
+            if (err instanceof RateLimiterRes) return err
+            throw err
+          }),
+        set: async (key, points) => {
+          await run((l) => l.set(key, points, c.windowSeconds))
+        },
         get: (key) => run((l) => l.get(key)),
-        block: async (key, seconds) => { await run((l) => l.block(key, seconds)) },
-        delete: async (key) => { await run((l) => l.delete(key)) },
+        block: async (key, seconds) => {
+          await run((l) => l.block(key, seconds))
+        },
+        delete: async (key) => {
+          await run((l) => l.delete(key))
+        },
       }
     },
   }

@@ -96,9 +96,7 @@ function wrap(mode: Db['mode'], sql: Sql, app: Sql | null, close: () => Promise<
     try {
       const opened = Promise.all([
         tx`begin`.simple().execute(),
-        role
-          ? tx`select set_config('role', ${role}, true), set_config('app.tenant_id', ${tenantId}, true)`.execute()
-          : tx`select set_config('app.tenant_id', ${tenantId}, true)`.execute(),
+        role ? tx`select set_config('role', ${role}, true), set_config('app.tenant_id', ${tenantId}, true)`.execute() : tx`select set_config('app.tenant_id', ${tenantId}, true)`.execute(),
       ])
       opened.catch(() => {}) // awaited by the body; this only keeps an early failure from going unhandled
       return await body(tx, opened)
@@ -183,7 +181,10 @@ export function isUniqueViolation(err: unknown, constraint: string): boolean {
 
 // ---- embedded PGlite ------------------------------------------------------------------------
 
-interface LockInfo { pid: number; socket: string }
+interface LockInfo {
+  pid: number
+  socket: string
+}
 
 /** Embedded databases this process owns, by folder: a second open in the same process is a guest. */
 const ownedHere = new Map<string, Promise<string>>()
@@ -208,7 +209,10 @@ async function acquireLock(dir: string, lockPath: string): Promise<Acquired> {
       // Registered before any await, so a second open in this process waits for this one.
       let ready!: (socket: string) => void
       let failed!: (err: unknown) => void
-      const socket = new Promise<string>((res, rej) => { ready = res; failed = rej })
+      const socket = new Promise<string>((res, rej) => {
+        ready = res
+        failed = rej
+      })
       socket.catch(() => {})
       ownedHere.set(dir, socket)
       return { owner: true, ready, failed }
@@ -334,7 +338,10 @@ function canConnect(path: string): Promise<boolean> {
   if (!path) return Promise.resolve(false)
   return new Promise((done) => {
     const s = connect(path)
-    s.once('connect', () => { s.destroy(); done(true) })
+    s.once('connect', () => {
+      s.destroy()
+      done(true)
+    })
     s.once('error', () => done(false))
   })
 }

@@ -58,7 +58,14 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
         })
       : openLocalBlobs({ dir: join(config.DATA_DIR, 'blobs'), publicUrl: config.PUBLIC_URL, signingKey: secrets.deriveKey('blob-links'), log })
     return {
-      config, log, db, cache, blobs, storage: platformStorage(blobs), secrets, license,
+      config,
+      log,
+      db,
+      cache,
+      blobs,
+      storage: platformStorage(blobs),
+      secrets,
+      license,
       async close() {
         license.close()
         await cache.close()

@@ -219,7 +219,10 @@ export interface QueueDefinition<P = Record<string, unknown>> {
 /** Thrown by a handler: `retry: false` fails the job at once; `retryInMs` sets the next attempt. */
 export class JobFailure extends Error {
   override name = 'JobFailure'
-  constructor(message: string, readonly opts: { retry?: boolean; retryInMs?: number } = {}) {
+  constructor(
+    message: string,
+    readonly opts: { retry?: boolean; retryInMs?: number } = {},
+  ) {
     super(message)
   }
 }
@@ -319,8 +322,17 @@ interface JobRow {
 }
 
 const toRecord = (r: JobRow): JobRecord => ({
-  id: r.id, queue: r.queue, tenantId: r.tenant_id, status: r.status, attempts: r.attempts, maxAttempts: r.max_attempts,
-  runAt: r.run_at, lastError: r.last_error, createdAt: r.created_at, startedAt: r.started_at, finishedAt: r.finished_at,
+  id: r.id,
+  queue: r.queue,
+  tenantId: r.tenant_id,
+  status: r.status,
+  attempts: r.attempts,
+  maxAttempts: r.max_attempts,
+  runAt: r.run_at,
+  lastError: r.last_error,
+  createdAt: r.created_at,
+  startedAt: r.started_at,
+  finishedAt: r.finished_at,
 })
 
 // ---- schedules ---------------------------------------------------------------------------------
@@ -481,11 +493,13 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
   // Completions are written together: while one write is on its way, those that finish meanwhile
   // wait for the next. A lone completion goes at once; a busy runner commits once for many.
   const complete = batched(async (done: { id: string; token: string; at: Date }[]) => {
-    const rows = await o.db.system((sql) => sql<{ id: string }[]>`
+    const rows = await o.db.system(
+      (sql) => sql<{ id: string }[]>`
       update jobs j set status = 'completed', finished_at = d.at, lease_token = null, lease_until = null, last_error = null
       from unnest(${done.map((d) => d.id)}::uuid[], ${done.map((d) => d.token)}::uuid[], ${done.map((d) => d.at.toISOString())}::timestamptz[]) as d(id, token, at)
       where j.id = d.id and j.lease_token = d.token and j.status = 'running'
-      returning j.id`)
+      returning j.id`,
+    )
     return new Set(rows.map((r) => r.id))
   })
 
@@ -497,13 +511,15 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
       // Leases that ran out (their worker died or lost the database): due again, or failed when
       // that was the last attempt.
       async prepare() {
-        await o.db.system((sql) => sql`
+        await o.db.system(
+          (sql) => sql`
           update jobs set
             status = case when cancel_requested then 'cancelled' when attempts >= coalesce(max_attempts, ${def.maxAttempts}) then 'failed' else 'queued' end,
             finished_at = case when cancel_requested or attempts >= coalesce(max_attempts, ${def.maxAttempts}) then ${at()}::timestamptz end,
             last_error = 'the worker holding it stopped before it finished (its lease ran out)',
             lease_token = null, lease_until = null
-          where queue = ${q} and status = 'running' and lease_until < now()`)
+          where queue = ${q} and status = 'running' and lease_until < now()`,
+        )
         return false
       },
       async claim(want, held) {
@@ -514,7 +530,9 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
           cursor = heads[heads.length - 1]!.party
           const ranked = rankFair(
             heads.map((h) => ({ id: h.id, tenant: h.party, key: h.party, healthy: true, dueAt: h.run_at })),
-            held.map((c) => c.share), limits, want,
+            held.map((c) => c.share),
+            limits,
+            want,
           )
           const token = randomUUID()
           const rows = await sql<JobRow[]>`
@@ -531,11 +549,17 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
         return claimed
       },
       async release(items) {
-        await o.db.system((sql) => sql`
+        await o.db.system(
+          (sql) => sql`
           update jobs set status = 'queued', attempts = attempts - 1, lease_token = null, lease_until = null
-          where id = any(${items.map((c) => c.row.id)}::uuid[]) and status = 'running' and lease_token = any(${[...new Set(items.map((c) => c.token))]}::uuid[])`)
+          where id = any(${items.map((c) => c.row.id)}::uuid[]) and status = 'running' and lease_token = any(${[...new Set(items.map((c) => c.token))]}::uuid[])`,
+        )
       },
-      next: (ready, running) => nextFair(ready.map((c) => c.share), running.map((c) => c.share)),
+      next: (ready, running) =>
+        nextFair(
+          ready.map((c) => c.share),
+          running.map((c) => c.share),
+        ),
       run: (c) => runJob(def, c),
     }
   }
@@ -547,25 +571,39 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     if (row.cancel_requested) controller.abort(new JobCancelled())
     // The lease is renewed while the handler runs; a renewal that finds the job no longer ours (a
     // lease that ran out while the database was away) or asked to cancel aborts the handler.
-    const renew = setInterval(() => {
-      o.db.system((sql) => sql<{ cancel_requested: boolean }[]>`
+    const renew = setInterval(
+      () => {
+        o.db
+          .system(
+            (sql) => sql<{ cancel_requested: boolean }[]>`
         update jobs set lease_until = now() + ${def.leaseMs} * interval '1 millisecond' where id = ${row.id} and lease_token = ${token} and status = 'running'
-        returning cancel_requested`).then(
-        (rows) => {
-          if (!rows.length) controller.abort(new Error('lease lost'))
-          else if (rows[0]!.cancel_requested) controller.abort(new JobCancelled())
-        },
-        (err: unknown) => log.warn({ err }, 'could not renew a job lease; trying again'),
-      )
-    }, Math.max(Math.min(def.leaseMs / 3, RENEW_MAX_MS), 100))
+        returning cancel_requested`,
+          )
+          .then(
+            (rows) => {
+              if (!rows.length) controller.abort(new Error('lease lost'))
+              else if (rows[0]!.cancel_requested) controller.abort(new JobCancelled())
+            },
+            (err: unknown) => log.warn({ err }, 'could not renew a job lease; trying again'),
+          )
+      },
+      Math.max(Math.min(def.leaseMs / 3, RENEW_MAX_MS), 100),
+    )
     renew.unref()
     const t0 = performance.now()
     let error: unknown = null
     try {
       if (!controller.signal.aborted) {
         await def.handler({
-          id: row.id, queue: row.queue, tenantId: row.tenant_id, payload: row.payload, attempt: row.attempts,
-          maxAttempts: row.max_attempts ?? def.maxAttempts, runAt: row.run_at, signal: controller.signal, log,
+          id: row.id,
+          queue: row.queue,
+          tenantId: row.tenant_id,
+          payload: row.payload,
+          attempt: row.attempts,
+          maxAttempts: row.max_attempts ?? def.maxAttempts,
+          runAt: row.run_at,
+          signal: controller.signal,
+          log,
         })
       }
     } catch (err) {
@@ -596,9 +634,11 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     }
     if (stopping && controller.signal.aborted && !(controller.signal.reason instanceof JobCancelled)) {
       // Aborted by the drain: handed back, as if never started.
-      await o.db.system((sql) => sql`
+      await o.db.system(
+        (sql) => sql`
         update jobs set status = 'queued', attempts = attempts - 1, lease_token = null, lease_until = null, run_at = ${now}
-        where id = ${row.id} and lease_token = ${token} and status = 'running'`)
+        where id = ${row.id} and lease_token = ${token} and status = 'running'`,
+      )
       return
     }
     const failure = error instanceof JobFailure ? error : null
@@ -607,10 +647,12 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     const status = cancelled ? 'cancelled' : retry ? 'queued' : 'failed'
     const runAt = retry ? new Date(now.getTime() + (failure?.opts.retryInMs ?? def.backoffMs(row.attempts))) : row.run_at
     const message = describeError(error)
-    const r = await o.db.system((sql) => sql`
+    const r = await o.db.system(
+      (sql) => sql`
       update jobs set status = ${status}, run_at = ${runAt}, last_error = ${message}, lease_token = null, lease_until = null,
         finished_at = ${retry ? null : now}
-      where id = ${row.id} and lease_token = ${token} and status = 'running'`)
+      where id = ${row.id} and lease_token = ${token} and status = 'running'`,
+    )
     if (r.count) metrics?.finished(row.queue, status === 'queued' ? 'retried' : status)
   }
 
@@ -653,8 +695,13 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
       if (started) throw new Error(`job queue ${def.name} defined after the runner started`)
       if (defs.has(def.name)) throw new Error(`job queue ${def.name} is defined twice`)
       defs.set(def.name, {
-        name: def.name, handler: def.handler as QueueDefinition['handler'], concurrency: def.concurrency ?? 1,
-        maxAttempts: def.maxAttempts ?? 5, backoffMs: def.backoffMs ?? defaultBackoffMs, leaseMs: def.leaseMs ?? 60_000, pollMs: def.pollMs ?? pollMs,
+        name: def.name,
+        handler: def.handler as QueueDefinition['handler'],
+        concurrency: def.concurrency ?? 1,
+        maxAttempts: def.maxAttempts ?? 5,
+        backoffMs: def.backoffMs ?? defaultBackoffMs,
+        leaseMs: def.leaseMs ?? 60_000,
+        pollMs: def.pollMs ?? pollMs,
       })
     },
     schedule(def) {
@@ -672,16 +719,18 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
       }
       metrics?.watch(() => [...runningById.values()].map((c) => c.row.queue))
       if (o.db.mode === 'postgres') {
-        o.db.sql.listen(JOBS_CHANNEL, (payload) => {
-          if (payload.startsWith(CANCEL_PREFIX)) runningById.get(payload.slice(CANCEL_PREFIX.length))?.controller.abort(new JobCancelled())
-          else loops.get(payload)?.kick(true)
-        }).then(
-          (l) => {
-            unlisten = l.unlisten
-            if (stopping) void l.unlisten().catch(() => {})
-          },
-          (err: unknown) => o.log.warn({ err }, 'cannot LISTEN for jobs; polling only'),
-        )
+        o.db.sql
+          .listen(JOBS_CHANNEL, (payload) => {
+            if (payload.startsWith(CANCEL_PREFIX)) runningById.get(payload.slice(CANCEL_PREFIX.length))?.controller.abort(new JobCancelled())
+            else loops.get(payload)?.kick(true)
+          })
+          .then(
+            (l) => {
+              unlisten = l.unlisten
+              if (stopping) void l.unlisten().catch(() => {})
+            },
+            (err: unknown) => o.log.warn({ err }, 'cannot LISTEN for jobs; polling only'),
+          )
       }
       scheduleLoop()
     },
@@ -692,7 +741,12 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
       await scheduling
       const drained = Promise.all([...loops.values()].map((l) => l.stop()))
       let timer: NodeJS.Timeout | undefined
-      const late = await Promise.race([drained.then(() => false), new Promise<boolean>((r) => { timer = setTimeout(() => r(true), graceMs) })])
+      const late = await Promise.race([
+        drained.then(() => false),
+        new Promise<boolean>((r) => {
+          timer = setTimeout(() => r(true), graceMs)
+        }),
+      ])
       clearTimeout(timer)
       if (late) {
         // Handlers still running past the grace: aborted; their outcome hands their jobs back.
@@ -773,18 +827,27 @@ function jobMetrics(registry: Registry, db: Db, clock: Clock) {
   let runningHere: () => string[] = () => []
   let lastCounts: { queue: string; status: string; n: number }[] = []
   new Gauge({
-    name: 'atrium_jobs', help: 'Jobs in the database by queue and state (queued, running, failed in the last 30 days)',
-    labelNames: ['queue', 'state'] as const, registers: [registry],
+    name: 'atrium_jobs',
+    help: 'Jobs in the database by queue and state (queued, running, failed in the last 30 days)',
+    labelNames: ['queue', 'state'] as const,
+    registers: [registry],
     async collect() {
       // The database away: the last values stand (the scrape still answers).
-      lastCounts = await db.system((sql) => sql<{ queue: string; status: string; n: number }[]>`
-        select queue, status, count(*)::int as n from jobs where status in ('queued', 'running', 'failed') group by queue, status`).catch(() => lastCounts)
+      lastCounts = await db
+        .system(
+          (sql) => sql<{ queue: string; status: string; n: number }[]>`
+        select queue, status, count(*)::int as n from jobs where status in ('queued', 'running', 'failed') group by queue, status`,
+        )
+        .catch(() => lastCounts)
       this.reset()
       for (const c of lastCounts) this.set({ queue: c.queue, state: c.status }, c.n)
     },
   })
   new Gauge({
-    name: 'atrium_jobs_running_here', help: 'Jobs this replica is running, by queue', labelNames: ['queue'] as const, registers: [registry],
+    name: 'atrium_jobs_running_here',
+    help: 'Jobs this replica is running, by queue',
+    labelNames: ['queue'] as const,
+    registers: [registry],
     collect() {
       this.reset()
       const counts = new Map<string, number>()
@@ -793,37 +856,50 @@ function jobMetrics(registry: Registry, db: Db, clock: Clock) {
     },
   })
   const finished = new Counter({
-    name: 'atrium_jobs_finished_total', help: 'Job attempts this replica finished, by queue and outcome (completed, retried, failed, cancelled)',
-    labelNames: ['queue', 'outcome'] as const, registers: [registry],
+    name: 'atrium_jobs_finished_total',
+    help: 'Job attempts this replica finished, by queue and outcome (completed, retried, failed, cancelled)',
+    labelNames: ['queue', 'outcome'] as const,
+    registers: [registry],
   })
   let lastOldest: { queue: string; s: number }[] = []
   new Gauge({
-    name: 'atrium_jobs_oldest_waiting_seconds', help: 'How long the oldest due job of each queue has waited (absent: none waits)',
-    labelNames: ['queue'] as const, registers: [registry],
+    name: 'atrium_jobs_oldest_waiting_seconds',
+    help: 'How long the oldest due job of each queue has waited (absent: none waits)',
+    labelNames: ['queue'] as const,
+    registers: [registry],
     async collect() {
-      lastOldest = await db.system((sql) => sql<{ queue: string; s: number }[]>`
+      lastOldest = await db
+        .system(
+          (sql) => sql<{ queue: string; s: number }[]>`
         select queue, extract(epoch from (${new Date(clock())}::timestamptz - min(run_at)))::float8 as s
-        from jobs where status = 'queued' and run_at <= ${new Date(clock())} group by queue`).catch(() => lastOldest)
+        from jobs where status = 'queued' and run_at <= ${new Date(clock())} group by queue`,
+        )
+        .catch(() => lastOldest)
       this.reset()
       for (const r of lastOldest) this.set({ queue: r.queue }, Math.max(0, r.s))
     },
   })
   return {
     finished: (queue: string, outcome: string) => finished.inc({ queue, outcome }),
-    watch: (fn: () => string[]) => { runningHere = fn },
+    watch: (fn: () => string[]) => {
+      runningHere = fn
+    },
   }
 }
 
 /** The runner's own upkeep: finished jobs are kept a while for inspection, then removed. */
 export function defineJobUpkeep(runner: JobRunner, db: Db, clock: Clock = Date.now): void {
   runner.define({
-    name: 'jobs.sweep', pollMs: 60_000,
+    name: 'jobs.sweep',
+    pollMs: 60_000,
     async handler() {
       const now = clock()
-      await db.system((sql) => sql`
+      await db.system(
+        (sql) => sql`
         delete from jobs where finished_at is not null and (
           (status = 'completed' and finished_at < ${new Date(now - KEEP_COMPLETED_MS)}) or
-          (status in ('failed', 'cancelled') and finished_at < ${new Date(now - KEEP_FAILED_MS)}))`)
+          (status in ('failed', 'cancelled') and finished_at < ${new Date(now - KEEP_FAILED_MS)}))`,
+      )
     },
   })
   runner.schedule({ name: 'jobs.sweep', queue: 'jobs.sweep', cron: '17 3 * * *', immediately: false })

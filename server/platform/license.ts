@@ -91,8 +91,13 @@ export function createLicense(claims: LicenseClaims | null, opts: { enforced: bo
       const s = status()
       if (!claims) return { status: s.status, readOnly: false }
       return {
-        status: s.status, customer: claims.customer, plan: claims.plan, expiresAt: claims.expiresAt.toISOString(),
-        maxTenants: claims.maxTenants, ...(s.daysLeft === undefined ? {} : { daysLeft: s.daysLeft }), readOnly: readOnly(),
+        status: s.status,
+        customer: claims.customer,
+        plan: claims.plan,
+        expiresAt: claims.expiresAt.toISOString(),
+        maxTenants: claims.maxTenants,
+        ...(s.daysLeft === undefined ? {} : { daysLeft: s.daysLeft }),
+        readOnly: readOnly(),
       }
     },
     message() {

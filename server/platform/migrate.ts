@@ -9,7 +9,12 @@ const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url))
 // Any fixed 64-bit number; the same for every Atrium process.
 const LOCK_KEY = 7_242_019_117
 
-export interface Migration { version: number; name: string; sql: string; checksum: string }
+export interface Migration {
+  version: number
+  name: string
+  sql: string
+  checksum: string
+}
 
 export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
   return readdirSync(dir)

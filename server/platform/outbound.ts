@@ -36,7 +36,11 @@ export type OutboundDecision = { allowed: true; class: AddressClass } | { allowe
 
 /** Refused by the outbound policy; `host` is what the caller asked for, `address` what it resolved to. */
 export class OutboundRefused extends Error {
-  constructor(readonly host: string, readonly address: string, readonly reason: string) {
+  constructor(
+    readonly host: string,
+    readonly address: string,
+    readonly reason: string,
+  ) {
     super(`outbound connection to ${host}${address && address !== host ? ` (${address})` : ''} refused: ${reason}`)
     this.name = 'OutboundRefused'
   }
@@ -89,13 +93,24 @@ export function classifyIp(a: Ip): AddressClass {
   }
   const range: string = a.range()
   switch (range) {
-    case 'unicast': return 'public'
-    case 'unspecified': return 'unspecified'
-    case 'linkLocal': return 'link-local'
-    case 'multicast': case 'broadcast': return 'multicast'
-    case 'loopback': return 'loopback'
-    case 'private': case 'uniqueLocal': case 'carrierGradeNat': case 'deprecatedSiteLocal': return 'private'
-    default: return 'reserved' // documentation, benchmarking, Teredo, 240/4...: nothing a public service lives on
+    case 'unicast':
+      return 'public'
+    case 'unspecified':
+      return 'unspecified'
+    case 'linkLocal':
+      return 'link-local'
+    case 'multicast':
+    case 'broadcast':
+      return 'multicast'
+    case 'loopback':
+      return 'loopback'
+    case 'private':
+    case 'uniqueLocal':
+    case 'carrierGradeNat':
+    case 'deprecatedSiteLocal':
+      return 'private'
+    default:
+      return 'reserved' // documentation, benchmarking, Teredo, 240/4...: nothing a public service lives on
   }
 }
 
@@ -140,8 +155,7 @@ export function decideOutbound(ip: string, allowedCidrs: readonly string[], opts
   return decideParsed(a, parseCidrs(allowedCidrs), opts.airGapped)
 }
 
-export const isAllowedOutbound = (ip: string, allowedCidrs: readonly string[], opts: { airGapped: boolean }): boolean =>
-  decideOutbound(ip, allowedCidrs, opts).allowed
+export const isAllowedOutbound = (ip: string, allowedCidrs: readonly string[], opts: { airGapped: boolean }): boolean => decideOutbound(ip, allowedCidrs, opts).allowed
 
 /** Resolves a hostname to every address it has (getaddrinfo, so /etc/hosts counts as it does for connect). */
 export type Resolver = (hostname: string) => Promise<{ address: string; family: number }[]>
@@ -192,8 +206,7 @@ export function compilePolicy(policy: OutboundPolicy, resolver: Resolver = syste
 export type CompiledPolicy = ReturnType<typeof compilePolicy>
 
 /** Resolver-based check of one host (a hostname or an IP literal): its allowed addresses, or OutboundRefused. */
-export const checkHost = (host: string, policy: OutboundPolicy, resolver: Resolver = systemResolver): Promise<string[]> =>
-  compilePolicy(policy, resolver).resolveAllowed(host)
+export const checkHost = (host: string, policy: OutboundPolicy, resolver: Resolver = systemResolver): Promise<string[]> => compilePolicy(policy, resolver).resolveAllowed(host)
 
 export interface OutboundFetchInit {
   method?: string
@@ -239,9 +252,12 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
       if (!d.allowed) throw new TypeError('fetch failed', { cause: new OutboundRefused(url.hostname, literal.toString(), d.reason) })
     }
     const headers = new Headers(init.headers)
-    const body = init.body == null ? null
-      : typeof init.body === 'string' || init.body instanceof URLSearchParams ? Buffer.from(String(init.body))
-      : Buffer.from(init.body instanceof ArrayBuffer ? new Uint8Array(init.body) : init.body)
+    const body =
+      init.body == null
+        ? null
+        : typeof init.body === 'string' || init.body instanceof URLSearchParams
+          ? Buffer.from(String(init.body))
+          : Buffer.from(init.body instanceof ArrayBuffer ? new Uint8Array(init.body) : init.body)
     if (init.body instanceof URLSearchParams && !headers.has('content-type')) headers.set('content-type', 'application/x-www-form-urlencoded;charset=UTF-8')
     if (body) headers.set('content-length', String(body.length))
     if (!headers.has('accept-encoding')) headers.set('accept-encoding', 'gzip, deflate, br')
@@ -252,55 +268,67 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
         clearTimeout(timer)
         reject(err instanceof TypeError ? err : new TypeError('fetch failed', { cause: err }))
       }
-      const req = (url.protocol === 'https:' ? https : http).request(url, {
-        method,
-        headers: Object.fromEntries(headers),
-        agent: url.protocol === 'https:' ? agents.https : agents.http,
-        ...(literal ? {} : { lookup: compiled.lookup }),
-      }, (res) => {
-        const encoding = String(res.headers['content-encoding'] ?? '').trim().toLowerCase()
-        const decoder = encoding === 'gzip' || encoding === 'x-gzip' ? zlib.createGunzip()
-          : encoding === 'deflate' ? zlib.createInflate()
-          : encoding === 'br' ? zlib.createBrotliDecompress() : null
-        const stream = decoder ? res.pipe(decoder) : res
-        const chunks: Buffer[] = []
-        let size = 0
-        let done = false
-        stream.on('data', (c: Buffer) => {
-          if (done) return
-          size += c.length
-          if (size <= maxBytes) return void chunks.push(c)
-          if (o.truncateResponse) {
-            chunks.push(c.subarray(0, c.length - (size - maxBytes)))
-            finish()
-          } else {
-            fail(new Error(`response larger than ${maxBytes} bytes`))
+      const req = (url.protocol === 'https:' ? https : http).request(
+        url,
+        {
+          method,
+          headers: Object.fromEntries(headers),
+          agent: url.protocol === 'https:' ? agents.https : agents.http,
+          ...(literal ? {} : { lookup: compiled.lookup }),
+        },
+        (res) => {
+          const encoding = String(res.headers['content-encoding'] ?? '')
+            .trim()
+            .toLowerCase()
+          const decoder = encoding === 'gzip' || encoding === 'x-gzip' ? zlib.createGunzip() : encoding === 'deflate' ? zlib.createInflate() : encoding === 'br' ? zlib.createBrotliDecompress() : null
+          const stream = decoder ? res.pipe(decoder) : res
+          const chunks: Buffer[] = []
+          let size = 0
+          let done = false
+          stream.on('data', (c: Buffer) => {
+            if (done) return
+            size += c.length
+            if (size <= maxBytes) return void chunks.push(c)
+            if (o.truncateResponse) {
+              chunks.push(c.subarray(0, c.length - (size - maxBytes)))
+              finish()
+            } else {
+              fail(new Error(`response larger than ${maxBytes} bytes`))
+            }
+            req.destroy()
+          })
+          stream.on('error', (err) => {
+            if (!done) fail(err)
+          })
+          res.on('error', (err) => {
+            if (!done) fail(err)
+          })
+          stream.on('end', finish)
+          function finish() {
+            if (done) return
+            done = true
+            clearTimeout(timer)
+            const out = new Headers()
+            for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
+              const name = res.rawHeaders[i]!.toLowerCase()
+              // The body is handed over decoded: its original length and encoding no longer apply.
+              if (decoder && (name === 'content-encoding' || name === 'content-length')) continue
+              try {
+                out.append(name, res.rawHeaders[i + 1]!)
+              } catch {
+                /* a header fetch itself would not expose */
+              }
+            }
+            const status = res.statusCode ?? 502
+            const payload = NO_BODY.has(status) || method === 'HEAD' ? null : Buffer.concat(chunks)
+            try {
+              resolve(new Response(payload, { status, statusText: res.statusMessage ?? '', headers: out }))
+            } catch (err) {
+              fail(err) // a status fetch cannot represent
+            }
           }
-          req.destroy()
-        })
-        stream.on('error', (err) => { if (!done) fail(err) })
-        res.on('error', (err) => { if (!done) fail(err) })
-        stream.on('end', finish)
-        function finish() {
-          if (done) return
-          done = true
-          clearTimeout(timer)
-          const out = new Headers()
-          for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
-            const name = res.rawHeaders[i]!.toLowerCase()
-            // The body is handed over decoded: its original length and encoding no longer apply.
-            if (decoder && (name === 'content-encoding' || name === 'content-length')) continue
-            try { out.append(name, res.rawHeaders[i + 1]!) } catch { /* a header fetch itself would not expose */ }
-          }
-          const status = res.statusCode ?? 502
-          const payload = NO_BODY.has(status) || method === 'HEAD' ? null : Buffer.concat(chunks)
-          try {
-            resolve(new Response(payload, { status, statusText: res.statusMessage ?? '', headers: out }))
-          } catch (err) {
-            fail(err) // a status fetch cannot represent
-          }
-        }
-      })
+        },
+      )
       // Settles first, then tears down: once a response has begun, destroy(err) would raise the
       // error on the response stream instead of the request.
       const timer = setTimeout(() => {
@@ -357,7 +385,9 @@ export async function outboundHostAllowed(field: string, url: URL, policy: Compi
       const literal = parseIp(url.hostname) ? err.address : null
       const bare = url.hostname.replace(/^\[(.*)\]$/, '$1')
       throw new AppError('VALIDATION_ERROR', `${field}: ${url.hostname}${literal && literal !== bare ? ` (${literal})` : ''} may not be called: ${err.reason}`, {
-        errors: [{ field, message: `may not be called: ${err.reason}` }], reason: 'outbound_refused', ...(literal ? { address: literal } : {}),
+        errors: [{ field, message: `may not be called: ${err.reason}` }],
+        reason: 'outbound_refused',
+        ...(literal ? { address: literal } : {}),
       })
     }
     if ((err as NodeJS.ErrnoException).code === 'ENOTFOUND') throw invalid(field, `${url.hostname} does not resolve to an address`)

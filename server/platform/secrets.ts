@@ -13,7 +13,12 @@ const ALG = 'aes-256-gcm'
 const IV_BYTES = 12
 const TAG_BYTES = 16
 
-export interface SecretContext { tenantId: string; table: string; rowId: string; field: string }
+export interface SecretContext {
+  tenantId: string
+  table: string
+  rowId: string
+  field: string
+}
 
 export class SecretDecryptError extends Error {
   override name = 'SecretDecryptError'

@@ -41,7 +41,14 @@ t.test('every variant renders; every pod runs non-root, read-only, without capab
     const r = await helmTemplate(t, [values])
     t.equal(r.code, 0, `${name}: ${r.stderr}`)
     // The server, its migration Job and the helm test Pod: a render that lost one would check fewer.
-    t.same(r.manifests.filter((m) => ['Deployment', 'Job', 'Pod'].includes(m.kind)).map((m) => m.kind).sort(), ['Deployment', 'Job', 'Pod'], `${name}: every pod is checked`)
+    t.same(
+      r.manifests
+        .filter((m) => ['Deployment', 'Job', 'Pod'].includes(m.kind))
+        .map((m) => m.kind)
+        .sort(),
+      ['Deployment', 'Job', 'Pod'],
+      `${name}: every pod is checked`,
+    )
     for (const spec of podSpecs(r.manifests)) {
       t.equal(spec.automountServiceAccountToken, false, `${name}: no service account token`)
       t.match(spec.securityContext, { runAsNonRoot: true, runAsUser: 10001, seccompProfile: { type: 'RuntimeDefault' } })
@@ -72,7 +79,7 @@ t.test('the ConfigMap holds the settings, with the ones the container depends on
   const data = find(manifests, 'ConfigMap')!.data
   t.match(data, CONTAINER_FIXED)
   t.match(data, { LOG_LEVEL: 'debug', MAX_REQUEST_BODY_BYTES: '10485760', PUBLIC_URL: 'https://ai.example.com', AIR_GAPPED: 'false' })
-  t.notOk('R2_PUBLIC_ENDPOINT' in data, 'empty settings are left to the server\'s defaults')
+  t.notOk('R2_PUBLIC_ENDPOINT' in data, "empty settings are left to the server's defaults")
 })
 
 t.test('airGapped turns outside features off; global.imageRegistry moves every image, with its pull secrets', { skip }, async (t) => {
@@ -90,7 +97,10 @@ t.test('existingSecret: the chart makes no Secret and every pod reads the named 
   t.notOk(find(manifests, 'Secret'))
   const envFroms = podSpecs(manifests.filter((m) => m.kind !== 'Pod')).flatMap((spec) => containers(spec).map((c) => c.envFrom?.[1]))
   t.ok(envFroms.length >= 3, `the server, its wait-for-migrations step and the migration Job: ${envFroms.length} containers`)
-  t.same(envFroms, envFroms.map(() => ({ secretRef: { name: 'atrium-from-vault' } })))
+  t.same(
+    envFroms,
+    envFroms.map(() => ({ secretRef: { name: 'atrium-from-vault' } })),
+  )
 })
 
 t.test('a generated master key is 32 bytes, and the Secret is kept when the release is deleted', { skip }, async (t) => {
@@ -140,7 +150,7 @@ t.test('the migration Job is named by chart version, app version and values: the
   t.equal(deployment.spec.template.spec.initContainers[0].args[0], 'wait-for-migrations', 'pods wait for the Job instead of migrating themselves')
 })
 
-t.test('a changed setting changes the pods\' checksum annotations (a rollout), an unchanged one does not', { skip }, async (t) => {
+t.test("a changed setting changes the pods' checksum annotations (a rollout), an unchanged one does not", { skip }, async (t) => {
   const ann = async (values: Record<string, unknown>[]) => find((await helmTemplate(t, values)).manifests, 'Deployment')!.spec.template.metadata.annotations
   const a = await ann([])
   t.same(await ann([]), a)
@@ -168,15 +178,20 @@ t.test('values that break the schema fail helm template with a message naming th
   t.match(noHost.stderr, /ingress.host is required/)
 })
 
-const liveSecret = (key: string): Manifest => ({
-  apiVersion: 'v1', kind: 'Secret', metadata: { name: 'atrium-secrets', namespace: 'atrium' },
-  data: { ENCRYPTION_MASTER_KEY: Buffer.from(key).toString('base64') },
-} as Manifest)
-const liveDeployment = (version: string): Manifest => ({
-  apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'atrium', namespace: 'atrium', labels: { 'app.kubernetes.io/version': version } },
-} as Manifest)
-const upgrade = (t: Test, kubeconfig: string, values: Record<string, unknown>[] = []) =>
-  helmTemplate(t, values, ['--dry-run=server', '--is-upgrade', '--kubeconfig', kubeconfig])
+const liveSecret = (key: string): Manifest =>
+  ({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'atrium-secrets', namespace: 'atrium' },
+    data: { ENCRYPTION_MASTER_KEY: Buffer.from(key).toString('base64') },
+  }) as Manifest
+const liveDeployment = (version: string): Manifest =>
+  ({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'atrium', namespace: 'atrium', labels: { 'app.kubernetes.io/version': version } },
+  }) as Manifest
+const upgrade = (t: Test, kubeconfig: string, values: Record<string, unknown>[] = []) => helmTemplate(t, values, ['--dry-run=server', '--is-upgrade', '--kubeconfig', kubeconfig])
 
 t.test('an upgrade keeps the master key found in the live Secret, and refuses to change it', { skip }, async (t) => {
   const key = Buffer.alloc(32, 7).toString('base64')
@@ -205,7 +220,7 @@ t.test('the upgrade guard refuses going back and skipping versions, and lets all
   t.match(skipMinor.stderr, /skips a minor version; upgrade to \d+\.\d+ first/)
   const skipMajor = await from(`${major}.${minor}.0`, [{ image: { tag: `${major + 2}.0.0` } }])
   t.match(skipMajor.stderr, /skips a major version/)
-  t.equal((await from(`${major}.${minor}.0`, [{ image: { tag: `${major + 1}.0.0` } }])).code, 0, 'to the next major\'s first release')
+  t.equal((await from(`${major}.${minor}.0`, [{ image: { tag: `${major + 1}.0.0` } }])).code, 0, "to the next major's first release")
   t.equal((await from(`${major}.${minor}.0`, [{ image: { tag: `${major}.${minor + 2}.0` }, upgradeGuard: { allowSkip: true } }])).code, 0, 'allowSkip lets it through')
   const install = await helmTemplate(t, [{ image: { tag: '9.0.0' } }])
   t.equal(install.code, 0, 'a first install has nothing to guard')
@@ -215,6 +230,9 @@ t.test('Chart.yaml lists every image of the bundles and carries the package vers
   const chart = parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8'))
   t.equal(chart.version, VERSION)
   t.equal(chart.appVersion, VERSION)
-  t.same(chart.annotations['atrium.dev/images'].split('\n'), IMAGES.map((i) => `${i.registry}/${i.repository}:${i.tag}`))
+  t.same(
+    chart.annotations['atrium.dev/images'].split('\n'),
+    IMAGES.map((i) => `${i.registry}/${i.repository}:${i.tag}`),
+  )
   for (const i of IMAGES) t.notMatch(i.tag, /^latest$/)
 })

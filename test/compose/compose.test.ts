@@ -19,14 +19,24 @@ const AIRGAP = [...BASE, '-f', join(DIR, 'compose.airgap.yaml')]
 /** compose/.env.example with its blanks filled, as an admin does by hand. */
 function envFile(t: Test, extra: Record<string, string> = {}, drop: string[] = []): string {
   const fill: Record<string, string> = {
-    POSTGRES_PASSWORD: 'pg-secret', REDIS_PASSWORD: 'redis-secret', MINIO_ROOT_PASSWORD: 'minio-secret',
-    DATABASE_URL: 'postgres://atrium:pg-secret@postgres:5432/atrium', REDIS_URL: 'redis://:redis-secret@redis:6379',
-    R2_ENDPOINT: 'http://minio:9000', R2_ACCESS_KEY_ID: 'atrium', R2_SECRET_ACCESS_KEY: 'minio-secret',
-    ENCRYPTION_MASTER_KEY: Buffer.alloc(32, 1).toString('base64'), ...extra,
+    POSTGRES_PASSWORD: 'pg-secret',
+    REDIS_PASSWORD: 'redis-secret',
+    MINIO_ROOT_PASSWORD: 'minio-secret',
+    DATABASE_URL: 'postgres://atrium:pg-secret@postgres:5432/atrium',
+    REDIS_URL: 'redis://:redis-secret@redis:6379',
+    R2_ENDPOINT: 'http://minio:9000',
+    R2_ACCESS_KEY_ID: 'atrium',
+    R2_SECRET_ACCESS_KEY: 'minio-secret',
+    ENCRYPTION_MASTER_KEY: Buffer.alloc(32, 1).toString('base64'),
+    ...extra,
   }
-  const text = readFileSync(join(DIR, '.env.example'), 'utf8').split('\n')
+  const text = readFileSync(join(DIR, '.env.example'), 'utf8')
+    .split('\n')
     .filter((l) => !drop.some((d) => l.startsWith(`${d}=`)))
-    .map((l) => { const m = /^([A-Z0-9_]+)=/.exec(l); return m && fill[m[1]!] ? `${m[1]}=${fill[m[1]!]}` : l })
+    .map((l) => {
+      const m = /^([A-Z0-9_]+)=/.exec(l)
+      return m && fill[m[1]!] ? `${m[1]}=${fill[m[1]!]}` : l
+    })
   const path = join(tempDir(t), '.env')
   writeFileSync(path, text.join('\n'))
   return path

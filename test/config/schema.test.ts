@@ -7,16 +7,30 @@ t.test('an empty environment gives the embedded defaults', async (t) => {
   const { config, problems } = parseConfig({})
   t.same(problems, [])
   t.match(config, {
-    PORT: 8080, HOST: '0.0.0.0', DATA_DIR: './.atrium', DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '',
-    RATE_LIMIT_MAX: 1000, RATE_LIMIT_WINDOW_SECONDS: 60, AIR_GAPPED: false, OUTBOUND_ALLOWED_NETWORKS: [],
-    PUBLIC_URL: 'http://localhost:8080', MIGRATE_ON_START: true,
+    PORT: 8080,
+    HOST: '0.0.0.0',
+    DATA_DIR: './.atrium',
+    DATABASE_URL: '',
+    REDIS_URL: '',
+    R2_ENDPOINT: '',
+    RATE_LIMIT_MAX: 1000,
+    RATE_LIMIT_WINDOW_SECONDS: 60,
+    AIR_GAPPED: false,
+    OUTBOUND_ALLOWED_NETWORKS: [],
+    PUBLIC_URL: 'http://localhost:8080',
+    MIGRATE_ON_START: true,
   })
 })
 
 t.test('values are parsed to their types', async (t) => {
   const { config, problems } = parseConfig({
-    PORT: '9000', AIR_GAPPED: 'yes', RATE_LIMIT_MAX: '5', OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8, fd00::/8',
-    PUBLIC_URL: 'https://atrium.example.com/', DATABASE_URL: 'postgres://u:p@db:5432/atrium', ENCRYPTION_MASTER_KEY: KEY,
+    PORT: '9000',
+    AIR_GAPPED: 'yes',
+    RATE_LIMIT_MAX: '5',
+    OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8, fd00::/8',
+    PUBLIC_URL: 'https://atrium.example.com/',
+    DATABASE_URL: 'postgres://u:p@db:5432/atrium',
+    ENCRYPTION_MASTER_KEY: KEY,
   })
   t.same(problems, [])
   t.equal(config.PORT, 9000)
@@ -27,13 +41,28 @@ t.test('values are parsed to their types', async (t) => {
 
 t.test('every problem is reported at once, one line each', async (t) => {
   const { problems } = parseConfig({
-    PORT: 'eighty', AIR_GAPPED: 'maybe', LOG_LEVEL: 'loud', RATE_LIMIT_MAX: '0',
-    DATABASE_URL: 'mysql://root:hunter2@db/x', ENCRYPTION_MASTER_KEY: 'c2hvcnQ=', OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8,nonsense,10.0.0.1/33',
+    PORT: 'eighty',
+    AIR_GAPPED: 'maybe',
+    LOG_LEVEL: 'loud',
+    RATE_LIMIT_MAX: '0',
+    DATABASE_URL: 'mysql://root:hunter2@db/x',
+    ENCRYPTION_MASTER_KEY: 'c2hvcnQ=',
+    OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8,nonsense,10.0.0.1/33',
   })
   t.equal(problems.length, 7)
   t.ok(problems.every((p) => !p.includes('\n')))
-  for (const start of ['PORT must be a whole number', 'AIR_GAPPED must be true or false', 'LOG_LEVEL must be one of', 'RATE_LIMIT_MAX must be between 1 and', 'DATABASE_URL must start with postgres://', 'ENCRYPTION_MASTER_KEY must be 32 bytes']) {
-    t.ok(problems.some((p) => p.startsWith(start)), start)
+  for (const start of [
+    'PORT must be a whole number',
+    'AIR_GAPPED must be true or false',
+    'LOG_LEVEL must be one of',
+    'RATE_LIMIT_MAX must be between 1 and',
+    'DATABASE_URL must start with postgres://',
+    'ENCRYPTION_MASTER_KEY must be 32 bytes',
+  ]) {
+    t.ok(
+      problems.some((p) => p.startsWith(start)),
+      start,
+    )
   }
   t.match(problems.join('|'), /nonsense, 10\.0\.0\.1\/33/)
 })
@@ -47,11 +76,19 @@ t.test('a secret value never appears in a problem', async (t) => {
 t.test('production refuses embedded defaults', async (t) => {
   const { problems } = parseConfig({ NODE_ENV: 'production' })
   for (const name of ['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT', 'ENCRYPTION_MASTER_KEY']) {
-    t.ok(problems.some((p) => p.startsWith(`${name} is required when NODE_ENV=production`)), name)
+    t.ok(
+      problems.some((p) => p.startsWith(`${name} is required when NODE_ENV=production`)),
+      name,
+    )
   }
   const ok = parseConfig({
-    NODE_ENV: 'production', DATABASE_URL: 'postgres://db/atrium', REDIS_URL: 'redis://cache:6379', ENCRYPTION_MASTER_KEY: KEY,
-    R2_ENDPOINT: 'https://s3.example.com', R2_ACCESS_KEY_ID: 'a', R2_SECRET_ACCESS_KEY: 'b',
+    NODE_ENV: 'production',
+    DATABASE_URL: 'postgres://db/atrium',
+    REDIS_URL: 'redis://cache:6379',
+    ENCRYPTION_MASTER_KEY: KEY,
+    R2_ENDPOINT: 'https://s3.example.com',
+    R2_ACCESS_KEY_ID: 'a',
+    R2_SECRET_ACCESS_KEY: 'b',
   })
   t.same(ok.problems, [])
 })

@@ -42,7 +42,10 @@ export async function faultProxy(t: Test, target: { host: string; port: number }
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   const port = (server.address() as { port: number }).port
   t.teardown(() => {
-    for (const [a, b] of pairs) { reset(a); reset(b) }
+    for (const [a, b] of pairs) {
+      reset(a)
+      reset(b)
+    }
     return new Promise<void>((r) => server.close(() => r()))
   })
 

@@ -21,11 +21,17 @@ export async function answersFile(t: Test, target: 'compose' | 'helm', extra = '
     R2_BUCKET: bucket,
     R2_ACCESS_KEY_ID: services.s3AccessKey,
   }
-  writeFileSync(join(dir, 'answers.yaml'), [
-    `target: ${target}`, `dataPath: ${dir}`, `outputDir: ${join(dir, 'out')}`, 'config:',
-    ...Object.entries(config).map(([k, v]) => `  ${k}: "${v}"`),
-    '  R2_SECRET_ACCESS_KEY: { env: TEST_S3_SECRET }',
-    extra,
-  ].join('\n'))
+  writeFileSync(
+    join(dir, 'answers.yaml'),
+    [
+      `target: ${target}`,
+      `dataPath: ${dir}`,
+      `outputDir: ${join(dir, 'out')}`,
+      'config:',
+      ...Object.entries(config).map(([k, v]) => `  ${k}: "${v}"`),
+      '  R2_SECRET_ACCESS_KEY: { env: TEST_S3_SECRET }',
+      extra,
+    ].join('\n'),
+  )
   return { dir, answers: join(dir, 'answers.yaml'), out: join(dir, 'out'), env: { TEST_S3_SECRET: services.s3SecretKey } }
 }

@@ -9,7 +9,11 @@ import { tempDir } from './platform.js'
 
 export const DAY = 86_400_000
 
-export interface Vendor { kid: string; privateKey: KeyObject; keys: TrustedKey[] }
+export interface Vendor {
+  kid: string
+  privateKey: KeyObject
+  keys: TrustedKey[]
+}
 
 export function testVendor(kid = 'test-1'): Vendor {
   const { privateKey, publicKey } = generateKeyPairSync('ed25519')
@@ -20,8 +24,16 @@ export function testVendor(kid = 'test-1'): Vendor {
 export function testLicense(vendor: Vendor, over: Partial<IssueInput> = {}): Promise<string> {
   const now = Date.now()
   return issueLicense({
-    privateKey: vendor.privateKey, kid: vendor.kid, customer: 'Acme', plan: 'enterprise', maxTenants: 25, features: [],
-    airGapAllowed: true, issuedAt: new Date(now - DAY), expiresAt: new Date(now + 365 * DAY), ...over,
+    privateKey: vendor.privateKey,
+    kid: vendor.kid,
+    customer: 'Acme',
+    plan: 'enterprise',
+    maxTenants: 25,
+    features: [],
+    airGapAllowed: true,
+    issuedAt: new Date(now - DAY),
+    expiresAt: new Date(now + 365 * DAY),
+    ...over,
   })
 }
 
@@ -37,8 +49,17 @@ export const adminTrusting = (vendor: Vendor, args: string[], env: Record<string
  */
 export function productionEnv(t: Test, over: Record<string, string> = {}): Record<string, string> {
   return {
-    NODE_ENV: 'production', LOG_LEVEL: 'silent', DATA_DIR: tempDir(t), PORT: '0', HOST: '127.0.0.1',
-    DATABASE_URL: 'postgres://atrium@127.0.0.1:1/none', REDIS_URL: 'redis://127.0.0.1:1', R2_ENDPOINT: 'http://127.0.0.1:1', R2_ACCESS_KEY_ID: 'none', R2_SECRET_ACCESS_KEY: 'none',
-    ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'), ...over,
+    NODE_ENV: 'production',
+    LOG_LEVEL: 'silent',
+    DATA_DIR: tempDir(t),
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATABASE_URL: 'postgres://atrium@127.0.0.1:1/none',
+    REDIS_URL: 'redis://127.0.0.1:1',
+    R2_ENDPOINT: 'http://127.0.0.1:1',
+    R2_ACCESS_KEY_ID: 'none',
+    R2_SECRET_ACCESS_KEY: 'none',
+    ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
+    ...over,
   }
 }

@@ -6,7 +6,9 @@ import { appendFileSync } from 'node:fs'
 import net from 'node:net'
 
 const log = process.env.OUTBOUND_LOG
-const note = (kind, target) => { if (log) appendFileSync(log, `${kind} ${target}\n`) }
+const note = (kind, target) => {
+  if (log) appendFileSync(log, `${kind} ${target}\n`)
+}
 const loopback = (host) => host === 'localhost' || /^127\./.test(host) || host === '::1' || host === '::ffff:127.0.0.1'
 // Binding to every interface (the port check) looks up 0.0.0.0; that is not a destination.
 const local = (host) => loopback(host) || host === '0.0.0.0' || host === '::'

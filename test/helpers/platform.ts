@@ -49,8 +49,12 @@ export async function freshDatabase(t: Test): Promise<string> {
 export async function freshBucket(t: Test): Promise<string> {
   const url = new URL(services.s3Endpoint)
   const client = new Client({
-    endPoint: url.hostname, port: Number(url.port) || undefined, useSSL: url.protocol === 'https:',
-    accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1',
+    endPoint: url.hostname,
+    port: Number(url.port) || undefined,
+    useSSL: url.protocol === 'https:',
+    accessKey: services.s3AccessKey,
+    secretKey: services.s3SecretKey,
+    region: 'us-east-1',
   })
   const bucket = `atrium-t-${suffix()}`
   t.teardown(async () => {
@@ -69,7 +73,15 @@ export async function freshBucket(t: Test): Promise<string> {
  */
 async function embeddedTemplate(): Promise<string> {
   const pglite = JSON.parse(readFileSync(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url), 'utf8')) as { version: string }
-  const key = createHash('sha256').update(pglite.version).update(loadMigrations().map((m) => m.checksum).join()).digest('hex').slice(0, 16)
+  const key = createHash('sha256')
+    .update(pglite.version)
+    .update(
+      loadMigrations()
+        .map((m) => m.checksum)
+        .join(),
+    )
+    .digest('hex')
+    .slice(0, 16)
   const template = join(tmpdir(), `atrium-test-pgdata-${key}`)
   if (existsSync(template)) return template
   const build = mkdtempSync(join(tmpdir(), 'atrium-test-pgdata-build-'))
@@ -155,6 +167,9 @@ export const openToOthers = (dir: string): string[] =>
 export function countLookups(db: Platform['db']): { lookups: number } {
   const original = db.system.bind(db)
   const counted = { lookups: 0 }
-  db.system = ((fn: Parameters<typeof db.system>[0]) => { counted.lookups++; return original(fn) }) as typeof db.system
+  db.system = ((fn: Parameters<typeof db.system>[0]) => {
+    counted.lookups++
+    return original(fn)
+  }) as typeof db.system
   return counted
 }

@@ -26,14 +26,18 @@ export function terminal(t: Test, command: string, opts: { cwd: string; width?: 
   tmux('new-session', '-d', '-s', name, '-x', String(opts.width ?? 80), '-y', String(opts.height ?? 24), '-c', opts.cwd, shell)
   // Keep the pane after the program exits, so its last screen can still be read.
   tmux('set-option', '-t', name, 'remain-on-exit', 'on')
-  t.teardown(() => { spawnSync('tmux', ['kill-session', '-t', name]) })
+  t.teardown(() => {
+    spawnSync('tmux', ['kill-session', '-t', name])
+  })
   const screen = () => tmux('capture-pane', '-p', '-t', name)
   return {
     type(text, enter = false) {
       tmux('send-keys', '-t', name, '-l', text)
       if (enter) tmux('send-keys', '-t', name, 'Enter')
     },
-    press: (...keys) => { tmux('send-keys', '-t', name, ...keys) },
+    press: (...keys) => {
+      tmux('send-keys', '-t', name, ...keys)
+    },
     async repeat(key, times) {
       for (let i = 0; i < times; i++) {
         tmux('send-keys', '-t', name, key)

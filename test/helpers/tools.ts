@@ -37,7 +37,13 @@ export const CHART = join(ROOT, 'charts/atrium')
 /** The go-installed Helm reports Kubernetes 1.20 when no cluster is asked; render for a current one. */
 export const KUBE_VERSION = '1.31.0'
 
-export interface Manifest { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }; [k: string]: any } // eslint-disable-line @typescript-eslint/no-explicit-any -- any Kubernetes manifest
+export interface Manifest {
+  apiVersion: string
+  kind: string
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any Kubernetes manifest
+  [k: string]: any
+}
 
 /** `helm template` with values files written from objects; the manifests, or the error text. */
 export async function helmTemplate(t: Test, values: Record<string, unknown>[] = [], extra: string[] = [], chart = CHART): Promise<{ code: number | null; manifests: Manifest[]; stderr: string }> {
@@ -48,12 +54,16 @@ export async function helmTemplate(t: Test, values: Record<string, unknown>[] = 
     return ['-f', path]
   })
   const r = await runTool('helm', ['template', 'atrium', chart, '--namespace', 'atrium', '--kube-version', KUBE_VERSION, ...files, ...extra])
-  const manifests = r.code === 0 ? parseAllDocuments(r.stdout).map((d) => d.toJS() as Manifest).filter(Boolean) : []
+  const manifests =
+    r.code === 0
+      ? parseAllDocuments(r.stdout)
+          .map((d) => d.toJS() as Manifest)
+          .filter(Boolean)
+      : []
   return { code: r.code, manifests, stderr: r.stderr }
 }
 
-export const find = (manifests: Manifest[], kind: string, name?: string): Manifest | undefined =>
-  manifests.find((m) => m.kind === kind && (name === undefined || m.metadata.name === name))
+export const find = (manifests: Manifest[], kind: string, name?: string): Manifest | undefined => manifests.find((m) => m.kind === kind && (name === undefined || m.metadata.name === name))
 
 /**
  * A Kubernetes API server as far as Helm's `lookup` needs one: discovery for v1 and apps/v1 and
@@ -67,11 +77,17 @@ export async function fakeCluster(t: Test, objects: Manifest[]): Promise<{ kubec
     const path = (req.url ?? '').split('?')[0]!
     requests.push(`${req.method} ${path}`)
     res.setHeader('content-type', 'application/json')
-    const send = (status: number, body: unknown) => { res.statusCode = status; res.end(JSON.stringify(body)) }
-    const list = (groupVersion: string, kinds: string[]) => send(200, {
-      kind: 'APIResourceList', apiVersion: 'v1', groupVersion,
-      resources: kinds.map((k) => ({ name: plural[k], singularName: k.toLowerCase(), namespaced: true, kind: k, verbs: ['get', 'list'] })),
-    })
+    const send = (status: number, body: unknown) => {
+      res.statusCode = status
+      res.end(JSON.stringify(body))
+    }
+    const list = (groupVersion: string, kinds: string[]) =>
+      send(200, {
+        kind: 'APIResourceList',
+        apiVersion: 'v1',
+        groupVersion,
+        resources: kinds.map((k) => ({ name: plural[k], singularName: k.toLowerCase(), namespaced: true, kind: k, verbs: ['get', 'list'] })),
+      })
     if (path === '/version') return send(200, { major: '1', minor: '31', gitVersion: `v${KUBE_VERSION}` })
     if (path === '/api/v1') return list('v1', ['Secret'])
     if (path === '/apis/apps/v1') return list('apps/v1', ['Deployment'])
@@ -86,11 +102,16 @@ export async function fakeCluster(t: Test, objects: Manifest[]): Promise<{ kubec
   t.teardown(() => new Promise<void>((r) => server.close(() => r())))
   const port = (server.address() as { port: number }).port
   const kubeconfig = join(tempDir(t, 'atrium-kube-'), 'config')
-  writeFileSync(kubeconfig, JSON.stringify({
-    apiVersion: 'v1', kind: 'Config', 'current-context': 'fake',
-    clusters: [{ name: 'fake', cluster: { server: `http://127.0.0.1:${port}` } }],
-    users: [{ name: 'fake', user: {} }],
-    contexts: [{ name: 'fake', context: { cluster: 'fake', user: 'fake', namespace: 'atrium' } }],
-  }))
+  writeFileSync(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'fake',
+      clusters: [{ name: 'fake', cluster: { server: `http://127.0.0.1:${port}` } }],
+      users: [{ name: 'fake', user: {} }],
+      contexts: [{ name: 'fake', context: { cluster: 'fake', user: 'fake', namespace: 'atrium' } }],
+    }),
+  )
   return { kubeconfig, requests }
 }

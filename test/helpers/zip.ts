@@ -11,7 +11,10 @@ export function unzip(buf: Buffer): Promise<Record<string, string>> {
           if (e) return reject(e)
           const chunks: Buffer[] = []
           stream.on('data', (c: Buffer) => chunks.push(c))
-          stream.on('end', () => { out[entry.fileName] = Buffer.concat(chunks).toString('utf8'); zip.readEntry() })
+          stream.on('end', () => {
+            out[entry.fileName] = Buffer.concat(chunks).toString('utf8')
+            zip.readEntry()
+          })
         })
       })
       zip.on('end', () => resolve(out))

@@ -10,10 +10,15 @@ import { services, tempDir } from '../helpers/platform.js'
 t.test('the watch sees and refuses an outside connection (so its silence below means something)', async (t) => {
   const log = join(tempDir(t), 'outbound.log')
   writeFileSync(log, '')
-  const r = await finished(spawn(process.execPath, ['--import', join(ROOT, 'test/helpers/no-outbound.mjs'), '-e',
-    "fetch('http://198.51.100.7:8080/').then(() => console.log('reached'), (e) => console.log('refused', e.cause && e.cause.code))"], {
-    env: { PATH: process.env.PATH ?? '', OUTBOUND_LOG: log },
-  }))
+  const r = await finished(
+    spawn(
+      process.execPath,
+      ['--import', join(ROOT, 'test/helpers/no-outbound.mjs'), '-e', "fetch('http://198.51.100.7:8080/').then(() => console.log('reached'), (e) => console.log('refused', e.cause && e.cause.code))"],
+      {
+        env: { PATH: process.env.PATH ?? '', OUTBOUND_LOG: log },
+      },
+    ),
+  )
   t.equal(r.stdout.trim(), 'refused ECONNREFUSED')
   t.match(readFileSync(log, 'utf8'), /^connect 198\.51\.100\.7:8080$/m)
 })
@@ -22,17 +27,29 @@ t.test('preflight and configure in air-gapped mode make no outbound connection',
   const dir = tempDir(t)
   const log = join(dir, 'outbound.log')
   writeFileSync(log, '')
-  writeFileSync(join(dir, 'answers.yaml'), [
-    'target: compose', 'mode: air-gapped', `dataPath: ${dir}`, `outputDir: ${join(dir, 'out')}`, 'config:',
-    '  PUBLIC_URL: https://atrium.internal.example',
-    `  DATABASE_URL: "${services.databaseUrl || 'postgres://atrium@127.0.0.1:1/atrium'}"`,
-    `  REDIS_URL: "${services.redisUrl || 'redis://127.0.0.1:1'}"`,
-    '  R2_ENDPOINT: "http://127.0.0.1:1"',
-    '  R2_ACCESS_KEY_ID: atrium', '  R2_SECRET_ACCESS_KEY: not-a-real-secret',
-  ].join('\n'))
-  const runInstaller = (args: string[]) => finished(spawn(process.execPath, ['--import', 'tsx', '--import', join(ROOT, 'test/helpers/no-outbound.mjs'), 'installer/main.tsx', ...args], {
-    cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', OUTBOUND_LOG: log },
-  }))
+  writeFileSync(
+    join(dir, 'answers.yaml'),
+    [
+      'target: compose',
+      'mode: air-gapped',
+      `dataPath: ${dir}`,
+      `outputDir: ${join(dir, 'out')}`,
+      'config:',
+      '  PUBLIC_URL: https://atrium.internal.example',
+      `  DATABASE_URL: "${services.databaseUrl || 'postgres://atrium@127.0.0.1:1/atrium'}"`,
+      `  REDIS_URL: "${services.redisUrl || 'redis://127.0.0.1:1'}"`,
+      '  R2_ENDPOINT: "http://127.0.0.1:1"',
+      '  R2_ACCESS_KEY_ID: atrium',
+      '  R2_SECRET_ACCESS_KEY: not-a-real-secret',
+    ].join('\n'),
+  )
+  const runInstaller = (args: string[]) =>
+    finished(
+      spawn(process.execPath, ['--import', 'tsx', '--import', join(ROOT, 'test/helpers/no-outbound.mjs'), 'installer/main.tsx', ...args], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', OUTBOUND_LOG: log },
+      }),
+    )
   const pre = await runInstaller(['preflight', '--answers', join(dir, 'answers.yaml'), '--json'])
   t.equal(pre.code, 3, pre.stderr) // no license in these answers, and none could allow air-gapped use
   t.match(JSON.parse(pre.stdout), { command: 'preflight', status: 'fail' })
@@ -41,7 +58,10 @@ t.test('preflight and configure in air-gapped mode make no outbound connection',
   t.match(readFileSync(join(dir, 'out', '.env'), 'utf8'), /^AIR_GAPPED=true$/m)
 
   const attempts = readFileSync(log, 'utf8').trim().split('\n').filter(Boolean)
-  t.ok(attempts.some((a) => a.startsWith('connect ')), 'the watch saw the connections to the site\'s own services')
+  t.ok(
+    attempts.some((a) => a.startsWith('connect ')),
+    "the watch saw the connections to the site's own services",
+  )
   const outside = attempts.filter((a) => !/^(connect|lookup) (localhost|127\.[\d.]+|::1)(:\d+)?$/.test(a))
   t.same(outside, [], 'no connection or lookup beyond loopback')
 })

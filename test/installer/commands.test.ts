@@ -33,8 +33,14 @@ function site(t: Parameters<typeof tempDir>[0], over: Partial<Answers> = {}, con
 t.test('preflight reports its checks, their status and the exit code they make', async (t) => {
   const r = await preflightCommand(site(t), { runner: tools().runner })
   t.match(r, { command: 'preflight', exitCode: EXIT.checkFailed, status: 'fail' })
-  t.match(r.checks.find((c) => c.id === 'license'), { status: 'fail', found: 'missing' })
-  t.match(r.checks.find((c) => c.id === 'tools.docker'), { status: 'pass', found: '99.0.0' })
+  t.match(
+    r.checks.find((c) => c.id === 'license'),
+    { status: 'fail', found: 'missing' },
+  )
+  t.match(
+    r.checks.find((c) => c.id === 'tools.docker'),
+    { status: 'pass', found: '99.0.0' },
+  )
 })
 
 t.test('failed checks stop configure before anything is planned; --ignore-failed-checks carries on and says so', async (t) => {
@@ -55,7 +61,10 @@ t.test('configure keeps what the context says is written, whatever is on disk: t
   const ctx = { ...site(t), existing: { ENCRYPTION_MASTER_KEY: key, POSTGRES_PASSWORD: 'p'.repeat(48), REDIS_PASSWORD: 'r'.repeat(48), MINIO_ROOT_PASSWORD: 'm'.repeat(48) } }
   const r = await configureCommand(ctx, { runner: tools().runner, ignoreFailed: true })
   t.same(r.generated, [], 'no secret made again')
-  t.notOk(r.changes.some((c) => c.name === 'ENCRYPTION_MASTER_KEY'), 'the master key is not a change')
+  t.notOk(
+    r.changes.some((c) => c.name === 'ENCRYPTION_MASTER_KEY'),
+    'the master key is not a change',
+  )
   t.match(readFileSync(join(ctx.answers.outputDir, '.env'), 'utf8'), `ENCRYPTION_MASTER_KEY=${key}`)
 })
 
@@ -74,10 +83,16 @@ t.test('install --dry-run lists every command; a first tenant the context knows 
   t.match(dry, { command: 'install', exitCode: EXIT.ok, written: false, stage: null, steps: [] })
   t.match(dry.deploy.at(-1), { title: 'Run the admin CLI: create-tenant', command: /.*/ })
   t.ok(dry.deploy.at(-1)!.command.includes('<generated>'), 'the password is not made on a dry run')
-  t.notOk(calls.some((c) => c.includes('compose') && !c.endsWith('version')), 'a dry run runs no deploy command')
+  t.notOk(
+    calls.some((c) => c.includes('compose') && !c.endsWith('version')),
+    'a dry run runs no deploy command',
+  )
   const known = { ...ctx, firstAdmin: { tenantId: 't-1', userId: 'u-1', email: 'admin@example.com' } }
   const again = await installCommand(known, { runner, ignoreFailed: true, dryRun: true })
-  t.notOk(again.deploy.some((c) => c.command.includes('create-tenant')), 'no second tenant')
+  t.notOk(
+    again.deploy.some((c) => c.command.includes('create-tenant')),
+    'no second tenant',
+  )
 })
 
 t.test('install shows its configuration before the deploy starts, then deploys and waits for /readyz', async (t) => {

@@ -14,7 +14,7 @@ t.test('configure --dry-run shows the plan and writes nothing', async (t) => {
   t.equal(r.code, 0, r.stderr)
   const out = JSON.parse(r.stdout)
   t.equal(out.written, false)
-  t.same(out.generated, ['ENCRYPTION_MASTER_KEY', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD'], 'the bundle\'s services get their passwords too')
+  t.same(out.generated, ['ENCRYPTION_MASTER_KEY', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD'], "the bundle's services get their passwords too")
   t.ok(out.changes.some((c: { name: string; shown: string }) => c.name === 'R2_SECRET_ACCESS_KEY' && c.shown === '(secret added)'))
   t.notOk(existsSync(a.out), 'nothing on disk')
 })
@@ -51,7 +51,10 @@ t.test('without --yes configure asks for it; failed checks stop it with exit 3 u
   t.equal(r.code, 3, r.stderr)
   const out = JSON.parse(r.stdout)
   t.match(out, { command: 'configure', exitCode: 3, status: 'fail', stopped: 'checks', written: false, changes: [], files: [] })
-  t.match(out.checks.find((c: { id: string }) => c.id === 'license'), { status: 'fail' })
+  t.match(
+    out.checks.find((c: { id: string }) => c.id === 'license'),
+    { status: 'fail' },
+  )
   t.notOk(existsSync(a.out), 'nothing written')
   const text = await installer(['configure', '--answers', a.answers, '--yes'], a.env)
   t.equal(text.code, 3)

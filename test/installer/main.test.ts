@@ -40,7 +40,10 @@ t.test('preflight --json prints one object of checks, and the exit code follows 
   const ids = out.checks.map((c: { id: string }) => c.id)
   for (const id of ['cpu', 'memory', 'tools.docker', 'license']) t.ok(ids.includes(id), id)
   t.match(out.checks.find((c: { id: string }) => c.id === 'cpu').found, String(availableParallelism()))
-  t.match(out.checks.find((c: { id: string }) => c.id === 'license'), { status: 'fail', found: 'missing' })
+  t.match(
+    out.checks.find((c: { id: string }) => c.id === 'license'),
+    { status: 'fail', found: 'missing' },
+  )
   t.equal(r.code, 3, 'a failed check exits 3')
   t.equal(r.stderr, '', 'nothing but the JSON')
   t.notMatch(r.stdout, new RegExp(services.s3SecretKey), 'no secret in the output')

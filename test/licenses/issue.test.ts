@@ -34,11 +34,25 @@ t.test('a vendor makes a key pair: the private key readable by its owner only, t
   t.match(again.stderr, /already holds a key pair, which is never overwritten/)
 })
 
-t.test('a license issued by the tool verifies offline with the pair\'s public key', async (t) => {
+t.test("a license issued by the tool verifies offline with the pair's public key", async (t) => {
   const { privatePem, publicKeyJwk } = await vendorKeys(t)
   const issued = await tool([
-    '--private-key', privatePem, '--kid', 'vendor-9', '--customer', 'Globex', '--plan', 'growth',
-    '--max-tenants', '12', '--features', 'sso, byos', '--issued', '2026-03-01', '--expires', '2027-03-01',
+    '--private-key',
+    privatePem,
+    '--kid',
+    'vendor-9',
+    '--customer',
+    'Globex',
+    '--plan',
+    'growth',
+    '--max-tenants',
+    '12',
+    '--features',
+    'sso, byos',
+    '--issued',
+    '2026-03-01',
+    '--expires',
+    '2027-03-01',
   ])
   t.equal(issued.code, 0, issued.stderr)
   t.match(issued.stdout, JWT, 'stdout is the license key and nothing else')
@@ -46,7 +60,15 @@ t.test('a license issued by the tool verifies offline with the pair\'s public ke
   const now = new Date('2026-09-01')
   t.match(await verifyLicense(issued.stdout, { keys, now }), {
     status: 'valid',
-    license: { customer: 'Globex', plan: 'growth', maxTenants: 12, features: ['sso', 'byos'], airGapAllowed: false, issuedAt: new Date('2026-03-01T00:00:00Z'), expiresAt: new Date('2027-03-01T00:00:00Z') },
+    license: {
+      customer: 'Globex',
+      plan: 'growth',
+      maxTenants: 12,
+      features: ['sso', 'byos'],
+      airGapAllowed: false,
+      issuedAt: new Date('2026-03-01T00:00:00Z'),
+      expiresAt: new Date('2027-03-01T00:00:00Z'),
+    },
   })
   t.match(await verifyLicense(issued.stdout, { keys, now, airGapped: true }), { reason: 'air_gap_not_allowed' }, 'air gap only when asked for')
   t.match(await verifyLicense(issued.stdout, { keys: [{ kid: 'other', publicKeyJwk }], now }), { reason: 'unknown_key' }, 'the kid given is the kid in the header')
@@ -56,9 +78,7 @@ t.test('the private key may also be a JWK file, and --air-gap-allowed is carried
   const { dir, privatePem, publicKeyJwk } = await vendorKeys(t)
   const jwkPath = join(dir, 'private.jwk.json')
   writeFileSync(jwkPath, JSON.stringify(createPrivateKey(readFileSync(privatePem)).export({ format: 'jwk' })), { mode: 0o600 })
-  const issued = await tool([
-    '--private-key', jwkPath, '--kid', 'k', '--customer', 'Initech', '--plan', 'enterprise', '--max-tenants', '3', '--air-gap-allowed', '--expires', '2999-01-01',
-  ])
+  const issued = await tool(['--private-key', jwkPath, '--kid', 'k', '--customer', 'Initech', '--plan', 'enterprise', '--max-tenants', '3', '--air-gap-allowed', '--expires', '2999-01-01'])
   t.equal(issued.code, 0, issued.stderr)
   const r = await verifyLicense(issued.stdout, { keys: [{ kid: 'k', publicKeyJwk }], airGapped: true, now: new Date('2998-01-01') })
   t.match(r, { status: 'valid', license: { customer: 'Initech', plan: 'enterprise', maxTenants: 3, features: [], airGapAllowed: true } })

@@ -26,8 +26,18 @@ const seconds = (d: Date) => d.getTime() / 1000
 /** A token with our header and claims, changed and signed as the test says (for the refusal cases). */
 function signed(over: { claims?: Record<string, unknown>; header?: Record<string, unknown>; key?: KeyObject | Uint8Array }) {
   const claims = {
-    iss: LICENSE_ISSUER, aud: LICENSE_AUDIENCE, sub: randomUUID(), customer: 'Acme', plan: 'pro', maxTenants: 1, features: [], airGapAllowed: false,
-    iat: seconds(issuedAt), nbf: seconds(issuedAt), exp: seconds(expiresAt), ...over.claims,
+    iss: LICENSE_ISSUER,
+    aud: LICENSE_AUDIENCE,
+    sub: randomUUID(),
+    customer: 'Acme',
+    plan: 'pro',
+    maxTenants: 1,
+    features: [],
+    airGapAllowed: false,
+    iat: seconds(issuedAt),
+    nbf: seconds(issuedAt),
+    exp: seconds(expiresAt),
+    ...over.claims,
   }
   return new SignJWT(claims).setProtectedHeader({ alg: 'EdDSA', typ: LICENSE_TYP, kid: 'test-1', ...over.header } as { alg: string }).sign(over.key ?? vendor.privateKey)
 }
@@ -35,7 +45,19 @@ function signed(over: { claims?: Record<string, unknown>; header?: Record<string
 t.test('a valid license says whose it is, the plan, the limits and until when', async (t) => {
   const r = await verifyLicense(license, midTerm)
   t.equal(r.status, 'valid')
-  t.match(r, { license: { customer: 'Acme', plan: 'enterprise', maxTenants: 25, features: ['sso', 'byos'], airGapAllowed: true, issuedAt, notBefore: issuedAt, expiresAt, graceEndsAt: new Date(expiresAt.getTime() + 30 * DAY) } })
+  t.match(r, {
+    license: {
+      customer: 'Acme',
+      plan: 'enterprise',
+      maxTenants: 25,
+      features: ['sso', 'byos'],
+      airGapAllowed: true,
+      issuedAt,
+      notBefore: issuedAt,
+      expiresAt,
+      graceEndsAt: new Date(expiresAt.getTime() + 30 * DAY),
+    },
+  })
   t.match(r, { license: { id: /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/ } }, 'the license id is a UUID')
   t.match(r.message, /Licensed to Acme \(enterprise, up to 25 tenants\) until 2027-01-01/)
 })
@@ -55,14 +77,22 @@ t.test('after expiry a grace period runs, counted in days left; then the license
   const exp = expiresAt.getTime()
   const graceEnd = exp + 30 * DAY
   t.equal((await verifyLicense(license, at(exp - 1))).status, 'valid', 'the last moment before the expiry')
-  t.match(await verifyLicense(license, at(exp)), { status: 'grace', daysLeft: 30, message: /expired on 2027-01-01; Atrium keeps working for 30 more day\(s\): contact your Atrium vendor to renew/ }, 'at the expiry')
+  t.match(
+    await verifyLicense(license, at(exp)),
+    { status: 'grace', daysLeft: 30, message: /expired on 2027-01-01; Atrium keeps working for 30 more day\(s\): contact your Atrium vendor to renew/ },
+    'at the expiry',
+  )
   t.match(await verifyLicense(license, at(exp + 10.5 * DAY)), { status: 'grace', daysLeft: 20 }, 'a part day counts as a day left')
   t.match(await verifyLicense(license, at(graceEnd - 1)), { status: 'grace', daysLeft: 1 }, 'the last moment of grace')
-  t.match(await verifyLicense(license, at(graceEnd)), { status: 'expired', message: /expired on 2027-01-01 and its grace period ended on 2027-01-31: contact your Atrium vendor to renew/ }, 'at the end of grace')
+  t.match(
+    await verifyLicense(license, at(graceEnd)),
+    { status: 'expired', message: /expired on 2027-01-01 and its grace period ended on 2027-01-31: contact your Atrium vendor to renew/ },
+    'at the end of grace',
+  )
   t.match(await verifyLicense(license, at(exp + 400 * DAY)), { status: 'expired', license: { customer: 'Acme' } }, 'long after')
 })
 
-t.test('the grace period is the verifier\'s to choose', async (t) => {
+t.test("the grace period is the verifier's to choose", async (t) => {
   const exp = expiresAt.getTime()
   t.match(await verifyLicense(license, { ...at(exp + 6 * DAY), graceDays: 7 }), { status: 'grace', daysLeft: 1, license: { graceEndsAt: new Date(exp + 7 * DAY) } })
   t.match(await verifyLicense(license, { ...at(exp + 7 * DAY), graceDays: 7 }), { status: 'expired' })
@@ -73,7 +103,11 @@ t.test('the grace period is the verifier\'s to choose', async (t) => {
 t.test('a license before its start date is not valid yet, and says from when it is', async (t) => {
   const r = await verifyLicense(license, at('2025-12-01T00:00:00Z'))
   t.match(r, { status: 'invalid', reason: 'not_yet_valid', message: /not valid until 2026-01-01: check this machine's clock/, license: { customer: 'Acme' } })
-  t.match(await verifyLicense(await signed({ claims: { plan: 'platinum' } }), at('2025-12-01')), { reason: 'not_yet_valid', message: /not valid until its start date/ }, 'also when its claims are unreadable')
+  t.match(
+    await verifyLicense(await signed({ claims: { plan: 'platinum' } }), at('2025-12-01')),
+    { reason: 'not_yet_valid', message: /not valid until its start date/ },
+    'also when its claims are unreadable',
+  )
   t.equal(reason(await verifyLicense(license, at(issuedAt.getTime() - 30_000))), 'valid', 'a clock half a minute behind is tolerated')
   t.equal(reason(await verifyLicense(license, at(issuedAt.getTime() - 61_000))), 'not_yet_valid', 'a clock more than a minute behind is not')
 })
@@ -83,7 +117,7 @@ t.test('a changed license, another signer or an unknown key is refused', async (
   const payload = JSON.parse(new TextDecoder().decode(base64url.decode(p!)))
   const tampered = `${h}.${base64url.encode(JSON.stringify({ ...payload, maxTenants: 10_000 }))}.${s}`
   t.match(await verifyLicense(tampered, midTerm), { status: 'invalid', reason: 'bad_signature', message: /altered or not issued by the vendor/ }, 'tampered payload')
-  t.notOk((await verifyLicense(tampered, midTerm) as { license?: unknown }).license, 'nothing of an unsigned payload is reported')
+  t.notOk(((await verifyLicense(tampered, midTerm)) as { license?: unknown }).license, 'nothing of an unsigned payload is reported')
   const impostor = keyPair('test-1')
   t.equal(reason(await verifyLicense(await signed({ key: impostor.privateKey }), midTerm)), 'bad_signature', 'same kid, another key')
   t.match(await verifyLicense(await signed({ header: { kid: 'nobody' } }), midTerm), { reason: 'unknown_key', message: /upgrade Atrium or contact your Atrium vendor/ })
@@ -110,10 +144,24 @@ t.test('alg none and HS256 tokens are refused', async (t) => {
 
 t.test('claims this version cannot read are refused rather than half-understood', async (t) => {
   const cases: Record<string, unknown>[] = [
-    { plan: 'platinum' }, { plan: undefined }, { maxTenants: 0 }, { maxTenants: 2.5 }, { maxTenants: '5' },
-    { features: 'sso' }, { features: [1] }, { features: undefined }, { customer: ' ' }, { customer: 42 },
-    { airGapAllowed: 'yes' }, { sub: 'lic-1' }, { sub: undefined }, { nbf: undefined }, { iat: 'yesterday' },
-    { exp: 1e13 }, { exp: seconds(issuedAt) }, { exp: undefined },
+    { plan: 'platinum' },
+    { plan: undefined },
+    { maxTenants: 0 },
+    { maxTenants: 2.5 },
+    { maxTenants: '5' },
+    { features: 'sso' },
+    { features: [1] },
+    { features: undefined },
+    { customer: ' ' },
+    { customer: 42 },
+    { airGapAllowed: 'yes' },
+    { sub: 'lic-1' },
+    { sub: undefined },
+    { nbf: undefined },
+    { iat: 'yesterday' },
+    { exp: 1e13 },
+    { exp: seconds(issuedAt) },
+    { exp: undefined },
   ]
   for (const claims of cases) {
     const r = await verifyLicense(await signed({ claims }), midTerm)
@@ -124,7 +172,10 @@ t.test('claims this version cannot read are refused rather than half-understood'
 t.test('an air-gapped site needs a license that allows it', async (t) => {
   const connectedOnly = await issueLicense({ ...base, airGapAllowed: false })
   t.match(await verifyLicense(connectedOnly, { ...midTerm, airGapped: true }), {
-    status: 'invalid', reason: 'air_gap_not_allowed', message: /does not allow air-gapped installations; contact your Atrium vendor for one that does/, license: { airGapAllowed: false },
+    status: 'invalid',
+    reason: 'air_gap_not_allowed',
+    message: /does not allow air-gapped installations; contact your Atrium vendor for one that does/,
+    license: { airGapAllowed: false },
   })
   t.equal((await verifyLicense(connectedOnly, midTerm)).status, 'valid', 'fine when connected')
   t.equal((await verifyLicense(license, { ...midTerm, airGapped: true })).status, 'valid', 'fine when the license allows it')
@@ -161,5 +212,5 @@ t.test('the committed trusted key is a real Ed25519 public key, and licenses the
   t.match(shipped!.publicKeyJwk, { kty: 'OKP', crv: 'Ed25519' })
   t.ok(await importJWK(shipped!.publicKeyJwk, 'EdDSA'), 'jose imports it')
   const r = await verifyLicense(await issueLicense({ ...base, kid: shipped!.kid }), { now: midTerm.now })
-  t.equal(reason(r), 'bad_signature', 'only the vendor\'s private key signs for the shipped kid')
+  t.equal(reason(r), 'bad_signature', "only the vendor's private key signs for the shipped kid")
 })

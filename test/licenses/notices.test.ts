@@ -9,7 +9,12 @@ import { collectPackages, isPermissive, nonPermissive, NOTICES_FILE, renderNotic
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const committed = existsSync(join(ROOT, NOTICES_FILE)) ? readFileSync(join(ROOT, NOTICES_FILE), 'utf8') : ''
-const rows = new Set(committed.split('\n').filter((l) => l.startsWith('| ')).map((l) => l.split(' | ').slice(0, 2).join(' | ') + ' |'))
+const rows = new Set(
+  committed
+    .split('\n')
+    .filter((l) => l.startsWith('| '))
+    .map((l) => l.split(' | ').slice(0, 2).join(' | ') + ' |'),
+)
 const row = (name: string, version: string) => `| ${name} | ${version} |`
 const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> }
 const nameOf = (path: string, e: LockEntry) => e.name ?? path.slice(path.lastIndexOf('node_modules/') + 13)
@@ -25,16 +30,26 @@ t.test('every production package in package-lock.json is listed', async (t) => {
   t.ok(prod.length > 100, `${prod.length} installed production entries`)
   const missing = prod.filter(([path, e]) => !rows.has(row(nameOf(path, e), e.version!))).map(([path]) => path)
   t.same(missing, [], 'run npm run licenses:notices')
-  for (const direct of ['fastify', 'pino', 'ink', 'react', 'tsx', 'esbuild', '@electric-sql/pglite']) t.ok([...rows].some((r) => r.startsWith(`| ${direct} |`)), direct)
+  for (const direct of ['fastify', 'pino', 'ink', 'react', 'tsx', 'esbuild', '@electric-sql/pglite'])
+    t.ok(
+      [...rows].some((r) => r.startsWith(`| ${direct} |`)),
+      direct,
+    )
 })
 
 t.test('no dev-only package is listed', async (t) => {
   const prodIds = new Set(entries.filter(([, e]) => !e.dev).map(([path, e]) => `${nameOf(path, e)}@${e.version}`))
   const devOnly = entries.filter(([path, e]) => e.dev && !prodIds.has(`${nameOf(path, e)}@${e.version}`))
   t.ok(devOnly.length > 100, `${devOnly.length} dev-only entries`)
-  t.same(devOnly.filter(([path, e]) => rows.has(row(nameOf(path, e), e.version!))).map(([path]) => path), [])
+  t.same(
+    devOnly.filter(([path, e]) => rows.has(row(nameOf(path, e), e.version!))).map(([path]) => path),
+    [],
+  )
   for (const name of ['tap', 'autocannon', 'oidc-provider', 'typescript', 'tap-parser', 'ink-testing-library', 'react-dom']) {
-    t.notOk([...rows].some((r) => r.startsWith(`| ${name} |`)), `${name} is not listed`)
+    t.notOk(
+      [...rows].some((r) => r.startsWith(`| ${name} |`)),
+      `${name} is not listed`,
+    )
   }
 })
 
@@ -91,17 +106,21 @@ t.test('on a made-up project: dev packages left out, LICENSE and NOTICE found, a
   t.notMatch(out, /devtool|devplat|DEVTOOL|DEVPLAT/, 'dev packages, optional or not, are left out')
   t.notMatch(out, /plat-other/, 'an optional package not installed here is left out')
   const table = out.split('\n').filter((l) => l.startsWith('| ') && !l.startsWith('| Package'))
-  t.same(table, [
-    '| alpha | 1.0.0 | MIT | [Text 1](#text-1) |',
-    '| beta | 2.0.0 | Apache-2.0 | [Text 2](#text-2) |',
-    '| delta | 0.9.0 | MIT | [Text 1](#text-1) |',
-    '| delta | 0.10.0 | ISC | [Text 3](#text-3) |',
-    '| gamma | 1.0.0 | BSD-3-Clause | none in the package; declared license: BSD-3-Clause |',
-    '| legacy | 1.0.0-rc.1 | (MIT OR Apache-2.0) | none in the package; declared license: (MIT OR Apache-2.0) |',
-    '| legacy | 1.0.0 | MIT | [Text 1](#text-1) |',
-    '| plat-here | 1.0.0 | MIT | [Text 4](#text-4) |',
-    '| types | 1.0.0 | MIT | [Text 5](#text-5) |',
-  ], 'sorted by name then version (0.9.0 before 0.10.0, a prerelease first); license from the lockfile, else package.json')
+  t.same(
+    table,
+    [
+      '| alpha | 1.0.0 | MIT | [Text 1](#text-1) |',
+      '| beta | 2.0.0 | Apache-2.0 | [Text 2](#text-2) |',
+      '| delta | 0.9.0 | MIT | [Text 1](#text-1) |',
+      '| delta | 0.10.0 | ISC | [Text 3](#text-3) |',
+      '| gamma | 1.0.0 | BSD-3-Clause | none in the package; declared license: BSD-3-Clause |',
+      '| legacy | 1.0.0-rc.1 | (MIT OR Apache-2.0) | none in the package; declared license: (MIT OR Apache-2.0) |',
+      '| legacy | 1.0.0 | MIT | [Text 1](#text-1) |',
+      '| plat-here | 1.0.0 | MIT | [Text 4](#text-4) |',
+      '| types | 1.0.0 | MIT | [Text 5](#text-5) |',
+    ],
+    'sorted by name then version (0.9.0 before 0.10.0, a prerelease first); license from the lockfile, else package.json',
+  )
   t.match(out, '9 packages. Licenses: MIT (5), (MIT OR Apache-2.0) (1), Apache-2.0 (1), BSD-3-Clause (1), ISC (1).')
   t.match(out, '### Text 1\n\nUsed by: alpha 1.0.0, delta 0.9.0, legacy 1.0.0.\n\n```text\nMIT License\n\nCopyright (c) Alpha\n```', 'the same text (CRLF and trailing spaces aside) once, for both')
   t.match(out, '```text\n--- LICENSE.md ---\n\nApache License 2.0 text\n\n--- NOTICE ---\n\nBeta\nCopyright 2024 Beta Corp\n```', 'NOTICE after the license')
@@ -109,12 +128,19 @@ t.test('on a made-up project: dev packages left out, LICENSE and NOTICE found, a
   t.match(out, 'npm run licenses:notices')
 
   const log: string[] = []
-  t.equal(runNotices([], root, (l) => log.push(l)), 0)
+  t.equal(
+    runNotices([], root, (l) => log.push(l)),
+    0,
+  )
   t.equal(readFileSync(join(root, NOTICES_FILE), 'utf8'), out, 'the script writes what renderNotices gives')
   t.match(log.join('\n'), /9 production packages:\n\s+5 {2}MIT\n/)
   t.match(log.join('\n'), '2 ship no license text: gamma 1.0.0 (BSD-3-Clause), legacy 1.0.0-rc.1 ((MIT OR Apache-2.0))')
   log.length = 0
-  t.equal(runNotices(['--check'], root, (l) => log.push(l)), 0, 'check passes on a fresh file')
+  t.equal(
+    runNotices(['--check'], root, (l) => log.push(l)),
+    0,
+    'check passes on a fresh file',
+  )
   t.match(log[0], 'is up to date')
 })
 
@@ -123,7 +149,11 @@ t.test('--check fails on a stale file, naming the packages, and on a license off
   add('node_modules/alpha', { version: '1.0.0', license: 'MIT' }, { LICENSE: MIT_A })
   writeLock()
   const log: string[] = []
-  t.equal(runNotices(['--check'], root, (l) => log.push(l)), 1, 'no file yet')
+  t.equal(
+    runNotices(['--check'], root, (l) => log.push(l)),
+    1,
+    'no file yet',
+  )
   t.match(log[0], 'is missing: run npm run licenses:notices')
   runNotices([], root, () => {})
 
@@ -131,7 +161,10 @@ t.test('--check fails on a stale file, naming the packages, and on a license off
   add('node_modules/copyleft', { version: '1.0.0', license: 'GPL-3.0-only' }, { LICENSE: 'GPL text' })
   writeLock()
   log.length = 0
-  t.equal(runNotices(['--check'], root, (l) => log.push(l)), 1)
+  t.equal(
+    runNotices(['--check'], root, (l) => log.push(l)),
+    1,
+  )
   const said = log.join('\n')
   t.match(said, 'THIRD_PARTY_NOTICES.md is stale: run npm run licenses:notices')
   t.match(said, '- | alpha | 1.0.0 | MIT')
@@ -140,9 +173,17 @@ t.test('--check fails on a stale file, naming the packages, and on a license off
   t.match(said, '1 not on the permissive allow-list (review before shipping):\n  copyleft 1.0.0: GPL-3.0-only')
 
   log.length = 0
-  t.equal(runNotices([], root, (l) => log.push(l)), 0, 'writing still works, and says what to review')
+  t.equal(
+    runNotices([], root, (l) => log.push(l)),
+    0,
+    'writing still works, and says what to review',
+  )
   t.match(log.join('\n'), 'copyleft 1.0.0: GPL-3.0-only')
-  t.equal(runNotices(['--check'], root, () => {}), 1, 'a fresh file still fails the check while a license is off the list')
+  t.equal(
+    runNotices(['--check'], root, () => {}),
+    1,
+    'a fresh file still fails the check while a license is off the list',
+  )
 })
 
 t.test('a node_modules that does not match the lockfile is refused', async (t) => {

@@ -86,7 +86,12 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
   const valid = await adminTrusting(vendor, ['license'], { ...env, LICENSE_KEY: await testLicense(vendor, { customer: 'Acme', plan: 'growth', maxTenants: 7, expiresAt }) })
   t.equal(valid.code, 0, valid.stderr)
   t.same(JSON.parse(valid.stdout), {
-    status: 'valid', customer: 'Acme', plan: 'growth', expiresAt: expiresAt.toISOString(), maxTenants: 7, readOnly: false,
+    status: 'valid',
+    customer: 'Acme',
+    plan: 'growth',
+    expiresAt: expiresAt.toISOString(),
+    maxTenants: 7,
+    readOnly: false,
     message: 'Licensed to Acme (growth, up to 7 tenants) until 2099-01-01',
   })
 
@@ -104,8 +109,12 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
   t.match(refused.stderr, /^license error: license invalid \(malformed\)/)
 })
 
-t.test('migrate never checks the license, so an upgrade is never blocked by one', { skip: !services.databaseUrl && 'needs TEST_DATABASE_URL (production refuses the embedded database)' }, async (t) => {
-  const r = await admin(['migrate'], productionEnv(t, { DATABASE_URL: await freshDatabase(t), LICENSE_KEY: 'expired-or-garbled' }))
-  t.equal(r.code, 0, r.stderr)
-  t.match(JSON.parse(r.stdout), { applied: Array })
-})
+t.test(
+  'migrate never checks the license, so an upgrade is never blocked by one',
+  { skip: !services.databaseUrl && 'needs TEST_DATABASE_URL (production refuses the embedded database)' },
+  async (t) => {
+    const r = await admin(['migrate'], productionEnv(t, { DATABASE_URL: await freshDatabase(t), LICENSE_KEY: 'expired-or-garbled' }))
+    t.equal(r.code, 0, r.stderr)
+    t.match(JSON.parse(r.stdout), { applied: Array })
+  },
+)

@@ -11,7 +11,11 @@ import { services, testEnv } from '../helpers/platform.js'
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const WRITERS = 16
 
-interface Outcome { status: number; code?: string; id?: string }
+interface Outcome {
+  status: number
+  code?: string
+  id?: string
+}
 
 /** Clients creating projects as fast as the server answers, until stopped. */
 function writeLoad(base: string, apiKey: string, server: { done: Promise<{ code: number | null; stderr: string }> }) {
@@ -67,90 +71,112 @@ async function until(what: string, check: () => Promise<boolean>, ms = 30_000) {
   }
 }
 
-t.test('a PostgreSQL cut under write load: 503s, not ready, recovery, no acknowledged write lost', {
-  skip: services.databaseUrl ? false : 'needs PostgreSQL (TEST_DATABASE_URL): the embedded database has no network to cut',
-}, async (t) => {
-  const env = await testEnv(t, { LOG_LEVEL: 'info', RATE_LIMIT_MAX: '1000000' }) // the load is the point here, not the limit
-  const created = await admin(['create-tenant', '--name', 'Faults', '--plan', 'enterprise'], env)
-  t.equal(created.code, 0, created.stderr)
-  const { apiKey } = JSON.parse(created.stdout) as { apiKey: string }
+t.test(
+  'a PostgreSQL cut under write load: 503s, not ready, recovery, no acknowledged write lost',
+  {
+    skip: services.databaseUrl ? false : 'needs PostgreSQL (TEST_DATABASE_URL): the embedded database has no network to cut',
+  },
+  async (t) => {
+    const env = await testEnv(t, { LOG_LEVEL: 'info', RATE_LIMIT_MAX: '1000000' }) // the load is the point here, not the limit
+    const created = await admin(['create-tenant', '--name', 'Faults', '--plan', 'enterprise'], env)
+    t.equal(created.code, 0, created.stderr)
+    const { apiKey } = JSON.parse(created.stdout) as { apiKey: string }
 
-  const direct = new URL(env.DATABASE_URL!)
-  const db = await faultProxy(t, { host: direct.hostname, port: Number(direct.port || 5432) })
-  const server = await startServer({ ...env, DATABASE_URL: db.via(env.DATABASE_URL!) })
-  t.teardown(() => { server.child.kill('SIGKILL') })
-  let exited = false
-  void server.done.then(() => (exited = true))
+    const direct = new URL(env.DATABASE_URL!)
+    const db = await faultProxy(t, { host: direct.hostname, port: Number(direct.port || 5432) })
+    const server = await startServer({ ...env, DATABASE_URL: db.via(env.DATABASE_URL!) })
+    t.teardown(() => {
+      server.child.kill('SIGKILL')
+    })
+    let exited = false
+    void server.done.then(() => (exited = true))
 
-  const load = writeLoad(server.base, apiKey, server)
-  await load.answers(200)
-  t.equal(await readiness(server.base), 200, 'ready before the cut')
-
-  // Two cuts: the second one finds connections that were re-opened after the first.
-  for (const round of [1, 2]) {
-    db.cut()
-    await load.answers(WRITERS * 4)
-    t.equal(await readiness(server.base), 503, `cut ${round}: not ready while the database is away`)
-    db.restore()
-    await until(`ready again after cut ${round}`, async () => (await readiness(server.base)) === 200)
+    const load = writeLoad(server.base, apiKey, server)
     await load.answers(200)
-  }
-  await load.stop()
-  t.notOk(exited, 'the process stayed up')
-  t.ok(db.resets > 0, 'connections were cut')
+    t.equal(await readiness(server.base), 200, 'ready before the cut')
 
-  const statuses = [...new Set(load.outcomes.map((o) => o.status))].sort()
-  t.same(statuses, [201, 503], 'every answer was a success or 503 (no 500, no dropped connection)', {
-    others: load.outcomes.filter((o) => o.status !== 201 && o.status !== 503).slice(0, 5),
-  })
-  const unavailable = load.outcomes.filter((o) => o.status === 503)
-  t.ok(unavailable.every((o) => o.code === 'SERVICE_UNAVAILABLE'), '503s carry SERVICE_UNAVAILABLE')
+    // Two cuts: the second one finds connections that were re-opened after the first.
+    for (const round of [1, 2]) {
+      db.cut()
+      await load.answers(WRITERS * 4)
+      t.equal(await readiness(server.base), 503, `cut ${round}: not ready while the database is away`)
+      db.restore()
+      await until(`ready again after cut ${round}`, async () => (await readiness(server.base)) === 200)
+      await load.answers(200)
+    }
+    await load.stop()
+    t.notOk(exited, 'the process stayed up')
+    t.ok(db.resets > 0, 'connections were cut')
 
-  const acknowledged = load.outcomes.filter((o) => o.status === 201).map((o) => o.id!)
-  const check = postgres(env.DATABASE_URL!, { max: 1, onnotice: () => {} })
-  t.teardown(() => check.end())
-  const [{ present } = { present: -1 }] = await check<{ present: number }[]>`select count(*)::int as present from projects where id = any(${acknowledged}::uuid[])`
-  t.equal(present, acknowledged.length, `all ${acknowledged.length} acknowledged writes are stored`)
-  t.comment(`${load.outcomes.length} requests: ${acknowledged.length} acknowledged, ${unavailable.length} answered 503 during ${db.resets} connection resets`)
+    const statuses = [...new Set(load.outcomes.map((o) => o.status))].sort()
+    t.same(statuses, [201, 503], 'every answer was a success or 503 (no 500, no dropped connection)', {
+      others: load.outcomes.filter((o) => o.status !== 201 && o.status !== 503).slice(0, 5),
+    })
+    const unavailable = load.outcomes.filter((o) => o.status === 503)
+    t.ok(
+      unavailable.every((o) => o.code === 'SERVICE_UNAVAILABLE'),
+      '503s carry SERVICE_UNAVAILABLE',
+    )
 
-  t.comment('SIGTERM')
-  server.child.kill('SIGTERM')
-  const exit = await server.done
-  t.equal(exit.code, 0, 'drains and exits cleanly after the faults', { stdout: exit.stdout.slice(-4000) })
-  t.notMatch(exit.stderr, /TypeError|uncaught/i)
-})
+    const acknowledged = load.outcomes.filter((o) => o.status === 201).map((o) => o.id!)
+    const check = postgres(env.DATABASE_URL!, { max: 1, onnotice: () => {} })
+    t.teardown(() => check.end())
+    const [{ present } = { present: -1 }] = await check<{ present: number }[]>`select count(*)::int as present from projects where id = any(${acknowledged}::uuid[])`
+    t.equal(present, acknowledged.length, `all ${acknowledged.length} acknowledged writes are stored`)
+    t.comment(`${load.outcomes.length} requests: ${acknowledged.length} acknowledged, ${unavailable.length} answered 503 during ${db.resets} connection resets`)
 
-t.test('a Redis cut: requests keep succeeding, readiness says degraded, recovery', {
-  skip: services.redisUrl ? false : 'needs Redis (TEST_REDIS_URL)',
-}, async (t) => {
-  const env = await testEnv(t, { LOG_LEVEL: 'info', RATE_LIMIT_MAX: '1000000' }) // the load is the point here, not the limit
-  const created = await admin(['create-tenant', '--name', 'Redis faults'], env)
-  t.equal(created.code, 0, created.stderr)
-  const { apiKey } = JSON.parse(created.stdout) as { apiKey: string }
+    t.comment('SIGTERM')
+    server.child.kill('SIGTERM')
+    const exit = await server.done
+    t.equal(exit.code, 0, 'drains and exits cleanly after the faults', { stdout: exit.stdout.slice(-4000) })
+    t.notMatch(exit.stderr, /TypeError|uncaught/i)
+  },
+)
 
-  const direct = new URL(services.redisUrl)
-  const cache = await faultProxy(t, { host: direct.hostname, port: Number(direct.port || 6379) })
-  const server = await startServer({ ...env, REDIS_URL: cache.via(services.redisUrl) })
-  t.teardown(() => { server.child.kill('SIGKILL') })
+t.test(
+  'a Redis cut: requests keep succeeding, readiness says degraded, recovery',
+  {
+    skip: services.redisUrl ? false : 'needs Redis (TEST_REDIS_URL)',
+  },
+  async (t) => {
+    const env = await testEnv(t, { LOG_LEVEL: 'info', RATE_LIMIT_MAX: '1000000' }) // the load is the point here, not the limit
+    const created = await admin(['create-tenant', '--name', 'Redis faults'], env)
+    t.equal(created.code, 0, created.stderr)
+    const { apiKey } = JSON.parse(created.stdout) as { apiKey: string }
 
-  const load = writeLoad(server.base, apiKey, server)
-  await load.answers(100)
-  cache.cut()
-  const before = load.outcomes.length
-  await load.answers(200)
-  const ready = (await (await fetch(`${server.base}/readyz`)).json()) as { data: { status: string; checks: { cache: { status: string } } } }
-  t.match(ready.data, { status: 'degraded', checks: { cache: { status: 'fail' } } }, 'ready, with the cache reported failing')
-  t.ok(load.outcomes.slice(before).every((o) => o.status === 201), 'writes succeed while Redis is away (rate limit falls back to the replica)')
-  cache.restore()
-  await until('the cache check passes again', async () => {
-    const r = (await (await fetch(`${server.base}/readyz`)).json()) as { data: { status: string } }
-    return r.data.status === 'ready'
-  })
-  await load.answers(100)
-  await load.stop()
-  t.same(load.outcomes.filter((o) => o.status !== 201), [], 'no request failed')
+    const direct = new URL(services.redisUrl)
+    const cache = await faultProxy(t, { host: direct.hostname, port: Number(direct.port || 6379) })
+    const server = await startServer({ ...env, REDIS_URL: cache.via(services.redisUrl) })
+    t.teardown(() => {
+      server.child.kill('SIGKILL')
+    })
 
-  server.child.kill('SIGTERM')
-  const exit = await server.done
-  t.equal(exit.code, 0)
-})
+    const load = writeLoad(server.base, apiKey, server)
+    await load.answers(100)
+    cache.cut()
+    const before = load.outcomes.length
+    await load.answers(200)
+    const ready = (await (await fetch(`${server.base}/readyz`)).json()) as { data: { status: string; checks: { cache: { status: string } } } }
+    t.match(ready.data, { status: 'degraded', checks: { cache: { status: 'fail' } } }, 'ready, with the cache reported failing')
+    t.ok(
+      load.outcomes.slice(before).every((o) => o.status === 201),
+      'writes succeed while Redis is away (rate limit falls back to the replica)',
+    )
+    cache.restore()
+    await until('the cache check passes again', async () => {
+      const r = (await (await fetch(`${server.base}/readyz`)).json()) as { data: { status: string } }
+      return r.data.status === 'ready'
+    })
+    await load.answers(100)
+    await load.stop()
+    t.same(
+      load.outcomes.filter((o) => o.status !== 201),
+      [],
+      'no request failed',
+    )
+
+    server.child.kill('SIGTERM')
+    const exit = await server.done
+    t.equal(exit.code, 0)
+  },
+)

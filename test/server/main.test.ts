@@ -6,7 +6,9 @@ import { testEnv } from '../helpers/platform.js'
 t.test('with no services configured the server starts on embedded defaults and is ready', async (t) => {
   const env = await testEnv(t, { LOG_LEVEL: 'info', DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '', ENCRYPTION_MASTER_KEY: '' })
   const s = await startServer(env)
-  t.teardown(() => { s.child.kill('SIGKILL') })
+  t.teardown(() => {
+    s.child.kill('SIGKILL')
+  })
   const ready = await (await fetch(`${s.base}/readyz`)).json()
   t.match(ready.data, { status: 'ready', checks: { db: { mode: 'embedded' }, cache: { mode: 'in-process' }, blobs: { mode: 'local' } } })
 
@@ -31,18 +33,24 @@ t.test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
   const created = await admin(['create-tenant', '--name', 'Drain'], env)
   const { apiKey } = JSON.parse(created.stdout)
   const s = await startServer(env)
-  t.teardown(() => { s.child.kill('SIGKILL') })
+  t.teardown(() => {
+    s.child.kill('SIGKILL')
+  })
 
   const body = JSON.stringify({ name: 'created during shutdown', description: 'x'.repeat(2000) })
   const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
-    const req = request(`${s.base}/api/v1/projects`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-    }, (res) => {
-      let text = ''
-      res.on('data', (c: Buffer) => (text += c.toString()))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }))
-    })
+    const req = request(
+      `${s.base}/api/v1/projects`,
+      {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        let text = ''
+        res.on('data', (c: Buffer) => (text += c.toString()))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }))
+      },
+    )
     req.on('error', reject)
     // Half the body now: the request is in flight when the signal arrives.
     req.write(body.slice(0, 1000))

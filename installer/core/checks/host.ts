@@ -39,29 +39,38 @@ export function cpuCheck(cores: number): CheckResult {
 
 export function memoryCheck(totalBytes: number): CheckResult {
   const { minimum, recommended } = HOST_LIMITS.memory
-  return check('memory', 'Memory', grade(totalBytes, minimum, recommended), `${gib(totalBytes)} reported by the OS`,
-    `8 GB minimum (${minimum / GiB} GiB or more reported), 16 GB recommended (${recommended / GiB} GiB or more reported)`, {
+  return check(
+    'memory',
+    'Memory',
+    grade(totalBytes, minimum, recommended),
+    `${gib(totalBytes)} reported by the OS`,
+    `8 GB minimum (${minimum / GiB} GiB or more reported), 16 GB recommended (${recommended / GiB} GiB or more reported)`,
+    {
       fail: 'Give this machine at least 8 GB of memory (16 GB for production loads)',
       warn: '16 GB of memory are recommended for production loads',
-    })
+    },
+  )
 }
 
 export function diskCheck(path: string, freeBytes: number): CheckResult {
   const { minimum, recommended } = HOST_LIMITS.disk
-  return check('disk', 'Free disk at the data path', grade(freeBytes, minimum, recommended), `${gb(freeBytes)} free at ${path} (1 GB = 10^9 bytes)`,
-    `${gb(minimum)} free minimum, ${gb(recommended)} recommended`, {
+  return check(
+    'disk',
+    'Free disk at the data path',
+    grade(freeBytes, minimum, recommended),
+    `${gb(freeBytes)} free at ${path} (1 GB = 10^9 bytes)`,
+    `${gb(minimum)} free minimum, ${gb(recommended)} recommended`,
+    {
       fail: `Free space or mount a larger volume at ${path}, or choose another data path`,
       warn: `${gb(recommended)} free are recommended at ${path} to hold a year of data`,
-    })
+    },
+  )
 }
 
 export function ssdCheck(path: string, rotational: boolean | null): CheckResult {
-  const found = rotational === null ? `could not tell what kind of disk holds ${path}`
-    : rotational ? `${path} is on a spinning (rotational) disk` : `${path} is on an SSD`
+  const found = rotational === null ? `could not tell what kind of disk holds ${path}` : rotational ? `${path} is on a spinning (rotational) disk` : `${path} is on an SSD`
   return check('ssd', 'SSD at the data path', rotational === false ? 'pass' : 'warn', found, 'an SSD (recommended)', {
-    warn: rotational === null
-      ? 'Make sure the data path is on SSD storage: PostgreSQL on spinning disks is slow'
-      : 'Put the data path on SSD storage: PostgreSQL on spinning disks is slow',
+    warn: rotational === null ? 'Make sure the data path is on SSD storage: PostgreSQL on spinning disks is slow' : 'Put the data path on SSD storage: PostgreSQL on spinning disks is slow',
   })
 }
 
@@ -100,9 +109,7 @@ export function osCheck(os: OsFacts): CheckResult {
   const name = os.prettyName || `${os.id} ${os.versionId}`.trim() || 'Linux (unknown distribution)'
   const isUbuntu = os.id === 'ubuntu'
   return check('os', 'Operating system', isUbuntu && versionAtLeast(os.versionId, ubuntu) ? 'pass' : 'warn', `${name} (kernel ${os.release})`, required, {
-    warn: isUbuntu
-      ? `Upgrade to Ubuntu ${ubuntu} or newer`
-      : `Other Linux distributions work but are not what Atrium is tested on; recommended Ubuntu ${ubuntu}+`,
+    warn: isUbuntu ? `Upgrade to Ubuntu ${ubuntu} or newer` : `Other Linux distributions work but are not what Atrium is tested on; recommended Ubuntu ${ubuntu}+`,
   })
 }
 

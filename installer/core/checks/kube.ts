@@ -19,8 +19,19 @@ export function parseQuantity(q: string): number {
   const m = /^([+-]?[\d.]+(?:e[+-]?\d+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/.exec(q.trim())
   if (!m) return Number.NaN
   const scale: Record<string, number> = {
-    m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
-    Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+    m: 1e-3,
+    k: 1e3,
+    M: 1e6,
+    G: 1e9,
+    T: 1e12,
+    P: 1e15,
+    E: 1e18,
+    Ki: 2 ** 10,
+    Mi: 2 ** 20,
+    Gi: 2 ** 30,
+    Ti: 2 ** 40,
+    Pi: 2 ** 50,
+    Ei: 2 ** 60,
   }
   return Number(m[1]) * (m[2] ? scale[m[2]]! : 1)
 }
@@ -28,11 +39,22 @@ export function parseQuantity(q: string): number {
 export function gradeKubeVersion(gitVersion: string): CheckResult {
   const v = parseVersion(gitVersion)
   const ok = v !== null && compareVersions(v, parseVersion(KUBE_LIMITS.version)!) >= 0
-  return check('kube.version', 'Kubernetes version', ok ? 'pass' : 'fail', `Kubernetes ${gitVersion}`, `Kubernetes ${KUBE_LIMITS.version} or newer`,
-    'Upgrade the cluster to a maintained Kubernetes version')
+  return check(
+    'kube.version',
+    'Kubernetes version',
+    ok ? 'pass' : 'fail',
+    `Kubernetes ${gitVersion}`,
+    `Kubernetes ${KUBE_LIMITS.version} or newer`,
+    'Upgrade the cluster to a maintained Kubernetes version',
+  )
 }
 
-export interface NodeCapacity { name: string; cpu: string; memory: string; schedulable: boolean }
+export interface NodeCapacity {
+  name: string
+  cpu: string
+  memory: string
+  schedulable: boolean
+}
 
 /** What the schedulable nodes can give pods together (allocatable, not capacity). */
 export function gradeNodes(nodes: readonly NodeCapacity[]): CheckResult[] {
@@ -42,34 +64,68 @@ export function gradeNodes(nodes: readonly NodeCapacity[]): CheckResult[] {
   const count = `${usable.length} schedulable node${usable.length === 1 ? '' : 's'}`
   const { cpu: c, memory: m } = KUBE_LIMITS
   return [
-    check('kube.cpu', 'Cluster CPU', grade(cpu, c.minimum, c.recommended), `${cpu.toFixed(1)} cores allocatable on ${count}`, `${c.minimum} cores minimum, ${c.recommended} recommended`,
-      'Add nodes or larger nodes (or uncordon the cordoned ones)'),
-    check('kube.memory', 'Cluster memory', grade(memory, m.minimum, m.recommended), `${(memory / GiB).toFixed(1)} GiB allocatable on ${count}`, '8 GB minimum, 16 GB recommended',
-      'Add nodes or nodes with more memory'),
+    check(
+      'kube.cpu',
+      'Cluster CPU',
+      grade(cpu, c.minimum, c.recommended),
+      `${cpu.toFixed(1)} cores allocatable on ${count}`,
+      `${c.minimum} cores minimum, ${c.recommended} recommended`,
+      'Add nodes or larger nodes (or uncordon the cordoned ones)',
+    ),
+    check(
+      'kube.memory',
+      'Cluster memory',
+      grade(memory, m.minimum, m.recommended),
+      `${(memory / GiB).toFixed(1)} GiB allocatable on ${count}`,
+      '8 GB minimum, 16 GB recommended',
+      'Add nodes or nodes with more memory',
+    ),
   ]
 }
 
-export interface StorageClassInfo { name: string; isDefault: boolean }
+export interface StorageClassInfo {
+  name: string
+  isDefault: boolean
+}
 
 export function gradeStorageClasses(classes: readonly StorageClassInfo[]): CheckResult {
   const defaults = classes.filter((c) => c.isDefault)
-  const found = defaults.length ? `default StorageClass ${defaults.map((c) => c.name).join(', ')}` : classes.length ? `StorageClasses ${classes.map((c) => c.name).join(', ')}, none marked default` : 'no StorageClass'
+  const found = defaults.length
+    ? `default StorageClass ${defaults.map((c) => c.name).join(', ')}`
+    : classes.length
+      ? `StorageClasses ${classes.map((c) => c.name).join(', ')}, none marked default`
+      : 'no StorageClass'
   // The chart's defaults use external PostgreSQL, Redis and S3, so a missing default only matters
   // for volumes the admin adds: a recommendation, not a minimum.
-  return check('kube.storageclass', 'Default StorageClass', defaults.length ? 'pass' : 'warn', found, 'a default StorageClass (recommended)',
-    'Mark one as default: kubectl patch storageclass NAME -p \'{"metadata":{"annotations":{"storageclass.kubernetes.io/is-default-class":"true"}}}\'')
+  return check(
+    'kube.storageclass',
+    'Default StorageClass',
+    defaults.length ? 'pass' : 'warn',
+    found,
+    'a default StorageClass (recommended)',
+    'Mark one as default: kubectl patch storageclass NAME -p \'{"metadata":{"annotations":{"storageclass.kubernetes.io/is-default-class":"true"}}}\'',
+  )
 }
 
 export function gradeNamespace(namespace: string, state: 'exists' | 'missing' | { forbidden: string }): CheckResult {
   if (state === 'exists') return check('kube.namespace', 'Namespace', 'pass', `namespace ${namespace} exists`, 'the namespace, or the right to create it', '')
   if (state === 'missing') return check('kube.namespace', 'Namespace', 'pass', `namespace ${namespace} does not exist yet; the installer creates it`, 'the namespace, or the right to create it', '')
-  return check('kube.namespace', 'Namespace', 'fail', `not allowed to read namespace ${namespace}: ${state.forbidden}`, 'the namespace, or the right to create it',
-    `Ask a cluster admin for rights in ${namespace} (or to create it), or use a kubeconfig that has them`)
+  return check(
+    'kube.namespace',
+    'Namespace',
+    'fail',
+    `not allowed to read namespace ${namespace}: ${state.forbidden}`,
+    'the namespace, or the right to create it',
+    `Ask a cluster admin for rights in ${namespace} (or to create it), or use a kubeconfig that has them`,
+  )
 }
 
 const statusOf = (err: unknown) => (err as { code?: number; statusCode?: number }).code ?? (err as { statusCode?: number }).statusCode
 
-export interface KubeCheckOptions { kubeconfig?: string; context?: string }
+export interface KubeCheckOptions {
+  kubeconfig?: string
+  context?: string
+}
 
 export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): Promise<CheckResult[]> {
   const kc = new KubeConfig()
@@ -78,38 +134,80 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
     else kc.loadFromDefault()
     if (o.context) kc.setCurrentContext(o.context)
   } catch (err) {
-    return [check('kube.connect', 'Kubernetes cluster reachable', 'fail', `cannot read the kubeconfig: ${(err as Error).message}`, 'a kubeconfig for the cluster',
-      'Set KUBECONFIG or put the cluster\'s kubeconfig at ~/.kube/config')]
+    return [
+      check(
+        'kube.connect',
+        'Kubernetes cluster reachable',
+        'fail',
+        `cannot read the kubeconfig: ${(err as Error).message}`,
+        'a kubeconfig for the cluster',
+        "Set KUBECONFIG or put the cluster's kubeconfig at ~/.kube/config",
+      ),
+    ]
   }
   const cluster = kc.getCurrentCluster()
   if (!cluster) {
-    return [check('kube.connect', 'Kubernetes cluster reachable', 'fail', 'the kubeconfig has no current cluster', 'a kubeconfig for the cluster',
-      'Choose a context: kubectl config use-context NAME')]
+    return [check('kube.connect', 'Kubernetes cluster reachable', 'fail', 'the kubeconfig has no current cluster', 'a kubeconfig for the cluster', 'Choose a context: kubectl config use-context NAME')]
   }
   let version: string
   try {
     version = (await kc.makeApiClient(VersionApi).getCode()).gitVersion
   } catch (err) {
     const e = err as { code?: string; cause?: { code?: string }; message?: string }
-    return [check('kube.connect', 'Kubernetes cluster reachable', 'fail', `${cluster.server} did not answer (${e.cause?.code ?? e.code ?? e.message})`, 'the cluster\'s API server answering',
-      'Check the network path to the API server and that the kubeconfig\'s credentials are current')]
+    return [
+      check(
+        'kube.connect',
+        'Kubernetes cluster reachable',
+        'fail',
+        `${cluster.server} did not answer (${e.cause?.code ?? e.code ?? e.message})`,
+        "the cluster's API server answering",
+        "Check the network path to the API server and that the kubeconfig's credentials are current",
+      ),
+    ]
   }
   const core = kc.makeApiClient(CoreV1Api)
-  const checks: CheckResult[] = [check('kube.connect', 'Kubernetes cluster reachable', 'pass', `${cluster.server} (context ${kc.getCurrentContext()})`, 'the cluster\'s API server answering', ''), gradeKubeVersion(version)]
+  const checks: CheckResult[] = [
+    check('kube.connect', 'Kubernetes cluster reachable', 'pass', `${cluster.server} (context ${kc.getCurrentContext()})`, "the cluster's API server answering", ''),
+    gradeKubeVersion(version),
+  ]
   try {
     const nodes = await core.listNode()
-    checks.push(...gradeNodes(nodes.items.map((n) => ({
-      name: n.metadata?.name ?? '', cpu: n.status?.allocatable?.cpu ?? '0', memory: n.status?.allocatable?.memory ?? '0', schedulable: !n.spec?.unschedulable,
-    }))))
+    checks.push(
+      ...gradeNodes(
+        nodes.items.map((n) => ({
+          name: n.metadata?.name ?? '',
+          cpu: n.status?.allocatable?.cpu ?? '0',
+          memory: n.status?.allocatable?.memory ?? '0',
+          schedulable: !n.spec?.unschedulable,
+        })),
+      ),
+    )
   } catch (err) {
-    checks.push(check('kube.nodes', 'Cluster nodes', 'warn', `cannot list nodes (HTTP ${statusOf(err) ?? '?'})`, 'read access to nodes, to measure CPU and memory',
-      'Run the preflight with a kubeconfig that may list nodes, or check the capacity by hand'))
+    checks.push(
+      check(
+        'kube.nodes',
+        'Cluster nodes',
+        'warn',
+        `cannot list nodes (HTTP ${statusOf(err) ?? '?'})`,
+        'read access to nodes, to measure CPU and memory',
+        'Run the preflight with a kubeconfig that may list nodes, or check the capacity by hand',
+      ),
+    )
   }
   try {
     const classes = await kc.makeApiClient(StorageV1Api).listStorageClass()
     checks.push(gradeStorageClasses(classes.items.map((c) => ({ name: c.metadata?.name ?? '', isDefault: c.metadata?.annotations?.['storageclass.kubernetes.io/is-default-class'] === 'true' }))))
   } catch (err) {
-    checks.push(check('kube.storageclass', 'Default StorageClass', 'warn', `cannot list StorageClasses (HTTP ${statusOf(err) ?? '?'})`, 'a default StorageClass (recommended)', 'Check with: kubectl get storageclass'))
+    checks.push(
+      check(
+        'kube.storageclass',
+        'Default StorageClass',
+        'warn',
+        `cannot list StorageClasses (HTTP ${statusOf(err) ?? '?'})`,
+        'a default StorageClass (recommended)',
+        'Check with: kubectl get storageclass',
+      ),
+    )
   }
   try {
     await core.readNamespace({ name: namespace })

@@ -78,7 +78,9 @@ const timedOut = (what: string) => Object.assign(new Error(`${what} timed out`),
 /** `work`, or a rejection with code ETIMEDOUT after `ms` (the timer never outlives the race). */
 async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined
-  const limit = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(timedOut(what)), ms) })
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(timedOut(what)), ms)
+  })
   try {
     return await Promise.race([work, limit])
   } finally {
@@ -89,28 +91,39 @@ async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T>
 const codeOf = (err: unknown): string => {
   const e = err as { code?: unknown; errors?: { code?: string }[] }
   // Node's AggregateError (IPv4 and IPv6 both refused) hides the code in its parts.
-  return typeof e?.code === 'string' ? e.code : e?.errors?.[0]?.code ?? ''
+  return typeof e?.code === 'string' ? e.code : (e?.errors?.[0]?.code ?? '')
 }
 const messageOf = (err: unknown) => (err as Error | null)?.message || String(err)
 
 const NETWORK = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|CONNECT_TIMEOUT|timed out|Connection is closed/
 
 const unreachable = (id: string, what: string, url: string, err: unknown) =>
-  check(id, `${what.replace(/^the /, '')} reachable`, 'fail', `not reachable at ${where(url)} (${codeOf(err) || messageOf(err)})`, `${what} answering at ${where(url)}`,
-    `Start ${what}, or correct the host and port; check firewalls and DNS between this machine and ${where(url)}`)
+  check(
+    id,
+    `${what.replace(/^the /, '')} reachable`,
+    'fail',
+    `not reachable at ${where(url)} (${codeOf(err) || messageOf(err)})`,
+    `${what} answering at ${where(url)}`,
+    `Start ${what}, or correct the host and port; check firewalls and DNS between this machine and ${where(url)}`,
+  )
 
 // --- PostgreSQL -------------------------------------------------------------------------------
 
 export const POSTGRES_MINIMUM = 150000
 
 // server_version_num: major * 10000 + minor since 10; 9.6.24 was 90624.
-const versionText = (n: number) =>
-  n >= 100000 ? `${Math.floor(n / 10000)}.${n % 10000}` : `${Math.floor(n / 10000)}.${Math.floor(n / 100) % 100}.${n % 100}`
+const versionText = (n: number) => (n >= 100000 ? `${Math.floor(n / 10000)}.${n % 10000}` : `${Math.floor(n / 10000)}.${Math.floor(n / 100) % 100}.${n % 100}`)
 
 /** server_version_num (150000 is 15.0); `version` is only for the words shown. */
 export function gradePostgresVersion(versionNum: number, version = versionText(versionNum)): CheckResult {
-  return check('postgres.version', 'PostgreSQL version', versionNum >= POSTGRES_MINIMUM ? 'pass' : 'fail', `PostgreSQL ${version}`, 'PostgreSQL 15 or newer',
-    'Upgrade PostgreSQL to 15 or newer (pg_upgrade), or point DATABASE_URL at a newer server')
+  return check(
+    'postgres.version',
+    'PostgreSQL version',
+    versionNum >= POSTGRES_MINIMUM ? 'pass' : 'fail',
+    `PostgreSQL ${version}`,
+    'PostgreSQL 15 or newer',
+    'Upgrade PostgreSQL to 15 or newer (pg_upgrade), or point DATABASE_URL at a newer server',
+  )
 }
 
 export interface PostgresPrivileges {
@@ -143,50 +156,75 @@ export function gradePostgresPrivileges(p: PostgresPrivileges): CheckResult {
         p.createrole ? 'CREATEROLE' : p.rolesGranted ? 'member of atrium_app and atrium_system' : 'no CREATEROLE',
         p.schema === null ? 'no schema on the search path' : `${p.createOnSchema ? '' : 'no '}CREATE on schema ${p.schema}`,
       ].join(', ')
-  const statements = [
-    !roles && `ALTER ROLE ${ident(p.user)} CREATEROLE;`,
-    !tables && `GRANT CREATE ON SCHEMA ${ident(schema)} TO ${ident(p.user)};`,
-  ].filter(Boolean).join(' ')
-  return check('postgres.privileges', 'PostgreSQL privileges for the migrations', roles && tables ? 'pass' : 'fail', `user ${p.user} on ${p.database}: ${has}`,
+  const statements = [!roles && `ALTER ROLE ${ident(p.user)} CREATEROLE;`, !tables && `GRANT CREATE ON SCHEMA ${ident(schema)} TO ${ident(p.user)};`].filter(Boolean).join(' ')
+  return check(
+    'postgres.privileges',
+    'PostgreSQL privileges for the migrations',
+    roles && tables ? 'pass' : 'fail',
+    `user ${p.user} on ${p.database}: ${has}`,
     'CREATEROLE (or membership in atrium_app and atrium_system) and CREATE on the schema, or superuser',
     `As a superuser, in database ${p.database}, run: ${statements}` +
-      (roles ? '' : ` (or, instead of CREATEROLE: CREATE ROLE atrium_app NOLOGIN; CREATE ROLE atrium_system NOLOGIN; GRANT atrium_app, atrium_system TO ${ident(p.user)};)`))
+      (roles ? '' : ` (or, instead of CREATEROLE: CREATE ROLE atrium_app NOLOGIN; CREATE ROLE atrium_system NOLOGIN; GRANT atrium_app, atrium_system TO ${ident(p.user)};)`),
+  )
 }
 
-interface PostgresFacts { num: string; version: string; user: string; database: string; schema: string | null; superuser: boolean; createrole: boolean; roles_granted: boolean; create_on_schema: boolean }
+interface PostgresFacts {
+  num: string
+  version: string
+  user: string
+  database: string
+  schema: string | null
+  superuser: boolean
+  createrole: boolean
+  roles_granted: boolean
+  create_on_schema: boolean
+}
 
 export async function postgresChecks(url: string, opts: ServiceCheckOptions = {}): Promise<CheckResult[]> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
-  const connect = (status: CheckStatus, found: string, fix = '') =>
-    check('postgres.connect', 'PostgreSQL reachable', status, found, 'a PostgreSQL server that accepts DATABASE_URL', fix)
+  const connect = (status: CheckStatus, found: string, fix = '') => check('postgres.connect', 'PostgreSQL reachable', status, found, 'a PostgreSQL server that accepts DATABASE_URL', fix)
   let sql: postgres.Sql | undefined
   try {
     sql = postgres(url, { max: 1, connect_timeout: timeoutMs / 1000, idle_timeout: 1, onnotice: () => {}, connection: { application_name: 'atrium-installer' } })
-    const [r] = await within(timeoutMs, 'the PostgreSQL query', sql<PostgresFacts[]>`
+    const [r] = await within(
+      timeoutMs,
+      'the PostgreSQL query',
+      sql<PostgresFacts[]>`
       select current_setting('server_version_num') as num, current_setting('server_version') as version,
              current_user as user, current_database() as database, current_schema() as schema,
              r.rolsuper as superuser, r.rolcreaterole as createrole,
              (select count(*) = 2 from pg_roles a
                where a.rolname in ('atrium_app', 'atrium_system') and pg_has_role(current_user, a.oid, 'MEMBER')) as roles_granted,
              coalesce(has_schema_privilege(current_schema(), 'CREATE'), false) as create_on_schema
-        from pg_roles r where r.rolname = current_user`)
-    return scrub([
-      connect('pass', `connected to ${r!.database} at ${where(url)} as ${r!.user}`),
-      gradePostgresVersion(Number(r!.num), r!.version.split(' ')[0]),
-      gradePostgresPrivileges({
-        user: r!.user, database: r!.database, schema: r!.schema, superuser: r!.superuser, createrole: r!.createrole,
-        rolesGranted: r!.roles_granted, createOnSchema: r!.create_on_schema,
-      }),
-    ], [passwordOf(url)])
+        from pg_roles r where r.rolname = current_user`,
+    )
+    return scrub(
+      [
+        connect('pass', `connected to ${r!.database} at ${where(url)} as ${r!.user}`),
+        gradePostgresVersion(Number(r!.num), r!.version.split(' ')[0]),
+        gradePostgresPrivileges({
+          user: r!.user,
+          database: r!.database,
+          schema: r!.schema,
+          superuser: r!.superuser,
+          createrole: r!.createrole,
+          rolesGranted: r!.roles_granted,
+          createOnSchema: r!.create_on_schema,
+        }),
+      ],
+      [passwordOf(url)],
+    )
   } catch (err) {
     const code = codeOf(err)
     const result =
       code === '28P01' || code === '28000'
-        ? connect('fail', `authentication failed for user ${userOf(url) || '(the default user)'} at ${where(url)}${code === '28000' ? ` (${messageOf(err)})` : ''}`,
-            'Correct the user and password in DATABASE_URL, and check that pg_hba.conf admits this machine')
+        ? connect(
+            'fail',
+            `authentication failed for user ${userOf(url) || '(the default user)'} at ${where(url)}${code === '28000' ? ` (${messageOf(err)})` : ''}`,
+            'Correct the user and password in DATABASE_URL, and check that pg_hba.conf admits this machine',
+          )
         : code === '3D000'
-          ? connect('fail', `the database ${databaseOf(url)} does not exist at ${where(url)}`,
-              'Create it first (CREATE DATABASE atrium OWNER <user>), or correct the name in DATABASE_URL')
+          ? connect('fail', `the database ${databaseOf(url)} does not exist at ${where(url)}`, 'Create it first (CREATE DATABASE atrium OWNER <user>), or correct the name in DATABASE_URL')
           : (err as { severity?: string }).severity // any other answer from the server itself
             ? connect('fail', `PostgreSQL at ${where(url)} refused: ${messageOf(err)} (SQLSTATE ${code})`, 'Fix what the server reports, then run the checks again')
             : NETWORK.test(`${code} ${messageOf(err)}`)
@@ -217,8 +255,14 @@ export function gradeRedisVersion(version: string): CheckResult {
  */
 export function gradeRedisEviction(policy: string | null): CheckResult {
   const status: CheckStatus = policy === 'noeviction' ? 'pass' : policy === null || policy.startsWith('volatile-') ? 'warn' : 'fail'
-  return check('redis.eviction', 'Redis eviction policy', status, policy === null ? 'could not read maxmemory-policy' : `maxmemory-policy ${policy}`, 'noeviction (volatile-* tolerated)',
-    'Set maxmemory-policy noeviction in redis.conf (or CONFIG SET maxmemory-policy noeviction) and size maxmemory for the load')
+  return check(
+    'redis.eviction',
+    'Redis eviction policy',
+    status,
+    policy === null ? 'could not read maxmemory-policy' : `maxmemory-policy ${policy}`,
+    'noeviction (volatile-* tolerated)',
+    'Set maxmemory-policy noeviction in redis.conf (or CONFIG SET maxmemory-policy noeviction) and size maxmemory for the load',
+  )
 }
 
 const infoField = (info: string, name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(info)?.[1]?.trim() ?? null
@@ -237,20 +281,19 @@ export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): 
     const info = await redis.info()
     // INFO carries the policy and works where CONFIG is renamed or disabled (managed Redis);
     // CONFIG GET is asked only when INFO leaves it out.
-    const policy = infoField(info, 'maxmemory_policy') ??
-      (await redis.config('GET', 'maxmemory-policy').then((r) => (Array.isArray(r) ? (r[1] as string | undefined) ?? null : null), () => null))
-    return scrub([
-      connect('pass', `connected to ${where(url)}`),
-      gradeRedisVersion(infoField(info, 'redis_version') ?? 'unknown'),
-      gradeRedisEviction(policy),
-    ], [passwordOf(url)])
+    const policy =
+      infoField(info, 'maxmemory_policy') ??
+      (await redis.config('GET', 'maxmemory-policy').then(
+        (r) => (Array.isArray(r) ? ((r[1] as string | undefined) ?? null) : null),
+        () => null,
+      ))
+    return scrub([connect('pass', `connected to ${where(url)}`), gradeRedisVersion(infoField(info, 'redis_version') ?? 'unknown'), gradeRedisEviction(policy)], [passwordOf(url)])
   } catch (err) {
     const msg = `${messageOf(err)} ${cause ? messageOf(cause) : ''}`
     const result = /NOAUTH|WRONGPASS|invalid password|invalid username-password/i.test(msg)
-      ? connect('fail', `authentication failed${userOf(url) ? ` for user ${userOf(url)}` : ''} at ${where(url)}`,
-          'Correct the user and password in REDIS_URL (redis://user:password@host:6379)')
+      ? connect('fail', `authentication failed${userOf(url) ? ` for user ${userOf(url)}` : ''} at ${where(url)}`, 'Correct the user and password in REDIS_URL (redis://user:password@host:6379)')
       : /NOPERM/.test(msg)
-        ? connect('fail', `the user may not run INFO at ${where(url)} (${messageOf(err)})`, 'Give the REDIS_URL user all commands on Atrium\'s keys (ACL SETUSER <user> +@all ~*)')
+        ? connect('fail', `the user may not run INFO at ${where(url)} (${messageOf(err)})`, "Give the REDIS_URL user all commands on Atrium's keys (ACL SETUSER <user> +@all ~*)")
         : (err as Error).name === 'ReplyError'
           ? connect('fail', `Redis at ${where(url)} answered: ${messageOf(err)}`, 'Fix what the server reports, then run the checks again')
           : unreachable('redis.connect', 'Redis', url, cause ?? err)
@@ -262,7 +305,13 @@ export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): 
 
 // --- S3 ---------------------------------------------------------------------------------------
 
-export interface S3Target { endpoint: string; bucket: string; accessKey: string; secretKey: string; region: string }
+export interface S3Target {
+  endpoint: string
+  bucket: string
+  accessKey: string
+  secretKey: string
+  region: string
+}
 export type Addressing = 'path-style' | 'virtual-hosted'
 
 export interface S3CheckOptions extends ServiceCheckOptions {
@@ -274,8 +323,13 @@ function s3Client(t: S3Target, addressing: Addressing, lookup: LookupFunction): 
   const url = new URL(t.endpoint)
   const useSSL = url.protocol === 'https:'
   return new Client({
-    endPoint: url.hostname, port: url.port ? Number(url.port) : undefined, useSSL,
-    accessKey: t.accessKey, secretKey: t.secretKey, region: t.region, pathStyle: addressing === 'path-style',
+    endPoint: url.hostname,
+    port: url.port ? Number(url.port) : undefined,
+    useSSL,
+    accessKey: t.accessKey,
+    secretKey: t.secretKey,
+    region: t.region,
+    pathStyle: addressing === 'path-style',
     // Our own agent, so that requests resolve names the way the detection did.
     transportAgent: useSSL ? new https.Agent({ lookup }) : new http.Agent({ lookup }),
   })
@@ -338,7 +392,10 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
   const key = `atrium-preflight/${Date.now()}-${Math.random().toString(36).slice(2)}`
   const body = Buffer.from(`atrium preflight ${key}`)
   let step = ''
-  const run = <T>(name: string, work: () => Promise<T>) => { step = name; return within(timeoutMs, name, work()) }
+  const run = <T>(name: string, work: () => Promise<T>) => {
+    step = name
+    return within(timeoutMs, name, work())
+  }
   let written: Client | undefined
   try {
     // Path-style to find or make the bucket (accepted everywhere); the rest of the trip goes the
@@ -350,7 +407,7 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
     const client = s3Client(t, addressing, lookup)
     await run('put an object', () => client.putObject(t.bucket, key, body, body.length))
     written = client
-    const read = await run('get the object', async () => Buffer.concat(await (await client.getObject(t.bucket, key)).toArray() as Buffer[]))
+    const read = await run('get the object', async () => Buffer.concat((await (await client.getObject(t.bucket, key)).toArray()) as Buffer[]))
     if (!read.equals(body)) throw new Error('the object read back differs from the one written')
     const link = await run('presign a download link', () => client.presignedGetObject(t.bucket, key, 60))
     const res = await run('download through the presigned link', () => fetch(link, { signal: AbortSignal.timeout(timeoutMs) }))
@@ -358,21 +415,22 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
     if (!res.ok || !fetched.equals(body)) throw new Error(`the presigned link answered HTTP ${res.status}${res.ok ? ' with other content' : ''}`)
     await run('delete the object', () => client.removeObject(t.bucket, key))
     written = undefined
-    return scrub([
-      roundtrip('pass', `bucket ${t.bucket} at ${where(t.endpoint)}${existed ? '' : ' (created)'}: put, get, presigned get and delete work`),
-      check('s3.addressing', 'S3 addressing', 'pass', addressing, 'path-style or virtual-hosted (recorded for the configuration)'),
-    ], [t.secretKey])
+    return scrub(
+      [
+        roundtrip('pass', `bucket ${t.bucket} at ${where(t.endpoint)}${existed ? '' : ' (created)'}: put, get, presigned get and delete work`),
+        check('s3.addressing', 'S3 addressing', 'pass', addressing, 'path-style or virtual-hosted (recorded for the configuration)'),
+      ],
+      [t.secretKey],
+    )
   } catch (err) {
     const text = `${codeOf(err)} ${messageOf(err)}`
     const result = BAD_CREDENTIALS.test(text)
-      ? roundtrip('fail', `the store refused the credentials (${BAD_CREDENTIALS.exec(text)![0]}) at the step: ${step}`,
-          'Correct R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY')
+      ? roundtrip('fail', `the store refused the credentials (${BAD_CREDENTIALS.exec(text)![0]}) at the step: ${step}`, 'Correct R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY')
       : /AccessDenied/.test(text)
         ? roundtrip('fail', `access denied at the step: ${step}`, `Give the key of R2_ACCESS_KEY_ID read, write and delete on bucket ${t.bucket} (and bucket creation, or create the bucket first)`)
         : NETWORK.test(text)
           ? unreachable('s3.roundtrip', 'the S3 store', t.endpoint, err)
-          : roundtrip('fail', `failed at the step: ${step}: ${messageOf(err)}`,
-              'Check the endpoint, the bucket name (R2_BUCKET), the region (R2_REGION) and the key\'s permissions on the bucket')
+          : roundtrip('fail', `failed at the step: ${step}: ${messageOf(err)}`, "Check the endpoint, the bucket name (R2_BUCKET), the region (R2_REGION) and the key's permissions on the bucket")
     return scrub([result], [t.secretKey])
   } finally {
     // Best effort: a failed step after the put must not leave the test object behind.

@@ -26,15 +26,14 @@ export function compareVersions(a: readonly number[], b: readonly number[]): num
 }
 
 const INSTALL: Record<Tool, string> = {
-  docker: 'Install Docker Engine 24 or newer: https://docs.docker.com/engine/install/ (air-gapped: from your OS vendor\'s mirror)',
+  docker: "Install Docker Engine 24 or newer: https://docs.docker.com/engine/install/ (air-gapped: from your OS vendor's mirror)",
   compose: 'Install the Docker Compose v2 plugin (package docker-compose-plugin), so that `docker compose version` works',
   helm: 'Install Helm 3.12 or newer: https://helm.sh/docs/intro/install/ (air-gapped: copy the helm binary from a release tarball)',
 }
 
 const TITLES: Record<Tool, string> = { docker: 'Docker Engine', compose: 'Docker Compose v2', helm: 'Helm' }
 
-const toolCheck = (tool: Tool, status: CheckStatus, found: string, fix: string) =>
-  check(`tools.${tool}`, TITLES[tool], status, found, `${TITLES[tool]} ${TOOL_MINIMUMS[tool]} or newer`, fix)
+const toolCheck = (tool: Tool, status: CheckStatus, found: string, fix: string) => check(`tools.${tool}`, TITLES[tool], status, found, `${TITLES[tool]} ${TOOL_MINIMUMS[tool]} or newer`, fix)
 
 /** Grades what `<tool> version` printed (null output: the tool is missing). */
 export function gradeTool(tool: Tool, output: string | null): CheckResult {
@@ -57,15 +56,21 @@ export const TARGET_TOOLS = { compose: ['docker', 'compose'], helm: ['helm'] } a
 
 /** Asks each tool of the target for its version and grades it. */
 export async function toolChecks(target: keyof typeof TARGET_TOOLS, runner: Runner): Promise<CheckResult[]> {
-  return Promise.all(TARGET_TOOLS[target].map(async (tool) => {
-    const [file, args] = VERSION_COMMANDS[tool]
-    const r = await runner(file, args, { timeoutMs: 15_000 })
-    if (r.notFound) return gradeTool(tool, null)
-    if (r.exitCode !== 0) {
-      const why = (r.stderr || r.stdout).split('\n')[0] ?? ''
-      return toolCheck(tool, 'fail', `\`${r.command}\` failed: ${why.slice(0, 160)}`,
-        tool === 'docker' ? 'Start the Docker daemon and make sure this user may use it (docker group or root)' : INSTALL[tool])
-    }
-    return gradeTool(tool, r.stdout.trim())
-  }))
+  return Promise.all(
+    TARGET_TOOLS[target].map(async (tool) => {
+      const [file, args] = VERSION_COMMANDS[tool]
+      const r = await runner(file, args, { timeoutMs: 15_000 })
+      if (r.notFound) return gradeTool(tool, null)
+      if (r.exitCode !== 0) {
+        const why = (r.stderr || r.stdout).split('\n')[0] ?? ''
+        return toolCheck(
+          tool,
+          'fail',
+          `\`${r.command}\` failed: ${why.slice(0, 160)}`,
+          tool === 'docker' ? 'Start the Docker daemon and make sure this user may use it (docker group or root)' : INSTALL[tool],
+        )
+      }
+      return gradeTool(tool, r.stdout.trim())
+    }),
+  )
 }

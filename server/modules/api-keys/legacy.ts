@@ -32,10 +32,14 @@ export function legacyKeys(db: Db, log: Logger): LegacyKeys {
   const schedule = (ms: number) => {
     if (!closed) timer = setTimeout(tick, ms).unref()
   }
-  const tick = () => reload().then(() => schedule(LEGACY_RELOAD_MS), (err: unknown) => {
-    log.warn({ err: (err as Error).message }, 'could not read the keys made before tags; they are looked up meanwhile')
-    schedule(RETRY_MS)
-  })
+  const tick = () =>
+    reload().then(
+      () => schedule(LEGACY_RELOAD_MS),
+      (err: unknown) => {
+        log.warn({ err: (err as Error).message }, 'could not read the keys made before tags; they are looked up meanwhile')
+        schedule(RETRY_MS)
+      },
+    )
   return {
     mayExist: (hash) => hashes === null || hashes.has(hash.toString('base64')),
     reload,

@@ -76,45 +76,64 @@ const present = (k: KeyView) => ({
 const AUTHORITY = 'A credential acts only within its own permissions: FORBIDDEN (details.reason exceeds_own_permissions, details.missing) otherwise.'
 
 export const apiKeysRoutes: FastifyPluginAsyncTypebox<{ keys: ApiKeysService }> = async (app, { keys }) => {
-  app.post('/api-keys', {
-    config: manage,
-    schema: {
-      tags, summary: 'Create an API key (the secret is shown once)',
-      description: `The key is stored as a SHA-256 hash only: keep the returned key, it cannot be shown again. ${AUTHORITY} An expiry in the past, both expiry fields, or type admin is a VALIDATION_ERROR.`,
-      body: CreateBody,
-      response: { 201: Envelope(CreatedKey), ...apiErrors('FORBIDDEN') },
+  app.post(
+    '/api-keys',
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: 'Create an API key (the secret is shown once)',
+        description: `The key is stored as a SHA-256 hash only: keep the returned key, it cannot be shown again. ${AUTHORITY} An expiry in the past, both expiry fields, or type admin is a VALIDATION_ERROR.`,
+        body: CreateBody,
+        response: { 201: Envelope(CreatedKey), ...apiErrors('FORBIDDEN') },
+      },
     },
-  }, async (req, reply) => {
-    const created = await keys.create(actorOf(req), req.body)
-    const v = present(created.view)
-    reply.code(201)
-    return ok(req, { id: v.id, key: created.key, name: v.name, type: v.type, prefix: v.prefix, lastFour: v.lastFour, permissions: v.permissions, expiresAt: v.expiresAt, createdAt: v.createdAt })
-  })
-
-  app.get('/api-keys', {
-    config: manage,
-    schema: {
-      tags, summary: "List the tenant's API keys, newest first (revoked and expired ones included)",
-      querystring: PageQuery,
-      response: { 200: PageEnvelope(ApiKey), ...apiErrors('FORBIDDEN') },
+    async (req, reply) => {
+      const created = await keys.create(actorOf(req), req.body)
+      const v = present(created.view)
+      reply.code(201)
+      return ok(req, { id: v.id, key: created.key, name: v.name, type: v.type, prefix: v.prefix, lastFour: v.lastFour, permissions: v.permissions, expiresAt: v.expiresAt, createdAt: v.createdAt })
     },
-  }, async (req) => {
-    const r = await keys.list(actorOf(req).tenantId, req.query)
-    return page(req, r.items.map(present), r.nextCursor)
-  })
+  )
 
-  app.get('/api-keys/:id', {
-    config: manage,
-    schema: { tags, summary: 'Get an API key (never its secret)', params: IdParams, response: { 200: Envelope(ApiKey), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => ok(req, present(await keys.get(actorOf(req).tenantId, req.params.id))))
-
-  app.delete('/api-keys/:id', {
-    config: manage,
-    schema: {
-      tags, summary: 'Revoke an API key',
-      description: `The key stops working at once, on every replica. Revoking a key that is already revoked answers 200 with the key unchanged (a retry is safe). A key may revoke itself. ${AUTHORITY} A key of another tenant is RESOURCE_NOT_FOUND.`,
-      params: IdParams,
-      response: { 200: Envelope(ApiKey), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+  app.get(
+    '/api-keys',
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: "List the tenant's API keys, newest first (revoked and expired ones included)",
+        querystring: PageQuery,
+        response: { 200: PageEnvelope(ApiKey), ...apiErrors('FORBIDDEN') },
+      },
     },
-  }, async (req) => ok(req, present(await keys.revoke(actorOf(req), req.params.id))))
+    async (req) => {
+      const r = await keys.list(actorOf(req).tenantId, req.query)
+      return page(req, r.items.map(present), r.nextCursor)
+    },
+  )
+
+  app.get(
+    '/api-keys/:id',
+    {
+      config: manage,
+      schema: { tags, summary: 'Get an API key (never its secret)', params: IdParams, response: { 200: Envelope(ApiKey), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+    },
+    async (req) => ok(req, present(await keys.get(actorOf(req).tenantId, req.params.id))),
+  )
+
+  app.delete(
+    '/api-keys/:id',
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: 'Revoke an API key',
+        description: `The key stops working at once, on every replica. Revoking a key that is already revoked answers 200 with the key unchanged (a retry is safe). A key may revoke itself. ${AUTHORITY} A key of another tenant is RESOURCE_NOT_FOUND.`,
+        params: IdParams,
+        response: { 200: Envelope(ApiKey), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => ok(req, present(await keys.revoke(actorOf(req), req.params.id))),
+  )
 }

@@ -32,7 +32,13 @@ export interface CreateKeyInput {
   expiresAt?: Date | null
 }
 
-export interface CreatedKey { id: string; key: string; prefix: string; lastFour: string; view: KeyView }
+export interface CreatedKey {
+  id: string
+  key: string
+  prefix: string
+  lastFour: string
+  view: KeyView
+}
 
 /** Runs inside the caller's transaction (tenant creation makes its first key in the same one). */
 export async function createKey(sql: TxSql, tags: CredentialTags, input: CreateKeyInput): Promise<CreatedKey> {
@@ -81,7 +87,10 @@ export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials
   function expiryOf(input: NewKeyRequest, at: Date): Date | null {
     if (input.expiresAt !== undefined && input.expiresInDays !== undefined) {
       throw new AppError('VALIDATION_ERROR', 'Give expiresAt or expiresInDays, not both', {
-        errors: [{ field: 'body.expiresAt', message: 'cannot be combined with expiresInDays' }, { field: 'body.expiresInDays', message: 'cannot be combined with expiresAt' }],
+        errors: [
+          { field: 'body.expiresAt', message: 'cannot be combined with expiresInDays' },
+          { field: 'body.expiresInDays', message: 'cannot be combined with expiresAt' },
+        ],
       })
     }
     if (input.expiresInDays !== undefined) return new Date(at.getTime() + input.expiresInDays * DAY_MS)
@@ -112,7 +121,8 @@ export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials
       return db.tenant(a.tenantId, async (sql) => {
         const created = await createKey(sql, tags, { tenantId: a.tenantId, userId: a.principal.userId, type, name, permissions, expiresAt })
         await auditBy(sql, a, {
-          action: 'key.created', target: { type: 'api_key', id: created.id },
+          action: 'key.created',
+          target: { type: 'api_key', id: created.id },
           details: { type, permissions, name, expiresAt: expiresAt?.toISOString() ?? null },
         })
         return created
@@ -147,7 +157,8 @@ export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials
         if (current.revoked_at) return current
         const revoked = (await revokeKey(sql, a.tenantId, id, now()))!
         await auditBy(sql, a, {
-          action: 'key.revoked', target: { type: 'api_key', id },
+          action: 'key.revoked',
+          target: { type: 'api_key', id },
           details: { type: revoked.type, permissions: revoked.permissions, name: revoked.name },
         })
         return revoked

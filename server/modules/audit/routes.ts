@@ -11,8 +11,12 @@ import type { AuditRow } from './store.js'
 
 const tags = ['audit']
 
-const retention = PLANS.filter((p) => PLAN_TERMS[p].auditRetention).map((p) => `${PLAN_TERMS[p].title} ${PLAN_TERMS[p].auditRetention}`).join(', ')
-const keepsNone = PLANS.filter((p) => !PLAN_TERMS[p].auditRetention).map((p) => `The ${PLAN_TERMS[p].title} plan keeps no audit log`).join('; ')
+const retention = PLANS.filter((p) => PLAN_TERMS[p].auditRetention)
+  .map((p) => `${PLAN_TERMS[p].title} ${PLAN_TERMS[p].auditRetention}`)
+  .join(', ')
+const keepsNone = PLANS.filter((p) => !PLAN_TERMS[p].auditRetention)
+  .map((p) => `The ${PLAN_TERMS[p].title} plan keeps no audit log`)
+  .join('; ')
 
 const AuditEvent = Type.Object({
   id: Type.String({ format: 'uuid' }),
@@ -52,17 +56,22 @@ const present = (e: AuditRow) => ({
 })
 
 export const auditRoutes: FastifyPluginAsyncTypebox<{ auditLog: AuditLogService }> = async (app, { auditLog }) => {
-  app.get('/audit-log', {
-    config: { permission: 'audit:read' },
-    schema: {
-      tags, summary: 'Security-relevant actions in the tenant, newest first',
-      description: `Only events inside the retention of the tenant's plan are kept and shown: ${retention}. ${keepsNone}: FORBIDDEN with details {plan, requiredPlan}.`,
-      querystring: AuditQuery,
-      response: { 200: PageEnvelope(AuditEvent), ...apiErrors('FORBIDDEN') },
+  app.get(
+    '/audit-log',
+    {
+      config: { permission: 'audit:read' },
+      schema: {
+        tags,
+        summary: 'Security-relevant actions in the tenant, newest first',
+        description: `Only events inside the retention of the tenant's plan are kept and shown: ${retention}. ${keepsNone}: FORBIDDEN with details {plan, requiredPlan}.`,
+        querystring: AuditQuery,
+        response: { 200: PageEnvelope(AuditEvent), ...apiErrors('FORBIDDEN') },
+      },
     },
-  }, async (req) => {
-    const { tenantId, principal } = actorOf(req)
-    const r = await auditLog.list({ tenantId, plan: principal.plan }, req.query)
-    return page(req, r.items.map(present), r.nextCursor)
-  })
+    async (req) => {
+      const { tenantId, principal } = actorOf(req)
+      const r = await auditLog.list({ tenantId, plan: principal.plan }, req.query)
+      return page(req, r.items.map(present), r.nextCursor)
+    },
+  )
 }

@@ -12,7 +12,10 @@ import type { JobRunner } from '../../platform/jobs.js'
 import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type AuditActorType, type AuditFilter } from './store.js'
 
 /** Who an event names as having done it: a user or key by id, or the system or someone anonymous. */
-export interface AuditActor { type: AuditActorType; id: string | null }
+export interface AuditActor {
+  type: AuditActorType
+  id: string | null
+}
 
 export interface Audited {
   tenantId: string
@@ -49,7 +52,14 @@ export const auditBy = (sql: TxSql, a: Actor, e: Omit<Audited, 'tenantId' | 'act
 /** How often the retention sweep runs (a job; the advisory lock still keeps two sweeps apart). */
 export const SWEEP_INTERVAL_MS = 3600_000
 
-export interface AuditQuery { limit: number; cursor?: string; action?: string; actorId?: string; since?: string; until?: string }
+export interface AuditQuery {
+  limit: number
+  cursor?: string
+  action?: string
+  actorId?: string
+  since?: string
+  until?: string
+}
 
 export function auditLogService(deps: { db: Db }) {
   const { db } = deps
@@ -85,7 +95,8 @@ export type AuditLogService = ReturnType<typeof auditLogService>
 /** The retention sweep: every hour on the job runner, and at once on a new installation. */
 export function defineAuditJobs(runner: JobRunner, auditLog: AuditLogService, log: Logger): void {
   runner.define({
-    name: 'audit.retention', pollMs: 60_000,
+    name: 'audit.retention',
+    pollMs: 60_000,
     async handler() {
       const deleted = await auditLog.sweep()
       if (deleted) log.info({ deleted }, 'audit events past their retention deleted')

@@ -13,8 +13,18 @@ import type { Origin } from '../../domain/actor.js'
 import { audit } from '../audit/service.js'
 import { hashPassword, verifyPassword } from '../users/passwords.js'
 import {
-  findAccount, findAccountsByEmail, findSession, findSessionByToken, insertSession, insertSessionToken,
-  markLoggedIn, retireToken, revokeSession, type AccountRow, type NewSession, type SessionRow,
+  findAccount,
+  findAccountsByEmail,
+  findSession,
+  findSessionByToken,
+  insertSession,
+  insertSessionToken,
+  markLoggedIn,
+  retireToken,
+  revokeSession,
+  type AccountRow,
+  type NewSession,
+  type SessionRow,
 } from './store.js'
 import { deviceCookies, type LoginThrottle } from './throttle.js'
 import { credentialTags } from '../../platform/credential-tags.js'
@@ -49,7 +59,11 @@ export const accountOf = (r: AccountRow): Account => ({
   tenant: { id: r.tenant_id, name: r.tenant_name, plan: r.plan },
 })
 
-export interface StartedSession { sessionId: string; token: string; expiresAt: Date }
+export interface StartedSession {
+  sessionId: string
+  token: string
+  expiresAt: Date
+}
 
 export interface AuthServiceOptions {
   db: Db
@@ -63,7 +77,11 @@ export interface AuthServiceOptions {
   now?: () => number
 }
 
-export interface LoginInput { email: string; password: string; tenantId?: string }
+export interface LoginInput {
+  email: string
+  password: string
+  tenantId?: string
+}
 
 export type AuthService = ReturnType<typeof authService>
 
@@ -76,8 +94,7 @@ export function authService(o: AuthServiceOptions) {
   let dummyHash: Promise<string> | null = null
   const dummy = () => (dummyHash ??= hashPassword(randomBase62(32)))
 
-  const live = (r: SessionRow, at: Date) =>
-    !r.revoked_at && r.expires_at > at && r.user_status === 'active' && r.tenant_status === 'active'
+  const live = (r: SessionRow, at: Date) => !r.revoked_at && r.expires_at > at && r.user_status === 'active' && r.tenant_status === 'active'
 
   const principalOf = (r: SessionRow): Principal => ({
     kind: 'user',
@@ -110,7 +127,13 @@ export function authService(o: AuthServiceOptions) {
   async function reuseDetected(r: SessionRow, origin: Origin | null) {
     await o.db.system(async (sql) => {
       await revokeSession(sql, r.session_id, now())
-      await audit(sql, { tenantId: r.tenant_id, actor: { type: 'user', id: r.user_id }, action: 'auth.session_token_reused', target: { type: 'session', id: r.session_id }, ...(origin ? { origin } : {}) })
+      await audit(sql, {
+        tenantId: r.tenant_id,
+        actor: { type: 'user', id: r.user_id },
+        action: 'auth.session_token_reused',
+        target: { type: 'session', id: r.session_id },
+        ...(origin ? { origin } : {}),
+      })
     })
     await o.credentials.invalidate({ kind: 'session', id: r.session_id })
   }
@@ -162,11 +185,20 @@ export function authService(o: AuthServiceOptions) {
         await o.throttle.failed(attempt, standing)
         // Not awaited: an unknown address, which has nothing to audit, must not answer sooner.
         if (candidates.length) {
-          void o.db.system(async (sql) => {
-            for (const c of candidates) {
-              await audit(sql, { tenantId: c.tenant_id, actor: { type: 'anonymous', id: null }, action: 'auth.login_failed', target: { type: 'user', id: c.user_id }, origin: ctx.origin, details: { method: 'password' } })
-            }
-          }).catch((err: unknown) => o.log?.warn({ err: (err as Error).message }, 'could not audit a failed sign-in'))
+          void o.db
+            .system(async (sql) => {
+              for (const c of candidates) {
+                await audit(sql, {
+                  tenantId: c.tenant_id,
+                  actor: { type: 'anonymous', id: null },
+                  action: 'auth.login_failed',
+                  target: { type: 'user', id: c.user_id },
+                  origin: ctx.origin,
+                  details: { method: 'password' },
+                })
+              }
+            })
+            .catch((err: unknown) => o.log?.warn({ err: (err as Error).message }, 'could not audit a failed sign-in'))
         }
         throw unauthorized('The email or password is not correct')
       }
@@ -175,7 +207,9 @@ export function authService(o: AuthServiceOptions) {
       // Only someone who knows the password learns that the account is disabled.
       if (!usable.length) {
         const c = matched[0]!
-        throw forbidden(c.tenant_status !== 'active' ? 'The organization of this account is suspended' : 'This account is disabled', { reason: c.tenant_status !== 'active' ? 'tenant_suspended' : 'account_disabled' })
+        throw forbidden(c.tenant_status !== 'active' ? 'The organization of this account is suspended' : 'This account is disabled', {
+          reason: c.tenant_status !== 'active' ? 'tenant_suspended' : 'account_disabled',
+        })
       }
       if (usable.length > 1) {
         throw new AppError('VALIDATION_ERROR', 'This email and password open accounts in several organizations: send tenantId to choose one', {
@@ -187,7 +221,14 @@ export function authService(o: AuthServiceOptions) {
       const chosen = usable[0]!
       const session = await o.db.system(async (sql) => {
         const s = await startSession(sql, { tenantId: chosen.tenant_id, userId: chosen.user_id, method: 'password', origin: ctx.origin })
-        await audit(sql, { tenantId: chosen.tenant_id, actor: { type: 'user', id: chosen.user_id }, action: 'auth.login', target: { type: 'session', id: s.sessionId }, origin: ctx.origin, details: { method: 'password' } })
+        await audit(sql, {
+          tenantId: chosen.tenant_id,
+          actor: { type: 'user', id: chosen.user_id },
+          action: 'auth.login',
+          target: { type: 'session', id: s.sessionId },
+          origin: ctx.origin,
+          details: { method: 'password' },
+        })
         return s
       })
       return { ...accountOf(chosen), session, deviceCookie: attempt.device ? ctx.deviceCookie! : devices.issue(account) }

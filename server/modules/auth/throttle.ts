@@ -59,10 +59,17 @@ export const LOGIN_LIMITS: LoginLimits = {
 }
 
 /** Who is trying: the address, the account (a hash of the address typed, real or not), the device cookie's id when it is one this account trusts. */
-export interface Attempt { ip: string; account: string; device: string | null }
+export interface Attempt {
+  ip: string
+  account: string
+  device: string | null
+}
 
 /** What the check found: whether the device is trusted, whether the address has been failing. */
-export interface Standing { trusted: boolean; suspect: boolean }
+export interface Standing {
+  trusted: boolean
+  suspect: boolean
+}
 
 export interface LoginThrottle {
   /** 429 when this attempt must wait (the same for real and made-up accounts). */
@@ -85,8 +92,7 @@ const tooMany = (state: CounterState, c: WindowCounter) =>
 
 export function loginThrottle(o: { counters: Counters; keyPrefix: string; limits?: Partial<LoginLimits> }): LoginThrottle {
   const l = { ...LOGIN_LIMITS, ...o.limits }
-  const counter = (name: string, points: number, windowSeconds: number) =>
-    o.counters.counter({ points, windowSeconds, keyPrefix: `${o.keyPrefix}:login:${name}`, name: `login:${name}` })
+  const counter = (name: string, points: number, windowSeconds: number) => o.counters.counter({ points, windowSeconds, keyPrefix: `${o.keyPrefix}:login:${name}`, name: `login:${name}` })
   const ip = counter('ip', l.failuresPerIp, l.ipWindowSeconds)
   const account = counter('account', l.failuresPerAccount, l.accountWindowSeconds)
   const device = counter('device', l.failuresPerDevice, l.deviceWindowSeconds)
@@ -100,30 +106,24 @@ export function loginThrottle(o: { counters: Counters; keyPrefix: string; limits
   return {
     async check(a) {
       // A device the account trusts, and that has not failed too often, skips the address and account limits.
-      const [byDevice, byIp, byAccount, waiting] = await Promise.all([
-        a.device === null ? null : device.get(a.device), ip.get(a.ip), account.get(a.account), wait.get(pairOf(a)),
-      ])
+      const [byDevice, byIp, byAccount, waiting] = await Promise.all([a.device === null ? null : device.get(a.device), ip.get(a.ip), account.get(a.account), wait.get(pairOf(a))])
       const trusted = a.device !== null && !over(byDevice, device)
       if (!trusted) {
-        for (const [state, c] of [[byIp, ip], [byAccount, account], [waiting, wait]] as const) {
+        for (const [state, c] of [
+          [byIp, ip],
+          [byAccount, account],
+          [waiting, wait],
+        ] as const) {
           if (state && over(state, c)) throw tooMany(state, c)
         }
       }
       return { trusted, suspect: (byIp?.consumedPoints ?? 0) >= SUSPECT_FAILURES }
     },
     async failed(a, s) {
-      const [, , , run] = await Promise.all([
-        ip.hit(a.ip),
-        account.hit(a.account),
-        s.trusted ? device.hit(a.device!) : null,
-        s.trusted ? null : streak.hit(pairOf(a)),
-      ])
+      const [, , , run] = await Promise.all([ip.hit(a.ip), account.hit(a.account), s.trusted ? device.hit(a.device!) : null, s.trusted ? null : streak.hit(pairOf(a))])
       const n = run?.consumedPoints ?? 0
       if (n >= l.pairFreeFailures) {
-        await Promise.all([
-          streak.set(pairOf(a), n),
-          wait.block(pairOf(a), Math.min(l.pairMaxWaitSeconds, l.pairFirstWaitSeconds * 2 ** (n - l.pairFreeFailures))),
-        ])
+        await Promise.all([streak.set(pairOf(a), n), wait.block(pairOf(a), Math.min(l.pairMaxWaitSeconds, l.pairFirstWaitSeconds * 2 ** (n - l.pairFreeFailures)))])
       }
     },
     async succeeded(a) {
@@ -150,7 +150,7 @@ export function workGate(concurrency: number, queue: number, perKey = Infinity) 
     else running--
   }
   return async <T>(key: string | null, priority: boolean, task: () => Promise<T>): Promise<T> => {
-    const mine = key === null ? 0 : held.get(key) ?? 0
+    const mine = key === null ? 0 : (held.get(key) ?? 0)
     if (mine >= perKey) {
       throw new AppError('RATE_LIMIT_EXCEEDED', 'Too many sign-ins at once from this address; retry in a moment', { reason: 'sign_in_busy', retryAfterSeconds: 1 }, { 'retry-after': '1' })
     }

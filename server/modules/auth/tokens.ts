@@ -19,7 +19,13 @@ const SIGNING_PURPOSE = 'jwt-signing:v1'
 // PKCS#8 wrapping of a raw 32-byte Ed25519 seed (RFC 8410).
 const ED25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex')
 
-export interface AccessClaims { userId: string; tenantId: string; sessionId: string; role: Role; expiresAt: number }
+export interface AccessClaims {
+  userId: string
+  tenantId: string
+  sessionId: string
+  role: Role
+  expiresAt: number
+}
 
 export interface TokenIssuer {
   readonly kid: string
@@ -77,18 +83,22 @@ export async function createTokenIssuer(o: TokenIssuerOptions): Promise<TokenIss
     async verify(token) {
       if (!looksLikeJwt(token)) return null
       try {
-        const { payload } = await jwtVerify(token, async (header) => {
-          if (header.kid !== kid) throw new Error('unknown key id')
-          return publicKey
-        }, {
-          algorithms: [ACCESS_TOKEN_ALG],
-          typ: ACCESS_TOKEN_TYP,
-          issuer,
-          audience: ACCESS_TOKEN_AUDIENCE,
-          requiredClaims: ['sub', 'tid', 'sid', 'role', 'jti', 'iat', 'exp'],
-          currentDate: new Date(now()),
-          clockTolerance: 0,
-        })
+        const { payload } = await jwtVerify(
+          token,
+          async (header) => {
+            if (header.kid !== kid) throw new Error('unknown key id')
+            return publicKey
+          },
+          {
+            algorithms: [ACCESS_TOKEN_ALG],
+            typ: ACCESS_TOKEN_TYP,
+            issuer,
+            audience: ACCESS_TOKEN_AUDIENCE,
+            requiredClaims: ['sub', 'tid', 'sid', 'role', 'jti', 'iat', 'exp'],
+            currentDate: new Date(now()),
+            clockTolerance: 0,
+          },
+        )
         const { sub, tid, sid, role, exp } = payload as Record<string, unknown>
         if (typeof sub !== 'string' || typeof tid !== 'string' || typeof sid !== 'string' || !ROLES.includes(role as Role)) return null
         return { userId: sub, tenantId: tid, sessionId: sid, role: role as Role, expiresAt: Number(exp) * 1000 }

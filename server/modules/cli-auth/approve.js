@@ -4,7 +4,9 @@
 // cookie (credentials: 'same-origin'); this script never sees or stores a token beyond one call.
 'use strict'
 ;(function () {
-  var $ = function (id) { return document.getElementById(id) }
+  var $ = function (id) {
+    return document.getElementById(id)
+  }
   var params = new URLSearchParams(window.location.search)
   var loginId = params.get('loginId') || ''
   var state = params.get('state') || ''
@@ -15,7 +17,9 @@
     m.className = kind || ''
   }
 
-  function show(id, visible) { $(id).hidden = !visible }
+  function show(id, visible) {
+    $(id).hidden = !visible
+  }
 
   /** fetch, JSON in and out; resolves to { ok, status, data, error } and never rejects. */
   function call(path, options) {
@@ -28,13 +32,21 @@
       credentials: 'same-origin',
       headers: headers,
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
-    }).then(function (res) {
-      return res.json().catch(function () { return null }).then(function (json) {
-        return { ok: res.ok, status: res.status, data: json && json.data, error: json && json.error }
-      })
-    }, function () {
-      return { ok: false, status: 0, data: null, error: { code: 'NETWORK', message: 'The server could not be reached. Check your connection and try again.' } }
-    })
+    }).then(
+      function (res) {
+        return res
+          .json()
+          .catch(function () {
+            return null
+          })
+          .then(function (json) {
+            return { ok: res.ok, status: res.status, data: json && json.data, error: json && json.error }
+          })
+      },
+      function () {
+        return { ok: false, status: 0, data: null, error: { code: 'NETWORK', message: 'The server could not be reached. Check your connection and try again.' } }
+      },
+    )
   }
 
   var STATUS_TEXT = {
@@ -43,7 +55,9 @@
     expired: 'This sign-in request has expired. Run the login command again.',
   }
 
-  function when(iso) { return new Date(iso).toLocaleString() }
+  function when(iso) {
+    return new Date(iso).toLocaleString()
+  }
 
   function signedInAs(user, tenant) {
     $('who').textContent = 'Signed in as ' + user.email + (tenant && tenant.name ? ' (' + tenant.name + ')' : '') + '.'

@@ -11,13 +11,21 @@ const SCRIPT = readAsset(import.meta.url, 'approve.js')
 const PageQuery = Type.Object({ loginId: Type.Optional(Type.String({ maxLength: 200 })), state: Type.Optional(Type.String({ maxLength: 200 })) })
 
 export const approvalPageRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  app.get('/cli/auth/approve', {
-    config: PAGE_ROUTE,
-    schema: { hide: true, summary: 'CLI login approval page (HTML)', querystring: PageQuery },
-  }, async (_req, reply) => sendPage(reply, 'html', HTML))
+  app.get(
+    '/cli/auth/approve',
+    {
+      config: PAGE_ROUTE,
+      schema: { hide: true, summary: 'CLI login approval page (HTML)', querystring: PageQuery },
+    },
+    async (_req, reply) => sendPage(reply, 'html', HTML),
+  )
 
-  app.get('/cli/auth/approve.js', {
-    config: PAGE_ROUTE,
-    schema: { hide: true, summary: 'Script of the CLI login approval page' },
-  }, async (_req, reply) => sendPage(reply, 'js', SCRIPT))
+  app.get(
+    '/cli/auth/approve.js',
+    {
+      config: PAGE_ROUTE,
+      schema: { hide: true, summary: 'Script of the CLI login approval page' },
+    },
+    async (_req, reply) => sendPage(reply, 'js', SCRIPT),
+  )
 }

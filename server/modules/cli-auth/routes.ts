@@ -70,13 +70,16 @@ const Status = Type.Union([Type.Literal('pending'), Type.Literal('approved'), Ty
 })
 const Time = Type.String({ format: 'date-time' })
 
-const StartBody = Type.Object({
-  state: State,
-  codeChallenge: Type.String({ pattern: '^[A-Za-z0-9_-]{43}$', description: 'BASE64URL(SHA-256(codeVerifier)), RFC 7636' }),
-  codeChallengeMethod: Type.Literal('S256', { description: 'Only S256: plain would let anyone who sees the challenge redeem the login' }),
-  cliVersion: Type.String({ minLength: 1, maxLength: 64 }),
-  platform: Type.String({ minLength: 1, maxLength: 64, description: 'Operating system and architecture, e.g. linux-x64' }),
-}, { additionalProperties: false })
+const StartBody = Type.Object(
+  {
+    state: State,
+    codeChallenge: Type.String({ pattern: '^[A-Za-z0-9_-]{43}$', description: 'BASE64URL(SHA-256(codeVerifier)), RFC 7636' }),
+    codeChallengeMethod: Type.Literal('S256', { description: 'Only S256: plain would let anyone who sees the challenge redeem the login' }),
+    cliVersion: Type.String({ minLength: 1, maxLength: 64 }),
+    platform: Type.String({ minLength: 1, maxLength: 64, description: 'Operating system and architecture, e.g. linux-x64' }),
+  },
+  { additionalProperties: false },
+)
 const Started = Type.Object({
   loginId: Type.String(),
   authUrl: Type.String({ description: 'The approval page to open in a browser' }),
@@ -96,10 +99,13 @@ const Info = Type.Object({
   expiresAt: Time,
 })
 const CompleteBody = Type.Object({ loginId: LoginId, state: State }, { additionalProperties: false })
-const TokenBody = Type.Object({
-  loginId: LoginId,
-  codeVerifier: Type.String({ pattern: '^[A-Za-z0-9._~-]{43,128}$', description: 'The PKCE verifier the challenge was made from (RFC 7636: 43 to 128 unreserved characters)' }),
-}, { additionalProperties: false })
+const TokenBody = Type.Object(
+  {
+    loginId: LoginId,
+    codeVerifier: Type.String({ pattern: '^[A-Za-z0-9._~-]{43,128}$', description: 'The PKCE verifier the challenge was made from (RFC 7636: 43 to 128 unreserved characters)' }),
+  },
+  { additionalProperties: false },
+)
 const Issued = Type.Object({
   token: Type.String({ description: 'JWT access token for Authorization: Bearer' }),
   tokenType: Type.Literal('Bearer'),
@@ -170,85 +176,116 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
     reply.header('cache-control', 'no-store')
   })
 
-  app.post('/cli/auth/start', {
-    config: open,
-    schema: {
-      tags, summary: 'Start a CLI device login', security: [],
-      description: `Step 1 of the device login. The CLI sends a random state and a PKCE S256 challenge, shows verificationCode, opens authUrl in a browser and polls status every interval seconds. Expires ${LOGIN_TTL_SECONDS / 60} minutes after start. Limited to ${limits.startPerIp} per minute per address.`,
-      body: StartBody,
-      response: { 201: Envelope(Started), ...errors('VALIDATION_ERROR', 'RATE_LIMIT_EXCEEDED') },
-    },
-  }, async (req, reply) => {
-    await startPerIp.consume(addressKey(req.ip), reply)
-    const r = await cli.start(req.body, req.ip)
-    reply.code(201)
-    return ok(req, { ...r, expiresAt: r.expiresAt.toISOString() })
-  })
-
-  app.get('/cli/auth/status', {
-    config: open,
-    schema: {
-      tags, summary: 'Poll a CLI login', security: [],
-      description: `pending, approved, expired or consumed; never a token. Poll every ${POLL_INTERVAL_SECONDS} s (at most ${limits.statusPerLogin} per minute per loginId).`,
-      querystring: LoginQuery,
-      response: { 200: Envelope(Type.Object({ status: Status, expiresAt: Time })), ...errors('VALIDATION_ERROR', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED') },
-    },
-  }, async (req, reply) => {
-    const r = await limit.status(req, reply, req.query.loginId, () => cli.status(req.query.loginId))
-    return ok(req, { status: r.status, expiresAt: r.expiresAt.toISOString() })
-  })
-
-  app.get('/cli/auth/info', {
-    config: open,
-    schema: {
-      tags, summary: 'What the approval page shows: the verification code and the requesting client', security: [],
-      querystring: LoginQuery,
-      response: { 200: Envelope(Info), ...errors('VALIDATION_ERROR', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED') },
-    },
-  }, async (req, reply) => {
-    const r = await limit.info(req, reply, req.query.loginId, () => cli.info(req.query.loginId))
-    return ok(req, { ...r, createdAt: r.createdAt.toISOString(), expiresAt: r.expiresAt.toISOString() })
-  })
-
-  app.post('/cli/auth/complete', {
-    config: open,
-    schema: {
-      tags, summary: 'Approve a CLI login (the signed-in user, in the browser)',
-      description: 'Needs a signed-in user: the session cookie (same-origin requests only) or a Bearer access token; API keys are refused (403). The state must match the one in authUrl (403 otherwise). A login that is not pending is a VALIDATION_ERROR whose details.status says why. Recorded in the audit log.',
-      body: CompleteBody,
-      response: {
-        200: Envelope(Type.Object({ loginId: Type.String(), status: Type.Literal('approved'), approvedAt: Time })),
-        ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED'),
+  app.post(
+    '/cli/auth/start',
+    {
+      config: open,
+      schema: {
+        tags,
+        summary: 'Start a CLI device login',
+        security: [],
+        description: `Step 1 of the device login. The CLI sends a random state and a PKCE S256 challenge, shows verificationCode, opens authUrl in a browser and polls status every interval seconds. Expires ${LOGIN_TTL_SECONDS / 60} minutes after start. Limited to ${limits.startPerIp} per minute per address.`,
+        body: StartBody,
+        response: { 201: Envelope(Started), ...errors('VALIDATION_ERROR', 'RATE_LIMIT_EXCEEDED') },
       },
     },
-  }, async (req, reply) => {
-    const r = await limit.complete(req, reply, req.body.loginId, async () => {
-      const approver = await approverOf(req)
-      return cli.complete(actorOf(req, { principal: approver }), req.body.loginId, req.body.state)
-    })
-    return ok(req, { loginId: req.body.loginId, status: r.status, approvedAt: r.approvedAt.toISOString() })
-  })
-
-  app.post('/cli/auth/token', {
-    config: open,
-    schema: {
-      tags, summary: 'Redeem an approved CLI login for an access token (once)', security: [],
-      description: 'The code verifier must match the challenge sent to start (401 otherwise). A login that is pending, expired or already consumed is a VALIDATION_ERROR whose details.status says which. The first successful call consumes the login; any other fails.',
-      body: TokenBody,
-      response: { 200: Envelope(Issued), ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED') },
+    async (req, reply) => {
+      await startPerIp.consume(addressKey(req.ip), reply)
+      const r = await cli.start(req.body, req.ip)
+      reply.code(201)
+      return ok(req, { ...r, expiresAt: r.expiresAt.toISOString() })
     },
-  }, async (req, reply) => {
-    const r = await limit.token(req, reply, req.body.loginId, () => cli.token(req.body.loginId, req.body.codeVerifier, originOf(req)))
-    return ok(req, {
-      token: r.token,
-      tokenType: 'Bearer' as const,
-      expiresIn: r.expiresIn,
-      refreshToken: r.refreshToken,
-      refreshExpiresAt: r.refreshExpiresAt.toISOString(),
-      user: r.user,
-      tenant: r.tenant,
-    })
-  })
+  )
+
+  app.get(
+    '/cli/auth/status',
+    {
+      config: open,
+      schema: {
+        tags,
+        summary: 'Poll a CLI login',
+        security: [],
+        description: `pending, approved, expired or consumed; never a token. Poll every ${POLL_INTERVAL_SECONDS} s (at most ${limits.statusPerLogin} per minute per loginId).`,
+        querystring: LoginQuery,
+        response: { 200: Envelope(Type.Object({ status: Status, expiresAt: Time })), ...errors('VALIDATION_ERROR', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED') },
+      },
+    },
+    async (req, reply) => {
+      const r = await limit.status(req, reply, req.query.loginId, () => cli.status(req.query.loginId))
+      return ok(req, { status: r.status, expiresAt: r.expiresAt.toISOString() })
+    },
+  )
+
+  app.get(
+    '/cli/auth/info',
+    {
+      config: open,
+      schema: {
+        tags,
+        summary: 'What the approval page shows: the verification code and the requesting client',
+        security: [],
+        querystring: LoginQuery,
+        response: { 200: Envelope(Info), ...errors('VALIDATION_ERROR', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED') },
+      },
+    },
+    async (req, reply) => {
+      const r = await limit.info(req, reply, req.query.loginId, () => cli.info(req.query.loginId))
+      return ok(req, { ...r, createdAt: r.createdAt.toISOString(), expiresAt: r.expiresAt.toISOString() })
+    },
+  )
+
+  app.post(
+    '/cli/auth/complete',
+    {
+      config: open,
+      schema: {
+        tags,
+        summary: 'Approve a CLI login (the signed-in user, in the browser)',
+        description:
+          'Needs a signed-in user: the session cookie (same-origin requests only) or a Bearer access token; API keys are refused (403). The state must match the one in authUrl (403 otherwise). A login that is not pending is a VALIDATION_ERROR whose details.status says why. Recorded in the audit log.',
+        body: CompleteBody,
+        response: {
+          200: Envelope(Type.Object({ loginId: Type.String(), status: Type.Literal('approved'), approvedAt: Time })),
+          ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED'),
+        },
+      },
+    },
+    async (req, reply) => {
+      const r = await limit.complete(req, reply, req.body.loginId, async () => {
+        const approver = await approverOf(req)
+        return cli.complete(actorOf(req, { principal: approver }), req.body.loginId, req.body.state)
+      })
+      return ok(req, { loginId: req.body.loginId, status: r.status, approvedAt: r.approvedAt.toISOString() })
+    },
+  )
+
+  app.post(
+    '/cli/auth/token',
+    {
+      config: open,
+      schema: {
+        tags,
+        summary: 'Redeem an approved CLI login for an access token (once)',
+        security: [],
+        description:
+          'The code verifier must match the challenge sent to start (401 otherwise). A login that is pending, expired or already consumed is a VALIDATION_ERROR whose details.status says which. The first successful call consumes the login; any other fails.',
+        body: TokenBody,
+        response: { 200: Envelope(Issued), ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED') },
+      },
+    },
+    async (req, reply) => {
+      const r = await limit.token(req, reply, req.body.loginId, () => cli.token(req.body.loginId, req.body.codeVerifier, originOf(req)))
+      return ok(req, {
+        token: r.token,
+        tokenType: 'Bearer' as const,
+        expiresIn: r.expiresIn,
+        refreshToken: r.refreshToken,
+        refreshExpiresAt: r.refreshExpiresAt.toISOString(),
+        user: r.user,
+        tenant: r.tenant,
+      })
+    },
+  )
 
   await app.register(approvalPageRoutes)
 }

@@ -56,8 +56,7 @@ export function newVerificationCode(): string {
 }
 
 /** The status a client sees: a login that was not consumed in time is expired, whether approved or not. */
-export const statusOf = (r: Pick<CliLoginRow, 'status' | 'expires_at'>, at: Date): LoginStatus =>
-  r.status === 'consumed' ? 'consumed' : r.expires_at.getTime() <= at.getTime() ? 'expired' : r.status
+export const statusOf = (r: Pick<CliLoginRow, 'status' | 'expires_at'>, at: Date): LoginStatus => (r.status === 'consumed' ? 'consumed' : r.expires_at.getTime() <= at.getTime() ? 'expired' : r.status)
 
 const WRONG_STATUS: Record<LoginStatus, string> = {
   pending: 'This login has not been approved yet: keep polling its status',
@@ -67,12 +66,22 @@ const WRONG_STATUS: Record<LoginStatus, string> = {
 }
 
 /** A transition refused because the login is in another state; details.status says which. */
-const wrongStatus = (status: LoginStatus) =>
-  new AppError('VALIDATION_ERROR', WRONG_STATUS[status], { status, errors: [{ field: 'body.loginId', message: `login is ${status}` }] })
+const wrongStatus = (status: LoginStatus) => new AppError('VALIDATION_ERROR', WRONG_STATUS[status], { status, errors: [{ field: 'body.loginId', message: `login is ${status}` }] })
 
-export interface StartInput { state: string; codeChallenge: string; cliVersion: string; platform: string }
+export interface StartInput {
+  state: string
+  codeChallenge: string
+  cliVersion: string
+  platform: string
+}
 
-export interface StartedLogin { loginId: string; authUrl: string; verificationCode: string; expiresAt: Date; interval: number }
+export interface StartedLogin {
+  loginId: string
+  authUrl: string
+  verificationCode: string
+  expiresAt: Date
+  interval: number
+}
 
 export interface LoginInfo {
   loginId: string

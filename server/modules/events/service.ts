@@ -9,16 +9,7 @@ import { insertEvent } from './store.js'
 export { EVENTS_CHANNEL } from './store.js'
 
 /** The event kinds of the specification ("Events"). */
-export const EVENT_TYPES = [
-  'project.created',
-  'project.updated',
-  'project.deleted',
-  'agent.started',
-  'agent.completed',
-  'agent.failed',
-  'tenant.created',
-  'user.created',
-] as const
+export const EVENT_TYPES = ['project.created', 'project.updated', 'project.deleted', 'agent.started', 'agent.completed', 'agent.failed', 'tenant.created', 'user.created'] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
 /** Sent only by "send a test event", to the one endpoint it is asked for. */

@@ -52,7 +52,10 @@ export function unavailable(p: OidcProviderSetting, err: unknown, during: string
   if (isNetworkFailure(err)) {
     return new AppError('SERVICE_UNAVAILABLE', `The identity provider ${p.name} could not be reached (${during}); try again later`, { provider: p.id, reason: 'unreachable' })
   }
-  return new AppError('SERVICE_UNAVAILABLE', `The identity provider ${p.name} gave an unusable answer (${during}); an administrator should check its configuration`, { provider: p.id, reason: 'invalid_provider_response' })
+  return new AppError('SERVICE_UNAVAILABLE', `The identity provider ${p.name} gave an unusable answer (${during}); an administrator should check its configuration`, {
+    provider: p.id,
+    reason: 'invalid_provider_response',
+  })
 }
 
 /**
@@ -71,9 +74,11 @@ export async function assertProvidersAllowed(providers: readonly OidcProviderSet
       await compiled.resolveAllowed(host)
     } catch (err) {
       const refused = refusalIn(err)
-      problems.push(refused
-        ? `provider "${p.id}" (issuer host ${host}) is refused: ${refused.reason}`
-        : `provider "${p.id}": its issuer host ${host} could not be resolved (${(err as { code?: string }).code ?? (err as Error).message}), so it cannot be shown to be inside OUTBOUND_ALLOWED_NETWORKS`)
+      problems.push(
+        refused
+          ? `provider "${p.id}" (issuer host ${host}) is refused: ${refused.reason}`
+          : `provider "${p.id}": its issuer host ${host} could not be resolved (${(err as { code?: string }).code ?? (err as Error).message}), so it cannot be shown to be inside OUTBOUND_ALLOWED_NETWORKS`,
+      )
     }
   }
   if (problems.length) {
@@ -93,13 +98,14 @@ export async function openProviders(o: ProvidersOptions) {
   const byId = new Map<string, Provider>()
   for (const setting of o.providers) {
     let cached: { at: number; config: Promise<client.Configuration> } | null = null
-    const discover = () => client.discovery(
-      new URL(setting.issuer),
-      setting.clientId,
-      { client_secret: setting.clientSecret },
-      setting.tokenAuthMethod === 'client_secret_post' ? client.ClientSecretPost(setting.clientSecret) : client.ClientSecretBasic(setting.clientSecret),
-      { [client.customFetch]: customFetch, timeout: o.timeoutSeconds ?? 10, execute: setting.allowHttp ? [client.allowInsecureRequests] : [] },
-    )
+    const discover = () =>
+      client.discovery(
+        new URL(setting.issuer),
+        setting.clientId,
+        { client_secret: setting.clientSecret },
+        setting.tokenAuthMethod === 'client_secret_post' ? client.ClientSecretPost(setting.clientSecret) : client.ClientSecretBasic(setting.clientSecret),
+        { [client.customFetch]: customFetch, timeout: o.timeoutSeconds ?? 10, execute: setting.allowHttp ? [client.allowInsecureRequests] : [] },
+      )
     byId.set(setting.id, {
       setting,
       redirectUri: `${o.publicUrl}/oauth/${setting.id}/callback`,
@@ -108,7 +114,9 @@ export async function openProviders(o: ProvidersOptions) {
           const attempt = { at: now(), config: discover() }
           cached = attempt
           // A failed discovery is not kept: the next sign-in tries again.
-          attempt.config.catch(() => { if (cached === attempt) cached = null })
+          attempt.config.catch(() => {
+            if (cached === attempt) cached = null
+          })
         }
         try {
           return await cached.config

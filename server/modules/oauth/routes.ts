@@ -90,85 +90,113 @@ export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async 
   app.addHook('onClose', async () => providers.close())
   const oauth = oauthService({ db: o.db, auth: o.auth, providers, log: o.log, now: o.now })
 
-  app.get('/oauth/providers', {
-    config: open,
-    schema: {
-      tags, summary: 'Identity providers users can sign in with (for the sign-in page)', security: [],
-      response: {
-        200: Envelope(Type.Array(Type.Object({
-          id: Type.String(),
-          name: Type.String(),
-          startUrl: Type.String({ description: 'GET it for the authorization URL' }),
-        }))),
-        ...errors(),
+  app.get(
+    '/oauth/providers',
+    {
+      config: open,
+      schema: {
+        tags,
+        summary: 'Identity providers users can sign in with (for the sign-in page)',
+        security: [],
+        response: {
+          200: Envelope(
+            Type.Array(
+              Type.Object({
+                id: Type.String(),
+                name: Type.String(),
+                startUrl: Type.String({ description: 'GET it for the authorization URL' }),
+              }),
+            ),
+          ),
+          ...errors(),
+        },
       },
     },
-  }, async (req) => ok(req, oauth.list(publicUrl)))
+    async (req) => ok(req, oauth.list(publicUrl)),
+  )
 
-  app.get('/oauth/:provider/start', {
-    config: open,
-    exposeHeadRoute: false, // every call stores a sign-in: no HEAD twin doing the same
-    schema: {
-      tags, summary: 'Start signing in with an identity provider', security: [],
-      description: `Gives the authorization URL to send the browser to (authorization code flow with PKCE S256, state and nonce) and sets the ${BROWSER_COOKIE} cookie that binds the sign-in to this browser. The sign-in must be completed within ${STATE_TTL_SECONDS / 60} minutes. An address with accounts in several organizations passes tenantId to choose one. 503 when the identity provider cannot be reached.`,
-      params: ProviderParams,
-      querystring: Type.Object({ tenantId: Type.Optional(Type.String({ format: 'uuid', description: 'The organization to sign in to' })) }, { additionalProperties: false }),
-      response: {
-        200: Envelope(Type.Object({
-          authorizationUrl: Type.String({ description: 'Where to send the browser' }),
-          expiresAt: Type.String({ format: 'date-time', description: 'The sign-in must be completed before this' }),
-        })),
-        ...errors('VALIDATION_ERROR', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE'),
+  app.get(
+    '/oauth/:provider/start',
+    {
+      config: open,
+      exposeHeadRoute: false, // every call stores a sign-in: no HEAD twin doing the same
+      schema: {
+        tags,
+        summary: 'Start signing in with an identity provider',
+        security: [],
+        description: `Gives the authorization URL to send the browser to (authorization code flow with PKCE S256, state and nonce) and sets the ${BROWSER_COOKIE} cookie that binds the sign-in to this browser. The sign-in must be completed within ${STATE_TTL_SECONDS / 60} minutes. An address with accounts in several organizations passes tenantId to choose one. 503 when the identity provider cannot be reached.`,
+        params: ProviderParams,
+        querystring: Type.Object({ tenantId: Type.Optional(Type.String({ format: 'uuid', description: 'The organization to sign in to' })) }, { additionalProperties: false }),
+        response: {
+          200: Envelope(
+            Type.Object({
+              authorizationUrl: Type.String({ description: 'Where to send the browser' }),
+              expiresAt: Type.String({ format: 'date-time', description: 'The sign-in must be completed before this' }),
+            }),
+          ),
+          ...errors('VALIDATION_ERROR', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE'),
+        },
       },
     },
-  }, async (req, reply) => {
-    const held = req.cookies?.[BROWSER_COOKIE]
-    const browser = held && BROWSER_RE.test(held) ? held : randomBase62(43)
-    const r = await oauth.start(req.params.provider, browser, req.query.tenantId ?? null)
-    reply.setCookie(BROWSER_COOKIE, browser, { httpOnly: true, secure: secure(req), sameSite: 'lax', path: '/oauth', maxAge: STATE_TTL_SECONDS })
-    noStore(reply)
-    return ok(req, { authorizationUrl: r.authorizationUrl, expiresAt: r.expiresAt.toISOString() })
-  })
+    async (req, reply) => {
+      const held = req.cookies?.[BROWSER_COOKIE]
+      const browser = held && BROWSER_RE.test(held) ? held : randomBase62(43)
+      const r = await oauth.start(req.params.provider, browser, req.query.tenantId ?? null)
+      reply.setCookie(BROWSER_COOKIE, browser, { httpOnly: true, secure: secure(req), sameSite: 'lax', path: '/oauth', maxAge: STATE_TTL_SECONDS })
+      noStore(reply)
+      return ok(req, { authorizationUrl: r.authorizationUrl, expiresAt: r.expiresAt.toISOString() })
+    },
+  )
 
-  app.post('/oauth/:provider/authorize', {
-    config: open,
-    schema: {
-      tags, summary: 'Complete signing in with an identity provider (POST only)', security: [],
-      description: [
-        'Send what the identity provider redirected the browser to the callback with: {callbackUrl} (the whole URL or its query string), or {code, state, iss}.',
-        `Needs the ${BROWSER_COOKIE} cookie set by start in the same browser, and a same-origin request.`,
-        'Gives an identity session token (also set as the session cookie), as password sign-in does.',
-        '400 when the state is missing, unknown, expired, already used or of another provider (details.reason state_invalid, state_expired, state_provider_mismatch);',
-        '401 when the identity provider refuses the code or its answer cannot be verified (idp_error);',
-        '403 for another browser (browser_mismatch), a cross-origin request (csrf), an email address that is missing or not verified (email_missing, email_unverified), no account (no_account), only an invitation not yet accepted through its link (invitation_pending, with a provider that serves every organization), accounts in several organizations and none chosen (tenant_required, details.tenants names them: start again with tenantId), a disabled account (account_disabled) or a suspended organization (tenant_suspended);',
-        '404 for an unknown provider; 503 when the identity provider cannot be reached.',
-      ].join(' '),
-      params: ProviderParams,
-      body: AuthorizeBody,
-      response: {
-        200: Envelope(Type.Object({ token: Type.String(), tokenType: Type.Literal('session'), expiresAt: Type.String({ format: 'date-time' }), user: User, tenant: Tenant })),
-        ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE'),
+  app.post(
+    '/oauth/:provider/authorize',
+    {
+      config: open,
+      schema: {
+        tags,
+        summary: 'Complete signing in with an identity provider (POST only)',
+        security: [],
+        description: [
+          'Send what the identity provider redirected the browser to the callback with: {callbackUrl} (the whole URL or its query string), or {code, state, iss}.',
+          `Needs the ${BROWSER_COOKIE} cookie set by start in the same browser, and a same-origin request.`,
+          'Gives an identity session token (also set as the session cookie), as password sign-in does.',
+          '400 when the state is missing, unknown, expired, already used or of another provider (details.reason state_invalid, state_expired, state_provider_mismatch);',
+          '401 when the identity provider refuses the code or its answer cannot be verified (idp_error);',
+          '403 for another browser (browser_mismatch), a cross-origin request (csrf), an email address that is missing or not verified (email_missing, email_unverified), no account (no_account), only an invitation not yet accepted through its link (invitation_pending, with a provider that serves every organization), accounts in several organizations and none chosen (tenant_required, details.tenants names them: start again with tenantId), a disabled account (account_disabled) or a suspended organization (tenant_suspended);',
+          '404 for an unknown provider; 503 when the identity provider cannot be reached.',
+        ].join(' '),
+        params: ProviderParams,
+        body: AuthorizeBody,
+        response: {
+          200: Envelope(Type.Object({ token: Type.String(), tokenType: Type.Literal('session'), expiresAt: Type.String({ format: 'date-time' }), user: User, tenant: Tenant })),
+          ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE'),
+        },
       },
     },
-  }, async (req, reply) => {
-    if (!oauth.has(req.params.provider)) throw notFound('identity provider', req.params.provider)
-    noStore(reply)
-    assertSameOrigin(req, publicUrl)
-    const held = req.cookies?.[BROWSER_COOKIE]
-    const r = await oauth.authorize(req.params.provider, { params: callbackParams(req.body), browser: held && BROWSER_RE.test(held) ? held : null }, originOf(req))
-    setSessionCookie(req, reply, r.session.token, r.session.expiresAt)
-    return ok(req, { token: r.session.token, tokenType: 'session' as const, expiresAt: r.session.expiresAt.toISOString(), user: r.user, tenant: r.tenant })
-  })
+    async (req, reply) => {
+      if (!oauth.has(req.params.provider)) throw notFound('identity provider', req.params.provider)
+      noStore(reply)
+      assertSameOrigin(req, publicUrl)
+      const held = req.cookies?.[BROWSER_COOKIE]
+      const r = await oauth.authorize(req.params.provider, { params: callbackParams(req.body), browser: held && BROWSER_RE.test(held) ? held : null }, originOf(req))
+      setSessionCookie(req, reply, r.session.token, r.session.expiresAt)
+      return ok(req, { token: r.session.token, tokenType: 'session' as const, expiresAt: r.session.expiresAt.toISOString(), user: r.user, tenant: r.tenant })
+    },
+  )
 
   // The redirect URI. The page and its script are same-origin (CSP allows nothing else); the code
   // and state go to authorize in a POST, and out of the address bar and history.
-  app.get('/oauth/:provider/callback', {
-    config: open,
-    schema: { hide: true, params: ProviderParams },
-  }, async (req, reply) => {
-    if (!oauth.has(req.params.provider)) throw notFound('identity provider', req.params.provider)
-    return sendPage(reply, 'html', CALLBACK_HTML)
-  })
+  app.get(
+    '/oauth/:provider/callback',
+    {
+      config: open,
+      schema: { hide: true, params: ProviderParams },
+    },
+    async (req, reply) => {
+      if (!oauth.has(req.params.provider)) throw notFound('identity provider', req.params.provider)
+      return sendPage(reply, 'html', CALLBACK_HTML)
+    },
+  )
 
   app.get('/oauth/callback.js', { config: open, schema: { hide: true } }, async (_req, reply) => sendPage(reply, 'js', CALLBACK_JS))
 }

@@ -42,7 +42,10 @@ export interface OAuthServiceOptions {
 export type OAuthService = ReturnType<typeof oauthService>
 
 /** A refusal decided inside the transaction, audited outside it (a thrown error would roll the audit back). */
-interface Refusal { error: AppError; account?: AccountRow }
+interface Refusal {
+  error: AppError
+  account?: AccountRow
+}
 
 export function oauthService(o: OAuthServiceOptions) {
   const now = dateClock(o.now)
@@ -91,9 +94,12 @@ export function oauthService(o: OAuthServiceOptions) {
     const usable = accounts.filter((a) => a.user_status === 'active' && a.tenant_status === 'active')
     if (usable.length === 1) return { account: usable[0]! }
     if (usable.length > 1) {
-      return { error: forbidden('This address has accounts in several organizations: start signing in again and choose one (tenantId)', {
-        reason: 'tenant_required', tenants: usable.map((a) => ({ id: a.tenant_id, name: a.tenant_name })),
-      }) }
+      return {
+        error: forbidden('This address has accounts in several organizations: start signing in again and choose one (tenantId)', {
+          reason: 'tenant_required',
+          tenants: usable.map((a) => ({ id: a.tenant_id, name: a.tenant_name })),
+        }),
+      }
     }
     const first = accounts.find((a) => a.user_status !== 'invited')
     if (first?.tenant_status === 'suspended') return { error: forbidden('The organization of this account is suspended', { reason: 'tenant_suspended' }), account: first }
@@ -193,7 +199,10 @@ export function oauthService(o: OAuthServiceOptions) {
       const row = await o.db.system((sql) => consumeState(sql, sha256(state)))
       if (!row) throw new AppError('VALIDATION_ERROR', INVALID_STATE, { reason: 'state_invalid', errors: [{ field: 'state', message: 'is unknown, expired or already used' }] })
       if (row.provider !== p.setting.id) {
-        throw new AppError('VALIDATION_ERROR', 'This sign-in was started with another identity provider; start signing in again', { reason: 'state_provider_mismatch', errors: [{ field: 'state', message: 'belongs to another identity provider' }] })
+        throw new AppError('VALIDATION_ERROR', 'This sign-in was started with another identity provider; start signing in again', {
+          reason: 'state_provider_mismatch',
+          errors: [{ field: 'state', message: 'belongs to another identity provider' }],
+        })
       }
       if (!timingSafeEqual(row.browser_hash, sha256(input.browser))) {
         // Login CSRF: someone else's sign-in would be completed in this browser.
@@ -217,9 +226,11 @@ export function oauthService(o: OAuthServiceOptions) {
         if (isNetworkFailure(err)) throw unavailable(p.setting, err, 'token request')
         const said = err instanceof client.AuthorizationResponseError || err instanceof client.ResponseBodyError ? err.error : undefined
         o.log.info({ err, provider: p.setting.id }, 'OpenID Connect sign-in refused')
-        throw new AppError('UNAUTHORIZED', said
-          ? `The identity provider refused the sign-in (${said}); start signing in again`
-          : 'The identity provider\'s answer could not be verified; start signing in again', { reason: 'idp_error', ...(said ? { error: said } : {}) })
+        throw new AppError(
+          'UNAUTHORIZED',
+          said ? `The identity provider refused the sign-in (${said}); start signing in again` : "The identity provider's answer could not be verified; start signing in again",
+          { reason: 'idp_error', ...(said ? { error: said } : {}) },
+        )
       }
 
       const who = await identityOf(p, config, tokens)
@@ -234,10 +245,16 @@ export function oauthService(o: OAuthServiceOptions) {
       if ('error' in r) {
         const { error, account } = r
         if (account) {
-          await o.db.system((sql) => audit(sql, {
-            tenantId: account.tenant_id, actor: { type: 'anonymous', id: null }, action: 'auth.login_failed', target: { type: 'user', id: account.user_id },
-            origin, details: { method: 'oidc', provider: p.setting.id, reason: error.details.reason },
-          }))
+          await o.db.system((sql) =>
+            audit(sql, {
+              tenantId: account.tenant_id,
+              actor: { type: 'anonymous', id: null },
+              action: 'auth.login_failed',
+              target: { type: 'user', id: account.user_id },
+              origin,
+              details: { method: 'oidc', provider: p.setting.id, reason: error.details.reason },
+            }),
+          )
         }
         throw error
       }

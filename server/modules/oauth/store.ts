@@ -43,7 +43,12 @@ export async function deleteExpiredStates(sql: TxSql, at: Date): Promise<void> {
   await sql`delete from oauth_states where expires_at <= ${at}`
 }
 
-export interface TenantRow { id: string; name: string; plan: Plan; status: 'active' | 'suspended' }
+export interface TenantRow {
+  id: string
+  name: string
+  plan: Plan
+  status: 'active' | 'suspended'
+}
 
 export async function findTenant(sql: TxSql, tenantId: string): Promise<TenantRow | undefined> {
   const [row] = await sql<TenantRow[]>`select id, name, plan, status from tenants where id = ${tenantId}`

@@ -34,7 +34,12 @@ async function probe(name: string, mode: string, fn: () => Promise<void>, log: F
   const started = performance.now()
   let timer: NodeJS.Timeout | undefined
   try {
-    await Promise.race([fn(), new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(TIMED_OUT)), CHECK_TIMEOUT_MS) })])
+    await Promise.race([
+      fn(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(TIMED_OUT)), CHECK_TIMEOUT_MS)
+      }),
+    ])
     return { status: 'pass' as const, mode, latencyMs: Math.round(performance.now() - started) }
   } catch (err) {
     log.warn({ check: name, err }, 'readiness check failed')
@@ -45,7 +50,11 @@ async function probe(name: string, mode: string, fn: () => Promise<void>, log: F
   }
 }
 
-export interface OpsOptions { platform: Platform; registry: Registry; isDraining: () => boolean }
+export interface OpsOptions {
+  platform: Platform
+  registry: Registry
+  isDraining: () => boolean
+}
 
 export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { platform, registry, isDraining }) => {
   const tags = ['operations']
@@ -61,49 +70,68 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { pl
     return { status: schemaCurrent ? ('pass' as const) : ('fail' as const), version, pending }
   }
 
-  app.get('/healthz', {
-    schema: { tags, summary: 'Liveness: the process answers', response: { 200: Envelope(Type.Object({ status: Type.Literal('ok') })) } },
-  }, async (req) => ok(req, { status: 'ok' as const }))
-
-  app.get('/readyz', {
-    schema: {
-      tags,
-      summary: 'Readiness: the database answers and has every migration this server needs (503 otherwise, or while draining); cache and blob storage are reported, and with ?strict=true also required',
-      querystring: Type.Object({ strict: Type.Boolean({ default: false }) }),
-      response: { 200: Envelope(Readiness), 503: Type.Ref('ErrorEnvelope') },
+  app.get(
+    '/healthz',
+    {
+      schema: { tags, summary: 'Liveness: the process answers', response: { 200: Envelope(Type.Object({ status: Type.Literal('ok') })) } },
     },
-  }, async (req) => {
-    const [db, schema, cache, blobs] = await Promise.all([
-      probe('db', platform.db.mode, () => platform.db.ping(), req.log),
-      schemaCheck().catch((err: unknown) => {
-        req.log.warn({ check: 'schema', err }, 'readiness check failed')
-        return { status: 'fail' as const, version, pending: [] as number[] }
-      }),
-      probe('cache', platform.cache.redis ? 'redis' : 'in-process', () => platform.cache.ping(), req.log),
-      // The platform's own store, not a tenant's (storage.forTenant): a customer's store being
-      // away says nothing about whether this replica can serve.
-      probe('blobs', platform.blobs.kind, () => platform.blobs.ping(), req.log),
-    ])
-    const checks = { db, schema, cache, blobs }
-    const failing = Object.entries(checks).filter(([, c]) => c.status === 'fail').map(([name]) => name)
-    if (isDraining()) throw new AppError('SERVICE_UNAVAILABLE', 'Shutting down', { draining: true, checks })
-    if (schema.pending.length) {
-      throw new AppError('SERVICE_UNAVAILABLE', `Not ready: the database lacks migrations ${schema.pending.join(', ')}; run \`migrate\``, { checks })
-    }
-    if (db.status === 'fail' || schema.status === 'fail' || (req.query.strict && failing.length)) {
-      throw new AppError('SERVICE_UNAVAILABLE', `Not ready: ${failing.join(', ')} failing`, { checks })
-    }
-    return ok(req, { status: failing.length ? ('degraded' as const) : ('ready' as const), checks })
-  })
+    async (req) => ok(req, { status: 'ok' as const }),
+  )
 
-  app.get('/metrics', {
-    schema: { tags, summary: 'Prometheus metrics (text exposition format)', produces: ['text/plain'], response: { 200: Type.String() } },
-  }, async (_req, reply) => {
-    reply.type(registry.contentType)
-    return registry.metrics()
-  })
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        tags,
+        summary:
+          'Readiness: the database answers and has every migration this server needs (503 otherwise, or while draining); cache and blob storage are reported, and with ?strict=true also required',
+        querystring: Type.Object({ strict: Type.Boolean({ default: false }) }),
+        response: { 200: Envelope(Readiness), 503: Type.Ref('ErrorEnvelope') },
+      },
+    },
+    async (req) => {
+      const [db, schema, cache, blobs] = await Promise.all([
+        probe('db', platform.db.mode, () => platform.db.ping(), req.log),
+        schemaCheck().catch((err: unknown) => {
+          req.log.warn({ check: 'schema', err }, 'readiness check failed')
+          return { status: 'fail' as const, version, pending: [] as number[] }
+        }),
+        probe('cache', platform.cache.redis ? 'redis' : 'in-process', () => platform.cache.ping(), req.log),
+        // The platform's own store, not a tenant's (storage.forTenant): a customer's store being
+        // away says nothing about whether this replica can serve.
+        probe('blobs', platform.blobs.kind, () => platform.blobs.ping(), req.log),
+      ])
+      const checks = { db, schema, cache, blobs }
+      const failing = Object.entries(checks)
+        .filter(([, c]) => c.status === 'fail')
+        .map(([name]) => name)
+      if (isDraining()) throw new AppError('SERVICE_UNAVAILABLE', 'Shutting down', { draining: true, checks })
+      if (schema.pending.length) {
+        throw new AppError('SERVICE_UNAVAILABLE', `Not ready: the database lacks migrations ${schema.pending.join(', ')}; run \`migrate\``, { checks })
+      }
+      if (db.status === 'fail' || schema.status === 'fail' || (req.query.strict && failing.length)) {
+        throw new AppError('SERVICE_UNAVAILABLE', `Not ready: ${failing.join(', ')} failing`, { checks })
+      }
+      return ok(req, { status: failing.length ? ('degraded' as const) : ('ready' as const), checks })
+    },
+  )
 
-  app.get('/openapi.json', {
-    schema: { tags, summary: 'This API described as OpenAPI 3.1 (a document, so not enveloped)', response: { 200: Type.Object({}, { additionalProperties: true }) } },
-  }, async () => app.swagger())
+  app.get(
+    '/metrics',
+    {
+      schema: { tags, summary: 'Prometheus metrics (text exposition format)', produces: ['text/plain'], response: { 200: Type.String() } },
+    },
+    async (_req, reply) => {
+      reply.type(registry.contentType)
+      return registry.metrics()
+    },
+  )
+
+  app.get(
+    '/openapi.json',
+    {
+      schema: { tags, summary: 'This API described as OpenAPI 3.1 (a document, so not enveloped)', response: { 200: Type.Object({}, { additionalProperties: true }) } },
+    },
+    async () => app.swagger(),
+  )
 }

@@ -36,14 +36,8 @@ const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', descrip
 const Description = Type.String({ maxLength: 10_000 })
 const Language = Type.String({ maxLength: 64 })
 
-const CreateBody = Type.Object(
-  { name: Name, description: Type.Optional(Description), language: Type.Optional(Language) },
-  { additionalProperties: false },
-)
-const PatchBody = Type.Object(
-  { name: Type.Optional(Name), description: Type.Optional(Description), language: Type.Optional(Language) },
-  { additionalProperties: false, minProperties: 1 },
-)
+const CreateBody = Type.Object({ name: Name, description: Type.Optional(Description), language: Type.Optional(Language) }, { additionalProperties: false })
+const PatchBody = Type.Object({ name: Type.Optional(Name), description: Type.Optional(Description), language: Type.Optional(Language) }, { additionalProperties: false, minProperties: 1 })
 const BackupBody = Type.Object(
   {
     includeHistory: Type.Boolean({ default: false, description: 'Add versions.json with the version history' }),
@@ -66,62 +60,119 @@ const read: FastifyContextConfig = { permission: 'projects:read' }
 const write: FastifyContextConfig = { permission: 'projects:write' }
 
 export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsService }> = async (app, { projects }) => {
-  app.get('/projects', {
-    config: read,
-    schema: { tags, summary: 'List projects, newest first', querystring: PageQuery, response: { 200: PageEnvelope(Project), ...apiErrors('FORBIDDEN') } },
-  }, async (req) => {
-    const r = await projects.list(actorOf(req).tenantId, req.query)
-    return page(req, r.items.map(present), r.nextCursor)
-  })
-
-  app.post('/projects', {
-    config: write,
-    schema: { tags, summary: 'Create a project', body: CreateBody, response: { 201: Envelope(Project), ...apiErrors('FORBIDDEN') } },
-  }, async (req, reply) => {
-    reply.code(201)
-    return ok(req, present(await projects.create(actorOf(req), req.body)))
-  })
-
-  app.get('/projects/:id', {
-    config: read,
-    schema: { tags, summary: 'Get a project', params: IdParams, response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => ok(req, present(await projects.get(actorOf(req).tenantId, req.params.id))))
-
-  app.patch('/projects/:id', {
-    config: write,
-    schema: { tags, summary: 'Change some fields of a project (adds a version)', params: IdParams, body: PatchBody, response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => ok(req, present(await projects.update(actorOf(req), req.params.id, req.body))))
-
-  app.delete('/projects/:id', {
-    config: write,
-    schema: {
-      tags, summary: 'Delete a project and its versions (backups stay in storage)', params: IdParams,
-      response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+  app.get(
+    '/projects',
+    {
+      config: read,
+      schema: { tags, summary: 'List projects, newest first', querystring: PageQuery, response: { 200: PageEnvelope(Project), ...apiErrors('FORBIDDEN') } },
     },
-  }, async (req) => {
-    await projects.remove(actorOf(req).tenantId, req.params.id)
-    return ok(req, { id: req.params.id, deleted: true as const })
-  })
+    async (req) => {
+      const r = await projects.list(actorOf(req).tenantId, req.query)
+      return page(req, r.items.map(present), r.nextCursor)
+    },
+  )
 
-  app.get('/projects/:projectId/versions', {
-    config: read,
-    schema: { tags, summary: 'List versions of a project, newest first', params: ProjectIdParams, querystring: PageQuery, response: { 200: PageEnvelope(Version), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => {
-    const r = await projects.versions(actorOf(req).tenantId, req.params.projectId, req.query)
-    return page(req, r.items.map(presentVersion), r.nextCursor)
-  })
+  app.post(
+    '/projects',
+    {
+      config: write,
+      schema: { tags, summary: 'Create a project', body: CreateBody, response: { 201: Envelope(Project), ...apiErrors('FORBIDDEN') } },
+    },
+    async (req, reply) => {
+      reply.code(201)
+      return ok(req, present(await projects.create(actorOf(req), req.body)))
+    },
+  )
 
-  app.post('/projects/:projectId/versions/:versionId/restore', {
-    config: write,
-    schema: { tags, summary: 'Restore a project to a version (recorded as a new version)', params: VersionParams, response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => ok(req, present(await projects.restoreVersion(actorOf(req), req.params.projectId, req.params.versionId))))
+  app.get(
+    '/projects/:id',
+    {
+      config: read,
+      schema: { tags, summary: 'Get a project', params: IdParams, response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+    },
+    async (req) => ok(req, present(await projects.get(actorOf(req).tenantId, req.params.id))),
+  )
 
-  app.post('/projects/:projectId/backup', {
-    // A backup is how a tenant exports its data: it stays open while an expired license makes the API read-only.
-    config: { ...read, readOnlyAllowed: true },
-    schema: { tags, summary: 'Back a project up to a zip and get a download link', params: ProjectIdParams, body: BackupBody, response: { 201: Envelope(Backup), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE') } },
-  }, async (req, reply) => {
-    reply.code(201)
-    return ok(req, await projects.backup(actorOf(req), req.params.projectId, req.body))
-  })
+  app.patch(
+    '/projects/:id',
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Change some fields of a project (adds a version)',
+        params: IdParams,
+        body: PatchBody,
+        response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => ok(req, present(await projects.update(actorOf(req), req.params.id, req.body))),
+  )
+
+  app.delete(
+    '/projects/:id',
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Delete a project and its versions (backups stay in storage)',
+        params: IdParams,
+        response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => {
+      await projects.remove(actorOf(req).tenantId, req.params.id)
+      return ok(req, { id: req.params.id, deleted: true as const })
+    },
+  )
+
+  app.get(
+    '/projects/:projectId/versions',
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: 'List versions of a project, newest first',
+        params: ProjectIdParams,
+        querystring: PageQuery,
+        response: { 200: PageEnvelope(Version), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => {
+      const r = await projects.versions(actorOf(req).tenantId, req.params.projectId, req.query)
+      return page(req, r.items.map(presentVersion), r.nextCursor)
+    },
+  )
+
+  app.post(
+    '/projects/:projectId/versions/:versionId/restore',
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Restore a project to a version (recorded as a new version)',
+        params: VersionParams,
+        response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => ok(req, present(await projects.restoreVersion(actorOf(req), req.params.projectId, req.params.versionId))),
+  )
+
+  app.post(
+    '/projects/:projectId/backup',
+    {
+      // A backup is how a tenant exports its data: it stays open while an expired license makes the API read-only.
+      config: { ...read, readOnlyAllowed: true },
+      schema: {
+        tags,
+        summary: 'Back a project up to a zip and get a download link',
+        params: ProjectIdParams,
+        body: BackupBody,
+        response: { 201: Envelope(Backup), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE') },
+      },
+    },
+    async (req, reply) => {
+      reply.code(201)
+      return ok(req, await projects.backup(actorOf(req), req.params.projectId, req.body))
+    },
+  )
 }

@@ -25,7 +25,10 @@ export const BACKUP_FORMAT_VERSION = 1
 /** Same validity as export links in the specification. */
 export const BACKUP_LINK_SECONDS = 7 * 24 * 3600
 
-export interface PageRequest { limit: number; cursor?: string }
+export interface PageRequest {
+  limit: number
+  cursor?: string
+}
 export type CreateInput = { name: string; description?: string; language?: string }
 export type PatchInput = Partial<ProjectFields>
 
@@ -129,25 +132,28 @@ export function projectsService(deps: { db: Db; storage: Storage; version: strin
         const project = await load(sql, a.tenantId, projectId)
         const backupId = newId()
         const createdAt = new Date(clock())
-        const zip = zipStream([
-          {
-            name: 'manifest.json',
-            data: json({
-              format: BACKUP_FORMAT,
-              formatVersion: BACKUP_FORMAT_VERSION,
-              atriumVersion: deps.version,
-              backupId,
-              createdAt: createdAt.toISOString(),
-              tenantId: a.tenantId,
-              projectId,
-              includes: { history: opts.includeHistory, agents: opts.includeAgents },
-            }),
-          },
-          { name: 'project.json', data: json(project) },
-          ...(opts.includeHistory ? [{ name: 'versions.json', data: jsonArrayStream(store.versionBatches(sql, a.tenantId, projectId)) }] : []),
-          // Agents arrive with the agents module, which adds them here; until then a project has none.
-          ...(opts.includeAgents ? [{ name: 'agents.json', data: json([]) }] : []),
-        ], createdAt)
+        const zip = zipStream(
+          [
+            {
+              name: 'manifest.json',
+              data: json({
+                format: BACKUP_FORMAT,
+                formatVersion: BACKUP_FORMAT_VERSION,
+                atriumVersion: deps.version,
+                backupId,
+                createdAt: createdAt.toISOString(),
+                tenantId: a.tenantId,
+                projectId,
+                includes: { history: opts.includeHistory, agents: opts.includeAgents },
+              }),
+            },
+            { name: 'project.json', data: json(project) },
+            ...(opts.includeHistory ? [{ name: 'versions.json', data: jsonArrayStream(store.versionBatches(sql, a.tenantId, projectId)) }] : []),
+            // Agents arrive with the agents module, which adds them here; until then a project has none.
+            ...(opts.includeAgents ? [{ name: 'agents.json', data: json([]) }] : []),
+          ],
+          createdAt,
+        )
         const blobKey = `tenants/${a.tenantId}/backups/projects/${projectId}/${backupId}.zip`
         try {
           await blobs.put(blobKey, zip.stream, 'application/zip')
@@ -159,12 +165,20 @@ export function projectsService(deps: { db: Db; storage: Storage; version: strin
         const { size, sha256 } = await zip.measured
         const checksum = `sha256:${sha256}`
         await store.insertBackup(sql, {
-          id: backupId, tenantId: a.tenantId, projectId, blobKey, size, checksum,
-          includeHistory: opts.includeHistory, includeAgents: opts.includeAgents, createdAt,
+          id: backupId,
+          tenantId: a.tenantId,
+          projectId,
+          blobKey,
+          size,
+          checksum,
+          includeHistory: opts.includeHistory,
+          includeAgents: opts.includeAgents,
+          createdAt,
         })
         // A backup takes the tenant's data out of the platform: the audit log records who did.
         await auditBy(sql, a, {
-          action: 'project.backup_created', target: { type: 'project', id: projectId },
+          action: 'project.backup_created',
+          target: { type: 'project', id: projectId },
           details: { backupId, size, includeHistory: opts.includeHistory, includeAgents: opts.includeAgents },
         })
         const filename = `project-${projectId}-${createdAt.toISOString().replace(/[:.]/g, '-')}.zip`
@@ -187,7 +201,11 @@ export type ProjectsService = ReturnType<typeof projectsService>
  * What one sweep did: backups removed (object and row), deletes that failed (their rows kept), and
  * tenants whose store was taken as down (their remaining expired backups not tried).
  */
-export interface BackupSweep { removed: number; failed: number; tenantsDeferred: number }
+export interface BackupSweep {
+  removed: number
+  failed: number
+  tenantsDeferred: number
+}
 
 /** Consecutive failed deletes after which a store is taken as down for the rest of a sweep. */
 const STORE_DOWN_AFTER = 3
@@ -212,14 +230,10 @@ const STORE_DOWN_AFTER = 3
  * - Not written to the tenants' audit logs: like the other retention sweeps (audit events, webhook
  *   events) it is a rule of the plan, not someone's act; it is logged.
  */
-export async function sweepExpiredBackups(
-  deps: { db: Db; storage: Storage; log: Pick<Logger, 'info' | 'warn'> },
-  opts: { now?: Date; batchSize?: number } = {},
-): Promise<BackupSweep> {
+export async function sweepExpiredBackups(deps: { db: Db; storage: Storage; log: Pick<Logger, 'info' | 'warn'> }, opts: { now?: Date; batchSize?: number } = {}): Promise<BackupSweep> {
   const now = (opts.now ?? new Date()).getTime()
   const batchSize = opts.batchSize ?? 100
-  const cutoffs = Object.fromEntries(Object.entries(PLAN_TERMS).map(([plan, { limits: l }]) =>
-    [plan, new Date(now - Math.max(l.backupRetentionDays * 86400, BACKUP_LINK_SECONDS) * 1000)]))
+  const cutoffs = Object.fromEntries(Object.entries(PLAN_TERMS).map(([plan, { limits: l }]) => [plan, new Date(now - Math.max(l.backupRetentionDays * 86400, BACKUP_LINK_SECONDS) * 1000)]))
   const stores = new Map<string, Promise<Blobs>>()
   const streaks = new Map<Blobs, number>()
   const skip = { backupIds: [] as string[], tenantIds: [] as string[] }
@@ -272,7 +286,9 @@ const pick = (p: ProjectFields): ProjectFields => ({ name: p.name, description: 
 /** Backup retention every hour on the job runner, and at once on a new installation. */
 export function defineProjectJobs(runner: JobRunner, deps: { db: Db; storage: Storage; log: Logger; now?: Clock }): void {
   runner.define({
-    name: 'projects.backup-retention', pollMs: 60_000, leaseMs: 10 * 60_000,
+    name: 'projects.backup-retention',
+    pollMs: 60_000,
+    leaseMs: 10 * 60_000,
     async handler() {
       const r = await sweepExpiredBackups(deps, { now: new Date((deps.now ?? Date.now)()) })
       if (r.removed || r.failed || r.tenantsDeferred) deps.log.info(r, 'project backups past their retention swept')

@@ -63,10 +63,7 @@ export function deleteProject(sql: TxSql, tenantId: string, id: string) {
     returning id, name, description, language, version, created_at, updated_at`
 }
 
-export async function insertVersion(
-  sql: TxSql,
-  v: { id: string; tenantId: string; project: ProjectRow; change: VersionRow['change']; restoredFrom: number | null },
-): Promise<void> {
+export async function insertVersion(sql: TxSql, v: { id: string; tenantId: string; project: ProjectRow; change: VersionRow['change']; restoredFrom: number | null }): Promise<void> {
   await sql`
     insert into project_versions (id, tenant_id, project_id, version, name, description, language, change, restored_from)
     values (${v.id}, ${v.tenantId}, ${v.project.id}, ${v.project.version}, ${v.project.name}, ${v.project.description},
@@ -108,8 +105,15 @@ export async function getVersion(sql: TxSql, tenantId: string, projectId: string
 export async function insertBackup(
   sql: TxSql,
   b: {
-    id: string; tenantId: string; projectId: string; blobKey: string; size: number; checksum: string
-    includeHistory: boolean; includeAgents: boolean; createdAt: Date
+    id: string
+    tenantId: string
+    projectId: string
+    blobKey: string
+    size: number
+    checksum: string
+    includeHistory: boolean
+    includeAgents: boolean
+    createdAt: Date
   },
 ): Promise<void> {
   await sql`
@@ -117,7 +121,11 @@ export async function insertBackup(
     values (${b.id}, ${b.tenantId}, ${b.projectId}, ${b.blobKey}, ${b.size}, ${b.checksum}, ${b.includeHistory}, ${b.includeAgents}, ${b.createdAt})`
 }
 
-export interface ExpiredBackup { id: string; tenant_id: string; blob_key: string }
+export interface ExpiredBackup {
+  id: string
+  tenant_id: string
+  blob_key: string
+}
 
 /**
  * Across tenants (system transaction): the oldest backups created before the cut-off of their
@@ -125,12 +133,7 @@ export interface ExpiredBackup { id: string; tenant_id: string; blob_key: string
  * (those the sweep has tried already). Every expired backup is older than the latest cut-off: that
  * bound lets the created_at index (migration 0007) pass over the young ones.
  */
-export function expiredBackups(
-  sql: TxSql,
-  cutoffs: Readonly<Record<string, Date>>,
-  skip: { backupIds: string[]; tenantIds: string[] },
-  limit: number,
-): Promise<ExpiredBackup[]> {
+export function expiredBackups(sql: TxSql, cutoffs: Readonly<Record<string, Date>>, skip: { backupIds: string[]; tenantIds: string[] }, limit: number): Promise<ExpiredBackup[]> {
   const plans = Object.entries(cutoffs)
   const latest = new Date(Math.max(...plans.map(([, at]) => at.getTime())))
   return sql<ExpiredBackup[]>`

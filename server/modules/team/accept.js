@@ -3,7 +3,9 @@
 // at once, then POSTs it with the chosen password. The answer sets the HttpOnly session cookie.
 'use strict'
 ;(function () {
-  var $ = function (id) { return document.getElementById(id) }
+  var $ = function (id) {
+    return document.getElementById(id)
+  }
   var MIN_LENGTH = 12
   var token = new URLSearchParams(window.location.hash.replace(/^#/, '')).get('token') || ''
   window.history.replaceState(null, '', window.location.pathname)
@@ -43,20 +45,28 @@
       credentials: 'same-origin',
       headers: { 'content-type': 'application/json', accept: 'application/json' },
       body: JSON.stringify(body),
-    }).then(function (res) {
-      return res.json().catch(function () { return null }).then(function (json) {
-        if (res.ok && json && json.data) {
-          $('accept').hidden = true
-          say('Welcome, ' + json.data.user.email + '. You have joined ' + json.data.tenant.name + ' and are signed in.', 'success')
-          return
-        }
-        var error = json && json.error
+    }).then(
+      function (res) {
+        return res
+          .json()
+          .catch(function () {
+            return null
+          })
+          .then(function (json) {
+            if (res.ok && json && json.data) {
+              $('accept').hidden = true
+              say('Welcome, ' + json.data.user.email + '. You have joined ' + json.data.tenant.name + ' and are signed in.', 'success')
+              return
+            }
+            var error = json && json.error
+            button.disabled = false
+            say((error && REASONS[error.code]) || (error ? error.message : 'Accepting failed (HTTP ' + res.status + ').'), 'error')
+          })
+      },
+      function () {
         button.disabled = false
-        say((error && REASONS[error.code]) || (error ? error.message : 'Accepting failed (HTTP ' + res.status + ').'), 'error')
-      })
-    }, function () {
-      button.disabled = false
-      say('The server could not be reached. Check your connection and try again.', 'error')
-    })
+        say('The server could not be reached. Check your connection and try again.', 'error')
+      },
+    )
   })
 })()

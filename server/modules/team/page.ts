@@ -7,13 +7,21 @@ const HTML = readAsset(import.meta.url, 'accept.html')
 const SCRIPT = readAsset(import.meta.url, 'accept.js')
 
 export const invitationPageRoutes: FastifyPluginAsync = async (app) => {
-  app.get('/invitations/accept', {
-    config: PAGE_ROUTE,
-    schema: { hide: true, summary: 'Invitation page (HTML)' },
-  }, async (_req, reply) => sendPage(reply, 'html', HTML))
+  app.get(
+    '/invitations/accept',
+    {
+      config: PAGE_ROUTE,
+      schema: { hide: true, summary: 'Invitation page (HTML)' },
+    },
+    async (_req, reply) => sendPage(reply, 'html', HTML),
+  )
 
-  app.get('/invitations/accept.js', {
-    config: PAGE_ROUTE,
-    schema: { hide: true, summary: 'Script of the invitation page' },
-  }, async (_req, reply) => sendPage(reply, 'js', SCRIPT))
+  app.get(
+    '/invitations/accept.js',
+    {
+      config: PAGE_ROUTE,
+      schema: { hide: true, summary: 'Script of the invitation page' },
+    },
+    async (_req, reply) => sendPage(reply, 'js', SCRIPT),
+  )
 }

@@ -24,8 +24,13 @@ const Member = Type.Object({
   lastLoginAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
 })
 const present = (m: MemberRow) => ({
-  id: m.id, email: m.email, name: m.name, role: m.role, status: m.status,
-  createdAt: m.created_at.toISOString(), lastLoginAt: m.last_login_at?.toISOString() ?? null,
+  id: m.id,
+  email: m.email,
+  name: m.name,
+  role: m.role,
+  status: m.status,
+  createdAt: m.created_at.toISOString(),
+  lastLoginAt: m.last_login_at?.toISOString() ?? null,
 })
 const Invitation = Type.Object({
   token: Type.String({ description: 'Shown once; the invitee accepts with it' }),
@@ -38,100 +43,130 @@ const UserParams = Type.Object({ userId: Type.String({ format: 'uuid' }) })
 
 const read: FastifyContextConfig = { permission: 'team:read' }
 const manage: FastifyContextConfig = { permission: 'team:manage' }
-const RULES = 'Only an owner may grant, take away or act on the owner role; others act on the roles whose permissions they hold (an API key with * like an admin). Nobody changes themselves, except an owner stepping down while another active owner remains; the last active owner stays. FORBIDDEN (details.reason owner_only, role_not_covered, self) or VALIDATION_ERROR (details.reason last_owner, invited).'
+const RULES =
+  'Only an owner may grant, take away or act on the owner role; others act on the roles whose permissions they hold (an API key with * like an admin). Nobody changes themselves, except an owner stepping down while another active owner remains; the last active owner stays. FORBIDDEN (details.reason owner_only, role_not_covered, self) or VALIDATION_ERROR (details.reason last_owner, invited).'
 
 export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: SignInGuard }> = async (app, { team, guard }) => {
-  app.get('/tenant/team/members', {
-    config: read,
-    schema: { tags, summary: 'List team members in the order they joined', querystring: PageQuery, response: { 200: PageEnvelope(Member), ...apiErrors('FORBIDDEN') } },
-  }, async (req) => {
-    const r = await team.list(actorOf(req).tenantId, req.query)
-    return page(req, r.items.map(present), r.nextCursor)
-  })
-
-  app.get('/tenant/team/members/:userId', {
-    config: read,
-    schema: { tags, summary: 'Get a team member', params: UserParams, response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => ok(req, present(await team.get(actorOf(req).tenantId, req.params.userId))))
-
-  app.post('/tenant/team/members', {
-    config: manage,
-    schema: {
-      tags, summary: 'Invite a member',
-      description: `The member is listed as invited until they accept. The invitation token is shown once and expires after 7 days. ${RULES}`,
-      body: Type.Object(
-        { email: Type.String({ minLength: 3, maxLength: 320 }), role: RoleName, name: Type.Optional(Name) },
-        { additionalProperties: false },
-      ),
-      response: { 201: Invited, ...apiErrors('FORBIDDEN') },
+  app.get(
+    '/tenant/team/members',
+    {
+      config: read,
+      schema: { tags, summary: 'List team members in the order they joined', querystring: PageQuery, response: { 200: PageEnvelope(Member), ...apiErrors('FORBIDDEN') } },
     },
-  }, async (req, reply) => {
-    const r = await team.invite(actorOf(req), req.body)
-    reply.code(201)
-    return ok(req, { member: present(r.member), invitation: r.invitation })
-  })
-
-  app.post('/tenant/team/members/:userId/invitation', {
-    config: manage,
-    schema: {
-      tags, summary: 'Send a member who has not joined a new invitation (earlier ones stop working)', params: UserParams,
-      response: { 201: Invited, ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+    async (req) => {
+      const r = await team.list(actorOf(req).tenantId, req.query)
+      return page(req, r.items.map(present), r.nextCursor)
     },
-  }, async (req, reply) => {
-    const r = await team.resendInvitation(actorOf(req), req.params.userId)
-    reply.code(201)
-    return ok(req, { member: present(r.member), invitation: r.invitation })
-  })
+  )
 
-  app.patch('/tenant/team/members/:userId', {
-    config: manage,
-    schema: {
-      tags, summary: "Change a member's role or status",
-      description: `Ends the member's sessions; disabling also revokes their API keys, a demotion the keys holding more than the new role. ${RULES}`,
-      params: UserParams,
-      body: Type.Object(
-        { role: Type.Optional(RoleName), status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('disabled')])) },
-        { additionalProperties: false, minProperties: 1 },
-      ),
-      response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+  app.get(
+    '/tenant/team/members/:userId',
+    {
+      config: read,
+      schema: { tags, summary: 'Get a team member', params: UserParams, response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
     },
-  }, async (req) => ok(req, present(await team.update(actorOf(req), req.params.userId, req.body))))
+    async (req) => ok(req, present(await team.get(actorOf(req).tenantId, req.params.userId))),
+  )
 
-  app.delete('/tenant/team/members/:userId', {
-    config: manage,
-    schema: {
-      tags, summary: 'Remove a member (an invited one: withdraw the invitation)',
-      description: `Revokes their API keys and sessions, then deletes the account. ${RULES}`,
-      params: UserParams,
-      response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), removed: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
-    },
-  }, async (req) => {
-    await team.remove(actorOf(req), req.params.userId)
-    return ok(req, { id: req.params.userId, removed: true as const })
-  })
-
-  app.post('/auth/invitations/accept', {
-    config: { auth: false, rateLimit: false },
-    schema: {
-      tags: ['auth'], summary: 'Accept an invitation: choose a password and sign in', security: [],
-      description: 'Answers like POST /auth/login (session token, also set as an HttpOnly cookie). 401 when the token is unknown, expired, already used or withdrawn.',
-      body: Type.Object(
-        {
-          token: Type.String({ minLength: 1, maxLength: 200 }),
-          password: Type.String({ minLength: MIN_PASSWORD_LENGTH, maxLength: 1024 }),
-          name: Type.Optional(Name),
-        },
-        { additionalProperties: false },
-      ),
-      response: {
-        200: Envelope(Type.Object({ token: Type.String(), tokenType: Type.Literal('session'), expiresAt: Type.String({ format: 'date-time' }), user: User, tenant: Tenant })),
-        ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED'),
+  app.post(
+    '/tenant/team/members',
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: 'Invite a member',
+        description: `The member is listed as invited until they accept. The invitation token is shown once and expires after 7 days. ${RULES}`,
+        body: Type.Object({ email: Type.String({ minLength: 3, maxLength: 320 }), role: RoleName, name: Type.Optional(Name) }, { additionalProperties: false }),
+        response: { 201: Invited, ...apiErrors('FORBIDDEN') },
       },
     },
-  }, async (req, reply) => {
-    // Failures count against the address (http/signin-guard.ts).
-    const r = await guard(req.ip, { legacy: isLegacyInvitationToken(req.body.token) }, () => team.accept(req.body, originOf(req)))
-    setSessionCookie(req, reply, r.session.token, r.session.expiresAt)
-    return ok(req, { token: r.session.token, tokenType: 'session' as const, expiresAt: r.session.expiresAt.toISOString(), user: r.user, tenant: r.tenant })
-  })
+    async (req, reply) => {
+      const r = await team.invite(actorOf(req), req.body)
+      reply.code(201)
+      return ok(req, { member: present(r.member), invitation: r.invitation })
+    },
+  )
+
+  app.post(
+    '/tenant/team/members/:userId/invitation',
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: 'Send a member who has not joined a new invitation (earlier ones stop working)',
+        params: UserParams,
+        response: { 201: Invited, ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req, reply) => {
+      const r = await team.resendInvitation(actorOf(req), req.params.userId)
+      reply.code(201)
+      return ok(req, { member: present(r.member), invitation: r.invitation })
+    },
+  )
+
+  app.patch(
+    '/tenant/team/members/:userId',
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: "Change a member's role or status",
+        description: `Ends the member's sessions; disabling also revokes their API keys, a demotion the keys holding more than the new role. ${RULES}`,
+        params: UserParams,
+        body: Type.Object({ role: Type.Optional(RoleName), status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('disabled')])) }, { additionalProperties: false, minProperties: 1 }),
+        response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => ok(req, present(await team.update(actorOf(req), req.params.userId, req.body))),
+  )
+
+  app.delete(
+    '/tenant/team/members/:userId',
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: 'Remove a member (an invited one: withdraw the invitation)',
+        description: `Revokes their API keys and sessions, then deletes the account. ${RULES}`,
+        params: UserParams,
+        response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), removed: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => {
+      await team.remove(actorOf(req), req.params.userId)
+      return ok(req, { id: req.params.userId, removed: true as const })
+    },
+  )
+
+  app.post(
+    '/auth/invitations/accept',
+    {
+      config: { auth: false, rateLimit: false },
+      schema: {
+        tags: ['auth'],
+        summary: 'Accept an invitation: choose a password and sign in',
+        security: [],
+        description: 'Answers like POST /auth/login (session token, also set as an HttpOnly cookie). 401 when the token is unknown, expired, already used or withdrawn.',
+        body: Type.Object(
+          {
+            token: Type.String({ minLength: 1, maxLength: 200 }),
+            password: Type.String({ minLength: MIN_PASSWORD_LENGTH, maxLength: 1024 }),
+            name: Type.Optional(Name),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Envelope(Type.Object({ token: Type.String(), tokenType: Type.Literal('session'), expiresAt: Type.String({ format: 'date-time' }), user: User, tenant: Tenant })),
+          ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED'),
+        },
+      },
+    },
+    async (req, reply) => {
+      // Failures count against the address (http/signin-guard.ts).
+      const r = await guard(req.ip, { legacy: isLegacyInvitationToken(req.body.token) }, () => team.accept(req.body, originOf(req)))
+      setSessionCookie(req, reply, r.session.token, r.session.expiresAt)
+      return ok(req, { token: r.session.token, tokenType: 'session' as const, expiresAt: r.session.expiresAt.toISOString(), user: r.user, tenant: r.tenant })
+    },
+  )
 }

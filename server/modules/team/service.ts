@@ -31,9 +31,7 @@ import { findAccount, revokeUserSessions } from '../auth/accounts.js'
 import { EMAIL_RE } from '../../../common/email.js'
 import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
-import {
-  activateInvited, deleteMember, insertUser, listMembers, lockMemberAndOwners, selectMember, updateMember, type MemberRow,
-} from '../users/service.js'
+import { activateInvited, deleteMember, insertUser, listMembers, lockMemberAndOwners, selectMember, updateMember, type MemberRow } from '../users/service.js'
 import { consumeInvitation, deleteOpenInvitations, findInvitation, insertInvitation, revokeUserKeys } from './store.js'
 import { dateClock } from '../../clock.js'
 
@@ -46,12 +44,18 @@ export const isLegacyInvitationToken = (token: string) => token.length === 'ati_
 const hashToken = (token: string) => createHash('sha256').update(token).digest()
 const INVALID_INVITATION = 'The invitation is invalid, expired or already used'
 
-export interface Invitation { token: string; expiresAt: string; acceptUrl: string }
-export interface MemberChange { role?: Role; status?: 'active' | 'disabled' }
+export interface Invitation {
+  token: string
+  expiresAt: string
+  acceptUrl: string
+}
+export interface MemberChange {
+  role?: Role
+  status?: 'active' | 'disabled'
+}
 
 /** Whether the principal has authority over members holding `role` (see the rules above). */
-export const mayHandle = (p: Principal, role: Role): boolean =>
-  role === 'owner' ? p.kind === 'user' && p.role === 'owner' : covers(p.permissions, ROLE_PERMISSIONS[role])
+export const mayHandle = (p: Principal, role: Role): boolean => (role === 'owner' ? p.kind === 'user' && p.role === 'owner' : covers(p.permissions, ROLE_PERMISSIONS[role]))
 
 /** Refuses a principal without authority over `role`, to grant it or to manage a member holding it. */
 function assertMayHandle(p: Principal, role: Role, doing: 'grant' | 'manage'): void {
@@ -62,8 +66,7 @@ function assertMayHandle(p: Principal, role: Role, doing: 'grant' | 'manage'): v
     : forbidden(`This credential lacks the permissions of the ${role} role, so it may not ${what}`, { reason: 'role_not_covered', role })
 }
 
-const refusedChange = (reason: string, field: string, message: string) =>
-  new AppError('VALIDATION_ERROR', message, { reason, errors: [{ field, message }] })
+const refusedChange = (reason: string, field: string, message: string) => new AppError('VALIDATION_ERROR', message, { reason, errors: [{ field, message }] })
 
 export function teamService(deps: {
   db: Db
@@ -172,13 +175,14 @@ export function teamService(deps: {
         const member = await updateMember(sql, a.tenantId, userId, { role, status })
         const sessions = await revokeUserSessions(sql, userId, at)
         const disabling = status === 'disabled' && target.status !== 'disabled'
-        const keys = disabling
-          ? await revokeUserKeys(sql, a.tenantId, userId, at)
-          : role !== target.role ? await revokeUserKeys(sql, a.tenantId, userId, at, ROLE_PERMISSIONS[role]) : []
+        const keys = disabling ? await revokeUserKeys(sql, a.tenantId, userId, at) : role !== target.role ? await revokeUserKeys(sql, a.tenantId, userId, at, ROLE_PERMISSIONS[role]) : []
         const revoked = { sessionsRevoked: sessions.length, apiKeysRevoked: keys }
-        const event = (action: string, details: Record<string, unknown>) => auditBy(sql, a, {
-          action, target: { type: 'user', id: userId }, details: { email: target.email, ...details, ...revoked },
-        })
+        const event = (action: string, details: Record<string, unknown>) =>
+          auditBy(sql, a, {
+            action,
+            target: { type: 'user', id: userId },
+            details: { email: target.email, ...details, ...revoked },
+          })
         if (role !== target.role) await event('team.member_role_changed', { from: target.role, to: role })
         if (status !== target.status) await event(disabling ? 'team.member_disabled' : 'team.member_enabled', { role })
         return { member, changed: true }
@@ -203,7 +207,8 @@ export function teamService(deps: {
         const sessions = await revokeUserSessions(sql, userId, at)
         await deleteMember(sql, a.tenantId, userId)
         await auditBy(sql, a, {
-          action: 'team.member_removed', target: { type: 'user', id: userId },
+          action: 'team.member_removed',
+          target: { type: 'user', id: userId },
           details: { email: target.email, role: target.role, status: target.status, sessionsRevoked: sessions.length, apiKeysRevoked: keys },
         })
       })
@@ -231,8 +236,12 @@ export function teamService(deps: {
         await emitUserCreated(sql, inv.tenant_id, inv.user_id, 'invitation')
         const session = await auth.startSession(sql, { tenantId: inv.tenant_id, userId: inv.user_id, method: 'invitation', origin })
         await audit(sql, {
-          tenantId: inv.tenant_id, actor: { type: 'user', id: inv.user_id }, action: 'auth.invitation_accepted',
-          target: { type: 'user', id: inv.user_id }, origin, details: { invitationId: inv.id, sessionId: session.sessionId },
+          tenantId: inv.tenant_id,
+          actor: { type: 'user', id: inv.user_id },
+          action: 'auth.invitation_accepted',
+          target: { type: 'user', id: inv.user_id },
+          origin,
+          details: { invitationId: inv.id, sessionId: session.sessionId },
         })
         const account = await findAccount(sql, inv.user_id)
         return { ...accountOf(account!), session }

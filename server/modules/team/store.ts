@@ -1,7 +1,15 @@
 // Invitation SQL, and the API-key revocation that team changes need.
 import type { TxSql } from '../../platform/db.js'
 
-export interface NewInvitation { id: string; tenantId: string; userId: string; tokenHash: Buffer; invitedBy: string | null; createdAt: Date; expiresAt: Date }
+export interface NewInvitation {
+  id: string
+  tenantId: string
+  userId: string
+  tokenHash: Buffer
+  invitedBy: string | null
+  createdAt: Date
+  expiresAt: Date
+}
 
 export async function insertInvitation(sql: TxSql, i: NewInvitation): Promise<void> {
   await sql`

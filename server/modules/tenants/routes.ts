@@ -26,10 +26,7 @@ function gateSchema(key: string): TSchema {
   if (!kinds.length) return Type.Unknown() // a structured gate: passed through as it is
   return kinds.length === 1 ? kinds[0]! : Type.Union(kinds)
 }
-const Limits = Type.Object(
-  Object.fromEntries(Object.keys(PLAN_TERMS.free.limits).map((k) => [k, gateSchema(k)])),
-  { description: "The gates of the tenant's plan (null: unlimited)" },
-)
+const Limits = Type.Object(Object.fromEntries(Object.keys(PLAN_TERMS.free.limits).map((k) => [k, gateSchema(k)])), { description: "The gates of the tenant's plan (null: unlimited)" })
 
 const Tenant = Type.Object({
   id: Type.String({ format: 'uuid' }),
@@ -42,13 +39,17 @@ const Tenant = Type.Object({
   limits: Limits,
 })
 const presentTenant = (t: TenantRow & { limits: PlanLimits }) => ({
-  id: t.id, tenantId: t.id, name: t.name, plan: t.plan, status: t.status,
-  createdAt: t.created_at.toISOString(), updatedAt: t.updated_at.toISOString(), limits: t.limits as unknown as Record<string, unknown>,
+  id: t.id,
+  tenantId: t.id,
+  name: t.name,
+  plan: t.plan,
+  status: t.status,
+  createdAt: t.created_at.toISOString(),
+  updatedAt: t.updated_at.toISOString(),
+  limits: t.limits as unknown as Record<string, unknown>,
 })
 
-const Provider = Type.Union([
-  Type.Literal('openai'), Type.Literal('azure-openai'), Type.Literal('vllm'), Type.Literal('ollama'), Type.Literal('openai-compatible'),
-])
+const Provider = Type.Union([Type.Literal('openai'), Type.Literal('azure-openai'), Type.Literal('vllm'), Type.Literal('ollama'), Type.Literal('openai-compatible')])
 const Temperature = Type.Number({ minimum: 0, maximum: 2 })
 const MaxTokens = Type.Integer({ minimum: 1, maximum: 1_000_000 })
 const LlmSettings = Type.Object({
@@ -59,30 +60,41 @@ const LlmSettings = Type.Object({
     temperature: Type.Union([Temperature, Type.Null()], { description: 'null: the model default' }),
     maxTokens: Type.Union([MaxTokens, Type.Null()], { description: 'null: the model default' }),
   }),
-  apiKey: Type.Object({
-    configured: Type.Boolean(),
-    lastFour: Type.Union([Type.String(), Type.Null()], { description: 'Last four characters of the key; null when none is set or the key is shorter than 12 characters' }),
-  }, { description: 'The key itself is write-only and never returned' }),
+  apiKey: Type.Object(
+    {
+      configured: Type.Boolean(),
+      lastFour: Type.Union([Type.String(), Type.Null()], { description: 'Last four characters of the key; null when none is set or the key is shorter than 12 characters' }),
+    },
+    { description: 'The key itself is write-only and never returned' },
+  ),
   updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'null: never changed' }),
   updatedBy: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], { description: 'User who made the last change (for an API key: the user it belongs to, if any)' }),
 })
 const LlmPatch = Type.Object(
   {
     provider: Type.Optional(Provider),
-    baseUrl: Type.Optional(Type.Union([
-      Type.String({ minLength: 1, maxLength: 2048, description: 'http or https URL of the OpenAI-compatible API, without credentials, on a host the outbound policy lets the server reach (loopback and private addresses only inside OUTBOUND_ALLOWED_NETWORKS, metadata and link-local never)' }),
-      Type.Null(),
-    ])),
+    baseUrl: Type.Optional(
+      Type.Union([
+        Type.String({
+          minLength: 1,
+          maxLength: 2048,
+          description:
+            'http or https URL of the OpenAI-compatible API, without credentials, on a host the outbound policy lets the server reach (loopback and private addresses only inside OUTBOUND_ALLOWED_NETWORKS, metadata and link-local never)',
+        }),
+        Type.Null(),
+      ]),
+    ),
     model: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }), Type.Null()])),
-    defaults: Type.Optional(Type.Object(
-      { temperature: Type.Optional(Type.Union([Temperature, Type.Null()])), maxTokens: Type.Optional(Type.Union([MaxTokens, Type.Null()])) },
-      { additionalProperties: false },
-    )),
-    apiKey: Type.Optional(Type.Union([
-      // Printable ASCII without inner spaces: the key travels in an HTTP header.
-      Type.String({ minLength: 1, maxLength: 500, pattern: '^\\s*[!-~]+\\s*$', description: 'Write-only; stored encrypted. null removes it' }),
-      Type.Null(),
-    ])),
+    defaults: Type.Optional(
+      Type.Object({ temperature: Type.Optional(Type.Union([Temperature, Type.Null()])), maxTokens: Type.Optional(Type.Union([MaxTokens, Type.Null()])) }, { additionalProperties: false }),
+    ),
+    apiKey: Type.Optional(
+      Type.Union([
+        // Printable ASCII without inner spaces: the key travels in an HTTP header.
+        Type.String({ minLength: 1, maxLength: 500, pattern: '^\\s*[!-~]+\\s*$', description: 'Write-only; stored encrypted. null removes it' }),
+        Type.Null(),
+      ]),
+    ),
   },
   { additionalProperties: false, minProperties: 1 },
 )
@@ -96,31 +108,49 @@ function ownTenant(req: FastifyRequest) {
 export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; llm: LlmSettingsService }> = async (app, { tenants, llm }) => {
   app.addHook('onClose', async () => llm.close())
 
-  app.get('/tenant', {
-    schema: { tags, summary: 'The tenant of the credential, with the limits of its plan', response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') } },
-  }, async (req) => ok(req, presentTenant(await tenants.get(ownTenant(req).tenantId))))
-
-  app.patch('/tenant', {
-    config: { permission: 'settings:write' },
-    schema: {
-      tags, summary: 'Rename the tenant',
-      body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Surrounding spaces are trimmed' }) }, { additionalProperties: false }),
-      response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') },
+  app.get(
+    '/tenant',
+    {
+      schema: { tags, summary: 'The tenant of the credential, with the limits of its plan', response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') } },
     },
-  }, async (req) => ok(req, presentTenant(await tenants.rename(actorOf(req), req.body.name))))
+    async (req) => ok(req, presentTenant(await tenants.get(ownTenant(req).tenantId))),
+  )
 
-  app.get('/tenant/settings/llm', {
-    config: { permission: 'settings:read' },
-    schema: { tags, summary: 'LLM settings (the API key only as configured and its last four)', response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') } },
-  }, async (req) => ok(req, await llm.get(actorOf(req).tenantId)))
-
-  app.patch('/tenant/settings/llm', {
-    config: { permission: 'settings:write' },
-    schema: {
-      tags, summary: 'Change some LLM settings',
-      description: 'Only the fields sent change; null resets a field to its default. apiKey is write-only: it is stored encrypted and never returned.',
-      body: LlmPatch,
-      response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') },
+  app.patch(
+    '/tenant',
+    {
+      config: { permission: 'settings:write' },
+      schema: {
+        tags,
+        summary: 'Rename the tenant',
+        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Surrounding spaces are trimmed' }) }, { additionalProperties: false }),
+        response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') },
+      },
     },
-  }, async (req) => ok(req, await llm.update(actorOf(req), req.body)))
+    async (req) => ok(req, presentTenant(await tenants.rename(actorOf(req), req.body.name))),
+  )
+
+  app.get(
+    '/tenant/settings/llm',
+    {
+      config: { permission: 'settings:read' },
+      schema: { tags, summary: 'LLM settings (the API key only as configured and its last four)', response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') } },
+    },
+    async (req) => ok(req, await llm.get(actorOf(req).tenantId)),
+  )
+
+  app.patch(
+    '/tenant/settings/llm',
+    {
+      config: { permission: 'settings:write' },
+      schema: {
+        tags,
+        summary: 'Change some LLM settings',
+        description: 'Only the fields sent change; null resets a field to its default. apiKey is write-only: it is stored encrypted and never returned.',
+        body: LlmPatch,
+        response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') },
+      },
+    },
+    async (req) => ok(req, await llm.update(actorOf(req), req.body)),
+  )
 }

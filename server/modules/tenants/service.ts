@@ -17,8 +17,17 @@ import { hashPassword } from '../users/passwords.js'
 import { insertUser } from '../users/service.js'
 import { countTenantsForCreation, insertTenant, renameTenant, selectTenant, type TenantRow } from './store.js'
 
-export interface CreateTenantInput { name: string; plan?: string; email?: string; password?: string }
-export interface CreatedTenant { tenantId: string; userId: string; apiKey: string }
+export interface CreateTenantInput {
+  name: string
+  plan?: string
+  email?: string
+  password?: string
+}
+export interface CreatedTenant {
+  tenantId: string
+  userId: string
+  apiKey: string
+}
 
 export const MIN_PASSWORD_LENGTH = 12
 
@@ -78,7 +87,9 @@ export function tenantsService(deps: { db: Db }) {
         if (next === current.name) return tenantView(current)
         const row = (await renameTenant(sql, a.tenantId, next))!
         await auditBy(sql, a, {
-          action: 'tenant.updated', target: { type: 'tenant', id: a.tenantId }, details: { fields: ['name'], from: current.name, to: next },
+          action: 'tenant.updated',
+          target: { type: 'tenant', id: a.tenantId },
+          details: { fields: ['name'], from: current.name, to: next },
         })
         return tenantView(row)
       }),

@@ -59,7 +59,13 @@ export interface LlmConnection {
 
 // The column defaults of tenant_llm_settings: what a tenant has before its first change.
 const DEFAULTS: LlmSettingsFields = {
-  provider: 'openai-compatible', base_url: '', model: '', temperature: null, max_tokens: null, api_key_sealed: null, api_key_last_four: null,
+  provider: 'openai-compatible',
+  base_url: '',
+  model: '',
+  temperature: null,
+  max_tokens: null,
+  api_key_sealed: null,
+  api_key_last_four: null,
 }
 
 /** The associated data that binds a sealed key to its tenant's row. */
@@ -113,8 +119,7 @@ export function llmSettingsService(deps: {
 }) {
   const { db, secrets, policy } = deps
   const now = dateClock(deps.now)
-  const read = async (tenantId: string): Promise<LlmSettingsRow | null> =>
-    (await db.tenantRead(tenantId, (sql) => selectLlmSettings(sql, tenantId)))[0] ?? null
+  const read = async (tenantId: string): Promise<LlmSettingsRow | null> => (await db.tenantRead(tenantId, (sql) => selectLlmSettings(sql, tenantId)))[0] ?? null
   const guarded = outboundFetch(policy, { timeoutMs: LLM_CALL_TIMEOUT_MS, maxResponseBytes: LLM_MAX_RESPONSE_BYTES })
 
   /** An http(s) URL without credentials (they belong in apiKey, which is sealed) to a host the server may call. */

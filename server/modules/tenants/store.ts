@@ -56,8 +56,7 @@ export interface LlmSettingsRow {
   updated_by: string | null
 }
 
-const LLM_COLUMNS = (sql: TxSql) =>
-  sql`provider, base_url, model, temperature, max_tokens, api_key_sealed, api_key_last_four, updated_at, updated_by`
+const LLM_COLUMNS = (sql: TxSql) => sql`provider, base_url, model, temperature, max_tokens, api_key_sealed, api_key_last_four, updated_at, updated_by`
 
 export function selectLlmSettings(sql: TxSql, tenantId: string, opts: { lock?: boolean } = {}) {
   return sql<LlmSettingsRow[]>`

@@ -13,18 +13,25 @@ export function workerMetrics(registry: Registry, read: { inFlight: () => number
   const fresh = (name: string) => registry.removeSingleMetric(name)
   fresh('atrium_webhook_attempts_total')
   const attempts = new Counter({
-    name: 'atrium_webhook_attempts_total', help: 'Webhook delivery attempts made by this replica, by outcome (succeeded, retrying, failed)',
-    labelNames: ['outcome'] as const, registers: [registry],
+    name: 'atrium_webhook_attempts_total',
+    help: 'Webhook delivery attempts made by this replica, by outcome (succeeded, retrying, failed)',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
   })
   fresh('atrium_webhook_attempts_in_flight')
   new Gauge({
-    name: 'atrium_webhook_attempts_in_flight', help: 'Webhook delivery attempts this replica has in flight', registers: [registry],
-    collect() { this.set(read.inFlight()) },
+    name: 'atrium_webhook_attempts_in_flight',
+    help: 'Webhook delivery attempts this replica has in flight',
+    registers: [registry],
+    collect() {
+      this.set(read.inFlight())
+    },
   })
   fresh('atrium_webhook_oldest_due_seconds')
   let last = 0
   new Gauge({
-    name: 'atrium_webhook_oldest_due_seconds', help: 'How long the oldest due webhook delivery that no replica is attempting has waited (0: none waits)',
+    name: 'atrium_webhook_oldest_due_seconds',
+    help: 'How long the oldest due webhook delivery that no replica is attempting has waited (0: none waits)',
     registers: [registry],
     async collect() {
       // The database away: the last value stands (the scrape still answers).

@@ -33,10 +33,13 @@ const Webhook = Type.Object({
   ]),
   failingSince: Type.Union([Timestamp, Type.Null()], { description: 'Start of the current run of failed attempts; 5 days of it disable the endpoint' }),
   lastSuccessAt: MaybeTimestamp,
-  secret: Type.Object({
-    rotatedAt: MaybeTimestamp,
-    previousValidUntil: Type.Union([Timestamp, Type.Null()], { description: 'Until then deliveries are signed with the previous secret too' }),
-  }, { description: 'The secret itself is never returned' }),
+  secret: Type.Object(
+    {
+      rotatedAt: MaybeTimestamp,
+      previousValidUntil: Type.Union([Timestamp, Type.Null()], { description: 'Until then deliveries are signed with the previous secret too' }),
+    },
+    { description: 'The secret itself is never returned' },
+  ),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 })
@@ -113,18 +116,16 @@ const presentDelivery = (d: DeliveryRow, attempts: readonly AttemptRow[]) => ({
 
 const Url = Type.String({ minLength: 1, maxLength: MAX_URL_LENGTH, description: 'https (http only when WEBHOOK_ALLOW_HTTP=true); judged by the outbound policy' })
 const Secret = Type.String({
-  minLength: MIN_SECRET_LENGTH, maxLength: MAX_SECRET_LENGTH, pattern: SECRET_PATTERN,
+  minLength: MIN_SECRET_LENGTH,
+  maxLength: MAX_SECRET_LENGTH,
+  pattern: SECRET_PATTERN,
   description: `At least ${MIN_SECRET_LENGTH} printable ASCII characters, no spaces. A ${SECRET_PREFIX}<base64> secret (Standard Webhooks form) signs with the decoded bytes; any other with its own bytes`,
 })
 const Description = Type.String({ maxLength: 500 })
-const EventList = (kinds: readonly string[]) =>
-  Type.Array(Type.String({ enum: [...kinds] }), { minItems: 1, maxItems: kinds.length * 2, description: `Any of ${kinds.join(', ')}` })
+const EventList = (kinds: readonly string[]) => Type.Array(Type.String({ enum: [...kinds] }), { minItems: 1, maxItems: kinds.length * 2, description: `Any of ${kinds.join(', ')}` })
 
 const DeliveryParams = Type.Object({ id: Type.String({ format: 'uuid' }), deliveryId: Type.String({ format: 'uuid' }) })
-const DeliveriesQuery = Type.Object(
-  { ...PageQuery.properties, status: Type.Optional(Type.String({ enum: ['pending', 'succeeded', 'failed'] })) },
-  { additionalProperties: false },
-)
+const DeliveriesQuery = Type.Object({ ...PageQuery.properties, status: Type.Optional(Type.String({ enum: ['pending', 'succeeded', 'failed'] })) }, { additionalProperties: false })
 
 export interface WebhookRoutesOptions {
   webhooks: WebhooksService
@@ -145,124 +146,191 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
   const actor = (req: FastifyRequest) => actorOf(req, { platform })
   const owner = (req: FastifyRequest) => actor(req).tenantId
 
-  app.post(base, {
-    config: manage,
-    schema: {
-      tags, summary: `Register a webhook ${whose}`,
-      body: Type.Object({ url: Url, events: EventList(kinds), secret: Secret, description: Type.Optional(Description) }, { additionalProperties: false }),
-      response: { 201: Envelope(Webhook), ...apiErrors('FORBIDDEN') },
-    },
-  }, async (req, reply) => {
-    reply.code(201)
-    return ok(req, present(await webhooks.create(actor(req), { ...req.body, events: req.body.events as EventType[] })))
-  })
-
-  app.get(base, {
-    config: read,
-    schema: { tags, summary: `List webhook ${platform ? 'platform endpoints' : 'endpoints'}, newest first`, querystring: PageQuery, response: { 200: PageEnvelope(Webhook), ...apiErrors('FORBIDDEN') } },
-  }, async (req) => {
-    const r = await webhooks.list(owner(req), req.query)
-    return page(req, r.items.map(present), r.nextCursor)
-  })
-
-  app.get(`${base}/:id`, {
-    config: read,
-    schema: { tags, summary: `Get a webhook ${whose}`, params: IdParams, response: { 200: Envelope(Webhook), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => ok(req, present(await webhooks.get(owner(req), req.params.id))))
-
-  app.patch(`${base}/:id`, {
-    config: manage,
-    schema: {
-      tags, summary: `Change a webhook ${whose}; enabled: true turns a disabled one back on`, params: IdParams,
-      body: Type.Object(
-        { url: Type.Optional(Url), events: Type.Optional(EventList(kinds)), description: Type.Optional(Description), enabled: Type.Optional(Type.Boolean()) },
-        { additionalProperties: false, minProperties: 1 },
-      ),
-      response: { 200: Envelope(Webhook), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
-    },
-  }, async (req) => {
-    const { events, ...rest } = req.body
-    return ok(req, present(await webhooks.update(actor(req), req.params.id, { ...rest, ...(events ? { events: events as EventType[] } : {}) })))
-  })
-
-  app.delete(`${base}/:id`, {
-    config: manage,
-    schema: {
-      tags, summary: `Delete a webhook ${whose} and its delivery history`, params: IdParams,
-      response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
-    },
-  }, async (req) => {
-    await webhooks.remove(actor(req), req.params.id)
-    return ok(req, { id: req.params.id, deleted: true as const })
-  })
-
-  app.post(`${base}/:id/rotate-secret`, {
-    config: manage,
-    schema: {
-      tags, summary: 'Replace the signing secret; the previous one keeps signing during the overlap', params: IdParams,
-      body: Type.Object(
-        {
-          secret: Type.Optional(Secret),
-          overlapSeconds: Type.Integer({
-            minimum: 0, maximum: MAX_OVERLAP_SECONDS, default: DEFAULT_OVERLAP_SECONDS,
-            description: 'How long deliveries carry a signature under the previous secret as well (0: stop at once)',
-          }),
-        },
-        { additionalProperties: false },
-      ),
-      response: {
-        200: Envelope(Type.Object({
-          webhook: Webhook,
-          secret: Type.Union([Type.String(), Type.Null()], { description: 'The generated secret, shown this once; null when you sent one' }),
-        })),
-        ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
+  app.post(
+    base,
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: `Register a webhook ${whose}`,
+        body: Type.Object({ url: Url, events: EventList(kinds), secret: Secret, description: Type.Optional(Description) }, { additionalProperties: false }),
+        response: { 201: Envelope(Webhook), ...apiErrors('FORBIDDEN') },
       },
     },
-  }, async (req) => {
-    const r = await webhooks.rotateSecret(actor(req), req.params.id, req.body)
-    return ok(req, { webhook: present(r.webhook), secret: r.secret })
-  })
-
-  app.post(`${base}/:id/test`, {
-    config: manage,
-    schema: {
-      tags, summary: `Send a ${TEST_EVENT_TYPE} event to this endpoint only`, params: IdParams,
-      response: { 202: Envelope(Delivery), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+    async (req, reply) => {
+      reply.code(201)
+      return ok(req, present(await webhooks.create(actor(req), { ...req.body, events: req.body.events as EventType[] })))
     },
-  }, async (req, reply) => {
-    reply.code(202)
-    return ok(req, presentDelivery(await webhooks.sendTest(actor(req), req.params.id), []))
-  })
+  )
 
-  app.get(`${base}/:id/deliveries`, {
-    config: read,
-    schema: {
-      tags, summary: 'List deliveries to this endpoint, newest first, with every attempt', params: IdParams, querystring: DeliveriesQuery,
-      response: { 200: PageEnvelope(Delivery), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+  app.get(
+    base,
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: `List webhook ${platform ? 'platform endpoints' : 'endpoints'}, newest first`,
+        querystring: PageQuery,
+        response: { 200: PageEnvelope(Webhook), ...apiErrors('FORBIDDEN') },
+      },
     },
-  }, async (req) => {
-    const q = req.query
-    const r = await webhooks.deliveries(owner(req), req.params.id, { limit: q.limit, ...(q.cursor ? { cursor: q.cursor } : {}), ...(q.status ? { status: q.status as DeliveryRow['status'] } : {}) })
-    return page(req, r.items.map((d) => presentDelivery(d, r.attempts)), r.nextCursor)
-  })
-
-  app.get(`${base}/:id/deliveries/:deliveryId`, {
-    config: read,
-    schema: { tags, summary: 'Get a delivery with every attempt', params: DeliveryParams, response: { 200: Envelope(Delivery), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
-  }, async (req) => {
-    const r = await webhooks.delivery(owner(req), req.params.id, req.params.deliveryId)
-    return ok(req, presentDelivery(r.delivery, r.attempts))
-  })
-
-  app.post(`${base}/:id/deliveries/:deliveryId/retry`, {
-    config: manage,
-    schema: {
-      tags, summary: 'Attempt a finished delivery once more, now (same event, same webhook-id)', params: DeliveryParams,
-      response: { 202: Envelope(Delivery), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+    async (req) => {
+      const r = await webhooks.list(owner(req), req.query)
+      return page(req, r.items.map(present), r.nextCursor)
     },
-  }, async (req, reply) => {
-    reply.code(202)
-    const r = await webhooks.retryDelivery(actor(req), req.params.id, req.params.deliveryId)
-    return ok(req, presentDelivery(r.delivery, r.attempts))
-  })
+  )
+
+  app.get(
+    `${base}/:id`,
+    {
+      config: read,
+      schema: { tags, summary: `Get a webhook ${whose}`, params: IdParams, response: { 200: Envelope(Webhook), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+    },
+    async (req) => ok(req, present(await webhooks.get(owner(req), req.params.id))),
+  )
+
+  app.patch(
+    `${base}/:id`,
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: `Change a webhook ${whose}; enabled: true turns a disabled one back on`,
+        params: IdParams,
+        body: Type.Object(
+          { url: Type.Optional(Url), events: Type.Optional(EventList(kinds)), description: Type.Optional(Description), enabled: Type.Optional(Type.Boolean()) },
+          { additionalProperties: false, minProperties: 1 },
+        ),
+        response: { 200: Envelope(Webhook), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => {
+      const { events, ...rest } = req.body
+      return ok(req, present(await webhooks.update(actor(req), req.params.id, { ...rest, ...(events ? { events: events as EventType[] } : {}) })))
+    },
+  )
+
+  app.delete(
+    `${base}/:id`,
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: `Delete a webhook ${whose} and its delivery history`,
+        params: IdParams,
+        response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => {
+      await webhooks.remove(actor(req), req.params.id)
+      return ok(req, { id: req.params.id, deleted: true as const })
+    },
+  )
+
+  app.post(
+    `${base}/:id/rotate-secret`,
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: 'Replace the signing secret; the previous one keeps signing during the overlap',
+        params: IdParams,
+        body: Type.Object(
+          {
+            secret: Type.Optional(Secret),
+            overlapSeconds: Type.Integer({
+              minimum: 0,
+              maximum: MAX_OVERLAP_SECONDS,
+              default: DEFAULT_OVERLAP_SECONDS,
+              description: 'How long deliveries carry a signature under the previous secret as well (0: stop at once)',
+            }),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Envelope(
+            Type.Object({
+              webhook: Webhook,
+              secret: Type.Union([Type.String(), Type.Null()], { description: 'The generated secret, shown this once; null when you sent one' }),
+            }),
+          ),
+          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
+        },
+      },
+    },
+    async (req) => {
+      const r = await webhooks.rotateSecret(actor(req), req.params.id, req.body)
+      return ok(req, { webhook: present(r.webhook), secret: r.secret })
+    },
+  )
+
+  app.post(
+    `${base}/:id/test`,
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: `Send a ${TEST_EVENT_TYPE} event to this endpoint only`,
+        params: IdParams,
+        response: { 202: Envelope(Delivery), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req, reply) => {
+      reply.code(202)
+      return ok(req, presentDelivery(await webhooks.sendTest(actor(req), req.params.id), []))
+    },
+  )
+
+  app.get(
+    `${base}/:id/deliveries`,
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: 'List deliveries to this endpoint, newest first, with every attempt',
+        params: IdParams,
+        querystring: DeliveriesQuery,
+        response: { 200: PageEnvelope(Delivery), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => {
+      const q = req.query
+      const r = await webhooks.deliveries(owner(req), req.params.id, { limit: q.limit, ...(q.cursor ? { cursor: q.cursor } : {}), ...(q.status ? { status: q.status as DeliveryRow['status'] } : {}) })
+      return page(
+        req,
+        r.items.map((d) => presentDelivery(d, r.attempts)),
+        r.nextCursor,
+      )
+    },
+  )
+
+  app.get(
+    `${base}/:id/deliveries/:deliveryId`,
+    {
+      config: read,
+      schema: { tags, summary: 'Get a delivery with every attempt', params: DeliveryParams, response: { 200: Envelope(Delivery), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+    },
+    async (req) => {
+      const r = await webhooks.delivery(owner(req), req.params.id, req.params.deliveryId)
+      return ok(req, presentDelivery(r.delivery, r.attempts))
+    },
+  )
+
+  app.post(
+    `${base}/:id/deliveries/:deliveryId/retry`,
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: 'Attempt a finished delivery once more, now (same event, same webhook-id)',
+        params: DeliveryParams,
+        response: { 202: Envelope(Delivery), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req, reply) => {
+      reply.code(202)
+      const r = await webhooks.retryDelivery(actor(req), req.params.id, req.params.deliveryId)
+      return ok(req, presentDelivery(r.delivery, r.attempts))
+    },
+  )
 }

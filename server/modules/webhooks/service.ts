@@ -26,11 +26,20 @@ export const MAX_URL_LENGTH = 2048
 /** Events a tenant's own endpoint can hear: a tenant exists before any of its endpoints. */
 export const TENANT_EVENT_TYPES = EVENT_TYPES.filter((e) => e !== 'tenant.created')
 
-export interface CreateInput { url: string; events: EventType[]; secret: string; description?: string }
-export interface PatchInput { url?: string; events?: EventType[]; description?: string; enabled?: boolean }
+export interface CreateInput {
+  url: string
+  events: EventType[]
+  secret: string
+  description?: string
+}
+export interface PatchInput {
+  url?: string
+  events?: EventType[]
+  description?: string
+  enabled?: boolean
+}
 
-export const secretContext = (owner: Owner, webhookId: string, field: 'secret' | 'previous_secret'): SecretContext =>
-  ({ tenantId: owner ?? 'platform', table: 'webhooks', rowId: webhookId, field })
+export const secretContext = (owner: Owner, webhookId: string, field: 'secret' | 'previous_secret'): SecretContext => ({ tenantId: owner ?? 'platform', table: 'webhooks', rowId: webhookId, field })
 
 export function webhooksService(deps: {
   db: Db
@@ -95,7 +104,9 @@ export function webhooksService(deps: {
     const count = await store.countWebhooksForCreation(sql, tenantId)
     if (count >= limit) {
       throw forbidden(`The ${plan} plan allows ${limit} webhook endpoint${limit === 1 ? '' : 's'} and this tenant has ${count}: delete one, or move to a larger plan`, {
-        reason: 'plan_limit', limit, plan,
+        reason: 'plan_limit',
+        limit,
+        plan,
       })
     }
   }
@@ -110,7 +121,11 @@ export function webhooksService(deps: {
         // The platform's own endpoints are the operator's to size; a tenant's take its plan's share.
         if (a.tenantId !== null) await checkRoom(sql, a.tenantId, planOf(a.principal))
         const row = await store.insertWebhook(sql, {
-          id, owner: a.tenantId, url, events, description: input.description?.trim() ?? '',
+          id,
+          owner: a.tenantId,
+          url,
+          events,
+          description: input.description?.trim() ?? '',
           secretSealed: secrets.encrypt(input.secret, secretContext(a.tenantId, id, 'secret')),
         })
         await record(sql, a, 'webhook.created', id, { url, events })
@@ -140,9 +155,9 @@ export function webhooksService(deps: {
           events: events ?? current.events,
           status: enabled ? 'enabled' : 'disabled',
           // Enabling starts afresh: the old run of failures no longer counts towards disabling it.
-          disabledReason: enabled ? null : current.disabled_reason ?? 'manual',
-          disabledMessage: enabled ? null : current.disabled_message ?? 'Disabled by a person',
-          disabledAt: enabled ? null : current.disabled_at ?? at,
+          disabledReason: enabled ? null : (current.disabled_reason ?? 'manual'),
+          disabledMessage: enabled ? null : (current.disabled_message ?? 'Disabled by a person'),
+          disabledAt: enabled ? null : (current.disabled_at ?? at),
           failingSince: reenabled ? null : current.failing_since,
         }
         const changed = [
@@ -195,13 +210,19 @@ export function webhooksService(deps: {
         const w = await load(sql, a.tenantId, id)
         if (w.status !== 'enabled') {
           throw new AppError('VALIDATION_ERROR', 'The endpoint is disabled: enable it before sending a test event', {
-            errors: [{ field: 'id', message: 'is disabled' }], reason: 'webhook_disabled',
+            errors: [{ field: 'id', message: 'is disabled' }],
+            reason: 'webhook_disabled',
           })
         }
         const eventId = newId()
         const deliveryId = newId()
         await store.insertDirectEvent(sql, {
-          eventId, deliveryId, owner: a.tenantId, webhookId: id, type: TEST_EVENT_TYPE, at: now(),
+          eventId,
+          deliveryId,
+          owner: a.tenantId,
+          webhookId: id,
+          type: TEST_EVENT_TYPE,
+          at: now(),
           data: { webhookId: id, message: 'A test event sent from Atrium. Verify its signature as you would any other.' },
         })
         return found('delivery', deliveryId, await store.selectDelivery(sql, a.tenantId, id, deliveryId))
@@ -216,7 +237,15 @@ export function webhooksService(deps: {
       const { rows, attempts } = await inScope(owner, async (sql) => {
         await load(sql, owner, webhookId)
         const rows = await store.listDeliveries(sql, owner, webhookId, { limit: q.limit + 1, before, ...(q.status ? { status: q.status } : {}) })
-        return { rows, attempts: rows.length ? await store.selectAttempts(sql, rows.slice(0, q.limit).map((d) => d.id)) : [] }
+        return {
+          rows,
+          attempts: rows.length
+            ? await store.selectAttempts(
+                sql,
+                rows.slice(0, q.limit).map((d) => d.id),
+              )
+            : [],
+        }
       })
       return { ...toPage(rows, q.limit, (d) => d.id), attempts }
     },
@@ -235,12 +264,14 @@ export function webhooksService(deps: {
         const delivery = found('delivery', id, await store.selectDelivery(sql, a.tenantId, webhookId, id))
         if (w.status !== 'enabled') {
           throw new AppError('VALIDATION_ERROR', 'The endpoint is disabled: enable it before retrying a delivery', {
-            errors: [{ field: 'webhookId', message: 'is disabled' }], reason: 'webhook_disabled',
+            errors: [{ field: 'webhookId', message: 'is disabled' }],
+            reason: 'webhook_disabled',
           })
         }
         if (delivery.status === 'pending') {
           throw new AppError('VALIDATION_ERROR', 'The delivery is still being tried; it can be retried once it has succeeded or failed', {
-            errors: [{ field: 'deliveryId', message: 'is pending' }], reason: 'delivery_pending',
+            errors: [{ field: 'deliveryId', message: 'is pending' }],
+            reason: 'delivery_pending',
           })
         }
         await store.requeueDelivery(sql, a.tenantId, webhookId, id, now())

@@ -63,10 +63,7 @@ const COLUMNS = (sql: TxSql) => sql`
   id, tenant_id, url, description, events, secret_sealed, previous_secret_sealed, previous_secret_expires_at,
   secret_rotated_at, status, disabled_reason, disabled_message, disabled_at, failing_since, last_success_at, created_at, updated_at`
 
-export async function insertWebhook(
-  sql: TxSql,
-  w: { id: string; owner: Owner; url: string; description: string; events: readonly string[]; secretSealed: string },
-): Promise<WebhookRow> {
+export async function insertWebhook(sql: TxSql, w: { id: string; owner: Owner; url: string; description: string; events: readonly string[]; secretSealed: string }): Promise<WebhookRow> {
   const [row] = await sql<WebhookRow[]>`
     insert into webhooks (id, tenant_id, url, description, events, secret_sealed)
     values (${w.id}, ${w.owner}, ${w.url}, ${w.description}, ${w.events as string[]}, ${w.secretSealed})
@@ -120,12 +117,7 @@ export async function updateWebhook(sql: TxSql, owner: Owner, id: string, c: Web
   return row!
 }
 
-export async function rotateSecret(
-  sql: TxSql,
-  owner: Owner,
-  id: string,
-  r: { secretSealed: string; previousSealed: string | null; previousExpiresAt: Date | null; at: Date },
-): Promise<WebhookRow> {
+export async function rotateSecret(sql: TxSql, owner: Owner, id: string, r: { secretSealed: string; previousSealed: string | null; previousExpiresAt: Date | null; at: Date }): Promise<WebhookRow> {
   const [row] = await sql<WebhookRow[]>`
     update webhooks set secret_sealed = ${r.secretSealed}, previous_secret_sealed = ${r.previousSealed},
            previous_secret_expires_at = ${r.previousExpiresAt}, secret_rotated_at = ${r.at}, updated_at = ${r.at}
@@ -184,10 +176,7 @@ export function requeueDelivery(sql: TxSql, owner: Owner, webhookId: string, id:
 }
 
 /** An event for one endpoint only (a test event): already dispatched, its delivery due at `at`. */
-export async function insertDirectEvent(
-  sql: TxSql,
-  e: { eventId: string; deliveryId: string; owner: Owner; webhookId: string; type: string; data: Record<string, unknown>; at: Date },
-): Promise<void> {
+export async function insertDirectEvent(sql: TxSql, e: { eventId: string; deliveryId: string; owner: Owner; webhookId: string; type: string; data: Record<string, unknown>; at: Date }): Promise<void> {
   await sql`
     insert into webhook_events (id, tenant_id, type, data, created_at, dispatched_at)
     values (${e.eventId}, ${e.owner}, ${e.type}, ${sql.json(e.data as never)}, ${e.at}, ${e.at})`
@@ -364,7 +353,10 @@ export async function recordAttempt(sql: TxSql, id: string, r: AttemptResult, le
   return rows.length > 0
 }
 
-export interface EndpointState { status: 'enabled' | 'disabled'; failing_since: Date | null }
+export interface EndpointState {
+  status: 'enabled' | 'disabled'
+  failing_since: Date | null
+}
 
 /**
  * A failed attempt starts or continues the endpoint's run of failures. Recording a failure calls

@@ -87,7 +87,10 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
   // and back-off are the runner's; what is webhook-specific is where the work comes from (events
   // fanned out to deliveries, then due deliveries ranked fairly) and the attempt itself.
   const loop = workLoop<ClaimedDelivery>({
-    name: 'webhooks', concurrency: o.concurrency, pollMs, log: o.log,
+    name: 'webhooks',
+    concurrency: o.concurrency,
+    pollMs,
+    log: o.log,
     source: {
       // New events (at start, on NOTIFY, on each poll) become deliveries; a whole batch means more may wait.
       async prepare() {
@@ -121,8 +124,21 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
     const at = new Date(clock())
     const due = await store.dueDeliveries(sql, at, want)
     if (!due.length) return []
-    const ranked = rankFair(due.map((d) => ({ id: d.id, tenant: d.tenant_id, key: d.webhook_id, healthy: d.healthy, dueAt: d.next_attempt_at })), held.map(shareOf), limits, 2 * want)
-    return ranked.length ? store.leaseDeliveries(sql, ranked.map((c) => c.id), want, at, leaseMs) : []
+    const ranked = rankFair(
+      due.map((d) => ({ id: d.id, tenant: d.tenant_id, key: d.webhook_id, healthy: d.healthy, dueAt: d.next_attempt_at })),
+      held.map(shareOf),
+      limits,
+      2 * want,
+    )
+    return ranked.length
+      ? store.leaseDeliveries(
+          sql,
+          ranked.map((c) => c.id),
+          want,
+          at,
+          leaseMs,
+        )
+      : []
   }
 
   const metrics = o.registry
@@ -155,7 +171,9 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
         body,
       })
       statusCode = res.status
-      excerpt = Buffer.from(await res.arrayBuffer()).toString('utf8').replace(/\uFFFD$/, '')
+      excerpt = Buffer.from(await res.arrayBuffer())
+        .toString('utf8')
+        .replace(/\uFFFD$/, '')
       retryAfter = parseRetryAfter(res.headers.get('retry-after'), clock())
     } catch (err) {
       error = describe(err)
@@ -179,11 +197,25 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
           // A success's note on the endpoint goes out in the same write as the record (postgres.js
           // sends what is issued in one tick together); PostgreSQL runs them in order, endpoint first.
           const noted = ok ? store.noteSuccess(sql, d.webhook_id, at) : null
-          const [, recorded] = await Promise.all([noted, store.recordAttempt(sql, newId(), {
-            deliveryId: d.id, attempt: number, startedAt, durationMs, statusCode, excerpt: printable(excerpt),
-            error: error === null ? null : printable(off && !ok ? `${error}; the endpoint was disabled meanwhile` : error),
-            outcome, nextAttemptAt: retryAt === null ? null : new Date(retryAt),
-          }, d.leased_until)])
+          const [, recorded] = await Promise.all([
+            noted,
+            store.recordAttempt(
+              sql,
+              newId(),
+              {
+                deliveryId: d.id,
+                attempt: number,
+                startedAt,
+                durationMs,
+                statusCode,
+                excerpt: printable(excerpt),
+                error: error === null ? null : printable(off && !ok ? `${error}; the endpoint was disabled meanwhile` : error),
+                outcome,
+                nextAttemptAt: retryAt === null ? null : new Date(retryAt),
+              },
+              d.leased_until,
+            ),
+          ])
           if (recorded && w && !off) {
             if (gone) {
               disabled = await disable(sql, d, 'gone', `The endpoint answered 410 Gone on ${at.toISOString()}: its owner says it no longer exists`, at)
@@ -211,8 +243,11 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
     // The tenant's admins see why in the endpoint itself and in their audit log.
     if (d.webhook_tenant_id) {
       await audit(sql, {
-        tenantId: d.webhook_tenant_id, actor: { type: 'system', id: null }, action: 'webhook.disabled',
-        target: { type: 'webhook', id: d.webhook_id }, details: { reason, message: printable(message) },
+        tenantId: d.webhook_tenant_id,
+        actor: { type: 'system', id: null },
+        action: 'webhook.disabled',
+        target: { type: 'webhook', id: d.webhook_id },
+        details: { reason, message: printable(message) },
       })
     }
     return reason
@@ -242,13 +277,15 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
   }
 
   if (o.db.mode === 'postgres') {
-    o.db.sql.listen(EVENTS_CHANNEL, () => loop.kick(true)).then(
-      (l) => {
-        unlisten = l.unlisten
-        if (stopped) void l.unlisten().catch(() => {})
-      },
-      (err: unknown) => o.log.warn({ err }, 'cannot LISTEN for webhook events; polling only'),
-    )
+    o.db.sql
+      .listen(EVENTS_CHANNEL, () => loop.kick(true))
+      .then(
+        (l) => {
+          unlisten = l.unlisten
+          if (stopped) void l.unlisten().catch(() => {})
+        },
+        (err: unknown) => o.log.warn({ err }, 'cannot LISTEN for webhook events; polling only'),
+      )
   }
 
   return {
@@ -275,12 +312,18 @@ export function describe(err: unknown): string {
   if (refused) return `refused by the outbound policy: ${refused.reason} (${refused.host})`
   const cause = (err as { cause?: NodeJS.ErrnoException }).cause ?? (err as NodeJS.ErrnoException)
   switch (cause?.code) {
-    case 'ETIMEDOUT': return `no complete response within ${ATTEMPT_TIMEOUT_MS / 1000} s`
-    case 'ECONNREFUSED': return 'the connection was refused'
-    case 'ECONNRESET': return 'the connection was reset'
-    case 'ENOTFOUND': return 'the host name does not resolve'
-    case 'EAI_AGAIN': return 'the host name could not be resolved (DNS did not answer)'
-    default: return `${cause?.code ? `${cause.code}: ` : ''}${cause?.message ?? String(err)}`.slice(0, 500)
+    case 'ETIMEDOUT':
+      return `no complete response within ${ATTEMPT_TIMEOUT_MS / 1000} s`
+    case 'ECONNREFUSED':
+      return 'the connection was refused'
+    case 'ECONNRESET':
+      return 'the connection was reset'
+    case 'ENOTFOUND':
+      return 'the host name does not resolve'
+    case 'EAI_AGAIN':
+      return 'the host name could not be resolved (DNS did not answer)'
+    default:
+      return `${cause?.code ? `${cause.code}: ` : ''}${cause?.message ?? String(err)}`.slice(0, 500)
   }
 }
 
@@ -288,7 +331,8 @@ export function describe(err: unknown): string {
 export function defineWebhookJobs(runner: JobRunner, deps: { db: Db; log: Logger; now?: Clock }): void {
   const clock = deps.now ?? Date.now
   runner.define({
-    name: 'webhooks.events-retention', pollMs: 60_000,
+    name: 'webhooks.events-retention',
+    pollMs: 60_000,
     async handler() {
       const swept = await deps.db.system((sql) => store.sweepEvents(sql, new Date(clock() - EVENT_RETENTION_MS)))
       if (swept) deps.log.info({ swept }, 'old webhook events removed')

@@ -24,8 +24,11 @@ t.test('an answers file is read with defaults for what it leaves out', async (t)
   t.same(problems, [])
   t.match(answers, { target: 'helm', mode: 'air-gapped', dataPath: '/srv/atrium', namespace: 'ai', release: 'atrium', outputDir: './atrium' })
   t.same(answers.config, {
-    PUBLIC_URL: 'https://atrium.example.com', RATE_LIMIT_MAX: '500', AIR_GAPPED: 'true',
-    DATABASE_URL: { env: 'PROD_DB_URL' }, LICENSE_KEY: { file: 'license.jwt' },
+    PUBLIC_URL: 'https://atrium.example.com',
+    RATE_LIMIT_MAX: '500',
+    AIR_GAPPED: 'true',
+    DATABASE_URL: { env: 'PROD_DB_URL' },
+    LICENSE_KEY: { file: 'license.jwt' },
   })
 })
 
@@ -77,7 +80,7 @@ t.test('the written answers hold no secret inline and replay to the same answers
   t.same(requiredVariables(answers, ['ENCRYPTION_MASTER_KEY']), ['ATRIUM_R2_SECRET_ACCESS_KEY'])
 })
 
-t.test('the first admin\'s email is judged by the server\'s own rule, so create-tenant never refuses it after a deploy', async (t) => {
+t.test("the first admin's email is judged by the server's own rule, so create-tenant never refuses it after a deploy", async (t) => {
   t.same(parseAnswers('adminEmail: admin@example.com').problems, [])
   t.equal(parseAnswers('adminEmail: admin@example.com').answers.adminEmail, 'admin@example.com')
   t.same(parseAnswers('adminEmail: ""').problems, [], 'empty: no first tenant')

@@ -79,16 +79,18 @@ t.test('bad answers are reported all at once, without echoing secrets', async (t
 })
 
 t.test('env files are read as Compose reads them', async (t) => {
-  const r = parseEnvFile([
-    '# comment', '', 'export A=1', 'B = two words # trailing comment', "C='#not a comment'", 'D="say \\"hi\\" \\\\ bye"', 'E=', 'broken line', "F='unclosed",
-  ].join('\n'))
+  const r = parseEnvFile(['# comment', '', 'export A=1', 'B = two words # trailing comment', "C='#not a comment'", 'D="say \\"hi\\" \\\\ bye"', 'E=', 'broken line', "F='unclosed"].join('\n'))
   t.same(r.values, { A: '1', B: 'two words', C: '#not a comment', D: 'say "hi" \\ bye', E: '' })
   t.same(r.problems, ['line 8 is not KEY=VALUE', 'line 9: F has an unclosed quote'])
 })
 
-t.test('removing a setting is a change too, listed in the schema\'s order', async (t) => {
-  t.same(diffConfig({ LOG_LEVEL: 'debug', LICENSE_KEY: 'abc' }, {}), [
-    { name: 'LOG_LEVEL', change: 'removed', shown: 'debug' },
-    { name: 'LICENSE_KEY', change: 'removed', shown: '(secret removed)' },
-  ], 'in the schema\'s order')
+t.test("removing a setting is a change too, listed in the schema's order", async (t) => {
+  t.same(
+    diffConfig({ LOG_LEVEL: 'debug', LICENSE_KEY: 'abc' }, {}),
+    [
+      { name: 'LOG_LEVEL', change: 'removed', shown: 'debug' },
+      { name: 'LICENSE_KEY', change: 'removed', shown: '(secret removed)' },
+    ],
+    "in the schema's order",
+  )
 })

@@ -13,8 +13,10 @@ function site(t: Parameters<typeof tempDir>[0], target: 'compose' | 'helm') {
   const out = join(dir, 'out')
   mkdirSync(out)
   const answers = join(dir, 'answers.yaml')
-  writeFileSync(answers, [`target: ${target}`, `outputDir: ${out}`, 'config:', '  PUBLIC_URL: https://atrium.example.com',
-    '  DATABASE_URL: { env: ATRIUM_TEST_DB }', '  LICENSE_KEY: { file: license.jwt }'].join('\n'))
+  writeFileSync(
+    answers,
+    [`target: ${target}`, `outputDir: ${out}`, 'config:', '  PUBLIC_URL: https://atrium.example.com', '  DATABASE_URL: { env: ATRIUM_TEST_DB }', '  LICENSE_KEY: { file: license.jwt }'].join('\n'),
+  )
   writeFileSync(join(dir, 'license.jwt'), 'eyJ.license\n')
   return { dir, out, answers }
 }
@@ -28,8 +30,7 @@ t.test('a compose site: answers, references, the written .env and the first tena
   t.equal(ctx.baseDir, s.dir, '{file} references are read beside the answers file')
   t.same(ctx.files, { target: 'compose', env: join(s.out, '.env'), answers: join(s.out, 'answers.yaml') })
   t.same(ctx.existing, { DATABASE_URL: 'postgres://kept@db/atrium', ENCRYPTION_MASTER_KEY: 'a2VwdA==' })
-  t.same(ctx.values, { PUBLIC_URL: 'https://atrium.example.com', DATABASE_URL: 'postgres://kept@db/atrium', LICENSE_KEY: 'eyJ.license' },
-    'a variable that is not set falls back to what is written')
+  t.same(ctx.values, { PUBLIC_URL: 'https://atrium.example.com', DATABASE_URL: 'postgres://kept@db/atrium', LICENSE_KEY: 'eyJ.license' }, 'a variable that is not set falls back to what is written')
   t.same(ctx.firstAdmin, { tenantId: 't-1', userId: 'u-1', email: 'admin@example.com' })
   t.equal(loadContext({ answersPath: s.answers, env: { ATRIUM_TEST_DB: 'postgres://new@db/atrium' } }).values.DATABASE_URL, 'postgres://new@db/atrium', 'a variable that is set wins')
   t.same(siteConfig(ctx), { ...ctx.values, ...ctx.existing }, 'the site: what is written, over the answers')
@@ -63,7 +64,7 @@ t.test('every problem is collected, none thrown: a bad override, an unset variab
   t.match(loadContext({ answersPath: join(s.dir, 'missing.yaml') }).problems, [/cannot read .*missing\.yaml \(ENOENT\)/])
 })
 
-t.test('answers in hand (the interactive installer\'s) resolve the same way', async (t) => {
+t.test("answers in hand (the interactive installer's) resolve the same way", async (t) => {
   const s = site(t, 'compose')
   writeFileSync(join(s.out, '.env'), 'PUBLIC_URL=https://kept.example.com\n')
   const answers = { ...DEFAULT_ANSWERS, outputDir: s.out, config: { LOG_LEVEL: 'debug' } }

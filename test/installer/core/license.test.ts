@@ -9,8 +9,15 @@ import type { TrustedKey } from '../../../licenses/keys.js'
 const { privateKey, publicKey } = generateKeyPairSync('ed25519')
 const keys: TrustedKey[] = [{ kid: 'k1', publicKeyJwk: publicKey.export({ format: 'jwk' }) as TrustedKey['publicKeyJwk'] }]
 const key = await issueLicense({
-  privateKey, kid: 'k1', customer: 'Acme', plan: 'pro', maxTenants: 3, features: [], airGapAllowed: false,
-  issuedAt: new Date('2026-01-01'), expiresAt: new Date('2027-01-01'),
+  privateKey,
+  kid: 'k1',
+  customer: 'Acme',
+  plan: 'pro',
+  maxTenants: 3,
+  features: [],
+  airGapAllowed: false,
+  issuedAt: new Date('2026-01-01'),
+  expiresAt: new Date('2027-01-01'),
 })
 
 t.test('a valid license passes and says whose it is', async (t) => {
@@ -26,6 +33,9 @@ t.test('a missing, foreign or connected-only license fails with what to do', asy
   t.match(await licenseCheck('', { keys }), { status: 'fail', found: 'missing', fix: /LICENSE_KEY/ })
   t.match(await licenseCheck(key, { now: new Date('2026-05-01') }), { status: 'fail', found: 'unknown key' }, 'not signed by a shipped key')
   t.match(await licenseCheck(key, { keys, now: new Date('2026-05-01'), airGapped: true }), {
-    status: 'fail', found: 'air gap not allowed', required: /allows air-gapped use/, fix: /does not allow air-gapped/,
+    status: 'fail',
+    found: 'air gap not allowed',
+    required: /allows air-gapped use/,
+    fix: /does not allow air-gapped/,
   })
 })

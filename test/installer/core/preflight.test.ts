@@ -19,7 +19,10 @@ async function serve(t: Parameters<typeof tempDir>[0], server: Server): Promise<
 }
 
 t.test('the clock offset comes from the Date header of a service the site reaches', async (t) => {
-  const url = await serve(t, createServer((_req, res) => res.writeHead(200, { date: new Date(Date.now() - 120_000).toUTCString() }).end()))
+  const url = await serve(
+    t,
+    createServer((_req, res) => res.writeHead(200, { date: new Date(Date.now() - 120_000).toUTCString() }).end()),
+  )
   const offset = await clockOffsetFrom(url)
   t.ok(offset !== null && offset > 115_000 && offset < 125_000, `about two minutes ahead (${offset} ms)`)
   t.equal(await clockOffsetFrom(undefined), null, 'nothing to ask')
@@ -38,8 +41,15 @@ t.test('every check runs, in the order an admin fixes things, and a good license
   const { privateKey, publicKey } = generateKeyPairSync('ed25519')
   const keys: TrustedKey[] = [{ kid: 't', publicKeyJwk: publicKey.export({ format: 'jwk' }) as TrustedKey['publicKeyJwk'] }]
   const LICENSE_KEY = await issueLicense({
-    privateKey, kid: 't', customer: 'Acme', plan: 'enterprise', maxTenants: 5, features: [], airGapAllowed: false,
-    issuedAt: new Date(Date.now() - 86_400_000), expiresAt: new Date(Date.now() + 365 * 86_400_000),
+    privateKey,
+    kid: 't',
+    customer: 'Acme',
+    plan: 'enterprise',
+    maxTenants: 5,
+    features: [],
+    airGapAllowed: false,
+    issuedAt: new Date(Date.now() - 86_400_000),
+    expiresAt: new Date(Date.now() + 365 * 86_400_000),
   })
   const noTools: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: tempDir(t) } })
   const answers: Answers = { ...DEFAULT_ANSWERS, target: 'helm', dataPath: tempDir(t), config: {} }
@@ -53,9 +63,19 @@ t.test('every check runs, in the order an admin fixes things, and a good license
   t.same(ids, ['cpu', 'memory', 'disk', 'ssd', 'os', 'ports', 'clock', ...redis, 'tools.helm', ...kube, 'license'], 'machine, services, tools, cluster, license')
   t.ok(kube.length > 0)
   t.equal(checks.find((c) => c.id === 'redis.connect')!.status, services.redisUrl ? 'pass' : 'fail')
-  t.notOk(ids.some((id) => id.startsWith('postgres') || id.startsWith('s3')), 'services not named are not checked')
-  t.match(checks.find((c) => c.id === 'tools.helm'), { status: 'fail', found: /not installed/ })
-  t.match(checks.find((c) => c.id === 'kube.connect'), { status: 'fail', found: /cannot read the kubeconfig/ }, 'the cluster is checked for helm')
+  t.notOk(
+    ids.some((id) => id.startsWith('postgres') || id.startsWith('s3')),
+    'services not named are not checked',
+  )
+  t.match(
+    checks.find((c) => c.id === 'tools.helm'),
+    { status: 'fail', found: /not installed/ },
+  )
+  t.match(
+    checks.find((c) => c.id === 'kube.connect'),
+    { status: 'fail', found: /cannot read the kubeconfig/ },
+    'the cluster is checked for helm',
+  )
   t.match(checks.at(-1), { id: 'license', status: 'pass', found: /Licensed to Acme/ })
 
   const airGapped = await runPreflight({ ...answers, mode: 'air-gapped' }, values, { runner: noTools, clockOffsetMs: 0, license: { keys }, kubeconfig })

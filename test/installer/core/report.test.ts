@@ -9,10 +9,22 @@ const warn = check('ssd', 'SSD', 'warn', 'spinning', 'an SSD', 'use an SSD')
 const fail = check('license', 'License', 'fail', 'missing', 'a license', 'ask your vendor')
 
 const configured = (over: Partial<ConfigureReport> = {}): ConfigureReport => ({
-  command: 'configure', exitCode: EXIT.ok, status: 'pass', checks: [pass], stopped: null, checksIgnored: false, problems: [],
-  changes: [{ name: 'PUBLIC_URL', change: 'added', shown: 'https://atrium.example.com' }, { name: 'DATABASE_URL', change: 'added', shown: '(secret added)' }],
-  generated: ['ENCRYPTION_MASTER_KEY'], files: ['/out/.env', '/out/answers.yaml'], written: true,
-  replay: 'npm run --silent installer -- configure --answers /out/answers.yaml --yes', ...over,
+  command: 'configure',
+  exitCode: EXIT.ok,
+  status: 'pass',
+  checks: [pass],
+  stopped: null,
+  checksIgnored: false,
+  problems: [],
+  changes: [
+    { name: 'PUBLIC_URL', change: 'added', shown: 'https://atrium.example.com' },
+    { name: 'DATABASE_URL', change: 'added', shown: '(secret added)' },
+  ],
+  generated: ['ENCRYPTION_MASTER_KEY'],
+  files: ['/out/.env', '/out/answers.yaml'],
+  written: true,
+  replay: 'npm run --silent installer -- configure --answers /out/answers.yaml --yes',
+  ...over,
 })
 
 t.test('a failed check exits 3; a warning exits 4 only with --strict', async (t) => {
@@ -35,23 +47,37 @@ t.test('configure lists the changes without a secret, what it generated, what it
     'Wrote /out/.env, /out/answers.yaml (mode 0600).',
     'Replay this run with: npm run --silent installer -- configure --answers /out/answers.yaml --yes',
   ])
-  t.same(reportText(configured()), text, 'configure\'s report text is its configuration part')
+  t.same(reportText(configured()), text, "configure's report text is its configuration part")
   const dry = configureText(configured({ written: false, changes: [], generated: [], checksIgnored: true, status: 'fail' })).stdout.join('\n')
-  t.match(dry, /Some checks did not pass; continuing because of --ignore-failed-checks\.\nThe configuration is already up to date\.\n\nDry run: would write \/out\/\.env, \/out\/answers\.yaml; nothing was changed\./)
+  t.match(
+    dry,
+    /Some checks did not pass; continuing because of --ignore-failed-checks\.\nThe configuration is already up to date\.\n\nDry run: would write \/out\/\.env, \/out\/answers\.yaml; nothing was changed\./,
+  )
   t.notMatch(dry, /Replay/, 'nothing to replay before it is written')
 })
 
 t.test('configure stopped at the checks shows them alone; stopped at problems lists them on stderr', async (t) => {
   t.same(configureText(configured({ stopped: 'checks', exitCode: EXIT.checkFailed, checks: [fail] })), { checks: [fail], stdout: [], stderr: [] })
   t.same(configureText(configured({ stopped: 'problems', exitCode: EXIT.badInput, problems: ['PORT must be a whole number'] })), {
-    checks: null, stdout: [], stderr: ['The configuration has problems; nothing was written:', '  - PORT must be a whole number'],
+    checks: null,
+    stdout: [],
+    stderr: ['The configuration has problems; nothing was written:', '  - PORT must be a whole number'],
   })
 })
 
 t.test('install ends on the deploy: the commands of a dry run, the summary, or the error on stderr', async (t) => {
   const base: InstallReport = {
-    ...configured(), command: 'install', deploy: [], steps: [], stage: 'done', deployed: true, ready: true, url: 'https://atrium.example.com',
-    firstAdmin: null, error: null, summary: ['Atrium is ready at https://atrium.example.com.'],
+    ...configured(),
+    command: 'install',
+    deploy: [],
+    steps: [],
+    stage: 'done',
+    deployed: true,
+    ready: true,
+    url: 'https://atrium.example.com',
+    firstAdmin: null,
+    error: null,
+    summary: ['Atrium is ready at https://atrium.example.com.'],
   }
   t.same(reportText(base), { checks: null, stdout: ['', 'Atrium is ready at https://atrium.example.com.'], stderr: [] }, 'the configuration part was shown as it finished')
   const dry = { ...base, written: false, stage: null, deploy: [{ title: 'Look', command: ['kubectl', 'get', 'namespace', 'ai'] }] }
@@ -61,10 +87,13 @@ t.test('install ends on the deploy: the commands of a dry run, the summary, or t
 })
 
 t.test('the other commands: support bundle, images, help, and a command that could not run', async (t) => {
-  t.same(reportText({ command: 'support-bundle', exitCode: EXIT.ok, path: 's.zip', size: 10, sha256: 'ab' }).stdout,
-    ['Wrote s.zip (10 bytes, sha256 ab). Secrets are redacted; send it to your vendor\'s support.'])
+  t.same(reportText({ command: 'support-bundle', exitCode: EXIT.ok, path: 's.zip', size: 10, sha256: 'ab' }).stdout, [
+    "Wrote s.zip (10 bytes, sha256 ab). Secrets are redacted; send it to your vendor's support.",
+  ])
   const images = { command: 'images' as const, exitCode: EXIT.ok, action: 'push' as const, images: [], commands: [], steps: [], ok: true, error: null }
-  t.same(reportText({ ...images, action: 'list', images: [{ name: 'x', registry: 'docker.io', repository: 'a/x', tag: '1', usedBy: ['compose'], ref: 'docker.io/a/x:1' }] }).stdout, ['docker.io/a/x:1'])
+  t.same(reportText({ ...images, action: 'list', images: [{ name: 'x', registry: 'docker.io', repository: 'a/x', tag: '1', usedBy: ['compose'], ref: 'docker.io/a/x:1' }] }).stdout, [
+    'docker.io/a/x:1',
+  ])
   t.same(reportText({ ...images, commands: [{ title: 'Push', command: ['docker', 'push', 'r/a/x:1'] }] }).stdout, ['docker push r/a/x:1'])
   t.same(reportText({ ...images, ok: false, exitCode: EXIT.error, error: 'Failed at: docker push' }).stderr, ['Failed at: docker push'])
   t.same(reportText({ command: 'help', exitCode: EXIT.ok, usage: 'Atrium installer' }).stdout, ['Atrium installer'])

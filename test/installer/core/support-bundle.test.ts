@@ -24,8 +24,11 @@ const secrets = ['p%40ss-w0rd', 'p@ss-w0rd', 'minio-secret-key-123', config.ENCR
 
 t.test('the configuration keeps ordinary values and says only how long each secret is', async (t) => {
   t.same(redactConfig(config), {
-    PUBLIC_URL: 'https://atrium.example.com', DATABASE_URL: `<redacted: ${config.DATABASE_URL.length} characters>`,
-    R2_SECRET_ACCESS_KEY: '<redacted: 20 characters>', ENCRYPTION_MASTER_KEY: '<redacted: 44 characters>', LOG_LEVEL: 'info',
+    PUBLIC_URL: 'https://atrium.example.com',
+    DATABASE_URL: `<redacted: ${config.DATABASE_URL.length} characters>`,
+    R2_SECRET_ACCESS_KEY: '<redacted: 20 characters>',
+    ENCRYPTION_MASTER_KEY: '<redacted: 44 characters>',
+    LOG_LEVEL: 'info',
   })
 })
 
@@ -50,7 +53,13 @@ t.test('a compose site gets a zip of versions, checks, redacted configuration an
   t.equal(r.size, statSync(path).size)
   const files = await unzip(readFileSync(path))
   t.same(Object.keys(files).sort(), ['answers.yaml', 'checks.json', 'config.redacted.json', 'logs/compose-ps.txt', 'logs/compose.txt', 'versions.json'])
-  t.match(JSON.parse(files['versions.json']!), { atrium: /^\d+\.\d+\.\d+/, node: process.version, target: 'compose', tools: [{ id: 'tools.docker', found: '27.3.1' }], createdAt: '2026-11-23T10:00:00.000Z' })
+  t.match(JSON.parse(files['versions.json']!), {
+    atrium: /^\d+\.\d+\.\d+/,
+    node: process.version,
+    target: 'compose',
+    tools: [{ id: 'tools.docker', found: '27.3.1' }],
+    createdAt: '2026-11-23T10:00:00.000Z',
+  })
   t.match(files['logs/compose.txt'], /\$ docker compose --env-file .*\.env logs --no-color --timestamps --tail 2000\n\(exit code 0\)\nserver: DATABASE_URL=<redacted> R2=<redacted>/)
   t.equal(JSON.parse(files['config.redacted.json']!).PUBLIC_URL, 'https://atrium.example.com')
   const all = Object.values(files).join('\n')
@@ -60,11 +69,10 @@ t.test('a compose site gets a zip of versions, checks, redacted configuration an
 t.test('a helm site collects pods, events and the release status; a missing tool is said, not fatal', async (t) => {
   const answers: Answers = { ...DEFAULT_ANSWERS, target: 'helm', namespace: 'ai', release: 'prod', config: {} }
   const cmds = logCommands(answers, '')
-  t.same(cmds.map((c) => `${c.file} ${c.args.join(' ')}`), [
-    'kubectl get pods,jobs,deployments,events -n ai -o wide',
-    'kubectl logs -n ai -l app.kubernetes.io/instance=prod --all-containers --prefix --timestamps --tail 2000',
-    'helm status prod -n ai',
-  ])
+  t.same(
+    cmds.map((c) => `${c.file} ${c.args.join(' ')}`),
+    ['kubectl get pods,jobs,deployments,events -n ai -o wide', 'kubectl logs -n ai -l app.kubernetes.io/instance=prod --all-containers --prefix --timestamps --tail 2000', 'helm status prod -n ai'],
+  )
   const dir = tempDir(t)
   const runner: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: dir } })
   const path = join(dir, 'b.zip')
@@ -101,8 +109,12 @@ function spellings(secret: string): Record<string, string> {
   userinfo.password = secret
   const percent = encodeURIComponent(secret)
   return {
-    raw: secret, percent, 'percent, lower-case hex': percent.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()),
-    'URL userinfo': userinfo.password, JSON: JSON.stringify(secret).slice(1, -1), base64: Buffer.from(secret).toString('base64'),
+    raw: secret,
+    percent,
+    'percent, lower-case hex': percent.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()),
+    'URL userinfo': userinfo.password,
+    JSON: JSON.stringify(secret).slice(1, -1),
+    base64: Buffer.from(secret).toString('base64'),
   }
 }
 
@@ -115,7 +127,9 @@ t.test('a value planted in every secret the installer writes appears nowhere in 
   for (const name of [...names, 'SMTP_PASSWORD']) {
     const p = plant(name)
     config[name] = p.value
-    p.secrets.forEach((secret, i) => { planted[i ? `${name} (inside)` : name] = secret })
+    p.secrets.forEach((secret, i) => {
+      planted[i ? `${name} (inside)` : name] = secret
+    })
   }
   planted['LOG_SINK_URL password'] = password('sink')
   config.LOG_SINK_URL = `https://sink-user:${encodeURIComponent(planted['LOG_SINK_URL password'])}@logs.example.com/ingest`
@@ -126,14 +140,19 @@ t.test('a value planted in every secret the installer writes appears nowhere in 
   planted['BACKUP_REMOTE token'] = 'ghp_plantedToken0123456789'
   config.BACKUP_REMOTE = `https://${planted['BACKUP_REMOTE token']}@git.example.com/ops/backups.git`
   config.PUBLIC_URL = 'https://atrium.example.com'
-  t.ok(['POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD', 'OIDC_PROVIDERS (inside)', 'DATABASE_URL (inside)'].every((n) => n in planted), 'the bundle\'s passwords, a URL\'s and a clientSecret are among them')
+  t.ok(
+    ['POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD', 'OIDC_PROVIDERS (inside)', 'DATABASE_URL (inside)'].every((n) => n in planted),
+    "the bundle's passwords, a URL's and a clientSecret are among them",
+  )
 
   // Programs print secrets every way: raw, percent-encoded, in a connection string, JSON-escaped.
-  const printed = Object.values(planted).flatMap((secret) => [
-    ...Object.values(spellings(secret)).map((s) => `level=info value=${s}`),
-    `connecting to redis://someone:${encodeURIComponent(secret)}@cache:6379/0`,
-    JSON.stringify({ msg: 'settings', value: secret }),
-  ]).join('\n')
+  const printed = Object.values(planted)
+    .flatMap((secret) => [
+      ...Object.values(spellings(secret)).map((s) => `level=info value=${s}`),
+      `connecting to redis://someone:${encodeURIComponent(secret)}@cache:6379/0`,
+      JSON.stringify({ msg: 'settings', value: secret }),
+    ])
+    .join('\n')
   const runner: Runner = async (file, args) => ({ command: [file, ...args].join(' '), exitCode: 1, stdout: printed, stderr: printed, notFound: false, timedOut: file === 'helm' })
   const checks: CheckResult[] = [
     { id: 'tools.docker', title: 'Docker Engine', status: 'pass', found: `27.3.1 (DOCKER_HOST=tcp://ops:${encodeURIComponent(planted.REDIS_PASSWORD!)}@docker:2376)`, required: '24.0.0', fix: '' },
@@ -148,8 +167,13 @@ t.test('a value planted in every secret the installer writes appears nowhere in 
     await writeSupportBundle(path, { answers, config, checks, runner, envFile: join(dir, '.env') })
     const files = await unzip(readFileSync(path))
     t.ok(Object.keys(files).length >= 6, `${target}: every entry is there`)
-    const leaks = Object.entries(files).flatMap(([entry, text]) => Object.entries(planted).flatMap(([name, secret]) =>
-      Object.entries(spellings(secret)).filter(([, s]) => text.includes(s)).map(([how]) => `${entry}: ${name} (${how})`)))
+    const leaks = Object.entries(files).flatMap(([entry, text]) =>
+      Object.entries(planted).flatMap(([name, secret]) =>
+        Object.entries(spellings(secret))
+          .filter(([, s]) => text.includes(s))
+          .map(([how]) => `${entry}: ${name} (${how})`),
+      ),
+    )
     t.same(leaks, [], `${target}: no planted secret anywhere`)
     const all = Object.values(files).join('\n')
     t.notMatch(all, /:\/\/(?!<redacted>@)[^\s/?#@]+@/, `${target}: no URL keeps its user or password`)
@@ -158,13 +182,16 @@ t.test('a value planted in every secret the installer writes appears nowhere in 
   }
 })
 
-t.test('config.redacted.json shows every ordinary value as written, and a published default does not blank out the product\'s name', async (t) => {
+t.test("config.redacted.json shows every ordinary value as written, and a published default does not blank out the product's name", async (t) => {
   const ordinary = Object.fromEntries([...Object.keys(settings), ...Object.keys(COMPOSE_VARIABLES), 'LOG_FORMAT'].filter((n) => !isSecret(n)).map((n) => [n, `value of ${n}`]))
   // The bundled MinIO's user is `atrium`, secret by name (it is R2_ACCESS_KEY_ID) but printed in every example file.
   const config = { ...ordinary, MINIO_ROOT_USER: 'atrium', R2_ACCESS_KEY_ID: 'atrium', POSTGRES_PASSWORD: 'f'.repeat(48), SMTP_PASSWORD: 'hand-added' }
   t.same(redactConfig(config), {
-    ...ordinary, MINIO_ROOT_USER: '<redacted: 6 characters>', R2_ACCESS_KEY_ID: '<redacted: 6 characters>',
-    POSTGRES_PASSWORD: '<redacted: 48 characters>', SMTP_PASSWORD: '<redacted: 10 characters>',
+    ...ordinary,
+    MINIO_ROOT_USER: '<redacted: 6 characters>',
+    R2_ACCESS_KEY_ID: '<redacted: 6 characters>',
+    POSTGRES_PASSWORD: '<redacted: 48 characters>',
+    SMTP_PASSWORD: '<redacted: 10 characters>',
   })
   t.equal(scrub('atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET', config), 'atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET')
 })

@@ -12,7 +12,10 @@ const line = (c: { file: string; args: string[] }) => `${c.file} ${c.args.join('
 
 t.test('save pulls every image and writes one tarball; load reads it back', async (t) => {
   const cmds = saveCommands('/media/kit/atrium-images.tar').map(line)
-  t.same(cmds.slice(0, -1), IMAGES.map((i) => `docker pull ${imageRef(i)}`))
+  t.same(
+    cmds.slice(0, -1),
+    IMAGES.map((i) => `docker pull ${imageRef(i)}`),
+  )
   t.equal(cmds.at(-1), `docker save --output /media/kit/atrium-images.tar ${IMAGES.map((i) => imageRef(i)).join(' ')}`)
   t.same(loadCommands('/media/kit/atrium-images.tar').map(line), ['docker load --input /media/kit/atrium-images.tar'])
 })
@@ -31,7 +34,10 @@ t.test('push retags each image under the private registry, keeping its path, the
 t.test('the images command: list, a dry run, a real run through docker, and clear refusals', async (t) => {
   const list = await installer(['images', 'list'])
   t.equal(list.code, 0, list.stderr)
-  t.same(list.stdout.trim().split('\n'), IMAGES.map((i) => imageRef(i)))
+  t.same(
+    list.stdout.trim().split('\n'),
+    IMAGES.map((i) => imageRef(i)),
+  )
 
   const bin = tempDir(t)
   writeFileSync(join(bin, 'docker'), `#!/bin/sh\necho "docker $*" >> "${bin}/calls.log"\n`)

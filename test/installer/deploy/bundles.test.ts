@@ -22,7 +22,7 @@ function answers(t: Test, lines: string[]) {
   return { dir, path, out: join(dir, 'out') }
 }
 
-t.test('compose with the bundled services: the written .env passes the real validator on the installer\'s own command line', { skip: needs('docker-compose') }, async (t) => {
+t.test("compose with the bundled services: the written .env passes the real validator on the installer's own command line", { skip: needs('docker-compose') }, async (t) => {
   const a = answers(t, ['target: compose', 'config:', '  PUBLIC_URL: https://atrium.example.com'])
   const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--json'])
   t.equal(r.code, 0, r.stderr)
@@ -31,7 +31,13 @@ t.test('compose with the bundled services: the written .env passes the real vali
   const env = parseEnvFile(readFileSync(envPath, 'utf8')).values
   t.equal(env.DATABASE_URL, `postgres://atrium:${env.POSTGRES_PASSWORD}@postgres:5432/atrium`)
   t.equal(env.REDIS_URL, `redis://:${env.REDIS_PASSWORD}@redis:6379`)
-  t.match(env, { R2_ENDPOINT: 'http://minio:9000', R2_ACCESS_KEY_ID: 'atrium', R2_SECRET_ACCESS_KEY: env.MINIO_ROOT_PASSWORD, R2_PUBLIC_ENDPOINT: 'https://atrium.example.com:9000', ATRIUM_DATA_PATH: `${a.dir}/data` })
+  t.match(env, {
+    R2_ENDPOINT: 'http://minio:9000',
+    R2_ACCESS_KEY_ID: 'atrium',
+    R2_SECRET_ACCESS_KEY: env.MINIO_ROOT_PASSWORD,
+    R2_PUBLIC_ENDPOINT: 'https://atrium.example.com:9000',
+    ATRIUM_DATA_PATH: `${a.dir}/data`,
+  })
 
   for (const mode of ['connected', 'air-gapped'] as const) {
     const args = composeArgs({ ...parseAnswers(readFileSync(a.path, 'utf8')).answers, mode }, envPath).slice(1) // docker-compose is `docker compose`
@@ -64,10 +70,21 @@ t.test('compose with an external PostgreSQL keeps it and bundles only the rest',
 })
 
 t.test('helm: the written values pass helm lint --strict and render with the Secret the installer applies', { skip: needs('helm') }, async (t) => {
-  const a = answers(t, ['target: helm', 'namespace: ai', 'release: prod', 'config:',
-    '  PUBLIC_URL: https://atrium.example.com', '  PORT: "9090"', '  LOG_LEVEL: debug', '  RATE_LIMIT_MAX: "500"',
-    '  DATABASE_URL: postgres://atrium:pw@db.internal:5432/atrium', '  REDIS_URL: redis://cache.internal:6379',
-    '  R2_ENDPOINT: https://s3.internal', '  R2_ACCESS_KEY_ID: atrium', '  R2_SECRET_ACCESS_KEY: s3-secret'])
+  const a = answers(t, [
+    'target: helm',
+    'namespace: ai',
+    'release: prod',
+    'config:',
+    '  PUBLIC_URL: https://atrium.example.com',
+    '  PORT: "9090"',
+    '  LOG_LEVEL: debug',
+    '  RATE_LIMIT_MAX: "500"',
+    '  DATABASE_URL: postgres://atrium:pw@db.internal:5432/atrium',
+    '  REDIS_URL: redis://cache.internal:6379',
+    '  R2_ENDPOINT: https://s3.internal',
+    '  R2_ACCESS_KEY_ID: atrium',
+    '  R2_SECRET_ACCESS_KEY: s3-secret',
+  ])
   const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--air-gapped'])
   t.equal(r.code, 0, r.stderr)
   const values = join(a.out, 'values.yaml')
@@ -76,7 +93,7 @@ t.test('helm: the written values pass helm lint --strict and render with the Sec
   const rendered = await helmTemplate(t, [parse(readFileSync(values, 'utf8'))])
   t.equal(rendered.code, 0, rendered.stderr)
   t.match(find(rendered.manifests, 'ConfigMap')!.data, { LOG_LEVEL: 'debug', RATE_LIMIT_MAX: '500', PUBLIC_URL: 'https://atrium.example.com', AIR_GAPPED: 'true', PORT: '8080' })
-  t.notOk(find(rendered.manifests, 'Secret'), 'the installer\'s Secret is used, not one of the chart\'s')
+  t.notOk(find(rendered.manifests, 'Secret'), "the installer's Secret is used, not one of the chart's")
   const secret = parse(readFileSync(join(a.out, 'secret.yaml'), 'utf8'))
   t.equal(find(rendered.manifests, 'Deployment')!.spec.template.spec.containers[0].envFrom[1].secretRef.name, secret.metadata.name)
   t.match(secret.stringData, { DATABASE_URL: 'postgres://atrium:pw@db.internal:5432/atrium', R2_SECRET_ACCESS_KEY: 's3-secret' })
@@ -91,14 +108,17 @@ t.test('install: deploys, waits for /readyz, creates the first tenant once and s
   const port = (server.address() as AddressInfo).port
   const a = answers(t, ['target: compose', 'tenantName: Example Corp', 'adminEmail: admin@example.com', 'config:', `  PORT: "${port}"`])
   const bin = tempDir(t)
-  writeFileSync(join(bin, 'docker'), [
-    '#!/bin/sh',
-    `echo "docker $*" >> "${bin}/calls.log"`,
-    'case "$*" in',
-    '  *"volume inspect"*) exit 1;;',
-    '  *create-tenant*) echo \'{"tenantId":"0191b7e6-0000-7000-8000-000000000001","userId":"0191b7e6-0000-7000-8000-000000000002","apiKey":"svc_ci_test"}\';;',
-    'esac',
-  ].join('\n'))
+  writeFileSync(
+    join(bin, 'docker'),
+    [
+      '#!/bin/sh',
+      `echo "docker $*" >> "${bin}/calls.log"`,
+      'case "$*" in',
+      '  *"volume inspect"*) exit 1;;',
+      '  *create-tenant*) echo \'{"tenantId":"0191b7e6-0000-7000-8000-000000000001","userId":"0191b7e6-0000-7000-8000-000000000002","apiKey":"svc_ci_test"}\';;',
+      'esac',
+    ].join('\n'),
+  )
   chmodSync(join(bin, 'docker'), 0o755)
   const env = { PATH: `${bin}:${process.env.PATH}` }
   const r = await installer(['install', '--answers', a.path, '--yes', '--ignore-failed-checks'], env)
@@ -118,7 +138,7 @@ t.test('install: deploys, waits for /readyz, creates the first tenant once and s
   t.equal(readFileSync(join(bin, 'calls.log'), 'utf8').match(/create-tenant/g)?.length, 1, 'a re-run (an upgrade) makes no second tenant')
 })
 
-t.test('install stops with the failing command\'s output, and a failed first tenant is not recorded', async (t) => {
+t.test("install stops with the failing command's output, and a failed first tenant is not recorded", async (t) => {
   const server = createServer((req, res) => res.writeHead(200).end('{}'))
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   t.teardown(() => new Promise<void>((r) => server.close(() => r())))
@@ -134,9 +154,21 @@ t.test('install stops with the failing command\'s output, and a failed first ten
   t.equal(up.code, 1)
   t.match(up.stderr, /Deploy failed at: docker compose .* up --detach --wait/)
   t.match(up.stderr, /pull access denied/)
-  const tenant = await installer(['install', '--answers', a.path, '--yes', '--ignore-failed-checks', '--json'], fakeDocker(t, '  *create-tenant*) echo "error: the license allows 1 tenant" >&2; exit 1;;'))
+  const tenant = await installer(
+    ['install', '--answers', a.path, '--yes', '--ignore-failed-checks', '--json'],
+    fakeDocker(t, '  *create-tenant*) echo "error: the license allows 1 tenant" >&2; exit 1;;'),
+  )
   t.equal(tenant.code, 1)
   const out = JSON.parse(tenant.stdout) // one object: the configuration and the deploy together
-  t.match(out, { command: 'install', exitCode: 1, written: true, deployed: true, ready: true, stage: 'tenant', firstAdmin: null, error: /creating the first tenant failed:\nerror: the license allows 1 tenant/ })
+  t.match(out, {
+    command: 'install',
+    exitCode: 1,
+    written: true,
+    deployed: true,
+    ready: true,
+    stage: 'tenant',
+    firstAdmin: null,
+    error: /creating the first tenant failed:\nerror: the license allows 1 tenant/,
+  })
   t.notOk(existsSync(join(a.out, 'state.json')), 'nothing recorded: the next run tries again')
 })

@@ -32,10 +32,12 @@ t.test('compose: validate, make the external volumes under the data path, then u
   t.match(cmds.at(-1), /-f \/pkg\/compose\/compose\.yaml -f \/pkg\/compose\/compose\.airgap\.yaml up --detach --wait .* --pull never$/)
 })
 
-t.test('the admin CLI runs inside the server: compose exec, or kubectl exec into the chart\'s Deployment', async (t) => {
+t.test("the admin CLI runs inside the server: compose exec, or kubectl exec into the chart's Deployment", async (t) => {
   const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', config: {} }
-  t.equal(line(adminCommand(a, configFiles(a), ['create-tenant', '--name', 'X'], { bundles })),
-    'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml exec -T server node --import tsx /app/server/cli.ts create-tenant --name X')
+  t.equal(
+    line(adminCommand(a, configFiles(a), ['create-tenant', '--name', 'X'], { bundles })),
+    'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml exec -T server node --import tsx /app/server/cli.ts create-tenant --name X',
+  )
   const h: Answers = { ...a, target: 'helm', namespace: 'ai', release: 'prod' }
   t.equal(line(adminCommand(h, configFiles(h), ['migrate'])), 'kubectl --namespace ai exec deploy/prod-atrium -c server -- node --import tsx /app/server/cli.ts migrate')
   t.equal(chartFullname('atrium'), 'atrium', 'a release named for the chart is not repeated, as in the chart')
@@ -70,8 +72,19 @@ t.test('an existing namespace is not created again; progress is reported for eve
   const seen: string[] = []
   const r = await deploy(deployCommands(a, configFiles(a), { bundles }), runner, (s) => seen.push(`${s.skipped ? 'skip' : s.result ? `done ${s.result.exitCode}` : 'start'}: ${s.command.title}`))
   t.ok(r.ok)
-  t.same(calls().map((c) => c.split(' ').slice(0, 2).join(' ')), ['kubectl get', 'kubectl apply', 'helm upgrade'])
-  t.match(seen, ['start: Look for the namespace ai', 'done 0: Look for the namespace ai', 'skip: Create the namespace ai', 'start: Apply the Secret', 'done 0: Apply the Secret', /start: Install or upgrade/, /done 0: Install or upgrade/])
+  t.same(
+    calls().map((c) => c.split(' ').slice(0, 2).join(' ')),
+    ['kubectl get', 'kubectl apply', 'helm upgrade'],
+  )
+  t.match(seen, [
+    'start: Look for the namespace ai',
+    'done 0: Look for the namespace ai',
+    'skip: Create the namespace ai',
+    'start: Apply the Secret',
+    'done 0: Apply the Secret',
+    /start: Install or upgrade/,
+    /done 0: Install or upgrade/,
+  ])
 })
 
 t.test('a missing namespace is created; the first failing command stops the deploy', async (t) => {
@@ -82,7 +95,10 @@ t.test('a missing namespace is created; the first failing command stops the depl
   })
   const r = await deploy(deployCommands(a, configFiles(a), { bundles }), runner)
   t.notOk(r.ok)
-  t.same(calls().map((c) => c.split(' ').slice(0, 2).join(' ')), ['kubectl get', 'kubectl create', 'kubectl apply', 'helm upgrade'])
+  t.same(
+    calls().map((c) => c.split(' ').slice(0, 2).join(' ')),
+    ['kubectl get', 'kubectl create', 'kubectl apply', 'helm upgrade'],
+  )
   t.match(r.steps.at(-1)!.result, { exitCode: 1, stderr: /UPGRADE FAILED/ })
   const compose = tools(t, { docker: 'case "$*" in *config*) echo "services.server.image must be a string" >&2; exit 15;; esac' })
   const c = await deploy(deployCommands(DEFAULT_ANSWERS, configFiles(DEFAULT_ANSWERS), { bundles }), compose.runner)

@@ -86,7 +86,7 @@ t.test('y writes the configuration and the summary gives the replay command', as
   t.match(done, [{ written: true }])
 })
 
-t.test('after writing, d deploys with progress and ends on the URL and the first admin\'s credentials', async (t) => {
+t.test("after writing, d deploys with progress and ends on the URL and the first admin's credentials", async (t) => {
   const calls: string[] = []
   const install: AppProps['install'] = async (ctx, _written, onStep) => {
     calls.push(ctx.answers.adminEmail)
@@ -96,7 +96,11 @@ t.test('after writing, d deploys with progress and ends on the URL and the first
     await tick()
     onStep({ command, result })
     return {
-      ok: true, stage: 'done', url: 'https://atrium.example.com', steps: [{ command, result }], existing: null,
+      ok: true,
+      stage: 'done',
+      url: 'https://atrium.example.com',
+      steps: [{ command, result }],
+      existing: null,
       created: { tenantId: 't-1', userId: 'u-1', email: 'admin@example.com', password: 'pw-shown-once', apiKey: 'svc_ci_abc' },
     }
   }
@@ -135,8 +139,14 @@ t.test('every action comes in as a prop: the answers are resolved as they change
   const runs: boolean[] = []
   const { ui, asked, done, out } = await throughQuestions(t, passing, {
     resolve,
-    preflight: async (ctx) => { seen.push(ctx); return passing },
-    configure: (ctx, o) => { runs.push(o.dryRun); return configure(ctx, { dryRun: true }) },
+    preflight: async (ctx) => {
+      seen.push(ctx)
+      return passing
+    },
+    configure: (ctx, o) => {
+      runs.push(o.dryRun)
+      return configure(ctx, { dryRun: true })
+    },
   })
   t.equal(resolved.length, 14, 'resolved once per change: target, mode and twelve answers')
   t.match(asked[2], new RegExp(`Public URL users reach Atrium at \\(https://\\.\\.\\.\\) \\(Enter for ${kept}\\)`), 'the question offers what the context says is written')

@@ -27,8 +27,18 @@ function streams() {
 
 const fail = check('license', 'License', 'fail', 'missing', 'a license', 'ask your vendor')
 const configured: ConfigureReport = {
-  command: 'configure', exitCode: EXIT.checkFailed, status: 'fail', checks: [fail], stopped: 'checks', checksIgnored: false,
-  problems: [], changes: [], generated: [], files: [], written: false, replay: null,
+  command: 'configure',
+  exitCode: EXIT.checkFailed,
+  status: 'fail',
+  checks: [fail],
+  stopped: 'checks',
+  checksIgnored: false,
+  problems: [],
+  changes: [],
+  generated: [],
+  files: [],
+  written: false,
+  replay: null,
 }
 const step: DeployStep = { command: { file: 'docker', args: ['load'], title: 'Load the images' }, result: null }
 
@@ -60,7 +70,7 @@ t.test('text shows the checks in words, results on stdout and problems on stderr
   t.equal(bad.stderr.text, '--target must be compose or helm\n(run with --help for usage)\n')
 })
 
-t.test('text shows progress as it comes: install\'s configuration, then each step as it starts and ends', async (t) => {
+t.test("text shows progress as it comes: install's configuration, then each step as it starts and ends", async (t) => {
   const s = streams()
   const out = output({ json: false, ...s.o })
   out.progress.configured?.({ ...configured, stopped: 'problems', exitCode: EXIT.badInput, problems: ['PORT must be a whole number'] })

@@ -41,6 +41,13 @@ t.test('a page is the first `limit` rows; the extra row fetched only says there 
   const full = toPage(rows, 2, (r) => r.v)
   t.same(full.items, [{ v: 5 }, { v: 4 }])
   t.equal(decodeNumberCursor(full.nextCursor!), 4)
-  t.same(toPage(rows, 3, (r) => r.v), { items: rows, nextCursor: null }, 'exactly limit rows: the last page')
-  t.same(toPage([], 3, (r: { v: number }) => r.v), { items: [], nextCursor: null })
+  t.same(
+    toPage(rows, 3, (r) => r.v),
+    { items: rows, nextCursor: null },
+    'exactly limit rows: the last page',
+  )
+  t.same(
+    toPage([], 3, (r: { v: number }) => r.v),
+    { items: [], nextCursor: null },
+  )
 })

@@ -14,8 +14,14 @@ t.test('the database keeps the audit log as long as the table says, and knows th
     const [row] = await db.system((sql) => sql<{ same: boolean }[]>`select atrium_audit_retention(${plan}) = ${retention}::interval as same`)
     t.ok(row!.same, `${plan}: ${retention}`)
   }
-  const [check] = await db.system((sql) => sql<{ def: string }[]>`
+  const [check] = await db.system(
+    (sql) => sql<{ def: string }[]>`
     select pg_get_constraintdef(c.oid) as def from pg_constraint c
-     where c.conrelid = 'tenants'::regclass and c.contype = 'c' and pg_get_constraintdef(c.oid) like '%plan%'`)
-  t.same([...check!.def.matchAll(/'([a-z]+)'/g)].map((m) => m[1]), [...PLANS], 'the tenants table accepts exactly these plans')
+     where c.conrelid = 'tenants'::regclass and c.contype = 'c' and pg_get_constraintdef(c.oid) like '%plan%'`,
+  )
+  t.same(
+    [...check!.def.matchAll(/'([a-z]+)'/g)].map((m) => m[1]),
+    [...PLANS],
+    'the tenants table accepts exactly these plans',
+  )
 })

@@ -92,7 +92,10 @@ t.test('a request carrying a tenant header is VALIDATION_ERROR, whatever its val
   }
   const bad = await owner.call('POST', '/api/v1/projects', { name: 'via header' }, { 'x-tenant-id': owner.tenantId })
   t.equal(bad.status, 400)
-  t.notOk((await owner.call('GET', '/api/v1/projects')).body.data.some((p: { name: string }) => p.name === 'via header'), 'nothing written')
+  t.notOk(
+    (await owner.call('GET', '/api/v1/projects')).body.data.some((p: { name: string }) => p.name === 'via header'),
+    'nothing written',
+  )
 })
 
 t.test('unauthenticated beats a tenant header: no tenant is named to strangers', async (t) => {

@@ -4,16 +4,20 @@ import { AppError } from '../../../server/domain/errors.js'
 import { genReqId } from '../../../server/http/envelope.js'
 import { testApp } from '../../helpers/app.js'
 
-const h = await testApp(t, { MAX_REQUEST_BODY_BYTES: '2048' }, {
-  routes: (app) => {
-    app.get('/api/v1/test-boom', { config: { auth: false } }, async () => {
-      throw new Error('connection string postgres://admin:hunter2@db leaked?')
-    })
-    app.get('/api/v1/test-app-error', { config: { auth: false } }, async () => {
-      throw new AppError('FORBIDDEN', 'nope', { why: 'test' })
-    })
+const h = await testApp(
+  t,
+  { MAX_REQUEST_BODY_BYTES: '2048' },
+  {
+    routes: (app) => {
+      app.get('/api/v1/test-boom', { config: { auth: false } }, async () => {
+        throw new Error('connection string postgres://admin:hunter2@db leaked?')
+      })
+      app.get('/api/v1/test-app-error', { config: { auth: false } }, async () => {
+        throw new AppError('FORBIDDEN', 'nope', { why: 'test' })
+      })
+    },
   },
-})
+)
 const { call } = await h.tenant()
 const TS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
 
@@ -103,7 +107,9 @@ async function raw(request: string): Promise<{ status: number; headers: Record<s
   const got = await new Promise<string>((resolve, reject) => {
     const socket = connect(port, '127.0.0.1', () => socket.write(request))
     let data = ''
-    socket.on('data', (d: Buffer) => { data += d.toString('latin1') })
+    socket.on('data', (d: Buffer) => {
+      data += d.toString('latin1')
+    })
     socket.on('close', () => resolve(data))
     socket.on('error', reject)
   })

@@ -65,7 +65,11 @@ t.test('expired in production: every write under /api/v1 is 403 license_expired,
   for (const [method, url, body] of writes) {
     const r = await call(method, url, body)
     t.equal(r.status, 403, `${method} ${url}`)
-    t.match(r.body.error, { code: 'FORBIDDEN', details: { reason: 'license_expired' }, message: /grace period ended on .*read-only until the license is renewed; contact your Atrium vendor to renew/ }, `${method} ${url}`)
+    t.match(
+      r.body.error,
+      { code: 'FORBIDDEN', details: { reason: 'license_expired' }, message: /grace period ended on .*read-only until the license is renewed; contact your Atrium vendor to renew/ },
+      `${method} ${url}`,
+    )
     t.equal(r.headers['x-atrium-license'], 'expired')
   }
   const after = await call('GET', `/api/v1/projects/${project.id}`)

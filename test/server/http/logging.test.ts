@@ -8,7 +8,12 @@ import { caller } from '../../helpers/app.js'
 import { configFrom, suffix, testEnv } from '../../helpers/platform.js'
 
 const lines: string[] = []
-const sink = new Writable({ write(chunk, _enc, done) { lines.push(chunk.toString()); done() } })
+const sink = new Writable({
+  write(chunk, _enc, done) {
+    lines.push(chunk.toString())
+    done()
+  },
+})
 const config = configFrom(await testEnv(t, { LOG_LEVEL: 'debug' }))
 const platform = await openPlatform(config, createLogger('debug', sink))
 t.teardown(() => platform.close())

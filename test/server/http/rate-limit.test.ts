@@ -50,9 +50,13 @@ t.test('routes outside the API are not limited', async (t) => {
 })
 
 t.test('routes marked exempt (auth endpoints) are not limited', async (t) => {
-  const h = await testApp(t, { RATE_LIMIT_MAX: '1' }, {
-    routes: (app) => app.post('/api/v1/auth/test-exempt', { config: { auth: false, rateLimit: false } }, async () => ({ data: {}, meta: {} })),
-  })
+  const h = await testApp(
+    t,
+    { RATE_LIMIT_MAX: '1' },
+    {
+      routes: (app) => app.post('/api/v1/auth/test-exempt', { config: { auth: false, rateLimit: false } }, async () => ({ data: {}, meta: {} })),
+    },
+  )
   for (let i = 0; i < 3; i++) t.equal((await h.anonymous('POST', '/api/v1/auth/test-exempt')).status, 200)
 })
 
@@ -96,7 +100,7 @@ t.test('made-up keys are refused without a database lookup, and an address that 
   t.equal(counted.lookups, 0, 'no key was looked up: none of them was issued here')
 })
 
-t.test('a valid key is never refused because of other clients\' bad keys from the same address', async (t) => {
+t.test("a valid key is never refused because of other clients' bad keys from the same address", async (t) => {
   // One address for everyone: a NAT, or a proxy that TRUSTED_PROXIES does not name.
   const h = await testApp(t, { RATE_LIMIT_MAX: '3' })
   const { apiKey } = await h.tenant()

@@ -53,12 +53,11 @@ t.test('a real but dead session token costs one lookup, then is refused from mem
   t.equal(counted.lookups, 1, 'one lookup found it dead')
 })
 
-t.test('logging out by session token is not held back by other clients using up the address\'s API limit', async (t) => {
+t.test("logging out by session token is not held back by other clients using up the address's API limit", async (t) => {
   const ta = await testApp(t, { RATE_LIMIT_MAX: '2' })
   const email = `owner-${suffix()}@example.com`
   await createTenant(ta.platform, { name: `Acme ${suffix()}`, email, password: PASSWORD })
-  const call = (method: 'GET' | 'POST', url: string, payload?: unknown) =>
-    ta.app.inject({ method, url, remoteAddress: '10.9.3.1', ...(payload ? { payload: payload as object } : {}) })
+  const call = (method: 'GET' | 'POST', url: string, payload?: unknown) => ta.app.inject({ method, url, remoteAddress: '10.9.3.1', ...(payload ? { payload: payload as object } : {}) })
   const session = (await call('POST', '/api/v1/auth/login', { email, password: PASSWORD })).json().data.token as string
   for (let i = 0; i < 3; i++) await call('GET', '/api/v1/projects')
   t.equal((await call('GET', '/api/v1/projects')).statusCode, 429, 'the address has used up its API limit')

@@ -3,14 +3,18 @@ import { ok } from '../../../server/http/envelope.js'
 import { findUnstorableText, jsonTooDeep, MAX_JSON_DEPTH } from '../../../server/http/validation.js'
 import { testApp } from '../../helpers/app.js'
 
-const h = await testApp(t, {}, {
-  // webhook URLs are judged against DNS; this one answers without the network
-  resolver: async () => [{ address: '93.184.215.14', family: 4 }],
-  routes: (app) => {
-    // No body schema: whatever parses reaches the handler, so the parser alone decides.
-    app.post('/api/v1/test-echo', { config: { auth: false } }, async (request) => ok(request, request.body))
+const h = await testApp(
+  t,
+  {},
+  {
+    // webhook URLs are judged against DNS; this one answers without the network
+    resolver: async () => [{ address: '93.184.215.14', family: 4 }],
+    routes: (app) => {
+      // No body schema: whatever parses reaches the handler, so the parser alone decides.
+      app.post('/api/v1/test-echo', { config: { auth: false } }, async (request) => ok(request, request.body))
+    },
   },
-})
+)
 
 const arrays = (depth: number, leaf = '1') => '['.repeat(depth) + leaf + ']'.repeat(depth)
 const objects = (depth: number, leaf = '1') => '{"a":'.repeat(depth) + leaf + '}'.repeat(depth)
@@ -66,7 +70,11 @@ t.test('JSON text is too deep past the limit, counting arrays and objects but no
 t.test('a body nested 5,000 or 100,000 levels deep is VALIDATION_ERROR on the unauthenticated routes, never 500', async (t) => {
   for (const url of ['/api/v1/auth/login', '/cli/auth/start']) {
     for (const depth of [5_000, 100_000]) {
-      for (const [shape, deep] of [['arrays', arrays(depth)], ['objects', objects(depth)], ['a field', `{"email":${arrays(depth)},"password":"x"}`]]) {
+      for (const [shape, deep] of [
+        ['arrays', arrays(depth)],
+        ['objects', objects(depth)],
+        ['a field', `{"email":${arrays(depth)},"password":"x"}`],
+      ]) {
         const r = await h.anonymous('POST', url, deep, { 'content-type': 'application/json' })
         const what = `${url} ${depth} ${shape}`
         t.equal(r.status, 400, what)

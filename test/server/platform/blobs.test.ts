@@ -75,8 +75,12 @@ t.test('S3 links can be signed for the address users reach the store at', { skip
   const internal = new URL(services.s3Endpoint)
   const publicEndpoint = `${internal.protocol}//localhost:${internal.port}`
   const store = await openS3Blobs({
-    endpoint: services.s3Endpoint, publicEndpoint, bucket: await freshBucket(t),
-    accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1',
+    endpoint: services.s3Endpoint,
+    publicEndpoint,
+    bucket: await freshBucket(t),
+    accessKey: services.s3AccessKey,
+    secretKey: services.s3SecretKey,
+    region: 'us-east-1',
   })
   await store.put('p/x.txt', Buffer.from('public'), 'text/plain')
   const url = await store.presignGet('p/x.txt', { expiresSeconds: 60, filename: 'x.txt' })

@@ -36,7 +36,11 @@ t.test('any one character changed, in the body or the tag, and the credential do
   const signed = tags.sign(BODY)
   const altered = [...signed].map((c, i) => signed.slice(0, i) + (c === 'A' ? 'B' : 'A') + signed.slice(i + 1))
   t.equal(altered.length, BODY.length + TAG_LENGTH)
-  t.same(altered.filter((a) => tags.verify(a)), [], 'none of them verifies')
+  t.same(
+    altered.filter((a) => tags.verify(a)),
+    [],
+    'none of them verifies',
+  )
   t.notOk(tags.verify(signed.slice(0, -1)), 'nor with its last character cut')
   t.notOk(tags.verify(`${signed}A`), 'nor with one more')
 })

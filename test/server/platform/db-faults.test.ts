@@ -64,7 +64,10 @@ t.test('transactions caught in repeated cuts all settle as unavailable, and the 
   let n = 0
   const writers = Array.from({ length: 12 }, async () => {
     while (running) {
-      const outcome = await write(n++).then(() => 'committed', (e: unknown) => (isDatabaseUnavailable(e) ? 'unavailable' : `other: ${String(e)}`))
+      const outcome = await write(n++).then(
+        () => 'committed',
+        (e: unknown) => (isDatabaseUnavailable(e) ? 'unavailable' : `other: ${String(e)}`),
+      )
       outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1)
     }
   })
@@ -100,7 +103,10 @@ t.test('a reserve waiting through an outage is served when the database is back 
     const sql = postgres(proxy.via(url), { max: 1, onnotice: () => {}, fetch_types: fetchTypes, backoff: () => 0.05 })
     t.teardown(() => sql.end({ timeout: 1 }))
     proxy.cut()
-    const refused = await sql.reserve().then(() => 'reserved', (e: { code?: string }) => e.code)
+    const refused = await sql.reserve().then(
+      () => 'reserved',
+      (e: { code?: string }) => e.code,
+    )
     t.ok(unavailableDependency({ code: refused }), `fetch_types ${fetchTypes}: refused while the database is away (${refused})`)
     proxy.restore()
     const reserved = await sql.reserve()

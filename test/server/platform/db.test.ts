@@ -12,8 +12,7 @@ const platform = await testPlatform(t)
 const { db } = platform
 const a = await createTenant(platform, { name: 'A', email: `a-${suffix()}@example.com` })
 const b = await createTenant(platform, { name: 'B', email: `b-${suffix()}@example.com` })
-const insertProject = (tenantId: string, name: string) =>
-  db.tenant(tenantId, (sql) => sql`insert into projects (id, tenant_id, name) values (${newId()}, ${tenantId}, ${name})`)
+const insertProject = (tenantId: string, name: string) => db.tenant(tenantId, (sql) => sql`insert into projects (id, tenant_id, name) values (${newId()}, ${tenantId}, ${name})`)
 await insertProject(a.tenantId, 'a1')
 await insertProject(b.tenantId, 'b1')
 
@@ -43,9 +42,15 @@ t.test('the roles the server acts as bypass nothing', async (t) => {
 
 t.test('a tenant transaction sees only its own rows, even with no tenant filter', async (t) => {
   const rows = await db.tenant(a.tenantId, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`)
-  t.same(rows.map((r) => r.tenant_id), [a.tenantId])
+  t.same(
+    rows.map((r) => r.tenant_id),
+    [a.tenantId],
+  )
   const tenants = await db.tenant(a.tenantId, (sql) => sql<{ id: string }[]>`select id from tenants`)
-  t.same(tenants.map((r) => r.id), [a.tenantId])
+  t.same(
+    tenants.map((r) => r.id),
+    [a.tenantId],
+  )
   const keys = await db.tenant(a.tenantId, (sql) => sql`select id from api_keys where tenant_id = ${b.tenantId}`)
   t.equal(keys.length, 0, "another tenant's keys are invisible")
 })
@@ -53,7 +58,9 @@ t.test('a tenant transaction sees only its own rows, even with no tenant filter'
 t.test("a tenant transaction cannot write or change another tenant's rows", async (t) => {
   await t.rejects(
     db.tenant(a.tenantId, (sql) => sql`insert into projects (id, tenant_id, name) values (${newId()}, ${b.tenantId}, 'sneaky')`),
-    { code: '42501' }, 'insert for another tenant violates the policy')
+    { code: '42501' },
+    'insert for another tenant violates the policy',
+  )
   const updated = await db.tenant(a.tenantId, (sql) => sql`update projects set name = 'x' where tenant_id = ${b.tenantId} returning id`)
   t.equal(updated.length, 0)
   const deleted = await db.tenant(a.tenantId, (sql) => sql`delete from projects where tenant_id = ${b.tenantId} returning id`)
@@ -82,9 +89,17 @@ t.test('a connection that served one tenant shows the next only its own rows', a
     const tenant = i % 2 ? a.tenantId : b.tenantId
     // no tenant filter on purpose: only row-level security stands between the tenants here
     const read = await single.tenantRead(tenant, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`)
-    t.same(read.map((r) => r.tenant_id), [tenant], `read ${i}`)
+    t.same(
+      read.map((r) => r.tenant_id),
+      [tenant],
+      `read ${i}`,
+    )
     const inTx = await single.tenant(tenant, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`)
-    t.same(inTx.map((r) => r.tenant_id), [tenant], `transaction ${i}`)
+    t.same(
+      inTx.map((r) => r.tenant_id),
+      [tenant],
+      `transaction ${i}`,
+    )
   }
   const [owner] = await single.sql<{ tenant: string | null; role: string }[]>`select current_setting('app.tenant_id', true) as tenant, current_user as role`
   t.ok(!owner!.tenant, 'the owner connection never carries a tenant')
@@ -124,7 +139,10 @@ t.test('a failure inside a tenant transaction rolls back everything it wrote', a
 })
 
 t.test('a failing single read is reported and leaves the connection clean', async (t) => {
-  await t.rejects(db.tenantRead(a.tenantId, (sql) => sql`select 1/0 as x`), { code: '22012' })
+  await t.rejects(
+    db.tenantRead(a.tenantId, (sql) => sql`select 1/0 as x`),
+    { code: '22012' },
+  )
   const rows = await db.tenantRead(a.tenantId, (sql) => sql<{ n: number }[]>`select count(*)::int as n from projects`)
   t.equal(rows[0]!.n, 1, 'the next read on the pool works, in its own tenant')
   await t.test('no transaction is left open', { skip: db.mode === 'postgres' ? false : 'the embedded database is one session: no other one could hold a transaction open' }, async (t) => {
@@ -135,17 +153,26 @@ t.test('a failing single read is reported and leaves the connection clean', asyn
 })
 
 t.test('many concurrent tenant transactions never see each other', async (t) => {
-  const results = await Promise.all(Array.from({ length: 40 }, (_, i) => {
-    const tenant = i % 2 ? a.tenantId : b.tenantId
-    return db.tenantRead(tenant, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`).then((rows) => ({ tenant, rows }))
-  }))
+  const results = await Promise.all(
+    Array.from({ length: 40 }, (_, i) => {
+      const tenant = i % 2 ? a.tenantId : b.tenantId
+      return db.tenantRead(tenant, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`).then((rows) => ({ tenant, rows }))
+    }),
+  )
   // Each tenant has exactly one project: an empty answer fails as surely as another tenant's row.
-  t.same(results.filter((r) => r.rows.length !== 1 || r.rows[0]!.tenant_id !== r.tenant), [], 'every read saw its own project and nothing else')
+  t.same(
+    results.filter((r) => r.rows.length !== 1 || r.rows[0]!.tenant_id !== r.tenant),
+    [],
+    'every read saw its own project and nothing else',
+  )
 })
 
 t.test('embedded: a lock left by a crash is taken over', async (t) => {
   const log = pino({ level: 'silent' })
-  const cases: [string, string][] = [['empty, from a crash mid-write', ''], ['a dead process', JSON.stringify({ pid: 2 ** 22 + 7, socket: '/nonexistent/db.sock' })]]
+  const cases: [string, string][] = [
+    ['empty, from a crash mid-write', ''],
+    ['a dead process', JSON.stringify({ pid: 2 ** 22 + 7, socket: '/nonexistent/db.sock' })],
+  ]
   for (const [what, content] of cases) {
     const dir = await embeddedDataDir(t)
     const lock = join(dir, 'db.lock')
@@ -162,10 +189,7 @@ t.test('embedded: a lock left by a crash is taken over', async (t) => {
 t.test('embedded: two opens at once in one process share one owner', async (t) => {
   const dir = await embeddedDataDir(t)
   const log = pino({ level: 'silent' })
-  const [one, two] = await Promise.all([
-    openDb({ databaseUrl: '', dataDir: dir, poolMax: 1, log }),
-    openDb({ databaseUrl: '', dataDir: dir, poolMax: 1, log }),
-  ])
+  const [one, two] = await Promise.all([openDb({ databaseUrl: '', dataDir: dir, poolMax: 1, log }), openDb({ databaseUrl: '', dataDir: dir, poolMax: 1, log })])
   await one.sql`create table shared_probe (id int)`
   await two.sql`insert into shared_probe values (1)`
   const rows = await one.sql`select * from shared_probe`

@@ -10,7 +10,10 @@ const held = (tenant: string | null, key: string, n: number, healthy = true): Sh
 const owners = (cs: readonly Candidate[]) => cs.map((c) => c.tenant ?? 'platform')
 
 t.test("a quarter of the slots is out of reach of one tenant's endpoints not known to work, from two slots up", async (t) => {
-  t.same([1, 2, 3, 4, 8, 16].map((c) => fairLimits(c).unhealthyPerTenant), [1, 1, 2, 3, 6, 12])
+  t.same(
+    [1, 2, 3, 4, 8, 16].map((c) => fairLimits(c).unhealthyPerTenant),
+    [1, 1, 2, 3, 6, 12],
+  )
   t.equal(fairLimits(8).unhealthyPerKey, 1)
 })
 
@@ -26,8 +29,16 @@ t.test('tenants take turns by what they hold; within a tenant, its endpoints do'
   const ranked = rankFair([...due('a', 'a1', 5), ...due('a', 'a2', 5), ...due('b', 'b1', 5), ...due(null, 'p1', 5)], held('b', 'b1', 2), fairLimits(8), 8)
   // b holds two already: a and the platform catch up first, then all three alternate.
   t.same(owners(ranked), ['a', 'platform', 'a', 'platform', 'a', 'b', 'platform', 'a'])
-  t.same(ranked.filter((c) => c.tenant === 'a').map((c) => c.key), ['a1', 'a2', 'a1', 'a2'], "a's endpoints alternate")
-  t.same(ranked.filter((c) => c.key === 'a1').map((c) => c.dueAt.getTime()), [0, 1], 'each endpoint in due order')
+  t.same(
+    ranked.filter((c) => c.tenant === 'a').map((c) => c.key),
+    ['a1', 'a2', 'a1', 'a2'],
+    "a's endpoints alternate",
+  )
+  t.same(
+    ranked.filter((c) => c.key === 'a1').map((c) => c.dueAt.getTime()),
+    [0, 1],
+    'each endpoint in due order',
+  )
 })
 
 t.test('one tenant alone with endpoints that work gets every slot it asks for', async (t) => {
@@ -41,13 +52,22 @@ t.test("endpoints not known to work hold one delivery each, and one tenant's tog
   const ranked = rankFair(hanging, [], limits, 16)
   t.equal(ranked.length, 6, 'six, though sixteen were asked for')
   t.equal(new Set(ranked.map((c) => c.key)).size, 6, 'one per endpoint')
-  t.same(rankFair(hanging, held('a', 'a0', 1, false), limits).map((c) => c.key).includes('a0'), false, 'an endpoint already holding one gets no second')
+  t.same(
+    rankFair(hanging, held('a', 'a0', 1, false), limits)
+      .map((c) => c.key)
+      .includes('a0'),
+    false,
+    'an endpoint already holding one gets no second',
+  )
   t.equal(rankFair(hanging, held('a', 'x', 6, false), limits).length, 0, 'none once the share is held')
 
   // The rest go to other tenants, their new endpoints included, and to the hanging tenant's endpoints that work.
   const others = [...due('b', 'b1', 1, { healthy: false }), ...due('c', 'c1', 2), ...due('a', 'aw', 5)]
   const mixed = rankFair([...hanging, ...others], held('a', 'x', 6, false), limits)
-  t.same(mixed.map((c) => c.key), ['b1', 'c1', 'c1', 'aw', 'aw', 'aw', 'aw', 'aw'])
+  t.same(
+    mixed.map((c) => c.key),
+    ['b1', 'c1', 'c1', 'aw', 'aw', 'aw', 'aw', 'aw'],
+  )
 })
 
 t.test('the claim-ahead order never breaks a limit when some ranked ones are lost to another replica', async (t) => {

@@ -15,7 +15,8 @@ const runner = createJobRunner({ db, log, now: () => now ?? Date.now(), pollMs: 
 
 if (process.env.JOBS_MODE === 'hang') {
   runner.define({
-    name: 'test.hang', leaseMs: Number(process.env.JOBS_LEASE_MS ?? 1000),
+    name: 'test.hang',
+    leaseMs: Number(process.env.JOBS_LEASE_MS ?? 1000),
     handler: async (job) => {
       send({ started: job.id, pid: process.pid })
       await new Promise(() => {})
@@ -29,12 +30,19 @@ if (process.env.JOBS_MODE === 'hang') {
 process.on('message', (m: { tick?: number; stop?: true }) => {
   if (m.tick !== undefined) {
     now = m.tick
-    void runner.tickSchedules().then((enqueued) => {
-      runner.kick()
-      send({ ticked: m.tick, enqueued })
-    }, (err: unknown) => send({ error: String(err) }))
+    void runner.tickSchedules().then(
+      (enqueued) => {
+        runner.kick()
+        send({ ticked: m.tick, enqueued })
+      },
+      (err: unknown) => send({ error: String(err) }),
+    )
   }
-  if (m.stop) void runner.stop({ graceMs: 1000 }).then(() => db.close()).then(() => process.exit(0))
+  if (m.stop)
+    void runner
+      .stop({ graceMs: 1000 })
+      .then(() => db.close())
+      .then(() => process.exit(0))
 })
 await runner.start()
 send({ ready: process.pid })

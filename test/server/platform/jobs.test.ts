@@ -8,8 +8,18 @@ import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
 import { Registry } from 'prom-client'
 import {
-  cancelJob, createJobRunner, enqueueJob, getJob, JobFailure, removeSchedule, runDueSchedules, slots, upsertSchedule,
-  type JobRunner, type JobRunnerOptions, type QueueDefinition,
+  cancelJob,
+  createJobRunner,
+  enqueueJob,
+  getJob,
+  JobFailure,
+  removeSchedule,
+  runDueSchedules,
+  slots,
+  upsertSchedule,
+  type JobRunner,
+  type JobRunnerOptions,
+  type QueueDefinition,
 } from '../../../server/platform/jobs.js'
 import type { Platform } from '../../../server/platform/index.js'
 import { services, testPlatform } from '../../helpers/platform.js'
@@ -64,15 +74,19 @@ t.test('a job enqueued in a transaction that rolls back never exists and never r
 t.test('a failing job is retried with backoff up to its maximum, then failed with the last error', async (t) => {
   const q = queue()
   const attempts = new Map<string, number[]>()
-  const r = runner(t, [{
-    name: q, maxAttempts: 3, backoffMs: () => 30,
-    handler: async (job) => {
-      attempts.set(job.payload.kind as string, [...(attempts.get(job.payload.kind as string) ?? []), job.attempt])
-      if (job.payload.kind === 'flaky' && job.attempt < 3) throw new Error(`attempt ${job.attempt} failed`)
-      if (job.payload.kind === 'broken') throw new Error('always broken')
-      if (job.payload.kind === 'final') throw new JobFailure('the input can never work', { retry: false })
+  const r = runner(t, [
+    {
+      name: q,
+      maxAttempts: 3,
+      backoffMs: () => 30,
+      handler: async (job) => {
+        attempts.set(job.payload.kind as string, [...(attempts.get(job.payload.kind as string) ?? []), job.attempt])
+        if (job.payload.kind === 'flaky' && job.attempt < 3) throw new Error(`attempt ${job.attempt} failed`)
+        if (job.payload.kind === 'broken') throw new Error('always broken')
+        if (job.payload.kind === 'final') throw new JobFailure('the input can never work', { retry: false })
+      },
     },
-  }])
+  ])
   await r.start()
   const [flaky, broken, final] = await db.system(async (sql) => [
     await enqueueJob(sql, q, { kind: 'flaky' }),
@@ -95,19 +109,25 @@ t.test('cancel: a queued job never runs; a running job sees its signal abort and
   const q = queue()
   const started: string[] = []
   let aborted = false
-  const r = runner(t, [{
-    name: q,
-    handler: async (job) => {
-      started.push(job.payload.name as string)
-      await new Promise<void>((resolve, reject) => {
-        job.signal.addEventListener('abort', () => {
-          aborted = true
-          reject(job.signal.reason as Error)
-        })
-        setTimeout(resolve, 10_000).unref()
-      })
-    },
-  }], { pollMs: 50 })
+  const r = runner(
+    t,
+    [
+      {
+        name: q,
+        handler: async (job) => {
+          started.push(job.payload.name as string)
+          await new Promise<void>((resolve, reject) => {
+            job.signal.addEventListener('abort', () => {
+              aborted = true
+              reject(job.signal.reason as Error)
+            })
+            setTimeout(resolve, 10_000).unref()
+          })
+        },
+      },
+    ],
+    { pollMs: 50 },
+  )
   const [queued] = await db.system(async (sql) => [await enqueueJob(sql, q, { name: 'queued' }, { runAt: new Date(Date.now() + 3600_000) })])
   t.equal(await db.system((sql) => cancelJob(sql, queued!)), 'cancelled')
   t.equal(await statusOf(queued!), 'cancelled')
@@ -121,7 +141,7 @@ t.test('cancel: a queued job never runs; a running job sees its signal abort and
   t.equal(await db.system((sql) => cancelJob(sql, running!)), null, 'a finished job cannot be cancelled')
 })
 
-t.test('1,000 jobs of tenant A and 1 of tenant B: B starts before A\'s last, within the first few', async (t) => {
+t.test("1,000 jobs of tenant A and 1 of tenant B: B starts before A's last, within the first few", async (t) => {
   const q = queue()
   const [a, b] = [await newTenant(), await newTenant()]
   await db.system(async (sql) => {
@@ -143,14 +163,17 @@ t.test('a queue runs at most its concurrency at once on a replica', async (t) =>
   const q = queue()
   let now = 0
   let most = 0
-  const r = runner(t, [{
-    name: q, concurrency: 3,
-    handler: async () => {
-      most = Math.max(most, ++now)
-      await sleep(30)
-      now--
+  const r = runner(t, [
+    {
+      name: q,
+      concurrency: 3,
+      handler: async () => {
+        most = Math.max(most, ++now)
+        await sleep(30)
+        now--
+      },
     },
-  }])
+  ])
   await db.system(async (sql) => {
     for (let i = 0; i < 20; i++) await enqueueJob(sql, q, { i })
   })
@@ -164,7 +187,8 @@ t.test('drain: a running handler that finishes within the grace completes; one t
   const started = new Set<string>()
   const r = createJobRunner({ db, log, pollMs: 20 })
   r.define({
-    name: q, concurrency: 2,
+    name: q,
+    concurrency: 2,
     handler: async (job) => {
       started.add(job.payload.kind as string)
       if (job.payload.kind === 'quick') return void (await sleep(100))
@@ -183,7 +207,7 @@ t.test('drain: a running handler that finishes within the grace completes; one t
   await db.sql`delete from jobs where queue = ${q}`
 })
 
-t.test('slots: intervals are multiples since the epoch; cron follows node-cron\'s syntax, day of month and day of week both', async (t) => {
+t.test("slots: intervals are multiples since the epoch; cron follows node-cron's syntax, day of month and day of week both", async (t) => {
   const every = slots({ everyMs: 60_000 })
   t.same(every.latest(new Date('2026-11-25T10:00:59.999Z')), new Date('2026-11-25T10:00:00Z'))
   t.same(every.after(new Date('2026-11-25T10:00:00Z')), new Date('2026-11-25T10:01:00Z'))
@@ -232,14 +256,29 @@ t.test('a schedule made with `immediately` runs its latest slot at once; changin
   t.same(await runDueSchedules(db, new Date('2026-11-25T12:00:00Z'), log), [q])
   const keys = (await db.sql<{ unique_key: string }[]>`select unique_key from jobs where queue = ${q} order by run_at`).map((r) => r.unique_key)
   t.same(keys, [`${name}@2026-11-25T10:00:00.000Z`, `${name}@2026-11-25T12:00:00.000Z`])
-  t.rejects(db.system((sql) => upsertSchedule(sql, { name: `${q}.bad`, queue: q, cron: 'every day' }, now)), 'a bad expression is refused before anything is written')
+  t.rejects(
+    db.system((sql) => upsertSchedule(sql, { name: `${q}.bad`, queue: q, cron: 'every day' }, now)),
+    'a bad expression is refused before anything is written',
+  )
   await db.system((sql) => removeSchedule(sql, name))
 })
 
 t.test('metrics: jobs by queue and state, finished attempts by outcome, the age of the oldest waiting job', async (t) => {
   const q = queue()
   const registry = new Registry()
-  const r = runner(t, [{ name: q, maxAttempts: 1, handler: async (job) => { if (job.payload.fail) throw new Error('no') } }], { registry })
+  const r = runner(
+    t,
+    [
+      {
+        name: q,
+        maxAttempts: 1,
+        handler: async (job) => {
+          if (job.payload.fail) throw new Error('no')
+        },
+      },
+    ],
+    { registry },
+  )
   await db.system(async (sql) => {
     await enqueueJob(sql, q, { fail: false })
     await enqueueJob(sql, q, { fail: true })
@@ -261,7 +300,16 @@ t.test('metrics: jobs by queue and state, finished attempts by outcome, the age 
 // ---- in processes of their own, on PostgreSQL ----------------------------------------------------
 
 /** What a worker process says (jobs-worker.ts). */
-interface Msg { ready?: number; started?: string; pid?: number; ticked?: number; enqueued?: number; error?: string; ran?: string; slot?: string }
+interface Msg {
+  ready?: number
+  started?: string
+  pid?: number
+  ticked?: number
+  enqueued?: number
+  error?: string
+  ran?: string
+  slot?: string
+}
 
 const WORKER = fileURLToPath(new URL('./jobs-worker.ts', import.meta.url))
 const postgresOnly = services.databaseUrl ? false : 'needs PostgreSQL (TEST_DATABASE_URL): replicas in processes of their own share one database server'
@@ -315,15 +363,20 @@ t.test('two processes and one schedule over 100 slots: each slot runs exactly on
   const replicas = [worker(t, { JOBS_MODE: 'slots', JOBS_NOW: String(base) }), worker(t, { JOBS_MODE: 'slots', JOBS_NOW: String(base) })]
   await Promise.all(replicas.map((w) => w.next((m) => m.ready)))
   const ran: string[] = []
-  for (const w of replicas) w.on('message', (m) => { if ((m as Msg).ran) ran.push((m as Msg).slot!) })
+  for (const w of replicas)
+    w.on('message', (m) => {
+      if ((m as Msg).ran) ran.push((m as Msg).slot!)
+    })
   let enqueued = 0
   for (let k = 1; k <= 100; k++) {
     // Both replicas inside slot k, at different seconds of it.
     const at = [base + k * 60_000 + Math.floor(Math.random() * 29_000), base + k * 60_000 + Math.floor(Math.random() * 29_000)]
-    const answers = await Promise.all(replicas.map((w, i) => {
-      w.send({ tick: at[i] })
-      return w.next((m) => m.ticked === at[i] || m.error)
-    }))
+    const answers = await Promise.all(
+      replicas.map((w, i) => {
+        w.send({ tick: at[i] })
+        return w.next((m) => m.ticked === at[i] || m.error)
+      }),
+    )
     for (const a of answers) {
       if (a.error) throw new Error(a.error)
       enqueued += a.enqueued ?? 0
@@ -334,7 +387,9 @@ t.test('two processes and one schedule over 100 slots: each slot runs exactly on
   await sleep(300)
   t.equal(ran.length, 100)
   t.equal(new Set(ran).size, 100, 'each slot once')
-  const rows = await db.sql<{ n: number; distinct_keys: number }[]>`select count(*)::int as n, count(distinct unique_key)::int as distinct_keys from jobs where queue = 'test.slot' and status = 'completed'`
+  const rows = await db.sql<
+    { n: number; distinct_keys: number }[]
+  >`select count(*)::int as n, count(distinct unique_key)::int as distinct_keys from jobs where queue = 'test.slot' and status = 'completed'`
   t.same(rows[0], { n: 100, distinct_keys: 100 })
   for (const w of replicas) w.send({ stop: true })
   await Promise.all(replicas.map((w) => new Promise((r) => w.once('exit', r))))

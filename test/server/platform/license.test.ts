@@ -19,7 +19,9 @@ const midTerm = Date.parse('2026-06-01T00:00:00Z')
 const license = await testLicense(vendor, { issuedAt, expiresAt, maxTenants: 3, airGapAllowed: false })
 
 const settings = (over: { NODE_ENV?: Config['NODE_ENV']; LICENSE_KEY?: string; AIR_GAPPED?: boolean } = {}) => ({
-  NODE_ENV: over.NODE_ENV ?? 'production', LICENSE_KEY: over.LICENSE_KEY ?? '', AIR_GAPPED: over.AIR_GAPPED ?? false,
+  NODE_ENV: over.NODE_ENV ?? 'production',
+  LICENSE_KEY: over.LICENSE_KEY ?? '',
+  AIR_GAPPED: over.AIR_GAPPED ?? false,
 })
 const at = (ms: number) => ({ keys: vendor.keys, now: () => ms })
 
@@ -27,9 +29,21 @@ const at = (ms: number) => ({ keys: vendor.keys, now: () => ms })
 function signed(v: Vendor, claims: Record<string, unknown>) {
   const seconds = (d: Date) => d.getTime() / 1000
   return new SignJWT({
-    iss: LICENSE_ISSUER, aud: LICENSE_AUDIENCE, sub: randomUUID(), customer: 'Acme', plan: 'pro', maxTenants: 1, features: [], airGapAllowed: true,
-    iat: seconds(issuedAt), nbf: seconds(issuedAt), exp: seconds(expiresAt), ...claims,
-  }).setProtectedHeader({ alg: 'EdDSA', typ: LICENSE_TYP, kid: v.kid }).sign(v.privateKey)
+    iss: LICENSE_ISSUER,
+    aud: LICENSE_AUDIENCE,
+    sub: randomUUID(),
+    customer: 'Acme',
+    plan: 'pro',
+    maxTenants: 1,
+    features: [],
+    airGapAllowed: true,
+    iat: seconds(issuedAt),
+    nbf: seconds(issuedAt),
+    exp: seconds(expiresAt),
+    ...claims,
+  })
+    .setProtectedHeader({ alg: 'EdDSA', typ: LICENSE_TYP, kid: v.kid })
+    .sign(v.privateKey)
 }
 /** The license with its claims changed after signing. */
 function tampered(key: string) {
@@ -40,7 +54,14 @@ function tampered(key: string) {
 
 function capture() {
   const lines: { level: number; msg: string; license?: Record<string, unknown> }[] = []
-  const log = pino({ level: 'debug' }, { write: (s: string) => { lines.push(JSON.parse(s)) } })
+  const log = pino(
+    { level: 'debug' },
+    {
+      write: (s: string) => {
+        lines.push(JSON.parse(s))
+      },
+    },
+  )
   return { log, lines, at: (level: 'info' | 'warn' | 'error') => lines.filter((l) => l.level === pino.levels.values[level]) }
 }
 
@@ -60,7 +81,11 @@ t.test('production refuses a missing or invalid license, naming the reason and n
     const d = await decideLicense(settings({ LICENSE_KEY: c.key, AIR_GAPPED: c.airGapped }), at(midTerm))
     t.match(d, { kind: 'refused', reason: c.reason, summary: new RegExp(`^license invalid \\(${c.reason}\\): `) }, c.name)
     if (d.kind === 'refused') for (const part of c.key.split('.')) if (part.length > 8) t.notOk(d.summary.includes(part.slice(0, 16)), `${c.name}: no part of the key`)
-    await t.rejects(openLicense(settings({ LICENSE_KEY: c.key, AIR_GAPPED: c.airGapped }), capture().log, at(midTerm)), { name: 'LicenseRefused', summary: d.kind === 'refused' ? d.summary : '' }, `${c.name}: the server does not open`)
+    await t.rejects(
+      openLicense(settings({ LICENSE_KEY: c.key, AIR_GAPPED: c.airGapped }), capture().log, at(midTerm)),
+      { name: 'LicenseRefused', summary: d.kind === 'refused' ? d.summary : '' },
+      `${c.name}: the server does not open`,
+    )
   }
 })
 
@@ -120,7 +145,10 @@ t.test('a valid license runs and is logged at start with whose it is and its lim
   t.teardown(() => l.close())
   t.same(l.status(), { status: 'valid' })
   t.equal(l.maxTenants, 3)
-  t.same(c.at('info').map((x) => x.license), [{ status: 'valid', customer: 'Acme', plan: 'enterprise', expiresAt: expiresAt.toISOString(), maxTenants: 3, readOnly: false }])
+  t.same(
+    c.at('info').map((x) => x.license),
+    [{ status: 'valid', customer: 'Acme', plan: 'enterprise', expiresAt: expiresAt.toISOString(), maxTenants: 3, readOnly: false }],
+  )
   t.match(c.at('info')[0]!.msg, /Licensed to Acme \(enterprise, up to 3 tenants\) until 2027-01-01/)
   t.same(c.at('warn'), [])
 })
@@ -148,7 +176,9 @@ t.test('an expired license never stops the server: production runs read-only, de
   const prod = await openLicense(settings({ LICENSE_KEY: license }), c.log, after)
   t.teardown(() => prod.close())
   t.equal(prod.readOnly(), true)
-  t.match(c.at('error'), [{ msg: /grace period ended on 2027-01-31: Atrium is read-only until the license is renewed; contact your Atrium vendor to renew/, license: { status: 'expired', readOnly: true } }])
+  t.match(c.at('error'), [
+    { msg: /grace period ended on 2027-01-31: Atrium is read-only until the license is renewed; contact your Atrium vendor to renew/, license: { status: 'expired', readOnly: true } },
+  ])
   const dev = await openLicense(settings({ NODE_ENV: 'development', LICENSE_KEY: license }), capture().log, after)
   t.teardown(() => dev.close())
   t.equal(dev.status().status, 'expired')

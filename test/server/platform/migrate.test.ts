@@ -8,7 +8,10 @@ const all = loadMigrations()
 
 t.test('migration files are numbered without gaps', async (t) => {
   t.ok(all.length >= 1)
-  t.same(all.map((m) => m.version), all.map((_, i) => i + 1))
+  t.same(
+    all.map((m) => m.version),
+    all.map((_, i) => i + 1),
+  )
 })
 
 t.test('two processes migrating one fresh database at once apply each migration exactly once', async (t) => {
@@ -17,7 +20,11 @@ t.test('two processes migrating one fresh database at once apply each migration 
   t.equal(one.code, 0, one.stderr)
   t.equal(two.code, 0, two.stderr)
   const applied = [...JSON.parse(one.stdout).applied, ...JSON.parse(two.stdout).applied].sort((x: number, y: number) => x - y)
-  t.same(applied, all.map((m) => m.version), 'between them, every migration applied once')
+  t.same(
+    applied,
+    all.map((m) => m.version),
+    'between them, every migration applied once',
+  )
 
   const again = await admin(['migrate'], env)
   t.same(JSON.parse(again.stdout), { applied: [] }, 'a third run has nothing to do')
@@ -26,7 +33,10 @@ t.test('two processes migrating one fresh database at once apply each migration 
 t.test('a migrated database records each migration once', async (t) => {
   const { db } = await testPlatform(t)
   const rows = await db.sql<{ version: number; checksum: string }[]>`select version, checksum from atrium_migrations order by version`
-  t.same(rows.map((r) => r.version), all.map((m) => m.version))
+  t.same(
+    rows.map((r) => r.version),
+    all.map((m) => m.version),
+  )
   t.same(await migrate(db.sql), [])
 })
 

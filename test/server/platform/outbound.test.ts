@@ -3,7 +3,17 @@ import type { AddressInfo } from 'node:net'
 import { gzipSync } from 'node:zlib'
 import t, { type Test } from 'tap'
 import {
-  checkHost, classify, compilePolicy, decideOutbound, isAllowedOutbound, outboundFetch, OutboundRefused, parseCidrs, parseIp, refusalIn, type Resolver,
+  checkHost,
+  classify,
+  compilePolicy,
+  decideOutbound,
+  isAllowedOutbound,
+  outboundFetch,
+  OutboundRefused,
+  parseCidrs,
+  parseIp,
+  refusalIn,
+  type Resolver,
 } from '../../../server/platform/outbound.js'
 
 const open = { airGapped: false }
@@ -12,10 +22,27 @@ const airGapped = { airGapped: true }
 t.test('addresses are classified in every form a resolver or URL parser accepts', async (t) => {
   const cases: Record<string, string[]> = {
     metadata: [
-      '169.254.169.254', '2852039166', '0xA9FEA9FE', '0xa9fea9fe', '0251.0376.0251.0376', '0xA9.0xFE.0xA9.0xFE', '169.254.43518', '169.254.169.254.',
-      'fd00:ec2::254', '[fd00:ec2::254]', '::ffff:169.254.169.254', '::ffff:a9fe:a9fe', '[::ffff:a9fe:a9fe]', '0:0:0:0:0:ffff:a9fe:a9fe',
-      '::ffff:0:a9fe:a9fe', '::169.254.169.254', '64:ff9b::a9fe:a9fe', '64:ff9b::169.254.169.254', '2002:a9fe:a9fe::1',
-      '100.100.100.200', '192.0.0.192',
+      '169.254.169.254',
+      '2852039166',
+      '0xA9FEA9FE',
+      '0xa9fea9fe',
+      '0251.0376.0251.0376',
+      '0xA9.0xFE.0xA9.0xFE',
+      '169.254.43518',
+      '169.254.169.254.',
+      'fd00:ec2::254',
+      '[fd00:ec2::254]',
+      '::ffff:169.254.169.254',
+      '::ffff:a9fe:a9fe',
+      '[::ffff:a9fe:a9fe]',
+      '0:0:0:0:0:ffff:a9fe:a9fe',
+      '::ffff:0:a9fe:a9fe',
+      '::169.254.169.254',
+      '64:ff9b::a9fe:a9fe',
+      '64:ff9b::169.254.169.254',
+      '2002:a9fe:a9fe::1',
+      '100.100.100.200',
+      '192.0.0.192',
     ],
     'link-local': ['169.254.0.1', '169.254.170.2', 'fe80::1', 'fe80::1%eth0', '::ffff:169.254.1.1'],
     unspecified: ['0.0.0.0', '0', '::', '0.0.0.1', '::ffff:0.0.0.0'],
@@ -75,12 +102,15 @@ t.test('CIDRs are parsed strictly', async (t) => {
 /** A resolver answering from a table, as a hostile or misconfigured DNS could. */
 const table = (answers: Record<string, string[]>): Resolver & { asked: string[] } => {
   const asked: string[] = []
-  return Object.assign(async (host: string) => {
-    asked.push(host)
-    const list = answers[host]
-    if (!list) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' })
-    return list.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))
-  }, { asked })
+  return Object.assign(
+    async (host: string) => {
+      asked.push(host)
+      const list = answers[host]
+      if (!list) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' })
+      return list.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))
+    },
+    { asked },
+  )
 }
 
 t.test('a hostname is judged by every address it resolves to', async (t) => {
@@ -94,7 +124,10 @@ t.test('a hostname is judged by every address it resolves to', async (t) => {
   })
   const policy = { allowedCidrs: ['10.0.0.0/8'], airGapped: false }
   const refused = async (host: string, pattern: RegExp) => {
-    const err = await checkHost(host, policy, dns).then(() => null, (e: unknown) => e)
+    const err = await checkHost(host, policy, dns).then(
+      () => null,
+      (e: unknown) => e,
+    )
     t.ok(err instanceof OutboundRefused, `${host} refused`)
     t.match((err as Error).message, pattern)
   }
@@ -128,10 +161,13 @@ async function server(t: Test, handler: http.RequestListener) {
     handler(req, res)
   })
   await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    s.closeAllConnections()
-    s.close(() => resolve())
-  }))
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        s.closeAllConnections()
+        s.close(() => resolve())
+      }),
+  )
   return { port: (s.address() as AddressInfo).port, hits: () => hits }
 }
 
@@ -153,7 +189,10 @@ t.test('outbound fetch connects only where the policy allows, to the address it 
   const strict = outboundFetch({ allowedCidrs: [], airGapped: false })
   closed(strict)
   for (const host of [`127.0.0.1:${srv.port}`, `localhost:${srv.port}`, `[::ffff:127.0.0.1]:${srv.port}`, `2130706433:${srv.port}`]) {
-    const err = await strict(`http://${host}/`).then(() => null, (e: unknown) => e)
+    const err = await strict(`http://${host}/`).then(
+      () => null,
+      (e: unknown) => e,
+    )
     t.ok(err instanceof TypeError, `${host}: fails like fetch`)
     t.match(refusalIn(err), { reason: /loopback address outside OUTBOUND_ALLOWED_NETWORKS/ }, `${host}: the policy's refusal is the cause`)
   }
@@ -173,7 +212,7 @@ t.test('outbound fetch connects only where the policy allows, to the address it 
   t.equal(gz.headers.get('content-encoding'), null)
   await t.rejects(allowed(`http://127.0.0.1:${srv.port}/big`), { message: 'fetch failed', cause: { message: /larger than 1024 bytes/ } })
   await t.rejects(allowed(`http://127.0.0.1:${srv.port}/slow`), { message: 'fetch failed', cause: { code: 'ETIMEDOUT' } })
-  await t.rejects(allowed(`http://127.0.0.1:${srv.port}/slow`, { signal: AbortSignal.timeout(50) }), { name: 'TimeoutError' }, 'the caller\'s signal ends it as fetch would')
+  await t.rejects(allowed(`http://127.0.0.1:${srv.port}/slow`, { signal: AbortSignal.timeout(50) }), { name: 'TimeoutError' }, "the caller's signal ends it as fetch would")
   const aborted = new AbortController()
   aborted.abort()
   await t.rejects(allowed(`http://127.0.0.1:${srv.port}/echo`, { signal: aborted.signal }), { name: 'AbortError' })
@@ -182,22 +221,34 @@ t.test('outbound fetch connects only where the policy allows, to the address it 
   const metadata = outboundFetch({ allowedCidrs: ['0.0.0.0/0'], airGapped: false })
   closed(metadata)
   for (const url of ['http://169.254.169.254/latest/meta-data/', 'http://2852039166/', 'http://0xA9FEA9FE/', 'http://[::ffff:a9fe:a9fe]/', 'http://[fd00:ec2::254]/']) {
-    const err = await metadata(url).then(() => null, (e: unknown) => e)
+    const err = await metadata(url).then(
+      () => null,
+      (e: unknown) => e,
+    )
     t.match(refusalIn(err), { reason: /metadata addresses are never reachable/ }, url)
   }
 
   // A name that resolves to a forbidden address is caught at connect time, through the pinned lookup.
   const hostile = outboundFetch(compilePolicy({ allowedCidrs: [], airGapped: false }, table({ 'idp.example': ['169.254.169.254'] })))
   closed(hostile)
-  const err = await hostile('http://idp.example/.well-known/openid-configuration').then(() => null, (e: unknown) => e)
+  const err = await hostile('http://idp.example/.well-known/openid-configuration').then(
+    () => null,
+    (e: unknown) => e,
+  )
   t.match(refusalIn(err), { host: 'idp.example', address: '169.254.169.254' })
 })
 
 t.test('the connect-time lookup answers in both shapes net asks for, allowed addresses only', async (t) => {
   const p = compilePolicy({ allowedCidrs: ['10.0.0.0/8', 'fd00::/8'], airGapped: false }, table({ 'both.example': ['10.0.0.7', 'fd00::7'], 'bad.example': ['10.0.0.7', '169.254.169.254'] }))
-  const ask = (host: string, options: { all?: boolean; family?: number }) => new Promise<{ err: unknown; address: unknown; family: unknown }>((resolve) =>
-    p.lookup(host, options, (err, address, family) => resolve({ err, address, family })))
-  t.match(await ask('both.example', { all: true }), { err: null, address: [{ address: '10.0.0.7', family: 4 }, { address: 'fd00::7', family: 6 }] })
+  const ask = (host: string, options: { all?: boolean; family?: number }) =>
+    new Promise<{ err: unknown; address: unknown; family: unknown }>((resolve) => p.lookup(host, options, (err, address, family) => resolve({ err, address, family })))
+  t.match(await ask('both.example', { all: true }), {
+    err: null,
+    address: [
+      { address: '10.0.0.7', family: 4 },
+      { address: 'fd00::7', family: 6 },
+    ],
+  })
   t.match(await ask('both.example', {}), { err: null, address: '10.0.0.7', family: 4 })
   t.match(await ask('both.example', { family: 6 }), { err: null, address: 'fd00::7', family: 6 })
   t.match(await ask('bad.example', { all: true }), { err: { name: 'OutboundRefused', address: '169.254.169.254' } })
@@ -235,7 +286,10 @@ t.test('truncateResponse keeps the first maxResponseBytes of a larger response i
 
   const strict = outboundFetch(policy, { maxResponseBytes: 16, timeoutMs: 2000 })
   t.teardown(() => strict.close())
-  const err = await strict(`http://127.0.0.1:${srv.port}/`).then(() => null, (e: unknown) => e)
+  const err = await strict(`http://127.0.0.1:${srv.port}/`).then(
+    () => null,
+    (e: unknown) => e,
+  )
   t.ok(err instanceof TypeError, 'fails like fetch')
   t.match(err, { message: 'fetch failed', cause: { message: /larger than 16 bytes/ } })
   t.equal(refusalIn(err), null, 'not a policy refusal')
@@ -245,7 +299,10 @@ t.test('truncateResponse keeps the first maxResponseBytes of a larger response i
   // The policy still applies to a truncating fetch.
   const closedOff = outboundFetch({ allowedCidrs: [], airGapped: false }, { maxResponseBytes: 16, truncateResponse: true })
   t.teardown(() => closedOff.close())
-  const refused = await closedOff(`http://127.0.0.1:${srv.port}/`).then(() => null, (e: unknown) => e)
+  const refused = await closedOff(`http://127.0.0.1:${srv.port}/`).then(
+    () => null,
+    (e: unknown) => e,
+  )
   t.match(refusalIn(refused), { reason: /loopback address outside OUTBOUND_ALLOWED_NETWORKS/ })
   t.equal(srv.hits(), 7, 'the refused request never reached the server')
 })

@@ -19,5 +19,8 @@ t.test('the overall status is the worst of the checks; none is a pass', async (t
   t.equal(overallStatus([]), 'pass')
   t.equal(overallStatus([at('pass'), at('warn')]), 'warn')
   t.equal(overallStatus([at('warn'), at('fail'), at('pass')]), 'fail')
-  t.same([3, 4, 7, 8].map((n) => grade(n, 4, 8)), ['fail', 'warn', 'warn', 'pass'])
+  t.same(
+    [3, 4, 7, 8].map((n) => grade(n, 4, 8)),
+    ['fail', 'warn', 'warn', 'pass'],
+  )
 })

@@ -6,8 +6,21 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import type { CheckResult, CheckStatus } from '../../../../installer/core/checks/check.js'
 import {
-  clockCheck, cpuCheck, devMajorMinor, diskCheck, gatherHost, GB, GiB, HOST_LIMITS, hostChecks, memoryCheck, osCheck,
-  parseOsRelease, portsCheck, ssdCheck, type OsFacts,
+  clockCheck,
+  cpuCheck,
+  devMajorMinor,
+  diskCheck,
+  gatherHost,
+  GB,
+  GiB,
+  HOST_LIMITS,
+  hostChecks,
+  memoryCheck,
+  osCheck,
+  parseOsRelease,
+  portsCheck,
+  ssdCheck,
+  type OsFacts,
 } from '../../../../installer/core/checks/host.js'
 
 /** Asserts the shape every result must have, then gives its status. */
@@ -32,7 +45,10 @@ async function listening(t: Test, host: string): Promise<number> {
 }
 
 t.test('cpu: under 4 cores fails, under 8 warns, 8 or more passes', async (t) => {
-  t.same([3, 4, 5, 7, 8, 9].map((n) => statusOf(t, cpuCheck(n))), ['fail', 'warn', 'warn', 'warn', 'pass', 'pass'])
+  t.same(
+    [3, 4, 5, 7, 8, 9].map((n) => statusOf(t, cpuCheck(n))),
+    ['fail', 'warn', 'warn', 'warn', 'pass', 'pass'],
+  )
   t.match(cpuCheck(3), { id: 'cpu', found: '3 cores', required: '4 minimum, 8 recommended', fix: /at least 4 cores/ })
 })
 
@@ -98,10 +114,13 @@ t.test('os-release: ID, VERSION_ID and PRETTY_NAME, quoted or not', async (t) =>
 
 t.test('device numbers split as Linux encodes them, so sysfs is found for any disk', async (t) => {
   // glibc's makedev, the encoding stat() reports.
-  const makedev = (major: bigint, minor: bigint) =>
-    (minor & 0xffn) | ((major & 0xfffn) << 8n) | ((minor & ~0xffn) << 12n) | ((major & ~0xfffn) << 32n)
+  const makedev = (major: bigint, minor: bigint) => (minor & 0xffn) | ((major & 0xfffn) << 8n) | ((minor & ~0xffn) << 12n) | ((major & ~0xfffn) << 32n)
   t.same(devMajorMinor(0xfe00n), { major: 254, minor: 0 }, 'virtio disk vda')
-  for (const [major, minor] of [[8, 1], [259, 300], [0x12abc, 0x56734]] as const) {
+  for (const [major, minor] of [
+    [8, 1],
+    [259, 300],
+    [0x12abc, 0x56734],
+  ] as const) {
     t.same(devMajorMinor(makedev(BigInt(major), BigInt(minor))), { major, minor }, `${major}:${minor}`)
   }
 })
@@ -125,7 +144,15 @@ t.test('ports: a port something listens on fails and is named; free ports pass',
   await new Promise<void>((ok) => probe.close(() => ok()))
 
   const facts = await gatherHost(tempDir(t), [busy, loopbackOnly, free])
-  t.same(facts.ports.map((p) => [p.port, p.free]), [[busy, false], [loopbackOnly, false], [free, true]], 'a loopback-only listener also holds the port')
+  t.same(
+    facts.ports.map((p) => [p.port, p.free]),
+    [
+      [busy, false],
+      [loopbackOnly, false],
+      [free, true],
+    ],
+    'a loopback-only listener also holds the port',
+  )
   const check = portsCheck(facts.ports)
   t.equal(statusOf(t, check), 'fail')
   t.equal(check.id, 'ports')
@@ -158,7 +185,10 @@ t.test('the facts of this machine are read, and a data path not created yet is m
   t.ok(later.freeBytes > 0)
 
   const checks = hostChecks(later, 0)
-  t.same(checks.map((c) => c.id), ['cpu', 'memory', 'disk', 'ssd', 'os', 'ports', 'clock'])
+  t.same(
+    checks.map((c) => c.id),
+    ['cpu', 'memory', 'disk', 'ssd', 'os', 'ports', 'clock'],
+  )
   for (const c of checks) statusOf(t, c)
   t.equal(hostChecks(later, null).at(-1)?.status, 'warn', 'an unknown clock offset warns')
 })

@@ -22,12 +22,29 @@ t.test('quantities are read as Kubernetes writes them', async (t) => {
 })
 
 t.test('version, CPU and memory are graded at, under and over their thresholds', async (t) => {
-  t.same(['v1.28.9', 'v1.29.0', 'v1.30.2+k3s1'].map((v) => gradeKubeVersion(v).status), ['fail', 'pass', 'pass'])
+  t.same(
+    ['v1.28.9', 'v1.29.0', 'v1.30.2+k3s1'].map((v) => gradeKubeVersion(v).status),
+    ['fail', 'pass', 'pass'],
+  )
   const node = (cpu: string, memory: string, schedulable = true) => ({ name: 'n', cpu, memory, schedulable })
-  t.same(gradeNodes([node('3990m', '8Gi')]).map((c) => c.status), ['fail', 'warn'])
-  t.same(gradeNodes([node('2', '4Gi'), node('2', '4Gi')]).map((c) => c.status), ['warn', 'warn'], 'nodes add up')
-  t.same(gradeNodes([node('8', '15Gi')]).map((c) => c.status), ['pass', 'pass'])
-  t.same(gradeNodes([node('8', '16Gi', false)]).map((c) => c.status), ['fail', 'fail'], 'a cordoned node gives nothing')
+  t.same(
+    gradeNodes([node('3990m', '8Gi')]).map((c) => c.status),
+    ['fail', 'warn'],
+  )
+  t.same(
+    gradeNodes([node('2', '4Gi'), node('2', '4Gi')]).map((c) => c.status),
+    ['warn', 'warn'],
+    'nodes add up',
+  )
+  t.same(
+    gradeNodes([node('8', '15Gi')]).map((c) => c.status),
+    ['pass', 'pass'],
+  )
+  t.same(
+    gradeNodes([node('8', '16Gi', false)]).map((c) => c.status),
+    ['fail', 'fail'],
+    'a cordoned node gives nothing',
+  )
   t.match(gradeNodes([node('3920m', '7Gi')])[1], { found: '7.0 GiB allocatable on 1 schedulable node' })
   t.equal(gradeStorageClasses([{ name: 'local', isDefault: false }]).status, 'warn')
   t.match(gradeStorageClasses([{ name: 'ceph', isDefault: true }]), { status: 'pass', found: 'default StorageClass ceph' })
@@ -36,21 +53,45 @@ t.test('version, CPU and memory are graded at, under and over their thresholds',
 /** A certificate for 127.0.0.1 made with openssl, as a cluster's API server has (tokens need TLS). */
 function certificate(t: Test): { key: string; cert: string; certPath: string } {
   const dir = tempDir(t)
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=kube-apiserver',
-    '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' })
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=kube-apiserver',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+    ],
+    { stdio: 'ignore' },
+  )
   return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8'), certPath: join(dir, 'cert.pem') }
 }
 
 /** A kubeconfig for `server` trusting `caPath`, with a bearer token, written to a temporary file. */
 function kubeconfig(t: Test, server: string, caPath: string): string {
   const path = join(tempDir(t), 'config')
-  writeFileSync(path, `apiVersion: v1
+  writeFileSync(
+    path,
+    `apiVersion: v1
 kind: Config
 clusters: [{ name: fake, cluster: { server: "${server}", certificate-authority: "${caPath}" } }]
 users: [{ name: admin, user: { token: s3cr3t-token } }]
 contexts: [{ name: fake, context: { cluster: fake, user: admin } }]
 current-context: fake
-`)
+`,
+  )
   return path
 }
 
@@ -63,16 +104,24 @@ async function fakeApiServer(t: Test, namespaceExists: boolean) {
     const path = (req.url ?? '').split('?')[0]
     if (path === '/version') return send(res, 200, { major: '1', minor: '30', gitVersion: 'v1.30.2', platform: 'linux/amd64' })
     if (path === '/api/v1/nodes') {
-      return send(res, 200, { kind: 'NodeList', apiVersion: 'v1', metadata: {}, items: [
-        { metadata: { name: 'a' }, spec: {}, status: { allocatable: { cpu: '3920m', memory: '16303428Ki' } } },
-        { metadata: { name: 'b' }, spec: {}, status: { allocatable: { cpu: '4', memory: '16Gi' } } },
-        { metadata: { name: 'c' }, spec: { unschedulable: true }, status: { allocatable: { cpu: '64', memory: '256Gi' } } },
-      ] })
+      return send(res, 200, {
+        kind: 'NodeList',
+        apiVersion: 'v1',
+        metadata: {},
+        items: [
+          { metadata: { name: 'a' }, spec: {}, status: { allocatable: { cpu: '3920m', memory: '16303428Ki' } } },
+          { metadata: { name: 'b' }, spec: {}, status: { allocatable: { cpu: '4', memory: '16Gi' } } },
+          { metadata: { name: 'c' }, spec: { unschedulable: true }, status: { allocatable: { cpu: '64', memory: '256Gi' } } },
+        ],
+      })
     }
     if (path === '/apis/storage.k8s.io/v1/storageclasses') {
-      return send(res, 200, { kind: 'StorageClassList', apiVersion: 'storage.k8s.io/v1', metadata: {}, items: [
-        { metadata: { name: 'standard', annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } }, provisioner: 'rancher.io/local-path' },
-      ] })
+      return send(res, 200, {
+        kind: 'StorageClassList',
+        apiVersion: 'storage.k8s.io/v1',
+        metadata: {},
+        items: [{ metadata: { name: 'standard', annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } }, provisioner: 'rancher.io/local-path' }],
+      })
     }
     if (path === '/api/v1/namespaces/ai') {
       if (namespaceExists) return send(res, 200, { kind: 'Namespace', apiVersion: 'v1', metadata: { name: 'ai' }, status: { phase: 'Active' } })
@@ -85,7 +134,7 @@ async function fakeApiServer(t: Test, namespaceExists: boolean) {
   return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, ca: tls.certPath }
 }
 
-t.test('a reachable cluster is measured with the kubeconfig\'s credentials', async (t) => {
+t.test("a reachable cluster is measured with the kubeconfig's credentials", async (t) => {
   const api = await fakeApiServer(t, false)
   const checks = await kubeChecks('ai', { kubeconfig: kubeconfig(t, api.url, api.ca) })
   t.match(checks, [
@@ -96,7 +145,10 @@ t.test('a reachable cluster is measured with the kubeconfig\'s credentials', asy
     { id: 'kube.storageclass', status: 'pass', found: 'default StorageClass standard' },
     { id: 'kube.namespace', status: 'pass', found: /does not exist yet; the installer creates it/ },
   ])
-  t.ok(api.seen.every((s) => s.auth === 'Bearer s3cr3t-token'), 'every request carries the kubeconfig token')
+  t.ok(
+    api.seen.every((s) => s.auth === 'Bearer s3cr3t-token'),
+    'every request carries the kubeconfig token',
+  )
   t.notMatch(JSON.stringify(checks), /s3cr3t-token/)
   const existing = await fakeApiServer(t, true)
   t.match((await kubeChecks('ai', { kubeconfig: kubeconfig(t, existing.url, existing.ca) })).at(-1), { status: 'pass', found: 'namespace ai exists' })

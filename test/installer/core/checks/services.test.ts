@@ -9,8 +9,17 @@ import { Client } from 'minio'
 import postgres from 'postgres'
 import { Redis } from 'ioredis'
 import {
-  detectAddressing, gradePostgresPrivileges, gradePostgresVersion, gradeRedisEviction, gradeRedisVersion, postgresChecks, redactUrl,
-  redisChecks, s3Checks, virtualHostCandidate, where,
+  detectAddressing,
+  gradePostgresPrivileges,
+  gradePostgresVersion,
+  gradeRedisEviction,
+  gradeRedisVersion,
+  postgresChecks,
+  redactUrl,
+  redisChecks,
+  s3Checks,
+  virtualHostCandidate,
+  where,
 } from '../../../../installer/core/checks/services.js'
 import { freshBucket, freshDatabase, services, suffix } from '../../../helpers/platform.js'
 
@@ -64,10 +73,7 @@ async function fakeRedis(t: Test, info: string, policy: string): Promise<string>
       for (let cmd = parseCommand(buf); cmd; cmd = parseCommand(buf)) {
         buf = buf.subarray(cmd.length)
         const [name = '', sub = ''] = cmd.args.map((a) => a.toUpperCase())
-        socket.write(name === 'INFO' ? bulk(info)
-          : name === 'CONFIG' && sub === 'GET' ? `*2\r\n${bulk('maxmemory-policy')}${bulk(policy)}`
-          : name === 'PING' ? '+PONG\r\n'
-          : '+OK\r\n')
+        socket.write(name === 'INFO' ? bulk(info) : name === 'CONFIG' && sub === 'GET' ? `*2\r\n${bulk('maxmemory-policy')}${bulk(policy)}` : name === 'PING' ? '+PONG\r\n' : '+OK\r\n')
       }
     })
   })
@@ -91,14 +97,20 @@ async function fakePostgres(t: Test, sqlstate: string, message: string): Promise
 }
 
 t.test('PostgreSQL 15.0 (150000) is the minimum version', async (t) => {
-  t.same([149999, 150000, 150001, 170004].map((n) => gradePostgresVersion(n).status), ['fail', 'pass', 'pass', 'pass'])
+  t.same(
+    [149999, 150000, 150001, 170004].map((n) => gradePostgresVersion(n).status),
+    ['fail', 'pass', 'pass', 'pass'],
+  )
   t.match(gradePostgresVersion(130004), { found: 'PostgreSQL 13.4', required: 'PostgreSQL 15 or newer', fix: /Upgrade PostgreSQL to 15/ })
   t.equal(gradePostgresVersion(90624).found, 'PostgreSQL 9.6.24')
   t.equal(gradePostgresVersion(150000, '15.0').fix, '', 'a pass carries no fix')
 })
 
 t.test('Redis 7.0.0 is the minimum version; an unreadable version fails', async (t) => {
-  t.same(['6.2.14', '6.99.99', '7.0.0', '7.0.1', '7.2.4'].map((v) => gradeRedisVersion(v).status), ['fail', 'fail', 'pass', 'pass', 'pass'])
+  t.same(
+    ['6.2.14', '6.99.99', '7.0.0', '7.0.1', '7.2.4'].map((v) => gradeRedisVersion(v).status),
+    ['fail', 'fail', 'pass', 'pass', 'pass'],
+  )
   t.equal(gradeRedisVersion('unknown').status, 'fail')
 })
 
@@ -107,13 +119,20 @@ t.test('the migrations need CREATEROLE (or the roles granted) and CREATE on the 
   t.equal(gradePostgresPrivileges(p).status, 'pass')
   t.equal(gradePostgresPrivileges({ ...p, createrole: false, rolesGranted: true }).status, 'pass', 'an administrator made and granted the roles')
   t.equal(gradePostgresPrivileges({ ...p, createrole: false, createOnSchema: false, superuser: true }).status, 'pass')
-  t.match(gradePostgresPrivileges({ ...p, createrole: false }), { status: 'fail', found: 'user atrium on atrium: no CREATEROLE, CREATE on schema public', fix: /run: ALTER ROLE "atrium" CREATEROLE; \(or, instead/ })
+  t.match(gradePostgresPrivileges({ ...p, createrole: false }), {
+    status: 'fail',
+    found: 'user atrium on atrium: no CREATEROLE, CREATE on schema public',
+    fix: /run: ALTER ROLE "atrium" CREATEROLE; \(or, instead/,
+  })
   t.match(gradePostgresPrivileges({ ...p, createOnSchema: false }), { status: 'fail', fix: 'As a superuser, in database atrium, run: GRANT CREATE ON SCHEMA "public" TO "atrium";' })
   t.match(gradePostgresPrivileges({ ...p, user: 'we"ird', schema: null, createOnSchema: false }), { status: 'fail', found: /no schema on the search path/, fix: /TO "we""ird";/ })
 })
 
 t.test('eviction: noeviction passes, volatile-* warns, allkeys-* fails, unreadable warns', async (t) => {
-  t.same(['noeviction', 'volatile-lru', 'volatile-ttl', 'allkeys-lru', 'allkeys-random'].map((p) => gradeRedisEviction(p).status), ['pass', 'warn', 'warn', 'fail', 'fail'])
+  t.same(
+    ['noeviction', 'volatile-lru', 'volatile-ttl', 'allkeys-lru', 'allkeys-random'].map((p) => gradeRedisEviction(p).status),
+    ['pass', 'warn', 'warn', 'fail', 'fail'],
+  )
   t.equal(gradeRedisEviction(null).status, 'warn')
 })
 
@@ -126,7 +145,8 @@ t.test('URLs are shown without their password', async (t) => {
 t.test('virtual-hosted addressing is tried only for DNS names', async (t) => {
   t.same(
     ['http://127.0.0.1:9000', 'http://[::1]:9000', 'http://localhost:9000', 'http://minio:9000', 'https://s3.example.com', 'http://minio.internal:9000'].map((e) => virtualHostCandidate(e, 'atrium')),
-    [false, false, false, false, true, true])
+    [false, false, false, false, true, true],
+  )
   t.equal(virtualHostCandidate('https://s3.example.com', 'my.bucket'), false, 'a dotted bucket over HTTPS would break the wildcard certificate')
 })
 
@@ -187,35 +207,46 @@ t.test('a PostgreSQL that refuses the password fails as authentication failed fo
   t.match(await postgresChecks(`postgres://atrium@127.0.0.1:${busy}/atrium`, quick), [{ status: 'fail', found: /refused: sorry, too many clients already \(SQLSTATE 53300\)/ }])
 })
 
-t.test('the real PostgreSQL passes; a role without CREATEROLE or CREATE on the schema fails; a missing database fails', { skip: !services.databaseUrl && 'TEST_DATABASE_URL is not set' }, async (t) => {
-  t.match(await postgresChecks(services.databaseUrl), [{ id: 'postgres.connect', status: 'pass' }, { id: 'postgres.version', status: 'pass' }, { id: 'postgres.privileges', status: 'pass' }])
-  const admin = postgres(services.databaseUrl, { max: 1, onnotice: () => {} })
-  const role = `atrium_pf_${suffix()}`
-  await admin.unsafe(`create role ${role} login password 'limited-password'`)
-  // Teardowns run last-registered first: the database below (which holds a grant to the role) goes before the role.
-  t.teardown(async () => {
-    await admin.unsafe(`drop role if exists ${role}`)
-    await admin.end()
-  })
-  const dbUrl = await freshDatabase(t)
-  const url = new URL(dbUrl)
-  url.username = role
-  url.password = 'limited-password'
-  const database = url.pathname.slice(1)
-  t.match((await postgresChecks(url.toString()))[2], {
-    id: 'postgres.privileges', status: 'fail', found: `user ${role} on ${database}: no CREATEROLE, no CREATE on schema public`,
-    fix: `As a superuser, in database ${database}, run: ALTER ROLE "${role}" CREATEROLE; GRANT CREATE ON SCHEMA "public" TO "${role}"; ` +
-      `(or, instead of CREATEROLE: CREATE ROLE atrium_app NOLOGIN; CREATE ROLE atrium_system NOLOGIN; GRANT atrium_app, atrium_system TO "${role}";)`,
-  })
-  // What the fix says to run makes the check pass.
-  await admin.unsafe(`alter role ${role} createrole`)
-  const inDb = postgres(dbUrl, { max: 1, onnotice: () => {} })
-  await inDb.unsafe(`grant create on schema public to ${role}`)
-  await inDb.end()
-  t.match((await postgresChecks(url.toString()))[2], { status: 'pass', found: `user ${role} on ${database}: CREATEROLE, CREATE on schema public` })
-  url.pathname = `/atrium_no_such_db_${suffix()}`
-  t.match(await postgresChecks(url.toString()), [{ status: 'fail', found: /^the database atrium_no_such_db_\w+ does not exist/ }])
-})
+t.test(
+  'the real PostgreSQL passes; a role without CREATEROLE or CREATE on the schema fails; a missing database fails',
+  { skip: !services.databaseUrl && 'TEST_DATABASE_URL is not set' },
+  async (t) => {
+    t.match(await postgresChecks(services.databaseUrl), [
+      { id: 'postgres.connect', status: 'pass' },
+      { id: 'postgres.version', status: 'pass' },
+      { id: 'postgres.privileges', status: 'pass' },
+    ])
+    const admin = postgres(services.databaseUrl, { max: 1, onnotice: () => {} })
+    const role = `atrium_pf_${suffix()}`
+    await admin.unsafe(`create role ${role} login password 'limited-password'`)
+    // Teardowns run last-registered first: the database below (which holds a grant to the role) goes before the role.
+    t.teardown(async () => {
+      await admin.unsafe(`drop role if exists ${role}`)
+      await admin.end()
+    })
+    const dbUrl = await freshDatabase(t)
+    const url = new URL(dbUrl)
+    url.username = role
+    url.password = 'limited-password'
+    const database = url.pathname.slice(1)
+    t.match((await postgresChecks(url.toString()))[2], {
+      id: 'postgres.privileges',
+      status: 'fail',
+      found: `user ${role} on ${database}: no CREATEROLE, no CREATE on schema public`,
+      fix:
+        `As a superuser, in database ${database}, run: ALTER ROLE "${role}" CREATEROLE; GRANT CREATE ON SCHEMA "public" TO "${role}"; ` +
+        `(or, instead of CREATEROLE: CREATE ROLE atrium_app NOLOGIN; CREATE ROLE atrium_system NOLOGIN; GRANT atrium_app, atrium_system TO "${role}";)`,
+    })
+    // What the fix says to run makes the check pass.
+    await admin.unsafe(`alter role ${role} createrole`)
+    const inDb = postgres(dbUrl, { max: 1, onnotice: () => {} })
+    await inDb.unsafe(`grant create on schema public to ${role}`)
+    await inDb.end()
+    t.match((await postgresChecks(url.toString()))[2], { status: 'pass', found: `user ${role} on ${database}: CREATEROLE, CREATE on schema public` })
+    url.pathname = `/atrium_no_such_db_${suffix()}`
+    t.match(await postgresChecks(url.toString()), [{ status: 'fail', found: /^the database atrium_no_such_db_\w+ does not exist/ }])
+  },
+)
 
 t.test('the real Redis passes; a wrong password fails as such', { skip: !services.redisUrl && 'TEST_REDIS_URL is not set' }, async (t) => {
   t.match(await redisChecks(services.redisUrl), [{ id: 'redis.connect', status: 'pass' }, { id: 'redis.version', status: 'pass' }, { id: 'redis.eviction' }])
@@ -246,7 +277,14 @@ t.test('the real S3 store passes the round trip on a bucket it creates; wrong cr
   ])
   t.match(await s3Checks(target), [{ status: 'pass', found: /^bucket \S+ at \S+: put/ }, {}], 'an existing bucket is used as it is')
   const url = new URL(services.s3Endpoint)
-  const client = new Client({ endPoint: url.hostname, port: Number(url.port) || undefined, useSSL: url.protocol === 'https:', accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' })
+  const client = new Client({
+    endPoint: url.hostname,
+    port: Number(url.port) || undefined,
+    useSSL: url.protocol === 'https:',
+    accessKey: services.s3AccessKey,
+    secretKey: services.s3SecretKey,
+    region: 'us-east-1',
+  })
   t.same(await client.listObjectsV2(bucket, '', true).toArray(), [], 'the test objects were deleted')
   const wrongSecret = await s3Checks({ ...target, secretKey: 'wrong-secret' })
   t.match(wrongSecret, [{ status: 'fail', found: 'the store refused the credentials (SignatureDoesNotMatch) at the step: find the bucket', fix: /R2_SECRET_ACCESS_KEY/ }])

@@ -34,7 +34,10 @@ t.test('each tool passes at its minimum and fails just under it', async (t) => {
 })
 
 /** A runner whose PATH holds only the given folder, as on a machine with just those tools. */
-const onPath = (dir: string): Runner => (file, args, opts) => run(file, args, { ...opts, env: { PATH: dir } })
+const onPath =
+  (dir: string): Runner =>
+  (file, args, opts) =>
+    run(file, args, { ...opts, env: { PATH: dir } })
 
 function tool(dir: string, name: string, script: string) {
   const path = join(dir, name)
@@ -53,10 +56,14 @@ t.test('the helm target asks helm itself, through the command runner', async (t)
 
 t.test('the compose target needs the engine running and the Compose v2 plugin', async (t) => {
   const dir = tempDir(t)
-  tool(dir, 'docker', [
-    'if [ "$1" = compose ]; then echo "Docker Compose version v2.29.7"; exit 0; fi',
-    'echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?" >&2; exit 1',
-  ].join('\n'))
+  tool(
+    dir,
+    'docker',
+    [
+      'if [ "$1" = compose ]; then echo "Docker Compose version v2.29.7"; exit 0; fi',
+      'echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?" >&2; exit 1',
+    ].join('\n'),
+  )
   const [engine, compose] = await toolChecks('compose', onPath(dir))
   t.match(engine, { id: 'tools.docker', status: 'fail', found: /Cannot connect to the Docker daemon/, fix: /Start the Docker daemon/ })
   t.match(compose, { id: 'tools.compose', status: 'pass', found: '2.29.7' })

@@ -19,18 +19,49 @@ const tags = apiKeyTags({ deriveKey: () => Buffer.alloc(32, 4) })
 const origin = { ip: '10.0.0.1', userAgent: 'unit' }
 
 const holder = (permissions: string[], over: Partial<Principal> = {}): Principal => ({
-  kind: 'api_key', id: 'key-of-caller', tenantId: TENANT, plan: 'pro', userId: 'user-1', role: null, sessionId: null, permissions: new Set(permissions), ...over,
+  kind: 'api_key',
+  id: 'key-of-caller',
+  tenantId: TENANT,
+  plan: 'pro',
+  userId: 'user-1',
+  role: null,
+  sessionId: null,
+  permissions: new Set(permissions),
+  ...over,
 })
 const view = (over: Partial<KeyView> = {}): KeyView => ({
-  id: 'key-2', name: 'ci', type: 'ci', prefix: 'svc_ci_abcd', last_four: 'wxyz', permissions: ['projects:read'], user_id: 'user-1',
-  created_at: new Date(0), expires_at: null, revoked_at: null, last_used_at: null, ...over,
+  id: 'key-2',
+  name: 'ci',
+  type: 'ci',
+  prefix: 'svc_ci_abcd',
+  last_four: 'wxyz',
+  permissions: ['projects:read'],
+  user_id: 'user-1',
+  created_at: new Date(0),
+  expires_at: null,
+  revoked_at: null,
+  last_used_at: null,
+  ...over,
 })
 const found = (over: Partial<KeyRow> = {}): KeyRow => ({
-  id: 'key-3', tenant_id: TENANT, user_id: 'user-1', type: 'ci', permissions: ['projects:read'], expires_at: null, revoked_at: null,
-  last_used_at: new Date(), plan: 'pro', tenant_status: 'active', ...over,
+  id: 'key-3',
+  tenant_id: TENANT,
+  user_id: 'user-1',
+  type: 'ci',
+  permissions: ['projects:read'],
+  expires_at: null,
+  revoked_at: null,
+  last_used_at: new Date(),
+  plan: 'pro',
+  tenant_status: 'active',
+  ...over,
 })
 
-interface World { current?: KeyView; row?: KeyRow; legacy?: boolean }
+interface World {
+  current?: KeyView
+  row?: KeyRow
+  legacy?: boolean
+}
 
 /** The keys service and authenticator on rows in memory; `log` is every write, in order. */
 async function keys(t: Test, world: World = {}) {
@@ -69,9 +100,14 @@ t.test('a malformed key request is VALIDATION_ERROR before any transaction', asy
   await t.rejects(service.create(as(all), request({ type: 'root' })), invalid('body.type', /must be sdk or ci/))
   await t.rejects(service.create(as(all), request({ name: '   ' })), invalid('body.name'))
   await t.rejects(service.create(as(all), request({ permissions: ['projects:read', 'projects:delete', 'root'] })), invalid('body.permissions', /unknown permissions: projects:delete, root/))
-  await t.rejects(service.create(as(all), request({ expiresAt: new Date(Date.now() + DAY).toISOString(), expiresInDays: 1 })), {
-    code: 'VALIDATION_ERROR', details: { errors: [{ field: 'body.expiresAt' }, { field: 'body.expiresInDays' }] },
-  }, 'not both expiries')
+  await t.rejects(
+    service.create(as(all), request({ expiresAt: new Date(Date.now() + DAY).toISOString(), expiresInDays: 1 })),
+    {
+      code: 'VALIDATION_ERROR',
+      details: { errors: [{ field: 'body.expiresAt' }, { field: 'body.expiresInDays' }] },
+    },
+    'not both expiries',
+  )
   await t.rejects(service.create(as(all), request({ expiresAt: new Date(Date.now() - 1000).toISOString() })), invalid('body.expiresAt', /future/))
   t.same(db.opened, [])
 })
@@ -80,13 +116,18 @@ t.test('nobody grants more than they hold; a refusal names what is missing', asy
   const { service, log, as } = await keys(t)
   const reader = holder(['projects:read', 'export'])
   await t.rejects(service.create(as(reader), request({ permissions: ['projects:read', 'projects:write', 'audit:read'] })), {
-    code: 'FORBIDDEN', details: { reason: 'exceeds_own_permissions', missing: ['projects:write', 'audit:read'] },
+    code: 'FORBIDDEN',
+    details: { reason: 'exceeds_own_permissions', missing: ['projects:write', 'audit:read'] },
   })
   await t.rejects(service.create(as(reader), request({ permissions: ['*'] })), { code: 'FORBIDDEN', details: { missing: ['*'] } }, "'*' is more than any list")
   t.same(log, [])
   await service.create(as(reader), request({ permissions: ['export', 'projects:read'] }))
   await service.create(as(holder(['*'])), request({ permissions: ['*'] }))
-  t.same(log.filter((e) => e[0] === 'insert').map((e) => (e[1] as { permissions: string[] }).permissions), [['export', 'projects:read'], ['*']], 'within what they hold')
+  t.same(
+    log.filter((e) => e[0] === 'insert').map((e) => (e[1] as { permissions: string[] }).permissions),
+    [['export', 'projects:read'], ['*']],
+    'within what they hold',
+  )
 })
 
 t.test("a new key: '*' stands alone, duplicates go, it is made for the creator's user, and its creation is audited", async (t) => {
@@ -95,10 +136,16 @@ t.test("a new key: '*' stands alone, duplicates go, it is made for the creator's
   await service.create(as(holder(['*'], { userId: 'user-9' })), request({ name: '  deploy  ', permissions: ['projects:read', '*', 'export'], expiresInDays: 30 }))
   await service.create(as(holder(['*'], { userId: 'user-9' })), request({ permissions: ['export', 'export', 'projects:read'] }))
   const inserts = log.filter((e) => e[0] === 'insert').map((e) => e[1] as { userId: string; permissions: string[]; expiresAt: Date | null; name: string })
-  t.match(inserts, [{ userId: 'user-9', permissions: ['*'], name: 'deploy' }, { userId: 'user-9', permissions: ['export', 'projects:read'], expiresAt: null }])
+  t.match(inserts, [
+    { userId: 'user-9', permissions: ['*'], name: 'deploy' },
+    { userId: 'user-9', permissions: ['export', 'projects:read'], expiresAt: null },
+  ])
   const expires = inserts[0]!.expiresAt!.getTime() - before
   t.ok(expires >= 30 * DAY && expires < 30 * DAY + 60_000, 'expiresInDays counts from now')
-  t.match(log.find((e) => e[0] === 'audit'), ['audit', 'key.created', { type: 'api_key', id: 'key-of-caller' }, { type: 'ci', permissions: ['*'], name: 'deploy' }])
+  t.match(
+    log.find((e) => e[0] === 'audit'),
+    ['audit', 'key.created', { type: 'api_key', id: 'key-of-caller' }, { type: 'ci', permissions: ['*'], name: 'deploy' }],
+  )
 })
 
 t.test('revoking needs authority over the key, except revoking itself; a revoked key is answered as it is', async (t) => {
@@ -107,7 +154,10 @@ t.test('revoking needs authority over the key, except revoking itself; a revoked
   await t.rejects(one.service.revoke(one.as(holder(['keys:manage'])), 'key-2'), { code: 'FORBIDDEN', details: { reason: 'exceeds_own_permissions', missing: ['projects:write'] } })
   t.same(one.log, [], 'nothing revoked, nothing invalidated')
   t.match(await one.service.revoke(one.as(holder(['projects:read'], { id: 'key-2' })), 'key-2'), { id: 'key-2', revoked_at: Date }, 'a key may always revoke itself')
-  t.same(one.log.map((e) => e[0]), ['revoke', 'audit', 'invalidate'])
+  t.same(
+    one.log.map((e) => e[0]),
+    ['revoke', 'audit', 'invalidate'],
+  )
 
   const gone = await keys(t, { current: view({ revoked_at: new Date(1) }) })
   t.match(await gone.service.revoke(gone.as(holder(['*'])), 'key-2'), { revoked_at: new Date(1) })

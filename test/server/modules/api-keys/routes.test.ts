@@ -5,7 +5,11 @@ import { signedIn, until } from './helpers.js'
 
 const h = await testApp(t)
 
-interface Made { id: string; key: string; call: Caller }
+interface Made {
+  id: string
+  key: string
+  call: Caller
+}
 
 async function makeKey(call: Caller, body: Record<string, unknown>): Promise<Made> {
   const r = await call('POST', '/api/v1/api-keys', { name: 'test key', type: 'ci', ...body })
@@ -85,7 +89,10 @@ t.test('bad key requests are VALIDATION_ERROR and create nothing', async (t) => 
     const r = await call('POST', '/api/v1/api-keys', body)
     t.equal(r.status, 400, what)
     t.equal(r.body.error.code, 'VALIDATION_ERROR', what)
-    t.ok(r.body.error.details.errors.some((e: { field: string }) => e.field === field), `${what}: names ${field}`)
+    t.ok(
+      r.body.error.details.errors.some((e: { field: string }) => e.field === field),
+      `${what}: names ${field}`,
+    )
   }
   t.equal(await keyCount(tenantId), 1, 'only the owner key exists')
 })
@@ -95,7 +102,14 @@ t.test('nobody grants more than they hold', async (t) => {
   const manager = await makeKey(call, { permissions: ['keys:manage', 'projects:read'] })
   const narrower = await manager.call('POST', '/api/v1/api-keys', { name: 'reader', type: 'sdk', permissions: ['projects:read'] })
   t.equal(narrower.status, 201, 'a subset of its own permissions')
-  for (const [wanted, missing] of [[['projects:read', 'projects:write'], ['projects:write']], [['*'], ['*']], [['export', 'audit:read'], ['export', 'audit:read']]] as const) {
+  for (const [wanted, missing] of [
+    [['projects:read', 'projects:write'], ['projects:write']],
+    [['*'], ['*']],
+    [
+      ['export', 'audit:read'],
+      ['export', 'audit:read'],
+    ],
+  ] as const) {
     const r = await manager.call('POST', '/api/v1/api-keys', { name: 'more', type: 'ci', permissions: wanted })
     t.equal(r.status, 403, wanted.join())
     t.equal(r.body.error.code, 'FORBIDDEN')
@@ -111,7 +125,11 @@ t.test('keys:manage is needed: keys without it, members and viewers are FORBIDDE
   const reader = target.call
   const member = await signedIn(ta, tenantId, 'member')
   const viewer = await signedIn(ta, tenantId, 'viewer')
-  for (const [who, c] of [['a key without keys:manage', reader], ['a member', member.call], ['a viewer', viewer.call]] as const) {
+  for (const [who, c] of [
+    ['a key without keys:manage', reader],
+    ['a member', member.call],
+    ['a viewer', viewer.call],
+  ] as const) {
     for (const [method, url, body] of [
       ['GET', '/api/v1/api-keys', undefined],
       ['GET', `/api/v1/api-keys/${target.id}`, undefined],
@@ -193,7 +211,10 @@ t.test('revoking a revoked key answers with it unchanged and records one event',
   t.equal(again.status, 200)
   t.same(again.body.data, first.body.data)
   const events = await h.platform.db.system((sql) => sql`select action from audit_events where tenant_id = ${tenantId} and target_id = ${k.id} order by id`)
-  t.same(events.map((e) => e.action), ['key.created', 'key.revoked'])
+  t.same(
+    events.map((e) => e.action),
+    ['key.created', 'key.revoked'],
+  )
   const listed = await call('GET', `/api/v1/api-keys/${k.id}`)
   t.equal(listed.body.data.revokedAt, first.body.data.revokedAt, 'revoked keys stay listed, with the time')
 })
@@ -217,7 +238,7 @@ t.test('a key may revoke itself; a narrower key may not revoke a broader one', a
   t.equal((await manager.call('GET', '/api/v1/api-keys')).body.error.code, 'UNAUTHORIZED', 'and then it is gone')
 })
 
-t.test("a key of another tenant is RESOURCE_NOT_FOUND and keeps working", async (t) => {
+t.test('a key of another tenant is RESOURCE_NOT_FOUND and keeps working', async (t) => {
   const a = await h.tenant()
   const b = await h.tenant()
   const theirs = await makeKey(b.call, { permissions: ['projects:read'] })
@@ -227,7 +248,10 @@ t.test("a key of another tenant is RESOURCE_NOT_FOUND and keeps working", async 
     t.equal(r.body.error.code, 'RESOURCE_NOT_FOUND')
     t.same(r.body.error.details, { resource: 'api_key', id: theirs.id })
   }
-  t.notOk((await a.call('GET', '/api/v1/api-keys?limit=200')).body.data.some((k: { id: string }) => k.id === theirs.id), 'not listed')
+  t.notOk(
+    (await a.call('GET', '/api/v1/api-keys?limit=200')).body.data.some((k: { id: string }) => k.id === theirs.id),
+    'not listed',
+  )
   t.equal((await theirs.call('GET', '/api/v1/projects')).status, 200)
   const missing = await a.call('DELETE', '/api/v1/api-keys/01900000-0000-7000-8000-000000000000')
   t.equal(missing.body.error.code, 'RESOURCE_NOT_FOUND')
@@ -274,10 +298,14 @@ t.test('last use is recorded, at most once a minute', async (t) => {
   const k = await makeKey(call, { permissions: ['projects:read'] })
   t.equal((await call('GET', `/api/v1/api-keys/${k.id}`)).body.data.lastUsedAt, null, 'never used')
   await k.call('GET', '/api/v1/projects')
-  const { r } = await until(async () => {
-    const got = await call('GET', `/api/v1/api-keys/${k.id}`)
-    return { ...got, status: got.body.data.lastUsedAt === null ? 0 : 200 }
-  }, 0, 2000)
+  const { r } = await until(
+    async () => {
+      const got = await call('GET', `/api/v1/api-keys/${k.id}`)
+      return { ...got, status: got.body.data.lastUsedAt === null ? 0 : 200 }
+    },
+    0,
+    2000,
+  )
   const first = r.body.data.lastUsedAt as string
   t.type(first, 'string', 'recorded after the request, not during it')
 

@@ -34,7 +34,12 @@ t.test('invalid key requests are VALIDATION_ERROR', async (t) => {
     { tenantId, type: 'ci' as const, permissions: ['projects:delete-everything'] },
     { tenantId, type: 'ci' as const, permissions: ['*'], expiresAt: new Date(Date.now() - 1000) },
   ]
-  for (const input of bad) await t.rejects(db.system((sql) => createKey(sql, apiKeyTags(platform.secrets), input)), { code: 'VALIDATION_ERROR' }, JSON.stringify(input))
+  for (const input of bad)
+    await t.rejects(
+      db.system((sql) => createKey(sql, apiKeyTags(platform.secrets), input)),
+      { code: 'VALIDATION_ERROR' },
+      JSON.stringify(input),
+    )
 })
 
 t.test('tokens that are not keys of ours are not principals', async (t) => {
@@ -81,9 +86,11 @@ t.test('a made-up key is refused from memory, whatever its spelling: its tag was
 t.test('keys made before tags keep working; made-up ones of that format are refused from memory', async (t) => {
   const old = `svc_ci_${randomBase62(32)}`
   const id = newId()
-  await db.system((sql) => sql`
+  await db.system(
+    (sql) => sql`
     insert into api_keys (id, tenant_id, type, prefix, last_four, secret_hash, permissions)
-    values (${id}, ${tenantId}, 'ci', ${old.slice(0, 11)}, ${old.slice(-4)}, ${hashKey(old)}, ${['projects:read']})`)
+    values (${id}, ${tenantId}, 'ci', ${old.slice(0, 11)}, ${old.slice(-4)}, ${hashKey(old)}, ${['projects:read']})`,
+  )
   const fresh = apiKeyAuthenticator({ db, tags, legacy })
   t.equal(fresh.fromMemory(old), undefined, 'before the set is first read, every old-format key is looked up')
   await legacy.reload()

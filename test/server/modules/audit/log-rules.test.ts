@@ -9,7 +9,16 @@ import { fakeDb, noSql, replacing } from '../../../helpers/fake-db.js'
 
 const TENANT = '01900000-0000-7000-8000-0000000000aa'
 const event = (id: string): AuditRow => ({
-  id, action: 'key.created', actor_type: 'user', actor_id: 'u1', target_type: 'api_key', target_id: 'k1', ip: '', user_agent: '', details: {}, created_at: new Date(0),
+  id,
+  action: 'key.created',
+  actor_type: 'user',
+  actor_id: 'u1',
+  target_type: 'api_key',
+  target_id: 'k1',
+  ip: '',
+  user_agent: '',
+  details: {},
+  created_at: new Date(0),
 })
 const ids = ['01900000-0000-7000-8000-000000000003', '01900000-0000-7000-8000-000000000002', '01900000-0000-7000-8000-000000000001']
 
@@ -43,10 +52,20 @@ t.test('only the filters given reach the query, the times as dates; a window tha
   const { service, asked, db } = await auditLog(t)
   await service.list({ tenantId: TENANT, plan: 'pro' }, { limit: 10 })
   await service.list({ tenantId: TENANT, plan: 'pro' }, { limit: 10, action: 'auth.*', actorId: 'u1', since: '2030-01-01T00:00:00Z', until: '2030-01-02T00:00:00Z' })
-  t.same(asked.map((a) => a.filter), [{}, { action: 'auth.*', actorId: 'u1', since: new Date('2030-01-01T00:00:00Z'), until: new Date('2030-01-02T00:00:00Z') }])
+  t.same(
+    asked.map((a) => a.filter),
+    [{}, { action: 'auth.*', actorId: 'u1', since: new Date('2030-01-01T00:00:00Z'), until: new Date('2030-01-02T00:00:00Z') }],
+  )
   const opened = db.opened.length
-  for (const [since, until] of [['2030-01-02T00:00:00Z', '2030-01-01T00:00:00Z'], ['2030-01-01T00:00:00Z', '2030-01-01T00:00:00Z']]) {
-    await t.rejects(service.list({ tenantId: TENANT, plan: 'pro' }, { limit: 10, since, until }), { code: 'VALIDATION_ERROR', details: { errors: [{ field: 'querystring.since' }] } }, `${since} to ${until}`)
+  for (const [since, until] of [
+    ['2030-01-02T00:00:00Z', '2030-01-01T00:00:00Z'],
+    ['2030-01-01T00:00:00Z', '2030-01-01T00:00:00Z'],
+  ]) {
+    await t.rejects(
+      service.list({ tenantId: TENANT, plan: 'pro' }, { limit: 10, since, until }),
+      { code: 'VALIDATION_ERROR', details: { errors: [{ field: 'querystring.since' }] } },
+      `${since} to ${until}`,
+    )
   }
   await t.rejects(service.list({ tenantId: TENANT, plan: 'pro' }, { limit: 10, cursor: 'not-a-cursor' }), { code: 'VALIDATION_ERROR', details: { errors: [{ field: 'cursor' }] } })
   t.equal(db.opened.length, opened, 'none of them reached the database')
@@ -55,7 +74,10 @@ t.test('only the filters given reach the query, the times as dates; a window tha
 t.test('a page asks for one event more than it shows, and the next page starts after its last event', async (t) => {
   const { service, asked } = await auditLog(t)
   const first = await service.list({ tenantId: TENANT, plan: 'pro' }, { limit: 2 })
-  t.same(first.items.map((e) => e.id), ids.slice(0, 2))
+  t.same(
+    first.items.map((e) => e.id),
+    ids.slice(0, 2),
+  )
   t.equal(asked[0]!.limit, 3)
   await service.list({ tenantId: TENANT, plan: 'pro' }, { limit: 2, cursor: first.nextCursor! })
   t.equal(asked[1]!.before, ids[1], 'the cursor is the last id shown')
@@ -74,5 +96,12 @@ t.test('an event names a key by its id, a user by their user id, and nobody as a
   t.same(actors[0], { type: 'api_key', id: 'k1' }, 'a key made by a user is still the key')
   t.same(actors[1], { type: 'user', id: 'u2' })
   t.same(actors[2], { type: 'anonymous', id: null }, 'nobody signed in (the caller names no principal): anonymous, with no id')
-  t.match(written.slice(0, 2), [{ tenantId: TENANT, ip: '10.0.0.3', userAgent: 'unit' }, { tenantId: TENANT, ip: '10.0.0.3', userAgent: 'unit' }], "in the actor's tenant, from where its request came")
+  t.match(
+    written.slice(0, 2),
+    [
+      { tenantId: TENANT, ip: '10.0.0.3', userAgent: 'unit' },
+      { tenantId: TENANT, ip: '10.0.0.3', userAgent: 'unit' },
+    ],
+    "in the actor's tenant, from where its request came",
+  )
 })

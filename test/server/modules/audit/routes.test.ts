@@ -20,17 +20,19 @@ async function tenantWithPassword(plan: Plan) {
 /** An event written straight into the table, `daysAgo` old. */
 async function insertEvent(tenantId: string, daysAgo: number, over: { action?: string; actorId?: string | null; actorType?: string } = {}): Promise<string> {
   const id = newId()
-  await db.system((sql) => sql`
+  await db.system(
+    (sql) => sql`
     insert into audit_events (id, tenant_id, actor_type, actor_id, action, created_at)
     values (${id}, ${tenantId}, ${over.actorType ?? 'system'}, ${over.actorId ?? null}, ${over.action ?? 'test.event'},
-            now() - make_interval(secs => ${daysAgo * 86_400}))`)
+            now() - make_interval(secs => ${daysAgo * 86_400}))`,
+  )
   return id
 }
 
-const remaining = async (ids: string[]) =>
-  (await db.system((sql) => sql<{ id: string }[]>`select id from audit_events where id = any(${ids}::uuid[])`)).map((r) => r.id).sort()
+const remaining = async (ids: string[]) => (await db.system((sql) => sql<{ id: string }[]>`select id from audit_events where id = any(${ids}::uuid[])`)).map((r) => r.id).sort()
 
-async function events(call: Caller, query = ''): Promise<any[]> { // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON from the API
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON from the API
+async function events(call: Caller, query = ''): Promise<any[]> {
   const r = await call('GET', `/api/v1/audit-log${query}`)
   if (r.status !== 200) throw new Error(`audit log: ${r.status} ${JSON.stringify(r.body)}`)
   return r.body.data
@@ -68,8 +70,21 @@ t.test('keys created and revoked are audited: who, what and from where', async (
   await o.call('DELETE', `/api/v1/api-keys/${made.body.data.id}`, undefined, { 'user-agent': 'cleanup' })
   const log = await events(o.call, '?action=key.*')
   t.match(log, [
-    { action: 'key.revoked', actor: { type: 'api_key', id: ownerKey }, target: { type: 'api_key', id: made.body.data.id }, userAgent: 'cleanup', details: { type: 'ci', permissions: ['projects:read', 'export'], name: 'ci bot' } },
-    { action: 'key.created', actor: { type: 'api_key', id: ownerKey }, target: { type: 'api_key', id: made.body.data.id }, ip: '127.0.0.1', userAgent: 'ci-setup', details: { type: 'ci', permissions: ['projects:read', 'export'], name: 'ci bot', expiresAt: null } },
+    {
+      action: 'key.revoked',
+      actor: { type: 'api_key', id: ownerKey },
+      target: { type: 'api_key', id: made.body.data.id },
+      userAgent: 'cleanup',
+      details: { type: 'ci', permissions: ['projects:read', 'export'], name: 'ci bot' },
+    },
+    {
+      action: 'key.created',
+      actor: { type: 'api_key', id: ownerKey },
+      target: { type: 'api_key', id: made.body.data.id },
+      ip: '127.0.0.1',
+      userAgent: 'ci-setup',
+      details: { type: 'ci', permissions: ['projects:read', 'export'], name: 'ci bot', expiresAt: null },
+    },
   ])
   t.equal(log.length, 2)
   t.notMatch(JSON.stringify(log), made.body.data.key.slice(12), 'the secret is not in the log')
@@ -97,11 +112,19 @@ t.test('the free plan records nothing and has no audit log to read', async (t) =
 })
 
 t.test("only events inside the plan's retention are shown", async (t) => {
-  for (const [plan, days] of [['pro', 30], ['growth', 90], ['enterprise', 365]] as const) {
+  for (const [plan, days] of [
+    ['pro', 30],
+    ['growth', 90],
+    ['enterprise', 365],
+  ] as const) {
     const o = await h.tenant(plan)
     const inside = await insertEvent(o.tenantId, days - 1)
     await insertEvent(o.tenantId, days + 1)
-    t.same((await events(o.call)).map((e) => e.id), [inside], `${plan}: ${days} days`)
+    t.same(
+      (await events(o.call)).map((e) => e.id),
+      [inside],
+      `${plan}: ${days} days`,
+    )
   }
 })
 
@@ -109,9 +132,16 @@ t.test('a plan change moves the window at once', async (t) => {
   const o = await h.tenant('growth')
   const older = await insertEvent(o.tenantId, 60)
   const recent = await insertEvent(o.tenantId, 1)
-  t.same((await events(o.call)).map((e) => e.id), [recent, older])
+  t.same(
+    (await events(o.call)).map((e) => e.id),
+    [recent, older],
+  )
   await db.system((sql) => sql`update tenants set plan = 'pro' where id = ${o.tenantId}`)
-  t.same((await events(o.call)).map((e) => e.id), [recent], 'pro keeps 30 days, before any sweep')
+  t.same(
+    (await events(o.call)).map((e) => e.id),
+    [recent],
+    'pro keeps 30 days, before any sweep',
+  )
 })
 
 t.test('filters: action, action prefix, actor, since and until', async (t) => {
@@ -163,15 +193,24 @@ t.test("audit:read is needed, and another tenant's events are never shown", asyn
   const b = await h.tenant('enterprise')
   const theirs = await insertEvent(b.tenantId, 1, { actorType: 'user', actorId: b.userId })
   const mine = await insertEvent(a.tenantId, 1)
-  t.same((await events(a.call)).map((e) => e.id), [mine])
+  t.same(
+    (await events(a.call)).map((e) => e.id),
+    [mine],
+  )
   t.same(await events(a.call, `?actorId=${b.userId}`), [])
-  t.same((await events(b.call)).map((e) => e.id), [theirs])
+  t.same(
+    (await events(b.call)).map((e) => e.id),
+    [theirs],
+  )
 
   const reader = await a.call('POST', '/api/v1/api-keys', { name: 'auditor', type: 'ci', permissions: ['audit:read'] })
   t.equal((await caller(h.app, reader.body.data.key)('GET', '/api/v1/audit-log')).status, 200, 'audit:read alone suffices')
   const noAudit = await a.call('POST', '/api/v1/api-keys', { name: 'no audit', type: 'ci', permissions: ['projects:read', 'export', 'team:read'] })
   const member = await signedIn(h, a.tenantId, 'member')
-  for (const [who, c] of [['a key without audit:read', caller(h.app, noAudit.body.data.key)], ['a member', member.call]] as const) {
+  for (const [who, c] of [
+    ['a key without audit:read', caller(h.app, noAudit.body.data.key)],
+    ['a member', member.call],
+  ] as const) {
     const r = await c('GET', '/api/v1/audit-log')
     t.equal(r.status, 403, who)
     t.equal(r.body.error.code, 'FORBIDDEN', who)
@@ -183,7 +222,11 @@ t.test("audit:read is needed, and another tenant's events are never shown", asyn
 t.test("the retention sweep deletes events past their tenant's retention, and only those", async (t) => {
   const keep: string[] = []
   const gone: string[] = []
-  for (const [plan, days] of [['pro', 30], ['growth', 90], ['enterprise', 365]] as const) {
+  for (const [plan, days] of [
+    ['pro', 30],
+    ['growth', 90],
+    ['enterprise', 365],
+  ] as const) {
     const o = await h.tenant(plan)
     keep.push(await insertEvent(o.tenantId, 0), await insertEvent(o.tenantId, days - 1))
     gone.push(await insertEvent(o.tenantId, days + 1), await insertEvent(o.tenantId, 400))
@@ -215,12 +258,18 @@ t.test('the sweep runs when a server starts', async (t) => {
   const platform = await testPlatform(t)
   const { tenantId } = await createTenant(platform, { name: 'Swept', plan: 'pro', email: `s-${suffix()}@example.com` })
   const old = newId()
-  await platform.db.system((sql) => sql`
-    insert into audit_events (id, tenant_id, actor_type, action, created_at) values (${old}, ${tenantId}, 'system', 'test.event', now() - interval '31 days')`)
+  await platform.db.system(
+    (sql) => sql`
+    insert into audit_events (id, tenant_id, actor_type, action, created_at) values (${old}, ${tenantId}, 'system', 'test.event', now() - interval '31 days')`,
+  )
   await appOn(t, platform)
-  const { r } = await until(async () => {
-    const [row] = await platform.db.system((sql) => sql<{ n: number }[]>`select count(*)::int as n from audit_events where id = ${old}`)
-    return { status: row!.n, headers: {}, body: null, raw: Buffer.alloc(0) }
-  }, 1, 5000)
+  const { r } = await until(
+    async () => {
+      const [row] = await platform.db.system((sql) => sql<{ n: number }[]>`select count(*)::int as n from audit_events where id = ${old}`)
+      return { status: row!.n, headers: {}, body: null, raw: Buffer.alloc(0) }
+    },
+    1,
+    5000,
+  )
   t.equal(r.status, 0, 'the old event is gone without anyone asking')
 })

@@ -48,7 +48,10 @@ t.test('a user signs in with a password, exchanges the session for an access tok
   const ex = await ta.anonymous('POST', '/api/v1/auth/exchange', { token: login.body.data.token })
   t.equal(ex.status, 200)
   t.match(ex.body.data, { tokenType: 'Bearer', expiresIn: 900 })
-  const [header, payload] = ex.body.data.accessToken.split('.').slice(0, 2).map((p: string) => JSON.parse(Buffer.from(p, 'base64url').toString()))
+  const [header, payload] = ex.body.data.accessToken
+    .split('.')
+    .slice(0, 2)
+    .map((p: string) => JSON.parse(Buffer.from(p, 'base64url').toString()))
   t.match(header, { alg: 'EdDSA', typ: 'at+jwt', kid: /\S/ })
   t.match(payload, { sub: o.userId, tid: o.tenantId, aud: 'atrium-api', role: 'owner' })
   t.equal(payload.exp - payload.iat, 900)
@@ -121,8 +124,7 @@ t.test('access tokens that are expired, tampered with or not ours are refused', 
   const [h, p] = access.split('.') as [string, string]
   const header = JSON.parse(Buffer.from(h, 'base64url').toString())
   const claims = JSON.parse(Buffer.from(p, 'base64url').toString())
-  const sign = (over: Record<string, unknown>, head: Record<string, unknown> = header, key = privateKey) =>
-    new SignJWT({ ...claims, ...over }).setProtectedHeader(head as { alg: string }).sign(key)
+  const sign = (over: Record<string, unknown>, head: Record<string, unknown> = header, key = privateKey) => new SignJWT({ ...claims, ...over }).setProtectedHeader(head as { alg: string }).sign(key)
   const refused = async (name: string, token: string) => {
     const r = await ta.anonymous('GET', '/api/v1/auth/me', undefined, bearer(token))
     t.equal(r.status, 401, name)
@@ -155,7 +157,11 @@ t.test("a token of tenant A does not reach tenant B's resources", async (t) => {
   const b = await owner(ta)
   const theirs = await caller(ta.app, b.apiKey)('POST', '/api/v1/projects', { name: 'B only' })
   const { access } = await signIn(ta.anonymous, a.email)
-  for (const [method, url] of [['GET', `/api/v1/projects/${theirs.body.data.id}`], ['PATCH', `/api/v1/projects/${theirs.body.data.id}`], ['DELETE', `/api/v1/projects/${theirs.body.data.id}`]] as const) {
+  for (const [method, url] of [
+    ['GET', `/api/v1/projects/${theirs.body.data.id}`],
+    ['PATCH', `/api/v1/projects/${theirs.body.data.id}`],
+    ['DELETE', `/api/v1/projects/${theirs.body.data.id}`],
+  ] as const) {
     const r = await ta.anonymous(method, url, method === 'PATCH' ? { name: 'mine now' } : undefined, bearer(access))
     t.equal(r.status, 404, `${method} ${url}`)
     t.equal(r.body.error.code, 'RESOURCE_NOT_FOUND')
@@ -188,7 +194,10 @@ t.test('logout ends the session and every access token minted from it, on every 
   const out = await ta.anonymous('POST', '/api/v1/auth/logout', undefined, bearer(access))
   t.equal(out.status, 200)
   t.match(String(out.headers['set-cookie']), /atrium_session=;/)
-  for (const [name, app] of [['this replica', ta], ['the other replica', other]] as const) {
+  for (const [name, app] of [
+    ['this replica', ta],
+    ['the other replica', other],
+  ] as const) {
     let r = await app.anonymous('GET', '/api/v1/auth/me', undefined, bearer(access))
     for (let i = 0; i < 50 && r.status === 200; i++) {
       await new Promise((res) => setTimeout(res, 20)) // the message crosses Redis
@@ -222,7 +231,10 @@ t.test('refresh rotates the session token, and a copied old token ends the sessi
   const me = await ta.anonymous('GET', '/api/v1/auth/me', undefined, bearer(r1.body.data.accessToken))
   t.equal(me.body.error.code, 'UNAUTHORIZED', 'and its access tokens')
   const events = await ta.platform.db.system((sql) => sql`select action from audit_events where tenant_id = ${o.tenantId} order by id`)
-  t.same(events.map((e) => e.action), ['auth.login', 'auth.session_token_reused'])
+  t.same(
+    events.map((e) => e.action),
+    ['auth.login', 'auth.session_token_reused'],
+  )
 })
 
 t.test('two refreshes racing with one token: one wins, the other is told so, and the session lives on', async (t) => {

@@ -23,15 +23,34 @@ const NOW = Date.parse('2030-01-01T00:00:00Z')
 
 type Candidate = AccountRow & { password_hash: string | null }
 const account = (tenant: string, over: Partial<Candidate> = {}): Candidate => ({
-  user_id: `user-${tenant}`, tenant_id: tenant, email: 'owner@example.com', name: 'Owner', role: 'owner', user_status: 'active',
-  tenant_name: `Org ${tenant}`, plan: 'pro', tenant_status: 'active', password_hash: hash, ...over,
+  user_id: `user-${tenant}`,
+  tenant_id: tenant,
+  email: 'owner@example.com',
+  name: 'Owner',
+  role: 'owner',
+  user_status: 'active',
+  tenant_name: `Org ${tenant}`,
+  plan: 'pro',
+  tenant_status: 'active',
+  password_hash: hash,
+  ...over,
 })
 type Found = SessionRow & { retired_at: Date | null }
 const session = (over: Partial<Found> = {}): Found => ({
-  ...account('t1'), session_id: 's1', expires_at: new Date(NOW + 3600_000), revoked_at: null, retired_at: null, ...over,
+  ...account('t1'),
+  session_id: 's1',
+  expires_at: new Date(NOW + 3600_000),
+  revoked_at: null,
+  retired_at: null,
+  ...over,
 })
 
-interface World { candidates?: Candidate[]; found?: Found; retired?: boolean; standing?: Standing }
+interface World {
+  candidates?: Candidate[]
+  found?: Found
+  retired?: boolean
+  standing?: Standing
+}
 
 /** The auth service on rows in memory; `log` is every write and throttle call, in order. */
 async function auth(t: Test, world: World = {}) {
@@ -80,12 +99,20 @@ const only = (log: unknown[][], what: string) => log.filter((e) => e[0] === what
 t.test('a wrong password fails the attempt on the throttle and is UNAUTHORIZED; so is an unknown address, after one check against nothing', async (t) => {
   const known = await auth(t, { candidates: [account('t1')] })
   await t.rejects(known.service.login({ email: 'owner@example.com', password: 'wrong' }, { origin }), { code: 'UNAUTHORIZED', message: 'The email or password is not correct' })
-  t.same(known.log.map((e) => e[0]), ['check', 'password check', 'failed', 'audit'], 'failed, and the failure audited; nothing cleared')
+  t.same(
+    known.log.map((e) => e[0]),
+    ['check', 'password check', 'failed', 'audit'],
+    'failed, and the failure audited; nothing cleared',
+  )
   t.same(only(known.log, 'audit'), [['audit', 'auth.login_failed']])
 
   const unknown = await auth(t, { candidates: [] })
   await t.rejects(unknown.service.login({ email: 'nobody@example.com', password: PASSWORD }, { origin }), { code: 'UNAUTHORIZED', message: 'The email or password is not correct' })
-  t.same(unknown.log.map((e) => e[0]), ['check', 'password check', 'failed'], 'the same steps, with nobody to audit')
+  t.same(
+    unknown.log.map((e) => e[0]),
+    ['check', 'password check', 'failed'],
+    'the same steps, with nobody to audit',
+  )
 })
 
 t.test('the right password clears the pair and starts a password session; a new browser gets a device cookie, a trusted one keeps its own', async (t) => {
@@ -93,7 +120,10 @@ t.test('the right password clears the pair and starts a password session; a new 
   const first = await service.login({ email: 'owner@example.com', password: PASSWORD }, { origin })
   t.match(first, { user: { id: 'user-t1', role: 'owner' }, tenant: { id: 't1', plan: 'pro' }, session: { token: /^ats_[A-Za-z0-9]{51}$/, expiresAt: new Date(NOW + 3600_000) } })
   t.ok(sessionTags.verify(first.session.token), 'the session token carries the tag of this deployment')
-  t.same(log.map((e) => e[0]), ['check', 'password check', 'succeeded', 'session', 'session token', 'audit'])
+  t.same(
+    log.map((e) => e[0]),
+    ['check', 'password check', 'succeeded', 'session', 'session token', 'audit'],
+  )
   t.same(only(log, 'check'), [['check', null]], 'no device cookie: not a trusted device')
   t.match(first.deviceCookie, /^atd_/)
 
@@ -105,7 +135,10 @@ t.test('the right password clears the pair and starts a password session; a new 
 })
 
 t.test('only someone who knows the password learns that the account is disabled or its organization suspended', async (t) => {
-  for (const [what, over, reason] of [['disabled account', { user_status: 'disabled' }, 'account_disabled'], ['suspended organization', { tenant_status: 'suspended' }, 'tenant_suspended']] as const) {
+  for (const [what, over, reason] of [
+    ['disabled account', { user_status: 'disabled' }, 'account_disabled'],
+    ['suspended organization', { tenant_status: 'suspended' }, 'tenant_suspended'],
+  ] as const) {
     const { service, log } = await auth(t, { candidates: [account('t1', over)] })
     await t.rejects(service.login({ email: 'owner@example.com', password: 'wrong' }, { origin }), { code: 'UNAUTHORIZED' }, `${what}, wrong password: the usual 401`)
     await t.rejects(service.login({ email: 'owner@example.com', password: PASSWORD }, { origin }), { code: 'FORBIDDEN', details: { reason } }, `${what}, right password: 403`)
@@ -116,7 +149,15 @@ t.test('only someone who knows the password learns that the account is disabled 
 t.test('a password that opens accounts in several organizations needs tenantId, and only then names them; one place in the gate for all', async (t) => {
   const { service, log } = await auth(t, { candidates: [account('t1'), account('t2'), account('t3', { password_hash: otherHash })] })
   await t.rejects(service.login({ email: 'owner@example.com', password: PASSWORD }, { origin }), {
-    code: 'VALIDATION_ERROR', details: { reason: 'tenant_required', tenants: [{ id: 't1', name: 'Org t1' }, { id: 't2', name: 'Org t2' }], errors: [{ field: 'body.tenantId' }] },
+    code: 'VALIDATION_ERROR',
+    details: {
+      reason: 'tenant_required',
+      tenants: [
+        { id: 't1', name: 'Org t1' },
+        { id: 't2', name: 'Org t2' },
+      ],
+      errors: [{ field: 'body.tenantId' }],
+    },
   })
   t.same(only(log, 'password check').length, 1, 'three accounts, one place in the gate')
   t.same(only(log, 'session'), [])
@@ -130,7 +171,13 @@ t.test('a password that opens accounts in several organizations needs tenantId, 
 t.test('a session token not issued here is refused without a lookup', async (t) => {
   const { service, lookups } = await auth(t, { found: session() })
   const real = newToken()
-  for (const token of ['', 'ats_short', `ats_${randomBase62(51)}`, real.slice(0, -1) + (real.endsWith('A') ? 'B' : 'A'), credentialTags({ deriveKey: () => Buffer.alloc(32, 9) }, 'session').sign(`ats_${randomBase62(43)}`)]) {
+  for (const token of [
+    '',
+    'ats_short',
+    `ats_${randomBase62(51)}`,
+    real.slice(0, -1) + (real.endsWith('A') ? 'B' : 'A'),
+    credentialTags({ deriveKey: () => Buffer.alloc(32, 9) }, 'session').sign(`ats_${randomBase62(43)}`),
+  ]) {
     await t.rejects(service.exchange(token, origin), { code: 'UNAUTHORIZED' }, token.slice(0, 12) || '(empty)')
   }
   t.same(lookups, [])
@@ -150,7 +197,11 @@ t.test('a token retired longer ago was copied: the session ends on every replica
   const { service, log, clock } = await auth(t, { found: session({ retired_at: new Date(NOW) }) })
   clock.now = NOW + 30_001
   await t.rejects(service.exchange(newToken(), origin), { code: 'UNAUTHORIZED', message: /invalid, expired or revoked/ })
-  t.same(log, [['revoke', 's1'], ['audit', 'auth.session_token_reused'], ['invalidate', 'session', 's1']])
+  t.same(log, [
+    ['revoke', 's1'],
+    ['audit', 'auth.session_token_reused'],
+    ['invalidate', 'session', 's1'],
+  ])
 })
 
 t.test('a dead session costs one lookup, then its token is refused from memory', async (t) => {

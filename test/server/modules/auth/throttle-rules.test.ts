@@ -36,7 +36,10 @@ t.test('a pair waits from its fifth failure in a row: 30 s, doubling with each f
   const waits: number[] = []
   for (let i = 5; i <= 11; i++) {
     await th.failed(a, UNTRUSTED) // as when each wait has run out and the next guess fails too
-    const refused = await th.check(a).then(() => null, (err: { details: { retryAfterSeconds: number } }) => err)
+    const refused = await th.check(a).then(
+      () => null,
+      (err: { details: { retryAfterSeconds: number } }) => err,
+    )
     t.match(refused, throttled(), `failure ${i}: the pair waits`)
     waits.push(refused!.details.retryAfterSeconds)
   }
@@ -111,13 +114,16 @@ t.test('a suspect address holds at most passwordChecksPerIp places of the gate; 
   const held = new Promise<void>((r) => (release = r))
   const suspect: Standing = { trusted: false, suspect: true }
   const running = [th.passwordCheck(a, suspect, () => held), th.passwordCheck(a, suspect, () => held)]
-  await t.rejects(th.passwordCheck(a, suspect, async () => 'third'), {
-    code: 'RATE_LIMIT_EXCEEDED', details: { reason: 'sign_in_busy', retryAfterSeconds: 1 }, headers: { 'retry-after': '1' },
-  }, 'a third at once is refused')
-  const others = [
-    th.passwordCheck(a, { trusted: true, suspect: true }, async () => 'trusted'),
-    th.passwordCheck(a, UNTRUSTED, async () => 'clean'),
-  ]
+  await t.rejects(
+    th.passwordCheck(a, suspect, async () => 'third'),
+    {
+      code: 'RATE_LIMIT_EXCEEDED',
+      details: { reason: 'sign_in_busy', retryAfterSeconds: 1 },
+      headers: { 'retry-after': '1' },
+    },
+    'a third at once is refused',
+  )
+  const others = [th.passwordCheck(a, { trusted: true, suspect: true }, async () => 'trusted'), th.passwordCheck(a, UNTRUSTED, async () => 'clean')]
   t.same(await Promise.all(others), ['trusted', 'clean'])
   release()
   await Promise.all(running)
@@ -142,13 +148,25 @@ t.test('past the queue the gate answers 503; a failing task gives its slot and i
   const run = workGate(1, 1, 1)
   let release!: () => void
   const blocker = run('a', false, () => new Promise<void>((r) => (release = r)))
-  await t.rejects(run('a', false, async () => 'a again'), { code: 'RATE_LIMIT_EXCEEDED', status: 429 }, 'a key holding its one place')
+  await t.rejects(
+    run('a', false, async () => 'a again'),
+    { code: 'RATE_LIMIT_EXCEEDED', status: 429 },
+    'a key holding its one place',
+  )
   const queued = run('b', false, async () => 'b')
-  await t.rejects(run('c', false, async () => 'c'), { code: 'SERVICE_UNAVAILABLE', status: 503, details: { reason: 'sign_in_busy' }, headers: { 'retry-after': '1' } })
+  await t.rejects(
+    run('c', false, async () => 'c'),
+    { code: 'SERVICE_UNAVAILABLE', status: 503, details: { reason: 'sign_in_busy' }, headers: { 'retry-after': '1' } },
+  )
   release()
   t.equal(await queued, 'b')
   await blocker
-  await t.rejects(run('a', false, async () => { throw new Error('scrypt failed') }), /scrypt failed/)
+  await t.rejects(
+    run('a', false, async () => {
+      throw new Error('scrypt failed')
+    }),
+    /scrypt failed/,
+  )
   t.equal(await run('a', false, async () => 'a works'), 'a works', 'the failed task left neither the slot nor the key held')
 })
 

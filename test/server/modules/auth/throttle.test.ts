@@ -16,12 +16,20 @@ async function setUp(t: Test, limits: Partial<LoginLimits> = {}, rateLimitPrefix
   return { ta, email, login: loginAs(ta) }
 }
 
-interface Attempt { email: string; password: string; ip: string; device?: string; tenant?: string }
+interface Attempt {
+  email: string
+  password: string
+  ip: string
+  device?: string
+  tenant?: string
+}
 
 function loginAs(ta: TestApp) {
   return async (a: Attempt) => {
     const r = await ta.app.inject({
-      method: 'POST', url: '/api/v1/auth/login', remoteAddress: a.ip,
+      method: 'POST',
+      url: '/api/v1/auth/login',
+      remoteAddress: a.ip,
       payload: { email: a.email, password: a.password, ...(a.tenant ? { tenantId: a.tenant } : {}) },
       headers: a.device ? { cookie: `atrium_device=${a.device}` } : {},
     })
@@ -64,7 +72,7 @@ t.test('an address failing for many accounts waits, except a device the account 
   t.equal((await login({ email, password: PASSWORD, ip: '10.3.0.1', device: trusted })).status, 200, 'the trusted device signs in')
 })
 
-t.test('guessing spread over many addresses: past the account\'s limit only its trusted devices get in', async (t) => {
+t.test("guessing spread over many addresses: past the account's limit only its trusted devices get in", async (t) => {
   const { email, login } = await setUp(t, { failuresPerAccount: 6 })
   const trusted = (await login({ email, password: PASSWORD, ip: '10.4.0.1' })).device!
   for (let i = 0; i < 6; i++) await login({ email, password: `guess ${i}`, ip: `10.4.1.${i}` })
@@ -72,7 +80,10 @@ t.test('guessing spread over many addresses: past the account\'s limit only its 
   const other = await setUp(t)
   const othersDevice = (await other.login({ email: other.email, password: PASSWORD, ip: '10.4.0.2' })).device!
   const forged = trusted.slice(0, -1) + (trusted.endsWith('A') ? 'B' : 'A')
-  for (const [name, device] of [['a device of another account', othersDevice], ['a forged cookie', forged]] as const) {
+  for (const [name, device] of [
+    ['a device of another account', othersDevice],
+    ['a forged cookie', forged],
+  ] as const) {
     t.equal((await login({ email, password: PASSWORD, ip: '10.4.2.1', device })).status, 429, name)
   }
   const ok = await login({ email, password: PASSWORD, ip: '10.4.2.2', device: trusted })
@@ -98,7 +109,10 @@ t.test('password checks run a few at a time per replica; past the queue, 503 and
   const { email, login } = await setUp(t, { passwordChecks: 1, passwordQueue: 2, passwordChecksPerIp: 1000, failuresPerIp: 1000, pairFreeFailures: 1000 })
   const results = await Promise.all(Array.from({ length: 12 }, (_, i) => login({ email, password: `flood ${i}`, ip: `10.6.0.${i}` })))
   const statuses = results.map((r) => r.status)
-  t.ok(statuses.every((s) => s === 401 || s === 503), `401 or 503 only: ${statuses}`)
+  t.ok(
+    statuses.every((s) => s === 401 || s === 503),
+    `401 or 503 only: ${statuses}`,
+  )
   const busy = results.filter((r) => r.status === 503)
   t.ok(busy.length > 0, 'the queue overflowed')
   t.ok(busy.every((r) => r.body.error.details.reason === 'sign_in_busy' && r.headers['retry-after'] === '1'))
@@ -118,7 +132,10 @@ t.test('an address that has been failing holds two places of the gate: another c
 t.test('clients sharing an address that has not been failing (an office) wait their turn, none refused', async (t) => {
   const { email, login } = await setUp(t, { passwordChecks: 1, passwordQueue: 8 })
   const results = await Promise.all(Array.from({ length: 6 }, () => login({ email, password: PASSWORD, ip: '10.6.2.1' })))
-  t.same(results.map((r) => r.status), [200, 200, 200, 200, 200, 200])
+  t.same(
+    results.map((r) => r.status),
+    [200, 200, 200, 200, 200, 200],
+  )
 })
 
 t.test('an address with accounts in many organizations is checked in one place of the gate', async (t) => {
@@ -153,5 +170,8 @@ t.test('what the throttle keeps expires with its windows', { skip: services.redi
   const keys = await redis.keys(`${prefix}:login:*`)
   t.ok(keys.length >= 3, 'per address, per account, per pair')
   for (const key of keys) t.ok((await redis.pttl(key)) > 0, `${key} expires`)
-  t.notOk(keys.some((k) => k.includes('@')), 'no address in clear text')
+  t.notOk(
+    keys.some((k) => k.includes('@')),
+    'no address in clear text',
+  )
 })

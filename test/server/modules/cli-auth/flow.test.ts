@@ -49,7 +49,11 @@ t.test('a CLI logs in through the browser: start, poll, sign in, approve, redeem
   const cli = (path: string, body?: unknown) =>
     fetch(`${origin}${path}`, body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json', 'user-agent': 'atrium-cli/1.4.2' }, body: JSON.stringify(body) })
   const started = await cli('/cli/auth/start', {
-    state, codeChallenge: createHash('sha256').update(verifier).digest('base64url'), codeChallengeMethod: 'S256', cliVersion: '1.4.2', platform: 'linux-x64',
+    state,
+    codeChallenge: createHash('sha256').update(verifier).digest('base64url'),
+    codeChallengeMethod: 'S256',
+    cliVersion: '1.4.2',
+    platform: 'linux-x64',
   })
   t.equal(started.status, 201)
   const { loginId, authUrl, verificationCode, interval } = (await started.json()).data

@@ -65,7 +65,12 @@ export async function startLogin(call: Client, over: Record<string, unknown> = {
   const state = newState()
   const { verifier, challenge } = pkcePair()
   const response = await call('POST', '/cli/auth/start', {
-    state, codeChallenge: challenge, codeChallengeMethod: 'S256', cliVersion: '1.4.2', platform: 'linux-x64', ...over,
+    state,
+    codeChallenge: challenge,
+    codeChallengeMethod: 'S256',
+    cliVersion: '1.4.2',
+    platform: 'linux-x64',
+    ...over,
   })
   if (response.status !== 201) throw new Error(`start failed: ${JSON.stringify(response.body)}`)
   return { ...(response.body.data as { loginId: string; authUrl: string; verificationCode: string; expiresAt: string }), state, verifier, response }

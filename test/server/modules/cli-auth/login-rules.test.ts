@@ -18,7 +18,8 @@ const tags = credentialTags(secrets, 'cli-login')
 const VERIFIER = 'v'.repeat(43)
 const origin = { ip: '10.0.0.7', userAgent: 'unit' }
 const approver: Actor = {
-  tenantId: 't1', origin,
+  tenantId: 't1',
+  origin,
   principal: { kind: 'user', id: 'u1', tenantId: 't1', plan: 'pro', userId: 'u1', role: 'member', sessionId: 's0', permissions: new Set(['*']) },
 }
 
@@ -50,10 +51,20 @@ async function cli(t: Test, world: World = {}) {
     '../auth/accounts.js': { findAccount: async () => world.account },
     '../audit/service.js': audit,
   })
-  const auth = { startSession: async (_sql: unknown, s: { method: string; userId: string }) => (log.push(['session', s.method, s.userId]), { sessionId: 's1', token: 'ats_refresh', expiresAt: new Date(NOW + 3600_000) }) }
+  const auth = {
+    startSession: async (_sql: unknown, s: { method: string; userId: string }) => (
+      log.push(['session', s.method, s.userId]),
+      { sessionId: 's1', token: 'ats_refresh', expiresAt: new Date(NOW + 3600_000) }
+    ),
+  }
   const tokens = { kid: 'k', sign: async () => ({ accessToken: 'eyJ.access.token', expiresIn: 900 }), verify: async () => null, jwks: () => ({ keys: [] }) }
   const service = mod.cliAuthService({
-    db: fakeDb(), secrets, auth: auth as unknown as Service.CliAuthServiceOptions['auth'], tokens, publicUrl: 'https://atrium.example.com/ai', now: () => NOW,
+    db: fakeDb(),
+    secrets,
+    auth: auth as unknown as Service.CliAuthServiceOptions['auth'],
+    tokens,
+    publicUrl: 'https://atrium.example.com/ai',
+    now: () => NOW,
   })
   return { ...mod, service, log, lookups }
 }
@@ -61,12 +72,32 @@ async function cli(t: Test, world: World = {}) {
 const LOGIN_ID = tags.sign('A'.repeat(35))
 function login(over: Partial<CliLoginRow> = {}): CliLoginRow {
   return {
-    login_id: LOGIN_ID, state: 's'.repeat(64), code_challenge: '', cli_version: '1.0.0', platform: 'linux-x64', verification_code: 'BCDF-GHJK',
-    status: 'pending', requester_ip: '10.0.0.9', created_at: new Date(NOW - 60_000), expires_at: new Date(NOW + 540_000), tenant_id: null, user_id: null, ...over,
+    login_id: LOGIN_ID,
+    state: 's'.repeat(64),
+    code_challenge: '',
+    cli_version: '1.0.0',
+    platform: 'linux-x64',
+    verification_code: 'BCDF-GHJK',
+    status: 'pending',
+    requester_ip: '10.0.0.9',
+    created_at: new Date(NOW - 60_000),
+    expires_at: new Date(NOW + 540_000),
+    tenant_id: null,
+    user_id: null,
+    ...over,
   }
 }
 const account = (over: Partial<AccountRow> = {}): AccountRow => ({
-  user_id: 'u1', tenant_id: 't1', email: 'u1@example.com', name: 'U', role: 'member', user_status: 'active', tenant_name: 'Org', plan: 'pro', tenant_status: 'active', ...over,
+  user_id: 'u1',
+  tenant_id: 't1',
+  email: 'u1@example.com',
+  name: 'U',
+  role: 'member',
+  user_status: 'active',
+  tenant_name: 'Org',
+  plan: 'pro',
+  tenant_status: 'active',
+  ...over,
 })
 const wrongStatus = (status: string) => ({ code: 'VALIDATION_ERROR', details: { status, errors: [{ field: 'body.loginId', message: `login is ${status}` }] } })
 
@@ -114,7 +145,12 @@ t.test('token checks the verifier before the status; only an approved login is r
   await t.rejects(raced.service.token(LOGIN_ID, VERIFIER, origin), wrongStatus('consumed'), 'the loser of two token calls')
   t.same(raced.log, [['consume']])
 
-  for (const [what, found] of [['disabled', account({ user_status: 'disabled' })], ['moved to another tenant', account({ tenant_id: 't2' })], ['suspended', account({ tenant_status: 'suspended' })], ['gone', undefined]] as const) {
+  for (const [what, found] of [
+    ['disabled', account({ user_status: 'disabled' })],
+    ['moved to another tenant', account({ tenant_id: 't2' })],
+    ['suspended', account({ tenant_status: 'suspended' })],
+    ['gone', undefined],
+  ] as const) {
     const c = await cli(t, { rows: [login({ code_challenge: challenge, status: 'approved' })], account: found })
     await t.rejects(c.service.token(LOGIN_ID, VERIFIER, origin), { code: 'FORBIDDEN', details: { reason: 'account_disabled' } }, what)
     t.same(c.log, [['consume']], `${what}: no session (the consumption rolls back with the error)`)

@@ -18,8 +18,12 @@ async function clockedApp(t: Test) {
 }
 
 const stored = (loginId: string) =>
-  h.platform.db.system((sql) => sql<{ status: string; tenant_id: string | null; user_id: string | null; approved_ip: string | null; consumed_at: Date | null }[]>`
-    select status, tenant_id, user_id, approved_ip, consumed_at from cli_logins where login_id = ${loginId}`).then((r) => r[0])
+  h.platform.db
+    .system(
+      (sql) => sql<{ status: string; tenant_id: string | null; user_id: string | null; approved_ip: string | null; consumed_at: Date | null }[]>`
+    select status, tenant_id, user_id, approved_ip, consumed_at from cli_logins where login_id = ${loginId}`,
+    )
+    .then((r) => r[0])
 
 const unknownId = () => randomBytes(32).toString('base64url')
 
@@ -65,7 +69,10 @@ t.test('start refuses the plain method, a malformed state or challenge and missi
     const r = await call('POST', '/cli/auth/start', JSON.parse(JSON.stringify(body)))
     t.equal(r.status, 400, name)
     t.equal(r.body.error.code, 'VALIDATION_ERROR', name)
-    t.ok(r.body.error.details.errors.some((e: { field: string }) => e.field === field), `${name}: names ${field}`)
+    t.ok(
+      r.body.error.details.errors.some((e: { field: string }) => e.field === field),
+      `${name}: names ${field}`,
+    )
   }
   const none = await call('POST', '/cli/auth/start')
   t.equal(none.body.error.code, 'VALIDATION_ERROR', 'no body')
@@ -183,11 +190,17 @@ t.test('a signed-in user approves with the session cookie; the approval is audit
   t.match(await stored(login.loginId), { status: 'approved', tenant_id: u.tenantId, user_id: u.userId, approved_ip: ip })
   t.equal((await browser('GET', `/cli/auth/status?loginId=${login.loginId}`)).body.data.status, 'approved')
 
-  const [event] = await h.platform.db.system((sql) => sql<{ actor_type: string; actor_id: string; target_type: string; target_id: string; ip: string; details: Record<string, unknown> }[]>`
+  const [event] = await h.platform.db.system(
+    (sql) => sql<{ actor_type: string; actor_id: string; target_type: string; target_id: string; ip: string; details: Record<string, unknown> }[]>`
     select actor_type, actor_id, target_type, target_id, ip, details from audit_events
-     where tenant_id = ${u.tenantId} and action = 'cli_login.approved'`)
+     where tenant_id = ${u.tenantId} and action = 'cli_login.approved'`,
+  )
   t.match(event, {
-    actor_type: 'user', actor_id: u.userId, target_type: 'cli_login', target_id: login.loginId.slice(0, 12), ip,
+    actor_type: 'user',
+    actor_id: u.userId,
+    target_type: 'cli_login',
+    target_id: login.loginId.slice(0, 12),
+    ip,
     details: { cliVersion: '1.4.2', platform: 'linux-x64', requesterIp: cliIp, verificationCode: login.verificationCode },
   })
 
@@ -204,8 +217,10 @@ t.test('two approvals racing for one login: exactly one succeeds, the other says
   const results = await Promise.all([1, 2, 3].map(() => call('POST', '/cli/auth/complete', { loginId: login.loginId, state: login.state }, { cookie })))
   t.equal(results.filter((r) => r.status === 200).length, 1)
   for (const r of results.filter((x) => x.status !== 200)) t.match(r.body.error, { code: 'VALIDATION_ERROR', details: { status: 'approved' } })
-  const [audited] = await h.platform.db.system((sql) => sql<{ n: number }[]>`
-    select count(*)::int as n from audit_events where action = 'cli_login.approved' and target_id = ${login.loginId.slice(0, 12)}`)
+  const [audited] = await h.platform.db.system(
+    (sql) => sql<{ n: number }[]>`
+    select count(*)::int as n from audit_events where action = 'cli_login.approved' and target_id = ${login.loginId.slice(0, 12)}`,
+  )
   t.equal(audited!.n, 1, 'audited once')
 })
 
@@ -256,8 +271,13 @@ t.test('token gives an access token, a refresh token, the user and the tenant, o
   const r = await call('POST', '/cli/auth/token', { loginId: login.loginId, codeVerifier: login.verifier })
   t.equal(r.status, 200)
   t.match(r.body.data, {
-    token: /^eyJ/, tokenType: 'Bearer', expiresIn: 900, refreshToken: /^ats_/, refreshExpiresAt: String,
-    user: { id: u.userId, email: u.email, role: 'owner' }, tenant: { id: u.tenantId, plan: 'growth' },
+    token: /^eyJ/,
+    tokenType: 'Bearer',
+    expiresIn: 900,
+    refreshToken: /^ats_/,
+    refreshExpiresAt: String,
+    user: { id: u.userId, email: u.email, role: 'owner' },
+    tenant: { id: u.tenantId, plan: 'growth' },
   })
   t.equal(r.headers['cache-control'], 'no-store')
   t.match(await stored(login.loginId), { status: 'consumed', consumed_at: Date })
@@ -275,8 +295,10 @@ t.test('token gives an access token, a refresh token, the user and the tenant, o
   t.equal(second.status, 400)
   t.equal(second.body.error.code, 'VALIDATION_ERROR')
   t.equal(second.body.error.details.status, 'consumed')
-  const [logins] = await h.platform.db.system((sql) => sql<{ n: number }[]>`
-    select count(*)::int as n from audit_events where tenant_id = ${u.tenantId} and action = 'auth.login' and details->>'method' = 'cli'`)
+  const [logins] = await h.platform.db.system(
+    (sql) => sql<{ n: number }[]>`
+    select count(*)::int as n from audit_events where tenant_id = ${u.tenantId} and action = 'auth.login' and details->>'method' = 'cli'`,
+  )
   t.equal(logins!.n, 1, 'one CLI sign-in in the audit log')
 })
 
@@ -423,13 +445,19 @@ t.test('the device login endpoints are in the OpenAPI document with their errors
   for (const [path, method, codes] of ops) {
     const op = doc.paths[path]?.[method]
     t.ok(op, `${method.toUpperCase()} ${path}`)
-    t.same(Object.keys(op.responses).filter((c) => c !== '500').sort(), codes.sort(), `${path} responses`)
+    t.same(
+      Object.keys(op.responses)
+        .filter((c) => c !== '500')
+        .sort(),
+      codes.sort(),
+      `${path} responses`,
+    )
   }
   t.same(doc.paths['/cli/auth/start'].post.security, [], 'start needs no credential')
   t.notOk(doc.paths['/cli/auth/approve'], 'the HTML page is hidden')
 })
 
-t.test('a loginId not made here is refused without a lookup; one client guessing does not hold up another\'s login from the same address', async (t) => {
+t.test("a loginId not made here is refused without a lookup; one client guessing does not hold up another's login from the same address", async (t) => {
   const ta = await testApp(t, {}, { signInFailures: { max: 5 } })
   const ip = randomIp() // one office, one address
   const guesser = client(ta.app, ip)

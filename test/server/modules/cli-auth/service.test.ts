@@ -1,7 +1,5 @@
 import t from 'tap'
-import {
-  newLoginId, newVerificationCode, pkceChallenge, safeEqual, statusOf, VERIFICATION_ALPHABET,
-} from '../../../../server/modules/cli-auth/service.js'
+import { newLoginId, newVerificationCode, pkceChallenge, safeEqual, statusOf, VERIFICATION_ALPHABET } from '../../../../server/modules/cli-auth/service.js'
 import { credentialTags } from '../../../../server/platform/credential-tags.js'
 
 t.test('the PKCE S256 challenge matches the RFC 7636 appendix B example', async (t) => {
@@ -15,7 +13,7 @@ t.test('a loginId is 26 random bytes in base64url (208 bits) and its tag, never 
   const malformed = [...ids].filter((id) => !/^[A-Za-z0-9_-]{43}$/.test(id) || Buffer.from(id.slice(0, 35), 'base64url').length !== 26 || !tags.verify(id))
   t.same(malformed, [], '43 characters: 26 bytes in base64url, then the tag')
   const elsewhere = credentialTags({ deriveKey: () => Buffer.alloc(32, 4) }, 'cli-login')
-  t.notOk(elsewhere.verify(newLoginId(tags)), 'another deployment\'s tag does not verify')
+  t.notOk(elsewhere.verify(newLoginId(tags)), "another deployment's tag does not verify")
 })
 
 t.test('a verification code is 8 letters of the consonant alphabet, shown XXXX-XXXX, every letter in use', async (t) => {

@@ -47,7 +47,7 @@ t.test('a link whose signature is spelled any other way than issued is FORBIDDEN
     'other spare bits in the last character': sig.slice(0, -1) + ALPHABET[ALPHABET.indexOf(sig.at(-1)!) ^ 1],
     'a case change': sig.slice(0, i) + (sig[i] === sig[i]!.toUpperCase() ? sig[i]!.toLowerCase() : sig[i]!.toUpperCase()) + sig.slice(i + 1),
     'truncated by one character': sig.slice(0, -1),
-    'empty': '',
+    empty: '',
   }
   for (const [what, signature] of Object.entries(altered)) {
     const tampered = new URL(url)

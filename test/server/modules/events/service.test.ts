@@ -7,16 +7,17 @@ import { suffix } from '../../../helpers/platform.js'
 
 const h = await testApp(t)
 const db = h.platform.db
-const eventsOf = (tenantId: string) =>
-  db.system((sql) => sql<{ type: string; data: Record<string, unknown> }[]>`select type, data from webhook_events where tenant_id = ${tenantId} order by id`)
+const eventsOf = (tenantId: string) => db.system((sql) => sql<{ type: string; data: Record<string, unknown> }[]>`select type, data from webhook_events where tenant_id = ${tenantId} order by id`)
 
 t.test('an event is written in the transaction of its change: a rollback leaves no event', async (t) => {
   const a = await h.tenant()
   const before = (await eventsOf(a.tenantId)).length
-  await t.rejects(db.tenant(a.tenantId, async (sql) => {
-    await emitEvent(sql, { tenantId: a.tenantId, type: 'project.created', data: { id: 'x' } })
-    throw new Error('the change failed after announcing itself')
-  }))
+  await t.rejects(
+    db.tenant(a.tenantId, async (sql) => {
+      await emitEvent(sql, { tenantId: a.tenantId, type: 'project.created', data: { id: 'x' } })
+      throw new Error('the change failed after announcing itself')
+    }),
+  )
   t.equal((await eventsOf(a.tenantId)).length, before, 'nothing announced')
   await db.tenant(a.tenantId, (sql) => emitEvent(sql, { tenantId: a.tenantId, type: 'project.created', data: { id: 'y' } }))
   t.equal((await eventsOf(a.tenantId)).length, before + 1, 'a committed one is there')
@@ -48,7 +49,10 @@ t.test('a project change that is refused announces nothing; the ones that happen
   await a.call('POST', `/api/v1/projects/${p.body.data.id}/versions/${versions.body.data[0].id}/restore`)
   await a.call('DELETE', `/api/v1/projects/${p.body.data.id}`)
   const events = await eventsOf(a.tenantId)
-  t.same(events.map((e) => e.type), ['tenant.created', 'user.created', 'project.created', 'project.updated', 'project.updated', 'project.deleted'])
+  t.same(
+    events.map((e) => e.type),
+    ['tenant.created', 'user.created', 'project.created', 'project.updated', 'project.updated', 'project.deleted'],
+  )
   t.match(events[3]!.data, { description: 'more', previous: { description: '' }, change: 'updated', restoredFrom: null })
   t.match(events[4]!.data, { description: '', previous: { description: 'more' }, change: 'restored', restoredFrom: 1 })
   t.match(events[5]!.data, { id: p.body.data.id, name: 'One', version: 3 })

@@ -17,12 +17,37 @@ t.test('OIDC_PROVIDERS is a JSON array of providers, with defaults filled in', a
   t.same(parseConfig({}).config.OIDC_PROVIDERS, [], 'none by default')
   const tenantId = '0190e2a4-7c1b-7cde-8f00-0123456789ab'
   const { config, problems } = parseConfig({
-    OIDC_PROVIDERS: JSON.stringify([entry(), entry({ id: 'lab', issuer: 'http://10.0.0.5:8080', allowHttp: true, tenantId, defaultRole: 'viewer', scopes: ' openid  email ', tokenAuthMethod: 'client_secret_post' })]),
+    OIDC_PROVIDERS: JSON.stringify([
+      entry(),
+      entry({ id: 'lab', issuer: 'http://10.0.0.5:8080', allowHttp: true, tenantId, defaultRole: 'viewer', scopes: ' openid  email ', tokenAuthMethod: 'client_secret_post' }),
+    ]),
   })
   t.same(problems, [])
   t.same(config.OIDC_PROVIDERS, [
-    { id: 'corp', name: 'Corp SSO', issuer: 'https://sso.example.com/realms/corp', clientId: 'atrium', clientSecret: SECRET, scopes: 'openid email profile', tenantId: null, defaultRole: 'member', allowHttp: false, tokenAuthMethod: 'client_secret_basic' },
-    { id: 'lab', name: 'Corp SSO', issuer: 'http://10.0.0.5:8080', clientId: 'atrium', clientSecret: SECRET, scopes: 'openid email', tenantId, defaultRole: 'viewer', allowHttp: true, tokenAuthMethod: 'client_secret_post' },
+    {
+      id: 'corp',
+      name: 'Corp SSO',
+      issuer: 'https://sso.example.com/realms/corp',
+      clientId: 'atrium',
+      clientSecret: SECRET,
+      scopes: 'openid email profile',
+      tenantId: null,
+      defaultRole: 'member',
+      allowHttp: false,
+      tokenAuthMethod: 'client_secret_basic',
+    },
+    {
+      id: 'lab',
+      name: 'Corp SSO',
+      issuer: 'http://10.0.0.5:8080',
+      clientId: 'atrium',
+      clientSecret: SECRET,
+      scopes: 'openid email',
+      tenantId,
+      defaultRole: 'viewer',
+      allowHttp: true,
+      tokenAuthMethod: 'client_secret_post',
+    },
   ])
 })
 
@@ -55,7 +80,11 @@ t.test('a wrong OIDC_PROVIDERS is one problem line naming every mistake, never t
   t.same(two, ['OIDC_PROVIDERS: provider 1 ("corp"): name is required; provider 2 ("b"): clientId is required'])
   // The server's start-up path: every problem at once, exit 78 (server/config.ts).
   let thrown: unknown
-  try { loadConfig({ OIDC_PROVIDERS: `[${SECRET}]` }) } catch (err) { thrown = err }
+  try {
+    loadConfig({ OIDC_PROVIDERS: `[${SECRET}]` })
+  } catch (err) {
+    thrown = err
+  }
   t.ok(thrown instanceof ConfigError)
   t.same((thrown as ConfigError).problems, ['OIDC_PROVIDERS is not valid JSON'])
 })
@@ -63,13 +92,21 @@ t.test('a wrong OIDC_PROVIDERS is one problem line naming every mistake, never t
 t.test('air-gapped: an identity provider outside OUTBOUND_ALLOWED_NETWORKS is refused at start-up and never contacted', async (t) => {
   const idp = await startIdp(t, [`${PUBLIC_URL}/oauth/corp/callback`])
   const settings = (issuer: string, networks: string) => ({
-    PUBLIC_URL, AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: networks,
+    PUBLIC_URL,
+    AIR_GAPPED: 'true',
+    OUTBOUND_ALLOWED_NETWORKS: networks,
     OIDC_PROVIDERS: JSON.stringify([entry({ issuer, allowHttp: true, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET })]),
   })
-  await t.rejects(testApp(t, settings(idp.issuer, '10.0.0.0/8')),
-    /OIDC_PROVIDERS: provider "corp" \(issuer host 127\.0\.0\.1\) is refused: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable/)
+  await t.rejects(
+    testApp(t, settings(idp.issuer, '10.0.0.0/8')),
+    /OIDC_PROVIDERS: provider "corp" \(issuer host 127\.0\.0\.1\) is refused: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable/,
+  )
   await t.rejects(testApp(t, settings('https://93.184.216.34', '10.0.0.0/8')), /provider "corp" \(issuer host 93\.184\.216\.34\) is refused: air-gapped/, 'a public address too')
-  await t.rejects(testApp(t, settings(`https://idp-${suffix()}.invalid`, '10.0.0.0/8')), /could not be resolved .* inside OUTBOUND_ALLOWED_NETWORKS/, 'a name that does not resolve cannot be shown to be inside')
+  await t.rejects(
+    testApp(t, settings(`https://idp-${suffix()}.invalid`, '10.0.0.0/8')),
+    /could not be resolved .* inside OUTBOUND_ALLOWED_NETWORKS/,
+    'a name that does not resolve cannot be shown to be inside',
+  )
   await t.rejects(testApp(t, settings(idp.issuer.replace('127.0.0.1', 'localhost'), '10.0.0.0/8')), /issuer host localhost\) is refused/, 'a name is judged by what it resolves to')
   await t.rejects(testApp(t, settings('https://169.254.169.254', '169.254.0.0/16')), /metadata addresses are never reachable/, 'listing it does not make a metadata address reachable')
   t.equal(idp.requests(), 0, 'none of them was contacted')
@@ -78,7 +115,9 @@ t.test('air-gapped: an identity provider outside OUTBOUND_ALLOWED_NETWORKS is re
 t.test('air-gapped: an identity provider whose name resolves inside OUTBOUND_ALLOWED_NETWORKS signs people in', async (t) => {
   const idp = await startIdp(t, [`${PUBLIC_URL}/oauth/corp/callback`], 0, 'localhost')
   const ta = await testApp(t, {
-    PUBLIC_URL, AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8,::1/128',
+    PUBLIC_URL,
+    AIR_GAPPED: 'true',
+    OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8,::1/128',
     OIDC_PROVIDERS: JSON.stringify([entry({ issuer: idp.issuer, allowHttp: true, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET })]),
   })
   const email = `air-${suffix()}@example.com`
@@ -101,6 +140,11 @@ t.test('in connected mode an issuer given as a forbidden address is refused at s
   await t.rejects(assertProvidersAllowed(p('http://127.0.0.1:8080'), policy), /loopback address outside OUTBOUND_ALLOWED_NETWORKS/)
   await t.resolves(assertProvidersAllowed(p('http://127.0.0.1:8080'), { allowedCidrs: ['127.0.0.0/8'], airGapped: false }))
   let asked = 0
-  await t.resolves(assertProvidersAllowed(p('https://sso.example.com'), policy, async () => { asked++; return [] }))
+  await t.resolves(
+    assertProvidersAllowed(p('https://sso.example.com'), policy, async () => {
+      asked++
+      return []
+    }),
+  )
   t.equal(asked, 0, 'names are judged when connecting, not at start-up (a DNS hiccup must not stop the server)')
 })

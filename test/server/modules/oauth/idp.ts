@@ -23,7 +23,11 @@ const { default: Provider } = (await import(OIDC_PROVIDER)) as { default: new (i
 export const CLIENT_ID = 'atrium'
 export const CLIENT_SECRET = 'atrium-client-secret-for-tests-only'
 
-export interface IdpAccount { email?: string; email_verified?: boolean; name?: string }
+export interface IdpAccount {
+  email?: string
+  email_verified?: boolean
+  name?: string
+}
 
 export interface Idp {
   issuer: string
@@ -51,24 +55,29 @@ export async function startIdp(t: Test, redirectUris: string[], port = 0, host =
     handler(req, res)
   })
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => resolve())
-  }))
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  )
   const issuer = `http://${host}:${(server.address() as AddressInfo).port}`
   const accounts = new Map<string, IdpAccount>()
   const { privateKey } = await generateKeyPair('RS256', { extractable: true })
   const provider = new Provider(issuer, {
     jwks: { keys: [{ ...(await exportJWK(privateKey)), kid: 'test', use: 'sig', alg: 'RS256' }] },
     ttl: { AccessToken: 600, AuthorizationCode: 60, Grant: 600, IdToken: 600, Interaction: 600, Session: 600 },
-    clients: [{
-      client_id: CLIENT_ID,
-      client_secret: CLIENT_SECRET,
-      redirect_uris: redirectUris,
-      grant_types: ['authorization_code'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'client_secret_basic',
-    }],
+    clients: [
+      {
+        client_id: CLIENT_ID,
+        client_secret: CLIENT_SECRET,
+        redirect_uris: redirectUris,
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'client_secret_basic',
+      },
+    ],
     pkce: { required: () => true },
     claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
     cookies: { keys: ['oidc-provider-test-cookie-key'] },

@@ -14,7 +14,13 @@ const redirectUri = (id: string) => `${PUBLIC_URL}/oauth/${id}/callback`
 const idp = await startIdp(t, ['idp', 'idp2', 'jit'].map(redirectUri))
 
 const provider = (extra: Record<string, unknown> = {}) => ({
-  id: 'idp', name: 'Corporate sign-in', issuer: idp.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, allowHttp: true, ...extra,
+  id: 'idp',
+  name: 'Corporate sign-in',
+  issuer: idp.issuer,
+  clientId: CLIENT_ID,
+  clientSecret: CLIENT_SECRET,
+  allowHttp: true,
+  ...extra,
 })
 
 async function oidcApp(t: Test, providers: Record<string, unknown>[] = [provider()], opts: { now?: () => number } = {}) {
@@ -59,8 +65,10 @@ const authorize = (ta: TestApp, providerId: string, body: unknown, headers: Reco
   ta.anonymous('POST', `/oauth/${providerId}/authorize`, body, { origin: PUBLIC_URL, ...headers })
 
 const auditOf = (ta: TestApp, tenantId: string) =>
-  ta.platform.db.system((sql) => sql<{ action: string; actor_id: string | null; target_type: string; details: Record<string, unknown> }[]>`
-    select action, actor_id, target_type, details from audit_events where tenant_id = ${tenantId} order by id`)
+  ta.platform.db.system(
+    (sql) => sql<{ action: string; actor_id: string | null; target_type: string; details: Record<string, unknown> }[]>`
+    select action, actor_id, target_type, details from audit_events where tenant_id = ${tenantId} order by id`,
+  )
 
 t.test('a user signs in with the identity provider end to end, and the session works', async (t) => {
   const ta = await oidcApp(t)
@@ -74,10 +82,16 @@ t.test('a user signs in with the identity provider end to end, and the session w
   t.match(String(s.response.headers['set-cookie']), /^atrium_oauth=[A-Za-z0-9]{43}; Max-Age=600; Path=\/oauth; HttpOnly; SameSite=Lax$/)
   t.equal(s.response.headers['cache-control'], 'no-store')
   const auth = new URL(s.url)
-  t.equal(auth.origin, idp.issuer, 'the provider\'s own authorization endpoint')
+  t.equal(auth.origin, idp.issuer, "the provider's own authorization endpoint")
   t.match(Object.fromEntries(auth.searchParams), {
-    client_id: CLIENT_ID, response_type: 'code', redirect_uri: redirectUri('idp'), scope: 'openid email profile',
-    code_challenge_method: 'S256', code_challenge: /^[\w-]{43}$/, state: /^[\w-]{43}$/, nonce: /^[\w-]{43}$/,
+    client_id: CLIENT_ID,
+    response_type: 'code',
+    redirect_uri: redirectUri('idp'),
+    scope: 'openid email profile',
+    code_challenge_method: 'S256',
+    code_challenge: /^[\w-]{43}$/,
+    state: /^[\w-]{43}$/,
+    nonce: /^[\w-]{43}$/,
   })
   const expiresIn = Date.parse(s.response.body.data.expiresAt) - Date.now()
   t.ok(expiresIn > 590_000 && expiresIn <= 600_000, 'ten minutes to finish')
@@ -110,7 +124,10 @@ t.test('a user signs in with the identity provider end to end, and the session w
   const [session] = await ta.platform.db.system((sql) => sql<{ method: string }[]>`select method from identity_sessions where user_id = ${m.userId}`)
   t.equal(session!.method, 'oidc')
   const events = await auditOf(ta, m.tenantId)
-  t.match(events.filter((e) => e.action === 'auth.login'), [{ actor_id: m.userId, target_type: 'session', details: { method: 'oidc', provider: 'idp' } }])
+  t.match(
+    events.filter((e) => e.action === 'auth.login'),
+    [{ actor_id: m.userId, target_type: 'session', details: { method: 'oidc', provider: 'idp' } }],
+  )
 })
 
 t.test('authorize also takes the full callback URL, or code, state and iss as fields', async (t) => {
@@ -194,7 +211,11 @@ t.test('authorize refuses cross-origin requests and GET', async (t) => {
 t.test('unknown providers and states of another provider are refused', async (t) => {
   const ta = await oidcApp(t, [provider(), provider({ id: 'idp2', name: 'Second' })])
   const m = await member(ta)
-  for (const [method, url] of [['GET', '/oauth/nope/start'], ['POST', '/oauth/nope/authorize'], ['GET', '/oauth/nope/callback']] as const) {
+  for (const [method, url] of [
+    ['GET', '/oauth/nope/start'],
+    ['POST', '/oauth/nope/authorize'],
+    ['GET', '/oauth/nope/callback'],
+  ] as const) {
     const r = await ta.anonymous(method, url, method === 'POST' ? { state: 'x' } : undefined, { origin: PUBLIC_URL })
     t.equal(r.status, 404, url)
     t.equal(r.body.error.code, 'RESOURCE_NOT_FOUND', url)
@@ -255,7 +276,10 @@ t.test('the email address must be shared and verified by the identity provider',
   const b = await signIn(ta, m.sub, 'idp', a.cookie)
   const missing = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
   t.match(missing.body.error, { code: 'FORBIDDEN', details: { reason: 'email_missing' } })
-  t.same((await auditOf(ta, m.tenantId)).filter((e) => e.action === 'auth.login'), [])
+  t.same(
+    (await auditOf(ta, m.tenantId)).filter((e) => e.action === 'auth.login'),
+    [],
+  )
 })
 
 t.test('without just-in-time creation, an address with no account is refused', async (t) => {
@@ -269,7 +293,7 @@ t.test('without just-in-time creation, an address with no account is refused', a
   t.equal(users.length, 0)
 })
 
-t.test('a disabled account is refused; an invited one joins through the invitation\'s link, not through a provider serving every tenant', async (t) => {
+t.test("a disabled account is refused; an invited one joins through the invitation's link, not through a provider serving every tenant", async (t) => {
   const ta = await oidcApp(t)
   const m = await member(ta)
   await ta.platform.db.system((sql) => sql`update users set status = 'disabled' where id = ${m.userId}`)
@@ -277,7 +301,10 @@ t.test('a disabled account is refused; an invited one joins through the invitati
   const disabled = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
   t.equal(disabled.status, 403)
   t.match(disabled.body.error, { code: 'FORBIDDEN', details: { reason: 'account_disabled' } })
-  t.match((await auditOf(ta, m.tenantId)).filter((e) => e.action === 'auth.login_failed'), [{ details: { method: 'oidc', provider: 'idp', reason: 'account_disabled' } }])
+  t.match(
+    (await auditOf(ta, m.tenantId)).filter((e) => e.action === 'auth.login_failed'),
+    [{ details: { method: 'oidc', provider: 'idp', reason: 'account_disabled' } }],
+  )
 
   await ta.platform.db.system((sql) => sql`update tenants set status = 'suspended' where id = ${m.tenantId}`)
   await ta.platform.db.system((sql) => sql`update users set status = 'active' where id = ${m.userId}`)
@@ -295,7 +322,7 @@ t.test('a disabled account is refused; an invited one joins through the invitati
   t.equal(pending.status, 403, 'a provider serving every tenant accepts no invitation')
   t.match(pending.body.error, { code: 'FORBIDDEN', details: { reason: 'invitation_pending' } })
   const accept = await ta.anonymous('POST', '/api/v1/auth/invitations/accept', { token: invited.body.data.invitation.token, password: 'correct horse battery' })
-  t.equal(accept.status, 200, 'the invitation\'s link joins')
+  t.equal(accept.status, 200, "the invitation's link joins")
   const c = await signIn(ta, invitee.sub, 'idp', a.cookie)
   const joined = await authorize(ta, 'idp', { callbackUrl: c.callback.search }, { cookie: c.cookie })
   t.equal(joined.status, 200, JSON.stringify(joined.body))
@@ -303,13 +330,15 @@ t.test('a disabled account is refused; an invited one joins through the invitati
   t.same(await userCreated(ta, joined.body.data.user.id), ['invitation'], 'joining announces user.created once')
 })
 
-t.test('a provider bound to a tenant accepts its own tenant\'s invitation on the first sign-in', async (t) => {
+t.test("a provider bound to a tenant accepts its own tenant's invitation on the first sign-in", async (t) => {
   const tenantId = randomUUID()
   const ta = await oidcApp(t, [provider({ id: 'jit', tenantId, defaultRole: 'viewer' })])
   await ta.platform.db.system((sql) => sql`insert into tenants (id, name, plan) values (${tenantId}, 'Bound Corp', 'enterprise')`)
   const invitee = person()
-  const [{ id: userId } = { id: "" }] = await ta.platform.db.system((sql) => sql<{ id: string }[]>`
-    insert into users (id, tenant_id, email, role, status) values (${randomUUID()}, ${tenantId}, ${invitee.email}, 'member', 'invited') returning id`)
+  const [{ id: userId } = { id: '' }] = await ta.platform.db.system(
+    (sql) => sql<{ id: string }[]>`
+    insert into users (id, tenant_id, email, role, status) values (${randomUUID()}, ${tenantId}, ${invitee.email}, 'member', 'invited') returning id`,
+  )
   const a = await signIn(ta, invitee.sub, 'jit')
   const joined = await authorize(ta, 'jit', { callbackUrl: a.callback.search }, { cookie: a.cookie })
   t.equal(joined.status, 200, JSON.stringify(joined.body))
@@ -344,8 +373,7 @@ t.test('no tenant pulls someone in by inviting their address first: a provider s
   t.equal(chosen.body.data.tenant.id, rogue.tenantId, 'the chosen one')
 })
 
-
-t.test('a provider bound to a tenant creates first-time users there, and signs in that tenant\'s people only', async (t) => {
+t.test("a provider bound to a tenant creates first-time users there, and signs in that tenant's people only", async (t) => {
   const tenantId = randomUUID()
   const ta = await oidcApp(t, [provider({ id: 'jit', tenantId, defaultRole: 'viewer' }), provider()])
   await ta.platform.db.system((sql) => sql`insert into tenants (id, name, plan) values (${tenantId}, 'Bound Corp', 'enterprise')`)

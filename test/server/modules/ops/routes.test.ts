@@ -23,7 +23,9 @@ t.test('readyz checks the database, cache and blob storage', async (t) => {
 
 t.test('readyz reports a failing dependency: degraded by default, 503 when strict', async (t) => {
   const b = await testApp(t)
-  b.platform.blobs.ping = async () => { throw new Error('bucket gone') }
+  b.platform.blobs.ping = async () => {
+    throw new Error('bucket gone')
+  }
   const r = await b.anonymous('GET', '/readyz')
   t.equal(r.status, 200)
   t.match(r.body.data, { status: 'degraded', checks: { blobs: { status: 'fail', error: 'failed (the server log says why)' } } })
@@ -36,7 +38,9 @@ t.test('readyz reports a failing dependency: degraded by default, 503 when stric
 
 t.test('readyz is 503 when the database does not answer', async (t) => {
   const b = await testApp(t)
-  b.platform.db.ping = async () => { throw new Error('connect ECONNREFUSED db.internal:5432 as user atrium') }
+  b.platform.db.ping = async () => {
+    throw new Error('connect ECONNREFUSED db.internal:5432 as user atrium')
+  }
   const r = await b.anonymous('GET', '/readyz')
   t.equal(r.status, 503)
   t.match(r.body.error, { code: 'SERVICE_UNAVAILABLE', message: /db/ })
@@ -83,10 +87,18 @@ t.test('the OpenAPI document describes every route with its schemas', async (t) 
     for (const method of Object.keys(ops)) documented.add(`${method.toUpperCase()} ${path}`)
   }
   const expected = [
-    'GET /api/v1/projects', 'POST /api/v1/projects', 'GET /api/v1/projects/{id}', 'PATCH /api/v1/projects/{id}',
-    'DELETE /api/v1/projects/{id}', 'GET /api/v1/projects/{projectId}/versions',
-    'POST /api/v1/projects/{projectId}/versions/{versionId}/restore', 'POST /api/v1/projects/{projectId}/backup',
-    'GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /openapi.json',
+    'GET /api/v1/projects',
+    'POST /api/v1/projects',
+    'GET /api/v1/projects/{id}',
+    'PATCH /api/v1/projects/{id}',
+    'DELETE /api/v1/projects/{id}',
+    'GET /api/v1/projects/{projectId}/versions',
+    'POST /api/v1/projects/{projectId}/versions/{versionId}/restore',
+    'POST /api/v1/projects/{projectId}/backup',
+    'GET /healthz',
+    'GET /readyz',
+    'GET /metrics',
+    'GET /openapi.json',
   ]
   for (const e of expected) t.ok(documented.has(e), e)
   const create = doc.paths['/api/v1/projects'].post

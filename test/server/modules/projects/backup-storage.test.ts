@@ -64,8 +64,13 @@ t.test('a store that keeps failing waits for the next sweep; other tenants are s
   const broken = stores.get(down.tenantId)!
   let tries = 0
   const remove = broken.remove
-  broken.remove = async () => { tries++; throw new Error('store unreachable') }
-  t.teardown(() => { broken.remove = remove })
+  broken.remove = async () => {
+    tries++
+    throw new Error('store unreachable')
+  }
+  t.teardown(() => {
+    broken.remove = remove
+  })
 
   const swept = await sweepExpiredBackups({ db: base.db, storage: platform.storage, log: base.log }, { batchSize: 2 })
   t.same(swept, { removed: 1, failed: 3, tenantsDeferred: 1 })

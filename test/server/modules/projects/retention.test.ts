@@ -14,8 +14,7 @@ async function setup(t: Test) {
     const [row] = await h.platform.db.system((sql) => sql<{ blob_key: string }[]>`select blob_key from project_backups where id = ${backupId}`)
     return row?.blob_key
   }
-  const sweep = (opts: { now?: Date; batchSize?: number } = {}) =>
-    sweepExpiredBackups({ db: h.platform.db, storage: h.platform.storage, log: h.platform.log }, opts)
+  const sweep = (opts: { now?: Date; batchSize?: number } = {}) => sweepExpiredBackups({ db: h.platform.db, storage: h.platform.storage, log: h.platform.log }, opts)
   /** A tenant of the plan with one project, and a way to back it up as of some days ago. */
   const tenant = async (plan: Parameters<TestApp['tenant']>[0]) => {
     const tn = await h.tenant(plan)
@@ -37,7 +36,13 @@ async function setup(t: Test) {
   /** Whether the backup's row exists, and its object in the blob store. */
   const state = async (backupId: string) => ({
     row: (await keyOf(backupId)) !== undefined,
-    object: await h.platform.blobs.get(keys.get(backupId)!).then((s) => { s.destroy(); return true }, () => false),
+    object: await h.platform.blobs.get(keys.get(backupId)!).then(
+      (s) => {
+        s.destroy()
+        return true
+      },
+      () => false,
+    ),
   })
   return { h, sweep, tenant, state, keyOf }
 }
@@ -46,11 +51,15 @@ t.test('each plan keeps its backups as long as its retention, and the sweep remo
   const { sweep, tenant, state } = await setup(t)
   // [plan, days old, expired now, expired two days later]
   const cases = [
-    ['pro', 8, true, true], ['pro', 6, false, true],
-    ['growth', 31, true, true], ['growth', 29, false, true],
-    ['enterprise', 91, true, true], ['enterprise', 30, false, false],
+    ['pro', 8, true, true],
+    ['pro', 6, false, true],
+    ['growth', 31, true, true],
+    ['growth', 29, false, true],
+    ['enterprise', 91, true, true],
+    ['enterprise', 30, false, false],
     // Free keeps no backups, but a download link once given is honoured for its 7 days.
-    ['free', 8, true, true], ['free', 6, false, true],
+    ['free', 8, true, true],
+    ['free', 6, false, true],
   ] as const
   const backups = []
   for (const [plan, days, now, later] of cases) {
@@ -75,8 +84,13 @@ t.test('the object is deleted before its row, so no object is ever left without 
   const key = (await keyOf(id))!
   const rowWhenRemoved: (string | undefined)[] = []
   const remove = h.platform.blobs.remove
-  h.platform.blobs.remove = async (k) => { rowWhenRemoved.push(await keyOf(id)); return remove(k) }
-  t.teardown(() => { h.platform.blobs.remove = remove })
+  h.platform.blobs.remove = async (k) => {
+    rowWhenRemoved.push(await keyOf(id))
+    return remove(k)
+  }
+  t.teardown(() => {
+    h.platform.blobs.remove = remove
+  })
   await sweep()
   t.same(rowWhenRemoved, [key], 'the row still existed when its object was deleted')
   t.equal(await keyOf(id), undefined)
@@ -87,8 +101,12 @@ t.test('when the store fails a delete, the row stays and the next sweep removes 
   const pro = await tenant('pro')
   const id = await pro.backupDaysAgo(9)
   const remove = h.platform.blobs.remove
-  h.platform.blobs.remove = async () => { throw new Error('storage down') }
-  t.teardown(() => { h.platform.blobs.remove = remove })
+  h.platform.blobs.remove = async () => {
+    throw new Error('storage down')
+  }
+  t.teardown(() => {
+    h.platform.blobs.remove = remove
+  })
   t.same(await sweep(), { removed: 0, failed: 1, tenantsDeferred: 0 })
   t.same(await state(id), { row: true, object: true }, 'kept for the next sweep')
 

@@ -155,7 +155,10 @@ t.test('every change keeps a version, and a version can be restored', async (t) 
 })
 
 t.test('versions are pruned to the plan limit', async (t) => {
-  for (const [plan, limit] of [['free', 5], ['pro', 20]] as const) {
+  for (const [plan, limit] of [
+    ['free', 5],
+    ['pro', 20],
+  ] as const) {
     const { call } = await h.tenant(plan)
     const p = await makeProject(call)
     for (let i = 1; i <= limit + 2; i++) await call('PATCH', `/api/v1/projects/${p.id}`, { description: `change ${i}` })
@@ -223,11 +226,20 @@ t.test('versions page by version number, with a cursor of their own kind', async
   const p = await makeProject(call)
   for (let i = 0; i < 4; i++) await call('PATCH', `/api/v1/projects/${p.id}`, { description: `d${i}` })
   const first = await call('GET', `/api/v1/projects/${p.id}/versions?limit=2`)
-  t.same(first.body.data.map((v: { version: number }) => v.version), [5, 4])
+  t.same(
+    first.body.data.map((v: { version: number }) => v.version),
+    [5, 4],
+  )
   const second = await call('GET', `/api/v1/projects/${p.id}/versions?limit=2&cursor=${first.body.meta.nextCursor}`)
-  t.same(second.body.data.map((v: { version: number }) => v.version), [3, 2])
+  t.same(
+    second.body.data.map((v: { version: number }) => v.version),
+    [3, 2],
+  )
   const last = await call('GET', `/api/v1/projects/${p.id}/versions?limit=2&cursor=${second.body.meta.nextCursor}`)
-  t.same(last.body.data.map((v: { version: number }) => v.version), [1])
+  t.same(
+    last.body.data.map((v: { version: number }) => v.version),
+    [1],
+  )
   t.equal(last.body.meta.nextCursor, null)
   await makeProject(call, 'another') // two projects: a first page of one has a next cursor
   const projectCursor = (await call('GET', '/api/v1/projects?limit=1')).body.meta.nextCursor
@@ -243,9 +255,15 @@ t.test('concurrent changes to one project get distinct, gapless version numbers'
   const { call } = await h.tenant('enterprise')
   const p = await makeProject(call)
   const results = await Promise.all(Array.from({ length: 12 }, (_, i) => call('PATCH', `/api/v1/projects/${p.id}`, { description: `parallel ${i}` })))
-  t.ok(results.every((r) => r.status === 200), 'every change succeeded')
+  t.ok(
+    results.every((r) => r.status === 200),
+    'every change succeeded',
+  )
   const versions = (await call('GET', `/api/v1/projects/${p.id}/versions?limit=200`)).body.data.map((v: { version: number }) => v.version)
-  t.same(versions, Array.from({ length: 13 }, (_, i) => 13 - i))
+  t.same(
+    versions,
+    Array.from({ length: 13 }, (_, i) => 13 - i),
+  )
   t.equal((await call('GET', `/api/v1/projects/${p.id}`)).body.data.version, 13)
 })
 
@@ -264,7 +282,10 @@ t.test('a backup with a long history streams every version, in order', async (t)
   t.equal(`sha256:${createHash('sha256').update(bytes).digest('hex')}`, b.checksum)
   const versions = JSON.parse((await unzip(bytes))['versions.json']!)
   t.equal(versions.length, 1201)
-  t.same(versions.map((v: { version: number }) => v.version), Array.from({ length: 1201 }, (_, i) => i + 1))
+  t.same(
+    versions.map((v: { version: number }) => v.version),
+    Array.from({ length: 1201 }, (_, i) => i + 1),
+  )
 })
 
 t.test('when object storage fails, the backup is SERVICE_UNAVAILABLE and nothing is recorded', async (t) => {
@@ -272,7 +293,9 @@ t.test('when object storage fails, the backup is SERVICE_UNAVAILABLE and nothing
   const { call, tenantId } = await b.tenant()
   const p = (await call('POST', '/api/v1/projects', { name: 'x' })).body.data
   const put = b.platform.blobs.put
-  b.platform.blobs.put = async () => { throw new Error('storage down') }
+  b.platform.blobs.put = async () => {
+    throw new Error('storage down')
+  }
   const r = await call('POST', `/api/v1/projects/${p.id}/backup`, { includeHistory: true })
   t.equal(r.status, 503)
   t.equal(r.body.error.code, 'SERVICE_UNAVAILABLE')

@@ -17,13 +17,33 @@ const ROLES: Role[] = ['owner', 'admin', 'member', 'viewer']
 const origin = { ip: '10.0.0.1', userAgent: 'unit' }
 
 const user = (id: string, role: Role): Principal => ({
-  kind: 'user', id, tenantId: TENANT, plan: 'pro', userId: id, role, sessionId: `session-${id}`, permissions: new Set(ROLE_PERMISSIONS[role]),
+  kind: 'user',
+  id,
+  tenantId: TENANT,
+  plan: 'pro',
+  userId: id,
+  role,
+  sessionId: `session-${id}`,
+  permissions: new Set(ROLE_PERMISSIONS[role]),
 })
 const key = (permissions: string[], userId: string | null = null): Principal => ({
-  kind: 'api_key', id: 'key-1', tenantId: TENANT, plan: 'pro', userId, role: null, sessionId: null, permissions: new Set(permissions),
+  kind: 'api_key',
+  id: 'key-1',
+  tenantId: TENANT,
+  plan: 'pro',
+  userId,
+  role: null,
+  sessionId: null,
+  permissions: new Set(permissions),
 })
 const member = (id: string, role: Role, status: MemberRow['status'] = 'active'): MemberRow => ({
-  id, email: `${id}@example.com`, name: id, role, status, created_at: new Date(0), last_login_at: null,
+  id,
+  email: `${id}@example.com`,
+  name: id,
+  role,
+  status,
+  created_at: new Date(0),
+  last_login_at: null,
 })
 
 /** The team service on members kept in memory; `log` is every write, in order. */
@@ -63,7 +83,11 @@ async function team(t: Test, members: MemberRow[]) {
   const service = teamService({
     db,
     secrets: { deriveKey: () => Buffer.alloc(32, 1) },
-    auth: { startSession: async () => { throw new Error('no session in these tests') } },
+    auth: {
+      startSession: async () => {
+        throw new Error('no session in these tests')
+      },
+    },
     credentials: { invalidate: async (inv) => void log.push(['invalidate', inv.kind, inv.id]) },
     publicUrl: 'https://atrium.example.com',
   })
@@ -90,7 +114,11 @@ t.test('a change the principal has no authority for is FORBIDDEN and writes noth
   await t.rejects(service.update(as(user('a1', 'admin')), 'm1', { role: 'owner' }), refused('FORBIDDEN', 'owner_only', { role: 'owner' }), 'an admin cannot make an owner')
   await t.rejects(service.update(as(user('a1', 'admin')), 'o1', { status: 'disabled' }), refused('FORBIDDEN', 'owner_only'), 'nor act on one')
   await t.rejects(service.remove(as(key(['*'])), 'o1'), refused('FORBIDDEN', 'owner_only'), "nor can a '*' key")
-  await t.rejects(service.update(as(key(['team:manage', ...ROLE_PERMISSIONS.viewer])), 'm1', { role: 'viewer' }), refused('FORBIDDEN', 'role_not_covered', { role: 'member' }), 'a narrow key cannot demote a member it does not cover')
+  await t.rejects(
+    service.update(as(key(['team:manage', ...ROLE_PERMISSIONS.viewer])), 'm1', { role: 'viewer' }),
+    refused('FORBIDDEN', 'role_not_covered', { role: 'member' }),
+    'a narrow key cannot demote a member it does not cover',
+  )
   t.same(log, [])
 })
 
@@ -139,15 +167,33 @@ t.test('disabling revokes every key; enabling revokes none', async (t) => {
   const { service, log, as } = await team(t, [member('o1', 'owner'), member('m1', 'member'), member('m2', 'member', 'disabled')])
   await service.update(as(user('o1', 'owner')), 'm1', { status: 'disabled' })
   await service.update(as(user('o1', 'owner')), 'm2', { status: 'active' })
-  t.same(log.filter((e) => e[0] === 'revoke keys'), [['revoke keys', 'm1', 'all']])
-  t.same(log.filter((e) => e[0] === 'audit').map((e) => e[1]), ['team.member_disabled', 'team.member_enabled'])
-  t.same(log.filter((e) => e[0] === 'invalidate').map((e) => e[2]), ['m1', 'm2'])
+  t.same(
+    log.filter((e) => e[0] === 'revoke keys'),
+    [['revoke keys', 'm1', 'all']],
+  )
+  t.same(
+    log.filter((e) => e[0] === 'audit').map((e) => e[1]),
+    ['team.member_disabled', 'team.member_enabled'],
+  )
+  t.same(
+    log.filter((e) => e[0] === 'invalidate').map((e) => e[2]),
+    ['m1', 'm2'],
+  )
 })
 
 t.test("a removal revokes the member's keys before deleting them (keys outlive a deleted user), then drops cached credentials", async (t) => {
   const { service, log, as } = await team(t, [member('o1', 'owner'), member('o2', 'owner'), member('m1', 'member')])
   await service.remove(as(user('o1', 'owner')), 'm1')
-  t.same(log.map((e) => e.slice(0, 2)), [['revoke keys', 'm1'], ['end sessions', 'm1'], ['delete', 'm1'], ['audit', 'team.member_removed'], ['invalidate', 'user']])
+  t.same(
+    log.map((e) => e.slice(0, 2)),
+    [
+      ['revoke keys', 'm1'],
+      ['end sessions', 'm1'],
+      ['delete', 'm1'],
+      ['audit', 'team.member_removed'],
+      ['invalidate', 'user'],
+    ],
+  )
   await service.remove(as(user('o2', 'owner')), 'o2')
   t.same(log.at(-3)!.slice(0, 2), ['delete', 'o2'], 'an owner may leave while another owner remains')
 })

@@ -15,7 +15,13 @@ import { createTenant } from '../../../../server/modules/tenants/service.js'
 const app = await testApp(t)
 const PASSWORD = 'correct horse battery'
 
-interface Person { userId: string; email: string; session: string; access: string; call: Caller }
+interface Person {
+  userId: string
+  email: string
+  session: string
+  access: string
+  call: Caller
+}
 
 /** Signs in with email and password and exchanges the session for an access token. */
 async function signIn(ta: TestApp, email: string): Promise<{ session: string; access: string; call: Caller }> {
@@ -49,13 +55,16 @@ async function join(ta: TestApp, by: Caller, role: Role): Promise<Person> {
 }
 
 const auditOf = (ta: TestApp, tenantId: string) =>
-  ta.platform.db.system((sql) => sql<{ action: string; actor_type: string; actor_id: string | null; target_id: string; details: Record<string, unknown> }[]>`
-    select action, actor_type, actor_id, target_id, details from audit_events where tenant_id = ${tenantId} order by id`)
+  ta.platform.db.system(
+    (sql) => sql<{ action: string; actor_type: string; actor_id: string | null; target_id: string; details: Record<string, unknown> }[]>`
+    select action, actor_type, actor_id, target_id, details from audit_events where tenant_id = ${tenantId} order by id`,
+  )
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 
 /** Asks until the answer is no longer 200 (an invalidation crossing Redis takes a moment). */
-async function untilRefused(call: () => Promise<{ status: number; body: any }>) { // eslint-disable-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function untilRefused(call: () => Promise<{ status: number; body: any }>) {
   let r = await call()
   for (let i = 0; i < 50 && r.status === 200; i++) {
     await new Promise((res) => setTimeout(res, 20))
@@ -67,7 +76,8 @@ async function untilRefused(call: () => Promise<{ status: number; body: any }>) 
 const ACCEPT = '/api/v1/auth/invitations/accept'
 const member = (id: string) => `/api/v1/tenant/team/members/${id}`
 
-function refused(t: Test, r: { status: number; body: any }, code: 'FORBIDDEN' | 'VALIDATION_ERROR', reason: string | null, name: string) { // eslint-disable-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function refused(t: Test, r: { status: number; body: any }, code: 'FORBIDDEN' | 'VALIDATION_ERROR', reason: string | null, name: string) {
   t.equal(r.status, code === 'FORBIDDEN' ? 403 : 400, name)
   t.equal(r.body.error?.code, code, name)
   if (reason) t.equal(r.body.error?.details?.reason, reason, name)
@@ -87,7 +97,7 @@ t.test('an owner invites a member, who accepts with a password of their own and 
   t.equal(invited.status, 201)
   const { member, invitation } = invited.body.data
   t.match(member, { id: String, email, name: 'Ada', role: 'member', status: 'invited', createdAt: String, lastLoginAt: null })
-  t.match(invitation.token, /^ati_[A-Za-z0-9]{51}$/, "43 random characters and the 8-character tag")
+  t.match(invitation.token, /^ati_[A-Za-z0-9]{51}$/, '43 random characters and the 8-character tag')
   const publicUrl = ta.platform.config.PUBLIC_URL.replace(/\/+$/, '')
   t.equal(invitation.acceptUrl, `${publicUrl}/invitations/accept#token=${invitation.token}`, 'the token rides in the fragment, out of access logs')
   const expiresIn = Date.parse(invitation.expiresAt) - Date.now()
@@ -103,8 +113,11 @@ t.test('an owner invites a member, who accepts with a password of their own and 
   const accepted = await ta.anonymous('POST', ACCEPT, { token: invitation.token, password: PASSWORD, name: 'Ada Lovelace' })
   t.equal(accepted.status, 200)
   t.match(accepted.body.data, {
-    token: /^ats_/, tokenType: 'session', expiresAt: String,
-    user: { id: member.id, email, name: 'Ada Lovelace', role: 'member' }, tenant: { id: tm.tenantId, plan: 'pro' },
+    token: /^ats_/,
+    tokenType: 'session',
+    expiresAt: String,
+    user: { id: member.id, email, name: 'Ada Lovelace', role: 'member' },
+    tenant: { id: tm.tenantId, plan: 'pro' },
   })
   t.match(String(accepted.headers['set-cookie']), /atrium_session=ats_\w+;.*HttpOnly/)
   t.notOk(accepted.headers['x-ratelimit-limit'], 'an auth endpoint: exempt from the general limit')
@@ -114,18 +127,27 @@ t.test('an owner invites a member, who accepts with a password of their own and 
 
   const listed = await tm.owner.call('GET', '/api/v1/tenant/team/members')
   t.equal(listed.status, 200)
-  t.same(listed.body.data.map((m: { id: string }) => m.id), [tm.owner.userId, member.id], 'in the order they joined')
+  t.same(
+    listed.body.data.map((m: { id: string }) => m.id),
+    [tm.owner.userId, member.id],
+    'in the order they joined',
+  )
   t.match(listed.body.data[1], { status: 'active', name: 'Ada Lovelace', lastLoginAt: String })
   t.equal(listed.body.meta.nextCursor, null)
   t.ok(await signIn(ta, email), 'from now on the member signs in with their password')
 
-  const [session] = await ta.platform.db.system((sql) => sql`select method from identity_sessions where id = (select session_id from session_tokens where hash = ${createHash('sha256').update(accepted.body.data.token).digest()})`)
+  const [session] = await ta.platform.db.system(
+    (sql) => sql`select method from identity_sessions where id = (select session_id from session_tokens where hash = ${createHash('sha256').update(accepted.body.data.token).digest()})`,
+  )
   t.equal(session!.method, 'invitation')
   const events = await auditOf(ta, tm.tenantId)
-  t.match(events.filter((e) => e.action.startsWith('team.') || e.action === 'auth.invitation_accepted'), [
-    { action: 'team.member_invited', actor_id: tm.owner.userId, target_id: member.id, details: { email, role: 'member' } },
-    { action: 'auth.invitation_accepted', actor_type: 'user', actor_id: member.id, target_id: member.id },
-  ])
+  t.match(
+    events.filter((e) => e.action.startsWith('team.') || e.action === 'auth.invitation_accepted'),
+    [
+      { action: 'team.member_invited', actor_id: tm.owner.userId, target_id: member.id, details: { email, role: 'member' } },
+      { action: 'auth.invitation_accepted', actor_type: 'user', actor_id: member.id, target_id: member.id },
+    ],
+  )
   t.notOk(JSON.stringify(events).includes(invitation.token), 'the token is in no audit event')
 })
 
@@ -147,7 +169,12 @@ t.test('an invitation is accepted once, and not after 7 days', async (t) => {
   const still = await tm.key('GET', `/api/v1/tenant/team/members/${late.userId}`)
   t.equal(still.body.data.status, 'invited', 'the member waits for a new invitation')
 
-  for (const [name, token] of [['unknown', `ati_${'A'.repeat(43)}`], ['made up, with a tag not made here', `ati_${'A'.repeat(51)}`], ['malformed', 'ati_short'], ['a session token', `ats_${'A'.repeat(43)}`]] as const) {
+  for (const [name, token] of [
+    ['unknown', `ati_${'A'.repeat(43)}`],
+    ['made up, with a tag not made here', `ati_${'A'.repeat(51)}`],
+    ['malformed', 'ati_short'],
+    ['a session token', `ats_${'A'.repeat(43)}`],
+  ] as const) {
     const r = await ta.anonymous('POST', ACCEPT, { token, password: PASSWORD })
     t.equal(r.status, 401, name)
     t.equal(r.body.error.code, 'UNAUTHORIZED', name)
@@ -171,7 +198,10 @@ t.test('a new invitation replaces the old one', async (t) => {
   t.equal(joined.body.error.code, 'VALIDATION_ERROR', 'a member who joined needs no invitation')
   t.equal(joined.body.error.details.reason, 'not_invited')
   const events = (await auditOf(ta, tm.tenantId)).filter((e) => e.action === 'team.member_invited')
-  t.match(events.map((e) => e.details), [{ role: 'member' }, { role: 'member', resent: true }])
+  t.match(
+    events.map((e) => e.details),
+    [{ role: 'member' }, { role: 'member', resent: true }],
+  )
 })
 
 t.test('two acceptances racing with one token: one wins', async (t) => {
@@ -211,7 +241,7 @@ t.test('inviting a member of this organization again, or a malformed invitation,
   const ta = app
   const tm = await team(ta)
   const cases: [string, unknown][] = [
-    ['the owner\'s address in other letters', { email: tm.owner.email.toUpperCase(), role: 'member' }],
+    ["the owner's address in other letters", { email: tm.owner.email.toUpperCase(), role: 'member' }],
     ['not an email', { email: 'not-an-email', role: 'member' }],
     ['unknown role', { email: `x-${suffix()}@example.com`, role: 'superuser' }],
     ['no role', { email: `x-${suffix()}@example.com` }],
@@ -306,14 +336,20 @@ t.test("a token of tenant A does not reach tenant B's members", async (t) => {
     ['POST', `/api/v1/tenant/team/members/${invited.userId}/invitation`, undefined],
     ['DELETE', `/api/v1/tenant/team/members/${b.owner.userId}`, undefined],
   ] as const) {
-    for (const [who, call] of [['access token', a.owner.call], ['API key', a.key]] as const) {
+    for (const [who, call] of [
+      ['access token', a.owner.call],
+      ['API key', a.key],
+    ] as const) {
       const r = await call(method, url, body)
       t.equal(r.status, 404, `${who}: ${method} ${url}`)
       t.equal(r.body.error.code, 'RESOURCE_NOT_FOUND')
     }
   }
   const list = await a.owner.call('GET', '/api/v1/tenant/team/members')
-  t.same(list.body.data.map((m: { id: string }) => m.id), [a.owner.userId])
+  t.same(
+    list.body.data.map((m: { id: string }) => m.id),
+    [a.owner.userId],
+  )
   t.equal((await theirs.call('GET', '/api/v1/auth/me')).status, 200, "B's member is untouched")
   const still = await b.key('GET', `/api/v1/tenant/team/members/${theirs.userId}`)
   t.match(still.body.data, { role: 'member', status: 'active' })
@@ -340,7 +376,10 @@ t.test('members and viewers can read the team but not manage anyone', async (t) 
   const tm = await team(ta)
   const m = await join(ta, tm.owner.call, 'member')
   const v = await join(ta, tm.owner.call, 'viewer')
-  for (const [name, who] of [['member', m], ['viewer', v]] as const) {
+  for (const [name, who] of [
+    ['member', m],
+    ['viewer', v],
+  ] as const) {
     const other = who === m ? v : m
     t.equal((await who.call('GET', '/api/v1/tenant/team/members')).status, 200, `${name} lists the team`)
     for (const [method, url, body] of [
@@ -384,7 +423,13 @@ t.test('only an owner may grant, take away or act on the owner role', async (t) 
   const demoted = await second.call('PATCH', member(tm.owner.userId), { role: 'admin' })
   t.equal(demoted.status, 200, 'an owner demotes another owner')
   const events = (await auditOf(ta, tm.tenantId)).filter((e) => e.action === 'team.member_role_changed')
-  t.match(events.map((e) => e.details), [{ from: 'member', to: 'owner' }, { from: 'owner', to: 'admin' }])
+  t.match(
+    events.map((e) => e.details),
+    [
+      { from: 'member', to: 'owner' },
+      { from: 'owner', to: 'admin' },
+    ],
+  )
 })
 
 t.test('admins manage admins, members and viewers', async (t) => {
@@ -402,10 +447,10 @@ t.test('admins manage admins, members and viewers', async (t) => {
   t.equal(gone.body.error.code, 'RESOURCE_NOT_FOUND')
   const twice = await admin.call('DELETE', member(other.userId))
   t.equal(twice.body.error.code, 'RESOURCE_NOT_FOUND')
-  t.same((await auditOf(ta, tm.tenantId)).filter((e) => e.action.startsWith('team.') && e.actor_id === admin.userId).map((e) => e.action), [
-    'team.member_invited', 'team.member_invited', 'team.member_role_changed', 'team.member_role_changed',
-    'team.member_disabled', 'team.member_enabled', 'team.member_removed',
-  ])
+  t.same(
+    (await auditOf(ta, tm.tenantId)).filter((e) => e.action.startsWith('team.') && e.actor_id === admin.userId).map((e) => e.action),
+    ['team.member_invited', 'team.member_invited', 'team.member_role_changed', 'team.member_role_changed', 'team.member_disabled', 'team.member_enabled', 'team.member_removed'],
+  )
 })
 
 t.test('an API key with * acts like an admin, never like an owner; a narrower key only on the roles it covers', async (t) => {
@@ -422,7 +467,8 @@ t.test('an API key with * acts like an admin, never like an owner; a narrower ke
   refused(t, await tm.key('PATCH', member(tm.owner.userId), { status: 'disabled' }), 'FORBIDDEN', 'owner_only', "the owner's own * key is no owner either")
 
   const narrow = await ta.platform.db.system((sql) =>
-    createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: tm.tenantId, type: 'ci', permissions: ['team:manage', 'team:read', 'projects:read', 'settings:read'] }))
+    createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: tm.tenantId, type: 'ci', permissions: ['team:manage', 'team:read', 'projects:read', 'settings:read'] }),
+  )
   const hr = caller(ta.app, narrow.key)
   const viewer = await join(ta, hr, 'viewer')
   t.equal(viewer.userId.length, 36, 'it invites viewers, whose permissions it holds')
@@ -431,7 +477,10 @@ t.test('an API key with * acts like an admin, never like an owner; a narrower ke
   refused(t, await hr('PATCH', member(admin.userId), { status: 'disabled' }), 'FORBIDDEN', 'role_not_covered', 'narrow key disables a member')
   t.equal((await hr('PATCH', member(viewer.userId), { status: 'disabled' })).status, 200, 'it disables a viewer')
   const events = await auditOf(ta, tm.tenantId)
-  t.match(events.filter((e) => e.action === 'team.member_disabled'), [{ actor_type: 'api_key', actor_id: narrow.id, target_id: viewer.userId }])
+  t.match(
+    events.filter((e) => e.action === 'team.member_disabled'),
+    [{ actor_type: 'api_key', actor_id: narrow.id, target_id: viewer.userId }],
+  )
 })
 
 t.test('nobody changes themselves, except an owner stepping down while another owner remains', async (t) => {
@@ -478,17 +527,14 @@ t.test('the last active owner cannot be demoted, disabled or removed, even by tw
   // Both credentials are in memory, so both requests get past authentication before either
   // change commits: the database alone decides between them.
   for (const who of [tm.owner, second]) t.equal((await who.call('GET', '/api/v1/auth/me')).status, 200)
-  const results = await Promise.all([
-    tm.owner.call('PATCH', member(co.userId), { role: 'admin' }),
-    second.call('PATCH', member(tm.owner.userId), { role: 'admin' }),
-  ])
+  const results = await Promise.all([tm.owner.call('PATCH', member(co.userId), { role: 'admin' }), second.call('PATCH', member(tm.owner.userId), { role: 'admin' })])
   t.same(results.map((r) => r.status).sort(), [200, 400], 'one demotion wins; the other would leave no owner')
   t.equal(results.find((r) => r.status === 400)!.body.error.details.reason, 'last_owner')
   const owners = await ta.platform.db.system((sql) => sql`select id from users where tenant_id = ${tm.tenantId} and role = 'owner' and status = 'active'`)
   t.equal(owners.length, 1, 'exactly one owner remains')
 })
 
-t.test("disabling a member stops their access token at once, on every replica", async (t) => {
+t.test('disabling a member stops their access token at once, on every replica', async (t) => {
   const ta = app
   const replica = await appOn(t, ta.platform)
   const tm = await team(ta)
@@ -517,7 +563,7 @@ t.test("disabling a member stops their access token at once, on every replica", 
   ])
 })
 
-t.test('a role change ends the member\'s sessions; signed in again, they have the new role\'s permissions', async (t) => {
+t.test("a role change ends the member's sessions; signed in again, they have the new role's permissions", async (t) => {
   const ta = app
   const tm = await team(ta)
   const m = await join(ta, tm.owner.call, 'member')
@@ -550,7 +596,7 @@ t.test('a demotion revokes the API keys holding more than the new role; disablin
   await tm.owner.call('PATCH', member(admin.userId), { role: 'viewer' })
   t.equal((await use(all)('GET', '/api/v1/tenant')).body.error.code, 'UNAUTHORIZED', 'the * key is revoked')
   t.equal((await use(write)('GET', '/api/v1/projects')).body.error.code, 'UNAUTHORIZED', 'the write key is revoked')
-  t.equal((await use(read)('GET', '/api/v1/projects')).status, 200, 'the read-only key is within a viewer\'s permissions')
+  t.equal((await use(read)('GET', '/api/v1/projects')).status, 200, "the read-only key is within a viewer's permissions")
   const changed = (await auditOf(ta, tm.tenantId)).find((e) => e.action === 'team.member_role_changed')
   t.same([...(changed!.details.apiKeysRevoked as string[])].sort(), [all.id, write.id].sort())
 
@@ -608,7 +654,11 @@ t.test('malformed member changes are VALIDATION_ERROR; unknown members are RESOU
     refused(t, await tm.owner.call('PATCH', url, body), 'VALIDATION_ERROR', null, name)
   }
   const unknown = '01900000-0000-7000-8000-000000000000'
-  for (const [method, body] of [['GET', undefined], ['PATCH', { role: 'viewer' }], ['DELETE', undefined]] as const) {
+  for (const [method, body] of [
+    ['GET', undefined],
+    ['PATCH', { role: 'viewer' }],
+    ['DELETE', undefined],
+  ] as const) {
     const r = await tm.owner.call(method, member(unknown), body)
     t.equal(r.status, 404, method)
     t.equal(r.body.error.code, 'RESOURCE_NOT_FOUND', method)

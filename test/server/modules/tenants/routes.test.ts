@@ -68,8 +68,10 @@ async function keyWith(ta: TestApp, tenantId: string, permissions: string[]): Pr
 }
 
 const auditOf = (ta: TestApp, tenantId: string) =>
-  ta.platform.db.system((sql) => sql<{ action: string; actor_type: string; details: Record<string, unknown> }[]>`
-    select action, actor_type, details from audit_events where tenant_id = ${tenantId} order by id`)
+  ta.platform.db.system(
+    (sql) => sql<{ action: string; actor_type: string; details: Record<string, unknown> }[]>`
+    select action, actor_type, details from audit_events where tenant_id = ${tenantId} order by id`,
+  )
 
 t.test('GET /tenant shows the tenant of the credential with the limits of its plan', async (t) => {
   const ta = app
@@ -102,7 +104,10 @@ t.test('GET /tenant shows the tenant of the credential with the limits of its pl
 t.test('a platform operator key has no tenant to show', async (t) => {
   const ta = app
   const admin = await ta.platform.db.system((sql) => createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: null, type: 'admin', permissions: ['*'] }))
-  for (const [method, url] of [['GET', '/api/v1/tenant'], ['GET', '/api/v1/tenant/settings/llm']] as const) {
+  for (const [method, url] of [
+    ['GET', '/api/v1/tenant'],
+    ['GET', '/api/v1/tenant/settings/llm'],
+  ] as const) {
     const r = await caller(ta.app, admin.key)(method, url)
     t.equal(r.status, 403, url)
     t.equal(r.body.error.code, 'FORBIDDEN', url)
@@ -130,7 +135,7 @@ t.test('renaming the tenant needs settings:write, trims the name and is audited'
     t.equal(r.status, 400, JSON.stringify(body))
     t.equal(r.body.error.code, 'VALIDATION_ERROR', JSON.stringify(body))
   }
-  t.equal((await o.key('GET', '/api/v1/tenant')).body.data.plan, 'pro', 'the plan is not the tenant\'s to choose')
+  t.equal((await o.key('GET', '/api/v1/tenant')).body.data.plan, 'pro', "the plan is not the tenant's to choose")
   const events = (await auditOf(ta, o.tenantId)).filter((e) => e.action === 'tenant.updated')
   t.equal(events.length, 1, 'one event: the no-op recorded nothing')
   t.match(events[0]!.details, { fields: ['name'], to: 'Acme Research' })
@@ -142,8 +147,13 @@ t.test('LLM settings have defaults before the first change', async (t) => {
   const r = await o.key('GET', '/api/v1/tenant/settings/llm')
   t.equal(r.status, 200)
   t.same(r.body.data, {
-    provider: 'openai-compatible', baseUrl: null, model: null, defaults: { temperature: null, maxTokens: null },
-    apiKey: { configured: false, lastFour: null }, updatedAt: null, updatedBy: null,
+    provider: 'openai-compatible',
+    baseUrl: null,
+    model: null,
+    defaults: { temperature: null, maxTokens: null },
+    apiKey: { configured: false, lastFour: null },
+    updatedAt: null,
+    updatedBy: null,
   })
 })
 
@@ -152,12 +162,20 @@ t.test('a PATCH changes only the fields sent and records which fields changed', 
   const o = await owner(ta, 'pro')
   const admin = await user(ta, o.tenantId, 'admin')
   const first = await admin.call('PATCH', '/api/v1/tenant/settings/llm', {
-    provider: 'vllm', baseUrl: 'http://10.0.0.5:8000/v1', model: 'llama-3.1-70b', defaults: { temperature: 0.2 },
+    provider: 'vllm',
+    baseUrl: 'http://10.0.0.5:8000/v1',
+    model: 'llama-3.1-70b',
+    defaults: { temperature: 0.2 },
   })
   t.equal(first.status, 200)
   t.match(first.body.data, {
-    provider: 'vllm', baseUrl: 'http://10.0.0.5:8000/v1', model: 'llama-3.1-70b', defaults: { temperature: 0.2, maxTokens: null },
-    apiKey: { configured: false, lastFour: null }, updatedBy: admin.userId, updatedAt: String,
+    provider: 'vllm',
+    baseUrl: 'http://10.0.0.5:8000/v1',
+    model: 'llama-3.1-70b',
+    defaults: { temperature: 0.2, maxTokens: null },
+    apiKey: { configured: false, lastFour: null },
+    updatedBy: admin.userId,
+    updatedAt: String,
   })
   const second = await o.key('PATCH', '/api/v1/tenant/settings/llm', { defaults: { maxTokens: 4096 }, model: 'llama-3.1-70b' })
   t.same(second.body.data.defaults, { temperature: 0.2, maxTokens: 4096 }, 'the other default stays')
@@ -171,12 +189,14 @@ t.test('a PATCH changes only the fields sent and records which fields changed', 
   t.same((await o.key('GET', '/api/v1/tenant/settings/llm')).body.data, reset.body.data)
 
   const events = (await auditOf(ta, o.tenantId)).filter((e) => e.action === 'settings.llm_changed')
-  t.same(events.map((e) => e.details.fields), [
-    ['provider', 'baseUrl', 'model', 'defaults.temperature'],
-    ['defaults.maxTokens'],
-    ['baseUrl', 'defaults.temperature'],
-  ])
-  t.same(events.map((e) => e.actor_type), ['user', 'api_key', 'api_key'])
+  t.same(
+    events.map((e) => e.details.fields),
+    [['provider', 'baseUrl', 'model', 'defaults.temperature'], ['defaults.maxTokens'], ['baseUrl', 'defaults.temperature']],
+  )
+  t.same(
+    events.map((e) => e.actor_type),
+    ['user', 'api_key', 'api_key'],
+  )
 })
 
 t.test('a PATCH that changes nothing on a tenant without settings stores nothing', async (t) => {
@@ -193,10 +213,7 @@ t.test('a PATCH that changes nothing on a tenant without settings stores nothing
 t.test('two first changes at once both apply', async (t) => {
   const ta = app
   const o = await owner(ta)
-  const [a, b] = await Promise.all([
-    o.key('PATCH', '/api/v1/tenant/settings/llm', { model: 'gpt-4o' }),
-    o.key('PATCH', '/api/v1/tenant/settings/llm', { defaults: { maxTokens: 100 } }),
-  ])
+  const [a, b] = await Promise.all([o.key('PATCH', '/api/v1/tenant/settings/llm', { model: 'gpt-4o' }), o.key('PATCH', '/api/v1/tenant/settings/llm', { defaults: { maxTokens: 100 } })])
   t.equal(a.status, 200)
   t.equal(b.status, 200)
   const now = (await o.key('GET', '/api/v1/tenant/settings/llm')).body.data
@@ -206,7 +223,12 @@ t.test('two first changes at once both apply', async (t) => {
 
 t.test('the API key is write-only: sealed at rest, bound to its tenant, never returned or logged', async (t) => {
   const lines: string[] = []
-  const sink = new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done() } })
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(String(chunk))
+      done()
+    },
+  })
   // The same platform, logging everything (trace) into memory.
   const ta = await appOn(t, { ...app.platform, log: createLogger('trace', sink) })
   const o = await owner(ta, 'pro')
@@ -217,8 +239,10 @@ t.test('the API key is write-only: sealed at rest, bound to its tenant, never re
   t.same(got.body.data.apiKey, { configured: true, lastFour: 'WXYZ' })
   for (const r of [set, got]) t.notOk(r.raw.toString().includes(LLM_KEY.slice(3, 20)), 'not in a response')
 
-  const [row] = await ta.platform.db.system((sql) => sql<{ api_key_sealed: string; api_key_last_four: string }[]>`
-    select api_key_sealed, api_key_last_four from tenant_llm_settings where tenant_id = ${o.tenantId}`)
+  const [row] = await ta.platform.db.system(
+    (sql) => sql<{ api_key_sealed: string; api_key_last_four: string }[]>`
+    select api_key_sealed, api_key_last_four from tenant_llm_settings where tenant_id = ${o.tenantId}`,
+  )
   t.match(row!.api_key_sealed, /^atrium:v1:/)
   t.notOk(row!.api_key_sealed.includes(LLM_KEY), 'the column holds ciphertext')
   t.notOk(row!.api_key_sealed.includes(Buffer.from(LLM_KEY).toString('base64url').slice(0, 12)), 'not merely encoded either')
@@ -237,7 +261,10 @@ t.test('the API key is write-only: sealed at rest, bound to its tenant, never re
   await t.rejects(llm.connection(other.tenantId), { name: 'SecretDecryptError' })
 
   const events = await auditOf(ta, o.tenantId)
-  t.same(events.map((e) => e.details), [{ fields: ['provider', 'apiKey'] }])
+  t.same(
+    events.map((e) => e.details),
+    [{ fields: ['provider', 'apiKey'] }],
+  )
   t.notOk(JSON.stringify(events).includes(LLM_KEY.slice(3, 20)), 'not in the audit log')
   t.ok(lines.length > 0, 'the logs were captured')
   t.notOk(lines.join('').includes(LLM_KEY.slice(3, 20)), 'not in the logs')
@@ -323,7 +350,7 @@ t.test('reading LLM settings needs settings:read; changing them needs settings:w
   t.equal((await writer('GET', '/api/v1/tenant/settings/llm')).body.error.code, 'FORBIDDEN', 'write does not imply read')
 })
 
-t.test("each tenant sees and changes only its own LLM settings", async (t) => {
+t.test('each tenant sees and changes only its own LLM settings', async (t) => {
   const ta = app
   const a = await owner(ta)
   const b = await owner(ta)
@@ -438,12 +465,17 @@ t.test('the connection to the model goes only where the outbound policy allows, 
     return llm
   }
   const store = (baseUrl: string) =>
-    app.platform.db.system((sql) => sql`
+    app.platform.db.system(
+      (sql) => sql`
       insert into tenant_llm_settings (tenant_id, base_url) values (${o.tenantId}, ${baseUrl})
-      on conflict (tenant_id) do update set base_url = excluded.base_url`)
+      on conflict (tenant_id) do update set base_url = excluded.base_url`,
+    )
   const refused = async (llm: ReturnType<typeof llmSettingsService>, why: RegExp, what: string) => {
     const c = await llm.connection(o.tenantId)
-    const err = await c.fetch(`${c.baseUrl}/models`).then(() => null, (e: unknown) => e)
+    const err = await c.fetch(`${c.baseUrl}/models`).then(
+      () => null,
+      (e: unknown) => e,
+    )
     t.match(refusalIn(err)?.reason, why, what)
   }
 

@@ -32,10 +32,7 @@ t.test('bad input is VALIDATION_ERROR and creates nothing', async (t) => {
   const email = `dup-${suffix()}@example.com`
   await createTenant(platform, { name: 'First', email })
   const before = await db.system((sql) => sql`select count(*)::int as n from tenants`)
-  const bad = [
-    { name: '' }, { name: 'x'.repeat(201) }, { name: 'ok', plan: 'platinum' }, { name: 'ok', email: 'not-an-email' },
-    { name: 'ok', email: `x-${suffix()}@example.com`, password: 'short' },
-  ]
+  const bad = [{ name: '' }, { name: 'x'.repeat(201) }, { name: 'ok', plan: 'platinum' }, { name: 'ok', email: 'not-an-email' }, { name: 'ok', email: `x-${suffix()}@example.com`, password: 'short' }]
   for (const input of bad) await t.rejects(createTenant(platform, input), { code: 'VALIDATION_ERROR' }, JSON.stringify(input))
   const after = await db.system((sql) => sql`select count(*)::int as n from tenants`)
   t.same(after, before, 'no half-created tenant')
@@ -55,7 +52,10 @@ t.test("a license's maxTenants caps the tenants there can be; FORBIDDEN license_
   const before = await count()
   await createTenant(platform, { name: 'Within the limit' }, { maxTenants: before + 1 })
   await t.rejects(createTenant(platform, { name: 'Beyond' }, { maxTenants: before + 1 }), {
-    code: 'FORBIDDEN', status: 403, details: { reason: 'license_tenant_limit', maxTenants: before + 1 }, message: /at most \d+ tenant\(s\)/,
+    code: 'FORBIDDEN',
+    status: 403,
+    details: { reason: 'license_tenant_limit', maxTenants: before + 1 },
+    message: /at most \d+ tenant\(s\)/,
   })
   t.equal(await count(), before + 1, 'nothing created beyond it')
 

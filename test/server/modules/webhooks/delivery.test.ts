@@ -54,7 +54,8 @@ t.test('every event kind emitted so far reaches a real receiver and verifies wit
 })
 
 /** The endpoint's deliveries once the newest has reached `status`. */
-const deliveriesOnce = (deliveries: () => Promise<any[]>, status: string) => // eslint-disable-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const deliveriesOnce = (deliveries: () => Promise<any[]>, status: string) =>
   eventually(async () => {
     const list = await deliveries()
     return list[0]?.status === status ? list : null
@@ -81,7 +82,15 @@ t.test('a receiver that fails twice then succeeds gets exactly one successful de
   t.equal(new Set(rx.received.map((r) => r.headers['webhook-id'])).size, 1, 'the same webhook-id on every attempt')
   for (const r of rx.received) t.equal(verified(SECRET, r).type, 'project.created', 'each attempt is signed afresh and verifies')
   t.equal(d.attemptCount, 3)
-  t.same(d.attempts.map((x: any) => [x.attempt, x.statusCode, x.outcome]), [[1, 500, 'retrying'], [2, 503, 'retrying'], [3, 200, 'succeeded']]) // eslint-disable-line @typescript-eslint/no-explicit-any
+  t.same(
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    d.attempts.map((x: any) => [x.attempt, x.statusCode, x.outcome]),
+    [
+      [1, 500, 'retrying'],
+      [2, 503, 'retrying'],
+      [3, 200, 'succeeded'],
+    ],
+  )
   t.match(d.attempts[0], { error: 'the endpoint answered 500', responseExcerpt: 'no thanks (500)' })
   t.ok(d.attempts[0].nextAttemptAt, 'a failed attempt says when the next one is')
   t.equal(d.attempts[2].nextAttemptAt, null)
@@ -115,10 +124,7 @@ t.test('410 Gone disables the endpoint at once, and its admins can see why', asy
 
 t.test('Retry-After from the receiver is honoured over a shorter scheduled wait', async (t) => {
   const h = await webhookApp(t)
-  const rx = await receiver(t, [
-    (res) => res.writeHead(429, { 'retry-after': '2' }).end('slow down'),
-    200,
-  ])
+  const rx = await receiver(t, [(res) => res.writeHead(429, { 'retry-after': '2' }).end('slow down'), 200])
   const { a, deliveries } = await endpoint(h, rx.url)
   await a.call('POST', '/api/v1/projects', { name: 'Patient' })
   await rx.waitFor(2)
@@ -142,7 +148,12 @@ t.test('redirects are not followed: a 3xx is a failed attempt and the other addr
 
 t.test('an attempt with no complete answer within the timeout fails and is tried again', async (t) => {
   const h = await webhookApp(t, {}, { webhookWorker: { pollMs: 50, schedule: [0.1, 0.1], attemptTimeoutMs: 300 } })
-  const rx = await receiver(t, [() => { /* never answers */ }, 200])
+  const rx = await receiver(t, [
+    () => {
+      /* never answers */
+    },
+    200,
+  ])
   const { a, deliveries } = await endpoint(h, rx.url)
   await a.call('POST', '/api/v1/projects', { name: 'Slow' })
   const [d] = await deliveriesOnce(deliveries, 'succeeded')
@@ -156,7 +167,11 @@ t.test('when the schedule is used up the delivery is failed, with every attempt 
   const { a, id, deliveries } = await endpoint(h, rx.url)
   await a.call('POST', '/api/v1/projects', { name: 'Doomed' })
   const [d] = await deliveriesOnce(deliveries, 'failed')
-  t.same(d.attempts.map((x: any) => x.outcome), ['retrying', 'retrying', 'failed']) // eslint-disable-line @typescript-eslint/no-explicit-any
+  t.same(
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    d.attempts.map((x: any) => x.outcome),
+    ['retrying', 'retrying', 'failed'],
+  )
   t.equal(d.nextAttemptAt, null)
   t.equal(d.attempts[0].responseExcerpt.length, 1024, 'the response excerpt is bounded')
   const w = (await a.call('GET', `/api/v1/webhooks/${id}`)).body.data
@@ -274,7 +289,11 @@ t.test('many attempts failing with 410 at once disable the endpoint once, and ev
     const l = (await deliveries()).filter((d) => d.eventType === 'project.created')
     return l.length === 12 && l.every((d) => d.status === 'failed') ? l : null
   })
-  t.same(list.map((d) => d.attemptCount), Array(12).fill(1), 'each attempt recorded once')
+  t.same(
+    list.map((d) => d.attemptCount),
+    Array(12).fill(1),
+    'each attempt recorded once',
+  )
   t.ok(list.every((d) => d.attempts.length === 1 && d.attempts[0].statusCode === 410))
   t.equal((await a.call('GET', `/api/v1/webhooks/${id}`)).body.data.disabled.reason, 'gone')
   t.equal((await a.call('GET', '/api/v1/audit-log?action=webhook.disabled')).body.data.length, 1, 'disabled once')
@@ -321,7 +340,10 @@ t.test('a stopping worker finishes its attempt in flight and hands back what it 
   release()
   await closing
   const rows = await h.platform.db.system((sql) => sql<{ status: string }[]>`select status from webhook_deliveries order by id`)
-  t.same(rows.map((r) => r.status), ['succeeded', 'succeeded', 'pending'])
+  t.same(
+    rows.map((r) => r.status),
+    ['succeeded', 'succeeded', 'pending'],
+  )
   const { appOn } = await import('../../../helpers/app.js')
   await appOn(t, h.platform, { webhookWorker: { pollMs: 50 } })
   await rx.waitFor(3)

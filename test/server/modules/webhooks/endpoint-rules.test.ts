@@ -19,12 +19,34 @@ const URL_OK = 'https://hooks.example.com/atrium'
 const origin = { ip: '10.0.0.1', userAgent: 'unit' }
 
 const principal = (plan: Plan | null): Principal => ({
-  kind: 'api_key', id: 'key-1', tenantId: TENANT, plan, userId: 'user-1', role: null, sessionId: null, permissions: new Set(['*']),
+  kind: 'api_key',
+  id: 'key-1',
+  tenantId: TENANT,
+  plan,
+  userId: 'user-1',
+  role: null,
+  sessionId: null,
+  permissions: new Set(['*']),
 })
 const webhook = (over: Partial<WebhookRow> = {}): WebhookRow => ({
-  id: 'wh-1', tenant_id: TENANT, url: URL_OK, description: '', events: ['project.created'], secret_sealed: `sealed:${SECRET}`,
-  previous_secret_sealed: null, previous_secret_expires_at: null, secret_rotated_at: null, status: 'enabled', disabled_reason: null,
-  disabled_message: null, disabled_at: null, failing_since: null, last_success_at: null, created_at: new Date(0), updated_at: new Date(0), ...over,
+  id: 'wh-1',
+  tenant_id: TENANT,
+  url: URL_OK,
+  description: '',
+  events: ['project.created'],
+  secret_sealed: `sealed:${SECRET}`,
+  previous_secret_sealed: null,
+  previous_secret_expires_at: null,
+  secret_rotated_at: null,
+  status: 'enabled',
+  disabled_reason: null,
+  disabled_message: null,
+  disabled_at: null,
+  failing_since: null,
+  last_success_at: null,
+  created_at: new Date(0),
+  updated_at: new Date(0),
+  ...over,
 })
 const delivery = (status: DeliveryRow['status']) => ({ id: 'd-1', webhook_id: 'wh-1', event_id: 'e-1', status }) as DeliveryRow
 
@@ -36,7 +58,11 @@ const secrets = {
   deriveKey: () => Buffer.alloc(32),
 } satisfies Secrets
 
-interface World { count?: number; current?: WebhookRow; delivery?: DeliveryRow }
+interface World {
+  count?: number
+  current?: WebhookRow
+  delivery?: DeliveryRow
+}
 
 /** The webhooks service on rows in memory; `log` is every write, in order. */
 async function hooks(t: Test, world: World = {}) {
@@ -61,7 +87,12 @@ async function hooks(t: Test, world: World = {}) {
   const resolver = async () => [{ address: '93.184.216.34', family: 4 }] // every name is a public host
   const db = fakeDb()
   const service = webhooksService({
-    db, secrets, policy: compilePolicy({ allowedCidrs: [], airGapped: false }, resolver), allowHttp: false, now: () => NOW, onDue: () => void log.push(['due']),
+    db,
+    secrets,
+    policy: compilePolicy({ allowedCidrs: [], airGapped: false }, resolver),
+    allowHttp: false,
+    now: () => NOW,
+    onDue: () => void log.push(['due']),
   })
   const tenant = (plan: Plan | null = 'pro'): Actor<Owner> => ({ tenantId: TENANT, principal: principal(plan), origin })
   const platform: Actor<Owner> = { tenantId: null, principal: { ...principal(null), tenantId: null }, origin }
@@ -71,17 +102,32 @@ async function hooks(t: Test, world: World = {}) {
 const input = (over: Partial<Service.CreateInput> = {}): Service.CreateInput => ({ url: URL_OK, events: ['project.created'], secret: SECRET, ...over })
 
 t.test("a tenant registers endpoints up to its plan's limit, counted under the registration's lock", async (t) => {
-  const limits: [Plan | null, number][] = [['free', 2], ['pro', 10], ['growth', 25], ['enterprise', 100], [null, 2]]
+  const limits: [Plan | null, number][] = [
+    ['free', 2],
+    ['pro', 10],
+    ['growth', 25],
+    ['enterprise', 100],
+    [null, 2],
+  ]
   for (const [plan, limit] of limits) {
     const full = await hooks(t, { count: limit })
-    await t.rejects(full.service.create(full.tenant(plan), input()), {
-      code: 'FORBIDDEN', message: new RegExp(`The ${plan ?? 'free'} plan allows ${limit} webhook endpoints and this tenant has ${limit}`),
-      details: { reason: 'plan_limit', limit, plan: plan ?? 'free' },
-    }, `${plan ?? 'no plan (free)'}: ${limit}`)
+    await t.rejects(
+      full.service.create(full.tenant(plan), input()),
+      {
+        code: 'FORBIDDEN',
+        message: new RegExp(`The ${plan ?? 'free'} plan allows ${limit} webhook endpoints and this tenant has ${limit}`),
+        details: { reason: 'plan_limit', limit, plan: plan ?? 'free' },
+      },
+      `${plan ?? 'no plan (free)'}: ${limit}`,
+    )
     t.same(full.log, [['count']], `${plan}: nothing inserted`)
     const room = await hooks(t, { count: limit - 1 })
     await room.service.create(room.tenant(plan), input())
-    t.same(room.log.map((e) => e[0]), ['count', 'insert', 'audit'], `${plan}: one place left`)
+    t.same(
+      room.log.map((e) => e[0]),
+      ['count', 'insert', 'audit'],
+      `${plan}: one place left`,
+    )
   }
 })
 
@@ -94,11 +140,15 @@ t.test("the platform's own endpoints are not counted, and their changes are in n
 t.test("a tenant's endpoint cannot hear tenant.created; events are kept once each", async (t) => {
   const { service, log, tenant, db } = await hooks(t)
   await t.rejects(service.create(tenant(), input({ events: ['project.created', 'tenant.created'] })), {
-    code: 'VALIDATION_ERROR', details: { errors: [{ field: 'events', message: /platform endpoints/ }] },
+    code: 'VALIDATION_ERROR',
+    details: { errors: [{ field: 'events', message: /platform endpoints/ }] },
   })
   t.same(db.opened, [], 'refused before any transaction')
   await service.create(tenant(), input({ events: ['project.created', 'user.created', 'project.created'] }))
-  t.same(log.find((e) => e[0] === 'insert'), ['insert', TENANT, ['project.created', 'user.created']])
+  t.same(
+    log.find((e) => e[0] === 'insert'),
+    ['insert', TENANT, ['project.created', 'user.created']],
+  )
 })
 
 t.test('an endpoint URL is refused before any transaction unless it is https, without credentials or a fragment, and not too long', async (t) => {
@@ -135,14 +185,22 @@ t.test('disabling fails the pending deliveries and says who; enabling starts afr
   const gone = webhook({ status: 'disabled', disabled_reason: 'gone', disabled_message: 'answered 410', disabled_at: new Date(1), failing_since: new Date(1) })
   const on = await hooks(t, { current: gone })
   await on.service.update(on.tenant(), 'wh-1', { enabled: true })
-  t.match(on.log, [
-    ['update', { status: 'enabled', disabledReason: null, disabledMessage: null, disabledAt: null, failingSince: null }],
-    ['audit', 'webhook.updated', { fields: ['enabled'], enabled: true }],
-  ], 'the old run of failures no longer counts')
+  t.match(
+    on.log,
+    [
+      ['update', { status: 'enabled', disabledReason: null, disabledMessage: null, disabledAt: null, failingSince: null }],
+      ['audit', 'webhook.updated', { fields: ['enabled'], enabled: true }],
+    ],
+    'the old run of failures no longer counts',
+  )
   const edit = await hooks(t, { current: gone })
   await edit.service.update(edit.tenant(), 'wh-1', { description: 'still off' })
   t.match(edit.log[0], ['update', { status: 'disabled', disabledReason: 'gone', disabledMessage: 'answered 410', failingSince: new Date(1) }], 'an edit of a disabled endpoint keeps why it is off')
-  t.same(edit.log.filter((e) => e[0] === 'fail pending'), [], 'and fails nothing again')
+  t.same(
+    edit.log.filter((e) => e[0] === 'fail pending'),
+    [],
+    'and fails nothing again',
+  )
 })
 
 t.test('a rotation keeps the previous secret signing for the overlap, none when the overlap is 0; a generated secret is returned once', async (t) => {
@@ -153,7 +211,13 @@ t.test('a rotation keeps the previous secret signing for the overlap, none when 
   const given = await service.rotateSecret(tenant(), 'wh-1', { secret: 'another-raw-secret-long-enough', overlapSeconds: 0 })
   t.equal(given.secret, null, 'a secret the caller chose is not sent back')
   t.match(log.filter((e) => e[0] === 'rotate')[1], ['rotate', { secretSealed: 'sealed:another-raw-secret-long-enough', previousSealed: null, previousExpiresAt: null }])
-  t.same(log.filter((e) => e[0] === 'audit').map((e) => e[2]), [{ overlapSeconds: 86400, generated: true }, { overlapSeconds: 0, generated: false }])
+  t.same(
+    log.filter((e) => e[0] === 'audit').map((e) => e[2]),
+    [
+      { overlapSeconds: 86400, generated: true },
+      { overlapSeconds: 0, generated: false },
+    ],
+  )
 })
 
 t.test('a test event or a retry goes only to an enabled endpoint, a retry only for a delivery that is done', async (t) => {
@@ -167,5 +231,9 @@ t.test('a test event or a retry goes only to an enabled endpoint, a retry only f
   const on = await hooks(t, { current: webhook(), delivery: delivery('failed') })
   await on.service.sendTest(on.tenant(), 'wh-1')
   await on.service.retryDelivery(on.tenant(), 'wh-1', 'd-1')
-  t.same(on.log.map((e) => e[0] === 'audit' ? e[1] : e[0]), ['event', 'due', 'requeue', 'webhook.delivery_retried', 'due'], 'the worker is woken for each')
+  t.same(
+    on.log.map((e) => (e[0] === 'audit' ? e[1] : e[0])),
+    ['event', 'due', 'requeue', 'webhook.delivery_retried', 'due'],
+    'the worker is woken for each',
+  )
 })

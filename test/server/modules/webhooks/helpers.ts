@@ -47,11 +47,21 @@ export async function receiver(t: Test, answers: Answer[] | ((n: number) => Answ
         answer(res, n)
         entry.status = res.statusCode
       }
-      for (const w of [...waiters]) if (received.length >= w.n) { waiters.splice(waiters.indexOf(w), 1); w.resolve() }
+      for (const w of [...waiters])
+        if (received.length >= w.n) {
+          waiters.splice(waiters.indexOf(w), 1)
+          w.resolve()
+        }
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  )
   const port = (server.address() as AddressInfo).port
   return {
     url: `http://127.0.0.1:${port}/hook`,
@@ -62,7 +72,13 @@ export async function receiver(t: Test, answers: Answer[] | ((n: number) => Answ
       if (received.length >= n) return Promise.resolve(received)
       return new Promise((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`receiver got ${received.length} of ${n} requests`)), timeoutMs)
-        waiters.push({ n, resolve: () => { clearTimeout(timer); resolve(received) } })
+        waiters.push({
+          n,
+          resolve: () => {
+            clearTimeout(timer)
+            resolve(received)
+          },
+        })
       })
     },
   }
@@ -81,10 +97,14 @@ export const FAST_SCHEDULE = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
 
 /** An app that delivers webhooks to loopback over http, retrying fast. */
 export function webhookApp(t: Test, overrides: Record<string, string> = {}, opts: AppOptions = {}): Promise<TestApp> {
-  return testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8', WEBHOOK_ALLOW_HTTP: 'true', ...overrides }, {
-    webhookWorker: { pollMs: 50, schedule: FAST_SCHEDULE },
-    ...opts,
-  })
+  return testApp(
+    t,
+    { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8', WEBHOOK_ALLOW_HTTP: 'true', ...overrides },
+    {
+      webhookWorker: { pollMs: 50, schedule: FAST_SCHEDULE },
+      ...opts,
+    },
+  )
 }
 
 /** Polls `check` until it returns something truthy. */

@@ -18,8 +18,16 @@ t.test('the worker counts attempts by outcome, and shows its attempts in flight 
   const registry = new Registry()
   // One slot, and a clock an hour ahead: what waits has waited an hour by the worker's clock.
   const worker = startWebhookWorker({
-    db: h.platform.db, secrets: h.platform.secrets, policy: compilePolicy({ allowedCidrs: ['127.0.0.0/8'], airGapped: false }),
-    log: pino({ level: 'silent' }), concurrency: 1, userAgent: 'test', pollMs: 50, schedule: FAST_SCHEDULE, now: () => Date.now() + 3600_000, registry,
+    db: h.platform.db,
+    secrets: h.platform.secrets,
+    policy: compilePolicy({ allowedCidrs: ['127.0.0.0/8'], airGapped: false }),
+    log: pino({ level: 'silent' }),
+    concurrency: 1,
+    userAgent: 'test',
+    pollMs: 50,
+    schedule: FAST_SCHEDULE,
+    now: () => Date.now() + 3600_000,
+    registry,
   })
   t.teardown(() => worker.stop())
   const read = async (name: string) => (await registry.getSingleMetric(name)!.get()).values

@@ -92,9 +92,19 @@ t.test('two server processes deliver each event once', async (t) => {
   const ids = rx.received.map((r) => r.headers['webhook-id'])
   t.equal(new Set(ids).size, N, 'every request has its own webhook-id')
   const payloads = rx.received.map((r) => verified(SECRET, r))
-  t.same(payloads.map((p) => p.type), Array(N).fill('project.created'))
-  t.same(payloads.map((p) => p.tenantId), Array(N).fill(tenantId))
-  t.same(payloads.map((p) => p.id), ids, 'webhook-id is the event id')
+  t.same(
+    payloads.map((p) => p.type),
+    Array(N).fill('project.created'),
+  )
+  t.same(
+    payloads.map((p) => p.tenantId),
+    Array(N).fill(tenantId),
+  )
+  t.same(
+    payloads.map((p) => p.id),
+    ids,
+    'webhook-id is the event id',
+  )
   t.same(payloads.map((p) => p.data.name).sort(), names, 'one event per project created, on either replica')
   t.same(new Set(payloads.map((p) => p.data.id)), new Set(created.map((r) => r.body.data.id)))
 
@@ -102,7 +112,10 @@ t.test('two server processes deliver each event once', async (t) => {
   t.equal(deliveries.length, N, 'one delivery per event')
   t.same(new Set(deliveries.map((d) => d.eventId)), new Set(ids))
   for (const d of deliveries) t.match(d, { status: 'succeeded', attemptCount: 1, attempts: [{ attempt: 1, outcome: 'succeeded', statusCode: 204 }] })
-  t.ok(deliveries.every((d) => d.attempts.length === 1), 'each delivery was attempted once')
+  t.ok(
+    deliveries.every((d) => d.attempts.length === 1),
+    'each delivery was attempted once',
+  )
 
   // Who delivered what, from the replicas' own logs: together each event once.
   a.child.kill('SIGTERM')

@@ -24,7 +24,10 @@ t.test('registration answers 201 with the endpoint, never its secret, which is s
   t.match(row!.secret_sealed, /^atrium:v1:/)
   t.notOk(row!.secret_sealed.includes(SECRET), 'sealed, not in the clear')
   const list = await a.call('GET', '/api/v1/webhooks')
-  t.same(list.body.data.map((w: { id: string }) => w.id), [r.body.data.id])
+  t.same(
+    list.body.data.map((w: { id: string }) => w.id),
+    [r.body.data.id],
+  )
 })
 
 t.test('bad registrations are VALIDATION_ERROR naming the field, and nothing is stored', async (t) => {
@@ -82,19 +85,26 @@ t.test("registering past the plan's endpoint limit is FORBIDDEN with the limit a
   t.equal((await register(4)).status, 201, 'a deleted one frees it')
 
   const larger = await h.tenant('growth')
-  for (let i = 0; i < 3; i++) t.equal((await larger.call('POST', '/api/v1/webhooks', { url: `${URL_OK}/${i}`, events: ['project.created'], secret: SECRET })).status, 201, 'another plan, another limit')
+  for (let i = 0; i < 3; i++)
+    t.equal((await larger.call('POST', '/api/v1/webhooks', { url: `${URL_OK}/${i}`, events: ['project.created'], secret: SECRET })).status, 201, 'another plan, another limit')
   const op = await h.platform.db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, userId: null, type: 'admin', name: 'operator', permissions: [ALL] }))
   for (let i = 0; i < 3; i++) {
-    t.equal((await caller(h.app, op.key)('POST', '/api/v1/platform/webhooks', { url: `${URL_OK}/${i}`, events: ['tenant.created'], secret: SECRET })).status, 201, "the platform's own endpoints are not a tenant's")
+    t.equal(
+      (await caller(h.app, op.key)('POST', '/api/v1/platform/webhooks', { url: `${URL_OK}/${i}`, events: ['tenant.created'], secret: SECRET })).status,
+      201,
+      "the platform's own endpoints are not a tenant's",
+    )
   }
 })
 
 t.test("registrations at once never exceed the plan's endpoint limit", async (t) => {
   const a = await h.tenant('pro') // 10
-  const all = await Promise.all(Array.from({ length: 25 }, (_, i) =>
-    a.call('POST', '/api/v1/webhooks', { url: `${URL_OK}/${i}`, events: ['project.created'], secret: SECRET })))
+  const all = await Promise.all(Array.from({ length: 25 }, (_, i) => a.call('POST', '/api/v1/webhooks', { url: `${URL_OK}/${i}`, events: ['project.created'], secret: SECRET })))
   t.equal(all.filter((r) => r.status === 201).length, 10, 'ten registered')
-  t.ok(all.filter((r) => r.status !== 201).every((r) => r.body.error.details.reason === 'plan_limit' && r.body.error.details.limit === 10), 'the rest refused for the limit')
+  t.ok(
+    all.filter((r) => r.status !== 201).every((r) => r.body.error.details.reason === 'plan_limit' && r.body.error.details.limit === 10),
+    'the rest refused for the limit',
+  )
   const [row] = await h.platform.db.system((sql) => sql<{ n: number }[]>`select count(*)::int as n from webhooks where tenant_id = ${a.tenantId}`)
   t.equal(row!.n, 10, 'ten stored')
 })
@@ -200,9 +210,15 @@ t.test('the deliveries list pages newest first and filters by status', async (t)
   const ids: string[] = []
   for (let i = 0; i < 5; i++) ids.push((await a.call('POST', `/api/v1/webhooks/${id}/test`)).body.data.id)
   const first = await a.call('GET', `/api/v1/webhooks/${id}/deliveries?limit=3`)
-  t.same(first.body.data.map((d: { id: string }) => d.id), ids.slice(2).reverse())
+  t.same(
+    first.body.data.map((d: { id: string }) => d.id),
+    ids.slice(2).reverse(),
+  )
   const second = await a.call('GET', `/api/v1/webhooks/${id}/deliveries?limit=3&cursor=${first.body.meta.nextCursor}`)
-  t.same(second.body.data.map((d: { id: string }) => d.id), ids.slice(0, 2).reverse())
+  t.same(
+    second.body.data.map((d: { id: string }) => d.id),
+    ids.slice(0, 2).reverse(),
+  )
   t.equal(second.body.meta.nextCursor, null)
   t.equal((await a.call('GET', `/api/v1/webhooks/${id}/deliveries?status=succeeded`)).body.data.length, 0)
   t.equal((await a.call('GET', `/api/v1/webhooks/${id}/deliveries?status=nope`)).body.error.code, 'VALIDATION_ERROR')

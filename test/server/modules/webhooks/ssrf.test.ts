@@ -83,7 +83,15 @@ t.test('metadata and link-local stay refused even when OUTBOUND_ALLOWED_NETWORKS
   for (const networks of ['0.0.0.0/0,::/0', '169.254.0.0/16,fe80::/10,fd00::/8']) {
     const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: networks, WEBHOOK_ALLOW_HTTP: 'true' }, { resolver: dns({ 'metadata.test': ['169.254.169.254'] }) })
     const a = await h.tenant()
-    for (const url of ['https://169.254.169.254/', 'http://169.254.169.254/latest/meta-data/', 'https://2852039166/', 'https://0xA9FEA9FE/', 'https://[::ffff:a9fe:a9fe]/', 'https://[fd00:ec2::254]/', 'https://metadata.test/']) {
+    for (const url of [
+      'https://169.254.169.254/',
+      'http://169.254.169.254/latest/meta-data/',
+      'https://2852039166/',
+      'https://0xA9FEA9FE/',
+      'https://[::ffff:a9fe:a9fe]/',
+      'https://[fd00:ec2::254]/',
+      'https://metadata.test/',
+    ]) {
       refusedUrl(t, await register(a.call, url), NEVER('metadata'), `${url} with ${networks}`)
     }
     for (const url of ['https://169.254.10.1/', 'https://[fe80::1]/']) refusedUrl(t, await register(a.call, url), NEVER('link-local'), `${url} with ${networks}`)
@@ -117,7 +125,11 @@ t.test('registration refuses a name that resolves to a forbidden address, or to 
   const a = await h.tenant()
   const metadata = await register(a.call, 'https://metadata.test/hook')
   refusedUrl(t, metadata, NEVER('metadata'), 'a name for the metadata address')
-  t.equal(metadata.body.error.message, 'url: metadata.test may not be called: metadata addresses are never reachable', 'the message names the host and the kind of address, not the address it resolved to')
+  t.equal(
+    metadata.body.error.message,
+    'url: metadata.test may not be called: metadata addresses are never reachable',
+    'the message names the host and the kind of address, not the address it resolved to',
+  )
   t.notOk('address' in metadata.body.error.details, 'a tenant cannot map internal names to addresses through the answer')
   refusedUrl(t, await register(a.call, 'https://mapped.test/hook'), NEVER('metadata'), 'a name for the IPv4-mapped metadata address')
   refusedUrl(t, await register(a.call, 'https://intranet.test/hook'), OUTSIDE('private'), 'a name for a private address')
@@ -210,7 +222,10 @@ t.test('DNS rebinding: a name that resolves to loopback after registration is re
     t.equal(at.error, 'refused by the outbound policy: loopback address outside OUTBOUND_ALLOWED_NETWORKS (rebind.test)', `attempt ${at.attempt}: the policy's refusal`)
     t.equal(at.responseExcerpt, '')
   }
-  t.match(d.attempts.map((x: { outcome: string }) => x.outcome), ['retrying', 'failed'])
+  t.match(
+    d.attempts.map((x: { outcome: string }) => x.outcome),
+    ['retrying', 'failed'],
+  )
   t.match(d.lastError, /^refused by the outbound policy/)
   t.ok(resolver.asked.filter((x) => x === 'rebind.test').length >= 3, 'every attempt asked DNS again')
   t.equal(rx.received.length, 0, 'the receiver got nothing')

@@ -9,8 +9,12 @@ import { eventually, receiver, SECRET, verified, webhookApp } from './helpers.js
 
 t.test('a lease that could end while its attempt still runs is refused before anything starts', async (t) => {
   const base = {
-    db: {} as Db, secrets: createSecrets(Buffer.alloc(32)), policy: compilePolicy({ allowedCidrs: [], airGapped: false }),
-    log: pino({ level: 'silent' }), concurrency: 1, userAgent: 'test',
+    db: {} as Db,
+    secrets: createSecrets(Buffer.alloc(32)),
+    policy: compilePolicy({ allowedCidrs: [], airGapped: false }),
+    log: pino({ level: 'silent' }),
+    concurrency: 1,
+    userAgent: 'test',
   }
   t.throws(() => startWebhookWorker({ ...base, attemptTimeoutMs: 15_000, leaseMs: 15_000 }), /leaseMs \(15000\) must be longer than the attempt timeout \(15000\)/)
   t.throws(() => startWebhookWorker({ ...base, leaseMs: 1000 }), /must be longer/, 'against the default 15 s timeout too')
@@ -88,8 +92,10 @@ t.test('with two replicas, each keeps slots for other tenants, and each delivery
 
   release()
   await eventually(async () => (await recordedAttempts(h, a.tenantId)) >= 12)
-  const twice = await h.platform.db.system((sql) => sql`
-    select delivery_id, attempt from webhook_attempts where tenant_id = ${a.tenantId} group by delivery_id, attempt having count(*) > 1`)
+  const twice = await h.platform.db.system(
+    (sql) => sql`
+    select delivery_id, attempt from webhook_attempts where tenant_id = ${a.tenantId} group by delivery_id, attempt having count(*) > 1`,
+  )
   t.equal(twice.length, 0, 'no attempt of any delivery was made by both replicas')
 })
 
