@@ -16,6 +16,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
 import postgres from 'postgres'
+import { benchJobs, printJobs } from './jobs.js'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
@@ -224,6 +225,8 @@ try {
   console.log(
     `  Atrium delivering that backlog (fan-out, claim, sign, POST, record; ${DELIVERY_CONCURRENCY} at a time): ${drainRate.toFixed(0)} deliveries/s = ${((drainRate / raw) * 100).toFixed(1)}% of the baseline`,
   )
+
+  printJobs(await benchJobs(databaseUrl))
 } finally {
   await admin.unsafe(`drop database if exists ${dbName} with (force)`)
   await admin.end()
