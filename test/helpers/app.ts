@@ -45,8 +45,8 @@ export async function testApp(t: Test, overrides: Record<string, string> = {}, o
 
 /** Another app on the same platform services (a second replica). */
 export async function appOn(t: Test, platform: Platform, opts: AppOptions & { routes?: (app: FastifyInstance) => void } = {}): Promise<TestApp> {
-  // No webhook deliveries unless a test asks for them: they are background work on a timer.
-  const app = await buildApp(platform, { rateLimitPrefix: opts.rateLimitPrefix ?? `atrium:test:${suffix()}`, webhookWorker: false, ...opts })
+  // No webhook deliveries or job runner unless a test asks for them: they are background work on timers.
+  const app = await buildApp(platform, { rateLimitPrefix: opts.rateLimitPrefix ?? `atrium:test:${suffix()}`, webhookWorker: false, jobs: false, ...opts })
   opts.routes?.(app)
   await app.ready()
   t.teardown(() => app.close())

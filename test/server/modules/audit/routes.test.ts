@@ -262,7 +262,7 @@ t.test('the sweep runs when a server starts', async (t) => {
     (sql) => sql`
     insert into audit_events (id, tenant_id, actor_type, action, created_at) values (${old}, ${tenantId}, 'system', 'test.event', now() - interval '31 days')`,
   )
-  await appOn(t, platform)
+  await appOn(t, platform, { jobs: {} })
   const { r } = await until(
     async () => {
       const [row] = await platform.db.system((sql) => sql<{ n: number }[]>`select count(*)::int as n from audit_events where id = ${old}`)
