@@ -4,14 +4,18 @@
 // proxy) cannot lock it out. Requests without a valid credential are limited by address. That
 // needs no limit before the lookup, because only credentials that exist are looked up: memory
 // refuses the rest (credential tags, platform/credential-tags.ts; JWT signatures).
-import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
 import { addressKey } from '../domain/client-address.js'
 import { AppError, forbidden, unauthorized } from '../domain/errors.js'
 import type { Permission } from '../domain/permissions.js'
 import { hasPermission, type Authenticator, type Principal } from '../domain/principal.js'
-import type { RateLimiter } from './rate-limit.js'
+import { createRateLimiter } from './rate-limit.js'
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    /** The modules that issue credentials (API keys, access tokens) say here how to recognise them. */
+    addAuthenticator(authenticator: Authenticator): void
+  }
   interface FastifyRequest {
     principal: Principal | null
   }
@@ -35,51 +39,62 @@ export const isApiPath = (path: string) => path === API_PREFIX || path.startsWit
 // Clients must not choose their tenant: it comes from the credential.
 const TENANT_HEADER_RE = /(^|-)tenant(-|$)/i
 
-export function installAuth(app: FastifyInstance, opts: { authenticators: Authenticator[]; limiter: RateLimiter }) {
-  app.decorateRequest('principal', null)
+/** 'atrium-auth': the rules above, as a hook on every request, with the API's general limit. */
+export const authPlugin = fp(
+  async (app) => {
+    const { RATE_LIMIT_MAX: max, RATE_LIMIT_WINDOW_SECONDS: windowSeconds } = app.platform.config
+    const limiter = createRateLimiter({ counters: app.limits.counters, max, windowSeconds, keyPrefix: app.limits.keyPrefix })
+    // atrium-auth knows no credential format: the modules that issue credentials add theirs.
+    const authenticators: Authenticator[] = []
+    app.decorate('addAuthenticator', (a: Authenticator) => {
+      authenticators.push(a)
+    })
+    app.decorateRequest('principal', null)
 
-  app.addHook('onRequest', async (request, reply) => {
-    // Decided by the route that matched, not by the raw URL: a percent-encoded or absolute-form
-    // target reaches the same handler and must meet the same rules. Unmatched URLs (404, 405) are
-    // judged by their path so that probing the API is rate limited too.
-    const routed = request.routeOptions.url !== undefined
-    if (!isApiPath(routed ? request.routeOptions.url! : request.url)) return
-    const config = request.routeOptions.config ?? {}
-    let failure: string | null = null
-    if (config.auth !== false && (config.auth !== 'optional' || request.headers.authorization)) {
-      const { token, failure: malformed } = bearerToken(request.headers.authorization)
-      request.principal = token ? await identify(token, opts.authenticators) : null
-      failure = token ? 'The credential is invalid, expired or revoked' : malformed
-    }
-
-    // A route whose credential is optional and was not sent (logout by session token) limits its
-    // own way (the sign-in guard): counted by address here, others' traffic could lock it out.
-    const ownLimits = config.auth === 'optional' && !request.headers.authorization
-    if (config.rateLimit !== false && !ownLimits) {
-      const p = request.principal
-      await opts.limiter.consume(p ? `${p.kind}:${p.id}` : `ip:${addressKey(request.ip)}`, reply)
-    }
-
-    if (routed && (config.auth ?? true) === true && !request.principal) throw unauthorized(failure ?? 'Missing or invalid authentication')
-    const tenantHeaders = Object.keys(request.headers).filter((h) => TENANT_HEADER_RE.test(h))
-    if (tenantHeaders.length) {
-      throw new AppError('VALIDATION_ERROR', 'Do not send a tenant header: the tenant comes from your credential', {
-        errors: tenantHeaders.map((h) => ({ field: `headers.${h}`, message: 'must not be sent' })),
-      })
-    }
-    if (config.operator && request.principal?.tenantId) {
-      throw forbidden('This route needs a platform operator key (svc_admin_...)', { required: 'operator' })
-    }
-    if (config.permission && request.principal) {
-      if (!request.principal.tenantId) {
-        throw forbidden('Platform operator keys act on /api/v1/platform routes only', { required: config.permission })
+    app.addHook('onRequest', async (request, reply) => {
+      // Decided by the route that matched, not by the raw URL: a percent-encoded or absolute-form
+      // target reaches the same handler and must meet the same rules. Unmatched URLs (404, 405) are
+      // judged by their path so that probing the API is rate limited too.
+      const routed = request.routeOptions.url !== undefined
+      if (!isApiPath(routed ? request.routeOptions.url! : request.url)) return
+      const config = request.routeOptions.config ?? {}
+      let failure: string | null = null
+      if (config.auth !== false && (config.auth !== 'optional' || request.headers.authorization)) {
+        const { token, failure: malformed } = bearerToken(request.headers.authorization)
+        request.principal = token ? await identify(token, authenticators) : null
+        failure = token ? 'The credential is invalid, expired or revoked' : malformed
       }
-      if (!hasPermission(request.principal, config.permission)) {
-        throw forbidden(`This credential lacks the ${config.permission} permission`, { required: config.permission })
+
+      // A route whose credential is optional and was not sent (logout by session token) limits its
+      // own way (the sign-in guard): counted by address here, others' traffic could lock it out.
+      const ownLimits = config.auth === 'optional' && !request.headers.authorization
+      if (config.rateLimit !== false && !ownLimits) {
+        const p = request.principal
+        await limiter.consume(p ? `${p.kind}:${p.id}` : `ip:${addressKey(request.ip)}`, reply)
       }
-    }
-  })
-}
+
+      if (routed && (config.auth ?? true) === true && !request.principal) throw unauthorized(failure ?? 'Missing or invalid authentication')
+      const tenantHeaders = Object.keys(request.headers).filter((h) => TENANT_HEADER_RE.test(h))
+      if (tenantHeaders.length) {
+        throw new AppError('VALIDATION_ERROR', 'Do not send a tenant header: the tenant comes from your credential', {
+          errors: tenantHeaders.map((h) => ({ field: `headers.${h}`, message: 'must not be sent' })),
+        })
+      }
+      if (config.operator && request.principal?.tenantId) {
+        throw forbidden('This route needs a platform operator key (svc_admin_...)', { required: 'operator' })
+      }
+      if (config.permission && request.principal) {
+        if (!request.principal.tenantId) {
+          throw forbidden('Platform operator keys act on /api/v1/platform routes only', { required: config.permission })
+        }
+        if (!hasPermission(request.principal, config.permission)) {
+          throw forbidden(`This credential lacks the ${config.permission} permission`, { required: config.permission })
+        }
+      }
+    })
+  },
+  { name: 'atrium-auth', dependencies: ['atrium-platform', 'atrium-envelope', 'atrium-limits'] },
+)
 
 function bearerToken(header: string | undefined): { token: string | null; failure: string } {
   if (!header) return { token: null, failure: 'Send Authorization: Bearer <API key or access token>' }

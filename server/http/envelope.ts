@@ -3,10 +3,12 @@
 // 404 and 405 answers for unknown routes.
 import { randomUUID } from 'node:crypto'
 import type { Socket } from 'node:net'
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
 import FindMyWay from 'find-my-way'
 import { unavailableDependency } from '../platform/db.js'
 import { AppError, ERRORS, type ErrorCode } from '../domain/errors.js'
+import { ErrorBody } from './schemas.js'
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/
 
@@ -114,39 +116,47 @@ export function clientErrorHandler(err: Error & { code?: string; rawPacket?: unk
   )
 }
 
-export function installEnvelope(app: FastifyInstance) {
-  app.addHook('onRequest', async (request, reply) => {
-    reply.header('x-request-id', request.id)
-  })
+/**
+ * 'atrium-envelope': the request id on every response, every error in the envelope, 404 and 405
+ * for unknown routes, and the error envelope's schema that routes refer to.
+ */
+export const envelopePlugin = fp(
+  async (app) => {
+    app.addSchema(ErrorBody)
+    app.addHook('onRequest', async (request, reply) => {
+      reply.header('x-request-id', request.id)
+    })
 
-  app.setErrorHandler((err: FastifyError, request, reply) => {
-    const appErr = toAppError(err)
-    // An outage is logged once per request without its stack: it is not a bug here. A deadlock may
-    // be one: logged whole.
-    const code = (err as { code?: string }).code
-    if (appErr.code === 'SERVICE_UNAVAILABLE' && appErr !== err && code !== '40P01') request.log.warn({ err: { code, message: err.message } }, appErr.message)
-    else if (appErr.status >= 500) request.log.error({ err }, 'request failed')
-    else request.log.info({ code: appErr.code, reason: err.code }, appErr.message)
-    return sendError(request, reply, appErr)
-  })
+    app.setErrorHandler((err: FastifyError, request, reply) => {
+      const appErr = toAppError(err)
+      // An outage is logged once per request without its stack: it is not a bug here. A deadlock may
+      // be one: logged whole.
+      const code = (err as { code?: string }).code
+      if (appErr.code === 'SERVICE_UNAVAILABLE' && appErr !== err && code !== '40P01') request.log.warn({ err: { code, message: err.message } }, appErr.message)
+      else if (appErr.status >= 500) request.log.error({ err }, 'request failed')
+      else request.log.info({ code: appErr.code, reason: err.code }, appErr.message)
+      return sendError(request, reply, appErr)
+    })
 
-  // Every registered route also goes into a second router, so an unknown URL can be told apart
-  // from a known URL with the wrong method (405 with Allow).
-  const known = FindMyWay({ ignoreTrailingSlash: false })
-  app.decorate('routeTable', [] as RouteEntry[])
-  app.addHook('onRoute', (route) => {
-    for (const m of [route.method].flat()) {
-      known.on(m as 'GET', route.url, () => {})
-      app.routeTable.push({ method: m, url: route.url, hidden: Boolean((route.schema as { hide?: boolean } | undefined)?.hide) })
-    }
-  })
+    // Every registered route also goes into a second router, so an unknown URL can be told apart
+    // from a known URL with the wrong method (405 with Allow).
+    const known = FindMyWay({ ignoreTrailingSlash: false })
+    app.decorate('routeTable', [] as RouteEntry[])
+    app.addHook('onRoute', (route) => {
+      for (const m of [route.method].flat()) {
+        known.on(m as 'GET', route.url, () => {})
+        app.routeTable.push({ method: m, url: route.url, hidden: Boolean((route.schema as { hide?: boolean } | undefined)?.hide) })
+      }
+    })
 
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0] ?? '/'
-    const allowed = (['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter((m) => known.find(m, path))
-    if (allowed.length) {
-      return sendError(request, reply, new AppError('METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}`, { method: request.method, allowed }, { allow: allowed.join(', ') }))
-    }
-    return sendError(request, reply, new AppError('RESOURCE_NOT_FOUND', `No route ${request.method} ${path}`, { method: request.method, path }))
-  })
-}
+    app.setNotFoundHandler((request, reply) => {
+      const path = request.url.split('?')[0] ?? '/'
+      const allowed = (['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter((m) => known.find(m, path))
+      if (allowed.length) {
+        return sendError(request, reply, new AppError('METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}`, { method: request.method, allowed }, { allow: allowed.join(', ') }))
+      }
+      return sendError(request, reply, new AppError('RESOURCE_NOT_FOUND', `No route ${request.method} ${path}`, { method: request.method, path }))
+    })
+  },
+  { name: 'atrium-envelope' },
+)

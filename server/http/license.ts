@@ -3,8 +3,8 @@
 // Reads stay open, and so do signing in and out and exports: an expired license must never lock a
 // customer out of their own data. Judged from the clock on each request (platform/license.ts), so a
 // running server changes state without a restart.
-import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { License } from '../platform/license.js'
+import type { FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
 import { isApiPath } from './auth.js'
 import { forbidden } from '../domain/errors.js'
 
@@ -18,24 +18,28 @@ declare module 'fastify' {
 export const LICENSE_HEADER = 'x-atrium-license'
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
-/** Registered after installAuth: a bad credential is still 401 and still rate limited first. */
-export function installLicense(app: FastifyInstance, license: License) {
-  if (!license.claims) return // unlicensed development: nothing to say or enforce
-  const apiRequest = (request: FastifyRequest) => {
-    const routed = request.routeOptions.url !== undefined
-    return isApiPath(routed ? request.routeOptions.url! : request.url)
-  }
-  app.addHook('onRequest', async (request) => {
-    // Unmatched URLs are left to their 404: only a route that would run is refused.
-    if (!WRITES.has(request.method) || request.routeOptions.url === undefined || !apiRequest(request)) return
-    if (request.routeOptions.config?.readOnlyAllowed || !license.readOnly()) return
-    throw forbidden(license.message(), { reason: 'license_expired' })
-  })
-  // On every /api/v1 response, errors included, so a client sees it whatever it called.
-  app.addHook('onSend', async (request, reply) => {
-    if (!apiRequest(request)) return
-    const { status, daysLeft } = license.status()
-    if (status === 'grace') reply.header(LICENSE_HEADER, `grace; days-left=${daysLeft}`)
-    else if (status === 'expired') reply.header(LICENSE_HEADER, 'expired')
-  })
-}
+/** After 'atrium-auth' (its dependency): a bad credential is still 401 and still rate limited first. */
+export const licensePlugin = fp(
+  async (app) => {
+    const { license } = app.platform
+    if (!license.claims) return // unlicensed development: nothing to say or enforce
+    const apiRequest = (request: FastifyRequest) => {
+      const routed = request.routeOptions.url !== undefined
+      return isApiPath(routed ? request.routeOptions.url! : request.url)
+    }
+    app.addHook('onRequest', async (request) => {
+      // Unmatched URLs are left to their 404: only a route that would run is refused.
+      if (!WRITES.has(request.method) || request.routeOptions.url === undefined || !apiRequest(request)) return
+      if (request.routeOptions.config?.readOnlyAllowed || !license.readOnly()) return
+      throw forbidden(license.message(), { reason: 'license_expired' })
+    })
+    // On every /api/v1 response, errors included, so a client sees it whatever it called.
+    app.addHook('onSend', async (request, reply) => {
+      if (!apiRequest(request)) return
+      const { status, daysLeft } = license.status()
+      if (status === 'grace') reply.header(LICENSE_HEADER, `grace; days-left=${daysLeft}`)
+      else if (status === 'expired') reply.header(LICENSE_HEADER, 'expired')
+    })
+  },
+  { name: 'atrium-license', dependencies: ['atrium-platform', 'atrium-auth'] },
+)

@@ -1,6 +1,6 @@
 // Prometheus metrics: request counts and latency by route template (never by raw URL, which would
 // make one series per project id).
-import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client'
 
 export function createRegistry(): Registry {
@@ -9,29 +9,34 @@ export function createRegistry(): Registry {
   return registry
 }
 
-export function installMetrics(app: FastifyInstance, registry: Registry) {
-  const labelNames = ['method', 'route', 'status_code'] as const
-  const requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests answered', labelNames, registers: [registry] })
-  const duration = new Histogram({
-    name: 'http_request_duration_seconds',
-    help: 'Time to answer HTTP requests',
-    labelNames,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [registry],
-  })
-  // One labelled child per (method, route, status), found by a string key: cheaper per request
-  // than prom-client hashing a label object on every observation.
-  const children = new Map<string, { count: ReturnType<typeof requests.labels>; time: ReturnType<typeof duration.labels> }>()
-  app.addHook('onResponse', async (request, reply) => {
-    const route = request.routeOptions.url ?? 'unmatched'
-    const key = `${request.method} ${route} ${reply.statusCode}`
-    let child = children.get(key)
-    if (!child) {
-      const labels = { method: request.method, route, status_code: reply.statusCode }
-      child = { count: requests.labels(labels), time: duration.labels(labels) }
-      children.set(key, child)
-    }
-    child.count.inc()
-    child.time.observe(reply.elapsedTime / 1000)
-  })
-}
+/** 'atrium-metrics': every answered request counted and timed in the app's registry. */
+export const metricsPlugin = fp(
+  async (app) => {
+    const registry = app.registry
+    const labelNames = ['method', 'route', 'status_code'] as const
+    const requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests answered', labelNames, registers: [registry] })
+    const duration = new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'Time to answer HTTP requests',
+      labelNames,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    })
+    // One labelled child per (method, route, status), found by a string key: cheaper per request
+    // than prom-client hashing a label object on every observation.
+    const children = new Map<string, { count: ReturnType<typeof requests.labels>; time: ReturnType<typeof duration.labels> }>()
+    app.addHook('onResponse', async (request, reply) => {
+      const route = request.routeOptions.url ?? 'unmatched'
+      const key = `${request.method} ${route} ${reply.statusCode}`
+      let child = children.get(key)
+      if (!child) {
+        const labels = { method: request.method, route, status_code: reply.statusCode }
+        child = { count: requests.labels(labels), time: duration.labels(labels) }
+        children.set(key, child)
+      }
+      child.count.inc()
+      child.time.observe(reply.elapsedTime / 1000)
+    })
+  },
+  { name: 'atrium-metrics', dependencies: ['atrium-platform'] },
+)

@@ -3,7 +3,8 @@
 // strict headers on all of them. The pages hold no data of their own; their scripts read what they
 // need from the address and ask the API, so nothing a requester chose is written into HTML here.
 import { readFileSync } from 'node:fs'
-import type { FastifyPluginAsync, FastifyReply } from 'fastify'
+import type { FastifyReply } from 'fastify'
+import fp from 'fastify-plugin'
 
 // No inline script or style, no outside origin, no framing: a button inside someone else's frame
 // could be clicked by a user who never meant to (clickjacking).
@@ -49,14 +50,20 @@ export const PAGE_ROUTE = { auth: false, rateLimit: false } as const
 
 const STYLE = readAsset(import.meta.url, 'page.css')
 
-/** The style sheet every page links to (relative to its own path, so a path prefix works). */
-export const pageStyleRoutes: FastifyPluginAsync = async (app) => {
-  app.get(
-    '/pages/atrium.css',
-    {
-      config: PAGE_ROUTE,
-      schema: { hide: true, summary: 'Style sheet of the built-in pages' },
-    },
-    async (_req, reply) => sendPage(reply, 'css', STYLE),
-  )
-}
+/**
+ * 'atrium-pages': the style sheet every page links to (relative to its own path, so a path prefix
+ * works). Modules that serve pages depend on it.
+ */
+export const pagesPlugin = fp(
+  async (app) => {
+    app.get(
+      '/pages/atrium.css',
+      {
+        config: PAGE_ROUTE,
+        schema: { hide: true, summary: 'Style sheet of the built-in pages' },
+      },
+      async (_req, reply) => sendPage(reply, 'css', STYLE),
+    )
+  },
+  { name: 'atrium-pages' },
+)

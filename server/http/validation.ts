@@ -4,6 +4,7 @@
 import { Ajv, type Options } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { FastifyRequest, FastifySchemaCompiler } from 'fastify'
+import fp from 'fastify-plugin'
 import { UUID_RE } from '../../common/ids.js'
 import { invalid } from '../domain/errors.js'
 
@@ -123,3 +124,21 @@ export function jsonBodyParser(defaultParser: JsonParser): JsonParser {
     return defaultParser(req, body, done)
   }
 }
+
+/** 'atrium-validation': route schemas through validatorCompiler, JSON bodies through jsonBodyParser. */
+export const validationPlugin = fp(
+  async (app) => {
+    app.setValidatorCompiler(validatorCompiler())
+    app.removeContentTypeParser('application/json')
+    app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')))
+    // A POST without a body is an empty object: optional flags default, required fields are named.
+    // Text the database cannot store (NUL, unpaired surrogates) is refused here, before it can reach
+    // the database and fail there.
+    app.addHook('preValidation', async (request) => {
+      if (request.body === undefined && request.routeOptions.schema?.body) request.body = {}
+      const bad = findUnstorableText(request.body)
+      if (bad) throw invalid(bad.field, bad.message)
+    })
+  },
+  { name: 'atrium-validation', dependencies: ['atrium-envelope'] },
+)
