@@ -715,7 +715,8 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
       if (o.enabled === false) return
       for (const q of defs.keys()) {
         const d = defs.get(q)!
-        loops.set(q, workLoop({ name: `jobs:${q}`, concurrency: d.concurrency, minClaim: d.concurrency, pollMs: d.pollMs, log: o.log, source: source(q) }))
+        // Claims of half a queue's concurrency: a claim overlaps the jobs still waiting to start.
+        loops.set(q, workLoop({ name: `jobs:${q}`, concurrency: d.concurrency, minClaim: Math.ceil(d.concurrency / 2), pollMs: d.pollMs, log: o.log, source: source(q) }))
       }
       metrics?.watch(() => [...runningById.values()].map((c) => c.row.queue))
       if (o.db.mode === 'postgres') {
