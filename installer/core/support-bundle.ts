@@ -102,8 +102,6 @@ export function scrubber(values: Record<string, string>): (text: string) => stri
   return (text) => (re ? text.replace(re, REDACTED) : text).replace(URL_CREDENTIALS, `$1${REDACTED}@`)
 }
 
-export const scrub = (text: string, values: Record<string, string>): string => scrubber(values)(text)
-
 /** The configuration as a support engineer may see it: secret values replaced by their length, the rest scrubbed. */
 export function redactConfig(values: Record<string, string>): Record<string, string> {
   const clean = scrubber(values)

@@ -224,26 +224,24 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
               <Text>The configuration has problems:</Text>
               {plan.problems.map((p) => (
                 <Text key={p} wrap="wrap">
-                  {' '}
-                  - {p}
+                  {`  - ${p}`}
                 </Text>
               ))}
-              <Text>b: answer the questions again q: quit</Text>
+              <Text>{'b: answer the questions again  q: quit'}</Text>
             </>
           ) : (
             <>
               {plan.changes.length === 0 && <Text>The configuration is already up to date.</Text>}
               {plan.changes.map((c) => (
                 <Text key={c.name} wrap="truncate-end">
-                  {' '}
-                  {c.change.padEnd(8)} {c.name}: {c.shown}
+                  {`  ${c.change.padEnd(8)} ${c.name}: ${c.shown}`}
                 </Text>
               ))}
               {plan.generated.map((n) => (
-                <Text key={n}> {n} is generated now and kept on every re-run: back it up.</Text>
+                <Text key={n}>{`  ${n} is generated now and kept on every re-run: back it up.`}</Text>
               ))}
               <Text>Writes {files.join(', ')}.</Text>
-              <Text>y: write it b: answer again n: quit without writing</Text>
+              <Text>{'y: write it  b: answer again  n: quit without writing'}</Text>
             </>
           )}
         </Box>

@@ -30,5 +30,8 @@ export const ROLE_PERMISSIONS: Record<Role, readonly (Permission | typeof ALL)[]
   viewer: ['projects:read', 'team:read', 'settings:read'],
 }
 
-/** Whether a holder of `held` may hand out `wanted` (nobody grants more than they have). */
-export const covers = (held: ReadonlySet<string>, wanted: readonly string[]) => held.has(ALL) || wanted.every((p) => p !== ALL && held.has(p))
+/** What of `wanted` a holder of `held` lacks; '*' is lacked unless held (nobody grants more than they have). */
+export const uncovered = (held: ReadonlySet<string>, wanted: readonly string[]): string[] => (held.has(ALL) ? [] : wanted.filter((p) => p === ALL || !held.has(p)))
+
+/** Whether a holder of `held` may hand out `wanted`. */
+export const covers = (held: ReadonlySet<string>, wanted: readonly string[]) => uncovered(held, wanted).length === 0

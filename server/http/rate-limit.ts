@@ -13,13 +13,13 @@ export interface RateLimitOptions {
   counters: Counters
   max: number
   windowSeconds: number
-  keyPrefix?: string
+  keyPrefix: string
   /** Names this limiter in atrium_rate_limit_fallback_total{limiter}. */
   name?: string
 }
 
 export function createRateLimiter(o: RateLimitOptions): RateLimiter {
-  const counter = o.counters.counter({ points: o.max, windowSeconds: o.windowSeconds, keyPrefix: o.keyPrefix ?? 'atrium:rl', name: o.name ?? 'api' })
+  const counter = o.counters.counter({ points: o.max, windowSeconds: o.windowSeconds, keyPrefix: o.keyPrefix, name: o.name ?? 'api' })
   return {
     async consume(key, reply) {
       const state = await counter.hit(key)

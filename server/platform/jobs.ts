@@ -38,6 +38,8 @@ const CANCEL_PREFIX = 'cancel:'
 const KEEP_COMPLETED_MS = 7 * 24 * 3600_000
 const KEEP_FAILED_MS = 30 * 24 * 3600_000
 const ERROR_CHARS = 2000
+/** How far a schedule with no next slot (or one that cannot be read) is put off. */
+const PARK_MS = 365 * 24 * 3600_000
 // Renewals also carry a cancel to the embedded database's runner, which hears no NOTIFY.
 const RENEW_MAX_MS = 5000
 
@@ -122,16 +124,14 @@ export function workLoop<T>(o: LoopOptions<T>): WorkLoop<T> {
       for (;;) {
         let more = false
         const wake = external
-        if (external && source.prepare) {
-          external = false
+        external = false
+        if (wake && source.prepare) {
           try {
             more = await source.prepare()
           } catch (err) {
-            external = true
+            external = true // prepared again on the next try
             throw err
           }
-        } else {
-          external = false
         }
         const want = 2 * o.concurrency - running.size - ready.length
         // A wake-up claims whatever it can; a freed slot waits for a batch's worth, or an idle loop.
@@ -176,6 +176,26 @@ export function workLoop<T>(o: LoopOptions<T>): WorkLoop<T> {
         await source.release(unstarted).catch((err: unknown) => o.log.warn({ err, loop: o.name }, 'could not hand back claimed work; its leases will run out'))
       }
       await Promise.all([...running.keys()])
+    },
+  }
+}
+
+/**
+ * Hears a channel's NOTIFY on PostgreSQL until closed; nothing on the embedded database (one
+ * session, no LISTEN: the loops poll). A LISTEN that fails leaves polling alone, and says so.
+ */
+export function listenFor(db: Db, channel: string, onMessage: (payload: string) => void, log: Logger): { close(): Promise<void> } {
+  if (db.mode !== 'postgres') return { close: async () => {} }
+  let closed = false
+  const listening = db.sql.listen(channel, onMessage).catch((err: unknown) => {
+    log.warn({ err, channel }, 'cannot LISTEN; polling only')
+    return null
+  })
+  return {
+    async close() {
+      if (closed) return
+      closed = true
+      await (await listening)?.unlisten().catch(() => {})
     },
   }
 }
@@ -421,7 +441,7 @@ export async function runDueSchedules(db: Db, now: Date, log: Logger): Promise<s
       } catch (err) {
         // Written by an older release or by hand: park it rather than fail every tick.
         log.error({ err, schedule: row.name }, 'schedule cannot be read; it is parked for a year')
-        await sql`update job_schedules set next_at = ${new Date(now.getTime() + 365 * 24 * 3600_000)} where name = ${row.name}`
+        await sql`update job_schedules set next_at = ${new Date(now.getTime() + PARK_MS)} where name = ${row.name}`
         continue
       }
       const slot = s.latest(now)
@@ -429,7 +449,7 @@ export async function runDueSchedules(db: Db, now: Date, log: Logger): Promise<s
         const id = await enqueueJob(sql, row.queue, row.payload, { tenantId: row.tenant_id, runAt: slot, uniqueKey: `${row.name}@${slot.toISOString()}` })
         if (id) enqueued.push(row.queue)
       }
-      const next = s.after(now) ?? new Date(now.getTime() + 365 * 24 * 3600_000)
+      const next = s.after(now) ?? new Date(now.getTime() + PARK_MS)
       await sql`update job_schedules set last_slot = greatest(last_slot, ${slot}), next_at = ${next} where name = ${row.name}`
     }
     return enqueued
@@ -443,14 +463,12 @@ export interface JobRunnerOptions {
   log: Logger
   /** Where the runner's metrics go (the app's /metrics); none when absent. */
   registry?: Registry
-  /** The clock of due times, leases and schedules (tests move it). */
+  /** The clock of due times and schedules (tests move it); leases run on the database's clock, shared by every replica. */
   now?: Clock
   /** How often each queue looks for due work without a NOTIFY (default 1 s). */
   pollMs?: number
   /** How often schedules are looked at (default 1 s). */
   scheduleTickMs?: number
-  /** False: run nothing on this replica (enqueueing still works). */
-  enabled?: boolean
 }
 
 export interface JobRunner {
@@ -484,7 +502,7 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
   const runningById = new Map<string, Claimed>()
   let started = false
   let stopping = false
-  let unlisten: (() => Promise<void>) | null = null
+  let listener: { close(): Promise<void> } | null = null
   let scheduleTimer: NodeJS.Timeout | undefined
   let scheduling: Promise<unknown> | null = null
   const metrics = o.registry ? jobMetrics(o.registry, o.db, clock) : null
@@ -712,33 +730,26 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
       if (started) return
       started = true
       await declareSchedules().catch((err: unknown) => o.log.warn({ err }, 'schedules could not be written yet; trying again shortly'))
-      if (o.enabled === false) return
-      for (const q of defs.keys()) {
-        const d = defs.get(q)!
+      for (const [q, d] of defs) {
         // Claims of half a queue's concurrency: a claim overlaps the jobs still waiting to start.
         loops.set(q, workLoop({ name: `jobs:${q}`, concurrency: d.concurrency, minClaim: Math.ceil(d.concurrency / 2), pollMs: d.pollMs, log: o.log, source: source(q) }))
       }
       metrics?.watch(() => [...runningById.values()].map((c) => c.row.queue))
-      if (o.db.mode === 'postgres') {
-        o.db.sql
-          .listen(JOBS_CHANNEL, (payload) => {
-            if (payload.startsWith(CANCEL_PREFIX)) runningById.get(payload.slice(CANCEL_PREFIX.length))?.controller.abort(new JobCancelled())
-            else loops.get(payload)?.kick(true)
-          })
-          .then(
-            (l) => {
-              unlisten = l.unlisten
-              if (stopping) void l.unlisten().catch(() => {})
-            },
-            (err: unknown) => o.log.warn({ err }, 'cannot LISTEN for jobs; polling only'),
-          )
-      }
+      listener = listenFor(
+        o.db,
+        JOBS_CHANNEL,
+        (payload) => {
+          if (payload.startsWith(CANCEL_PREFIX)) runningById.get(payload.slice(CANCEL_PREFIX.length))?.controller.abort(new JobCancelled())
+          else loops.get(payload)?.kick(true)
+        },
+        o.log,
+      )
       scheduleLoop()
     },
     async stop({ graceMs = 10_000 } = {}) {
       stopping = true
       clearTimeout(scheduleTimer)
-      await unlisten?.().catch(() => {})
+      await listener?.close()
       await scheduling
       const drained = Promise.all([...loops.values()].map((l) => l.stop()))
       let timer: NodeJS.Timeout | undefined
@@ -886,6 +897,15 @@ function jobMetrics(registry: Registry, db: Db, clock: Clock) {
       runningHere = fn
     },
   }
+}
+
+/**
+ * Recurring upkeep (the retention sweeps): a queue of its own, fed by one schedule of the same name
+ * every `everyMs`, run at once on a new installation; it waits for its schedule rather than polling.
+ */
+export function defineRecurring(runner: JobRunner, o: { name: string; everyMs: number; leaseMs?: number; handler: () => Promise<void> }): void {
+  runner.define({ name: o.name, pollMs: 60_000, leaseMs: o.leaseMs, handler: o.handler })
+  runner.schedule({ name: o.name, queue: o.name, everyMs: o.everyMs, immediately: true })
 }
 
 /** The runner's own upkeep: finished jobs are kept a while for inspection, then removed. */

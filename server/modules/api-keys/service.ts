@@ -13,7 +13,7 @@ import type { Actor } from '../../domain/actor.js'
 import { AppError, forbidden, invalid, notFound } from '../../domain/errors.js'
 import { CredentialCache, type Credentials } from '../../domain/credentials.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
-import { ALL, covers, isPermission } from '../../domain/permissions.js'
+import { ALL, isPermission, uncovered } from '../../domain/permissions.js'
 import type { Authenticator, Principal } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import { auditBy } from '../audit/service.js'
@@ -75,9 +75,6 @@ export interface NewKeyRequest {
 
 const DAY_MS = 86_400_000
 
-/** The permissions of `wanted` that `held` does not cover (none when it holds '*'). */
-const uncovered = (held: ReadonlySet<string>, wanted: readonly string[]) => (held.has(ALL) ? [] : wanted.filter((p) => p === ALL || !held.has(p)))
-
 const exceeds = (message: string, missing: string[]) => forbidden(message, { reason: 'exceeds_own_permissions', missing })
 
 export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials: Pick<Credentials, 'invalidate'>; now?: () => number }) {
@@ -113,8 +110,8 @@ export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials
       if (unknown.length) throw invalid('body.permissions', `unknown permissions: ${unknown.join(', ')}`)
       // '*' already holds everything: the others beside it would only mislead a reader of the list.
       const permissions = input.permissions.includes(ALL) ? [ALL] : [...new Set(input.permissions)]
-      if (!covers(a.principal.permissions, permissions)) {
-        const missing = uncovered(a.principal.permissions, permissions)
+      const missing = uncovered(a.principal.permissions, permissions)
+      if (missing.length) {
         throw exceeds(`A key cannot be given permissions this credential lacks: ${missing.join(', ')}`, missing)
       }
       const expiresAt = expiryOf(input, now())
@@ -150,8 +147,8 @@ export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials
         const [current] = await selectKey(sql, a.tenantId, id, { lock: true })
         if (!current) throw notFound('api_key', id)
         const itself = a.principal.kind === 'api_key' && a.principal.id === id
-        if (!itself && !covers(a.principal.permissions, current.permissions)) {
-          const missing = uncovered(a.principal.permissions, current.permissions)
+        const missing = itself ? [] : uncovered(a.principal.permissions, current.permissions)
+        if (missing.length) {
           throw exceeds(`This credential may not revoke a key holding permissions it lacks: ${missing.join(', ')}`, missing)
         }
         if (current.revoked_at) return current

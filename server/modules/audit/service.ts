@@ -8,7 +8,7 @@ import { AUDIT_LOG_PLAN, PLAN_TERMS, type Plan } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
 import type { Logger } from 'pino'
 import type { Db, TxSql } from '../../platform/db.js'
-import type { JobRunner } from '../../platform/jobs.js'
+import { defineRecurring, type JobRunner } from '../../platform/jobs.js'
 import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type AuditActorType, type AuditFilter } from './store.js'
 
 /** Who an event names as having done it: a user or key by id, or the system or someone anonymous. */
@@ -50,7 +50,7 @@ export const auditBy = (sql: TxSql, a: Actor, e: Omit<Audited, 'tenantId' | 'act
   })
 
 /** How often the retention sweep runs (a job; the advisory lock still keeps two sweeps apart). */
-export const SWEEP_INTERVAL_MS = 3600_000
+const SWEEP_INTERVAL_MS = 3600_000
 
 export interface AuditQuery {
   limit: number
@@ -94,13 +94,12 @@ export type AuditLogService = ReturnType<typeof auditLogService>
 
 /** The retention sweep: every hour on the job runner, and at once on a new installation. */
 export function defineAuditJobs(runner: JobRunner, auditLog: AuditLogService, log: Logger): void {
-  runner.define({
+  defineRecurring(runner, {
     name: 'audit.retention',
-    pollMs: 60_000,
+    everyMs: SWEEP_INTERVAL_MS,
     async handler() {
       const deleted = await auditLog.sweep()
       if (deleted) log.info({ deleted }, 'audit events past their retention deleted')
     },
   })
-  runner.schedule({ name: 'audit.retention', queue: 'audit.retention', everyMs: SWEEP_INTERVAL_MS, immediately: true })
 }

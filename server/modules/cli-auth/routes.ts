@@ -55,7 +55,7 @@ export interface CliAuthRoutesOptions {
     /** Fallbacks count in atrium_rate_limit_fallback_total{limiter="cli-auth:..."}. */
     counters: Counters
     /** The app's rate-limit prefix; these limits count under it, apart from the general limit. */
-    keyPrefix?: string
+    keyPrefix: string
     limits?: Partial<CliAuthLimits>
   }
 }
@@ -120,7 +120,7 @@ const BEARER_RE = /^Bearer\s+(\S+)\s*$/i
 
 export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = async (app, { cli, auth, publicUrl, rateLimit, guard }) => {
   const limits = { ...CLI_AUTH_LIMITS, ...rateLimit.limits }
-  const base = `${rateLimit.keyPrefix ?? 'atrium:rl'}:cli-auth`
+  const base = `${rateLimit.keyPrefix}:cli-auth`
   const limiter = (name: keyof CliAuthLimits): RateLimiter =>
     createRateLimiter({
       counters: rateLimit.counters,

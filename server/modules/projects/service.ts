@@ -4,7 +4,7 @@
 import postgres from 'postgres'
 import type { Logger } from 'pino'
 import type { Clock } from '../../clock.js'
-import type { JobRunner } from '../../platform/jobs.js'
+import { defineRecurring, type JobRunner } from '../../platform/jobs.js'
 import type { Storage } from '../../platform/storage.js'
 import { AppError, notFound } from '../../domain/errors.js'
 import { decodeIdCursor, decodeNumberCursor, toPage } from '../../domain/pagination.js'
@@ -285,14 +285,11 @@ const pick = (p: ProjectFields): ProjectFields => ({ name: p.name, description: 
 
 /** Backup retention every hour on the job runner, and at once on a new installation. */
 export function defineProjectJobs(runner: JobRunner, deps: { db: Db; storage: Storage; log: Logger; now?: Clock }): void {
-  runner.define({
+  defineRecurring(runner, {
     name: 'projects.backup-retention',
-    pollMs: 60_000,
+    everyMs: 3600_000,
     leaseMs: 10 * 60_000,
-    async handler() {
-      const r = await sweepExpiredBackups(deps, { now: new Date((deps.now ?? Date.now)()) })
-      if (r.removed || r.failed || r.tenantsDeferred) deps.log.info(r, 'project backups past their retention swept')
-    },
+    // The sweep logs what it did.
+    handler: async () => void (await sweepExpiredBackups(deps, { now: new Date((deps.now ?? Date.now)()) })),
   })
-  runner.schedule({ name: 'projects.backup-retention', queue: 'projects.backup-retention', everyMs: 3600_000, immediately: true })
 }

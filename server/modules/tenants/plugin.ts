@@ -12,7 +12,10 @@ export const tenantsPlugin = fp(
       now,
       outbound: policy,
     } = app
-    await app.register(tenantRoutes, { prefix: API_PREFIX, tenants: tenantsService({ db }), llm: llmSettingsService({ db, secrets, policy, now }) })
+    // The plugin that opens the LLM settings' connections closes them.
+    const llm = llmSettingsService({ db, secrets, policy, now })
+    app.addHook('onClose', async () => llm.close())
+    await app.register(tenantRoutes, { prefix: API_PREFIX, tenants: tenantsService({ db }), llm })
   },
   { name: 'atrium-tenants', dependencies: ['atrium-platform', 'atrium-auth', 'atrium-license'] },
 )

@@ -106,8 +106,6 @@ function ownTenant(req: FastifyRequest) {
 }
 
 export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; llm: LlmSettingsService }> = async (app, { tenants, llm }) => {
-  app.addHook('onClose', async () => llm.close())
-
   app.get(
     '/tenant',
     {

@@ -21,7 +21,7 @@ import type { Secrets } from '../../platform/secrets.js'
 import { audit } from '../audit/service.js'
 import { EVENTS_CHANNEL } from '../events/service.js'
 import { fairLimits, nextFair, rankFair, type Share } from '../../platform/fairness.js'
-import { workLoop, type JobRunner } from '../../platform/jobs.js'
+import { defineRecurring, listenFor, workLoop, type JobRunner } from '../../platform/jobs.js'
 import { workerMetrics } from './metrics.js'
 import { nextAttemptAt, parseRetryAfter, RETRY_SCHEDULE_SECONDS } from './schedule.js'
 import { secretContext } from './service.js'
@@ -114,7 +114,6 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
     },
   })
   let stopped = false
-  let unlisten: (() => Promise<void>) | null = null
 
   /**
    * Up to `want` due deliveries, the fairest first. Twice as many are ranked as wanted: what another
@@ -276,23 +275,13 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
     return current
   }
 
-  if (o.db.mode === 'postgres') {
-    o.db.sql
-      .listen(EVENTS_CHANNEL, () => loop.kick(true))
-      .then(
-        (l) => {
-          unlisten = l.unlisten
-          if (stopped) void l.unlisten().catch(() => {})
-        },
-        (err: unknown) => o.log.warn({ err }, 'cannot LISTEN for webhook events; polling only'),
-      )
-  }
+  const listener = listenFor(o.db, EVENTS_CHANNEL, () => loop.kick(true), o.log)
 
   return {
     kick: () => loop.kick(),
     async stop() {
       stopped = true
-      await unlisten?.().catch(() => {})
+      await listener.close()
       await loop.stop()
       fetchOut.close()
     },
@@ -330,13 +319,12 @@ export function describe(err: unknown): string {
 /** Events nothing waits to deliver any more are removed after EVENT_RETENTION_MS: every hour, on the job runner. */
 export function defineWebhookJobs(runner: JobRunner, deps: { db: Db; log: Logger; now?: Clock }): void {
   const clock = deps.now ?? Date.now
-  runner.define({
+  defineRecurring(runner, {
     name: 'webhooks.events-retention',
-    pollMs: 60_000,
+    everyMs: 3600_000,
     async handler() {
       const swept = await deps.db.system((sql) => store.sweepEvents(sql, new Date(clock() - EVENT_RETENTION_MS)))
       if (swept) deps.log.info({ swept }, 'old webhook events removed')
     },
   })
-  runner.schedule({ name: 'webhooks.events-retention', queue: 'webhooks.events-retention', everyMs: 3600_000, immediately: true })
 }

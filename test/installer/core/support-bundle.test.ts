@@ -8,7 +8,7 @@ import { settings, type Setting, type SettingName } from '../../../config/schema
 import { isSecret } from '../../../config/secrets.js'
 import { DEFAULT_ANSWERS, TARGETS, type Answers } from '../../../installer/core/answers.js'
 import type { CheckResult } from '../../../installer/core/checks/check.js'
-import { logCommands, redactConfig, scrub, writeSupportBundle } from '../../../installer/core/support-bundle.js'
+import { logCommands, redactConfig, scrubber, writeSupportBundle } from '../../../installer/core/support-bundle.js'
 import { run, type Runner } from '../../../installer/deploy/run.js'
 import { tempDir } from '../../helpers/platform.js'
 import { unzip } from '../../helpers/zip.js'
@@ -34,7 +34,7 @@ t.test('the configuration keeps ordinary values and says only how long each secr
 
 t.test('secret values are removed from any text, URL passwords too, decoded or not', async (t) => {
   const text = `connecting to ${config.DATABASE_URL}\nauth with p@ss-w0rd and p%40ss-w0rd\nkey=minio-secret-key-123 level=info`
-  const clean = scrub(text, config)
+  const clean = scrubber(config)(text)
   for (const s of secrets) t.notOk(clean.includes(s), s)
   t.match(clean, /connecting to <redacted>\nauth with <redacted> and <redacted>\nkey=<redacted> level=info/)
 })
@@ -193,5 +193,5 @@ t.test("config.redacted.json shows every ordinary value as written, and a publis
     POSTGRES_PASSWORD: '<redacted: 48 characters>',
     SMTP_PASSWORD: '<redacted: 10 characters>',
   })
-  t.equal(scrub('atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET', config), 'atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET')
+  t.equal(scrubber(config)('atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET'), 'atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET')
 })

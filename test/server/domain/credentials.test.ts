@@ -1,18 +1,6 @@
 import t from 'tap'
 import { CredentialCache } from '../../../server/domain/credentials.js'
-import type { Principal } from '../../../server/domain/principal.js'
-
-const principal = (over: Partial<Principal>): Principal => ({
-  kind: 'user',
-  id: 'u1',
-  tenantId: 't1',
-  plan: 'pro',
-  userId: 'u1',
-  role: 'member',
-  sessionId: 's1',
-  permissions: new Set(),
-  ...over,
-})
+import { principal } from '../../helpers/principal.js'
 
 t.test('a cached credential is returned until it expires', async (t) => {
   const cache = new CredentialCache()

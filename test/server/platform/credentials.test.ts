@@ -1,20 +1,8 @@
 import pino from 'pino'
 import t from 'tap'
-import type { Principal } from '../../../server/domain/principal.js'
+import { principal } from '../../helpers/principal.js'
 import { openCache } from '../../../server/platform/cache.js'
 import { INVALIDATE_CHANNEL, openCredentials } from '../../../server/platform/credentials.js'
-
-const principal = (over: Partial<Principal>): Principal => ({
-  kind: 'user',
-  id: 'u1',
-  tenantId: 't1',
-  plan: 'pro',
-  userId: 'u1',
-  role: 'member',
-  sessionId: 's1',
-  permissions: new Set(),
-  ...over,
-})
 
 t.test('invalidating on one replica drops the entry on the others', async (t) => {
   const bus = await openCache({ redisUrl: '', log: pino({ level: 'silent' }) })

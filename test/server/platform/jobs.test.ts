@@ -336,6 +336,18 @@ function worker(tt: Test, env: Record<string, string>): ChildProcess & { next: (
   })
 }
 
+t.test('on PostgreSQL a committed job wakes an idle runner at once (NOTIFY), long before its next poll', { skip: postgresOnly }, async (t) => {
+  const q = queue()
+  const ran: number[] = []
+  const r = runner(t, [{ name: q, handler: async () => void ran.push(Date.now()) }], { pollMs: 60_000 })
+  await r.start()
+  await sleep(300) // the first poll has passed: from now on only a NOTIFY wakes it within the minute
+  const t0 = Date.now()
+  await db.system((sql) => enqueueJob(sql, q, {}))
+  await until('the job to run', () => ran.length === 1, 10_000)
+  t.ok(ran[0]! - t0 < 10_000, `ran ${ran[0]! - t0} ms after the commit, with a 60 s poll`)
+})
+
 t.test('kill -9 of the process holding a job: another process completes it once its lease runs out, recorded completed once', { skip: postgresOnly }, async (t) => {
   const holder = worker(t, { JOBS_MODE: 'hang', JOBS_LEASE_MS: '1000' })
   await holder.next((m) => m.ready)
