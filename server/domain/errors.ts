@@ -11,6 +11,26 @@ export const ERRORS = {
   PAYLOAD_TOO_LARGE: { status: 413, message: 'Request body is too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'Unsupported content type' },
   SERVICE_UNAVAILABLE: { status: 503, message: 'Service temporarily unavailable' },
+  CONFLICT: { status: 409, message: 'The resource is not in a state that allows this' },
+  PRECONDITION_FAILED: { status: 412, message: 'The resource changed since it was read' },
+  QUOTA_EXCEEDED: { status: 413, message: 'The plan does not allow more' },
+  FEATURE_DISABLED: { status: 403, message: 'This feature is turned off on this deployment' },
+  RUN_LIMIT_EXCEEDED: { status: 429, message: 'Too many agent runs in progress' },
+  // The model provider (platform/llm.ts): what a tenant's admin can act on, never the provider's raw answer.
+  LLM_NOT_CONFIGURED: { status: 409, message: "The tenant's LLM settings are incomplete" },
+  LLM_KEY_REJECTED: { status: 502, message: 'The model provider rejected the API key' },
+  LLM_MODEL_NOT_FOUND: { status: 502, message: 'The model provider does not know the model' },
+  LLM_CONTEXT_TOO_LONG: { status: 400, message: "The conversation is longer than the model's context" },
+  LLM_RATE_LIMITED: { status: 429, message: 'The model provider is rate limiting this deployment' },
+  LLM_UNREACHABLE: { status: 502, message: 'The model provider could not be reached' },
+  LLM_OUTBOUND_REFUSED: { status: 502, message: 'The outbound policy does not allow connecting to the model provider' },
+  LLM_PROVIDER_ERROR: { status: 502, message: 'The model provider failed' },
+  LLM_TIMEOUT: { status: 504, message: 'The model provider did not answer in time' },
+  // Why an agent run ended failed (run.error.code); never a response status of their own.
+  AGENT_STEP_LIMIT: { status: 422, message: 'The run used all of its steps' },
+  AGENT_TOKEN_LIMIT: { status: 422, message: 'The run used all of its tokens' },
+  AGENT_TIME_LIMIT: { status: 422, message: 'The run ran out of time' },
+  RUN_INTERRUPTED: { status: 503, message: 'The run was interrupted and could not be resumed' },
 } as const
 
 export type ErrorCode = keyof typeof ERRORS

@@ -13,6 +13,9 @@ export const PERMISSIONS = [
   'audit:read',
   'webhooks:read',
   'webhooks:manage',
+  'agents:read',
+  'agents:write',
+  'agents:run',
 ] as const
 export type Permission = (typeof PERMISSIONS)[number]
 export const ALL = '*'
@@ -26,8 +29,8 @@ export type Role = (typeof ROLES)[number]
 export const ROLE_PERMISSIONS: Record<Role, readonly (Permission | typeof ALL)[]> = {
   owner: [ALL],
   admin: [ALL],
-  member: ['projects:read', 'projects:write', 'export', 'team:read', 'settings:read'],
-  viewer: ['projects:read', 'team:read', 'settings:read'],
+  member: ['projects:read', 'projects:write', 'agents:read', 'agents:write', 'agents:run', 'export', 'team:read', 'settings:read'],
+  viewer: ['projects:read', 'agents:read', 'team:read', 'settings:read'],
 }
 
 /** What of `wanted` a holder of `held` lacks; '*' is lacked unless held (nobody grants more than they have). */
