@@ -6,46 +6,22 @@
 // loopback receiver, against the rate at which this process alone can POST to that receiver.
 // Services: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test; a fresh database
 // is made and dropped) and BENCH_REDIS_URL (default redis://127.0.0.1:6379). BENCH_SECONDS: 10.
-import { spawn, type ChildProcess } from 'node:child_process'
 import { createServer, request, Agent } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
 import postgres from 'postgres'
+import { benchAgents, printAgents } from './agents.js'
 import { benchJobs, printJobs } from './jobs.js'
+import { createTenant, peakRssMb, pool, start, stop, type Started } from './lib.js'
 
-const ROOT = fileURLToPath(new URL('../', import.meta.url))
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
 const CONNECTIONS = 64
 const databaseUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
-
-interface Started {
-  child: ChildProcess
-  base: string
-}
-
-function start(script: string, env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  })
-  let err = ''
-  return new Promise((resolve, reject) => {
-    child.stderr!.on('data', (c: Buffer) => {
-      err += c.toString()
-      if (process.env.BENCH_ECHO) process.stderr.write(c)
-      const m = /listening on (http:\/\/[\d.]+:\d+)/i.exec(err)
-      if (m) resolve({ child, base: m[1]! })
-    })
-    child.on('exit', (code) => reject(new Error(`${script} exited (${code}):\n${err}`)))
-  })
-}
 
 const WEBHOOK_EVENTS = Number(process.env.BENCH_WEBHOOK_EVENTS ?? 2000)
 /** The server's default WEBHOOK_DELIVERY_CONCURRENCY, used for the baseline's parallelism too. */
@@ -78,16 +54,6 @@ async function receiver() {
   }
 }
 
-/** `n` jobs, `parallel` at a time. */
-async function pool(n: number, parallel: number, job: (i: number) => Promise<void>) {
-  let next = 0
-  await Promise.all(
-    Array.from({ length: parallel }, async () => {
-      while (next < n) await job(next++)
-    }),
-  )
-}
-
 /** Baseline: this process POSTing JSON bodies straight to the receiver, keep-alive, as many at once as the worker. */
 async function rawPosts(url: string, n: number): Promise<number> {
   const agent = new Agent({ keepAlive: true })
@@ -110,22 +76,12 @@ async function rawPosts(url: string, n: number): Promise<number> {
   return n / ((performance.now() - started) / 1000)
 }
 
-const peakRssMb = (pid: number) => {
-  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
-  return m ? Math.round(Number(m[1]) / 1024) : NaN
-}
-
 async function load(url: string, headers: Record<string, string> = {}) {
   await autocannon({ url, connections: CONNECTIONS, duration: 2, headers }) // warm-up: JIT, pools
   const r = await autocannon({ url, connections: CONNECTIONS, duration: SECONDS, headers })
   const bad = r.non2xx + r.errors + r.timeouts
   if (bad) throw new Error(`${url}: ${bad} of ${r.requests.total} requests failed`)
   return { rps: r.requests.average, p99: r.latency.p99, total: r.requests.total }
-}
-
-async function stop(s: Started) {
-  s.child.kill('SIGTERM')
-  await new Promise((r) => s.child.once('exit', r))
 }
 
 const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} })
@@ -156,14 +112,7 @@ try {
     WEBHOOK_DELIVERY_CONCURRENCY: '0',
   }
   const atrium = await start('server/main.ts', env)
-  const cli = spawn(process.execPath, ['--import', 'tsx', 'server/cli.ts', 'create-tenant', '--name', 'Bench', '--email', 'bench@example.com', '--password', 'bench password 1'], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
-  })
-  let out = ''
-  cli.stdout.on('data', (c: Buffer) => (out += c.toString()))
-  await new Promise((r) => cli.once('exit', r))
-  const { apiKey } = JSON.parse(out) as { apiKey: string }
+  const { apiKey } = await createTenant(env, ['--email', 'bench@example.com', '--password', 'bench password 1'])
   const headers = { authorization: `Bearer ${apiKey}` }
   const created = await fetch(`${atrium.base}/api/v1/projects`, {
     method: 'POST',
@@ -227,6 +176,7 @@ try {
   )
 
   printJobs(await benchJobs(databaseUrl))
+  printAgents(await benchAgents({ ...env, DATABASE_URL: url.toString() }, admin, dbName))
 } finally {
   await admin.unsafe(`drop database if exists ${dbName} with (force)`)
   await admin.end()

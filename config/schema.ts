@@ -243,6 +243,24 @@ export const settings = {
     group: 'network',
     description: 'Comma-separated private CIDRs that webhooks, BYOS checks and self-hosted LLMs may reach',
   } satisfies CidrsSetting,
+  AGENT_RUNS_PER_REPLICA: {
+    type: 'int',
+    min: 1,
+    max: 1000,
+    default: 64,
+    secret: false,
+    group: 'server',
+    description: 'Agent runs one server process executes at once (each mostly waits on the model); more wait in the queue, fairly shared between tenants',
+  } satisfies IntSetting,
+  WEB_SEARCH_URL: {
+    type: 'url',
+    protocols: ['http:', 'https:'],
+    default: '',
+    secret: false,
+    group: 'network',
+    description:
+      "A SearXNG-compatible search endpoint (GET ?q=...&format=json) behind the agents' web_search tool; empty: agents have no web search. Ignored when AIR_GAPPED; a private address must be inside OUTBOUND_ALLOWED_NETWORKS",
+  } satisfies StringSetting,
   WEBHOOK_ALLOW_HTTP: {
     type: 'bool',
     default: false,

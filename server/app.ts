@@ -23,6 +23,7 @@ import { pagesPlugin } from './http/pages.js'
 import { platformPlugin, type PlatformOptions } from './http/platform.js'
 import { requestLogPlugin } from './http/request-log.js'
 import { validationPlugin } from './http/validation.js'
+import { agentsPlugin, type AgentsOptions } from './modules/agents/plugin.js'
 import { apiKeysPlugin } from './modules/api-keys/plugin.js'
 import { auditPlugin } from './modules/audit/plugin.js'
 import { signInPlugin, type SignInOptions } from './modules/auth/plugin.js'
@@ -37,7 +38,7 @@ import { webhooksPlugin, type WebhooksOptions } from './modules/webhooks/plugin.
 import type { Platform } from './platform/index.js'
 
 /** What a caller (tests) may change; each field is documented by the plugin that reads it. */
-export interface AppOptions extends PlatformOptions, LimitsOptions, JobsOptions, SignInOptions, WebhooksOptions {}
+export interface AppOptions extends PlatformOptions, LimitsOptions, JobsOptions, SignInOptions, WebhooksOptions, AgentsOptions {}
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -61,17 +62,21 @@ const HTTP: FastifyPluginAsync<AppOptions>[] = [
   pagesPlugin,
 ]
 
-/** Modules. Sign-in comes before those that start sessions through it (cli-auth, oauth, team). */
+/**
+ * Modules. Sign-in comes before those that start sessions through it (cli-auth, oauth, team);
+ * tenants (the LLM settings) before agents, and agents before projects, whose backups list them.
+ */
 const MODULES: FastifyPluginAsync<AppOptions>[] = [
   opsPlugin,
   downloadsPlugin,
   signInPlugin,
   cliAuthPlugin,
   oauthPlugin,
+  tenantsPlugin,
+  agentsPlugin,
   projectsPlugin,
   apiKeysPlugin,
   auditPlugin,
-  tenantsPlugin,
   teamPlugin,
   webhooksPlugin,
 ]

@@ -20,6 +20,8 @@ export interface PlanLimits {
    * object stays only while its download link is valid, and no plan loses it sooner.
    */
   backupRetentionDays: number
+  /** Agent runs a tenant may have queued or running at once: each holds a share of the replicas' workers. */
+  concurrentRuns: number
 }
 
 export interface PlanTerms {
@@ -31,10 +33,10 @@ export interface PlanTerms {
 }
 
 export const PLAN_TERMS: Record<Plan, PlanTerms> = {
-  free: { title: 'Free', limits: { projectVersions: 5, webhookEndpoints: 2, backupRetentionDays: 0 }, auditRetention: null },
-  pro: { title: 'Pro', limits: { projectVersions: 20, webhookEndpoints: 10, backupRetentionDays: 7 }, auditRetention: '30 days' },
-  growth: { title: 'Growth', limits: { projectVersions: 50, webhookEndpoints: 25, backupRetentionDays: 30 }, auditRetention: '90 days' },
-  enterprise: { title: 'Enterprise', limits: { projectVersions: null, webhookEndpoints: 100, backupRetentionDays: 90 }, auditRetention: '1 year' },
+  free: { title: 'Free', limits: { projectVersions: 5, webhookEndpoints: 2, backupRetentionDays: 0, concurrentRuns: 1 }, auditRetention: null },
+  pro: { title: 'Pro', limits: { projectVersions: 20, webhookEndpoints: 10, backupRetentionDays: 7, concurrentRuns: 5 }, auditRetention: '30 days' },
+  growth: { title: 'Growth', limits: { projectVersions: 50, webhookEndpoints: 25, backupRetentionDays: 30, concurrentRuns: 20 }, auditRetention: '90 days' },
+  enterprise: { title: 'Enterprise', limits: { projectVersions: null, webhookEndpoints: 100, backupRetentionDays: 90, concurrentRuns: 100 }, auditRetention: '1 year' },
 }
 
 /** The smallest plan that keeps an audit log. */

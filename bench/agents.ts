@@ -1,0 +1,107 @@
+// Agent runs on the real server (PostgreSQL, Redis) against an instant OpenAI-compatible provider
+// (the suite's fake, on loopback):
+// - overhead per step: runs of STEPS steps (a list_files call each, then the answer), one at a time;
+//   the time per step, less what the same model calls cost when this process makes them directly
+//   through the AI SDK (the bare stack: no job, no tools, no records, no events), is what Atrium adds;
+// - 200 concurrent runs on one replica (AGENT_RUNS_PER_REPLICA=200, two enterprise tenants of 100):
+//   the time from the first execute to the last run completed, and the server's peak RSS.
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible'
+import { jsonSchema, streamText, tool } from 'ai'
+import type postgres from 'postgres'
+import type { Test } from 'tap'
+import { fakeLlm, type FakeRequest, type FakeTurn } from '../test/helpers/fake-llm.js'
+import { createTenant, peakRssMb, pool, start, stop } from './lib.js'
+
+const STEPS = 5
+const SEQUENTIAL_RUNS = Number(process.env.BENCH_AGENT_RUNS ?? 20)
+const CONCURRENT = 200
+
+export interface AgentBench {
+  perStepMs: number
+  bareStepMs: number
+  runs: number
+  concurrent: { runs: number; seconds: number; peakRssMb: number; steps: number }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+/** Steps of list_files until the conversation has `STEPS - 1` tool results, then the answer. */
+const script = (req: FakeRequest): FakeTurn => {
+  const results = (req.body.messages as { role: string }[]).filter((m) => m.role === 'tool').length
+  return results < STEPS - 1 ? { toolCalls: [{ name: 'list_files', arguments: {} }], usage: { input: 50, output: 5 } } : { text: 'All done here.', usage: { input: 60, output: 4 } }
+}
+
+export async function benchAgents(env: Record<string, string>, _admin: postgres.Sql, _db: string): Promise<AgentBench> {
+  const teardowns: (() => unknown)[] = []
+  const llm = await fakeLlm({ teardown: (fn: () => unknown) => teardowns.push(fn) } as unknown as Test, { respond: script })
+  const server = await start('server/main.ts', { ...env, AGENT_RUNS_PER_REPLICA: String(CONCURRENT) })
+  try {
+    const tenants = [await createTenant(env, ['--plan', 'enterprise']), await createTenant(env, ['--plan', 'enterprise'])]
+    const setups = await Promise.all(
+      tenants.map(async ({ apiKey }) => {
+        const call = async (method: string, path: string, body?: unknown) => {
+          const r = await fetch(`${server.base}${path}`, { method, headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: body === undefined ? null : JSON.stringify(body) })
+          const json = (await r.json()) as { data: { id: string; status: string } }
+          if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(json)}`)
+          return json.data
+        }
+        await call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'bench', apiKey: 'sk-bench-0000000000' })
+        const projectId = (await call('POST', '/api/v1/projects', { name: 'bench' })).id
+        const agentId = (await call('POST', '/api/v1/agents', { name: 'bench', systemPrompt: 'Be quick.', config: { autonomyLevel: 'medium', maxSteps: STEPS } })).id
+        const run = async () => {
+          const { id } = await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'List the files, repeatedly.', projectId })
+          for (;;) {
+            const r = await call('GET', `/api/v1/agents/${agentId}/runs/${id}`)
+            if (r.status === 'completed') return
+            if (r.status === 'failed' || r.status === 'cancelled') throw new Error(`run ${r.status}: ${JSON.stringify(r)}`)
+            await sleep(5)
+          }
+        }
+        return { run }
+      }),
+    )
+
+    // Warm-up, then runs one at a time.
+    await setups[0]!.run()
+    const t0 = performance.now()
+    for (let i = 0; i < SEQUENTIAL_RUNS; i++) await setups[0]!.run()
+    const perStepMs = (performance.now() - t0) / (SEQUENTIAL_RUNS * STEPS)
+
+    // The bare stack: the same model calls, made directly with the AI SDK.
+    const provider = createOpenAICompatible({ name: 'bench', baseURL: llm.url, apiKey: 'sk-bench-0000000000', includeUsage: true })
+    const tools = { list_files: tool({ description: 'List files', inputSchema: jsonSchema({ type: 'object', properties: {} }) }) }
+    const bare = async () => {
+      const messages: Parameters<typeof streamText>[0]['messages'] = [{ role: 'user', content: 'List the files, repeatedly.' }]
+      for (let step = 0; step < STEPS; step++) {
+        const r = streamText({ model: provider('bench'), messages, tools })
+        await r.consumeStream()
+        const calls = await r.toolCalls
+        if (!calls.length) return
+        messages!.push(...(await r.response).messages)
+        for (const c of calls) messages!.push({ role: 'tool', content: [{ type: 'tool-result', toolCallId: c.toolCallId, toolName: c.toolName, output: { type: 'json', value: { files: [] } } }] })
+      }
+    }
+    await bare()
+    const t1 = performance.now()
+    for (let i = 0; i < SEQUENTIAL_RUNS; i++) await bare()
+    const bareStepMs = (performance.now() - t1) / (SEQUENTIAL_RUNS * STEPS)
+
+    // 200 at once on this one replica.
+    const t2 = performance.now()
+    await pool(CONCURRENT, CONCURRENT, (i) => setups[i % 2]!.run())
+    const seconds = (performance.now() - t2) / 1000
+    return { perStepMs, bareStepMs, runs: SEQUENTIAL_RUNS, concurrent: { runs: CONCURRENT, seconds, peakRssMb: peakRssMb(server.child.pid!), steps: STEPS } }
+  } finally {
+    await stop(server)
+    for (const fn of teardowns) await fn()
+  }
+}
+
+export function printAgents(r: AgentBench): void {
+  console.log(`\nagent runs: ${r.runs} runs of ${STEPS} steps (a list_files call each, then the answer), one at a time, instant provider on loopback`)
+  console.log(`  bare stack, the same model calls through the AI SDK from this process: ${r.bareStepMs.toFixed(2)} ms per step`)
+  console.log(
+    `  Atrium (job, tools, run record, events, usage): ${r.perStepMs.toFixed(2)} ms per step, overhead ${(r.perStepMs - r.bareStepMs).toFixed(2)} ms per step (${((r.bareStepMs / r.perStepMs) * 100).toFixed(1)}% of Atrium's step time is the model call)`,
+  )
+  console.log(`  ${r.concurrent.runs} concurrent runs of ${r.concurrent.steps} steps on one replica: ${r.concurrent.seconds.toFixed(1)} s, ${(r.concurrent.runs / r.concurrent.seconds).toFixed(1)} runs/s, peak RSS ${r.concurrent.peakRssMb} MB`)
+}

@@ -1,0 +1,119 @@
+// Server-Sent Events for the streams that follow durable events (agent runs; chat replies next).
+// The events themselves are rows with increasing numbers: a stream sends the rows after the
+// client's Last-Event-ID, then follows new ones as they are written on any replica (a message on
+// the cache's pub/sub wakes it; a slow poll covers a lost message). Every event has an `id:`, so a
+// reconnect resumes with exactly the next one. The reply is a stream through Fastify (its hooks,
+// headers and logs as any reply), with the headers that keep proxies from buffering it.
+import { PassThrough } from 'node:stream'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Cache } from '../platform/cache.js'
+import { invalid } from '../domain/errors.js'
+
+export const SSE_HEARTBEAT_MS = 15_000
+/** Catch-up when no pub/sub message arrived (Redis away, a message lost). */
+const POLL_MS = 2000
+
+export const SSE_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-transform',
+  // nginx (and ingress-nginx) buffer responses unless told not to.
+  'x-accel-buffering': 'no',
+  connection: 'keep-alive',
+} as const
+
+export interface SseEvent {
+  id: number
+  event: string
+  data: unknown
+}
+
+/** One event in the wire format: id, event and data lines (data is JSON, on one line). */
+export const formatEvent = (e: SseEvent) => `id: ${e.id}\nevent: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`
+
+/** The event the client last saw: Last-Event-ID, or ?lastEventId= for clients that cannot set headers; 0 for none. */
+export function lastEventId(req: FastifyRequest, query?: string): number {
+  const raw = req.headers['last-event-id'] ?? query
+  if (raw === undefined || raw === '') return 0
+  const text = Array.isArray(raw) ? raw[0]! : raw
+  if (!/^(0|[1-9]\d{0,9})$/.test(text.trim())) throw invalid('Last-Event-ID', 'must be the id of an event this stream sent (a whole number)')
+  return Number(text.trim())
+}
+
+export interface FollowOptions {
+  cache: Pick<Cache, 'subscribe'>
+  channel: string
+  /** The event after which to start. */
+  after: number
+  /** Rows after `after`, in order, and whether nothing more will ever come once they are sent. */
+  read(after: number): Promise<{ events: SseEvent[]; ended: boolean }>
+  heartbeatMs?: number
+  pollMs?: number
+  onError?(err: unknown): void
+}
+
+/**
+ * Answers with a stream of the events after `o.after`, following new ones until the source has
+ * ended (then the stream ends) or the client goes away. The first read happens before the reply
+ * starts, so a run that does not exist is still an error in the envelope.
+ */
+export async function followEvents(req: FastifyRequest, reply: FastifyReply, o: FollowOptions): Promise<FastifyReply> {
+  let last = o.after
+  const first = await o.read(last)
+  const out = new PassThrough()
+  let closed = false
+  let pumping = false
+  let again = false
+  const timers: NodeJS.Timeout[] = []
+  let unsubscribe: (() => Promise<void>) | null = null
+
+  const close = () => {
+    if (closed) return
+    closed = true
+    for (const t of timers) clearInterval(t)
+    void unsubscribe?.().catch(() => {})
+    out.end()
+  }
+  const send = (batch: { events: SseEvent[]; ended: boolean }) => {
+    for (const e of batch.events) {
+      if (e.id <= last) continue
+      out.write(formatEvent(e))
+      last = e.id
+    }
+    if (batch.ended) close()
+  }
+  const pump = async () => {
+    if (closed) return
+    if (pumping) return void (again = true)
+    pumping = true
+    try {
+      do {
+        again = false
+        // Until a read comes back short: a burst larger than one read is sent in order.
+        for (;;) {
+          const batch = await o.read(last)
+          send(batch)
+          if (closed || !batch.events.length || batch.ended) break
+        }
+      } while (again && !closed)
+    } catch (err) {
+      // The database away: the next poll tries again; the client keeps its place either way.
+      o.onError?.(err)
+    } finally {
+      pumping = false
+    }
+  }
+
+  req.raw.on('close', close)
+  reply.raw.on('close', close)
+  out.write(': stream opened\n\n')
+  send(first)
+  if (!closed) {
+    unsubscribe = await o.cache.subscribe(o.channel, () => void pump())
+    if (closed) void unsubscribe().catch(() => {})
+    // Events written between the first read and the subscription are found here.
+    void pump()
+    timers.push(setInterval(() => void pump(), o.pollMs ?? POLL_MS))
+    timers.push(setInterval(() => !closed && out.write(': heartbeat\n\n'), o.heartbeatMs ?? SSE_HEARTBEAT_MS))
+  }
+  return reply.headers(SSE_HEADERS).send(out)
+}

@@ -1,0 +1,355 @@
+// Executes agent runs on the job runner (queue 'agents.run'). A run is a loop of steps: the model is
+// called with the conversation so far and the tools the agent's level allows; the tool calls it
+// makes are run and their results handed back, until it answers without calling a tool. Every
+// step ends with the run's state written (conversation, steps, usage, staged file changes) and its
+// events appended, so:
+// - a run whose replica died is taken again by another once the job's lease runs out, and resumes
+//   from its last completed step (the interrupted step's deltas are superseded: 'run.resumed' says
+//   so); after MAX_RESUMES such takeovers it fails with RUN_INTERRUPTED rather than loop forever;
+// - a run never stays 'running': the job ends it completed, failed (with a reason from the error
+//   catalog) or cancelled;
+// - the state change and its webhook event (agent.started, agent.completed, agent.failed) commit
+//   together, so each is announced exactly once.
+import type { Logger } from 'pino'
+import type { Clock } from '../../clock.js'
+import type { Actor } from '../../domain/actor.js'
+import { AppError, type ErrorCode } from '../../domain/errors.js'
+import type { Plan } from '../../domain/plans.js'
+import type { Cache } from '../../platform/cache.js'
+import type { Db, TxSql } from '../../platform/db.js'
+import { JobCancelled, JobFailure, type Job } from '../../platform/jobs.js'
+import type { Llm, LlmMessage, LlmTarget } from '../../platform/llm.js'
+import { audit } from '../audit/service.js'
+import { emitEvent } from '../events/service.js'
+import type { FileChange, ProjectFilesService } from '../projects/files-service.js'
+import * as store from './store.js'
+import type { RunRow, RunUsage } from './store.js'
+import { offeredTools, RESULT_EXCERPT_CHARS, runTool, Workspace, type ToolEnvironment } from './tools.js'
+
+export const RUN_QUEUE = 'agents.run'
+/** Takeovers after a lost worker before the run is failed: a run that kills its worker must not loop. */
+export const MAX_RESUMES = 3
+/** Wall-clock budget of a run, from its start. */
+export const RUN_TIME_LIMIT_MS = 15 * 60_000
+/** Tokens (input and output, every step) a run may use. */
+export const RUN_TOKEN_LIMIT = 1_000_000
+/** Steps the run record keeps (the newest); maxSteps is at most 50, so only a resumed run's trail is cut. */
+const STEPS_KEPT = 100
+/** Output deltas are written together at most this often: one row per burst, not per token. */
+const DELTA_FLUSH_MS = 100
+
+export const runChannel = (runId: string) => `atrium:agent-run:${runId}`
+export const TERMINAL = new Set(['completed', 'failed', 'cancelled'])
+
+export interface StepRecord {
+  step: number
+  text: string
+  toolCalls: { id: string; name: string; arguments: unknown; result?: string; error?: { code: string; message: string } }[]
+  usage: RunUsage
+}
+
+/** A run's public shape in webhook payloads (no conversation, no staged files). */
+export const runSummary = (r: RunRow) => ({
+  runId: r.id,
+  agentId: r.agent_id,
+  projectId: r.project_id,
+  status: r.status,
+  goal: r.goal,
+  output: r.output,
+  error: r.error,
+  usage: r.usage,
+  projectVersion: r.project_version,
+  startedAt: r.started_at?.toISOString() ?? null,
+  finishedAt: r.finished_at?.toISOString() ?? null,
+})
+
+/** The actor a run acts as when it writes files: whoever started it, from no address. */
+export function runActor(r: Pick<RunRow, 'tenant_id' | 'started_by'>): Actor {
+  const s = r.started_by as RunRow['started_by'] & { plan?: Plan }
+  return {
+    tenantId: r.tenant_id,
+    principal: { kind: s.kind, id: s.id, tenantId: r.tenant_id, plan: s.plan ?? 'free', userId: s.userId, role: null, sessionId: null, permissions: new Set() },
+    origin: { ip: '', userAgent: 'atrium agent run' },
+  }
+}
+
+export interface RunnerDeps {
+  db: Db
+  cache: Cache
+  llm: Llm
+  connection: (tenantId: string) => Promise<LlmTarget>
+  files: ProjectFilesService
+  env: ToolEnvironment
+  log: Logger
+  now: Clock
+}
+
+/** Appends a run's events: in the transaction of a state change, or on their own (deltas, every DELTA_FLUSH_MS). */
+function runEvents(deps: RunnerDeps, run: Pick<RunRow, 'id' | 'tenant_id'>) {
+  let queued: { type: string; data: Record<string, unknown> }[] = []
+  let delta: { step: number; text: string } | null = null
+  let timer: NodeJS.Timeout | null = null
+  let writing: Promise<void> = Promise.resolve()
+  const take = () => {
+    if (delta) queued.push({ type: 'output.delta', data: { step: delta.step, delta: delta.text } })
+    delta = null
+    const out = queued
+    queued = []
+    return out
+  }
+  const notify = (seq: number) => void deps.cache.publish(runChannel(run.id), String(seq))
+  const flush = () => {
+    if (timer) clearTimeout(timer)
+    timer = null
+    const batch = take()
+    if (batch.length) {
+      writing = writing.then(async () => notify(await deps.db.tenant(run.tenant_id, (sql) => store.appendRunEvents(sql, run.tenant_id, run.id, batch))))
+    }
+    return writing
+  }
+  return {
+    push(type: string, data: Record<string, unknown>) {
+      if (delta) take().forEach((e) => queued.push(e))
+      queued.push({ type, data })
+    },
+    delta(step: number, text: string) {
+      if (delta && delta.step === step) delta.text += text
+      else {
+        if (delta) queued.push({ type: 'output.delta', data: { step: delta.step, delta: delta.text } })
+        delta = { step, text }
+      }
+      // A failed write surfaces at the next flush the step awaits.
+      timer ??= setTimeout(() => void flush().catch(() => {}), DELTA_FLUSH_MS)
+    },
+    /** Writes what is queued on its own. */
+    flush,
+    /** Writes what is queued in `sql`'s transaction (after the deltas already on their way); notify once it commits. */
+    async within(sql: TxSql): Promise<number | null> {
+      if (timer) clearTimeout(timer)
+      timer = null
+      await writing
+      const batch = take()
+      return batch.length ? store.appendRunEvents(sql, run.tenant_id, run.id, batch) : null
+    },
+    notify,
+    stop() {
+      if (timer) clearTimeout(timer)
+      timer = null
+    },
+  }
+}
+
+const initialMessages = (r: RunRow): LlmMessage[] => [
+  ...(r.agent_snapshot.systemPrompt ? [{ role: 'system' as const, content: r.agent_snapshot.systemPrompt }] : []),
+  { role: 'user', content: r.goal },
+]
+
+const excerpt = (v: unknown) => {
+  const s = typeof v === 'string' ? v : JSON.stringify(v)
+  return s.length > RESULT_EXCERPT_CHARS ? `${s.slice(0, RESULT_EXCERPT_CHARS)}…` : s
+}
+
+export function agentRunner(deps: RunnerDeps) {
+  const { db } = deps
+
+  /** Ends a run in one transaction with its events, its webhook event and its audit entry; false when it had already ended. */
+  async function finish(
+    run: RunRow,
+    events: ReturnType<typeof runEvents>,
+    end: { status: 'completed' | 'failed' | 'cancelled'; output?: string | null; error?: { code: string; message: string } | null; steps?: StepRecord[]; usage?: RunUsage; changes?: FileChange[] },
+  ): Promise<boolean> {
+    let seq: number | null = null
+    const done = await db.tenant(run.tenant_id, async (sql) => {
+      const [current] = await store.selectRun(sql, run.tenant_id, run.id, { lock: true })
+      if (!current || TERMINAL.has(current.status)) return null
+      // A cancel asked for while the last step ran wins over its outcome.
+      const status = end.status === 'completed' && current.cancel_requested ? 'cancelled' : end.status
+      let projectVersion: number | null = null
+      if (status === 'completed' && end.changes?.length) projectVersion = (await deps.files.apply(sql, runActor(current), current.project_id, end.changes)).version
+      const saved = await store.patchRun(sql, run.tenant_id, run.id, {
+        status,
+        output: status === 'completed' ? (end.output ?? '') : null,
+        error: status === 'failed' ? (end.error ?? null) : null,
+        ...(end.steps ? { steps: end.steps.slice(-STEPS_KEPT) } : {}),
+        ...(end.usage ? { usage: end.usage } : {}),
+        pending_files: [],
+        project_version: projectVersion,
+        finished_at: new Date(deps.now()),
+      })
+      events.push(`run.${status}`, { status, output: saved.output, error: saved.error, usage: saved.usage, projectVersion })
+      seq = await events.within(sql)
+      // A run that never started announces nothing; one that did ends with completed or failed (a cancel is a failure with that reason).
+      if (current.status === 'running') {
+        await emitEvent(sql, {
+          tenantId: run.tenant_id,
+          type: status === 'completed' ? 'agent.completed' : 'agent.failed',
+          data: { ...runSummary(saved), ...(status === 'cancelled' ? { reason: 'cancelled' } : {}) },
+        })
+      }
+      await audit(sql, {
+        tenantId: run.tenant_id,
+        actor: { type: 'system', id: null },
+        action: 'agent.run_finished',
+        target: { type: 'agent_run', id: run.id },
+        details: { agentId: run.agent_id, projectId: run.project_id, status, ...(saved.error ? { code: saved.error.code } : {}), projectVersion },
+      })
+      return saved
+    })
+    if (seq !== null) events.notify(seq)
+    return done !== null
+  }
+
+  const failWith = (code: ErrorCode, message: string) => ({ status: 'failed' as const, error: { code, message } })
+
+  async function handle(job: Job<{ runId: string }>): Promise<void> {
+    const tenantId = job.tenantId!
+    const [loaded] = await db.tenant(tenantId, (sql) => store.selectRun(sql, tenantId, job.payload.runId))
+    if (!loaded || TERMINAL.has(loaded.status)) return
+    const events = runEvents(deps, loaded)
+    try {
+      await execute(job, loaded, events)
+    } finally {
+      events.stop()
+    }
+  }
+
+  async function execute(job: Job<{ runId: string }>, loaded: RunRow, events: ReturnType<typeof runEvents>): Promise<void> {
+    const tenantId = loaded.tenant_id
+    if (job.attempt > MAX_RESUMES + 1) {
+      await finish(loaded, events, failWith('RUN_INTERRUPTED', `the run was interrupted ${job.attempt - 1} times (its worker stopped) and is not tried again`))
+      return
+    }
+
+    // Start, or take over from a worker that stopped.
+    let seq: number | null = null
+    const run = await db.tenant(tenantId, async (sql) => {
+      const [r] = await store.selectRun(sql, tenantId, loaded.id, { lock: true })
+      if (!r || TERMINAL.has(r.status)) return null
+      if (r.status === 'queued' && r.cancel_requested) {
+        // Cancelled while this worker was claiming it: it ends without having started.
+        const saved = await store.patchRun(sql, tenantId, r.id, { status: 'cancelled', finished_at: new Date(deps.now()) })
+        events.push('run.cancelled', { status: 'cancelled', output: null, error: null, usage: saved.usage, projectVersion: null })
+        seq = await events.within(sql)
+        return null
+      }
+      if (r.status === 'queued') {
+        const started = await store.patchRun(sql, tenantId, r.id, { status: 'running', started_at: new Date(deps.now()) })
+        events.push('run.started', { status: 'running' })
+        await emitEvent(sql, { tenantId, type: 'agent.started', data: runSummary(started) })
+        seq = await events.within(sql)
+        return started
+      }
+      events.push('run.resumed', { attempt: job.attempt, step: r.steps.length + 1 })
+      seq = await events.within(sql)
+      return r
+    })
+    if (seq !== null) events.notify(seq)
+    if (!run) return
+
+    const snapshot = run.agent_snapshot
+    const messages: LlmMessage[] = run.messages.length ? (run.messages as LlmMessage[]) : initialMessages(run)
+    const steps = [...(run.steps as StepRecord[])]
+    const usage: RunUsage = { ...run.usage }
+    const workspace = new Workspace(deps.files, runActor(run), run.project_id, run.pending_files as FileChange[])
+    const deadline = (run.started_at ?? new Date(deps.now())).getTime() + RUN_TIME_LIMIT_MS
+
+    let target: LlmTarget
+    try {
+      target = await deps.connection(tenantId)
+      deps.llm.checkConfigured(target, snapshot.config.model ?? undefined)
+    } catch (err) {
+      if (err instanceof AppError && err.status < 500) return void (await finish(run, events, failWith(err.code, err.message)))
+      throw err
+    }
+    const tools = offeredTools(snapshot.config.autonomyLevel, snapshot.config.tools, deps.env)
+
+    for (;;) {
+      if (steps.length >= snapshot.config.maxSteps) {
+        await finish(run, events, { ...failWith('AGENT_STEP_LIMIT', `the run used all ${snapshot.config.maxSteps} of its steps without a final answer`), steps, usage })
+        return
+      }
+      if (usage.inputTokens + usage.outputTokens >= RUN_TOKEN_LIMIT) {
+        await finish(run, events, { ...failWith('AGENT_TOKEN_LIMIT', `the run used ${usage.inputTokens + usage.outputTokens} tokens; the limit is ${RUN_TOKEN_LIMIT}`), steps, usage })
+        return
+      }
+      const left = deadline - deps.now()
+      if (left <= 0) {
+        await finish(run, events, { ...failWith('AGENT_TIME_LIMIT', `the run took longer than ${RUN_TIME_LIMIT_MS / 60_000} minutes`), steps, usage })
+        return
+      }
+
+      const step = steps.length + 1
+      events.push('step.started', { step })
+      const timeUp = AbortSignal.timeout(left)
+      let response: Awaited<ReturnType<Llm['complete']>>
+      try {
+        response = await deps.llm.complete({
+          tenantId,
+          target,
+          messages,
+          tools,
+          ...(snapshot.config.model ? { model: snapshot.config.model } : {}),
+          ...(snapshot.config.temperature !== null ? { temperature: snapshot.config.temperature } : {}),
+          signal: AbortSignal.any([job.signal, timeUp]),
+          onDelta: (text) => events.delta(step, text),
+        })
+      } catch (err) {
+        if (job.signal.aborted) {
+          if (job.signal.reason instanceof JobCancelled) return void (await finish(run, events, { status: 'cancelled', steps, usage }))
+          throw err // the replica is stopping or lost the lease: the job is handed back and resumed
+        }
+        if (timeUp.aborted) return void (await finish(run, events, { ...failWith('AGENT_TIME_LIMIT', `the run took longer than ${RUN_TIME_LIMIT_MS / 60_000} minutes`), steps, usage }))
+        // The provider's answer, mapped to the catalog by the LLM layer (after its own retries).
+        if (err instanceof AppError && err.code !== 'SERVICE_UNAVAILABLE') return void (await finish(run, events, { ...failWith(err.code, err.message), steps, usage }))
+        throw err
+      }
+      usage.inputTokens += response.usage.inputTokens
+      usage.outputTokens += response.usage.outputTokens
+      const record: StepRecord = { step, text: response.text, toolCalls: [], usage: response.usage }
+
+      if (!response.toolCalls.length) {
+        steps.push(record)
+        try {
+          await finish(run, events, { status: 'completed', output: response.text, steps, usage, changes: workspace.changes() })
+        } catch (err) {
+          // The changes cannot become a version (the project's quota, a file deleted meanwhile): the run fails saying why.
+          if (!(err instanceof AppError) || err.status >= 500) throw err
+          await finish(run, events, { ...failWith(err.code, `the run's file changes could not be saved: ${err.message}`), steps, usage })
+        }
+        return
+      }
+
+      messages.push({ role: 'assistant', content: response.text, toolCalls: response.toolCalls })
+      for (const call of response.toolCalls) {
+        if (job.signal.aborted) break
+        events.push('tool.call', { step, id: call.id, name: call.name, arguments: call.arguments })
+        const result = await runTool(call, { allowed: tools, workspace, env: deps.env, signal: job.signal })
+        const shown = result.ok ? excerpt(result.value) : undefined
+        events.push('tool.result', { step, id: call.id, name: call.name, ...(result.ok ? { result: shown } : { error: result.error }) })
+        messages.push({ role: 'tool', toolCallId: call.id, toolName: call.name, content: JSON.stringify(result.ok ? result.value : { error: result.error }) })
+        record.toolCalls.push({ id: call.id, name: call.name, arguments: call.arguments, ...(result.ok ? { result: shown } : { error: result.error }) })
+      }
+      if (job.signal.aborted) {
+        if (job.signal.reason instanceof JobCancelled) return void (await finish(run, events, { status: 'cancelled', steps, usage }))
+        throw new JobFailure('the run was interrupted between tool calls; it resumes from its last completed step')
+      }
+      steps.push(record)
+
+      // The step is done: its state and events commit together; a takeover resumes after it.
+      let stepSeq: number | null = null
+      const still = await db.tenant(tenantId, async (sql) => {
+        const [current] = await store.selectRun(sql, tenantId, run.id, { lock: true })
+        if (!current || TERMINAL.has(current.status)) return false
+        await store.patchRun(sql, tenantId, run.id, { messages, steps: steps.slice(-STEPS_KEPT), usage, pending_files: workspace.changes() })
+        stepSeq = await events.within(sql)
+        return true
+      })
+      if (stepSeq !== null) events.notify(stepSeq)
+      if (!still) return // cancelled while queued-to-cancel, or deleted
+    }
+  }
+
+  return { handle }
+}
+
+export type AgentRunner = ReturnType<typeof agentRunner>

@@ -1,0 +1,217 @@
+// Agent rules: an agent is a system prompt and a configuration (autonomy level, model, temperature,
+// steps, tools); a run executes it against a goal in a project, on the job runner. Starting a run
+// checks everything that can be checked at once (the agent and project are the tenant's, the LLM
+// settings are complete, the plan's limit on runs in progress), so a bad request is refused then
+// rather than failing later.
+import { newId } from '../../../common/ids.js'
+import type { Actor } from '../../domain/actor.js'
+import { AppError, invalid, notFound } from '../../domain/errors.js'
+import { decodeIdCursor, toPage } from '../../domain/pagination.js'
+import { PLAN_TERMS } from '../../domain/plans.js'
+import { planOf } from '../../domain/principal.js'
+import type { Db, TxSql } from '../../platform/db.js'
+import { cancelJob, enqueueJob } from '../../platform/jobs.js'
+import type { Llm, LlmTarget } from '../../platform/llm.js'
+import { auditBy } from '../audit/service.js'
+import type { ProjectsService } from '../projects/service.js'
+import { MAX_RESUMES, RUN_QUEUE, runChannel, TERMINAL } from './runner.js'
+import * as store from './store.js'
+import type { AgentConfig, AgentRow, AutonomyLevel, RunRow } from './store.js'
+import { LEVEL_TOOLS, TOOL_NAMES, toolUnavailable, type ToolEnvironment, type ToolName } from './tools.js'
+
+export const DEFAULT_MAX_STEPS = 10
+export const MAX_STEPS = 50
+
+export interface PageRequest {
+  limit: number
+  cursor?: string
+}
+
+export interface ConfigInput {
+  autonomyLevel: AutonomyLevel
+  model?: string | null
+  temperature?: number | null
+  maxSteps?: number
+  tools?: string[]
+}
+export interface CreateInput {
+  name: string
+  systemPrompt: string
+  config: ConfigInput
+}
+export interface PatchInput {
+  name?: string
+  systemPrompt?: string
+  config?: Partial<ConfigInput>
+}
+
+export function agentsService(deps: {
+  db: Db
+  llm: Llm
+  connection: (tenantId: string) => Promise<LlmTarget>
+  projects: Pick<ProjectsService, 'get'>
+  env: Pick<ToolEnvironment, 'airGapped' | 'webSearchUrl'>
+  /** Tells the run's streams on every replica that it has new events. */
+  publish: (channel: string, message: string) => Promise<void>
+}) {
+  const { db } = deps
+
+  const found = <T>(what: string, id: string, rows: readonly T[]) => {
+    if (!rows[0]) throw notFound(what, id)
+    return rows[0]
+  }
+
+  /** The configuration as stored: defaults filled in, tools within the level and available here. */
+  function checkConfig(c: ConfigInput): AgentConfig {
+    const allowed = LEVEL_TOOLS[c.autonomyLevel]
+    const tools = c.tools ?? allowed.filter((t) => !toolUnavailable(t, deps.env))
+    for (const t of tools) {
+      if (!(TOOL_NAMES as readonly string[]).includes(t)) throw invalid('config.tools', `${t} is not a tool; the tools are ${TOOL_NAMES.join(', ')}`)
+      if (!allowed.includes(t as ToolName)) throw invalid('config.tools', `${t} needs a higher autonomy level than ${c.autonomyLevel} (${c.autonomyLevel} allows ${allowed.join(', ') || 'no tools'})`)
+      const off = toolUnavailable(t as ToolName, deps.env)
+      if (off) {
+        throw new AppError('FEATURE_DISABLED', `${t} is turned off on this deployment (${off.setting})`, { feature: t, reason: off.reason, setting: off.setting, field: 'config.tools' })
+      }
+    }
+    return {
+      autonomyLevel: c.autonomyLevel,
+      model: c.model?.trim() || null,
+      temperature: c.temperature ?? null,
+      maxSteps: c.maxSteps ?? DEFAULT_MAX_STEPS,
+      tools: [...new Set(tools)],
+    }
+  }
+
+  const loadRun = async (sql: TxSql, tenantId: string, agentId: string, runId: string, lock = false) => {
+    const run = found('run', runId, await store.selectRun(sql, tenantId, runId, { lock }))
+    if (run.agent_id !== agentId) throw notFound('run', runId)
+    return run
+  }
+
+  return {
+    async list(tenantId: string, page: PageRequest) {
+      const before = decodeIdCursor(page.cursor)
+      const rows = await db.tenantRead(tenantId, (sql) => store.listAgents(sql, tenantId, page.limit + 1, before))
+      return toPage(rows, page.limit, (a) => a.id)
+    },
+
+    get: async (tenantId: string, id: string) => found('agent', id, await db.tenantRead(tenantId, (sql) => store.selectAgent(sql, tenantId, id))),
+
+    create: (a: Actor, input: CreateInput) => {
+      const config = checkConfig(input.config)
+      return db.tenant(a.tenantId, async (sql) => {
+        const agent = await store.insertAgent(sql, a.tenantId, { id: newId(), name: input.name.trim(), systemPrompt: input.systemPrompt, config })
+        await auditBy(sql, a, { action: 'agent.created', target: { type: 'agent', id: agent.id }, details: { name: agent.name, autonomyLevel: config.autonomyLevel, tools: config.tools } })
+        return agent
+      })
+    },
+
+    update: (a: Actor, id: string, patch: PatchInput) =>
+      db.tenant(a.tenantId, async (sql) => {
+        const current = found('agent', id, await store.selectAgent(sql, a.tenantId, id, { lock: true }))
+        // A new level without a tool list takes that level's tools; tools within the old level stay otherwise.
+        const levelChanged = patch.config?.autonomyLevel !== undefined && patch.config.autonomyLevel !== current.config.autonomyLevel
+        const config = checkConfig({
+          ...current.config,
+          ...(levelChanged && patch.config?.tools === undefined ? { tools: undefined } : {}),
+          ...patch.config,
+        } as ConfigInput)
+        const next = { name: patch.name?.trim() ?? current.name, systemPrompt: patch.systemPrompt ?? current.system_prompt, config }
+        const changed = [
+          ...(next.name !== current.name ? ['name'] : []),
+          ...(next.systemPrompt !== current.system_prompt ? ['systemPrompt'] : []),
+          ...(Object.keys(config) as (keyof AgentConfig)[]).filter((k) => JSON.stringify(config[k]) !== JSON.stringify(current.config[k])).map((k) => `config.${k}`),
+        ]
+        if (!changed.length) return current
+        const agent = await store.updateAgent(sql, a.tenantId, id, next)
+        await auditBy(sql, a, { action: 'agent.updated', target: { type: 'agent', id }, details: { fields: changed } })
+        return agent
+      }),
+
+    /** Deletes the agent and its runs; runs in progress are cancelled first. */
+    remove: (a: Actor, id: string) =>
+      db.tenant(a.tenantId, async (sql) => {
+        found('agent', id, await store.selectAgent(sql, a.tenantId, id, { lock: true }))
+        for (const r of await store.activeRunJobs(sql, a.tenantId, id)) if (r.job_id) await cancelJob(sql, r.job_id)
+        await store.deleteAgent(sql, a.tenantId, id)
+        await auditBy(sql, a, { action: 'agent.deleted', target: { type: 'agent', id } })
+      }),
+
+    /** Queues a run: 202 with its record. */
+    async execute(a: Actor, agentId: string, input: { goal: string; projectId: string }): Promise<RunRow> {
+      const goal = input.goal.trim()
+      if (!goal) throw invalid('goal', 'must not be blank')
+      // Outside the transaction: its own reads, and the settings' key is unsealed once.
+      await deps.projects.get(a.tenantId, input.projectId)
+      const agent = await this.get(a.tenantId, agentId)
+      deps.llm.checkConfigured(await deps.connection(a.tenantId), agent.config.model ?? undefined)
+      const limit = PLAN_TERMS[planOf(a.principal)].limits.concurrentRuns
+      return db.tenant(a.tenantId, async (sql) => {
+        await store.lockTenantRuns(sql, a.tenantId)
+        const active = await store.countActiveRuns(sql, a.tenantId)
+        if (active >= limit) {
+          throw new AppError('RUN_LIMIT_EXCEEDED', `the ${planOf(a.principal)} plan allows ${limit} agent runs in progress at once; wait for one to finish`, { limit, active })
+        }
+        const current = found('agent', agentId, await store.selectAgent(sql, a.tenantId, agentId))
+        const run = await store.insertRun(sql, {
+          id: newId(),
+          tenantId: a.tenantId,
+          agentId,
+          projectId: input.projectId,
+          goal,
+          snapshot: { name: current.name, systemPrompt: current.system_prompt, config: current.config },
+          startedBy: { kind: a.principal.kind, id: a.principal.id, userId: a.principal.userId, plan: planOf(a.principal) } as RunRow['started_by'],
+        })
+        // Attempts beyond the takeovers let the handler itself fail a run that keeps losing its worker.
+        const jobId = await enqueueJob(sql, RUN_QUEUE, { runId: run.id }, { tenantId: a.tenantId, maxAttempts: MAX_RESUMES + 2 })
+        await store.appendRunEvents(sql, a.tenantId, run.id, [{ type: 'run.queued', data: { status: 'queued', goal, projectId: input.projectId } }])
+        await auditBy(sql, a, { action: 'agent.run_started', target: { type: 'agent_run', id: run.id }, details: { agentId, projectId: input.projectId } })
+        return store.patchRun(sql, a.tenantId, run.id, { job_id: jobId })
+      })
+    },
+
+    getRun: async (tenantId: string, agentId: string, runId: string) => db.tenant(tenantId, (sql) => loadRun(sql, tenantId, agentId, runId)),
+
+    async runs(tenantId: string, agentId: string, page: PageRequest) {
+      const before = decodeIdCursor(page.cursor)
+      const rows = await db.tenant(tenantId, async (sql) => {
+        found('agent', agentId, await store.selectAgent(sql, tenantId, agentId))
+        return store.listRuns(sql, tenantId, agentId, page.limit + 1, before)
+      })
+      return toPage(rows, page.limit, (r) => r.id)
+    },
+
+    /**
+     * Cancels a run: a queued one at once; a running one is asked to stop (its model call is
+     * aborted, and it ends cancelled with nothing of its staged changes applied). A finished run is
+     * a CONFLICT.
+     */
+    cancel: async (a: Actor, agentId: string, runId: string) => {
+      const run = await db.tenant(a.tenantId, async (sql) => {
+        const run = await loadRun(sql, a.tenantId, agentId, runId, true)
+        if (TERMINAL.has(run.status)) throw new AppError('CONFLICT', `run ${runId} has already ended (${run.status})`, { status: run.status })
+        const outcome = run.job_id ? await cancelJob(sql, run.job_id) : 'cancelled'
+        await auditBy(sql, a, { action: 'agent.run_cancelled', target: { type: 'agent_run', id: runId }, details: { agentId, status: run.status } })
+        if (outcome === 'requested' || (outcome === null && run.status === 'running')) return store.patchRun(sql, a.tenantId, runId, { cancel_requested: true })
+        // Never started: it ends here, with nothing to announce to webhooks.
+        const saved = await store.patchRun(sql, a.tenantId, runId, { status: 'cancelled', cancel_requested: true, finished_at: new Date() })
+        await store.appendRunEvents(sql, a.tenantId, runId, [{ type: 'run.cancelled', data: { status: 'cancelled', output: null, error: null, usage: saved.usage, projectVersion: null } }])
+        return saved
+      })
+      if (run.status === 'cancelled') await deps.publish(runChannel(runId), String(run.event_seq))
+      return run
+    },
+
+    /** A run's events after `after` (the stream's backlog and each catch-up), and whether the run has ended. */
+    events: (tenantId: string, agentId: string, runId: string, after: number, limit = 500) =>
+      db.tenant(tenantId, async (sql) => {
+        const run = await loadRun(sql, tenantId, agentId, runId)
+        return { events: await store.runEventsAfter(sql, tenantId, runId, after, limit), ended: TERMINAL.has(run.status), lastSeq: run.event_seq }
+      }),
+
+    /** The agents that have run on a project, for its backup's agents.json. */
+    projectAgents: (sql: TxSql, tenantId: string, projectId: string): Promise<AgentRow[]> => store.projectAgents(sql, tenantId, projectId),
+  }
+}
+
+export type AgentsService = ReturnType<typeof agentsService>

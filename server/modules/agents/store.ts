@@ -1,0 +1,185 @@
+// Agent and run SQL. Every query names its tenant even though row-level security would also confine it.
+import type { TxSql } from '../../platform/db.js'
+
+export type AutonomyLevel = 'low' | 'medium' | 'high'
+
+export interface AgentConfig {
+  autonomyLevel: AutonomyLevel
+  model: string | null
+  temperature: number | null
+  maxSteps: number
+  tools: string[]
+}
+
+export interface AgentRow {
+  id: string
+  name: string
+  system_prompt: string
+  config: AgentConfig
+  created_at: Date
+  updated_at: Date
+}
+
+export type RunStatus = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled'
+export const ACTIVE: readonly RunStatus[] = ['queued', 'running']
+
+export interface RunUsage {
+  inputTokens: number
+  outputTokens: number
+}
+
+export interface RunRow {
+  id: string
+  tenant_id: string
+  agent_id: string
+  project_id: string
+  goal: string
+  status: RunStatus
+  output: string | null
+  error: { code: string; message: string } | null
+  usage: RunUsage
+  steps: unknown[]
+  messages: unknown[]
+  pending_files: unknown[]
+  agent_snapshot: { name: string; systemPrompt: string; config: AgentConfig }
+  started_by: { kind: 'api_key' | 'user'; id: string; userId: string | null }
+  job_id: string | null
+  event_seq: number
+  project_version: number | null
+  cancel_requested: boolean
+  created_at: Date
+  started_at: Date | null
+  finished_at: Date | null
+  updated_at: Date
+}
+
+export interface RunEventRow {
+  seq: number
+  type: string
+  data: Record<string, unknown>
+  created_at: Date
+}
+
+const AGENT = 'id, name, system_prompt, config, created_at, updated_at'
+
+export function listAgents(sql: TxSql, tenantId: string, limit: number, before: string | null) {
+  return sql<AgentRow[]>`
+    select ${sql.unsafe(AGENT)} from agents
+     where tenant_id = ${tenantId} ${before ? sql`and id < ${before}` : sql``}
+     order by id desc limit ${limit}`
+}
+
+export function selectAgent(sql: TxSql, tenantId: string, id: string, opts: { lock?: boolean } = {}) {
+  return sql<AgentRow[]>`select ${sql.unsafe(AGENT)} from agents where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
+}
+
+export async function insertAgent(sql: TxSql, tenantId: string, a: { id: string; name: string; systemPrompt: string; config: AgentConfig }): Promise<AgentRow> {
+  const [row] = await sql<AgentRow[]>`
+    insert into agents (id, tenant_id, name, system_prompt, config)
+    values (${a.id}, ${tenantId}, ${a.name}, ${a.systemPrompt}, ${sql.json(a.config as never)})
+    returning ${sql.unsafe(AGENT)}`
+  return row!
+}
+
+export async function updateAgent(sql: TxSql, tenantId: string, id: string, a: { name: string; systemPrompt: string; config: AgentConfig }): Promise<AgentRow> {
+  const [row] = await sql<AgentRow[]>`
+    update agents set name = ${a.name}, system_prompt = ${a.systemPrompt}, config = ${sql.json(a.config as never)}, updated_at = now()
+     where tenant_id = ${tenantId} and id = ${id}
+    returning ${sql.unsafe(AGENT)}`
+  return row!
+}
+
+export function deleteAgent(sql: TxSql, tenantId: string, id: string) {
+  return sql<AgentRow[]>`delete from agents where tenant_id = ${tenantId} and id = ${id} returning ${sql.unsafe(AGENT)}`
+}
+
+/** Agents that have run on a project (a project backup's agents.json), oldest first. */
+export function projectAgents(sql: TxSql, tenantId: string, projectId: string) {
+  return sql<AgentRow[]>`
+    select ${sql.unsafe(AGENT)} from agents a
+     where a.tenant_id = ${tenantId}
+       and exists (select 1 from agent_runs r where r.tenant_id = ${tenantId} and r.agent_id = a.id and r.project_id = ${projectId})
+     order by a.id`
+}
+
+/** Serialises the starts of one tenant's runs, so that the limit on runs in progress holds under races. */
+export async function lockTenantRuns(sql: TxSql, tenantId: string): Promise<void> {
+  await sql`select pg_advisory_xact_lock(hashtextextended(${'atrium.agent-runs:' + tenantId}, 0))`
+}
+
+export async function countActiveRuns(sql: TxSql, tenantId: string): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from agent_runs where tenant_id = ${tenantId} and status in ('queued', 'running')`
+  return row!.n
+}
+
+export async function insertRun(
+  sql: TxSql,
+  r: { id: string; tenantId: string; agentId: string; projectId: string; goal: string; snapshot: RunRow['agent_snapshot']; startedBy: RunRow['started_by'] },
+): Promise<RunRow> {
+  const [row] = await sql<RunRow[]>`
+    insert into agent_runs (id, tenant_id, agent_id, project_id, goal, status, agent_snapshot, started_by)
+    values (${r.id}, ${r.tenantId}, ${r.agentId}, ${r.projectId}, ${r.goal}, 'queued', ${sql.json(r.snapshot as never)}, ${sql.json(r.startedBy as never)})
+    returning *`
+  return row!
+}
+
+export function selectRun(sql: TxSql, tenantId: string, runId: string, opts: { lock?: boolean } = {}) {
+  return sql<RunRow[]>`select * from agent_runs where tenant_id = ${tenantId} and id = ${runId} ${opts.lock ? sql`for update` : sql``}`
+}
+
+export function listRuns(sql: TxSql, tenantId: string, agentId: string, limit: number, before: string | null) {
+  return sql<RunRow[]>`
+    select * from agent_runs
+     where tenant_id = ${tenantId} and agent_id = ${agentId} ${before ? sql`and id < ${before}` : sql``}
+     order by id desc limit ${limit}`
+}
+
+/** Active runs of an agent (to cancel their jobs when the agent is deleted). */
+export function activeRunJobs(sql: TxSql, tenantId: string, agentId: string) {
+  return sql<{ id: string; job_id: string | null }[]>`
+    select id, job_id from agent_runs where tenant_id = ${tenantId} and agent_id = ${agentId} and status in ('queued', 'running')`
+}
+
+/** Writes the given columns of a run. */
+export async function patchRun(
+  sql: TxSql,
+  tenantId: string,
+  runId: string,
+  p: Partial<Pick<RunRow, 'status' | 'output' | 'error' | 'usage' | 'steps' | 'messages' | 'pending_files' | 'job_id' | 'project_version' | 'cancel_requested' | 'started_at' | 'finished_at'>>,
+): Promise<RunRow> {
+  const json = (v: unknown) => sql.json(v as never)
+  const set = {
+    ...p,
+    ...(p.error !== undefined ? { error: p.error === null ? null : json(p.error) } : {}),
+    ...(p.usage ? { usage: json(p.usage) } : {}),
+    ...(p.steps ? { steps: json(p.steps) } : {}),
+    ...(p.messages ? { messages: json(p.messages) } : {}),
+    ...(p.pending_files ? { pending_files: json(p.pending_files) } : {}),
+  }
+  const [row] = await sql<RunRow[]>`
+    update agent_runs set ${sql(set as Record<string, unknown>)}, updated_at = now()
+     where tenant_id = ${tenantId} and id = ${runId}
+    returning *`
+  return row!
+}
+
+/** Appends events to a run's stream (numbered from its event_seq); the last number written. */
+export async function appendRunEvents(sql: TxSql, tenantId: string, runId: string, events: { type: string; data: Record<string, unknown> }[]): Promise<number> {
+  const [row] = await sql<{ event_seq: number }[]>`
+    update agent_runs set event_seq = event_seq + ${events.length} where tenant_id = ${tenantId} and id = ${runId} returning event_seq`
+  const last = row!.event_seq
+  const first = last - events.length + 1
+  await sql`
+    insert into agent_run_events (tenant_id, run_id, seq, type, data)
+    select ${tenantId}, ${runId}, e.seq, e.type, e.data
+      from unnest(${sql.array(events.map((_, i) => first + i))}::int[], ${sql.array(events.map((e) => e.type))}::text[], ${sql.array(events.map((e) => JSON.stringify(e.data)))}::jsonb[])
+        as e (seq, type, data)`
+  return last
+}
+
+export function runEventsAfter(sql: TxSql, tenantId: string, runId: string, after: number, limit: number) {
+  return sql<RunEventRow[]>`
+    select seq, type, data, created_at from agent_run_events
+     where tenant_id = ${tenantId} and run_id = ${runId} and seq > ${after}
+     order by seq limit ${limit}`
+}
