@@ -32,6 +32,8 @@ const ListQuery = Type.Composite([PageQuery, Type.Object({ prefix: Type.Optional
   additionalProperties: false,
 })
 const Bytes = Type.Unsafe<Buffer>({ type: 'string', format: 'binary', description: "The file's bytes" })
+// No `type`: the body reaches validation as a Buffer, which any JSON type would refuse.
+const UploadBytes = Type.Unsafe<Buffer>({ format: 'binary', description: "The file's bytes, under any Content-Type (application/octet-stream when none)" })
 const Conditional = Type.Object({
   'if-match': Type.Optional(Type.String({ description: 'PUT, DELETE: "<etag>" (the change happens only while the file has it) or * (only while it exists); else 412' })),
   'if-none-match': Type.Optional(Type.String({ description: 'GET: "<etag>" answers 304 while the file has it; PUT: * creates only, 412 when the file exists' })),
@@ -97,7 +99,7 @@ export const filesRoutes: FastifyPluginAsyncTypebox<{ files: ProjectFilesService
       if (given !== undefined) {
         const meta = await files.stat(tenantId, req.params.projectId, req.params['*'])
         const tags = given.split(',').map((t) => t.trim().replace(/^W\//, ''))
-        if (tags.includes('*') || tags.includes(quoted(meta.etag))) return reply.code(304).header('etag', quoted(meta.etag)).send(null)
+        if (tags.includes('*') || tags.includes(quoted(meta.etag))) return reply.code(304).header('etag', quoted(meta.etag)).type(meta.contentType).send(null)
       }
       const { meta, body } = await files.read(tenantId, req.params.projectId, req.params['*'])
       return reply.header('etag', quoted(meta.etag)).header('x-content-type-options', 'nosniff').type(meta.contentType).send(body)
@@ -115,7 +117,7 @@ export const filesRoutes: FastifyPluginAsyncTypebox<{ files: ProjectFilesService
         description: `The body is stored as it is, with its Content-Type (application/octet-stream when none). The plan limits a file's size (PAYLOAD_TOO_LARGE) and all of a project's files (QUOTA_EXCEEDED).`,
         params: FileParams,
         headers: Conditional,
-        body: { content: { 'application/octet-stream': { schema: Bytes } } } as unknown as undefined,
+        body: { content: { 'application/octet-stream': { schema: UploadBytes } } } as unknown as undefined,
         response: {
           200: Envelope(Written),
           201: Envelope(Written),
