@@ -27,13 +27,14 @@ const NO_HTTP = [
 ]
 const HTTP_NO_MODULES = { regex: '^(\\.\\./)+(server/)?modules/', message: 'http does not import modules' }
 const PLATFORM_NO_MODULES = { regex: '^(\\.\\./)+(server/)?modules/', message: 'platform imports no module' }
-// From server/modules/<area>/ (or deeper), another module's store: ../<other>/store.js, or the long way round.
+// From server/modules/<area>/ (or deeper), another module's store (store.js, or a part's, such as
+// files-store.js): ../<other>/store.js, or the long way round.
 const OTHER_STORE = {
-  regex: '^(\\.\\./[^./][^/]*/|(\\.\\./)+(server/)?modules/[^/]+/)store(\\.[jt]s)?$',
+  regex: '^(\\.\\./[^./][^/]*/|(\\.\\./)+(server/)?modules/[^/]+/)([a-z0-9]+-)*store(\\.[jt]s)?$',
   message: "use the other module's service, never its store",
 }
 // The files of a module that speak HTTP; everything else in a module is service, store or helper.
-const MODULE_HTTP_FILES = ['server/modules/**/routes.ts', 'server/modules/**/page.ts', 'server/modules/**/plugin.ts', 'server/modules/**/index.ts']
+const MODULE_HTTP_FILES = ['server/modules/**/routes.ts', 'server/modules/**/*-routes.ts', 'server/modules/**/page.ts', 'server/modules/**/plugin.ts', 'server/modules/**/index.ts']
 
 const boundaries = (name, files, patterns, ignores = []) => ({
   name: `atrium/layering/${name}`,

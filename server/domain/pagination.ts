@@ -27,3 +27,6 @@ export function toPage<T>(rows: T[], limit: number, keyOf: (row: T) => string | 
   const items = rows.slice(0, limit)
   return { items, nextCursor: rows.length > limit ? encodeCursor(keyOf(items[items.length - 1]!)) : null }
 }
+
+/** A cursor whose key is text (a file path); `valid` says whether a key is one this API could have returned. */
+export const decodeTextCursor = (cursor: string | undefined, valid: (key: string) => boolean): string | null => (cursor === undefined ? null : decode(cursor, valid))

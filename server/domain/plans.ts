@@ -20,6 +20,10 @@ export interface PlanLimits {
    * object stays only while its download link is valid, and no plan loses it sooner.
    */
   backupRetentionDays: number
+  /** Bytes one project file may hold. */
+  fileBytes: number
+  /** Bytes all current files of one project may hold together (earlier versions' bytes are not counted). */
+  projectFileBytes: number
   /** Agent runs a tenant may have queued or running at once: each holds a share of the replicas' workers. */
   concurrentRuns: number
 }
@@ -32,12 +36,18 @@ export interface PlanTerms {
   auditRetention: string | null
 }
 
+const MiB = 1024 * 1024
+const GiB = 1024 * MiB
+
 export const PLAN_TERMS: Record<Plan, PlanTerms> = {
-  free: { title: 'Free', limits: { projectVersions: 5, webhookEndpoints: 2, backupRetentionDays: 0, concurrentRuns: 1 }, auditRetention: null },
-  pro: { title: 'Pro', limits: { projectVersions: 20, webhookEndpoints: 10, backupRetentionDays: 7, concurrentRuns: 5 }, auditRetention: '30 days' },
-  growth: { title: 'Growth', limits: { projectVersions: 50, webhookEndpoints: 25, backupRetentionDays: 30, concurrentRuns: 20 }, auditRetention: '90 days' },
-  enterprise: { title: 'Enterprise', limits: { projectVersions: null, webhookEndpoints: 100, backupRetentionDays: 90, concurrentRuns: 100 }, auditRetention: '1 year' },
+  free: { title: 'Free', limits: { projectVersions: 5, webhookEndpoints: 2, backupRetentionDays: 0, fileBytes: 1 * MiB, projectFileBytes: 10 * MiB, concurrentRuns: 1 }, auditRetention: null },
+  pro: { title: 'Pro', limits: { projectVersions: 20, webhookEndpoints: 10, backupRetentionDays: 7, fileBytes: 10 * MiB, projectFileBytes: 100 * MiB, concurrentRuns: 5 }, auditRetention: '30 days' },
+  growth: { title: 'Growth', limits: { projectVersions: 50, webhookEndpoints: 25, backupRetentionDays: 30, fileBytes: 25 * MiB, projectFileBytes: 500 * MiB, concurrentRuns: 20 }, auditRetention: '90 days' },
+  enterprise: { title: 'Enterprise', limits: { projectVersions: null, webhookEndpoints: 100, backupRetentionDays: 90, fileBytes: 100 * MiB, projectFileBytes: 5 * GiB, concurrentRuns: 100 }, auditRetention: '1 year' },
 }
 
 /** The smallest plan that keeps an audit log. */
 export const AUDIT_LOG_PLAN: Plan = PLANS.find((p) => PLAN_TERMS[p].auditRetention !== null)!
+
+/** The largest file any plan allows: the body limit of the file upload route. */
+export const MAX_FILE_BYTES = Math.max(...PLANS.map((p) => PLAN_TERMS[p].limits.fileBytes))

@@ -42,7 +42,8 @@ declare module 'fastify' {
   }
 }
 
-const STATUS_CODES: Record<number, ErrorCode> = Object.fromEntries((Object.entries(ERRORS) as [ErrorCode, { status: number }][]).map(([code, e]) => [e.status, code]))
+// The first code of a status is its generic one (413 is PAYLOAD_TOO_LARGE, not QUOTA_EXCEEDED).
+const STATUS_CODES: Record<number, ErrorCode> = Object.fromEntries((Object.entries(ERRORS) as [ErrorCode, { status: number }][]).reverse().map(([code, e]) => [e.status, code]))
 
 function toAppError(err: FastifyError): AppError {
   if (err instanceof AppError) return err

@@ -67,7 +67,8 @@ export function findUnstorableText(value: unknown, path = 'body'): { field: stri
     if (Array.isArray(v)) {
       // pushed in reverse so they come off in order: the first one in the text is the one named
       for (let i = v.length - 1; i >= 0; i--) todo.push({ value: v[i], path: `${at}.${i}` })
-    } else if (v && typeof v === 'object') {
+    } else if (v && typeof v === 'object' && !Buffer.isBuffer(v)) {
+      // (a raw body, such as a file upload, is bytes: no text in it is stored as text)
       const entries = Object.entries(v)
       for (let i = entries.length - 1; i >= 0; i--) {
         const [k, child] = entries[i]!

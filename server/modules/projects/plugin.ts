@@ -1,8 +1,10 @@
-// 'atrium-projects': projects, their versions and backups, under /api/v1, and the backups'
+// 'atrium-projects': projects, their versions, files and backups, under /api/v1, and the backups'
 // retention sweep on the job runner.
 import fp from 'fastify-plugin'
 import { VERSION } from '../../../common/version.js'
 import { API_PREFIX } from '../../http/auth.js'
+import { filesRoutes } from './files-routes.js'
+import { projectFilesService } from './files-service.js'
 import { projectsRoutes } from './routes.js'
 import { defineProjectJobs, projectsService } from './service.js'
 
@@ -14,6 +16,8 @@ export const projectsPlugin = fp(
     } = app
     defineProjectJobs(app.jobs, { db, storage, log: log.child({ module: 'projects' }), now })
     await app.register(projectsRoutes, { prefix: API_PREFIX, projects: projectsService({ db, storage, version: VERSION, now }) })
+    // A scope of its own: its body parser (raw bytes of any type) must not reach the other routes.
+    await app.register(filesRoutes, { prefix: API_PREFIX, files: projectFilesService({ db, storage, now }), db })
   },
   { name: 'atrium-projects', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth', 'atrium-license'] },
 )

@@ -23,7 +23,9 @@ const Version = Type.Object({
   name: Type.String(),
   description: Type.String(),
   language: Type.String(),
-  change: Type.Union([Type.Literal('created'), Type.Literal('updated'), Type.Literal('restored')]),
+  change: Type.Union([Type.Literal('created'), Type.Literal('updated'), Type.Literal('restored'), Type.Literal('files')], {
+    description: 'What made this version: created, updated (fields), restored, or files (a change of the project files)',
+  }),
   restored_from: Type.Union([Type.Integer(), Type.Null()], { description: 'Version number a restore went back to' }),
   created_at: Type.String({ format: 'date-time' }),
 })

@@ -1,6 +1,7 @@
 // Project rules: every change keeps a version, pruned to the plan's limit; a restore is itself a
 // change (the history only grows); a backup is a zip in the tenant's blob store behind a
 // time-limited link, kept as long as the plan says and then swept away.
+import { Readable } from 'node:stream'
 import postgres from 'postgres'
 import type { Logger } from 'pino'
 import type { Clock } from '../../clock.js'
@@ -17,11 +18,13 @@ import { json, jsonArrayStream, zipStream } from '../../../common/zip.js'
 import { auditBy } from '../audit/service.js'
 import { emitEvent, eventData } from '../events/service.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
+import * as files from './files-store.js'
 import * as store from './store.js'
 import type { ProjectFields, ProjectRow, VersionRow } from './store.js'
 
 export const BACKUP_FORMAT = 'atrium.project-backup'
-export const BACKUP_FORMAT_VERSION = 1
+// 2: files.json and files/<path> (the project's current files) joined the archive.
+export const BACKUP_FORMAT_VERSION = 2
 /** Same validity as export links in the specification. */
 export const BACKUP_LINK_SECONDS = 7 * 24 * 3600
 
@@ -32,6 +35,32 @@ export interface PageRequest {
 export type CreateInput = { name: string; description?: string; language?: string }
 export type PatchInput = Partial<ProjectFields>
 
+/** Records the project's current state, its files' manifest included, as a version, and drops versions beyond the plan's limit (their manifests with them). */
+export async function recordVersion(sql: TxSql, a: Actor, project: ProjectRow, change: VersionRow['change'], restoredFrom: number | null = null): Promise<void> {
+  await store.insertVersion(sql, { id: newId(), tenantId: a.tenantId, project, change, restoredFrom })
+  await files.snapshotManifest(sql, a.tenantId, project.id, project.version)
+  const keep = PLAN_TERMS[planOf(a.principal)].limits.projectVersions
+  if (keep !== null) await store.pruneVersions(sql, a.tenantId, project.id, project.version, keep)
+}
+
+/** project.updated: the project as it now is, the earlier values of the fields that changed, and what kind of change it was. */
+export const emitUpdated = (
+  sql: TxSql,
+  tenantId: string,
+  before: ProjectRow,
+  project: ProjectRow,
+  change: { change: 'updated' | 'restored' | 'files'; restoredFrom: number | null; files?: { path: string; change: 'created' | 'replaced' | 'deleted' }[] },
+) =>
+  emitEvent(sql, {
+    tenantId,
+    type: 'project.updated',
+    data: {
+      ...eventData(project),
+      previous: Object.fromEntries(store.PROJECT_FIELDS.filter((f) => before[f] !== project[f]).map((f) => [f, before[f]])),
+      ...change,
+    },
+  })
+
 export function projectsService(deps: { db: Db; storage: Storage; version: string; now?: Clock }) {
   const { db, storage } = deps
   const clock = deps.now ?? Date.now
@@ -41,26 +70,6 @@ export function projectsService(deps: { db: Db; storage: Storage; version: strin
     return rows[0]
   }
   const load = async (sql: TxSql, tenantId: string, id: string, lock = false) => found(id, await store.selectProject(sql, tenantId, id, { lock }))
-
-  /** Records the project's current state as a version and drops versions beyond the plan's limit. */
-  const recordVersion = async (sql: TxSql, a: Actor, project: ProjectRow, change: VersionRow['change'], restoredFrom: number | null = null) => {
-    await store.insertVersion(sql, { id: newId(), tenantId: a.tenantId, project, change, restoredFrom })
-    const keep = PLAN_TERMS[planOf(a.principal)].limits.projectVersions
-    if (keep !== null) await store.pruneVersions(sql, a.tenantId, project.id, project.version, keep)
-  }
-
-  /** project.updated: the project as it now is, and the earlier values of the fields that changed. */
-  const emitUpdated = (sql: TxSql, tenantId: string, before: ProjectRow, project: ProjectRow, restoredFrom: number | null) =>
-    emitEvent(sql, {
-      tenantId,
-      type: 'project.updated',
-      data: {
-        ...eventData(project),
-        previous: Object.fromEntries(store.PROJECT_FIELDS.filter((f) => before[f] !== project[f]).map((f) => [f, before[f]])),
-        change: restoredFrom === null ? 'updated' : 'restored',
-        restoredFrom,
-      },
-    })
 
   return {
     async list(tenantId: string, page: PageRequest) {
@@ -90,7 +99,7 @@ export function projectsService(deps: { db: Db; storage: Storage; version: strin
         if (store.PROJECT_FIELDS.every((f) => next[f] === current[f])) return current // nothing changed: no new version
         const project = await store.updateProject(sql, a.tenantId, id, next)
         await recordVersion(sql, a, project, 'updated')
-        await emitUpdated(sql, a.tenantId, current, project, null)
+        await emitUpdated(sql, a.tenantId, current, project, { change: 'updated', restoredFrom: null })
         return project
       }),
 
@@ -115,9 +124,15 @@ export function projectsService(deps: { db: Db; storage: Storage; version: strin
         const current = await load(sql, a.tenantId, projectId, true)
         const v = await store.getVersion(sql, a.tenantId, projectId, versionId)
         if (!v) throw notFound('version', versionId)
+        // The version's files come back too; a plan lowered since may no longer hold them.
+        const limit = PLAN_TERMS[planOf(a.principal)].limits.projectFileBytes
+        const [restoring, used] = [await files.manifestBytes(sql, a.tenantId, projectId, v.version), await files.usedBytes(sql, a.tenantId, projectId)]
+        if (restoring > limit && restoring > used)
+          throw new AppError('QUOTA_EXCEEDED', `The version's files exceed the ${limit} bytes this plan allows a project`, { limit, used, requested: restoring })
         const project = await store.updateProject(sql, a.tenantId, projectId, pick(v))
+        await files.restoreManifest(sql, a.tenantId, projectId, v.version, project.version, new Date(clock()))
         await recordVersion(sql, a, project, 'restored', v.version)
-        await emitUpdated(sql, a.tenantId, current, project, v.version)
+        await emitUpdated(sql, a.tenantId, current, project, { change: 'restored', restoredFrom: v.version })
         return project
       }),
 
@@ -130,6 +145,10 @@ export function projectsService(deps: { db: Db; storage: Storage; version: strin
       const blobs = await storage.forTenant(a.tenantId)
       return db.tenant(a.tenantId, async (sql) => {
         const project = await load(sql, a.tenantId, projectId)
+        // The list is read whole (descriptions only); each file's bytes stream from the store when
+        // the zip reaches its entry, one file at a time.
+        const current: files.FileRow[] = []
+        for await (const batch of files.fileBatches(sql, a.tenantId, projectId)) current.push(...batch)
         const backupId = newId()
         const createdAt = new Date(clock())
         const zip = zipStream(
@@ -144,10 +163,12 @@ export function projectsService(deps: { db: Db; storage: Storage; version: strin
                 createdAt: createdAt.toISOString(),
                 tenantId: a.tenantId,
                 projectId,
-                includes: { history: opts.includeHistory, agents: opts.includeAgents },
+                includes: { history: opts.includeHistory, agents: opts.includeAgents, files: true },
               }),
             },
             { name: 'project.json', data: json(project) },
+            { name: 'files.json', data: json(current.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256, contentType: f.content_type }))) },
+            ...current.map((f) => ({ name: `files/${f.path}`, data: lazyBlob(blobs, f.blob_key) })),
             ...(opts.includeHistory ? [{ name: 'versions.json', data: jsonArrayStream(store.versionBatches(sql, a.tenantId, projectId)) }] : []),
             // Agents arrive with the agents module, which adds them here; until then a project has none.
             ...(opts.includeAgents ? [{ name: 'agents.json', data: json([]) }] : []),
@@ -280,6 +301,14 @@ export async function sweepExpiredBackups(deps: { db: Db; storage: Storage; log:
   if (result.removed || result.failed || result.tenantsDeferred) deps.log.info({ ...result }, 'expired project backups swept')
   return result
 }
+
+/** An object's bytes, opened only when first read (a zip reads its entries in turn). */
+const lazyBlob = (blobs: Blobs, key: string): Readable =>
+  Readable.from(
+    (async function* () {
+      yield* await blobs.get(key)
+    })(),
+  )
 
 const pick = (p: ProjectFields): ProjectFields => ({ name: p.name, description: p.description, language: p.language })
 

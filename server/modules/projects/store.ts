@@ -17,7 +17,7 @@ export interface VersionRow {
   name: string
   description: string
   language: string
-  change: 'created' | 'updated' | 'restored'
+  change: 'created' | 'updated' | 'restored' | 'files'
   restored_from: number | null
   created_at: Date
 }

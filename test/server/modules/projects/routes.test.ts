@@ -206,8 +206,8 @@ t.test('a backup is a zip whose checksum is the sha256 of exactly the downloaded
   t.equal(`sha256:${createHash('sha256').update(bytes).digest('hex')}`, b.checksum)
 
   const files = await unzip(bytes)
-  t.same(Object.keys(files).sort(), ['agents.json', 'manifest.json', 'project.json', 'versions.json'])
-  t.match(JSON.parse(files['manifest.json']!), { format: 'atrium.project-backup', formatVersion: 1, tenantId, projectId: p.id, includes: { history: true, agents: true } })
+  t.same(Object.keys(files).sort(), ['agents.json', 'files.json', 'manifest.json', 'project.json', 'versions.json'])
+  t.match(JSON.parse(files['manifest.json']!), { format: 'atrium.project-backup', formatVersion: 2, tenantId, projectId: p.id, includes: { history: true, agents: true, files: true } })
   t.match(JSON.parse(files['project.json']!), { id: p.id, name: 'Backed up', description: 'second', version: 2 })
   t.equal(JSON.parse(files['versions.json']!).length, 2)
 
@@ -215,7 +215,7 @@ t.test('a backup is a zip whose checksum is the sha256 of exactly the downloaded
   t.equal(plain.status, 201, 'no body: both flags default to false')
   const emptyJson = await call('POST', `/api/v1/projects/${p.id}/backup`, '', { 'content-type': 'application/json' })
   t.equal(emptyJson.status, 201, 'an empty body labelled JSON is no body')
-  t.same(Object.keys(await unzip(await download(plain.body.data.downloadUrl))).sort(), ['manifest.json', 'project.json'])
+  t.same(Object.keys(await unzip(await download(plain.body.data.downloadUrl))).sort(), ['files.json', 'manifest.json', 'project.json'])
 
   t.equal((await call('POST', `/api/v1/projects/${p.id}/backup`, { includeHistory: 'yes' })).body.error.code, 'VALIDATION_ERROR')
   t.equal((await call('POST', '/api/v1/projects/01900000-0000-7000-8000-000000000000/backup', {})).status, 404)

@@ -1,0 +1,260 @@
+// Project files: the workspace agents act on. The bytes go to the tenant's blob store first,
+// content addressed per tenant and project (so versions share unchanged bytes, and an object left
+// by a transaction that then failed is harmless); the database then records, in one transaction,
+// the current files and a new project version whose manifest lists them all. stage() + apply() is
+// the one way files change: the HTTP routes use it, and so do agents, several changes at a time.
+import { createHash } from 'node:crypto'
+import type { Readable } from 'node:stream'
+import type { Clock } from '../../clock.js'
+import type { Actor } from '../../domain/actor.js'
+import { AppError, invalid, notFound } from '../../domain/errors.js'
+import { decodeTextCursor, encodeCursor } from '../../domain/pagination.js'
+import { PLAN_TERMS } from '../../domain/plans.js'
+import { planOf } from '../../domain/principal.js'
+import type { Blobs } from '../../platform/blobs.js'
+import type { Db, TxSql } from '../../platform/db.js'
+import type { Storage } from '../../platform/storage.js'
+import * as files from './files-store.js'
+import type { FileRow } from './files-store.js'
+import { emitUpdated, recordVersion } from './service.js'
+import * as store from './store.js'
+
+export interface FileMeta {
+  path: string
+  size: number
+  /** The SHA-256 of the bytes, in hex (the HTTP ETag, quoted). */
+  etag: string
+  contentType: string
+  updatedAt: Date
+  /** The project version that last wrote this path. */
+  version: number
+}
+export interface StagedFile {
+  path: string
+  blobKey: string
+  sha256: string
+  size: number
+  contentType: string
+}
+export type FileChange = { path: string; staged: StagedFile } | { path: string; delete: true }
+
+export const MAX_PATH_BYTES = 1024
+export const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
+
+/** Why a path is refused: `rule` names the rule in the error's details. */
+function refuse(rule: string, message: string): AppError {
+  return new AppError('VALIDATION_ERROR', `path: ${message}`, { rule, errors: [{ field: 'path', message, rule }] })
+}
+
+// C0 controls, DEL and C1 controls: invisible in listings and terminals, and NUL cannot be stored.
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/
+// With the u flag a surrogate pair is one code point, so only an unpaired half matches.
+const LONE_SURROGATE = /\p{Cs}/u
+
+/**
+ * A file path as stored: NFC-normalised (so the same name typed on two systems is one file),
+ * relative, '/'-separated, every segment a real name. Throws VALIDATION_ERROR naming the rule.
+ */
+export function normalizePath(path: string): string {
+  if (typeof path !== 'string' || path === '') throw refuse('empty', 'must not be empty')
+  if (LONE_SURROGATE.test(path)) throw refuse('invalid-unicode', 'must be valid Unicode (no unpaired surrogates)')
+  const p = path.normalize('NFC')
+  if (CONTROL.test(p)) throw refuse('control-character', 'must not contain NUL or other control characters')
+  if (p.includes('\\')) throw refuse('backslash', "must use '/' as its only separator (no backslashes)")
+  if (p.startsWith('/')) throw refuse('absolute', "must be relative (no leading '/')")
+  const segments = p.split('/')
+  if (segments.some((s) => s === '.' || s === '..')) throw refuse('dot-segment', "must not contain '.' or '..' segments")
+  if (segments.some((s) => s === '')) throw refuse('empty-segment', "must not contain empty segments ('//' or a trailing '/')")
+  if (Buffer.byteLength(p, 'utf8') > MAX_PATH_BYTES) throw refuse('too-long', `must be at most ${MAX_PATH_BYTES} bytes in UTF-8`)
+  return p
+}
+
+const isNormalPath = (p: string) => {
+  try {
+    return normalizePath(p) === p
+  } catch {
+    return false
+  }
+}
+
+// A media type as a header carries it: printable ASCII, bounded.
+const CONTENT_TYPE = /^[\x21-\x7e][\x20-\x7e]{0,254}$/
+
+function checkContentType(contentType: string | undefined): string {
+  const ct = contentType?.trim() || DEFAULT_CONTENT_TYPE
+  if (!CONTENT_TYPE.test(ct)) throw invalid('contentType', 'must be printable ASCII of at most 255 characters')
+  return ct
+}
+
+/** Where a project's bytes of a given SHA-256 live in the tenant's store. */
+export const fileBlobKey = (tenantId: string, projectId: string, sha256: string) => `tenants/${tenantId}/projects/${projectId}/files/${sha256}`
+
+export const fileMeta = (r: FileRow): FileMeta => ({ path: r.path, size: r.size, etag: r.sha256, contentType: r.content_type, updatedAt: r.updated_at, version: r.version })
+
+const storeUnavailable = (err: unknown) =>
+  err instanceof AppError ? err : new AppError('SERVICE_UNAVAILABLE', 'Object storage is unavailable; try again later', { reason: (err as Error).name }, { 'retry-after': '5' })
+
+async function collect(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  for await (const c of stream) chunks.push(c as Buffer)
+  return Buffer.concat(chunks)
+}
+
+export function projectFilesService(deps: { db: Db; storage: Storage; now?: Clock }) {
+  const { db } = deps
+  const clock = deps.now ?? Date.now
+
+  const blobsOf = async (tenantId: string): Promise<Blobs> => {
+    try {
+      return await deps.storage.forTenant(tenantId)
+    } catch (err) {
+      throw storeUnavailable(err)
+    }
+  }
+  const readBlob = async (tenantId: string, key: string): Promise<Buffer> => {
+    const blobs = await blobsOf(tenantId)
+    try {
+      return await collect(await blobs.get(key))
+    } catch (err) {
+      throw storeUnavailable(err)
+    }
+  }
+  const projectExists = async (sql: TxSql, tenantId: string, projectId: string, lock = false) => {
+    const [p] = await store.selectProject(sql, tenantId, projectId, { lock })
+    if (!p) throw notFound('project', projectId)
+    return p
+  }
+  const findFile = async (sql: TxSql, tenantId: string, projectId: string, path: string): Promise<FileRow> => {
+    await projectExists(sql, tenantId, projectId)
+    const [row] = await files.selectFiles(sql, tenantId, projectId, [path])
+    if (!row) throw notFound('file', path)
+    return row
+  }
+
+  return {
+    normalizePath,
+
+    /** A page of the project's files in path order (byte order), optionally under a prefix. */
+    async list(tenantId: string, projectId: string, page: { limit: number; cursor?: string; prefix?: string }): Promise<{ data: FileMeta[]; nextCursor: string | null }> {
+      const after = decodeTextCursor(page.cursor, isNormalPath)
+      const prefix = page.prefix ? page.prefix.normalize('NFC') : null
+      const rows = await db.tenant(tenantId, async (sql) => {
+        await projectExists(sql, tenantId, projectId)
+        return files.listFiles(sql, tenantId, projectId, { limit: page.limit + 1, after, prefix })
+      })
+      const data = rows.slice(0, page.limit).map(fileMeta)
+      return { data, nextCursor: rows.length > page.limit ? encodeCursor(data[data.length - 1]!.path) : null }
+    },
+
+    /** A file's description without its bytes (for conditional requests). */
+    async stat(tenantId: string, projectId: string, path: string): Promise<FileMeta> {
+      const p = normalizePath(path)
+      return fileMeta(await db.tenant(tenantId, (sql) => findFile(sql, tenantId, projectId, p)))
+    },
+
+    async read(tenantId: string, projectId: string, path: string): Promise<{ meta: FileMeta; body: Buffer }> {
+      const p = normalizePath(path)
+      const row = await db.tenant(tenantId, (sql) => findFile(sql, tenantId, projectId, p))
+      return { meta: fileMeta(row), body: await readBlob(tenantId, row.blob_key) }
+    },
+
+    readStaged: (tenantId: string, staged: StagedFile): Promise<Buffer> => readBlob(tenantId, staged.blobKey),
+
+    /**
+     * Checks the path, the content type and the plan's per-file limit, and uploads the bytes. No
+     * version yet: apply() makes the change, in its caller's transaction.
+     */
+    async stage(a: Actor, projectId: string, path: string, body: Buffer, contentType?: string): Promise<StagedFile> {
+      const p = normalizePath(path)
+      const ct = checkContentType(contentType)
+      const limit = PLAN_TERMS[planOf(a.principal)].limits.fileBytes
+      if (body.length > limit) throw new AppError('PAYLOAD_TOO_LARGE', `A file may hold at most ${limit} bytes on this plan`, { limit, size: body.length })
+      // Another tenant's (or no) project: refused before anything is uploaded.
+      await db.tenant(a.tenantId, (sql) => projectExists(sql, a.tenantId, projectId))
+      const sha256 = createHash('sha256').update(body).digest('hex')
+      const blobKey = fileBlobKey(a.tenantId, projectId, sha256)
+      const blobs = await blobsOf(a.tenantId)
+      try {
+        // The object's own type does not matter: the same bytes may be stored under several types.
+        await blobs.put(blobKey, body, DEFAULT_CONTENT_TYPE)
+      } catch (err) {
+        throw storeUnavailable(err)
+      }
+      return { path: p, blobKey, sha256, size: body.length, contentType: ct }
+    },
+
+    /**
+     * Makes every change as one new project version, in the caller's transaction: the version's
+     * manifest lists all files as they then are, and project.updated is emitted. `ifMatch` maps a
+     * path to the etag it must have ('*': it must exist; null: it must not). Refuses, changing
+     * nothing, a change over the project's quota (QUOTA_EXCEEDED), a failed precondition
+     * (PRECONDITION_FAILED) and a delete of a missing file (RESOURCE_NOT_FOUND). `files` are the
+     * files written, in the order given; `created` the paths among them that did not exist before.
+     */
+    async apply(
+      sql: TxSql,
+      a: Actor,
+      projectId: string,
+      changes: FileChange[],
+      opts: { ifMatch?: Record<string, string | null> } = {},
+    ): Promise<{ version: number; files: FileMeta[]; created: string[] }> {
+      if (changes.length === 0) throw invalid('changes', 'must hold at least one change')
+      const terms = PLAN_TERMS[planOf(a.principal)].limits
+      const normal = changes.map((c) => ({ ...c, path: normalizePath(c.path) }))
+      const paths = normal.map((c) => c.path)
+      const twice = paths.find((p, i) => paths.indexOf(p) !== i)
+      if (twice !== undefined) throw invalid('changes', `names ${twice} more than once`)
+      for (const c of normal) {
+        if (!('staged' in c)) continue
+        const s = c.staged
+        // A staged file names bytes of this tenant and project only: its key is derived, never trusted.
+        if (!/^[0-9a-f]{64}$/.test(s.sha256) || s.blobKey !== fileBlobKey(a.tenantId, projectId, s.sha256) || !Number.isSafeInteger(s.size) || s.size < 0) {
+          throw invalid('changes', `${c.path}: is not a file staged for this project`)
+        }
+        checkContentType(s.contentType)
+        if (s.size > terms.fileBytes) throw new AppError('PAYLOAD_TOO_LARGE', `A file may hold at most ${terms.fileBytes} bytes on this plan`, { limit: terms.fileBytes, size: s.size })
+      }
+      const conditions = Object.entries(opts.ifMatch ?? {}).map(([p, etag]) => [normalizePath(p), etag] as const)
+
+      const before = await projectExists(sql, a.tenantId, projectId, true) // serialises changes to this project's files
+      const existing = new Map((await files.selectFiles(sql, a.tenantId, projectId, [...new Set([...paths, ...conditions.map(([p]) => p)])])).map((r) => [r.path, r]))
+      for (const [p, etag] of conditions) {
+        const current = existing.get(p)?.sha256 ?? null
+        const holds = etag === null ? current === null : etag === '*' ? current !== null : current === etag
+        if (!holds) throw new AppError('PRECONDITION_FAILED', `${p} is not as the request expected`, { path: p, etag: current })
+      }
+      for (const c of normal) if ('delete' in c && !existing.has(c.path)) throw notFound('file', c.path)
+
+      const used = await files.usedBytes(sql, a.tenantId, projectId)
+      let next = used
+      for (const c of normal) next += ('staged' in c ? c.staged.size : 0) - (existing.get(c.path)?.size ?? 0)
+      // A change that frees space is always allowed, even on a project left over a lowered quota.
+      if (next > terms.projectFileBytes && next > used) {
+        throw new AppError('QUOTA_EXCEEDED', `The project's files may hold at most ${terms.projectFileBytes} bytes on this plan`, { limit: terms.projectFileBytes, used, requested: next })
+      }
+
+      const project = await store.updateProject(sql, a.tenantId, projectId, { name: before.name, description: before.description, language: before.language })
+      const at = new Date(clock())
+      const written: FileMeta[] = []
+      const deleted = normal.filter((c) => 'delete' in c).map((c) => c.path)
+      if (deleted.length) await files.deleteFiles(sql, a.tenantId, projectId, deleted)
+      for (const c of normal) {
+        if (!('staged' in c)) continue
+        const s = c.staged
+        written.push(
+          fileMeta(await files.upsertFile(sql, a.tenantId, projectId, project.version, { path: c.path, blobKey: s.blobKey, size: s.size, sha256: s.sha256, contentType: s.contentType }, at)),
+        )
+      }
+      await recordVersion(sql, a, project, 'files')
+      await emitUpdated(sql, a.tenantId, before, project, {
+        change: 'files',
+        restoredFrom: null,
+        files: normal.map((c) => ({ path: c.path, change: 'delete' in c ? 'deleted' : existing.has(c.path) ? 'replaced' : 'created' })),
+      })
+      return { version: project.version, files: written, created: written.filter((f) => !existing.has(f.path)).map((f) => f.path) }
+    },
+  }
+}
+
+export type ProjectFilesService = ReturnType<typeof projectFilesService>
