@@ -6,7 +6,7 @@
 // them one way: as a decoration of the root instance, declared (module augmentation) in the file of
 // the plugin that makes it: the platform, clock, registry and outbound policy ('atrium-platform'),
 // credentials ('atrium-credentials'), counters and the sign-in guard ('atrium-limits'), the job
-// runner ('atrium-jobs'), addAuthenticator ('atrium-auth'), the sign-in service and token issuer
+// runner ('atrium-jobs'), model calls ('atrium-llm'), addAuthenticator ('atrium-auth'), the sign-in service and token issuer
 // ('atrium-sign-in'). Every plugin is given the AppOptions as its options and reads only its own fields.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from 'fastify'
 import cookie from '@fastify/cookie'
@@ -16,6 +16,7 @@ import { credentialsPlugin } from './http/credentials.js'
 import { clientErrorHandler, envelopePlugin, frameworkErrors, genReqId } from './http/envelope.js'
 import { jobsPlugin, type JobsOptions } from './http/jobs.js'
 import { licensePlugin } from './http/license.js'
+import { llmPlugin } from './http/llm.js'
 import { limitsPlugin, type LimitsOptions } from './http/limits.js'
 import { metricsPlugin } from './http/metrics.js'
 import { openapiPlugin } from './http/openapi.js'
@@ -57,6 +58,7 @@ const HTTP: FastifyPluginAsync<AppOptions>[] = [
   credentialsPlugin,
   limitsPlugin,
   jobsPlugin,
+  llmPlugin,
   authPlugin,
   licensePlugin,
   pagesPlugin,

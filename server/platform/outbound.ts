@@ -224,6 +224,13 @@ export interface OutboundFetchOptions {
   maxResponseBytes?: number
   /** Keep the first maxResponseBytes of a larger response instead of failing (webhooks keep an excerpt). */
   truncateResponse?: boolean
+  /**
+   * Resolve as soon as the headers arrive, with the body as a web ReadableStream (model calls read
+   * server-sent events as they come). The body is still bounded: it errors beyond maxResponseBytes
+   * (or ends there, with truncateResponse), when the whole-exchange timeout passes and when the
+   * caller's signal aborts; cancelling it destroys the connection. Off: the body is buffered first.
+   */
+  stream?: boolean
   resolver?: Resolver
 }
 
@@ -264,9 +271,73 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
     const method = (init.method ?? 'GET').toUpperCase()
 
     return new Promise<Response>((resolve, reject) => {
+      // Set once a streamed response has been handed over: failures from then on end its body.
+      let bodyFailed: ((err: unknown) => void) | null = null
       const fail = (err: unknown) => {
         clearTimeout(timer)
-        reject(err instanceof TypeError ? err : new TypeError('fetch failed', { cause: err }))
+        const e = err instanceof TypeError ? err : new TypeError('fetch failed', { cause: err })
+        if (bodyFailed) bodyFailed(e)
+        else reject(e)
+      }
+
+      /** Hands the response over at once, its body read from `stream` as the caller pulls. */
+      function streamBody(res: http.IncomingMessage, stream: NodeJS.ReadableStream & { destroyed?: boolean }, status: number, headers: Headers) {
+        let size = 0
+        let open = true
+        let ctrl!: ReadableStreamDefaultController<Uint8Array>
+        const end = (err?: unknown) => {
+          if (!open) return
+          open = false
+          clearTimeout(timer)
+          try {
+            if (err === undefined) ctrl.close()
+            else ctrl.error(err)
+          } catch {
+            /* the reader has gone */
+          }
+        }
+        const body = new ReadableStream<Uint8Array>(
+          {
+            start: (c) => void (ctrl = c),
+            pull: () => void stream.resume(),
+            cancel: () => {
+              end()
+              req.destroy() // the rest of the body is unwanted: the connection is not reused
+            },
+          },
+          { highWaterMark: 0 },
+        )
+        bodyFailed = end
+        stream.on('data', (c: Buffer) => {
+          if (!open) return
+          size += c.length
+          if (size > maxBytes) {
+            if (o.truncateResponse) {
+              ctrl.enqueue(new Uint8Array(c.subarray(0, c.length - (size - maxBytes))))
+              end()
+            } else {
+              end(new TypeError('fetch failed', { cause: new Error(`response larger than ${maxBytes} bytes`) }))
+            }
+            return void req.destroy()
+          }
+          ctrl.enqueue(new Uint8Array(c))
+          // Backpressure: nothing more is read from the socket until the caller pulls.
+          if ((ctrl.desiredSize ?? 1) <= 0) stream.pause()
+        })
+        stream.on('end', () => end())
+        stream.on('error', (err) => fail(err))
+        res.on('error', (err) => fail(err))
+        // A connection that closes before the body ended (the server died) ends it with an error.
+        res.on('close', () => {
+          if (open && !res.complete) fail(Object.assign(new Error('the connection closed before the response ended'), { code: 'ECONNRESET' }))
+        })
+        try {
+          resolve(new Response(body, { status, statusText: res.statusMessage ?? '', headers }))
+        } catch (err) {
+          bodyFailed = null
+          fail(err) // a status fetch cannot represent
+          req.destroy()
+        }
       }
       const req = (url.protocol === 'https:' ? https : http).request(
         url,
@@ -282,6 +353,23 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
             .toLowerCase()
           const decoder = encoding === 'gzip' || encoding === 'x-gzip' ? zlib.createGunzip() : encoding === 'deflate' ? zlib.createInflate() : encoding === 'br' ? zlib.createBrotliDecompress() : null
           const stream = decoder ? res.pipe(decoder) : res
+          const status = res.statusCode ?? 502
+          const empty = NO_BODY.has(status) || method === 'HEAD'
+          const headersOut = () => {
+            const out = new Headers()
+            for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
+              const name = res.rawHeaders[i]!.toLowerCase()
+              // The body is handed over decoded: its original length and encoding no longer apply.
+              if (decoder && (name === 'content-encoding' || name === 'content-length')) continue
+              try {
+                out.append(name, res.rawHeaders[i + 1]!)
+              } catch {
+                /* a header fetch itself would not expose */
+              }
+            }
+            return out
+          }
+          if (o.stream && !empty) return streamBody(res, stream, status, headersOut())
           const chunks: Buffer[] = []
           let size = 0
           let done = false
@@ -308,21 +396,9 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
             if (done) return
             done = true
             clearTimeout(timer)
-            const out = new Headers()
-            for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
-              const name = res.rawHeaders[i]!.toLowerCase()
-              // The body is handed over decoded: its original length and encoding no longer apply.
-              if (decoder && (name === 'content-encoding' || name === 'content-length')) continue
-              try {
-                out.append(name, res.rawHeaders[i + 1]!)
-              } catch {
-                /* a header fetch itself would not expose */
-              }
-            }
-            const status = res.statusCode ?? 502
-            const payload = NO_BODY.has(status) || method === 'HEAD' ? null : Buffer.concat(chunks)
+            const payload = empty ? null : Buffer.concat(chunks)
             try {
-              resolve(new Response(payload, { status, statusText: res.statusMessage ?? '', headers: out }))
+              resolve(new Response(payload, { status, statusText: res.statusMessage ?? '', headers: headersOut() }))
             } catch (err) {
               fail(err) // a status fetch cannot represent
             }
@@ -340,7 +416,9 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
       if (signal) {
         const abort = () => {
           clearTimeout(timer)
-          reject(signal.reason) // as fetch does: the AbortError or TimeoutError itself
+          // As fetch does: the AbortError or TimeoutError itself, from the call or from its body.
+          if (bodyFailed) bodyFailed(signal.reason)
+          else reject(signal.reason)
           req.destroy()
         }
         if (signal.aborted) return abort()

@@ -4,10 +4,11 @@ import { Type, type TSchema } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { actorOf } from '../../http/actor.js'
-import { ok } from '../../http/envelope.js'
+import { meta, ok } from '../../http/envelope.js'
 import { forbidden } from '../../domain/errors.js'
-import { apiErrors, Envelope, PlanName } from '../../http/schemas.js'
+import { apiErrors, Envelope, oneOf, PlanName } from '../../http/schemas.js'
 import { PLAN_TERMS, PLANS, type PlanLimits } from '../../domain/plans.js'
+import { LLM_PROVIDERS } from '../../platform/llm.js'
 import type { TenantsService } from './service.js'
 import type { LlmSettingsService } from './settings.js'
 import type { TenantRow } from './store.js'
@@ -49,7 +50,7 @@ const presentTenant = (t: TenantRow & { limits: PlanLimits }) => ({
   limits: t.limits as unknown as Record<string, unknown>,
 })
 
-const Provider = Type.Union([Type.Literal('openai'), Type.Literal('azure-openai'), Type.Literal('vllm'), Type.Literal('ollama'), Type.Literal('openai-compatible')])
+const Provider = oneOf(LLM_PROVIDERS)
 const Temperature = Type.Number({ minimum: 0, maximum: 2 })
 const MaxTokens = Type.Integer({ minimum: 1, maximum: 1_000_000 })
 const LlmSettings = Type.Object({
@@ -79,7 +80,7 @@ const LlmPatch = Type.Object(
           minLength: 1,
           maxLength: 2048,
           description:
-            'http or https URL of the OpenAI-compatible API, without credentials, on a host the outbound policy lets the server reach (loopback and private addresses only inside OUTBOUND_ALLOWED_NETWORKS, metadata and link-local never)',
+            'http or https URL of the provider API (docs/llm.md gives it for each provider), without credentials, on a host the outbound policy lets the server reach (loopback and private addresses only inside OUTBOUND_ALLOWED_NETWORKS, metadata and link-local never)',
         }),
         Type.Null(),
       ]),
@@ -98,6 +99,27 @@ const LlmPatch = Type.Object(
   },
   { additionalProperties: false, minProperties: 1 },
 )
+
+const DAY_PATTERN = '^\\d{4}-\\d{2}-\\d{2}$'
+const UsageQuery = Type.Object(
+  {
+    from: Type.Optional(Type.String({ pattern: DAY_PATTERN, description: 'First day (UTC), included; default: 29 days before to' })),
+    to: Type.Optional(Type.String({ pattern: DAY_PATTERN, description: 'Last day (UTC), included; default: today. At most 366 days from from' })),
+  },
+  { additionalProperties: false },
+)
+const Count = Type.Integer({ minimum: 0 })
+const UsageRow = Type.Object({ day: Type.String({ format: 'date' }), provider: Type.String(), model: Type.String(), requests: Count, inputTokens: Count, outputTokens: Count })
+const UsageEnvelope = Type.Object({
+  data: Type.Array(UsageRow, { description: 'One row per day, provider and model with at least one successful model call; oldest day first' }),
+  meta: Type.Object({
+    request_id: Type.String(),
+    timestamp: Type.String({ format: 'date-time' }),
+    from: Type.String({ format: 'date' }),
+    to: Type.String({ format: 'date' }),
+    totals: Type.Object({ requests: Count, inputTokens: Count, outputTokens: Count }),
+  }),
+})
 
 /** Platform operator keys belong to no tenant; routes that need no permission refuse them here. */
 function ownTenant(req: FastifyRequest) {
@@ -126,6 +148,24 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; 
       },
     },
     async (req) => ok(req, presentTenant(await tenants.rename(actorOf(req), req.body.name))),
+  )
+
+  app.get(
+    '/tenant/usage',
+    {
+      config: { permission: 'settings:read' },
+      schema: {
+        tags,
+        summary: "The tenant's model usage per day, provider and model",
+        description: 'Successful model calls and their tokens, counted per UTC day. Default period: the last 30 days; at most 366 days.',
+        querystring: UsageQuery,
+        response: { 200: UsageEnvelope, ...apiErrors('FORBIDDEN', 'VALIDATION_ERROR') },
+      },
+    },
+    async (req) => {
+      const u = await tenants.usage(actorOf(req).tenantId, req.query)
+      return { data: u.data, meta: { ...meta(req), from: u.from, to: u.to, totals: u.totals } }
+    },
   )
 
   app.get(

@@ -15,7 +15,8 @@ import { EMAIL_RE } from '../../../common/email.js'
 import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
 import { insertUser } from '../users/service.js'
-import { countTenantsForCreation, insertTenant, renameTenant, selectTenant, type TenantRow } from './store.js'
+import { countTenantsForCreation, insertTenant, renameTenant, selectLlmUsage, selectTenant, type TenantRow } from './store.js'
+import type { Clock } from '../../clock.js'
 
 export interface CreateTenantInput {
   name: string
@@ -69,9 +70,49 @@ export async function createTenant({ db, secrets }: { db: Db; secrets: Pick<Secr
 /** The tenant as its own members see it, with the gates of its plan. */
 export const tenantView = (t: TenantRow) => ({ ...t, limits: PLAN_TERMS[t.plan].limits })
 
-export function tenantsService(deps: { db: Db }) {
+/** The longest period GET /tenant/usage answers for, in days (a leap year). */
+export const USAGE_MAX_DAYS = 366
+const USAGE_DEFAULT_DAYS = 30
+const DAY_MS = 86_400_000
+
+/** A calendar date (YYYY-MM-DD) as UTC midnight in ms; VALIDATION_ERROR on `field` unless it is one (2024-02-30 is not). */
+function calendarDay(field: string, text: string): number {
+  const ms = /^\d{4}-\d{2}-\d{2}$/.test(text) ? Date.parse(`${text}T00:00:00Z`) : NaN
+  if (Number.isNaN(ms) || new Date(ms).toISOString().slice(0, 10) !== text) throw invalid(field, 'must be a date as YYYY-MM-DD')
+  return ms
+}
+const isoDay = (ms: number) => new Date(ms).toISOString().slice(0, 10)
+
+export interface UsagePeriod {
+  from?: string
+  to?: string
+}
+
+export function tenantsService(deps: { db: Db; now?: Clock }) {
   const { db } = deps
+  const now = deps.now ?? Date.now
   return {
+    /**
+     * Model usage per day (UTC), provider and model, oldest day first, with the period's totals.
+     * Default period: the last 30 days, today included; at most 366 days.
+     */
+    async usage(tenantId: string, q: UsagePeriod) {
+      const toMs = q.to === undefined ? Date.parse(`${isoDay(now())}T00:00:00Z`) : calendarDay('to', q.to)
+      const fromMs = q.from === undefined ? toMs - (USAGE_DEFAULT_DAYS - 1) * DAY_MS : calendarDay('from', q.from)
+      if (fromMs > toMs) throw invalid('from', 'must not be after to')
+      if ((toMs - fromMs) / DAY_MS + 1 > USAGE_MAX_DAYS) throw invalid('from', `the period may cover at most ${USAGE_MAX_DAYS} days`)
+      const from = isoDay(fromMs)
+      const to = isoDay(toMs)
+      const rows = await db.tenantRead(tenantId, (sql) => selectLlmUsage(sql, tenantId, from, to))
+      const data = rows.map((r) => ({ day: r.day, provider: r.provider, model: r.model, requests: r.requests, inputTokens: r.input_tokens, outputTokens: r.output_tokens }))
+      const totals = data.reduce((t, r) => ({ requests: t.requests + r.requests, inputTokens: t.inputTokens + r.inputTokens, outputTokens: t.outputTokens + r.outputTokens }), {
+        requests: 0,
+        inputTokens: 0,
+        outputTokens: 0,
+      })
+      return { data, from, to, totals }
+    },
+
     async get(tenantId: string) {
       const [row] = await db.tenantRead(tenantId, (sql) => selectTenant(sql, tenantId))
       // Only a tenant deleted while its credential was cached gets here.

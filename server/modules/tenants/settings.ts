@@ -7,14 +7,12 @@ import type { Actor } from '../../domain/actor.js'
 import { invalid } from '../../domain/errors.js'
 import { outboundUrl } from '../../domain/outbound-url.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { outboundFetch, outboundHostAllowed, type CompiledPolicy, type OutboundFetch } from '../../platform/outbound.js'
+import type { LlmProvider, LlmTarget } from '../../platform/llm.js'
+import { outboundFetch, outboundHostAllowed, type CompiledPolicy } from '../../platform/outbound.js'
 import type { SecretContext, Secrets } from '../../platform/secrets.js'
 import { auditBy } from '../audit/service.js'
 import { ensureLlmSettings, selectLlmSettings, updateLlmSettings, type LlmSettingsFields, type LlmSettingsRow } from './store.js'
 import { dateClock } from '../../clock.js'
-
-export const LLM_PROVIDERS = ['openai', 'azure-openai', 'vllm', 'ollama', 'openai-compatible'] as const
-export type LlmProvider = (typeof LLM_PROVIDERS)[number]
 
 /** A key shorter than this shows no last four: four characters would be too much of it. */
 export const LAST_FOUR_MIN_KEY_LENGTH = 12
@@ -41,21 +39,14 @@ export interface LlmSettingsView {
   updatedBy: string | null
 }
 
-/** What the server itself uses to call the model, the key decrypted. Never sent to a client. */
-export interface LlmConnection {
-  provider: LlmProvider
-  baseUrl: string | null
-  model: string | null
-  temperature: number | null
-  maxTokens: number | null
-  apiKey: string | null
-  /**
-   * The only way to reach the model (baseUrl or the provider's default host): it connects only
-   * where the outbound policy allows, judging the address at every connection, so a base URL stored
-   * before a policy change, or a name that now resolves elsewhere, is refused there.
-   */
-  fetch: OutboundFetch
-}
+/**
+ * What the server itself uses to call the model, the key decrypted: the target platform/llm.ts
+ * calls. Never sent to a client. Its `fetch` is the only way to reach the model (baseUrl or the
+ * provider's default host): it connects only where the outbound policy allows, judging the address
+ * at every connection, so a base URL stored before a policy change, or a name that now resolves
+ * elsewhere, is refused there.
+ */
+export type LlmConnection = LlmTarget
 
 // The column defaults of tenant_llm_settings: what a tenant has before its first change.
 const DEFAULTS: LlmSettingsFields = {
@@ -120,7 +111,8 @@ export function llmSettingsService(deps: {
   const { db, secrets, policy } = deps
   const now = dateClock(deps.now)
   const read = async (tenantId: string): Promise<LlmSettingsRow | null> => (await db.tenantRead(tenantId, (sql) => selectLlmSettings(sql, tenantId)))[0] ?? null
-  const guarded = outboundFetch(policy, { timeoutMs: LLM_CALL_TIMEOUT_MS, maxResponseBytes: LLM_MAX_RESPONSE_BYTES })
+  // Streamed: model answers arrive as server-sent events, read as they come.
+  const guarded = outboundFetch(policy, { timeoutMs: LLM_CALL_TIMEOUT_MS, maxResponseBytes: LLM_MAX_RESPONSE_BYTES, stream: true })
 
   /** An http(s) URL without credentials (they belong in apiKey, which is sealed) to a host the server may call. */
   async function checkBaseUrl(value: string): Promise<string> {

@@ -81,3 +81,22 @@ export async function updateLlmSettings(sql: TxSql, tenantId: string, f: LlmSett
     returning ${LLM_COLUMNS(sql)}`
   return row!
 }
+
+export interface LlmUsageRow {
+  day: string
+  provider: string
+  model: string
+  requests: number
+  input_tokens: number
+  output_tokens: number
+}
+
+/** The tenant's model usage per day, provider and model, for days from..to (both included, YYYY-MM-DD). */
+export function selectLlmUsage(sql: TxSql, tenantId: string, from: string, to: string) {
+  return sql<LlmUsageRow[]>`
+    select to_char(day, 'YYYY-MM-DD') as day, provider, model,
+      requests::float8 as requests, input_tokens::float8 as input_tokens, output_tokens::float8 as output_tokens
+    from llm_usage
+    where tenant_id = ${tenantId} and day between ${from}::date and ${to}::date
+    order by day, provider, model`
+}

@@ -316,3 +316,97 @@ t.test('an allow-listed IPv4 network admits its IPv4-mapped form only, not NAT64
     }
   }
 })
+
+t.test('stream: the response resolves at its headers and its body arrives as the server sends it, bounded all the same', async (t) => {
+  // The server sends the next piece only once the client has seen the previous one: a buffered
+  // fetch would wait forever, a streamed one reads it piece by piece.
+  const gates: (() => void)[] = []
+  const released: string[] = []
+  const srv = await server(t, (req, res) => {
+    if (req.url === '/gated') {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      let n = 0
+      const next = () => {
+        if (n === 3) return void res.end('data: end\n\n')
+        res.write(`data: ${n++}\n\n`)
+        gates.push(next)
+      }
+      return next()
+    }
+    if (req.url === '/gzip') {
+      res.writeHead(200, { 'content-encoding': 'gzip' })
+      return void res.end(gzipSync('zipped and streamed'))
+    }
+    if (req.url === '/big') {
+      res.writeHead(200)
+      res.write(Buffer.alloc(10, 'a'))
+      return void setTimeout(() => res.end(Buffer.alloc(100, 'b')), 20)
+    }
+    if (req.url === '/endless') {
+      res.writeHead(200)
+      res.write('first\n')
+      const tick = setInterval(() => res.write('more\n'), 10)
+      res.on('close', () => {
+        clearInterval(tick)
+        released.push(req.url!)
+      })
+      return
+    }
+    if (req.url === '/die') {
+      res.writeHead(200)
+      res.write('partial')
+      return void setTimeout(() => res.destroy(), 20)
+    }
+    res.writeHead(204).end()
+  })
+  const policy = { allowedCidrs: ['127.0.0.0/8'], airGapped: false }
+  const streaming = outboundFetch(policy, { stream: true, maxResponseBytes: 64, timeoutMs: 2000 })
+  t.teardown(() => streaming.close())
+  const base = `http://127.0.0.1:${srv.port}`
+
+  const res = await streaming(`${base}/gated`)
+  t.equal(res.status, 200)
+  t.equal(res.headers.get('content-type'), 'text/event-stream')
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader()
+  const seen: string[] = []
+  for (;;) {
+    const { value, done } = await reader.read()
+    if (done) break
+    seen.push(value)
+    gates.shift()?.()
+  }
+  t.same(seen, ['data: 0\n\n', 'data: 1\n\n', 'data: 2\n\n', 'data: end\n\n'], 'each piece before the next was sent')
+
+  t.equal(await (await streaming(`${base}/gzip`)).text(), 'zipped and streamed', 'decoded as it streams')
+  t.equal((await streaming(`${base}/none`)).body, null, 'no body for 204')
+
+  const big = await streaming(`${base}/big`)
+  t.equal(big.status, 200, 'the headers arrive before the limit is passed')
+  await t.rejects(big.text(), { message: 'fetch failed', cause: { message: /larger than 64 bytes/ } })
+
+  const truncating = outboundFetch(policy, { stream: true, maxResponseBytes: 64, truncateResponse: true, timeoutMs: 2000 })
+  t.teardown(() => truncating.close())
+  t.equal(await (await truncating(`${base}/big`)).text(), 'a'.repeat(10) + 'b'.repeat(54), 'truncateResponse ends the stream at the limit')
+  await t.rejects((await streaming(`${base}/die`)).text(), { message: 'fetch failed', cause: { code: 'ECONNRESET' } }, 'a connection lost mid-body errors it')
+
+  const controller = new AbortController()
+  const endless = await streaming(`${base}/endless`, { signal: controller.signal })
+  const r = endless.body!.getReader()
+  t.equal(new TextDecoder().decode((await r.read()).value), 'first\n')
+  controller.abort()
+  await t.rejects(r.read(), { name: 'AbortError' }, 'an abort mid-body errors the body')
+
+  const slow = outboundFetch(policy, { stream: true, maxResponseBytes: 1_000_000, timeoutMs: 100 })
+  t.teardown(() => slow.close())
+  const timed = await slow(`${base}/endless`)
+  await t.rejects(timed.text(), { message: 'fetch failed', cause: { code: 'ETIMEDOUT' } }, 'the whole-exchange timeout ends the body')
+
+  const cancelled = await streaming(`${base}/endless`)
+  await cancelled.body!.cancel()
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  t.equal(released.length, 3, 'abort, timeout and cancel each closed the connection')
+
+  const refusing = outboundFetch({ allowedCidrs: [], airGapped: false }, { stream: true })
+  t.teardown(() => refusing.close())
+  t.match(refusalIn(await refusing(`${base}/gated`).catch((e: unknown) => e)), { reason: /loopback/ }, 'the policy still applies')
+})

@@ -1,0 +1,395 @@
+// The one adapter for model calls. The Vercel AI SDK speaks each provider's wire protocol (OpenAI
+// chat completions, Azure OpenAI, Anthropic Messages, any OpenAI-compatible server such as vLLM or
+// Ollama); this file chooses the provider, hands every provider the target's guarded fetch (so each
+// connection is judged by the outbound policy: AIR_GAPPED, OUTBOUND_ALLOWED_NETWORKS), always
+// streams, and turns every failure into one of the catalog's LLM_* codes. Tools are declared
+// without `execute`: the caller runs them and sends their results back in the next call.
+//
+// Secrets: the API key goes only to the provider factory. Errors carry {provider, model,
+// upstreamStatus}, never the provider's message (an "invalid key sk-...abcd" echoes part of it).
+import { performance } from 'node:perf_hooks'
+import { createAnthropic } from '@ai-sdk/anthropic'
+import { createAzure } from '@ai-sdk/azure'
+import { createOpenAI } from '@ai-sdk/openai'
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible'
+import { Ajv, type ValidateFunction } from 'ajv'
+import { APICallError, jsonSchema, RetryError, streamText, tool, type LanguageModel, type ModelMessage, type ToolSet } from 'ai'
+import type { Logger } from 'pino'
+import { Counter, Histogram, type Registry } from 'prom-client'
+import type { Clock } from '../clock.js'
+import { AppError, type ErrorCode } from '../domain/errors.js'
+import type { Db } from './db.js'
+import { refusalIn, type OutboundFetch } from './outbound.js'
+
+export const LLM_PROVIDERS = ['openai', 'azure-openai', 'anthropic', 'vllm', 'ollama', 'openai-compatible'] as const
+export type LlmProvider = (typeof LLM_PROVIDERS)[number]
+
+export interface LlmTarget {
+  provider: LlmProvider
+  baseUrl: string | null
+  model: string | null
+  apiKey: string | null
+  temperature: number | null
+  maxTokens: number | null
+  fetch: OutboundFetch
+}
+export interface LlmToolCall {
+  id: string
+  name: string
+  arguments: unknown
+  /** set when the model's call did not parse or match the tool's schema: the reason, to hand back to the model */
+  invalid?: string
+}
+export type LlmMessage =
+  | { role: 'system'; content: string }
+  | { role: 'user'; content: string }
+  | { role: 'assistant'; content: string; toolCalls?: LlmToolCall[] }
+  | { role: 'tool'; toolCallId: string; toolName: string; content: string } // content: the tool's result as JSON text
+export interface LlmTool {
+  name: string
+  description: string
+  parameters: Record<string, unknown> /* JSON Schema of an object */
+}
+export interface LlmRequest {
+  tenantId: string
+  target: LlmTarget
+  messages: LlmMessage[]
+  tools?: LlmTool[]
+  model?: string // overrides target.model
+  temperature?: number
+  maxTokens?: number
+  signal?: AbortSignal
+  timeoutMs?: number // per call, default 120 s
+  onDelta?: (text: string) => void // each streamed text delta, in order
+}
+export interface LlmResponse {
+  text: string
+  toolCalls: LlmToolCall[]
+  finishReason: 'stop' | 'length' | 'tool-calls' | 'content-filter' | 'error' | 'other'
+  usage: { inputTokens: number; outputTokens: number }
+  provider: LlmProvider
+  model: string
+}
+export interface Llm {
+  complete(req: LlmRequest): Promise<LlmResponse>
+  /** Throws AppError LLM_NOT_CONFIGURED (details.missing: the fields to set, e.g. ['model','apiKey']) unless the target can be called. */
+  checkConfigured(target: LlmTarget, model?: string): void
+}
+
+const DEFAULT_TIMEOUT_MS = 120_000
+const DEFAULT_BASE_URL: Partial<Record<LlmProvider, string>> = { openai: 'https://api.openai.com/v1', anthropic: 'https://api.anthropic.com/v1' }
+const NEEDS_BASE_URL: ReadonlySet<LlmProvider> = new Set(['azure-openai', 'vllm', 'ollama', 'openai-compatible'])
+const NEEDS_KEY: ReadonlySet<LlmProvider> = new Set(['openai', 'azure-openai', 'anthropic'])
+
+/** The fields a target lacks before it can be called (empty: it can). */
+export function missingFields(target: LlmTarget, model?: string): string[] {
+  const missing: string[] = []
+  if (!(model ?? target.model)?.trim()) missing.push('model')
+  if (NEEDS_BASE_URL.has(target.provider) && !target.baseUrl?.trim()) missing.push('baseUrl')
+  if (NEEDS_KEY.has(target.provider) && !target.apiKey) missing.push('apiKey')
+  return missing
+}
+
+function languageModel(target: LlmTarget, model: string): LanguageModel {
+  const baseURL = (target.baseUrl?.trim() || DEFAULT_BASE_URL[target.provider] || '').replace(/\/+$/, '')
+  const apiKey = target.apiKey ?? undefined
+  // Every provider gets the guarded fetch: no connection of a model call bypasses the outbound policy.
+  // A refusal is rethrown bare: as fetch's own TypeError the SDK would retry it, and waiting cannot
+  // change the policy's answer.
+  const fetch = ((input: string | URL, init?: RequestInit) =>
+    target.fetch(input, init as never).catch((err: unknown) => {
+      throw refusalIn(err) ?? err
+    })) as typeof globalThis.fetch
+  switch (target.provider) {
+    case 'openai':
+      // Chat completions rather than the Responses API: what OpenAI-compatible servers also speak.
+      return createOpenAI({ baseURL, apiKey, fetch }).chat(model)
+    case 'azure-openai':
+      return createAzure({ baseURL, apiKey, fetch }).chat(model)
+    case 'anthropic':
+      return createAnthropic({ baseURL, apiKey, fetch })(model)
+    case 'vllm':
+    case 'ollama':
+    case 'openai-compatible':
+      // includeUsage: streamed answers report their tokens only when asked to.
+      return createOpenAICompatible({ name: target.provider, baseURL, apiKey, fetch, includeUsage: true }).chatModel(model)
+  }
+}
+
+function toModelMessages(messages: LlmMessage[]): ModelMessage[] {
+  return messages.map((m): ModelMessage => {
+    switch (m.role) {
+      case 'system':
+      case 'user':
+        return { role: m.role, content: m.content }
+      case 'assistant':
+        if (!m.toolCalls?.length) return { role: 'assistant', content: m.content }
+        return {
+          role: 'assistant',
+          content: [
+            ...(m.content ? [{ type: 'text' as const, text: m.content }] : []),
+            ...m.toolCalls.map((c) => ({ type: 'tool-call' as const, toolCallId: c.id, toolName: c.name, input: c.arguments })),
+          ],
+        }
+      case 'tool': {
+        let value: unknown
+        try {
+          value = JSON.parse(m.content)
+        } catch {
+          value = m.content // not JSON after all: handed over as text
+        }
+        const output = typeof value === 'string' ? { type: 'text' as const, value } : { type: 'json' as const, value: value as never }
+        return { role: 'tool', content: [{ type: 'tool-result', toolCallId: m.toolCallId, toolName: m.toolName, output }] }
+      }
+    }
+  })
+}
+
+// The SDK checks a tool call's arguments only with a validator of the schema's own; without one
+// any JSON passes. Arguments that do not match come back as `invalid`, for the model to correct.
+const ajv = new Ajv({ allErrors: true, strict: false })
+const validators = new WeakMap<object, ValidateFunction>()
+function validatorOf(t: LlmTool): ValidateFunction {
+  let v = validators.get(t.parameters)
+  if (!v) {
+    try {
+      v = ajv.compile(t.parameters)
+    } catch (err) {
+      throw new TypeError(`tool ${t.name}: parameters is not a usable JSON Schema (${errorText(err)})`)
+    }
+    validators.set(t.parameters, v)
+  }
+  return v
+}
+
+function toolSet(tools: LlmTool[]): ToolSet {
+  return Object.fromEntries(
+    tools.map((t) => {
+      const check = validatorOf(t)
+      const validate = (value: unknown) =>
+        check(value) ? { success: true as const, value: value as Record<string, unknown> } : { success: false as const, error: new Error(ajv.errorsText(check.errors, { dataVar: 'arguments' })) }
+      return [t.name, tool({ description: t.description, inputSchema: jsonSchema<Record<string, unknown>>(t.parameters, { validate }) })]
+    }),
+  )
+}
+
+/** Why the call timed out: set as the abort reason of our own timer, told apart from the caller's. */
+class CallTimeout extends Error {}
+
+const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e))
+
+/** The provider's error code or type, read from its JSON error body (never shown to anyone). */
+function upstreamCode(e: APICallError): string {
+  const body = (e.data ?? safeJson(e.responseBody)) as { error?: { code?: unknown; type?: unknown; message?: unknown } } | undefined
+  const err = body?.error
+  return [err?.code, err?.type, typeof err?.message === 'string' && /prompt is too long|context length|maximum context/i.test(err.message) ? 'context_length_exceeded' : '']
+    .filter((x) => typeof x === 'string' && x)
+    .join(' ')
+}
+function safeJson(text: string | undefined): unknown {
+  try {
+    return text ? JSON.parse(text) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ECONNABORTED', 'UND_ERR_SOCKET'])
+function connectionCode(err: unknown): string | null {
+  for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code
+    if (typeof code === 'string' && (CONNECTION_CODES.has(code) || code === 'ETIMEDOUT')) return code
+  }
+  return null
+}
+
+/** An SDK or connection failure as the catalog's LLM_* error. */
+function classify(err: unknown, ctx: { provider: LlmProvider; model: string }): AppError {
+  let e = err
+  let retriedOut = false
+  if (RetryError.isInstance(e)) {
+    retriedOut = e.reason === 'maxRetriesExceeded'
+    e = e.lastError
+  }
+  const refusal = refusalIn(e)
+  if (refusal) {
+    const setting = /air-gapped/.test(refusal.reason) ? 'AIR_GAPPED (or add the address to OUTBOUND_ALLOWED_NETWORKS)' : 'OUTBOUND_ALLOWED_NETWORKS'
+    return new AppError('LLM_OUTBOUND_REFUSED', `The outbound policy refused the connection to the model provider (${refusal.reason}); to allow it, change ${setting}`, {
+      ...ctx,
+      reason: refusal.reason,
+    })
+  }
+  if (APICallError.isInstance(e) && e.statusCode !== undefined) {
+    const status = e.statusCode
+    const details = { ...ctx, upstreamStatus: status }
+    const code = upstreamCode(e)
+    let appCode: ErrorCode = 'LLM_PROVIDER_ERROR'
+    if (/context_length_exceeded/.test(code)) appCode = 'LLM_CONTEXT_TOO_LONG'
+    else if (status === 401 || status === 403) appCode = 'LLM_KEY_REJECTED'
+    else if (status === 404 || /model_not_found/.test(code)) appCode = 'LLM_MODEL_NOT_FOUND'
+    else if (status === 429) {
+      const retryAfter = Math.ceil(Number(e.responseHeaders?.['retry-after']))
+      const seconds = Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : null
+      return new AppError(
+        'LLM_RATE_LIMITED',
+        `The model provider is rate limiting this deployment${retriedOut ? ' (after retries)' : ''}`,
+        { ...details, retryAfterSeconds: seconds },
+        seconds === null ? {} : { 'Retry-After': String(seconds) },
+      )
+    }
+    return new AppError(appCode, undefined, details)
+  }
+  const conn = connectionCode(e)
+  if (conn === 'ETIMEDOUT') return new AppError('LLM_TIMEOUT', undefined, ctx)
+  if (conn) return new AppError('LLM_UNREACHABLE', `The model provider could not be reached (${conn})`, { ...ctx, reason: conn })
+  return new AppError('LLM_PROVIDER_ERROR', undefined, ctx)
+}
+
+export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?: Clock; retry?: { maxRetries?: number } }): Llm {
+  const { db, log } = deps
+  const now = deps.now ?? Date.now
+  const maxRetries = deps.retry?.maxRetries ?? 2
+  // No tenant label on any of these: one series per tenant would grow without bound (GET
+  // /tenant/usage answers per tenant from the database).
+  const registers = deps.registry ? [deps.registry] : []
+  // The SDK prints its warnings (a setting a model does not support) to the console unless told
+  // otherwise; they belong in the log. A global of the SDK's: the last adapter made sets it.
+  globalThis.AI_SDK_LOG_WARNINGS = ({ warnings, provider, model }) => log.debug({ provider, model, warnings }, 'model call warnings')
+  const requests = new Counter({
+    name: 'atrium_llm_requests_total',
+    help: 'Model calls by provider and outcome (ok, aborted, or the error code)',
+    labelNames: ['provider', 'outcome'] as const,
+    registers,
+  })
+  const tokens = new Counter({ name: 'atrium_llm_tokens_total', help: 'Tokens used by model calls', labelNames: ['provider', 'model', 'kind'] as const, registers })
+  const duration = new Histogram({
+    name: 'atrium_llm_request_duration_seconds',
+    help: 'Time of model calls, first byte sent to last byte received',
+    labelNames: ['provider'] as const,
+    buckets: [0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320],
+    registers,
+  })
+
+  function checkConfigured(target: LlmTarget, model?: string): void {
+    const missing = missingFields(target, model)
+    if (missing.length) throw new AppError('LLM_NOT_CONFIGURED', `The tenant's LLM settings are incomplete: set ${missing.join(', ')}`, { provider: target.provider, missing })
+  }
+
+  async function record(tenantId: string, provider: LlmProvider, model: string, input: number, output: number): Promise<void> {
+    const day = new Date(now()).toISOString().slice(0, 10) // UTC
+    await db.tenant(tenantId, async (sql) => {
+      await sql`
+        insert into llm_usage (tenant_id, day, provider, model, requests, input_tokens, output_tokens)
+        values (${tenantId}, ${day}, ${provider}, ${model}, 1, ${input}, ${output})
+        on conflict (tenant_id, day, provider, model) do update set
+          requests = llm_usage.requests + 1,
+          input_tokens = llm_usage.input_tokens + excluded.input_tokens,
+          output_tokens = llm_usage.output_tokens + excluded.output_tokens`
+    })
+  }
+
+  async function complete(req: LlmRequest): Promise<LlmResponse> {
+    const { target } = req
+    checkConfigured(target, req.model)
+    const provider = target.provider
+    const model = (req.model ?? target.model)!.trim()
+    const ctx = { provider, model }
+    const started = performance.now()
+    const temperature = req.temperature ?? target.temperature ?? undefined
+    const maxOutputTokens = req.maxTokens ?? target.maxTokens ?? undefined
+
+    // One signal for the SDK: the caller's abort or our timer, whichever comes first.
+    const controller = new AbortController()
+    const timeoutMs = req.timeoutMs ?? DEFAULT_TIMEOUT_MS
+    const timer = setTimeout(() => controller.abort(new CallTimeout(`no complete answer within ${timeoutMs} ms`)), timeoutMs)
+    const onAbort = () => controller.abort(req.signal!.reason)
+    if (req.signal?.aborted) onAbort()
+    else req.signal?.addEventListener('abort', onAbort, { once: true })
+
+    const finish = (outcome: string) => {
+      requests.inc({ provider, outcome })
+      duration.observe({ provider }, (performance.now() - started) / 1000)
+    }
+    const failed = (err: unknown): never => {
+      if (controller.signal.aborted) {
+        const reason: unknown = controller.signal.reason
+        if (!(reason instanceof CallTimeout)) {
+          finish('aborted')
+          throw reason // the caller's own reason, as fetch does
+        }
+        err = new AppError('LLM_TIMEOUT', `The model provider did not answer within ${timeoutMs} ms`, ctx)
+      }
+      const appErr = err instanceof AppError ? err : classify(err, ctx)
+      finish(appErr.code)
+      // The class and code of what failed, never its message: a provider's message can echo the key.
+      log.warn({ provider, model, tenantId: req.tenantId, code: appErr.code, upstreamStatus: appErr.details.upstreamStatus, errorName: (err as Error)?.name }, 'model call failed')
+      throw appErr
+    }
+
+    // A schema that does not compile is the caller's mistake, not the provider's: thrown as it is.
+    const tools = req.tools?.length ? toolSet(req.tools) : undefined
+    try {
+      const result = streamText({
+        model: languageModel(target, model),
+        messages: toModelMessages(req.messages),
+        // The system messages are the server's own (agent instructions), not a user's text.
+        allowSystemInMessages: true,
+        ...(tools ? { tools } : {}),
+        ...(temperature === undefined ? {} : { temperature }),
+        ...(maxOutputTokens === undefined ? {} : { maxOutputTokens }),
+        maxRetries,
+        abortSignal: controller.signal,
+        // The default logs the whole error to the console; failures are read from the stream below.
+        onError: () => {},
+      })
+      let text = ''
+      const toolCalls: LlmToolCall[] = []
+      let finishReason: LlmResponse['finishReason'] = 'other'
+      let usage = { inputTokens: 0, outputTokens: 0 }
+      for await (const part of result.fullStream) {
+        switch (part.type) {
+          case 'text-delta':
+            text += part.text
+            req.onDelta?.(part.text)
+            break
+          case 'tool-call': {
+            const call: LlmToolCall = { id: part.toolCallId, name: part.toolName, arguments: part.input }
+            if ('invalid' in part && part.invalid) call.invalid = invalidReason(part.error, part.toolName, req.tools)
+            toolCalls.push(call)
+            break
+          }
+          case 'finish':
+            finishReason = part.finishReason
+            usage = { inputTokens: part.totalUsage.inputTokens ?? 0, outputTokens: part.totalUsage.outputTokens ?? 0 }
+            break
+          case 'error':
+            failed(part.error)
+            break
+          case 'abort':
+            failed(controller.signal.reason)
+            break
+        }
+      }
+      if (controller.signal.aborted) failed(controller.signal.reason)
+      finish('ok')
+      tokens.inc({ provider, model, kind: 'input' }, usage.inputTokens)
+      tokens.inc({ provider, model, kind: 'output' }, usage.outputTokens)
+      await record(req.tenantId, provider, model, usage.inputTokens, usage.outputTokens)
+      return { text, toolCalls, finishReason, usage, provider, model }
+    } catch (err) {
+      if (err instanceof AppError || (req.signal?.aborted && err === req.signal.reason)) throw err
+      return failed(err)
+    } finally {
+      clearTimeout(timer)
+      req.signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  return { complete, checkConfigured }
+}
+
+/** Why a tool call cannot be run, in words the model can act on (the SDK's own message, or the unknown tool). */
+function invalidReason(error: unknown, name: string, tools: LlmTool[] | undefined): string {
+  if (!tools?.some((t) => t.name === name)) return `there is no tool named ${name}; the tools are: ${(tools ?? []).map((t) => t.name).join(', ') || 'none'}`
+  return errorText(error).slice(0, 2000) || `the arguments do not match the schema of ${name}`
+}
