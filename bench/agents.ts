@@ -40,7 +40,11 @@ export async function benchAgents(env: Record<string, string>, _admin: postgres.
     const setups = await Promise.all(
       tenants.map(async ({ apiKey }) => {
         const call = async (method: string, path: string, body?: unknown) => {
-          const r = await fetch(`${server.base}${path}`, { method, headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: body === undefined ? null : JSON.stringify(body) })
+          const r = await fetch(`${server.base}${path}`, {
+            method,
+            headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+            body: body === undefined ? null : JSON.stringify(body),
+          })
           const json = (await r.json()) as { data: { id: string; status: string } }
           if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(json)}`)
           return json.data
@@ -103,5 +107,7 @@ export function printAgents(r: AgentBench): void {
   console.log(
     `  Atrium (job, tools, run record, events, usage): ${r.perStepMs.toFixed(2)} ms per step, overhead ${(r.perStepMs - r.bareStepMs).toFixed(2)} ms per step (${((r.bareStepMs / r.perStepMs) * 100).toFixed(1)}% of Atrium's step time is the model call)`,
   )
-  console.log(`  ${r.concurrent.runs} concurrent runs of ${r.concurrent.steps} steps on one replica: ${r.concurrent.seconds.toFixed(1)} s, ${(r.concurrent.runs / r.concurrent.seconds).toFixed(1)} runs/s, peak RSS ${r.concurrent.peakRssMb} MB`)
+  console.log(
+    `  ${r.concurrent.runs} concurrent runs of ${r.concurrent.steps} steps on one replica: ${r.concurrent.seconds.toFixed(1)} s, ${(r.concurrent.runs / r.concurrent.seconds).toFixed(1)} runs/s, peak RSS ${r.concurrent.peakRssMb} MB`,
+  )
 }

@@ -50,7 +50,6 @@ export async function pool(n: number, parallel: number, job: (i: number) => Prom
   )
 }
 
-
 /** A tenant made with the admin CLI, as an operator would: its all-permissions API key. */
 export async function createTenant(env: Record<string, string>, args: string[] = []): Promise<{ tenantId: string; apiKey: string }> {
   const cli = spawn(process.execPath, ['--import', 'tsx', 'server/cli.ts', 'create-tenant', '--name', 'Bench', ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } })

@@ -16,7 +16,7 @@ import autocannon from 'autocannon'
 import postgres from 'postgres'
 import { benchAgents, printAgents } from './agents.js'
 import { benchJobs, printJobs } from './jobs.js'
-import { createTenant, peakRssMb, pool, start, stop, type Started } from './lib.js'
+import { createTenant, peakRssMb, pool, start, stop } from './lib.js'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
 const CONNECTIONS = 64

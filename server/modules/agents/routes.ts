@@ -7,8 +7,8 @@ import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../ht
 import { followEvents, lastEventId } from '../../http/sse.js'
 import type { Cache } from '../../platform/cache.js'
 import { runChannel } from './runner.js'
-import { DEFAULT_MAX_STEPS, MAX_STEPS, type AgentsService } from './service.js'
-import type { AgentRow, RunRow } from './store.js'
+import { agentView, DEFAULT_MAX_STEPS, MAX_STEPS, type AgentsService } from './service.js'
+import type { RunRow } from './store.js'
 import { TOOL_NAMES } from './tools.js'
 
 const Level = Type.Union([Type.Literal('low'), Type.Literal('medium'), Type.Literal('high')], {
@@ -68,7 +68,7 @@ const Run = Type.Object({
   agentId: Type.String({ format: 'uuid' }),
   projectId: Type.String({ format: 'uuid' }),
   goal: Type.String(),
-  status: Type.Union(['queued', 'running', 'completed', 'failed', 'cancelled'].map((s) => Type.Literal(s))),
+  status: Type.Union([Type.Literal('queued'), Type.Literal('running'), Type.Literal('completed'), Type.Literal('failed'), Type.Literal('cancelled')]),
   output: Type.Union([Type.String(), Type.Null()], { description: 'The final answer, once completed' }),
   steps: Type.Array(Step, { description: 'Tool calls with their arguments and results, step by step (the newest 100)' }),
   usage: Usage,
@@ -80,14 +80,6 @@ const Run = Type.Object({
   finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
 })
 
-const presentAgent = (a: AgentRow) => ({
-  id: a.id,
-  name: a.name,
-  systemPrompt: a.system_prompt,
-  config: a.config,
-  createdAt: a.created_at.toISOString(),
-  updatedAt: a.updated_at.toISOString(),
-})
 const presentRun = (r: RunRow) => ({
   id: r.id,
   agentId: r.agent_id,
@@ -128,7 +120,7 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
     { config: read, schema: { tags, summary: 'List agents, newest first', querystring: PageQuery, response: { 200: PageEnvelope(Agent), ...apiErrors('FORBIDDEN') } } },
     async (req) => {
       const r = await agents.list(actorOf(req).tenantId, req.query)
-      return page(req, r.items.map(presentAgent), r.nextCursor)
+      return page(req, r.items.map(agentView), r.nextCursor)
     },
   )
 
@@ -137,14 +129,14 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
     { config: write, schema: { tags, summary: 'Create an agent', body: CreateBody, response: { 201: Envelope(Agent), ...apiErrors('FORBIDDEN', 'FEATURE_DISABLED') } } },
     async (req, reply) => {
       reply.code(201)
-      return ok(req, presentAgent(await agents.create(actorOf(req), req.body)))
+      return ok(req, agentView(await agents.create(actorOf(req), req.body)))
     },
   )
 
   app.get(
     '/agents/:id',
     { config: read, schema: { tags, summary: 'Get an agent', params: IdParams, response: { 200: Envelope(Agent), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } } },
-    async (req) => ok(req, presentAgent(await agents.get(actorOf(req).tenantId, req.params.id))),
+    async (req) => ok(req, agentView(await agents.get(actorOf(req).tenantId, req.params.id))),
   )
 
   app.patch(
@@ -159,7 +151,7 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
         response: { 200: Envelope(Agent), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'FEATURE_DISABLED') },
       },
     },
-    async (req) => ok(req, presentAgent(await agents.update(actorOf(req), req.params.id, req.body))),
+    async (req) => ok(req, agentView(await agents.update(actorOf(req), req.params.id, req.body))),
   )
 
   app.delete(

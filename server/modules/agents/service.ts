@@ -45,6 +45,16 @@ export interface PatchInput {
   config?: Partial<ConfigInput>
 }
 
+/** An agent as the API (and a backup's agents.json) shows it. */
+export const agentView = (a: AgentRow) => ({
+  id: a.id,
+  name: a.name,
+  systemPrompt: a.system_prompt,
+  config: a.config,
+  createdAt: a.created_at.toISOString(),
+  updatedAt: a.updated_at.toISOString(),
+})
+
 export function agentsService(deps: {
   db: Db
   llm: Llm
@@ -210,7 +220,7 @@ export function agentsService(deps: {
       }),
 
     /** The agents that have run on a project, for its backup's agents.json. */
-    projectAgents: (sql: TxSql, tenantId: string, projectId: string): Promise<AgentRow[]> => store.projectAgents(sql, tenantId, projectId),
+    projectAgents: async (sql: TxSql, tenantId: string, projectId: string) => (await store.projectAgents(sql, tenantId, projectId)).map(agentView),
   }
 }
 

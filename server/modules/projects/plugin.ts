@@ -1,5 +1,5 @@
 // 'atrium-projects': projects, their versions, files and backups, under /api/v1, and the backups'
-// retention sweep on the job runner.
+// retention sweep on the job runner. Backups list the project's agents through 'atrium-agents'.
 import fp from 'fastify-plugin'
 import { VERSION } from '../../../common/version.js'
 import { API_PREFIX } from '../../http/auth.js'
@@ -15,9 +15,9 @@ export const projectsPlugin = fp(
       now,
     } = app
     defineProjectJobs(app.jobs, { db, storage, log: log.child({ module: 'projects' }), now })
-    await app.register(projectsRoutes, { prefix: API_PREFIX, projects: projectsService({ db, storage, version: VERSION, now }) })
+    await app.register(projectsRoutes, { prefix: API_PREFIX, projects: projectsService({ db, storage, version: VERSION, now, projectAgents: app.projectAgents }) })
     // A scope of its own: its body parser (raw bytes of any type) must not reach the other routes.
     await app.register(filesRoutes, { prefix: API_PREFIX, files: projectFilesService({ db, storage, now }), db })
   },
-  { name: 'atrium-projects', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth', 'atrium-license'] },
+  { name: 'atrium-projects', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth', 'atrium-license', 'atrium-agents'] },
 )

@@ -61,7 +61,14 @@ export const emitUpdated = (
     },
   })
 
-export function projectsService(deps: { db: Db; storage: Storage; version: string; now?: Clock }) {
+export function projectsService(deps: {
+  db: Db
+  storage: Storage
+  version: string
+  now?: Clock
+  /** The agents that have run on a project (the agents module's answer), for a backup's agents.json. */
+  projectAgents?: (sql: TxSql, tenantId: string, projectId: string) => Promise<unknown[]>
+}) {
   const { db, storage } = deps
   const clock = deps.now ?? Date.now
 
@@ -170,8 +177,7 @@ export function projectsService(deps: { db: Db; storage: Storage; version: strin
             { name: 'files.json', data: json(current.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256, contentType: f.content_type }))) },
             ...current.map((f) => ({ name: `files/${f.path}`, data: lazyBlob(blobs, f.blob_key) })),
             ...(opts.includeHistory ? [{ name: 'versions.json', data: jsonArrayStream(store.versionBatches(sql, a.tenantId, projectId)) }] : []),
-            // Agents arrive with the agents module, which adds them here; until then a project has none.
-            ...(opts.includeAgents ? [{ name: 'agents.json', data: json([]) }] : []),
+            ...(opts.includeAgents ? [{ name: 'agents.json', data: json(deps.projectAgents ? await deps.projectAgents(sql, a.tenantId, projectId) : []) }] : []),
           ],
           createdAt,
         )

@@ -49,7 +49,11 @@ t.test(
 
     t.equal((await call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'm', apiKey: 'sk-crash-test-0000000' })).status, 200)
     const port = (hook.address() as AddressInfo).port
-    t.equal((await call('POST', '/api/v1/webhooks', { url: `http://127.0.0.1:${port}/hook`, events: ['agent.started', 'agent.completed', 'agent.failed'], secret: 'whsec-crash-test-secret-0123456789' })).status, 201)
+    t.equal(
+      (await call('POST', '/api/v1/webhooks', { url: `http://127.0.0.1:${port}/hook`, events: ['agent.started', 'agent.completed', 'agent.failed'], secret: 'whsec-crash-test-secret-0123456789' }))
+        .status,
+      201,
+    )
     const projectId = (await call('POST', '/api/v1/projects', { name: 'p' })).body.data.id
     const agentId = (await call('POST', '/api/v1/agents', { name: 'a', systemPrompt: '', config: { autonomyLevel: 'low' } })).body.data.id
     const runId = (await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'go', projectId })).body.data.id
