@@ -158,6 +158,8 @@ const operations: Operation[] = Object.entries<Schema>(doc.paths).flatMap(([path
 )
 /** Where the ids of a path parameter come from: the collection before it. */
 const collectionOf = (op: Operation, name: string) => op.path.slice(0, op.path.indexOf(`/{${name}}`))
+/** The local store's download route, whose wildcard is a signed link (project files' wildcard is a path). */
+const isBlobLink = (op: Operation) => op.path.startsWith('/blobs/')
 
 // ---- generators ---------------------------------------------------------------------------------
 
@@ -482,7 +484,11 @@ function wellFormedCase(op: number): fc.Arbitrary<Case> {
   return fc.record({
     op: fc.constant(op),
     method: fc.constant(null),
-    params: fc.tuple(...o.pathParams.map((name) => fc.tuple(fc.constant(name), name === '*' ? fc.constant<Text>(REAL_BLOB) : pickFrom(collectionOf(o, name))))),
+    params: fc.tuple(
+      ...o.pathParams.map((name) =>
+        fc.tuple(fc.constant(name), name !== '*' ? pickFrom(collectionOf(o, name)) : isBlobLink(o) ? fc.constant<Text>(REAL_BLOB) : fc.constantFrom<Text>('a.txt', 'notes/b.md', 'dir/sub/ünï.txt')),
+      ),
+    ),
     tail: fc.constant(''),
     query: fc
       .tuple(
@@ -512,7 +518,9 @@ function hostileCase(op: number): fc.Arbitrary<Case> {
     // mostly the operation's own method; sometimes another (405) or one Node or Fastify may not know
     method: fc.oneof({ weight: 8, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: fc.constantFrom(...METHODS) }),
     params: fc.tuple(
-      ...o.pathParams.map((name) => fc.tuple(fc.constant(name), name === '*' && blobPath ? fc.oneof(fc.constant<Text>(REAL_BLOB), hostileParam('')) : hostileParam(collectionOf(o, name)))),
+      ...o.pathParams.map((name) =>
+        fc.tuple(fc.constant(name), name === '*' && blobPath && isBlobLink(o) ? fc.oneof(fc.constant<Text>(REAL_BLOB), hostileParam('')) : hostileParam(collectionOf(o, name))),
+      ),
     ),
     tail: fc.oneof({ weight: 12, arbitrary: fc.constant('') }, { weight: 1, arbitrary: fc.constantFrom('/', '//', '/x', '/..', '%2F', '.json', '?', '#frag', ';x') }),
     query: fc
