@@ -4,7 +4,6 @@
 // version when the run completes. A bad call (unknown tool, arguments that do not match, a path
 // that escapes, a file too large) is answered to the model as an error result: the model can
 // correct itself, and the run does not crash.
-import { Ajv, type ValidateFunction } from 'ajv'
 import type { Actor } from '../../domain/actor.js'
 import { AppError } from '../../domain/errors.js'
 import type { LlmTool } from '../../platform/llm.js'
@@ -64,9 +63,6 @@ const DEFINITIONS: Record<ToolName, LlmTool> = {
     parameters: { type: 'object', properties: { query: { type: 'string', minLength: 1, maxLength: 500 } }, required: ['query'], additionalProperties: false },
   },
 }
-
-const ajv = new Ajv({ allErrors: false, strict: false })
-const validators = Object.fromEntries(TOOL_NAMES.map((n) => [n, ajv.compile(DEFINITIONS[n].parameters)])) as Record<ToolName, ValidateFunction>
 
 export interface ToolEnvironment {
   /** AIR_GAPPED: external tools are neither offered nor run. */
@@ -182,10 +178,9 @@ export async function runTool(
       unavailable ? `${call.name} is turned off on this deployment (${unavailable.setting})` : `no tool named ${call.name} is available to this run`,
     )
   }
-  if (call.invalid) return refused('VALIDATION_ERROR', `the arguments could not be read: ${call.invalid}`)
+  // The LLM layer checked the arguments against the tool's schema (platform/llm.ts): `invalid` says why not.
+  if (call.invalid) return refused('VALIDATION_ERROR', `the arguments do not fit the tool: ${call.invalid}`)
   const name = call.name as ToolName
-  const validate = validators[name]
-  if (!validate(call.arguments)) return refused('VALIDATION_ERROR', `arguments: ${ajv.errorsText(validate.errors, { dataVar: 'arguments' })}`)
   const args = call.arguments as Record<string, string>
   try {
     switch (name) {

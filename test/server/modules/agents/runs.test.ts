@@ -1,8 +1,10 @@
 // Agent runs end to end: the job runner executes them against an OpenAI-compatible server written
 // for the suite (test/helpers/fake-llm.ts, the real wire protocol), the tools act on the project's
 // files, and the stream replays from any event.
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { testApp, type Caller } from '../../../helpers/app.js'
+import { appOn, testApp, type Caller } from '../../../helpers/app.js'
 import { fakeLlm, type FakeLlm } from '../../../helpers/fake-llm.js'
 import { unzip } from '../../../helpers/zip.js'
 
@@ -12,6 +14,7 @@ const llm = await fakeLlm(t)
 
 interface Tenant {
   tenantId: string
+  apiKey: string
   call: Caller
 }
 
@@ -288,4 +291,43 @@ t.test('limits end a run failed with the reason', async (t) => {
   const run = await ended(call, agentId, (await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'loop', projectId })).body.data.id)
   t.match(run, { status: 'failed', error: { code: 'AGENT_STEP_LIMIT' } })
   t.equal(run.steps.length, 2)
+})
+
+t.test('a stream opened mid-run on another replica follows it live and ends with the run', async (t) => {
+  const slow = await fakeLlm(t)
+  const { call, apiKey } = await tenantWithLlm('enterprise', slow)
+  const projectId = await project(call)
+  const agentId = await agent(call, { autonomyLevel: 'medium' })
+  slow.push({ toolCalls: [{ name: 'list_files', arguments: {} }] }, { text: 'one two three four five six seven eight', chunkDelayMs: 60 })
+  const other = await appOn(t, h.platform) // no job runner: it only serves the stream
+  const runId = (await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'count', projectId })).body.data.id
+  for (let i = 0; i < 200 && slow.requests.length < 2; i++) await sleep(20)
+  const live = await other.app.inject({ method: 'GET', url: `/api/v1/agents/${agentId}/runs/${runId}/stream`, headers: { authorization: `Bearer ${apiKey}` } })
+  const followed = parseSse(live.body)
+  t.equal(followed.at(-1)?.event, 'run.completed', 'the live stream ended with the run')
+  const replay = parseSse((await call('GET', `/api/v1/agents/${agentId}/runs/${runId}/stream`)).raw.toString('utf8'))
+  t.same(followed, replay, 'what was followed live is what a replay shows')
+  t.match(live.body, /^: stream opened\n\n/)
+})
+
+t.test('web search through a SearXNG-compatible endpoint, through the outbound guard', async (t) => {
+  const queries: string[] = []
+  const search = http.createServer((req, res) => {
+    const u = new URL(req.url!, 'http://x')
+    queries.push(u.searchParams.get('q') ?? '')
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ results: [{ title: 'Atrium', url: 'https://example.com/atrium', content: 'Self-hosted AI apps' }] }))
+  })
+  await new Promise<void>((resolve) => search.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => search.close())
+  const withSearch = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32', WEB_SEARCH_URL: `http://127.0.0.1:${(search.address() as AddressInfo).port}/search` }, { jobs: { pollMs: 50 } })
+  const tn = await withSearch.tenant()
+  await tn.call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'm', apiKey: 'sk-search-0000000000' })
+  const projectId = (await tn.call('POST', '/api/v1/projects', { name: 'p' })).body.data.id
+  const agentId = (await tn.call('POST', '/api/v1/agents', { name: 'r', systemPrompt: '', config: { autonomyLevel: 'medium' } })).body.data.id
+  llm.push({ toolCalls: [{ name: 'web_search', arguments: { query: 'self-hosted ai' } }] }, { text: 'Found it.' })
+  const runId = (await tn.call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'search', projectId })).body.data.id
+  const run = await ended(tn.call, agentId, runId)
+  t.equal(run.status, 'completed')
+  t.same(queries, ['self-hosted ai'])
+  t.match(run.steps[0].toolCalls[0].result, /example\.com\/atrium/)
 })
