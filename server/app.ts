@@ -26,6 +26,7 @@ import { requestLogPlugin } from './http/request-log.js'
 import { validationPlugin } from './http/validation.js'
 import { agentsPlugin, type AgentsOptions } from './modules/agents/plugin.js'
 import { apiKeysPlugin } from './modules/api-keys/plugin.js'
+import { chatPlugin } from './modules/chat/plugin.js'
 import { auditPlugin } from './modules/audit/plugin.js'
 import { signInPlugin, type SignInOptions } from './modules/auth/plugin.js'
 import { cliAuthPlugin } from './modules/cli-auth/plugin.js'
@@ -77,6 +78,7 @@ const MODULES: FastifyPluginAsync<AppOptions>[] = [
   tenantsPlugin,
   agentsPlugin,
   projectsPlugin,
+  chatPlugin,
   apiKeysPlugin,
   auditPlugin,
   teamPlugin,

@@ -16,6 +16,8 @@ export const PERMISSIONS = [
   'agents:read',
   'agents:write',
   'agents:run',
+  'chat:read',
+  'chat:write',
 ] as const
 export type Permission = (typeof PERMISSIONS)[number]
 export const ALL = '*'
@@ -29,8 +31,8 @@ export type Role = (typeof ROLES)[number]
 export const ROLE_PERMISSIONS: Record<Role, readonly (Permission | typeof ALL)[]> = {
   owner: [ALL],
   admin: [ALL],
-  member: ['projects:read', 'projects:write', 'agents:read', 'agents:write', 'agents:run', 'export', 'team:read', 'settings:read'],
-  viewer: ['projects:read', 'agents:read', 'team:read', 'settings:read'],
+  member: ['projects:read', 'projects:write', 'agents:read', 'agents:write', 'agents:run', 'chat:read', 'chat:write', 'export', 'team:read', 'settings:read'],
+  viewer: ['projects:read', 'agents:read', 'chat:read', 'team:read', 'settings:read'],
 }
 
 /** What of `wanted` a holder of `held` lacks; '*' is lacked unless held (nobody grants more than they have). */

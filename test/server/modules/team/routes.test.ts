@@ -467,7 +467,7 @@ t.test('an API key with * acts like an admin, never like an owner; a narrower ke
   refused(t, await tm.key('PATCH', member(tm.owner.userId), { status: 'disabled' }), 'FORBIDDEN', 'owner_only', "the owner's own * key is no owner either")
 
   const narrow = await ta.platform.db.system((sql) =>
-    createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: tm.tenantId, type: 'ci', permissions: ['team:manage', 'team:read', 'projects:read', 'agents:read', 'settings:read'] }),
+    createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: tm.tenantId, type: 'ci', permissions: ['team:manage', 'team:read', 'projects:read', 'agents:read', 'chat:read', 'settings:read'] }),
   )
   const hr = caller(ta.app, narrow.key)
   const viewer = await join(ta, hr, 'viewer')

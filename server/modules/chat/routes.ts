@@ -1,0 +1,116 @@
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyContextConfig } from 'fastify'
+import { actorOf } from '../../http/actor.js'
+import { ok, page } from '../../http/envelope.js'
+import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { messageView, sessionView, type ChatService } from './service.js'
+
+const Title = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Not blank; surrounding spaces are trimmed' })
+const Session = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  title: Type.String(),
+  agentId: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], { description: 'The agent whose system prompt replies use; null when none (or it was deleted)' }),
+  projectId: Type.Union([Type.String({ format: 'uuid' }), Type.Null()]),
+  messageCount: Type.Integer(),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
+})
+const Message = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  sessionId: Type.String({ format: 'uuid' }),
+  role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),
+  content: Type.String(),
+  status: Type.Union([Type.Literal('generating'), Type.Literal('completed'), Type.Literal('failed')]),
+  error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
+  usage: Type.Union([Type.Object({ inputTokens: Type.Integer(), outputTokens: Type.Integer() }), Type.Null()]),
+  createdAt: Type.String({ format: 'date-time' }),
+  completedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+})
+
+const CreateBody = Type.Object(
+  {
+    title: Type.Optional(Title),
+    agentId: Type.Optional(Type.Union([Type.String({ format: 'uuid' }), Type.Null()])),
+    projectId: Type.Optional(Type.Union([Type.String({ format: 'uuid' }), Type.Null()])),
+  },
+  { additionalProperties: false },
+)
+const PatchBody = Type.Object({ title: Title }, { additionalProperties: false })
+
+const tags = ['chat']
+const read: FastifyContextConfig = { permission: 'chat:read' }
+const write: FastifyContextConfig = { permission: 'chat:write' }
+
+export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService }> = async (app, { chat }) => {
+  app.post(
+    '/chat/sessions',
+    {
+      config: write,
+      schema: { tags, summary: 'Start a chat session', body: CreateBody, response: { 201: Envelope(Session), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'QUOTA_EXCEEDED') } },
+    },
+    async (req, reply) => {
+      reply.code(201)
+      return ok(req, sessionView(await chat.create(actorOf(req), req.body ?? {})))
+    },
+  )
+
+  app.get(
+    '/chat/sessions',
+    { config: read, schema: { tags, summary: 'List chat sessions, newest first', querystring: PageQuery, response: { 200: PageEnvelope(Session), ...apiErrors('FORBIDDEN') } } },
+    async (req) => {
+      const r = await chat.list(actorOf(req).tenantId, req.query)
+      return page(req, r.items.map(sessionView), r.nextCursor)
+    },
+  )
+
+  app.get(
+    '/chat/sessions/:id',
+    { config: read, schema: { tags, summary: 'Get a chat session', params: IdParams, response: { 200: Envelope(Session), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } } },
+    async (req) => ok(req, sessionView(await chat.get(actorOf(req).tenantId, req.params.id))),
+  )
+
+  app.patch(
+    '/chat/sessions/:id',
+    {
+      config: write,
+      schema: { tags, summary: 'Rename a chat session', params: IdParams, body: PatchBody, response: { 200: Envelope(Session), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+    },
+    async (req) => ok(req, sessionView(await chat.retitle(actorOf(req).tenantId, req.params.id, req.body.title))),
+  )
+
+  app.delete(
+    '/chat/sessions/:id',
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Delete a chat session and its messages',
+        params: IdParams,
+        response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => {
+      await chat.remove(actorOf(req).tenantId, req.params.id)
+      return ok(req, { id: req.params.id, deleted: true as const })
+    },
+  )
+
+  app.get(
+    '/chat/sessions/:id/messages',
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: "A session's messages, oldest first",
+        params: IdParams,
+        querystring: PageQuery,
+        response: { 200: PageEnvelope(Message), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => {
+      const r = await chat.messages(actorOf(req).tenantId, req.params.id, req.query)
+      return page(req, r.items.map(messageView), r.nextCursor)
+    },
+  )
+}

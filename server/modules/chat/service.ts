@@ -1,0 +1,109 @@
+// Chat sessions: a conversation, optionally bound to an agent (whose system prompt its replies use)
+// and a project. Messages and their streamed replies build on these.
+import postgres from 'postgres'
+import { newId } from '../../../common/ids.js'
+import type { Actor } from '../../domain/actor.js'
+import { AppError, notFound } from '../../domain/errors.js'
+import { decodeIdCursor, toPage } from '../../domain/pagination.js'
+import { PLAN_TERMS } from '../../domain/plans.js'
+import { planOf } from '../../domain/principal.js'
+import type { Db } from '../../platform/db.js'
+import * as store from './store.js'
+import type { MessageRow, SessionRow } from './store.js'
+
+export const DEFAULT_TITLE = 'New chat'
+
+export interface PageRequest {
+  limit: number
+  cursor?: string
+}
+
+/** A session as the API shows it. */
+export const sessionView = (s: SessionRow) => ({
+  id: s.id,
+  title: s.title,
+  agentId: s.agent_id,
+  projectId: s.project_id,
+  messageCount: s.message_count,
+  createdAt: s.created_at.toISOString(),
+  updatedAt: s.updated_at.toISOString(),
+})
+
+/** A message as the API shows it. */
+export const messageView = (m: MessageRow) => ({
+  id: m.id,
+  sessionId: m.session_id,
+  role: m.role,
+  content: m.content,
+  status: m.status,
+  error: m.error,
+  usage: m.usage,
+  createdAt: m.created_at.toISOString(),
+  completedAt: m.completed_at?.toISOString() ?? null,
+})
+
+/** A bound agent or project that is not the tenant's: the composite foreign key refused it. */
+function unknownBinding(err: unknown, input: { agentId?: string | null; projectId?: string | null }): AppError | null {
+  if (!(err instanceof postgres.PostgresError) || err.code !== '23503') return null
+  const constraint = err.constraint_name ?? ''
+  if (constraint.includes('agent') && input.agentId) return notFound('agent', input.agentId)
+  if (constraint.includes('project') && input.projectId) return notFound('project', input.projectId)
+  return null
+}
+
+export function chatService(deps: { db: Db }) {
+  const { db } = deps
+  const found = (id: string, rows: readonly SessionRow[]) => {
+    if (!rows[0]) throw notFound('session', id)
+    return rows[0]
+  }
+
+  return {
+    async list(tenantId: string, page: PageRequest) {
+      const before = decodeIdCursor(page.cursor)
+      const rows = await db.tenantRead(tenantId, (sql) => store.listSessions(sql, tenantId, page.limit + 1, before))
+      return toPage(rows, page.limit, (s) => s.id)
+    },
+
+    get: async (tenantId: string, id: string) => found(id, await db.tenantRead(tenantId, (sql) => store.selectSession(sql, tenantId, id))),
+
+    /** A new session, within the plan's number of sessions. */
+    async create(a: Actor, input: { title?: string; agentId?: string | null; projectId?: string | null }): Promise<SessionRow> {
+      const limit = PLAN_TERMS[planOf(a.principal)].limits.chatSessions
+      try {
+        return await db.tenant(a.tenantId, async (sql) => {
+          // Serialises a tenant's creations, so that the count holds under races.
+          await sql`select pg_advisory_xact_lock(hashtextextended(${'atrium.chat-sessions:' + a.tenantId}, 0))`
+          const count = await store.countSessions(sql, a.tenantId)
+          if (count >= limit) throw new AppError('QUOTA_EXCEEDED', `the ${planOf(a.principal)} plan keeps at most ${limit} chat sessions; delete some first`, { limit, used: count })
+          return store.insertSession(sql, a.tenantId, { id: newId(), title: input.title?.trim() || DEFAULT_TITLE, agentId: input.agentId ?? null, projectId: input.projectId ?? null })
+        })
+      } catch (err) {
+        throw unknownBinding(err, input) ?? err
+      }
+    },
+
+    async retitle(tenantId: string, id: string, title: string): Promise<SessionRow> {
+      const row = await db.tenant(tenantId, (sql) => store.retitleSession(sql, tenantId, id, title.trim()))
+      if (!row) throw notFound('session', id)
+      return row
+    },
+
+    async remove(tenantId: string, id: string): Promise<void> {
+      const rows = await db.tenant(tenantId, (sql) => store.deleteSession(sql, tenantId, id))
+      if (!rows.length) throw notFound('session', id)
+    },
+
+    /** A page of a session's messages, oldest first. */
+    async messages(tenantId: string, sessionId: string, page: PageRequest) {
+      const after = decodeIdCursor(page.cursor)
+      const rows = await db.tenant(tenantId, async (sql) => {
+        found(sessionId, await store.selectSession(sql, tenantId, sessionId))
+        return store.listMessages(sql, tenantId, sessionId, page.limit + 1, after)
+      })
+      return toPage(rows, page.limit, (m) => m.id)
+    },
+  }
+}
+
+export type ChatService = ReturnType<typeof chatService>
