@@ -26,7 +26,7 @@ import { requestLogPlugin } from './http/request-log.js'
 import { validationPlugin } from './http/validation.js'
 import { agentsPlugin, type AgentsOptions } from './modules/agents/plugin.js'
 import { apiKeysPlugin } from './modules/api-keys/plugin.js'
-import { chatPlugin } from './modules/chat/plugin.js'
+import { chatPlugin, type ChatOptions } from './modules/chat/plugin.js'
 import { auditPlugin } from './modules/audit/plugin.js'
 import { signInPlugin, type SignInOptions } from './modules/auth/plugin.js'
 import { cliAuthPlugin } from './modules/cli-auth/plugin.js'
@@ -40,7 +40,7 @@ import { webhooksPlugin, type WebhooksOptions } from './modules/webhooks/plugin.
 import type { Platform } from './platform/index.js'
 
 /** What a caller (tests) may change; each field is documented by the plugin that reads it. */
-export interface AppOptions extends PlatformOptions, LimitsOptions, JobsOptions, SignInOptions, WebhooksOptions, AgentsOptions {}
+export interface AppOptions extends PlatformOptions, LimitsOptions, JobsOptions, SignInOptions, WebhooksOptions, AgentsOptions, ChatOptions {}
 
 declare module 'fastify' {
   interface FastifyInstance {

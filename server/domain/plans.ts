@@ -28,6 +28,8 @@ export interface PlanLimits {
   concurrentRuns: number
   /** Chat sessions a tenant may keep. */
   chatSessions: number
+  /** Characters one chat message may hold. */
+  chatMessageChars: number
 }
 
 export interface PlanTerms {
@@ -44,22 +46,40 @@ const GiB = 1024 * MiB
 export const PLAN_TERMS: Record<Plan, PlanTerms> = {
   free: {
     title: 'Free',
-    limits: { projectVersions: 5, webhookEndpoints: 2, backupRetentionDays: 0, fileBytes: 1 * MiB, projectFileBytes: 10 * MiB, concurrentRuns: 1, chatSessions: 100 },
+    limits: { projectVersions: 5, webhookEndpoints: 2, backupRetentionDays: 0, fileBytes: 1 * MiB, projectFileBytes: 10 * MiB, concurrentRuns: 1, chatSessions: 100, chatMessageChars: 4_000 },
     auditRetention: null,
   },
   pro: {
     title: 'Pro',
-    limits: { projectVersions: 20, webhookEndpoints: 10, backupRetentionDays: 7, fileBytes: 10 * MiB, projectFileBytes: 100 * MiB, concurrentRuns: 5, chatSessions: 1_000 },
+    limits: { projectVersions: 20, webhookEndpoints: 10, backupRetentionDays: 7, fileBytes: 10 * MiB, projectFileBytes: 100 * MiB, concurrentRuns: 5, chatSessions: 1_000, chatMessageChars: 16_000 },
     auditRetention: '30 days',
   },
   growth: {
     title: 'Growth',
-    limits: { projectVersions: 50, webhookEndpoints: 25, backupRetentionDays: 30, fileBytes: 25 * MiB, projectFileBytes: 500 * MiB, concurrentRuns: 20, chatSessions: 10_000 },
+    limits: {
+      projectVersions: 50,
+      webhookEndpoints: 25,
+      backupRetentionDays: 30,
+      fileBytes: 25 * MiB,
+      projectFileBytes: 500 * MiB,
+      concurrentRuns: 20,
+      chatSessions: 10_000,
+      chatMessageChars: 32_000,
+    },
     auditRetention: '90 days',
   },
   enterprise: {
     title: 'Enterprise',
-    limits: { projectVersions: null, webhookEndpoints: 100, backupRetentionDays: 90, fileBytes: 100 * MiB, projectFileBytes: 5 * GiB, concurrentRuns: 100, chatSessions: 100_000 },
+    limits: {
+      projectVersions: null,
+      webhookEndpoints: 100,
+      backupRetentionDays: 90,
+      fileBytes: 100 * MiB,
+      projectFileBytes: 5 * GiB,
+      concurrentRuns: 100,
+      chatSessions: 100_000,
+      chatMessageChars: 100_000,
+    },
     auditRetention: '1 year',
   },
 }

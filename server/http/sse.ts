@@ -7,7 +7,9 @@
 import { PassThrough } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Cache } from '../platform/cache.js'
+import { Type } from '@sinclair/typebox'
 import { invalid } from '../domain/errors.js'
+import { apiErrors } from './schemas.js'
 
 export const SSE_HEARTBEAT_MS = 15_000
 /** Catch-up when no pub/sub message arrived (Redis away, a message lost). */
@@ -20,6 +22,14 @@ export const SSE_HEADERS = {
   'x-accel-buffering': 'no',
   connection: 'keep-alive',
 } as const
+
+/** The request and response schemas every stream route shares (its params, summary and description are its own). */
+export const sseRoute = {
+  querystring: Type.Object({ lastEventId: Type.Optional(Type.String({ maxLength: 12, description: 'For clients that cannot send Last-Event-ID' })) }, { additionalProperties: false }),
+  headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ maxLength: 12 })) }),
+  produces: ['text/event-stream'],
+  response: { 200: Type.String({ description: 'text/event-stream' }), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+}
 
 export interface SseEvent {
   id: number

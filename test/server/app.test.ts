@@ -44,5 +44,5 @@ t.test('modules reach what they share through declared decorations', async (t) =
     t.ok(app.hasPlugin(name), name)
   }
   // Each module defined its queues on the one runner; the runner's upkeep is the jobs plugin's own.
-  t.same([...app.jobs.queues].sort(), ['agents.run', 'audit.retention', 'jobs.sweep', 'projects.backup-retention', 'webhooks.events-retention'])
+  t.same([...app.jobs.queues].sort(), ['agents.run', 'audit.retention', 'chat.reply', 'jobs.sweep', 'projects.backup-retention', 'webhooks.events-retention'])
 })

@@ -4,7 +4,7 @@ import type { FastifyContextConfig } from 'fastify'
 import { actorOf } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
 import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
-import { followEvents, lastEventId } from '../../http/sse.js'
+import { followEvents, lastEventId, sseRoute } from '../../http/sse.js'
 import type { Cache } from '../../platform/cache.js'
 import { runChannel } from './runner.js'
 import { agentView, DEFAULT_MAX_STEPS, MAX_STEPS, type AgentsService } from './service.js'
@@ -107,7 +107,6 @@ const ExecuteBody = Type.Object(
   { additionalProperties: false },
 )
 const RunParams = Type.Object({ id: Type.String({ format: 'uuid', description: 'Agent identifier' }), run_id: Type.String({ format: 'uuid' }) })
-const StreamQuery = Type.Object({ lastEventId: Type.Optional(Type.String({ maxLength: 12, description: 'For clients that cannot send Last-Event-ID' })) }, { additionalProperties: false })
 
 const tags = ['agents']
 const read: FastifyContextConfig = { permission: 'agents:read' }
@@ -234,10 +233,7 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
         description:
           'Events: run.queued, run.started, run.resumed, step.started, output.delta {step, delta}, tool.call {step, id, name, arguments}, tool.result {step, id, name, result | error}, run.completed, run.failed, run.cancelled. Each has an id (its number in the run); a reconnect with Last-Event-ID gets exactly the events after it. The stream ends after the run ends; a comment is sent every 15 s.',
         params: RunParams,
-        querystring: StreamQuery,
-        headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ maxLength: 12 })) }),
-        produces: ['text/event-stream'],
-        response: { 200: Type.String({ description: 'text/event-stream' }), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+        ...sseRoute,
       },
     },
     async (req, reply) => {

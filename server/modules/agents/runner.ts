@@ -16,7 +16,8 @@ import type { Actor } from '../../domain/actor.js'
 import { AppError, type ErrorCode } from '../../domain/errors.js'
 import type { Plan } from '../../domain/plans.js'
 import type { Cache } from '../../platform/cache.js'
-import type { Db, TxSql } from '../../platform/db.js'
+import type { Db } from '../../platform/db.js'
+import { eventLogWriter } from '../../platform/event-log.js'
 import { JobCancelled, JobFailure, type Job } from '../../platform/jobs.js'
 import type { Llm, LlmMessage, LlmTarget } from '../../platform/llm.js'
 import { audit } from '../audit/service.js'
@@ -84,60 +85,17 @@ export interface RunnerDeps {
   now: Clock
 }
 
-/** Appends a run's events: in the transaction of a state change, or on their own (deltas, every DELTA_FLUSH_MS). */
-function runEvents(deps: RunnerDeps, run: Pick<RunRow, 'id' | 'tenant_id'>) {
-  let queued: { type: string; data: Record<string, unknown> }[] = []
-  let delta: { step: number; text: string } | null = null
-  let timer: NodeJS.Timeout | null = null
-  let writing: Promise<void> = Promise.resolve()
-  const take = () => {
-    if (delta) queued.push({ type: 'output.delta', data: { step: delta.step, delta: delta.text } })
-    delta = null
-    const out = queued
-    queued = []
-    return out
-  }
-  const notify = (seq: number) => void deps.cache.publish(runChannel(run.id), String(seq))
-  const flush = () => {
-    if (timer) clearTimeout(timer)
-    timer = null
-    const batch = take()
-    if (batch.length) {
-      writing = writing.then(async () => notify(await deps.db.tenant(run.tenant_id, (sql) => store.appendRunEvents(sql, run.tenant_id, run.id, batch))))
-    }
-    return writing
-  }
-  return {
-    push(type: string, data: Record<string, unknown>) {
-      if (delta) take().forEach((e) => queued.push(e))
-      queued.push({ type, data })
-    },
-    delta(step: number, text: string) {
-      if (delta && delta.step === step) delta.text += text
-      else {
-        if (delta) queued.push({ type: 'output.delta', data: { step: delta.step, delta: delta.text } })
-        delta = { step, text }
-      }
-      // A failed write surfaces at the next flush the step awaits.
-      timer ??= setTimeout(() => void flush().catch(() => {}), DELTA_FLUSH_MS)
-    },
-    /** Writes what is queued on its own. */
-    flush,
-    /** Writes what is queued in `sql`'s transaction (after the deltas already on their way); notify once it commits. */
-    async within(sql: TxSql): Promise<number | null> {
-      if (timer) clearTimeout(timer)
-      timer = null
-      await writing
-      const batch = take()
-      return batch.length ? store.appendRunEvents(sql, run.tenant_id, run.id, batch) : null
-    },
-    notify,
-    stop() {
-      if (timer) clearTimeout(timer)
-      timer = null
-    },
-  }
-}
+/** A run's event log: state changes in their transactions, output deltas every DELTA_FLUSH_MS. */
+const runEvents = (deps: RunnerDeps, run: Pick<RunRow, 'id' | 'tenant_id'>) =>
+  eventLogWriter<number>({
+    db: deps.db,
+    cache: deps.cache,
+    tenantId: run.tenant_id,
+    channel: runChannel(run.id),
+    append: (sql, events) => store.appendRunEvents(sql, run.tenant_id, run.id, events),
+    flushMs: DELTA_FLUSH_MS,
+    deltaEvent: (step, text) => ({ type: 'output.delta', data: { step, delta: text } }),
+  })
 
 const initialMessages = (r: RunRow): LlmMessage[] => [
   ...(r.agent_snapshot.systemPrompt ? [{ role: 'system' as const, content: r.agent_snapshot.systemPrompt }] : []),

@@ -1,5 +1,6 @@
 // Agent and run SQL. Every query names its tenant even though row-level security would also confine it.
 import type { TxSql } from '../../platform/db.js'
+import { appendLogEvents, logEventsAfter, type LogTables, type LoggedEvent } from '../../platform/event-log.js'
 
 export type AutonomyLevel = 'low' | 'medium' | 'high'
 
@@ -163,23 +164,9 @@ export async function patchRun(
   return row!
 }
 
-/** Appends events to a run's stream (numbered from its event_seq); the last number written. */
-export async function appendRunEvents(sql: TxSql, tenantId: string, runId: string, events: { type: string; data: Record<string, unknown> }[]): Promise<number> {
-  const [row] = await sql<{ event_seq: number }[]>`
-    update agent_runs set event_seq = event_seq + ${events.length} where tenant_id = ${tenantId} and id = ${runId} returning event_seq`
-  const last = row!.event_seq
-  const first = last - events.length + 1
-  await sql`
-    insert into agent_run_events (tenant_id, run_id, seq, type, data)
-    select ${tenantId}, ${runId}, e.seq, e.type, e.data
-      from unnest(${sql.array(events.map((_, i) => first + i))}::int[], ${sql.array(events.map((e) => e.type))}::text[], ${sql.array(events.map((e) => JSON.stringify(e.data)))}::jsonb[])
-        as e (seq, type, data)`
-  return last
-}
+const LOG: LogTables = { owner: 'agent_runs', events: 'agent_run_events', key: 'run_id' }
 
-export function runEventsAfter(sql: TxSql, tenantId: string, runId: string, after: number, limit: number) {
-  return sql<RunEventRow[]>`
-    select seq, type, data, created_at from agent_run_events
-     where tenant_id = ${tenantId} and run_id = ${runId} and seq > ${after}
-     order by seq limit ${limit}`
-}
+/** Appends events to a run's stream (numbered from its event_seq); the last number written. */
+export const appendRunEvents = (sql: TxSql, tenantId: string, runId: string, events: LoggedEvent[]) => appendLogEvents(sql, LOG, tenantId, runId, events)
+
+export const runEventsAfter = (sql: TxSql, tenantId: string, runId: string, after: number, limit: number): Promise<RunEventRow[]> => logEventsAfter(sql, LOG, tenantId, runId, after, limit)

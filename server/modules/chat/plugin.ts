@@ -1,12 +1,32 @@
-// 'atrium-chat': chat sessions and their messages under /api/v1.
+// 'atrium-chat': chat sessions, their messages and their streams under /api/v1; replies generate
+// on the job runner (queue 'chat.reply').
 import fp from 'fastify-plugin'
 import { API_PREFIX } from '../../http/auth.js'
+import { replyGenerator, REPLY_QUEUE } from './replies.js'
 import { chatRoutes } from './routes.js'
 import { chatService } from './service.js'
 
+export interface ChatOptions {
+  /** Replies generated at once on one replica (default AGENT_RUNS_PER_REPLICA: both mostly wait on the model). */
+  chatReplyConcurrency?: number
+}
+
 export const chatPlugin = fp(
-  async (app) => {
-    await app.register(chatRoutes, { prefix: API_PREFIX, chat: chatService({ db: app.platform.db }) })
+  async (app, o: ChatOptions) => {
+    const {
+      platform: { db, cache, config, log },
+      llm,
+      llmSettings,
+    } = app
+    const connection = (tenantId: string) => llmSettings.connection(tenantId)
+    app.jobs.define<{ sessionId: string; replyId: string }>({
+      name: REPLY_QUEUE,
+      handler: replyGenerator({ db, cache, llm, connection, log: log.child({ module: 'chat' }) }),
+      concurrency: o.chatReplyConcurrency ?? config.AGENT_RUNS_PER_REPLICA,
+      leaseMs: 15_000,
+      maxAttempts: 2,
+    })
+    await app.register(chatRoutes, { prefix: API_PREFIX, chat: chatService({ db, llm, connection }), cache })
   },
-  { name: 'atrium-chat', dependencies: ['atrium-platform', 'atrium-auth', 'atrium-license'] },
+  { name: 'atrium-chat', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth', 'atrium-license', 'atrium-llm', 'atrium-tenants'] },
 )

@@ -4,6 +4,9 @@ import type { FastifyContextConfig } from 'fastify'
 import { actorOf } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
 import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { followEvents, lastEventId, sseRoute } from '../../http/sse.js'
+import type { Cache } from '../../platform/cache.js'
+import { sessionChannel } from './replies.js'
 import { messageView, sessionView, type ChatService } from './service.js'
 
 const Title = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Not blank; surrounding spaces are trimmed' })
@@ -37,12 +40,17 @@ const CreateBody = Type.Object(
   { additionalProperties: false },
 )
 const PatchBody = Type.Object({ title: Title }, { additionalProperties: false })
+const PostBody = Type.Object({ content: Type.String({ minLength: 1, maxLength: 100_000, description: "The user's message; the plan bounds its length" }) }, { additionalProperties: false })
+const Posted = Type.Object({
+  message: Message,
+  replyId: Type.String({ format: 'uuid', description: 'The assistant reply now being generated: follow it on the stream, or read it from the messages once completed' }),
+})
 
 const tags = ['chat']
 const read: FastifyContextConfig = { permission: 'chat:read' }
 const write: FastifyContextConfig = { permission: 'chat:write' }
 
-export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService }> = async (app, { chat }) => {
+export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: Cache }> = async (app, { chat, cache }) => {
   app.post(
     '/chat/sessions',
     {
@@ -111,6 +119,51 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService }> = asyn
     async (req) => {
       const r = await chat.messages(actorOf(req).tenantId, req.params.id, req.query)
       return page(req, r.items.map(messageView), r.nextCursor)
+    },
+  )
+
+  app.post(
+    '/chat/sessions/:id/messages',
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Send a message; the reply generates in the background (one at a time per session)',
+        params: IdParams,
+        body: PostBody,
+        response: { 201: Envelope(Posted), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'CONFLICT', 'PAYLOAD_TOO_LARGE', 'LLM_NOT_CONFIGURED') },
+      },
+    },
+    async (req, reply) => {
+      const r = await chat.post(actorOf(req), req.params.id, req.body.content)
+      reply.code(201)
+      return ok(req, { message: messageView(r.message), replyId: r.replyId })
+    },
+  )
+
+  app.get(
+    '/chat/sessions/:id/stream',
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: "Follow a session's replies (Server-Sent Events; resumable with Last-Event-ID)",
+        description:
+          'Events: message.delta {messageId, delta}, message.completed {message}, error {messageId, code, message}. Each has an id (its number in the session); a reconnect with Last-Event-ID gets exactly the events after it. The stream stays open for the next replies; a comment is sent every 15 s.',
+        params: IdParams,
+        ...sseRoute,
+      },
+    },
+    async (req, reply) => {
+      const { tenantId } = actorOf(req)
+      const sessionId = req.params.id
+      return followEvents(req, reply, {
+        cache,
+        channel: sessionChannel(sessionId),
+        after: lastEventId(req, req.query.lastEventId),
+        read: async (after) => ({ events: (await chat.events(tenantId, sessionId, after)).map((e) => ({ id: e.seq, event: e.type, data: e.data })), ended: false }),
+        onError: (err) => req.log.warn({ err }, 'chat stream could not read its events; trying again'),
+      })
     },
   )
 }

@@ -3,15 +3,18 @@
 import postgres from 'postgres'
 import { newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
-import { AppError, notFound } from '../../domain/errors.js'
+import { AppError, invalid, notFound } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
 import type { Db } from '../../platform/db.js'
+import { enqueueJob } from '../../platform/jobs.js'
+import type { Llm, LlmTarget } from '../../platform/llm.js'
 import * as store from './store.js'
 import type { MessageRow, SessionRow } from './store.js'
 
 export const DEFAULT_TITLE = 'New chat'
+export const REPLY_QUEUE = 'chat.reply'
 
 export interface PageRequest {
   limit: number
@@ -51,7 +54,7 @@ function unknownBinding(err: unknown, input: { agentId?: string | null; projectI
   return null
 }
 
-export function chatService(deps: { db: Db }) {
+export function chatService(deps: { db: Db; llm: Pick<Llm, 'checkConfigured'>; connection: (tenantId: string) => Promise<LlmTarget> }) {
   const { db } = deps
   const found = (id: string, rows: readonly SessionRow[]) => {
     if (!rows[0]) throw notFound('session', id)
@@ -93,6 +96,37 @@ export function chatService(deps: { db: Db }) {
       const rows = await db.tenant(tenantId, (sql) => store.deleteSession(sql, tenantId, id))
       if (!rows.length) throw notFound('session', id)
     },
+
+    /**
+     * Saves the user's message and starts the reply (queued on the job runner). One reply at a
+     * time per session: a message while one generates is a CONFLICT naming it.
+     */
+    async post(a: Actor, sessionId: string, content: string) {
+      if (!content.trim()) throw invalid('content', 'must not be blank')
+      const limit = PLAN_TERMS[planOf(a.principal)].limits.chatMessageChars
+      if (content.length > limit) throw new AppError('PAYLOAD_TOO_LARGE', `a message may hold at most ${limit} characters on this plan`, { limit, length: content.length })
+      const session = await this.get(a.tenantId, sessionId)
+      // Refused now rather than as a failed reply: settings that cannot call a model (the bound agent's model counts).
+      const agent = await db.tenant(a.tenantId, (sql) => store.agentPrompt(sql, a.tenantId, session.agent_id))
+      deps.llm.checkConfigured(await deps.connection(a.tenantId), agent?.model ?? undefined)
+      return db.tenant(a.tenantId, async (sql) => {
+        const current = found(sessionId, await store.selectSession(sql, a.tenantId, sessionId, { lock: true }))
+        if (current.generating_id) {
+          throw new AppError('CONFLICT', 'a reply is still being generated in this session; wait for it (or follow its stream)', { replyId: current.generating_id })
+        }
+        const [message, reply] = await store.insertExchange(sql, a.tenantId, sessionId, { userId: newId(), replyId: newId(), content })
+        // One attempt and one take-over: a reply whose server died ends with an error instead of repeating its deltas.
+        await enqueueJob(sql, REPLY_QUEUE, { sessionId, replyId: reply!.id }, { tenantId: a.tenantId, maxAttempts: 2 })
+        return { message: message!, replyId: reply!.id }
+      })
+    },
+
+    /** A session's stream events after `after`. */
+    events: (tenantId: string, sessionId: string, after: number, limit = 500) =>
+      db.tenant(tenantId, async (sql) => {
+        found(sessionId, await store.selectSession(sql, tenantId, sessionId))
+        return store.chatEventsAfter(sql, tenantId, sessionId, after, limit)
+      }),
 
     /** A page of a session's messages, oldest first. */
     async messages(tenantId: string, sessionId: string, page: PageRequest) {

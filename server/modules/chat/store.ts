@@ -1,5 +1,6 @@
 // Chat SQL. Every query names its tenant even though row-level security would also confine it.
 import type { TxSql } from '../../platform/db.js'
+import { appendLogEvents, logEventsAfter, type LogTables, type LoggedEvent } from '../../platform/event-log.js'
 
 export interface SessionRow {
   id: string
@@ -7,6 +8,8 @@ export interface SessionRow {
   agent_id: string | null
   project_id: string | null
   message_count: number
+  generating_id: string | null
+  event_seq: number
   created_at: Date
   updated_at: Date
 }
@@ -23,7 +26,7 @@ export interface MessageRow {
   completed_at: Date | null
 }
 
-const SESSION = 'id, title, agent_id, project_id, message_count, created_at, updated_at'
+const SESSION = 'id, title, agent_id, project_id, message_count, generating_id, event_seq, created_at, updated_at'
 const MESSAGE = 'id, session_id, role, content, status, error, usage, created_at, completed_at'
 
 export function listSessions(sql: TxSql, tenantId: string, limit: number, before: string | null) {
@@ -68,3 +71,60 @@ export function listMessages(sql: TxSql, tenantId: string, sessionId: string, li
      where tenant_id = ${tenantId} and session_id = ${sessionId} ${after ? sql`and id > ${after}` : sql``}
      order by id limit ${limit}`
 }
+
+/** A user's message and the empty reply now generating, in one statement; the session moves on. */
+export async function insertExchange(sql: TxSql, tenantId: string, sessionId: string, m: { userId: string; replyId: string; content: string }): Promise<MessageRow[]> {
+  const rows = await sql<MessageRow[]>`
+    insert into chat_messages (id, tenant_id, session_id, role, content, status, completed_at)
+    values (${m.userId}, ${tenantId}, ${sessionId}, 'user', ${m.content}, 'completed', now()),
+           (${m.replyId}, ${tenantId}, ${sessionId}, 'assistant', '', 'generating', null)
+    returning ${sql.unsafe(MESSAGE)}`
+  await sql`
+    update chat_sessions set message_count = message_count + 2, generating_id = ${m.replyId}, updated_at = now()
+     where tenant_id = ${tenantId} and id = ${sessionId}`
+  return rows.sort((a, b) => (a.id < b.id ? -1 : 1))
+}
+
+export function selectMessage(sql: TxSql, tenantId: string, id: string, opts: { lock?: boolean } = {}) {
+  return sql<MessageRow[]>`select ${sql.unsafe(MESSAGE)} from chat_messages where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
+}
+
+/** The newest completed messages before a reply, newest first (the caller keeps what fits its budget). */
+export function historyBefore(sql: TxSql, tenantId: string, sessionId: string, beforeId: string, limit: number) {
+  return sql<Pick<MessageRow, 'role' | 'content'>[]>`
+    select role, content from chat_messages
+     where tenant_id = ${tenantId} and session_id = ${sessionId} and id < ${beforeId} and status = 'completed' and content <> ''
+     order by id desc limit ${limit}`
+}
+
+/** The system prompt of the session's agent, if it has one. */
+export async function agentPrompt(sql: TxSql, tenantId: string, agentId: string | null): Promise<{ prompt: string; model: string | null } | null> {
+  if (!agentId) return null
+  const [row] = await sql<{ system_prompt: string; model: string | null }[]>`
+    select system_prompt, config->>'model' as model from agents where tenant_id = ${tenantId} and id = ${agentId}`
+  return row ? { prompt: row.system_prompt, model: row.model } : null
+}
+
+/** Ends a reply (completed with its text, or failed with its error) and frees the session for the next. */
+export async function finishReply(
+  sql: TxSql,
+  tenantId: string,
+  sessionId: string,
+  replyId: string,
+  end: { status: 'completed' | 'failed'; content: string; error: MessageRow['error']; usage: MessageRow['usage'] },
+): Promise<MessageRow> {
+  const [row] = await sql<MessageRow[]>`
+    update chat_messages set status = ${end.status}, content = ${end.content}, error = ${end.error === null ? null : sql.json(end.error as never)},
+           usage = ${end.usage === null ? null : sql.json(end.usage as never)}, completed_at = now()
+     where tenant_id = ${tenantId} and id = ${replyId}
+    returning ${sql.unsafe(MESSAGE)}`
+  await sql`update chat_sessions set generating_id = null, updated_at = now() where tenant_id = ${tenantId} and id = ${sessionId} and generating_id = ${replyId}`
+  return row!
+}
+
+const LOG: LogTables = { owner: 'chat_sessions', events: 'chat_events', key: 'session_id' }
+
+/** Appends events to a session's stream; the number of the last. */
+export const appendChatEvents = (sql: TxSql, tenantId: string, sessionId: string, events: LoggedEvent[]) => appendLogEvents(sql, LOG, tenantId, sessionId, events)
+
+export const chatEventsAfter = (sql: TxSql, tenantId: string, sessionId: string, after: number, limit: number) => logEventsAfter(sql, LOG, tenantId, sessionId, after, limit)

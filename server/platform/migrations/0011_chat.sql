@@ -1,4 +1,4 @@
--- Chat sessions and their messages. A session may be bound to an agent (its system prompt) and a
+-- Chat sessions, their messages and their streams. A session may be bound to an agent (its system prompt) and a
 -- project; deleting either unbinds the session rather than deleting the conversation.
 
 create table chat_sessions (
@@ -8,6 +8,10 @@ create table chat_sessions (
   agent_id uuid,
   project_id uuid,
   message_count integer not null default 0,
+  -- The assistant reply being generated, if any: one at a time per session.
+  generating_id uuid,
+  -- The number of the session's last stream event (chat_events.seq).
+  event_seq integer not null default 0,
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now(),
   unique (tenant_id, id),
@@ -37,3 +41,16 @@ create index chat_messages_session_idx on chat_messages (tenant_id, session_id, 
 -- The chat export reads a tenant's messages by time.
 create index chat_messages_created_idx on chat_messages (tenant_id, created_at);
 select atrium_protect('chat_messages');
+
+-- The session's stream: reply deltas and outcomes, numbered per session. Last-Event-ID is seq.
+create table chat_events (
+  tenant_id uuid not null references tenants (id) on delete cascade,
+  session_id uuid not null,
+  seq integer not null,
+  type text not null,
+  data jsonb not null,
+  created_at timestamptz not null default now(),
+  primary key (session_id, seq),
+  foreign key (tenant_id, session_id) references chat_sessions (tenant_id, id) on delete cascade
+);
+select atrium_protect('chat_events');

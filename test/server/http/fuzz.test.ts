@@ -639,6 +639,14 @@ function send(req: Sent): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const r = httpRequest({ host: '127.0.0.1', port, method: req.method, path: req.path, headers, agent: false }, (res) => {
       const chunks: Buffer[] = []
+      // An event stream (a chat session's) stays open: its first bytes are the answer.
+      if (String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
+        res.once('data', (c: Buffer) => {
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, raw: c })
+          res.destroy()
+        })
+        return
+      }
       res.on('data', (c: Buffer) => chunks.push(c))
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, raw: Buffer.concat(chunks) }))
       res.on('error', reject)

@@ -1,0 +1,108 @@
+// Generates assistant replies on the job runner (queue 'chat.reply'). The reply streams into the
+// session's event log as message.delta events (coalesced every DELTA_FLUSH_MS) and ends with
+// message.completed, or with error when the provider fails; the text is saved with the final event,
+// in one transaction. The client going away changes nothing: the reply is generated and saved, and
+// a later stream or GET messages shows it. A reply whose worker died is not generated again (its
+// deltas were already sent): it ends with an error, and the user sends the message again.
+import type { Logger } from 'pino'
+import { AppError } from '../../domain/errors.js'
+import type { Cache } from '../../platform/cache.js'
+import type { Db } from '../../platform/db.js'
+import { eventLogWriter } from '../../platform/event-log.js'
+import { JobCancelled, type Job } from '../../platform/jobs.js'
+import type { Llm, LlmMessage, LlmTarget } from '../../platform/llm.js'
+import { messageView } from './service.js'
+export { REPLY_QUEUE } from './service.js'
+import * as store from './store.js'
+
+/** Deltas are written at most this often: a stream's added latency is bounded by it. */
+const DELTA_FLUSH_MS = 20
+/** The history handed to the model: the newest messages that fit (characters, about 4 per token). */
+export const CONTEXT_CHARS = 48_000
+const CONTEXT_MESSAGES = 200
+
+export const sessionChannel = (sessionId: string) => `atrium:chat-session:${sessionId}`
+
+/** The newest history that fits the budget, oldest first; the message being answered always fits. */
+export function trimHistory(newestFirst: { role: 'user' | 'assistant'; content: string }[], budget = CONTEXT_CHARS): LlmMessage[] {
+  const kept: LlmMessage[] = []
+  let used = 0
+  for (const m of newestFirst) {
+    if (kept.length && used + m.content.length > budget) break
+    kept.push({ role: m.role, content: m.content })
+    used += m.content.length
+  }
+  return kept.reverse()
+}
+
+export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connection: (tenantId: string) => Promise<LlmTarget>; log: Logger }) {
+  const { db } = deps
+
+  return async function handle(job: Job<{ sessionId: string; replyId: string }>): Promise<void> {
+    const tenantId = job.tenantId!
+    const { sessionId, replyId } = job.payload
+    const [reply] = await db.tenant(tenantId, (sql) => store.selectMessage(sql, tenantId, replyId))
+    if (!reply || reply.status !== 'generating') return
+    const events = eventLogWriter<string>({
+      db,
+      cache: deps.cache,
+      tenantId,
+      channel: sessionChannel(sessionId),
+      append: (sql, e) => store.appendChatEvents(sql, tenantId, sessionId, e),
+      flushMs: DELTA_FLUSH_MS,
+      deltaEvent: (messageId, delta) => ({ type: 'message.delta', data: { messageId, delta } }),
+    })
+    const finish = async (end: { content: string; error: { code: string; message: string } | null; usage: { inputTokens: number; outputTokens: number } | null }) => {
+      let seq: number | null = null
+      await db.tenant(tenantId, async (sql) => {
+        const [current] = await store.selectMessage(sql, tenantId, replyId, { lock: true })
+        if (!current || current.status !== 'generating') return
+        const saved = await store.finishReply(sql, tenantId, sessionId, replyId, { status: end.error ? 'failed' : 'completed', ...end })
+        if (end.error) events.push('error', { messageId: replyId, ...end.error })
+        else events.push('message.completed', { message: messageView(saved) })
+        seq = await events.within(sql)
+      })
+      if (seq !== null) events.notify(seq)
+    }
+
+    try {
+      if (job.attempt > 1) {
+        await finish({ content: '', error: { code: 'RUN_INTERRUPTED', message: 'the reply was interrupted (its server stopped); send the message again' }, usage: null })
+        return
+      }
+      const context = await db.tenant(tenantId, async (sql) => {
+        const [session] = await store.selectSession(sql, tenantId, sessionId)
+        return {
+          agent: await store.agentPrompt(sql, tenantId, session?.agent_id ?? null),
+          history: await store.historyBefore(sql, tenantId, sessionId, replyId, CONTEXT_MESSAGES),
+        }
+      })
+      let text = ''
+      try {
+        const target = await deps.connection(tenantId)
+        deps.llm.checkConfigured(target, context.agent?.model ?? undefined)
+        const response = await deps.llm.complete({
+          tenantId,
+          target,
+          messages: [...(context.agent?.prompt ? [{ role: 'system' as const, content: context.agent.prompt }] : []), ...trimHistory(context.history)],
+          ...(context.agent?.model ? { model: context.agent.model } : {}),
+          signal: job.signal,
+          onDelta: (d) => {
+            text += d
+            events.delta(replyId, d)
+          },
+        })
+        await finish({ content: response.text, error: null, usage: response.usage })
+      } catch (err) {
+        if (job.signal.aborted && !(job.signal.reason instanceof JobCancelled)) throw err // handed back by a stopping server: ends interrupted
+        if (err instanceof AppError && err.code !== 'SERVICE_UNAVAILABLE') {
+          await finish({ content: text, error: { code: err.code, message: err.message }, usage: null })
+          return
+        }
+        throw err
+      }
+    } finally {
+      events.stop()
+    }
+  }
+}

@@ -1,0 +1,157 @@
+// Chat messages and their streamed replies: generated on the job runner by the tenant's model (the
+// suite's OpenAI-compatible server), followed over real HTTP as Server-Sent Events, resumed with
+// Last-Event-ID, and saved whole whether or not anyone is listening.
+import type { AddressInfo } from 'node:net'
+import t from 'tap'
+import { testApp, type Caller } from '../../../helpers/app.js'
+import { fakeLlm } from '../../../helpers/fake-llm.js'
+
+const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' }, { jobs: { pollMs: 50 } })
+await h.app.listen({ port: 0, host: '127.0.0.1' })
+const base = `http://127.0.0.1:${(h.app.server.address() as AddressInfo).port}`
+const llm = await fakeLlm(t)
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+interface Event {
+  id: number
+  event: string
+  data: Record<string, unknown>
+}
+
+/** Reads a session's stream over HTTP until `stop` says so; the events it got. */
+async function follow(apiKey: string, sessionId: string, stop: (e: Event, all: Event[]) => boolean, lastEventId?: number): Promise<Event[]> {
+  const ac = new AbortController()
+  const res = await fetch(`${base}/api/v1/chat/sessions/${sessionId}/stream`, {
+    headers: { authorization: `Bearer ${apiKey}`, ...(lastEventId !== undefined ? { 'last-event-id': String(lastEventId) } : {}) },
+    signal: ac.signal,
+  })
+  if (res.status !== 200) throw new Error(`stream: ${res.status}`)
+  const events: Event[] = []
+  const decoder = new TextDecoder()
+  let buffer = ''
+  const reader = res.body!.getReader()
+  for (;;) {
+    const { value, done } = await reader.read()
+    if (done) break
+    buffer += decoder.decode(value, { stream: true })
+    let end: number
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, end)
+      buffer = buffer.slice(end + 2)
+      if (!block.includes('id: ')) continue
+      const line = (k: string) =>
+        block
+          .split('\n')
+          .find((l) => l.startsWith(`${k}: `))!
+          .slice(k.length + 2)
+      const e = { id: Number(line('id')), event: line('event'), data: JSON.parse(line('data')) }
+      events.push(e)
+      if (stop(e, events)) {
+        ac.abort()
+        return events
+      }
+    }
+  }
+  return events
+}
+
+async function tenantWithLlm(): Promise<{ apiKey: string; call: Caller }> {
+  const tn = await h.tenant()
+  await tn.call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'chat-model', apiKey: 'sk-chat-test-0000000' })
+  return tn
+}
+
+async function settled(call: Caller, sessionId: string) {
+  for (let i = 0; i < 400; i++) {
+    const r = await call('GET', `/api/v1/chat/sessions/${sessionId}/messages`)
+    if (r.body.data.every((m: { status: string }) => m.status !== 'generating')) return r.body.data
+    await sleep(25)
+  }
+  throw new Error('the reply did not finish')
+}
+
+t.test('a reply streams, is saved whole, and a stream resumed by Last-Event-ID continues exactly', async (t) => {
+  const { apiKey, call } = await tenantWithLlm()
+  const agentId = (await call('POST', '/api/v1/agents', { name: 'Guide', systemPrompt: 'You are a museum guide.', config: { autonomyLevel: 'low' } })).body.data.id
+  const sessionId = (await call('POST', '/api/v1/chat/sessions', { agentId })).body.data.id
+  const reply = 'The atrium is the central hall of a Roman house, open to the sky in the middle.'
+  const before = llm.requests.length
+  llm.push({ text: reply, chunkDelayMs: 15, usage: { input: 30, output: 18 } })
+
+  const posted = await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'What is an atrium?' })
+  t.equal(posted.status, 201)
+  t.match(posted.body.data, { message: { role: 'user', content: 'What is an atrium?', status: 'completed' }, replyId: String })
+  const replyId = posted.body.data.replyId
+  const busy = await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'and?' })
+  t.equal(busy.status, 409, 'one reply at a time')
+  t.match(busy.body.error, { code: 'CONFLICT', details: { replyId } })
+
+  // Disconnect after a few deltas, then resume from the last one seen.
+  const first = await follow(apiKey, sessionId, (_e, all) => all.filter((x) => x.event === 'message.delta').length >= 3)
+  const rest = await follow(apiKey, sessionId, (e) => e.event === 'message.completed', first.at(-1)!.id)
+  const all = [...first, ...rest]
+  t.same(
+    all.map((e) => e.id),
+    all.map((_, i) => i + 1),
+    'numbered without gaps or repeats across the reconnect',
+  )
+  const deltas = all.filter((e) => e.event === 'message.delta')
+  t.ok(deltas.every((e) => e.data.messageId === replyId))
+  t.equal(deltas.map((e) => e.data.delta).join(''), reply, 'the deltas make up the reply')
+  t.match(all.at(-1)!.data, { message: { id: replyId, role: 'assistant', content: reply, status: 'completed', usage: { inputTokens: 30, outputTokens: 18 } } })
+
+  const messages = await settled(call, sessionId)
+  t.match(messages, [{ role: 'user' }, { id: replyId, content: reply, status: 'completed' }])
+  t.equal((await call('GET', `/api/v1/chat/sessions/${sessionId}`)).body.data.messageCount, 2)
+  const sent = llm.requests[before]!.body.messages
+  t.match(
+    sent,
+    [
+      { role: 'system', content: 'You are a museum guide.' },
+      { role: 'user', content: 'What is an atrium?' },
+    ],
+    "the agent's prompt, then the history",
+  )
+
+  // The next message carries the history; nobody listens, and the reply is saved all the same.
+  llm.push({ text: 'About 2,000 years ago.' })
+  t.equal((await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'How old is the idea?' })).status, 201)
+  const after = await settled(call, sessionId)
+  t.equal(after.at(-1).content, 'About 2,000 years ago.')
+  t.same(
+    llm.requests.at(-1)!.body.messages.map((m: { role: string }) => m.role),
+    ['system', 'user', 'assistant', 'user'],
+  )
+})
+
+t.test('a provider failure ends the reply failed with an error event', async (t) => {
+  const { apiKey, call } = await tenantWithLlm()
+  const sessionId = (await call('POST', '/api/v1/chat/sessions')).body.data.id
+  llm.push({ status: 401 })
+  const { replyId } = (await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'hi' })).body.data
+  const events = await follow(apiKey, sessionId, (e) => e.event === 'error')
+  t.match(events.at(-1), { event: 'error', data: { messageId: replyId, code: 'LLM_KEY_REJECTED' } })
+  const messages = await settled(call, sessionId)
+  t.match(messages.at(-1), { id: replyId, status: 'failed', error: { code: 'LLM_KEY_REJECTED' } })
+  t.equal((await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'again' })).status, 201, 'the session is free again')
+  await settled(call, sessionId)
+})
+
+t.test('refusals: no model, too long, blank, another tenant', async (t) => {
+  const bare = await h.tenant('free')
+  const s = (await bare.call('POST', '/api/v1/chat/sessions')).body.data.id
+  const unconfigured = await bare.call('POST', `/api/v1/chat/sessions/${s}/messages`, { content: 'hi' })
+  t.equal(unconfigured.status, 409)
+  t.equal(unconfigured.body.error.code, 'LLM_NOT_CONFIGURED')
+  const long = await bare.call('POST', `/api/v1/chat/sessions/${s}/messages`, { content: 'x'.repeat(4001) })
+  t.equal(long.status, 413)
+  t.match(long.body.error, { code: 'PAYLOAD_TOO_LARGE', details: { limit: 4000 } })
+  t.equal((await bare.call('POST', `/api/v1/chat/sessions/${s}/messages`, { content: '   ' })).body.error.code, 'VALIDATION_ERROR')
+  t.same((await bare.call('GET', `/api/v1/chat/sessions/${s}/messages`)).body.data, [], 'nothing was written')
+
+  const other = await tenantWithLlm()
+  t.equal((await other.call('POST', `/api/v1/chat/sessions/${s}/messages`, { content: 'hi' })).status, 404)
+  const stream = await fetch(`${base}/api/v1/chat/sessions/${s}/stream`, { headers: { authorization: `Bearer ${other.apiKey}` } })
+  t.equal(stream.status, 404, "another tenant's stream is 404")
+  t.equal(((await stream.json()) as { error: { code: string } }).error.code, 'RESOURCE_NOT_FOUND')
+})
