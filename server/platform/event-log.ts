@@ -65,10 +65,18 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
     },
     /** Writes what is queued on its own. */
     flush,
-    /** Writes what is queued in `sql`'s transaction (after the writes already on their way); call notify once it commits. */
-    async within(sql: TxSql): Promise<number | null> {
+    /**
+     * Waits for the writes already on their way. Call it before opening the transaction `within`
+     * writes in: awaited inside it, a write waiting for a connection could wait for the very one the
+     * transaction holds (the embedded database has one).
+     */
+    async settle(): Promise<void> {
       stopTimer()
       await writing
+    },
+    /** Writes what is queued in `sql`'s transaction, after `settle()`; call notify once it commits. */
+    async within(sql: TxSql): Promise<number | null> {
+      stopTimer()
       const batch = take()
       return batch.length ? o.append(sql, batch) : null
     },

@@ -117,6 +117,7 @@ export function agentRunner(deps: RunnerDeps) {
     end: { status: 'completed' | 'failed' | 'cancelled'; output?: string | null; error?: { code: string; message: string } | null; steps?: StepRecord[]; usage?: RunUsage; changes?: FileChange[] },
   ): Promise<boolean> {
     let seq: number | null = null
+    await events.settle()
     const done = await db.tenant(run.tenant_id, async (sql) => {
       const [current] = await store.selectRun(sql, run.tenant_id, run.id, { lock: true })
       if (!current || TERMINAL.has(current.status)) return null
@@ -180,6 +181,7 @@ export function agentRunner(deps: RunnerDeps) {
 
     // Start, or take over from a worker that stopped.
     let seq: number | null = null
+    await events.settle()
     const run = await db.tenant(tenantId, async (sql) => {
       const [r] = await store.selectRun(sql, tenantId, loaded.id, { lock: true })
       if (!r || TERMINAL.has(r.status)) return null
@@ -295,6 +297,7 @@ export function agentRunner(deps: RunnerDeps) {
 
       // The step is done: its state and events commit together; a takeover resumes after it.
       let stepSeq: number | null = null
+      await events.settle()
       const still = await db.tenant(tenantId, async (sql) => {
         const [current] = await store.selectRun(sql, tenantId, run.id, { lock: true })
         if (!current || TERMINAL.has(current.status)) return false

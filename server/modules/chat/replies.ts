@@ -54,6 +54,7 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
     })
     const finish = async (end: { content: string; error: { code: string; message: string } | null; usage: { inputTokens: number; outputTokens: number } | null }) => {
       let seq: number | null = null
+      await events.settle()
       await db.tenant(tenantId, async (sql) => {
         const [current] = await store.selectMessage(sql, tenantId, replyId, { lock: true })
         if (!current || current.status !== 'generating') return
