@@ -7,7 +7,6 @@
 //   the time from the first execute to the last run completed, and the server's peak RSS.
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible'
 import { jsonSchema, streamText, tool } from 'ai'
-import type postgres from 'postgres'
 import type { Test } from 'tap'
 import { fakeLlm, type FakeRequest, type FakeTurn } from '../test/helpers/fake-llm.js'
 import { createTenant, peakRssMb, pool, start, stop } from './lib.js'
@@ -31,7 +30,7 @@ const script = (req: FakeRequest): FakeTurn => {
   return results < STEPS - 1 ? { toolCalls: [{ name: 'list_files', arguments: {} }], usage: { input: 50, output: 5 } } : { text: 'All done here.', usage: { input: 60, output: 4 } }
 }
 
-export async function benchAgents(env: Record<string, string>, _admin: postgres.Sql, _db: string): Promise<AgentBench> {
+export async function benchAgents(env: Record<string, string>): Promise<AgentBench> {
   const teardowns: (() => unknown)[] = []
   const llm = await fakeLlm({ teardown: (fn: () => unknown) => teardowns.push(fn) } as unknown as Test, { respond: script })
   const server = await start('server/main.ts', { ...env, AGENT_RUNS_PER_REPLICA: String(CONCURRENT) })

@@ -176,7 +176,7 @@ try {
   )
 
   printJobs(await benchJobs(databaseUrl))
-  printAgents(await benchAgents({ ...env, DATABASE_URL: url.toString() }, admin, dbName))
+  printAgents(await benchAgents(env))
 } finally {
   await admin.unsafe(`drop database if exists ${dbName} with (force)`)
   await admin.end()

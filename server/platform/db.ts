@@ -179,6 +179,12 @@ export function isUniqueViolation(err: unknown, constraint: string): boolean {
   return e?.code === '23505' && e.constraint_name === constraint
 }
 
+/** A foreign key refused the write (a referenced row that is not there, or not the tenant's: the composite keys). */
+export function isForeignKeyViolation(err: unknown, constraint: string): boolean {
+  const e = err as { code?: string; constraint_name?: string }
+  return e?.code === '23503' && e.constraint_name === constraint
+}
+
 // ---- embedded PGlite ------------------------------------------------------------------------
 
 interface LockInfo {

@@ -66,21 +66,25 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
     /** Writes what is queued on its own. */
     flush,
     /**
-     * Waits for the writes already on their way. Call it before opening the transaction `within`
-     * writes in: awaited inside it, a write waiting for a connection could wait for the very one the
-     * transaction holds (the embedded database has one).
+     * Runs `fn` in a tenant transaction and appends what is queued (what `fn` pushed included) in
+     * it, so a state change and its events commit together; the streams are told once it has.
+     * Writes already on their way are awaited first, outside it: awaited inside, a write waiting
+     * for a connection could wait for the very one the transaction holds (the embedded database
+     * has one).
      */
-    async settle(): Promise<void> {
+    async commit<T>(fn: (sql: TxSql) => Promise<T>): Promise<T> {
       stopTimer()
       await writing
+      let seq: number | null = null
+      const out = await o.db.tenant(o.tenantId, async (sql) => {
+        const r = await fn(sql)
+        const batch = take()
+        if (batch.length) seq = await o.append(sql, batch)
+        return r
+      })
+      if (seq !== null) notify(seq)
+      return out
     },
-    /** Writes what is queued in `sql`'s transaction, after `settle()`; call notify once it commits. */
-    async within(sql: TxSql): Promise<number | null> {
-      stopTimer()
-      const batch = take()
-      return batch.length ? o.append(sql, batch) : null
-    },
-    notify,
     stop: stopTimer,
   }
 }

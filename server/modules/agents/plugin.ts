@@ -2,12 +2,10 @@
 // (queue 'agents.run'), and the agents of a project for its backups (`app.projectAgents`, which
 // the projects plugin hands to its backups).
 import fp from 'fastify-plugin'
-import { VERSION } from '../../../common/version.js'
 import { API_PREFIX } from '../../http/auth.js'
 import type { TxSql } from '../../platform/db.js'
 import { outboundFetch } from '../../platform/outbound.js'
 import { projectFilesService } from '../projects/files-service.js'
-import { projectsService } from '../projects/service.js'
 import { agentsRoutes } from './routes.js'
 import { agentRunner, RUN_QUEUE } from './runner.js'
 import { agentsService } from './service.js'
@@ -29,7 +27,7 @@ export interface AgentsOptions {
 export const agentsPlugin = fp(
   async (app, o: AgentsOptions) => {
     const {
-      platform: { db, storage, cache, config, log },
+      platform: { db, storage, cache, config },
       now,
       outbound: policy,
       llm,
@@ -47,11 +45,10 @@ export const agentsPlugin = fp(
       db,
       llm,
       connection,
-      projects: projectsService({ db, storage, version: VERSION, now }),
       env,
       publish: (channel, message) => cache.publish(channel, message),
     })
-    const runner = agentRunner({ db, cache, llm, connection, files, env, log: log.child({ module: 'agents' }), now })
+    const runner = agentRunner({ db, cache, llm, connection, files, env, now })
     app.jobs.define<{ runId: string }>({
       name: RUN_QUEUE,
       handler: (job) => runner.handle(job),

@@ -10,7 +10,6 @@
 //   catalog) or cancelled;
 // - the state change and its webhook event (agent.started, agent.completed, agent.failed) commit
 //   together, so each is announced exactly once.
-import type { Logger } from 'pino'
 import type { Clock } from '../../clock.js'
 import type { Actor } from '../../domain/actor.js'
 import { AppError, type ErrorCode } from '../../domain/errors.js'
@@ -64,6 +63,12 @@ export const runSummary = (r: RunRow) => ({
   finishedAt: r.finished_at?.toISOString() ?? null,
 })
 
+/** The event that ends a run cancelled before it started (by the cancel route, or found by the worker that claimed it). */
+export const cancelledEvent = (r: Pick<RunRow, 'usage'>): [string, Record<string, unknown>] => [
+  'run.cancelled',
+  { status: 'cancelled', output: null, error: null, usage: r.usage, projectVersion: null },
+]
+
 /** The actor a run acts as when it writes files: whoever started it, from no address. */
 export function runActor(r: Pick<RunRow, 'tenant_id' | 'started_by'>): Actor {
   const s = r.started_by as RunRow['started_by'] & { plan?: Plan }
@@ -81,7 +86,6 @@ export interface RunnerDeps {
   connection: (tenantId: string) => Promise<LlmTarget>
   files: ProjectFilesService
   env: ToolEnvironment
-  log: Logger
   now: Clock
 }
 
@@ -116,9 +120,7 @@ export function agentRunner(deps: RunnerDeps) {
     events: ReturnType<typeof runEvents>,
     end: { status: 'completed' | 'failed' | 'cancelled'; output?: string | null; error?: { code: string; message: string } | null; steps?: StepRecord[]; usage?: RunUsage; changes?: FileChange[] },
   ): Promise<boolean> {
-    let seq: number | null = null
-    await events.settle()
-    const done = await db.tenant(run.tenant_id, async (sql) => {
+    const done = await events.commit(async (sql) => {
       const [current] = await store.selectRun(sql, run.tenant_id, run.id, { lock: true })
       if (!current || TERMINAL.has(current.status)) return null
       // A cancel asked for while the last step ran wins over its outcome.
@@ -136,7 +138,6 @@ export function agentRunner(deps: RunnerDeps) {
         finished_at: new Date(deps.now()),
       })
       events.push(`run.${status}`, { status, output: saved.output, error: saved.error, usage: saved.usage, projectVersion })
-      seq = await events.within(sql)
       // A run that never started announces nothing; one that did ends with completed or failed (a cancel is a failure with that reason).
       if (current.status === 'running') {
         await emitEvent(sql, {
@@ -154,7 +155,6 @@ export function agentRunner(deps: RunnerDeps) {
       })
       return saved
     })
-    if (seq !== null) events.notify(seq)
     return done !== null
   }
 
@@ -180,30 +180,24 @@ export function agentRunner(deps: RunnerDeps) {
     }
 
     // Start, or take over from a worker that stopped.
-    let seq: number | null = null
-    await events.settle()
-    const run = await db.tenant(tenantId, async (sql) => {
+    const run = await events.commit(async (sql) => {
       const [r] = await store.selectRun(sql, tenantId, loaded.id, { lock: true })
       if (!r || TERMINAL.has(r.status)) return null
       if (r.status === 'queued' && r.cancel_requested) {
         // Cancelled while this worker was claiming it: it ends without having started.
         const saved = await store.patchRun(sql, tenantId, r.id, { status: 'cancelled', finished_at: new Date(deps.now()) })
-        events.push('run.cancelled', { status: 'cancelled', output: null, error: null, usage: saved.usage, projectVersion: null })
-        seq = await events.within(sql)
+        events.push(...cancelledEvent(saved))
         return null
       }
       if (r.status === 'queued') {
         const started = await store.patchRun(sql, tenantId, r.id, { status: 'running', started_at: new Date(deps.now()) })
         events.push('run.started', { status: 'running' })
         await emitEvent(sql, { tenantId, type: 'agent.started', data: runSummary(started) })
-        seq = await events.within(sql)
         return started
       }
       events.push('run.resumed', { attempt: job.attempt, step: r.steps.length + 1 })
-      seq = await events.within(sql)
       return r
     })
-    if (seq !== null) events.notify(seq)
     if (!run) return
 
     const snapshot = run.agent_snapshot
@@ -284,10 +278,10 @@ export function agentRunner(deps: RunnerDeps) {
         if (job.signal.aborted) break
         events.push('tool.call', { step, id: call.id, name: call.name, arguments: call.arguments })
         const result = await runTool(call, { allowed: tools, workspace, env: deps.env, signal: job.signal })
-        const shown = result.ok ? excerpt(result.value) : undefined
-        events.push('tool.result', { step, id: call.id, name: call.name, ...(result.ok ? { result: shown } : { error: result.error }) })
+        const outcome = result.ok ? { result: excerpt(result.value) } : { error: result.error }
+        events.push('tool.result', { step, id: call.id, name: call.name, ...outcome })
         messages.push({ role: 'tool', toolCallId: call.id, toolName: call.name, content: JSON.stringify(result.ok ? result.value : { error: result.error }) })
-        record.toolCalls.push({ id: call.id, name: call.name, arguments: call.arguments, ...(result.ok ? { result: shown } : { error: result.error }) })
+        record.toolCalls.push({ id: call.id, name: call.name, arguments: call.arguments, ...outcome })
       }
       if (job.signal.aborted) {
         if (job.signal.reason instanceof JobCancelled) return void (await finish(run, events, { status: 'cancelled', steps, usage }))
@@ -296,21 +290,15 @@ export function agentRunner(deps: RunnerDeps) {
       steps.push(record)
 
       // The step is done: its state and events commit together; a takeover resumes after it.
-      let stepSeq: number | null = null
-      await events.settle()
-      const still = await db.tenant(tenantId, async (sql) => {
+      const still = await events.commit(async (sql) => {
         const [current] = await store.selectRun(sql, tenantId, run.id, { lock: true })
         if (!current || TERMINAL.has(current.status)) return false
         await store.patchRun(sql, tenantId, run.id, { messages, steps: steps.slice(-STEPS_KEPT), usage, pending_files: workspace.changes() })
-        stepSeq = await events.within(sql)
         return true
       })
-      if (stepSeq !== null) events.notify(stepSeq)
       if (!still) return // cancelled while queued-to-cancel, or deleted
     }
   }
 
   return { handle }
 }
-
-export type AgentRunner = ReturnType<typeof agentRunner>

@@ -9,12 +9,11 @@ import { AppError, invalid, notFound } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
-import type { Db, TxSql } from '../../platform/db.js'
+import { isForeignKeyViolation, type Db, type TxSql } from '../../platform/db.js'
 import { cancelJob, enqueueJob } from '../../platform/jobs.js'
 import type { Llm, LlmTarget } from '../../platform/llm.js'
 import { auditBy } from '../audit/service.js'
-import type { ProjectsService } from '../projects/service.js'
-import { MAX_RESUMES, RUN_QUEUE, runChannel, TERMINAL } from './runner.js'
+import { cancelledEvent, MAX_RESUMES, RUN_QUEUE, runChannel, TERMINAL } from './runner.js'
 import * as store from './store.js'
 import type { AgentConfig, AgentRow, AutonomyLevel, RunRow } from './store.js'
 import { LEVEL_TOOLS, TOOL_NAMES, toolUnavailable, type ToolEnvironment, type ToolName } from './tools.js'
@@ -59,7 +58,6 @@ export function agentsService(deps: {
   db: Db
   llm: Llm
   connection: (tenantId: string) => Promise<LlmTarget>
-  projects: Pick<ProjectsService, 'get'>
   env: Pick<ToolEnvironment, 'airGapped' | 'webSearchUrl'>
   /** Tells the run's streams on every replica that it has new events. */
   publish: (channel: string, message: string) => Promise<void>
@@ -151,33 +149,38 @@ export function agentsService(deps: {
     async execute(a: Actor, agentId: string, input: { goal: string; projectId: string }): Promise<RunRow> {
       const goal = input.goal.trim()
       if (!goal) throw invalid('goal', 'must not be blank')
-      // Outside the transaction: its own reads, and the settings' key is unsealed once.
-      await deps.projects.get(a.tenantId, input.projectId)
+      // Outside the transaction: the settings are read (and the key unsealed) in one of their own.
       const agent = await this.get(a.tenantId, agentId)
       deps.llm.checkConfigured(await deps.connection(a.tenantId), agent.config.model ?? undefined)
       const limit = PLAN_TERMS[planOf(a.principal)].limits.concurrentRuns
-      return db.tenant(a.tenantId, async (sql) => {
-        await store.lockTenantRuns(sql, a.tenantId)
-        const active = await store.countActiveRuns(sql, a.tenantId)
-        if (active >= limit) {
-          throw new AppError('RUN_LIMIT_EXCEEDED', `the ${planOf(a.principal)} plan allows ${limit} agent runs in progress at once; wait for one to finish`, { limit, active })
-        }
-        const current = found('agent', agentId, await store.selectAgent(sql, a.tenantId, agentId))
-        const run = await store.insertRun(sql, {
-          id: newId(),
-          tenantId: a.tenantId,
-          agentId,
-          projectId: input.projectId,
-          goal,
-          snapshot: { name: current.name, systemPrompt: current.system_prompt, config: current.config },
-          startedBy: { kind: a.principal.kind, id: a.principal.id, userId: a.principal.userId, plan: planOf(a.principal) } as RunRow['started_by'],
+      try {
+        return await db.tenant(a.tenantId, async (sql) => {
+          await store.lockTenantRuns(sql, a.tenantId)
+          const active = await store.countActiveRuns(sql, a.tenantId)
+          if (active >= limit) {
+            throw new AppError('RUN_LIMIT_EXCEEDED', `the ${planOf(a.principal)} plan allows ${limit} agent runs in progress at once; wait for one to finish`, { limit, active })
+          }
+          const run = await store.insertRun(sql, {
+            id: newId(),
+            tenantId: a.tenantId,
+            agentId,
+            projectId: input.projectId,
+            goal,
+            snapshot: { name: agent.name, systemPrompt: agent.system_prompt, config: agent.config },
+            startedBy: { kind: a.principal.kind, id: a.principal.id, userId: a.principal.userId, plan: planOf(a.principal) } as RunRow['started_by'],
+          })
+          // Attempts beyond the takeovers let the handler itself fail a run that keeps losing its worker.
+          const jobId = await enqueueJob(sql, RUN_QUEUE, { runId: run.id }, { tenantId: a.tenantId, maxAttempts: MAX_RESUMES + 2 })
+          await store.appendRunEvents(sql, a.tenantId, run.id, [{ type: 'run.queued', data: { status: 'queued', goal, projectId: input.projectId } }])
+          await auditBy(sql, a, { action: 'agent.run_started', target: { type: 'agent_run', id: run.id }, details: { agentId, projectId: input.projectId } })
+          return store.patchRun(sql, a.tenantId, run.id, { job_id: jobId })
         })
-        // Attempts beyond the takeovers let the handler itself fail a run that keeps losing its worker.
-        const jobId = await enqueueJob(sql, RUN_QUEUE, { runId: run.id }, { tenantId: a.tenantId, maxAttempts: MAX_RESUMES + 2 })
-        await store.appendRunEvents(sql, a.tenantId, run.id, [{ type: 'run.queued', data: { status: 'queued', goal, projectId: input.projectId } }])
-        await auditBy(sql, a, { action: 'agent.run_started', target: { type: 'agent_run', id: run.id }, details: { agentId, projectId: input.projectId } })
-        return store.patchRun(sql, a.tenantId, run.id, { job_id: jobId })
-      })
+      } catch (err) {
+        // The composite keys: a project that is not the tenant's, or the agent deleted meanwhile.
+        if (isForeignKeyViolation(err, 'agent_runs_tenant_id_project_id_fkey')) throw notFound('project', input.projectId)
+        if (isForeignKeyViolation(err, 'agent_runs_tenant_id_agent_id_fkey')) throw notFound('agent', agentId)
+        throw err
+      }
     },
 
     getRun: async (tenantId: string, agentId: string, runId: string) => db.tenant(tenantId, (sql) => loadRun(sql, tenantId, agentId, runId)),
@@ -205,7 +208,8 @@ export function agentsService(deps: {
         if (outcome === 'requested' || (outcome === null && run.status === 'running')) return store.patchRun(sql, a.tenantId, runId, { cancel_requested: true })
         // Never started: it ends here, with nothing to announce to webhooks.
         const saved = await store.patchRun(sql, a.tenantId, runId, { status: 'cancelled', cancel_requested: true, finished_at: new Date() })
-        await store.appendRunEvents(sql, a.tenantId, runId, [{ type: 'run.cancelled', data: { status: 'cancelled', output: null, error: null, usage: saved.usage, projectVersion: null } }])
+        const [type, data] = cancelledEvent(saved)
+        await store.appendRunEvents(sql, a.tenantId, runId, [{ type, data }])
         return saved
       })
       if (run.status === 'cancelled') await deps.publish(runChannel(runId), String(run.event_seq))

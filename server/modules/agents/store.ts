@@ -22,7 +22,6 @@ export interface AgentRow {
 }
 
 export type RunStatus = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled'
-export const ACTIVE: readonly RunStatus[] = ['queued', 'running']
 
 export interface RunUsage {
   inputTokens: number

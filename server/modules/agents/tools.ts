@@ -149,7 +149,8 @@ export class Workspace {
 
   private async exists(path: string): Promise<boolean> {
     try {
-      await this.files.read(this.actor.tenantId, this.projectId, path)
+      // The file's record, not its bytes.
+      await this.files.stat(this.actor.tenantId, this.projectId, path)
       return true
     } catch (err) {
       if (err instanceof AppError && err.code === 'RESOURCE_NOT_FOUND') return false

@@ -14,14 +14,14 @@ export interface ChatOptions {
 export const chatPlugin = fp(
   async (app, o: ChatOptions) => {
     const {
-      platform: { db, cache, config, log },
+      platform: { db, cache, config },
       llm,
       llmSettings,
     } = app
     const connection = (tenantId: string) => llmSettings.connection(tenantId)
     app.jobs.define<{ sessionId: string; replyId: string }>({
       name: REPLY_QUEUE,
-      handler: replyGenerator({ db, cache, llm, connection, log: log.child({ module: 'chat' }) }),
+      handler: replyGenerator({ db, cache, llm, connection }),
       concurrency: o.chatReplyConcurrency ?? config.AGENT_RUNS_PER_REPLICA,
       leaseMs: 15_000,
       maxAttempts: 2,

@@ -4,7 +4,6 @@
 // in one transaction. The client going away changes nothing: the reply is generated and saved, and
 // a later stream or GET messages shows it. A reply whose worker died is not generated again (its
 // deltas were already sent): it ends with an error, and the user sends the message again.
-import type { Logger } from 'pino'
 import { AppError } from '../../domain/errors.js'
 import type { Cache } from '../../platform/cache.js'
 import type { Db } from '../../platform/db.js'
@@ -35,7 +34,7 @@ export function trimHistory(newestFirst: { role: 'user' | 'assistant'; content: 
   return kept.reverse()
 }
 
-export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connection: (tenantId: string) => Promise<LlmTarget>; log: Logger }) {
+export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connection: (tenantId: string) => Promise<LlmTarget> }) {
   const { db } = deps
 
   return async function handle(job: Job<{ sessionId: string; replyId: string }>): Promise<void> {
@@ -52,19 +51,14 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
       flushMs: DELTA_FLUSH_MS,
       deltaEvent: (messageId, delta) => ({ type: 'message.delta', data: { messageId, delta } }),
     })
-    const finish = async (end: { content: string; error: { code: string; message: string } | null; usage: { inputTokens: number; outputTokens: number } | null }) => {
-      let seq: number | null = null
-      await events.settle()
-      await db.tenant(tenantId, async (sql) => {
+    const finish = (end: { content: string; error: { code: string; message: string } | null; usage: { inputTokens: number; outputTokens: number } | null }) =>
+      events.commit(async (sql) => {
         const [current] = await store.selectMessage(sql, tenantId, replyId, { lock: true })
         if (!current || current.status !== 'generating') return
         const saved = await store.finishReply(sql, tenantId, sessionId, replyId, { status: end.error ? 'failed' : 'completed', ...end })
         if (end.error) events.push('error', { messageId: replyId, ...end.error })
         else events.push('message.completed', { message: messageView(saved) })
-        seq = await events.within(sql)
       })
-      if (seq !== null) events.notify(seq)
-    }
 
     try {
       if (job.attempt > 1) {

@@ -1,13 +1,12 @@
 // Chat sessions: a conversation, optionally bound to an agent (whose system prompt its replies use)
 // and a project. Messages and their streamed replies build on these.
-import postgres from 'postgres'
 import { newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
 import { AppError, invalid, notFound } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
-import type { Db } from '../../platform/db.js'
+import { isForeignKeyViolation, type Db } from '../../platform/db.js'
 import { enqueueJob } from '../../platform/jobs.js'
 import type { Llm, LlmTarget } from '../../platform/llm.js'
 import * as store from './store.js'
@@ -47,10 +46,8 @@ export const messageView = (m: MessageRow) => ({
 
 /** A bound agent or project that is not the tenant's: the composite foreign key refused it. */
 function unknownBinding(err: unknown, input: { agentId?: string | null; projectId?: string | null }): AppError | null {
-  if (!(err instanceof postgres.PostgresError) || err.code !== '23503') return null
-  const constraint = err.constraint_name ?? ''
-  if (constraint.includes('agent') && input.agentId) return notFound('agent', input.agentId)
-  if (constraint.includes('project') && input.projectId) return notFound('project', input.projectId)
+  if (input.agentId && isForeignKeyViolation(err, 'chat_sessions_tenant_id_agent_id_fkey')) return notFound('agent', input.agentId)
+  if (input.projectId && isForeignKeyViolation(err, 'chat_sessions_tenant_id_project_id_fkey')) return notFound('project', input.projectId)
   return null
 }
 
@@ -105,9 +102,8 @@ export function chatService(deps: { db: Db; llm: Pick<Llm, 'checkConfigured'>; c
       if (!content.trim()) throw invalid('content', 'must not be blank')
       const limit = PLAN_TERMS[planOf(a.principal)].limits.chatMessageChars
       if (content.length > limit) throw new AppError('PAYLOAD_TOO_LARGE', `a message may hold at most ${limit} characters on this plan`, { limit, length: content.length })
-      const session = await this.get(a.tenantId, sessionId)
       // Refused now rather than as a failed reply: settings that cannot call a model (the bound agent's model counts).
-      const agent = await db.tenant(a.tenantId, (sql) => store.agentPrompt(sql, a.tenantId, session.agent_id))
+      const agent = await db.tenant(a.tenantId, async (sql) => store.agentPrompt(sql, a.tenantId, found(sessionId, await store.selectSession(sql, a.tenantId, sessionId)).agent_id))
       deps.llm.checkConfigured(await deps.connection(a.tenantId), agent?.model ?? undefined)
       return db.tenant(a.tenantId, async (sql) => {
         const current = found(sessionId, await store.selectSession(sql, a.tenantId, sessionId, { lock: true }))

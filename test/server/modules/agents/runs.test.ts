@@ -291,6 +291,13 @@ t.test('limits end a run failed with the reason', async (t) => {
   const run = await ended(call, agentId, (await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'loop', projectId })).body.data.id)
   t.match(run, { status: 'failed', error: { code: 'AGENT_STEP_LIMIT' } })
   t.equal(run.steps.length, 2)
+
+  // A provider that reports a million tokens for one step: the next step is not taken.
+  const spender = await agent(call, { autonomyLevel: 'medium' })
+  llm.push({ toolCalls: [{ name: 'list_files', arguments: {} }], usage: { input: 999_990, output: 10 } })
+  const spent = await ended(call, spender, (await call('POST', `/api/v1/agents/${spender}/execute`, { goal: 'spend', projectId })).body.data.id)
+  t.match(spent, { status: 'failed', error: { code: 'AGENT_TOKEN_LIMIT' }, usage: { inputTokens: 999_990, outputTokens: 10 } })
+  t.equal(spent.steps.length, 1)
 })
 
 t.test('a stream opened mid-run on another replica follows it live and ends with the run', async (t) => {
