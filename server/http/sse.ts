@@ -1,12 +1,15 @@
-// Server-Sent Events for the streams that follow durable events (agent runs; chat replies next).
+// Server-Sent Events for the streams that follow durable events (agent runs, chat replies).
 // The events themselves are rows with increasing numbers: a stream sends the rows after the
 // client's Last-Event-ID, then follows new ones as they are written on any replica (a message on
-// the cache's pub/sub wakes it; a slow poll covers a lost message). Every event has an `id:`, so a
+// the cache's pub/sub wakes it; a slow poll covers a lost message). Events of a live log come with
+// the message itself and go out at once when they are next in line; ones that arrive ahead of
+// rows not yet written are held until those rows are read. Every event has an `id:`, so a
 // reconnect resumes with exactly the next one. The reply is a stream through Fastify (its hooks,
 // headers and logs as any reply), with the headers that keep proxies from buffering it.
 import { PassThrough } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Cache } from '../platform/cache.js'
+import { parseLogMessage, type LiveEvent } from '../platform/event-log.js'
 import { Type } from '@sinclair/typebox'
 import { invalid } from '../domain/errors.js'
 import { apiErrors } from './schemas.js'
@@ -14,6 +17,8 @@ import { apiErrors } from './schemas.js'
 export const SSE_HEARTBEAT_MS = 15_000
 /** Catch-up when no pub/sub message arrived (Redis away, a message lost). */
 const POLL_MS = 2000
+/** Live events held while the rows before them are not written yet (they are a flush behind). */
+const HELD_MAX = 2 * 1000
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
@@ -83,13 +88,34 @@ export async function followEvents(req: FastifyRequest, reply: FastifyReply, o: 
     void unsubscribe?.().catch(() => {})
     out.end()
   }
+  /** Live events that came before the ones ahead of them: sent once those have been. */
+  const held = new Map<number, LiveEvent>()
+  const sendHeld = () => {
+    for (let e = held.get(last + 1); e && !closed; e = held.get(last + 1)) {
+      held.delete(e.id)
+      out.write(formatEvent(e))
+      last = e.id
+    }
+    for (const id of held.keys()) if (id <= last) held.delete(id)
+  }
   const send = (batch: { events: SseEvent[]; ended: boolean }) => {
     for (const e of batch.events) {
       if (e.id <= last) continue
       out.write(formatEvent(e))
       last = e.id
     }
+    sendHeld()
     if (batch.ended) close()
+  }
+  /** A message on the log's channel: live events go out at once when they are next in line; anything else is read from the rows. */
+  const onMessage = (message: string) => {
+    const m = parseLogMessage(message)
+    if (m && 'written' in m) return void (m.written > last && pump())
+    if (!m) return void pump()
+    for (const e of m.live) if (e.id > last) held.set(e.id, e)
+    sendHeld()
+    // Held ones wait for the message that their rows are written. Far behind, the rows bring it all.
+    if (held.size > HELD_MAX) held.clear()
   }
   const pump = async () => {
     if (closed) return
@@ -118,7 +144,7 @@ export async function followEvents(req: FastifyRequest, reply: FastifyReply, o: 
   out.write(': stream opened\n\n')
   send(first)
   if (!closed) {
-    unsubscribe = await o.cache.subscribe(o.channel, () => void pump())
+    unsubscribe = await o.cache.subscribe(o.channel, onMessage)
     if (closed) void unsubscribe().catch(() => {})
     // Events written between the first read and the subscription are found here.
     void pump()

@@ -1,13 +1,47 @@
 // A writer for a durable, numbered event log (an agent run's, a chat session's): events written in
 // the transaction of a state change, or on their own; streamed text coalesced into one row per
 // burst rather than one per token. After each write commits, a message on the cache's pub/sub
-// wakes the streams following the log on every replica (http/sse.ts reads the rows).
+// wakes the streams following the log on every replica (http/sse.ts reads the rows). A live log
+// (one writer at a time, a chat reply) also sends its text on pub/sub the moment it comes, with
+// its number, and writes the rows behind it: the streams forward it without a database read,
+// and the rows are the replay buffer for reconnects, a flush behind at most.
 import type { Cache } from './cache.js'
 import type { Db, TxSql } from './db.js'
 
 export interface LoggedEvent {
   type: string
   data: Record<string, unknown>
+  /** Its number, when the writer numbers the log itself (a live log); else the append numbers it. */
+  seq?: number
+}
+
+/** A live log's events as they travel on pub/sub, before or after they are written. */
+export interface LiveEvent {
+  id: number
+  event: string
+  data: Record<string, unknown>
+}
+
+/**
+ * At most this many live events are sent before they are written; a writer that takes over a log
+ * from a writer that died starts this far beyond the last written number, so that no number the
+ * dead one sent (and a client may hold as its Last-Event-ID) is used again.
+ */
+export const LIVE_WINDOW = 1000
+
+/** A log message on pub/sub: a number (rows up to it are written) or live events. */
+export type LogMessage = { written: number } | { live: LiveEvent[] }
+
+export function parseLogMessage(message: string): LogMessage | null {
+  if (message.startsWith('[')) {
+    try {
+      return { live: JSON.parse(message) as LiveEvent[] }
+    } catch {
+      return null
+    }
+  }
+  const n = Number(message)
+  return Number.isInteger(n) ? { written: n } : null
 }
 
 export interface EventLogTarget {
@@ -20,16 +54,36 @@ export interface EventLogTarget {
   append: (sql: TxSql, events: LoggedEvent[]) => Promise<number>
   /** How often coalesced text is written at most. */
   flushMs: number
+  /**
+   * A live log: this writer is its only writer while it runs and numbers the events itself,
+   * starting after `after`. Text is then sent to the streams at once (coalesced per turn of the
+   * event loop only), and written behind it every `flushMs`; other events are sent once written.
+   * Without it, events are numbered as they are written and streams read them from the rows.
+   */
+  live?: { after: number }
 }
 
 export function eventLogWriter<K extends string | number>(o: EventLogTarget & { deltaEvent: (key: K, text: string) => LoggedEvent }) {
   let queued: LoggedEvent[] = []
   let delta: { key: K; text: string } | null = null
   let timer: NodeJS.Timeout | null = null
+  let sealing: NodeJS.Immediate | null = null
   let writing: Promise<void> = Promise.resolve()
+  let next = o.live?.after ?? 0
+  /** The numbers of live events sent but not written yet. */
+  const sentEarly = new Set<number>()
+  const live = (events: LoggedEvent[]) => void o.cache.publish(o.channel, JSON.stringify(events.map((e): LiveEvent => ({ id: e.seq!, event: e.type, data: e.data })))).catch(() => {})
+  const numbered = (e: LoggedEvent): LoggedEvent => (o.live ? { ...e, seq: ++next } : e)
   const closeDelta = () => {
-    if (delta) queued.push(o.deltaEvent(delta.key, delta.text))
+    if (!delta) return
+    const e = numbered(o.deltaEvent(delta.key, delta.text))
     delta = null
+    queued.push(e)
+    // Sent now, unless too much is already unwritten: then it is sent with the rest once written.
+    if (o.live && sentEarly.size < LIVE_WINDOW) {
+      sentEarly.add(e.seq!)
+      live([e])
+    }
   }
   const take = () => {
     closeDelta()
@@ -37,30 +91,39 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
     queued = []
     return out
   }
-  const stopTimer = () => {
+  const stopTimers = () => {
     if (timer) clearTimeout(timer)
+    if (sealing) clearImmediate(sealing)
     timer = null
+    sealing = null
   }
-  const notify = (seq: number) => void o.cache.publish(o.channel, String(seq))
+  /** Tells the streams that `batch` is written (numbered `last` at most): live ones get what was not sent yet. */
+  const written = (batch: LoggedEvent[], last: number) => {
+    if (!o.live) return void o.cache.publish(o.channel, String(last)).catch(() => {})
+    const late = batch.filter((e) => !sentEarly.delete(e.seq!))
+    if (late.length) live(late)
+    else void o.cache.publish(o.channel, String(last)).catch(() => {})
+  }
   const flush = () => {
-    stopTimer()
+    stopTimers()
     const batch = take()
-    if (batch.length) writing = writing.then(async () => notify(await o.db.tenant(o.tenantId, (sql) => o.append(sql, batch))))
+    if (batch.length) writing = writing.then(async () => written(batch, await o.db.tenant(o.tenantId, (sql) => o.append(sql, batch))))
     return writing
   }
   return {
     push(type: string, data: Record<string, unknown>) {
       closeDelta()
-      queued.push({ type, data })
+      queued.push(numbered({ type, data }))
     },
-    /** Text streamed under `key` (a step, a message): joined with what came before it until the next flush. */
+    /** Text streamed under `key` (a step, a message): joined with what came before it until the next flush (a live log: until the next turn). */
     delta(key: K, text: string) {
       if (delta && delta.key === key) delta.text += text
       else {
         closeDelta()
         delta = { key, text }
       }
-      // A failed write surfaces at the next flush or `within`, which the writer's owner awaits.
+      if (o.live) sealing ??= setImmediate(() => ((sealing = null), closeDelta()))
+      // A failed write surfaces at the next flush or `commit`, which the writer's owner awaits.
       timer ??= setTimeout(() => void flush().catch(() => {}), o.flushMs)
     },
     /** Writes what is queued on its own. */
@@ -73,19 +136,17 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
      * has one).
      */
     async commit<T>(fn: (sql: TxSql) => Promise<T>): Promise<T> {
-      stopTimer()
+      stopTimers()
       await writing
-      let seq: number | null = null
-      const out = await o.db.tenant(o.tenantId, async (sql) => {
-        const r = await fn(sql)
+      const { out, batch, last } = await o.db.tenant(o.tenantId, async (sql) => {
+        const out = await fn(sql)
         const batch = take()
-        if (batch.length) seq = await o.append(sql, batch)
-        return r
+        return { out, batch, last: batch.length ? await o.append(sql, batch) : 0 }
       })
-      if (seq !== null) notify(seq)
+      if (batch.length) written(batch, last)
       return out
     },
-    stop: stopTimer,
+    stop: stopTimers,
   }
 }
 
@@ -101,14 +162,19 @@ export interface LogTables {
 
 /** Appends events to a log (numbered from its owner's event_seq), in `sql`'s transaction; the number of the last. */
 export async function appendLogEvents(sql: TxSql, t: LogTables, tenantId: string, id: string, events: LoggedEvent[]): Promise<number> {
-  const [row] = await sql<{ event_seq: number }[]>`
-    update ${sql(t.owner)} set event_seq = event_seq + ${events.length} where tenant_id = ${tenantId} and id = ${id} returning event_seq`
-  const last = row!.event_seq
-  const first = last - events.length + 1
+  // Numbered by a live writer already: the owner's number only moves forward to the last.
+  const given = events[0]?.seq !== undefined
+  const [row] = given
+    ? await sql<{ event_seq: number }[]>`
+        update ${sql(t.owner)} set event_seq = greatest(event_seq, ${events.at(-1)!.seq!}) where tenant_id = ${tenantId} and id = ${id} returning event_seq`
+    : await sql<{ event_seq: number }[]>`
+        update ${sql(t.owner)} set event_seq = event_seq + ${events.length} where tenant_id = ${tenantId} and id = ${id} returning event_seq`
+  const last = given ? events.at(-1)!.seq! : row!.event_seq
+  const seqs = given ? events.map((e) => e.seq!) : events.map((_, i) => last - events.length + 1 + i)
   await sql`
     insert into ${sql(t.events)} (tenant_id, ${sql(t.key)}, seq, type, data)
     select ${tenantId}, ${id}, e.seq, e.type, e.data
-      from unnest(${sql.array(events.map((_, i) => first + i))}::int[], ${sql.array(events.map((e) => e.type))}::text[], ${sql.array(events.map((e) => JSON.stringify(e.data)))}::jsonb[])
+      from unnest(${sql.array(seqs)}::int[], ${sql.array(events.map((e) => e.type))}::text[], ${sql.array(events.map((e) => JSON.stringify(e.data)))}::jsonb[])
         as e (seq, type, data)`
   return last
 }

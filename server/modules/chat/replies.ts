@@ -1,21 +1,21 @@
 // Generates assistant replies on the job runner (queue 'chat.reply'). The reply streams into the
-// session's event log as message.delta events (coalesced every DELTA_FLUSH_MS) and ends with
-// message.completed, or with error when the provider fails; the text is saved with the final event,
-// in one transaction. The client going away changes nothing: the reply is generated and saved, and
+// session's live event log as message.delta events (sent to the streams as they come, written
+// every DELTA_FLUSH_MS behind them) and ends with message.completed, or with error when the
+// provider fails; the text is saved with the final event, in one transaction. The client going away changes nothing: the reply is generated and saved, and
 // a later stream or GET messages shows it. A reply whose worker died is not generated again (its
 // deltas were already sent): it ends with an error, and the user sends the message again.
 import { AppError } from '../../domain/errors.js'
 import type { Cache } from '../../platform/cache.js'
 import type { Db } from '../../platform/db.js'
-import { eventLogWriter } from '../../platform/event-log.js'
+import { eventLogWriter, LIVE_WINDOW } from '../../platform/event-log.js'
 import { JobCancelled, type Job } from '../../platform/jobs.js'
 import type { Llm, LlmMessage, LlmTarget } from '../../platform/llm.js'
 import { messageView } from './service.js'
 export { REPLY_QUEUE } from './service.js'
 import * as store from './store.js'
 
-/** Deltas are written at most this often: a stream's added latency is bounded by it. */
-const DELTA_FLUSH_MS = 20
+/** Deltas reach the streams at once and are written this often behind them (what a stream joining late waits for at most). */
+const DELTA_FLUSH_MS = 50
 /** The history handed to the model: the newest messages that fit (characters, about 4 per token). */
 export const CONTEXT_CHARS = 48_000
 const CONTEXT_MESSAGES = 200
@@ -40,8 +40,15 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
   return async function handle(job: Job<{ sessionId: string; replyId: string }>): Promise<void> {
     const tenantId = job.tenantId!
     const { sessionId, replyId } = job.payload
-    const [reply] = await db.tenant(tenantId, (sql) => store.selectMessage(sql, tenantId, replyId))
-    if (!reply || reply.status !== 'generating') return
+    const start = await db.tenant(tenantId, async (sql) => {
+      const [reply] = await store.selectMessage(sql, tenantId, replyId)
+      if (!reply || reply.status !== 'generating') return null
+      const [session] = await store.selectSession(sql, tenantId, sessionId)
+      return session ? { session, agent: await store.agentPrompt(sql, tenantId, session.agent_id), history: await store.historyBefore(sql, tenantId, sessionId, replyId, CONTEXT_MESSAGES) } : null
+    })
+    if (!start) return
+    // This reply is the session's only writer while it generates (one reply at a time), so it numbers
+    // the events and sends them live. Taking over from a worker that died, it starts beyond what that one may have sent.
     const events = eventLogWriter<string>({
       db,
       cache: deps.cache,
@@ -49,6 +56,7 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
       channel: sessionChannel(sessionId),
       append: (sql, e) => store.appendChatEvents(sql, tenantId, sessionId, e),
       flushMs: DELTA_FLUSH_MS,
+      live: { after: start.session.event_seq + (job.attempt > 1 ? LIVE_WINDOW : 0) },
       deltaEvent: (messageId, delta) => ({ type: 'message.delta', data: { messageId, delta } }),
     })
     const finish = (end: { content: string; error: { code: string; message: string } | null; usage: { inputTokens: number; outputTokens: number } | null }) =>
@@ -65,22 +73,15 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
         await finish({ content: '', error: { code: 'RUN_INTERRUPTED', message: 'the reply was interrupted (its server stopped); send the message again' }, usage: null })
         return
       }
-      const context = await db.tenant(tenantId, async (sql) => {
-        const [session] = await store.selectSession(sql, tenantId, sessionId)
-        return {
-          agent: await store.agentPrompt(sql, tenantId, session?.agent_id ?? null),
-          history: await store.historyBefore(sql, tenantId, sessionId, replyId, CONTEXT_MESSAGES),
-        }
-      })
       let text = ''
       try {
         const target = await deps.connection(tenantId)
-        deps.llm.checkConfigured(target, context.agent?.model ?? undefined)
+        deps.llm.checkConfigured(target, start.agent?.model ?? undefined)
         const response = await deps.llm.complete({
           tenantId,
           target,
-          messages: [...(context.agent?.prompt ? [{ role: 'system' as const, content: context.agent.prompt }] : []), ...trimHistory(context.history)],
-          ...(context.agent?.model ? { model: context.agent.model } : {}),
+          messages: [...(start.agent?.prompt ? [{ role: 'system' as const, content: start.agent.prompt }] : []), ...trimHistory(start.history)],
+          ...(start.agent?.model ? { model: start.agent.model } : {}),
           signal: job.signal,
           onDelta: (d) => {
             text += d

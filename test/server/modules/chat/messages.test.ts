@@ -124,6 +124,36 @@ t.test('a reply streams, is saved whole, and a stream resumed by Last-Event-ID c
   )
 })
 
+t.test('a stream that joins mid-reply gets what was sent before it, then the rest as it comes, in order', async (t) => {
+  const { apiKey, call } = await tenantWithLlm()
+  const sessionId = (await call('POST', '/api/v1/chat/sessions', {})).body.data.id
+  const reply = Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ')
+  llm.push({ text: reply, chunkDelayMs: 10 })
+  t.equal((await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'Count.' })).status, 201)
+  // The first stream watches from the start; the second opens once a few deltas have gone out
+  // live, before their rows are written: what it missed comes from the rows, then it goes live.
+  let joined: Promise<Event[]> | null = null
+  const early = await follow(apiKey, sessionId, (e, all) => {
+    if (!joined && all.length >= 3) joined = follow(apiKey, sessionId, (x) => x.event === 'message.completed')
+    return e.event === 'message.completed'
+  })
+  const late = await joined!
+  for (const events of [early, late]) {
+    t.same(
+      events.map((e) => e.id),
+      events.map((_, i) => i + 1),
+      'every event once, in order',
+    )
+    t.equal(
+      events
+        .filter((e) => e.event === 'message.delta')
+        .map((e) => e.data.delta)
+        .join(''),
+      reply,
+    )
+  }
+})
+
 t.test('a provider failure ends the reply failed with an error event', async (t) => {
   const { apiKey, call } = await tenantWithLlm()
   const sessionId = (await call('POST', '/api/v1/chat/sessions')).body.data.id

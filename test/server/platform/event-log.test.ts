@@ -1,0 +1,86 @@
+// A live event log (a chat session's): text reaches the log's channel at once with its number,
+// the rows follow behind with the same numbers, and no more than LIVE_WINDOW events are ever sent
+// unwritten (a writer taking over starts that far on, past any number a dead one sent).
+import t, { type Test } from 'tap'
+import { eventLogWriter, LIVE_WINDOW, parseLogMessage, type LiveEvent } from '../../../server/platform/event-log.js'
+import { appendChatEvents, chatEventsAfter, selectSession } from '../../../server/modules/chat/store.js'
+import { testApp } from '../../helpers/app.js'
+
+const h = await testApp(t)
+const { db, cache } = h.platform
+const tick = () => new Promise((r) => setImmediate(r))
+
+async function liveLog(t: Test, after: number) {
+  const { tenantId, call } = await h.tenant()
+  const sessionId = (await call('POST', '/api/v1/chat/sessions', {})).body.data.id as string
+  const channel = `test:event-log:${sessionId}`
+  const heard: ({ written: number } | { live: LiveEvent[] })[] = []
+  const unsubscribe = await cache.subscribe(channel, (m) => heard.push(parseLogMessage(m)!))
+  t.teardown(unsubscribe)
+  const writer = eventLogWriter<string>({
+    db,
+    cache,
+    tenantId,
+    channel,
+    append: (sql, events) => appendChatEvents(sql, tenantId, sessionId, events),
+    flushMs: 60_000, // written only when told, so the test sees what is sent before
+    live: { after },
+    deltaEvent: (messageId, delta) => ({ type: 'message.delta', data: { messageId, delta } }),
+  })
+  t.teardown(writer.stop)
+  const rows = () => db.tenant(tenantId, (sql) => chatEventsAfter(sql, tenantId, sessionId, 0, 5000))
+  const seq = async () => (await db.tenant(tenantId, (sql) => selectSession(sql, tenantId, sessionId)))[0]!.event_seq
+  // Redis delivers on its own connection: wait until `n` messages have come.
+  const hear = async (n: number) => {
+    for (let i = 0; i < 200 && heard.length < n; i++) await new Promise((r) => setTimeout(r, 10))
+    return heard
+  }
+  return { writer, heard, hear, rows, seq }
+}
+
+t.test('text goes out live with its number before it is written, and the rows follow with the same numbers', async (t) => {
+  const log = await liveLog(t, 7)
+  log.writer.delta('m1', 'Hel')
+  log.writer.delta('m1', 'lo') // the same turn: one event
+  await tick()
+  log.writer.delta('m1', ' there')
+  await tick()
+  t.same(await log.hear(2), [
+    { live: [{ id: 8, event: 'message.delta', data: { messageId: 'm1', delta: 'Hello' } }] },
+    { live: [{ id: 9, event: 'message.delta', data: { messageId: 'm1', delta: ' there' } }] },
+  ])
+  t.same(await log.rows(), [], 'nothing written yet')
+
+  await log.writer.flush()
+  t.same(
+    (await log.rows()).map((r) => [r.seq, r.data.delta]),
+    [
+      [8, 'Hello'],
+      [9, ' there'],
+    ],
+  )
+  t.equal(await log.seq(), 9, "the session's number moved to the last")
+  t.same((await log.hear(3))[2], { written: 9 }, 'the streams are told the rows are there')
+
+  // An event that is not text is sent once written, in the transaction of its state change.
+  await log.writer.commit(async () => log.writer.push('message.completed', { message: { id: 'm1' } }))
+  t.same((await log.hear(4))[3], { live: [{ id: 10, event: 'message.completed', data: { message: { id: 'm1' } } }] })
+  t.equal(await log.seq(), 10)
+})
+
+t.test('no more than LIVE_WINDOW events are sent unwritten: the rest go out once written', async (t) => {
+  const log = await liveLog(t, 0)
+  for (let i = 0; i < LIVE_WINDOW + 3; i++) log.writer.delta(`k${i}`, 'x') // another key closes the event before
+  await tick()
+  const sent = await log.hear(LIVE_WINDOW)
+  t.equal(sent.length, LIVE_WINDOW)
+  t.same(sent.at(-1), { live: [{ id: LIVE_WINDOW, event: 'message.delta', data: { messageId: `k${LIVE_WINDOW - 1}`, delta: 'x' } }] })
+  await log.writer.flush()
+  const after = await log.hear(LIVE_WINDOW + 1)
+  t.same(
+    (after.at(-1) as { live: LiveEvent[] }).live.map((e) => e.id),
+    [LIVE_WINDOW + 1, LIVE_WINDOW + 2, LIVE_WINDOW + 3],
+    'the held ones, with their rows',
+  )
+  t.equal((await log.rows()).length, LIVE_WINDOW + 3)
+})
