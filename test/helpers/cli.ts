@@ -1,6 +1,7 @@
 // Runs the admin CLI or the server as a separate process, as an operator would.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import type { Test } from 'tap'
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
@@ -42,4 +43,45 @@ export async function startServer(env: Record<string, string>): Promise<{ child:
     child.on('exit', () => reject(new Error(`server exited before listening:\n${stderr}`)))
   })
   return { child, done, port, base: `http://127.0.0.1:${port}` }
+}
+
+export interface ServerProcess {
+  child: ChildProcess
+  /** Resolves when the process has exited, with everything it wrote. */
+  done: Promise<Ran>
+  port: number
+  base: string
+  /** An API call with the tenant's key; the body parsed. */
+  call(apiKey: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON from the API
+}
+
+/** Starts `server/main.ts` on `env`, waits for it to listen, and kills it (SIGKILL) when the test ends. */
+export async function serverProcess(t: Test, env: Record<string, string>): Promise<ServerProcess> {
+  const { child, done, port, base } = await startServer(env)
+  t.teardown(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    await done
+  })
+  return {
+    child,
+    done,
+    port,
+    base,
+    async call(apiKey, method, path, body) {
+      const r = await fetch(`${base}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      })
+      const text = await r.text()
+      return { status: r.status, body: text ? JSON.parse(text) : null }
+    },
+  }
+}
+
+/** A tenant made by the admin CLI (`create-tenant`), as an operator makes one. */
+export async function adminTenant(t: Test, env: Record<string, string>, name: string, plan?: string): Promise<{ tenantId: string; apiKey: string }> {
+  const created = await admin(['create-tenant', '--name', name, ...(plan ? ['--plan', plan] : [])], env)
+  t.equal(created.code, 0, created.stderr)
+  return JSON.parse(created.stdout)
 }

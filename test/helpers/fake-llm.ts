@@ -18,6 +18,8 @@ export interface FakeTurn {
   /** Never answer. */
   hang?: boolean
   chunkDelayMs?: number
+  /** Awaited before the text's piece number `piece` (from 0) is sent: a test holds the reply at a point of its choosing. */
+  hold?: (piece: number) => Promise<unknown> | undefined
 }
 
 export interface FakeRequest {
@@ -121,7 +123,10 @@ export async function fakeLlm(t: Test, o: { respond?: (req: FakeRequest) => Fake
         const chunk = (delta: unknown, finish: string | null = null) =>
           `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1700000000, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
         await write(chunk({ role: 'assistant', content: '' }))
-        for (const c of chunks) await write(chunk({ content: c }))
+        for (const [i, c] of chunks.entries()) {
+          await turn.hold?.(i)
+          await write(chunk({ content: c }))
+        }
         for (const [index, call] of calls.entries()) {
           await write(chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }))
           const args = argText(call.arguments)
@@ -164,7 +169,10 @@ export async function fakeLlm(t: Test, o: { respond?: (req: FakeRequest) => Fake
         let index = 0
         if (chunks.length) {
           await event('content_block_start', { index, content_block: { type: 'text', text: '' } })
-          for (const c of chunks) await event('content_block_delta', { index, delta: { type: 'text_delta', text: c } })
+          for (const [i, c] of chunks.entries()) {
+            await turn.hold?.(i)
+            await event('content_block_delta', { index, delta: { type: 'text_delta', text: c } })
+          }
           await event('content_block_stop', { index })
           index++
         }

@@ -1,6 +1,8 @@
 // Chat messages and their streamed replies: generated on the job runner by the tenant's model (the
 // suite's OpenAI-compatible server), followed over real HTTP as Server-Sent Events, resumed with
-// Last-Event-ID, and saved whole whether or not anyone is listening.
+// Last-Event-ID, and saved whole whether or not anyone is listening. Another tenant's session is 404
+// on every route, the stream included.
+import { randomUUID } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { testApp, type Caller } from '../../../helpers/app.js'
@@ -167,7 +169,7 @@ t.test('a provider failure ends the reply failed with an error event', async (t)
   await settled(call, sessionId)
 })
 
-t.test('refusals: no model, too long, blank, another tenant', async (t) => {
+t.test('refusals: no model, too long, blank', async (t) => {
   const bare = await h.tenant('free')
   const s = (await bare.call('POST', '/api/v1/chat/sessions')).body.data.id
   const unconfigured = await bare.call('POST', `/api/v1/chat/sessions/${s}/messages`, { content: 'hi' })
@@ -178,10 +180,52 @@ t.test('refusals: no model, too long, blank, another tenant', async (t) => {
   t.match(long.body.error, { code: 'PAYLOAD_TOO_LARGE', details: { limit: 4000 } })
   t.equal((await bare.call('POST', `/api/v1/chat/sessions/${s}/messages`, { content: '   ' })).body.error.code, 'VALIDATION_ERROR')
   t.same((await bare.call('GET', `/api/v1/chat/sessions/${s}/messages`)).body.data, [], 'nothing was written')
+})
 
-  const other = await tenantWithLlm()
-  t.equal((await other.call('POST', `/api/v1/chat/sessions/${s}/messages`, { content: 'hi' })).status, 404)
-  const stream = await fetch(`${base}/api/v1/chat/sessions/${s}/stream`, { headers: { authorization: `Bearer ${other.apiKey}` } })
-  t.equal(stream.status, 404, "another tenant's stream is 404")
-  t.equal(((await stream.json()) as { error: { code: string } }).error.code, 'RESOURCE_NOT_FOUND')
+t.test("another tenant's session is 404 on every route, the stream included, and stays as it was", async (t) => {
+  const a = await tenantWithLlm()
+  const b = await tenantWithLlm() // its own model configured: a message would otherwise be taken
+  const sessionId = (await a.call('POST', '/api/v1/chat/sessions', { title: 'mine' })).body.data.id
+  llm.push({ text: 'A reply of my own.' })
+  t.equal((await a.call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'hello' })).status, 201)
+  const events = await follow(a.apiKey, sessionId, (e) => e.event === 'message.completed')
+  const messages = await settled(a.call, sessionId)
+  const session = (await a.call('GET', `/api/v1/chat/sessions/${sessionId}`)).body.data
+  const modelCalls = llm.requests.length
+
+  // Answered exactly as a session that does not exist is (only the id differs).
+  const ghost = randomUUID()
+  const routes = (id: string) =>
+    [
+      ['GET', `/api/v1/chat/sessions/${id}`],
+      ['PATCH', `/api/v1/chat/sessions/${id}`, { title: 'theirs' }],
+      ['DELETE', `/api/v1/chat/sessions/${id}`],
+      ['GET', `/api/v1/chat/sessions/${id}/messages`],
+      ['POST', `/api/v1/chat/sessions/${id}/messages`, { content: 'hi from B' }],
+    ] as const
+  const stream = (id: string, lastEventId?: string) =>
+    fetch(`${base}/api/v1/chat/sessions/${id}/stream`, { headers: { authorization: `Bearer ${b.apiKey}`, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) } })
+  for (const [i, [method, url, body]] of routes(sessionId).entries()) {
+    const r = await b.call(method, url, body)
+    t.equal(r.status, 404, `${method} ${url}`)
+    t.match(r.body.error, { code: 'RESOURCE_NOT_FOUND', details: { resource: 'session', id: sessionId } })
+    const [, ghostUrl, ghostBody] = routes(ghost)[i]!
+    t.equal(JSON.stringify(r.body.error), JSON.stringify((await b.call(method, ghostUrl, ghostBody)).body.error).replaceAll(ghost, sessionId), 'as for no session at all')
+  }
+  for (const lastEventId of [undefined, '1']) {
+    const r = await stream(sessionId, lastEventId)
+    t.equal(r.status, 404, `GET .../stream${lastEventId ? ' with Last-Event-ID' : ''}`)
+    t.match(r.headers.get('content-type'), /^application\/json/, 'an error in the envelope, not a stream')
+    const error = ((await r.json()) as { error: unknown }).error
+    t.match(error, { code: 'RESOURCE_NOT_FOUND', details: { resource: 'session', id: sessionId } })
+    const none = ((await (await stream(ghost, lastEventId)).json()) as { error: unknown }).error
+    t.equal(JSON.stringify(error), JSON.stringify(none).replaceAll(ghost, sessionId), 'as for no session at all')
+  }
+  t.same((await b.call('GET', '/api/v1/chat/sessions')).body.data, [], 'B lists none of it')
+
+  // Nothing of A's changed: the session, its messages, its stream; no model call was made for B.
+  t.same((await a.call('GET', `/api/v1/chat/sessions/${sessionId}`)).body.data, session)
+  t.same((await a.call('GET', `/api/v1/chat/sessions/${sessionId}/messages`)).body.data, messages)
+  t.same(await follow(a.apiKey, sessionId, (e) => e.id === events.at(-1)!.id), events)
+  t.equal(llm.requests.length, modelCalls)
 })

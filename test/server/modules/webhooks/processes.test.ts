@@ -2,51 +2,12 @@
 // without delivering anything twice, and an event committed just before a replica is killed is
 // delivered by the next one. Each server is `server/main.ts` as `npm start` runs it; the receiver
 // is a real HTTP server on loopback.
-import type { ChildProcess } from 'node:child_process'
-import t, { type Test } from 'tap'
-import { admin, startServer as startMain, type Ran } from '../../../helpers/cli.js'
+import t from 'tap'
+import { adminTenant, serverProcess } from '../../../helpers/cli.js'
 import { testEnv } from '../../../helpers/platform.js'
 import { eventually, receiver, SECRET, verified } from './helpers.js'
 
 const LOOPBACK = { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8', WEBHOOK_ALLOW_HTTP: 'true' }
-
-interface Server {
-  child: ChildProcess
-  /** Resolves when the process has exited, with everything it wrote. */
-  done: Promise<Ran>
-  base: string
-  /** An API call with the tenant's key; the body parsed. */
-  call(apiKey: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON from the API
-}
-
-/** Starts `server/main.ts` on `env`, waits for it to listen, and kills it (SIGKILL) when the test ends. */
-async function startServer(t: Test, env: Record<string, string>): Promise<Server> {
-  const { child, done, base } = await startMain(env)
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-    await done
-  })
-  return {
-    child,
-    done,
-    base,
-    async call(apiKey, method, path, body) {
-      const r = await fetch(`${base}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      })
-      const text = await r.text()
-      return { status: r.status, body: text ? JSON.parse(text) : null }
-    },
-  }
-}
-
-async function createTenant(t: Test, env: Record<string, string>, name: string): Promise<{ tenantId: string; apiKey: string }> {
-  const created = await admin(['create-tenant', '--name', name], env)
-  t.equal(created.code, 0, created.stderr)
-  return JSON.parse(created.stdout)
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
@@ -69,8 +30,8 @@ t.test('two server processes deliver each event once', async (t) => {
   const rx = await receiver(t)
   // The second replica joins the first one's database (as a guest, when embedded), as the admin
   // CLI does meanwhile.
-  const a = await startServer(t, env)
-  const [b, { tenantId, apiKey }] = await Promise.all([startServer(t, env), createTenant(t, env, 'Two replicas')])
+  const a = await serverProcess(t, env)
+  const [b, { tenantId, apiKey }] = await Promise.all([serverProcess(t, env), adminTenant(t, env, 'Two replicas')])
 
   const hook = await a.call(apiKey, 'POST', '/api/v1/webhooks', { url: rx.url, events: ['project.created', 'project.updated'], secret: SECRET })
   t.equal(hook.status, 201, JSON.stringify(hook.body))
@@ -133,8 +94,8 @@ t.test('an event committed just before the server is killed is delivered after a
   const env = await testEnv(t, LOOPBACK)
   const rx = await receiver(t)
   // This replica accepts API calls but delivers nothing: the kill lands between commit and delivery.
-  const a = await startServer(t, { ...env, WEBHOOK_DELIVERY_CONCURRENCY: '0' })
-  const { tenantId, apiKey } = await createTenant(t, env, 'Killed')
+  const a = await serverProcess(t, { ...env, WEBHOOK_DELIVERY_CONCURRENCY: '0' })
+  const { tenantId, apiKey } = await adminTenant(t, env, 'Killed')
   const hook = await a.call(apiKey, 'POST', '/api/v1/webhooks', { url: rx.url, events: ['project.created'], secret: SECRET })
   t.equal(hook.status, 201, JSON.stringify(hook.body))
   const project = await a.call(apiKey, 'POST', '/api/v1/projects', { name: 'Committed, then killed' })
@@ -147,7 +108,7 @@ t.test('an event committed just before the server is killed is delivered after a
   t.equal(rx.received.length, 0, 'nothing was delivered before the kill')
 
   // The next replica (it takes over a stale db.lock, when embedded) finds the event in the outbox.
-  const b = await startServer(t, env)
+  const b = await serverProcess(t, env)
   const got = await b.call(apiKey, 'GET', `/api/v1/projects/${project.body.data.id}`)
   t.equal(got.status, 200, 'the project survived the kill')
   await rx.waitFor(1, 60_000)
