@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
+import { AppError } from '../../domain/errors.js'
 import { actorOf } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
 import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
@@ -149,7 +150,7 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
         tags,
         summary: "Follow a session's replies (Server-Sent Events; resumable with Last-Event-ID)",
         description:
-          'Events: message.delta {messageId, delta}, message.completed {message}, error {messageId, code, message}. Each has an id (its number in the session); a reconnect with Last-Event-ID gets exactly the events after it. The stream stays open for the next replies; a comment is sent every 15 s.',
+          'Events: message.delta {messageId, delta}, message.completed {message}, error {messageId, code, message}. Each has an id (its number in the session); a reconnect with Last-Event-ID gets exactly the events after it. The stream stays open for the next replies (it ends when the session is deleted); a comment is sent every 15 s.',
         params: IdParams,
         ...sseRoute,
       },
@@ -157,11 +158,22 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
     async (req, reply) => {
       const { tenantId } = actorOf(req)
       const sessionId = req.params.id
+      let following = false
       return followEvents(req, reply, {
         cache,
         channel: sessionChannel(sessionId),
         after: lastEventId(req, req.query.lastEventId),
-        read: async (after) => ({ events: (await chat.events(tenantId, sessionId, after)).map((e) => ({ id: e.seq, event: e.type, data: e.data })), ended: false }),
+        read: async (after) => {
+          try {
+            const events = (await chat.events(tenantId, sessionId, after)).map((e) => ({ id: e.seq, event: e.type, data: e.data }))
+            following = true
+            return { events, ended: false }
+          } catch (err) {
+            // Deleted while followed: the stream ends (a reconnect is then 404) rather than polling for a session that is gone.
+            if (following && err instanceof AppError && err.code === 'RESOURCE_NOT_FOUND') return { events: [], ended: true }
+            throw err
+          }
+        },
         onError: (err) => req.log.warn({ err }, 'chat stream could not read its events; trying again'),
       })
     },

@@ -169,6 +169,28 @@ t.test('a provider failure ends the reply failed with an error event', async (t)
   await settled(call, sessionId)
 })
 
+t.test('deleting a session ends the streams that follow it; a reconnect is 404', async (t) => {
+  const { apiKey, call } = await tenantWithLlm()
+  const sessionId = (await call('POST', '/api/v1/chat/sessions')).body.data.id
+  llm.push({ text: 'Soon gone.' })
+  await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'hi' })
+  await settled(call, sessionId)
+  let caughtUp!: () => void
+  const seen = new Promise<void>((r) => (caughtUp = r))
+  // Never stops by itself: it returns when the server ends the stream.
+  const following = follow(apiKey, sessionId, (e) => {
+    if (e.event === 'message.completed') caughtUp()
+    return false
+  })
+  await seen
+  t.equal((await call('DELETE', `/api/v1/chat/sessions/${sessionId}`)).status, 200)
+  const events = await following
+  t.equal(events.at(-1)!.event, 'message.completed', 'the stream ended, after everything it had')
+  const again = await fetch(`${base}/api/v1/chat/sessions/${sessionId}/stream`, { headers: { authorization: `Bearer ${apiKey}`, 'last-event-id': String(events.at(-1)!.id) } })
+  t.equal(again.status, 404, 'a reconnect is 404')
+  t.match(await again.json(), { error: { code: 'RESOURCE_NOT_FOUND' } })
+})
+
 t.test('refusals: no model, too long, blank', async (t) => {
   const bare = await h.tenant('free')
   const s = (await bare.call('POST', '/api/v1/chat/sessions')).body.data.id
