@@ -15,6 +15,8 @@ import { invalid } from '../domain/errors.js'
 import { apiErrors } from './schemas.js'
 
 export const SSE_HEARTBEAT_MS = 15_000
+/** What clients are told to wait before reconnecting after a drop. */
+export const RECONNECT_MS = 1000
 /** Catch-up when no pub/sub message arrived (Redis away, a message lost). */
 const POLL_MS = 2000
 /** Live events held while the rows before them are not written yet (they are a flush behind). */
@@ -141,7 +143,8 @@ export async function followEvents(req: FastifyRequest, reply: FastifyReply, o: 
 
   req.raw.on('close', close)
   reply.raw.on('close', close)
-  out.write(': stream opened\n\n')
+  // EventSource clients wait this long before reconnecting (their default is 3 s).
+  out.write(`retry: ${RECONNECT_MS}\n: stream opened\n\n`)
   send(first)
   if (!closed) {
     unsubscribe = await o.cache.subscribe(o.channel, onMessage)

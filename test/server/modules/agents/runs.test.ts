@@ -314,7 +314,7 @@ t.test('a stream opened mid-run on another replica follows it live and ends with
   t.equal(followed.at(-1)?.event, 'run.completed', 'the live stream ended with the run')
   const replay = parseSse((await call('GET', `/api/v1/agents/${agentId}/runs/${runId}/stream`)).raw.toString('utf8'))
   t.same(followed, replay, 'what was followed live is what a replay shows')
-  t.match(live.body, /^: stream opened\n\n/)
+  t.match(live.body, /^retry: 1000\n: stream opened\n\n/, 'clients are told to reconnect after 1 s')
 })
 
 t.test('web search through a SearXNG-compatible endpoint, through the outbound guard', async (t) => {
