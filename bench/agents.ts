@@ -9,7 +9,7 @@ import { createOpenAICompatible } from '@ai-sdk/openai-compatible'
 import { jsonSchema, streamText, tool } from 'ai'
 import type { Test } from 'tap'
 import { fakeLlm, type FakeRequest, type FakeTurn } from '../test/helpers/fake-llm.js'
-import { createTenant, peakRssMb, pool, start, stop } from './lib.js'
+import { apiCaller, createTenant, peakRssMb, pool, start, stop } from './lib.js'
 
 const STEPS = 5
 const SEQUENTIAL_RUNS = Number(process.env.BENCH_AGENT_RUNS ?? 20)
@@ -38,23 +38,14 @@ export async function benchAgents(env: Record<string, string>): Promise<AgentBen
     const tenants = [await createTenant(env, ['--plan', 'enterprise']), await createTenant(env, ['--plan', 'enterprise'])]
     const setups = await Promise.all(
       tenants.map(async ({ apiKey }) => {
-        const call = async (method: string, path: string, body?: unknown) => {
-          const r = await fetch(`${server.base}${path}`, {
-            method,
-            headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-            body: body === undefined ? null : JSON.stringify(body),
-          })
-          const json = (await r.json()) as { data: { id: string; status: string } }
-          if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(json)}`)
-          return json.data
-        }
+        const call = apiCaller(server.base, apiKey)
         await call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'bench', apiKey: 'sk-bench-0000000000' })
         const projectId = (await call('POST', '/api/v1/projects', { name: 'bench' })).id
         const agentId = (await call('POST', '/api/v1/agents', { name: 'bench', systemPrompt: 'Be quick.', config: { autonomyLevel: 'medium', maxSteps: STEPS } })).id
         const run = async () => {
           const { id } = await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'List the files, repeatedly.', projectId })
           for (;;) {
-            const r = await call('GET', `/api/v1/agents/${agentId}/runs/${id}`)
+            const r = await call<{ status: string }>('GET', `/api/v1/agents/${agentId}/runs/${id}`)
             if (r.status === 'completed') return
             if (r.status === 'failed' || r.status === 'cancelled') throw new Error(`run ${r.status}: ${JSON.stringify(r)}`)
             await sleep(5)

@@ -58,3 +58,57 @@ export async function createTenant(env: Record<string, string>, args: string[] =
   await new Promise((r) => cli.once('exit', r))
   return JSON.parse(out) as { tenantId: string; apiKey: string }
 }
+
+/** A caller of the API with a tenant's API key: the envelope's data, or an error naming the status. */
+export function apiCaller(base: string, apiKey: string) {
+  return async <T = { id: string }>(method: string, path: string, body?: unknown): Promise<T> => {
+    const r = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: body === undefined ? null : JSON.stringify(body),
+    })
+    const json = (await r.json()) as { data: T }
+    if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(json)}`)
+    return json.data
+  }
+}
+
+export interface SseMessage {
+  id?: string
+  event?: string
+  data: string
+}
+
+/** Server-Sent Events as the text arrives: `onEvent` for each complete event with data (comments are skipped). */
+export function sseParser(onEvent: (e: SseMessage) => void): (text: string) => void {
+  let buffer = ''
+  return (text) => {
+    buffer += text
+    for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+      const e: SseMessage = { data: '' }
+      const data: string[] = []
+      for (const line of buffer.slice(0, end).split('\n')) {
+        const colon = line.indexOf(':')
+        if (colon === 0) continue
+        const field = colon < 0 ? line : line.slice(0, colon)
+        const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '')
+        if (field === 'data') data.push(value)
+        else if (field === 'id' || field === 'event') e[field] = value
+      }
+      buffer = buffer.slice(end + 2)
+      if (data.length) onEvent({ ...e, data: data.join('\n') })
+    }
+  }
+}
+
+/** The `q` quantile (0 to 1) of the numbers, nearest rank. */
+export function quantile(values: number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? NaN
+}
+
+/** Rows of cells as columns: the first left-aligned, the others right-aligned. */
+export function printTable(rows: string[][]): void {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+  for (const r of rows) console.log(r.map((c, i) => (i ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  '))
+}

@@ -4,6 +4,8 @@
 // Prints req/s, their ratio, p99 latency and the server's peak RSS.
 // Then webhooks: how fast a server delivers a backlog of committed events as signed deliveries to a
 // loopback receiver, against the rate at which this process alone can POST to that receiver.
+// Then the job runner, agent runs and chat streams (jobs.ts, agents.ts, chat.ts). BENCH_ONLY=chat
+// (or http, jobs, agents; several with commas) runs only those.
 // Services: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test; a fresh database
 // is made and dropped) and BENCH_REDIS_URL (default redis://127.0.0.1:6379). BENCH_SECONDS: 10.
 import { createServer, request, Agent } from 'node:http'
@@ -16,12 +18,15 @@ import autocannon from 'autocannon'
 import postgres from 'postgres'
 import { benchAgents, printAgents } from './agents.js'
 import { benchJobs, printJobs } from './jobs.js'
-import { createTenant, peakRssMb, pool, start, stop } from './lib.js'
+import { benchChat, printChat } from './chat.js'
+import { createTenant, peakRssMb, pool, printTable, start, stop } from './lib.js'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
 const CONNECTIONS = 64
 const databaseUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
+const only = process.env.BENCH_ONLY?.split(',')
+const runs = (bench: string) => !only || only.includes(bench)
 
 const WEBHOOK_EVENTS = Number(process.env.BENCH_WEBHOOK_EVENTS ?? 2000)
 /** The server's default WEBHOOK_DELIVERY_CONCURRENCY, used for the baseline's parallelism too. */
@@ -89,11 +94,6 @@ const dbName = `atrium_bench_${randomBytes(4).toString('hex')}`
 await admin.unsafe(`create database ${dbName}`)
 const dataDir = mkdtempSync(join(tmpdir(), 'atrium-bench-'))
 try {
-  const hello = await start('bench/hello.ts', {})
-  const base = await load(`${hello.base}/`)
-  const baseRss = peakRssMb(hello.child.pid!)
-  await stop(hello)
-
   const url = new URL(databaseUrl)
   url.pathname = `/${dbName}`
   const env = {
@@ -111,72 +111,78 @@ try {
     WEBHOOK_ALLOW_HTTP: 'true',
     WEBHOOK_DELIVERY_CONCURRENCY: '0',
   }
-  const atrium = await start('server/main.ts', env)
-  const { apiKey } = await createTenant(env, ['--email', 'bench@example.com', '--password', 'bench password 1'])
-  const headers = { authorization: `Bearer ${apiKey}` }
-  const created = await fetch(`${atrium.base}/api/v1/projects`, {
-    method: 'POST',
-    headers: { ...headers, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'bench', description: 'benchmark project', language: 'typescript' }),
-  })
-  const projectId = ((await created.json()) as { data: { id: string } }).data.id
-  const api = await load(`${atrium.base}/api/v1/projects/${projectId}`, headers)
-  const post = (path: string, body: unknown) =>
-    fetch(`${atrium.base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<{ data: Record<string, string> }>)
-  const session = (await post('/api/v1/auth/login', { email: 'bench@example.com', password: 'bench password 1' })).data.token
-  const accessToken = (await post('/api/v1/auth/exchange', { token: session })).data.accessToken
-  const jwt = await load(`${atrium.base}/api/v1/projects/${projectId}`, { authorization: `Bearer ${accessToken}` })
-  const apiRss = peakRssMb(atrium.child.pid!)
+  if (runs('http')) {
+    const hello = await start('bench/hello.ts', {})
+    const base = await load(`${hello.base}/`)
+    const baseRss = peakRssMb(hello.child.pid!)
+    await stop(hello)
 
-  // Webhooks. This server delivers nothing (WEBHOOK_DELIVERY_CONCURRENCY=0), so the projects created
-  // here leave a backlog of committed events; a second server then delivers it, as a replica does
-  // when it catches up after an outage. Measured: its deliveries per second, from start to the last.
-  const rx = await receiver()
-  const raw = await rawPosts(rx.url, WEBHOOK_EVENTS)
-  rx.reset()
-  const hook = await fetch(`${atrium.base}/api/v1/webhooks`, {
-    method: 'POST',
-    headers: { ...headers, 'content-type': 'application/json' },
-    body: JSON.stringify({ url: rx.url, events: ['project.created'], secret: randomBytes(24).toString('base64url') }),
-  })
-  if (hook.status !== 201) throw new Error(`webhook registration: ${hook.status} ${await hook.text()}`)
-  const t0 = performance.now()
-  await pool(WEBHOOK_EVENTS, 16, async (i) => {
-    const r = await fetch(`${atrium.base}/api/v1/projects`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ name: `bench ${i}` }) })
-    if (r.status !== 201) throw new Error(`create project: ${r.status}`)
-    await r.arrayBuffer()
-  })
-  const createRate = WEBHOOK_EVENTS / ((performance.now() - t0) / 1000)
-  await stop(atrium)
-  const delivered = rx.arrived(WEBHOOK_EVENTS)
-  const worker = await start('server/main.ts', { ...env, WEBHOOK_DELIVERY_CONCURRENCY: String(DELIVERY_CONCURRENCY) })
-  const t1 = performance.now()
-  await delivered
-  const drainRate = WEBHOOK_EVENTS / ((performance.now() - t1) / 1000)
-  await stop(worker)
-  await rx.close()
+    const atrium = await start('server/main.ts', env)
+    const { apiKey } = await createTenant(env, ['--email', 'bench@example.com', '--password', 'bench password 1'])
+    const headers = { authorization: `Bearer ${apiKey}` }
+    const created = await fetch(`${atrium.base}/api/v1/projects`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'bench', description: 'benchmark project', language: 'typescript' }),
+    })
+    const projectId = ((await created.json()) as { data: { id: string } }).data.id
+    const api = await load(`${atrium.base}/api/v1/projects/${projectId}`, headers)
+    const post = (path: string, body: unknown) =>
+      fetch(`${atrium.base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<{ data: Record<string, string> }>)
+    const session = (await post('/api/v1/auth/login', { email: 'bench@example.com', password: 'bench password 1' })).data.token
+    const accessToken = (await post('/api/v1/auth/exchange', { token: session })).data.accessToken
+    const jwt = await load(`${atrium.base}/api/v1/projects/${projectId}`, { authorization: `Bearer ${accessToken}` })
+    const apiRss = peakRssMb(atrium.child.pid!)
 
-  const ratio = api.rps / base.rps
-  const rows = [
-    ['target', 'req/s', 'p99 ms', 'peak RSS MB', 'requests'],
-    ['fastify hello-world (baseline)', base.rps.toFixed(0), String(base.p99), String(baseRss), String(base.total)],
-    ['GET /api/v1/projects/:id, API key (rate limit, PostgreSQL, Redis)', api.rps.toFixed(0), String(api.p99), String(apiRss), String(api.total)],
-    ['GET /api/v1/projects/:id, JWT access token', jwt.rps.toFixed(0), String(jwt.p99), '', String(jwt.total)],
-  ]
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
-  for (const r of rows) console.log(r.map((c, i) => (i ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  '))
-  console.log(`\nratio: ${(ratio * 100).toFixed(1)}% of the baseline's req/s (target 40% or more); p99 ${api.p99} ms (target under 25 ms)`)
-  console.log(`JWT ratio: ${((jwt.rps / base.rps) * 100).toFixed(1)}% of the baseline; ${((jwt.rps / api.rps) * 100).toFixed(1)}% of the API-key rate`)
-  console.log(`${CONNECTIONS} connections, ${SECONDS} s per target after a 2 s warm-up, ${process.env.BENCH_LOG_LEVEL ?? 'warn'} log level`)
+    // Webhooks. This server delivers nothing (WEBHOOK_DELIVERY_CONCURRENCY=0), so the projects created
+    // here leave a backlog of committed events; a second server then delivers it, as a replica does
+    // when it catches up after an outage. Measured: its deliveries per second, from start to the last.
+    const rx = await receiver()
+    const raw = await rawPosts(rx.url, WEBHOOK_EVENTS)
+    rx.reset()
+    const hook = await fetch(`${atrium.base}/api/v1/webhooks`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: JSON.stringify({ url: rx.url, events: ['project.created'], secret: randomBytes(24).toString('base64url') }),
+    })
+    if (hook.status !== 201) throw new Error(`webhook registration: ${hook.status} ${await hook.text()}`)
+    const t0 = performance.now()
+    await pool(WEBHOOK_EVENTS, 16, async (i) => {
+      const r = await fetch(`${atrium.base}/api/v1/projects`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ name: `bench ${i}` }) })
+      if (r.status !== 201) throw new Error(`create project: ${r.status}`)
+      await r.arrayBuffer()
+    })
+    const createRate = WEBHOOK_EVENTS / ((performance.now() - t0) / 1000)
+    await stop(atrium)
+    const delivered = rx.arrived(WEBHOOK_EVENTS)
+    const worker = await start('server/main.ts', { ...env, WEBHOOK_DELIVERY_CONCURRENCY: String(DELIVERY_CONCURRENCY) })
+    const t1 = performance.now()
+    await delivered
+    const drainRate = WEBHOOK_EVENTS / ((performance.now() - t1) / 1000)
+    await stop(worker)
+    await rx.close()
 
-  console.log(`\nwebhooks: ${WEBHOOK_EVENTS} projects created (16 at a time) at ${createRate.toFixed(0)}/s, each event written to the outbox in its transaction`)
-  console.log(`  baseline, plain POSTs from this process to the receiver (${DELIVERY_CONCURRENCY} at a time): ${raw.toFixed(0)}/s`)
-  console.log(
-    `  Atrium delivering that backlog (fan-out, claim, sign, POST, record; ${DELIVERY_CONCURRENCY} at a time): ${drainRate.toFixed(0)} deliveries/s = ${((drainRate / raw) * 100).toFixed(1)}% of the baseline`,
-  )
+    const ratio = api.rps / base.rps
+    const rows = [
+      ['target', 'req/s', 'p99 ms', 'peak RSS MB', 'requests'],
+      ['fastify hello-world (baseline)', base.rps.toFixed(0), String(base.p99), String(baseRss), String(base.total)],
+      ['GET /api/v1/projects/:id, API key (rate limit, PostgreSQL, Redis)', api.rps.toFixed(0), String(api.p99), String(apiRss), String(api.total)],
+      ['GET /api/v1/projects/:id, JWT access token', jwt.rps.toFixed(0), String(jwt.p99), '', String(jwt.total)],
+    ]
+    printTable(rows)
+    console.log(`\nratio: ${(ratio * 100).toFixed(1)}% of the baseline's req/s (target 40% or more); p99 ${api.p99} ms (target under 25 ms)`)
+    console.log(`JWT ratio: ${((jwt.rps / base.rps) * 100).toFixed(1)}% of the baseline; ${((jwt.rps / api.rps) * 100).toFixed(1)}% of the API-key rate`)
+    console.log(`${CONNECTIONS} connections, ${SECONDS} s per target after a 2 s warm-up, ${process.env.BENCH_LOG_LEVEL ?? 'warn'} log level`)
 
-  printJobs(await benchJobs(databaseUrl))
-  printAgents(await benchAgents(env))
+    console.log(`\nwebhooks: ${WEBHOOK_EVENTS} projects created (16 at a time) at ${createRate.toFixed(0)}/s, each event written to the outbox in its transaction`)
+    console.log(`  baseline, plain POSTs from this process to the receiver (${DELIVERY_CONCURRENCY} at a time): ${raw.toFixed(0)}/s`)
+    console.log(
+      `  Atrium delivering that backlog (fan-out, claim, sign, POST, record; ${DELIVERY_CONCURRENCY} at a time): ${drainRate.toFixed(0)} deliveries/s = ${((drainRate / raw) * 100).toFixed(1)}% of the baseline`,
+    )
+  }
+  if (runs('jobs')) printJobs(await benchJobs(databaseUrl))
+  if (runs('agents')) printAgents(await benchAgents(env))
+  if (runs('chat')) printChat(await benchChat(env))
 } finally {
   await admin.unsafe(`drop database if exists ${dbName} with (force)`)
   await admin.end()

@@ -72,7 +72,13 @@ function anthropicError(status: number, code: string | undefined, key: string) {
   return { type: 'error', error: { type, message } }
 }
 
-export async function fakeLlm(t: Test, o: { respond?: (req: FakeRequest) => FakeTurn | undefined } = {}): Promise<FakeLlm> {
+export interface FakeLlmOptions {
+  respond?: (req: FakeRequest) => FakeTurn | undefined
+  /** Called as each streamed text piece is written, with performance.now() (the benchmarks time deltas by it). */
+  onChunk?: (text: string, at: number) => void
+}
+
+export async function fakeLlm(t: Test, o: FakeLlmOptions = {}): Promise<FakeLlm> {
   const queue: FakeTurn[] = []
   const requests: FakeRequest[] = []
   const sockets = new Set<Socket>()
@@ -112,9 +118,11 @@ export async function fakeLlm(t: Test, o: { respond?: (req: FakeRequest) => Fake
       const id = `fake-${++ids}`
       void (protocol === 'anthropic' ? anthropic() : b.stream ? openAiStream() : openAiJson()).catch(() => res.destroy())
 
-      async function write(data: string) {
+      /** `piece`: the text piece this data carries, for `onChunk`. */
+      async function write(data: string, piece?: string) {
         if (res.destroyed) throw new Error('client gone')
         res.write(data)
+        if (piece !== undefined) o.onChunk?.(piece, performance.now())
         if (turn.chunkDelayMs) await sleep(turn.chunkDelayMs)
       }
 
@@ -125,7 +133,7 @@ export async function fakeLlm(t: Test, o: { respond?: (req: FakeRequest) => Fake
         await write(chunk({ role: 'assistant', content: '' }))
         for (const [i, c] of chunks.entries()) {
           await turn.hold?.(i)
-          await write(chunk({ content: c }))
+          await write(chunk({ content: c }), c)
         }
         for (const [index, call] of calls.entries()) {
           await write(chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }))
@@ -162,7 +170,7 @@ export async function fakeLlm(t: Test, o: { respond?: (req: FakeRequest) => Fake
 
       async function anthropic() {
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
-        const event = (type: string, data: Record<string, unknown>) => write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`)
+        const event = (type: string, data: Record<string, unknown>, piece?: string) => write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`, piece)
         await event('message_start', {
           message: { id, type: 'message', role: 'assistant', content: [], model, stop_reason: null, stop_sequence: null, usage: { input_tokens: usage.input, output_tokens: 1 } },
         })
@@ -171,7 +179,7 @@ export async function fakeLlm(t: Test, o: { respond?: (req: FakeRequest) => Fake
           await event('content_block_start', { index, content_block: { type: 'text', text: '' } })
           for (const [i, c] of chunks.entries()) {
             await turn.hold?.(i)
-            await event('content_block_delta', { index, delta: { type: 'text_delta', text: c } })
+            await event('content_block_delta', { index, delta: { type: 'text_delta', text: c } }, c)
           }
           await event('content_block_stop', { index })
           index++
