@@ -13,7 +13,8 @@ export interface Started {
 
 /** Starts a script under tsx and resolves once it logs the address it listens on. */
 export function start(script: string, env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+  // BENCH_NODE_ARGS go to the servers' node, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof to see where their time goes.
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), '--import', 'tsx', script], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],

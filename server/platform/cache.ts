@@ -1,6 +1,7 @@
 // Redis through ioredis. With no REDIS_URL there is no shared cache: users of the cache (the rate
 // limiter) keep their state in process, and messages reach this process only, which is right for a
 // single replica only.
+import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
@@ -62,13 +63,20 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
   // A connection in subscriber mode can do nothing else: subscriptions get their own, opened on
   // first use and re-subscribed by ioredis after a reconnect.
   const local = localBus()
+  // This process's subscribers hear its messages at once, not after a round trip through Redis:
+  // messages carry their origin, and the echo of one's own is dropped.
+  const origin = `${randomBytes(6).toString('hex')}\u0000`
   let subscriber: Redis | null = null
   const subscribed = new Map<string, number>()
   const listen = (channel: string) => {
     if (!subscriber) {
       subscriber = redis.duplicate({ enableOfflineQueue: true, lazyConnect: false, maxRetriesPerRequest: null })
       subscriber.on('error', () => {}) // the main connection logs outages
-      subscriber.on('message', (ch: string, message: string) => void local.publish(ch, message))
+      subscriber.on('message', (ch: string, message: string) => {
+        if (message.startsWith(origin)) return
+        const at = message.indexOf('\u0000')
+        void local.publish(ch, at >= 0 && at <= 12 ? message.slice(at + 1) : message)
+      })
     }
     const n = subscribed.get(channel) ?? 0
     subscribed.set(channel, n + 1)
@@ -81,12 +89,12 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
       if ((await redis.ping()) !== 'PONG') throw new Error('unexpected PING reply')
     },
     publish: async (channel, message) => {
+      await local.publish(channel, message)
       try {
-        await redis.publish(channel, message)
+        await redis.publish(channel, origin + message)
       } catch (err) {
-        // Subscribers of this process still hear it; the others find out when their caches expire.
+        // Subscribers of this process heard it; the others find out when their caches expire.
         opts.log.warn({ err: (err as Error).message, channel }, 'could not publish to other replicas')
-        await local.publish(channel, message)
       }
     },
     subscribe: async (channel, handler) => {

@@ -45,7 +45,7 @@ t.test('without Redis a message reaches the subscribers of this process', async 
   await cache.close()
 })
 
-t.test('through Redis a message reaches every process', { skip: !services.redisUrl && 'TEST_REDIS_URL is not set' }, async (t) => {
+t.test('through Redis a message reaches every process once, and its own subscribers at once', { skip: !services.redisUrl && 'TEST_REDIS_URL is not set' }, async (t) => {
   const a = await openCache({ redisUrl: services.redisUrl, log })
   const b = await openCache({ redisUrl: services.redisUrl, log })
   t.teardown(async () => {
@@ -53,15 +53,22 @@ t.test('through Redis a message reaches every process', { skip: !services.redisU
     await b.close()
   })
   const channel = `atrium:test:${Math.random()}`
+  const onA: string[] = []
   const got: string[] = []
+  await a.subscribe(channel, (m) => onA.push(m))
   const off = await b.subscribe(channel, (m) => got.push(m))
   // The subscription is confirmed asynchronously: publish until the other side hears.
   let heard: string | null = null
+  let sent = 0
   for (let i = 0; i < 50 && !heard; i++) {
-    await a.publish(channel, 'revoke')
+    const published = a.publish(channel, 'revoke')
+    t.equal(onA.length, ++sent, 'heard in this process before Redis answers')
+    await published
     heard = await next(got, 100)
   }
-  t.equal(heard, 'revoke')
+  t.equal(heard, 'revoke', 'as sent, without the origin marker')
+  await new Promise((r) => setTimeout(r, 100))
+  t.equal(onA.length, sent, 'never its own echo from Redis')
   await off()
 })
 
