@@ -15,7 +15,7 @@ export { REPLY_QUEUE } from './service.js'
 import * as store from './store.js'
 
 /** Deltas reach the streams at once and are written this often behind them (what a stream joining late waits for at most). */
-const DELTA_FLUSH_MS = 50
+const DELTA_FLUSH_MS = 200
 /** The history handed to the model: the newest messages that fit (characters, about 4 per token). */
 export const CONTEXT_CHARS = 48_000
 const CONTEXT_MESSAGES = 200
