@@ -52,7 +52,8 @@ export class AppError extends Error {
 
 export const notFound = (resource: string, id: string) => new AppError('RESOURCE_NOT_FOUND', `${resource} ${id} does not exist`, { resource, id })
 
-export const invalid = (field: string, message: string) => new AppError('VALIDATION_ERROR', `${field}: ${message}`, { errors: [{ field, message }] })
+/** VALIDATION_ERROR naming the field; `more` adds to the details (the rule broken and its limit, say). */
+export const invalid = (field: string, message: string, more: ErrorDetails = {}) => new AppError('VALIDATION_ERROR', `${field}: ${message}`, { errors: [{ field, message }], ...more })
 
 export const forbidden = (message: string, details: ErrorDetails = {}) => new AppError('FORBIDDEN', message, details)
 

@@ -27,8 +27,8 @@ declare module 'fastify' {
     auth?: boolean | 'optional'
     /** false for endpoints exempt from the general limit (auth endpoints, as the spec says). */
     rateLimit?: boolean
-    /** The permission the route needs: one of the domain's, checked when the route compiles. */
-    permission?: Permission
+    /** The permission the route needs (or several, all needed): the domain's, checked when the route compiles. */
+    permission?: Permission | readonly Permission[]
     /** The route acts for the platform, not a tenant: platform operator (svc_admin_) keys only. */
     operator?: boolean
   }
@@ -84,12 +84,13 @@ export const authPlugin = fp(
         throw forbidden('This route needs a platform operator key (svc_admin_...)', { required: 'operator' })
       }
       if (config.permission && request.principal) {
+        const needed = [config.permission].flat()
         if (!request.principal.tenantId) {
-          throw forbidden('Platform operator keys act on /api/v1/platform routes only', { required: config.permission })
+          throw forbidden('Platform operator keys act on /api/v1/platform routes only', { required: needed[0] })
         }
-        if (!hasPermission(request.principal, config.permission)) {
-          throw forbidden(`This credential lacks the ${config.permission} permission`, { required: config.permission })
-        }
+        // Named one at a time, the first one lacking: details.required stays one permission.
+        const lacking = needed.find((p) => !hasPermission(request.principal!, p))
+        if (lacking) throw forbidden(`This credential lacks the ${lacking} permission`, { required: lacking })
       }
     })
   },

@@ -1,6 +1,7 @@
 // A tenant is born with its owner and an automation key holding every permission, in one
 // transaction: there is never a tenant nobody can reach.
 import type { Actor } from '../../domain/actor.js'
+import { calendarDay, DAY_MS, isoDay, periodDays } from '../../domain/days.js'
 import { forbidden, invalid, notFound } from '../../domain/errors.js'
 import { isPlan, PLAN_TERMS, PLANS } from '../../domain/plans.js'
 import { newId } from '../../../common/ids.js'
@@ -73,15 +74,6 @@ export const tenantView = (t: TenantRow) => ({ ...t, limits: PLAN_TERMS[t.plan].
 /** The longest period GET /tenant/usage answers for, in days (a leap year). */
 export const USAGE_MAX_DAYS = 366
 const USAGE_DEFAULT_DAYS = 30
-const DAY_MS = 86_400_000
-
-/** A calendar date (YYYY-MM-DD) as UTC midnight in ms; VALIDATION_ERROR on `field` unless it is one (2024-02-30 is not). */
-function calendarDay(field: string, text: string): number {
-  const ms = /^\d{4}-\d{2}-\d{2}$/.test(text) ? Date.parse(`${text}T00:00:00Z`) : NaN
-  if (Number.isNaN(ms) || new Date(ms).toISOString().slice(0, 10) !== text) throw invalid(field, 'must be a date as YYYY-MM-DD')
-  return ms
-}
-const isoDay = (ms: number) => new Date(ms).toISOString().slice(0, 10)
 
 export interface UsagePeriod {
   from?: string
@@ -99,8 +91,7 @@ export function tenantsService(deps: { db: Db; now?: Clock }) {
     async usage(tenantId: string, q: UsagePeriod) {
       const toMs = q.to === undefined ? Date.parse(`${isoDay(now())}T00:00:00Z`) : calendarDay('to', q.to)
       const fromMs = q.from === undefined ? toMs - (USAGE_DEFAULT_DAYS - 1) * DAY_MS : calendarDay('from', q.from)
-      if (fromMs > toMs) throw invalid('from', 'must not be after to')
-      if ((toMs - fromMs) / DAY_MS + 1 > USAGE_MAX_DAYS) throw invalid('from', `the period may cover at most ${USAGE_MAX_DAYS} days`)
+      periodDays({ field: 'from', ms: fromMs }, { field: 'to', ms: toMs }, USAGE_MAX_DAYS)
       const from = isoDay(fromMs)
       const to = isoDay(toMs)
       const rows = await db.tenantRead(tenantId, (sql) => selectLlmUsage(sql, tenantId, from, to))
