@@ -17,6 +17,7 @@ import { join } from 'node:path'
 import autocannon from 'autocannon'
 import postgres from 'postgres'
 import { benchAgents, printAgents } from './agents.js'
+import { benchChatExport, printChatExport } from './chat-export.js'
 import { benchJobs, printJobs } from './jobs.js'
 import { benchChat, printChat } from './chat.js'
 import { createTenant, peakRssMb, pool, printTable, start, stop } from './lib.js'
@@ -183,6 +184,7 @@ try {
   if (runs('jobs')) printJobs(await benchJobs(databaseUrl))
   if (runs('agents')) printAgents(await benchAgents(env))
   if (runs('chat')) printChat(await benchChat(env))
+  if (runs('export')) printChatExport(await benchChatExport(env))
 } finally {
   await admin.unsafe(`drop database if exists ${dbName} with (force)`)
   await admin.end()

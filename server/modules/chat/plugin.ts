@@ -1,7 +1,9 @@
 // 'atrium-chat': chat sessions, their messages and their streams under /api/v1; replies generate
-// on the job runner (queue 'chat.reply').
+// on the job runner (queue 'chat.reply'). The chat-history export (export-*.ts) is a part of its own.
 import fp from 'fastify-plugin'
 import { API_PREFIX } from '../../http/auth.js'
+import { chatExportRoutes } from './export-routes.js'
+import { chatExportService } from './export-service.js'
 import { replyGenerator, REPLY_QUEUE } from './replies.js'
 import { chatRoutes } from './routes.js'
 import { chatService } from './service.js'
@@ -9,6 +11,8 @@ import { chatService } from './service.js'
 export interface ChatOptions {
   /** Replies generated at once on one replica (default AGENT_RUNS_PER_REPLICA: both mostly wait on the model). */
   chatReplyConcurrency?: number
+  /** Messages per page the chat export reads (default EXPORT_PAGE_ROWS; tests make it small). */
+  chatExportPageRows?: number
 }
 
 export const chatPlugin = fp(
@@ -27,6 +31,7 @@ export const chatPlugin = fp(
       maxAttempts: 2,
     })
     await app.register(chatRoutes, { prefix: API_PREFIX, chat: chatService({ db, llm, connection }), cache })
+    await app.register(chatExportRoutes, { prefix: API_PREFIX, chatExport: chatExportService({ db, now: app.now, ...(o.chatExportPageRows ? { pageRows: o.chatExportPageRows } : {}) }) })
   },
   { name: 'atrium-chat', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth', 'atrium-license', 'atrium-llm', 'atrium-tenants'] },
 )

@@ -11,7 +11,7 @@ import { sessionChannel } from './replies.js'
 import { messageView, sessionView, type ChatService } from './service.js'
 
 const Title = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Not blank; surrounding spaces are trimmed' })
-const Session = Type.Object({
+export const Session = Type.Object({
   id: Type.String({ format: 'uuid' }),
   title: Type.String(),
   agentId: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], { description: 'The agent whose system prompt replies use; null when none (or it was deleted)' }),
@@ -20,7 +20,7 @@ const Session = Type.Object({
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' }),
 })
-const Message = Type.Object({
+export const Message = Type.Object({
   id: Type.String({ format: 'uuid' }),
   sessionId: Type.String({ format: 'uuid' }),
   role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),

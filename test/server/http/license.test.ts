@@ -1,6 +1,6 @@
 // The license on the API: a header in grace and once expired; an expired license in production makes
-// the API read-only (writes refused with license_expired) while reads, signing in and out, backups
-// and the health endpoints keep working. The clock is the test's: the server changes state while
+// the API read-only (writes refused with license_expired) while reads, signing in and out, backups,
+// the chat export and the health endpoints keep working. The clock is the test's: the server changes state while
 // running, with no restart.
 import t from 'tap'
 import { createTenant } from '../../../server/modules/tenants/service.js'
@@ -77,7 +77,7 @@ t.test('expired in production: every write under /api/v1 is 403 license_expired,
   t.equal((await prod.anonymous('POST', '/api/v1/projects', { name: 'x' })).status, 401, 'a request without credentials is still 401 first')
 })
 
-t.test('expired in production: reads, signing in and out, and backups keep working', async (t) => {
+t.test('expired in production: reads, signing in and out, backups and the chat export keep working', async (t) => {
   moments.valid()
   const project = (await ownerCall('POST', '/api/v1/projects', { name: 'to export' })).body.data
   moments.expired()
@@ -97,6 +97,7 @@ t.test('expired in production: reads, signing in and out, and backups keep worki
   t.equal((await prod.anonymous('GET', '/api/v1/projects', undefined, access)).status, 200)
   const backup = await ownerCall('POST', `/api/v1/projects/${project.id}/backup`, {})
   t.equal(backup.status, 201, 'a backup exports the data')
+  t.equal((await ownerCall('POST', '/api/v1/chat/export', { dateRange: { start: '2026-03-01', end: '2026-03-31' } })).status, 200, 'so does the chat export')
   t.equal((await prod.anonymous('POST', '/api/v1/auth/logout', { token: refreshed.body.data.token })).status, 200, 'logout')
 })
 
