@@ -61,6 +61,8 @@ export interface EventLogTarget {
    * Without it, events are numbered as they are written and streams read them from the rows.
    */
   live?: { after: number }
+  /** A write on its own (a flush the timer started) failed: the owner may stop producing events nobody can keep. */
+  onWriteError?: (err: unknown) => void
 }
 
 export function eventLogWriter<K extends string | number>(o: EventLogTarget & { deltaEvent: (key: K, text: string) => LoggedEvent }) {
@@ -124,7 +126,7 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
       }
       if (o.live) sealing ??= setImmediate(() => ((sealing = null), closeDelta()))
       // A failed write surfaces at the next flush or `commit`, which the writer's owner awaits.
-      timer ??= setTimeout(() => void flush().catch(() => {}), o.flushMs)
+      timer ??= setTimeout(() => void flush().catch((err) => o.onWriteError?.(err)), o.flushMs)
     },
     /** Writes what is queued on its own. */
     flush,

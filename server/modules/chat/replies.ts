@@ -47,6 +47,8 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
       return session ? { session, agent: await store.agentPrompt(sql, tenantId, session.agent_id), history: await store.historyBefore(sql, tenantId, sessionId, replyId, CONTEXT_MESSAGES) } : null
     })
     if (!start) return
+    // The text cannot be kept (the session was deleted, the database is away): stop the model at once rather than at the end.
+    const unkept = new AbortController()
     // This reply is the session's only writer while it generates (one reply at a time), so it numbers
     // the events and sends them live. Taking over from a worker that died, it starts beyond what that one may have sent.
     const events = eventLogWriter<string>({
@@ -58,6 +60,7 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
       flushMs: DELTA_FLUSH_MS,
       live: { after: start.session.event_seq + (job.attempt > 1 ? LIVE_WINDOW : 0) },
       deltaEvent: (messageId, delta) => ({ type: 'message.delta', data: { messageId, delta } }),
+      onWriteError: (err) => unkept.abort(err),
     })
     const finish = (end: { content: string; error: { code: string; message: string } | null; usage: { inputTokens: number; outputTokens: number } | null }) =>
       events.commit(async (sql) => {
@@ -82,7 +85,7 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
           target,
           messages: [...(start.agent?.prompt ? [{ role: 'system' as const, content: start.agent.prompt }] : []), ...trimHistory(start.history)],
           ...(start.agent?.model ? { model: start.agent.model } : {}),
-          signal: job.signal,
+          signal: AbortSignal.any([job.signal, unkept.signal]),
           onDelta: (d) => {
             text += d
             events.delta(replyId, d)
@@ -91,6 +94,7 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
         await finish({ content: response.text, error: null, usage: response.usage })
       } catch (err) {
         if (job.signal.aborted && !(job.signal.reason instanceof JobCancelled)) throw err // handed back by a stopping server: ends interrupted
+        if (unkept.signal.aborted) throw unkept.signal.reason // the next attempt ends it, or finds it deleted
         if (err instanceof AppError && err.code !== 'SERVICE_UNAVAILABLE') {
           await finish({ content: text, error: { code: err.code, message: err.message }, usage: null })
           return

@@ -191,6 +191,32 @@ t.test('deleting a session ends the streams that follow it; a reconnect is 404',
   t.match(await again.json(), { error: { code: 'RESOURCE_NOT_FOUND' } })
 })
 
+t.test('deleting a session while its reply generates stops the model call instead of letting it run to the end', async (t) => {
+  let written = 0
+  const counting = await fakeLlm(t, { onChunk: () => written++ })
+  const { call } = await h.tenant()
+  await call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: counting.url, model: 'chat-model', apiKey: 'sk-chat-test-0000000' })
+  const sessionId = (await call('POST', '/api/v1/chat/sessions')).body.data.id
+  let deleted!: () => void
+  const gone = new Promise<void>((r) => (deleted = r))
+  const pieces = 300
+  // Held after a few pieces until the session is gone; then the rest would take about 1.5 s.
+  counting.push({ text: Array.from({ length: pieces }, (_, i) => `w${i}`).join(' '), chunkDelayMs: 5, hold: (i) => (i === 3 ? gone : undefined) })
+  const { replyId } = (await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'Go on.' })).body.data
+  while (written < 3) await sleep(10)
+  t.equal((await call('DELETE', `/api/v1/chat/sessions/${sessionId}`)).status, 200)
+  deleted()
+  // The reply's next write fails (its session is gone), which aborts the call; the retry finds nothing to finish.
+  let status = ''
+  for (let i = 0; i < 600 && status !== 'completed' && status !== 'failed'; i++) {
+    await sleep(25)
+    status = (await h.platform.db.sql<{ status: string }[]>`select status from jobs where queue = 'chat.reply' and payload->>'replyId' = ${replyId}`)[0]?.status ?? ''
+  }
+  t.equal(status, 'completed')
+  t.ok(written < pieces, `the provider stopped being read after ${written} of ${pieces} pieces`)
+  t.equal((await call('GET', `/api/v1/chat/sessions/${sessionId}/messages`)).status, 404)
+})
+
 t.test('refusals: no model, too long, blank', async (t) => {
   const bare = await h.tenant('free')
   const s = (await bare.call('POST', '/api/v1/chat/sessions')).body.data.id
