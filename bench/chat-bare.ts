@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto'
 import { PassThrough } from 'node:stream'
 import Fastify from 'fastify'
 import { formatEvent, SSE_HEADERS } from '../server/http/sse.js'
-import { sseParser } from './lib.js'
+import { sseParser } from '../test/helpers/sse.js'
 
 const app = Fastify()
 app.get('/stream', async (_req, reply) => {

@@ -20,7 +20,8 @@ import { Agent, request } from 'node:http'
 import { availableParallelism, loadavg } from 'node:os'
 import type { Test } from 'tap'
 import { fakeLlm } from '../test/helpers/fake-llm.js'
-import { apiCaller, createTenant, peakRssMb, pool, printTable, quantile, sseParser, start, stop, type SseMessage } from './lib.js'
+import { apiCaller, createTenant, peakRssMb, pool, printTable, quantile, start, stop } from './lib.js'
+import { sseParser, type SseMessage } from '../test/helpers/sse.js'
 
 const STREAMS = Number(process.env.BENCH_CHAT_STREAMS ?? 20)
 const ROUNDS = Number(process.env.BENCH_CHAT_ROUNDS ?? 5)

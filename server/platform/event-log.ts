@@ -32,6 +32,9 @@ export const LIVE_WINDOW = 1000
 /** A log message on pub/sub: a number (rows up to it are written) or live events. */
 export type LogMessage = { written: number } | { live: LiveEvent[] }
 
+/** The message that a log's rows up to `last` are written (a stream behind it reads them). */
+export const writtenMessage = (last: number) => String(last)
+
 export function parseLogMessage(message: string): LogMessage | null {
   if (message.startsWith('[')) {
     try {
@@ -101,10 +104,10 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
   }
   /** Tells the streams that `batch` is written (numbered `last` at most): live ones get what was not sent yet. */
   const written = (batch: LoggedEvent[], last: number) => {
-    if (!o.live) return void o.cache.publish(o.channel, String(last)).catch(() => {})
+    if (!o.live) return void o.cache.publish(o.channel, writtenMessage(last)).catch(() => {})
     const late = batch.filter((e) => !sentEarly.delete(e.seq!))
     if (late.length) live(late)
-    else void o.cache.publish(o.channel, String(last)).catch(() => {})
+    else void o.cache.publish(o.channel, writtenMessage(last)).catch(() => {})
   }
   const flush = () => {
     stopTimers()

@@ -14,6 +14,7 @@ import { cancelJob, enqueueJob } from '../../platform/jobs.js'
 import type { Llm, LlmTarget } from '../../platform/llm.js'
 import { auditBy } from '../audit/service.js'
 import { cancelledEvent, MAX_RESUMES, RUN_QUEUE, runChannel, TERMINAL } from './runner.js'
+import { writtenMessage } from '../../platform/event-log.js'
 import * as store from './store.js'
 import type { AgentConfig, AgentRow, AutonomyLevel, RunRow } from './store.js'
 import { LEVEL_TOOLS, TOOL_NAMES, toolUnavailable, type ToolEnvironment, type ToolName } from './tools.js'
@@ -200,19 +201,19 @@ export function agentsService(deps: {
      * a CONFLICT.
      */
     cancel: async (a: Actor, agentId: string, runId: string) => {
-      const run = await db.tenant(a.tenantId, async (sql) => {
+      const { run, written } = await db.tenant(a.tenantId, async (sql) => {
         const run = await loadRun(sql, a.tenantId, agentId, runId, true)
         if (TERMINAL.has(run.status)) throw new AppError('CONFLICT', `run ${runId} has already ended (${run.status})`, { status: run.status })
         const outcome = run.job_id ? await cancelJob(sql, run.job_id) : 'cancelled'
         await auditBy(sql, a, { action: 'agent.run_cancelled', target: { type: 'agent_run', id: runId }, details: { agentId, status: run.status } })
-        if (outcome === 'requested' || (outcome === null && run.status === 'running')) return store.patchRun(sql, a.tenantId, runId, { cancel_requested: true })
+        if (outcome === 'requested' || (outcome === null && run.status === 'running')) return { run: await store.patchRun(sql, a.tenantId, runId, { cancel_requested: true }), written: null }
         // Never started: it ends here, with nothing to announce to webhooks.
         const saved = await store.patchRun(sql, a.tenantId, runId, { status: 'cancelled', cancel_requested: true, finished_at: new Date() })
         const [type, data] = cancelledEvent(saved)
-        await store.appendRunEvents(sql, a.tenantId, runId, [{ type, data }])
-        return saved
+        return { run: saved, written: await store.appendRunEvents(sql, a.tenantId, runId, [{ type, data }]) }
       })
-      if (run.status === 'cancelled') await deps.publish(runChannel(runId), String(run.event_seq))
+      // The number of the event just written: a stream that has everything before it reads it now, not at its next poll.
+      if (written !== null) await deps.publish(runChannel(runId), writtenMessage(written))
       return run
     },
 

@@ -7,6 +7,9 @@ import t from 'tap'
 import { appOn, testApp, type Caller } from '../../../helpers/app.js'
 import { fakeLlm, type FakeLlm } from '../../../helpers/fake-llm.js'
 import { unzip } from '../../../helpers/zip.js'
+import { parseSse } from '../../../helpers/sse.js'
+import { runChannel } from '../../../../server/modules/agents/runner.js'
+import { writtenMessage } from '../../../../server/platform/event-log.js'
 
 // The fake provider listens on loopback, which the outbound policy refuses unless it is listed.
 const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' }, { jobs: { pollMs: 50 } })
@@ -46,21 +49,6 @@ async function ended(call: Caller, agentId: string, runId: string) {
     await sleep(50)
   }
   throw new Error('the run did not end')
-}
-
-/** A stream's events, parsed. */
-function parseSse(text: string): { id: number; event: string; data: Record<string, unknown> }[] {
-  return text
-    .split('\n\n')
-    .filter((block) => block.includes('id: '))
-    .map((block) => {
-      const line = (k: string) =>
-        block
-          .split('\n')
-          .find((l) => l.startsWith(`${k}: `))!
-          .slice(k.length + 2)
-      return { id: Number(line('id')), event: line('event'), data: JSON.parse(line('data')) }
-    })
 }
 
 t.test('a high-autonomy run reads a file, writes another and completes; its version, backup and stream show it', async (t) => {
@@ -315,6 +303,24 @@ t.test('a stream opened mid-run on another replica follows it live and ends with
   const replay = parseSse((await call('GET', `/api/v1/agents/${agentId}/runs/${runId}/stream`)).raw.toString('utf8'))
   t.same(followed, replay, 'what was followed live is what a replay shows')
   t.match(live.body, /^retry: 1000\n: stream opened\n\n/, 'clients are told to reconnect after 1 s')
+})
+
+t.test("cancelling a queued run ends it at once and announces its last event's number to the streams", async (t) => {
+  // An installation of its own with no job runner (another on the same database would start the run).
+  const idle = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' })
+  const tn = await idle.tenant()
+  await tn.call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'test-model', apiKey: 'sk-test-key-1234567890' })
+  const agentId = await agent(tn.call, { autonomyLevel: 'low' })
+  const runId = (await tn.call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'wait', projectId: await project(tn.call) })).body.data.id
+  const heard: string[] = []
+  const off = await idle.platform.cache.subscribe(runChannel(runId), (m) => heard.push(m))
+  t.teardown(off)
+  t.equal((await tn.call('POST', `/api/v1/agents/${agentId}/runs/${runId}/cancel`)).body.data.status, 'cancelled')
+  const events = parseSse((await tn.call('GET', `/api/v1/agents/${agentId}/runs/${runId}/stream`)).raw.toString('utf8'))
+  t.equal(events.at(-1)!.event, 'run.cancelled')
+  for (let i = 0; i < 100 && !heard.length; i++) await sleep(10)
+  // A stream that has every event before it reads this one at once (not at its next poll).
+  t.same(heard, [writtenMessage(events.at(-1)!.id)])
 })
 
 t.test('web search through a SearXNG-compatible endpoint, through the outbound guard', async (t) => {

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { testApp, type Caller } from '../../../helpers/app.js'
 import { fakeLlm } from '../../../helpers/fake-llm.js'
+import { sseParser } from '../../../helpers/sse.js'
 
 const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' }, { jobs: { pollMs: 50 } })
 await h.app.listen({ port: 0, host: '127.0.0.1' })
@@ -29,31 +30,21 @@ async function follow(apiKey: string, sessionId: string, stop: (e: Event, all: E
   })
   if (res.status !== 200) throw new Error(`stream: ${res.status}`)
   const events: Event[] = []
+  let stopped = false
+  const parse = sseParser((m) => {
+    if (stopped || m.id === undefined) return
+    const e = { id: Number(m.id), event: m.event ?? 'message', data: JSON.parse(m.data) }
+    events.push(e)
+    stopped = stop(e, events)
+  })
   const decoder = new TextDecoder()
-  let buffer = ''
   const reader = res.body!.getReader()
-  for (;;) {
+  while (!stopped) {
     const { value, done } = await reader.read()
     if (done) break
-    buffer += decoder.decode(value, { stream: true })
-    let end: number
-    while ((end = buffer.indexOf('\n\n')) >= 0) {
-      const block = buffer.slice(0, end)
-      buffer = buffer.slice(end + 2)
-      if (!block.includes('id: ')) continue
-      const line = (k: string) =>
-        block
-          .split('\n')
-          .find((l) => l.startsWith(`${k}: `))!
-          .slice(k.length + 2)
-      const e = { id: Number(line('id')), event: line('event'), data: JSON.parse(line('data')) }
-      events.push(e)
-      if (stop(e, events)) {
-        ac.abort()
-        return events
-      }
-    }
+    parse(decoder.decode(value, { stream: true }))
   }
+  if (stopped) ac.abort()
   return events
 }
 
