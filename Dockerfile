@@ -2,19 +2,26 @@
 # The atrium-server image: the API server and its admin CLI (migrate, create-tenant, ...).
 #   docker build -t atrium/atrium-server:$(node -p 'require("./package.json").version') .
 # Runs as a non-root user on a read-only root filesystem: the only writable places are the data
-# volume (/var/lib/atrium) and /tmp (a tmpfs or emptyDir, where tsx keeps its compile cache).
+# volume (/var/lib/atrium) and /tmp (a tmpfs or emptyDir). It runs the compiled server (`npm run
+# build`), not TypeScript through tsx: faster to start, some 75 MB smaller at rest.
 
 # Node 24 LTS, pinned to a patch release so a rebuild gets the same runtime.
 ARG NODE_IMAGE=docker.io/library/node:24.11.1-bookworm-slim
 
-FROM ${NODE_IMAGE} AS deps
+FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY patches ./patches
 # No install scripts run (none of the dependencies needs one). Our fixes to dependencies are
-# applied (patches/README.md says what each fixes and why), then only production ones are kept.
+# applied (patches/README.md says what each fixes and why).
 RUN npm ci --ignore-scripts --no-audit --no-fund \
- && npx --no-install patch-package --error-on-fail \
+ && npx --no-install patch-package --error-on-fail
+COPY common ./common
+COPY server ./server
+COPY config ./config
+COPY licenses ./licenses
+# The JavaScript in dist/, then only the production dependencies are kept.
+RUN npm run build \
  && npm prune --omit=dev --no-audit --no-fund && npm cache clean --force
 
 FROM ${NODE_IMAGE} AS runtime
@@ -34,17 +41,13 @@ RUN groupadd --system --gid 10001 atrium \
  && mkdir -p /var/lib/atrium \
  && chown atrium:atrium /var/lib/atrium
 # Owned by root and not writable by the app: the code cannot be changed at run time.
-COPY --from=deps /app/node_modules ./node_modules
-COPY package.json ./
-COPY common ./common
-COPY server ./server
-COPY config ./config
-COPY licenses ./licenses
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./
 USER 10001:10001
 VOLUME ["/var/lib/atrium"]
 EXPOSE 8080
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=6 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:8080/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-ENTRYPOINT ["node", "--import", "tsx", "/app/server/cli.ts"]
+ENTRYPOINT ["node", "/app/server/cli.js"]
 CMD ["serve"]

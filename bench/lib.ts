@@ -2,7 +2,9 @@
 // RSS, and a pool of concurrent jobs.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { buildServer } from '../server/build.js'
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url))
 
@@ -11,10 +13,21 @@ export interface Started {
   base: string
 }
 
-/** Starts a script under tsx and resolves once it logs the address it listens on. */
-export function start(script: string, env: Record<string, string>): Promise<Started> {
+/**
+ * How a script runs: the server's (server/*.ts) compiled, as production runs them (dist/, built
+ * once per run); the baselines under tsx (their RSS is not reported).
+ */
+const runArgs = (script: string) => (script.startsWith('server/') ? [join(ROOT, 'dist', script.replace(/\.ts$/, '.js'))] : ['--import', 'tsx', script])
+
+let built: Promise<unknown> | null = null
+/** dist/ from the sources of this checkout, once per run. */
+export const buildOnce = () => (built ??= buildServer())
+
+/** Starts a script and resolves once it logs the address it listens on. */
+export async function start(script: string, env: Record<string, string>): Promise<Started> {
+  await buildOnce()
   // BENCH_NODE_ARGS go to the servers' node, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof to see where their time goes.
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), '--import', 'tsx', script], {
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), ...runArgs(script)], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -53,7 +66,8 @@ export async function pool(n: number, parallel: number, job: (i: number) => Prom
 
 /** A tenant made with the admin CLI, as an operator would: its all-permissions API key. */
 export async function createTenant(env: Record<string, string>, args: string[] = []): Promise<{ tenantId: string; apiKey: string }> {
-  const cli = spawn(process.execPath, ['--import', 'tsx', 'server/cli.ts', 'create-tenant', '--name', 'Bench', ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } })
+  await buildOnce()
+  const cli = spawn(process.execPath, [...runArgs('server/cli.ts'), 'create-tenant', '--name', 'Bench', ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } })
   let out = ''
   cli.stdout.on('data', (c: Buffer) => (out += c.toString()))
   await new Promise((r) => cli.once('exit', r))

@@ -38,6 +38,9 @@ export const CONTAINER_FIXED: Readonly<Partial<Record<SettingName, string>>> = {
   MIGRATE_ON_START: 'false',
 }
 
+/** The admin CLI in the image (its entrypoint): the compiled server, `npm run build`'s dist/ copied to /app. */
+export const CONTAINER_CLI: readonly string[] = ['node', '/app/server/cli.js']
+
 const entries = () => Object.entries(settings) as [SettingName, Setting][]
 export const bundleSettings = (secret: boolean) => entries().filter(([name]) => isSecret(name) === secret && !(name in CONTAINER_FIXED))
 

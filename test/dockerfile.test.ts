@@ -1,10 +1,11 @@
 // The image recipe, checked statically (no container engine runs here): pinned base, production
 // dependencies only, non-root, read-only friendly, a health check, and nothing copied in that the
-// server does not need. Then the files it copies are run as the image would run them.
-import { cpSync, existsSync, readFileSync, symlinkSync } from 'node:fs'
+// server does not need. Then the build it copies is run as the image would run it.
+import { existsSync, readdirSync, readFileSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { CONTAINER_FIXED } from '../config/bundles.js'
+import { CONTAINER_CLI, CONTAINER_FIXED } from '../config/bundles.js'
+import { buildServer } from '../server/build.js'
 import { ROOT, finished } from './helpers/cli.js'
 import { tempDir } from './helpers/platform.js'
 import { spawn } from 'node:child_process'
@@ -29,9 +30,18 @@ t.test('every base image is pinned to a release, never latest', async (t) => {
 })
 
 t.test('the runtime stage installs production dependencies only and runs as a non-root user', async (t) => {
-  // Our dependency fixes (patches/) are applied, then the development dependencies go.
+  // Our dependency fixes (patches/) are applied; the server is compiled, then the development dependencies go.
   const deps = instructions.find((i) => i.startsWith('RUN npm ci'))!
-  t.match(deps, /npm ci .*&& npx --no-install patch-package --error-on-fail .*&& npm prune --omit=dev/)
+  t.match(deps, /npm ci .*&& npx --no-install patch-package --error-on-fail/)
+  t.ok(
+    instructions.some((i) => /^RUN npm run build\s+&& npm prune --omit=dev\b/.test(i)),
+    'built, then pruned',
+  )
+  t.same(
+    runtime.filter((i) => i.startsWith('COPY ')),
+    ['COPY --from=build /app/node_modules ./node_modules', 'COPY --from=build /app/dist ./'],
+    'the runtime holds the compiled server and the production dependencies, no TypeScript',
+  )
   t.ok(instructions.includes('COPY patches ./patches'), 'the patches are in the build')
   t.notOk(
     instructions.some((i) => i.startsWith('ADD ')),
@@ -54,7 +64,7 @@ t.test('a health check asks /readyz, and the entrypoint is the admin CLI in exec
   const health = runtime.find((i) => i.startsWith('HEALTHCHECK '))
   t.match(health, /CMD \["node", "-e", ".*\/readyz/)
   const entry = runtime.find((i) => i.startsWith('ENTRYPOINT '))!
-  t.same(JSON.parse(entry.slice('ENTRYPOINT '.length)), ['node', '--import', 'tsx', '/app/server/cli.ts'])
+  t.same(JSON.parse(entry.slice('ENTRYPOINT '.length)), CONTAINER_CLI, "what the installer and the chart's notes run in the container")
   t.same(JSON.parse(runtime.find((i) => i.startsWith('CMD '))!.slice(4)), ['serve'])
 })
 
@@ -70,14 +80,22 @@ t.test(".dockerignore lets in exactly what is copied, and leaves the vendor's li
   t.ok(ignore.includes('licenses/issue.ts'))
 })
 
-t.test('the copied files alone run the admin CLI and migrate a database', async (t) => {
+t.test('the build alone (what the image copies to /app) runs the admin CLI and migrates a database', async (t) => {
   const app = tempDir(t)
-  for (const s of ['package.json', 'common', 'server', 'config', 'licenses']) cpSync(join(ROOT, s), join(app, s), { recursive: true })
+  await buildServer(app)
+  const shipped = readdirSync(app, { recursive: true, encoding: 'utf8' })
+  t.same(
+    shipped.filter((f) => f.endsWith('.ts')),
+    [],
+    'JavaScript only',
+  )
+  t.notOk(shipped.includes('licenses/issue.js'), "the vendor's license tool stays out")
+  t.ok(shipped.includes('server/platform/migrations/0001_foundation.sql'), 'files read beside the modules are there')
   symlinkSync(join(ROOT, 'node_modules'), join(app, 'node_modules'))
   const data = tempDir(t)
   const run = (args: string[]) =>
     finished(
-      spawn(process.execPath, ['--import', 'tsx', join(app, 'server/cli.ts'), ...args], {
+      spawn(process.execPath, [join(app, 'server/cli.js'), ...args], {
         cwd: app,
         env: { PATH: process.env.PATH ?? '', DATA_DIR: data },
         stdio: ['ignore', 'pipe', 'pipe'],

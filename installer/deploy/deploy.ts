@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { CONTAINER_CLI } from '../../config/bundles.js'
 import type { Answers } from '../core/answers.js'
 import type { ConfigFiles } from '../core/context.js'
 import type { CommandResult, Runner } from './run.js'
@@ -94,7 +95,7 @@ export const chartFullname = (release: string) => (release.includes('atrium') ? 
 
 /** The admin CLI inside the running server container, for the first tenant. */
 export function adminCommand(answers: Answers, files: ConfigFiles, cli: string[], o: DeployOptions = {}): Command {
-  const inside = ['node', '--import', 'tsx', '/app/server/cli.ts', ...cli]
+  const inside = [...CONTAINER_CLI, ...cli]
   return files.target === 'compose'
     ? { file: 'docker', args: [...composeArgs(answers, files.env, o), 'exec', '-T', 'server', ...inside], title: `Run the admin CLI: ${cli[0]}` }
     : { file: 'kubectl', args: ['--namespace', answers.namespace, 'exec', `deploy/${chartFullname(answers.release)}`, '-c', 'server', '--', ...inside], title: `Run the admin CLI: ${cli[0]}` }

@@ -29,7 +29,7 @@ export function finished(child: ChildProcess): Promise<Ran> {
 
 export const admin = (args: string[], env: Record<string, string>) => finished(spawnScript('server/cli.ts', args, env))
 
-/** Starts `server/main.ts` as npm start does and waits for it to listen. */
+/** Starts `server/main.ts` (from source, under tsx) and waits for it to listen. */
 export async function startServer(env: Record<string, string>): Promise<{ child: ChildProcess; done: Promise<Ran>; port: number; base: string }> {
   const child = spawnScript('server/main.ts', [], env)
   const done = finished(child)

@@ -36,10 +36,10 @@ t.test("the admin CLI runs inside the server: compose exec, or kubectl exec into
   const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', config: {} }
   t.equal(
     line(adminCommand(a, configFiles(a), ['create-tenant', '--name', 'X'], { bundles })),
-    'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml exec -T server node --import tsx /app/server/cli.ts create-tenant --name X',
+    'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml exec -T server node /app/server/cli.js create-tenant --name X',
   )
   const h: Answers = { ...a, target: 'helm', namespace: 'ai', release: 'prod' }
-  t.equal(line(adminCommand(h, configFiles(h), ['migrate'])), 'kubectl --namespace ai exec deploy/prod-atrium -c server -- node --import tsx /app/server/cli.ts migrate')
+  t.equal(line(adminCommand(h, configFiles(h), ['migrate'])), 'kubectl --namespace ai exec deploy/prod-atrium -c server -- node /app/server/cli.js migrate')
   t.equal(chartFullname('atrium'), 'atrium', 'a release named for the chart is not repeated, as in the chart')
   t.equal(chartFullname('my-atrium-prod'), 'my-atrium-prod')
 })
