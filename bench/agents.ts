@@ -2,11 +2,11 @@
 // (the suite's fake, on loopback):
 // - overhead per step: runs of STEPS steps (a list_files call each, then the answer), one at a time;
 //   the time per step, less what the same model calls cost when this process makes them directly
-//   through the AI SDK (the bare stack: no job, no tools, no records, no events), is what Atrium adds;
+//   through the AI SDK's provider (the bare stack: no job, no tools, no records, no events), is what Atrium adds;
 // - 200 concurrent runs on one replica (AGENT_RUNS_PER_REPLICA=200, two enterprise tenants of 100):
 //   the time from the first execute to the last run completed, and the server's peak RSS.
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible'
-import { jsonSchema, streamText, tool } from 'ai'
+import type { LanguageModelV3FunctionTool, LanguageModelV3Prompt, LanguageModelV3ToolCall } from '@ai-sdk/provider'
 import type { Test } from 'tap'
 import { fakeLlm, type FakeRequest, type FakeTurn } from '../test/helpers/fake-llm.js'
 import { apiCaller, createTenant, peakRssMb, pool, start, stop } from './lib.js'
@@ -61,18 +61,18 @@ export async function benchAgents(env: Record<string, string>): Promise<AgentBen
     for (let i = 0; i < SEQUENTIAL_RUNS; i++) await setups[0]!.run()
     const perStepMs = (performance.now() - t0) / (SEQUENTIAL_RUNS * STEPS)
 
-    // The bare stack: the same model calls, made directly with the AI SDK.
-    const provider = createOpenAICompatible({ name: 'bench', baseURL: llm.url, apiKey: 'sk-bench-0000000000', includeUsage: true })
-    const tools = { list_files: tool({ description: 'List files', inputSchema: jsonSchema({ type: 'object', properties: {} }) }) }
+    // The bare stack: the same model calls, made directly with the AI SDK's provider as the server makes them (doStream).
+    const model = createOpenAICompatible({ name: 'bench', baseURL: llm.url, apiKey: 'sk-bench-0000000000', includeUsage: true }).chatModel('bench')
+    const tools: LanguageModelV3FunctionTool[] = [{ type: 'function', name: 'list_files', description: 'List files', inputSchema: { type: 'object', properties: {} } }]
     const bare = async () => {
-      const messages: Parameters<typeof streamText>[0]['messages'] = [{ role: 'user', content: 'List the files, repeatedly.' }]
+      const prompt: LanguageModelV3Prompt = [{ role: 'user', content: [{ type: 'text', text: 'List the files, repeatedly.' }] }]
       for (let step = 0; step < STEPS; step++) {
-        const r = streamText({ model: provider('bench'), messages, tools })
-        await r.consumeStream()
-        const calls = await r.toolCalls
+        const { stream } = await model.doStream({ prompt, tools, toolChoice: { type: 'auto' } })
+        const calls: LanguageModelV3ToolCall[] = []
+        for await (const part of stream) if (part.type === 'tool-call') calls.push(part)
         if (!calls.length) return
-        messages!.push(...(await r.response).messages)
-        for (const c of calls) messages!.push({ role: 'tool', content: [{ type: 'tool-result', toolCallId: c.toolCallId, toolName: c.toolName, output: { type: 'json', value: { files: [] } } }] })
+        prompt.push({ role: 'assistant', content: calls.map((c) => ({ type: 'tool-call', toolCallId: c.toolCallId, toolName: c.toolName, input: JSON.parse(c.input) as unknown })) })
+        for (const c of calls) prompt.push({ role: 'tool', content: [{ type: 'tool-result', toolCallId: c.toolCallId, toolName: c.toolName, output: { type: 'json', value: { files: [] } } }] })
       }
     }
     await bare()
@@ -93,7 +93,7 @@ export async function benchAgents(env: Record<string, string>): Promise<AgentBen
 
 export function printAgents(r: AgentBench): void {
   console.log(`\nagent runs: ${r.runs} runs of ${STEPS} steps (a list_files call each, then the answer), one at a time, instant provider on loopback`)
-  console.log(`  bare stack, the same model calls through the AI SDK from this process: ${r.bareStepMs.toFixed(2)} ms per step`)
+  console.log(`  bare stack, the same model calls through the AI SDK's provider from this process: ${r.bareStepMs.toFixed(2)} ms per step`)
   console.log(
     `  Atrium (job, tools, run record, events, usage): ${r.perStepMs.toFixed(2)} ms per step, overhead ${(r.perStepMs - r.bareStepMs).toFixed(2)} ms per step (${((r.bareStepMs / r.perStepMs) * 100).toFixed(1)}% of Atrium's step time is the model call)`,
   )
