@@ -12,8 +12,14 @@ export interface Cache {
   /** null in embedded mode. */
   readonly redis: Redis | null
   ping(): Promise<void>
-  /** Tells every replica (every subscriber of the channel). Fire and forget: a lost message is logged. */
-  publish(channel: string, message: string): Promise<void>
+  /**
+   * Tells every replica (every subscriber of the channel). Fire and forget: a lost message is logged.
+   * Resolves to whether another process listens on the channel (as Redis counted the receivers), or
+   * null when that was not learnt. `localOnly`: this process's subscribers only, for a message that
+   * a later one covers (a live event, whose row a later message announces), sent while no other
+   * process listens.
+   */
+  publish(channel: string, message: string, o?: { localOnly?: boolean }): Promise<boolean | null>
   subscribe(channel: string, handler: (message: string) => void): Promise<Unsubscribe>
   close(): Promise<void>
 }
@@ -22,7 +28,7 @@ export interface Cache {
 function localBus() {
   const bus = new EventEmitter().setMaxListeners(0)
   return {
-    publish: async (channel: string, message: string) => void bus.emit(channel, message),
+    publish: async (channel: string, message: string): Promise<boolean | null> => (bus.emit(channel, message), false),
     subscribe: async (channel: string, handler: (message: string) => void): Promise<Unsubscribe> => {
       bus.on(channel, handler)
       return async () => void bus.off(channel, handler)
@@ -68,6 +74,8 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
   const origin = `${randomBytes(6).toString('hex')}\u0000`
   let subscriber: Redis | null = null
   const subscribed = new Map<string, number>()
+  /** Channels Redis has confirmed this process's subscription to: it counts this process among their receivers. */
+  const confirmed = new Set<string>()
   const listen = (channel: string) => {
     if (!subscriber) {
       subscriber = redis.duplicate({ enableOfflineQueue: true, lazyConnect: false, maxRetriesPerRequest: null })
@@ -81,20 +89,27 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
     const n = subscribed.get(channel) ?? 0
     subscribed.set(channel, n + 1)
     // Not awaited: with Redis away it waits for the reconnect, and start-up must not.
-    if (n === 0) subscriber.subscribe(channel).catch(() => {})
+    if (n === 0)
+      subscriber
+        .subscribe(channel)
+        .then(() => (subscribed.get(channel) ?? 0) > 0 && confirmed.add(channel))
+        .catch(() => {})
   }
   return {
     redis,
     ping: async () => {
       if ((await redis.ping()) !== 'PONG') throw new Error('unexpected PING reply')
     },
-    publish: async (channel, message) => {
+    publish: async (channel, message, o) => {
       await local.publish(channel, message)
+      if (o?.localOnly) return null
       try {
-        await redis.publish(channel, origin + message)
+        const receivers = await redis.publish(channel, origin + message)
+        return receivers > (confirmed.has(channel) ? 1 : 0)
       } catch (err) {
         // Subscribers of this process heard it; the others find out when their caches expire.
         opts.log.warn({ err: (err as Error).message, channel }, 'could not publish to other replicas')
+        return null
       }
     },
     subscribe: async (channel, handler) => {
@@ -103,7 +118,12 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
       return async () => {
         await off()
         const n = (subscribed.get(channel) ?? 1) - 1
-        subscribed.set(channel, n)
+        if (n > 0) subscribed.set(channel, n)
+        else {
+          subscribed.delete(channel)
+          // Counted by Redis until it has done the UNSUBSCRIBE: meanwhile another listener is assumed, the safe side.
+          confirmed.delete(channel)
+        }
         // Only while connected: queued for a Redis that is away, the call would wait for its return.
         if (n === 0 && subscriber?.status === 'ready') await subscriber.unsubscribe(channel).catch(() => {})
       }

@@ -77,7 +77,27 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
   let next = o.live?.after ?? 0
   /** The numbers of live events sent but not written yet. */
   const sentEarly = new Set<number>()
-  const live = (events: LoggedEvent[]) => void o.cache.publish(o.channel, JSON.stringify(events.map((e): LiveEvent => ({ id: e.seq!, event: e.type, data: e.data })))).catch(() => {})
+  /**
+   * Whether a stream on another replica follows the log, as the last message that went through
+   * Redis said. Live events that are announced again once written (all but those sent late) stay
+   * in this process while none does: a stream that starts following elsewhere reads them from the
+   * rows, told of each flush, until the next flush's answer has this writer send them to it too.
+   */
+  let othersListen = true
+  /** The numbers of live events that stayed in this process, until they are written. */
+  const keptHere = new Set<number>()
+  /** Publishes `message`; `localOnly` while no other replica listens. Whether it stayed here. */
+  const publish = (message: string, localOnly = false) => {
+    const here = localOnly && !othersListen
+    void o.cache
+      .publish(o.channel, message, { localOnly: here })
+      .then((heard) => heard !== null && (othersListen = heard))
+      .catch(() => {})
+    return here
+  }
+  const live = (events: LoggedEvent[], early: boolean) => {
+    if (publish(JSON.stringify(events.map((e): LiveEvent => ({ id: e.seq!, event: e.type, data: e.data }))), early)) for (const e of events) keptHere.add(e.seq!)
+  }
   const numbered = (e: LoggedEvent): LoggedEvent => (o.live ? { ...e, seq: ++next } : e)
   const closeDelta = () => {
     if (!delta) return
@@ -87,7 +107,7 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
     // Sent now, unless too much is already unwritten: then it is sent with the rest once written.
     if (o.live && sentEarly.size < LIVE_WINDOW) {
       sentEarly.add(e.seq!)
-      live([e])
+      live([e], true)
     }
   }
   const take = () => {
@@ -104,10 +124,12 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
   }
   /** Tells the streams that `batch` is written (numbered `last` at most): live ones get what was not sent yet. */
   const written = (batch: LoggedEvent[], last: number) => {
-    if (!o.live) return void o.cache.publish(o.channel, writtenMessage(last)).catch(() => {})
+    if (!o.live) return void publish(writtenMessage(last))
     const late = batch.filter((e) => !sentEarly.delete(e.seq!))
-    if (late.length) live(late)
-    else void o.cache.publish(o.channel, writtenMessage(last)).catch(() => {})
+    if (late.length) live(late, false)
+    // A stream elsewhere lacks the events kept here: the number has it read them (rather than hold the late ones for want of them).
+    const kept = batch.filter((e) => keptHere.delete(e.seq!)).length
+    if (!late.length || kept) publish(writtenMessage(last))
   }
   const flush = () => {
     stopTimers()

@@ -61,7 +61,7 @@ export function agentsService(deps: {
   connection: (tenantId: string) => Promise<LlmTarget>
   env: Pick<ToolEnvironment, 'airGapped' | 'webSearchUrl'>
   /** Tells the run's streams on every replica that it has new events. */
-  publish: (channel: string, message: string) => Promise<void>
+  publish: (channel: string, message: string) => Promise<unknown>
 }) {
   const { db } = deps
 

@@ -69,7 +69,17 @@ t.test('through Redis a message reaches every process once, and its own subscrib
   t.equal(heard, 'revoke', 'as sent, without the origin marker')
   await new Promise((r) => setTimeout(r, 100))
   t.equal(onA.length, sent, 'never its own echo from Redis')
+
+  t.equal(await a.publish(channel, 'again'), true, 'another process listens, as Redis counted')
+  t.equal(await a.publish(channel, 'kept', { localOnly: true }), null, 'local only: nothing learnt')
+  t.equal(onA.at(-1), 'kept', 'heard here')
+  t.equal(await next(got, 100), 'again')
+  t.equal(await next(got, 200), null, 'not elsewhere')
   await off()
+  // Redis does the UNSUBSCRIBE on its own time: until then the other process still counts.
+  let listened: boolean | null = true
+  for (let i = 0; i < 50 && listened; i++) listened = await a.publish(channel, 'alone')
+  t.equal(listened, false, 'only this process listens: its own subscription is not counted as another')
 })
 
 t.test('with Redis down a publish still reaches this process', async (t) => {

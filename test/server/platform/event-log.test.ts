@@ -2,9 +2,12 @@
 // the rows follow behind with the same numbers, and no more than LIVE_WINDOW events are ever sent
 // unwritten (a writer taking over starts that far on, past any number a dead one sent).
 import t, { type Test } from 'tap'
-import { eventLogWriter, LIVE_WINDOW, parseLogMessage, type LiveEvent } from '../../../server/platform/event-log.js'
+import pino from 'pino'
+import { openCache } from '../../../server/platform/cache.js'
+import { eventLogWriter, LIVE_WINDOW, parseLogMessage, type LiveEvent, type LogMessage } from '../../../server/platform/event-log.js'
 import { appendChatEvents, chatEventsAfter, selectSession } from '../../../server/modules/chat/store.js'
 import { testApp } from '../../helpers/app.js'
+import { services } from '../../helpers/platform.js'
 
 const h = await testApp(t)
 const { db, cache } = h.platform
@@ -35,7 +38,7 @@ async function liveLog(t: Test, after: number) {
     for (let i = 0; i < 200 && heard.length < n; i++) await new Promise((r) => setTimeout(r, 10))
     return heard
   }
-  return { writer, heard, hear, rows, seq }
+  return { writer, heard, hear, rows, seq, channel }
 }
 
 t.test('text goes out live with its number before it is written, and the rows follow with the same numbers', async (t) => {
@@ -84,3 +87,46 @@ t.test('no more than LIVE_WINDOW events are sent unwritten: the rest go out once
   )
   t.equal((await log.rows()).length, LIVE_WINDOW + 3)
 })
+
+t.test(
+  'live text stays in this process while no other replica listens; one that starts listening is told the numbers to read, then sent the text',
+  { skip: !services.redisUrl && 'TEST_REDIS_URL is not set: replicas share Redis' },
+  async (t) => {
+    const log = await liveLog(t, 0)
+    // A publish's answer (whether another process listens) comes back from Redis on its own time.
+    const settle = () => new Promise((r) => setTimeout(r, 100))
+    const delta = (id: number, text: string) => ({ live: [{ id, event: 'message.delta', data: { messageId: 'm1', delta: text } }] })
+    log.writer.delta('m1', 'a') // through Redis: nobody else there
+    await tick()
+    await settle()
+    log.writer.delta('m1', 'b')
+    await tick()
+    t.same(await log.hear(2), [delta(1, 'a'), delta(2, 'b')], 'this process hears each at once')
+
+    const other = await openCache({ redisUrl: services.redisUrl, log: pino({ level: 'silent' }) })
+    t.teardown(() => other.close())
+    const elsewhere: LogMessage[] = []
+    await other.subscribe(log.channel, (m) => elsewhere.push(parseLogMessage(m)!))
+    for (let i = 0; i < 100 && ((await cache.redis!.pubsub('NUMSUB', log.channel)) as [string, number])[1] < 2; i++) await settle()
+
+    log.writer.delta('m1', 'c')
+    await tick()
+    await settle()
+    t.same(elsewhere, [], 'the writer has not learnt of it yet: the text stays here')
+    await log.writer.commit(async () => log.writer.push('message.completed', { message: { id: 'm1' } }))
+    await settle()
+    t.same(
+      elsewhere,
+      [{ live: [{ id: 4, event: 'message.completed', data: { message: { id: 'm1' } } }] }, { written: 4 }],
+      'the event sent once written, and the number that has a stream there read the rows it lacks',
+    )
+    t.same(
+      (await log.rows()).map((r) => r.seq),
+      [1, 2, 3, 4],
+    )
+    log.writer.delta('m1', 'd')
+    await tick()
+    await settle()
+    t.same(elsewhere.at(-1), delta(5, 'd'), 'told by that answer, the writer sends the text there too')
+  },
+)
