@@ -4,7 +4,7 @@
 // bundling, no type check: `npm run typecheck` does that). Production runs this, not tsx: the
 // server starts faster and idles some 75 MB smaller without a compiler and its caches in process.
 import { build } from 'esbuild'
-import { cpSync, readdirSync, rmSync } from 'node:fs'
+import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -31,15 +31,19 @@ export async function buildServer(out = OUT) {
     format: 'esm',
     platform: 'node',
     target: 'node20',
-    // Stack traces point at the TypeScript (run with --enable-source-maps); the sources stay out.
+    // For stack traces that point at the TypeScript: NODE_OPTIONS=--enable-source-maps (off by
+    // default: it costs some 10 MB at rest). The sources stay out.
     sourcemap: 'linked',
     sourcesContent: false,
     logLevel: 'warning',
   })
-  // package.json too: the version is read from it, and it makes dist/ ES modules.
-  const assets = ['package.json', ...all.filter((f) => !f.endsWith('.ts'))]
+  const assets = all.filter((f) => !f.endsWith('.ts'))
   for (const f of assets) cpSync(join(ROOT, f), join(out, f))
-  return { modules: code.length, assets: assets.length }
+  // A package.json of its own: the version is read from it, and it makes dist/ ES modules. Only
+  // that: the root's scripts would name sources and tools that are not there.
+  const { name, version, license } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, string>
+  writeFileSync(join(out, 'package.json'), `${JSON.stringify({ name, version, private: true, license, type: 'module' }, null, 2)}\n`)
+  return { modules: code.length, assets: assets.length + 1 }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -1,10 +1,11 @@
-// Admin CLI: `npm run --silent admin -- <command> [options]`. Each command prints exactly one JSON
+// Admin CLI: `npm run --silent admin -- <command> [options]` (compiled: `node dist/server/cli.js <command>`). Each command prints exactly one JSON
 // line on stdout (logs go to stderr), so scripts and the installer can parse it.
 // Exit codes: 0 done, 1 failed (a refusal such as the license's tenant limit also prints
 // {"error":{code,message,details}} on stdout), 2 bad usage or input, 78 configuration or license
 // problem (as the server).
 import { parseArgs } from 'node:util'
 import pino from 'pino'
+import { ADMIN_CLI } from './admin-cli.js'
 import { loadConfigOrExit } from './config.js'
 import { isMain } from '../common/is-main.js'
 import { AppError } from './domain/errors.js'
@@ -19,7 +20,7 @@ import { decideLicense, licenseOf, LicenseRefused, type LicenseOptions } from '.
 import { migrate, waitForMigrations } from './platform/migrate.js'
 import { createSecrets, loadMasterKey, type Secrets } from './platform/secrets.js'
 
-const USAGE = `Usage: npm run --silent admin -- <command> [options]
+const USAGE = `Usage: ${ADMIN_CLI} <command> [options]
 
 Commands:
   serve                          run the API server (same as npm start)

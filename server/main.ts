@@ -1,4 +1,5 @@
 // Process entry: load config, open the platform, build the app, listen, drain on SIGTERM.
+import { ADMIN_CLI } from './admin-cli.js'
 import { buildApp } from './app.js'
 import { loadConfigOrExit } from './config.js'
 import { drain } from './lifecycle.js'
@@ -33,7 +34,7 @@ export async function serve(opts: ServeOptions = {}): Promise<void> {
       platform.license.message(),
       `API docs: ${config.PUBLIC_URL}/docs   Health: ${config.PUBLIC_URL}/readyz`,
       'Create the first tenant (prints its API key once):',
-      '  npm run --silent admin -- create-tenant --name "My Company" --email admin@example.com --password "<12+ characters>"',
+      `  ${ADMIN_CLI} create-tenant --name "My Company" --email admin@example.com --password "<12+ characters>"`,
       '',
     ].join('\n'),
   )

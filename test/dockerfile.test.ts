@@ -104,6 +104,8 @@ t.test('the build alone (what the image copies to /app) runs the admin CLI and m
   const help = await run(['help'])
   t.equal(help.code, 0, help.stderr)
   t.match(help.stdout, /wait-for-migrations/)
+  t.match(help.stdout, `Usage: node ${join(app, 'server/cli.js')} <command>`, 'the way to run it there, not an npm script the build does not have')
+  t.notOk(JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')).scripts, 'no npm scripts that name sources or tools')
   const migrated = await run(['migrate'])
   t.equal(migrated.code, 0, migrated.stderr)
   t.ok(JSON.parse(migrated.stdout).applied.length >= 1)

@@ -126,6 +126,8 @@ function languageModel(target: LlmTarget, model: string): LanguageModelV3 {
   }
 }
 
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+
 /** Our messages in the specification's prompt shape, which every provider package reads. */
 function toPrompt(messages: LlmMessage[]): LanguageModelV3Prompt {
   return messages.map((m): LanguageModelV3Prompt[number] => {
@@ -139,7 +141,8 @@ function toPrompt(messages: LlmMessage[]): LanguageModelV3Prompt {
           role: 'assistant',
           content: [
             ...(m.content || !m.toolCalls?.length ? [{ type: 'text' as const, text: m.content }] : []),
-            ...(m.toolCalls ?? []).map((c) => ({ type: 'tool-call' as const, toolCallId: c.id, toolName: c.name, input: c.arguments })),
+            // Arguments that were not a JSON object (a call marked invalid) go back as {}: providers take objects only (Anthropic refuses the call otherwise).
+            ...(m.toolCalls ?? []).map((c) => ({ type: 'tool-call' as const, toolCallId: c.id, toolName: c.name, input: isObject(c.arguments) ? c.arguments : {} })),
           ],
         }
       case 'tool': {
@@ -334,7 +337,10 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
     if (req.signal?.aborted) onAbort()
     else req.signal?.addEventListener('abort', onAbort, { once: true })
 
+    /** Each call is counted once, whichever way it ends. */
+    let counted = false
     const finish = (outcome: string) => {
+      counted = true
       requests.inc({ provider, outcome })
       duration.observe({ provider }, (performance.now() - started) / 1000)
     }
@@ -416,7 +422,8 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
       await record(req.tenantId, provider, model, usage.inputTokens, usage.outputTokens)
       return { text, toolCalls, finishReason, usage, provider, model }
     } catch (err) {
-      if (err instanceof AppError || (req.signal?.aborted && err === req.signal.reason)) throw err
+      // Thrown by `failed` (counted already), or the request itself failed: an abort before the stream is counted as one too.
+      if (err instanceof AppError || counted) throw err
       return failed(err)
     } finally {
       clearTimeout(timer)

@@ -6,7 +6,7 @@ import pino from 'pino'
 import { Registry } from 'prom-client'
 import t, { type Test } from 'tap'
 import { AppError } from '../../../server/domain/errors.js'
-import { createLlm, type LlmProvider, type LlmRequest, type LlmTarget } from '../../../server/platform/llm.js'
+import { createLlm, type LlmProvider, type LlmRequest, type LlmTarget, type LlmToolCall } from '../../../server/platform/llm.js'
 import { compilePolicy, outboundFetch, type OutboundPolicy } from '../../../server/platform/outbound.js'
 import { testApp, type TestApp } from '../../helpers/app.js'
 import { fakeLlm } from '../../helpers/fake-llm.js'
@@ -117,12 +117,28 @@ t.test('tool calls: declared to the model, parsed arguments back, invalid ones m
   fake.push({ toolCalls: [{ name: 'get_weather', arguments: '{"city": ', id: 'bad_json' }] })
   fake.push({ toolCalls: [{ name: 'get_weather', arguments: { town: 'Paris' }, id: 'bad_schema' }] })
   fake.push({ toolCalls: [{ name: 'launch_rockets', arguments: {}, id: 'no_such_tool' }] })
+  const invalid: LlmToolCall[] = []
   for (const id of ['bad_json', 'bad_schema', 'no_such_tool']) {
     const r = await llm.complete({ ...base, messages: [{ role: 'user', content: 'go' }] })
     t.equal(r.toolCalls.length, 1)
     t.equal(r.toolCalls[0]!.id, id)
     t.match(r.toolCalls[0]!.invalid, /\S/, `${id}: marked invalid with a reason`)
+    invalid.push(r.toolCalls[0]!)
   }
+  // Handed back with the reasons, the calls go as the model made them, but arguments that were no JSON object go as {}.
+  fake.push({ text: 'Let me try again.' })
+  await llm.complete({
+    ...base,
+    messages: [
+      { role: 'user', content: 'go' },
+      { role: 'assistant', content: '', toolCalls: invalid },
+      ...invalid.map((c) => ({ role: 'tool' as const, toolCallId: c.id, toolName: c.name, content: JSON.stringify({ error: c.invalid }) })),
+    ],
+  })
+  t.same(
+    (fake.requests.at(-1)!.body.messages as { tool_calls?: { function: { arguments: string } }[] }[])[1]!.tool_calls!.map((c) => c.function.arguments),
+    ['{}', '{"town":"Paris"}', '{}'],
+  )
 })
 
 t.test('429 with Retry-After is retried, then succeeds; after the retries it is LLM_RATE_LIMITED', async (t) => {
@@ -171,7 +187,7 @@ t.test('provider failures map to the catalog, without the key or the provider me
 
 t.test('server down, hang, abort', async (t) => {
   const fake = await fakeLlm(t)
-  const { llm, target, tenantId, h } = await setup(t, { maxRetries: 0 })
+  const { llm, target, tenantId, h, registry } = await setup(t, { maxRetries: 0 })
   const req = { tenantId, target: target({ baseUrl: fake.url }), messages: [{ role: 'user' as const, content: 'hi' }] }
 
   // A port nothing listens on: taken, then released.
@@ -206,7 +222,14 @@ t.test('server down, hang, abort', async (t) => {
   const before = new AbortController()
   before.abort()
   await t.rejects(llm.complete({ ...req, signal: before.signal }), { name: 'AbortError' })
+  // Aborted while waiting for the answer to begin (the user pressed stop before the first word).
+  fake.push({ hang: true })
+  const waiting = new AbortController()
+  const early = llm.complete({ ...req, signal: waiting.signal })
+  setTimeout(() => waiting.abort(reason), 100)
+  await t.rejects(early, reason)
   t.same(await usageRows(h, tenantId), [], 'no usage for failed or aborted calls')
+  t.match(await registry.metrics(), /atrium_llm_requests_total\{provider="openai",outcome="aborted"\} 3/, 'each abort counted once: mid-answer, before the call, before the answer began')
 })
 
 t.test('not configured: details.missing names the fields to set', async (t) => {
