@@ -103,6 +103,11 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
     clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>()
   app.decorate('draining', false)
+  // While draining, each answer closes its connection: a kept-alive socket would hold the shutdown
+  // open until its idle timeout once its last request was answered.
+  app.addHook('onSend', async (_req, reply) => {
+    if (app.draining) reply.header('connection', 'close')
+  })
 
   await app.register(platformPlugin, { ...opts, platform })
   // Cookies for the modules that sign in (each lists '@fastify/cookie'); parsing them first changes nothing.

@@ -38,7 +38,7 @@ t.test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
   })
 
   const body = JSON.stringify({ name: 'created during shutdown', description: 'x'.repeat(2000) })
-  const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
+  const response = new Promise<{ status: number; text: string; connection: string | undefined }>((resolve, reject) => {
     const req = request(
       `${s.base}/api/v1/projects`,
       {
@@ -48,7 +48,7 @@ t.test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
       (res) => {
         let text = ''
         res.on('data', (c: Buffer) => (text += c.toString()))
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, connection: res.headers.connection }))
       },
     )
     req.on('error', reject)
@@ -62,6 +62,7 @@ t.test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
   const r = await response
   t.equal(r.status, 201, 'the in-flight request completed')
   t.match(JSON.parse(r.text), { data: { name: 'created during shutdown' } })
+  t.equal(r.connection, 'close', 'its kept-alive connection closed with it, not held until its idle timeout')
   const exit = await s.done
   t.equal(exit.code, 0, exit.stderr)
   t.match(exit.stdout, /draining/)
