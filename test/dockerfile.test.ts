@@ -1,4 +1,4 @@
-// The image recipe, checked statically (no container engine runs here): pinned base, production
+// The image recipe, checked statically (test/image.test.ts builds and runs it): pinned base, production
 // dependencies only, non-root, read-only friendly, a health check, and nothing copied in that the
 // server does not need. Then the build it copies is run as the image would run it.
 import { existsSync, readdirSync, readFileSync, symlinkSync } from 'node:fs'

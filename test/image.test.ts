@@ -1,0 +1,254 @@
+// The image, for real (test/dockerfile.test.ts checks the recipe statically): built from the
+// Dockerfile on the Node base image that .ci/engine.sh makes from Debian packages (public image
+// registries are out of reach here), migrated by its own migrate command, and run as the chart and
+// the Compose bundle run it, on the host network against the test services. Runs where a container
+// engine and that base image are (CI prepares both); elsewhere it skips and says why.
+import { execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { request } from 'node:http'
+import { createServer } from 'node:net'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { parse } from 'yaml'
+import { CONTAINER_CLI } from '../config/bundles.js'
+import { ROOT, type Ran } from './helpers/cli.js'
+import { testLicense, testVendor } from './helpers/license.js'
+import { freshBucket, freshDatabase, services, suffix, tempDir } from './helpers/platform.js'
+
+const IMAGE = 'atrium-server:test'
+/** What .ci/engine.sh names its base images. */
+const BASE_REPOSITORY = 'atrium-node-base'
+/** `docker stop -t`: shorter than both the chart's terminationGracePeriodSeconds and Compose's stop_grace_period (40 s). */
+const GRACE_SECONDS = 20
+
+function docker(args: string[], timeoutMs = 60_000): Promise<Ran> {
+  return new Promise((resolve) => {
+    execFile('docker', args, { cwd: ROOT, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -1) : 0
+      resolve({ code, stdout, stderr: stderr || (err && code === -1 ? err.message : '') })
+    })
+  })
+}
+
+/** Why this machine cannot run the test, or the base image to build on. */
+async function engine(): Promise<{ skip: string } | { base: string }> {
+  if (process.env.TEST_ENGINE_UNAVAILABLE) return { skip: `no container engine: ${process.env.TEST_ENGINE_UNAVAILABLE}` }
+  const info = await docker(['info', '--format', '{{.ServerVersion}}'], 15_000)
+  if (info.code !== 0) return { skip: `no container engine: \`docker info\` failed (${(info.stderr.trim().split('\n')[0] ?? '') || `exit ${info.code}`}); bash .ci/engine.sh prepares one` }
+  let base = process.env.TEST_NODE_IMAGE ?? ''
+  if (!base) {
+    const found = await docker(['image', 'ls', BASE_REPOSITORY, '--format', '{{.Repository}}:{{.Tag}}'])
+    base = found.stdout.split('\n')[0]?.trim() ?? ''
+    if (!base) return { skip: `no base image: TEST_NODE_IMAGE is not set and the engine has no ${BASE_REPOSITORY} image (bash .ci/engine.sh makes one)` }
+  } else if ((await docker(['image', 'inspect', base])).code !== 0) return { skip: `the base image TEST_NODE_IMAGE=${base} is not in the engine (bash .ci/engine.sh makes it)` }
+  const missing = Object.entries({ TEST_DATABASE_URL: services.databaseUrl, TEST_REDIS_URL: services.redisUrl, TEST_S3_ENDPOINT: services.s3Endpoint }).filter(([, v]) => !v)
+  if (missing.length) return { skip: `the image runs in production mode, which needs PostgreSQL, Redis and S3: set ${missing.map(([k]) => k).join(', ')}` }
+  return { base }
+}
+
+/**
+ * `docker run` options for what the chart and the Compose bundle both demand of the server's
+ * container, read from them: the chart's pod and container securityContext and the bundle's
+ * x-hardened block. A difference between the two fails the test.
+ */
+function hardening(t: Test): string[] {
+  const tpl = readFileSync(join(ROOT, 'charts/atrium/templates/_helpers.tpl'), 'utf8')
+  const helper = (name: string) => {
+    const m = new RegExp(`{{- define "${name}" -}}\\n([\\s\\S]*?){{- end }}`).exec(tpl)
+    if (!m) throw new Error(`no ${name} in the chart's _helpers.tpl`)
+    return (parse(m[1]!) as { securityContext: Record<string, unknown> }).securityContext
+  }
+  const pod = helper('atrium.podSecurityContext') as { runAsUser: number; runAsGroup: number; runAsNonRoot: boolean }
+  const container = helper('atrium.containerSecurityContext') as { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean; capabilities: { drop: string[] } }
+  const compose = (parse(readFileSync(join(ROOT, 'compose/compose.yaml'), 'utf8')) as { 'x-hardened': { read_only: boolean; cap_drop: string[]; security_opt: string[]; tmpfs: string[] } })[
+    'x-hardened'
+  ]
+  t.ok(pod.runAsNonRoot && pod.runAsUser !== 0, 'the chart runs as a non-root user')
+  t.equal(container.readOnlyRootFilesystem, compose.read_only, 'both: read-only root filesystem')
+  t.same(container.capabilities.drop, compose.cap_drop, 'both: the same capabilities dropped')
+  t.equal(!container.allowPrivilegeEscalation, compose.security_opt.includes('no-new-privileges:true'), 'both: no privilege escalation')
+  return [
+    ...['--user', `${pod.runAsUser}:${pod.runAsGroup}`],
+    ...(compose.read_only ? ['--read-only'] : []),
+    ...compose.cap_drop.flatMap((c) => ['--cap-drop', c]),
+    ...compose.security_opt.flatMap((o) => ['--security-opt', o]),
+    ...compose.tmpfs.flatMap((p) => ['--tmpfs', p]),
+  ]
+}
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number }
+      s.close(() => resolve(port))
+    })
+  })
+
+const seconds = (since: number) => Math.round((performance.now() - since) / 100) / 10
+
+const found = await engine()
+// Building the image on a cold cache (npm ci inside) takes minutes on a busy 2-core machine.
+if ('base' in found) t.setTimeout(900_000)
+
+t.test('the image builds, migrates, serves hardened, runs the admin CLI inside and drains on SIGTERM', { skip: 'skip' in found ? found.skip : false }, async (t) => {
+  const base = 'base' in found ? found.base : ''
+  const timings: string[] = []
+  const step = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
+    const started = performance.now()
+    try {
+      return await fn()
+    } finally {
+      timings.push(`${name}: ${seconds(started)} s`)
+    }
+  }
+  t.teardown(() => t.comment(`timings (base ${base}): ${timings.join('; ')}`))
+
+  const dir = tempDir(t)
+  // Containers run the image this build made (its id), whatever another run tags meanwhile.
+  const build = await step('docker build', () => docker(['build', '--build-arg', `NODE_IMAGE=${base}`, '--iidfile', join(dir, 'iid'), '-t', IMAGE, '.'], 840_000))
+  if (build.code !== 0) return t.fail(`docker build failed:\n${build.stdout.slice(-3000)}\n${build.stderr.slice(-3000)}`)
+  const image = readFileSync(join(dir, 'iid'), 'utf8').trim()
+  const [size, user] = (await docker(['image', 'inspect', image, '--format', '{{.Size}} {{.Config.User}}'])).stdout.trim().split(' ')
+  t.equal(user, '10001:10001', 'the image runs as uid 10001')
+  t.comment(`image ${IMAGE}: ${Math.round(Number(size) / 1e6)} MB`)
+
+  const flags = hardening(t)
+  const databaseUrl = await freshDatabase(t)
+  const port = await freePort()
+  const vendor = testVendor()
+  // The image trusts only the vendor's shipped key, whose private half exists nowhere; the test is
+  // its own vendor and puts its public key where the image reads the trusted keys, nothing else.
+  const keys = join(dir, 'keys.js')
+  writeFileSync(keys, `export const TRUSTED_KEYS = ${JSON.stringify(vendor.keys)}\n`, { mode: 0o644 })
+  const env = {
+    MIGRATE_ON_START: 'false', // as the bundles run it: the migrate command does it
+    PORT: String(port), // on the host network: a free port rather than 8080, which the host may use
+    LOG_LEVEL: 'info',
+    PUBLIC_URL: `http://127.0.0.1:${port}`,
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: services.redisUrl,
+    R2_ENDPOINT: services.s3Endpoint,
+    R2_BUCKET: await freshBucket(t),
+    R2_ACCESS_KEY_ID: services.s3AccessKey,
+    R2_SECRET_ACCESS_KEY: services.s3SecretKey,
+    ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
+    LICENSE_KEY: await testLicense(vendor),
+  }
+  const envFile = join(dir, 'env')
+  writeFileSync(
+    envFile,
+    Object.entries(env)
+      .map(([k, v]) => `${k}=${v}\n`)
+      .join(''),
+    { mode: 0o600 },
+  )
+  const run = [...flags, '--network', 'host', '-v', `${keys}:/app/licenses/keys.js:ro`, '--env-file', envFile]
+
+  const migrated = await step('migrate', () => docker(['run', '--rm', ...run, image, 'migrate']))
+  t.equal(migrated.code, 0, `migrate: ${migrated.stderr}`)
+  t.ok((JSON.parse(migrated.stdout) as { applied: number[] }).applied.length > 0, 'the migrations are applied by the image')
+  const again = await docker(['run', '--rm', ...run, image, 'migrate'])
+  t.same(JSON.parse(again.stdout), { applied: [] }, 'a second run has nothing to do')
+
+  const name = `atrium-image-test-${suffix()}`
+  t.teardown(() => docker(['rm', '--force', '--volumes', name]))
+  const serving = performance.now()
+  const started = await docker(['run', '--detach', '--name', name, ...run, image])
+  t.equal(started.code, 0, `docker run --detach: ${started.stderr}`)
+  const api = `http://127.0.0.1:${port}`
+  const ready = await step('start to /readyz 200', async () => {
+    while (seconds(serving) < 90) {
+      const r = await fetch(`${api}/readyz`).catch(() => null)
+      if (r?.status === 200) return r.json() as Promise<{ data: { checks: Record<string, { mode?: string }> } }>
+      const state = await docker(['inspect', name, '--format', '{{.State.Running}} {{.State.ExitCode}}'])
+      if (!state.stdout.startsWith('true')) break
+      await new Promise((r) => setTimeout(r, 250))
+    }
+    return null
+  })
+  if (!ready) {
+    const logs = await docker(['logs', name])
+    return t.fail(`the container never answered /readyz 200:\n${logs.stdout.slice(-3000)}\n${logs.stderr.slice(-3000)}`)
+  }
+  t.match(ready.data.checks, { db: { mode: 'postgres' }, cache: { mode: 'redis' }, blobs: { mode: 's3' } }, 'on the real services')
+
+  // What the container actually got: the kernel's view of its main process.
+  const status = (await docker(['exec', name, 'cat', '/proc/1/status'])).stdout
+  t.match(status, /^Uid:\s+10001\s/m, 'runs as uid 10001')
+  t.match(status, /^CapEff:\s+0+$/m, 'with no capabilities')
+  t.match(status, /^NoNewPrivs:\s+1$/m, 'and no new privileges')
+  const write = await docker(['exec', name, 'node', '-e', "require('fs').writeFileSync('/app/server/changed.js', '')"])
+  t.match(write.stderr, /EROFS|read-only file system/, 'the root filesystem is read-only')
+  t.equal((await docker(['exec', name, 'node', '-e', "require('fs').writeFileSync('/tmp/scratch', 'x')"])).code, 0, '/tmp is writable')
+
+  // The start-up hint names the admin CLI as it runs in the container, and the test runs exactly that.
+  const logs = await docker(['logs', name])
+  const hint = /^ {2}(.+) create-tenant --name /m.exec(logs.stderr)
+  t.equal(hint?.[1], CONTAINER_CLI.join(' '), 'the start-up hint names node /app/server/cli.js')
+  const password = 'correct horse battery staple'
+  const created = await step('create-tenant in the container', () =>
+    docker(['exec', name, ...(hint?.[1] ?? CONTAINER_CLI.join(' ')).split(' '), 'create-tenant', '--name', 'Image Test', '--email', 'a@example.com', '--password', password]),
+  )
+  t.equal(created.code, 0, `create-tenant: ${created.stderr}`)
+  const { apiKey } = JSON.parse(created.stdout) as { apiKey: string }
+  const auth = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }
+  const made = await fetch(`${api}/api/v1/projects`, { method: 'POST', headers: auth, body: JSON.stringify({ name: 'From the host', language: 'typescript' }) })
+  t.equal(made.status, 201, 'the printed key works against the API from the host')
+  const listed = (await (await fetch(`${api}/api/v1/projects`, { headers: auth })).json()) as { data: { name: string }[] }
+  t.same(
+    listed.data.map((p) => p.name),
+    ['From the host'],
+    'and lists what it made',
+  )
+  const login = await fetch(`${api}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'a@example.com', password }) })
+  t.equal(login.status, 200, 'the owner signs in with the password given to the CLI')
+
+  await new Promise((r) => setTimeout(r, 3000)) // idle: nothing asked of it for a moment
+  const memory = (await docker(['stats', '--no-stream', '--format', '{{.MemUsage}}', name])).stdout.trim()
+  const rss = /^VmRSS:\s+(\d+) kB$/m.exec((await docker(['exec', name, 'cat', '/proc/1/status'])).stdout)?.[1]
+  t.comment(`idle: docker stats ${memory}; the server's RSS ${Math.round(Number(rss) / 1024)} MiB`)
+
+  // SIGTERM while a request is in flight (half its body sent): the server drains, the request
+  // finishes, the process exits 0 before the engine would kill it.
+  const body = JSON.stringify({ name: 'Created while stopping', description: 'x'.repeat(2000) })
+  let send = () => {}
+  let connected = () => {}
+  const inFlight = new Promise<void>((resolve) => (connected = resolve))
+  const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = request(`${api}/api/v1/projects`, { method: 'POST', headers: { ...auth, 'content-length': Buffer.byteLength(body) } }, (res) => {
+      let text = ''
+      res.on('data', (c: Buffer) => (text += c.toString()))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }))
+    })
+    req.on('error', reject)
+    req.on('socket', (socket) => socket.on('connect', connected))
+    req.write(body.slice(0, 1000))
+    send = () => req.end(body.slice(1000))
+  })
+  // Connected, and a moment for the server to take the request in before the signal.
+  await inFlight
+  await new Promise((r) => setTimeout(r, 500))
+  const stopping = performance.now()
+  const stopped = docker(['stop', '--time', String(GRACE_SECONDS), name], (GRACE_SECONDS + 30) * 1000)
+  const draining = await step('SIGTERM to draining', async () => {
+    while (seconds(stopping) < GRACE_SECONDS / 2) {
+      if ((await docker(['logs', name])).stdout.includes('"msg":"draining')) return true
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    return false
+  })
+  t.ok(draining, 'the server began draining with the request in flight')
+  send()
+  const r = await response
+  t.equal(r.status, 201, 'the in-flight request completed')
+  t.match(JSON.parse(r.text), { data: { name: 'Created while stopping' } }, 'with its answer')
+  const stop = await stopped
+  const stopSeconds = seconds(stopping)
+  timings.push(`SIGTERM to exit: ${stopSeconds} s`)
+  t.equal(stop.code, 0, `docker stop: ${stop.stderr}`)
+  t.ok(stopSeconds < GRACE_SECONDS, `stopped within the ${GRACE_SECONDS} s grace period (${stopSeconds} s)`)
+  const exit = await docker(['inspect', name, '--format', '{{.State.ExitCode}} {{.State.OOMKilled}}'])
+  t.equal(exit.stdout.trim(), '0 false', 'exited 0 on its own, not killed')
+  t.match((await docker(['logs', name])).stdout, /"msg":"stopped"/, 'after logging that it stopped')
+})
