@@ -20,8 +20,10 @@ COPY common ./common
 COPY server ./server
 COPY config ./config
 COPY licenses ./licenses
-# The JavaScript in dist/, then only the production dependencies are kept.
+# The JavaScript in dist/, readable by the app's user whatever the build context's file modes
+# (a checkout made under umask 077 has none for others); then only the production dependencies stay.
 RUN npm run build \
+ && chmod -R a+rX dist \
  && npm prune --omit=dev --no-audit --no-fund && npm cache clean --force
 
 FROM ${NODE_IMAGE} AS runtime

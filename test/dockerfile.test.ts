@@ -34,8 +34,8 @@ t.test('the runtime stage installs production dependencies only and runs as a no
   const deps = instructions.find((i) => i.startsWith('RUN npm ci'))!
   t.match(deps, /npm ci .*&& npx --no-install patch-package --error-on-fail/)
   t.ok(
-    instructions.some((i) => /^RUN npm run build\s+&& npm prune --omit=dev\b/.test(i)),
-    'built, then pruned',
+    instructions.some((i) => /^RUN npm run build\s+&& chmod -R a\+rX dist\s+&& npm prune --omit=dev\b/.test(i)),
+    'built (readable by the non-root user whatever the modes of the context), then pruned',
   )
   t.same(
     runtime.filter((i) => i.startsWith('COPY ')),
