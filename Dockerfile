@@ -8,7 +8,7 @@
 # Node 24 LTS, pinned to a patch release so a rebuild gets the same runtime.
 ARG NODE_IMAGE=docker.io/library/node:24.11.1-bookworm-slim
 
-FROM ${NODE_IMAGE} AS build
+FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY patches ./patches
@@ -16,15 +16,20 @@ COPY patches ./patches
 # applied (patches/README.md says what each fixes and why).
 RUN npm ci --ignore-scripts --no-audit --no-fund \
  && npx --no-install patch-package --error-on-fail
+
+# The production dependencies only: a layer that changes with the lockfile, not with the sources.
+FROM deps AS prod-deps
+RUN npm prune --omit=dev --no-audit --no-fund && npm cache clean --force
+
+FROM deps AS build
 COPY common ./common
 COPY server ./server
 COPY config ./config
 COPY licenses ./licenses
 # The JavaScript in dist/, readable by the app's user whatever the build context's file modes
-# (a checkout made under umask 077 has none for others); then only the production dependencies stay.
+# (a checkout made under umask 077 has none for others).
 RUN npm run build \
- && chmod -R a+rX dist \
- && npm prune --omit=dev --no-audit --no-fund && npm cache clean --force
+ && chmod -R a+rX dist
 
 FROM ${NODE_IMAGE} AS runtime
 ARG VERSION=0.1.0
@@ -43,7 +48,7 @@ RUN groupadd --system --gid 10001 atrium \
  && mkdir -p /var/lib/atrium \
  && chown atrium:atrium /var/lib/atrium
 # Owned by root and not writable by the app: the code cannot be changed at run time.
-COPY --from=build /app/node_modules ./node_modules
+COPY --from=prod-deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./
 USER 10001:10001
 VOLUME ["/var/lib/atrium"]

@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { buildServer } from '../server/build.js'
+import { buildServer, OUT } from '../server/build.js'
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url))
 
@@ -17,7 +17,7 @@ export interface Started {
  * How a script runs: the server's (server/*.ts) compiled, as production runs them (dist/, built
  * once per run); the baselines under tsx (their RSS is not reported).
  */
-const runArgs = (script: string) => (script.startsWith('server/') ? [join(ROOT, 'dist', script.replace(/\.ts$/, '.js'))] : ['--import', 'tsx', script])
+const runArgs = (script: string) => (script.startsWith('server/') ? [join(OUT, script.replace(/\.ts$/, '.js'))] : ['--import', 'tsx', script])
 
 let built: Promise<unknown> | null = null
 /** dist/ from the sources of this checkout, once per run. */

@@ -4,8 +4,8 @@
 // Prints req/s, their ratio, p99 latency and the server's peak RSS.
 // Then webhooks: how fast a server delivers a backlog of committed events as signed deliveries to a
 // loopback receiver, against the rate at which this process alone can POST to that receiver.
-// Then the job runner, agent runs and chat streams (jobs.ts, agents.ts, chat.ts). BENCH_ONLY=chat
-// (or http, jobs, agents; several with commas) runs only those.
+// Then the job runner, agent runs, chat streams and the chat export (jobs.ts, agents.ts, chat.ts,
+// chat-export.ts). BENCH_ONLY=chat (or http, jobs, agents, export; several with commas) runs only those.
 // Services: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test; a fresh database
 // is made and dropped) and BENCH_REDIS_URL (default redis://127.0.0.1:6379). BENCH_SECONDS: 10.
 import { createServer, request, Agent } from 'node:http'

@@ -105,8 +105,9 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
   app.decorate('draining', false)
   // While draining, each answer closes its connection: a kept-alive socket would hold the shutdown
   // open until its idle timeout once its last request was answered.
-  app.addHook('onSend', async (_req, reply) => {
+  app.addHook('onSend', (_req, reply, payload, done) => {
     if (app.draining) reply.header('connection', 'close')
+    done(null, payload)
   })
 
   await app.register(platformPlugin, { ...opts, platform })

@@ -7,6 +7,7 @@ import { build } from 'esbuild'
 import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { isMain } from '../common/is-main.js'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
 export const OUT = join(ROOT, 'dist')
@@ -46,7 +47,7 @@ export async function buildServer(out = OUT) {
   return { modules: code.length, assets: assets.length + 1 }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
+if (isMain(import.meta.url)) {
   const started = performance.now()
   const { modules, assets } = await buildServer()
   console.log(`dist/: ${modules} modules, ${assets} other files, in ${Math.round(performance.now() - started)} ms`)

@@ -3,18 +3,16 @@
 // registries are out of reach here), migrated by its own migrate command, and run as the chart and
 // the Compose bundle run it, on the host network against the test services. Runs where a container
 // engine and that base image are (CI prepares both); elsewhere it skips and says why.
-import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
-import { request } from 'node:http'
-import { createServer } from 'node:net'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { parse } from 'yaml'
-import { CONTAINER_CLI } from '../config/bundles.js'
-import { ROOT, type Ran } from './helpers/cli.js'
+import { CONTAINER_CLI, CONTAINER_FIXED } from '../config/bundles.js'
+import { halfSentPost, ROOT, type Ran } from './helpers/cli.js'
 import { testLicense, testVendor } from './helpers/license.js'
-import { freshBucket, freshDatabase, services, suffix, tempDir } from './helpers/platform.js'
+import { freePort, freshBucket, freshDatabase, services, suffix, tempDir } from './helpers/platform.js'
+import { runTool } from './helpers/tools.js'
 
 const IMAGE = 'atrium-server:test'
 /** What .ci/engine.sh names its base images. */
@@ -22,14 +20,7 @@ const BASE_REPOSITORY = 'atrium-node-base'
 /** `docker stop -t`: shorter than both the chart's terminationGracePeriodSeconds and Compose's stop_grace_period (40 s). */
 const GRACE_SECONDS = 20
 
-function docker(args: string[], timeoutMs = 60_000): Promise<Ran> {
-  return new Promise((resolve) => {
-    execFile('docker', args, { cwd: ROOT, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -1) : 0
-      resolve({ code, stdout, stderr: stderr || (err && code === -1 ? err.message : '') })
-    })
-  })
-}
+const docker = (args: string[], timeoutMs = 60_000): Promise<Ran> => runTool('docker', args, { timeoutMs })
 
 /** Why this machine cannot run the test, or the base image to build on. */
 async function engine(): Promise<{ skip: string } | { base: string }> {
@@ -77,14 +68,6 @@ function hardening(t: Test): string[] {
   ]
 }
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number }
-      s.close(() => resolve(port))
-    })
-  })
-
 const seconds = (since: number) => Math.round((performance.now() - since) / 100) / 10
 
 const found = await engine()
@@ -122,7 +105,7 @@ t.test('the image builds, migrates, serves hardened, runs the admin CLI inside a
   const keys = join(dir, 'keys.js')
   writeFileSync(keys, `export const TRUSTED_KEYS = ${JSON.stringify(vendor.keys)}\n`, { mode: 0o644 })
   const env = {
-    MIGRATE_ON_START: 'false', // as the bundles run it: the migrate command does it
+    ...CONTAINER_FIXED, // as the bundles run it (migrations by the migrate command)
     PORT: String(port), // on the host network: a free port rather than 8080, which the host may use
     LOG_LEVEL: 'info',
     PUBLIC_URL: `http://127.0.0.1:${port}`,
@@ -212,22 +195,9 @@ t.test('the image builds, migrates, serves hardened, runs the admin CLI inside a
   // SIGTERM while a request is in flight (half its body sent): the server drains, the request
   // finishes, the process exits 0 before the engine would kill it.
   const body = JSON.stringify({ name: 'Created while stopping', description: 'x'.repeat(2000) })
-  let send = () => {}
-  let connected = () => {}
-  const inFlight = new Promise<void>((resolve) => (connected = resolve))
-  const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
-    const req = request(`${api}/api/v1/projects`, { method: 'POST', headers: { ...auth, 'content-length': Buffer.byteLength(body) } }, (res) => {
-      let text = ''
-      res.on('data', (c: Buffer) => (text += c.toString()))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }))
-    })
-    req.on('error', reject)
-    req.on('socket', (socket) => socket.on('connect', connected))
-    req.write(body.slice(0, 1000))
-    send = () => req.end(body.slice(1000))
-  })
+  const post = halfSentPost(`${api}/api/v1/projects`, auth, body)
   // Connected, and a moment for the server to take the request in before the signal.
-  await inFlight
+  await post.connected
   await new Promise((r) => setTimeout(r, 500))
   const stopping = performance.now()
   const stopped = docker(['stop', '--time', String(GRACE_SECONDS), name], (GRACE_SECONDS + 30) * 1000)
@@ -239,8 +209,8 @@ t.test('the image builds, migrates, serves hardened, runs the admin CLI inside a
     return false
   })
   t.ok(draining, 'the server began draining with the request in flight')
-  send()
-  const r = await response
+  post.finish()
+  const r = await post.response
   t.equal(r.status, 201, 'the in-flight request completed')
   t.match(JSON.parse(r.text), { data: { name: 'Created while stopping' } }, 'with its answer')
   const stop = await stopped

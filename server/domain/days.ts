@@ -14,14 +14,16 @@ export function calendarDay(field: string, text: string): number {
 /** The UTC day of a time, as YYYY-MM-DD. */
 export const isoDay = (ms: number) => new Date(ms).toISOString().slice(0, 10)
 
+/** The longest period a request may cover, in days (a leap year): the usage report's and the chat export's. */
+export const MAX_PERIOD_DAYS = 366
+
 /**
- * The number of days from the first to the last, both included. VALIDATION_ERROR on the first's
- * field when it is after the last (rule `order`) or the period is longer than `maxDays` (rule
- * `maxDays`, with `limit`).
+ * Checks a period from the first day to the last, both included: VALIDATION_ERROR on the first's
+ * field when it is after the last (rule `order`) or the period is longer than MAX_PERIOD_DAYS
+ * (rule `maxDays`, with `limit`).
  */
-export function periodDays(first: { field: string; ms: number }, last: { field: string; ms: number }, maxDays: number): number {
+export function checkPeriod(first: { field: string; ms: number }, last: { field: string; ms: number }): void {
   if (first.ms > last.ms) throw invalid(first.field, `must not be after ${last.field}`, { rule: 'order' })
   const days = (last.ms - first.ms) / DAY_MS + 1
-  if (days > maxDays) throw invalid(first.field, `the period may cover at most ${maxDays} days`, { rule: 'maxDays', limit: maxDays, days })
-  return days
+  if (days > MAX_PERIOD_DAYS) throw invalid(first.field, `the period may cover at most ${MAX_PERIOD_DAYS} days`, { rule: 'maxDays', limit: MAX_PERIOD_DAYS, days })
 }

@@ -75,8 +75,8 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
   let sealing: NodeJS.Immediate | null = null
   let writing: Promise<void> = Promise.resolve()
   let next = o.live?.after ?? 0
-  /** The numbers of live events sent but not written yet. */
-  const sentEarly = new Set<number>()
+  /** Live events sent but not written yet, by number: whether they stayed in this process (no other replica listened). */
+  const sentEarly = new Map<number, boolean>()
   /**
    * Whether a stream on another replica follows the log, as the last message that went through
    * Redis said. Live events that are announced again once written (all but those sent late) stay
@@ -84,8 +84,6 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
    * rows, told of each flush, until the next flush's answer has this writer send them to it too.
    */
   let othersListen = true
-  /** The numbers of live events that stayed in this process, until they are written. */
-  const keptHere = new Set<number>()
   /** Publishes `message`; `localOnly` while no other replica listens. Whether it stayed here. */
   const publish = (message: string, localOnly = false) => {
     const here = localOnly && !othersListen
@@ -95,9 +93,7 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
       .catch(() => {})
     return here
   }
-  const live = (events: LoggedEvent[], early: boolean) => {
-    if (publish(JSON.stringify(events.map((e): LiveEvent => ({ id: e.seq!, event: e.type, data: e.data }))), early)) for (const e of events) keptHere.add(e.seq!)
-  }
+  const live = (events: LoggedEvent[], early: boolean) => publish(JSON.stringify(events.map((e): LiveEvent => ({ id: e.seq!, event: e.type, data: e.data }))), early)
   const numbered = (e: LoggedEvent): LoggedEvent => (o.live ? { ...e, seq: ++next } : e)
   const closeDelta = () => {
     if (!delta) return
@@ -105,10 +101,7 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
     delta = null
     queued.push(e)
     // Sent now, unless too much is already unwritten: then it is sent with the rest once written.
-    if (o.live && sentEarly.size < LIVE_WINDOW) {
-      sentEarly.add(e.seq!)
-      live([e], true)
-    }
+    if (o.live && sentEarly.size < LIVE_WINDOW) sentEarly.set(e.seq!, live([e], true))
   }
   const take = () => {
     closeDelta()
@@ -125,10 +118,11 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
   /** Tells the streams that `batch` is written (numbered `last` at most): live ones get what was not sent yet. */
   const written = (batch: LoggedEvent[], last: number) => {
     if (!o.live) return void publish(writtenMessage(last))
-    const late = batch.filter((e) => !sentEarly.delete(e.seq!))
+    const late = batch.filter((e) => !sentEarly.has(e.seq!))
+    const kept = batch.some((e) => sentEarly.get(e.seq!))
+    for (const e of batch) sentEarly.delete(e.seq!)
     if (late.length) live(late, false)
     // A stream elsewhere lacks the events kept here: the number has it read them (rather than hold the late ones for want of them).
-    const kept = batch.filter((e) => keptHere.delete(e.seq!)).length
     if (!late.length || kept) publish(writtenMessage(last))
   }
   const flush = () => {

@@ -22,7 +22,7 @@ import { createAzure } from '@ai-sdk/azure'
 import { createOpenAI } from '@ai-sdk/openai'
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible'
 import { Ajv, type ValidateFunction } from 'ajv'
-import { APICallError, type LanguageModelV3, type LanguageModelV3FunctionTool, type LanguageModelV3Prompt, type LanguageModelV3ToolCall } from '@ai-sdk/provider'
+import { APICallError, type LanguageModelV3, type LanguageModelV3CallOptions, type LanguageModelV3FunctionTool, type LanguageModelV3Prompt, type LanguageModelV3ToolCall } from '@ai-sdk/provider'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import { Counter, Histogram, type Registry } from 'prom-client'
@@ -364,17 +364,18 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
 
     const tools = req.tools?.length ? toolDefinitions(req.tools) : undefined
     const languageModelCall = languageModel(target, model)
+    const options: LanguageModelV3CallOptions = {
+      prompt: toPrompt(req.messages),
+      ...(tools ? { tools, toolChoice: { type: 'auto' as const } } : {}),
+      ...(temperature === undefined ? {} : { temperature }),
+      ...(maxOutputTokens === undefined ? {} : { maxOutputTokens }),
+      abortSignal: controller.signal,
+    }
     /** The request, retried as the policy says while it fails before its stream begins. */
     const open = async () => {
       for (let attempt = 0; ; attempt++) {
         try {
-          return await languageModelCall.doStream({
-            prompt: toPrompt(req.messages),
-            ...(tools ? { tools, toolChoice: { type: 'auto' as const } } : {}),
-            ...(temperature === undefined ? {} : { temperature }),
-            ...(maxOutputTokens === undefined ? {} : { maxOutputTokens }),
-            abortSignal: controller.signal,
-          })
+          return await languageModelCall.doStream(options)
         } catch (err) {
           if (!APICallError.isInstance(err) || !err.isRetryable || controller.signal.aborted) throw err
           if (attempt >= maxRetries) {

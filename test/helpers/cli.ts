@@ -1,5 +1,6 @@
 // Runs the admin CLI or the server as a separate process, as an operator would.
 import { spawn, type ChildProcess } from 'node:child_process'
+import { request } from 'node:http'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
 
@@ -84,4 +85,28 @@ export async function adminTenant(t: Test, env: Record<string, string>, name: st
   const created = await admin(['create-tenant', '--name', name, ...(plan ? ['--plan', plan] : [])], env)
   t.equal(created.code, 0, created.stderr)
   return JSON.parse(created.stdout)
+}
+
+/**
+ * A POST sent half: in flight (its body incomplete) until `finish()` sends the rest, for what a
+ * server does with a request it is in the middle of (a shutdown). `connected` resolves once its
+ * connection is open; `response` with the answer and its Connection header.
+ */
+export function halfSentPost(url: string, headers: Record<string, string>, body: string) {
+  let finish = () => {}
+  let onConnect = () => {}
+  const connected = new Promise<void>((resolve) => (onConnect = resolve))
+  const response = new Promise<{ status: number; text: string; connection: string | undefined }>((resolve, reject) => {
+    const req = request(url, { method: 'POST', headers: { ...headers, 'content-length': Buffer.byteLength(body) } }, (res) => {
+      let text = ''
+      res.on('data', (c: Buffer) => (text += c.toString()))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text, connection: res.headers.connection }))
+    })
+    req.on('error', reject)
+    req.on('socket', (socket) => socket.on('connect', onConnect))
+    const half = Math.floor(body.length / 2)
+    req.write(body.slice(0, half))
+    finish = () => req.end(body.slice(half))
+  })
+  return { connected, response, finish: () => finish() }
 }

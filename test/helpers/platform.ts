@@ -3,6 +3,7 @@
 // bucket on the real S3 store (TEST_S3_ENDPOINT) or a local folder. Everything is removed afterwards.
 import { createHash, randomBytes } from 'node:crypto'
 import { cpSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs'
+import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
@@ -24,6 +25,15 @@ export const services = {
 }
 
 export const suffix = () => randomBytes(5).toString('hex')
+
+/** A loopback port free right now (taken, then released): for a server to be told its address before it listens, or a service that is down. */
+export async function freePort(): Promise<number> {
+  const probe = createServer()
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
+  const { port } = probe.address() as AddressInfo
+  await new Promise((resolve) => probe.close(resolve))
+  return port
+}
 
 export function tempDir(t: Test, prefix = 'atrium-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix))

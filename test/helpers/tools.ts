@@ -23,13 +23,18 @@ export function needs(name: string): false | string {
   return findTool(name) || process.env.CI ? false : `needs ${name} (CI installs it; see .ci/run)`
 }
 
-export function runTool(name: string, args: string[], opts: { cwd?: string; env?: Record<string, string> } = {}): Promise<Ran> {
+export function runTool(name: string, args: string[], opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<Ran> {
   const file = findTool(name) ?? name
   return new Promise((resolve) => {
-    execFile(file, args, { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...opts.env }, maxBuffer: 32 * 1024 * 1024 }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 127) : 0
-      resolve({ code, stdout, stderr: stderr || (err && code === 127 ? String(err.message) : '') })
-    })
+    execFile(
+      file,
+      args,
+      { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...opts.env }, maxBuffer: 64 * 1024 * 1024, ...(opts.timeoutMs ? { timeout: opts.timeoutMs } : {}) },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 127) : 0
+        resolve({ code, stdout, stderr: stderr || (err && code === 127 ? String(err.message) : '') })
+      },
+    )
   })
 }
 

@@ -1,6 +1,5 @@
-import { request } from 'node:http'
 import t from 'tap'
-import { admin, finished, spawnScript, startServer } from '../helpers/cli.js'
+import { admin, finished, halfSentPost, spawnScript, startServer } from '../helpers/cli.js'
 import { testEnv } from '../helpers/platform.js'
 
 t.test('with no services configured the server starts on embedded defaults and is ready', async (t) => {
@@ -38,28 +37,14 @@ t.test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
   })
 
   const body = JSON.stringify({ name: 'created during shutdown', description: 'x'.repeat(2000) })
-  const response = new Promise<{ status: number; text: string; connection: string | undefined }>((resolve, reject) => {
-    const req = request(
-      `${s.base}/api/v1/projects`,
-      {
-        method: 'POST',
-        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        let text = ''
-        res.on('data', (c: Buffer) => (text += c.toString()))
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, connection: res.headers.connection }))
-      },
-    )
-    req.on('error', reject)
-    // Half the body now: the request is in flight when the signal arrives.
-    req.write(body.slice(0, 1000))
-    setTimeout(() => {
-      s.child.kill('SIGTERM')
-      setTimeout(() => req.end(body.slice(1000)), 500)
-    }, 300)
-  })
-  const r = await response
+  // Half the body now: the request is in flight when the signal arrives.
+  const post = halfSentPost(`${s.base}/api/v1/projects`, { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body)
+  await post.connected
+  await new Promise((r) => setTimeout(r, 300))
+  s.child.kill('SIGTERM')
+  await new Promise((r) => setTimeout(r, 500))
+  post.finish()
+  const r = await post.response
   t.equal(r.status, 201, 'the in-flight request completed')
   t.match(JSON.parse(r.text), { data: { name: 'created during shutdown' } })
   t.equal(r.connection, 'close', 'its kept-alive connection closed with it, not held until its idle timeout')

@@ -7,7 +7,8 @@ import type { Readable } from 'node:stream'
 import { actorOf } from '../../http/actor.js'
 import { apiErrors } from '../../http/schemas.js'
 import { contentDisposition } from '../../platform/blobs.js'
-import { EXPORT_FORMAT_VERSION, EXPORT_MAX_DAYS, type ChatExportService } from './export-service.js'
+import { MAX_PERIOD_DAYS } from '../../domain/days.js'
+import { EXPORT_FORMAT_VERSION, type ChatExportService } from './export-service.js'
 import { Message, Session } from './routes.js'
 
 const Day = (description: string) => Type.String({ format: 'date', description })
@@ -16,7 +17,7 @@ const ExportBody = Type.Object(
     dateRange: Type.Object(
       {
         start: Day('First day (UTC), included, as YYYY-MM-DD'),
-        end: Day(`Last day (UTC), included, as YYYY-MM-DD; not before start, at most ${EXPORT_MAX_DAYS} days from it`),
+        end: Day(`Last day (UTC), included, as YYYY-MM-DD; not before start, at most ${MAX_PERIOD_DAYS} days from it`),
       },
       { additionalProperties: false },
     ),
@@ -68,7 +69,7 @@ export const chatExportRoutes: FastifyPluginAsyncTypebox<{ chatExport: ChatExpor
       schema: {
         tags: ['chat'],
         summary: "Export the tenant's chat history in a range of days",
-        description: `The sessions with messages created in dateRange (UTC days, both included, at most ${EXPORT_MAX_DAYS}), each with those messages, as one JSON document. Needs chat:read and export. Audited as chat.exported.`,
+        description: `The sessions with messages created in dateRange (UTC days, both included, at most ${MAX_PERIOD_DAYS}), each with those messages, as one JSON document. Needs chat:read and export. Audited as chat.exported.`,
         body: ExportBody,
         produces: ['application/json'],
         response: { 200: ExportDocument, ...apiErrors('FORBIDDEN') },

@@ -1,7 +1,7 @@
 // A tenant is born with its owner and an automation key holding every permission, in one
 // transaction: there is never a tenant nobody can reach.
 import type { Actor } from '../../domain/actor.js'
-import { calendarDay, DAY_MS, isoDay, periodDays } from '../../domain/days.js'
+import { calendarDay, checkPeriod, DAY_MS, isoDay } from '../../domain/days.js'
 import { forbidden, invalid, notFound } from '../../domain/errors.js'
 import { isPlan, PLAN_TERMS, PLANS } from '../../domain/plans.js'
 import { newId } from '../../../common/ids.js'
@@ -71,8 +71,6 @@ export async function createTenant({ db, secrets }: { db: Db; secrets: Pick<Secr
 /** The tenant as its own members see it, with the gates of its plan. */
 export const tenantView = (t: TenantRow) => ({ ...t, limits: PLAN_TERMS[t.plan].limits })
 
-/** The longest period GET /tenant/usage answers for, in days (a leap year). */
-export const USAGE_MAX_DAYS = 366
 const USAGE_DEFAULT_DAYS = 30
 
 export interface UsagePeriod {
@@ -91,7 +89,7 @@ export function tenantsService(deps: { db: Db; now?: Clock }) {
     async usage(tenantId: string, q: UsagePeriod) {
       const toMs = q.to === undefined ? Date.parse(`${isoDay(now())}T00:00:00Z`) : calendarDay('to', q.to)
       const fromMs = q.from === undefined ? toMs - (USAGE_DEFAULT_DAYS - 1) * DAY_MS : calendarDay('from', q.from)
-      periodDays({ field: 'from', ms: fromMs }, { field: 'to', ms: toMs }, USAGE_MAX_DAYS)
+      checkPeriod({ field: 'from', ms: fromMs }, { field: 'to', ms: toMs })
       const from = isoDay(fromMs)
       const to = isoDay(toMs)
       const rows = await db.tenantRead(tenantId, (sql) => selectLlmUsage(sql, tenantId, from, to))

@@ -1,19 +1,10 @@
 // The whole device login as a user runs it, over a real listening server: a CLI-like client and a
 // browser-like client (with a cookie jar, sending Origin like a browser's fetch) talk HTTP to it.
 import { createHash, randomBytes } from 'node:crypto'
-import { createServer } from 'node:net'
 import t from 'tap'
 import { testApp } from '../../../helpers/app.js'
+import { freePort } from '../../../helpers/platform.js'
 import { PASSWORD, user } from './helpers.js'
-
-/** A port free right now, so PUBLIC_URL (and so authUrl) can name the address the server listens on. */
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
 
 /** A browser's part: a cookie jar, and Origin on requests its scripts make, as fetch sends it. */
 function browser(origin: string) {

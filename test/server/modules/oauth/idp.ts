@@ -37,15 +37,6 @@ export interface Idp {
   requests: () => number
 }
 
-/** A port nothing listens on (for now): where a provider that is down would be. */
-export async function freePort(): Promise<number> {
-  const probe = http.createServer()
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
-  const { port } = probe.address() as AddressInfo
-  await new Promise((resolve) => probe.close(resolve))
-  return port
-}
-
 /** `host` names the issuer (the server listens on 127.0.0.1 either way). */
 export async function startIdp(t: Test, redirectUris: string[], port = 0, host = '127.0.0.1'): Promise<Idp> {
   let handler: http.RequestListener = (_req, res) => res.end()

@@ -7,7 +7,8 @@ import { caller, testApp, type TestApp } from '../../../helpers/app.js'
 import { suffix } from '../../../helpers/platform.js'
 import { checkPage } from '../../../helpers/pages.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
-import { CLIENT_ID, CLIENT_SECRET, freePort, signInAtIdp, startIdp, type IdpAccount } from './idp.js'
+import { freePort } from '../../../helpers/platform.js'
+import { CLIENT_ID, CLIENT_SECRET, signInAtIdp, startIdp, type IdpAccount } from './idp.js'
 
 const PUBLIC_URL = 'http://atrium.test'
 const redirectUri = (id: string) => `${PUBLIC_URL}/oauth/${id}/callback`

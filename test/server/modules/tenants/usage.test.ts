@@ -61,5 +61,7 @@ t.test('bad periods are VALIDATION_ERROR', async (t) => {
     t.equal(res.status, 400, q)
     t.equal(res.body.error.code, 'VALIDATION_ERROR', q)
   }
+  t.match((await call('GET', '/api/v1/tenant/usage?from=2025-06-10&to=2025-06-01')).body.error.details, { rule: 'order' })
+  t.match((await call('GET', '/api/v1/tenant/usage?from=2023-01-01&to=2024-01-02')).body.error.details, { rule: 'maxDays', limit: 366 })
   t.equal((await h.anonymous('GET', '/api/v1/tenant/usage')).status, 401)
 })
