@@ -2,8 +2,20 @@
 // apart from config/bundles.ts (the renderers) because the secret rule (config/secrets.ts) reads
 // COMPOSE_SERVICE_SETTINGS, and the renderers in turn import that rule.
 
+/**
+ * The bundled services as Compose profiles (compose.yaml), each with the setting that points
+ * Atrium at it: a site whose setting names its own service runs without that profile.
+ */
+export const PROFILE_SETTINGS = { postgres: 'DATABASE_URL', redis: 'REDIS_URL', s3: 'R2_ENDPOINT' } as const
+export type BundledProfile = keyof typeof PROFILE_SETTINGS
+export const BUNDLED_PROFILES = Object.keys(PROFILE_SETTINGS) as BundledProfile[]
+
 /** Variables the Compose bundle itself reads from .env, besides Atrium's settings (isSecret says which are secret). */
 export const COMPOSE_VARIABLES: Record<string, { description: string; example: string }> = {
+  COMPOSE_PROFILES: {
+    description: 'Bundled services this site runs (postgres, redis, s3, comma-separated); leave one out when DATABASE_URL, REDIS_URL or R2_ENDPOINT names your own',
+    example: BUNDLED_PROFILES.join(','),
+  },
   ATRIUM_REGISTRY: { description: "Registry that replaces every image's registry (air-gapped: your private registry); empty pulls from the public ones", example: '' },
   ATRIUM_DATA_PATH: { description: 'Folder on this machine that holds the named volumes\' data (see "Install with Compose" in README.md)', example: '/var/lib/atrium' },
   ATRIUM_S3_PORT: { description: 'Port on this machine where the bundled MinIO answers download links', example: '9000' },

@@ -8,7 +8,7 @@ import { siteConfig, type Resolved } from './core/context.js'
 import { runPreflight } from './core/preflight.js'
 import { EXIT, exitFor, type ConfigureReport, type ImagesReport, type InstallReport, type PlannedCommand, type PreflightReport, type StepReport, type SupportBundleReport } from './core/report.js'
 import { writeSupportBundle } from './core/support-bundle.js'
-import { loadCommands, pushCommands, registryProblem, saveCommands } from './deploy/airgap.js'
+import { kitProblem, loadCommands, pushCommands, registryProblem, saveCommands, selectImages, writeChecksum } from './deploy/airgap.js'
 import { deploy, failedStep, type Command, type DeployStep } from './deploy/deploy.js'
 import { installPlan, runInstall, summaryLines } from './deploy/install.js'
 import { run, type Runner } from './deploy/run.js'
@@ -36,6 +36,8 @@ export interface CommandOptions {
   registry?: string
   /** Where support-bundle or images save writes. */
   output?: string
+  /** images save and push: only these images (comma-separated names from images list). */
+  only?: string
   /** The command runner (deploy/run.ts unless a test gives another). */
   runner?: Runner
 }
@@ -151,9 +153,11 @@ export async function supportBundleCommand(ctx: Resolved, o: CommandOptions = {}
 
 /** The commands of an images action other than list; bad input when its flags are missing. */
 function imageCommands(action: string, o: CommandOptions): Command[] {
+  const { images, problem } = selectImages(o.only)
+  if (problem) throw new BadInput(problem)
   if (action === 'save') {
     if (!o.output) throw new BadInput('images save needs --output FILE (the tarball to write)')
-    return saveCommands(o.output)
+    return saveCommands(o.output, images)
   }
   if (action === 'load') {
     if (!o.images) throw new BadInput('images load needs --images FILE (the tarball from images save)')
@@ -163,19 +167,22 @@ function imageCommands(action: string, o: CommandOptions): Command[] {
     if (!o.registry) throw new BadInput('images push needs --registry HOST[:PORT][/PATH]')
     const problem = registryProblem(o.registry)
     if (problem) throw new BadInput(problem)
-    return pushCommands(o.registry, o.images)
+    return pushCommands(o.registry, o.images, images)
   }
   throw new BadInput(`unknown images command ${action} (list, save, load, push)`)
 }
 
 /** The air-gap kit: list, save (connected side), load or push (air-gapped side) every image. */
 export async function imagesCommand(action = 'list', o: CommandOptions = {}, progress: Progress = {}): Promise<ImagesReport> {
-  const report: ImagesReport = { command: 'images', exitCode: EXIT.ok, action: 'list', images: [], commands: [], steps: [], ok: true, error: null }
+  const report: ImagesReport = { command: 'images', exitCode: EXIT.ok, action: 'list', images: [], commands: [], steps: [], ok: true, error: null, kit: null }
   if (action === 'list') return { ...report, images: IMAGES.map((i) => ({ ...i, ref: imageRef(i) })) }
   const commands = imageCommands(action, o)
   const named = { ...report, action: action as ImagesReport['action'] }
   if (o.dryRun) return { ...named, commands: commands.map(planned) }
+  // A damaged or partly copied tarball is refused before anything is loaded from it.
+  const problem = action !== 'save' && o.images ? await kitProblem(o.images) : null
+  if (problem) return { ...named, exitCode: EXIT.error, ok: false, error: problem }
   const r = await deploy(commands, o.runner ?? run, progress.step)
-  if (r.ok) return { ...named, steps: r.steps.map(stepReport) }
-  return { ...named, exitCode: EXIT.error, ok: false, steps: r.steps.map(stepReport), error: `Failed at: ${failedStep(r.steps, 2000)}` }
+  if (!r.ok) return { ...named, exitCode: EXIT.error, ok: false, steps: r.steps.map(stepReport), error: `Failed at: ${failedStep(r.steps, 2000)}` }
+  return { ...named, steps: r.steps.map(stepReport), kit: action === 'save' ? await writeChecksum(o.output!) : null }
 }

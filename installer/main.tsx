@@ -38,8 +38,9 @@ Commands:
   support-bundle  one zip for the vendor's support: versions, check results, the configuration
               with secrets redacted, recent logs
   images list         every container image the bundles use (the air-gap kit)
-  images save         pull them and save them to one tarball (--output FILE), where the internet is
-  images load         load that tarball into this machine's Docker (--images FILE)
+  images save         save them to one tarball (--output FILE) with FILE.sha256 beside it, where they
+                      can be pulled (images this engine holds are not pulled again)
+  images load         check that tarball against its FILE.sha256, then load it (--images FILE)
   images push         tag and push them to a private registry (--registry HOST, --images FILE to load first)
 
 Options:
@@ -55,6 +56,7 @@ Options:
   --output FILE           where support-bundle (default atrium-support-<time>.zip) or images save writes
   --images FILE           air-gapped: the images tarball (install with compose loads it first)
   --registry HOST         air-gapped helm: the private registry that holds the images
+  --only NAME,...         images save and push: only these (names from images list)
 
 Exit codes: 0 ok, 1 error, 2 bad input, 3 a check failed, 4 only warnings (with --strict).`
 
@@ -63,6 +65,7 @@ interface Flags {
   output?: string
   images?: string
   registry?: string
+  only?: string
   yes: boolean
   ignoreFailed: boolean
   target?: string
@@ -84,6 +87,7 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
         output: { type: 'string' },
         images: { type: 'string' },
         registry: { type: 'string' },
+        only: { type: 'string' },
         yes: { type: 'boolean', short: 'y' },
         target: { type: 'string' },
         'air-gapped': { type: 'boolean' },
@@ -108,6 +112,7 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
       output: v.output,
       images: v.images,
       registry: v.registry,
+      only: v.only,
       yes: Boolean(v.yes),
       ignoreFailed: Boolean(v['ignore-failed-checks']),
       target: v.target,
@@ -166,7 +171,7 @@ async function dispatch(command: string | undefined, sub: string | undefined, fl
   if (flags.help || command === undefined || command === 'help') {
     return { command: 'help', exitCode: command === undefined && !flags.help ? EXIT.badInput : EXIT.ok, usage: USAGE }
   }
-  const o: CommandOptions = { strict: flags.strict, ignoreFailed: flags.ignoreFailed, dryRun: flags.dryRun, images: flags.images, registry: flags.registry, output: flags.output }
+  const o: CommandOptions = { strict: flags.strict, ignoreFailed: flags.ignoreFailed, dryRun: flags.dryRun, images: flags.images, registry: flags.registry, output: flags.output, only: flags.only }
   switch (command) {
     case 'preflight':
       return preflightCommand(resolved(flags), o)

@@ -9,34 +9,14 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { parse } from 'yaml'
 import { CONTAINER_CLI, CONTAINER_FIXED } from '../config/bundles.js'
-import { halfSentPost, ROOT, type Ran } from './helpers/cli.js'
+import { halfSentPost, ROOT } from './helpers/cli.js'
+import { buildImage, docker, engine, KEYS_PATH, seconds, stepTimer, trustedKeysModule } from './helpers/engine.js'
 import { testLicense, testVendor } from './helpers/license.js'
 import { freePort, freshBucket, freshDatabase, services, suffix, tempDir } from './helpers/platform.js'
-import { runTool } from './helpers/tools.js'
 
 const IMAGE = 'atrium-server:test'
-/** What .ci/engine.sh names its base images. */
-const BASE_REPOSITORY = 'atrium-node-base'
 /** `docker stop -t`: shorter than both the chart's terminationGracePeriodSeconds and Compose's stop_grace_period (40 s). */
 const GRACE_SECONDS = 20
-
-const docker = (args: string[], timeoutMs = 60_000): Promise<Ran> => runTool('docker', args, { timeoutMs })
-
-/** Why this machine cannot run the test, or the base image to build on. */
-async function engine(): Promise<{ skip: string } | { base: string }> {
-  if (process.env.TEST_ENGINE_UNAVAILABLE) return { skip: `no container engine: ${process.env.TEST_ENGINE_UNAVAILABLE}` }
-  const info = await docker(['info', '--format', '{{.ServerVersion}}'], 15_000)
-  if (info.code !== 0) return { skip: `no container engine: \`docker info\` failed (${(info.stderr.trim().split('\n')[0] ?? '') || `exit ${info.code}`}); bash .ci/engine.sh prepares one` }
-  let base = process.env.TEST_NODE_IMAGE ?? ''
-  if (!base) {
-    const found = await docker(['image', 'ls', BASE_REPOSITORY, '--format', '{{.Repository}}:{{.Tag}}'])
-    base = found.stdout.split('\n')[0]?.trim() ?? ''
-    if (!base) return { skip: `no base image: TEST_NODE_IMAGE is not set and the engine has no ${BASE_REPOSITORY} image (bash .ci/engine.sh makes one)` }
-  } else if ((await docker(['image', 'inspect', base])).code !== 0) return { skip: `the base image TEST_NODE_IMAGE=${base} is not in the engine (bash .ci/engine.sh makes it)` }
-  const missing = Object.entries({ TEST_DATABASE_URL: services.databaseUrl, TEST_REDIS_URL: services.redisUrl, TEST_S3_ENDPOINT: services.s3Endpoint }).filter(([, v]) => !v)
-  if (missing.length) return { skip: `the image runs in production mode, which needs PostgreSQL, Redis and S3: set ${missing.map(([k]) => k).join(', ')}` }
-  return { base }
-}
 
 /**
  * `docker run` options for what the chart and the Compose bundle both demand of the server's
@@ -68,30 +48,18 @@ function hardening(t: Test): string[] {
   ]
 }
 
-const seconds = (since: number) => Math.round((performance.now() - since) / 100) / 10
-
 const found = await engine()
 // A cold build (npm ci inside) took 54-110 s on this 2-core machine; tap's 180 s per file is too tight.
 if ('base' in found) t.setTimeout(600_000)
 
 t.test('the image builds, migrates, serves hardened, runs the admin CLI inside and drains on SIGTERM', { skip: 'skip' in found ? found.skip : false }, async (t) => {
   const base = 'base' in found ? found.base : ''
-  const timings: string[] = []
-  const step = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
-    const started = performance.now()
-    try {
-      return await fn()
-    } finally {
-      timings.push(`${name}: ${seconds(started)} s`)
-    }
-  }
-  t.teardown(() => t.comment(`timings (base ${base}): ${timings.join('; ')}`))
+  const { step, record } = stepTimer(t, `timings (base ${base})`)
 
   const dir = tempDir(t)
-  // Containers run the image this build made (its id), whatever another run tags meanwhile.
-  const build = await step('docker build', () => docker(['build', '--build-arg', `NODE_IMAGE=${base}`, '--iidfile', join(dir, 'iid'), '-t', IMAGE, '.'], 480_000))
-  if (build.code !== 0) return t.fail(`docker build failed:\n${build.stdout.slice(-3000)}\n${build.stderr.slice(-3000)}`)
-  const image = readFileSync(join(dir, 'iid'), 'utf8').trim()
+  const built = await step('docker build', () => buildImage(t, base, IMAGE))
+  if ('error' in built) return t.fail(built.error)
+  const { image } = built
   const [size, user] = (await docker(['image', 'inspect', image, '--format', '{{.Size}} {{.Config.User}}'])).stdout.trim().split(' ')
   t.equal(user, '10001:10001', 'the image runs as uid 10001')
   t.comment(`image ${IMAGE}: ${Math.round(Number(size) / 1e6)} MB`)
@@ -102,8 +70,7 @@ t.test('the image builds, migrates, serves hardened, runs the admin CLI inside a
   const vendor = testVendor()
   // The image trusts only the vendor's shipped key, whose private half exists nowhere; the test is
   // its own vendor and puts its public key where the image reads the trusted keys, nothing else.
-  const keys = join(dir, 'keys.js')
-  writeFileSync(keys, `export const TRUSTED_KEYS = ${JSON.stringify(vendor.keys)}\n`, { mode: 0o644 })
+  const keys = trustedKeysModule(dir, vendor)
   const env = {
     ...CONTAINER_FIXED, // as the bundles run it (migrations by the migrate command)
     PORT: String(port), // on the host network: a free port rather than 8080, which the host may use
@@ -126,7 +93,7 @@ t.test('the image builds, migrates, serves hardened, runs the admin CLI inside a
       .join(''),
     { mode: 0o600 },
   )
-  const run = [...flags, '--network', 'host', '-v', `${keys}:/app/licenses/keys.js:ro`, '--env-file', envFile]
+  const run = [...flags, '--network', 'host', '-v', `${keys}:${KEYS_PATH}:ro`, '--env-file', envFile]
 
   const migrated = await step('migrate', () => docker(['run', '--rm', ...run, image, 'migrate']))
   t.equal(migrated.code, 0, `migrate: ${migrated.stderr}`)
@@ -215,7 +182,7 @@ t.test('the image builds, migrates, serves hardened, runs the admin CLI inside a
   t.match(JSON.parse(r.text), { data: { name: 'Created while stopping' } }, 'with its answer')
   const stop = await stopped
   const stopSeconds = seconds(stopping)
-  timings.push(`SIGTERM to exit: ${stopSeconds} s`)
+  record(`SIGTERM to exit: ${stopSeconds} s`)
   t.equal(stop.code, 0, `docker stop: ${stop.stderr}`)
   t.ok(stopSeconds < GRACE_SECONDS, `stopped within the ${GRACE_SECONDS} s grace period (${stopSeconds} s)`)
   const exit = await docker(['inspect', name, '--format', '{{.State.ExitCode}} {{.State.OOMKilled}}'])

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto'
 import { chownSync, mkdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { COMPOSE_SERVICE_SETTINGS, COMPOSE_VARIABLES } from '../../config/compose-variables.js'
+import { BUNDLED_PROFILES, COMPOSE_SERVICE_SETTINGS, COMPOSE_VARIABLES, PROFILE_SETTINGS } from '../../config/compose-variables.js'
 import { isSecret } from '../../config/secrets.js'
 import type { Answers } from './answers.js'
 
@@ -60,6 +60,8 @@ export function composeBundleValues(answers: Answers, resolved: Record<string, s
     return !given || BUNDLED_HOSTS.has(hostOf(given))
   }
   const settings: Record<string, string> = {}
+  // Only the bundled services Atrium uses start: an external one's container would sit idle.
+  variables.COMPOSE_PROFILES = BUNDLED_PROFILES.filter((p) => bundled(PROFILE_SETTINGS[p])).join(',')
   if (bundled('DATABASE_URL')) settings.DATABASE_URL = fill(COMPOSE_SERVICE_SETTINGS.DATABASE_URL)
   if (bundled('REDIS_URL')) settings.REDIS_URL = fill(COMPOSE_SERVICE_SETTINGS.REDIS_URL)
   if (bundled('R2_ENDPOINT')) {
@@ -81,7 +83,8 @@ export function renderBundleSection(variables: Record<string, string>): string {
   const lines = ['', '# --- the Compose bundle (compose/.env.example) ---']
   for (const [name, v] of Object.entries(COMPOSE_VARIABLES)) {
     const value = variables[name]
-    if (value === undefined || value === '') continue
+    // An empty COMPOSE_PROFILES is written: it says this site runs none of the bundled services.
+    if (value === undefined || (value === '' && name !== 'COMPOSE_PROFILES')) continue
     lines.push(`# ${v.description}`, `${name}=${value}`)
   }
   return lines.join('\n') + '\n'

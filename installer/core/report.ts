@@ -2,6 +2,7 @@
 // renderer (ui/output.tsx) shows it, either as text for people or, with --json, as the object
 // itself; the text is made here, from the data alone, so both always say the same thing.
 import type { Image } from '../../config/images.js'
+import type { Kit } from '../deploy/airgap.js'
 import type { Created, FirstAdmin } from './first-admin.js'
 import { overallStatus, type CheckResult, type CheckStatus } from './checks/check.js'
 import type { ConfigChange } from './config-file.js'
@@ -99,6 +100,8 @@ export interface ImagesReport {
   steps: StepReport[]
   ok: boolean
   error: string | null
+  /** save: the tarball written and its checksum file. */
+  kit: Kit | null
 }
 
 export interface HelpReport {
@@ -179,6 +182,7 @@ export function reportText(r: Report): ReportText {
     case 'images':
       if (r.action === 'list') return text(r.images.map((i) => i.ref))
       if (r.commands.length) return text(r.commands.map(commandLine))
+      if (r.kit) return text([`Wrote ${r.kit.path} (${r.kit.bytes} bytes) and ${r.kit.checksumFile} (sha256 ${r.kit.sha256}): carry both to the site.`])
       return r.error ? text([], [r.error]) : text([])
     case 'help':
       return text([r.usage])

@@ -2,18 +2,76 @@
 // with internet, carried in, then loaded into the local engine (Compose) or pushed to the site's
 // private registry (Helm, with global.imageRegistry pointing there). The commands go through the
 // one command runner like every other.
-import { resolve } from 'node:path'
+// The tarball travels with a checksum file beside it (`<tarball>.sha256`, sha256sum's format, so
+// `sha256sum -c` checks it too), and nothing is loaded from a tarball that does not match it.
+import { createHash } from 'node:crypto'
+import { createReadStream, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { basename, resolve } from 'node:path'
+import { pipeline } from 'node:stream/promises'
 import { IMAGES, imageRef, REGISTRY_RE, type Image } from '../../config/images.js'
 import type { Command } from './deploy.js'
 
 const WAIT = 30 * 60_000
 
-/** Pull each image, then save them all into one tarball (run where the internet is reachable). */
+/**
+ * Pull each image this engine does not hold yet (tags are pinned, so a held one is the same
+ * image), then save them all into one tarball. Run where the images can be had.
+ */
 export function saveCommands(output: string, images: readonly Image[] = IMAGES): Command[] {
   return [
-    ...images.map((i) => ({ file: 'docker', args: ['pull', imageRef(i)], title: `Pull ${imageRef(i)}`, timeoutMs: WAIT })),
+    ...images.flatMap((i): Command[] => [
+      { file: 'docker', args: ['image', 'inspect', '--format', '{{.Id}}', imageRef(i)], title: `Look for ${imageRef(i)} in this engine`, probe: true },
+      { file: 'docker', args: ['pull', imageRef(i)], title: `Pull ${imageRef(i)}`, timeoutMs: WAIT },
+    ]),
     { file: 'docker', args: ['save', '--output', resolve(output), ...images.map((i) => imageRef(i))], title: `Save ${images.length} images to ${output}`, timeoutMs: WAIT },
   ]
+}
+
+/** The images named (`--only a,b`), in list order; every image when none are. Unknown names are bad input. */
+export function selectImages(only: string | undefined): { images: readonly Image[]; problem: string | null } {
+  if (!only) return { images: IMAGES, problem: null }
+  const names = only
+    .split(',')
+    .map((n) => n.trim())
+    .filter(Boolean)
+  const unknown = names.filter((n) => !IMAGES.some((i) => i.name === n))
+  if (unknown.length || !names.length) return { images: [], problem: `--only takes image names from \`images list\` (${IMAGES.map((i) => i.name).join(', ')}); got ${only}` }
+  return { images: IMAGES.filter((i) => names.includes(i.name)), problem: null }
+}
+
+export const checksumPath = (tarball: string): string => `${resolve(tarball)}.sha256`
+
+async function sha256(path: string): Promise<string> {
+  const hash = createHash('sha256')
+  await pipeline(createReadStream(path), hash)
+  return hash.digest('hex')
+}
+
+export interface Kit {
+  path: string
+  checksumFile: string
+  sha256: string
+  bytes: number
+}
+
+/** Writes the tarball's checksum file beside it. */
+export async function writeChecksum(tarball: string): Promise<Kit> {
+  const path = resolve(tarball)
+  const digest = await sha256(path)
+  writeFileSync(checksumPath(path), `${digest}  ${basename(path)}\n`)
+  return { path, checksumFile: checksumPath(path), sha256: digest, bytes: statSync(path).size }
+}
+
+/** What is wrong with a tarball before it is loaded: missing, no checksum file, or not the bytes it names. Null when it matches. */
+export async function kitProblem(tarball: string): Promise<string | null> {
+  const path = resolve(tarball)
+  if (!existsSync(path)) return `the images tarball ${path} does not exist`
+  const sums = checksumPath(path)
+  if (!existsSync(sums)) return `the images tarball has no checksum file beside it (${sums}, written by \`images save\`): copy it together with the tarball`
+  const expected = /^([0-9a-f]{64}) {2}/m.exec(readFileSync(sums, 'utf8'))?.[1]
+  if (!expected) return `${sums} holds no SHA-256 checksum`
+  const actual = await sha256(path)
+  return actual === expected ? null : `the images tarball ${path} is damaged or incomplete: its SHA-256 is ${actual}, ${basename(sums)} says ${expected}; copy it again`
 }
 
 /** Load the tarball into this machine's engine. */

@@ -2,6 +2,7 @@
 // and, once per site, the first tenant with its admin. Shared by `install --answers` and the
 // interactive installer's deploy screen, so both do and say exactly the same.
 import { COMPOSE_VOLUMES, adminCommand, bundleMissing, deploy, deployCommands, failedStep, waitReady, type Command, type DeployOptions, type DeployStep } from './deploy.js'
+import { kitProblem } from './airgap.js'
 import { run as realRun, type Runner } from './run.js'
 import type { Answers } from '../core/answers.js'
 import { prepareDataFolders } from '../core/compose-bundle.js'
@@ -54,6 +55,9 @@ export async function runInstall(ctx: Resolved, values: Record<string, string>, 
       stage: 'bundle',
       error: `This package has no ${answers.target === 'compose' ? 'Compose bundle' : 'Helm chart'} (looked for ${missing}); the configuration is written, deploy it with the bundle for this release.`,
     }
+  // A damaged tarball is refused before anything is loaded or started.
+  const kit = o.imagesTarball ? await kitProblem(o.imagesTarball) : null
+  if (kit) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${kit}` }
   if (answers.target === 'compose') prepareDataFolders(answers.dataPath, Object.values(COMPOSE_VOLUMES))
   const r = await deploy(deployCommands(answers, files, o), runner, onStep)
   if (!r.ok) return { ...base, steps: r.steps, ok: false, stage: 'deploy', error: `Deploy failed at: ${failedStep(r.steps, 4000)}` }

@@ -1,5 +1,6 @@
-// The Compose bundle, checked by a real Compose validator (`docker-compose config`): it validates
-// with and without the air-gapped variant, and holds what a datacenter expects of it.
+// The Compose bundle, checked by the real Compose v2 (`docker compose config`): it validates with
+// and without the air-gapped variant, and holds what a datacenter expects of it. test/compose/site.test.ts
+// runs it on a real engine.
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
@@ -9,9 +10,9 @@ import { IMAGES, imageRef } from '../../config/images.js'
 import { VERSION } from '../../common/version.js'
 import { ROOT } from '../helpers/cli.js'
 import { tempDir } from '../helpers/platform.js'
-import { needs, runTool } from '../helpers/tools.js'
+import { compose, needsCompose } from '../helpers/tools.js'
 
-const skip = needs('docker-compose')
+const skip = needsCompose()
 const DIR = join(ROOT, 'compose')
 const BASE = ['-f', join(DIR, 'compose.yaml')]
 const AIRGAP = [...BASE, '-f', join(DIR, 'compose.airgap.yaml')]
@@ -43,14 +44,14 @@ function envFile(t: Test, extra: Record<string, string> = {}, drop: string[] = [
 }
 
 const config = async (env: string, files: string[], extra: Record<string, string> = {}) => {
-  const r = await runTool('docker-compose', ['--env-file', env, ...files, 'config'], { env: extra })
+  const r = await compose(['--env-file', env, ...files, 'config'], { env: extra })
   return { ...r, doc: r.code === 0 ? parse(r.stdout) : null }
 }
 
 t.test('the bundle validates, with and without the air-gapped variant', { skip }, async (t) => {
   const env = envFile(t)
   for (const files of [BASE, AIRGAP]) {
-    const r = await runTool('docker-compose', ['--env-file', env, ...files, 'config', '--quiet'])
+    const r = await compose(['--env-file', env, ...files, 'config', '--quiet'])
     t.equal(r.code, 0, r.stderr)
     t.equal(r.stderr.trim(), '', 'no warnings either')
   }
@@ -72,14 +73,26 @@ t.test('start-up order: services are healthy or done before the ones that need t
   const { doc } = await config(envFile(t), BASE)
   const s = doc.services
   for (const name of ['postgres', 'redis', 'minio', 'server']) t.ok(s[name].healthcheck?.test, `${name} has a healthcheck`)
-  t.same(s.migrate.depends_on, { postgres: { condition: 'service_healthy' } })
-  t.same(s['minio-init'].depends_on, { minio: { condition: 'service_healthy' } })
-  t.same(s.server.depends_on, {
-    migrate: { condition: 'service_completed_successfully' },
-    'minio-init': { condition: 'service_completed_successfully' },
-    redis: { condition: 'service_healthy' },
+  t.match(s.migrate.depends_on, { postgres: { condition: 'service_healthy', required: false } })
+  t.match(s['minio-init'].depends_on, { minio: { condition: 'service_healthy', required: true } })
+  t.match(s.server.depends_on, {
+    migrate: { condition: 'service_completed_successfully', required: true },
+    'minio-init': { condition: 'service_completed_successfully', required: false },
+    redis: { condition: 'service_healthy', required: false },
   })
   t.match(s.server.healthcheck.test.join(' '), /\/readyz/)
+})
+
+t.test('COMPOSE_PROFILES starts the bundled services a site uses and none of its own', { skip }, async (t) => {
+  const services = async (profiles: string) => {
+    const r = await compose(['--env-file', envFile(t, {}, ['COMPOSE_PROFILES']), ...BASE, 'config', '--services'], { env: { COMPOSE_PROFILES: profiles } })
+    t.equal(r.code, 0, r.stderr)
+    return r.stdout.trim().split('\n').sort()
+  }
+  t.same(await services('postgres,redis,s3'), ['migrate', 'minio', 'minio-init', 'postgres', 'redis', 'server'], 'all bundled (.env.example)')
+  t.same(await services('redis,s3'), ['migrate', 'minio', 'minio-init', 'redis', 'server'], 'its own PostgreSQL')
+  t.same(await services(''), ['migrate', 'server'], 'its own PostgreSQL, Redis and S3: only Atrium')
+  t.match(readFileSync(join(DIR, '.env.example'), 'utf8'), /^COMPOSE_PROFILES=postgres,redis,s3$/m, 'a hand-made .env starts with all of them')
 })
 
 t.test('the server runs hardened with the fixed container settings, and the volumes survive down -v', { skip }, async (t) => {

@@ -14,7 +14,8 @@ export interface FaultProxy {
   readonly resets: number
 }
 
-export async function faultProxy(t: Test, target: { host: string; port: number }): Promise<FaultProxy> {
+/** `listen`: the address it listens on (loopback unless a container must reach it: the engine's bridge). */
+export async function faultProxy(t: Test, target: { host: string; port: number }, listen = '127.0.0.1'): Promise<FaultProxy> {
   const pairs = new Set<[Socket, Socket]>()
   let down = false
   let resets = 0
@@ -39,7 +40,7 @@ export async function faultProxy(t: Test, target: { host: string; port: number }
     client.pipe(upstream)
     upstream.pipe(client)
   })
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  await new Promise<void>((r) => server.listen(0, listen, r))
   const port = (server.address() as { port: number }).port
   t.teardown(() => {
     for (const [a, b] of pairs) {
@@ -53,7 +54,7 @@ export async function faultProxy(t: Test, target: { host: string; port: number }
     port,
     via(url) {
       const u = new URL(url)
-      u.hostname = '127.0.0.1'
+      u.hostname = listen
       u.port = String(port)
       return u.toString()
     },

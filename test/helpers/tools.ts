@@ -1,4 +1,4 @@
-// The real Helm and Compose validator, when this machine has them. CI installs both (.ci/run), so
+// The real Helm and Compose v2, when this machine has them. CI installs both (.ci/run), so
 // there a missing tool fails the test; elsewhere (npm test on a fresh clone) the test is skipped
 // with the reason.
 import { execFile } from 'node:child_process'
@@ -22,6 +22,23 @@ export function findTool(name: string): string | null {
 export function needs(name: string): false | string {
   return findTool(name) || process.env.CI ? false : `needs ${name} (CI installs it; see .ci/run)`
 }
+
+/** Where the docker CLI looks for its plugins; Compose v2 is the plugin the installer runs as `docker compose`. */
+const PLUGIN_DIRS = [
+  join(homedir(), '.docker/cli-plugins'),
+  '/usr/local/lib/docker/cli-plugins',
+  '/usr/local/libexec/docker/cli-plugins',
+  '/usr/lib/docker/cli-plugins',
+  '/usr/libexec/docker/cli-plugins',
+]
+
+/** tap's skip option for Compose v2 (the CLI plugin), as needs() is for a tool. */
+export function needsCompose(): false | string {
+  return PLUGIN_DIRS.some((d) => existsSync(join(d, 'docker-compose'))) || process.env.CI ? false : 'needs Compose v2, the docker CLI plugin (CI builds it; see .ci/run)'
+}
+
+/** `docker compose ...`, as the installer runs it. */
+export const compose = (args: string[], opts: Parameters<typeof runTool>[2] = {}): Promise<Ran> => runTool('docker', ['compose', ...args], opts)
 
 export function runTool(name: string, args: string[], opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<Ran> {
   const file = findTool(name) ?? name

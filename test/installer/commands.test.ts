@@ -1,6 +1,6 @@
 // The commands act on the context they are given (what is written, the first tenant) and return
 // plain reports. Tools answer through a fake runner, so nothing here needs Docker or a cluster.
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -9,6 +9,7 @@ import { BadInput, configureCommand, imagesCommand, installCommand, preflightCom
 import { DEFAULT_ANSWERS, type Answers } from '../../installer/core/answers.js'
 import { contextFor, type Resolved } from '../../installer/core/context.js'
 import { EXIT } from '../../installer/core/report.js'
+import { writeChecksum } from '../../installer/deploy/airgap.js'
 import type { Runner } from '../../installer/deploy/run.js'
 import { IMAGES } from '../../config/images.js'
 import { tempDir } from '../helpers/platform.js'
@@ -116,13 +117,18 @@ t.test('images: list, a dry run, a run with each step, and bad input for what is
   t.equal(list.images.length, IMAGES.length)
   t.match(list.images[0], { ref: /:/ })
   const { runner, calls } = tools()
-  const dry = await imagesCommand('load', { images: '/media/kit.tar', dryRun: true, runner })
-  t.same(dry.commands, [{ title: 'Load the images from /media/kit.tar', command: ['docker', 'load', '--input', '/media/kit.tar'] }])
+  const kit = join(tempDir(t), 'kit.tar')
+  writeFileSync(kit, 'layers')
+  await writeChecksum(kit)
+  const dry = await imagesCommand('load', { images: kit, dryRun: true, runner })
+  t.same(dry.commands, [{ title: `Load the images from ${kit}`, command: ['docker', 'load', '--input', kit] }])
   t.same(calls, [], 'a dry run runs nothing')
-  const loaded = await imagesCommand('load', { images: '/media/kit.tar', runner })
-  t.match(loaded, { action: 'load', ok: true, exitCode: EXIT.ok, steps: [{ command: 'docker load --input /media/kit.tar', exitCode: 0, skipped: false }] })
+  const loaded = await imagesCommand('load', { images: kit, runner })
+  t.match(loaded, { action: 'load', ok: true, exitCode: EXIT.ok, steps: [{ command: `docker load --input ${kit}`, exitCode: 0, skipped: false }] })
   const failing: Runner = async (file, args) => ({ command: [file, ...args].join(' '), exitCode: 1, stdout: '', stderr: 'no space left', notFound: false, timedOut: false })
-  t.match(await imagesCommand('load', { images: '/media/kit.tar', runner: failing }), { ok: false, exitCode: EXIT.error, error: /^Failed at: docker load --input \/media\/kit\.tar\nno space left$/ })
+  t.match(await imagesCommand('load', { images: kit, runner: failing }), { ok: false, exitCode: EXIT.error, error: `Failed at: docker load --input ${kit}\nno space left` })
+  const unchecked = await imagesCommand('load', { images: '/media/kit.tar', runner })
+  t.match(unchecked, { ok: false, exitCode: EXIT.error, error: /the images tarball \/media\/kit\.tar does not exist/, steps: [] })
   const missing = await imagesCommand('save').catch((err: unknown) => err)
   t.ok(missing instanceof BadInput, 'bad input (exit 2), not an error of the installer')
   t.match(missing, { problems: ['images save needs --output FILE (the tarball to write)'] })

@@ -90,12 +90,15 @@ t.test('the other commands: support bundle, images, help, and a command that cou
   t.same(reportText({ command: 'support-bundle', exitCode: EXIT.ok, path: 's.zip', size: 10, sha256: 'ab' }).stdout, [
     "Wrote s.zip (10 bytes, sha256 ab). Secrets are redacted; send it to your vendor's support.",
   ])
-  const images = { command: 'images' as const, exitCode: EXIT.ok, action: 'push' as const, images: [], commands: [], steps: [], ok: true, error: null }
+  const images = { command: 'images' as const, exitCode: EXIT.ok, action: 'push' as const, images: [], commands: [], steps: [], ok: true, error: null, kit: null }
   t.same(reportText({ ...images, action: 'list', images: [{ name: 'x', registry: 'docker.io', repository: 'a/x', tag: '1', usedBy: ['compose'], ref: 'docker.io/a/x:1' }] }).stdout, [
     'docker.io/a/x:1',
   ])
   t.same(reportText({ ...images, commands: [{ title: 'Push', command: ['docker', 'push', 'r/a/x:1'] }] }).stdout, ['docker push r/a/x:1'])
   t.same(reportText({ ...images, ok: false, exitCode: EXIT.error, error: 'Failed at: docker push' }).stderr, ['Failed at: docker push'])
+  t.same(reportText({ ...images, action: 'save', kit: { path: '/k/a.tar', checksumFile: '/k/a.tar.sha256', sha256: 'cd', bytes: 9 } }).stdout, [
+    'Wrote /k/a.tar (9 bytes) and /k/a.tar.sha256 (sha256 cd): carry both to the site.',
+  ])
   t.same(reportText({ command: 'help', exitCode: EXIT.ok, usage: 'Atrium installer' }).stdout, ['Atrium installer'])
   t.same(reportText({ command: 'preflight', exitCode: EXIT.badInput, failure: 'bad-input', problems: ['a', 'b'] }).stderr, ['a', 'b', '(run with --help for usage)'])
   t.same(reportText({ command: null, exitCode: EXIT.error, failure: 'error', problems: ['Error: boom'] }).stderr, ['installer error: Error: boom'])

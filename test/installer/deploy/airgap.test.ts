@@ -1,23 +1,61 @@
 // The air-gap kit: the images of config/images.ts saved, loaded and pushed with the real docker
-// command lines (docker stands in as a script that records its calls: no engine runs here).
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
+// command lines (docker stands in as a script that records its calls; test/compose/site.test.ts
+// runs the kit on a real engine), and the checksum that guards every load.
+import { appendFileSync, chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { IMAGES, imageRef } from '../../../config/images.js'
-import { loadCommands, pushCommands, registryProblem, saveCommands } from '../../../installer/deploy/airgap.js'
+import { checksumPath, kitProblem, loadCommands, pushCommands, registryProblem, saveCommands, selectImages, writeChecksum } from '../../../installer/deploy/airgap.js'
 import { installer } from '../../helpers/installer.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const line = (c: { file: string; args: string[] }) => `${c.file} ${c.args.join(' ')}`
 
-t.test('save pulls every image and writes one tarball; load reads it back', async (t) => {
-  const cmds = saveCommands('/media/kit/atrium-images.tar').map(line)
+t.test('save pulls each image the engine does not hold and writes one tarball; load reads it back', async (t) => {
+  const save = saveCommands('/media/kit/atrium-images.tar')
   t.same(
-    cmds.slice(0, -1),
-    IMAGES.map((i) => `docker pull ${imageRef(i)}`),
+    save.slice(0, -1).map((c) => [line(c), Boolean(c.probe)]),
+    IMAGES.flatMap((i) => [
+      [`docker image inspect --format {{.Id}} ${imageRef(i)}`, true],
+      [`docker pull ${imageRef(i)}`, false],
+    ]),
+    'a pull only where the look-up before it fails',
   )
+  const cmds = save.map(line)
   t.equal(cmds.at(-1), `docker save --output /media/kit/atrium-images.tar ${IMAGES.map((i) => imageRef(i)).join(' ')}`)
   t.same(loadCommands('/media/kit/atrium-images.tar').map(line), ['docker load --input /media/kit/atrium-images.tar'])
+})
+
+t.test('--only picks images by name, and an unknown name is refused with the list', async (t) => {
+  t.same(
+    selectImages('atrium-server').images.map((i) => i.name),
+    ['atrium-server'],
+  )
+  t.same(
+    selectImages(' redis, atrium-server ').images.map((i) => i.name),
+    ['atrium-server', 'redis'],
+    'in list order',
+  )
+  t.equal(selectImages(undefined).images, IMAGES)
+  t.match(selectImages('atrium-server,mongo').problem, /--only takes image names from `images list` \(atrium-server, postgres/)
+  t.match(selectImages(',').problem, /--only takes/)
+})
+
+t.test('the checksum file: written beside the tarball in sha256sum format, and a load refused unless the tarball matches it', async (t) => {
+  const dir = tempDir(t)
+  const tarball = join(dir, 'atrium-images.tar')
+  t.match(await kitProblem(tarball), /does not exist/)
+  writeFileSync(tarball, 'image layers')
+  t.match(await kitProblem(tarball), /no checksum file beside it \(.*atrium-images\.tar\.sha256/)
+  const kit = await writeChecksum(tarball)
+  t.match(kit, { path: tarball, checksumFile: `${tarball}.sha256`, sha256: /^[0-9a-f]{64}$/, bytes: 12 })
+  t.equal(readFileSync(checksumPath(tarball), 'utf8'), `${kit.sha256}  atrium-images.tar\n`, 'sha256sum -c reads it')
+  t.equal(await kitProblem(tarball), null)
+  appendFileSync(tarball, '!')
+  t.match(await kitProblem(tarball), /is damaged or incomplete: its SHA-256 is [0-9a-f]{64}, atrium-images\.tar\.sha256 says [0-9a-f]{64}; copy it again/)
+  writeFileSync(checksumPath(tarball), 'not a checksum\n')
+  t.match(await kitProblem(tarball), /holds no SHA-256 checksum/)
+  rmSync(checksumPath(tarball))
 })
 
 t.test('push retags each image under the private registry, keeping its path, then pushes it', async (t) => {
@@ -40,18 +78,39 @@ t.test('the images command: list, a dry run, a real run through docker, and clea
   )
 
   const bin = tempDir(t)
-  writeFileSync(join(bin, 'docker'), `#!/bin/sh\necho "docker $*" >> "${bin}/calls.log"\n`)
+  // Holds every image (inspect succeeds) and writes what save is asked to.
+  writeFileSync(join(bin, 'docker'), `#!/bin/sh\necho "docker $*" >> "${bin}/calls.log"\n[ "$1" = save ] && echo layers > "$3"\nexit 0\n`)
   chmodSync(join(bin, 'docker'), 0o755)
   const env = { PATH: `${bin}:${process.env.PATH}` }
   const dry = await installer(['images', 'push', '--registry', 'reg.local:5000', '--dry-run'], env)
   t.equal(dry.code, 0, dry.stderr)
   t.match(dry.stdout, /^docker tag /)
-  const pushed = await installer(['images', 'push', '--registry', 'reg.local:5000', '--images', '/media/kit.tar', '--json'], env)
+  const kit = join(bin, 'kit.tar')
+  const saved = await installer(['images', 'save', '--only', 'atrium-server', '--output', kit, '--json'], env)
+  t.equal(saved.code, 0, saved.stderr)
+  const report = JSON.parse(saved.stdout)
+  t.match(report.kit, { path: kit, checksumFile: `${kit}.sha256`, bytes: 7 })
+  t.same(
+    report.steps.map((s: { command: string; skipped: boolean }) => [s.command.split(' ')[1], s.skipped]),
+    [
+      ['image', false],
+      ['pull', true],
+      ['save', false],
+    ],
+    'the held image is not pulled; only it is saved',
+  )
+  const pushed = await installer(['images', 'push', '--registry', 'reg.local:5000', '--images', kit, '--json'], env)
   t.equal(pushed.code, 0, pushed.stderr)
   t.equal(JSON.parse(pushed.stdout).ok, true)
   const calls = readFileSync(join(bin, 'calls.log'), 'utf8').trim().split('\n')
-  t.equal(calls[0], 'docker load --input /media/kit.tar')
-  t.equal(calls.length, 1 + IMAGES.length * 2, 'the dry run called nothing')
+  t.equal(calls.at(-(1 + IMAGES.length * 2)), `docker load --input ${kit}`)
+  t.equal(calls.length, 2 + 1 + IMAGES.length * 2, 'the dry run called nothing')
+  appendFileSync(kit, 'truncated copy')
+  const damaged = await installer(['images', 'load', '--images', kit], env)
+  t.equal(damaged.code, 1)
+  t.match(damaged.stderr, /is damaged or incomplete/)
+  t.equal(readFileSync(join(bin, 'calls.log'), 'utf8').trim().split('\n').length, calls.length, 'and nothing was loaded')
+  t.equal((await installer(['images', 'save', '--output', kit, '--only', 'mongo'])).code, 2, 'an unknown image is bad input')
 
   t.equal((await installer(['images', 'save'])).code, 2, 'save needs --output')
   const bad = await installer(['images', 'push', '--registry', 'http://x'])

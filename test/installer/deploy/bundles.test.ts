@@ -13,7 +13,7 @@ import { parseEnvFile } from '../../../installer/core/config-file.js'
 import { composeArgs } from '../../../installer/deploy/deploy.js'
 import { installer } from '../../helpers/installer.js'
 import { tempDir } from '../../helpers/platform.js'
-import { CHART, KUBE_VERSION, find, helmTemplate, needs, runTool } from '../../helpers/tools.js'
+import { CHART, KUBE_VERSION, find, helmTemplate, needs, needsCompose, runTool } from '../../helpers/tools.js'
 
 function answers(t: Test, lines: string[]) {
   const dir = tempDir(t)
@@ -22,7 +22,7 @@ function answers(t: Test, lines: string[]) {
   return { dir, path, out: join(dir, 'out') }
 }
 
-t.test("compose with the bundled services: the written .env passes the real validator on the installer's own command line", { skip: needs('docker-compose') }, async (t) => {
+t.test("compose with the bundled services: the written .env passes the real validator on the installer's own command line", { skip: needsCompose() }, async (t) => {
   const a = answers(t, ['target: compose', 'config:', '  PUBLIC_URL: https://atrium.example.com'])
   const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--json'])
   t.equal(r.code, 0, r.stderr)
@@ -37,11 +37,12 @@ t.test("compose with the bundled services: the written .env passes the real vali
     R2_SECRET_ACCESS_KEY: env.MINIO_ROOT_PASSWORD,
     R2_PUBLIC_ENDPOINT: 'https://atrium.example.com:9000',
     ATRIUM_DATA_PATH: `${a.dir}/data`,
+    COMPOSE_PROFILES: 'postgres,redis,s3',
   })
 
   for (const mode of ['connected', 'air-gapped'] as const) {
-    const args = composeArgs({ ...parseAnswers(readFileSync(a.path, 'utf8')).answers, mode }, envPath).slice(1) // docker-compose is `docker compose`
-    const v = await runTool('docker-compose', [...args, 'config', '--quiet'])
+    const args = composeArgs({ ...parseAnswers(readFileSync(a.path, 'utf8')).answers, mode }, envPath)
+    const v = await runTool('docker', [...args, 'config', '--quiet'])
     t.equal(v.code, 0, `${mode}: ${v.stderr}`)
   }
 })
@@ -67,6 +68,7 @@ t.test('compose with an external PostgreSQL keeps it and bundles only the rest',
   const env = parseEnvFile(readFileSync(join(a.out, '.env'), 'utf8')).values
   t.equal(env.DATABASE_URL, 'postgres://atrium:pw@db.internal:5432/atrium')
   t.equal(env.R2_ENDPOINT, 'http://minio:9000')
+  t.equal(env.COMPOSE_PROFILES, 'redis,s3', 'the bundled PostgreSQL does not start')
 })
 
 t.test('helm: the written values pass helm lint --strict and render with the Secret the installer applies', { skip: needs('helm') }, async (t) => {

@@ -18,8 +18,8 @@ t.test('versions are read from what the tools print', async (t) => {
 })
 
 t.test('each tool passes at its minimum and fails just under it', async (t) => {
-  const under = { docker: '23.99.99', compose: '2.19.9', helm: 'v3.11.99' }
-  const over = { docker: '24.0.1', compose: '2.20.1', helm: 'v3.12.1' }
+  const under = { docker: '20.9.99', compose: '2.19.9', helm: 'v3.11.99' }
+  const over = { docker: '20.10.1', compose: '2.20.1', helm: 'v3.12.1' }
   for (const tool of ['docker', 'compose', 'helm'] as const) {
     t.equal(gradeTool(tool, TOOL_MINIMUMS[tool]).status, 'pass', `${tool} at the minimum`)
     t.equal(gradeTool(tool, over[tool]).status, 'pass', `${tool} just over`)

@@ -1,0 +1,232 @@
+// A Compose site for real, on a real engine, as an air-gapped admin runs it with their own
+// PostgreSQL, Redis and S3: the air-gap kit saved with its checksum, the image removed from the
+// engine, `installer install --images` loading the kit and bringing the shipped compose.yaml up with
+// the air-gapped overlay and no pull, the first tenant and the printed sign-in working; then
+// `down` and `up` keeping every datum, and an upgrade to a newer image tag running the migration
+// service once before the new server starts. Runs where test/helpers/engine.ts finds an engine
+// (CI prepares one); elsewhere it skips and says why.
+import { readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import t, { type Test } from 'tap'
+import { imageNamed, imageRef } from '../../config/images.js'
+import { composeArgs, COMPOSE_VOLUMES } from '../../installer/deploy/deploy.js'
+import { parseAnswers } from '../../installer/core/answers.js'
+import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage } from '../helpers/engine.js'
+import { faultProxy } from '../helpers/fault-proxy.js'
+import { installer } from '../helpers/installer.js'
+import { testLicense, testVendor } from '../helpers/license.js'
+import { freePort, freshBucket, freshDatabase, services, tempDir } from '../helpers/platform.js'
+import { compose, needsCompose } from '../helpers/tools.js'
+
+const SERVER = imageNamed('atrium-server')
+/** The tag the bundle runs (ATRIUM_VERSION's default) and the kit carries. */
+const RELEASED = imageRef(SERVER)
+/** A later release: the same server with one more migration. */
+const NEXT_TAG = `${SERVER.tag}-next`
+const PROBE_MIGRATION = { version: 999, file: '0999_compose_upgrade_probe.sql', table: 'compose_upgrade_probe' }
+
+const found = await engine()
+const skip = 'skip' in found ? found.skip : needsCompose()
+if (!skip) t.setTimeout(900_000)
+
+/** host:port of a URL, as the proxy needs it. */
+const target = (url: string) => {
+  const u = new URL(url)
+  return { host: u.hostname, port: Number(u.port) }
+}
+
+/**
+ * The bundle's volumes and project have fixed names (one Atrium per engine). Leftovers of an
+ * earlier run of this test (volumes bound under the temp folder) are removed; anything else is a
+ * real site, which the test must not touch.
+ */
+async function engineFreeForASite(): Promise<string | null> {
+  for (const name of Object.keys(COMPOSE_VOLUMES)) {
+    const v = await docker(['volume', 'inspect', '--format', '{{index .Options "device"}}', name])
+    if (v.code !== 0) continue
+    if (!v.stdout.trim().startsWith(join(tmpdir(), 'atrium-test-'))) return `the engine holds the volume ${name} of a real site (${v.stdout.trim()})`
+  }
+  await docker(['compose', '--project-name', 'atrium', 'down', '--remove-orphans', '--timeout', '5'], 120_000)
+  await docker(['volume', 'rm', '--force', ...Object.keys(COMPOSE_VOLUMES)])
+  return null
+}
+
+interface Container {
+  Service: string
+  State: string
+  ExitCode: number
+  ID: string
+}
+async function containers(args: string[]): Promise<Container[]> {
+  const r = await compose([...args.slice(1), 'ps', '--all', '--format', 'json'])
+  return r.stdout
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Container)
+}
+async function times(id: string): Promise<{ started: number; finished: number }> {
+  const [started, finished] = (await docker(['inspect', '--format', '{{.State.StartedAt}} {{.State.FinishedAt}}', id])).stdout.trim().split(' ')
+  return { started: Date.parse(started!), finished: Date.parse(finished!) }
+}
+
+t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upgrade', { skip }, async (t: Test) => {
+  const base = 'base' in found ? found.base : ''
+  const { step } = stepTimer(t, 'timings')
+  const busy = await engineFreeForASite()
+  if (busy) return t.fail(`${busy}; this test installs a site under the same names`)
+
+  const dir = tempDir(t)
+  const vendor = testVendor()
+  const built = await step('docker build', () => buildImage(t, base, 'atrium-server:test'))
+  if ('error' in built) return t.fail(built.error)
+  await step('the release image (trusting the test vendor)', () => trustingImage(t, built.image, vendor, RELEASED))
+  t.teardown(() => docker(['image', 'rm', '--force', RELEASED, `${SERVER.registry}/${SERVER.repository}:${NEXT_TAG}`]))
+
+  // The kit: saved with its checksum, then the image is gone from the engine as on a site that never had it.
+  const kit = join(dir, 'atrium-images.tar')
+  const saved = await step('images save', () => installer(['images', 'save', '--only', 'atrium-server', '--output', kit, '--json']))
+  t.equal(saved.code, 0, saved.stderr)
+  const kitReport = JSON.parse(saved.stdout) as { kit: { sha256: string; bytes: number }; steps: { command: string; skipped: boolean }[] }
+  t.match(readFileSync(`${kit}.sha256`, 'utf8'), new RegExp(`^${kitReport.kit.sha256}  atrium-images\\.tar\\n$`), 'the checksum file is beside it')
+  t.ok(
+    kitReport.steps.some((s) => s.command.startsWith('docker pull') && s.skipped),
+    'the image this engine holds is not pulled',
+  )
+  t.comment(`kit: ${Math.round(kitReport.kit.bytes / 1e6)} MB`)
+  t.equal((await docker(['image', 'rm', RELEASED])).code, 0, 'the image is removed from the engine')
+  t.not((await docker(['image', 'inspect', RELEASED])).code, 0, 'and is not there')
+
+  // The site's own services, where containers reach them: on the engine's bridge, in front of the test's.
+  const gateway = await bridgeGateway()
+  const [db, redis, s3] = await Promise.all([
+    faultProxy(t, target(await freshDatabase(t)), gateway),
+    faultProxy(t, target(services.redisUrl), gateway),
+    faultProxy(t, target(services.s3Endpoint), gateway),
+  ])
+  const databaseUrl = db.via(await freshDatabase(t))
+  const port = await freePort()
+  const api = `http://127.0.0.1:${port}`
+  const answers = join(dir, 'answers.yaml')
+  writeFileSync(
+    answers,
+    [
+      'target: compose',
+      'mode: air-gapped',
+      `dataPath: ${join(dir, 'data')}`,
+      `outputDir: ${join(dir, 'out')}`,
+      'tenantName: Compose Site',
+      'adminEmail: admin@example.com',
+      'config:',
+      `  PORT: "${port}"`,
+      `  PUBLIC_URL: "${api}"`,
+      '  DATABASE_URL: { env: SITE_DATABASE_URL }',
+      `  REDIS_URL: "${redis.via(services.redisUrl)}"`,
+      `  R2_ENDPOINT: "${s3.via(services.s3Endpoint).replace(/\/$/, '')}"`,
+      `  R2_BUCKET: "${await freshBucket(t)}"`,
+      `  R2_ACCESS_KEY_ID: "${services.s3AccessKey}"`,
+      '  R2_SECRET_ACCESS_KEY: { env: SITE_S3_SECRET }',
+      '  LICENSE_KEY: { env: SITE_LICENSE_KEY }',
+      `  OUTBOUND_ALLOWED_NETWORKS: "${gateway}/32"`,
+    ].join('\n') + '\n',
+  )
+  const env = { SITE_DATABASE_URL: databaseUrl, SITE_S3_SECRET: services.s3SecretKey, SITE_LICENSE_KEY: await testLicense(vendor) }
+  const args = composeArgs(parseAnswers(readFileSync(answers, 'utf8')).answers, join(dir, 'out', '.env'))
+  t.teardown(async () => {
+    await docker([...args, 'down', '--remove-orphans', '--timeout', '10'], 120_000)
+    await docker(['volume', 'rm', '--force', ...Object.keys(COMPOSE_VOLUMES)])
+  })
+
+  // The install: the installer trusts only the shipped license key (the server in the image trusts
+  // the test's), and this machine is smaller than production asks (2 cores, under 100 GB free);
+  // every other check (services, tools, ports) must pass.
+  const installed = await step('installer install', () => installer(['install', '--answers', answers, '--yes', '--images', kit, '--ignore-failed-checks', '--json'], env))
+  const report = JSON.parse(installed.stdout || '{}') as {
+    exitCode: number
+    error: string | null
+    checks: { id: string; status: string }[]
+    steps: { command: string; exitCode: number | null }[]
+    firstAdmin: { email: string; password: string; apiKey: string; tenantId: string } | null
+    summary: string[]
+  }
+  if (installed.code !== 0) {
+    const logs = await docker([...args, 'logs', '--no-color', '--tail', '60'])
+    return t.fail(`install failed (exit ${installed.code}): ${report.error ?? installed.stderr}\n${logs.stdout.slice(-4000)}`)
+  }
+  const failed = report.checks.filter((c) => c.status === 'fail').map((c) => c.id)
+  t.same(
+    failed.filter((id) => !['cpu', 'memory', 'disk', 'license'].includes(id)),
+    [],
+    `only the machine's size and the shipped-key license fail (${failed.join(', ')})`,
+  )
+  const commands = report.steps.map((s) => s.command)
+  t.ok(commands[0]?.startsWith(`docker load --input ${kit}`), 'the kit is loaded first')
+  t.ok(
+    commands.some((c) => c.includes('/compose.airgap.yaml ') && c.includes(' up ') && c.endsWith('--pull never')),
+    'up with the air-gapped overlay, never pulling',
+  )
+  const ran = await containers(args)
+  t.same(ran.map((c) => c.Service).sort(), ['migrate', 'server'], 'the site has its own PostgreSQL, Redis and S3: no bundled one started')
+  t.match(
+    ran.find((c) => c.Service === 'migrate'),
+    { State: 'exited', ExitCode: 0 },
+  )
+  const airGapped = (await docker([...args, 'exec', '-T', 'server', 'node', '-e', 'console.log(process.env.AIR_GAPPED)'])).stdout.trim()
+  t.equal(airGapped, 'true', 'the server runs air-gapped')
+
+  // The first tenant as the summary prints it: the sign-in and the key work.
+  const admin = report.firstAdmin!
+  t.ok(
+    report.summary.some((l) => l.includes(admin.password)),
+    'the summary shows the password once',
+  )
+  const login = async () =>
+    (await fetch(`${api}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: admin.email, password: admin.password }) })).status
+  t.equal(await login(), 200, 'the printed email and password sign in')
+  const auth = { authorization: `Bearer ${admin.apiKey}`, 'content-type': 'application/json' }
+  const made = await fetch(`${api}/api/v1/projects`, { method: 'POST', headers: auth, body: JSON.stringify({ name: 'Kept across restarts', language: 'typescript' }) })
+  t.equal(made.status, 201, 'the printed API key works')
+  const listed = async () => ((await (await fetch(`${api}/api/v1/projects`, { headers: auth })).json()) as { data: { name: string }[] }).data.map((p) => p.name)
+
+  // down and up: every datum kept, nothing applied twice.
+  const down = await step('down', () => docker([...args, 'down', '--timeout', '30'], 120_000))
+  t.equal(down.code, 0, down.stderr)
+  t.same(await containers(args), [], 'down removed the containers')
+  const up = await step('up again', () => runUp(args))
+  t.equal(up.code, 0, up.stderr)
+  t.same(await listed(), ['Kept across restarts'], 'the project is still there')
+  t.equal(await login(), 200, 'the admin still signs in')
+  t.match((await docker([...args, 'logs', '--no-color', 'migrate'])).stdout, /\{"applied":\[\]\}/, 'the migration service found nothing to do')
+
+  // An upgrade: a newer tag with one more migration. The migration service runs it once, and the
+  // new server starts only after it finished.
+  const next = tempDir(t)
+  writeFileSync(join(next, PROBE_MIGRATION.file), `create table ${PROBE_MIGRATION.table} (id integer primary key);\n`)
+  writeFileSync(join(next, 'Dockerfile'), `FROM ${RELEASED}\nCOPY ${PROBE_MIGRATION.file} /app/server/platform/migrations/\n`)
+  t.equal((await docker(['build', '-t', `${SERVER.registry}/${SERVER.repository}:${NEXT_TAG}`, next], 120_000)).code, 0, 'the newer image builds')
+  const before = (await containers(args)).find((c) => c.Service === 'server')!
+  const upgraded = await step('upgrade', () => runUp(args, { ATRIUM_VERSION: NEXT_TAG }))
+  t.equal(upgraded.code, 0, upgraded.stderr)
+  const after = await containers(args)
+  const migrate = after.filter((c) => c.Service === 'migrate')
+  const server = after.find((c) => c.Service === 'server')!
+  t.equal(migrate.length, 1, 'one migration container')
+  t.match(migrate[0], { State: 'exited', ExitCode: 0 })
+  t.not(server.ID, before.ID, 'the server was replaced')
+  const migrateLog = (await docker(['logs', migrate[0]!.ID])).stdout
+  t.match(migrateLog, new RegExp(`\\{"applied":\\[${PROBE_MIGRATION.version}\\]\\}`), 'the new migration was applied')
+  t.equal((await docker(['inspect', '--format', '{{.RestartCount}}', migrate[0]!.ID])).stdout.trim(), '0', 'once')
+  const [m, s] = [await times(migrate[0]!.ID), await times(server.ID)]
+  t.ok(s.started >= m.finished, `the server started after the migration finished (${(s.started - m.finished) / 1000} s later)`)
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  t.teardown(() => sql.end())
+  t.same(await sql`select version from atrium_migrations where version = ${PROBE_MIGRATION.version}`, [{ version: PROBE_MIGRATION.version }], 'recorded once')
+  t.same(await listed(), ['Kept across restarts'], 'and the data is still there after the upgrade')
+})
+
+/** `up --wait` as the installer runs it, with extra variables (ATRIUM_VERSION for an upgrade). */
+function runUp(args: string[], env: Record<string, string> = {}) {
+  return compose([...args.slice(1), 'up', '--detach', '--wait', '--wait-timeout', '300', '--pull', 'never'], { env, timeoutMs: 360_000 })
+}

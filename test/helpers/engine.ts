@@ -1,0 +1,131 @@
+// The container engine for the tests that run the real image (test/image.test.ts, test/compose/):
+// whether this machine has one (CI prepares it with .ci/engine.sh), the image built from the
+// Dockerfile, and the ways a container reaches the test's services. Elsewhere those tests skip and
+// say why.
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Test } from 'tap'
+import type { Ran } from './cli.js'
+import type { Vendor } from './license.js'
+import { services, tempDir } from './platform.js'
+import { runTool } from './tools.js'
+
+/** What .ci/engine.sh names its base images. */
+const BASE_REPOSITORY = 'atrium-node-base'
+
+export const docker = (args: string[], timeoutMs = 60_000): Promise<Ran> => runTool('docker', args, { timeoutMs })
+
+/** Why this machine cannot run the engine tests, or the base image to build on. */
+export async function engine(): Promise<{ skip: string } | { base: string }> {
+  if (process.env.TEST_ENGINE_UNAVAILABLE) return { skip: `no container engine: ${process.env.TEST_ENGINE_UNAVAILABLE}` }
+  const info = await docker(['info', '--format', '{{.ServerVersion}}'], 15_000)
+  if (info.code !== 0) return { skip: `no container engine: \`docker info\` failed (${(info.stderr.trim().split('\n')[0] ?? '') || `exit ${info.code}`}); bash .ci/engine.sh prepares one` }
+  let base = process.env.TEST_NODE_IMAGE ?? ''
+  if (!base) {
+    const found = await docker(['image', 'ls', BASE_REPOSITORY, '--format', '{{.Repository}}:{{.Tag}}'])
+    base = found.stdout.split('\n')[0]?.trim() ?? ''
+    if (!base) return { skip: `no base image: TEST_NODE_IMAGE is not set and the engine has no ${BASE_REPOSITORY} image (bash .ci/engine.sh makes one)` }
+  } else if ((await docker(['image', 'inspect', base])).code !== 0) return { skip: `the base image TEST_NODE_IMAGE=${base} is not in the engine (bash .ci/engine.sh makes it)` }
+  const missing = Object.entries({ TEST_DATABASE_URL: services.databaseUrl, TEST_REDIS_URL: services.redisUrl, TEST_S3_ENDPOINT: services.s3Endpoint }).filter(([, v]) => !v)
+  if (missing.length) return { skip: `the image runs in production mode, which needs PostgreSQL, Redis and S3: set ${missing.map(([k]) => k).join(', ')}` }
+  return { base }
+}
+
+const LOCK = join(tmpdir(), 'atrium-image-build.lock')
+/** A lock older than this is left over from a killed run. */
+const STALE_MS = 15 * 60_000
+
+/** One image build at a time on this machine: a second test file's build then reuses every cached layer instead of repeating npm ci beside the first. */
+async function withBuildLock<T>(fn: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      mkdirSync(LOCK)
+      break
+    } catch {
+      const age = (() => {
+        try {
+          return Date.now() - statSync(LOCK).mtimeMs
+        } catch {
+          return 0
+        }
+      })()
+      if (age > STALE_MS) rmSync(LOCK, { recursive: true, force: true })
+      await new Promise((r) => setTimeout(r, 500))
+    }
+  }
+  try {
+    return await fn()
+  } finally {
+    rmSync(LOCK, { recursive: true, force: true })
+  }
+}
+
+/** `docker build` of the repository's Dockerfile on the base image: the image's id, or the build's output. */
+export async function buildImage(t: Test, base: string, tag: string): Promise<{ image: string } | { error: string }> {
+  const iid = join(tempDir(t), 'iid')
+  const build = await withBuildLock(() => docker(['build', '--build-arg', `NODE_IMAGE=${base}`, '--iidfile', iid, '-t', tag, '.'], 480_000))
+  if (build.code !== 0) return { error: `docker build failed:\n${build.stdout.slice(-3000)}\n${build.stderr.slice(-3000)}` }
+  // Containers run the image this build made (its id), whatever another run tags meanwhile.
+  return { image: readFileSync(iid, 'utf8').trim() }
+}
+
+/** The module the image reads its trusted license keys from (licenses/keys.ts, built). */
+export const KEYS_PATH = '/app/licenses/keys.js'
+
+/** keys.js trusting the test's vendor, to mount or copy over KEYS_PATH. */
+export function trustedKeysModule(dir: string, vendor: Vendor): string {
+  const path = join(dir, 'keys.js')
+  writeFileSync(path, `export const TRUSTED_KEYS = ${JSON.stringify(vendor.keys)}\n`, { mode: 0o644 })
+  return path
+}
+
+/**
+ * The image with the test vendor's public key in place of the shipped one, tagged `tag`: production
+ * refuses to start without a license, and nobody holds the shipped key's private half. Used where
+ * the test cannot mount a file into the container itself (Compose runs the bundle as shipped).
+ */
+export async function trustingImage(t: Test, image: string, vendor: Vendor, tag: string): Promise<void> {
+  const dir = tempDir(t)
+  trustedKeysModule(dir, vendor)
+  writeFileSync(join(dir, 'Dockerfile'), `FROM ${image}\nCOPY keys.js ${KEYS_PATH}\n`)
+  const r = await docker(['build', '-t', tag, dir], 120_000)
+  if (r.code !== 0) throw new Error(`docker build of the trusting image failed: ${r.stderr}`)
+}
+
+/**
+ * The host's address on the engine's default bridge: containers reach a listener there (their
+ * loopback is their own). The bridge's IPAM does not always name its gateway (engine 20.10
+ * does not), so it is the host's own address inside the bridge's subnet.
+ */
+export async function bridgeGateway(): Promise<string> {
+  const r = await docker(['network', 'inspect', 'bridge', '--format', '{{(index .IPAM.Config 0).Subnet}}'])
+  const [net, bits] = r.stdout.trim().split('/')
+  if (r.code !== 0 || !net || !bits) throw new Error(`the engine's bridge network has no subnet: ${r.stderr || r.stdout}`)
+  const toInt = (ip: string) => ip.split('.').reduce((n, o) => n * 256 + Number(o), 0)
+  const mask = Number(bits) === 0 ? 0 : (0xffffffff << (32 - Number(bits))) >>> 0
+  // `ip`, not os.networkInterfaces(): that leaves out a bridge that is down (no container on it yet).
+  const addresses = [...(await runTool('ip', ['-4', '-o', 'addr', 'show'])).stdout.matchAll(/ inet (\d+\.\d+\.\d+\.\d+)\//g)].map((m) => m[1]!)
+  const inside = addresses.find((a) => (toInt(a) & mask) >>> 0 === (toInt(net) & mask) >>> 0)
+  if (!inside) throw new Error(`no address of this host inside the engine's bridge subnet ${net}/${bits}`)
+  return inside
+}
+
+export const seconds = (since: number) => Math.round((performance.now() - since) / 100) / 10
+
+/** Times named steps and prints them all when the test ends: `step(name, fn)`, or `record(line)` for one measured otherwise. */
+export function stepTimer(t: Test, heading: string) {
+  const timings: string[] = []
+  t.teardown(() => t.comment(`${heading}: ${timings.join('; ')}`))
+  return {
+    record: (line: string) => timings.push(line),
+    async step<T>(name: string, fn: () => Promise<T>): Promise<T> {
+      const started = performance.now()
+      try {
+        return await fn()
+      } finally {
+        timings.push(`${name}: ${seconds(started)} s`)
+      }
+    },
+  }
+}
