@@ -135,7 +135,6 @@ build_base() {
   local tag=$1 mirror rootfs downloads node_tgz npm_tgz
   mirror=${DEBIAN_MIRROR:-$(debian_mirror)}
   [ -n "$mirror" ] || die "no $SUITE mirror in /etc/apt/sources.list*; set DEBIAN_MIRROR"
-  command -v debootstrap >/dev/null || die "debootstrap is not installed"
   as_root debootstrap
   rootfs=$(mktemp -d /var/tmp/atrium-rootfs.XXXXXX)
   downloads=$(mktemp -d /var/tmp/atrium-node.XXXXXX)

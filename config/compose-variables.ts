@@ -7,8 +7,7 @@
  * Atrium at it: a site whose setting names its own service runs without that profile.
  */
 export const PROFILE_SETTINGS = { postgres: 'DATABASE_URL', redis: 'REDIS_URL', s3: 'R2_ENDPOINT' } as const
-export type BundledProfile = keyof typeof PROFILE_SETTINGS
-export const BUNDLED_PROFILES = Object.keys(PROFILE_SETTINGS) as BundledProfile[]
+export const BUNDLED_PROFILES = Object.keys(PROFILE_SETTINGS) as (keyof typeof PROFILE_SETTINGS)[]
 
 /** Variables the Compose bundle itself reads from .env, besides Atrium's settings (isSecret says which are secret). */
 export const COMPOSE_VARIABLES: Record<string, { description: string; example: string }> = {

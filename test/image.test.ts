@@ -10,11 +10,10 @@ import t, { type Test } from 'tap'
 import { parse } from 'yaml'
 import { CONTAINER_CLI, CONTAINER_FIXED } from '../config/bundles.js'
 import { halfSentPost, ROOT } from './helpers/cli.js'
-import { buildImage, docker, engine, KEYS_PATH, seconds, stepTimer, trustedKeysModule } from './helpers/engine.js'
+import { buildImage, docker, engine, seconds, stepTimer, TEST_IMAGE, trustingImage } from './helpers/engine.js'
 import { testLicense, testVendor } from './helpers/license.js'
 import { freePort, freshBucket, freshDatabase, services, suffix, tempDir } from './helpers/platform.js'
 
-const IMAGE = 'atrium-server:test'
 /** `docker stop -t`: shorter than both the chart's terminationGracePeriodSeconds and Compose's stop_grace_period (40 s). */
 const GRACE_SECONDS = 20
 
@@ -57,20 +56,22 @@ t.test('the image builds, migrates, serves hardened, runs the admin CLI inside a
   const { step, record } = stepTimer(t, `timings (base ${base})`)
 
   const dir = tempDir(t)
-  const built = await step('docker build', () => buildImage(t, base, IMAGE))
+  const built = await step('docker build', () => buildImage(t, base))
   if ('error' in built) return t.fail(built.error)
   const { image } = built
   const [size, user] = (await docker(['image', 'inspect', image, '--format', '{{.Size}} {{.Config.User}}'])).stdout.trim().split(' ')
   t.equal(user, '10001:10001', 'the image runs as uid 10001')
-  t.comment(`image ${IMAGE}: ${Math.round(Number(size) / 1e6)} MB`)
+  t.comment(`image ${TEST_IMAGE}: ${Math.round(Number(size) / 1e6)} MB`)
 
   const flags = hardening(t)
   const databaseUrl = await freshDatabase(t)
   const port = await freePort()
   const vendor = testVendor()
   // The image trusts only the vendor's shipped key, whose private half exists nowhere; the test is
-  // its own vendor and puts its public key where the image reads the trusted keys, nothing else.
-  const keys = trustedKeysModule(dir, vendor)
+  // its own vendor, and its containers run the image with its public key in place of that one.
+  const trusting = `${TEST_IMAGE}-trusting`
+  await trustingImage(t, image, vendor, trusting)
+  t.teardown(() => docker(['image', 'rm', '--force', trusting]))
   const env = {
     ...CONTAINER_FIXED, // as the bundles run it (migrations by the migrate command)
     PORT: String(port), // on the host network: a free port rather than 8080, which the host may use
@@ -93,18 +94,18 @@ t.test('the image builds, migrates, serves hardened, runs the admin CLI inside a
       .join(''),
     { mode: 0o600 },
   )
-  const run = [...flags, '--network', 'host', '-v', `${keys}:${KEYS_PATH}:ro`, '--env-file', envFile]
+  const run = [...flags, '--network', 'host', '--env-file', envFile]
 
-  const migrated = await step('migrate', () => docker(['run', '--rm', ...run, image, 'migrate']))
+  const migrated = await step('migrate', () => docker(['run', '--rm', ...run, trusting, 'migrate']))
   t.equal(migrated.code, 0, `migrate: ${migrated.stderr}`)
   t.ok((JSON.parse(migrated.stdout) as { applied: number[] }).applied.length > 0, 'the migrations are applied by the image')
-  const again = await docker(['run', '--rm', ...run, image, 'migrate'])
+  const again = await docker(['run', '--rm', ...run, trusting, 'migrate'])
   t.same(JSON.parse(again.stdout), { applied: [] }, 'a second run has nothing to do')
 
   const name = `atrium-image-test-${suffix()}`
   t.teardown(() => docker(['rm', '--force', '--volumes', name]))
   const serving = performance.now()
-  const started = await docker(['run', '--detach', '--name', name, ...run, image])
+  const started = await docker(['run', '--detach', '--name', name, ...run, trusting])
   t.equal(started.code, 0, `docker run --detach: ${started.stderr}`)
   const api = `http://127.0.0.1:${port}`
   const ready = await step('start to /readyz 200', async () => {

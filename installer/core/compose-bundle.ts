@@ -83,8 +83,9 @@ export function renderBundleSection(variables: Record<string, string>): string {
   const lines = ['', '# --- the Compose bundle (compose/.env.example) ---']
   for (const [name, v] of Object.entries(COMPOSE_VARIABLES)) {
     const value = variables[name]
-    // An empty COMPOSE_PROFILES is written: it says this site runs none of the bundled services.
-    if (value === undefined || (value === '' && name !== 'COMPOSE_PROFILES')) continue
+    // Only variables this site sets are here, and only COMPOSE_PROFILES may be empty: written so, it
+    // says the site runs none of the bundled services.
+    if (value === undefined) continue
     lines.push(`# ${v.description}`, `${name}=${value}`)
   }
   return lines.join('\n') + '\n'

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url'
 import { CONTAINER_CLI } from '../../config/bundles.js'
 import type { Answers } from '../core/answers.js'
 import type { ConfigFiles } from '../core/context.js'
+import { loadCommands } from './airgap.js'
 import type { CommandResult, Runner } from './run.js'
 
 /** Where the bundles sit in this package (DESIGN.md: compose/ and charts/atrium). */
@@ -35,7 +36,7 @@ export interface DeployOptions {
   registry?: string
 }
 
-const COMPOSE_PROJECT = 'atrium'
+export const COMPOSE_PROJECT = 'atrium'
 const WAIT = 15 * 60_000
 
 /** The Compose bundle's external volumes, each bound to a folder under the data path (the disk preflight measured). */
@@ -62,7 +63,7 @@ function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target:
   ])
   const pull = answers.mode === 'air-gapped' ? ['--pull', 'never'] : []
   return [
-    ...(o.imagesTarball ? [{ file: 'docker', args: ['load', '--input', resolve(o.imagesTarball)], title: 'Load the images from the tarball', timeoutMs: WAIT }] : []),
+    ...(o.imagesTarball ? loadCommands(o.imagesTarball) : []),
     { file: 'docker', args: [...compose, 'config', '--quiet'], title: 'Validate the Compose files with the configuration' },
     ...volumes,
     {

@@ -118,9 +118,14 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
   /** Tells the streams that `batch` is written (numbered `last` at most): live ones get what was not sent yet. */
   const written = (batch: LoggedEvent[], last: number) => {
     if (!o.live) return void publish(writtenMessage(last))
-    const late = batch.filter((e) => !sentEarly.has(e.seq!))
-    const kept = batch.some((e) => sentEarly.get(e.seq!))
-    for (const e of batch) sentEarly.delete(e.seq!)
+    const late: LoggedEvent[] = []
+    let kept = false
+    for (const e of batch) {
+      const early = sentEarly.get(e.seq!)
+      if (early === undefined) late.push(e)
+      else kept ||= early
+      sentEarly.delete(e.seq!)
+    }
     if (late.length) live(late, false)
     // A stream elsewhere lacks the events kept here: the number has it read them (rather than hold the late ones for want of them).
     if (!late.length || kept) publish(writtenMessage(last))

@@ -11,20 +11,21 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { imageNamed, imageRef } from '../../config/images.js'
-import { composeArgs, COMPOSE_VOLUMES } from '../../installer/deploy/deploy.js'
+import { composeArgs, COMPOSE_PROJECT, COMPOSE_VOLUMES } from '../../installer/deploy/deploy.js'
 import { parseAnswers } from '../../installer/core/answers.js'
 import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage } from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { installer } from '../helpers/installer.js'
 import { testLicense, testVendor } from '../helpers/license.js'
 import { freePort, freshBucket, freshDatabase, services, tempDir } from '../helpers/platform.js'
-import { compose, needsCompose } from '../helpers/tools.js'
+import { needsCompose, runTool } from '../helpers/tools.js'
 
 const SERVER = imageNamed('atrium-server')
 /** The tag the bundle runs (ATRIUM_VERSION's default) and the kit carries. */
 const RELEASED = imageRef(SERVER)
 /** A later release: the same server with one more migration. */
 const NEXT_TAG = `${SERVER.tag}-next`
+const NEXT = imageRef({ ...SERVER, tag: NEXT_TAG })
 const PROBE_MIGRATION = { version: 999, file: '0999_compose_upgrade_probe.sql', table: 'compose_upgrade_probe' }
 
 const found = await engine()
@@ -35,6 +36,12 @@ if (!skip) t.setTimeout(900_000)
 const target = (url: string) => {
   const u = new URL(url)
   return { host: u.hostname, port: Number(u.port) }
+}
+
+/** The site's containers, network and volumes gone (--volumes: the containers' anonymous ones; Compose never removes external volumes, hence the rm). */
+async function removeSite(): Promise<void> {
+  await docker(['compose', '--project-name', COMPOSE_PROJECT, 'down', '--volumes', '--remove-orphans', '--timeout', '10'], 120_000)
+  await docker(['volume', 'rm', '--force', ...Object.keys(COMPOSE_VOLUMES)])
 }
 
 /**
@@ -48,8 +55,7 @@ async function engineFreeForASite(): Promise<string | null> {
     if (v.code !== 0) continue
     if (!v.stdout.trim().startsWith(join(tmpdir(), 'atrium-test-'))) return `the engine holds the volume ${name} of a real site (${v.stdout.trim()})`
   }
-  await docker(['compose', '--project-name', 'atrium', 'down', '--remove-orphans', '--timeout', '5'], 120_000)
-  await docker(['volume', 'rm', '--force', ...Object.keys(COMPOSE_VOLUMES)])
+  await removeSite()
   return null
 }
 
@@ -60,7 +66,7 @@ interface Container {
   ID: string
 }
 async function containers(args: string[]): Promise<Container[]> {
-  const r = await compose([...args.slice(1), 'ps', '--all', '--format', 'json'])
+  const r = await docker([...args, 'ps', '--all', '--format', 'json'])
   return r.stdout
     .trim()
     .split('\n')
@@ -77,13 +83,22 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   const { step } = stepTimer(t, 'timings')
   const busy = await engineFreeForASite()
   if (busy) return t.fail(`${busy}; this test installs a site under the same names`)
+  // The image's VOLUME gives the migration containers anonymous volumes, which a recreate (the
+  // upgrade) leaves behind and `down -v` does not find: the ones this test left are removed too.
+  const dangling = async () => (await docker(['volume', 'ls', '--quiet', '--filter', 'dangling=true'])).stdout.split('\n').filter(Boolean)
+  const danglingBefore = new Set(await dangling())
+  t.teardown(async () => {
+    await removeSite()
+    const left = (await dangling()).filter((v) => !danglingBefore.has(v))
+    if (left.length) await docker(['volume', 'rm', ...left])
+  })
 
   const dir = tempDir(t)
   const vendor = testVendor()
-  const built = await step('docker build', () => buildImage(t, base, 'atrium-server:test'))
+  const built = await step('docker build', () => buildImage(t, base))
   if ('error' in built) return t.fail(built.error)
   await step('the release image (trusting the test vendor)', () => trustingImage(t, built.image, vendor, RELEASED))
-  t.teardown(() => docker(['image', 'rm', '--force', RELEASED, `${SERVER.registry}/${SERVER.repository}:${NEXT_TAG}`]))
+  t.teardown(() => docker(['image', 'rm', '--force', RELEASED, NEXT]))
 
   // The kit: saved with its checksum, then the image is gone from the engine as on a site that never had it.
   const kit = join(dir, 'atrium-images.tar')
@@ -131,10 +146,6 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   )
   const env = { SITE_DATABASE_URL: databaseUrl, SITE_S3_SECRET: services.s3SecretKey, SITE_LICENSE_KEY: await testLicense(vendor) }
   const args = composeArgs(parseAnswers(readFileSync(answers, 'utf8')).answers, join(dir, 'out', '.env'))
-  t.teardown(async () => {
-    await docker([...args, 'down', '--remove-orphans', '--timeout', '10'], 120_000)
-    await docker(['volume', 'rm', '--force', ...Object.keys(COMPOSE_VOLUMES)])
-  })
 
   // The install: the installer trusts only the shipped license key (the server in the image trusts
   // the test's), and this machine is smaller than production asks (2 cores, under 100 GB free);
@@ -187,8 +198,8 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   t.equal(made.status, 201, 'the printed API key works')
   const listed = async () => ((await (await fetch(`${api}/api/v1/projects`, { headers: auth })).json()) as { data: { name: string }[] }).data.map((p) => p.name)
 
-  // down and up: every datum kept, nothing applied twice.
-  const down = await step('down', () => docker([...args, 'down', '--timeout', '30'], 120_000))
+  // down -v and up: every datum kept (the volumes are external, which down -v never removes), nothing applied twice.
+  const down = await step('down -v', () => docker([...args, 'down', '--volumes', '--timeout', '30'], 120_000))
   t.equal(down.code, 0, down.code ? down.stderr : 'down')
   t.same(await containers(args), [], 'down removed the containers')
   const up = await step('up again', () => runUp(args))
@@ -202,7 +213,7 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   const next = tempDir(t)
   writeFileSync(join(next, PROBE_MIGRATION.file), `create table ${PROBE_MIGRATION.table} (id integer primary key);\n`)
   writeFileSync(join(next, 'Dockerfile'), `FROM ${RELEASED}\nCOPY ${PROBE_MIGRATION.file} /app/server/platform/migrations/\n`)
-  t.equal((await docker(['build', '-t', `${SERVER.registry}/${SERVER.repository}:${NEXT_TAG}`, next], 120_000)).code, 0, 'the newer image builds')
+  t.equal((await docker(['build', '-t', NEXT, next], 120_000)).code, 0, 'the newer image builds')
   const before = (await containers(args)).find((c) => c.Service === 'server')!
   const upgraded = await step('upgrade', () => runUp(args, { ATRIUM_VERSION: NEXT_TAG }))
   t.equal(upgraded.code, 0, upgraded.code ? upgraded.stderr : 'up with the newer tag')
@@ -225,5 +236,5 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
 
 /** `up --wait` as the installer runs it, with extra variables (ATRIUM_VERSION for an upgrade). */
 function runUp(args: string[], env: Record<string, string> = {}) {
-  return compose([...args.slice(1), 'up', '--detach', '--wait', '--wait-timeout', '300', '--pull', 'never'], { env, timeoutMs: 360_000 })
+  return runTool('docker', [...args, 'up', '--detach', '--wait', '--wait-timeout', '300', '--pull', 'never'], { env, timeoutMs: 360_000 })
 }

@@ -13,6 +13,8 @@ import { runTool } from './tools.js'
 
 /** What .ci/engine.sh names its base images. */
 const BASE_REPOSITORY = 'atrium-node-base'
+/** The tag the image tests build the Dockerfile under (.ci/run builds it first, so theirs is a cache hit). */
+export const TEST_IMAGE = 'atrium-server:test'
 
 export const docker = (args: string[], timeoutMs = 60_000): Promise<Ran> => runTool('docker', args, { timeoutMs })
 
@@ -61,34 +63,25 @@ async function withBuildLock<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** `docker build` of the repository's Dockerfile on the base image: the image's id, or the build's output. */
-export async function buildImage(t: Test, base: string, tag: string): Promise<{ image: string } | { error: string }> {
+/** `docker build` of the repository's Dockerfile on the base image, as TEST_IMAGE: the image's id, or the build's output. */
+export async function buildImage(t: Test, base: string): Promise<{ image: string } | { error: string }> {
   const iid = join(tempDir(t), 'iid')
-  const build = await withBuildLock(() => docker(['build', '--build-arg', `NODE_IMAGE=${base}`, '--iidfile', iid, '-t', tag, '.'], 480_000))
+  const build = await withBuildLock(() => docker(['build', '--build-arg', `NODE_IMAGE=${base}`, '--iidfile', iid, '-t', TEST_IMAGE, '.'], 480_000))
   if (build.code !== 0) return { error: `docker build failed:\n${build.stdout.slice(-3000)}\n${build.stderr.slice(-3000)}` }
   // Containers run the image this build made (its id), whatever another run tags meanwhile.
   return { image: readFileSync(iid, 'utf8').trim() }
 }
 
-/** The module the image reads its trusted license keys from (licenses/keys.ts, built). */
-export const KEYS_PATH = '/app/licenses/keys.js'
-
-/** keys.js trusting the test's vendor, to mount or copy over KEYS_PATH. */
-export function trustedKeysModule(dir: string, vendor: Vendor): string {
-  const path = join(dir, 'keys.js')
-  writeFileSync(path, `export const TRUSTED_KEYS = ${JSON.stringify(vendor.keys)}\n`, { mode: 0o644 })
-  return path
-}
-
 /**
- * The image with the test vendor's public key in place of the shipped one, tagged `tag`: production
- * refuses to start without a license, and nobody holds the shipped key's private half. Used where
- * the test cannot mount a file into the container itself (Compose runs the bundle as shipped).
+ * The image with the test vendor's public key in place of the shipped one (licenses/keys.ts, built,
+ * is all it changes), tagged `tag`: production refuses to start without a license, and nobody holds
+ * the shipped key's private half. A layer rather than a mounted file, so that Compose runs the
+ * bundle as shipped.
  */
 export async function trustingImage(t: Test, image: string, vendor: Vendor, tag: string): Promise<void> {
   const dir = tempDir(t)
-  trustedKeysModule(dir, vendor)
-  writeFileSync(join(dir, 'Dockerfile'), `FROM ${image}\nCOPY keys.js ${KEYS_PATH}\n`)
+  writeFileSync(join(dir, 'keys.js'), `export const TRUSTED_KEYS = ${JSON.stringify(vendor.keys)}\n`, { mode: 0o644 })
+  writeFileSync(join(dir, 'Dockerfile'), `FROM ${image}\nCOPY keys.js /app/licenses/keys.js\n`)
   const r = await docker(['build', '-t', tag, dir], 120_000)
   if (r.code !== 0) throw new Error(`docker build of the trusting image failed: ${r.stderr}`)
 }

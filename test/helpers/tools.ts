@@ -18,10 +18,11 @@ export function findTool(name: string): string | null {
   return null
 }
 
-/** tap's skip option: false when the tool is here (or in CI, where its absence must fail). */
-export function needs(name: string): false | string {
-  return findTool(name) || process.env.CI ? false : `needs ${name} (CI installs it; see .ci/run)`
-}
+/** tap's skip option: false when `found` (or in CI, where an absence must fail), else why the test skips. */
+const skipUnless = (found: unknown, what: string): false | string => (found || process.env.CI ? false : `needs ${what} (CI installs it; see .ci/run)`)
+
+/** tap's skip option for a tool on PATH or where `go install` puts it. */
+export const needs = (name: string): false | string => skipUnless(findTool(name), name)
 
 /** Where the docker CLI looks for its plugins; Compose v2 is the plugin the installer runs as `docker compose`. */
 const PLUGIN_DIRS = [
@@ -33,9 +34,11 @@ const PLUGIN_DIRS = [
 ]
 
 /** tap's skip option for Compose v2 (the CLI plugin), as needs() is for a tool. */
-export function needsCompose(): false | string {
-  return PLUGIN_DIRS.some((d) => existsSync(join(d, 'docker-compose'))) || process.env.CI ? false : 'needs Compose v2, the docker CLI plugin (CI builds it; see .ci/run)'
-}
+export const needsCompose = (): false | string =>
+  skipUnless(
+    PLUGIN_DIRS.some((d) => existsSync(join(d, 'docker-compose'))),
+    'Compose v2, the docker CLI plugin',
+  )
 
 /** `docker compose ...`, as the installer runs it. */
 export const compose = (args: string[], opts: Parameters<typeof runTool>[2] = {}): Promise<Ran> => runTool('docker', ['compose', ...args], opts)

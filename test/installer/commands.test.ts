@@ -96,6 +96,21 @@ t.test('install --dry-run lists every command; a first tenant the context knows 
   )
 })
 
+t.test('install --images refuses a damaged tarball before it loads or starts anything', async (t) => {
+  const kit = join(tempDir(t), 'kit.tar')
+  writeFileSync(kit, 'layers')
+  await writeChecksum(kit)
+  writeFileSync(kit, 'layers, cut short')
+  const { runner, calls } = tools()
+  const r = await installCommand(site(t), { runner, ignoreFailed: true, images: kit })
+  t.match(r, { exitCode: EXIT.error, stage: 'deploy', deployed: false, error: /^Nothing deployed: the images tarball .* is damaged or incomplete/ })
+  t.same(
+    calls.filter((c) => !c.includes(' version')),
+    [],
+    "no docker command ran (only the preflight read the tools' versions)",
+  )
+})
+
 t.test('install shows its configuration before the deploy starts, then deploys and waits for /readyz', async (t) => {
   const server = createServer((req, res) => res.writeHead(req.url === '/readyz' ? 200 : 404).end())
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))

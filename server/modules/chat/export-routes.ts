@@ -69,7 +69,7 @@ export const chatExportRoutes: FastifyPluginAsyncTypebox<{ chatExport: ChatExpor
       schema: {
         tags: ['chat'],
         summary: "Export the tenant's chat history in a range of days",
-        description: `The sessions with messages created in dateRange (UTC days, both included, at most ${MAX_PERIOD_DAYS}), each with those messages, as one JSON document. Needs chat:read and export. Audited as chat.exported.`,
+        description: `The sessions with messages created in dateRange (UTC days, both included, at most ${MAX_PERIOD_DAYS}), each with those messages, as one JSON document. Needs chat:read and export. Audited as chat.exported once it began sending (a refusal or a failure before the first byte is only the error answer).`,
         body: ExportBody,
         produces: ['application/json'],
         response: { 200: ExportDocument, ...apiErrors('FORBIDDEN') },

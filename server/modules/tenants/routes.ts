@@ -8,6 +8,7 @@ import { meta, ok } from '../../http/envelope.js'
 import { forbidden } from '../../domain/errors.js'
 import { apiErrors, Envelope, oneOf, PlanName } from '../../http/schemas.js'
 import { PLAN_TERMS, PLANS, type PlanLimits } from '../../domain/plans.js'
+import { MAX_PERIOD_DAYS } from '../../domain/days.js'
 import { LLM_PROVIDERS } from '../../platform/llm.js'
 import type { TenantsService } from './service.js'
 import type { LlmSettingsService } from './settings.js'
@@ -104,7 +105,7 @@ const DAY_PATTERN = '^\\d{4}-\\d{2}-\\d{2}$'
 const UsageQuery = Type.Object(
   {
     from: Type.Optional(Type.String({ pattern: DAY_PATTERN, description: 'First day (UTC), included; default: 29 days before to' })),
-    to: Type.Optional(Type.String({ pattern: DAY_PATTERN, description: 'Last day (UTC), included; default: today. At most 366 days from from' })),
+    to: Type.Optional(Type.String({ pattern: DAY_PATTERN, description: `Last day (UTC), included; default: today. At most ${MAX_PERIOD_DAYS} days from from` })),
   },
   { additionalProperties: false },
 )
@@ -157,7 +158,7 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; 
       schema: {
         tags,
         summary: "The tenant's model usage per day, provider and model",
-        description: 'Successful model calls and their tokens, counted per UTC day. Default period: the last 30 days; at most 366 days.',
+        description: `Successful model calls and their tokens, counted per UTC day. Default period: the last 30 days; at most ${MAX_PERIOD_DAYS} days.`,
         querystring: UsageQuery,
         response: { 200: UsageEnvelope, ...apiErrors('FORBIDDEN', 'VALIDATION_ERROR') },
       },

@@ -37,7 +37,7 @@ t.test('without Redis a message reaches the subscribers of this process', async 
   const cache = await openCache({ redisUrl: '', log })
   const got: string[] = []
   const off = await cache.subscribe('c', (m) => got.push(m))
-  await cache.publish('c', 'hello')
+  t.equal(await cache.publish('c', 'hello'), false, 'no other process can listen')
   t.same(got, ['hello'])
   await off()
   await cache.publish('c', 'again')
@@ -86,7 +86,7 @@ t.test('with Redis down a publish still reaches this process', async (t) => {
   const cache = await openCache({ redisUrl: 'redis://127.0.0.1:1', log })
   const got: string[] = []
   await cache.subscribe('c', (m) => got.push(m))
-  await cache.publish('c', 'local')
+  t.equal(await cache.publish('c', 'local'), null, 'whether another process listens is not learnt')
   t.same(got, ['local'])
   await cache.close()
 })

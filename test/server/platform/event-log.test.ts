@@ -17,7 +17,7 @@ async function liveLog(t: Test, after: number) {
   const { tenantId, call } = await h.tenant()
   const sessionId = (await call('POST', '/api/v1/chat/sessions', {})).body.data.id as string
   const channel = `test:event-log:${sessionId}`
-  const heard: ({ written: number } | { live: LiveEvent[] })[] = []
+  const heard: LogMessage[] = []
   const unsubscribe = await cache.subscribe(channel, (m) => heard.push(parseLogMessage(m)!))
   t.teardown(unsubscribe)
   const writer = eventLogWriter<string>({

@@ -1,7 +1,5 @@
 // platform/llm.ts through the real SDK against the suite's fake provider (test/helpers/fake-llm.ts),
 // every connection through the outbound guard.
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import pino from 'pino'
 import { Registry } from 'prom-client'
 import t, { type Test } from 'tap'
@@ -10,6 +8,7 @@ import { createLlm, type LlmProvider, type LlmRequest, type LlmTarget, type LlmT
 import { compilePolicy, outboundFetch, type OutboundPolicy } from '../../../server/platform/outbound.js'
 import { testApp, type TestApp } from '../../helpers/app.js'
 import { fakeLlm } from '../../helpers/fake-llm.js'
+import { freePort } from '../../helpers/platform.js'
 
 const KEY = 'sk-test-SECRET-0123456789abcdef'
 const LOOPBACK: OutboundPolicy = { allowedCidrs: ['127.0.0.1/32'], airGapped: false }
@@ -155,7 +154,13 @@ t.test('429 with Retry-After is retried, then succeeds; after the retries it is 
   t.equal(err.status, 429)
   t.match(err.details, { provider: 'openai', model: 'gpt-test', upstreamStatus: 429, retryAfterSeconds: 0 })
   t.same(err.headers, { 'Retry-After': '0' })
+  t.match(err.message, /\(after retries\)$/, 'the message says it was retried')
   t.equal(fake.requests.length, 6, 'three attempts in all')
+
+  const other = await fakeLlm(t)
+  other.push({ status: 400, errorCode: 'invalid_value' }, { text: 'never reached' })
+  t.equal((await failure(llm.complete({ ...req, target: target({ baseUrl: other.url }) }))).code, 'LLM_PROVIDER_ERROR')
+  t.equal(other.requests.length, 1, 'a 400 is not retried')
 })
 
 t.test('provider failures map to the catalog, without the key or the provider message', async (t) => {
@@ -190,11 +195,7 @@ t.test('server down, hang, abort', async (t) => {
   const { llm, target, tenantId, h, registry } = await setup(t, { maxRetries: 0 })
   const req = { tenantId, target: target({ baseUrl: fake.url }), messages: [{ role: 'user' as const, content: 'hi' }] }
 
-  // A port nothing listens on: taken, then released.
-  const s = http.createServer()
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve))
-  const port = (s.address() as AddressInfo).port
-  await new Promise((resolve) => s.close(resolve))
+  const port = await freePort() // nothing listens there
   const down = await failure(llm.complete({ ...req, target: target({ baseUrl: `http://127.0.0.1:${port}/v1` }) }))
   t.equal(down.code, 'LLM_UNREACHABLE')
   t.match(down.details, { provider: 'openai', model: 'gpt-test', reason: 'ECONNREFUSED' })

@@ -70,13 +70,16 @@ const failingOn = (nth: number, tenantRead: Db['tenantRead']): Db['tenantRead'] 
 }
 
 /** The app's database reads replaced for the rest of a test. */
-function replaceTenantRead(t: Test, replace: (real: Db['tenantRead']) => Db['tenantRead']) {
+/** Replaces db.tenantRead until the test ends, or until the returned function puts the real one back. */
+function replaceTenantRead(t: Test, replace: (real: Db['tenantRead']) => Db['tenantRead']): () => void {
   const db = h.platform.db as { tenantRead: Db['tenantRead'] }
   const real = db.tenantRead
   db.tenantRead = replace(real)
-  t.teardown(() => {
+  const restore = () => {
     db.tenantRead = real
-  })
+  }
+  t.teardown(restore)
+  return restore
 }
 
 t.test('an export holds the sessions with messages in the range, each with those messages oldest first', async (t) => {
@@ -209,6 +212,7 @@ t.test('every rule of the request is a VALIDATION_ERROR naming its field', async
   await refused({ ...range('2026-03-01', '2026-03-02'), sessions: [] }, 'body.sessions')
   await refused({ dateRange: { start: '2026-03-01' } }, 'body.dateRange.end')
   await refused({}, 'body.dateRange')
+  t.same((await call('GET', '/api/v1/audit-log?action=chat.exported')).body.data, [], 'a refused export is not audited: nothing was sent')
   t.equal((await exportOf(call, '2024-01-01', '2024-12-31')).status, 200, '366 days of a leap year')
   t.equal((await exportOf(call, '2025-01-01', '2026-01-01')).status, 200, '366 days')
 })
@@ -260,10 +264,12 @@ t.test('an export is audited with its range and counts, never its content', asyn
 
 t.test('a fault before the first byte is the error envelope', async (t) => {
   const { call } = await h.tenant()
-  replaceTenantRead(t, (real) => failingOn(0, real))
+  const restore = replaceTenantRead(t, (real) => failingOn(0, real))
   const r = await exportOf(call, '2026-03-01', '2026-03-01')
   t.equal(r.status, 503)
   t.match(r.body.error, { code: 'SERVICE_UNAVAILABLE', details: { dependency: 'database' } })
+  restore()
+  t.same((await call('GET', '/api/v1/audit-log?action=chat.exported')).body.data, [], 'nor one that failed before its first byte')
 })
 
 /** A key of the tenant's, as the service sees it. */
