@@ -71,6 +71,8 @@ function jsonSchemaOf(s: Setting): Record<string, unknown> {
     }
     case 'cidrs':
       return { type: 'string', pattern: '^[0-9A-Fa-f:./, ]*$', description: `${description} (e.g. 10.0.0.0/8,fd00::/8)` }
+    case 'domains':
+      return { type: 'string', pattern: '^[0-9A-Za-z_.\\-, ]*$', description }
     case 'key32':
       return { type: 'string', pattern: '^$|^[A-Za-z0-9+/]{43}=$', description }
     default:

@@ -3,7 +3,7 @@
 import { isIP } from 'node:net'
 import { isUuid } from '../common/ids.js'
 
-export type SettingType = 'string' | 'url' | 'int' | 'bool' | 'enum' | 'cidrs' | 'key32' | 'json'
+export type SettingType = 'string' | 'url' | 'int' | 'bool' | 'enum' | 'cidrs' | 'domains' | 'key32' | 'json'
 
 interface SettingBase<T> {
   type: SettingType
@@ -34,12 +34,16 @@ interface EnumSetting<V extends string> extends SettingBase<V> {
 interface CidrsSetting extends SettingBase<string[]> {
   type: 'cidrs'
 }
+/** DNS domains, comma-separated; each is kept lowercase, without a leading or trailing dot. */
+interface DomainsSetting extends SettingBase<string[]> {
+  type: 'domains'
+}
 /** Structured values as JSON; `parse` checks and normalizes the decoded value (problems never echo secrets). */
 interface JsonSetting<T> extends SettingBase<T> {
   type: 'json'
   parse: (value: unknown) => { value: T } | { problems: string[] }
 }
-export type Setting = StringSetting | IntSetting | BoolSetting | EnumSetting<string> | CidrsSetting | JsonSetting<unknown>
+export type Setting = StringSetting | IntSetting | BoolSetting | EnumSetting<string> | CidrsSetting | DomainsSetting | JsonSetting<unknown>
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 const NODE_ENVS = ['development', 'production', 'test'] as const
@@ -243,6 +247,14 @@ export const settings = {
     group: 'network',
     description: 'Comma-separated private CIDRs that webhooks, BYOS checks and self-hosted LLMs may reach',
   } satisfies CidrsSetting,
+  OUTBOUND_ALLOWED_DOMAINS: {
+    type: 'domains',
+    default: [],
+    secret: false,
+    group: 'network',
+    description:
+      'Air-gapped only: comma-separated DNS domains (e.g. corp.example,svc.cluster.local) whose names webhooks, identity providers and self-hosted LLMs may use; any other name is refused without a DNS query, and every address must still be inside OUTBOUND_ALLOWED_NETWORKS',
+  } satisfies DomainsSetting,
   AGENT_RUNS_PER_REPLICA: {
     type: 'int',
     min: 1,
@@ -381,7 +393,21 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
       if (bad.length) return { problem: `${name} has entries that are not CIDRs: ${bad.join(', ')} (write e.g. 10.0.0.0/8,fd00::/8)` }
       return { value: list }
     }
+    case 'domains': {
+      const list = raw
+        .split(',')
+        .map((x) => x.trim().toLowerCase().replace(/^\./, '').replace(/\.$/, ''))
+        .filter(Boolean)
+      const bad = list.filter((d) => !isDomain(d))
+      if (bad.length) return { problem: `${name} has entries that are not DNS domains: ${bad.join(', ')} (write e.g. corp.example,svc.cluster.local)` }
+      return { value: [...new Set(list)] }
+    }
   }
+}
+
+/** A DNS name as written in a setting: dot-separated labels of letters, digits, hyphens (and underscores, as in service records). */
+export function isDomain(text: string): boolean {
+  return text.length <= 253 && text.split('.').every((label) => /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/i.test(label))
 }
 
 export function isCidr(text: string): boolean {

@@ -4,48 +4,15 @@
 // the Compose bundle run it, on the host network against the test services. Runs where a container
 // engine and that base image are (CI prepares both); elsewhere it skips and says why.
 import { randomBytes } from 'node:crypto'
-import { readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
-import t, { type Test } from 'tap'
-import { parse } from 'yaml'
+import t from 'tap'
 import { CONTAINER_CLI, CONTAINER_FIXED } from '../config/bundles.js'
-import { halfSentPost, ROOT } from './helpers/cli.js'
-import { buildImage, docker, engine, seconds, stepTimer, TEST_IMAGE, trustingImage } from './helpers/engine.js'
+import { halfSentPost } from './helpers/cli.js'
+import { buildImage, docker, engine, envFile, hardening, seconds, stepTimer, TEST_IMAGE, trustingImage } from './helpers/engine.js'
 import { testLicense, testVendor } from './helpers/license.js'
-import { freePort, freshBucket, freshDatabase, services, suffix, tempDir } from './helpers/platform.js'
+import { freePort, freshBucket, freshDatabase, services, suffix } from './helpers/platform.js'
 
 /** `docker stop -t`: shorter than both the chart's terminationGracePeriodSeconds and Compose's stop_grace_period (40 s). */
 const GRACE_SECONDS = 20
-
-/**
- * `docker run` options for what the chart and the Compose bundle both demand of the server's
- * container, read from them: the chart's pod and container securityContext and the bundle's
- * x-hardened block. A difference between the two fails the test.
- */
-function hardening(t: Test): string[] {
-  const tpl = readFileSync(join(ROOT, 'charts/atrium/templates/_helpers.tpl'), 'utf8')
-  const helper = (name: string) => {
-    const m = new RegExp(`{{- define "${name}" -}}\\n([\\s\\S]*?){{- end }}`).exec(tpl)
-    if (!m) throw new Error(`no ${name} in the chart's _helpers.tpl`)
-    return (parse(m[1]!) as { securityContext: Record<string, unknown> }).securityContext
-  }
-  const pod = helper('atrium.podSecurityContext') as { runAsUser: number; runAsGroup: number; runAsNonRoot: boolean }
-  const container = helper('atrium.containerSecurityContext') as { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean; capabilities: { drop: string[] } }
-  const compose = (parse(readFileSync(join(ROOT, 'compose/compose.yaml'), 'utf8')) as { 'x-hardened': { read_only: boolean; cap_drop: string[]; security_opt: string[]; tmpfs: string[] } })[
-    'x-hardened'
-  ]
-  t.ok(pod.runAsNonRoot && pod.runAsUser !== 0, 'the chart runs as a non-root user')
-  t.equal(container.readOnlyRootFilesystem, compose.read_only, 'both: read-only root filesystem')
-  t.same(container.capabilities.drop, compose.cap_drop, 'both: the same capabilities dropped')
-  t.equal(!container.allowPrivilegeEscalation, compose.security_opt.includes('no-new-privileges:true'), 'both: no privilege escalation')
-  return [
-    ...['--user', `${pod.runAsUser}:${pod.runAsGroup}`],
-    ...(compose.read_only ? ['--read-only'] : []),
-    ...compose.cap_drop.flatMap((c) => ['--cap-drop', c]),
-    ...compose.security_opt.flatMap((o) => ['--security-opt', o]),
-    ...compose.tmpfs.flatMap((p) => ['--tmpfs', p]),
-  ]
-}
 
 const found = await engine()
 // A cold build (npm ci inside) took 54-110 s on this 2-core machine; tap's 180 s per file is too tight.
@@ -55,7 +22,6 @@ t.test('the image builds, migrates, serves hardened, runs the admin CLI inside a
   const base = 'base' in found ? found.base : ''
   const { step, record } = stepTimer(t, `timings (base ${base})`)
 
-  const dir = tempDir(t)
   const built = await step('docker build', () => buildImage(t, base))
   if ('error' in built) return t.fail(built.error)
   const { image } = built
@@ -86,15 +52,7 @@ t.test('the image builds, migrates, serves hardened, runs the admin CLI inside a
     ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
     LICENSE_KEY: await testLicense(vendor),
   }
-  const envFile = join(dir, 'env')
-  writeFileSync(
-    envFile,
-    Object.entries(env)
-      .map(([k, v]) => `${k}=${v}\n`)
-      .join(''),
-    { mode: 0o600 },
-  )
-  const run = [...flags, '--network', 'host', '--env-file', envFile]
+  const run = [...flags, '--network', 'host', '--env-file', envFile(t, env)]
 
   const migrated = await step('migrate', () => docker(['run', '--rm', ...run, trusting, 'migrate']))
   t.equal(migrated.code, 0, `migrate: ${migrated.stderr}`)

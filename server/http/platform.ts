@@ -37,7 +37,7 @@ export const platformPlugin = fp(
     app.decorate('platform', o.platform)
     app.decorate('now', o.now ?? Date.now)
     app.decorate('registry', o.registry ?? createRegistry())
-    app.decorate('outbound', compilePolicy({ allowedCidrs: config.OUTBOUND_ALLOWED_NETWORKS, airGapped: config.AIR_GAPPED }, o.resolver))
+    app.decorate('outbound', compilePolicy({ allowedCidrs: config.OUTBOUND_ALLOWED_NETWORKS, allowedDomains: config.OUTBOUND_ALLOWED_DOMAINS, airGapped: config.AIR_GAPPED }, o.resolver))
   },
   { name: 'atrium-platform' },
 )

@@ -247,8 +247,8 @@ function connectionCode(err: unknown): string | null {
 function classify(e: unknown, ctx: { provider: LlmProvider; model: string }, retriedOut: boolean): AppError {
   const refusal = refusalIn(e)
   if (refusal) {
-    const setting = /air-gapped/.test(refusal.reason) ? 'AIR_GAPPED (or add the address to OUTBOUND_ALLOWED_NETWORKS)' : 'OUTBOUND_ALLOWED_NETWORKS'
-    return new AppError('LLM_OUTBOUND_REFUSED', `The outbound policy refused the connection to the model provider (${refusal.reason}); to allow it, change ${setting}`, {
+    const remedy = refusal.remedy ? `to allow it, change ${refusal.remedy}` : 'no setting allows it'
+    return new AppError('LLM_OUTBOUND_REFUSED', `The outbound policy refused the connection to the model provider (${refusal.reason}); ${remedy}`, {
       ...ctx,
       reason: refusal.reason,
     })

@@ -5,7 +5,8 @@
 // Rules, in order:
 // - never: cloud metadata endpoints, link-local, unspecified (0.0.0.0 reaches this host), multicast;
 // - inside OUTBOUND_ALLOWED_NETWORKS: allowed;
-// - air-gapped: nothing else;
+// - air-gapped: nothing else; and a name outside OUTBOUND_ALLOWED_DOMAINS is refused before it is
+//   looked up, so not even a DNS query for it leaves the server (test/air-gap.test.ts proves it);
 // - loopback, private and reserved ranges: refused (they are reachable only by being listed);
 // - public addresses: allowed.
 // An IPv6 address that carries an IPv4 one (IPv4-mapped, NAT64, 6to4...) is judged as that IPv4.
@@ -28,11 +29,16 @@ export type AddressClass = 'metadata' | 'link-local' | 'unspecified' | 'multicas
 export interface OutboundPolicy {
   /** OUTBOUND_ALLOWED_NETWORKS */
   allowedCidrs: readonly string[]
-  /** AIR_GAPPED: only addresses inside allowedCidrs. */
+  /** AIR_GAPPED: only addresses inside allowedCidrs, and only names under allowedDomains. */
   airGapped: boolean
+  /** OUTBOUND_ALLOWED_DOMAINS (air-gapped only); none when absent. */
+  allowedDomains?: readonly string[]
 }
 
-export type OutboundDecision = { allowed: true; class: AddressClass } | { allowed: false; class: AddressClass; reason: string }
+/** The setting an operator would change to allow a refused connection. */
+export type OutboundRemedy = 'AIR_GAPPED' | 'OUTBOUND_ALLOWED_NETWORKS' | 'OUTBOUND_ALLOWED_DOMAINS' | null
+
+export type OutboundDecision = { allowed: true; class: AddressClass } | { allowed: false; class: AddressClass; reason: string; remedy: OutboundRemedy }
 
 /** Refused by the outbound policy; `host` is what the caller asked for, `address` what it resolved to. */
 export class OutboundRefused extends Error {
@@ -40,6 +46,8 @@ export class OutboundRefused extends Error {
     readonly host: string,
     readonly address: string,
     readonly reason: string,
+    /** What would allow it (null: nothing may). */
+    readonly remedy: OutboundRemedy = null,
   ) {
     super(`outbound connection to ${host}${address && address !== host ? ` (${address})` : ''} refused: ${reason}`)
     this.name = 'OutboundRefused'
@@ -141,18 +149,27 @@ const within = (a: Ip, cidrs: readonly Cidr[]) => {
 
 function decideParsed(a: Ip, cidrs: readonly Cidr[], airGapped: boolean): OutboundDecision {
   const cls = classifyIp(a)
-  if (NEVER.has(cls)) return { allowed: false, class: cls, reason: `${cls} addresses are never reachable` }
+  if (NEVER.has(cls)) return { allowed: false, class: cls, reason: `${cls} addresses are never reachable`, remedy: null }
   if (within(a, cidrs)) return { allowed: true, class: cls }
-  if (airGapped) return { allowed: false, class: cls, reason: 'air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable' }
-  if (cls !== 'public') return { allowed: false, class: cls, reason: `${cls} address outside OUTBOUND_ALLOWED_NETWORKS` }
+  if (airGapped) return { allowed: false, class: cls, reason: 'air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable', remedy: 'OUTBOUND_ALLOWED_NETWORKS' }
+  if (cls !== 'public') return { allowed: false, class: cls, reason: `${cls} address outside OUTBOUND_ALLOWED_NETWORKS`, remedy: 'OUTBOUND_ALLOWED_NETWORKS' }
   return { allowed: true, class: cls }
 }
 
 /** Whether the server may connect to `ip` (text in any form parseIp takes). */
 export function decideOutbound(ip: string, allowedCidrs: readonly string[], opts: { airGapped: boolean }): OutboundDecision {
   const a = parseIp(ip)
-  if (!a) return { allowed: false, class: 'reserved', reason: 'not an IP address' }
+  if (!a) return { allowed: false, class: 'reserved', reason: 'not an IP address', remedy: null }
   return decideParsed(a, parseCidrs(allowedCidrs), opts.airGapped)
+}
+
+/**
+ * Whether `host` is one of `domains` or a name under one (dot-bounded: evil-corp.example is not
+ * under corp.example), ignoring case and a trailing dot.
+ */
+export function withinDomains(host: string, domains: readonly string[]): boolean {
+  const name = host.toLowerCase().replace(/\.$/, '')
+  return domains.some((d) => name === d || name.endsWith(`.${d}`))
 }
 
 export const isAllowedOutbound = (ip: string, allowedCidrs: readonly string[], opts: { airGapped: boolean }): boolean => decideOutbound(ip, allowedCidrs, opts).allowed
@@ -164,6 +181,7 @@ export const systemResolver: Resolver = (hostname) => dnsLookup(hostname, { all:
 /** A policy with its CIDRs parsed once, for callers that judge many connections. */
 export function compilePolicy(policy: OutboundPolicy, resolver: Resolver = systemResolver) {
   const cidrs = parseCidrs(policy.allowedCidrs)
+  const domains = policy.allowedDomains ?? []
   const decide = (a: Ip) => decideParsed(a, cidrs, policy.airGapped)
 
   /**
@@ -174,15 +192,19 @@ export function compilePolicy(policy: OutboundPolicy, resolver: Resolver = syste
     const literal = parseIp(host)
     if (literal) {
       const d = decide(literal)
-      if (!d.allowed) throw new OutboundRefused(host, literal.toString(), d.reason)
+      if (!d.allowed) throw new OutboundRefused(host, literal.toString(), d.reason, d.remedy)
       return [literal.toString()]
+    }
+    // Looking a name up already tells the site's resolver (and whoever it forwards to) where the server wants to go.
+    if (policy.airGapped && !withinDomains(host, domains)) {
+      throw new OutboundRefused(host, '', 'air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up', 'OUTBOUND_ALLOWED_DOMAINS')
     }
     const answers = await resolver(host)
     if (!answers.length) throw new OutboundRefused(host, '', 'the name has no addresses')
     for (const { address } of answers) {
       const a = parseIp(address)
-      const d: OutboundDecision = a ? decide(a) : { allowed: false, class: 'reserved', reason: 'the resolver answered with something that is not an address' }
-      if (!d.allowed) throw new OutboundRefused(host, address, d.reason)
+      const d: OutboundDecision = a ? decide(a) : { allowed: false, class: 'reserved', reason: 'the resolver answered with something that is not an address', remedy: null }
+      if (!d.allowed) throw new OutboundRefused(host, address, d.reason, d.remedy)
     }
     return answers.map((x) => x.address)
   }
@@ -256,7 +278,7 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
     if (literal) {
       // net.connect skips lookup for an IP literal: judge it here.
       const d = compiled.decide(literal)
-      if (!d.allowed) throw new TypeError('fetch failed', { cause: new OutboundRefused(url.hostname, literal.toString(), d.reason) })
+      if (!d.allowed) throw new TypeError('fetch failed', { cause: new OutboundRefused(url.hostname, literal.toString(), d.reason, d.remedy) })
     }
     const headers = new Headers(init.headers)
     const body =

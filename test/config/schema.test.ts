@@ -1,5 +1,5 @@
 import t from 'tap'
-import { isCidr, parseConfig, settings } from '../../config/schema.js'
+import { isCidr, isDomain, parseConfig, settings } from '../../config/schema.js'
 
 const KEY = Buffer.alloc(32, 7).toString('base64')
 
@@ -100,6 +100,18 @@ t.test('an object store needs its credentials', async (t) => {
 t.test('CIDR syntax', async (t) => {
   for (const good of ['10.0.0.0/8', '192.168.1.0/24', '0.0.0.0/0', '::1/128', 'fd00::/8']) t.ok(isCidr(good), good)
   for (const bad of ['10.0.0.0', '10.0.0.0/33', 'fd00::/129', 'host/8', '10.0.0.0/8/1', '10.0.0.0/-1']) t.notOk(isCidr(bad), bad)
+})
+
+t.test('DNS domains: lowercase, without the dots around them, each once; anything else is named', async (t) => {
+  const ok = parseConfig({ OUTBOUND_ALLOWED_DOMAINS: 'Corp.Example., .svc.cluster.local, corp.example,_srv.internal' })
+  t.same(ok.problems, [])
+  t.same(ok.config.OUTBOUND_ALLOWED_DOMAINS, ['corp.example', 'svc.cluster.local', '_srv.internal'])
+  t.same(parseConfig({}).config.OUTBOUND_ALLOWED_DOMAINS, [], 'none by default')
+  t.match(parseConfig({ OUTBOUND_ALLOWED_DOMAINS: 'corp.example,https://llm.corp.example,*.corp.example' }).problems, [
+    /^OUTBOUND_ALLOWED_DOMAINS has entries that are not DNS domains: https:\/\/llm\.corp\.example, \*\.corp\.example \(write e\.g\. corp\.example,svc\.cluster\.local\)$/,
+  ])
+  for (const bad of ['-corp.example', 'corp..example', 'a'.repeat(64) + '.example', 'corp example', '10.0.0.0/8']) t.notOk(isDomain(bad), bad)
+  for (const good of ['localhost', 'corp.example', 'a-b.c1.example', 'svc.cluster.local']) t.ok(isDomain(good), good)
 })
 
 t.test('every setting documents itself', async (t) => {

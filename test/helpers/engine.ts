@@ -6,7 +6,8 @@ import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Test } from 'tap'
-import type { Ran } from './cli.js'
+import { parse } from 'yaml'
+import { ROOT, type Ran } from './cli.js'
 import type { Vendor } from './license.js'
 import { services, tempDir } from './platform.js'
 import { runTool } from './tools.js'
@@ -18,13 +19,21 @@ export const TEST_IMAGE = 'atrium-server:test'
 
 export const docker = (args: string[], timeoutMs = 60_000): Promise<Ran> => runTool('docker', args, { timeoutMs })
 
+/**
+ * An image to test instead of building one (a site re-running the tests against the image it
+ * installs: docs/air-gap.md): then no base image is needed.
+ */
+const GIVEN_IMAGE = process.env.TEST_SERVER_IMAGE ?? ''
+
 /** Why this machine cannot run the engine tests, or the base image to build on. */
 export async function engine(): Promise<{ skip: string } | { base: string }> {
   if (process.env.TEST_ENGINE_UNAVAILABLE) return { skip: `no container engine: ${process.env.TEST_ENGINE_UNAVAILABLE}` }
   const info = await docker(['info', '--format', '{{.ServerVersion}}'], 15_000)
   if (info.code !== 0) return { skip: `no container engine: \`docker info\` failed (${(info.stderr.trim().split('\n')[0] ?? '') || `exit ${info.code}`}); bash .ci/engine.sh prepares one` }
   let base = process.env.TEST_NODE_IMAGE ?? ''
-  if (!base) {
+  if (GIVEN_IMAGE) {
+    if ((await docker(['image', 'inspect', GIVEN_IMAGE])).code !== 0) return { skip: `TEST_SERVER_IMAGE=${GIVEN_IMAGE} is not in the engine (docker load it first)` }
+  } else if (!base) {
     const found = await docker(['image', 'ls', BASE_REPOSITORY, '--format', '{{.Repository}}:{{.Tag}}'])
     base = found.stdout.split('\n')[0]?.trim() ?? ''
     if (!base) return { skip: `no base image: TEST_NODE_IMAGE is not set and the engine has no ${BASE_REPOSITORY} image (bash .ci/engine.sh makes one)` }
@@ -63,8 +72,9 @@ async function withBuildLock<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** `docker build` of the repository's Dockerfile on the base image, as TEST_IMAGE: the image's id, or the build's output. */
+/** `docker build` of the repository's Dockerfile on the base image, as TEST_IMAGE: the image's id, or the build's output. TEST_SERVER_IMAGE instead, when given. */
 export async function buildImage(t: Test, base: string): Promise<{ image: string } | { error: string }> {
+  if (GIVEN_IMAGE) return { image: GIVEN_IMAGE }
   const iid = join(tempDir(t), 'iid')
   const build = await withBuildLock(() => docker(['build', '--build-arg', `NODE_IMAGE=${base}`, '--iidfile', iid, '-t', TEST_IMAGE, '.'], 480_000))
   if (build.code !== 0) return { error: `docker build failed:\n${build.stdout.slice(-3000)}\n${build.stderr.slice(-3000)}` }
@@ -102,6 +112,49 @@ export async function bridgeGateway(): Promise<string> {
   const inside = addresses.find((a) => (toInt(a) & mask) >>> 0 === (toInt(net) & mask) >>> 0)
   if (!inside) throw new Error(`no address of this host inside the engine's bridge subnet ${net}/${bits}`)
   return inside
+}
+
+/**
+ * `docker run` options for what the chart and the Compose bundle both demand of the server's
+ * container, read from them: the chart's pod and container securityContext and the bundle's
+ * x-hardened block. A difference between the two fails the test.
+ */
+export function hardening(t: Test): string[] {
+  const tpl = readFileSync(join(ROOT, 'charts/atrium/templates/_helpers.tpl'), 'utf8')
+  const helper = (name: string) => {
+    const m = new RegExp(`{{- define "${name}" -}}\\n([\\s\\S]*?){{- end }}`).exec(tpl)
+    if (!m) throw new Error(`no ${name} in the chart's _helpers.tpl`)
+    return (parse(m[1]!) as { securityContext: Record<string, unknown> }).securityContext
+  }
+  const pod = helper('atrium.podSecurityContext') as { runAsUser: number; runAsGroup: number; runAsNonRoot: boolean }
+  const container = helper('atrium.containerSecurityContext') as { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean; capabilities: { drop: string[] } }
+  const compose = (parse(readFileSync(join(ROOT, 'compose/compose.yaml'), 'utf8')) as { 'x-hardened': { read_only: boolean; cap_drop: string[]; security_opt: string[]; tmpfs: string[] } })[
+    'x-hardened'
+  ]
+  t.ok(pod.runAsNonRoot && pod.runAsUser !== 0, 'the chart runs as a non-root user')
+  t.equal(container.readOnlyRootFilesystem, compose.read_only, 'both: read-only root filesystem')
+  t.same(container.capabilities.drop, compose.cap_drop, 'both: the same capabilities dropped')
+  t.equal(!container.allowPrivilegeEscalation, compose.security_opt.includes('no-new-privileges:true'), 'both: no privilege escalation')
+  return [
+    ...['--user', `${pod.runAsUser}:${pod.runAsGroup}`],
+    ...(compose.read_only ? ['--read-only'] : []),
+    ...compose.cap_drop.flatMap((c) => ['--cap-drop', c]),
+    ...compose.security_opt.flatMap((o) => ['--security-opt', o]),
+    ...compose.tmpfs.flatMap((p) => ['--tmpfs', p]),
+  ]
+}
+
+/** The settings as a `docker run --env-file` file (readable by its owner only: it holds secrets). */
+export function envFile(t: Test, env: Record<string, string>): string {
+  const file = join(tempDir(t), 'env')
+  writeFileSync(
+    file,
+    Object.entries(env)
+      .map(([k, v]) => `${k}=${v}\n`)
+      .join(''),
+    { mode: 0o600 },
+  )
+  return file
 }
 
 export const seconds = (since: number) => Math.round((performance.now() - since) / 100) / 10

@@ -60,7 +60,8 @@ export function unavailable(p: OidcProviderSetting, err: unknown, during: string
 
 /**
  * Refuses, before anything is contacted, providers the policy forbids: in air-gapped mode every
- * issuer must resolve inside OUTBOUND_ALLOWED_NETWORKS; an issuer given as an IP address is judged
+ * issuer must be named under OUTBOUND_ALLOWED_DOMAINS (or be an address) and resolve inside
+ * OUTBOUND_ALLOWED_NETWORKS; an issuer given as an IP address is judged
  * in any mode. (In connected mode hostnames are judged when connecting: a DNS hiccup at start-up
  * must not stop the server.)
  */
@@ -82,7 +83,9 @@ export async function assertProvidersAllowed(providers: readonly OidcProviderSet
     }
   }
   if (problems.length) {
-    throw new Error(`OIDC_PROVIDERS: ${problems.join('; ')}${policy.airGapped ? ' (AIR_GAPPED=true: identity providers must be inside OUTBOUND_ALLOWED_NETWORKS)' : ''}`)
+    throw new Error(
+      `OIDC_PROVIDERS: ${problems.join('; ')}${policy.airGapped ? ' (AIR_GAPPED=true: identity providers must be named under OUTBOUND_ALLOWED_DOMAINS and be inside OUTBOUND_ALLOWED_NETWORKS)' : ''}`,
+    )
   }
 }
 

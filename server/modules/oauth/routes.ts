@@ -82,7 +82,7 @@ export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async 
   const providers = await openProviders({
     providers: o.config.OIDC_PROVIDERS,
     publicUrl,
-    policy: { allowedCidrs: o.config.OUTBOUND_ALLOWED_NETWORKS, airGapped: o.config.AIR_GAPPED },
+    policy: { allowedCidrs: o.config.OUTBOUND_ALLOWED_NETWORKS, allowedDomains: o.config.OUTBOUND_ALLOWED_DOMAINS, airGapped: o.config.AIR_GAPPED },
     log: o.log,
     now: o.now,
     resolver: o.resolver,

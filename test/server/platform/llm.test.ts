@@ -268,7 +268,18 @@ t.test('the outbound policy: air-gapped or loopback not allowed is LLM_OUTBOUND_
   const gapped = await setup(t, { policy: { allowedCidrs: [], airGapped: true } })
   const err2 = await failure(gapped.llm.complete({ tenantId: gapped.tenantId, target: gapped.target({ provider: 'openai', baseUrl: null }), messages: [{ role: 'user', content: 'hi' }] }))
   t.equal(err2.code, 'LLM_OUTBOUND_REFUSED', 'api.openai.com is refused air-gapped')
-  t.match(err2.message, /AIR_GAPPED/)
+  t.match(err2.message, /\(air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up\); to allow it, change OUTBOUND_ALLOWED_DOMAINS$/)
+  const gappedAddress = await setup(t, { policy: { allowedCidrs: [], airGapped: true } })
+  const err3 = await failure(gappedAddress.llm.complete({ tenantId: gappedAddress.tenantId, target: gappedAddress.target({ baseUrl: fake.url }), messages: [{ role: 'user', content: 'hi' }] }))
+  t.match(
+    err3,
+    { code: 'LLM_OUTBOUND_REFUSED', message: /\(air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable\); to allow it, change OUTBOUND_ALLOWED_NETWORKS$/ },
+    'an address names the networks',
+  )
+  const metadata = await failure(
+    closedOff.llm.complete({ tenantId: closedOff.tenantId, target: closedOff.target({ baseUrl: 'http://169.254.169.254/v1' }), messages: [{ role: 'user', content: 'hi' }] }),
+  )
+  t.match(metadata, { code: 'LLM_OUTBOUND_REFUSED', message: /; no setting allows it$/ }, 'and metadata none')
   t.equal(fake.requests.length, 0, 'nothing reached the model')
 })
 

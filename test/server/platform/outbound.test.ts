@@ -138,7 +138,7 @@ t.test('a hostname is judged by every address it resolves to', async (t) => {
   t.same(await checkHost('public.example', policy, dns), ['93.184.216.34', '2606:2800:220:1::1'])
   t.same(await checkHost('intranet.example', policy, dns), ['10.20.30.40'])
   await t.rejects(checkHost('intranet.example', { allowedCidrs: [], airGapped: false }, dns), OutboundRefused)
-  await t.rejects(checkHost('public.example', { allowedCidrs: ['10.0.0.0/8'], airGapped: true }, dns), /air-gapped/)
+  await t.rejects(checkHost('public.example', { allowedCidrs: ['10.0.0.0/8'], allowedDomains: ['example'], airGapped: true }, dns), /air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS/)
   await t.rejects(checkHost('missing.example', policy, dns), { code: 'ENOTFOUND' }, 'resolution failures pass through')
 
   dns.asked.length = 0
@@ -147,9 +147,44 @@ t.test('a hostname is judged by every address it resolves to', async (t) => {
   t.same(dns.asked, [], 'IP literals, however written, are judged without asking DNS')
 })
 
+t.test('air-gapped, a name outside OUTBOUND_ALLOWED_DOMAINS is refused without a DNS query; one under it is judged by its addresses', async (t) => {
+  const dns = table({ 'llm.corp.example': ['10.1.2.3'], 'LLM.Corp.Example.': ['10.1.2.3'], 'corp.example': ['10.1.2.4'], 'evil-corp.example': ['10.6.6.6'], 'far.corp.example': ['93.184.216.34'] })
+  const gapped = { allowedCidrs: ['10.0.0.0/8'], allowedDomains: ['corp.example'], airGapped: true }
+  for (const host of ['api.openai.com', 'evil-corp.example', 'corpXexample', 'localhost']) {
+    const err = await checkHost(host, gapped, dns).then(
+      () => null,
+      (e: unknown) => e,
+    )
+    t.ok(err instanceof OutboundRefused, `${host} refused`)
+    t.match(
+      err,
+      { reason: 'air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up', remedy: 'OUTBOUND_ALLOWED_DOMAINS', address: '' },
+      `${host}: the setting that would allow it is named`,
+    )
+  }
+  t.same(dns.asked, [], 'none of them was looked up')
+  t.same(await checkHost('llm.corp.example', gapped, dns), ['10.1.2.3'], 'a name under a listed domain')
+  t.same(await checkHost('LLM.Corp.Example.', gapped, dns), ['10.1.2.3'], 'in any case, with a trailing dot')
+  t.same(await checkHost('corp.example', gapped, dns), ['10.1.2.4'], 'the domain itself')
+  const caught = (p: Promise<unknown>) =>
+    p.then(
+      () => null,
+      (e: unknown) => e,
+    )
+  t.match(
+    await caught(checkHost('far.corp.example', gapped, dns)),
+    { reason: /air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS/, remedy: 'OUTBOUND_ALLOWED_NETWORKS' },
+    'a listed name still needs an allowed address',
+  )
+  t.same(await checkHost('10.9.9.9', gapped, dns), ['10.9.9.9'], 'an address needs no domain')
+  dns.asked.length = 0
+  t.same(await checkHost('llm.example', { allowedCidrs: [], airGapped: false }, table({ 'llm.example': ['93.184.216.34'] })), ['93.184.216.34'], 'connected, the domains do not matter')
+  t.match(await caught(checkHost('169.254.169.254', gapped, dns)), { remedy: null, reason: /never reachable/ }, 'metadata: no setting allows it')
+})
+
 t.test('the system resolver: localhost is loopback', async (t) => {
   await t.rejects(checkHost('localhost', { allowedCidrs: [], airGapped: false }), /loopback address outside OUTBOUND_ALLOWED_NETWORKS/)
-  const ok = await checkHost('localhost', { allowedCidrs: ['127.0.0.0/8', '::1/128'], airGapped: true })
+  const ok = await checkHost('localhost', { allowedCidrs: ['127.0.0.0/8', '::1/128'], allowedDomains: ['localhost'], airGapped: true })
   t.ok(ok.length >= 1 && ok.every((a) => a === '::1' || a.startsWith('127.')))
 })
 

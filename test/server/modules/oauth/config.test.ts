@@ -95,6 +95,7 @@ t.test('air-gapped: an identity provider outside OUTBOUND_ALLOWED_NETWORKS is re
     PUBLIC_URL,
     AIR_GAPPED: 'true',
     OUTBOUND_ALLOWED_NETWORKS: networks,
+    OUTBOUND_ALLOWED_DOMAINS: 'invalid,localhost',
     OIDC_PROVIDERS: JSON.stringify([entry({ issuer, allowHttp: true, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET })]),
   })
   await t.rejects(
@@ -107,17 +108,23 @@ t.test('air-gapped: an identity provider outside OUTBOUND_ALLOWED_NETWORKS is re
     /could not be resolved .* inside OUTBOUND_ALLOWED_NETWORKS/,
     'a name that does not resolve cannot be shown to be inside',
   )
+  await t.rejects(
+    testApp(t, settings('https://sso.example.com/realms/corp', '10.0.0.0/8')),
+    /issuer host sso\.example\.com\) is refused: air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up \(AIR_GAPPED=true: identity providers must be named under OUTBOUND_ALLOWED_DOMAINS/,
+    'a name outside the listed domains',
+  )
   await t.rejects(testApp(t, settings(idp.issuer.replace('127.0.0.1', 'localhost'), '10.0.0.0/8')), /issuer host localhost\) is refused/, 'a name is judged by what it resolves to')
   await t.rejects(testApp(t, settings('https://169.254.169.254', '169.254.0.0/16')), /metadata addresses are never reachable/, 'listing it does not make a metadata address reachable')
   t.equal(idp.requests(), 0, 'none of them was contacted')
 })
 
-t.test('air-gapped: an identity provider whose name resolves inside OUTBOUND_ALLOWED_NETWORKS signs people in', async (t) => {
+t.test('air-gapped: an identity provider named under OUTBOUND_ALLOWED_DOMAINS that resolves inside OUTBOUND_ALLOWED_NETWORKS signs people in', async (t) => {
   const idp = await startIdp(t, [`${PUBLIC_URL}/oauth/corp/callback`], 0, 'localhost')
   const ta = await testApp(t, {
     PUBLIC_URL,
     AIR_GAPPED: 'true',
     OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8,::1/128',
+    OUTBOUND_ALLOWED_DOMAINS: 'localhost',
     OIDC_PROVIDERS: JSON.stringify([entry({ issuer: idp.issuer, allowHttp: true, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET })]),
   })
   const email = `air-${suffix()}@example.com`

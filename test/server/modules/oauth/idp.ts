@@ -1,7 +1,7 @@
 // A real OpenID provider (oidc-provider) on 127.0.0.1, and a browser-like client that signs in at
 // it by following redirects by hand and filling in its (development) login and consent forms.
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { isIP, type AddressInfo } from 'node:net'
 import { exportJWK, generateKeyPair } from 'jose'
 import type { Test } from 'tap'
 
@@ -37,7 +37,7 @@ export interface Idp {
   requests: () => number
 }
 
-/** `host` names the issuer (the server listens on 127.0.0.1 either way). */
+/** `host` names the issuer; the provider listens on it when it is an address (a container reaches it on the engine's bridge), else on 127.0.0.1. */
 export async function startIdp(t: Test, redirectUris: string[], port = 0, host = '127.0.0.1'): Promise<Idp> {
   let handler: http.RequestListener = (_req, res) => res.end()
   let count = 0
@@ -45,7 +45,7 @@ export async function startIdp(t: Test, redirectUris: string[], port = 0, host =
     count++
     handler(req, res)
   })
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
+  await new Promise<void>((resolve) => server.listen(port, isIP(host) ? host : '127.0.0.1', resolve))
   t.teardown(
     () =>
       new Promise<void>((resolve) => {

@@ -438,11 +438,12 @@ t.test('an LLM base URL inside OUTBOUND_ALLOWED_NETWORKS or on a public address 
   refusedBaseUrl(t, await setBaseUrl(e.call, 'http://metadata.google.internal/'), NEVER('metadata'), 'and so does a name for it')
 })
 
-t.test('air-gapped, an LLM base URL must be inside OUTBOUND_ALLOWED_NETWORKS', async (t) => {
-  const ta = await testApp(t, { AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8' }, { resolver: dns(NAMES) })
+t.test('air-gapped, an LLM base URL must be inside OUTBOUND_ALLOWED_NETWORKS, and a name under OUTBOUND_ALLOWED_DOMAINS', async (t) => {
+  const ta = await testApp(t, { AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8', OUTBOUND_ALLOWED_DOMAINS: 'intranet.test,public.test' }, { resolver: dns(NAMES) })
   const o = await ta.tenant()
   const AIR_GAPPED = /may not be called: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable/
-  refusedBaseUrl(t, await setBaseUrl(o.call, 'https://public.test/v1'), AIR_GAPPED, 'a public name')
+  refusedBaseUrl(t, await setBaseUrl(o.call, 'https://llm.example/v1'), /may not be called: air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up/, 'a name outside the listed domains')
+  refusedBaseUrl(t, await setBaseUrl(o.call, 'https://public.test/v1'), AIR_GAPPED, 'a listed name with a public address')
   refusedBaseUrl(t, await setBaseUrl(o.call, `https://${PUBLIC}/v1`), AIR_GAPPED, 'a public address')
   refusedBaseUrl(t, await setBaseUrl(o.call, 'http://192.168.1.10/v1'), AIR_GAPPED, 'a private address outside the listed network')
   t.equal((await setBaseUrl(o.call, 'http://intranet.test/v1')).status, 200, 'a name inside the listed network')
@@ -488,7 +489,8 @@ t.test('the connection to the model goes only where the outbound policy allows, 
   await refused(service({ allowedCidrs: [], airGapped: false }, rebinding), /loopback address outside OUTBOUND_ALLOWED_NETWORKS/, 'a name that moved to loopback')
   t.equal(hits, 0, 'nothing reached the model server')
 
-  const allowed = await service({ allowedCidrs: ['127.0.0.0/8'], airGapped: true }, rebinding).connection(o.tenantId)
+  await refused(service({ allowedCidrs: ['127.0.0.0/8'], airGapped: true }, rebinding), /air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS/, 'air-gapped, a name outside the listed domains')
+  const allowed = await service({ allowedCidrs: ['127.0.0.0/8'], allowedDomains: ['rebind.test'], airGapped: true }, rebinding).connection(o.tenantId)
   const r = await allowed.fetch(`${allowed.baseUrl}/models`)
   t.equal(r.status, 200, 'inside OUTBOUND_ALLOWED_NETWORKS it connects')
   t.same(await r.json(), { data: [] })

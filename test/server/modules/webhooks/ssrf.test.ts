@@ -41,6 +41,7 @@ function refusedUrl(t: Test, r: Called, why: RegExp, what: string) {
 const NEVER = (cls: string) => new RegExp(`may not be called: ${cls} addresses are never reachable`)
 const OUTSIDE = (cls: string) => new RegExp(`may not be called: ${cls} address outside OUTBOUND_ALLOWED_NETWORKS`)
 const AIR_GAPPED = /may not be called: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable/
+const UNLISTED_NAME = /may not be called: air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up/
 
 t.test('registration refuses metadata, link-local, loopback, private and unspecified addresses in every notation', async (t) => {
   const resolver = dns({})
@@ -165,18 +166,22 @@ t.test('loopback registers once OUTBOUND_ALLOWED_NETWORKS includes it (and http 
   refusedUrl(t, await register(a.call, 'http://169.254.169.254/hook'), NEVER('metadata'), 'metadata stays refused')
 })
 
-t.test('a public host registers, except air-gapped, where only hosts inside OUTBOUND_ALLOWED_NETWORKS do', async (t) => {
-  const resolver = dns({ 'public.test': [PUBLIC], 'public6.test': ['2606:2800:220:1::1'], 'intranet.test': ['10.1.2.3'] })
+t.test('a public host registers, except air-gapped, where only hosts inside OUTBOUND_ALLOWED_NETWORKS (named under OUTBOUND_ALLOWED_DOMAINS) do', async (t) => {
+  const resolver = dns({ 'public.test': [PUBLIC], 'public6.test': ['2606:2800:220:1::1'], 'intranet.test': ['10.1.2.3'], 'outside.intranet.test': [PUBLIC] })
   const open = await (await testApp(t, {}, { resolver })).tenant()
   t.equal((await register(open.call, 'https://public.test/hook')).status, 201, 'a public IPv4 host')
   t.equal((await register(open.call, 'https://public6.test/hook')).status, 201, 'a public IPv6 host')
   refusedUrl(t, await register(open.call, 'https://intranet.test/hook'), OUTSIDE('private'), 'a private host, not listed')
 
-  const gapped = await (await testApp(t, { AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8' }, { resolver })).tenant()
+  const gapped = await (await testApp(t, { AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8', OUTBOUND_ALLOWED_DOMAINS: 'intranet.test' }, { resolver })).tenant()
+  resolver.asked.length = 0
   const refused = await register(gapped.call, 'https://public.test/hook')
-  refusedUrl(t, refused, AIR_GAPPED, 'a public host, air-gapped')
+  refusedUrl(t, refused, UNLISTED_NAME, 'a name outside OUTBOUND_ALLOWED_DOMAINS, air-gapped')
   t.notOk('address' in refused.body.error.details)
-  refusedUrl(t, await register(gapped.call, 'https://public6.test/hook'), AIR_GAPPED, 'a public IPv6 host, air-gapped')
+  refusedUrl(t, await register(gapped.call, 'https://public6.test/hook'), UNLISTED_NAME, 'another, air-gapped')
+  refusedUrl(t, await register(gapped.call, 'https://evil-intranet.test/hook'), UNLISTED_NAME, 'a name that only ends like a listed domain')
+  t.same(resolver.asked, [], 'and none of them was looked up')
+  refusedUrl(t, await register(gapped.call, 'https://outside.intranet.test/hook'), AIR_GAPPED, 'a listed name whose address is outside the allowed networks, air-gapped')
   refusedUrl(t, await register(gapped.call, `https://${PUBLIC}/hook`), AIR_GAPPED, 'a public literal, air-gapped')
   refusedUrl(t, await register(gapped.call, 'https://192.168.1.1/hook'), AIR_GAPPED, 'a private address outside the allowed networks, air-gapped')
   refusedUrl(t, await register(gapped.call, 'https://169.254.169.254/'), NEVER('metadata'), 'metadata, air-gapped')
@@ -263,7 +268,7 @@ t.test('air-gapped: deliveries reach hosts inside OUTBOUND_ALLOWED_NETWORKS; a h
   const inside = await receiver(t)
   const moved = await receiver(t)
   const resolver = dns({ 'inside.test': ['127.0.0.1'], 'moved.test': ['127.0.0.1'] })
-  const h = await webhookApp(t, { AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8' }, { resolver, webhookWorker: worker })
+  const h = await webhookApp(t, { AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8', OUTBOUND_ALLOWED_DOMAINS: 'inside.test,moved.test' }, { resolver, webhookWorker: worker })
   const a = await h.tenant()
   const good = await register(a.call, `http://inside.test:${inside.port}/hook`)
   const bad = await register(a.call, `http://moved.test:${moved.port}/hook`)
