@@ -194,7 +194,10 @@ async function runSite(t: Test, site: Site, airGapped: boolean): Promise<Run | n
   const resolvConf = join(dir, 'resolv.conf')
   writeFileSync(resolvConf, `nameserver ${site.net.gateway}\noptions timeout:1 attempts:1\n`, { mode: 0o644 })
   const run = [...site.flags, '--network', site.net.name, '--env-file', envFile(t, env), '--volume', `${resolvConf}:/etc/resolv.conf:ro`]
-  const migrated = await docker(['run', '--rm', ...run, site.image, 'migrate'], 120_000)
+  // Named, so that one left by a timed-out run is removed before the network is.
+  const migration = `atrium-air-gap-migrate-${suffix()}`
+  t.teardown(() => docker(['rm', '--force', '--volumes', migration]))
+  const migrated = await docker(['run', '--rm', '--name', migration, ...run, site.image, 'migrate'], 120_000)
   if (migrated.code !== 0) {
     t.fail(`${mode}: migrate failed: ${migrated.stderr}`)
     return null

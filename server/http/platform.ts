@@ -38,6 +38,10 @@ export const platformPlugin = fp(
     app.decorate('now', o.now ?? Date.now)
     app.decorate('registry', o.registry ?? createRegistry())
     app.decorate('outbound', compilePolicy({ allowedCidrs: config.OUTBOUND_ALLOWED_NETWORKS, allowedDomains: config.OUTBOUND_ALLOWED_DOMAINS, airGapped: config.AIR_GAPPED }, o.resolver))
+    // Said at start-up, not first at a refused delivery: a site upgraded from before the setting existed refuses every name.
+    if (config.AIR_GAPPED && !config.OUTBOUND_ALLOWED_DOMAINS.length) {
+      app.log.warn('AIR_GAPPED=true and OUTBOUND_ALLOWED_DOMAINS is empty: webhooks, model servers and identity providers can only be given as addresses (docs/air-gap.md)')
+    }
   },
   { name: 'atrium-platform' },
 )

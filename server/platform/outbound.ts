@@ -181,7 +181,15 @@ export const systemResolver: Resolver = (hostname) => dnsLookup(hostname, { all:
 /** A policy with its CIDRs parsed once, for callers that judge many connections. */
 export function compilePolicy(policy: OutboundPolicy, resolver: Resolver = systemResolver) {
   const cidrs = parseCidrs(policy.allowedCidrs)
-  const domains = policy.allowedDomains ?? []
+  // As config/schema.ts writes them; an empty entry would otherwise match names ending in '..'.
+  const domains = (policy.allowedDomains ?? [])
+    .map((d) =>
+      d
+        .trim()
+        .toLowerCase()
+        .replace(/^\.+|\.+$/g, ''),
+    )
+    .filter(Boolean)
   const decide = (a: Ip) => decideParsed(a, cidrs, policy.airGapped)
 
   /**

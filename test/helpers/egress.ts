@@ -206,6 +206,7 @@ export async function egressRecorder(t: Test, net: EgressNetwork, o: RecorderOpt
 
   // DNS over UDP and TCP (a resolver retries over TCP when an answer is truncated).
   const dnsUdp = createSocket('udp4')
+  dnsUdp.on('error', () => {}) // a reply the container no longer waits for
   dnsUdp.on('message', (msg, from) => {
     const reply = resolve(msg)
     if (reply) dnsUdp.send(reply, from.port, from.address)
@@ -242,6 +243,7 @@ export async function egressRecorder(t: Test, net: EgressNetwork, o: RecorderOpt
     })
   })
   const udpSink = createSocket('udp4')
+  udpSink.on('error', () => {})
   udpSink.on('message', (msg, from) => note({ kind: 'udp', from: `${from.address}:${from.port}`, bytes: msg.length }))
   await new Promise<void>((r) => udpSink.bind(0, net.gateway, r))
   const [dnsTcpPort, tcpSinkPort] = [await listening(dnsTcp, net.gateway), await listening(tcpSink, net.gateway)]
@@ -259,6 +261,7 @@ export async function egressRecorder(t: Test, net: EgressNetwork, o: RecorderOpt
     if (r.code !== 0) throw new Error(`iptables -t nat ${args.join(' ')}: ${r.stderr}`)
   }
   await ipt('-N', chain)
+  // runTool resolves with the exit code (never rejects), so every step runs whatever the others did.
   t.teardown(async () => {
     await runTool('iptables', ['-w', '5', '-t', 'nat', '-D', 'PREROUTING', '-i', net.bridge, '-j', chain])
     await runTool('iptables', ['-w', '5', '-t', 'nat', '-F', chain])

@@ -177,6 +177,9 @@ t.test('air-gapped, a name outside OUTBOUND_ALLOWED_DOMAINS is refused without a
     'a listed name still needs an allowed address',
   )
   t.same(await checkHost('10.9.9.9', gapped, dns), ['10.9.9.9'], 'an address needs no domain')
+  const loose = { ...gapped, allowedDomains: [' .Corp.Example. ', ''] }
+  t.same(await checkHost('llm.corp.example', loose, dns), ['10.1.2.3'], 'listed domains are taken as config/schema.ts writes them')
+  t.match(await caught(checkHost('x..', loose, table({ 'x..': ['10.1.2.3'] }))), { remedy: 'OUTBOUND_ALLOWED_DOMAINS' }, 'an empty entry lists nothing')
   dns.asked.length = 0
   t.same(await checkHost('llm.example', { allowedCidrs: [], airGapped: false }, table({ 'llm.example': ['93.184.216.34'] })), ['93.184.216.34'], 'connected, the domains do not matter')
   t.match(await caught(checkHost('169.254.169.254', gapped, dns)), { remedy: null, reason: /never reachable/ }, 'metadata: no setting allows it')
