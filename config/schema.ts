@@ -394,16 +394,24 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
       return { value: list }
     }
     case 'domains': {
-      const list = raw
-        .split(',')
-        .map((x) => x.trim().toLowerCase().replace(/^\./, '').replace(/\.$/, ''))
-        .filter(Boolean)
+      const list = domainList(raw.split(','))
       const bad = list.filter((d) => !isDomain(d))
       if (bad.length) return { problem: `${name} has entries that are not DNS domains: ${bad.join(', ')} (write e.g. corp.example,svc.cluster.local)` }
       return { value: [...new Set(list)] }
     }
   }
 }
+
+/** Domains as compared with names: lowercase, without the dots around them, no empty entries. */
+export const domainList = (entries: readonly string[]): string[] =>
+  entries
+    .map((d) =>
+      d
+        .trim()
+        .toLowerCase()
+        .replace(/^\.+|\.+$/g, ''),
+    )
+    .filter(Boolean)
 
 /** A DNS name as written in a setting: dot-separated labels of letters, digits, hyphens (and underscores, as in service records). */
 export function isDomain(text: string): boolean {

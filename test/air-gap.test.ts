@@ -8,12 +8,13 @@
 // AIR_GAPPED off must record those outside attempts, which shows the recorder sees what the
 // features do. docs/air-gap.md says how a site re-runs it against its own image.
 import { randomBytes } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import http from 'node:http'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { CONTAINER_CLI, CONTAINER_FIXED } from '../config/bundles.js'
-import { sweep, type OpenApi, type Swept } from './helpers/api-sweep.js'
+import { sweep, type Swept } from './helpers/api-sweep.js'
 import { egressNetwork, egressRecorder, recorderUnavailable, type Egress, type EgressNetwork } from './helpers/egress.js'
 import { buildImage, docker, engine, envFile, hardening, seconds, stepTimer, trustingImage } from './helpers/engine.js'
 import { faultProxy } from './helpers/fault-proxy.js'
@@ -34,12 +35,6 @@ const WEBHOOK_SECRET = 'a-shared-secret-of-32-characters'
 const found = await engine()
 const skip = 'skip' in found ? found.skip : ((await recorderUnavailable()) ?? false)
 if (!skip) t.setTimeout(900_000)
-
-const target = (url: string) => {
-  const u = new URL(url)
-  return { host: u.hostname, port: Number(u.port) }
-}
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 /** Polls `check` until it returns something, for up to `ms`. */
 async function until<T>(ms: number, check: () => Promise<T | null | undefined>): Promise<T | null> {
@@ -67,8 +62,6 @@ interface Site {
 
 interface Run {
   swept: Swept[]
-  /** Operations in the OpenAPI document. */
-  operations: number
   /** What each step of the scenario answered. */
   answers: Record<string, number | string>
 }
@@ -87,9 +80,9 @@ t.test('air-gapped, nothing leaves but traffic to the declared services, across 
   const gw = net.gateway
   // The site's own services, on the network's gateway: PostgreSQL, Redis and S3 in front of the
   // test's, a model server, a webhook receiver and an identity provider.
-  const [pgProxy, redis, s3] = await Promise.all([faultProxy(t, target(services.databaseUrl), gw), faultProxy(t, target(services.redisUrl), gw), faultProxy(t, target(services.s3Endpoint), gw)])
+  const [pgProxy, redis, s3] = await Promise.all([faultProxy(t, services.databaseUrl, gw), faultProxy(t, services.redisUrl, gw), faultProxy(t, services.s3Endpoint, gw)])
   const llm = await fakeLlm(t, { respond: modelTurn })
-  const llmProxy = await faultProxy(t, target(llm.url), gw)
+  const llmProxy = await faultProxy(t, llm.url, gw)
   const received: string[] = []
   const receiver = http.createServer((req, res) => {
     let body = ''
@@ -146,7 +139,11 @@ t.test('air-gapped, nothing leaves but traffic to the declared services, across 
     [],
     'no operation failed with a server error',
   )
-  t.equal(gapped.swept.length, gapped.operations, `every operation of the OpenAPI document was called (${gapped.operations}): ${summary(gapped.swept)}`)
+  t.same(
+    gapped.swept.filter((s) => s.unrouted),
+    [],
+    `every operation of the OpenAPI document (${gapped.swept.length}) reached its handler: ${summary(gapped.swept)}`,
+  )
 
   recorder.clear()
   const connected = await step('connected run', () => runSite(t, site, false))
@@ -298,7 +295,7 @@ async function runSite(t: Test, site: Site, airGapped: boolean): Promise<Run | n
   } else answers.signIn = `start: ${start.status}`
 
   // Every operation of the document.
-  const doc = (await (await fetch(`${api}/openapi.json`)).json()) as OpenApi
+  const doc = (await (await fetch(`${api}/openapi.json`)).json()) as Record<string, unknown>
   const keyToDelete = await call('POST', '/api/v1/api-keys', { name: 'to delete', type: 'sdk' })
   const member = await call('POST', '/api/v1/tenant/team/members', { email: 'member@example.com', role: 'member' })
   const ids: Record<string, string | undefined> = {
@@ -327,6 +324,5 @@ async function runSite(t: Test, site: Site, airGapped: boolean): Promise<Run | n
   await sleep(5000)
   await docker(['stop', '--time', '20', name], 60_000)
   t.comment(`${mode}: ${site.llm.requests.length} model requests so far, ${site.hooks.received.length} webhook deliveries received`)
-  const operations = Object.values(doc.paths).reduce((n, ops) => n + Object.keys(ops).filter((m) => ['get', 'post', 'put', 'patch', 'delete'].includes(m)).length, 0)
-  return { swept, answers, operations }
+  return { swept, answers }
 }

@@ -19,6 +19,7 @@ import https from 'node:https'
 import { isIP } from 'node:net'
 import zlib from 'node:zlib'
 import ipaddr from 'ipaddr.js'
+import { domainList } from '../../config/schema.js'
 import { AppError, invalid } from '../domain/errors.js'
 
 type Ip = ipaddr.IPv4 | ipaddr.IPv6
@@ -36,7 +37,7 @@ export interface OutboundPolicy {
 }
 
 /** The setting an operator would change to allow a refused connection. */
-export type OutboundRemedy = 'AIR_GAPPED' | 'OUTBOUND_ALLOWED_NETWORKS' | 'OUTBOUND_ALLOWED_DOMAINS' | null
+export type OutboundRemedy = 'OUTBOUND_ALLOWED_NETWORKS' | 'OUTBOUND_ALLOWED_DOMAINS' | null
 
 export type OutboundDecision = { allowed: true; class: AddressClass } | { allowed: false; class: AddressClass; reason: string; remedy: OutboundRemedy }
 
@@ -181,15 +182,8 @@ export const systemResolver: Resolver = (hostname) => dnsLookup(hostname, { all:
 /** A policy with its CIDRs parsed once, for callers that judge many connections. */
 export function compilePolicy(policy: OutboundPolicy, resolver: Resolver = systemResolver) {
   const cidrs = parseCidrs(policy.allowedCidrs)
-  // As config/schema.ts writes them; an empty entry would otherwise match names ending in '..'.
-  const domains = (policy.allowedDomains ?? [])
-    .map((d) =>
-      d
-        .trim()
-        .toLowerCase()
-        .replace(/^\.+|\.+$/g, ''),
-    )
-    .filter(Boolean)
+  // As the setting's parser writes them, also when a caller builds the policy itself (an empty entry would match names ending in '..').
+  const domains = domainList(policy.allowedDomains ?? [])
   const decide = (a: Ip) => decideParsed(a, cidrs, policy.airGapped)
 
   /**

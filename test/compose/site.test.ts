@@ -32,12 +32,6 @@ const found = await engine()
 const skip = 'skip' in found ? found.skip : needsCompose()
 if (!skip) t.setTimeout(900_000)
 
-/** host:port of a URL, as the proxy needs it. */
-const target = (url: string) => {
-  const u = new URL(url)
-  return { host: u.hostname, port: Number(u.port) }
-}
-
 /** The site's containers, network and volumes gone (--volumes: the containers' anonymous ones; Compose never removes external volumes, hence the rm). */
 async function removeSite(): Promise<void> {
   await docker(['compose', '--project-name', COMPOSE_PROJECT, 'down', '--volumes', '--remove-orphans', '--timeout', '10'], 120_000)
@@ -117,7 +111,7 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   // The site's own services, where containers reach them: on the engine's bridge, in front of the test's.
   const gateway = await bridgeGateway()
   const database = await freshDatabase(t)
-  const [db, redis, s3] = await Promise.all([faultProxy(t, target(database), gateway), faultProxy(t, target(services.redisUrl), gateway), faultProxy(t, target(services.s3Endpoint), gateway)])
+  const [db, redis, s3] = await Promise.all([faultProxy(t, database, gateway), faultProxy(t, services.redisUrl, gateway), faultProxy(t, services.s3Endpoint, gateway)])
   const databaseUrl = db.via(database)
   const port = await freePort()
   const api = `http://127.0.0.1:${port}`

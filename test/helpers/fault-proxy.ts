@@ -14,8 +14,12 @@ export interface FaultProxy {
   readonly resets: number
 }
 
-/** `listen`: the address it listens on (loopback unless a container must reach it: the engine's bridge). */
-export async function faultProxy(t: Test, target: { host: string; port: number }, listen = '127.0.0.1'): Promise<FaultProxy> {
+/**
+ * `target`: host and port, or the dependency's URL (its host and port are taken). `listen`: the
+ * address it listens on (loopback unless a container must reach it: the engine's bridge).
+ */
+export async function faultProxy(t: Test, to: { host: string; port: number } | string, listen = '127.0.0.1'): Promise<FaultProxy> {
+  const target = typeof to === 'string' ? { host: new URL(to).hostname, port: Number(new URL(to).port) } : to
   const pairs = new Set<[Socket, Socket]>()
   let down = false
   let resets = 0

@@ -20,6 +20,7 @@ import { createTenant } from '../../../server/modules/tenants/service.js'
 import type { Resolver } from '../../../server/platform/outbound.js'
 import { caller, testApp } from '../../helpers/app.js'
 import { suffix } from '../../helpers/platform.js'
+import { derefIn, operationsOf, type Operation, type Schema } from '../../helpers/openapi.js'
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20_261_125)
 const RUNS = Number(process.env.FUZZ_RUNS ?? 3000)
@@ -123,39 +124,9 @@ const blobPath = download.pathname.startsWith('/blobs/') ? download : null
 
 // ---- the OpenAPI document -----------------------------------------------------------------------
 
-type Schema = Record<string, any> // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON Schema from the document
-interface Operation {
-  method: string
-  path: string
-  pathParams: string[]
-  query: { name: string; schema: Schema }[]
-  body: Schema | null
-}
-
 const doc = (await anonymous('GET', '/openapi.json')).body
-const deref = (s: Schema): Schema =>
-  typeof s?.$ref === 'string'
-    ? deref(
-        s.$ref
-          .split('/')
-          .slice(1)
-          .reduce((o: Schema, k: string) => o[k], doc),
-      )
-    : s
-const operations: Operation[] = Object.entries<Schema>(doc.paths).flatMap(([path, item]) =>
-  Object.entries<Schema>(item)
-    .filter(([m]) => ['get', 'post', 'put', 'patch', 'delete'].includes(m))
-    .map(([m, op]) => {
-      const params: Schema[] = (op.parameters ?? []).map(deref)
-      return {
-        method: m.toUpperCase(),
-        path,
-        pathParams: params.filter((p) => p.in === 'path').map((p) => p.name as string),
-        query: params.filter((p) => p.in === 'query').map((p) => ({ name: p.name as string, schema: deref(p.schema ?? {}) })),
-        body: op.requestBody ? deref(op.requestBody.content?.['application/json']?.schema ?? {}) : null,
-      }
-    }),
-)
+const deref = derefIn(doc)
+const operations = operationsOf(doc)
 /** Where the ids of a path parameter come from: the collection before it. */
 const collectionOf = (op: Operation, name: string) => op.path.slice(0, op.path.indexOf(`/{${name}}`))
 /** The local store's download route, whose wildcard is a signed link (project files' wildcard is a path). */
