@@ -18,16 +18,27 @@ export interface MeasuredZip {
   destroy(): void
 }
 
-export function zipStream(entries: ZipEntry[], mtime = new Date()): MeasuredZip {
+/** A pass-through that measures what passes: `measured` resolves with the size and SHA-256 once it has ended. */
+export function meterStream(): { stream: Transform; measured: Promise<{ size: number; sha256: string }> } {
   const hash = createHash('sha256')
   let size = 0
-  const meter = new Transform({
+  const stream = new Transform({
     transform(chunk: Buffer, _enc, done) {
       hash.update(chunk)
       size += chunk.length
       done(null, chunk)
     },
   })
+  const measured = new Promise<{ size: number; sha256: string }>((resolve, reject) => {
+    stream.once('end', () => resolve({ size, sha256: hash.digest('hex') }))
+    stream.once('error', reject)
+  })
+  measured.catch(() => {}) // the reader of the stream sees the same error
+  return { stream, measured }
+}
+
+export function zipStream(entries: ZipEntry[], mtime = new Date()): MeasuredZip {
+  const { stream: meter, measured } = meterStream()
   const zip = new ZipFile()
   for (const e of entries) {
     if (e.data instanceof Readable) {
@@ -38,11 +49,6 @@ export function zipStream(entries: ZipEntry[], mtime = new Date()): MeasuredZip 
     }
   }
   zip.end()
-  const measured = new Promise<{ size: number; sha256: string }>((resolve, reject) => {
-    meter.once('end', () => resolve({ size, sha256: hash.digest('hex') }))
-    meter.once('error', reject)
-  })
-  measured.catch(() => {}) // the reader of the stream sees the same error
   zip.outputStream.once('error', (err) => meter.destroy(err))
   zip.outputStream.pipe(meter)
   const destroy = () => {

@@ -316,6 +316,33 @@ export const settings = {
     group: 'limits',
     description: 'Largest JSON request body accepted; larger ones get 413',
   } satisfies IntSetting,
+  RESTORE_MAX_UPLOAD_BYTES: {
+    type: 'int',
+    min: 1024 * 1024,
+    max: 1024 * 1024 * 1024 * 1024,
+    default: 10 * 1024 * 1024 * 1024,
+    secret: false,
+    group: 'limits',
+    description: 'Largest archive a tenant restore takes (bytes, as uploaded); larger uploads get 413 and leave nothing behind',
+  } satisfies IntSetting,
+  RESTORE_MAX_UNPACKED_BYTES: {
+    type: 'int',
+    min: 1024 * 1024,
+    max: 4 * 1024 * 1024 * 1024 * 1024,
+    default: 40 * 1024 * 1024 * 1024,
+    secret: false,
+    group: 'limits',
+    description: 'Bytes a restored archive may unpack to in all; more is refused (ARCHIVE_TOO_LARGE) before anything is written',
+  } satisfies IntSetting,
+  RESTORE_MAX_ENTRIES: {
+    type: 'int',
+    min: 100,
+    max: 10_000_000,
+    default: 50_000,
+    secret: false,
+    group: 'limits',
+    description: 'Entries a restored archive may hold; more is refused (ARCHIVE_TOO_MANY_ENTRIES) before anything is written',
+  } satisfies IntSetting,
 } as const
 
 export type SettingName = keyof typeof settings

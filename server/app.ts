@@ -31,16 +31,19 @@ import { auditPlugin } from './modules/audit/plugin.js'
 import { signInPlugin, type SignInOptions } from './modules/auth/plugin.js'
 import { cliAuthPlugin } from './modules/cli-auth/plugin.js'
 import { downloadsPlugin } from './modules/downloads/plugin.js'
+import { exportsPlugin, type ExportsOptions } from './modules/exports/plugin.js'
+import { gdprPlugin } from './modules/gdpr/plugin.js'
 import { oauthPlugin } from './modules/oauth/plugin.js'
 import { opsPlugin } from './modules/ops/plugin.js'
 import { projectsPlugin } from './modules/projects/plugin.js'
+import { restoresPlugin, type RestoresOptions } from './modules/restores/plugin.js'
 import { teamPlugin } from './modules/team/plugin.js'
 import { tenantsPlugin } from './modules/tenants/plugin.js'
 import { webhooksPlugin, type WebhooksOptions } from './modules/webhooks/plugin.js'
 import type { Platform } from './platform/index.js'
 
 /** What a caller (tests) may change; each field is documented by the plugin that reads it. */
-export interface AppOptions extends PlatformOptions, LimitsOptions, JobsOptions, SignInOptions, WebhooksOptions, AgentsOptions, ChatOptions {}
+export interface AppOptions extends PlatformOptions, LimitsOptions, JobsOptions, SignInOptions, WebhooksOptions, AgentsOptions, ChatOptions, ExportsOptions, RestoresOptions {}
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -83,6 +86,9 @@ const MODULES: FastifyPluginAsync<AppOptions>[] = [
   auditPlugin,
   teamPlugin,
   webhooksPlugin,
+  exportsPlugin,
+  restoresPlugin,
+  gdprPlugin,
 ]
 
 export async function buildApp(platform: Platform, opts: AppOptions = {}): Promise<FastifyInstance> {

@@ -31,6 +31,19 @@ export const ERRORS = {
   AGENT_TOKEN_LIMIT: { status: 422, message: 'The run used all of its tokens' },
   AGENT_TIME_LIMIT: { status: 422, message: 'The run ran out of time' },
   RUN_INTERRUPTED: { status: 503, message: 'The run was interrupted and could not be resumed' },
+  // Why an export or a restore ended failed (error.code of the job); never a response status of their own.
+  JOB_INTERRUPTED: { status: 503, message: 'The work was interrupted and could not be finished' },
+  EXPORT_DESTINATION_FAILED: { status: 502, message: 'The export destination refused the archive or could not be reached' },
+  ARCHIVE_CORRUPT: { status: 400, message: 'The archive is damaged: not a zip, truncated, or an entry fails its checksum' },
+  ARCHIVE_UNSAFE_PATH: { status: 400, message: 'An entry of the archive names a path outside the archive' },
+  ARCHIVE_SYMLINK: { status: 400, message: 'The archive holds a symbolic link' },
+  ARCHIVE_DUPLICATE_ENTRY: { status: 400, message: 'The archive holds two entries of the same name' },
+  ARCHIVE_TOO_MANY_ENTRIES: { status: 413, message: 'The archive holds more entries than a restore takes' },
+  ARCHIVE_TOO_LARGE: { status: 413, message: 'The archive unpacks to more bytes than a restore takes' },
+  ARCHIVE_COMPRESSION_RATIO: { status: 400, message: 'An entry of the archive expands far beyond its compressed size (a zip bomb)' },
+  ARCHIVE_VERSION_UNSUPPORTED: { status: 400, message: 'The archive was written by a newer Atrium, or is not a tenant export' },
+  ARCHIVE_UNKNOWN_ENTRY: { status: 400, message: 'The archive holds an entry a tenant export does not have' },
+  ARCHIVE_INVALID_DATA: { status: 400, message: 'A record of the archive is not valid' },
 } as const
 
 export type ErrorCode = keyof typeof ERRORS

@@ -5,6 +5,7 @@ export const PERMISSIONS = [
   'projects:read',
   'projects:write',
   'export',
+  'restore',
   'keys:manage',
   'team:read',
   'team:manage',

@@ -30,6 +30,12 @@ export interface PlanLimits {
   chatSessions: number
   /** Characters one chat message may hold. */
   chatMessageChars: number
+  /** Tenant exports asked for by hand in a calendar month (UTC); null: unlimited. Scheduled ones are not counted. */
+  manualExportsPerMonth: number | null
+  /** Hours between automatic backups of the whole tenant; null: none (their retention is backupRetentionDays). */
+  automaticBackupHours: number | null
+  /** Whether backups and exports may go to the tenant's own storage (BYOS backup). */
+  byosBackup: boolean
 }
 
 export interface PlanTerms {
@@ -46,12 +52,36 @@ const GiB = 1024 * MiB
 export const PLAN_TERMS: Record<Plan, PlanTerms> = {
   free: {
     title: 'Free',
-    limits: { projectVersions: 5, webhookEndpoints: 2, backupRetentionDays: 0, fileBytes: 1 * MiB, projectFileBytes: 10 * MiB, concurrentRuns: 1, chatSessions: 100, chatMessageChars: 4_000 },
+    limits: {
+      projectVersions: 5,
+      webhookEndpoints: 2,
+      backupRetentionDays: 0,
+      fileBytes: 1 * MiB,
+      projectFileBytes: 10 * MiB,
+      concurrentRuns: 1,
+      chatSessions: 100,
+      chatMessageChars: 4_000,
+      manualExportsPerMonth: 1,
+      automaticBackupHours: null,
+      byosBackup: false,
+    },
     auditRetention: null,
   },
   pro: {
     title: 'Pro',
-    limits: { projectVersions: 20, webhookEndpoints: 10, backupRetentionDays: 7, fileBytes: 10 * MiB, projectFileBytes: 100 * MiB, concurrentRuns: 5, chatSessions: 1_000, chatMessageChars: 16_000 },
+    limits: {
+      projectVersions: 20,
+      webhookEndpoints: 10,
+      backupRetentionDays: 7,
+      fileBytes: 10 * MiB,
+      projectFileBytes: 100 * MiB,
+      concurrentRuns: 5,
+      chatSessions: 1_000,
+      chatMessageChars: 16_000,
+      manualExportsPerMonth: null,
+      automaticBackupHours: 24,
+      byosBackup: false,
+    },
     auditRetention: '30 days',
   },
   growth: {
@@ -65,6 +95,9 @@ export const PLAN_TERMS: Record<Plan, PlanTerms> = {
       concurrentRuns: 20,
       chatSessions: 10_000,
       chatMessageChars: 32_000,
+      manualExportsPerMonth: null,
+      automaticBackupHours: 24,
+      byosBackup: false,
     },
     auditRetention: '90 days',
   },
@@ -79,6 +112,9 @@ export const PLAN_TERMS: Record<Plan, PlanTerms> = {
       concurrentRuns: 100,
       chatSessions: 100_000,
       chatMessageChars: 100_000,
+      manualExportsPerMonth: null,
+      automaticBackupHours: 1,
+      byosBackup: true,
     },
     auditRetention: '1 year',
   },

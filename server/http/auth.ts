@@ -29,8 +29,12 @@ declare module 'fastify' {
     rateLimit?: boolean
     /** The permission the route needs (or several, all needed): the domain's, checked when the route compiles. */
     permission?: Permission | readonly Permission[]
-    /** The route acts for the platform, not a tenant: platform operator (svc_admin_) keys only. */
-    operator?: boolean
+    /**
+     * true: the route acts for the platform, not a tenant: platform operator (svc_admin_) keys only.
+     * 'also': a tenant route under /api/v1/platform/tenants/:tenantId that operator keys may call
+     * for any tenant, besides the tenant's own credentials with the permission (exports).
+     */
+    operator?: boolean | 'also'
   }
 }
 
@@ -80,12 +84,13 @@ export const authPlugin = fp(
           errors: tenantHeaders.map((h) => ({ field: `headers.${h}`, message: 'must not be sent' })),
         })
       }
-      if (config.operator && request.principal?.tenantId) {
+      if (config.operator === true && request.principal?.tenantId) {
         throw forbidden('This route needs a platform operator key (svc_admin_...)', { required: 'operator' })
       }
       if (config.permission && request.principal) {
         const needed = [config.permission].flat()
         if (!request.principal.tenantId) {
+          if (config.operator === 'also') return
           throw forbidden('Platform operator keys act on /api/v1/platform routes only', { required: needed[0] })
         }
         // Named one at a time, the first one lacking: details.required stays one permission.

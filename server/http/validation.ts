@@ -18,10 +18,18 @@ function make(opts: Options): Ajv {
   return ajv
 }
 
+/**
+ * Marks a body schema that documents a request read as a stream (a multipart upload): the OpenAPI
+ * document shows it, and the route reads and checks the parts itself as they arrive.
+ */
+export const streamedBody = <T extends object>(schema: T): T => ({ ...schema, [STREAMED]: true })
+const STREAMED = 'x-atrium-streamed'
+
 export function validatorCompiler(): FastifySchemaCompiler<unknown> {
   const strict = make({ coerceTypes: false })
   const coercing = make({ coerceTypes: 'array' })
   return ({ schema, httpPart }) => {
+    if (httpPart === 'body' && (schema as Record<string, unknown>)[STREAMED] === true) return () => true
     const validate = (httpPart === 'body' ? strict : coercing).compile(schema as object)
     const properties = (schema as { properties?: Record<string, { format?: string } | undefined> }).properties ?? {}
     const ids = httpPart === 'params' || httpPart === 'querystring' ? Object.keys(properties).filter((k) => properties[k]?.format === 'uuid') : []

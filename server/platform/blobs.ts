@@ -3,12 +3,14 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { createReadStream, createWriteStream } from 'node:fs'
 import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises'
+import type http from 'node:http'
 import { dirname, join, sep } from 'node:path'
 import type { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { Client } from 'minio'
 import type { Logger } from 'pino'
 import { privateDir } from './data-dir.js'
+import { outboundAgent, type CompiledPolicy } from './outbound.js'
 
 export interface LinkOptions {
   expiresSeconds: number
@@ -20,6 +22,10 @@ export interface Blobs {
   /** Stores a buffer or a stream of unknown length; a failed stream leaves no object behind. */
   put(key: string, body: Buffer | Readable, contentType: string): Promise<void>
   get(key: string): Promise<Readable>
+  /** Bytes `start` to `end` inclusive (a zip read from its central directory, entry by entry). */
+  getRange(key: string, start: number, end: number): Promise<Readable>
+  /** The object's size, or null when there is none. */
+  size(key: string): Promise<number | null>
   remove(key: string): Promise<void>
   /** A link anyone holding it can download from until it expires. */
   presignGet(key: string, opts: LinkOptions): Promise<string>
@@ -43,6 +49,11 @@ function checkKey(key: string): string {
 
 export interface S3Options {
   endpoint: string
+  /**
+   * Connections through this agent: a store a tenant named is reached only where the outbound
+   * policy allows (an agent whose lookup judges each address). The platform's own store has none.
+   */
+  agent?: http.Agent
   /** Where users reach the store, when not at `endpoint` (links are signed for their host). */
   publicEndpoint?: string
   bucket: string
@@ -61,19 +72,83 @@ function s3Client(endpoint: string, o: S3Options): Client {
     secretKey: o.secretKey,
     // With the region known, presigning is pure computation: no request to the store.
     region: o.region,
+    ...(o.agent ? { transportAgent: o.agent } : {}),
   })
 }
 
-export async function openS3Blobs(o: S3Options): Promise<Blobs> {
+/** Bytes of each part of a streamed upload: S3's smallest part is 5 MiB (the last excepted). */
+export const PART_BYTES = 16 * 1024 * 1024
+
+/**
+ * A stream of unknown length into an object, in parts of PART_BYTES with one part uploading while
+ * the next fills: memory stays at about two parts, however large the object. (The client's own
+ * putObject sizes parts for the largest possible object, about 500 MiB each, held in memory, and
+ * never settles when the stream fails.) A stream that ends within one part is one PUT. When the
+ * stream or a part fails, the multipart upload is aborted: no object, no parts left behind.
+ */
+async function putStream(client: Client, bucket: string, key: string, body: Readable, contentType: string): Promise<void> {
+  const headers = { 'Content-Type': contentType }
+  let chunks: Buffer[] = []
+  let filled = 0
+  let uploadId: string | null = null
+  const parts: { part: number; etag: string }[] = []
+  let inFlight: Promise<void> | null = null
+  const send = async (payload: Buffer) => {
+    uploadId ??= await client.initiateNewMultipartUpload(bucket, key, headers)
+    const part = parts.length + 1
+    parts.push({ part, etag: '' })
+    const r = await client.uploadPart({ bucketName: bucket, objectName: key, uploadID: uploadId, partNumber: part, headers: { 'Content-Length': payload.length } }, payload)
+    parts[part - 1]!.etag = r.etag
+  }
+  try {
+    for await (const chunk of body) {
+      const c = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string)
+      chunks.push(c)
+      filled += c.length
+      if (filled >= PART_BYTES) {
+        const payload = Buffer.concat(chunks)
+        chunks = []
+        filled = 0
+        await inFlight // one part on its way at a time, besides the one filling
+        inFlight = send(payload)
+        inFlight.catch(() => {}) // awaited before the next part, and at the end
+      }
+    }
+    await inFlight
+    if (uploadId === null) {
+      const payload = Buffer.concat(chunks)
+      await client.putObject(bucket, key, payload, payload.length, headers)
+      return
+    }
+    if (filled) await send(Buffer.concat(chunks))
+    await client.completeMultipartUpload(bucket, key, uploadId, parts)
+  } catch (err) {
+    await inFlight?.catch(() => {})
+    if (uploadId !== null) await client.abortMultipartUpload(bucket, key, uploadId).catch(() => {})
+    throw err
+  }
+}
+
+/** A store's client, without looking at the bucket (openS3Blobs makes it when missing). */
+export function s3Blobs(o: S3Options): Blobs {
   const client = s3Client(o.endpoint, o)
   const signer = o.publicEndpoint ? s3Client(o.publicEndpoint, o) : client
-  const blobs: Blobs = {
+  return {
     kind: 's3',
     async put(key, body, contentType) {
-      // a stream of unknown length goes up in parts; a failed upload never completes the object
-      await client.putObject(o.bucket, checkKey(key), body, Buffer.isBuffer(body) ? body.length : undefined, { 'Content-Type': contentType })
+      if (Buffer.isBuffer(body)) await client.putObject(o.bucket, checkKey(key), body, body.length, { 'Content-Type': contentType })
+      else await putStream(client, o.bucket, checkKey(key), body, contentType)
     },
     get: (key) => client.getObject(o.bucket, checkKey(key)),
+    getRange: (key, start, end) => client.getPartialObject(o.bucket, checkKey(key), start, end - start + 1),
+    async size(key) {
+      try {
+        return (await client.statObject(o.bucket, checkKey(key))).size
+      } catch (err) {
+        if ((err as { code?: string }).code === 'NotFound' || (err as { code?: string }).code === 'NoSuchKey') return null
+        throw err
+      }
+    },
     remove: (key) => client.removeObject(o.bucket, checkKey(key)),
     presignGet: (key, opts) =>
       signer.presignedGetObject(o.bucket, checkKey(key), opts.expiresSeconds, {
@@ -83,6 +158,21 @@ export async function openS3Blobs(o: S3Options): Promise<Blobs> {
       if (!(await client.bucketExists(o.bucket))) throw new Error(`bucket ${o.bucket} does not exist`)
     },
   }
+}
+
+/**
+ * A bucket someone other than the operator named (a tenant's export destination): reached only
+ * where the outbound policy allows, and never created. OutboundRefused when the policy refuses
+ * its host.
+ */
+export async function guardedS3Blobs(policy: CompiledPolicy, o: Omit<S3Options, 'agent' | 'publicEndpoint'>): Promise<Blobs & { close(): void }> {
+  const agent = await outboundAgent(policy, new URL(o.endpoint))
+  return { ...s3Blobs({ ...o, agent }), close: () => agent.destroy() }
+}
+
+export async function openS3Blobs(o: S3Options): Promise<Blobs> {
+  const client = s3Client(o.endpoint, o)
+  const blobs = s3Blobs(o)
   if (!(await client.bucketExists(o.bucket).catch(() => true))) {
     await client.makeBucket(o.bucket, o.region).catch((err: { code?: string }) => {
       // another replica made it at the same moment
@@ -123,6 +213,19 @@ export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: 
       const p = pathOf(key)
       await stat(p)
       return createReadStream(p)
+    },
+    async getRange(key, start, end) {
+      const p = pathOf(key)
+      await stat(p)
+      return createReadStream(p, { start, end })
+    },
+    async size(key) {
+      try {
+        return (await stat(pathOf(key))).size
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null
+        throw err
+      }
     },
     remove: (key) => rm(pathOf(key), { force: true }),
     async presignGet(key, opts) {

@@ -24,6 +24,11 @@ export interface Db {
   /** A transaction that row-level security confines to one tenant. All tenant data goes through here. */
   tenant<T>(tenantId: string, fn: (sql: TxSql) => Promise<T>): Promise<T>
   /**
+   * A read-only transaction confined to a tenant that sees one snapshot of the database
+   * (REPEATABLE READ) however long it reads: what an export reads is consistent across tables.
+   */
+  tenantSnapshot<T>(tenantId: string, fn: (sql: TxSql) => Promise<T>): Promise<T>
+  /**
    * One read confined to a tenant, in a single round trip (the tenant and the query go out in one
    * write). For the hot single-statement reads (get and list).
    */
@@ -91,11 +96,11 @@ function wrap(mode: Db['mode'], sql: Sql, app: Sql | null, close: () => Promise<
   // failed, the caller's queries fail too (an aborted transaction refuses them, 25P02) and
   // everything rolls back. set_config(..., true) ends with the transaction. BEGIN and COMMIT go as
   // simple-protocol messages (no parameters), lighter than extended ones.
-  const inTransaction = async <T>(pool: Sql, role: string | null, tenantId: string, body: (tx: TxSql, opened: Promise<unknown>) => Promise<T>): Promise<T> => {
+  const inTransaction = async <T>(pool: Sql, role: string | null, tenantId: string, body: (tx: TxSql, opened: Promise<unknown>) => Promise<T>, snapshot = false): Promise<T> => {
     const tx = await pool.reserve()
     try {
       const opened = Promise.all([
-        tx`begin`.simple().execute(),
+        (snapshot ? tx`begin isolation level repeatable read read only` : tx`begin`).simple().execute(),
         role ? tx`select set_config('role', ${role}, true), set_config('app.tenant_id', ${tenantId}, true)`.execute() : tx`select set_config('app.tenant_id', ${tenantId}, true)`.execute(),
       ])
       opened.catch(() => {}) // awaited by the body; this only keeps an early failure from going unhandled
@@ -107,13 +112,19 @@ function wrap(mode: Db['mode'], sql: Sql, app: Sql | null, close: () => Promise<
       tx.release()
     }
   }
-  const run = <T>(pool: Sql, role: string | null, tenantId: string, fn: (tx: TxSql) => Promise<T>) =>
-    inTransaction(pool, role, tenantId, async (tx, opened) => {
-      const result = await fn(tx)
-      await opened
-      await tx`commit`.simple()
-      return result
-    })
+  const run = <T>(pool: Sql, role: string | null, tenantId: string, fn: (tx: TxSql) => Promise<T>, snapshot = false) =>
+    inTransaction(
+      pool,
+      role,
+      tenantId,
+      async (tx, opened) => {
+        const result = await fn(tx)
+        await opened
+        await tx`commit`.simple()
+        return result
+      },
+      snapshot,
+    )
 
   const tenantRead = async <T extends readonly object[]>(tenantId: string, query: (tx: TxSql) => postgres.PendingQuery<T>): Promise<T> => {
     if (app) {
@@ -142,6 +153,7 @@ function wrap(mode: Db['mode'], sql: Sql, app: Sql | null, close: () => Promise<
     mode,
     sql,
     tenant: (tenantId, fn) => (app ? run(app, null, tenantId, fn) : run(sql, APP_ROLE, tenantId, fn)),
+    tenantSnapshot: (tenantId, fn) => (app ? run(app, null, tenantId, fn, true) : run(sql, APP_ROLE, tenantId, fn, true)),
     tenantRead,
     system: (fn) => run(sql, SYSTEM_ROLE, '', fn),
     // Through real transactions in both roles: a database that answers but where the server

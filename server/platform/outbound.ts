@@ -464,6 +464,17 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
 }
 export type OutboundFetch = ReturnType<typeof outboundFetch>
 
+/**
+ * An agent for a client library that makes its own requests (the S3 client of an export's
+ * destination): every connection it opens goes only where the policy allows, judged at connect
+ * time through its lookup. An IP literal is judged here, as net.connect does not look one up.
+ */
+export async function outboundAgent(policy: CompiledPolicy, url: URL): Promise<http.Agent> {
+  await policy.resolveAllowed(url.hostname)
+  const options = { keepAlive: true, lookup: policy.lookup as unknown as http.AgentOptions['lookup'] }
+  return url.protocol === 'https:' ? new https.Agent(options) : new http.Agent(options)
+}
+
 /** Whether an error (or one of its causes) is the policy's refusal. */
 export function refusalIn(err: unknown): OutboundRefused | null {
   for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {

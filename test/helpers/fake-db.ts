@@ -34,6 +34,10 @@ export function fakeDb(): FakeDb {
       opened.push(tenantId)
       return fn(noSql)
     },
+    async tenantSnapshot(tenantId, fn) {
+      opened.push(tenantId)
+      return fn(noSql)
+    },
     async tenantRead(tenantId, query) {
       opened.push(tenantId)
       return query(noSql)

@@ -55,17 +55,15 @@ export async function freshDatabase(t: Test): Promise<string> {
   return url.toString()
 }
 
+/** A client of an S3 store (the test's own by default), for what a test checks behind the server's back. */
+export function s3Client(endpoint = services.s3Endpoint, accessKey = services.s3AccessKey, secretKey = services.s3SecretKey, region = 'us-east-1'): Client {
+  const url = new URL(endpoint)
+  return new Client({ endPoint: url.hostname, port: Number(url.port) || undefined, useSSL: url.protocol === 'https:', accessKey, secretKey, region })
+}
+
 /** A new bucket on the test object store; emptied and removed when the test ends. */
 export async function freshBucket(t: Test): Promise<string> {
-  const url = new URL(services.s3Endpoint)
-  const client = new Client({
-    endPoint: url.hostname,
-    port: Number(url.port) || undefined,
-    useSSL: url.protocol === 'https:',
-    accessKey: services.s3AccessKey,
-    secretKey: services.s3SecretKey,
-    region: 'us-east-1',
-  })
+  const client = s3Client()
   const bucket = `atrium-t-${suffix()}`
   t.teardown(async () => {
     if (!(await client.bucketExists(bucket))) return // nothing in the test opened blob storage

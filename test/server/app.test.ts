@@ -40,9 +40,31 @@ t.test('modules reach what they share through declared decorations', async (t) =
     t.ok(app.hasDecorator(name), name)
   }
   t.ok(app.hasRequestDecorator('principal'))
-  for (const name of ['atrium-platform', 'atrium-envelope', 'atrium-jobs', 'atrium-auth', 'atrium-license', 'atrium-sign-in', 'atrium-projects', 'atrium-webhooks']) {
+  for (const name of [
+    'atrium-platform',
+    'atrium-envelope',
+    'atrium-jobs',
+    'atrium-auth',
+    'atrium-license',
+    'atrium-sign-in',
+    'atrium-projects',
+    'atrium-webhooks',
+    'atrium-exports',
+    'atrium-restores',
+  ]) {
     t.ok(app.hasPlugin(name), name)
   }
   // Each module defined its queues on the one runner; the runner's upkeep is the jobs plugin's own.
-  t.same([...app.jobs.queues].sort(), ['agents.run', 'audit.retention', 'chat.reply', 'jobs.sweep', 'projects.backup-retention', 'webhooks.events-retention'])
+  t.same([...app.jobs.queues].sort(), [
+    'agents.run',
+    'audit.retention',
+    'chat.reply',
+    'exports.backups',
+    'exports.run',
+    'exports.scheduled',
+    'jobs.sweep',
+    'projects.backup-retention',
+    'restores.run',
+    'webhooks.events-retention',
+  ])
 })

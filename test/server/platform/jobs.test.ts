@@ -2,7 +2,6 @@
 // PGlite otherwise): transactional enqueue, retries, cancel, fairness between tenants, concurrency,
 // schedules, drain, metrics; and, on PostgreSQL, a worker killed with SIGKILL and two replicas
 // sharing one schedule (in processes of their own).
-import { fork, type ChildProcess } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
@@ -22,6 +21,7 @@ import {
   type QueueDefinition,
 } from '../../../server/platform/jobs.js'
 import type { Platform } from '../../../server/platform/index.js'
+import { ipcChild, type IpcChild } from '../../helpers/ipc.js'
 import { services, testPlatform } from '../../helpers/platform.js'
 
 const platform = await testPlatform(t)
@@ -314,27 +314,7 @@ interface Msg {
 const WORKER = fileURLToPath(new URL('./jobs-worker.ts', import.meta.url))
 const postgresOnly = services.databaseUrl ? false : 'needs PostgreSQL (TEST_DATABASE_URL): replicas in processes of their own share one database server'
 
-function worker(tt: Test, env: Record<string, string>): ChildProcess & { next: (pred: (m: Msg) => unknown) => Promise<Msg> } {
-  const child = fork(WORKER, [], { execArgv: ['--import', 'tsx'], env: { ...process.env, DATABASE_URL: platform.config.DATABASE_URL, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-  const messages: Msg[] = []
-  const waiting: { pred: (m: Msg) => unknown; resolve: (m: Msg) => void }[] = []
-  child.on('message', (message) => {
-    const m = message as Msg
-    const w = waiting.findIndex((x) => x.pred(m))
-    if (w >= 0) waiting.splice(w, 1)[0]!.resolve(m)
-    else messages.push(m)
-  })
-  tt.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-  })
-  return Object.assign(child, {
-    next: (pred: (m: Msg) => unknown): Promise<Msg> => {
-      const i = messages.findIndex(pred)
-      if (i >= 0) return Promise.resolve(messages.splice(i, 1)[0]!)
-      return new Promise<Msg>((resolve) => waiting.push({ pred, resolve }))
-    },
-  })
-}
+const worker = (tt: Test, env: Record<string, string>): IpcChild<Msg> => ipcChild<Msg>(tt, WORKER, { ...process.env, DATABASE_URL: platform.config.DATABASE_URL, ...env })
 
 t.test('on PostgreSQL a committed job wakes an idle runner at once (NOTIFY), long before its next poll', { skip: postgresOnly }, async (t) => {
   const q = queue()

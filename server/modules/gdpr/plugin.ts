@@ -1,0 +1,12 @@
+// 'atrium-gdpr': the GDPR export of the caller's personal data, POST /api/v1/gdpr/export.
+import fp from 'fastify-plugin'
+import { API_PREFIX } from '../../http/auth.js'
+import { gdprRoutes } from './routes.js'
+import { gdprService } from './service.js'
+
+export const gdprPlugin = fp(
+  async (app) => {
+    await app.register(gdprRoutes, { prefix: API_PREFIX, gdpr: gdprService({ db: app.platform.db, now: app.now }) })
+  },
+  { name: 'atrium-gdpr', dependencies: ['atrium-platform', 'atrium-auth', 'atrium-license'] },
+)

@@ -1,0 +1,227 @@
+// Reading an uploaded archive safely. The zip is read in place in the store (yauzl over ranged
+// reads: the central directory, then each entry on its own), never unpacked to disk or held whole.
+//
+// Before any entry is read, the central directory is judged whole; the first broken rule refuses
+// the archive with its code (ARCHIVE_*): more entries than the limit, a name that is not UTF-8, is
+// absolute, has a drive letter, a backslash, '.' or '..' segments or a control character (zip
+// slip), a symbolic link, two entries of one name, an encrypted entry or an unknown compression,
+// entries whose data overlap (the overlapping-file bomb), an entry or the whole archive expanding
+// beyond the ratio limit or the unpacked-size limit, and a name the format does not have. Reading
+// an entry then checks its size (yauzl) and its CRC-32 against the directory: a mismatch is
+// ARCHIVE_CORRUPT.
+import { PassThrough, Transform, type Readable } from 'node:stream'
+import zlib from 'node:zlib'
+import yauzl from 'yauzl'
+import { AppError, type ErrorCode } from '../../domain/errors.js'
+import type { Blobs } from '../../platform/blobs.js'
+import { entryOf, type EntryDef } from '../exports/format.js'
+
+export interface ArchiveLimits {
+  /** Entries at most (RESTORE_MAX_ENTRIES). */
+  maxEntries: number
+  /** Bytes all entries unpack to, at most (RESTORE_MAX_UNPACKED_BYTES). */
+  maxUnpackedBytes: number
+}
+
+/** How far an entry (or the archive) may expand: deflate of our own JSON stays far below; a bomb goes far beyond. */
+export const MAX_RATIO = 200
+/** Entries this small are not judged by their ratio (a tiny JSON file can compress well). */
+const RATIO_FLOOR_BYTES = 64 * 1024
+/** A JSON entry is read whole to be checked: larger ones are refused (the export never writes one). */
+export const MAX_JSON_ENTRY_BYTES = 64 * 1024 * 1024
+
+export interface ArchiveEntry {
+  name: string
+  def: EntryDef
+  match: RegExpExecArray
+  /** Bytes it unpacks to. */
+  size: number
+  raw: yauzl.Entry
+}
+
+export interface Archive {
+  readonly entries: readonly ArchiveEntry[]
+  /** An entry's bytes, checked against its size and CRC-32 as they pass (the stream fails ARCHIVE_CORRUPT). */
+  open(entry: ArchiveEntry): Promise<Readable>
+  /** A JSON entry, parsed. */
+  json(entry: ArchiveEntry): Promise<unknown>
+  close(): void
+}
+
+export const refused = (code: ErrorCode, message: string, details: Record<string, unknown> = {}) => new AppError(code, message, details)
+
+/** Ranged reads of an object in the store. */
+class BlobReader extends yauzl.RandomAccessReader {
+  constructor(
+    private readonly blobs: Blobs,
+    private readonly key: string,
+  ) {
+    super()
+  }
+  override _readStreamForRange(start: number, end: number): Readable {
+    const out = new PassThrough()
+    if (end <= start) {
+      out.end()
+      return out
+    }
+    this.blobs.getRange(this.key, start, end - 1).then(
+      (s) => {
+        s.once('error', (err) => out.destroy(err))
+        s.pipe(out)
+      },
+      (err: unknown) => out.destroy(err as Error),
+    )
+    return out
+  }
+}
+
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f]/
+
+/**
+ * Whether a failure while reading came from the store (a network fault: the job tries again)
+ * rather than from the archive's bytes (yauzl's and zlib's own errors, which carry no code or a Z_ one).
+ */
+const fromStore = (err: unknown) => {
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' && !code.startsWith('Z_') && !code.startsWith('ARCHIVE_')
+}
+
+/** Why a name may not be unpacked anywhere, or null. */
+function unsafeName(name: string): string | null {
+  if (name.startsWith('/')) return 'absolute path'
+  if (/^[A-Za-z]:/.test(name)) return 'drive letter'
+  if (name.includes('\\')) return 'backslash'
+  if (CONTROL.test(name)) return 'control character'
+  const segments = (name.endsWith('/') ? name.slice(0, -1) : name).split('/')
+  if (segments.some((s) => s === '..')) return "'..' segment"
+  if (segments.some((s) => s === '.' || s === '')) return "empty or '.' segment"
+  return null
+}
+
+const S_IFMT = 0o170000
+const S_IFLNK = 0o120000
+
+/** Opens an archive stored under `key` (`size` bytes) and judges its directory; refused with the first rule it breaks. */
+export async function openArchive(blobs: Blobs, key: string, size: number, limits: ArchiveLimits): Promise<Archive> {
+  const reader = new BlobReader(blobs, key)
+  let zip: yauzl.ZipFile
+  try {
+    zip = await yauzl.fromRandomAccessReaderPromise(reader, size, { lazyEntries: true, decodeStrings: false, validateEntrySizes: true, autoClose: false })
+  } catch (err) {
+    if (fromStore(err)) throw err
+    throw refused('ARCHIVE_CORRUPT', `The upload is not a readable zip archive: ${(err as Error).message}`, { rule: 'not-a-zip' })
+  }
+  try {
+    if (zip.entryCount > limits.maxEntries) {
+      throw refused('ARCHIVE_TOO_MANY_ENTRIES', `The archive holds ${zip.entryCount} entries; a restore takes at most ${limits.maxEntries}`, {
+        entries: zip.entryCount,
+        limit: limits.maxEntries,
+      })
+    }
+    const raw = await directory(zip)
+    const entries = judge(raw, size, limits)
+    return {
+      entries,
+      open: (entry) => openChecked(zip, entry),
+      async json(entry) {
+        if (entry.size > MAX_JSON_ENTRY_BYTES) throw refused('ARCHIVE_TOO_LARGE', `${entry.name} is larger than ${MAX_JSON_ENTRY_BYTES} bytes`, { entry: entry.name, limit: MAX_JSON_ENTRY_BYTES })
+        const chunks: Buffer[] = []
+        for await (const c of await openChecked(zip, entry)) chunks.push(c as Buffer)
+        try {
+          return JSON.parse(Buffer.concat(chunks).toString('utf8'))
+        } catch {
+          throw refused('ARCHIVE_INVALID_DATA', `${entry.name} is not JSON`, { entry: entry.name })
+        }
+      },
+      close: () => zip.close(),
+    }
+  } catch (err) {
+    zip.close()
+    throw err
+  }
+}
+
+/** Every entry of the central directory (no entry data read). */
+function directory(zip: yauzl.ZipFile): Promise<yauzl.Entry[]> {
+  return new Promise((resolve, reject) => {
+    const out: yauzl.Entry[] = []
+    zip.on('entry', (e: yauzl.Entry) => {
+      out.push(e)
+      zip.readEntry()
+    })
+    zip.once('end', () => resolve(out))
+    zip.once('error', (err: Error) => reject(fromStore(err) ? err : refused('ARCHIVE_CORRUPT', `The archive's directory is damaged: ${err.message}`, { rule: 'directory' })))
+    zip.readEntry()
+  })
+}
+
+function judge(raw: yauzl.Entry[], archiveBytes: number, limits: ArchiveLimits): ArchiveEntry[] {
+  const names = new Set<string>()
+  const out: ArchiveEntry[] = []
+  let unpacked = 0
+  for (const e of raw) {
+    let name: string
+    try {
+      name = new TextDecoder('utf-8', { fatal: true }).decode(e.fileName as unknown as Buffer)
+    } catch {
+      throw refused('ARCHIVE_UNSAFE_PATH', 'An entry name is not UTF-8', { rule: 'encoding' })
+    }
+    const why = unsafeName(name)
+    if (why) throw refused('ARCHIVE_UNSAFE_PATH', `Entry ${JSON.stringify(name)} is unsafe: ${why}`, { entry: name, rule: why })
+    if (((e.externalFileAttributes >>> 16) & S_IFMT) === S_IFLNK) throw refused('ARCHIVE_SYMLINK', `Entry ${JSON.stringify(name)} is a symbolic link`, { entry: name })
+    if (names.has(name)) throw refused('ARCHIVE_DUPLICATE_ENTRY', `Entry ${JSON.stringify(name)} appears twice`, { entry: name })
+    names.add(name)
+    if (e.generalPurposeBitFlag & 0x1) throw refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(name)} is encrypted`, { entry: name, rule: 'encrypted' })
+    if (e.compressionMethod !== 0 && e.compressionMethod !== 8)
+      throw refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(name)} uses compression method ${e.compressionMethod}`, { entry: name, rule: 'compression' })
+    if (e.uncompressedSize > RATIO_FLOOR_BYTES && e.uncompressedSize > MAX_RATIO * Math.max(e.compressedSize, 1)) {
+      throw refused('ARCHIVE_COMPRESSION_RATIO', `Entry ${JSON.stringify(name)} expands ${Math.round(e.uncompressedSize / Math.max(e.compressedSize, 1))} times`, {
+        entry: name,
+        limit: MAX_RATIO,
+      })
+    }
+    unpacked += e.uncompressedSize
+    if (unpacked > limits.maxUnpackedBytes) throw refused('ARCHIVE_TOO_LARGE', `The archive unpacks to more than ${limits.maxUnpackedBytes} bytes`, { limit: limits.maxUnpackedBytes })
+    if (name.endsWith('/')) {
+      if (e.uncompressedSize) throw refused('ARCHIVE_CORRUPT', `Directory entry ${JSON.stringify(name)} holds data`, { entry: name, rule: 'directory-data' })
+      continue // a folder some zip tools add: nothing to restore
+    }
+    const known = entryOf(name)
+    if (!known) throw refused('ARCHIVE_UNKNOWN_ENTRY', `Entry ${JSON.stringify(name)} is not part of a tenant export`, { entry: name })
+    out.push({ name, def: known.def, match: known.match, size: e.uncompressedSize, raw: e })
+  }
+  if (unpacked > RATIO_FLOOR_BYTES && unpacked > MAX_RATIO * Math.max(archiveBytes, 1)) {
+    throw refused('ARCHIVE_COMPRESSION_RATIO', `The archive expands ${Math.round(unpacked / archiveBytes)} times`, { limit: MAX_RATIO })
+  }
+  // Each entry's data must lie apart from the others': entries that share their data (a bomb
+  // built from overlapping entries) are refused.
+  const spans = raw.map((e) => ({ start: e.relativeOffsetOfLocalHeader, end: e.relativeOffsetOfLocalHeader + 30 + e.fileNameLength + e.compressedSize })).sort((a, b) => a.start - b.start)
+  for (let i = 1; i < spans.length; i++) {
+    if (spans[i]!.start < spans[i - 1]!.end) throw refused('ARCHIVE_COMPRESSION_RATIO', 'Entries of the archive share their data (overlapping entries)', { rule: 'overlap' })
+  }
+  return out
+}
+
+function openChecked(zip: yauzl.ZipFile, entry: ArchiveEntry): Promise<Readable> {
+  return new Promise((resolve, reject) => {
+    zip.openReadStream(entry.raw, (err, stream) => {
+      if (err) return reject(fromStore(err) ? err : refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(entry.name)} cannot be read: ${err.message}`, { entry: entry.name, rule: 'local-header' }))
+      let crc = 0
+      const check = new Transform({
+        transform(chunk: Buffer, _enc, done) {
+          crc = zlib.crc32(chunk, crc)
+          done(null, chunk)
+        },
+        flush(done) {
+          if (crc >>> 0 !== entry.raw.crc32 >>> 0) done(refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(entry.name)} fails its CRC-32 check`, { entry: entry.name, rule: 'crc' }))
+          else done()
+        },
+      })
+      stream.once('error', (e: Error) =>
+        check.destroy(e instanceof AppError || fromStore(e) ? e : refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(entry.name)} is damaged: ${e.message}`, { entry: entry.name, rule: 'data' })),
+      )
+      resolve(stream.pipe(check))
+    })
+  })
+}

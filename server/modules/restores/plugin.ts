@@ -1,0 +1,24 @@
+// 'atrium-restores': restoring a tenant archive under /api/v1/platform/tenants/:tenantId/restore,
+// on the job runner (queue 'restores.run'). Reads the format of 'atrium-exports'.
+import fp from 'fastify-plugin'
+import { API_PREFIX } from '../../http/auth.js'
+import { restoresRoutes } from './routes.js'
+import { defineRestoreJobs, restoresService } from './service.js'
+
+export interface RestoresOptions {
+  /** How long a replica's claim on a restore lasts without renewal: how soon another takes over a dead one (default 30 s). */
+  restoreLeaseMs?: number
+}
+
+export const restoresPlugin = fp(
+  async (app, o: RestoresOptions) => {
+    const {
+      platform: { db, storage, config },
+      now,
+    } = app
+    const restores = restoresService({ db, storage, now, limits: { maxEntries: config.RESTORE_MAX_ENTRIES, maxUnpackedBytes: config.RESTORE_MAX_UNPACKED_BYTES } })
+    defineRestoreJobs(app.jobs, restores, { ...(o.restoreLeaseMs ? { leaseMs: o.restoreLeaseMs } : {}) })
+    await app.register(restoresRoutes, { prefix: API_PREFIX, restores, maxUploadBytes: config.RESTORE_MAX_UPLOAD_BYTES })
+  },
+  { name: 'atrium-restores', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth', 'atrium-license', 'atrium-exports'] },
+)

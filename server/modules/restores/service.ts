@@ -1,0 +1,472 @@
+// Restores: a tenant archive (the zip format of an export) uploaded, then read on the job runner
+// (queue 'restores.run') in two passes. The first checks everything (archive.ts, records.ts) and
+// writes nothing; with validate=true that is all, and the report says what a restore would do. The
+// second copies the files' bytes into the tenant's store (each checked against its digest and its
+// CRC-32), then writes the records in one transaction: merge=false deletes the tenant's records of
+// the kinds the archive includes and puts the archive's in their place; merge=true adds what is
+// absent and reports what was already there. A failure anywhere leaves the tenant's records as they
+// were (the transaction rolls back) and removes the bytes this restore stored.
+//
+// Ids: an archive restored into the tenant it came from keeps them; into another, each is mapped
+// (format.ts remapId). Runs and replies that were in flight when exported come back failed
+// (RUN_INTERRUPTED): nothing runs them here.
+import { createHash } from 'node:crypto'
+import { pipeline, Transform, type Readable } from 'node:stream'
+import type { Clock } from '../../clock.js'
+import { newId } from '../../../common/ids.js'
+import type { Actor } from '../../domain/actor.js'
+import { AppError, ERRORS, notFound, type ErrorCode } from '../../domain/errors.js'
+import { decodeIdCursor, toPage } from '../../domain/pagination.js'
+import { PLAN_TERMS, type Plan } from '../../domain/plans.js'
+import type { Blobs } from '../../platform/blobs.js'
+import type { Db, TxSql } from '../../platform/db.js'
+import { enqueueJob, JobFailure, type Job, type JobRunner } from '../../platform/jobs.js'
+import type { Storage } from '../../platform/storage.js'
+import { audit, auditBy, type AuditActor } from '../audit/service.js'
+import { INTERRUPTED, remapId, SPECS, type Kind } from '../exports/format.js'
+import { auditActor, DATA_ATTEMPTS, defineDataQueue, ownOrOperator, tenantFor, tenantPlan } from '../exports/service.js'
+import { fileBlobKey } from '../projects/files-service.js'
+import { openArchive, refused, type Archive, type ArchiveEntry, type ArchiveLimits } from './archive.js'
+import { rowsOf, settingsOf, survey, type Row, type Survey } from './records.js'
+import * as store from './store.js'
+
+export const RESTORE_QUEUE = 'restores.run'
+/** Items the report lists by id (skipped, conflicts); the counts are always whole. */
+const REPORT_ITEMS = 100
+
+export interface RestoreOptions {
+  merge: boolean
+  validate: boolean
+}
+
+export interface RestoreView {
+  restoreId: string
+  tenantId: string
+  status: 'processing' | 'completed' | 'failed'
+  merge: boolean
+  validate: boolean
+  size: number
+  report: Record<string, unknown> | null
+  error: { code: string; message: string; details?: Record<string, unknown> } | null
+  createdAt: string
+  startedAt: string | null
+  completedAt: string | null
+}
+
+export interface RestoresDeps {
+  db: Db
+  storage: Storage
+  limits: ArchiveLimits
+  now?: Clock
+}
+
+const uploadKey = (tenantId: string, id: string) => `tenants/${tenantId}/restores/${id}/upload.zip`
+
+interface KindCount {
+  inArchive: number
+  restored: number
+  conflicts: number
+  skipped: number
+}
+
+/** The report's counts and lists, filled as the second pass goes. */
+function tally(s: Survey) {
+  const counts = Object.fromEntries(Object.keys(SPECS).map((k) => [k, { inArchive: s.counts[k as Kind], restored: 0, conflicts: 0, skipped: 0 }])) as Record<Kind, KindCount>
+  const skipped: { kind: Kind; id: string; reason: string }[] = []
+  const conflicts: { kind: Kind; id: string }[] = []
+  return {
+    counts,
+    skipped,
+    conflicts,
+    skip(kind: Kind, id: string, reason: string) {
+      counts[kind].skipped++
+      if (skipped.length < REPORT_ITEMS) skipped.push({ kind, id, reason })
+    },
+    conflict(kind: Kind, id: string) {
+      counts[kind].conflicts++
+      if (conflicts.length < REPORT_ITEMS) conflicts.push({ kind, id })
+    },
+  }
+}
+type Tally = ReturnType<typeof tally>
+
+export function restoresService(deps: RestoresDeps) {
+  const { db, storage } = deps
+  const clock = deps.now ?? Date.now
+
+  function present(row: store.RestoreRow): RestoreView {
+    let { status, error } = row
+    if (status === 'processing' && row.job_id && (row.job_status === null || row.job_status === 'failed' || row.job_status === 'cancelled')) {
+      status = 'failed'
+      error = { code: 'JOB_INTERRUPTED', message: ERRORS.JOB_INTERRUPTED.message }
+    }
+    return {
+      restoreId: row.id,
+      tenantId: row.tenant_id,
+      status,
+      merge: row.merge,
+      validate: row.validate_only,
+      size: row.upload_size,
+      report: row.report,
+      error,
+      createdAt: row.created_at.toISOString(),
+      startedAt: row.started_at?.toISOString() ?? null,
+      completedAt: status === 'completed' ? (row.finished_at?.toISOString() ?? null) : null,
+    }
+  }
+
+  /**
+   * Copies the files' bytes into the store (or, validating, only reads them), each checked against
+   * its digest; the keys it created, for removal if the restore fails.
+   */
+  async function copyFiles(archive: Archive, s: Survey, blobs: Blobs, to: string, o: { verifyOnly: boolean; written: string[] }) {
+    const result = { stored: 0, alreadyPresent: 0, bytes: 0 }
+    const copy = async (entry: ArchiveEntry, key: string, sha256: string) => {
+      if (!o.verifyOnly && (await blobs.size(key)) === entry.size) {
+        result.alreadyPresent++ // the same digest, so the same bytes
+        return
+      }
+      const hash = createHash('sha256')
+      // pipeline, not pipe: a failed CRC check at the end of the entry must reach the reader.
+      const hashed = pipeline(
+        await archive.open(entry),
+        new Transform({
+          transform(chunk: Buffer, _enc, done) {
+            hash.update(chunk)
+            done(null, chunk)
+          },
+        }),
+        () => {},
+      )
+      if (o.verifyOnly) for await (const _ of hashed as Readable);
+      else {
+        await blobs.put(key, hashed, 'application/octet-stream')
+        o.written.push(key)
+      }
+      if (hash.digest('hex') !== sha256) throw refused('ARCHIVE_CORRUPT', `${entry.name} does not hold the bytes its manifest names (SHA-256 differs)`, { entry: entry.name, rule: 'sha256' })
+      result.stored++
+      result.bytes += entry.size
+    }
+    for (const p of s.projects) {
+      const pid = remapId(p.id, s.meta.tenantId, to)
+      for (const f of p.files.values()) await copy(f.entry, fileBlobKey(to, pid, f.sha256), f.sha256)
+      for (const [sha, e] of p.history) await copy(e, fileBlobKey(to, pid, sha), sha)
+    }
+    return result
+  }
+
+  /** The second pass's records, in one transaction; the report's counts. */
+  async function apply(sql: TxSql, archive: Archive, s: Survey, to: string, o: { merge: boolean; plan: Plan }, t: Tally) {
+    const from = s.meta.tenantId
+    const map = (id: unknown) => (typeof id === 'string' ? remapId(id, from, to) : id)
+    const version = s.meta.formatVersion
+    /** A record with its ids (its own and its references) mapped to the tenant restored into. */
+    const mapped = (kind: Kind, row: Row): Row => {
+      const out: Row = { ...row }
+      for (const [name, c] of Object.entries(SPECS[kind].columns)) if (c.type === 'id') out[name] = map(row[name])
+      return out
+    }
+    const insert = async (kind: Kind, rows: Row[], extra?: (row: Row) => Row) => {
+      const inserted = await store.insertRecords(sql, kind, to, rows, { skipExisting: o.merge, ...(extra ? { extra } : {}) })
+      t.counts[kind].restored += inserted.length
+      if (inserted.length < rows.length) {
+        const keyOf = (r: Row) => SPECS[kind].key.map((k) => String(r[k])).join('/')
+        const got = new Set(inserted.map(keyOf))
+        for (const r of rows) if (!got.has(keyOf(r))) t.conflict(kind, keyOf(r))
+      }
+      return inserted
+    }
+    const replaced = o.merge
+      ? null
+      : await store.deleteKinds(
+          sql,
+          to,
+          (['projects', 'agents', 'chat_sessions', 'llm_settings'] as const).filter((k) => s.include.includes(SPECS[k].include)),
+        )
+
+    // Projects, and under each one restored its versions, current files and versions' files.
+    const projects = new Set(
+      (
+        await insert(
+          'projects',
+          s.projects.map((p) => mapped('projects', p.row)),
+        )
+      ).map((r) => r.id as string),
+    )
+    for (const p of s.projects) {
+      const pid = map(p.id) as string
+      const blobKey = (r: Row) => ({ blob_key: fileBlobKey(to, pid, r.sha256 as string) })
+      const parts: [Kind, ArchiveEntry[], ((r: Row) => Row) | undefined][] = [
+        ['project_versions', p.versions, undefined],
+        ['project_files', p.manifest, blobKey],
+        ['project_version_files', p.versionFiles, blobKey],
+      ]
+      for (const [kind, entries, extra] of parts) {
+        for (const e of entries) {
+          const rows = (await rowsOf(archive, e, kind, version)).map((r) => mapped(kind, r))
+          if (!projects.has(pid)) {
+            for (const r of rows) t.skip(kind, String(r.id ?? `${pid}/${r.path as string}`), 'its project was already there')
+            continue
+          }
+          await insert(kind, rows, extra)
+        }
+      }
+    }
+
+    // Projects a run or a session may point at: restored now, or the tenant's own.
+    const projectRefs = new Set(projects)
+    const agentRefs = new Set<string>()
+    const known = async (kind: 'projects' | 'agents', refs: Set<string>, ids: string[]) => {
+      const missing = [...new Set(ids.filter((id) => !refs.has(id)))]
+      for (const id of await store.existingIds(sql, kind, to, missing)) refs.add(id)
+      return (id: string) => refs.has(id)
+    }
+
+    // Agents, and the runs of each one restored (a run whose project is nowhere is skipped).
+    for (const id of (
+      await insert(
+        'agents',
+        s.agents.map((a) => mapped('agents', a.row)),
+      )
+    ).map((r) => r.id as string))
+      agentRefs.add(id)
+    const finishedAt = s.meta.createdAt
+    for (const a of s.agents) {
+      for (const e of a.runs) {
+        const rows = (await rowsOf(archive, e, 'agent_runs', version)).map((r) => mapped('agent_runs', r))
+        if (!agentRefs.has(map(a.id) as string)) {
+          for (const r of rows) t.skip('agent_runs', r.id as string, 'its agent was already there')
+          continue
+        }
+        const hasProject = await known(
+          'projects',
+          projectRefs,
+          rows.map((r) => r.project_id as string),
+        )
+        const keep: Row[] = []
+        for (const r of rows) {
+          if (!hasProject(r.project_id as string)) t.skip('agent_runs', r.id as string, `its project ${r.project_id as string} is neither in the archive nor in this tenant`)
+          else if (r.status === 'queued' || r.status === 'running') keep.push({ ...r, status: 'failed', error: INTERRUPTED, finished_at: finishedAt })
+          else keep.push(r)
+        }
+        await insert('agent_runs', keep)
+      }
+    }
+
+    // Chat: sessions (a binding to an agent or project that is nowhere is dropped), then their messages.
+    const sessions = new Set<string>()
+    let unbound = 0
+    if (s.sessions) {
+      const rows = (await rowsOf(archive, s.sessions, 'chat_sessions', version)).map((r) => mapped('chat_sessions', r))
+      const hasProject = await known(
+        'projects',
+        projectRefs,
+        rows.flatMap((r) => (r.project_id ? [r.project_id as string] : [])),
+      )
+      const hasAgent = await known(
+        'agents',
+        agentRefs,
+        rows.flatMap((r) => (r.agent_id ? [r.agent_id as string] : [])),
+      )
+      for (const r of rows) {
+        for (const [column, has] of [
+          ['project_id', hasProject],
+          ['agent_id', hasAgent],
+        ] as const) {
+          if (r[column] && !has(r[column] as string)) {
+            r[column] = null
+            unbound++
+          }
+        }
+      }
+      for (const r of await insert('chat_sessions', rows)) sessions.add(r.id as string)
+    }
+    for (const e of s.messages) {
+      const rows = (await rowsOf(archive, e, 'chat_messages', version)).map((r) => mapped('chat_messages', r))
+      const keep: Row[] = []
+      for (const r of rows) {
+        if (!sessions.has(r.session_id as string)) t.skip('chat_messages', r.id as string, 'its session was already there')
+        else keep.push(r.status === 'generating' ? { ...r, status: 'failed', error: INTERRUPTED } : r)
+      }
+      await insert('chat_messages', keep)
+    }
+
+    const llm = await settingsOf(archive, s)
+    if (llm) {
+      if (await store.putLlmSettings(sql, to, llm, !o.merge)) t.counts.llm_settings.restored++
+      else t.conflict('llm_settings', to)
+    }
+
+    // The plan's bounds hold after the restore as before it; if not, nothing is written.
+    const limits = PLAN_TERMS[o.plan].limits
+    const used = await store.usage(sql, to)
+    if (used.chatSessions > limits.chatSessions) {
+      throw new AppError('QUOTA_EXCEEDED', `The restore would leave ${used.chatSessions} chat sessions; the ${PLAN_TERMS[o.plan].title} plan keeps ${limits.chatSessions}`, {
+        limit: limits.chatSessions,
+        requested: used.chatSessions,
+      })
+    }
+    if (used.largestProjectBytes > limits.projectFileBytes) {
+      throw new AppError('QUOTA_EXCEEDED', `A project would hold ${used.largestProjectBytes} bytes of files; the ${PLAN_TERMS[o.plan].title} plan allows ${limits.projectFileBytes}`, {
+        limit: limits.projectFileBytes,
+        requested: used.largestProjectBytes,
+      })
+    }
+    return { replaced, unboundSessionLinks: unbound }
+  }
+
+  function reportOf(s: Survey, o: { merge: boolean; validate: boolean }, t: Tally | null, files: Record<string, number>, extra: Record<string, unknown> = {}) {
+    return {
+      archive: { exportId: s.meta.exportId, tenantId: s.meta.tenantId, createdAt: s.meta.createdAt, formatVersion: s.meta.formatVersion, atriumVersion: s.meta.atriumVersion, include: s.include },
+      merge: o.merge,
+      validateOnly: o.validate,
+      counts: t ? t.counts : Object.fromEntries(Object.entries(s.counts).map(([k, n]) => [k, { inArchive: n }])),
+      files: { inArchive: s.files.count, bytesInArchive: s.files.bytes, ...files },
+      ...(t ? { skipped: t.skipped, conflicts: t.conflicts } : {}),
+      ...extra,
+    }
+  }
+
+  return {
+    present,
+
+    /**
+     * POST .../restore: the upload streamed into the tenant's store (`file` from the form, at most
+     * the upload limit), then the restore queued. `receive` is called with a sink for the file and
+     * resolves with the options once the form has been read.
+     */
+    async request(a: Actor<string | null>, tenantId: string, receive: (put: (file: Readable) => Promise<number>) => Promise<RestoreOptions>): Promise<RestoreView> {
+      ownOrOperator(a, tenantId)
+      await db.tenant(tenantId, (sql) => tenantFor(sql, a, tenantId))
+      const id = newId()
+      const key = uploadKey(tenantId, id)
+      const blobs = await storage.forTenant(tenantId)
+      let size: number | null = null
+      try {
+        const options = await receive(async (file) => {
+          let n = 0
+          const counted = pipeline(
+            file,
+            new Transform({
+              transform(chunk: Buffer, _enc, done) {
+                n += chunk.length
+                done(null, chunk)
+              },
+            }),
+            () => {},
+          )
+          await blobs.put(key, counted, 'application/zip')
+          size = n
+          return n
+        })
+        if (size === null) throw new AppError('VALIDATION_ERROR', 'file: the form must have a part named file with the archive', { errors: [{ field: 'file', message: 'is required' }] })
+        const actor: Actor = { ...a, tenantId }
+        const row = await db.tenant(tenantId, async (sql) => {
+          const jobId = await enqueueJob(sql, RESTORE_QUEUE, { restoreId: id }, { tenantId, maxAttempts: DATA_ATTEMPTS })
+          await store.insertRestore(sql, {
+            id,
+            tenant_id: tenantId,
+            merge: options.merge,
+            validate_only: options.validate,
+            upload_key: key,
+            upload_size: size!,
+            requested_by: auditActor(actor),
+            job_id: jobId,
+            created_at: new Date(clock()),
+          })
+          await auditBy(sql, actor, { action: 'restore.requested', target: { type: 'restore', id }, details: { merge: options.merge, validate: options.validate, size } })
+          return (await store.getRestore(sql, tenantId, id))!
+        })
+        return present(row)
+      } catch (err) {
+        if (size !== null) await blobs.remove(key).catch(() => {}) // the restore was not queued: its upload goes
+        throw err
+      }
+    },
+
+    async get(a: Actor<string | null>, tenantId: string, restoreId: string): Promise<RestoreView> {
+      const row = await db.tenant(tenantId, async (sql) => {
+        await tenantFor(sql, a, tenantId)
+        return store.getRestore(sql, tenantId, restoreId)
+      })
+      if (!row) throw notFound('restore', restoreId)
+      return present(row)
+    },
+
+    async list(a: Actor<string | null>, tenantId: string, page: { limit: number; cursor?: string }) {
+      const before = decodeIdCursor(page.cursor)
+      const rows = await db.tenant(tenantId, async (sql) => {
+        await tenantFor(sql, a, tenantId)
+        return store.listRestores(sql, tenantId, page.limit + 1, before)
+      })
+      const p = toPage(rows, page.limit, (r) => r.id)
+      return { items: p.items.map(present), nextCursor: p.nextCursor }
+    },
+
+    /** The job of one restore: both passes; run again from the start after a crash (the records are written in one transaction). */
+    async run(job: Job<{ restoreId: string }>): Promise<void> {
+      const to = job.tenantId!
+      const { restoreId } = job.payload
+      const row = await db.tenant(to, async (sql) => {
+        const r = await store.getRestore(sql, to, restoreId)
+        if (r?.status === 'processing') await store.startRestore(sql, to, restoreId, new Date(clock()))
+        const plan = r ? await tenantPlan(sql, to) : null
+        return r && plan ? { ...r, plan } : null
+      })
+      if (!row) return
+      const blobs = await storage.forTenant(to)
+      const removeUpload = async () => {
+        if (!row.upload_key) return
+        await blobs.remove(row.upload_key).catch((err: unknown) => job.log.warn({ err, restoreId }, 'could not remove a restore upload'))
+        await db.tenant(to, (sql) => store.clearUpload(sql, to, restoreId)).catch(() => {})
+      }
+      if (row.status !== 'processing') return removeUpload() // ended, but the upload was still there
+      const written: string[] = []
+      const options = { merge: row.merge, validate: row.validate_only }
+      let archive: Archive | null = null
+      try {
+        archive = await openArchive(blobs, row.upload_key!, row.upload_size, deps.limits)
+        const s = await survey(archive)
+        const t = tally(s)
+        const files = await copyFiles(archive, s, blobs, to, { verifyOnly: options.validate, written })
+        const ended = await db.tenant(to, async (sql) => {
+          const extra = options.validate ? {} : await apply(sql, archive!, s, to, { merge: options.merge, plan: row.plan }, t)
+          const report = reportOf(s, options, options.validate ? null : t, files, extra)
+          if (!(await store.endRestore(sql, to, restoreId, { status: 'completed', report, error: null, at: new Date(clock()) }))) return false
+          await audit(sql, {
+            tenantId: to,
+            actor: row.requested_by as AuditActor,
+            action: 'restore.completed',
+            target: { type: 'restore', id: restoreId },
+            details: { merge: options.merge, validate: options.validate, fromTenant: s.meta.tenantId, exportId: s.meta.exportId, files: files.stored },
+          })
+          return true
+        })
+        job.log.info({ restoreId, ended, files }, options.validate ? 'restore validated' : 'restore applied')
+        await removeUpload()
+      } catch (err) {
+        // Bytes this attempt stored are not referenced by any record: they go.
+        for (const key of written) await blobs.remove(key).catch(() => {})
+        if (job.signal.aborted) throw err
+        const known = err instanceof AppError && (err.code.startsWith('ARCHIVE_') || err.code === 'QUOTA_EXCEEDED')
+        if (!known && job.attempt < job.maxAttempts) throw new JobFailure(err instanceof Error ? err.message : String(err))
+        const error = known
+          ? { code: (err as AppError).code, message: (err as AppError).message, details: (err as AppError).details }
+          : { code: 'SERVICE_UNAVAILABLE' as ErrorCode, message: 'A database or the store was unavailable; upload the archive again' }
+        job.log.warn({ err, restoreId }, 'restore failed')
+        await db.tenant(to, async (sql) => {
+          if (!(await store.endRestore(sql, to, restoreId, { status: 'failed', report: null, error, at: new Date(clock()) }))) return
+          await audit(sql, { tenantId: to, actor: row.requested_by as AuditActor, action: 'restore.failed', target: { type: 'restore', id: restoreId }, details: { code: error.code } })
+        })
+        await removeUpload()
+      } finally {
+        archive?.close()
+      }
+    },
+  }
+}
+
+export type RestoresService = ReturnType<typeof restoresService>
+
+export const defineRestoreJobs = (runner: JobRunner, restores: RestoresService, o: { leaseMs?: number } = {}): void =>
+  defineDataQueue<{ restoreId: string }>(runner, { name: RESTORE_QUEUE, handler: (job) => restores.run(job), concurrency: 1, ...o })
