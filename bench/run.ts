@@ -5,7 +5,8 @@
 // Then webhooks: how fast a server delivers a backlog of committed events as signed deliveries to a
 // loopback receiver, against the rate at which this process alone can POST to that receiver.
 // Then the job runner, agent runs, chat streams and the chat export (jobs.ts, agents.ts, chat.ts,
-// chat-export.ts). BENCH_ONLY=chat (or http, jobs, agents, export; several with commas) runs only those.
+// chat-export.ts), and a large tenant's export and restore (portability.ts). BENCH_ONLY=chat (or
+// http, jobs, agents, export, portability; several with commas) runs only those.
 // Services: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test; a fresh database
 // is made and dropped) and BENCH_REDIS_URL (default redis://127.0.0.1:6379). BENCH_SECONDS: 10.
 import { createServer, request, Agent } from 'node:http'
@@ -20,6 +21,7 @@ import { benchAgents, printAgents } from './agents.js'
 import { benchChatExport, printChatExport } from './chat-export.js'
 import { benchJobs, printJobs } from './jobs.js'
 import { benchChat, printChat } from './chat.js'
+import { benchPortability, printPortability } from './portability.js'
 import { createTenant, peakRssMb, pool, printTable, start, stop } from './lib.js'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
@@ -185,6 +187,7 @@ try {
   if (runs('agents')) printAgents(await benchAgents(env))
   if (runs('chat')) printChat(await benchChat(env))
   if (runs('export')) printChatExport(await benchChatExport(env))
+  if (runs('portability')) printPortability(await benchPortability(env))
 } finally {
   await admin.unsafe(`drop database if exists ${dbName} with (force)`)
   await admin.end()

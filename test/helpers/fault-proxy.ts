@@ -10,6 +10,9 @@ export interface FaultProxy {
   via(url: string): string
   cut(): void
   restore(): void
+  /** Stops passing bytes either way (connections stay open, as a stalled network or store leaves them) until release(). */
+  hold(): void
+  release(): void
   /** Connections reset since the proxy started (open ones at a cut, refused ones while cut). */
   readonly resets: number
 }
@@ -22,6 +25,7 @@ export async function faultProxy(t: Test, to: { host: string; port: number } | s
   const target = typeof to === 'string' ? { host: new URL(to).hostname, port: Number(new URL(to).port) } : to
   const pairs = new Set<[Socket, Socket]>()
   let down = false
+  let held = false
   let resets = 0
   const reset = (s: Socket) => (s.destroyed ? undefined : s.resetAndDestroy())
 
@@ -41,9 +45,19 @@ export async function faultProxy(t: Test, to: { host: string; port: number } | s
     }
     client.on('error', drop).on('close', drop)
     upstream.on('error', drop).on('close', drop)
-    client.pipe(upstream)
-    upstream.pipe(client)
+    if (!held) link(pair)
   })
+  // Held, the two sides are unpiped and paused (a pipe would resume a paused side when the other drains).
+  const link = ([a, b]: [Socket, Socket]) => {
+    a.pipe(b)
+    b.pipe(a)
+  }
+  const unlink = ([a, b]: [Socket, Socket]) => {
+    a.unpipe(b)
+    b.unpipe(a)
+    a.pause()
+    b.pause()
+  }
   await new Promise<void>((r) => server.listen(0, listen, r))
   const port = (server.address() as { port: number }).port
   t.teardown(() => {
@@ -72,6 +86,14 @@ export async function faultProxy(t: Test, to: { host: string; port: number } | s
     },
     restore() {
       down = false
+    },
+    hold() {
+      held = true
+      pairs.forEach(unlink)
+    },
+    release() {
+      held = false
+      pairs.forEach(link)
     },
     get resets() {
       return resets

@@ -10,7 +10,7 @@ import { defineScheduledExports, schedulesService } from './schedules.js'
 import { defineExportJobs, exportsService } from './service.js'
 
 export interface ExportsOptions {
-  /** How long a replica's claim on an export lasts without renewal: how soon another takes over a dead one (default 30 s). */
+  /** How long a replica's claim on an export lasts without renewal: how soon another takes over a dead one (default 15 s). */
   exportLeaseMs?: number
 }
 

@@ -461,7 +461,7 @@ export function defineDataQueue<P extends Record<string, unknown>>(
     name: o.name,
     handler: o.handler,
     concurrency: o.concurrency,
-    leaseMs: o.leaseMs ?? 30_000,
+    leaseMs: o.leaseMs ?? 15_000,
     maxAttempts: DATA_ATTEMPTS,
     backoffMs: (attempt) => Math.min(5000 * 2 ** (attempt - 1), 60_000),
     ...(o.pollMs ? { pollMs: o.pollMs } : {}),

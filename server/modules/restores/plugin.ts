@@ -6,7 +6,7 @@ import { restoresRoutes } from './routes.js'
 import { defineRestoreJobs, restoresService } from './service.js'
 
 export interface RestoresOptions {
-  /** How long a replica's claim on a restore lasts without renewal: how soon another takes over a dead one (default 30 s). */
+  /** How long a replica's claim on a restore lasts without renewal: how soon another takes over a dead one (default 15 s). */
   restoreLeaseMs?: number
 }
 

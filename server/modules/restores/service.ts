@@ -31,6 +31,8 @@ import { rowsOf, settingsOf, survey, type Row, type Survey } from './records.js'
 import * as store from './store.js'
 
 export const RESTORE_QUEUE = 'restores.run'
+/** Files copied into the store at once by a restore (each holds up to one upload part in memory). */
+const COPY_CONCURRENCY = 2
 /** Items the report lists by id (skipped, conflicts); the counts are always whole. */
 const REPORT_ITEMS = 100
 
@@ -147,11 +149,27 @@ export function restoresService(deps: RestoresDeps) {
       result.stored++
       result.bytes += entry.size
     }
+    const work: (() => Promise<void>)[] = []
     for (const p of s.projects) {
       const pid = remapId(p.id, s.meta.tenantId, to)
-      for (const f of p.files.values()) await copy(f.entry, fileBlobKey(to, pid, f.sha256), f.sha256)
-      for (const [sha, e] of p.history) await copy(e, fileBlobKey(to, pid, sha), sha)
+      for (const f of p.files.values()) work.push(() => copy(f.entry, fileBlobKey(to, pid, f.sha256), f.sha256))
+      for (const [sha, e] of p.history) work.push(() => copy(e, fileBlobKey(to, pid, sha), sha))
     }
+    // A few at once: each copy waits on the store for reading and for writing, in turn.
+    let next = 0
+    let failed: unknown = null
+    await Promise.all(
+      Array.from({ length: COPY_CONCURRENCY }, async () => {
+        while (next < work.length && !failed) {
+          try {
+            await work[next++]!()
+          } catch (err) {
+            failed ??= err
+          }
+        }
+      }),
+    )
+    if (failed) throw failed
     return result
   }
 
