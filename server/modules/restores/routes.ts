@@ -90,11 +90,12 @@ export const restoresRoutes: FastifyPluginAsyncTypebox<{ restores: RestoresServi
             } else throw invalid(part.fieldname, 'is not a part of this form (file, options)')
           }
         } catch (err) {
+          if (err instanceof AppError) throw err
           const code = (err as { code?: string }).code
           if (code === 'FST_REQ_FILE_TOO_LARGE') throw new AppError('PAYLOAD_TOO_LARGE', `The archive is larger than ${maxUploadBytes} bytes (RESTORE_MAX_UPLOAD_BYTES)`, { limit: maxUploadBytes })
           if (code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT' || code === 'FST_PARTS_LIMIT') throw invalid('body', 'the form holds one file part and one options part at most')
-          if (typeof code === 'string' && code.startsWith('FST_')) throw invalid('body', 'the multipart form cannot be read')
-          throw err
+          // What is left is the form's own (busboy's "Unexpected end of form", a malformed part).
+          throw invalid('body', 'the multipart form cannot be read to its end', { reason: code ?? 'malformed' })
         }
         if (!sawFile) throw invalid('file', 'is required: the archive, in a part named file')
         return options

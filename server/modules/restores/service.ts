@@ -362,6 +362,9 @@ export function restoresService(deps: RestoresDeps) {
       let size: number | null = null
       try {
         const options = await receive(async (file) => {
+          // The form's own failure (too large, cut short) is the client's; any other is the store's.
+          let formFailed: unknown = null
+          file.once('error', (err) => (formFailed ??= err))
           let n = 0
           const counted = pipeline(
             file,
@@ -373,7 +376,14 @@ export function restoresService(deps: RestoresDeps) {
             }),
             () => {},
           )
-          await blobs.put(key, counted, 'application/zip')
+          try {
+            await blobs.put(key, counted, 'application/zip')
+          } catch (err) {
+            // (A form that failed before it reached here is errored already: it emits nothing more.)
+            throw (
+              formFailed ?? file.errored ?? new AppError('SERVICE_UNAVAILABLE', 'Object storage is unavailable; upload the archive again later', { reason: (err as { code?: string }).code ?? 'store' })
+            )
+          }
           size = n
           return n
         })

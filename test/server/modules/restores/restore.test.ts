@@ -3,8 +3,10 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
 import { caller, testApp } from '../../../helpers/app.js'
+import { faultProxy } from '../../../helpers/fault-proxy.js'
+import { services, testEnv } from '../../../helpers/platform.js'
 import { fakeLlm } from '../../../helpers/fake-llm.js'
-import { portability, storedKeys } from '../../../helpers/portability.js'
+import { portability, restoreForm, storedKeys } from '../../../helpers/portability.js'
 import { fillTenant } from '../../../helpers/tenant-data.js'
 import { unzipRaw } from '../../../helpers/zip.js'
 import { remapId } from '../../../../server/modules/exports/format.js'
@@ -151,6 +153,17 @@ t.test('a form that is not one is refused in the envelope, and nothing is queued
     ['merge not a boolean', () => p.upload(tn.apiKey, tn.tenantId, archive, { merge: 'yes' }), 400, 'VALIDATION_ERROR'],
     ['the file under another name', () => p.upload(tn.apiKey, tn.tenantId, archive, {}, { fileField: 'archive' }), 400, 'VALIDATION_ERROR'],
     [
+      'a form cut short before its end',
+      async () => {
+        const { payload, headers } = restoreForm(archive, { merge: false })
+        const cut = payload.subarray(0, payload.length - 40)
+        const r = await h.app.inject({ method: 'POST', url: `/api/v1/platform/tenants/${tn.tenantId}/restore`, payload: cut, headers: { ...headers, authorization: `Bearer ${tn.apiKey}` } })
+        return { status: r.statusCode, body: r.json() }
+      },
+      400,
+      'VALIDATION_ERROR',
+    ],
+    [
       'not multipart',
       async () => {
         const r = await h.app.inject({ method: 'POST', url: `/api/v1/platform/tenants/${tn.tenantId}/restore`, payload: { file: 'x' }, headers: { authorization: `Bearer ${tn.apiKey}` } })
@@ -167,4 +180,38 @@ t.test('a form that is not one is refused in the envelope, and nothing is queued
   }
   t.same((await tn.call('GET', `/api/v1/platform/tenants/${tn.tenantId}/restore`)).body.data, [])
   t.same(await storedKeys(h, `tenants/${tn.tenantId}/`), [])
+})
+
+t.test(
+  'the store down while the archive is uploaded: 503, nothing queued, and the server goes on',
+  { skip: services.s3Endpoint ? false : 'needs an S3 store (TEST_S3_ENDPOINT) behind a proxy' },
+  async (t) => {
+    const env = await testEnv(t)
+    const proxy = await faultProxy(t, env.R2_ENDPOINT!)
+    const cut = await testApp(t, { R2_ENDPOINT: proxy.via(env.R2_ENDPOINT!), R2_BUCKET: env.R2_BUCKET!, R2_ACCESS_KEY_ID: env.R2_ACCESS_KEY_ID!, R2_SECRET_ACCESS_KEY: env.R2_SECRET_ACCESS_KEY! })
+    const tn = await cut.tenant('enterprise')
+    proxy.cut()
+    const r = await portability(cut).upload(tn.apiKey, tn.tenantId, archive, { merge: false })
+    t.equal(r.status, 503)
+    t.equal(r.body.error.code, 'SERVICE_UNAVAILABLE')
+    proxy.restore()
+    t.same((await tn.call('GET', `/api/v1/platform/tenants/${tn.tenantId}/restore`)).body.data, [])
+    const again = await portability(cut).upload(tn.apiKey, tn.tenantId, archive, { validate: true })
+    t.equal(again.status, 202, 'accepted once the store is back')
+  },
+)
+
+t.test('a replace that fails at its end (over the plan’s bounds) writes nothing: the previous data stays, row by row', async (t) => {
+  const big = await h.tenant('enterprise')
+  const project = (await big.call('POST', '/api/v1/projects', { name: 'Large' })).body.data
+  t.equal((await big.call('PUT', `/api/v1/projects/${project.id}/files/large.bin`, Buffer.alloc(11 * 1024 * 1024, 1), { 'content-type': 'application/octet-stream' })).status, 201)
+  const { archive: large } = await p.exported(big.call, big.tenantId, { include: ['projects'] })
+  const free = await h.tenant('free')
+  await free.call('POST', '/api/v1/projects', { name: 'Mine, kept' })
+  const before = await snapshot(free.tenantId)
+  const done = await p.restored(free.call, free.apiKey, free.tenantId, large!, { merge: false })
+  t.equal(done.status, 'failed')
+  t.equal(done.error.code, 'QUOTA_EXCEEDED', 'free projects hold 10 MiB of files')
+  t.match(done.error.details, { limit: 10 * 1024 * 1024, requested: 11 * 1024 * 1024 })
+  t.same(await snapshot(free.tenantId), before, 'the deletes of the replace were rolled back with it, and its bytes removed')
 })
