@@ -80,7 +80,14 @@ export async function storedKeys(h: TestApp, prefix: string): Promise<string[]> 
   const dir = join(root, prefix)
   if (!existsSync(dir)) return []
   return readdirSync(dir, { recursive: true, encoding: 'utf8' })
-    .filter((p) => statSync(join(dir, p)).isFile())
+    .filter((p) => statSync(join(dir, p), { throwIfNoEntry: false })?.isFile()) // (one removed meanwhile is not there)
     .map((p) => `${prefix}${p.split(sep).join('/')}`)
     .sort()
+}
+
+/** Waits until nothing is stored under a prefix (an upload is removed just after its restore ends); what is left after `ms`. */
+export async function goneFrom(h: TestApp, prefix: string, ms = 5000): Promise<string[]> {
+  let left = await storedKeys(h, prefix)
+  for (const end = Date.now() + ms; left.length && Date.now() < end; left = await storedKeys(h, prefix)) await sleep(50)
+  return left
 }

@@ -2,7 +2,7 @@
 // the tenant's records and stored objects are as they were, and the upload is gone.
 import t from 'tap'
 import { testApp } from '../../../helpers/app.js'
-import { portability, storedKeys } from '../../../helpers/portability.js'
+import { goneFrom, portability, storedKeys } from '../../../helpers/portability.js'
 import { rawZip, unzipRaw, type RawEntry } from '../../../helpers/zip.js'
 
 const h = await testApp(t, {}, { jobs: { pollMs: 50 } })
@@ -30,7 +30,7 @@ async function state() {
         'files', (select json_agg(f order by project_id, path) from project_files f where tenant_id = ${target.tenantId})
       ) as s`,
   )
-  return { rows: rows!.s, objects: await storedKeys(h, `tenants/${target.tenantId}/`) }
+  return { rows: rows!.s, objects: await storedKeys(h, `tenants/${target.tenantId}/projects/`) }
 }
 
 /** The good archive's entries with some replaced or added (stored, as written byte by byte). */
@@ -119,7 +119,8 @@ for (const c of cases) {
     t.equal(done.status, 'failed')
     t.equal(done.error?.code, c.code, done.error?.message)
     if (c.details) t.match(done.error.details, c.details)
-    t.same(await state(), before, 'the records and objects are as they were, and the upload is gone')
+    t.same(await state(), before, 'the records and objects are as they were')
+    t.same(await goneFrom(h, `tenants/${target.tenantId}/restores/`), [], 'and the upload is gone')
   })
 }
 

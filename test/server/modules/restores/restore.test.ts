@@ -6,7 +6,7 @@ import { caller, testApp } from '../../../helpers/app.js'
 import { faultProxy } from '../../../helpers/fault-proxy.js'
 import { services, testEnv } from '../../../helpers/platform.js'
 import { fakeLlm } from '../../../helpers/fake-llm.js'
-import { portability, restoreForm, storedKeys } from '../../../helpers/portability.js'
+import { goneFrom, portability, restoreForm, storedKeys } from '../../../helpers/portability.js'
 import { fillTenant } from '../../../helpers/tenant-data.js'
 import { unzipRaw } from '../../../helpers/zip.js'
 import { remapId } from '../../../../server/modules/exports/format.js'
@@ -92,7 +92,7 @@ t.test('round trip: restored into an empty tenant (merge=false), it exports agai
   t.equal((await target.call('POST', `/api/v1/projects/${p1}/versions/${oldest.id}/restore`)).status, 200, 'an old version comes back, with the bytes only history held')
   const settings = await target.call('GET', '/api/v1/tenant/settings/llm')
   t.match(settings.body.data, { provider: 'openai-compatible', baseUrl: llm.url, model: 'test-model', apiKey: { configured: false } }, 'the key never travelled: it is set again after a restore')
-  t.ok((await storedKeys(h, `tenants/${target.tenantId}/restores/`)).length === 0, 'the upload is removed once restored')
+  t.same(await goneFrom(h, `tenants/${target.tenantId}/restores/`), [], 'the upload is removed once restored')
 })
 
 t.test('merge=true into the tenant it came from adds nothing and reports every record as a conflict', async (t) => {
@@ -142,7 +142,7 @@ t.test('who may restore where', async (t) => {
   const operator = await h.platform.db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, type: 'admin', permissions: ['*'] }))
   const done = await p.restored(caller(h.app, operator.key), operator.key, other.tenantId, archive, { validate: true })
   t.equal(done.status, 'completed', 'a deployment operator key restores into any tenant')
-  t.same(await storedKeys(h, `tenants/${other.tenantId}/restores/`), [], 'refused uploads left nothing in the store')
+  t.same(await goneFrom(h, `tenants/${other.tenantId}/restores/`), [], 'refused uploads left nothing in the store')
 })
 
 t.test('a form that is not one is refused in the envelope, and nothing is queued', async (t) => {
