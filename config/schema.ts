@@ -2,6 +2,7 @@
 // chart all read it, so a setting is added here once and appears everywhere.
 import { isIP } from 'node:net'
 import { isUuid } from '../common/ids.js'
+import { isRegionCode, REGION_CODES, type RegionCode } from '../common/regions.js'
 
 export type SettingType = 'string' | 'url' | 'int' | 'bool' | 'enum' | 'cidrs' | 'domains' | 'key32' | 'json'
 
@@ -184,6 +185,23 @@ export const settings = {
     group: 'storage',
     description: 'Region name the object store expects in signatures',
   } satisfies StringSetting,
+  DEFAULT_REGION: {
+    type: 'enum',
+    values: REGION_CODES,
+    default: 'us-east',
+    secret: false,
+    group: 'storage',
+    description: "The region (of the specification's codes) that R2_* stores: where tenants' data lives unless their data residency names another",
+  } satisfies EnumSetting<RegionCode>,
+  REGION_STORES: {
+    type: 'json',
+    default: {} as Record<string, RegionStoreSetting>,
+    parse: parseRegionStores,
+    secret: true,
+    group: 'storage',
+    description:
+      'More regions this deployment serves, each with its own S3-compatible store: JSON object of region code to {"endpoint","bucket","accessKeyId","secretAccessKey","region"?,"publicEndpoint"?}; tenants requiring data residency in a region keep their data only there',
+  } satisfies JsonSetting<Record<string, RegionStoreSetting>>,
   ENCRYPTION_MASTER_KEY: {
     type: 'key32',
     default: '',
@@ -474,8 +492,65 @@ export function parseConfig(env: Record<string, string | undefined>): { config: 
   if (out.R2_ENDPOINT && !(out.R2_ACCESS_KEY_ID && out.R2_SECRET_ACCESS_KEY)) {
     problems.push('R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY are required when R2_ENDPOINT is set')
   }
+  if (out.DEFAULT_REGION && (out.REGION_STORES as Record<string, unknown> | undefined)?.[out.DEFAULT_REGION as string]) {
+    problems.push(`REGION_STORES must not name DEFAULT_REGION (${out.DEFAULT_REGION as string}): its store is R2_ENDPOINT`)
+  }
   if (!out.PUBLIC_URL) out.PUBLIC_URL = `http://localhost:${out.PORT}`
   return { config: out as Config, problems }
+}
+
+/** The store of one region of REGION_STORES. */
+export interface RegionStoreSetting {
+  endpoint: string
+  bucket: string
+  accessKeyId: string
+  secretAccessKey: string
+  /** The region name its signatures use (default us-east-1). */
+  region: string
+  /** Where users reach it, for download links (default endpoint). */
+  publicEndpoint: string
+}
+
+const REGION_STORE_FIELDS = ['endpoint', 'bucket', 'accessKeyId', 'secretAccessKey', 'region', 'publicEndpoint']
+
+/** Checks REGION_STORES region by region; problems name the region and field, never a value. */
+export function parseRegionStores(value: unknown): { value: Record<string, RegionStoreSetting> } | { problems: string[] } {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return { problems: ['must be a JSON object of region code to store ({} for none)'] }
+  const problems: string[] = []
+  const out: Record<string, RegionStoreSetting> = {}
+  for (const [code, entry] of Object.entries(value as Record<string, unknown>)) {
+    const mistakes: string[] = []
+    if (!isRegionCode(code)) mistakes.push(`is not a region code (${REGION_CODES.join(', ')})`)
+    if (!entry || typeof entry !== 'object' || Array.isArray(entry)) {
+      problems.push(`region ${code}: must be an object`)
+      continue
+    }
+    const e = entry as Record<string, unknown>
+    const unknown = Object.keys(e).filter((k) => !REGION_STORE_FIELDS.includes(k))
+    if (unknown.length) mistakes.push(`unknown fields ${unknown.join(', ')} (known: ${REGION_STORE_FIELDS.join(', ')})`)
+    const text = (k: string) => (typeof e[k] === 'string' ? (e[k] as string).trim() : '')
+    for (const k of ['endpoint', 'publicEndpoint']) {
+      if (k === 'publicEndpoint' && !text(k)) continue
+      try {
+        const u = new URL(text(k))
+        if (u.protocol !== 'http:' && u.protocol !== 'https:') mistakes.push(`${k} must be an http:// or https:// URL`)
+      } catch {
+        mistakes.push(`${k} must be a URL`)
+      }
+    }
+    if (!text('bucket')) mistakes.push('bucket is required')
+    if (!text('accessKeyId') || !text('secretAccessKey')) mistakes.push('accessKeyId and secretAccessKey are required')
+    if (mistakes.length) problems.push(`region ${code}: ${mistakes.join('; ')}`)
+    out[code] = {
+      endpoint: text('endpoint'),
+      bucket: text('bucket'),
+      accessKeyId: text('accessKeyId'),
+      secretAccessKey: typeof e.secretAccessKey === 'string' ? e.secretAccessKey : '',
+      region: text('region') || 'us-east-1',
+      publicEndpoint: text('publicEndpoint'),
+    }
+  }
+  return problems.length ? { problems } : { value: out }
 }
 
 /** One identity provider of OIDC_PROVIDERS, with its defaults filled in. */

@@ -36,6 +36,7 @@ import { gdprPlugin } from './modules/gdpr/plugin.js'
 import { oauthPlugin } from './modules/oauth/plugin.js'
 import { opsPlugin } from './modules/ops/plugin.js'
 import { projectsPlugin } from './modules/projects/plugin.js'
+import { regionsPlugin } from './modules/regions/plugin.js'
 import { restoresPlugin, type RestoresOptions } from './modules/restores/plugin.js'
 import { teamPlugin } from './modules/team/plugin.js'
 import { tenantsPlugin } from './modules/tenants/plugin.js'
@@ -89,6 +90,7 @@ const MODULES: FastifyPluginAsync<AppOptions>[] = [
   exportsPlugin,
   restoresPlugin,
   gdprPlugin,
+  regionsPlugin,
 ]
 
 export async function buildApp(platform: Platform, opts: AppOptions = {}): Promise<FastifyInstance> {

@@ -34,8 +34,14 @@ export interface PlanLimits {
   manualExportsPerMonth: number | null
   /** Hours between automatic backups of the whole tenant; null: none (their retention is backupRetentionDays). */
   automaticBackupHours: number | null
-  /** Whether backups and exports may go to the tenant's own storage (BYOS backup). */
+  /** Whether the tenant may keep its objects in storage of its own (BYOS, and BYOS backup). */
   byosBackup: boolean
+  /** Whether the tenant may require data residency (its data only in one region). */
+  dataResidency: boolean
+  /** Whether the tenant may name a failover region (secondaryRegion). */
+  secondaryRegion: boolean
+  /** Whether the tenant may schedule exports to a bucket of its own. */
+  scheduledExports: boolean
 }
 
 export interface PlanTerms {
@@ -64,6 +70,9 @@ export const PLAN_TERMS: Record<Plan, PlanTerms> = {
       manualExportsPerMonth: 1,
       automaticBackupHours: null,
       byosBackup: false,
+      dataResidency: false,
+      secondaryRegion: false,
+      scheduledExports: false,
     },
     auditRetention: null,
   },
@@ -81,6 +90,9 @@ export const PLAN_TERMS: Record<Plan, PlanTerms> = {
       manualExportsPerMonth: null,
       automaticBackupHours: 24,
       byosBackup: false,
+      dataResidency: false,
+      secondaryRegion: false,
+      scheduledExports: true,
     },
     auditRetention: '30 days',
   },
@@ -98,6 +110,9 @@ export const PLAN_TERMS: Record<Plan, PlanTerms> = {
       manualExportsPerMonth: null,
       automaticBackupHours: 24,
       byosBackup: false,
+      dataResidency: true,
+      secondaryRegion: true,
+      scheduledExports: true,
     },
     auditRetention: '90 days',
   },
@@ -115,6 +130,9 @@ export const PLAN_TERMS: Record<Plan, PlanTerms> = {
       manualExportsPerMonth: null,
       automaticBackupHours: 1,
       byosBackup: true,
+      dataResidency: true,
+      secondaryRegion: true,
+      scheduledExports: true,
     },
     auditRetention: '1 year',
   },

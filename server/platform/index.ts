@@ -8,7 +8,7 @@ import { openDb, type Db } from './db.js'
 import { openLicense, type License, type LicenseOptions } from './license.js'
 import { migrate } from './migrate.js'
 import { createSecrets, loadMasterKey, type Secrets } from './secrets.js'
-import { platformStorage, type Storage } from './storage.js'
+import { platformStorage, regionalStorage, type Storage } from './storage.js'
 
 export interface Platform {
   readonly config: Config
@@ -57,13 +57,21 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
           region: config.R2_REGION,
         })
       : openLocalBlobs({ dir: join(config.DATA_DIR, 'blobs'), publicUrl: config.PUBLIC_URL, signingKey: secrets.deriveKey('blob-links'), log })
+    // The regions of REGION_STORES, each its own store beside the default region's (R2_*).
+    const regions = new Map<string, Blobs>([[config.DEFAULT_REGION, blobs]])
+    for (const [code, r] of Object.entries(config.REGION_STORES)) {
+      regions.set(
+        code,
+        await openS3Blobs({ endpoint: r.endpoint, publicEndpoint: r.publicEndpoint || undefined, bucket: r.bucket, accessKey: r.accessKeyId, secretKey: r.secretAccessKey, region: r.region }),
+      )
+    }
     return {
       config,
       log,
       db,
       cache,
       blobs,
-      storage: platformStorage(blobs),
+      storage: regions.size > 1 ? regionalStorage({ db, defaultRegion: config.DEFAULT_REGION, regions }) : platformStorage(blobs, config.DEFAULT_REGION),
       secrets,
       license,
       async close() {

@@ -9,6 +9,7 @@ import { AppError } from '../../domain/errors.js'
 import type { LlmTool } from '../../platform/llm.js'
 import type { OutboundFetch } from '../../platform/outbound.js'
 import type { FileChange, ProjectFilesService, StagedFile } from '../projects/files-service.js'
+import { deploymentRefuses } from '../../domain/features.js'
 import type { AutonomyLevel } from './store.js'
 
 export const TOOL_NAMES = ['list_files', 'read_file', 'write_file', 'delete_file', 'web_search'] as const
@@ -72,12 +73,10 @@ export interface ToolEnvironment {
   fetch: OutboundFetch
 }
 
-/** Why a tool cannot be used on this deployment, or null when it can. */
+/** Why a tool cannot be used on this deployment, or null when it can: the feature check's own answer (domain/features.ts). */
 export function toolUnavailable(name: ToolName, env: Pick<ToolEnvironment, 'airGapped' | 'webSearchUrl'>): { reason: string; setting: string } | null {
   if (!EXTERNAL_TOOLS.includes(name)) return null
-  if (env.airGapped) return { reason: 'air_gapped', setting: 'AIR_GAPPED' }
-  if (name === 'web_search' && !env.webSearchUrl) return { reason: 'not_configured', setting: 'WEB_SEARCH_URL' }
-  return null
+  return deploymentRefuses(name as 'web_search', { airGapped: env.airGapped, webSearch: Boolean(env.webSearchUrl) })
 }
 
 /** The tools a run offers the model: the agent's, within its level, that this deployment has. */

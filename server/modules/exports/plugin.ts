@@ -17,12 +17,12 @@ export interface ExportsOptions {
 export const exportsPlugin = fp(
   async (app, o: ExportsOptions) => {
     const {
-      platform: { db, storage, secrets, log },
+      platform: { db, storage, secrets, log, config },
       now,
       outbound: policy,
     } = app
     const exports = exportsService({ db, storage, secrets, policy, version: VERSION, now })
-    const schedules = schedulesService({ db, policy, exports, now })
+    const schedules = schedulesService({ db, policy, exports, now, deployment: { airGapped: config.AIR_GAPPED, webSearch: Boolean(config.WEB_SEARCH_URL) } })
     const lease = o.exportLeaseMs ? { leaseMs: o.exportLeaseMs } : {}
     defineExportJobs(app.jobs, exports, lease)
     defineScheduledExports(app.jobs, schedules, lease)

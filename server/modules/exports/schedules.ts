@@ -11,13 +11,14 @@ import type { Clock } from '../../clock.js'
 import { newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
 import { notFound } from '../../domain/errors.js'
+import { requireFeature, type FeatureContext } from '../../domain/features.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { removeSchedule, upsertSchedule, type Job, type JobRunner } from '../../platform/jobs.js'
 import type { CompiledPolicy } from '../../platform/outbound.js'
 import { auditBy } from '../audit/service.js'
 import { normalizeInclude, type ExportFormat, type Include } from './format.js'
-import { checkDestination, defaultRegion, defineDataQueue, normalizePrefix, ownOrOperator, tenantFor, type Destination, type ExportsService, type ExportView } from './service.js'
+import { checkDestination, defaultRegion, defineDataQueue, normalizePrefix, tenantFor, type Destination, type ExportsService, type ExportView } from './service.js'
 import * as store from './store.js'
 
 export const SCHEDULED_QUEUE = 'exports.scheduled'
@@ -65,7 +66,7 @@ export interface ScheduleView {
   lastRuns: ExportView[]
 }
 
-export function schedulesService(deps: { db: Db; policy: CompiledPolicy; exports: ExportsService; now?: Clock }) {
+export function schedulesService(deps: { db: Db; policy: CompiledPolicy; exports: ExportsService; deployment: Omit<FeatureContext, 'plan'>; now?: Clock }) {
   const { db, policy, exports } = deps
   const clock = deps.now ?? Date.now
 
@@ -91,7 +92,9 @@ export function schedulesService(deps: { db: Db; policy: CompiledPolicy; exports
 
   return {
     async create(a: Actor<string | null>, tenantId: string, input: ScheduleRequest): Promise<ScheduleView> {
-      ownOrOperator(a, tenantId) // before anything reaches out to the destination
+      // The plan first, then the destination: nothing reaches out for a tenant that may not schedule.
+      const { plan } = await db.tenant(tenantId, (sql) => tenantFor(sql, a, tenantId))
+      requireFeature('scheduled_export', { plan, ...deps.deployment })
       const include = normalizeInclude(input.include ?? ['all'])
       const d = input.destination
       const provider = d.provider ?? 's3'

@@ -77,7 +77,7 @@ t.test('air-gapped: web search is refused when asked for, and not offered', asyn
   const { call } = await gapped.tenant()
   const r = await call('POST', '/api/v1/agents', { name: 'x', systemPrompt: '', config: { autonomyLevel: 'medium', tools: ['read_file', 'web_search'] } })
   t.equal(r.status, 403)
-  t.match(r.body.error, { code: 'FEATURE_DISABLED', details: { feature: 'web_search', reason: 'air_gapped', setting: 'AIR_GAPPED' } })
+  t.match(r.body.error, { code: 'FEATURE_DISABLED', details: { feature: 'web_search', reason: 'air-gapped', setting: 'AIR_GAPPED' } })
   const plain = await call('POST', '/api/v1/agents', { name: 'y', systemPrompt: '', config: { autonomyLevel: 'medium' } })
   t.same(plain.body.data.config.tools, ['list_files', 'read_file'], 'the default tools leave it out')
 

@@ -1,0 +1,133 @@
+// Regions and a tenant's regional preferences, feature checks and routing information.
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyContextConfig } from 'fastify'
+import { COMPLIANCE_LEVEL_NAMES, REGION_CODES } from '../../../common/regions.js'
+import { FEATURE_KEYS } from '../../domain/features.js'
+import { PLANS } from '../../domain/plans.js'
+import { actorOf } from '../../http/actor.js'
+import { ok } from '../../http/envelope.js'
+import { apiErrors, Envelope, oneOf } from '../../http/schemas.js'
+import { exportActor, TenantParams } from '../exports/routes.js'
+import type { RegionsService } from './service.js'
+
+const tags = ['regions']
+const Code = oneOf(REGION_CODES)
+const Level = oneOf(COMPLIANCE_LEVEL_NAMES)
+const Nullable = <T extends ReturnType<typeof oneOf>>(s: T) => Type.Union([s, Type.Null()])
+
+const Region = Type.Object({
+  code: Code,
+  name: Type.String(),
+  city: Type.String(),
+  frameworks: Type.Array(Type.String()),
+  available: Type.Boolean({ description: 'This deployment stores data there (DEFAULT_REGION or REGION_STORES)' }),
+  default: Type.Boolean({ description: "The region of the deployment's own store, where tenants' data lives unless they choose another" }),
+})
+
+const Preferences = Type.Object({
+  tenantId: Type.String({ format: 'uuid' }),
+  primaryRegion: Code,
+  secondaryRegion: Nullable(Code),
+  dataResidencyRequired: Type.Boolean(),
+  dataResidencyRegion: Nullable(Code),
+  complianceLevel: Level,
+  updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'null: the defaults, never changed' }),
+})
+
+const PreferencesPatch = Type.Object(
+  {
+    primaryRegion: Type.Optional(Code),
+    secondaryRegion: Type.Optional(Nullable(Code)),
+    dataResidencyRequired: Type.Optional(Type.Boolean()),
+    dataResidencyRegion: Type.Optional(Nullable(Code)),
+    complianceLevel: Type.Optional(Level),
+  },
+  { additionalProperties: false, minProperties: 1 },
+)
+
+const Feature = Type.Object({
+  featureKey: oneOf(FEATURE_KEYS),
+  enabled: Type.Boolean(),
+  reason: Type.Union([Type.Literal('air-gapped'), Type.Literal('not-configured'), Type.Literal('plan'), Type.Null()], { description: 'null when enabled' }),
+  requiredPlan: Type.Union([oneOf(PLANS), Type.Null()], { description: 'The smallest plan that has it, when the plan is the reason' }),
+  setting: Type.Union([Type.String(), Type.Null()], { description: 'The deployment setting that turns it on, when the deployment is the reason' }),
+})
+
+const RoutingInfo = Type.Object({
+  tenantId: Type.String({ format: 'uuid' }),
+  region: Code,
+  dataResidencyRequired: Type.Boolean(),
+  store: Type.Object({ kind: Type.String(), endpoint: Type.Union([Type.String(), Type.Null()]), bucket: Type.Union([Type.String(), Type.Null()]) }),
+  database: Type.Object({ kind: Type.String(), host: Type.Union([Type.String(), Type.Null()]), name: Type.Union([Type.String(), Type.Null()]) }),
+  replica: Type.Object({ id: Type.String(), version: Type.String() }),
+  at: Type.String({ format: 'date-time' }),
+})
+
+const read: FastifyContextConfig = { permission: 'settings:read', operator: 'also' }
+
+export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService }> = async (app, { regions }) => {
+  app.get(
+    '/regions',
+    {
+      config: { operator: 'also' },
+      schema: { tags, summary: "The specification's regions, and which this deployment stores data in", response: { 200: Envelope(Type.Array(Region)), ...apiErrors() } },
+    },
+    async (req) => ok(req, regions.regions()),
+  )
+
+  app.get(
+    '/regions/preferences/:tenantId',
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: "A tenant's regional preferences (your own tenant; another is 404)",
+        params: TenantParams,
+        response: { 200: Envelope(Preferences), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => ok(req, await regions.preferences(exportActor(req), req.params.tenantId)),
+  )
+
+  const patch = {
+    tags,
+    description:
+      'Rules (each refusal names details.rule): regions must be ones this deployment serves; secondaryRegion needs the Growth plan and differs from primaryRegion; dataResidencyRequired needs Growth or Enterprise, names dataResidencyRegion, makes primaryRegion that region and allows no secondaryRegion; complianceLevel must be served in primaryRegion and secondaryRegion. New objects of the tenant go to its region’s store from then on.',
+    body: PreferencesPatch,
+    response: { 200: Envelope(Preferences), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'FEATURE_DISABLED') },
+  }
+  app.patch(
+    '/regions/preferences/:tenantId',
+    { config: { permission: 'settings:write' }, schema: { ...patch, summary: "Change your tenant's regional preferences", params: TenantParams } },
+    async (req) => ok(req, await regions.update(actorOf(req), req.params.tenantId, req.body)),
+  )
+  app.patch(
+    '/platform/tenants/:tenantId/regional-preferences',
+    { config: { operator: true }, schema: { ...patch, summary: "Change any tenant's regional preferences (platform operator keys)", params: TenantParams } },
+    async (req) => ok(req, await regions.update(actorOf(req, { platform: true }), req.params.tenantId, req.body)),
+  )
+
+  app.get(
+    '/regions/features/:tenantId/check/:featureKey',
+    {
+      config: { operator: 'also' },
+      schema: {
+        tags,
+        summary: 'Whether the tenant may use a feature on this deployment: the same answer the feature itself gives',
+        params: Type.Object({ tenantId: Type.String({ format: 'uuid' }), featureKey: oneOf(FEATURE_KEYS) }),
+        response: { 200: Envelope(Feature), ...apiErrors('RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => ok(req, await regions.feature(exportActor(req), req.params.tenantId, req.params.featureKey)),
+  )
+
+  app.get(
+    '/routing-info',
+    {
+      config: { permission: 'settings:read' },
+      schema: { tags, summary: "Where this request's tenant data lives and who answers (nothing secret)", response: { 200: Envelope(RoutingInfo), ...apiErrors('FORBIDDEN') } },
+    },
+    async (req) => ok(req, await regions.routingInfo(actorOf(req))),
+  )
+}

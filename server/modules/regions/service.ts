@@ -1,0 +1,176 @@
+// Regions, a tenant's regional preferences, feature checks and routing information. A region is a
+// storage location the deployment's operator declares: DEFAULT_REGION (the R2_* store) and each
+// region of REGION_STORES. The rules of the preferences are checked on the whole result of a change,
+// each refusal naming its rule (details.rule); the plan's gates are the feature checks' own answer
+// (domain/features.ts), so the check and the refusal never disagree.
+import { hostname } from 'node:os'
+import type { Clock } from '../../clock.js'
+import { COMPLIANCE_LEVEL_NAMES, isRegionCode, REGIONS, regionServes, type ComplianceLevel, type RegionCode } from '../../../common/regions.js'
+import type { Actor } from '../../domain/actor.js'
+import { invalid } from '../../domain/errors.js'
+import { featureStatus, requireFeature, type FeatureContext, type FeatureKey, type FeatureStatus } from '../../domain/features.js'
+import type { Plan } from '../../domain/plans.js'
+import type { Db, TxSql } from '../../platform/db.js'
+import type { Storage } from '../../platform/storage.js'
+import { auditBy } from '../audit/service.js'
+import { tenantFor } from '../exports/service.js'
+import * as store from './store.js'
+
+export interface RegionView {
+  code: RegionCode
+  name: string
+  city: string
+  frameworks: string[]
+  /** Whether this deployment stores data there. */
+  available: boolean
+  /** The region of the deployment's own store (R2_*), where tenants' data lives by default. */
+  default: boolean
+}
+
+export interface Preferences {
+  primaryRegion: RegionCode
+  secondaryRegion: RegionCode | null
+  dataResidencyRequired: boolean
+  dataResidencyRegion: RegionCode | null
+  complianceLevel: ComplianceLevel
+}
+
+export interface PreferencesView extends Preferences {
+  tenantId: string
+  updatedAt: string | null
+}
+
+export interface RegionsDeps {
+  db: Db
+  /** DEFAULT_REGION */
+  defaultRegion: RegionCode
+  /** The regions of REGION_STORES. */
+  regionStores: readonly string[]
+  airGapped: boolean
+  webSearch: boolean
+  storage: Storage
+  /** What routing-info shows of where data lives: each region's store, the database (no credentials). */
+  where: { stores: Record<string, { kind: 's3' | 'local'; endpoint: string | null; bucket: string | null }>; database: { kind: 'postgres' | 'embedded'; host: string | null; name: string | null } }
+  version: string
+  now?: Clock
+}
+
+const rule = (field: string, name: string, message: string, more: Record<string, unknown> = {}) => invalid(field, message, { rule: name, ...more })
+
+export function regionsService(deps: RegionsDeps) {
+  const { db } = deps
+  const available = new Set<string>([deps.defaultRegion, ...deps.regionStores])
+  const defaults: Preferences = { primaryRegion: deps.defaultRegion, secondaryRegion: null, dataResidencyRequired: false, dataResidencyRegion: null, complianceLevel: 'standard' }
+  const context = (plan: Plan): FeatureContext => ({ plan, airGapped: deps.airGapped, webSearch: deps.webSearch })
+
+  const fromRow = (r: store.PreferencesRow | undefined): Preferences =>
+    r
+      ? {
+          primaryRegion: r.primary_region as RegionCode,
+          secondaryRegion: r.secondary_region as RegionCode | null,
+          dataResidencyRequired: r.data_residency_required,
+          dataResidencyRegion: r.data_residency_region as RegionCode | null,
+          complianceLevel: r.compliance_level as ComplianceLevel,
+        }
+      : defaults
+
+  const view = (tenantId: string, r: store.PreferencesRow | undefined): PreferencesView => ({ tenantId, ...fromRow(r), updatedAt: r?.updated_at.toISOString() ?? null })
+
+  /** The rules, on the preferences as they would be after a change; the first broken one is thrown. */
+  function check(p: Preferences, plan: Plan): void {
+    const served = (field: string, code: string) => {
+      if (!isRegionCode(code)) throw rule(field, 'region-code', `${code} is not a region code`)
+      if (!available.has(code)) throw rule(field, 'region-unavailable', `this deployment does not store data in ${code}`, { available: [...available] })
+    }
+    served('body.primaryRegion', p.primaryRegion)
+    if (p.secondaryRegion !== null) {
+      requireFeature('secondary_region', context(plan), 'body.secondaryRegion')
+      served('body.secondaryRegion', p.secondaryRegion)
+      if (p.secondaryRegion === p.primaryRegion) throw rule('body.secondaryRegion', 'secondary-same-as-primary', 'must differ from primaryRegion')
+    }
+    if (p.dataResidencyRequired) {
+      requireFeature('data_residency', context(plan), 'body.dataResidencyRequired')
+      if (p.dataResidencyRegion === null) throw rule('body.dataResidencyRegion', 'residency-region-required', 'is required when dataResidencyRequired is true')
+      served('body.dataResidencyRegion', p.dataResidencyRegion)
+      if (p.primaryRegion !== p.dataResidencyRegion) throw rule('body.primaryRegion', 'residency-primary', `must be the residency region (${p.dataResidencyRegion}): the data lives only there`)
+      if (p.secondaryRegion !== null) throw rule('body.secondaryRegion', 'residency-no-failover', 'must be null when data residency is required: a failover copy would leave the region')
+    } else if (p.dataResidencyRegion !== null) {
+      throw rule('body.dataResidencyRegion', 'residency-region-without-residency', 'is only set together with dataResidencyRequired: true')
+    }
+    if (!(COMPLIANCE_LEVEL_NAMES as string[]).includes(p.complianceLevel)) throw rule('body.complianceLevel', 'compliance-level', `must be one of ${COMPLIANCE_LEVEL_NAMES.join(', ')}`)
+    for (const [field, code] of [
+      ['body.primaryRegion', p.primaryRegion],
+      ['body.secondaryRegion', p.secondaryRegion],
+    ] as const) {
+      if (code && !regionServes(code, p.complianceLevel)) {
+        throw rule('body.complianceLevel', 'compliance-region', `${p.complianceLevel} is not served in ${code} (${field.slice(5)})`, {
+          regions: REGIONS.filter((r) => regionServes(r.code, p.complianceLevel)).map((r) => r.code),
+        })
+      }
+    }
+  }
+
+  return {
+    regions(): RegionView[] {
+      return REGIONS.map((r) => ({ code: r.code, name: r.name, city: r.city, frameworks: [...r.frameworks], available: available.has(r.code), default: r.code === deps.defaultRegion }))
+    },
+
+    async preferences(a: Actor<string | null>, tenantId: string): Promise<PreferencesView> {
+      return db.tenant(tenantId, async (sql) => {
+        await tenantFor(sql, a, tenantId)
+        return view(tenantId, await store.selectPreferences(sql, tenantId))
+      })
+    },
+
+    /** PATCH: the fields given over the current ones, checked whole; unchanged when a rule is broken. */
+    async update(a: Actor<string | null>, tenantId: string, patch: Partial<Preferences>): Promise<PreferencesView> {
+      return db.tenant(tenantId, async (sql) => {
+        const { plan } = await tenantFor(sql, a, tenantId)
+        await store.lockPreferences(sql, tenantId)
+        const current = fromRow(await store.selectPreferences(sql, tenantId))
+        const next: Preferences = { ...current, ...patch }
+        // Turning residency off forgets its region; turning it on with a region moves the primary there when only residency was asked.
+        if (patch.dataResidencyRequired === false && patch.dataResidencyRegion === undefined) next.dataResidencyRegion = null
+        if (next.dataResidencyRequired && patch.primaryRegion === undefined && next.dataResidencyRegion) next.primaryRegion = next.dataResidencyRegion
+        check(next, plan)
+        const actor: Actor = { ...a, tenantId }
+        const row = await store.upsertPreferences(
+          sql,
+          tenantId,
+          {
+            primary_region: next.primaryRegion,
+            secondary_region: next.secondaryRegion,
+            data_residency_required: next.dataResidencyRequired,
+            data_residency_region: next.dataResidencyRegion,
+            compliance_level: next.complianceLevel,
+          },
+          actor.principal.kind === 'api_key' ? { type: 'api_key', id: actor.principal.id } : { type: 'user', id: actor.principal.userId },
+        )
+        await auditBy(sql, actor, { action: 'regions.preferences_changed', target: { type: 'tenant', id: tenantId }, details: { before: current, after: next } })
+        return view(tenantId, row)
+      })
+    },
+
+    async feature(a: Actor<string | null>, tenantId: string, key: FeatureKey): Promise<FeatureStatus> {
+      const { plan } = await db.tenant(tenantId, (sql: TxSql) => tenantFor(sql, a, tenantId))
+      return featureStatus(key, context(plan))
+    },
+
+    /** Where this request's tenant data lives (the storage seam's own answer), and who answers: nothing secret. */
+    async routingInfo(a: Actor) {
+      const [{ region }, prefs] = await Promise.all([deps.storage.placement(a.tenantId), db.tenant(a.tenantId, async (sql) => fromRow(await store.selectPreferences(sql, a.tenantId)))])
+      const code = (region || deps.defaultRegion) as RegionCode
+      return {
+        tenantId: a.tenantId,
+        region: code,
+        dataResidencyRequired: prefs.dataResidencyRequired,
+        store: deps.where.stores[code] ?? deps.where.stores[deps.defaultRegion]!,
+        database: deps.where.database,
+        replica: { id: `${hostname()}:${process.pid}`, version: deps.version },
+        at: new Date((deps.now ?? Date.now)()).toISOString(),
+      }
+    },
+  }
+}
+
+export type RegionsService = ReturnType<typeof regionsService>
