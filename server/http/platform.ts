@@ -4,7 +4,7 @@
 import fp from 'fastify-plugin'
 import type { Registry } from 'prom-client'
 import type { Platform } from '../platform/index.js'
-import { compilePolicy, type CompiledPolicy, type Resolver } from '../platform/outbound.js'
+import { compilePolicy, outboundPolicyOf, type CompiledPolicy, type Resolver } from '../platform/outbound.js'
 import { createRegistry } from './metrics.js'
 
 declare module 'fastify' {
@@ -37,7 +37,7 @@ export const platformPlugin = fp(
     app.decorate('platform', o.platform)
     app.decorate('now', o.now ?? Date.now)
     app.decorate('registry', o.registry ?? createRegistry())
-    app.decorate('outbound', compilePolicy({ allowedCidrs: config.OUTBOUND_ALLOWED_NETWORKS, allowedDomains: config.OUTBOUND_ALLOWED_DOMAINS, airGapped: config.AIR_GAPPED }, o.resolver))
+    app.decorate('outbound', compilePolicy(outboundPolicyOf(config), o.resolver))
     // Said at start-up, not first at a refused delivery: a site upgraded from before the setting existed refuses every name.
     if (config.AIR_GAPPED && !config.OUTBOUND_ALLOWED_DOMAINS.length) {
       app.log.warn('AIR_GAPPED=true and OUTBOUND_ALLOWED_DOMAINS is empty: webhooks, model servers and identity providers can only be given as addresses (docs/air-gap.md)')

@@ -10,7 +10,10 @@ import { pipeline } from 'node:stream/promises'
 import { Client } from 'minio'
 import type { Logger } from 'pino'
 import { privateDir } from './data-dir.js'
-import { outboundAgent, type CompiledPolicy } from './outbound.js'
+import { connect, isIP } from 'node:net'
+import { connect as tlsConnect } from 'node:tls'
+import { check, type CheckResult } from '../../common/checks.js'
+import { outboundAgent, refusalIn, type CompiledPolicy } from './outbound.js'
 
 export interface LinkOptions {
   expiresSeconds: number
@@ -269,4 +272,148 @@ export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: 
 export function contentDisposition(filename: string): string {
   const ascii = filename.replace(/[^A-Za-z0-9._-]/g, '_')
   return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`
+}
+
+// ---- checking a store someone else runs (a tenant's own: BYOS) ------------------------------------
+
+export interface StoreTarget {
+  endpoint: string
+  bucket: string
+  region: string
+  accessKey: string
+  secretKey: string
+}
+
+const CHECK_TIMEOUT_MS = 10_000
+
+/** Rejects with code Timeout when `work` takes longer than the checks allow. */
+function timed<T>(work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  return Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(Object.assign(new Error('timed out'), { code: 'Timeout' })), CHECK_TIMEOUT_MS)))]).finally(() =>
+    clearTimeout(timer),
+  )
+}
+
+const codeOf = (err: unknown) => {
+  const e = err as { code?: unknown; message?: unknown }
+  return typeof e?.code === 'string' ? e.code : err instanceof Error ? err.message : String(err)
+}
+
+/**
+ * A store's checks, in order, each reported as an installer check (id, status, found, fix), through
+ * the outbound policy: the endpoint, the policy, the connection, TLS, the credentials, the bucket,
+ * writing, reading back and deleting a probe object, and the bucket's region. The list stops at the
+ * first failure (what comes after it was not reached). Nothing is left in the store.
+ */
+export async function checkStore(policy: CompiledPolicy, t: StoreTarget): Promise<CheckResult[]> {
+  const out: CheckResult[] = []
+  const ok = (r: CheckResult) => (out.push(r), r.status !== 'fail')
+  let url: URL
+  try {
+    url = new URL(t.endpoint)
+    if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password || (url.pathname !== '/' && url.pathname !== '') || url.search) throw new Error('shape')
+  } catch {
+    ok(check('endpoint', 'Endpoint', 'fail', t.endpoint, 'an http:// or https:// URL with no path, query or credentials', 'Give the store as https://host[:port]'))
+    return out
+  }
+  ok(check('endpoint', 'Endpoint', 'pass', url.origin, 'an http:// or https:// URL'))
+  let addresses: string[]
+  try {
+    addresses = await policy.resolveAllowed(url.hostname)
+  } catch (err) {
+    const refused = refusalIn(err)
+    ok(
+      check(
+        'outbound',
+        'Allowed by the outbound policy',
+        'fail',
+        refused ? `refused: ${refused.reason}` : `does not resolve (${codeOf(err)})`,
+        'an address the server may connect to',
+        refused?.remedy ? `Ask the operator to allow it (${refused.remedy})` : refused ? 'Use a store on an address the server may reach' : 'Check the host name',
+      ),
+    )
+    return out
+  }
+  ok(check('outbound', 'Allowed by the outbound policy', 'pass', addresses.join(', '), 'an address the server may connect to'))
+  const port = Number(url.port) || (url.protocol === 'https:' ? 443 : 80)
+  const host = url.hostname.replace(/^\[|\]$/g, '')
+  try {
+    await timed(
+      new Promise<void>((resolve, reject) => {
+        const s = connect({ host: addresses[0]!, port }, () => (s.destroy(), resolve()))
+        s.once('error', reject)
+      }),
+    )
+  } catch (err) {
+    ok(check('reachable', 'Endpoint reachable', 'fail', `${host}:${port}: ${codeOf(err)}`, 'a TCP connection', 'Check the address and port, and that the store runs'))
+    return out
+  }
+  ok(check('reachable', 'Endpoint reachable', 'pass', `${host}:${port}`, 'a TCP connection'))
+  if (url.protocol === 'https:') {
+    try {
+      await timed(
+        new Promise<void>((resolve, reject) => {
+          const s = tlsConnect({ host: addresses[0]!, port, servername: isIP(host) ? undefined : host, rejectUnauthorized: true }, () => (s.destroy(), resolve()))
+          s.once('error', reject)
+        }),
+      )
+      ok(check('tls', 'TLS certificate valid', 'pass', 'the certificate is valid for the host', 'a certificate the server trusts'))
+    } catch (err) {
+      ok(check('tls', 'TLS certificate valid', 'fail', codeOf(err), 'a certificate the server trusts', 'Renew the certificate, or give the server its CA (NODE_EXTRA_CA_CERTS)'))
+      return out
+    }
+  } else {
+    ok(check('tls', 'TLS certificate valid', 'warn', 'http:// (no TLS)', 'https://', { warn: 'Use https:// so that keys and data are not sent in the clear' }))
+  }
+  const agent = await outboundAgent(policy, url)
+  const client = (region?: string) =>
+    new Client({
+      endPoint: url.hostname,
+      port: Number(url.port) || undefined,
+      useSSL: url.protocol === 'https:',
+      accessKey: t.accessKey,
+      secretKey: t.secretKey,
+      transportAgent: agent,
+      ...(region ? { region } : {}),
+    })
+  const c = client(t.region)
+  const probe = `.atrium-storage-check-${Date.now()}-${Math.random().toString(36).slice(2)}`
+  const body = Buffer.from(`Atrium checks that it may use this store (${probe}); the object is deleted at once.\n`)
+  try {
+    let exists: boolean
+    try {
+      exists = await timed(c.bucketExists(t.bucket))
+    } catch (err) {
+      ok(check('credentials', 'Credentials accepted', 'fail', codeOf(err), 'the access key and secret accepted', 'Check the access key and the secret key, and that they may use the bucket'))
+      return out
+    }
+    ok(check('credentials', 'Credentials accepted', 'pass', 'accepted', 'the access key and secret accepted'))
+    if (!ok(check('bucket', 'Bucket exists', exists ? 'pass' : 'fail', exists ? t.bucket : `${t.bucket}: NoSuchBucket`, 'an existing bucket', 'Create the bucket, or give its exact name'))) return out
+    const step = async (id: string, title: string, work: () => Promise<string>, fix: string) => {
+      try {
+        return ok(check(id, title, 'pass', await timed(work()), title.toLowerCase()))
+      } catch (err) {
+        return ok(check(id, title, 'fail', codeOf(err), title.toLowerCase(), fix))
+      }
+    }
+    if (!(await step('write', 'Write an object', async () => (await c.putObject(t.bucket, probe, body, body.length), `${probe} written`), 'Allow s3:PutObject to these keys'))) return out
+    const readBack = async () => {
+      const chunks: Buffer[] = []
+      for await (const chunk of await c.getObject(t.bucket, probe)) chunks.push(chunk as Buffer)
+      if (!Buffer.concat(chunks).equals(body)) throw Object.assign(new Error('read back other bytes'), { code: 'Mismatch' })
+      return 'the same bytes read back'
+    }
+    if (!(await step('read', 'Read it back', readBack, 'Allow s3:GetObject to these keys'))) return out
+    if (!(await step('delete', 'Delete it', async () => (await c.removeObject(t.bucket, probe), 'deleted'), 'Allow s3:DeleteObject to these keys'))) return out
+    try {
+      const actual = await timed(client().getBucketRegionAsync(t.bucket))
+      ok(check('region', 'Region matches', !t.region || actual === t.region ? 'pass' : 'fail', actual || '(none)', t.region || 'any', `Give the bucket's region: ${actual}`))
+    } catch (err) {
+      ok(check('region', 'Region matches', 'warn', `not reported (${codeOf(err)})`, t.region || 'any', { warn: 'The store does not say its region; make sure it is the one given' }))
+    }
+    return out
+  } finally {
+    await c.removeObject(t.bucket, probe).catch(() => {}) // whatever happened, no probe stays
+    agent.destroy()
+  }
 }

@@ -8,7 +8,8 @@ import { openDb, type Db } from './db.js'
 import { openLicense, type License, type LicenseOptions } from './license.js'
 import { migrate } from './migrate.js'
 import { createSecrets, loadMasterKey, type Secrets } from './secrets.js'
-import { platformStorage, regionalStorage, type Storage } from './storage.js'
+import { compilePolicy, outboundPolicyOf } from './outbound.js'
+import { tenantStorage, type Storage } from './storage.js'
 
 export interface Platform {
   readonly config: Config
@@ -71,7 +72,7 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
       db,
       cache,
       blobs,
-      storage: regions.size > 1 ? regionalStorage({ db, defaultRegion: config.DEFAULT_REGION, regions }) : platformStorage(blobs, config.DEFAULT_REGION),
+      storage: tenantStorage({ db, defaultRegion: config.DEFAULT_REGION, regions, secrets, policy: compilePolicy(outboundPolicyOf(config)) }),
       secrets,
       license,
       async close() {

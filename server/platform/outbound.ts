@@ -229,6 +229,13 @@ export function compilePolicy(policy: OutboundPolicy, resolver: Resolver = syste
 }
 export type CompiledPolicy = ReturnType<typeof compilePolicy>
 
+/** The deployment's policy as its settings say (AIR_GAPPED, OUTBOUND_ALLOWED_NETWORKS, OUTBOUND_ALLOWED_DOMAINS). */
+export const outboundPolicyOf = (config: { OUTBOUND_ALLOWED_NETWORKS: readonly string[]; OUTBOUND_ALLOWED_DOMAINS: readonly string[]; AIR_GAPPED: boolean }): OutboundPolicy => ({
+  allowedCidrs: config.OUTBOUND_ALLOWED_NETWORKS,
+  allowedDomains: config.OUTBOUND_ALLOWED_DOMAINS,
+  airGapped: config.AIR_GAPPED,
+})
+
 /** Resolver-based check of one host (a hostname or an IP literal): its allowed addresses, or OutboundRefused. */
 export const checkHost = (host: string, policy: OutboundPolicy, resolver: Resolver = systemResolver): Promise<string[]> => compilePolicy(policy, resolver).resolveAllowed(host)
 

@@ -1,69 +1,122 @@
 // Where a tenant's objects live. Everything that stores, links or deletes a tenant's blob asks here,
-// with the tenant, so that regional (and customer-owned) stores plug in behind this one function
+// with the tenant, so that regional and customer-owned stores plug in behind this one function
 // without any caller changing.
 //
-// The deployment's stores: the default one (R2_*, the region DEFAULT_REGION) and one per region of
-// REGION_STORES. A tenant's objects are written to the store of its primary region (its
-// residency region when it requires residency: the preferences' rules make them the same), read
-// this instant from its regional preferences. Objects are never moved: an object written before a
-// change of region stays where it was, and is found there. A read, a link or a delete looks in the
-// tenant's current store first, then in the others (the default store, then each region's), so
-// every earlier file, backup and export stays readable after a move (docs/regions.md).
+// The stores: the deployment's default one (R2_*, the region DEFAULT_REGION), one per region of
+// REGION_STORES, and a tenant's own (BYOS, reached through the outbound policy). A tenant's new
+// objects go to its own store when it has chosen BYOS, else to the store of its primary region (its
+// residency region when it requires residency: the preferences' rules make them the same). This
+// is read from the database at every call, so a change applies to the next object on every
+// replica. Objects are never moved: an object written before a change stays in the store it was
+// written to, and is found there. A read, a link or a delete looks in the tenant's current store
+// first, then in the others it may have used (the tenant's own store, kept after it went back to
+// platform storage; the default store; each region's), so every earlier file, backup and export
+// stays readable after a move (docs/regions.md).
 import type { Readable } from 'node:stream'
-import type { Blobs, LinkOptions } from './blobs.js'
+import { guardedS3Blobs, type Blobs, type LinkOptions } from './blobs.js'
 import type { Db } from './db.js'
+import type { CompiledPolicy } from './outbound.js'
+import type { Secrets } from './secrets.js'
 
 export interface Storage {
   /**
    * The store holding the tenant's objects: a key a tenant's row records is a key in this store.
-   * Asynchronous because the tenant's region (and a customer's own store) is read first.
+   * Asynchronous because the tenant's region, or its own store, is read first.
    */
   forTenant(tenantId: string): Promise<Blobs>
-  /** Which store a tenant's new objects go to now: its region, and that region's store. */
-  placement(tenantId: string): Promise<{ region: string; store: Blobs }>
+  /** Where the tenant's new objects go now: its region (when on platform storage) or its own store. */
+  placement(tenantId: string): Promise<{ mode: 'platform' | 'byos'; region: string }>
 }
 
-/** Every tenant in the platform's own store (R2_ENDPOINT, or the local folder), of the region `region`. */
-export function platformStorage(blobs: Blobs, region = ''): Storage {
-  return { forTenant: async () => blobs, placement: async () => ({ region, store: blobs }) }
+/** A tenant's own store as its row keeps it (the keys sealed, bound to the tenant's row of tenant_storage). */
+export interface ByosRow {
+  endpoint: string
+  bucket: string
+  region: string
+  accessKeySealed: string
+  secretKeySealed: string
+  updatedAt: Date
 }
+
+/** The sealed keys' context: the tenant's row of tenant_storage. */
+export const byosKeyContext = (tenantId: string, field: 'access_key' | 'secret_key') => ({ tenantId, table: 'tenant_storage', rowId: tenantId, field })
 
 const isMissing = (err: unknown) => {
   const code = (err as { code?: string } | null)?.code
   return code === 'NotFound' || code === 'NoSuchKey' || code === 'ENOENT'
 }
 
-/**
- * The stores of a deployment with regions: `regions` maps each region code to its store, the
- * default region's being the platform's own.
- */
-export function regionalStorage(o: { db: Db; defaultRegion: string; regions: ReadonlyMap<string, Blobs> }): Storage {
-  const fallback = o.regions.get(o.defaultRegion)!
-  const others = [fallback, ...[...o.regions.entries()].filter(([code]) => code !== o.defaultRegion).map(([, b]) => b)]
+export interface StorageOptions {
+  db: Db
+  defaultRegion: string
+  /** Each region's store; the default region's is the platform's own (R2_*, or the local folder). */
+  regions: ReadonlyMap<string, Blobs>
+  secrets: Secrets
+  policy: CompiledPolicy
+}
 
-  async function placement(tenantId: string) {
+export function tenantStorage(o: StorageOptions): Storage {
+  const fallback = o.regions.get(o.defaultRegion)!
+  const regionStores = [fallback, ...[...o.regions.entries()].filter(([code]) => code !== o.defaultRegion).map(([, b]) => b)]
+  // A tenant's own store, opened once per version of its settings.
+  const own = new Map<string, { version: number; blobs: Promise<Blobs & { close(): void }> }>()
+
+  async function settings(tenantId: string) {
     const [row] = await o.db.system(
-      (sql) => sql<{ region: string }[]>`
-      select case when data_residency_required then data_residency_region else primary_region end as region
-        from tenant_regional_preferences where tenant_id = ${tenantId}`,
+      (sql) => sql<
+        { mode: string | null; region: string | null; endpoint: string | null; bucket: string | null; byos_region: string | null; ak: string | null; sk: string | null; updated_at: Date | null }[]
+      >`
+      select s.storage_mode as mode, case when p.data_residency_required then p.data_residency_region else p.primary_region end as region,
+             s.byos_endpoint as endpoint, s.byos_bucket as bucket, s.byos_region, s.byos_access_key_sealed as ak, s.byos_secret_key_sealed as sk, s.updated_at
+        from (select ${tenantId}::uuid as id) t
+        left join tenant_storage s on s.tenant_id = t.id
+        left join tenant_regional_preferences p on p.tenant_id = t.id`,
     )
-    const region = row && o.regions.has(row.region) ? row.region : o.defaultRegion
-    return { region, store: o.regions.get(region)! }
+    const region = row?.region && o.regions.has(row.region) ? row.region : o.defaultRegion
+    const byos: ByosRow | null =
+      row?.endpoint && row.bucket && row.ak && row.sk
+        ? { endpoint: row.endpoint, bucket: row.bucket, region: row.byos_region ?? 'us-east-1', accessKeySealed: row.ak, secretKeySealed: row.sk, updatedAt: row.updated_at! }
+        : null
+    return { mode: row?.mode === 'byos' && byos ? ('byos' as const) : ('platform' as const), region, byos }
   }
 
-  /** The store that holds `key`: the current one first, then the others; the current one when none does. */
-  async function holding(current: Blobs, key: string): Promise<Blobs> {
-    for (const b of [current, ...others.filter((x) => x !== current)]) {
-      if ((await b.size(key)) !== null) return b
-    }
-    return current
+  function ownStore(tenantId: string, b: ByosRow): Promise<Blobs> {
+    const version = b.updatedAt.getTime()
+    const cached = own.get(tenantId)
+    if (cached?.version === version) return cached.blobs
+    if (cached)
+      void cached.blobs.then(
+        (x) => x.close(),
+        () => {},
+      )
+    const blobs = guardedS3Blobs(o.policy, {
+      endpoint: b.endpoint,
+      bucket: b.bucket,
+      region: b.region,
+      accessKey: o.secrets.decrypt(b.accessKeySealed, byosKeyContext(tenantId, 'access_key')),
+      secretKey: o.secrets.decrypt(b.secretKeySealed, byosKeyContext(tenantId, 'secret_key')),
+    })
+    blobs.catch(() => own.delete(tenantId)) // a refused address is tried again next time
+    own.set(tenantId, { version, blobs })
+    return blobs
   }
 
   return {
-    placement,
+    async placement(tenantId) {
+      const s = await settings(tenantId)
+      return { mode: s.mode, region: s.region }
+    },
     async forTenant(tenantId) {
-      const { store: current } = await placement(tenantId)
-      if (o.regions.size === 1) return current
+      const s = await settings(tenantId)
+      const theirs = s.byos ? await ownStore(tenantId, s.byos) : null
+      const current = s.mode === 'byos' ? theirs! : o.regions.get(s.region)!
+      const others = [...(theirs ? [theirs] : []), ...regionStores].filter((b) => b !== current)
+      if (!others.length) return current
+      /** The store that holds `key`: the current one first, then the others; the current one when none does. */
+      const holding = async (key: string): Promise<Blobs> => {
+        for (const b of [current, ...others]) if ((await b.size(key)) !== null) return b
+        return current
+      }
       const router: Blobs = {
         kind: current.kind,
         put: (key, body, contentType) => current.put(key, body, contentType),
@@ -72,16 +125,16 @@ export function regionalStorage(o: { db: Db; defaultRegion: string; regions: Rea
             return await current.get(key)
           } catch (err) {
             if (!isMissing(err)) throw err
-            return (await holding(current, key)).get(key)
+            return (await holding(key)).get(key)
           }
         },
-        getRange: async (key, start, end) => (await holding(current, key)).getRange(key, start, end),
-        size: async (key) => (await holding(current, key)).size(key),
+        getRange: async (key, start, end) => (await holding(key)).getRange(key, start, end),
+        size: async (key) => (await holding(key)).size(key),
         async remove(key) {
-          // An object may exist in more than one store (the same content written before and after a move): every copy goes.
-          for (const b of [current, ...others.filter((x) => x !== current)]) if ((await b.size(key)) !== null) await b.remove(key)
+          // An object may be in more than one store (the same content written before and after a move): every copy goes.
+          for (const b of [current, ...others]) if ((await b.size(key)) !== null) await b.remove(key)
         },
-        presignGet: async (key: string, opts: LinkOptions) => (await holding(current, key)).presignGet(key, opts),
+        presignGet: async (key: string, opts: LinkOptions) => (await holding(key)).presignGet(key, opts),
         ping: () => current.ping(),
       }
       return router

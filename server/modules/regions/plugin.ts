@@ -8,7 +8,7 @@ import { regionsService } from './service.js'
 
 export const regionsPlugin = fp(
   async (app) => {
-    const { db, storage, config } = app.platform
+    const { db, storage, config, secrets } = app.platform
     const database = config.DATABASE_URL ? new URL(config.DATABASE_URL) : null
     const stores: Record<string, { kind: 's3' | 'local'; endpoint: string | null; bucket: string | null }> = {
       [config.DEFAULT_REGION]: config.R2_ENDPOINT ? { kind: 's3', endpoint: config.R2_ENDPOINT, bucket: config.R2_BUCKET } : { kind: 'local', endpoint: null, bucket: null },
@@ -17,6 +17,8 @@ export const regionsPlugin = fp(
     const regions = regionsService({
       db,
       storage,
+      secrets,
+      policy: app.outbound,
       defaultRegion: config.DEFAULT_REGION,
       regionStores: Object.keys(config.REGION_STORES),
       airGapped: config.AIR_GAPPED,

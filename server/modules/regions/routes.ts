@@ -9,7 +9,7 @@ import { actorOf } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
 import { apiErrors, Envelope, oneOf } from '../../http/schemas.js'
 import { exportActor, TenantParams } from '../exports/routes.js'
-import type { RegionsService } from './service.js'
+import { BYOS_PROVIDERS, type RegionsService } from './service.js'
 
 const tags = ['regions']
 const Code = oneOf(REGION_CODES)
@@ -57,6 +57,7 @@ const Feature = Type.Object({
 const RoutingInfo = Type.Object({
   tenantId: Type.String({ format: 'uuid' }),
   region: Code,
+  storageMode: Type.Union([Type.Literal('platform'), Type.Literal('byos')]),
   dataResidencyRequired: Type.Boolean(),
   store: Type.Object({ kind: Type.String(), endpoint: Type.Union([Type.String(), Type.Null()]), bucket: Type.Union([Type.String(), Type.Null()]) }),
   database: Type.Object({ kind: Type.String(), host: Type.Union([Type.String(), Type.Null()]), name: Type.Union([Type.String(), Type.Null()]) }),
@@ -65,6 +66,40 @@ const RoutingInfo = Type.Object({
 })
 
 const read: FastifyContextConfig = { permission: 'settings:read', operator: 'also' }
+
+const Provider = oneOf(BYOS_PROVIDERS)
+const ByosFields = {
+  byosProvider: Type.Optional(Provider),
+  byosEndpoint: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 2000, description: 'http(s)://host[:port] of an S3-compatible store: S3, R2, GCS (interoperability), an S3 connector for Azure Blob, MinIO' }),
+  ),
+  byosBucket: Type.Optional(Type.String({ minLength: 3, maxLength: 63, pattern: '^[a-z0-9][a-z0-9.\\-]{1,61}[a-z0-9]$' })),
+  byosRegion: Type.Optional(Type.String({ maxLength: 64, description: 'Default us-east-1 (auto for r2)' })),
+  byosAccessKey: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'Write-only: sealed at rest, never returned; omitted, the saved one is kept' })),
+  byosSecretKey: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'Write-only: sealed at rest, never returned; omitted, the saved one is kept' })),
+}
+const StoragePut = Type.Object({ storageMode: Type.Union([Type.Literal('platform'), Type.Literal('byos')]), platformRegion: Type.Optional(Code), ...ByosFields }, { additionalProperties: false })
+const StorageValidate = Type.Object(ByosFields, { additionalProperties: false })
+const StorageConfiguration = Type.Object({
+  tenantId: Type.String({ format: 'uuid' }),
+  storageMode: Type.Union([Type.Literal('platform'), Type.Literal('byos')]),
+  platformRegion: Code,
+  byosProvider: Type.Union([Provider, Type.Null()]),
+  byosEndpoint: Type.Union([Type.String(), Type.Null()]),
+  byosBucket: Type.Union([Type.String(), Type.Null()]),
+  byosRegion: Type.Union([Type.String(), Type.Null()]),
+  byosAccessKey: Type.Object({ configured: Type.Boolean(), lastFour: Type.Union([Type.String(), Type.Null()]) }),
+  byosSecretKey: Type.Object({ configured: Type.Boolean() }),
+  updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+})
+const Check = Type.Object({
+  id: Type.String(),
+  title: Type.String(),
+  status: Type.Union([Type.Literal('pass'), Type.Literal('warn'), Type.Literal('fail')]),
+  found: Type.String(),
+  required: Type.String(),
+  fix: Type.String({ description: 'How to fix it; empty when it passed' }),
+})
 
 export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService }> = async (app, { regions }) => {
   app.get(
@@ -120,6 +155,54 @@ export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService 
       },
     },
     async (req) => ok(req, await regions.feature(exportActor(req), req.params.tenantId, req.params.featureKey)),
+  )
+
+  app.get(
+    '/regions/storage/:tenantId',
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: "A tenant's storage: platform (its region's store) or its own (BYOS); keys never shown",
+        params: TenantParams,
+        response: { 200: Envelope(StorageConfiguration), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => ok(req, await regions.storageSettings(exportActor(req), req.params.tenantId)),
+  )
+
+  app.put(
+    '/regions/storage/:tenantId',
+    {
+      config: { permission: 'settings:write' },
+      schema: {
+        tags,
+        summary: "Choose your tenant's storage: platform, or a store of your own (BYOS, Enterprise)",
+        description:
+          'byos: the store must pass every check of .../validate first (VALIDATION_ERROR, details.rule store-check, details.checks); keys omitted keep the saved ones. Objects written before a change stay where they were and stay readable.',
+        params: TenantParams,
+        body: StoragePut,
+        response: { 200: Envelope(StorageConfiguration), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => ok(req, await regions.putStorage(actorOf(req), req.params.tenantId, req.body)),
+  )
+
+  app.post(
+    '/regions/storage/:tenantId/validate',
+    {
+      config: { permission: 'settings:write' },
+      schema: {
+        tags,
+        summary: 'Check a store of your own (BYOS) without saving anything',
+        description:
+          'Checks in order, reported like the installer’s: endpoint, outbound policy, reachable, TLS, credentials, bucket, write, read back, delete, region. The list stops at the first failure.',
+        params: TenantParams,
+        body: StorageValidate,
+        response: { 200: Envelope(Type.Object({ valid: Type.Boolean(), checks: Type.Array(Check) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
+    async (req) => ok(req, await regions.validateStorage(actorOf(req), req.params.tenantId, req.body)),
   )
 
   app.get(

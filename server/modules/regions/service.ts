@@ -11,7 +11,12 @@ import { invalid } from '../../domain/errors.js'
 import { featureStatus, requireFeature, type FeatureContext, type FeatureKey, type FeatureStatus } from '../../domain/features.js'
 import type { Plan } from '../../domain/plans.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import type { Storage } from '../../platform/storage.js'
+import { checkStore, type StoreTarget } from '../../platform/blobs.js'
+import type { CompiledPolicy } from '../../platform/outbound.js'
+import type { Secrets } from '../../platform/secrets.js'
+import { byosKeyContext, type Storage } from '../../platform/storage.js'
+import { LAST_FOUR_MIN_KEY_LENGTH } from '../tenants/settings.js'
+import type { CheckResult } from '../../../common/checks.js'
 import { auditBy } from '../audit/service.js'
 import { tenantFor } from '../exports/service.js'
 import * as store from './store.js'
@@ -40,6 +45,35 @@ export interface PreferencesView extends Preferences {
   updatedAt: string | null
 }
 
+export const BYOS_PROVIDERS = ['s3', 'r2', 'gcs', 'azure'] as const
+export type ByosProvider = (typeof BYOS_PROVIDERS)[number]
+
+/** PUT /regions/storage: the spec's storage configuration; keys write-only (kept when omitted). */
+export interface StorageInput {
+  storageMode: 'platform' | 'byos'
+  platformRegion?: RegionCode
+  byosProvider?: ByosProvider
+  byosEndpoint?: string
+  byosBucket?: string
+  byosRegion?: string
+  byosAccessKey?: string
+  byosSecretKey?: string
+}
+
+export interface StorageView {
+  tenantId: string
+  storageMode: 'platform' | 'byos'
+  /** Where platform storage keeps the tenant's objects: its primary (or residency) region. */
+  platformRegion: RegionCode
+  byosProvider: ByosProvider | null
+  byosEndpoint: string | null
+  byosBucket: string | null
+  byosRegion: string | null
+  byosAccessKey: { configured: boolean; lastFour: string | null }
+  byosSecretKey: { configured: boolean }
+  updatedAt: string | null
+}
+
 export interface RegionsDeps {
   db: Db
   /** DEFAULT_REGION */
@@ -49,6 +83,9 @@ export interface RegionsDeps {
   airGapped: boolean
   webSearch: boolean
   storage: Storage
+  secrets: Secrets
+  /** The outbound policy: a tenant's own store is checked and reached only where it allows. */
+  policy: CompiledPolicy
   /** What routing-info shows of where data lives: each region's store, the database (no credentials). */
   where: { stores: Record<string, { kind: 's3' | 'local'; endpoint: string | null; bucket: string | null }>; database: { kind: 'postgres' | 'embedded'; host: string | null; name: string | null } }
   version: string
@@ -110,6 +147,34 @@ export function regionsService(deps: RegionsDeps) {
     }
   }
 
+  const storageView = (tenantId: string, r: store.StorageRow | undefined, prefs: Preferences): StorageView => ({
+    tenantId,
+    storageMode: r?.storage_mode ?? 'platform',
+    platformRegion: prefs.dataResidencyRequired ? prefs.dataResidencyRegion! : prefs.primaryRegion,
+    byosProvider: r?.byos_provider ?? null,
+    byosEndpoint: r?.byos_endpoint ?? null,
+    byosBucket: r?.byos_bucket ?? null,
+    byosRegion: r?.byos_region ?? null,
+    byosAccessKey: { configured: Boolean(r?.byos_access_key_sealed), lastFour: r?.byos_access_key_last_four ?? null },
+    byosSecretKey: { configured: Boolean(r?.byos_secret_key_sealed) },
+    updatedAt: r?.updated_at.toISOString() ?? null,
+  })
+
+  /** The store a request names, its keys given or (omitted) the ones the tenant has saved. */
+  function byosTarget(tenantId: string, input: Omit<StorageInput, 'storageMode' | 'platformRegion'>, saved: store.StorageRow | undefined): StoreTarget & { provider: ByosProvider } {
+    const provider = input.byosProvider ?? saved?.byos_provider ?? 's3'
+    const endpoint = input.byosEndpoint ?? saved?.byos_endpoint
+    const bucket = input.byosBucket ?? saved?.byos_bucket
+    if (!endpoint) throw invalid('body.byosEndpoint', 'is required for byos storage')
+    if (!bucket) throw invalid('body.byosBucket', 'is required for byos storage')
+    const savedKey = (field: 'access_key' | 'secret_key', sealed: string | null | undefined) => (sealed ? deps.secrets.decrypt(sealed, byosKeyContext(tenantId, field)) : null)
+    const accessKey = input.byosAccessKey ?? savedKey('access_key', saved?.byos_access_key_sealed)
+    const secretKey = input.byosSecretKey ?? savedKey('secret_key', saved?.byos_secret_key_sealed)
+    if (!accessKey) throw invalid('body.byosAccessKey', 'is required for byos storage (none is saved)')
+    if (!secretKey) throw invalid('body.byosSecretKey', 'is required for byos storage (none is saved)')
+    return { provider, endpoint, bucket, region: input.byosRegion || saved?.byos_region || (provider === 'r2' ? 'auto' : 'us-east-1'), accessKey, secretKey }
+  }
+
   return {
     regions(): RegionView[] {
       return REGIONS.map((r) => ({ code: r.code, name: r.name, city: r.city, frameworks: [...r.frameworks], available: available.has(r.code), default: r.code === deps.defaultRegion }))
@@ -156,15 +221,92 @@ export function regionsService(deps: RegionsDeps) {
       return featureStatus(key, context(plan))
     },
 
+    async storageSettings(a: Actor<string | null>, tenantId: string): Promise<StorageView> {
+      return db.tenant(tenantId, async (sql) => {
+        await tenantFor(sql, a, tenantId)
+        return storageView(tenantId, await store.selectStorage(sql, tenantId), fromRow(await store.selectPreferences(sql, tenantId)))
+      })
+    },
+
+    /**
+     * PUT: platform storage (in the region the preferences give; platformRegion changes the primary
+     * region under the preferences' rules) or the tenant's own store (Enterprise), which must pass
+     * every check first. A store of its own keeps its settings when the tenant goes back to platform
+     * storage: what was written there stays readable.
+     */
+    async putStorage(a: Actor, tenantId: string, input: StorageInput): Promise<StorageView> {
+      const { plan, current } = await db.tenant(tenantId, async (sql) => ({ ...(await tenantFor(sql, a, tenantId)), current: await store.selectStorage(sql, tenantId) }))
+      let target: (StoreTarget & { provider: ByosProvider }) | null = null
+      if (input.storageMode === 'byos') {
+        requireFeature('byos', context(plan), 'body.storageMode')
+        target = byosTarget(tenantId, input, current)
+        const checks = await checkStore(deps.policy, target)
+        const failed = checks.find((c) => c.status === 'fail')
+        if (failed)
+          throw rule(
+            `body.${failed.id === 'credentials' ? 'byosAccessKey' : failed.id === 'bucket' ? 'byosBucket' : 'byosEndpoint'}`,
+            'store-check',
+            `the store fails its ${failed.id} check: ${failed.found}`,
+            { check: failed.id, checks },
+          )
+      }
+      if (input.platformRegion !== undefined) {
+        const prefs = await this.preferences(a, tenantId)
+        if (input.platformRegion !== (prefs.dataResidencyRequired ? prefs.dataResidencyRegion : prefs.primaryRegion)) await this.update(a, tenantId, { primaryRegion: input.platformRegion })
+      }
+      return db.tenant(tenantId, async (sql) => {
+        const before = await store.selectStorage(sql, tenantId)
+        const sealed = target
+          ? {
+              byos_provider: target.provider,
+              byos_endpoint: target.endpoint,
+              byos_bucket: target.bucket,
+              byos_region: target.region,
+              byos_access_key_sealed: deps.secrets.encrypt(target.accessKey, byosKeyContext(tenantId, 'access_key')),
+              byos_secret_key_sealed: deps.secrets.encrypt(target.secretKey, byosKeyContext(tenantId, 'secret_key')),
+              byos_access_key_last_four: target.accessKey.length >= LAST_FOUR_MIN_KEY_LENGTH ? target.accessKey.slice(-4) : null,
+            }
+          : {
+              byos_provider: before?.byos_provider ?? null,
+              byos_endpoint: before?.byos_endpoint ?? null,
+              byos_bucket: before?.byos_bucket ?? null,
+              byos_region: before?.byos_region ?? null,
+              byos_access_key_sealed: before?.byos_access_key_sealed ?? null,
+              byos_secret_key_sealed: before?.byos_secret_key_sealed ?? null,
+              byos_access_key_last_four: before?.byos_access_key_last_four ?? null,
+            }
+        const by = a.principal.kind === 'api_key' ? { type: 'api_key', id: a.principal.id } : { type: 'user', id: a.principal.userId }
+        const row = await store.upsertStorage(sql, tenantId, { storage_mode: input.storageMode, ...sealed }, by)
+        await auditBy(sql, a, {
+          action: 'storage.changed',
+          target: { type: 'tenant', id: tenantId },
+          details: { from: before?.storage_mode ?? 'platform', to: input.storageMode, ...(target ? { provider: target.provider, endpoint: target.endpoint, bucket: target.bucket } : {}) },
+        })
+        return storageView(tenantId, row, fromRow(await store.selectPreferences(sql, tenantId)))
+      })
+    },
+
+    /** POST .../validate: a store's checks, as the installer reports its own; nothing is saved. */
+    async validateStorage(a: Actor, tenantId: string, input: Omit<StorageInput, 'storageMode' | 'platformRegion'>): Promise<{ valid: boolean; checks: CheckResult[] }> {
+      const { plan, current } = await db.tenant(tenantId, async (sql) => ({ ...(await tenantFor(sql, a, tenantId)), current: await store.selectStorage(sql, tenantId) }))
+      requireFeature('byos', context(plan), 'body.byosEndpoint')
+      const checks = await checkStore(deps.policy, byosTarget(tenantId, input, current))
+      return { valid: !checks.some((c) => c.status === 'fail'), checks }
+    },
+
     /** Where this request's tenant data lives (the storage seam's own answer), and who answers: nothing secret. */
     async routingInfo(a: Actor) {
-      const [{ region }, prefs] = await Promise.all([deps.storage.placement(a.tenantId), db.tenant(a.tenantId, async (sql) => fromRow(await store.selectPreferences(sql, a.tenantId)))])
+      const [{ mode, region }, [prefs, own]] = await Promise.all([
+        deps.storage.placement(a.tenantId),
+        db.tenant(a.tenantId, async (sql) => [fromRow(await store.selectPreferences(sql, a.tenantId)), await store.selectStorage(sql, a.tenantId)] as const),
+      ])
       const code = (region || deps.defaultRegion) as RegionCode
       return {
         tenantId: a.tenantId,
         region: code,
+        storageMode: mode,
         dataResidencyRequired: prefs.dataResidencyRequired,
-        store: deps.where.stores[code] ?? deps.where.stores[deps.defaultRegion]!,
+        store: mode === 'byos' && own ? { kind: 's3' as const, endpoint: own.byos_endpoint, bucket: own.byos_bucket } : (deps.where.stores[code] ?? deps.where.stores[deps.defaultRegion]!),
         database: deps.where.database,
         replica: { id: `${hostname()}:${process.pid}`, version: deps.version },
         at: new Date((deps.now ?? Date.now)()).toISOString(),

@@ -12,7 +12,7 @@ const DAY = 86400_000
 const base = await testPlatform(t)
 const stores = new Map<string, Blobs>()
 const storeOf = (tenantId: string) => stores.get(tenantId) ?? base.blobs
-const platform: Platform = { ...base, storage: { forTenant: async (tenantId) => storeOf(tenantId), placement: async (tenantId) => ({ region: 'test', store: storeOf(tenantId) }) } }
+const platform: Platform = { ...base, storage: { forTenant: async (tenantId) => storeOf(tenantId), placement: async () => ({ mode: 'platform' as const, region: 'test' }) } }
 let clock = Date.now()
 const h = await appOn(t, platform, { now: () => clock })
 

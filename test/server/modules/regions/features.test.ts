@@ -15,7 +15,7 @@ const SECRET = 'a-shared-secret-of-32-characters'
 /** What each feature does, and whether it did it: true accepted, false refused for the check's reason. */
 type Behaviour = (h: TestApp, tn: Awaited<ReturnType<TestApp['tenant']>>, status: { reason: string | null }) => Promise<boolean>
 
-const behaviours: Partial<Record<FeatureKey, Behaviour>> = {
+const behaviours: Record<FeatureKey, Behaviour> = {
   async web_search(_h, tn, status) {
     const r = await tn.call('POST', '/api/v1/agents', { name: 'Searcher', systemPrompt: '', config: { autonomyLevel: 'medium', tools: ['web_search'] } })
     if (r.status === 201) return true
@@ -28,6 +28,11 @@ const behaviours: Partial<Record<FeatureKey, Behaviour>> = {
     if (r.status === 201) return true
     if (r.body.error.details?.reason !== 'outbound_refused') throw new Error(`external_integrations: ${JSON.stringify(r.body)}`)
     return false
+  },
+  async byos(_h, tn) {
+    // A store nothing listens on: a tenant allowed its own store gets as far as the store's checks (400).
+    const r = await tn.call('PUT', `/api/v1/regions/storage/${tn.tenantId}`, { storageMode: 'byos', byosEndpoint: 'http://127.0.0.1:9', byosBucket: 'nowhere', byosAccessKey: 'a', byosSecretKey: 'b' })
+    return refusedForPlan(r, 'byos')
   },
   async data_residency(_h, tn) {
     const r = await tn.call('PATCH', `/api/v1/regions/preferences/${tn.tenantId}`, { dataResidencyRequired: true, dataResidencyRegion: 'us-east' })
@@ -82,9 +87,7 @@ for (const [name, env] of deployments) {
         const status = check.body.data
         t.equal(status.featureKey, key)
         t.equal(status.reason === null, status.enabled, `${plan} ${key}: a reason exactly when off`)
-        const behaviour = behaviours[key]
-        if (!behaviour) continue // byos: its behaviour is the customer-owned storage, not built yet
-        const did = await behaviour(h, tn, status)
+        const did = await behaviours[key](h, tn, status)
         t.equal(did, status.enabled, `${plan} ${key}: the check says ${status.enabled ? 'on' : `off (${status.reason})`}, and so does the feature`)
         seen.push(`${plan}/${key}/${status.enabled ? 'on' : status.reason}`)
       }
