@@ -4,9 +4,10 @@
 import type { VerifyOptions } from '../../licenses/license.js'
 import type { Runner } from '../deploy/run.js'
 import type { Answers } from './answers.js'
-import type { CheckResult } from './checks/check.js'
 import { gatherHost, hostChecks } from './checks/host.js'
 import { postgresChecks, redisChecks, s3Checks } from './checks/services.js'
+import { check, type CheckResult } from './checks/check.js'
+import { parseRegionStores, type RegionStoreSetting } from '../../config/schema.js'
 import { toolChecks } from './checks/tools.js'
 import { licenseCheck } from './license.js'
 
@@ -48,6 +49,16 @@ export async function clockOffsetFrom(url: string | undefined, timeoutMs = 5000)
   }
 }
 
+/** REGION_STORES as written (JSON text), read with the server's own parser; none when unset. */
+function regionStoresOf(raw: string | undefined): { value: Record<string, RegionStoreSetting> } | { problems: string[] } {
+  if (!raw?.trim()) return { value: {} }
+  try {
+    return parseRegionStores(JSON.parse(raw))
+  } catch {
+    return { problems: ['is not JSON'] }
+  }
+}
+
 export async function runPreflight(answers: Answers, values: Record<string, string>, opts: PreflightOptions): Promise<CheckResult[]> {
   const offset = opts.clockOffsetMs !== undefined ? opts.clockOffsetMs : await clockOffsetFrom(values.R2_ENDPOINT)
   const host = hostChecks(await gatherHost(answers.dataPath, portsFor(answers, values)), offset)
@@ -64,9 +75,21 @@ export async function runPreflight(answers: Answers, values: Record<string, stri
         })
       : [],
   ])
+  // Each region of REGION_STORES is a store of its own, checked as the default one is.
+  const regions = regionStoresOf(values.REGION_STORES)
+  const regionChecks =
+    'problems' in regions
+      ? [check('region.stores', 'Region stores (REGION_STORES)', 'fail', regions.problems.join('; '), 'a JSON object of region code to store', 'Correct REGION_STORES')]
+      : (
+          await Promise.all(
+            Object.entries(regions.value).map(([code, r]) =>
+              s3Checks({ endpoint: r.endpoint, bucket: r.bucket, accessKey: r.accessKeyId, secretKey: r.secretAccessKey, region: r.region }, { region: code }),
+            ),
+          )
+        ).flat()
   const license = await licenseCheck(values.LICENSE_KEY, { ...opts.license, airGapped: answers.mode === 'air-gapped' })
   // Helm: the cluster from the admin's kubeconfig (KUBECONFIG or ~/.kube/config).
   // Loaded only for helm: the Kubernetes client takes over a second to load.
   const cluster = answers.target === 'helm' ? await (await import('./checks/kube.js')).kubeChecks(answers.namespace, { kubeconfig: opts.kubeconfig }) : []
-  return [...host, ...services.flat(), ...(await toolChecks(answers.target, opts.runner)), ...cluster, license]
+  return [...host, ...services.flat(), ...regionChecks, ...(await toolChecks(answers.target, opts.runner)), ...cluster, license]
 }

@@ -317,6 +317,25 @@ export type Addressing = 'path-style' | 'virtual-hosted'
 export interface S3CheckOptions extends ServiceCheckOptions {
   /** Name resolution for the store's host names (node:dns lookup unless told; tests point it at a fake). */
   lookup?: LookupFunction
+  /**
+   * Which store this is, for the checks' ids, titles and fixes: the deployment's own (R2_*, ids
+   * s3.*) by default, or a region's of REGION_STORES (ids region.<code>.*).
+   */
+  region?: string
+}
+
+/** The names the checks of a store use: its ids' prefix, its title, and the settings a fix names. */
+function storeNames(region: string | undefined) {
+  if (!region) return { id: 's3', title: 'S3 store', keys: 'R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY', keyName: 'the key of R2_ACCESS_KEY_ID', bucket: 'R2_BUCKET', regionSetting: 'R2_REGION' }
+  const at = `REGION_STORES["${region}"]`
+  return {
+    id: `region.${region}`,
+    title: `Region ${region} store`,
+    keys: `${at}.accessKeyId and .secretAccessKey`,
+    keyName: `the key of ${at}.accessKeyId`,
+    bucket: `${at}.bucket`,
+    regionSetting: `${at}.region`,
+  }
 }
 
 function s3Client(t: S3Target, addressing: Addressing, lookup: LookupFunction): Client {
@@ -388,7 +407,8 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const lookup = opts.lookup ?? (dnsLookup as LookupFunction)
   const required = 'an S3-compatible store where the bucket exists or can be created, with put, get, presigned get and delete'
-  const roundtrip = (status: CheckStatus, found: string, fix = '') => check('s3.roundtrip', 'S3 store round trip', status, found, required, fix)
+  const n = storeNames(opts.region)
+  const roundtrip = (status: CheckStatus, found: string, fix = '') => check(`${n.id}.roundtrip`, `${n.title} round trip`, status, found, required, fix)
   const key = `atrium-preflight/${Date.now()}-${Math.random().toString(36).slice(2)}`
   const body = Buffer.from(`atrium preflight ${key}`)
   let step = ''
@@ -418,19 +438,23 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
     return scrub(
       [
         roundtrip('pass', `bucket ${t.bucket} at ${where(t.endpoint)}${existed ? '' : ' (created)'}: put, get, presigned get and delete work`),
-        check('s3.addressing', 'S3 addressing', 'pass', addressing, 'path-style or virtual-hosted (recorded for the configuration)'),
+        check(`${n.id}.addressing`, `${n.title} addressing`, 'pass', addressing, 'path-style or virtual-hosted (recorded for the configuration)'),
       ],
       [t.secretKey],
     )
   } catch (err) {
     const text = `${codeOf(err)} ${messageOf(err)}`
     const result = BAD_CREDENTIALS.test(text)
-      ? roundtrip('fail', `the store refused the credentials (${BAD_CREDENTIALS.exec(text)![0]}) at the step: ${step}`, 'Correct R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY')
+      ? roundtrip('fail', `the store refused the credentials (${BAD_CREDENTIALS.exec(text)![0]}) at the step: ${step}`, `Correct ${n.keys}`)
       : /AccessDenied/.test(text)
-        ? roundtrip('fail', `access denied at the step: ${step}`, `Give the key of R2_ACCESS_KEY_ID read, write and delete on bucket ${t.bucket} (and bucket creation, or create the bucket first)`)
+        ? roundtrip('fail', `access denied at the step: ${step}`, `Give ${n.keyName} read, write and delete on bucket ${t.bucket} (and bucket creation, or create the bucket first)`)
         : NETWORK.test(text)
-          ? unreachable('s3.roundtrip', 'the S3 store', t.endpoint, err)
-          : roundtrip('fail', `failed at the step: ${step}: ${messageOf(err)}`, "Check the endpoint, the bucket name (R2_BUCKET), the region (R2_REGION) and the key's permissions on the bucket")
+          ? unreachable(`${n.id}.roundtrip`, `the ${n.title}`, t.endpoint, err)
+          : roundtrip(
+              'fail',
+              `failed at the step: ${step}: ${messageOf(err)}`,
+              `Check the endpoint, the bucket name (${n.bucket}), the region (${n.regionSetting}) and the key's permissions on the bucket`,
+            )
     return scrub([result], [t.secretKey])
   } finally {
     // Best effort: a failed step after the put must not leave the test object behind.

@@ -81,3 +81,20 @@ t.test('every check runs, in the order an admin fixes things, and a good license
   const airGapped = await runPreflight({ ...answers, mode: 'air-gapped' }, values, { runner: noTools, clockOffsetMs: 0, license: { keys }, kubeconfig })
   t.match(airGapped.at(-1), { id: 'license', status: 'fail', found: 'air gap not allowed' })
 })
+
+t.test('each region of REGION_STORES gets its store checked; REGION_STORES that does not parse fails with why', async (t) => {
+  const answers: Answers = { ...DEFAULT_ANSWERS, dataPath: tempDir(t), config: {} }
+  const noTools: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: tempDir(t) } })
+  const opts = { runner: noTools, clockOffsetMs: 0, license: { keys: [] }, kubeconfig: join(tempDir(t), 'none') }
+  // Nothing listens at the region's address: its round trip fails as unreachable, named for the region.
+  const down = JSON.stringify({ 'eu-north': { endpoint: 'http://127.0.0.1:1', bucket: 'atrium-eu', accessKeyId: 'k', secretAccessKey: 'never-shown' } })
+  const checks = await runPreflight(answers, { REGION_STORES: down }, opts)
+  const region = checks.find((c) => c.id === 'region.eu-north.roundtrip')
+  t.match(region, { status: 'fail', title: 'Region eu-north store reachable', found: /not reachable at 127\.0\.0\.1:1/ })
+  t.notMatch(JSON.stringify(checks), /never-shown/)
+  const broken = await runPreflight(answers, { REGION_STORES: '{"mars": {}}' }, opts)
+  t.match(
+    broken.find((c) => c.id === 'region.stores'),
+    { status: 'fail', found: /region mars/, fix: 'Correct REGION_STORES' },
+  )
+})

@@ -291,3 +291,14 @@ t.test('the real S3 store passes the round trip on a bucket it creates; wrong cr
   t.notMatch(JSON.stringify(wrongSecret), /wrong-secret/)
   t.match(await s3Checks({ ...target, accessKey: 'no-such-key' }), [{ status: 'fail', found: /refused the credentials \(InvalidAccessKeyId\)/ }])
 })
+
+t.test('a region store of REGION_STORES is checked as the default one, under its own ids and settings', { skip: !services.s3Endpoint && 'TEST_S3_ENDPOINT is not set' }, async (t) => {
+  const bucket = await freshBucket(t)
+  const target = { endpoint: services.s3Endpoint, bucket, accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' }
+  t.match(await s3Checks(target, { region: 'eu-west' }), [
+    { id: 'region.eu-west.roundtrip', title: 'Region eu-west store round trip', status: 'pass' },
+    { id: 'region.eu-west.addressing', status: 'pass' },
+  ])
+  const wrong = await s3Checks({ ...target, secretKey: 'wrong-secret' }, { region: 'eu-west' })
+  t.match(wrong, [{ id: 'region.eu-west.roundtrip', status: 'fail', fix: 'Correct REGION_STORES["eu-west"].accessKeyId and .secretAccessKey' }])
+})
