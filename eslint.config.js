@@ -25,6 +25,10 @@ const NO_HTTP = [
   { regex: '^(\\.\\./)+(server/)?http/', message: HTTP_MESSAGE },
   { regex: '^(fastify|@fastify/[^/]+)(/.*)?$', message: HTTP_MESSAGE },
 ]
+// The client package is published on its own: it imports nothing of the repository around it, and
+// its library (all but the CLI) nothing of Node's, so that it runs in browsers.
+const CLIENT_OUT = { regex: '^(\\.\\./)+(server|installer|config|licenses|common)/', message: 'client/ is its own package: it imports nothing from the rest of the repository' }
+const CLIENT_NO_NODE = { regex: '^node:', message: 'the client library runs in browsers too: Node modules belong in client/src/cli/' }
 const HTTP_NO_MODULES = { regex: '^(\\.\\./)+(server/)?modules/', message: 'http does not import modules' }
 const PLATFORM_NO_MODULES = { regex: '^(\\.\\./)+(server/)?modules/', message: 'platform imports no module' }
 // From server/modules/<area>/ (or deeper), another module's store (store.js, or a part's, such as
@@ -44,7 +48,7 @@ const boundaries = (name, files, patterns, ignores = []) => ({
 })
 
 export default defineConfig([
-  globalIgnores(['node_modules/', 'dist/', 'coverage/', '.tap/', '.atrium/']),
+  globalIgnores(['node_modules/', '**/dist/', 'coverage/', '.tap/', '.atrium/']),
   js.configs.recommended,
   tseslint.configs.recommended,
   {
@@ -69,6 +73,8 @@ export default defineConfig([
   },
   boundaries('installer-config-licenses', ['installer/**', 'config/**', 'licenses/**'], [SERVER]),
   boundaries('common', ['common/**'], [COMMON_OUT]),
+  boundaries('client-library', ['client/src/**'], [CLIENT_OUT, CLIENT_NO_NODE], ['client/src/cli/**']),
+  boundaries('client-cli', ['client/src/cli/**'], [CLIENT_OUT]),
   boundaries('http', ['server/http/**'], [HTTP_NO_MODULES]),
   boundaries('platform', ['server/platform/**'], [PLATFORM_NO_MODULES]),
   boundaries('domain', ['server/domain/**'], NO_HTTP),

@@ -3,6 +3,8 @@
 // their own tests run them, not by accident through some other test.
 // Policy: coverage is reported, not enforced (package.json "tap": allow-incomplete-coverage).
 export default function coverageMap(testFile) {
+  // The client package's tests cover the package (its sources are in client/src/).
+  if (testFile.startsWith('test/client/')) return ['client/src/**/*.ts']
   const mirrored = testFile.replace(/^test\//, '').replace(/\.test\.ts$/, '.ts')
   const module = /^server\/modules\/[^/]+\//.exec(mirrored)
   return module ? [`${module[0]}**/*.ts`] : [mirrored]

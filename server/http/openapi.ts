@@ -5,6 +5,32 @@ import swaggerUi from '@fastify/swagger-ui'
 import fp from 'fastify-plugin'
 import { VERSION } from '../../common/version.js'
 
+type Parameter = { required?: boolean; schema?: { default?: unknown } }
+type BodySchema = { required?: string[]; properties?: Record<string, { default?: unknown }> }
+type Operation = { parameters?: Parameter[]; requestBody?: { content?: Record<string, { schema?: BodySchema }> } }
+type Document = { paths?: Record<string, Record<string, Operation>> }
+
+/**
+ * A query parameter or body field with a default may be left out (the server fills it in), but the
+ * route's schema lists it as required, and generated clients would then make callers pass `limit`
+ * on every list. The document says what the server accepts.
+ */
+function optionalDefaults<T>(generated: T): T {
+  // A copy: the generator may share schema objects with the routes' validators.
+  const doc = structuredClone(generated)
+  for (const item of Object.values((doc as Document).paths ?? {})) {
+    for (const op of Object.values(item)) {
+      for (const p of op.parameters ?? []) if (p.schema?.default !== undefined) p.required = false
+      for (const { schema } of Object.values(op.requestBody?.content ?? {})) {
+        if (!schema?.required || !schema.properties) continue
+        schema.required = schema.required.filter((name) => schema.properties![name]?.default === undefined)
+        if (!schema.required.length) delete schema.required
+      }
+    }
+  }
+  return doc
+}
+
 export const openapiPlugin = fp(
   async (app) => {
     await app.register(swagger, {
@@ -16,6 +42,7 @@ export const openapiPlugin = fp(
         security: [{ bearer: [] }],
       },
       refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
+      transformObject: (documents) => optionalDefaults('openapiObject' in documents ? documents.openapiObject : documents.swaggerObject),
     })
     await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: '/openapi.json' }, logLevel: 'warn' })
   },

@@ -1,0 +1,382 @@
+// The resources of the API as methods: each one a typed call through openapi-fetch (paths, bodies
+// and results come from the server's OpenAPI document), its envelope unwrapped, lists as async
+// iterators over the cursor pages. Anything not here is reachable, typed, through `client.api`.
+import { errorOf } from './errors.js'
+import type { paths } from './openapi.js'
+import { eventStream, type StreamEvent, type StreamOptions } from './sse.js'
+import { dataOf, eachOf, envelopeOf, type Transport } from './transport.js'
+
+type Op<P extends keyof paths, M extends keyof paths[P]> = NonNullable<paths[P][M]>
+/** The JSON body of an operation. */
+export type BodyOf<P extends keyof paths, M extends keyof paths[P]> = Op<P, M> extends { requestBody?: { content: { 'application/json': infer B } } } ? B : never
+/** The query of an operation, all of it optional where the server has a default. */
+export type QueryOf<P extends keyof paths, M extends keyof paths[P]> = Op<P, M> extends { parameters: { query?: infer Q } } ? Partial<NonNullable<Q>> : never
+/** What an operation's success envelope carries in `data`. */
+export type DataOf<P extends keyof paths, M extends keyof paths[P]> =
+  Op<P, M> extends { responses: infer R }
+    ? R extends { 200: { content: { 'application/json': { data: infer D } } } }
+      ? D
+      : R extends { 201: { content: { 'application/json': { data: infer D } } } }
+        ? D
+        : R extends { 202: { content: { 'application/json': { data: infer D } } } }
+          ? D
+          : never
+    : never
+type ListQuery<P extends keyof paths> = Omit<QueryOf<P, 'get' & keyof paths[P]>, 'cursor'>
+
+export type Project = DataOf<'/api/v1/projects/{id}', 'get'>
+export type Agent = DataOf<'/api/v1/agents/{id}', 'get'>
+export type AgentRun = DataOf<'/api/v1/agents/{id}/runs/{run_id}', 'get'>
+export type ChatSession = DataOf<'/api/v1/chat/sessions/{id}', 'get'>
+export type ChatMessage = DataOf<'/api/v1/chat/sessions/{id}/messages', 'post'>['message']
+export type ExportJob = DataOf<'/api/v1/platform/tenants/{tenantId}/export/{exportId}', 'get'>
+export type FeatureKey = NonNullable<paths['/api/v1/regions/features/{tenantId}/check/{featureKey}']['get']>['parameters']['path']['featureKey']
+export type RestoreJob = DataOf<'/api/v1/platform/tenants/{tenantId}/restore/{restoreId}', 'get'>
+
+/** Path segments of a file's path, each encoded (slashes stay separators). */
+const filePath = (path: string) => path.split('/').map(encodeURIComponent).join('/')
+
+abstract class Resource {
+  constructor(protected readonly t: Transport) {}
+  protected get api() {
+    return this.t.api
+  }
+}
+
+export class Projects extends Resource {
+  list(query: ListQuery<'/api/v1/projects'> = {}) {
+    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/projects', { params: { query: { ...query, cursor } as never } })))
+  }
+  create(body: BodyOf<'/api/v1/projects', 'post'>) {
+    return dataOf(this.api.POST('/api/v1/projects', { body }))
+  }
+  get(id: string) {
+    return dataOf(this.api.GET('/api/v1/projects/{id}', { params: { path: { id } } }))
+  }
+  update(id: string, body: BodyOf<'/api/v1/projects/{id}', 'patch'>) {
+    return dataOf(this.api.PATCH('/api/v1/projects/{id}', { params: { path: { id } }, body }))
+  }
+  delete(id: string) {
+    return dataOf(this.api.DELETE('/api/v1/projects/{id}', { params: { path: { id } } }))
+  }
+  versions(projectId: string, query: ListQuery<'/api/v1/projects/{projectId}/versions'> = {}) {
+    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/projects/{projectId}/versions', { params: { path: { projectId }, query: { ...query, cursor } as never } })))
+  }
+  restoreVersion(projectId: string, versionId: string) {
+    return dataOf(this.api.POST('/api/v1/projects/{projectId}/versions/{versionId}/restore', { params: { path: { projectId, versionId } } }))
+  }
+  backup(projectId: string, body: BodyOf<'/api/v1/projects/{projectId}/backup', 'post'> = {}) {
+    return dataOf(this.api.POST('/api/v1/projects/{projectId}/backup', { params: { path: { projectId } }, body }))
+  }
+  /** The files of a project, in path order. */
+  files(projectId: string, query: ListQuery<'/api/v1/projects/{projectId}/files'> = {}) {
+    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/projects/{projectId}/files', { params: { path: { projectId }, query: { ...query, cursor } as never } })))
+  }
+  /** A file's bytes as a Response (read it with .text(), .arrayBuffer() or .body). */
+  readFile(projectId: string, path: string) {
+    return this.t.request('GET', `/api/v1/projects/${encodeURIComponent(projectId)}/files/${filePath(path)}`)
+  }
+  /** Writes a file (created or replaced); `ifMatch` makes it conditional on the current etag. */
+  async writeFile(projectId: string, path: string, content: string | Uint8Array | Blob, o: { contentType?: string; ifMatch?: string } = {}) {
+    const headers: Record<string, string> = { 'content-type': o.contentType ?? (typeof content === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream') }
+    if (o.ifMatch) headers['if-match'] = o.ifMatch
+    const res = await this.t.request('PUT', `/api/v1/projects/${encodeURIComponent(projectId)}/files/${filePath(path)}`, { body: content as BodyInit, headers })
+    return ((await res.json()) as { data: DataOf<'/api/v1/projects/{projectId}/files/{*}', 'put'> }).data
+  }
+  async deleteFile(projectId: string, path: string, o: { ifMatch?: string } = {}): Promise<void> {
+    await this.t.request('DELETE', `/api/v1/projects/${encodeURIComponent(projectId)}/files/${filePath(path)}`, { headers: o.ifMatch ? { 'if-match': o.ifMatch } : {} })
+  }
+}
+
+export type RunEvent = StreamEvent<{ runId: string; [k: string]: unknown }>
+const RUN_ENDS = new Set(['run.completed', 'run.failed', 'run.cancelled'])
+
+export class Agents extends Resource {
+  list(query: ListQuery<'/api/v1/agents'> = {}) {
+    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/agents', { params: { query: { ...query, cursor } as never } })))
+  }
+  create(body: BodyOf<'/api/v1/agents', 'post'>) {
+    return dataOf(this.api.POST('/api/v1/agents', { body }))
+  }
+  get(id: string) {
+    return dataOf(this.api.GET('/api/v1/agents/{id}', { params: { path: { id } } }))
+  }
+  update(id: string, body: BodyOf<'/api/v1/agents/{id}', 'patch'>) {
+    return dataOf(this.api.PATCH('/api/v1/agents/{id}', { params: { path: { id } }, body }))
+  }
+  delete(id: string) {
+    return dataOf(this.api.DELETE('/api/v1/agents/{id}', { params: { path: { id } } }))
+  }
+  /** Starts a run (202): the run record, queued. Follow it with runEvents(). */
+  execute(id: string, body: BodyOf<'/api/v1/agents/{id}/execute', 'post'>) {
+    return dataOf(this.api.POST('/api/v1/agents/{id}/execute', { params: { path: { id } }, body }))
+  }
+  runs(id: string, query: ListQuery<'/api/v1/agents/{id}/runs'> = {}) {
+    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/agents/{id}/runs', { params: { path: { id }, query: { ...query, cursor } as never } })))
+  }
+  run(id: string, runId: string) {
+    return dataOf(this.api.GET('/api/v1/agents/{id}/runs/{run_id}', { params: { path: { id, run_id: runId } } }))
+  }
+  cancel(id: string, runId: string) {
+    return dataOf(this.api.POST('/api/v1/agents/{id}/runs/{run_id}/cancel', { params: { path: { id, run_id: runId } } }))
+  }
+  /** The run's events from the first (or after `lastEventId`) until it completes, fails or is cancelled. */
+  runEvents(id: string, runId: string, o: StreamOptions = {}): AsyncGenerator<RunEvent> {
+    const path = `/api/v1/agents/${encodeURIComponent(id)}/runs/${encodeURIComponent(runId)}/stream`
+    return eventStream(
+      (last, signal) => this.t.request('GET', path, { headers: streamHeaders(last), signal }),
+      (e) => RUN_ENDS.has(e.event),
+      o,
+    )
+  }
+}
+
+const streamHeaders = (lastEventId: string | undefined): Record<string, string> => ({ accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) })
+
+export type ChatEvent = StreamEvent<{ messageId: string; delta: string }> | StreamEvent<{ message: ChatMessage }> | StreamEvent<{ messageId: string; code: string; message: string }>
+
+export class Chat extends Resource {
+  sessions(query: ListQuery<'/api/v1/chat/sessions'> = {}) {
+    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/chat/sessions', { params: { query: { ...query, cursor } as never } })))
+  }
+  createSession(body: BodyOf<'/api/v1/chat/sessions', 'post'> = {}) {
+    return dataOf(this.api.POST('/api/v1/chat/sessions', { body }))
+  }
+  getSession(id: string) {
+    return dataOf(this.api.GET('/api/v1/chat/sessions/{id}', { params: { path: { id } } }))
+  }
+  deleteSession(id: string) {
+    return dataOf(this.api.DELETE('/api/v1/chat/sessions/{id}', { params: { path: { id } } }))
+  }
+  messages(id: string, query: ListQuery<'/api/v1/chat/sessions/{id}/messages'> = {}) {
+    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/chat/sessions/{id}/messages', { params: { path: { id }, query: { ...query, cursor } as never } })))
+  }
+  /** Sends a message (201): the saved message and the id of the reply being generated. */
+  send(id: string, content: string) {
+    return dataOf(this.api.POST('/api/v1/chat/sessions/{id}/messages', { params: { path: { id } }, body: { content } }))
+  }
+  /**
+   * The session's stream: every event of every reply, from `lastEventId` on, reconnecting with
+   * Last-Event-ID after a drop. It stays open until the signal stops it (or `until` says so).
+   */
+  stream(id: string, o: StreamOptions & { until?: (e: ChatEvent) => boolean } = {}): AsyncGenerator<ChatEvent> {
+    const path = `/api/v1/chat/sessions/${encodeURIComponent(id)}/stream`
+    return eventStream((last, signal) => this.t.request('GET', path, { headers: streamHeaders(last), signal }), o.until ?? (() => false), o) as AsyncGenerator<ChatEvent>
+  }
+  /** One reply's text as it arrives; ends with the saved reply, or throws its error. */
+  async *reply(id: string, replyId: string, o: StreamOptions = {}): AsyncGenerator<string, ChatMessage> {
+    const mine = (e: ChatEvent) => ('messageId' in e.data && e.data.messageId === replyId) || ('message' in e.data && typeof e.data.message === 'object' && e.data.message.id === replyId)
+    for await (const e of this.stream(id, { ...o, until: (e) => mine(e) && e.event !== 'message.delta' })) {
+      if (!mine(e)) continue
+      if (e.event === 'message.delta') yield (e.data as { delta: string }).delta
+      else if (e.event === 'message.completed') return (e.data as { message: ChatMessage }).message
+      else if (e.event === 'error') {
+        const d = e.data as { code: string; message: string }
+        throw await errorOf(new Response(JSON.stringify({ error: { code: d.code, message: d.message, details: { messageId: replyId } } }), { status: 502 }))
+      }
+    }
+    throw new Error(`the stream ended before reply ${replyId} did`)
+  }
+  /** The tenant's chat history for a range of days (YYYY-MM-DD), as one JSON document. */
+  async export(body: BodyOf<'/api/v1/chat/export', 'post'>): Promise<unknown> {
+    const res = await this.t.request('POST', '/api/v1/chat/export', { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })
+    return res.json()
+  }
+}
+
+export class Tenant extends Resource {
+  get() {
+    return dataOf(this.api.GET('/api/v1/tenant'))
+  }
+  usage() {
+    return dataOf(this.api.GET('/api/v1/tenant/usage'))
+  }
+  llmSettings() {
+    return dataOf(this.api.GET('/api/v1/tenant/settings/llm'))
+  }
+  updateLlmSettings(body: BodyOf<'/api/v1/tenant/settings/llm', 'patch'>) {
+    return dataOf(this.api.PATCH('/api/v1/tenant/settings/llm', { body }))
+  }
+}
+
+export class Team extends Resource {
+  members(query: ListQuery<'/api/v1/tenant/team/members'> = {}) {
+    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/tenant/team/members', { params: { query: { ...query, cursor } as never } })))
+  }
+  invite(body: BodyOf<'/api/v1/tenant/team/members', 'post'>) {
+    return dataOf(this.api.POST('/api/v1/tenant/team/members', { body }))
+  }
+  update(userId: string, body: BodyOf<'/api/v1/tenant/team/members/{userId}', 'patch'>) {
+    return dataOf(this.api.PATCH('/api/v1/tenant/team/members/{userId}', { params: { path: { userId } }, body }))
+  }
+  remove(userId: string) {
+    return dataOf(this.api.DELETE('/api/v1/tenant/team/members/{userId}', { params: { path: { userId } } }))
+  }
+}
+
+export class ApiKeys extends Resource {
+  list(query: ListQuery<'/api/v1/api-keys'> = {}) {
+    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/api-keys', { params: { query: { ...query, cursor } as never } })))
+  }
+  /** The new key's secret is in the answer once. */
+  create(body: BodyOf<'/api/v1/api-keys', 'post'>) {
+    return dataOf(this.api.POST('/api/v1/api-keys', { body }))
+  }
+  revoke(id: string) {
+    return dataOf(this.api.DELETE('/api/v1/api-keys/{id}', { params: { path: { id } } }))
+  }
+}
+
+export class Webhooks extends Resource {
+  list(query: ListQuery<'/api/v1/webhooks'> = {}) {
+    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/webhooks', { params: { query: { ...query, cursor } as never } })))
+  }
+  create(body: BodyOf<'/api/v1/webhooks', 'post'>) {
+    return dataOf(this.api.POST('/api/v1/webhooks', { body }))
+  }
+  get(id: string) {
+    return dataOf(this.api.GET('/api/v1/webhooks/{id}', { params: { path: { id } } }))
+  }
+  delete(id: string) {
+    return dataOf(this.api.DELETE('/api/v1/webhooks/{id}', { params: { path: { id } } }))
+  }
+  deliveries(id: string, query: ListQuery<'/api/v1/webhooks/{id}/deliveries'> = {}) {
+    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/webhooks/{id}/deliveries', { params: { path: { id }, query: { ...query, cursor } as never } })))
+  }
+}
+
+export class Regions extends Resource {
+  async list() {
+    return dataOf(this.api.GET('/api/v1/regions'))
+  }
+  preferences(tenantId: string) {
+    return dataOf(this.api.GET('/api/v1/regions/preferences/{tenantId}', { params: { path: { tenantId } } }))
+  }
+  updatePreferences(tenantId: string, body: BodyOf<'/api/v1/regions/preferences/{tenantId}', 'patch'>) {
+    return dataOf(this.api.PATCH('/api/v1/regions/preferences/{tenantId}', { params: { path: { tenantId } }, body }))
+  }
+  storage(tenantId: string) {
+    return dataOf(this.api.GET('/api/v1/regions/storage/{tenantId}', { params: { path: { tenantId } } }))
+  }
+  updateStorage(tenantId: string, body: BodyOf<'/api/v1/regions/storage/{tenantId}', 'put'>) {
+    return dataOf(this.api.PUT('/api/v1/regions/storage/{tenantId}', { params: { path: { tenantId } }, body }))
+  }
+  validateStorage(tenantId: string, body: BodyOf<'/api/v1/regions/storage/{tenantId}/validate', 'post'>) {
+    return dataOf(this.api.POST('/api/v1/regions/storage/{tenantId}/validate', { params: { path: { tenantId } }, body }))
+  }
+  feature(tenantId: string, featureKey: FeatureKey) {
+    return dataOf(this.api.GET('/api/v1/regions/features/{tenantId}/check/{featureKey}', { params: { path: { tenantId, featureKey } } }))
+  }
+  routingInfo() {
+    return dataOf(this.api.GET('/api/v1/routing-info'))
+  }
+}
+
+/** What a restore reads: bytes in memory, a Blob (a browser's File), or a stream (Node: Readable.toWeb). */
+export type UploadSource = Uint8Array | Blob | ReadableStream<Uint8Array>
+
+export class Portability extends Resource {
+  /** Starts an export of the tenant's data (pending); follow it with exportJob() or waitForExport(). */
+  export(tenantId: string, body: BodyOf<'/api/v1/platform/tenants/{tenantId}/export', 'post'>) {
+    return dataOf(this.api.POST('/api/v1/platform/tenants/{tenantId}/export', { params: { path: { tenantId } }, body }))
+  }
+  exportJob(tenantId: string, exportId: string) {
+    return dataOf(this.api.GET('/api/v1/platform/tenants/{tenantId}/export/{exportId}', { params: { path: { tenantId, exportId } } }))
+  }
+  /** Polls an export until it is completed or failed. */
+  waitForExport(tenantId: string, exportId: string, o: PollOptions = {}): Promise<ExportJob> {
+    return poll(
+      () => this.exportJob(tenantId, exportId),
+      (job) => job.status === 'completed' || job.status === 'failed',
+      o,
+    )
+  }
+  schedule(tenantId: string, body: BodyOf<'/api/v1/platform/tenants/{tenantId}/export/schedule', 'post'>) {
+    return dataOf(this.api.POST('/api/v1/platform/tenants/{tenantId}/export/schedule', { params: { path: { tenantId } }, body }))
+  }
+  schedules(tenantId: string) {
+    return dataOf(this.api.GET('/api/v1/platform/tenants/{tenantId}/export/schedule', { params: { path: { tenantId } } }))
+  }
+  deleteSchedule(tenantId: string, scheduleId: string) {
+    return dataOf(this.api.DELETE('/api/v1/platform/tenants/{tenantId}/export/schedule/{scheduleId}', { params: { path: { tenantId, scheduleId } } }))
+  }
+  /**
+   * Uploads a backup to restore (multipart: the `options` part, then the `file` part). merge: add
+   * to the tenant's data rather than replace it; validate: only check the archive and report. A stream is
+   * sent as it is read, never held whole in memory; such a request is not retried after a 429.
+   */
+  async restore(tenantId: string, file: UploadSource, options: { merge?: boolean; validate?: boolean } = {}, o: { filename?: string; size?: number } = {}): Promise<RestoreJob> {
+    const boundary = `atrium-${Math.random().toString(16).slice(2)}${Date.now().toString(16)}`
+    const enc = new TextEncoder()
+    const head = enc.encode(
+      `--${boundary}\r\nContent-Disposition: form-data; name="options"\r\n\r\n${JSON.stringify({ merge: options.merge ?? false, validate: options.validate ?? false })}\r\n` +
+        `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${(o.filename ?? 'backup.zip').replace(/["\r\n]/g, '_')}"\r\nContent-Type: application/zip\r\n\r\n`,
+    )
+    const tail = enc.encode(`\r\n--${boundary}--\r\n`)
+    const streamed = file instanceof ReadableStream
+    const body: BodyInit = streamed ? concatStreams(head, file, tail) : new Blob([head, file as BlobPart, tail])
+    const res = await this.t.request('POST', `/api/v1/platform/tenants/${encodeURIComponent(tenantId)}/restore`, {
+      body,
+      headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+      retry: !streamed,
+    })
+    return ((await res.json()) as { data: RestoreJob }).data
+  }
+  restoreJob(tenantId: string, restoreId: string) {
+    return dataOf(this.api.GET('/api/v1/platform/tenants/{tenantId}/restore/{restoreId}', { params: { path: { tenantId, restoreId } } }))
+  }
+  /** Polls a restore until it is completed or failed. */
+  waitForRestore(tenantId: string, restoreId: string, o: PollOptions = {}): Promise<RestoreJob> {
+    return poll(
+      () => this.restoreJob(tenantId, restoreId),
+      (job) => job.status !== 'processing',
+      o,
+    )
+  }
+  /** All personal data the service holds on the caller (GDPR article 15). */
+  async gdprExport(): Promise<unknown> {
+    const res = await this.t.request('POST', '/api/v1/gdpr/export', { body: JSON.stringify({ format: 'json' }), headers: { 'content-type': 'application/json' } })
+    return res.json()
+  }
+}
+
+export interface PollOptions {
+  /** Between two looks (default 1 s). */
+  intervalMs?: number
+  /** Stops waiting: the promise rejects with the signal's reason. */
+  signal?: AbortSignal
+}
+
+/** `look` again and again, `intervalMs` apart, until `over` says the job is over. */
+async function poll<J>(look: () => Promise<J>, over: (job: J) => boolean, o: PollOptions): Promise<J> {
+  for (;;) {
+    const job = await look()
+    if (over(job)) return job
+    await new Promise<void>((resolve, reject) => {
+      if (o.signal?.aborted) return reject(o.signal.reason)
+      const t = setTimeout(resolve, o.intervalMs ?? 1000)
+      o.signal?.addEventListener('abort', () => (clearTimeout(t), reject(o.signal!.reason)), { once: true })
+    })
+  }
+}
+
+function concatStreams(head: Uint8Array, body: ReadableStream<Uint8Array>, tail: Uint8Array): ReadableStream<Uint8Array> {
+  const reader = body.getReader()
+  let stage = 0
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (stage === 0) {
+        stage = 1
+        return controller.enqueue(head)
+      }
+      if (stage === 1) {
+        const { done, value } = await reader.read()
+        if (!done) return controller.enqueue(value)
+        stage = 2
+        controller.enqueue(tail)
+        return controller.close()
+      }
+    },
+    cancel: (reason) => reader.cancel(reason),
+  })
+}

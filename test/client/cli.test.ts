@@ -1,0 +1,124 @@
+// The `atrium` binary as a user runs it, against a real listening server: the full device login
+// (the CLI starts it, a browser-like client signs in and approves, the CLI stores the token and
+// `whoami` names the user and tenant), a renewal under a stale access token, logout, API keys from
+// the environment, --json, and the documented exit codes.
+import { readFileSync, statSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import t from 'tap'
+import { testApp } from '../helpers/app.js'
+import { finished, spawnScript } from '../helpers/cli.js'
+import { freePort, tempDir } from '../helpers/platform.js'
+import { PASSWORD, user } from '../server/modules/cli-auth/helpers.js'
+
+const CLI = 'client/src/cli/main.ts'
+const port = await freePort()
+const base = `http://127.0.0.1:${port}`
+const h = await testApp(t, { PUBLIC_URL: base })
+await h.app.listen({ host: '127.0.0.1', port })
+
+const atrium = (args: string[], env: Record<string, string>) => finished(spawnScript(CLI, args, env))
+
+t.test('device login through the binary, then whoami, projects, a renewal and logout', async (t) => {
+  const u = await user(h)
+  const config = tempDir(t, 'atrium-cli-')
+  const env = { ATRIUM_CONFIG_DIR: config }
+  const child = spawnScript(CLI, ['login', '--url', base, '--no-browser'], env)
+  const done = finished(child)
+  let shown = ''
+  const started = await new Promise<{ authUrl: string; code: string }>((resolve, reject) => {
+    child.stderr!.on('data', (c: Buffer) => {
+      shown += c.toString()
+      const url = /^\s+(http\S+\/cli\/auth\/approve\?\S+)$/m.exec(shown)
+      const code = /^\s+([A-Z]{4}-[A-Z]{4})$/m.exec(shown)
+      if (url && code) resolve({ authUrl: url[1]!, code: code[1]! })
+    })
+    child.on('exit', () => reject(new Error(`the CLI exited before showing the login:\n${shown}`)))
+  })
+
+  // The browser: signs in (the session cookie), checks the code, approves.
+  const params = new URL(started.authUrl).searchParams
+  const browser = { origin: base, 'sec-fetch-site': 'same-origin', 'content-type': 'application/json' }
+  const signedIn = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: browser, body: JSON.stringify({ email: u.email, password: PASSWORD }) })
+  t.equal(signedIn.status, 200)
+  const cookie = signedIn.headers
+    .getSetCookie()
+    .map((c) => c.split(';')[0])
+    .join('; ')
+  const info = await (await fetch(`${base}/cli/auth/info?loginId=${params.get('loginId')}`, { headers: { ...browser, cookie } })).json()
+  t.equal(info.data.verificationCode, started.code, 'the browser shows the code the terminal shows')
+  const approved = await fetch(`${base}/cli/auth/complete`, { method: 'POST', headers: { ...browser, cookie }, body: JSON.stringify({ loginId: params.get('loginId'), state: params.get('state') }) })
+  t.equal(approved.status, 200)
+
+  const login = await done
+  t.equal(login.code, 0, login.stderr)
+  t.match(login.stdout, `as ${u.email}`)
+  const file = join(config, 'credentials.json')
+  t.equal(statSync(file).mode & 0o777, 0o600, 'credentials readable by the user alone')
+  t.equal(statSync(config).mode & 0o777, 0o700)
+  const stored = JSON.parse(readFileSync(file, 'utf8'))
+  t.match(stored, { url: base, kind: 'device', refreshToken: /^ats_/, user: { email: u.email }, tenant: { id: u.tenantId } })
+
+  const who = await atrium(['whoami'], env)
+  t.equal(who.code, 0, who.stderr)
+  t.match(who.stdout, u.email)
+  t.match(who.stdout, u.tenantId)
+  const whoJson = JSON.parse((await atrium(['whoami', '--json'], env)).stdout)
+  t.match(whoJson, { user: { id: u.userId, email: u.email }, tenant: { id: u.tenantId }, credential: { type: 'access_token' } })
+
+  const made = await atrium(['projects', 'create', '--name', 'From the CLI', '--json'], env)
+  t.equal(made.code, 0, made.stderr)
+  const listed = JSON.parse((await atrium(['projects', 'list', '--json'], env)).stdout)
+  t.same(
+    listed.map((p: { name: string }) => p.name),
+    ['From the CLI'],
+  )
+
+  // The access token counts as expired: the next command renews it with the refresh token, once.
+  writeFileSync(file, JSON.stringify({ ...stored, staleAt: 0 }), { mode: 0o600 })
+  const renewed = await atrium(['whoami', '--json'], env)
+  t.equal(renewed.code, 0, renewed.stderr)
+  const after = JSON.parse(readFileSync(file, 'utf8'))
+  t.not(after.refreshToken, stored.refreshToken, 'the rotated refresh token is stored')
+  t.not(after.accessToken, stored.accessToken)
+  t.ok(after.staleAt > Date.now())
+
+  const out = await atrium(['logout'], env)
+  t.equal(out.code, 0, out.stderr)
+  t.throws(() => statSync(file), 'the credentials are gone')
+  const gone = await atrium(['whoami', '--url', base, '--json'], env)
+  t.equal(gone.code, 3, 'not signed in: exit 3')
+  t.match(JSON.parse(gone.stdout), { error: { code: 'NOT_SIGNED_IN' } })
+  const revoked = await fetch(`${base}/api/v1/auth/me`, { headers: { authorization: `Bearer ${after.accessToken}` } })
+  t.equal(revoked.status, 401, 'logout ended the session on the server')
+})
+
+t.test('an API key from the environment; login --api-key stores it', async (t) => {
+  const tn = await h.tenant('pro')
+  const config = tempDir(t, 'atrium-cli-')
+  const viaEnv = await atrium(['projects', 'list', '--json'], { ATRIUM_CONFIG_DIR: config, ATRIUM_URL: base, ATRIUM_API_KEY: tn.apiKey })
+  t.equal(viaEnv.code, 0, viaEnv.stderr)
+  t.same(JSON.parse(viaEnv.stdout), [])
+
+  const stored = await atrium(['login', '--api-key', tn.apiKey, '--url', base], { ATRIUM_CONFIG_DIR: config })
+  t.equal(stored.code, 0, stored.stderr)
+  t.equal(statSync(join(config, 'credentials.json')).mode & 0o777, 0o600)
+  const who = JSON.parse((await atrium(['whoami', '--json'], { ATRIUM_CONFIG_DIR: config })).stdout)
+  t.match(who, { tenant: { id: tn.tenantId }, credential: { type: 'api_key' } })
+})
+
+t.test('exit codes: refused, bad usage, bad key, unreachable', async (t) => {
+  const tn = await h.tenant('pro')
+  const env = { ATRIUM_CONFIG_DIR: tempDir(t, 'atrium-cli-'), ATRIUM_URL: base, ATRIUM_API_KEY: tn.apiKey }
+  const missing = await atrium(['projects', 'get', '00000000-0000-4000-8000-000000000000', '--json'], env)
+  t.equal(missing.code, 1)
+  t.match(JSON.parse(missing.stdout), { error: { code: 'RESOURCE_NOT_FOUND', requestId: String } })
+  const usage = await atrium(['projects', 'frobnicate'], env)
+  t.equal(usage.code, 2)
+  t.match(usage.stderr, 'Usage: atrium')
+  const badKey = await atrium(['whoami', '--json'], { ...env, ATRIUM_API_KEY: 'svc_sdk_not-a-real-key' })
+  t.equal(badKey.code, 3)
+  t.match(JSON.parse(badKey.stdout), { error: { code: 'UNAUTHORIZED' } })
+  const down = await atrium(['whoami'], { ...env, ATRIUM_URL: 'http://127.0.0.1:1' })
+  t.equal(down.code, 4)
+  t.notMatch(down.stderr + down.stdout, tn.apiKey, 'the key is not printed')
+})
