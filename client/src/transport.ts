@@ -61,7 +61,8 @@ export class Transport {
     const retry = opts.retry ?? true
     const max = this.o.maxRetries ?? 2
     for (let attempt = 0; ; attempt++) {
-      const r = retry ? req.clone() : req
+      // A body can be read once: a request that may be sent again sends a copy. One without a body is reused.
+      const r = retry && req.body !== null ? req.clone() : req
       for (const [k, v] of Object.entries(this.o.headers ?? {})) r.headers.set(k, v)
       const bearer = await this.tokens.bearer()
       if (bearer) r.headers.set('authorization', `Bearer ${bearer}`)

@@ -1,19 +1,21 @@
 // The `atrium` binary as a user runs it, against a real listening server: the full device login
 // (the CLI starts it, a browser-like client signs in and approves, the CLI stores the token and
 // `whoami` names the user and tenant), a renewal under a stale access token, logout, API keys from
-// the environment, --json, and the documented exit codes.
+// the environment, files, an agent run streamed, chat, export and restore, --json, and the
+// documented exit codes.
 import { readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { testApp } from '../helpers/app.js'
 import { finished, spawnScript } from '../helpers/cli.js'
+import { fakeLlm } from '../helpers/fake-llm.js'
 import { freePort, tempDir } from '../helpers/platform.js'
 import { PASSWORD, user } from '../server/modules/cli-auth/helpers.js'
 
 const CLI = 'client/src/cli/main.ts'
 const port = await freePort()
 const base = `http://127.0.0.1:${port}`
-const h = await testApp(t, { PUBLIC_URL: base })
+const h = await testApp(t, { PUBLIC_URL: base, OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' }, { jobs: { pollMs: 50 } })
 await h.app.listen({ host: '127.0.0.1', port })
 
 const atrium = (args: string[], env: Record<string, string>) => finished(spawnScript(CLI, args, env))
@@ -121,4 +123,43 @@ t.test('exit codes: refused, bad usage, bad key, unreachable', async (t) => {
   const down = await atrium(['whoami'], { ...env, ATRIUM_URL: 'http://127.0.0.1:1' })
   t.equal(down.code, 4)
   t.notMatch(down.stderr + down.stdout, tn.apiKey, 'the key is not printed')
+})
+
+t.test('files, an agent run streamed to the end, chat, and an export restored', async (t) => {
+  const llm = await fakeLlm(t)
+  const tn = await h.tenant('enterprise')
+  const work = tempDir(t, 'atrium-cli-work-')
+  const env = { ATRIUM_CONFIG_DIR: tempDir(t, 'atrium-cli-'), ATRIUM_URL: base, ATRIUM_API_KEY: tn.apiKey }
+  await tn.call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'm', apiKey: 'sk-cli-test-00000000' })
+  const project = JSON.parse((await atrium(['projects', 'create', '--name', 'Work', '--json'], env)).stdout)
+
+  writeFileSync(join(work, 'notes.md'), '# Notes\n')
+  t.equal((await atrium(['files', 'put', project.id, 'docs/notes.md', join(work, 'notes.md')], env)).code, 0)
+  const listed = JSON.parse((await atrium(['files', 'list', project.id, '--json'], env)).stdout)
+  t.match(listed, [{ path: 'docs/notes.md', size: 8 }])
+  const got = await atrium(['files', 'get', project.id, 'docs/notes.md'], env)
+  t.equal(got.stdout, '# Notes\n')
+
+  const agent = (await tn.call('POST', '/api/v1/agents', { name: 'Writer', systemPrompt: 'Be brief.', config: { autonomyLevel: 'low' } })).body.data
+  llm.push({ text: 'Here is the summary.' })
+  const ran = await atrium(['agents', 'run', agent.id, '--goal', 'summarize', '--project', project.id], env)
+  t.equal(ran.code, 0, ran.stderr)
+  t.match(ran.stdout, 'Here is the summary.', 'the output streamed to stdout')
+
+  llm.push({ text: 'Hello from the model.' })
+  const chat = await atrium(['chat', '--message', 'hello', '--json'], env)
+  t.equal(chat.code, 0, chat.stderr)
+  t.match(JSON.parse(chat.stdout), { message: { content: 'hello' }, reply: { content: 'Hello from the model.', status: 'completed' } })
+
+  const archive = join(work, 'backup.zip')
+  const exported = await atrium(['export', '--output', archive, '--json'], env)
+  t.equal(exported.code, 0, exported.stderr)
+  const job = JSON.parse(exported.stdout)
+  t.match(job, { status: 'completed', output: archive })
+  t.equal(statSync(archive).size, job.size, 'the whole archive downloaded')
+  const restored = await atrium(['restore', archive, '--merge', '--json'], env)
+  t.equal(restored.code, 0, restored.stderr)
+  t.match(JSON.parse(restored.stdout), { status: 'completed' })
+  const checked = await atrium(['restore', join(work, 'notes.md'), '--json'], env)
+  t.not(checked.code, 0, 'a file that is no archive is refused')
 })

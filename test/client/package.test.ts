@@ -2,7 +2,7 @@
 // package.json; the tarball installs into an empty folder; the one-file example and the installed
 // `atrium` binary run against a real server.
 import { execFile } from 'node:child_process'
-import { copyFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
@@ -29,6 +29,11 @@ t.test('the package packs what it should, installs from its tarball, and its exa
     files.some((f) => /\.map$|\.ts$(?<!\.d\.ts)|scripts\/|examples\//.test(f)),
     'no sources, maps, scripts or examples',
   )
+
+  // The library (all but the CLI) runs in browsers: nothing of Node's in what it ships.
+  for (const f of readdirSync(join(CLIENT, 'dist')).filter((f) => f.endsWith('.js'))) {
+    t.notMatch(readFileSync(join(CLIENT, 'dist', f), 'utf8'), /from ['"]node:|require\(|\bprocess\.|\bBuffer\b/, `dist/${f} uses only what browsers have`)
+  }
 
   const out = tempDir(t, 'atrium-pack-')
   // Built once, by the dry run's prepack.
