@@ -21,7 +21,7 @@ const runArgs = (script: string) => (script.startsWith('server/') ? [join(OUT, s
 
 let built: Promise<unknown> | null = null
 /** dist/ from the sources of this checkout, once per run. */
-const buildOnce = () => (built ??= buildServer())
+export const buildOnce = () => (built ??= buildServer())
 
 /** Starts a script and resolves once it logs the address it listens on. */
 export async function start(script: string, env: Record<string, string>): Promise<Started> {

@@ -6,7 +6,7 @@
 // loopback receiver, against the rate at which this process alone can POST to that receiver.
 // Then the job runner, agent runs, chat streams and the chat export (jobs.ts, agents.ts, chat.ts,
 // chat-export.ts), a large tenant's export and restore (portability.ts), and the client library's
-// cost per call (client.ts). BENCH_ONLY=chat (or http, jobs, agents, export, portability, client;
+// cost per call (client.ts); stack.ts sets Atrium against the same stack without its safety. BENCH_ONLY=chat (or http, stack, jobs, agents, export, portability, client;
 // several with commas) runs only those.
 // Services: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test; a fresh database
 // is made and dropped) and BENCH_REDIS_URL (default redis://127.0.0.1:6379). BENCH_SECONDS: 10.
@@ -21,6 +21,7 @@ import postgres from 'postgres'
 import { benchAgents, printAgents } from './agents.js'
 import { benchChatExport, printChatExport } from './chat-export.js'
 import { benchClient, printClient } from './client.js'
+import { benchStack, printStack } from './stack.js'
 import { benchJobs, printJobs } from './jobs.js'
 import { benchChat, printChat } from './chat.js'
 import { benchPortability, printPortability } from './portability.js'
@@ -190,6 +191,7 @@ try {
   if (runs('chat')) printChat(await benchChat(env))
   if (runs('export')) printChatExport(await benchChatExport(env))
   if (runs('portability')) printPortability(await benchPortability(env))
+  if (runs('stack')) printStack(await benchStack(env))
   if (runs('client')) printClient(await benchClient(env))
 } finally {
   await admin.unsafe(`drop database if exists ${dbName} with (force)`)

@@ -1,0 +1,83 @@
+// Atrium against the same stack without its safety (bench/raw.ts: Fastify + postgres.js as the
+// database owner, no auth, no rate limit, no RLS), in one run on the same database: GET by id, the
+// first page of the list (50), and POST (project, version and outbox event in one transaction).
+// Also the compiled server's start-up to /readyz and its idle and peak RSS.
+import { readFileSync } from 'node:fs'
+import autocannon from 'autocannon'
+import { buildOnce, createTenant, peakRssMb, printTable, start, stop } from './lib.js'
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
+const CONNECTIONS = 64
+
+interface Measured {
+  rps: number
+  p50: number
+  p99: number
+}
+
+async function measure(url: string, o: { headers?: Record<string, string>; method?: 'GET' | 'POST'; body?: string } = {}): Promise<Measured> {
+  const opts = { url, connections: CONNECTIONS, headers: { ...o.headers, ...(o.body ? { 'content-type': 'application/json' } : {}) }, method: o.method ?? 'GET', ...(o.body ? { body: o.body } : {}) }
+  await autocannon({ ...opts, duration: 2 }) // warm-up: JIT, pools, caches
+  const r = await autocannon({ ...opts, duration: SECONDS })
+  const bad = r.non2xx + r.errors + r.timeouts
+  if (bad) throw new Error(`${o.method ?? 'GET'} ${url}: ${bad} of ${r.requests.total} requests failed`)
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99 }
+}
+
+const rssMb = (pid: number) => {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+  return m ? Math.round(Number(m[1]) / 1024) : NaN
+}
+
+export async function benchStack(env: Record<string, string>) {
+  await buildOnce() // the compiled server in dist/, before the clock starts
+  const t0 = performance.now()
+  const atrium = await start('server/main.ts', env)
+  for (;;) {
+    const r = await fetch(`${atrium.base}/readyz`).catch(() => null)
+    if (r?.ok) break
+    await new Promise((res) => setTimeout(res, 20))
+  }
+  const startupMs = performance.now() - t0
+  const idleRss = rssMb(atrium.child.pid!)
+  let raw: Awaited<ReturnType<typeof start>> | null = null
+  try {
+    const { tenantId, apiKey } = await createTenant(env)
+    const auth = { authorization: `Bearer ${apiKey}` }
+    let projectId = ''
+    for (let i = 0; i < 60; i++) {
+      const r = await fetch(`${atrium.base}/api/v1/projects`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: `seed ${i}` }) })
+      projectId = ((await r.json()) as { data: { id: string } }).data.id
+    }
+    raw = await start('bench/raw.ts', { DATABASE_URL: env.DATABASE_URL!, RAW_TENANT_ID: tenantId })
+    const body = JSON.stringify({ name: 'bench', description: 'benchmark project', language: 'typescript' })
+    const rows = {
+      get: [await measure(`${raw.base}/projects/${projectId}`), await measure(`${atrium.base}/api/v1/projects/${projectId}`, { headers: auth })],
+      list: [await measure(`${raw.base}/projects`), await measure(`${atrium.base}/api/v1/projects`, { headers: auth })],
+    }
+    const readRss = peakRssMb(atrium.child.pid!)
+    const post = [await measure(`${raw.base}/projects`, { method: 'POST', body }), await measure(`${atrium.base}/api/v1/projects`, { method: 'POST', body, headers: auth })]
+    return { startupMs, idleRss, readRss, peakRss: peakRssMb(atrium.child.pid!), results: { ...rows, post } }
+  } finally {
+    if (raw) await stop(raw)
+    await stop(atrium)
+  }
+}
+
+export function printStack(r: Awaited<ReturnType<typeof benchStack>>) {
+  const names = { get: 'GET by id', list: 'GET list, first page of 50', post: 'POST project (+ version, outbox event)' }
+  console.log(`\nAtrium against the bare stack (Fastify + postgres.js as the owner: no auth, rate limit or RLS), ${CONNECTIONS} connections, ${SECONDS} s each`)
+  printTable([
+    ['route', 'bare req/s', 'bare p50/p99 ms', 'Atrium req/s', 'Atrium p50/p99 ms', 'ratio', 'p99 ratio'],
+    ...Object.entries(r.results).map(([k, [bare, atrium]]) => [
+      names[k as keyof typeof names],
+      bare!.rps.toFixed(0),
+      `${bare!.p50}/${bare!.p99}`,
+      atrium!.rps.toFixed(0),
+      `${atrium!.p50}/${atrium!.p99}`,
+      (atrium!.rps / bare!.rps).toFixed(2),
+      (atrium!.p99 / Math.max(1, bare!.p99)).toFixed(2),
+    ]),
+  ])
+  console.log(`compiled server: start-up to /readyz ${Math.round(r.startupMs)} ms; RSS idle ${r.idleRss} MB, peak under the read load ${r.readRss} MB, peak after the writes ${r.peakRss} MB`)
+}
