@@ -1,7 +1,8 @@
 // The resources of the API as methods: each one a typed call through openapi-fetch (paths, bodies
 // and results come from the server's OpenAPI document), its envelope unwrapped, lists as async
 // iterators over the cursor pages. Anything not here is reachable, typed, through `client.api`.
-import { errorOf } from './errors.js'
+import { delay } from './delay.js'
+import { AtriumError, type ErrorCode } from './errors.js'
 import type { paths } from './openapi.js'
 import { eventStream, type StreamEvent, type StreamOptions } from './sse.js'
 import { dataOf, eachOf, envelopeOf, type Transport } from './transport.js'
@@ -171,8 +172,8 @@ export class Chat extends Resource {
       if (e.event === 'message.delta') yield (e.data as { delta: string }).delta
       else if (e.event === 'message.completed') return (e.data as { message: ChatMessage }).message
       else if (e.event === 'error') {
-        const d = e.data as { code: string; message: string }
-        throw await errorOf(new Response(JSON.stringify({ error: { code: d.code, message: d.message, details: { messageId: replyId } } }), { status: 502 }))
+        const d = e.data as { code: ErrorCode; message: string }
+        throw new AtriumError(d.code, d.message, 502, { messageId: replyId })
       }
     }
     throw new Error(`the stream ended before reply ${replyId} did`)
@@ -352,11 +353,7 @@ async function poll<J>(look: () => Promise<J>, over: (job: J) => boolean, o: Pol
   for (;;) {
     const job = await look()
     if (over(job)) return job
-    await new Promise<void>((resolve, reject) => {
-      if (o.signal?.aborted) return reject(o.signal.reason)
-      const t = setTimeout(resolve, o.intervalMs ?? 1000)
-      o.signal?.addEventListener('abort', () => (clearTimeout(t), reject(o.signal!.reason)), { once: true })
-    })
+    await delay(o.intervalMs ?? 1000, o.signal)
   }
 }
 

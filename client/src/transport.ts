@@ -101,10 +101,8 @@ export class Transport {
 
 /** The `data` of a typed call's envelope; the AtriumError of its error envelope. */
 export async function dataOf<R extends { data?: unknown; error?: unknown; response: Response }>(call: Promise<R>): Promise<NonNullable<R['data']> extends { data: infer D } ? D : never> {
-  const r = await call
-  if (!r.response.ok) throw await errorOf(r.response.bodyUsed ? new Response(JSON.stringify(r.error), r.response) : r.response)
   // 204 No Content (a delete): nothing to unwrap.
-  return (r.data as { data: never } | undefined)?.data as never
+  return ((await envelopeOf(call)) as unknown as { data: never } | undefined)?.data as never
 }
 
 /** The whole envelope of a typed call (lists: data and meta.nextCursor). */

@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { arch, platform } from 'node:os'
+import { delay } from '../delay.js'
 import { AtriumError } from '../errors.js'
 import type { paths } from '../openapi.js'
 import { dataOf, Transport } from '../transport.js'
@@ -19,12 +20,6 @@ export interface DeviceLoginOptions {
   openBrowser: boolean
   signal?: AbortSignal
 }
-
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    const t = setTimeout(resolve, ms)
-    signal?.addEventListener('abort', () => (clearTimeout(t), reject(signal.reason)), { once: true })
-  })
 
 /** Opens `url` in the user's browser, if this machine has one to open; never fails the login. */
 export function openInBrowser(url: string): boolean {
@@ -58,7 +53,7 @@ export async function deviceLogin(o: DeviceLoginOptions): Promise<Issued> {
   o.show(started)
   if (o.openBrowser) openInBrowser(started.authUrl)
   for (;;) {
-    await sleep(started.interval * 1000, o.signal)
+    await delay(started.interval * 1000, o.signal)
     const { status } = await dataOf(t.api.GET('/cli/auth/status', { params: { query: { loginId: started.loginId } } }))
     if (status === 'approved') break
     if (status !== 'pending') throw new AtriumError('VALIDATION_ERROR', `the login is ${status}: run \`atrium login\` again`, 400, { status })

@@ -218,8 +218,9 @@ export async function run(argv: string[], io: Io): Promise<number> {
         else io.stdout.write(Buffer.from(await res.arrayBuffer()))
       } else if (sub === 'put') {
         need(4, '<file>')
-        const written = await c.projects.writeFile(project!, path!, new Uint8Array(readFileSync(file!)))
-        print(written, `Wrote ${path} (${bytes(readFileSync(file!).byteLength)}).`)
+        const content = new Uint8Array(readFileSync(file!))
+        const written = await c.projects.writeFile(project!, path!, content)
+        print(written, `Wrote ${path} (${bytes(content.byteLength)}).`)
       } else if (sub === 'delete') {
         need(3, '<path>')
         print(await c.projects.deleteFile(project!, path!), `Deleted ${path}.`)

@@ -4,6 +4,7 @@
 // server takes a refresh token presented twice for a copied one and ends the session.
 import { mkdirSync, rmdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
+import { delay } from '../delay.js'
 import { AtriumClient } from '../index.js'
 import { EXPIRY_BUFFER_MS, type RefreshedSession } from '../tokens.js'
 import { dataOf, Transport } from '../transport.js'
@@ -17,8 +18,6 @@ export interface Target {
 }
 
 type Device = Extract<Stored, { kind: 'device' }>
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 async function locked<T>(env: NodeJS.ProcessEnv, fn: () => Promise<T>): Promise<T> {
   const dir = configDir(env)
@@ -36,7 +35,7 @@ async function locked<T>(env: NodeJS.ProcessEnv, fn: () => Promise<T>): Promise<
         // gone meanwhile
       }
       if (i > 300) throw new Error(`could not lock ${lock}`)
-      await sleep(50)
+      await delay(50)
     }
   }
   try {
