@@ -41,6 +41,7 @@ ENV NODE_ENV=production \
     PORT=8080 \
     HOST=0.0.0.0 \
     DATA_DIR=/var/lib/atrium \
+    MALLOC_ARENA_MAX=2 \
     NPM_CONFIG_UPDATE_NOTIFIER=false
 WORKDIR /app
 RUN groupadd --system --gid 10001 atrium \
@@ -56,5 +57,5 @@ EXPOSE 8080
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=6 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:8080/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-ENTRYPOINT ["node", "/app/server/cli.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=4", "/app/server/cli.js"]
 CMD ["serve"]

@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { NODE_ENVIRONMENT, NODE_FLAGS } from '../config/bundles.js'
 import { buildServer, OUT } from '../server/build.js'
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url))
@@ -15,9 +16,9 @@ export interface Started {
 
 /**
  * How a script runs: the server's (server/*.ts) compiled, as production runs them (dist/, built
- * once per run); the baselines under tsx (their RSS is not reported).
+ * once per run, with production's Node flags); the baselines under tsx (their RSS is not reported).
  */
-const runArgs = (script: string) => (script.startsWith('server/') ? [join(OUT, script.replace(/\.ts$/, '.js'))] : ['--import', 'tsx', script])
+const runArgs = (script: string) => (script.startsWith('server/') ? [...NODE_FLAGS, join(OUT, script.replace(/\.ts$/, '.js'))] : ['--import', 'tsx', script])
 
 let built: Promise<unknown> | null = null
 /** dist/ from the sources of this checkout, once per run. */
@@ -29,7 +30,7 @@ export async function start(script: string, env: Record<string, string>): Promis
   // BENCH_NODE_ARGS go to the servers' node, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof to see where their time goes.
   const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), ...runArgs(script)], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
+    env: { PATH: process.env.PATH ?? '', ...(script.startsWith('server/') ? NODE_ENVIRONMENT : {}), ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   })
   let err = ''

@@ -13,6 +13,7 @@ import cookie from '@fastify/cookie'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { authPlugin } from './http/auth.js'
 import { credentialsPlugin } from './http/credentials.js'
+import { compileOnUse, serializersOnUse, type CompileOnUse } from './http/compile-on-use.js'
 import { clientErrorHandler, envelopePlugin, frameworkErrors, genReqId } from './http/envelope.js'
 import { jobsPlugin, type JobsOptions } from './http/jobs.js'
 import { licensePlugin } from './http/license.js'
@@ -42,6 +43,9 @@ import { teamPlugin } from './modules/team/plugin.js'
 import { tenantsPlugin } from './modules/tenants/plugin.js'
 import { webhooksPlugin, type WebhooksOptions } from './modules/webhooks/plugin.js'
 import type { Platform } from './platform/index.js'
+import { lazyRequestLogger } from './logger.js'
+import type pino from 'pino'
+import type { Logger } from 'pino'
 
 /** What a caller (tests) may change; each field is documented by the plugin that reads it. */
 export interface AppOptions extends PlatformOptions, LimitsOptions, JobsOptions, SignInOptions, WebhooksOptions, AgentsOptions, ChatOptions, ExportsOptions, RestoresOptions {}
@@ -50,6 +54,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Set on SIGTERM: readiness fails so the load balancer stops sending traffic. */
     draining: boolean
+    /** Route schemas, compiled on first use (http/compile-on-use.ts). */
+    schemas: CompileOnUse
   }
 }
 
@@ -95,12 +101,14 @@ const MODULES: FastifyPluginAsync<AppOptions>[] = [
 
 export async function buildApp(platform: Platform, opts: AppOptions = {}): Promise<FastifyInstance> {
   const { config, log } = platform
+  const schemas = compileOnUse()
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     genReqId,
     requestIdHeader: false,
     // Fastify's two lines per request are replaced by the one 'atrium-request-log' writes.
     logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
+    childLoggerFactory: (logger, bindings, opts) => lazyRequestLogger(logger as Logger, bindings, opts as pino.ChildLoggerOptions),
     bodyLimit: config.MAX_REQUEST_BODY_BYTES,
     trustProxy: config.TRUSTED_PROXIES.length ? config.TRUSTED_PROXIES : false,
     return503OnClosing: true,
@@ -109,8 +117,10 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
     // (headers too large, a malformed request) are answered in the envelope too.
     frameworkErrors,
     clientErrorHandler,
+    schemaController: { compilersFactory: { buildSerializer: serializersOnUse(schemas) } },
   }).withTypeProvider<TypeBoxTypeProvider>()
   app.decorate('draining', false)
+  app.decorate('schemas', schemas)
   // While draining, each answer closes its connection: a kept-alive socket would hold the shutdown
   // open until its idle timeout once its last request was answered.
   app.addHook('onSend', (_req, reply, payload, done) => {

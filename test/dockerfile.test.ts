@@ -4,7 +4,7 @@
 import { existsSync, readdirSync, readFileSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { CONTAINER_CLI, CONTAINER_FIXED } from '../config/bundles.js'
+import { CONTAINER_CLI, CONTAINER_ENTRYPOINT, CONTAINER_FIXED, NODE_ENVIRONMENT, NODE_FLAGS } from '../config/bundles.js'
 import { buildServer } from '../server/build.js'
 import { ROOT, finished } from './helpers/cli.js'
 import { tempDir } from './helpers/platform.js'
@@ -70,8 +70,20 @@ t.test('a health check asks /readyz, and the entrypoint is the admin CLI in exec
   const health = runtime.find((i) => i.startsWith('HEALTHCHECK '))
   t.match(health, /CMD \["node", "-e", ".*\/readyz/)
   const entry = runtime.find((i) => i.startsWith('ENTRYPOINT '))!
-  t.same(JSON.parse(entry.slice('ENTRYPOINT '.length)), CONTAINER_CLI, "what the installer and the chart's notes run in the container")
+  t.same(JSON.parse(entry.slice('ENTRYPOINT '.length)), CONTAINER_ENTRYPOINT, "the admin CLI the installer and the chart's notes run in the container, with the server's Node flags")
+  t.same(
+    CONTAINER_ENTRYPOINT.filter((a) => !NODE_FLAGS.includes(a)),
+    CONTAINER_CLI,
+  )
   t.same(JSON.parse(runtime.find((i) => i.startsWith('CMD '))!.slice(4)), ['serve'])
+})
+
+t.test('npm start runs the compiled server with the Node flags and environment the image runs it with', async (t) => {
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }
+  const env = Object.entries(NODE_ENVIRONMENT).map(([k, v]) => `${k}=${v}`)
+  t.equal(pkg.scripts.start, [...env, 'node', ...NODE_FLAGS, 'dist/server/main.js'].join(' '))
+  const image = runtime.find((i) => i.startsWith('ENV '))!
+  for (const e of env) t.match(image, e, `the image sets ${e}`)
 })
 
 t.test(".dockerignore lets in exactly what is copied, and leaves the vendor's license tool out", async (t) => {

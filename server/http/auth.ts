@@ -88,7 +88,7 @@ export const authPlugin = fp(
         throw forbidden('This route needs a platform operator key (svc_admin_...)', { required: 'operator' })
       }
       if (config.permission && request.principal) {
-        const needed = [config.permission].flat()
+        const needed = typeof config.permission === 'string' ? [config.permission] : config.permission
         if (!request.principal.tenantId) {
           if (config.operator === 'also') return
           throw forbidden('Platform operator keys act on /api/v1/platform routes only', { required: needed[0] })

@@ -1,5 +1,6 @@
-// Fixed-window rate limit shared by every replica (platform/counters.ts: Redis, or per replica in
-// memory while Redis is unreachable), with the X-RateLimit-* headers and 429 past the limit.
+// Fixed-window rate limit shared by every replica (platform/counters.ts: tokens reserved from Redis
+// in batches, or per replica in memory while Redis is unreachable), with the X-RateLimit-* headers
+// and 429 past the limit.
 import type { FastifyReply } from 'fastify'
 import { limitExceeded, secondsBeforeNext } from '../domain/rate-limit.js'
 import type { Counters } from '../platform/counters.js'
@@ -19,14 +20,14 @@ export interface RateLimitOptions {
 }
 
 export function createRateLimiter(o: RateLimitOptions): RateLimiter {
-  const counter = o.counters.counter({ points: o.max, windowSeconds: o.windowSeconds, keyPrefix: o.keyPrefix, name: o.name ?? 'api' })
+  const limit = o.counters.requestLimit({ points: o.max, windowSeconds: o.windowSeconds, keyPrefix: o.keyPrefix, name: o.name ?? 'api' })
   return {
     async consume(key, reply) {
-      const state = await counter.hit(key)
+      const state = await limit.hit(key)
       reply.header('x-ratelimit-limit', o.max)
-      reply.header('x-ratelimit-remaining', Math.max(0, state.remainingPoints))
+      reply.header('x-ratelimit-remaining', state.remainingPoints)
       reply.header('x-ratelimit-reset', secondsBeforeNext(state))
-      if (state.consumedPoints > o.max) throw limitExceeded(state, o)
+      if (!state.allowed) throw limitExceeded(state, o)
     },
   }
 }

@@ -7,6 +7,7 @@ import type { FastifyRequest, FastifySchemaCompiler } from 'fastify'
 import fp from 'fastify-plugin'
 import { UUID_RE } from '../../common/ids.js'
 import { invalid } from '../domain/errors.js'
+import type { CompileOnUse } from './compile-on-use.js'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 
@@ -25,12 +26,12 @@ function make(opts: Options): Ajv {
 export const streamedBody = <T extends object>(schema: T): T => ({ ...schema, [STREAMED]: true })
 const STREAMED = 'x-atrium-streamed'
 
-export function validatorCompiler(): FastifySchemaCompiler<unknown> {
+export function validatorCompiler(schemas: CompileOnUse): FastifySchemaCompiler<unknown> {
   const strict = make({ coerceTypes: false })
   const coercing = make({ coerceTypes: 'array' })
   return ({ schema, httpPart }) => {
     if (httpPart === 'body' && (schema as Record<string, unknown>)[STREAMED] === true) return () => true
-    const validate = (httpPart === 'body' ? strict : coercing).compile(schema as object)
+    const validate = schemas.lazily(() => (httpPart === 'body' ? strict : coercing).compile(schema as object))
     const properties = (schema as { properties?: Record<string, { format?: string } | undefined> }).properties ?? {}
     const ids = httpPart === 'params' || httpPart === 'querystring' ? Object.keys(properties).filter((k) => properties[k]?.format === 'uuid') : []
     if (!ids.length) return validate
@@ -137,7 +138,7 @@ export function jsonBodyParser(defaultParser: JsonParser): JsonParser {
 /** 'atrium-validation': route schemas through validatorCompiler, JSON bodies through jsonBodyParser. */
 export const validationPlugin = fp(
   async (app) => {
-    app.setValidatorCompiler(validatorCompiler())
+    app.setValidatorCompiler(validatorCompiler(app.schemas))
     app.removeContentTypeParser('application/json')
     app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')))
     // A POST without a body is an empty object: optional flags default, required fields are named.

@@ -7,7 +7,7 @@ import type http from 'node:http'
 import { dirname, join, sep } from 'node:path'
 import type { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { Client } from 'minio'
+import type { Client } from 'minio'
 import type { Logger } from 'pino'
 import { privateDir } from './data-dir.js'
 import { connect, isIP } from 'node:net'
@@ -65,9 +65,15 @@ export interface S3Options {
   region: string
 }
 
+// The S3 client loads with the first S3 store: a server on local storage (the embedded default)
+// does not carry it, some 40 MB and 0.4 s of start-up (docs/performance.md). Every way to an S3
+// store is async and awaits it first.
+let minio: typeof import('minio') | null = null
+const loadMinio = async () => (minio ??= await import('minio'))
+
 function s3Client(endpoint: string, o: S3Options): Client {
   const url = new URL(endpoint)
-  return new Client({
+  return new minio!.Client({
     endPoint: url.hostname,
     port: url.port ? Number(url.port) : undefined,
     useSSL: url.protocol === 'https:',
@@ -184,11 +190,13 @@ export function s3Blobs(o: S3Options): Blobs {
  * its host.
  */
 export async function guardedS3Blobs(policy: CompiledPolicy, o: Omit<S3Options, 'agent' | 'publicEndpoint'>): Promise<Blobs & { close(): void }> {
+  await loadMinio()
   const agent = await outboundAgent(policy, new URL(o.endpoint))
   return { ...s3Blobs({ ...o, agent }), close: () => agent.destroy() }
 }
 
 export async function openS3Blobs(o: S3Options): Promise<Blobs> {
+  await loadMinio()
   const client = s3Client(o.endpoint, o)
   const blobs = s3Blobs(o)
   if (!(await client.bucketExists(o.bucket).catch(() => true))) {
@@ -366,6 +374,7 @@ export async function checkStore(policy: CompiledPolicy, t: StoreTarget): Promis
     ok(check('tls', 'TLS certificate valid', 'warn', 'http:// (no TLS)', 'https://', { warn: 'Use https:// so that keys and data are not sent in the clear' }))
   }
   const agent = await outboundAgent(policy, url)
+  const { Client } = await loadMinio()
   const client = (region?: string) =>
     new Client({
       endPoint: url.hostname,

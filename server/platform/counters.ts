@@ -35,8 +35,23 @@ export interface WindowCounter {
   delete(key: string): Promise<void>
 }
 
+/** What a request limit answers: whether this request is allowed, and what the headers say. */
+export interface LimitState {
+  allowed: boolean
+  /** Points left in the window as this replica knows them (exact with one replica). */
+  remainingPoints: number
+  msBeforeNext: number
+}
+
+/** A limit checked on every request: see requestLimit below for how it spares Redis. */
+export interface RequestLimit {
+  hit(key: string): Promise<LimitState>
+}
+
 export interface Counters {
   counter(o: CounterOptions): WindowCounter
+  /** A limit for the hot path: tokens reserved from Redis in batches (see below). */
+  requestLimit(o: CounterOptions): RequestLimit
 }
 
 const FALLBACK_METRIC = 'atrium_rate_limit_fallback_total'
@@ -51,8 +66,15 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
       registers: [o.registry],
     })
   let lastWarn = 0
+  const fellBack = (name: string, err: unknown) => {
+    fallbacks.inc({ limiter: name })
+    if (Date.now() - lastWarn > 60_000) {
+      lastWarn = Date.now()
+      o.log.warn({ err: (err as Error).message, limiter: name }, 'rate limit store unreachable: counting per replica in memory')
+    }
+  }
 
-  return {
+  const counters: Counters = {
     counter(c) {
       const options = { points: c.points, duration: c.windowSeconds, keyPrefix: c.keyPrefix }
       const memory = new RateLimiterMemory(options)
@@ -63,11 +85,7 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
           return await op(shared)
         } catch (err) {
           if (err instanceof RateLimiterRes || shared === memory) throw err
-          fallbacks.inc({ limiter: c.name })
-          if (Date.now() - lastWarn > 60_000) {
-            lastWarn = Date.now()
-            o.log.warn({ err: (err as Error).message, limiter: c.name }, 'rate limit store unreachable: counting per replica in memory')
-          }
+          fellBack(c.name, err)
           return op(memory)
         }
       }
@@ -90,6 +108,123 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
         delete: async (key) => {
           await run((l) => l.delete(key))
         },
+      }
+    },
+    requestLimit(c) {
+      const exact = counters.counter(c)
+      const viaMemory: RequestLimit = {
+        hit: async (key) => {
+          const s = await exact.hit(key)
+          return { allowed: s.consumedPoints <= c.points, remainingPoints: Math.max(0, s.remainingPoints), msBeforeNext: s.msBeforeNext }
+        },
+      }
+      return o.redis ? batchedLimit(o.redis, c, viaMemory, (err) => fellBack(c.name, err)) : viaMemory
+    },
+  }
+  return counters
+}
+
+// ---- the request limit: tokens reserved in batches -------------------------------------------
+
+/**
+ * How many tokens to reserve when `left` of `points` are left in the window as last seen: a
+ * sixteenth of what is left, at most 32 (or a sixty-fourth of the limit, for limits above 2,048),
+ * at least one. Limits under 32 are therefore counted one by one, exactly, and so is the end of
+ * every window.
+ */
+export const batchSize = (left: number, points: number) => Math.max(1, Math.min(Math.max(32, Math.floor(points / 64)), Math.floor(left / 16)))
+
+/**
+ * The most requests a client may be refused early, in one window, when it spreads its requests
+ * over `replicas` replicas: the tokens the others still hold. It is never granted more than `points`.
+ * With the default limit (1,000 a minute): 31 for each replica past the first.
+ */
+export const batchTolerance = (points: number, replicas: number) => (replicas - 1) * (batchSize(points, points) - 1)
+
+// Adds the batch to the key's window count and gives the count and the window's milliseconds left;
+// the first reservation of a window starts it (a key without an expiry gets one, whatever made it).
+const RESERVE_SCRIPT = `local n = redis.call('INCRBY', KEYS[1], ARGV[1])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  ttl = tonumber(ARGV[2])
+end
+return {n, ttl}`
+const RESERVE_COMMAND = 'atriumReserveTokens'
+type Reserving = Redis & { [RESERVE_COMMAND](key: string, batch: number, windowMs: number): Promise<[number, number]> }
+
+interface Held {
+  /** Tokens this replica reserved and has not spent. */
+  tokens: number
+  /** The window's count in Redis after this replica's last reservation (all replicas' reservations). */
+  seen: number
+  /** When the window ends, by this replica's clock (never later than Redis's expiry). */
+  until: number
+  reserving: Promise<void> | null
+}
+
+/**
+ * A fixed-window limit shared by every replica without a Redis round trip per request. Each
+ * replica reserves tokens from the window's count in Redis (INCRBY) a batch at a time and spends
+ * them in memory; the batch shrinks as the window fills (batchSize), and requests that find none
+ * left wait for the one reservation in flight. A reservation is granted only up to the limit, so no
+ * more than `points` requests pass in a window, across all replicas. What it costs: tokens one
+ * replica holds cannot be spent at another, so a client that spreads its requests may be refused
+ * up to batchTolerance early. Once the count has reached the limit, the replica refuses without
+ * asking Redis until the window ends. If Redis fails, that request is counted in memory (viaMemory).
+ */
+function batchedLimit(client: Redis, c: CounterOptions, viaMemory: RequestLimit, fellBack: (err: unknown) => void): RequestLimit {
+  // A defined command goes as EVALSHA (the script's text only when Redis has not cached it).
+  if (!(RESERVE_COMMAND in client)) client.defineCommand(RESERVE_COMMAND, { numberOfKeys: 1, lua: RESERVE_SCRIPT })
+  const redis = client as Reserving
+  const held = new Map<string, Held>()
+  const windowMs = c.windowSeconds * 1000
+  let sweepAt = 0
+  /** Drops the ended windows now and then, so that keys seen once do not stay. */
+  const sweep = (now: number) => {
+    if (now < sweepAt) return
+    sweepAt = now + windowMs
+    for (const [key, h] of held) if (h.until <= now && !h.reserving) held.delete(key)
+  }
+  const reserve = async (key: string, h: Held) => {
+    const batch = batchSize(c.points - h.seen, c.points)
+    const sent = Date.now()
+    const [count, ttl] = await redis[RESERVE_COMMAND](`${c.keyPrefix}:${key}`, batch, windowMs)
+    // Reserved before this window ended here: tokens still held are the same window's (Redis keeps
+    // one key per window), else they are void.
+    if (sent >= h.until) h.tokens = 0
+    h.tokens += Math.max(0, Math.min(batch, c.points - (count - batch)))
+    h.seen = count
+    h.until = sent + ttl
+  }
+  return {
+    hit: async (key) => {
+      for (;;) {
+        const now = Date.now()
+        let h = held.get(key)
+        if (!h) {
+          sweep(now)
+          h = { tokens: 0, seen: 0, until: 0, reserving: null }
+          held.set(key, h)
+        }
+        if (h.until <= now && !h.reserving) Object.assign(h, { tokens: 0, seen: 0 })
+        if (h.tokens > 0 && h.until > now) {
+          h.tokens--
+          return { allowed: true, remainingPoints: Math.max(0, c.points - h.seen + h.tokens), msBeforeNext: h.until - now }
+        }
+        if (h.seen >= c.points && h.until > now) return { allowed: false, remainingPoints: 0, msBeforeNext: h.until - now }
+        if (!h.reserving) {
+          const mine = (h.reserving = reserve(key, h).finally(() => (h.reserving = null)))
+          try {
+            await mine
+          } catch (err) {
+            fellBack(err)
+            return viaMemory.hit(key)
+          }
+        } else {
+          // Another request's reservation: its failure is that request's to report.
+          await h.reserving.catch(() => {})
+        }
       }
     },
   }

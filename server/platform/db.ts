@@ -63,7 +63,7 @@ export async function openDb(opts: DbOptions): Promise<Db> {
     // Tenant work logs in as atrium_app itself (the role startup parameter): no role switch per
     // transaction. Connections open lazily, after migrations have created the role.
     const app = postgres(opts.databaseUrl, { ...options, connection: { application_name: 'atrium', role: APP_ROLE } })
-    return wrap('postgres', sql, app, async () => {
+    return wrap('postgres', sql, { pool: app, max: opts.poolMax }, async () => {
       await app.end({ timeout: 5 })
       await sql.end({ timeout: 5 })
     })
@@ -89,15 +89,212 @@ export async function openDb(opts: DbOptions): Promise<Db> {
   }
 }
 
-function wrap(mode: Db['mode'], sql: Sql, app: Sql | null, close: () => Promise<void>): Db {
+/** A connection for one unit of work, and how to hand it back (broken: its session cannot be trusted). */
+interface Lease {
+  sql: TxSql
+  done(broken: boolean): void
+}
+type Leaser = () => Promise<Lease>
+
+/** A connection reserved from postgres.js for one unit of work and released after it. */
+const reserving =
+  (pool: Sql): Leaser =>
+  async () => {
+    const c = await pool.reserve()
+    return { sql: c, done: () => c.release() }
+  }
+
+type HeldSql = postgres.ReservedSql & { usable(): boolean }
+interface Held {
+  sql: HeldSql
+  /** The tenant the session has once everything sent to it has run (null: not known). */
+  tenant: string | null
+  /** When it goes back to postgres.js, which recycles connections after their max_lifetime. */
+  until: number
+  /** Reads sent to it and not yet answered: they share it, one behind the other. */
+  reads: number
+  /** A transaction holds it alone. */
+  exclusive: boolean
+  /** It takes no new reads: a transaction waits for it. */
+  draining: boolean
+  /** Its connection failed: it takes nothing more and is dropped once its reads are answered. */
+  broken: boolean
+}
+
+/** Reads one session carries at once, sent one behind the other (postgres.js pipelines them). */
+const READS_PER_SESSION = 16
+
+/**
+ * The tenant pool's connections, kept reserved between requests with the tenant each session is
+ * set to (set_config(..., false)), so that a read for a tenant the session already has sends its
+ * query alone. Setting the tenant in its own statement cost PostgreSQL as much as the read itself:
+ * 20,000 reads a second as the tenant role with the tenant set, 8,900 when each one also set it
+ * (pgbench, docs/performance.md).
+ *
+ * Reads share sessions, pipelined as postgres.js does for its own pool (fewer writes, fewer
+ * wake-ups): a read goes to the session where the least waits before it, counting a tenant switch
+ * as one statement more; the switch is sent in the same tick as the read, so nothing can come
+ * between them. A transaction takes an idle session alone; when none is idle and the pool is full,
+ * the least busy session stops taking reads and is handed over once they are answered.
+ *
+ * The tenant a session remembers cannot go stale: a held handle refuses every query once its
+ * connection has closed (our postgres.js patch; `usable()` says so first), so a session is never
+ * silently swapped for a new one, and one whose work failed with the connection is dropped. Were a
+ * tenant switch to fail while reads behind it still ran, they would run as the previous tenant, and
+ * every store query also filters tenant_id by parameter: they could find nothing (a 404), never
+ * another tenant's rows.
+ */
+function sessionKeeper(pool: Sql, max: number) {
+  const sessions: Held[] = []
+  const readers: ((s: Held) => void)[] = []
+  const writers: { resolve(s: Held): void; reject(err: unknown): void }[] = []
+  let opening = 0
+  let closed = false
+  const closedError = () => Object.assign(new Error('the database pool is closed'), { code: 'CONNECTION_ENDED' })
+
+  const open = (then: (s: Held) => void, failed: (err: unknown) => void) => {
+    opening++
+    pool.reserve().then(
+      (sql) => {
+        opening--
+        const s: Held = { sql: sql as HeldSql, tenant: null, until: Date.now() + (30 + Math.random() * 30) * 60_000, reads: 0, exclusive: false, draining: false, broken: false }
+        sessions.push(s)
+        then(s)
+      },
+      (err: unknown) => {
+        opening--
+        failed(err)
+      },
+    )
+  }
+  const drop = (s: Held) => {
+    sessions.splice(sessions.indexOf(s), 1)
+    s.sql.release()
+  }
+  /** Drops idle sessions whose connection closed while they waited (the pool may reconnect it for others). */
+  const prune = () => {
+    for (let i = sessions.length - 1; i >= 0; i--) {
+      const s = sessions[i]!
+      if (s.reads === 0 && !s.exclusive && !s.sql.usable()) drop(s)
+    }
+  }
+  const available = (s: Held) => !s.exclusive && !s.draining && !s.broken && s.reads < READS_PER_SESSION && s.sql.usable()
+  const full = () => sessions.length + opening >= max
+
+  /** A session that is free again (no reads, no transaction) or has room: who waits gets it. */
+  const settle = (s: Held) => {
+    if (s.reads === 0 && !s.exclusive) {
+      if (s.broken || closed || !s.sql.usable() || (Date.now() > s.until && !s.draining)) {
+        drop(s)
+        // Its place in the pool serves whoever waits, on a new connection.
+        const w = writers.shift()
+        if (w) open((n) => ((n.exclusive = true), w.resolve(n)), w.reject)
+        else if (readers.length) open(settle, () => {})
+        return
+      }
+      const w = writers.shift()
+      if (w) {
+        s.draining = false
+        s.exclusive = true
+        w.resolve(s)
+        return
+      }
+    }
+    while (readers.length && available(s)) readers.shift()!(s)
+  }
+
+  return {
+    /** Runs the read on a shared session, after setting its tenant if the session has another. */
+    read<T>(tenantId: string, query: (sql: TxSql) => postgres.PendingQuery<T & readonly object[]>): Promise<T> {
+      if (closed) return Promise.reject(closedError())
+      prune()
+      return new Promise<T>((resolve, reject) => {
+        const start = (s: Held) => {
+          s.reads++
+          let switched: Promise<unknown> | null = null
+          if (s.tenant !== tenantId) {
+            s.tenant = tenantId
+            switched = s.sql`select set_config('app.tenant_id', ${tenantId}, false)`.execute()
+            switched.catch(() => (s.tenant = null))
+          }
+          const done = query(s.sql).execute()
+          ;(switched ? Promise.all([switched, done]).then(([, rows]) => rows) : done).then(
+            (rows) => {
+              s.reads--
+              settle(s)
+              resolve(rows as T)
+            },
+            (err: unknown) => {
+              if (isDatabaseUnavailable(err)) s.broken = true
+              s.reads--
+              settle(s)
+              reject(err)
+            },
+          )
+        }
+        let best: Held | null = null
+        let cost = Infinity
+        for (const s of sessions) {
+          if (!available(s)) continue
+          const c = s.reads + (s.tenant === tenantId ? 0 : 1)
+          if (c < cost) [best, cost] = [s, c]
+          if (c === 0) break
+        }
+        if (best && (cost === 0 || full())) return start(best)
+        if (!full()) return open(start, reject)
+        readers.push(start)
+      })
+    },
+    /** A session alone, for a transaction; give it back with done(). */
+    async lease(): Promise<Lease> {
+      if (closed) throw closedError()
+      prune()
+      let s = sessions.find((x) => available(x) && x.reads === 0)
+      if (s) s.exclusive = true
+      else if (!full()) s = await new Promise<Held>((resolve, reject) => open((n) => ((n.exclusive = true), resolve(n)), reject))
+      else {
+        // The least busy session takes no more reads and comes to this transaction once they are answered.
+        if (!sessions.some((x) => x.draining)) {
+          let pick: Held | null = null
+          for (const x of sessions) if (!x.exclusive && !x.broken && (!pick || x.reads < pick.reads)) pick = x
+          if (pick) pick.draining = true
+        }
+        s = await new Promise<Held>((resolve, reject) => writers.push({ resolve, reject }))
+      }
+      const held = s
+      return {
+        sql: held.sql,
+        done(broken) {
+          held.exclusive = false
+          if (broken) held.broken = true
+          settle(held)
+          // Readers that waited while every session was taken may have room elsewhere now.
+          for (const x of sessions) if (readers.length && x !== held) settle(x)
+        },
+      }
+    },
+    close() {
+      closed = true
+      for (const s of [...sessions]) if (s.reads === 0 && !s.exclusive) drop(s)
+      for (const w of writers.splice(0)) w.reject(closedError())
+      readers.splice(0)
+    },
+  }
+}
+
+function wrap(mode: Db['mode'], sql: Sql, app: { pool: Sql; max: number } | null, close: () => Promise<void>): Db {
+  const sessions = app ? sessionKeeper(app.pool, app.max) : null
+  const system = reserving(sql)
   // A transaction's opening statements (BEGIN, and its role and tenant) travel in the same write as
   // the caller's first query (postgres.js sends everything issued in one tick together), so a
   // one-query transaction costs two round trips, not four. It stays safe: if BEGIN or the context
   // failed, the caller's queries fail too (an aborted transaction refuses them, 25P02) and
-  // everything rolls back. set_config(..., true) ends with the transaction. BEGIN and COMMIT go as
-  // simple-protocol messages (no parameters), lighter than extended ones.
-  const inTransaction = async <T>(pool: Sql, role: string | null, tenantId: string, body: (tx: TxSql, opened: Promise<unknown>) => Promise<T>, snapshot = false): Promise<T> => {
-    const tx = await pool.reserve()
+  // everything rolls back. set_config(..., true) ends with the transaction, leaving the session's
+  // own tenant as it was. BEGIN and COMMIT go as simple-protocol messages (no parameters), lighter
+  // than extended ones.
+  const inTransaction = async <T>(leased: Lease, role: string | null, tenantId: string, body: (tx: TxSql, opened: Promise<unknown>) => Promise<T>, snapshot = false): Promise<T> => {
+    const tx = leased.sql
+    let broken = false
     try {
       const opened = Promise.all([
         (snapshot ? tx`begin isolation level repeatable read read only` : tx`begin`).simple().execute(),
@@ -106,15 +303,18 @@ function wrap(mode: Db['mode'], sql: Sql, app: Sql | null, close: () => Promise<
       opened.catch(() => {}) // awaited by the body; this only keeps an early failure from going unhandled
       return await body(tx, opened)
     } catch (err) {
-      await tx`rollback`.simple().catch(() => {})
+      await tx`rollback`
+        .simple()
+        .execute()
+        .catch(() => (broken = true))
       throw err
     } finally {
-      tx.release()
+      leased.done(broken)
     }
   }
-  const run = <T>(pool: Sql, role: string | null, tenantId: string, fn: (tx: TxSql) => Promise<T>, snapshot = false) =>
+  const run = async <T>(leaser: Leaser, role: string | null, tenantId: string, fn: (tx: TxSql) => Promise<T>, snapshot = false) =>
     inTransaction(
-      pool,
+      await leaser(),
       role,
       tenantId,
       async (tx, opened) => {
@@ -125,23 +325,11 @@ function wrap(mode: Db['mode'], sql: Sql, app: Sql | null, close: () => Promise<
       },
       snapshot,
     )
+  const tenantLeaser: Leaser = sessions ? () => sessions.lease() : system
 
   const tenantRead = async <T extends readonly object[]>(tenantId: string, query: (tx: TxSql) => postgres.PendingQuery<T>): Promise<T> => {
-    if (app) {
-      // Connected as atrium_app: the tenant is set for the session, in the same write as the query.
-      // It stays on the connection until the next use sets its own. That is safe because every
-      // store query also filters tenant_id by parameter and row-level security must agree with
-      // it: a setting that somehow went stale could only hide rows (a 404), never show another
-      // tenant's.
-      const c = await app.reserve()
-      try {
-        const [, rows] = await Promise.all([c`select set_config('app.tenant_id', ${tenantId}, false)`.execute(), query(c).execute()])
-        return rows
-      } finally {
-        c.release()
-      }
-    }
-    return inTransaction(sql, APP_ROLE, tenantId, async (tx, opened) => {
+    if (sessions) return sessions.read(tenantId, query)
+    return inTransaction(await system(), APP_ROLE, tenantId, async (tx, opened) => {
       // If the query failed, COMMIT of the aborted transaction rolls it back: nothing to undo.
       // Promise.all observes all three, so no failure goes unhandled; the first one is reported.
       const [, rows] = await Promise.all([opened, query(tx).execute(), tx`commit`.simple().execute()])
@@ -152,17 +340,26 @@ function wrap(mode: Db['mode'], sql: Sql, app: Sql | null, close: () => Promise<
   return {
     mode,
     sql,
-    tenant: (tenantId, fn) => (app ? run(app, null, tenantId, fn) : run(sql, APP_ROLE, tenantId, fn)),
-    tenantSnapshot: (tenantId, fn) => (app ? run(app, null, tenantId, fn, true) : run(sql, APP_ROLE, tenantId, fn, true)),
+    tenant: (tenantId, fn) => run(tenantLeaser, sessions ? null : APP_ROLE, tenantId, fn),
+    tenantSnapshot: (tenantId, fn) => run(tenantLeaser, sessions ? null : APP_ROLE, tenantId, fn, true),
     tenantRead,
-    system: (fn) => run(sql, SYSTEM_ROLE, '', fn),
+    system: (fn) => run(system, SYSTEM_ROLE, '', fn),
     // Through real transactions in both roles: a database that answers but where the server
     // cannot act as its roles is not ready either.
     ping: async () => {
-      await run(sql, SYSTEM_ROLE, '', (tx) => tx`select 1`)
-      if (app) await app`select 1`
+      await run(system, SYSTEM_ROLE, '', (tx) => tx`select 1`)
+      if (sessions)
+        await run(
+          () => sessions.lease(),
+          null,
+          '',
+          (tx) => tx`select 1`,
+        )
     },
-    close,
+    close: async () => {
+      sessions?.close()
+      await close()
+    },
   }
 }
 

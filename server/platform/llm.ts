@@ -17,10 +17,6 @@
 // Secrets: the API key goes only to the provider factory. Errors carry {provider, model,
 // upstreamStatus}, never the provider's message (an "invalid key sk-...abcd" echoes part of it).
 import { performance } from 'node:perf_hooks'
-import { createAnthropic } from '@ai-sdk/anthropic'
-import { createAzure } from '@ai-sdk/azure'
-import { createOpenAI } from '@ai-sdk/openai'
-import { createOpenAICompatible } from '@ai-sdk/openai-compatible'
 import { Ajv, type ValidateFunction } from 'ajv'
 import { APICallError, type LanguageModelV3, type LanguageModelV3CallOptions, type LanguageModelV3FunctionTool, type LanguageModelV3Prompt, type LanguageModelV3ToolCall } from '@ai-sdk/provider'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -100,7 +96,12 @@ export function missingFields(target: LlmTarget, model?: string): string[] {
   return missing
 }
 
-function languageModel(target: LlmTarget, model: string): LanguageModelV3 {
+/**
+ * The provider's model. Its package loads with the first call to that provider: a replica that
+ * never calls one does not carry it (together they are about 12 MB and a third of a second of
+ * start-up, docs/performance.md).
+ */
+async function languageModel(target: LlmTarget, model: string): Promise<LanguageModelV3> {
   const baseURL = (target.baseUrl?.trim() || DEFAULT_BASE_URL[target.provider] || '').replace(/\/+$/, '')
   const apiKey = target.apiKey ?? undefined
   // Every provider gets the guarded fetch: no connection of a model call bypasses the outbound policy.
@@ -113,16 +114,16 @@ function languageModel(target: LlmTarget, model: string): LanguageModelV3 {
   switch (target.provider) {
     case 'openai':
       // Chat completions rather than the Responses API: what OpenAI-compatible servers also speak.
-      return createOpenAI({ baseURL, apiKey, fetch }).chat(model)
+      return (await import('@ai-sdk/openai')).createOpenAI({ baseURL, apiKey, fetch }).chat(model)
     case 'azure-openai':
-      return createAzure({ baseURL, apiKey, fetch }).chat(model)
+      return (await import('@ai-sdk/azure')).createAzure({ baseURL, apiKey, fetch }).chat(model)
     case 'anthropic':
-      return createAnthropic({ baseURL, apiKey, fetch })(model)
+      return (await import('@ai-sdk/anthropic')).createAnthropic({ baseURL, apiKey, fetch })(model)
     case 'vllm':
     case 'ollama':
     case 'openai-compatible':
       // includeUsage: streamed answers report their tokens only when asked to.
-      return createOpenAICompatible({ name: target.provider, baseURL, apiKey, fetch, includeUsage: true }).chatModel(model)
+      return (await import('@ai-sdk/openai-compatible')).createOpenAICompatible({ name: target.provider, baseURL, apiKey, fetch, includeUsage: true }).chatModel(model)
   }
 }
 
@@ -363,7 +364,6 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
     }
 
     const tools = req.tools?.length ? toolDefinitions(req.tools) : undefined
-    const languageModelCall = languageModel(target, model)
     const options: LanguageModelV3CallOptions = {
       prompt: toPrompt(req.messages),
       ...(tools ? { tools, toolChoice: { type: 'auto' as const } } : {}),
@@ -373,6 +373,7 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
     }
     /** The request, retried as the policy says while it fails before its stream begins. */
     const open = async () => {
+      const languageModelCall = await languageModel(target, model)
       for (let attempt = 0; ; attempt++) {
         try {
           return await languageModelCall.doStream(options)

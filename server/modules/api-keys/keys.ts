@@ -3,7 +3,7 @@
 // SHA-256 of the key is stored: the key is high-entropy, so a slow password hash would add
 // latency, not safety. Keys made before tags existed (no tag: 32 characters after the type) keep
 // working; see legacy.ts.
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import { randomBase62 } from '../../../common/ids.js'
 import { credentialTags, TAG_LENGTH, type CredentialTags } from '../../platform/credential-tags.js'
 import type { Secrets } from '../../platform/secrets.js'
@@ -27,4 +27,8 @@ export const looksLikeKey = (token: string) => KEY_RE.test(token)
 /** A key of the format before tags (assumes looksLikeKey). */
 export const isLegacyKey = (token: string) => token.length - token.lastIndexOf('_') - 1 === SECRET_LENGTH
 
-export const hashKey = (key: string) => createHash('sha256').update(key).digest()
+// crypto.hash: the one-shot form, without a Hash object per call (checked on every request).
+export const hashKey = (key: string): Buffer => hash('sha256', key, 'buffer') as unknown as Buffer
+
+/** The key's SHA-256 as the credential cache names it, computed straight to text. */
+export const keyCacheId = (key: string) => `key:${hash('sha256', key, 'base64')}`

@@ -18,7 +18,7 @@ import type { Authenticator, Principal } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import { auditBy } from '../audit/service.js'
 import type { CredentialTags } from '../../platform/credential-tags.js'
-import { generateKey, hashKey, isLegacyKey, looksLikeKey, type KeyType } from './keys.js'
+import { generateKey, hashKey, isLegacyKey, keyCacheId, looksLikeKey, type KeyType } from './keys.js'
 import type { LegacyKeys } from './legacy.js'
 import { findByHash, insertKey, LAST_USED_RESOLUTION_SECONDS, listKeys, revokeKey, selectKey, touchLastUsed, type KeyView } from './store.js'
 import { dateClock } from '../../clock.js'
@@ -179,16 +179,15 @@ export function apiKeyAuthenticator(o: { db: Db; tags: CredentialTags; legacy: P
   return {
     fromMemory(token) {
       if (!looksLikeKey(token)) return null
-      const hash = hashKey(token)
-      const cached = cache.get(cacheKey(hash))
+      const cached = cache.get(keyCacheId(token))
       if (cached !== undefined) return cached
-      return (isLegacyKey(token) ? legacy.mayExist(hash) : tags.verify(token)) ? undefined : null
+      return (isLegacyKey(token) ? legacy.mayExist(hashKey(token)) : tags.verify(token)) ? undefined : null
     },
     async lookUp(token) {
       const hash = hashKey(token)
       const row = await db.system((sql) => findByHash(sql, hash))
       if (!row || row.revoked_at || (row.tenant_id && row.tenant_status !== 'active')) {
-        cache.refuse(cacheKey(hash))
+        cache.refuse(keyCacheId(token))
         return null
       }
       const principal: Principal = {
@@ -202,7 +201,7 @@ export function apiKeyAuthenticator(o: { db: Db; tags: CredentialTags; legacy: P
         permissions: new Set(row.permissions),
       }
       const expiresAt = row.expires_at?.getTime() ?? null
-      cache.set(cacheKey(hash), principal, expiresAt)
+      cache.set(keyCacheId(token), principal, expiresAt)
       if (expiresAt !== null && expiresAt <= Date.now()) return null
       // Lookups happen only on a cache miss (at most every few seconds per key and replica), and
       // the write only when the stored time is a minute old; it is not awaited, so the request
@@ -214,5 +213,3 @@ export function apiKeyAuthenticator(o: { db: Db; tags: CredentialTags; legacy: P
     },
   }
 }
-
-const cacheKey = (hash: Buffer) => `key:${hash.toString('base64')}`

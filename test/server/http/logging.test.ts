@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream'
 import t from 'tap'
 import { buildApp } from '../../../server/app.js'
-import { createLogger } from '../../../server/logger.js'
+import { createLogger, lazyRequestLogger } from '../../../server/logger.js'
 import { openPlatform } from '../../../server/platform/index.js'
 import { createTenant } from '../../../server/modules/tenants/service.js'
 import { caller } from '../../helpers/app.js'
@@ -44,4 +44,35 @@ t.test('a proxy the server does not trust is pointed out once, with what to conf
   const warnings = lines.filter((l) => l.includes('TRUSTED_PROXIES is empty'))
   t.equal(warnings.length, 1)
   t.match(warnings[0], /"level":40/)
+})
+
+t.test("a request's logger is made only when the request logs at an enabled level, and carries its request id", async (t) => {
+  const out: string[] = []
+  const parent = createLogger(
+    'warn',
+    new Writable({
+      write(chunk, _enc, done) {
+        out.push(chunk.toString())
+        done()
+      },
+    }),
+  )
+  let children = 0
+  const childOf = parent.child.bind(parent)
+  parent.child = ((...args: Parameters<typeof parent.child>) => (children++, childOf(...args))) as typeof parent.child
+  const quiet = lazyRequestLogger(parent, { requestId: 'req-quiet' }, {})
+  quiet.info('not at this level')
+  quiet.debug('nor this')
+  t.equal(children, 0, 'nothing logged: no child made')
+  t.equal(quiet.level, 'warn')
+  t.notOk(quiet.isLevelEnabled('info'))
+  const loud = lazyRequestLogger(parent, { requestId: 'req-loud' }, {})
+  loud.warn({ authorization: 'Bearer x' }, 'something to say')
+  loud.error('and more')
+  t.equal(children, 1, 'one child, made on the first line')
+  t.match(out[0], /"requestId":"req-loud".*"msg":"something to say"/)
+  t.equal(out.length, 2)
+  const route = lazyRequestLogger(parent, { requestId: 'req-route' }, { level: 'error' })
+  route.warn('below the level the route asked for')
+  t.equal(out.length, 2, "a route's own level is honoured")
 })

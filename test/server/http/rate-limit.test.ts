@@ -1,7 +1,18 @@
-import t from 'tap'
-import { appOn, testApp } from '../../helpers/app.js'
+import t, { type Test } from 'tap'
+import { appOn, caller, testApp } from '../../helpers/app.js'
 import { randomBase62 } from '../../../common/ids.js'
 import { countLookups, services, suffix, testPlatform } from '../../helpers/platform.js'
+import { batchTolerance } from '../../../server/platform/counters.js'
+
+/** Two replicas (apps) on one platform, sharing the limit's keys, and one key's caller through each. */
+async function twoReplicas(t: Test, overrides: Record<string, string>) {
+  const platform = await testPlatform(t, overrides)
+  const prefix = `atrium:test:${suffix()}`
+  const one = await appOn(t, platform, { rateLimitPrefix: prefix })
+  const two = await appOn(t, platform, { rateLimitPrefix: prefix })
+  const { apiKey } = await one.tenant()
+  return { platform, prefix, replicas: [caller(one.app, apiKey), caller(two.app, apiKey)] as const }
+}
 
 t.test('every API response carries the rate-limit headers', async (t) => {
   const h = await testApp(t)
@@ -61,14 +72,7 @@ t.test('routes marked exempt (auth endpoints) are not limited', async (t) => {
 })
 
 t.test('two server instances on one Redis share the limit', { skip: !services.redisUrl && 'needs TEST_REDIS_URL' }, async (t) => {
-  const platform = await testPlatform(t, { RATE_LIMIT_MAX: '4' })
-  const prefix = `atrium:test:${suffix()}`
-  const one = await appOn(t, platform, { rateLimitPrefix: prefix })
-  const two = await appOn(t, platform, { rateLimitPrefix: prefix })
-  const { apiKey } = await one.tenant()
-  const { caller } = await import('../../helpers/app.js')
-  const viaOne = caller(one.app, apiKey)
-  const viaTwo = caller(two.app, apiKey)
+  const [viaOne, viaTwo] = (await twoReplicas(t, { RATE_LIMIT_MAX: '4' })).replicas
   const statuses = [
     (await viaOne('GET', '/api/v1/projects')).status,
     (await viaTwo('GET', '/api/v1/projects')).status,
@@ -78,6 +82,59 @@ t.test('two server instances on one Redis share the limit', { skip: !services.re
     (await viaTwo('GET', '/api/v1/projects')).status,
   ]
   t.same(statuses, [200, 200, 200, 200, 429, 429])
+})
+
+t.test('replicas reserving tokens in batches never pass more than the limit, and refuse early no more than the stated tolerance', { skip: !services.redisUrl && 'needs TEST_REDIS_URL' }, async (t) => {
+  const max = 1000
+  const { platform, prefix, replicas } = await twoReplicas(t, { RATE_LIMIT_MAX: String(max), RATE_LIMIT_WINDOW_SECONDS: '300' })
+  // Reservations are scripts run on this limit's keys: counted as the client sends them.
+  const redis = platform.cache.redis!
+  const evalCalls = { n: 0 }
+  const send = redis.sendCommand.bind(redis)
+  redis.sendCommand = ((command: Parameters<typeof redis.sendCommand>[0], ...rest: unknown[]) => {
+    if (/^eval/i.test(command.name) && command.args.some((a) => String(a).startsWith(prefix))) evalCalls.n++
+    return (send as (...a: unknown[]) => unknown)(command, ...rest)
+  }) as typeof redis.sendCommand
+  t.teardown(() => void (redis.sendCommand = send))
+
+  // Bursts of 32 at once, alternating replicas, until both refuse.
+  const statuses: number[] = []
+  const remaining: number[] = []
+  while (statuses.filter((s) => s === 429).length < 32) {
+    const burst = await Promise.all(Array.from({ length: 32 }, (_, i) => replicas[i % 2]!('GET', '/api/v1/unknown')))
+    for (const r of burst) {
+      statuses.push(r.status === 404 ? 200 : r.status)
+      if (r.status === 404) remaining.push(Number(r.headers['x-ratelimit-remaining']))
+    }
+  }
+  const granted = statuses.filter((s) => s === 200).length
+  const tolerance = batchTolerance(max, 2)
+  t.ok(granted <= max, `never more than the limit: ${granted} of ${max}`)
+  t.ok(granted >= max - tolerance, `refused early by at most ${tolerance}: ${granted} granted`)
+  t.ok(
+    remaining.every((r) => r >= 0 && r < max),
+    'X-RateLimit-Remaining stays within the limit',
+  )
+  // Batches of up to 32 while much is left, one by one for the last 31: about 93 for one replica.
+  t.ok(evalCalls.n < granted / 5, `far fewer Redis round trips than requests: ${evalCalls.n} for ${statuses.length}`)
+  const before = evalCalls.n
+  t.equal((await replicas[0]!('GET', '/api/v1/unknown')).status, 429)
+  t.equal((await replicas[1]!('GET', '/api/v1/unknown')).status, 429)
+  t.equal(evalCalls.n, before, 'a key past its limit is refused without asking Redis until the window ends')
+})
+
+t.test('a new window gives a key its whole limit again, across replicas', { skip: !services.redisUrl && 'needs TEST_REDIS_URL' }, async (t) => {
+  const { replicas } = await twoReplicas(t, { RATE_LIMIT_MAX: '64', RATE_LIMIT_WINDOW_SECONDS: '3' })
+  const round = async () => {
+    // The window starts with the round's first request; 100 requests take far less than its 3 s.
+    const r = await Promise.all(Array.from({ length: 100 }, (_, i) => replicas[i % 2]!('GET', '/api/v1/unknown')))
+    return r.filter((x) => x.status === 404).length
+  }
+  for (const n of [1, 2]) {
+    const granted = await round()
+    t.ok(granted <= 64 && granted >= 64 - batchTolerance(64, 2), `window ${n}: ${granted} of 64 granted`)
+    await new Promise((r) => setTimeout(r, 3100))
+  }
 })
 
 t.test('with Redis unreachable the limit still holds, per replica, and the fallback is counted', async (t) => {

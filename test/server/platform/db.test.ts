@@ -106,6 +106,62 @@ t.test('a connection that served one tenant shows the next only its own rows', a
   t.not(owner!.role, APP_ROLE)
 })
 
+t.test('a session whose connection was cut is replaced, and the new one is set for its tenant', { skip: db.mode !== 'postgres' && 'sessions are kept for PostgreSQL only' }, async (t) => {
+  const single = await openDb({ databaseUrl: platform.config.DATABASE_URL, dataDir: platform.config.DATA_DIR, poolMax: 1, log: pino({ level: 'silent' }) })
+  t.teardown(() => single.close())
+  const own = (tenant: string) => single.tenantRead(tenant, (sql) => sql<{ tenant_id: string; pid: number }[]>`select tenant_id, pg_backend_pid() as pid from projects`)
+  const first = await own(a.tenantId)
+  t.same(
+    first.map((r) => r.tenant_id),
+    [a.tenantId],
+  )
+  const again = await own(a.tenantId)
+  t.equal(again[0]!.pid, first[0]!.pid, 'the same session serves the same tenant again')
+  await db.sql`select pg_terminate_backend(${first[0]!.pid})`
+  await new Promise((r) => setTimeout(r, 300)) // the client learns of the close
+  const after = await own(a.tenantId)
+  t.same(
+    after.map((r) => r.tenant_id),
+    [a.tenantId],
+    'a new session, set for the tenant: not a 404 from an unset one',
+  )
+  t.not(after[0]!.pid, first[0]!.pid)
+  // Ten reads at once through one session, alternating tenants: each waits its turn and sees its own.
+  const reads = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a.tenantId : b.tenantId)).map(async (tenant) => ({ tenant, rows: await own(tenant) })))
+  t.same(
+    reads.filter((r) => r.rows.length !== 1 || r.rows[0]!.tenant_id !== r.tenant),
+    [],
+  )
+})
+
+t.test('a transaction is served while reads keep every session busy', { skip: db.mode !== 'postgres' && 'sessions are kept for PostgreSQL only' }, async (t) => {
+  const single = await openDb({ databaseUrl: platform.config.DATABASE_URL, dataDir: platform.config.DATA_DIR, poolMax: 1, log: pino({ level: 'silent' }) })
+  t.teardown(() => single.close())
+  let stop = false
+  let reads = 0
+  // Eight readers that never pause: the one session always has reads in flight.
+  const readers = Array.from({ length: 8 }, async (_, i) => {
+    while (!stop) {
+      const tenant = i % 2 ? a.tenantId : b.tenantId
+      const rows = await single.tenantRead(tenant, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`)
+      if (rows.length !== 1 || rows[0]!.tenant_id !== tenant) throw new Error(`read for ${tenant} saw ${JSON.stringify(rows)}`)
+      reads++
+    }
+  })
+  await new Promise((r) => setTimeout(r, 100))
+  const inTx = await single.tenant(b.tenantId, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`)
+  t.same(
+    inTx.map((r) => r.tenant_id),
+    [b.tenantId],
+    'the transaction got the session and saw its own tenant',
+  )
+  const before = reads
+  await new Promise((r) => setTimeout(r, 100))
+  stop = true
+  await Promise.all(readers)
+  t.ok(reads > before, 'reads went on after it')
+})
+
 t.test('a system transaction sees every tenant', async (t) => {
   const rows = await db.system((sql) => sql<{ tenant_id: string }[]>`select distinct tenant_id from projects where tenant_id in (${a.tenantId}, ${b.tenantId})`)
   t.equal(rows.length, 2)
