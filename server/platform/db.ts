@@ -146,7 +146,8 @@ const READS_PER_SESSION = 16
  */
 function sessionKeeper(pool: Sql, max: number) {
   const sessions: Held[] = []
-  const readers: ((s: Held) => void)[] = []
+  /** Reads waiting for room on a session: started on one, or refused if none can be had. */
+  const readers: { start(s: Held): void; reject(err: unknown): void }[] = []
   const writers: { resolve(s: Held): void; reject(err: unknown): void }[] = []
   let opening = 0
   let closed = false
@@ -160,6 +161,7 @@ function sessionKeeper(pool: Sql, max: number) {
         const s: Held = { sql: sql as HeldSql, tenant: null, until: Date.now() + (30 + Math.random() * 30) * 60_000, reads: 0, exclusive: false, draining: false, broken: false }
         sessions.push(s)
         then(s)
+        settle(s) // room for reads that waited meanwhile
       },
       (err: unknown) => {
         opening--
@@ -189,18 +191,18 @@ function sessionKeeper(pool: Sql, max: number) {
         // Its place in the pool serves whoever waits, on a new connection.
         const w = writers.shift()
         if (w) open((n) => ((n.exclusive = true), w.resolve(n)), w.reject)
-        else if (readers.length) open(settle, () => {})
+        else if (readers.length) open(settle, (err) => readers.splice(0).forEach((r) => r.reject(err)))
         return
       }
+      s.draining = false // drained for a transaction, or no longer needed by one
       const w = writers.shift()
       if (w) {
-        s.draining = false
         s.exclusive = true
         w.resolve(s)
         return
       }
     }
-    while (readers.length && available(s)) readers.shift()!(s)
+    while (readers.length && available(s)) readers.shift()!.start(s)
   }
 
   return {
@@ -211,14 +213,20 @@ function sessionKeeper(pool: Sql, max: number) {
       return new Promise<T>((resolve, reject) => {
         const start = (s: Held) => {
           s.reads++
-          let switched: Promise<unknown> | null = null
-          if (s.tenant !== tenantId) {
-            s.tenant = tenantId
-            switched = s.sql`select set_config('app.tenant_id', ${tenantId}, false)`.execute()
-            switched.catch(() => (s.tenant = null))
+          let sent: Promise<unknown>
+          try {
+            let switched: Promise<unknown> | null = null
+            if (s.tenant !== tenantId) {
+              s.tenant = tenantId
+              switched = s.sql`select set_config('app.tenant_id', ${tenantId}, false)`.execute()
+              switched.catch(() => (s.tenant = null))
+            }
+            const done = query(s.sql).execute()
+            sent = switched ? Promise.all([switched, done]).then(([, rows]) => rows) : done
+          } catch (err) {
+            sent = Promise.reject(err) // a query that could not be built: nothing was sent for it
           }
-          const done = query(s.sql).execute()
-          ;(switched ? Promise.all([switched, done]).then(([, rows]) => rows) : done).then(
+          sent.then(
             (rows) => {
               s.reads--
               settle(s)
@@ -242,7 +250,7 @@ function sessionKeeper(pool: Sql, max: number) {
         }
         if (best && (cost === 0 || full())) return start(best)
         if (!full()) return open(start, reject)
-        readers.push(start)
+        readers.push({ start, reject })
       })
     },
     /** A session alone, for a transaction; give it back with done(). */
@@ -277,7 +285,7 @@ function sessionKeeper(pool: Sql, max: number) {
       closed = true
       for (const s of [...sessions]) if (s.reads === 0 && !s.exclusive) drop(s)
       for (const w of writers.splice(0)) w.reject(closedError())
-      readers.splice(0)
+      for (const r of readers.splice(0)) r.reject(closedError())
     },
   }
 }
