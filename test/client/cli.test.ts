@@ -12,6 +12,10 @@ import { fakeLlm } from '../helpers/fake-llm.js'
 import { freePort, tempDir } from '../helpers/platform.js'
 import { PASSWORD, user } from '../server/modules/cli-auth/helpers.js'
 
+// Each test runs the CLI as its own process (tsx compiling it first): on a slow or busy machine
+// the file took close to the suite's 180 s per file, and once past it.
+t.setTimeout(600_000)
+
 const CLI = 'client/src/cli/main.ts'
 const port = await freePort()
 const base = `http://127.0.0.1:${port}`

@@ -8,6 +8,10 @@ import { answersFile, installer } from '../helpers/installer.js'
 import { services } from '../helpers/platform.js'
 import { unzip } from '../helpers/zip.js'
 
+// Each test runs the CLI as its own process (tsx compiling it first): on a slow or busy machine
+// the file took close to the suite's 180 s per file, and once past it.
+t.setTimeout(600_000)
+
 t.test('configure --dry-run shows the plan and writes nothing', async (t) => {
   const a = await answersFile(t, 'compose')
   const r = await installer(['configure', '--answers', a.answers, '--dry-run', '--json', '--ignore-failed-checks'], a.env)

@@ -9,6 +9,10 @@ import { finished, ROOT } from '../helpers/cli.js'
 import { answersFile, installer } from '../helpers/installer.js'
 import { services, tempDir } from '../helpers/platform.js'
 
+// Each test runs the CLI as its own process (tsx compiling it first): on a slow or busy machine
+// the file took close to the suite's 180 s per file, and once past it.
+t.setTimeout(600_000)
+
 t.test('help exits 0; no command or a bad flag is bad input (2)', async (t) => {
   const help = await installer(['--help'])
   t.equal(help.code, 0)

@@ -9,6 +9,10 @@ import { checksumPath, kitProblem, loadCommands, pushCommands, registryProblem, 
 import { installer } from '../../helpers/installer.js'
 import { tempDir } from '../../helpers/platform.js'
 
+// Each test runs the CLI as its own process (tsx compiling it first): on a slow or busy machine
+// the file took close to the suite's 180 s per file, and once past it.
+t.setTimeout(600_000)
+
 const line = (c: { file: string; args: string[] }) => `${c.file} ${c.args.join(' ')}`
 
 t.test('save pulls each image the engine does not hold and writes one tarball; load reads it back', async (t) => {

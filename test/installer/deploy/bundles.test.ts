@@ -15,6 +15,10 @@ import { installer } from '../../helpers/installer.js'
 import { tempDir } from '../../helpers/platform.js'
 import { CHART, KUBE_VERSION, find, helmTemplate, needs, needsCompose, runTool } from '../../helpers/tools.js'
 
+// Each test runs the CLI as its own process (tsx compiling it first): on a slow or busy machine
+// the file took close to the suite's 180 s per file, and once past it.
+t.setTimeout(600_000)
+
 function answers(t: Test, lines: string[]) {
   const dir = tempDir(t)
   const path = join(dir, 'answers.yaml')
