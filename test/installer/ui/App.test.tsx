@@ -14,6 +14,10 @@ import { contextFor, type Resolved } from '../../../installer/core/context.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const tick = () => new Promise((r) => setTimeout(r, 60))
+/** Waits for the frame to show `re` (at most 5 s): on a busy machine a render or a step can take longer than a tick. */
+async function until(ui: { lastFrame(): string | undefined }, re: RegExp) {
+  for (let waited = 0; !re.test(ui.lastFrame() ?? '') && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20))
+}
 const failing: CheckResult[] = [{ id: 'cpu', title: 'CPU cores', status: 'fail', found: '2 cores', required: '4 minimum, 8 recommended', fix: 'Give this machine at least 4 cores' }]
 const passing: CheckResult[] = [{ ...failing[0]!, status: 'pass', found: '8 cores', fix: '' }]
 
@@ -108,12 +112,11 @@ t.test("after writing, d deploys with progress and ends on the URL and the first
   ui.stdin.write('\r')
   await tick()
   ui.stdin.write('y')
-  await tick()
+  await until(ui, /d: deploy now/)
+  await tick() // the screen's key handler is attached after it renders
   t.match(ui.lastFrame(), /d: deploy now \(docker compose up\)/)
   ui.stdin.write('d')
-  await tick()
-  await tick()
-  await tick()
+  await until(ui, /API key\s+svc_ci_abc/)
   const frame = ui.lastFrame() ?? ''
   t.match(frame, /Installed/)
   t.match(frame, /done\s+Start Atrium and wait until every service is healthy/)
