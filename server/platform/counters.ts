@@ -74,7 +74,7 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
     }
   }
 
-  const counters: Counters = {
+  return {
     counter(c) {
       const options = { points: c.points, duration: c.windowSeconds, keyPrefix: c.keyPrefix }
       const memory = new RateLimiterMemory(options)
@@ -111,17 +111,21 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
       }
     },
     requestLimit(c) {
-      const exact = counters.counter(c)
+      // In memory only: without Redis, and for a request whose reservation Redis failed (already
+      // counted as a fallback; asking Redis again through counter() would count it twice).
+      const memory = new RateLimiterMemory({ points: c.points, duration: c.windowSeconds, keyPrefix: c.keyPrefix })
       const viaMemory: RequestLimit = {
         hit: async (key) => {
-          const s = await exact.hit(key)
+          const s = await memory.consume(key).catch((err: unknown) => {
+            if (err instanceof RateLimiterRes) return err
+            throw err
+          })
           return { allowed: s.consumedPoints <= c.points, remainingPoints: Math.max(0, s.remainingPoints), msBeforeNext: s.msBeforeNext }
         },
       }
       return o.redis ? batchedLimit(o.redis, c, viaMemory, (err) => fellBack(c.name, err)) : viaMemory
     },
   }
-  return counters
 }
 
 // ---- the request limit: tokens reserved in batches -------------------------------------------
