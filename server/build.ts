@@ -17,6 +17,12 @@ const ROOT = fileURLToPath(new URL('../', import.meta.url))
 export const OUT = join(ROOT, 'dist')
 const FOLDERS = ['common', 'config', 'licenses', 'server']
 const ENTRIES = ['server/main.ts', 'server/cli.ts']
+/**
+ * Our modules kept as files of their own beside the bundle, imported at run time: the vendor's
+ * public license keys (licenses/keys.ts), the one file a site-specific or test image replaces to
+ * trust other keys (test/helpers/engine.ts trustingImage).
+ */
+const OWN_FILES = ['licenses/keys.ts']
 /** Not run by the server: the vendor's license-issuing tool stays out of what ships, and tests and this file are not code to run. */
 const LEFT_OUT = (path: string) => path === 'licenses/issue.ts' || path === 'server/build.ts' || path.endsWith('.test.ts') || path.endsWith('.d.ts')
 
@@ -57,11 +63,23 @@ const ownModuleUrls: Plugin = {
 }
 
 /** `external`: for tests of the check on dependencies that find their own files. */
+/** Imports of OWN_FILES left as imports of their built file, relative to dist/server/ where every output sits. */
+const ownFiles: Plugin = {
+  name: 'own-files',
+  setup(b) {
+    b.onResolve({ filter: /^\.\.?\// }, (args) => {
+      if (args.kind === 'entry-point') return undefined
+      const path = relative(ROOT, join(args.resolveDir, args.path)).replace(/\.js$/, '.ts')
+      return OWN_FILES.includes(path) ? { path: `../${path.replace(/\.ts$/, '.js')}`, external: true } : undefined
+    })
+  },
+}
+
 export async function buildServer(out = OUT, { external = EXTERNAL }: { external?: readonly string[] } = {}) {
   rmSync(out, { recursive: true, force: true })
   const all = FOLDERS.flatMap(files).filter((f) => !LEFT_OUT(f))
   const result = await build({
-    entryPoints: ENTRIES.map((f) => join(ROOT, f)),
+    entryPoints: [...ENTRIES, ...OWN_FILES].map((f) => join(ROOT, f)),
     outbase: ROOT,
     outdir: out,
     bundle: true,
@@ -81,7 +99,7 @@ export async function buildServer(out = OUT, { external = EXTERNAL }: { external
     sourcemap: 'linked',
     sourcesContent: false,
     metafile: true,
-    plugins: [ownModuleUrls],
+    plugins: [ownFiles, ownModuleUrls],
     logLevel: 'warning',
   })
   const misplaced = Object.keys(result.metafile.inputs).filter((f) => f.includes('node_modules/') && locatesOwnFiles(readFileSync(join(ROOT, f), 'utf8')))

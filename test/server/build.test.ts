@@ -2,10 +2,11 @@
 // the test's services when configured (the S3 client then comes from its own chunk), and the build
 // refuses to bundle a dependency that finds files by its own location.
 import { spawn } from 'node:child_process'
-import { readdirSync, symlinkSync } from 'node:fs'
+import { readdirSync, readFileSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { NODE_ENVIRONMENT, NODE_FLAGS } from '../../config/bundles.js'
+import { TRUSTED_KEYS } from '../../licenses/keys.js'
 import { buildServer, EXTERNAL, locatesOwnFiles } from '../../server/build.js'
 import { finished, ROOT } from '../helpers/cli.js'
 import { tempDir, testEnv } from '../helpers/platform.js'
@@ -34,6 +35,13 @@ t.test('the bundled server serves the API, its pages and its document; the bundl
   t.ok(
     files.some((f) => f.startsWith('minio-')),
     'the S3 client is a chunk of its own, loaded on first use',
+  )
+  // The trusted license keys stay a file of their own, which an image layer may replace.
+  const shipped = TRUSTED_KEYS[0]!.publicKeyJwk.x
+  t.match(readFileSync(join(dist, 'licenses/keys.js'), 'utf8'), shipped)
+  t.notOk(
+    files.some((f) => readFileSync(join(dist, 'server', f), 'utf8').includes(shipped)),
+    'no bundle holds a copy of the keys',
   )
   symlinkSync(join(ROOT, 'node_modules'), join(dist, 'node_modules'))
 
