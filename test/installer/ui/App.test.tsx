@@ -18,6 +18,16 @@ const tick = () => new Promise((r) => setTimeout(r, 60))
 async function until(ui: { lastFrame(): string | undefined }, re: RegExp) {
   for (let waited = 0; !re.test(ui.lastFrame() ?? '') && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20))
 }
+/**
+ * Presses the key that ends the app until it has ended (at most 5 s): a screen attaches its key
+ * handler after it renders, so on a busy machine a key sent as soon as the screen shows is lost.
+ */
+async function endWith(ui: { stdin: { write(data: string): void } }, key: string, done: readonly unknown[]) {
+  for (let waited = 0; done.length === 0 && waited < 5000; waited += 100) {
+    ui.stdin.write(key)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
 const failing: CheckResult[] = [{ id: 'cpu', title: 'CPU cores', status: 'fail', found: '2 cores', required: '4 minimum, 8 recommended', fix: 'Give this machine at least 4 cores' }]
 const passing: CheckResult[] = [{ ...failing[0]!, status: 'pass', found: '8 cores', fix: '' }]
 
@@ -57,8 +67,7 @@ t.test('failed checks offer to run again, continue or quit; quitting writes noth
   ui.stdin.write('\r')
   await tick()
   t.match(ui.lastFrame(), /c: continue anyway/, 'Enter does not pass failed checks')
-  ui.stdin.write('q')
-  await tick()
+  await endWith(ui, 'q', done)
   t.match(done, [{ written: false, checks: failing }])
   t.notOk(existsSync(out))
 })
@@ -71,8 +80,7 @@ t.test('the plan lists what changes; n leaves without writing', async (t) => {
   t.match(plan, /added\s+PUBLIC_URL: https:\/\/atrium\.example\.com/)
   t.match(plan, /added\s+R2_SECRET_ACCESS_KEY: \(secret added\)/)
   t.notMatch(plan, /\bsecret\b(?! added|_ACCESS)/, 'no secret value shown')
-  ui.stdin.write('n')
-  await tick()
+  await endWith(ui, 'n', done)
   t.match(done, [{ written: false }])
   t.notOk(existsSync(out))
 })
@@ -85,8 +93,7 @@ t.test('y writes the configuration and the summary gives the replay command', as
   await tick()
   t.match((ui.lastFrame() ?? '').replace(/\s+/g, ' '), /Replay: npm run --silent installer -- configure --answers .*answers\.yaml --yes/)
   t.ok(existsSync(join(out, '.env')))
-  ui.stdin.write('\r')
-  await tick()
+  await endWith(ui, '\r', done)
   t.match(done, [{ written: true }])
 })
 
@@ -124,8 +131,7 @@ t.test("after writing, d deploys with progress and ends on the URL and the first
   t.match(frame, /password\s+pw-shown-once/)
   t.match(frame, /API key\s+svc_ci_abc/)
   t.same(calls, ['admin@example.com'], 'the answers reach the install once')
-  ui.stdin.write('\r')
-  await tick()
+  await endWith(ui, '\r', done)
   t.match(done, [{ written: true, installed: { ok: true } }])
 })
 
@@ -160,8 +166,7 @@ t.test('every action comes in as a prop: the answers are resolved as they change
   ui.stdin.write('y')
   await tick()
   t.same(runs, [true, false], 'the plan is a dry run; y writes')
-  ui.stdin.write('\r')
-  await tick()
+  await endWith(ui, '\r', done)
   t.match(done, [{ written: false }], 'what the configure prop said is what the installer reports')
   t.notOk(existsSync(out), 'the screens wrote nothing themselves')
 })
