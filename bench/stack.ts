@@ -15,13 +15,41 @@ interface Measured {
   p99: number
 }
 
-async function measure(url: string, o: { headers?: Record<string, string>; method?: 'GET' | 'POST'; body?: string } = {}): Promise<Measured> {
-  const opts = { url, connections: CONNECTIONS, headers: { ...o.headers, ...(o.body ? { 'content-type': 'application/json' } : {}) }, method: o.method ?? 'GET', ...(o.body ? { body: o.body } : {}) }
-  await autocannon({ ...opts, duration: 2 }) // warm-up: JIT, pools, caches
-  const r = await autocannon({ ...opts, duration: SECONDS })
+type Target = { url: string; headers?: Record<string, string>; method?: 'GET' | 'POST'; body?: string }
+
+const ROUNDS = 3
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+
+async function run(t: Target, duration: number) {
+  const r = await autocannon({
+    url: t.url,
+    connections: CONNECTIONS,
+    headers: { ...t.headers, ...(t.body ? { 'content-type': 'application/json' } : {}) },
+    method: t.method ?? 'GET',
+    ...(t.body ? { body: t.body } : {}),
+    duration,
+  })
   const bad = r.non2xx + r.errors + r.timeouts
-  if (bad) throw new Error(`${o.method ?? 'GET'} ${url}: ${bad} of ${r.requests.total} requests failed`)
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99 }
+  if (bad) throw new Error(`${t.method ?? 'GET'} ${t.url}: ${bad} of ${r.requests.total} requests failed`)
+  return r
+}
+
+/**
+ * The bare stack and Atrium on the same work, in alternating rounds (bare, Atrium, bare, ...)
+ * after a 2 s warm-up each, the median of each side's rounds: a machine that is busier for a
+ * while slows both sides, not the one that happened to run then.
+ */
+async function compare(bare: Target, atrium: Target): Promise<[Measured, Measured]> {
+  for (const t of [bare, atrium]) await run(t, 2) // warm-up: JIT, pools, caches
+  const rounds: [Measured[], Measured[]] = [[], []]
+  for (let i = 0; i < ROUNDS; i++) {
+    for (const [side, t] of [bare, atrium].entries()) {
+      const r = await run(t, Math.max(1, Math.round(SECONDS / ROUNDS)))
+      rounds[side]!.push({ rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99 })
+    }
+  }
+  const summary = (ms: Measured[]): Measured => ({ rps: median(ms.map((m) => m.rps)), p50: median(ms.map((m) => m.p50)), p99: median(ms.map((m) => m.p99)) })
+  return [summary(rounds[0]), summary(rounds[1])]
 }
 
 const rssMb = (pid: number) => {
@@ -52,11 +80,11 @@ export async function benchStack(env: Record<string, string>) {
     raw = await start('bench/raw.ts', { DATABASE_URL: env.DATABASE_URL!, RAW_TENANT_ID: tenantId })
     const body = JSON.stringify({ name: 'bench', description: 'benchmark project', language: 'typescript' })
     const rows = {
-      get: [await measure(`${raw.base}/projects/${projectId}`), await measure(`${atrium.base}/api/v1/projects/${projectId}`, { headers: auth })],
-      list: [await measure(`${raw.base}/projects`), await measure(`${atrium.base}/api/v1/projects`, { headers: auth })],
+      get: await compare({ url: `${raw.base}/projects/${projectId}` }, { url: `${atrium.base}/api/v1/projects/${projectId}`, headers: auth }),
+      list: await compare({ url: `${raw.base}/projects` }, { url: `${atrium.base}/api/v1/projects`, headers: auth }),
     }
     const readRss = peakRssMb(atrium.child.pid!)
-    const post = [await measure(`${raw.base}/projects`, { method: 'POST', body }), await measure(`${atrium.base}/api/v1/projects`, { method: 'POST', body, headers: auth })]
+    const post = await compare({ url: `${raw.base}/projects`, method: 'POST', body }, { url: `${atrium.base}/api/v1/projects`, method: 'POST', body, headers: auth })
     return { startupMs, idleRss, readRss, peakRss: peakRssMb(atrium.child.pid!), results: { ...rows, post } }
   } finally {
     if (raw) await stop(raw)
@@ -66,7 +94,9 @@ export async function benchStack(env: Record<string, string>) {
 
 export function printStack(r: Awaited<ReturnType<typeof benchStack>>) {
   const names = { get: 'GET by id', list: 'GET list, first page of 50', post: 'POST project (+ version, outbox event)' }
-  console.log(`\nAtrium against the bare stack (Fastify + postgres.js as the owner: no auth, rate limit or RLS), ${CONNECTIONS} connections, ${SECONDS} s each`)
+  console.log(
+    `\nAtrium against the bare stack (Fastify + postgres.js as the owner: no auth, rate limit or RLS), ${CONNECTIONS} connections, ${SECONDS} s each in ${ROUNDS} alternating rounds (medians)`,
+  )
   printTable([
     ['route', 'bare req/s', 'bare p50/p99 ms', 'Atrium req/s', 'Atrium p50/p99 ms', 'ratio', 'p99 ratio'],
     ...Object.entries(r.results).map(([k, [bare, atrium]]) => [
