@@ -125,10 +125,15 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
   }
 }
 
-/** The context for a command; what is wrong with the answers is bad input, all of it at once. */
-function resolved(flags: Flags): Resolved {
+/**
+ * The context for a command; what is wrong with the answers is bad input, all of it at once. For a
+ * command that writes the configuration, that includes every setting the configuration would
+ * refuse: one report, before the checks run, not one round per kind of mistake.
+ */
+function resolved(flags: Flags, o: { writes?: boolean } = {}): Resolved {
   const ctx = loadContext({ answersPath: flags.answers, target: flags.target, airGapped: flags.airGapped })
-  if (ctx.problems.length) throw new BadInput(ctx.problems)
+  const problems = o.writes ? configure(ctx, { dryRun: true }).plan.problems : ctx.problems
+  if (problems.length) throw new BadInput(problems)
   return ctx
 }
 
@@ -178,11 +183,11 @@ async function dispatch(command: string | undefined, sub: string | undefined, fl
     case 'configure':
       if (!flags.answers) return interactive(flags)
       requireYes(command, flags)
-      return configureCommand(resolved(flags), o)
+      return configureCommand(resolved(flags, { writes: true }), o)
     case 'install':
       if (!flags.answers) throw new BadInput('install needs --answers FILE (the interactive installer writes one: run the installer without a command)')
       requireYes(command, flags)
-      return installCommand(resolved(flags), o, progress)
+      return installCommand(resolved(flags, { writes: true }), o, progress)
     case 'support-bundle':
       return supportBundleCommand(resolved(flags), o)
     case 'images':
@@ -204,7 +209,8 @@ export async function main(argv: string[]): Promise<number> {
     report =
       err instanceof BadInput
         ? { command, exitCode: EXIT.badInput, failure: 'bad-input', problems: err.problems }
-        : { command, exitCode: EXIT.error, failure: 'error', problems: [(err as Error).stack ?? String(err)] }
+        : // What went wrong in words, not a stack trace: the admin acts on the message.
+          { command, exitCode: EXIT.error, failure: 'error', problems: [(err as Error).message || String(err)] }
   }
   out.result(report)
   return report.exitCode

@@ -68,11 +68,12 @@ export function composeBundleValues(answers: Answers, resolved: Record<string, s
     settings.R2_ENDPOINT = COMPOSE_SERVICE_SETTINGS.R2_ENDPOINT
     settings.R2_ACCESS_KEY_ID = fill(COMPOSE_SERVICE_SETTINGS.R2_ACCESS_KEY_ID)
     settings.R2_SECRET_ACCESS_KEY = fill(COMPOSE_SERVICE_SETTINGS.R2_SECRET_ACCESS_KEY)
-    // Download links must name an address users reach: the PUBLIC_URL's host, MinIO's published port.
+    // Download links must name an address users reach: the PUBLIC_URL's host, MinIO's published
+    // port, and MinIO's own scheme (the bundled MinIO speaks plain HTTP, whatever is in front of
+    // Atrium). A PUBLIC_URL that is no URL is left to the configuration's check, which names it.
     const publicUrl = resolved.PUBLIC_URL || existing?.PUBLIC_URL
-    if (!resolved.R2_PUBLIC_ENDPOINT && publicUrl) {
-      const u = new URL(publicUrl)
-      settings.R2_PUBLIC_ENDPOINT = `${u.protocol}//${u.hostname}:${variables.ATRIUM_S3_PORT}`
+    if (!resolved.R2_PUBLIC_ENDPOINT && publicUrl && URL.canParse(publicUrl)) {
+      settings.R2_PUBLIC_ENDPOINT = `http://${new URL(publicUrl).hostname}:${variables.ATRIUM_S3_PORT}`
     }
   }
   return { variables, settings, generated }

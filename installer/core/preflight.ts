@@ -10,6 +10,7 @@ import { check, type CheckResult } from './checks/check.js'
 import { parseRegionStores, type RegionStoreSetting } from '../../config/schema.js'
 import { toolChecks } from './checks/tools.js'
 import { licenseCheck } from './license.js'
+import { inSeconds, within } from './checks/deadline.js'
 
 export interface PreflightOptions {
   runner: Runner
@@ -19,6 +20,8 @@ export interface PreflightOptions {
   kubeconfig?: string
   /** The license's keys and time, for tests; the shipped trusted keys and now otherwise. */
   license?: Omit<VerifyOptions, 'airGapped'>
+  /** How long the whole preflight may take (PREFLIGHT_DEADLINE_MS unless told: tests). */
+  deadlineMs?: number
 }
 
 /**
@@ -59,37 +62,69 @@ function regionStoresOf(raw: string | undefined): { value: Record<string, Region
   }
 }
 
-export async function runPreflight(answers: Answers, values: Record<string, string>, opts: PreflightOptions): Promise<CheckResult[]> {
-  const offset = opts.clockOffsetMs !== undefined ? opts.clockOffsetMs : await clockOffsetFrom(values.R2_ENDPOINT)
-  const host = hostChecks(await gatherHost(answers.dataPath, portsFor(answers, values)), offset)
-  const services = await Promise.all([
-    values.DATABASE_URL ? postgresChecks(values.DATABASE_URL) : [],
-    values.REDIS_URL ? redisChecks(values.REDIS_URL) : [],
-    values.R2_ENDPOINT
-      ? s3Checks({
-          endpoint: values.R2_ENDPOINT,
-          bucket: values.R2_BUCKET || 'atrium',
-          accessKey: values.R2_ACCESS_KEY_ID ?? '',
-          secretKey: values.R2_SECRET_ACCESS_KEY ?? '',
-          region: values.R2_REGION || 'us-east-1',
-        })
-      : [],
+/**
+ * The whole preflight ends within this whatever the network does: every probe has a shorter
+ * deadline of its own (5 s per service step, 10 s per cluster request, 15 s per tool), and the
+ * groups run side by side; a group still running here is reported as a failed check.
+ */
+export const PREFLIGHT_DEADLINE_MS = 55_000
+
+/** A group of checks, or one failed check saying which group did not finish, and why that matters. */
+const finished = (title: string, deadlineMs: number, work: Promise<CheckResult[]>): Promise<CheckResult[]> =>
+  within(deadlineMs, title, work).catch((err: unknown) => [
+    check(
+      'preflight.deadline',
+      `${title} finished`,
+      'fail',
+      /no answer in/.test((err as Error).message) ? `${title}: no answer in ${inSeconds(deadlineMs)}` : `${title} could not run: ${(err as Error).message}`,
+      `every check of ${title} answered within ${inSeconds(deadlineMs)}`,
+      'Something on the network path accepts connections and never answers: check the hosts and ports in the configuration, proxies and firewalls, then run the preflight again',
+    ),
   ])
+
+export async function runPreflight(answers: Answers, values: Record<string, string>, opts: PreflightOptions): Promise<CheckResult[]> {
+  const deadline = opts.deadlineMs ?? PREFLIGHT_DEADLINE_MS
+  const host = async () => {
+    const offset = opts.clockOffsetMs !== undefined ? opts.clockOffsetMs : await clockOffsetFrom(values.R2_ENDPOINT)
+    return hostChecks(await gatherHost(answers.dataPath, portsFor(answers, values)), offset)
+  }
+  const services = async () =>
+    (
+      await Promise.all([
+        values.DATABASE_URL ? postgresChecks(values.DATABASE_URL) : [],
+        values.REDIS_URL ? redisChecks(values.REDIS_URL) : [],
+        values.R2_ENDPOINT
+          ? s3Checks({
+              endpoint: values.R2_ENDPOINT,
+              bucket: values.R2_BUCKET || 'atrium',
+              accessKey: values.R2_ACCESS_KEY_ID ?? '',
+              secretKey: values.R2_SECRET_ACCESS_KEY ?? '',
+              region: values.R2_REGION || 'us-east-1',
+            })
+          : [],
+      ])
+    ).flat()
   // Each region of REGION_STORES is a store of its own, checked as the default one is.
-  const regions = regionStoresOf(values.REGION_STORES)
-  const regionChecks =
-    'problems' in regions
-      ? [check('region.stores', 'Region stores (REGION_STORES)', 'fail', regions.problems.join('; '), 'a JSON object of region code to store', 'Correct REGION_STORES')]
-      : (
-          await Promise.all(
-            Object.entries(regions.value).map(([code, r]) =>
-              s3Checks({ endpoint: r.endpoint, bucket: r.bucket, accessKey: r.accessKeyId, secretKey: r.secretAccessKey, region: r.region }, { region: code }),
-            ),
-          )
-        ).flat()
-  const license = await licenseCheck(values.LICENSE_KEY, { ...opts.license, airGapped: answers.mode === 'air-gapped' })
+  const regionChecks = async () => {
+    const regions = regionStoresOf(values.REGION_STORES)
+    if ('problems' in regions) return [check('region.stores', 'Region stores (REGION_STORES)', 'fail', regions.problems.join('; '), 'a JSON object of region code to store', 'Correct REGION_STORES')]
+    const stores = Object.entries(regions.value).map(([code, r]) =>
+      s3Checks({ endpoint: r.endpoint, bucket: r.bucket, accessKey: r.accessKeyId, secretKey: r.secretAccessKey, region: r.region }, { region: code }),
+    )
+    return (await Promise.all(stores)).flat()
+  }
   // Helm: the cluster from the admin's kubeconfig (KUBECONFIG or ~/.kube/config).
   // Loaded only for helm: the Kubernetes client takes over a second to load.
-  const cluster = answers.target === 'helm' ? await (await import('./checks/kube.js')).kubeChecks(answers.namespace, { kubeconfig: opts.kubeconfig }) : []
-  return [...host, ...services.flat(), ...regionChecks, ...(await toolChecks(answers.target, opts.runner)), ...cluster, license]
+  const cluster = async () => (answers.target === 'helm' ? (await import('./checks/kube.js')).kubeChecks(answers.namespace, { kubeconfig: opts.kubeconfig }) : [])
+  const license = async () => [await licenseCheck(values.LICENSE_KEY, { ...opts.license, airGapped: answers.mode === 'air-gapped' })]
+  // Side by side, reported in the order an admin fixes things.
+  const groups = await Promise.all([
+    finished('the machine', deadline, host()),
+    finished('the services', deadline, services()),
+    finished('the region stores', deadline, regionChecks()),
+    finished('the tools', deadline, toolChecks(answers.target, opts.runner)),
+    finished('the cluster', deadline, cluster()),
+    finished('the license', deadline, license()),
+  ])
+  return groups.flat()
 }

@@ -1,7 +1,7 @@
 // The installer's commands as an admin runs them: help, flags, preflight with and without --json,
 // exit codes, bad answers. Writing configuration: main-configure.test.ts.
 import { spawn } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { existsSync, writeFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
@@ -82,4 +82,19 @@ t.test('an answers file with mistakes is bad input, all of them listed', async (
   t.match(r.stderr, /target: must be one of compose, helm/)
   t.match(r.stderr, /config\.NOPE: not an Atrium setting/)
   t.match(r.stderr, /ATRIUM_NO_SUCH_VAR is not set/)
+})
+
+t.test('configure names every bad answer and setting in one report, before any check runs, exit 2 and no stack', async (t) => {
+  const dir = tempDir(t)
+  writeFileSync(join(dir, 'a.yaml'), ['target: compose', `dataPath: ${dir}`, `outputDir: ${join(dir, 'out')}`, 'adminEmail: nope', 'config:', '  PORT: 99999', '  PUBLIC_URL: not a url'].join('\n'))
+  for (const json of [false, true]) {
+    const r = await installer(['configure', '--answers', join(dir, 'a.yaml'), '--yes', ...(json ? ['--json'] : [])])
+    t.equal(r.code, 2, r.stderr)
+    const text = json ? r.stdout : r.stderr
+    t.match(text, /adminEmail: must be an email address/)
+    t.match(text, /PORT must be between 0 and 65535 \(got \\?"99999\\?"\)/)
+    t.match(text, /PUBLIC_URL must be a URL/)
+    t.notMatch(text, /\n\s+at |\[FAIL\]|"checks"/, 'no stack trace, and no checks run on answers that cannot be written')
+  }
+  t.notOk(existsSync(join(dir, 'out')), 'nothing written')
 })

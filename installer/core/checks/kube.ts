@@ -1,8 +1,9 @@
 // Checks of the Kubernetes cluster a helm install targets, through @kubernetes/client-node and the
 // admin's kubeconfig: reachable and its version, the nodes' allocatable CPU and memory, a default
 // StorageClass, and the namespace. Grading is pure; every failure is a result, never a throw.
-import { CoreV1Api, KubeConfig, StorageV1Api, VersionApi } from '@kubernetes/client-node'
+import { CoreV1Api, KubeConfig, Observable, StorageV1Api, VersionApi, type RequestContext, type ResponseContext } from '@kubernetes/client-node'
 import { check, grade, type CheckResult } from './check.js'
+import { inSeconds, PROBE_DEADLINE_MS, within } from './deadline.js'
 import { compareVersions, parseVersion } from './tools.js'
 
 const GiB = 2 ** 30
@@ -125,7 +126,26 @@ const statusOf = (err: unknown) => (err as { code?: number; statusCode?: number 
 export interface KubeCheckOptions {
   kubeconfig?: string
   context?: string
+  /** Limit for each request to the API server (10 s unless told). */
+  timeoutMs?: number
 }
+
+/**
+ * Each request to the API server aborted at the deadline (the client has none of its own): a
+ * server that accepts the connection and never answers fails the check, and its socket is closed.
+ */
+const abortAfter = (ms: number) => ({
+  middleware: [
+    {
+      pre: (context: RequestContext) => {
+        context.setSignal(AbortSignal.timeout(ms))
+        return new Observable(Promise.resolve(context))
+      },
+      post: (response: ResponseContext) => new Observable(Promise.resolve(response)),
+    },
+  ],
+  middlewareMergeStrategy: 'append' as const,
+})
 
 export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): Promise<CheckResult[]> {
   const kc = new KubeConfig()
@@ -149,17 +169,22 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
   if (!cluster) {
     return [check('kube.connect', 'Kubernetes cluster reachable', 'fail', 'the kubeconfig has no current cluster', 'a kubeconfig for the cluster', 'Choose a context: kubectl config use-context NAME')]
   }
+  const timeoutMs = o.timeoutMs ?? PROBE_DEADLINE_MS
+  const limit = abortAfter(timeoutMs)
+  // The signal stops the request; the race is there in case a step of the client's ignores it.
+  const ask = <T>(what: string, request: Promise<T>) => within(timeoutMs + 1000, what, request)
   let version: string
   try {
-    version = (await kc.makeApiClient(VersionApi).getCode()).gitVersion
+    version = (await ask('the version', kc.makeApiClient(VersionApi).getCode({}, limit))).gitVersion
   } catch (err) {
-    const e = err as { code?: string; cause?: { code?: string }; message?: string }
+    const e = err as { code?: string; name?: string; cause?: { code?: string }; message?: string }
+    const silent = e.name === 'AbortError' || e.name === 'TimeoutError' || e.code === 'ETIMEDOUT' || /aborted|timed out|no answer/i.test(e.message ?? '')
     return [
       check(
         'kube.connect',
         'Kubernetes cluster reachable',
         'fail',
-        `${cluster.server} did not answer (${e.cause?.code ?? e.code ?? e.message})`,
+        silent ? `${cluster.server} did not answer in ${inSeconds(timeoutMs)}` : `${cluster.server} did not answer (${e.cause?.code ?? e.code ?? e.message})`,
         "the cluster's API server answering",
         "Check the network path to the API server and that the kubeconfig's credentials are current",
       ),
@@ -171,7 +196,7 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
     gradeKubeVersion(version),
   ]
   try {
-    const nodes = await core.listNode()
+    const nodes = await ask('the nodes', core.listNode({}, limit))
     checks.push(
       ...gradeNodes(
         nodes.items.map((n) => ({
@@ -195,7 +220,7 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
     )
   }
   try {
-    const classes = await kc.makeApiClient(StorageV1Api).listStorageClass()
+    const classes = await ask('the storage classes', kc.makeApiClient(StorageV1Api).listStorageClass({}, limit))
     checks.push(gradeStorageClasses(classes.items.map((c) => ({ name: c.metadata?.name ?? '', isDefault: c.metadata?.annotations?.['storageclass.kubernetes.io/is-default-class'] === 'true' }))))
   } catch (err) {
     checks.push(
@@ -210,7 +235,7 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
     )
   }
   try {
-    await core.readNamespace({ name: namespace })
+    await ask('the namespace', core.readNamespace({ name: namespace }, limit))
     checks.push(gradeNamespace(namespace, 'exists'))
   } catch (err) {
     const code = statusOf(err)

@@ -9,6 +9,7 @@ import { Redis } from 'ioredis'
 import { Client } from 'minio'
 import postgres from 'postgres'
 import { check, type CheckResult, type CheckStatus } from './check.js'
+import { inSeconds, within } from './deadline.js'
 import { compareVersions, parseVersion } from './tools.js'
 
 export interface ServiceCheckOptions {
@@ -73,21 +74,6 @@ const databaseOf = (url: string) => {
   }
 }
 
-const timedOut = (what: string) => Object.assign(new Error(`${what} timed out`), { code: 'ETIMEDOUT' })
-
-/** `work`, or a rejection with code ETIMEDOUT after `ms` (the timer never outlives the race). */
-async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const limit = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(timedOut(what)), ms)
-  })
-  try {
-    return await Promise.race([work, limit])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
 const codeOf = (err: unknown): string => {
   const e = err as { code?: unknown; errors?: { code?: string }[] }
   // Node's AggregateError (IPv4 and IPv6 both refused) hides the code in its parts.
@@ -97,12 +83,15 @@ const messageOf = (err: unknown) => (err as Error | null)?.message || String(err
 
 const NETWORK = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|CONNECT_TIMEOUT|timed out|Connection is closed/
 
-const unreachable = (id: string, what: string, url: string, err: unknown) =>
+const TIMED_OUT = /ETIMEDOUT|CONNECT_TIMEOUT|timed out|no answer in/
+
+/** A service that could not be reached; one that accepted the connection but never answered is said so, with the deadline it missed. */
+const unreachable = (id: string, what: string, url: string, err: unknown, timeoutMs: number) =>
   check(
     id,
     `${what.replace(/^the /, '')} reachable`,
     'fail',
-    `not reachable at ${where(url)} (${codeOf(err) || messageOf(err)})`,
+    TIMED_OUT.test(`${codeOf(err)} ${messageOf(err)}`) ? `no answer from ${where(url)} in ${inSeconds(timeoutMs)}` : `not reachable at ${where(url)} (${codeOf(err) || messageOf(err)})`,
     `${what} answering at ${where(url)}`,
     `Start ${what}, or correct the host and port; check firewalls and DNS between this machine and ${where(url)}`,
   )
@@ -228,7 +217,7 @@ export async function postgresChecks(url: string, opts: ServiceCheckOptions = {}
           : (err as { severity?: string }).severity // any other answer from the server itself
             ? connect('fail', `PostgreSQL at ${where(url)} refused: ${messageOf(err)} (SQLSTATE ${code})`, 'Fix what the server reports, then run the checks again')
             : NETWORK.test(`${code} ${messageOf(err)}`)
-              ? unreachable('postgres.connect', 'PostgreSQL', url, err)
+              ? unreachable('postgres.connect', 'PostgreSQL', url, err, timeoutMs)
               : connect('fail', `could not use DATABASE_URL ${redactUrl(url)}: ${messageOf(err)}`, 'Write DATABASE_URL as postgres://user:password@host:5432/database')
     return scrub([result], [passwordOf(url)])
   } finally {
@@ -296,7 +285,7 @@ export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): 
         ? connect('fail', `the user may not run INFO at ${where(url)} (${messageOf(err)})`, "Give the REDIS_URL user all commands on Atrium's keys (ACL SETUSER <user> +@all ~*)")
         : (err as Error).name === 'ReplyError'
           ? connect('fail', `Redis at ${where(url)} answered: ${messageOf(err)}`, 'Fix what the server reports, then run the checks again')
-          : unreachable('redis.connect', 'Redis', url, cause ?? err)
+          : unreachable('redis.connect', 'Redis', url, cause ?? err, timeoutMs)
     return scrub([result], [passwordOf(url)])
   } finally {
     redis?.disconnect()
@@ -338,7 +327,22 @@ function storeNames(region: string | undefined) {
   }
 }
 
-function s3Client(t: S3Target, addressing: Addressing, lookup: LookupFunction): Client {
+/**
+ * Agents of the S3 clients a check made. Destroyed when it ends: a request to a store that never
+ * answers is otherwise left open after its deadline, and keeps the installer from exiting.
+ */
+class Agents {
+  private readonly all: http.Agent[] = []
+  add<A extends http.Agent>(agent: A): A {
+    this.all.push(agent)
+    return agent
+  }
+  destroy() {
+    for (const a of this.all.splice(0)) a.destroy()
+  }
+}
+
+function s3Client(t: S3Target, addressing: Addressing, lookup: LookupFunction, agents: Agents): Client {
   const url = new URL(t.endpoint)
   const useSSL = url.protocol === 'https:'
   return new Client({
@@ -350,7 +354,7 @@ function s3Client(t: S3Target, addressing: Addressing, lookup: LookupFunction): 
     region: t.region,
     pathStyle: addressing === 'path-style',
     // Our own agent, so that requests resolve names the way the detection did.
-    transportAgent: useSSL ? new https.Agent({ lookup }) : new http.Agent({ lookup }),
+    transportAgent: agents.add(useSSL ? new https.Agent({ lookup }) : new http.Agent({ lookup })),
   })
 }
 
@@ -379,8 +383,13 @@ export async function detectAddressing(t: S3Target, opts: S3CheckOptions = {}): 
   const lookup = opts.lookup ?? (dnsLookup as LookupFunction)
   if (!virtualHostCandidate(t.endpoint, t.bucket)) return 'path-style'
   if (!(await resolves(`${t.bucket}.${new URL(t.endpoint).hostname}`, lookup, timeoutMs))) return 'path-style'
-  const found = await within(timeoutMs, 'a virtual-hosted request', s3Client(t, 'virtual-hosted', lookup).bucketExists(t.bucket)).catch(() => false)
-  return found ? 'virtual-hosted' : 'path-style'
+  const agents = new Agents()
+  try {
+    const found = await within(timeoutMs, 'a virtual-hosted request', s3Client(t, 'virtual-hosted', lookup, agents).bucketExists(t.bucket)).catch(() => false)
+    return found ? 'virtual-hosted' : 'path-style'
+  } finally {
+    agents.destroy()
+  }
 }
 
 /**
@@ -417,14 +426,15 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
     return within(timeoutMs, name, work())
   }
   let written: Client | undefined
+  const agents = new Agents()
   try {
     // Path-style to find or make the bucket (accepted everywhere); the rest of the trip goes the
     // way the configuration will, once the bucket exists to ask about.
-    const first = s3Client(t, 'path-style', lookup)
+    const first = s3Client(t, 'path-style', lookup, agents)
     const existed = await run('find the bucket', () => bucketFound(first, t.bucket, key))
     if (!existed) await run('create the bucket', () => first.makeBucket(t.bucket, t.region))
     const addressing = await detectAddressing(t, { timeoutMs, lookup })
-    const client = s3Client(t, addressing, lookup)
+    const client = s3Client(t, addressing, lookup, agents)
     await run('put an object', () => client.putObject(t.bucket, key, body, body.length))
     written = client
     const read = await run('get the object', async () => Buffer.concat((await (await client.getObject(t.bucket, key)).toArray()) as Buffer[]))
@@ -449,7 +459,7 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
       : /AccessDenied/.test(text)
         ? roundtrip('fail', `access denied at the step: ${step}`, `Give ${n.keyName} read, write and delete on bucket ${t.bucket} (and bucket creation, or create the bucket first)`)
         : NETWORK.test(text)
-          ? unreachable(`${n.id}.roundtrip`, `the ${n.title}`, t.endpoint, err)
+          ? unreachable(`${n.id}.roundtrip`, `the ${n.title}`, t.endpoint, err, timeoutMs)
           : roundtrip(
               'fail',
               `failed at the step: ${step}: ${messageOf(err)}`,
@@ -459,5 +469,6 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
   } finally {
     // Best effort: a failed step after the put must not leave the test object behind.
     if (written) await within(timeoutMs, 'cleanup', written.removeObject(t.bucket, key)).catch(() => {})
+    agents.destroy()
   }
 }

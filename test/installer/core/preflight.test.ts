@@ -3,14 +3,16 @@
 import { generateKeyPairSync } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
-import { clockOffsetFrom, portsFor, runPreflight } from '../../../installer/core/preflight.js'
+import { clockOffsetFrom, portsFor, PREFLIGHT_DEADLINE_MS, runPreflight } from '../../../installer/core/preflight.js'
 import { run, type Runner } from '../../../installer/deploy/run.js'
 import { issueLicense } from '../../../licenses/issue.js'
 import type { TrustedKey } from '../../../licenses/keys.js'
 import { services, tempDir } from '../../helpers/platform.js'
+import { silentServer } from '../../helpers/silent.js'
 
 async function serve(t: Parameters<typeof tempDir>[0], server: Server): Promise<string> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
@@ -97,4 +99,54 @@ t.test('each region of REGION_STORES gets its store checked; REGION_STORES that 
     broken.find((c) => c.id === 'region.stores'),
     { status: 'fail', found: /region mars/, fix: 'Correct REGION_STORES' },
   )
+})
+
+// The issue's bound: a whole preflight ends within 60 s whatever the network does. Each probe fails
+// at its own deadline (5 s for a service step, 10 s for the cluster), long before.
+t.test('a silent S3 endpoint and a silent Kubernetes API server end the preflight with failed checks within 60 s', { timeout: 60_000 }, async (t) => {
+  const s3 = await silentServer(t)
+  const api = await silentServer(t)
+  const kubeconfig = join(tempDir(t), 'config')
+  writeFileSync(
+    kubeconfig,
+    `apiVersion: v1
+kind: Config
+clusters: [{ name: silent, cluster: { server: "${api.url('https')}", insecure-skip-tls-verify: true } }]
+users: [{ name: admin, user: { token: t0ken } }]
+contexts: [{ name: silent, context: { cluster: silent, user: admin } }]
+current-context: silent
+`,
+  )
+  const noTools: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: tempDir(t) } })
+  const answers: Answers = { ...DEFAULT_ANSWERS, target: 'helm', dataPath: tempDir(t), config: {} }
+  const values = { R2_ENDPOINT: s3.url('http'), R2_BUCKET: 'atrium', R2_ACCESS_KEY_ID: 'atrium', R2_SECRET_ACCESS_KEY: 'secret-key' }
+  const checks = await runPreflight(answers, values, { runner: noTools, kubeconfig })
+  t.match(
+    checks.find((c) => c.id === 's3.roundtrip'),
+    { status: 'fail', found: `no answer from 127.0.0.1:${s3.port} in 5 s`, fix: /Start the S3 store|host and port/ },
+  )
+  t.match(
+    checks.find((c) => c.id === 'kube.connect'),
+    { status: 'fail', found: `${api.url('https')} did not answer in 10 s` },
+  )
+  t.notOk(
+    checks.some((c) => c.id === 'preflight.deadline'),
+    'every probe ended at its own deadline',
+  )
+  t.ok((await s3.allClosed()) && (await api.allClosed()), 'no connection left open to hold the installer')
+})
+
+t.test('a group of checks still running at the preflight deadline is reported as a failed check', async (t) => {
+  const hung: Runner = () => new Promise(() => {}) // a tool that never returns, whatever its own timeout says
+  const answers: Answers = { ...DEFAULT_ANSWERS, target: 'compose', dataPath: tempDir(t), config: {} }
+  const checks = await runPreflight(answers, { PORT: '0' }, { runner: hung, clockOffsetMs: 0, deadlineMs: 300 })
+  t.match(
+    checks.filter((c) => c.id === 'preflight.deadline'),
+    [{ status: 'fail', title: 'the tools finished', found: 'the tools: no answer in 0.3 s', fix: /accepts connections and never answers/ }],
+  )
+  t.ok(
+    checks.some((c) => c.id === 'disk'),
+    'the groups that finished are reported as they are',
+  )
+  t.ok(PREFLIGHT_DEADLINE_MS < 60_000)
 })

@@ -39,7 +39,8 @@ t.test("compose with the bundled services: the written .env passes the real vali
     R2_ENDPOINT: 'http://minio:9000',
     R2_ACCESS_KEY_ID: 'atrium',
     R2_SECRET_ACCESS_KEY: env.MINIO_ROOT_PASSWORD,
-    R2_PUBLIC_ENDPOINT: 'https://atrium.example.com:9000',
+    // The bundled MinIO speaks plain HTTP on its published port, whatever is in front of Atrium.
+    R2_PUBLIC_ENDPOINT: 'http://atrium.example.com:9000',
     ATRIUM_DATA_PATH: `${a.dir}/data`,
     COMPOSE_PROFILES: 'postgres,redis,s3',
   })

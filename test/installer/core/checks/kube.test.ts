@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { gradeKubeVersion, gradeNodes, gradeStorageClasses, kubeChecks, parseQuantity } from '../../../../installer/core/checks/kube.js'
 import { tempDir } from '../../../helpers/platform.js'
+import { silentServer } from '../../../helpers/silent.js'
 
 const GiB = 2 ** 30
 
@@ -161,4 +162,11 @@ t.test('no kubeconfig or no API server fails with what to do', async (t) => {
   const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`
   await new Promise((r) => server.close(r))
   t.match(await kubeChecks('ai', { kubeconfig: kubeconfig(t, url, certificate(t).certPath) }), [{ id: 'kube.connect', status: 'fail', found: new RegExp(`${url} did not answer \\(ECONNREFUSED\\)`) }])
+})
+
+t.test('an API server that accepts the connection and never answers fails at the deadline, and its connection is closed', async (t) => {
+  const silent = await silentServer(t)
+  const checks = await kubeChecks('ai', { kubeconfig: kubeconfig(t, silent.url('https'), certificate(t).certPath), timeoutMs: 500 })
+  t.match(checks, [{ id: 'kube.connect', status: 'fail', found: `${silent.url('https')} did not answer in 0.5 s`, fix: /network path to the API server/ }])
+  t.ok(await silent.allClosed(), 'no request left hanging to keep the installer from exiting')
 })

@@ -22,6 +22,7 @@ import {
   where,
 } from '../../../../installer/core/checks/services.js'
 import { freshBucket, freshDatabase, services, suffix } from '../../../helpers/platform.js'
+import { silentServer } from '../../../helpers/silent.js'
 
 const quick = { timeoutMs: 2000 }
 
@@ -301,4 +302,16 @@ t.test('a region store of REGION_STORES is checked as the default one, under its
   ])
   const wrong = await s3Checks({ ...target, secretKey: 'wrong-secret' }, { region: 'eu-west' })
   t.match(wrong, [{ id: 'region.eu-west.roundtrip', status: 'fail', fix: 'Correct REGION_STORES["eu-west"].accessKeyId and .secretAccessKey' }])
+})
+
+t.test('services that accept the connection and never answer fail at their deadline, saying so, with nothing left open', async (t) => {
+  const silent = await silentServer(t)
+  const deadline = { timeoutMs: 500 }
+  const [pg] = await postgresChecks(silent.url('postgres').replace('postgres://', 'postgres://atrium:pw@') + '/atrium', deadline)
+  t.match(pg, { id: 'postgres.connect', status: 'fail', found: `no answer from 127.0.0.1:${silent.port} in 0.5 s` })
+  const [redis] = await redisChecks(silent.url('redis'), deadline)
+  t.match(redis, { id: 'redis.connect', status: 'fail', found: `no answer from 127.0.0.1:${silent.port} in 0.5 s` })
+  const [s3] = await s3Checks({ endpoint: silent.url('http'), bucket: 'atrium', accessKey: 'atrium', secretKey: 'secret-key', region: 'us-east-1' }, deadline)
+  t.match(s3, { id: 's3.roundtrip', status: 'fail', found: `no answer from 127.0.0.1:${silent.port} in 0.5 s` })
+  t.ok(await silent.allClosed(), 'every connection closed by the checks')
 })
