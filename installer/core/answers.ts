@@ -137,15 +137,17 @@ const typedInSecret = (name: SettingName, source: ValueSource) => isSecret(name)
  * The answers file for a replay: ordinary settings inline, each secret as a reference. A secret
  * that already had a reference keeps it; one typed in becomes {env: ATRIUM_<NAME>}. Secrets the
  * installer keeps in the written configuration (ENCRYPTION_MASTER_KEY) are left out: a replay
- * reads them back from there.
+ * reads them back from there. Paths are written absolute (the folders as this run used them, from
+ * the working directory; a {file} from `baseDir`, the folder of the answers file it came from), so
+ * the file replays the same from any working directory, wherever it is kept.
  */
-export function renderAnswers(answers: Answers, keptInConfig: readonly SettingName[] = []): string {
+export function renderAnswers(answers: Answers, keptInConfig: readonly SettingName[] = [], baseDir = '.'): string {
   const config: Record<string, ValueSource> = {}
   for (const [name, source] of Object.entries(answers.config) as [SettingName, ValueSource][]) {
     if (keptInConfig.includes(name)) continue
-    config[name] = typedInSecret(name, source) ? { env: secretVariable(name) } : source
+    config[name] = typedInSecret(name, source) ? { env: secretVariable(name) } : typeof source === 'object' && 'file' in source ? { file: resolve(baseDir, source.file) } : source
   }
-  const doc = { ...answers, config }
+  const doc = { ...answers, dataPath: resolve(answers.dataPath), outputDir: resolve(answers.outputDir), config }
   return `# Atrium installer answers. Replay: npm run --silent installer -- install --answers <this file> --yes\n# Secrets are references: set the variables named here (or point them at files) before replaying.\n${stringify(doc)}`
 }
 

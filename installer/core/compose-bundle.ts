@@ -52,7 +52,8 @@ export function composeBundleValues(answers: Answers, resolved: Record<string, s
     generated.push(name)
   }
   variables.MINIO_ROOT_USER ||= 'atrium'
-  variables.ATRIUM_DATA_PATH = answers.dataPath
+  // Absolute: Compose would read a relative path against the compose file's folder.
+  variables.ATRIUM_DATA_PATH = resolve(answers.dataPath)
   variables.ATRIUM_S3_PORT ||= COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example
   const fill = (template: string) => template.replace(/\$\{(\w+)\}/g, (_, v: string) => variables[v] ?? '')
   const bundled = (setting: string) => {

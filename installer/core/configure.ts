@@ -53,7 +53,7 @@ export function configure(ctx: Resolved, opts: { dryRun: boolean }): ConfigureRe
     }
     // Secrets kept in the written configuration are not repeated in the answers (not even by reference).
     const kept = IMMUTABLE_SECRETS.filter((n: SettingName) => plan.values[n])
-    writePrivateFile(files.answers, renderAnswers(answers, kept))
+    writePrivateFile(files.answers, renderAnswers(answers, kept, ctx.baseDir))
   }
   return { plan, files: [...out, files.answers], answersPath: files.answers, written }
 }

@@ -3,7 +3,7 @@
 // first tenant's record) is read here, once per command, into one Resolved that every step then
 // receives. No step reads these on its own, so one run acts on one picture of the site, and a test
 // can hand a step any picture it likes.
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { DEFAULT_ANSWERS, loadAnswers, resolveConfig, type Answers } from './answers.js'
 import { readEnvFile } from './config-file.js'
 import { readFirstAdmin, type FirstAdmin } from './first-admin.js'
@@ -67,8 +67,11 @@ export interface LoadOptions extends ResolveOptions {
 /** The context for a command: the answers file (or the defaults) with the command line's overrides. */
 export function loadContext(o: LoadOptions = {}): Resolved {
   const loaded = o.answersPath ? loadAnswers(o.answersPath) : { answers: DEFAULT_ANSWERS, problems: [], baseDir: o.baseDir ?? process.cwd() }
-  // A copy: the defaults are shared and must not take this run's overrides.
+  // A copy: the defaults are shared and must not take this run's overrides. Folders written
+  // relative in an answers file are relative to that file, as its {file} references are: the same
+  // file gives the same site from any working directory.
   const answers: Answers = { ...loaded.answers, config: { ...loaded.answers.config } }
+  if (o.answersPath) for (const key of ['dataPath', 'outputDir'] as const) answers[key] = resolve(loaded.baseDir, answers[key])
   const problems = [...loaded.problems]
   if (o.target !== undefined) {
     if (o.target === 'compose' || o.target === 'helm') answers.target = o.target

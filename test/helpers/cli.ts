@@ -1,7 +1,8 @@
 // Runs the admin CLI or the server as a separate process, as an operator would.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { request } from 'node:http'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { Test } from 'tap'
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -12,9 +13,12 @@ export interface Ran {
   stderr: string
 }
 
-export function spawnScript(script: string, args: string[], env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', script, ...args], {
-    cwd: ROOT,
+/** tsx's loader by its path, so that a script also runs from a working directory outside the repository. */
+const TSX = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href
+
+export function spawnScript(script: string, args: string[], env: Record<string, string>, o: { cwd?: string } = {}): ChildProcess {
+  return spawn(process.execPath, ['--import', TSX, join(ROOT, script), ...args], {
+    cwd: o.cwd ?? ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })

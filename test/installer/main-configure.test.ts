@@ -1,11 +1,11 @@
 // configure, install and support-bundle as an admin runs them: --dry-run writes nothing, the
 // configuration is private and replays to itself, failed checks stop it, no secret leaks.
-import { existsSync, readFileSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { parse } from 'yaml'
 import { answersFile, installer } from '../helpers/installer.js'
-import { services } from '../helpers/platform.js'
+import { services, tempDir } from '../helpers/platform.js'
 import { unzip } from '../helpers/zip.js'
 
 // Each test runs the CLI as its own process (tsx compiling it first): on a slow or busy machine
@@ -43,6 +43,44 @@ t.test('configure writes a private .env and an answers file that replays to the 
   t.equal(again.code, 0, again.stderr)
   t.same(JSON.parse(again.stdout).changes, [])
   t.equal(readFileSync(envPath, 'utf8'), env, 'the file is the same, master key and all')
+})
+
+t.test('the written answers replay from any working directory: relative folders and {file} references written so that the same configuration comes out, byte for byte', async (t) => {
+  const site = tempDir(t)
+  writeFileSync(join(site, 's3-secret.txt'), `${services.s3SecretKey}\n`)
+  writeFileSync(
+    join(site, 'answers.yaml'),
+    [
+      'target: compose',
+      'dataPath: data',
+      'outputDir: out',
+      'config:',
+      '  PUBLIC_URL: https://atrium.example.com',
+      `  DATABASE_URL: "${services.databaseUrl || 'postgres://atrium@127.0.0.1:1/atrium'}"`,
+      `  REDIS_URL: "${services.redisUrl || 'redis://127.0.0.1:1'}"`,
+      `  R2_ENDPOINT: "${services.s3Endpoint || 'http://127.0.0.1:1'}"`,
+      `  R2_BUCKET: atrium-replay`,
+      `  R2_ACCESS_KEY_ID: "${services.s3AccessKey}"`,
+      '  R2_SECRET_ACCESS_KEY: { file: s3-secret.txt }',
+    ].join('\n'),
+  )
+  // The first run from the site's folder, everything relative to it.
+  const first = await installer(['configure', '--answers', 'answers.yaml', '--yes', '--ignore-failed-checks'], {}, { cwd: site })
+  t.equal(first.code, 0, first.stderr)
+  const env = readFileSync(join(site, 'out/.env'), 'utf8')
+  const written = readFileSync(join(site, 'out/answers.yaml'), 'utf8')
+  t.match(written, `dataPath: ${join(site, 'data')}`)
+  t.match(written, `outputDir: ${join(site, 'out')}`)
+  t.match(written, `file: ${join(site, 's3-secret.txt')}`)
+
+  // The replay from somewhere else entirely.
+  const elsewhere = tempDir(t)
+  const again = await installer(['configure', '--answers', join(site, 'out/answers.yaml'), '--yes', '--ignore-failed-checks', '--json'], {}, { cwd: elsewhere })
+  t.equal(again.code, 0, again.stderr)
+  t.same(JSON.parse(again.stdout).changes, [])
+  t.equal(readFileSync(join(site, 'out/.env'), 'utf8'), env, 'the same configuration, byte for byte')
+  t.equal(readFileSync(join(site, 'out/answers.yaml'), 'utf8'), written, 'and the same answers')
+  t.same(readdirSync(elsewhere), [], 'nothing written where the replay ran')
 })
 
 t.test('without --yes configure asks for it; failed checks stop it with exit 3 unless ignored', async (t) => {
