@@ -57,5 +57,5 @@ EXPOSE 8080
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=6 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:8080/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-ENTRYPOINT ["node", "--max-semi-space-size=4", "/app/server/cli.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=8", "/app/server/cli.js"]
 CMD ["serve"]

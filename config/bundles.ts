@@ -40,10 +40,11 @@ export const CONTAINER_FIXED: Readonly<Partial<Record<SettingName, string>>> = {
 
 /**
  * Node's flags for the server wherever it runs compiled (`npm start`, the image, the benchmarks).
- * Semi-spaces of 4 MB rather than V8's 16: under a read load the server's peak RSS fell from about
- * 195 MB to 155 MB, with no change in throughput the runs could tell from noise (docs/performance.md).
+ * Semi-spaces of 8 MB rather than V8's 16: peak RSS under the benchmark's reads 181-188 MB (about
+ * 195 with 16); 4 MB saved a few MB more but cost some 10% more CPU per request in garbage
+ * collection (docs/performance.md).
  */
-export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4']
+export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8']
 
 /**
  * And its environment there: glibc's malloc keeps an arena per thread by default (Node has a dozen:

@@ -25,7 +25,7 @@ export const metricsPlugin = fp(
     // One labelled child per (method, route, status), found by a string key: cheaper per request
     // than prom-client hashing a label object on every observation.
     const children = new Map<string, { count: ReturnType<typeof requests.labels>; time: ReturnType<typeof duration.labels> }>()
-    app.addHook('onResponse', async (request, reply) => {
+    app.addHook('onResponse', (request, reply, done) => {
       const route = request.routeOptions.url ?? 'unmatched'
       const key = `${request.method} ${route} ${reply.statusCode}`
       let child = children.get(key)
@@ -36,6 +36,7 @@ export const metricsPlugin = fp(
       }
       child.count.inc()
       child.time.observe(reply.elapsedTime / 1000)
+      done()
     })
   },
   { name: 'atrium-metrics', dependencies: ['atrium-platform'] },

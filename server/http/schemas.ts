@@ -28,6 +28,13 @@ export const ErrorBody = Type.Object(
   { $id: 'ErrorEnvelope', description: 'Error envelope' },
 )
 
+/**
+ * A timestamp in a response: ISO 8601 UTC in the document and on the wire. A handler may give the
+ * database's Date as it is: the response serializer (fast-json-stringify, format date-time) writes
+ * it, so no copy of the row is made to turn its dates into strings first.
+ */
+export const DateTime = (o: { description?: string } = {}) => Type.Unsafe<Date | string>(Type.String({ format: 'date-time', ...o }))
+
 export const Envelope = <T extends TSchema>(data: T) => Type.Object({ data, meta: Meta })
 export const PageEnvelope = <T extends TSchema>(item: T) => Type.Object({ data: Type.Array(item), meta: PageMeta })
 

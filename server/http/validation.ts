@@ -144,10 +144,10 @@ export const validationPlugin = fp(
     // A POST without a body is an empty object: optional flags default, required fields are named.
     // Text the database cannot store (NUL, unpaired surrogates) is refused here, before it can reach
     // the database and fail there.
-    app.addHook('preValidation', async (request) => {
+    app.addHook('preValidation', (request, _reply, done) => {
       if (request.body === undefined && request.routeOptions.schema?.body) request.body = {}
       const bad = findUnstorableText(request.body)
-      if (bad) throw invalid(bad.field, bad.message)
+      done(bad ? invalid(bad.field, bad.message) : undefined)
     })
   },
   { name: 'atrium-validation', dependencies: ['atrium-envelope'] },

@@ -3,9 +3,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
 import { actorOf } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
-import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { apiErrors, DateTime, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
 import type { ProjectsService } from './service.js'
-import type { ProjectRow, VersionRow } from './store.js'
 
 const Project = Type.Object({
   id: Type.String({ format: 'uuid' }),
@@ -13,8 +12,8 @@ const Project = Type.Object({
   description: Type.String(),
   language: Type.String(),
   version: Type.Integer({ description: 'Current version number; every change adds one' }),
-  created_at: Type.String({ format: 'date-time' }),
-  updated_at: Type.String({ format: 'date-time' }),
+  created_at: DateTime(),
+  updated_at: DateTime(),
 })
 
 const Version = Type.Object({
@@ -27,12 +26,8 @@ const Version = Type.Object({
     description: 'What made this version: created, updated (fields), restored, or files (a change of the project files)',
   }),
   restored_from: Type.Union([Type.Integer(), Type.Null()], { description: 'Version number a restore went back to' }),
-  created_at: Type.String({ format: 'date-time' }),
+  created_at: DateTime(),
 })
-
-/** Database rows to the API's shape (timestamps as ISO 8601 UTC). */
-const present = (p: ProjectRow) => ({ ...p, created_at: p.created_at.toISOString(), updated_at: p.updated_at.toISOString() })
-const presentVersion = (v: VersionRow) => ({ ...v, created_at: v.created_at.toISOString() })
 
 const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Not blank; surrounding spaces are trimmed' })
 const Description = Type.String({ maxLength: 10_000 })
@@ -70,7 +65,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     },
     async (req) => {
       const r = await projects.list(actorOf(req).tenantId, req.query)
-      return page(req, r.items.map(present), r.nextCursor)
+      return page(req, r.items, r.nextCursor)
     },
   )
 
@@ -82,7 +77,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     },
     async (req, reply) => {
       reply.code(201)
-      return ok(req, present(await projects.create(actorOf(req), req.body)))
+      return ok(req, await projects.create(actorOf(req), req.body))
     },
   )
 
@@ -92,7 +87,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
       config: read,
       schema: { tags, summary: 'Get a project', params: IdParams, response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
     },
-    async (req) => ok(req, present(await projects.get(actorOf(req).tenantId, req.params.id))),
+    async (req) => ok(req, await projects.get(actorOf(req).tenantId, req.params.id)),
   )
 
   app.patch(
@@ -107,7 +102,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
         response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
       },
     },
-    async (req) => ok(req, present(await projects.update(actorOf(req), req.params.id, req.body))),
+    async (req) => ok(req, await projects.update(actorOf(req), req.params.id, req.body)),
   )
 
   app.delete(
@@ -141,7 +136,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     },
     async (req) => {
       const r = await projects.versions(actorOf(req).tenantId, req.params.projectId, req.query)
-      return page(req, r.items.map(presentVersion), r.nextCursor)
+      return page(req, r.items, r.nextCursor)
     },
   )
 
@@ -156,7 +151,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
         response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
       },
     },
-    async (req) => ok(req, present(await projects.restoreVersion(actorOf(req), req.params.projectId, req.params.versionId))),
+    async (req) => ok(req, await projects.restoreVersion(actorOf(req), req.params.projectId, req.params.versionId)),
   )
 
   app.post(
