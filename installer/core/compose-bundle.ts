@@ -57,7 +57,9 @@ export function composeBundleValues(answers: Answers, resolved: Record<string, s
   variables.ATRIUM_S3_PORT ||= COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example
   const fill = (template: string) => template.replace(/\$\{(\w+)\}/g, (_, v: string) => variables[v] ?? '')
   const bundled = (setting: string) => {
-    const given = resolved[setting] || existing?.[setting]
+    // Given in the answers, even empty, it decides (empty: the bundled one, also after an external
+    // one was written before); not given, the configuration already written does.
+    const given = setting in resolved ? resolved[setting] : existing?.[setting]
     return !given || BUNDLED_HOSTS.has(hostOf(given))
   }
   const settings: Record<string, string> = {}

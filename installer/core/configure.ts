@@ -33,8 +33,11 @@ export function configure(ctx: Resolved, opts: { dryRun: boolean }): ConfigureRe
   const { answers, files, existing, values: resolved } = ctx
   // Compose: the bundled PostgreSQL, Redis and MinIO unless the answers name external ones.
   const bundle = files.target === 'compose' ? composeBundleValues(answers, resolved, existing) : null
-  // Helm: the chart fixes the port, address and data folder of the container; answers cannot move them.
-  const given = files.target === 'helm' ? Object.fromEntries(Object.entries(resolved).filter(([n]) => !(n in CONTAINER_FIXED))) : resolved
+  // Helm: the chart fixes the port, address and data folder of the container; answers cannot move
+  // them. Compose: a service setting left empty means the bundled service, whose settings stand.
+  const given = Object.fromEntries(
+    Object.entries(resolved).filter(([n, v]) => (files.target === 'helm' ? !(n in CONTAINER_FIXED) : !(v === '' && bundle && n in bundle.settings))),
+  )
   const plan = planConfig({ ...bundle?.settings, ...given, ...impliedSettings(answers) }, existing)
   if (bundle) plan.generated.push(...bundle.generated)
   plan.problems.unshift(...ctx.problems)

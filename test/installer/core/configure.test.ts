@@ -1,0 +1,40 @@
+// configure's plan for Compose with the bundled services: a service setting left empty means the
+// bundled service, also after an external one was written, and never an empty setting.
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import t from 'tap'
+import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
+import { configure } from '../../../installer/core/configure.js'
+import { contextFor } from '../../../installer/core/context.js'
+import { tempDir } from '../../helpers/platform.js'
+
+const site = (t: Parameters<typeof tempDir>[0], config: Answers['config']): Answers => {
+  const dir = tempDir(t)
+  return { ...DEFAULT_ANSWERS, target: 'compose', dataPath: join(dir, 'data'), outputDir: join(dir, 'out'), config: { PUBLIC_URL: 'https://atrium.example.com', ...config } }
+}
+
+t.test('service settings left empty point Atrium at the bundled services', async (t) => {
+  const answers = site(t, { DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '', R2_ACCESS_KEY_ID: '', R2_SECRET_ACCESS_KEY: '' })
+  const { plan } = configure(contextFor(answers), { dryRun: true })
+  t.same(plan.problems, [])
+  t.match(plan.values, {
+    DATABASE_URL: /^postgres:\/\/atrium:[0-9a-f]+@postgres:5432\/atrium$/,
+    REDIS_URL: /^redis:\/\/:[0-9a-f]+@redis:6379$/,
+    R2_ENDPOINT: 'http://minio:9000',
+    R2_ACCESS_KEY_ID: 'atrium',
+    R2_SECRET_ACCESS_KEY: /^[0-9a-f]{48}$/,
+  })
+})
+
+t.test('an external service written before goes back to the bundled one when its setting is left empty; not given, it stays', async (t) => {
+  const answers = site(t, {})
+  mkdirSync(answers.outputDir, { recursive: true })
+  writeFileSync(join(answers.outputDir, '.env'), 'DATABASE_URL=postgres://atrium:pw@db.internal:5432/atrium\nREDIS_URL=redis://cache.internal:6379\n')
+  const emptied = configure(contextFor({ ...answers, config: { ...answers.config, DATABASE_URL: '' } }), { dryRun: true }).plan
+  t.match(emptied.values.DATABASE_URL, /@postgres:5432\/atrium$/, 'empty: the bundled PostgreSQL')
+  t.match(
+    emptied.changes.find((c) => c.name === 'DATABASE_URL'),
+    { change: 'changed', shown: '(secret changed)' },
+  )
+  t.equal(emptied.values.REDIS_URL, 'redis://cache.internal:6379', 'not in the answers: the external Redis written before stays')
+})
