@@ -35,9 +35,7 @@ export function configure(ctx: Resolved, opts: { dryRun: boolean }): ConfigureRe
   const bundle = files.target === 'compose' ? composeBundleValues(answers, resolved, existing) : null
   // Helm: the chart fixes the port, address and data folder of the container; answers cannot move
   // them. Compose: a service setting left empty means the bundled service, whose settings stand.
-  const given = Object.fromEntries(
-    Object.entries(resolved).filter(([n, v]) => (files.target === 'helm' ? !(n in CONTAINER_FIXED) : !(v === '' && bundle && n in bundle.settings))),
-  )
+  const given = Object.fromEntries(Object.entries(resolved).filter(([n, v]) => (files.target === 'helm' ? !(n in CONTAINER_FIXED) : !(v === '' && bundle && n in bundle.settings))))
   const plan = planConfig({ ...bundle?.settings, ...given, ...impliedSettings(answers) }, existing)
   if (bundle) plan.generated.push(...bundle.generated)
   plan.problems.unshift(...ctx.problems)
