@@ -127,7 +127,12 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
         throw new LicenseRefused(decision.summary)
       }
       const license = licenseOf(decision, config, opts.license?.now)
-      print({ ...license.view(), message: license.message(), ...(decision.kind === 'unlicensed' && decision.problem ? { problem: decision.problem } : {}) })
+      print({
+        ...license.view(),
+        message: license.message(),
+        airGapped: config.AIR_GAPPED,
+        ...(decision.kind === 'unlicensed' && decision.problem ? { problem: decision.problem } : {}),
+      })
       return
     }
     case 'create-key': {

@@ -25,13 +25,16 @@ export async function serve(opts: ServeOptions = {}): Promise<void> {
     platform.cache.redis ? '' : 'cache (in-process)',
     platform.blobs.kind === 'local' ? 'blob storage (local folder)' : '',
   ].filter(Boolean)
-  log.info({ address, url: config.PUBLIC_URL, embedded }, 'atrium listening')
+  log.info({ address, url: config.PUBLIC_URL, embedded, airGapped: config.AIR_GAPPED }, 'atrium listening')
   process.stderr.write(
     [
       '',
       `Atrium is listening on ${address} (public URL ${config.PUBLIC_URL})`,
       embedded.length ? `Embedded defaults in ${config.DATA_DIR}: ${embedded.join(', ')}` : 'Using the configured PostgreSQL, Redis and object storage',
       platform.license.message(),
+      config.AIR_GAPPED
+        ? 'Air-gapped (AIR_GAPPED=true): features that need outside APIs are off; outbound connections go only to OUTBOUND_ALLOWED_NETWORKS and OUTBOUND_ALLOWED_DOMAINS'
+        : 'Connected (AIR_GAPPED=false): features that call outside APIs are available',
       `API docs: ${config.PUBLIC_URL}/docs   Health: ${config.PUBLIC_URL}/readyz`,
       'Create the first tenant (prints its API key once):',
       `  ${ADMIN_CLI} create-tenant --name "My Company" --email admin@example.com --password "<12+ characters>"`,

@@ -149,6 +149,8 @@ export async function bundleEntries(i: BundleInput): Promise<ZipEntry[]> {
     tools: i.checks.filter((c) => c.id.startsWith('tools.')).map((c) => ({ id: c.id, found: c.found })),
     target: i.answers.target,
     mode: i.answers.mode,
+    // As the written configuration has it, which is what the server runs with.
+    airGapped: i.config.AIR_GAPPED === 'true',
     secretName: i.answers.target === 'helm' ? secretName(i.answers.release) : undefined,
     createdAt: (i.now ?? new Date()).toISOString(),
   }

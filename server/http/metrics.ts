@@ -1,7 +1,7 @@
 // Prometheus metrics: request counts and latency by route template (never by raw URL, which would
 // make one series per project id).
 import fp from 'fastify-plugin'
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 
 export function createRegistry(): Registry {
   const registry = new Registry()
@@ -13,6 +13,9 @@ export function createRegistry(): Registry {
 export const metricsPlugin = fp(
   async (app) => {
     const registry = app.registry
+    // The deployment's mode, for dashboards and alerts: an air-gapped site with this at 0 has lost
+    // its setting (and would try features that need outside APIs).
+    new Gauge({ name: 'atrium_air_gapped', help: 'AIR_GAPPED: 1 when features that need outside APIs are off, 0 otherwise', registers: [registry] }).set(app.platform.config.AIR_GAPPED ? 1 : 0)
     const labelNames = ['method', 'route', 'status_code'] as const
     const requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests answered', labelNames, registers: [registry] })
     const duration = new Histogram({

@@ -93,6 +93,7 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
     maxTenants: 7,
     readOnly: false,
     message: 'Licensed to Acme (growth, up to 7 tenants) until 2099-01-01',
+    airGapped: false,
   })
 
   const graceKey = await testLicense(vendor, { issuedAt: new Date(Date.now() - 100 * DAY), expiresAt: new Date(Date.now() - 5.5 * DAY) })
@@ -101,7 +102,10 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
 
   const unlicensed = await admin(['license'], env)
   t.equal(unlicensed.code, 0)
-  t.match(JSON.parse(unlicensed.stdout), { status: 'unlicensed', readOnly: false, message: /^Unlicensed \(development\)/ })
+  t.match(JSON.parse(unlicensed.stdout), { status: 'unlicensed', readOnly: false, message: /^Unlicensed \(development\)/, airGapped: false })
+  // The site's mode is part of its status.
+  const airGapped = await admin(['license'], { ...env, AIR_GAPPED: 'true' })
+  t.match(JSON.parse(airGapped.stdout), { status: 'unlicensed', airGapped: true })
 
   const refused = await admin(['license'], productionEnv(t, { LICENSE_KEY: 'garbled' }))
   t.equal(refused.code, 78, 'production would not start')

@@ -24,6 +24,9 @@ t.test('with no services configured the server starts on embedded defaults and i
   t.match(exit.stdout, /"msg":"stopped"/)
   // No LICENSE_KEY is needed to try Atrium: it says so and runs.
   t.match(exit.stderr, /Unlicensed \(development\): set LICENSE_KEY/)
+  // The mode is in the start-up line and the banner.
+  t.match(exit.stdout, /"airGapped":false,.*"msg":"atrium listening"/)
+  t.match(exit.stderr, /Connected \(AIR_GAPPED=false\): features that call outside APIs are available/)
   t.match(exit.stdout, /"level":40,.*"msg":"running unlicensed \(development\): no LICENSE_KEY is set/)
 })
 

@@ -57,6 +57,8 @@ t.test('a compose site gets a zip of versions, checks, redacted configuration an
     atrium: /^\d+\.\d+\.\d+/,
     node: process.version,
     target: 'compose',
+    mode: 'connected',
+    airGapped: false,
     tools: [{ id: 'tools.docker', found: '27.3.1' }],
     createdAt: '2026-11-23T10:00:00.000Z',
   })

@@ -74,6 +74,14 @@ t.test('metrics count requests by route template, not by URL', async (t) => {
   t.match(text, /http_request_duration_seconds_bucket\{le="0.005",method="POST",route="\/api\/v1\/projects",status_code="201"\}/)
   t.notMatch(text, new RegExp(p.id), 'no ids in labels')
   t.match(text, /process_resident_memory_bytes/)
+  t.match(text, /^atrium_air_gapped 0$/m, 'a connected site says so')
+})
+
+t.test('an air-gapped site says so in its metrics', async (t) => {
+  const b = await testApp(t, { AIR_GAPPED: 'true' })
+  const text = (await b.anonymous('GET', '/metrics')).raw.toString()
+  t.match(text, /# HELP atrium_air_gapped AIR_GAPPED: 1 when features that need outside APIs are off/)
+  t.match(text, /^atrium_air_gapped 1$/m)
 })
 
 t.test('the OpenAPI document describes every route with its schemas', async (t) => {
