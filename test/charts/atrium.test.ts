@@ -8,7 +8,7 @@ import { CONTAINER_FIXED } from '../../config/bundles.js'
 import { IMAGES } from '../../config/images.js'
 import { VERSION } from '../../common/version.js'
 import { tempDir } from '../helpers/platform.js'
-import { CHART, KUBE_VERSION, fakeCluster, find, helmTemplate, needs, runTool, type Manifest } from '../helpers/tools.js'
+import { BASE_VALUES, CHART, KUBE_VERSION, fakeCluster, find, helmTemplate, needs, runTool, type Manifest } from '../helpers/tools.js'
 
 const skip = needs('helm')
 
@@ -27,10 +27,12 @@ const containers = (spec: any): any[] => [...(spec.initContainers ?? []), ...spe
 
 t.test('helm lint --strict passes with the default, air-gapped, existingSecret and HPA values', { skip }, async (t) => {
   const dir = tempDir(t)
+  const base = join(dir, 'base.yaml')
+  writeFileSync(base, JSON.stringify(BASE_VALUES))
   for (const [name, values] of Object.entries(VARIANTS)) {
     const file = join(dir, `${name}.yaml`)
     writeFileSync(file, JSON.stringify(values))
-    const r = await runTool('helm', ['lint', '--strict', CHART, '-f', file, '--kube-version', KUBE_VERSION])
+    const r = await runTool('helm', ['lint', '--strict', CHART, '-f', base, '-f', file, '--kube-version', KUBE_VERSION])
     t.equal(r.code, 0, `${name}: ${r.stdout}${r.stderr}`)
     t.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/)
   }
@@ -176,6 +178,14 @@ t.test('values that break the schema fail helm template with a message naming th
   }
   const noHost = await helmTemplate(t, [{ ingress: { enabled: true } }])
   t.match(noHost.stderr, /ingress.host is required/)
+})
+
+t.test('without secrets.DATABASE_URL or existingSecret the chart refuses to render, naming both', { skip }, async (t) => {
+  const none = await helmTemplate(t, [{ secrets: { DATABASE_URL: '' } }])
+  t.not(none.code, 0)
+  t.match(none.stderr, /secrets\.DATABASE_URL is required: the PostgreSQL URL .* Or set existingSecret/)
+  const existing = await helmTemplate(t, [{ secrets: { DATABASE_URL: '' }, existingSecret: 'atrium-from-vault' }])
+  t.equal(existing.code, 0, existing.stderr)
 })
 
 const liveSecret = (key: string): Manifest =>

@@ -71,9 +71,12 @@ export interface Manifest {
 }
 
 /** `helm template` with values files written from objects; the manifests, or the error text. */
+/** What every install gives (the chart refuses to render without it); a test's own values come after and may take it away. */
+export const BASE_VALUES = { secrets: { DATABASE_URL: 'postgres://atrium:pw@postgres.example:5432/atrium' } }
+
 export async function helmTemplate(t: Test, values: Record<string, unknown>[] = [], extra: string[] = [], chart = CHART): Promise<{ code: number | null; manifests: Manifest[]; stderr: string }> {
   const dir = tempDir(t, 'atrium-helm-')
-  const files = values.flatMap((v, i) => {
+  const files = [BASE_VALUES, ...values].flatMap((v, i) => {
     const path = join(dir, `values-${i}.yaml`)
     writeFileSync(path, JSON.stringify(v))
     return ['-f', path]
