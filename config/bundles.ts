@@ -187,6 +187,18 @@ export function renderValuesSchema(): string {
         affinity: free('Affinity of the server pods'),
         priorityClassName: str('PriorityClass of the server pods'),
         terminationGracePeriodSeconds: int('Seconds a pod gets to drain; keep above SHUTDOWN_TIMEOUT_SECONDS', 1),
+        // Names as in Bitnami's charts, so admins find them.
+        extraEnvVars: {
+          type: 'array',
+          items: obj({ name: { type: 'string', minLength: 1 } }, { required: ['name'], additionalProperties: true }),
+          description: 'More environment variables of every Atrium container (Kubernetes EnvVar objects)',
+        },
+        extraVolumes: list('More volumes of the Atrium pods (Kubernetes Volume objects)'),
+        extraVolumeMounts: list('More volume mounts of every Atrium container (Kubernetes VolumeMount objects)'),
+        caBundle: obj({
+          existingConfigMap: str('ConfigMap with the PEM certificates of a private CA (an internal CA, a TLS-inspecting proxy): mounted, and NODE_EXTRA_CA_CERTS set, in every Atrium container'),
+          key: str('The key of that ConfigMap that holds the certificates'),
+        }),
       },
       { required: ['image', 'env', 'secrets'] },
     ),

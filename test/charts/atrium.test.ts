@@ -17,6 +17,12 @@ const VARIANTS: Record<string, Record<string, unknown>> = {
   'air-gapped': { airGapped: true, global: { imageRegistry: 'registry.corp.example:5000', imagePullSecrets: ['regcred'] } },
   existingSecret: { existingSecret: 'atrium-from-vault' },
   hpa: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 12 }, ingress: { enabled: true, host: 'atrium.example.com', tls: { enabled: true } } },
+  extras: {
+    caBundle: { existingConfigMap: 'corp-ca' },
+    extraEnvVars: [{ name: 'HTTPS_PROXY', value: 'http://proxy.corp.example:3128' }],
+    extraVolumes: [{ name: 'vault', secret: { secretName: 'vault-agent' } }],
+    extraVolumeMounts: [{ name: 'vault', mountPath: '/vault', readOnly: true }],
+  },
 }
 
 const podSpecs = (manifests: Manifest[]) => [
@@ -178,6 +184,45 @@ t.test('values that break the schema fail helm template with a message naming th
   }
   const noHost = await helmTemplate(t, [{ ingress: { enabled: true } }])
   t.match(noHost.stderr, /ingress.host is required/)
+})
+
+t.test('a private CA and extra environment, volumes and mounts reach every Atrium container', { skip }, async (t) => {
+  const { code, manifests, stderr } = await helmTemplate(t, [VARIANTS.extras!])
+  t.equal(code, 0, stderr)
+  const pods = manifests.filter((m) => m.kind === 'Deployment' || m.kind === 'Job').map((m) => m.spec.template.spec)
+  t.equal(pods.length, 2, 'the server and the migration Job')
+  for (const pod of pods) {
+    t.ok(
+      pod.volumes.some((v: Manifest) => v.name === 'tmp'),
+      'the chart keeps its own volumes',
+    )
+    t.ok(
+      pod.volumes.some((v: Manifest) => v.name === 'ca-bundle' && v.configMap?.name === 'corp-ca'),
+      'the CA bundle is a volume',
+    )
+    t.ok(
+      pod.volumes.some((v: Manifest) => v.name === 'vault'),
+      'and the extra volume',
+    )
+    for (const c of containers(pod)) {
+      t.same(
+        c.env.map((e: { name: string; value: string }) => [e.name, e.value]),
+        [
+          ['NODE_EXTRA_CA_CERTS', '/etc/atrium/ca/ca.crt'],
+          ['HTTPS_PROXY', 'http://proxy.corp.example:3128'],
+        ],
+        `${c.name}: the CA for Node, and the extra variable`,
+      )
+      t.same(
+        c.volumeMounts.map((m: { name: string }) => m.name),
+        [...c.volumeMounts.map((m: { name: string }) => m.name).filter((n: string) => n !== 'ca-bundle' && n !== 'vault'), 'ca-bundle', 'vault'],
+        `${c.name}: mounted after the chart's own`,
+      )
+    }
+  }
+  const none = await helmTemplate(t, [])
+  const server = find(none.manifests, 'Deployment')!.spec.template.spec.containers[0]
+  t.equal(server.env, undefined, 'nothing added by default')
 })
 
 t.test('without secrets.DATABASE_URL or existingSecret the chart refuses to render, naming both', { skip }, async (t) => {

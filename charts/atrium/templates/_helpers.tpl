@@ -86,6 +86,40 @@ envFrom:
       name: {{ include "atrium.configMapName" . }}
   - secretRef:
       name: {{ include "atrium.secretName" . }}
+{{- if or .Values.extraEnvVars .Values.caBundle.existingConfigMap }}
+env:
+  {{- if .Values.caBundle.existingConfigMap }}
+  - name: NODE_EXTRA_CA_CERTS
+    value: {{ printf "/etc/atrium/ca/%s" .Values.caBundle.key | quote }}
+  {{- end }}
+  {{- with .Values.extraEnvVars }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The private CA's and the admin's extra mounts, after the chart's own (every Atrium container). */}}
+{{- define "atrium.extraVolumeMounts" -}}
+{{- if .Values.caBundle.existingConfigMap }}
+- name: ca-bundle
+  mountPath: /etc/atrium/ca
+  readOnly: true
+{{- end }}
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The private CA's and the admin's extra volumes, after the chart's own (every Atrium pod). */}}
+{{- define "atrium.extraVolumes" -}}
+{{- if .Values.caBundle.existingConfigMap }}
+- name: ca-bundle
+  configMap:
+    name: {{ .Values.caBundle.existingConfigMap }}
+{{- end }}
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "atrium.podSecurityContext" -}}
