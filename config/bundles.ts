@@ -156,7 +156,12 @@ export function renderValuesSchema(): string {
           tls: obj({ enabled: bool('Terminate TLS at the Ingress'), secretName: str('Secret with the certificate') }),
         }),
         resources,
-        migrations: obj({ resources, backoffLimit: int('Retries of the migration job'), activeDeadlineSeconds: int('Longest a migration may run', 60) }),
+        migrations: obj({
+          resources,
+          backoffLimit: int('Retries of the migration job'),
+          activeDeadlineSeconds: int('Longest a migration may run', 60),
+          ttlSecondsAfterFinished: int('Seconds a finished migration Job (and its pod and log) is kept before Kubernetes deletes it', 0),
+        }),
         autoscaling: obj({
           enabled: bool('Create a HorizontalPodAutoscaler'),
           minReplicas: int('Fewest replicas', 1),
@@ -188,6 +193,9 @@ export function renderValuesSchema(): string {
         priorityClassName: str('PriorityClass of the server pods'),
         terminationGracePeriodSeconds: int('Seconds a pod gets to drain; keep above SHUTDOWN_TIMEOUT_SECONDS', 1),
         // Names as in Bitnami's charts, so admins find them.
+        commonLabels: anyMap('Labels added to every object the chart makes'),
+        podSecurityContext: free('Security context of every Atrium pod (OpenShift: set runAsUser, runAsGroup and fsGroup to null and the restricted SCC assigns them)'),
+        containerSecurityContext: free('Security context of every Atrium container'),
         extraEnvVars: {
           type: 'array',
           items: obj({ name: { type: 'string', minLength: 1 } }, { required: ['name'], additionalProperties: true }),

@@ -225,6 +225,18 @@ t.test('a private CA and extra environment, volumes and mounts reach every Atriu
   t.equal(server.env, undefined, 'nothing added by default')
 })
 
+t.test('OpenShift: the user and group may be left to the SCC; commonLabels reach every object; the migration Job is cleaned up', { skip }, async (t) => {
+  const { code, manifests, stderr } = await helmTemplate(t, [{ podSecurityContext: { runAsUser: null, runAsGroup: null, fsGroup: null }, commonLabels: { 'cost-center': 'ai-platform' } }])
+  t.equal(code, 0, stderr)
+  for (const m of manifests) t.equal(m.metadata.labels?.['cost-center'], 'ai-platform', `${m.kind} ${m.metadata.name}`)
+  const pods = manifests.filter((m) => m.kind === 'Deployment' || m.kind === 'Job').map((m) => m.spec.template.spec)
+  for (const pod of pods) {
+    t.same(pod.securityContext, { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } }, 'no uid, gid or fsGroup: the SCC assigns them')
+    for (const c of containers(pod)) t.match(c.securityContext, { runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } })
+  }
+  t.equal(find(manifests, 'Job')!.spec.ttlSecondsAfterFinished, 86400)
+})
+
 t.test('without secrets.DATABASE_URL or existingSecret the chart refuses to render, naming both', { skip }, async (t) => {
   const none = await helmTemplate(t, [{ secrets: { DATABASE_URL: '' } }])
   t.not(none.code, 0)

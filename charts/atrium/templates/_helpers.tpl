@@ -31,6 +31,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 app.kubernetes.io/version: {{ include "atrium.appVersion" . | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: atrium
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "atrium.serviceAccountName" -}}
@@ -123,23 +126,17 @@ env:
 {{- end }}
 
 {{- define "atrium.podSecurityContext" -}}
+{{- with .Values.podSecurityContext }}
 securityContext:
-  runAsNonRoot: true
-  runAsUser: 10001
-  runAsGroup: 10001
-  fsGroup: 10001
-  seccompProfile:
-    type: RuntimeDefault
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{- define "atrium.containerSecurityContext" -}}
+{{- with .Values.containerSecurityContext }}
 securityContext:
-  allowPrivilegeEscalation: false
-  readOnlyRootFilesystem: true
-  runAsNonRoot: true
-  privileged: false
-  capabilities:
-    drop: ["ALL"]
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{- define "atrium.scheduling" -}}
