@@ -180,6 +180,7 @@ export function renderValuesSchema(): string {
         networkPolicy: obj({
           enabled: bool('Create a NetworkPolicy'),
           ingressFrom: list('Extra NetworkPolicyPeers allowed to reach the server (e.g. the ingress controller namespace)'),
+          ingressControllerNamespace: str('Namespace of the ingress controller, allowed to reach the server when ingress.enabled (empty: none)'),
           egress: list('Egress rules; empty allows all (the database, Redis and S3 are outside the cluster by default)'),
         }),
         serviceAccount: obj({ create: bool('Create a ServiceAccount'), name: str('Name of the ServiceAccount to use'), annotations: anyMap('ServiceAccount annotations') }),

@@ -140,6 +140,17 @@ t.test('the NetworkPolicy admits the namespace and the listed peers to the HTTP 
   t.same(np.spec.policyTypes, ['Ingress'])
 })
 
+t.test('with ingress enabled the ingress controller may reach the server; its namespace is a value', { skip }, async (t) => {
+  const controller = (ns: string) => ({ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } })
+  const on = { ingress: { enabled: true, host: 'atrium.example.com' } }
+  const byDefault = find((await helmTemplate(t, [on])).manifests, 'NetworkPolicy')!
+  t.same(byDefault.spec.ingress[0].from, [{ podSelector: {} }, controller('ingress-nginx')])
+  const openshift = find((await helmTemplate(t, [{ ...on, networkPolicy: { ingressControllerNamespace: 'openshift-ingress' } }])).manifests, 'NetworkPolicy')!
+  t.same(openshift.spec.ingress[0].from, [{ podSelector: {} }, controller('openshift-ingress')])
+  const off = find((await helmTemplate(t, [])).manifests, 'NetworkPolicy')!
+  t.same(off.spec.ingress[0].from, [{ podSelector: {} }], 'no ingress, no controller admitted')
+})
+
 const jobName = (manifests: Manifest[]) => find(manifests, 'Job')!.metadata.name
 
 t.test('the migration Job is named by chart version, app version and values: the same render twice, a new name exactly when one changes', { skip }, async (t) => {
