@@ -16,7 +16,7 @@ import { render } from 'ink'
 import { BadInput, configureCommand, imagesCommand, installCommand, preflightCommand, supportBundleCommand, type CommandOptions, type Progress } from './commands.js'
 import { overallStatus } from './core/checks/check.js'
 import { configure } from './core/configure.js'
-import { contextFor, loadContext, type Resolved } from './core/context.js'
+import { contextFor, interactiveAnswersPath, loadContext, type Resolved } from './core/context.js'
 import { runPreflight } from './core/preflight.js'
 import { EXIT, type ExitCode, type Report } from './core/report.js'
 import { runInstall } from './deploy/install.js'
@@ -148,7 +148,7 @@ export function interactiveExit(r: AppResult): ExitCode {
 async function interactive(flags: Flags): Promise<Report> {
   if (flags.json) throw new BadInput('the interactive installer has no JSON output; for JSON use: configure --answers FILE --yes --json')
   if (!process.stdin.isTTY) throw new BadInput('the interactive installer needs a terminal; without one use: configure --answers FILE --yes')
-  const ctx = resolved(flags)
+  const ctx = resolved({ ...flags, answers: interactiveAnswersPath(flags.answers) })
   let exitCode: ExitCode = EXIT.error
   const ui = render(
     <App

@@ -3,6 +3,7 @@
 // first tenant's record) is read here, once per command, into one Resolved that every step then
 // receives. No step reads these on its own, so one run acts on one picture of the site, and a test
 // can hand a step any picture it likes.
+import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { DEFAULT_ANSWERS, loadAnswers, resolveConfig, type Answers } from './answers.js'
 import { readEnvFile } from './config-file.js'
@@ -83,3 +84,14 @@ export function loadContext(o: LoadOptions = {}): Resolved {
 
 /** The site's configuration as it stands: what is written, over the answers' values. */
 export const siteConfig = (ctx: Resolved): Record<string, string> => ({ ...ctx.values, ...ctx.existing })
+
+/**
+ * The answers file an interactive run starts from: the one named (--answers), else the one a run
+ * before wrote to the default output folder, so that a re-run offers what was written (data path,
+ * tenant name and all) instead of the defaults; none on a first run.
+ */
+export function interactiveAnswersPath(given: string | undefined, cwd = process.cwd()): string | undefined {
+  if (given) return given
+  const written = resolve(cwd, DEFAULT_ANSWERS.outputDir, 'answers.yaml')
+  return existsSync(written) ? written : undefined
+}

@@ -5,7 +5,9 @@ import { join } from 'node:path'
 import t from 'tap'
 import { stringify } from 'yaml'
 import { DEFAULT_ANSWERS } from '../../../installer/core/answers.js'
-import { configFiles, contextFor, loadContext, siteConfig } from '../../../installer/core/context.js'
+import { configFiles, contextFor, interactiveAnswersPath, loadContext, siteConfig } from '../../../installer/core/context.js'
+import { renderAnswers } from '../../../installer/core/answers.js'
+import { promptsFor } from '../../../installer/core/prompts.js'
 import { tempDir } from '../../helpers/platform.js'
 
 function site(t: Parameters<typeof tempDir>[0], target: 'compose' | 'helm') {
@@ -73,4 +75,19 @@ t.test("answers in hand (the interactive installer's) resolve the same way", asy
   t.same(ctx.values, { LOG_LEVEL: 'debug' })
   t.same(ctx.files, configFiles(answers))
   t.equal(contextFor({ ...answers, outputDir: join(s.dir, 'elsewhere') }).existing, null, 'nothing written there: a first install')
+})
+
+t.test('an interactive re-run offers what the run before wrote, data path and tenant name included', async (t) => {
+  const cwd = tempDir(t)
+  t.equal(interactiveAnswersPath(undefined, cwd), undefined, 'a first run starts from the defaults')
+  const written = { ...DEFAULT_ANSWERS, dataPath: join(cwd, 'data'), outputDir: join(cwd, 'atrium'), tenantName: 'Acme Corp', config: { PUBLIC_URL: 'https://ai.acme.example' } }
+  mkdirSync(written.outputDir)
+  writeFileSync(join(written.outputDir, 'answers.yaml'), renderAnswers(written))
+  const path = interactiveAnswersPath(undefined, cwd)
+  t.equal(path, join(cwd, 'atrium', 'answers.yaml'))
+  t.equal(interactiveAnswersPath('/elsewhere/answers.yaml', cwd), '/elsewhere/answers.yaml', '--answers wins')
+  const ctx = loadContext({ answersPath: path })
+  t.same(ctx.problems, [])
+  const offered = Object.fromEntries(promptsFor(ctx.answers, ctx.existing).map((p) => [p.key, p.initial]))
+  t.match(offered, { dataPath: join(cwd, 'data'), tenantName: 'Acme Corp', PUBLIC_URL: 'https://ai.acme.example' })
 })
