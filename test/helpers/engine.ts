@@ -116,18 +116,14 @@ export async function bridgeGateway(): Promise<string> {
 
 /**
  * `docker run` options for what the chart and the Compose bundle both demand of the server's
- * container, read from them: the chart's pod and container securityContext and the bundle's
+ * container, read from them: the chart's default pod and container securityContext (values.yaml) and the bundle's
  * x-hardened block. A difference between the two fails the test.
  */
 export function hardening(t: Test): string[] {
-  const tpl = readFileSync(join(ROOT, 'charts/atrium/templates/_helpers.tpl'), 'utf8')
-  const helper = (name: string) => {
-    const m = new RegExp(`{{- define "${name}" -}}\\n([\\s\\S]*?){{- end }}`).exec(tpl)
-    if (!m) throw new Error(`no ${name} in the chart's _helpers.tpl`)
-    return (parse(m[1]!) as { securityContext: Record<string, unknown> }).securityContext
-  }
-  const pod = helper('atrium.podSecurityContext') as { runAsUser: number; runAsGroup: number; runAsNonRoot: boolean }
-  const container = helper('atrium.containerSecurityContext') as { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean; capabilities: { drop: string[] } }
+  // The chart's defaults (values.yaml), which its helpers render into every Atrium pod and container.
+  const values = parse(readFileSync(join(ROOT, 'charts/atrium/values.yaml'), 'utf8')) as { podSecurityContext: Record<string, unknown>; containerSecurityContext: Record<string, unknown> }
+  const pod = values.podSecurityContext as { runAsUser: number; runAsGroup: number; runAsNonRoot: boolean }
+  const container = values.containerSecurityContext as { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean; capabilities: { drop: string[] } }
   const compose = (parse(readFileSync(join(ROOT, 'compose/compose.yaml'), 'utf8')) as { 'x-hardened': { read_only: boolean; cap_drop: string[]; security_opt: string[]; tmpfs: string[] } })[
     'x-hardened'
   ]
