@@ -4,6 +4,7 @@
 // proxy) cannot lock it out. Requests without a valid credential are limited by address. That
 // needs no limit before the lookup, because only credentials that exist are looked up: memory
 // refuses the rest (credential tags, platform/credential-tags.ts; JWT signatures).
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { addressKey } from '../domain/client-address.js'
 import { AppError, forbidden, unauthorized } from '../domain/errors.js'
@@ -55,28 +56,59 @@ export const authPlugin = fp(
     })
     app.decorateRequest('principal', null)
 
-    app.addHook('onRequest', async (request, reply) => {
+    // A callback hook, and the steps answered at once when memory decides (the credential and a
+    // rate-limit token held): a request waits for a promise only when something must be looked up.
+    app.addHook('onRequest', (request, reply, done) => {
+      let pending: Promise<void> | undefined
+      try {
+        pending = authenticate(request, reply)
+      } catch (err) {
+        done(err as Error)
+        return
+      }
+      if (pending) pending.then(() => done(), done)
+      else done()
+    })
+
+    function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> | undefined {
       // Decided by the route that matched, not by the raw URL: a percent-encoded or absolute-form
       // target reaches the same handler and must meet the same rules. Unmatched URLs (404, 405) are
       // judged by their path so that probing the API is rate limited too.
       const routed = request.routeOptions.url !== undefined
-      if (!isApiPath(routed ? request.routeOptions.url! : request.url)) return
+      if (!isApiPath(routed ? request.routeOptions.url! : request.url)) return undefined
       const config = request.routeOptions.config ?? {}
-      let failure: string | null = null
       if (config.auth !== false && (config.auth !== 'optional' || request.headers.authorization)) {
         const { token, failure: malformed } = bearerToken(request.headers.authorization)
-        request.principal = token ? await identify(token, authenticators) : null
-        failure = token ? 'The credential is invalid, expired or revoked' : malformed
+        const failure = token ? 'The credential is invalid, expired or revoked' : malformed
+        const principal = token ? identify(token, authenticators) : null
+        if (principal instanceof Promise) {
+          return principal.then((p) => {
+            request.principal = p
+            return limitThenRules(request, reply, routed, failure)
+          })
+        }
+        request.principal = principal
+        return limitThenRules(request, reply, routed, failure)
       }
+      return limitThenRules(request, reply, routed, null)
+    }
 
+    function limitThenRules(request: FastifyRequest, reply: FastifyReply, routed: boolean, failure: string | null): Promise<void> | undefined {
+      const config = request.routeOptions.config ?? {}
       // A route whose credential is optional and was not sent (logout by session token) limits its
       // own way (the sign-in guard): counted by address here, others' traffic could lock it out.
       const ownLimits = config.auth === 'optional' && !request.headers.authorization
       if (config.rateLimit !== false && !ownLimits) {
         const p = request.principal
-        await limiter.consume(p ? `${p.kind}:${p.id}` : `ip:${addressKey(request.ip)}`, reply)
+        const limiting = limiter.consume(p ? `${p.kind}:${p.id}` : `ip:${addressKey(request.ip)}`, reply)
+        if (limiting) return limiting.then(() => rules(request, routed, failure))
       }
+      rules(request, routed, failure)
+      return undefined
+    }
 
+    function rules(request: FastifyRequest, routed: boolean, failure: string | null): void {
+      const config = request.routeOptions.config ?? {}
       if (routed && (config.auth ?? true) === true && !request.principal) throw unauthorized(failure ?? 'Missing or invalid authentication')
       const tenantHeaders = Object.keys(request.headers).filter((h) => TENANT_HEADER_RE.test(h))
       if (tenantHeaders.length) {
@@ -97,7 +129,7 @@ export const authPlugin = fp(
         const lacking = needed.find((p) => !hasPermission(request.principal!, p))
         if (lacking) throw forbidden(`This credential lacks the ${lacking} permission`, { required: lacking })
       }
-    })
+    }
   },
   { name: 'atrium-auth', dependencies: ['atrium-platform', 'atrium-envelope', 'atrium-limits'] },
 )
@@ -109,17 +141,20 @@ function bearerToken(header: string | undefined): { token: string | null; failur
   return { token: m[1]!, failure: '' }
 }
 
-/** Memory first; a lookup only for a credential memory says may exist. */
-async function identify(token: string, authenticators: Authenticator[]): Promise<Principal | null> {
+/** Memory first; a lookup only for a credential memory says may exist. At once when memory decides. */
+function identify(token: string, authenticators: Authenticator[]): Principal | null | Promise<Principal | null> {
   const undecided: Authenticator[] = []
   for (const a of authenticators) {
     const known = a.fromMemory(token)
     if (known) return known
     if (known === undefined) undecided.push(a)
   }
-  for (const a of undecided) {
-    const principal = await a.lookUp(token)
-    if (principal) return principal
-  }
-  return null
+  if (!undecided.length) return null
+  return (async () => {
+    for (const a of undecided) {
+      const principal = await a.lookUp(token)
+      if (principal) return principal
+    }
+    return null
+  })()
 }

@@ -46,6 +46,12 @@ export interface LimitState {
 /** A limit checked on every request: see requestLimit below for how it spares Redis. */
 export interface RequestLimit {
   hit(key: string): Promise<LimitState>
+  /**
+   * The same as hit, answered at once when memory alone decides (a token held, or the window known
+   * to be full); null when it would have to wait (a reservation from Redis). Limits without such a
+   * path leave it out. Spares the hot path a promise and its microtasks per request.
+   */
+  hitNow?(key: string): LimitState | null
 }
 
 export interface Counters {
@@ -201,22 +207,29 @@ function batchedLimit(client: Redis, c: CounterOptions, viaMemory: RequestLimit,
     h.seen = count
     h.until = sent + ttl
   }
+  /** The key's state from memory, its decision when memory alone can make it (null: a reservation is needed). */
+  const inMemory = (key: string): { h: Held; decided: LimitState | null } => {
+    const now = Date.now()
+    let h = held.get(key)
+    if (!h) {
+      sweep(now)
+      h = { tokens: 0, seen: 0, until: 0, reserving: null }
+      held.set(key, h)
+    }
+    if (h.until <= now && !h.reserving) Object.assign(h, { tokens: 0, seen: 0 })
+    if (h.tokens > 0 && h.until > now) {
+      h.tokens--
+      return { h, decided: { allowed: true, remainingPoints: Math.max(0, c.points - h.seen + h.tokens), msBeforeNext: h.until - now } }
+    }
+    if (h.seen >= c.points && h.until > now) return { h, decided: { allowed: false, remainingPoints: 0, msBeforeNext: h.until - now } }
+    return { h, decided: null }
+  }
   return {
+    hitNow: (key) => inMemory(key).decided,
     hit: async (key) => {
       for (;;) {
-        const now = Date.now()
-        let h = held.get(key)
-        if (!h) {
-          sweep(now)
-          h = { tokens: 0, seen: 0, until: 0, reserving: null }
-          held.set(key, h)
-        }
-        if (h.until <= now && !h.reserving) Object.assign(h, { tokens: 0, seen: 0 })
-        if (h.tokens > 0 && h.until > now) {
-          h.tokens--
-          return { allowed: true, remainingPoints: Math.max(0, c.points - h.seen + h.tokens), msBeforeNext: h.until - now }
-        }
-        if (h.seen >= c.points && h.until > now) return { allowed: false, remainingPoints: 0, msBeforeNext: h.until - now }
+        const { h, decided } = inMemory(key)
+        if (decided) return decided
         if (!h.reserving) {
           const mine = (h.reserving = reserve(key, h).finally(() => (h.reserving = null)))
           try {

@@ -2,7 +2,9 @@ import t, { type Test } from 'tap'
 import { appOn, caller, testApp } from '../../helpers/app.js'
 import { randomBase62 } from '../../../common/ids.js'
 import { countLookups, services, suffix, testPlatform } from '../../helpers/platform.js'
-import { batchTolerance } from '../../../server/platform/counters.js'
+import { batchTolerance, openCounters } from '../../../server/platform/counters.js'
+import pino from 'pino'
+import { Registry } from 'prom-client'
 
 /** Two replicas (apps) on one platform, sharing the limit's keys, and one key's caller through each. */
 async function twoReplicas(t: Test, overrides: Record<string, string>) {
@@ -167,3 +169,25 @@ t.test("a valid key is never refused because of other clients' bad keys from the
   t.equal(first.status, 200, 'a key this replica has not seen yet is looked up and served')
   t.equal(first.headers['x-ratelimit-remaining'], '2', 'counted against the key, not the address')
 })
+
+t.test(
+  'the hot path answers from memory only what memory knows: nothing before a reservation, held tokens after, a full window refused',
+  { skip: !services.redisUrl && 'needs TEST_REDIS_URL' },
+  async (t) => {
+    const platform = await testPlatform(t)
+    const counters = openCounters({ redis: platform.cache.redis, log: pino({ level: 'silent' }), registry: new Registry() })
+    const limit = counters.requestLimit({ points: 40, windowSeconds: 60, keyPrefix: `atrium:test:${suffix()}`, name: 'test' })
+    t.equal(limit.hitNow!('k'), null, 'no tokens held yet: a reservation is needed')
+    t.match(await limit.hit('k'), { allowed: true }, 'the first hit reserves a batch from Redis')
+    const fromMemory = limit.hitNow!('k')
+    t.match(fromMemory, { allowed: true }, 'then a held token is spent at once')
+    let granted = 2
+    for (;;) {
+      const s = limit.hitNow!('k') ?? (await limit.hit('k'))
+      if (!s.allowed) break
+      granted++
+    }
+    t.equal(granted, 40, 'exactly the limit, whichever path answered')
+    t.match(limit.hitNow!('k'), { allowed: false, remainingPoints: 0 }, 'a full window is refused from memory')
+  },
+)
