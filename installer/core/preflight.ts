@@ -76,7 +76,7 @@ const finished = (title: string, deadlineMs: number, work: Promise<CheckResult[]
       'preflight.deadline',
       `${title} finished`,
       'fail',
-      /no answer in/.test((err as Error).message) ? `${title}: no answer in ${inSeconds(deadlineMs)}` : `${title} could not run: ${(err as Error).message}`,
+      (err as { code?: string }).code === 'ETIMEDOUT' ? `${title}: no answer in ${inSeconds(deadlineMs)}` : `${title} could not run: ${(err as Error).message}`,
       `every check of ${title} answered within ${inSeconds(deadlineMs)}`,
       'Something on the network path accepts connections and never answers: check the hosts and ports in the configuration, proxies and firewalls, then run the preflight again',
     ),

@@ -4,7 +4,7 @@
 // proxy) cannot lock it out. Requests without a valid credential are limited by address. That
 // needs no limit before the lookup, because only credentials that exist are looked up: memory
 // refuses the rest (credential tags, platform/credential-tags.ts; JWT signatures).
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyContextConfig, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { addressKey } from '../domain/client-address.js'
 import { AppError, forbidden, unauthorized } from '../domain/errors.js'
@@ -84,31 +84,29 @@ export const authPlugin = fp(
         if (principal instanceof Promise) {
           return principal.then((p) => {
             request.principal = p
-            return limitThenRules(request, reply, routed, failure)
+            return limitThenRules(request, reply, config, routed, failure)
           })
         }
         request.principal = principal
-        return limitThenRules(request, reply, routed, failure)
+        return limitThenRules(request, reply, config, routed, failure)
       }
-      return limitThenRules(request, reply, routed, null)
+      return limitThenRules(request, reply, config, routed, null)
     }
 
-    function limitThenRules(request: FastifyRequest, reply: FastifyReply, routed: boolean, failure: string | null): Promise<void> | undefined {
-      const config = request.routeOptions.config ?? {}
+    function limitThenRules(request: FastifyRequest, reply: FastifyReply, config: FastifyContextConfig, routed: boolean, failure: string | null): Promise<void> | undefined {
       // A route whose credential is optional and was not sent (logout by session token) limits its
       // own way (the sign-in guard): counted by address here, others' traffic could lock it out.
       const ownLimits = config.auth === 'optional' && !request.headers.authorization
       if (config.rateLimit !== false && !ownLimits) {
         const p = request.principal
         const limiting = limiter.consume(p ? `${p.kind}:${p.id}` : `ip:${addressKey(request.ip)}`, reply)
-        if (limiting) return limiting.then(() => rules(request, routed, failure))
+        if (limiting) return limiting.then(() => rules(request, config, routed, failure))
       }
-      rules(request, routed, failure)
+      rules(request, config, routed, failure)
       return undefined
     }
 
-    function rules(request: FastifyRequest, routed: boolean, failure: string | null): void {
-      const config = request.routeOptions.config ?? {}
+    function rules(request: FastifyRequest, config: FastifyContextConfig, routed: boolean, failure: string | null): void {
       if (routed && (config.auth ?? true) === true && !request.principal) throw unauthorized(failure ?? 'Missing or invalid authentication')
       const tenantHeaders = Object.keys(request.headers).filter((h) => TENANT_HEADER_RE.test(h))
       if (tenantHeaders.length) {

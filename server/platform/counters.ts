@@ -207,9 +207,8 @@ function batchedLimit(client: Redis, c: CounterOptions, viaMemory: RequestLimit,
     h.seen = count
     h.until = sent + ttl
   }
-  /** The key's state from memory, its decision when memory alone can make it (null: a reservation is needed). */
-  const inMemory = (key: string): { h: Held; decided: LimitState | null } => {
-    const now = Date.now()
+  /** The key's held state, made on first sight and emptied when its window has ended. */
+  const heldFor = (key: string, now: number): Held => {
     let h = held.get(key)
     if (!h) {
       sweep(now)
@@ -217,18 +216,27 @@ function batchedLimit(client: Redis, c: CounterOptions, viaMemory: RequestLimit,
       held.set(key, h)
     }
     if (h.until <= now && !h.reserving) Object.assign(h, { tokens: 0, seen: 0 })
+    return h
+  }
+  /** The decision when memory alone can make it (a token spent, or a full window); null: a reservation is needed. */
+  const decide = (h: Held, now: number): LimitState | null => {
     if (h.tokens > 0 && h.until > now) {
       h.tokens--
-      return { h, decided: { allowed: true, remainingPoints: Math.max(0, c.points - h.seen + h.tokens), msBeforeNext: h.until - now } }
+      return { allowed: true, remainingPoints: Math.max(0, c.points - h.seen + h.tokens), msBeforeNext: h.until - now }
     }
-    if (h.seen >= c.points && h.until > now) return { h, decided: { allowed: false, remainingPoints: 0, msBeforeNext: h.until - now } }
-    return { h, decided: null }
+    if (h.seen >= c.points && h.until > now) return { allowed: false, remainingPoints: 0, msBeforeNext: h.until - now }
+    return null
   }
   return {
-    hitNow: (key) => inMemory(key).decided,
+    hitNow: (key) => {
+      const now = Date.now()
+      return decide(heldFor(key, now), now)
+    },
     hit: async (key) => {
       for (;;) {
-        const { h, decided } = inMemory(key)
+        const now = Date.now()
+        const h = heldFor(key, now)
+        const decided = decide(h, now)
         if (decided) return decided
         if (!h.reserving) {
           const mine = (h.reserving = reserve(key, h).finally(() => (h.reserving = null)))

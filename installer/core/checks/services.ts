@@ -83,7 +83,8 @@ const messageOf = (err: unknown) => (err as Error | null)?.message || String(err
 
 const NETWORK = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|CONNECT_TIMEOUT|timed out|Connection is closed/
 
-const TIMED_OUT = /ETIMEDOUT|CONNECT_TIMEOUT|timed out|no answer in/
+/** Codes of a peer that accepted and never answered: a socket's or our deadline's (ETIMEDOUT), postgres.js's (CONNECT_TIMEOUT). */
+const TIMED_OUT = new Set(['ETIMEDOUT', 'CONNECT_TIMEOUT'])
 
 /** A service that could not be reached; one that accepted the connection but never answered is said so, with the deadline it missed. */
 const unreachable = (id: string, what: string, url: string, err: unknown, timeoutMs: number) =>
@@ -91,7 +92,7 @@ const unreachable = (id: string, what: string, url: string, err: unknown, timeou
     id,
     `${what.replace(/^the /, '')} reachable`,
     'fail',
-    TIMED_OUT.test(`${codeOf(err)} ${messageOf(err)}`) ? `no answer from ${where(url)} in ${inSeconds(timeoutMs)}` : `not reachable at ${where(url)} (${codeOf(err) || messageOf(err)})`,
+    TIMED_OUT.has(codeOf(err)) ? `no answer from ${where(url)} in ${inSeconds(timeoutMs)}` : `not reachable at ${where(url)} (${codeOf(err) || messageOf(err)})`,
     `${what} answering at ${where(url)}`,
     `Start ${what}, or correct the host and port; check firewalls and DNS between this machine and ${where(url)}`,
   )
