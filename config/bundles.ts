@@ -39,6 +39,13 @@ export const CONTAINER_FIXED: Readonly<Partial<Record<SettingName, string>>> = {
 }
 
 /**
+ * And what the chart fixes besides: /metrics on a port of its own, which the Service names
+ * `metrics` for a ServiceMonitor and the Ingress never routes to. Compose keeps it on the API port,
+ * which only the host publishes.
+ */
+export const CHART_FIXED: Readonly<Partial<Record<SettingName, string>>> = { METRICS_PORT: '9090' }
+
+/**
  * Node's flags for the server wherever it runs compiled (`npm start`, the image, the benchmarks).
  * Semi-spaces of 8 MB rather than V8's 16: peak RSS under the benchmark's reads 181-188 MB (about
  * 195 with 16); 4 MB saved a few MB more but cost some 10% more CPU per request in garbage
@@ -61,6 +68,8 @@ export const CONTAINER_ENTRYPOINT: readonly string[] = ['node', ...NODE_FLAGS, '
 
 const entries = () => Object.entries(settings) as [SettingName, Setting][]
 export const bundleSettings = (secret: boolean) => entries().filter(([name]) => isSecret(name) === secret && !(name in CONTAINER_FIXED))
+/** The ordinary settings values.yaml offers under `env`. */
+const chartEnvSettings = () => bundleSettings(false).filter(([name]) => !(name in CHART_FIXED))
 
 /** The value a setting has in values.yaml: typed as the chart's schema expects. */
 export function helmValue(s: Setting, raw: string): string | number | boolean {
@@ -109,13 +118,13 @@ const quantity = {
     { type: 'number', minimum: 0 },
   ],
 }
-const resources = obj({ requests: obj({ cpu: quantity, memory: quantity }), limits: obj({ cpu: quantity, memory: quantity }) })
+const resources = obj({ requests: obj({ cpu: quantity, memory: quantity, 'ephemeral-storage': quantity }), limits: obj({ cpu: quantity, memory: quantity, 'ephemeral-storage': quantity }) })
 const free = (description: string) => ({ type: 'object', description })
 const list = (description: string) => ({ type: 'array', description })
 
 /** values.schema.json: self-contained (no remote $ref), unknown keys refused so typos fail at install. */
 export function renderValuesSchema(): string {
-  const env = Object.fromEntries(bundleSettings(false).map(([n, s]) => [n, jsonSchemaOf(s)]))
+  const env = Object.fromEntries(chartEnvSettings().map(([n, s]) => [n, jsonSchemaOf(s)]))
   const secrets = Object.fromEntries(bundleSettings(true).map(([n, s]) => [n, jsonSchemaOf(s)]))
   const schema = {
     $schema: 'http://json-schema.org/draft-07/schema#',
@@ -181,7 +190,22 @@ export function renderValuesSchema(): string {
           enabled: bool('Create a NetworkPolicy'),
           ingressFrom: list('Extra NetworkPolicyPeers allowed to reach the server (e.g. the ingress controller namespace)'),
           ingressControllerNamespace: str('Namespace of the ingress controller, allowed to reach the server when ingress.enabled (empty: none)'),
-          egress: list('Egress rules; empty allows all (the database, Redis and S3 are outside the cluster by default)'),
+          egress: list('Egress rules; empty allows all unless airGapped (the database, Redis and S3 are outside the cluster by default)'),
+          servicesCidrs: {
+            type: 'array',
+            items: { type: 'string', pattern: '^[0-9a-fA-F.:]+/[0-9]{1,3}$' },
+            description: 'airGapped: the networks of PostgreSQL, Redis and S3 outside the cluster (CIDRs); with DNS, the cluster and env.OUTBOUND_ALLOWED_NETWORKS, the only egress allowed',
+          },
+        }),
+        metrics: obj({
+          serviceMonitor: obj({
+            enabled: bool('Create a ServiceMonitor (Prometheus Operator) scraping the metrics port'),
+            namespace: str('Namespace of the ServiceMonitor (empty: the release namespace)'),
+            labels: anyMap('Labels the Prometheus selects ServiceMonitors by'),
+            interval: str('Scrape interval', { pattern: '^$|^[0-9]+(ms|s|m|h)$' }),
+            scrapeTimeout: str('Scrape timeout', { pattern: '^$|^[0-9]+(ms|s|m|h)$' }),
+          }),
+          allowFromNamespace: str("Namespace of the Prometheus, allowed by the NetworkPolicy to reach the metrics port (pods of the release's namespace always are)"),
         }),
         serviceAccount: obj({ create: bool('Create a ServiceAccount'), name: str('Name of the ServiceAccount to use'), annotations: anyMap('ServiceAccount annotations') }),
         upgradeGuard: obj({ enabled: bool('Refuse upgrades that skip a minor version or go back'), allowSkip: bool('Let this one upgrade skip versions (read the release notes first)') }),
@@ -236,7 +260,7 @@ export function replaceBlock(text: string, block: string, file: string): string 
 /** The `env` and `secrets` maps of values.yaml, each setting with its description. */
 export function renderValuesBlock(): string {
   const lines: string[] = ['env:']
-  for (const [name, s] of bundleSettings(false)) {
+  for (const [name, s] of chartEnvSettings()) {
     lines.push(`  # ${s.description}`)
     const value = helmValue(s, defaultText(s))
     lines.push(`  ${stringify({ [name]: value }).trim()}`)

@@ -67,6 +67,15 @@ export const settings = {
     group: 'server',
     description: 'TCP port the API server listens on (0: any free port)',
   } satisfies IntSetting,
+  METRICS_PORT: {
+    type: 'int',
+    min: 0,
+    max: 65535,
+    default: 0,
+    secret: false,
+    group: 'server',
+    description: 'Serve /metrics on this port only, apart from the API (so a public ingress cannot reach it); 0: on PORT with the API',
+  } satisfies IntSetting,
   HOST: {
     type: 'string',
     default: '0.0.0.0',
@@ -471,10 +480,15 @@ export function isCidr(text: string): boolean {
 }
 
 /** Every problem at once, so an operator fixes the environment in one pass. */
-export function parseConfig(env: Record<string, string | undefined>): { config: Config; problems: string[] } {
+/**
+ * Only the settings named, each parsed as parseConfig would, with none of production's other
+ * requirements: for a command that needs no more (the admin CLI's `license`).
+ */
+export function parseSettings<K extends SettingName>(env: Record<string, string | undefined>, names: readonly K[]): { config: Pick<Config, K>; problems: string[] } {
   const problems: string[] = []
   const out: Record<string, unknown> = {}
-  for (const [name, s] of Object.entries(settings) as [SettingName, Setting][]) {
+  for (const name of names) {
+    const s = settings[name] as Setting
     const raw = env[name]?.trim()
     if (raw === undefined || raw === '') {
       out[name] = s.default
@@ -484,6 +498,13 @@ export function parseConfig(env: Record<string, string | undefined>): { config: 
     if ('problem' in r) problems.push(r.problem)
     else out[name] = r.value
   }
+  return { config: out as Pick<Config, K>, problems }
+}
+
+export function parseConfig(env: Record<string, string | undefined>): { config: Config; problems: string[] } {
+  const parsed = parseSettings(env, Object.keys(settings) as SettingName[])
+  const { problems } = parsed
+  const out = parsed.config as Record<string, unknown>
   if (out.NODE_ENV === 'production') {
     for (const [name, s] of Object.entries(settings) as [SettingName, Setting][]) {
       if (s.requiredInProduction && !env[name]?.trim()) problems.push(`${name} is required when NODE_ENV=production: ${s.description}`)
@@ -495,6 +516,7 @@ export function parseConfig(env: Record<string, string | undefined>): { config: 
   if (out.DEFAULT_REGION && (out.REGION_STORES as Record<string, unknown> | undefined)?.[out.DEFAULT_REGION as string]) {
     problems.push(`REGION_STORES must not name DEFAULT_REGION (${out.DEFAULT_REGION as string}): its store is R2_ENDPOINT`)
   }
+  if (out.METRICS_PORT && out.METRICS_PORT === out.PORT) problems.push('METRICS_PORT must differ from PORT (or be 0 to serve /metrics on PORT)')
   if (!out.PUBLIC_URL) out.PUBLIC_URL = `http://localhost:${out.PORT}`
   return { config: out as Config, problems }
 }

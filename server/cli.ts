@@ -6,7 +6,7 @@
 import { parseArgs } from 'node:util'
 import pino from 'pino'
 import { ADMIN_CLI } from './admin-cli.js'
-import { loadConfigOrExit } from './config.js'
+import { loadConfigOrExit, loadSettingsOrExit } from './config.js'
 import { isMain } from '../common/is-main.js'
 import { AppError } from './domain/errors.js'
 import { ALL } from './domain/permissions.js'
@@ -19,6 +19,7 @@ import { openDb, type Db } from './platform/db.js'
 import { decideLicense, licenseOf, LicenseRefused, type LicenseOptions } from './platform/license.js'
 import { migrate, waitForMigrations } from './platform/migrate.js'
 import { createSecrets, loadMasterKey, type Secrets } from './platform/secrets.js'
+import { readClock, trustedTime, type TimeSource, type TrustedTime } from './platform/trusted-time.js'
 
 const USAGE = `Usage: ${ADMIN_CLI} <command> [options]
 
@@ -35,9 +36,11 @@ Commands:
                                  refused (exit 1) beyond the license's maxTenants
   create-key (--tenant ID --type sdk|ci | --type admin) [--permissions a,b] [--name N] [--expires-in-days D]
                                  create an API key; prints {"id","apiKey","type","permissions"}
-  license                        check LICENSE_KEY as the server would; prints {"status","customer","plan",
-                                 "expiresAt","maxTenants","daysLeft"?,"readOnly","message"}; exit 78 when
-                                 the server would refuse to start
+  license                        check LICENSE_KEY as the server would; needs no other setting. Prints
+                                 {"status","customer","plan","expiresAt","maxTenants","daysLeft"?,"readOnly",
+                                 "message","airGapped","clock"}; exit 78 when the server would refuse to
+                                 start. With DATABASE_URL the license is judged, as the server does, by the
+                                 later of this clock and the database's (clock.judgedBy, behindSeconds)
   help                           this text
 `
 
@@ -62,6 +65,28 @@ async function withDb<T>(fn: (db: Db, secrets: Secrets) => Promise<T>, opts: { m
   } finally {
     await db.close()
   }
+}
+
+/**
+ * What the license is judged by: the process clock, or a later one read from DATABASE_URL (the
+ * database's clock, the installation's high-water mark). Read only; a database that cannot be
+ * reached leaves the process clock, and says why.
+ */
+async function clockOf(databaseUrl: string, time: TrustedTime): Promise<{ judgedBy: TimeSource; behindSeconds: number; unchecked?: string }> {
+  if (databaseUrl) {
+    const log = pino({ level: 'silent' })
+    try {
+      const db = await openDb({ databaseUrl, dataDir: '', poolMax: 1, log })
+      try {
+        time.observe(await db.system(readClock))
+      } finally {
+        await db.close()
+      }
+    } catch (err) {
+      return { judgedBy: 'process', behindSeconds: 0, unchecked: `the database could not be read (${(err as Error).message}): judged by this machine's clock` }
+    }
+  }
+  return { judgedBy: time.source(), behindSeconds: Math.round(time.behindMs() / 1000) }
 }
 
 function options(args: string[], spec: Record<string, { type: 'string' }>) {
@@ -120,17 +145,22 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
     }
     case 'license': {
       options(args, {})
-      const config = loadConfigOrExit()
+      // LICENSE_KEY alone is enough: an admin checks a key before anything else is configured.
+      const config = loadSettingsOrExit(['NODE_ENV', 'LICENSE_KEY', 'AIR_GAPPED', 'DATABASE_URL'])
       const decision = await decideLicense(config, opts.license)
       if (decision.kind === 'refused') {
         print({ status: 'invalid', reason: decision.reason, readOnly: false, message: decision.summary })
         throw new LicenseRefused(decision.summary)
       }
-      const license = licenseOf(decision, config, opts.license?.now)
+      // Judged as the server judges it: by the later of this clock and the database's, when there is one.
+      const time = trustedTime(opts.license?.now)
+      const clock = await clockOf(config.DATABASE_URL, time)
+      const license = licenseOf(decision, config, time.now)
       print({
         ...license.view(),
         message: license.message(),
         airGapped: config.AIR_GAPPED,
+        clock,
         ...(decision.kind === 'unlicensed' && decision.problem ? { problem: decision.problem } : {}),
       })
       return

@@ -1,5 +1,5 @@
 // The server reads its environment only through config/schema.ts.
-import { parseConfig, type Config } from '../config/schema.js'
+import { parseConfig, parseSettings, type Config, type SettingName } from '../config/schema.js'
 
 export type { Config }
 
@@ -21,7 +21,17 @@ export function loadConfigOrExit(env: Record<string, string | undefined> = proce
     return loadConfig(env)
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err
-    for (const p of err.problems) process.stderr.write(`config error: ${p}\n`)
-    process.exit(78)
+    return exitWith(err.problems)
   }
+}
+
+/** Only the settings named (parseSettings), or one line per problem and EX_CONFIG. */
+export function loadSettingsOrExit<K extends SettingName>(names: readonly K[], env: Record<string, string | undefined> = process.env): Pick<Config, K> {
+  const { config, problems } = parseSettings(env, names)
+  return problems.length ? exitWith(problems) : config
+}
+
+function exitWith(problems: string[]): never {
+  for (const p of problems) process.stderr.write(`config error: ${p}\n`)
+  process.exit(78)
 }

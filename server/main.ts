@@ -1,12 +1,14 @@
 // Process entry: load config, open the platform, build the app, listen, drain on SIGTERM.
 import { ADMIN_CLI } from './admin-cli.js'
 import { buildApp } from './app.js'
+import { listenMetrics } from './http/metrics.js'
 import { loadConfigOrExit } from './config.js'
 import { drain } from './lifecycle.js'
 import { isMain } from '../common/is-main.js'
 import { createLogger } from './logger.js'
 import { openPlatform } from './platform/index.js'
 import { LicenseRefused, type LicenseOptions } from './platform/license.js'
+import { lagMessage } from './platform/trusted-time.js'
 
 export interface ServeOptions {
   /** Trusted keys and clock of the license: only code passes them (tests), never a setting. */
@@ -19,23 +21,26 @@ export async function serve(opts: ServeOptions = {}): Promise<void> {
   const platform = await openPlatform(config, log, { license: opts.license })
   const app = await buildApp(platform)
   const address = await app.listen({ port: config.PORT, host: config.HOST })
+  const metrics = config.METRICS_PORT ? await listenMetrics(app.registry, { port: config.METRICS_PORT, host: config.HOST }) : null
 
   const embedded = [
     platform.db.mode === 'embedded' ? 'database (PGlite)' : '',
     platform.cache.redis ? '' : 'cache (in-process)',
     platform.blobs.kind === 'local' ? 'blob storage (local folder)' : '',
   ].filter(Boolean)
-  log.info({ address, url: config.PUBLIC_URL, embedded, airGapped: config.AIR_GAPPED }, 'atrium listening')
+  log.info({ address, url: config.PUBLIC_URL, embedded, airGapped: config.AIR_GAPPED, ...(metrics ? { metrics: metrics.address } : {}) }, 'atrium listening')
+  const lag = lagMessage(platform.time)
   process.stderr.write(
     [
       '',
       `Atrium is listening on ${address} (public URL ${config.PUBLIC_URL})`,
       embedded.length ? `Embedded defaults in ${config.DATA_DIR}: ${embedded.join(', ')}` : 'Using the configured PostgreSQL, Redis and object storage',
       platform.license.message(),
+      ...(lag ? [lag] : []),
       config.AIR_GAPPED
         ? 'Air-gapped (AIR_GAPPED=true): features that need outside APIs are off; outbound connections go only to OUTBOUND_ALLOWED_NETWORKS and OUTBOUND_ALLOWED_DOMAINS'
         : 'Connected (AIR_GAPPED=false): features that call outside APIs are available',
-      `API docs: ${config.PUBLIC_URL}/docs   Health: ${config.PUBLIC_URL}/readyz`,
+      `API docs: ${config.PUBLIC_URL}/docs   Health: ${config.PUBLIC_URL}/readyz   Metrics: ${metrics ? `${metrics.address}/metrics (METRICS_PORT)` : `${config.PUBLIC_URL}/metrics`}`,
       'Create the first tenant (prints its API key once):',
       `  ${ADMIN_CLI} create-tenant --name "My Company" --email admin@example.com --password "<12+ characters>"`,
       '',
@@ -52,7 +57,7 @@ export async function serve(opts: ServeOptions = {}): Promise<void> {
       process.exit(1)
     }, config.SHUTDOWN_TIMEOUT_SECONDS * 1000)
     force.unref()
-    drain(app, platform).then(
+    Promise.all([drain(app, platform), metrics?.close()]).then(
       () => {
         log.info('stopped')
         process.exit(0)

@@ -5,7 +5,7 @@
 // ENCRYPTION_MASTER_KEY.
 import { existsSync, readFileSync } from 'node:fs'
 import { parse, stringify } from 'yaml'
-import { CONTAINER_FIXED, helmValue } from '../../config/bundles.js'
+import { CHART_FIXED, CONTAINER_FIXED, helmValue } from '../../config/bundles.js'
 import { settings, type Setting, type SettingName } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
 import type { EnvValues } from './config-file.js'
@@ -15,7 +15,13 @@ export interface HelmFiles {
   secret: string
 }
 
-export const secretName = (release: string) => `${release}-config`
+/**
+ * Named for who writes it: never like the chart's own objects (its ConfigMap is <fullname>-config,
+ * its Secret <fullname>-secrets), so `kubectl get` shows which is which. Installations written
+ * by 0.1.0 used <release>-config; a re-run writes this one, and the old Secret stays (kept) until
+ * removed by hand.
+ */
+export const secretName = (release: string) => `${release}-installer-secrets`
 
 /**
  * The chart's values: typed as its values.schema.json wants them (numbers, booleans), without the
@@ -26,7 +32,7 @@ export function renderHelmFiles(values: EnvValues, opts: { release: string; name
   const stringData: Record<string, string> = {}
   for (const name of Object.keys(settings) as SettingName[]) {
     const v = values[name]
-    if (v === undefined || v === '' || name in CONTAINER_FIXED || name === 'AIR_GAPPED') continue
+    if (v === undefined || v === '' || name in CONTAINER_FIXED || name in CHART_FIXED || name === 'AIR_GAPPED') continue
     if (isSecret(name)) stringData[name] = v
     else env[name] = helmValue(settings[name] as Setting, v)
   }

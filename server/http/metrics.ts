@@ -1,5 +1,7 @@
 // Prometheus metrics: request counts and latency by route template (never by raw URL, which would
 // make one series per project id).
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 
@@ -44,3 +46,33 @@ export const metricsPlugin = fp(
   },
   { name: 'atrium-metrics', dependencies: ['atrium-platform'] },
 )
+
+/**
+ * /metrics on a port of its own (METRICS_PORT), for sites whose API port is public: an ingress
+ * routes to the API port only, and Prometheus scrapes this one. Nothing else is served here.
+ */
+export async function listenMetrics(registry: Registry, o: { port: number; host: string }): Promise<{ address: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics is served on this port\n')
+      return
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      () => res.writeHead(500, { 'content-type': 'text/plain' }).end('metrics could not be collected\n'),
+    )
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(o.port, o.host, () => resolve())
+  })
+  const { address, port } = server.address() as AddressInfo
+  return {
+    address: `http://${address.includes(':') ? `[${address}]` : address}:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections() // a scraper's kept-alive connection must not hold the shutdown
+      }),
+  }
+}

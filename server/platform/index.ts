@@ -5,11 +5,12 @@ import type { Config } from '../config.js'
 import { openLocalBlobs, openS3Blobs, type Blobs } from './blobs.js'
 import { openCache, type Cache } from './cache.js'
 import { openDb, type Db } from './db.js'
-import { openLicense, type License, type LicenseOptions } from './license.js'
+import { decideLicense, LicenseRefused, startLicense, type License, type LicenseOptions } from './license.js'
 import { migrate } from './migrate.js'
 import { createSecrets, loadMasterKey, type Secrets } from './secrets.js'
 import { compilePolicy, outboundPolicyOf } from './outbound.js'
 import { tenantStorage, type Storage } from './storage.js'
+import { checkClock, clockLag, trustedTime, type TrustedTime } from './trusted-time.js'
 
 export interface Platform {
   readonly config: Config
@@ -25,6 +26,8 @@ export interface Platform {
   readonly storage: Storage
   readonly secrets: Secrets
   readonly license: License
+  /** The time the license is judged by: never earlier than the database's clock or the latest time recorded. */
+  readonly time: TrustedTime
   close(): Promise<void>
 }
 
@@ -36,8 +39,10 @@ export interface PlatformOptions {
 
 export async function openPlatform(config: Config, log: Logger, opts: PlatformOptions = {}): Promise<Platform> {
   // First: a production server without a usable license stops before it touches anything.
-  const license = await openLicense(config, log, opts.license)
-  const opened: { close(): Promise<void> }[] = [{ close: async () => license.close() }]
+  const decision = await decideLicense(config, opts.license)
+  if (decision.kind === 'refused') throw new LicenseRefused(decision.summary)
+  const time = trustedTime(opts.license?.now)
+  const opened: { close(): Promise<void> }[] = []
   try {
     const secrets = createSecrets(loadMasterKey({ configured: config.ENCRYPTION_MASTER_KEY, dataDir: config.DATA_DIR, log }))
     const db = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: config.DATABASE_POOL_MAX, log })
@@ -46,6 +51,11 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
       const applied = await migrate(db.sql)
       if (applied.length) log.info({ applied }, 'database migrations applied')
     }
+    // Before the license says where it stands, so that it says so by the trusted time.
+    await checkClock(db, time)
+    clockLag(log, time)
+    const license = startLicense(decision, config, log, time.now)
+    opened.push({ close: async () => license.close() })
     const cache = await openCache({ redisUrl: config.REDIS_URL, log })
     opened.push(cache)
     const blobs = config.R2_ENDPOINT
@@ -75,6 +85,7 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
       storage: tenantStorage({ db, defaultRegion: config.DEFAULT_REGION, regions, secrets, policy: compilePolicy(outboundPolicyOf(config)) }),
       secrets,
       license,
+      time,
       async close() {
         license.close()
         await cache.close()

@@ -133,7 +133,15 @@ export const licenseOf = (decision: Exclude<LicenseDecision, { kind: 'refused' }
 export async function openLicense(config: Settings, log: Logger, opts: LicenseOptions = {}): Promise<License> {
   const decision = await decideLicense(config, opts)
   if (decision.kind === 'refused') throw new LicenseRefused(decision.summary)
-  const license = licenseOf(decision, config, opts.now)
+  return startLicense(decision, config, log, opts.now)
+}
+
+/**
+ * A decided license put to work on `now` (the platform passes its trusted time): its state logged
+ * at once, and again every day while in grace or expired.
+ */
+export function startLicense(decision: Exclude<LicenseDecision, { kind: 'refused' }>, config: Settings, log: Logger, now?: () => number): License {
+  const license = licenseOf(decision, config, now)
   if (decision.kind === 'unlicensed') {
     if (decision.problem) log.error({ license: license.view() }, `${decision.problem}; running unlicensed (development): production refuses to start with this key`)
     else log.warn({ license: license.view() }, 'running unlicensed (development): no LICENSE_KEY is set; production refuses to start without one')

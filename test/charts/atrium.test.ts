@@ -7,6 +7,7 @@ import { parse } from 'yaml'
 import { CONTAINER_FIXED } from '../../config/bundles.js'
 import { IMAGES } from '../../config/images.js'
 import { VERSION } from '../../common/version.js'
+import { renderHelmFiles } from '../../installer/core/helm-values.js'
 import { tempDir } from '../helpers/platform.js'
 import { BASE_VALUES, CHART, KUBE_VERSION, fakeCluster, find, helmTemplate, needs, runTool, type Manifest } from '../helpers/tools.js'
 
@@ -17,6 +18,7 @@ const VARIANTS: Record<string, Record<string, unknown>> = {
   'air-gapped': { airGapped: true, global: { imageRegistry: 'registry.corp.example:5000', imagePullSecrets: ['regcred'] } },
   existingSecret: { existingSecret: 'atrium-from-vault' },
   hpa: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 12 }, ingress: { enabled: true, host: 'atrium.example.com', tls: { enabled: true } } },
+  monitored: { metrics: { serviceMonitor: { enabled: true, labels: { release: 'prometheus' } } }, airGapped: true, networkPolicy: { servicesCidrs: ['10.20.0.0/16'] } },
   extras: {
     caBundle: { existingConfigMap: 'corp-ca' },
     extraEnvVars: [{ name: 'HTTPS_PROXY', value: 'http://proxy.corp.example:3128' }],
@@ -41,6 +43,24 @@ t.test('helm lint --strict passes with the default, air-gapped, existingSecret a
     const r = await runTool('helm', ['lint', '--strict', CHART, '-f', base, '-f', file, '--kube-version', KUBE_VERSION])
     t.equal(r.code, 0, `${name}: ${r.stdout}${r.stderr}`)
     t.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/)
+  }
+})
+
+t.test('kube-score finds nothing critical in any variant; its one exception is annotated where it applies', { skip: skip || needs('kube-score') }, async (t) => {
+  const dir = tempDir(t)
+  for (const [name, values] of Object.entries({ ...VARIANTS, 'pull Always': { image: { pullPolicy: 'Always' } } })) {
+    const r = await helmTemplate(t, [values])
+    t.equal(r.code, 0, `${name}: ${r.stderr}`)
+    const file = join(dir, `${name}.yaml`)
+    writeFileSync(file, r.yaml)
+    const scored = await runTool('kube-score', ['score', file, '--output-format', 'ci'])
+    const critical = scored.stdout.split('\n').filter((l) => l.startsWith('[CRITICAL]'))
+    t.same(critical, [], `${name}: ${critical.join('; ')}`)
+    t.equal(scored.code, 0, `${name}: kube-score exits 0`)
+    const always = name === 'pull Always'
+    for (const m of r.manifests.filter((m) => ['Deployment', 'Job', 'Pod'].includes(m.kind))) {
+      t.equal(m.metadata.annotations?.['kube-score/ignore'], always ? undefined : 'container-image-pull-policy', `${name}: ${m.kind}`)
+    }
   }
 })
 
@@ -76,7 +96,10 @@ t.test('the server probes /healthz for liveness and start-up and /readyz for rea
   t.match(server.startupProbe.httpGet, { path: '/healthz', port: 'http' })
   t.match(server.readinessProbe.httpGet, { path: '/readyz', port: 'http' })
   t.match(server.resources, { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } })
-  t.same(server.ports, [{ name: 'http', containerPort: 8080, protocol: 'TCP' }])
+  t.same(server.ports, [
+    { name: 'http', containerPort: 8080, protocol: 'TCP' },
+    { name: 'metrics', containerPort: 9090, protocol: 'TCP' },
+  ])
   const test = find(manifests, 'Pod')!
   t.equal(test.metadata.annotations!['helm.sh/hook'], 'test')
   t.match(test.spec.containers[0].command.join(' '), /\/readyz/)
@@ -111,8 +134,14 @@ t.test('existingSecret: the chart makes no Secret and every pod reads the named 
   )
 })
 
-t.test('a generated master key is 32 bytes, and the Secret is kept when the release is deleted', { skip }, async (t) => {
-  const { manifests } = await helmTemplate(t, [{ secrets: { DATABASE_URL: 'postgres://a:b@db:5432/atrium' } }])
+t.test('a first install reading the cluster makes a 32-byte master key, and the Secret is kept when the release is deleted', { skip }, async (t) => {
+  const cluster = await fakeCluster(t, [defaultServiceAccount])
+  const { code, manifests, stderr } = await helmTemplate(
+    t,
+    [{ secrets: { DATABASE_URL: 'postgres://a:b@db:5432/atrium', ENCRYPTION_MASTER_KEY: '' } }],
+    ['--dry-run=server', '--kubeconfig', cluster.kubeconfig],
+  )
+  t.equal(code, 0, stderr)
   const secret = find(manifests, 'Secret')!
   t.equal(secret.metadata.annotations!['helm.sh/resource-policy'], 'keep')
   const key = Buffer.from(secret.data.ENCRYPTION_MASTER_KEY, 'base64').toString()
@@ -248,6 +277,73 @@ t.test('OpenShift: the user and group may be left to the SCC; commonLabels reach
   t.equal(find(manifests, 'Job')!.spec.ttlSecondsAfterFinished, 86400)
 })
 
+t.test('metrics: a ServiceMonitor on the metrics port when asked, and /metrics never behind the Ingress', { skip }, async (t) => {
+  const off = await helmTemplate(t, [VARIANTS.hpa!])
+  t.notOk(find(off.manifests, 'ServiceMonitor'), 'none by default: the CRD may not exist')
+  const { code, manifests, stderr } = await helmTemplate(t, [VARIANTS.hpa!, { metrics: { serviceMonitor: { enabled: true, labels: { release: 'prometheus' }, interval: '15s' } } }])
+  t.equal(code, 0, stderr)
+  const monitor = find(manifests, 'ServiceMonitor')!
+  t.equal(monitor.apiVersion, 'monitoring.coreos.com/v1')
+  t.equal(monitor.metadata.labels!.release, 'prometheus', 'the labels the Prometheus selects by')
+  t.same(monitor.spec.endpoints, [{ port: 'metrics', path: '/metrics', interval: '15s', scrapeTimeout: '10s' }])
+  const service = find(manifests, 'Service')!
+  t.match(monitor.spec.selector.matchLabels, { 'app.kubernetes.io/name': 'atrium', 'app.kubernetes.io/instance': 'atrium' })
+  for (const [k, v] of Object.entries(monitor.spec.selector.matchLabels)) t.equal(service.metadata.labels![k], v, `the Service carries ${k}`)
+  t.same(
+    service.spec.ports.map((p: { name: string; targetPort: string }) => [p.name, p.targetPort]),
+    [
+      ['http', 'http'],
+      ['metrics', 'metrics'],
+    ],
+  )
+  t.equal(find(manifests, 'ConfigMap', 'atrium-config')!.data.METRICS_PORT, '9090', 'the server serves /metrics on 9090 only')
+  const paths = find(manifests, 'Ingress')!.spec.rules.flatMap((r: any) => r.http.paths) // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed YAML
+  t.same(
+    paths.map((p: { backend: { service: { port: unknown } } }) => p.backend.service.port),
+    [{ name: 'http' }],
+    'the Ingress routes to the API port only',
+  )
+  const policy = find(manifests, 'NetworkPolicy')!
+  t.same(policy.spec.ingress.find((r: { ports: { port: string }[] }) => r.ports[0]!.port === 'metrics').from, [
+    { podSelector: {} },
+    { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
+  ])
+})
+
+t.test('air-gapped: the NetworkPolicy lets out DNS, the cluster, the service networks and OUTBOUND_ALLOWED_NETWORKS only, for every pod of the release', { skip }, async (t) => {
+  const connected = await helmTemplate(t, [])
+  const open = find(connected.manifests, 'NetworkPolicy')!
+  t.same(open.spec.policyTypes, ['Ingress'], 'connected: egress is not restricted')
+  const { code, manifests, stderr } = await helmTemplate(t, [{ airGapped: true, env: { OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8, fd00::/8' }, networkPolicy: { servicesCidrs: ['192.168.10.0/24'] } }])
+  t.equal(code, 0, stderr)
+  const policy = find(manifests, 'NetworkPolicy')!
+  t.same(policy.spec.policyTypes, ['Ingress', 'Egress'])
+  t.same(policy.spec.egress, [
+    {
+      ports: [
+        { port: 53, protocol: 'UDP' },
+        { port: 53, protocol: 'TCP' },
+      ],
+    },
+    { to: [{ namespaceSelector: {} }] },
+    { to: [{ ipBlock: { cidr: '192.168.10.0/24' } }, { ipBlock: { cidr: '10.0.0.0/8' } }, { ipBlock: { cidr: 'fd00::/8' } }] },
+  ])
+  t.same(policy.spec.podSelector.matchLabels, { 'app.kubernetes.io/name': 'atrium', 'app.kubernetes.io/instance': 'atrium' })
+  for (const m of manifests.filter((m) => ['Deployment', 'Job'].includes(m.kind))) {
+    t.match(m.spec.template.metadata.labels, policy.spec.podSelector.matchLabels, `${m.kind} is covered`)
+  }
+  t.match(find(manifests, 'Pod')!.metadata.labels, policy.spec.podSelector.matchLabels, 'the helm test Pod is covered')
+})
+
+t.test("with the installer's values and Secret, no ConfigMap or Secret shares a name with another", { skip }, async (t) => {
+  const files = renderHelmFiles({ PUBLIC_URL: 'https://atrium.example.com', DATABASE_URL: 'postgres://a:b@db:5432/atrium' }, { release: 'atrium', namespace: 'atrium' })
+  const { code, manifests, stderr } = await helmTemplate(t, [parse(files.values)])
+  t.equal(code, 0, stderr)
+  const names = [...manifests.filter((m) => m.kind === 'ConfigMap' || m.kind === 'Secret').map((m) => m.metadata.name), parse(files.secret).metadata.name]
+  t.same([...new Set(names)].sort(), [...names].sort(), names.join(', '))
+  t.ok(names.includes('atrium-config') && names.includes('atrium-installer-secrets'), 'the release ConfigMap and the installer Secret both there')
+})
+
 t.test('without secrets.DATABASE_URL or existingSecret the chart refuses to render, naming both', { skip }, async (t) => {
   const none = await helmTemplate(t, [{ secrets: { DATABASE_URL: '' } }])
   t.not(none.code, 0)
@@ -256,6 +352,18 @@ t.test('without secrets.DATABASE_URL or existingSecret the chart refuses to rend
   t.equal(existing.code, 0, existing.stderr)
 })
 
+t.test('a render that cannot read the cluster (GitOps) never makes a master key: it needs one given, and uses it on every render', { skip }, async (t) => {
+  const without = await helmTemplate(t, [{ secrets: { ENCRYPTION_MASTER_KEY: '' } }])
+  t.not(without.code, 0)
+  t.match(without.stderr, /secrets\.ENCRYPTION_MASTER_KEY is required when the chart cannot read the cluster \(helm template, GitOps tools such as Argo CD/)
+  const key = Buffer.alloc(32, 3).toString('base64')
+  const renders = await Promise.all([1, 2].map(() => helmTemplate(t, [{ secrets: { ENCRYPTION_MASTER_KEY: key } }])))
+  for (const r of renders) t.equal(Buffer.from(find(r.manifests, 'Secret')!.data.ENCRYPTION_MASTER_KEY, 'base64').toString(), key, 'the key given, on every render')
+  const existing = await helmTemplate(t, [{ secrets: { ENCRYPTION_MASTER_KEY: '' }, existingSecret: 'atrium-from-vault' }])
+  t.equal(existing.code, 0, "or a Secret of the site's own")
+})
+
+const defaultServiceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: 'atrium' } } as Manifest
 const liveSecret = (key: string): Manifest =>
   ({
     apiVersion: 'v1',
@@ -269,7 +377,8 @@ const liveDeployment = (version: string): Manifest =>
     kind: 'Deployment',
     metadata: { name: 'atrium', namespace: 'atrium', labels: { 'app.kubernetes.io/version': version } },
   }) as Manifest
-const upgrade = (t: Test, kubeconfig: string, values: Record<string, unknown>[] = []) => helmTemplate(t, values, ['--dry-run=server', '--is-upgrade', '--kubeconfig', kubeconfig])
+const upgrade = (t: Test, kubeconfig: string, values: Record<string, unknown>[] = []) =>
+  helmTemplate(t, [{ secrets: { ENCRYPTION_MASTER_KEY: '' } }, ...values], ['--dry-run=server', '--is-upgrade', '--kubeconfig', kubeconfig])
 
 t.test('an upgrade keeps the master key found in the live Secret, and refuses to change it', { skip }, async (t) => {
   const key = Buffer.alloc(32, 7).toString('base64')
@@ -289,7 +398,7 @@ t.test('an upgrade keeps the master key found in the live Secret, and refuses to
 
 t.test('the upgrade guard refuses going back and skipping versions, and lets allowSkip through', { skip }, async (t) => {
   const [major, minor] = VERSION.split('.').map(Number) as [number, number]
-  const from = async (live: string, values: Record<string, unknown>[] = []) => upgrade(t, (await fakeCluster(t, [liveDeployment(live)])).kubeconfig, values)
+  const from = async (live: string, values: Record<string, unknown>[] = []) => upgrade(t, (await fakeCluster(t, [liveDeployment(live), defaultServiceAccount])).kubeconfig, values)
   t.equal((await from(VERSION)).code, 0, 'the same version (a config change)')
   t.equal((await from(`${major}.${Math.max(minor - 1, 0)}.0`)).code, 0, 'from the previous minor')
   const back = await from(`${major}.${minor + 1}.0`)

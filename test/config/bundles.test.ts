@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs'
 import t from 'tap'
 import { parse } from 'yaml'
-import { CONTAINER_FIXED, PATHS, bundleSettings, helmValue, renderAll, replaceBlock, staleFiles } from '../../config/bundles.js'
+import { CHART_FIXED, CONTAINER_FIXED, PATHS, bundleSettings, helmValue, renderAll, replaceBlock, staleFiles } from '../../config/bundles.js'
 import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
 import { settings } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
@@ -12,19 +12,20 @@ t.test('every generated file is current (run `npm run config:generate` after cha
   t.same(staleFiles(), [])
 })
 
-t.test('values.yaml and values.schema.json offer every setting but the container-fixed ones, secrets apart', async (t) => {
+t.test("values.yaml and values.schema.json offer every setting but the container's and the chart's fixed ones, secrets apart", async (t) => {
   const values = parse(readFileSync(PATHS.values, 'utf8'))
   const schema = JSON.parse(readFileSync(PATHS.valuesSchema, 'utf8'))
   const names = (secret: boolean) =>
     bundleSettings(secret)
       .map(([n]) => n)
+      .filter((n) => !(n in CHART_FIXED))
       .sort()
   t.same(Object.keys(values.env).sort(), names(false))
   t.same(Object.keys(values.secrets).sort(), names(true))
   t.same(Object.keys(schema.properties.env.properties).sort(), names(false))
   t.same(Object.keys(schema.properties.secrets.properties).sort(), names(true))
   t.equal(schema.properties.env.additionalProperties, false, 'a misspelt setting fails')
-  for (const name of Object.keys(CONTAINER_FIXED)) t.notOk(name in values.env, `${name} is the chart's`)
+  for (const name of [...Object.keys(CONTAINER_FIXED), ...Object.keys(CHART_FIXED)]) t.notOk(name in values.env, `${name} is the chart's`)
   t.equal(values.env.RATE_LIMIT_MAX, settings.RATE_LIMIT_MAX.default, "defaults are the schema's, typed")
   t.notMatch(JSON.stringify(schema), /"\$ref"\s*:\s*"http/, 'no remote $ref')
 })

@@ -35,8 +35,10 @@ export function finished(child: ChildProcess): Promise<Ran> {
 export const admin = (args: string[], env: Record<string, string>) => finished(spawnScript('server/cli.ts', args, env))
 
 /** Starts `server/main.ts` (from source, under tsx) and waits for it to listen. */
-export async function startServer(env: Record<string, string>): Promise<{ child: ChildProcess; done: Promise<Ran>; port: number; base: string }> {
-  const child = spawnScript('server/main.ts', [], env)
+export const startServer = (env: Record<string, string>) => listening(spawnScript('server/main.ts', [], env))
+
+/** A server process started by the caller, once it listens. */
+async function listening(child: ChildProcess): Promise<{ child: ChildProcess; done: Promise<Ran>; port: number; base: string }> {
   const done = finished(child)
   let stderr = ''
   const port = await new Promise<number>((resolve, reject) => {
@@ -61,8 +63,11 @@ export interface ServerProcess {
 }
 
 /** Starts `server/main.ts` on `env`, waits for it to listen, and kills it (SIGKILL) when the test ends. */
-export async function serverProcess(t: Test, env: Record<string, string>): Promise<ServerProcess> {
-  const { child, done, port, base } = await startServer(env)
+export const serverProcess = (t: Test, env: Record<string, string>): Promise<ServerProcess> => serverProcessOf(t, spawnScript('server/main.ts', [], env))
+
+/** serverProcess for a server the caller spawned (another script: the one trusting a test's license key). */
+export async function serverProcessOf(t: Test, spawned: ChildProcess): Promise<ServerProcess> {
+  const { child, done, port, base } = await listening(spawned)
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
     await done

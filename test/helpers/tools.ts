@@ -72,9 +72,15 @@ export interface Manifest {
 
 /** `helm template` with values files written from objects; the manifests, or the error text. */
 /** What every install gives (the chart refuses to render without it); a test's own values come after and may take it away. */
-export const BASE_VALUES = { secrets: { DATABASE_URL: 'postgres://atrium:pw@postgres.example:5432/atrium' } }
+/** What a render without cluster access needs: the database and the master key (a render cannot make one that lasts). */
+export const BASE_VALUES = { secrets: { DATABASE_URL: 'postgres://atrium:pw@postgres.example:5432/atrium', ENCRYPTION_MASTER_KEY: Buffer.alloc(32, 1).toString('base64') } }
 
-export async function helmTemplate(t: Test, values: Record<string, unknown>[] = [], extra: string[] = [], chart = CHART): Promise<{ code: number | null; manifests: Manifest[]; stderr: string }> {
+export async function helmTemplate(
+  t: Test,
+  values: Record<string, unknown>[] = [],
+  extra: string[] = [],
+  chart = CHART,
+): Promise<{ code: number | null; manifests: Manifest[]; stderr: string; yaml: string }> {
   const dir = tempDir(t, 'atrium-helm-')
   const files = [BASE_VALUES, ...values].flatMap((v, i) => {
     const path = join(dir, `values-${i}.yaml`)
@@ -88,7 +94,7 @@ export async function helmTemplate(t: Test, values: Record<string, unknown>[] = 
           .map((d) => d.toJS() as Manifest)
           .filter(Boolean)
       : []
-  return { code: r.code, manifests, stderr: r.stderr }
+  return { code: r.code, manifests, stderr: r.stderr, yaml: r.code === 0 ? r.stdout : '' }
 }
 
 export const find = (manifests: Manifest[], kind: string, name?: string): Manifest | undefined => manifests.find((m) => m.kind === kind && (name === undefined || m.metadata.name === name))
@@ -100,7 +106,7 @@ export const find = (manifests: Manifest[], kind: string, name?: string): Manife
  */
 export async function fakeCluster(t: Test, objects: Manifest[]): Promise<{ kubeconfig: string; requests: string[] }> {
   const requests: string[] = []
-  const plural: Record<string, string> = { Secret: 'secrets', Deployment: 'deployments' }
+  const plural: Record<string, string> = { Secret: 'secrets', ServiceAccount: 'serviceaccounts', Deployment: 'deployments' }
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0]!
     requests.push(`${req.method} ${path}`)
@@ -117,7 +123,7 @@ export async function fakeCluster(t: Test, objects: Manifest[]): Promise<{ kubec
         resources: kinds.map((k) => ({ name: plural[k], singularName: k.toLowerCase(), namespaced: true, kind: k, verbs: ['get', 'list'] })),
       })
     if (path === '/version') return send(200, { major: '1', minor: '31', gitVersion: `v${KUBE_VERSION}` })
-    if (path === '/api/v1') return list('v1', ['Secret'])
+    if (path === '/api/v1') return list('v1', ['Secret', 'ServiceAccount'])
     if (path === '/apis/apps/v1') return list('apps/v1', ['Deployment'])
     const hit = objects.find((o) => {
       const base = o.apiVersion === 'v1' ? '/api/v1' : `/apis/${o.apiVersion}`

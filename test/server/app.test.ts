@@ -30,7 +30,7 @@ t.test('a module registered before the plugins it needs is refused at start', as
 })
 
 t.test('the license is checked after authentication, or the app does not start', async (t) => {
-  await t.rejects(start(t, platformNamed, envelopePlugin, licensePlugin), refusal('atrium-auth', 'atrium-license'))
+  await t.rejects(start(t, platformNamed, named('atrium-jobs'), envelopePlugin, licensePlugin), refusal('atrium-auth', 'atrium-license'))
   await t.rejects(start(t, platformNamed, envelopePlugin, authPlugin), refusal('atrium-limits', 'atrium-auth'))
 })
 
@@ -63,6 +63,7 @@ t.test('modules reach what they share through declared decorations', async (t) =
     'exports.run',
     'exports.scheduled',
     'jobs.sweep',
+    'license.clock',
     'projects.backup-retention',
     'restores.run',
     'webhooks.events-retention',

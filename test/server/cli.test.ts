@@ -1,7 +1,7 @@
 import t from 'tap'
 import { admin } from '../helpers/cli.js'
 import { adminTrusting, DAY, productionEnv, testLicense, testVendor } from '../helpers/license.js'
-import { freshDatabase, services, testEnv } from '../helpers/platform.js'
+import { freePort, freshDatabase, services, testEnv } from '../helpers/platform.js'
 
 const env = await testEnv(t)
 
@@ -94,6 +94,7 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
     readOnly: false,
     message: 'Licensed to Acme (growth, up to 7 tenants) until 2099-01-01',
     airGapped: false,
+    clock: { judgedBy: 'process', behindSeconds: 0 },
   })
 
   const graceKey = await testLicense(vendor, { issuedAt: new Date(Date.now() - 100 * DAY), expiresAt: new Date(Date.now() - 5.5 * DAY) })
@@ -111,6 +112,19 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
   t.equal(refused.code, 78, 'production would not start')
   t.match(JSON.parse(refused.stdout), { status: 'invalid', reason: 'malformed' })
   t.match(refused.stderr, /^license error: license invalid \(malformed\)/)
+})
+
+t.test('license needs LICENSE_KEY alone, even for production; a database it cannot read leaves this clock, and says so', async (t) => {
+  const key = await testLicense(vendor, { customer: 'Alone' })
+  const alone = await adminTrusting(vendor, ['license'], { NODE_ENV: 'production', LICENSE_KEY: key })
+  t.equal(alone.code, 0, alone.stderr)
+  t.match(JSON.parse(alone.stdout), { status: 'valid', customer: 'Alone', clock: { judgedBy: 'process' } })
+  const unreachable = await adminTrusting(vendor, ['license'], { NODE_ENV: 'production', LICENSE_KEY: key, DATABASE_URL: `postgres://atrium@127.0.0.1:${await freePort()}/none` })
+  t.equal(unreachable.code, 0, unreachable.stderr)
+  t.match(JSON.parse(unreachable.stdout), { status: 'valid', clock: { judgedBy: 'process', unchecked: /^the database could not be read \(.+\): judged by this machine's clock$/ } })
+  const bad = await adminTrusting(vendor, ['license'], { LICENSE_KEY: key, AIR_GAPPED: 'maybe' })
+  t.equal(bad.code, 78, 'a bad setting it reads is still a configuration error')
+  t.match(bad.stderr, /^config error: AIR_GAPPED/)
 })
 
 t.test(

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { admin, finished, halfSentPost, spawnScript, startServer } from '../helpers/cli.js'
-import { testEnv } from '../helpers/platform.js'
+import { freePort, testEnv } from '../helpers/platform.js'
 
 t.test('with no services configured the server starts on embedded defaults and is ready', async (t) => {
   const env = await testEnv(t, { LOG_LEVEL: 'info', DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '', ENCRYPTION_MASTER_KEY: '' })
@@ -28,6 +28,28 @@ t.test('with no services configured the server starts on embedded defaults and i
   t.match(exit.stdout, /"airGapped":false,.*"msg":"atrium listening"/)
   t.match(exit.stderr, /Connected \(AIR_GAPPED=false\): features that call outside APIs are available/)
   t.match(exit.stdout, /"level":40,.*"msg":"running unlicensed \(development\): no LICENSE_KEY is set/)
+})
+
+t.test('with METRICS_PORT, /metrics is served on that port only, not beside the API', async (t) => {
+  const metricsPort = await freePort()
+  const s = await startServer(await testEnv(t, { LOG_LEVEL: 'info', METRICS_PORT: String(metricsPort) }))
+  t.teardown(() => {
+    s.child.kill('SIGKILL')
+  })
+  const onApi = await fetch(`${s.base}/metrics`)
+  t.equal(onApi.status, 404, 'not on the API port (an ingress routes there)')
+  t.equal((await onApi.json()).error.code, 'RESOURCE_NOT_FOUND')
+  const scraped = await fetch(`http://127.0.0.1:${metricsPort}/metrics`)
+  t.equal(scraped.status, 200)
+  t.match(scraped.headers.get('content-type'), /^text\/plain/)
+  t.match(await scraped.text(), /^atrium_air_gapped 0$/m)
+  t.equal((await fetch(`http://127.0.0.1:${metricsPort}/api/v1/projects`)).status, 404, 'nothing else on the metrics port')
+  const doc = await (await fetch(`${s.base}/openapi.json`)).json()
+  t.notOk('/metrics' in doc.paths, 'nor in the API description')
+  s.child.kill('SIGTERM')
+  const exit = await s.done
+  t.equal(exit.code, 0, 'a drain closes the metrics listener too')
+  t.match(exit.stderr, new RegExp(`Metrics: http://127\\.0\\.0\\.1:${metricsPort}/metrics \\(METRICS_PORT\\)`))
 })
 
 t.test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {

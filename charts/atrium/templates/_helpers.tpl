@@ -149,3 +149,15 @@ tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{- /*
+kube-score's deliberate exceptions, on every object that runs a pod. imagePullPolicy other than
+Always: an air-gapped site's nodes may have no registry to ask again, and the image is pinned (by
+digest with image.digest, which the air-gap kit records; else by its immutable release tag), so a
+cached copy is the same image. With image.pullPolicy Always there is nothing to except.
+*/}}
+{{- define "atrium.scoreExceptions" -}}
+{{- if ne .Values.image.pullPolicy "Always" }}
+kube-score/ignore: container-image-pull-policy
+{{- end }}
+{{- end }}

@@ -116,16 +116,19 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { pl
     },
   )
 
-  app.get(
-    '/metrics',
-    {
-      schema: { tags, summary: 'Prometheus metrics (text exposition format)', produces: ['text/plain'], response: { 200: Type.String() } },
-    },
-    async (_req, reply) => {
-      reply.type(registry.contentType)
-      return registry.metrics()
-    },
-  )
+  // With METRICS_PORT set, /metrics is served there only (http/metrics.ts listenMetrics).
+  if (!app.platform.config.METRICS_PORT) {
+    app.get(
+      '/metrics',
+      {
+        schema: { tags, summary: 'Prometheus metrics (text exposition format)', produces: ['text/plain'], response: { 200: Type.String() } },
+      },
+      async (_req, reply) => {
+        reply.type(registry.contentType)
+        return registry.metrics()
+      },
+    )
+  }
 
   app.get(
     '/openapi.json',

@@ -3,9 +3,9 @@
 import { randomUUID } from 'node:crypto'
 import { mock } from 'node:test'
 import t from 'tap'
+import { captureLog } from '../../helpers/log.js'
 import type { Config } from '../../../config/schema.js'
 import { SignJWT } from 'jose'
-import pino from 'pino'
 import { LICENSE_AUDIENCE, LICENSE_ISSUER, LICENSE_TYP, verifyLicense } from '../../../licenses/license.js'
 import { createLicense, decideLicense, openLicense, REMINDER_INTERVAL_MS } from '../../../server/platform/license.js'
 import { finished, spawnScript } from '../../helpers/cli.js'
@@ -52,19 +52,6 @@ function tampered(key: string) {
   return [h, Buffer.from(JSON.stringify({ ...claims, maxTenants: 1000 })).toString('base64url'), s].join('.')
 }
 
-function capture() {
-  const lines: { level: number; msg: string; license?: Record<string, unknown> }[] = []
-  const log = pino(
-    { level: 'debug' },
-    {
-      write: (s: string) => {
-        lines.push(JSON.parse(s))
-      },
-    },
-  )
-  return { log, lines, at: (level: 'info' | 'warn' | 'error') => lines.filter((l) => l.level === pino.levels.values[level]) }
-}
-
 const refusals = async () => [
   { name: 'missing', key: '', reason: 'missing' },
   { name: 'malformed', key: 'not.a-license', reason: 'malformed' },
@@ -82,7 +69,7 @@ t.test('production refuses a missing or invalid license, naming the reason and n
     t.match(d, { kind: 'refused', reason: c.reason, summary: new RegExp(`^license invalid \\(${c.reason}\\): `) }, c.name)
     if (d.kind === 'refused') for (const part of c.key.split('.')) if (part.length > 8) t.notOk(d.summary.includes(part.slice(0, 16)), `${c.name}: no part of the key`)
     await t.rejects(
-      openLicense(settings({ LICENSE_KEY: c.key, AIR_GAPPED: c.airGapped }), capture().log, at(midTerm)),
+      openLicense(settings({ LICENSE_KEY: c.key, AIR_GAPPED: c.airGapped }), captureLog().log, at(midTerm)),
       { name: 'LicenseRefused', summary: d.kind === 'refused' ? d.summary : '' },
       `${c.name}: the server does not open`,
     )
@@ -120,7 +107,7 @@ t.test('production refuses to start: one line on stderr naming the reason, exit 
 
 t.test('development without LICENSE_KEY runs unlicensed with a warning', async (t) => {
   for (const env of ['development', 'test'] as const) {
-    const c = capture()
+    const c = captureLog()
     const l = await openLicense(settings({ NODE_ENV: env }), c.log)
     t.teardown(() => l.close())
     t.same(l.status(), { status: 'unlicensed' }, env)
@@ -131,7 +118,7 @@ t.test('development without LICENSE_KEY runs unlicensed with a warning', async (
 })
 
 t.test('development with an invalid LICENSE_KEY logs an error and runs unlicensed', async (t) => {
-  const c = capture()
+  const c = captureLog()
   const l = await openLicense(settings({ NODE_ENV: 'development', LICENSE_KEY: tampered(license) }), c.log, at(midTerm))
   t.teardown(() => l.close())
   t.equal(l.claims, null)
@@ -140,7 +127,7 @@ t.test('development with an invalid LICENSE_KEY logs an error and runs unlicense
 })
 
 t.test('a valid license runs and is logged at start with whose it is and its limits', async (t) => {
-  const c = capture()
+  const c = captureLog()
   const l = await openLicense(settings({ LICENSE_KEY: license }), c.log, at(midTerm))
   t.teardown(() => l.close())
   t.same(l.status(), { status: 'valid' })
@@ -156,7 +143,7 @@ t.test('a valid license runs and is logged at start with whose it is and its lim
 t.test('in grace the server warns at start and again every day, until it is closed', async (t) => {
   mock.timers.enable({ apis: ['setInterval'] })
   t.teardown(() => mock.timers.reset())
-  const c = capture()
+  const c = captureLog()
   const l = await openLicense(settings({ LICENSE_KEY: license }), c.log, at(expiresAt.getTime() + 10.5 * DAY))
   t.same(l.status(), { status: 'grace', daysLeft: 20 })
   t.match(c.at('warn'), [{ msg: /expired on 2027-01-01; Atrium keeps working for 20 more day\(s\): contact your Atrium vendor to renew/, license: { status: 'grace', daysLeft: 20 } }])
@@ -172,14 +159,14 @@ t.test('in grace the server warns at start and again every day, until it is clos
 t.test('an expired license never stops the server: production runs read-only, development only says so', async (t) => {
   const after = at(graceEndsAt.getTime() + DAY)
   t.match(await decideLicense(settings({ LICENSE_KEY: license }), after), { kind: 'licensed', claims: { customer: 'Acme' } })
-  const c = capture()
+  const c = captureLog()
   const prod = await openLicense(settings({ LICENSE_KEY: license }), c.log, after)
   t.teardown(() => prod.close())
   t.equal(prod.readOnly(), true)
   t.match(c.at('error'), [
     { msg: /grace period ended on 2027-01-31: Atrium is read-only until the license is renewed; contact your Atrium vendor to renew/, license: { status: 'expired', readOnly: true } },
   ])
-  const dev = await openLicense(settings({ NODE_ENV: 'development', LICENSE_KEY: license }), capture().log, after)
+  const dev = await openLicense(settings({ NODE_ENV: 'development', LICENSE_KEY: license }), captureLog().log, after)
   t.teardown(() => dev.close())
   t.equal(dev.status().status, 'expired')
   t.equal(dev.readOnly(), false)
