@@ -8,6 +8,7 @@ import { gatherHost, hostChecks } from './checks/host.js'
 import { postgresChecks, redisChecks, s3Checks } from './checks/services.js'
 import { check, type CheckResult } from './checks/check.js'
 import { parseRegionStores, type RegionStoreSetting } from '../../config/schema.js'
+import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
 import { toolChecks } from './checks/tools.js'
 import { licenseCheck } from './license.js'
 import { inSeconds, within } from './checks/deadline.js'
@@ -29,8 +30,36 @@ export interface PreflightOptions {
  * PORT that is no port is left to the configuration's own check, which says what is wrong with it.
  */
 export function portsFor(answers: Answers, values: Record<string, string>): number[] {
-  const port = Number(values.PORT || 8080)
-  return answers.target === 'compose' && Number.isInteger(port) && port > 0 && port < 65536 ? [port] : []
+  if (answers.target !== 'compose') return []
+  // The bundled MinIO is published too (download links): when the site uses it, its port must be free.
+  const bundledS3 = !values.R2_ENDPOINT || hostOf(values.R2_ENDPOINT) === 'minio'
+  const ports = [values.PORT || '8080', ...(bundledS3 ? [values.ATRIUM_S3_PORT || COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example] : [])].map(Number)
+  return ports.filter((p) => Number.isInteger(p) && p > 0 && p < 65536)
+}
+
+const hostOf = (url: string): string => (URL.canParse(url) ? new URL(url).hostname.replace(/^\[(.*)\]$/, '$1') : '')
+const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1)$/i
+
+/**
+ * Compose: a service given as localhost or 127.0.0.1 is, inside Atrium's container, the container
+ * itself. Warned, not failed: a site running the containers with host networking means it.
+ */
+export function loopbackCheck(answers: Answers, values: Record<string, string>): CheckResult[] {
+  if (answers.target !== 'compose') return []
+  const named = (['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT'] as const).filter((name) => values[name] && LOOPBACK.test(hostOf(values[name])))
+  if (!named.length) return []
+  return [
+    check(
+      'services.loopback',
+      'Services on this machine',
+      'warn',
+      `${named.join(', ')} ${named.length > 1 ? 'name' : 'names'} ${[...new Set(named.map((n) => hostOf(values[n]!)))].join(', ')}`,
+      "an address Atrium's container can reach",
+      {
+        warn: `Inside Atrium's container, localhost and 127.0.0.1 are the container itself, not this machine: set ${named.join(', ')} to this machine's address on the network (or the service's own host name), unless the containers run with host networking`,
+      },
+    ),
+  ]
 }
 
 /**
@@ -91,6 +120,7 @@ export async function runPreflight(answers: Answers, values: Record<string, stri
   const services = async () =>
     (
       await Promise.all([
+        loopbackCheck(answers, values),
         values.DATABASE_URL ? postgresChecks(values.DATABASE_URL) : [],
         values.REDIS_URL ? redisChecks(values.REDIS_URL) : [],
         values.R2_ENDPOINT

@@ -6,7 +6,7 @@ import { createWriteStream } from 'node:fs'
 import { arch, platform, release } from 'node:os'
 import { pipeline } from 'node:stream/promises'
 import { defaultText } from '../../config/bundles.js'
-import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
+import { COMPOSE_VARIABLES, MINIO_ATRIUM_USER } from '../../config/compose-variables.js'
 import { settings, type Setting } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
 import { json, zipStream, type ZipEntry } from '../../common/zip.js'
@@ -22,10 +22,10 @@ const REDACTED = '<redacted>'
 const MIN_SCRUBBED = 4
 /**
  * Values the product itself publishes (defaults and examples in the env templates) hide nothing,
- * though one may sit under a secret name (the bundled MinIO's user is `atrium`); searching texts
- * for them would only blank the product's name out of every log.
+ * though one may sit under a secret name (Atrium's user of the bundled MinIO is `atrium-server`,
+ * its R2_ACCESS_KEY_ID); searching texts for them would only blank the product's name out of every log.
  */
-const PUBLISHED = new Set([...Object.values(settings).map((s) => defaultText(s as Setting)), ...Object.values(COMPOSE_VARIABLES).map((v) => v.example)])
+const PUBLISHED = new Set([...Object.values(settings).map((s) => defaultText(s as Setting)), ...Object.values(COMPOSE_VARIABLES).map((v) => v.example), MINIO_ATRIUM_USER])
 /** A URL's user and password in any text, known or not. */
 const URL_CREDENTIALS = /([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@]+@/gi
 

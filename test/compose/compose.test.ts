@@ -23,11 +23,12 @@ function envFile(t: Test, extra: Record<string, string> = {}, drop: string[] = [
     POSTGRES_PASSWORD: 'pg-secret',
     REDIS_PASSWORD: 'redis-secret',
     MINIO_ROOT_PASSWORD: 'minio-secret',
+    MINIO_ATRIUM_PASSWORD: 'minio-atrium-secret',
     DATABASE_URL: 'postgres://atrium:pg-secret@postgres:5432/atrium',
     REDIS_URL: 'redis://:redis-secret@redis:6379',
     R2_ENDPOINT: 'http://minio:9000',
-    R2_ACCESS_KEY_ID: 'atrium',
-    R2_SECRET_ACCESS_KEY: 'minio-secret',
+    R2_ACCESS_KEY_ID: 'atrium-server',
+    R2_SECRET_ACCESS_KEY: 'minio-atrium-secret',
     ENCRYPTION_MASTER_KEY: Buffer.alloc(32, 1).toString('base64'),
     ...extra,
   }
@@ -107,6 +108,19 @@ t.test('the server runs hardened with the fixed container settings, and the volu
   t.same(Object.keys(doc.volumes ?? {}).sort(), ['atrium-data', 'atrium-minio', 'atrium-postgres', 'atrium-redis'])
   for (const [name, v] of Object.entries(doc.volumes) as [string, any][]) t.equal(v.external, true, `${name} is external`) // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed Compose YAML
   t.equal(doc.services.redis.command.join(' ').includes('noeviction'), true)
+})
+
+t.test("every service's log is rotated, and ATRIUM_BIND_ADDRESS says where the API and MinIO are published", { skip }, async (t) => {
+  const open = (await config(envFile(t), BASE, { COMPOSE_PROFILES: 'postgres,redis,s3' })).doc
+  for (const [name, service] of Object.entries(open.services) as [string, { logging?: unknown }][]) {
+    t.same(service.logging, { driver: 'json-file', options: { 'max-size': '10m', 'max-file': '5' } }, `${name}'s log is rotated`)
+  }
+  t.match(open.services.server.ports, [{ host_ip: '0.0.0.0', published: 8080 }], 'every interface by default')
+  const local = (await config(envFile(t, { ATRIUM_BIND_ADDRESS: '127.0.0.1' }), BASE, { COMPOSE_PROFILES: 'postgres,redis,s3' })).doc
+  t.match(local.services.server.ports, [{ host_ip: '127.0.0.1', published: 8080, target: 8080 }])
+  t.match(local.services.minio.ports, [{ host_ip: '127.0.0.1', published: 9000, target: 9000 }])
+  t.notOk(JSON.stringify(local.services.server.environment).includes('minio-secret'), "the server never gets MinIO's administrator password")
+  t.match(local.services.server.environment, { R2_ACCESS_KEY_ID: 'atrium-server' })
 })
 
 t.test('the air-gapped variant turns outside features off and never pulls', { skip }, async (t) => {

@@ -35,7 +35,7 @@ t.test("one rule says what is secret: the schema's flag, a bundle variable by th
   t.notOk(isSecret('ACCESS_TOKEN_TTL_SECONDS'), "a setting's flag wins over how its name reads")
   t.same(
     Object.keys(COMPOSE_VARIABLES).filter(isSecret).sort(),
-    ['MINIO_ROOT_PASSWORD', 'MINIO_ROOT_USER', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD'],
+    ['MINIO_ATRIUM_PASSWORD', 'MINIO_ROOT_PASSWORD', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD'],
     "the bundle's credentials, as DATABASE_URL, REDIS_URL and the R2 keys are",
   )
   for (const name of ['SMTP_PASSWORD', 'PGPASSWORD', 'GITHUB_TOKEN', 'AWS_SECRET_ACCESS_KEY', 'GCP_CREDENTIALS', 'DB_PASS', 'SSH_KEY', 'clientSecret', 'apiKey'])

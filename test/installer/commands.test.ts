@@ -59,7 +59,10 @@ t.test('failed checks stop configure before anything is planned; --ignore-failed
 t.test('configure keeps what the context says is written, whatever is on disk: the context is read once, before', async (t) => {
   const key = Buffer.alloc(32, 3).toString('base64')
   // Nothing on disk, but the context holds a written configuration: the plan must follow it.
-  const ctx = { ...site(t), existing: { ENCRYPTION_MASTER_KEY: key, POSTGRES_PASSWORD: 'p'.repeat(48), REDIS_PASSWORD: 'r'.repeat(48), MINIO_ROOT_PASSWORD: 'm'.repeat(48) } }
+  const ctx = {
+    ...site(t),
+    existing: { ENCRYPTION_MASTER_KEY: key, POSTGRES_PASSWORD: 'p'.repeat(48), REDIS_PASSWORD: 'r'.repeat(48), MINIO_ROOT_PASSWORD: 'm'.repeat(48), MINIO_ATRIUM_PASSWORD: 'a'.repeat(48) },
+  }
   const r = await configureCommand(ctx, { runner: tools().runner, ignoreFailed: true })
   t.same(r.generated, [], 'no secret made again')
   t.notOk(

@@ -18,7 +18,7 @@ t.test('configure --dry-run shows the plan and writes nothing', async (t) => {
   t.equal(r.code, 0, r.stderr)
   const out = JSON.parse(r.stdout)
   t.equal(out.written, false)
-  t.same(out.generated, ['ENCRYPTION_MASTER_KEY', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD'], "the bundle's services get their passwords too")
+  t.same(out.generated, ['ENCRYPTION_MASTER_KEY', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD', 'MINIO_ATRIUM_PASSWORD'], "the bundle's services get their passwords too")
   t.ok(out.changes.some((c: { name: string; shown: string }) => c.name === 'R2_SECRET_ACCESS_KEY' && c.shown === '(secret added)'))
   t.notOk(existsSync(a.out), 'nothing on disk')
 })

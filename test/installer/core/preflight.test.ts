@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
-import { clockOffsetFrom, portsFor, PREFLIGHT_DEADLINE_MS, runPreflight } from '../../../installer/core/preflight.js'
+import { clockOffsetFrom, loopbackCheck, portsFor, PREFLIGHT_DEADLINE_MS, runPreflight } from '../../../installer/core/preflight.js'
 import { run, type Runner } from '../../../installer/deploy/run.js'
 import { issueLicense } from '../../../licenses/issue.js'
 import type { TrustedKey } from '../../../licenses/keys.js'
@@ -31,12 +31,29 @@ t.test('the clock offset comes from the Date header of a service the site reache
   t.equal(await clockOffsetFrom('http://127.0.0.1:1', 1000), null, 'nobody answering')
 })
 
-t.test('compose needs the API port free on this machine; helm needs none', async (t) => {
+t.test("compose needs the API port free on this machine, and the bundled MinIO's when the site uses it; helm needs none", async (t) => {
   const a: Answers = { ...DEFAULT_ANSWERS, config: {} }
-  t.same(portsFor(a, {}), [8080])
-  t.same(portsFor(a, { PORT: '9090' }), [9090])
+  const own = { R2_ENDPOINT: 'https://s3.corp.example' }
+  t.same(portsFor(a, own), [8080])
+  t.same(portsFor(a, { ...own, PORT: '9090' }), [9090])
+  t.same(portsFor(a, {}), [8080, 9000], 'the bundled MinIO is published for download links')
+  t.same(portsFor(a, { R2_ENDPOINT: 'http://minio:9000', ATRIUM_S3_PORT: '9100' }), [8080, 9100])
   t.same(portsFor({ ...a, target: 'helm' }, {}), [])
-  t.same(portsFor(a, { PORT: 'eighty' }), [], 'not a port: the configuration says so, the port check does not crash')
+  t.same(portsFor(a, { ...own, PORT: 'eighty' }), [], 'not a port: the configuration says so, the port check does not crash')
+})
+
+t.test('compose: a service given as localhost or 127.0.0.1 is warned about, naming the settings and why', async (t) => {
+  const a: Answers = { ...DEFAULT_ANSWERS, config: {} }
+  const [warned, ...rest] = loopbackCheck(a, { DATABASE_URL: 'postgres://a:b@127.0.0.1:5432/atrium', REDIS_URL: 'redis://localhost:6379', R2_ENDPOINT: 'http://[::1]:9000' })
+  t.same(rest, [])
+  t.match(warned, {
+    id: 'services.loopback',
+    status: 'warn',
+    found: 'DATABASE_URL, REDIS_URL, R2_ENDPOINT name 127.0.0.1, localhost, ::1',
+    fix: /^Inside Atrium's container, localhost and 127\.0\.0\.1 are the container itself, not this machine: set DATABASE_URL, REDIS_URL, R2_ENDPOINT to .* unless the containers run with host networking$/,
+  })
+  t.same(loopbackCheck(a, { DATABASE_URL: 'postgres://a:b@db.corp.example:5432/atrium', R2_ENDPOINT: 'http://minio:9000' }), [], 'other hosts are fine')
+  t.same(loopbackCheck({ ...a, target: 'helm' }, { DATABASE_URL: 'postgres://a:b@127.0.0.1/x' }), [], 'helm: not this check (the services are probed from the cluster)')
 })
 
 t.test('every check runs, in the order an admin fixes things, and a good license passes', async (t) => {

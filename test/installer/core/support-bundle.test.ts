@@ -186,12 +186,11 @@ t.test('a value planted in every secret the installer writes appears nowhere in 
 
 t.test("config.redacted.json shows every ordinary value as written, and a published default does not blank out the product's name", async (t) => {
   const ordinary = Object.fromEntries([...Object.keys(settings), ...Object.keys(COMPOSE_VARIABLES), 'LOG_FORMAT'].filter((n) => !isSecret(n)).map((n) => [n, `value of ${n}`]))
-  // The bundled MinIO's user is `atrium`, secret by name (it is R2_ACCESS_KEY_ID) but printed in every example file.
-  const config = { ...ordinary, MINIO_ROOT_USER: 'atrium', R2_ACCESS_KEY_ID: 'atrium', POSTGRES_PASSWORD: 'f'.repeat(48), SMTP_PASSWORD: 'hand-added' }
+  // Atrium's user of the bundled MinIO is `atrium-server`, secret by name (it is R2_ACCESS_KEY_ID) but published by the bundle.
+  const config = { ...ordinary, R2_ACCESS_KEY_ID: 'atrium-server', POSTGRES_PASSWORD: 'f'.repeat(48), SMTP_PASSWORD: 'hand-added' }
   t.same(redactConfig(config), {
     ...ordinary,
-    MINIO_ROOT_USER: '<redacted: 6 characters>',
-    R2_ACCESS_KEY_ID: '<redacted: 6 characters>',
+    R2_ACCESS_KEY_ID: '<redacted: 13 characters>',
     POSTGRES_PASSWORD: '<redacted: 48 characters>',
     SMTP_PASSWORD: '<redacted: 10 characters>',
   })

@@ -30,15 +30,15 @@ t.test("compose with the bundled services: the written .env passes the real vali
   const a = answers(t, ['target: compose', 'config:', '  PUBLIC_URL: https://atrium.example.com'])
   const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--json'])
   t.equal(r.code, 0, r.stderr)
-  t.match(JSON.parse(r.stdout).generated, ['ENCRYPTION_MASTER_KEY', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD'])
+  t.match(JSON.parse(r.stdout).generated, ['ENCRYPTION_MASTER_KEY', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD', 'MINIO_ATRIUM_PASSWORD'])
   const envPath = join(a.out, '.env')
   const env = parseEnvFile(readFileSync(envPath, 'utf8')).values
   t.equal(env.DATABASE_URL, `postgres://atrium:${env.POSTGRES_PASSWORD}@postgres:5432/atrium`)
   t.equal(env.REDIS_URL, `redis://:${env.REDIS_PASSWORD}@redis:6379`)
   t.match(env, {
     R2_ENDPOINT: 'http://minio:9000',
-    R2_ACCESS_KEY_ID: 'atrium',
-    R2_SECRET_ACCESS_KEY: env.MINIO_ROOT_PASSWORD,
+    R2_ACCESS_KEY_ID: 'atrium-server',
+    R2_SECRET_ACCESS_KEY: env.MINIO_ATRIUM_PASSWORD,
     // The bundled MinIO speaks plain HTTP on its published port, whatever is in front of Atrium.
     R2_PUBLIC_ENDPOINT: 'http://atrium.example.com:9000',
     ATRIUM_DATA_PATH: `${a.dir}/data`,
