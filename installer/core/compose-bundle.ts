@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto'
 import { chownSync, mkdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { BUNDLED_PROFILES, COMPOSE_SERVICE_SETTINGS, COMPOSE_VARIABLES, PROFILE_SETTINGS } from '../../config/compose-variables.js'
 import { isSecret } from '../../config/secrets.js'
 import type { Answers } from './answers.js'
@@ -106,4 +107,21 @@ export function prepareDataFolders(dataPath: string, folders: readonly string[])
   // The server runs as uid 10001 (Dockerfile); as root we hand it its own folder.
   if (process.getuid?.() === 0 && folders.includes('data')) chownSync(join(resolve(dataPath), 'data'), 10001, 10001)
   return made
+}
+
+/** Where the bundles sit in this package (DESIGN.md: compose/ and charts/atrium). */
+export const BUNDLES = {
+  compose: fileURLToPath(new URL('../../compose', import.meta.url)),
+  chart: fileURLToPath(new URL('../../charts/atrium', import.meta.url)),
+}
+
+/** The Compose project the installer runs the bundle as: every later command (support bundle, upgrade) names it. */
+export const COMPOSE_PROJECT = 'atrium'
+
+/** `docker compose` with the project, the written .env and the bundle's files (plus the air-gapped variant). */
+export function composeArgs(answers: Pick<Answers, 'mode'>, envFile: string, o: { bundles?: Pick<typeof BUNDLES, 'compose'> } = {}): string[] {
+  const dir = (o.bundles ?? BUNDLES).compose
+  const args = ['compose', '--project-name', COMPOSE_PROJECT, '--env-file', resolve(envFile), '-f', join(dir, 'compose.yaml')]
+  if (answers.mode === 'air-gapped') args.push('-f', join(dir, 'compose.airgap.yaml'))
+  return args
 }

@@ -7,6 +7,7 @@ import { arch, platform, release } from 'node:os'
 import { pipeline } from 'node:stream/promises'
 import { defaultText } from '../../config/bundles.js'
 import { COMPOSE_VARIABLES, MINIO_ATRIUM_USER } from '../../config/compose-variables.js'
+import { BUNDLES, composeArgs } from './compose-bundle.js'
 import { settings, type Setting } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
 import { json, zipStream, type ZipEntry } from '../../common/zip.js'
@@ -108,19 +109,32 @@ export function redactConfig(values: Record<string, string>): Record<string, str
   return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, isSecret(k) && v ? `<redacted: ${v.length} characters>` : clean(v)]))
 }
 
-/** The commands whose output the bundle holds, for the target. */
-export function logCommands(answers: Answers, envFile: string): { name: string; file: string; args: string[] }[] {
+/**
+ * The commands whose output the bundle holds, for the target. Compose: the project and files the
+ * installer deployed with (without them `docker compose` finds no project). Helm: the pods as
+ * Kubernetes describes them, their logs and those of the containers before a restart (a crash's
+ * cause), the namespace's events, the migration Job's log, and the release's status and history.
+ */
+export function logCommands(answers: Answers, envFile: string, o: { bundles?: Pick<typeof BUNDLES, 'compose'> } = {}): { name: string; file: string; args: string[] }[] {
   if (answers.target === 'compose') {
+    const compose = composeArgs(answers, envFile, o)
     return [
-      { name: 'logs/compose-ps.txt', file: 'docker', args: ['compose', '--env-file', envFile, 'ps', '--all'] },
-      { name: 'logs/compose.txt', file: 'docker', args: ['compose', '--env-file', envFile, 'logs', '--no-color', '--timestamps', '--tail', String(LOG_LINES)] },
+      { name: 'logs/compose-ps.txt', file: 'docker', args: [...compose, 'ps', '--all'] },
+      { name: 'logs/compose.txt', file: 'docker', args: [...compose, 'logs', '--no-color', '--timestamps', '--tail', String(LOG_LINES)] },
     ]
   }
-  const selector = `app.kubernetes.io/instance=${answers.release}`
+  const ns = ['-n', answers.namespace]
+  const release = `app.kubernetes.io/instance=${answers.release}`
+  const logs = ['--all-containers', '--prefix', '--timestamps', '--tail', String(LOG_LINES)]
   return [
-    { name: 'logs/kubectl-get.txt', file: 'kubectl', args: ['get', 'pods,jobs,deployments,events', '-n', answers.namespace, '-o', 'wide'] },
-    { name: 'logs/pods.txt', file: 'kubectl', args: ['logs', '-n', answers.namespace, '-l', selector, '--all-containers', '--prefix', '--timestamps', '--tail', String(LOG_LINES)] },
-    { name: 'logs/helm-status.txt', file: 'helm', args: ['status', answers.release, '-n', answers.namespace] },
+    { name: 'logs/kubectl-get.txt', file: 'kubectl', args: ['get', 'pods,jobs,deployments,replicasets,services,ingresses,networkpolicies', ...ns, '-l', release, '-o', 'wide'] },
+    { name: 'logs/pods-describe.txt', file: 'kubectl', args: ['describe', 'pods', ...ns, '-l', release] },
+    { name: 'logs/pods.txt', file: 'kubectl', args: ['logs', ...ns, '-l', release, ...logs] },
+    { name: 'logs/pods-previous.txt', file: 'kubectl', args: ['logs', ...ns, '-l', release, '--previous', ...logs] },
+    { name: 'logs/migrations.txt', file: 'kubectl', args: ['logs', ...ns, '-l', `${release},app.kubernetes.io/component=migrate`, ...logs] },
+    { name: 'logs/events.txt', file: 'kubectl', args: ['get', 'events', ...ns, '--sort-by=.lastTimestamp'] },
+    { name: 'logs/helm-status.txt', file: 'helm', args: ['status', answers.release, ...ns] },
+    { name: 'logs/helm-history.txt', file: 'helm', args: ['history', answers.release, ...ns, '--max', '20'] },
   ]
 }
 

@@ -5,18 +5,12 @@
 // the chart is pointed at the private registry that holds them (helm).
 import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { CONTAINER_CLI } from '../../config/bundles.js'
 import type { Answers } from '../core/answers.js'
+import { BUNDLES, composeArgs } from '../core/compose-bundle.js'
 import type { ConfigFiles } from '../core/context.js'
 import { loadCommands } from './airgap.js'
 import type { CommandResult, Runner } from './run.js'
-
-/** Where the bundles sit in this package (DESIGN.md: compose/ and charts/atrium). */
-export const BUNDLES = {
-  compose: fileURLToPath(new URL('../../compose', import.meta.url)),
-  chart: fileURLToPath(new URL('../../charts/atrium', import.meta.url)),
-}
 
 export interface Command {
   file: string
@@ -36,19 +30,10 @@ export interface DeployOptions {
   registry?: string
 }
 
-export const COMPOSE_PROJECT = 'atrium'
 const WAIT = 15 * 60_000
 
 /** The Compose bundle's external volumes, each bound to a folder under the data path (the disk preflight measured). */
 export const COMPOSE_VOLUMES = { 'atrium-postgres': 'postgres', 'atrium-redis': 'redis', 'atrium-minio': 'minio', 'atrium-data': 'data' } as const
-
-/** `docker compose` with the project, the written .env and the bundle's files (plus the air-gapped variant). */
-export function composeArgs(answers: Answers, envFile: string, o: DeployOptions = {}): string[] {
-  const dir = (o.bundles ?? BUNDLES).compose
-  const args = ['compose', '--project-name', COMPOSE_PROJECT, '--env-file', resolve(envFile), '-f', join(dir, 'compose.yaml')]
-  if (answers.mode === 'air-gapped') args.push('-f', join(dir, 'compose.airgap.yaml'))
-  return args
-}
 
 function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'compose' }>, o: DeployOptions): Command[] {
   const compose = composeArgs(answers, files.env, o)

@@ -44,7 +44,7 @@ type Step =
   | { name: 'target' }
   | { name: 'mode' }
   | { name: 'ask'; index: number }
-  | { name: 'checks'; checks: CheckResult[] | null }
+  | { name: 'checks'; checks: CheckResult[] | null; again?: boolean }
   | { name: 'plan'; plan: ConfigureResult; checks: CheckResult[] }
   | { name: 'done'; result: ConfigureResult }
   | { name: 'deploying'; result: ConfigureResult; lines: string[] }
@@ -63,6 +63,12 @@ function Question({ prompt, onAnswer }: { prompt: Prompt; onAnswer: (value: stri
   const [value, setValue] = useState('')
   const [error, setError] = useState<string | null>(null)
   const offer = prompt.initial === '' ? '' : prompt.secret ? ' (Enter keeps the current one)' : ` (Enter for ${prompt.initial})`
+  const submit = (v: string) => {
+    const answer = v.trim() === '' ? prompt.initial : v
+    const problem = checkAnswer(prompt, answer)
+    if (problem) setError(problem)
+    else onAnswer(answer)
+  }
   return (
     <Box flexDirection="column">
       <Text wrap="wrap">
@@ -74,16 +80,15 @@ function Question({ prompt, onAnswer }: { prompt: Prompt; onAnswer: (value: stri
         <TextInput
           value={value}
           onChange={(v) => {
-            setValue(v)
+            // Pasted text arrives in one piece, its line end included: the line end submits it,
+            // as Enter would, and is never part of the answer.
+            const end = v.search(/[\r\n]/)
+            setValue(end < 0 ? v : v.slice(0, end))
             setError(null)
+            if (end >= 0) submit(v.slice(0, end))
           }}
           mask={prompt.secret ? '*' : undefined}
-          onSubmit={(v) => {
-            const answer = v.trim() === '' ? prompt.initial : v
-            const problem = checkAnswer(prompt, answer)
-            if (problem) setError(problem)
-            else onAnswer(answer)
-          }}
+          onSubmit={submit}
         />
       </Box>
       {error && <Text wrap="wrap">Not accepted: {error}</Text>}
@@ -108,7 +113,7 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
   useInput((input, key) => {
     if (step.name === 'welcome' && key.return) setStep({ name: 'target' })
     if (step.name === 'checks' && step.checks) {
-      if (input === 'r') setStep({ name: 'checks', checks: null })
+      if (input === 'r') setStep({ name: 'checks', checks: null, again: true })
       if (input === 'q') finish({ written: false, checks: step.checks })
       if (input === 'c' || (key.return && overallStatus(step.checks) !== 'fail')) {
         setStep({ name: 'plan', plan: configure(ctx, { dryRun: true }), checks: step.checks })
@@ -207,7 +212,7 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
       )
     }
     case 'checks':
-      if (!step.checks) return <Text>Running the checks...</Text>
+      if (!step.checks) return <Text>{step.again ? 'Running the checks again...' : 'Running the checks...'}</Text>
       return (
         <Box flexDirection="column">
           <CheckList checks={step.checks} />

@@ -11,7 +11,8 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { imageNamed, imageRef } from '../../config/images.js'
-import { composeArgs, COMPOSE_PROJECT, COMPOSE_VOLUMES } from '../../installer/deploy/deploy.js'
+import { composeArgs, COMPOSE_PROJECT } from '../../installer/core/compose-bundle.js'
+import { COMPOSE_VOLUMES } from '../../installer/deploy/deploy.js'
 import { parseAnswers } from '../../installer/core/answers.js'
 import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage } from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
@@ -19,6 +20,7 @@ import { installer } from '../helpers/installer.js'
 import { testLicense, testVendor } from '../helpers/license.js'
 import { freePort, freshBucket, freshDatabase, services, tempDir } from '../helpers/platform.js'
 import { needsCompose, runTool } from '../helpers/tools.js'
+import { unzip } from '../helpers/zip.js'
 
 const SERVER = imageNamed('atrium-server')
 /** The tag the bundle runs (ATRIUM_VERSION's default) and the kit carries. */
@@ -177,6 +179,13 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   )
   const airGapped = (await docker([...args, 'exec', '-T', 'server', 'node', '-e', 'console.log(process.env.AIR_GAPPED)'])).stdout.trim()
   t.equal(airGapped, 'true', 'the server runs air-gapped')
+  // The support bundle finds the project the installer deployed (its name and files).
+  const supportZip = join(tempDir(t), 'support.zip')
+  const support = await step('support-bundle', () => installer(['support-bundle', '--answers', answers, '--output', supportZip, '--json'], env))
+  t.equal(support.code, 0, support.stderr)
+  const supportFiles = await unzip(readFileSync(supportZip))
+  t.match(supportFiles['logs/compose-ps.txt'], /--project-name atrium [^\n]*\n\(exit code 0\)\n[\s\S]*server/, 'docker compose ps lists the running server')
+  t.match(supportFiles['logs/compose.txt'], /\(exit code 0\)\n[\s\S]*server-1 +\|/, "and the logs hold the server's")
 
   // The first tenant as the summary prints it: the sign-in and the key work.
   const admin = report.firstAdmin!

@@ -62,18 +62,36 @@ t.test('a compose site gets a zip of versions, checks, redacted configuration an
     tools: [{ id: 'tools.docker', found: '27.3.1' }],
     createdAt: '2026-11-23T10:00:00.000Z',
   })
-  t.match(files['logs/compose.txt'], /\$ docker compose --env-file .*\.env logs --no-color --timestamps --tail 2000\n\(exit code 0\)\nserver: DATABASE_URL=<redacted> R2=<redacted>/)
+  // The project and the files the installer deployed with: without them Compose finds no project.
+  t.match(
+    files['logs/compose.txt'],
+    /\$ docker compose --project-name atrium --env-file .*\.env -f \S+\/compose\/compose\.yaml logs --no-color --timestamps --tail 2000\n\(exit code 0\)\nserver: DATABASE_URL=<redacted> R2=<redacted>/,
+  )
   t.equal(JSON.parse(files['config.redacted.json']!).PUBLIC_URL, 'https://atrium.example.com')
   const all = Object.values(files).join('\n')
   for (const s of secrets) t.notOk(all.includes(s), `no ${s.slice(0, 4)}… anywhere in the bundle`)
 })
 
-t.test('a helm site collects pods, events and the release status; a missing tool is said, not fatal', async (t) => {
+t.test('a helm site collects pod descriptions, logs before a restart, events, the migration log, the release status and history; a missing tool is said, not fatal', async (t) => {
   const answers: Answers = { ...DEFAULT_ANSWERS, target: 'helm', namespace: 'ai', release: 'prod', config: {} }
   const cmds = logCommands(answers, '')
   t.same(
     cmds.map((c) => `${c.file} ${c.args.join(' ')}`),
-    ['kubectl get pods,jobs,deployments,events -n ai -o wide', 'kubectl logs -n ai -l app.kubernetes.io/instance=prod --all-containers --prefix --timestamps --tail 2000', 'helm status prod -n ai'],
+    [
+      'kubectl get pods,jobs,deployments,replicasets,services,ingresses,networkpolicies -n ai -l app.kubernetes.io/instance=prod -o wide',
+      'kubectl describe pods -n ai -l app.kubernetes.io/instance=prod',
+      'kubectl logs -n ai -l app.kubernetes.io/instance=prod --all-containers --prefix --timestamps --tail 2000',
+      'kubectl logs -n ai -l app.kubernetes.io/instance=prod --previous --all-containers --prefix --timestamps --tail 2000',
+      'kubectl logs -n ai -l app.kubernetes.io/instance=prod,app.kubernetes.io/component=migrate --all-containers --prefix --timestamps --tail 2000',
+      'kubectl get events -n ai --sort-by=.lastTimestamp',
+      'helm status prod -n ai',
+      'helm history prod -n ai --max 20',
+    ],
+  )
+  t.same(
+    logCommands({ ...answers, target: 'compose', mode: 'air-gapped' }, '/etc/atrium/.env', { bundles: { compose: '/opt/atrium/compose' } })[0]!.args,
+    ['compose', '--project-name', 'atrium', '--env-file', '/etc/atrium/.env', '-f', '/opt/atrium/compose/compose.yaml', '-f', '/opt/atrium/compose/compose.airgap.yaml', 'ps', '--all'],
+    'compose: the project and the files the installer deployed with',
   )
   const dir = tempDir(t)
   const runner: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: dir } })

@@ -72,6 +72,44 @@ t.test('failed checks offer to run again, continue or quit; quitting writes noth
   t.notOk(existsSync(out))
 })
 
+t.test('r runs the checks again and says so while they run', async (t) => {
+  let runs = 0
+  let release = () => {}
+  const preflight = async () => {
+    runs++
+    if (runs > 1) await new Promise<void>((r) => (release = r))
+    return runs > 1 ? passing : failing
+  }
+  const { ui, done } = await throughQuestions(t, failing, { preflight })
+  await until(ui, /\[FAIL\] CPU cores/)
+  ui.stdin.write('r')
+  await until(ui, /Running the checks again\.\.\./)
+  t.match(ui.lastFrame(), /^Running the checks again\.\.\.$/m)
+  for (let waited = 0; runs < 2 && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20))
+  release()
+  await until(ui, /\[PASS\] CPU cores/)
+  t.match(ui.lastFrame(), /\[PASS\] CPU cores: 8 cores/, 'the new results replace the old')
+  t.equal(runs, 2)
+  await endWith(ui, 'q', done)
+})
+
+t.test('an answer pasted with its line end is taken as if typed and Enter pressed; the line end is not kept', async (t) => {
+  const dir = tempDir(t)
+  const answers: Answers[] = []
+  const initial: Answers = { ...DEFAULT_ANSWERS, dataPath: dir, outputDir: join(dir, 'out'), config: {} }
+  const ui = render(<App initial={contextFor(initial)} resolve={(a) => (answers.push(a), contextFor(a))} preflight={async () => passing} configure={configure} onDone={() => {}} />)
+  t.teardown(ui.unmount)
+  for (const key of ['', '\r', '\r', '\r']) {
+    ui.stdin.write(key)
+    await tick()
+  }
+  await until(ui, /Configuration \(1 of/)
+  ui.stdin.write(`${dir}/pasted\r`) // one chunk, as a terminal delivers a paste
+  await until(ui, /Configuration \(2 of/)
+  t.match(ui.lastFrame(), /Configuration \(2 of/, 'the next question')
+  t.equal(answers.at(-1)!.dataPath, `${dir}/pasted`)
+})
+
 t.test('the plan lists what changes; n leaves without writing', async (t) => {
   const { ui, done, out } = await throughQuestions(t, passing)
   ui.stdin.write('\r')
