@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { parse, stringify } from 'yaml'
 import { settings, type SettingName } from '../../config/schema.js'
+import { REGISTRY_RE } from '../../config/images.js'
 import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../common/email.js'
 
@@ -26,6 +27,8 @@ export interface Answers {
   /** Kubernetes namespace and release name (helm). */
   namespace: string
   release: string
+  /** Air-gapped helm: the private registry that holds the images (host[:port][/path]); --registry wins. */
+  registry: string
   /** The first tenant and its owner, created after the first deploy (no email: none is created). */
   tenantName: string
   adminEmail: string
@@ -40,6 +43,7 @@ export const DEFAULT_ANSWERS: Answers = {
   outputDir: './atrium',
   namespace: 'atrium',
   release: 'atrium',
+  registry: '',
   tenantName: 'Default',
   adminEmail: '',
   config: {},
@@ -78,6 +82,10 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
     if (v === undefined) continue
     if (typeof v === 'string' && v.trim()) answers[key] = v.trim()
     else problems.push(`${key}: must be a non-empty string`)
+  }
+  if (doc.registry !== undefined) {
+    if (typeof doc.registry === 'string' && (doc.registry.trim() === '' || REGISTRY_RE.test(doc.registry.trim()))) answers.registry = doc.registry.trim()
+    else problems.push('registry: must be host[:port][/path] without a scheme (the private registry that holds the images), or empty')
   }
   const config = doc.config ?? {}
   if (!isObject(config)) problems.push('config: must be a mapping of Atrium settings')

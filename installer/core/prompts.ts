@@ -5,9 +5,10 @@ import { COMPOSE_SERVICE_SETTINGS } from '../../config/compose-variables.js'
 import { parseSetting, settings, type Setting, type SettingName } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../common/email.js'
+import { REGISTRY_RE } from '../../config/images.js'
 import type { Answers } from './answers.js'
 
-const ANSWER_KEYS = ['dataPath', 'outputDir', 'namespace', 'release', 'tenantName', 'adminEmail'] as const
+const ANSWER_KEYS = ['dataPath', 'outputDir', 'namespace', 'release', 'registry', 'tenantName', 'adminEmail'] as const
 type AnswerKey = (typeof ANSWER_KEYS)[number]
 
 export interface Prompt {
@@ -39,6 +40,8 @@ export function promptsFor(answers: Answers, existing: Record<string, string> | 
   const path = (key: AnswerKey, label: string, required = true): Prompt => ({ key, label, secret: false, initial: answers[key], required })
   const head = [path('dataPath', 'Data path on this machine'), path('outputDir', 'Folder to write the configuration to')]
   if (answers.target === 'helm') head.push(path('namespace', 'Kubernetes namespace'), path('release', 'Helm release name'))
+  // An air-gapped cluster pulls from the site's own registry (installer images push puts them there).
+  if (answers.target === 'helm' && answers.mode === 'air-gapped') head.push(path('registry', 'Private registry that holds the images (host[:port][/path])'))
   return [
     ...head,
     ...SETTING_PROMPTS.map(({ name, label, required }) => {
@@ -63,6 +66,7 @@ export function checkAnswer(p: Prompt, value: string): string | null {
   const v = value.trim()
   if (!v) return p.required ? `${p.label.split(' (')[0]} is required` : null
   if (p.key === 'adminEmail') return EMAIL_RE.test(v) ? null : 'Email must be an address like admin@example.com'
+  if (p.key === 'registry') return REGISTRY_RE.test(v) ? null : 'The registry must be host[:port][/path] without a scheme, e.g. registry.corp.example:5000/atrium'
   if (!(p.key in settings)) return null
   const r = parseSetting(p.key, settings[p.key as SettingName] as Setting, v)
   return 'problem' in r ? r.problem : null

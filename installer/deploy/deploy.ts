@@ -62,7 +62,8 @@ function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target:
 
 function helmCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'helm' }>, o: DeployOptions): Command[] {
   const ns = answers.namespace
-  const registry = o.registry ? ['--set', `global.imageRegistry=${o.registry}`] : []
+  const from = o.registry || answers.registry // the flag, else the answers' (the interactive installer asks)
+  const registry = from ? ['--set', `global.imageRegistry=${from}`] : []
   return [
     { file: 'kubectl', args: ['get', 'namespace', ns], title: `Look for the namespace ${ns}`, probe: true },
     { file: 'kubectl', args: ['create', 'namespace', ns], title: `Create the namespace ${ns}` },

@@ -35,7 +35,7 @@ t.test('an answers file is read with defaults for what it leaves out', async (t)
 t.test('every mistake in an answers file is reported at once, with where it is', async (t) => {
   const { problems } = parseAnswers('target: swarm\nmode: offline\ncolour: blue\ndataPath: ""\nconfig:\n  NOPE: 1\n  PORT: [1, 2]\n  LICENSE_KEY: { vault: x }\n')
   t.same(problems, [
-    'colour: not a known answer (known: target, mode, dataPath, outputDir, namespace, release, tenantName, adminEmail, config)',
+    'colour: not a known answer (known: target, mode, dataPath, outputDir, namespace, release, registry, tenantName, adminEmail, config)',
     'target: must be one of compose, helm',
     'mode: must be one of connected, air-gapped',
     'dataPath: must be a non-empty string',

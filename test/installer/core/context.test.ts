@@ -4,10 +4,9 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { stringify } from 'yaml'
-import { DEFAULT_ANSWERS } from '../../../installer/core/answers.js'
 import { configFiles, contextFor, interactiveAnswersPath, loadContext, siteConfig } from '../../../installer/core/context.js'
-import { renderAnswers } from '../../../installer/core/answers.js'
-import { promptsFor } from '../../../installer/core/prompts.js'
+import { DEFAULT_ANSWERS, parseAnswers, renderAnswers, type Answers } from '../../../installer/core/answers.js'
+import { applyAnswer, checkAnswer, promptsFor } from '../../../installer/core/prompts.js'
 import { tempDir } from '../../helpers/platform.js'
 
 function site(t: Parameters<typeof tempDir>[0], target: 'compose' | 'helm') {
@@ -90,4 +89,25 @@ t.test('an interactive re-run offers what the run before wrote, data path and te
   t.same(ctx.problems, [])
   const offered = Object.fromEntries(promptsFor(ctx.answers, ctx.existing).map((p) => [p.key, p.initial]))
   t.match(offered, { dataPath: join(cwd, 'data'), tenantName: 'Acme Corp', PUBLIC_URL: 'https://ai.acme.example' })
+})
+
+t.test('an air-gapped helm site is asked for its registry, checked as a registry; others are not asked', async (t) => {
+  const helm: Answers = { ...DEFAULT_ANSWERS, target: 'helm', mode: 'air-gapped', config: {} }
+  const registry = promptsFor(helm, null).find((p) => p.key === 'registry')!
+  t.match(registry, { label: /^Private registry that holds the images/, required: true })
+  t.equal(checkAnswer(registry, 'registry.corp.example:5000/atrium'), null)
+  t.match(checkAnswer(registry, 'https://registry.corp.example'), /without a scheme/)
+  t.match(checkAnswer(registry, ''), /is required/)
+  t.equal(applyAnswer(helm, registry, ' registry.corp.example ').registry, 'registry.corp.example')
+  for (const other of [
+    { ...helm, mode: 'connected' as const },
+    { ...helm, target: 'compose' as const },
+  ]) {
+    t.notOk(
+      promptsFor(other, null).some((p) => p.key === 'registry'),
+      `${other.target} ${other.mode}: not asked`,
+    )
+  }
+  t.same(parseAnswers('target: helm\nregistry: reg.example:5000\n').answers.registry, 'reg.example:5000', 'an answers file may name it')
+  t.match(parseAnswers('registry: https://reg.example\n').problems, [/^registry: must be host\[:port\]\[\/path\] without a scheme/])
 })

@@ -52,6 +52,10 @@ t.test('helm: namespace, Secret, then upgrade --install --wait --atomic (the sam
     'kubectl apply --namespace ai -f /srv/atrium/secret.yaml',
     'helm upgrade --install prod /pkg/charts/atrium --namespace ai -f /srv/atrium/values.yaml --set global.imageRegistry=registry.internal:5000 --wait --atomic --timeout 15m',
   ])
+  // The registry the answers name (the interactive installer asks an air-gapped helm site); the flag wins.
+  const asked: Answers = { ...a, mode: 'air-gapped', registry: 'registry.corp.example/atrium' }
+  t.match(line(deployCommands(asked, configFiles(asked), { bundles }).at(-1)!), / --set global\.imageRegistry=registry\.corp\.example\/atrium /)
+  t.match(line(deployCommands(asked, configFiles(asked), { bundles, registry: 'other:5000' }).at(-1)!), / --set global\.imageRegistry=other:5000 /)
 })
 
 /** Tools on PATH that append their arguments to calls.log and exit as told by environment files. */
