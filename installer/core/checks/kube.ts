@@ -1,6 +1,9 @@
 // Checks of the Kubernetes cluster a helm install targets, through @kubernetes/client-node and the
 // admin's kubeconfig: reachable and its version, the nodes' allocatable CPU and memory, a default
 // StorageClass, and the namespace. Grading is pure; every failure is a result, never a throw.
+import { existsSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { delimiter, join } from 'node:path'
 import { CoreV1Api, KubeConfig, Observable, StorageV1Api, VersionApi, type RequestContext, type ResponseContext } from '@kubernetes/client-node'
 import { check, grade, type CheckResult } from './check.js'
 import { inSeconds, PROBE_DEADLINE_MS, within } from './deadline.js'
@@ -147,8 +150,31 @@ const abortAfter = (ms: number) => ({
   middlewareMergeStrategy: 'append' as const,
 })
 
+/**
+ * The kubeconfig files the client would read, and whether any is there. Without one the client
+ * quietly falls back to http://localhost:8080, and the check would fail on that instead of saying
+ * what is missing. In a pod, the service account serves.
+ */
+export function kubeconfigSearch(env: NodeJS.ProcessEnv = process.env, home = homedir()): { files: string[]; found: boolean } {
+  const files = env.KUBECONFIG ? env.KUBECONFIG.split(delimiter).filter(Boolean) : [join(home, '.kube', 'config')]
+  return { files, found: Boolean(env.KUBERNETES_SERVICE_HOST) || files.some((f) => existsSync(f)) }
+}
+
 export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): Promise<CheckResult[]> {
   const kc = new KubeConfig()
+  const search = o.kubeconfig ? null : kubeconfigSearch()
+  if (search && !search.found) {
+    return [
+      check(
+        'kube.connect',
+        'Kubernetes cluster reachable',
+        'fail',
+        `no kubeconfig: looked for ${search.files.join(', ')}${process.env.KUBECONFIG ? ' (KUBECONFIG)' : ' (KUBECONFIG is not set)'}`,
+        'a kubeconfig for the cluster',
+        "Point KUBECONFIG at the cluster's kubeconfig (export KUBECONFIG=/path/to/kubeconfig) or put it at ~/.kube/config, then run the preflight again",
+      ),
+    ]
+  }
   try {
     if (o.kubeconfig) kc.loadFromFile(o.kubeconfig)
     else kc.loadFromDefault()

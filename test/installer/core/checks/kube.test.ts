@@ -7,7 +7,7 @@ import { createServer as createTlsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { gradeKubeVersion, gradeNodes, gradeStorageClasses, kubeChecks, parseQuantity } from '../../../../installer/core/checks/kube.js'
+import { gradeKubeVersion, gradeNodes, gradeStorageClasses, kubeChecks, kubeconfigSearch, parseQuantity } from '../../../../installer/core/checks/kube.js'
 import { tempDir } from '../../../helpers/platform.js'
 import { silentServer } from '../../../helpers/silent.js'
 
@@ -169,4 +169,23 @@ t.test('an API server that accepts the connection and never answers fails at the
   const checks = await kubeChecks('ai', { kubeconfig: kubeconfig(t, silent.url('https'), certificate(t).certPath), timeoutMs: 500 })
   t.match(checks, [{ id: 'kube.connect', status: 'fail', found: `${silent.url('https')} did not answer in 0.5 s`, fix: /network path to the API server/ }])
   t.ok(await silent.allClosed(), 'no request left hanging to keep the installer from exiting')
+})
+
+t.test('without a kubeconfig the check says which files it looked for and how to set KUBECONFIG', async (t) => {
+  const home = tempDir(t)
+  t.same(kubeconfigSearch({}, home), { files: [join(home, '.kube', 'config')], found: false })
+  const given = join(home, 'a.yaml')
+  t.same(kubeconfigSearch({ KUBECONFIG: `${given}:${join(home, 'b.yaml')}` }, home), { files: [given, join(home, 'b.yaml')], found: false })
+  writeFileSync(given, 'apiVersion: v1')
+  t.equal(kubeconfigSearch({ KUBECONFIG: given }, home).found, true)
+  t.equal(kubeconfigSearch({ KUBERNETES_SERVICE_HOST: '10.0.0.1' }, home).found, true, 'in a pod, its service account')
+  const saved = { KUBECONFIG: process.env.KUBECONFIG }
+  process.env.KUBECONFIG = join(home, 'missing.yaml')
+  t.teardown(() => {
+    if (saved.KUBECONFIG === undefined) delete process.env.KUBECONFIG
+    else process.env.KUBECONFIG = saved.KUBECONFIG
+  })
+  t.match(await kubeChecks('ai'), [
+    { id: 'kube.connect', status: 'fail', found: `no kubeconfig: looked for ${join(home, 'missing.yaml')} (KUBECONFIG)`, fix: /^Point KUBECONFIG at the cluster's kubeconfig \(export KUBECONFIG=/ },
+  ])
 })
