@@ -30,6 +30,18 @@ const hostOf = (url: string | undefined) => {
   }
 }
 
+const SERVICES = { DATABASE_URL: 'PostgreSQL', REDIS_URL: 'Redis', R2_ENDPOINT: 'S3' } as const
+
+/** Which PostgreSQL, Redis and S3 the configuration uses: the bundled ones, or the site's own (by host). */
+export function servicesInUse(values: Partial<Record<string, string>>): string {
+  return Object.entries(SERVICES)
+    .map(([setting, name]) => {
+      const host = hostOf(values[setting])
+      return `${name} ${!host || BUNDLED_HOSTS.has(host) ? 'bundled' : `yours (${host})`}`
+    })
+    .join(', ')
+}
+
 export interface BundleValues {
   /** Compose variables (not Atrium settings) for .env. */
   variables: Record<string, string>

@@ -11,6 +11,7 @@ import type { Answers, Mode, Target } from '../core/answers.js'
 import { overallStatus, type CheckResult } from '../core/checks/check.js'
 import { replayCommand, type ConfigureResult } from '../core/configure.js'
 import type { Resolved } from '../core/context.js'
+import { servicesInUse } from '../core/compose-bundle.js'
 import { applyAnswer, checkAnswer, promptsFor, type Prompt } from '../core/prompts.js'
 import type { DeployStep } from '../deploy/deploy.js'
 import { stepLine, summaryLines, type InstallOutcome } from '../deploy/install.js'
@@ -236,6 +237,7 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
             </>
           ) : (
             <>
+              {answers.target === 'compose' && <Text wrap="wrap">Services: {servicesInUse(plan.values)} (an empty answer means the bundled one)</Text>}
               {plan.changes.length === 0 && <Text>The configuration is already up to date.</Text>}
               {plan.changes.map((c) => (
                 <Text key={c.name} wrap="truncate-end">

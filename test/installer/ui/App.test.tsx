@@ -35,7 +35,9 @@ const passing: CheckResult[] = [{ ...failing[0]!, status: 'pass', found: '8 core
  * Starts the app on the checks step's doorstep: every question answered through the keyboard.
  * `props` replace the real actions; `asked` is each question's screen as it was asked.
  */
-async function throughQuestions(t: Parameters<typeof tempDir>[0], checks: CheckResult[], props: Partial<AppProps> = {}) {
+const EXTERNAL = ['', '', 'https://atrium.example.com', 'postgres://a@db/atrium', 'redis://cache:6379', 'http://s3:9000', '', 'key', 'secret', 'license', '', 'admin@example.com']
+
+async function throughQuestions(t: Parameters<typeof tempDir>[0], checks: CheckResult[], props: Partial<AppProps> = {}, values = EXTERNAL) {
   const dir = tempDir(t)
   const done: unknown[] = []
   const asked: string[] = []
@@ -52,7 +54,6 @@ async function throughQuestions(t: Parameters<typeof tempDir>[0], checks: CheckR
   await enter() // welcome
   await enter() // compose
   await enter() // connected
-  const values = ['', '', 'https://atrium.example.com', 'postgres://a@db/atrium', 'redis://cache:6379', 'http://s3:9000', '', 'key', 'secret', 'license', '', 'admin@example.com']
   for (const v of values) {
     asked.push(ui.lastFrame() ?? '')
     await enter(v)
@@ -118,9 +119,19 @@ t.test('the plan lists what changes; n leaves without writing', async (t) => {
   t.match(plan, /added\s+PUBLIC_URL: https:\/\/atrium\.example\.com/)
   t.match(plan, /added\s+R2_SECRET_ACCESS_KEY: \(secret added\)/)
   t.notMatch(plan, /\bsecret\b(?! added|_ACCESS)/, 'no secret value shown')
+  t.match(plan.replace(/\s+/g, ' '), /Services: PostgreSQL yours \(db\), Redis yours \(cache\), S3 yours \(s3\)/, "the site's own services, by host")
   await endWith(ui, 'n', done)
   t.match(done, [{ written: false }])
   t.notOk(existsSync(out))
+})
+
+t.test('Compose questions left empty use the bundled services, and the plan says so', async (t) => {
+  const bundled = ['', '', 'https://atrium.example.com', '', '', '', '', '', '', 'license', '', 'admin@example.com']
+  const { ui, done } = await throughQuestions(t, passing, {}, bundled)
+  ui.stdin.write('\r')
+  await until(ui, /Services:/)
+  t.match((ui.lastFrame() ?? '').replace(/\s+/g, ' '), /Services: PostgreSQL bundled, Redis bundled, S3 bundled \(an empty answer means the bundled one\)/)
+  await endWith(ui, 'n', done)
 })
 
 t.test('y writes the configuration and the summary gives the replay command', async (t) => {
