@@ -4,7 +4,7 @@
 // words so no colour is needed. Every action (resolving the answers, the checks, the plan and the
 // write, the deploy) comes in as a prop: the screens read nothing themselves.
 import React, { useEffect, useState } from 'react'
-import { Box, Text, useApp, useInput } from 'ink'
+import { Box, Text, useApp, useInput, useStdout } from 'ink'
 import SelectInput from 'ink-select-input'
 import TextInput from 'ink-text-input'
 import type { Answers, Mode, Target } from '../core/answers.js'
@@ -99,6 +99,7 @@ function Question({ prompt, onAnswer }: { prompt: Prompt; onAnswer: (value: stri
 
 export function App({ initial, resolve, preflight, configure, install, onDone }: AppProps) {
   const { exit } = useApp()
+  const { stdout } = useStdout()
   const [ctx, setCtx] = useState<Resolved>(initial)
   const [step, setStep] = useState<Step>({ name: 'welcome' })
   const { answers } = ctx
@@ -216,7 +217,8 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
       if (!step.checks) return <Text>{step.again ? 'Running the checks again...' : 'Running the checks...'}</Text>
       return (
         <Box flexDirection="column">
-          <CheckList checks={step.checks} />
+          {/* Within the terminal's rows (24 when unknown), less the line of keys below. */}
+          <CheckList checks={step.checks} rows={(stdout.rows || 24) - 1} />
           <Text>{overallStatus(step.checks) === 'fail' ? 'r: run the checks again  c: continue anyway  q: quit' : 'Enter: continue  r: run the checks again  q: quit'}</Text>
         </Box>
       )

@@ -89,8 +89,29 @@ t.test('r runs the checks again and says so while they run', async (t) => {
   for (let waited = 0; runs < 2 && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20))
   release()
   await until(ui, /\[PASS\] CPU cores/)
-  t.match(ui.lastFrame(), /\[PASS\] CPU cores: 8 cores/, 'the new results replace the old')
+  t.match(ui.lastFrame(), /\[PASS\] CPU cores\n[\s\S]*1 passed, 0 warnings, 0 failed/, 'the new results replace the old')
   t.equal(runs, 2)
+  await endWith(ui, 'q', done)
+})
+
+t.test('the checks fit a 24-row terminal however many fail: passes on one line, problems one row each with their fix, then how many more', async (t) => {
+  const many: CheckResult[] = Array.from({ length: 20 }, (_, i) => ({
+    id: `c${i}`,
+    title: `Check number ${i} with a long title`,
+    status: i % 3 === 0 ? 'warn' : 'fail',
+    found: 'what was found, which is long enough to wrap on a narrow terminal '.repeat(2),
+    required: 'what is required',
+    fix: 'what to do about it, which is also long enough to wrap on any terminal '.repeat(2),
+  }))
+  const { ui, done } = await throughQuestions(t, [...passing, ...many])
+  await until(ui, /r: run the checks again/)
+  const lines = (ui.lastFrame() ?? '').split('\n')
+  t.ok(lines.length <= 24, `${lines.length} rows`)
+  t.match(lines[0], /^\[PASS\] CPU cores$/)
+  t.match(lines[1], /^\[FAIL\] Check number 1 with a long title: what was found/, 'failures first')
+  t.match(lines[2], /^ +fix: what to do about it/)
+  t.match(ui.lastFrame(), /\.\.\.and \d+ more: the preflight command lists every check in full/)
+  t.match(lines.at(-1), /^r: run the checks again {2}c: continue anyway {2}q: quit$/, 'the keys stay on screen')
   await endWith(ui, 'q', done)
 })
 
