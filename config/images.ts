@@ -33,3 +33,7 @@ export const imageNamed = (name: string): Image => {
 
 /** A registry as global.imageRegistry and ATRIUM_REGISTRY take it: host[:port][/path], no scheme. */
 export const REGISTRY_RE = /^[a-zA-Z0-9.-]+(:[0-9]+)?(\/[a-zA-Z0-9._/-]+)?$/
+
+/** Null when `registry` is one; else what is wrong, said of `what` (the flag, the answer or the field). */
+export const registryProblem = (registry: string, what = '--registry'): string | null =>
+  REGISTRY_RE.test(registry) ? null : `${what} must be host[:port][/path] without a scheme, e.g. registry.corp.example:5000/atrium (got "${registry}")`

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { parse, stringify } from 'yaml'
 import { settings, type SettingName } from '../../config/schema.js'
-import { REGISTRY_RE } from '../../config/images.js'
+import { registryProblem } from '../../config/images.js'
 import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../common/email.js'
 
@@ -84,8 +84,10 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
     else problems.push(`${key}: must be a non-empty string`)
   }
   if (doc.registry !== undefined) {
-    if (typeof doc.registry === 'string' && (doc.registry.trim() === '' || REGISTRY_RE.test(doc.registry.trim()))) answers.registry = doc.registry.trim()
-    else problems.push('registry: must be host[:port][/path] without a scheme (the private registry that holds the images), or empty')
+    const registry = typeof doc.registry === 'string' ? doc.registry.trim() : String(doc.registry)
+    const problem = registry === '' ? null : registryProblem(registry, 'registry:')
+    if (problem) problems.push(problem)
+    else answers.registry = registry
   }
   const config = doc.config ?? {}
   if (!isObject(config)) problems.push('config: must be a mapping of Atrium settings')

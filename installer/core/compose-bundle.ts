@@ -22,13 +22,11 @@ export const BUNDLE_SECRETS = Object.entries(COMPOSE_VARIABLES)
 /** Bundled services' host names inside the Compose network: a setting pointing there is ours. */
 const BUNDLED_HOSTS = new Set(['postgres', 'redis', 'minio'])
 
-const hostOf = (url: string | undefined) => {
-  try {
-    return url ? new URL(url).hostname : ''
-  } catch {
-    return ''
-  }
-}
+/** A URL's host name, IPv6 without its brackets; '' for no URL or one that does not parse. */
+export const hostOf = (url: string | undefined): string => (url && URL.canParse(url) ? new URL(url).hostname.replace(/^\[(.*)\]$/, '$1') : '')
+
+/** A service setting that names no service, or one of the bundle's hosts, means the bundled service. */
+export const usesBundled = (url: string | undefined): boolean => !url || BUNDLED_HOSTS.has(hostOf(url))
 
 const SERVICES = { DATABASE_URL: 'PostgreSQL', REDIS_URL: 'Redis', R2_ENDPOINT: 'S3' } as const
 
@@ -36,8 +34,8 @@ const SERVICES = { DATABASE_URL: 'PostgreSQL', REDIS_URL: 'Redis', R2_ENDPOINT: 
 export function servicesInUse(values: Partial<Record<string, string>>): string {
   return Object.entries(SERVICES)
     .map(([setting, name]) => {
-      const host = hostOf(values[setting])
-      return `${name} ${!host || BUNDLED_HOSTS.has(host) ? 'bundled' : `yours (${host})`}`
+      const url = values[setting]
+      return `${name} ${usesBundled(url) ? 'bundled' : `yours (${hostOf(url)})`}`
     })
     .join(', ')
 }
@@ -73,7 +71,7 @@ export function composeBundleValues(answers: Answers, resolved: Record<string, s
     // Given in the answers, even empty, it decides (empty: the bundled one, also after an external
     // one was written before); not given, the configuration already written does.
     const given = setting in resolved ? resolved[setting] : existing?.[setting]
-    return !given || BUNDLED_HOSTS.has(hostOf(given))
+    return usesBundled(given)
   }
   const settings: Record<string, string> = {}
   // Only the bundled services Atrium uses start: an external one's container would sit idle.

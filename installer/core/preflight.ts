@@ -9,6 +9,7 @@ import { postgresChecks, redisChecks, s3Checks } from './checks/services.js'
 import { check, type CheckResult } from './checks/check.js'
 import { parseRegionStores, type RegionStoreSetting } from '../../config/schema.js'
 import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
+import { hostOf, usesBundled } from './compose-bundle.js'
 import { toolChecks } from './checks/tools.js'
 import { licenseCheck } from './license.js'
 import { inSeconds, within } from './checks/deadline.js'
@@ -32,12 +33,10 @@ export interface PreflightOptions {
 export function portsFor(answers: Answers, values: Record<string, string>): number[] {
   if (answers.target !== 'compose') return []
   // The bundled MinIO is published too (download links): when the site uses it, its port must be free.
-  const bundledS3 = !values.R2_ENDPOINT || hostOf(values.R2_ENDPOINT) === 'minio'
-  const ports = [values.PORT || '8080', ...(bundledS3 ? [values.ATRIUM_S3_PORT || COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example] : [])].map(Number)
+  const ports = [values.PORT || '8080', ...(usesBundled(values.R2_ENDPOINT) ? [values.ATRIUM_S3_PORT || COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example] : [])].map(Number)
   return ports.filter((p) => Number.isInteger(p) && p > 0 && p < 65536)
 }
 
-const hostOf = (url: string): string => (URL.canParse(url) ? new URL(url).hostname.replace(/^\[(.*)\]$/, '$1') : '')
 const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1)$/i
 
 /**

@@ -5,7 +5,7 @@ import { COMPOSE_SERVICE_SETTINGS } from '../../config/compose-variables.js'
 import { parseSetting, settings, type Setting, type SettingName } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../common/email.js'
-import { REGISTRY_RE } from '../../config/images.js'
+import { registryProblem } from '../../config/images.js'
 import type { Answers } from './answers.js'
 
 const ANSWER_KEYS = ['dataPath', 'outputDir', 'namespace', 'release', 'registry', 'tenantName', 'adminEmail'] as const
@@ -66,7 +66,7 @@ export function checkAnswer(p: Prompt, value: string): string | null {
   const v = value.trim()
   if (!v) return p.required ? `${p.label.split(' (')[0]} is required` : null
   if (p.key === 'adminEmail') return EMAIL_RE.test(v) ? null : 'Email must be an address like admin@example.com'
-  if (p.key === 'registry') return REGISTRY_RE.test(v) ? null : 'The registry must be host[:port][/path] without a scheme, e.g. registry.corp.example:5000/atrium'
+  if (p.key === 'registry') return registryProblem(v, 'The registry')
   if (!(p.key in settings)) return null
   const r = parseSetting(p.key, settings[p.key as SettingName] as Setting, v)
   return 'problem' in r ? r.problem : null

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto'
 import { createReadStream, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { basename, resolve } from 'node:path'
 import { pipeline } from 'node:stream/promises'
-import { IMAGES, imageRef, REGISTRY_RE, type Image } from '../../config/images.js'
+import { IMAGES, imageRef, type Image } from '../../config/images.js'
 import type { Command } from './deploy.js'
 
 const WAIT = 30 * 60_000
@@ -92,9 +92,4 @@ export function pushCommands(registry: string, tarball?: string, images: readonl
       { file: 'docker', args: ['push', imageRef(i, registry)], title: `Push ${imageRef(i, registry)}`, timeoutMs: WAIT },
     ]),
   ]
-}
-
-/** A registry as global.imageRegistry takes it: host[:port][/path], no scheme. */
-export function registryProblem(registry: string): string | null {
-  return REGISTRY_RE.test(registry) ? null : `--registry must be host[:port][/path] without a scheme (got "${registry}")`
 }
