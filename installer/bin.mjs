@@ -4,5 +4,4 @@
 import { register } from 'tsx/esm/api'
 
 register()
-const { main } = await import('./main.tsx')
-process.exitCode = await main(process.argv.slice(2))
+await import('./cli.ts')

@@ -1,6 +1,8 @@
 // The installer's commands. Each receives the context resolved once (core/context.ts) and its
 // options, does its work through core/ and deploy/, and returns a report (core/report.ts): plain
 // data that ui/output.tsx shows as text or as JSON. Nothing here prints.
+import { mkdirSync, statSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import { IMAGES, imageRef } from '../config/images.js'
 import { overallStatus } from './core/checks/check.js'
 import { configure, replayCommand, type ConfigureResult } from './core/configure.js'
@@ -9,7 +11,7 @@ import { runPreflight } from './core/preflight.js'
 import { EXIT, exitFor, type ConfigureReport, type ImagesReport, type InstallReport, type PlannedCommand, type PreflightReport, type StepReport, type SupportBundleReport } from './core/report.js'
 import { writeSupportBundle } from './core/support-bundle.js'
 import { registryProblem } from '../config/images.js'
-import { kitProblem, loadCommands, pushCommands, saveCommands, selectImages, writeChecksum } from './deploy/airgap.js'
+import { KIT, loadCommands, openKit, platformProblem, pushCommands, pushedDigests, recordImages, saveCommands, selectImages, writeSums, type KitTrust } from './deploy/airgap.js'
 import { deploy, failedStep, type Command, type DeployStep } from './deploy/deploy.js'
 import { installPlan, runInstall, summaryLines } from './deploy/install.js'
 import { run, type Runner } from './deploy/run.js'
@@ -31,8 +33,14 @@ export interface CommandOptions {
   /** Configure although checks failed. */
   ignoreFailed?: boolean
   dryRun?: boolean
-  /** The images tarball: loaded before a compose deploy, or by images load/push. */
+  /** The air-gap kit (its folder or its images tarball): loaded before a compose deploy, or by images load/push. */
   images?: string
+  /** Accept a kit the admin saved (`images save`), which has no vendor signature. */
+  allowUnsigned?: boolean
+  /** images save: the platform to pull (os/architecture). */
+  platform?: string
+  /** The keys a kit's signature may be made with (tests); the vendor's otherwise. */
+  trustedKeys?: KitTrust['keys']
   /** The private registry that holds the images (helm; images push). */
   registry?: string
   /** Where support-bundle or images save writes. */
@@ -109,6 +117,9 @@ export async function configureCommand(ctx: Resolved, o: CommandOptions = {}): P
 
 /** configure, then the deploy commands, the wait for /readyz and the first tenant. A dry run lists the commands. */
 export async function installCommand(ctx: Resolved, o: CommandOptions = {}, progress: Progress = {}): Promise<InstallReport> {
+  if (ctx.answers.target === 'helm' && o.images && !(o.registry || ctx.answers.registry)) {
+    throw new BadInput("a Helm install from the kit (--images) pushes its images to the site's registry: add --registry HOST[:PORT][/PATH] (or registry in the answers)")
+  }
   const { report: configured, result } = await configureStep(ctx, o)
   progress.configured?.(configured)
   const report: InstallReport = {
@@ -125,7 +136,7 @@ export async function installCommand(ctx: Resolved, o: CommandOptions = {}, prog
     summary: [],
   }
   if (configured.stopped || !result) return report
-  const options = { imagesTarball: o.images, registry: o.registry }
+  const options = { kit: o.images, registry: o.registry, trust: trustOf(o) }
   if (o.dryRun) return { ...report, deploy: installPlan(ctx, options).map(planned) }
   const r = await runInstall(ctx, result.plan.values, { ...options, runner: o.runner }, progress.step)
   return {
@@ -152,16 +163,19 @@ export async function supportBundleCommand(ctx: Resolved, o: CommandOptions = {}
   return { command: 'support-bundle', exitCode: EXIT.ok, path, size: r.size, sha256: r.sha256 }
 }
 
+const trustOf = (o: CommandOptions): KitTrust => ({ keys: o.trustedKeys, allowUnsigned: o.allowUnsigned })
+
 /** The commands of an images action other than list; bad input when its flags are missing. */
 function imageCommands(action: string, o: CommandOptions): Command[] {
   const { images, problem } = selectImages(o.only)
   if (problem) throw new BadInput(problem)
   if (action === 'save') {
-    if (!o.output) throw new BadInput('images save needs --output FILE (the tarball to write)')
-    return saveCommands(o.output, images)
+    const problems = [!o.output && 'images save needs --output DIR (the kit folder to write)', o.platform && platformProblem(o.platform)].filter((p): p is string => Boolean(p))
+    if (problems.length) throw new BadInput(problems)
+    return saveCommands(o.output!, images, o.platform)
   }
   if (action === 'load') {
-    if (!o.images) throw new BadInput('images load needs --images FILE (the tarball from images save)')
+    if (!o.images) throw new BadInput('images load needs --images DIR (the air-gap kit, from the vendor or images save)')
     return loadCommands(o.images)
   }
   if (action === 'push') {
@@ -175,15 +189,26 @@ function imageCommands(action: string, o: CommandOptions): Command[] {
 
 /** The air-gap kit: list, save (connected side), load or push (air-gapped side) every image. */
 export async function imagesCommand(action = 'list', o: CommandOptions = {}, progress: Progress = {}): Promise<ImagesReport> {
-  const report: ImagesReport = { command: 'images', exitCode: EXIT.ok, action: 'list', images: [], commands: [], steps: [], ok: true, error: null, kit: null }
+  const report: ImagesReport = { command: 'images', exitCode: EXIT.ok, action: 'list', images: [], commands: [], steps: [], ok: true, error: null, kit: null, pushed: [] }
   if (action === 'list') return { ...report, images: IMAGES.map((i) => ({ ...i, ref: imageRef(i) })) }
   const commands = imageCommands(action, o)
   const named = { ...report, action: action as ImagesReport['action'] }
   if (o.dryRun) return { ...named, commands: commands.map(planned) }
-  // A damaged or partly copied tarball is refused before anything is loaded from it.
-  const problem = action !== 'save' && o.images ? await kitProblem(o.images) : null
-  if (problem) return { ...named, exitCode: EXIT.error, ok: false, error: problem }
-  const r = await deploy(commands, o.runner ?? run, progress.step)
+  const runner = o.runner ?? run
+  // A kit that is not the vendor's, or damaged, is refused before anything is loaded from it.
+  const opened = action !== 'save' && o.images ? await openKit(o.images, trustOf(o)) : null
+  if (opened?.problem) return { ...named, exitCode: EXIT.error, ok: false, error: opened.problem }
+  if (action === 'save') mkdirSync(o.output!, { recursive: true })
+  const r = await deploy(commands, runner, progress.step)
   if (!r.ok) return { ...named, exitCode: EXIT.error, ok: false, steps: r.steps.map(stepReport), error: `Failed at: ${failedStep(r.steps, 2000)}` }
-  return { ...named, steps: r.steps.map(stepReport), kit: action === 'save' ? await writeChecksum(o.output!) : null }
+  const steps = r.steps.map(stepReport)
+  if (action === 'save') {
+    const { images } = selectImages(o.only)
+    const manifest = await recordImages(o.output!, images, runner)
+    await writeSums(o.output!)
+    const path = join(resolve(o.output!), KIT.images)
+    return { ...named, steps, kit: { dir: resolve(o.output!), path, bytes: statSync(path).size, images: manifest.images, signedBy: null } }
+  }
+  const pushed = action === 'push' ? await pushedDigests(o.registry!, selectImages(o.only).images, runner) : []
+  return { ...named, steps, kit: opened?.kit ?? null, pushed }
 }

@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 // The installer's entry: flags, then one command, then its report shown, then the exit code. The
 // context is resolved once per command (core/context.ts); the commands (commands.ts) return plain
 // reports (core/report.ts) that one renderer shows as text or JSON (ui/output.tsx); logic lives in
@@ -8,7 +7,7 @@
 //   npm run --silent installer -- configure --answers FILE --yes [--dry-run] [--json] [--strict]
 //   npm run --silent installer -- install --answers FILE --yes [--dry-run] [--json] [--images FILE] [--registry HOST]
 //   npm run --silent installer -- support-bundle [--answers FILE] [--output FILE] [--json]
-//   npm run --silent installer -- images list|save|load|push [--output FILE] [--images FILE] [--registry HOST] [--dry-run] [--json]
+//   npm run --silent installer -- images list|save|load|push [--output DIR] [--images DIR] [--registry HOST] [--platform P] [--allow-unsigned] [--dry-run] [--json]
 //   npm run --silent installer                  (in a terminal: the interactive installer)
 import { parseArgs } from 'node:util'
 import React from 'react'
@@ -21,6 +20,7 @@ import { runPreflight } from './core/preflight.js'
 import { EXIT, type ExitCode, type Report } from './core/report.js'
 import { runInstall } from './deploy/install.js'
 import { run } from './deploy/run.js'
+import { VERSION } from '../common/version.js'
 import { App, type AppResult } from './ui/App.js'
 import { output } from './ui/output.js'
 
@@ -38,10 +38,12 @@ Commands:
   support-bundle  one zip for the vendor's support: versions, check results, the configuration
               with secrets redacted, recent logs
   images list         every container image the bundles use (the air-gap kit)
-  images save         save them to one tarball (--output FILE) with FILE.sha256 beside it, where they
-                      can be pulled (images this engine holds are not pulled again)
-  images load         check that tarball against its FILE.sha256, then load it (--images FILE)
-  images push         tag and push them to a private registry (--registry HOST, --images FILE to load first)
+  images save         save them into a kit folder (--output DIR): the tarball, images.json pinning
+                      each image, SHA256SUMS; where they can be pulled (held images are not pulled again)
+  images load         check the kit (the vendor's signature, every checksum), load it, and check
+                      each image against its pin (--images DIR)
+  images push         tag and push them to a private registry (--registry HOST, --images DIR to
+                      load first); prints each image by its digest there
 
 Options:
   --answers FILE          the answers (YAML); see docs/installer.md
@@ -53,10 +55,13 @@ Options:
                           interactive installer)
   --strict                warnings count as failures (exit 4)
   --ignore-failed-checks  configure even though checks failed (they are still shown and reported)
-  --output FILE           where support-bundle (default atrium-support-<time>.zip) or images save writes
-  --images FILE           air-gapped: the images tarball (install with compose loads it first)
+  --output FILE|DIR       where support-bundle (default atrium-support-<time>.zip) or images save writes
+  --images DIR            air-gapped: the air-gap kit's folder (install with compose loads it first)
+  --allow-unsigned        accept a kit without the vendor's signature (one saved with images save)
+  --platform OS/ARCH      images save: pull for this platform (linux/amd64, linux/arm64)
   --registry HOST         air-gapped helm: the private registry that holds the images
   --only NAME,...         images save and push: only these (names from images list)
+  --version               the installer's version
 
 Exit codes: 0 ok, 1 error, 2 bad input, 3 a check failed, 4 only warnings (with --strict).`
 
@@ -66,6 +71,9 @@ interface Flags {
   images?: string
   registry?: string
   only?: string
+  platform?: string
+  allowUnsigned: boolean
+  version: boolean
   yes: boolean
   ignoreFailed: boolean
   target?: string
@@ -88,6 +96,9 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
         images: { type: 'string' },
         registry: { type: 'string' },
         only: { type: 'string' },
+        platform: { type: 'string' },
+        'allow-unsigned': { type: 'boolean' },
+        version: { type: 'boolean' },
         yes: { type: 'boolean', short: 'y' },
         target: { type: 'string' },
         'air-gapped': { type: 'boolean' },
@@ -113,6 +124,9 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
       images: v.images,
       registry: v.registry,
       only: v.only,
+      platform: v.platform,
+      allowUnsigned: Boolean(v['allow-unsigned']),
+      version: Boolean(v.version),
       yes: Boolean(v.yes),
       ignoreFailed: Boolean(v['ignore-failed-checks']),
       target: v.target,
@@ -156,7 +170,7 @@ async function interactive(flags: Flags): Promise<Report> {
       resolve={(answers) => contextFor(answers, { baseDir: ctx.baseDir })}
       preflight={(c) => runPreflight(c.answers, c.values, { runner: run })}
       configure={configure}
-      install={(c, written, onStep) => runInstall(c, written.plan.values, { imagesTarball: flags.images, registry: flags.registry }, onStep)}
+      install={(c, written, onStep) => runInstall(c, written.plan.values, { kit: flags.images, registry: flags.registry, trust: { allowUnsigned: flags.allowUnsigned } }, onStep)}
       onDone={(r) => {
         exitCode = interactiveExit(r)
       }}
@@ -172,11 +186,22 @@ function requireYes(command: string, flags: Flags): void {
 }
 
 async function dispatch(command: string | undefined, sub: string | undefined, flags: Flags, progress: Progress): Promise<Report> {
+  if (flags.version) return { command: 'help', exitCode: EXIT.ok, usage: `Atrium installer ${VERSION}` }
   if (command === undefined && !flags.help && process.stdin.isTTY && process.stdout.isTTY) return interactive(flags)
   if (flags.help || command === undefined || command === 'help') {
     return { command: 'help', exitCode: command === undefined && !flags.help ? EXIT.badInput : EXIT.ok, usage: USAGE }
   }
-  const o: CommandOptions = { strict: flags.strict, ignoreFailed: flags.ignoreFailed, dryRun: flags.dryRun, images: flags.images, registry: flags.registry, output: flags.output, only: flags.only }
+  const o: CommandOptions = {
+    strict: flags.strict,
+    ignoreFailed: flags.ignoreFailed,
+    dryRun: flags.dryRun,
+    images: flags.images,
+    registry: flags.registry,
+    output: flags.output,
+    only: flags.only,
+    platform: flags.platform,
+    allowUnsigned: flags.allowUnsigned,
+  }
   switch (command) {
     case 'preflight':
       return preflightCommand(resolved(flags), o)
@@ -214,8 +239,4 @@ export async function main(argv: string[]): Promise<number> {
   }
   out.result(report)
   return report.exitCode
-}
-
-if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('installer/main.tsx')) {
-  process.exitCode = await main(process.argv.slice(2))
 }

@@ -46,9 +46,9 @@ export function generateKeyPair(dir: string): { privatePath: string; publicPath:
 }
 
 /** A mistake in the command line: exit 2 with the message (no stack). */
-class UsageError extends Error {}
+export class UsageError extends Error {}
 
-function readPrivateKey(path: string): KeyObject {
+export function readPrivateKey(path: string): KeyObject {
   let key: KeyObject
   try {
     const text = readFileSync(path, 'utf8')

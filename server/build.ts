@@ -7,13 +7,12 @@
 // package.json) are copied to where the module's source sits, and each of our modules' own
 // import.meta.url is rewritten to point there. Production runs this, not tsx: without a
 // compiler and its caches in process it idles some 75 MB smaller.
-import { build, type Plugin } from 'esbuild'
 import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { bundle, ROOT } from '../common/bundle.js'
 import { isMain } from '../common/is-main.js'
 
-const ROOT = fileURLToPath(new URL('../', import.meta.url))
+export { locatesOwnFiles } from '../common/bundle.js'
 export const OUT = join(ROOT, 'dist')
 const FOLDERS = ['common', 'config', 'licenses', 'server']
 const ENTRIES = ['server/main.ts', 'server/cli.ts']
@@ -23,20 +22,17 @@ const ENTRIES = ['server/main.ts', 'server/cli.ts']
  * trust other keys (test/helpers/engine.ts trustingImage).
  */
 const OWN_FILES = ['licenses/keys.ts']
-/** Not run by the server: the vendor's license-issuing tool stays out of what ships, and tests and this file are not code to run. */
-const LEFT_OUT = (path: string) => path === 'licenses/issue.ts' || path === 'server/build.ts' || path.endsWith('.test.ts') || path.endsWith('.d.ts')
+/** Not run by the server: the vendor's tools, the installer's build and this file stay out of what ships, and tests are not code to run. */
+const LEFT_OUT = (path: string) => ['licenses/issue.ts', 'server/build.ts', 'common/bundle.ts'].includes(path) || path.endsWith('.test.ts') || path.endsWith('.d.ts')
 
 /**
  * Dependencies loaded from node_modules at run time rather than bundled, because they find files
  * beside their own modules (__dirname, import.meta.url): pino's and thread-stream's worker files,
  * @fastify/swagger's package.json and swagger-ui's static files, ioredis's package.json and its
  * error stacks, PGlite's WebAssembly. Bundled, those would be looked for in dist/server/.
- * `locatesOwnFiles` makes the build fail on any other dependency that does this.
+ * The build fails on any other dependency that does this (common/bundle.ts).
  */
 export const EXTERNAL = ['pino', 'thread-stream', '@fastify/swagger', '@fastify/swagger-ui', 'ioredis', '@electric-sql/pglite', '@electric-sql/pglite-socket']
-
-/** True when a module's source finds files by its own location, which bundling would move. */
-export const locatesOwnFiles = (source: string) => /\b__dirname\b|\b__filename\b|\bimport\.meta\.(url|dirname|filename)\b/.test(source)
 
 function files(folder: string): string[] {
   return readdirSync(join(ROOT, folder), { recursive: true, withFileTypes: true })
@@ -44,74 +40,26 @@ function files(folder: string): string[] {
     .map((e) => relative(ROOT, join(e.parentPath, e.name)))
 }
 
-/**
- * Our modules' import.meta.url as if each were still its own file in dist/ (where its assets are
- * copied). Every output file sits in dist/server/, so the path is relative to there.
- */
-const ownModuleUrls: Plugin = {
-  name: 'own-module-urls',
-  setup(b) {
-    b.onLoad({ filter: /\.ts$/ }, (args) => {
-      const path = relative(ROOT, args.path)
-      if (path.startsWith('node_modules')) return undefined
-      const source = readFileSync(args.path, 'utf8')
-      if (!source.includes('import.meta.url')) return { contents: source, loader: 'ts' }
-      const url = `new URL(${JSON.stringify(`../${path.replace(/\.ts$/, '.js')}`)}, import.meta.url).href`
-      return { contents: source.replaceAll('import.meta.url', url), loader: 'ts' }
-    })
-  },
-}
-
-/** `external`: for tests of the check on dependencies that find their own files. */
-/** Imports of OWN_FILES left as imports of their built file, relative to dist/server/ where every output sits. */
-const ownFiles: Plugin = {
-  name: 'own-files',
-  setup(b) {
-    b.onResolve({ filter: /^\.\.?\// }, (args) => {
-      if (args.kind === 'entry-point') return undefined
-      const path = relative(ROOT, join(args.resolveDir, args.path)).replace(/\.js$/, '.ts')
-      return OWN_FILES.includes(path) ? { path: `../${path.replace(/\.ts$/, '.js')}`, external: true } : undefined
-    })
-  },
-}
-
 export async function buildServer(out = OUT, { external = EXTERNAL }: { external?: readonly string[] } = {}) {
   rmSync(out, { recursive: true, force: true })
   const all = FOLDERS.flatMap(files).filter((f) => !LEFT_OUT(f))
-  const result = await build({
-    entryPoints: [...ENTRIES, ...OWN_FILES].map((f) => join(ROOT, f)),
-    outbase: ROOT,
+  const metafile = await bundle({
+    entries: ENTRIES,
+    own: OWN_FILES,
     outdir: out,
-    bundle: true,
-    splitting: true,
-    chunkNames: 'server/[name]-[hash]',
-    external: [...external],
-    format: 'esm',
-    platform: 'node',
-    target: 'node20',
-    // CommonJS dependencies call require(); in an ES module it has to be made.
-    banner: { js: "import { createRequire as __atriumCreateRequire } from 'node:module'; const require = __atriumCreateRequire(import.meta.url);" },
-    // Whitespace and syntax only: names stay, so stack traces and logs stay readable.
-    minifyWhitespace: true,
-    minifySyntax: true,
+    external,
     // For stack traces that point at the TypeScript: NODE_OPTIONS=--enable-source-maps (off by
     // default: it costs some 10 MB at rest). The sources stay out.
-    sourcemap: 'linked',
-    sourcesContent: false,
-    metafile: true,
-    plugins: [ownFiles, ownModuleUrls],
-    logLevel: 'warning',
+    esbuild: { splitting: true, chunkNames: 'server/[name]-[hash]', sourcemap: 'linked', sourcesContent: false },
   })
-  const misplaced = Object.keys(result.metafile.inputs).filter((f) => f.includes('node_modules/') && locatesOwnFiles(readFileSync(join(ROOT, f), 'utf8')))
-  if (misplaced.length) throw new Error(`these bundled dependency files find files by their own location; add their packages to EXTERNAL in server/build.ts:\n${misplaced.join('\n')}`)
   const assets = all.filter((f) => !f.endsWith('.ts'))
   for (const f of assets) cpSync(join(ROOT, f), join(out, f))
   // A package.json of its own: the version is read from it, and it makes dist/ ES modules. Only
   // that: the root's scripts would name sources and tools that are not there.
   const { name, version, license } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, string>
   writeFileSync(join(out, 'package.json'), `${JSON.stringify({ name, version, private: true, license, type: 'module' }, null, 2)}\n`)
-  const outputs = Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js'))
-  return { inputs: Object.keys(result.metafile.inputs).length, outputs: outputs.length, assets: assets.length + 1 }
+  const outputs = Object.keys(metafile.outputs).filter((f) => f.endsWith('.js'))
+  return { inputs: Object.keys(metafile.inputs).length, outputs: outputs.length, assets: assets.length + 1 }
 }
 
 if (isMain(import.meta.url)) {

@@ -3,9 +3,10 @@
 // so a new one would lock Atrium out), and the service settings that point Atrium at them unless
 // the answers name external services.
 import { randomBytes } from 'node:crypto'
-import { chownSync, mkdirSync } from 'node:fs'
+import { chownSync, existsSync, mkdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { VERSION } from '../../common/version.js'
 import { BUNDLED_PROFILES, COMPOSE_SERVICE_SETTINGS, COMPOSE_VARIABLES, PROFILE_SETTINGS } from '../../config/compose-variables.js'
 import { isSecret } from '../../config/secrets.js'
 import type { Answers } from './answers.js'
@@ -119,10 +120,14 @@ export function prepareDataFolders(dataPath: string, folders: readonly string[])
   return made
 }
 
-/** Where the bundles sit in this package (DESIGN.md: compose/ and charts/atrium). */
+const CHART_DIR = fileURLToPath(new URL('../../charts/atrium', import.meta.url))
+/** The air-gap kit carries the chart packaged (`helm package`), beside where its folder would be. */
+const PACKAGED_CHART = fileURLToPath(new URL(`../../charts/atrium-${VERSION}.tgz`, import.meta.url))
+
+/** Where the bundles sit in this package (DESIGN.md: compose/ and charts/atrium; in the kit, the packaged chart). */
 export const BUNDLES = {
   compose: fileURLToPath(new URL('../../compose', import.meta.url)),
-  chart: fileURLToPath(new URL('../../charts/atrium', import.meta.url)),
+  chart: !existsSync(CHART_DIR) && existsSync(PACKAGED_CHART) ? PACKAGED_CHART : CHART_DIR,
 }
 
 /** The Compose project the installer runs the bundle as: every later command (support bundle, upgrade) names it. */

@@ -100,8 +100,10 @@ export interface ImagesReport {
   steps: StepReport[]
   ok: boolean
   error: string | null
-  /** save: the tarball written and its checksum file. */
+  /** save: the kit written; load and push: the kit checked. */
   kit: Kit | null
+  /** push: each image by the digest the private registry gave it. */
+  pushed: { name: string; ref: string }[]
 }
 
 export interface HelpReport {
@@ -125,6 +127,18 @@ export interface FailureReport {
 }
 
 export type Report = PreflightReport | ConfigureReport | InstallReport | SupportBundleReport | ImagesReport | HelpReport | InteractiveReport | FailureReport
+
+/** What an images command did to the kit, for the admin. */
+function imagesLines(r: ImagesReport): string[] {
+  const kit = r.kit
+  if (!kit) return []
+  const pins = kit.images.map((i) => `  ${i.ref}  ${i.digest ?? i.id}  ${i.platform}`)
+  if (r.action === 'save') return [`Wrote the air-gap kit's images to ${kit.dir} (${kit.path}, ${kit.bytes} bytes; images.json pins them; SHA256SUMS): carry the folder to the site.`, ...pins]
+  const trust = kit.signedBy ? `signed by the vendor (key ${kit.signedBy})` : 'unsigned (saved on site)'
+  const lines = [`The kit in ${kit.dir} is ${trust}; every file matches SHA256SUMS and every image its pinned ID.`]
+  if (r.pushed.length) lines.push('Pushed, by digest (pin the chart to the server image with --set image.digest=sha256:...):', ...r.pushed.map((p) => `  ${p.ref}`))
+  return lines
+}
 
 /** A report in words: the check list first (ui/CheckList.tsx draws it), then lines for stdout and stderr. */
 export interface ReportText {
@@ -182,8 +196,8 @@ export function reportText(r: Report): ReportText {
     case 'images':
       if (r.action === 'list') return text(r.images.map((i) => i.ref))
       if (r.commands.length) return text(r.commands.map(commandLine))
-      if (r.kit) return text([`Wrote ${r.kit.path} (${r.kit.bytes} bytes) and ${r.kit.checksumFile} (sha256 ${r.kit.sha256}): carry both to the site.`])
-      return r.error ? text([], [r.error]) : text([])
+      if (r.error) return text([], [r.error])
+      return text(imagesLines(r))
     case 'help':
       return text([r.usage])
     case 'interactive':

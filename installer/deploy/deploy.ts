@@ -9,7 +9,7 @@ import { CONTAINER_CLI } from '../../config/bundles.js'
 import type { Answers } from '../core/answers.js'
 import { BUNDLES, composeArgs } from '../core/compose-bundle.js'
 import type { ConfigFiles } from '../core/context.js'
-import { loadCommands } from './airgap.js'
+import { loadCommands, type KitTrust } from './airgap.js'
 import type { CommandResult, Runner } from './run.js'
 
 export interface Command {
@@ -20,14 +20,20 @@ export interface Command {
   /** Allowed to fail (e.g. "does the namespace exist?"): the next command depends on it. */
   probe?: boolean
   timeoutMs?: number
+  /** What it must print (trimmed): anything else fails it, as a non-zero exit would (a pinned image's ID). */
+  expect?: string
 }
 
 export interface DeployOptions {
   bundles?: typeof BUNDLES
-  /** Air-gapped compose: a tarball of the images (docker save) to load first. */
-  imagesTarball?: string
+  /** Air-gapped compose: the air-gap kit (its folder or its images tarball), checked and loaded first. */
+  kit?: string
+  /** Whose signature the kit must carry. */
+  trust?: KitTrust
   /** Air-gapped helm: the private registry that holds the images (global.imageRegistry). */
   registry?: string
+  /** Helm: the server image's digest in that registry (image.digest), once the kit is pushed there. */
+  digest?: string
 }
 
 const WAIT = 15 * 60_000
@@ -48,7 +54,7 @@ function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target:
   ])
   const pull = answers.mode === 'air-gapped' ? ['--pull', 'never'] : []
   return [
-    ...(o.imagesTarball ? loadCommands(o.imagesTarball) : []),
+    ...(o.kit ? loadCommands(o.kit) : []),
     { file: 'docker', args: [...compose, 'config', '--quiet'], title: 'Validate the Compose files with the configuration' },
     ...volumes,
     {
@@ -63,7 +69,7 @@ function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target:
 function helmCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'helm' }>, o: DeployOptions): Command[] {
   const ns = answers.namespace
   const from = o.registry || answers.registry // the flag, else the answers' (the interactive installer asks)
-  const registry = from ? ['--set', `global.imageRegistry=${from}`] : []
+  const registry = [...(from ? ['--set', `global.imageRegistry=${from}`] : []), ...(o.digest ? ['--set', `image.digest=${o.digest}`] : [])]
   return [
     { file: 'kubectl', args: ['get', 'namespace', ns], title: `Look for the namespace ${ns}`, probe: true },
     { file: 'kubectl', args: ['create', 'namespace', ns], title: `Create the namespace ${ns}` },
@@ -96,7 +102,7 @@ export function deployCommands(answers: Answers, files: ConfigFiles, o: DeployOp
 /** Whether this package holds the bundle the target deploys. */
 export function bundleMissing(answers: Answers, o: DeployOptions = {}): string | null {
   const b = o.bundles ?? BUNDLES
-  const path = answers.target === 'compose' ? join(b.compose, 'compose.yaml') : join(b.chart, 'Chart.yaml')
+  const path = answers.target === 'compose' ? join(b.compose, 'compose.yaml') : b.chart.endsWith('.tgz') ? b.chart : join(b.chart, 'Chart.yaml')
   return existsSync(path) ? null : path
 }
 
@@ -104,6 +110,12 @@ export interface DeployStep {
   command: Command
   result: CommandResult | null
   skipped?: boolean
+}
+
+/** A result that printed other than the command expects, made a failure that says what it found. */
+function expected(command: Command, r: CommandResult): CommandResult {
+  if (command.expect === undefined || r.exitCode !== 0 || r.stdout.trim() === command.expect) return r
+  return { ...r, exitCode: 1, stderr: `expected ${command.expect}, found ${r.stdout.trim() || 'nothing'}` }
 }
 
 /** Runs the commands; stops at the first failure. `onStep` reports progress as each one starts and ends. */
@@ -120,7 +132,7 @@ export async function deploy(commands: Command[], runner: Runner, onStep: (s: De
       continue
     }
     onStep({ command, result: null })
-    const result = await runner(command.file, command.args, { timeoutMs: command.timeoutMs ?? 120_000 })
+    const result = expected(command, await runner(command.file, command.args, { timeoutMs: command.timeoutMs ?? 120_000 }))
     const step = { command, result }
     steps.push(step)
     onStep(step)

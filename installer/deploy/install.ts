@@ -2,7 +2,8 @@
 // and, once per site, the first tenant with its admin. Shared by `install --answers` and the
 // interactive installer's deploy screen, so both do and say exactly the same.
 import { COMPOSE_VOLUMES, adminCommand, bundleMissing, deploy, deployCommands, failedStep, waitReady, type Command, type DeployOptions, type DeployStep } from './deploy.js'
-import { kitProblem } from './airgap.js'
+import { IMAGES } from '../../config/images.js'
+import { openKit, pushCommands, pushedDigests } from './airgap.js'
 import { run as realRun, type Runner } from './run.js'
 import type { Answers } from '../core/answers.js'
 import { prepareDataFolders } from '../core/compose-bundle.js'
@@ -32,11 +33,28 @@ export interface InstallOutcome {
 /** Where the installer reaches the server: the published port (compose) or PUBLIC_URL (helm). */
 const localUrl = (answers: Answers, values: Record<string, string>) => (answers.target === 'compose' ? `http://127.0.0.1:${values.PORT || 8080}` : (values.PUBLIC_URL ?? ''))
 
+/** The images a Helm release runs, which a Helm install from the kit pushes to the site's registry. */
+const HELM_IMAGES = IMAGES.filter((i) => i.usedBy.includes('helm'))
+
+/** Helm from the kit: its images pushed to the site's registry first (then pinned by digest there). */
+const kitPush = (answers: Answers, o: DeployOptions): Command[] => (answers.target === 'helm' && o.kit ? pushCommands(o.registry || answers.registry || '', o.kit, HELM_IMAGES) : [])
+
 /** Every command an install runs, the first tenant's included (its password shown as <generated>). */
 export function installPlan(ctx: Resolved, o: DeployOptions = {}): Command[] {
   const { answers, files } = ctx
   const tenant = answers.adminEmail && !ctx.firstAdmin ? [adminCommand(answers, files, createTenantArgs(answers, '<generated>'), o)] : []
-  return [...deployCommands(answers, files, o), ...tenant]
+  const pinned = kitPush(answers, o).length ? { ...o, digest: '<the digest the registry gives>' } : o
+  return [...kitPush(answers, o), ...deployCommands(answers, files, pinned), ...tenant]
+}
+
+/** Pushes the kit's images (Helm) and returns the server's digest in the registry; the steps either way. */
+async function pushKit(answers: Answers, o: DeployOptions, runner: Runner, onStep: (s: DeployStep) => void): Promise<{ ok: boolean; steps: DeployStep[]; digest?: string }> {
+  const commands = kitPush(answers, o)
+  if (!commands.length) return { ok: true, steps: [] }
+  const pushed = await deploy(commands, runner, onStep)
+  if (!pushed.ok) return pushed
+  const server = (await pushedDigests(o.registry || answers.registry || '', HELM_IMAGES, runner)).find((d) => d.name === 'atrium-server')
+  return { ...pushed, digest: server?.ref.split('@')[1] }
 }
 
 /**
@@ -55,11 +73,13 @@ export async function runInstall(ctx: Resolved, values: Record<string, string>, 
       stage: 'bundle',
       error: `This package has no ${answers.target === 'compose' ? 'Compose bundle' : 'Helm chart'} (looked for ${missing}); the configuration is written, deploy it with the bundle for this release.`,
     }
-  // A damaged tarball is refused before anything is loaded or started.
-  const kit = o.imagesTarball ? await kitProblem(o.imagesTarball) : null
+  // A kit that is not the vendor's, or damaged, is refused before anything is loaded or started.
+  const kit = o.kit ? (await openKit(o.kit, o.trust)).problem : null
   if (kit) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${kit}` }
   if (answers.target === 'compose') prepareDataFolders(answers.dataPath, Object.values(COMPOSE_VOLUMES))
-  const r = await deploy(deployCommands(answers, files, o), runner, onStep)
+  const pushed = await pushKit(answers, o, runner, onStep)
+  const deployed = pushed.ok ? await deploy(deployCommands(answers, files, { ...o, digest: pushed.digest }), runner, onStep) : { ok: false, steps: [] }
+  const r = { ok: deployed.ok, steps: [...pushed.steps, ...deployed.steps] }
   if (!r.ok) return { ...base, steps: r.steps, ok: false, stage: 'deploy', error: `Deploy failed at: ${failedStep(r.steps, 4000)}` }
   const ready = await waitReady(localUrl(answers, values), { timeoutMs: o.readyTimeoutMs })
   if (!ready.ready) {

@@ -1,5 +1,5 @@
 // A Compose site for real, on a real engine, as an air-gapped admin runs it with their own
-// PostgreSQL, Redis and S3: the air-gap kit saved with its checksum, the image removed from the
+// PostgreSQL, Redis and S3: the air-gap kit saved and pinned (images.json, SHA256SUMS), the image removed from the
 // engine, `installer install --images` loading the kit and bringing the shipped compose.yaml up with
 // the air-gapped overlay and no pull, the first tenant and the printed sign-in working; then
 // `down` and `up` keeping every datum, and an upgrade to a newer image tag running the migration
@@ -12,6 +12,7 @@ import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { imageNamed, imageRef } from '../../config/images.js'
 import { composeArgs, COMPOSE_PROJECT } from '../../installer/core/compose-bundle.js'
+import { KIT } from '../../installer/deploy/airgap.js'
 import { COMPOSE_VOLUMES } from '../../installer/deploy/deploy.js'
 import { parseAnswers } from '../../installer/core/answers.js'
 import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage } from '../helpers/engine.js'
@@ -96,12 +97,17 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   await step('the release image (trusting the test vendor)', () => trustingImage(t, built.image, vendor, RELEASED))
   t.teardown(() => docker(['image', 'rm', '--force', RELEASED, NEXT]))
 
-  // The kit: saved with its checksum, then the image is gone from the engine as on a site that never had it.
-  const kit = join(dir, 'atrium-images.tar')
+  // The kit: saved and pinned, then the image is gone from the engine as on a site that never had it.
+  const kit = join(dir, 'kit')
   const saved = await step('images save', () => installer(['images', 'save', '--only', 'atrium-server', '--output', kit, '--json']))
   t.equal(saved.code, 0, saved.stderr)
-  const kitReport = JSON.parse(saved.stdout) as { kit: { sha256: string; bytes: number }; steps: { command: string; skipped: boolean }[] }
-  t.match(readFileSync(`${kit}.sha256`, 'utf8'), new RegExp(`^${kitReport.kit.sha256}  atrium-images\\.tar\\n$`), 'the checksum file is beside it')
+  const kitReport = JSON.parse(saved.stdout) as { kit: { bytes: number; images: { id: string }[] }; steps: { command: string; skipped: boolean }[] }
+  t.same(
+    kitReport.kit.images.map((i) => i.id),
+    [(await docker(['image', 'inspect', '--format', '{{.Id}}', RELEASED])).stdout.trim()],
+    'images.json pins the image by its ID',
+  )
+  t.match(readFileSync(join(kit, KIT.sums), 'utf8'), /^[0-9a-f]{64} {2}atrium-images\.tar\n[0-9a-f]{64} {2}images\.json\n$/, 'SHA256SUMS lists both')
   t.ok(
     kitReport.steps.some((s) => s.command.startsWith('docker pull') && s.skipped),
     'the image this engine holds is not pulled',
@@ -146,7 +152,7 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   // The install: the installer trusts only the shipped license key (the server in the image trusts
   // the test's), and this machine is smaller than production asks (2 cores, under 100 GB free);
   // every other check (services, tools, ports) must pass.
-  const installed = await step('installer install', () => installer(['install', '--answers', answers, '--yes', '--images', kit, '--ignore-failed-checks', '--json'], env))
+  const installed = await step('installer install', () => installer(['install', '--answers', answers, '--yes', '--images', kit, '--allow-unsigned', '--ignore-failed-checks', '--json'], env))
   const report = JSON.parse(installed.stdout || '{}') as {
     exitCode: number
     error: string | null
@@ -166,7 +172,11 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
     `only the machine's size and the shipped-key license fail (${failed.join(', ')})`,
   )
   const commands = report.steps.map((s) => s.command)
-  t.ok(commands[0]?.startsWith(`docker load --input ${kit}`), 'the kit is loaded first')
+  t.same(
+    commands.slice(0, 3),
+    ['docker version --format {{.Server.Os}}/{{.Server.Arch}}', `docker load --input ${join(kit, KIT.images)}`, `docker image inspect --format {{.Id}} ${RELEASED}`],
+    'the kit is loaded first, on an engine of its platform, and the image checked against its pin',
+  )
   t.ok(
     commands.some((c) => c.includes('/compose.airgap.yaml ') && c.includes(' up ') && c.endsWith('--pull never')),
     'up with the air-gapped overlay, never pulling',

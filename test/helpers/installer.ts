@@ -7,7 +7,7 @@ import type { Test } from 'tap'
 import { finished, spawnScript } from './cli.js'
 import { freshBucket, services, suffix, tempDir } from './platform.js'
 
-export const installer = (args: string[], env: Record<string, string> = {}, o: { cwd?: string } = {}) => finished(spawnScript('installer/main.tsx', args, env, o))
+export const installer = (args: string[], env: Record<string, string> = {}, o: { cwd?: string } = {}) => finished(spawnScript('installer/cli.ts', args, env, o))
 
 /** An answers file in a temporary folder; the preflight's S3 round trip creates its bucket, which goes afterwards. */
 export async function answersFile(t: Test, target: 'compose' | 'helm', extra = '') {

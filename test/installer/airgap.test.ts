@@ -45,7 +45,7 @@ t.test('preflight and configure in air-gapped mode make no outbound connection',
   )
   const runInstaller = (args: string[]) =>
     finished(
-      spawn(process.execPath, ['--import', 'tsx', '--import', join(ROOT, 'test/helpers/no-outbound.mjs'), 'installer/main.tsx', ...args], {
+      spawn(process.execPath, ['--import', 'tsx', '--import', join(ROOT, 'test/helpers/no-outbound.mjs'), 'installer/cli.ts', ...args], {
         cwd: ROOT,
         env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', OUTBOUND_LOG: log },
       }),

@@ -9,9 +9,11 @@ import { BadInput, configureCommand, imagesCommand, installCommand, preflightCom
 import { DEFAULT_ANSWERS, type Answers } from '../../installer/core/answers.js'
 import { contextFor, type Resolved } from '../../installer/core/context.js'
 import { EXIT } from '../../installer/core/report.js'
-import { writeChecksum } from '../../installer/deploy/airgap.js'
 import type { Runner } from '../../installer/deploy/run.js'
-import { IMAGES } from '../../config/images.js'
+import { IMAGES, imageRef } from '../../config/images.js'
+import { KIT } from '../../installer/deploy/airgap.js'
+import { ID, writeKit } from '../helpers/kit.js'
+import { testVendor } from '../helpers/license.js'
 import { tempDir } from '../helpers/platform.js'
 
 /** Every tool is installed, new enough, and every command it is asked to run works. */
@@ -99,19 +101,66 @@ t.test('install --dry-run lists every command; a first tenant the context knows 
   )
 })
 
-t.test('install --images refuses a damaged tarball before it loads or starts anything', async (t) => {
-  const kit = join(tempDir(t), 'kit.tar')
-  writeFileSync(kit, 'layers')
-  await writeChecksum(kit)
-  writeFileSync(kit, 'layers, cut short')
+t.test('install --images refuses a damaged or unsigned kit before it loads or starts anything', async (t) => {
+  const kit = tempDir(t)
+  const vendor = testVendor()
+  await writeKit(kit, { vendor })
+  writeFileSync(join(kit, KIT.images), 'layers, cut short')
   const { runner, calls } = tools()
-  const r = await installCommand(site(t), { runner, ignoreFailed: true, images: kit })
-  t.match(r, { exitCode: EXIT.error, stage: 'deploy', deployed: false, error: /^Nothing deployed: the images tarball .* is damaged or incomplete/ })
+  const r = await installCommand(site(t), { runner, ignoreFailed: true, images: kit, trustedKeys: vendor.keys })
+  t.match(r, { exitCode: EXIT.error, stage: 'deploy', deployed: false, error: /^Nothing deployed: atrium-images\.tar in the air-gap kit is damaged or incomplete/ })
+  const unsigned = tempDir(t)
+  await writeKit(unsigned)
+  t.match(await installCommand(site(t), { runner, ignoreFailed: true, images: unsigned }), { stage: 'deploy', error: /^Nothing deployed: the air-gap kit in .* is not signed by the vendor/ })
   t.same(
     calls.filter((c) => !c.includes(' version')),
     [],
     "no docker command ran (only the preflight read the tools' versions)",
   )
+})
+
+t.test('a Helm install from the kit pushes its images to the registry, then pins the chart to the server image there by digest', async (t) => {
+  const server = createServer((req, res) => res.writeHead(req.url === '/readyz' ? 200 : 404).end())
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())))
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  const vendor = testVendor()
+  const kit = tempDir(t)
+  await writeKit(kit, { vendor })
+  const ctx = site(
+    t,
+    { target: 'helm', mode: 'air-gapped', registry: 'reg.local:5000' },
+    { PUBLIC_URL: url, DATABASE_URL: 'postgres://a@10.0.0.5/a', REDIS_URL: 'redis://10.0.0.6', R2_ENDPOINT: 'http://10.0.0.7:9000', R2_BUCKET: 'a', R2_ACCESS_KEY_ID: 'a', R2_SECRET_ACCESS_KEY: 's' },
+  )
+  const calls: string[] = []
+  const runner: Runner = async (file, args) => {
+    const command = [file, ...args].join(' ')
+    calls.push(command)
+    const format = args[3]
+    const stdout =
+      args[0] === 'version' ? 'linux/amd64' : format === '{{.Id}}' ? ID(1) : format === '{{json .RepoDigests}}' ? JSON.stringify([`reg.local:5000/atrium/atrium-server@${ID(7)}`]) : 'version 99.0.0'
+    return { command, exitCode: 0, stdout, stderr: '', notFound: false, timedOut: false }
+  }
+  const plan = await installCommand(ctx, { runner, ignoreFailed: true, images: kit, trustedKeys: vendor.keys, dryRun: true })
+  t.match(plan.deploy.at(-1)!.command.join(' '), /--set image\.digest=<the digest the registry gives>/)
+  const r = await installCommand(ctx, { runner, ignoreFailed: true, images: kit, trustedKeys: vendor.keys })
+  t.match(r, { exitCode: EXIT.ok, stage: 'done', error: null })
+  const ran = r.steps.map((s) => s.command)
+  t.same(
+    ran.slice(0, 5),
+    [
+      'docker version --format {{.Server.Os}}/{{.Server.Arch}}',
+      `docker load --input ${join(kit, KIT.images)}`,
+      `docker image inspect --format {{.Id}} ${imageRef(IMAGES[0]!)}`,
+      `docker tag ${imageRef(IMAGES[0]!)} reg.local:5000/atrium/atrium-server:${IMAGES[0]!.tag}`,
+      `docker push reg.local:5000/atrium/atrium-server:${IMAGES[0]!.tag}`,
+    ],
+    'only the image the chart runs is pushed',
+  )
+  t.match(ran.at(-1), new RegExp(`^helm upgrade --install .* --set global\\.imageRegistry=reg\\.local:5000 --set image\\.digest=${ID(7)} --wait`))
+  await t.rejects(installCommand(site(t, { target: 'helm' }), { runner, images: kit }), {
+    message: /a Helm install from the kit \(--images\) pushes its images to the site's registry: add --registry/,
+  })
 })
 
 t.test('install shows its configuration before the deploy starts, then deploys and waits for /readyz', async (t) => {
@@ -135,21 +184,26 @@ t.test('images: list, a dry run, a run with each step, and bad input for what is
   t.equal(list.images.length, IMAGES.length)
   t.match(list.images[0], { ref: /:/ })
   const { runner, calls } = tools()
-  const kit = join(tempDir(t), 'kit.tar')
-  writeFileSync(kit, 'layers')
-  await writeChecksum(kit)
-  const dry = await imagesCommand('load', { images: kit, dryRun: true, runner })
-  t.same(dry.commands, [{ title: `Load the images from ${kit}`, command: ['docker', 'load', '--input', kit] }])
+  const dir = tempDir(t)
+  const vendor = testVendor()
+  await writeKit(dir, { vendor, images: [] })
+  const tarball = join(dir, KIT.images)
+  const dry = await imagesCommand('load', { images: dir, dryRun: true, runner })
+  t.same(dry.commands, [{ title: `Load the images from ${tarball}`, command: ['docker', 'load', '--input', tarball] }])
   t.same(calls, [], 'a dry run runs nothing')
-  const loaded = await imagesCommand('load', { images: kit, runner })
-  t.match(loaded, { action: 'load', ok: true, exitCode: EXIT.ok, steps: [{ command: `docker load --input ${kit}`, exitCode: 0, skipped: false }] })
+  const loaded = await imagesCommand('load', { images: dir, runner, trustedKeys: vendor.keys })
+  t.match(loaded, { action: 'load', ok: true, exitCode: EXIT.ok, steps: [{ command: `docker load --input ${tarball}`, exitCode: 0, skipped: false }], kit: { dir, signedBy: vendor.kid } })
   const failing: Runner = async (file, args) => ({ command: [file, ...args].join(' '), exitCode: 1, stdout: '', stderr: 'no space left', notFound: false, timedOut: false })
-  t.match(await imagesCommand('load', { images: kit, runner: failing }), { ok: false, exitCode: EXIT.error, error: `Failed at: docker load --input ${kit}\nno space left` })
-  const unchecked = await imagesCommand('load', { images: '/media/kit.tar', runner })
-  t.match(unchecked, { ok: false, exitCode: EXIT.error, error: /the images tarball \/media\/kit\.tar does not exist/, steps: [] })
+  t.match(await imagesCommand('load', { images: dir, runner: failing, trustedKeys: vendor.keys }), {
+    ok: false,
+    exitCode: EXIT.error,
+    error: `Failed at: docker load --input ${tarball}\nno space left`,
+  })
+  const unchecked = await imagesCommand('load', { images: '/media/kit', runner })
+  t.match(unchecked, { ok: false, exitCode: EXIT.error, error: /the air-gap kit \/media\/kit does not exist/, steps: [] })
   const missing = await imagesCommand('save').catch((err: unknown) => err)
   t.ok(missing instanceof BadInput, 'bad input (exit 2), not an error of the installer')
-  t.match(missing, { problems: ['images save needs --output FILE (the tarball to write)'] })
+  t.match(missing, { problems: ['images save needs --output DIR (the kit folder to write)'] })
   await t.rejects(imagesCommand('push', { registry: 'https://x' }), { message: /without a scheme/ })
   await t.rejects(imagesCommand('burn'), { message: /unknown images command burn/ })
 })

@@ -12,7 +12,7 @@ t.test('an admin answers the questions in a terminal and gets a written configur
   const dir = tempDir(t)
   const out = join(dir, 'out')
   const bucket = services.s3Endpoint ? await freshBucket(t) : `atrium-t-${suffix()}`
-  const term = terminal(t, `${process.execPath} --import tsx installer/main.tsx; echo "EXIT=$?"`, { cwd: ROOT })
+  const term = terminal(t, `${process.execPath} --import tsx installer/cli.ts; echo "EXIT=$?"`, { cwd: ROOT })
 
   await term.waitFor(/Press Enter to start/)
   const welcome = term.screen()

@@ -90,14 +90,21 @@ t.test('the other commands: support bundle, images, help, and a command that cou
   t.same(reportText({ command: 'support-bundle', exitCode: EXIT.ok, path: 's.zip', size: 10, sha256: 'ab' }).stdout, [
     "Wrote s.zip (10 bytes, sha256 ab). Secrets are redacted; send it to your vendor's support.",
   ])
-  const images = { command: 'images' as const, exitCode: EXIT.ok, action: 'push' as const, images: [], commands: [], steps: [], ok: true, error: null, kit: null }
+  const images = { command: 'images' as const, exitCode: EXIT.ok, action: 'push' as const, images: [], commands: [], steps: [], ok: true, error: null, kit: null, pushed: [] }
   t.same(reportText({ ...images, action: 'list', images: [{ name: 'x', registry: 'docker.io', repository: 'a/x', tag: '1', usedBy: ['compose'], ref: 'docker.io/a/x:1' }] }).stdout, [
     'docker.io/a/x:1',
   ])
   t.same(reportText({ ...images, commands: [{ title: 'Push', command: ['docker', 'push', 'r/a/x:1'] }] }).stdout, ['docker push r/a/x:1'])
   t.same(reportText({ ...images, ok: false, exitCode: EXIT.error, error: 'Failed at: docker push' }).stderr, ['Failed at: docker push'])
-  t.same(reportText({ ...images, action: 'save', kit: { path: '/k/a.tar', checksumFile: '/k/a.tar.sha256', sha256: 'cd', bytes: 9 } }).stdout, [
-    'Wrote /k/a.tar (9 bytes) and /k/a.tar.sha256 (sha256 cd): carry both to the site.',
+  const kit = { dir: '/k', path: '/k/atrium-images.tar', bytes: 9, images: [{ name: 'x', ref: 'docker.io/a/x:1', id: 'sha256:ab', digest: null, platform: 'linux/amd64' }], signedBy: null }
+  t.same(reportText({ ...images, action: 'save', kit }).stdout, [
+    "Wrote the air-gap kit's images to /k (/k/atrium-images.tar, 9 bytes; images.json pins them; SHA256SUMS): carry the folder to the site.",
+    '  docker.io/a/x:1  sha256:ab  linux/amd64',
+  ])
+  t.same(reportText({ ...images, kit: { ...kit, signedBy: 'atrium-2026-1' }, pushed: [{ name: 'x', ref: 'r/a/x@sha256:cd' }] }).stdout, [
+    'The kit in /k is signed by the vendor (key atrium-2026-1); every file matches SHA256SUMS and every image its pinned ID.',
+    'Pushed, by digest (pin the chart to the server image with --set image.digest=sha256:...):',
+    '  r/a/x@sha256:cd',
   ])
   t.same(reportText({ command: 'help', exitCode: EXIT.ok, usage: 'Atrium installer' }).stdout, ['Atrium installer'])
   t.same(reportText({ command: 'preflight', exitCode: EXIT.badInput, failure: 'bad-input', problems: ['a', 'b'] }).stderr, ['a', 'b', '(run with --help for usage)'])

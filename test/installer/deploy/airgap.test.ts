@@ -1,13 +1,20 @@
-// The air-gap kit: the images of config/images.ts saved, loaded and pushed with the real docker
-// command lines (docker stands in as a script that records its calls; test/compose/site.test.ts
-// runs the kit on a real engine), and the checksum that guards every load.
-import { appendFileSync, chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+// The air-gap kit: the images of config/images.ts saved, pinned, loaded and pushed with the real
+// docker command lines (docker stands in as a script that records its calls and answers inspect as
+// an engine does; test/compose/site.test.ts runs the kit on a real engine), and the vendor's
+// signature and checksums that guard every load.
+import { appendFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { IMAGES, imageRef } from '../../../config/images.js'
 import { registryProblem } from '../../../config/images.js'
-import { checksumPath, kitProblem, loadCommands, pushCommands, saveCommands, selectImages, writeChecksum } from '../../../installer/deploy/airgap.js'
+import { issueLicense } from '../../../licenses/issue.js'
+import { signSums } from '../../../licenses/kit-signature.js'
+import { KIT, loadCommands, openKit, platformProblem, pushCommands, saveCommands, selectImages, writeSums } from '../../../installer/deploy/airgap.js'
+import { deploy } from '../../../installer/deploy/deploy.js'
+import type { Runner } from '../../../installer/deploy/run.js'
 import { installer } from '../../helpers/installer.js'
+import { fakeDocker, ID, writeKit } from '../../helpers/kit.js'
+import { testVendor } from '../../helpers/license.js'
 import { tempDir } from '../../helpers/platform.js'
 
 // Each test runs the CLI as its own process (tsx compiling it first): on a slow or busy machine
@@ -16,8 +23,8 @@ t.setTimeout(600_000)
 
 const line = (c: { file: string; args: string[] }) => `${c.file} ${c.args.join(' ')}`
 
-t.test('save pulls each image the engine does not hold and writes one tarball; load reads it back', async (t) => {
-  const save = saveCommands('/media/kit/atrium-images.tar')
+t.test('save pulls each image the engine does not hold (for the platform asked) and writes the kit tarball', async (t) => {
+  const save = saveCommands('/media/kit')
   t.same(
     save.slice(0, -1).map((c) => [line(c), Boolean(c.probe)]),
     IMAGES.flatMap((i) => [
@@ -26,9 +33,19 @@ t.test('save pulls each image the engine does not hold and writes one tarball; l
     ]),
     'a pull only where the look-up before it fails',
   )
-  const cmds = save.map(line)
-  t.equal(cmds.at(-1), `docker save --output /media/kit/atrium-images.tar ${IMAGES.map((i) => imageRef(i)).join(' ')}`)
-  t.same(loadCommands('/media/kit/atrium-images.tar').map(line), ['docker load --input /media/kit/atrium-images.tar'])
+  t.equal(line(save.at(-1)!), `docker save --output /media/kit/${KIT.images} ${IMAGES.map((i) => imageRef(i)).join(' ')}`)
+  const arm = saveCommands('/media/kit', IMAGES.slice(0, 1), 'linux/arm64')
+  t.same(
+    arm.map((c) => [line(c), c.expect]),
+    [
+      [`docker image inspect --format {{.Os}}/{{.Architecture}} ${imageRef(IMAGES[0]!)}`, 'linux/arm64'],
+      [`docker pull --platform linux/arm64 ${imageRef(IMAGES[0]!)}`, undefined],
+      [`docker save --output /media/kit/${KIT.images} ${imageRef(IMAGES[0]!)}`, undefined],
+    ],
+    'an image held for another platform is pulled again',
+  )
+  t.equal(platformProblem('linux/arm/v7'), null)
+  t.match(platformProblem('arm64'), /--platform must be os\/architecture/)
 })
 
 t.test('--only picks images by name, and an unknown name is refused with the list', async (t) => {
@@ -46,26 +63,92 @@ t.test('--only picks images by name, and an unknown name is refused with the lis
   t.match(selectImages(',').problem, /--only takes/)
 })
 
-t.test('the checksum file: written beside the tarball in sha256sum format, and a load refused unless the tarball matches it', async (t) => {
+t.test('a kit loads only with a trusted vendor signature over SHA256SUMS and every file matching it', async (t) => {
+  const vendor = testVendor()
+  const trust = { keys: vendor.keys }
   const dir = tempDir(t)
-  const tarball = join(dir, 'atrium-images.tar')
-  t.match(await kitProblem(tarball), /does not exist/)
-  writeFileSync(tarball, 'image layers')
-  t.match(await kitProblem(tarball), /no checksum file beside it \(.*atrium-images\.tar\.sha256/)
-  const kit = await writeChecksum(tarball)
-  t.match(kit, { path: tarball, checksumFile: `${tarball}.sha256`, sha256: /^[0-9a-f]{64}$/, bytes: 12 })
-  t.equal(readFileSync(checksumPath(tarball), 'utf8'), `${kit.sha256}  atrium-images.tar\n`, 'sha256sum -c reads it')
-  t.equal(await kitProblem(tarball), null)
-  appendFileSync(tarball, '!')
-  t.match(await kitProblem(tarball), /is damaged or incomplete: its SHA-256 is [0-9a-f]{64}, atrium-images\.tar\.sha256 says [0-9a-f]{64}; copy it again/)
-  writeFileSync(checksumPath(tarball), 'not a checksum\n')
-  t.match(await kitProblem(tarball), /holds no SHA-256 checksum/)
-  rmSync(checksumPath(tarball))
+  t.match(await openKit(join(dir, 'nothing')), { kit: null, problem: /does not exist/ })
+  t.match(await openKit(dir, trust), { problem: /has no SHA256SUMS \(written with the kit\): copy the whole kit folder/ })
+  const sums = await writeKit(dir)
+  t.equal(sums.split('\n').filter(Boolean).length, 3, 'every file, in folders too')
+  t.match(sums, /^[0-9a-f]{64} {2}atrium-images\.tar\n[0-9a-f]{64} {2}images\.json\n[0-9a-f]{64} {2}installer\/cli\.js\n$/, "sha256sum's format, sorted")
+
+  t.match(await openKit(dir, trust), { problem: /is not signed by the vendor \(no SHA256SUMS\.sig\); a kit you saved yourself with `images save` loads with --allow-unsigned/ })
+  t.match(await openKit(dir, { ...trust, allowUnsigned: true }), { problem: null, kit: { dir, path: join(dir, KIT.images), bytes: 12, signedBy: null, images: [{ id: ID(1) }] } })
+
+  writeFileSync(join(dir, KIT.signature), await signSums(sums, vendor.privateKey, vendor.kid))
+  t.match(await openKit(dir, trust), { problem: null, kit: { signedBy: 'test-1' } }, 'the folder')
+  t.match(await openKit(join(dir, KIT.images), trust), { problem: null }, 'or the tarball in it')
+  t.match(await openKit(dir), { problem: /SHA256SUMS is signed by a key this installer does not trust \(kid test-1\); get the kit again from the vendor/ }, 'the shipped keys are not the test key')
+  const other = testVendor('test-1')
+  t.match(await openKit(dir, { keys: other.keys }), { problem: /SHA256SUMS does not match its signature: the kit was changed after the vendor signed it/ }, 'same kid, another key')
+
+  appendFileSync(join(dir, 'installer/cli.js'), '; and a change')
+  t.match(await openKit(dir, trust), { problem: /installer\/cli\.js in the air-gap kit is damaged or incomplete: its SHA-256 is [0-9a-f]{64}, SHA256SUMS says [0-9a-f]{64}; copy it again/ })
+  const resummed = await writeSums(dir)
+  t.match(await openKit(dir, trust), { problem: /does not match its signature/ }, 'new sums need a new signature, which only the vendor can make')
+  writeFileSync(join(dir, KIT.signature), await signSums(resummed, vendor.privateKey, vendor.kid))
+  rmSync(join(dir, 'installer/cli.js'))
+  t.match(await openKit(dir, trust), { problem: /the air-gap kit is incomplete: installer\/cli\.js is missing/ })
+
+  // A license is signed by the same key but is not a kit signature.
+  const license = await issueLicense({
+    privateKey: vendor.privateKey,
+    kid: vendor.kid,
+    customer: 'A',
+    plan: 'enterprise',
+    maxTenants: 1,
+    features: [],
+    airGapAllowed: true,
+    issuedAt: new Date(),
+    expiresAt: new Date(Date.now() + 1e9),
+  })
+  writeFileSync(join(dir, KIT.signature), license)
+  t.match(await openKit(dir, trust), { problem: /SHA256SUMS\.sig is not a detached signature/ })
+  const [h, , s] = license.split('.')
+  writeFileSync(join(dir, KIT.signature), `${h}..${s}`)
+  t.match(await openKit(dir, trust), { problem: /SHA256SUMS\.sig is not a kit signature \(typ atrium-license\+jwt, alg EdDSA; expected atrium-kit\+jws, EdDSA\)/ })
+
+  t.match(await openKit(dir, { ...trust, allowUnsigned: true }), { problem: /is not a kit signature/ }, 'a bad signature is never ignored, even where unsigned kits are allowed')
+  rmSync(join(dir, KIT.signature))
+  writeFileSync(join(dir, KIT.sums), `${'0'.repeat(64)}  ../etc/passwd\n`)
+  t.match(await openKit(dir, { allowUnsigned: true }), { problem: /has a line that is not "<sha256> {2}<file>" inside the kit/ })
+  writeFileSync(join(dir, KIT.sums), `${'0'.repeat(64)}  atrium-images.tar\n`)
+  t.match(await openKit(dir, { allowUnsigned: true }), { problem: /does not list images\.json: this is not an air-gap kit/ })
+})
+
+t.test('a load checks the engine runs the kit platform, then that every tag names the image the kit pinned', async (t) => {
+  const dir = tempDir(t)
+  await writeKit(dir)
+  t.same(
+    loadCommands(dir).map((c) => [line(c), c.expect]),
+    [
+      ['docker version --format {{.Server.Os}}/{{.Server.Arch}}', 'linux/amd64'],
+      [`docker load --input ${join(dir, KIT.images)}`, undefined],
+      [`docker image inspect --format {{.Id}} ${imageRef(IMAGES[0]!)}`, ID(1)],
+    ],
+  )
+  // An engine where the tag names another image (it held one of that name before the load).
+  const engine: Runner = async (file, args) => ({
+    command: [file, ...args].join(' '),
+    exitCode: 0,
+    stdout: args[0] === 'version' ? 'linux/amd64' : args[0] === 'image' ? ID(2) : '',
+    stderr: '',
+    notFound: false,
+    timedOut: false,
+  })
+  const r = await deploy(loadCommands(dir), engine)
+  t.equal(r.ok, false)
+  t.match(r.steps.at(-1)!.result, { exitCode: 1, stderr: `expected ${ID(1)}, found ${ID(2)}` })
+  const arm: Runner = async (file, args) => ({ ...(await engine(file, args)), stdout: 'linux/arm64' })
+  const wrong = await deploy(loadCommands(dir), arm)
+  t.equal(wrong.steps.length, 1, 'nothing loaded into an engine of another platform')
+  t.match(wrong.steps[0]!.result, { exitCode: 1, stderr: 'expected linux/amd64, found linux/arm64' })
 })
 
 t.test('push retags each image under the private registry, keeping its path, then pushes it', async (t) => {
   const cmds = pushCommands('registry.corp.example:5000', '/media/kit/atrium-images.tar').map(line)
-  t.equal(cmds[0], 'docker load --input /media/kit/atrium-images.tar')
+  t.equal(cmds[0], 'docker load --input /media/kit/atrium-images.tar', 'the kit is loaded first')
   const server = IMAGES.find((i) => i.name === 'atrium-server')!
   t.ok(cmds.includes(`docker tag ${imageRef(server)} registry.corp.example:5000/${server.repository}:${server.tag}`))
   t.ok(cmds.includes(`docker push registry.corp.example:5000/${server.repository}:${server.tag}`))
@@ -74,7 +157,7 @@ t.test('push retags each image under the private registry, keeping its path, the
   t.match(registryProblem('https://registry.corp.example'), /without a scheme/)
 })
 
-t.test('the images command: list, a dry run, a real run through docker, and clear refusals', async (t) => {
+t.test('the images command: list, save a kit, load and push it unsigned only when told, refuse a damaged one', async (t) => {
   const list = await installer(['images', 'list'])
   t.equal(list.code, 0, list.stderr)
   t.same(
@@ -83,18 +166,20 @@ t.test('the images command: list, a dry run, a real run through docker, and clea
   )
 
   const bin = tempDir(t)
-  // Holds every image (inspect succeeds) and writes what save is asked to.
-  writeFileSync(join(bin, 'docker'), `#!/bin/sh\necho "docker $*" >> "${bin}/calls.log"\n[ "$1" = save ] && echo layers > "$3"\nexit 0\n`)
-  chmodSync(join(bin, 'docker'), 0o755)
-  const env = { PATH: `${bin}:${process.env.PATH}` }
+  const env = fakeDocker(bin)
   const dry = await installer(['images', 'push', '--registry', 'reg.local:5000', '--dry-run'], env)
   t.equal(dry.code, 0, dry.stderr)
   t.match(dry.stdout, /^docker tag /)
-  const kit = join(bin, 'kit.tar')
+  const kit = join(bin, 'kit')
   const saved = await installer(['images', 'save', '--only', 'atrium-server', '--output', kit, '--json'], env)
   t.equal(saved.code, 0, saved.stderr)
   const report = JSON.parse(saved.stdout)
-  t.match(report.kit, { path: kit, checksumFile: `${kit}.sha256`, bytes: 7 })
+  t.match(report.kit, { dir: kit, path: join(kit, KIT.images), bytes: 7, signedBy: null })
+  t.same(
+    report.kit.images,
+    [{ name: 'atrium-server', ref: imageRef(IMAGES[0]!), id: ID(1), digest: `docker.io/atrium/atrium-server@${ID(9)}`, platform: 'linux/amd64' }],
+    'pinned by ID and by registry digest',
+  )
   t.same(
     report.steps.map((s: { command: string; skipped: boolean }) => [s.command.split(' ')[1], s.skipped]),
     [
@@ -104,22 +189,39 @@ t.test('the images command: list, a dry run, a real run through docker, and clea
     ],
     'the held image is not pulled; only it is saved',
   )
-  const pushed = await installer(['images', 'push', '--registry', 'reg.local:5000', '--images', kit, '--json'], env)
+  t.match(readFileSync(join(kit, KIT.sums), 'utf8'), /atrium-images\.tar\n.*images\.json\n$/)
+
+  const unsigned = await installer(['images', 'load', '--images', kit], env)
+  t.equal(unsigned.code, 1)
+  t.match(unsigned.stderr, /is not signed by the vendor .* loads with --allow-unsigned/)
+  const calls = () => readFileSync(join(bin, 'calls.log'), 'utf8').trim().split('\n')
+  const before = calls().length
+  const loaded = await installer(['images', 'load', '--images', kit, '--allow-unsigned'], env)
+  t.equal(loaded.code, 0, loaded.stderr)
+  t.match(loaded.stdout, /The kit in .* is unsigned \(saved on site\); every file matches SHA256SUMS and every image its pinned ID/)
+  t.same(calls().slice(before), [
+    'docker version --format {{.Server.Os}}/{{.Server.Arch}}',
+    `docker load --input ${join(kit, KIT.images)}`,
+    `docker image inspect --format {{.Id}} ${imageRef(IMAGES[0]!)}`,
+  ])
+
+  const pushed = await installer(['images', 'push', '--only', 'atrium-server', '--registry', 'reg.local:5000', '--images', kit, '--allow-unsigned', '--json'], env)
   t.equal(pushed.code, 0, pushed.stderr)
-  t.equal(JSON.parse(pushed.stdout).ok, true)
-  const calls = readFileSync(join(bin, 'calls.log'), 'utf8').trim().split('\n')
-  t.equal(calls.at(-(1 + IMAGES.length * 2)), `docker load --input ${kit}`)
-  t.equal(calls.length, 2 + 1 + IMAGES.length * 2, 'the dry run called nothing')
-  appendFileSync(kit, 'truncated copy')
-  const damaged = await installer(['images', 'load', '--images', kit], env)
+  t.same(JSON.parse(pushed.stdout).pushed, [{ name: 'atrium-server', ref: `reg.local:5000/atrium/atrium-server@${ID(7)}` }], 'each image by its digest in the private registry')
+
+  appendFileSync(join(kit, KIT.images), 'truncated copy')
+  const n = calls().length
+  const damaged = await installer(['images', 'load', '--images', kit, '--allow-unsigned'], env)
   t.equal(damaged.code, 1)
-  t.match(damaged.stderr, /is damaged or incomplete/)
-  t.equal(readFileSync(join(bin, 'calls.log'), 'utf8').trim().split('\n').length, calls.length, 'and nothing was loaded')
+  t.match(damaged.stderr, /atrium-images\.tar in the air-gap kit is damaged or incomplete/)
+  t.equal(calls().length, n, 'and nothing was loaded')
   t.equal((await installer(['images', 'save', '--output', kit, '--only', 'mongo'])).code, 2, 'an unknown image is bad input')
 
-  t.equal((await installer(['images', 'save'])).code, 2, 'save needs --output')
-  const bad = await installer(['images', 'push', '--registry', 'http://x'])
+  const bad = await installer(['images', 'save', '--platform', 'arm64'])
   t.equal(bad.code, 2)
-  t.match(bad.stderr, /without a scheme/)
+  t.match(bad.stderr, /images save needs --output DIR[\s\S]*--platform must be os\/architecture/, 'every problem at once')
+  const scheme = await installer(['images', 'push', '--registry', 'http://x'])
+  t.equal(scheme.code, 2)
+  t.match(scheme.stderr, /without a scheme/)
   t.equal((await installer(['images', 'burn'])).code, 2)
 })

@@ -27,7 +27,7 @@ t.test('compose: validate, make the external volumes under the data path, then u
     `${compose} up --detach --wait --wait-timeout 600 --remove-orphans`,
   ])
   const gapped = { ...a, mode: 'air-gapped' as const }
-  const cmds = deployCommands(gapped, configFiles(gapped), { bundles, imagesTarball: '/media/atrium-images.tar' }).map(line)
+  const cmds = deployCommands(gapped, configFiles(gapped), { bundles, kit: '/media/atrium-images.tar' }).map(line)
   t.equal(cmds[0], 'docker load --input /media/atrium-images.tar')
   t.match(cmds.at(-1), /-f \/pkg\/compose\/compose\.yaml -f \/pkg\/compose\/compose\.airgap\.yaml up --detach --wait .* --pull never$/)
 })
