@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path'
 import { IMAGES, imageRef } from '../config/images.js'
 import { overallStatus } from './core/checks/check.js'
 import { configure, replayCommand, type ConfigureResult } from './core/configure.js'
-import { siteConfig, type Resolved } from './core/context.js'
+import { preflightValues, siteConfig, type Resolved } from './core/context.js'
 import { runPreflight } from './core/preflight.js'
 import { EXIT, exitFor, type ConfigureReport, type ImagesReport, type InstallReport, type PlannedCommand, type PreflightReport, type StepReport, type SupportBundleReport } from './core/report.js'
 import { writeSupportBundle } from './core/support-bundle.js'
@@ -69,13 +69,13 @@ const stepReport = (s: DeployStep): StepReport => ({
 })
 
 export async function preflightCommand(ctx: Resolved, o: CommandOptions = {}): Promise<PreflightReport> {
-  const checks = await runPreflight(ctx.answers, ctx.values, { runner: o.runner ?? run })
+  const checks = await runPreflight(ctx.answers, preflightValues(ctx), { runner: o.runner ?? run })
   return { command: 'preflight', exitCode: exitFor(checks, Boolean(o.strict)), status: overallStatus(checks), checks }
 }
 
 /** The preflight, then the configuration planned and (unless a dry run) written; the plan is kept for install. */
 async function configureStep(ctx: Resolved, o: CommandOptions): Promise<{ report: ConfigureReport; result: ConfigureResult | null }> {
-  const checks = await runPreflight(ctx.answers, ctx.values, { runner: o.runner ?? run })
+  const checks = await runPreflight(ctx.answers, preflightValues(ctx), { runner: o.runner ?? run })
   const code = exitFor(checks, Boolean(o.strict))
   const report: ConfigureReport = {
     command: 'configure',

@@ -15,7 +15,7 @@ import { render } from 'ink'
 import { BadInput, configureCommand, imagesCommand, installCommand, preflightCommand, supportBundleCommand, type CommandOptions, type Progress } from './commands.js'
 import { overallStatus } from './core/checks/check.js'
 import { configure } from './core/configure.js'
-import { contextFor, interactiveAnswersPath, loadContext, type Resolved } from './core/context.js'
+import { contextFor, interactiveAnswersPath, loadContext, preflightValues, type Resolved } from './core/context.js'
 import { runPreflight } from './core/preflight.js'
 import { EXIT, type ExitCode, type Report } from './core/report.js'
 import { runInstall } from './deploy/install.js'
@@ -168,7 +168,7 @@ async function interactive(flags: Flags): Promise<Report> {
     <App
       initial={ctx}
       resolve={(answers) => contextFor(answers, { baseDir: ctx.baseDir })}
-      preflight={(c) => runPreflight(c.answers, c.values, { runner: run })}
+      preflight={(c) => runPreflight(c.answers, preflightValues(c), { runner: run })}
       configure={configure}
       install={(c, written, onStep) => runInstall(c, written.plan.values, { kit: flags.images, registry: flags.registry, trust: { allowUnsigned: flags.allowUnsigned } }, onStep)}
       onDone={(r) => {

@@ -4,7 +4,7 @@
 // `dryRun` writes nothing.
 import { mkdirSync } from 'node:fs'
 import { CONTAINER_FIXED } from '../../config/bundles.js'
-import type { SettingName } from '../../config/schema.js'
+import { parseSettings, type SettingName } from '../../config/schema.js'
 import { renderAnswers, type Answers } from './answers.js'
 import { composeBundleValues, renderBundleSection } from './compose-bundle.js'
 import { IMMUTABLE_SECRETS, planConfig, renderEnvFile, writePrivateFile, type ConfigPlan } from './config-file.js'
@@ -39,8 +39,9 @@ export function configure(ctx: Resolved, opts: { dryRun: boolean }): ConfigureRe
   const plan = planConfig({ ...bundle?.settings, ...given, ...impliedSettings(answers) }, existing)
   if (bundle) plan.generated.push(...bundle.generated)
   plan.problems.unshift(...ctx.problems)
-  if (answers.mode === 'air-gapped' && resolved.AIR_GAPPED && resolved.AIR_GAPPED !== 'true') {
-    plan.problems.unshift('AIR_GAPPED is set to false in the answers, but the mode is air-gapped')
+  // Read as the server reads it (yes, on and 1 are true too); one that is no boolean is named by the plan's own check.
+  if (answers.mode === 'air-gapped' && resolved.AIR_GAPPED && parseSettings({ AIR_GAPPED: resolved.AIR_GAPPED }, ['AIR_GAPPED']).config.AIR_GAPPED === false) {
+    plan.problems.unshift(`config.AIR_GAPPED is ${resolved.AIR_GAPPED} in the answers, but the mode is air-gapped: remove it or set it to true`)
   }
   const written = !opts.dryRun && plan.problems.length === 0
   const out = files.target === 'compose' ? [files.env] : [files.values, files.secret]

@@ -5,6 +5,7 @@
 // can hand a step any picture it likes.
 import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
+import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
 import { DEFAULT_ANSWERS, loadAnswers, resolveConfig, type Answers } from './answers.js'
 import { readEnvFile } from './config-file.js'
 import { readFirstAdmin, type FirstAdmin } from './first-admin.js'
@@ -81,6 +82,15 @@ export function loadContext(o: LoadOptions = {}): Resolved {
   if (o.airGapped) answers.mode = 'air-gapped'
   return contextFor(answers, { env: o.env, baseDir: loaded.baseDir }, problems)
 }
+
+/**
+ * What the preflight judges: the answers' values, over the Compose bundle's variables already
+ * written in .env (ATRIUM_S3_PORT, say), which the answers do not hold and a re-run keeps.
+ */
+export const preflightValues = (ctx: Resolved): Record<string, string> => ({
+  ...Object.fromEntries(Object.entries(ctx.existing ?? {}).filter(([name]) => name in COMPOSE_VARIABLES)),
+  ...ctx.values,
+})
 
 /** The site's configuration as it stands: what is written, over the answers' values. */
 export const siteConfig = (ctx: Resolved): Record<string, string> => ({ ...ctx.values, ...ctx.existing })

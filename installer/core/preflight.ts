@@ -4,7 +4,8 @@
 import type { VerifyOptions } from '../../licenses/license.js'
 import type { Runner } from '../deploy/run.js'
 import type { Answers } from './answers.js'
-import { gatherHost, hostChecks } from './checks/host.js'
+import { join } from 'node:path'
+import { gatherHost, hostChecks, type PortNeed } from './checks/host.js'
 import { postgresChecks, redisChecks, s3Checks } from './checks/services.js'
 import { check, type CheckResult } from './checks/check.js'
 import { parseRegionStores, type RegionStoreSetting } from '../../config/schema.js'
@@ -27,14 +28,17 @@ export interface PreflightOptions {
 }
 
 /**
- * Ports the target needs free on this machine: compose publishes the API port; helm none here. A
- * PORT that is no port is left to the configuration's own check, which says what is wrong with it.
+ * Ports the target needs free on this machine, each with the setting that moves it: compose
+ * publishes the API port; helm none here. A PORT that is no port is left to the configuration's
+ * own check, which says what is wrong with it.
  */
-export function portsFor(answers: Answers, values: Record<string, string>): number[] {
+export function portsFor(answers: Answers, values: Record<string, string>): PortNeed[] {
   if (answers.target !== 'compose') return []
-  // The bundled MinIO is published too (download links): when the site uses it, its port must be free.
-  const ports = [values.PORT || '8080', ...(usesBundled(values.R2_ENDPOINT) ? [values.ATRIUM_S3_PORT || COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example] : [])].map(Number)
-  return ports.filter((p) => Number.isInteger(p) && p > 0 && p < 65536)
+  const api = { port: Number(values.PORT || '8080'), setting: "PORT in the answers' config" }
+  // The bundled MinIO is published too (download links): when the site uses it, its port must be
+  // free. It is a variable of the Compose bundle, kept in the written .env across re-runs.
+  const s3 = { port: Number(values.ATRIUM_S3_PORT || COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example), setting: `ATRIUM_S3_PORT in ${join(answers.outputDir, '.env')}` }
+  return [api, ...(usesBundled(values.R2_ENDPOINT) ? [s3] : [])].filter((p) => Number.isInteger(p.port) && p.port > 0 && p.port < 65536)
 }
 
 const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1)$/i

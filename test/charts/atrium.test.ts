@@ -9,7 +9,7 @@ import { IMAGES } from '../../config/images.js'
 import { VERSION } from '../../common/version.js'
 import { renderHelmFiles } from '../../installer/core/helm-values.js'
 import { tempDir } from '../helpers/platform.js'
-import { BASE_VALUES, CHART, KUBE_VERSION, fakeCluster, find, helmTemplate, needs, runTool, type Manifest } from '../helpers/tools.js'
+import { BASE_VALUES, CHART, KUBE_VERSION, fakeCluster, find, helmNotes, helmTemplate, needs, runTool, type Manifest } from '../helpers/tools.js'
 
 const skip = needs('helm')
 
@@ -350,6 +350,24 @@ t.test('without secrets.DATABASE_URL or existingSecret the chart refuses to rend
   t.match(none.stderr, /secrets\.DATABASE_URL is required: the PostgreSQL URL .* Or set existingSecret/)
   const existing = await helmTemplate(t, [{ secrets: { DATABASE_URL: '' }, existingSecret: 'atrium-from-vault' }])
   t.equal(existing.code, 0, existing.stderr)
+})
+
+t.test('the install notes name exactly the values the server needs and this release leaves empty', { skip }, async (t) => {
+  const empty = await helmNotes(t)
+  t.match(empty, /^WARNING: secrets\.REDIS_URL, secrets\.R2_ACCESS_KEY_ID, secrets\.R2_SECRET_ACCESS_KEY, secrets\.LICENSE_KEY, env\.R2_ENDPOINT are empty\.$/m)
+  const secrets = { REDIS_URL: 'redis://r:6379', R2_ACCESS_KEY_ID: 'a', R2_SECRET_ACCESS_KEY: 's', LICENSE_KEY: 'l' }
+  t.match(
+    await helmNotes(t, [{ secrets: { R2_ACCESS_KEY_ID: 'a' } }]),
+    /^WARNING: secrets\.REDIS_URL, secrets\.R2_SECRET_ACCESS_KEY, secrets\.LICENSE_KEY, env\.R2_ENDPOINT are empty\.$/m,
+    'the S3 secret key is named on its own',
+  )
+  t.match(await helmNotes(t, [{ secrets }]), /^WARNING: env\.R2_ENDPOINT is empty\.\nThe server refuses to start without it/m)
+  t.notMatch(await helmNotes(t, [{ secrets, env: { R2_ENDPOINT: 'https://s3.corp.example' } }]), /WARNING/, 'all given: no warning')
+  t.match(
+    await helmNotes(t, [{ existingSecret: 'site-secrets', extraEnvVars: [{ name: 'R2_ENDPOINT', value: 'https://s3.corp.example' }] }]),
+    /^Atrium .*\n\n1\. Wait/m,
+    'the secrets are in existingSecret and the endpoint in extraEnvVars: nothing to warn about',
+  )
 })
 
 t.test('a render that cannot read the cluster (GitOps) never makes a master key: it needs one given, and uses it on every render', { skip }, async (t) => {

@@ -97,16 +97,40 @@ export async function helmTemplate(
   return { code: r.code, manifests, stderr: r.stderr, yaml: r.code === 0 ? r.stdout : '' }
 }
 
+/** The notes a first install prints (NOTES.txt, which `helm template` leaves out): `helm install --dry-run` against fakeCluster. */
+export async function helmNotes(t: Test, values: Record<string, unknown>[] = []): Promise<string> {
+  const cluster = await fakeCluster(t, [])
+  const dir = tempDir(t, 'atrium-helm-')
+  const files = [BASE_VALUES, ...values].flatMap((v, i) => {
+    const path = join(dir, `values-${i}.yaml`)
+    writeFileSync(path, JSON.stringify(v))
+    return ['-f', path]
+  })
+  const r = await runTool('helm', ['install', 'atrium', CHART, '--namespace', 'atrium', '--dry-run=client', '--disable-openapi-validation', '--kubeconfig', cluster.kubeconfig, ...files])
+  if (r.code !== 0) throw new Error(`helm install --dry-run failed: ${r.stderr}`)
+  return r.stdout.slice(r.stdout.indexOf('NOTES:'))
+}
+
 export const find = (manifests: Manifest[], kind: string, name?: string): Manifest | undefined => manifests.find((m) => m.kind === kind && (name === undefined || m.metadata.name === name))
 
 /**
  * A Kubernetes API server as far as Helm's `lookup` needs one: discovery for v1 and apps/v1 and
  * GETs of the objects given (a live Secret, a live Deployment), 404 for the rest. Helm asks it
- * during `helm template --dry-run=server`, which is how an upgrade is simulated here.
+ * during `helm template --dry-run=server`, which is how an upgrade is simulated here, and `helm
+ * install --dry-run=client` (a first install, with its notes).
  */
 export async function fakeCluster(t: Test, objects: Manifest[]): Promise<{ kubeconfig: string; requests: string[] }> {
   const requests: string[] = []
-  const plural: Record<string, string> = { Secret: 'secrets', ServiceAccount: 'serviceaccounts', Deployment: 'deployments' }
+  // The kinds the chart renders, by API group version, as discovery lists them.
+  const groups: Record<string, string[]> = {
+    v1: ['Secret', 'ServiceAccount', 'ConfigMap', 'Service', 'Pod'],
+    'apps/v1': ['Deployment'],
+    'batch/v1': ['Job'],
+    'policy/v1': ['PodDisruptionBudget'],
+    'networking.k8s.io/v1': ['NetworkPolicy', 'Ingress'],
+    'autoscaling/v2': ['HorizontalPodAutoscaler'],
+  }
+  const plural = (kind: string) => (kind.endsWith('y') ? `${kind.slice(0, -1)}ies` : kind.endsWith('s') ? `${kind}es` : `${kind}s`).toLowerCase()
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0]!
     requests.push(`${req.method} ${path}`)
@@ -115,20 +139,22 @@ export async function fakeCluster(t: Test, objects: Manifest[]): Promise<{ kubec
       res.statusCode = status
       res.end(JSON.stringify(body))
     }
-    const list = (groupVersion: string, kinds: string[]) =>
-      send(200, {
-        kind: 'APIResourceList',
-        apiVersion: 'v1',
-        groupVersion,
-        resources: kinds.map((k) => ({ name: plural[k], singularName: k.toLowerCase(), namespaced: true, kind: k, verbs: ['get', 'list'] })),
-      })
+    const base = (groupVersion: string) => (groupVersion === 'v1' ? '/api/v1' : `/apis/${groupVersion}`)
+    const listed = Object.keys(groups).find((gv) => path === base(gv))
+    if (listed) {
+      const resources = groups[listed]!.map((k) => ({ name: plural(k), singularName: k.toLowerCase(), namespaced: true, kind: k, verbs: ['get', 'list'] }))
+      return send(200, { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: listed, resources })
+    }
     if (path === '/version') return send(200, { major: '1', minor: '31', gitVersion: `v${KUBE_VERSION}` })
-    if (path === '/api/v1') return list('v1', ['Secret', 'ServiceAccount'])
-    if (path === '/apis/apps/v1') return list('apps/v1', ['Deployment'])
-    const hit = objects.find((o) => {
-      const base = o.apiVersion === 'v1' ? '/api/v1' : `/apis/${o.apiVersion}`
-      return path === `${base}/namespaces/atrium/${plural[o.kind]}/${o.metadata.name}`
-    })
+    // Discovery and an empty release history, for `helm install --dry-run` (which prints NOTES.txt).
+    if (path === '/api') return send(200, { kind: 'APIVersions', versions: ['v1'] })
+    if (path === '/apis') {
+      const named = Object.keys(groups).filter((gv) => gv !== 'v1')
+      const group = (gv: string) => ({ name: gv.split('/')[0], versions: [{ groupVersion: gv, version: gv.split('/')[1] }], preferredVersion: { groupVersion: gv, version: gv.split('/')[1] } })
+      return send(200, { kind: 'APIGroupList', apiVersion: 'v1', groups: named.map(group) })
+    }
+    if (path === '/api/v1/namespaces/atrium/secrets') return send(200, { kind: 'SecretList', apiVersion: 'v1', items: [] })
+    const hit = objects.find((o) => path === `${base(o.apiVersion)}/namespaces/atrium/${plural(o.kind)}/${o.metadata.name}`)
     if (hit) return send(200, hit)
     send(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 })
   })

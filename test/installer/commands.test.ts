@@ -46,6 +46,24 @@ t.test('preflight reports its checks, their status and the exit code they make',
   )
 })
 
+t.test("the preflight checks the bundled MinIO's port as written in .env, and names that setting when the port is taken", async (t) => {
+  const busy = createServer()
+  await new Promise<void>((r) => busy.listen(0, '0.0.0.0', r))
+  t.teardown(() => new Promise<void>((r) => busy.close(() => r())))
+  const port = (busy.address() as AddressInfo).port
+  const first = site(t)
+  await configureCommand(first, { runner: tools().runner, ignoreFailed: true })
+  // The admin moves MinIO's published port in the written .env; a re-run keeps it and checks it.
+  const env = join(first.answers.outputDir, '.env')
+  writeFileSync(env, readFileSync(env, 'utf8').replace(/^ATRIUM_S3_PORT=.*$/m, `ATRIUM_S3_PORT=${port}`))
+  const again = contextFor(first.answers, { env: {} })
+  const r = await preflightCommand(again, { runner: tools().runner })
+  t.match(
+    r.checks.find((c) => c.id === 'ports'),
+    { status: 'fail', found: new RegExp(`port ${port} is in use`), fix: new RegExp(`choose another port with ATRIUM_S3_PORT in ${env.replace(/[.]/g, '\\.')}`) },
+  )
+})
+
 t.test('failed checks stop configure before anything is planned; --ignore-failed-checks carries on and says so', async (t) => {
   const ctx = site(t)
   const { runner } = tools()

@@ -113,8 +113,14 @@ export function osCheck(os: OsFacts): CheckResult {
   })
 }
 
-export interface PortFact {
+/** A port the site publishes on this machine, and the setting that chooses it (named in the fix). */
+export interface PortNeed {
   port: number
+  /** Where the admin moves it: "PORT in the answers' config". */
+  setting: string
+}
+
+export interface PortFact extends PortNeed {
   free: boolean
   /** The error code when listening failed: EADDRINUSE, EACCES... */
   error?: string
@@ -127,7 +133,7 @@ export function portsCheck(ports: readonly PortFact[]): CheckResult {
   const list = ports.map((p) => p.port).join(', ')
   const found = ports.length === 0 ? 'no port is needed on this machine' : busy.length ? busy.map(portProblem).join('; ') : `${list} free`
   return check('ports', 'Ports free', busy.length ? 'fail' : 'pass', found, ports.length ? `ports ${list} free` : 'none', {
-    fail: busy.map((p) => `Port ${p.port}: stop the process using it (find it with: ss -ltnp 'sport = :${p.port}') or choose another port`).join('; '),
+    fail: busy.map((p) => `Port ${p.port}: stop the process using it (find it with: ss -ltnp 'sport = :${p.port}') or choose another port with ${p.setting}`).join('; '),
   })
 }
 
@@ -208,15 +214,15 @@ export function parseOsRelease(text: string): Pick<OsFacts, 'id' | 'versionId' |
 }
 
 /** Whether the port is free: we try to listen on every interface and close at once. */
-export function probePort(port: number): Promise<PortFact> {
+export function probePort(need: PortNeed): Promise<PortFact> {
   return new Promise((done) => {
     const server = createServer()
-    server.once('error', (err: NodeJS.ErrnoException) => done({ port, free: false, error: err.code }))
-    server.listen({ port, host: '0.0.0.0' }, () => server.close(() => done({ port, free: true })))
+    server.once('error', (err: NodeJS.ErrnoException) => done({ ...need, free: false, error: err.code }))
+    server.listen({ port: need.port, host: '0.0.0.0' }, () => server.close(() => done({ ...need, free: true })))
   })
 }
 
-export async function gatherHost(dataPath: string, ports: readonly number[]): Promise<HostFacts> {
+export async function gatherHost(dataPath: string, ports: readonly PortNeed[]): Promise<HostFacts> {
   const measuredPath = await existingAncestor(dataPath)
   const fs = await statfs(measuredPath)
   return {
@@ -228,7 +234,7 @@ export async function gatherHost(dataPath: string, ports: readonly number[]): Pr
     rotational: await rotationalAt(measuredPath).catch(() => null),
     os: { platform: process.platform, release: release(), ...parseOsRelease((await readText('/etc/os-release')) ?? '') },
     // Deduplicated: probing one port twice at once would see itself as busy.
-    ports: await Promise.all([...new Set(ports)].map(probePort)),
+    ports: await Promise.all(ports.filter((p, i) => ports.findIndex((q) => q.port === p.port) === i).map(probePort)),
   }
 }
 

@@ -38,3 +38,14 @@ t.test('an external service written before goes back to the bundled one when its
   )
   t.equal(emptied.values.REDIS_URL, 'redis://cache.internal:6379', 'not in the answers: the external Redis written before stays')
 })
+
+t.test('an air-gapped site takes AIR_GAPPED as the server reads it: yes and 1 agree with the mode, false and no are named', async (t) => {
+  for (const agrees of ['true', 'yes', '1', 'on']) {
+    const { plan } = configure(contextFor({ ...site(t, { AIR_GAPPED: agrees }), mode: 'air-gapped' }), { dryRun: true })
+    t.same(plan.problems, [], `AIR_GAPPED: ${agrees}`)
+  }
+  for (const disagrees of ['false', 'no', '0']) {
+    const { plan } = configure(contextFor({ ...site(t, { AIR_GAPPED: disagrees }), mode: 'air-gapped' }), { dryRun: true })
+    t.same(plan.problems, [`config.AIR_GAPPED is ${disagrees} in the answers, but the mode is air-gapped: remove it or set it to true`])
+  }
+})

@@ -31,13 +31,15 @@ t.test('the clock offset comes from the Date header of a service the site reache
   t.equal(await clockOffsetFrom('http://127.0.0.1:1', 1000), null, 'nobody answering')
 })
 
-t.test("compose needs the API port free on this machine, and the bundled MinIO's when the site uses it; helm needs none", async (t) => {
-  const a: Answers = { ...DEFAULT_ANSWERS, config: {} }
+t.test("compose needs the API port free on this machine, and the bundled MinIO's when the site uses it, each named by its setting; helm needs none", async (t) => {
+  const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', config: {} }
   const own = { R2_ENDPOINT: 'https://s3.corp.example' }
-  t.same(portsFor(a, own), [8080])
-  t.same(portsFor(a, { ...own, PORT: '9090' }), [9090])
-  t.same(portsFor(a, {}), [8080, 9000], 'the bundled MinIO is published for download links')
-  t.same(portsFor(a, { R2_ENDPOINT: 'http://minio:9000', ATRIUM_S3_PORT: '9100' }), [8080, 9100])
+  const api = (port: number) => ({ port, setting: "PORT in the answers' config" })
+  const s3 = (port: number) => ({ port, setting: 'ATRIUM_S3_PORT in /srv/atrium/.env' })
+  t.same(portsFor(a, own), [api(8080)])
+  t.same(portsFor(a, { ...own, PORT: '9090' }), [api(9090)])
+  t.same(portsFor(a, {}), [api(8080), s3(9000)], 'the bundled MinIO is published for download links')
+  t.same(portsFor(a, { R2_ENDPOINT: 'http://minio:9000', ATRIUM_S3_PORT: '9100' }), [api(8080), s3(9100)])
   t.same(portsFor({ ...a, target: 'helm' }, {}), [])
   t.same(portsFor(a, { ...own, PORT: 'eighty' }), [], 'not a port: the configuration says so, the port check does not crash')
 })

@@ -143,7 +143,11 @@ t.test('ports: a port something listens on fails and is named; free ports pass',
   const free = (probe.address() as AddressInfo).port
   await new Promise<void>((ok) => probe.close(() => ok()))
 
-  const facts = await gatherHost(tempDir(t), [busy, loopbackOnly, free])
+  const setting = "PORT in the answers' config"
+  const facts = await gatherHost(
+    tempDir(t),
+    [busy, loopbackOnly, free, free].map((port) => ({ port, setting })),
+  )
   t.same(
     facts.ports.map((p) => [p.port, p.free]),
     [
@@ -151,19 +155,22 @@ t.test('ports: a port something listens on fails and is named; free ports pass',
       [loopbackOnly, false],
       [free, true],
     ],
-    'a loopback-only listener also holds the port',
+    'a loopback-only listener also holds the port; a port asked twice is probed once',
   )
   const check = portsCheck(facts.ports)
   t.equal(statusOf(t, check), 'fail')
   t.equal(check.id, 'ports')
-  t.match(check, { found: new RegExp(`port ${busy} is in use; port ${loopbackOnly} is in use`), fix: new RegExp(`Port ${busy}: stop the process.*ss -ltnp 'sport = :${busy}'.*choose another port`) })
+  t.match(check, {
+    found: new RegExp(`port ${busy} is in use; port ${loopbackOnly} is in use`),
+    fix: new RegExp(`Port ${busy}: stop the process.*ss -ltnp 'sport = :${busy}'.*choose another port with PORT in the answers' config`),
+  })
   t.match(check.fix, `sport = :${loopbackOnly}`)
   t.notMatch(check.found, String(free))
 
   t.equal(statusOf(t, portsCheck(facts.ports.filter((p) => p.free))), 'pass')
-  t.match(portsCheck([{ port: free, free: true }]), { found: `${free} free`, required: `ports ${free} free` })
+  t.match(portsCheck([{ port: free, setting, free: true }]), { found: `${free} free`, required: `ports ${free} free` })
   t.equal(statusOf(t, portsCheck([])), 'pass', 'nothing to listen on')
-  t.match(portsCheck([{ port: 80, free: false, error: 'EACCES' }]), { found: 'port 80 cannot be opened (EACCES)' })
+  t.match(portsCheck([{ port: 80, setting, free: false, error: 'EACCES' }]), { found: 'port 80 cannot be opened (EACCES)' })
 })
 
 t.test('the facts of this machine are read, and a data path not created yet is measured at its parent', async (t) => {
