@@ -116,7 +116,9 @@ const finished = (title: string, deadlineMs: number, work: Promise<CheckResult[]
 
 export async function runPreflight(answers: Answers, values: Record<string, string>, opts: PreflightOptions): Promise<CheckResult[]> {
   const deadline = opts.deadlineMs ?? PREFLIGHT_DEADLINE_MS
+  // Helm: the machine running the installer is not where Atrium runs; the cluster's nodes are measured instead.
   const host = async () => {
+    if (answers.target === 'helm') return []
     const offset = opts.clockOffsetMs !== undefined ? opts.clockOffsetMs : await clockOffsetFrom(values.R2_ENDPOINT)
     return hostChecks(await gatherHost(answers.dataPath, portsFor(answers, values)), offset)
   }

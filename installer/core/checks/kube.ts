@@ -1,10 +1,11 @@
 // Checks of the Kubernetes cluster a helm install targets, through @kubernetes/client-node and the
 // admin's kubeconfig: reachable and its version, the nodes' allocatable CPU and memory, a default
-// StorageClass, and the namespace. Grading is pure; every failure is a result, never a throw.
+// StorageClass, the namespace, and the rights the install needs there (SelfSubjectAccessReview).
+// Grading is pure; every failure is a result, never a throw.
 import { existsSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { delimiter, join } from 'node:path'
-import { CoreV1Api, KubeConfig, Observable, StorageV1Api, VersionApi, type RequestContext, type ResponseContext } from '@kubernetes/client-node'
+import { AuthorizationV1Api, CoreV1Api, KubeConfig, Observable, StorageV1Api, VersionApi, type RequestContext, type ResponseContext } from '@kubernetes/client-node'
 import { check, grade, type CheckResult } from './check.js'
 import { inSeconds, PROBE_DEADLINE_MS, within } from './deadline.js'
 import { compareVersions, parseVersion } from './tools.js'
@@ -121,6 +122,56 @@ export function gradeNamespace(namespace: string, state: 'exists' | 'missing' | 
     `not allowed to read namespace ${namespace}: ${state.forbidden}`,
     'the namespace, or the right to create it',
     `Ask a cluster admin for rights in ${namespace} (or to create it), or use a kubeconfig that has them`,
+  )
+}
+
+/** A right the install needs: a verb on a kind, in the namespace (or the cluster, for namespaces). */
+export interface Right {
+  verb: string
+  group: string
+  resource: string
+  subresource?: string
+}
+
+const CHANGE = ['get', 'create', 'patch', 'delete'] as const
+/**
+ * What an install does to each kind of object it makes: helm upgrade --install creates and patches
+ * them and deletes them on a rollback (--atomic); Helm keeps its release records in Secrets (listed
+ * and updated); --wait and helm test read and start pods; the first tenant is made by exec.
+ */
+export function installRights(namespaceExists: boolean): Right[] {
+  const kinds: [string, string, readonly string[]][] = [
+    ['', 'secrets', [...CHANGE, 'list', 'update']],
+    ['', 'configmaps', CHANGE],
+    ['', 'services', CHANGE],
+    ['', 'serviceaccounts', CHANGE],
+    ['', 'pods', ['get', 'list', 'create', 'delete']],
+    ['apps', 'deployments', CHANGE],
+    ['batch', 'jobs', CHANGE],
+    ['policy', 'poddisruptionbudgets', CHANGE],
+    ['networking.k8s.io', 'networkpolicies', CHANGE],
+  ]
+  return [
+    ...(namespaceExists ? [] : [{ verb: 'create', group: '', resource: 'namespaces' }]),
+    ...kinds.flatMap(([group, resource, verbs]) => verbs.map((verb) => ({ verb, group, resource }))),
+    { verb: 'create', group: '', resource: 'pods', subresource: 'exec' },
+  ]
+}
+
+/** A right as kubectl names it: "create networkpolicies.networking.k8s.io", "create pods/exec". */
+export const rightName = (r: Right) => `${r.verb} ${r.resource}${r.group ? `.${r.group}` : ''}${r.subresource ? `/${r.subresource}` : ''}`
+
+export function gradeRights(namespace: string, checked: number, denied: readonly Right[]): CheckResult {
+  const required = `the rights to create, change and delete every kind of object the install makes in ${namespace}`
+  if (!denied.length) return check('kube.rbac', 'Rights in the namespace', 'pass', `all ${checked} rights the install needs (SelfSubjectAccessReview)`, required, '')
+  const first = denied[0]!
+  return check(
+    'kube.rbac',
+    'Rights in the namespace',
+    'fail',
+    `not allowed to ${denied.map(rightName).join(', ')}`,
+    required,
+    `Ask a cluster admin for a Role in ${namespace} that grants them (check one with: kubectl auth can-i ${first.verb} ${rightName(first).split(' ')[1]} --namespace ${namespace}), or use a kubeconfig that has them`,
   )
 }
 
@@ -261,12 +312,50 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
       ),
     )
   }
+  let namespaceExists = false
   try {
     await ask('the namespace', core.readNamespace({ name: namespace }, limit))
+    namespaceExists = true
     checks.push(gradeNamespace(namespace, 'exists'))
   } catch (err) {
     const code = statusOf(err)
     checks.push(gradeNamespace(namespace, code === 404 ? 'missing' : { forbidden: `HTTP ${code ?? '?'}` }))
+  }
+  // Asked right by right, as `kubectl auth can-i` does: what the install would be refused, before it starts.
+  const authz = kc.makeApiClient(AuthorizationV1Api)
+  const rights = installRights(namespaceExists)
+  try {
+    const answers = await Promise.all(
+      rights.map((r) =>
+        ask(
+          'the rights',
+          authz.createSelfSubjectAccessReview(
+            {
+              body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: { ...r, namespace: r.resource === 'namespaces' ? undefined : namespace } } },
+            },
+            limit,
+          ),
+        ),
+      ),
+    )
+    checks.push(
+      gradeRights(
+        namespace,
+        rights.length,
+        rights.filter((_, i) => !answers[i]!.status?.allowed),
+      ),
+    )
+  } catch (err) {
+    checks.push(
+      check(
+        'kube.rbac',
+        'Rights in the namespace',
+        'warn',
+        `could not ask the cluster (HTTP ${statusOf(err) ?? '?'})`,
+        `the rights the install needs in ${namespace}`,
+        `Check them by hand: kubectl auth can-i --list --namespace ${namespace}`,
+      ),
+    )
   }
   return checks
 }

@@ -81,7 +81,7 @@ t.test('every check runs, in the order an admin fixes things, and a good license
   const ids = checks.map((c) => c.id)
   const redis = services.redisUrl ? ['redis.connect', 'redis.version', 'redis.eviction'] : ['redis.connect']
   const kube = ids.filter((id) => id.startsWith('kube.'))
-  t.same(ids, ['cpu', 'memory', 'disk', 'ssd', 'os', 'ports', 'clock', ...redis, 'tools.helm', ...kube, 'license'], 'machine, services, tools, cluster, license')
+  t.same(ids, [...redis, 'tools.helm', ...kube, 'license'], 'services, tools, cluster, license: not the machine running the installer, which is not where Atrium runs')
   t.ok(kube.length > 0)
   t.equal(checks.find((c) => c.id === 'redis.connect')!.status, services.redisUrl ? 'pass' : 'fail')
   t.notOk(

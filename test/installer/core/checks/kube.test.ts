@@ -7,7 +7,7 @@ import { createServer as createTlsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { gradeKubeVersion, gradeNodes, gradeStorageClasses, kubeChecks, kubeconfigSearch, parseQuantity } from '../../../../installer/core/checks/kube.js'
+import { gradeKubeVersion, gradeNodes, gradeRights, gradeStorageClasses, installRights, kubeChecks, kubeconfigSearch, parseQuantity } from '../../../../installer/core/checks/kube.js'
 import { tempDir } from '../../../helpers/platform.js'
 import { silentServer } from '../../../helpers/silent.js'
 
@@ -96,13 +96,24 @@ current-context: fake
   return path
 }
 
-async function fakeApiServer(t: Test, namespaceExists: boolean) {
+/** An API server as the checks ask it; `denied` are the rights (kubectl's names) its RBAC refuses. */
+async function fakeApiServer(t: Test, namespaceExists: boolean, denied: readonly string[] = []) {
   const tls = certificate(t)
   const seen: { path: string; auth: string | undefined }[] = []
+  const reviews: Record<string, string | undefined>[] = []
   const send = (res: ServerResponse, status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
-  const server = createTlsServer({ key: tls.key, cert: tls.cert }, (req: IncomingMessage, res) => {
+  const server = createTlsServer({ key: tls.key, cert: tls.cert }, async (req: IncomingMessage, res) => {
     seen.push({ path: req.url ?? '', auth: req.headers.authorization })
     const path = (req.url ?? '').split('?')[0]
+    if (req.method === 'POST' && path === '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews') {
+      const chunks: Buffer[] = []
+      for await (const c of req) chunks.push(c as Buffer)
+      const review = JSON.parse(Buffer.concat(chunks).toString()) as { spec: { resourceAttributes: Record<string, string | undefined> } }
+      const a = review.spec.resourceAttributes
+      reviews.push(a)
+      const name = `${a.verb} ${a.resource}${a.group ? `.${a.group}` : ''}${a.subresource ? `/${a.subresource}` : ''}`
+      return send(res, 201, { ...review, status: { allowed: !denied.includes(name) } })
+    }
     if (path === '/version') return send(res, 200, { major: '1', minor: '30', gitVersion: 'v1.30.2', platform: 'linux/amd64' })
     if (path === '/api/v1/nodes') {
       return send(res, 200, {
@@ -132,7 +143,7 @@ async function fakeApiServer(t: Test, namespaceExists: boolean) {
   })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   t.teardown(() => server.close())
-  return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, ca: tls.certPath }
+  return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, reviews, ca: tls.certPath }
 }
 
 t.test("a reachable cluster is measured with the kubeconfig's credentials", async (t) => {
@@ -145,6 +156,7 @@ t.test("a reachable cluster is measured with the kubeconfig's credentials", asyn
     { id: 'kube.memory', status: 'pass' },
     { id: 'kube.storageclass', status: 'pass', found: 'default StorageClass standard' },
     { id: 'kube.namespace', status: 'pass', found: /does not exist yet; the installer creates it/ },
+    { id: 'kube.rbac', status: 'pass', found: `all ${installRights(false).length} rights the install needs (SelfSubjectAccessReview)` },
   ])
   t.ok(
     api.seen.every((s) => s.auth === 'Bearer s3cr3t-token'),
@@ -152,7 +164,35 @@ t.test("a reachable cluster is measured with the kubeconfig's credentials", asyn
   )
   t.notMatch(JSON.stringify(checks), /s3cr3t-token/)
   const existing = await fakeApiServer(t, true)
-  t.match((await kubeChecks('ai', { kubeconfig: kubeconfig(t, existing.url, existing.ca) })).at(-1), { status: 'pass', found: 'namespace ai exists' })
+  t.match((await kubeChecks('ai', { kubeconfig: kubeconfig(t, existing.url, existing.ca) })).at(-2), { status: 'pass', found: 'namespace ai exists' })
+})
+
+t.test('every right the install needs is asked in the namespace, and each one refused is named with how to check it', async (t) => {
+  const api = await fakeApiServer(t, false, ['create networkpolicies.networking.k8s.io', 'create pods/exec', 'create namespaces'])
+  const rbac = (await kubeChecks('ai', { kubeconfig: kubeconfig(t, api.url, api.ca) })).find((c) => c.id === 'kube.rbac')
+  t.match(rbac, {
+    status: 'fail',
+    found: 'not allowed to create namespaces, create networkpolicies.networking.k8s.io, create pods/exec',
+    fix: 'Ask a cluster admin for a Role in ai that grants them (check one with: kubectl auth can-i create namespaces --namespace ai), or use a kubeconfig that has them',
+  })
+  const asked = api.reviews.map((a) => `${a.verb} ${a.group ? `${a.resource}.${a.group}` : a.resource}${a.subresource ? `/${a.subresource}` : ''} in ${a.namespace ?? 'the cluster'}`)
+  for (const right of [
+    'create namespaces in the cluster',
+    'update secrets in ai',
+    'patch deployments.apps in ai',
+    'delete jobs.batch in ai',
+    'create poddisruptionbudgets.policy in ai',
+    'create pods/exec in ai',
+  ]) {
+    t.ok(asked.includes(right), right)
+  }
+  const existing = await fakeApiServer(t, true)
+  await kubeChecks('ai', { kubeconfig: kubeconfig(t, existing.url, existing.ca) })
+  t.notOk(
+    existing.reviews.some((a) => a.resource === 'namespaces'),
+    'an existing namespace is not created, so that right is not needed',
+  )
+  t.match(gradeRights('ai', 3, []), { status: 'pass', found: 'all 3 rights the install needs (SelfSubjectAccessReview)' })
 })
 
 t.test('no kubeconfig or no API server fails with what to do', async (t) => {
