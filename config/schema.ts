@@ -536,6 +536,16 @@ export interface RegionStoreSetting {
 const REGION_STORE_FIELDS = ['endpoint', 'bucket', 'accessKeyId', 'secretAccessKey', 'region', 'publicEndpoint']
 
 /** Checks REGION_STORES region by region; problems name the region and field, never a value. */
+/** REGION_STORES as written (JSON text), read with the server's own parser; none when unset. */
+export function readRegionStores(raw: string | undefined): { value: Record<string, RegionStoreSetting> } | { problems: string[] } {
+  if (!raw?.trim()) return { value: {} }
+  try {
+    return parseRegionStores(JSON.parse(raw))
+  } catch {
+    return { problems: ['is not JSON'] }
+  }
+}
+
 export function parseRegionStores(value: unknown): { value: Record<string, RegionStoreSetting> } | { problems: string[] } {
   if (!value || typeof value !== 'object' || Array.isArray(value)) return { problems: ['must be a JSON object of region code to store ({} for none)'] }
   const problems: string[] = []

@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util'
 import pino from 'pino'
 import { ADMIN_CLI } from './admin-cli.js'
+import { readRegionStores } from '../config/schema.js'
 import { loadConfigOrExit, loadSettingsOrExit } from './config.js'
 import { isMain } from '../common/is-main.js'
 import { AppError } from './domain/errors.js'
@@ -41,6 +42,10 @@ Commands:
                                  "message","airGapped","clock"}; exit 78 when the server would refuse to
                                  start. With DATABASE_URL the license is judged, as the server does, by the
                                  later of this clock and the database's (clock.judgedBy, behindSeconds)
+  check-services                 check the PostgreSQL, Redis and S3 stores the settings name (DATABASE_URL,
+                                 REDIS_URL, R2_*, REGION_STORES) from where this runs, as the installer's
+                                 preflight does. Prints {"checks":[{id,title,status,found,required,fix}]},
+                                 exit 0 whatever they found: the installer runs it inside the cluster
   help                           this text
 `
 
@@ -191,6 +196,15 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
         { migrate: true },
       )
       print({ id: created.id, apiKey: created.key, type, permissions })
+      return
+    }
+    case 'check-services': {
+      options(args, {})
+      // Loaded here: the S3 client and the checks are not needed by any other command.
+      const { namedServiceChecks, regionStoreChecks } = await import('../common/service-checks.js')
+      const env = process.env
+      const [services, stores] = await Promise.all([namedServiceChecks(env), regionStoreChecks(readRegionStores(env.REGION_STORES))])
+      print({ checks: [...services, ...stores] })
       return
     }
     case undefined:

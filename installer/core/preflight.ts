@@ -6,14 +6,15 @@ import type { Runner } from '../deploy/run.js'
 import type { Answers } from './answers.js'
 import { join } from 'node:path'
 import { gatherHost, hostChecks, type PortNeed } from './checks/host.js'
-import { postgresChecks, redisChecks, s3Checks } from './checks/services.js'
+import { namedServiceChecks, regionStoreChecks } from '../../common/service-checks.js'
 import { check, type CheckResult } from './checks/check.js'
-import { parseRegionStores, type RegionStoreSetting } from '../../config/schema.js'
+import { readRegionStores } from '../../config/schema.js'
+import { imageNamed, imageRef } from '../../config/images.js'
 import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
 import { hostOf, usesBundled } from './compose-bundle.js'
 import { toolChecks } from './checks/tools.js'
 import { licenseCheck } from './license.js'
-import { inSeconds, within } from './checks/deadline.js'
+import { inSeconds, within } from '../../common/deadline.js'
 
 export interface PreflightOptions {
   runner: Runner
@@ -25,6 +26,8 @@ export interface PreflightOptions {
   license?: Omit<VerifyOptions, 'airGapped'>
   /** How long the whole preflight may take (PREFLIGHT_DEADLINE_MS unless told: tests). */
   deadlineMs?: number
+  /** Helm: how long the in-cluster check Job may take (40 s unless told: tests). */
+  inClusterDeadlineMs?: number
 }
 
 /**
@@ -84,16 +87,6 @@ export async function clockOffsetFrom(url: string | undefined, timeoutMs = 5000)
   }
 }
 
-/** REGION_STORES as written (JSON text), read with the server's own parser; none when unset. */
-function regionStoresOf(raw: string | undefined): { value: Record<string, RegionStoreSetting> } | { problems: string[] } {
-  if (!raw?.trim()) return { value: {} }
-  try {
-    return parseRegionStores(JSON.parse(raw))
-  } catch {
-    return { problems: ['is not JSON'] }
-  }
-}
-
 /**
  * The whole preflight ends within this whatever the network does: every probe has a shorter
  * deadline of its own (5 s per service step, 10 s per cluster request, 15 s per tool), and the
@@ -122,32 +115,29 @@ export async function runPreflight(answers: Answers, values: Record<string, stri
     const offset = opts.clockOffsetMs !== undefined ? opts.clockOffsetMs : await clockOffsetFrom(values.R2_ENDPOINT)
     return hostChecks(await gatherHost(answers.dataPath, portsFor(answers, values)), offset)
   }
-  const services = async () =>
-    (
-      await Promise.all([
-        loopbackCheck(answers, values),
-        values.DATABASE_URL ? postgresChecks(values.DATABASE_URL) : [],
-        values.REDIS_URL ? redisChecks(values.REDIS_URL) : [],
-        values.R2_ENDPOINT
-          ? s3Checks({
-              endpoint: values.R2_ENDPOINT,
-              bucket: values.R2_BUCKET || 'atrium',
-              accessKey: values.R2_ACCESS_KEY_ID ?? '',
-              secretKey: values.R2_SECRET_ACCESS_KEY ?? '',
-              region: values.R2_REGION || 'us-east-1',
-            })
-          : [],
-      ])
-    ).flat()
-  // Each region of REGION_STORES is a store of its own, checked as the default one is.
-  const regionChecks = async () => {
-    const regions = regionStoresOf(values.REGION_STORES)
-    if ('problems' in regions) return [check('region.stores', 'Region stores (REGION_STORES)', 'fail', regions.problems.join('; '), 'a JSON object of region code to store', 'Correct REGION_STORES')]
-    const stores = Object.entries(regions.value).map(([code, r]) =>
-      s3Checks({ endpoint: r.endpoint, bucket: r.bucket, accessKey: r.accessKeyId, secretKey: r.secretAccessKey, region: r.region }, { region: code }),
+  const fromHere = async () => [...loopbackCheck(answers, values), ...(await namedServiceChecks(values))]
+  const regionsFromHere = () => regionStoreChecks(readRegionStores(values.REGION_STORES))
+  // Helm: from where Atrium will run, a Job in the namespace (services and region stores at once);
+  // from here, saying why, when it cannot run there (no namespace yet, the image not pulled in time).
+  const fromCluster = async () => {
+    const { inClusterServiceChecks } = await import('./checks/in-cluster.js')
+    const image = imageRef(imageNamed('atrium-server'), answers.registry)
+    const r = await inClusterServiceChecks(values, { namespace: answers.namespace, image, kubeconfig: opts.kubeconfig, deadlineMs: opts.inClusterDeadlineMs })
+    if ('checks' in r)
+      return [check('services.where', 'Where the services are checked from', 'pass', `a pod in ${answers.namespace}, as Atrium will reach them`, 'from inside the cluster', ''), ...r.checks]
+    const why = check(
+      'services.where',
+      'Where the services are checked from',
+      'warn',
+      `this machine: ${r.unavailable}`,
+      'from inside the cluster',
+      `The pods may reach them by other routes: run the preflight again once ${answers.namespace} exists and the server image can be pulled there`,
     )
-    return (await Promise.all(stores)).flat()
+    return [why, ...(await fromHere()), ...(await regionsFromHere())]
   }
+  const helm = answers.target === 'helm' && (values.DATABASE_URL || values.REDIS_URL || values.R2_ENDPOINT || values.REGION_STORES)
+  const services = helm ? fromCluster : fromHere
+  const regionChecks = async () => (helm ? [] : regionsFromHere())
   // Helm: the cluster from the admin's kubeconfig (KUBECONFIG or ~/.kube/config).
   // Loaded only for helm: the Kubernetes client takes over a second to load.
   const cluster = async () => (answers.target === 'helm' ? (await import('./checks/kube.js')).kubeChecks(answers.namespace, { kubeconfig: opts.kubeconfig }) : [])

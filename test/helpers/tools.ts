@@ -97,6 +97,23 @@ export async function helmTemplate(
   return { code: r.code, manifests, stderr: r.stderr, yaml: r.code === 0 ? r.stdout : '' }
 }
 
+/** A kubeconfig for a fake API server over plain HTTP (which the Kubernetes client allows only with TLS verification off). */
+export function writeKubeconfig(t: Test, server: string, o: { namespace?: string; token?: string } = {}): string {
+  const path = join(tempDir(t, 'atrium-kube-'), 'config')
+  writeFileSync(
+    path,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'fake',
+      clusters: [{ name: 'fake', cluster: { server, 'insecure-skip-tls-verify': true } }],
+      users: [{ name: 'fake', user: o.token ? { token: o.token } : {} }],
+      contexts: [{ name: 'fake', context: { cluster: 'fake', user: 'fake', ...(o.namespace ? { namespace: o.namespace } : {}) } }],
+    }),
+  )
+  return path
+}
+
 /** The notes a first install prints (NOTES.txt, which `helm template` leaves out): `helm install --dry-run` against fakeCluster. */
 export async function helmNotes(t: Test, values: Record<string, unknown>[] = []): Promise<string> {
   const cluster = await fakeCluster(t, [])
@@ -160,18 +177,6 @@ export async function fakeCluster(t: Test, objects: Manifest[]): Promise<{ kubec
   })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   t.teardown(() => new Promise<void>((r) => server.close(() => r())))
-  const port = (server.address() as { port: number }).port
-  const kubeconfig = join(tempDir(t, 'atrium-kube-'), 'config')
-  writeFileSync(
-    kubeconfig,
-    JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      'current-context': 'fake',
-      clusters: [{ name: 'fake', cluster: { server: `http://127.0.0.1:${port}` } }],
-      users: [{ name: 'fake', user: {} }],
-      contexts: [{ name: 'fake', context: { cluster: 'fake', user: 'fake', namespace: 'atrium' } }],
-    }),
-  )
+  const kubeconfig = writeKubeconfig(t, `http://127.0.0.1:${(server.address() as { port: number }).port}`, { namespace: 'atrium' })
   return { kubeconfig, requests }
 }

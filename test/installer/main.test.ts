@@ -66,7 +66,7 @@ t.test('--json answers bad input in JSON too, and the interactive installer refu
 })
 
 t.test('preflight without --json shows the list in words and ends with the same exit code', async (t) => {
-  const a = await answersFile(t, 'helm')
+  const a = await answersFile(t, 'compose')
   const r = await installer(['preflight', '--answers', a.answers], a.env)
   t.match(r.stdout, /\[(PASS|WARN|FAIL)\] CPU cores: \d+ cores/)
   t.match(r.stdout, /\[FAIL\] License: missing/)

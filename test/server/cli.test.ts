@@ -136,3 +136,19 @@ t.test(
     t.match(JSON.parse(r.stdout), { applied: Array })
   },
 )
+
+t.test('check-services checks what the settings name and prints the results as one JSON line, whatever they found', async (t) => {
+  const none = await admin(['check-services'], {})
+  t.same({ code: none.code, stdout: none.stdout }, { code: 0, stdout: '{"checks":[]}\n' }, 'nothing named, nothing checked')
+  const down = await admin(['check-services'], { DATABASE_URL: 'postgres://atrium:pw@127.0.0.1:1/atrium', REGION_STORES: '{not json' })
+  t.equal(down.code, 0, 'a failed check is a result, not a failure of the command')
+  const checks = JSON.parse(down.stdout).checks as { id: string; status: string; found: string }[]
+  t.match(checks, [
+    { id: 'postgres.connect', status: 'fail' },
+    { id: 'region.stores', status: 'fail', found: 'is not JSON' },
+  ])
+  t.notMatch(down.stdout, /pw@/, 'no password in what it prints')
+  if (!services.databaseUrl) return
+  const up = await admin(['check-services'], { DATABASE_URL: services.databaseUrl })
+  t.match(JSON.parse(up.stdout).checks, [{ id: 'postgres.connect', status: 'pass' }, { id: 'postgres.version', status: 'pass' }, { id: 'postgres.privileges' }])
+})

@@ -7,8 +7,8 @@ import { homedir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { AuthorizationV1Api, CoreV1Api, KubeConfig, Observable, StorageV1Api, VersionApi, type RequestContext, type ResponseContext } from '@kubernetes/client-node'
 import { check, grade, type CheckResult } from './check.js'
-import { inSeconds, PROBE_DEADLINE_MS, within } from './deadline.js'
-import { compareVersions, parseVersion } from './tools.js'
+import { inSeconds, PROBE_DEADLINE_MS, within } from '../../../common/deadline.js'
+import { compareVersions, parseVersion } from '../../../common/versions.js'
 
 const GiB = 2 ** 30
 
@@ -137,7 +137,8 @@ const CHANGE = ['get', 'create', 'patch', 'delete'] as const
 /**
  * What an install does to each kind of object it makes: helm upgrade --install creates and patches
  * them and deletes them on a rollback (--atomic); Helm keeps its release records in Secrets (listed
- * and updated); --wait and helm test read and start pods; the first tenant is made by exec.
+ * and updated); --wait and helm test read and start pods; the first tenant is made by exec; the
+ * preflight's in-cluster check reads its pod's log.
  */
 export function installRights(namespaceExists: boolean): Right[] {
   const kinds: [string, string, readonly string[]][] = [
@@ -155,6 +156,7 @@ export function installRights(namespaceExists: boolean): Right[] {
     ...(namespaceExists ? [] : [{ verb: 'create', group: '', resource: 'namespaces' }]),
     ...kinds.flatMap(([group, resource, verbs]) => verbs.map((verb) => ({ verb, group, resource }))),
     { verb: 'create', group: '', resource: 'pods', subresource: 'exec' },
+    { verb: 'get', group: '', resource: 'pods', subresource: 'log' },
   ]
 }
 
@@ -175,7 +177,7 @@ export function gradeRights(namespace: string, checked: number, denied: readonly
   )
 }
 
-const statusOf = (err: unknown) => (err as { code?: number; statusCode?: number }).code ?? (err as { statusCode?: number }).statusCode
+export const statusOf = (err: unknown) => (err as { code?: number; statusCode?: number }).code ?? (err as { statusCode?: number }).statusCode
 
 export interface KubeCheckOptions {
   kubeconfig?: string
@@ -188,7 +190,7 @@ export interface KubeCheckOptions {
  * Each request to the API server aborted at the deadline (the client has none of its own): a
  * server that accepts the connection and never answers fails the check, and its socket is closed.
  */
-const abortAfter = (ms: number) => ({
+export const abortAfter = (ms: number) => ({
   middleware: [
     {
       pre: (context: RequestContext) => {
@@ -211,12 +213,13 @@ export function kubeconfigSearch(env: NodeJS.ProcessEnv = process.env, home = ho
   return { files, found: Boolean(env.KUBERNETES_SERVICE_HOST) || files.some((f) => existsSync(f)) }
 }
 
-export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): Promise<CheckResult[]> {
+/** The admin's kubeconfig (or the one given) with its current cluster; a failed kube.connect check when there is none to use. */
+export function openCluster(o: KubeCheckOptions = {}): { kc: KubeConfig; server: string } | { failure: CheckResult } {
   const kc = new KubeConfig()
   const search = o.kubeconfig ? null : kubeconfigSearch()
   if (search && !search.found) {
-    return [
-      check(
+    return {
+      failure: check(
         'kube.connect',
         'Kubernetes cluster reachable',
         'fail',
@@ -224,15 +227,15 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
         'a kubeconfig for the cluster',
         "Point KUBECONFIG at the cluster's kubeconfig (export KUBECONFIG=/path/to/kubeconfig) or put it at ~/.kube/config, then run the preflight again",
       ),
-    ]
+    }
   }
   try {
     if (o.kubeconfig) kc.loadFromFile(o.kubeconfig)
     else kc.loadFromDefault()
     if (o.context) kc.setCurrentContext(o.context)
   } catch (err) {
-    return [
-      check(
+    return {
+      failure: check(
         'kube.connect',
         'Kubernetes cluster reachable',
         'fail',
@@ -240,12 +243,29 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
         'a kubeconfig for the cluster',
         "Set KUBECONFIG or put the cluster's kubeconfig at ~/.kube/config",
       ),
-    ]
+    }
   }
   const cluster = kc.getCurrentCluster()
   if (!cluster) {
-    return [check('kube.connect', 'Kubernetes cluster reachable', 'fail', 'the kubeconfig has no current cluster', 'a kubeconfig for the cluster', 'Choose a context: kubectl config use-context NAME')]
+    return {
+      failure: check(
+        'kube.connect',
+        'Kubernetes cluster reachable',
+        'fail',
+        'the kubeconfig has no current cluster',
+        'a kubeconfig for the cluster',
+        'Choose a context: kubectl config use-context NAME',
+      ),
+    }
   }
+  return { kc, server: cluster.server }
+}
+
+export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): Promise<CheckResult[]> {
+  const opened = openCluster(o)
+  if ('failure' in opened) return [opened.failure]
+  const { kc } = opened
+  const cluster = { server: opened.server }
   const timeoutMs = o.timeoutMs ?? PROBE_DEADLINE_MS
   const limit = abortAfter(timeoutMs)
   // The signal stops the request; the race is there in case a step of the client's ignores it.

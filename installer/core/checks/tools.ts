@@ -1,7 +1,10 @@
 // Checks of the tools a deploy target needs: Docker with Compose v2 for compose, Helm for helm.
 // The versions are read through the command runner; grading is pure.
 import type { Runner } from '../../deploy/run.js'
+import { compareVersions, parseVersion } from '../../../common/versions.js'
 import { check, type CheckResult, type CheckStatus } from './check.js'
+
+export { compareVersions, parseVersion }
 
 export const TOOL_MINIMUMS = {
   // 20.10: Debian 12's own docker.io, on which test/compose/site.test.ts runs a whole site.
@@ -11,20 +14,6 @@ export const TOOL_MINIMUMS = {
 } as const
 
 export type Tool = keyof typeof TOOL_MINIMUMS
-
-/** The first x.y.z in a version string (`Docker version 27.3.1, build ce12230`, `v3.21.4+g...`). */
-export function parseVersion(text: string): [number, number, number] | null {
-  const m = /(\d+)\.(\d+)(?:\.(\d+))?/.exec(text)
-  return m ? [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)] : null
-}
-
-export function compareVersions(a: readonly number[], b: readonly number[]): number {
-  for (let i = 0; i < Math.max(a.length, b.length); i++) {
-    const d = (a[i] ?? 0) - (b[i] ?? 0)
-    if (d) return Math.sign(d)
-  }
-  return 0
-}
 
 const INSTALL: Record<Tool, string> = {
   docker: "Install Docker Engine 20.10 or newer: https://docs.docker.com/engine/install/ (air-gapped: from your OS vendor's mirror)",

@@ -8,9 +8,9 @@ import { isIP, type LookupFunction } from 'node:net'
 import { Redis } from 'ioredis'
 import { Client } from 'minio'
 import postgres from 'postgres'
-import { check, type CheckResult, type CheckStatus } from './check.js'
+import { check, type CheckResult, type CheckStatus } from './checks.js'
 import { inSeconds, within } from './deadline.js'
-import { compareVersions, parseVersion } from './tools.js'
+import { compareVersions, parseVersion } from './versions.js'
 
 export interface ServiceCheckOptions {
   /** Limit for each network step (connect, query, request); 5 s unless told. */
@@ -472,4 +472,40 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
     if (written) await within(timeoutMs, 'cleanup', written.removeObject(t.bucket, key)).catch(() => {})
     agents.destroy()
   }
+}
+
+/** Every service the settings name (DATABASE_URL, REDIS_URL, R2_ENDPOINT), checked side by side; one not named is not checked. */
+export async function namedServiceChecks(values: Readonly<Record<string, string | undefined>>): Promise<CheckResult[]> {
+  const checks = await Promise.all([
+    values.DATABASE_URL ? postgresChecks(values.DATABASE_URL) : [],
+    values.REDIS_URL ? redisChecks(values.REDIS_URL) : [],
+    values.R2_ENDPOINT
+      ? s3Checks({
+          endpoint: values.R2_ENDPOINT,
+          bucket: values.R2_BUCKET || 'atrium',
+          accessKey: values.R2_ACCESS_KEY_ID ?? '',
+          secretKey: values.R2_SECRET_ACCESS_KEY ?? '',
+          region: values.R2_REGION || 'us-east-1',
+        })
+      : [],
+  ])
+  return checks.flat()
+}
+
+/** One store of REGION_STORES as the server reads it. */
+export interface RegionStore {
+  endpoint: string
+  bucket: string
+  accessKeyId: string
+  secretAccessKey: string
+  region: string
+}
+
+/** Each region of REGION_STORES is a store of its own, checked as the default one is; settings that do not parse fail region.stores. */
+export async function regionStoreChecks(regions: { value: Readonly<Record<string, RegionStore>> } | { problems: string[] }): Promise<CheckResult[]> {
+  if ('problems' in regions) return [check('region.stores', 'Region stores (REGION_STORES)', 'fail', regions.problems.join('; '), 'a JSON object of region code to store', 'Correct REGION_STORES')]
+  const stores = Object.entries(regions.value).map(([code, r]) =>
+    s3Checks({ endpoint: r.endpoint, bucket: r.bucket, accessKey: r.accessKeyId, secretKey: r.secretAccessKey, region: r.region }, { region: code }),
+  )
+  return (await Promise.all(stores)).flat()
 }

@@ -20,9 +20,9 @@ import {
   s3Checks,
   virtualHostCandidate,
   where,
-} from '../../../../installer/core/checks/services.js'
-import { freshBucket, freshDatabase, services, suffix } from '../../../helpers/platform.js'
-import { silentServer } from '../../../helpers/silent.js'
+} from '../../common/service-checks.js'
+import { freshBucket, freshDatabase, services, suffix } from '../helpers/platform.js'
+import { silentServer } from '../helpers/silent.js'
 
 const quick = { timeoutMs: 2000 }
 

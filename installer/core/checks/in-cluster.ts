@@ -1,0 +1,126 @@
+// The service checks of a Helm site run where Atrium will run: inside the cluster. The admin's
+// workstation may reach PostgreSQL, Redis and S3 by other routes than the pods (or not at all), so
+// the preflight starts a short-lived Job of the server image in the namespace that runs the same
+// checks (`check-services`, server/cli.ts, common/service-checks.ts) and reads their JSON from the
+// pod's log. The settings travel in a Secret of their own (never in the Job's spec, which more
+// people may read); both are deleted when the result is read, whatever happened.
+import { randomBytes } from 'node:crypto'
+import { BatchV1Api, CoreV1Api, type V1Job, type V1Pod } from '@kubernetes/client-node'
+import type { CheckResult } from '../../../common/checks.js'
+import { inSeconds, within } from '../../../common/deadline.js'
+import { abortAfter, openCluster, statusOf, type KubeCheckOptions } from './kube.js'
+
+/** The settings the checks read, and nothing else. */
+export const CHECKED_SETTINGS = ['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT', 'R2_BUCKET', 'R2_ACCESS_KEY_ID', 'R2_SECRET_ACCESS_KEY', 'R2_REGION', 'REGION_STORES'] as const
+
+export interface InClusterOptions extends KubeCheckOptions {
+  namespace: string
+  /** The server image, as the release will run it (the site's registry when air-gapped). */
+  image: string
+  /** How long the Job may take, image pull included (40 s: within the preflight's deadline, with time to clean up). */
+  deadlineMs?: number
+  /** How often its state is read. */
+  pollMs?: number
+}
+
+const LABELS = { 'app.kubernetes.io/name': 'atrium', 'app.kubernetes.io/component': 'preflight', 'app.kubernetes.io/managed-by': 'atrium-installer' }
+
+/** The Job: one try, no service account token, non-root, read-only, small; gone on its own after 5 minutes should the installer be killed. */
+export function checkJob(name: string, image: string, deadlineSeconds: number): V1Job {
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: { name, labels: LABELS },
+    spec: {
+      backoffLimit: 0,
+      activeDeadlineSeconds: deadlineSeconds,
+      ttlSecondsAfterFinished: 300,
+      template: {
+        metadata: { labels: LABELS },
+        spec: {
+          restartPolicy: 'Never',
+          automountServiceAccountToken: false,
+          securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+          containers: [
+            {
+              name: 'check',
+              image,
+              args: ['check-services'],
+              envFrom: [{ secretRef: { name } }],
+              securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
+              resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '500m', memory: '256Mi', 'ephemeral-storage': '64Mi' } },
+            },
+          ],
+        },
+      },
+    },
+  }
+}
+
+/** Why a pod has not run, from its container's state (ImagePullBackOff, ErrImagePull...), when it says. */
+const waitingReason = (pod: V1Pod | undefined) => {
+  const waiting = pod?.status?.containerStatuses?.[0]?.state?.waiting
+  return waiting?.reason ? `${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}` : null
+}
+
+/**
+ * The service checks as a pod in `namespace` sees them; or why they could not run there (no
+ * cluster, no namespace yet, the image not pulled in time...), for the caller to check from here.
+ */
+export async function inClusterServiceChecks(values: Readonly<Record<string, string>>, o: InClusterOptions): Promise<{ checks: CheckResult[] } | { unavailable: string }> {
+  const opened = openCluster(o)
+  if ('failure' in opened) return { unavailable: opened.failure.found }
+  const deadlineMs = o.deadlineMs ?? 40_000
+  const until = Date.now() + deadlineMs
+  const limit = abortAfter(Math.min(10_000, deadlineMs))
+  const ask = <T>(what: string, request: Promise<T>) => within(Math.min(11_000, deadlineMs + 1000), what, request)
+  const core = opened.kc.makeApiClient(CoreV1Api)
+  const batch = opened.kc.makeApiClient(BatchV1Api)
+  const { namespace } = o
+  try {
+    await ask('the namespace', core.readNamespace({ name: namespace }, limit))
+  } catch (err) {
+    return {
+      unavailable:
+        statusOf(err) === 404 ? `the namespace ${namespace} does not exist yet (the install creates it)` : `cannot read the namespace ${namespace} (${statusOf(err) ?? (err as Error).message})`,
+    }
+  }
+  const name = `atrium-preflight-${randomBytes(4).toString('hex')}`
+  const settings = Object.fromEntries(CHECKED_SETTINGS.filter((k) => values[k]).map((k) => [k, values[k]!]))
+  let made = { secret: false, job: false }
+  try {
+    await ask('the Secret', core.createNamespacedSecret({ namespace, body: { apiVersion: 'v1', kind: 'Secret', metadata: { name, labels: LABELS }, type: 'Opaque', stringData: settings } }, limit))
+    made = { ...made, secret: true }
+    await ask('the Job', batch.createNamespacedJob({ namespace, body: checkJob(name, o.image, Math.ceil(deadlineMs / 1000)) }, limit))
+    made = { ...made, job: true }
+    let pod: V1Pod | undefined
+    for (;;) {
+      const job = await ask('the Job', batch.readNamespacedJob({ name, namespace }, limit))
+      const done = (job.status?.succeeded ?? 0) > 0 || (job.status?.failed ?? 0) > 0
+      pod = (await ask('the pod', core.listNamespacedPod({ namespace, labelSelector: `job-name=${name}` }, limit))).items[0]
+      if (done) break
+      if (Date.now() > until) {
+        const reason = waitingReason(pod)
+        return {
+          unavailable: `the check Job ${name} did not finish in ${inSeconds(deadlineMs)}${reason ? ` (${reason})` : pod ? ` (pod ${pod.status?.phase ?? 'pending'})` : ' (no pod was scheduled)'}`,
+        }
+      }
+      await new Promise((r) => setTimeout(r, o.pollMs ?? 1000))
+    }
+    if (!pod?.metadata?.name) return { unavailable: `the check Job ${name} ended without a pod to read` }
+    const log = await ask('the log', core.readNamespacedPodLog({ name: pod.metadata.name, namespace, container: 'check' }, limit))
+    const line = String(log).trim().split('\n').at(-1) ?? ''
+    try {
+      const checks = (JSON.parse(line) as { checks: CheckResult[] }).checks
+      return { checks: checks.map((c) => ({ ...c, found: `${c.found} (from a pod in ${namespace})` })) }
+    } catch {
+      return { unavailable: `the check Job ${name} printed no result: ${line.slice(-300) || 'nothing'}` }
+    }
+  } catch (err) {
+    return { unavailable: `the check Job could not run in ${namespace} (${statusOf(err) ? `HTTP ${statusOf(err)}` : (err as Error).message})` }
+  } finally {
+    // Best effort, each on its own: a failure to delete one leaves the other to go.
+    if (made.job) await batch.deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' }, limit).catch(() => {})
+    if (made.secret) await core.deleteNamespacedSecret({ name, namespace }, limit).catch(() => {})
+  }
+}
