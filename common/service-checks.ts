@@ -263,11 +263,38 @@ export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): 
   let redis: Redis | undefined
   // The socket's own error (ECONNREFUSED...) says more than the command's "Connection is closed".
   let cause: unknown = null
+  // The credentials are sent here, not by ioredis: it prints its own warnings to the terminal (a
+  // password the server does not ask for), which the installer's screen must not show, and which
+  // are a finding of this check.
+  const given = URL.canParse(url) ? new URL(url) : null
+  const credentials = given?.password ? [decodeURIComponent(given.username), decodeURIComponent(given.password)] : null
+  if (given) {
+    given.username = ''
+    given.password = ''
+  }
+  let unneededPassword = false
   try {
-    // One attempt, no reconnect loop, no queue of commands waiting for a connection that never comes.
-    redis = new Redis(url, { lazyConnect: true, connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false })
+    // One attempt, no reconnect loop, no queue of commands waiting for a connection that never
+    // comes, and no ready check before the AUTH below.
+    redis = new Redis(given?.toString() ?? url, {
+      lazyConnect: true,
+      connectTimeout: timeoutMs,
+      commandTimeout: timeoutMs,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      enableOfflineQueue: false,
+      enableReadyCheck: false,
+    })
     redis.on('error', (err) => (cause ??= err))
     await within(timeoutMs, 'the Redis connection', redis.connect())
+    if (credentials) {
+      const [user, password] = credentials as [string, string]
+      await (user ? redis.auth(user, password) : redis.auth(password)).catch((err: unknown) => {
+        // Redis answers so when it has no password (or its default user needs none).
+        if (/no password is set|without any password configured/i.test(messageOf(err))) unneededPassword = true
+        else throw err
+      })
+    }
     const info = await redis.info()
     // INFO carries the policy and works where CONFIG is renamed or disabled (managed Redis);
     // CONFIG GET is asked only when INFO leaves it out.
@@ -277,7 +304,14 @@ export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): 
         (r) => (Array.isArray(r) ? ((r[1] as string | undefined) ?? null) : null),
         () => null,
       ))
-    return scrub([connect('pass', `connected to ${where(url)}`), gradeRedisVersion(infoField(info, 'redis_version') ?? 'unknown'), gradeRedisEviction(policy)], [passwordOf(url)])
+    const connected = unneededPassword
+      ? connect(
+          'warn',
+          `connected to ${where(url)}, which asks for no password although REDIS_URL gives one: anyone who reaches it can read and change Atrium's sessions and limits`,
+          'Set a password on Redis (requirepass, or an ACL user with one), the one REDIS_URL gives',
+        )
+      : connect('pass', `connected to ${where(url)}`)
+    return scrub([connected, gradeRedisVersion(infoField(info, 'redis_version') ?? 'unknown'), gradeRedisEviction(policy)], [passwordOf(url)])
   } catch (err) {
     const msg = `${messageOf(err)} ${cause ? messageOf(cause) : ''}`
     const result = /NOAUTH|WRONGPASS|invalid password|invalid username-password/i.test(msg)

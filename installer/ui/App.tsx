@@ -16,6 +16,7 @@ import { applyAnswer, checkAnswer, promptsFor, type Prompt } from '../core/promp
 import type { DeployStep } from '../deploy/deploy.js'
 import { stepLine, summaryLines, type InstallOutcome } from '../deploy/install.js'
 import { CheckList } from './CheckList.js'
+import { fitRows, fitTail, rowsOf } from './fit.js'
 
 /** How the installer ended: written or not, with what it saw and did. */
 export interface AppResult {
@@ -100,6 +101,9 @@ function Question({ prompt, onAnswer }: { prompt: Prompt; onAnswer: (value: stri
 export function App({ initial, resolve, preflight, configure, install, onDone }: AppProps) {
   const { exit } = useApp()
   const { stdout } = useStdout()
+  // The terminal's size; 80x24 when it does not say.
+  const columns = stdout.columns || 80
+  const rows = stdout.rows || 24
   const [ctx, setCtx] = useState<Resolved>(initial)
   const [step, setStep] = useState<Step>({ name: 'welcome' })
   const { answers } = ctx
@@ -218,41 +222,57 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
       return (
         <Box flexDirection="column">
           {/* Within the terminal's rows (24 when unknown), less the line of keys below. */}
-          <CheckList checks={step.checks} rows={(stdout.rows || 24) - 1} />
+          <CheckList checks={step.checks} rows={rows - 1} />
           <Text>{overallStatus(step.checks) === 'fail' ? 'r: run the checks again  c: continue anyway  q: quit' : 'Enter: continue  r: run the checks again  q: quit'}</Text>
         </Box>
       )
     case 'plan': {
       const { plan, files } = step.plan
+      if (plan.problems.length > 0) {
+        const problems = fitRows(
+          plan.problems.map((p) => `  - ${p}`),
+          rows - 3,
+          columns,
+          (n) => `  ...and ${n} more: configure --answers ${ctx.files.answers} --dry-run lists them all`,
+        )
+        return (
+          <Box flexDirection="column" width={columns}>
+            <Title>The plan</Title>
+            <Text>The configuration has problems:</Text>
+            {problems.map((p) => (
+              <Text key={p} wrap="wrap">
+                {p}
+              </Text>
+            ))}
+            <Text>{'b: answer the questions again  q: quit'}</Text>
+          </Box>
+        )
+      }
+      const services = answers.target === 'compose' ? `Services: ${servicesInUse(plan.values)} (an empty answer means the bundled one)` : null
+      const writes = `Writes ${files.join(', ')}.`
+      // Every line but the changes takes its rows first: the title, the services, the generated secrets, what it writes, the keys.
+      const fixed = 2 + (services ? rowsOf(services, columns) : 0) + (plan.changes.length ? 0 : 1) + plan.generated.length + rowsOf(writes, columns)
+      const changes = fitRows(
+        plan.changes.map((c) => `  ${c.change.padEnd(8)} ${c.name}: ${c.shown}`.slice(0, columns)),
+        rows - fixed,
+        columns,
+        (n) => `  ...and ${n} more: configure --answers ${ctx.files.answers} --dry-run lists every change`,
+      )
       return (
-        <Box flexDirection="column">
+        <Box flexDirection="column" width={columns}>
           <Title>The plan</Title>
-          {plan.problems.length > 0 ? (
-            <>
-              <Text>The configuration has problems:</Text>
-              {plan.problems.map((p) => (
-                <Text key={p} wrap="wrap">
-                  {`  - ${p}`}
-                </Text>
-              ))}
-              <Text>{'b: answer the questions again  q: quit'}</Text>
-            </>
-          ) : (
-            <>
-              {answers.target === 'compose' && <Text wrap="wrap">Services: {servicesInUse(plan.values)} (an empty answer means the bundled one)</Text>}
-              {plan.changes.length === 0 && <Text>The configuration is already up to date.</Text>}
-              {plan.changes.map((c) => (
-                <Text key={c.name} wrap="truncate-end">
-                  {`  ${c.change.padEnd(8)} ${c.name}: ${c.shown}`}
-                </Text>
-              ))}
-              {plan.generated.map((n) => (
-                <Text key={n}>{`  ${n} is generated now and kept on every re-run: back it up.`}</Text>
-              ))}
-              <Text>Writes {files.join(', ')}.</Text>
-              <Text>{'y: write it  b: answer again  n: quit without writing'}</Text>
-            </>
-          )}
+          {services && <Text wrap="wrap">{services}</Text>}
+          {plan.changes.length === 0 && <Text>The configuration is already up to date.</Text>}
+          {changes.map((c) => (
+            <Text key={c} wrap="wrap">
+              {c}
+            </Text>
+          ))}
+          {plan.generated.map((n) => (
+            <Text key={n} wrap="truncate-end">{`  ${n} is generated now and kept on every re-run: back it up.`}</Text>
+          ))}
+          <Text wrap="wrap">{writes}</Text>
+          <Text>{'y: write it  b: answer again  n: quit without writing'}</Text>
         </Box>
       )
     }
@@ -268,23 +288,23 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
       )
     case 'deploying':
     case 'installed': {
-      // The last lines only: a long deploy still fits in 24 rows.
-      const shown = step.lines.slice(-10)
+      const summary = step.name === 'installed' ? summaryLines(answers, step.outcome).flatMap((l) => l.split('\n')) : ['Working: this can take several minutes.']
+      // The title and the key line, then the last steps (10 at most; 3 when the summary needs the room), then the summary's end.
+      const steps = step.lines.slice(-(rowsOf(summary.join('\n'), columns) > rows - 12 ? 3 : 10))
+      const end = fitTail(summary, rows - 2 - steps.length, columns, (n) => `...${n} lines before this (the support bundle has them all)`)
       return (
-        <Box flexDirection="column">
+        <Box flexDirection="column" width={columns}>
           <Title>{step.name === 'deploying' ? 'Deploying' : step.outcome.ok ? 'Installed' : 'Install failed'}</Title>
-          {shown.map((l, i) => (
+          {steps.map((l, i) => (
             <Text key={i} wrap="truncate-end">
               {l}
             </Text>
           ))}
-          {step.name === 'deploying' && <Text>Working: this can take several minutes.</Text>}
-          {step.name === 'installed' &&
-            summaryLines(answers, step.outcome).map((l, i) => (
-              <Text key={`s${i}`} wrap="wrap">
-                {l}
-              </Text>
-            ))}
+          {end.map((l, i) => (
+            <Text key={`s${i}`} wrap="wrap">
+              {l}
+            </Text>
+          ))}
           {step.name === 'installed' && <Text>Press Enter to exit.</Text>}
         </Box>
       )

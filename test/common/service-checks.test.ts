@@ -269,6 +269,24 @@ t.test('the real Redis passes; a wrong password fails as such', { skip: !service
   t.match(await redisChecks(url.toString()), [{ status: 'pass' }, { status: 'pass' }, {}])
 })
 
+t.test('a password this Redis does not ask for is a warning in the check, and nothing is printed to the terminal', { skip: !services.redisUrl && 'TEST_REDIS_URL is not set' }, async (t) => {
+  const admin = new Redis(services.redisUrl)
+  t.teardown(() => admin.disconnect())
+  const [, requirepass] = (await admin.config('GET', 'requirepass')) as [string, string]
+  if (requirepass) return t.pass('this Redis has a password of its own: nothing to show here')
+  const printed = [t.capture(console, 'warn'), t.capture(console, 'error'), t.capture(console, 'log')]
+  const url = new URL(services.redisUrl)
+  url.password = 'not-needed'
+  const r = await redisChecks(url.toString())
+  t.match(r, [{ id: 'redis.connect', status: 'warn', found: /asks for no password although REDIS_URL gives one/, fix: /Set a password on Redis/ }, { status: 'pass' }, {}])
+  t.notMatch(JSON.stringify(r), /not-needed/)
+  t.same(
+    printed.flatMap((p) => p()),
+    [],
+    "ioredis's own warning never reaches the terminal",
+  )
+})
+
 t.test('the real S3 store passes the round trip on a bucket it creates; wrong credentials fail', { skip: !services.s3Endpoint && 'TEST_S3_ENDPOINT is not set' }, async (t) => {
   const bucket = await freshBucket(t)
   const target = { endpoint: services.s3Endpoint, bucket, accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' }

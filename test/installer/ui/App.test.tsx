@@ -11,6 +11,7 @@ import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.j
 import type { CheckResult } from '../../../installer/core/checks/check.js'
 import { configure } from '../../../installer/core/configure.js'
 import { contextFor, type Resolved } from '../../../installer/core/context.js'
+import type { SettingName } from '../../../config/schema.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const tick = () => new Promise((r) => setTimeout(r, 60))
@@ -239,4 +240,54 @@ t.test('every action comes in as a prop: the answers are resolved as they change
   await endWith(ui, '\r', done)
   t.match(done, [{ written: false }], 'what the configure prop said is what the installer reports')
   t.notOk(existsSync(out), 'the screens wrote nothing themselves')
+})
+
+t.test('the plan fits a 24-row terminal however much changes: what fits, how many more and where to see them, then the keys', async (t) => {
+  // A plan with more changes than rows (a site moving many settings at once).
+  const more: AppProps['configure'] = (ctx, o) => {
+    const r = configure(ctx, o)
+    const extra = Array.from({ length: 40 }, (_, i) => ({
+      name: `SETTING_${i}` as SettingName,
+      change: 'changed' as const,
+      shown: `a value that is long enough to be cut at the edge of the screen ${'.'.repeat(60)}`,
+    }))
+    return { ...r, plan: { ...r.plan, changes: [...r.plan.changes, ...extra] } }
+  }
+  const { ui, done } = await throughQuestions(t, passing, { configure: more })
+  ui.stdin.write('\r')
+  await until(ui, /y: write it/)
+  const lines = (ui.lastFrame() ?? '').split('\n')
+  t.ok(lines.length <= 24, `${lines.length} rows`)
+  t.match(lines[0], /The plan/)
+  t.match(ui.lastFrame(), / {2}\.\.\.and \d+ more: configure --answers [\s\S]*--dry-run\s+lists\s+every\s+change/)
+  t.match(lines.at(-2), /^Writes /)
+  t.match(lines.at(-1), /^y: write it {2}b: answer again {2}n: quit without writing$/, 'the keys stay on screen')
+  await endWith(ui, 'n', done)
+})
+
+t.test('a failed install fits a 24-row terminal: the last steps and the end of the output, which holds the cause', async (t) => {
+  const output = Array.from({ length: 60 }, (_, i) => `container log line ${i}: ${'x'.repeat(120)}`).join('\n')
+  const install: AppProps['install'] = async (_ctx, _written, onStep) => {
+    const steps = Array.from({ length: 14 }, (_, i) => ({
+      command: { file: 'docker', args: ['volume', 'inspect', `v${i}`], title: `Step ${i}` },
+      result: { command: 'docker', exitCode: 0, stdout: '', stderr: '', notFound: false, timedOut: false },
+    }))
+    for (const s of steps) onStep(s as DeployStep)
+    return { ok: false, stage: 'deploy', url: '', steps, existing: null, created: null, error: `Deploy failed at: docker compose up\n${output}\nError: the cause, last` }
+  }
+  const { ui, done } = await throughQuestions(t, passing, { install })
+  ui.stdin.write('\r')
+  await tick()
+  ui.stdin.write('y')
+  await until(ui, /d: deploy now/)
+  await tick()
+  ui.stdin.write('d')
+  await until(ui, /Press Enter to exit/)
+  const lines = (ui.lastFrame() ?? '').split('\n')
+  t.ok(lines.length <= 24, `${lines.length} rows`)
+  t.match(lines[0], /Install failed/)
+  t.match(lines.at(-2), /Error: the cause, last/, 'the end of the output, where the cause is')
+  t.match(ui.lastFrame(), /\.\.\.\d+ lines before this \(the support bundle has them all\)/)
+  t.match(lines.at(-1), /Press Enter to exit/)
+  await endWith(ui, '\r', done)
 })

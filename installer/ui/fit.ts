@@ -1,0 +1,27 @@
+// Screens that fit the terminal (80x24 unless it says otherwise): a list longer than the rows left
+// shows what fits and says how many more, and where to see them all.
+
+/** How many terminal rows a text takes when wrapped at `columns`. */
+export const rowsOf = (text: string, columns: number): number => text.split('\n').reduce((n, line) => n + Math.max(1, Math.ceil(line.length / Math.max(1, columns))), 0)
+
+/**
+ * The first of `lines` that fit in `rows` wrapped at `columns`, then `more(n)` for the n left out
+ * (that line counts too); every line when all fit.
+ */
+export function fitRows(lines: readonly string[], rows: number, columns: number, more: (n: number) => string): string[] {
+  const total = lines.reduce((n, l) => n + rowsOf(l, columns), 0)
+  if (total <= rows) return [...lines]
+  const shown: string[] = []
+  let used = rowsOf(more(lines.length), columns)
+  for (const line of lines) {
+    if (used + rowsOf(line, columns) > rows) break
+    shown.push(line)
+    used += rowsOf(line, columns)
+  }
+  return [...shown, more(lines.length - shown.length)]
+}
+
+/** The last of `lines` that fit (a failed command's output ends with its cause), after `before(n)` for the n left out. */
+export function fitTail(lines: readonly string[], rows: number, columns: number, before: (n: number) => string): string[] {
+  return fitRows([...lines].reverse(), rows, columns, before).reverse()
+}

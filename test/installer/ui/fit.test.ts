@@ -1,0 +1,23 @@
+import t from 'tap'
+import { fitRows, fitTail, rowsOf } from '../../../installer/ui/fit.js'
+
+t.test('a text takes a row per line, and more where a line is wider than the terminal', async (t) => {
+  t.equal(rowsOf('', 80), 1)
+  t.equal(rowsOf('x'.repeat(80), 80), 1)
+  t.equal(rowsOf('x'.repeat(81), 80), 2)
+  t.equal(rowsOf('a\nb\n' + 'x'.repeat(200), 80), 5)
+})
+
+t.test('a list longer than its rows shows what fits and how many more, the "more" line counted in', async (t) => {
+  const more = (n: number) => `...and ${n} more`
+  const lines = ['a', 'b', 'c', 'd', 'e']
+  t.same(fitRows(lines, 5, 80, more), lines, 'all fit: no "more" line')
+  t.same(fitRows(lines, 4, 80, more), ['a', 'b', 'c', '...and 2 more'])
+  t.same(fitRows(['a', 'x'.repeat(160), 'c'], 3, 80, more), ['a', '...and 2 more'], 'a wrapped line takes its rows')
+  t.same(fitRows(lines, 0, 80, more), ['...and 5 more'])
+  t.same(
+    fitTail(lines, 3, 80, (n) => `...${n} before`),
+    ['...3 before', 'd', 'e'],
+    'the end kept, what was left out said first',
+  )
+})
