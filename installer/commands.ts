@@ -39,6 +39,8 @@ export interface CommandOptions {
   allowUnsigned?: boolean
   /** images save: the platform to pull (os/architecture). */
   platform?: string
+  /** install: let one Compose upgrade skip versions. */
+  allowSkip?: boolean
   /** The keys a kit's signature may be made with (tests); the vendor's otherwise. */
   trustedKeys?: KitTrust['keys']
   /** The private registry that holds the images (helm; images push). */
@@ -136,7 +138,7 @@ export async function installCommand(ctx: Resolved, o: CommandOptions = {}, prog
     summary: [],
   }
   if (configured.stopped || !result) return report
-  const options = { kit: o.images, registry: o.registry, trust: trustOf(o) }
+  const options = { kit: o.images, registry: o.registry, trust: trustOf(o), allowSkip: o.allowSkip }
   if (o.dryRun) return { ...report, deploy: installPlan(ctx, options).map(planned) }
   const r = await runInstall(ctx, result.plan.values, { ...options, runner: o.runner }, progress.step)
   return {

@@ -59,6 +59,7 @@ Options:
   --images DIR            air-gapped: the air-gap kit's folder (install with compose loads it first)
   --allow-unsigned        accept a kit without the vendor's signature (one saved with images save)
   --platform OS/ARCH      images save: pull for this platform (linux/amd64, linux/arm64)
+  --allow-skip            install (compose): let this upgrade skip a minor version (read the release notes)
   --registry HOST         air-gapped helm: the private registry that holds the images
   --only NAME,...         images save and push: only these (names from images list)
   --version               the installer's version
@@ -73,6 +74,7 @@ interface Flags {
   only?: string
   platform?: string
   allowUnsigned: boolean
+  allowSkip: boolean
   version: boolean
   yes: boolean
   ignoreFailed: boolean
@@ -98,6 +100,7 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
         only: { type: 'string' },
         platform: { type: 'string' },
         'allow-unsigned': { type: 'boolean' },
+        'allow-skip': { type: 'boolean' },
         version: { type: 'boolean' },
         yes: { type: 'boolean', short: 'y' },
         target: { type: 'string' },
@@ -126,6 +129,7 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
       only: v.only,
       platform: v.platform,
       allowUnsigned: Boolean(v['allow-unsigned']),
+      allowSkip: Boolean(v['allow-skip']),
       version: Boolean(v.version),
       yes: Boolean(v.yes),
       ignoreFailed: Boolean(v['ignore-failed-checks']),
@@ -170,7 +174,9 @@ async function interactive(flags: Flags): Promise<Report> {
       resolve={(answers) => contextFor(answers, { baseDir: ctx.baseDir })}
       preflight={(c) => runPreflight(c.answers, preflightValues(c), { runner: run })}
       configure={configure}
-      install={(c, written, onStep) => runInstall(c, written.plan.values, { kit: flags.images, registry: flags.registry, trust: { allowUnsigned: flags.allowUnsigned } }, onStep)}
+      install={(c, written, onStep) =>
+        runInstall(c, written.plan.values, { kit: flags.images, registry: flags.registry, trust: { allowUnsigned: flags.allowUnsigned }, allowSkip: flags.allowSkip }, onStep)
+      }
       onDone={(r) => {
         exitCode = interactiveExit(r)
       }}
@@ -201,6 +207,7 @@ async function dispatch(command: string | undefined, sub: string | undefined, fl
     only: flags.only,
     platform: flags.platform,
     allowUnsigned: flags.allowUnsigned,
+    allowSkip: flags.allowSkip,
   }
   switch (command) {
     case 'preflight':

@@ -35,9 +35,10 @@ export interface PreflightOptions {
  * publishes the API port; helm none here. A PORT that is no port is left to the configuration's
  * own check, which says what is wrong with it.
  */
-export function portsFor(answers: Answers, values: Record<string, string>): PortNeed[] {
+export function portsFor(answers: Answers, values: Record<string, string>): (PortNeed & { atriumMayHold?: boolean })[] {
   if (answers.target !== 'compose') return []
-  const api = { port: Number(values.PORT || '8080'), setting: "PORT in the answers' config" }
+  // The API port may be held by this site's Atrium already: a re-run or an upgrade replaces it.
+  const api = { port: Number(values.PORT || '8080'), setting: "PORT in the answers' config", atriumMayHold: true }
   // The bundled MinIO is published too (download links): when the site uses it, its port must be
   // free. It is a variable of the Compose bundle, kept in the written .env across re-runs.
   const s3 = { port: Number(values.ATRIUM_S3_PORT || COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example), setting: `ATRIUM_S3_PORT in ${join(answers.outputDir, '.env')}` }

@@ -34,6 +34,8 @@ export interface DeployOptions {
   registry?: string
   /** Helm: the server image's digest in that registry (image.digest), once the kit is pushed there. */
   digest?: string
+  /** Compose: let one upgrade skip versions (the admin has read the release notes). */
+  allowSkip?: boolean
 }
 
 const WAIT = 15 * 60_000

@@ -6,7 +6,10 @@ import { IMAGES } from '../../config/images.js'
 import { openKit, pushCommands, pushedDigests } from './airgap.js'
 import { run as realRun, type Runner } from './run.js'
 import type { Answers } from '../core/answers.js'
-import { prepareDataFolders } from '../core/compose-bundle.js'
+import { VERSION } from '../../common/version.js'
+import { atriumOn } from '../core/checks/host.js'
+import { composeArgs, prepareDataFolders } from '../core/compose-bundle.js'
+import { upgradeProblem } from '../core/upgrade.js'
 import type { Resolved } from '../core/context.js'
 import { createTenantArgs, newPassword, parseCreated, recordFirstAdmin, type Created, type FirstAdmin } from '../core/first-admin.js'
 
@@ -38,6 +41,19 @@ const HELM_IMAGES = IMAGES.filter((i) => i.usedBy.includes('helm'))
 
 /** Helm from the kit: its images pushed to the site's registry first (then pinned by digest there). */
 const kitPush = (answers: Answers, o: DeployOptions): Command[] => (answers.target === 'helm' && o.kit ? pushCommands(o.registry || answers.registry || '', o.kit, HELM_IMAGES) : [])
+
+/**
+ * The Atrium a Compose site runs now: the one answering on its port, else the image of its server
+ * container (stopped, say); null on a first install.
+ */
+export async function runningVersion(ctx: Resolved, values: Record<string, string>, runner: Runner, o: DeployOptions = {}): Promise<string | null> {
+  const live = await atriumOn(Number(values.PORT || 8080))
+  if (live) return live
+  if (ctx.files.target !== 'compose') return null
+  const ps = await runner('docker', [...composeArgs(ctx.answers, ctx.files.env, o), 'ps', '--all', '--format', '{{.Image}}', 'server'], { timeoutMs: 30_000 })
+  const image = ps.exitCode === 0 ? ps.stdout.trim().split('\n')[0] : ''
+  return image && /:[^:/]+$/.test(image) ? image.slice(image.lastIndexOf(':') + 1) : null
+}
 
 /** Every command an install runs, the first tenant's included (its password shown as <generated>). */
 export function installPlan(ctx: Resolved, o: DeployOptions = {}): Command[] {
@@ -76,6 +92,12 @@ export async function runInstall(ctx: Resolved, values: Record<string, string>, 
   // A kit that is not the vendor's, or damaged, is refused before anything is loaded or started.
   const kit = o.kit ? (await openKit(o.kit, o.trust)).problem : null
   if (kit) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${kit}` }
+  if (answers.target === 'compose' && !o.allowSkip) {
+    // The chart guards its upgrades itself; a Compose site is guarded here, before anything changes.
+    const from = await runningVersion(ctx, values, runner, o)
+    const problem = from ? upgradeProblem(from, ctx.existing?.ATRIUM_VERSION || VERSION) : null
+    if (problem) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${problem}` }
+  }
   if (answers.target === 'compose') prepareDataFolders(answers.dataPath, Object.values(COMPOSE_VOLUMES))
   const pushed = await pushKit(answers, o, runner, onStep)
   const deployed = pushed.ok ? await deploy(deployCommands(answers, files, { ...o, digest: pushed.digest }), runner, onStep) : { ok: false, steps: [] }

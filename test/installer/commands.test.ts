@@ -14,7 +14,9 @@ import { IMAGES, imageRef } from '../../config/images.js'
 import { KIT } from '../../installer/deploy/airgap.js'
 import { ID, writeKit } from '../helpers/kit.js'
 import { testVendor } from '../helpers/license.js'
-import { tempDir } from '../helpers/platform.js'
+import { testEnv, tempDir } from '../helpers/platform.js'
+import { serverProcess } from '../helpers/cli.js'
+import { VERSION } from '../../common/version.js'
 
 /** Every tool is installed, new enough, and every command it is asked to run works. */
 function tools() {
@@ -179,6 +181,47 @@ t.test('a Helm install from the kit pushes its images to the registry, then pins
   await t.rejects(installCommand(site(t, { target: 'helm' }), { runner, images: kit }), {
     message: /a Helm install from the kit \(--images\) pushes its images to the site's registry: add --registry/,
   })
+})
+
+t.test('install over a running Atrium: its port is recognised as the one the install replaces, and the upgrade goes ahead', async (t) => {
+  const running = await serverProcess(t, await testEnv(t))
+  const ctx = site(t, {}, { PORT: String(running.port) })
+  const { runner, calls } = tools()
+  const r = await installCommand(ctx, { runner, ignoreFailed: true })
+  t.match(
+    r.checks.find((c) => c.id === 'ports'),
+    { status: 'pass', found: new RegExp(`^${running.port} in use by Atrium ${VERSION} \\(the install replaces it\\)`) },
+  )
+  t.match(r, { exitCode: EXIT.ok, stage: 'done', ready: true })
+  t.ok(
+    calls.some((c) => c.includes(' up --detach')),
+    'deployed',
+  )
+})
+
+t.test('a Compose upgrade that goes back a version or skips one is refused before anything changes, unless --allow-skip', async (t) => {
+  // An Atrium newer than this installer, as its public endpoints say.
+  const newer = createServer((req, res) =>
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(req.url === '/healthz' ? { data: { status: 'ok' } } : { info: { title: 'Atrium API', version: '99.1.0' } })),
+  )
+  await new Promise<void>((r) => newer.listen(0, '127.0.0.1', r))
+  t.teardown(() => new Promise<void>((r) => newer.close(() => r())))
+  const port = (newer.address() as AddressInfo).port
+  const ctx = site(t, {}, { PORT: String(port) })
+  const { runner, calls } = tools()
+  const r = await installCommand(ctx, { runner, ignoreFailed: true })
+  t.match(r, {
+    exitCode: EXIT.error,
+    stage: 'deploy',
+    deployed: false,
+    error: `Nothing deployed: upgrade guard: going back from 99.1.0 to ${VERSION} is not supported (database migrations only go forward); restore a backup taken before the upgrade instead`,
+  })
+  t.notOk(
+    calls.some((c) => c.includes(' up ') || c.includes('volume create')),
+    'nothing deployed',
+  )
+  const allowed = await installCommand(ctx, { runner, ignoreFailed: true, allowSkip: true })
+  t.match(allowed, { stage: 'done', deployed: true }, 'let through: deployed')
 })
 
 t.test('install shows its configuration before the deploy starts, then deploys and waits for /readyz', async (t) => {

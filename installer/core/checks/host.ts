@@ -124,15 +124,25 @@ export interface PortFact extends PortNeed {
   free: boolean
   /** The error code when listening failed: EADDRINUSE, EACCES... */
   error?: string
+  /** In use by Atrium itself (an upgrade or a re-run): its version, which the install replaces. */
+  atrium?: string
 }
 
 const portProblem = (p: PortFact) => (!p.error || p.error === 'EADDRINUSE' ? `port ${p.port} is in use` : `port ${p.port} cannot be opened (${p.error})`)
 
 export function portsCheck(ports: readonly PortFact[]): CheckResult {
-  const busy = ports.filter((p) => !p.free)
+  // Atrium's own instance on its port is what an upgrade replaces, not something in the way.
+  const busy = ports.filter((p) => !p.free && !p.atrium)
+  const ours = ports.filter((p) => p.atrium).map((p) => `${p.port} in use by Atrium ${p.atrium} (the install replaces it)`)
   const list = ports.map((p) => p.port).join(', ')
-  const found = ports.length === 0 ? 'no port is needed on this machine' : busy.length ? busy.map(portProblem).join('; ') : `${list} free`
-  return check('ports', 'Ports free', busy.length ? 'fail' : 'pass', found, ports.length ? `ports ${list} free` : 'none', {
+  const freeOnes = ports.filter((p) => p.free).map((p) => p.port)
+  const found =
+    ports.length === 0
+      ? 'no port is needed on this machine'
+      : busy.length
+        ? [...busy.map(portProblem), ...ours].join('; ')
+        : [...ours, ...(freeOnes.length ? [`${freeOnes.join(', ')} free`] : [])].join('; ')
+  return check('ports', 'Ports free', busy.length ? 'fail' : 'pass', found, ports.length ? `ports ${list} free, or held by Atrium itself` : 'none', {
     fail: busy.map((p) => `Port ${p.port}: stop the process using it (find it with: ss -ltnp 'sport = :${p.port}') or choose another port with ${p.setting}`).join('; '),
   })
 }
@@ -222,7 +232,36 @@ export function probePort(need: PortNeed): Promise<PortFact> {
   })
 }
 
-export async function gatherHost(dataPath: string, ports: readonly PortNeed[]): Promise<HostFacts> {
+/**
+ * Atrium's version when what listens on the port is Atrium: its liveness answers as Atrium's does
+ * and its API description names it (both public, the same for every instance). Null otherwise, or
+ * when nothing answers within the time.
+ */
+export async function atriumOn(port: number, timeoutMs = 2000): Promise<string | null> {
+  const get = async (path: string) => {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
+    return res.ok ? ((await res.json()) as Record<string, unknown>) : null
+  }
+  try {
+    const live = (await get('/healthz')) as { data?: { status?: string } } | null
+    if (live?.data?.status !== 'ok') return null
+    const info = ((await get('/openapi.json')) as { info?: { title?: string; version?: string } } | null)?.info
+    return info?.title === 'Atrium API' && typeof info.version === 'string' ? info.version : null
+  } catch {
+    return null
+  }
+}
+
+/** probePort, then, for a port in use, whether it is Atrium's own (only ports that can be: the API's). */
+async function probeOwnPort(need: PortNeed & { atriumMayHold?: boolean }): Promise<PortFact> {
+  const { atriumMayHold, ...rest } = need
+  const fact = await probePort(rest)
+  if (fact.free || !atriumMayHold) return fact
+  const version = await atriumOn(fact.port)
+  return version ? { ...fact, atrium: version } : fact
+}
+
+export async function gatherHost(dataPath: string, ports: readonly (PortNeed & { atriumMayHold?: boolean })[]): Promise<HostFacts> {
   const measuredPath = await existingAncestor(dataPath)
   const fs = await statfs(measuredPath)
   return {
@@ -234,7 +273,7 @@ export async function gatherHost(dataPath: string, ports: readonly PortNeed[]): 
     rotational: await rotationalAt(measuredPath).catch(() => null),
     os: { platform: process.platform, release: release(), ...parseOsRelease((await readText('/etc/os-release')) ?? '') },
     // Deduplicated: probing one port twice at once would see itself as busy.
-    ports: await Promise.all(ports.filter((p, i) => ports.findIndex((q) => q.port === p.port) === i).map(probePort)),
+    ports: await Promise.all(ports.filter((p, i) => ports.findIndex((q) => q.port === p.port) === i).map(probeOwnPort)),
   }
 }
 

@@ -34,7 +34,7 @@ t.test('the clock offset comes from the Date header of a service the site reache
 t.test("compose needs the API port free on this machine, and the bundled MinIO's when the site uses it, each named by its setting; helm needs none", async (t) => {
   const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', config: {} }
   const own = { R2_ENDPOINT: 'https://s3.corp.example' }
-  const api = (port: number) => ({ port, setting: "PORT in the answers' config" })
+  const api = (port: number) => ({ port, setting: "PORT in the answers' config", atriumMayHold: true })
   const s3 = (port: number) => ({ port, setting: 'ATRIUM_S3_PORT in /srv/atrium/.env' })
   t.same(portsFor(a, own), [api(8080)])
   t.same(portsFor(a, { ...own, PORT: '9090' }), [api(9090)])

@@ -3,9 +3,11 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createServer, type AddressInfo, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createServer as httpServer } from 'node:http'
 import t, { type Test } from 'tap'
 import type { CheckResult, CheckStatus } from '../../../../installer/core/checks/check.js'
 import {
+  atriumOn,
   clockCheck,
   cpuCheck,
   devMajorMinor,
@@ -22,6 +24,8 @@ import {
   ssdCheck,
   type OsFacts,
 } from '../../../../installer/core/checks/host.js'
+import { serverProcess } from '../../../helpers/cli.js'
+import { testEnv } from '../../../helpers/platform.js'
 
 /** Asserts the shape every result must have, then gives its status. */
 function statusOf(t: Test, r: CheckResult): CheckStatus {
@@ -198,4 +202,26 @@ t.test('the facts of this machine are read, and a data path not created yet is m
   )
   for (const c of checks) statusOf(t, c)
   t.equal(hostChecks(later, null).at(-1)?.status, 'warn', 'an unknown clock offset warns')
+})
+
+t.test("Atrium's own instance on the API port is what an upgrade replaces; anything else there is in the way", async (t) => {
+  const atrium = await serverProcess(t, await testEnv(t, { PORT: '0' }))
+  const version = JSON.parse(await (await fetch(`${atrium.base}/openapi.json`)).text()).info.version as string
+  t.equal(await atriumOn(atrium.port), version)
+  const api = { setting: "PORT in the answers' config", atriumMayHold: true }
+  const ours = await gatherHost(tempDir(t), [{ port: atrium.port, ...api }])
+  t.match(ours.ports, [{ port: atrium.port, free: false, atrium: version }])
+  t.match(portsCheck(ours.ports), { status: 'pass', found: `${atrium.port} in use by Atrium ${version} (the install replaces it)` })
+
+  // Something else that answers HTTP on the port is not Atrium.
+  const other = httpServer((req, res) =>
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(req.url === '/healthz' ? { data: { status: 'ok' } } : { info: { title: 'Other API', version: '1.0.0' } })),
+  )
+  await new Promise<void>((r) => other.listen(0, '127.0.0.1', r))
+  t.teardown(() => other.close())
+  const otherPort = (other.address() as AddressInfo).port
+  t.equal(await atriumOn(otherPort), null)
+  t.match(portsCheck((await gatherHost(tempDir(t), [{ port: otherPort, ...api }])).ports), { status: 'fail', found: `port ${otherPort} is in use` })
+  // And a port Atrium cannot hold (MinIO's) is not asked.
+  t.match((await gatherHost(tempDir(t), [{ port: atrium.port, setting: 'ATRIUM_S3_PORT in .env' }])).ports, [{ free: false, atrium: undefined }])
 })
