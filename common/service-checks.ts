@@ -266,11 +266,22 @@ export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): 
   // The credentials are sent here, not by ioredis: it prints its own warnings to the terminal (a
   // password the server does not ask for), which the installer's screen must not show, and which
   // are a finding of this check.
+  // The database index too: ioredis would SELECT it before that AUTH, and a server that wants the
+  // password first would answer NOAUTH, which then reads as a wrong password.
   const given = URL.canParse(url) ? new URL(url) : null
-  const credentials = given?.password ? [decodeURIComponent(given.username), decodeURIComponent(given.password)] : null
+  const decoded = (s: string) => {
+    try {
+      return decodeURIComponent(s)
+    } catch {
+      return s
+    }
+  }
+  const credentials = given?.password ? [decoded(given.username), decoded(given.password)] : null
+  const db = given && /^\/\d+$/.test(given.pathname) ? Number(given.pathname.slice(1)) : 0
   if (given) {
     given.username = ''
     given.password = ''
+    given.pathname = ''
   }
   let unneededPassword = false
   try {
@@ -295,6 +306,7 @@ export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): 
         else throw err
       })
     }
+    if (db) await redis.select(db)
     const info = await redis.info()
     // INFO carries the policy and works where CONFIG is renamed or disabled (managed Redis);
     // CONFIG GET is asked only when INFO leaves it out.

@@ -42,7 +42,7 @@ export async function buildInstaller(out: string): Promise<{ modules: number; by
   const { name, version, license } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, string>
   writeFileSync(join(out, 'package.json'), `${JSON.stringify({ name, version, private: true, license, type: 'module' }, null, 2)}\n`)
   const script = join(out, 'atrium-installer')
-  writeFileSync(script, `#!/bin/sh\n# The Atrium installer (Node.js 20 or later; nothing else to install).\nexec node "$(dirname "$0")/${INSTALLER_ENTRY}" "$@"\n`)
+  writeFileSync(script, `#!/bin/sh\n# The Atrium installer (Node.js 20.19 or later; nothing else to install).\nexec node "$(dirname "$0")/${INSTALLER_ENTRY}" "$@"\n`)
   chmodSync(script, 0o755)
   const entry = Object.entries(metafile.outputs).find(([f]) => f.endsWith(INSTALLER_ENTRY))!
   return { modules: Object.keys(metafile.inputs).length, bytes: entry[1].bytes }

@@ -1,7 +1,7 @@
 // The installer's commands. Each receives the context resolved once (core/context.ts) and its
 // options, does its work through core/ and deploy/, and returns a report (core/report.ts): plain
 // data that ui/output.tsx shows as text or as JSON. Nothing here prints.
-import { mkdirSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { IMAGES, imageRef } from '../config/images.js'
 import { overallStatus } from './core/checks/check.js'
@@ -11,7 +11,7 @@ import { runPreflight } from './core/preflight.js'
 import { EXIT, exitFor, type ConfigureReport, type ImagesReport, type InstallReport, type PlannedCommand, type PreflightReport, type StepReport, type SupportBundleReport } from './core/report.js'
 import { writeSupportBundle } from './core/support-bundle.js'
 import { registryProblem } from '../config/images.js'
-import { KIT, loadCommands, openKit, platformProblem, pushCommands, pushedDigests, recordImages, saveCommands, selectImages, writeSums, type KitTrust } from './deploy/airgap.js'
+import { KIT, loadCommands, openKit, platformProblem, pushCommands, pushedDigests, recordImages, saveCommands, selectImages, writeSums, type KitImage, type KitTrust } from './deploy/airgap.js'
 import { deploy, failedStep, type Command, type DeployStep } from './deploy/deploy.js'
 import { installPlan, runInstall, summaryLines } from './deploy/install.js'
 import { run, type Runner } from './deploy/run.js'
@@ -167,24 +167,26 @@ export async function supportBundleCommand(ctx: Resolved, o: CommandOptions = {}
 
 const trustOf = (o: CommandOptions): KitTrust => ({ keys: o.trustedKeys, allowUnsigned: o.allowUnsigned })
 
-/** The commands of an images action other than list; bad input when its flags are missing. */
-function imageCommands(action: string, o: CommandOptions): Command[] {
+/** The commands of an images action other than list (load and push with the pins of the kit opened); bad input when its flags are missing. */
+function imageCommands(action: string, o: CommandOptions, pins?: readonly KitImage[]): Command[] {
   const { images, problem } = selectImages(o.only)
   if (problem) throw new BadInput(problem)
   if (action === 'save') {
     const problems = [!o.output && 'images save needs --output DIR (the kit folder to write)', o.platform && platformProblem(o.platform)].filter((p): p is string => Boolean(p))
     if (problems.length) throw new BadInput(problems)
+    // SHA256SUMS covers the whole folder: it must hold this kit and nothing else.
+    if (existsSync(o.output!) && readdirSync(o.output!).length) throw new BadInput(`images save --output ${o.output}: the folder is not empty; a kit is saved into a new folder`)
     return saveCommands(o.output!, images, o.platform)
   }
   if (action === 'load') {
     if (!o.images) throw new BadInput('images load needs --images DIR (the air-gap kit, from the vendor or images save)')
-    return loadCommands(o.images)
+    return loadCommands(o.images, { images: pins })
   }
   if (action === 'push') {
     if (!o.registry) throw new BadInput('images push needs --registry HOST[:PORT][/PATH]')
     const problem = registryProblem(o.registry)
     if (problem) throw new BadInput(problem)
-    return pushCommands(o.registry, o.images, images)
+    return pushCommands(o.registry, o.images, images, pins)
   }
   throw new BadInput(`unknown images command ${action} (list, save, load, push)`)
 }
@@ -193,13 +195,15 @@ function imageCommands(action: string, o: CommandOptions): Command[] {
 export async function imagesCommand(action = 'list', o: CommandOptions = {}, progress: Progress = {}): Promise<ImagesReport> {
   const report: ImagesReport = { command: 'images', exitCode: EXIT.ok, action: 'list', images: [], commands: [], steps: [], ok: true, error: null, kit: null, pushed: [] }
   if (action === 'list') return { ...report, images: IMAGES.map((i) => ({ ...i, ref: imageRef(i) })) }
-  const commands = imageCommands(action, o)
+  const planned0 = imageCommands(action, o)
   const named = { ...report, action: action as ImagesReport['action'] }
-  if (o.dryRun) return { ...named, commands: commands.map(planned) }
+  if (o.dryRun) return { ...named, commands: planned0.map(planned) }
   const runner = o.runner ?? run
-  // A kit that is not the vendor's, or damaged, is refused before anything is loaded from it.
+  // A kit that is not the vendor's, or damaged, is refused before anything is loaded from it; what
+  // is loaded is then checked against the pins read in that check, not read again.
   const opened = action !== 'save' && o.images ? await openKit(o.images, trustOf(o)) : null
   if (opened?.problem) return { ...named, exitCode: EXIT.error, ok: false, error: opened.problem }
+  const commands = opened?.kit ? imageCommands(action, o, opened.kit.images) : planned0
   if (action === 'save') mkdirSync(o.output!, { recursive: true })
   const r = await deploy(commands, runner, progress.step)
   if (!r.ok) return { ...named, exitCode: EXIT.error, ok: false, steps: r.steps.map(stepReport), error: `Failed at: ${failedStep(r.steps, 2000)}` }

@@ -17,7 +17,7 @@ import { isMain } from '../common/is-main.js'
 import { ROOT } from '../common/bundle.js'
 import { IMAGES, type Image } from '../config/images.js'
 import { readPrivateKey, UsageError } from '../licenses/issue.js'
-import { signSums } from '../licenses/kit-signature.js'
+import { signSums, verifySums } from '../licenses/kit-signature.js'
 import { buildInstaller } from './build.js'
 import { KIT, platformProblem, recordImages, saveCommands, selectImages, writeSums } from './deploy/airgap.js'
 import { deploy, failedStep } from './deploy/deploy.js'
@@ -57,7 +57,13 @@ export async function buildKit(o: KitOptions): Promise<{ dir: string; files: num
   const manifest = await recordImages(dir, images, runner)
   say(`images: ${manifest.images.map((i) => `${i.ref} ${i.digest ?? i.id} ${i.platform}`).join('; ')}`)
   const sums = await writeSums(dir)
-  if (o.signer) writeFileSync(join(dir, KIT.signature), `${await signSums(sums, o.signer.privateKey, o.signer.kid)}\n`)
+  if (o.signer) {
+    const signature = await signSums(sums, o.signer.privateKey, o.signer.kid)
+    writeFileSync(join(dir, KIT.signature), `${signature}\n`)
+    // Sites trust the keys of licenses/keys.ts: a kit signed with another key (or the wrong kid) is one every site refuses.
+    const trusted = await verifySums(sums, signature)
+    say('problem' in trusted ? `WARNING: sites will refuse this kit: ${trusted.problem}` : `signed with ${trusted.kid}, fingerprint ${trusted.fingerprint}: publish it for sites to compare`)
+  }
   return { dir, files: sums.split('\n').filter(Boolean).length, signedBy: o.signer?.kid ?? null }
 }
 

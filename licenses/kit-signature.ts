@@ -4,7 +4,7 @@
 // header "..." signature, the header naming alg EdDSA, typ "atrium-kit+jws" (no license or other
 // JWS passes as one) and the key's kid. The payload is the SHA256SUMS file's bytes, unchanged, so
 // `sha256sum -c SHA256SUMS` still checks the files with no tool of ours.
-import { CompactSign, compactVerify, decodeProtectedHeader, importJWK, type KeyObject } from 'jose'
+import { calculateJwkThumbprint, CompactSign, compactVerify, decodeProtectedHeader, importJWK, type KeyObject } from 'jose'
 import { TRUSTED_KEYS, type TrustedKey } from './keys.js'
 
 export const KIT_ALG = 'EdDSA'
@@ -17,8 +17,8 @@ export async function signSums(sums: string, privateKey: KeyObject, kid: string)
   return `${header}..${signature}`
 }
 
-/** Whether `signature` is a trusted key's over exactly `sums`: the key's kid, or what is wrong. Never throws. */
-export async function verifySums(sums: string, signature: string, keys: readonly TrustedKey[] = TRUSTED_KEYS): Promise<{ kid: string } | { problem: string }> {
+/** Whether `signature` is a trusted key's over exactly `sums`: the key's kid and JWK thumbprint, or what is wrong. Never throws. */
+export async function verifySums(sums: string, signature: string, keys: readonly TrustedKey[] = TRUSTED_KEYS): Promise<{ kid: string; fingerprint: string } | { problem: string }> {
   const parts = signature.trim().split('.')
   if (parts.length !== 3 || parts[1] !== '') return { problem: 'SHA256SUMS.sig is not a detached signature (header..signature)' }
   let header
@@ -35,7 +35,7 @@ export async function verifySums(sums: string, signature: string, keys: readonly
   const payload = Buffer.from(sums).toString('base64url')
   try {
     await compactVerify(`${parts[0]}.${payload}.${parts[2]}`, publicKey, { algorithms: [KIT_ALG] })
-    return { kid: trusted.kid }
+    return { kid: trusted.kid, fingerprint: await calculateJwkThumbprint(trusted.publicKeyJwk, 'sha256') }
   } catch {
     return { problem: 'SHA256SUMS does not match its signature: the kit was changed after the vendor signed it' }
   }

@@ -127,7 +127,8 @@ const PACKAGED_CHART = fileURLToPath(new URL(`../../charts/atrium-${VERSION}.tgz
 /** Where the bundles sit in this package (DESIGN.md: compose/ and charts/atrium; in the kit, the packaged chart). */
 export const BUNDLES = {
   compose: fileURLToPath(new URL('../../compose', import.meta.url)),
-  chart: !existsSync(CHART_DIR) && existsSync(PACKAGED_CHART) ? PACKAGED_CHART : CHART_DIR,
+  // In the kit the packaged chart is the one its SHA256SUMS lists: a folder beside it is not looked at.
+  chart: existsSync(PACKAGED_CHART) ? PACKAGED_CHART : CHART_DIR,
 }
 
 /** The Compose project the installer runs the bundle as: every later command (support bundle, upgrade) names it. */

@@ -5,7 +5,7 @@ import type { VerifyOptions } from '../../licenses/license.js'
 import type { Runner } from '../deploy/run.js'
 import type { Answers } from './answers.js'
 import { join } from 'node:path'
-import { gatherHost, hostChecks, type PortNeed } from './checks/host.js'
+import { gatherHost, hostChecks, type OwnPortNeed } from './checks/host.js'
 import { namedServiceChecks, regionStoreChecks } from '../../common/service-checks.js'
 import { check, type CheckResult } from './checks/check.js'
 import { readRegionStores } from '../../config/schema.js'
@@ -26,7 +26,7 @@ export interface PreflightOptions {
   license?: Omit<VerifyOptions, 'airGapped'>
   /** How long the whole preflight may take (PREFLIGHT_DEADLINE_MS unless told: tests). */
   deadlineMs?: number
-  /** Helm: how long the in-cluster check Job may take (40 s unless told: tests). */
+  /** Helm: how long the in-cluster check Job may take (30 s unless told: tests). */
   inClusterDeadlineMs?: number
 }
 
@@ -35,13 +35,14 @@ export interface PreflightOptions {
  * publishes the API port; helm none here. A PORT that is no port is left to the configuration's
  * own check, which says what is wrong with it.
  */
-export function portsFor(answers: Answers, values: Record<string, string>): (PortNeed & { atriumMayHold?: boolean })[] {
+export function portsFor(answers: Answers, values: Record<string, string>): OwnPortNeed[] {
   if (answers.target !== 'compose') return []
-  // The API port may be held by this site's Atrium already: a re-run or an upgrade replaces it.
-  const api = { port: Number(values.PORT || '8080'), setting: "PORT in the answers' config", atriumMayHold: true }
+  // The ports may be held by this site already (a re-run or an upgrade replaces it): asked where it publishes them.
+  const host = values.ATRIUM_BIND_ADDRESS ? { host: values.ATRIUM_BIND_ADDRESS } : {}
+  const api = { port: Number(values.PORT || '8080'), setting: "PORT in the answers' config", atriumMayHold: true, ...host }
   // The bundled MinIO is published too (download links): when the site uses it, its port must be
   // free. It is a variable of the Compose bundle, kept in the written .env across re-runs.
-  const s3 = { port: Number(values.ATRIUM_S3_PORT || COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example), setting: `ATRIUM_S3_PORT in ${join(answers.outputDir, '.env')}` }
+  const s3 = { port: Number(values.ATRIUM_S3_PORT || COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example), setting: `ATRIUM_S3_PORT in ${join(answers.outputDir, '.env')}`, minioMayHold: true, ...host }
   return [api, ...(usesBundled(values.R2_ENDPOINT) ? [s3] : [])].filter((p) => Number.isInteger(p.port) && p.port > 0 && p.port < 65536)
 }
 
@@ -134,7 +135,8 @@ export async function runPreflight(answers: Answers, values: Record<string, stri
       'from inside the cluster',
       `The pods may reach them by other routes: run the preflight again once ${answers.namespace} exists and the server image can be pulled there`,
     )
-    return [why, ...(await fromHere()), ...(await regionsFromHere())]
+    const [here, regions] = await Promise.all([fromHere(), regionsFromHere()])
+    return [why, ...here, ...regions]
   }
   const helm = answers.target === 'helm' && (values.DATABASE_URL || values.REDIS_URL || values.R2_ENDPOINT || values.REGION_STORES)
   const services = helm ? fromCluster : fromHere

@@ -134,7 +134,7 @@ function imagesLines(r: ImagesReport): string[] {
   if (!kit) return []
   const pins = kit.images.map((i) => `  ${i.ref}  ${i.digest ?? i.id}  ${i.platform}`)
   if (r.action === 'save') return [`Wrote the air-gap kit's images to ${kit.dir} (${kit.path}, ${kit.bytes} bytes; images.json pins them; SHA256SUMS): carry the folder to the site.`, ...pins]
-  const trust = kit.signedBy ? `signed by the vendor (key ${kit.signedBy})` : 'unsigned (saved on site)'
+  const trust = kit.signedBy ? `signed by the vendor (key ${kit.signedBy}, fingerprint ${kit.fingerprint}: compare it with the one your vendor publishes)` : 'unsigned (saved on site)'
   const lines = [`The kit in ${kit.dir} is ${trust}; every file matches SHA256SUMS and every image its pinned ID.`]
   if (r.pushed.length) lines.push('Pushed, by digest (pin the chart to the server image with --set image.digest=sha256:...):', ...r.pushed.map((p) => `  ${p.ref}`))
   return lines

@@ -10,8 +10,8 @@
 // Nothing is loaded from a kit whose signature, checksums or images do not match. The commands go
 // through the one command runner like every other.
 import { createHash } from 'node:crypto'
-import { createReadStream, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
-import { dirname, join, relative, resolve } from 'node:path'
+import { createReadStream, existsSync, lstatSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { basename, dirname, join, relative, resolve } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { VERSION } from '../../common/version.js'
 import { IMAGES, imageRef, type Image } from '../../config/images.js'
@@ -147,6 +147,8 @@ export interface Kit {
   images: KitImage[]
   /** The vendor key's kid, or null for a kit saved on site (`images save`), which is unsigned. */
   signedBy: string | null
+  /** That key's JWK thumbprint (RFC 7638, SHA-256): what the admin compares with the vendor's published one. */
+  fingerprint?: string | null
 }
 
 export interface KitTrust {
@@ -163,17 +165,21 @@ export interface KitTrust {
  */
 export async function openKit(path: string, trust: KitTrust = {}): Promise<{ kit: Kit; problem: null } | { kit: null; problem: string }> {
   const fail = (problem: string) => ({ kit: null, problem })
-  const dir = kitDir(path)
   if (!existsSync(path)) return fail(`the air-gap kit ${resolve(path)} does not exist`)
+  // The folder, or its tarball by name: another file would quietly stand for the folder it is in.
+  if (!statSync(path).isDirectory() && basename(path) !== KIT.images) return fail(`--images takes the air-gap kit's folder (or its ${KIT.images}); got ${resolve(path)}`)
+  const dir = kitDir(path)
   const sumsPath = join(dir, KIT.sums)
   if (!existsSync(sumsPath)) return fail(`the air-gap kit in ${dir} has no ${KIT.sums} (written with the kit): copy the whole kit folder`)
   const sums = readFileSync(sumsPath, 'utf8')
   let signedBy: string | null = null
+  let fingerprint: string | null = null
   const sigPath = join(dir, KIT.signature)
   if (existsSync(sigPath)) {
     const v = await verifySums(sums, readFileSync(sigPath, 'utf8'), trust.keys)
     if ('problem' in v) return fail(`${v.problem}; get the kit again from the vendor`)
     signedBy = v.kid
+    fingerprint = v.fingerprint
   } else if (!trust.allowUnsigned) {
     return fail(`the air-gap kit in ${dir} is not signed by the vendor (no ${KIT.signature}); a kit you saved yourself with \`images save\` loads with --allow-unsigned`)
   }
@@ -187,34 +193,57 @@ export async function openKit(path: string, trust: KitTrust = {}): Promise<{ kit
   for (const [file, expected] of listed) {
     const at = join(dir, file)
     if (!existsSync(at)) return fail(`the air-gap kit is incomplete: ${file} is missing from ${dir}; copy the whole kit folder`)
+    // A plain file only: a link could point elsewhere after the check, a folder or a pipe is no file to hash.
+    if (!lstatSync(at).isFile()) return fail(`${file} in the air-gap kit is not a plain file (a link, a folder or a device): copy the kit again`)
     const actual = await sha256(at)
     if (actual !== expected) return fail(`${file} in the air-gap kit is damaged or incomplete: its SHA-256 is ${actual}, ${KIT.sums} says ${expected}; copy it again`)
   }
-  const manifest = JSON.parse(readFileSync(join(dir, KIT.manifest), 'utf8')) as KitManifest
+  const manifest = readManifest(join(dir, KIT.manifest))
+  if ('problem' in manifest) return fail(manifest.problem)
+  // The kit's images are those this installer's bundles name: another release's would run unchecked.
+  if (manifest.version !== VERSION)
+    return fail(`the air-gap kit is for Atrium ${manifest.version}, and this installer deploys ${VERSION}: run the installer that came with the kit (./atrium-installer in its folder)`)
   const tarball = join(dir, KIT.images)
-  return { kit: { dir, path: tarball, bytes: statSync(tarball).size, images: manifest.images, signedBy }, problem: null }
+  return { kit: { dir, path: tarball, bytes: statSync(tarball).size, images: manifest.images, signedBy, fingerprint }, problem: null }
 }
 
-/** The kit's images as pinned, when its images.json can be read (a dry run may name a kit not there yet). */
-function pinnedImages(dir: string): KitImage[] {
+/** images.json read and checked for the shape it is written in; what is wrong otherwise. */
+function readManifest(path: string): KitManifest | { problem: string } {
+  const bad = (why: string) => ({ problem: `${KIT.manifest} in the air-gap kit ${why}; get the kit again` })
+  let parsed: unknown
   try {
-    return (JSON.parse(readFileSync(join(dir, KIT.manifest), 'utf8')) as KitManifest).images
+    parsed = JSON.parse(readFileSync(path, 'utf8'))
   } catch {
-    return []
+    return bad('is not JSON')
   }
+  const m = parsed as Partial<KitManifest>
+  const isImage = (i: unknown) => {
+    const x = i as Partial<KitImage> | null
+    return Boolean(x) && typeof x!.name === 'string' && typeof x!.ref === 'string' && /^sha256:[0-9a-f]{64}$/.test(String(x!.id)) && typeof x!.platform === 'string'
+  }
+  if (typeof m?.version !== 'string' || !Array.isArray(m.images) || !m.images.every(isImage))
+    return bad('does not pin its images as the installer writes them ({version, images: [{name, ref, id, digest, platform}]})')
+  return m as KitManifest
+}
+
+/** The kit's images as pinned, for a dry run's plan (nothing is loaded from a kit before openKit has checked it). */
+function pinnedImages(dir: string): KitImage[] {
+  const m = existsSync(join(dir, KIT.manifest)) ? readManifest(join(dir, KIT.manifest)) : null
+  return m && 'images' in m ? m.images : []
 }
 
 /**
  * Load the kit's tarball into this machine's engine, after checking that the engine runs the kit's
- * platform; then check that each tag now names the very image the kit pinned (its ID), so a tag
- * that named another image before the load cannot slip through.
+ * platform (`checkPlatform`: a Compose site runs what it loads; a push from another machine need
+ * not); then check that each tag now names the very image the kit pinned (its ID), so a tag that
+ * named another image before the load cannot slip through. `images`: the pins openKit checked.
  */
-export function loadCommands(path: string): Command[] {
+export function loadCommands(path: string, o: { images?: readonly KitImage[]; checkPlatform?: boolean } = {}): Command[] {
   const dir = kitDir(path)
-  const images = pinnedImages(dir)
+  const images = o.images ?? pinnedImages(dir)
   const platforms = [...new Set(images.map((i) => i.platform))]
   return [
-    ...(platforms.length === 1
+    ...(o.checkPlatform !== false && platforms.length === 1
       ? [{ file: 'docker', args: ['version', '--format', '{{.Server.Os}}/{{.Server.Arch}}'], title: `Check that this engine runs ${platforms[0]}, the kit's platform`, expect: platforms[0] }]
       : []),
     { file: 'docker', args: ['load', '--input', join(dir, KIT.images)], title: `Load the images from ${join(dir, KIT.images)}`, timeoutMs: WAIT },
@@ -227,9 +256,9 @@ export function loadCommands(path: string): Command[] {
  * given). The path after the registry is kept, so global.imageRegistry / ATRIUM_REGISTRY is all a
  * bundle needs to find them.
  */
-export function pushCommands(registry: string, kit?: string, images: readonly Image[] = IMAGES): Command[] {
+export function pushCommands(registry: string, kit?: string, images: readonly Image[] = IMAGES, pins?: readonly KitImage[]): Command[] {
   return [
-    ...(kit ? loadCommands(kit) : []),
+    ...(kit ? loadCommands(kit, { images: pins, checkPlatform: false }) : []),
     ...images.flatMap((i) => [
       { file: 'docker', args: ['tag', imageRef(i), imageRef(i, registry)], title: `Tag ${i.name} for ${registry}` },
       { file: 'docker', args: ['push', imageRef(i, registry)], title: `Push ${imageRef(i, registry)}`, timeoutMs: WAIT },
@@ -247,7 +276,13 @@ export async function pushedDigests(registry: string, images: readonly Image[], 
   for (const image of images) {
     const r = await runner('docker', ['image', 'inspect', '--format', '{{json .RepoDigests}}', imageRef(image, registry)])
     const repo = `${registry}/${image.repository}`
-    const digest = r.exitCode === 0 ? ((JSON.parse(r.stdout || 'null') as string[] | null) ?? []).find((d) => d.startsWith(`${repo}@`)) : undefined
+    let digests: string[] = []
+    try {
+      digests = r.exitCode === 0 ? ((JSON.parse(r.stdout || 'null') as string[] | null) ?? []) : []
+    } catch {
+      digests = []
+    }
+    const digest = digests.find((d) => d.startsWith(`${repo}@`))
     if (digest) out.push({ name: image.name, ref: digest })
   }
   return out

@@ -9,7 +9,7 @@ import { CONTAINER_CLI } from '../../config/bundles.js'
 import type { Answers } from '../core/answers.js'
 import { BUNDLES, composeArgs } from '../core/compose-bundle.js'
 import type { ConfigFiles } from '../core/context.js'
-import { loadCommands, type KitTrust } from './airgap.js'
+import { loadCommands, type KitImage, type KitTrust } from './airgap.js'
 import type { CommandResult, Runner } from './run.js'
 
 export interface Command {
@@ -30,6 +30,8 @@ export interface DeployOptions {
   kit?: string
   /** Whose signature the kit must carry. */
   trust?: KitTrust
+  /** The kit's pins as openKit checked them (what is loaded is checked against these). */
+  kitImages?: readonly KitImage[]
   /** Air-gapped helm: the private registry that holds the images (global.imageRegistry). */
   registry?: string
   /** Helm: the server image's digest in that registry (image.digest), once the kit is pushed there. */
@@ -56,7 +58,7 @@ function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target:
   ])
   const pull = answers.mode === 'air-gapped' ? ['--pull', 'never'] : []
   return [
-    ...(o.kit ? loadCommands(o.kit) : []),
+    ...(o.kit ? loadCommands(o.kit, { images: o.kitImages }) : []),
     { file: 'docker', args: [...compose, 'config', '--quiet'], title: 'Validate the Compose files with the configuration' },
     ...volumes,
     {

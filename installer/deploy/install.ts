@@ -40,7 +40,8 @@ const localUrl = (answers: Answers, values: Record<string, string>) => (answers.
 const HELM_IMAGES = IMAGES.filter((i) => i.usedBy.includes('helm'))
 
 /** Helm from the kit: its images pushed to the site's registry first (then pinned by digest there). */
-const kitPush = (answers: Answers, o: DeployOptions): Command[] => (answers.target === 'helm' && o.kit ? pushCommands(o.registry || answers.registry || '', o.kit, HELM_IMAGES) : [])
+const kitPush = (answers: Answers, o: DeployOptions): Command[] =>
+  answers.target === 'helm' && o.kit ? pushCommands(o.registry || answers.registry || '<--registry>', o.kit, HELM_IMAGES, o.kitImages) : []
 
 /**
  * The Atrium a Compose site runs now: the one answering on its port, else the image of its server
@@ -64,13 +65,16 @@ export function installPlan(ctx: Resolved, o: DeployOptions = {}): Command[] {
 }
 
 /** Pushes the kit's images (Helm) and returns the server's digest in the registry; the steps either way. */
-async function pushKit(answers: Answers, o: DeployOptions, runner: Runner, onStep: (s: DeployStep) => void): Promise<{ ok: boolean; steps: DeployStep[]; digest?: string }> {
+async function pushKit(answers: Answers, o: DeployOptions, runner: Runner, onStep: (s: DeployStep) => void): Promise<{ ok: boolean; steps: DeployStep[]; digest?: string; problem?: string }> {
   const commands = kitPush(answers, o)
   if (!commands.length) return { ok: true, steps: [] }
   const pushed = await deploy(commands, runner, onStep)
   if (!pushed.ok) return pushed
-  const server = (await pushedDigests(o.registry || answers.registry || '', HELM_IMAGES, runner)).find((d) => d.name === 'atrium-server')
-  return { ...pushed, digest: server?.ref.split('@')[1] }
+  const registry = o.registry || answers.registry || ''
+  const server = (await pushedDigests(registry, HELM_IMAGES, runner)).find((d) => d.name === 'atrium-server')
+  // Pinned or not at all: a release that silently ran "whatever the tag names" is what the kit is there to prevent.
+  if (!server) return { ok: false, steps: pushed.steps, problem: `pushed, but the engine recorded no digest in ${registry} for the server image; nothing installed` }
+  return { ...pushed, digest: server.ref.split('@')[1] }
 }
 
 /**
@@ -89,9 +93,14 @@ export async function runInstall(ctx: Resolved, values: Record<string, string>, 
       stage: 'bundle',
       error: `This package has no ${answers.target === 'compose' ? 'Compose bundle' : 'Helm chart'} (looked for ${missing}); the configuration is written, deploy it with the bundle for this release.`,
     }
-  // A kit that is not the vendor's, or damaged, is refused before anything is loaded or started.
-  const kit = o.kit ? (await openKit(o.kit, o.trust)).problem : null
-  if (kit) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${kit}` }
+  // A kit that is not the vendor's, or damaged, is refused before anything is loaded or started;
+  // what is loaded is then checked against the pins read in that check.
+  if (o.kit && answers.target === 'helm' && !(o.registry || answers.registry)) {
+    return { ...base, ok: false, stage: 'deploy', error: "Nothing deployed: a Helm install from the kit pushes its images to the site's registry: give --registry (or registry in the answers)" }
+  }
+  const opened = o.kit ? await openKit(o.kit, o.trust) : null
+  if (opened?.problem) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${opened.problem}` }
+  if (opened?.kit) o = { ...o, kitImages: opened.kit.images }
   if (answers.target === 'compose' && !o.allowSkip) {
     // The chart guards its upgrades itself; a Compose site is guarded here, before anything changes.
     const from = await runningVersion(ctx, values, runner, o)
@@ -102,6 +111,7 @@ export async function runInstall(ctx: Resolved, values: Record<string, string>, 
   const pushed = await pushKit(answers, o, runner, onStep)
   const deployed = pushed.ok ? await deploy(deployCommands(answers, files, { ...o, digest: pushed.digest }), runner, onStep) : { ok: false, steps: [] }
   const r = { ok: deployed.ok, steps: [...pushed.steps, ...deployed.steps] }
+  if (pushed.problem) return { ...base, steps: r.steps, ok: false, stage: 'deploy', error: `Deploy failed: ${pushed.problem}` }
   if (!r.ok) return { ...base, steps: r.steps, ok: false, stage: 'deploy', error: `Deploy failed at: ${failedStep(r.steps, 4000)}` }
   const ready = await waitReady(localUrl(answers, values), { timeoutMs: o.readyTimeoutMs })
   if (!ready.ready) {

@@ -2,6 +2,7 @@
 // that stand in for layers, and the vendor's signature over it when a test vendor is given.
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { VERSION } from '../../common/version.js'
 import { IMAGES, imageRef } from '../../config/images.js'
 import { signSums } from '../../licenses/kit-signature.js'
 import { KIT, writeSums, type KitImage } from '../../installer/deploy/airgap.js'
@@ -13,10 +14,10 @@ export const ID = (n: number) => `sha256:${String(n).repeat(64).slice(0, 64)}`
 export const SERVER_PIN: KitImage = { name: 'atrium-server', ref: imageRef(IMAGES[0]!), id: ID(1), digest: null, platform: 'linux/amd64' }
 
 /** Writes the kit into `dir`; returns its SHA256SUMS text. */
-export async function writeKit(dir: string, o: { images?: KitImage[]; vendor?: Vendor } = {}): Promise<string> {
+export async function writeKit(dir: string, o: { images?: KitImage[]; vendor?: Vendor; version?: string } = {}): Promise<string> {
   mkdirSync(join(dir, 'installer'), { recursive: true })
   writeFileSync(join(dir, KIT.images), 'image layers')
-  writeFileSync(join(dir, KIT.manifest), JSON.stringify({ version: '0.1.0', images: o.images ?? [SERVER_PIN] }))
+  writeFileSync(join(dir, KIT.manifest), JSON.stringify({ version: o.version ?? VERSION, images: o.images ?? [SERVER_PIN] }))
   writeFileSync(join(dir, 'installer/cli.js'), 'the installer')
   const sums = await writeSums(dir)
   if (o.vendor) writeFileSync(join(dir, KIT.signature), await signSums(sums, o.vendor.privateKey, o.vendor.kid))

@@ -12,6 +12,7 @@ import { EXIT } from '../../installer/core/report.js'
 import type { Runner } from '../../installer/deploy/run.js'
 import { IMAGES, imageRef } from '../../config/images.js'
 import { KIT } from '../../installer/deploy/airgap.js'
+import { runInstall } from '../../installer/deploy/install.js'
 import { ID, writeKit } from '../helpers/kit.js'
 import { testVendor } from '../helpers/license.js'
 import { testEnv, tempDir } from '../helpers/platform.js'
@@ -167,20 +168,34 @@ t.test('a Helm install from the kit pushes its images to the registry, then pins
   t.match(r, { exitCode: EXIT.ok, stage: 'done', error: null })
   const ran = r.steps.map((s) => s.command)
   t.same(
-    ran.slice(0, 5),
+    ran.slice(0, 4),
     [
-      'docker version --format {{.Server.Os}}/{{.Server.Arch}}',
       `docker load --input ${join(kit, KIT.images)}`,
       `docker image inspect --format {{.Id}} ${imageRef(IMAGES[0]!)}`,
       `docker tag ${imageRef(IMAGES[0]!)} reg.local:5000/atrium/atrium-server:${IMAGES[0]!.tag}`,
       `docker push reg.local:5000/atrium/atrium-server:${IMAGES[0]!.tag}`,
     ],
-    'only the image the chart runs is pushed',
+    'only the image the chart runs is pushed (from an engine of any platform)',
   )
   t.match(ran.at(-1), new RegExp(`^helm upgrade --install .* --set global\\.imageRegistry=reg\\.local:5000 --set image\\.digest=${ID(7)} --wait`))
   await t.rejects(installCommand(site(t, { target: 'helm' }), { runner, images: kit }), {
     message: /a Helm install from the kit \(--images\) pushes its images to the site's registry: add --registry/,
   })
+  // The interactive installer deploys through runInstall itself: the same refusal, nothing pushed anywhere.
+  const before = calls.length
+  t.match(await runInstall(site(t, { target: 'helm' }), {}, { runner, kit, trust: { keys: vendor.keys } }), {
+    ok: false,
+    error: /^Nothing deployed: a Helm install from the kit pushes its images to the site's registry/,
+  })
+  t.equal(calls.length, before)
+  // A registry that records no digest: pinned or not installed at all.
+  const undigested: Runner = async (file, args, opts) => (args[3] === '{{json .RepoDigests}}' ? { ...(await runner(file, args, opts)), stdout: '[]' } : runner(file, args, opts))
+  const unpinned = await installCommand(ctx, { runner: undigested, ignoreFailed: true, images: kit, trustedKeys: vendor.keys })
+  t.match(unpinned, { exitCode: EXIT.error, stage: 'deploy', error: /^Deploy failed: pushed, but the engine recorded no digest in reg\.local:5000 for the server image; nothing installed$/ })
+  t.notOk(
+    unpinned.steps.some((s) => s.command.startsWith('helm')),
+    'no helm upgrade',
+  )
 })
 
 t.test('install over a running Atrium: its port is recognised as the one the install replaces, and the upgrade goes ahead', async (t) => {

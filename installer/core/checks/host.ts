@@ -126,14 +126,30 @@ export interface PortFact extends PortNeed {
   error?: string
   /** In use by Atrium itself (an upgrade or a re-run): its version, which the install replaces. */
   atrium?: string
+  /** In use by a MinIO: the site's bundled one when Atrium holds the API port beside it. */
+  minio?: boolean
+}
+
+/** Where a port need is probed from, and what of this site may hold it. */
+export interface OwnPortNeed extends PortNeed {
+  /** The API port: Atrium itself may hold it. */
+  atriumMayHold?: boolean
+  /** The bundled MinIO's port: held by MinIO beside a running Atrium, it is this site's. */
+  minioMayHold?: boolean
+  /** The address the site publishes on (ATRIUM_BIND_ADDRESS), to ask what listens there; loopback otherwise. */
+  host?: string
 }
 
 const portProblem = (p: PortFact) => (!p.error || p.error === 'EADDRINUSE' ? `port ${p.port} is in use` : `port ${p.port} cannot be opened (${p.error})`)
 
 export function portsCheck(ports: readonly PortFact[]): CheckResult {
   // Atrium's own instance on its port is what an upgrade replaces, not something in the way.
-  const busy = ports.filter((p) => !p.free && !p.atrium)
-  const ours = ports.filter((p) => p.atrium).map((p) => `${p.port} in use by Atrium ${p.atrium} (the install replaces it)`)
+  const running = ports.some((p) => p.atrium)
+  const isOurs = (p: PortFact) => Boolean(p.atrium) || (running && Boolean(p.minio))
+  const busy = ports.filter((p) => !p.free && !isOurs(p))
+  const ours = ports
+    .filter(isOurs)
+    .map((p) => (p.atrium ? `${p.port} in use by Atrium ${p.atrium} (the install replaces it)` : `${p.port} in use by this site's bundled MinIO (the install replaces it)`))
   const list = ports.map((p) => p.port).join(', ')
   const freeOnes = ports.filter((p) => p.free).map((p) => p.port)
   const found =
@@ -237,9 +253,9 @@ export function probePort(need: PortNeed): Promise<PortFact> {
  * and its API description names it (both public, the same for every instance). Null otherwise, or
  * when nothing answers within the time.
  */
-export async function atriumOn(port: number, timeoutMs = 2000): Promise<string | null> {
+export async function atriumOn(port: number, timeoutMs = 2000, host = '127.0.0.1'): Promise<string | null> {
   const get = async (path: string) => {
-    const res = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
+    const res = await fetch(`http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`, { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
     return res.ok ? ((await res.json()) as Record<string, unknown>) : null
   }
   try {
@@ -252,16 +268,30 @@ export async function atriumOn(port: number, timeoutMs = 2000): Promise<string |
   }
 }
 
-/** probePort, then, for a port in use, whether it is Atrium's own (only ports that can be: the API's). */
-async function probeOwnPort(need: PortNeed & { atriumMayHold?: boolean }): Promise<PortFact> {
-  const { atriumMayHold, ...rest } = need
-  const fact = await probePort(rest)
-  if (fact.free || !atriumMayHold) return fact
-  const version = await atriumOn(fact.port)
-  return version ? { ...fact, atrium: version } : fact
+/** Whether a MinIO answers its liveness on the port. */
+async function minioOn(port: number, host: string, timeoutMs = 2000): Promise<boolean> {
+  try {
+    const res = await fetch(`http://${host.includes(':') ? `[${host}]` : host}:${port}/minio/health/live`, { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
+    return res.ok && /minio/i.test(res.headers.get('server') ?? '')
+  } catch {
+    return false
+  }
 }
 
-export async function gatherHost(dataPath: string, ports: readonly (PortNeed & { atriumMayHold?: boolean })[]): Promise<HostFacts> {
+/** probePort, then, for a port in use, whether it is this site's own: Atrium on the API port, MinIO on the bundled one's. */
+async function probeOwnPort(need: OwnPortNeed): Promise<PortFact> {
+  const { atriumMayHold, minioMayHold, host, ...rest } = need
+  const fact = await probePort(rest)
+  const at = host && host !== '0.0.0.0' && host !== '::' ? host : '127.0.0.1'
+  if (fact.free) return fact
+  if (atriumMayHold) {
+    const version = await atriumOn(fact.port, 2000, at)
+    return version ? { ...fact, atrium: version } : fact
+  }
+  return minioMayHold && (await minioOn(fact.port, at)) ? { ...fact, minio: true } : fact
+}
+
+export async function gatherHost(dataPath: string, ports: readonly OwnPortNeed[]): Promise<HostFacts> {
   const measuredPath = await existingAncestor(dataPath)
   const fs = await statfs(measuredPath)
   return {

@@ -3,7 +3,8 @@
 // the preflight starts a short-lived Job of the server image in the namespace that runs the same
 // checks (`check-services`, server/cli.ts, common/service-checks.ts) and reads their JSON from the
 // pod's log. The settings travel in a Secret of their own (never in the Job's spec, which more
-// people may read); both are deleted when the result is read, whatever happened.
+// people may read), owned by the Job; both are deleted when the result is read, whatever happened,
+// and go by themselves after the Job ends should this process be killed first.
 import { randomBytes } from 'node:crypto'
 import { BatchV1Api, CoreV1Api, type V1Job, type V1Pod } from '@kubernetes/client-node'
 import type { CheckResult } from '../../../common/checks.js'
@@ -17,7 +18,7 @@ export interface InClusterOptions extends KubeCheckOptions {
   namespace: string
   /** The server image, as the release will run it (the site's registry when air-gapped). */
   image: string
-  /** How long the Job may take, image pull included (40 s: within the preflight's deadline, with time to clean up). */
+  /** How long the Job may take, image pull included (30 s: within the preflight's deadline, with time to clean up and check from here). */
   deadlineMs?: number
   /** How often its state is read. */
   pollMs?: number
@@ -70,7 +71,7 @@ const waitingReason = (pod: V1Pod | undefined) => {
 export async function inClusterServiceChecks(values: Readonly<Record<string, string>>, o: InClusterOptions): Promise<{ checks: CheckResult[] } | { unavailable: string }> {
   const opened = openCluster(o)
   if ('failure' in opened) return { unavailable: opened.failure.found }
-  const deadlineMs = o.deadlineMs ?? 40_000
+  const deadlineMs = o.deadlineMs ?? 30_000
   const until = Date.now() + deadlineMs
   const limit = abortAfter(Math.min(10_000, deadlineMs))
   const ask = <T>(what: string, request: Promise<T>) => within(Math.min(11_000, deadlineMs + 1000), what, request)
@@ -89,10 +90,17 @@ export async function inClusterServiceChecks(values: Readonly<Record<string, str
   const settings = Object.fromEntries(CHECKED_SETTINGS.filter((k) => values[k]).map((k) => [k, values[k]!]))
   let made = { secret: false, job: false }
   try {
-    await ask('the Secret', core.createNamespacedSecret({ namespace, body: { apiVersion: 'v1', kind: 'Secret', metadata: { name, labels: LABELS }, type: 'Opaque', stringData: settings } }, limit))
-    made = { ...made, secret: true }
-    await ask('the Job', batch.createNamespacedJob({ namespace, body: checkJob(name, o.image, Math.ceil(deadlineMs / 1000)) }, limit))
+    // The Job first, then the Secret owned by it: whatever happens to this process (Ctrl-C, a lost
+    // connection), the Job goes after it ends (ttlSecondsAfterFinished) and takes the Secret with it.
+    // The pod waits for the Secret to exist.
     made = { ...made, job: true }
+    const job = await ask('the Job', batch.createNamespacedJob({ namespace, body: checkJob(name, o.image, Math.ceil(deadlineMs / 1000)) }, limit))
+    const owner = { apiVersion: 'batch/v1', kind: 'Job', name, uid: job.metadata?.uid ?? '', blockOwnerDeletion: false }
+    made = { ...made, secret: true }
+    await ask(
+      'the Secret',
+      core.createNamespacedSecret({ namespace, body: { apiVersion: 'v1', kind: 'Secret', metadata: { name, labels: LABELS, ownerReferences: [owner] }, type: 'Opaque', stringData: settings } }, limit),
+    )
     let pod: V1Pod | undefined
     for (;;) {
       const job = await ask('the Job', batch.readNamespacedJob({ name, namespace }, limit))
@@ -109,7 +117,9 @@ export async function inClusterServiceChecks(values: Readonly<Record<string, str
     }
     if (!pod?.metadata?.name) return { unavailable: `the check Job ${name} ended without a pod to read` }
     const log = await ask('the log', core.readNamespacedPodLog({ name: pod.metadata.name, namespace, container: 'check' }, limit))
-    const line = String(log).trim().split('\n').at(-1) ?? ''
+    // The result is the last line that is one (the log holds stderr too: a late warning is not it).
+    const lines = String(log).trim().split('\n')
+    const line = [...lines].reverse().find((l) => l.startsWith('{"checks"')) ?? lines.at(-1) ?? ''
     try {
       const checks = (JSON.parse(line) as { checks: CheckResult[] }).checks
       return { checks: checks.map((c) => ({ ...c, found: `${c.found} (from a pod in ${namespace})` })) }

@@ -35,12 +35,13 @@ t.test("compose needs the API port free on this machine, and the bundled MinIO's
   const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', config: {} }
   const own = { R2_ENDPOINT: 'https://s3.corp.example' }
   const api = (port: number) => ({ port, setting: "PORT in the answers' config", atriumMayHold: true })
-  const s3 = (port: number) => ({ port, setting: 'ATRIUM_S3_PORT in /srv/atrium/.env' })
+  const s3 = (port: number) => ({ port, setting: 'ATRIUM_S3_PORT in /srv/atrium/.env', minioMayHold: true })
   t.same(portsFor(a, own), [api(8080)])
   t.same(portsFor(a, { ...own, PORT: '9090' }), [api(9090)])
   t.same(portsFor(a, {}), [api(8080), s3(9000)], 'the bundled MinIO is published for download links')
   t.same(portsFor(a, { R2_ENDPOINT: 'http://minio:9000', ATRIUM_S3_PORT: '9100' }), [api(8080), s3(9100)])
   t.same(portsFor({ ...a, target: 'helm' }, {}), [])
+  t.same(portsFor(a, { ...own, ATRIUM_BIND_ADDRESS: '10.1.2.3' }), [{ ...api(8080), host: '10.1.2.3' }], 'asked where the site publishes')
   t.same(portsFor(a, { ...own, PORT: 'eighty' }), [], 'not a port: the configuration says so, the port check does not crash')
 })
 

@@ -101,8 +101,8 @@ t.test('the other commands: support bundle, images, help, and a command that cou
     "Wrote the air-gap kit's images to /k (/k/atrium-images.tar, 9 bytes; images.json pins them; SHA256SUMS): carry the folder to the site.",
     '  docker.io/a/x:1  sha256:ab  linux/amd64',
   ])
-  t.same(reportText({ ...images, kit: { ...kit, signedBy: 'atrium-2026-1' }, pushed: [{ name: 'x', ref: 'r/a/x@sha256:cd' }] }).stdout, [
-    'The kit in /k is signed by the vendor (key atrium-2026-1); every file matches SHA256SUMS and every image its pinned ID.',
+  t.same(reportText({ ...images, kit: { ...kit, signedBy: 'atrium-2026-1', fingerprint: '0ZuAj4zc8xj7EgbFP2RwG4TJZjzWY38Hsvm98Ayq9Vk' }, pushed: [{ name: 'x', ref: 'r/a/x@sha256:cd' }] }).stdout, [
+    'The kit in /k is signed by the vendor (key atrium-2026-1, fingerprint 0ZuAj4zc8xj7EgbFP2RwG4TJZjzWY38Hsvm98Ayq9Vk: compare it with the one your vendor publishes); every file matches SHA256SUMS and every image its pinned ID.',
     'Pushed, by digest (pin the chart to the server image with --set image.digest=sha256:...):',
     '  r/a/x@sha256:cd',
   ])

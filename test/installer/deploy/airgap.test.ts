@@ -2,7 +2,7 @@
 // docker command lines (docker stands in as a script that records its calls and answers inspect as
 // an engine does; test/compose/site.test.ts runs the kit on a real engine), and the vendor's
 // signature and checksums that guard every load.
-import { appendFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { appendFileSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { IMAGES, imageRef } from '../../../config/images.js'
@@ -77,7 +77,7 @@ t.test('a kit loads only with a trusted vendor signature over SHA256SUMS and eve
   t.match(await openKit(dir, { ...trust, allowUnsigned: true }), { problem: null, kit: { dir, path: join(dir, KIT.images), bytes: 12, signedBy: null, images: [{ id: ID(1) }] } })
 
   writeFileSync(join(dir, KIT.signature), await signSums(sums, vendor.privateKey, vendor.kid))
-  t.match(await openKit(dir, trust), { problem: null, kit: { signedBy: 'test-1' } }, 'the folder')
+  t.match(await openKit(dir, trust), { problem: null, kit: { signedBy: 'test-1', fingerprint: /^[A-Za-z0-9_-]{43}$/ } }, 'the folder, with the key fingerprint an admin compares')
   t.match(await openKit(join(dir, KIT.images), trust), { problem: null }, 'or the tarball in it')
   t.match(await openKit(dir), { problem: /SHA256SUMS is signed by a key this installer does not trust \(kid test-1\); get the kit again from the vendor/ }, 'the shipped keys are not the test key')
   const other = testVendor('test-1')
@@ -115,6 +115,46 @@ t.test('a kit loads only with a trusted vendor signature over SHA256SUMS and eve
   t.match(await openKit(dir, { allowUnsigned: true }), { problem: /has a line that is not "<sha256> {2}<file>" inside the kit/ })
   writeFileSync(join(dir, KIT.sums), `${'0'.repeat(64)}  atrium-images.tar\n`)
   t.match(await openKit(dir, { allowUnsigned: true }), { problem: /does not list images\.json: this is not an air-gap kit/ })
+})
+
+t.test('a kit is refused when its pins are not what the installer writes, when it is for another release, or when a listed file is a link', async (t) => {
+  const dir = tempDir(t)
+  await writeKit(dir)
+  const unsigned = { allowUnsigned: true }
+  t.match(
+    await openKit(join(dir, 'images.json'), unsigned),
+    { problem: /--images takes the air-gap kit's folder \(or its atrium-images\.tar\); got / },
+    'another file of the folder does not stand for it',
+  )
+  writeFileSync(join(dir, KIT.manifest), '{"version": "0.1.0", "images": [{}]}')
+  await writeSums(dir)
+  t.match(await openKit(dir, unsigned), {
+    problem: 'images.json in the air-gap kit does not pin its images as the installer writes them ({version, images: [{name, ref, id, digest, platform}]}); get the kit again',
+  })
+  writeFileSync(join(dir, KIT.manifest), 'not json')
+  await writeSums(dir)
+  t.match(await openKit(dir, unsigned), { problem: 'images.json in the air-gap kit is not JSON; get the kit again' })
+  await writeKit(dir, { version: '0.0.9' })
+  t.match(await openKit(dir, unsigned), { problem: /^the air-gap kit is for Atrium 0\.0\.9, and this installer deploys \d+\.\d+\.\d+: run the installer that came with the kit/ })
+  await writeKit(dir)
+  rmSync(join(dir, 'installer/cli.js'))
+  symlinkSync('/etc/hostname', join(dir, 'installer/cli.js'))
+  t.match(await openKit(dir, unsigned), { problem: 'installer/cli.js in the air-gap kit is not a plain file (a link, a folder or a device): copy the kit again' })
+})
+
+t.test('what is loaded is checked against the pins the kit check read, not images.json read again; a push needs no engine of the kit platform', async (t) => {
+  const dir = tempDir(t)
+  await writeKit(dir)
+  const opened = await openKit(dir, { allowUnsigned: true })
+  writeFileSync(join(dir, KIT.manifest), JSON.stringify({ version: '0.1.0', images: [] }))
+  const load = loadCommands(dir, { images: opened.kit!.images }).map(line)
+  t.equal(load.at(-1), `docker image inspect --format {{.Id}} ${imageRef(IMAGES[0]!)}`, 'the pin stays, though images.json changed after the check')
+  const push = pushCommands('reg.local:5000', dir, IMAGES.slice(0, 1), opened.kit!.images).map(line)
+  t.notOk(
+    push.some((c) => c.startsWith('docker version')),
+    'pushing from a machine of another platform is fine',
+  )
+  t.ok(push.includes(`docker image inspect --format {{.Id}} ${imageRef(IMAGES[0]!)}`), 'the pins are checked before the push')
 })
 
 t.test('a load checks the engine runs the kit platform, then that every tag names the image the kit pinned', async (t) => {
@@ -216,6 +256,9 @@ t.test('the images command: list, save a kit, load and push it unsigned only whe
   t.match(damaged.stderr, /atrium-images\.tar in the air-gap kit is damaged or incomplete/)
   t.equal(calls().length, n, 'and nothing was loaded')
   t.equal((await installer(['images', 'save', '--output', kit, '--only', 'mongo'])).code, 2, 'an unknown image is bad input')
+  const again = await installer(['images', 'save', '--output', kit], env)
+  t.equal(again.code, 2)
+  t.match(again.stderr, /the folder is not empty; a kit is saved into a new folder/)
 
   const bad = await installer(['images', 'save', '--platform', 'arm64'])
   t.equal(bad.code, 2)

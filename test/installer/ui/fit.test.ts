@@ -6,6 +6,13 @@ t.test('a text takes a row per line, and more where a line is wider than the ter
   t.equal(rowsOf('x'.repeat(80), 80), 1)
   t.equal(rowsOf('x'.repeat(81), 80), 2)
   t.equal(rowsOf('a\nb\n' + 'x'.repeat(200), 80), 5)
+  t.equal(rowsOf('aaaa bbbb cccc', 9), 2, 'wrapped at a space, as Ink does')
+  t.equal(rowsOf('aaaa bbbbbbb', 9), 2, 'a word that does not fit goes to the next row whole')
+  t.equal(rowsOf(`${'word '.repeat(21)}end`, 80), 2)
+  // 111 characters that a division by the width takes for 2 rows, and Ink wraps into 3.
+  const line = `${'x'.repeat(50)} ${'y'.repeat(50)} ${'z'.repeat(9)}`
+  t.equal(rowsOf(line, 60), 2)
+  t.equal(rowsOf(`${'x'.repeat(50)} ${'y'.repeat(50)} ${'z'.repeat(50)}`, 60), 3)
 })
 
 t.test('a list longer than its rows shows what fits and how many more, the "more" line counted in', async (t) => {

@@ -25,7 +25,7 @@ import {
   type OsFacts,
 } from '../../../../installer/core/checks/host.js'
 import { serverProcess } from '../../../helpers/cli.js'
-import { testEnv } from '../../../helpers/platform.js'
+import { services, testEnv } from '../../../helpers/platform.js'
 
 /** Asserts the shape every result must have, then gives its status. */
 function statusOf(t: Test, r: CheckResult): CheckStatus {
@@ -224,4 +224,15 @@ t.test("Atrium's own instance on the API port is what an upgrade replaces; anyth
   t.match(portsCheck((await gatherHost(tempDir(t), [{ port: otherPort, ...api }])).ports), { status: 'fail', found: `port ${otherPort} is in use` })
   // And a port Atrium cannot hold (MinIO's) is not asked.
   t.match((await gatherHost(tempDir(t), [{ port: atrium.port, setting: 'ATRIUM_S3_PORT in .env' }])).ports, [{ free: false, atrium: undefined }])
+
+  // A default site's bundled MinIO beside its running Atrium is this site's too; alone, it is in the way.
+  if (!services.s3Endpoint) return
+  const minioPort = Number(new URL(services.s3Endpoint).port)
+  const s3 = { port: minioPort, setting: 'ATRIUM_S3_PORT in .env', minioMayHold: true }
+  const site = await gatherHost(tempDir(t), [{ port: atrium.port, ...api }, s3])
+  t.match(portsCheck(site.ports), {
+    status: 'pass',
+    found: `${atrium.port} in use by Atrium ${version} (the install replaces it); ${minioPort} in use by this site's bundled MinIO (the install replaces it)`,
+  })
+  t.match(portsCheck((await gatherHost(tempDir(t), [s3])).ports), { status: 'fail', found: `port ${minioPort} is in use` })
 })

@@ -17,7 +17,7 @@ import { writeKubeconfig } from '../../../helpers/tools.js'
 t.setTimeout(300_000)
 
 interface Job {
-  metadata: { name: string }
+  metadata: { name: string; uid?: string }
   spec: { template: { spec: { containers: { image: string; args: string[]; envFrom: { secretRef: { name: string } }[] }[]; automountServiceAccountToken: boolean } }; backoffLimit: number }
   status: { succeeded?: number; failed?: number }
 }
@@ -29,6 +29,23 @@ async function fakeCluster(t: Test, o: { namespace: boolean; kubelet: 'runs' | '
   const logs = new Map<string, string>()
   const deleted: string[] = []
   const running: ChildProcess[] = []
+  const owners = new Map<string, { kind: string; name: string; uid: string }[]>()
+  const started = new Set<string>()
+  // As a kubelet does: the container starts once its Job exists and the Secret it reads does too.
+  const start = (name: string) => {
+    const job = jobs.get(name)
+    if (o.kubelet !== 'runs' || !job || started.has(name)) return
+    const container = job.spec.template.spec.containers[0]!
+    const env = secrets.get(container.envFrom[0]!.secretRef.name)
+    if (!env) return
+    started.add(name)
+    const child = spawnScript('server/cli.ts', container.args, env)
+    running.push(child)
+    void finished(child).then((r) => {
+      logs.set(name, r.stdout)
+      job.status = r.code === 0 ? { succeeded: 1 } : { failed: 1 }
+    })
+  }
   const send = (res: ServerResponse, status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
   const notFound = (res: ServerResponse) => send(res, 404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 })
   const server = createServer(async (req: IncomingMessage, res) => {
@@ -40,21 +57,14 @@ async function fakeCluster(t: Test, o: { namespace: boolean; kubelet: 'runs' | '
     if (path === '/api/v1/namespaces/ai') return o.namespace ? send(res, 200, { kind: 'Namespace', apiVersion: 'v1', metadata: { name: 'ai' } }) : notFound(res)
     if (req.method === 'POST' && path === '/api/v1/namespaces/ai/secrets') {
       secrets.set(body.metadata.name, body.stringData)
+      owners.set(body.metadata.name, body.metadata.ownerReferences ?? [])
+      start(body.metadata.name)
       return send(res, 201, body)
     }
     if (req.method === 'POST' && path === '/apis/batch/v1/namespaces/ai/jobs') {
-      const job = { ...body, status: {} } as Job
+      const job = { ...body, metadata: { ...body.metadata, uid: `uid-${body.metadata.name}` }, status: {} } as Job
       jobs.set(job.metadata.name, job)
-      if (o.kubelet === 'runs') {
-        const container = job.spec.template.spec.containers[0]!
-        const env = secrets.get(container.envFrom[0]!.secretRef.name) ?? {}
-        const child = spawnScript('server/cli.ts', container.args, env)
-        running.push(child)
-        void finished(child).then((r) => {
-          logs.set(job.metadata.name, r.stdout)
-          job.status = r.code === 0 ? { succeeded: 1 } : { failed: 1 }
-        })
-      }
+      start(job.metadata.name)
       return send(res, 201, job)
     }
     const jobName = /^\/apis\/batch\/v1\/namespaces\/ai\/jobs\/([^/]+)$/.exec(path)?.[1]
@@ -91,7 +101,7 @@ async function fakeCluster(t: Test, o: { namespace: boolean; kubelet: 'runs' | '
     return new Promise<void>((r) => server.close(() => r()))
   })
   const kubeconfig = writeKubeconfig(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`, { token: 'admin-token' })
-  return { kubeconfig, secrets, jobs, deleted }
+  return { kubeconfig, secrets, owners, jobs, deleted }
 }
 
 /** The site's services as the test has them (the real ones, or addresses where nothing listens). */
@@ -135,6 +145,11 @@ t.test('the checks run in a Job of the server image, with the settings in a Secr
   t.notMatch(JSON.stringify(job), values.R2_SECRET_ACCESS_KEY!, 'no setting in the Job itself')
   const [sent] = [...cluster.secrets.values()]
   t.same(Object.keys(sent!).sort(), CHECKED_SETTINGS.filter((k) => values[k]).sort(), 'the Secret holds the checked settings and nothing else (no PUBLIC_URL)')
+  t.match(
+    cluster.owners.get(job!.metadata.name),
+    [{ kind: 'Job', name: job!.metadata.name, uid: job!.metadata.uid }],
+    'the Secret belongs to the Job: it goes with it, also if the installer is stopped',
+  )
   t.same(cluster.deleted, [`job ${job!.metadata.name} (Background)`, `secret ${job!.metadata.name}`])
 })
 
