@@ -32,17 +32,16 @@ export function recordFirstAdmin(answers: Answers, admin: FirstAdmin): void {
 /** 24 random characters: well over the server's minimum, and typeable. */
 export const newPassword = (): string => randomBytes(18).toString('base64url')
 
-/** The admin CLI's create-tenant arguments. */
+/**
+ * The admin CLI's create-tenant arguments, each value joined to its flag: a generated password (or a
+ * name) that starts with "-" would otherwise be read as a flag of its own, and refused.
+ */
 export const createTenantArgs = (answers: Answers, password: string): string[] => [
   'create-tenant',
-  '--name',
-  answers.tenantName,
-  '--plan',
-  'enterprise',
-  '--email',
-  answers.adminEmail,
-  '--password',
-  password,
+  `--name=${answers.tenantName}`,
+  '--plan=enterprise',
+  `--email=${answers.adminEmail}`,
+  `--password=${password}`,
 ]
 
 /** Reads create-tenant's one JSON line; null when the output is not it. */

@@ -134,7 +134,7 @@ t.test('install: deploys, waits for /readyz, creates the first tenant once and s
   t.match(r.stdout, /sign in {3}admin@example\.com\n {2}password {2}\S{24}\n {2}API key {3}svc_ci_test/)
   const calls = readFileSync(join(bin, 'calls.log'), 'utf8')
   t.match(calls, /docker volume create --driver local --opt type=none --opt o=bind --opt device=.*\/data\/postgres atrium-postgres/)
-  t.match(calls, /exec -T server node \/app\/server\/cli\.js create-tenant --name Example Corp --plan enterprise --email admin@example\.com --password \S{24}/)
+  t.match(calls, /exec -T server node \/app\/server\/cli\.js create-tenant --name=Example Corp --plan=enterprise --email=admin@example\.com --password=\S{24}/)
   t.ok(existsSync(join(a.dir, 'data', 'postgres')), 'the volume folders exist before the volumes are made')
   const state = JSON.parse(readFileSync(join(a.out, 'state.json'), 'utf8'))
   t.same(state, { firstAdmin: { tenantId: '0191b7e6-0000-7000-8000-000000000001', userId: '0191b7e6-0000-7000-8000-000000000002', email: 'admin@example.com' } }, 'ids only: no password or key kept')
