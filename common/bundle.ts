@@ -5,7 +5,7 @@
 // their own (the vendor's public keys, which a site-specific build replaces), and a dependency
 // that finds files by its own location fails the build unless it is left external.
 import { build, type BuildOptions, type Plugin } from 'esbuild'
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -85,4 +85,13 @@ export async function bundle(o: BundleOptions) {
   const misplaced = Object.keys(result.metafile.inputs).filter((f) => f.includes('node_modules/') && !o.harmless?.[f] && locatesOwnFiles(readFileSync(join(ROOT, f), 'utf8')))
   if (misplaced.length) throw new Error(`these bundled dependency files find files by their own location; leave their packages external:\n${misplaced.join('\n')}`)
   return result.metafile
+}
+
+/**
+ * A package.json of the output's own: the version is read from it, and it makes the output ES
+ * modules. Only that: the root's scripts would name sources and tools that are not there.
+ */
+export function writePackageJson(out: string): void {
+  const { name, version, license } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, string>
+  writeFileSync(join(out, 'package.json'), `${JSON.stringify({ name, version, private: true, license, type: 'module' }, null, 2)}\n`)
 }

@@ -520,6 +520,12 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
   }
 }
 
+/** Every setting the service checks read: namedServiceChecks', and REGION_STORES for regionStoreChecks. */
+export const SERVICE_SETTINGS = ['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT', 'R2_BUCKET', 'R2_ACCESS_KEY_ID', 'R2_SECRET_ACCESS_KEY', 'R2_REGION', 'REGION_STORES'] as const
+
+/** Whether the settings name any service to check (the others only say how to reach one). */
+export const namesAService = (values: Readonly<Record<string, string | undefined>>): boolean => Boolean(values.DATABASE_URL || values.REDIS_URL || values.R2_ENDPOINT || values.REGION_STORES?.trim())
+
 /** Every service the settings name (DATABASE_URL, REDIS_URL, R2_ENDPOINT), checked side by side; one not named is not checked. */
 export async function namedServiceChecks(values: Readonly<Record<string, string | undefined>>): Promise<CheckResult[]> {
   const checks = await Promise.all([

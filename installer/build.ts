@@ -7,10 +7,10 @@
 //   out/config/, package.json  the files its modules read beside them (the env template, the version)
 //   out/atrium-installer     a shell script: node installer/cli.js "$@"
 // The air-gap kit (installer/kit.ts) carries it.
-import { chmodSync, cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, cpSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Plugin } from 'esbuild'
-import { bundle, ROOT } from '../common/bundle.js'
+import { bundle, ROOT, writePackageJson } from '../common/bundle.js'
 
 export const INSTALLER_ENTRY = 'installer/cli.js'
 
@@ -39,8 +39,7 @@ export async function buildInstaller(out: string): Promise<{ modules: number; by
   const metafile = await bundle({ entries: ['installer/cli.ts'], own: ['licenses/keys.ts'], outdir: out, harmless: HARMLESS, esbuild: { plugins: [inkDevtoolsLeftOut] } })
   cpSync(join(ROOT, 'compose'), join(out, 'compose'), { recursive: true })
   cpSync(join(ROOT, 'config/atrium.env.example'), join(out, 'config/atrium.env.example'))
-  const { name, version, license } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, string>
-  writeFileSync(join(out, 'package.json'), `${JSON.stringify({ name, version, private: true, license, type: 'module' }, null, 2)}\n`)
+  writePackageJson(out)
   const script = join(out, 'atrium-installer')
   writeFileSync(script, `#!/bin/sh\n# The Atrium installer (Node.js 20.19 or later; nothing else to install).\nexec node "$(dirname "$0")/${INSTALLER_ENTRY}" "$@"\n`)
   chmodSync(script, 0o755)

@@ -1,7 +1,7 @@
 // The installer's commands. Each receives the context resolved once (core/context.ts) and its
 // options, does its work through core/ and deploy/, and returns a report (core/report.ts): plain
 // data that ui/output.tsx shows as text or as JSON. Nothing here prints.
-import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs'
+import { mkdirSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { IMAGES, imageRef } from '../config/images.js'
 import { overallStatus } from './core/checks/check.js'
@@ -11,8 +11,22 @@ import { runPreflight } from './core/preflight.js'
 import { EXIT, exitFor, type ConfigureReport, type ImagesReport, type InstallReport, type PlannedCommand, type PreflightReport, type StepReport, type SupportBundleReport } from './core/report.js'
 import { writeSupportBundle } from './core/support-bundle.js'
 import { registryProblem } from '../config/images.js'
-import { KIT, loadCommands, openKit, platformProblem, pushCommands, pushedDigests, recordImages, saveCommands, selectImages, writeSums, type KitImage, type KitTrust } from './deploy/airgap.js'
-import { deploy, failedStep, type Command, type DeployStep } from './deploy/deploy.js'
+import {
+  KIT,
+  loadCommands,
+  newFolderProblem,
+  openKit,
+  platformProblem,
+  pushCommands,
+  pushedDigests,
+  recordImages,
+  saveCommands,
+  selectImages,
+  writeSums,
+  type KitImage,
+  type KitTrust,
+} from './deploy/airgap.js'
+import { deploy, failedStep, kitRegistryProblem, type Command, type DeployStep } from './deploy/deploy.js'
 import { installPlan, runInstall, summaryLines } from './deploy/install.js'
 import { run, type Runner } from './deploy/run.js'
 
@@ -119,9 +133,9 @@ export async function configureCommand(ctx: Resolved, o: CommandOptions = {}): P
 
 /** configure, then the deploy commands, the wait for /readyz and the first tenant. A dry run lists the commands. */
 export async function installCommand(ctx: Resolved, o: CommandOptions = {}, progress: Progress = {}): Promise<InstallReport> {
-  if (ctx.answers.target === 'helm' && o.images && !(o.registry || ctx.answers.registry)) {
-    throw new BadInput("a Helm install from the kit (--images) pushes its images to the site's registry: add --registry HOST[:PORT][/PATH] (or registry in the answers)")
-  }
+  // Refused before anything is configured (runInstall refuses it too, for the interactive installer).
+  const noRegistry = kitRegistryProblem(ctx.answers, { kit: o.images, registry: o.registry })
+  if (noRegistry) throw new BadInput(noRegistry)
   const { report: configured, result } = await configureStep(ctx, o)
   progress.configured?.(configured)
   const report: InstallReport = {
@@ -174,8 +188,8 @@ function imageCommands(action: string, o: CommandOptions, pins?: readonly KitIma
   if (action === 'save') {
     const problems = [!o.output && 'images save needs --output DIR (the kit folder to write)', o.platform && platformProblem(o.platform)].filter((p): p is string => Boolean(p))
     if (problems.length) throw new BadInput(problems)
-    // SHA256SUMS covers the whole folder: it must hold this kit and nothing else.
-    if (existsSync(o.output!) && readdirSync(o.output!).length) throw new BadInput(`images save --output ${o.output}: the folder is not empty; a kit is saved into a new folder`)
+    const notNew = newFolderProblem(o.output!)
+    if (notNew) throw new BadInput(notNew)
     return saveCommands(o.output!, images, o.platform)
   }
   if (action === 'load') {
@@ -213,7 +227,7 @@ export async function imagesCommand(action = 'list', o: CommandOptions = {}, pro
     const manifest = await recordImages(o.output!, images, runner)
     await writeSums(o.output!)
     const path = join(resolve(o.output!), KIT.images)
-    return { ...named, steps, kit: { dir: resolve(o.output!), path, bytes: statSync(path).size, images: manifest.images, signedBy: null } }
+    return { ...named, steps, kit: { dir: resolve(o.output!), path, bytes: statSync(path).size, images: manifest.images, signedBy: null, fingerprint: null } }
   }
   const pushed = action === 'push' ? await pushedDigests(o.registry!, selectImages(o.only).images, runner) : []
   return { ...named, steps, kit: opened?.kit ?? null, pushed }

@@ -9,17 +9,17 @@
 // At the site: ./atrium-installer images load --images . (Compose) or images push (Helm), then
 // install --images . as docs/air-gap.md says. --unsigned makes a kit for a test bench only: a site
 // refuses it unless told --allow-unsigned.
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import type { KeyObject } from 'node:crypto'
 import { isMain } from '../common/is-main.js'
 import { ROOT } from '../common/bundle.js'
 import { IMAGES, type Image } from '../config/images.js'
-import { readPrivateKey, UsageError } from '../licenses/issue.js'
+import { readPrivateKey, runVendorTool, UsageError } from '../licenses/issue.js'
 import { signSums, verifySums } from '../licenses/kit-signature.js'
 import { buildInstaller } from './build.js'
-import { KIT, platformProblem, recordImages, saveCommands, selectImages, writeSums } from './deploy/airgap.js'
+import { KIT, newFolderProblem, platformProblem, recordImages, saveCommands, selectImages, writeSums } from './deploy/airgap.js'
 import { deploy, failedStep } from './deploy/deploy.js'
 import { run, type Runner } from './deploy/run.js'
 
@@ -42,7 +42,8 @@ export interface KitOptions {
 /** Builds the kit into `output` (new or empty); returns its folder and how many files SHA256SUMS lists. */
 export async function buildKit(o: KitOptions): Promise<{ dir: string; files: number; signedBy: string | null }> {
   const dir = resolve(o.output)
-  if (existsSync(dir) && readdirSync(dir).length) throw new UsageError(`--output ${o.output} is not empty: a kit is built into a new folder`)
+  const notNew = newFolderProblem(dir)
+  if (notNew) throw new UsageError(notNew)
   mkdirSync(dir, { recursive: true })
   const runner = o.runner ?? run
   const say = o.onStep ?? (() => {})
@@ -93,13 +94,4 @@ export async function cli(argv: string[], runner?: Runner): Promise<string> {
   return `wrote the air-gap kit ${r.dir}: ${r.files} files in SHA256SUMS, ${r.signedBy ? `signed with ${r.signedBy}` : 'UNSIGNED'}`
 }
 
-if (isMain(import.meta.url)) {
-  cli(process.argv.slice(2)).then(
-    (out) => process.stdout.write(`${out}\n`),
-    (err: Error) => {
-      const usage = err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
-      process.stderr.write(usage ? `${err.message}\n(run with --help for usage)\n` : `${err.message}\n`)
-      process.exitCode = usage ? 2 : 1
-    },
-  )
-}
+if (isMain(import.meta.url)) runVendorTool((argv) => cli(argv), false)

@@ -129,13 +129,19 @@ export async function cli(argv: string[]): Promise<string> {
   })
 }
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  cli(process.argv.slice(2)).then(
+/**
+ * A vendor tool's command line run as a process (this one, installer/kit.ts): its output on stdout,
+ * a mistake in the command line as exit 2 with the message, anything else as exit 1.
+ */
+export function runVendorTool(run: (argv: string[]) => Promise<string>, showStack = true): void {
+  run(process.argv.slice(2)).then(
     (out) => process.stdout.write(out + '\n'),
     (err: Error) => {
       const usage = err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
-      process.stderr.write(usage ? `${err.message}\n(run with --help for usage)\n` : `${err.stack ?? err.message}\n`)
+      process.stderr.write(usage ? `${err.message}\n(run with --help for usage)\n` : `${(showStack && err.stack) || err.message}\n`)
       process.exitCode = usage ? 2 : 1
     },
   )
 }
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) runVendorTool(cli)

@@ -4,10 +4,12 @@
 // header "..." signature, the header naming alg EdDSA, typ "atrium-kit+jws" (no license or other
 // JWS passes as one) and the key's kid. The payload is the SHA256SUMS file's bytes, unchanged, so
 // `sha256sum -c SHA256SUMS` still checks the files with no tool of ours.
-import { calculateJwkThumbprint, CompactSign, compactVerify, decodeProtectedHeader, importJWK, type KeyObject } from 'jose'
+import { calculateJwkThumbprint, CompactSign, compactVerify, decodeProtectedHeader, type KeyObject } from 'jose'
 import { TRUSTED_KEYS, type TrustedKey } from './keys.js'
+import { LICENSE_ALG, trustedKey } from './license.js'
 
-export const KIT_ALG = 'EdDSA'
+/** The licenses' algorithm: one key signs both. */
+export const KIT_ALG = LICENSE_ALG
 export const KIT_TYP = 'atrium-kit+jws'
 
 /** The detached signature of `sums` (SHA256SUMS's text) made with the vendor's private key. */
@@ -29,13 +31,12 @@ export async function verifySums(sums: string, signature: string, keys: readonly
   }
   if (header.typ !== KIT_TYP || header.alg !== KIT_ALG)
     return { problem: `SHA256SUMS.sig is not a kit signature (typ ${header.typ ?? 'none'}, alg ${header.alg ?? 'none'}; expected ${KIT_TYP}, ${KIT_ALG})` }
-  const trusted = keys.find((k) => k.kid === header.kid)
-  const publicKey = trusted && (await importJWK(trusted.publicKeyJwk, KIT_ALG).catch(() => null))
-  if (!publicKey) return { problem: `SHA256SUMS is signed by a key this installer does not trust (kid ${header.kid ?? 'none'})` }
+  const trusted = await trustedKey(header.kid, keys)
+  if (!trusted) return { problem: `SHA256SUMS is signed by a key this installer does not trust (kid ${header.kid ?? 'none'})` }
   const payload = Buffer.from(sums).toString('base64url')
   try {
-    await compactVerify(`${parts[0]}.${payload}.${parts[2]}`, publicKey, { algorithms: [KIT_ALG] })
-    return { kid: trusted.kid, fingerprint: await calculateJwkThumbprint(trusted.publicKeyJwk, 'sha256') }
+    await compactVerify(`${parts[0]}.${payload}.${parts[2]}`, trusted.publicKey, { algorithms: [KIT_ALG] })
+    return { kid: trusted.key.kid, fingerprint: await calculateJwkThumbprint(trusted.key.publicKeyJwk, 'sha256') }
   } catch {
     return { problem: 'SHA256SUMS does not match its signature: the kit was changed after the vendor signed it' }
   }

@@ -136,6 +136,13 @@ function claimsOf(p: JWTPayload, graceDays: number): LicenseClaims | null {
   }
 }
 
+/** The trusted key a signature names by its kid, ready to verify with (EdDSA, the only algorithm licenses and kits use); null for another. */
+export async function trustedKey(kid: string | undefined, keys: readonly TrustedKey[] = TRUSTED_KEYS): Promise<{ key: TrustedKey; publicKey: CryptoKey | Uint8Array } | null> {
+  const key = keys.find((k) => k.kid === kid)
+  const publicKey = key && (await importJWK(key.publicKeyJwk, LICENSE_ALG).catch(() => null))
+  return key && publicKey ? { key, publicKey } : null
+}
+
 /** Why jose refused a token whose header named a trusted key. */
 function reasonOf(err: unknown): InvalidReason {
   if (err instanceof errors.JWSSignatureVerificationFailed) return 'bad_signature'
@@ -167,8 +174,7 @@ export async function verifyLicense(key: string | undefined, opts: VerifyOptions
   // token, an ID token) is named as such rather than as signed by an unknown key.
   if (header.typ !== LICENSE_TYP) return invalid('wrong_type')
   if (header.alg !== LICENSE_ALG) return invalid('bad_signature')
-  const trusted = (opts.keys ?? TRUSTED_KEYS).find((k) => k.kid === header.kid)
-  const publicKey = trusted && (await importJWK(trusted.publicKeyJwk, LICENSE_ALG).catch(() => null))
+  const publicKey = (await trustedKey(header.kid, opts.keys))?.publicKey
   if (!publicKey) return invalid('unknown_key')
   let payload: JWTPayload
   try {

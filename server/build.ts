@@ -7,9 +7,9 @@
 // package.json) are copied to where the module's source sits, and each of our modules' own
 // import.meta.url is rewritten to point there. Production runs this, not tsx: without a
 // compiler and its caches in process it idles some 75 MB smaller.
-import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, readdirSync, rmSync } from 'node:fs'
 import { join, relative } from 'node:path'
-import { bundle, ROOT } from '../common/bundle.js'
+import { bundle, ROOT, writePackageJson } from '../common/bundle.js'
 import { isMain } from '../common/is-main.js'
 
 export { locatesOwnFiles } from '../common/bundle.js'
@@ -54,10 +54,7 @@ export async function buildServer(out = OUT, { external = EXTERNAL }: { external
   })
   const assets = all.filter((f) => !f.endsWith('.ts'))
   for (const f of assets) cpSync(join(ROOT, f), join(out, f))
-  // A package.json of its own: the version is read from it, and it makes dist/ ES modules. Only
-  // that: the root's scripts would name sources and tools that are not there.
-  const { name, version, license } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, string>
-  writeFileSync(join(out, 'package.json'), `${JSON.stringify({ name, version, private: true, license, type: 'module' }, null, 2)}\n`)
+  writePackageJson(out)
   const outputs = Object.keys(metafile.outputs).filter((f) => f.endsWith('.js'))
   return { inputs: Object.keys(metafile.inputs).length, outputs: outputs.length, assets: assets.length + 1 }
 }

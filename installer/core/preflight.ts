@@ -6,7 +6,7 @@ import type { Runner } from '../deploy/run.js'
 import type { Answers } from './answers.js'
 import { join } from 'node:path'
 import { gatherHost, hostChecks, type OwnPortNeed } from './checks/host.js'
-import { namedServiceChecks, regionStoreChecks } from '../../common/service-checks.js'
+import { namedServiceChecks, namesAService, regionStoreChecks } from '../../common/service-checks.js'
 import { check, type CheckResult } from './checks/check.js'
 import { readRegionStores } from '../../config/schema.js'
 import { imageNamed, imageRef } from '../../config/images.js'
@@ -138,7 +138,7 @@ export async function runPreflight(answers: Answers, values: Record<string, stri
     const [here, regions] = await Promise.all([fromHere(), regionsFromHere()])
     return [why, ...here, ...regions]
   }
-  const helm = answers.target === 'helm' && (values.DATABASE_URL || values.REDIS_URL || values.R2_ENDPOINT || values.REGION_STORES)
+  const helm = answers.target === 'helm' && namesAService(values)
   const services = helm ? fromCluster : fromHere
   const regionChecks = async () => (helm ? [] : regionsFromHere())
   // Helm: the cluster from the admin's kubeconfig (KUBECONFIG or ~/.kube/config).

@@ -96,6 +96,20 @@ export function selectImages(only: string | undefined): { images: readonly Image
 /** What `docker image inspect` says of an image, one line: ID, platform, registry digests. */
 const INSPECT = '{{.Id}} {{.Os}}/{{.Architecture}} {{json .RepoDigests}}'
 
+/** The registry digests `{{json .RepoDigests}}` prints (repo@sha256:...); none when it printed no list. */
+function repoDigests(json: string): string[] {
+  try {
+    const list = JSON.parse(json) as unknown
+    return Array.isArray(list) ? list.filter((d): d is string => typeof d === 'string') : []
+  } catch {
+    return []
+  }
+}
+
+/** Null when `dir` is a folder a kit may be written into (new or empty: SHA256SUMS covers all of it); else why not. */
+export const newFolderProblem = (dir: string): string | null =>
+  existsSync(dir) && readdirSync(dir).length ? `--output ${dir} is not empty: a kit is written into a new folder, which SHA256SUMS then covers` : null
+
 /** Pins each saved image (ID, digest, platform) in the kit's images.json; throws with docker's words when one cannot be read. */
 export async function recordImages(dir: string, images: readonly Image[], runner: Runner): Promise<KitManifest> {
   const pinned: KitImage[] = []
@@ -104,7 +118,7 @@ export async function recordImages(dir: string, images: readonly Image[], runner
     const r = await runner('docker', ['image', 'inspect', '--format', INSPECT, ref])
     const m = /^(sha256:[0-9a-f]{64}) (\S+) (.*)$/.exec(r.stdout.trim())
     if (r.exitCode !== 0 || !m) throw new Error(`could not read ${ref} from the engine to pin it: ${r.stderr || r.stdout}`)
-    const digests = (JSON.parse(m[3]!) as string[] | null) ?? []
+    const digests = repoDigests(m[3]!)
     const repo = `${image.registry}/${image.repository}`
     // docker names Docker Hub's images without docker.io/ (and official ones without library/).
     const own = digests.find((d) => [repo, repo.replace(/^docker\.io\/(library\/)?/, '')].includes(d.split('@')[0]!))
@@ -148,7 +162,7 @@ export interface Kit {
   /** The vendor key's kid, or null for a kit saved on site (`images save`), which is unsigned. */
   signedBy: string | null
   /** That key's JWK thumbprint (RFC 7638, SHA-256): what the admin compares with the vendor's published one. */
-  fingerprint?: string | null
+  fingerprint: string | null
 }
 
 export interface KitTrust {
@@ -276,13 +290,7 @@ export async function pushedDigests(registry: string, images: readonly Image[], 
   for (const image of images) {
     const r = await runner('docker', ['image', 'inspect', '--format', '{{json .RepoDigests}}', imageRef(image, registry)])
     const repo = `${registry}/${image.repository}`
-    let digests: string[] = []
-    try {
-      digests = r.exitCode === 0 ? ((JSON.parse(r.stdout || 'null') as string[] | null) ?? []) : []
-    } catch {
-      digests = []
-    }
-    const digest = digests.find((d) => d.startsWith(`${repo}@`))
+    const digest = (r.exitCode === 0 ? repoDigests(r.stdout) : []).find((d) => d.startsWith(`${repo}@`))
     if (digest) out.push({ name: image.name, ref: digest })
   }
   return out

@@ -70,9 +70,18 @@ function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target:
   ]
 }
 
+/** The private registry a Helm site's images come from: the flag, else the answers' (the interactive installer asks); '' for none. */
+export const registryOf = (answers: Pick<Answers, 'registry'>, o: Pick<DeployOptions, 'registry'>): string => o.registry || answers.registry || ''
+
+/** Null unless a Helm install is given a kit but no registry to push its images to; then what to add. */
+export const kitRegistryProblem = (answers: Pick<Answers, 'target' | 'registry'>, o: Pick<DeployOptions, 'registry' | 'kit'>): string | null =>
+  answers.target === 'helm' && o.kit && !registryOf(answers, o)
+    ? "a Helm install from the kit (--images) pushes its images to the site's registry: add --registry HOST[:PORT][/PATH] (or registry in the answers)"
+    : null
+
 function helmCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'helm' }>, o: DeployOptions): Command[] {
   const ns = answers.namespace
-  const from = o.registry || answers.registry // the flag, else the answers' (the interactive installer asks)
+  const from = registryOf(answers, o)
   const registry = [...(from ? ['--set', `global.imageRegistry=${from}`] : []), ...(o.digest ? ['--set', `image.digest=${o.digest}`] : [])]
   return [
     { file: 'kubectl', args: ['get', 'namespace', ns], title: `Look for the namespace ${ns}`, probe: true },

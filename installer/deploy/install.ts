@@ -1,7 +1,20 @@
 // The whole install after the configuration is written: the deploy commands, the wait for /readyz
 // and, once per site, the first tenant with its admin. Shared by `install --answers` and the
 // interactive installer's deploy screen, so both do and say exactly the same.
-import { COMPOSE_VOLUMES, adminCommand, bundleMissing, deploy, deployCommands, failedStep, waitReady, type Command, type DeployOptions, type DeployStep } from './deploy.js'
+import {
+  COMPOSE_VOLUMES,
+  adminCommand,
+  bundleMissing,
+  deploy,
+  deployCommands,
+  failedStep,
+  kitRegistryProblem,
+  registryOf,
+  waitReady,
+  type Command,
+  type DeployOptions,
+  type DeployStep,
+} from './deploy.js'
 import { IMAGES } from '../../config/images.js'
 import { openKit, pushCommands, pushedDigests } from './airgap.js'
 import { run as realRun, type Runner } from './run.js'
@@ -40,8 +53,7 @@ const localUrl = (answers: Answers, values: Record<string, string>) => (answers.
 const HELM_IMAGES = IMAGES.filter((i) => i.usedBy.includes('helm'))
 
 /** Helm from the kit: its images pushed to the site's registry first (then pinned by digest there). */
-const kitPush = (answers: Answers, o: DeployOptions): Command[] =>
-  answers.target === 'helm' && o.kit ? pushCommands(o.registry || answers.registry || '<--registry>', o.kit, HELM_IMAGES, o.kitImages) : []
+const kitPush = (answers: Answers, o: DeployOptions): Command[] => (answers.target === 'helm' && o.kit ? pushCommands(registryOf(answers, o) || '<--registry>', o.kit, HELM_IMAGES, o.kitImages) : [])
 
 /**
  * The Atrium a Compose site runs now: the one answering on its port, else the image of its server
@@ -60,8 +72,9 @@ export async function runningVersion(ctx: Resolved, values: Record<string, strin
 export function installPlan(ctx: Resolved, o: DeployOptions = {}): Command[] {
   const { answers, files } = ctx
   const tenant = answers.adminEmail && !ctx.firstAdmin ? [adminCommand(answers, files, createTenantArgs(answers, '<generated>'), o)] : []
-  const pinned = kitPush(answers, o).length ? { ...o, digest: '<the digest the registry gives>' } : o
-  return [...kitPush(answers, o), ...deployCommands(answers, files, pinned), ...tenant]
+  const push = kitPush(answers, o)
+  const pinned = push.length ? { ...o, digest: '<the digest the registry gives>' } : o
+  return [...push, ...deployCommands(answers, files, pinned), ...tenant]
 }
 
 /** Pushes the kit's images (Helm) and returns the server's digest in the registry; the steps either way. */
@@ -70,7 +83,7 @@ async function pushKit(answers: Answers, o: DeployOptions, runner: Runner, onSte
   if (!commands.length) return { ok: true, steps: [] }
   const pushed = await deploy(commands, runner, onStep)
   if (!pushed.ok) return pushed
-  const registry = o.registry || answers.registry || ''
+  const registry = registryOf(answers, o)
   const server = (await pushedDigests(registry, HELM_IMAGES, runner)).find((d) => d.name === 'atrium-server')
   // Pinned or not at all: a release that silently ran "whatever the tag names" is what the kit is there to prevent.
   if (!server) return { ok: false, steps: pushed.steps, problem: `pushed, but the engine recorded no digest in ${registry} for the server image; nothing installed` }
@@ -95,9 +108,8 @@ export async function runInstall(ctx: Resolved, values: Record<string, string>, 
     }
   // A kit that is not the vendor's, or damaged, is refused before anything is loaded or started;
   // what is loaded is then checked against the pins read in that check.
-  if (o.kit && answers.target === 'helm' && !(o.registry || answers.registry)) {
-    return { ...base, ok: false, stage: 'deploy', error: "Nothing deployed: a Helm install from the kit pushes its images to the site's registry: give --registry (or registry in the answers)" }
-  }
+  const noRegistry = kitRegistryProblem(answers, o)
+  if (noRegistry) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${noRegistry}` }
   const opened = o.kit ? await openKit(o.kit, o.trust) : null
   if (opened?.problem) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${opened.problem}` }
   if (opened?.kit) o = { ...o, kitImages: opened.kit.images }

@@ -16,15 +16,18 @@ const SUMMARY: Record<CheckStatus, string> = {
   fail: 'Some minimums are not met: fix the FAIL items above, then run the checks again.',
 }
 
+/** [PASS], [WARN] or [FAIL], in its colour. */
+const Mark = ({ status }: { status: CheckStatus }) => (
+  <Text color={MARK[status].color} bold>
+    [{MARK[status].label}]
+  </Text>
+)
+
 export function CheckLine({ check }: { check: CheckResult }) {
-  const mark = MARK[check.status]
   return (
     <Box flexDirection="column">
       <Text wrap="wrap">
-        <Text color={mark.color} bold>
-          [{mark.label}]
-        </Text>{' '}
-        {check.title}: {check.found}
+        <Mark status={check.status} /> {check.title}: {check.found}
       </Text>
       {check.status !== 'pass' && (
         <Box flexDirection="column" marginLeft={7}>
@@ -52,19 +55,13 @@ function CompactList({ checks, rows, columns }: { checks: readonly CheckResult[]
     <Box flexDirection="column" width={columns}>
       {passed.length > 0 && (
         <Text wrap="truncate-end">
-          <Text color={MARK.pass.color} bold>
-            [PASS]
-          </Text>{' '}
-          {passed.map((c) => c.title).join(', ')}
+          <Mark status="pass" /> {passed.map((c) => c.title).join(', ')}
         </Text>
       )}
       {shown.map((c) => (
         <Box key={c.id} flexDirection="column">
           <Text wrap="truncate-end">
-            <Text color={MARK[c.status].color} bold>
-              [{MARK[c.status].label}]
-            </Text>{' '}
-            {c.title}: {c.found}
+            <Mark status={c.status} /> {c.title}: {c.found}
           </Text>
           <Text wrap="truncate-end">{`       fix: ${c.fix}`}</Text>
         </Box>

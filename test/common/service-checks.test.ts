@@ -2,6 +2,7 @@
 // the thresholds, down services and small fakes everywhere: a Redis that speaks RESP as 6.2 does, a
 // PostgreSQL that refuses a password and an S3 store reached by bucket host name, because none of
 // those can be produced with the real services here.
+import { spawn } from 'node:child_process'
 import { createServer as createHttpServer } from 'node:http'
 import { createServer, type AddressInfo, type LookupFunction, type Server, type Socket } from 'node:net'
 import t, { type Test } from 'tap'
@@ -21,7 +22,8 @@ import {
   virtualHostCandidate,
   where,
 } from '../../common/service-checks.js'
-import { freshBucket, freshDatabase, services, suffix } from '../helpers/platform.js'
+import { freePort, freshBucket, freshDatabase, services, suffix } from '../helpers/platform.js'
+import { findTool as findExecutable } from '../helpers/tools.js'
 import { silentServer } from '../helpers/silent.js'
 
 const quick = { timeoutMs: 2000 }
@@ -333,3 +335,25 @@ t.test('services that accept the connection and never answer fail at their deadl
   t.match(s3, { id: 's3.roundtrip', status: 'fail', found: `no answer from 127.0.0.1:${silent.port} in 0.5 s` })
   t.ok(await silent.allClosed(), 'every connection closed by the checks')
 })
+
+t.test('a password whose %-escape is broken is a failed check, not a crash that hides the other checks', async (t) => {
+  t.match(await redisChecks('redis://:p%zz@127.0.0.1:1', quick), [{ id: 'redis.connect', status: 'fail', found: /not reachable at 127\.0\.0\.1:1/ }])
+})
+
+t.test(
+  'a Redis that wants its password first: the database index of REDIS_URL is selected after it, and what fails later is named as itself',
+  { skip: !findExecutable('redis-server') && 'needs redis-server (CI has it)' },
+  async (t) => {
+    const port = await freePort()
+    const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--requirepass', 'first', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+    t.teardown(() => server.kill())
+    const admin = new Redis(`redis://:first@127.0.0.1:${port}`, { retryStrategy: (n) => (n > 50 ? null : 100) })
+    t.teardown(() => admin.disconnect())
+    await admin.ping()
+    t.match(await redisChecks(`redis://:first@127.0.0.1:${port}/2`, quick), [{ status: 'pass' }, { status: 'pass' }, {}])
+    // A user that may not run INFO: refused for that, not reported as a wrong password (the NOAUTH a
+    // SELECT before the AUTH would have drawn).
+    await admin.call('ACL', 'SETUSER', 'bob', 'on', '>pw', '+@all', '-info', '~*')
+    t.match(await redisChecks(`redis://bob:pw@127.0.0.1:${port}/2`, quick), [{ id: 'redis.connect', status: 'fail', found: /the user may not run INFO/ }])
+  },
+)

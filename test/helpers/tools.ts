@@ -75,18 +75,23 @@ export interface Manifest {
 /** What a render without cluster access needs: the database and the master key (a render cannot make one that lasts). */
 export const BASE_VALUES = { secrets: { DATABASE_URL: 'postgres://atrium:pw@postgres.example:5432/atrium', ENCRYPTION_MASTER_KEY: Buffer.alloc(32, 1).toString('base64') } }
 
+/** BASE_VALUES, then `values`, each as a values file: Helm's -f arguments, later ones winning. */
+function valuesFiles(t: Test, values: Record<string, unknown>[]): string[] {
+  const dir = tempDir(t, 'atrium-helm-')
+  return [BASE_VALUES, ...values].flatMap((v, i) => {
+    const path = join(dir, `values-${i}.yaml`)
+    writeFileSync(path, JSON.stringify(v))
+    return ['-f', path]
+  })
+}
+
 export async function helmTemplate(
   t: Test,
   values: Record<string, unknown>[] = [],
   extra: string[] = [],
   chart = CHART,
 ): Promise<{ code: number | null; manifests: Manifest[]; stderr: string; yaml: string }> {
-  const dir = tempDir(t, 'atrium-helm-')
-  const files = [BASE_VALUES, ...values].flatMap((v, i) => {
-    const path = join(dir, `values-${i}.yaml`)
-    writeFileSync(path, JSON.stringify(v))
-    return ['-f', path]
-  })
+  const files = valuesFiles(t, values)
   const r = await runTool('helm', ['template', 'atrium', chart, '--namespace', 'atrium', '--kube-version', KUBE_VERSION, ...files, ...extra])
   const manifests =
     r.code === 0
@@ -117,12 +122,7 @@ export function writeKubeconfig(t: Test, server: string, o: { namespace?: string
 /** The notes a first install prints (NOTES.txt, which `helm template` leaves out): `helm install --dry-run` against fakeCluster. */
 export async function helmNotes(t: Test, values: Record<string, unknown>[] = []): Promise<string> {
   const cluster = await fakeCluster(t, [])
-  const dir = tempDir(t, 'atrium-helm-')
-  const files = [BASE_VALUES, ...values].flatMap((v, i) => {
-    const path = join(dir, `values-${i}.yaml`)
-    writeFileSync(path, JSON.stringify(v))
-    return ['-f', path]
-  })
+  const files = valuesFiles(t, values)
   const r = await runTool('helm', ['install', 'atrium', CHART, '--namespace', 'atrium', '--dry-run=client', '--disable-openapi-validation', '--kubeconfig', cluster.kubeconfig, ...files])
   if (r.code !== 0) throw new Error(`helm install --dry-run failed: ${r.stderr}`)
   return r.stdout.slice(r.stdout.indexOf('NOTES:'))

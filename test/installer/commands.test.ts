@@ -185,7 +185,7 @@ t.test('a Helm install from the kit pushes its images to the registry, then pins
   const before = calls.length
   t.match(await runInstall(site(t, { target: 'helm' }), {}, { runner, kit, trust: { keys: vendor.keys } }), {
     ok: false,
-    error: /^Nothing deployed: a Helm install from the kit pushes its images to the site's registry/,
+    error: /^Nothing deployed: a Helm install from the kit \(--images\) pushes its images to the site's registry: add --registry/,
   })
   t.equal(calls.length, before)
   // A registry that records no digest: pinned or not installed at all.

@@ -37,8 +37,10 @@ const noNamespace = isolated?.code === 0 ? false : `needs \`unshare -n\` (root o
 t.test('the vendor kit: the installer in one file, the packaged chart, the pinned images, every file signed', { skip: needs('helm') || noNamespace }, async (t) => {
   const vendor = testVendor()
   const dir = join(tempDir(t), 'kit')
-  const built = await buildKit({ output: dir, images: [server], signer: { privateKey: vendor.privateKey, kid: vendor.kid }, runner })
+  const said: string[] = []
+  const built = await buildKit({ output: dir, images: [server], signer: { privateKey: vendor.privateKey, kid: vendor.kid }, runner, onStep: (l) => said.push(l) })
   t.match(built, { dir, signedBy: vendor.kid })
+  t.match(said.at(-1), /^WARNING: sites will refuse this kit: SHA256SUMS is signed by a key this installer does not trust \(kid test-1\)/, 'a key the shipped installer does not trust is said at once')
   for (const f of ['atrium-installer', 'installer/cli.js', 'licenses/keys.js', 'compose/compose.yaml', `charts/atrium-${VERSION}.tgz`, KIT.images, KIT.manifest, KIT.sums, KIT.signature]) {
     t.ok(existsSync(join(dir, f)), f)
   }
@@ -48,7 +50,7 @@ t.test('the vendor kit: the installer in one file, the packaged chart, the pinne
   const opened = await openKit(dir, { keys: vendor.keys })
   t.equal(opened.problem, null)
   t.equal(built.files, readFileSync(join(dir, KIT.sums), 'utf8').trim().split('\n').length)
-  await t.rejects(buildKit({ output: dir, runner }), { message: /--output .* is not empty: a kit is built into a new folder/ })
+  await t.rejects(buildKit({ output: dir, runner }), { message: /--output .* is not empty: a kit is written into a new folder/ })
   await t.rejects(cli(['--output', join(dir, 'x')], runner), { message: /missing --private-key FILE and --kid KID/ }, 'the vendor signs every kit')
 
   // The site: the kit copied as it arrives, its installer trusting the test vendor as the shipped

@@ -248,6 +248,9 @@ export function probePort(need: PortNeed): Promise<PortFact> {
   })
 }
 
+/** An HTTP URL on the host (an IPv6 address in brackets) and port. */
+const httpAt = (host: string, port: number, path: string) => `http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`
+
 /**
  * Atrium's version when what listens on the port is Atrium: its liveness answers as Atrium's does
  * and its API description names it (both public, the same for every instance). Null otherwise, or
@@ -255,7 +258,7 @@ export function probePort(need: PortNeed): Promise<PortFact> {
  */
 export async function atriumOn(port: number, timeoutMs = 2000, host = '127.0.0.1'): Promise<string | null> {
   const get = async (path: string) => {
-    const res = await fetch(`http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`, { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
+    const res = await fetch(httpAt(host, port, path), { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
     return res.ok ? ((await res.json()) as Record<string, unknown>) : null
   }
   try {
@@ -271,7 +274,7 @@ export async function atriumOn(port: number, timeoutMs = 2000, host = '127.0.0.1
 /** Whether a MinIO answers its liveness on the port. */
 async function minioOn(port: number, host: string, timeoutMs = 2000): Promise<boolean> {
   try {
-    const res = await fetch(`http://${host.includes(':') ? `[${host}]` : host}:${port}/minio/health/live`, { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
+    const res = await fetch(httpAt(host, port, '/minio/health/live'), { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
     return res.ok && /minio/i.test(res.headers.get('server') ?? '')
   } catch {
     return false

@@ -8,11 +8,9 @@
 import { randomBytes } from 'node:crypto'
 import { BatchV1Api, CoreV1Api, type V1Job, type V1Pod } from '@kubernetes/client-node'
 import type { CheckResult } from '../../../common/checks.js'
-import { inSeconds, within } from '../../../common/deadline.js'
-import { abortAfter, openCluster, statusOf, type KubeCheckOptions } from './kube.js'
-
-/** The settings the checks read, and nothing else. */
-export const CHECKED_SETTINGS = ['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT', 'R2_BUCKET', 'R2_ACCESS_KEY_ID', 'R2_SECRET_ACCESS_KEY', 'R2_REGION', 'REGION_STORES'] as const
+import { SERVICE_SETTINGS } from '../../../common/service-checks.js'
+import { inSeconds } from '../../../common/deadline.js'
+import { openCluster, requestsWithin, statusOf, type KubeCheckOptions } from './kube.js'
 
 export interface InClusterOptions extends KubeCheckOptions {
   namespace: string
@@ -73,8 +71,7 @@ export async function inClusterServiceChecks(values: Readonly<Record<string, str
   if ('failure' in opened) return { unavailable: opened.failure.found }
   const deadlineMs = o.deadlineMs ?? 30_000
   const until = Date.now() + deadlineMs
-  const limit = abortAfter(Math.min(10_000, deadlineMs))
-  const ask = <T>(what: string, request: Promise<T>) => within(Math.min(11_000, deadlineMs + 1000), what, request)
+  const { limit, ask } = requestsWithin(Math.min(10_000, deadlineMs))
   const core = opened.kc.makeApiClient(CoreV1Api)
   const batch = opened.kc.makeApiClient(BatchV1Api)
   const { namespace } = o
@@ -87,16 +84,19 @@ export async function inClusterServiceChecks(values: Readonly<Record<string, str
     }
   }
   const name = `atrium-preflight-${randomBytes(4).toString('hex')}`
-  const settings = Object.fromEntries(CHECKED_SETTINGS.filter((k) => values[k]).map((k) => [k, values[k]!]))
-  let made = { secret: false, job: false }
+  // The settings the checks read, and nothing else.
+  const settings = Object.fromEntries(SERVICE_SETTINGS.filter((k) => values[k]).map((k) => [k, values[k]!]))
+  // Set before each create: one that timed out here may still have been made there, and is deleted all the same.
+  let jobMade = false
+  let secretMade = false
   try {
     // The Job first, then the Secret owned by it: whatever happens to this process (Ctrl-C, a lost
     // connection), the Job goes after it ends (ttlSecondsAfterFinished) and takes the Secret with it.
     // The pod waits for the Secret to exist.
-    made = { ...made, job: true }
+    jobMade = true
     const job = await ask('the Job', batch.createNamespacedJob({ namespace, body: checkJob(name, o.image, Math.ceil(deadlineMs / 1000)) }, limit))
     const owner = { apiVersion: 'batch/v1', kind: 'Job', name, uid: job.metadata?.uid ?? '', blockOwnerDeletion: false }
-    made = { ...made, secret: true }
+    secretMade = true
     await ask(
       'the Secret',
       core.createNamespacedSecret({ namespace, body: { apiVersion: 'v1', kind: 'Secret', metadata: { name, labels: LABELS, ownerReferences: [owner] }, type: 'Opaque', stringData: settings } }, limit),
@@ -130,7 +130,7 @@ export async function inClusterServiceChecks(values: Readonly<Record<string, str
     return { unavailable: `the check Job could not run in ${namespace} (${statusOf(err) ? `HTTP ${statusOf(err)}` : (err as Error).message})` }
   } finally {
     // Best effort, each on its own: a failure to delete one leaves the other to go.
-    if (made.job) await batch.deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' }, limit).catch(() => {})
-    if (made.secret) await core.deleteNamespacedSecret({ name, namespace }, limit).catch(() => {})
+    if (jobMade) await batch.deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' }, limit).catch(() => {})
+    if (secretMade) await core.deleteNamespacedSecret({ name, namespace }, limit).catch(() => {})
   }
 }

@@ -190,7 +190,7 @@ export interface KubeCheckOptions {
  * Each request to the API server aborted at the deadline (the client has none of its own): a
  * server that accepts the connection and never answers fails the check, and its socket is closed.
  */
-export const abortAfter = (ms: number) => ({
+const abortAfter = (ms: number) => ({
   middleware: [
     {
       pre: (context: RequestContext) => {
@@ -214,62 +214,47 @@ export function kubeconfigSearch(env: NodeJS.ProcessEnv = process.env, home = ho
 }
 
 /** The admin's kubeconfig (or the one given) with its current cluster; a failed kube.connect check when there is none to use. */
+/** kube.connect failed before the cluster was asked anything: no kubeconfig to use. */
+const noCluster = (found: string, fix: string) => ({ failure: check('kube.connect', 'Kubernetes cluster reachable', 'fail', found, 'a kubeconfig for the cluster', fix) })
+
+/** The admin's kubeconfig (or the one given) with its current cluster; a failed kube.connect check when there is none to use. */
 export function openCluster(o: KubeCheckOptions = {}): { kc: KubeConfig; server: string } | { failure: CheckResult } {
   const kc = new KubeConfig()
   const search = o.kubeconfig ? null : kubeconfigSearch()
   if (search && !search.found) {
-    return {
-      failure: check(
-        'kube.connect',
-        'Kubernetes cluster reachable',
-        'fail',
-        `no kubeconfig: looked for ${search.files.join(', ')}${process.env.KUBECONFIG ? ' (KUBECONFIG)' : ' (KUBECONFIG is not set)'}`,
-        'a kubeconfig for the cluster',
-        "Point KUBECONFIG at the cluster's kubeconfig (export KUBECONFIG=/path/to/kubeconfig) or put it at ~/.kube/config, then run the preflight again",
-      ),
-    }
+    return noCluster(
+      `no kubeconfig: looked for ${search.files.join(', ')}${process.env.KUBECONFIG ? ' (KUBECONFIG)' : ' (KUBECONFIG is not set)'}`,
+      "Point KUBECONFIG at the cluster's kubeconfig (export KUBECONFIG=/path/to/kubeconfig) or put it at ~/.kube/config, then run the preflight again",
+    )
   }
   try {
     if (o.kubeconfig) kc.loadFromFile(o.kubeconfig)
     else kc.loadFromDefault()
     if (o.context) kc.setCurrentContext(o.context)
   } catch (err) {
-    return {
-      failure: check(
-        'kube.connect',
-        'Kubernetes cluster reachable',
-        'fail',
-        `cannot read the kubeconfig: ${(err as Error).message}`,
-        'a kubeconfig for the cluster',
-        "Set KUBECONFIG or put the cluster's kubeconfig at ~/.kube/config",
-      ),
-    }
+    return noCluster(`cannot read the kubeconfig: ${(err as Error).message}`, "Set KUBECONFIG or put the cluster's kubeconfig at ~/.kube/config")
   }
   const cluster = kc.getCurrentCluster()
-  if (!cluster) {
-    return {
-      failure: check(
-        'kube.connect',
-        'Kubernetes cluster reachable',
-        'fail',
-        'the kubeconfig has no current cluster',
-        'a kubeconfig for the cluster',
-        'Choose a context: kubectl config use-context NAME',
-      ),
-    }
-  }
+  if (!cluster) return noCluster('the kubeconfig has no current cluster', 'Choose a context: kubectl config use-context NAME')
   return { kc, server: cluster.server }
+}
+
+/**
+ * Requests to the API server within `timeoutMs` each: `limit` aborts the request (the client has no
+ * deadline of its own), and `ask` races it in case a step of the client's ignores the signal.
+ */
+export function requestsWithin(timeoutMs: number) {
+  const limit = abortAfter(timeoutMs)
+  const ask = <T>(what: string, request: Promise<T>) => within(timeoutMs + 1000, what, request)
+  return { limit, ask }
 }
 
 export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): Promise<CheckResult[]> {
   const opened = openCluster(o)
   if ('failure' in opened) return [opened.failure]
-  const { kc } = opened
-  const cluster = { server: opened.server }
+  const { kc, server } = opened
   const timeoutMs = o.timeoutMs ?? PROBE_DEADLINE_MS
-  const limit = abortAfter(timeoutMs)
-  // The signal stops the request; the race is there in case a step of the client's ignores it.
-  const ask = <T>(what: string, request: Promise<T>) => within(timeoutMs + 1000, what, request)
+  const { limit, ask } = requestsWithin(timeoutMs)
   let version: string
   try {
     version = (await ask('the version', kc.makeApiClient(VersionApi).getCode({}, limit))).gitVersion
@@ -282,7 +267,7 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
         'kube.connect',
         'Kubernetes cluster reachable',
         'fail',
-        silent ? `${cluster.server} did not answer in ${inSeconds(timeoutMs)}` : `${cluster.server} did not answer (${e.cause?.code ?? e.code ?? e.message})`,
+        silent ? `${server} did not answer in ${inSeconds(timeoutMs)}` : `${server} did not answer (${e.cause?.code ?? e.code ?? e.message})`,
         "the cluster's API server answering",
         "Check the network path to the API server and that the kubeconfig's credentials are current",
       ),
@@ -290,7 +275,7 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
   }
   const core = kc.makeApiClient(CoreV1Api)
   const checks: CheckResult[] = [
-    check('kube.connect', 'Kubernetes cluster reachable', 'pass', `${cluster.server} (context ${kc.getCurrentContext()})`, "the cluster's API server answering", ''),
+    check('kube.connect', 'Kubernetes cluster reachable', 'pass', `${server} (context ${kc.getCurrentContext()})`, "the cluster's API server answering", ''),
     gradeKubeVersion(version),
   ]
   try {

@@ -96,7 +96,14 @@ t.test('the other commands: support bundle, images, help, and a command that cou
   ])
   t.same(reportText({ ...images, commands: [{ title: 'Push', command: ['docker', 'push', 'r/a/x:1'] }] }).stdout, ['docker push r/a/x:1'])
   t.same(reportText({ ...images, ok: false, exitCode: EXIT.error, error: 'Failed at: docker push' }).stderr, ['Failed at: docker push'])
-  const kit = { dir: '/k', path: '/k/atrium-images.tar', bytes: 9, images: [{ name: 'x', ref: 'docker.io/a/x:1', id: 'sha256:ab', digest: null, platform: 'linux/amd64' }], signedBy: null }
+  const kit = {
+    dir: '/k',
+    path: '/k/atrium-images.tar',
+    bytes: 9,
+    images: [{ name: 'x', ref: 'docker.io/a/x:1', id: 'sha256:ab', digest: null, platform: 'linux/amd64' }],
+    signedBy: null,
+    fingerprint: null,
+  }
   t.same(reportText({ ...images, action: 'save', kit }).stdout, [
     "Wrote the air-gap kit's images to /k (/k/atrium-images.tar, 9 bytes; images.json pins them; SHA256SUMS): carry the folder to the site.",
     '  docker.io/a/x:1  sha256:ab  linux/amd64',

@@ -7,7 +7,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { DEFAULT_ANSWERS, type Answers } from '../../../../installer/core/answers.js'
-import { CHECKED_SETTINGS, inClusterServiceChecks } from '../../../../installer/core/checks/in-cluster.js'
+import { SERVICE_SETTINGS } from '../../../../common/service-checks.js'
+import { inClusterServiceChecks } from '../../../../installer/core/checks/in-cluster.js'
 import { runPreflight } from '../../../../installer/core/preflight.js'
 import { run } from '../../../../installer/deploy/run.js'
 import { finished, spawnScript } from '../../../helpers/cli.js'
@@ -144,7 +145,7 @@ t.test('the checks run in a Job of the server image, with the settings in a Secr
   t.equal(job!.spec.backoffLimit, 0)
   t.notMatch(JSON.stringify(job), values.R2_SECRET_ACCESS_KEY!, 'no setting in the Job itself')
   const [sent] = [...cluster.secrets.values()]
-  t.same(Object.keys(sent!).sort(), CHECKED_SETTINGS.filter((k) => values[k]).sort(), 'the Secret holds the checked settings and nothing else (no PUBLIC_URL)')
+  t.same(Object.keys(sent!).sort(), SERVICE_SETTINGS.filter((k) => values[k]).sort(), 'the Secret holds the checked settings and nothing else (no PUBLIC_URL)')
   t.match(
     cluster.owners.get(job!.metadata.name),
     [{ kind: 'Job', name: job!.metadata.name, uid: job!.metadata.uid }],
