@@ -5,8 +5,9 @@
 // Then webhooks: how fast a server delivers a backlog of committed events as signed deliveries to a
 // loopback receiver, against the rate at which this process alone can POST to that receiver.
 // Then the job runner, agent runs, chat streams and the chat export (jobs.ts, agents.ts, chat.ts,
-// chat-export.ts), a large tenant's export and restore (portability.ts), and the client library's
-// cost per call (client.ts); stack.ts sets Atrium against the same stack without its safety. BENCH_ONLY=chat (or http, stack, jobs, agents, export, portability, client;
+// chat-export.ts), a large tenant's export and restore (portability.ts), the installer's site
+// backup and restore (site-backup.ts), and the client library's
+// cost per call (client.ts); stack.ts sets Atrium against the same stack without its safety. BENCH_ONLY=chat (or http, stack, jobs, agents, export, portability, site-backup, client;
 // several with commas) runs only those.
 // Services: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test; a fresh database
 // is made and dropped) and BENCH_REDIS_URL (default redis://127.0.0.1:6379). BENCH_SECONDS: 10.
@@ -25,6 +26,7 @@ import { benchStack, printStack } from './stack.js'
 import { benchJobs, printJobs } from './jobs.js'
 import { benchChat, printChat } from './chat.js'
 import { benchPortability, printPortability } from './portability.js'
+import { benchSiteBackup, printSiteBackup } from './site-backup.js'
 import { createTenant, peakRssMb, pool, printTable, start, stop } from './lib.js'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
@@ -191,6 +193,7 @@ try {
   if (runs('chat')) printChat(await benchChat(env))
   if (runs('export')) printChatExport(await benchChatExport(env))
   if (runs('portability')) printPortability(await benchPortability(env))
+  if (runs('site-backup')) printSiteBackup(await benchSiteBackup(env))
   if (runs('stack')) printStack(await benchStack(env))
   if (runs('client')) printClient(await benchClient(env))
 } finally {

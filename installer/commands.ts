@@ -8,7 +8,20 @@ import { overallStatus } from './core/checks/check.js'
 import { configure, replayCommand, type ConfigureResult } from './core/configure.js'
 import { preflightValues, siteConfig, type Resolved } from './core/context.js'
 import { runPreflight } from './core/preflight.js'
-import { EXIT, exitFor, type ConfigureReport, type ImagesReport, type InstallReport, type PlannedCommand, type PreflightReport, type StepReport, type SupportBundleReport } from './core/report.js'
+import {
+  EXIT,
+  exitFor,
+  type BackupReport,
+  type BackupSummary,
+  type RestoreReport,
+  type ConfigureReport,
+  type ImagesReport,
+  type InstallReport,
+  type PlannedCommand,
+  type PreflightReport,
+  type StepReport,
+  type SupportBundleReport,
+} from './core/report.js'
 import { writeSupportBundle } from './core/support-bundle.js'
 import { registryProblem } from '../config/images.js'
 import {
@@ -26,9 +39,16 @@ import {
   type KitImage,
   type KitTrust,
 } from './deploy/airgap.js'
-import { deploy, failedStep, kitRegistryProblem, type Command, type DeployStep } from './deploy/deploy.js'
+import { chartFullname, deploy, failedStep, kitRegistryProblem, type Command, type DeployStep } from './deploy/deploy.js'
 import { installPlan, runInstall, summaryLines } from './deploy/install.js'
 import { run, type Runner } from './deploy/run.js'
+import { SiteDataError, backupSite } from './backup/backup.js'
+import { archivedMasterKey, masterKeyProblem, restoreState } from './backup/configuration.js'
+import type { BackupManifest } from './backup/manifest.js'
+import { RestoreRefused, applyRestore, prepareRestore } from './backup/restore.js'
+import { readPassphrase } from './backup/seal.js'
+import { siteServices, type SiteServices } from './backup/site.js'
+import { composeArgs } from './core/compose-bundle.js'
 
 /** Input a command cannot work with (exit 2): every problem, said to the admin as it is. */
 export class BadInput extends Error {
@@ -65,6 +85,18 @@ export interface CommandOptions {
   only?: string
   /** The command runner (deploy/run.ts unless a test gives another). */
   runner?: Runner
+  /** backup, restore and an upgrade's backup: the file holding the backup's passphrase. */
+  passphraseFile?: string
+  /** restore: the backup archive. */
+  input?: string
+  /** restore: delete what the target holds first. */
+  force?: boolean
+  /** install: upgrade without the backup it takes first. */
+  skipBackup?: boolean
+  /** How long /readyz may take after a deploy (tests). */
+  readyTimeoutMs?: number
+  /** The release a restore compares an archive with (tests); this installer's otherwise. */
+  release?: { version: string; schema: number }
 }
 
 /** What a long command reports while it works; the JSON output ignores it and prints the end. */
@@ -73,6 +105,8 @@ export interface Progress {
   configured?: (r: ConfigureReport) => void
   /** A deploy step as it starts and as it ends. */
   step?: (s: DeployStep) => void
+  /** A line of progress (a backup's objects copied so far). */
+  note?: (line: string) => void
 }
 
 const planned = (c: Command): PlannedCommand => ({ title: c.title, command: [c.file, ...c.args] })
@@ -136,6 +170,8 @@ export async function installCommand(ctx: Resolved, o: CommandOptions = {}, prog
   // Refused before anything is configured (runInstall refuses it too, for the interactive installer).
   const noRegistry = kitRegistryProblem(ctx.answers, { kit: o.images, registry: o.registry })
   if (noRegistry) throw new BadInput(noRegistry)
+  // An unreadable passphrase file is bad input before anything is written, not after.
+  const backup = { skipBackup: o.skipBackup, backupPassphrase: o.passphraseFile ? passphraseOf(o.passphraseFile) : undefined }
   const { report: configured, result } = await configureStep(ctx, o)
   progress.configured?.(configured)
   const report: InstallReport = {
@@ -150,11 +186,12 @@ export async function installCommand(ctx: Resolved, o: CommandOptions = {}, prog
     firstAdmin: null,
     error: null,
     summary: [],
+    upgrade: null,
   }
   if (configured.stopped || !result) return report
   const options = { kit: o.images, registry: o.registry, trust: trustOf(o), allowSkip: o.allowSkip }
   if (o.dryRun) return { ...report, deploy: installPlan(ctx, options).map(planned) }
-  const r = await runInstall(ctx, result.plan.values, { ...options, runner: o.runner }, progress.step)
+  const r = await runInstall(ctx, result.plan.values, { ...options, ...backup, runner: o.runner, readyTimeoutMs: o.readyTimeoutMs }, progress.step)
   return {
     ...report,
     exitCode: r.ok ? EXIT.ok : EXIT.error,
@@ -166,7 +203,124 @@ export async function installCommand(ctx: Resolved, o: CommandOptions = {}, prog
     firstAdmin: r.created ?? r.existing,
     error: r.error ?? null,
     summary: summaryLines(ctx.answers, r),
+    upgrade: r.upgrade ?? null,
   }
+}
+
+/** The passphrase in the file, or bad input saying why it cannot serve. */
+function passphraseOf(path: string): string {
+  const read = readPassphrase(path)
+  if ('problem' in read) throw new BadInput(read.problem)
+  return read.passphrase
+}
+
+/** What backup and restore need from the command line and the site, or bad input naming all that is missing. */
+function siteDataInput(ctx: Resolved, o: CommandOptions, command: 'backup' | 'restore'): { services: SiteServices; passphrase: string; path: string } {
+  const path = command === 'backup' ? o.output : o.input
+  const problems = [
+    !path && (command === 'backup' ? 'backup needs --output FILE (the archive to write, e.g. atrium-backup.tar)' : 'restore needs --input FILE (the archive backup wrote)'),
+    !o.passphraseFile && `${command} needs --passphrase-file FILE (the passphrase that ${command === 'backup' ? 'encrypts' : 'encrypted'} the configuration part, which holds ENCRYPTION_MASTER_KEY)`,
+  ].filter((p): p is string => Boolean(p))
+  if (problems.length) throw new BadInput(problems)
+  const passphrase = passphraseOf(o.passphraseFile!)
+  const found = siteServices(ctx)
+  if ('problems' in found) throw new BadInput(found.problems)
+  return { services: found.services, passphrase, path: path! }
+}
+
+/** The manifest in the few numbers an admin checks. */
+const summaryOf = (m: BackupManifest): BackupSummary => ({
+  atriumVersion: m.atriumVersion,
+  schemaVersion: m.schemaVersion,
+  createdAt: m.createdAt,
+  tables: Object.keys(m.database.tables).length,
+  rows: Object.values(m.database.tables).reduce((a, b) => a + b, 0),
+  databaseBytes: m.database.bytes,
+  objects: m.objects.count,
+  objectBytes: m.objects.bytes,
+})
+
+/** One archive of the whole site: database, objects, configuration (encrypted). */
+export async function backupCommand(ctx: Resolved, o: CommandOptions = {}, progress: Progress = {}): Promise<BackupReport> {
+  const { services, passphrase, path } = siteDataInput(ctx, o, 'backup')
+  const report: BackupReport = { command: 'backup', exitCode: EXIT.ok, path, bytes: 0, sha256: '', backup: null, error: null }
+  try {
+    const r = await backupSite(ctx, services, { output: path, passphrase, say: progress.note })
+    return { ...report, bytes: r.bytes, sha256: r.sha256, backup: summaryOf(r.manifest) }
+  } catch (err) {
+    return { ...report, exitCode: EXIT.error, error: `No backup was written: ${(err as Error).message}` }
+  }
+}
+
+/** The site's server stopped while its data is replaced (it would write into a half-restored site). */
+function stopCommand(ctx: Resolved): Command {
+  return ctx.files.target === 'compose'
+    ? { file: 'docker', args: [...composeArgs(ctx.answers, ctx.files.env), 'stop', 'server'], title: 'Stop the server while the data is restored' }
+    : {
+        file: 'kubectl',
+        args: ['--namespace', ctx.answers.namespace, 'scale', `deployment/${chartFullname(ctx.answers.release)}`, '--replicas=0'],
+        title: 'Scale the server to 0 while the data is restored',
+      }
+}
+
+/** Checks the archive and the target (nothing changes when either is refused), stops the server, restores, then deploys: the migrations run up and the server starts. */
+export async function restoreCommand(ctx: Resolved, o: CommandOptions = {}, progress: Progress = {}): Promise<RestoreReport> {
+  const { services, passphrase, path } = siteDataInput(ctx, o, 'restore')
+  const report: RestoreReport = { command: 'restore', exitCode: EXIT.ok, input: path, backup: null, refused: false, restored: false, steps: [], ready: false, url: null, error: null, summary: [] }
+  const refused = (err: unknown): RestoreReport => ({ ...report, exitCode: EXIT.error, refused: true, error: `Not restored: ${(err as Error).message}` })
+  let prepared
+  try {
+    prepared = await prepareRestore(services, path, { passphrase, force: o.force, release: o.release })
+  } catch (err) {
+    if (err instanceof RestoreRefused || err instanceof SiteDataError) return refused(err)
+    throw err
+  }
+  const key = archivedMasterKey(prepared.configuration)
+  const keyProblem = masterKeyProblem(ctx, key)
+  if (keyProblem) return refused(new Error(`${keyProblem}. Nothing was changed.`))
+  const summary = summaryOf(prepared.manifest)
+  if (o.dryRun)
+    return {
+      ...report,
+      backup: summary,
+      summary: [
+        `${path} verified: every checksum, the passphrase and the versions; the target can take it${prepared.inUse.relations || prepared.inUse.stores.length ? ' (with --force, which deletes what it holds)' : ''}. Dry run: nothing was changed.`,
+      ],
+    }
+  const runner = o.runner ?? run
+  const steps: StepReport[] = []
+  if (ctx.existing) {
+    const stop = stopCommand(ctx)
+    progress.step?.({ command: stop, result: null })
+    const stopped = await runner(stop.file, stop.args, { timeoutMs: 120_000 })
+    progress.step?.({ command: stop, result: stopped })
+    steps.push(stepReport({ command: stop, result: stopped }))
+  }
+  try {
+    await applyRestore(services, path, prepared, {
+      onProgress: progress.note ? (p) => p.phase !== 'objects' && progress.note!(`  ${p.phase === 'database' ? `objects: ${p.objects} restored; the database next` : 'data restored'}`) : undefined,
+    })
+  } catch (err) {
+    return { ...report, backup: summary, steps, exitCode: EXIT.error, error: `The restore failed; the target is left empty: ${(err as Error).message}` }
+  }
+  // The backup's master key into the configuration (configure never changes an existing one, so it
+  // goes in as the one that exists), which also writes this release's version: a rollback runs it.
+  const keyed: Resolved = { ...ctx, existing: { ...(ctx.existing ?? {}), ENCRYPTION_MASTER_KEY: key } }
+  const written = configure(keyed, { dryRun: false })
+  if (!written.written)
+    return { ...report, backup: summary, steps, restored: true, exitCode: EXIT.error, error: `The data is restored, but the configuration could not be written: ${written.plan.problems.join('; ')}` }
+  restoreState(ctx, prepared.configuration)
+  // The first tenant is the backup's: the deploy must not make another.
+  const deployed = await runInstall(
+    { ...keyed, answers: { ...ctx.answers, adminEmail: '' } },
+    written.plan.values,
+    { runner, allowSkip: true, skipBackup: true, readyTimeoutMs: o.readyTimeoutMs },
+    progress.step,
+  )
+  const all = [...steps, ...deployed.steps.map(stepReport)]
+  const lines = [`Restored ${path}: ${summary.rows} rows in ${summary.tables} tables and ${summary.objects} objects, from Atrium ${summary.atriumVersion} (schema ${summary.schemaVersion}).`]
+  if (!deployed.ok) return { ...report, backup: summary, steps: all, restored: true, exitCode: EXIT.error, error: `The data is restored, but ${deployed.error}`, summary: lines }
+  return { ...report, backup: summary, steps: all, restored: true, ready: true, url: deployed.url, summary: [...lines, `Atrium is ready at ${deployed.url}.`] }
 }
 
 export async function supportBundleCommand(ctx: Resolved, o: CommandOptions = {}): Promise<SupportBundleReport> {

@@ -7,12 +7,14 @@
 //   npm run --silent installer -- configure --answers FILE --yes [--dry-run] [--json] [--strict]
 //   npm run --silent installer -- install --answers FILE --yes [--dry-run] [--json] [--images FILE] [--registry HOST]
 //   npm run --silent installer -- support-bundle [--answers FILE] [--output FILE] [--json]
+//   npm run --silent installer -- backup --answers FILE --output FILE --passphrase-file FILE [--json]
+//   npm run --silent installer -- restore --answers FILE --input FILE --passphrase-file FILE --yes [--force] [--dry-run] [--json]
 //   npm run --silent installer -- images list|save|load|push [--output DIR] [--images DIR] [--registry HOST] [--platform P] [--allow-unsigned] [--dry-run] [--json]
 //   npm run --silent installer                  (in a terminal: the interactive installer)
 import { parseArgs } from 'node:util'
 import React from 'react'
 import { render } from 'ink'
-import { BadInput, configureCommand, imagesCommand, installCommand, preflightCommand, supportBundleCommand, type CommandOptions, type Progress } from './commands.js'
+import { BadInput, backupCommand, restoreCommand, configureCommand, imagesCommand, installCommand, preflightCommand, supportBundleCommand, type CommandOptions, type Progress } from './commands.js'
 import { overallStatus } from './core/checks/check.js'
 import { configure } from './core/configure.js'
 import { contextFor, interactiveAnswersPath, loadContext, preflightValues, type Resolved } from './core/context.js'
@@ -20,6 +22,7 @@ import { runPreflight } from './core/preflight.js'
 import { EXIT, type ExitCode, type Report } from './core/report.js'
 import { runInstall } from './deploy/install.js'
 import { run } from './deploy/run.js'
+import { readPassphrase } from './backup/seal.js'
 import { VERSION } from '../common/version.js'
 import { App, type AppResult } from './ui/App.js'
 import { output } from './ui/output.js'
@@ -34,7 +37,12 @@ Commands:
   configure   write the configuration for the target (compose: .env; helm: values.yaml and secret.yaml);
               without --answers, the interactive installer
   install     configure, then deploy (compose: docker compose up --wait; helm: upgrade --install
-              --wait --atomic) and wait until /readyz answers
+              --wait --atomic) and wait until /readyz answers. Over a running Atrium it is the
+              upgrade: it backs the site up first (--passphrase-file, or --skip-backup)
+  backup      one archive of the whole site (--output FILE): every database row (pg_dump), every
+              object of its buckets, the configuration encrypted with --passphrase-file
+  restore     put a backup back (--input FILE): checks every checksum, the passphrase and the
+              versions first, needs an empty site (or --force), then migrates and starts Atrium
   support-bundle  one zip for the vendor's support: versions, check results, the configuration
               with secrets redacted, recent logs
   images list         every container image the bundles use (the air-gap kit)
@@ -55,13 +63,17 @@ Options:
                           interactive installer)
   --strict                warnings count as failures (exit 4)
   --ignore-failed-checks  configure even though checks failed (they are still shown and reported)
-  --output FILE|DIR       where support-bundle (default atrium-support-<time>.zip) or images save writes
+  --output FILE|DIR       where support-bundle (default atrium-support-<time>.zip), backup or images save writes
   --images DIR            air-gapped: the air-gap kit's folder (install with compose loads it first)
   --allow-unsigned        accept a kit without the vendor's signature (one saved with images save)
   --platform OS/ARCH      images save: pull for this platform (linux/amd64, linux/arm64)
   --allow-skip            install (compose): let this upgrade skip a minor version (read the release notes)
   --registry HOST         air-gapped helm: the private registry that holds the images
   --only NAME,...         images save and push: only these (names from images list)
+  --passphrase-file FILE  backup, restore, and install's upgrade backup: the passphrase (12+ characters)
+  --input FILE            restore: the backup archive
+  --force                 restore: delete what the target database and buckets hold first
+  --skip-backup           install: upgrade without taking a backup first
   --version               the installer's version
 
 Exit codes: 0 ok, 1 error, 2 bad input, 3 a check failed, 4 only warnings (with --strict).`
@@ -75,6 +87,10 @@ interface Flags {
   platform?: string
   allowUnsigned: boolean
   allowSkip: boolean
+  passphraseFile?: string
+  input?: string
+  force: boolean
+  skipBackup: boolean
   version: boolean
   yes: boolean
   ignoreFailed: boolean
@@ -101,6 +117,10 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
         platform: { type: 'string' },
         'allow-unsigned': { type: 'boolean' },
         'allow-skip': { type: 'boolean' },
+        'passphrase-file': { type: 'string' },
+        input: { type: 'string' },
+        force: { type: 'boolean' },
+        'skip-backup': { type: 'boolean' },
         version: { type: 'boolean' },
         yes: { type: 'boolean', short: 'y' },
         target: { type: 'string' },
@@ -130,6 +150,10 @@ function parseFlags(argv: string[]): { command: string | undefined; sub: string 
       platform: v.platform,
       allowUnsigned: Boolean(v['allow-unsigned']),
       allowSkip: Boolean(v['allow-skip']),
+      passphraseFile: v['passphrase-file'],
+      input: v.input,
+      force: Boolean(v.force),
+      skipBackup: Boolean(v['skip-backup']),
       version: Boolean(v.version),
       yes: Boolean(v.yes),
       ignoreFailed: Boolean(v['ignore-failed-checks']),
@@ -167,6 +191,9 @@ async function interactive(flags: Flags): Promise<Report> {
   if (flags.json) throw new BadInput('the interactive installer has no JSON output; for JSON use: configure --answers FILE --yes --json')
   if (!process.stdin.isTTY) throw new BadInput('the interactive installer needs a terminal; without one use: configure --answers FILE --yes')
   const ctx = resolved({ ...flags, answers: interactiveAnswersPath(flags.answers) })
+  const read = flags.passphraseFile ? readPassphrase(flags.passphraseFile) : null
+  if (read && 'problem' in read) throw new BadInput(read.problem)
+  const backupPassphrase = read?.passphrase
   let exitCode: ExitCode = EXIT.error
   const ui = render(
     <App
@@ -175,7 +202,12 @@ async function interactive(flags: Flags): Promise<Report> {
       preflight={(c) => runPreflight(c.answers, preflightValues(c), { runner: run })}
       configure={configure}
       install={(c, written, onStep) =>
-        runInstall(c, written.plan.values, { kit: flags.images, registry: flags.registry, trust: { allowUnsigned: flags.allowUnsigned }, allowSkip: flags.allowSkip }, onStep)
+        runInstall(
+          c,
+          written.plan.values,
+          { kit: flags.images, registry: flags.registry, trust: { allowUnsigned: flags.allowUnsigned }, allowSkip: flags.allowSkip, skipBackup: flags.skipBackup, backupPassphrase },
+          onStep,
+        )
       }
       onDone={(r) => {
         exitCode = interactiveExit(r)
@@ -208,6 +240,10 @@ async function dispatch(command: string | undefined, sub: string | undefined, fl
     platform: flags.platform,
     allowUnsigned: flags.allowUnsigned,
     allowSkip: flags.allowSkip,
+    passphraseFile: flags.passphraseFile,
+    input: flags.input,
+    force: flags.force,
+    skipBackup: flags.skipBackup,
   }
   switch (command) {
     case 'preflight':
@@ -222,10 +258,17 @@ async function dispatch(command: string | undefined, sub: string | undefined, fl
       return installCommand(resolved(flags, { writes: true }), o, progress)
     case 'support-bundle':
       return supportBundleCommand(resolved(flags), o)
+    case 'backup':
+      if (!flags.answers) throw new BadInput('backup needs --answers FILE (the site to back up)')
+      return backupCommand(resolved(flags), o, progress)
+    case 'restore':
+      if (!flags.answers) throw new BadInput('restore needs --answers FILE (the site to restore into)')
+      requireYes(command, flags)
+      return restoreCommand(resolved(flags), o, progress)
     case 'images':
       return imagesCommand(sub, o, progress)
   }
-  throw new BadInput(`unknown command ${command} (commands: preflight, configure, install, support-bundle, images)`)
+  throw new BadInput(`unknown command ${command} (commands: preflight, configure, install, backup, restore, support-bundle, images)`)
 }
 
 export async function main(argv: string[]): Promise<number> {

@@ -79,6 +79,47 @@ export interface InstallReport extends Omit<ConfigureReport, 'command'> {
   error: string | null
   /** What an admin reads at the end. */
   summary: string[]
+  /** An upgrade: the version it replaced and the backup it took first (null when --skip-backup). */
+  upgrade: { from: string; backup: { path: string; sha256: string } | null } | null
+}
+
+/** A site backup in the numbers an admin checks. */
+export interface BackupSummary {
+  atriumVersion: string
+  schemaVersion: number
+  createdAt: string
+  tables: number
+  rows: number
+  databaseBytes: number
+  objects: number
+  objectBytes: number
+}
+
+export interface BackupReport {
+  command: 'backup'
+  exitCode: ExitCode
+  path: string
+  bytes: number
+  /** Of the whole archive, as sha256sum prints it. */
+  sha256: string
+  backup: BackupSummary | null
+  error: string | null
+}
+
+export interface RestoreReport {
+  command: 'restore'
+  exitCode: ExitCode
+  input: string
+  backup: BackupSummary | null
+  /** Refused before anything changed (damaged, wrong passphrase, newer, target not empty). */
+  refused: boolean
+  /** The data is back (the deploy after it may still have failed). */
+  restored: boolean
+  steps: StepReport[]
+  ready: boolean
+  url: string | null
+  error: string | null
+  summary: string[]
 }
 
 export interface SupportBundleReport {
@@ -126,7 +167,7 @@ export interface FailureReport {
   problems: string[]
 }
 
-export type Report = PreflightReport | ConfigureReport | InstallReport | SupportBundleReport | ImagesReport | HelpReport | InteractiveReport | FailureReport
+export type Report = PreflightReport | ConfigureReport | InstallReport | SupportBundleReport | ImagesReport | BackupReport | RestoreReport | HelpReport | InteractiveReport | FailureReport
 
 /** What an images command did to the kit, for the admin. */
 function imagesLines(r: ImagesReport): string[] {
@@ -198,6 +239,16 @@ export function reportText(r: Report): ReportText {
       if (r.commands.length) return text(r.commands.map(commandLine))
       if (r.error) return text([], [r.error])
       return text(imagesLines(r))
+    case 'backup': {
+      if (r.error || !r.backup) return text([], [r.error ?? 'No backup was written.'])
+      const b = r.backup
+      return text([
+        `Wrote ${r.path} (${r.bytes} bytes, sha256 ${r.sha256}): Atrium ${b.atriumVersion}, schema ${b.schemaVersion}; ${b.rows} rows in ${b.tables} tables (dump ${b.databaseBytes} bytes); ${b.objects} objects (${b.objectBytes} bytes).`,
+        'The configuration part (with ENCRYPTION_MASTER_KEY) is encrypted with your passphrase: keep the passphrase apart from the archive, and both off this machine.',
+      ])
+    }
+    case 'restore':
+      return r.error ? text(r.summary, [r.error]) : text(r.summary)
     case 'help':
       return text([r.usage])
     case 'interactive':

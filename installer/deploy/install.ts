@@ -5,6 +5,7 @@ import {
   COMPOSE_VOLUMES,
   adminCommand,
   bundleMissing,
+  chartFullname,
   deploy,
   deployCommands,
   failedStep,
@@ -19,7 +20,11 @@ import { IMAGES } from '../../config/images.js'
 import { openKit, pushCommands, pushedDigests } from './airgap.js'
 import { run as realRun, type Runner } from './run.js'
 import type { Answers } from '../core/answers.js'
+import { mkdirSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { VERSION } from '../../common/version.js'
+import { backupSite } from '../backup/backup.js'
+import { siteServices } from '../backup/site.js'
 import { atriumOn } from '../core/checks/host.js'
 import { composeArgs, prepareDataFolders } from '../core/compose-bundle.js'
 import { upgradeProblem } from '../core/upgrade.js'
@@ -30,6 +35,10 @@ export interface InstallOptions extends DeployOptions {
   runner?: Runner
   /** How long /readyz may take after the deploy (default 5 minutes). */
   readyTimeoutMs?: number
+  /** An upgrade backs the site up first, with this passphrase (--passphrase-file). */
+  backupPassphrase?: string
+  /** Upgrade without that backup (the admin has a fresh one). */
+  skipBackup?: boolean
 }
 
 export interface InstallOutcome {
@@ -44,6 +53,8 @@ export interface InstallOutcome {
   created: Created | null
   /** Made by an earlier run. */
   existing: FirstAdmin | null
+  /** An upgrade: the version it replaced and the backup taken first (null when skipped). */
+  upgrade?: { from: string; backup: { path: string; sha256: string } | null }
 }
 
 /** Where the installer reaches the server: the published port (compose) or PUBLIC_URL (helm). */
@@ -60,12 +71,47 @@ const kitPush = (answers: Answers, o: DeployOptions): Command[] => (answers.targ
  * container (stopped, say); null on a first install.
  */
 export async function runningVersion(ctx: Resolved, values: Record<string, string>, runner: Runner, o: DeployOptions = {}): Promise<string | null> {
+  if (ctx.files.target === 'helm') {
+    // The release's Deployment carries its version, as the chart's own upgrade guard reads it.
+    const label = await runner(
+      'kubectl',
+      ['--namespace', ctx.answers.namespace, 'get', 'deployment', chartFullname(ctx.answers.release), '--output', 'jsonpath={.metadata.labels.app\\.kubernetes\\.io/version}'],
+      { timeoutMs: 30_000 },
+    )
+    return label.exitCode === 0 && /^v?\d+\.\d+\.\d+/.test(label.stdout.trim()) ? label.stdout.trim() : null
+  }
   const live = await atriumOn(Number(values.PORT || 8080))
   if (live) return live
-  if (ctx.files.target !== 'compose') return null
   const ps = await runner('docker', [...composeArgs(ctx.answers, ctx.files.env, o), 'ps', '--all', '--format', '{{.Image}}', 'server'], { timeoutMs: 30_000 })
   const image = ps.exitCode === 0 ? ps.stdout.trim().split('\n')[0] : ''
   return image && /:[^:/]+$/.test(image) ? image.slice(image.lastIndexOf(':') + 1) : null
+}
+
+/** The backup an upgrade takes first, into the output folder's backups/; or why there is none (nothing is deployed then). */
+async function backupBeforeUpgrade(
+  ctx: Resolved,
+  from: string,
+  passphrase: string | undefined,
+  onStep: (s: DeployStep) => void,
+): Promise<{ backup: { path: string; sha256: string } } | { problem: string }> {
+  if (!passphrase)
+    return {
+      problem: `this upgrades Atrium ${from}, and an upgrade backs the site up first: give --passphrase-file FILE (the backup's passphrase), or --skip-backup if you have a backup of this moment`,
+    }
+  const found = siteServices(ctx)
+  if ('problems' in found) return { problem: `the backup before the upgrade cannot reach the site: ${found.problems.join('; ')}` }
+  const path = join(ctx.answers.outputDir, 'backups', `atrium-${from}-${new Date().toISOString().replace(/[:.]/g, '-')}.tar`)
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+  const command: Command = { file: 'installer', args: ['backup', '--output', path], title: `Back the site up before the upgrade from ${from} (${path})` }
+  onStep({ command, result: null })
+  try {
+    const r = await backupSite(ctx, found.services, { output: path, passphrase })
+    onStep({ command, result: { command: command.title, exitCode: 0, stdout: '', stderr: '', notFound: false, timedOut: false } })
+    return { backup: { path: r.path, sha256: r.sha256 } }
+  } catch (err) {
+    onStep({ command, result: { command: command.title, exitCode: 1, stdout: '', stderr: (err as Error).message, notFound: false, timedOut: false } })
+    return { problem: `the backup before the upgrade failed, so nothing was changed: ${(err as Error).message}` }
+  }
 }
 
 /** Every command an install runs, the first tenant's included (its password shown as <generated>). */
@@ -97,7 +143,7 @@ async function pushKit(answers: Answers, o: DeployOptions, runner: Runner, onSte
 export async function runInstall(ctx: Resolved, values: Record<string, string>, o: InstallOptions = {}, onStep: (s: DeployStep) => void = () => {}): Promise<InstallOutcome> {
   const runner = o.runner ?? realRun
   const { answers, files, firstAdmin: existing } = ctx
-  const base = { url: values.PUBLIC_URL || localUrl(answers, values), steps: [] as DeployStep[], created: null, existing }
+  const base: Pick<InstallOutcome, 'url' | 'steps' | 'created' | 'existing' | 'upgrade'> = { url: values.PUBLIC_URL || localUrl(answers, values), steps: [], created: null, existing }
   const missing = bundleMissing(answers, o)
   if (missing)
     return {
@@ -113,12 +159,19 @@ export async function runInstall(ctx: Resolved, values: Record<string, string>, 
   const opened = o.kit ? await openKit(o.kit, o.trust) : null
   if (opened?.problem) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${opened.problem}` }
   if (opened?.kit) o = { ...o, kitImages: opened.kit.images }
+  const from = await runningVersion(ctx, values, runner, o)
   if (answers.target === 'compose' && !o.allowSkip) {
     // The chart guards its upgrades itself; a Compose site is guarded here, before anything changes.
-    const from = await runningVersion(ctx, values, runner, o)
     const problem = from ? upgradeProblem(from, ctx.existing?.ATRIUM_VERSION || VERSION) : null
     if (problem) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${problem}` }
   }
+  let upgrade: InstallOutcome['upgrade']
+  if (from) {
+    const backup = o.skipBackup ? { backup: null } : await backupBeforeUpgrade(ctx, from, o.backupPassphrase, onStep)
+    if ('problem' in backup) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${backup.problem}` }
+    upgrade = { from, backup: backup.backup }
+  }
+  if (upgrade) Object.assign(base, { upgrade })
   if (answers.target === 'compose') prepareDataFolders(answers.dataPath, Object.values(COMPOSE_VOLUMES))
   const pushed = await pushKit(answers, o, runner, onStep)
   const deployed = pushed.ok ? await deploy(deployCommands(answers, files, { ...o, digest: pushed.digest }), runner, onStep) : { ok: false, steps: [] }
@@ -147,8 +200,17 @@ export async function runInstall(ctx: Resolved, values: Record<string, string>, 
 
 /** The summary an admin reads at the end, the same on both screens. */
 export function summaryLines(answers: Answers, o: InstallOutcome): string[] {
-  if (!o.ok) return [o.error ?? 'The install failed.']
-  const lines = [`Atrium is ready at ${o.url}.`]
+  const rollback = o.upgrade?.backup
+    ? [
+        `Backed up before the upgrade from ${o.upgrade.from}: ${o.upgrade.backup.path} (sha256 ${o.upgrade.backup.sha256}).`,
+        `To roll back to ${o.upgrade.from}: with the ${o.upgrade.from} installer, run`,
+        `  restore --answers <answers file> --input ${o.upgrade.backup.path} --passphrase-file <file> --force --yes`,
+        '(docs/operations.md, "Rollback": a release never runs on a newer schema, so going back is a restore).',
+      ]
+    : []
+  // Set only once the backup is taken, so a failure after it (the deploy, readiness) says how to go back too.
+  if (!o.ok) return [o.error ?? 'The install failed.', ...rollback]
+  const lines = [`Atrium is ready at ${o.url}.`, ...rollback]
   if (o.created) {
     lines.push(
       'The first tenant and its admin (shown once: keep them somewhere safe):',

@@ -1,5 +1,7 @@
 // The one place the installer runs commands (DESIGN.md). Everything else asks this module, so a
 // dry run, a test or an air-gapped audit has a single door to watch.
+import { spawn } from 'node:child_process'
+import type { Readable, Writable } from 'node:stream'
 import { execa } from 'execa'
 
 export interface CommandResult {
@@ -40,4 +42,43 @@ export const run: Runner = async (file, args, opts = {}) => {
     notFound: code === 'ENOENT',
     timedOut: Boolean(r.timedOut),
   }
+}
+
+export interface StreamOptions {
+  /** Settings for the program (merged over this process's environment): libpq's PGPASSWORD, say, which must not be an argument. */
+  env?: Record<string, string>
+  /** Feed the program's standard input (pg_restore reading a dump); closed at once otherwise. */
+  stdin?: boolean
+}
+
+export interface StreamedCommand {
+  /** The program's standard output, to be read as it comes (pg_dump's archive). */
+  stdout: Readable
+  /** Its standard input, when asked for. */
+  stdin: Writable | null
+  /** How it ended: stderr kept (its last 64 KB), never thrown. */
+  done: Promise<CommandResult>
+}
+
+/**
+ * Runs a program whose output or input is too big to hold (a database dump): the streams are handed
+ * over as they are, and memory stays bounded whatever their size. Never throws; `done` says how it ended.
+ */
+export function runStreaming(file: string, args: readonly string[], opts: StreamOptions = {}): StreamedCommand {
+  const child = spawn(file, args, { env: { ...process.env, ...opts.env }, stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] })
+  let stderr = ''
+  child.stderr!.setEncoding('utf8').on('data', (s: string) => {
+    stderr = (stderr + s).slice(-65_536)
+  })
+  // A reader that stops early (a failed upload) must not leave EPIPE unhandled on the child's input.
+  child.stdin?.on('error', () => {})
+  const done = new Promise<CommandResult>((resolve) => {
+    let notFound = false
+    child.on('error', (err: NodeJS.ErrnoException) => {
+      notFound = err.code === 'ENOENT'
+      if (notFound) resolve({ command: [file, ...args].join(' '), exitCode: null, stdout: '', stderr: `${file} is not installed (or not on PATH)`, notFound, timedOut: false })
+    })
+    child.on('close', (code) => resolve({ command: [file, ...args].join(' '), exitCode: code, stdout: '', stderr: stderr.trim(), notFound, timedOut: false }))
+  })
+  return { stdout: child.stdout!, stdin: child.stdin, done }
 }

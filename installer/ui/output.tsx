@@ -42,6 +42,10 @@ export function output(o: OutputOptions): Output {
       step: (s) => {
         stdout.write(stepLine(s) + '\n')
       },
+      // Progress on stderr: stdout ends with the result, which scripts read.
+      note: (line) => {
+        stderr.write(line + '\n')
+      },
     },
     result: (r) => show(reportText(r)),
   }

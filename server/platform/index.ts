@@ -6,7 +6,7 @@ import { openLocalBlobs, openS3Blobs, type Blobs } from './blobs.js'
 import { openCache, type Cache } from './cache.js'
 import { openDb, type Db } from './db.js'
 import { decideLicense, LicenseRefused, startLicense, type License, type LicenseOptions } from './license.js'
-import { migrate } from './migrate.js'
+import { migrate, refuseNewerSchema } from './migrate.js'
 import { createSecrets, loadMasterKey, type Secrets } from './secrets.js'
 import { compilePolicy, outboundPolicyOf } from './outbound.js'
 import { tenantStorage, type Storage } from './storage.js'
@@ -50,7 +50,7 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
     if (opts.migrate ?? config.MIGRATE_ON_START) {
       const applied = await migrate(db.sql)
       if (applied.length) log.info({ applied }, 'database migrations applied')
-    }
+    } else await refuseNewerSchema(db.sql)
     // Before the license says where it stands, so that it says so by the trusted time.
     await checkClock(db, time)
     clockLag(log, time)

@@ -35,8 +35,30 @@ export class MigrationError extends Error {
   override name = 'MigrationError'
 }
 
-/** Returns the versions this call applied (empty when the database was current). */
+/**
+ * The migrations the database has and this release does not: a newer release migrated it. Rollback
+ * is a restore (docs/operations.md, "Rollback"): migrations only go forward, and a release never
+ * runs on a schema it does not know, whose columns and rules it could break without noticing.
+ */
+export async function newerMigrations(sql: Sql, migrations = loadMigrations()): Promise<number[]> {
+  const [table] = await sql<{ exists: boolean }[]>`select to_regclass('atrium_migrations') is not null as exists`
+  if (!table?.exists) return []
+  const known = new Set(migrations.map((m) => m.version))
+  return (await sql<{ version: number }[]>`select version from atrium_migrations order by version`).map((r) => r.version).filter((v) => !known.has(v))
+}
+
+/** Refuses a database a newer release migrated, saying what to do instead. */
+export async function refuseNewerSchema(sql: Sql, migrations = loadMigrations()): Promise<void> {
+  const newer = await newerMigrations(sql, migrations)
+  if (!newer.length) return
+  throw new MigrationError(
+    `the database schema has migration ${newer.at(-1)}, newer than this release's ${migrations.at(-1)?.version ?? 0}: a newer Atrium upgraded it, and this release cannot run on it. Run that release, or go back by restoring the backup taken before the upgrade (installer restore; docs/operations.md, "Rollback")`,
+  )
+}
+
+/** Returns the versions this call applied (empty when the database was current); refuses a database a newer release migrated. */
 export async function migrate(sql: Sql, migrations = loadMigrations()): Promise<number[]> {
+  await refuseNewerSchema(sql, migrations)
   const applied: number[] = []
   for (const m of migrations) {
     const did = await sql.begin(async (tx) => {
@@ -72,8 +94,8 @@ export async function pendingMigrations(sql: Sql, migrations = loadMigrations())
 
 /**
  * Waits until every migration of this release is applied by someone else (the chart's migration
- * Job): server pods start on a current schema without racing to migrate. A database that already
- * has a version newer than this release is fine (a rollback of the pods during an upgrade).
+ * Job): server pods start on a current schema without racing to migrate. A database a newer
+ * release migrated is refused at once (refuseNewerSchema): waiting would not make it older.
  */
 export async function waitForMigrations(sql: Sql, o: { timeoutMs: number; intervalMs?: number; migrations?: Migration[] }): Promise<{ ok: boolean; pending: number[] }> {
   const until = Date.now() + o.timeoutMs
@@ -81,8 +103,10 @@ export async function waitForMigrations(sql: Sql, o: { timeoutMs: number; interv
   for (;;) {
     let pending: number[]
     try {
+      await refuseNewerSchema(sql, migrations)
       pending = await pendingMigrations(sql, migrations)
-    } catch {
+    } catch (err) {
+      if (err instanceof MigrationError) throw err
       pending = migrations.map((m) => m.version) // database not reachable yet: keep waiting
     }
     if (!pending.length) return { ok: true, pending }

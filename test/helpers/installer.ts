@@ -4,8 +4,20 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Test } from 'tap'
+import type { Runner } from '../../installer/deploy/run.js'
 import { finished, spawnScript } from './cli.js'
 import { freshBucket, services, suffix, tempDir } from './platform.js'
+
+/** Every tool is installed, new enough, and every command it is asked to run works; the calls are kept. */
+export function tools() {
+  const calls: string[] = []
+  const runner: Runner = async (file, args) => {
+    const command = [file, ...args].join(' ')
+    calls.push(command)
+    return { command, exitCode: 0, stdout: 'version 99.0.0', stderr: '', notFound: false, timedOut: false }
+  }
+  return { runner, calls }
+}
 
 export const installer = (args: string[], env: Record<string, string> = {}, o: { cwd?: string } = {}) => finished(spawnScript('installer/cli.ts', args, env, o))
 

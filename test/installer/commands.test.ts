@@ -17,18 +17,8 @@ import { ID, writeKit } from '../helpers/kit.js'
 import { testVendor } from '../helpers/license.js'
 import { testEnv, tempDir } from '../helpers/platform.js'
 import { serverProcess } from '../helpers/cli.js'
+import { tools } from '../helpers/installer.js'
 import { VERSION } from '../../common/version.js'
-
-/** Every tool is installed, new enough, and every command it is asked to run works. */
-function tools() {
-  const calls: string[] = []
-  const runner: Runner = async (file, args) => {
-    const command = [file, ...args].join(' ')
-    calls.push(command)
-    return { command, exitCode: 0, stdout: 'version 99.0.0', stderr: '', notFound: false, timedOut: false }
-  }
-  return { runner, calls }
-}
 
 /** A compose site in a temporary folder, nothing written yet; no license, so the license check fails. */
 function site(t: Parameters<typeof tempDir>[0], over: Partial<Answers> = {}, config: Answers['config'] = {}): Resolved {
@@ -202,12 +192,12 @@ t.test('install over a running Atrium: its port is recognised as the one the ins
   const running = await serverProcess(t, await testEnv(t))
   const ctx = site(t, {}, { PORT: String(running.port) })
   const { runner, calls } = tools()
-  const r = await installCommand(ctx, { runner, ignoreFailed: true })
+  const r = await installCommand(ctx, { runner, ignoreFailed: true, skipBackup: true })
   t.match(
     r.checks.find((c) => c.id === 'ports'),
     { status: 'pass', found: new RegExp(`^${running.port} in use by Atrium ${VERSION} \\(the install replaces it\\)`) },
   )
-  t.match(r, { exitCode: EXIT.ok, stage: 'done', ready: true })
+  t.match(r, { exitCode: EXIT.ok, stage: 'done', ready: true, upgrade: { from: VERSION, backup: null } })
   t.ok(
     calls.some((c) => c.includes(' up --detach')),
     'deployed',
@@ -235,7 +225,7 @@ t.test('a Compose upgrade that goes back a version or skips one is refused befor
     calls.some((c) => c.includes(' up ') || c.includes('volume create')),
     'nothing deployed',
   )
-  const allowed = await installCommand(ctx, { runner, ignoreFailed: true, allowSkip: true })
+  const allowed = await installCommand(ctx, { runner, ignoreFailed: true, allowSkip: true, skipBackup: true })
   t.match(allowed, { stage: 'done', deployed: true }, 'let through: deployed')
 })
 

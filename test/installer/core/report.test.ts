@@ -72,6 +72,7 @@ t.test('install ends on the deploy: the commands of a dry run, the summary, or t
     deploy: [],
     steps: [],
     stage: 'done',
+    upgrade: null,
     deployed: true,
     ready: true,
     url: 'https://atrium.example.com',

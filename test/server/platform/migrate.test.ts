@@ -2,7 +2,9 @@ import t from 'tap'
 import { loadMigrations, migrate, pendingMigrations, waitForMigrations } from '../../../server/platform/migrate.js'
 import { admin } from '../../helpers/cli.js'
 import postgres from 'postgres'
-import { freshDatabase, services, suffix, testEnv, testPlatform } from '../../helpers/platform.js'
+import { configFrom, freshDatabase, services, suffix, testEnv, testPlatform } from '../../helpers/platform.js'
+import { openPlatform } from '../../../server/platform/index.js'
+import { createLogger } from '../../../server/logger.js'
 
 const all = loadMigrations()
 
@@ -45,7 +47,7 @@ t.test('a migrated database records each migration once', async (t) => {
 
 t.test('a migration edited after it was applied is refused', async (t) => {
   const { db } = await testPlatform(t)
-  const edited = [{ ...all[0]!, sql: all[0]!.sql + '\n-- edited', checksum: 'different' }]
+  const edited = [{ ...all[0]!, sql: all[0]!.sql + '\n-- edited', checksum: 'different' }, ...all.slice(1)]
   await t.rejects(migrate(db.sql, edited), { name: 'MigrationError', message: /1_foundation was changed after it was applied/ })
 })
 
@@ -104,4 +106,25 @@ t.test('pendingMigrations lists what this release knows and the database lacks',
   const next = { version: all.at(-1)!.version + 1, name: 'next', sql: 'select 1', checksum: 'n' }
   t.same(await pendingMigrations(db.sql, [...all, next]), [next.version])
   t.same(await waitForMigrations(db.sql, { timeoutMs: 50, intervalMs: 10, migrations: [...all, next] }), { ok: false, pending: [next.version] })
+})
+
+t.test('a database a newer release migrated is refused by migrate, wait-for-migrations and the server, which name the rollback: a restore', async (t) => {
+  const env = await testEnv(t)
+  // Opened and closed here: the embedded database has one owner at a time, and the CLI below needs it.
+  const platform = await openPlatform(configFrom(env), createLogger('silent'))
+  const last = all.at(-1)!.version
+  const said = new RegExp(`schema has migration ${last + 1}, newer than this release's ${last}: .*restoring the backup taken before the upgrade`)
+  try {
+    await platform.db.sql`insert into atrium_migrations (version, name, checksum) values (${last + 1}, 'from_a_newer_release', 'n')`
+    await t.rejects(migrate(platform.db.sql), { name: 'MigrationError', message: said })
+    await t.rejects(waitForMigrations(platform.db.sql, { timeoutMs: 60_000 }), { name: 'MigrationError', message: said }, 'at once, not after the wait')
+  } finally {
+    await platform.close()
+  }
+  for (const MIGRATE_ON_START of ['true', 'false']) {
+    const refused = await admin(['migrate'], { ...env, MIGRATE_ON_START })
+    t.equal(refused.code, 1)
+    t.match(refused.stderr, said)
+    await t.rejects(testPlatform(t, { ...env, MIGRATE_ON_START }), { message: said }, `the server does not start (MIGRATE_ON_START=${MIGRATE_ON_START})`)
+  }
 })

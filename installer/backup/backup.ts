@@ -1,0 +1,261 @@
+// `installer backup`: one archive of the whole site (backup/tar.ts). In order: the configuration,
+// encrypted with the admin's passphrase (it holds ENCRYPTION_MASTER_KEY); every object of every
+// bucket the site keeps objects in; the database in pg_dump's custom format; objects.jsonl (each
+// object's store, key, size and SHA-256); then manifest.json. pg_dump runs while the objects are
+// copied, into a file beside the archive (a tar entry's size comes before its bytes), so the two
+// slowest parts overlap. The archive is written as NAME.partial and renamed when it is whole: a
+// failed backup leaves no file that looks like a backup.
+import { createReadStream, createWriteStream, rmSync, renameSync, statSync } from 'node:fs'
+import { once } from 'node:events'
+import { pipeline } from 'node:stream/promises'
+import { Client } from 'minio'
+import { VERSION } from '../../common/version.js'
+import { parseVersion } from '../../common/versions.js'
+import { run, runStreaming } from '../deploy/run.js'
+import { FORMAT, PART, macText, objectEntry, type BackupManifest, type IndexLine, type StoreSummary } from './manifest.js'
+import { macOf, seal } from './seal.js'
+import type { DatabaseAccess, SiteServices, Store } from './site.js'
+import { TarWriter } from './tar.js'
+import { configurationFiles } from './configuration.js'
+import type { Resolved } from '../core/context.js'
+
+/** Something in the way of a backup or restore: said to the admin as it is (exit 1). */
+export class SiteDataError extends Error {
+  override name = 'SiteDataError'
+}
+
+export interface BackupProgress {
+  phase: 'objects' | 'database' | 'done'
+  objects: number
+  objectBytes: number
+  databaseBytes: number
+}
+
+export interface BackupOptions {
+  output: string
+  passphrase: string
+  /** The site's configuration files by name (.env, answers.yaml...), as they are on disk. */
+  configuration: Record<string, string>
+  target: 'compose' | 'helm'
+  /** Objects fetched ahead of the one being written (their requests overlap the copy). */
+  lookahead?: number
+  onProgress?: (p: BackupProgress) => void
+}
+
+export interface BackupResult {
+  path: string
+  bytes: number
+  /** Of the whole file, as `sha256sum` prints it. */
+  sha256: string
+  manifest: BackupManifest
+}
+
+export const s3Of = (s: Store): Client => {
+  const url = new URL(s.endpoint)
+  return new Client({
+    endPoint: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: Number(url.port) || undefined,
+    useSSL: url.protocol === 'https:',
+    accessKey: s.accessKey,
+    secretKey: s.secretKey,
+    region: s.region,
+    pathStyle: true,
+  })
+}
+
+/** One psql query's single value (the text of one row and column); the tool's own message when it fails. */
+export async function pgValue(db: DatabaseAccess, query: string): Promise<string> {
+  const c = db.command('psql', ['--no-psqlrc', '--tuples-only', '--no-align', '--quiet', '--set', 'ON_ERROR_STOP=1', '--command', query])
+  const r = await run(c.file, c.args, { env: c.env, timeoutMs: 300_000 })
+  if (r.notFound) throw new SiteDataError(`psql is not installed on this machine: install PostgreSQL's client tools (${db.where} is reached with psql, pg_dump and pg_restore)`)
+  if (r.exitCode !== 0) throw new SiteDataError(`${db.where}: ${r.stderr.trim() || `psql exited ${r.exitCode}`}`)
+  return r.stdout.trim()
+}
+
+export interface DatabaseFacts {
+  server: number
+  schema: number
+  tables: Record<string, number>
+}
+
+// Counted through query_to_xml, so one statement counts every table whatever its name, and the
+// migrations table is read only when it exists (a statement naming a missing table fails to parse).
+const FACTS_SQL = `select json_build_object(
+  'server', current_setting('server_version_num')::int,
+  'schema', case when to_regclass('public.atrium_migrations') is null then 0
+    else (xpath('/row/v/text()', query_to_xml('select coalesce(max(version), 0) as v from public.atrium_migrations', false, true, '')))[1]::text::int end,
+  'tables', coalesce((select json_object_agg(c.relname, (xpath('/row/v/text()', query_to_xml(format('select count(*) as v from %I.%I', n.nspname, c.relname), false, true, '')))[1]::text::bigint order by c.relname)
+    from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind in ('r', 'p')), '{}'::json))`
+
+export async function databaseFacts(db: DatabaseAccess): Promise<DatabaseFacts> {
+  return JSON.parse(await pgValue(db, FACTS_SQL)) as DatabaseFacts
+}
+
+/** A client tool's major version (`pg_dump (PostgreSQL) 15.20 (Debian...)`), or why it cannot be used. */
+export async function toolMajor(db: DatabaseAccess, tool: 'pg_dump' | 'pg_restore'): Promise<{ major: number; text: string }> {
+  const c = db.bare(tool, ['--version'])
+  const r = await run(c.file, c.args)
+  if (r.notFound || r.exitCode !== 0)
+    throw new SiteDataError(
+      `${tool} is not installed on this machine: install PostgreSQL's client tools, version ${db.inContainer ? 'of the bundled PostgreSQL' : 'at least the server’s'} (Debian: apt-get install postgresql-client-NN)`,
+    )
+  const v = parseVersion(r.stdout)
+  return { major: v?.[0] ?? 0, text: r.stdout.trim() }
+}
+
+/** pg_dump cannot dump a newer server than itself: the version needed, said before anything is written. */
+export function dumpToolProblem(tool: number, server: number): string | null {
+  const major = Math.floor(server / 10_000)
+  return tool < major ? `pg_dump ${tool} cannot back up PostgreSQL ${major}: install PostgreSQL ${major}'s client tools (or newer) on this machine` : null
+}
+
+/** Lists a store's objects lazily (one page at a time), for the copy to pull from. */
+async function* listStore(client: Client, store: Store): AsyncGenerator<{ name: string; size: number }> {
+  try {
+    for await (const o of client.listObjectsV2(store.bucket, '', true) as AsyncIterable<{ name?: string; size: number }>) if (o.name !== undefined) yield { name: o.name, size: o.size }
+  } catch (err) {
+    throw new SiteDataError(`cannot list the bucket ${store.bucket} at ${store.endpoint}: ${(err as { code?: string }).code ?? (err as Error).message}`)
+  }
+}
+
+type Fetched = { name: string; size: number; body: Promise<AsyncIterable<Buffer> & { headers?: Record<string, string> }> }
+
+/** The objects in order, each one's GET started `ahead` objects before it is written. */
+async function* prefetched(client: Client, store: Store, ahead: number): AsyncGenerator<Fetched> {
+  const queue: Fetched[] = []
+  for await (const o of listStore(client, store)) {
+    const body = client.getObject(store.bucket, o.name) as Promise<AsyncIterable<Buffer> & { headers?: Record<string, string> }>
+    body.catch(() => {}) // awaited in turn below; a failure is reported there
+    queue.push({ ...o, body })
+    if (queue.length > ahead) yield queue.shift()!
+  }
+  yield* queue
+}
+
+/** Writes the backup; on any failure removes what it wrote and throws. */
+export async function writeBackup(site: SiteServices, o: BackupOptions): Promise<BackupResult> {
+  const partial = `${o.output}.partial`
+  const spool = `${o.output}.dump.partial`
+  const indexPath = `${o.output}.index.partial`
+  for (const p of [o.output, partial]) {
+    try {
+      statSync(p)
+      throw new SiteDataError(`${p} exists: give a new file name (a backup never overwrites one)`)
+    } catch (err) {
+      if (err instanceof SiteDataError) throw err
+    }
+  }
+  const db = site.database
+  const facts = await databaseFacts(db)
+  const dumpTool = await toolMajor(db, 'pg_dump')
+  const noDump = dumpToolProblem(dumpTool.major, facts.server)
+  if (noDump) throw new SiteDataError(noDump)
+  const tar = new TarWriter(partial)
+  const progress: BackupProgress = { phase: 'objects', objects: 0, objectBytes: 0, databaseBytes: 0 }
+  // Row-level security stays on for the dump: the owner sees every row through atrium_system's policy.
+  const dumpCmd = db.command('pg_dump', ['--format=custom', '--enable-row-security', '--no-password'])
+  const dump = runStreaming(dumpCmd.file, dumpCmd.args, { env: dumpCmd.env })
+  const spooled = pipeline(dump.stdout, createWriteStream(spool, { flags: 'wx', mode: 0o600 })).catch((err: Error) => err)
+  const index = createWriteStream(indexPath, { flags: 'wx', mode: 0o600 })
+  try {
+    const sealed = seal(Buffer.from(JSON.stringify({ files: o.configuration })), o.passphrase)
+    const config = await tar.entry(PART.configuration, sealed.data.length, sealed.data)
+    const stores: StoreSummary[] = []
+    for (const store of site.stores) {
+      const client = s3Of(store)
+      const summary: StoreSummary = { name: store.name, bucket: store.bucket, count: 0, bytes: 0 }
+      for await (const f of prefetched(client, store, o.lookahead ?? 4)) {
+        let body
+        try {
+          body = await f.body
+        } catch (err) {
+          throw new SiteDataError(`cannot read ${f.name} from the bucket ${store.bucket}: ${(err as { code?: string }).code ?? (err as Error).message}`)
+        }
+        const contentType = body.headers?.['content-type']
+        const written = await tar.entry(objectEntry(store.name, f.name), f.size, body, { attributes: contentType ? { 'user.mime_type': contentType } : {} })
+        const line: IndexLine = { store: store.name, key: f.name, size: f.size, sha256: written.sha256, ...(contentType ? { contentType } : {}) }
+        if (!index.write(JSON.stringify(line) + '\n')) await once(index, 'drain')
+        summary.count++
+        summary.bytes += f.size
+        progress.objects++
+        progress.objectBytes += f.size
+        o.onProgress?.(progress)
+      }
+      stores.push(summary)
+    }
+    index.end()
+    await once(index, 'close')
+    progress.phase = 'database'
+    o.onProgress?.(progress)
+    const [ended, spoolError] = await Promise.all([dump.done, spooled])
+    if (ended.exitCode !== 0 || spoolError) throw new SiteDataError(`pg_dump failed on ${db.where}: ${ended.stderr || (spoolError as Error | undefined)?.message || `exit ${ended.exitCode}`}`)
+    const dumpBytes = statSync(spool).size
+    progress.databaseBytes = dumpBytes
+    const database = await tar.entry(PART.database, dumpBytes, createReadStream(spool, { highWaterMark: 1 << 20 }))
+    const indexBytes = statSync(indexPath).size
+    const indexed = await tar.entry(PART.index, indexBytes, createReadStream(indexPath, { highWaterMark: 1 << 20 }))
+    const body: Omit<BackupManifest, 'mac'> = {
+      format: FORMAT,
+      atriumVersion: VERSION,
+      schemaVersion: facts.schema,
+      createdAt: new Date().toISOString(),
+      target: o.target,
+      configuration: { file: PART.configuration, bytes: config.bytes, sha256: config.sha256, encryption: sealed.params },
+      database: { file: PART.database, bytes: database.bytes, sha256: database.sha256, serverVersion: facts.server, dumpedWith: dumpTool.text, tables: facts.tables },
+      objects: {
+        index: PART.index,
+        indexBytes,
+        indexSha256: indexed.sha256,
+        count: stores.reduce((n, s) => n + s.count, 0),
+        bytes: stores.reduce((n, s) => n + s.bytes, 0),
+        stores,
+      },
+      archive: { sha256: tar.digest() },
+    }
+    const manifest: BackupManifest = { ...body, mac: macOf(sealed.keys, macText(body)) }
+    await tar.entry(PART.manifest, Buffer.byteLength(JSON.stringify(manifest, null, 2)), Buffer.from(JSON.stringify(manifest, null, 2)))
+    await tar.finish()
+    const sha256 = tar.digest()
+    renameSync(partial, o.output)
+    progress.phase = 'done'
+    o.onProgress?.(progress)
+    return { path: o.output, bytes: tar.bytes, sha256, manifest }
+  } catch (err) {
+    tar.destroy()
+    index.destroy()
+    dump.stdout.destroy()
+    rmSync(partial, { force: true })
+    throw err
+  } finally {
+    await Promise.all([dump.done, spooled])
+    rmSync(spool, { force: true })
+    rmSync(indexPath, { force: true })
+  }
+}
+
+/** Progress in words, at most every two seconds (and at each phase's start): for the admin's terminal. */
+export function progressLines(say: (line: string) => void, everyMs = 2000): (p: BackupProgress) => void {
+  let last = 0
+  let phase = ''
+  const mb = (n: number) => `${(n / 1_048_576).toFixed(1)} MB`
+  return (p) => {
+    const now = Date.now()
+    if (p.phase === phase && now - last < everyMs) return
+    phase = p.phase
+    last = now
+    if (p.phase === 'objects') say(`  objects: ${p.objects} (${mb(p.objectBytes)})`)
+    else if (p.phase === 'database') say(`  objects: ${p.objects} (${mb(p.objectBytes)}), done; the database next`)
+    else say(`  done: ${p.objects} objects (${mb(p.objectBytes)}), database dump ${mb(p.databaseBytes)}`)
+  }
+}
+
+/** The site's backup as the installer takes it (`backup`, and `install` before an upgrade): its configuration files included. */
+export function backupSite(ctx: Resolved, site: SiteServices, o: { output: string; passphrase: string; say?: (line: string) => void }): Promise<BackupResult> {
+  return writeBackup(site, {
+    output: o.output,
+    passphrase: o.passphrase,
+    configuration: configurationFiles(ctx.answers.outputDir),
+    target: ctx.files.target,
+    onProgress: o.say ? progressLines(o.say) : undefined,
+  })
+}
