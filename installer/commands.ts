@@ -40,8 +40,9 @@ import {
   type KitTrust,
 } from './deploy/airgap.js'
 import { chartFullname, deploy, failedStep, kitRegistryProblem, type Command, type DeployStep } from './deploy/deploy.js'
-import { installPlan, runInstall, summaryLines } from './deploy/install.js'
+import { installPlan, runInstall, runningVersion, summaryLines } from './deploy/install.js'
 import { run, type Runner } from './deploy/run.js'
+import { VERSION } from '../common/version.js'
 import { SiteDataError, backupSite } from './backup/backup.js'
 import { archivedMasterKey, masterKeyProblem, restoreState } from './backup/configuration.js'
 import type { BackupManifest } from './backup/manifest.js'
@@ -245,22 +246,28 @@ export async function backupCommand(ctx: Resolved, o: CommandOptions = {}, progr
   const { services, passphrase, path } = siteDataInput(ctx, o, 'backup')
   const report: BackupReport = { command: 'backup', exitCode: EXIT.ok, path, bytes: 0, sha256: '', backup: null, error: null }
   try {
-    const r = await backupSite(ctx, services, { output: path, passphrase, say: progress.note })
+    // The version the site runs is the one its data belongs to (a restore with that release's installer must accept it).
+    const version = (await runningVersion(ctx, siteConfig(ctx), o.runner ?? run)) ?? (ctx.existing?.ATRIUM_VERSION || VERSION)
+    const r = await backupSite(ctx, services, { output: path, passphrase, version, say: progress.note })
     return { ...report, bytes: r.bytes, sha256: r.sha256, backup: summaryOf(r.manifest) }
   } catch (err) {
     return { ...report, exitCode: EXIT.error, error: `No backup was written: ${(err as Error).message}` }
   }
 }
 
-/** The site's server stopped while its data is replaced (it would write into a half-restored site). */
-function stopCommand(ctx: Resolved): Command {
-  return ctx.files.target === 'compose'
-    ? { file: 'docker', args: [...composeArgs(ctx.answers, ctx.files.env), 'stop', 'server'], title: 'Stop the server while the data is restored' }
-    : {
-        file: 'kubectl',
-        args: ['--namespace', ctx.answers.namespace, 'scale', `deployment/${chartFullname(ctx.answers.release)}`, '--replicas=0'],
-        title: 'Scale the server to 0 while the data is restored',
-      }
+/** The site's server stopped while its data is replaced (it would write into a half-restored site); on Kubernetes, until its pods are gone. */
+function stopCommands(ctx: Resolved): Command[] {
+  if (ctx.files.target === 'compose') return [{ file: 'docker', args: [...composeArgs(ctx.answers, ctx.files.env), 'stop', 'server'], title: 'Stop the server while the data is restored' }]
+  const ns = ['--namespace', ctx.answers.namespace]
+  return [
+    { file: 'kubectl', args: [...ns, 'scale', `deployment/${chartFullname(ctx.answers.release)}`, '--replicas=0'], title: 'Scale the server to 0 while the data is restored' },
+    {
+      file: 'kubectl',
+      args: [...ns, 'wait', '--for=delete', 'pod', '--selector', `app.kubernetes.io/instance=${ctx.answers.release},app.kubernetes.io/component=server`, '--timeout=180s'],
+      title: "Wait until the server's pods are gone",
+      timeoutMs: 200_000,
+    },
+  ]
 }
 
 /** Checks the archive and the target (nothing changes when either is refused), stops the server, restores, then deploys: the migrations run up and the server starts. */
@@ -290,11 +297,10 @@ export async function restoreCommand(ctx: Resolved, o: CommandOptions = {}, prog
   const runner = o.runner ?? run
   const steps: StepReport[] = []
   if (ctx.existing) {
-    const stop = stopCommand(ctx)
-    progress.step?.({ command: stop, result: null })
-    const stopped = await runner(stop.file, stop.args, { timeoutMs: 120_000 })
-    progress.step?.({ command: stop, result: stopped })
-    steps.push(stepReport({ command: stop, result: stopped }))
+    const stopped = await deploy(stopCommands(ctx), runner, progress.step)
+    steps.push(...stopped.steps.map(stepReport))
+    if (!stopped.ok)
+      return { ...report, backup: summary, steps, exitCode: EXIT.error, error: `Not restored: the server could not be stopped, so nothing was changed: ${failedStep(stopped.steps, 2000)}` }
   }
   try {
     await applyRestore(services, path, prepared, {

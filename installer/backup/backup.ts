@@ -37,6 +37,8 @@ export interface BackupOptions {
   /** The site's configuration files by name (.env, answers.yaml...), as they are on disk. */
   configuration: Record<string, string>
   target: 'compose' | 'helm'
+  /** The Atrium version the site runs (what a restore compares with its own); this installer's when not known. */
+  version?: string
   /** Objects fetched ahead of the one being written (their requests overlap the copy). */
   lookahead?: number
   onProgress?: (p: BackupProgress) => void
@@ -118,18 +120,36 @@ async function* listStore(client: Client, store: Store): AsyncGenerator<{ name: 
   }
 }
 
-type Fetched = { name: string; size: number; body: Promise<AsyncIterable<Buffer> & { headers?: Record<string, string> }> }
+type Body = AsyncIterable<Buffer> & { headers?: Record<string, string | undefined>; destroy?: () => void }
+type Fetched = { name: string; size: number; body: Promise<Body | null> }
 
-/** The objects in order, each one's GET started `ahead` objects before it is written. */
+const gone = (err: unknown) => ['NoSuchKey', 'NotFound'].includes((err as { code?: string }).code ?? '')
+
+/**
+ * The objects in order, each one's GET started `ahead` objects before it is written. An object
+ * deleted since it was listed resolves to null (a live site's objects come and go). Bodies fetched
+ * but never written (the backup failed) are closed, so no socket keeps the process alive.
+ */
 async function* prefetched(client: Client, store: Store, ahead: number): AsyncGenerator<Fetched> {
   const queue: Fetched[] = []
-  for await (const o of listStore(client, store)) {
-    const body = client.getObject(store.bucket, o.name) as Promise<AsyncIterable<Buffer> & { headers?: Record<string, string> }>
-    body.catch(() => {}) // awaited in turn below; a failure is reported there
-    queue.push({ ...o, body })
-    if (queue.length > ahead) yield queue.shift()!
+  try {
+    for await (const o of listStore(client, store)) {
+      const body = (client.getObject(store.bucket, o.name) as Promise<Body>).catch((err: unknown) => {
+        if (gone(err)) return null
+        throw new SiteDataError(`cannot read ${o.name} from the bucket ${store.bucket}: ${(err as { code?: string }).code ?? (err as Error).message}`)
+      })
+      body.catch(() => {}) // awaited in turn; a failure is reported there
+      queue.push({ ...o, body })
+      if (queue.length > ahead) yield queue.shift()!
+    }
+    while (queue.length) yield queue.shift()!
+  } finally {
+    for (const f of queue)
+      void f.body.then(
+        (b) => b?.destroy?.(),
+        () => {},
+      )
   }
-  yield* queue
 }
 
 /** Writes the backup; on any failure removes what it wrote and throws. */
@@ -137,10 +157,10 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
   const partial = `${o.output}.partial`
   const spool = `${o.output}.dump.partial`
   const indexPath = `${o.output}.index.partial`
-  for (const p of [o.output, partial]) {
+  for (const p of [o.output, partial, spool, indexPath]) {
     try {
       statSync(p)
-      throw new SiteDataError(`${p} exists: give a new file name (a backup never overwrites one)`)
+      throw new SiteDataError(p === o.output ? `${p} exists: give a new file name (a backup never overwrites one)` : `${p} is left from a backup that did not finish: remove it, or give another name`)
     } catch (err) {
       if (err instanceof SiteDataError) throw err
     }
@@ -157,6 +177,9 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
   const dump = runStreaming(dumpCmd.file, dumpCmd.args, { env: dumpCmd.env })
   const spooled = pipeline(dump.stdout, createWriteStream(spool, { flags: 'wx', mode: 0o600 })).catch((err: Error) => err)
   const index = createWriteStream(indexPath, { flags: 'wx', mode: 0o600 })
+  // Kept and thrown at the next step (a full disk, say): never an unhandled 'error' event.
+  let indexFailed: Error | null = null
+  index.on('error', (err) => (indexFailed ??= err))
   try {
     const sealed = seal(Buffer.from(JSON.stringify({ files: o.configuration })), o.passphrase)
     const config = await tar.entry(PART.configuration, sealed.data.length, sealed.data)
@@ -165,24 +188,24 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
       const client = s3Of(store)
       const summary: StoreSummary = { name: store.name, bucket: store.bucket, count: 0, bytes: 0 }
       for await (const f of prefetched(client, store, o.lookahead ?? 4)) {
-        let body
-        try {
-          body = await f.body
-        } catch (err) {
-          throw new SiteDataError(`cannot read ${f.name} from the bucket ${store.bucket}: ${(err as { code?: string }).code ?? (err as Error).message}`)
-        }
+        const body = await f.body
+        if (!body) continue // deleted since it was listed
+        // The size of what is read (the object may have been replaced since it was listed).
+        const size = Number(body.headers?.['content-length'] ?? f.size)
         const contentType = body.headers?.['content-type']
-        const written = await tar.entry(objectEntry(store.name, f.name), f.size, body, { attributes: contentType ? { 'user.mime_type': contentType } : {} })
-        const line: IndexLine = { store: store.name, key: f.name, size: f.size, sha256: written.sha256, ...(contentType ? { contentType } : {}) }
+        const written = await tar.entry(objectEntry(store.name, f.name), size, body, { attributes: contentType ? { 'user.mime_type': contentType } : {} })
+        const line: IndexLine = { store: store.name, key: f.name, size, sha256: written.sha256, ...(contentType ? { contentType } : {}) }
+        if (indexFailed) throw indexFailed
         if (!index.write(JSON.stringify(line) + '\n')) await once(index, 'drain')
         summary.count++
-        summary.bytes += f.size
+        summary.bytes += size
         progress.objects++
-        progress.objectBytes += f.size
+        progress.objectBytes += size
         o.onProgress?.(progress)
       }
       stores.push(summary)
     }
+    if (indexFailed) throw indexFailed
     index.end()
     await once(index, 'close')
     progress.phase = 'database'
@@ -196,7 +219,7 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
     const indexed = await tar.entry(PART.index, indexBytes, createReadStream(indexPath, { highWaterMark: 1 << 20 }))
     const body: Omit<BackupManifest, 'mac'> = {
       format: FORMAT,
-      atriumVersion: VERSION,
+      atriumVersion: o.version ?? VERSION,
       schemaVersion: facts.schema,
       createdAt: new Date().toISOString(),
       target: o.target,
@@ -223,6 +246,7 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
   } catch (err) {
     tar.destroy()
     index.destroy()
+    dump.kill()
     dump.stdout.destroy()
     rmSync(partial, { force: true })
     throw err
@@ -250,10 +274,11 @@ export function progressLines(say: (line: string) => void, everyMs = 2000): (p: 
 }
 
 /** The site's backup as the installer takes it (`backup`, and `install` before an upgrade): its configuration files included. */
-export function backupSite(ctx: Resolved, site: SiteServices, o: { output: string; passphrase: string; say?: (line: string) => void }): Promise<BackupResult> {
+export function backupSite(ctx: Resolved, site: SiteServices, o: { output: string; passphrase: string; version: string; say?: (line: string) => void }): Promise<BackupResult> {
   return writeBackup(site, {
     output: o.output,
     passphrase: o.passphrase,
+    version: o.version,
     configuration: configurationFiles(ctx.answers.outputDir),
     target: ctx.files.target,
     onProgress: o.say ? progressLines(o.say) : undefined,

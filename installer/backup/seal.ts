@@ -69,4 +69,29 @@ export function unseal(data: Buffer, keys: Keys, params: SealParams): Buffer | n
 
 export const macOf = (keys: Keys, text: string): string => createHmac('sha256', keys.mac).update(text).digest('hex')
 
-export const sameMac = (a: string, b: string): boolean => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b))
+/** Compared as the bytes the hex names, in constant time; anything that is not 32 bytes of hex is no match. */
+export function sameMac(a: string, b: string): boolean {
+  const hex = /^[0-9a-f]{64}$/
+  return hex.test(a) && hex.test(b) && timingSafeEqual(Buffer.from(a, 'hex'), Buffer.from(b, 'hex'))
+}
+
+/** Why the manifest's KDF parameters cannot be used (they are read before its MAC can be checked): bounded, so a damaged or hostile archive cannot make scrypt take the machine. */
+export function paramsProblem(p: Partial<SealParams>): string | null {
+  const ok =
+    p.cipher === 'aes-256-gcm' &&
+    p.kdf === 'scrypt' &&
+    Number.isInteger(p.N) &&
+    p.N! >= 2 ** 14 &&
+    p.N! <= 2 ** 20 &&
+    (p.N! & (p.N! - 1)) === 0 &&
+    Number.isInteger(p.r) &&
+    p.r! >= 1 &&
+    p.r! <= 16 &&
+    Number.isInteger(p.p) &&
+    p.p! >= 1 &&
+    p.p! <= 4 &&
+    typeof p.salt === 'string' &&
+    typeof p.iv === 'string' &&
+    Buffer.from(p.iv, 'base64').length === 12
+  return ok ? null : 'its encryption parameters are not ones this installer uses'
+}

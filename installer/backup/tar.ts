@@ -39,11 +39,13 @@ const checksum = (h: Buffer): number => {
 }
 
 /** One pax record: "<length> <key>=<value>\n", where the length counts itself. */
-function paxRecord(key: string, value: string): string {
+export function paxRecord(key: string, value: string): string {
   const body = ` ${key}=${value}\n`
-  let len = Buffer.byteLength(body)
-  while (String(len + String(len).length).length !== String(len).length) len++
-  return `${len + String(len).length}${body}`
+  const bytes = Buffer.byteLength(body)
+  // The smallest n with n = bytes + digits(n): 98 bytes make 101, not 100 (which has 3 digits).
+  let n = bytes + 1
+  while (n !== bytes + String(n).length) n++
+  return `${n}${body}`
 }
 
 /**
@@ -173,6 +175,10 @@ class ByteReader {
     return out
   }
 
+  async close(): Promise<void> {
+    await this.it.return?.()
+  }
+
   private consumed(b: Buffer) {
     this.hash.update(b)
     this.offset += b.length
@@ -216,6 +222,15 @@ function parsePax(data: Buffer): Record<string, string> {
 /** The entries of a tar stream, in order. Each header's checksum is checked; an archive cut short is an error. */
 export async function* readTar(source: AsyncIterable<Buffer>): AsyncGenerator<TarEntry> {
   const r = new ByteReader(source)
+  try {
+    yield* entriesOf(r)
+  } finally {
+    // A reader that stops early (a refusal, a failed upload) closes the file.
+    await r.close()
+  }
+}
+
+async function* entriesOf(r: ByteReader): AsyncGenerator<TarEntry> {
   let pax: Record<string, string> = {}
   let before = ''
   for (;;) {

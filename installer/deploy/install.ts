@@ -105,7 +105,7 @@ async function backupBeforeUpgrade(
   const command: Command = { file: 'installer', args: ['backup', '--output', path], title: `Back the site up before the upgrade from ${from} (${path})` }
   onStep({ command, result: null })
   try {
-    const r = await backupSite(ctx, found.services, { output: path, passphrase })
+    const r = await backupSite(ctx, found.services, { output: path, passphrase, version: from })
     onStep({ command, result: { command: command.title, exitCode: 0, stdout: '', stderr: '', notFound: false, timedOut: false } })
     return { backup: { path: r.path, sha256: r.sha256 } }
   } catch (err) {

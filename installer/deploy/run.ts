@@ -58,6 +58,8 @@ export interface StreamedCommand {
   stdin: Writable | null
   /** How it ended: stderr kept (its last 64 KB), never thrown. */
   done: Promise<CommandResult>
+  /** Ends it now (SIGKILL): a pg_dump nobody will read, a pg_restore whose input turned out wrong (its transaction is not committed). */
+  kill(): void
 }
 
 /**
@@ -80,5 +82,5 @@ export function runStreaming(file: string, args: readonly string[], opts: Stream
     })
     child.on('close', (code) => resolve({ command: [file, ...args].join(' '), exitCode: code, stdout: '', stderr: stderr.trim(), notFound, timedOut: false }))
   })
-  return { stdout: child.stdout!, stdin: child.stdin, done }
+  return { stdout: child.stdout!, stdin: child.stdin, done, kill: () => void child.kill('SIGKILL') }
 }

@@ -110,6 +110,13 @@ t.test(
     const wrong = await restoreCommand(site, { runner, input: backup, passphraseFile: passphraseFile(t, 'not the passphrase\n'), force: true })
     t.match(wrong, { exitCode: EXIT.error, refused: true, error: /passphrase is wrong/ })
 
+    // A server that cannot be stopped: nothing is touched.
+    const stuck: typeof runner = async (file, args, opts) =>
+      args.includes('stop') ? { command: 'docker compose stop server', exitCode: 1, stdout: '', stderr: 'cannot stop', notFound: false, timedOut: false } : runner(file, args, opts)
+    const unstopped = await restoreCommand(site, { runner: stuck, input: backup, passphraseFile: pass, force: true })
+    t.match(unstopped, { exitCode: EXIT.error, restored: false, error: /^Not restored: the server could not be stopped, so nothing was changed: .*cannot stop/s })
+    t.same(await snapshot(env.DATABASE_URL!, env.R2_BUCKET!), before, 'nothing changed')
+
     const restoreCalls = tools()
     const restored = await restoreCommand(site, { runner: restoreCalls.runner, input: backup, passphraseFile: pass, force: true, readyTimeoutMs: 30_000 })
     t.match(restored, { exitCode: EXIT.ok, restored: true, ready: true, summary: [/^Restored .*: \d+ rows in \d+ tables and \d+ objects, from Atrium /, /Atrium is ready/] })

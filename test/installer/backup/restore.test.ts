@@ -7,7 +7,7 @@ import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { VERSION } from '../../../common/version.js'
 import { writeBackup } from '../../../installer/backup/backup.js'
-import { restoreBackup, verifyBackup } from '../../../installer/backup/restore.js'
+import { applyRestore, prepareRestore, restoreBackup, verifyBackup } from '../../../installer/backup/restore.js'
 import { freshBucket, freshDatabase, s3Client, services, tempDir } from '../../helpers/platform.js'
 import { directSite, snapshot } from '../../helpers/site-data.js'
 
@@ -94,4 +94,25 @@ t.test('refusals on real services', { skip: !real && 'needs TEST_DATABASE_URL an
   t.ok(forced.inUse.relations > 0)
   t.same(await snapshot(target.databaseUrl, target.bucket), sourceBefore, '--force: the target is exactly the backup again')
   t.ok(await verifyBackup(path, PASSPHRASE), 'the archive itself still verifies')
+
+  // An archive that changes after it was verified (another backup written over it) is caught in
+  // the second read, and the target is left empty rather than half-restored.
+  const other = await smallSite(t)
+  await s3Client().putObject(other.bucket, 'tenants/a/one.zip', Buffer.from('ONE')) // same size, other bytes
+  const swapped = join(dir, 'swapped.tar')
+  await writeBackup(other.site, { output: swapped, passphrase: PASSPHRASE, configuration: { '.env': 'X=1\n' }, target: 'compose' })
+  const fresh = await emptyTarget(t)
+  const prepared = await prepareRestore(fresh.site, path, { passphrase: PASSPHRASE })
+  writeFileSync(path, readFileSync(swapped))
+  await t.rejects(applyRestore(fresh.site, path, prepared), { name: 'SiteDataError', message: /changed after it was verified: the object tenants\/a\/one\.zip differs/ })
+  t.same(await snapshot(fresh.databaseUrl, fresh.bucket), { tables: {}, objects: {} }, 'left empty')
+})
+
+t.test('the backup records the version the site runs, which that release restores', { skip: !real && 'needs TEST_DATABASE_URL and TEST_S3_ENDPOINT (a real PostgreSQL and S3)' }, async (t) => {
+  const source = await smallSite(t)
+  const path = join(tempDir(t), 'site.tar')
+  const made = await writeBackup(source.site, { output: path, passphrase: PASSPHRASE, configuration: {}, target: 'helm', version: '0.0.9' })
+  t.equal(made.manifest.atriumVersion, '0.0.9')
+  t.equal((await verifyBackup(path, PASSPHRASE, { version: '0.0.9', schema: 15 })).manifest.atriumVersion, '0.0.9', "the 0.0.9 installer takes its site's backup")
+  await t.rejects(verifyBackup(path, PASSPHRASE, { version: '0.0.8', schema: 15 }), { name: 'RestoreRefused' })
 })

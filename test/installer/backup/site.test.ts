@@ -4,6 +4,7 @@ import t from 'tap'
 import { DEFAULT_ANSWERS } from '../../../installer/core/answers.js'
 import { contextFor } from '../../../installer/core/context.js'
 import { libpqEnv, siteServices } from '../../../installer/backup/site.js'
+import { renderHelmFiles } from '../../../installer/core/helm-values.js'
 import { tempDir } from '../../helpers/platform.js'
 
 /** A Compose site whose .env is as the installer writes it for the bundled services. */
@@ -69,4 +70,20 @@ t.test('a site with its own services is reached at their addresses, with the pas
     ],
   )
   t.same(libpqEnv('postgres://u@[::1]/d'), { PGHOST: '::1', PGPORT: '5432', PGUSER: 'u', PGDATABASE: 'd' })
+})
+
+t.test('a Helm site with its own services is reached as the preflight reaches them: the values and Secret the installer wrote', async (t) => {
+  const dir = tempDir(t)
+  const answers = { ...DEFAULT_ANSWERS, target: 'helm' as const, dataPath: join(dir, 'data'), outputDir: join(dir, 'out'), config: {} }
+  mkdirSync(answers.outputDir)
+  const files = renderHelmFiles(
+    { DATABASE_URL: 'postgres://atrium:pw@pg.db.svc:5432/atrium', R2_ENDPOINT: 'https://s3.example.net', R2_BUCKET: 'site', R2_ACCESS_KEY_ID: 'k', R2_SECRET_ACCESS_KEY: 's' },
+    answers,
+  )
+  writeFileSync(join(answers.outputDir, 'values.yaml'), files.values)
+  writeFileSync(join(answers.outputDir, 'secret.yaml'), files.secret)
+  const found = siteServices(contextFor(answers, { env: {} }))
+  if (!('services' in found)) throw new Error(found.problems.join())
+  t.match(found.services.database.command('pg_dump', []), { file: 'pg_dump', env: { PGHOST: 'pg.db.svc', PGPASSWORD: 'pw' } })
+  t.match(found.services.stores, [{ name: 'default', endpoint: 'https://s3.example.net', bucket: 'site' }])
 })

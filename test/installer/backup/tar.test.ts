@@ -3,7 +3,7 @@ import { createReadStream, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createHash } from 'node:crypto'
 import t from 'tap'
-import { ArchiveError, TarWriter, readTar } from '../../../installer/backup/tar.js'
+import { ArchiveError, TarWriter, paxRecord, readTar } from '../../../installer/backup/tar.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
@@ -94,4 +94,24 @@ t.test('an existing file is never overwritten', async (t) => {
   const w = new TarWriter(path)
   await t.rejects(w.entry('a', 1, Buffer.from('x')), { code: 'EEXIST' })
   t.equal(readFileSync(path, 'utf8'), 'precious')
+})
+
+t.test('a pax record states its own length exactly, across the lengths where the count gains a digit (98, 99, 998, 999 bytes)', async (t) => {
+  for (let n = 1; n < 1100; n++) {
+    const record = paxRecord('SCHILY.xattr.user.mime_type', 'x'.repeat(n))
+    const stated = Number(record.slice(0, record.indexOf(' ')))
+    if (stated !== Buffer.byteLength(record)) t.fail(`value of ${n} bytes: stated ${stated}, is ${Buffer.byteLength(record)}`)
+  }
+  // The content types of Office templates make records of 98 and 99 bytes; they read back, and GNU tar reads them.
+  const dir = tempDir(t)
+  const path = join(dir, 'a.tar')
+  const w = new TarWriter(path)
+  const types = ['application/vnd.openxmlformats-officedocument.spreadsheetml.template', 'application/vnd.openxmlformats-officedocument.presentationml.template']
+  for (const [i, type] of types.entries()) await w.entry(`f${i}`, 1, Buffer.from('x'), { attributes: { 'user.mime_type': type } })
+  await w.finish()
+  t.same(
+    (await entries(path)).map((e) => e.attributes['user.mime_type']),
+    types,
+  )
+  t.same(execFileSync('tar', ['-tf', path], { encoding: 'utf8' }).trim().split('\n'), ['f0', 'f1'])
 })
