@@ -303,8 +303,9 @@ function wrap(mode: Db['mode'], sql: Sql, app: { pool: Sql; max: number } | null
   const inTransaction = async <T>(leased: Lease, role: string | null, tenantId: string, body: (tx: TxSql, opened: Promise<unknown>) => Promise<T>, snapshot = false): Promise<T> => {
     const tx = leased.sql
     let broken = false
+    let opened: Promise<unknown> | null = null
     try {
-      const opened = Promise.all([
+      opened = Promise.all([
         (snapshot ? tx`begin isolation level repeatable read read only` : tx`begin`).simple().execute(),
         role ? tx`select set_config('role', ${role}, true), set_config('app.tenant_id', ${tenantId}, true)`.execute() : tx`select set_config('app.tenant_id', ${tenantId}, true)`.execute(),
       ])
@@ -315,7 +316,16 @@ function wrap(mode: Db['mode'], sql: Sql, app: { pool: Sql; max: number } | null
         .simple()
         .execute()
         .catch(() => (broken = true))
-      throw err
+      // When BEGIN or the role failed, the body's queries failed only as a consequence (25P02, an
+      // aborted transaction): the opening's error is the one that says why.
+      throw (
+        (opened &&
+          (await opened.then(
+            () => null,
+            (cause: unknown) => cause,
+          ))) ??
+        err
+      )
     } finally {
       leased.done(broken)
     }

@@ -268,3 +268,18 @@ t.test('embedded: a new database in a DATA_DIR open to others is private, the fi
   await db.close()
   t.same(openToOthers(dir), [], 'once closed')
 })
+
+t.test('a transaction whose role cannot be taken fails with that reason, not as an aborted transaction', async (t) => {
+  // A new embedded cluster has none of the roles the migrations create, whatever services the run has.
+  const fresh = await openDb({ databaseUrl: '', dataDir: tempDir(t), poolMax: 1, log: pino({ level: 'silent' }) })
+  t.teardown(() => fresh.close())
+  await t.rejects(
+    fresh.system((sql) => sql`select 1`),
+    { code: '22023', message: new RegExp(`role "${SYSTEM_ROLE}" does not exist`) },
+  )
+  await t.rejects(
+    fresh.tenant(newId(), (sql) => sql`select 1`),
+    { code: '22023', message: new RegExp(`role "${APP_ROLE}" does not exist`) },
+  )
+  t.same(await fresh.sql`select 1 as one`, [{ one: 1 }], 'the session was rolled back and serves on')
+})
