@@ -303,29 +303,23 @@ function wrap(mode: Db['mode'], sql: Sql, app: { pool: Sql; max: number } | null
   const inTransaction = async <T>(leased: Lease, role: string | null, tenantId: string, body: (tx: TxSql, opened: Promise<unknown>) => Promise<T>, snapshot = false): Promise<T> => {
     const tx = leased.sql
     let broken = false
-    let opened: Promise<unknown> | null = null
+    let openingFailed: unknown = null
     try {
-      opened = Promise.all([
+      const opened = Promise.all([
         (snapshot ? tx`begin isolation level repeatable read read only` : tx`begin`).simple().execute(),
         role ? tx`select set_config('role', ${role}, true), set_config('app.tenant_id', ${tenantId}, true)`.execute() : tx`select set_config('app.tenant_id', ${tenantId}, true)`.execute(),
       ])
-      opened.catch(() => {}) // awaited by the body; this only keeps an early failure from going unhandled
+      // Awaited by the body; kept here too, so that an early failure is never unhandled and, when BEGIN
+      // or the role failed, is what the transaction reports: the body's queries then failed only as
+      // a consequence (25P02, an aborted transaction).
+      opened.catch((e: unknown) => (openingFailed = e))
       return await body(tx, opened)
     } catch (err) {
       await tx`rollback`
         .simple()
         .execute()
         .catch(() => (broken = true))
-      // When BEGIN or the role failed, the body's queries failed only as a consequence (25P02, an
-      // aborted transaction): the opening's error is the one that says why.
-      throw (
-        (opened &&
-          (await opened.then(
-            () => null,
-            (cause: unknown) => cause,
-          ))) ??
-        err
-      )
+      throw openingFailed ?? err
     } finally {
       leased.done(broken)
     }

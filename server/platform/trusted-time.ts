@@ -79,8 +79,8 @@ export async function writeMark(sql: TxSql, at: number): Promise<void> {
 export async function checkClock(db: Db, time: TrustedTime): Promise<number> {
   // Before the migrations ran there are no clock_marks, nor the role db.system acts as: the
   // database's clock is read outside a transaction and serves alone.
-  const plain = await readClock(db.sql)
-  if (!plain.marked) return time.observe(plain)
+  const [schema] = await db.sql<{ marked: boolean }[]>`select to_regclass('clock_marks') is not null as marked`
+  if (!schema!.marked) return time.observe(await readClock(db.sql))
   return db.system(async (sql) => {
     const reading = await readClock(sql)
     const behind = time.observe(reading)

@@ -12,7 +12,7 @@ import postgres from 'postgres'
 import type { Test } from 'tap'
 import { parseConfig, type Config } from '../../config/schema.js'
 import { createLogger } from '../../server/logger.js'
-import { openDb } from '../../server/platform/db.js'
+import { openDb, type Db } from '../../server/platform/db.js'
 import { loadMigrations, migrate } from '../../server/platform/migrate.js'
 import { openPlatform, type Platform, type PlatformOptions } from '../../server/platform/index.js'
 
@@ -103,6 +103,13 @@ async function embeddedTemplate(): Promise<string> {
   }
   rmSync(build, { recursive: true, force: true })
   return template
+}
+
+/** A new embedded cluster, never migrated: no tables, and none of the roles the migrations make, whatever services the run has. */
+export async function unmigratedEmbeddedDb(t: Test): Promise<Db> {
+  const db = await openDb({ databaseUrl: '', dataDir: tempDir(t), poolMax: 1, log: pino({ level: 'silent' }) })
+  t.teardown(() => db.close())
+  return db
 }
 
 /** A temporary DATA_DIR holding a migrated embedded database. */

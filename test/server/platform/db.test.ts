@@ -6,7 +6,7 @@ import { createTenant } from '../../../server/modules/tenants/service.js'
 import { APP_ROLE, openDb, SYSTEM_ROLE } from '../../../server/platform/db.js'
 import { migrate } from '../../../server/platform/migrate.js'
 import { newId } from '../../../common/ids.js'
-import { embeddedDataDir, openToOthers, suffix, tempDir, testPlatform } from '../../helpers/platform.js'
+import { embeddedDataDir, openToOthers, suffix, tempDir, testPlatform, unmigratedEmbeddedDb } from '../../helpers/platform.js'
 
 const platform = await testPlatform(t)
 const { db } = platform
@@ -270,9 +270,7 @@ t.test('embedded: a new database in a DATA_DIR open to others is private, the fi
 })
 
 t.test('a transaction whose role cannot be taken fails with that reason, not as an aborted transaction', async (t) => {
-  // A new embedded cluster has none of the roles the migrations create, whatever services the run has.
-  const fresh = await openDb({ databaseUrl: '', dataDir: tempDir(t), poolMax: 1, log: pino({ level: 'silent' }) })
-  t.teardown(() => fresh.close())
+  const fresh = await unmigratedEmbeddedDb(t)
   await t.rejects(
     fresh.system((sql) => sql`select 1`),
     { code: '22023', message: new RegExp(`role "${SYSTEM_ROLE}" does not exist`) },

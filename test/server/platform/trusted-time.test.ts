@@ -3,14 +3,12 @@
 // the server itself under libfaketime (Debian's faketime package) with its clock 90 days
 // behind, as a site that sets its clock back to revive an expired license would.
 import { existsSync } from 'node:fs'
-import pino from 'pino'
 import t from 'tap'
-import { openDb } from '../../../server/platform/db.js'
 import { checkClock, CLOCK_TOLERANCE_MS, clockLag, readClock, trustedTime, writeMark } from '../../../server/platform/trusted-time.js'
 import { finished, serverProcessOf } from '../../helpers/cli.js'
 import { captureLog } from '../../helpers/log.js'
 import { adminTrusting, DAY, spawnTrusting, testLicense, testVendor } from '../../helpers/license.js'
-import { services, tempDir, testEnv, testPlatform } from '../../helpers/platform.js'
+import { services, testEnv, testPlatform, unmigratedEmbeddedDb } from '../../helpers/platform.js'
 
 /** A clock and a monotonic clock the test moves by hand. */
 function clocks(start: number) {
@@ -135,8 +133,7 @@ t.test(
 )
 
 t.test("before the migrations ran, the check reads the database's clock alone, without the roles the migrations make", async (t) => {
-  const fresh = await openDb({ databaseUrl: '', dataDir: tempDir(t), poolMax: 1, log: pino({ level: 'silent' }) })
-  t.teardown(() => fresh.close())
+  const fresh = await unmigratedEmbeddedDb(t)
   const { c, time } = clocks(Date.now() - 90 * DAY)
   const behind = await checkClock(fresh, time)
   t.ok(behind > 89 * DAY, 'the database clock was believed')
