@@ -61,9 +61,15 @@ function toAppError(err: FastifyError): AppError {
   }
   const unavailable = unavailableDependency(err)
   if (unavailable) {
-    return unavailable === 'database'
-      ? new AppError('SERVICE_UNAVAILABLE', 'The database is unavailable; retry shortly', { dependency: 'database' }, { 'retry-after': '1' })
-      : new AppError('SERVICE_UNAVAILABLE', 'A service the server depends on is unavailable; retry shortly', {}, { 'retry-after': '1' })
+    if (unavailable === 'database') return new AppError('SERVICE_UNAVAILABLE', 'The database is unavailable; retry shortly', { dependency: 'database' }, { 'retry-after': '1' })
+    if (unavailable === 'schema')
+      return new AppError(
+        'SERVICE_UNAVAILABLE',
+        "The database is not migrated to this release's schema yet; retry once the migrations have run",
+        { dependency: 'database', reason: 'schema' },
+        { 'retry-after': '5' },
+      )
+    return new AppError('SERVICE_UNAVAILABLE', 'A service the server depends on is unavailable; retry shortly', {}, { 'retry-after': '1' })
   }
   const status = err.statusCode ?? 500
   if (status >= 400 && status < 500) {

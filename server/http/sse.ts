@@ -47,12 +47,16 @@ export interface SseEvent {
 /** One event in the wire format: id, event and data lines (data is JSON, on one line). */
 export const formatEvent = (e: SseEvent) => `id: ${e.id}\nevent: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`
 
+/** The largest event id a stream can send (event numbers are PostgreSQL integers). */
+export const MAX_EVENT_ID = 2 ** 31 - 1
+
 /** The event the client last saw: Last-Event-ID, or ?lastEventId= for clients that cannot set headers; 0 for none. */
 export function lastEventId(req: FastifyRequest, query?: string): number {
   const raw = req.headers['last-event-id'] ?? query
   if (raw === undefined || raw === '') return 0
   const text = Array.isArray(raw) ? raw[0]! : raw
-  if (!/^(0|[1-9]\d{0,9})$/.test(text.trim())) throw invalid('Last-Event-ID', 'must be the id of an event this stream sent (a whole number)')
+  // Event ids are PostgreSQL integers: a larger number was never sent, and would fail the query.
+  if (!/^(0|[1-9]\d{0,9})$/.test(text.trim()) || Number(text.trim()) > MAX_EVENT_ID) throw invalid('Last-Event-ID', 'must be the id of an event this stream sent (a whole number)')
   return Number(text.trim())
 }
 

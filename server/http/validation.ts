@@ -146,7 +146,8 @@ export const validationPlugin = fp(
     // the database and fail there.
     app.addHook('preValidation', (request, _reply, done) => {
       if (request.body === undefined && request.routeOptions.schema?.body) request.body = {}
-      const bad = findUnstorableText(request.body)
+      // The query string and path parameters reach SQL as text too (a file list's prefix, say).
+      const bad = findUnstorableText(request.body) ?? findUnstorableText(request.query, 'querystring') ?? findUnstorableText(request.params, 'params')
       done(bad ? invalid(bad.field, bad.message) : undefined)
     })
   },

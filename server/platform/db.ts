@@ -383,12 +383,17 @@ function wrap(mode: Db['mode'], sql: Sql, app: { pool: Sql; max: number } | null
 // reached without handling them itself (most are the database's: others map their own).
 const DATABASE_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT', '57P01', '57P02', '57P03', '25006', '40001', '40P01'])
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'])
+// A schema this release's SQL does not find (a table, column, function or role missing): the
+// database is not migrated yet (MIGRATE_ON_START=false while the migration job has not run), which
+// the migrations, not the client, put right.
+const SCHEMA_CODES = new Set(['42P01', '42703', '42883', '42704'])
 
 /** Which dependency an error says is unavailable (answer 503, the client retries), or null. */
-export function unavailableDependency(err: unknown): 'database' | 'network' | null {
+export function unavailableDependency(err: unknown): 'database' | 'schema' | 'network' | null {
   const code = (err as { code?: unknown } | null)?.code
   if (typeof code !== 'string') return null
   if (DATABASE_CODES.has(code) || /^(08|53)[0-9A-Z]{3}$/.test(code)) return 'database'
+  if (SCHEMA_CODES.has(code)) return 'schema'
   return NETWORK_CODES.has(code) ? 'network' : null
 }
 

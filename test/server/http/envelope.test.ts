@@ -2,7 +2,8 @@ import { connect, type AddressInfo } from 'node:net'
 import t from 'tap'
 import { AppError } from '../../../server/domain/errors.js'
 import { genReqId } from '../../../server/http/envelope.js'
-import { testApp } from '../../helpers/app.js'
+import { appOn, testApp } from '../../helpers/app.js'
+import { testPlatform } from '../../helpers/platform.js'
 
 const h = await testApp(
   t,
@@ -151,4 +152,21 @@ t.test('a refused HEAD gets no body, and bytes after a request that closes get n
   t.equal(closing.status, 401)
   t.equal(JSON.parse(closing.body || 'null')?.error?.code, 'UNAUTHORIZED')
   t.equal(closing.after, '', 'one answer')
+})
+
+t.test('on a database not yet migrated, sign-in and the CLI login answer 503 naming the schema, never 500', async (t) => {
+  // found by the second hardening round: the missing tables failed these two unauthenticated routes with 500
+  const platform = await testPlatform(t, { MIGRATE_ON_START: 'false' }, { emptyDatabase: true })
+  const fresh = await appOn(t, platform)
+  const login = await fresh.anonymous('POST', '/api/v1/auth/login', { email: 'owner@example.com', password: 'a long passphrase' })
+  const start = await fresh.anonymous('POST', '/cli/auth/start', { state: 'a'.repeat(64), codeChallenge: 'b'.repeat(43), codeChallengeMethod: 'S256', cliVersion: '1.0.0', platform: 'linux-x64' })
+  for (const [name, r] of [
+    ['login', login],
+    ['cli login', start],
+  ] as const) {
+    t.equal(r.status, 503, name)
+    t.match(r.body.error, { code: 'SERVICE_UNAVAILABLE', details: { dependency: 'database', reason: 'schema' } }, name)
+    t.ok(r.headers['retry-after'], `${name}: Retry-After`)
+    t.notMatch(r.raw.toString(), /relation|42P01/, `${name}: the database's own words stay in the log`)
+  }
 })
