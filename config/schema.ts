@@ -194,6 +194,16 @@ export const settings = {
     group: 'storage',
     description: 'Region name the object store expects in signatures',
   } satisfies StringSetting,
+  STORAGE_TIMEOUT_SECONDS: {
+    type: 'int',
+    min: 1,
+    max: 600,
+    default: 30,
+    secret: false,
+    group: 'storage',
+    description:
+      'How long an object store call whose answer is small (stat, delete, a listing page) may take in all, and how long any transfer may go without a byte; past it the request is answered 503 SERVICE_UNAVAILABLE',
+  } satisfies IntSetting,
   DEFAULT_REGION: {
     type: 'enum',
     values: REGION_CODES,

@@ -2953,7 +2953,25 @@ export interface paths {
                                 status: "queued" | "running" | "completed" | "failed" | "cancelled";
                                 /** @description The final answer, once completed */
                                 output: string | null;
-                                /** @description Tool calls with their arguments and results, step by step (the newest 100) */
+                                usage: {
+                                    inputTokens: number;
+                                    outputTokens: number;
+                                };
+                                error: {
+                                    /** @description A code of the error catalog */
+                                    code: string;
+                                    message: string;
+                                } | null;
+                                /** @description The project version holding the files the run changed; null when it changed none */
+                                projectVersion: number | null;
+                                cancelRequested: boolean;
+                                /** Format: date-time */
+                                createdAt: string;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
+                                /** @description Tool calls with their arguments and results, step by step (the newest 100, up to 1 MiB; long arguments and results cut to 2,048 characters) */
                                 steps: {
                                     step: number;
                                     /** @description What the model said at this step */
@@ -2974,24 +2992,6 @@ export interface paths {
                                         outputTokens: number;
                                     };
                                 }[];
-                                usage: {
-                                    inputTokens: number;
-                                    outputTokens: number;
-                                };
-                                error: {
-                                    /** @description A code of the error catalog */
-                                    code: string;
-                                    message: string;
-                                } | null;
-                                /** @description The project version holding the files the run changed; null when it changed none */
-                                projectVersion: number | null;
-                                cancelRequested: boolean;
-                                /** Format: date-time */
-                                createdAt: string;
-                                /** Format: date-time */
-                                startedAt: string | null;
-                                /** Format: date-time */
-                                finishedAt: string | null;
                             };
                             meta: {
                                 /** @description Identifier of the request (echoes X-Request-Id when the client sent one) */
@@ -3083,7 +3083,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List an agent's runs, newest first */
+        /**
+         * List an agent's runs, newest first
+         * @description Runs without their steps (GET a run for them). A page ends early, with a nextCursor, once its goals and outputs reach 4 MiB.
+         */
         get: {
             parameters: {
                 query?: {
@@ -3122,27 +3125,6 @@ export interface paths {
                                 status: "queued" | "running" | "completed" | "failed" | "cancelled";
                                 /** @description The final answer, once completed */
                                 output: string | null;
-                                /** @description Tool calls with their arguments and results, step by step (the newest 100) */
-                                steps: {
-                                    step: number;
-                                    /** @description What the model said at this step */
-                                    text: string;
-                                    toolCalls: {
-                                        id: string;
-                                        name: string;
-                                        arguments: unknown;
-                                        /** @description The result, cut to 2,048 characters */
-                                        result?: string;
-                                        error?: {
-                                            code: string;
-                                            message: string;
-                                        };
-                                    }[];
-                                    usage: {
-                                        inputTokens: number;
-                                        outputTokens: number;
-                                    };
-                                }[];
                                 usage: {
                                     inputTokens: number;
                                     outputTokens: number;
@@ -3278,7 +3260,25 @@ export interface paths {
                                 status: "queued" | "running" | "completed" | "failed" | "cancelled";
                                 /** @description The final answer, once completed */
                                 output: string | null;
-                                /** @description Tool calls with their arguments and results, step by step (the newest 100) */
+                                usage: {
+                                    inputTokens: number;
+                                    outputTokens: number;
+                                };
+                                error: {
+                                    /** @description A code of the error catalog */
+                                    code: string;
+                                    message: string;
+                                } | null;
+                                /** @description The project version holding the files the run changed; null when it changed none */
+                                projectVersion: number | null;
+                                cancelRequested: boolean;
+                                /** Format: date-time */
+                                createdAt: string;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
+                                /** @description Tool calls with their arguments and results, step by step (the newest 100, up to 1 MiB; long arguments and results cut to 2,048 characters) */
                                 steps: {
                                     step: number;
                                     /** @description What the model said at this step */
@@ -3299,24 +3299,6 @@ export interface paths {
                                         outputTokens: number;
                                     };
                                 }[];
-                                usage: {
-                                    inputTokens: number;
-                                    outputTokens: number;
-                                };
-                                error: {
-                                    /** @description A code of the error catalog */
-                                    code: string;
-                                    message: string;
-                                } | null;
-                                /** @description The project version holding the files the run changed; null when it changed none */
-                                projectVersion: number | null;
-                                cancelRequested: boolean;
-                                /** Format: date-time */
-                                createdAt: string;
-                                /** Format: date-time */
-                                startedAt: string | null;
-                                /** Format: date-time */
-                                finishedAt: string | null;
                             };
                             meta: {
                                 /** @description Identifier of the request (echoes X-Request-Id when the client sent one) */
@@ -3438,7 +3420,25 @@ export interface paths {
                                 status: "queued" | "running" | "completed" | "failed" | "cancelled";
                                 /** @description The final answer, once completed */
                                 output: string | null;
-                                /** @description Tool calls with their arguments and results, step by step (the newest 100) */
+                                usage: {
+                                    inputTokens: number;
+                                    outputTokens: number;
+                                };
+                                error: {
+                                    /** @description A code of the error catalog */
+                                    code: string;
+                                    message: string;
+                                } | null;
+                                /** @description The project version holding the files the run changed; null when it changed none */
+                                projectVersion: number | null;
+                                cancelRequested: boolean;
+                                /** Format: date-time */
+                                createdAt: string;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
+                                /** @description Tool calls with their arguments and results, step by step (the newest 100, up to 1 MiB; long arguments and results cut to 2,048 characters) */
                                 steps: {
                                     step: number;
                                     /** @description What the model said at this step */
@@ -3459,24 +3459,6 @@ export interface paths {
                                         outputTokens: number;
                                     };
                                 }[];
-                                usage: {
-                                    inputTokens: number;
-                                    outputTokens: number;
-                                };
-                                error: {
-                                    /** @description A code of the error catalog */
-                                    code: string;
-                                    message: string;
-                                } | null;
-                                /** @description The project version holding the files the run changed; null when it changed none */
-                                projectVersion: number | null;
-                                cancelRequested: boolean;
-                                /** Format: date-time */
-                                createdAt: string;
-                                /** Format: date-time */
-                                startedAt: string | null;
-                                /** Format: date-time */
-                                finishedAt: string | null;
                             };
                             meta: {
                                 /** @description Identifier of the request (echoes X-Request-Id when the client sent one) */
@@ -12852,7 +12834,7 @@ export interface components {
         /** @description Error envelope */
         ErrorEnvelope: {
             error: {
-                code: "UNAUTHORIZED" | "FORBIDDEN" | "RESOURCE_NOT_FOUND" | "VALIDATION_ERROR" | "RATE_LIMIT_EXCEEDED" | "INTERNAL_ERROR" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "SERVICE_UNAVAILABLE" | "CONFLICT" | "PRECONDITION_FAILED" | "QUOTA_EXCEEDED" | "FEATURE_DISABLED" | "RUN_LIMIT_EXCEEDED" | "LLM_NOT_CONFIGURED" | "LLM_KEY_REJECTED" | "LLM_MODEL_NOT_FOUND" | "LLM_CONTEXT_TOO_LONG" | "LLM_RATE_LIMITED" | "LLM_UNREACHABLE" | "LLM_OUTBOUND_REFUSED" | "LLM_PROVIDER_ERROR" | "LLM_TIMEOUT" | "AGENT_STEP_LIMIT" | "AGENT_TOKEN_LIMIT" | "AGENT_TIME_LIMIT" | "RUN_INTERRUPTED" | "JOB_INTERRUPTED" | "EXPORT_DESTINATION_FAILED" | "ARCHIVE_CORRUPT" | "ARCHIVE_UNSAFE_PATH" | "ARCHIVE_SYMLINK" | "ARCHIVE_DUPLICATE_ENTRY" | "ARCHIVE_TOO_MANY_ENTRIES" | "ARCHIVE_TOO_LARGE" | "ARCHIVE_COMPRESSION_RATIO" | "ARCHIVE_VERSION_UNSUPPORTED" | "ARCHIVE_UNKNOWN_ENTRY" | "ARCHIVE_INVALID_DATA";
+                code: "UNAUTHORIZED" | "FORBIDDEN" | "RESOURCE_NOT_FOUND" | "VALIDATION_ERROR" | "RATE_LIMIT_EXCEEDED" | "INTERNAL_ERROR" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "SERVICE_UNAVAILABLE" | "CONFLICT" | "PRECONDITION_FAILED" | "QUOTA_EXCEEDED" | "FEATURE_DISABLED" | "RUN_LIMIT_EXCEEDED" | "LLM_NOT_CONFIGURED" | "LLM_KEY_REJECTED" | "LLM_MODEL_NOT_FOUND" | "LLM_CONTEXT_TOO_LONG" | "LLM_RATE_LIMITED" | "LLM_UNREACHABLE" | "LLM_OUTBOUND_REFUSED" | "LLM_PROVIDER_ERROR" | "LLM_TIMEOUT" | "LLM_RESPONSE_TOO_LARGE" | "AGENT_STEP_LIMIT" | "AGENT_TOKEN_LIMIT" | "AGENT_TIME_LIMIT" | "AGENT_TOOL_CALL_LIMIT" | "AGENT_MEMORY_LIMIT" | "RUN_INTERRUPTED" | "JOB_INTERRUPTED" | "EXPORT_DESTINATION_FAILED" | "ARCHIVE_CORRUPT" | "ARCHIVE_UNSAFE_PATH" | "ARCHIVE_SYMLINK" | "ARCHIVE_DUPLICATE_ENTRY" | "ARCHIVE_TOO_MANY_ENTRIES" | "ARCHIVE_TOO_LARGE" | "ARCHIVE_COMPRESSION_RATIO" | "ARCHIVE_VERSION_UNSUPPORTED" | "ARCHIVE_UNKNOWN_ENTRY" | "ARCHIVE_INVALID_DATA";
                 message: string;
                 details: {
                     [key: string]: unknown;

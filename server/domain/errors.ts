@@ -26,10 +26,13 @@ export const ERRORS = {
   LLM_OUTBOUND_REFUSED: { status: 502, message: 'The outbound policy does not allow connecting to the model provider' },
   LLM_PROVIDER_ERROR: { status: 502, message: 'The model provider failed' },
   LLM_TIMEOUT: { status: 504, message: 'The model provider did not answer in time' },
+  LLM_RESPONSE_TOO_LARGE: { status: 502, message: "The model's answer is larger than this server takes" },
   // Why an agent run ended failed (run.error.code); never a response status of their own.
   AGENT_STEP_LIMIT: { status: 422, message: 'The run used all of its steps' },
   AGENT_TOKEN_LIMIT: { status: 422, message: 'The run used all of its tokens' },
   AGENT_TIME_LIMIT: { status: 422, message: 'The run ran out of time' },
+  AGENT_TOOL_CALL_LIMIT: { status: 422, message: 'A step asked for more tool calls than a step may make' },
+  AGENT_MEMORY_LIMIT: { status: 422, message: 'The run holds more data than a run may' },
   RUN_INTERRUPTED: { status: 503, message: 'The run was interrupted and could not be resumed' },
   // Why an export or a restore ended failed (error.code of the job); never a response status of their own.
   JOB_INTERRUPTED: { status: 503, message: 'The work was interrupted and could not be finished' },

@@ -2,10 +2,11 @@
 // folder under DATA_DIR whose download links the server signs and serves itself (/blobs/...).
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { createReadStream, createWriteStream } from 'node:fs'
-import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises'
-import type http from 'node:http'
+import { mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises'
+import http from 'node:http'
+import https from 'node:https'
 import { dirname, join, sep } from 'node:path'
-import type { Readable } from 'node:stream'
+import { PassThrough, Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { Client } from 'minio'
 import type { Logger } from 'pino'
@@ -21,6 +22,11 @@ export interface LinkOptions {
   filename: string
 }
 
+export interface StoredObject {
+  key: string
+  lastModified: Date
+}
+
 export interface Blobs {
   readonly kind: 's3' | 'local'
   /** Stores a buffer or a stream of unknown length; a failed stream leaves no object behind. */
@@ -34,6 +40,8 @@ export interface Blobs {
   /** A link anyone holding it can download from until it expires. */
   presignGet(key: string, opts: LinkOptions): Promise<string>
   ping(): Promise<void>
+  /** Every object whose key starts with `prefix`, a page at a time (the object collector's walk). */
+  list(prefix: string): AsyncIterable<StoredObject>
 }
 
 export interface LocalBlobs extends Blobs {
@@ -64,6 +72,94 @@ export interface S3Options {
   accessKey: string
   secretKey: string
   region: string
+  /** STORAGE_TIMEOUT_SECONDS: a small call's whole time, and any transfer's longest silence (default S3_CALL_TIMEOUT_MS). */
+  timeoutMs?: number
+}
+
+// ---- every S3 exchange bounded: its bytes, its silence, its time -------------------------------------
+
+/**
+ * An answer the client reads whole (an error, a listing, a bucket's region) holds at most this
+ * much: a store that answers with more is broken or hostile, and the call fails rather than the
+ * server buffering it. Error documents are a few hundred bytes; a listing page of 1,000 keys of
+ * 1,024 bytes each is under 2 MiB.
+ */
+export const S3_ERROR_MAX_BYTES = 64 * 1024
+export const S3_ANSWER_MAX_BYTES = 8 * 1024 * 1024
+/** A connection with no byte either way for this long is given up (a store that accepts and never answers). STORAGE_TIMEOUT_SECONDS sets both. */
+export const S3_IDLE_TIMEOUT_MS = 30_000
+/** A call whose answer is small (stat, delete, a listing page, the bucket's existence) has this long in all. */
+export const S3_CALL_TIMEOUT_MS = 30_000
+
+/** A store that did not answer in time: a dependency away (503), like a refused connection. */
+export const storeTimeout = (what: string, ms: number) => Object.assign(new Error(`the object store did not answer ${what} within ${ms} ms`), { code: 'ETIMEDOUT' })
+
+/** Rejects with code ETIMEDOUT when `work` takes longer than `ms`. */
+export function withDeadline<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  return Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(storeTimeout(what, ms)), ms)))]).finally(() => clearTimeout(timer))
+}
+
+type Transport = Pick<typeof http, 'request'>
+
+/**
+ * What the S3 client sends its requests through: Node's own http(s), with a timeout on silence,
+ * and every answer the client reads whole cut off at its bound. An object's bytes (a GET of a key)
+ * pass through as they come: their readers bound them by the size the record says they have.
+ */
+export function boundedTransport(secure: boolean, o: { idleMs?: number; errorMaxBytes?: number; answerMaxBytes?: number } = {}): Transport {
+  const base = secure ? https : http
+  const idleMs = o.idleMs ?? S3_IDLE_TIMEOUT_MS
+  return {
+    request: ((options: http.RequestOptions, callback?: (res: http.IncomingMessage) => void) => {
+      const req = base.request(options, (res) => {
+        const status = res.statusCode ?? 0
+        const query = new URLSearchParams(String(options.path ?? '').split('?')[1] ?? '')
+        const objectRead = (options.method ?? 'GET') === 'GET' && status >= 200 && status < 300 && [...query.keys()].every((k) => k === 'versionId')
+        callback?.(objectRead ? res : capped(res, status >= 300 ? (o.errorMaxBytes ?? S3_ERROR_MAX_BYTES) : (o.answerMaxBytes ?? S3_ANSWER_MAX_BYTES)))
+      })
+      req.setTimeout(idleMs, () => req.destroy(storeTimeout('(no byte in either direction)', idleMs)))
+      return req
+    }) as Transport['request'],
+  }
+}
+
+/** The response as a stream that fails, and closes the connection, past `max` bytes. */
+function capped(res: http.IncomingMessage, max: number): http.IncomingMessage {
+  let size = 0
+  const out = new PassThrough()
+  res.on('data', (c: Buffer) => {
+    size += c.length
+    if (size <= max) return void (out.write(c) || res.pause())
+    res.destroy()
+    out.destroy(Object.assign(new Error(`the object store answered with more than ${max} bytes`), { code: 'ResponseTooLarge' }))
+  })
+  out.on('drain', () => res.resume())
+  res.on('end', () => out.end())
+  res.on('error', (err) => out.destroy(err))
+  // What the client reads of a response besides its body.
+  return Object.assign(out, { statusCode: res.statusCode, statusMessage: res.statusMessage, headers: res.headers, rawHeaders: res.rawHeaders }) as unknown as http.IncomingMessage
+}
+
+/**
+ * A stream of an object's bytes that fails past `expected` bytes (or short of them, at its end):
+ * what a record says an object holds is all that is read of it, whatever the store sends.
+ */
+export function exactly(stream: Readable, expected: number, key: string): Readable {
+  let size = 0
+  const out = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      size += chunk.length
+      if (size > expected) return done(Object.assign(new Error(`object ${key} holds more than the ${expected} bytes its record says`), { code: 'ObjectSizeMismatch' }))
+      done(null, chunk)
+    },
+    flush(done) {
+      done(size === expected ? null : Object.assign(new Error(`object ${key} holds ${size} bytes, not the ${expected} its record says`), { code: 'ObjectSizeMismatch' }))
+    },
+  })
+  stream.on('error', (err) => out.destroy(err))
+  out.on('close', () => (stream as Readable & { destroy?: () => void }).destroy?.())
+  return stream.pipe(out)
 }
 
 // The S3 client loads with the first S3 store: a server on local storage (the embedded default)
@@ -72,7 +168,7 @@ export interface S3Options {
 let minio: typeof import('minio') | null = null
 const loadMinio = async () => (minio ??= await import('minio'))
 
-function s3Client(endpoint: string, o: S3Options): Client {
+function s3Client(endpoint: string, o: Pick<S3Options, 'accessKey' | 'secretKey' | 'agent' | 'timeoutMs'> & { region?: string }): Client {
   const url = new URL(endpoint)
   return new minio!.Client({
     endPoint: url.hostname,
@@ -81,8 +177,12 @@ function s3Client(endpoint: string, o: S3Options): Client {
     accessKey: o.accessKey,
     secretKey: o.secretKey,
     // With the region known, presigning is pure computation: no request to the store.
-    region: o.region,
+    ...(o.region ? { region: o.region } : {}),
+    transport: boundedTransport(url.protocol === 'https:', { idleMs: o.timeoutMs ?? S3_IDLE_TIMEOUT_MS }),
     ...(o.agent ? { transportAgent: o.agent } : {}),
+    // A status the client would retry (5xx, 429) is the caller's to retry: the client's own retry
+    // logs to the console and leaves the refused answer unread.
+    retryOptions: { disableRetry: true },
   })
 }
 
@@ -90,29 +190,36 @@ function s3Client(endpoint: string, o: S3Options): Client {
 export function s3Blobs(o: S3Options): Blobs {
   const client = s3Client(o.endpoint, o)
   const signer = o.publicEndpoint ? s3Client(o.publicEndpoint, o) : client
+  const small = <T>(work: Promise<T>, what: string) => withDeadline(work, o.timeoutMs ?? S3_CALL_TIMEOUT_MS, what)
   return {
     kind: 's3',
     async put(key, body, contentType) {
       if (Buffer.isBuffer(body)) await client.putObject(o.bucket, checkKey(key), body, body.length, { 'Content-Type': contentType })
       else await putStream(client, o.bucket, checkKey(key), body, contentType)
     },
-    get: (key) => client.getObject(o.bucket, checkKey(key)),
-    getRange: (key, start, end) => client.getPartialObject(o.bucket, checkKey(key), start, end - start + 1),
+    // Until the bytes begin: then the connection's silence is what is bounded (a large object takes its time).
+    get: (key) => small(client.getObject(o.bucket, checkKey(key)), `GET ${key}`),
+    getRange: (key, start, end) => small(client.getPartialObject(o.bucket, checkKey(key), start, end - start + 1), `GET ${key}`),
     async size(key) {
       try {
-        return (await client.statObject(o.bucket, checkKey(key))).size
+        return (await small(client.statObject(o.bucket, checkKey(key)), `HEAD ${key}`)).size
       } catch (err) {
         if ((err as { code?: string }).code === 'NotFound' || (err as { code?: string }).code === 'NoSuchKey') return null
         throw err
       }
     },
-    remove: (key) => client.removeObject(o.bucket, checkKey(key)),
+    remove: (key) => small(client.removeObject(o.bucket, checkKey(key)), `DELETE ${key}`),
     presignGet: (key, opts) =>
       signer.presignedGetObject(o.bucket, checkKey(key), opts.expiresSeconds, {
         'response-content-disposition': contentDisposition(opts.filename),
       }),
     async ping() {
-      if (!(await client.bucketExists(o.bucket))) throw new Error(`bucket ${o.bucket} does not exist`)
+      if (!(await small(client.bucketExists(o.bucket), 'HEAD bucket'))) throw new Error(`bucket ${o.bucket} does not exist`)
+    },
+    async *list(prefix) {
+      for await (const item of client.listObjectsV2(o.bucket, prefix, true) as AsyncIterable<{ name?: string; lastModified?: Date }>) {
+        if (item.name !== undefined) yield { key: item.name, lastModified: item.lastModified ?? new Date(0) }
+      }
     },
   }
 }
@@ -132,8 +239,9 @@ export async function openS3Blobs(o: S3Options): Promise<Blobs> {
   await loadMinio()
   const client = s3Client(o.endpoint, o)
   const blobs = s3Blobs(o)
-  if (!(await client.bucketExists(o.bucket).catch(() => true))) {
-    await client.makeBucket(o.bucket, o.region).catch((err: { code?: string }) => {
+  const small = <T>(work: Promise<T>, what: string) => withDeadline(work, o.timeoutMs ?? S3_CALL_TIMEOUT_MS, what)
+  if (!(await small(client.bucketExists(o.bucket), 'HEAD bucket').catch(() => true))) {
+    await small(client.makeBucket(o.bucket, o.region), 'PUT bucket').catch((err: { code?: string }) => {
       // another replica made it at the same moment
       if (err.code !== 'BucketAlreadyOwnedByYou' && err.code !== 'BucketAlreadyExists') throw err
     })
@@ -196,6 +304,24 @@ export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: 
     async ping() {
       await mkdir(root, { recursive: true, mode: 0o700 })
     },
+    async *list(prefix) {
+      // The folder that holds the prefix, walked; a put's temporary file (.part) is not an object.
+      const base = prefix.includes('/') ? prefix.slice(0, prefix.lastIndexOf('/')) : ''
+      const dir = base ? pathOf(base) : root
+      let names: string[]
+      try {
+        names = await readdir(dir, { recursive: true })
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return
+        throw err
+      }
+      for (const name of names.sort()) {
+        const key = (base ? `${base}/${name}` : name).split(sep).join('/')
+        if (!key.startsWith(prefix) || key.endsWith('.part')) continue
+        const st = await stat(join(dir, name)).catch(() => null)
+        if (st?.isFile()) yield { key, lastModified: st.mtime }
+      }
+    },
     verifyLink(key, query) {
       const { expires = '', filename = '', signature = '' } = query
       // Compared as text, in constant time: decoding would be lenient (it skips characters outside
@@ -227,13 +353,8 @@ export interface StoreTarget {
 
 const CHECK_TIMEOUT_MS = 10_000
 
-/** Rejects with code Timeout when `work` takes longer than the checks allow. */
-function timed<T>(work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  return Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(Object.assign(new Error('timed out'), { code: 'Timeout' })), CHECK_TIMEOUT_MS)))]).finally(() =>
-    clearTimeout(timer),
-  )
-}
+/** Rejects with code ETIMEDOUT when `work` takes longer than the checks allow. */
+const timed = <T>(work: Promise<T>): Promise<T> => withDeadline(work, CHECK_TIMEOUT_MS, 'the check')
 
 const codeOf = (err: unknown) => {
   const e = err as { code?: unknown; message?: unknown }
@@ -307,17 +428,8 @@ export async function checkStore(policy: CompiledPolicy, t: StoreTarget): Promis
     ok(check('tls', 'TLS certificate valid', 'warn', 'http:// (no TLS)', 'https://', { warn: 'Use https:// so that keys and data are not sent in the clear' }))
   }
   const agent = await outboundAgent(policy, url)
-  const { Client } = await loadMinio()
-  const client = (region?: string) =>
-    new Client({
-      endPoint: url.hostname,
-      port: Number(url.port) || undefined,
-      useSSL: url.protocol === 'https:',
-      accessKey: t.accessKey,
-      secretKey: t.secretKey,
-      transportAgent: agent,
-      ...(region ? { region } : {}),
-    })
+  await loadMinio()
+  const client = (region?: string) => s3Client(url.origin, { accessKey: t.accessKey, secretKey: t.secretKey, agent, region })
   const c = client(t.region)
   const probe = `.atrium-storage-check-${Date.now()}-${Math.random().toString(36).slice(2)}`
   const body = Buffer.from(`Atrium checks that it may use this store (${probe}); the object is deleted at once.\n`)
@@ -340,8 +452,9 @@ export async function checkStore(policy: CompiledPolicy, t: StoreTarget): Promis
     }
     if (!(await step('write', 'Write an object', async () => (await c.putObject(t.bucket, probe, body, body.length), `${probe} written`), 'Allow s3:PutObject to these keys'))) return out
     const readBack = async () => {
+      // Read as far as the probe goes: a store that sends more is wrong, and is not read to its end.
       const chunks: Buffer[] = []
-      for await (const chunk of await c.getObject(t.bucket, probe)) chunks.push(chunk as Buffer)
+      for await (const chunk of exactly(await c.getObject(t.bucket, probe), body.length, probe)) chunks.push(chunk as Buffer)
       if (!Buffer.concat(chunks).equals(body)) throw Object.assign(new Error('read back other bytes'), { code: 'Mismatch' })
       return 'the same bytes read back'
     }

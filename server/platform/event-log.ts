@@ -206,9 +206,27 @@ export async function appendLogEvents(sql: TxSql, t: LogTables, tenantId: string
 }
 
 /** A log's events after `after`, in order. */
+/**
+ * One event, read, holds at most this much (its data as JSON text). What is written stays far below
+ * it (deltas are flushed in bursts, tool calls and results kept as excerpts, a reply is bounded by
+ * LLM_MAX_OUTPUT_CHARS); a larger one, written before those bounds, is read as {truncated, bytes}.
+ */
+export const EVENT_READ_MAX_BYTES = 4 * 1024 * 1024
+/** One read of a log holds at most this much (and at least one event): a replay is read in turns. */
+export const EVENTS_READ_MAX_BYTES = 8 * 1024 * 1024
+
+/**
+ * Up to `limit` events after `after`, in order, as many as fit EVENTS_READ_MAX_BYTES (at least
+ * one): the sizes are measured in the database, so nothing beyond the budget is sent to us.
+ */
 export function logEventsAfter(sql: TxSql, t: LogTables, tenantId: string, id: string, after: number, limit: number) {
   return sql<{ seq: number; type: string; data: Record<string, unknown>; created_at: Date }[]>`
-    select seq, type, data, created_at from ${sql(t.events)}
-     where tenant_id = ${tenantId} and ${sql(t.key)} = ${id} and seq > ${after}
-     order by seq limit ${limit}`
+    select seq, type, case when size > ${EVENT_READ_MAX_BYTES} then jsonb_build_object('truncated', true, 'bytes', size) else data end as data, created_at
+      from (select seq, type, data, created_at, octet_length(data::text) as size,
+                   sum(least(octet_length(data::text), ${EVENT_READ_MAX_BYTES})) over (order by seq) as upto
+              from ${sql(t.events)}
+             where tenant_id = ${tenantId} and ${sql(t.key)} = ${id} and seq > ${after}
+             order by seq limit ${limit}) e
+     where upto - least(size, ${EVENT_READ_MAX_BYTES}) < ${EVENTS_READ_MAX_BYTES}
+     order by seq`
 }

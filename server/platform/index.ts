@@ -58,6 +58,7 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
     opened.push({ close: async () => license.close() })
     const cache = await openCache({ redisUrl: config.REDIS_URL, log })
     opened.push(cache)
+    const timeoutMs = config.STORAGE_TIMEOUT_SECONDS * 1000
     const blobs = config.R2_ENDPOINT
       ? await openS3Blobs({
           endpoint: config.R2_ENDPOINT,
@@ -66,6 +67,7 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
           accessKey: config.R2_ACCESS_KEY_ID,
           secretKey: config.R2_SECRET_ACCESS_KEY,
           region: config.R2_REGION,
+          timeoutMs,
         })
       : openLocalBlobs({ dir: join(config.DATA_DIR, 'blobs'), publicUrl: config.PUBLIC_URL, signingKey: secrets.deriveKey('blob-links'), log })
     // The regions of REGION_STORES, each its own store beside the default region's (R2_*).
@@ -73,7 +75,15 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
     for (const [code, r] of Object.entries(config.REGION_STORES)) {
       regions.set(
         code,
-        await openS3Blobs({ endpoint: r.endpoint, publicEndpoint: r.publicEndpoint || undefined, bucket: r.bucket, accessKey: r.accessKeyId, secretKey: r.secretAccessKey, region: r.region }),
+        await openS3Blobs({
+          endpoint: r.endpoint,
+          publicEndpoint: r.publicEndpoint || undefined,
+          bucket: r.bucket,
+          accessKey: r.accessKeyId,
+          secretKey: r.secretAccessKey,
+          region: r.region,
+          timeoutMs,
+        }),
       )
     }
     return {
@@ -82,7 +92,7 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
       db,
       cache,
       blobs,
-      storage: tenantStorage({ db, defaultRegion: config.DEFAULT_REGION, regions, secrets, policy: compilePolicy(outboundPolicyOf(config)) }),
+      storage: tenantStorage({ db, defaultRegion: config.DEFAULT_REGION, regions, secrets, policy: compilePolicy(outboundPolicyOf(config)), timeoutMs }),
       secrets,
       license,
       time,

@@ -24,6 +24,7 @@ import type { Logger } from 'pino'
 import { Counter, Histogram, type Registry } from 'prom-client'
 import type { Clock } from '../clock.js'
 import { AppError, type ErrorCode } from '../domain/errors.js'
+import { findUnstorableText, jsonTooDeep, MAX_JSON_DEPTH, storableJson, storableText } from '../domain/text.js'
 import type { Db } from './db.js'
 import { refusalIn, type OutboundFetch } from './outbound.js'
 
@@ -67,6 +68,10 @@ export interface LlmRequest {
   signal?: AbortSignal
   timeoutMs?: number // per call, default 120 s
   onDelta?: (text: string) => void // each streamed text delta, in order
+  /** Characters of text and tool-call arguments an answer may hold (default LLM_MAX_OUTPUT_CHARS); beyond it the call fails LLM_RESPONSE_TOO_LARGE. */
+  maxOutputChars?: number
+  /** Tool calls an answer may make; beyond it the call fails LLM_RESPONSE_TOO_LARGE with details.limit 'toolCalls'. */
+  maxToolCalls?: number
 }
 export interface LlmResponse {
   text: string
@@ -83,6 +88,12 @@ export interface Llm {
 }
 
 const DEFAULT_TIMEOUT_MS = 120_000
+/**
+ * What one answer may hold, text and tool-call arguments together: more than any model writes in
+ * one answer (their output limits are 4,000 to 128,000 tokens, some 4 characters each), so only a
+ * broken or hostile provider reaches it. The answer is read as it streams and the call ends there.
+ */
+export const LLM_MAX_OUTPUT_CHARS = 1024 * 1024
 const DEFAULT_BASE_URL: Partial<Record<LlmProvider, string>> = { openai: 'https://api.openai.com/v1', anthropic: 'https://api.anthropic.com/v1' }
 const NEEDS_BASE_URL: ReadonlySet<LlmProvider> = new Set(['azure-openai', 'vllm', 'ollama', 'openai-compatible'])
 const NEEDS_KEY: ReadonlySet<LlmProvider> = new Set(['openai', 'azure-openai', 'anthropic'])
@@ -183,13 +194,27 @@ function toolDefinitions(tools: LlmTool[]): LanguageModelV3FunctionTool[] {
   return tools.map((t) => ({ type: 'function', name: t.name, description: t.description, inputSchema: t.parameters }))
 }
 
-/** A tool call as the model made it (its arguments JSON text), parsed and checked. */
+/**
+ * A tool call as the model made it (its arguments JSON text), parsed and checked. What is kept of
+ * it can always be stored: text the database refuses (NUL, an unpaired surrogate) is replaced, and
+ * the call is marked invalid so that the model is told.
+ */
 function toolCall(part: LanguageModelV3ToolCall, tools: LlmTool[] | undefined): LlmToolCall {
-  const call: LlmToolCall = { id: part.toolCallId, name: part.toolName, arguments: part.input }
+  const call: LlmToolCall = { id: storableText(part.toolCallId), name: storableText(part.toolName), arguments: storableText(part.input) }
+  if (jsonTooDeep(part.input)) {
+    call.invalid = `the arguments nest arrays and objects more than ${MAX_JSON_DEPTH} levels deep`
+    return call
+  }
   try {
     call.arguments = part.input.trim() === '' ? {} : JSON.parse(part.input)
   } catch (err) {
     call.invalid = `the arguments are not valid JSON (${errorText(err)})`
+    return call
+  }
+  const unstorable = findUnstorableText(call.arguments, 'arguments')
+  if (unstorable) {
+    call.arguments = storableJson(call.arguments)
+    call.invalid = storableText(`${unstorable.field} ${unstorable.message}`)
     return call
   }
   const t = tools?.find((x) => x.name === part.toolName)
@@ -212,6 +237,25 @@ function retryDelayMs(err: APICallError, attempt: number): number {
     ms = Number.isNaN(seconds) ? Date.parse(h['retry-after']) - Date.now() : seconds * 1000
   }
   return !Number.isNaN(ms) && ms >= 0 && (ms < 60_000 || ms < backoff) ? ms : backoff
+}
+
+/**
+ * Streamed text made storable piece by piece: a NUL or an unpaired surrogate becomes U+FFFD, and a
+ * high surrogate that ends a delta waits for the next one (the pair may arrive split). Called with
+ * '' at the end, it flushes what waits.
+ */
+function storableDeltas(): (delta: string) => string {
+  let held = ''
+  return (delta) => {
+    let s = held + delta
+    held = ''
+    const last = s.charCodeAt(s.length - 1)
+    if (delta && last >= 0xd800 && last <= 0xdbff) {
+      held = s.slice(-1)
+      s = s.slice(0, -1)
+    }
+    return storableText(s)
+  }
 }
 
 /** Why the call timed out: set as the abort reason of our own timer, told apart from the caller's. */
@@ -387,21 +431,55 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
         }
       }
     }
+    const maxOutputChars = req.maxOutputChars ?? LLM_MAX_OUTPUT_CHARS
+    /** Characters of the answer so far (text, and tool-call arguments as they stream or arrive whole). */
+    let outputChars = 0
+    const tooLarge = (limit: 'outputChars' | 'toolCalls', max: number) =>
+      new AppError('LLM_RESPONSE_TOO_LARGE', limit === 'toolCalls' ? `The model asked for more than ${max} tool calls in one answer` : `The model's answer is longer than ${max} characters`, {
+        ...ctx,
+        limit,
+        max,
+      })
+    const spend = (chars: number) => {
+      outputChars += chars
+      // Thrown inside the loop: leaving it cancels the stream, which closes the connection.
+      if (outputChars > maxOutputChars) failed(tooLarge('outputChars', maxOutputChars))
+    }
+    const storable = storableDeltas()
     try {
       const { stream } = await open()
       let text = ''
       const toolCalls: LlmToolCall[] = []
+      /** Calls begun, and those whose arguments were counted as they streamed, by id. */
+      const started = new Set<string>()
+      const streamed = new Set<string>()
       let finishReason: LlmResponse['finishReason'] = 'other'
       let usage = { inputTokens: 0, outputTokens: 0 }
       for await (const part of stream) {
         switch (part.type) {
-          case 'text-delta':
+          case 'text-delta': {
             // Providers open with an empty one (OpenAI's role chunk): not a delta to anyone.
             if (!part.delta) break
-            text += part.delta
-            req.onDelta?.(part.delta)
+            spend(part.delta.length)
+            const delta = storable(part.delta)
+            if (!delta) break
+            text += delta
+            req.onDelta?.(delta)
+            break
+          }
+          // Providers announce each call as it begins (the SDK hands over whole calls only at the
+          // end of the answer): counted there, so that a flood of calls is stopped as it streams.
+          case 'tool-input-start':
+            started.add(part.id)
+            if (req.maxToolCalls !== undefined && started.size > req.maxToolCalls) failed(tooLarge('toolCalls', req.maxToolCalls))
+            break
+          case 'tool-input-delta':
+            streamed.add(part.id)
+            spend(part.delta.length)
             break
           case 'tool-call':
+            if (req.maxToolCalls !== undefined && toolCalls.length >= req.maxToolCalls) failed(tooLarge('toolCalls', req.maxToolCalls))
+            if (!streamed.has(part.toolCallId)) spend(part.input.length)
             toolCalls.push(toolCall(part, req.tools))
             break
           case 'finish':
@@ -418,6 +496,7 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
         }
       }
       if (controller.signal.aborted) failed(controller.signal.reason)
+      text += storable('') // a high surrogate held back at the very end stands alone: replaced
       finish('ok')
       tokens.inc({ provider, model, kind: 'input' }, usage.inputTokens)
       tokens.inc({ provider, model, kind: 'output' }, usage.outputTokens)

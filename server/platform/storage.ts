@@ -53,6 +53,8 @@ export interface StorageOptions {
   regions: ReadonlyMap<string, Blobs>
   secrets: Secrets
   policy: CompiledPolicy
+  /** STORAGE_TIMEOUT_SECONDS, for a tenant's own store as for the platform's. */
+  timeoutMs?: number
 }
 
 export function tenantStorage(o: StorageOptions): Storage {
@@ -95,6 +97,7 @@ export function tenantStorage(o: StorageOptions): Storage {
       region: b.region,
       accessKey: o.secrets.decrypt(b.accessKeySealed, byosKeyContext(tenantId, 'access_key')),
       secretKey: o.secrets.decrypt(b.secretKeySealed, byosKeyContext(tenantId, 'secret_key')),
+      ...(o.timeoutMs ? { timeoutMs: o.timeoutMs } : {}),
     })
     blobs.catch(() => own.delete(tenantId)) // a refused address is tried again next time
     own.set(tenantId, { version, blobs })
@@ -136,6 +139,10 @@ export function tenantStorage(o: StorageOptions): Storage {
         },
         presignGet: async (key: string, opts: LinkOptions) => (await holding(key)).presignGet(key, opts),
         ping: () => current.ping(),
+        // Every store the tenant may have used; a key held by two is listed twice (remove takes every copy).
+        async *list(prefix) {
+          for (const b of [current, ...others]) yield* b.list(prefix)
+        },
       }
       return router
     },

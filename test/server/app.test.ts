@@ -65,6 +65,7 @@ t.test('modules reach what they share through declared decorations', async (t) =
     'jobs.sweep',
     'license.clock',
     'projects.backup-retention',
+    'projects.collect-objects',
     'restores.run',
     'webhooks.events-retention',
   ])

@@ -27,7 +27,7 @@ export interface AgentsOptions {
 export const agentsPlugin = fp(
   async (app, o: AgentsOptions) => {
     const {
-      platform: { db, storage, cache, config },
+      platform: { db, storage, cache, config, log },
       now,
       outbound: policy,
       llm,
@@ -39,7 +39,7 @@ export const agentsPlugin = fp(
       fetch: outboundFetch(policy, { timeoutMs: 15_000, maxResponseBytes: 2 * 1024 * 1024 }),
     }
     app.addHook('onClose', async () => env.fetch.close())
-    const files = projectFilesService({ db, storage, now })
+    const files = projectFilesService({ db, storage, now, log: log.child({ module: 'agents' }) })
     const connection = (tenantId: string) => llmSettings.connection(tenantId)
     const agents = agentsService({
       db,

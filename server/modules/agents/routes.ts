@@ -8,7 +8,7 @@ import { followEvents, lastEventId, sseRoute } from '../../http/sse.js'
 import type { Cache } from '../../platform/cache.js'
 import { runChannel } from './runner.js'
 import { agentView, DEFAULT_MAX_STEPS, MAX_STEPS, type AgentsService } from './service.js'
-import type { RunRow } from './store.js'
+import type { RunRecord } from './store.js'
 import { TOOL_NAMES } from './tools.js'
 
 const Level = Type.Union([Type.Literal('low'), Type.Literal('medium'), Type.Literal('high')], {
@@ -63,14 +63,13 @@ const Step = Type.Object({
   ),
   usage: Usage,
 })
-const Run = Type.Object({
+const RunFields = {
   id: Type.String({ format: 'uuid', description: 'run_id' }),
   agentId: Type.String({ format: 'uuid' }),
   projectId: Type.String({ format: 'uuid' }),
   goal: Type.String(),
   status: Type.Union([Type.Literal('queued'), Type.Literal('running'), Type.Literal('completed'), Type.Literal('failed'), Type.Literal('cancelled')]),
   output: Type.Union([Type.String(), Type.Null()], { description: 'The final answer, once completed' }),
-  steps: Type.Array(Step, { description: 'Tool calls with their arguments and results, step by step (the newest 100)' }),
   usage: Usage,
   error: RunError,
   projectVersion: Type.Union([Type.Integer(), Type.Null()], { description: 'The project version holding the files the run changed; null when it changed none' }),
@@ -78,16 +77,21 @@ const Run = Type.Object({
   createdAt: Type.String({ format: 'date-time' }),
   startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+}
+const Run = Type.Object({
+  ...RunFields,
+  steps: Type.Array(Step, { description: 'Tool calls with their arguments and results, step by step (the newest 100, up to 1 MiB; long arguments and results cut to 2,048 characters)' }),
 })
+/** A run in a list: its steps are in its record (GET the run), so a page stays small. */
+const RunSummary = Type.Object(RunFields)
 
-const presentRun = (r: RunRow) => ({
+const presentRunSummary = (r: Omit<RunRecord, 'steps'>) => ({
   id: r.id,
   agentId: r.agent_id,
   projectId: r.project_id,
   goal: r.goal,
   status: r.status,
   output: r.output,
-  steps: r.steps as never,
   usage: r.usage,
   error: r.error,
   projectVersion: r.project_version,
@@ -96,6 +100,7 @@ const presentRun = (r: RunRow) => ({
   startedAt: r.started_at?.toISOString() ?? null,
   finishedAt: r.finished_at?.toISOString() ?? null,
 })
+const presentRun = (r: RunRecord) => ({ ...presentRunSummary(r), steps: r.steps as never })
 
 const CreateBody = Type.Object({ name: Name, systemPrompt: SystemPrompt, config: ConfigBody }, { additionalProperties: false })
 const PatchBody = Type.Object({ name: Type.Optional(Name), systemPrompt: Type.Optional(SystemPrompt), config: Type.Optional(ConfigPatch) }, { additionalProperties: false, minProperties: 1 })
@@ -192,11 +197,18 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
     '/agents/:id/runs',
     {
       config: read,
-      schema: { tags, summary: "List an agent's runs, newest first", params: IdParams, querystring: PageQuery, response: { 200: PageEnvelope(Run), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+      schema: {
+        tags,
+        summary: "List an agent's runs, newest first",
+        description: 'Runs without their steps (GET a run for them). A page ends early, with a nextCursor, once its goals and outputs reach 4 MiB.',
+        params: IdParams,
+        querystring: PageQuery,
+        response: { 200: PageEnvelope(RunSummary), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
     },
     async (req) => {
       const r = await agents.runs(actorOf(req).tenantId, req.params.id, req.query)
-      return page(req, r.items.map(presentRun), r.nextCursor)
+      return page(req, r.items.map(presentRunSummary), r.nextCursor)
     },
   )
 
@@ -246,7 +258,8 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
         after: lastEventId(req, req.query.lastEventId),
         read: async (after) => {
           const r = await agents.events(tenantId, id, runId, after, limit)
-          return { events: r.events.map((e) => ({ id: e.seq, event: e.type, data: { runId, ...e.data } })), ended: r.ended && r.events.length < limit }
+          // Ended once the run has and this read reached its last event (a read may stop short of `limit`, at its byte budget).
+          return { events: r.events.map((e) => ({ id: e.seq, event: e.type, data: { runId, ...e.data } })), ended: r.ended && (r.events.at(-1)?.seq ?? after) >= r.lastSeq }
         },
         onError: (err) => req.log.warn({ err }, 'run stream could not read its events; trying again'),
       })

@@ -21,10 +21,10 @@ import { JobCancelled, JobFailure, type Job } from '../../platform/jobs.js'
 import type { Llm, LlmMessage, LlmTarget } from '../../platform/llm.js'
 import { audit } from '../audit/service.js'
 import { emitEvent } from '../events/service.js'
-import type { FileChange, ProjectFilesService } from '../projects/files-service.js'
+import { STAGE_HOLD_MS, type FileChange, type ProjectFilesService } from '../projects/files-service.js'
 import * as store from './store.js'
-import type { RunRow, RunUsage } from './store.js'
-import { offeredTools, RESULT_EXCERPT_CHARS, runTool, Workspace, type ToolEnvironment } from './tools.js'
+import type { RunRecord, RunRow, RunUsage } from './store.js'
+import { ARGUMENT_EXCERPT_CHARS, offeredTools, RESULT_EXCERPT_CHARS, runTool, Workspace, type ToolEnvironment } from './tools.js'
 
 export const RUN_QUEUE = 'agents.run'
 /** Takeovers after a lost worker before the run is failed: a run that kills its worker must not loop. */
@@ -35,6 +35,20 @@ export const RUN_TIME_LIMIT_MS = 15 * 60_000
 export const RUN_TOKEN_LIMIT = 1_000_000
 /** Steps the run record keeps (the newest); maxSteps is at most 50, so only a resumed run's trail is cut. */
 const STEPS_KEPT = 100
+/** The steps' record (JSON) is kept within this too, the newest steps first. */
+export const STEPS_MAX_CHARS = 1024 * 1024
+/** Tool calls one step may make: a model that asks for more is broken or hostile, and the run fails AGENT_TOOL_CALL_LIMIT. */
+export const STEP_MAX_TOOL_CALLS = 64
+/**
+ * The conversation a run keeps and sends back to the model with every step (JSON characters).
+ * Above any model's context window (a million tokens is some 4 million characters), so only a run
+ * that can no longer be answered reaches it: it fails AGENT_MEMORY_LIMIT instead of holding more.
+ */
+export const RUN_MAX_CONVERSATION_CHARS = 4 * 1024 * 1024
+/** What a stored run may hold, measured before it is read (a run written before these bounds may exceed it). */
+const RUN_MAX_STORED_BYTES = 3 * (RUN_MAX_CONVERSATION_CHARS + STEPS_MAX_CHARS) + 1024 * 1024
+/** A step's text in the record (the final answer is kept whole, as the run's output). */
+const STEP_TEXT_MAX_CHARS = 16 * 1024
 /** Output deltas are written together at most this often: one row per burst, not per token. */
 const DELTA_FLUSH_MS = 100
 
@@ -49,7 +63,7 @@ export interface StepRecord {
 }
 
 /** A run's public shape in webhook payloads (no conversation, no staged files). */
-export const runSummary = (r: RunRow) => ({
+export const runSummary = (r: RunRecord) => ({
   runId: r.id,
   agentId: r.agent_id,
   projectId: r.project_id,
@@ -90,7 +104,7 @@ export interface RunnerDeps {
 }
 
 /** A run's event log: state changes in their transactions, output deltas every DELTA_FLUSH_MS. */
-const runEvents = (deps: RunnerDeps, run: Pick<RunRow, 'id' | 'tenant_id'>) =>
+const runEvents = (deps: RunnerDeps, run: Pick<RunRecord, 'id' | 'tenant_id'>) =>
   eventLogWriter<number>({
     db: deps.db,
     cache: deps.cache,
@@ -106,22 +120,50 @@ const initialMessages = (r: RunRow): LlmMessage[] => [
   { role: 'user', content: r.goal },
 ]
 
-const excerpt = (v: unknown) => {
-  const s = typeof v === 'string' ? v : JSON.stringify(v)
-  return s.length > RESULT_EXCERPT_CHARS ? `${s.slice(0, RESULT_EXCERPT_CHARS)}…` : s
+const cut = (s: string, max: number) => (s.length > max ? `${s.slice(0, max)}… [${s.length - max} more characters]` : s)
+const excerpt = (v: unknown) => cut(typeof v === 'string' ? v : JSON.stringify(v), RESULT_EXCERPT_CHARS)
+
+/**
+ * A tool call's arguments as the record, the events and the conversation keep them: small ones
+ * whole, long strings in them cut (a write_file's content is in the file, not in the run), and
+ * anything still large as the start of its JSON.
+ */
+export function keptArguments(v: unknown): unknown {
+  const json = JSON.stringify(v) ?? ''
+  if (json.length <= ARGUMENT_EXCERPT_CHARS) return v
+  const shortened = (x: unknown): unknown =>
+    typeof x === 'string'
+      ? cut(x, ARGUMENT_EXCERPT_CHARS / 2)
+      : Array.isArray(x)
+        ? x.map(shortened)
+        : x && typeof x === 'object'
+          ? Object.fromEntries(Object.entries(x).map(([k, y]) => [k, shortened(y)]))
+          : x
+  const kept = shortened(v)
+  return (JSON.stringify(kept) ?? '').length <= 2 * ARGUMENT_EXCERPT_CHARS ? kept : cut(json, ARGUMENT_EXCERPT_CHARS)
 }
+
+/** The newest steps within STEPS_KEPT and STEPS_MAX_CHARS (the last one always). */
+function keptSteps(steps: StepRecord[]): StepRecord[] {
+  const kept = steps.slice(-STEPS_KEPT)
+  let chars = kept.reduce((n, st) => n + JSON.stringify(st).length, 0)
+  while (kept.length > 1 && chars > STEPS_MAX_CHARS) chars -= JSON.stringify(kept.shift()).length
+  return kept
+}
+
+const sizeOf = (m: LlmMessage) => JSON.stringify(m).length
 
 export function agentRunner(deps: RunnerDeps) {
   const { db } = deps
 
-  /** Ends a run in one transaction with its events, its webhook event and its audit entry; false when it had already ended. */
+  /** Ends a run in one transaction with its events, its webhook event and its audit entry: the status it ended with, or null when it had already ended. */
   async function finish(
-    run: RunRow,
+    run: RunRecord,
     events: ReturnType<typeof runEvents>,
     end: { status: 'completed' | 'failed' | 'cancelled'; output?: string | null; error?: { code: string; message: string } | null; steps?: StepRecord[]; usage?: RunUsage; changes?: FileChange[] },
-  ): Promise<boolean> {
+  ): Promise<RunRecord['status'] | null> {
     const done = await events.commit(async (sql) => {
-      const [current] = await store.selectRun(sql, run.tenant_id, run.id, { lock: true })
+      const [current] = await store.selectRunRecord(sql, run.tenant_id, run.id, { lock: true })
       if (!current || TERMINAL.has(current.status)) return null
       // A cancel asked for while the last step ran wins over its outcome.
       const status = end.status === 'completed' && current.cancel_requested ? 'cancelled' : end.status
@@ -131,7 +173,7 @@ export function agentRunner(deps: RunnerDeps) {
         status,
         output: status === 'completed' ? (end.output ?? '') : null,
         error: status === 'failed' ? (end.error ?? null) : null,
-        ...(end.steps ? { steps: end.steps.slice(-STEPS_KEPT) } : {}),
+        ...(end.steps ? { steps: keptSteps(end.steps) } : {}),
         ...(end.usage ? { usage: end.usage } : {}),
         pending_files: [],
         project_version: projectVersion,
@@ -155,24 +197,31 @@ export function agentRunner(deps: RunnerDeps) {
       })
       return saved
     })
-    return done !== null
+    return done?.status ?? null
   }
 
   const failWith = (code: ErrorCode, message: string) => ({ status: 'failed' as const, error: { code, message } })
 
   async function handle(job: Job<{ runId: string }>): Promise<void> {
     const tenantId = job.tenantId!
-    const [loaded] = await db.tenant(tenantId, (sql) => store.selectRun(sql, tenantId, job.payload.runId))
-    if (!loaded || TERMINAL.has(loaded.status)) return
-    const events = runEvents(deps, loaded)
+    const runId = job.payload.runId
+    const [record, footprint] = await db.tenant(tenantId, async (sql) => [(await store.selectRunRecord(sql, tenantId, runId))[0], await store.runFootprint(sql, tenantId, runId)] as const)
+    if (!record || TERMINAL.has(record.status)) return
+    const events = runEvents(deps, record)
     try {
-      await execute(job, loaded, events)
+      // Measured before it is read: a run stored larger than a run may keep (written before these
+      // bounds) ends here rather than be loaded, over and over, by every worker that takes it.
+      if (footprint !== null && footprint > RUN_MAX_STORED_BYTES) {
+        await finish(record, events, failWith('AGENT_MEMORY_LIMIT', `the run's stored state is ${footprint} bytes; a run may keep ${RUN_MAX_STORED_BYTES}`))
+        return
+      }
+      await execute(job, record, events)
     } finally {
       events.stop()
     }
   }
 
-  async function execute(job: Job<{ runId: string }>, loaded: RunRow, events: ReturnType<typeof runEvents>): Promise<void> {
+  async function execute(job: Job<{ runId: string }>, loaded: RunRecord, events: ReturnType<typeof runEvents>): Promise<void> {
     const tenantId = loaded.tenant_id
     if (job.attempt > MAX_RESUMES + 1) {
       await finish(loaded, events, failWith('RUN_INTERRUPTED', `the run was interrupted ${job.attempt - 1} times (its worker stopped) and is not tried again`))
@@ -180,7 +229,7 @@ export function agentRunner(deps: RunnerDeps) {
     }
 
     // Start, or take over from a worker that stopped.
-    const run = await events.commit(async (sql) => {
+    const run = await events.commit(async (sql): Promise<RunRow | null> => {
       const [r] = await store.selectRun(sql, tenantId, loaded.id, { lock: true })
       if (!r || TERMINAL.has(r.status)) return null
       if (r.status === 'queued' && r.cancel_requested) {
@@ -193,7 +242,7 @@ export function agentRunner(deps: RunnerDeps) {
         const started = await store.patchRun(sql, tenantId, r.id, { status: 'running', started_at: new Date(deps.now()) })
         events.push('run.started', { status: 'running' })
         await emitEvent(sql, { tenantId, type: 'agent.started', data: runSummary(started) })
-        return started
+        return { ...r, ...started }
       }
       events.push('run.resumed', { attempt: job.attempt, step: r.steps.length + 1 })
       return r
@@ -202,9 +251,19 @@ export function agentRunner(deps: RunnerDeps) {
 
     const snapshot = run.agent_snapshot
     const messages: LlmMessage[] = run.messages.length ? (run.messages as LlmMessage[]) : initialMessages(run)
+    /** The conversation's size, kept up to date as it grows. */
+    let conversation = messages.reduce((n, m) => n + sizeOf(m), 0)
+    const overBudget = () =>
+      failWith('AGENT_MEMORY_LIMIT', `the run's conversation reached ${conversation} characters; a run may keep ${RUN_MAX_CONVERSATION_CHARS} (fewer or smaller tool results help)`)
     const steps = [...(run.steps as StepRecord[])]
     const usage: RunUsage = { ...run.usage }
-    const workspace = new Workspace(deps.files, runActor(run), run.project_id, run.pending_files as FileChange[])
+    // What it stages is kept for as long as the run may last, and a while after (a worker that dies mid-run).
+    const workspace = new Workspace(deps.files, runActor(run), run.project_id, run.pending_files as FileChange[], RUN_TIME_LIMIT_MS + STAGE_HOLD_MS)
+    /** Ends the run; what it staged goes unless its changes were applied (a run that did not complete changes nothing). */
+    const end = async (e: Parameters<typeof finish>[2]) => {
+      const status = await finish(run, events, e)
+      if (status && status !== 'completed') await workspace.discard()
+    }
     const deadline = (run.started_at ?? new Date(deps.now())).getTime() + RUN_TIME_LIMIT_MS
 
     let target: LlmTarget
@@ -212,23 +271,24 @@ export function agentRunner(deps: RunnerDeps) {
       target = await deps.connection(tenantId)
       deps.llm.checkConfigured(target, snapshot.config.model ?? undefined)
     } catch (err) {
-      if (err instanceof AppError && err.status < 500) return void (await finish(run, events, failWith(err.code, err.message)))
+      if (err instanceof AppError && err.status < 500) return void (await end(failWith(err.code, err.message)))
       throw err
     }
     const tools = offeredTools(snapshot.config.autonomyLevel, snapshot.config.tools, deps.env)
+    if (conversation > RUN_MAX_CONVERSATION_CHARS) return void (await end({ ...overBudget(), steps, usage }))
 
     for (;;) {
       if (steps.length >= snapshot.config.maxSteps) {
-        await finish(run, events, { ...failWith('AGENT_STEP_LIMIT', `the run used all ${snapshot.config.maxSteps} of its steps without a final answer`), steps, usage })
+        await end({ ...failWith('AGENT_STEP_LIMIT', `the run used all ${snapshot.config.maxSteps} of its steps without a final answer`), steps, usage })
         return
       }
       if (usage.inputTokens + usage.outputTokens >= RUN_TOKEN_LIMIT) {
-        await finish(run, events, { ...failWith('AGENT_TOKEN_LIMIT', `the run used ${usage.inputTokens + usage.outputTokens} tokens; the limit is ${RUN_TOKEN_LIMIT}`), steps, usage })
+        await end({ ...failWith('AGENT_TOKEN_LIMIT', `the run used ${usage.inputTokens + usage.outputTokens} tokens; the limit is ${RUN_TOKEN_LIMIT}`), steps, usage })
         return
       }
       const left = deadline - deps.now()
       if (left <= 0) {
-        await finish(run, events, { ...failWith('AGENT_TIME_LIMIT', `the run took longer than ${RUN_TIME_LIMIT_MS / 60_000} minutes`), steps, usage })
+        await end({ ...failWith('AGENT_TIME_LIMIT', `the run took longer than ${RUN_TIME_LIMIT_MS / 60_000} minutes`), steps, usage })
         return
       }
 
@@ -246,54 +306,68 @@ export function agentRunner(deps: RunnerDeps) {
           ...(snapshot.config.temperature !== null ? { temperature: snapshot.config.temperature } : {}),
           signal: AbortSignal.any([job.signal, timeUp]),
           onDelta: (text) => events.delta(step, text),
+          maxToolCalls: STEP_MAX_TOOL_CALLS,
         })
       } catch (err) {
         if (job.signal.aborted) {
-          if (job.signal.reason instanceof JobCancelled) return void (await finish(run, events, { status: 'cancelled', steps, usage }))
+          if (job.signal.reason instanceof JobCancelled) return void (await end({ status: 'cancelled', steps, usage }))
           throw err // the replica is stopping or lost the lease: the job is handed back and resumed
         }
-        if (timeUp.aborted) return void (await finish(run, events, { ...failWith('AGENT_TIME_LIMIT', `the run took longer than ${RUN_TIME_LIMIT_MS / 60_000} minutes`), steps, usage }))
+        if (timeUp.aborted) return void (await end({ ...failWith('AGENT_TIME_LIMIT', `the run took longer than ${RUN_TIME_LIMIT_MS / 60_000} minutes`), steps, usage }))
+        if (err instanceof AppError && err.code === 'LLM_RESPONSE_TOO_LARGE' && err.details.limit === 'toolCalls') {
+          return void (await end({ ...failWith('AGENT_TOOL_CALL_LIMIT', `the model asked for more than ${STEP_MAX_TOOL_CALLS} tool calls in one step`), steps, usage }))
+        }
         // The provider's answer, mapped to the catalog by the LLM layer (after its own retries).
-        if (err instanceof AppError && err.code !== 'SERVICE_UNAVAILABLE') return void (await finish(run, events, { ...failWith(err.code, err.message), steps, usage }))
+        if (err instanceof AppError && err.code !== 'SERVICE_UNAVAILABLE') return void (await end({ ...failWith(err.code, err.message), steps, usage }))
         throw err
       }
       usage.inputTokens += response.usage.inputTokens
       usage.outputTokens += response.usage.outputTokens
-      const record: StepRecord = { step, text: response.text, toolCalls: [], usage: response.usage }
+      const record: StepRecord = { step, text: cut(response.text, STEP_TEXT_MAX_CHARS), toolCalls: [], usage: response.usage }
 
       if (!response.toolCalls.length) {
         steps.push(record)
         try {
-          await finish(run, events, { status: 'completed', output: response.text, steps, usage, changes: workspace.changes() })
+          await end({ status: 'completed', output: response.text, steps, usage, changes: workspace.changes() })
         } catch (err) {
           // The changes cannot become a version (the project's quota, a file deleted meanwhile): the run fails saying why.
           if (!(err instanceof AppError) || err.status >= 500) throw err
-          await finish(run, events, { ...failWith(err.code, `the run's file changes could not be saved: ${err.message}`), steps, usage })
+          await end({ ...failWith(err.code, `the run's file changes could not be saved: ${err.message}`), steps, usage })
         }
         return
       }
 
-      messages.push({ role: 'assistant', content: response.text, toolCalls: response.toolCalls })
-      for (const call of response.toolCalls) {
+      // The calls as the run keeps them (long arguments cut); each runs with its arguments whole.
+      const kept = response.toolCalls.map((c) => ({ ...c, arguments: keptArguments(c.arguments) }))
+      const said: LlmMessage = { role: 'assistant', content: response.text, toolCalls: kept }
+      conversation += sizeOf(said)
+      if (conversation > RUN_MAX_CONVERSATION_CHARS) return void (await end({ ...overBudget(), steps, usage }))
+      messages.push(said)
+      for (const [i, call] of response.toolCalls.entries()) {
         if (job.signal.aborted) break
-        events.push('tool.call', { step, id: call.id, name: call.name, arguments: call.arguments })
+        const args = kept[i]!.arguments
+        events.push('tool.call', { step, id: call.id, name: call.name, arguments: args })
         const result = await runTool(call, { allowed: tools, workspace, env: deps.env, signal: job.signal })
         const outcome = result.ok ? { result: excerpt(result.value) } : { error: result.error }
         events.push('tool.result', { step, id: call.id, name: call.name, ...outcome })
-        messages.push({ role: 'tool', toolCallId: call.id, toolName: call.name, content: JSON.stringify(result.ok ? result.value : { error: result.error }) })
-        record.toolCalls.push({ id: call.id, name: call.name, arguments: call.arguments, ...outcome })
+        const answer: LlmMessage = { role: 'tool', toolCallId: call.id, toolName: call.name, content: JSON.stringify(result.ok ? result.value : { error: result.error }) }
+        conversation += sizeOf(answer)
+        // Over the budget: the step is not kept, so the run ends as of its last completed one.
+        if (conversation > RUN_MAX_CONVERSATION_CHARS) return void (await end({ ...overBudget(), steps, usage }))
+        messages.push(answer)
+        record.toolCalls.push({ id: call.id, name: call.name, arguments: args, ...outcome })
       }
       if (job.signal.aborted) {
-        if (job.signal.reason instanceof JobCancelled) return void (await finish(run, events, { status: 'cancelled', steps, usage }))
+        if (job.signal.reason instanceof JobCancelled) return void (await end({ status: 'cancelled', steps, usage }))
         throw new JobFailure('the run was interrupted between tool calls; it resumes from its last completed step')
       }
       steps.push(record)
 
       // The step is done: its state and events commit together; a takeover resumes after it.
       const still = await events.commit(async (sql) => {
-        const [current] = await store.selectRun(sql, tenantId, run.id, { lock: true })
+        const [current] = await store.selectRunRecord(sql, tenantId, run.id, { lock: true })
         if (!current || TERMINAL.has(current.status)) return false
-        await store.patchRun(sql, tenantId, run.id, { messages, steps: steps.slice(-STEPS_KEPT), usage, pending_files: workspace.changes() })
+        await store.patchRun(sql, tenantId, run.id, { messages, steps: keptSteps(steps), usage, pending_files: workspace.changes() })
         return true
       })
       if (!still) return // cancelled while queued-to-cancel, or deleted

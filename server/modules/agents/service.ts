@@ -6,7 +6,7 @@
 import { newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
 import { AppError, invalid, notFound } from '../../domain/errors.js'
-import { decodeIdCursor, toPage } from '../../domain/pagination.js'
+import { decodeIdCursor, encodeCursor, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
 import { isForeignKeyViolation, type Db, type TxSql } from '../../platform/db.js'
@@ -16,7 +16,7 @@ import { auditBy } from '../audit/service.js'
 import { cancelledEvent, MAX_RESUMES, RUN_QUEUE, runChannel, TERMINAL } from './runner.js'
 import { writtenMessage } from '../../platform/event-log.js'
 import * as store from './store.js'
-import type { AgentConfig, AgentRow, AutonomyLevel, RunRow } from './store.js'
+import type { AgentConfig, AgentRow, AutonomyLevel, RunRecord, RunRow } from './store.js'
 import { LEVEL_TOOLS, TOOL_NAMES, toolUnavailable, type ToolEnvironment, type ToolName } from './tools.js'
 
 export const DEFAULT_MAX_STEPS = 10
@@ -92,7 +92,7 @@ export function agentsService(deps: {
   }
 
   const loadRun = async (sql: TxSql, tenantId: string, agentId: string, runId: string, lock = false) => {
-    const run = found('run', runId, await store.selectRun(sql, tenantId, runId, { lock }))
+    const run = found('run', runId, await store.selectRunRecord(sql, tenantId, runId, { lock }))
     if (run.agent_id !== agentId) throw notFound('run', runId)
     return run
   }
@@ -147,7 +147,7 @@ export function agentsService(deps: {
       }),
 
     /** Queues a run: 202 with its record. */
-    async execute(a: Actor, agentId: string, input: { goal: string; projectId: string }): Promise<RunRow> {
+    async execute(a: Actor, agentId: string, input: { goal: string; projectId: string }): Promise<RunRecord> {
       const goal = input.goal.trim()
       if (!goal) throw invalid('goal', 'must not be blank')
       // Outside the transaction: the settings are read (and the key unsealed) in one of their own.
@@ -188,11 +188,13 @@ export function agentsService(deps: {
 
     async runs(tenantId: string, agentId: string, page: PageRequest) {
       const before = decodeIdCursor(page.cursor)
-      const rows = await db.tenant(tenantId, async (sql) => {
+      const { rows, more } = await db.tenant(tenantId, async (sql) => {
         found('agent', agentId, await store.selectAgent(sql, tenantId, agentId))
         return store.listRuns(sql, tenantId, agentId, page.limit + 1, before)
       })
-      return toPage(rows, page.limit, (r) => r.id)
+      const paged = toPage(rows, page.limit, (r) => r.id)
+      // Cut short by the page's byte budget: the next page starts after the last run it holds.
+      return more && !paged.nextCursor ? { items: paged.items, nextCursor: encodeCursor(paged.items.at(-1)!.id) } : paged
     },
 
     /**

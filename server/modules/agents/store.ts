@@ -53,6 +53,14 @@ export interface RunRow {
   updated_at: Date
 }
 
+/** A run as the API and the end of a run read it: without the conversation and staged files, which only the runner needs. */
+export type RunRecord = Omit<RunRow, 'messages' | 'pending_files'>
+
+/** The most of a run's steps a record read holds (JSON text); the newest steps that fit. */
+export const STEPS_READ_MAX_BYTES = 2 * 1024 * 1024
+/** The most a page of runs holds (their goals and outputs), and at least one run. */
+export const RUNS_PAGE_MAX_BYTES = 4 * 1024 * 1024
+
 export interface RunEventRow {
   seq: number
   type: string
@@ -123,15 +131,62 @@ export async function insertRun(
   return row!
 }
 
+// A run's columns but the conversation, the staged files and the steps.
+const RUN_BASE =
+  'id, tenant_id, agent_id, project_id, goal, status, output, error, usage, agent_snapshot, started_by, job_id, event_seq, project_version, cancel_requested, created_at, started_at, finished_at, updated_at'
+/**
+ * The steps, bounded where they are read: whole when they fit STEPS_READ_MAX_BYTES (what a run
+ * writes always does), else the newest that fit (a record written before the bound held arguments whole).
+ */
+const BOUNDED_STEPS = `case when octet_length(steps::text) <= ${STEPS_READ_MAX_BYTES} then steps else (
+    select coalesce(jsonb_agg(s order by i), '[]'::jsonb)
+      from (select s, i, sum(octet_length(s::text)) over (order by i desc) as tail from jsonb_array_elements(steps) with ordinality e(s, i)) kept
+     where tail <= ${STEPS_READ_MAX_BYTES}) end as steps`
+
+/** The whole run, conversation included: for the runner, which keeps it within RUN_MAX_CONVERSATION_CHARS. */
 export function selectRun(sql: TxSql, tenantId: string, runId: string, opts: { lock?: boolean } = {}) {
   return sql<RunRow[]>`select * from agent_runs where tenant_id = ${tenantId} and id = ${runId} ${opts.lock ? sql`for update` : sql``}`
 }
 
-export function listRuns(sql: TxSql, tenantId: string, agentId: string, limit: number, before: string | null) {
-  return sql<RunRow[]>`
-    select * from agent_runs
-     where tenant_id = ${tenantId} and agent_id = ${agentId} ${before ? sql`and id < ${before}` : sql``}
-     order by id desc limit ${limit}`
+/** A run's record (steps bounded), without its conversation or staged files. */
+export function selectRunRecord(sql: TxSql, tenantId: string, runId: string, opts: { lock?: boolean } = {}) {
+  return sql<RunRecord[]>`
+    select ${sql.unsafe(RUN_BASE)}, ${sql.unsafe(BOUNDED_STEPS)} from agent_runs
+     where tenant_id = ${tenantId} and id = ${runId} ${opts.lock ? sql`for update` : sql``}`
+}
+
+/** How much a run keeps: its conversation and steps as JSON text, measured in the database before any of it is read. */
+export async function runFootprint(sql: TxSql, tenantId: string, runId: string): Promise<number | null> {
+  const [row] = await sql<{ bytes: number }[]>`
+    select (octet_length(messages::text) + octet_length(steps::text) + octet_length(pending_files::text))::int as bytes
+      from agent_runs where tenant_id = ${tenantId} and id = ${runId}`
+  return row?.bytes ?? null
+}
+
+/**
+ * A page of an agent's runs, newest first, without steps (the record has them): up to `limit` + 1
+ * runs (the extra one says there is a next page), and only as many as fit RUNS_PAGE_MAX_BYTES (at
+ * least one); `more` is true when the budget cut the page short. Sizes are measured in the
+ * database: nothing beyond the budget is read.
+ */
+export async function listRuns(sql: TxSql, tenantId: string, agentId: string, limit: number, before: string | null): Promise<{ rows: Omit<RunRecord, 'steps'>[]; more: boolean }> {
+  const rows = await sql<(Omit<RunRecord, 'steps'> & { fetched: number })[]>`
+    with sized as (
+      select id, size, sum(size) over (order by id desc) as upto
+        from (select id, coalesce(octet_length(output), 0) + octet_length(goal) + coalesce(octet_length(error::text), 0) + 512 as size
+                from agent_runs
+               where tenant_id = ${tenantId} and agent_id = ${agentId} ${before ? sql`and id < ${before}` : sql``}
+               order by id desc limit ${limit}) r)
+    select ${sql.unsafe(
+      RUN_BASE.split(', ')
+        .map((c) => `a.${c}`)
+        .join(', '),
+    )}, (select count(*) from sized)::int as fetched
+      from sized s join agent_runs a on a.tenant_id = ${tenantId} and a.id = s.id
+     where s.upto - s.size = 0 or s.upto <= ${RUNS_PAGE_MAX_BYTES}
+     order by a.id desc`
+  const more = rows.length > 0 && rows[0]!.fetched > rows.length
+  return { rows: rows.map(({ fetched: _, ...r }) => r), more }
 }
 
 /** Active runs of an agent (to cancel their jobs when the agent is deleted). */
@@ -146,7 +201,7 @@ export async function patchRun(
   tenantId: string,
   runId: string,
   p: Partial<Pick<RunRow, 'status' | 'output' | 'error' | 'usage' | 'steps' | 'messages' | 'pending_files' | 'job_id' | 'project_version' | 'cancel_requested' | 'started_at' | 'finished_at'>>,
-): Promise<RunRow> {
+): Promise<RunRecord> {
   const json = (v: unknown) => sql.json(v as never)
   const set = {
     ...p,
@@ -156,10 +211,11 @@ export async function patchRun(
     ...(p.messages ? { messages: json(p.messages) } : {}),
     ...(p.pending_files ? { pending_files: json(p.pending_files) } : {}),
   }
-  const [row] = await sql<RunRow[]>`
+  // The record back, not the conversation it may just have written (megabytes, which no caller needs again).
+  const [row] = await sql<RunRecord[]>`
     update agent_runs set ${sql(set as Record<string, unknown>)}, updated_at = now()
      where tenant_id = ${tenantId} and id = ${runId}
-    returning *`
+    returning ${sql.unsafe(RUN_BASE)}, ${sql.unsafe(BOUNDED_STEPS)}`
   return row!
 }
 

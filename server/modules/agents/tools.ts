@@ -25,17 +25,24 @@ export const LEVEL_TOOLS: Record<AutonomyLevel, readonly ToolName[]> = {
 /** Tools that reach outside the deployment: off when AIR_GAPPED, and without a search endpoint. */
 export const EXTERNAL_TOOLS: readonly ToolName[] = ['web_search']
 
+/** What one list_files answers at most (files, and characters of their paths): a model gains nothing from ten thousand names, and a prefix narrows it. */
+export const LIST_MAX_FILES = 1000
+export const LIST_MAX_CHARS = 64 * 1024
+/** Files one run may change (write or delete) before it completes. */
+export const RUN_MAX_CHANGED_FILES = 1000
 /** A file read is cut here: the model's context is the limit, not the file. */
 export const READ_MAX_CHARS = 64 * 1024
 /** What a step keeps of a tool's result in the run record (the model gets the whole result). */
 export const RESULT_EXCERPT_CHARS = 2048
+/** What the run's record, events and conversation keep of a tool call's arguments (the tool gets them whole). */
+export const ARGUMENT_EXCERPT_CHARS = 2048
 const SEARCH_RESULTS = 5
 const SEARCH_TIMEOUT_MS = 15_000
 
 const DEFINITIONS: Record<ToolName, LlmTool> = {
   list_files: {
     name: 'list_files',
-    description: "List the project's files (path and size), optionally under a path prefix.",
+    description: `List the project's files (path and size), optionally under a path prefix; at most ${LIST_MAX_FILES} files (truncated: true when there are more).`,
     parameters: { type: 'object', properties: { prefix: { type: 'string', maxLength: 1024 } }, additionalProperties: false },
   },
   read_file: {
@@ -92,6 +99,8 @@ export class Workspace {
     readonly actor: Actor,
     readonly projectId: string,
     pending: readonly FileChange[] = [],
+    /** How long what the run stages is kept for it (until it ends; a run that dies lets the collector have it then). */
+    readonly holdMs?: number,
   ) {
     for (const c of pending) this.pending.set(c.path, c)
   }
@@ -100,13 +109,16 @@ export class Workspace {
     return [...this.pending.values()]
   }
 
-  async list(prefix = ''): Promise<{ path: string; size: number }[]> {
+  /** The files under `prefix`, in path order, up to LIST_MAX_FILES and LIST_MAX_CHARS of paths; `truncated` when there are more. */
+  async list(prefix = ''): Promise<{ files: { path: string; size: number }[]; truncated: boolean }> {
     const out = new Map<string, number>()
     let cursor: string | undefined
-    // A bound on what one call lists: a model gains nothing from ten thousand names.
-    for (let pages = 0; pages < 10; pages++) {
+    let more = false
+    // Read a page past what one answer holds, so that whether there is more is known.
+    for (let pages = 0; pages * 200 <= LIST_MAX_FILES; pages++) {
       const p = await this.files.list(this.actor.tenantId, this.projectId, { limit: 200, prefix, ...(cursor ? { cursor } : {}) })
       for (const f of p.data) out.set(f.path, f.size)
+      more = p.nextCursor !== null
       if (!p.nextCursor) break
       cursor = p.nextCursor
     }
@@ -115,7 +127,15 @@ export class Workspace {
       if ('delete' in c) out.delete(c.path)
       else out.set(c.path, c.staged.size)
     }
-    return [...out].sort(([a], [b]) => (a < b ? -1 : 1)).map(([path, size]) => ({ path, size }))
+    const sorted = [...out].sort(([a], [b]) => (a < b ? -1 : 1))
+    const files: { path: string; size: number }[] = []
+    let chars = 0
+    for (const [path, size] of sorted) {
+      chars += path.length + 24
+      if (files.length >= LIST_MAX_FILES || chars > LIST_MAX_CHARS) break
+      files.push({ path, size })
+    }
+    return { files, truncated: more || files.length < sorted.length }
   }
 
   async read(path: string): Promise<Buffer> {
@@ -127,9 +147,28 @@ export class Workspace {
   }
 
   async write(path: string, content: string): Promise<StagedFile> {
-    const staged = await this.files.stage(this.actor, this.projectId, path, Buffer.from(content, 'utf8'), 'text/plain; charset=utf-8')
+    const normal = this.files.normalizePath(path)
+    if (!this.pending.has(normal) && this.pending.size >= RUN_MAX_CHANGED_FILES) {
+      throw new AppError('QUOTA_EXCEEDED', `a run may change at most ${RUN_MAX_CHANGED_FILES} files`, { limit: RUN_MAX_CHANGED_FILES })
+    }
+    // The run's other changes count against the project's quota too, checked before the upload.
+    const staged = await this.files.stage(this.actor, this.projectId, normal, Buffer.from(content, 'utf8'), 'text/plain; charset=utf-8', {
+      pending: this.changes(),
+      holdMs: this.holdMs,
+    })
+    const replaced = this.pending.get(normal)
     this.pending.set(staged.path, { path: staged.path, staged })
+    // Written again in the same run: the earlier bytes are no longer part of its change.
+    if (replaced && 'staged' in replaced) await this.files.release(this.actor.tenantId, [replaced.staged])
     return staged
+  }
+
+  /** Lets go of everything staged: the run ends without its changes. */
+  async discard(): Promise<void> {
+    await this.files.release(
+      this.actor.tenantId,
+      this.changes().flatMap((c) => ('staged' in c ? [c.staged] : [])),
+    )
   }
 
   async remove(path: string): Promise<void> {
@@ -140,8 +179,10 @@ export class Workspace {
       const stored = await this.exists(normal)
       if (stored) this.pending.set(normal, { path: normal, delete: true })
       else this.pending.delete(normal)
+      await this.files.release(this.actor.tenantId, [c.staged])
       return
     }
+    if (!c && this.pending.size >= RUN_MAX_CHANGED_FILES) throw new AppError('QUOTA_EXCEEDED', `a run may change at most ${RUN_MAX_CHANGED_FILES} files`, { limit: RUN_MAX_CHANGED_FILES })
     if (c || !(await this.exists(normal))) throw new AppError('RESOURCE_NOT_FOUND', `file ${normal} does not exist`, { resource: 'file', id: normal })
     this.pending.set(normal, { path: normal, delete: true })
   }
@@ -184,8 +225,10 @@ export async function runTool(
   const args = call.arguments as Record<string, string>
   try {
     switch (name) {
-      case 'list_files':
-        return { ok: true, value: { files: await o.workspace.list(args.prefix ?? '') } }
+      case 'list_files': {
+        const { files, truncated } = await o.workspace.list(args.prefix ?? '')
+        return { ok: true, value: { files, ...(truncated ? { truncated, hint: `only the first ${files.length} files are listed: give a prefix to list fewer` } : {}) } }
+      }
       case 'read_file': {
         const text = (await o.workspace.read(args.path!)).toString('utf8')
         return { ok: true, value: { path: args.path, content: text.slice(0, READ_MAX_CHARS), truncated: text.length > READ_MAX_CHARS } }

@@ -1,6 +1,7 @@
 // Project files over HTTP: /api/v1/projects/:projectId/files, and /files/<path> for one file. The
 // upload body is the file's bytes whatever their type, so this scope parses every body as a raw
 // Buffer, up to the largest file any plan allows (the tenant's own plan is checked by the service).
+import { Transform } from 'node:stream'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
@@ -62,6 +63,24 @@ export const filesRoutes: FastifyPluginAsyncTypebox<{ files: ProjectFilesService
   // Every upload is the file's own bytes: no parser of this scope interprets them.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: MAX_FILE_BYTES }, (_req, body, done) => done(null, body))
+  // An upload is read only as far as the tenant's plan allows one file (bodyLimit above is the
+  // largest plan's): a declared length over it is refused unread, a longer body when it gets there.
+  app.addHook('preParsing', async (req, _reply, payload) => {
+    if (req.method !== 'PUT' || !req.principal) return payload
+    const limit = files.fileLimit(actorOf(req))
+    const tooLarge = (size?: number) => new AppError('PAYLOAD_TOO_LARGE', `A file may hold at most ${limit} bytes on this plan`, { limit, ...(size === undefined ? {} : { size }) })
+    const declared = Number(req.headers['content-length'])
+    if (declared > limit) throw tooLarge(declared)
+    let size = 0
+    return payload.pipe(
+      new Transform({
+        transform(chunk: Buffer, _enc, done) {
+          size += chunk.length
+          done(size > limit ? tooLarge() : null, chunk)
+        },
+      }),
+    )
+  })
 
   app.get(
     '/projects/:projectId/files',
@@ -135,8 +154,7 @@ export const filesRoutes: FastifyPluginAsyncTypebox<{ files: ProjectFilesService
       if (ifMatch !== undefined && ifNoneMatch !== undefined) throw new AppError('PRECONDITION_FAILED', 'If-Match and If-None-Match: * cannot both hold', { path })
       const condition = ifMatch !== undefined ? ifMatch : ifNoneMatch !== undefined ? null : undefined
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0) // no body: an empty file
-      const staged = await files.stage(a, req.params.projectId, path, body, req.headers['content-type'])
-      const r = await db.tenant(a.tenantId, (sql) => files.apply(sql, a, req.params.projectId, [{ path, staged }], condition === undefined ? {} : { ifMatch: { [path]: condition } }))
+      const r = await files.put(a, req.params.projectId, path, body, req.headers['content-type'], condition)
       const f = r.files[0]!
       reply.code(r.created.includes(path) ? 201 : 200).header('etag', quoted(f.etag))
       return ok(req, { path: f.path, size: f.size, etag: f.etag, contentType: f.contentType, version: r.version })

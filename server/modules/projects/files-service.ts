@@ -5,13 +5,15 @@
 // the one way files change: the HTTP routes use it, and so do agents, several changes at a time.
 import { createHash } from 'node:crypto'
 import type { Readable } from 'node:stream'
+import type { Logger } from 'pino'
+import { newId } from '../../../common/ids.js'
 import type { Clock } from '../../clock.js'
 import type { Actor } from '../../domain/actor.js'
 import { AppError, invalid, notFound } from '../../domain/errors.js'
 import { decodeTextCursor, encodeCursor } from '../../domain/pagination.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
-import type { Blobs } from '../../platform/blobs.js'
+import { exactly, type Blobs } from '../../platform/blobs.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import type { Storage } from '../../platform/storage.js'
 import * as files from './files-store.js'
@@ -35,10 +37,14 @@ export interface StagedFile {
   sha256: string
   size: number
   contentType: string
+  /** The upload's registration (staged_objects), which keeps its object until the change is made or refused; absent on changes staged before it existed. */
+  stageId?: string
 }
 export type FileChange = { path: string; staged: StagedFile } | { path: string; delete: true }
 
 export const MAX_PATH_BYTES = 1024
+/** How long an upload keeps its object for a change not made yet (a PUT's is made at once; a run passes its own): then the collector may take it. */
+export const STAGE_HOLD_MS = 60 * 60_000
 export const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
 
 /** Why a path is refused: `rule` names the rule in the error's details. */
@@ -95,13 +101,17 @@ export const fileMeta = (r: FileRow): FileMeta => ({ path: r.path, size: r.size,
 const storeUnavailable = (err: unknown) =>
   err instanceof AppError ? err : new AppError('SERVICE_UNAVAILABLE', 'Object storage is unavailable; try again later', { reason: (err as Error).name }, { 'retry-after': '5' })
 
-async function collect(stream: Readable): Promise<Buffer> {
+/** An object's bytes, as many as its record says and no more (a store that sends more is refused, not buffered). */
+async function collect(stream: Readable, size: number, key: string): Promise<Buffer> {
   const chunks: Buffer[] = []
-  for await (const c of stream) chunks.push(c as Buffer)
+  for await (const c of exactly(stream, size, key)) chunks.push(c as Buffer)
   return Buffer.concat(chunks)
 }
 
-export function projectFilesService(deps: { db: Db; storage: Storage; now?: Clock }) {
+/** A change's effect on the project's bytes: its size, or a delete. */
+type Sized = { path: string; size: number } | { path: string; delete: true }
+
+export function projectFilesService(deps: { db: Db; storage: Storage; now?: Clock; log?: Pick<Logger, 'warn'> }) {
   const { db } = deps
   const clock = deps.now ?? Date.now
 
@@ -112,12 +122,82 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
       throw storeUnavailable(err)
     }
   }
-  const readBlob = async (tenantId: string, key: string): Promise<Buffer> => {
+  const readBlob = async (tenantId: string, key: string, size: number): Promise<Buffer> => {
     const blobs = await blobsOf(tenantId)
     try {
-      return await collect(await blobs.get(key))
+      return await collect(await blobs.get(key), size, key)
     } catch (err) {
       throw storeUnavailable(err)
+    }
+  }
+  /**
+   * QUOTA_EXCEEDED unless the project's files stay within the plan after `changes` (each path's
+   * new size replacing its current one): what apply() decides as it makes the change, and
+   * stage() before anything is uploaded. A change that frees space is always allowed, even on a
+   * project left over a lowered quota.
+   */
+  const checkQuota = async (sql: TxSql, a: Actor, projectId: string, changes: readonly Sized[], existing?: ReadonlyMap<string, FileRow>) => {
+    const limit = PLAN_TERMS[planOf(a.principal)].limits.projectFileBytes
+    const current =
+      existing ??
+      new Map(
+        (
+          await files.selectFiles(
+            sql,
+            a.tenantId,
+            projectId,
+            changes.map((c) => c.path),
+          )
+        ).map((r) => [r.path, r]),
+      )
+    const used = await files.usedBytes(sql, a.tenantId, projectId)
+    let next = used
+    for (const c of changes) next += ('size' in c ? c.size : 0) - (current.get(c.path)?.size ?? 0)
+    if (next > limit && next > used) {
+      throw new AppError('QUOTA_EXCEEDED', `The project's files may hold at most ${limit} bytes on this plan`, { limit, used, requested: next })
+    }
+  }
+  /** PRECONDITION_FAILED unless every path has the etag `ifMatch` asks ('*': it exists; null: it does not). */
+  const checkConditions = (conditions: readonly (readonly [string, string | null])[], existing: ReadonlyMap<string, FileRow>) => {
+    for (const [p, etag] of conditions) {
+      const current = existing.get(p)?.sha256 ?? null
+      const holds = etag === null ? current === null : etag === '*' ? current !== null : current === etag
+      if (!holds) throw new AppError('PRECONDITION_FAILED', `${p} is not as the request expected`, { path: p, etag: current })
+    }
+  }
+  const sized = (changes: readonly FileChange[]): Sized[] => changes.map((c) => ('staged' in c ? { path: c.path, size: c.staged.size } : c))
+
+  /**
+   * Deletes the object at `key` unless something points at it (a file, a version, an upload not
+   * expired), under the object's lock, after dropping the registrations `stageIds`: an upload of
+   * the same bytes waits for the lock, so it registers after the delete and uploads again. True
+   * when the object was deleted.
+   */
+  async function removeUnreferenced(tenantId: string, blobs: Blobs, key: string, stageIds: string[] = []): Promise<boolean> {
+    return db.tenant(tenantId, async (sql) => {
+      await files.lockObject(sql, key)
+      await files.deleteStaged(sql, tenantId, stageIds)
+      if ((await files.referencedKeys(sql, tenantId, [key], new Date(clock()))).has(key)) return false
+      await blobs.remove(key)
+      return true
+    })
+  }
+
+  /**
+   * Lets go of uploads whose change was refused or will never be made: their registrations go,
+   * and each object that nothing else points at (no file, no version, no other upload) is deleted,
+   * under the object's lock. What cannot be done now (the store or the database away) is the
+   * collector's later: the registration expires and the object is found unreferenced.
+   */
+  async function release(tenantId: string, staged: readonly Pick<StagedFile, 'blobKey' | 'stageId'>[]): Promise<void> {
+    const byKey = new Map<string, string[]>()
+    for (const s of staged) byKey.set(s.blobKey, [...(byKey.get(s.blobKey) ?? []), ...(s.stageId ? [s.stageId] : [])])
+    if (!byKey.size) return
+    try {
+      const blobs = await blobsOf(tenantId)
+      for (const [key, ids] of byKey) await removeUnreferenced(tenantId, blobs, key, ids)
+    } catch (err) {
+      deps.log?.warn({ err: { code: (err as { code?: unknown }).code, message: (err as Error).message }, tenantId }, 'uploads not released now; the object collector takes them later')
     }
   }
   const projectExists = async (sql: TxSql, tenantId: string, projectId: string, lock = false) => {
@@ -156,32 +236,75 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
     async read(tenantId: string, projectId: string, path: string): Promise<{ meta: FileMeta; body: Buffer }> {
       const p = normalizePath(path)
       const row = await db.tenant(tenantId, (sql) => findFile(sql, tenantId, projectId, p))
-      return { meta: fileMeta(row), body: await readBlob(tenantId, row.blob_key) }
+      return { meta: fileMeta(row), body: await readBlob(tenantId, row.blob_key, row.size) }
     },
 
-    readStaged: (tenantId: string, staged: StagedFile): Promise<Buffer> => readBlob(tenantId, staged.blobKey),
+    readStaged: (tenantId: string, staged: StagedFile): Promise<Buffer> => readBlob(tenantId, staged.blobKey, staged.size),
 
     /**
-     * Checks the path, the content type and the plan's per-file limit, and uploads the bytes. No
-     * version yet: apply() makes the change, in its caller's transaction.
+     * Checks the path, the content type, the plan's per-file limit, and, before anything is sent
+     * to the store, what apply() will check again as it makes the change: the project's quota with
+     * this file and the `pending` changes made with it, and the If-Match conditions. Then registers
+     * the upload (so that its object is kept until the change is made or refused) and uploads the
+     * bytes. No version yet: apply() makes the change, in its caller's transaction; release() lets
+     * go of an upload whose change is refused.
      */
-    async stage(a: Actor, projectId: string, path: string, body: Buffer, contentType?: string): Promise<StagedFile> {
+    async stage(
+      a: Actor,
+      projectId: string,
+      path: string,
+      body: Buffer,
+      contentType?: string,
+      o: { pending?: readonly FileChange[]; ifMatch?: Record<string, string | null>; holdMs?: number } = {},
+    ): Promise<StagedFile> {
       const p = normalizePath(path)
       const ct = checkContentType(contentType)
       const limit = PLAN_TERMS[planOf(a.principal)].limits.fileBytes
       if (body.length > limit) throw new AppError('PAYLOAD_TOO_LARGE', `A file may hold at most ${limit} bytes on this plan`, { limit, size: body.length })
-      // Another tenant's (or no) project: refused before anything is uploaded.
-      await db.tenant(a.tenantId, (sql) => projectExists(sql, a.tenantId, projectId))
       const sha256 = createHash('sha256').update(body).digest('hex')
-      const blobKey = fileBlobKey(a.tenantId, projectId, sha256)
-      const blobs = await blobsOf(a.tenantId)
+      const staged: StagedFile = { path: p, blobKey: fileBlobKey(a.tenantId, projectId, sha256), sha256, size: body.length, contentType: ct, stageId: newId() }
+      const changes = new Map<string, Sized>(sized(o.pending ?? []).map((c) => [c.path, c]))
+      changes.set(p, { path: p, size: body.length })
+      const conditions = Object.entries(o.ifMatch ?? {}).map(([q, etag]) => [normalizePath(q), etag] as const)
+      await db.tenant(a.tenantId, async (sql) => {
+        // Another tenant's (or no) project: refused before anything is uploaded.
+        await projectExists(sql, a.tenantId, projectId)
+        const existing = new Map((await files.selectFiles(sql, a.tenantId, projectId, [...new Set([...changes.keys(), ...conditions.map(([q]) => q)])])).map((r) => [r.path, r]))
+        checkConditions(conditions, existing)
+        await checkQuota(sql, a, projectId, [...changes.values()], existing)
+        await files.lockObject(sql, staged.blobKey)
+        await files.insertStaged(sql, { id: staged.stageId!, tenantId: a.tenantId, blobKey: staged.blobKey, expiresAt: new Date(clock() + (o.holdMs ?? STAGE_HOLD_MS)) })
+      })
       try {
+        const blobs = await blobsOf(a.tenantId)
         // The object's own type does not matter: the same bytes may be stored under several types.
-        await blobs.put(blobKey, body, DEFAULT_CONTENT_TYPE)
+        await blobs.put(staged.blobKey, body, DEFAULT_CONTENT_TYPE)
       } catch (err) {
+        await release(a.tenantId, [staged])
         throw storeUnavailable(err)
       }
-      return { path: p, blobKey, sha256, size: body.length, contentType: ct }
+      return staged
+    },
+
+    release,
+    removeUnreferenced,
+    /** The keys among `keys` that something points at now. */
+    referenced: (tenantId: string, keys: string[]) => db.tenant(tenantId, (sql) => files.referencedKeys(sql, tenantId, keys, new Date(clock()))),
+
+    /** The most bytes one file of this actor's plan may hold: what an upload is read up to. */
+    fileLimit: (a: Actor) => PLAN_TERMS[planOf(a.principal)].limits.fileBytes,
+
+    /** A file written as one change (a PUT): staged, then made a version; an upload whose change is refused is let go of. */
+    async put(a: Actor, projectId: string, path: string, body: Buffer, contentType: string | undefined, ifMatch: string | null | undefined) {
+      const conditions = ifMatch === undefined ? {} : { ifMatch: { [path]: ifMatch } }
+      const staged = await this.stage(a, projectId, path, body, contentType, conditions)
+      try {
+        return await db.tenant(a.tenantId, (sql) => this.apply(sql, a, projectId, [{ path: staged.path, staged }], conditions))
+      } catch (err) {
+        // Refused as the change was made (a race past stage's checks): nothing of it is kept.
+        await release(a.tenantId, [staged])
+        throw err
+      }
     },
 
     /**
@@ -219,20 +342,15 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
 
       const before = await projectExists(sql, a.tenantId, projectId, true) // serialises changes to this project's files
       const existing = new Map((await files.selectFiles(sql, a.tenantId, projectId, [...new Set([...paths, ...conditions.map(([p]) => p)])])).map((r) => [r.path, r]))
-      for (const [p, etag] of conditions) {
-        const current = existing.get(p)?.sha256 ?? null
-        const holds = etag === null ? current === null : etag === '*' ? current !== null : current === etag
-        if (!holds) throw new AppError('PRECONDITION_FAILED', `${p} is not as the request expected`, { path: p, etag: current })
-      }
+      checkConditions(conditions, existing)
       for (const c of normal) if ('delete' in c && !existing.has(c.path)) throw notFound('file', c.path)
-
-      const used = await files.usedBytes(sql, a.tenantId, projectId)
-      let next = used
-      for (const c of normal) next += ('staged' in c ? c.staged.size : 0) - (existing.get(c.path)?.size ?? 0)
-      // A change that frees space is always allowed, even on a project left over a lowered quota.
-      if (next > terms.projectFileBytes && next > used) {
-        throw new AppError('QUOTA_EXCEEDED', `The project's files may hold at most ${terms.projectFileBytes} bytes on this plan`, { limit: terms.projectFileBytes, used, requested: next })
-      }
+      await checkQuota(sql, a, projectId, sized(normal), existing)
+      // The uploads become files in this transaction: their registrations go with it.
+      await files.deleteStaged(
+        sql,
+        a.tenantId,
+        normal.flatMap((c) => ('staged' in c && c.staged.stageId ? [c.staged.stageId] : [])),
+      )
 
       const project = await store.updateProject(sql, a.tenantId, projectId, { name: before.name, description: before.description, language: before.language })
       const at = new Date(clock())

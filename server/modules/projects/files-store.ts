@@ -102,3 +102,39 @@ export async function restoreManifest(sql: TxSql, tenantId: string, projectId: s
            content_type = excluded.content_type, version = excluded.version, updated_at = excluded.updated_at
      where (project_files.sha256, project_files.content_type) is distinct from (excluded.sha256, excluded.content_type)`
 }
+
+// ---- what points at an object (migration 0016) -----------------------------------------------------
+
+/**
+ * Holds an object's advisory lock for the transaction: registering an upload and deleting an
+ * object nothing points at take it, so a delete never meets an upload of the same bytes half way.
+ */
+export async function lockObject(sql: TxSql, key: string): Promise<void> {
+  await sql`select pg_advisory_xact_lock(hashtextextended(${'atrium.object:' + key}, 0))`
+}
+
+export async function insertStaged(sql: TxSql, s: { id: string; tenantId: string; blobKey: string; expiresAt: Date }): Promise<void> {
+  await sql`insert into staged_objects (id, tenant_id, blob_key, expires_at) values (${s.id}, ${s.tenantId}, ${s.blobKey}, ${s.expiresAt})`
+}
+
+export async function deleteStaged(sql: TxSql, tenantId: string, ids: string[]): Promise<void> {
+  if (ids.length) await sql`delete from staged_objects where tenant_id = ${tenantId} and id = any(${sql.array(ids)}::uuid[])`
+}
+
+/** The keys among `keys` that something points at: a current file, a version's manifest, an upload not yet expired. */
+export async function referencedKeys(sql: TxSql, tenantId: string, keys: string[], now: Date): Promise<Set<string>> {
+  if (!keys.length) return new Set()
+  const rows = await sql<{ blob_key: string }[]>`
+    select blob_key from project_files where tenant_id = ${tenantId} and blob_key = any(${sql.array(keys)}::text[])
+    union
+    select blob_key from project_version_files where tenant_id = ${tenantId} and blob_key = any(${sql.array(keys)}::text[])
+    union
+    select blob_key from staged_objects where tenant_id = ${tenantId} and blob_key = any(${sql.array(keys)}::text[]) and expires_at > ${now}`
+  return new Set(rows.map((r) => r.blob_key))
+}
+
+/** Uploads whose change never came (expired registrations), oldest first: the collector's to finish. */
+export function expiredStaged(sql: TxSql, now: Date, limit: number) {
+  return sql<{ id: string; tenant_id: string; blob_key: string }[]>`
+    select id, tenant_id, blob_key from staged_objects where expires_at <= ${now} order by expires_at limit ${limit}`
+}

@@ -2,7 +2,9 @@ import { chmodSync, mkdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import t from 'tap'
-import { openLocalBlobs, openS3Blobs, type LocalBlobs } from '../../../server/platform/blobs.js'
+import { exactly, guardedS3Blobs, openLocalBlobs, openS3Blobs, type LocalBlobs } from '../../../server/platform/blobs.js'
+import { compilePolicy } from '../../../server/platform/outbound.js'
+import { hostileStore } from '../../helpers/hostile-store.js'
 import { freshBucket, services, tempDir, testPlatform } from '../../helpers/platform.js'
 
 const { blobs } = await testPlatform(t)
@@ -88,4 +90,64 @@ t.test('S3 links can be signed for the address users reach the store at', { skip
   const r = await fetch(url)
   t.equal(r.status, 200, 'the store accepts the signature for that host')
   t.equal(await r.text(), 'public')
+})
+
+// ---- every S3 exchange bounded (found by the second hardening round: a 200 MB error body grew the
+// server by 4.6 GB; a store that accepted and never answered held a request 90 s) ---------------------
+
+/** A store on loopback as a tenant's own is reached: through the outbound policy (which admits it here). */
+const hostile = (endpoint: string, timeoutMs = 2000) =>
+  guardedS3Blobs(compilePolicy({ allowedCidrs: ['127.0.0.1/32'], airGapped: false }), { endpoint, bucket: 'hostile-bucket', accessKey: 'k', secretKey: 's', region: 'us-east-1', timeoutMs })
+
+t.test('an error answer larger than a client reads whole fails ResponseTooLarge, read no further', async (t) => {
+  const store = await hostileStore(t, { mode: 'huge-error', bytes: 200 * 1024 * 1024 })
+  const rssBefore = process.memoryUsage().rss
+  const b = await hostile(store.url)
+  for (const [what, call] of [
+    ['delete', () => b.remove('some/key')],
+    ['put', () => b.put('some/key', Buffer.from('bytes'), 'text/plain')],
+    ['get', () => b.get('some/key')],
+  ] as [string, () => Promise<unknown>][]) {
+    await t.rejects(call(), { code: 'ResponseTooLarge' }, what)
+  }
+  t.ok(store.written < 32 * 1024 * 1024, `the store wrote ${store.written} bytes before the server hung up, not 200 MB a call`)
+  t.ok(process.memoryUsage().rss - rssBefore < 100 * 1024 * 1024, 'and none of it was kept')
+})
+
+t.test('a store that accepts and never answers fails each call within its timeout, as ETIMEDOUT', async (t) => {
+  const store = await hostileStore(t, { mode: 'silent' })
+  const b = await hostile(store.url, 500)
+  for (const [what, call] of [
+    ['stat', () => b.size('k')],
+    ['get', () => b.get('k')],
+    ['put', () => b.put('k', Buffer.from('x'), 'text/plain')],
+    ['delete', () => b.remove('k')],
+  ] as [string, () => Promise<unknown>][]) {
+    await t.rejects(call(), { code: 'ETIMEDOUT' }, what)
+  }
+})
+
+t.test("an object's bytes are read as far as its record says, no further", async (t) => {
+  const store = await hostileStore(t, { mode: 'huge-object', bytes: 50 * 1024 * 1024 })
+  const stream = exactly(await (await hostile(store.url)).get('k'), 1000, 'k')
+  await t.rejects(read(stream), { code: 'ObjectSizeMismatch' })
+  t.ok(store.written < 16 * 1024 * 1024, `read no further (${store.written} bytes written)`)
+  await t.rejects(read(exactly(Readable.from([Buffer.from('short')]), 10, 'k')), { code: 'ObjectSizeMismatch' }, 'a short object too')
+  t.same(await read(exactly(Readable.from([Buffer.from('exact')]), 5, 'k')), Buffer.from('exact'))
+})
+
+t.test('the local store lists what it holds under a prefix, not its unfinished writes', async (t) => {
+  const local = openLocalBlobs({ dir: tempDir(t), publicUrl: 'http://localhost', signingKey: Buffer.alloc(32) })
+  await local.put('tenants/a/projects/p/files/1', Buffer.from('1'), 'text/plain')
+  await local.put('tenants/a/projects/p/files/2', Buffer.from('2'), 'text/plain')
+  await local.put('tenants/a/other', Buffer.from('3'), 'text/plain')
+  await local.put('tenants/b/x', Buffer.from('4'), 'text/plain')
+  const keys = async (prefix: string) => {
+    const out: string[] = []
+    for await (const o of local.list(prefix)) out.push(o.key)
+    return out
+  }
+  t.same(await keys('tenants/a/projects/'), ['tenants/a/projects/p/files/1', 'tenants/a/projects/p/files/2'])
+  t.same(await keys('tenants/a/'), ['tenants/a/other', 'tenants/a/projects/p/files/1', 'tenants/a/projects/p/files/2'])
+  t.same(await keys('tenants/c/'), [], 'nothing there')
 })

@@ -4,6 +4,7 @@ import pino from 'pino'
 import { Registry } from 'prom-client'
 import t, { type Test } from 'tap'
 import { AppError } from '../../../server/domain/errors.js'
+import { findUnstorableText } from '../../../server/domain/text.js'
 import { createLlm, type LlmProvider, type LlmRequest, type LlmTarget, type LlmToolCall } from '../../../server/platform/llm.js'
 import { compilePolicy, outboundFetch, type OutboundPolicy } from '../../../server/platform/outbound.js'
 import { testApp, type TestApp } from '../../helpers/app.js'
@@ -359,4 +360,66 @@ t.test('the app: atrium-llm and the tenant settings give a callable target; anth
   t.equal(usage.status, 200)
   t.match(usage.body, { data: [{ provider: 'anthropic', model: 'claude-test', requests: 1, inputTokens: 2, outputTokens: 1 }], meta: { totals: { requests: 1, inputTokens: 2, outputTokens: 1 } } })
   t.match((await h.anonymous('GET', '/metrics')).raw.toString(), /atrium_llm_requests_total\{provider="anthropic",outcome="ok"\} 1/)
+})
+
+t.test('an answer longer than the call takes fails LLM_RESPONSE_TOO_LARGE as it streams, and the connection is closed there', async (t) => {
+  let written = 0
+  const fake = await fakeLlm(t, { onChunk: () => written++ })
+  const { llm, target, tenantId } = await setup(t)
+  const base = { tenantId, target: target({ baseUrl: fake.url }), messages: [{ role: 'user' as const, content: 'talk' }] }
+  const words = 'word '.repeat(4000) // 4,000 pieces of 5 characters
+  fake.push({ text: words, chunkDelayMs: 1 })
+  const err = await failure(llm.complete({ ...base, maxOutputChars: 1000 }))
+  t.equal(err.code, 'LLM_RESPONSE_TOO_LARGE')
+  t.match(err.details, { limit: 'outputChars', max: 1000 })
+  await new Promise((r) => setTimeout(r, 200))
+  t.ok(written < 1000, `the provider was stopped early (${written} of 4000 pieces written)`)
+
+  // Tool-call arguments count too (a write_file of megabytes).
+  const tools = [{ name: 'write', description: 'write', parameters: { type: 'object', properties: { content: { type: 'string' } } } }]
+  fake.push({ toolCalls: [{ name: 'write', arguments: { content: 'x'.repeat(5000) } }] })
+  const args = await failure(llm.complete({ ...base, tools, maxOutputChars: 1000 }))
+  t.match(args.details, { limit: 'outputChars' })
+  fake.push({ text: 'fits' })
+  t.equal((await llm.complete({ ...base, maxOutputChars: 1000 })).text, 'fits', 'a short answer passes')
+})
+
+t.test('more tool calls than the call takes fail LLM_RESPONSE_TOO_LARGE with limit toolCalls, holding no more than the limit', async (t) => {
+  const fake = await fakeLlm(t)
+  const { llm, target, tenantId } = await setup(t)
+  const tools = [{ name: 'list_files', description: 'list', parameters: { type: 'object', properties: {} } }]
+  const base = { tenantId, target: target({ baseUrl: fake.url }), tools, messages: [{ role: 'user' as const, content: 'list' }] }
+  fake.push({ toolCalls: Array.from({ length: 3000 }, () => ({ name: 'list_files', arguments: {} })) })
+  const err = await failure(llm.complete({ ...base, maxToolCalls: 64 }))
+  t.equal(err.code, 'LLM_RESPONSE_TOO_LARGE')
+  t.match(err.details, { limit: 'toolCalls', max: 64 })
+  fake.push({ toolCalls: Array.from({ length: 64 }, () => ({ name: 'list_files', arguments: {} })) })
+  t.equal((await llm.complete({ ...base, maxToolCalls: 64 })).toolCalls.length, 64, 'exactly the limit passes')
+})
+
+t.test('text the database cannot store, from the model, is made storable: tool calls with it are invalid, text gets U+FFFD', async (t) => {
+  // found by the second hardening round: a NUL in a tool call's arguments failed the run's step write four times over
+  const fake = await fakeLlm(t)
+  const { llm, target, tenantId } = await setup(t)
+  const tools = [{ name: 'read_file', description: 'read', parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } }]
+  const base = { tenantId, target: target({ baseUrl: fake.url }), tools, messages: [{ role: 'user' as const, content: 'read' }] }
+  fake.push({
+    toolCalls: [
+      { name: 'read_file', arguments: { path: 'a\u0000b' }, id: 'nul' },
+      { name: 'read_file', arguments: { path: 'half \ud800 pair' }, id: 'surrogate' },
+      { name: 'read_file', arguments: { ['key\u0000']: 'x', path: 'p' }, id: 'nul-key' },
+      { name: 'read_file', arguments: `${'['.repeat(100)}${']'.repeat(100)}`, id: 'deep' },
+      { name: 'read_file', arguments: { path: 'rocket \u{1f680}' }, id: 'fine' },
+    ],
+    text: 'before\u0000after \ud83d\ude80 lone \udc00 end',
+  })
+  const r = await llm.complete(base)
+  const byId = Object.fromEntries(r.toolCalls.map((c) => [c.id, c]))
+  t.match(byId.nul, { invalid: /arguments\.path must not contain NUL/, arguments: { path: 'a\ufffdb' } })
+  t.match(byId.surrogate, { invalid: /unpaired surrogates/, arguments: { path: 'half \ufffd pair' } })
+  t.match(byId['nul-key'], { invalid: /NUL/, arguments: { 'key\ufffd': 'x' } })
+  t.match(byId.deep, { invalid: /more than 64 levels/ })
+  t.same(byId.fine, { id: 'fine', name: 'read_file', arguments: { path: 'rocket \u{1f680}' } }, 'a valid pair is text')
+  t.equal(r.text, 'before\ufffdafter \u{1f680} lone \ufffd end')
+  t.equal(findUnstorableText(r), null, 'nothing in the answer is refused by the database')
 })

@@ -4,7 +4,8 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { appOn, testApp, type Caller } from '../../../helpers/app.js'
+import { agent, ended, project, tenantWithLlm as llmTenant } from '../../../helpers/agents.js'
+import { appOn, testApp } from '../../../helpers/app.js'
 import { fakeLlm, type FakeLlm } from '../../../helpers/fake-llm.js'
 import { unzip } from '../../../helpers/zip.js'
 import { parseSse } from '../../../helpers/sse.js'
@@ -15,41 +16,10 @@ import { writtenMessage } from '../../../../server/platform/event-log.js'
 const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' }, { jobs: { pollMs: 50 } })
 const llm = await fakeLlm(t)
 
-interface Tenant {
-  tenantId: string
-  apiKey: string
-  call: Caller
-}
-
-async function tenantWithLlm(plan: 'free' | 'pro' | 'growth' | 'enterprise' = 'enterprise', provider: FakeLlm = llm, apiKey = 'sk-test-key-1234567890'): Promise<Tenant> {
-  const tn = await h.tenant(plan)
-  const r = await tn.call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: provider.url, model: 'test-model', apiKey })
-  if (r.status !== 200) throw new Error(`settings: ${r.status} ${JSON.stringify(r.body)}`)
-  return tn
-}
-
-async function project(call: Caller): Promise<string> {
-  const r = await call('POST', '/api/v1/projects', { name: 'Workspace' })
-  return r.body.data.id
-}
-
-async function agent(call: Caller, config: Record<string, unknown> = { autonomyLevel: 'high' }, systemPrompt = 'You are careful.'): Promise<string> {
-  const r = await call('POST', '/api/v1/agents', { name: 'Helper', systemPrompt, config })
-  if (r.status !== 201) throw new Error(`agent: ${r.status} ${JSON.stringify(r.body)}`)
-  return r.body.data.id
-}
+/** A tenant whose model is `provider` (this file's fake by default). */
+const tenantWithLlm = (plan: 'free' | 'pro' | 'growth' | 'enterprise' = 'enterprise', provider: FakeLlm = llm, apiKey?: string) => llmTenant(h, provider, plan, apiKey)
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** The run once it has ended (the job runner polls every 50 ms). */
-async function ended(call: Caller, agentId: string, runId: string) {
-  for (let i = 0; i < 600; i++) {
-    const r = await call('GET', `/api/v1/agents/${agentId}/runs/${runId}`)
-    if (['completed', 'failed', 'cancelled'].includes(r.body.data.status)) return r.body.data
-    await sleep(50)
-  }
-  throw new Error('the run did not end')
-}
 
 t.test('a high-autonomy run reads a file, writes another and completes; its version, backup and stream show it', async (t) => {
   const { call } = await tenantWithLlm()

@@ -8,6 +8,7 @@ import t from 'tap'
 import { testApp } from '../../../helpers/app.js'
 import { freePort, freshBucket, s3Client, services } from '../../../helpers/platform.js'
 import { portability } from '../../../helpers/portability.js'
+import { hostileStore } from '../../../helpers/hostile-store.js'
 
 const skip = services.s3Endpoint ? false : 'needs an S3 store (TEST_S3_ENDPOINT): the tenant’s own store is a bucket of it'
 
@@ -141,4 +142,48 @@ t.test('BYOS', { skip }, async (t) => {
     const zip = await p.download(again.body.data.downloadUrl)
     t.equal(`sha256:${createHash('sha256').update(zip).digest('hex')}`, exported.job.checksum, 'the export in its own store downloads too')
   })
+})
+
+t.test('validate against a store answering a 200 MB error body: the check fails ResponseTooLarge, read no further', async (t) => {
+  // found by the second hardening round: 20 MB answers grew the server by 560 MB, 200 MB killed it
+  const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' })
+  const tn = await h.tenant('enterprise')
+  const store = await hostileStore(t, { mode: 'huge-error', bytes: 200 * 1024 * 1024 })
+  const body = { byosProvider: 's3', byosEndpoint: store.url, byosBucket: 'hostile-bucket', byosRegion: 'us-east-1', byosAccessKey: 'key-id', byosSecretKey: 'secret-value' }
+  const r = await tn.call('POST', `/api/v1/regions/storage/${tn.tenantId}/validate`, body)
+  t.equal(r.status, 200)
+  t.equal(r.body.data.valid, false)
+  t.match(r.body.data.checks.at(-1), { id: 'write', status: 'fail', found: 'ResponseTooLarge' })
+  t.ok(store.written < 32 * 1024 * 1024, `the store wrote ${store.written} bytes before the server hung up`)
+  const put = await tn.call('PUT', `/api/v1/regions/storage/${tn.tenantId}`, { storageMode: 'byos', ...body })
+  t.equal(put.status, 400, 'such a store is refused')
+  t.match(put.body.error.details, { rule: 'store-check', check: 'write' })
+})
+
+t.test('a store that validated and turns hostile later: file writes and reads answer 503, the process serves on', { skip }, async (t) => {
+  const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32', STORAGE_TIMEOUT_SECONDS: '2' })
+  const own = await freshBucket(t)
+  await s3Client().makeBucket(own, 'us-east-1')
+  const store = await hostileStore(t, { mode: 'forward', forwardTo: services.s3Endpoint, bytes: 200 * 1024 * 1024 })
+  const tn = await h.tenant('enterprise')
+  const byos = { storageMode: 'byos', byosProvider: 's3', byosEndpoint: store.url, byosBucket: own, byosRegion: 'us-east-1', byosAccessKey: services.s3AccessKey, byosSecretKey: services.s3SecretKey }
+  t.equal((await tn.call('PUT', `/api/v1/regions/storage/${tn.tenantId}`, byos)).status, 200, 'validated while it behaved')
+  const project = (await tn.call('POST', '/api/v1/projects', { name: 'turned' })).body.data
+  const file = `/api/v1/projects/${project.id}/files/a.txt`
+  t.equal((await tn.call('PUT', file, 'stored while it behaved', { 'content-type': 'text/plain' })).status, 201)
+
+  for (const mode of ['huge-error', 'huge-object', 'silent'] as const) {
+    store.mode = mode
+    const write = await tn.call('PUT', `/api/v1/projects/${project.id}/files/b.txt`, 'written while it misbehaves', { 'content-type': 'text/plain' })
+    t.equal(write.status, 503, `${mode}: a write is 503`)
+    t.equal(write.body.error.code, 'SERVICE_UNAVAILABLE')
+    const read = await tn.call('GET', file)
+    t.equal(read.status, 503, `${mode}: a read is 503`)
+    t.equal((await tn.call('GET', '/api/v1/projects')).status, 200, `${mode}: the rest of the API serves on`)
+  }
+  t.ok(store.written < 64 * 1024 * 1024, `the store wrote ${store.written} bytes in all, not 200 MB an answer`)
+  store.mode = 'forward'
+  t.equal((await tn.call('GET', file)).raw.toString(), 'stored while it behaved', 'back to normal, the file reads')
+  const files = (await tn.call('GET', `/api/v1/projects/${project.id}/files`)).body.data.map((f: { path: string }) => f.path)
+  t.same(files, ['a.txt'], 'no write half made')
 })
