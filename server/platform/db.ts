@@ -319,6 +319,10 @@ function wrap(mode: Db['mode'], sql: Sql, app: { pool: Sql; max: number } | null
         .simple()
         .execute()
         .catch(() => (broken = true))
+      // set_config('role') refuses a role that does not exist with 22023: the migrations, which make
+      // the roles, have not run. Said as PostgreSQL's own 'undefined object', which answers 503.
+      if (role && (openingFailed as { code?: string } | null)?.code === '22023')
+        throw Object.assign(new Error(`role ${role} does not exist: the database is not migrated`), { code: '42704', cause: openingFailed })
       throw openingFailed ?? err
     } finally {
       leased.done(broken)
@@ -383,10 +387,11 @@ function wrap(mode: Db['mode'], sql: Sql, app: { pool: Sql; max: number } | null
 // reached without handling them itself (most are the database's: others map their own).
 const DATABASE_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT', '57P01', '57P02', '57P03', '25006', '40001', '40P01'])
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'])
-// A schema this release's SQL does not find (a table, column, function or role missing): the
+// A schema this release's SQL does not find (a table, column, function or role missing; a login
+// as a role the migrations make, 28000): the
 // database is not migrated yet (MIGRATE_ON_START=false while the migration job has not run), which
 // the migrations, not the client, put right.
-const SCHEMA_CODES = new Set(['42P01', '42703', '42883', '42704'])
+const SCHEMA_CODES = new Set(['42P01', '42703', '42883', '42704', '28000'])
 
 /** Which dependency an error says is unavailable (answer 503, the client retries), or null. */
 export function unavailableDependency(err: unknown): 'database' | 'schema' | 'network' | null {

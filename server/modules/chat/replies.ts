@@ -44,7 +44,9 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
       const [reply] = await store.selectMessage(sql, tenantId, replyId)
       if (!reply || reply.status !== 'generating') return null
       const [session] = await store.selectSession(sql, tenantId, sessionId)
-      return session ? { session, agent: await store.agentPrompt(sql, tenantId, session.agent_id), history: await store.historyBefore(sql, tenantId, sessionId, replyId, CONTEXT_MESSAGES) } : null
+      return session
+        ? { session, agent: await store.agentPrompt(sql, tenantId, session.agent_id), history: await store.historyBefore(sql, tenantId, sessionId, replyId, CONTEXT_MESSAGES, CONTEXT_CHARS) }
+        : null
     })
     if (!start) return
     // The text cannot be kept (the session was deleted, the database is away): stop the model at once rather than at the end.

@@ -90,11 +90,20 @@ export function selectMessage(sql: TxSql, tenantId: string, id: string, opts: { 
 }
 
 /** The newest completed messages before a reply, newest first (the caller keeps what fits its budget). */
-export function historyBefore(sql: TxSql, tenantId: string, sessionId: string, beforeId: string, limit: number) {
+/**
+ * The history before a reply, newest first: up to `limit` messages, the newest always, then only
+ * those that fit `chars` together (measured in the database: a session of long replies is not read
+ * whole to keep its last few).
+ */
+export function historyBefore(sql: TxSql, tenantId: string, sessionId: string, beforeId: string, limit: number, chars: number) {
   return sql<Pick<MessageRow, 'role' | 'content'>[]>`
-    select role, content from chat_messages
-     where tenant_id = ${tenantId} and session_id = ${sessionId} and id < ${beforeId} and status = 'completed' and content <> ''
-     order by id desc limit ${limit}`
+    select role, content from (
+      select id, role, content, char_length(content) as len, sum(char_length(content)) over (order by id desc) as upto
+        from chat_messages
+       where tenant_id = ${tenantId} and session_id = ${sessionId} and id < ${beforeId} and status = 'completed' and content <> ''
+       order by id desc limit ${limit}) h
+     where upto <= ${chars} or upto = len
+     order by id desc`
 }
 
 /** The system prompt of the session's agent, if it has one. */
