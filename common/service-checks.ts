@@ -10,6 +10,7 @@ import { Client } from 'minio'
 import postgres from 'postgres'
 import { check, type CheckResult, type CheckStatus } from './checks.js'
 import { inSeconds, within } from './deadline.js'
+import { redactor } from './redact.js'
 import { compareVersions, parseVersion } from './versions.js'
 
 export interface ServiceCheckOptions {
@@ -45,8 +46,10 @@ export function redactUrl(url: string): string {
  * the password through them, so every known secret is masked on the way out.
  */
 function scrub(results: CheckResult[], secrets: (string | undefined)[]): CheckResult[] {
-  const masks = secrets.flatMap((s) => (s ? [s, encodeURIComponent(s)] : [])).filter((s) => s.length >= 3)
-  const clean = (text: string) => masks.reduce((t, s) => t.split(s).join('***'), text)
+  const clean = redactor(
+    secrets.filter((s) => s !== undefined),
+    '***',
+  )
   return results.map((r) => ({ ...r, found: clean(r.found), fix: clean(r.fix) }))
 }
 

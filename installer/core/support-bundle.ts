@@ -11,6 +11,7 @@ import { BUNDLES, composeArgs } from './compose-bundle.js'
 import { settings, type Setting } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
 import { json, zipStream, type ZipEntry } from '../../common/zip.js'
+import { redactor } from '../../common/redact.js'
 import { VERSION } from '../../common/version.js'
 import type { Runner } from '../deploy/run.js'
 import { renderAnswers, type Answers } from './answers.js'
@@ -19,8 +20,6 @@ import { secretName } from './helm-values.js'
 
 export const LOG_LINES = 2000
 const REDACTED = '<redacted>'
-/** Shorter values are not searched for in texts: they would match all over, and guessing one is trivial anyway. */
-const MIN_SCRUBBED = 4
 /**
  * Values the product itself publishes (defaults and examples in the env templates) hide nothing,
  * though one may sit under a secret name (Atrium's user of the bundled MinIO is `atrium-server`,
@@ -70,37 +69,18 @@ function secretsIn(name: string, value: string, out: Set<string>): void {
   walk(name, jsonOf(value))
 }
 
-const escapeRe = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-const anyCase = (hex: string) => hex.replace(/[a-f]/g, (d) => `[${d}${d.toUpperCase()}]`)
-
-/** A value as printed raw, percent-encoded (any hex case, as URLs carry it), JSON-escaped, or mixed. */
-function spellings(value: string): string {
-  return [...value]
-    .map((c) => {
-      const forms = new Set([
-        escapeRe(c),
-        Buffer.from(c)
-          .toString('hex')
-          .replace(/../g, (h) => `%${anyCase(h)}`),
-        escapeRe(JSON.stringify(c).slice(1, -1)),
-      ])
-      if (c === ' ') forms.add('\\+')
-      return `(?:${[...forms].join('|')})`
-    })
-    .join('')
-}
-
 /**
- * The scrubber for a configuration: removes each of its secret values in every spelling (and
- * base64, as a Kubernetes Secret's data holds it), then the credentials of every URL in the text.
+ * The scrubber for a configuration: removes each of its secret values in every spelling
+ * (common/redact.ts), then the credentials of every URL in the text.
  */
 export function scrubber(values: Record<string, string>): (text: string) => string {
   const found = new Set<string>()
   for (const [name, value] of Object.entries(values)) secretsIn(name, value, found)
-  // Longest first, so a URL goes whole before its password is looked for.
-  const needles = [...found].filter((n) => n.length >= MIN_SCRUBBED && !PUBLISHED.has(n)).sort((a, b) => b.length - a.length)
-  const re = needles.length ? new RegExp(needles.flatMap((n) => [spellings(n), escapeRe(Buffer.from(n).toString('base64'))]).join('|'), 'g') : null
-  return (text) => (re ? text.replace(re, REDACTED) : text).replace(URL_CREDENTIALS, `$1${REDACTED}@`)
+  const redact = redactor(
+    [...found].filter((n) => !PUBLISHED.has(n)),
+    REDACTED,
+  )
+  return (text) => redact(text).replace(URL_CREDENTIALS, `$1${REDACTED}@`)
 }
 
 /** The configuration as a support engineer may see it: secret values replaced by their length, the rest scrubbed. */

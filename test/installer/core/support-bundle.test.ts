@@ -123,19 +123,49 @@ function plant(name: string): { value: string; secrets: string[] } {
   return { value: pw, secrets: [pw] }
 }
 
+/** Every character as JSON's \\uXXXX escape, with lower- or upper-case hex digits. */
+const unicodeEscaped = (text: string, upper = false) =>
+  [...text].map((c) => [...Array(c.length).keys()].map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')[upper ? 'toUpperCase' : 'toLowerCase']()}`).join('')).join('')
+const base64url = (bytes: Buffer) => bytes.toString('base64url')
+
 /** Each way a log, a JSON document or a Kubernetes Secret may print a value. */
 function spellings(secret: string): Record<string, string> {
   const userinfo = new URL('x://host')
   userinfo.password = secret
   const percent = encodeURIComponent(secret)
+  const bytes = Buffer.from(secret)
   return {
     raw: secret,
     percent,
     'percent, lower-case hex': percent.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()),
     'URL userinfo': userinfo.password,
     JSON: JSON.stringify(secret).slice(1, -1),
-    base64: Buffer.from(secret).toString('base64'),
+    'JSON, every character \\u-escaped': unicodeEscaped(secret),
+    base64: bytes.toString('base64'),
+    base64url: base64url(bytes),
+    hex: bytes.toString('hex'),
+    'upper-case hex': bytes.toString('hex').toUpperCase(),
   }
+}
+
+/**
+ * Which spellings of a secret a text still holds any of, the base64 ones inside a longer value
+ * too (the characters that hold only the secret's bits, at each of the three places it may start
+ * in a 3-byte group), also when its lines are joined. `bytes` adds what a key stands for.
+ */
+function leftIn(text: string, secret: string, bytes: Buffer[] = []): string[] {
+  const joined = text.replace(/[ \t]*(?:\r?\n|\\r?\\n)[ \t]*/g, '')
+  const forms = Object.entries(spellings(secret))
+  for (const [i, b] of [Buffer.from(secret), ...bytes].entries()) {
+    forms.push([`hex ${i}`, b.toString('hex')], [`upper-case hex ${i}`, b.toString('hex').toUpperCase()])
+    for (const shift of [0, 1, 2]) {
+      const inside = Buffer.concat([Buffer.alloc(shift), b])
+        .toString('base64')
+        .slice(4, -4)
+      forms.push([`base64 ${i} after ${shift} bytes`, inside], [`base64url ${i} after ${shift} bytes`, inside.replace(/\+/g, '-').replace(/\//g, '_')])
+    }
+  }
+  return forms.filter(([, s]) => s.length >= 8 && (text.includes(s) || joined.includes(s))).map(([how]) => how)
 }
 
 t.test('a value planted in every secret the installer writes appears nowhere in the bundle, in any spelling', async (t) => {
@@ -213,4 +243,102 @@ t.test("config.redacted.json shows every ordinary value as written, and a publis
     SMTP_PASSWORD: '<redacted: 10 characters>',
   })
   t.equal(scrubber(config)('atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET'), 'atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET')
+})
+
+// A site's secrets as the installer writes them: a hex password (openssl rand -hex 24) in a URL,
+// the master key (base64 of 32 bytes), an access key and a typed-in password with characters
+// every encoding spells its own way.
+const POSTGRES_PASSWORD = '23cde294fb17a6da47ece451e6cac1a5f372e2db1256b04e'
+const site = {
+  PUBLIC_URL: 'https://atrium.example.com',
+  POSTGRES_PASSWORD,
+  DATABASE_URL: `postgres://atrium:${POSTGRES_PASSWORD}@postgres:5432/atrium`,
+  ENCRYPTION_MASTER_KEY: 'wKViplCd92Wp+Z/xWDK+HvElUcixJKnmK9HbqT4/pnk=',
+  R2_ACCESS_KEY_ID: 'atrium-server',
+  R2_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+  SMTP_PASSWORD: 'Tr0ub4dor&3 "horse" é/ñ+% 🐎',
+  LOG_LEVEL: 'info',
+}
+const masterKey = Buffer.from(site.ENCRYPTION_MASTER_KEY, 'base64')
+const clean = scrubber(site)
+
+t.test('an HTTP Basic credential (base64 of user:password) loses its password, whatever the user, in base64 or base64url, padded or not', async (t) => {
+  const basic = (user: string, password: string) => Buffer.from(`${user}:${password}`)
+  const text = [
+    `> GET /bucket HTTP/1.1\n> Authorization: Basic ${basic('atrium', POSTGRES_PASSWORD).toString('base64')}`,
+    `proxy-authorization: basic ${base64url(basic('atrium-server', site.R2_SECRET_ACCESS_KEY))}`,
+    `{"headers":{"authorization":"Basic ${basic('someone-else', site.SMTP_PASSWORD).toString('base64').replace(/=+$/, '')}"}}`,
+    `relay: ${basic('mailer', site.SMTP_PASSWORD).toString('base64')}`,
+  ].join('\n')
+  const out = clean(text)
+  for (const secret of [POSTGRES_PASSWORD, site.R2_SECRET_ACCESS_KEY, site.SMTP_PASSWORD]) t.same(leftIn(out, secret), [], secret.slice(0, 4))
+  t.match(out, /^> Authorization: Basic YXRyaXVtO\S*<redacted>/m, "the user's part stays readable")
+  t.match(out, /^proxy-authorization: basic \S*<redacted>/m)
+})
+
+t.test('a secret in hex, lower or upper case, is removed; a hex password in upper case too', async (t) => {
+  const hex = (text: string) => Buffer.from(text).toString('hex')
+  const text = [`smtp auth: ${hex(site.SMTP_PASSWORD).toUpperCase()}`, `s3 secret=${hex(site.R2_SECRET_ACCESS_KEY)}`, `PGPASSWORD=${POSTGRES_PASSWORD.toUpperCase()}`].join('\n')
+  t.equal(clean(text), 'smtp auth: <redacted>\ns3 secret=<redacted>\nPGPASSWORD=<redacted>')
+})
+
+t.test('a key is removed in any encoding of its bytes: the master key as hex, base64url or base64 without padding; a hex password as base64', async (t) => {
+  const text = [
+    `key (hex): ${masterKey.toString('hex')}`,
+    `KEY=${masterKey.toString('hex').toUpperCase()}`,
+    `key (base64url): ${base64url(masterKey)}`,
+    `key (unpadded): ${site.ENCRYPTION_MASTER_KEY.replace(/=+$/, '')}.`,
+    `pg: ${Buffer.from(POSTGRES_PASSWORD, 'hex').toString('base64')}`,
+  ].join('\n')
+  const out = clean(text)
+  t.equal(out, 'key (hex): <redacted>\nKEY=<redacted>\nkey (base64url): <redacted>\nkey (unpadded): <redacted>.\npg: <redacted>')
+  t.same(leftIn(out, site.ENCRYPTION_MASTER_KEY, [masterKey]), [])
+  t.same(leftIn(out, POSTGRES_PASSWORD, [Buffer.from(POSTGRES_PASSWORD, 'hex')]), [])
+})
+
+t.test('a secret in JSON with \\u escapes is removed: every character escaped (either case of hex), or some, mixed with other escapes', async (t) => {
+  const pw = site.SMTP_PASSWORD
+  const text = [
+    `{"msg":"smtp","password":"${unicodeEscaped(pw)}"}`,
+    `{"msg":"smtp","password":"${unicodeEscaped(pw, true)}"}`,
+    // Some characters as \u, some percent-encoded, the rest as JSON writes them.
+    `{"msg":"s3","secret":"${unicodeEscaped(site.R2_SECRET_ACCESS_KEY.slice(0, 9))}${encodeURIComponent(site.R2_SECRET_ACCESS_KEY.slice(9, 20))}${site.R2_SECRET_ACCESS_KEY.slice(20)}"}`,
+    `{"smtp":"${unicodeEscaped(pw.slice(0, 3))}${JSON.stringify(pw.slice(3)).slice(1, -1)}"}`,
+  ].join('\n')
+  t.equal(clean(text), '{"msg":"smtp","password":"<redacted>"}\n{"msg":"smtp","password":"<redacted>"}\n{"msg":"s3","secret":"<redacted>"}\n{"smtp":"<redacted>"}')
+})
+
+t.test("a secret wrapped across lines is removed: base64 at 64 and 76 columns (PEM, MIME), a line break inside a value, a JSON string's \\n", async (t) => {
+  // A configuration file in base64, as `kubectl get secret -o yaml | base64 -w 64` or MIME would show it.
+  const file = Buffer.from(`DATABASE_URL=${site.DATABASE_URL}\nSMTP_PASSWORD=${site.SMTP_PASSWORD}\nENCRYPTION_MASTER_KEY=${site.ENCRYPTION_MASTER_KEY}\n`).toString('base64')
+  const wrap = (text: string, width: number, eol: string) => text.match(new RegExp(`.{1,${width}}`, 'g'))!.join(eol)
+  const pem = `-----BEGIN ATRIUM ENV-----\n${wrap(file, 64, '\n')}\n-----END ATRIUM ENV-----`
+  const mime = `Content-Transfer-Encoding: base64\r\n\r\n${wrap(file, 76, '\r\n')}`
+  const indented = `data:\n  env: |\n    ${wrap(file, 64, '\n    ')}`
+  const logWrapped = `password check failed for ${site.R2_SECRET_ACCESS_KEY.slice(0, 17)}\n${site.R2_SECRET_ACCESS_KEY.slice(17)} (retrying)`
+  const json = JSON.stringify({ msg: `key ${site.ENCRYPTION_MASTER_KEY.slice(0, 20)}\n  ${site.ENCRYPTION_MASTER_KEY.slice(20)}` })
+  for (const [what, text] of Object.entries({ pem, mime, indented, logWrapped, json })) {
+    const out = clean(text)
+    for (const secret of [POSTGRES_PASSWORD, site.SMTP_PASSWORD, site.ENCRYPTION_MASTER_KEY, site.R2_SECRET_ACCESS_KEY]) t.same(leftIn(out, secret), [], `${what}: ${secret.slice(0, 4)}`)
+  }
+  t.equal(clean(pem).split('\n')[0], '-----BEGIN ATRIUM ENV-----', 'the lines around stay')
+  t.equal(clean(logWrapped), 'password check failed for <redacted> (retrying)')
+})
+
+t.test('ordinary text is left as it is: logs full of hex, base64, escapes and wrapped lines; a secret below the floor is not looked for', async (t) => {
+  // A site whose Redis password is short (below the floor, it would match all over) and whose other secrets are as usual.
+  const scrub = scrubber({ ...site, REDIS_PASSWORD: 'abc', REDIS_URL: 'redis://:abc@redis:6379' })
+  const text = [
+    '2026-11-23T10:00:00.000Z atrium-server-1  | {"level":30,"time":1795428000000,"pid":1,"hostname":"3f1c9e2a7b44","reqId":"5b0e6c1e-8d4f-4c2a-9e57-1f3b2a6d9c01","msg":"request completed","responseTime":12.5}',
+    '{"level":50,"msg":"upstream failed","err":{"type":"Error","message":"connect ECONNREFUSED 10.0.0.7:5432","stack":"Error: connect ECONNREFUSED\\n    at TCPConnectWrap.afterConnect [as oncomplete] (node:net:1611:16)"}}',
+    'GET /api/v1/projects?cursor=eyJpZCI6IjAxSjhaN0tYUlE5In0&limit=50 200 "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36" abc-def abcdef',
+    'etag: "W/\\"a1b2c3d4e5f60718\\"" x-request-id: 0f8fad5b-d9cb-469f-a165-70867728950e; sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+    'name=Zo\\u00eb%20M%C3%BCller title="Ops + Support - EMEA" path=/var/lib/atrium/data_dir/backups',
+    '-----BEGIN CERTIFICATE-----',
+    'MIIBszCCAVmgAwIBAgIUQ0Fnb4f0nVqU1lB2ZG9tYWluLmV4YW1wbGUwHhcNMjYx',
+    'MTIzMTAwMDAwWhcNMjcxMTIzMTAwMDAwWjAXMRUwEwYDVQQDDAxleGFtcGxlLmNv',
+    '-----END CERTIFICATE-----',
+    'migrations: 0001_init 0002_users ... 0031_regions up to date; YWJj 616263 abc',
+  ].join('\n')
+  t.equal(scrub(text), text)
 })
