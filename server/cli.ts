@@ -5,9 +5,11 @@
 // problem (as the server).
 import { parseArgs } from 'node:util'
 import pino from 'pino'
+import { Registry } from 'prom-client'
 import { ADMIN_CLI } from './admin-cli.js'
 import { readRegionStores } from '../config/schema.js'
 import { loadConfigOrExit, loadSettingsOrExit } from './config.js'
+import { EMAIL_RE } from '../common/email.js'
 import { isMain } from '../common/is-main.js'
 import { AppError } from './domain/errors.js'
 import { ALL } from './domain/permissions.js'
@@ -16,6 +18,10 @@ import { apiKeyTags, KEY_TYPES, type KeyType } from './modules/api-keys/keys.js'
 import { createKey } from './modules/api-keys/service.js'
 import { createTenant } from './modules/tenants/service.js'
 import { tenantExists } from './modules/tenants/store.js'
+import { loginThrottle } from './modules/auth/throttle.js'
+import { unlockSignIn } from './modules/auth/unlock.js'
+import { openCache } from './platform/cache.js'
+import { openCounters, RATE_LIMIT_PREFIX } from './platform/counters.js'
 import { openDb, type Db } from './platform/db.js'
 import { decideLicense, licenseOf, LicenseRefused, type LicenseOptions } from './platform/license.js'
 import { migrate, waitForMigrations } from './platform/migrate.js'
@@ -42,6 +48,12 @@ Commands:
                                  "message","airGapped","clock"}; exit 78 when the server would refuse to
                                  start. With DATABASE_URL the license is judged, as the server does, by the
                                  later of this clock and the database's (clock.judgedBy, behindSeconds)
+  unlock-sign-in --email E       lift an address's sign-in lock (too many failed passwords): clears its failures
+                                 from every address and the waits of each address that failed for it, and
+                                 audits auth.sign_in_unlocked in each organization with an account for it.
+                                 Prints {"email","failures","locked","addresses","waiting","accounts":[{"tenantId",
+                                 "userId"}]}. Needs REDIS_URL: without it the counters are in the server's own
+                                 memory (exit 1, SERVICE_UNAVAILABLE; restarting the server clears them)
   check-services                 check the PostgreSQL, Redis and S3 stores the settings name (DATABASE_URL,
                                  REDIS_URL, R2_*, REGION_STORES) from where this runs, as the installer's
                                  preflight does. Prints {"checks":[{id,title,status,found,required,fix}]},
@@ -196,6 +208,31 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
         { migrate: true },
       )
       print({ id: created.id, apiKey: created.key, type, permissions })
+      return
+    }
+    case 'unlock-sign-in': {
+      const o = options(args, { email: { type: 'string' } })
+      const email = o.email?.trim()
+      if (!email || !EMAIL_RE.test(email)) throw new UsageError('--email must be an email address')
+      const config = loadConfigOrExit()
+      if (!config.REDIS_URL) {
+        throw new Refused(
+          new AppError('SERVICE_UNAVAILABLE', "Without REDIS_URL the sign-in counters are in the server process's memory, out of this command's reach: restarting the server clears them", {
+            reason: 'counters_in_server_memory',
+          }),
+        )
+      }
+      const log = pino({ level: 'warn' }, pino.destination(2))
+      const cache = await openCache({ redisUrl: config.REDIS_URL, log })
+      try {
+        // Unreachable, Redis is an error: the throttle's fallback to memory would clear nothing of the servers'.
+        await cache.ping()
+        const throttle = loginThrottle({ counters: openCounters({ redis: cache.redis, log, registry: new Registry() }), keyPrefix: RATE_LIMIT_PREFIX })
+        const unlocked = await withDb((db) => unlockSignIn({ db, throttle }, email), { migrate: true })
+        print({ email, ...unlocked })
+      } finally {
+        await cache.close()
+      }
       return
     }
     case 'check-services': {

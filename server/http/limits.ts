@@ -1,7 +1,7 @@
 // 'atrium-limits': the counters every limit of the app counts in (platform/counters.ts), under one
 // key prefix, and the sign-in guard that several modules' sign-in steps share.
 import fp from 'fastify-plugin'
-import { openCounters, type Counters } from '../platform/counters.js'
+import { openCounters, RATE_LIMIT_PREFIX, type Counters } from '../platform/counters.js'
 import { signInGuard, type SignInGuard } from './signin-guard.js'
 
 declare module 'fastify' {
@@ -29,7 +29,7 @@ export const limitsPlugin = fp(
   async (app, o: LimitsOptions) => {
     const { cache, log } = app.platform
     const counters = openCounters({ redis: cache.redis, log, registry: app.registry })
-    const keyPrefix = o.rateLimitPrefix ?? 'atrium:rl'
+    const keyPrefix = o.rateLimitPrefix ?? RATE_LIMIT_PREFIX
     app.decorate('limits', { counters, keyPrefix, signIn: signInGuard(counters, { keyPrefix, ...o.signInFailures }) })
   },
   { name: 'atrium-limits', dependencies: ['atrium-platform'] },

@@ -33,6 +33,13 @@ export interface WindowCounter {
   /** Refuses the key for the given seconds (consume rejects until then). */
   block(key: string, seconds: number): Promise<void>
   delete(key: string): Promise<void>
+  /**
+   * Deletes every key that starts with `prefix`, in Redis (which it scans: an administrator's
+   * action, not a request's) and in this process's memory; gives the keys it deleted. Redis being
+   * unreachable is an error here, not a fallback: a deletion in memory alone would leave the keys
+   * every replica counts with.
+   */
+  deleteStartingWith(prefix: string): Promise<string[]>
 }
 
 /** What a request limit answers: whether this request is allowed, and what the headers say. */
@@ -61,6 +68,10 @@ export interface Counters {
 }
 
 const FALLBACK_METRIC = 'atrium_rate_limit_fallback_total'
+/** What every limit's keys start with (tests give each app a prefix of its own). */
+export const RATE_LIMIT_PREFIX = 'atrium:rl'
+/** Redis's glob characters, escaped so that a key's text matches only itself. */
+const literalGlob = (text: string) => text.replace(/[*?[\]\\]/g, '\\$&')
 
 export function openCounters(o: { redis: Redis | null; log: Logger; registry: Registry }): Counters {
   const fallbacks =
@@ -113,6 +124,21 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
         },
         delete: async (key) => {
           await run((l) => l.delete(key))
+        },
+        deleteStartingWith: async (prefix) => {
+          const deleted = new Set(memory.dump().storage.flatMap((r) => (String(r.key).startsWith(prefix) ? [String(r.key)] : [])))
+          await Promise.all([...deleted].map((key) => memory.delete(key)))
+          if (o.redis) {
+            const pattern = `${literalGlob(c.keyPrefix)}:${literalGlob(prefix)}*`
+            let cursor = '0'
+            do {
+              const [next, keys] = await o.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
+              if (keys.length) await o.redis.unlink(...keys)
+              for (const key of keys) deleted.add(key.slice(c.keyPrefix.length + 1))
+              cursor = next
+            } while (cursor !== '0')
+          }
+          return [...deleted]
         },
       }
     },

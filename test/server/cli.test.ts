@@ -1,7 +1,12 @@
+import pino from 'pino'
+import { Registry } from 'prom-client'
 import t from 'tap'
+import { accountKey, loginThrottle } from '../../server/modules/auth/throttle.js'
+import { openCache } from '../../server/platform/cache.js'
+import { openCounters, RATE_LIMIT_PREFIX } from '../../server/platform/counters.js'
 import { admin } from '../helpers/cli.js'
 import { adminTrusting, DAY, productionEnv, testLicense, testVendor } from '../helpers/license.js'
-import { freePort, freshDatabase, services, testEnv } from '../helpers/platform.js'
+import { freePort, freshDatabase, services, suffix, testEnv } from '../helpers/platform.js'
 
 const env = await testEnv(t)
 
@@ -33,6 +38,8 @@ t.test('bad usage exits 2 with a reason and prints nothing on stdout', async (t)
     [['create-key', '--tenant', '01900000-0000-7000-8000-000000000000']],
     [['create-key', '--tenant', 'x', '--type', 'root']],
     [['create-key', '--type', 'admin', '--expires-in-days', 'soon']],
+    [['unlock-sign-in']],
+    [['unlock-sign-in', '--email', 'owner']],
     [['frobnicate']],
   ] as const
   for (const [args] of cases) {
@@ -151,4 +158,40 @@ t.test('check-services checks what the settings name and prints the results as o
   if (!services.databaseUrl) return
   const up = await admin(['check-services'], { DATABASE_URL: services.databaseUrl })
   t.match(JSON.parse(up.stdout).checks, [{ id: 'postgres.connect', status: 'pass' }, { id: 'postgres.version', status: 'pass' }, { id: 'postgres.privileges' }])
+})
+
+t.test(
+  'unlock-sign-in lifts the lock that guesses from 22 addresses put on an owner, and prints what it cleared and whose accounts the address has',
+  { skip: !services.redisUrl && 'needs TEST_REDIS_URL (the CLI reaches the counters through Redis)' },
+  async (t) => {
+    const email = `locked-${suffix()}@example.com`
+    const created = await admin(['create-tenant', '--name', 'Locked Co', '--plan', 'pro', '--email', email], env)
+    t.equal(created.code, 0, created.stderr)
+    const { tenantId, userId } = JSON.parse(created.stdout)
+    // The server's throttle as it counts in Redis: the same keys, the default limits.
+    const log = pino({ level: 'silent' })
+    const cache = await openCache({ redisUrl: services.redisUrl, log })
+    t.teardown(() => cache.close())
+    const counters = openCounters({ redis: cache.redis, log, registry: new Registry() })
+    const throttle = loginThrottle({ counters, keyPrefix: RATE_LIMIT_PREFIX })
+    const from = `unlock-${suffix()}`
+    // Each address's own failures stay; they are the guessers' limit, under a name only this test uses.
+    t.teardown(() => counters.counter({ points: 1, windowSeconds: 1, keyPrefix: `${RATE_LIMIT_PREFIX}:login:ip`, name: 'cleanup' }).deleteStartingWith(from))
+    const at = (ip: string) => ({ account: accountKey(email), ip: `${from}-${ip}`, device: null })
+    for (let n = 0; n < 22; n++) for (let i = 0; i < 5; i++) await throttle.failed(at(String(n)), { trusted: false, suspect: false })
+    await t.rejects(throttle.check(at('owner')), { code: 'RATE_LIMIT_EXCEEDED', details: { reason: 'sign_in_throttled' } }, 'the owner is locked out')
+
+    const r = await admin(['unlock-sign-in', '--email', email.toUpperCase()], env)
+    t.equal(r.code, 0, r.stderr)
+    t.same(JSON.parse(r.stdout), { email: email.toUpperCase(), failures: 110, locked: true, addresses: 22, waiting: 22, accounts: [{ tenantId, userId }] })
+    t.same(await throttle.check(at('owner')), { trusted: false, suspect: false }, 'the owner signs in again')
+  },
+)
+
+t.test("without REDIS_URL unlock-sign-in refuses: the counters are in the server's memory (exit 1, SERVICE_UNAVAILABLE)", async (t) => {
+  const { REDIS_URL: _, ...embedded } = env
+  const r = await admin(['unlock-sign-in', '--email', 'owner@example.com'], embedded)
+  t.equal(r.code, 1)
+  t.match(JSON.parse(r.stdout), { error: { code: 'SERVICE_UNAVAILABLE', details: { reason: 'counters_in_server_memory' } } })
+  t.match(r.stderr, /^error: Without REDIS_URL/)
 })

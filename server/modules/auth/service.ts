@@ -10,7 +10,7 @@ import type { Authenticator, Principal } from '../../domain/principal.js'
 import { newId, randomBase62 } from '../../../common/ids.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import type { Origin } from '../../domain/actor.js'
-import { audit } from '../audit/service.js'
+import { audit, type Audited } from '../audit/service.js'
 import { hashPassword, verifyPassword } from '../users/passwords.js'
 import {
   findAccount,
@@ -26,7 +26,7 @@ import {
   type NewSession,
   type SessionRow,
 } from './store.js'
-import { deviceCookies, type LoginThrottle } from './throttle.js'
+import { accountKey, deviceCookies, type LoginThrottle } from './throttle.js'
 import { credentialTags } from '../../platform/credential-tags.js'
 import type { Secrets } from '../../platform/secrets.js'
 import { addressKey } from '../../domain/client-address.js'
@@ -47,8 +47,6 @@ const hashToken = (token: string) => createHash('sha256').update(token).digest()
  */
 export const REFRESH_RACE_SECONDS = 30
 const rotated = () => new AppError('UNAUTHORIZED', 'This session token was just rotated by another refresh; use the token that refresh returned (or the session cookie)', { reason: 'token_rotated' })
-/** What sign-in throttling knows of an address: a hash, whether or not an account has it. */
-const emailKey = (email: string) => createHash('sha256').update('atrium-login:').update(email.trim().toLowerCase()).digest('hex')
 
 export interface Account {
   user: { id: string; email: string; name: string; role: AccountRow['role'] }
@@ -58,6 +56,11 @@ export const accountOf = (r: AccountRow): Account => ({
   user: { id: r.user_id, email: r.email, name: r.name, role: r.role },
   tenant: { id: r.tenant_id, name: r.tenant_name, plan: r.plan },
 })
+
+/** An event in the audit log of each account's organization, with the account for its target. */
+export async function auditAccounts(sql: TxSql, accounts: Pick<AccountRow, 'tenant_id' | 'user_id'>[], e: Omit<Audited, 'tenantId' | 'target'>): Promise<void> {
+  for (const a of accounts) await audit(sql, { ...e, tenantId: a.tenant_id, target: { type: 'user', id: a.user_id } })
+}
 
 export interface StartedSession {
   sessionId: string
@@ -71,7 +74,7 @@ export interface AuthServiceOptions {
   credentials: Credentials
   /** Tags session tokens and trusted-device cookies (derived from the master key). */
   secrets: Pick<Secrets, 'deriveKey'>
-  throttle: LoginThrottle
+  throttle: Omit<LoginThrottle, 'unlock'>
   log?: Pick<Logger, 'warn'>
   sessionTtlSeconds: number
   now?: () => number
@@ -173,7 +176,7 @@ export function authService(o: AuthServiceOptions) {
      */
     async login(input: LoginInput, ctx: { origin: Origin; deviceCookie?: string }): Promise<Account & { session: StartedSession; deviceCookie: string }> {
       const { email, password, tenantId } = input
-      const account = emailKey(email)
+      const account = accountKey(email)
       const attempt = { ip: addressKey(ctx.origin.ip), account, device: devices.trustedFor(ctx.deviceCookie, account) }
       const standing = await o.throttle.check(attempt)
       const candidates = (await o.db.system((sql) => findAccountsByEmail(sql, email, tenantId))).filter((c) => c.password_hash)
@@ -186,18 +189,7 @@ export function authService(o: AuthServiceOptions) {
         // Not awaited: an unknown address, which has nothing to audit, must not answer sooner.
         if (candidates.length) {
           void o.db
-            .system(async (sql) => {
-              for (const c of candidates) {
-                await audit(sql, {
-                  tenantId: c.tenant_id,
-                  actor: { type: 'anonymous', id: null },
-                  action: 'auth.login_failed',
-                  target: { type: 'user', id: c.user_id },
-                  origin: ctx.origin,
-                  details: { method: 'password' },
-                })
-              }
-            })
+            .system((sql) => auditAccounts(sql, candidates, { actor: { type: 'anonymous', id: null }, action: 'auth.login_failed', origin: ctx.origin, details: { method: 'password' } }))
             .catch((err: unknown) => o.log?.warn({ err: (err as Error).message }, 'could not audit a failed sign-in'))
         }
         throw unauthorized('The email or password is not correct')

@@ -12,12 +12,19 @@
 //   (tagged, bound to the account). It skips the address and account limits and has its own
 //   instead: after that many failures it is trusted no more.
 //
+// - Unlocking: OWASP asks for a way out of an account lockout other than waiting, and the owner
+//   may be the organization's only administrator. An operator lifts it with the admin CLI
+//   (`unlock-sign-in`, unlock.ts): the account's count and the waits of every address that failed
+//   for it go. Not a tenant's admin: the throttle counts the address typed, whose accounts in other
+//   organizations it protects too.
+//
 // The counters live in the rate-limit store (platform/counters.ts: Redis keys that expire with
 // their window), so a flood of made-up addresses leaves bounded state. Password checks (scrypt,
 // 32 MiB and tens of milliseconds each) run through a gate: a few at a time per replica, a bounded
 // queue in which trusted devices go first, 503 beyond it; an address that has been failing holds
 // at most two places (429 beyond), so one client's flood of guesses takes two places, not the queue,
 // while clients sharing a clean address (an office) wait their turn as before.
+import { createHash } from 'node:crypto'
 import { availableParallelism } from 'node:os'
 import { AppError } from '../../domain/errors.js'
 import { randomBase62 } from '../../../common/ids.js'
@@ -58,7 +65,10 @@ export const LOGIN_LIMITS: LoginLimits = {
   passwordChecksPerIp: 2,
 }
 
-/** Who is trying: the address, the account (a hash of the address typed, real or not), the device cookie's id when it is one this account trusts. */
+/** What the throttle knows of an address typed (the account): a hash, whether or not an account has it. */
+export const accountKey = (email: string) => createHash('sha256').update('atrium-login:').update(email.trim().toLowerCase()).digest('hex')
+
+/** Who is trying: the address, the account (accountKey of the address typed), the device cookie's id when it is one this account trusts. */
 export interface Attempt {
   ip: string
   account: string
@@ -81,6 +91,19 @@ export interface LoginThrottle {
    * first); 503 when the queue is full; 429 beyond two places for an address that has been failing.
    */
   passwordCheck<T>(a: Attempt, s: Standing, check: () => Promise<T>): Promise<T>
+  /** Lifts the account's limits: its failures from everywhere, and every address's streak and wait for it. */
+  unlock(account: string): Promise<Unlocked>
+}
+
+/** What an unlock cleared. */
+export interface Unlocked {
+  /** Failures the account had in its window, from every address. */
+  failures: number
+  /** Whether they had reached the account's limit (only trusted devices could try). */
+  locked: boolean
+  /** Addresses with failures in a row for the account, and of them those that had to wait. */
+  addresses: number
+  waiting: number
 }
 
 /** Failures of an address (in its window) from which it holds at most passwordChecksPerIp places. */
@@ -131,6 +154,13 @@ export function loginThrottle(o: { counters: Counters; keyPrefix: string; limits
     },
     passwordCheck(a, s, check) {
       return gate(s.suspect && !s.trusted ? a.ip : null, s.trusted, check)
+    },
+    async unlock(key) {
+      const state = await account.get(key)
+      // deleteStartingWith, which fails rather than fall back to memory: an account's key (a hash,
+      // all of one length) starts only itself; a pair's is the account's, then the address (pairOf).
+      const [, addresses, waiting] = await Promise.all([account.deleteStartingWith(key), streak.deleteStartingWith(`${key}:`), wait.deleteStartingWith(`${key}:`)])
+      return { failures: state?.consumedPoints ?? 0, locked: over(state, account), addresses: addresses.length, waiting: waiting.length }
     },
   }
 }

@@ -84,6 +84,21 @@ t.test("an account failing from many addresses: past its limit only the account'
   t.match(await th.check(attempt('owner@example.com', '10.0.2.4', 'device-1')), { trusted: true })
 })
 
+t.test("unlocking an account that guesses from 22 addresses locked (110 failures) clears its count and every address's wait for it, and nothing of others", async (t) => {
+  const th = throttle()
+  const owner = (ip: string) => attempt('owner@example.com', ip)
+  for (let n = 0; n < 22; n++) for (let i = 0; i < 5; i++) await th.failed(owner(`10.0.4.${n}`), UNTRUSTED)
+  for (let i = 0; i < 5; i++) await th.failed(attempt('colleague@example.com', '10.0.4.0'), UNTRUSTED)
+  await t.rejects(th.check(owner('10.0.5.1')), throttled(), 'the owner, on a device not yet trusted, is locked out')
+  await t.rejects(th.check(owner('10.0.4.3')), throttled(), 'a guessing address too')
+
+  t.same(await th.unlock(account('owner@example.com')), { failures: 110, locked: true, addresses: 22, waiting: 22 })
+  t.same(await th.check(owner('10.0.5.1')), { trusted: false, suspect: false }, 'the owner signs in from anywhere again')
+  t.same(await th.check(owner('10.0.4.3')), { trusted: false, suspect: true }, 'a guessing address has no wait for the account, but its own failures still count against it')
+  await t.rejects(th.check(attempt('colleague@example.com', '10.0.4.0')), throttled(30), "another account's wait stays")
+  t.same(await th.unlock(account('owner@example.com')), { failures: 0, locked: false, addresses: 0, waiting: 0 }, 'nothing left to clear')
+})
+
 t.test("a trusted device's failures count against the device, not the pair, until it is trusted no more", async (t) => {
   const th = throttle({ failuresPerDevice: 2, pairFreeFailures: 1 })
   const a = attempt('owner@example.com', '10.0.3.1', 'device-1')
