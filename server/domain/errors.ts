@@ -37,6 +37,7 @@ export const ERRORS = {
   // Why an export or a restore ended failed (error.code of the job); never a response status of their own.
   JOB_INTERRUPTED: { status: 503, message: 'The work was interrupted and could not be finished' },
   EXPORT_DESTINATION_FAILED: { status: 502, message: 'The export destination refused the archive or could not be reached' },
+  EXPORT_TOO_LARGE: { status: 413, message: 'The export cannot be written within the limits a restore takes: a record, a list or the archive is too large' },
   ARCHIVE_CORRUPT: { status: 400, message: 'The archive is damaged: not a zip, truncated, or an entry fails its checksum' },
   ARCHIVE_UNSAFE_PATH: { status: 400, message: 'An entry of the archive names a path outside the archive' },
   ARCHIVE_SYMLINK: { status: 400, message: 'The archive holds a symbolic link' },

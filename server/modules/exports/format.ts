@@ -172,13 +172,11 @@ export const INTERRUPTED = { code: 'RUN_INTERRUPTED', message: 'Interrupted: the
 
 // ---- the zip archive's entries ------------------------------------------------------------------
 
-/** Records per chunk entry, and the bytes after which a chunk ends early (one record still comes whole). */
-export const CHUNK_ROWS = 5000
-export const CHUNK_BYTES = 4 * 1024 * 1024
-export const chunkName = (n: number) => `${String(n).padStart(5, '0')}.json`
+/** A page entry's name: lists that can grow without bound come in pages (limits.ts bounds each). */
+export const pageName = (n: number) => `${String(n).padStart(5, '0')}.json`
 
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
-const CHUNK = '(\\d{5})\\.json'
+const PAGE = '(\\d{5})\\.json'
 
 /**
  * Every entry a tenant archive may hold, by name. `rows`: a JSON array of that kind's records;
@@ -189,17 +187,17 @@ export const ENTRIES = [
   { name: 'tenant', re: /^tenant\.json$/, holds: 'tenant' },
   { name: 'projects/index', re: /^projects\/index\.json$/, holds: 'rows', kind: 'projects' },
   { name: 'projects/<id>/project', re: new RegExp(`^projects/(${UUID})/project\\.json$`), holds: 'row', kind: 'projects' },
-  { name: 'projects/<id>/versions', re: new RegExp(`^projects/(${UUID})/versions/${CHUNK}$`), holds: 'rows', kind: 'project_versions' },
-  { name: 'projects/<id>/manifest', re: new RegExp(`^projects/(${UUID})/manifest/${CHUNK}$`), holds: 'rows', kind: 'project_files' },
-  { name: 'projects/<id>/version-files', re: new RegExp(`^projects/(${UUID})/version-files/${CHUNK}$`), holds: 'rows', kind: 'project_version_files' },
+  { name: 'projects/<id>/versions', re: new RegExp(`^projects/(${UUID})/versions/${PAGE}$`), holds: 'rows', kind: 'project_versions' },
+  { name: 'projects/<id>/manifest', re: new RegExp(`^projects/(${UUID})/manifest/${PAGE}$`), holds: 'rows', kind: 'project_files' },
+  { name: 'projects/<id>/version-files', re: new RegExp(`^projects/(${UUID})/version-files/${PAGE}$`), holds: 'rows', kind: 'project_version_files' },
   { name: 'projects/<id>/agents', re: new RegExp(`^projects/(${UUID})/agents\\.json$`), holds: 'derived' },
   { name: 'projects/<id>/files', re: new RegExp(`^projects/(${UUID})/files/(.+)$`), holds: 'file' },
   { name: 'projects/<id>/history', re: new RegExp(`^projects/(${UUID})/history/([0-9a-f]{64})$`), holds: 'blob' },
   { name: 'agents', re: /^agents\.json$/, holds: 'rows', kind: 'agents' },
   { name: 'agents/<id>', re: new RegExp(`^agents/(${UUID})\\.json$`), holds: 'row', kind: 'agents' },
-  { name: 'agents/<id>/runs', re: new RegExp(`^agents/(${UUID})/runs/${CHUNK}$`), holds: 'rows', kind: 'agent_runs' },
+  { name: 'agents/<id>/runs', re: new RegExp(`^agents/(${UUID})/runs/${PAGE}$`), holds: 'rows', kind: 'agent_runs' },
   { name: 'chat/sessions', re: /^chat\/sessions\.json$/, holds: 'rows', kind: 'chat_sessions' },
-  { name: 'chat/messages', re: new RegExp(`^chat/messages/${CHUNK}$`), holds: 'rows', kind: 'chat_messages' },
+  { name: 'chat/messages', re: new RegExp(`^chat/messages/${PAGE}$`), holds: 'rows', kind: 'chat_messages' },
   { name: 'settings/preferences', re: /^settings\/preferences\.json$/, holds: 'settings' },
 ] as const satisfies readonly { name: string; re: RegExp; holds: string; kind?: Kind }[]
 export type EntryDef = (typeof ENTRIES)[number]

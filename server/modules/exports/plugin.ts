@@ -7,6 +7,7 @@ import { API_PREFIX } from '../../http/auth.js'
 import { exportsRoutes } from './routes.js'
 import { defineBackups } from './backups.js'
 import { defineScheduledExports, schedulesService } from './schedules.js'
+import { archiveLimits } from './limits.js'
 import { defineExportJobs, exportsService } from './service.js'
 
 export interface ExportsOptions {
@@ -21,7 +22,7 @@ export const exportsPlugin = fp(
       now,
       outbound: policy,
     } = app
-    const exports = exportsService({ db, storage, secrets, policy, version: VERSION, now })
+    const exports = exportsService({ db, storage, secrets, policy, limits: archiveLimits(config), version: VERSION, now })
     const schedules = schedulesService({ db, policy, exports, now, deployment: { airGapped: config.AIR_GAPPED, webSearch: Boolean(config.WEB_SEARCH_URL) } })
     const lease = o.exportLeaseMs ? { leaseMs: o.exportLeaseMs } : {}
     defineExportJobs(app.jobs, exports, lease)

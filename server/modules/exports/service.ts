@@ -23,6 +23,7 @@ import type { Secrets } from '../../platform/secrets.js'
 import type { Storage } from '../../platform/storage.js'
 import { audit, auditBy, type AuditActor } from '../audit/service.js'
 import { normalizeInclude, type ExportFormat, type Include } from './format.js'
+import type { ArchiveLimits } from './limits.js'
 import * as store from './store.js'
 import { contentTypeOf, csvEntries, extensionOf, fileEntries, jsonSink, metadata, recordEntries, zipSink, type FileRef } from './writer.js'
 
@@ -81,6 +82,8 @@ export interface ExportsDeps {
   storage: Storage
   secrets: Secrets
   policy: CompiledPolicy
+  /** What a restore takes (limits.ts): a zip export keeps inside it. */
+  limits: ArchiveLimits
   version: string
   now?: Clock
 }
@@ -305,7 +308,8 @@ export function exportsService(deps: ExportsDeps) {
       out = tenantBlobs
       objectKey = `tenants/${t}/exports/${row.id}/${filename}`
     }
-    const sink = row.format === 'json' ? jsonSink() : zipSink(createdAt)
+    // A zip is what a restore reads: it keeps inside what a restore takes (limits.ts).
+    const sink = row.format === 'json' ? jsonSink() : zipSink(createdAt, row.format === 'zip' ? deps.limits : null)
     const upload = out.put(objectKey, sink.stream, contentTypeOf(row.format)).catch((err: unknown) => {
       throw row.target ? destinationFailed(err) : err
     })
@@ -316,12 +320,21 @@ export function exportsService(deps: ExportsDeps) {
       await db.tenantSnapshot(t, async (sql) => {
         for await (const e of row.format === 'csv' ? csvEntries(sql, meta) : recordEntries(sql, meta, files)) await sink.add(e)
       })
+      sink.reserve(
+        files.length,
+        files.reduce((n, f) => n + f.size, 0),
+      )
       for (const e of fileEntries(tenantBlobs, files)) await sink.add(e)
       const [measured] = await Promise.all([sink.end(), upload])
       log.info({ exportId: row.id, size: measured.size, files: files.length }, 'export written')
       return { objectKey, size: measured.size, checksum: `sha256:${measured.sha256}` }
     } catch (err) {
       sink.destroy()
+      // An archive past the limits is the export's own refusal, whatever the upload made of its end.
+      if (err instanceof AppError && err.code === 'EXPORT_TOO_LARGE') {
+        await upload.catch(() => {})
+        throw err
+      }
       // The upload's own failure explains the rest (a sink that stopped being read).
       throw await upload.then(
         () => err,

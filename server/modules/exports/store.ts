@@ -9,14 +9,39 @@ import { columnsOf, SPECS, type Include, type Kind } from './format.js'
 
 export type Row = Record<string, unknown>
 
-/** Records of a kind, in batches, by their key; `where` narrows to one parent's (a project's versions). */
-export function records(sql: TxSql, kind: Kind, tenantId: string, where?: { column: string; value: string }, batch = 500): AsyncIterable<Row[]> {
-  const spec = SPECS[kind]
-  const columns = columnsOf(kind)
+/** Which of a kind's records: the tenant's, or one parent's (a project's versions). */
+export interface RecordScope {
+  tenantId: string
+  where?: { column: string; value: string }
+}
+
+const keyOf = (kind: Kind) => (SPECS[kind].key.length ? [...SPECS[kind].key] : ['tenant_id'])
+const tuple = (sql: TxSql, values: readonly unknown[]) => values.map((v) => sql`${v as string}`).reduce((a, b) => sql`${a}, ${b}`)
+const scoped = (sql: TxSql, s: RecordScope) => sql`tenant_id = ${s.tenantId} ${s.where ? sql`and ${sql(s.where.column)} = ${s.where.value}` : sql``}`
+
+/**
+ * The keys of up to `limit` records of a kind after `after` (a key, in key order), each with its
+ * size as PostgreSQL renders the record as JSON: what the writer reads next, measured before any of
+ * it is fetched.
+ */
+export function recordSizes(sql: TxSql, kind: Kind, s: RecordScope, after: readonly unknown[] | null, limit: number) {
+  const key = keyOf(kind)
+  const columns = [...new Set([...columnsOf(kind), ...key])]
+  return sql<{ key: unknown[]; bytes: number }[]>`
+    select json_build_array(${sql(key)}) as key, octet_length(row_to_json(x)::text)::float8 as bytes
+      from (select ${sql(columns)} from ${sql(SPECS[kind].table)}
+             where ${scoped(sql, s)} ${after ? sql`and (${sql(key)}) > (${tuple(sql, after)})` : sql``}
+             order by ${sql(key)} limit ${limit}) x
+     order by ${sql(key)}`
+}
+
+/** A kind's records from one key to another, both included, in key order. */
+export function recordRange(sql: TxSql, kind: Kind, s: RecordScope, from: readonly unknown[], to: readonly unknown[]) {
+  const key = keyOf(kind)
   return sql<Row[]>`
-    select ${sql(columns)} from ${sql(spec.table)}
-     where tenant_id = ${tenantId} ${where ? sql`and ${sql(where.column)} = ${where.value}` : sql``}
-     ${spec.key.length ? sql`order by ${sql(spec.key as string[])}` : sql``}`.cursor(batch)
+    select ${sql(columnsOf(kind))} from ${sql(SPECS[kind].table)}
+     where ${scoped(sql, s)} and (${sql(key)}) >= (${tuple(sql, from)}) and (${sql(key)}) <= (${tuple(sql, to)})
+     order by ${sql(key)}`
 }
 
 /** What a record of a kind looks like in an archive: bigint counts as numbers (postgres.js gives text). */

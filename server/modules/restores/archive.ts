@@ -6,29 +6,18 @@
 // absolute, has a drive letter, a backslash, '.' or '..' segments or a control character (zip
 // slip), a symbolic link, two entries of one name, an encrypted entry or an unknown compression,
 // entries whose data overlap (the overlapping-file bomb), an entry or the whole archive expanding
-// beyond the ratio limit or the unpacked-size limit, and a name the format does not have. Reading
+// beyond the ratio rule or the unpacked-size limit, and a name the format does not have. Reading
 // an entry then checks its size (yauzl) and its CRC-32 against the directory: a mismatch is
-// ARCHIVE_CORRUPT.
+// ARCHIVE_CORRUPT. The limits are the ones the export writes within (exports/limits.ts), so an
+// archive Atrium wrote passes them.
 import { PassThrough, Transform, type Readable } from 'node:stream'
 import zlib from 'node:zlib'
 import yauzl from 'yauzl'
 import { AppError, type ErrorCode } from '../../domain/errors.js'
+import { jsonTooDeep } from '../../domain/text.js'
 import type { Blobs } from '../../platform/blobs.js'
 import { entryOf, type EntryDef } from '../exports/format.js'
-
-export interface ArchiveLimits {
-  /** Entries at most (RESTORE_MAX_ENTRIES). */
-  maxEntries: number
-  /** Bytes all entries unpack to, at most (RESTORE_MAX_UNPACKED_BYTES). */
-  maxUnpackedBytes: number
-}
-
-/** How far an entry (or the archive) may expand: deflate of our own JSON stays far below; a bomb goes far beyond. */
-export const MAX_RATIO = 200
-/** Entries this small are not judged by their ratio (a tiny JSON file can compress well). */
-const RATIO_FLOOR_BYTES = 64 * 1024
-/** A JSON entry is read whole to be checked: larger ones are refused (the export never writes one). */
-export const MAX_JSON_ENTRY_BYTES = 64 * 1024 * 1024
+import { MAX_JSON_DEPTH, MAX_JSON_ENTRY_BYTES, MAX_RATIO, withinRatio, type ArchiveLimits } from '../exports/limits.js'
 
 export interface ArchiveEntry {
   name: string
@@ -128,8 +117,12 @@ export async function openArchive(blobs: Blobs, key: string, size: number, limit
         if (entry.size > MAX_JSON_ENTRY_BYTES) throw refused('ARCHIVE_TOO_LARGE', `${entry.name} is larger than ${MAX_JSON_ENTRY_BYTES} bytes`, { entry: entry.name, limit: MAX_JSON_ENTRY_BYTES })
         const chunks: Buffer[] = []
         for await (const c of await openChecked(zip, entry)) chunks.push(c as Buffer)
+        const text = Buffer.concat(chunks).toString('utf8')
+        // Judged on the text, before parsing builds the nested value or anything walks it.
+        if (jsonTooDeep(text, MAX_JSON_DEPTH))
+          throw refused('ARCHIVE_INVALID_DATA', `${entry.name} nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`, { entry: entry.name, limit: MAX_JSON_DEPTH })
         try {
-          return JSON.parse(Buffer.concat(chunks).toString('utf8'))
+          return JSON.parse(text)
         } catch {
           throw refused('ARCHIVE_INVALID_DATA', `${entry.name} is not JSON`, { entry: entry.name })
         }
@@ -175,7 +168,7 @@ function judge(raw: yauzl.Entry[], archiveBytes: number, limits: ArchiveLimits):
     if (e.generalPurposeBitFlag & 0x1) throw refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(name)} is encrypted`, { entry: name, rule: 'encrypted' })
     if (e.compressionMethod !== 0 && e.compressionMethod !== 8)
       throw refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(name)} uses compression method ${e.compressionMethod}`, { entry: name, rule: 'compression' })
-    if (e.uncompressedSize > RATIO_FLOOR_BYTES && e.uncompressedSize > MAX_RATIO * Math.max(e.compressedSize, 1)) {
+    if (!withinRatio(e.uncompressedSize, e.compressedSize)) {
       throw refused('ARCHIVE_COMPRESSION_RATIO', `Entry ${JSON.stringify(name)} expands ${Math.round(e.uncompressedSize / Math.max(e.compressedSize, 1))} times`, {
         entry: name,
         limit: MAX_RATIO,
@@ -191,7 +184,7 @@ function judge(raw: yauzl.Entry[], archiveBytes: number, limits: ArchiveLimits):
     if (!known) throw refused('ARCHIVE_UNKNOWN_ENTRY', `Entry ${JSON.stringify(name)} is not part of a tenant export`, { entry: name })
     out.push({ name, def: known.def, match: known.match, size: e.uncompressedSize, raw: e })
   }
-  if (unpacked > RATIO_FLOOR_BYTES && unpacked > MAX_RATIO * Math.max(archiveBytes, 1)) {
+  if (!withinRatio(unpacked, archiveBytes)) {
     throw refused('ARCHIVE_COMPRESSION_RATIO', `The archive expands ${Math.round(unpacked / archiveBytes)} times`, { limit: MAX_RATIO })
   }
   // Each entry's data must lie apart from the others': entries that share their data (a bomb

@@ -2,6 +2,7 @@
 // on the job runner (queue 'restores.run'). Reads the format of 'atrium-exports'.
 import fp from 'fastify-plugin'
 import { API_PREFIX } from '../../http/auth.js'
+import { archiveLimits } from '../exports/limits.js'
 import { restoresRoutes } from './routes.js'
 import { defineRestoreJobs, restoresService } from './service.js'
 
@@ -16,9 +17,11 @@ export const restoresPlugin = fp(
       platform: { db, storage, config },
       now,
     } = app
-    const restores = restoresService({ db, storage, now, limits: { maxEntries: config.RESTORE_MAX_ENTRIES, maxUnpackedBytes: config.RESTORE_MAX_UNPACKED_BYTES } })
+    // The same limits an export writes within: what Atrium exports it can restore.
+    const limits = archiveLimits(config)
+    const restores = restoresService({ db, storage, now, limits })
     defineRestoreJobs(app.jobs, restores, { ...(o.restoreLeaseMs ? { leaseMs: o.restoreLeaseMs } : {}) })
-    await app.register(restoresRoutes, { prefix: API_PREFIX, restores, maxUploadBytes: config.RESTORE_MAX_UPLOAD_BYTES })
+    await app.register(restoresRoutes, { prefix: API_PREFIX, restores, maxUploadBytes: limits.maxArchiveBytes })
   },
   { name: 'atrium-restores', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth', 'atrium-license', 'atrium-exports'] },
 )

@@ -7,6 +7,7 @@ import { testApp, type TestApp } from '../../../helpers/app.js'
 import { FEATURE_KEYS, type FeatureKey } from '../../../../server/domain/features.js'
 import { PLANS, type Plan } from '../../../../server/domain/plans.js'
 import { backupRound } from '../../../../server/modules/exports/backups.js'
+import { archiveLimits } from '../../../../server/modules/exports/limits.js'
 import { exportsService } from '../../../../server/modules/exports/service.js'
 import { compilePolicy } from '../../../../server/platform/outbound.js'
 
@@ -55,7 +56,14 @@ const behaviours: Record<FeatureKey, Behaviour> = {
     return refusedForPlan(r, 'scheduled_export')
   },
   async automatic_backups(h, tn) {
-    const exports = exportsService({ db: h.platform.db, storage: h.platform.storage, secrets: h.platform.secrets, policy: compilePolicy({ allowedCidrs: [], airGapped: false }), version: 'test' })
+    const exports = exportsService({
+      db: h.platform.db,
+      storage: h.platform.storage,
+      secrets: h.platform.secrets,
+      policy: compilePolicy({ allowedCidrs: [], airGapped: false }),
+      limits: archiveLimits(h.platform.config),
+      version: 'test',
+    })
     await backupRound({ db: h.platform.db, storage: h.platform.storage, exports, log: pino({ level: 'silent' }) }, new Date())
     const [r] = await h.platform.db.system((sql) => sql`select count(*)::int as n from tenant_exports where tenant_id = ${tn.tenantId} and kind = 'backup'`)
     return r!.n > 0

@@ -4,6 +4,7 @@ import t from 'tap'
 import { testApp } from '../../../helpers/app.js'
 import { goneFrom, portability, storedKeys } from '../../../helpers/portability.js'
 import { rawZip, unzipRaw, type RawEntry } from '../../../helpers/zip.js'
+import { MAX_JSON_DEPTH, MAX_RATIO, PAGE_BYTES } from '../../../../server/modules/exports/limits.js'
 
 const h = await testApp(t, {}, { jobs: { pollMs: 50 } })
 const p = portability(h)
@@ -65,6 +66,30 @@ const cases: { name: string; archive: () => Buffer; code: string; details?: Reco
         ),
       ),
     code: 'ARCHIVE_COMPRESSION_RATIO',
+  },
+  {
+    name: 'one deflated entry expanding beyond the ratio and its allowance',
+    archive: () => rebuilt((e) => [...e, { name: 'chat/messages/00001.json', data: Buffer.concat([Buffer.from('['), Buffer.alloc(10 * 1024 * 1024, 0x20), Buffer.from(']')]), method: 8 }]),
+    code: 'ARCHIVE_COMPRESSION_RATIO',
+    details: { entry: 'chat/messages/00001.json', limit: MAX_RATIO },
+  },
+  {
+    name: 'entries each within the allowance, the archive as a whole far beyond the ratio',
+    archive: () =>
+      rawZip(
+        Array.from({ length: 20 }, (_, i) => ({
+          name: `chat/messages/${String(i + 1).padStart(5, '0')}.json`,
+          data: Buffer.concat([Buffer.from('['), Buffer.alloc(PAGE_BYTES - 2, 0x20), Buffer.from(']')]),
+          method: 8 as const,
+        })),
+      ),
+    code: 'ARCHIVE_COMPRESSION_RATIO',
+  },
+  {
+    name: 'JSON nested deeper than a restore reads',
+    archive: () => rebuilt((e) => e.map((x) => (x.name === 'projects/index.json' ? { ...x, data: Buffer.from('['.repeat(MAX_JSON_DEPTH + 1) + ']'.repeat(MAX_JSON_DEPTH + 1)) } : x))),
+    code: 'ARCHIVE_INVALID_DATA',
+    details: { entry: 'projects/index.json', limit: MAX_JSON_DEPTH },
   },
   {
     name: '100,000 entries',
