@@ -18,6 +18,9 @@ export function textProblem(s: string): string | null {
 /** `s` with every NUL and unpaired surrogate replaced by U+FFFD (the replacement character). */
 export const storableText = (s: string): string => s.replace(UNSTORABLE_RE, '\ufffd')
 
+/** Text as JSON writes it inside a string (control characters and unpaired surrogates escaped): safe to store and show whatever it held. */
+export const escapedText = (s: string): string => JSON.stringify(s).slice(1, -1)
+
 /**
  * The first string or key in a value holding text PostgreSQL cannot store, with its path and why;
  * null when there is none. Walks with its own stack, not the call stack, so no value is too deep.

@@ -37,6 +37,12 @@ export interface Column {
   ref?: Kind
   /** The values the database accepts (its check constraint). */
   values?: readonly string[]
+  /** An int column that is bigint (others are integer: 32 bits). */
+  big?: boolean
+  /** The smallest value an int column takes (its check constraint). */
+  min?: number
+  /** The characters a text column holds, at least and at most (its check constraint). */
+  chars?: readonly [number, number]
 }
 
 const id: Column = { type: 'id' }
@@ -47,6 +53,8 @@ const json: Column = { type: 'json' }
 const maybe = (c: Column): Column => ({ ...c, nullable: true })
 const ref = (kind: Kind, nullable = false): Column => ({ type: 'id', ref: kind, nullable })
 const oneOf = (...values: string[]): Column => ({ type: 'text', values })
+const bytes: Column = { type: 'int', big: true, min: 0 }
+const name: Column = { type: 'text', chars: [1, 200] }
 
 export const KINDS = ['projects', 'project_versions', 'project_files', 'project_version_files', 'agents', 'agent_runs', 'chat_sessions', 'chat_messages', 'llm_settings'] as const
 export type Kind = (typeof KINDS)[number]
@@ -91,20 +99,20 @@ export const SPECS: Readonly<Record<Kind, KindSpec>> = {
     include: 'projects',
     key: ['project_id', 'path'],
     parent: { kind: 'projects', column: 'project_id' },
-    columns: { project_id: ref('projects'), path: text, size: int, sha256: { type: 'sha256' }, content_type: text, version: int, updated_at: time },
+    columns: { project_id: ref('projects'), path: text, size: bytes, sha256: { type: 'sha256' }, content_type: text, version: int, updated_at: time },
   },
   project_version_files: {
     table: 'project_version_files',
     include: 'projects',
     key: ['project_id', 'version', 'path'],
     parent: { kind: 'projects', column: 'project_id' },
-    columns: { project_id: ref('projects'), version: int, path: text, size: int, sha256: { type: 'sha256' }, content_type: text },
+    columns: { project_id: ref('projects'), version: int, path: text, size: bytes, sha256: { type: 'sha256' }, content_type: text },
   },
   agents: {
     table: 'agents',
     include: 'agents',
     key: ['id'],
-    columns: { id, name: text, system_prompt: text, config: json, created_at: time, updated_at: time },
+    columns: { id, name, system_prompt: text, config: json, created_at: time, updated_at: time },
   },
   agent_runs: {
     table: 'agent_runs',
@@ -136,7 +144,7 @@ export const SPECS: Readonly<Record<Kind, KindSpec>> = {
     table: 'chat_sessions',
     include: 'chat_history',
     key: ['id'],
-    columns: { id, title: text, agent_id: ref('agents', true), project_id: ref('projects', true), message_count: int, created_at: time, updated_at: time },
+    columns: { id, title: name, agent_id: ref('agents', true), project_id: ref('projects', true), message_count: int, created_at: time, updated_at: time },
   },
   chat_messages: {
     table: 'chat_messages',

@@ -87,7 +87,8 @@ const isNormalPath = (p: string) => {
 // A media type as a header carries it: printable ASCII, bounded.
 const CONTENT_TYPE = /^[\x21-\x7e][\x20-\x7e]{0,254}$/
 
-function checkContentType(contentType: string | undefined): string {
+/** The content type a file is stored with (the default when none): VALIDATION_ERROR for one a header cannot carry. */
+export function checkContentType(contentType: string | undefined): string {
   const ct = contentType?.trim() || DEFAULT_CONTENT_TYPE
   if (!CONTENT_TYPE.test(ct)) throw invalid('contentType', 'must be printable ASCII of at most 255 characters')
   return ct

@@ -125,7 +125,11 @@ export function restoresService(deps: RestoresDeps) {
   async function copyFiles(archive: Archive, s: Survey, blobs: Blobs, to: string, o: { verifyOnly: boolean; written: string[] }) {
     const result = { stored: 0, alreadyPresent: 0, bytes: 0 }
     const copy = async (entry: ArchiveEntry, key: string, sha256: string) => {
-      if (!o.verifyOnly && (await blobs.size(key)) === entry.size) {
+      const present = o.verifyOnly ? null : await blobs.size(key)
+      if (present !== null) {
+        // The store holds bytes of this digest already (the server wrote them, having checked them):
+        // an entry of another size cannot be those bytes, and is never written over them.
+        if (present !== entry.size) throw refused('ARCHIVE_CORRUPT', `${entry.name} does not hold the bytes its manifest names (its size differs from theirs)`, { entry: entry.name, rule: 'size' })
         result.alreadyPresent++ // the same digest, so the same bytes
         return
       }
@@ -455,7 +459,7 @@ export function restoresService(deps: RestoresDeps) {
       let archive: Archive | null = null
       try {
         archive = await openArchive(blobs, row.upload_key!, row.upload_size, deps.limits)
-        const s = await survey(archive)
+        const s = await survey(archive, { plan: row.plan })
         const t = tally(s)
         const files = await copyFiles(archive, s, blobs, to, { verifyOnly: options.validate, written })
         const ended = await db.tenant(to, async (sql) => {
