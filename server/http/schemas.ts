@@ -1,6 +1,7 @@
 // Shared TypeBox schemas: the envelope every JSON response wears, errors, ids, pagination, and the
 // plan and role names (from the domain's lists, so a new one is documented and accepted at once).
-import { Type, type TLiteral, type TSchema, type TUnion } from '@sinclair/typebox'
+import { Type, type TSchema } from '@sinclair/typebox'
+import { oneOf } from '../domain/one-of.js'
 import { ERRORS, type ErrorCode } from '../domain/errors.js'
 import { ROLES } from '../domain/permissions.js'
 import { PLANS } from '../domain/plans.js'
@@ -58,11 +59,7 @@ export const PageQuery = Type.Object(
   { additionalProperties: false },
 )
 
-/**
- * One of a list's names: a union of its literals. Typed as one literal of all the names, which
- * infers the same: the type provider infers nothing from a union built from an array.
- */
-export const oneOf = <T extends string>(names: readonly T[]) => Type.Union(names.map((n) => Type.Literal(n))) as unknown as TUnion<[TLiteral<T>]>
+export { oneOf }
 
 export const PlanName = oneOf(PLANS)
 export const RoleName = oneOf(ROLES)

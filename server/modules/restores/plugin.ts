@@ -1,5 +1,6 @@
 // 'atrium-restores': restoring a tenant archive under /api/v1/platform/tenants/:tenantId/restore,
-// on the job runner (queue 'restores.run'). Reads the format of 'atrium-exports'.
+// on the job runner (queue 'restores.run'). Reads the format of 'atrium-exports'; restored LLM
+// settings pass the checks of 'atrium-tenants'.
 import fp from 'fastify-plugin'
 import { API_PREFIX } from '../../http/auth.js'
 import { archiveLimits } from '../exports/limits.js'
@@ -19,9 +20,9 @@ export const restoresPlugin = fp(
     } = app
     // The same limits an export writes within: what Atrium exports it can restore.
     const limits = archiveLimits(config)
-    const restores = restoresService({ db, storage, now, limits })
+    const restores = restoresService({ db, storage, now, limits, llmSettings: app.llmSettings })
     defineRestoreJobs(app.jobs, restores, { ...(o.restoreLeaseMs ? { leaseMs: o.restoreLeaseMs } : {}) })
     await app.register(restoresRoutes, { prefix: API_PREFIX, restores, maxUploadBytes: limits.maxArchiveBytes })
   },
-  { name: 'atrium-restores', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth', 'atrium-license', 'atrium-exports'] },
+  { name: 'atrium-restores', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth', 'atrium-license', 'atrium-exports', 'atrium-tenants'] },
 )

@@ -137,6 +137,8 @@ export interface Survey {
   sessions: ArchiveEntry | null
   messages: ArchiveEntry[]
   settings: ArchiveEntry | null
+  /** The LLM settings, as the settings' own checks left them; null when the archive has none. */
+  llm: Row | null
   /** Records of each kind in the archive. */
   counts: Record<Kind, number>
   files: { count: number; bytes: number }
@@ -147,6 +149,11 @@ export interface SurveyOptions {
   plan: Plan
   /** Keys held in memory at once to find a repeated id (REPEAT_KEYS_BUDGET). */
   repeatBudget?: number
+  /**
+   * The LLM settings checked as PATCH /tenant/settings/llm checks them (its schema and the outbound
+   * policy): the record as it would be stored, or ARCHIVE_INVALID_DATA naming the field.
+   */
+  settings(llm: Row, entry: string): Promise<Row>
 }
 
 /**
@@ -456,21 +463,15 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
   // Settings.
   const settings = one('settings/preferences')
   if (include.includes('settings') && !settings) throw invalidData('settings/preferences.json', 'is missing: metadata.json includes settings')
+  let llm: Row | null = null
   if (settings) {
     const value = (await archive.json(settings)) as { llm?: unknown } | null
     if (!value || typeof value !== 'object' || !('llm' in value)) throw invalidData(settings.name, 'must be an object with llm')
     if (value.llm !== null) {
-      checkRow('llm_settings', value.llm, settings.name)
+      llm = await o.settings(upgrade('llm_settings', [checkRow('llm_settings', value.llm, settings.name)], version)[0]!, settings.name)
       counts.llm_settings = 1
     }
   }
 
-  return { meta: meta as ExportMetadata, include, projects, agents, sessions, messages, settings, counts, files }
-}
-
-/** The settings record of a survey's settings entry (checked by survey), or null. */
-export async function settingsOf(archive: Archive, s: Survey): Promise<Row | null> {
-  if (!s.settings) return null
-  const value = (await archive.json(s.settings)) as { llm: Row | null }
-  return value.llm ? upgrade('llm_settings', [value.llm], s.meta.formatVersion)[0]! : null
+  return { meta: meta as ExportMetadata, include, projects, agents, sessions, messages, settings, llm, counts, files }
 }

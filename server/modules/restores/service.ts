@@ -25,10 +25,11 @@ import type { Storage } from '../../platform/storage.js'
 import { audit, auditBy, type AuditActor } from '../audit/service.js'
 import { INTERRUPTED, remapId, SPECS, type Kind } from '../exports/format.js'
 import { auditActor, DATA_ATTEMPTS, defineDataQueue, ownOrOperator, tenantFor, tenantPlan } from '../exports/service.js'
+import type { LlmSettingsService } from '../tenants/settings.js'
 import { fileBlobKey } from '../projects/files-service.js'
 import type { ArchiveLimits } from '../exports/limits.js'
 import { openArchive, refused, type Archive, type ArchiveEntry } from './archive.js'
-import { rowsOf, settingsOf, survey, type Row, type Survey } from './records.js'
+import { rowsOf, survey, type Row, type Survey } from './records.js'
 import * as store from './store.js'
 
 export const RESTORE_QUEUE = 'restores.run'
@@ -60,6 +61,8 @@ export interface RestoresDeps {
   db: Db
   storage: Storage
   limits: ArchiveLimits
+  /** The LLM settings' own checks (PATCH /tenant/settings/llm's): restored settings pass them too. */
+  llmSettings: Pick<LlmSettingsService, 'validate'>
   now?: Clock
 }
 
@@ -71,6 +74,9 @@ interface KindCount {
   conflicts: number
   skipped: number
 }
+
+// The patch's fields by the columns of a settings record.
+const SETTINGS_COLUMNS: Record<string, string> = { provider: 'provider', baseUrl: 'base_url', model: 'model', 'defaults.temperature': 'temperature', 'defaults.maxTokens': 'max_tokens' }
 
 /** The report's counts and lists, filled as the second pass goes. */
 function tally(s: Survey) {
@@ -96,6 +102,24 @@ type Tally = ReturnType<typeof tally>
 export function restoresService(deps: RestoresDeps) {
   const { db, storage } = deps
   const clock = deps.now ?? Date.now
+
+  /** Restored LLM settings as PATCH would take them (the schema, the outbound policy): the record as it is stored, or ARCHIVE_INVALID_DATA naming the column. */
+  async function checkedSettings(row: Row, entry: string): Promise<Row> {
+    const patch = { provider: row.provider, baseUrl: row.base_url || null, model: row.model || null, defaults: { temperature: row.temperature, maxTokens: row.max_tokens } }
+    try {
+      return { ...row, ...(await deps.llmSettings.validate(patch)) }
+    } catch (err) {
+      if (!(err instanceof AppError) || err.code !== 'VALIDATION_ERROR') throw err
+      const error = (err.details.errors as { field: string; message: string }[] | undefined)?.[0]
+      const column = SETTINGS_COLUMNS[error?.field ?? ''] ?? error?.field ?? 'llm'
+      throw refused('ARCHIVE_INVALID_DATA', `${entry}: llm.${column} ${error?.message ?? err.message}`, {
+        entry,
+        kind: 'llm_settings',
+        field: column,
+        ...(typeof err.details.reason === 'string' ? { reason: err.details.reason } : {}),
+      })
+    }
+  }
 
   function present(row: store.RestoreRow): RestoreView {
     let { status, error } = row
@@ -314,7 +338,7 @@ export function restoresService(deps: RestoresDeps) {
       await insert('chat_messages', keep)
     }
 
-    const llm = await settingsOf(archive, s)
+    const llm = s.llm
     if (llm) {
       if (await store.putLlmSettings(sql, to, llm, !o.merge)) t.counts.llm_settings.restored++
       else t.conflict('llm_settings', to)
@@ -459,7 +483,7 @@ export function restoresService(deps: RestoresDeps) {
       let archive: Archive | null = null
       try {
         archive = await openArchive(blobs, row.upload_key!, row.upload_size, deps.limits)
-        const s = await survey(archive, { plan: row.plan })
+        const s = await survey(archive, { plan: row.plan, settings: checkedSettings })
         const t = tally(s)
         const files = await copyFiles(archive, s, blobs, to, { verifyOnly: options.validate, written })
         const ended = await db.tenant(to, async (sql) => {

@@ -6,12 +6,11 @@ import type { FastifyRequest } from 'fastify'
 import { actorOf } from '../../http/actor.js'
 import { meta, ok } from '../../http/envelope.js'
 import { forbidden } from '../../domain/errors.js'
-import { apiErrors, Envelope, oneOf, PlanName } from '../../http/schemas.js'
+import { apiErrors, Envelope, PlanName } from '../../http/schemas.js'
 import { PLAN_TERMS, PLANS, type PlanLimits } from '../../domain/plans.js'
 import { MAX_PERIOD_DAYS } from '../../domain/days.js'
-import { LLM_PROVIDERS } from '../../platform/llm.js'
 import type { TenantsService } from './service.js'
-import type { LlmSettingsService } from './settings.js'
+import { LlmPatch, MaxTokens, Provider, Temperature, type LlmSettingsService } from './settings.js'
 import type { TenantRow } from './store.js'
 
 const tags = ['tenant']
@@ -51,9 +50,6 @@ const presentTenant = (t: TenantRow & { limits: PlanLimits }) => ({
   limits: t.limits as unknown as Record<string, unknown>,
 })
 
-const Provider = oneOf(LLM_PROVIDERS)
-const Temperature = Type.Number({ minimum: 0, maximum: 2 })
-const MaxTokens = Type.Integer({ minimum: 1, maximum: 1_000_000 })
 const LlmSettings = Type.Object({
   provider: Provider,
   baseUrl: Type.Union([Type.String(), Type.Null()], { description: 'null: the provider default' }),
@@ -72,35 +68,6 @@ const LlmSettings = Type.Object({
   updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'null: never changed' }),
   updatedBy: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], { description: 'User who made the last change (for an API key: the user it belongs to, if any)' }),
 })
-const LlmPatch = Type.Object(
-  {
-    provider: Type.Optional(Provider),
-    baseUrl: Type.Optional(
-      Type.Union([
-        Type.String({
-          minLength: 1,
-          maxLength: 2048,
-          description:
-            'http or https URL of the provider API (docs/llm.md gives it for each provider), without credentials, on a host the outbound policy lets the server reach (loopback and private addresses only inside OUTBOUND_ALLOWED_NETWORKS, metadata and link-local never)',
-        }),
-        Type.Null(),
-      ]),
-    ),
-    model: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }), Type.Null()])),
-    defaults: Type.Optional(
-      Type.Object({ temperature: Type.Optional(Type.Union([Temperature, Type.Null()])), maxTokens: Type.Optional(Type.Union([MaxTokens, Type.Null()])) }, { additionalProperties: false }),
-    ),
-    apiKey: Type.Optional(
-      Type.Union([
-        // Printable ASCII without inner spaces: the key travels in an HTTP header.
-        Type.String({ minLength: 1, maxLength: 500, pattern: '^\\s*[!-~]+\\s*$', description: 'Write-only; stored encrypted. null removes it' }),
-        Type.Null(),
-      ]),
-    ),
-  },
-  { additionalProperties: false, minProperties: 1 },
-)
-
 const DAY_PATTERN = '^\\d{4}-\\d{2}-\\d{2}$'
 const UsageQuery = Type.Object(
   {

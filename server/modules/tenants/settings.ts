@@ -3,11 +3,14 @@
 // logged, never put in an audit event. Clients only learn whether one is set and, for keys long
 // enough that it gives little away, its last four characters. The base URL gets the outbound policy
 // webhooks get: judged when it is set, and at every connection through LlmConnection.fetch.
+import { Type } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
 import type { Actor } from '../../domain/actor.js'
 import { invalid } from '../../domain/errors.js'
+import { oneOf } from '../../domain/one-of.js'
 import { outboundUrl } from '../../domain/outbound-url.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import type { LlmProvider, LlmTarget } from '../../platform/llm.js'
+import { LLM_PROVIDERS, type LlmProvider, type LlmTarget } from '../../platform/llm.js'
 import { outboundFetch, outboundHostAllowed, type CompiledPolicy } from '../../platform/outbound.js'
 import type { SecretContext, Secrets } from '../../platform/secrets.js'
 import { auditBy } from '../audit/service.js'
@@ -20,6 +23,40 @@ export const LAST_FOUR_MIN_KEY_LENGTH = 12
 /** A model's answer can take minutes and run to megabytes; the guarded fetch still bounds both. */
 const LLM_CALL_TIMEOUT_MS = 300_000
 const LLM_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+
+// What the settings take: PATCH /tenant/settings/llm validates its body with this schema, and
+// validate() holds settings that arrive another way (a restore) to the same schema and checks.
+export const Provider = oneOf(LLM_PROVIDERS)
+export const Temperature = Type.Number({ minimum: 0, maximum: 2 })
+export const MaxTokens = Type.Integer({ minimum: 1, maximum: 1_000_000 })
+export const LlmPatch = Type.Object(
+  {
+    provider: Type.Optional(Provider),
+    baseUrl: Type.Optional(
+      Type.Union([
+        Type.String({
+          minLength: 1,
+          maxLength: 2048,
+          description:
+            'http or https URL of the provider API (docs/llm.md gives it for each provider), without credentials, on a host the outbound policy lets the server reach (loopback and private addresses only inside OUTBOUND_ALLOWED_NETWORKS, metadata and link-local never)',
+        }),
+        Type.Null(),
+      ]),
+    ),
+    model: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }), Type.Null()])),
+    defaults: Type.Optional(
+      Type.Object({ temperature: Type.Optional(Type.Union([Temperature, Type.Null()])), maxTokens: Type.Optional(Type.Union([MaxTokens, Type.Null()])) }, { additionalProperties: false }),
+    ),
+    apiKey: Type.Optional(
+      Type.Union([
+        // Printable ASCII without inner spaces: the key travels in an HTTP header.
+        Type.String({ minLength: 1, maxLength: 500, pattern: '^\\s*[!-~]+\\s*$', description: 'Write-only; stored encrypted. null removes it' }),
+        Type.Null(),
+      ]),
+    ),
+  },
+  { additionalProperties: false, minProperties: 1 },
+)
 
 export interface LlmSettingsPatch {
   provider?: LlmProvider
@@ -122,6 +159,19 @@ export function llmSettingsService(deps: {
   }
 
   return {
+    /**
+     * Settings that arrive another way than PATCH (a restore's), held to what PATCH holds them to:
+     * its schema and the base URL's check (the outbound policy). VALIDATION_ERROR naming the field;
+     * otherwise the fields as update() would store them (the API key aside: it is not given here).
+     */
+    async validate(given: unknown): Promise<Omit<LlmSettingsFields, 'api_key_sealed' | 'api_key_last_four'>> {
+      const error = Value.Errors(LlmPatch, given).First()
+      if (error) throw invalid(error.path.slice(1).replaceAll('/', '.') || 'body', error.message)
+      const { apiKey: _, ...patch } = given as LlmSettingsPatch
+      const { next } = apply(DEFAULTS, typeof patch.baseUrl === 'string' ? { ...patch, baseUrl: await checkBaseUrl(patch.baseUrl) } : patch, () => '')
+      return { provider: next.provider, base_url: next.base_url, model: next.model, temperature: next.temperature, max_tokens: next.max_tokens }
+    },
+
     async get(tenantId: string): Promise<LlmSettingsView> {
       return view((await read(tenantId)) ?? DEFAULTS)
     },

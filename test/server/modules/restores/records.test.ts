@@ -1,8 +1,8 @@
 // A restore checks every record as the API would accept it, in its first pass: sizes and digests
 // of every blob against every record that names it (history too), the plan's bounds on files for
 // every version, ids and keys each once, and nothing the database would refuse (NUL, unpaired
-// surrogates, integers out of range, times it reads otherwise). Each refusal writes nothing, and
-// validate=true refuses the same.
+// surrogates, integers out of range, times it reads otherwise), and LLM settings as PATCH
+// /tenant/settings/llm takes them. Each refusal writes nothing, and validate=true refuses the same.
 import { createHash } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { testApp, type Caller } from '../../../helpers/app.js'
@@ -176,6 +176,24 @@ const cases: { name: string; archive: () => Buffer; code: string; details?: Reco
     },
     code: 'ARCHIVE_INVALID_DATA',
     details: { kind: 'agents', field: 'name' },
+  },
+  {
+    name: 'LLM settings whose base URL is the cloud metadata address',
+    archive: () => edited(good, { 'settings/preferences.json': (v) => ({ llm: { ...v.llm, base_url: 'http://169.254.169.254/latest/meta-data/' } }) }),
+    code: 'ARCHIVE_INVALID_DATA',
+    details: { entry: 'settings/preferences.json', field: 'base_url', reason: 'outbound_refused' },
+  },
+  {
+    name: 'LLM settings naming a provider the API does not take',
+    archive: () => edited(good, { 'settings/preferences.json': (v) => ({ llm: { ...v.llm, provider: 'evil' } }) }),
+    code: 'ARCHIVE_INVALID_DATA',
+    details: { entry: 'settings/preferences.json', field: 'provider' },
+  },
+  {
+    name: 'LLM settings with a temperature the API does not take',
+    archive: () => edited(good, { 'settings/preferences.json': (v) => ({ llm: { ...v.llm, temperature: 7 } }) }),
+    code: 'ARCHIVE_INVALID_DATA',
+    details: { entry: 'settings/preferences.json', field: 'temperature' },
   },
 ]
 
