@@ -4,10 +4,11 @@
 //
 // A record is a row of its table as the database holds it, by column name (snake_case), minus what
 // only this installation can use: the jobs and streams of work in flight, sealed secrets, and blob
-// keys (a file's key is derived again from where it is restored). Ids are kept: a restore into the
-// tenant the archive came from puts every record back under its own id; into another tenant each id
-// is mapped (remapId) so that the same archive restored twice meets its own records again.
-import { createHash } from 'node:crypto'
+// keys (a file's key is derived again from where it is restored). Ids are kept where a restore finds
+// the record is already the tenant's own; every other id is derived for the tenant (derivedId), so
+// that the same archive restored twice meets its own records again.
+import { createHmac } from 'node:crypto'
+import type { Secrets } from '../../platform/secrets.js'
 
 export const EXPORT_FORMAT = 'atrium.tenant-export'
 /** The format this server writes; a restore accepts this and older (upgraded on the way in). */
@@ -177,6 +178,8 @@ export const kindsOf = (include: readonly Include[]): Kind[] => KINDS.filter((k)
 
 /** Work that was in flight when exported comes back ended: nothing is running it any more. */
 export const INTERRUPTED = { code: 'RUN_INTERRUPTED', message: 'Interrupted: the data was exported while this was in progress' }
+/** Who started a restored run when that was none of the tenant's users or keys (another tenant's, or one since deleted). */
+export const RESTORED_BY = { kind: 'restored', id: null, userId: null }
 
 // ---- the zip archive's entries ------------------------------------------------------------------
 
@@ -231,18 +234,23 @@ export interface ExportMetadata {
 
 // ---- ids ----------------------------------------------------------------------------------------
 
+/** The key of derivedId: this installation's, so nobody outside it can tell what an id becomes. */
+export const restoreIdKey = (secrets: Pick<Secrets, 'deriveKey'>): Buffer => secrets.deriveKey('restore-ids')
+
 /**
- * A record's id in the tenant it is restored into. The same tenant keeps the id; another gets one
- * derived from (tenant, id): the same every time, so restoring an archive twice meets the records
- * of the first restore (merge reports them as conflicts). The first 96 bits stay (a UUIDv7's time,
- * version, counter and variant), so the new ids sort exactly as the old ones did (lists are newest
- * first by id, and records made in one millisecond keep their order); the last 32 come from the hash.
+ * The id a record takes in the tenant it is restored into when that tenant does not have the
+ * record already (the restore keeps the ids of the tenant's own records, and derives every other:
+ * whether some other tenant has a record of an id must make no difference a restore can show).
+ * Derived from (tenant, id) with this installation's key: the same every time, so restoring an
+ * archive twice meets the records of the first restore (merge reports them as conflicts). The first
+ * 88 bits stay (a UUIDv7's time, version, variant and whole counter), so the new ids sort exactly as
+ * the old ones did (lists are newest first by id, and records made in one millisecond keep their
+ * order); the last 40 come from an HMAC, which an archive cannot aim at an id it chose without the key.
  */
-export function remapId(id: string, from: string, to: string): string {
-  if (from === to) return id
+export function derivedId(key: Buffer, to: string, id: string): string {
   const hex = id.toLowerCase().replaceAll('-', '')
-  const h = createHash('sha256').update(`atrium-restore\n${to}\n${hex}`).digest('hex')
-  const out = hex.slice(0, 24) + h.slice(0, 8)
+  const h = createHmac('sha256', key).update(`atrium-restore\n${to}\n${hex}`).digest('hex')
+  const out = hex.slice(0, 22) + h.slice(0, 10)
   return `${out.slice(0, 8)}-${out.slice(8, 12)}-${out.slice(12, 16)}-${out.slice(16, 20)}-${out.slice(20, 32)}`
 }
 

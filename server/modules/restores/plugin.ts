@@ -3,6 +3,7 @@
 // settings pass the checks of 'atrium-tenants'.
 import fp from 'fastify-plugin'
 import { API_PREFIX } from '../../http/auth.js'
+import { restoreIdKey } from '../exports/format.js'
 import { archiveLimits } from '../exports/limits.js'
 import { restoresRoutes } from './routes.js'
 import { defineRestoreJobs, restoresService } from './service.js'
@@ -15,12 +16,12 @@ export interface RestoresOptions {
 export const restoresPlugin = fp(
   async (app, o: RestoresOptions) => {
     const {
-      platform: { db, storage, config },
+      platform: { db, storage, config, secrets },
       now,
     } = app
     // The same limits an export writes within: what Atrium exports it can restore.
     const limits = archiveLimits(config)
-    const restores = restoresService({ db, storage, now, limits, llmSettings: app.llmSettings })
+    const restores = restoresService({ db, storage, now, limits, llmSettings: app.llmSettings, idKey: restoreIdKey(secrets) })
     defineRestoreJobs(app.jobs, restores, { ...(o.restoreLeaseMs ? { leaseMs: o.restoreLeaseMs } : {}) })
     await app.register(restoresRoutes, { prefix: API_PREFIX, restores, maxUploadBytes: limits.maxArchiveBytes })
   },

@@ -7,13 +7,15 @@
 // absent and reports what was already there. A failure anywhere leaves the tenant's records as they
 // were (the transaction rolls back) and removes the bytes this restore stored.
 //
-// Ids: an archive restored into the tenant it came from keeps them; into another, each is mapped
-// (format.ts remapId). Runs and replies that were in flight when exported come back failed
+// Ids: a record the tenant already has keeps its id; every other id is derived for the tenant
+// (format.ts derivedId), whatever tenant the archive names: so nothing a restore does depends on
+// whether another tenant has a record of some id. Who started a run is kept only when that user or
+// key is the tenant's. Runs and replies that were in flight when exported come back failed
 // (RUN_INTERRUPTED): nothing runs them here.
 import { createHash } from 'node:crypto'
 import { pipeline, Transform, type Readable } from 'node:stream'
 import type { Clock } from '../../clock.js'
-import { newId } from '../../../common/ids.js'
+import { isUuid, newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
 import { AppError, ERRORS, notFound, type ErrorCode } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
@@ -23,7 +25,7 @@ import type { Db, TxSql } from '../../platform/db.js'
 import { enqueueJob, JobFailure, type Job, type JobRunner } from '../../platform/jobs.js'
 import type { Storage } from '../../platform/storage.js'
 import { audit, auditBy, type AuditActor } from '../audit/service.js'
-import { INTERRUPTED, remapId, SPECS, type Kind } from '../exports/format.js'
+import { derivedId, INTERRUPTED, kindsOf, RESTORED_BY, SPECS, type Kind } from '../exports/format.js'
 import { auditActor, DATA_ATTEMPTS, defineDataQueue, ownOrOperator, tenantFor, tenantPlan } from '../exports/service.js'
 import type { LlmSettingsService } from '../tenants/settings.js'
 import { fileBlobKey } from '../projects/files-service.js'
@@ -63,6 +65,8 @@ export interface RestoresDeps {
   limits: ArchiveLimits
   /** The LLM settings' own checks (PATCH /tenant/settings/llm's): restored settings pass them too. */
   llmSettings: Pick<LlmSettingsService, 'validate'>
+  /** The key ids are derived with for a tenant (format.ts restoreIdKey). */
+  idKey: Buffer
   now?: Clock
 }
 
@@ -146,7 +150,7 @@ export function restoresService(deps: RestoresDeps) {
    * Copies the files' bytes into the store (or, validating, only reads them), each checked against
    * its digest; the keys it created, for removal if the restore fails.
    */
-  async function copyFiles(archive: Archive, s: Survey, blobs: Blobs, to: string, o: { verifyOnly: boolean; written: string[] }) {
+  async function copyFiles(archive: Archive, s: Survey, blobs: Blobs, to: string, o: { verifyOnly: boolean; written: string[]; projectId: (id: string) => string }) {
     const result = { stored: 0, alreadyPresent: 0, bytes: 0 }
     const copy = async (entry: ArchiveEntry, key: string, sha256: string) => {
       const present = o.verifyOnly ? null : await blobs.size(key)
@@ -180,7 +184,7 @@ export function restoresService(deps: RestoresDeps) {
     }
     const work: (() => Promise<void>)[] = []
     for (const p of s.projects) {
-      const pid = remapId(p.id, s.meta.tenantId, to)
+      const pid = o.projectId(p.id)
       for (const f of p.files.values()) work.push(() => copy(f.entry, fileBlobKey(to, pid, f.sha256), f.sha256))
       for (const [sha, e] of p.history) work.push(() => copy(e, fileBlobKey(to, pid, sha), sha))
     }
@@ -203,15 +207,62 @@ export function restoresService(deps: RestoresDeps) {
   }
 
   /** The second pass's records, in one transaction; the report's counts. */
-  async function apply(sql: TxSql, archive: Archive, s: Survey, to: string, o: { merge: boolean; plan: Plan }, t: Tally) {
-    const from = s.meta.tenantId
-    const map = (id: unknown) => (typeof id === 'string' ? remapId(id, from, to) : id)
+  async function apply(sql: TxSql, archive: Archive, s: Survey, to: string, o: { merge: boolean; plan: Plan; projects: Set<string>; projectId: (id: string) => string }, t: Tally) {
     const version = s.meta.formatVersion
-    /** A record with its ids (its own and its references) mapped to the tenant restored into. */
-    const mapped = (kind: Kind, row: Row): Row => {
-      const out: Row = { ...row }
-      for (const [name, c] of Object.entries(SPECS[kind].columns)) if (c.type === 'id') out[name] = map(row[name])
-      return out
+    // Which ids are the tenant's own, of every kind restored or referred to, as the restore begins.
+    const restored = kindsOf(s.include)
+    await store.snapshotOwnedIds(sql, to, [
+      ...new Set(
+        restored.flatMap((k) =>
+          Object.entries(SPECS[k].columns)
+            .filter(([, c]) => c.type === 'id')
+            .map(([, c]) => c.ref ?? k),
+        ),
+      ),
+    ])
+    // The projects' ids were settled before their bytes were copied (the store's keys name them).
+    const own = await store.ownedIds(
+      sql,
+      'projects',
+      s.projects.map((p) => p.id),
+    )
+    if (own.size !== o.projects.size || [...own].some((id) => !o.projects.has(id))) throw new Error("The tenant's projects changed while the restore copied their files")
+    /** Records with their ids (their own and their references) as the tenant restored into has them. */
+    const mapped = async (kind: Kind, rows: Row[]): Promise<Row[]> => {
+      const columns = Object.entries(SPECS[kind].columns)
+        .filter(([, c]) => c.type === 'id')
+        .map(([name, c]) => ({ name, of: c.ref ?? kind }))
+      const owned = new Map<Kind, Set<string>>()
+      for (const of of new Set(columns.map((c) => c.of))) {
+        const ids = new Set(rows.flatMap((r) => columns.filter((c) => c.of === of && typeof r[c.name] === 'string').map((c) => r[c.name] as string)))
+        owned.set(of, await store.ownedIds(sql, of, [...ids]))
+      }
+      return rows.map((r) => {
+        const out: Row = { ...r }
+        for (const c of columns) if (typeof r[c.name] === 'string' && !owned.get(c.of)!.has(r[c.name] as string)) out[c.name] = derivedId(deps.idKey, to, r[c.name] as string)
+        return out
+      })
+    }
+    /** Who started each run, kept when it is a user or key of the tenant's; otherwise the restore's own mark (RESTORED_BY). */
+    const startedBy = async (rows: Row[]): Promise<Row[]> => {
+      const named = rows.map((r) => {
+        const s = r.started_by as { kind?: unknown; id?: unknown; userId?: unknown } | null
+        const uuid = (v: unknown) => typeof v === 'string' && isUuid(v)
+        return s && typeof s === 'object' && (s.kind === 'user' || s.kind === 'api_key') && uuid(s.id) && (s.userId === null || uuid(s.userId))
+          ? { kind: s.kind, id: (s.id as string).toLowerCase(), userId: (s.userId as string | null)?.toLowerCase() ?? null }
+          : null
+      })
+      const theirs = await store.principalIds(
+        sql,
+        to,
+        [...new Set(named.flatMap((n) => (n ? [...(n.kind === 'user' ? [n.id] : []), ...(n.userId ? [n.userId] : [])] : [])))],
+        [...new Set(named.flatMap((n) => (n?.kind === 'api_key' ? [n.id] : [])))],
+      )
+      return rows.map((r, i) => {
+        const n = named[i]
+        const ours = n && (n.kind === 'user' ? theirs.users.has(n.id) : theirs.keys.has(n.id)) && (n.userId === null || theirs.users.has(n.userId))
+        return ours ? r : { ...r, started_by: RESTORED_BY }
+      })
     }
     const insert = async (kind: Kind, rows: Row[], extra?: (row: Row) => Row) => {
       const inserted = await store.insertRecords(sql, kind, to, rows, { skipExisting: o.merge, ...(extra ? { extra } : {}) })
@@ -236,12 +287,15 @@ export function restoresService(deps: RestoresDeps) {
       (
         await insert(
           'projects',
-          s.projects.map((p) => mapped('projects', p.row)),
+          await mapped(
+            'projects',
+            s.projects.map((p) => p.row),
+          ),
         )
       ).map((r) => r.id as string),
     )
     for (const p of s.projects) {
-      const pid = map(p.id) as string
+      const pid = o.projectId(p.id)
       const blobKey = (r: Row) => ({ blob_key: fileBlobKey(to, pid, r.sha256 as string) })
       const parts: [Kind, ArchiveEntry[], ((r: Row) => Row) | undefined][] = [
         ['project_versions', p.versions, undefined],
@@ -250,7 +304,7 @@ export function restoresService(deps: RestoresDeps) {
       ]
       for (const [kind, entries, extra] of parts) {
         for (const e of entries) {
-          const rows = (await rowsOf(archive, e, kind, version)).map((r) => mapped(kind, r))
+          const rows = await mapped(kind, await rowsOf(archive, e, kind, version))
           if (!projects.has(pid)) {
             for (const r of rows) t.skip(kind, String(r.id ?? `${pid}/${r.path as string}`), 'its project was already there')
             continue
@@ -270,18 +324,16 @@ export function restoresService(deps: RestoresDeps) {
     }
 
     // Agents, and the runs of each one restored (a run whose project is nowhere is skipped).
-    for (const id of (
-      await insert(
-        'agents',
-        s.agents.map((a) => mapped('agents', a.row)),
-      )
-    ).map((r) => r.id as string))
-      agentRefs.add(id)
+    const agents = await mapped(
+      'agents',
+      s.agents.map((a) => a.row),
+    )
+    for (const r of await insert('agents', agents)) agentRefs.add(r.id as string)
     const finishedAt = s.meta.createdAt
-    for (const a of s.agents) {
+    for (const [i, a] of s.agents.entries()) {
       for (const e of a.runs) {
-        const rows = (await rowsOf(archive, e, 'agent_runs', version)).map((r) => mapped('agent_runs', r))
-        if (!agentRefs.has(map(a.id) as string)) {
+        const rows = await startedBy(await mapped('agent_runs', await rowsOf(archive, e, 'agent_runs', version)))
+        if (!agentRefs.has(agents[i]!.id as string)) {
           for (const r of rows) t.skip('agent_runs', r.id as string, 'its agent was already there')
           continue
         }
@@ -304,7 +356,7 @@ export function restoresService(deps: RestoresDeps) {
     const sessions = new Set<string>()
     let unbound = 0
     if (s.sessions) {
-      const rows = (await rowsOf(archive, s.sessions, 'chat_sessions', version)).map((r) => mapped('chat_sessions', r))
+      const rows = await mapped('chat_sessions', await rowsOf(archive, s.sessions, 'chat_sessions', version))
       const hasProject = await known(
         'projects',
         projectRefs,
@@ -329,7 +381,7 @@ export function restoresService(deps: RestoresDeps) {
       for (const r of await insert('chat_sessions', rows)) sessions.add(r.id as string)
     }
     for (const e of s.messages) {
-      const rows = (await rowsOf(archive, e, 'chat_messages', version)).map((r) => mapped('chat_messages', r))
+      const rows = await mapped('chat_messages', await rowsOf(archive, e, 'chat_messages', version))
       const keep: Row[] = []
       for (const r of rows) {
         if (!sessions.has(r.session_id as string)) t.skip('chat_messages', r.id as string, 'its session was already there')
@@ -485,9 +537,20 @@ export function restoresService(deps: RestoresDeps) {
         archive = await openArchive(blobs, row.upload_key!, row.upload_size, deps.limits)
         const s = await survey(archive, { plan: row.plan, settings: checkedSettings })
         const t = tally(s)
-        const files = await copyFiles(archive, s, blobs, to, { verifyOnly: options.validate, written })
+        // A project the tenant has keeps its id; any other gets one derived for the tenant. Settled
+        // before its bytes are copied, since their keys name it (apply() checks it still holds).
+        const projects = await db.tenant(to, (sql) =>
+          store.existingIds(
+            sql,
+            'projects',
+            to,
+            s.projects.map((p) => p.id),
+          ),
+        )
+        const projectId = (id: string) => (projects.has(id) ? id : derivedId(deps.idKey, to, id))
+        const files = await copyFiles(archive, s, blobs, to, { verifyOnly: options.validate, written, projectId })
         const ended = await db.tenant(to, async (sql) => {
-          const extra = options.validate ? {} : await apply(sql, archive!, s, to, { merge: options.merge, plan: row.plan }, t)
+          const extra = options.validate ? {} : await apply(sql, archive!, s, to, { merge: options.merge, plan: row.plan, projects, projectId }, t)
           const report = reportOf(s, options, options.validate ? null : t, files, extra)
           if (!(await store.endRestore(sql, to, restoreId, { status: 'completed', report, error: null, at: new Date(clock()) }))) return false
           await audit(sql, {

@@ -81,6 +81,36 @@ export async function deleteKinds(sql: TxSql, tenantId: string, kinds: readonly 
   return out
 }
 
+/**
+ * The ids the tenant has of these kinds as the restore begins, kept for the transaction (a replace
+ * deletes the records themselves): what tells the tenant's own records from any other. Row-level
+ * security confines the reads to the tenant, and the table lives only in this session until the
+ * transaction ends.
+ */
+export async function snapshotOwnedIds(sql: TxSql, tenantId: string, kinds: readonly Kind[]): Promise<void> {
+  await sql`create temporary table restore_owned (kind text not null, id uuid not null, primary key (kind, id)) on commit drop`
+  for (const kind of kinds) await sql`insert into restore_owned (kind, id) select ${kind}, id from ${sql(SPECS[kind].table)} where tenant_id = ${tenantId}`
+}
+
+/** Which of these ids of a kind the tenant had as the restore began (snapshotOwnedIds). */
+export async function ownedIds(sql: TxSql, kind: Kind, ids: readonly string[]): Promise<Set<string>> {
+  if (!ids.length) return new Set()
+  const rows = await sql<{ id: string }[]>`select id from restore_owned where kind = ${kind} and id = any(${sql.array([...ids])}::uuid[])`
+  return new Set(rows.map((r) => r.id))
+}
+
+/**
+ * Which of these users and API keys are the tenant's (who started a restored run). Row-level
+ * security confines the reads to the tenant: another tenant's are not there, as none are.
+ */
+export async function principalIds(sql: TxSql, tenantId: string, users: readonly string[], keys: readonly string[]): Promise<{ users: Set<string>; keys: Set<string> }> {
+  const [u, k] = await Promise.all([
+    users.length ? sql<{ id: string }[]>`select id from users where tenant_id = ${tenantId} and id = any(${sql.array([...users])}::uuid[])` : [],
+    keys.length ? sql<{ id: string }[]>`select id from api_keys where tenant_id = ${tenantId} and id = any(${sql.array([...keys])}::uuid[])` : [],
+  ])
+  return { users: new Set(u.map((r) => r.id)), keys: new Set(k.map((r) => r.id)) }
+}
+
 /** Which of these ids the tenant already has, of a kind (a reference the archive leaves to the tenant's own records). */
 export async function existingIds(sql: TxSql, kind: 'projects' | 'agents', tenantId: string, ids: readonly string[]): Promise<Set<string>> {
   if (!ids.length) return new Set()

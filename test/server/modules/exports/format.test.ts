@@ -1,33 +1,34 @@
-// The archive format's rules that need no server: ids mapped for another tenant, includes, CSV fields.
+// The archive format's rules that need no server: ids derived for a tenant, includes, CSV fields.
+import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { v7 } from 'uuid'
 import { isUuid } from '../../../../common/ids.js'
-import { csvField, normalizeInclude, remapId } from '../../../../server/modules/exports/format.js'
+import { csvField, derivedId, normalizeInclude } from '../../../../server/modules/exports/format.js'
 
-const A = v7()
+const KEY = randomBytes(32)
 const B = v7()
 
-t.test('an id keeps itself in its own tenant, and maps to the same UUIDv7 every time in another', async (t) => {
+t.test('an id derived for a tenant is the same UUIDv7 every time, and another for another tenant or installation', async (t) => {
   const id = v7()
-  t.equal(remapId(id, A, A), id)
-  const mapped = remapId(id, A, B)
+  const mapped = derivedId(KEY, B, id)
   t.not(mapped, id)
   t.ok(isUuid(mapped))
   t.equal(mapped[14], '7', 'still version 7')
   t.match(mapped[19], /[89ab]/, 'still the RFC variant')
-  t.equal(remapId(id, A, B), mapped, 'deterministic: a second restore meets the first one’s records')
-  t.not(remapId(id, A, v7()), mapped, 'another tenant, another id')
-  t.equal(remapId(id.toUpperCase(), A, B), mapped, 'the same whatever the case')
+  t.equal(derivedId(KEY, B, id), mapped, 'deterministic: a second restore meets the first one’s records')
+  t.not(derivedId(KEY, v7(), id), mapped, 'another tenant, another id')
+  t.not(derivedId(randomBytes(32), B, id), mapped, 'without the installation’s key nobody can tell what an id becomes')
+  t.equal(derivedId(KEY, B, id.toUpperCase()), mapped, 'the same whatever the case')
 })
 
-t.test('mapped ids sort as the originals did, also within one millisecond', async (t) => {
+t.test('derived ids sort as the originals did, also within one millisecond', async (t) => {
   const ids = Array.from({ length: 2000 }, () => v7()) // many share a millisecond
   const sorted = [...ids].sort()
   t.same(
-    sorted.map((id) => remapId(id, A, B)),
-    sorted.map((id) => remapId(id, A, B)).sort(),
+    sorted.map((id) => derivedId(KEY, B, id)),
+    sorted.map((id) => derivedId(KEY, B, id)).sort(),
   )
-  t.equal(new Set(ids.map((id) => remapId(id, A, B))).size, ids.length, 'no two the same')
+  t.equal(new Set(ids.map((id) => derivedId(KEY, B, id))).size, ids.length, 'no two the same')
 })
 
 t.test('include: all, and the specification’s "chat history"', async (t) => {

@@ -9,7 +9,7 @@ import { fakeLlm } from '../../../helpers/fake-llm.js'
 import { goneFrom, portability, restoreForm, storedKeys } from '../../../helpers/portability.js'
 import { fillTenant } from '../../../helpers/tenant-data.js'
 import { unzipRaw } from '../../../helpers/zip.js'
-import { remapId } from '../../../../server/modules/exports/format.js'
+import { derivedId, restoreIdKey, RESTORED_BY } from '../../../../server/modules/exports/format.js'
 import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
 
@@ -22,13 +22,16 @@ const exported = await p.exported(source.call, source.tenantId)
 const archive = exported.archive!
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g
+const KEY = restoreIdKey(h.platform.secrets)
+/** A record's id once restored into a tenant that did not have it. */
+const remapped = (id: string, to: string) => derivedId(KEY, to, id)
 
 /**
  * An archive's data as comparable text: entry names and JSON with the id of every record of `from`
- * written as it is in `to` (format.ts remapId), file bytes as their digest. Ids of what is not
- * restored (who started a run: a user or key of the tenant it came from) stay as they are, as the
- * restore keeps them. The two entries that describe the export itself (metadata.json, tenant.json)
- * are left out.
+ * written as it is once restored into `to` (derived: format.ts derivedId), file bytes as their
+ * digest. Into another tenant, who started a run is the restore's mark (RESTORED_BY): the user or
+ * key of the tenant it came from is none of `to`'s. The two entries that describe the export itself
+ * (metadata.json, tenant.json) are left out.
  */
 async function dataOf(zip: Buffer, from: string, to: string): Promise<Record<string, unknown>> {
   const entries = await unzipRaw(zip)
@@ -38,11 +41,13 @@ async function dataOf(zip: Buffer, from: string, to: string): Promise<Record<str
     const value = JSON.parse(bytes.toString('utf8')) as unknown
     for (const r of Array.isArray(value) ? value : [value]) if (r && typeof r === 'object' && typeof (r as { id?: unknown }).id === 'string') records.add((r as { id: string }).id)
   }
-  const map = (text: string) => text.replace(UUID, (id) => (records.has(id) ? remapId(id, from, to) : id))
+  const map = (text: string) => (from === to ? text : text.replace(UUID, (id) => (records.has(id) ? remapped(id, to) : id)))
   const out: Record<string, unknown> = {}
   for (const [name, bytes] of Object.entries(entries)) {
     if (name === 'metadata.json' || name === 'tenant.json') continue
-    out[map(name)] = name.endsWith('.json') && !name.includes('/files/') ? JSON.parse(map(bytes.toString('utf8'))) : createHash('sha256').update(bytes).digest('hex')
+    let value: unknown = name.endsWith('.json') && !name.includes('/files/') ? JSON.parse(map(bytes.toString('utf8'))) : createHash('sha256').update(bytes).digest('hex')
+    if (from !== to && /^agents\/[^/]+\/runs\//.test(name)) value = (value as object[]).map((r) => ({ ...r, started_by: RESTORED_BY }))
+    out[map(name)] = value
   }
   return out
 }
@@ -82,10 +87,10 @@ t.test('round trip: restored into an empty tenant (merge=false), it exports agai
   t.same(await dataOf(again.archive!, target.tenantId, target.tenantId), await dataOf(archive, source.tenantId, target.tenantId), 'every record and file, ids mapped')
 
   // The restored tenant works as its own: the API reads what was restored.
-  const [p1] = data.projectIds.map((id) => remapId(id, source.tenantId, target.tenantId))
+  const [p1] = data.projectIds.map((id) => remapped(id, target.tenantId))
   const file = await target.call('GET', `/api/v1/projects/${p1}/files/src/main.ts`)
   t.equal(file.raw.toString('utf8'), data.files['src/main.ts'])
-  const run = await target.call('GET', `/api/v1/agents/${remapId(data.agentId, source.tenantId, target.tenantId)}/runs/${remapId(data.runId, source.tenantId, target.tenantId)}`)
+  const run = await target.call('GET', `/api/v1/agents/${remapped(data.agentId, target.tenantId)}/runs/${remapped(data.runId, target.tenantId)}`)
   t.match(run.body.data, { status: 'completed', output: 'Nothing to change: the project looks fine.' })
   const versions = await target.call('GET', `/api/v1/projects/${p1}/versions`)
   const oldest = versions.body.data[versions.body.data.length - 1]
@@ -110,7 +115,7 @@ t.test('merge=false puts the archive’s state back: what changed since is undon
   const first = await p.restored(tn.call, tn.apiKey, tn.tenantId, archive, { merge: false })
   t.equal(first.status, 'completed')
   const wanted = await snapshot(tn.tenantId)
-  const [p1, p2] = data.projectIds.map((id) => remapId(id, source.tenantId, tn.tenantId))
+  const [p1, p2] = data.projectIds.map((id) => remapped(id, tn.tenantId))
   await tn.call('DELETE', `/api/v1/projects/${p2}`)
   await tn.call('PATCH', `/api/v1/projects/${p1}`, { name: 'changed' })
   await tn.call('PUT', `/api/v1/projects/${p1}/files/new.txt`, 'new', { 'content-type': 'text/plain' })
