@@ -59,6 +59,46 @@ t.test('run records that expand a thousand times export into pages a restore tak
   t.match(done.report.counts.agent_runs, { inArchive: 10, restored: 10 })
 })
 
+t.test('records read in batches (by count and by bytes) are each exported once, in key order, and restore', async (t) => {
+  const tn = await h.tenant('enterprise')
+  const project = (await tn.call('POST', '/api/v1/projects', { name: 'Many' })).body.data
+  t.equal((await tn.call('PUT', `/api/v1/projects/${project.id}/files/a.txt`, 'same bytes', { 'content-type': 'text/plain' })).status, 201)
+  const session = (await tn.call('POST', '/api/v1/chat/sessions', { title: 'Long' })).body.data
+  // More records than one batch reads (READ_BATCH_ROWS): messages by id, a version's files by (version, path).
+  await h.platform.db.system(async (sql) => {
+    for (let i = 0; i < 1200; i++) {
+      await sql`insert into chat_messages (id, tenant_id, session_id, role, content) values (${newId()}, ${tn.tenantId}, ${session.id}, 'user', ${`message ${i}`})`
+    }
+    const [file] = await sql<{ blob_key: string; sha256: string; size: number }[]>`select blob_key, sha256, size::int as size from project_files where tenant_id = ${tn.tenantId}`
+    await sql`insert into project_versions (id, tenant_id, project_id, version, name, description, language, change) values (${newId()}, ${tn.tenantId}, ${project.id}, 99, 'Many', '', '', 'files')`
+    for (let i = 0; i < 700; i++) {
+      await sql`insert into project_version_files (tenant_id, project_id, version, path, blob_key, size, sha256, content_type)
+                values (${tn.tenantId}, ${project.id}, 99, ${`dir/ü-${String(i).padStart(4, '0')}.txt`}, ${file!.blob_key}, ${file!.size}, ${file!.sha256}, 'text/plain')`
+    }
+  })
+  const { job, archive } = await p.exported(tn.call, tn.tenantId, { include: ['projects', 'chat_history'] })
+  t.equal(job.status, 'completed', JSON.stringify(job.error))
+  const entries = await unzip(archive!)
+  const messages = JSON.parse(entries['chat/messages/00001.json']!) as { id: string }[]
+  t.equal(messages.length, 1200, 'every message, once')
+  t.same(
+    messages.map((m) => m.id),
+    messages.map((m) => m.id).sort(),
+    'in id order',
+  )
+  const files = (JSON.parse(entries[`projects/${project.id}/version-files/00001.json`]!) as { version: number; path: string }[]).filter((f) => f.version === 99)
+  t.equal(files.length, 700, 'every version file, once')
+  t.same(
+    files.map((f) => f.path),
+    Array.from({ length: 700 }, (_, i) => `dir/ü-${String(i).padStart(4, '0')}.txt`),
+    'in path order',
+  )
+  const target = await h.tenant('enterprise')
+  const done = await p.restored(target.call, target.apiKey, target.tenantId, archive!, { merge: false })
+  t.equal(done.status, 'completed', JSON.stringify(done.error))
+  t.match(done.report.counts, { chat_messages: { restored: 1200 }, project_version_files: { restored: 701 } })
+})
+
 t.test('a record larger than a JSON entry may be fails the export EXPORT_TOO_LARGE, and leaves no archive', async (t) => {
   const source = await tenantWithRuns(h, [{ outputChars: 10 }, { outputChars: MAX_JSON_ENTRY_BYTES + MiB }])
   const { job, archive } = await p.exported(source.call, source.tenantId, { include: ['projects', 'agents'] })
