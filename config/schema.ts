@@ -360,7 +360,7 @@ export const settings = {
     default: 10 * 1024 * 1024 * 1024,
     secret: false,
     group: 'limits',
-    description: 'Largest archive a tenant restore takes (bytes, as uploaded); larger uploads get 413 and leave nothing behind',
+    description: 'Largest archive a tenant restore takes (bytes, as uploaded); larger uploads get 413 and leave nothing behind, and a zip export that would be larger fails (EXPORT_TOO_LARGE)',
   } satisfies IntSetting,
   RESTORE_MAX_UNPACKED_BYTES: {
     type: 'int',
@@ -369,7 +369,7 @@ export const settings = {
     default: 40 * 1024 * 1024 * 1024,
     secret: false,
     group: 'limits',
-    description: 'Bytes a restored archive may unpack to in all; more is refused (ARCHIVE_TOO_LARGE) before anything is written',
+    description: 'Bytes a restored archive may unpack to in all; more is refused (ARCHIVE_TOO_LARGE) before anything is written, and a zip export of more fails (EXPORT_TOO_LARGE)',
   } satisfies IntSetting,
   RESTORE_MAX_ENTRIES: {
     type: 'int',
@@ -378,7 +378,7 @@ export const settings = {
     default: 50_000,
     secret: false,
     group: 'limits',
-    description: 'Entries a restored archive may hold; more is refused (ARCHIVE_TOO_MANY_ENTRIES) before anything is written',
+    description: 'Entries a restored archive may hold; more is refused (ARCHIVE_TOO_MANY_ENTRIES) before anything is written, and a zip export of more fails (EXPORT_TOO_LARGE)',
   } satisfies IntSetting,
 } as const
 
