@@ -1,7 +1,7 @@
 // What an archive holds, checked before anything is written (the first pass of a restore): the
 // metadata and its format version, every record against its kind's columns and types, each entry
 // against the include list and its parent, and every file's bytes against the manifests that name
-// them. Records are checked chunk by chunk and not kept: the second pass reads them again to write.
+// them. Records are checked page by page and not kept: the second pass reads them again to write.
 import { randomInt } from 'node:crypto'
 import { isUuid } from '../../../common/ids.js'
 import { AppError } from '../../domain/errors.js'
