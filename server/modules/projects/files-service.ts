@@ -289,6 +289,17 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
 
     release,
     removeUnreferenced,
+    /**
+     * Registers an upload about to be made outside stage() (a restore's file bytes), under the
+     * object's lock: the object is then kept for the change until release(), or until `holdMs`.
+     */
+    hold: (tenantId: string, blobKey: string, holdMs: number): Promise<Pick<StagedFile, 'blobKey' | 'stageId'>> =>
+      db.tenant(tenantId, async (sql) => {
+        const stageId = newId()
+        await files.lockObject(sql, blobKey)
+        await files.insertStaged(sql, { id: stageId, tenantId, blobKey, expiresAt: new Date(clock() + holdMs) })
+        return { blobKey, stageId }
+      }),
     /** The keys among `keys` that something points at now. */
     referenced: (tenantId: string, keys: string[]) => db.tenant(tenantId, (sql) => files.referencedKeys(sql, tenantId, keys, new Date(clock()))),
 

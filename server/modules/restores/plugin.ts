@@ -5,6 +5,7 @@ import fp from 'fastify-plugin'
 import { API_PREFIX } from '../../http/auth.js'
 import { restoreIdKey } from '../exports/format.js'
 import { archiveLimits } from '../exports/limits.js'
+import { projectFilesService } from '../projects/files-service.js'
 import { restoresRoutes } from './routes.js'
 import { defineRestoreJobs, restoresService } from './service.js'
 
@@ -16,12 +17,13 @@ export interface RestoresOptions {
 export const restoresPlugin = fp(
   async (app, o: RestoresOptions) => {
     const {
-      platform: { db, storage, config, secrets },
+      platform: { db, storage, config, secrets, log },
       now,
     } = app
     // The same limits an export writes within: what Atrium exports it can restore.
     const limits = archiveLimits(config)
-    const restores = restoresService({ db, storage, now, limits, llmSettings: app.llmSettings, idKey: restoreIdKey(secrets) })
+    const files = projectFilesService({ db, storage, now, log: log.child({ module: 'restores' }) })
+    const restores = restoresService({ db, storage, now, limits, llmSettings: app.llmSettings, idKey: restoreIdKey(secrets), files })
     defineRestoreJobs(app.jobs, restores, { ...(o.restoreLeaseMs ? { leaseMs: o.restoreLeaseMs } : {}) })
     await app.register(restoresRoutes, { prefix: API_PREFIX, restores, maxUploadBytes: limits.maxArchiveBytes })
   },

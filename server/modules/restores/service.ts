@@ -28,7 +28,7 @@ import { audit, auditBy, type AuditActor } from '../audit/service.js'
 import { derivedId, INTERRUPTED, kindsOf, RESTORED_BY, SPECS, type Kind } from '../exports/format.js'
 import { auditActor, DATA_ATTEMPTS, defineDataQueue, ownOrOperator, tenantFor, tenantPlan } from '../exports/service.js'
 import type { LlmSettingsService } from '../tenants/settings.js'
-import { fileBlobKey } from '../projects/files-service.js'
+import { fileBlobKey, type ProjectFilesService, type StagedFile } from '../projects/files-service.js'
 import type { ArchiveLimits } from '../exports/limits.js'
 import { openArchive, refused, type Archive, type ArchiveEntry } from './archive.js'
 import { rowsOf, survey, type Row, type Survey } from './records.js'
@@ -67,8 +67,15 @@ export interface RestoresDeps {
   llmSettings: Pick<LlmSettingsService, 'validate'>
   /** The key ids are derived with for a tenant (format.ts restoreIdKey). */
   idKey: Buffer
+  /** The project files' objects: the bytes a restore writes are held for it, and let go of when it fails. */
+  files: Pick<ProjectFilesService, 'hold' | 'release'>
   now?: Clock
 }
+
+/** How long the file bytes a restore writes are kept for it (its records are written after all of them). */
+const RESTORE_HOLD_MS = 24 * 3600_000
+
+type Held = Pick<StagedFile, 'blobKey' | 'stageId'>
 
 const uploadKey = (tenantId: string, id: string) => `tenants/${tenantId}/restores/${id}/upload.zip`
 
@@ -150,7 +157,7 @@ export function restoresService(deps: RestoresDeps) {
    * Copies the files' bytes into the store (or, validating, only reads them), each checked against
    * its digest; the keys it created, for removal if the restore fails.
    */
-  async function copyFiles(archive: Archive, s: Survey, blobs: Blobs, to: string, o: { verifyOnly: boolean; written: string[]; projectId: (id: string) => string }) {
+  async function copyFiles(archive: Archive, s: Survey, blobs: Blobs, to: string, o: { verifyOnly: boolean; written: Held[]; projectId: (id: string) => string }) {
     const result = { stored: 0, alreadyPresent: 0, bytes: 0 }
     const copy = async (entry: ArchiveEntry, key: string, sha256: string) => {
       const present = o.verifyOnly ? null : await blobs.size(key)
@@ -175,8 +182,9 @@ export function restoresService(deps: RestoresDeps) {
       )
       if (o.verifyOnly) for await (const _ of hashed as Readable);
       else {
+        // Held before it is written: a collection or a failed upload of the same bytes keeps it.
+        o.written.push(await deps.files.hold(to, key, RESTORE_HOLD_MS))
         await blobs.put(key, hashed, 'application/octet-stream')
-        o.written.push(key)
       }
       if (hash.digest('hex') !== sha256) throw refused('ARCHIVE_CORRUPT', `${entry.name} does not hold the bytes its manifest names (SHA-256 differs)`, { entry: entry.name, rule: 'sha256' })
       result.stored++
@@ -530,7 +538,7 @@ export function restoresService(deps: RestoresDeps) {
         await db.tenant(to, (sql) => store.clearUpload(sql, to, restoreId)).catch(() => {})
       }
       if (row.status !== 'processing') return removeUpload() // ended, but the upload was still there
-      const written: string[] = []
+      const written: Held[] = []
       const options = { merge: row.merge, validate: row.validate_only }
       let archive: Archive | null = null
       try {
@@ -563,10 +571,12 @@ export function restoresService(deps: RestoresDeps) {
           return true
         })
         job.log.info({ restoreId, ended, files }, options.validate ? 'restore validated' : 'restore applied')
+        // The records point at the bytes now: their holds go (and a byte no record took goes with them).
+        await deps.files.release(to, written)
         await removeUpload()
       } catch (err) {
-        // Bytes this attempt stored are not referenced by any record: they go.
-        for (const key of written) await blobs.remove(key).catch(() => {})
+        // Bytes this attempt stored are not referenced by its records: they go, unless something else points at them.
+        await deps.files.release(to, written)
         if (job.signal.aborted) throw err
         const known = err instanceof AppError && (err.code.startsWith('ARCHIVE_') || err.code === 'QUOTA_EXCEEDED')
         if (!known && job.attempt < job.maxAttempts) throw new JobFailure(err instanceof Error ? err.message : String(err))

@@ -12,6 +12,7 @@ import { unzipRaw } from '../../../helpers/zip.js'
 import { derivedId, restoreIdKey, RESTORED_BY } from '../../../../server/modules/exports/format.js'
 import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
+import { fileBlobKey, projectFilesService } from '../../../../server/modules/projects/files-service.js'
 
 const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' }, { jobs: { pollMs: 50 } })
 const llm = await fakeLlm(t)
@@ -219,4 +220,27 @@ t.test('a replace that fails at its end (over the plan’s bounds) writes nothin
   t.equal(done.error.code, 'QUOTA_EXCEEDED', 'free tenants keep 100 chat sessions')
   t.match(done.error.details, { limit: 100, requested: 101 })
   t.same(await snapshot(free.tenantId), before, 'the deletes of the replace were rolled back with it')
+})
+
+t.test('a restore that fails at its end lets go of the bytes it wrote, but not of bytes another upload holds', async (t) => {
+  const many = await h.tenant('enterprise')
+  const project = (await many.call('POST', '/api/v1/projects', { name: 'With files' })).body.data
+  for (const [path, content] of [
+    ['a.txt', 'first file, also being uploaded by the target meanwhile'],
+    ['b.txt', 'second file, only the restore writes it'],
+  ]) {
+    t.equal((await many.call('PUT', `/api/v1/projects/${project.id}/files/${path}`, content, { 'content-type': 'text/plain' })).status, 201)
+  }
+  for (let i = 0; i < 101; i++) await many.call('POST', '/api/v1/chat/sessions', { title: `Session ${i}` })
+  const { archive: both } = await p.exported(many.call, many.tenantId, { include: ['projects', 'chat_history'] })
+  const free = await h.tenant('free')
+  // An upload of a.txt's bytes into the same project key, in flight while the restore runs.
+  const key = (content: string) => fileBlobKey(free.tenantId, derivedId(restoreIdKey(h.platform.secrets), free.tenantId, project.id), createHash('sha256').update(content).digest('hex'))
+  const files = projectFilesService({ db: h.platform.db, storage: h.platform.storage })
+  const held = await files.hold(free.tenantId, key('first file, also being uploaded by the target meanwhile'), 3600_000)
+  const done = await p.restored(free.call, free.apiKey, free.tenantId, both!, { merge: false })
+  t.match(done, { status: 'failed', error: { code: 'QUOTA_EXCEEDED' } }, 'the sessions are over the free plan, found as the records are written')
+  t.same(await storedKeys(h, `tenants/${free.tenantId}/projects/`), [held.blobKey], "the restore's bytes are gone; the held one stays")
+  await files.release(free.tenantId, [held])
+  t.same(await storedKeys(h, `tenants/${free.tenantId}/projects/`), [], 'let go of, it goes too')
 })
