@@ -48,7 +48,7 @@ export const READ_BATCH_ROWS = 500
 /** Whether `unpacked` bytes from `packed` compressed ones is within the ratio rule (an entry, or the archive). */
 export const withinRatio = (unpacked: number, packed: number) => unpacked <= MAX_RATIO * packed + RATIO_ALLOWANCE_BYTES
 
-/** The bounds of a whole archive this installation restores (settings of the deployment, docs/configuration.md). */
+/** The bounds of a whole archive this installation restores (settings of the deployment: config/atrium.env.example). */
 export interface ArchiveLimits {
   /** Entries at most (RESTORE_MAX_ENTRIES). */
   maxEntries: number
