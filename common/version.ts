@@ -7,4 +7,4 @@ export const VERSION: string = (JSON.parse(readFileSync(new URL('../package.json
  * schema version a site backup records and a restore compares with. The installer runs without the
  * server's files, so it is written here; a test keeps it equal to the last migration's number.
  */
-export const SCHEMA_VERSION = 15
+export const SCHEMA_VERSION = 16
