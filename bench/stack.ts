@@ -1,6 +1,7 @@
 // Atrium against the same stack without its safety (bench/raw.ts: Fastify + postgres.js as the
 // database owner, no auth, no rate limit, no RLS), in one run on the same database: GET by id, the
-// first page of the list (50), and POST (project, version and outbox event in one transaction).
+// first page of the list (50), POST (project, version and outbox event in one transaction), and a
+// file PUT (the bytes to the same store, then the file, a version, its manifest and the event).
 // Also the compiled server's start-up to /readyz and its idle and peak RSS.
 import { readFileSync } from 'node:fs'
 import autocannon from 'autocannon'
@@ -15,7 +16,7 @@ interface Measured {
   p99: number
 }
 
-type Target = { url: string; headers?: Record<string, string>; method?: 'GET' | 'POST'; body?: string }
+type Target = { url: string; headers?: Record<string, string>; method?: 'GET' | 'POST' | 'PUT'; body?: string | Buffer }
 
 const ROUNDS = 3
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
@@ -24,7 +25,7 @@ async function run(t: Target, duration: number) {
   const r = await autocannon({
     url: t.url,
     connections: CONNECTIONS,
-    headers: { ...t.headers, ...(t.body ? { 'content-type': 'application/json' } : {}) },
+    headers: { ...(t.body ? { 'content-type': 'application/json' } : {}), ...t.headers },
     method: t.method ?? 'GET',
     ...(t.body ? { body: t.body } : {}),
     duration,
@@ -77,7 +78,14 @@ export async function benchStack(env: Record<string, string>) {
       const r = await fetch(`${atrium.base}/api/v1/projects`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: `seed ${i}` }) })
       projectId = ((await r.json()) as { data: { id: string } }).data.id
     }
-    raw = await start('bench/raw.ts', { DATABASE_URL: env.DATABASE_URL!, RAW_TENANT_ID: tenantId })
+    // The bare stack copies files to the store Atrium uses: its S3 store, or its local folder's own layout.
+    raw = await start('bench/raw.ts', {
+      DATABASE_URL: env.DATABASE_URL!,
+      RAW_TENANT_ID: tenantId,
+      ...(env.R2_ENDPOINT
+        ? { R2_ENDPOINT: env.R2_ENDPOINT, R2_BUCKET: env.R2_BUCKET!, R2_ACCESS_KEY_ID: env.R2_ACCESS_KEY_ID!, R2_SECRET_ACCESS_KEY: env.R2_SECRET_ACCESS_KEY! }
+        : { RAW_BLOB_DIR: `${env.DATA_DIR}/raw-blobs` }),
+    })
     const body = JSON.stringify({ name: 'bench', description: 'benchmark project', language: 'typescript' })
     const rows = {
       get: await compare({ url: `${raw.base}/projects/${projectId}` }, { url: `${atrium.base}/api/v1/projects/${projectId}`, headers: auth }),
@@ -85,7 +93,14 @@ export async function benchStack(env: Record<string, string>) {
     }
     const readRss = peakRssMb(atrium.child.pid!)
     const post = await compare({ url: `${raw.base}/projects`, method: 'POST', body }, { url: `${atrium.base}/api/v1/projects`, method: 'POST', body, headers: auth })
-    return { startupMs, idleRss, readRss, peakRss: peakRssMb(atrium.child.pid!), results: { ...rows, post } }
+    // A 16 KiB file written again and again to one path: each PUT is a version (the bytes are the same object).
+    const bytes = Buffer.alloc(16 * 1024, 'f')
+    const octets = { 'content-type': 'application/octet-stream' }
+    const put = await compare(
+      { url: `${raw.base}/projects/${projectId}/files/bench/data.bin`, method: 'PUT', body: bytes, headers: octets },
+      { url: `${atrium.base}/api/v1/projects/${projectId}/files/bench/data.bin`, method: 'PUT', body: bytes, headers: { ...auth, ...octets } },
+    )
+    return { startupMs, idleRss, readRss, peakRss: peakRssMb(atrium.child.pid!), results: { ...rows, post, put } }
   } finally {
     if (raw) await stop(raw)
     await stop(atrium)
@@ -93,7 +108,12 @@ export async function benchStack(env: Record<string, string>) {
 }
 
 export function printStack(r: Awaited<ReturnType<typeof benchStack>>) {
-  const names = { get: 'GET by id', list: 'GET list, first page of 50', post: 'POST project (+ version, outbox event)' }
+  const names = {
+    get: 'GET by id',
+    list: 'GET list, first page of 50',
+    post: 'POST project (+ version, outbox event)',
+    put: 'PUT a 16 KiB file (store + file, version, manifest, event)',
+  }
   console.log(
     `\nAtrium against the bare stack (Fastify + postgres.js as the owner: no auth, rate limit or RLS), ${CONNECTIONS} connections, ${SECONDS} s each in ${ROUNDS} alternating rounds (medians)`,
   )

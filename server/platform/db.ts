@@ -404,6 +404,34 @@ export function unavailableDependency(err: unknown): 'database' | 'schema' | 'ne
 
 export const isDatabaseUnavailable = (err: unknown) => unavailableDependency(err) !== null
 
+/**
+ * A page of a list held within `budget` bytes: up to `limit` rows of `table` matching `where`, in
+ * id order, and only as many as fit the budget by `size` (an SQL expression, measured in the
+ * database: nothing beyond the budget is sent to us), the first row always. `more` is true when
+ * the budget cut the page short of the rows it could have held.
+ */
+export async function pageWithinBytes<T>(
+  sql: TxSql,
+  o: { table: string; columns: string; where: postgres.PendingQuery<postgres.Row[]>; size: string; desc: boolean; limit: number; budget: number },
+): Promise<{ rows: T[]; more: boolean }> {
+  const order = sql.unsafe(o.desc ? 'desc' : 'asc')
+  const rows = await sql<(T & { fetched: number })[]>`
+    with sized as (
+      select id, size, sum(size) over (order by id ${order}) as upto
+        from (select id, ${sql.unsafe(o.size)} as size from ${sql(o.table)} where ${o.where} order by id ${order} limit ${o.limit}) r)
+    select ${sql.unsafe(
+      o.columns
+        .split(',')
+        .map((c) => `t.${c.trim()}`)
+        .join(', '),
+    )}, (select count(*) from sized)::int as fetched
+      from sized s join ${sql(o.table)} t on t.id = s.id
+     where s.upto - s.size = 0 or s.upto <= ${o.budget}
+     order by t.id ${order}`
+  const more = rows.length > 0 && rows[0]!.fetched > rows.length
+  return { rows: rows.map(({ fetched: _, ...r }) => r as unknown as T), more }
+}
+
 /** A unique constraint refused the write (the race-free way to say "already exists"). */
 export function isUniqueViolation(err: unknown, constraint: string): boolean {
   const e = err as { code?: string; constraint_name?: string }

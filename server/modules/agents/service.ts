@@ -6,7 +6,7 @@
 import { newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
 import { AppError, invalid, notFound } from '../../domain/errors.js'
-import { decodeIdCursor, encodeCursor, toPage } from '../../domain/pagination.js'
+import { decodeIdCursor, toBoundedPage, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
 import { isForeignKeyViolation, type Db, type TxSql } from '../../platform/db.js'
@@ -188,13 +188,11 @@ export function agentsService(deps: {
 
     async runs(tenantId: string, agentId: string, page: PageRequest) {
       const before = decodeIdCursor(page.cursor)
-      const { rows, more } = await db.tenant(tenantId, async (sql) => {
+      const fetched = await db.tenant(tenantId, async (sql) => {
         found('agent', agentId, await store.selectAgent(sql, tenantId, agentId))
         return store.listRuns(sql, tenantId, agentId, page.limit + 1, before)
       })
-      const paged = toPage(rows, page.limit, (r) => r.id)
-      // Cut short by the page's byte budget: the next page starts after the last run it holds.
-      return more && !paged.nextCursor ? { items: paged.items, nextCursor: encodeCursor(paged.items.at(-1)!.id) } : paged
+      return toBoundedPage(fetched, page.limit, (r) => r.id)
     },
 
     /**

@@ -1,5 +1,5 @@
 // Agent and run SQL. Every query names its tenant even though row-level security would also confine it.
-import type { TxSql } from '../../platform/db.js'
+import { pageWithinBytes, type TxSql } from '../../platform/db.js'
 import { appendLogEvents, logEventsAfter, type LogTables, type LoggedEvent } from '../../platform/event-log.js'
 
 export type AutonomyLevel = 'low' | 'medium' | 'high'
@@ -169,24 +169,16 @@ export async function runFootprint(sql: TxSql, tenantId: string, runId: string):
  * least one); `more` is true when the budget cut the page short. Sizes are measured in the
  * database: nothing beyond the budget is read.
  */
-export async function listRuns(sql: TxSql, tenantId: string, agentId: string, limit: number, before: string | null): Promise<{ rows: Omit<RunRecord, 'steps'>[]; more: boolean }> {
-  const rows = await sql<(Omit<RunRecord, 'steps'> & { fetched: number })[]>`
-    with sized as (
-      select id, size, sum(size) over (order by id desc) as upto
-        from (select id, coalesce(octet_length(output), 0) + octet_length(goal) + coalesce(octet_length(error::text), 0) + 512 as size
-                from agent_runs
-               where tenant_id = ${tenantId} and agent_id = ${agentId} ${before ? sql`and id < ${before}` : sql``}
-               order by id desc limit ${limit}) r)
-    select ${sql.unsafe(
-      RUN_BASE.split(', ')
-        .map((c) => `a.${c}`)
-        .join(', '),
-    )}, (select count(*) from sized)::int as fetched
-      from sized s join agent_runs a on a.tenant_id = ${tenantId} and a.id = s.id
-     where s.upto - s.size = 0 or s.upto <= ${RUNS_PAGE_MAX_BYTES}
-     order by a.id desc`
-  const more = rows.length > 0 && rows[0]!.fetched > rows.length
-  return { rows: rows.map(({ fetched: _, ...r }) => r), more }
+export function listRuns(sql: TxSql, tenantId: string, agentId: string, limit: number, before: string | null) {
+  return pageWithinBytes<Omit<RunRecord, 'steps'>>(sql, {
+    table: 'agent_runs',
+    columns: RUN_BASE,
+    where: sql`tenant_id = ${tenantId} and agent_id = ${agentId} ${before ? sql`and id < ${before}` : sql``}`,
+    size: 'coalesce(octet_length(output), 0) + octet_length(goal) + coalesce(octet_length(error::text), 0) + 512',
+    desc: true,
+    limit,
+    budget: RUNS_PAGE_MAX_BYTES,
+  })
 }
 
 /** Active runs of an agent (to cancel their jobs when the agent is deleted). */

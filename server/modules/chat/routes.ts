@@ -112,6 +112,7 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
       schema: {
         tags,
         summary: "A session's messages, oldest first",
+        description: 'A page ends early, with a nextCursor, once its messages reach 4 MiB of text.',
         params: IdParams,
         querystring: PageQuery,
         response: { 200: PageEnvelope(Message), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },

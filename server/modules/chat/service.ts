@@ -3,7 +3,7 @@
 import { newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
 import { AppError, invalid, notFound } from '../../domain/errors.js'
-import { decodeIdCursor, toPage } from '../../domain/pagination.js'
+import { decodeIdCursor, toBoundedPage, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
 import { isForeignKeyViolation, type Db } from '../../platform/db.js'
@@ -131,7 +131,7 @@ export function chatService(deps: { db: Db; llm: Pick<Llm, 'checkConfigured'>; c
         found(sessionId, await store.selectSession(sql, tenantId, sessionId))
         return store.listMessages(sql, tenantId, sessionId, page.limit + 1, after)
       })
-      return toPage(rows, page.limit, (m) => m.id)
+      return toBoundedPage(rows, page.limit, (m) => m.id)
     },
   }
 }

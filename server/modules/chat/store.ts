@@ -1,5 +1,5 @@
 // Chat SQL. Every query names its tenant even though row-level security would also confine it.
-import type { TxSql } from '../../platform/db.js'
+import { pageWithinBytes, type TxSql } from '../../platform/db.js'
 import { appendLogEvents, logEventsAfter, type LogTables, type LoggedEvent } from '../../platform/event-log.js'
 
 export interface SessionRow {
@@ -65,11 +65,20 @@ export function deleteSession(sql: TxSql, tenantId: string, id: string) {
 }
 
 /** A session's messages, oldest first, after `after` (an id: ids are time-ordered). */
+/** The most a page of messages holds (their text), and at least one message: replies run to megabytes. */
+export const MESSAGES_PAGE_MAX_BYTES = 4 * 1024 * 1024
+
+/** A page of a session's messages, oldest first, within MESSAGES_PAGE_MAX_BYTES (measured in the database). */
 export function listMessages(sql: TxSql, tenantId: string, sessionId: string, limit: number, after: string | null) {
-  return sql<MessageRow[]>`
-    select ${sql.unsafe(MESSAGE)} from chat_messages
-     where tenant_id = ${tenantId} and session_id = ${sessionId} ${after ? sql`and id > ${after}` : sql``}
-     order by id limit ${limit}`
+  return pageWithinBytes<MessageRow>(sql, {
+    table: 'chat_messages',
+    columns: MESSAGE,
+    where: sql`tenant_id = ${tenantId} and session_id = ${sessionId} ${after ? sql`and id > ${after}` : sql``}`,
+    size: 'octet_length(content) + coalesce(octet_length(error::text), 0) + 256',
+    desc: false,
+    limit,
+    budget: MESSAGES_PAGE_MAX_BYTES,
+  })
 }
 
 /** A user's message and the empty reply now generating, in one statement; the session moves on. */

@@ -54,10 +54,17 @@ async function tenantWithLlm(): Promise<{ apiKey: string; call: Caller }> {
   return tn
 }
 
+/** Every message of the session, once no reply is generating (all pages: a page may end at its byte budget). */
 async function settled(call: Caller, sessionId: string) {
   for (let i = 0; i < 400; i++) {
-    const r = await call('GET', `/api/v1/chat/sessions/${sessionId}/messages`)
-    if (r.body.data.every((m: { status: string }) => m.status !== 'generating')) return r.body.data
+    const all: { status: string; role: string; content: string }[] = []
+    let cursor: string | null = null
+    do {
+      const r = await call('GET', `/api/v1/chat/sessions/${sessionId}/messages${cursor ? `?cursor=${cursor}` : ''}`)
+      all.push(...r.body.data)
+      cursor = r.body.meta.nextCursor
+    } while (cursor)
+    if (all.every((m) => m.status !== 'generating')) return all
     await sleep(25)
   }
   throw new Error('the reply did not finish')
@@ -110,7 +117,7 @@ t.test('a reply streams, is saved whole, and a stream resumed by Last-Event-ID c
   llm.push({ text: 'About 2,000 years ago.' })
   t.equal((await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'How old is the idea?' })).status, 201)
   const after = await settled(call, sessionId)
-  t.equal(after.at(-1).content, 'About 2,000 years ago.')
+  t.equal(after.at(-1)!.content, 'About 2,000 years ago.')
   t.same(
     llm.requests.at(-1)!.body.messages.map((m: { role: string }) => m.role),
     ['system', 'user', 'assistant', 'user'],
@@ -267,4 +274,29 @@ t.test("another tenant's session is 404 on every route, the stream included, and
   t.same((await a.call('GET', `/api/v1/chat/sessions/${sessionId}/messages`)).body.data, messages)
   t.same(await follow(a.apiKey, sessionId, (e) => e.id === events.at(-1)!.id), events)
   t.equal(llm.requests.length, modelCalls)
+})
+
+t.test('a page of messages stops at its byte budget and goes on with the next cursor', async (t) => {
+  const { call } = await tenantWithLlm()
+  const sessionId = (await call('POST', '/api/v1/chat/sessions')).body.data.id
+  // Five replies of 900,000 characters (one piece each): 4.5 MB of text, over a page's 4 MiB.
+  for (let i = 0; i < 5; i++) {
+    llm.push({ text: `${i}`.repeat(900_000) })
+    t.equal((await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: `long ${i}` })).status, 201)
+    await settled(call, sessionId)
+  }
+  const first = await call('GET', `/api/v1/chat/sessions/${sessionId}/messages?limit=200`)
+  t.ok(first.body.data.length < 10, `the page holds ${first.body.data.length} of 10 messages (${first.raw.length} bytes)`)
+  t.ok(first.body.meta.nextCursor, 'and says where to go on')
+  const all = [...first.body.data]
+  for (let cursor = first.body.meta.nextCursor; cursor;) {
+    const next = await call('GET', `/api/v1/chat/sessions/${sessionId}/messages?limit=200&cursor=${cursor}`)
+    all.push(...next.body.data)
+    cursor = next.body.meta.nextCursor
+  }
+  t.same(
+    all.map((m: { role: string; content: string }) => (m.role === 'user' ? m.content : m.content.length)),
+    ['long 0', 900_000, 'long 1', 900_000, 'long 2', 900_000, 'long 3', 900_000, 'long 4', 900_000],
+    'every message once, oldest first',
+  )
 })
