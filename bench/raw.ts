@@ -50,8 +50,9 @@ async function store(key: string, body: Buffer) {
   if (client) return void (await client.putObject(process.env.R2_BUCKET!, key, body, body.length))
   const path = join(process.env.RAW_BLOB_DIR!, key)
   await mkdir(dirname(path), { recursive: true })
-  await writeFile(`${path}.part`, body)
-  await rename(`${path}.part`, path)
+  const part = `${path}.${randomUUID()}.part` // written aside, then renamed: concurrent writes of one key never meet
+  await writeFile(part, body)
+  await rename(part, path)
 }
 app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer', bodyLimit: 100 * 1024 * 1024 }, (_req, body, done) => done(null, body))
 app.put<{ Params: { id: string; '*': string } }>('/projects/:id/files/*', async (req) => {

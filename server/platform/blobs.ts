@@ -1,6 +1,6 @@
 // Object storage: any S3-compatible store through the minio client, or, with no R2_ENDPOINT, a
 // folder under DATA_DIR whose download links the server signs and serves itself (/blobs/...).
-import { createHmac, timingSafeEqual } from 'node:crypto'
+import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto'
 import { createReadStream, createWriteStream } from 'node:fs'
 import { mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises'
 import http from 'node:http'
@@ -266,7 +266,7 @@ export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: 
       const p = pathOf(key)
       await mkdir(dirname(p), { recursive: true, mode: 0o700 })
       // write then rename: a reader never sees half a file
-      const tmp = `${p}.${process.pid}.${Date.now()}.part`
+      const tmp = `${p}.${randomUUID()}.part` // unique: two writes of one key at once (the same bytes uploaded twice) never share it
       try {
         if (Buffer.isBuffer(body)) await writeFile(tmp, body, { mode: 0o600 })
         else await pipeline(body, createWriteStream(tmp, { mode: 0o600 }))

@@ -137,21 +137,8 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
    * stage() before anything is uploaded. A change that frees space is always allowed, even on a
    * project left over a lowered quota.
    */
-  const checkQuota = async (sql: TxSql, a: Actor, projectId: string, changes: readonly Sized[], existing?: ReadonlyMap<string, FileRow>) => {
+  const checkQuota = (a: Actor, changes: readonly Sized[], current: ReadonlyMap<string, FileRow>, used: number) => {
     const limit = PLAN_TERMS[planOf(a.principal)].limits.projectFileBytes
-    const current =
-      existing ??
-      new Map(
-        (
-          await files.selectFiles(
-            sql,
-            a.tenantId,
-            projectId,
-            changes.map((c) => c.path),
-          )
-        ).map((r) => [r.path, r]),
-      )
-    const used = await files.usedBytes(sql, a.tenantId, projectId)
     let next = used
     for (const c of changes) next += ('size' in c ? c.size : 0) - (current.get(c.path)?.size ?? 0)
     if (next > limit && next > used) {
@@ -268,13 +255,17 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
       changes.set(p, { path: p, size: body.length })
       const conditions = Object.entries(o.ifMatch ?? {}).map(([q, etag]) => [normalizePath(q), etag] as const)
       await db.tenant(a.tenantId, async (sql) => {
+        // Sent together (one round trip): a refusal below rolls the registration back with the rest.
+        const [state] = await Promise.all([
+          files.fileState(sql, a.tenantId, projectId, [...new Set([...changes.keys(), ...conditions.map(([q]) => q)])]),
+          files.insertStaged(sql, { id: staged.stageId!, tenantId: a.tenantId, blobKey: staged.blobKey, expiresAt: new Date(clock() + (o.holdMs ?? STAGE_HOLD_MS)) }),
+        ])
         // Another tenant's (or no) project: refused before anything is uploaded.
-        await projectExists(sql, a.tenantId, projectId)
-        const existing = new Map((await files.selectFiles(sql, a.tenantId, projectId, [...new Set([...changes.keys(), ...conditions.map(([q]) => q)])])).map((r) => [r.path, r]))
+        if (!state.project) throw notFound('project', projectId)
+        const existing = new Map(state.files.map((r) => [r.path, r]))
+        const used = state.used
         checkConditions(conditions, existing)
-        await checkQuota(sql, a, projectId, [...changes.values()], existing)
-        await files.lockObject(sql, staged.blobKey)
-        await files.insertStaged(sql, { id: staged.stageId!, tenantId: a.tenantId, blobKey: staged.blobKey, expiresAt: new Date(clock() + (o.holdMs ?? STAGE_HOLD_MS)) })
+        checkQuota(a, [...changes.values()], existing, used)
       })
       try {
         const blobs = await blobsOf(a.tenantId)
@@ -296,7 +287,6 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
     hold: (tenantId: string, blobKey: string, holdMs: number): Promise<Pick<StagedFile, 'blobKey' | 'stageId'>> =>
       db.tenant(tenantId, async (sql) => {
         const stageId = newId()
-        await files.lockObject(sql, blobKey)
         await files.insertStaged(sql, { id: stageId, tenantId, blobKey, expiresAt: new Date(clock() + holdMs) })
         return { blobKey, stageId }
       }),
@@ -353,16 +343,19 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
       const conditions = Object.entries(opts.ifMatch ?? {}).map(([p, etag]) => [normalizePath(p), etag] as const)
 
       const before = await projectExists(sql, a.tenantId, projectId, true) // serialises changes to this project's files
-      const existing = new Map((await files.selectFiles(sql, a.tenantId, projectId, [...new Set([...paths, ...conditions.map(([p]) => p)])])).map((r) => [r.path, r]))
+      // Sent together (one round trip). The uploads become files in this transaction: their registrations go with it.
+      const [{ files: rows, used }] = await Promise.all([
+        files.fileState(sql, a.tenantId, projectId, [...new Set([...paths, ...conditions.map(([p]) => p)])]),
+        files.deleteStaged(
+          sql,
+          a.tenantId,
+          normal.flatMap((c) => ('staged' in c && c.staged.stageId ? [c.staged.stageId] : [])),
+        ),
+      ])
+      const existing = new Map(rows.map((r) => [r.path, r]))
       checkConditions(conditions, existing)
       for (const c of normal) if ('delete' in c && !existing.has(c.path)) throw notFound('file', c.path)
-      await checkQuota(sql, a, projectId, sized(normal), existing)
-      // The uploads become files in this transaction: their registrations go with it.
-      await files.deleteStaged(
-        sql,
-        a.tenantId,
-        normal.flatMap((c) => ('staged' in c && c.staged.stageId ? [c.staged.stageId] : [])),
-      )
+      checkQuota(a, sized(normal), existing, used)
 
       const project = await store.updateProject(sql, a.tenantId, projectId, { name: before.name, description: before.description, language: before.language })
       const at = new Date(clock())

@@ -38,6 +38,23 @@ export function selectFiles(sql: TxSql, tenantId: string, projectId: string, pat
      where tenant_id = ${tenantId} and project_id = ${projectId} and path = any(${sql.array(paths)}::text[])`
 }
 
+/**
+ * What a change of `paths` is judged by, in one statement: whether the project is the tenant's,
+ * the current files at those paths, and the bytes all its current files hold.
+ */
+export async function fileState(sql: TxSql, tenantId: string, projectId: string, paths: string[]): Promise<{ project: boolean; files: FileRow[]; used: number }> {
+  const rows = await sql<(Partial<FileRow> & { project: boolean; used: number })[]>`
+    select exists(select 1 from projects where tenant_id = ${tenantId} and id = ${projectId}) as project, u.used,
+           f.path, f.blob_key, f.size::float8 as size, f.sha256, f.content_type, f.version, f.updated_at
+      from (select coalesce(sum(size), 0)::float8 as used from project_files where tenant_id = ${tenantId} and project_id = ${projectId}) u
+      left join project_files f on f.tenant_id = ${tenantId} and f.project_id = ${projectId} and f.path = any(${sql.array(paths)}::text[])`
+  return {
+    project: rows[0]!.project,
+    used: rows[0]!.used,
+    files: rows.filter((r) => r.path != null).map(({ project: _, used: __, ...f }) => f as FileRow),
+  }
+}
+
 /** Every current file, in batches (for backups of any size). */
 export function fileBatches(sql: TxSql, tenantId: string, projectId: string, batch = 500): AsyncIterable<FileRow[]> {
   return sql<FileRow[]>`
@@ -113,8 +130,11 @@ export async function lockObject(sql: TxSql, key: string): Promise<void> {
   await sql`select pg_advisory_xact_lock(hashtextextended(${'atrium.object:' + key}, 0))`
 }
 
+/** Registers an upload, under its object's lock (taken as the row is made, in one statement). */
 export async function insertStaged(sql: TxSql, s: { id: string; tenantId: string; blobKey: string; expiresAt: Date }): Promise<void> {
-  await sql`insert into staged_objects (id, tenant_id, blob_key, expires_at) values (${s.id}, ${s.tenantId}, ${s.blobKey}, ${s.expiresAt})`
+  await sql`
+    insert into staged_objects (id, tenant_id, blob_key, expires_at)
+    select ${s.id}, ${s.tenantId}, ${s.blobKey}, ${s.expiresAt} from (select pg_advisory_xact_lock(hashtextextended(${'atrium.object:' + s.blobKey}, 0))) locked`
 }
 
 export async function deleteStaged(sql: TxSql, tenantId: string, ids: string[]): Promise<void> {

@@ -151,3 +151,16 @@ t.test('the local store lists what it holds under a prefix, not its unfinished w
   t.same(await keys('tenants/a/'), ['tenants/a/other', 'tenants/a/projects/p/files/1', 'tenants/a/projects/p/files/2'])
   t.same(await keys('tenants/c/'), [], 'nothing there')
 })
+
+t.test('the local store takes the same key written many times at once (the same bytes uploaded together)', async (t) => {
+  // found by the file PUT benchmark: writes of one key within a millisecond shared a temporary name and failed
+  const local = openLocalBlobs({ dir: tempDir(t), publicUrl: 'http://localhost', signingKey: Buffer.alloc(32) })
+  const body = Buffer.alloc(64 * 1024, 'b')
+  const results = await Promise.allSettled(Array.from({ length: 32 }, () => local.put('tenants/a/projects/p/files/same', body, 'application/octet-stream')))
+  t.same(
+    results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)),
+    [],
+    'every write succeeded',
+  )
+  t.same(await read(await local.get('tenants/a/projects/p/files/same')), body)
+})
