@@ -5594,7 +5594,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A session's messages, oldest first */
+        /**
+         * A session's messages, oldest first
+         * @description A page ends early, with a nextCursor, once its messages reach 4 MiB of text.
+         */
         get: {
             parameters: {
                 query?: {

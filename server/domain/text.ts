@@ -15,6 +15,16 @@ export function textProblem(s: string): string | null {
   return null
 }
 
+/**
+ * The first `max` UTF-16 units of `s`, or one fewer where the cut would fall between the halves of a
+ * surrogate pair (an emoji): a half alone is not text, and jsonb refuses it.
+ */
+export function sliceText(s: string, max: number): string {
+  if (s.length <= max) return s
+  const last = s.charCodeAt(max - 1)
+  return s.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max)
+}
+
 /** `s` with every NUL and unpaired surrogate replaced by U+FFFD (the replacement character). */
 export const storableText = (s: string): string => s.replace(UNSTORABLE_RE, '\ufffd')
 

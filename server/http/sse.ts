@@ -87,9 +87,22 @@ export async function followEvents(req: FastifyRequest, reply: FastifyReply, o: 
   const timers: NodeJS.Timeout[] = []
   let unsubscribe: (() => Promise<void>) | null = null
 
+  /** Resolves when the client has taken what was written, or the stream has closed. */
+  let wake: (() => void) | null = null
+  const drained = () =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        out.off('drain', done)
+        wake = null
+        resolve()
+      }
+      wake = done
+      out.once('drain', done)
+    })
   const close = () => {
     if (closed) return
     closed = true
+    wake?.()
     for (const t of timers) clearInterval(t)
     void unsubscribe?.().catch(() => {})
     out.end()
@@ -130,11 +143,13 @@ export async function followEvents(req: FastifyRequest, reply: FastifyReply, o: 
     try {
       do {
         again = false
-        // Until a read comes back short: a burst larger than one read is sent in order.
+        // Until a read comes back short: a burst larger than one read is sent in order, each read
+        // once the client has taken the last (a client that does not read holds one read, not the log).
         for (;;) {
           const batch = await o.read(last)
           send(batch)
           if (closed || !batch.events.length || batch.ended) break
+          if (out.writableNeedDrain) await drained()
         }
       } while (again && !closed)
     } catch (err) {

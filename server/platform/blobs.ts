@@ -94,10 +94,26 @@ export const S3_CALL_TIMEOUT_MS = 30_000
 /** A store that did not answer in time: a dependency away (503), like a refused connection. */
 export const storeTimeout = (what: string, ms: number) => Object.assign(new Error(`the object store did not answer ${what} within ${ms} ms`), { code: 'ETIMEDOUT' })
 
-/** Rejects with code ETIMEDOUT when `work` takes longer than `ms`. */
+/** Rejects with code ETIMEDOUT when `work` takes longer than `ms`; a stream it brings too late is destroyed, not left open. */
 export function withDeadline<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined
-  return Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(storeTimeout(what, ms)), ms)))]).finally(() => clearTimeout(timer))
+  let late = false
+  work.then(
+    (v) => {
+      if (late) (v as { destroy?: () => void } | null)?.destroy?.()
+    },
+    () => {},
+  )
+  return Promise.race([
+    work,
+    new Promise<never>(
+      (_, reject) =>
+        (timer = setTimeout(() => {
+          late = true
+          reject(storeTimeout(what, ms))
+        }, ms)),
+    ),
+  ]).finally(() => clearTimeout(timer))
 }
 
 type Transport = Pick<typeof http, 'request'>
@@ -116,12 +132,47 @@ export function boundedTransport(secure: boolean, o: { idleMs?: number; errorMax
         const status = res.statusCode ?? 0
         const query = new URLSearchParams(String(options.path ?? '').split('?')[1] ?? '')
         const objectRead = (options.method ?? 'GET') === 'GET' && status >= 200 && status < 300 && [...query.keys()].every((k) => k === 'versionId')
+        if (objectRead) watchSilence(req, res, idleMs)
         callback?.(objectRead ? res : capped(res, status >= 300 ? (o.errorMaxBytes ?? S3_ERROR_MAX_BYTES) : (o.answerMaxBytes ?? S3_ANSWER_MAX_BYTES)))
       })
       req.setTimeout(idleMs, () => req.destroy(storeTimeout('(no byte in either direction)', idleMs)))
       return req
     }) as Transport['request'],
   }
+}
+
+/**
+ * An object's bytes are read as their reader takes them (a zip written to a slow store reads its
+ * source no faster): a silent socket is then the reader's doing, not the store's. So the socket's
+ * own timeout goes, and the connection is given up only when no byte came for `idleMs` while none
+ * was waiting in the response's buffer for the reader.
+ */
+function watchSilence(req: http.ClientRequest, res: http.IncomingMessage, idleMs: number) {
+  req.setTimeout(0)
+  const socket = res.socket
+  let seen = socket?.bytesRead ?? 0
+  let quietSince = Date.now()
+  const timer = setInterval(
+    () => {
+      if (res.complete || res.destroyed) return clearInterval(timer)
+      const read = socket?.bytesRead ?? 0
+      // Bytes waiting in the response's buffer: the reader has not taken them yet (paused, or slow).
+      // An empty buffer and nothing coming is the store's silence, whatever the reader is doing.
+      const readerBehind = res.readableLength > 0
+      if (read !== seen || readerBehind) {
+        seen = read
+        quietSince = Date.now()
+      } else if (Date.now() - quietSince > idleMs) {
+        clearInterval(timer)
+        // The response carries the reason to its reader; the connection goes with it.
+        res.destroy(storeTimeout('(no byte of the object while it was waited for)', idleMs))
+        req.destroy()
+      }
+    },
+    Math.max(50, Math.min(1000, idleMs / 4)),
+  )
+  timer.unref()
+  res.once('close', () => clearInterval(timer))
 }
 
 /** The response as a stream that fails, and closes the connection, past `max` bytes. */

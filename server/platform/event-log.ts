@@ -212,7 +212,7 @@ export async function appendLogEvents(sql: TxSql, t: LogTables, tenantId: string
  * LLM_MAX_OUTPUT_CHARS); a larger one, written before those bounds, is read as {truncated, bytes}.
  */
 export const EVENT_READ_MAX_BYTES = 4 * 1024 * 1024
-/** One read of a log holds at most this much (and at least one event): a replay is read in turns. */
+/** One read of a log holds at most this much, or its first event alone: a replay is read in turns. */
 export const EVENTS_READ_MAX_BYTES = 8 * 1024 * 1024
 
 /**
@@ -227,6 +227,6 @@ export function logEventsAfter(sql: TxSql, t: LogTables, tenantId: string, id: s
               from ${sql(t.events)}
              where tenant_id = ${tenantId} and ${sql(t.key)} = ${id} and seq > ${after}
              order by seq limit ${limit}) e
-     where upto - least(size, ${EVENT_READ_MAX_BYTES}) < ${EVENTS_READ_MAX_BYTES}
+     where upto <= ${EVENTS_READ_MAX_BYTES} or upto = least(size, ${EVENT_READ_MAX_BYTES})
      order by seq`
 }

@@ -496,7 +496,12 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
         }
       }
       if (controller.signal.aborted) failed(controller.signal.reason)
-      text += storable('') // a high surrogate held back at the very end stands alone: replaced
+      // A high surrogate held back at the very end stands alone: replaced, and sent like any delta.
+      const tail = storable('')
+      if (tail) {
+        text += tail
+        req.onDelta?.(tail)
+      }
       finish('ok')
       tokens.inc({ provider, model, kind: 'input' }, usage.inputTokens)
       tokens.inc({ provider, model, kind: 'output' }, usage.outputTokens)

@@ -3,11 +3,12 @@
 // and signatures are the real ones); 'huge-error' says yes to every HEAD (the bucket exists) and
 // answers anything else with an error whose body runs to `bytes` (written as the reader takes it,
 // never held: the test process stays small);
-// 'huge-object' answers with a 200 of that many bytes; 'silent' accepts and never answers.
+// 'huge-object' answers with a 200 of that many bytes; 'stall-body' begins such an answer and stops
+// after its first 64 KiB; 'silent' accepts and never answers.
 import { createConnection, createServer, type Socket } from 'node:net'
 import type { Test } from 'tap'
 
-export type StoreMode = 'forward' | 'huge-error' | 'huge-object' | 'silent'
+export type StoreMode = 'forward' | 'huge-error' | 'huge-object' | 'stall-body' | 'silent'
 
 export interface HostileStore {
   readonly url: string
@@ -30,6 +31,10 @@ export async function hostileStore(t: Test, o: { mode: StoreMode; bytes?: number
     // A HEAD (does the bucket or object exist?) is told yes: what follows reads bodies.
     if (method === 'HEAD') return void socket.write('HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n')
     socket.write(`HTTP/1.1 ${status} ${status === 200 ? 'OK' : 'Bad Request'}\r\nContent-Type: ${status === 200 ? 'application/octet-stream' : 'application/xml'}\r\nContent-Length: ${size}\r\n\r\n`)
+    if (state.mode === 'stall-body') {
+      state.written += chunk.length
+      return void socket.write(chunk) // and nothing more, the connection left open
+    }
     socket.write(head)
     let left = size - head.length
     const pump = () => {
@@ -61,7 +66,7 @@ export async function hostileStore(t: Test, o: { mode: StoreMode; bytes?: number
       while (head.includes('\r\n\r\n')) {
         const method = head.slice(0, head.indexOf(' '))
         head = head.slice(head.indexOf('\r\n\r\n') + 4)
-        answer(socket, state.mode === 'huge-object' ? 200 : 400, method)
+        answer(socket, state.mode === 'huge-object' || state.mode === 'stall-body' ? 200 : 400, method)
       }
     })
   })

@@ -8,7 +8,7 @@ import { followEvents, lastEventId, sseRoute } from '../../http/sse.js'
 import type { Cache } from '../../platform/cache.js'
 import { runChannel } from './runner.js'
 import { agentView, DEFAULT_MAX_STEPS, MAX_STEPS, type AgentsService } from './service.js'
-import type { RunRecord } from './store.js'
+import type { RunRecord, RunSummaryRow } from './store.js'
 import { TOOL_NAMES } from './tools.js'
 
 const Level = Type.Union([Type.Literal('low'), Type.Literal('medium'), Type.Literal('high')], {
@@ -85,7 +85,7 @@ const Run = Type.Object({
 /** A run in a list: its steps are in its record (GET the run), so a page stays small. */
 const RunSummary = Type.Object(RunFields)
 
-const presentRunSummary = (r: Omit<RunRecord, 'steps'>) => ({
+const presentRunSummary = (r: RunSummaryRow) => ({
   id: r.id,
   agentId: r.agent_id,
   projectId: r.project_id,

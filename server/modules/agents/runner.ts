@@ -13,6 +13,7 @@
 import type { Clock } from '../../clock.js'
 import type { Actor } from '../../domain/actor.js'
 import { AppError, type ErrorCode } from '../../domain/errors.js'
+import { sliceText } from '../../domain/text.js'
 import type { Plan } from '../../domain/plans.js'
 import type { Cache } from '../../platform/cache.js'
 import type { Db } from '../../platform/db.js'
@@ -120,7 +121,7 @@ const initialMessages = (r: RunRow): LlmMessage[] => [
   { role: 'user', content: r.goal },
 ]
 
-const cut = (s: string, max: number) => (s.length > max ? `${s.slice(0, max)}… [${s.length - max} more characters]` : s)
+const cut = (s: string, max: number) => (s.length > max ? `${sliceText(s, max)}… [${s.length - max} more characters]` : s)
 const excerpt = (v: unknown) => cut(typeof v === 'string' ? v : JSON.stringify(v), RESULT_EXCERPT_CHARS)
 
 /**
@@ -262,7 +263,8 @@ export function agentRunner(deps: RunnerDeps) {
     /** Ends the run; what it staged goes unless its changes were applied (a run that did not complete changes nothing). */
     const end = async (e: Parameters<typeof finish>[2]) => {
       const status = await finish(run, events, e)
-      if (status && status !== 'completed') await workspace.discard()
+      if (status === 'completed') await workspace.releaseSuperseded()
+      else if (status) await workspace.discard()
     }
     const deadline = (run.started_at ?? new Date(deps.now())).getTime() + RUN_TIME_LIMIT_MS
 
@@ -371,6 +373,8 @@ export function agentRunner(deps: RunnerDeps) {
         return true
       })
       if (!still) return // cancelled while queued-to-cancel, or deleted
+      // Saved: what the step wrote over or deleted of the run's own staged files can go now.
+      await workspace.releaseSuperseded()
     }
   }
 

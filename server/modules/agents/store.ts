@@ -169,10 +169,17 @@ export async function runFootprint(sql: TxSql, tenantId: string, runId: string):
  * least one); `more` is true when the budget cut the page short. Sizes are measured in the
  * database: nothing beyond the budget is read.
  */
+/** What a page of runs shows of each (not the agent's snapshot, whose system prompt runs to 100,000 characters). */
+export type RunSummaryRow = Pick<
+  RunRecord,
+  'id' | 'agent_id' | 'project_id' | 'goal' | 'status' | 'output' | 'error' | 'usage' | 'project_version' | 'cancel_requested' | 'created_at' | 'started_at' | 'finished_at'
+>
+const RUN_SUMMARY = 'id, agent_id, project_id, goal, status, output, error, usage, project_version, cancel_requested, created_at, started_at, finished_at'
+
 export function listRuns(sql: TxSql, tenantId: string, agentId: string, limit: number, before: string | null) {
-  return pageWithinBytes<Omit<RunRecord, 'steps'>>(sql, {
+  return pageWithinBytes<RunSummaryRow>(sql, {
     table: 'agent_runs',
-    columns: RUN_BASE,
+    columns: RUN_SUMMARY,
     where: sql`tenant_id = ${tenantId} and agent_id = ${agentId} ${before ? sql`and id < ${before}` : sql``}`,
     size: 'coalesce(octet_length(output), 0) + octet_length(goal) + coalesce(octet_length(error::text), 0) + 512',
     desc: true,

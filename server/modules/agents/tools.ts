@@ -10,6 +10,7 @@ import type { LlmTool } from '../../platform/llm.js'
 import type { OutboundFetch } from '../../platform/outbound.js'
 import type { FileChange, ProjectFilesService, StagedFile } from '../projects/files-service.js'
 import { deploymentRefuses } from '../../domain/features.js'
+import { sliceText, storableText } from '../../domain/text.js'
 import type { AutonomyLevel } from './store.js'
 
 export const TOOL_NAMES = ['list_files', 'read_file', 'write_file', 'delete_file', 'web_search'] as const
@@ -94,6 +95,8 @@ export function offeredTools(level: AutonomyLevel, chosen: readonly string[], en
 /** A run's view of its project's files: the stored ones with its own staged changes over them. */
 export class Workspace {
   readonly pending = new Map<string, FileChange>()
+  /** Staged bytes no longer part of the run's changes, let go of once that is saved (releaseSuperseded). */
+  private superseded: StagedFile[] = []
   constructor(
     readonly files: ProjectFilesService,
     readonly actor: Actor,
@@ -159,16 +162,25 @@ export class Workspace {
     const replaced = this.pending.get(normal)
     this.pending.set(staged.path, { path: staged.path, staged })
     // Written again in the same run: the earlier bytes are no longer part of its change.
-    if (replaced && 'staged' in replaced) await this.files.release(this.actor.tenantId, [replaced.staged])
+    if (replaced && 'staged' in replaced) this.superseded.push(replaced.staged)
     return staged
+  }
+
+  /**
+   * Lets go of the bytes the run staged and then wrote again or deleted, once the step that did so
+   * is saved: until then a run resumed after a crash takes up its last saved changes, which name them.
+   */
+  async releaseSuperseded(): Promise<void> {
+    const gone = this.superseded
+    this.superseded = []
+    await this.files.release(this.actor.tenantId, gone)
   }
 
   /** Lets go of everything staged: the run ends without its changes. */
   async discard(): Promise<void> {
-    await this.files.release(
-      this.actor.tenantId,
-      this.changes().flatMap((c) => ('staged' in c ? [c.staged] : [])),
-    )
+    const gone = [...this.superseded, ...this.changes().flatMap((c) => ('staged' in c ? [c.staged] : []))]
+    this.superseded = []
+    await this.files.release(this.actor.tenantId, gone)
   }
 
   async remove(path: string): Promise<void> {
@@ -179,7 +191,7 @@ export class Workspace {
       const stored = await this.exists(normal)
       if (stored) this.pending.set(normal, { path: normal, delete: true })
       else this.pending.delete(normal)
-      await this.files.release(this.actor.tenantId, [c.staged])
+      this.superseded.push(c.staged)
       return
     }
     if (!c && this.pending.size >= RUN_MAX_CHANGED_FILES) throw new AppError('QUOTA_EXCEEDED', `a run may change at most ${RUN_MAX_CHANGED_FILES} files`, { limit: RUN_MAX_CHANGED_FILES })
@@ -230,8 +242,9 @@ export async function runTool(
         return { ok: true, value: { files, ...(truncated ? { truncated, hint: `only the first ${files.length} files are listed: give a prefix to list fewer` } : {}) } }
       }
       case 'read_file': {
-        const text = (await o.workspace.read(args.path!)).toString('utf8')
-        return { ok: true, value: { path: args.path, content: text.slice(0, READ_MAX_CHARS), truncated: text.length > READ_MAX_CHARS } }
+        // A file's bytes as text the conversation can be stored with (a NUL in a binary file would not be).
+        const text = storableText((await o.workspace.read(args.path!)).toString('utf8'))
+        return { ok: true, value: { path: args.path, content: sliceText(text, READ_MAX_CHARS), truncated: text.length > READ_MAX_CHARS } }
       }
       case 'write_file': {
         const staged = await o.workspace.write(args.path!, args.content!)
@@ -265,9 +278,9 @@ async function webSearch(query: string, env: ToolEnvironment, signal?: AbortSign
   if (!res.ok) throw new AppError('FEATURE_DISABLED', `web search answered ${res.status}`, { reason: 'search_failed' })
   const body = (await res.json().catch(() => ({}))) as { results?: { title?: unknown; url?: unknown; content?: unknown }[] }
   const results = (Array.isArray(body.results) ? body.results : []).slice(0, SEARCH_RESULTS).map((r) => ({
-    title: String(r.title ?? '').slice(0, 300),
-    url: String(r.url ?? '').slice(0, 2000),
-    snippet: String(r.content ?? '').slice(0, 1000),
+    title: storableText(sliceText(String(r.title ?? ''), 300)),
+    url: storableText(sliceText(String(r.url ?? ''), 2000)),
+    snippet: storableText(sliceText(String(r.content ?? ''), 1000)),
   }))
   return { results }
 }

@@ -11,7 +11,7 @@ import { finished } from 'node:stream/promises'
 import { ZipFile } from 'yazl'
 import { meterStream } from '../../../common/zip.js'
 import { jsonTooDeep } from '../../domain/text.js'
-import type { Blobs } from '../../platform/blobs.js'
+import { exactly, type Blobs } from '../../platform/blobs.js'
 import type { TxSql } from '../../platform/db.js'
 import { columnsOf, csvLine, EXPORT_FORMAT, EXPORT_FORMAT_VERSION, kindsOf, pageName, SPECS, type ExportFormat, type ExportMetadata, type Include, type Kind } from './format.js'
 import { exportTooLarge, MAX_JSON_DEPTH, MAX_JSON_ENTRY_BYTES, PAGE_BYTES, PAGE_ROWS, READ_BATCH_BYTES, READ_BATCH_ROWS, withinRatio, type ArchiveLimits } from './limits.js'
@@ -271,9 +271,10 @@ export function fileEntries(blobs: Blobs, files: readonly FileRef[]): Entry[] {
     name: f.name,
     file: true,
     bound: f.size,
+    // As many bytes as the record says, no more: a store of the tenant's own that sends more is refused.
     body: Readable.from(
       (async function* () {
-        yield* await blobs.get(f.blobKey)
+        yield* exactly(await blobs.get(f.blobKey), f.size, f.blobKey)
       })(),
     ),
   }))

@@ -22,6 +22,13 @@ import type { ProjectFilesService } from './files-service.js'
 export const COLLECT_GRACE_MS = 60 * 60_000
 /** Keys decided together (one reference query per batch). */
 const BATCH = 500
+/**
+ * What one sweep gives one tenant's stores at most: a store that lists without end (a tenant's own,
+ * answering that its listing is never done) cannot hold the sweep from the other tenants. What is
+ * left is the next sweep's.
+ */
+export const COLLECT_TENANT_MAX_OBJECTS = 1_000_000
+export const COLLECT_TENANT_MAX_MS = 5 * 60_000
 const FILE_KEY_RE = /^tenants\/[0-9a-f-]{36}\/projects\/[0-9a-f-]{36}\/files\/[0-9a-f]{64}$/
 
 export interface Collection {
@@ -33,9 +40,11 @@ export interface Collection {
   tenantsDeferred: number
 }
 
+const isDatabaseFault = (err: unknown) => err instanceof postgres.PostgresError || unavailableDependency(err) === 'database'
+
 export async function collectFileObjects(
   deps: { db: Db; storage: Storage; files: ProjectFilesService; log: Pick<Logger, 'info' | 'warn'> },
-  opts: { now?: Date; graceMs?: number } = {},
+  opts: { now?: Date; graceMs?: number; tenantMaxObjects?: number; tenantMaxMs?: number } = {},
 ): Promise<Collection> {
   const now = opts.now ?? new Date()
   const before = now.getTime() - (opts.graceMs ?? COLLECT_GRACE_MS)
@@ -61,6 +70,7 @@ export async function collectFileObjects(
       try {
         if (!deferred.has(s.tenant_id) && (await deps.files.removeUnreferenced(s.tenant_id, await storeOf(s.tenant_id), s.blob_key, [s.id]))) result.deleted++
       } catch (err) {
+        if (isDatabaseFault(err)) throw err // the job tries again
         defer(s.tenant_id, err)
       }
       // A tenant whose store is away keeps its registration row: dropped here so the loop ends (the object stays unreferenced, for a later sweep).
@@ -81,14 +91,21 @@ export async function collectFileObjects(
         for (const key of keys) if (!used.has(key) && (await deps.files.removeUnreferenced(tenantId, blobs, key))) result.deleted++
         keys = []
       }
+      const maxObjects = opts.tenantMaxObjects ?? COLLECT_TENANT_MAX_OBJECTS
+      const until = Date.now() + (opts.tenantMaxMs ?? COLLECT_TENANT_MAX_MS)
+      let listed = 0
       for await (const o of blobs.list(`tenants/${tenantId}/projects/`)) {
+        if (++listed > maxObjects || Date.now() > until) {
+          deps.log.warn({ tenantId, listed: listed - 1 }, "a tenant's objects took more than a sweep gives one tenant; the rest wait for the next")
+          break
+        }
         if (!FILE_KEY_RE.test(o.key) || o.lastModified.getTime() > before || keys.includes(o.key)) continue
         keys.push(o.key)
         if (keys.length >= BATCH) await decide()
       }
       if (keys.length) await decide()
     } catch (err) {
-      if (err instanceof postgres.PostgresError || unavailableDependency(err) === 'database') throw err // the database's: the job tries again
+      if (isDatabaseFault(err)) throw err // the job tries again
       defer(tenantId, err)
     }
   }

@@ -109,6 +109,28 @@ async function collect(stream: Readable, size: number, key: string): Promise<Buf
   return Buffer.concat(chunks)
 }
 
+/** Deletes of one tenant's objects at once on a replica (removeUnreferenced). */
+const DELETES_PER_TENANT = 2
+
+/** Runs at most `max` of the calls for one key at once; the others wait their turn, in order. */
+function perKey(max: number) {
+  const slots = new Map<string, { running: number; waiting: (() => void)[] }>()
+  return async <T>(key: string, fn: () => Promise<T>): Promise<T> => {
+    let s = slots.get(key)
+    if (!s) slots.set(key, (s = { running: 0, waiting: [] }))
+    if (s.running >= max) await new Promise<void>((resolve) => s!.waiting.push(resolve))
+    s.running++
+    try {
+      return await fn()
+    } finally {
+      s.running--
+      const next = s.waiting.shift()
+      if (next) next()
+      else if (s.running === 0) slots.delete(key)
+    }
+  }
+}
+
 /** A change's effect on the project's bytes: its size, or a delete. */
 type Sized = { path: string; size: number } | { path: string; delete: true }
 
@@ -162,14 +184,22 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
    * when the object was deleted.
    */
   async function removeUnreferenced(tenantId: string, blobs: Blobs, key: string, stageIds: string[] = []): Promise<boolean> {
-    return db.tenant(tenantId, async (sql) => {
+    return deletesOf(tenantId, () => removeNow(tenantId, blobs, key, stageIds))
+  }
+  const removeNow = (tenantId: string, blobs: Blobs, key: string, stageIds: string[]) =>
+    db.tenant(tenantId, async (sql) => {
       await files.lockObject(sql, key)
       await files.deleteStaged(sql, tenantId, stageIds)
       if ((await files.referencedKeys(sql, tenantId, [key], new Date(clock()))).has(key)) return false
       await blobs.remove(key)
       return true
     })
-  }
+  /**
+   * The delete runs inside the transaction that holds the object's lock, so it holds a database
+   * connection while the store answers (at most STORAGE_TIMEOUT_SECONDS): a tenant whose store is
+   * slow has at most DELETES_PER_TENANT of them at once on this replica, and waits for the rest.
+   */
+  const deletesOf = perKey(DELETES_PER_TENANT)
 
   /**
    * Lets go of uploads whose change was refused or will never be made: their registrations go,

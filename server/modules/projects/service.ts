@@ -12,7 +12,7 @@ import { decodeIdCursor, decodeNumberCursor, toPage } from '../../domain/paginat
 import type { Actor } from '../../domain/actor.js'
 import { planOf } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
-import type { Blobs } from '../../platform/blobs.js'
+import { exactly, type Blobs } from '../../platform/blobs.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { json, jsonArrayStream, zipStream } from '../../../common/zip.js'
 import { auditBy } from '../audit/service.js'
@@ -177,7 +177,7 @@ export function projectsService(deps: {
             },
             { name: 'project.json', data: json(project) },
             { name: 'files.json', data: json(current.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256, contentType: f.content_type }))) },
-            ...current.map((f) => ({ name: `files/${f.path}`, data: lazyBlob(blobs, f.blob_key) })),
+            ...current.map((f) => ({ name: `files/${f.path}`, data: lazyBlob(blobs, f.blob_key, f.size) })),
             ...(opts.includeHistory ? [{ name: 'versions.json', data: jsonArrayStream(store.versionBatches(sql, a.tenantId, projectId)) }] : []),
             ...(opts.includeAgents ? [{ name: 'agents.json', data: json(deps.projectAgents ? await deps.projectAgents(sql, a.tenantId, projectId) : []) }] : []),
           ],
@@ -310,11 +310,11 @@ export async function sweepExpiredBackups(deps: { db: Db; storage: Storage; log:
   return result
 }
 
-/** An object's bytes, opened only when first read (a zip reads its entries in turn). */
-const lazyBlob = (blobs: Blobs, key: string): Readable =>
+/** An object's bytes, opened only when first read (a zip reads its entries in turn), and no more of them than its record says. */
+const lazyBlob = (blobs: Blobs, key: string, size: number): Readable =>
   Readable.from(
     (async function* () {
-      yield* await blobs.get(key)
+      yield* exactly(await blobs.get(key), size, key)
     })(),
   )
 

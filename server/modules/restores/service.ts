@@ -155,11 +155,15 @@ export function restoresService(deps: RestoresDeps) {
 
   /**
    * Copies the files' bytes into the store (or, validating, only reads them), each checked against
-   * its digest; the keys it created, for removal if the restore fails.
+   * its digest; every key it wrote or found is held for the restore (`written`), and let go of when
+   * it ends: kept where the records point at it, removed otherwise.
    */
   async function copyFiles(archive: Archive, s: Survey, blobs: Blobs, to: string, o: { verifyOnly: boolean; written: Held[]; projectId: (id: string) => string }) {
     const result = { stored: 0, alreadyPresent: 0, bytes: 0 }
     const copy = async (entry: ArchiveEntry, key: string, sha256: string) => {
+      // Held before it is looked at: bytes already there may be a leftover nothing points at, which
+      // the collector (or a failed attempt's release) would otherwise take before the records do.
+      if (!o.verifyOnly) o.written.push(await deps.files.hold(to, key, RESTORE_HOLD_MS))
       const present = o.verifyOnly ? null : await blobs.size(key)
       if (present !== null) {
         // The store holds bytes of this digest already (the server wrote them, having checked them):
@@ -181,11 +185,7 @@ export function restoresService(deps: RestoresDeps) {
         () => {},
       )
       if (o.verifyOnly) for await (const _ of hashed as Readable);
-      else {
-        // Held before it is written: a collection or a failed upload of the same bytes keeps it.
-        o.written.push(await deps.files.hold(to, key, RESTORE_HOLD_MS))
-        await blobs.put(key, hashed, 'application/octet-stream')
-      }
+      else await blobs.put(key, hashed, 'application/octet-stream')
       if (hash.digest('hex') !== sha256) throw refused('ARCHIVE_CORRUPT', `${entry.name} does not hold the bytes its manifest names (SHA-256 differs)`, { entry: entry.name, rule: 'sha256' })
       result.stored++
       result.bytes += entry.size

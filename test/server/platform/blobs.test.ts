@@ -164,3 +164,20 @@ t.test('the local store takes the same key written many times at once (the same 
   )
   t.same(await read(await local.get('tenants/a/projects/p/files/same')), body)
 })
+
+t.test("an object's bytes that stop coming while they are waited for fail ETIMEDOUT; a reader that takes its time does not", async (t) => {
+  const stalling = await hostileStore(t, { mode: 'stall-body', bytes: 10 * 1024 * 1024 })
+  const started = Date.now()
+  await t.rejects(read(await (await hostile(stalling.url, 500)).get('k')), { code: 'ETIMEDOUT' }, 'the store stopped mid-object')
+  t.ok(Date.now() - started < 10_000, 'given up after the timeout, not held')
+
+  // The reader pauses longer than the timeout (a zip written to a slow store reads its source no faster).
+  const flowing = await hostileStore(t, { mode: 'huge-object', bytes: 4 * 1024 * 1024 })
+  const stream = await (await hostile(flowing.url, 500)).get('k')
+  let got = 0
+  for await (const chunk of stream) {
+    if (got === 0) await new Promise((r) => setTimeout(r, 1500))
+    got += (chunk as Buffer).length
+  }
+  t.equal(got, 4 * 1024 * 1024, 'read whole after pausing three times the timeout')
+})

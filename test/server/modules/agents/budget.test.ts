@@ -4,7 +4,7 @@
 // write_file's content whole.
 import t from 'tap'
 import { RUN_MAX_CONVERSATION_CHARS, STEP_MAX_TOOL_CALLS } from '../../../../server/modules/agents/runner.js'
-import { RUNS_PAGE_MAX_BYTES } from '../../../../server/modules/agents/store.js'
+import { listRuns, RUNS_PAGE_MAX_BYTES } from '../../../../server/modules/agents/store.js'
 import { agent, ended, project, runToEnd, tenantWithLlm } from '../../../helpers/agents.js'
 import { appOn, testApp } from '../../../helpers/app.js'
 import { fakeLlm } from '../../../helpers/fake-llm.js'
@@ -169,4 +169,38 @@ t.test('a write over the quota is an error result with nothing uploaded; a run t
   let left = await storedObjects(tenantId, projectId)
   for (let i = 0; i < 100 && left.length !== before.length; i++) left = await new Promise((r) => setTimeout(r, 50)).then(() => storedObjects(tenantId, projectId))
   t.same(left, before, 'what the failed run staged was removed')
+})
+
+t.test('cuts never split a character in two: an emoji at the edge of an excerpt, a NUL in a file read, and the run completes', async (t) => {
+  // found in review: an excerpt ending in half of a surrogate pair was refused by jsonb, and the step retried until RUN_INTERRUPTED
+  const { call } = await tenantWithLlm(h, llm)
+  const projectId = await project(call)
+  t.equal((await call('PUT', `/api/v1/projects/${projectId}/files/blob.bin`, Buffer.from([0x61, 0x00, 0x62, 0xff]), { 'content-type': 'application/octet-stream' })).status, 201)
+  const agentId = await agent(call)
+  const content = `${'a'.repeat(1023)}\u{1f600}${'b'.repeat(3000)}` // the pair at characters 1024 and 1025: where an argument is cut
+  llm.push(
+    {
+      toolCalls: [
+        { name: 'write_file', arguments: { path: 'emoji.txt', content } },
+        { name: 'read_file', arguments: { path: 'blob.bin' } },
+      ],
+      text: `${'c'.repeat(16 * 1024 - 1)}\u{1f600} and on`,
+    },
+    { text: 'Done.' },
+  )
+  const run = await runToEnd(call, agentId, projectId)
+  t.match(run, { status: 'completed', output: 'Done.' })
+  t.match(run.steps[0].toolCalls[1], { name: 'read_file', result: /a\\ufffdb|a\ufffdb/ }, 'the NUL read back as U+FFFD')
+  t.equal((await call('GET', `/api/v1/projects/${projectId}/files/emoji.txt`)).raw.toString(), content, 'the file holds it whole')
+})
+
+t.test("a page of runs does not read the agent's snapshot (its system prompt runs to 100,000 characters)", async (t) => {
+  const { tenantId, call } = await tenantWithLlm(h, llm)
+  const projectId = await project(call)
+  const agentId = await agent(call, { autonomyLevel: 'low' }, 'p'.repeat(100_000))
+  llm.push({ text: 'ok' })
+  t.equal((await runToEnd(call, agentId, projectId)).status, 'completed')
+  const page = await h.platform.db.tenant(tenantId, (sql) => listRuns(sql, tenantId, agentId, 10, null))
+  t.equal(page.rows.length, 1)
+  t.notOk('agent_snapshot' in page.rows[0]!, 'not read')
 })

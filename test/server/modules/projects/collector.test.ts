@@ -139,3 +139,16 @@ t.test('objects younger than the grace are left to a later sweep', async (t) => 
   await collectFileObjects(deps, { now: new Date(Date.now() + 2 * 3600_000) })
   t.notOk((await stored(key)).has(key), 'collected after it')
 })
+
+t.test("one sweep gives one tenant's objects a bounded share: the rest are the next sweep's", async (t) => {
+  const { call, tenantId } = await h.tenant()
+  const projectId = (await call('POST', '/api/v1/projects', { name: 'many' })).body.data.id
+  for (const name of ['a', 'b', 'c']) await put(call, projectId, `${name}.txt`, `content ${name}`)
+  t.equal((await call('DELETE', `/api/v1/projects/${projectId}`)).status, 200)
+  const prefix = `tenants/${tenantId}/projects/${projectId}/files/`
+  t.equal((await stored(prefix)).size, 3)
+  await collectFileObjects(deps, { graceMs: 0, now: new Date(Date.now() + 1000), tenantMaxObjects: 1 })
+  t.equal((await stored(prefix)).size, 2, 'one object this sweep')
+  await collectFileObjects(deps, { graceMs: 0, now: new Date(Date.now() + 1000) })
+  t.equal((await stored(prefix)).size, 0, 'the rest the next')
+})
