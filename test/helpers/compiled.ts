@@ -35,13 +35,18 @@ export function rssOf(pid: number): number {
   return m ? Number(m[1]) * 1024 : 0
 }
 
-/** Samples a process's resident memory every `everyMs` until stopped; the peak it saw. */
+/** Samples a process's resident memory every `everyMs` until stopped; the peak it saw, and the peak of each minute (a growth that does not level off shows there). */
 export function watchRss(pid: number, everyMs = 50) {
   let peak = 0
   let samples = 0
+  const started = Date.now()
+  const perMinute: number[] = []
   const sample = () => {
     try {
-      peak = Math.max(peak, rssOf(pid))
+      const rss = rssOf(pid)
+      peak = Math.max(peak, rss)
+      const minute = Math.floor((Date.now() - started) / 60_000)
+      perMinute[minute] = Math.max(perMinute[minute] ?? 0, rss)
       samples++
     } catch {
       // the process has gone: the test finds out by other means
@@ -55,6 +60,10 @@ export function watchRss(pid: number, everyMs = 50) {
     },
     get samples() {
       return samples
+    },
+    /** The peak of each minute so far, in MB. */
+    get minutes() {
+      return perMinute.map((b) => Math.round(b / MB))
     },
     stop() {
       clearInterval(timer)

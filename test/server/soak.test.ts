@@ -200,6 +200,7 @@ t.test('hostile inputs of every kind, mixed, against one process: alive, bounded
 
   t.equal(server.child.exitCode, null, 'the process is alive')
   t.ok(peak < RSS_CEILING, `peak RSS ${Math.round(peak / MB)} MB over ${SOAK_MS / 1000} s (${rss.samples} samples), under ${RSS_CEILING / MB} MB`)
+  t.comment(`peak RSS each minute (MB): ${rss.minutes.join(', ')}`)
   for (const [what, codes] of outcomes) t.comment(`${what}: ${[...codes].map(([c, n]) => `${c} x${n}`).join(', ')}`)
   const only = (what: string, expected: string[]) => {
     const seen = [...(outcomes.get(what)?.keys() ?? [])]
