@@ -1,4 +1,4 @@
-// What every check returns, the installer's preflight (DESIGN.md, "Shape of the installer") and the
+// What every check returns, the installer's preflight (docs/installer.md, "Preflight") and the
 // server's validation of a customer-owned store alike: what it found, what is required and how to
 // fix it. A minimum not met is fail; a recommendation not met is warn.
 

@@ -1,6 +1,5 @@
-// Renders config/atrium.env.example from the schema. `npm run config:env` rewrites the file;
-// a test fails when the committed file is not what this renders.
-import { writeFileSync } from 'node:fs'
+// Renders config/atrium.env.example from the schema. `npm run config:generate` (config/bundles.ts)
+// rewrites it with the other generated files; a test fails when the committed file is not what this renders.
 import { fileURLToPath } from 'node:url'
 import { settings, type Setting } from './schema.js'
 import { isSecret } from './secrets.js'
@@ -14,7 +13,7 @@ function shown(s: Setting): string {
 
 export function renderEnvTemplate(): string {
   const lines = [
-    '# Atrium settings. Generated from config/schema.ts by `npm run config:env`: do not edit by hand.',
+    '# Atrium settings. Generated from config/schema.ts by `npm run config:generate`: do not edit by hand.',
     '# Empty values use the embedded defaults (fine for trying Atrium, not for production).',
     '# Keep this file mode 0600 once it holds secrets.',
   ]
@@ -31,9 +30,4 @@ export function renderEnvTemplate(): string {
     lines.push(`${name}=${isSecret(name) ? '' : shown(s)}`)
   }
   return lines.join('\n') + '\n'
-}
-
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  writeFileSync(ENV_TEMPLATE_PATH, renderEnvTemplate())
-  console.log(`wrote ${ENV_TEMPLATE_PATH}`)
 }

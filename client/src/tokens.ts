@@ -1,4 +1,4 @@
-// How the client authenticates (API-SPEC "Authentication", points 1 to 5). An API key is sent as
+// How the client authenticates (the server's docs/api.md, "Authentication"). An API key is sent as
 // it is. Otherwise the client holds a JWT access token in memory only (never in any storage), counts
 // it expired 60 s before its expiresIn elapses, and gets a new one when it is missing or expired:
 // from /auth/refresh when it holds a refresh token (the CLI's device login gives one), else by

@@ -19,3 +19,9 @@ export function actorOf(request: FastifyRequest, o: { principal?: Principal; pla
   if (!principal || (!o.platform && !principal.tenantId)) throw unauthorized()
   return { tenantId: o.platform ? null : principal.tenantId, principal, origin: originOf(request) }
 }
+
+/**
+ * Who acts on a route that names its tenant (`/platform/tenants/:tenantId/...`): the tenant's own
+ * credential, or a platform operator's key (no tenant of its own); the service checks the two agree.
+ */
+export const tenantPathActor = (request: FastifyRequest) => actorOf(request, { platform: !request.principal?.tenantId })

@@ -11,6 +11,9 @@ export const Meta = Type.Object({
   timestamp: Type.String({ format: 'date-time', description: 'ISO 8601 UTC time of the response' }),
 })
 
+/** The tenant a `/platform/tenants/:tenantId/...` route acts on. */
+export const TenantParams = Type.Object({ tenantId: Type.String({ format: 'uuid' }) })
+
 export const PageMeta = Type.Object({
   request_id: Type.String(),
   timestamp: Type.String({ format: 'date-time' }),

@@ -4,7 +4,7 @@ import { ENV_TEMPLATE_PATH, renderEnvTemplate } from '../../config/env-template.
 import { parseConfig, settings } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
 
-t.test('config/atrium.env.example is what the schema renders (run `npm run config:env` after changing it)', async (t) => {
+t.test('config/atrium.env.example is what the schema renders (run `npm run config:generate` after changing it)', async (t) => {
   t.equal(readFileSync(ENV_TEMPLATE_PATH, 'utf8'), renderEnvTemplate())
 })
 

@@ -1,4 +1,4 @@
-// The device login of API-SPEC "Authentication" point 7: start with a random state and a PKCE S256
+// The device login (the server's docs/identity.md, "CLI device login"): start with a random state and a PKCE S256
 // challenge, show the verification code and the approval address (and open it in a browser when
 // there is one), poll the status at the interval the server gives, and redeem the approved login
 // with the verifier, once.

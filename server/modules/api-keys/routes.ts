@@ -1,4 +1,4 @@
-// API key management for a tenant's admins (issue 3, item 5): create (the secret shown once), list
+// API key management for a tenant's admins (docs/identity.md): create (the secret shown once), list
 // and get (prefix and last four only), revoke. All need keys:manage.
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'

@@ -1,4 +1,4 @@
-// The audit log for tenant admins (issue 3, item 7). Its retention sweep is a job (service.ts,
+// The audit log for tenant admins (docs/identity.md, "Audit log"). Its retention sweep is a job (service.ts,
 // defineAuditJobs).
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'

@@ -1,5 +1,5 @@
-// Sign-in endpoints (API-SPEC "Authentication"; paths as DESIGN.md pins them). Signing in is exempt
-// from the general rate limit, as the spec says, and has limits of its own instead: login the
+// Sign-in endpoints (docs/identity.md; where they are served: docs/architecture.md, "Where routes are served"). Signing in is exempt
+// from the general rate limit (docs/api.md), and has limits of its own instead: login the
 // throttle of throttle.ts, the steps that take a session token the sign-in guard
 // (http/signin-guard.ts). /auth/me and a logout by access token are API use like any other:
 // counted against the credential's own limit.

@@ -1,4 +1,4 @@
-// 'atrium-cli-auth': device login at the root (DESIGN.md), outside the /api/v1 credential hooks;
+// 'atrium-cli-auth': device login at the root (docs/architecture.md), outside the /api/v1 credential hooks;
 // an approved login starts its session through 'atrium-sign-in'.
 import fp from 'fastify-plugin'
 import { cliAuthRoutes } from './routes.js'

@@ -1,4 +1,4 @@
-// CLI device login (API-SPEC "Authentication" item 7 and the "CLI login session" state table):
+// CLI device login (docs/identity.md, "CLI device login"), as a state machine:
 //
 //   (none) --start--> pending --complete (signed-in user, matching state)--> approved
 //          --token (matching PKCE verifier)--> consumed

@@ -3,10 +3,10 @@
 // operator key (svc_admin_) reaches any tenant.
 import { Type, type Static } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyContextConfig, FastifyRequest } from 'fastify'
-import { actorOf } from '../../http/actor.js'
+import type { FastifyContextConfig } from 'fastify'
+import { tenantPathActor } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
-import { apiErrors, Envelope, oneOf, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { apiErrors, Envelope, oneOf, PageEnvelope, PageQuery, TenantParams } from '../../http/schemas.js'
 import { invalid } from '../../domain/errors.js'
 import { FORMATS, INCLUDE_NAMES, INCLUDES } from './format.js'
 import { FREQUENCIES, type SchedulesService } from './schedules.js'
@@ -15,11 +15,6 @@ import { PROVIDERS, type Destination, type ExportsService } from './service.js'
 export const tags = ['export']
 /** The export permission, on the tenant's own routes; operator keys for every tenant. */
 export const exportAccess: FastifyContextConfig = { permission: 'export', operator: 'also' }
-
-/** Who acts: the tenant's credential, or a platform operator's key (no tenant of its own). */
-export const exportActor = (req: FastifyRequest) => actorOf(req, { platform: !req.principal?.tenantId })
-
-export const TenantParams = Type.Object({ tenantId: Type.String({ format: 'uuid' }) })
 
 const Format = oneOf(FORMATS)
 const Include = Type.Array(oneOf(INCLUDE_NAMES), {
@@ -129,7 +124,7 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
     },
     async (req, reply) => {
       const b = req.body
-      const view = await schedules.create(exportActor(req), req.params.tenantId, {
+      const view = await schedules.create(tenantPathActor(req), req.params.tenantId, {
         frequency: b.frequency,
         ...(b.format ? { format: b.format } : {}),
         ...(b.include ? { include: b.include } : {}),
@@ -153,7 +148,7 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
       },
     },
     async (req) => {
-      const r = await schedules.list(exportActor(req), req.params.tenantId, req.query)
+      const r = await schedules.list(tenantPathActor(req), req.params.tenantId, req.query)
       return page(req, r.items, r.nextCursor)
     },
   )
@@ -164,7 +159,7 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
       config: exportAccess,
       schema: { tags, summary: 'An export schedule with its latest runs', params: ScheduleParams, response: { 200: Envelope(Schedule), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
     },
-    async (req) => ok(req, await schedules.get(exportActor(req), req.params.tenantId, req.params.scheduleId)),
+    async (req) => ok(req, await schedules.get(tenantPathActor(req), req.params.tenantId, req.params.scheduleId)),
   )
 
   app.delete(
@@ -174,7 +169,7 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
       schema: { tags, summary: 'Delete an export schedule (its past runs stay listed)', params: ScheduleParams, response: { 204: Type.Null(), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
     },
     async (req, reply) => {
-      await schedules.remove(exportActor(req), req.params.tenantId, req.params.scheduleId)
+      await schedules.remove(tenantPathActor(req), req.params.tenantId, req.params.scheduleId)
       reply.code(204)
     },
   )
@@ -195,7 +190,7 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
     async (req, reply) => {
       const b = req.body as Static<typeof ExportBody>
       const s3 = destinationOf(b, b.destination === 's3')
-      const view = await exports.request(exportActor(req), req.params.tenantId, {
+      const view = await exports.request(tenantPathActor(req), req.params.tenantId, {
         ...(b.format ? { format: b.format } : {}),
         ...(b.include ? { include: b.include } : {}),
         ...(b.destination ? { destination: b.destination } : {}),
@@ -219,7 +214,7 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
       },
     },
     async (req) => {
-      const r = await exports.list(exportActor(req), req.params.tenantId, req.query)
+      const r = await exports.list(tenantPathActor(req), req.params.tenantId, req.query)
       return page(req, r.items, r.nextCursor)
     },
   )
@@ -235,6 +230,6 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
         response: { 200: Envelope(ExportJob), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
       },
     },
-    async (req) => ok(req, await exports.get(exportActor(req), req.params.tenantId, req.params.exportId)),
+    async (req) => ok(req, await exports.get(tenantPathActor(req), req.params.tenantId, req.params.exportId)),
   )
 }

@@ -1,4 +1,4 @@
-// OpenID Connect sign-in endpoints, at the root as DESIGN.md pins them (not under /api/v1):
+// OpenID Connect sign-in endpoints, at the root, not under /api/v1 (docs/architecture.md, "Where routes are served"):
 //   GET  /oauth/providers             the providers for the sign-in page
 //   GET  /oauth/{provider}/start      the authorization URL; sets the browser-binding cookie
 //   GET  /oauth/{provider}/callback   the redirect URI: a small page that POSTs to authorize

@@ -5,10 +5,9 @@ import type { FastifyContextConfig } from 'fastify'
 import { COMPLIANCE_LEVEL_NAMES, REGION_CODES } from '../../../common/regions.js'
 import { FEATURE_KEYS } from '../../domain/features.js'
 import { PLANS } from '../../domain/plans.js'
-import { actorOf } from '../../http/actor.js'
+import { actorOf, tenantPathActor } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
-import { apiErrors, Envelope, oneOf } from '../../http/schemas.js'
-import { exportActor, TenantParams } from '../exports/routes.js'
+import { apiErrors, Envelope, oneOf, TenantParams } from '../../http/schemas.js'
 import { BYOS_PROVIDERS, type RegionsService } from './service.js'
 
 const tags = ['regions']
@@ -122,7 +121,7 @@ export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService 
         response: { 200: Envelope(Preferences), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
       },
     },
-    async (req) => ok(req, await regions.preferences(exportActor(req), req.params.tenantId)),
+    async (req) => ok(req, await regions.preferences(tenantPathActor(req), req.params.tenantId)),
   )
 
   const patch = {
@@ -154,7 +153,7 @@ export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService 
         response: { 200: Envelope(Feature), ...apiErrors('RESOURCE_NOT_FOUND') },
       },
     },
-    async (req) => ok(req, await regions.feature(exportActor(req), req.params.tenantId, req.params.featureKey)),
+    async (req) => ok(req, await regions.feature(tenantPathActor(req), req.params.tenantId, req.params.featureKey)),
   )
 
   app.get(
@@ -168,7 +167,7 @@ export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService 
         response: { 200: Envelope(StorageConfiguration), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
       },
     },
-    async (req) => ok(req, await regions.storageSettings(exportActor(req), req.params.tenantId)),
+    async (req) => ok(req, await regions.storageSettings(tenantPathActor(req), req.params.tenantId)),
   )
 
   app.put(

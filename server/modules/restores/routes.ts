@@ -7,10 +7,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import multipart from '@fastify/multipart'
 import type { FastifyContextConfig } from 'fastify'
 import { ok, page } from '../../http/envelope.js'
-import { apiErrors, Envelope, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { apiErrors, Envelope, PageEnvelope, PageQuery, TenantParams } from '../../http/schemas.js'
 import { streamedBody } from '../../http/validation.js'
 import { AppError, invalid } from '../../domain/errors.js'
-import { exportActor, TenantParams } from '../exports/routes.js'
+import { tenantPathActor } from '../../http/actor.js'
 import type { RestoreOptions, RestoresService } from './service.js'
 
 const tags = ['export']
@@ -75,7 +75,7 @@ export const restoresRoutes: FastifyPluginAsyncTypebox<{ restores: RestoresServi
     },
     async (req, reply) => {
       if (!req.isMultipart()) throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Send the archive as multipart/form-data (parts file and options)')
-      const view = await restores.request(exportActor(req), req.params.tenantId, async (put) => {
+      const view = await restores.request(tenantPathActor(req), req.params.tenantId, async (put) => {
         let options: RestoreOptions = { merge: false, validate: false }
         let sawFile = false
         try {
@@ -118,7 +118,7 @@ export const restoresRoutes: FastifyPluginAsyncTypebox<{ restores: RestoresServi
       },
     },
     async (req) => {
-      const r = await restores.list(exportActor(req), req.params.tenantId, req.query)
+      const r = await restores.list(tenantPathActor(req), req.params.tenantId, req.query)
       return page(req, r.items, r.nextCursor)
     },
   )
@@ -134,6 +134,6 @@ export const restoresRoutes: FastifyPluginAsyncTypebox<{ restores: RestoresServi
         response: { 200: Envelope(RestoreJob), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
       },
     },
-    async (req) => ok(req, await restores.get(exportActor(req), req.params.tenantId, req.params.restoreId)),
+    async (req) => ok(req, await restores.get(tenantPathActor(req), req.params.tenantId, req.params.restoreId)),
   )
 }

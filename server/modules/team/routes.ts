@@ -1,5 +1,5 @@
-// Team members of the authenticated tenant (API-SPEC "Tenant": GET /tenant/team/members; invite,
-// change role and remove as issue 3 asks), and accepting an invitation, which signs the invitee in.
+// Team members of the authenticated tenant (docs/identity.md, "Team": list, invite, change role,
+// remove), and accepting an invitation, which signs the invitee in.
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'

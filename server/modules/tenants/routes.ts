@@ -1,4 +1,4 @@
-// The authenticated tenant (API-SPEC "Tenant"): its record with the gates of its plan, and its LLM
+// The authenticated tenant (docs/identity.md, "Tenant and LLM settings"): its record with the gates of its plan, and its LLM
 // settings. Every route acts on the tenant of the credential; there is no tenant in the path.
 import { Type, type TSchema } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
