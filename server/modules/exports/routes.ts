@@ -5,8 +5,9 @@ import { Type, type Static } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
 import { tenantPathActor } from '../../http/actor.js'
-import { ok, page } from '../../http/envelope.js'
-import { apiErrors, Envelope, oneOf, PageEnvelope, PageQuery, TenantParams } from '../../http/schemas.js'
+import { tenantPathList } from '../../http/tenant-path.js'
+import { ok } from '../../http/envelope.js'
+import { apiErrors, Envelope, oneOf, TenantParams } from '../../http/schemas.js'
 import { invalid } from '../../domain/errors.js'
 import { FORMATS, INCLUDE_NAMES, INCLUDES } from './format.js'
 import { FREQUENCIES, type SchedulesService } from './schedules.js'
@@ -135,23 +136,13 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
     },
   )
 
-  app.get(
-    '/platform/tenants/:tenantId/export/schedule',
-    {
-      config: exportAccess,
-      schema: {
-        tags,
-        summary: "The tenant's export schedules, newest first",
-        params: TenantParams,
-        querystring: PageQuery,
-        response: { 200: PageEnvelope(Schedule), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
-      },
-    },
-    async (req) => {
-      const r = await schedules.list(tenantPathActor(req), req.params.tenantId, req.query)
-      return page(req, r.items, r.nextCursor)
-    },
-  )
+  tenantPathList(app, '/platform/tenants/:tenantId/export/schedule', {
+    config: exportAccess,
+    tags,
+    summary: "The tenant's export schedules, newest first",
+    item: Schedule,
+    list: (a, t, q) => schedules.list(a, t, q),
+  })
 
   app.get(
     '/platform/tenants/:tenantId/export/schedule/:scheduleId',
@@ -201,23 +192,13 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
     },
   )
 
-  app.get(
-    '/platform/tenants/:tenantId/export',
-    {
-      config: exportAccess,
-      schema: {
-        tags,
-        summary: "The tenant's exports, newest first (manual, scheduled and automatic backups)",
-        params: TenantParams,
-        querystring: PageQuery,
-        response: { 200: PageEnvelope(ExportJob), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
-      },
-    },
-    async (req) => {
-      const r = await exports.list(tenantPathActor(req), req.params.tenantId, req.query)
-      return page(req, r.items, r.nextCursor)
-    },
-  )
+  tenantPathList(app, '/platform/tenants/:tenantId/export', {
+    config: exportAccess,
+    tags,
+    summary: "The tenant's exports, newest first (manual, scheduled and automatic backups)",
+    item: ExportJob,
+    list: (a, t, q) => exports.list(a, t, q),
+  })
 
   app.get(
     '/platform/tenants/:tenantId/export/:exportId',

@@ -6,11 +6,12 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import multipart from '@fastify/multipart'
 import type { FastifyContextConfig } from 'fastify'
-import { ok, page } from '../../http/envelope.js'
-import { apiErrors, Envelope, PageEnvelope, PageQuery, TenantParams } from '../../http/schemas.js'
+import { ok } from '../../http/envelope.js'
+import { apiErrors, Envelope, TenantParams } from '../../http/schemas.js'
 import { streamedBody } from '../../http/validation.js'
 import { AppError, invalid } from '../../domain/errors.js'
 import { tenantPathActor } from '../../http/actor.js'
+import { tenantPathList } from '../../http/tenant-path.js'
 import type { RestoreOptions, RestoresService } from './service.js'
 
 const tags = ['export']
@@ -105,23 +106,7 @@ export const restoresRoutes: FastifyPluginAsyncTypebox<{ restores: RestoresServi
     },
   )
 
-  app.get(
-    '/platform/tenants/:tenantId/restore',
-    {
-      config: access,
-      schema: {
-        tags,
-        summary: "The tenant's restores, newest first",
-        params: TenantParams,
-        querystring: PageQuery,
-        response: { 200: PageEnvelope(RestoreJob), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
-      },
-    },
-    async (req) => {
-      const r = await restores.list(tenantPathActor(req), req.params.tenantId, req.query)
-      return page(req, r.items, r.nextCursor)
-    },
-  )
+  tenantPathList(app, '/platform/tenants/:tenantId/restore', { config: access, tags, summary: "The tenant's restores, newest first", item: RestoreJob, list: (a, t, q) => restores.list(a, t, q) })
 
   app.get(
     '/platform/tenants/:tenantId/restore/:restoreId',
