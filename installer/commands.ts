@@ -17,6 +17,7 @@ import {
   type ConfigureReport,
   type ImagesReport,
   type InstallReport,
+  type KitImage,
   type PlannedCommand,
   type PreflightReport,
   type StepReport,
@@ -24,24 +25,10 @@ import {
 } from './core/report.js'
 import { writeSupportBundle } from './core/support-bundle.js'
 import { registryProblem } from '../config/images.js'
-import {
-  KIT,
-  loadCommands,
-  newFolderProblem,
-  openKit,
-  platformProblem,
-  pushCommands,
-  pushedDigests,
-  recordImages,
-  saveCommands,
-  selectImages,
-  writeSums,
-  type KitImage,
-  type KitTrust,
-} from './deploy/airgap.js'
-import { chartFullname, deploy, failedStep, kitRegistryProblem, type Command, type DeployStep } from './deploy/deploy.js'
+import { KIT, loadCommands, newFolderProblem, openKit, platformProblem, pushCommands, pushedDigests, recordImages, saveCommands, selectImages, writeSums, type KitTrust } from './deploy/airgap.js'
+import { chartFullname, deploy, failedStep, kitRegistryProblem, type DeployStep } from './deploy/deploy.js'
 import { installPlan, runInstall, runningVersion, summaryLines } from './deploy/install.js'
-import { run, type Runner } from './deploy/run.js'
+import { run, type Command, type Runner } from './core/run.js'
 import { VERSION } from '../common/version.js'
 import { SiteDataError, backupSite } from './backup/backup.js'
 import { archivedMasterKey, masterKeyProblem, restoreState } from './backup/configuration.js'
@@ -84,7 +71,7 @@ export interface CommandOptions {
   output?: string
   /** images save and push: only these images (comma-separated names from images list). */
   only?: string
-  /** The command runner (deploy/run.ts unless a test gives another). */
+  /** The command runner (core/run.ts unless a test gives another). */
   runner?: Runner
   /** backup, restore and an upgrade's backup: the file holding the backup's passphrase. */
   passphraseFile?: string

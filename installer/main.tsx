@@ -1,7 +1,7 @@
 // The installer's entry: flags, then one command, then its report shown, then the exit code. The
 // context is resolved once per command (core/context.ts); the commands (commands.ts) return plain
 // reports (core/report.ts) that one renderer shows as text or JSON (ui/output.tsx); logic lives in
-// core/, commands run only through deploy/run.ts, and the screens in ui/ only show what they are given.
+// core/, commands run only through core/run.ts, and the screens in ui/ only show what they are given.
 //
 //   npm run --silent installer -- preflight [--answers FILE] [--target compose|helm] [--air-gapped] [--json] [--strict]
 //   npm run --silent installer -- configure --answers FILE --yes [--dry-run] [--json] [--strict]
@@ -21,7 +21,7 @@ import { contextFor, interactiveAnswersPath, loadContext, preflightValues, type 
 import { runPreflight } from './core/preflight.js'
 import { EXIT, type ExitCode, type Report } from './core/report.js'
 import { runInstall } from './deploy/install.js'
-import { run } from './deploy/run.js'
+import { run } from './core/run.js'
 import { readPassphrase } from './backup/seal.js'
 import { VERSION } from '../common/version.js'
 import { App, type AppResult } from './ui/App.js'

@@ -12,13 +12,12 @@ import {
   kitRegistryProblem,
   registryOf,
   waitReady,
-  type Command,
   type DeployOptions,
   type DeployStep,
 } from './deploy.js'
 import { IMAGES } from '../../config/images.js'
 import { openKit, pushCommands, pushedDigests } from './airgap.js'
-import { run as realRun, type Runner } from './run.js'
+import { run as realRun, type Command, type Runner } from '../core/run.js'
 import type { Answers } from '../core/answers.js'
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'

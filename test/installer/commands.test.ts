@@ -9,7 +9,7 @@ import { BadInput, configureCommand, imagesCommand, installCommand, preflightCom
 import { DEFAULT_ANSWERS, type Answers } from '../../installer/core/answers.js'
 import { contextFor, type Resolved } from '../../installer/core/context.js'
 import { EXIT } from '../../installer/core/report.js'
-import type { Runner } from '../../installer/deploy/run.js'
+import type { Runner } from '../../installer/core/run.js'
 import { IMAGES, imageRef } from '../../config/images.js'
 import { KIT } from '../../installer/deploy/airgap.js'
 import { runInstall } from '../../installer/deploy/install.js'
