@@ -21,7 +21,7 @@ import { signSums, verifySums } from '../licenses/kit-signature.js'
 import { buildInstaller } from './build.js'
 import { KIT, newFolderProblem, platformProblem, recordImages, saveCommands, selectImages, writeSums } from './deploy/airgap.js'
 import { deploy, failedStep } from './deploy/deploy.js'
-import { run, type Runner } from './deploy/run.js'
+import { run, type Runner } from './core/run.js'
 
 export const USAGE = `usage:
   npm run kit -- --output DIR --private-key FILE --kid KID [--platform OS/ARCH] [--only NAME,...]

@@ -2,7 +2,7 @@
 // services named in the configuration, the tools of the deploy target, the cluster (helm), then
 // the license.
 import type { VerifyOptions } from '../../licenses/license.js'
-import type { Runner } from '../deploy/run.js'
+import type { Runner } from './run.js'
 import type { Answers } from './answers.js'
 import { join } from 'node:path'
 import { gatherHost, hostChecks, type OwnPortNeed } from './checks/host.js'

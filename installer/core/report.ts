@@ -2,10 +2,35 @@
 // renderer (ui/output.tsx) shows it, either as text for people or, with --json, as the object
 // itself; the text is made here, from the data alone, so both always say the same thing.
 import type { Image } from '../../config/images.js'
-import type { Kit } from '../deploy/airgap.js'
 import type { Created, FirstAdmin } from './first-admin.js'
 import { overallStatus, type CheckResult, type CheckStatus } from './checks/check.js'
 import type { ConfigChange } from './config-file.js'
+
+/** One image as the kit pins it. */
+export interface KitImage {
+  name: string
+  /** registry/repository:tag, as the bundles name it. */
+  ref: string
+  /** The image ID: sha256 of its configuration, unchanged by save, load and push. */
+  id: string
+  /** registry/repository@sha256:... where it was pulled from a registry; null for an image built locally. */
+  digest: string | null
+  /** os/architecture. */
+  platform: string
+}
+
+/** A kit as opened and checked (deploy/airgap.ts openKit), or as images save wrote it. */
+export interface Kit {
+  dir: string
+  /** The images tarball. */
+  path: string
+  bytes: number
+  images: KitImage[]
+  /** The vendor key's kid, or null for a kit saved on site (`images save`), which is unsigned. */
+  signedBy: string | null
+  /** That key's JWK thumbprint (RFC 7638, SHA-256): what the admin compares with the vendor's published one. */
+  fingerprint: string | null
+}
 
 /** Exit codes (issue 4): scripts branch on these. */
 export const EXIT = { ok: 0, error: 1, badInput: 2, checkFailed: 3, warningsOnly: 4 } as const

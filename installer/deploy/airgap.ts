@@ -17,26 +17,13 @@ import { VERSION } from '../../common/version.js'
 import { IMAGES, imageRef, type Image } from '../../config/images.js'
 import type { TrustedKey } from '../../licenses/keys.js'
 import { verifySums } from '../../licenses/kit-signature.js'
-import type { Command } from './deploy.js'
-import type { Runner } from './run.js'
+import type { Command, Runner } from '../core/run.js'
+import type { Kit, KitImage } from '../core/report.js'
 
 const WAIT = 30 * 60_000
 
 /** The kit's files by role. */
 export const KIT = { images: 'atrium-images.tar', manifest: 'images.json', sums: 'SHA256SUMS', signature: 'SHA256SUMS.sig' } as const
-
-/** One image as the kit pins it. */
-export interface KitImage {
-  name: string
-  /** registry/repository:tag, as the bundles name it. */
-  ref: string
-  /** The image ID: sha256 of its configuration, unchanged by save, load and push. */
-  id: string
-  /** registry/repository@sha256:... where it was pulled from a registry; null for an image built locally. */
-  digest: string | null
-  /** os/architecture. */
-  platform: string
-}
 
 export interface KitManifest {
   version: string
@@ -151,18 +138,6 @@ export async function writeSums(dir: string): Promise<string> {
   const sums = `${lines.join('\n')}\n`
   writeFileSync(join(dir, KIT.sums), sums)
   return sums
-}
-
-export interface Kit {
-  dir: string
-  /** The images tarball. */
-  path: string
-  bytes: number
-  images: KitImage[]
-  /** The vendor key's kid, or null for a kit saved on site (`images save`), which is unsigned. */
-  signedBy: string | null
-  /** That key's JWK thumbprint (RFC 7638, SHA-256): what the admin compares with the vendor's published one. */
-  fingerprint: string | null
 }
 
 export interface KitTrust {

@@ -9,20 +9,9 @@ import { CONTAINER_CLI } from '../../config/bundles.js'
 import type { Answers } from '../core/answers.js'
 import { BUNDLES, composeArgs } from '../core/compose-bundle.js'
 import type { ConfigFiles } from '../core/context.js'
-import { loadCommands, type KitImage, type KitTrust } from './airgap.js'
-import type { CommandResult, Runner } from './run.js'
-
-export interface Command {
-  file: string
-  args: string[]
-  /** What it does, for the plan and the progress screen. */
-  title: string
-  /** Allowed to fail (e.g. "does the namespace exist?"): the next command depends on it. */
-  probe?: boolean
-  timeoutMs?: number
-  /** What it must print (trimmed): anything else fails it, as a non-zero exit would (a pinned image's ID). */
-  expect?: string
-}
+import type { KitImage } from '../core/report.js'
+import { loadCommands, type KitTrust } from './airgap.js'
+import type { Command, CommandResult, Runner } from '../core/run.js'
 
 export interface DeployOptions {
   bundles?: typeof BUNDLES

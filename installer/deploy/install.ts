@@ -12,13 +12,12 @@ import {
   kitRegistryProblem,
   registryOf,
   waitReady,
-  type Command,
   type DeployOptions,
   type DeployStep,
 } from './deploy.js'
 import { IMAGES } from '../../config/images.js'
 import { openKit, pushCommands, pushedDigests } from './airgap.js'
-import { run as realRun, type Runner } from './run.js'
+import { run as realRun, type Command, type Runner } from '../core/run.js'
 import type { Answers } from '../core/answers.js'
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -29,6 +28,7 @@ import { atriumOn } from '../core/checks/host.js'
 import { composeArgs, prepareDataFolders } from '../core/compose-bundle.js'
 import { upgradeProblem } from '../core/upgrade.js'
 import type { Resolved } from '../core/context.js'
+import { runSteps, type Step, type StepRecord } from '../core/steps.js'
 import { createTenantArgs, newPassword, parseCreated, recordFirstAdmin, type Created, type FirstAdmin } from '../core/first-admin.js'
 
 export interface InstallOptions extends DeployOptions {
@@ -55,6 +55,8 @@ export interface InstallOutcome {
   existing: FirstAdmin | null
   /** An upgrade: the version it replaced and the backup taken first (null when skipped). */
   upgrade?: { from: string; backup: { path: string; sha256: string } | null }
+  /** Each step run: its stage, outcome and time (core/steps.ts). */
+  record?: StepRecord[]
 }
 
 /** Where the installer reaches the server: the published port (compose) or PUBLIC_URL (helm). */
@@ -136,66 +138,179 @@ async function pushKit(answers: Answers, o: DeployOptions, runner: Runner, onSte
   return { ...pushed, digest: server.ref.split('@')[1] }
 }
 
+/** What the install's steps share as they go: set by one step, read by the later ones. */
+export interface InstallState {
+  ctx: Resolved
+  /** The settings as written, which say where the server listens. */
+  values: Record<string, string>
+  o: InstallOptions
+  runner: Runner
+  onStep: (s: DeployStep) => void
+  /** The version an Atrium running here has (an upgrade), or null on a first install. */
+  from: string | null
+  upgrade?: InstallOutcome['upgrade']
+  /** Helm from the kit: the server image's digest in the site's registry, once pushed. */
+  digest?: string
+  steps: DeployStep[]
+  created: Created | null
+}
+
+export type InstallStep = Step<InstallState, InstallOutcome['stage']>
+
+const bundle: InstallStep = {
+  name: 'bundle',
+  stage: 'bundle',
+  run: ({ ctx: { answers }, o }) => {
+    const missing = bundleMissing(answers, o)
+    const what = answers.target === 'compose' ? 'Compose bundle' : 'Helm chart'
+    return missing ? `This package has no ${what} (looked for ${missing}); the configuration is written, deploy it with the bundle for this release.` : null
+  },
+}
+
+/** A kit that is not the vendor's, or damaged, is refused here; what is loaded later is checked against the pins read now. */
+const kit: InstallStep = {
+  name: 'kit',
+  stage: 'deploy',
+  run: async (s) => {
+    const noRegistry = kitRegistryProblem(s.ctx.answers, s.o)
+    if (noRegistry) return `Nothing deployed: ${noRegistry}`
+    const opened = s.o.kit ? await openKit(s.o.kit, s.o.trust) : null
+    if (opened?.problem) return `Nothing deployed: ${opened.problem}`
+    if (opened?.kit) s.o = { ...s.o, kitImages: opened.kit.images }
+    return null
+  },
+}
+
+const runningNow: InstallStep = {
+  name: 'running-version',
+  stage: 'deploy',
+  run: async (s) => {
+    s.from = await runningVersion(s.ctx, s.values, s.runner, s.o)
+    return null
+  },
+}
+
+/** The chart guards its upgrades itself; a Compose site is guarded here, before anything changes. */
+const upgradeGuard: InstallStep = {
+  name: 'upgrade-guard',
+  stage: 'deploy',
+  when: (s) => s.from !== null && s.ctx.answers.target === 'compose' && !s.o.allowSkip,
+  run: (s) => {
+    const problem = upgradeProblem(s.from!, s.ctx.existing?.ATRIUM_VERSION || VERSION)
+    return problem ? `Nothing deployed: ${problem}` : null
+  },
+}
+
+const backupFirst: InstallStep = {
+  name: 'backup',
+  stage: 'deploy',
+  when: (s) => s.from !== null,
+  run: async (s) => {
+    const backup = s.o.skipBackup ? { backup: null } : await backupBeforeUpgrade(s.ctx, s.from!, s.o.backupPassphrase, s.onStep)
+    if ('problem' in backup) return `Nothing deployed: ${backup.problem}`
+    s.upgrade = { from: s.from!, backup: backup.backup }
+    return null
+  },
+}
+
+const dataFolders: InstallStep = {
+  name: 'data-folders',
+  stage: 'deploy',
+  when: (s) => s.ctx.answers.target === 'compose',
+  run: (s) => {
+    prepareDataFolders(s.ctx.answers.dataPath, Object.values(COMPOSE_VOLUMES))
+    return null
+  },
+}
+
+const pushKitStep: InstallStep = {
+  name: 'push-kit',
+  stage: 'deploy',
+  run: async (s) => {
+    const pushed = await pushKit(s.ctx.answers, s.o, s.runner, s.onStep)
+    s.steps.push(...pushed.steps)
+    s.digest = pushed.digest
+    if (pushed.problem) return `Deploy failed: ${pushed.problem}`
+    return pushed.ok ? null : `Deploy failed at: ${failedStep(s.steps, 4000)}`
+  },
+}
+
+const deployStep: InstallStep = {
+  name: 'deploy',
+  stage: 'deploy',
+  run: async (s) => {
+    const deployed = await deploy(deployCommands(s.ctx.answers, s.ctx.files, { ...s.o, digest: s.digest }), s.runner, s.onStep)
+    s.steps.push(...deployed.steps)
+    return deployed.ok ? null : `Deploy failed at: ${failedStep(s.steps, 4000)}`
+  },
+}
+
+const ready: InstallStep = {
+  name: 'ready',
+  stage: 'ready',
+  run: async ({ ctx: { answers }, values, o }) => {
+    const url = localUrl(answers, values)
+    const r = await waitReady(url, { timeoutMs: o.readyTimeoutMs })
+    return r.ready ? null : `Deployed, but ${url}/readyz did not answer 200 (last: ${r.last}); see: npm run --silent installer -- support-bundle`
+  },
+}
+
+/** Once per site: a site that has its first tenant, or answers without an admin, gets none. */
+const firstTenant: InstallStep = {
+  name: 'first-tenant',
+  stage: 'tenant',
+  when: (s) => Boolean(s.ctx.answers.adminEmail) && !s.ctx.firstAdmin,
+  run: async (s) => {
+    const { answers, files } = s.ctx
+    const password = newPassword()
+    const command = adminCommand(answers, files, createTenantArgs(answers, password), s.o)
+    const result = await s.runner(command.file, command.args, { timeoutMs: 120_000 })
+    s.created = result.exitCode === 0 ? parseCreated(result.stdout, answers, password) : null
+    if (!s.created) return `Atrium is ready, but creating the first tenant failed:\n${(result.stderr || result.stdout).slice(-2000)}`
+    recordFirstAdmin(answers, s.created)
+    return null
+  },
+}
+
+// The install's table of contents. The checks and the upgrade's first steps have no impact yet: one
+// that refuses leaves the site as it was. From the data folders on, the steps start impacting things.
+/** Nothing changes: the bundle is here, the kit is the vendor's and whole. */
+const CHECKS = [bundle, kit]
+/** Over a running Atrium: its version found, the upgrade guarded, the site backed up. */
+const UPGRADE = [runningNow, upgradeGuard, backupFirst]
+/** Start impacting things: the site deployed (over what runs), then waited for. */
+const DEPLOY = [dataFolders, pushKitStep, deployStep, ready]
+
+/** An install, which over a running Atrium is its upgrade. */
+export const INSTALL_STEPS: readonly InstallStep[] = [...CHECKS, ...UPGRADE, ...DEPLOY, firstTenant]
+/** A restore's deploy over the data it put back: no upgrade (the data is the backup's) and no first tenant (the backup has it). */
+export const REDEPLOY_STEPS: readonly InstallStep[] = [...CHECKS, ...DEPLOY]
+
 /**
  * Deploys the configuration just written (`values`: the settings as written, which say where the
- * server listens), waits for it, then makes the first tenant unless the context says one exists.
+ * server listens), waits for it, then makes the first tenant unless the context says one exists:
+ * INSTALL_STEPS, or the `steps` given, run until one fails.
  */
-export async function runInstall(ctx: Resolved, values: Record<string, string>, o: InstallOptions = {}, onStep: (s: DeployStep) => void = () => {}): Promise<InstallOutcome> {
-  const runner = o.runner ?? realRun
-  const { answers, files, firstAdmin: existing } = ctx
-  const base: Pick<InstallOutcome, 'url' | 'steps' | 'created' | 'existing' | 'upgrade'> = { url: values.PUBLIC_URL || localUrl(answers, values), steps: [], created: null, existing }
-  const missing = bundleMissing(answers, o)
-  if (missing)
-    return {
-      ...base,
-      ok: false,
-      stage: 'bundle',
-      error: `This package has no ${answers.target === 'compose' ? 'Compose bundle' : 'Helm chart'} (looked for ${missing}); the configuration is written, deploy it with the bundle for this release.`,
-    }
-  // A kit that is not the vendor's, or damaged, is refused before anything is loaded or started;
-  // what is loaded is then checked against the pins read in that check.
-  const noRegistry = kitRegistryProblem(answers, o)
-  if (noRegistry) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${noRegistry}` }
-  const opened = o.kit ? await openKit(o.kit, o.trust) : null
-  if (opened?.problem) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${opened.problem}` }
-  if (opened?.kit) o = { ...o, kitImages: opened.kit.images }
-  const from = await runningVersion(ctx, values, runner, o)
-  if (answers.target === 'compose' && !o.allowSkip) {
-    // The chart guards its upgrades itself; a Compose site is guarded here, before anything changes.
-    const problem = from ? upgradeProblem(from, ctx.existing?.ATRIUM_VERSION || VERSION) : null
-    if (problem) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${problem}` }
+export async function runInstall(
+  ctx: Resolved,
+  values: Record<string, string>,
+  o: InstallOptions = {},
+  onStep: (s: DeployStep) => void = () => {},
+  steps: readonly InstallStep[] = INSTALL_STEPS,
+): Promise<InstallOutcome> {
+  const state: InstallState = { ctx, values, o, runner: o.runner ?? realRun, onStep, from: null, steps: [], created: null }
+  const r = await runSteps(steps, state)
+  return {
+    ok: r.ok,
+    stage: r.stage,
+    ...(r.error !== null && { error: r.error }),
+    url: values.PUBLIC_URL || localUrl(ctx.answers, values),
+    steps: state.steps,
+    created: state.created,
+    existing: ctx.firstAdmin,
+    ...(state.upgrade && { upgrade: state.upgrade }),
+    record: r.record,
   }
-  let upgrade: InstallOutcome['upgrade']
-  if (from) {
-    const backup = o.skipBackup ? { backup: null } : await backupBeforeUpgrade(ctx, from, o.backupPassphrase, onStep)
-    if ('problem' in backup) return { ...base, ok: false, stage: 'deploy', error: `Nothing deployed: ${backup.problem}` }
-    upgrade = { from, backup: backup.backup }
-  }
-  if (upgrade) Object.assign(base, { upgrade })
-  if (answers.target === 'compose') prepareDataFolders(answers.dataPath, Object.values(COMPOSE_VOLUMES))
-  const pushed = await pushKit(answers, o, runner, onStep)
-  const deployed = pushed.ok ? await deploy(deployCommands(answers, files, { ...o, digest: pushed.digest }), runner, onStep) : { ok: false, steps: [] }
-  const r = { ok: deployed.ok, steps: [...pushed.steps, ...deployed.steps] }
-  if (pushed.problem) return { ...base, steps: r.steps, ok: false, stage: 'deploy', error: `Deploy failed: ${pushed.problem}` }
-  if (!r.ok) return { ...base, steps: r.steps, ok: false, stage: 'deploy', error: `Deploy failed at: ${failedStep(r.steps, 4000)}` }
-  const ready = await waitReady(localUrl(answers, values), { timeoutMs: o.readyTimeoutMs })
-  if (!ready.ready) {
-    return {
-      ...base,
-      steps: r.steps,
-      ok: false,
-      stage: 'ready',
-      error: `Deployed, but ${localUrl(answers, values)}/readyz did not answer 200 (last: ${ready.last}); see: npm run --silent installer -- support-bundle`,
-    }
-  }
-  if (!answers.adminEmail || existing) return { ...base, steps: r.steps, ok: true, stage: 'done' }
-  const password = newPassword()
-  const command = adminCommand(answers, files, createTenantArgs(answers, password), o)
-  const result = await runner(command.file, command.args, { timeoutMs: 120_000 })
-  const created = result.exitCode === 0 ? parseCreated(result.stdout, answers, password) : null
-  if (!created) return { ...base, steps: r.steps, ok: false, stage: 'tenant', error: `Atrium is ready, but creating the first tenant failed:\n${(result.stderr || result.stdout).slice(-2000)}` }
-  recordFirstAdmin(answers, created)
-  return { ...base, steps: r.steps, ok: true, stage: 'done', created }
 }
 
 /** The summary an admin reads at the end, the same on both screens. */

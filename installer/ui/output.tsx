@@ -4,10 +4,20 @@
 // happens, in text only: a JSON reader gets one object at the end.
 import React from 'react'
 import { render } from 'ink'
-import type { Progress } from '../commands.js'
-import { configureText, reportText, type Report, type ReportText } from '../core/report.js'
+import { configureText, reportText, type ConfigureReport, type Report, type ReportText } from '../core/report.js'
+import type { DeployStep } from '../deploy/deploy.js'
 import { stepLine } from '../deploy/install.js'
 import { CheckList } from './CheckList.js'
+
+/** What a long command reports while it works; the JSON output ignores it and prints the end. */
+export interface Progress {
+  /** install: the configuration is done (written, or stopped), before the deploy starts. */
+  configured?: (r: ConfigureReport) => void
+  /** A deploy step as it starts and as it ends. */
+  step?: (s: DeployStep) => void
+  /** A line of progress (a backup's objects copied so far). */
+  note?: (line: string) => void
+}
 
 export interface Output {
   progress: Progress

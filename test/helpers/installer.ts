@@ -4,7 +4,7 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Test } from 'tap'
-import type { Runner } from '../../installer/deploy/run.js'
+import type { Runner } from '../../installer/core/run.js'
 import { finished, spawnScript } from './cli.js'
 import { freshBucket, services, suffix, tempDir } from './platform.js'
 

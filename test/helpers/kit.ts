@@ -5,7 +5,8 @@ import { join } from 'node:path'
 import { VERSION } from '../../common/version.js'
 import { IMAGES, imageRef } from '../../config/images.js'
 import { signSums } from '../../licenses/kit-signature.js'
-import { KIT, writeSums, type KitImage } from '../../installer/deploy/airgap.js'
+import { KIT, writeSums } from '../../installer/deploy/airgap.js'
+import type { KitImage } from '../../installer/core/report.js'
 import type { Vendor } from './license.js'
 
 /** An image ID (or digest) made of one repeated digit. */

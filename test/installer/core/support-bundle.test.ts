@@ -9,7 +9,7 @@ import { isSecret } from '../../../config/secrets.js'
 import { DEFAULT_ANSWERS, TARGETS, type Answers } from '../../../installer/core/answers.js'
 import type { CheckResult } from '../../../installer/core/checks/check.js'
 import { logCommands, redactConfig, scrubber, writeSupportBundle } from '../../../installer/core/support-bundle.js'
-import { run, type Runner } from '../../../installer/deploy/run.js'
+import { run, type Runner } from '../../../installer/core/run.js'
 import { tempDir } from '../../helpers/platform.js'
 import { unzip } from '../../helpers/zip.js'
 

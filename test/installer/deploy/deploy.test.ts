@@ -9,7 +9,7 @@ import t from 'tap'
 import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
 import { configFiles } from '../../../installer/core/context.js'
 import { adminCommand, bundleMissing, chartFullname, COMPOSE_VOLUMES, deploy, deployCommands, waitReady } from '../../../installer/deploy/deploy.js'
-import { run, type Runner } from '../../../installer/deploy/run.js'
+import { run, type Runner } from '../../../installer/core/run.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const bundles = { compose: '/pkg/compose', chart: '/pkg/charts/atrium' }

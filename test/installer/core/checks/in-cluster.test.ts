@@ -10,7 +10,7 @@ import { DEFAULT_ANSWERS, type Answers } from '../../../../installer/core/answer
 import { SERVICE_SETTINGS } from '../../../../common/service-checks.js'
 import { inClusterServiceChecks } from '../../../../installer/core/checks/in-cluster.js'
 import { runPreflight } from '../../../../installer/core/preflight.js'
-import { run } from '../../../../installer/deploy/run.js'
+import { run } from '../../../../installer/core/run.js'
 import { finished, spawnScript } from '../../../helpers/cli.js'
 import { freshBucket, services, suffix, tempDir } from '../../../helpers/platform.js'
 import { writeKubeconfig } from '../../../helpers/tools.js'

@@ -4,7 +4,7 @@ import { chmodSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { compareVersions, gradeTool, parseVersion, toolChecks, TOOL_MINIMUMS } from '../../../../installer/core/checks/tools.js'
-import { run, type Runner } from '../../../../installer/deploy/run.js'
+import { run, type Runner } from '../../../../installer/core/run.js'
 import { tempDir } from '../../../helpers/platform.js'
 
 t.test('versions are read from what the tools print', async (t) => {

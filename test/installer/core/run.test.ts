@@ -1,6 +1,6 @@
 // The command runner: no shell, never throws, says when a program is missing or too slow.
 import t from 'tap'
-import { run } from '../../../installer/deploy/run.js'
+import { run } from '../../../installer/core/run.js'
 
 t.test('a command runs without a shell and its output comes back', async (t) => {
   const r = await run(process.execPath, ['-e', 'process.stdout.write(process.argv[1]); process.stderr.write("warn")', '$(echo not expanded); rm -rf /'])

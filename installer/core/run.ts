@@ -1,4 +1,4 @@
-// The one place the installer runs commands (DESIGN.md). Everything else asks this module, so a
+// The one place the installer runs commands. Everything else asks this module, so a
 // dry run, a test or an air-gapped audit has a single door to watch.
 import { spawn } from 'node:child_process'
 import type { Readable, Writable } from 'node:stream'
@@ -19,6 +19,19 @@ export interface RunOptions {
   cwd?: string
   env?: Record<string, string>
   input?: string
+}
+
+/** One program to run, as a plan lists it and the progress screen shows it. */
+export interface Command {
+  file: string
+  args: string[]
+  /** What it does, for the plan and the progress screen. */
+  title: string
+  /** Allowed to fail (e.g. "does the namespace exist?"): the next command depends on it. */
+  probe?: boolean
+  timeoutMs?: number
+  /** What it must print (trimmed): anything else fails it, as a non-zero exit would (a pinned image's ID). */
+  expect?: string
 }
 
 export type Runner = (file: string, args: readonly string[], opts?: RunOptions) => Promise<CommandResult>
