@@ -29,6 +29,8 @@ import { archiveLimits } from './modules/exports/limits.js'
 import { schedulesService } from './modules/exports/schedules.js'
 import { exportsService } from './modules/exports/service.js'
 import { gdprService } from './modules/gdpr/service.js'
+import { openProviders } from './modules/oauth/providers.js'
+import { oauthService } from './modules/oauth/service.js'
 import { collectFileObjects } from './modules/projects/collector.js'
 import { projectFilesService } from './modules/projects/files-service.js'
 import { projectsService, sweepExpiredBackups } from './modules/projects/service.js'
@@ -94,6 +96,9 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
     log.warn('AIR_GAPPED=true and OUTBOUND_ALLOWED_DOMAINS is empty: webhooks, model servers and identity providers can only be given as addresses (docs/air-gap.md)')
   }
   const moduleLog = (module: string) => log.child({ module })
+  // First, before anything is opened: a provider the outbound policy forbids (air-gapped: outside
+  // OUTBOUND_ALLOWED_NETWORKS) stops the start.
+  const providers = await openProviders({ providers: config.OIDC_PROVIDERS, publicUrl: config.PUBLIC_URL, policy: outboundPolicyOf(config), log, now })
 
   // Adapters.
   const credentials = await openCredentials(cache, log)
@@ -103,10 +108,11 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
   const jobs = createJobRunner({ db, log: moduleLog('jobs'), registry, now, ...(o.jobs || {}) })
   const llm = createLlm({ db, log: moduleLog('llm'), registry, now })
 
-  // Sign-in: sessions and access tokens, which cli-auth, oauth and team start sessions through.
+  // Sign-in: sessions and access tokens, which oauth, cli-auth and team start sessions through.
   const tokens = await createTokenIssuer({ secrets, issuer: config.PUBLIC_URL, ttlSeconds: config.ACCESS_TOKEN_TTL_SECONDS, now })
   const throttle = loginThrottle({ counters, keyPrefix, limits: o.loginLimits })
   const signIn = authService({ db, tokens, credentials, secrets, throttle, log, sessionTtlSeconds: config.SESSION_TTL_HOURS * 3600, now })
+  const oauth = oauthService({ db, auth: signIn, providers, log, now })
   const cliAuth = cliAuthService({ db, secrets, auth: signIn, tokens, publicUrl: config.PUBLIC_URL, now })
   const team = teamService({ db, secrets, auth: signIn, credentials, publicUrl: config.PUBLIC_URL, now })
 
@@ -182,6 +188,7 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
     llm,
     signIn,
     tokens,
+    oauth,
     cliAuth,
     team,
     apiKeys,
@@ -223,6 +230,7 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
       llmSettings.close()
       if (o.jobs !== false) await jobs.stop({ graceMs: Math.max(1000, (config.SHUTDOWN_TIMEOUT_SECONDS * 1000) / 2) })
       await credentials.close()
+      providers.close()
     },
   }
 }
