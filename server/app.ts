@@ -1,9 +1,9 @@
 // buildApp(platform): what is built, then what is served. buildServices (services.ts, the
 // composition root) builds every adapter and service once, in the order the data flows; the app
-// hands them on: first the decorations the request pipeline reads (decorations.ts), then the HTTP
+// gives the job runner its queues (the registry, jobs.ts, with the handlers the modules export) and
+// hands the rest on: first the decorations the request pipeline reads (decorations.ts), then the HTTP
 // plugins, in the order their hooks run on a request, then one plugin per module, which registers
-// its routes with the services it is given. The job runner's queues are listed in jobs.ts. No I/O of
-// its own: everything outside comes in through the platform, so a test builds the same app on real
+// its routes with the services it is given. No I/O of its own: everything outside comes in through the platform, so a test builds the same app on real
 // services or embedded defaults. main.ts listens.
 //
 // Every plugin is named (fastify-plugin) and lists in `dependencies` the plugins whose hooks or
@@ -40,12 +40,13 @@ import { tenantsPlugin } from './modules/tenants/plugin.js'
 import { webhooksPlugin } from './modules/webhooks/plugin.js'
 import type { Platform } from './platform/index.js'
 import { lazyRequestLogger } from './logger.js'
+import { initJobs, jobHandlers, type QueueOptions } from './jobs.js'
 import { buildServices, type Services, type ServicesOptions } from './services.js'
 import type pino from 'pino'
 import type { Logger } from 'pino'
 
-/** What a caller (tests) may change: the services' options (services.ts, jobs.ts). */
-export type AppOptions = ServicesOptions
+/** What a caller (tests) may change: the services' options (services.ts) and the queues' numbers (jobs.ts). */
+export type AppOptions = ServicesOptions & QueueOptions
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -83,6 +84,7 @@ const MODULES: FastifyPluginAsync<Services>[] = [
 export async function buildApp(platform: Platform, opts: AppOptions = {}): Promise<FastifyInstance> {
   const { config, log } = platform
   const services = await buildServices(platform, opts)
+  initJobs(services.jobs, jobHandlers(services), config, opts)
   const schemas = compileOnUse()
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,

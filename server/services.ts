@@ -2,28 +2,25 @@
 // adapter the app adds to the platform (metrics registry, outbound policy, counters, credential
 // cache, job runner, model calls) and every module's service, each given what it uses as its
 // factory's arguments, and returns them as one typed object. Nothing here speaks HTTP: app.ts hands
-// the parts to the plugins that serve them (modules/<area>/plugin.ts), and starts and stops the
-// background work with the app (start, close). The job runner's queues come from the registry
-// (jobs.ts), with the handlers the modules export.
+// the parts to the plugins that serve them (modules/<area>/plugin.ts) and the job registry (jobs.ts)
+// the handlers its queues take from them, and starts and stops the background work with the app
+// (start, close).
 import type { Registry } from 'prom-client'
 import { VERSION } from '../common/version.js'
 import { createRegistry } from './http/metrics.js'
 import { signInGuard, type SignInGuard } from './http/signin-guard.js'
-import { initJobs, type QueueOptions } from './jobs.js'
 import { agentRunner } from './modules/agents/runner.js'
 import { agentsService } from './modules/agents/service.js'
 import { apiKeyTags } from './modules/api-keys/keys.js'
 import { legacyKeys } from './modules/api-keys/legacy.js'
 import { apiKeyAuthenticator, apiKeysService } from './modules/api-keys/service.js'
-import { auditLogService, auditRetention } from './modules/audit/service.js'
+import { auditLogService } from './modules/audit/service.js'
 import { authService } from './modules/auth/service.js'
 import { loginThrottle, type LoginLimits } from './modules/auth/throttle.js'
 import { createTokenIssuer } from './modules/auth/tokens.js'
 import { chatExportService } from './modules/chat/export-service.js'
-import { replyGenerator } from './modules/chat/replies.js'
 import { chatService } from './modules/chat/service.js'
 import { cliAuthService } from './modules/cli-auth/service.js'
-import { automaticBackups } from './modules/exports/backups.js'
 import { restoreIdKey } from './modules/exports/format.js'
 import { archiveLimits } from './modules/exports/limits.js'
 import { schedulesService } from './modules/exports/schedules.js'
@@ -31,26 +28,24 @@ import { exportsService } from './modules/exports/service.js'
 import { gdprService } from './modules/gdpr/service.js'
 import { openProviders } from './modules/oauth/providers.js'
 import { oauthService } from './modules/oauth/service.js'
-import { collectFileObjects } from './modules/projects/collector.js'
 import { projectFilesService } from './modules/projects/files-service.js'
-import { projectsService, sweepExpiredBackups } from './modules/projects/service.js'
+import { projectsService } from './modules/projects/service.js'
 import { regionsService } from './modules/regions/service.js'
 import { restoresService } from './modules/restores/service.js'
 import { teamService } from './modules/team/service.js'
 import { tenantsService } from './modules/tenants/service.js'
 import { llmSettingsService } from './modules/tenants/settings.js'
 import { webhooksService } from './modules/webhooks/service.js'
-import { eventsRetention, startWebhookWorker, type Worker, type WorkerOptions } from './modules/webhooks/worker.js'
+import { startWebhookWorker, type Worker, type WorkerOptions } from './modules/webhooks/worker.js'
 import { openCredentials } from './platform/credentials.js'
 import { openCounters, RATE_LIMIT_PREFIX, type Counters } from './platform/counters.js'
 import type { Platform } from './platform/index.js'
-import { createJobRunner, jobUpkeep, type JobRunnerOptions } from './platform/jobs.js'
+import { createJobRunner, type JobRunnerOptions } from './platform/jobs.js'
 import { createLlm } from './platform/llm.js'
 import { compilePolicy, outboundFetch, outboundPolicyOf, type Resolver } from './platform/outbound.js'
-import { clockCheck } from './platform/trusted-time.js'
 
 /** What a caller (tests) may change; the configuration decides the rest. */
-export interface ServicesOptions extends QueueOptions {
+export interface ServicesOptions {
   /** Separate registries let tests build several apps in one process. */
   registry?: Registry
   /** The clock of every expiry rule (tokens, sessions, device logins) and of the job runner; tests move it forward. */
@@ -156,26 +151,6 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
   const restores = restoresService({ db, storage, now, limits: archive, llmSettings, idKey: restoreIdKey(secrets), files })
   const regions = regionsService({ db, storage, secrets, policy: outbound, ...regionsOf(platform), ...deployment, version: VERSION, now })
 
-  initJobs(
-    jobs,
-    {
-      'agents.run': (job) => runs.handle(job),
-      'chat.reply': replyGenerator({ db, cache, llm, connection }),
-      'exports.run': (job) => exports.run(job),
-      'exports.scheduled': (job) => schedules.run(job),
-      'restores.run': (job) => restores.run(job),
-      'exports.backups': automaticBackups({ db, storage, exports, log: moduleLog('exports'), now }),
-      'projects.backup-retention': async () => void (await sweepExpiredBackups({ db, storage, log: moduleLog('projects') }, { now: new Date(now()) })),
-      'projects.collect-objects': async () => void (await collectFileObjects({ db, storage, files, log: moduleLog('projects') }, { now: new Date(now()) })),
-      'audit.retention': auditRetention(auditLog, moduleLog('audit')),
-      'webhooks.events-retention': eventsRetention({ db, log: moduleLog('webhooks'), now }),
-      'license.clock': clockCheck(db, platform.time, log),
-      'jobs.sweep': jobUpkeep(db, now),
-    },
-    config,
-    o,
-  )
-
   const workerOpts = o.webhookWorker === false ? null : { concurrency: config.WEBHOOK_DELIVERY_CONCURRENCY, ...o.webhookWorker }
   return {
     platform,
@@ -197,6 +172,7 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
     llmSettings,
     files,
     agents,
+    runs,
     projects,
     chat,
     chatExport,
