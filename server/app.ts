@@ -1,54 +1,52 @@
-// buildApp(platform): HTTP plugins, then modules. No I/O of its own: everything outside comes in
-// through the platform, so a test builds the same app on real services or embedded defaults.
+// buildApp(platform): what is built, then what is served. buildServices (services.ts, the
+// composition root) builds every adapter and service once, in the order the data flows; the app
+// gives the job runner its queues (the registry, jobs.ts, with the handlers the modules export) and
+// hands the rest on: first the decorations the request pipeline reads (decorations.ts), then the HTTP
+// plugins, in the order their hooks run on a request, then one plugin per module, which registers
+// its routes with the services it is given. No I/O of its own: everything outside comes in through the platform, so a test builds the same app on real
+// services or embedded defaults. main.ts listens.
 //
-// Every plugin is named (fastify-plugin) and lists in `dependencies` the plugins it needs, so
-// Fastify refuses to start when one is missing or registered after it. What plugins share reaches
-// them one way: as a decoration of the root instance, declared (module augmentation) in the file of
-// the plugin that makes it: the platform, clock, registry and outbound policy ('atrium-platform'),
-// credentials ('atrium-credentials'), counters and the sign-in guard ('atrium-limits'), the job
-// runner ('atrium-jobs'), model calls ('atrium-llm'), addAuthenticator ('atrium-auth'), the sign-in service and token issuer
-// ('atrium-sign-in'). Every plugin is given the AppOptions as its options and reads only its own fields.
+// Every plugin is named (fastify-plugin) and lists in `dependencies` the plugins whose hooks or
+// decorations it needs, so Fastify refuses to start when one is missing or registered after it.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from 'fastify'
 import cookie from '@fastify/cookie'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { DECORATIONS } from './decorations.js'
 import { authPlugin } from './http/auth.js'
-import { credentialsPlugin } from './http/credentials.js'
 import { compileOnUse, serializersOnUse, type CompileOnUse } from './http/compile-on-use.js'
 import { clientErrorHandler, envelopePlugin, frameworkErrors, genReqId } from './http/envelope.js'
-import { jobsPlugin, type JobsOptions } from './http/jobs.js'
 import { licensePlugin } from './http/license.js'
-import { llmPlugin } from './http/llm.js'
-import { limitsPlugin, type LimitsOptions } from './http/limits.js'
 import { metricsPlugin } from './http/metrics.js'
 import { openapiPlugin } from './http/openapi.js'
 import { pagesPlugin } from './http/pages.js'
-import { platformPlugin, type PlatformOptions } from './http/platform.js'
 import { requestLogPlugin } from './http/request-log.js'
 import { validationPlugin } from './http/validation.js'
-import { agentsPlugin, type AgentsOptions } from './modules/agents/plugin.js'
+import { agentsPlugin } from './modules/agents/plugin.js'
 import { apiKeysPlugin } from './modules/api-keys/plugin.js'
-import { chatPlugin, type ChatOptions } from './modules/chat/plugin.js'
+import { chatPlugin } from './modules/chat/plugin.js'
 import { auditPlugin } from './modules/audit/plugin.js'
-import { signInPlugin, type SignInOptions } from './modules/auth/plugin.js'
+import { signInPlugin } from './modules/auth/plugin.js'
 import { cliAuthPlugin } from './modules/cli-auth/plugin.js'
 import { downloadsPlugin } from './modules/downloads/plugin.js'
-import { exportsPlugin, type ExportsOptions } from './modules/exports/plugin.js'
+import { exportsPlugin } from './modules/exports/plugin.js'
 import { gdprPlugin } from './modules/gdpr/plugin.js'
 import { oauthPlugin } from './modules/oauth/plugin.js'
 import { opsPlugin } from './modules/ops/plugin.js'
 import { projectsPlugin } from './modules/projects/plugin.js'
 import { regionsPlugin } from './modules/regions/plugin.js'
-import { restoresPlugin, type RestoresOptions } from './modules/restores/plugin.js'
+import { restoresPlugin } from './modules/restores/plugin.js'
 import { teamPlugin } from './modules/team/plugin.js'
 import { tenantsPlugin } from './modules/tenants/plugin.js'
-import { webhooksPlugin, type WebhooksOptions } from './modules/webhooks/plugin.js'
+import { webhooksPlugin } from './modules/webhooks/plugin.js'
 import type { Platform } from './platform/index.js'
 import { lazyRequestLogger } from './logger.js'
+import { initJobs, jobHandlers, type QueueOptions } from './jobs.js'
+import { buildServices, type Services, type ServicesOptions } from './services.js'
 import type pino from 'pino'
 import type { Logger } from 'pino'
 
-/** What a caller (tests) may change; each field is documented by the plugin that reads it. */
-export interface AppOptions extends PlatformOptions, LimitsOptions, JobsOptions, SignInOptions, WebhooksOptions, AgentsOptions, ChatOptions, ExportsOptions, RestoresOptions {}
+/** What a caller (tests) may change: the services' options (services.ts) and the queues' numbers (jobs.ts). */
+export type AppOptions = ServicesOptions & QueueOptions
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -60,26 +58,10 @@ declare module 'fastify' {
 }
 
 /** HTTP plugins, in the order their hooks run on a request. */
-const HTTP: FastifyPluginAsync<AppOptions>[] = [
-  envelopePlugin,
-  validationPlugin,
-  requestLogPlugin,
-  metricsPlugin,
-  openapiPlugin,
-  credentialsPlugin,
-  limitsPlugin,
-  jobsPlugin,
-  llmPlugin,
-  authPlugin,
-  licensePlugin,
-  pagesPlugin,
-]
+const HTTP: FastifyPluginAsync[] = [envelopePlugin, validationPlugin, requestLogPlugin, metricsPlugin, openapiPlugin, authPlugin, licensePlugin, pagesPlugin]
 
-/**
- * Modules. Sign-in comes before those that start sessions through it (cli-auth, oauth, team);
- * tenants (the LLM settings) before agents, and agents before projects, whose backups list them.
- */
-const MODULES: FastifyPluginAsync<AppOptions>[] = [
+/** Modules, each given the services (it reads the ones its options name); their routes are registered in this order. */
+const MODULES: FastifyPluginAsync<Services>[] = [
   opsPlugin,
   downloadsPlugin,
   signInPlugin,
@@ -101,6 +83,8 @@ const MODULES: FastifyPluginAsync<AppOptions>[] = [
 
 export async function buildApp(platform: Platform, opts: AppOptions = {}): Promise<FastifyInstance> {
   const { config, log } = platform
+  const services = await buildServices(platform, opts)
+  initJobs(services.jobs, jobHandlers(services), config, opts)
   const schemas = compileOnUse()
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
@@ -128,9 +112,14 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
     done(null, payload)
   })
 
-  await app.register(platformPlugin, { ...opts, platform })
+  // Background work starts once the app is ready; on close (the last hook to run) it drains, before the platform's pools close.
+  app.addHook('onReady', () => services.start())
+  app.addHook('onClose', () => services.close())
+
+  for (const plugin of DECORATIONS) await app.register(plugin, services)
   // Cookies for the modules that sign in (each lists '@fastify/cookie'); parsing them first changes nothing.
   await app.register(cookie)
-  for (const plugin of [...HTTP, ...MODULES]) await app.register(plugin, opts)
+  for (const plugin of HTTP) await app.register(plugin)
+  for (const plugin of MODULES) await app.register(plugin, services)
   return app
 }

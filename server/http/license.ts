@@ -3,14 +3,13 @@
 // Reads stay open, and so do signing in and out and exports: an expired license must never lock a
 // customer out of their own data. Judged from the clock on each request (platform/license.ts), so a
 // running server changes state without a restart. The clock it is judged by is the trusted time
-// (platform/trusted-time.ts), read again every hour: a clock set back does not revive a license.
+// (platform/trusted-time.ts), read again every hour (queue 'license.clock', server/jobs.ts): a clock
+// set back does not revive a license.
 import type { FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { Gauge } from 'prom-client'
 import { isApiPath } from './auth.js'
 import { forbidden } from '../domain/errors.js'
-import { defineRecurring } from '../platform/jobs.js'
-import { checkClock, clockLag, CLOCK_TOLERANCE_MS } from '../platform/trusted-time.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -22,30 +21,16 @@ declare module 'fastify' {
 export const LICENSE_HEADER = 'x-atrium-license'
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
-/** How often the clocks are read again and the high-water mark raised. */
-export const CLOCK_CHECK_INTERVAL_MS = 3_600_000
-
 /** After 'atrium-auth' (its dependency): a bad credential is still 401 and still rate limited first. */
 export const licensePlugin = fp(
   async (app) => {
-    const { license, time, db, log } = app.platform
+    const { license, time } = app.platform
     new Gauge({
       name: 'atrium_clock_behind_seconds',
       help: "How far this process's clock is behind the database's clock or the latest time recorded; the license is judged by the later time",
       registers: [app.registry],
       collect() {
         this.set(Math.round(time.behindMs() / 1000))
-      },
-    })
-    // Once per deployment each hour (the runner leases it to one instance); every instance read the
-    // clocks at start, and carries the later time forward on its monotonic clock.
-    defineRecurring(app.jobs, {
-      name: 'license.clock',
-      everyMs: CLOCK_CHECK_INTERVAL_MS,
-      async handler() {
-        const wasBehind = time.behindMs() > CLOCK_TOLERANCE_MS
-        await checkClock(db, time)
-        if (!wasBehind) clockLag(log, time)
       },
     })
     if (!license.claims) return // unlicensed development: nothing to say or enforce
@@ -67,5 +52,5 @@ export const licensePlugin = fp(
       else if (status === 'expired') reply.header(LICENSE_HEADER, 'expired')
     })
   },
-  { name: 'atrium-license', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth'] },
+  { name: 'atrium-license', dependencies: ['atrium-platform', 'atrium-auth'] },
 )

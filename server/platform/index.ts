@@ -8,7 +8,7 @@ import { openDb, type Db } from './db.js'
 import { decideLicense, LicenseRefused, startLicense, type License, type LicenseOptions } from './license.js'
 import { migrate, refuseNewerSchema } from './migrate.js'
 import { createSecrets, loadMasterKey, type Secrets } from './secrets.js'
-import { compilePolicy, outboundPolicyOf } from './outbound.js'
+import { compilePolicy, outboundPolicyOf, type CompiledPolicy } from './outbound.js'
 import { tenantStorage, type Storage } from './storage.js'
 import { checkClock, clockLag, trustedTime, type TrustedTime } from './trusted-time.js'
 
@@ -25,6 +25,8 @@ export interface Platform {
   /** The one place that decides which store holds a tenant's objects. */
   readonly storage: Storage
   readonly secrets: Secrets
+  /** The outbound policy (OUTBOUND_ALLOWED_NETWORKS, AIR_GAPPED), compiled once: every call out is judged by it. */
+  readonly outbound: CompiledPolicy
   readonly license: License
   /** The time the license is judged by: never earlier than the database's clock or the latest time recorded. */
   readonly time: TrustedTime
@@ -86,14 +88,16 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
         }),
       )
     }
+    const outbound = compilePolicy(outboundPolicyOf(config))
     return {
       config,
       log,
       db,
       cache,
       blobs,
-      storage: tenantStorage({ db, defaultRegion: config.DEFAULT_REGION, regions, secrets, policy: compilePolicy(outboundPolicyOf(config)), timeoutMs }),
+      storage: tenantStorage({ db, defaultRegion: config.DEFAULT_REGION, regions, secrets, policy: outbound, timeoutMs }),
       secrets,
+      outbound,
       license,
       time,
       async close() {

@@ -1,5 +1,7 @@
-// The one job runner: all background work (webhook deliveries, retention sweeps, and the exports,
-// restores and agent runs to come) is durable work in PostgreSQL that every replica helps with.
+// The one job runner: all background work (agent runs, chat replies, exports, restores, automatic
+// backups, retention sweeps; webhook deliveries run on its work loop) is durable work in PostgreSQL
+// that every replica helps with. Which queues exist, with their handlers and schedules, is listed in
+// one place: server/jobs.ts.
 //
 // - Jobs live in the `jobs` table (migration 0006). `enqueueJob(sql, ...)` inserts in the caller's
 //   transaction: a job exists only if the change that asked for it committed, and its NOTIFY is sent
@@ -900,28 +902,17 @@ function jobMetrics(registry: Registry, db: Db, clock: Clock) {
 }
 
 /**
- * Recurring upkeep (the retention sweeps): a queue of its own, fed by one schedule of the same name
- * every `everyMs`, run at once on a new installation; it waits for its schedule rather than polling.
+ * The runner's own upkeep (queue 'jobs.sweep', server/jobs.ts): finished jobs are kept a while for
+ * inspection, then removed.
  */
-export function defineRecurring(runner: JobRunner, o: { name: string; everyMs: number; leaseMs?: number; handler: () => Promise<void> }): void {
-  runner.define({ name: o.name, pollMs: 60_000, leaseMs: o.leaseMs, handler: o.handler })
-  runner.schedule({ name: o.name, queue: o.name, everyMs: o.everyMs, immediately: true })
-}
-
-/** The runner's own upkeep: finished jobs are kept a while for inspection, then removed. */
-export function defineJobUpkeep(runner: JobRunner, db: Db, clock: Clock = Date.now): void {
-  runner.define({
-    name: 'jobs.sweep',
-    pollMs: 60_000,
-    async handler() {
-      const now = clock()
-      await db.system(
-        (sql) => sql`
-        delete from jobs where finished_at is not null and (
-          (status = 'completed' and finished_at < ${new Date(now - KEEP_COMPLETED_MS)}) or
-          (status in ('failed', 'cancelled') and finished_at < ${new Date(now - KEEP_FAILED_MS)}))`,
-      )
-    },
-  })
-  runner.schedule({ name: 'jobs.sweep', queue: 'jobs.sweep', cron: '17 3 * * *', immediately: false })
-}
+export const jobUpkeep =
+  (db: Db, clock: Clock = Date.now) =>
+  async (): Promise<void> => {
+    const now = clock()
+    await db.system(
+      (sql) => sql`
+      delete from jobs where finished_at is not null and (
+        (status = 'completed' and finished_at < ${new Date(now - KEEP_COMPLETED_MS)}) or
+        (status in ('failed', 'cancelled') and finished_at < ${new Date(now - KEEP_FAILED_MS)}))`,
+    )
+  }

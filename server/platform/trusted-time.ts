@@ -89,6 +89,20 @@ export async function checkClock(db: Db, time: TrustedTime): Promise<number> {
   })
 }
 
+/** How often the clocks are read again and the high-water mark raised (queue 'license.clock', server/jobs.ts). */
+export const CLOCK_CHECK_INTERVAL_MS = 3_600_000
+
+/**
+ * The hourly check, once per deployment (the runner leases it to one instance); every instance read
+ * the clocks at start, and carries the later time forward on its monotonic clock. A clock that falls
+ * behind is said once, when it does.
+ */
+export const clockCheck = (db: Db, time: TrustedTime, log: Logger) => async (): Promise<void> => {
+  const wasBehind = time.behindMs() > CLOCK_TOLERANCE_MS
+  await checkClock(db, time)
+  if (!wasBehind) clockLag(log, time)
+}
+
 const DAY = 86_400_000
 /** "3 days" or "12 minutes": how far behind, for a log line. */
 export function describeLag(ms: number): string {

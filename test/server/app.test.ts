@@ -12,8 +12,9 @@ import { testApp } from '../helpers/app.js'
 
 const refusal = (missing: string, by: string) => ({ code: 'FST_ERR_PLUGIN_DEPENDENCY_NOT_REGISTERED', message: new RegExp(`'${missing}'.*'${by}'`) })
 
-/** A bare app with the plugins registered in this order (they are refused before they run). */
-async function start(t: Test, ...plugins: FastifyPluginAsync[]) {
+/** A bare app with the plugins registered in this order (they are refused before they run, so before they read their options). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a module's plugin takes the services it serves as its options
+async function start(t: Test, ...plugins: FastifyPluginAsync<any>[]) {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
   for (const plugin of plugins) await app.register(plugin)

@@ -1,5 +1,5 @@
-// The audit log for tenant admins (docs/identity.md, "Audit log"). Its retention sweep is a job (service.ts,
-// defineAuditJobs).
+// The audit log for tenant admins (docs/identity.md, "Audit log"). Its retention sweep is a job
+// (service.ts auditRetention, queue 'audit.retention' in server/jobs.ts).
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { PLAN_TERMS, PLANS } from '../../domain/plans.js'

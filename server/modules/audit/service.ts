@@ -8,7 +8,6 @@ import { AUDIT_LOG_PLAN, PLAN_TERMS, type Plan } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
 import type { Logger } from 'pino'
 import type { Db, TxSql } from '../../platform/db.js'
-import { defineRecurring, type JobRunner } from '../../platform/jobs.js'
 import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type AuditActorType, type AuditFilter } from './store.js'
 
 /** Who an event names as having done it: a user or key by id, or the system or someone anonymous. */
@@ -48,9 +47,6 @@ export const auditBy = (sql: TxSql, a: Actor, e: Omit<Audited, 'tenantId' | 'act
     origin: a.origin,
     ...e,
   })
-
-/** How often the retention sweep runs (a job; the advisory lock still keeps two sweeps apart). */
-const SWEEP_INTERVAL_MS = 3600_000
 
 export interface AuditQuery {
   limit: number
@@ -92,14 +88,8 @@ export function auditLogService(deps: { db: Db }) {
 
 export type AuditLogService = ReturnType<typeof auditLogService>
 
-/** The retention sweep: every hour on the job runner, and at once on a new installation. */
-export function defineAuditJobs(runner: JobRunner, auditLog: AuditLogService, log: Logger): void {
-  defineRecurring(runner, {
-    name: 'audit.retention',
-    everyMs: SWEEP_INTERVAL_MS,
-    async handler() {
-      const deleted = await auditLog.sweep()
-      if (deleted) log.info({ deleted }, 'audit events past their retention deleted')
-    },
-  })
+/** The retention sweep (queue 'audit.retention', server/jobs.ts): deletes events past their tenant's retention. */
+export const auditRetention = (auditLog: AuditLogService, log: Logger) => async (): Promise<void> => {
+  const deleted = await auditLog.sweep()
+  if (deleted) log.info({ deleted }, 'audit events past their retention deleted')
 }

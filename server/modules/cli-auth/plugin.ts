@@ -1,23 +1,21 @@
-// 'atrium-cli-auth': device login at the root (docs/architecture.md), outside the /api/v1 credential hooks;
-// an approved login starts its session through 'atrium-sign-in'.
+// 'atrium-cli-auth': device login at the root (docs/architecture.md, "Where routes are served"),
+// outside the /api/v1 credential hooks; an approved login starts its session through the sign-in service.
 import fp from 'fastify-plugin'
+import type { SignInGuard } from '../../http/signin-guard.js'
+import type { Counters } from '../../platform/counters.js'
+import type { Platform } from '../../platform/index.js'
+import type { AuthService } from '../auth/service.js'
 import { cliAuthRoutes } from './routes.js'
-import { cliAuthService } from './service.js'
+import type { CliAuthService } from './service.js'
 
 export const cliAuthPlugin = fp(
-  async (app) => {
-    const {
-      platform: { config, db, secrets },
-      now,
-      signIn: auth,
-      tokens,
-      limits,
-    } = app
+  async (app, o: { platform: Pick<Platform, 'config'>; cliAuth: CliAuthService; signIn: AuthService; limits: { counters: Counters; keyPrefix: string; signIn: SignInGuard } }) => {
+    const { limits } = o
     await app.register(cliAuthRoutes, {
-      cli: cliAuthService({ db, secrets, auth, tokens, publicUrl: config.PUBLIC_URL, now }),
+      cli: o.cliAuth,
       guard: limits.signIn,
-      auth,
-      publicUrl: config.PUBLIC_URL,
+      auth: o.signIn,
+      publicUrl: o.platform.config.PUBLIC_URL,
       rateLimit: { counters: limits.counters, keyPrefix: limits.keyPrefix },
     })
   },

@@ -10,7 +10,6 @@ import type { Clock } from '../../clock.js'
 import { PLAN_TERMS, PLANS } from '../../domain/plans.js'
 import type { Blobs } from '../../platform/blobs.js'
 import type { Db } from '../../platform/db.js'
-import { defineRecurring, type JobRunner } from '../../platform/jobs.js'
 import type { Storage } from '../../platform/storage.js'
 import type { ExportsService } from './service.js'
 import * as store from './store.js'
@@ -78,12 +77,6 @@ export async function backupRound(deps: { db: Db; storage: Storage; exports: Exp
   return round
 }
 
-/** Every hour on the job runner, and at once on a new installation. */
-export function defineBackups(runner: JobRunner, deps: { db: Db; storage: Storage; exports: ExportsService; log: Logger; now?: Clock }): void {
-  defineRecurring(runner, {
-    name: BACKUPS_QUEUE,
-    everyMs: 3600_000,
-    leaseMs: 10 * 60_000,
-    handler: async () => void (await backupRound(deps, new Date((deps.now ?? Date.now)()))),
-  })
-}
+/** The round of queue 'exports.backups' (server/jobs.ts): every hour, and at once on a new installation. */
+export const automaticBackups = (deps: { db: Db; storage: Storage; exports: ExportsService; log: Logger; now?: Clock }) => async (): Promise<void> =>
+  void (await backupRound(deps, new Date((deps.now ?? Date.now)())))

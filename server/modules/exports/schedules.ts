@@ -14,11 +14,11 @@ import { notFound } from '../../domain/errors.js'
 import { requireFeature, type FeatureContext } from '../../domain/features.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { removeSchedule, upsertSchedule, type Job, type JobRunner } from '../../platform/jobs.js'
+import { removeSchedule, upsertSchedule, type Job } from '../../platform/jobs.js'
 import type { CompiledPolicy } from '../../platform/outbound.js'
 import { auditBy } from '../audit/service.js'
 import { normalizeInclude, type ExportFormat, type Include } from './format.js'
-import { checkDestination, defaultRegion, defineDataQueue, normalizePrefix, tenantFor, type Destination, type ExportsService, type ExportView } from './service.js'
+import { checkDestination, defaultRegion, normalizePrefix, tenantFor, type Destination, type ExportsService, type ExportView } from './service.js'
 import * as store from './store.js'
 
 export const SCHEDULED_QUEUE = 'exports.scheduled'
@@ -174,7 +174,3 @@ export function schedulesService(deps: { db: Db; policy: CompiledPolicy; exports
 }
 
 export type SchedulesService = ReturnType<typeof schedulesService>
-
-// Scheduled work is enqueued by the schedules' tick, which wakes this queue on its replica: it polls seldom.
-export const defineScheduledExports = (runner: JobRunner, schedules: SchedulesService, o: { leaseMs?: number } = {}): void =>
-  defineDataQueue<{ scheduleId: string }>(runner, { name: SCHEDULED_QUEUE, handler: (job) => schedules.run(job), concurrency: 2, pollMs: 10_000, ...o })

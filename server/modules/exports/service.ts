@@ -17,7 +17,7 @@ import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS, type Plan } from '../../domain/plans.js'
 import { guardedS3Blobs, type Blobs } from '../../platform/blobs.js'
 import { isDatabaseUnavailable, type Db, type TxSql } from '../../platform/db.js'
-import { enqueueJob, JobFailure, type Job, type JobRunner } from '../../platform/jobs.js'
+import { enqueueJob, JobFailure, type Job } from '../../platform/jobs.js'
 import { outboundHostAllowed, refusalIn, type CompiledPolicy } from '../../platform/outbound.js'
 import type { Secrets } from '../../platform/secrets.js'
 import type { Storage } from '../../platform/storage.js'
@@ -461,25 +461,3 @@ export function exportsService(deps: ExportsDeps) {
 }
 
 export type ExportsService = ReturnType<typeof exportsService>
-
-/**
- * A queue of data work (an export, a schedule's slot, a restore): each is run again from its start
- * after a crash, up to DATA_ATTEMPTS attempts, backing off from 5 s to a minute.
- */
-export function defineDataQueue<P extends Record<string, unknown>>(
-  runner: JobRunner,
-  o: { name: string; handler: (job: Job<P>) => Promise<void>; concurrency: number; leaseMs?: number; pollMs?: number },
-): void {
-  runner.define<P>({
-    name: o.name,
-    handler: o.handler,
-    concurrency: o.concurrency,
-    leaseMs: o.leaseMs ?? 15_000,
-    maxAttempts: DATA_ATTEMPTS,
-    backoffMs: (attempt) => Math.min(5000 * 2 ** (attempt - 1), 60_000),
-    ...(o.pollMs ? { pollMs: o.pollMs } : {}),
-  })
-}
-
-export const defineExportJobs = (runner: JobRunner, exports: ExportsService, o: { leaseMs?: number } = {}): void =>
-  defineDataQueue<{ exportId: string }>(runner, { name: EXPORT_QUEUE, handler: (job) => exports.run(job), concurrency: 2, ...o })

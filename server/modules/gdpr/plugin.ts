@@ -2,11 +2,11 @@
 import fp from 'fastify-plugin'
 import { API_PREFIX } from '../../http/auth.js'
 import { gdprRoutes } from './routes.js'
-import { gdprService } from './service.js'
+import type { GdprService } from './service.js'
 
 export const gdprPlugin = fp(
-  async (app) => {
-    await app.register(gdprRoutes, { prefix: API_PREFIX, gdpr: gdprService({ db: app.platform.db, now: app.now }) })
+  async (app, { gdpr }: { gdpr: GdprService }) => {
+    await app.register(gdprRoutes, { prefix: API_PREFIX, gdpr })
   },
   { name: 'atrium-gdpr', dependencies: ['atrium-platform', 'atrium-auth', 'atrium-license'] },
 )

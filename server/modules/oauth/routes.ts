@@ -7,22 +7,16 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { Logger } from 'pino'
-import type { Config } from '../../config.js'
 import { originOf } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
 import { invalid, notFound } from '../../domain/errors.js'
 import { Envelope, errors } from '../../http/schemas.js'
 import { assertSameOrigin, setSessionCookie } from '../../http/session-cookie.js'
 import { randomBase62 } from '../../../common/ids.js'
-import type { Db } from '../../platform/db.js'
-import type { Resolver } from '../../platform/outbound.js'
 import { Tenant, User } from '../auth/routes.js'
-import type { AuthService } from '../auth/service.js'
 import { CALLBACK_HTML, CALLBACK_JS } from './page.js'
 import { sendPage } from '../../http/pages.js'
-import { openProviders } from './providers.js'
-import { oauthService, STATE_TTL_SECONDS } from './service.js'
+import { STATE_TTL_SECONDS, type OAuthService } from './service.js'
 
 /**
  * Binds a sign-in to the browser that started it (login CSRF: a sign-in started elsewhere cannot be
@@ -49,13 +43,8 @@ const AuthorizeBody = Type.Object(
 )
 
 export interface OAuthRoutesOptions {
-  db: Db
-  config: Config
-  auth: AuthService
-  log: Logger
-  now?: () => number
-  /** Tests resolve names their own way; the system resolver otherwise. */
-  resolver?: Resolver
+  oauth: OAuthService
+  publicUrl: string
 }
 
 const secure = (request: FastifyRequest) => request.protocol === 'https'
@@ -76,20 +65,7 @@ function callbackParams(body: { callbackUrl?: string; code?: string; state?: str
   return new URLSearchParams(callbackUrl.replace(/^\?/, ''))
 }
 
-export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async (app, o) => {
-  const publicUrl = o.config.PUBLIC_URL
-  // Refuses at start-up a provider the outbound policy forbids (air-gapped: outside OUTBOUND_ALLOWED_NETWORKS).
-  const providers = await openProviders({
-    providers: o.config.OIDC_PROVIDERS,
-    publicUrl,
-    policy: { allowedCidrs: o.config.OUTBOUND_ALLOWED_NETWORKS, allowedDomains: o.config.OUTBOUND_ALLOWED_DOMAINS, airGapped: o.config.AIR_GAPPED },
-    log: o.log,
-    now: o.now,
-    resolver: o.resolver,
-  })
-  app.addHook('onClose', async () => providers.close())
-  const oauth = oauthService({ db: o.db, auth: o.auth, providers, log: o.log, now: o.now })
-
+export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async (app, { oauth, publicUrl }) => {
   app.get(
     '/oauth/providers',
     {

@@ -1,25 +1,19 @@
-// 'atrium-projects': projects, their versions, files and backups, under /api/v1, and the backups'
-// retention sweep and the object collector (collector.ts) on the job runner. Backups list the project's agents through 'atrium-agents'.
+// 'atrium-projects': projects, their versions, files and backups, under /api/v1. The backups'
+// retention sweep and the object collector (collector.ts) are queues 'projects.backup-retention'
+// and 'projects.collect-objects' (server/jobs.ts).
 import fp from 'fastify-plugin'
-import { VERSION } from '../../../common/version.js'
 import { API_PREFIX } from '../../http/auth.js'
+import type { Platform } from '../../platform/index.js'
 import { filesRoutes } from './files-routes.js'
-import { projectFilesService } from './files-service.js'
+import type { ProjectFilesService } from './files-service.js'
 import { projectsRoutes } from './routes.js'
-import { defineProjectJobs, projectsService } from './service.js'
+import type { ProjectsService } from './service.js'
 
 export const projectsPlugin = fp(
-  async (app) => {
-    const {
-      platform: { db, storage, log },
-      now,
-    } = app
-    const moduleLog = log.child({ module: 'projects' })
-    const files = projectFilesService({ db, storage, now, log: moduleLog })
-    defineProjectJobs(app.jobs, { db, storage, log: moduleLog, files, now })
-    await app.register(projectsRoutes, { prefix: API_PREFIX, projects: projectsService({ db, storage, version: VERSION, now, projectAgents: app.projectAgents }) })
+  async (app, o: { projects: ProjectsService; files: ProjectFilesService; platform: Pick<Platform, 'db'> }) => {
+    await app.register(projectsRoutes, { prefix: API_PREFIX, projects: o.projects })
     // A scope of its own: its body parser (raw bytes of any type) must not reach the other routes.
-    await app.register(filesRoutes, { prefix: API_PREFIX, files, db })
+    await app.register(filesRoutes, { prefix: API_PREFIX, files: o.files, db: o.platform.db })
   },
-  { name: 'atrium-projects', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth', 'atrium-license', 'atrium-agents'] },
+  { name: 'atrium-projects', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth', 'atrium-license'] },
 )

@@ -5,7 +5,6 @@ import { Readable } from 'node:stream'
 import postgres from 'postgres'
 import type { Logger } from 'pino'
 import type { Clock } from '../../clock.js'
-import { defineRecurring, type JobRunner } from '../../platform/jobs.js'
 import type { Storage } from '../../platform/storage.js'
 import { AppError, notFound } from '../../domain/errors.js'
 import { decodeIdCursor, decodeNumberCursor, toPage } from '../../domain/pagination.js'
@@ -18,8 +17,6 @@ import { json, jsonArrayStream, zipStream } from '../../../common/zip.js'
 import { auditBy } from '../audit/service.js'
 import { emitEvent, eventData } from '../events/service.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
-import { collectFileObjects } from './collector.js'
-import type { ProjectFilesService } from './files-service.js'
 import * as files from './files-store.js'
 import * as store from './store.js'
 import type { ProjectFields, ProjectRow, VersionRow } from './store.js'
@@ -319,24 +316,3 @@ const lazyBlob = (blobs: Blobs, key: string, size: number): Readable =>
   )
 
 const pick = (p: ProjectFields): ProjectFields => ({ name: p.name, description: p.description, language: p.language })
-
-/** Every six hours: the object collector's sweep (collector.ts). */
-export const COLLECT_EVERY_MS = 6 * 3600_000
-
-/** Backup retention every hour and the object collector every six, on the job runner, each at once on a new installation. */
-export function defineProjectJobs(runner: JobRunner, deps: { db: Db; storage: Storage; log: Logger; files: ProjectFilesService; now?: Clock }): void {
-  const now = () => new Date((deps.now ?? Date.now)())
-  defineRecurring(runner, {
-    name: 'projects.backup-retention',
-    everyMs: 3600_000,
-    leaseMs: 10 * 60_000,
-    // The sweep logs what it did.
-    handler: async () => void (await sweepExpiredBackups(deps, { now: now() })),
-  })
-  defineRecurring(runner, {
-    name: 'projects.collect-objects',
-    everyMs: COLLECT_EVERY_MS,
-    leaseMs: 10 * 60_000,
-    handler: async () => void (await collectFileObjects(deps, { now: now() })),
-  })
-}

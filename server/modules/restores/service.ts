@@ -22,11 +22,11 @@ import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS, type Plan } from '../../domain/plans.js'
 import type { Blobs } from '../../platform/blobs.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { enqueueJob, JobFailure, type Job, type JobRunner } from '../../platform/jobs.js'
+import { enqueueJob, JobFailure, type Job } from '../../platform/jobs.js'
 import type { Storage } from '../../platform/storage.js'
 import { audit, auditBy, type AuditActor } from '../audit/service.js'
 import { derivedId, INTERRUPTED, kindsOf, RESTORED_BY, SPECS, type Kind } from '../exports/format.js'
-import { auditActor, DATA_ATTEMPTS, defineDataQueue, ownOrOperator, tenantFor, tenantPlan } from '../exports/service.js'
+import { auditActor, DATA_ATTEMPTS, ownOrOperator, tenantFor, tenantPlan } from '../exports/service.js'
 import type { LlmSettingsService } from '../tenants/settings.js'
 import { fileBlobKey, type ProjectFilesService, type StagedFile } from '../projects/files-service.js'
 import type { ArchiveLimits } from '../exports/limits.js'
@@ -597,6 +597,3 @@ export function restoresService(deps: RestoresDeps) {
 }
 
 export type RestoresService = ReturnType<typeof restoresService>
-
-export const defineRestoreJobs = (runner: JobRunner, restores: RestoresService, o: { leaseMs?: number } = {}): void =>
-  defineDataQueue<{ restoreId: string }>(runner, { name: RESTORE_QUEUE, handler: (job) => restores.run(job), concurrency: 1, ...o })

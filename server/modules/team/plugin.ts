@@ -1,26 +1,16 @@
 // 'atrium-team': members and invitations under /api/v1, and the invitation page at the root; an
-// accepted invitation starts its session through 'atrium-sign-in'.
+// accepted invitation starts its session through the sign-in service.
 import fp from 'fastify-plugin'
 import { API_PREFIX } from '../../http/auth.js'
+import type { SignInGuard } from '../../http/signin-guard.js'
 import { invitationPageRoutes } from './page.js'
 import { teamRoutes } from './routes.js'
-import { teamService } from './service.js'
+import type { TeamService } from './service.js'
 
 export const teamPlugin = fp(
-  async (app) => {
-    const {
-      platform: { config, db, secrets },
-      now,
-      credentials,
-      limits,
-      signIn: auth,
-    } = app
+  async (app, o: { team: TeamService; limits: { signIn: SignInGuard } }) => {
     await app.register(invitationPageRoutes)
-    await app.register(teamRoutes, {
-      prefix: API_PREFIX,
-      team: teamService({ db, secrets, auth, credentials, publicUrl: config.PUBLIC_URL, now }),
-      guard: limits.signIn,
-    })
+    await app.register(teamRoutes, { prefix: API_PREFIX, team: o.team, guard: o.limits.signIn })
   },
   {
     name: 'atrium-team',

@@ -2,8 +2,8 @@
 import fp from 'fastify-plugin'
 import { API_PREFIX } from '../../http/auth.js'
 import { tenantRoutes } from './routes.js'
-import { tenantsService } from './service.js'
-import { llmSettingsService, type LlmSettingsService } from './settings.js'
+import type { TenantsService } from './service.js'
+import type { LlmSettingsService } from './settings.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -13,17 +13,9 @@ declare module 'fastify' {
 }
 
 export const tenantsPlugin = fp(
-  async (app) => {
-    const {
-      platform: { db, secrets },
-      now,
-      outbound: policy,
-    } = app
-    // The plugin that opens the LLM settings' connections closes them.
-    const llm = llmSettingsService({ db, secrets, policy, now })
-    app.addHook('onClose', async () => llm.close())
-    app.decorate('llmSettings', llm)
-    await app.register(tenantRoutes, { prefix: API_PREFIX, tenants: tenantsService({ db, now }), llm })
+  async (app, o: { tenants: TenantsService; llmSettings: LlmSettingsService }) => {
+    app.decorate('llmSettings', o.llmSettings)
+    await app.register(tenantRoutes, { prefix: API_PREFIX, tenants: o.tenants, llm: o.llmSettings })
   },
   { name: 'atrium-tenants', dependencies: ['atrium-platform', 'atrium-auth', 'atrium-license'] },
 )

@@ -21,7 +21,7 @@ import type { Secrets } from '../../platform/secrets.js'
 import { audit } from '../audit/service.js'
 import { EVENTS_CHANNEL } from '../events/service.js'
 import { fairLimits, nextFair, rankFair, type Share } from '../../platform/fairness.js'
-import { defineRecurring, listenFor, workLoop, type JobRunner } from '../../platform/jobs.js'
+import { listenFor, workLoop } from '../../platform/jobs.js'
 import { workerMetrics } from './metrics.js'
 import { nextAttemptAt, parseRetryAfter, RETRY_SCHEDULE_SECONDS } from './schedule.js'
 import { secretContext } from './service.js'
@@ -316,15 +316,8 @@ export function describe(err: unknown): string {
   }
 }
 
-/** Events nothing waits to deliver any more are removed after EVENT_RETENTION_MS: every hour, on the job runner. */
-export function defineWebhookJobs(runner: JobRunner, deps: { db: Db; log: Logger; now?: Clock }): void {
-  const clock = deps.now ?? Date.now
-  defineRecurring(runner, {
-    name: 'webhooks.events-retention',
-    everyMs: 3600_000,
-    async handler() {
-      const swept = await deps.db.system((sql) => store.sweepEvents(sql, new Date(clock() - EVENT_RETENTION_MS)))
-      if (swept) deps.log.info({ swept }, 'old webhook events removed')
-    },
-  })
+/** Events nothing waits to deliver any more are removed after EVENT_RETENTION_MS (queue 'webhooks.events-retention', server/jobs.ts). */
+export const eventsRetention = (deps: { db: Db; log: Logger; now?: Clock }) => async (): Promise<void> => {
+  const swept = await deps.db.system((sql) => store.sweepEvents(sql, new Date((deps.now ?? Date.now)() - EVENT_RETENTION_MS)))
+  if (swept) deps.log.info({ swept }, 'old webhook events removed')
 }
