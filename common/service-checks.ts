@@ -11,7 +11,7 @@ import postgres from 'postgres'
 import { check, type CheckResult, type CheckStatus } from './checks.js'
 import { inSeconds, within } from './deadline.js'
 import { redactor } from './redact.js'
-import { compareVersions, parseVersion } from './versions.js'
+import { compareVersions, parseVersion } from './version-numbers.js'
 
 export interface ServiceCheckOptions {
   /** Limit for each network step (connect, query, request); 5 s unless told. */

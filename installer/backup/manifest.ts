@@ -1,6 +1,6 @@
 // A site backup's manifest (manifest.json, the archive's last entry): what is in the archive and
 // how to check it. Pure: what a restore refuses is decided here from the manifest alone.
-import { compareVersions, parseVersion } from '../../common/versions.js'
+import { compareVersions, parseVersion } from '../../common/version-numbers.js'
 import type { SealParams } from './seal.js'
 
 export const FORMAT = 'atrium-site-backup/1'

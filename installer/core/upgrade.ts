@@ -2,7 +2,7 @@
 // in the installer: never back to an older version (migrations only go forward), and never past a
 // minor (or major) version, since each one's migrations are tested from the one before. One upgrade
 // may skip when the admin has read the release notes (--allow-skip).
-import { compareVersions, parseVersion } from '../../common/versions.js'
+import { compareVersions, parseVersion } from '../../common/version-numbers.js'
 
 /** What is wrong with going from the running version to this one; null when it may go. */
 export function upgradeProblem(from: string, to: string): string | null {

@@ -1,7 +1,7 @@
 import pino from 'pino'
 import { Registry } from 'prom-client'
 import t from 'tap'
-import { accountKey, loginThrottle } from '../../server/modules/auth/throttle.js'
+import { accountKey, loginThrottle } from '../../server/modules/sign-in/throttle.js'
 import { openCache } from '../../server/platform/cache.js'
 import { openCounters, RATE_LIMIT_PREFIX } from '../../server/platform/counters.js'
 import { admin } from '../helpers/cli.js'

@@ -8,7 +8,7 @@ import { delimiter, join } from 'node:path'
 import { AuthorizationV1Api, CoreV1Api, KubeConfig, Observable, StorageV1Api, VersionApi, type RequestContext, type ResponseContext } from '@kubernetes/client-node'
 import { check, grade, type CheckResult } from './check.js'
 import { inSeconds, PROBE_DEADLINE_MS, within } from '../../../common/deadline.js'
-import { compareVersions, parseVersion } from '../../../common/versions.js'
+import { compareVersions, parseVersion } from '../../../common/version-numbers.js'
 
 const GiB = 2 ** 30
 

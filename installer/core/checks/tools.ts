@@ -1,7 +1,7 @@
 // Checks of the tools a deploy target needs: Docker with Compose v2 for compose, Helm for helm.
 // The versions are read through the command runner; grading is pure.
 import type { Runner } from '../run.js'
-import { compareVersions, parseVersion } from '../../../common/versions.js'
+import { compareVersions, parseVersion } from '../../../common/version-numbers.js'
 import { check, type CheckResult, type CheckStatus } from './check.js'
 
 export { compareVersions, parseVersion }

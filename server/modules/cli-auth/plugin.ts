@@ -4,7 +4,7 @@ import fp from 'fastify-plugin'
 import type { SignInGuard } from '../../http/signin-guard.js'
 import type { Counters } from '../../platform/counters.js'
 import type { Platform } from '../../platform/index.js'
-import type { AuthService } from '../auth/service.js'
+import type { AuthService } from '../sign-in/service.js'
 import { cliAuthRoutes } from './routes.js'
 import type { CliAuthService } from './service.js'
 

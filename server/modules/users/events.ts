@@ -2,7 +2,7 @@
 // account an identity provider provisions) or accepting an invitation. An invitation alone is not
 // a registration: the invitee may never accept.
 import type { TxSql } from '../../platform/db.js'
-import { emitEvent, eventData } from '../events/service.js'
+import { emitEvent, eventData } from '../outbox/service.js'
 import { selectMember } from './store.js'
 
 export type JoinedBy = 'tenant_created' | 'invitation' | 'oidc'

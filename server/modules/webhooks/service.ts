@@ -13,7 +13,7 @@ import { outboundHostAllowed, type CompiledPolicy } from '../../platform/outboun
 import type { SecretContext, Secrets } from '../../platform/secrets.js'
 import { dateClock, type Clock } from '../../clock.js'
 import { auditBy } from '../audit/service.js'
-import { EVENT_TYPES, TEST_EVENT_TYPE, type EventType } from '../events/service.js'
+import { EVENT_TYPES, TEST_EVENT_TYPE, type EventType } from '../outbox/service.js'
 import { generateSecret, secretProblem } from './signing.js'
 import * as store from './store.js'
 import type { DeliveryRow, DeliveryStatus, Owner, WebhookRow } from './store.js'

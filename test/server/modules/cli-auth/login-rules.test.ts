@@ -7,7 +7,7 @@ import type * as Service from '../../../../server/modules/cli-auth/service.js'
 import type * as Audit from '../../../../server/modules/audit/service.js'
 import type { AuditEvent } from '../../../../server/modules/audit/store.js'
 import type { Actor } from '../../../../server/domain/actor.js'
-import type { AccountRow } from '../../../../server/modules/auth/store.js'
+import type { AccountRow } from '../../../../server/modules/sign-in/store.js'
 import type { CliLoginRow } from '../../../../server/modules/cli-auth/store.js'
 import { credentialTags } from '../../../../server/platform/credential-tags.js'
 import { fakeDb, replacing } from '../../../helpers/fake-db.js'
@@ -48,7 +48,7 @@ async function cli(t: Test, world: World = {}) {
       approveLogin: async () => (log.push(['approve']), world.approved === false ? undefined : login({ status: 'approved' })),
       consumeLogin: async () => (log.push(['consume']), world.consumed === false ? undefined : login({ status: 'consumed', tenant_id: 't1', user_id: 'u1' })),
     },
-    '../auth/accounts.js': { findAccount: async () => world.account },
+    '../sign-in/accounts.js': { findAccount: async () => world.account },
     '../audit/service.js': audit,
   })
   const auth = {

@@ -68,7 +68,7 @@ async function team(t: Test, members: MemberRow[]) {
         return ['key-of-' + id]
       },
     },
-    '../auth/accounts.js': {
+    '../sign-in/accounts.js': {
       revokeUserSessions: async (_sql: unknown, id: string) => {
         log.push(['end sessions', id])
         return ['session-of-' + id]

@@ -25,7 +25,7 @@ async function tenants(t: Test, world: { count?: number; current?: TenantRow } =
     '../users/service.js': {
       insertUser: async (_sql: unknown, u: { email: string; role: string; passwordHash: string | null }) => void log.push(['user', u.email, u.role, u.passwordHash]),
     },
-    '../events/service.js': { emitEvent: async (_sql: unknown, e: { type: string }) => void log.push(['event', e.type]) },
+    '../outbox/service.js': { emitEvent: async (_sql: unknown, e: { type: string }) => void log.push(['event', e.type]) },
     '../users/events.js': { emitUserCreated: async (_sql: unknown, _t: string, _u: string, by: string) => void log.push(['event', 'user.created', by]) },
     '../api-keys/service.js': {
       createKey: async (_sql: unknown, _tags: unknown, k: { type: string; permissions: string[]; name: string }) => (log.push(['key', k.type, k.permissions, k.name]), { key: 'svc_ci_made' }),

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto'
 import pino from 'pino'
 import { Registry } from 'prom-client'
 import t from 'tap'
-import { deviceCookies, loginThrottle, SUSPECT_FAILURES, workGate, type Attempt, type LoginLimits, type Standing } from '../../../../server/modules/auth/throttle.js'
+import { deviceCookies, loginThrottle, SUSPECT_FAILURES, workGate, type Attempt, type LoginLimits, type Standing } from '../../../../server/modules/sign-in/throttle.js'
 import { credentialTags } from '../../../../server/platform/credential-tags.js'
 import { openCounters } from '../../../../server/platform/counters.js'
 

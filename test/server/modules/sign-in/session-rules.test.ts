@@ -1,13 +1,13 @@
-// The rules of auth/service.ts on their own: password sign-in through the throttle, who learns what,
+// The rules of sign-in/service.ts on their own: password sign-in through the throttle, who learns what,
 // and session tokens (made here or not, rotated, copied, dead). What the service reads and writes is
 // replaced by rows in memory and a recording throttle: no database. routes.test.ts checks the same
 // through the API on a real one.
 import t, { type Test } from 'tap'
 import { CredentialCache } from '../../../../server/domain/credentials.js'
 import { randomBase62 } from '../../../../common/ids.js'
-import type * as Service from '../../../../server/modules/auth/service.js'
-import type { AccountRow, SessionRow } from '../../../../server/modules/auth/store.js'
-import type { Attempt, LoginThrottle, Standing } from '../../../../server/modules/auth/throttle.js'
+import type * as Service from '../../../../server/modules/sign-in/service.js'
+import type { AccountRow, SessionRow } from '../../../../server/modules/sign-in/store.js'
+import type { Attempt, LoginThrottle, Standing } from '../../../../server/modules/sign-in/throttle.js'
 import { hashPassword } from '../../../../server/modules/users/passwords.js'
 import { credentialTags } from '../../../../server/platform/credential-tags.js'
 import { fakeDb, replacing } from '../../../helpers/fake-db.js'
@@ -56,7 +56,7 @@ interface World {
 async function auth(t: Test, world: World = {}) {
   const log: unknown[][] = []
   const lookups: string[] = []
-  const { authService } = await replacing<typeof Service>(t, import.meta.url, '../../../../server/modules/auth/service.js', {
+  const { authService } = await replacing<typeof Service>(t, import.meta.url, '../../../../server/modules/sign-in/service.js', {
     './store.js': {
       findAccountsByEmail: async (_sql: unknown, email: string) => {
         lookups.push(`accounts of ${email}`)

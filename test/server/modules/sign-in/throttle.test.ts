@@ -3,8 +3,8 @@
 import t, { type Test } from 'tap'
 import { testApp, type TestApp } from '../../../helpers/app.js'
 import { services, suffix } from '../../../helpers/platform.js'
-import type { LoginLimits } from '../../../../server/modules/auth/throttle.js'
-import { SUSPECT_FAILURES, workGate } from '../../../../server/modules/auth/throttle.js'
+import type { LoginLimits } from '../../../../server/modules/sign-in/throttle.js'
+import { SUSPECT_FAILURES, workGate } from '../../../../server/modules/sign-in/throttle.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 
 const PASSWORD = 'correct horse battery'

@@ -1,6 +1,6 @@
 // The outbox: an event exists exactly when the change it announces does.
 import t from 'tap'
-import { emitEvent } from '../../../../server/modules/events/service.js'
+import { emitEvent } from '../../../../server/modules/outbox/service.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 import { testApp } from '../../../helpers/app.js'
 import { suffix } from '../../../helpers/platform.js'
