@@ -15,7 +15,10 @@ import tseslint from 'typescript-eslint'
 // (`../../http/errors.js` from server/modules/<area>/). Flat config replaces a rule's options
 // wholesale when two blocks match one file, so every file belongs to exactly one block below, and
 // that block lists every boundary that applies to it.
-const SERVER = { regex: '^(\\.\\./)+server/', message: 'installer, config and licenses import nothing from server/: move shared code to common/' }
+const SERVER = {
+  regex: '^(\\.\\./)+server/',
+  message: 'installer, config and licenses import nothing from server/: move shared code to common/',
+}
 const COMMON_OUT = {
   regex: '^(\\.\\./)+(server|installer|config|licenses)/',
   message: 'common/ imports nothing from server/, installer/, config/ or licenses/: it is the code they share',
@@ -27,8 +30,14 @@ const NO_HTTP = [
 ]
 // The client package is published on its own: it imports nothing of the repository around it, and
 // its library (all but the CLI) nothing of Node's, so that it runs in browsers.
-const CLIENT_OUT = { regex: '^(\\.\\./)+(server|installer|config|licenses|common)/', message: 'client/ is its own package: it imports nothing from the rest of the repository' }
-const CLIENT_NO_NODE = { regex: '^node:', message: 'the client library runs in browsers too: Node modules belong in client/src/cli/' }
+const CLIENT_OUT = {
+  regex: '^(\\.\\./)+(server|installer|config|licenses|common)/',
+  message: 'client/ is its own package: it imports nothing from the rest of the repository',
+}
+const CLIENT_NO_NODE = {
+  regex: '^node:',
+  message: 'the client library runs in browsers too: Node modules belong in client/src/cli/',
+}
 const HTTP_NO_MODULES = { regex: '^(\\.\\./)+(server/)?modules/', message: 'http does not import modules' }
 const PLATFORM_NO_MODULES = { regex: '^(\\.\\./)+(server/)?modules/', message: 'platform imports no module' }
 // From server/modules/<area>/ (or deeper), another module's store (store.js, or a part's, such as
@@ -38,7 +47,13 @@ const OTHER_STORE = {
   message: "use the other module's service, never its store",
 }
 // The files of a module that speak HTTP; everything else in a module is service, store or helper.
-const MODULE_HTTP_FILES = ['server/modules/**/routes.ts', 'server/modules/**/*-routes.ts', 'server/modules/**/page.ts', 'server/modules/**/plugin.ts', 'server/modules/**/index.ts']
+const MODULE_HTTP_FILES = [
+  'server/modules/**/routes.ts',
+  'server/modules/**/*-routes.ts',
+  'server/modules/**/page.ts',
+  'server/modules/**/plugin.ts',
+  'server/modules/**/index.ts',
+]
 
 const boundaries = (name, files, patterns, ignores = []) => ({
   name: `atrium/layering/${name}`,
@@ -68,7 +83,15 @@ export default defineConfig([
     rules: {
       // The codebase's convention: `_` names what is deliberately unused (a callback's leading
       // parameters), and `const { dropped: _, ...rest } = row` leaves a field out of a copy.
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        {
+          argsIgnorePattern: '^_',
+          varsIgnorePattern: '^_',
+          destructuredArrayIgnorePattern: '^_',
+          ignoreRestSiblings: true,
+        },
+      ],
     },
   },
   boundaries('installer-config-licenses', ['installer/**', 'config/**', 'licenses/**'], [SERVER]),

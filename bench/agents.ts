@@ -27,27 +27,49 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 /** Steps of list_files until the conversation has `STEPS - 1` tool results, then the answer. */
 const script = (req: FakeRequest): FakeTurn => {
   const results = (req.body.messages as { role: string }[]).filter((m) => m.role === 'tool').length
-  return results < STEPS - 1 ? { toolCalls: [{ name: 'list_files', arguments: {} }], usage: { input: 50, output: 5 } } : { text: 'All done here.', usage: { input: 60, output: 4 } }
+  return results < STEPS - 1
+    ? { toolCalls: [{ name: 'list_files', arguments: {} }], usage: { input: 50, output: 5 } }
+    : { text: 'All done here.', usage: { input: 60, output: 4 } }
 }
 
 export async function benchAgents(env: Record<string, string>): Promise<AgentBench> {
   const teardowns: (() => unknown)[] = []
-  const llm = await fakeLlm({ teardown: (fn: () => unknown) => teardowns.push(fn) } as unknown as Test, { respond: script })
+  const llm = await fakeLlm({ teardown: (fn: () => unknown) => teardowns.push(fn) } as unknown as Test, {
+    respond: script,
+  })
   const server = await start('server/main.ts', { ...env, AGENT_RUNS_PER_REPLICA: String(CONCURRENT) })
   try {
-    const tenants = [await createTenant(env, ['--plan', 'enterprise']), await createTenant(env, ['--plan', 'enterprise'])]
+    const tenants = [
+      await createTenant(env, ['--plan', 'enterprise']),
+      await createTenant(env, ['--plan', 'enterprise']),
+    ]
     const setups = await Promise.all(
       tenants.map(async ({ apiKey }) => {
         const call = apiCaller(server.base, apiKey)
-        await call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'bench', apiKey: 'sk-bench-0000000000' })
+        await call('PATCH', '/api/v1/tenant/settings/llm', {
+          provider: 'openai-compatible',
+          baseUrl: llm.url,
+          model: 'bench',
+          apiKey: 'sk-bench-0000000000',
+        })
         const projectId = (await call('POST', '/api/v1/projects', { name: 'bench' })).id
-        const agentId = (await call('POST', '/api/v1/agents', { name: 'bench', systemPrompt: 'Be quick.', config: { autonomyLevel: 'medium', maxSteps: STEPS } })).id
+        const agentId = (
+          await call('POST', '/api/v1/agents', {
+            name: 'bench',
+            systemPrompt: 'Be quick.',
+            config: { autonomyLevel: 'medium', maxSteps: STEPS },
+          })
+        ).id
         const run = async () => {
-          const { id } = await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'List the files, repeatedly.', projectId })
+          const { id } = await call('POST', `/api/v1/agents/${agentId}/execute`, {
+            goal: 'List the files, repeatedly.',
+            projectId,
+          })
           for (;;) {
             const r = await call<{ status: string }>('GET', `/api/v1/agents/${agentId}/runs/${id}`)
             if (r.status === 'completed') return
-            if (r.status === 'failed' || r.status === 'cancelled') throw new Error(`run ${r.status}: ${JSON.stringify(r)}`)
+            if (r.status === 'failed' || r.status === 'cancelled')
+              throw new Error(`run ${r.status}: ${JSON.stringify(r)}`)
             await sleep(5)
           }
         }
@@ -61,18 +83,52 @@ export async function benchAgents(env: Record<string, string>): Promise<AgentBen
     for (let i = 0; i < SEQUENTIAL_RUNS; i++) await setups[0]!.run()
     const perStepMs = (performance.now() - t0) / (SEQUENTIAL_RUNS * STEPS)
 
-    // The bare stack: the same model calls, made directly with the AI SDK's provider as the server makes them (doStream).
-    const model = createOpenAICompatible({ name: 'bench', baseURL: llm.url, apiKey: 'sk-bench-0000000000', includeUsage: true }).chatModel('bench')
-    const tools: LanguageModelV3FunctionTool[] = [{ type: 'function', name: 'list_files', description: 'List files', inputSchema: { type: 'object', properties: {} } }]
+    // The bare stack: the same model calls, made directly with the AI SDK's provider as the server makes them
+    // (doStream).
+    const model = createOpenAICompatible({
+      name: 'bench',
+      baseURL: llm.url,
+      apiKey: 'sk-bench-0000000000',
+      includeUsage: true,
+    }).chatModel('bench')
+    const tools: LanguageModelV3FunctionTool[] = [
+      {
+        type: 'function',
+        name: 'list_files',
+        description: 'List files',
+        inputSchema: { type: 'object', properties: {} },
+      },
+    ]
     const bare = async () => {
-      const prompt: LanguageModelV3Prompt = [{ role: 'user', content: [{ type: 'text', text: 'List the files, repeatedly.' }] }]
+      const prompt: LanguageModelV3Prompt = [
+        { role: 'user', content: [{ type: 'text', text: 'List the files, repeatedly.' }] },
+      ]
       for (let step = 0; step < STEPS; step++) {
         const { stream } = await model.doStream({ prompt, tools, toolChoice: { type: 'auto' } })
         const calls: LanguageModelV3ToolCall[] = []
         for await (const part of stream) if (part.type === 'tool-call') calls.push(part)
         if (!calls.length) return
-        prompt.push({ role: 'assistant', content: calls.map((c) => ({ type: 'tool-call', toolCallId: c.toolCallId, toolName: c.toolName, input: JSON.parse(c.input) as unknown })) })
-        for (const c of calls) prompt.push({ role: 'tool', content: [{ type: 'tool-result', toolCallId: c.toolCallId, toolName: c.toolName, output: { type: 'json', value: { files: [] } } }] })
+        prompt.push({
+          role: 'assistant',
+          content: calls.map((c) => ({
+            type: 'tool-call',
+            toolCallId: c.toolCallId,
+            toolName: c.toolName,
+            input: JSON.parse(c.input) as unknown,
+          })),
+        })
+        for (const c of calls)
+          prompt.push({
+            role: 'tool',
+            content: [
+              {
+                type: 'tool-result',
+                toolCallId: c.toolCallId,
+                toolName: c.toolName,
+                output: { type: 'json', value: { files: [] } },
+              },
+            ],
+          })
       }
     }
     await bare()
@@ -84,7 +140,12 @@ export async function benchAgents(env: Record<string, string>): Promise<AgentBen
     const t2 = performance.now()
     await pool(CONCURRENT, CONCURRENT, (i) => setups[i % 2]!.run())
     const seconds = (performance.now() - t2) / 1000
-    return { perStepMs, bareStepMs, runs: SEQUENTIAL_RUNS, concurrent: { runs: CONCURRENT, seconds, peakRssMb: peakRssMb(server.child.pid!), steps: STEPS } }
+    return {
+      perStepMs,
+      bareStepMs,
+      runs: SEQUENTIAL_RUNS,
+      concurrent: { runs: CONCURRENT, seconds, peakRssMb: peakRssMb(server.child.pid!), steps: STEPS },
+    }
   } finally {
     await stop(server)
     for (const fn of teardowns) await fn()
@@ -92,8 +153,12 @@ export async function benchAgents(env: Record<string, string>): Promise<AgentBen
 }
 
 export function printAgents(r: AgentBench): void {
-  console.log(`\nagent runs: ${r.runs} runs of ${STEPS} steps (a list_files call each, then the answer), one at a time, instant provider on loopback`)
-  console.log(`  bare stack, the same model calls through the AI SDK's provider from this process: ${r.bareStepMs.toFixed(2)} ms per step`)
+  console.log(
+    `\nagent runs: ${r.runs} runs of ${STEPS} steps (a list_files call each, then the answer), one at a time, instant provider on loopback`,
+  )
+  console.log(
+    `  bare stack, the same model calls through the AI SDK's provider from this process: ${r.bareStepMs.toFixed(2)} ms per step`,
+  )
   console.log(
     `  Atrium (job, tools, run record, events, usage): ${r.perStepMs.toFixed(2)} ms per step, overhead ${(r.perStepMs - r.bareStepMs).toFixed(2)} ms per step (${((r.bareStepMs / r.perStepMs) * 100).toFixed(1)}% of Atrium's step time is the model call)`,
   )

@@ -28,7 +28,13 @@ app.get('/stream', async (_req, reply) => {
   void (async () => {
     const decoder = new TextDecoder()
     for await (const chunk of res.body!) parse(decoder.decode(chunk, { stream: true }))
-    out.end(formatEvent({ id: ++id, event: 'message.completed', data: { message: { id: messageId, role: 'assistant', content, status: 'completed' } } }))
+    out.end(
+      formatEvent({
+        id: ++id,
+        event: 'message.completed',
+        data: { message: { id: messageId, role: 'assistant', content, status: 'completed' } },
+      }),
+    )
   })().catch((err: Error) => out.destroy(err))
   return reply.headers(SSE_HEADERS).send(out)
 })

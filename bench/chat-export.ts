@@ -32,7 +32,8 @@ export interface ChatExportBench {
  */
 async function seed(sql: postgres.Sql, tenantId: string, since: number) {
   // A UUIDv7 of a time (ms) and a number: 48 bits of time, version 7, variant 10, the rest from md5.
-  const v7 = (ms: string, n: string) => `(lpad(to_hex(${ms}), 12, '0') || '7' || substr(md5(${n}::text), 1, 3) || '8' || substr(md5(${n}::text), 4, 15))::uuid`
+  const v7 = (ms: string, n: string) =>
+    `(lpad(to_hex(${ms}), 12, '0') || '7' || substr(md5(${n}::text), 1, 3) || '8' || substr(md5(${n}::text), 4, 15))::uuid`
   await sql.unsafe(
     `insert into chat_sessions (id, tenant_id, title, message_count, created_at, updated_at)
      select ${v7('$2::bigint + s', "'s' || s")}, $1, 'Session ' || s, 0, to_timestamp(($2::bigint + s) / 1000.0), now()
@@ -104,8 +105,14 @@ export async function benchChatExport(env: Record<string, string>): Promise<Chat
     }
     const seconds = (performance.now() - t0) / 1000
     const counts = /"counts":(\{[^}]*\})\}\s*$/.exec(last)
-    if (!counts || JSON.stringify(JSON.parse(counts[1]!)) !== JSON.stringify({ sessions: SESSIONS, messages: MESSAGES }) || messages.count !== MESSAGES) {
-      throw new Error(`export: expected ${MESSAGES} messages in ${SESSIONS} sessions, counted ${messages.count}; the document ends ${last}`)
+    if (
+      !counts ||
+      JSON.stringify(JSON.parse(counts[1]!)) !== JSON.stringify({ sessions: SESSIONS, messages: MESSAGES }) ||
+      messages.count !== MESSAGES
+    ) {
+      throw new Error(
+        `export: expected ${MESSAGES} messages in ${SESSIONS} sessions, counted ${messages.count}; the document ends ${last}`,
+      )
     }
     const peak = peakRssMb(server.child.pid!)
 
@@ -129,7 +136,15 @@ export async function benchChatExport(env: Record<string, string>): Promise<Chat
       if (!sink.write(out)) await once(sink, 'drain')
     })
     const baseSeconds = (performance.now() - t1) / 1000
-    return { messages: messages.count, sessions: SESSIONS, bytes, seconds, idleRssMb, peakRssMb: peak, baseline: { rows, bytes: baseBytes, seconds: baseSeconds } }
+    return {
+      messages: messages.count,
+      sessions: SESSIONS,
+      bytes,
+      seconds,
+      idleRssMb,
+      peakRssMb: peak,
+      baseline: { rows, bytes: baseBytes, seconds: baseSeconds },
+    }
   } finally {
     await owner.end()
     await stop(server)
@@ -138,8 +153,12 @@ export async function benchChatExport(env: Record<string, string>): Promise<Chat
 
 export function printChatExport(r: ChatExportBench): void {
   const mb = (b: number) => (b / 1024 / 1024).toFixed(1)
-  console.log(`\nchat export: ${r.messages} messages in ${r.sessions} sessions, with metadata, read over HTTP as it streams`)
-  console.log(`  baseline, a plain postgres.js cursor (pages of 1,000) in this process, rows as JSON to a discarded stream: ${r.baseline.seconds.toFixed(2)} s, ${mb(r.baseline.bytes)} MB`)
+  console.log(
+    `\nchat export: ${r.messages} messages in ${r.sessions} sessions, with metadata, read over HTTP as it streams`,
+  )
+  console.log(
+    `  baseline, a plain postgres.js cursor (pages of 1,000) in this process, rows as JSON to a discarded stream: ${r.baseline.seconds.toFixed(2)} s, ${mb(r.baseline.bytes)} MB`,
+  )
   console.log(
     `  Atrium, POST /api/v1/chat/export: ${r.seconds.toFixed(2)} s, ${mb(r.bytes)} MB, ${(r.messages / r.seconds).toFixed(0)} messages/s (${((r.baseline.seconds / r.seconds) * 100).toFixed(1)}% of the baseline's speed)`,
   )

@@ -55,7 +55,10 @@ export interface ChatBench {
 /** Rejects with `what` unless `p` settles within TIMEOUT_MS. */
 async function within<T>(p: Promise<T>, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not done within ${TIMEOUT_MS / 1000} s`)), TIMEOUT_MS)))
+  const late = new Promise<never>(
+    (_, reject) =>
+      (timer = setTimeout(() => reject(new Error(`${what}: not done within ${TIMEOUT_MS / 1000} s`)), TIMEOUT_MS)),
+  )
   try {
     return await Promise.race([p, late])
   } finally {
@@ -63,8 +66,16 @@ async function within<T>(p: Promise<T>, what: string): Promise<T> {
   }
 }
 
-/** One SSE response followed: `onEvent` with the time its bytes were read; `opened` at the first byte, `ended` when it ends. */
-function follow(url: string, headers: Record<string, string>, agent: Agent, onEvent: (e: SseMessage, at: number) => void) {
+/**
+ * One SSE response followed: `onEvent` with the time its bytes were read; `opened` at the first byte, `ended` when it
+ * ends.
+ */
+function follow(
+  url: string,
+  headers: Record<string, string>,
+  agent: Agent,
+  onEvent: (e: SseMessage, at: number) => void,
+) {
   let opened!: () => void
   let ended!: () => void
   let failed!: (err: Error) => void
@@ -72,7 +83,8 @@ function follow(url: string, headers: Record<string, string>, agent: Agent, onEv
   const ending = new Promise<void>((resolve, reject) => ((ended = resolve), opening.catch(reject)))
   ending.catch(() => {}) // awaited by some callers only
   const req = request(url, { agent, headers }, (res) => {
-    if (res.statusCode !== 200) return void res.resume().on('end', () => failed(new Error(`GET ${url}: ${res.statusCode}`)))
+    if (res.statusCode !== 200)
+      return void res.resume().on('end', () => failed(new Error(`GET ${url}: ${res.statusCode}`)))
     res.setEncoding('utf8')
     let at = 0
     const parse = sseParser((e) => onEvent(e, at))
@@ -116,7 +128,12 @@ function tracker(sentAt: Map<string, number>) {
   }
   return {
     onEvent(e: SseMessage, at: number) {
-      const data = JSON.parse(e.data) as { messageId: string; delta: string; message: { id: string; content: string }; code: string }
+      const data = JSON.parse(e.data) as {
+        messageId: string
+        delta: string
+        message: { id: string; content: string }
+        code: string
+      }
       if (e.event === 'message.delta') {
         const r = entry(data.messageId)
         if (!r.text) r.firstAt = at
@@ -128,14 +145,16 @@ function tracker(sentAt: Map<string, number>) {
           sentAt.delete(marker)
         }
       } else if (e.event === 'message.completed') entry(data.message.id).settle.resolve(data.message.content)
-      else if (e.event === 'error') entry(data.messageId).settle.reject(new Error(`reply ${data.messageId}: ${data.code}`))
+      else if (e.event === 'error')
+        entry(data.messageId).settle.reject(new Error(`reply ${data.messageId}: ${data.code}`))
     },
     /** Reply `id`, started at `startedAt`, once completed and checked whole. */
     async completed(id: string, startedAt: number): Promise<ReplySeen> {
       const r = entry(id)
       const content = await r.done
       reading.delete(id)
-      if (r.text !== content || content.split(' ').length !== PIECES + 1) throw new Error(`reply ${id} arrived incomplete: ${JSON.stringify(r.text.slice(0, 80))}`)
+      if (r.text !== content || content.split(' ').length !== PIECES + 1)
+        throw new Error(`reply ${id} arrived incomplete: ${JSON.stringify(r.text.slice(0, 80))}`)
       return { latencies: r.latencies, firstMs: r.firstAt - startedAt, deltas: r.deltas }
     },
   }
@@ -212,20 +231,40 @@ export async function benchChat(env: Record<string, string>): Promise<ChatBench>
     try {
       const { apiKey } = await createTenant(env, ['--plan', 'enterprise'])
       const call = apiCaller(server.base, apiKey)
-      await call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'bench', apiKey: 'sk-bench-0000000000' })
+      await call('PATCH', '/api/v1/tenant/settings/llm', {
+        provider: 'openai-compatible',
+        baseUrl: llm.url,
+        model: 'bench',
+        apiKey: 'sk-bench-0000000000',
+      })
       const seen = tracker(sentAt)
       const sessions: string[] = []
       const open = async (n: number) => {
         const from = sessions.length
-        await pool(n, 16, async () => void sessions.push((await call('POST', '/api/v1/chat/sessions', { title: 'bench' })).id))
-        const opened = sessions.slice(from).map((id) => follow(`${server.base}/api/v1/chat/sessions/${id}/stream`, { authorization: `Bearer ${apiKey}` }, agent, seen.onEvent))
+        await pool(
+          n,
+          16,
+          async () => void sessions.push((await call('POST', '/api/v1/chat/sessions', { title: 'bench' })).id),
+        )
+        const opened = sessions
+          .slice(from)
+          .map((id) =>
+            follow(
+              `${server.base}/api/v1/chat/sessions/${id}/stream`,
+              { authorization: `Bearer ${apiKey}` },
+              agent,
+              seen.onEvent,
+            ),
+          )
         streams.push(...opened)
         await within(Promise.all(opened.map((s) => s.opened)), `opening ${n} streams`)
         return sessions.slice(from)
       }
       const post = async (sessionId: string) => {
         const startedAt = performance.now()
-        const { replyId } = await call<{ replyId: string }>('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'Say something.' })
+        const { replyId } = await call<{ replyId: string }>('POST', `/api/v1/chat/sessions/${sessionId}/messages`, {
+          content: 'Say something.',
+        })
         return { replyId, startedAt }
       }
 
@@ -265,13 +304,32 @@ export async function benchChat(env: Record<string, string>): Promise<ChatBench>
 
 export function printChat(r: ChatBench): void {
   const ms = (n: number) => n.toFixed(2)
-  const row = (target: string, streams: number, f: ChatFigures) => [target, String(streams), ms(f.p50), ms(f.p99), ms(f.firstP50), ms(f.firstP99), (f.pieces / f.deltas).toFixed(1)]
+  const row = (target: string, streams: number, f: ChatFigures) => [
+    target,
+    String(streams),
+    ms(f.p50),
+    ms(f.p99),
+    ms(f.firstP50),
+    ms(f.firstP99),
+    (f.pieces / f.deltas).toFixed(1),
+  ]
   console.log(
     `\nchat streams: replies of ${PIECES} pieces ${CHUNK_DELAY_MS} ms apart from the fake provider on loopback; ${ROUNDS} replies per stream after ${WARM_UP} to warm up, the streams' starts spread; delta: provider wrote a piece -> client read it`,
   )
   printTable([
-    ['target', 'streams', 'delta p50 ms', 'delta p99 ms', 'first delta p50 ms', 'first delta p99 ms', 'pieces per delta'],
-    ...r.latency.flatMap((l) => [row('bare Fastify SSE route, fetch to the provider (baseline)', l.streams, l.bare), row('GET /api/v1/chat/sessions/:id/stream', l.streams, l.atrium)]),
+    [
+      'target',
+      'streams',
+      'delta p50 ms',
+      'delta p99 ms',
+      'first delta p50 ms',
+      'first delta p99 ms',
+      'pieces per delta',
+    ],
+    ...r.latency.flatMap((l) => [
+      row('bare Fastify SSE route, fetch to the provider (baseline)', l.streams, l.bare),
+      row('GET /api/v1/chat/sessions/:id/stream', l.streams, l.atrium),
+    ]),
   ])
   // The bar is the latency Atrium's path adds to a delta: one stream, the machine otherwise idle.
   // With STREAMS at once the same figure mostly measures a queue for the CPU (2 cores here, shared
@@ -280,8 +338,12 @@ export function printChat(r: ChatBench): void {
   console.log(
     `latency per delta, one stream: p99 ${ms(one.atrium.p99)} ms (bar under ${BAR_P99_MS} ms: ${one.atrium.p99 < BAR_P99_MS ? 'met' : 'missed'}), the baseline's ${ms(one.bare.p99)} ms; with ${loaded.streams} streams at once: p50 ${ms(loaded.atrium.p50)} ms, p99 ${ms(loaded.atrium.p99)} ms, the baseline's ${ms(loaded.bare.p50)} and ${ms(loaded.bare.p99)} ms`,
   )
-  console.log(`machine: ${availableParallelism()} CPUs, load average ${r.loadAverage.toFixed(1)} over the minute the latency runs ended`)
-  console.log(`first delta: from the request that starts a reply (Atrium: POST .../messages, its stream open; baseline: its GET), the provider's first ${CHUNK_DELAY_MS} ms included`)
+  console.log(
+    `machine: ${availableParallelism()} CPUs, load average ${r.loadAverage.toFixed(1)} over the minute the latency runs ended`,
+  )
+  console.log(
+    `first delta: from the request that starts a reply (Atrium: POST .../messages, its stream open; baseline: its GET), the provider's first ${CHUNK_DELAY_MS} ms included`,
+  )
   console.log(
     `${r.many.streams} concurrent streams on one replica, a message posted to each (${POSTS_AT_ONCE} at a time): all replies complete in ${r.many.seconds.toFixed(1)} s (one alone takes ${((PIECES * CHUNK_DELAY_MS) / 1000).toFixed(1)} s at the provider); peak RSS ${r.many.peakRssMb} MB (bar under ${BAR_RSS_MB} MB: ${r.many.peakRssMb < BAR_RSS_MB ? 'met' : 'missed'})`,
   )

@@ -18,7 +18,12 @@ async function rate(job: () => Promise<unknown>): Promise<number> {
 export async function benchClient(env: Record<string, string>) {
   const server = await start('server/main.ts', env)
   try {
-    const { apiKey } = await createTenant(env, ['--email', 'client-bench@example.com', '--password', 'bench password 1'])
+    const { apiKey } = await createTenant(env, [
+      '--email',
+      'client-bench@example.com',
+      '--password',
+      'bench password 1',
+    ])
     const client = new AtriumClient({ baseUrl: server.base, apiKey })
     const project = await client.projects.create({ name: 'bench' })
     const url = `${server.base}/api/v1/projects/${project.id}`
@@ -37,7 +42,8 @@ export async function benchClient(env: Record<string, string>) {
     // warm up during the first, which would otherwise favour whoever runs last.
     const best = { bare: 0, viaClient: 0, viaJwt: 0 }
     for (let round = 0; round < 3; round++) {
-      for (const k of Object.keys(callers) as (keyof typeof callers)[]) best[k] = Math.max(best[k], await rate(callers[k]))
+      for (const k of Object.keys(callers) as (keyof typeof callers)[])
+        best[k] = Math.max(best[k], await rate(callers[k]))
     }
     return best
   } finally {
@@ -46,7 +52,9 @@ export async function benchClient(env: Record<string, string>) {
 }
 
 export function printClient(r: Awaited<ReturnType<typeof benchClient>>) {
-  console.log(`\nclient library: GET /api/v1/projects/:id, ${PARALLEL} at a time from this process; the best of three rounds of ${CALLS}`)
+  console.log(
+    `\nclient library: GET /api/v1/projects/:id, ${PARALLEL} at a time from this process; the best of three rounds of ${CALLS}`,
+  )
   printTable([
     ['caller', 'req/s', 'of the baseline'],
     ['bare fetch with the API key (baseline)', r.bare.toFixed(0), '100%'],

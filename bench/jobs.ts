@@ -38,7 +38,8 @@ export async function benchJobs(databaseUrl: string): Promise<{ runner: number; 
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async () => {
         for (;;) {
-          const rows = await db.sql`update bench_raw set done = true where id = (select id from bench_raw where not done order by id limit 1 for update skip locked) returning id`
+          const rows =
+            await db.sql`update bench_raw set done = true where id = (select id from bench_raw where not done order by id limit 1 for update skip locked) returning id`
           if (!rows.length) return
         }
       }),
@@ -62,7 +63,9 @@ export async function benchJobs(databaseUrl: string): Promise<{ runner: number; 
     await all
     // Counted when the last outcome is written, not when the last handler returns.
     for (;;) {
-      const [left] = await db.sql<{ n: number }[]>`select count(*)::int as n from jobs where queue = 'bench.empty' and status <> 'completed'`
+      const [left] = await db.sql<
+        { n: number }[]
+      >`select count(*)::int as n from jobs where queue = 'bench.empty' and status <> 'completed'`
       if (!left?.n) break
       await new Promise((r) => setTimeout(r, 5))
     }
@@ -77,9 +80,13 @@ export async function benchJobs(databaseUrl: string): Promise<{ runner: number; 
 }
 
 export function printJobs(r: { runner: number; raw: number; jobs: number }) {
-  console.log(`\njobs: ${r.jobs} queued jobs with an empty handler, ${CONCURRENCY} at a time, spread over ${TENANTS} tenants`)
+  console.log(
+    `\njobs: ${r.jobs} queued jobs with an empty handler, ${CONCURRENCY} at a time, spread over ${TENANTS} tenants`,
+  )
   console.log(`  baseline, postgres.js claiming one row with SKIP LOCKED and marking it done: ${r.raw.toFixed(0)}/s`)
-  console.log(`  Atrium's job runner (fair claim, lease, handler, recorded outcome): ${r.runner.toFixed(0)} jobs claimed and completed/s = ${((r.runner / r.raw) * 100).toFixed(1)}% of the baseline`)
+  console.log(
+    `  Atrium's job runner (fair claim, lease, handler, recorded outcome): ${r.runner.toFixed(0)} jobs claimed and completed/s = ${((r.runner / r.raw) * 100).toFixed(1)}% of the baseline`,
+  )
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -18,7 +18,10 @@ export interface Started {
  * How a script runs: the server's (server/*.ts) compiled, as production runs them (dist/, built
  * once per run, with production's Node flags); the baselines under tsx (their RSS is not reported).
  */
-const runArgs = (script: string) => (script.startsWith('server/') ? [...NODE_FLAGS, join(OUT, script.replace(/\.ts$/, '.js'))] : ['--import', 'tsx', script])
+const runArgs = (script: string) =>
+  script.startsWith('server/')
+    ? [...NODE_FLAGS, join(OUT, script.replace(/\.ts$/, '.js'))]
+    : ['--import', 'tsx', script]
 
 let built: Promise<unknown> | null = null
 /** dist/ from the sources of this checkout, once per run. */
@@ -28,11 +31,15 @@ export const buildOnce = () => (built ??= buildServer())
 export async function start(script: string, env: Record<string, string>): Promise<Started> {
   await buildOnce()
   // BENCH_NODE_ARGS go to the servers' node, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof to see where their time goes.
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), ...runArgs(script)], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...(script.startsWith('server/') ? NODE_ENVIRONMENT : {}), ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  })
+  const child = spawn(
+    process.execPath,
+    [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), ...runArgs(script)],
+    {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', ...(script.startsWith('server/') ? NODE_ENVIRONMENT : {}), ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  )
   let err = ''
   return new Promise((resolve, reject) => {
     child.stderr!.on('data', (c: Buffer) => {
@@ -66,9 +73,15 @@ export async function pool(n: number, parallel: number, job: (i: number) => Prom
 }
 
 /** A tenant made with the admin CLI, as an operator would: its all-permissions API key. */
-export async function createTenant(env: Record<string, string>, args: string[] = []): Promise<{ tenantId: string; apiKey: string }> {
+export async function createTenant(
+  env: Record<string, string>,
+  args: string[] = [],
+): Promise<{ tenantId: string; apiKey: string }> {
   await buildOnce()
-  const cli = spawn(process.execPath, [...runArgs('server/cli.ts'), 'create-tenant', '--name', 'Bench', ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } })
+  const cli = spawn(process.execPath, [...runArgs('server/cli.ts'), 'create-tenant', '--name', 'Bench', ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+  })
   let out = ''
   cli.stdout.on('data', (c: Buffer) => (out += c.toString()))
   await new Promise((r) => cli.once('exit', r))

@@ -37,9 +37,19 @@ export interface PortabilityBench {
 /** The store the server uses, opened by this process for the baselines. */
 async function storeOf(env: Record<string, string>): Promise<Blobs> {
   if (env.R2_ENDPOINT) {
-    return openS3Blobs({ endpoint: env.R2_ENDPOINT, bucket: env.R2_BUCKET!, accessKey: env.R2_ACCESS_KEY_ID!, secretKey: env.R2_SECRET_ACCESS_KEY!, region: 'us-east-1' })
+    return openS3Blobs({
+      endpoint: env.R2_ENDPOINT,
+      bucket: env.R2_BUCKET!,
+      accessKey: env.R2_ACCESS_KEY_ID!,
+      secretKey: env.R2_SECRET_ACCESS_KEY!,
+      region: 'us-east-1',
+    })
   }
-  return openLocalBlobs({ dir: join(env.DATA_DIR!, 'blobs'), publicUrl: 'http://127.0.0.1', signingKey: randomBytes(32) })
+  return openLocalBlobs({
+    dir: join(env.DATA_DIR!, 'blobs'),
+    publicUrl: 'http://127.0.0.1',
+    signingKey: randomBytes(32),
+  })
 }
 
 /** Baseline: objects read one after another and written as one object to the same store. */
@@ -48,7 +58,8 @@ async function rawCopy(blobs: Blobs, keys: string[], to: string): Promise<number
   const body = new PassThrough({ highWaterMark: 4 * MB })
   const put = blobs.put(to, body, 'application/octet-stream')
   for (const key of keys) {
-    for await (const chunk of await blobs.get(key)) if (!body.write(chunk)) await new Promise((r) => body.once('drain', r))
+    for await (const chunk of await blobs.get(key))
+      if (!body.write(chunk)) await new Promise((r) => body.once('drain', r))
   }
   body.end()
   await put
@@ -99,7 +110,11 @@ export async function benchPortability(base: Record<string, string>): Promise<Po
         if (r.status !== 201) throw new Error(`file: ${r.status} ${await r.text()}`)
       }
     }
-    const keys = (await owner<{ blob_key: string }[]>`select blob_key from project_files where tenant_id = ${source.tenantId} order by project_id, path`).map((r) => r.blob_key)
+    const keys = (
+      await owner<
+        { blob_key: string }[]
+      >`select blob_key from project_files where tenant_id = ${source.tenantId} order by project_id, path`
+    ).map((r) => r.blob_key)
     const bytes = files * FILE_MB * MB
     await stop(seeder)
     server = await start('server/main.ts', serverEnv)
@@ -118,7 +133,9 @@ export async function benchPortability(base: Record<string, string>): Promise<Po
     const exportSeconds = (performance.now() - t0) / 1000
     const exportRssMb = peakRssMb(server.child.pid!)
     const exportBaseline = await rawCopy(blobs, keys, `bench/copy-${randomBytes(4).toString('hex')}`)
-    const [row] = await owner<{ object_key: string }[]>`select object_key from tenant_exports where id = ${asked.exportId}`
+    const [row] = await owner<
+      { object_key: string }[]
+    >`select object_key from tenant_exports where id = ${asked.exportId}`
 
     // Restore: the archive uploaded into an empty tenant, then restored.
     const target = await createTenant(env, ['--plan', 'enterprise'])
@@ -138,7 +155,10 @@ export async function benchPortability(base: Record<string, string>): Promise<Po
     const t1 = performance.now()
     const upload = await fetch(`${server.base}/api/v1/platform/tenants/${target.tenantId}/restore`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${target.apiKey}`, 'content-type': `multipart/form-data; boundary=${boundary}` },
+      headers: {
+        authorization: `Bearer ${target.apiKey}`,
+        'content-type': `multipart/form-data; boundary=${boundary}`,
+      },
       body: form as unknown as BodyInit,
       duplex: 'half',
     } as RequestInit)
@@ -147,14 +167,19 @@ export async function benchPortability(base: Record<string, string>): Promise<Po
     const t2 = performance.now()
     const uploadRssMb = peakRssMb(server.child.pid!)
     const restored = await until('restore', async () => {
-      const j = await apiCaller(server.base, target.apiKey)<{ status: string; error: unknown }>('GET', `/api/v1/platform/tenants/${target.tenantId}/restore/${uploaded.data.restoreId}`)
+      const j = await apiCaller(server.base, target.apiKey)<{ status: string; error: unknown }>(
+        'GET',
+        `/api/v1/platform/tenants/${target.tenantId}/restore/${uploaded.data.restoreId}`,
+      )
       if (j.status === 'failed') throw new Error(`restore failed: ${JSON.stringify(j.error)}`)
       return j.status === 'completed' ? j : null
     })
     void restored
     const restoreSeconds = (performance.now() - t2) / 1000
     const restoreBaseline = await rawCopy(blobs, [row!.object_key], `bench/copy-${randomBytes(4).toString('hex')}`)
-    const [check] = await owner<{ n: number }[]>`select count(*)::int as n from project_files where tenant_id = ${target.tenantId}`
+    const [check] = await owner<
+      { n: number }[]
+    >`select count(*)::int as n from project_files where tenant_id = ${target.tenantId}`
     if (check!.n !== files) throw new Error(`restore: ${check!.n} files restored, not ${files}`)
     return {
       store: env.R2_ENDPOINT ? 's3' : 'local',
@@ -176,7 +201,9 @@ export async function benchPortability(base: Record<string, string>): Promise<Po
 
 export function printPortability(r: PortabilityBench): void {
   const mbps = (s: number, bytes = r.bytes) => `${(bytes / MB / s).toFixed(0)} MB/s`
-  console.log(`\nexport and restore: ${(r.bytes / MB).toFixed(0)} MB of file bytes in ${r.files} files, ${r.store} store`)
+  console.log(
+    `\nexport and restore: ${(r.bytes / MB).toFixed(0)} MB of file bytes in ${r.files} files, ${r.store} store`,
+  )
   printTable([
     ['', 'Atrium', 'raw copy', 'ratio (goal 0.8)'],
     [
@@ -192,6 +219,10 @@ export function printPortability(r: PortabilityBench): void {
       (r.restore.baselineSeconds / r.restore.seconds).toFixed(2),
     ],
   ])
-  console.log(`  archive ${(r.export.archiveBytes / MB).toFixed(0)} MB; its upload ${r.upload.seconds.toFixed(1)} s (${mbps(r.upload.seconds, r.export.archiveBytes)})`)
-  console.log(`  server peak RSS: ${r.idleRssMb} MB started, ${r.exportRssMb} MB through the export, ${r.uploadRssMb} MB through the upload, ${r.peakRssMb} MB through the restore (goal under 256 MB)`)
+  console.log(
+    `  archive ${(r.export.archiveBytes / MB).toFixed(0)} MB; its upload ${r.upload.seconds.toFixed(1)} s (${mbps(r.upload.seconds, r.export.archiveBytes)})`,
+  )
+  console.log(
+    `  server peak RSS: ${r.idleRssMb} MB started, ${r.exportRssMb} MB through the export, ${r.uploadRssMb} MB through the upload, ${r.peakRssMb} MB through the restore (goal under 256 MB)`,
+  )
 }

@@ -19,12 +19,15 @@ app.get<{ Params: { id: string } }>('/projects/:id', async (req, reply) => {
   return row ? { data: row } : reply.code(404).send({ error: 'not found' })
 })
 
-app.get('/projects', async () => ({ data: await sql`select ${COLUMNS} from projects where tenant_id = ${tenantId} order by id desc limit 50` }))
+app.get('/projects', async () => ({
+  data: await sql`select ${COLUMNS} from projects where tenant_id = ${tenantId} order by id desc limit 50`,
+}))
 
 app.post<{ Body: { name: string; description?: string; language?: string } }>('/projects', async (req, reply) => {
   const { name, description = '', language = '' } = req.body
   const row = await sql.begin(async (tx) => {
-    const [p] = await tx`insert into projects (id, tenant_id, name, description, language) values (${randomUUID()}, ${tenantId}, ${name}, ${description}, ${language}) returning ${COLUMNS}`
+    const [p] =
+      await tx`insert into projects (id, tenant_id, name, description, language) values (${randomUUID()}, ${tenantId}, ${name}, ${description}, ${language}) returning ${COLUMNS}`
     await tx`insert into project_versions (id, tenant_id, project_id, version, name, description, language, change) values (${randomUUID()}, ${tenantId}, ${p!.id}, 1, ${name}, ${description}, ${language}, 'created')`
     await tx`insert into webhook_events (id, tenant_id, type, data) values (${randomUUID()}, ${tenantId}, 'project.created', ${sql.json({ id: p!.id, name })})`
     return p
@@ -54,7 +57,11 @@ async function store(key: string, body: Buffer) {
   await writeFile(part, body)
   await rename(part, path)
 }
-app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer', bodyLimit: 100 * 1024 * 1024 }, (_req, body, done) => done(null, body))
+app.addContentTypeParser(
+  'application/octet-stream',
+  { parseAs: 'buffer', bodyLimit: 100 * 1024 * 1024 },
+  (_req, body, done) => done(null, body),
+)
 app.put<{ Params: { id: string; '*': string } }>('/projects/:id/files/*', async (req) => {
   const body = req.body as Buffer
   const projectId = req.params.id
@@ -63,7 +70,8 @@ app.put<{ Params: { id: string; '*': string } }>('/projects/:id/files/*', async 
   const key = `tenants/${tenantId}/projects/${projectId}/files/${sha256}`
   await store(key, body)
   const version = await sql.begin(async (tx) => {
-    const [p] = await tx`update projects set version = version + 1, updated_at = now() where id = ${projectId} returning version, name, description, language`
+    const [p] =
+      await tx`update projects set version = version + 1, updated_at = now() where id = ${projectId} returning version, name, description, language`
     await tx`insert into project_files (tenant_id, project_id, path, blob_key, size, sha256, content_type, version)
              values (${tenantId}, ${projectId}, ${path}, ${key}, ${body.length}, ${sha256}, 'application/octet-stream', ${p!.version})
              on conflict (tenant_id, project_id, path) do update set blob_key = excluded.blob_key, size = excluded.size, sha256 = excluded.sha256, version = excluded.version, updated_at = now()`

@@ -7,7 +7,8 @@
 // Then the job runner, agent runs, chat streams and the chat export (jobs.ts, agents.ts, chat.ts,
 // chat-export.ts), a large tenant's export and restore (portability.ts), the installer's site
 // backup and restore (site-backup.ts), and the client library's
-// cost per call (client.ts); stack.ts sets Atrium against the same stack without its safety. BENCH_ONLY=chat (or http, stack, jobs, agents, export, portability, site-backup, client;
+// cost per call (client.ts); stack.ts sets Atrium against the same stack without its safety. BENCH_ONLY=chat (or http,
+// stack, jobs, agents, export, portability, site-backup, client;
 // several with commas) runs only those.
 // Services: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test; a fresh database
 // is made and dropped) and BENCH_REDIS_URL (default redis://127.0.0.1:6379). BENCH_SECONDS: 10.
@@ -77,10 +78,18 @@ async function rawPosts(url: string, n: number): Promise<number> {
     DELIVERY_CONCURRENCY,
     () =>
       new Promise<void>((resolve, reject) => {
-        const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-          res.resume()
-          res.on('end', resolve)
-        })
+        const req = request(
+          url,
+          {
+            method: 'POST',
+            agent,
+            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+          },
+          (res) => {
+            res.resume()
+            res.on('end', resolve)
+          },
+        )
         req.on('error', reject)
         req.end(body)
       }),
@@ -136,8 +145,13 @@ try {
     const projectId = ((await created.json()) as { data: { id: string } }).data.id
     const api = await load(`${atrium.base}/api/v1/projects/${projectId}`, headers)
     const post = (path: string, body: unknown) =>
-      fetch(`${atrium.base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<{ data: Record<string, string> }>)
-    const session = (await post('/api/v1/auth/login', { email: 'bench@example.com', password: 'bench password 1' })).data.token
+      fetch(`${atrium.base}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      }).then((r) => r.json() as Promise<{ data: Record<string, string> }>)
+    const session = (await post('/api/v1/auth/login', { email: 'bench@example.com', password: 'bench password 1' }))
+      .data.token
     const accessToken = (await post('/api/v1/auth/exchange', { token: session })).data.accessToken
     const jwt = await load(`${atrium.base}/api/v1/projects/${projectId}`, { authorization: `Bearer ${accessToken}` })
     const apiRss = peakRssMb(atrium.child.pid!)
@@ -156,7 +170,11 @@ try {
     if (hook.status !== 201) throw new Error(`webhook registration: ${hook.status} ${await hook.text()}`)
     const t0 = performance.now()
     await pool(WEBHOOK_EVENTS, 16, async (i) => {
-      const r = await fetch(`${atrium.base}/api/v1/projects`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ name: `bench ${i}` }) })
+      const r = await fetch(`${atrium.base}/api/v1/projects`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: `bench ${i}` }),
+      })
       if (r.status !== 201) throw new Error(`create project: ${r.status}`)
       await r.arrayBuffer()
     })
@@ -174,16 +192,32 @@ try {
     const rows = [
       ['target', 'req/s', 'p99 ms', 'peak RSS MB', 'requests'],
       ['fastify hello-world (baseline)', base.rps.toFixed(0), String(base.p99), String(baseRss), String(base.total)],
-      ['GET /api/v1/projects/:id, API key (rate limit, PostgreSQL, Redis)', api.rps.toFixed(0), String(api.p99), String(apiRss), String(api.total)],
+      [
+        'GET /api/v1/projects/:id, API key (rate limit, PostgreSQL, Redis)',
+        api.rps.toFixed(0),
+        String(api.p99),
+        String(apiRss),
+        String(api.total),
+      ],
       ['GET /api/v1/projects/:id, JWT access token', jwt.rps.toFixed(0), String(jwt.p99), '', String(jwt.total)],
     ]
     printTable(rows)
-    console.log(`\nratio: ${(ratio * 100).toFixed(1)}% of the baseline's req/s (target 40% or more); p99 ${api.p99} ms (target under 25 ms)`)
-    console.log(`JWT ratio: ${((jwt.rps / base.rps) * 100).toFixed(1)}% of the baseline; ${((jwt.rps / api.rps) * 100).toFixed(1)}% of the API-key rate`)
-    console.log(`${CONNECTIONS} connections, ${SECONDS} s per target after a 2 s warm-up, ${process.env.BENCH_LOG_LEVEL ?? 'warn'} log level`)
+    console.log(
+      `\nratio: ${(ratio * 100).toFixed(1)}% of the baseline's req/s (target 40% or more); p99 ${api.p99} ms (target under 25 ms)`,
+    )
+    console.log(
+      `JWT ratio: ${((jwt.rps / base.rps) * 100).toFixed(1)}% of the baseline; ${((jwt.rps / api.rps) * 100).toFixed(1)}% of the API-key rate`,
+    )
+    console.log(
+      `${CONNECTIONS} connections, ${SECONDS} s per target after a 2 s warm-up, ${process.env.BENCH_LOG_LEVEL ?? 'warn'} log level`,
+    )
 
-    console.log(`\nwebhooks: ${WEBHOOK_EVENTS} projects created (16 at a time) at ${createRate.toFixed(0)}/s, each event written to the outbox in its transaction`)
-    console.log(`  baseline, plain POSTs from this process to the receiver (${DELIVERY_CONCURRENCY} at a time): ${raw.toFixed(0)}/s`)
+    console.log(
+      `\nwebhooks: ${WEBHOOK_EVENTS} projects created (16 at a time) at ${createRate.toFixed(0)}/s, each event written to the outbox in its transaction`,
+    )
+    console.log(
+      `  baseline, plain POSTs from this process to the receiver (${DELIVERY_CONCURRENCY} at a time): ${raw.toFixed(0)}/s`,
+    )
     console.log(
       `  Atrium delivering that backlog (fan-out, claim, sign, POST, record; ${DELIVERY_CONCURRENCY} at a time): ${drainRate.toFixed(0)} deliveries/s = ${((drainRate / raw) * 100).toFixed(1)}% of the baseline`,
     )

@@ -16,17 +16,35 @@ const target = JSON.parse(json) as SiteTarget
 const PASSPHRASE = 'the benchmark passphrase'
 const site: SiteServices = {
   database: directDatabase(target.databaseUrl),
-  stores: [{ name: 'default', endpoint: target.endpoint, bucket: target.bucket, accessKey: target.accessKey, secretKey: target.secretKey, region: 'us-east-1' }],
+  stores: [
+    {
+      name: 'default',
+      endpoint: target.endpoint,
+      bucket: target.bucket,
+      accessKey: target.accessKey,
+      secretKey: target.secretKey,
+      region: 'us-east-1',
+    },
+  ],
 }
 const s3 = s3Of(site.stores[0]!)
 
 function pg(tool: string, args: string[]) {
-  const r = spawnSync(tool, args, { env: { ...process.env, ...libpqEnv(target.databaseUrl) }, stdio: ['ignore', 'ignore', 'inherit'] })
+  const r = spawnSync(tool, args, {
+    env: { ...process.env, ...libpqEnv(target.databaseUrl) },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  })
   if (r.status !== 0) throw new Error(`${tool} exited ${r.status}`)
 }
 
 const t0 = performance.now()
-if (task === 'backup') await writeBackup(site, { output: path, passphrase: PASSPHRASE, configuration: { '.env': 'ENCRYPTION_MASTER_KEY=x\n' }, target: 'compose' })
+if (task === 'backup')
+  await writeBackup(site, {
+    output: path,
+    passphrase: PASSPHRASE,
+    configuration: { '.env': 'ENCRYPTION_MASTER_KEY=x\n' },
+    target: 'compose',
+  })
 else if (task === 'restore') await restoreBackup(site, path, { passphrase: PASSPHRASE })
 else if (task === 'baseline-backup') {
   mkdirSync(join(path, 'objects'), { recursive: true })
@@ -39,15 +57,31 @@ else if (task === 'baseline-backup') {
     Array.from({ length: 4 }, async () => {
       while (next < keys.length) {
         const key = keys[next++]!
-        await pipeline(await s3.getObject(target.bucket, key), createWriteStream(join(path, 'objects', encodeURIComponent(key))))
+        await pipeline(
+          await s3.getObject(target.bucket, key),
+          createWriteStream(join(path, 'objects', encodeURIComponent(key))),
+        )
       }
     }),
   )
 } else if (task === 'baseline-restore') {
-  pg('pg_restore', ['--dbname', libpqEnv(target.databaseUrl).PGDATABASE!, '--single-transaction', '--no-owner', join(path, 'database.dump')])
+  pg('pg_restore', [
+    '--dbname',
+    libpqEnv(target.databaseUrl).PGDATABASE!,
+    '--single-transaction',
+    '--no-owner',
+    join(path, 'database.dump'),
+  ])
   for (const name of readdirSync(join(path, 'objects'))) {
     const file = join(path, 'objects', name)
-    if (statSync(file).isFile()) await putStream(s3, target.bucket, decodeURIComponent(name), createReadStream(file, { highWaterMark: 1 << 20 }), 'application/octet-stream')
+    if (statSync(file).isFile())
+      await putStream(
+        s3,
+        target.bucket,
+        decodeURIComponent(name),
+        createReadStream(file, { highWaterMark: 1 << 20 }),
+        'application/octet-stream',
+      )
   }
 } else throw new Error(`unknown task ${task}`)
 const seconds = (performance.now() - t0) / 1000

@@ -48,10 +48,18 @@ export interface SiteTarget {
 /** One side in a process of its own: its time and its peak RSS, as the worker reports them. */
 function worker(task: string, target: SiteTarget, path: string): Promise<Measured> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/site-backup-worker.ts'), task, JSON.stringify(target), path], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', join(ROOT, 'bench/site-backup-worker.ts'), task, JSON.stringify(target), path],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+    )
     let out = ''
     child.stdout.on('data', (c: Buffer) => (out += c))
-    child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').at(-1)!) as Measured) : reject(new Error(`${task} exited ${code}`))))
+    child.on('close', (code) =>
+      code === 0
+        ? resolve(JSON.parse(out.trim().split('\n').at(-1)!) as Measured)
+        : reject(new Error(`${task} exited ${code}`)),
+    )
   })
 }
 
@@ -65,7 +73,13 @@ export async function benchSiteBackup(env: Record<string, string>): Promise<Site
   const dbUrl = (name: string) => Object.assign(new URL(env.DATABASE_URL!), { pathname: `/${name}` }).toString()
   const names = ['source', 'restored', 'baseline'].map((n) => `bench_site_${n}_${suffix}`)
   const buckets = names.map((n) => n.replace(/_/g, '-'))
-  const targets = names.map((n, i): SiteTarget => ({ databaseUrl: dbUrl(n), endpoint, bucket: buckets[i]!, accessKey, secretKey }))
+  const targets = names.map((n, i): SiteTarget => ({
+    databaseUrl: dbUrl(n),
+    endpoint,
+    bucket: buckets[i]!,
+    accessKey,
+    secretKey,
+  }))
   const dir = mkdtempSync(join(tmpdir(), 'atrium-bench-site-'))
   try {
     for (const [i, n] of names.entries()) {
@@ -88,7 +102,15 @@ export async function benchSiteBackup(env: Record<string, string>): Promise<Site
     const baselineBackup = await worker('baseline-backup', targets[0]!, join(dir, 'baseline'))
     const restore = await worker('restore', targets[1]!, archive)
     const baselineRestore = await worker('baseline-restore', targets[2]!, join(dir, 'baseline'))
-    return { rows: ROWS, objectBytes: objects * OBJECT_SIZE, archiveBytes: statSync(archive).size, backup, baselineBackup, restore, baselineRestore }
+    return {
+      rows: ROWS,
+      objectBytes: objects * OBJECT_SIZE,
+      archiveBytes: statSync(archive).size,
+      backup,
+      baselineBackup,
+      restore,
+      baselineRestore,
+    }
   } finally {
     for (const n of names) await admin.unsafe(`drop database if exists ${n} with (force)`)
     await admin.end()
@@ -104,8 +126,15 @@ export async function benchSiteBackup(env: Record<string, string>): Promise<Site
 }
 
 export function printSiteBackup(b: SiteBackupBench): void {
-  const row = (what: string, m: Measured, base?: Measured) => [what, m.seconds.toFixed(1), base ? `${(m.seconds / base.seconds).toFixed(2)}x` : '', String(m.rssMb)]
-  console.log(`\nsite backup and restore (installer): ${b.rows.toLocaleString('en')} rows, ${(b.objectBytes / MB).toFixed(0)} MB of objects; archive ${(b.archiveBytes / MB).toFixed(0)} MB`)
+  const row = (what: string, m: Measured, base?: Measured) => [
+    what,
+    m.seconds.toFixed(1),
+    base ? `${(m.seconds / base.seconds).toFixed(2)}x` : '',
+    String(m.rssMb),
+  ]
+  console.log(
+    `\nsite backup and restore (installer): ${b.rows.toLocaleString('en')} rows, ${(b.objectBytes / MB).toFixed(0)} MB of objects; archive ${(b.archiveBytes / MB).toFixed(0)} MB`,
+  )
   printTable([
     ['', 'seconds', 'vs baseline', 'peak RSS MB'],
     row('baseline backup: pg_dump -Fc + plain copy of the bucket', b.baselineBackup),

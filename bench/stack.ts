@@ -16,9 +16,18 @@ interface Measured {
   p99: number
 }
 
-type Target = { url: string; headers?: Record<string, string>; method?: 'GET' | 'POST' | 'PUT'; body?: string | Buffer; varied?: boolean }
+type Target = {
+  url: string
+  headers?: Record<string, string>
+  method?: 'GET' | 'POST' | 'PUT'
+  body?: string | Buffer
+  varied?: boolean
+}
 
-/** A body whose first bytes count the requests: each one different (new content, a new object), at no cost worth measuring. */
+/**
+ * A body whose first bytes count the requests: each one different (new content, a new object), at no cost worth
+ * measuring.
+ */
 function varied(body: Buffer) {
   let n = 0
   return (request: autocannon.Request) => {
@@ -60,7 +69,11 @@ async function compare(bare: Target, atrium: Target): Promise<[Measured, Measure
       rounds[side]!.push({ rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99 })
     }
   }
-  const summary = (ms: Measured[]): Measured => ({ rps: median(ms.map((m) => m.rps)), p50: median(ms.map((m) => m.p50)), p99: median(ms.map((m) => m.p99)) })
+  const summary = (ms: Measured[]): Measured => ({
+    rps: median(ms.map((m) => m.rps)),
+    p50: median(ms.map((m) => m.p50)),
+    p99: median(ms.map((m) => m.p99)),
+  })
   return [summary(rounds[0]), summary(rounds[1])]
 }
 
@@ -86,7 +99,11 @@ export async function benchStack(env: Record<string, string>) {
     const auth = { authorization: `Bearer ${apiKey}` }
     let projectId = ''
     for (let i = 0; i < 60; i++) {
-      const r = await fetch(`${atrium.base}/api/v1/projects`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: `seed ${i}` }) })
+      const r = await fetch(`${atrium.base}/api/v1/projects`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: `seed ${i}` }),
+      })
       projectId = ((await r.json()) as { data: { id: string } }).data.id
     }
     // The bare stack copies files to the store Atrium uses: its S3 store, or its local folder's own layout.
@@ -94,23 +111,46 @@ export async function benchStack(env: Record<string, string>) {
       DATABASE_URL: env.DATABASE_URL!,
       RAW_TENANT_ID: tenantId,
       ...(env.R2_ENDPOINT
-        ? { R2_ENDPOINT: env.R2_ENDPOINT, R2_BUCKET: env.R2_BUCKET!, R2_ACCESS_KEY_ID: env.R2_ACCESS_KEY_ID!, R2_SECRET_ACCESS_KEY: env.R2_SECRET_ACCESS_KEY! }
+        ? {
+            R2_ENDPOINT: env.R2_ENDPOINT,
+            R2_BUCKET: env.R2_BUCKET!,
+            R2_ACCESS_KEY_ID: env.R2_ACCESS_KEY_ID!,
+            R2_SECRET_ACCESS_KEY: env.R2_SECRET_ACCESS_KEY!,
+          }
         : { RAW_BLOB_DIR: `${env.DATA_DIR}/raw-blobs` }),
     })
     const body = JSON.stringify({ name: 'bench', description: 'benchmark project', language: 'typescript' })
     const rows = {
-      get: await compare({ url: `${raw.base}/projects/${projectId}` }, { url: `${atrium.base}/api/v1/projects/${projectId}`, headers: auth }),
+      get: await compare(
+        { url: `${raw.base}/projects/${projectId}` },
+        { url: `${atrium.base}/api/v1/projects/${projectId}`, headers: auth },
+      ),
       list: await compare({ url: `${raw.base}/projects` }, { url: `${atrium.base}/api/v1/projects`, headers: auth }),
     }
     const readRss = peakRssMb(atrium.child.pid!)
-    const post = await compare({ url: `${raw.base}/projects`, method: 'POST', body }, { url: `${atrium.base}/api/v1/projects`, method: 'POST', body, headers: auth })
+    const post = await compare(
+      { url: `${raw.base}/projects`, method: 'POST', body },
+      { url: `${atrium.base}/api/v1/projects`, method: 'POST', body, headers: auth },
+    )
     // A 16 KiB file written again and again to one path, its content new each time: each PUT is a
     // new object and a new version.
     const bytes = Buffer.alloc(16 * 1024, 'f')
     const octets = { 'content-type': 'application/octet-stream' }
     const put = await compare(
-      { url: `${raw.base}/projects/${projectId}/files/bench/data.bin`, method: 'PUT', body: bytes, headers: octets, varied: true },
-      { url: `${atrium.base}/api/v1/projects/${projectId}/files/bench/data.bin`, method: 'PUT', body: bytes, headers: { ...auth, ...octets }, varied: true },
+      {
+        url: `${raw.base}/projects/${projectId}/files/bench/data.bin`,
+        method: 'PUT',
+        body: bytes,
+        headers: octets,
+        varied: true,
+      },
+      {
+        url: `${atrium.base}/api/v1/projects/${projectId}/files/bench/data.bin`,
+        method: 'PUT',
+        body: bytes,
+        headers: { ...auth, ...octets },
+        varied: true,
+      },
     )
     return { startupMs, idleRss, readRss, peakRss: peakRssMb(atrium.child.pid!), results: { ...rows, post, put } }
   } finally {
@@ -141,5 +181,7 @@ export function printStack(r: Awaited<ReturnType<typeof benchStack>>) {
       (atrium!.p99 / Math.max(1, bare!.p99)).toFixed(2),
     ]),
   ])
-  console.log(`compiled server: start-up to /readyz ${Math.round(r.startupMs)} ms; RSS idle ${r.idleRss} MB, peak under the read load ${r.readRss} MB, peak after the writes ${r.peakRss} MB`)
+  console.log(
+    `compiled server: start-up to /readyz ${Math.round(r.startupMs)} ms; RSS idle ${r.idleRss} MB, peak under the read load ${r.readRss} MB, peak after the writes ${r.peakRss} MB`,
+  )
 }

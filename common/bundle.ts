@@ -12,7 +12,8 @@ import { fileURLToPath } from 'node:url'
 export const ROOT = fileURLToPath(new URL('../', import.meta.url))
 
 /** True when a module's source finds files by its own location, which bundling would move. */
-export const locatesOwnFiles = (source: string) => /\b__dirname\b|\b__filename\b|\bimport\.meta\.(url|dirname|filename)\b/.test(source)
+export const locatesOwnFiles = (source: string) =>
+  /\b__dirname\b|\b__filename\b|\bimport\.meta\.(url|dirname|filename)\b/.test(source)
 
 /**
  * Our modules' import.meta.url as if each were still its own file (where its assets are copied).
@@ -73,7 +74,9 @@ export async function bundle(o: BundleOptions) {
     platform: 'node',
     target: 'node20',
     // CommonJS dependencies call require(); in an ES module it has to be made.
-    banner: { js: "import { createRequire as __atriumCreateRequire } from 'node:module'; const require = __atriumCreateRequire(import.meta.url);" },
+    banner: {
+      js: "import { createRequire as __atriumCreateRequire } from 'node:module'; const require = __atriumCreateRequire(import.meta.url);",
+    },
     // Whitespace and syntax only: names stay, so stack traces and logs stay readable.
     minifyWhitespace: true,
     minifySyntax: true,
@@ -82,8 +85,13 @@ export async function bundle(o: BundleOptions) {
     ...o.esbuild,
     plugins: [...(o.esbuild?.plugins ?? []), ownFiles(own), ownModuleUrls],
   })
-  const misplaced = Object.keys(result.metafile.inputs).filter((f) => f.includes('node_modules/') && !o.harmless?.[f] && locatesOwnFiles(readFileSync(join(ROOT, f), 'utf8')))
-  if (misplaced.length) throw new Error(`these bundled dependency files find files by their own location; leave their packages external:\n${misplaced.join('\n')}`)
+  const misplaced = Object.keys(result.metafile.inputs).filter(
+    (f) => f.includes('node_modules/') && !o.harmless?.[f] && locatesOwnFiles(readFileSync(join(ROOT, f), 'utf8')),
+  )
+  if (misplaced.length)
+    throw new Error(
+      `these bundled dependency files find files by their own location; leave their packages external:\n${misplaced.join('\n')}`,
+    )
   return result.metafile
 }
 
@@ -92,6 +100,12 @@ export async function bundle(o: BundleOptions) {
  * modules. Only that: the root's scripts would name sources and tools that are not there.
  */
 export function writePackageJson(out: string): void {
-  const { name, version, license } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, string>
-  writeFileSync(join(out, 'package.json'), `${JSON.stringify({ name, version, private: true, license, type: 'module' }, null, 2)}\n`)
+  const { name, version, license } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<
+    string,
+    string
+  >
+  writeFileSync(
+    join(out, 'package.json'),
+    `${JSON.stringify({ name, version, private: true, license, type: 'module' }, null, 2)}\n`,
+  )
 }

@@ -26,7 +26,14 @@ export type Fix = string | Partial<Record<'warn' | 'fail', string>>
  * did not pass": the fix given for a pass is dropped, and a per-status fix picks the one for the
  * status (the other one when only that is given).
  */
-export function check(id: string, title: string, status: CheckStatus, found: string, required: string, fix: Fix = ''): CheckResult {
+export function check(
+  id: string,
+  title: string,
+  status: CheckStatus,
+  found: string,
+  required: string,
+  fix: Fix = '',
+): CheckResult {
   const text = status === 'pass' ? '' : typeof fix === 'string' ? fix : (fix[status] ?? fix.fail ?? fix.warn ?? '')
   return { id, title, status, found, required, fix: text }
 }

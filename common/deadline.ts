@@ -7,7 +7,8 @@ export const PROBE_DEADLINE_MS = 10_000
 /** "10 s", "1.5 s": a deadline as the checks say it. */
 export const inSeconds = (ms: number) => `${Number((ms / 1000).toFixed(1))} s`
 
-export const timedOut = (what: string, ms?: number) => Object.assign(new Error(`${what}: no answer in ${ms === undefined ? 'time' : inSeconds(ms)}`), { code: 'ETIMEDOUT' })
+export const timedOut = (what: string, ms?: number) =>
+  Object.assign(new Error(`${what}: no answer in ${ms === undefined ? 'time' : inSeconds(ms)}`), { code: 'ETIMEDOUT' })
 
 /**
  * `work`, or a rejection with code ETIMEDOUT after `ms` (the timer never outlives the race). The

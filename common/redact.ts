@@ -19,10 +19,16 @@
  */
 export const MIN_SECRET_LENGTH = 4
 
-/** An encoded spelling (hex, base64) carries at least this many of the value's bits, or it would turn up in any long enough hex or base64 text. */
+/**
+ * An encoded spelling (hex, base64) carries at least this many of the value's bits, or it would turn up in any long
+ * enough hex or base64 text.
+ */
 const MIN_BITS = 32
 
-/** Values decoded as a key (hex or base64) when they stand for at least this many bytes: shorter, any word of four letters would. */
+/**
+ * Values decoded as a key (hex or base64) when they stand for at least this many bytes: shorter, any word of four
+ * letters would.
+ */
 const MIN_KEY_BYTES = 16
 
 /**
@@ -31,7 +37,16 @@ const MIN_KEY_BYTES = 16
  * way, so the only cost is a match where a secret's `-` stood as a space, which is still the secret.
  */
 const FOLD = Uint8Array.from({ length: 256 }, (_, b) => (b === 0x20 || b === 0x2d ? 0x2b : b === 0x5f ? 0x2f : b))
-const JSON_ESCAPES: Record<string, number> = { '"': 0x22, '\\': 0x5c, '/': 0x2f, b: 0x08, f: 0x0c, n: 0x0a, r: 0x0d, t: 0x09 }
+const JSON_ESCAPES: Record<string, number> = {
+  '"': 0x22,
+  '\\': 0x5c,
+  '/': 0x2f,
+  b: 0x08,
+  f: 0x0c,
+  n: 0x0a,
+  r: 0x0d,
+  t: 0x09,
+}
 
 /** A text in canonical form: its bytes, and for each the span of the text it was read from. */
 interface Canonical {
@@ -41,7 +56,8 @@ interface Canonical {
   length: number
 }
 
-const hexValue = (c: number) => (c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : c >= 0x41 && c <= 0x46 ? c - 0x37 : -1)
+const hexValue = (c: number) =>
+  c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : c >= 0x41 && c <= 0x46 ? c - 0x37 : -1
 const hexAt = (text: string, at: number, digits: number) => {
   let value = 0
   for (let i = at; i < at + digits; i++) {
@@ -177,7 +193,10 @@ function base64Needles(value: Uint8Array): Needle[] {
     const partial = (at: number, known: number, mask: number) => {
       if (known >= 6) return undefined
       const bits = B64.indexOf(chars[at]!) & mask
-      return Uint8Array.from({ length: 256 }, (_, b) => +[...B64].some((c, v) => (v & mask) === bits && FOLD[c.charCodeAt(0)] === b))
+      return Uint8Array.from(
+        { length: 256 },
+        (_, b) => +[...B64].some((c, v) => (v & mask) === bits && FOLD[c.charCodeAt(0)] === b),
+      )
     }
     const headBits = 6 * (first + 1) - lo
     const tailBits = hi - 6 * last
@@ -187,7 +206,9 @@ function base64Needles(value: Uint8Array): Needle[] {
   })
 }
 
-/** The bytes a value stands for when it is a key: hex, or base64 (or base64url) that decodes and encodes back to itself. */
+/**
+ * The bytes a value stands for when it is a key: hex, or base64 (or base64url) that decodes and encodes back to itself.
+ */
 function keyBytes(value: string): Uint8Array | null {
   if (/^(?:[0-9a-f]{2})+$/i.test(value)) return value.length >= 2 * MIN_KEY_BYTES ? Buffer.from(value, 'hex') : null
   if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(value)) return null
@@ -214,7 +235,9 @@ function needlesOf(secret: string): Needle[] {
   const key = keyBytes(secret)
   const binary = [Buffer.from(secret), ...(key ? [key] : [])].flatMap((bytes) => {
     const hex = Buffer.from(bytes).toString('hex')
-    return [folded(hex), folded(hex.toUpperCase())].filter((n) => 4 * n.bytes.length >= MIN_BITS).concat(base64Needles(bytes).filter((n) => 6 * n.bytes.length >= MIN_BITS))
+    return [folded(hex), folded(hex.toUpperCase())]
+      .filter((n) => 4 * n.bytes.length >= MIN_BITS)
+      .concat(base64Needles(bytes).filter((n) => 6 * n.bytes.length >= MIN_BITS))
   })
   return [...[...texts.values()].filter((n) => n.bytes.length >= MIN_SECRET_LENGTH), ...binary]
 }
@@ -289,7 +312,9 @@ function finder(needles: Needle[]): (text: Canonical) => [number, number][] {
   }
 }
 
-/** Replaces every secret (of MIN_SECRET_LENGTH or more characters) in a text, in any of its spellings, by `replacement`. */
+/**
+ * Replaces every secret (of MIN_SECRET_LENGTH or more characters) in a text, in any of its spellings, by `replacement`.
+ */
 export function redactor(secrets: Iterable<string>, replacement: string): (text: string) => string {
   const needles = [...new Set(secrets)].filter((s) => s.length >= MIN_SECRET_LENGTH).flatMap(needlesOf)
   if (!needles.length) return (text) => text

@@ -61,5 +61,7 @@ export const COMPLIANCE_LEVEL_NAMES = Object.keys(COMPLIANCE_LEVELS) as Complian
 /** Whether a region serves a compliance level. */
 export function regionServes(code: RegionCode, level: ComplianceLevel): boolean {
   const framework = COMPLIANCE_LEVELS[level]
-  return framework === null || (REGIONS.find((r) => r.code === code)!.frameworks as readonly string[]).includes(framework)
+  return (
+    framework === null || (REGIONS.find((r) => r.code === code)!.frameworks as readonly string[]).includes(framework)
+  )
 }

@@ -3,7 +3,9 @@
 import type { Readable } from 'node:stream'
 import type { Client } from 'minio'
 
-/** Bytes of each part of a streamed upload: S3's smallest part is 5 MiB (the last excepted); 10,000 parts make 80 GiB. */
+/**
+ * Bytes of each part of a streamed upload: S3's smallest part is 5 MiB (the last excepted); 10,000 parts make 80 GiB.
+ */
 export const PART_BYTES = 8 * 1024 * 1024
 
 /**
@@ -20,7 +22,13 @@ export const PART_BYTES = 8 * 1024 * 1024
 const SPARE_PARTS = 4
 const spareParts: Buffer[] = []
 
-export async function putStream(client: Client, bucket: string, key: string, body: Readable | AsyncIterable<Buffer>, contentType: string): Promise<void> {
+export async function putStream(
+  client: Client,
+  bucket: string,
+  key: string,
+  body: Readable | AsyncIterable<Buffer>,
+  contentType: string,
+): Promise<void> {
   const headers = { 'Content-Type': contentType }
   const buffers: Buffer[] = []
   let current = 0
@@ -34,7 +42,16 @@ export async function putStream(client: Client, bucket: string, key: string, bod
     uploadId ??= await client.initiateNewMultipartUpload(bucket, key, headers)
     const part = parts.length + 1
     parts.push({ part, etag: '' })
-    const r = await client.uploadPart({ bucketName: bucket, objectName: key, uploadID: uploadId, partNumber: part, headers: { 'Content-Length': payload.length } }, payload)
+    const r = await client.uploadPart(
+      {
+        bucketName: bucket,
+        objectName: key,
+        uploadID: uploadId,
+        partNumber: part,
+        headers: { 'Content-Length': payload.length },
+      },
+      payload,
+    )
     parts[part - 1]!.etag = r.etag
   }
   try {

@@ -84,18 +84,27 @@ const codeOf = (err: unknown): string => {
 }
 const messageOf = (err: unknown) => (err as Error | null)?.message || String(err)
 
-const NETWORK = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|CONNECT_TIMEOUT|timed out|Connection is closed/
+const NETWORK =
+  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|CONNECT_TIMEOUT|timed out|Connection is closed/
 
-/** Codes of a peer that accepted and never answered: a socket's or our deadline's (ETIMEDOUT), postgres.js's (CONNECT_TIMEOUT). */
+/**
+ * Codes of a peer that accepted and never answered: a socket's or our deadline's (ETIMEDOUT), postgres.js's
+ * (CONNECT_TIMEOUT).
+ */
 const TIMED_OUT = new Set(['ETIMEDOUT', 'CONNECT_TIMEOUT'])
 
-/** A service that could not be reached; one that accepted the connection but never answered is said so, with the deadline it missed. */
+/**
+ * A service that could not be reached; one that accepted the connection but never answered is said so, with the
+ * deadline it missed.
+ */
 const unreachable = (id: string, what: string, url: string, err: unknown, timeoutMs: number) =>
   check(
     id,
     `${what.replace(/^the /, '')} reachable`,
     'fail',
-    TIMED_OUT.has(codeOf(err)) ? `no answer from ${where(url)} in ${inSeconds(timeoutMs)}` : `not reachable at ${where(url)} (${codeOf(err) || messageOf(err)})`,
+    TIMED_OUT.has(codeOf(err))
+      ? `no answer from ${where(url)} in ${inSeconds(timeoutMs)}`
+      : `not reachable at ${where(url)} (${codeOf(err) || messageOf(err)})`,
     `${what} answering at ${where(url)}`,
     `Start ${what}, or correct the host and port; check firewalls and DNS between this machine and ${where(url)}`,
   )
@@ -105,7 +114,10 @@ const unreachable = (id: string, what: string, url: string, err: unknown, timeou
 export const POSTGRES_MINIMUM = 150000
 
 // server_version_num: major * 10000 + minor since 10; 9.6.24 was 90624.
-const versionText = (n: number) => (n >= 100000 ? `${Math.floor(n / 10000)}.${n % 10000}` : `${Math.floor(n / 10000)}.${Math.floor(n / 100) % 100}.${n % 100}`)
+const versionText = (n: number) =>
+  n >= 100000
+    ? `${Math.floor(n / 10000)}.${n % 10000}`
+    : `${Math.floor(n / 10000)}.${Math.floor(n / 100) % 100}.${n % 100}`
 
 /** server_version_num (150000 is 15.0); `version` is only for the words shown. */
 export function gradePostgresVersion(versionNum: number, version = versionText(versionNum)): CheckResult {
@@ -147,9 +159,16 @@ export function gradePostgresPrivileges(p: PostgresPrivileges): CheckResult {
     ? 'superuser'
     : [
         p.createrole ? 'CREATEROLE' : p.rolesGranted ? 'member of atrium_app and atrium_system' : 'no CREATEROLE',
-        p.schema === null ? 'no schema on the search path' : `${p.createOnSchema ? '' : 'no '}CREATE on schema ${p.schema}`,
+        p.schema === null
+          ? 'no schema on the search path'
+          : `${p.createOnSchema ? '' : 'no '}CREATE on schema ${p.schema}`,
       ].join(', ')
-  const statements = [!roles && `ALTER ROLE ${ident(p.user)} CREATEROLE;`, !tables && `GRANT CREATE ON SCHEMA ${ident(schema)} TO ${ident(p.user)};`].filter(Boolean).join(' ')
+  const statements = [
+    !roles && `ALTER ROLE ${ident(p.user)} CREATEROLE;`,
+    !tables && `GRANT CREATE ON SCHEMA ${ident(schema)} TO ${ident(p.user)};`,
+  ]
+    .filter(Boolean)
+    .join(' ')
   return check(
     'postgres.privileges',
     'PostgreSQL privileges for the migrations',
@@ -157,7 +176,9 @@ export function gradePostgresPrivileges(p: PostgresPrivileges): CheckResult {
     `user ${p.user} on ${p.database}: ${has}`,
     'CREATEROLE (or membership in atrium_app and atrium_system) and CREATE on the schema, or superuser',
     `As a superuser, in database ${p.database}, run: ${statements}` +
-      (roles ? '' : ` (or, instead of CREATEROLE: CREATE ROLE atrium_app NOLOGIN; CREATE ROLE atrium_system NOLOGIN; GRANT atrium_app, atrium_system TO ${ident(p.user)};)`),
+      (roles
+        ? ''
+        : ` (or, instead of CREATEROLE: CREATE ROLE atrium_app NOLOGIN; CREATE ROLE atrium_system NOLOGIN; GRANT atrium_app, atrium_system TO ${ident(p.user)};)`),
   )
 }
 
@@ -175,10 +196,24 @@ interface PostgresFacts {
 
 export async function postgresChecks(url: string, opts: ServiceCheckOptions = {}): Promise<CheckResult[]> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
-  const connect = (status: CheckStatus, found: string, fix = '') => check('postgres.connect', 'PostgreSQL reachable', status, found, 'a PostgreSQL server that accepts DATABASE_URL', fix)
+  const connect = (status: CheckStatus, found: string, fix = '') =>
+    check(
+      'postgres.connect',
+      'PostgreSQL reachable',
+      status,
+      found,
+      'a PostgreSQL server that accepts DATABASE_URL',
+      fix,
+    )
   let sql: postgres.Sql | undefined
   try {
-    sql = postgres(url, { max: 1, connect_timeout: timeoutMs / 1000, idle_timeout: 1, onnotice: () => {}, connection: { application_name: 'atrium-installer' } })
+    sql = postgres(url, {
+      max: 1,
+      connect_timeout: timeoutMs / 1000,
+      idle_timeout: 1,
+      onnotice: () => {},
+      connection: { application_name: 'atrium-installer' },
+    })
     const [r] = await within(
       timeoutMs,
       'the PostgreSQL query',
@@ -217,12 +252,24 @@ export async function postgresChecks(url: string, opts: ServiceCheckOptions = {}
             'Correct the user and password in DATABASE_URL, and check that pg_hba.conf admits this machine',
           )
         : code === '3D000'
-          ? connect('fail', `the database ${databaseOf(url)} does not exist at ${where(url)}`, 'Create it first (CREATE DATABASE atrium OWNER <user>), or correct the name in DATABASE_URL')
+          ? connect(
+              'fail',
+              `the database ${databaseOf(url)} does not exist at ${where(url)}`,
+              'Create it first (CREATE DATABASE atrium OWNER <user>), or correct the name in DATABASE_URL',
+            )
           : (err as { severity?: string }).severity // any other answer from the server itself
-            ? connect('fail', `PostgreSQL at ${where(url)} refused: ${messageOf(err)} (SQLSTATE ${code})`, 'Fix what the server reports, then run the checks again')
+            ? connect(
+                'fail',
+                `PostgreSQL at ${where(url)} refused: ${messageOf(err)} (SQLSTATE ${code})`,
+                'Fix what the server reports, then run the checks again',
+              )
             : NETWORK.test(`${code} ${messageOf(err)}`)
               ? unreachable('postgres.connect', 'PostgreSQL', url, err, timeoutMs)
-              : connect('fail', `could not use DATABASE_URL ${redactUrl(url)}: ${messageOf(err)}`, 'Write DATABASE_URL as postgres://user:password@host:5432/database')
+              : connect(
+                  'fail',
+                  `could not use DATABASE_URL ${redactUrl(url)}: ${messageOf(err)}`,
+                  'Write DATABASE_URL as postgres://user:password@host:5432/database',
+                )
     return scrub([result], [passwordOf(url)])
   } finally {
     await sql?.end({ timeout: 0 }).catch(() => {})
@@ -236,7 +283,14 @@ export const REDIS_MINIMUM = '7.0.0'
 export function gradeRedisVersion(version: string): CheckResult {
   const v = parseVersion(version)
   const ok = v !== null && compareVersions(v, parseVersion(REDIS_MINIMUM)!) >= 0
-  return check('redis.version', 'Redis version', ok ? 'pass' : 'fail', `Redis ${version}`, 'Redis 7.0 or newer', 'Upgrade Redis to 7 or newer, or point REDIS_URL at a newer server')
+  return check(
+    'redis.version',
+    'Redis version',
+    ok ? 'pass' : 'fail',
+    `Redis ${version}`,
+    'Redis 7.0 or newer',
+    'Upgrade Redis to 7 or newer, or point REDIS_URL at a newer server',
+  )
 }
 
 /**
@@ -247,7 +301,8 @@ export function gradeRedisVersion(version: string): CheckResult {
  * could not read warns: it is probably fine, but nobody checked.
  */
 export function gradeRedisEviction(policy: string | null): CheckResult {
-  const status: CheckStatus = policy === 'noeviction' ? 'pass' : policy === null || policy.startsWith('volatile-') ? 'warn' : 'fail'
+  const status: CheckStatus =
+    policy === 'noeviction' ? 'pass' : policy === null || policy.startsWith('volatile-') ? 'warn' : 'fail'
   return check(
     'redis.eviction',
     'Redis eviction policy',
@@ -262,7 +317,8 @@ const infoField = (info: string, name: string) => new RegExp(`^${name}:(.*)$`, '
 
 export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): Promise<CheckResult[]> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
-  const connect = (status: CheckStatus, found: string, fix = '') => check('redis.connect', 'Redis reachable', status, found, 'a Redis server that accepts REDIS_URL', fix)
+  const connect = (status: CheckStatus, found: string, fix = '') =>
+    check('redis.connect', 'Redis reachable', status, found, 'a Redis server that accepts REDIS_URL', fix)
   let redis: Redis | undefined
   // The socket's own error (ECONNREFUSED...) says more than the command's "Connection is closed".
   let cause: unknown = null
@@ -326,15 +382,30 @@ export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): 
           'Set a password on Redis (requirepass, or an ACL user with one), the one REDIS_URL gives',
         )
       : connect('pass', `connected to ${where(url)}`)
-    return scrub([connected, gradeRedisVersion(infoField(info, 'redis_version') ?? 'unknown'), gradeRedisEviction(policy)], [passwordOf(url)])
+    return scrub(
+      [connected, gradeRedisVersion(infoField(info, 'redis_version') ?? 'unknown'), gradeRedisEviction(policy)],
+      [passwordOf(url)],
+    )
   } catch (err) {
     const msg = `${messageOf(err)} ${cause ? messageOf(cause) : ''}`
     const result = /NOAUTH|WRONGPASS|invalid password|invalid username-password/i.test(msg)
-      ? connect('fail', `authentication failed${userOf(url) ? ` for user ${userOf(url)}` : ''} at ${where(url)}`, 'Correct the user and password in REDIS_URL (redis://user:password@host:6379)')
+      ? connect(
+          'fail',
+          `authentication failed${userOf(url) ? ` for user ${userOf(url)}` : ''} at ${where(url)}`,
+          'Correct the user and password in REDIS_URL (redis://user:password@host:6379)',
+        )
       : /NOPERM/.test(msg)
-        ? connect('fail', `the user may not run INFO at ${where(url)} (${messageOf(err)})`, "Give the REDIS_URL user all commands on Atrium's keys (ACL SETUSER <user> +@all ~*)")
+        ? connect(
+            'fail',
+            `the user may not run INFO at ${where(url)} (${messageOf(err)})`,
+            "Give the REDIS_URL user all commands on Atrium's keys (ACL SETUSER <user> +@all ~*)",
+          )
         : (err as Error).name === 'ReplyError'
-          ? connect('fail', `Redis at ${where(url)} answered: ${messageOf(err)}`, 'Fix what the server reports, then run the checks again')
+          ? connect(
+              'fail',
+              `Redis at ${where(url)} answered: ${messageOf(err)}`,
+              'Fix what the server reports, then run the checks again',
+            )
           : unreachable('redis.connect', 'Redis', url, cause ?? err, timeoutMs)
     return scrub([result], [passwordOf(url)])
   } finally {
@@ -365,7 +436,15 @@ export interface S3CheckOptions extends ServiceCheckOptions {
 
 /** The names the checks of a store use: its ids' prefix, its title, and the settings a fix names. */
 function storeNames(region: string | undefined) {
-  if (!region) return { id: 's3', title: 'S3 store', keys: 'R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY', keyName: 'the key of R2_ACCESS_KEY_ID', bucket: 'R2_BUCKET', regionSetting: 'R2_REGION' }
+  if (!region)
+    return {
+      id: 's3',
+      title: 'S3 store',
+      keys: 'R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY',
+      keyName: 'the key of R2_ACCESS_KEY_ID',
+      bucket: 'R2_BUCKET',
+      regionSetting: 'R2_REGION',
+    }
   const at = `REGION_STORES["${region}"]`
   return {
     id: `region.${region}`,
@@ -421,7 +500,11 @@ export function virtualHostCandidate(endpoint: string, bucket: string): boolean 
 }
 
 const resolves = (name: string, lookup: LookupFunction, timeoutMs: number) =>
-  within(timeoutMs, `resolving ${name}`, new Promise<boolean>((resolve) => lookup(name, {}, (err) => resolve(!err)))).catch(() => false)
+  within(
+    timeoutMs,
+    `resolving ${name}`,
+    new Promise<boolean>((resolve) => lookup(name, {}, (err) => resolve(!err))),
+  ).catch(() => false)
 
 /**
  * path-style or virtual-hosted, for the configuration. Virtual-hosted only when bucket.host
@@ -435,7 +518,11 @@ export async function detectAddressing(t: S3Target, opts: S3CheckOptions = {}): 
   if (!(await resolves(`${t.bucket}.${new URL(t.endpoint).hostname}`, lookup, timeoutMs))) return 'path-style'
   const agents = new Agents()
   try {
-    const found = await within(timeoutMs, 'a virtual-hosted request', s3Client(t, 'virtual-hosted', lookup, agents).bucketExists(t.bucket)).catch(() => false)
+    const found = await within(
+      timeoutMs,
+      'a virtual-hosted request',
+      s3Client(t, 'virtual-hosted', lookup, agents).bucketExists(t.bucket),
+    ).catch(() => false)
     return found ? 'virtual-hosted' : 'path-style'
   } finally {
     agents.destroy()
@@ -465,9 +552,11 @@ const BAD_CREDENTIALS = /InvalidAccessKeyId|SignatureDoesNotMatch|InvalidToken|I
 export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<CheckResult[]> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const lookup = opts.lookup ?? (dnsLookup as LookupFunction)
-  const required = 'an S3-compatible store where the bucket exists or can be created, with put, get, presigned get and delete'
+  const required =
+    'an S3-compatible store where the bucket exists or can be created, with put, get, presigned get and delete'
   const n = storeNames(opts.region)
-  const roundtrip = (status: CheckStatus, found: string, fix = '') => check(`${n.id}.roundtrip`, `${n.title} round trip`, status, found, required, fix)
+  const roundtrip = (status: CheckStatus, found: string, fix = '') =>
+    check(`${n.id}.roundtrip`, `${n.title} round trip`, status, found, required, fix)
   const key = `atrium-preflight/${Date.now()}-${Math.random().toString(36).slice(2)}`
   const body = Buffer.from(`atrium preflight ${key}`)
   let step = ''
@@ -487,27 +576,49 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
     const client = s3Client(t, addressing, lookup, agents)
     await run('put an object', () => client.putObject(t.bucket, key, body, body.length))
     written = client
-    const read = await run('get the object', async () => Buffer.concat((await (await client.getObject(t.bucket, key)).toArray()) as Buffer[]))
+    const read = await run('get the object', async () =>
+      Buffer.concat((await (await client.getObject(t.bucket, key)).toArray()) as Buffer[]),
+    )
     if (!read.equals(body)) throw new Error('the object read back differs from the one written')
     const link = await run('presign a download link', () => client.presignedGetObject(t.bucket, key, 60))
-    const res = await run('download through the presigned link', () => fetch(link, { signal: AbortSignal.timeout(timeoutMs) }))
+    const res = await run('download through the presigned link', () =>
+      fetch(link, { signal: AbortSignal.timeout(timeoutMs) }),
+    )
     const fetched = Buffer.from(await run('download through the presigned link', () => res.arrayBuffer()))
-    if (!res.ok || !fetched.equals(body)) throw new Error(`the presigned link answered HTTP ${res.status}${res.ok ? ' with other content' : ''}`)
+    if (!res.ok || !fetched.equals(body))
+      throw new Error(`the presigned link answered HTTP ${res.status}${res.ok ? ' with other content' : ''}`)
     await run('delete the object', () => client.removeObject(t.bucket, key))
     written = undefined
     return scrub(
       [
-        roundtrip('pass', `bucket ${t.bucket} at ${where(t.endpoint)}${existed ? '' : ' (created)'}: put, get, presigned get and delete work`),
-        check(`${n.id}.addressing`, `${n.title} addressing`, 'pass', addressing, 'path-style or virtual-hosted (recorded for the configuration)'),
+        roundtrip(
+          'pass',
+          `bucket ${t.bucket} at ${where(t.endpoint)}${existed ? '' : ' (created)'}: put, get, presigned get and delete work`,
+        ),
+        check(
+          `${n.id}.addressing`,
+          `${n.title} addressing`,
+          'pass',
+          addressing,
+          'path-style or virtual-hosted (recorded for the configuration)',
+        ),
       ],
       [t.secretKey],
     )
   } catch (err) {
     const text = `${codeOf(err)} ${messageOf(err)}`
     const result = BAD_CREDENTIALS.test(text)
-      ? roundtrip('fail', `the store refused the credentials (${BAD_CREDENTIALS.exec(text)![0]}) at the step: ${step}`, `Correct ${n.keys}`)
+      ? roundtrip(
+          'fail',
+          `the store refused the credentials (${BAD_CREDENTIALS.exec(text)![0]}) at the step: ${step}`,
+          `Correct ${n.keys}`,
+        )
       : /AccessDenied/.test(text)
-        ? roundtrip('fail', `access denied at the step: ${step}`, `Give ${n.keyName} read, write and delete on bucket ${t.bucket} (and bucket creation, or create the bucket first)`)
+        ? roundtrip(
+            'fail',
+            `access denied at the step: ${step}`,
+            `Give ${n.keyName} read, write and delete on bucket ${t.bucket} (and bucket creation, or create the bucket first)`,
+          )
         : NETWORK.test(text)
           ? unreachable(`${n.id}.roundtrip`, `the ${n.title}`, t.endpoint, err, timeoutMs)
           : roundtrip(
@@ -524,12 +635,25 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
 }
 
 /** Every setting the service checks read: namedServiceChecks', and REGION_STORES for regionStoreChecks. */
-export const SERVICE_SETTINGS = ['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT', 'R2_BUCKET', 'R2_ACCESS_KEY_ID', 'R2_SECRET_ACCESS_KEY', 'R2_REGION', 'REGION_STORES'] as const
+export const SERVICE_SETTINGS = [
+  'DATABASE_URL',
+  'REDIS_URL',
+  'R2_ENDPOINT',
+  'R2_BUCKET',
+  'R2_ACCESS_KEY_ID',
+  'R2_SECRET_ACCESS_KEY',
+  'R2_REGION',
+  'REGION_STORES',
+] as const
 
 /** Whether the settings name any service to check (the others only say how to reach one). */
-export const namesAService = (values: Readonly<Record<string, string | undefined>>): boolean => Boolean(values.DATABASE_URL || values.REDIS_URL || values.R2_ENDPOINT || values.REGION_STORES?.trim())
+export const namesAService = (values: Readonly<Record<string, string | undefined>>): boolean =>
+  Boolean(values.DATABASE_URL || values.REDIS_URL || values.R2_ENDPOINT || values.REGION_STORES?.trim())
 
-/** Every service the settings name (DATABASE_URL, REDIS_URL, R2_ENDPOINT), checked side by side; one not named is not checked. */
+/**
+ * Every service the settings name (DATABASE_URL, REDIS_URL, R2_ENDPOINT), checked side by side; one not named is not
+ * checked.
+ */
 export async function namedServiceChecks(values: Readonly<Record<string, string | undefined>>): Promise<CheckResult[]> {
   const checks = await Promise.all([
     values.DATABASE_URL ? postgresChecks(values.DATABASE_URL) : [],
@@ -556,11 +680,35 @@ export interface RegionStore {
   region: string
 }
 
-/** Each region of REGION_STORES is a store of its own, checked as the default one is; settings that do not parse fail region.stores. */
-export async function regionStoreChecks(regions: { value: Readonly<Record<string, RegionStore>> } | { problems: string[] }): Promise<CheckResult[]> {
-  if ('problems' in regions) return [check('region.stores', 'Region stores (REGION_STORES)', 'fail', regions.problems.join('; '), 'a JSON object of region code to store', 'Correct REGION_STORES')]
+/**
+ * Each region of REGION_STORES is a store of its own, checked as the default one is; settings that do not parse fail
+ * region.stores.
+ */
+export async function regionStoreChecks(
+  regions: { value: Readonly<Record<string, RegionStore>> } | { problems: string[] },
+): Promise<CheckResult[]> {
+  if ('problems' in regions)
+    return [
+      check(
+        'region.stores',
+        'Region stores (REGION_STORES)',
+        'fail',
+        regions.problems.join('; '),
+        'a JSON object of region code to store',
+        'Correct REGION_STORES',
+      ),
+    ]
   const stores = Object.entries(regions.value).map(([code, r]) =>
-    s3Checks({ endpoint: r.endpoint, bucket: r.bucket, accessKey: r.accessKeyId, secretKey: r.secretAccessKey, region: r.region }, { region: code }),
+    s3Checks(
+      {
+        endpoint: r.endpoint,
+        bucket: r.bucket,
+        accessKey: r.accessKeyId,
+        secretKey: r.secretAccessKey,
+        region: r.region,
+      },
+      { region: code },
+    ),
   )
   return (await Promise.all(stores)).flat()
 }

@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs'
 
-export const VERSION: string = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
+export const VERSION: string = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+).version
 
 /**
  * The newest database migration this release brings (server/platform/migrations/NNNN_*.sql): the

@@ -67,7 +67,8 @@ export const CONTAINER_CLI: readonly string[] = ['node', '/app/server/cli.js']
 export const CONTAINER_ENTRYPOINT: readonly string[] = ['node', ...NODE_FLAGS, '/app/server/cli.js']
 
 const entries = () => Object.entries(settings) as [SettingName, Setting][]
-export const bundleSettings = (secret: boolean) => entries().filter(([name]) => isSecret(name) === secret && !(name in CONTAINER_FIXED))
+export const bundleSettings = (secret: boolean) =>
+  entries().filter(([name]) => isSecret(name) === secret && !(name in CONTAINER_FIXED))
 /** The ordinary settings values.yaml offers under `env`. */
 const chartEnvSettings = () => bundleSettings(false).filter(([name]) => !(name in CHART_FIXED))
 
@@ -94,10 +95,18 @@ function jsonSchemaOf(s: Setting): Record<string, unknown> {
       return { type: 'string', enum: s.values, description }
     case 'url': {
       const schemes = (s.protocols ?? ['http:', 'https:']).map((p) => p.slice(0, -1)).join('|')
-      return { type: 'string', pattern: `^$|^(${schemes})://[^\\s]+$`, description: `${description} (empty or a ${schemes}:// URL)` }
+      return {
+        type: 'string',
+        pattern: `^$|^(${schemes})://[^\\s]+$`,
+        description: `${description} (empty or a ${schemes}:// URL)`,
+      }
     }
     case 'cidrs':
-      return { type: 'string', pattern: '^[0-9A-Fa-f:./, ]*$', description: `${description} (e.g. 10.0.0.0/8,fd00::/8)` }
+      return {
+        type: 'string',
+        pattern: '^[0-9A-Fa-f:./, ]*$',
+        description: `${description} (e.g. 10.0.0.0/8,fd00::/8)`,
+      }
     case 'domains':
       return { type: 'string', pattern: '^[0-9A-Za-z_.\\-, ]*$', description }
     case 'key32':
@@ -107,7 +116,12 @@ function jsonSchemaOf(s: Setting): Record<string, unknown> {
   }
 }
 
-const obj = (properties: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({ type: 'object', additionalProperties: false, properties, ...extra })
+const obj = (properties: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+  type: 'object',
+  additionalProperties: false,
+  properties,
+  ...extra,
+})
 const str = (description: string, extra: Record<string, unknown> = {}) => ({ type: 'string', description, ...extra })
 const bool = (description: string) => ({ type: 'boolean', description })
 const int = (description: string, minimum = 0) => ({ type: 'integer', minimum, description })
@@ -118,7 +132,10 @@ const quantity = {
     { type: 'number', minimum: 0 },
   ],
 }
-const resources = obj({ requests: obj({ cpu: quantity, memory: quantity, 'ephemeral-storage': quantity }), limits: obj({ cpu: quantity, memory: quantity, 'ephemeral-storage': quantity }) })
+const resources = obj({
+  requests: obj({ cpu: quantity, memory: quantity, 'ephemeral-storage': quantity }),
+  limits: obj({ cpu: quantity, memory: quantity, 'ephemeral-storage': quantity }),
+})
 const free = (description: string) => ({ type: 'object', description })
 const list = (description: string) => ({ type: 'array', description })
 
@@ -132,7 +149,10 @@ export function renderValuesSchema(): string {
     ...obj(
       {
         global: obj({
-          imageRegistry: str('Registry that replaces the registry of every image (air-gapped sites: the private registry)', { pattern: `^$|${REGISTRY_RE.source.replaceAll('\\/', '/')}` }),
+          imageRegistry: str(
+            'Registry that replaces the registry of every image (air-gapped sites: the private registry)',
+            { pattern: `^$|${REGISTRY_RE.source.replaceAll('\\/', '/')}` },
+          ),
           imagePullSecrets: {
             type: 'array',
             items: { anyOf: [{ type: 'string' }, obj({ name: { type: 'string' } }, { required: ['name'] })] },
@@ -146,7 +166,9 @@ export function renderValuesSchema(): string {
             registry: str('Registry of the server image'),
             repository: str('Repository of the server image', { minLength: 1 }),
             tag: str("Tag of the server image; empty means the chart's appVersion"),
-            digest: str('Pins the image by digest (sha256:...); wins over the tag', { pattern: '^$|^sha256:[a-f0-9]{64}$' }),
+            digest: str('Pins the image by digest (sha256:...); wins over the tag', {
+              pattern: '^$|^sha256:[a-f0-9]{64}$',
+            }),
             pullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'] },
           },
           { required: ['repository'] },
@@ -155,8 +177,15 @@ export function renderValuesSchema(): string {
         airGapped: bool('No outside network: turns off web search and external integrations (AIR_GAPPED=true)'),
         existingSecret: str('Name of a Secret that holds the secret settings (GitOps); the chart then creates none'),
         env: obj(env, { description: 'Atrium settings (config/schema.ts), except those the chart fixes' }),
-        secrets: obj(secrets, { description: 'Secret Atrium settings, used when existingSecret is empty; ENCRYPTION_MASTER_KEY is generated once when empty and kept across upgrades' }),
-        service: obj({ type: { type: 'string', enum: ['ClusterIP', 'NodePort', 'LoadBalancer'] }, port: int('Service port', 1), annotations: anyMap('Service annotations') }),
+        secrets: obj(secrets, {
+          description:
+            'Secret Atrium settings, used when existingSecret is empty; ENCRYPTION_MASTER_KEY is generated once when empty and kept across upgrades',
+        }),
+        service: obj({
+          type: { type: 'string', enum: ['ClusterIP', 'NodePort', 'LoadBalancer'] },
+          port: int('Service port', 1),
+          annotations: anyMap('Service annotations'),
+        }),
         ingress: obj({
           enabled: bool('Create an Ingress'),
           className: str('IngressClass name'),
@@ -169,7 +198,10 @@ export function renderValuesSchema(): string {
           resources,
           backoffLimit: int('Retries of the migration job'),
           activeDeadlineSeconds: int('Longest a migration may run', 60),
-          ttlSecondsAfterFinished: int('Seconds a finished migration Job (and its pod and log) is kept before Kubernetes deletes it', 0),
+          ttlSecondsAfterFinished: int(
+            'Seconds a finished migration Job (and its pod and log) is kept before Kubernetes deletes it',
+            0,
+          ),
         }),
         autoscaling: obj({
           enabled: bool('Create a HorizontalPodAutoscaler'),
@@ -188,13 +220,20 @@ export function renderValuesSchema(): string {
         }),
         networkPolicy: obj({
           enabled: bool('Create a NetworkPolicy'),
-          ingressFrom: list('Extra NetworkPolicyPeers allowed to reach the server (e.g. the ingress controller namespace)'),
-          ingressControllerNamespace: str('Namespace of the ingress controller, allowed to reach the server when ingress.enabled (empty: none)'),
-          egress: list('Egress rules; empty allows all unless airGapped (the database, Redis and S3 are outside the cluster by default)'),
+          ingressFrom: list(
+            'Extra NetworkPolicyPeers allowed to reach the server (e.g. the ingress controller namespace)',
+          ),
+          ingressControllerNamespace: str(
+            'Namespace of the ingress controller, allowed to reach the server when ingress.enabled (empty: none)',
+          ),
+          egress: list(
+            'Egress rules; empty allows all unless airGapped (the database, Redis and S3 are outside the cluster by default)',
+          ),
           servicesCidrs: {
             type: 'array',
             items: { type: 'string', pattern: '^[0-9a-fA-F.:]+/[0-9]{1,3}$' },
-            description: 'airGapped: the networks of PostgreSQL, Redis and S3 outside the cluster (CIDRs); with DNS, the cluster and env.OUTBOUND_ALLOWED_NETWORKS, the only egress allowed',
+            description:
+              'airGapped: the networks of PostgreSQL, Redis and S3 outside the cluster (CIDRs); with DNS, the cluster and env.OUTBOUND_ALLOWED_NETWORKS, the only egress allowed',
           },
         }),
         metrics: obj({
@@ -205,10 +244,19 @@ export function renderValuesSchema(): string {
             interval: str('Scrape interval', { pattern: '^$|^[0-9]+(ms|s|m|h)$' }),
             scrapeTimeout: str('Scrape timeout', { pattern: '^$|^[0-9]+(ms|s|m|h)$' }),
           }),
-          allowFromNamespace: str("Namespace of the Prometheus, allowed by the NetworkPolicy to reach the metrics port (pods of the release's namespace always are)"),
+          allowFromNamespace: str(
+            "Namespace of the Prometheus, allowed by the NetworkPolicy to reach the metrics port (pods of the release's namespace always are)",
+          ),
         }),
-        serviceAccount: obj({ create: bool('Create a ServiceAccount'), name: str('Name of the ServiceAccount to use'), annotations: anyMap('ServiceAccount annotations') }),
-        upgradeGuard: obj({ enabled: bool('Refuse upgrades that skip a minor version or go back'), allowSkip: bool('Let this one upgrade skip versions (read the release notes first)') }),
+        serviceAccount: obj({
+          create: bool('Create a ServiceAccount'),
+          name: str('Name of the ServiceAccount to use'),
+          annotations: anyMap('ServiceAccount annotations'),
+        }),
+        upgradeGuard: obj({
+          enabled: bool('Refuse upgrades that skip a minor version or go back'),
+          allowSkip: bool('Let this one upgrade skip versions (read the release notes first)'),
+        }),
         tests: obj({ enabled: bool('Install the helm test that checks /readyz') }),
         podAnnotations: anyMap('Annotations on the server pods'),
         podLabels: anyMap('Labels on the server pods'),
@@ -219,7 +267,9 @@ export function renderValuesSchema(): string {
         terminationGracePeriodSeconds: int('Seconds a pod gets to drain; keep above SHUTDOWN_TIMEOUT_SECONDS', 1),
         // Names as in Bitnami's charts, so admins find them.
         commonLabels: anyMap('Labels added to every object the chart makes'),
-        podSecurityContext: free('Security context of every Atrium pod (OpenShift: set runAsUser, runAsGroup and fsGroup to null and the restricted SCC assigns them)'),
+        podSecurityContext: free(
+          'Security context of every Atrium pod (OpenShift: set runAsUser, runAsGroup and fsGroup to null and the restricted SCC assigns them)',
+        ),
         containerSecurityContext: free('Security context of every Atrium container'),
         extraEnvVars: {
           type: 'array',
@@ -229,7 +279,9 @@ export function renderValuesSchema(): string {
         extraVolumes: list('More volumes of the Atrium pods (Kubernetes Volume objects)'),
         extraVolumeMounts: list('More volume mounts of every Atrium container (Kubernetes VolumeMount objects)'),
         caBundle: obj({
-          existingConfigMap: str('ConfigMap with the PEM certificates of a private CA (an internal CA, a TLS-inspecting proxy): mounted, and NODE_EXTRA_CA_CERTS set, in every Atrium container'),
+          existingConfigMap: str(
+            'ConfigMap with the PEM certificates of a private CA (an internal CA, a TLS-inspecting proxy): mounted, and NODE_EXTRA_CA_CERTS set, in every Atrium container',
+          ),
           key: str('The key of that ConfigMap that holds the certificates'),
         }),
       },
@@ -289,7 +341,8 @@ export function renderComposeEnvExample(): string {
     '',
     '# --- the bundle ---',
   ]
-  for (const [name, v] of Object.entries(COMPOSE_VARIABLES)) lines.push(`# ${v.description}${isSecret(name) ? ' [secret]' : ''}`, `${name}=${v.example}`)
+  for (const [name, v] of Object.entries(COMPOSE_VARIABLES))
+    lines.push(`# ${v.description}${isSecret(name) ? ' [secret]' : ''}`, `${name}=${v.example}`)
   lines.push('', '# --- Atrium (config/atrium.env.example explains each) ---')
   for (const [name, s] of entries()) {
     if (name in CONTAINER_FIXED && name !== 'PORT') continue
@@ -304,11 +357,15 @@ export function renderComposeEnvExample(): string {
 
 export function renderChartYaml(): string {
   const server = imageNamed('atrium-server')
-  const images = IMAGES.filter((i) => i.usedBy.includes('helm')).map((i) => ({ name: i.name, image: `${i.registry}/${i.repository}:${i.tag}` }))
+  const images = IMAGES.filter((i) => i.usedBy.includes('helm')).map((i) => ({
+    name: i.name,
+    image: `${i.registry}/${i.repository}:${i.tag}`,
+  }))
   const doc = {
     apiVersion: 'v2',
     name: 'atrium',
-    description: 'Atrium, the self-hosted multi-tenant AI application platform: the API server, its migrations and its operational checks',
+    description:
+      'Atrium, the self-hosted multi-tenant AI application platform: the API server, its migrations and its operational checks',
     type: 'application',
     version: VERSION,
     appVersion: server.tag,
@@ -319,7 +376,10 @@ export function renderChartYaml(): string {
       'atrium.dev/images': IMAGES.map((i) => `${i.registry}/${i.repository}:${i.tag}`).join('\n'),
     },
   }
-  return '# Generated from package.json and config/images.ts by `npm run config:generate`: do not edit by hand.\n' + stringify(doc)
+  return (
+    '# Generated from package.json and config/images.ts by `npm run config:generate`: do not edit by hand.\n' +
+    stringify(doc)
+  )
 }
 
 /** Every generated file with what it should hold now. */
@@ -329,7 +389,10 @@ export function renderAll(): { path: string; text: string }[] {
     { path: PATHS.valuesSchema, text: renderValuesSchema() },
     { path: PATHS.values, text: replaceBlock(readFileSync(PATHS.values, 'utf8'), renderValuesBlock(), PATHS.values) },
     { path: PATHS.chartYaml, text: renderChartYaml() },
-    { path: PATHS.compose, text: replaceBlock(readFileSync(PATHS.compose, 'utf8'), renderComposeBlock(), PATHS.compose) },
+    {
+      path: PATHS.compose,
+      text: replaceBlock(readFileSync(PATHS.compose, 'utf8'), renderComposeBlock(), PATHS.compose),
+    },
     { path: PATHS.composeEnv, text: renderComposeEnvExample() },
   ]
 }

@@ -15,20 +15,44 @@ export const MINIO_ATRIUM_USER = 'atrium-server'
 /** Variables the Compose bundle itself reads from .env, besides Atrium's settings (isSecret says which are secret). */
 export const COMPOSE_VARIABLES: Record<string, { description: string; example: string }> = {
   COMPOSE_PROFILES: {
-    description: 'Bundled services this site runs (postgres, redis, s3, comma-separated); leave one out when DATABASE_URL, REDIS_URL or R2_ENDPOINT names your own',
+    description:
+      'Bundled services this site runs (postgres, redis, s3, comma-separated); leave one out when DATABASE_URL, REDIS_URL or R2_ENDPOINT names your own',
     example: BUNDLED_PROFILES.join(','),
   },
-  ATRIUM_REGISTRY: { description: "Registry that replaces every image's registry (air-gapped: your private registry); empty pulls from the public ones", example: '' },
-  ATRIUM_DATA_PATH: { description: 'Folder on this machine that holds the named volumes\' data (see "Install with Compose" in README.md)', example: '/var/lib/atrium' },
-  ATRIUM_S3_PORT: { description: 'Port on this machine where the bundled MinIO answers download links', example: '9000' },
+  ATRIUM_REGISTRY: {
+    description:
+      "Registry that replaces every image's registry (air-gapped: your private registry); empty pulls from the public ones",
+    example: '',
+  },
+  ATRIUM_DATA_PATH: {
+    description: 'Folder on this machine that holds the named volumes\' data (see "Install with Compose" in README.md)',
+    example: '/var/lib/atrium',
+  },
+  ATRIUM_S3_PORT: {
+    description: 'Port on this machine where the bundled MinIO answers download links',
+    example: '9000',
+  },
   ATRIUM_BIND_ADDRESS: {
-    description: "Address on this machine the API and the bundled MinIO are published at (0.0.0.0: every interface; e.g. 127.0.0.1 behind a reverse proxy on this machine, or one interface's address)",
+    description:
+      "Address on this machine the API and the bundled MinIO are published at (0.0.0.0: every interface; e.g. 127.0.0.1 behind a reverse proxy on this machine, or one interface's address)",
     example: '0.0.0.0',
   },
-  POSTGRES_PASSWORD: { description: "Password of the bundled PostgreSQL's atrium user (openssl rand -hex 24); DATABASE_URL must use it", example: '' },
-  REDIS_PASSWORD: { description: 'Password of the bundled Redis (openssl rand -hex 24); REDIS_URL must use it', example: '' },
-  MINIO_ROOT_USER: { description: 'Administrator of the bundled MinIO (only its bucket job uses it; Atrium has a user of its own)', example: 'atrium' },
-  MINIO_ROOT_PASSWORD: { description: "Administrator's password of the bundled MinIO (openssl rand -hex 24)", example: '' },
+  POSTGRES_PASSWORD: {
+    description: "Password of the bundled PostgreSQL's atrium user (openssl rand -hex 24); DATABASE_URL must use it",
+    example: '',
+  },
+  REDIS_PASSWORD: {
+    description: 'Password of the bundled Redis (openssl rand -hex 24); REDIS_URL must use it',
+    example: '',
+  },
+  MINIO_ROOT_USER: {
+    description: 'Administrator of the bundled MinIO (only its bucket job uses it; Atrium has a user of its own)',
+    example: 'atrium',
+  },
+  MINIO_ROOT_PASSWORD: {
+    description: "Administrator's password of the bundled MinIO (openssl rand -hex 24)",
+    example: '',
+  },
   MINIO_ATRIUM_PASSWORD: {
     description: `Secret key of Atrium's own MinIO user, ${'`'}${MINIO_ATRIUM_USER}${'`'}, allowed its bucket only (openssl rand -hex 24); R2_SECRET_ACCESS_KEY must be the same`,
     example: '',

@@ -23,7 +23,9 @@ export function renderEnvTemplate(): string {
       group = s.group
       lines.push('', `# --- ${group} ---`)
     }
-    const notes = [isSecret(name) ? 'secret' : '', s.requiredInProduction ? 'required in production' : ''].filter(Boolean)
+    const notes = [isSecret(name) ? 'secret' : '', s.requiredInProduction ? 'required in production' : ''].filter(
+      Boolean,
+    )
     lines.push(`# ${s.description}${notes.length ? ` [${notes.join(', ')}]` : ''}`)
     if (s.type === 'enum') lines.push(`# one of: ${s.values.join(', ')}`)
     if (s.type === 'int') lines.push(`# ${s.min}..${s.max}`)

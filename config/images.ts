@@ -15,15 +15,40 @@ export interface Image {
 }
 
 export const IMAGES: readonly Image[] = [
-  { name: 'atrium-server', registry: 'docker.io', repository: 'atrium/atrium-server', tag: VERSION, usedBy: ['compose', 'helm'] },
-  { name: 'postgres', registry: 'docker.io', repository: 'library/postgres', tag: '17.6-bookworm', usedBy: ['compose'] },
+  {
+    name: 'atrium-server',
+    registry: 'docker.io',
+    repository: 'atrium/atrium-server',
+    tag: VERSION,
+    usedBy: ['compose', 'helm'],
+  },
+  {
+    name: 'postgres',
+    registry: 'docker.io',
+    repository: 'library/postgres',
+    tag: '17.6-bookworm',
+    usedBy: ['compose'],
+  },
   { name: 'redis', registry: 'docker.io', repository: 'library/redis', tag: '7.4.5-bookworm', usedBy: ['compose'] },
-  { name: 'minio', registry: 'quay.io', repository: 'minio/minio', tag: 'RELEASE.2025-09-07T16-13-09Z', usedBy: ['compose'] },
-  { name: 'minio-mc', registry: 'quay.io', repository: 'minio/mc', tag: 'RELEASE.2025-08-13T08-35-41Z', usedBy: ['compose'] },
+  {
+    name: 'minio',
+    registry: 'quay.io',
+    repository: 'minio/minio',
+    tag: 'RELEASE.2025-09-07T16-13-09Z',
+    usedBy: ['compose'],
+  },
+  {
+    name: 'minio-mc',
+    registry: 'quay.io',
+    repository: 'minio/mc',
+    tag: 'RELEASE.2025-08-13T08-35-41Z',
+    usedBy: ['compose'],
+  },
 ]
 
 /** registry/repository:tag, with the registry replaced when one is given (air-gapped sites). */
-export const imageRef = (image: Image, registry?: string): string => `${registry || image.registry}/${image.repository}:${image.tag}`
+export const imageRef = (image: Image, registry?: string): string =>
+  `${registry || image.registry}/${image.repository}:${image.tag}`
 
 export const imageNamed = (name: string): Image => {
   const image = IMAGES.find((i) => i.name === name)
@@ -36,4 +61,6 @@ export const REGISTRY_RE = /^[a-zA-Z0-9.-]+(:[0-9]+)?(\/[a-zA-Z0-9._/-]+)?$/
 
 /** Null when `registry` is one; else what is wrong, said of `what` (the flag, the answer or the field). */
 export const registryProblem = (registry: string, what = '--registry'): string | null =>
-  REGISTRY_RE.test(registry) ? null : `${what} must be host[:port][/path] without a scheme, e.g. registry.corp.example:5000/atrium (got "${registry}")`
+  REGISTRY_RE.test(registry)
+    ? null
+    : `${what} must be host[:port][/path] without a scheme, e.g. registry.corp.example:5000/atrium (got "${registry}")`

@@ -44,7 +44,8 @@ interface JsonSetting<T> extends SettingBase<T> {
   type: 'json'
   parse: (value: unknown) => { value: T } | { problems: string[] }
 }
-export type Setting = StringSetting | IntSetting | BoolSetting | EnumSetting<string> | CidrsSetting | DomainsSetting | JsonSetting<unknown>
+export type Setting =
+  StringSetting | IntSetting | BoolSetting | EnumSetting<string> | CidrsSetting | DomainsSetting | JsonSetting<unknown>
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 const NODE_ENVS = ['development', 'production', 'test'] as const
@@ -56,7 +57,8 @@ export const settings = {
     default: 'development',
     secret: false,
     group: 'server',
-    description: 'production makes every embedded default an error: real PostgreSQL, Redis, S3 and a master key are required',
+    description:
+      'production makes every embedded default an error: real PostgreSQL, Redis, S3 and a master key are required',
   } satisfies EnumSetting<(typeof NODE_ENVS)[number]>,
   PORT: {
     type: 'int',
@@ -74,7 +76,8 @@ export const settings = {
     default: 0,
     secret: false,
     group: 'server',
-    description: 'Serve /metrics on this port only, apart from the API (so a public ingress cannot reach it); 0: on PORT with the API',
+    description:
+      'Serve /metrics on this port only, apart from the API (so a public ingress cannot reach it); 0: on PORT with the API',
   } satisfies IntSetting,
   HOST: {
     type: 'string',
@@ -210,7 +213,8 @@ export const settings = {
     default: 'us-east',
     secret: false,
     group: 'storage',
-    description: "The region (of the specification's codes) that R2_* stores: where tenants' data lives unless their data residency names another",
+    description:
+      "The region (of the specification's codes) that R2_* stores: where tenants' data lives unless their data residency names another",
   } satisfies EnumSetting<RegionCode>,
   REGION_STORES: {
     type: 'json',
@@ -227,7 +231,8 @@ export const settings = {
     secret: true,
     group: 'security',
     requiredInProduction: true,
-    description: '32 random bytes, base64 (openssl rand -base64 32); encrypts every stored secret. Losing it loses them',
+    description:
+      '32 random bytes, base64 (openssl rand -base64 32); encrypts every stored secret. Losing it loses them',
   } satisfies StringSetting,
   LICENSE_KEY: {
     type: 'string',
@@ -299,7 +304,8 @@ export const settings = {
     default: 64,
     secret: false,
     group: 'server',
-    description: 'Agent runs one server process executes at once (each mostly waits on the model); more wait in the queue, fairly shared between tenants',
+    description:
+      'Agent runs one server process executes at once (each mostly waits on the model); more wait in the queue, fairly shared between tenants',
   } satisfies IntSetting,
   WEB_SEARCH_URL: {
     type: 'url',
@@ -360,7 +366,8 @@ export const settings = {
     default: 10 * 1024 * 1024 * 1024,
     secret: false,
     group: 'limits',
-    description: 'Largest archive a tenant restore takes (bytes, as uploaded); larger uploads get 413 and leave nothing behind, and a zip export that would be larger fails (EXPORT_TOO_LARGE)',
+    description:
+      'Largest archive a tenant restore takes (bytes, as uploaded); larger uploads get 413 and leave nothing behind, and a zip export that would be larger fails (EXPORT_TOO_LARGE)',
   } satisfies IntSetting,
   RESTORE_MAX_UNPACKED_BYTES: {
     type: 'int',
@@ -369,7 +376,8 @@ export const settings = {
     default: 40 * 1024 * 1024 * 1024,
     secret: false,
     group: 'limits',
-    description: 'Bytes a restored archive may unpack to in all; more is refused (ARCHIVE_TOO_LARGE) before anything is written, and a zip export of more fails (EXPORT_TOO_LARGE)',
+    description:
+      'Bytes a restored archive may unpack to in all; more is refused (ARCHIVE_TOO_LARGE) before anything is written, and a zip export of more fails (EXPORT_TOO_LARGE)',
   } satisfies IntSetting,
   RESTORE_MAX_ENTRIES: {
     type: 'int',
@@ -378,7 +386,8 @@ export const settings = {
     default: 50_000,
     secret: false,
     group: 'limits',
-    description: 'Entries a restored archive may hold; more is refused (ARCHIVE_TOO_MANY_ENTRIES) before anything is written, and a zip export of more fails (EXPORT_TOO_LARGE)',
+    description:
+      'Entries a restored archive may hold; more is refused (ARCHIVE_TOO_MANY_ENTRIES) before anything is written, and a zip export of more fails (EXPORT_TOO_LARGE)',
   } satisfies IntSetting,
 } as const
 
@@ -418,7 +427,9 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
       return { problem: `${name} must be true or false${shown}` }
     }
     case 'enum':
-      return s.values.includes(raw) ? { value: raw } : { problem: `${name} must be one of ${s.values.join(', ')}${shown}` }
+      return s.values.includes(raw)
+        ? { value: raw }
+        : { problem: `${name} must be one of ${s.values.join(', ')}${shown}` }
     case 'url': {
       let u: URL
       try {
@@ -427,13 +438,16 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
         return { problem: `${name} must be a URL${shown}` }
       }
       if (s.protocols && !s.protocols.includes(u.protocol)) {
-        return { problem: `${name} must start with ${s.protocols.map((p) => p + '//').join(' or ')}${s.secret ? ` (got ${u.protocol}//...)` : shown}` }
+        return {
+          problem: `${name} must start with ${s.protocols.map((p) => p + '//').join(' or ')}${s.secret ? ` (got ${u.protocol}//...)` : shown}`,
+        }
       }
       return { value: raw.replace(/\/+$/, '') }
     }
     case 'key32': {
       const bytes = /^[A-Za-z0-9+/]+={0,2}$/.test(raw) ? Buffer.from(raw, 'base64') : Buffer.alloc(0)
-      if (bytes.length !== 32) return { problem: `${name} must be 32 bytes in base64 (generate one with: openssl rand -base64 32)` }
+      if (bytes.length !== 32)
+        return { problem: `${name} must be 32 bytes in base64 (generate one with: openssl rand -base64 32)` }
       return { value: raw }
     }
     case 'json': {
@@ -454,13 +468,17 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
         .map((x) => x.trim())
         .filter(Boolean)
       const bad = list.filter((c) => !isCidr(c))
-      if (bad.length) return { problem: `${name} has entries that are not CIDRs: ${bad.join(', ')} (write e.g. 10.0.0.0/8,fd00::/8)` }
+      if (bad.length)
+        return { problem: `${name} has entries that are not CIDRs: ${bad.join(', ')} (write e.g. 10.0.0.0/8,fd00::/8)` }
       return { value: list }
     }
     case 'domains': {
       const list = domainList(raw.split(','))
       const bad = list.filter((d) => !isDomain(d))
-      if (bad.length) return { problem: `${name} has entries that are not DNS domains: ${bad.join(', ')} (write e.g. corp.example,svc.cluster.local)` }
+      if (bad.length)
+        return {
+          problem: `${name} has entries that are not DNS domains: ${bad.join(', ')} (write e.g. corp.example,svc.cluster.local)`,
+        }
       return { value: [...new Set(list)] }
     }
   }
@@ -477,9 +495,14 @@ export const domainList = (entries: readonly string[]): string[] =>
     )
     .filter(Boolean)
 
-/** A DNS name as written in a setting: dot-separated labels of letters, digits, hyphens (and underscores, as in service records). */
+/**
+ * A DNS name as written in a setting: dot-separated labels of letters, digits, hyphens (and underscores, as in service
+ * records).
+ */
 export function isDomain(text: string): boolean {
-  return text.length <= 253 && text.split('.').every((label) => /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/i.test(label))
+  return (
+    text.length <= 253 && text.split('.').every((label) => /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/i.test(label))
+  )
 }
 
 export function isCidr(text: string): boolean {
@@ -494,7 +517,10 @@ export function isCidr(text: string): boolean {
  * Only the settings named, each parsed as parseConfig would, with none of production's other
  * requirements: for a command that needs no more (the admin CLI's `license`).
  */
-export function parseSettings<K extends SettingName>(env: Record<string, string | undefined>, names: readonly K[]): { config: Pick<Config, K>; problems: string[] } {
+export function parseSettings<K extends SettingName>(
+  env: Record<string, string | undefined>,
+  names: readonly K[],
+): { config: Pick<Config, K>; problems: string[] } {
   const problems: string[] = []
   const out: Record<string, unknown> = {}
   for (const name of names) {
@@ -517,16 +543,23 @@ export function parseConfig(env: Record<string, string | undefined>): { config: 
   const out = parsed.config as Record<string, unknown>
   if (out.NODE_ENV === 'production') {
     for (const [name, s] of Object.entries(settings) as [SettingName, Setting][]) {
-      if (s.requiredInProduction && !env[name]?.trim()) problems.push(`${name} is required when NODE_ENV=production: ${s.description}`)
+      if (s.requiredInProduction && !env[name]?.trim())
+        problems.push(`${name} is required when NODE_ENV=production: ${s.description}`)
     }
   }
   if (out.R2_ENDPOINT && !(out.R2_ACCESS_KEY_ID && out.R2_SECRET_ACCESS_KEY)) {
     problems.push('R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY are required when R2_ENDPOINT is set')
   }
-  if (out.DEFAULT_REGION && (out.REGION_STORES as Record<string, unknown> | undefined)?.[out.DEFAULT_REGION as string]) {
-    problems.push(`REGION_STORES must not name DEFAULT_REGION (${out.DEFAULT_REGION as string}): its store is R2_ENDPOINT`)
+  if (
+    out.DEFAULT_REGION &&
+    (out.REGION_STORES as Record<string, unknown> | undefined)?.[out.DEFAULT_REGION as string]
+  ) {
+    problems.push(
+      `REGION_STORES must not name DEFAULT_REGION (${out.DEFAULT_REGION as string}): its store is R2_ENDPOINT`,
+    )
   }
-  if (out.METRICS_PORT && out.METRICS_PORT === out.PORT) problems.push('METRICS_PORT must differ from PORT (or be 0 to serve /metrics on PORT)')
+  if (out.METRICS_PORT && out.METRICS_PORT === out.PORT)
+    problems.push('METRICS_PORT must differ from PORT (or be 0 to serve /metrics on PORT)')
   if (!out.PUBLIC_URL) out.PUBLIC_URL = `http://localhost:${out.PORT}`
   return { config: out as Config, problems }
 }
@@ -547,7 +580,9 @@ const REGION_STORE_FIELDS = ['endpoint', 'bucket', 'accessKeyId', 'secretAccessK
 
 /** Checks REGION_STORES region by region; problems name the region and field, never a value. */
 /** REGION_STORES as written (JSON text), read with the server's own parser; none when unset. */
-export function readRegionStores(raw: string | undefined): { value: Record<string, RegionStoreSetting> } | { problems: string[] } {
+export function readRegionStores(
+  raw: string | undefined,
+): { value: Record<string, RegionStoreSetting> } | { problems: string[] } {
   if (!raw?.trim()) return { value: {} }
   try {
     return parseRegionStores(JSON.parse(raw))
@@ -556,8 +591,11 @@ export function readRegionStores(raw: string | undefined): { value: Record<strin
   }
 }
 
-export function parseRegionStores(value: unknown): { value: Record<string, RegionStoreSetting> } | { problems: string[] } {
-  if (!value || typeof value !== 'object' || Array.isArray(value)) return { problems: ['must be a JSON object of region code to store ({} for none)'] }
+export function parseRegionStores(
+  value: unknown,
+): { value: Record<string, RegionStoreSetting> } | { problems: string[] } {
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    return { problems: ['must be a JSON object of region code to store ({} for none)'] }
   const problems: string[] = []
   const out: Record<string, RegionStoreSetting> = {}
   for (const [code, entry] of Object.entries(value as Record<string, unknown>)) {
@@ -615,12 +653,25 @@ export interface OidcProviderSetting {
   tokenAuthMethod: 'client_secret_basic' | 'client_secret_post'
 }
 
-const PROVIDER_FIELDS = ['id', 'name', 'issuer', 'clientId', 'clientSecret', 'scopes', 'tenantId', 'defaultRole', 'allowHttp', 'tokenAuthMethod']
+const PROVIDER_FIELDS = [
+  'id',
+  'name',
+  'issuer',
+  'clientId',
+  'clientSecret',
+  'scopes',
+  'tenantId',
+  'defaultRole',
+  'allowHttp',
+  'tokenAuthMethod',
+]
 const PROVIDER_ID_RE = /^[a-z0-9][a-z0-9_-]{0,62}$/
 const JIT_ROLES = ['admin', 'member', 'viewer'] as const // never owner: an identity provider does not mint owners
 const TOKEN_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'] as const
 
-/** Checks OIDC_PROVIDERS entry by entry; problems name the entry and field, never a value (the secret is among them). */
+/**
+ * Checks OIDC_PROVIDERS entry by entry; problems name the entry and field, never a value (the secret is among them).
+ */
 export function parseOidcProviders(value: unknown): { value: OidcProviderSetting[] } | { problems: string[] } {
   if (!Array.isArray(value)) return { problems: ['must be a JSON array of providers ([] for none)'] }
   const problems: string[] = []
@@ -631,7 +682,8 @@ export function parseOidcProviders(value: unknown): { value: OidcProviderSetting
     const label = `provider ${i + 1}${typeof e.id === 'string' && PROVIDER_ID_RE.test(e.id) ? ` ("${e.id}")` : ''}`
     const mistakes: string[] = []
     const bad = (msg: string) => mistakes.push(msg)
-    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) return void problems.push(`${label}: must be an object`)
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
+      return void problems.push(`${label}: must be an object`)
     const unknown = Object.keys(e).filter((k) => !PROVIDER_FIELDS.includes(k))
     if (unknown.length) bad(`unknown fields ${unknown.join(', ')} (known: ${PROVIDER_FIELDS.join(', ')})`)
     const text = (k: string) => (typeof e[k] === 'string' ? (e[k] as string).trim() : '')
@@ -651,21 +703,28 @@ export function parseOidcProviders(value: unknown): { value: OidcProviderSetting
     }
     if (issuer) {
       if (issuer.protocol !== 'https:' && !(allowHttp && issuer.protocol === 'http:'))
-        bad(`issuer must be an https:// URL${issuer.protocol === 'http:' ? ' (set allowHttp: true for an http:// issuer)' : ''}`)
-      if (issuer.search || issuer.hash || issuer.username || issuer.password) bad('issuer must not have a query, fragment or credentials')
+        bad(
+          `issuer must be an https:// URL${issuer.protocol === 'http:' ? ' (set allowHttp: true for an http:// issuer)' : ''}`,
+        )
+      if (issuer.search || issuer.hash || issuer.username || issuer.password)
+        bad('issuer must not have a query, fragment or credentials')
     }
     if (!text('clientId')) bad('clientId is required')
     const clientSecret = typeof e.clientSecret === 'string' ? e.clientSecret : '' // used exactly as given
     if (!clientSecret) bad('clientSecret is required')
-    const scopes = e.scopes === undefined ? 'openid email profile' : text('scopes').split(/\s+/).filter(Boolean).join(' ')
+    const scopes =
+      e.scopes === undefined ? 'openid email profile' : text('scopes').split(/\s+/).filter(Boolean).join(' ')
     if (!scopes.split(' ').includes('openid')) bad('scopes must be a space-separated string that includes openid')
     const tenantId = e.tenantId === undefined || e.tenantId === null ? null : text('tenantId')
     if (tenantId !== null && !isUuid(tenantId)) bad('tenantId must be a tenant id (UUID)')
     const defaultRole = e.defaultRole === undefined ? 'member' : e.defaultRole
-    if (!(JIT_ROLES as readonly unknown[]).includes(defaultRole)) bad(`defaultRole must be one of ${JIT_ROLES.join(', ')}`)
-    else if (e.defaultRole !== undefined && tenantId === null) bad('defaultRole needs tenantId (the tenant new users are created in)')
+    if (!(JIT_ROLES as readonly unknown[]).includes(defaultRole))
+      bad(`defaultRole must be one of ${JIT_ROLES.join(', ')}`)
+    else if (e.defaultRole !== undefined && tenantId === null)
+      bad('defaultRole needs tenantId (the tenant new users are created in)')
     const tokenAuthMethod = e.tokenAuthMethod === undefined ? 'client_secret_basic' : e.tokenAuthMethod
-    if (!(TOKEN_AUTH_METHODS as readonly unknown[]).includes(tokenAuthMethod)) bad(`tokenAuthMethod must be one of ${TOKEN_AUTH_METHODS.join(', ')}`)
+    if (!(TOKEN_AUTH_METHODS as readonly unknown[]).includes(tokenAuthMethod))
+      bad(`tokenAuthMethod must be one of ${TOKEN_AUTH_METHODS.join(', ')}`)
 
     if (mistakes.length) problems.push(`${label}: ${mistakes.join('; ')}`)
     out.push({

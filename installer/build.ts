@@ -22,26 +22,39 @@ export const INSTALLER_ENTRY = 'installer/cli.js'
 const inkDevtoolsLeftOut: Plugin = {
   name: 'ink-devtools-left-out',
   setup(b) {
-    b.onResolve({ filter: /^\.\/devtools\.js$/ }, (args) => (args.importer.includes('/node_modules/ink/') ? { path: args.path, external: true } : undefined))
+    b.onResolve({ filter: /^\.\/devtools\.js$/ }, (args) =>
+      args.importer.includes('/node_modules/ink/') ? { path: args.path, external: true } : undefined,
+    )
   },
 }
 
 /** Dependency files that name their own location, bundled all the same (common/bundle.ts refuses any other). */
 const HARMLESS = {
-  'node_modules/yoga-layout/dist/binaries/yoga-wasm-base64-esm.js': "Ink's layout engine: its WebAssembly is inlined as base64, so its script's location is never used",
-  'node_modules/ioredis/built/utils/index.js': "reads its package.json for the client's version, and says error-fetching-version when it is not there",
+  'node_modules/yoga-layout/dist/binaries/yoga-wasm-base64-esm.js':
+    "Ink's layout engine: its WebAssembly is inlined as base64, so its script's location is never used",
+  'node_modules/ioredis/built/utils/index.js':
+    "reads its package.json for the client's version, and says error-fetching-version when it is not there",
   'node_modules/ioredis/built/Command.js': 'trims its own frames from error stacks by their folder',
 }
 
 /** Writes the installer's files into `out` (made if missing); returns how many modules went into the one file. */
 export async function buildInstaller(out: string): Promise<{ modules: number; bytes: number }> {
   mkdirSync(out, { recursive: true })
-  const metafile = await bundle({ entries: ['installer/cli.ts'], own: ['licenses/keys.ts'], outdir: out, harmless: HARMLESS, esbuild: { plugins: [inkDevtoolsLeftOut] } })
+  const metafile = await bundle({
+    entries: ['installer/cli.ts'],
+    own: ['licenses/keys.ts'],
+    outdir: out,
+    harmless: HARMLESS,
+    esbuild: { plugins: [inkDevtoolsLeftOut] },
+  })
   cpSync(join(ROOT, 'compose'), join(out, 'compose'), { recursive: true })
   cpSync(join(ROOT, 'config/atrium.env.example'), join(out, 'config/atrium.env.example'))
   writePackageJson(out)
   const script = join(out, 'atrium-installer')
-  writeFileSync(script, `#!/bin/sh\n# The Atrium installer (Node.js 20.19 or later; nothing else to install).\nexec node "$(dirname "$0")/${INSTALLER_ENTRY}" "$@"\n`)
+  writeFileSync(
+    script,
+    `#!/bin/sh\n# The Atrium installer (Node.js 20.19 or later; nothing else to install).\nexec node "$(dirname "$0")/${INSTALLER_ENTRY}" "$@"\n`,
+  )
   chmodSync(script, 0o755)
   const entry = Object.entries(metafile.outputs).find(([f]) => f.endsWith(INSTALLER_ENTRY))!
   return { modules: Object.keys(metafile.inputs).length, bytes: entry[1].bytes }

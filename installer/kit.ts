@@ -19,7 +19,15 @@ import { IMAGES, type Image } from '../config/images.js'
 import { readPrivateKey, runVendorTool, UsageError } from '../licenses/issue.js'
 import { signSums, verifySums } from '../licenses/kit-signature.js'
 import { buildInstaller } from './build.js'
-import { KIT, newFolderProblem, platformProblem, recordImages, saveCommands, selectImages, writeSums } from './deploy/airgap.js'
+import {
+  KIT,
+  newFolderProblem,
+  platformProblem,
+  recordImages,
+  saveCommands,
+  selectImages,
+  writeSums,
+} from './deploy/airgap.js'
 import { deploy, failedStep } from './deploy/deploy.js'
 import { run, type Runner } from './core/run.js'
 
@@ -49,7 +57,9 @@ export async function buildKit(o: KitOptions): Promise<{ dir: string; files: num
   const say = o.onStep ?? (() => {})
   const installer = await buildInstaller(dir)
   say(`installer: ${installer.modules} modules in one file of ${installer.bytes} bytes`)
-  const chart = await runner('helm', ['package', join(ROOT, 'charts/atrium'), '--destination', join(dir, 'charts')], { timeoutMs: 120_000 })
+  const chart = await runner('helm', ['package', join(ROOT, 'charts/atrium'), '--destination', join(dir, 'charts')], {
+    timeoutMs: 120_000,
+  })
   if (chart.exitCode !== 0) throw new Error(`helm package failed: ${chart.stderr || chart.stdout}`)
   say(`chart: ${chart.stdout.trim()}`)
   const images = o.images ?? IMAGES
@@ -61,9 +71,14 @@ export async function buildKit(o: KitOptions): Promise<{ dir: string; files: num
   if (o.signer) {
     const signature = await signSums(sums, o.signer.privateKey, o.signer.kid)
     writeFileSync(join(dir, KIT.signature), `${signature}\n`)
-    // Sites trust the keys of licenses/keys.ts: a kit signed with another key (or the wrong kid) is one every site refuses.
+    // Sites trust the keys of licenses/keys.ts: a kit signed with another key (or the wrong kid) is one every site
+    // refuses.
     const trusted = await verifySums(sums, signature)
-    say('problem' in trusted ? `WARNING: sites will refuse this kit: ${trusted.problem}` : `signed with ${trusted.kid}, fingerprint ${trusted.fingerprint}: publish it for sites to compare`)
+    say(
+      'problem' in trusted
+        ? `WARNING: sites will refuse this kit: ${trusted.problem}`
+        : `signed with ${trusted.kid}, fingerprint ${trusted.fingerprint}: publish it for sites to compare`,
+    )
   }
   return { dir, files: sums.split('\n').filter(Boolean).length, signedBy: o.signer?.kid ?? null }
 }
@@ -84,13 +99,22 @@ export async function cli(argv: string[], runner?: Runner): Promise<string> {
   if (v.help) return USAGE
   const problems = [
     !v.output && 'missing --output DIR',
-    !v.unsigned && !(v['private-key'] && v.kid) && 'missing --private-key FILE and --kid KID (the vendor signs every kit; --unsigned for a test bench)',
+    !v.unsigned &&
+      !(v['private-key'] && v.kid) &&
+      'missing --private-key FILE and --kid KID (the vendor signs every kit; --unsigned for a test bench)',
     v.platform && platformProblem(v.platform),
     selectImages(v.only).problem,
   ].filter((p): p is string => Boolean(p))
   if (problems.length) throw new UsageError(problems.join('\n'))
   const signer = v.unsigned ? undefined : { privateKey: readPrivateKey(v['private-key']!), kid: v.kid!.trim() }
-  const r = await buildKit({ output: v.output!, platform: v.platform, images: selectImages(v.only).images, signer, runner, onStep: (l) => process.stderr.write(`${l}\n`) })
+  const r = await buildKit({
+    output: v.output!,
+    platform: v.platform,
+    images: selectImages(v.only).images,
+    signer,
+    runner,
+    onStep: (l) => process.stderr.write(`${l}\n`),
+  })
   return `wrote the air-gap kit ${r.dir}: ${r.files} files in SHA256SUMS, ${r.signedBy ? `signed with ${r.signedBy}` : 'UNSIGNED'}`
 }
 

@@ -37,20 +37,32 @@ const GLOBAL = {
 } as const satisfies Flags
 
 /** Every flag once, by the name its value has (a flag several commands read is one object): the shared ones first. */
-const FLAGS: Flags = Object.assign(Object.fromEntries(Object.entries(shared).filter(([, f]) => 'help' in f)), interactive.flags, ...COMMANDS.map((c) => c.flags), GLOBAL)
+const FLAGS: Flags = Object.assign(
+  Object.fromEntries(Object.entries(shared).filter(([, f]) => 'help' in f)),
+  interactive.flags,
+  ...COMMANDS.map((c) => c.flags),
+  GLOBAL,
+)
 
 /** Text after a first column of `width`; a help's further lines go under its first. */
-const row = (left: string, text: string, width: number): string => `  ${left.padEnd(width)}  ${text.split('\n').join(`\n${' '.repeat(width + 4)}`)}`
+const row = (left: string, text: string, width: number): string =>
+  `  ${left.padEnd(width)}  ${text.split('\n').join(`\n${' '.repeat(width + 4)}`)}`
 
 const USAGE = [
   'Atrium installer',
   '',
   'Commands:',
   row('(none)', interactive.summary, 10),
-  ...COMMANDS.flatMap((c) => (c.actions ? Object.entries(c.actions).map(([action, text]) => row(`${c.name} ${action}`, text, 18)) : [row(c.name, c.summary, 10)])),
+  ...COMMANDS.flatMap((c) =>
+    c.actions
+      ? Object.entries(c.actions).map(([action, text]) => row(`${c.name} ${action}`, text, 18))
+      : [row(c.name, c.summary, 10)],
+  ),
   '',
   'Options:',
-  ...Object.entries(FLAGS).map(([key, f]: [string, Flag]) => row(`--${flagName(key, f)}${f.value ? ` ${f.value}` : ''}`, f.help, 22)),
+  ...Object.entries(FLAGS).map(([key, f]: [string, Flag]) =>
+    row(`--${flagName(key, f)}${f.value ? ` ${f.value}` : ''}`, f.help, 22),
+  ),
   '',
   'Exit codes: 0 ok, 1 error, 2 bad input, 3 a check failed, 4 only warnings (with --strict).',
 ].join('\n')
@@ -60,14 +72,17 @@ type Values = Record<string, string | boolean | undefined>
 function parseFlags(argv: string[]): { command: string | undefined; action: string | undefined; flags: Values } {
   let parsed
   try {
-    const options = Object.fromEntries(Object.entries(FLAGS).map(([key, f]) => [flagName(key, f), { type: f.type, ...(f.short && { short: f.short }) }]))
+    const options = Object.fromEntries(
+      Object.entries(FLAGS).map(([key, f]) => [flagName(key, f), { type: f.type, ...(f.short && { short: f.short }) }]),
+    )
     parsed = parseArgs({ args: argv, allowPositionals: true, options })
   } catch (err) {
     throw new BadInput((err as Error).message)
   }
   const [command, action, ...more] = parsed.positionals
   const takesAction = COMMANDS.find((c) => c.name === command)?.actions
-  if ((!takesAction && action !== undefined) || more.length) throw new BadInput(`one command at a time (got ${parsed.positionals.join(' ')})`)
+  if ((!takesAction && action !== undefined) || more.length)
+    throw new BadInput(`one command at a time (got ${parsed.positionals.join(' ')})`)
   // By the names the commands read them; a boolean flag not given is false.
   const flags = Object.fromEntries(
     Object.entries(FLAGS).map(([key, f]) => {
@@ -78,9 +93,15 @@ function parseFlags(argv: string[]): { command: string | undefined; action: stri
   return { command, action, flags }
 }
 
-async function dispatch(command: string | undefined, action: string | undefined, flags: Values, progress: Progress): Promise<Report> {
+async function dispatch(
+  command: string | undefined,
+  action: string | undefined,
+  flags: Values,
+  progress: Progress,
+): Promise<Report> {
   if (flags.version) return { command: 'help', exitCode: EXIT.ok, usage: `Atrium installer ${VERSION}` }
-  if (command === undefined && !flags.help && process.stdin.isTTY && process.stdout.isTTY) return interactive.run({ flags, action, progress })
+  if (command === undefined && !flags.help && process.stdin.isTTY && process.stdout.isTTY)
+    return interactive.run({ flags, action, progress })
   if (flags.help || command === undefined || command === 'help') {
     return { command: 'help', exitCode: command === undefined && !flags.help ? EXIT.badInput : EXIT.ok, usage: USAGE }
   }

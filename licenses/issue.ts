@@ -18,11 +18,20 @@ FILE is the Ed25519 private key as PKCS#8 PEM or as JWK JSON. A license is valid
 (today by default) until the start of --expires (UTC), then in grace.`
 
 /** What a license says (its id is made here, its grace is the verifier's), and who signs it. */
-export type IssueInput = Omit<LicenseClaims, 'id' | 'notBefore' | 'graceEndsAt'> & { privateKey: KeyObject; kid: string }
+export type IssueInput = Omit<LicenseClaims, 'id' | 'notBefore' | 'graceEndsAt'> & {
+  privateKey: KeyObject
+  kid: string
+}
 
 export function issueLicense(i: IssueInput): Promise<string> {
   const iat = Math.floor(i.issuedAt.getTime() / 1000)
-  return new SignJWT({ customer: i.customer, plan: i.plan, maxTenants: i.maxTenants, features: i.features, airGapAllowed: i.airGapAllowed })
+  return new SignJWT({
+    customer: i.customer,
+    plan: i.plan,
+    maxTenants: i.maxTenants,
+    features: i.features,
+    airGapAllowed: i.airGapAllowed,
+  })
     .setProtectedHeader({ alg: LICENSE_ALG, typ: LICENSE_TYP, kid: i.kid })
     .setIssuer(LICENSE_ISSUER)
     .setAudience(LICENSE_AUDIENCE)
@@ -52,11 +61,16 @@ export function readPrivateKey(path: string): KeyObject {
   let key: KeyObject
   try {
     const text = readFileSync(path, 'utf8')
-    key = text.trim().startsWith('{') ? createPrivateKey({ key: JSON.parse(text), format: 'jwk' }) : createPrivateKey(text)
+    key = text.trim().startsWith('{')
+      ? createPrivateKey({ key: JSON.parse(text), format: 'jwk' })
+      : createPrivateKey(text)
   } catch (err) {
-    throw new UsageError(`--private-key ${path}: not a readable private key, PKCS#8 PEM or JWK (${(err as Error).message})`)
+    throw new UsageError(
+      `--private-key ${path}: not a readable private key, PKCS#8 PEM or JWK (${(err as Error).message})`,
+    )
   }
-  if (key.asymmetricKeyType !== 'ed25519') throw new UsageError(`--private-key ${path}: not an Ed25519 key (it is ${key.asymmetricKeyType})`)
+  if (key.asymmetricKeyType !== 'ed25519')
+    throw new UsageError(`--private-key ${path}: not an Ed25519 key (it is ${key.asymmetricKeyType})`)
   return key
 }
 
@@ -97,7 +111,8 @@ export async function cli(argv: string[]): Promise<string> {
     try {
       r = generateKeyPair(keyDir)
     } catch (err) {
-      if ((err as { code?: string }).code === 'EEXIST') throw new UsageError(`${keyDir} already holds a key pair, which is never overwritten: choose another directory`)
+      if ((err as { code?: string }).code === 'EEXIST')
+        throw new UsageError(`${keyDir} already holds a key pair, which is never overwritten: choose another directory`)
       throw err
     }
     return `wrote ${r.privatePath} (keep it offline) and ${r.publicPath} (add it to licenses/keys.ts with a new kid)`
@@ -138,7 +153,9 @@ export function runVendorTool(run: (argv: string[]) => Promise<string>, showStac
     (out) => process.stdout.write(out + '\n'),
     (err: Error) => {
       const usage = err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
-      process.stderr.write(usage ? `${err.message}\n(run with --help for usage)\n` : `${(showStack && err.stack) || err.message}\n`)
+      process.stderr.write(
+        usage ? `${err.message}\n(run with --help for usage)\n` : `${(showStack && err.stack) || err.message}\n`,
+      )
       process.exitCode = usage ? 2 : 1
     },
   )

@@ -9,4 +9,9 @@ export interface TrustedKey {
   publicKeyJwk: { kty: 'OKP'; crv: 'Ed25519'; x: string }
 }
 
-export const TRUSTED_KEYS: readonly TrustedKey[] = [{ kid: 'atrium-2026-1', publicKeyJwk: { kty: 'OKP', crv: 'Ed25519', x: 'jGL7tbDKgu39FECOCfrf8FCKAz5jtaAQf4HLy75ySoA' } }]
+export const TRUSTED_KEYS: readonly TrustedKey[] = [
+  {
+    kid: 'atrium-2026-1',
+    publicKeyJwk: { kty: 'OKP', crv: 'Ed25519', x: 'jGL7tbDKgu39FECOCfrf8FCKAz5jtaAQf4HLy75ySoA' },
+  },
+]

@@ -14,15 +14,25 @@ export const KIT_TYP = 'atrium-kit+jws'
 
 /** The detached signature of `sums` (SHA256SUMS's text) made with the vendor's private key. */
 export async function signSums(sums: string, privateKey: KeyObject, kid: string): Promise<string> {
-  const jws = await new CompactSign(new TextEncoder().encode(sums)).setProtectedHeader({ alg: KIT_ALG, typ: KIT_TYP, kid }).sign(privateKey)
+  const jws = await new CompactSign(new TextEncoder().encode(sums))
+    .setProtectedHeader({ alg: KIT_ALG, typ: KIT_TYP, kid })
+    .sign(privateKey)
   const [header, , signature] = jws.split('.')
   return `${header}..${signature}`
 }
 
-/** Whether `signature` is a trusted key's over exactly `sums`: the key's kid and JWK thumbprint, or what is wrong. Never throws. */
-export async function verifySums(sums: string, signature: string, keys: readonly TrustedKey[] = TRUSTED_KEYS): Promise<{ kid: string; fingerprint: string } | { problem: string }> {
+/**
+ * Whether `signature` is a trusted key's over exactly `sums`: the key's kid and JWK thumbprint, or what is wrong. Never
+ * throws.
+ */
+export async function verifySums(
+  sums: string,
+  signature: string,
+  keys: readonly TrustedKey[] = TRUSTED_KEYS,
+): Promise<{ kid: string; fingerprint: string } | { problem: string }> {
   const parts = signature.trim().split('.')
-  if (parts.length !== 3 || parts[1] !== '') return { problem: 'SHA256SUMS.sig is not a detached signature (header..signature)' }
+  if (parts.length !== 3 || parts[1] !== '')
+    return { problem: 'SHA256SUMS.sig is not a detached signature (header..signature)' }
   let header
   try {
     header = decodeProtectedHeader(signature.trim())
@@ -30,9 +40,12 @@ export async function verifySums(sums: string, signature: string, keys: readonly
     return { problem: 'SHA256SUMS.sig is not a detached signature (header..signature)' }
   }
   if (header.typ !== KIT_TYP || header.alg !== KIT_ALG)
-    return { problem: `SHA256SUMS.sig is not a kit signature (typ ${header.typ ?? 'none'}, alg ${header.alg ?? 'none'}; expected ${KIT_TYP}, ${KIT_ALG})` }
+    return {
+      problem: `SHA256SUMS.sig is not a kit signature (typ ${header.typ ?? 'none'}, alg ${header.alg ?? 'none'}; expected ${KIT_TYP}, ${KIT_ALG})`,
+    }
   const trusted = await trustedKey(header.kid, keys)
-  if (!trusted) return { problem: `SHA256SUMS is signed by a key this installer does not trust (kid ${header.kid ?? 'none'})` }
+  if (!trusted)
+    return { problem: `SHA256SUMS is signed by a key this installer does not trust (kid ${header.kid ?? 'none'})` }
   const payload = Buffer.from(sums).toString('base64url')
   try {
     await compactVerify(`${parts[0]}.${payload}.${parts[2]}`, trusted.publicKey, { algorithms: [KIT_ALG] })

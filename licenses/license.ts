@@ -35,7 +35,17 @@ export interface LicenseClaims {
   graceEndsAt: Date
 }
 
-export type InvalidReason = 'missing' | 'malformed' | 'bad_signature' | 'unknown_key' | 'wrong_issuer' | 'wrong_audience' | 'wrong_type' | 'not_yet_valid' | 'bad_claims' | 'air_gap_not_allowed'
+export type InvalidReason =
+  | 'missing'
+  | 'malformed'
+  | 'bad_signature'
+  | 'unknown_key'
+  | 'wrong_issuer'
+  | 'wrong_audience'
+  | 'wrong_type'
+  | 'not_yet_valid'
+  | 'bad_claims'
+  | 'air_gap_not_allowed'
 
 export type LicenseResult =
   | { status: 'valid'; license: LicenseClaims; message: string }
@@ -61,13 +71,16 @@ const day = (d: Date) => d.toISOString().slice(0, 10)
 
 const MESSAGES: Record<InvalidReason, (l?: LicenseClaims) => string> = {
   missing: () => `No license key is set (LICENSE_KEY): ${CONTACT} for one`,
-  malformed: () => 'The license key is not a license (it is cut short, has extra characters or is something else): paste it again exactly as received',
-  bad_signature: () => `The license key's signature does not match: it was altered or not issued by the vendor; ${CONTACT}`,
+  malformed: () =>
+    'The license key is not a license (it is cut short, has extra characters or is something else): paste it again exactly as received',
+  bad_signature: () =>
+    `The license key's signature does not match: it was altered or not issued by the vendor; ${CONTACT}`,
   unknown_key: () => `The license key was signed with a key this version does not know: upgrade Atrium or ${CONTACT}`,
   wrong_issuer: () => `The license key was not issued by Atrium licensing; ${CONTACT}`,
   wrong_audience: () => `The license key is not for Atrium on-premise; ${CONTACT}`,
   wrong_type: () => `The token is not an Atrium license key; ${CONTACT}`,
-  not_yet_valid: (l) => `The license key is not valid until ${l ? day(l.notBefore) : 'its start date'}: check this machine's clock, or wait until then`,
+  not_yet_valid: (l) =>
+    `The license key is not valid until ${l ? day(l.notBefore) : 'its start date'}: check this machine's clock, or wait until then`,
   bad_claims: () => `The license key has content this version cannot read; ${CONTACT}`,
   air_gap_not_allowed: () => `This license does not allow air-gapped installations; ${CONTACT} for one that does`,
 }
@@ -77,10 +90,13 @@ const MESSAGES: Record<InvalidReason, (l?: LicenseClaims) => string> = {
  * screens) and the running server (platform/license.ts), which adds what read-only means there.
  */
 export const STATE_MESSAGES = {
-  valid: (l: LicenseClaims) => `Licensed to ${l.customer} (${l.plan}, up to ${l.maxTenants} tenants) until ${day(l.expiresAt)}`,
-  grace: (l: LicenseClaims, daysLeft: number) => `The license of ${l.customer} expired on ${day(l.expiresAt)}; Atrium keeps working for ${daysLeft} more day(s): ${CONTACT} to renew`,
+  valid: (l: LicenseClaims) =>
+    `Licensed to ${l.customer} (${l.plan}, up to ${l.maxTenants} tenants) until ${day(l.expiresAt)}`,
+  grace: (l: LicenseClaims, daysLeft: number) =>
+    `The license of ${l.customer} expired on ${day(l.expiresAt)}; Atrium keeps working for ${daysLeft} more day(s): ${CONTACT} to renew`,
   /** The expired state's facts, without what follows from them. */
-  ended: (l: LicenseClaims) => `The license of ${l.customer} expired on ${day(l.expiresAt)} and its grace period ended on ${day(l.graceEndsAt)}`,
+  ended: (l: LicenseClaims) =>
+    `The license of ${l.customer} expired on ${day(l.expiresAt)} and its grace period ended on ${day(l.graceEndsAt)}`,
 }
 
 const invalid = (reason: InvalidReason, license?: LicenseClaims | null): LicenseResult => ({
@@ -136,8 +152,14 @@ function claimsOf(p: JWTPayload, graceDays: number): LicenseClaims | null {
   }
 }
 
-/** The trusted key a signature names by its kid, ready to verify with (EdDSA, the only algorithm licenses and kits use); null for another. */
-export async function trustedKey(kid: string | undefined, keys: readonly TrustedKey[] = TRUSTED_KEYS): Promise<{ key: TrustedKey; publicKey: CryptoKey | Uint8Array } | null> {
+/**
+ * The trusted key a signature names by its kid, ready to verify with (EdDSA, the only algorithm licenses and kits use);
+ * null for another.
+ */
+export async function trustedKey(
+  kid: string | undefined,
+  keys: readonly TrustedKey[] = TRUSTED_KEYS,
+): Promise<{ key: TrustedKey; publicKey: CryptoKey | Uint8Array } | null> {
   const key = keys.find((k) => k.kid === kid)
   const publicKey = key && (await importJWK(key.publicKeyJwk, LICENSE_ALG).catch(() => null))
   return key && publicKey ? { key, publicKey } : null
@@ -193,19 +215,31 @@ export async function verifyLicense(key: string | undefined, opts: VerifyOptions
     }))
   } catch (err) {
     // Claims are validated only after the signature, so their payload is the vendor's.
-    return invalid(reasonOf(err), err instanceof errors.JWTClaimValidationFailed ? claimsOf(err.payload, graceDays) : null)
+    return invalid(
+      reasonOf(err),
+      err instanceof errors.JWTClaimValidationFailed ? claimsOf(err.payload, graceDays) : null,
+    )
   }
   const license = claimsOf(payload, graceDays)
   if (!license) return invalid('bad_claims')
   if (opts.airGapped && !license.airGapAllowed) return invalid('air_gap_not_allowed', license)
   const state = licenseState(license, now.getTime())
   if (state.status === 'valid') return { status: 'valid', license, message: STATE_MESSAGES.valid(license) }
-  if (state.status === 'grace') return { status: 'grace', license, daysLeft: state.daysLeft, message: STATE_MESSAGES.grace(license, state.daysLeft) }
+  if (state.status === 'grace')
+    return {
+      status: 'grace',
+      license,
+      daysLeft: state.daysLeft,
+      message: STATE_MESSAGES.grace(license, state.daysLeft),
+    }
   return { status: 'expired', license, message: `${STATE_MESSAGES.ended(license)}: ${CONTACT} to renew` }
 }
 
 /** Where verified claims stand at time `t` (ms): valid until expiry, then grace, then expired. */
-export function licenseState(l: Pick<LicenseClaims, 'expiresAt' | 'graceEndsAt'>, t: number): { status: 'valid' | 'expired' } | { status: 'grace'; daysLeft: number } {
+export function licenseState(
+  l: Pick<LicenseClaims, 'expiresAt' | 'graceEndsAt'>,
+  t: number,
+): { status: 'valid' | 'expired' } | { status: 'grace'; daysLeft: number } {
   if (t < l.expiresAt.getTime()) return { status: 'valid' }
   if (t < l.graceEndsAt.getTime()) return { status: 'grace', daysLeft: Math.ceil((l.graceEndsAt.getTime() - t) / DAY) }
   return { status: 'expired' }

@@ -11,7 +11,19 @@ export const NOTICES_FILE = 'licenses/THIRD_PARTY_NOTICES.md'
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url))
 
 /** Licenses we may ship without review. Anything else, alone or in an expression, is flagged. */
-export const PERMISSIVE_LICENSES: readonly string[] = ['MIT', 'ISC', 'BSD-2-Clause', 'BSD-3-Clause', 'Apache-2.0', '0BSD', 'BlueOak-1.0.0', 'CC0-1.0', 'Unlicense', 'Python-2.0', 'CC-BY-4.0']
+export const PERMISSIVE_LICENSES: readonly string[] = [
+  'MIT',
+  'ISC',
+  'BSD-2-Clause',
+  'BSD-3-Clause',
+  'Apache-2.0',
+  '0BSD',
+  'BlueOak-1.0.0',
+  'CC0-1.0',
+  'Unlicense',
+  'Python-2.0',
+  'CC-BY-4.0',
+]
 
 export type LockEntry = {
   name?: string
@@ -79,7 +91,9 @@ function licenseText(dir: string): string | null {
     .filter((f) => statSync(join(dir, f)).isFile())
     .sort()
   const found = [...files.filter((f) => LICENSE_FILE.test(f)), ...files.filter((f) => NOTICE_FILE.test(f))]
-  const parts = found.map((f) => ({ file: f, text: normalized(readFileSync(join(dir, f), 'utf8')) })).filter((p) => p.text)
+  const parts = found
+    .map((f) => ({ file: f, text: normalized(readFileSync(join(dir, f), 'utf8')) }))
+    .filter((p) => p.text)
   if (!parts.length) return null
   if (parts.length === 1) return parts[0]!.text
   return parts.map((p) => `--- ${p.file} ---\n\n${p.text}`).join('\n\n')
@@ -109,8 +123,14 @@ function compareVersions(a: string, b: string): number {
  * lockfile, since the notices would then describe something other than what ships.
  */
 export function collectPackages(root: string): ThirdPartyPackage[] {
-  const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as { lockfileVersion?: number; packages?: Record<string, LockEntry> }
-  if (!lock.packages || (lock.lockfileVersion ?? 0) < 2) throw new Error('package-lock.json has no "packages" map (lockfileVersion 2 or 3 needed): run npm install with npm 7 or later')
+  const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as {
+    lockfileVersion?: number
+    packages?: Record<string, LockEntry>
+  }
+  if (!lock.packages || (lock.lockfileVersion ?? 0) < 2)
+    throw new Error(
+      'package-lock.json has no "packages" map (lockfileVersion 2 or 3 needed): run npm install with npm 7 or later',
+    )
   const byId = new Map<string, ThirdPartyPackage>()
   for (const [path, entry] of Object.entries(lock.packages).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     // "" is the project itself; paths outside node_modules are workspace folders, also ours.
@@ -125,11 +145,15 @@ export function collectPackages(root: string): ThirdPartyPackage[] {
     const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as Record<string, unknown>
     const name = entry.name ?? path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length)
     const version = entry.version ?? String(manifest.version)
-    if (manifest.version !== version) throw new Error(`${path} is ${String(manifest.version)} but package-lock.json says ${version}: run npm ci`)
+    if (manifest.version !== version)
+      throw new Error(`${path} is ${String(manifest.version)} but package-lock.json says ${version}: run npm ci`)
     const id = `${name}@${version}`
-    if (!byId.has(id)) byId.set(id, { name, version, license: declaredLicense(entry, manifest), text: licenseText(dir) })
+    if (!byId.has(id))
+      byId.set(id, { name, version, license: declaredLicense(entry, manifest), text: licenseText(dir) })
   }
-  return [...byId.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : compareVersions(a.version, b.version)))
+  return [...byId.values()].sort((a, b) =>
+    a.name < b.name ? -1 : a.name > b.name ? 1 : compareVersions(a.version, b.version),
+  )
 }
 
 /**
@@ -227,13 +251,25 @@ export function renderPackages(packages: ThirdPartyPackage[]): string {
     '|---|---|---|---|',
   ]
   for (const p of packages) {
-    const text = p.text === null ? `none in the package; declared license: ${p.license}` : `[Text ${texts.get(p.text)!.n}](#text-${texts.get(p.text)!.n})`
+    const text =
+      p.text === null
+        ? `none in the package; declared license: ${p.license}`
+        : `[Text ${texts.get(p.text)!.n}](#text-${texts.get(p.text)!.n})`
     lines.push(`| ${p.name} | ${p.version} | ${p.license} | ${text} |`)
   }
   lines.push('', '## License texts')
   for (const [text, { n, users }] of texts) {
     const f = fence(text)
-    lines.push('', `### Text ${n}`, '', `Used by: ${users.map((u) => `${u.name} ${u.version}`).join(', ')}.`, '', `${f}text`, text, f)
+    lines.push(
+      '',
+      `### Text ${n}`,
+      '',
+      `Used by: ${users.map((u) => `${u.name} ${u.version}`).join(', ')}.`,
+      '',
+      `${f}text`,
+      text,
+      f,
+    )
   }
   return lines.join('\n') + '\n'
 }
@@ -248,11 +284,18 @@ function changedRows(before: string, after: string): string[] {
   const rows = (s: string) => new Set(s.split('\n').filter((l) => l.startsWith('| ') && !l.startsWith('| Package |')))
   const old = rows(before)
   const now = rows(after)
-  return [...[...old].filter((r) => !now.has(r)).map((r) => `- ${r}`), ...[...now].filter((r) => !old.has(r)).map((r) => `+ ${r}`)]
+  return [
+    ...[...old].filter((r) => !now.has(r)).map((r) => `- ${r}`),
+    ...[...now].filter((r) => !old.has(r)).map((r) => `+ ${r}`),
+  ]
 }
 
 /** The script: writes the file (or with --check compares it), prints a summary; returns the exit code. */
-export function runNotices(args: string[], root: string = REPO_ROOT, log: (line: string) => void = console.log): number {
+export function runNotices(
+  args: string[],
+  root: string = REPO_ROOT,
+  log: (line: string) => void = console.log,
+): number {
   const packages = collectPackages(root)
   const rendered = renderPackages(packages)
   const file = join(root, NOTICES_FILE)
@@ -283,7 +326,10 @@ export function runNotices(args: string[], root: string = REPO_ROOT, log: (line:
     if (args.includes('--check')) code = 1
   }
   const missing = packages.filter((p) => p.text === null)
-  if (missing.length) log(`${missing.length} ship no license text: ${missing.map((p) => `${p.name} ${p.version} (${p.license})`).join(', ')}`)
+  if (missing.length)
+    log(
+      `${missing.length} ship no license text: ${missing.map((p) => `${p.name} ${p.version} (${p.license})`).join(', ')}`,
+    )
   return code
 }
 

@@ -3,4 +3,6 @@
 // image (it has no npm scripts and no sources); from source (npm run dev, tests) the npm script.
 import { fileURLToPath } from 'node:url'
 
-export const ADMIN_CLI = import.meta.url.endsWith('.js') ? `node ${fileURLToPath(new URL('./cli.js', import.meta.url))}` : 'npm run --silent admin --'
+export const ADMIN_CLI = import.meta.url.endsWith('.js')
+  ? `node ${fileURLToPath(new URL('./cli.js', import.meta.url))}`
+  : 'npm run --silent admin --'

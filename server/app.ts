@@ -3,7 +3,8 @@
 // gives the job runner its queues (the registry, jobs.ts, with the handlers the modules export) and
 // hands the rest on: first the decorations the request pipeline reads (decorations.ts), then the HTTP
 // plugins, in the order their hooks run on a request, then one plugin per module, which registers
-// its routes with the services it is given. No I/O of its own: everything outside comes in through the platform, so a test builds the same app on real
+// its routes with the services it is given. No I/O of its own: everything outside comes in through the platform, so a
+// test builds the same app on real
 // services or embedded defaults. main.ts listens.
 //
 // Every plugin is named (fastify-plugin) and lists in `dependencies` the plugins whose hooks or
@@ -58,7 +59,16 @@ declare module 'fastify' {
 }
 
 /** HTTP plugins, in the order their hooks run on a request. */
-const HTTP: FastifyPluginAsync[] = [envelopePlugin, validationPlugin, requestLogPlugin, metricsPlugin, openapiPlugin, authPlugin, licensePlugin, pagesPlugin]
+const HTTP: FastifyPluginAsync[] = [
+  envelopePlugin,
+  validationPlugin,
+  requestLogPlugin,
+  metricsPlugin,
+  openapiPlugin,
+  authPlugin,
+  licensePlugin,
+  pagesPlugin,
+]
 
 /** Modules, each given the services (it reads the ones its options name); their routes are registered in this order. */
 const MODULES: FastifyPluginAsync<Services>[] = [
@@ -92,7 +102,8 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
     requestIdHeader: false,
     // Fastify's two lines per request are replaced by the one 'atrium-request-log' writes.
     logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
-    childLoggerFactory: (logger, bindings, opts) => lazyRequestLogger(logger as Logger, bindings, opts as pino.ChildLoggerOptions),
+    childLoggerFactory: (logger, bindings, opts) =>
+      lazyRequestLogger(logger as Logger, bindings, opts as pino.ChildLoggerOptions),
     bodyLimit: config.MAX_REQUEST_BODY_BYTES,
     trustProxy: config.TRUSTED_PROXIES.length ? config.TRUSTED_PROXIES : false,
     return503OnClosing: true,
@@ -112,7 +123,8 @@ export async function buildApp(platform: Platform, opts: AppOptions = {}): Promi
     done(null, payload)
   })
 
-  // Background work starts once the app is ready; on close (the last hook to run) it drains, before the platform's pools close.
+  // Background work starts once the app is ready; on close (the last hook to run) it drains, before the platform's
+  // pools close.
   app.addHook('onReady', () => services.start())
   app.addHook('onClose', () => services.close())
 

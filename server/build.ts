@@ -22,8 +22,14 @@ const ENTRIES = ['server/main.ts', 'server/cli.ts']
  * trust other keys (test/helpers/engine.ts trustingImage).
  */
 const OWN_FILES = ['licenses/keys.ts']
-/** Not run by the server: the vendor's tools, the installer's build and this file stay out of what ships, and tests are not code to run. */
-const LEFT_OUT = (path: string) => ['licenses/issue.ts', 'server/build.ts', 'common/bundle.ts'].includes(path) || path.endsWith('.test.ts') || path.endsWith('.d.ts')
+/**
+ * Not run by the server: the vendor's tools, the installer's build and this file stay out of what ships, and tests are
+ * not code to run.
+ */
+const LEFT_OUT = (path: string) =>
+  ['licenses/issue.ts', 'server/build.ts', 'common/bundle.ts'].includes(path) ||
+  path.endsWith('.test.ts') ||
+  path.endsWith('.d.ts')
 
 /**
  * Dependencies loaded from node_modules at run time rather than bundled, because they find files
@@ -32,7 +38,15 @@ const LEFT_OUT = (path: string) => ['licenses/issue.ts', 'server/build.ts', 'com
  * error stacks, PGlite's WebAssembly. Bundled, those would be looked for in dist/server/.
  * The build fails on any other dependency that does this (common/bundle.ts).
  */
-export const EXTERNAL = ['pino', 'thread-stream', '@fastify/swagger', '@fastify/swagger-ui', 'ioredis', '@electric-sql/pglite', '@electric-sql/pglite-socket']
+export const EXTERNAL = [
+  'pino',
+  'thread-stream',
+  '@fastify/swagger',
+  '@fastify/swagger-ui',
+  'ioredis',
+  '@electric-sql/pglite',
+  '@electric-sql/pglite-socket',
+]
 
 function files(folder: string): string[] {
   return readdirSync(join(ROOT, folder), { recursive: true, withFileTypes: true })
@@ -62,5 +76,7 @@ export async function buildServer(out = OUT, { external = EXTERNAL }: { external
 if (isMain(import.meta.url)) {
   const started = performance.now()
   const { inputs, outputs, assets } = await buildServer()
-  console.log(`dist/: ${inputs} modules in ${outputs} files, ${assets} other files, in ${Math.round(performance.now() - started)} ms`)
+  console.log(
+    `dist/: ${inputs} modules in ${outputs} files, ${assets} other files, in ${Math.round(performance.now() - started)} ms`,
+  )
 }

@@ -1,4 +1,5 @@
-// Admin CLI: `npm run --silent admin -- <command> [options]` (compiled: `node dist/server/cli.js <command>`). Each command prints exactly one JSON
+// Admin CLI: `npm run --silent admin -- <command> [options]` (compiled: `node dist/server/cli.js <command>`). Each
+// command prints exactly one JSON
 // line on stdout (logs go to stderr), so scripts and the installer can parse it.
 // Exit codes: 0 done, 1 failed (a refusal such as the license's tenant limit also prints
 // {"error":{code,message,details}} on stdout), 2 bad usage or input, 78 configuration or license
@@ -78,7 +79,10 @@ async function withDb<T>(fn: (db: Db, secrets: Secrets) => Promise<T>, opts: { m
   const db = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: 2, log })
   try {
     if (opts.migrate && config.MIGRATE_ON_START) await migrate(db.sql)
-    return await fn(db, createSecrets(loadMasterKey({ configured: config.ENCRYPTION_MASTER_KEY, dataDir: config.DATA_DIR, log })))
+    return await fn(
+      db,
+      createSecrets(loadMasterKey({ configured: config.ENCRYPTION_MASTER_KEY, dataDir: config.DATA_DIR, log })),
+    )
   } finally {
     await db.close()
   }
@@ -89,7 +93,10 @@ async function withDb<T>(fn: (db: Db, secrets: Secrets) => Promise<T>, opts: { m
  * database's clock, the installation's high-water mark). Read only; a database that cannot be
  * reached leaves the process clock, and says why.
  */
-async function clockOf(databaseUrl: string, time: TrustedTime): Promise<{ judgedBy: TimeSource; behindSeconds: number; unchecked?: string }> {
+async function clockOf(
+  databaseUrl: string,
+  time: TrustedTime,
+): Promise<{ judgedBy: TimeSource; behindSeconds: number; unchecked?: string }> {
   if (databaseUrl) {
     const log = pino({ level: 'silent' })
     try {
@@ -100,7 +107,11 @@ async function clockOf(databaseUrl: string, time: TrustedTime): Promise<{ judged
         await db.close()
       }
     } catch (err) {
-      return { judgedBy: 'process', behindSeconds: 0, unchecked: `the database could not be read (${(err as Error).message}): judged by this machine's clock` }
+      return {
+        judgedBy: 'process',
+        behindSeconds: 0,
+        unchecked: `the database could not be read (${(err as Error).message}): judged by this machine's clock`,
+      }
     }
   }
   return { judgedBy: time.source(), behindSeconds: Math.round(time.behindMs() / 1000) }
@@ -108,7 +119,10 @@ async function clockOf(databaseUrl: string, time: TrustedTime): Promise<{ judged
 
 function options(args: string[], spec: Record<string, { type: 'string' }>) {
   try {
-    return parseArgs({ args, options: spec, strict: true, allowPositionals: false }).values as Record<string, string | undefined>
+    return parseArgs({ args, options: spec, strict: true, allowPositionals: false }).values as Record<
+      string,
+      string | undefined
+    >
   } catch (err) {
     throw new UsageError((err as Error).message)
   }
@@ -136,13 +150,20 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       const o = options(args, { 'timeout-seconds': { type: 'string' } })
       const seconds = o['timeout-seconds'] ?? '600'
       if (!/^[1-9]\d{0,5}$/.test(seconds)) throw new UsageError('--timeout-seconds must be a whole number of seconds')
-      const r = await withDb((db) => waitForMigrations(db.sql, { timeoutMs: Number(seconds) * 1000 }), { migrate: false })
+      const r = await withDb((db) => waitForMigrations(db.sql, { timeoutMs: Number(seconds) * 1000 }), {
+        migrate: false,
+      })
       print({ pending: r.pending })
       if (!r.ok) process.exitCode = 1
       return
     }
     case 'create-tenant': {
-      const o = options(args, { name: { type: 'string' }, plan: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' } })
+      const o = options(args, {
+        name: { type: 'string' },
+        plan: { type: 'string' },
+        email: { type: 'string' },
+        password: { type: 'string' },
+      })
       if (!o.name) throw new UsageError('--name is required')
       // The same decision as the server's: production needs a usable license; development without
       // one has no tenant limit.
@@ -152,7 +173,11 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       const { maxTenants } = licenseOf(decision, config, opts.license?.now)
       const created = await withDb(
         (db, secrets) =>
-          createTenant({ db, secrets }, { name: o.name!, plan: o.plan, email: o.email, password: o.password }, { maxTenants }).catch((err: unknown) => {
+          createTenant(
+            { db, secrets },
+            { name: o.name!, plan: o.plan, email: o.email, password: o.password },
+            { maxTenants },
+          ).catch((err: unknown) => {
             throw err instanceof AppError && err.details.reason === 'license_tenant_limit' ? new Refused(err) : err
           }),
         { migrate: true },
@@ -183,12 +208,19 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       return
     }
     case 'create-key': {
-      const o = options(args, { tenant: { type: 'string' }, type: { type: 'string' }, permissions: { type: 'string' }, name: { type: 'string' }, 'expires-in-days': { type: 'string' } })
+      const o = options(args, {
+        tenant: { type: 'string' },
+        type: { type: 'string' },
+        permissions: { type: 'string' },
+        name: { type: 'string' },
+        'expires-in-days': { type: 'string' },
+      })
       const type = (o.type ?? 'ci') as KeyType
       if (!KEY_TYPES.includes(type)) throw new UsageError(`--type must be one of ${KEY_TYPES.join(', ')}`)
       if (type !== 'admin' && !o.tenant) throw new UsageError('--tenant is required for sdk and ci keys')
       const days = o['expires-in-days']
-      if (days !== undefined && !/^[1-9]\d{0,4}$/.test(days)) throw new UsageError('--expires-in-days must be a whole number of days')
+      if (days !== undefined && !/^[1-9]\d{0,4}$/.test(days))
+        throw new UsageError('--expires-in-days must be a whole number of days')
       const permissions = (o.permissions ?? ALL)
         .split(',')
         .map((p) => p.trim())
@@ -196,7 +228,8 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       const created = await withDb(
         (db, secrets) =>
           db.system(async (sql) => {
-            if (o.tenant && !(await tenantExists(sql, o.tenant))) throw new AppError('RESOURCE_NOT_FOUND', `tenant ${o.tenant} does not exist`)
+            if (o.tenant && !(await tenantExists(sql, o.tenant)))
+              throw new AppError('RESOURCE_NOT_FOUND', `tenant ${o.tenant} does not exist`)
             return createKey(sql, apiKeyTags(secrets), {
               tenantId: type === 'admin' ? null : o.tenant!,
               type,
@@ -217,9 +250,13 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       const config = loadConfigOrExit()
       if (!config.REDIS_URL) {
         throw new Refused(
-          new AppError('SERVICE_UNAVAILABLE', "Without REDIS_URL the sign-in counters are in the server process's memory, out of this command's reach: restarting the server clears them", {
-            reason: 'counters_in_server_memory',
-          }),
+          new AppError(
+            'SERVICE_UNAVAILABLE',
+            "Without REDIS_URL the sign-in counters are in the server process's memory, out of this command's reach: restarting the server clears them",
+            {
+              reason: 'counters_in_server_memory',
+            },
+          ),
         )
       }
       const log = pino({ level: 'warn' }, pino.destination(2))
@@ -227,7 +264,10 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       try {
         // Unreachable, Redis is an error: the throttle's fallback to memory would clear nothing of the servers'.
         await cache.ping()
-        const throttle = loginThrottle({ counters: openCounters({ redis: cache.redis, log, registry: new Registry() }), keyPrefix: RATE_LIMIT_PREFIX })
+        const throttle = loginThrottle({
+          counters: openCounters({ redis: cache.redis, log, registry: new Registry() }),
+          keyPrefix: RATE_LIMIT_PREFIX,
+        })
         const unlocked = await withDb((db) => unlockSignIn({ db, throttle }, email), { migrate: true })
         print({ email, ...unlocked })
       } finally {
@@ -240,7 +280,10 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       // Loaded here: the S3 client and the checks are not needed by any other command.
       const { namedServiceChecks, regionStoreChecks } = await import('../common/service-checks.js')
       const env = process.env
-      const [services, stores] = await Promise.all([namedServiceChecks(env), regionStoreChecks(readRegionStores(env.REGION_STORES))])
+      const [services, stores] = await Promise.all([
+        namedServiceChecks(env),
+        regionStoreChecks(readRegionStores(env.REGION_STORES)),
+      ])
       print({ checks: [...services, ...stores] })
       return
     }

@@ -26,7 +26,10 @@ export function loadConfigOrExit(env: Record<string, string | undefined> = proce
 }
 
 /** Only the settings named (parseSettings), or one line per problem and EX_CONFIG. */
-export function loadSettingsOrExit<K extends SettingName>(names: readonly K[], env: Record<string, string | undefined> = process.env): Pick<Config, K> {
+export function loadSettingsOrExit<K extends SettingName>(
+  names: readonly K[],
+  env: Record<string, string | undefined> = process.env,
+): Pick<Config, K> {
   const { config, problems } = parseSettings(env, names)
   return problems.length ? exitWith(problems) : config
 }

@@ -34,7 +34,10 @@ declare module 'fastify' {
   }
 }
 
-type Shared = Pick<FastifyInstance, 'platform' | 'now' | 'registry' | 'outbound' | 'llm' | 'credentials' | 'limits' | 'jobs'>
+type Shared = Pick<
+  FastifyInstance,
+  'platform' | 'now' | 'registry' | 'outbound' | 'llm' | 'credentials' | 'limits' | 'jobs'
+>
 
 const decorations = (name: string, keys: (keyof Shared)[]) =>
   fp(

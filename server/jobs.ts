@@ -57,13 +57,21 @@ export type JobHandlers = { [Q in QueueName]: (job: Job<JobPayloads[Q]>) => Prom
 export interface QueueOptions {
   /** Agent runs in flight at once on one replica (default AGENT_RUNS_PER_REPLICA). */
   agentRunConcurrency?: number
-  /** How long a replica's claim on a run lasts without renewal: how soon another takes over a dead one (default 15 s). */
+  /**
+   * How long a replica's claim on a run lasts without renewal: how soon another takes over a dead one (default 15 s).
+   */
   agentRunLeaseMs?: number
   /** Replies generated at once on one replica (default AGENT_RUNS_PER_REPLICA: both mostly wait on the model). */
   chatReplyConcurrency?: number
-  /** How long a replica's claim on an export lasts without renewal: how soon another takes over a dead one (default 15 s). */
+  /**
+   * How long a replica's claim on an export lasts without renewal: how soon another takes over a dead one (default 15
+   * s).
+   */
   exportLeaseMs?: number
-  /** How long a replica's claim on a restore lasts without renewal: how soon another takes over a dead one (default 15 s). */
+  /**
+   * How long a replica's claim on a restore lasts without renewal: how soon another takes over a dead one (default 15
+   * s).
+   */
   restoreLeaseMs?: number
 }
 
@@ -117,16 +125,35 @@ export const QUEUES: { readonly [Q in QueueName]: QueueEntry<Q> } = {
     options: { concurrency: 'agentRunConcurrency', leaseMs: 'agentRunLeaseMs' },
   },
   'chat.reply': {
-    handler: (s) => replyGenerator({ db: s.platform.db, cache: s.platform.cache, llm: s.llm, connection: (tenantId) => s.llmSettings.connection(tenantId) }),
+    handler: (s) =>
+      replyGenerator({
+        db: s.platform.db,
+        cache: s.platform.cache,
+        llm: s.llm,
+        connection: (tenantId) => s.llmSettings.connection(tenantId),
+      }),
     concurrency: 'AGENT_RUNS_PER_REPLICA',
     leaseMs: 15_000,
     maxAttempts: 2,
     options: { concurrency: 'chatReplyConcurrency' },
   },
-  'exports.run': data({ handler: (s) => (job) => s.exports.run(job), concurrency: 2, options: { leaseMs: 'exportLeaseMs' } }),
+  'exports.run': data({
+    handler: (s) => (job) => s.exports.run(job),
+    concurrency: 2,
+    options: { leaseMs: 'exportLeaseMs' },
+  }),
   // Its slots are enqueued by the schedules' tick, which wakes this queue on its replica: it polls seldom.
-  'exports.scheduled': data({ handler: (s) => (job) => s.schedules.run(job), concurrency: 2, pollMs: 10_000, options: { leaseMs: 'exportLeaseMs' } }),
-  'restores.run': data({ handler: (s) => (job) => s.restores.run(job), concurrency: 1, options: { leaseMs: 'restoreLeaseMs' } }),
+  'exports.scheduled': data({
+    handler: (s) => (job) => s.schedules.run(job),
+    concurrency: 2,
+    pollMs: 10_000,
+    options: { leaseMs: 'exportLeaseMs' },
+  }),
+  'restores.run': data({
+    handler: (s) => (job) => s.restores.run(job),
+    concurrency: 1,
+    options: { leaseMs: 'restoreLeaseMs' },
+  }),
   'exports.backups': {
     handler: (s) => automaticBackups({ ...s.platform, exports: s.exports, log: log(s, 'exports'), now: s.now }),
     leaseMs: 10 * 60_000,
@@ -138,22 +165,36 @@ export const QUEUES: { readonly [Q in QueueName]: QueueEntry<Q> } = {
     schedule: { everyMs: HOUR },
   },
   'projects.collect-objects': {
-    handler: (s) => async () => void (await collectFileObjects({ ...s.platform, files: s.files, log: log(s, 'projects') }, at(s))),
+    handler: (s) => async () =>
+      void (await collectFileObjects({ ...s.platform, files: s.files, log: log(s, 'projects') }, at(s))),
     leaseMs: 10 * 60_000,
     schedule: { everyMs: 6 * HOUR },
   },
   'audit.retention': { handler: (s) => auditRetention(s.auditLog, log(s, 'audit')), schedule: { everyMs: HOUR } },
-  'webhooks.events-retention': { handler: (s) => eventsRetention({ db: s.platform.db, log: log(s, 'webhooks'), now: s.now }), schedule: { everyMs: HOUR } },
+  'webhooks.events-retention': {
+    handler: (s) => eventsRetention({ db: s.platform.db, log: log(s, 'webhooks'), now: s.now }),
+    schedule: { everyMs: HOUR },
+  },
   // Once per deployment each hour (the runner leases it to one replica).
-  'license.clock': { handler: (s) => clockCheck(s.platform.db, s.platform.time, s.platform.log), schedule: { everyMs: HOUR } },
+  'license.clock': {
+    handler: (s) => clockCheck(s.platform.db, s.platform.time, s.platform.log),
+    schedule: { everyMs: HOUR },
+  },
   'jobs.sweep': { handler: (s) => jobUpkeep(s.platform.db, s.now), schedule: { cron: '17 3 * * *' } },
 }
 
 /** Each queue's handler, made from the services. */
-export const jobHandlers = (s: Services): JobHandlers => Object.fromEntries((Object.entries(QUEUES) as [QueueName, QueueEntry][]).map(([name, q]) => [name, q.handler(s)])) as JobHandlers
+export const jobHandlers = (s: Services): JobHandlers =>
+  Object.fromEntries(
+    (Object.entries(QUEUES) as [QueueName, QueueEntry][]).map(([name, q]) => [name, q.handler(s)]),
+  ) as JobHandlers
 
 /** A queue's concurrency and lease with the options and settings applied. */
-export function tuned(q: QueueEntry, config: Pick<Config, 'AGENT_RUNS_PER_REPLICA'>, options: QueueOptions = {}): { concurrency?: number; leaseMs?: number } {
+export function tuned(
+  q: QueueEntry,
+  config: Pick<Config, 'AGENT_RUNS_PER_REPLICA'>,
+  options: QueueOptions = {},
+): { concurrency?: number; leaseMs?: number } {
   const concurrency = typeof q.concurrency === 'string' ? config[q.concurrency] : q.concurrency
   return {
     concurrency: (q.options?.concurrency && options[q.options.concurrency]) || concurrency,
@@ -162,7 +203,12 @@ export function tuned(q: QueueEntry, config: Pick<Config, 'AGENT_RUNS_PER_REPLIC
 }
 
 /** Defines every queue of QUEUES, with its handler, and the schedules of the recurring ones, on the runner. */
-export function initJobs(runner: JobRunner, handlers: JobHandlers, config: Pick<Config, 'AGENT_RUNS_PER_REPLICA'>, options: QueueOptions = {}): void {
+export function initJobs(
+  runner: JobRunner,
+  handlers: JobHandlers,
+  config: Pick<Config, 'AGENT_RUNS_PER_REPLICA'>,
+  options: QueueOptions = {},
+): void {
   for (const [name, q] of Object.entries(QUEUES) as [QueueName, QueueEntry][]) {
     runner.define({
       name,

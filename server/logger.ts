@@ -1,7 +1,16 @@
 // pino, with credentials redacted wherever they could appear in a log line.
 import pino, { type DestinationStream, type Logger } from 'pino'
 
-export const REDACT_PATHS = ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]', 'res.headers["set-cookie"]', '*.password', '*.secret', '*.apiKey', '*.token']
+export const REDACT_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'req.headers["x-api-key"]',
+  'res.headers["set-cookie"]',
+  '*.password',
+  '*.secret',
+  '*.apiKey',
+  '*.token',
+]
 
 // Query parameters that are credentials (signed download links).
 const SECRET_QUERY = /([?&](?:signature|token|code|state|codeVerifier)=)[^&]*/gi
@@ -14,7 +23,11 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       level,
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       serializers: {
-        req: (req: { method: string; url: string; ip?: string; id?: string }) => ({ method: req.method, url: redactUrl(req.url), ip: req.ip }),
+        req: (req: { method: string; url: string; ip?: string; id?: string }) => ({
+          method: req.method,
+          url: redactUrl(req.url),
+          ip: req.ip,
+        }),
         err: pino.stdSerializers.err,
       },
     },
@@ -56,7 +69,10 @@ class LazyRequestLogger {
   }
 }
 // One method per level (pino's values: fatal 60 ... trace 10), a no-op below the threshold.
-for (const [level, value] of Object.entries({ fatal: 60, error: 50, warn: 40, info: 30, debug: 20, trace: 10 }) as [pino.Level, number][]) {
+for (const [level, value] of Object.entries({ fatal: 60, error: 50, warn: 40, info: 30, debug: 20, trace: 10 }) as [
+  pino.Level,
+  number,
+][]) {
   Object.defineProperty(LazyRequestLogger.prototype, level, {
     value(this: LazyRequestLogger, ...args: unknown[]) {
       if (value >= this.threshold) (this.real()[level] as (...a: unknown[]) => void)(...args)
@@ -64,4 +80,5 @@ for (const [level, value] of Object.entries({ fatal: 60, error: 50, warn: 40, in
   })
 }
 
-export const lazyRequestLogger = (parent: Logger, bindings: pino.Bindings, opts: pino.ChildLoggerOptions): Logger => new LazyRequestLogger(parent, bindings, opts) as unknown as Logger
+export const lazyRequestLogger = (parent: Logger, bindings: pino.Bindings, opts: pino.ChildLoggerOptions): Logger =>
+  new LazyRequestLogger(parent, bindings, opts) as unknown as Logger

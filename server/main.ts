@@ -21,20 +21,33 @@ export async function serve(opts: ServeOptions = {}): Promise<void> {
   const platform = await openPlatform(config, log, { license: opts.license })
   const app = await buildApp(platform)
   const address = await app.listen({ port: config.PORT, host: config.HOST })
-  const metrics = config.METRICS_PORT ? await listenMetrics(app.registry, { port: config.METRICS_PORT, host: config.HOST }) : null
+  const metrics = config.METRICS_PORT
+    ? await listenMetrics(app.registry, { port: config.METRICS_PORT, host: config.HOST })
+    : null
 
   const embedded = [
     platform.db.mode === 'embedded' ? 'database (PGlite)' : '',
     platform.cache.redis ? '' : 'cache (in-process)',
     platform.blobs.kind === 'local' ? 'blob storage (local folder)' : '',
   ].filter(Boolean)
-  log.info({ address, url: config.PUBLIC_URL, embedded, airGapped: config.AIR_GAPPED, ...(metrics ? { metrics: metrics.address } : {}) }, 'atrium listening')
+  log.info(
+    {
+      address,
+      url: config.PUBLIC_URL,
+      embedded,
+      airGapped: config.AIR_GAPPED,
+      ...(metrics ? { metrics: metrics.address } : {}),
+    },
+    'atrium listening',
+  )
   const lag = lagMessage(platform.time)
   process.stderr.write(
     [
       '',
       `Atrium is listening on ${address} (public URL ${config.PUBLIC_URL})`,
-      embedded.length ? `Embedded defaults in ${config.DATA_DIR}: ${embedded.join(', ')}` : 'Using the configured PostgreSQL, Redis and object storage',
+      embedded.length
+        ? `Embedded defaults in ${config.DATA_DIR}: ${embedded.join(', ')}`
+        : 'Using the configured PostgreSQL, Redis and object storage',
       platform.license.message(),
       ...(lag ? [lag] : []),
       config.AIR_GAPPED
@@ -72,7 +85,10 @@ export async function serve(opts: ServeOptions = {}): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'))
 }
 
-/** Why the server could not start, as one line on stderr and an exit code: 78 (EX_CONFIG) for a license production refuses, as for a bad setting. */
+/**
+ * Why the server could not start, as one line on stderr and an exit code: 78 (EX_CONFIG) for a license production
+ * refuses, as for a bad setting.
+ */
 function exitOnStartFailure(err: unknown): never {
   if (err instanceof LicenseRefused) {
     process.stderr.write(`license error: ${err.summary}\n`)

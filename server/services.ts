@@ -64,12 +64,16 @@ export interface ServicesOptions {
    * The webhook delivery worker: started when WEBHOOK_DELIVERY_CONCURRENCY > 0 unless false; tests
    * shorten its retry schedule, poll and lease here.
    */
-  webhookWorker?: false | Partial<Pick<WorkerOptions, 'schedule' | 'pollMs' | 'leaseMs' | 'concurrency' | 'attemptTimeoutMs'>>
+  webhookWorker?:
+    false | Partial<Pick<WorkerOptions, 'schedule' | 'pollMs' | 'leaseMs' | 'concurrency' | 'attemptTimeoutMs'>>
   /** Messages per page the chat export reads (default EXPORT_PAGE_ROWS; tests make it small). */
   chatExportPageRows?: number
 }
 
-/** The counters every limit of the app counts in, under one key prefix, and the sign-in guard that several modules' sign-in steps share. */
+/**
+ * The counters every limit of the app counts in, under one key prefix, and the sign-in guard that several modules'
+ * sign-in steps share.
+ */
 export interface Limits {
   counters: Counters
   /** Every limit's keys start with it; each limit adds its own part. */
@@ -86,14 +90,23 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
   const registry = o.registry ?? createRegistry()
   // The platform's policy, unless a test resolves names its own way.
   const outbound = o.resolver ? compilePolicy(outboundPolicyOf(config), o.resolver) : platform.outbound
-  // Said at start-up, not first at a refused delivery: a site upgraded from before the setting existed refuses every name.
+  // Said at start-up, not first at a refused delivery: a site upgraded from before the setting existed refuses every
+  // name.
   if (config.AIR_GAPPED && !config.OUTBOUND_ALLOWED_DOMAINS.length) {
-    log.warn('AIR_GAPPED=true and OUTBOUND_ALLOWED_DOMAINS is empty: webhooks, model servers and identity providers can only be given as addresses (docs/air-gap.md)')
+    log.warn(
+      'AIR_GAPPED=true and OUTBOUND_ALLOWED_DOMAINS is empty: webhooks, model servers and identity providers can only be given as addresses (docs/air-gap.md)',
+    )
   }
   const moduleLog = (module: string) => log.child({ module })
   // First, before anything is opened: a provider the outbound policy forbids (air-gapped: outside
   // OUTBOUND_ALLOWED_NETWORKS) stops the start.
-  const providers = await openProviders({ providers: config.OIDC_PROVIDERS, publicUrl: config.PUBLIC_URL, policy: outboundPolicyOf(config), log, now })
+  const providers = await openProviders({
+    providers: config.OIDC_PROVIDERS,
+    publicUrl: config.PUBLIC_URL,
+    policy: outboundPolicyOf(config),
+    log,
+    now,
+  })
 
   // Adapters.
   const credentials = await openCredentials(cache, log)
@@ -104,9 +117,23 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
   const llm = createLlm({ db, log: moduleLog('llm'), registry, now })
 
   // Sign-in: sessions and access tokens, which oauth, cli-auth and team start sessions through.
-  const tokens = await createTokenIssuer({ secrets, issuer: config.PUBLIC_URL, ttlSeconds: config.ACCESS_TOKEN_TTL_SECONDS, now })
+  const tokens = await createTokenIssuer({
+    secrets,
+    issuer: config.PUBLIC_URL,
+    ttlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
+    now,
+  })
   const throttle = loginThrottle({ counters, keyPrefix, limits: o.loginLimits })
-  const signIn = authService({ db, tokens, credentials, secrets, throttle, log, sessionTtlSeconds: config.SESSION_TTL_HOURS * 3600, now })
+  const signIn = authService({
+    db,
+    tokens,
+    credentials,
+    secrets,
+    throttle,
+    log,
+    sessionTtlSeconds: config.SESSION_TTL_HOURS * 3600,
+    now,
+  })
   const oauth = oauthService({ db, auth: signIn, providers, log, now })
   const cliAuth = cliAuthService({ db, secrets, auth: signIn, tokens, publicUrl: config.PUBLIC_URL, now })
   const team = teamService({ db, secrets, auth: signIn, credentials, publicUrl: config.PUBLIC_URL, now })
@@ -129,7 +156,13 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
     webSearchUrl: config.AIR_GAPPED ? '' : config.WEB_SEARCH_URL,
     fetch: outboundFetch(outbound, { timeoutMs: 15_000, maxResponseBytes: 2 * 1024 * 1024 }),
   }
-  const agents = agentsService({ db, llm, connection, env: agentEnv, publish: (channel, message) => cache.publish(channel, message) })
+  const agents = agentsService({
+    db,
+    llm,
+    connection,
+    env: agentEnv,
+    publish: (channel, message) => cache.publish(channel, message),
+  })
   const runs = agentRunner({ db, cache, llm, connection, files, env: agentEnv, now })
   // A project backup lists the agents that have run on the project.
   const projects = projectsService({ db, storage, version: VERSION, now, projectAgents: agents.projectAgents })
@@ -141,17 +174,42 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
 
   // Webhooks: the delivery worker starts with the app (start).
   let worker: Worker | null = null
-  const webhooks = webhooksService({ db, secrets, policy: outbound, allowHttp: config.WEBHOOK_ALLOW_HTTP, now, onDue: () => worker?.kick() })
+  const webhooks = webhooksService({
+    db,
+    secrets,
+    policy: outbound,
+    allowHttp: config.WEBHOOK_ALLOW_HTTP,
+    now,
+    onDue: () => worker?.kick(),
+  })
 
   // Exports, and restores, which read what an export writes within the same limits.
   const archive = archiveLimits(config)
   const deployment = { airGapped: config.AIR_GAPPED, webSearch: Boolean(config.WEB_SEARCH_URL) }
   const exports = exportsService({ db, storage, secrets, policy: outbound, limits: archive, version: VERSION, now })
   const schedules = schedulesService({ db, policy: outbound, exports, now, deployment })
-  const restores = restoresService({ db, storage, now, limits: archive, llmSettings, idKey: restoreIdKey(secrets), files })
-  const regions = regionsService({ db, storage, secrets, policy: outbound, ...regionsOf(platform), ...deployment, version: VERSION, now })
+  const restores = restoresService({
+    db,
+    storage,
+    now,
+    limits: archive,
+    llmSettings,
+    idKey: restoreIdKey(secrets),
+    files,
+  })
+  const regions = regionsService({
+    db,
+    storage,
+    secrets,
+    policy: outbound,
+    ...regionsOf(platform),
+    ...deployment,
+    version: VERSION,
+    now,
+  })
 
-  const workerOpts = o.webhookWorker === false ? null : { concurrency: config.WEBHOOK_DELIVERY_CONCURRENCY, ...o.webhookWorker }
+  const workerOpts =
+    o.webhookWorker === false ? null : { concurrency: config.WEBHOOK_DELIVERY_CONCURRENCY, ...o.webhookWorker }
   return {
     platform,
     now,
@@ -185,12 +243,24 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
     regions,
     archive,
 
-    /** Background work, once the app is ready: the job runner (unless `jobs: false`), the legacy keys' watch and the webhook worker. */
+    /**
+     * Background work, once the app is ready: the job runner (unless `jobs: false`), the legacy keys' watch and the
+     * webhook worker.
+     */
     async start(): Promise<void> {
       if (o.jobs !== false) await jobs.start()
       await legacy.start()
       if (workerOpts && workerOpts.concurrency > 0) {
-        worker = startWebhookWorker({ db, secrets, policy: outbound, registry, log: moduleLog('webhooks'), userAgent: `Atrium-Webhooks/${VERSION}`, now, ...workerOpts })
+        worker = startWebhookWorker({
+          db,
+          secrets,
+          policy: outbound,
+          registry,
+          log: moduleLog('webhooks'),
+          userAgent: `Atrium-Webhooks/${VERSION}`,
+          now,
+          ...workerOpts,
+        })
       }
     },
 
@@ -215,15 +285,20 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
 function regionsOf({ config }: Platform) {
   const database = config.DATABASE_URL ? new URL(config.DATABASE_URL) : null
   const stores: Record<string, { kind: 's3' | 'local'; endpoint: string | null; bucket: string | null }> = {
-    [config.DEFAULT_REGION]: config.R2_ENDPOINT ? { kind: 's3', endpoint: config.R2_ENDPOINT, bucket: config.R2_BUCKET } : { kind: 'local', endpoint: null, bucket: null },
+    [config.DEFAULT_REGION]: config.R2_ENDPOINT
+      ? { kind: 's3', endpoint: config.R2_ENDPOINT, bucket: config.R2_BUCKET }
+      : { kind: 'local', endpoint: null, bucket: null },
   }
-  for (const [code, r] of Object.entries(config.REGION_STORES)) stores[code] = { kind: 's3', endpoint: r.endpoint, bucket: r.bucket }
+  for (const [code, r] of Object.entries(config.REGION_STORES))
+    stores[code] = { kind: 's3', endpoint: r.endpoint, bucket: r.bucket }
   return {
     defaultRegion: config.DEFAULT_REGION,
     regionStores: Object.keys(config.REGION_STORES),
     where: {
       stores,
-      database: database ? { kind: 'postgres' as const, host: database.host, name: database.pathname.slice(1) || null } : { kind: 'embedded' as const, host: null, name: null },
+      database: database
+        ? { kind: 'postgres' as const, host: database.host, name: database.pathname.slice(1) || null }
+        : { kind: 'embedded' as const, host: null, name: null },
     },
   }
 }

@@ -15,7 +15,13 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { CONTAINER_CLI, CONTAINER_FIXED } from '../config/bundles.js'
 import { sweep, type Swept } from './helpers/api-sweep.js'
-import { egressNetwork, egressRecorder, recorderUnavailable, type Egress, type EgressNetwork } from './helpers/egress.js'
+import {
+  egressNetwork,
+  egressRecorder,
+  recorderUnavailable,
+  type Egress,
+  type EgressNetwork,
+} from './helpers/egress.js'
 import { buildImage, docker, engine, envFile, hardening, seconds, stepTimer, trustingImage } from './helpers/engine.js'
 import { faultProxy } from './helpers/fault-proxy.js'
 import { fakeLlm, type FakeRequest } from './helpers/fake-llm.js'
@@ -28,7 +34,12 @@ const ZONE = 'atrium.internal'
 /** Where every other name resolves: a public address, so that a connected server tries to connect. */
 const ELSEWHERE = '93.184.216.34'
 /** Outside names the test asks the server to use. */
-const OUTSIDE = { webhook: 'hooks.example.com', model: 'models.example.com', search: 'search.example.com', sweep: 'sweep.example.com' }
+const OUTSIDE = {
+  webhook: 'hooks.example.com',
+  model: 'models.example.com',
+  search: 'search.example.com',
+  sweep: 'sweep.example.com',
+}
 const SERVER_PORT = 8080
 const WEBHOOK_SECRET = 'a-shared-secret-of-32-characters'
 
@@ -66,101 +77,145 @@ interface Run {
   answers: Record<string, number | string>
 }
 
-t.test('air-gapped, nothing leaves but traffic to the declared services, across every API operation; connected, the same run is seen going out', { skip }, async (t: Test) => {
-  const base = 'base' in found ? found.base : ''
-  const { step, record } = stepTimer(t, 'timings')
-  const built = await step('docker build', () => buildImage(t, base))
-  if ('error' in built) return t.fail(built.error)
-  const vendor = testVendor()
-  const image = `atrium-server:air-gap-${suffix()}`
-  await trustingImage(t, built.image, vendor, image)
-  t.teardown(() => docker(['image', 'rm', '--force', image]))
+t.test(
+  'air-gapped, nothing leaves but traffic to the declared services, across every API operation; connected, the same run is seen going out',
+  { skip },
+  async (t: Test) => {
+    const base = 'base' in found ? found.base : ''
+    const { step, record } = stepTimer(t, 'timings')
+    const built = await step('docker build', () => buildImage(t, base))
+    if ('error' in built) return t.fail(built.error)
+    const vendor = testVendor()
+    const image = `atrium-server:air-gap-${suffix()}`
+    await trustingImage(t, built.image, vendor, image)
+    t.teardown(() => docker(['image', 'rm', '--force', image]))
 
-  const net = await egressNetwork(t)
-  const gw = net.gateway
-  // The site's own services, on the network's gateway: PostgreSQL, Redis and S3 in front of the
-  // test's, a model server, a webhook receiver and an identity provider.
-  const [pgProxy, redis, s3] = await Promise.all([faultProxy(t, services.databaseUrl, gw), faultProxy(t, services.redisUrl, gw), faultProxy(t, services.s3Endpoint, gw)])
-  const llm = await fakeLlm(t, { respond: modelTurn })
-  const llmProxy = await faultProxy(t, llm.url, gw)
-  const received: string[] = []
-  const receiver = http.createServer((req, res) => {
-    let body = ''
-    req
-      .on('data', (c: Buffer) => (body += c))
-      .on('end', () => {
-        received.push(body)
-        res.end('ok')
-      })
-  })
-  await new Promise<void>((r) => receiver.listen(0, gw, r))
-  t.teardown(() => new Promise((r) => receiver.close(r)))
-  const hooks = { received, port: (receiver.address() as { port: number }).port }
-  const publicUrl = `http://${net.prefix}10:${SERVER_PORT}`
-  const idp = await startIdp(t, [`${publicUrl}/oauth/corp/callback`], 0, gw)
-  const idpPort = Number(new URL(idp.issuer).port)
+    const net = await egressNetwork(t)
+    const gw = net.gateway
+    // The site's own services, on the network's gateway: PostgreSQL, Redis and S3 in front of the
+    // test's, a model server, a webhook receiver and an identity provider.
+    const [pgProxy, redis, s3] = await Promise.all([
+      faultProxy(t, services.databaseUrl, gw),
+      faultProxy(t, services.redisUrl, gw),
+      faultProxy(t, services.s3Endpoint, gw),
+    ])
+    const llm = await fakeLlm(t, { respond: modelTurn })
+    const llmProxy = await faultProxy(t, llm.url, gw)
+    const received: string[] = []
+    const receiver = http.createServer((req, res) => {
+      let body = ''
+      req
+        .on('data', (c: Buffer) => (body += c))
+        .on('end', () => {
+          received.push(body)
+          res.end('ok')
+        })
+    })
+    await new Promise<void>((r) => receiver.listen(0, gw, r))
+    t.teardown(() => new Promise((r) => receiver.close(r)))
+    const hooks = { received, port: (receiver.address() as { port: number }).port }
+    const publicUrl = `http://${net.prefix}10:${SERVER_PORT}`
+    const idp = await startIdp(t, [`${publicUrl}/oauth/corp/callback`], 0, gw)
+    const idpPort = Number(new URL(idp.issuer).port)
 
-  const recorder = await egressRecorder(t, net, {
-    declaredPorts: [pgProxy.port, redis.port, s3.port, llmProxy.port, hooks.port, idpPort],
-    declaredNames: { [`llm.${ZONE}`]: gw, [`hooks.${ZONE}`]: gw },
-    elsewhere: ELSEWHERE,
-  })
-  const env: Record<string, string> = {
-    ...CONTAINER_FIXED,
-    LOG_LEVEL: 'info',
-    PUBLIC_URL: publicUrl,
-    REDIS_URL: redis.via(services.redisUrl),
-    R2_ENDPOINT: s3.via(services.s3Endpoint).replace(/\/$/, ''),
-    R2_BUCKET: await freshBucket(t),
-    R2_ACCESS_KEY_ID: services.s3AccessKey,
-    R2_SECRET_ACCESS_KEY: services.s3SecretKey,
-    ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
-    LICENSE_KEY: await testLicense(vendor),
-    OUTBOUND_ALLOWED_NETWORKS: `${gw}/32`,
-    OUTBOUND_ALLOWED_DOMAINS: ZONE,
-    WEB_SEARCH_URL: `https://${OUTSIDE.search}/search`,
-    WEBHOOK_ALLOW_HTTP: 'true',
-    OIDC_PROVIDERS: JSON.stringify([{ id: 'corp', name: 'Corp', issuer: idp.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, allowHttp: true }]),
-  }
-  const site: Site = { net, image, flags: hardening(t), env, llm, llmPort: llmProxy.port, hooks, idp, pgProxy }
+    const recorder = await egressRecorder(t, net, {
+      declaredPorts: [pgProxy.port, redis.port, s3.port, llmProxy.port, hooks.port, idpPort],
+      declaredNames: { [`llm.${ZONE}`]: gw, [`hooks.${ZONE}`]: gw },
+      elsewhere: ELSEWHERE,
+    })
+    const env: Record<string, string> = {
+      ...CONTAINER_FIXED,
+      LOG_LEVEL: 'info',
+      PUBLIC_URL: publicUrl,
+      REDIS_URL: redis.via(services.redisUrl),
+      R2_ENDPOINT: s3.via(services.s3Endpoint).replace(/\/$/, ''),
+      R2_BUCKET: await freshBucket(t),
+      R2_ACCESS_KEY_ID: services.s3AccessKey,
+      R2_SECRET_ACCESS_KEY: services.s3SecretKey,
+      ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
+      LICENSE_KEY: await testLicense(vendor),
+      OUTBOUND_ALLOWED_NETWORKS: `${gw}/32`,
+      OUTBOUND_ALLOWED_DOMAINS: ZONE,
+      WEB_SEARCH_URL: `https://${OUTSIDE.search}/search`,
+      WEBHOOK_ALLOW_HTTP: 'true',
+      OIDC_PROVIDERS: JSON.stringify([
+        {
+          id: 'corp',
+          name: 'Corp',
+          issuer: idp.issuer,
+          clientId: CLIENT_ID,
+          clientSecret: CLIENT_SECRET,
+          allowHttp: true,
+        },
+      ]),
+    }
+    const site: Site = { net, image, flags: hardening(t), env, llm, llmPort: llmProxy.port, hooks, idp, pgProxy }
 
-  const gapped = await step('air-gapped run', () => runSite(t, site, true))
-  if (!gapped) return
-  const quiet = recorder.record()
-  t.same(quiet, [], `air-gapped: nothing but the declared services was reached or looked up${quiet.length ? `:\n${describe(quiet)}` : ''}`)
-  t.ok(recorder.declaredLookups().includes(`llm.${ZONE}`), `the site's own names were looked up through its DNS (${recorder.declaredLookups().join(', ')})`)
-  t.match(
-    gapped.answers,
-    { outsideWebhook: 'VALIDATION_ERROR', outsideModel: 'VALIDATION_ERROR', chat: 'completed', agent: 'completed', webhookDelivered: 'yes', signIn: 200 },
-    'the features worked with the site services; outside ones were refused',
-  )
-  t.same(
-    gapped.swept.filter((s) => s.status >= 500 && s.status !== 503),
-    [],
-    'no operation failed with a server error',
-  )
-  t.same(
-    gapped.swept.filter((s) => s.unrouted),
-    [],
-    `every operation of the OpenAPI document (${gapped.swept.length}) reached its handler: ${summary(gapped.swept)}`,
-  )
+    const gapped = await step('air-gapped run', () => runSite(t, site, true))
+    if (!gapped) return
+    const quiet = recorder.record()
+    t.same(
+      quiet,
+      [],
+      `air-gapped: nothing but the declared services was reached or looked up${quiet.length ? `:\n${describe(quiet)}` : ''}`,
+    )
+    t.ok(
+      recorder.declaredLookups().includes(`llm.${ZONE}`),
+      `the site's own names were looked up through its DNS (${recorder.declaredLookups().join(', ')})`,
+    )
+    t.match(
+      gapped.answers,
+      {
+        outsideWebhook: 'VALIDATION_ERROR',
+        outsideModel: 'VALIDATION_ERROR',
+        chat: 'completed',
+        agent: 'completed',
+        webhookDelivered: 'yes',
+        signIn: 200,
+      },
+      'the features worked with the site services; outside ones were refused',
+    )
+    t.same(
+      gapped.swept.filter((s) => s.status >= 500 && s.status !== 503),
+      [],
+      'no operation failed with a server error',
+    )
+    t.same(
+      gapped.swept.filter((s) => s.unrouted),
+      [],
+      `every operation of the OpenAPI document (${gapped.swept.length}) reached its handler: ${summary(gapped.swept)}`,
+    )
 
-  recorder.clear()
-  const connected = await step('connected run', () => runSite(t, site, false))
-  if (!connected) return
-  const loud = recorder.record()
-  t.comment(`connected, recorded:\n${describe(loud)}`)
-  const names = new Set(loud.flatMap((e) => (e.kind === 'dns' ? [e.name] : [])))
-  for (const name of [OUTSIDE.webhook, OUTSIDE.model, OUTSIDE.search, OUTSIDE.sweep]) t.ok(names.has(name), `connected: the lookup of ${name} was recorded`)
-  const serverNames = new Set(loud.flatMap((e) => (e.kind === 'tcp' && e.serverName ? [e.serverName] : [])))
-  for (const name of [OUTSIDE.webhook, OUTSIDE.model, OUTSIDE.search]) t.ok(serverNames.has(name), `connected: a TLS connection to ${name} was recorded`)
-  t.ok(
-    loud.some((e) => e.kind === 'flow' && e.to === `${ELSEWHERE}:443`),
-    'and the kernel saw flows to the outside address',
-  )
-  t.match(connected.answers, { outsideWebhook: 201, outsideModel: 200, chat: 'completed', agent: 'completed', webhookDelivered: 'yes', signIn: 200 }, 'connected, the outside targets were accepted')
-  record(`operations swept per run: ${gapped.swept.length}`)
-})
+    recorder.clear()
+    const connected = await step('connected run', () => runSite(t, site, false))
+    if (!connected) return
+    const loud = recorder.record()
+    t.comment(`connected, recorded:\n${describe(loud)}`)
+    const names = new Set(loud.flatMap((e) => (e.kind === 'dns' ? [e.name] : [])))
+    for (const name of [OUTSIDE.webhook, OUTSIDE.model, OUTSIDE.search, OUTSIDE.sweep])
+      t.ok(names.has(name), `connected: the lookup of ${name} was recorded`)
+    const serverNames = new Set(loud.flatMap((e) => (e.kind === 'tcp' && e.serverName ? [e.serverName] : [])))
+    for (const name of [OUTSIDE.webhook, OUTSIDE.model, OUTSIDE.search])
+      t.ok(serverNames.has(name), `connected: a TLS connection to ${name} was recorded`)
+    t.ok(
+      loud.some((e) => e.kind === 'flow' && e.to === `${ELSEWHERE}:443`),
+      'and the kernel saw flows to the outside address',
+    )
+    t.match(
+      connected.answers,
+      {
+        outsideWebhook: 201,
+        outsideModel: 200,
+        chat: 'completed',
+        agent: 'completed',
+        webhookDelivered: 'yes',
+        signIn: 200,
+      },
+      'connected, the outside targets were accepted',
+    )
+    record(`operations swept per run: ${gapped.swept.length}`)
+  },
+)
 
 /** The model server's turns: an agent offered web search uses it once, then answers. */
 function modelTurn(req: FakeRequest) {
@@ -190,7 +245,15 @@ async function runSite(t: Test, site: Site, airGapped: boolean): Promise<Run | n
   // The container's resolver is the site's DNS (the recorder), not the engine's.
   const resolvConf = join(dir, 'resolv.conf')
   writeFileSync(resolvConf, `nameserver ${site.net.gateway}\noptions timeout:1 attempts:1\n`, { mode: 0o644 })
-  const run = [...site.flags, '--network', site.net.name, '--env-file', envFile(t, env), '--volume', `${resolvConf}:/etc/resolv.conf:ro`]
+  const run = [
+    ...site.flags,
+    '--network',
+    site.net.name,
+    '--env-file',
+    envFile(t, env),
+    '--volume',
+    `${resolvConf}:/etc/resolv.conf:ro`,
+  ]
   // Named, so that one left by a timed-out run is removed before the network is.
   const migration = `atrium-air-gap-migrate-${suffix()}`
   t.teardown(() => docker(['rm', '--force', '--volumes', migration]))
@@ -211,7 +274,9 @@ async function runSite(t: Test, site: Site, airGapped: boolean): Promise<Run | n
   const ready = await until(90_000, async () => (await fetch(`${api}/readyz`).catch(() => null))?.status === 200)
   if (!ready) {
     const logs = await docker(['logs', name])
-    t.fail(`${mode}: the server never answered /readyz 200 (${seconds(since)} s):\n${logs.stdout.slice(-3000)}\n${logs.stderr.slice(-3000)}`)
+    t.fail(
+      `${mode}: the server never answered /readyz 200 (${seconds(since)} s):\n${logs.stdout.slice(-3000)}\n${logs.stderr.slice(-3000)}`,
+    )
     return null
   }
 
@@ -220,7 +285,17 @@ async function runSite(t: Test, site: Site, airGapped: boolean): Promise<Run | n
     if (r.code !== 0) throw new Error(`${args[0]}: ${r.stderr}`)
     return JSON.parse(r.stdout) as Record<string, string>
   }
-  const owner = await cli(['create-tenant', '--name', `Air gap ${mode}`, '--plan', 'enterprise', '--email', 'owner@example.com', '--password', 'correct horse battery staple'])
+  const owner = await cli([
+    'create-tenant',
+    '--name',
+    `Air gap ${mode}`,
+    '--plan',
+    'enterprise',
+    '--email',
+    'owner@example.com',
+    '--password',
+    'correct horse battery staple',
+  ])
   const admin = await cli(['create-key', '--type', 'admin', '--name', 'sweep'])
   const auth = { authorization: `Bearer ${owner.apiKey}` }
   const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = auth) => {
@@ -234,17 +309,30 @@ async function runSite(t: Test, site: Site, airGapped: boolean): Promise<Run | n
   }
   const outcome = (r: { status: number; code?: string }) => r.code ?? r.status
   const answers: Record<string, number | string> = {}
-  const internalModel = { provider: 'openai-compatible', baseUrl: `http://llm.${ZONE}:${site.llmPort}/v1`, model: 'site-model' }
+  const internalModel = {
+    provider: 'openai-compatible',
+    baseUrl: `http://llm.${ZONE}:${site.llmPort}/v1`,
+    model: 'site-model',
+  }
 
   // The model: a provider at an outside name first (refused air-gapped, before any lookup), then the site's own.
-  answers.outsideModel = outcome(await call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai', baseUrl: `https://${OUTSIDE.model}/v1`, model: 'gpt-x', apiKey: 'sk-test' }))
+  answers.outsideModel = outcome(
+    await call('PATCH', '/api/v1/tenant/settings/llm', {
+      provider: 'openai',
+      baseUrl: `https://${OUTSIDE.model}/v1`,
+      model: 'gpt-x',
+      apiKey: 'sk-test',
+    }),
+  )
   if (!airGapped) {
     // Connected, a chat with it: the connection goes out (to the recorder's sink) and fails.
     const s = await call('POST', '/api/v1/chat/sessions', { title: 'outside model' })
     await call('POST', `/api/v1/chat/sessions/${s.data.id}/messages`, { content: 'hello' })
     await until(30_000, async () => {
       const m = await call('GET', `/api/v1/chat/sessions/${s.data.id}/messages`)
-      return (m.data as { role: string; status: string }[] | undefined)?.some((x) => x.role === 'assistant' && x.status !== 'generating')
+      return (m.data as { role: string; status: string }[] | undefined)?.some(
+        (x) => x.role === 'assistant' && x.status !== 'generating',
+      )
     })
   }
   const setModel = await call('PATCH', '/api/v1/tenant/settings/llm', { ...internalModel, apiKey: null })
@@ -256,14 +344,23 @@ async function runSite(t: Test, site: Site, airGapped: boolean): Promise<Run | n
   answers.chat =
     (await until(30_000, async () => {
       const m = await call('GET', `/api/v1/chat/sessions/${session.data.id}/messages`)
-      return (m.data as { role: string; status: string }[] | undefined)?.find((x) => x.role === 'assistant' && x.status !== 'generating')?.status
+      return (m.data as { role: string; status: string }[] | undefined)?.find(
+        (x) => x.role === 'assistant' && x.status !== 'generating',
+      )?.status
     })) ?? 'no reply'
 
   // An agent run: offered web search only when connected.
   const project = await call('POST', '/api/v1/projects', { name: 'Air gap', language: 'typescript' })
   await call('PUT', `/api/v1/projects/${project.data.id}/files/notes.txt`, { content: 'hello' })
-  const agent = await call('POST', '/api/v1/agents', { name: 'Researcher', systemPrompt: 'Find things out.', config: { autonomyLevel: 'medium' } })
-  const execution = await call('POST', `/api/v1/agents/${agent.data.id}/execute`, { goal: 'Look it up', projectId: project.data.id })
+  const agent = await call('POST', '/api/v1/agents', {
+    name: 'Researcher',
+    systemPrompt: 'Find things out.',
+    config: { autonomyLevel: 'medium' },
+  })
+  const execution = await call('POST', `/api/v1/agents/${agent.data.id}/execute`, {
+    goal: 'Look it up',
+    projectId: project.data.id,
+  })
   const runId = execution.data?.runId ?? execution.data?.id
   answers.agent =
     (await until(60_000, async () => {
@@ -273,9 +370,19 @@ async function runSite(t: Test, site: Site, airGapped: boolean): Promise<Run | n
     })) ?? 'still running'
 
   // Webhooks: one to an outside name, one to the site's receiver (delivered).
-  answers.outsideWebhook = outcome(await call('POST', '/api/v1/webhooks', { url: `https://${OUTSIDE.webhook}/atrium`, events: ['project.created'], secret: WEBHOOK_SECRET }))
+  answers.outsideWebhook = outcome(
+    await call('POST', '/api/v1/webhooks', {
+      url: `https://${OUTSIDE.webhook}/atrium`,
+      events: ['project.created'],
+      secret: WEBHOOK_SECRET,
+    }),
+  )
   const delivered = site.hooks.received.length
-  const hook = await call('POST', '/api/v1/webhooks', { url: `http://hooks.${ZONE}:${site.hooks.port}/atrium`, events: ['project.created'], secret: WEBHOOK_SECRET })
+  const hook = await call('POST', '/api/v1/webhooks', {
+    url: `http://hooks.${ZONE}:${site.hooks.port}/atrium`,
+    events: ['project.created'],
+    secret: WEBHOOK_SECRET,
+  })
   await call('POST', '/api/v1/projects', { name: 'Announced', language: 'python' })
   answers.webhookDelivered = (await until(30_000, async () => site.hooks.received.length > delivered)) ? 'yes' : 'no'
 
@@ -323,6 +430,8 @@ async function runSite(t: Test, site: Site, airGapped: boolean): Promise<Run | n
   // Let whatever the sweep set going (deliveries, retries, runs) happen before the record is read.
   await sleep(5000)
   await docker(['stop', '--time', '20', name], 60_000)
-  t.comment(`${mode}: ${site.llm.requests.length} model requests so far, ${site.hooks.received.length} webhook deliveries received`)
+  t.comment(
+    `${mode}: ${site.llm.requests.length} model requests so far, ${site.hooks.received.length} webhook deliveries received`,
+  )
   return { swept, answers }
 }

@@ -4,7 +4,13 @@
 import { existsSync, readdirSync, readFileSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { CONTAINER_CLI, CONTAINER_ENTRYPOINT, CONTAINER_FIXED, NODE_ENVIRONMENT, NODE_FLAGS } from '../config/bundles.js'
+import {
+  CONTAINER_CLI,
+  CONTAINER_ENTRYPOINT,
+  CONTAINER_FIXED,
+  NODE_ENVIRONMENT,
+  NODE_FLAGS,
+} from '../config/bundles.js'
 import { buildServer } from '../server/build.js'
 import { ROOT, finished } from './helpers/cli.js'
 import { tempDir } from './helpers/platform.js'
@@ -17,15 +23,24 @@ const instructions = text
   .split('\n')
   .map((l) => l.trim())
   .filter((l) => l && !l.startsWith('#'))
-const args = Object.fromEntries(instructions.filter((i) => i.startsWith('ARG ') && i.includes('=')).map((i) => i.slice(4).split('=') as [string, string]))
-const stages = instructions.reduce<string[][]>((acc, i) => (i.startsWith('FROM ') ? [...acc, [i]] : (acc.at(-1)?.push(i), acc)), [])
+const args = Object.fromEntries(
+  instructions
+    .filter((i) => i.startsWith('ARG ') && i.includes('='))
+    .map((i) => i.slice(4).split('=') as [string, string]),
+)
+const stages = instructions.reduce<string[][]>(
+  (acc, i) => (i.startsWith('FROM ') ? [...acc, [i]] : (acc.at(-1)?.push(i), acc)),
+  [],
+)
 const runtime = stages.at(-1)!
 const copies = instructions.filter((i) => i.startsWith('COPY ') && !i.includes('--from='))
 
 t.test('every base image is pinned to a release, never latest', async (t) => {
   // A stage built on an earlier one names no image of its own.
   const named = new Set(stages.map((s) => s[0]!.split(/\s+/)[3]).filter(Boolean))
-  const froms = stages.map((s) => s[0]!.split(/\s+/)[1]!.replace(/\$\{(\w+)\}/g, (_, a: string) => args[a] ?? '')).filter((f) => !named.has(f))
+  const froms = stages
+    .map((s) => s[0]!.split(/\s+/)[1]!.replace(/\$\{(\w+)\}/g, (_, a: string) => args[a] ?? ''))
+    .filter((f) => !named.has(f))
   t.ok(stages.length >= 2, 'multi-stage')
   for (const image of froms) t.match(image, /^[\w.-]+\/[\w./-]+:\d+\.\d+\.\d+[\w.-]*$/, `${image} has an exact version`)
   t.match(args.NODE_IMAGE, /node:(2[2-9]|[3-9]\d)\./, 'a current Node LTS')
@@ -70,7 +85,11 @@ t.test('a health check asks /readyz, and the entrypoint is the admin CLI in exec
   const health = runtime.find((i) => i.startsWith('HEALTHCHECK '))
   t.match(health, /CMD \["node", "-e", ".*\/readyz/)
   const entry = runtime.find((i) => i.startsWith('ENTRYPOINT '))!
-  t.same(JSON.parse(entry.slice('ENTRYPOINT '.length)), CONTAINER_ENTRYPOINT, "the admin CLI the installer and the chart's notes run in the container, with the server's Node flags")
+  t.same(
+    JSON.parse(entry.slice('ENTRYPOINT '.length)),
+    CONTAINER_ENTRYPOINT,
+    "the admin CLI the installer and the chart's notes run in the container, with the server's Node flags",
+  )
   t.same(
     CONTAINER_ENTRYPOINT.filter((a) => !NODE_FLAGS.includes(a)),
     CONTAINER_CLI,
@@ -122,8 +141,15 @@ t.test('the build alone (what the image copies to /app) runs the admin CLI and m
   const help = await run(['help'])
   t.equal(help.code, 0, help.stderr)
   t.match(help.stdout, /wait-for-migrations/)
-  t.match(help.stdout, `Usage: node ${join(app, 'server/cli.js')} <command>`, 'the way to run it there, not an npm script the build does not have')
-  t.notOk(JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')).scripts, 'no npm scripts that name sources or tools')
+  t.match(
+    help.stdout,
+    `Usage: node ${join(app, 'server/cli.js')} <command>`,
+    'the way to run it there, not an npm script the build does not have',
+  )
+  t.notOk(
+    JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')).scripts,
+    'no npm scripts that name sources or tools',
+  )
   const migrated = await run(['migrate'])
   t.equal(migrated.code, 0, migrated.stderr)
   t.ok(JSON.parse(migrated.stdout).applied.length >= 1)

@@ -14,13 +14,41 @@ async function refusals(path: string, code: string): Promise<string[]> {
 }
 
 const cases: [string, string, RegExp][] = [
-  ['installer/core/x.ts', "import { VERSION } from '../../server/version.js'", /installer, config and licenses import nothing from server\//],
-  ['config/x.ts', "import { db } from '../server/platform/db.js'", /installer, config and licenses import nothing from server\//],
-  ['licenses/x.ts', "import { PLANS } from '../server/domain/plans.js'", /installer, config and licenses import nothing from server\//],
-  ['server/modules/projects/service.ts', "import type { FastifyRequest } from 'fastify'", /services and stores import nothing from http\/ or Fastify/],
-  ['server/modules/projects/store.ts', "import { ok } from '../../http/envelope.js'", /services and stores import nothing from http\/ or Fastify/],
-  ['server/domain/x.ts', "import { actorOf } from '../http/actor.js'", /services and stores import nothing from http\/ or Fastify/],
-  ['server/http/x.ts', "import { projectsService } from '../modules/projects/service.js'", /http does not import modules/],
+  [
+    'installer/core/x.ts',
+    "import { VERSION } from '../../server/version.js'",
+    /installer, config and licenses import nothing from server\//,
+  ],
+  [
+    'config/x.ts',
+    "import { db } from '../server/platform/db.js'",
+    /installer, config and licenses import nothing from server\//,
+  ],
+  [
+    'licenses/x.ts',
+    "import { PLANS } from '../server/domain/plans.js'",
+    /installer, config and licenses import nothing from server\//,
+  ],
+  [
+    'server/modules/projects/service.ts',
+    "import type { FastifyRequest } from 'fastify'",
+    /services and stores import nothing from http\/ or Fastify/,
+  ],
+  [
+    'server/modules/projects/store.ts',
+    "import { ok } from '../../http/envelope.js'",
+    /services and stores import nothing from http\/ or Fastify/,
+  ],
+  [
+    'server/domain/x.ts',
+    "import { actorOf } from '../http/actor.js'",
+    /services and stores import nothing from http\/ or Fastify/,
+  ],
+  [
+    'server/http/x.ts',
+    "import { projectsService } from '../modules/projects/service.js'",
+    /http does not import modules/,
+  ],
   ['server/platform/x.ts', "import { audit } from '../modules/audit/service.js'", /platform imports no module/],
   ['server/modules/team/service.ts', "import { listMembers } from '../users/store.js'", /never its store/],
 ]
@@ -34,8 +62,32 @@ for (const [path, code, message] of cases) {
 }
 
 t.test('the allowed ways through are not refused', async (t) => {
-  t.same(await refusals('installer/core/x.ts', "import { VERSION } from '../../common/version.js'\nexport const v = VERSION\n"), [])
-  t.same(await refusals('server/modules/projects/routes.ts', "import { ok } from '../../http/envelope.js'\nexport const o = ok\n"), [])
-  t.same(await refusals('server/modules/team/service.ts', "import { listMembers } from '../users/service.js'\nexport const l = listMembers\n"), [])
-  t.same(await refusals('server/modules/projects/service.ts', "import { notFound } from '../../domain/errors.js'\nexport const n = notFound\n"), [])
+  t.same(
+    await refusals(
+      'installer/core/x.ts',
+      "import { VERSION } from '../../common/version.js'\nexport const v = VERSION\n",
+    ),
+    [],
+  )
+  t.same(
+    await refusals(
+      'server/modules/projects/routes.ts',
+      "import { ok } from '../../http/envelope.js'\nexport const o = ok\n",
+    ),
+    [],
+  )
+  t.same(
+    await refusals(
+      'server/modules/team/service.ts',
+      "import { listMembers } from '../users/service.js'\nexport const l = listMembers\n",
+    ),
+    [],
+  )
+  t.same(
+    await refusals(
+      'server/modules/projects/service.ts',
+      "import { notFound } from '../../domain/errors.js'\nexport const n = notFound\n",
+    ),
+    [],
+  )
 })

@@ -55,5 +55,11 @@ export async function errorOf(res: Response): Promise<AtriumError> {
     const details = e.details && typeof e.details === 'object' ? (e.details as Record<string, unknown>) : {}
     return new AtriumError(e.code as ErrorCode, e.message, res.status, details, requestId)
   }
-  return new AtriumError('UNEXPECTED_RESPONSE', `HTTP ${res.status} ${res.statusText}: ${text.slice(0, 200)}`.trim(), res.status, {}, requestId)
+  return new AtriumError(
+    'UNEXPECTED_RESPONSE',
+    `HTTP ${res.status} ${res.statusText}: ${text.slice(0, 200)}`.trim(),
+    res.status,
+    {},
+    requestId,
+  )
 }

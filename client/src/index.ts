@@ -71,8 +71,14 @@ export class AtriumClient {
   }
 }
 
-/** Signs in with email and password: an identity session token, to exchange (AtriumClient's credentials.sessionToken). */
-export async function login(baseUrl: string, body: { email: string; password: string; tenantId?: string }, o: { fetch?: typeof fetch } = {}) {
+/**
+ * Signs in with email and password: an identity session token, to exchange (AtriumClient's credentials.sessionToken).
+ */
+export async function login(
+  baseUrl: string,
+  body: { email: string; password: string; tenantId?: string },
+  o: { fetch?: typeof fetch } = {},
+) {
   const t = new Transport({ baseUrl, credentials: { anonymous: true }, ...(o.fetch ? { fetch: o.fetch } : {}) })
   return dataOf(t.api.POST('/api/v1/auth/login', { body }))
 }

@@ -9,9 +9,11 @@ import { dataOf, eachOf, envelopeOf, type Transport } from './transport.js'
 
 type Op<P extends keyof paths, M extends keyof paths[P]> = NonNullable<paths[P][M]>
 /** The JSON body of an operation. */
-export type BodyOf<P extends keyof paths, M extends keyof paths[P]> = Op<P, M> extends { requestBody?: { content: { 'application/json': infer B } } } ? B : never
+export type BodyOf<P extends keyof paths, M extends keyof paths[P]> =
+  Op<P, M> extends { requestBody?: { content: { 'application/json': infer B } } } ? B : never
 /** The query of an operation, all of it optional where the server has a default. */
-export type QueryOf<P extends keyof paths, M extends keyof paths[P]> = Op<P, M> extends { parameters: { query?: infer Q } } ? Partial<NonNullable<Q>> : never
+export type QueryOf<P extends keyof paths, M extends keyof paths[P]> =
+  Op<P, M> extends { parameters: { query?: infer Q } } ? Partial<NonNullable<Q>> : never
 /** What an operation's success envelope carries in `data`. */
 export type DataOf<P extends keyof paths, M extends keyof paths[P]> =
   Op<P, M> extends { responses: infer R }
@@ -31,7 +33,9 @@ export type AgentRun = DataOf<'/api/v1/agents/{id}/runs/{run_id}', 'get'>
 export type ChatSession = DataOf<'/api/v1/chat/sessions/{id}', 'get'>
 export type ChatMessage = DataOf<'/api/v1/chat/sessions/{id}/messages', 'post'>['message']
 export type ExportJob = DataOf<'/api/v1/platform/tenants/{tenantId}/export/{exportId}', 'get'>
-export type FeatureKey = NonNullable<paths['/api/v1/regions/features/{tenantId}/check/{featureKey}']['get']>['parameters']['path']['featureKey']
+export type FeatureKey = NonNullable<
+  paths['/api/v1/regions/features/{tenantId}/check/{featureKey}']['get']
+>['parameters']['path']['featureKey']
 export type RestoreJob = DataOf<'/api/v1/platform/tenants/{tenantId}/restore/{restoreId}', 'get'>
 
 /** Path segments of a file's path, each encoded (slashes stay separators). */
@@ -46,7 +50,9 @@ abstract class Resource {
 
 export class Projects extends Resource {
   list(query: ListQuery<'/api/v1/projects'> = {}) {
-    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/projects', { params: { query: { ...query, cursor } as never } })))
+    return eachOf((cursor) =>
+      envelopeOf(this.api.GET('/api/v1/projects', { params: { query: { ...query, cursor } as never } })),
+    )
   }
   create(body: BodyOf<'/api/v1/projects', 'post'>) {
     return dataOf(this.api.POST('/api/v1/projects', { body }))
@@ -61,31 +67,61 @@ export class Projects extends Resource {
     return dataOf(this.api.DELETE('/api/v1/projects/{id}', { params: { path: { id } } }))
   }
   versions(projectId: string, query: ListQuery<'/api/v1/projects/{projectId}/versions'> = {}) {
-    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/projects/{projectId}/versions', { params: { path: { projectId }, query: { ...query, cursor } as never } })))
+    return eachOf((cursor) =>
+      envelopeOf(
+        this.api.GET('/api/v1/projects/{projectId}/versions', {
+          params: { path: { projectId }, query: { ...query, cursor } as never },
+        }),
+      ),
+    )
   }
   restoreVersion(projectId: string, versionId: string) {
-    return dataOf(this.api.POST('/api/v1/projects/{projectId}/versions/{versionId}/restore', { params: { path: { projectId, versionId } } }))
+    return dataOf(
+      this.api.POST('/api/v1/projects/{projectId}/versions/{versionId}/restore', {
+        params: { path: { projectId, versionId } },
+      }),
+    )
   }
   backup(projectId: string, body: BodyOf<'/api/v1/projects/{projectId}/backup', 'post'> = {}) {
     return dataOf(this.api.POST('/api/v1/projects/{projectId}/backup', { params: { path: { projectId } }, body }))
   }
   /** The files of a project, in path order. */
   files(projectId: string, query: ListQuery<'/api/v1/projects/{projectId}/files'> = {}) {
-    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/projects/{projectId}/files', { params: { path: { projectId }, query: { ...query, cursor } as never } })))
+    return eachOf((cursor) =>
+      envelopeOf(
+        this.api.GET('/api/v1/projects/{projectId}/files', {
+          params: { path: { projectId }, query: { ...query, cursor } as never },
+        }),
+      ),
+    )
   }
   /** A file's bytes as a Response (read it with .text(), .arrayBuffer() or .body). */
   readFile(projectId: string, path: string) {
     return this.t.request('GET', `/api/v1/projects/${encodeURIComponent(projectId)}/files/${filePath(path)}`)
   }
   /** Writes a file (created or replaced); `ifMatch` makes it conditional on the current etag. */
-  async writeFile(projectId: string, path: string, content: string | Uint8Array | Blob, o: { contentType?: string; ifMatch?: string } = {}) {
-    const headers: Record<string, string> = { 'content-type': o.contentType ?? (typeof content === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream') }
+  async writeFile(
+    projectId: string,
+    path: string,
+    content: string | Uint8Array | Blob,
+    o: { contentType?: string; ifMatch?: string } = {},
+  ) {
+    const headers: Record<string, string> = {
+      'content-type':
+        o.contentType ?? (typeof content === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream'),
+    }
     if (o.ifMatch) headers['if-match'] = o.ifMatch
-    const res = await this.t.request('PUT', `/api/v1/projects/${encodeURIComponent(projectId)}/files/${filePath(path)}`, { body: content as BodyInit, headers })
+    const res = await this.t.request(
+      'PUT',
+      `/api/v1/projects/${encodeURIComponent(projectId)}/files/${filePath(path)}`,
+      { body: content as BodyInit, headers },
+    )
     return ((await res.json()) as { data: DataOf<'/api/v1/projects/{projectId}/files/{*}', 'put'> }).data
   }
   async deleteFile(projectId: string, path: string, o: { ifMatch?: string } = {}): Promise<void> {
-    await this.t.request('DELETE', `/api/v1/projects/${encodeURIComponent(projectId)}/files/${filePath(path)}`, { headers: o.ifMatch ? { 'if-match': o.ifMatch } : {} })
+    await this.t.request('DELETE', `/api/v1/projects/${encodeURIComponent(projectId)}/files/${filePath(path)}`, {
+      headers: o.ifMatch ? { 'if-match': o.ifMatch } : {},
+    })
   }
 }
 
@@ -94,7 +130,9 @@ const RUN_ENDS = new Set(['run.completed', 'run.failed', 'run.cancelled'])
 
 export class Agents extends Resource {
   list(query: ListQuery<'/api/v1/agents'> = {}) {
-    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/agents', { params: { query: { ...query, cursor } as never } })))
+    return eachOf((cursor) =>
+      envelopeOf(this.api.GET('/api/v1/agents', { params: { query: { ...query, cursor } as never } })),
+    )
   }
   create(body: BodyOf<'/api/v1/agents', 'post'>) {
     return dataOf(this.api.POST('/api/v1/agents', { body }))
@@ -113,13 +151,19 @@ export class Agents extends Resource {
     return dataOf(this.api.POST('/api/v1/agents/{id}/execute', { params: { path: { id } }, body }))
   }
   runs(id: string, query: ListQuery<'/api/v1/agents/{id}/runs'> = {}) {
-    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/agents/{id}/runs', { params: { path: { id }, query: { ...query, cursor } as never } })))
+    return eachOf((cursor) =>
+      envelopeOf(
+        this.api.GET('/api/v1/agents/{id}/runs', { params: { path: { id }, query: { ...query, cursor } as never } }),
+      ),
+    )
   }
   run(id: string, runId: string) {
     return dataOf(this.api.GET('/api/v1/agents/{id}/runs/{run_id}', { params: { path: { id, run_id: runId } } }))
   }
   cancel(id: string, runId: string) {
-    return dataOf(this.api.POST('/api/v1/agents/{id}/runs/{run_id}/cancel', { params: { path: { id, run_id: runId } } }))
+    return dataOf(
+      this.api.POST('/api/v1/agents/{id}/runs/{run_id}/cancel', { params: { path: { id, run_id: runId } } }),
+    )
   }
   /** The run's events from the first (or after `lastEventId`) until it completes, fails or is cancelled. */
   runEvents(id: string, runId: string, o: StreamOptions = {}): AsyncGenerator<RunEvent> {
@@ -132,13 +176,21 @@ export class Agents extends Resource {
   }
 }
 
-const streamHeaders = (lastEventId: string | undefined): Record<string, string> => ({ accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) })
+const streamHeaders = (lastEventId: string | undefined): Record<string, string> => ({
+  accept: 'text/event-stream',
+  ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
+})
 
-export type ChatEvent = StreamEvent<{ messageId: string; delta: string }> | StreamEvent<{ message: ChatMessage }> | StreamEvent<{ messageId: string; code: string; message: string }>
+export type ChatEvent =
+  | StreamEvent<{ messageId: string; delta: string }>
+  | StreamEvent<{ message: ChatMessage }>
+  | StreamEvent<{ messageId: string; code: string; message: string }>
 
 export class Chat extends Resource {
   sessions(query: ListQuery<'/api/v1/chat/sessions'> = {}) {
-    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/chat/sessions', { params: { query: { ...query, cursor } as never } })))
+    return eachOf((cursor) =>
+      envelopeOf(this.api.GET('/api/v1/chat/sessions', { params: { query: { ...query, cursor } as never } })),
+    )
   }
   createSession(body: BodyOf<'/api/v1/chat/sessions', 'post'> = {}) {
     return dataOf(this.api.POST('/api/v1/chat/sessions', { body }))
@@ -150,7 +202,13 @@ export class Chat extends Resource {
     return dataOf(this.api.DELETE('/api/v1/chat/sessions/{id}', { params: { path: { id } } }))
   }
   messages(id: string, query: ListQuery<'/api/v1/chat/sessions/{id}/messages'> = {}) {
-    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/chat/sessions/{id}/messages', { params: { path: { id }, query: { ...query, cursor } as never } })))
+    return eachOf((cursor) =>
+      envelopeOf(
+        this.api.GET('/api/v1/chat/sessions/{id}/messages', {
+          params: { path: { id }, query: { ...query, cursor } as never },
+        }),
+      ),
+    )
   }
   /** Sends a message (201): the saved message and the id of the reply being generated. */
   send(id: string, content: string) {
@@ -162,11 +220,17 @@ export class Chat extends Resource {
    */
   stream(id: string, o: StreamOptions & { until?: (e: ChatEvent) => boolean } = {}): AsyncGenerator<ChatEvent> {
     const path = `/api/v1/chat/sessions/${encodeURIComponent(id)}/stream`
-    return eventStream((last, signal) => this.t.request('GET', path, { headers: streamHeaders(last), signal }), o.until ?? (() => false), o) as AsyncGenerator<ChatEvent>
+    return eventStream(
+      (last, signal) => this.t.request('GET', path, { headers: streamHeaders(last), signal }),
+      o.until ?? (() => false),
+      o,
+    ) as AsyncGenerator<ChatEvent>
   }
   /** One reply's text as it arrives; ends with the saved reply, or throws its error. */
   async *reply(id: string, replyId: string, o: StreamOptions = {}): AsyncGenerator<string, ChatMessage> {
-    const mine = (e: ChatEvent) => ('messageId' in e.data && e.data.messageId === replyId) || ('message' in e.data && typeof e.data.message === 'object' && e.data.message.id === replyId)
+    const mine = (e: ChatEvent) =>
+      ('messageId' in e.data && e.data.messageId === replyId) ||
+      ('message' in e.data && typeof e.data.message === 'object' && e.data.message.id === replyId)
     for await (const e of this.stream(id, { ...o, until: (e) => mine(e) && e.event !== 'message.delta' })) {
       if (!mine(e)) continue
       if (e.event === 'message.delta') yield (e.data as { delta: string }).delta
@@ -180,7 +244,10 @@ export class Chat extends Resource {
   }
   /** The tenant's chat history for a range of days (YYYY-MM-DD), as one JSON document. */
   async export(body: BodyOf<'/api/v1/chat/export', 'post'>): Promise<unknown> {
-    const res = await this.t.request('POST', '/api/v1/chat/export', { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })
+    const res = await this.t.request('POST', '/api/v1/chat/export', {
+      body: JSON.stringify(body),
+      headers: { 'content-type': 'application/json' },
+    })
     return res.json()
   }
 }
@@ -202,7 +269,9 @@ export class Tenant extends Resource {
 
 export class Team extends Resource {
   members(query: ListQuery<'/api/v1/tenant/team/members'> = {}) {
-    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/tenant/team/members', { params: { query: { ...query, cursor } as never } })))
+    return eachOf((cursor) =>
+      envelopeOf(this.api.GET('/api/v1/tenant/team/members', { params: { query: { ...query, cursor } as never } })),
+    )
   }
   invite(body: BodyOf<'/api/v1/tenant/team/members', 'post'>) {
     return dataOf(this.api.POST('/api/v1/tenant/team/members', { body }))
@@ -217,7 +286,9 @@ export class Team extends Resource {
 
 export class ApiKeys extends Resource {
   list(query: ListQuery<'/api/v1/api-keys'> = {}) {
-    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/api-keys', { params: { query: { ...query, cursor } as never } })))
+    return eachOf((cursor) =>
+      envelopeOf(this.api.GET('/api/v1/api-keys', { params: { query: { ...query, cursor } as never } })),
+    )
   }
   /** The new key's secret is in the answer once. */
   create(body: BodyOf<'/api/v1/api-keys', 'post'>) {
@@ -230,7 +301,9 @@ export class ApiKeys extends Resource {
 
 export class Webhooks extends Resource {
   list(query: ListQuery<'/api/v1/webhooks'> = {}) {
-    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/webhooks', { params: { query: { ...query, cursor } as never } })))
+    return eachOf((cursor) =>
+      envelopeOf(this.api.GET('/api/v1/webhooks', { params: { query: { ...query, cursor } as never } })),
+    )
   }
   create(body: BodyOf<'/api/v1/webhooks', 'post'>) {
     return dataOf(this.api.POST('/api/v1/webhooks', { body }))
@@ -242,7 +315,13 @@ export class Webhooks extends Resource {
     return dataOf(this.api.DELETE('/api/v1/webhooks/{id}', { params: { path: { id } } }))
   }
   deliveries(id: string, query: ListQuery<'/api/v1/webhooks/{id}/deliveries'> = {}) {
-    return eachOf((cursor) => envelopeOf(this.api.GET('/api/v1/webhooks/{id}/deliveries', { params: { path: { id }, query: { ...query, cursor } as never } })))
+    return eachOf((cursor) =>
+      envelopeOf(
+        this.api.GET('/api/v1/webhooks/{id}/deliveries', {
+          params: { path: { id }, query: { ...query, cursor } as never },
+        }),
+      ),
+    )
   }
 }
 
@@ -263,10 +342,16 @@ export class Regions extends Resource {
     return dataOf(this.api.PUT('/api/v1/regions/storage/{tenantId}', { params: { path: { tenantId } }, body }))
   }
   validateStorage(tenantId: string, body: BodyOf<'/api/v1/regions/storage/{tenantId}/validate', 'post'>) {
-    return dataOf(this.api.POST('/api/v1/regions/storage/{tenantId}/validate', { params: { path: { tenantId } }, body }))
+    return dataOf(
+      this.api.POST('/api/v1/regions/storage/{tenantId}/validate', { params: { path: { tenantId } }, body }),
+    )
   }
   feature(tenantId: string, featureKey: FeatureKey) {
-    return dataOf(this.api.GET('/api/v1/regions/features/{tenantId}/check/{featureKey}', { params: { path: { tenantId, featureKey } } }))
+    return dataOf(
+      this.api.GET('/api/v1/regions/features/{tenantId}/check/{featureKey}', {
+        params: { path: { tenantId, featureKey } },
+      }),
+    )
   }
   routingInfo() {
     return dataOf(this.api.GET('/api/v1/routing-info'))
@@ -282,7 +367,11 @@ export class Portability extends Resource {
     return dataOf(this.api.POST('/api/v1/platform/tenants/{tenantId}/export', { params: { path: { tenantId } }, body }))
   }
   exportJob(tenantId: string, exportId: string) {
-    return dataOf(this.api.GET('/api/v1/platform/tenants/{tenantId}/export/{exportId}', { params: { path: { tenantId, exportId } } }))
+    return dataOf(
+      this.api.GET('/api/v1/platform/tenants/{tenantId}/export/{exportId}', {
+        params: { path: { tenantId, exportId } },
+      }),
+    )
   }
   /** Polls an export until it is completed or failed. */
   waitForExport(tenantId: string, exportId: string, o: PollOptions = {}): Promise<ExportJob> {
@@ -293,20 +382,33 @@ export class Portability extends Resource {
     )
   }
   schedule(tenantId: string, body: BodyOf<'/api/v1/platform/tenants/{tenantId}/export/schedule', 'post'>) {
-    return dataOf(this.api.POST('/api/v1/platform/tenants/{tenantId}/export/schedule', { params: { path: { tenantId } }, body }))
+    return dataOf(
+      this.api.POST('/api/v1/platform/tenants/{tenantId}/export/schedule', { params: { path: { tenantId } }, body }),
+    )
   }
   schedules(tenantId: string) {
-    return dataOf(this.api.GET('/api/v1/platform/tenants/{tenantId}/export/schedule', { params: { path: { tenantId } } }))
+    return dataOf(
+      this.api.GET('/api/v1/platform/tenants/{tenantId}/export/schedule', { params: { path: { tenantId } } }),
+    )
   }
   deleteSchedule(tenantId: string, scheduleId: string) {
-    return dataOf(this.api.DELETE('/api/v1/platform/tenants/{tenantId}/export/schedule/{scheduleId}', { params: { path: { tenantId, scheduleId } } }))
+    return dataOf(
+      this.api.DELETE('/api/v1/platform/tenants/{tenantId}/export/schedule/{scheduleId}', {
+        params: { path: { tenantId, scheduleId } },
+      }),
+    )
   }
   /**
    * Uploads a backup to restore (multipart: the `options` part, then the `file` part). merge: add
    * to the tenant's data rather than replace it; validate: only check the archive and report. A stream is
    * sent as it is read, never held whole in memory; such a request is not retried after a 429.
    */
-  async restore(tenantId: string, file: UploadSource, options: { merge?: boolean; validate?: boolean } = {}, o: { filename?: string; size?: number } = {}): Promise<RestoreJob> {
+  async restore(
+    tenantId: string,
+    file: UploadSource,
+    options: { merge?: boolean; validate?: boolean } = {},
+    o: { filename?: string; size?: number } = {},
+  ): Promise<RestoreJob> {
     const boundary = `atrium-${Math.random().toString(16).slice(2)}${Date.now().toString(16)}`
     const enc = new TextEncoder()
     const head = enc.encode(
@@ -324,7 +426,11 @@ export class Portability extends Resource {
     return ((await res.json()) as { data: RestoreJob }).data
   }
   restoreJob(tenantId: string, restoreId: string) {
-    return dataOf(this.api.GET('/api/v1/platform/tenants/{tenantId}/restore/{restoreId}', { params: { path: { tenantId, restoreId } } }))
+    return dataOf(
+      this.api.GET('/api/v1/platform/tenants/{tenantId}/restore/{restoreId}', {
+        params: { path: { tenantId, restoreId } },
+      }),
+    )
   }
   /** Polls a restore until it is completed or failed. */
   waitForRestore(tenantId: string, restoreId: string, o: PollOptions = {}): Promise<RestoreJob> {
@@ -336,7 +442,10 @@ export class Portability extends Resource {
   }
   /** All personal data the service holds on the caller (GDPR article 15). */
   async gdprExport(): Promise<unknown> {
-    const res = await this.t.request('POST', '/api/v1/gdpr/export', { body: JSON.stringify({ format: 'json' }), headers: { 'content-type': 'application/json' } })
+    const res = await this.t.request('POST', '/api/v1/gdpr/export', {
+      body: JSON.stringify({ format: 'json' }),
+      headers: { 'content-type': 'application/json' },
+    })
     return res.json()
   }
 }
@@ -357,7 +466,11 @@ async function poll<J>(look: () => Promise<J>, over: (job: J) => boolean, o: Pol
   }
 }
 
-function concatStreams(head: Uint8Array, body: ReadableStream<Uint8Array>, tail: Uint8Array): ReadableStream<Uint8Array> {
+function concatStreams(
+  head: Uint8Array,
+  body: ReadableStream<Uint8Array>,
+  tail: Uint8Array,
+): ReadableStream<Uint8Array> {
   const reader = body.getReader()
   let stage = 0
   return new ReadableStream<Uint8Array>({

@@ -127,7 +127,8 @@ export async function* eventStream<T>(
       }
       if (stop.signal.aborted) return
       // A connection that ended before the stream's last event: a drop, whether clean or not.
-      if (res && ++failures > max) throw new AtriumNetworkError(`the stream ended ${failures} times in a row without an event: ${reason}`)
+      if (res && ++failures > max)
+        throw new AtriumNetworkError(`the stream ended ${failures} times in a row without an event: ${reason}`)
       o.onReconnect?.(lastEventId, failures)
       await pause(retryMs, stop.signal)
     }

@@ -86,14 +86,20 @@ export class TokenManager {
 
   private async obtain(): Promise<string> {
     if (this.refreshToken) {
-      const r = await this.post<{ accessToken: string; expiresIn: number; token: string; expiresAt: string }>('/api/v1/auth/refresh', { token: this.refreshToken })
+      const r = await this.post<{ accessToken: string; expiresIn: number; token: string; expiresAt: string }>(
+        '/api/v1/auth/refresh',
+        { token: this.refreshToken },
+      )
       this.refreshToken = r.token
       await this.credentials.onRefreshToken?.(r)
       return this.hold(r.accessToken, r.expiresIn)
     }
     const source = this.credentials.sessionToken
     const token = typeof source === 'function' ? await source() : source
-    const r = await this.post<{ accessToken: string; expiresIn: number }>('/api/v1/auth/exchange', token === undefined ? {} : { token })
+    const r = await this.post<{ accessToken: string; expiresIn: number }>(
+      '/api/v1/auth/exchange',
+      token === undefined ? {} : { token },
+    )
     return this.hold(r.accessToken, r.expiresIn)
   }
 

@@ -50,7 +50,11 @@ export class Transport {
     this.fetchImpl = o.fetch ?? ((...args) => globalThis.fetch(...args))
     this.sleep = o.sleep ?? sleep
     this.tokens = new TokenManager(this.baseUrl, o.credentials ?? {}, this.fetchImpl, o.now ?? Date.now)
-    this.api = createClient<paths>({ baseUrl: this.baseUrl, fetch: (req: Request) => this.send(req), credentials: 'include' })
+    this.api = createClient<paths>({
+      baseUrl: this.baseUrl,
+      fetch: (req: Request) => this.send(req),
+      credentials: 'include',
+    })
   }
 
   /**
@@ -92,7 +96,12 @@ export class Transport {
   /** A request to `path` (already encoded) with send()'s handling; throws AtriumError unless 2xx. */
   async request(method: string, path: string, init: RequestInit & { retry?: boolean } = {}): Promise<Response> {
     const { retry, ...rest } = init
-    const req = new Request(this.baseUrl + path, { ...rest, method, credentials: 'include', ...(rest.body instanceof ReadableStream ? { duplex: 'half' } : {}) } as RequestInit)
+    const req = new Request(this.baseUrl + path, {
+      ...rest,
+      method,
+      credentials: 'include',
+      ...(rest.body instanceof ReadableStream ? { duplex: 'half' } : {}),
+    } as RequestInit)
     const res = await this.send(req, retry === undefined ? {} : { retry })
     if (!res.ok) throw await errorOf(res)
     return res
@@ -100,20 +109,27 @@ export class Transport {
 }
 
 /** The `data` of a typed call's envelope; the AtriumError of its error envelope. */
-export async function dataOf<R extends { data?: unknown; error?: unknown; response: Response }>(call: Promise<R>): Promise<NonNullable<R['data']> extends { data: infer D } ? D : never> {
+export async function dataOf<R extends { data?: unknown; error?: unknown; response: Response }>(
+  call: Promise<R>,
+): Promise<NonNullable<R['data']> extends { data: infer D } ? D : never> {
   // 204 No Content (a delete): nothing to unwrap.
   return ((await envelopeOf(call)) as unknown as { data: never } | undefined)?.data as never
 }
 
 /** The whole envelope of a typed call (lists: data and meta.nextCursor). */
-export async function envelopeOf<R extends { data?: unknown; error?: unknown; response: Response }>(call: Promise<R>): Promise<NonNullable<R['data']>> {
+export async function envelopeOf<R extends { data?: unknown; error?: unknown; response: Response }>(
+  call: Promise<R>,
+): Promise<NonNullable<R['data']>> {
   const r = await call
-  if (!r.response.ok) throw await errorOf(r.response.bodyUsed ? new Response(JSON.stringify(r.error), r.response) : r.response)
+  if (!r.response.ok)
+    throw await errorOf(r.response.bodyUsed ? new Response(JSON.stringify(r.error), r.response) : r.response)
   return r.data as NonNullable<R['data']>
 }
 
 /** Every item of a cursor-paged list, page after page, as the caller iterates. */
-export async function* eachOf<T>(page: (cursor: string | undefined) => Promise<{ data: T[]; meta: { nextCursor?: string | null } }>): AsyncGenerator<T> {
+export async function* eachOf<T>(
+  page: (cursor: string | undefined) => Promise<{ data: T[]; meta: { nextCursor?: string | null } }>,
+): AsyncGenerator<T> {
   let cursor: string | undefined
   do {
     const p = await page(cursor)

@@ -12,7 +12,15 @@ import { Client } from 'minio'
 import { VERSION } from '../../common/version.js'
 import { parseVersion } from '../../common/version-numbers.js'
 import { run, runStreaming } from '../core/run.js'
-import { FORMAT, PART, macText, objectEntry, type BackupManifest, type IndexLine, type StoreSummary } from './manifest.js'
+import {
+  FORMAT,
+  PART,
+  macText,
+  objectEntry,
+  type BackupManifest,
+  type IndexLine,
+  type StoreSummary,
+} from './manifest.js'
 import { macOf, seal } from './seal.js'
 import type { DatabaseAccess, SiteServices, Store } from './site.js'
 import { TarWriter } from './tar.js'
@@ -67,9 +75,21 @@ export const s3Of = (s: Store): Client => {
 
 /** One psql query's single value (the text of one row and column); the tool's own message when it fails. */
 export async function pgValue(db: DatabaseAccess, query: string): Promise<string> {
-  const c = db.command('psql', ['--no-psqlrc', '--tuples-only', '--no-align', '--quiet', '--set', 'ON_ERROR_STOP=1', '--command', query])
+  const c = db.command('psql', [
+    '--no-psqlrc',
+    '--tuples-only',
+    '--no-align',
+    '--quiet',
+    '--set',
+    'ON_ERROR_STOP=1',
+    '--command',
+    query,
+  ])
   const r = await run(c.file, c.args, { env: c.env, timeoutMs: 300_000 })
-  if (r.notFound) throw new SiteDataError(`psql is not installed on this machine: install PostgreSQL's client tools (${db.where} is reached with psql, pg_dump and pg_restore)`)
+  if (r.notFound)
+    throw new SiteDataError(
+      `psql is not installed on this machine: install PostgreSQL's client tools (${db.where} is reached with psql, pg_dump and pg_restore)`,
+    )
   if (r.exitCode !== 0) throw new SiteDataError(`${db.where}: ${r.stderr.trim() || `psql exited ${r.exitCode}`}`)
   return r.stdout.trim()
 }
@@ -94,7 +114,10 @@ export async function databaseFacts(db: DatabaseAccess): Promise<DatabaseFacts> 
 }
 
 /** A client tool's major version (`pg_dump (PostgreSQL) 15.20 (Debian...)`), or why it cannot be used. */
-export async function toolMajor(db: DatabaseAccess, tool: 'pg_dump' | 'pg_restore'): Promise<{ major: number; text: string }> {
+export async function toolMajor(
+  db: DatabaseAccess,
+  tool: 'pg_dump' | 'pg_restore',
+): Promise<{ major: number; text: string }> {
   const c = db.bare(tool, ['--version'])
   const r = await run(c.file, c.args)
   if (r.notFound || r.exitCode !== 0)
@@ -108,15 +131,23 @@ export async function toolMajor(db: DatabaseAccess, tool: 'pg_dump' | 'pg_restor
 /** pg_dump cannot dump a newer server than itself: the version needed, said before anything is written. */
 export function dumpToolProblem(tool: number, server: number): string | null {
   const major = Math.floor(server / 10_000)
-  return tool < major ? `pg_dump ${tool} cannot back up PostgreSQL ${major}: install PostgreSQL ${major}'s client tools (or newer) on this machine` : null
+  return tool < major
+    ? `pg_dump ${tool} cannot back up PostgreSQL ${major}: install PostgreSQL ${major}'s client tools (or newer) on this machine`
+    : null
 }
 
 /** Lists a store's objects lazily (one page at a time), for the copy to pull from. */
 async function* listStore(client: Client, store: Store): AsyncGenerator<{ name: string; size: number }> {
   try {
-    for await (const o of client.listObjectsV2(store.bucket, '', true) as AsyncIterable<{ name?: string; size: number }>) if (o.name !== undefined) yield { name: o.name, size: o.size }
+    for await (const o of client.listObjectsV2(store.bucket, '', true) as AsyncIterable<{
+      name?: string
+      size: number
+    }>)
+      if (o.name !== undefined) yield { name: o.name, size: o.size }
   } catch (err) {
-    throw new SiteDataError(`cannot list the bucket ${store.bucket} at ${store.endpoint}: ${(err as { code?: string }).code ?? (err as Error).message}`)
+    throw new SiteDataError(
+      `cannot list the bucket ${store.bucket} at ${store.endpoint}: ${(err as { code?: string }).code ?? (err as Error).message}`,
+    )
   }
 }
 
@@ -136,7 +167,9 @@ async function* prefetched(client: Client, store: Store, ahead: number): AsyncGe
     for await (const o of listStore(client, store)) {
       const body = (client.getObject(store.bucket, o.name) as Promise<Body>).catch((err: unknown) => {
         if (gone(err)) return null
-        throw new SiteDataError(`cannot read ${o.name} from the bucket ${store.bucket}: ${(err as { code?: string }).code ?? (err as Error).message}`)
+        throw new SiteDataError(
+          `cannot read ${o.name} from the bucket ${store.bucket}: ${(err as { code?: string }).code ?? (err as Error).message}`,
+        )
       })
       body.catch(() => {}) // awaited in turn; a failure is reported there
       queue.push({ ...o, body })
@@ -160,7 +193,11 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
   for (const p of [o.output, partial, spool, indexPath]) {
     try {
       statSync(p)
-      throw new SiteDataError(p === o.output ? `${p} exists: give a new file name (a backup never overwrites one)` : `${p} is left from a backup that did not finish: remove it, or give another name`)
+      throw new SiteDataError(
+        p === o.output
+          ? `${p} exists: give a new file name (a backup never overwrites one)`
+          : `${p} is left from a backup that did not finish: remove it, or give another name`,
+      )
     } catch (err) {
       if (err instanceof SiteDataError) throw err
     }
@@ -175,7 +212,9 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
   // Row-level security stays on for the dump: the owner sees every row through atrium_system's policy.
   const dumpCmd = db.command('pg_dump', ['--format=custom', '--enable-row-security', '--no-password'])
   const dump = runStreaming(dumpCmd.file, dumpCmd.args, { env: dumpCmd.env })
-  const spooled = pipeline(dump.stdout, createWriteStream(spool, { flags: 'wx', mode: 0o600 })).catch((err: Error) => err)
+  const spooled = pipeline(dump.stdout, createWriteStream(spool, { flags: 'wx', mode: 0o600 })).catch(
+    (err: Error) => err,
+  )
   const index = createWriteStream(indexPath, { flags: 'wx', mode: 0o600 })
   // Kept and thrown at the next step (a full disk, say): never an unhandled 'error' event.
   let indexFailed: Error | null = null
@@ -193,8 +232,16 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
         // The size of what is read (the object may have been replaced since it was listed).
         const size = Number(body.headers?.['content-length'] ?? f.size)
         const contentType = body.headers?.['content-type']
-        const written = await tar.entry(objectEntry(store.name, f.name), size, body, { attributes: contentType ? { 'user.mime_type': contentType } : {} })
-        const line: IndexLine = { store: store.name, key: f.name, size, sha256: written.sha256, ...(contentType ? { contentType } : {}) }
+        const written = await tar.entry(objectEntry(store.name, f.name), size, body, {
+          attributes: contentType ? { 'user.mime_type': contentType } : {},
+        })
+        const line: IndexLine = {
+          store: store.name,
+          key: f.name,
+          size,
+          sha256: written.sha256,
+          ...(contentType ? { contentType } : {}),
+        }
         if (indexFailed) throw indexFailed
         if (!index.write(JSON.stringify(line) + '\n')) await once(index, 'drain')
         summary.count++
@@ -211,7 +258,10 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
     progress.phase = 'database'
     o.onProgress?.(progress)
     const [ended, spoolError] = await Promise.all([dump.done, spooled])
-    if (ended.exitCode !== 0 || spoolError) throw new SiteDataError(`pg_dump failed on ${db.where}: ${ended.stderr || (spoolError as Error | undefined)?.message || `exit ${ended.exitCode}`}`)
+    if (ended.exitCode !== 0 || spoolError)
+      throw new SiteDataError(
+        `pg_dump failed on ${db.where}: ${ended.stderr || (spoolError as Error | undefined)?.message || `exit ${ended.exitCode}`}`,
+      )
     const dumpBytes = statSync(spool).size
     progress.databaseBytes = dumpBytes
     const database = await tar.entry(PART.database, dumpBytes, createReadStream(spool, { highWaterMark: 1 << 20 }))
@@ -223,8 +273,20 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
       schemaVersion: facts.schema,
       createdAt: new Date().toISOString(),
       target: o.target,
-      configuration: { file: PART.configuration, bytes: config.bytes, sha256: config.sha256, encryption: sealed.params },
-      database: { file: PART.database, bytes: database.bytes, sha256: database.sha256, serverVersion: facts.server, dumpedWith: dumpTool.text, tables: facts.tables },
+      configuration: {
+        file: PART.configuration,
+        bytes: config.bytes,
+        sha256: config.sha256,
+        encryption: sealed.params,
+      },
+      database: {
+        file: PART.database,
+        bytes: database.bytes,
+        sha256: database.sha256,
+        serverVersion: facts.server,
+        dumpedWith: dumpTool.text,
+        tables: facts.tables,
+      },
       objects: {
         index: PART.index,
         indexBytes,
@@ -236,7 +298,11 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
       archive: { sha256: tar.digest() },
     }
     const manifest: BackupManifest = { ...body, mac: macOf(sealed.keys, macText(body)) }
-    await tar.entry(PART.manifest, Buffer.byteLength(JSON.stringify(manifest, null, 2)), Buffer.from(JSON.stringify(manifest, null, 2)))
+    await tar.entry(
+      PART.manifest,
+      Buffer.byteLength(JSON.stringify(manifest, null, 2)),
+      Buffer.from(JSON.stringify(manifest, null, 2)),
+    )
     await tar.finish()
     const sha256 = tar.digest()
     renameSync(partial, o.output)
@@ -273,8 +339,15 @@ export function progressLines(say: (line: string) => void, everyMs = 2000): (p: 
   }
 }
 
-/** The site's backup as the installer takes it (`backup`, and `install` before an upgrade): its configuration files included. */
-export function backupSite(ctx: Resolved, site: SiteServices, o: { output: string; passphrase: string; version: string; say?: (line: string) => void }): Promise<BackupResult> {
+/**
+ * The site's backup as the installer takes it (`backup`, and `install` before an upgrade): its configuration files
+ * included.
+ */
+export function backupSite(
+  ctx: Resolved,
+  site: SiteServices,
+  o: { output: string; passphrase: string; version: string; say?: (line: string) => void },
+): Promise<BackupResult> {
   return writeBackup(site, {
     output: o.output,
     passphrase: o.passphrase,

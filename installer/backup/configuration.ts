@@ -14,7 +14,9 @@ const KEPT = ['.env', 'values.yaml', 'secret.yaml', 'answers.yaml', 'state.json'
 export function configurationFiles(outputDir: string): Record<string, string> {
   if (!existsSync(outputDir)) return {}
   const files: Record<string, string> = {}
-  for (const name of readdirSync(outputDir)) if (KEPT.includes(name) && lstatSync(join(outputDir, name)).isFile()) files[name] = readFileSync(join(outputDir, name), 'utf8')
+  for (const name of readdirSync(outputDir))
+    if (KEPT.includes(name) && lstatSync(join(outputDir, name)).isFile())
+      files[name] = readFileSync(join(outputDir, name), 'utf8')
   return files
 }
 
@@ -39,5 +41,6 @@ export function masterKeyProblem(ctx: Resolved, archived: string): string | null
 
 /** The first tenant's record, as the backup has it (the restored database's tenant). */
 export function restoreState(ctx: Resolved, files: Record<string, string>): void {
-  if (files['state.json'] && existsSync(ctx.answers.outputDir)) writePrivateFile(join(ctx.answers.outputDir, 'state.json'), files['state.json'])
+  if (files['state.json'] && existsSync(ctx.answers.outputDir))
+    writePrivateFile(join(ctx.answers.outputDir, 'state.json'), files['state.json'])
 }

@@ -39,7 +39,14 @@ export interface BackupManifest {
     /** Rows per table, counted when the backup started. */
     tables: Record<string, number>
   }
-  objects: { index: string; indexBytes: number; indexSha256: string; count: number; bytes: number; stores: StoreSummary[] }
+  objects: {
+    index: string
+    indexBytes: number
+    indexSha256: string
+    count: number
+    bytes: number
+    stores: StoreSummary[]
+  }
   /** SHA-256 of every archive byte before manifest.json's header. */
   archive: { sha256: string }
   /** HMAC-SHA256 of this manifest without `mac`, under the passphrase's key. */
@@ -72,7 +79,10 @@ export function parseManifest(text: string): { manifest: BackupManifest } | { pr
   } catch {
     return { problem: 'manifest.json is not JSON: the archive is damaged' }
   }
-  if (m?.format !== FORMAT) return { problem: `manifest.json is not an Atrium site backup's (format ${JSON.stringify(m?.format)}; this installer reads ${FORMAT})` }
+  if (m?.format !== FORMAT)
+    return {
+      problem: `manifest.json is not an Atrium site backup's (format ${JSON.stringify(m?.format)}; this installer reads ${FORMAT})`,
+    }
   const fields = [
     typeof m.atriumVersion === 'string',
     Number.isInteger(m.schemaVersion),
@@ -82,12 +92,19 @@ export function parseManifest(text: string): { manifest: BackupManifest } | { pr
     typeof m.configuration?.sha256 === 'string',
     Array.isArray(m.objects?.stores),
   ]
-  if (fields.includes(false)) return { problem: 'manifest.json lacks fields an Atrium site backup has: the archive is damaged' }
+  if (fields.includes(false))
+    return { problem: 'manifest.json lacks fields an Atrium site backup has: the archive is damaged' }
   return { manifest: m }
 }
 
-/** Why this release must not restore the archive: one from a newer Atrium or a newer schema (migrations only go forward). */
-export function versionProblem(m: Pick<BackupManifest, 'atriumVersion' | 'schemaVersion'>, release: { version: string; schema: number }): string | null {
+/**
+ * Why this release must not restore the archive: one from a newer Atrium or a newer schema (migrations only go
+ * forward).
+ */
+export function versionProblem(
+  m: Pick<BackupManifest, 'atriumVersion' | 'schemaVersion'>,
+  release: { version: string; schema: number },
+): string | null {
   const from = parseVersion(m.atriumVersion)
   const to = parseVersion(release.version)
   if (from && to && compareVersions(from, to) > 0)

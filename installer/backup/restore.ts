@@ -63,7 +63,11 @@ async function* lines(chunks: AsyncIterable<Buffer>, onChunk: (c: Buffer) => voi
 const open = (path: string) => createReadStream(path, { highWaterMark: 1 << 20 })
 
 /** Reads the whole archive and checks it; changes nothing. Throws RestoreRefused saying why. */
-export async function verifyBackup(path: string, passphrase: string, release = { version: VERSION, schema: SCHEMA_VERSION }): Promise<VerifiedBackup> {
+export async function verifyBackup(
+  path: string,
+  passphrase: string,
+  release = { version: VERSION, schema: SCHEMA_VERSION },
+): Promise<VerifiedBackup> {
   let sealed: Buffer | null = null
   let manifestText: string | null = null
   let before = ''
@@ -87,9 +91,11 @@ export async function verifyBackup(path: string, passphrase: string, release = {
         let i = 0
         for await (const line of lines(e.body, (c) => hash.update(c))) {
           const listed = (JSON.parse(line) as IndexLine).sha256
-          if (objectDigests.get(i++)?.toString('hex') !== listed) throw new ArchiveError(`object ${i} does not match its SHA-256 in objects.jsonl`)
+          if (objectDigests.get(i++)?.toString('hex') !== listed)
+            throw new ArchiveError(`object ${i} does not match its SHA-256 in objects.jsonl`)
         }
-        if (i !== objectDigests.length) throw new ArchiveError(`objects.jsonl lists ${i} objects where the archive holds ${objectDigests.length}`)
+        if (i !== objectDigests.length)
+          throw new ArchiveError(`objects.jsonl lists ${i} objects where the archive holds ${objectDigests.length}`)
         digests[e.name] = hash.digest('hex')
         continue
       }
@@ -107,15 +113,19 @@ export async function verifyBackup(path: string, passphrase: string, release = {
       else throw new ArchiveError(`it holds ${e.name}, which an Atrium site backup does not`)
     }
   } catch (err) {
-    if (err instanceof ArchiveError || err instanceof SyntaxError) throw new RestoreRefused(`${path} is damaged: ${err.message}. Nothing was changed.`)
-    if ((err as NodeJS.ErrnoException).code) throw new RestoreRefused(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code}`)
+    if (err instanceof ArchiveError || err instanceof SyntaxError)
+      throw new RestoreRefused(`${path} is damaged: ${err.message}. Nothing was changed.`)
+    if ((err as NodeJS.ErrnoException).code)
+      throw new RestoreRefused(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code}`)
     throw err
   }
-  if (manifestText === null) throw new RestoreRefused(`${path} has no manifest.json: it is not a whole Atrium site backup. Nothing was changed.`)
+  if (manifestText === null)
+    throw new RestoreRefused(`${path} has no manifest.json: it is not a whole Atrium site backup. Nothing was changed.`)
   const parsed = parseManifest(manifestText)
   if ('problem' in parsed) throw new RestoreRefused(`${path}: ${parsed.problem}. Nothing was changed.`)
   const m = parsed.manifest
-  const damaged = (what: string) => new RestoreRefused(`${path} is damaged: ${what} does not match its SHA-256 in the manifest. Nothing was changed.`)
+  const damaged = (what: string) =>
+    new RestoreRefused(`${path} is damaged: ${what} does not match its SHA-256 in the manifest. Nothing was changed.`)
   if (before !== m.archive.sha256) throw damaged('the archive')
   if (digests[PART.configuration] !== m.configuration.sha256 || !sealed) throw damaged('the configuration')
   if (digests[PART.database] !== m.database.sha256) throw damaged('the database dump')
@@ -125,20 +135,36 @@ export async function verifyBackup(path: string, passphrase: string, release = {
   if (badParams) throw new RestoreRefused(`${path} is damaged: ${badParams}. Nothing was changed.`)
   const keys = deriveKeys(passphrase, m.configuration.encryption)
   const plain = unseal(sealed, keys, m.configuration.encryption)
-  if (!plain) throw new RestoreRefused('the passphrase is wrong: it does not open the backup’s configuration. Nothing was changed.')
-  if (!sameMac(macOf(keys, macText(m)), m.mac)) throw new RestoreRefused(`${path}'s manifest was changed after the backup was made (its MAC does not match). Nothing was changed.`)
+  if (!plain)
+    throw new RestoreRefused(
+      'the passphrase is wrong: it does not open the backup’s configuration. Nothing was changed.',
+    )
+  if (!sameMac(macOf(keys, macText(m)), m.mac))
+    throw new RestoreRefused(
+      `${path}'s manifest was changed after the backup was made (its MAC does not match). Nothing was changed.`,
+    )
   const newer = versionProblem(m, release)
   if (newer) throw new RestoreRefused(`${newer}. Nothing was changed.`)
-  return { manifest: m, configuration: (JSON.parse(plain.toString('utf8')) as { files: Record<string, string> }).files, objectDigests }
+  return {
+    manifest: m,
+    configuration: (JSON.parse(plain.toString('utf8')) as { files: Record<string, string> }).files,
+    objectDigests,
+  }
 }
 
 /** Whether the database holds anything of its own (a table, view or sequence in public). */
 async function databaseInUse(db: DatabaseAccess): Promise<number> {
-  return Number(await pgValue(db, "select count(*) from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind in ('r', 'p', 'v', 'm', 'S')"))
+  return Number(
+    await pgValue(
+      db,
+      "select count(*) from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind in ('r', 'p', 'v', 'm', 'S')",
+    ),
+  )
 }
 
 async function* keysOf(client: Client, bucket: string): AsyncGenerator<string> {
-  for await (const o of client.listObjectsV2(bucket, '', true) as AsyncIterable<{ name?: string }>) if (o.name !== undefined) yield o.name
+  for await (const o of client.listObjectsV2(bucket, '', true) as AsyncIterable<{ name?: string }>)
+    if (o.name !== undefined) yield o.name
 }
 
 /** Whether the bucket has an object (a missing one has none: the restore makes it). */
@@ -148,7 +174,9 @@ async function storeInUse(client: Client, store: Store): Promise<boolean> {
     for await (const _ of keysOf(client, store.bucket)) return true
     return false
   } catch (err) {
-    throw new SiteDataError(`cannot use the bucket ${store.bucket} at ${store.endpoint}: ${(err as { code?: string }).code ?? (err as Error).message}`)
+    throw new SiteDataError(
+      `cannot use the bucket ${store.bucket} at ${store.endpoint}: ${(err as { code?: string }).code ?? (err as Error).message}`,
+    )
   }
 }
 
@@ -165,7 +193,11 @@ async function emptyStore(client: Client, store: Store): Promise<void> {
 }
 
 /** The chunks as they come, then an error instead of the end when their SHA-256 is not the one expected. */
-async function* checked(body: AsyncIterable<Buffer>, matches: (digest: Buffer) => boolean, error: () => Error): AsyncGenerator<Buffer> {
+async function* checked(
+  body: AsyncIterable<Buffer>,
+  matches: (digest: Buffer) => boolean,
+  error: () => Error,
+): AsyncGenerator<Buffer> {
   const hash = createHash('sha256')
   for await (const c of body) {
     hash.update(c)
@@ -207,18 +239,26 @@ export interface PreparedRestore extends VerifiedBackup {
   inUse: { relations: number; stores: string[] }
 }
 
-/** Everything a restore checks, before anything changes: the archive (verifyBackup), the tools, the target. Throws RestoreRefused. */
+/**
+ * Everything a restore checks, before anything changes: the archive (verifyBackup), the tools, the target. Throws
+ * RestoreRefused.
+ */
 export async function prepareRestore(site: SiteServices, path: string, o: RestoreOptions): Promise<PreparedRestore> {
   const verified = await verifyBackup(path, o.passphrase, o.release)
   const m = verified.manifest
   const db = site.database
   const names = new Set(site.stores.map((s) => s.name))
   const missing = m.objects.stores.filter((s) => s.count > 0 && !names.has(s.name)).map((s) => s.name)
-  if (missing.length) throw new RestoreRefused(`the backup holds objects of ${missing.join(', ')}, a store this site does not configure (REGION_STORES): add it first. Nothing was changed.`)
+  if (missing.length)
+    throw new RestoreRefused(
+      `the backup holds objects of ${missing.join(', ')}, a store this site does not configure (REGION_STORES): add it first. Nothing was changed.`,
+    )
   const restoreTool = await toolMajor(db, 'pg_restore')
   const dumpMajor = parseVersion(m.database.dumpedWith)?.[0] ?? 0
   if (restoreTool.major < dumpMajor)
-    throw new RestoreRefused(`the dump was made by ${m.database.dumpedWith}; pg_restore ${restoreTool.major} cannot read it: install PostgreSQL ${dumpMajor}'s client tools. Nothing was changed.`)
+    throw new RestoreRefused(
+      `the dump was made by ${m.database.dumpedWith}; pg_restore ${restoreTool.major} cannot read it: install PostgreSQL ${dumpMajor}'s client tools. Nothing was changed.`,
+    )
   const server = Number(await pgValue(db, "select current_setting('server_version_num')"))
   if (Math.floor(server / 10_000) < Math.floor(m.database.serverVersion / 10_000))
     throw new RestoreRefused(
@@ -229,10 +269,15 @@ export async function prepareRestore(site: SiteServices, path: string, o: Restor
   for (const s of site.stores) if (await storeInUse(s3Of(s), s)) used.push(s.name)
   if ((relations || used.length) && !o.force) {
     const buckets = site.stores.filter((s) => used.includes(s.name)).map((s) => s.bucket)
-    const what = [relations ? `the database ${db.where} has ${relations} tables, views or sequences` : '', used.length ? `the bucket ${buckets.join(', ')} has objects` : '']
+    const what = [
+      relations ? `the database ${db.where} has ${relations} tables, views or sequences` : '',
+      used.length ? `the bucket ${buckets.join(', ')} has objects` : '',
+    ]
       .filter(Boolean)
       .join(' and ')
-    throw new RestoreRefused(`the target is not empty: ${what}. Restore into an empty site, or pass --force to delete what is there first. Nothing was changed.`)
+    throw new RestoreRefused(
+      `the target is not empty: ${what}. Restore into an empty site, or pass --force to delete what is there first. Nothing was changed.`,
+    )
   }
   return { ...verified, inUse: { relations, stores: used } }
 }
@@ -245,22 +290,34 @@ export async function restoreBackup(site: SiteServices, path: string, o: Restore
 }
 
 /** Empties what --force allowed, then puts the archive's objects and database in place. */
-export async function applyRestore(site: SiteServices, path: string, prepared: PreparedRestore, o: Pick<RestoreOptions, 'onProgress'> = {}): Promise<void> {
+export async function applyRestore(
+  site: SiteServices,
+  path: string,
+  prepared: PreparedRestore,
+  o: Pick<RestoreOptions, 'onProgress'> = {},
+): Promise<void> {
   const db = site.database
   const stores = new Map(site.stores.map((s) => [s.name, s]))
   const clients = new Map(site.stores.map((s) => [s.name, s3Of(s)]))
   // A new database's public schema, as PostgreSQL 15 makes it: everyone may use it (the dump
   // leaves that default out, and atrium_app must reach its tables).
-  if (prepared.inUse.relations) await pgValue(db, 'drop schema public cascade; create schema public; grant usage on schema public to public; select 1')
+  if (prepared.inUse.relations)
+    await pgValue(
+      db,
+      'drop schema public cascade; create schema public; grant usage on schema public to public; select 1',
+    )
   for (const name of prepared.inUse.stores) await emptyStore(clients.get(name)!, stores.get(name)!)
   const progress = { objects: 0, objectBytes: 0, phase: 'objects' as 'objects' | 'database' | 'done' }
   const m = prepared.manifest
   // The archive is read again, so every byte is checked again as it goes (the file may have changed
   // since the first read): an object before its upload completes, the dump before pg_restore gets
   // its last chunk (without which it commits nothing).
-  const wrong = (what: string) => new SiteDataError(`${path} changed after it was verified: ${what} differs from the first read`)
+  const wrong = (what: string) =>
+    new SiteDataError(`${path} changed after it was verified: ${what} differs from the first read`)
   try {
-    for (const s of site.stores) if (!(await clients.get(s.name)!.bucketExists(s.bucket))) await clients.get(s.name)!.makeBucket(s.bucket, s.region)
+    for (const s of site.stores)
+      if (!(await clients.get(s.name)!.bucketExists(s.bucket)))
+        await clients.get(s.name)!.makeBucket(s.bucket, s.region)
     await pgValue(db, ROLES_SQL)
     let index = 0
     for await (const e of readTar(open(path))) {
@@ -287,19 +344,34 @@ export async function applyRestore(site: SiteServices, path: string, prepared: P
       } else if (e.name === PART.database) {
         progress.phase = 'database'
         o.onProgress?.(progress)
-        const c = db.command('pg_restore', ['--single-transaction', '--exit-on-error', '--no-owner', '--enable-row-security', '--no-password'])
+        const c = db.command('pg_restore', [
+          '--single-transaction',
+          '--exit-on-error',
+          '--no-owner',
+          '--enable-row-security',
+          '--no-password',
+        ])
         const restore = runStreaming(c.file, c.args, { env: c.env, stdin: true })
-        const fed = await pipeline(Readable.from(heldBack(e.body, m.database.sha256, () => wrong('the database dump'))), restore.stdin!).catch((err: Error) => err)
+        const fed = await pipeline(
+          Readable.from(heldBack(e.body, m.database.sha256, () => wrong('the database dump'))),
+          restore.stdin!,
+        ).catch((err: Error) => err)
         if (fed instanceof SiteDataError) restore.kill() // its transaction is never committed
         const ended = await restore.done
         if (fed instanceof SiteDataError) throw fed
-        if (ended.exitCode !== 0 || fed) throw new SiteDataError(`pg_restore failed on ${db.where}: ${ended.stderr || fed?.message || `exit ${ended.exitCode}`}`)
+        if (ended.exitCode !== 0 || fed)
+          throw new SiteDataError(
+            `pg_restore failed on ${db.where}: ${ended.stderr || fed?.message || `exit ${ended.exitCode}`}`,
+          )
       } else if (e.name === PART.manifest && e.archiveBefore !== m.archive.sha256) throw wrong('the archive')
     }
   } catch (err) {
     // The target was empty before this restore (or emptied by --force): leave it so, not half-filled.
     for (const s of site.stores) await emptyStore(clients.get(s.name)!, s).catch(() => {})
-    await pgValue(db, 'drop schema public cascade; create schema public; grant usage on schema public to public; select 1').catch(() => {})
+    await pgValue(
+      db,
+      'drop schema public cascade; create schema public; grant usage on schema public to public; select 1',
+    ).catch(() => {})
     throw err
   }
   progress.phase = 'done'

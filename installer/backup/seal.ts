@@ -35,20 +35,35 @@ export function readPassphrase(path: string): { passphrase: string } | { problem
   try {
     text = readFileSync(path, 'utf8').replace(/\r?\n$/, '')
   } catch (err) {
-    return { problem: `cannot read the passphrase file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` }
+    return {
+      problem: `cannot read the passphrase file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    }
   }
-  if ([...text].length < MIN_PASSPHRASE) return { problem: `the passphrase in ${path} is shorter than ${MIN_PASSPHRASE} characters` }
+  if ([...text].length < MIN_PASSPHRASE)
+    return { problem: `the passphrase in ${path} is shorter than ${MIN_PASSPHRASE} characters` }
   return { passphrase: text }
 }
 
 export function deriveKeys(passphrase: string, p: Pick<SealParams, 'N' | 'r' | 'p' | 'salt'>): Keys {
-  const out = scryptSync(passphrase.normalize('NFC'), Buffer.from(p.salt, 'base64'), 64, { N: p.N, r: p.r, p: p.p, maxmem: 128 * p.N * p.r * 2 })
+  const out = scryptSync(passphrase.normalize('NFC'), Buffer.from(p.salt, 'base64'), 64, {
+    N: p.N,
+    r: p.r,
+    p: p.p,
+    maxmem: 128 * p.N * p.r * 2,
+  })
   return { enc: out.subarray(0, 32), mac: out.subarray(32) }
 }
 
 /** Encrypts `plain` under a new salt and IV; the data is ciphertext followed by the 16-byte tag. */
 export function seal(plain: Buffer, passphrase: string): { params: SealParams; data: Buffer; keys: Keys } {
-  const params: SealParams = { cipher: 'aes-256-gcm', kdf: 'scrypt', ...COST, salt: randomBytes(16).toString('base64'), iv: randomBytes(12).toString('base64'), mac: 'hmac-sha256' }
+  const params: SealParams = {
+    cipher: 'aes-256-gcm',
+    kdf: 'scrypt',
+    ...COST,
+    salt: randomBytes(16).toString('base64'),
+    iv: randomBytes(12).toString('base64'),
+    mac: 'hmac-sha256',
+  }
   const keys = deriveKeys(passphrase, params)
   const c = createCipheriv('aes-256-gcm', keys.enc, Buffer.from(params.iv, 'base64'))
   const data = Buffer.concat([c.update(plain), c.final(), c.getAuthTag()])
@@ -75,7 +90,10 @@ export function sameMac(a: string, b: string): boolean {
   return hex.test(a) && hex.test(b) && timingSafeEqual(Buffer.from(a, 'hex'), Buffer.from(b, 'hex'))
 }
 
-/** Why the manifest's KDF parameters cannot be used (they are read before its MAC can be checked): bounded, so a damaged or hostile archive cannot make scrypt take the machine. */
+/**
+ * Why the manifest's KDF parameters cannot be used (they are read before its MAC can be checked): bounded, so a damaged
+ * or hostile archive cannot make scrypt take the machine.
+ */
 export function paramsProblem(p: Partial<SealParams>): string | null {
   const ok =
     p.cipher === 'aes-256-gcm' &&

@@ -64,7 +64,8 @@ const shown = (url: string) => {
 }
 
 /** The host address a Compose service's published port answers at, from this machine. */
-const publishedHost = (bind: string | undefined) => (!bind || bind === '0.0.0.0' ? '127.0.0.1' : bind === '::' ? '[::1]' : bind.includes(':') ? `[${bind}]` : bind)
+const publishedHost = (bind: string | undefined) =>
+  !bind || bind === '0.0.0.0' ? '127.0.0.1' : bind === '::' ? '[::1]' : bind.includes(':') ? `[${bind}]` : bind
 
 /** A PostgreSQL reached at its URL with the client tools of this machine. */
 export function directDatabase(url: string): DatabaseAccess {
@@ -73,7 +74,11 @@ export function directDatabase(url: string): DatabaseAccess {
   return {
     where: shown(url),
     inContainer: false,
-    command: (tool, args) => ({ file: tool, args: tool === 'pg_restore' ? ['--dbname', env.PGDATABASE!, ...args] : [...args], env }),
+    command: (tool, args) => ({
+      file: tool,
+      args: tool === 'pg_restore' ? ['--dbname', env.PGDATABASE!, ...args] : [...args],
+      env,
+    }),
     bare: (tool, args) => ({ file: tool, args: [...args], env: {} }),
   }
 }
@@ -86,7 +91,10 @@ export function siteServices(ctx: Resolved): { services: SiteServices } | { prob
   const profiles = (config.COMPOSE_PROFILES ?? '').split(',')
   const dbUrl = config.DATABASE_URL ?? ''
   let database: DatabaseAccess | null = null
-  if (!dbUrl) problems.push(`DATABASE_URL is not configured for this site (${ctx.files.target === 'compose' ? ctx.files.env : ctx.files.secret}): configure it first`)
+  if (!dbUrl)
+    problems.push(
+      `DATABASE_URL is not configured for this site (${ctx.files.target === 'compose' ? ctx.files.env : ctx.files.secret}): configure it first`,
+    )
   else if (!URL.canParse(dbUrl)) problems.push('DATABASE_URL is not a URL')
   else if (ctx.files.target === 'compose' && usesBundled(dbUrl) && profiles.includes('postgres')) {
     const env = libpqEnv(dbUrl)
@@ -95,7 +103,11 @@ export function siteServices(ctx: Resolved): { services: SiteServices } | { prob
       where: `the bundled PostgreSQL (${shown(dbUrl)}, in its container)`,
       inContainer: true,
       // Inside the container the local socket trusts its own users: no password is needed or passed.
-      command: (tool, args) => ({ file: 'docker', args: [...exec, tool, '--username', env.PGUSER!, '--dbname', env.PGDATABASE!, ...args], env: {} }),
+      command: (tool, args) => ({
+        file: 'docker',
+        args: [...exec, tool, '--username', env.PGUSER!, '--dbname', env.PGDATABASE!, ...args],
+        env: {},
+      }),
       bare: (tool, args) => ({ file: 'docker', args: [...exec, tool, ...args], env: {} }),
     }
   } else database = directDatabase(dbUrl)
@@ -106,19 +118,29 @@ export function siteServices(ctx: Resolved): { services: SiteServices } | { prob
     const bundledS3 = compose && usesBundled(endpoint) && profiles.includes('s3')
     stores.push({
       name: 'default',
-      endpoint: bundledS3 ? `http://${publishedHost(config.ATRIUM_BIND_ADDRESS)}:${config.ATRIUM_S3_PORT || '9000'}` : endpoint,
+      endpoint: bundledS3
+        ? `http://${publishedHost(config.ATRIUM_BIND_ADDRESS)}:${config.ATRIUM_S3_PORT || '9000'}`
+        : endpoint,
       bucket: config.R2_BUCKET || 'atrium',
       accessKey: config.R2_ACCESS_KEY_ID ?? '',
       secretKey: config.R2_SECRET_ACCESS_KEY ?? '',
       region: config.R2_REGION || 'us-east-1',
     })
-    if (!bundledS3 && compose && BUNDLED_HOST_ONLY.has(hostOf(endpoint))) problems.push(`R2_ENDPOINT names ${hostOf(endpoint)}, which only the Compose network knows`)
+    if (!bundledS3 && compose && BUNDLED_HOST_ONLY.has(hostOf(endpoint)))
+      problems.push(`R2_ENDPOINT names ${hostOf(endpoint)}, which only the Compose network knows`)
   }
   const regions = readRegionStores(config.REGION_STORES)
   if ('problems' in regions) problems.push(`REGION_STORES: ${regions.problems.join('; ')}`)
   else
     for (const [code, s] of Object.entries(regions.value))
-      stores.push({ name: code, endpoint: s.endpoint, bucket: s.bucket, accessKey: s.accessKeyId, secretKey: s.secretAccessKey, region: s.region || 'us-east-1' })
+      stores.push({
+        name: code,
+        endpoint: s.endpoint,
+        bucket: s.bucket,
+        accessKey: s.accessKeyId,
+        secretKey: s.secretAccessKey,
+        region: s.region || 'us-east-1',
+      })
   return problems.length || !database ? { problems } : { services: { database, stores } }
 }
 

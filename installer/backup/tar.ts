@@ -93,8 +93,16 @@ export class TarWriter {
     return this.hash.copy().digest('hex')
   }
 
-  /** One file entry of exactly `size` bytes from `source`; a source that gives more or fewer is an error (it changed while read). */
-  async entry(name: string, size: number, source: AsyncIterable<Buffer> | Buffer, o: { attributes?: Record<string, string>; mtime?: number } = {}): Promise<Written> {
+  /**
+   * One file entry of exactly `size` bytes from `source`; a source that gives more or fewer is an error (it changed
+   * while read).
+   */
+  async entry(
+    name: string,
+    size: number,
+    source: AsyncIterable<Buffer> | Buffer,
+    o: { attributes?: Record<string, string>; mtime?: number } = {},
+  ): Promise<Written> {
     await this.opened
     const mtime = o.mtime ?? Date.now() / 1000
     const pax = [
@@ -159,7 +167,10 @@ class ByteReader {
   async take(n: number): Promise<Buffer | null> {
     while (this.buf.length < n) if (!(await this.more())) break
     if (this.buf.length === 0) return null
-    if (this.buf.length < n) throw new ArchiveError(`the archive ends in the middle (at byte ${this.offset + this.buf.length}): it is truncated`)
+    if (this.buf.length < n)
+      throw new ArchiveError(
+        `the archive ends in the middle (at byte ${this.offset + this.buf.length}): it is truncated`,
+      )
     const out = this.buf.subarray(0, n)
     this.buf = this.buf.subarray(n)
     this.consumed(out)
@@ -168,7 +179,8 @@ class ByteReader {
 
   /** The next chunk of at most n bytes. */
   async chunk(n: number): Promise<Buffer> {
-    if (!this.buf.length && !(await this.more())) throw new ArchiveError(`the archive ends in the middle (at byte ${this.offset}): it is truncated`)
+    if (!this.buf.length && !(await this.more()))
+      throw new ArchiveError(`the archive ends in the middle (at byte ${this.offset}): it is truncated`)
     const out = this.buf.subarray(0, Math.min(n, this.buf.length))
     this.buf = this.buf.subarray(out.length)
     this.consumed(out)
@@ -210,7 +222,8 @@ function parsePax(data: Buffer): Record<string, string> {
   while (at < data.length) {
     const space = data.indexOf(0x20, at)
     const len = Number(data.subarray(at, space).toString('ascii'))
-    if (space < 0 || !Number.isInteger(len) || len <= 0 || at + len > data.length) throw new ArchiveError('a pax header is damaged')
+    if (space < 0 || !Number.isInteger(len) || len <= 0 || at + len > data.length)
+      throw new ArchiveError('a pax header is damaged')
     const record = data.subarray(space + 1, at + len - 1).toString('utf8')
     const eq = record.indexOf('=')
     out[record.slice(0, eq)] = record.slice(eq + 1)
@@ -240,7 +253,8 @@ async function* entriesOf(r: ByteReader): AsyncGenerator<TarEntry> {
     if (!h) throw new ArchiveError('the archive ends without its end blocks: it is truncated')
     if (h.every((b) => b === 0)) return
     const stored = parseInt(h.subarray(148, 156).toString('ascii').replace(/\0.*$/s, '').trim(), 8)
-    if (stored !== checksum(h)) throw new ArchiveError(`the header at byte ${at} is damaged (its checksum does not match)`)
+    if (stored !== checksum(h))
+      throw new ArchiveError(`the header at byte ${at} is damaged (its checksum does not match)`)
     const type = String.fromCharCode(h[156]!)
     const prefix = h.subarray(345, 500).toString('utf8').replace(/\0.*$/s, '')
     const short = h.subarray(0, 100).toString('utf8').replace(/\0.*$/s, '')
@@ -253,7 +267,9 @@ async function* entriesOf(r: ByteReader): AsyncGenerator<TarEntry> {
     }
     if (pax.size !== undefined) size = Number(pax.size)
     const name = pax.path ?? (prefix ? `${prefix}/${short}` : short)
-    const attributes = Object.fromEntries(Object.entries(pax).flatMap(([k, v]) => (k.startsWith(ATTRIBUTE) ? [[k.slice(ATTRIBUTE.length), v]] : [])))
+    const attributes = Object.fromEntries(
+      Object.entries(pax).flatMap(([k, v]) => (k.startsWith(ATTRIBUTE) ? [[k.slice(ATTRIBUTE.length), v]] : [])),
+    )
     pax = {}
     let left = size
     const body: AsyncIterable<Buffer> = {
@@ -268,6 +284,7 @@ async function* entriesOf(r: ByteReader): AsyncGenerator<TarEntry> {
     yield { name, size, archiveBefore: before, attributes, body }
     while (left > 0) left -= (await r.chunk(left)).length
     const pad = padding(size)
-    if (pad && !(await r.take(pad))) throw new ArchiveError('the archive ends in the middle of an entry: it is truncated')
+    if (pad && !(await r.take(pad)))
+      throw new ArchiveError('the archive ends in the middle of an entry: it is truncated')
   }
 }

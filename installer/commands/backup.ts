@@ -24,8 +24,12 @@ export function siteDataInput(
 ): { services: SiteServices; passphrase: string; path: string } {
   const path = command === 'backup' ? o.output : o.input
   const problems = [
-    !path && (command === 'backup' ? 'backup needs --output FILE (the archive to write, e.g. atrium-backup.tar)' : 'restore needs --input FILE (the archive backup wrote)'),
-    !o.passphraseFile && `${command} needs --passphrase-file FILE (the passphrase that ${command === 'backup' ? 'encrypts' : 'encrypted'} the configuration part, which holds ENCRYPTION_MASTER_KEY)`,
+    !path &&
+      (command === 'backup'
+        ? 'backup needs --output FILE (the archive to write, e.g. atrium-backup.tar)'
+        : 'restore needs --input FILE (the archive backup wrote)'),
+    !o.passphraseFile &&
+      `${command} needs --passphrase-file FILE (the passphrase that ${command === 'backup' ? 'encrypts' : 'encrypted'} the configuration part, which holds ENCRYPTION_MASTER_KEY)`,
   ].filter((p): p is string => Boolean(p))
   if (problems.length) throw new BadInput(problems)
   const passphrase = passphraseOf(o.passphraseFile!)
@@ -47,12 +51,26 @@ export const summaryOf = (m: BackupManifest): BackupSummary => ({
 })
 
 /** One archive of the whole site: database, objects, configuration (encrypted). */
-export async function backupCommand(ctx: Resolved, o: BackupOptions = {}, progress: Progress = {}): Promise<BackupReport> {
+export async function backupCommand(
+  ctx: Resolved,
+  o: BackupOptions = {},
+  progress: Progress = {},
+): Promise<BackupReport> {
   const { services, passphrase, path } = siteDataInput(ctx, o, 'backup')
-  const report: BackupReport = { command: 'backup', exitCode: EXIT.ok, path, bytes: 0, sha256: '', backup: null, error: null }
+  const report: BackupReport = {
+    command: 'backup',
+    exitCode: EXIT.ok,
+    path,
+    bytes: 0,
+    sha256: '',
+    backup: null,
+    error: null,
+  }
   try {
-    // The version the site runs is the one its data belongs to (a restore with that release's installer must accept it).
-    const version = (await runningVersion(ctx, siteConfig(ctx), o.runner ?? run)) ?? (ctx.existing?.ATRIUM_VERSION || VERSION)
+    // The version the site runs is the one its data belongs to (a restore with that release's installer must accept
+    // it).
+    const version =
+      (await runningVersion(ctx, siteConfig(ctx), o.runner ?? run)) ?? (ctx.existing?.ATRIUM_VERSION || VERSION)
     const r = await backupSite(ctx, services, { output: path, passphrase, version, say: progress.note })
     return { ...report, bytes: r.bytes, sha256: r.sha256, backup: summaryOf(r.manifest) }
   } catch (err) {
@@ -62,7 +80,8 @@ export async function backupCommand(ctx: Resolved, o: BackupOptions = {}, progre
 
 export const backup = command({
   name: 'backup',
-  summary: 'one archive of the whole site (--output FILE): every database row (pg_dump), every\nobject of its buckets, the configuration encrypted with --passphrase-file',
+  summary:
+    'one archive of the whole site (--output FILE): every database row (pg_dump), every\nobject of its buckets, the configuration encrypted with --passphrase-file',
   flags,
   run: ({ flags, progress }) => {
     requireAnswers('backup', flags, 'the site to back up')

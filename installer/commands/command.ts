@@ -38,7 +38,11 @@ export type Flags = Record<string, Flag>
 
 /** The values a command's flags give it (absent when not given). */
 export type FlagValues<F extends Flags> = {
-  -readonly [K in keyof F]?: F[K]['type'] extends 'boolean' ? boolean : F[K]['type'] extends 'string' ? string : string | boolean
+  -readonly [K in keyof F]?: F[K]['type'] extends 'boolean'
+    ? boolean
+    : F[K]['type'] extends 'string'
+      ? string
+      : string | boolean
 }
 
 /** What tests give a command in place of the outside world. */
@@ -69,14 +73,18 @@ export interface Command<F extends Flags = Flags> {
 export const command = <F extends Flags>(c: Command<F>): Command<F> => c
 
 /** The flag's name as typed: its key in kebab-case unless it says otherwise. */
-export const flagName = (key: string, flag: Flag): string => flag.name ?? key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
+export const flagName = (key: string, flag: Flag): string =>
+  flag.name ?? key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
 
 /**
  * The context for a command; what is wrong with the answers is bad input, all of it at once. For a
  * command that writes the configuration, that includes every setting the configuration would
  * refuse: one report, before the checks run, not one round per kind of mistake.
  */
-export function resolved(flags: { answers?: string; target?: string; airGapped?: boolean }, o: { writes?: boolean } = {}): Resolved {
+export function resolved(
+  flags: { answers?: string; target?: string; airGapped?: boolean },
+  o: { writes?: boolean } = {},
+): Resolved {
   const ctx = loadContext({ answersPath: flags.answers, target: flags.target, airGapped: Boolean(flags.airGapped) })
   const problems = o.writes ? configure(ctx, { dryRun: true }).plan.problems : ctx.problems
   if (problems.length) throw new BadInput(problems)
@@ -90,7 +98,8 @@ export function requireAnswers(command: string, flags: { answers?: string }, why
 
 /** A command that changes files without asking needs --yes (or --dry-run, which changes nothing). */
 export function requireYes(command: string, flags: { yes?: boolean; dryRun?: boolean }): void {
-  if (!flags.yes && !flags.dryRun) throw new BadInput(`${command} --answers changes files without asking: add --yes (or --dry-run to see the plan)`)
+  if (!flags.yes && !flags.dryRun)
+    throw new BadInput(`${command} --answers changes files without asking: add --yes (or --dry-run to see the plan)`)
 }
 
 /** The passphrase in the file, or bad input saying why it cannot serve. */
@@ -100,7 +109,10 @@ export function passphraseOf(path: string): string {
   return read.passphrase
 }
 
-export const trustOf = (o: { trustedKeys?: KitTrust['keys']; allowUnsigned?: boolean }): KitTrust => ({ keys: o.trustedKeys, allowUnsigned: o.allowUnsigned })
+export const trustOf = (o: { trustedKeys?: KitTrust['keys']; allowUnsigned?: boolean }): KitTrust => ({
+  keys: o.trustedKeys,
+  allowUnsigned: o.allowUnsigned,
+})
 
 export const planned = (c: Program): PlannedCommand => ({ title: c.title, command: [c.file, ...c.args] })
 

@@ -14,7 +14,10 @@ const flags = { ...site, yes, dryRun, strict, ignoreFailed }
 export type ConfigureOptions = FlagValues<typeof flags> & Hooks
 
 /** The preflight, then the configuration planned and (unless a dry run) written; the plan is kept for install. */
-export async function configureStep(ctx: Resolved, o: ConfigureOptions): Promise<{ report: ConfigureReport; result: ConfigureResult | null }> {
+export async function configureStep(
+  ctx: Resolved,
+  o: ConfigureOptions,
+): Promise<{ report: ConfigureReport; result: ConfigureResult | null }> {
   const checks = await runPreflight(ctx.answers, preflightValues(ctx), { runner: o.runner ?? run })
   const code = exitFor(checks, Boolean(o.strict))
   const report: ConfigureReport = {
@@ -57,7 +60,8 @@ export async function configureCommand(ctx: Resolved, o: ConfigureOptions = {}):
 
 export const configure = command({
   name: 'configure',
-  summary: 'write the configuration for the target (compose: .env; helm: values.yaml and secret.yaml);\nwithout --answers, the interactive installer',
+  summary:
+    'write the configuration for the target (compose: .env; helm: values.yaml and secret.yaml);\nwithout --answers, the interactive installer',
   flags,
   run: (input) => {
     if (!input.flags.answers) return interactive.run(input)

@@ -4,7 +4,19 @@ import { join, resolve } from 'node:path'
 import { IMAGES, imageRef, registryProblem } from '../../config/images.js'
 import { EXIT, type ImagesReport, type KitImage } from '../core/report.js'
 import { run, type Command as Program } from '../core/run.js'
-import { KIT, loadCommands, newFolderProblem, openKit, platformProblem, pushCommands, pushedDigests, recordImages, saveCommands, selectImages, writeSums } from '../deploy/airgap.js'
+import {
+  KIT,
+  loadCommands,
+  newFolderProblem,
+  openKit,
+  platformProblem,
+  pushCommands,
+  pushedDigests,
+  recordImages,
+  saveCommands,
+  selectImages,
+  writeSums,
+} from '../deploy/airgap.js'
 import { deploy, failedStep } from '../deploy/deploy.js'
 import { BadInput, command, planned, stepReport, trustOf, type FlagValues, type Hooks } from './command.js'
 import type { Progress } from '../ui/output.js'
@@ -17,25 +29,36 @@ const flags = {
   images: kit,
   registry,
   allowUnsigned,
-  platform: { type: 'string', value: 'OS/ARCH', help: 'images save: pull for this platform (linux/amd64, linux/arm64)' },
+  platform: {
+    type: 'string',
+    value: 'OS/ARCH',
+    help: 'images save: pull for this platform (linux/amd64, linux/arm64)',
+  },
   only: { type: 'string', value: 'NAME,...', help: 'images save and push: only these (names from images list)' },
 } as const
 
 export type ImagesOptions = FlagValues<typeof flags> & Hooks
 
-/** The commands of an images action other than list (load and push with the pins of the kit opened); bad input when its flags are missing. */
+/**
+ * The commands of an images action other than list (load and push with the pins of the kit opened); bad input when its
+ * flags are missing.
+ */
 function imageCommands(action: string, o: ImagesOptions, pins?: readonly KitImage[]): Program[] {
   const { images, problem } = selectImages(o.only)
   if (problem) throw new BadInput(problem)
   if (action === 'save') {
-    const problems = [!o.output && 'images save needs --output DIR (the kit folder to write)', o.platform && platformProblem(o.platform)].filter((p): p is string => Boolean(p))
+    const problems = [
+      !o.output && 'images save needs --output DIR (the kit folder to write)',
+      o.platform && platformProblem(o.platform),
+    ].filter((p): p is string => Boolean(p))
     if (problems.length) throw new BadInput(problems)
     const notNew = newFolderProblem(o.output!)
     if (notNew) throw new BadInput(notNew)
     return saveCommands(o.output!, images, o.platform)
   }
   if (action === 'load') {
-    if (!o.images) throw new BadInput('images load needs --images DIR (the air-gap kit, from the vendor or images save)')
+    if (!o.images)
+      throw new BadInput('images load needs --images DIR (the air-gap kit, from the vendor or images save)')
     return loadCommands(o.images, { images: pins })
   }
   if (action === 'push') {
@@ -48,8 +71,23 @@ function imageCommands(action: string, o: ImagesOptions, pins?: readonly KitImag
 }
 
 /** The air-gap kit: list, save (connected side), load or push (air-gapped side) every image. */
-export async function imagesCommand(action = 'list', o: ImagesOptions = {}, progress: Progress = {}): Promise<ImagesReport> {
-  const report: ImagesReport = { command: 'images', exitCode: EXIT.ok, action: 'list', images: [], commands: [], steps: [], ok: true, error: null, kit: null, pushed: [] }
+export async function imagesCommand(
+  action = 'list',
+  o: ImagesOptions = {},
+  progress: Progress = {},
+): Promise<ImagesReport> {
+  const report: ImagesReport = {
+    command: 'images',
+    exitCode: EXIT.ok,
+    action: 'list',
+    images: [],
+    commands: [],
+    steps: [],
+    ok: true,
+    error: null,
+    kit: null,
+    pushed: [],
+  }
   if (action === 'list') return { ...report, images: IMAGES.map((i) => ({ ...i, ref: imageRef(i) })) }
   const planned0 = imageCommands(action, o)
   const named = { ...report, action: action as ImagesReport['action'] }
@@ -62,14 +100,32 @@ export async function imagesCommand(action = 'list', o: ImagesOptions = {}, prog
   const commands = opened?.kit ? imageCommands(action, o, opened.kit.images) : planned0
   if (action === 'save') mkdirSync(o.output!, { recursive: true })
   const r = await deploy(commands, runner, progress.step)
-  if (!r.ok) return { ...named, exitCode: EXIT.error, ok: false, steps: r.steps.map(stepReport), error: `Failed at: ${failedStep(r.steps, 2000)}` }
+  if (!r.ok)
+    return {
+      ...named,
+      exitCode: EXIT.error,
+      ok: false,
+      steps: r.steps.map(stepReport),
+      error: `Failed at: ${failedStep(r.steps, 2000)}`,
+    }
   const steps = r.steps.map(stepReport)
   if (action === 'save') {
     const { images } = selectImages(o.only)
     const manifest = await recordImages(o.output!, images, runner)
     await writeSums(o.output!)
     const path = join(resolve(o.output!), KIT.images)
-    return { ...named, steps, kit: { dir: resolve(o.output!), path, bytes: statSync(path).size, images: manifest.images, signedBy: null, fingerprint: null } }
+    return {
+      ...named,
+      steps,
+      kit: {
+        dir: resolve(o.output!),
+        path,
+        bytes: statSync(path).size,
+        images: manifest.images,
+        signedBy: null,
+        fingerprint: null,
+      },
+    }
   }
   const pushed = action === 'push' ? await pushedDigests(o.registry!, selectImages(o.only).images, runner) : []
   return { ...named, steps, kit: opened?.kit ?? null, pushed }

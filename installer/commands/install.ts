@@ -4,22 +4,65 @@ import type { Resolved } from '../core/context.js'
 import { EXIT, type InstallReport } from '../core/report.js'
 import { kitRegistryProblem } from '../deploy/deploy.js'
 import { installPlan, runInstall, summaryLines } from '../deploy/install.js'
-import { BadInput, command, passphraseOf, planned, requireAnswers, requireYes, resolved, stepReport, trustOf, type FlagValues, type Hooks } from './command.js'
+import {
+  BadInput,
+  command,
+  passphraseOf,
+  planned,
+  requireAnswers,
+  requireYes,
+  resolved,
+  stepReport,
+  trustOf,
+  type FlagValues,
+  type Hooks,
+} from './command.js'
 import type { Progress } from '../ui/output.js'
 import { configureStep } from './configure.js'
-import { allowSkip, allowUnsigned, dryRun, ignoreFailed, images, passphraseFile, registry, site, skipBackup, strict, yes } from './flags.js'
+import {
+  allowSkip,
+  allowUnsigned,
+  dryRun,
+  ignoreFailed,
+  images,
+  passphraseFile,
+  registry,
+  site,
+  skipBackup,
+  strict,
+  yes,
+} from './flags.js'
 
-const flags = { ...site, yes, dryRun, strict, ignoreFailed, images, registry, allowUnsigned, allowSkip, passphraseFile, skipBackup }
+const flags = {
+  ...site,
+  yes,
+  dryRun,
+  strict,
+  ignoreFailed,
+  images,
+  registry,
+  allowUnsigned,
+  allowSkip,
+  passphraseFile,
+  skipBackup,
+}
 
 export type InstallOptions = FlagValues<typeof flags> & Hooks
 
 /** configure, then the deploy commands, the wait for /readyz and the first tenant. A dry run lists the commands. */
-export async function installCommand(ctx: Resolved, o: InstallOptions = {}, progress: Progress = {}): Promise<InstallReport> {
+export async function installCommand(
+  ctx: Resolved,
+  o: InstallOptions = {},
+  progress: Progress = {},
+): Promise<InstallReport> {
   // Refused before anything is configured (runInstall refuses it too, for the interactive installer).
   const noRegistry = kitRegistryProblem(ctx.answers, { kit: o.images, registry: o.registry })
   if (noRegistry) throw new BadInput(noRegistry)
   // An unreadable passphrase file is bad input before anything is written, not after.
-  const backup = { skipBackup: o.skipBackup, backupPassphrase: o.passphraseFile ? passphraseOf(o.passphraseFile) : undefined }
+  const backup = {
+    skipBackup: o.skipBackup,
+    backupPassphrase: o.passphraseFile ? passphraseOf(o.passphraseFile) : undefined,
+  }
   const { report: configured, result } = await configureStep(ctx, o)
   progress.configured?.(configured)
   const report: InstallReport = {
@@ -39,7 +82,12 @@ export async function installCommand(ctx: Resolved, o: InstallOptions = {}, prog
   if (configured.stopped || !result) return report
   const options = { kit: o.images, registry: o.registry, trust: trustOf(o), allowSkip: o.allowSkip }
   if (o.dryRun) return { ...report, deploy: installPlan(ctx, options).map(planned) }
-  const r = await runInstall(ctx, result.plan.values, { ...options, ...backup, runner: o.runner, readyTimeoutMs: o.readyTimeoutMs }, progress.step)
+  const r = await runInstall(
+    ctx,
+    result.plan.values,
+    { ...options, ...backup, runner: o.runner, readyTimeoutMs: o.readyTimeoutMs },
+    progress.step,
+  )
   return {
     ...report,
     exitCode: r.ok ? EXIT.ok : EXIT.error,

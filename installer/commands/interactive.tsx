@@ -26,8 +26,12 @@ export const interactive = command({
   flags: { ...site, images, registry, allowUnsigned, allowSkip, skipBackup, passphraseFile },
   /** Resolves when the admin is done. */
   run: async ({ flags }) => {
-    if (flags.json) throw new BadInput('the interactive installer has no JSON output; for JSON use: configure --answers FILE --yes --json')
-    if (!process.stdin.isTTY) throw new BadInput('the interactive installer needs a terminal; without one use: configure --answers FILE --yes')
+    if (flags.json)
+      throw new BadInput(
+        'the interactive installer has no JSON output; for JSON use: configure --answers FILE --yes --json',
+      )
+    if (!process.stdin.isTTY)
+      throw new BadInput('the interactive installer needs a terminal; without one use: configure --answers FILE --yes')
     const ctx = resolved({ ...flags, answers: interactiveAnswersPath(flags.answers) })
     const backupPassphrase = flags.passphraseFile ? passphraseOf(flags.passphraseFile) : undefined
     const deployOptions = {

@@ -53,15 +53,37 @@ interface RestoreState {
 
 type RestoreStep = Step<RestoreState, 'verify' | 'stop' | 'data' | 'configuration' | 'deploy'>
 
-/** The site's server stopped while its data is replaced (it would write into a half-restored site); on Kubernetes, until its pods are gone. */
+/**
+ * The site's server stopped while its data is replaced (it would write into a half-restored site); on Kubernetes, until
+ * its pods are gone.
+ */
 function stopCommands(ctx: Resolved): Program[] {
-  if (ctx.files.target === 'compose') return [{ file: 'docker', args: [...composeArgs(ctx.answers, ctx.files.env), 'stop', 'server'], title: 'Stop the server while the data is restored' }]
+  if (ctx.files.target === 'compose')
+    return [
+      {
+        file: 'docker',
+        args: [...composeArgs(ctx.answers, ctx.files.env), 'stop', 'server'],
+        title: 'Stop the server while the data is restored',
+      },
+    ]
   const ns = ['--namespace', ctx.answers.namespace]
   return [
-    { file: 'kubectl', args: [...ns, 'scale', `deployment/${chartFullname(ctx.answers.release)}`, '--replicas=0'], title: 'Scale the server to 0 while the data is restored' },
     {
       file: 'kubectl',
-      args: [...ns, 'wait', '--for=delete', 'pod', '--selector', `app.kubernetes.io/instance=${ctx.answers.release},app.kubernetes.io/component=server`, '--timeout=180s'],
+      args: [...ns, 'scale', `deployment/${chartFullname(ctx.answers.release)}`, '--replicas=0'],
+      title: 'Scale the server to 0 while the data is restored',
+    },
+    {
+      file: 'kubectl',
+      args: [
+        ...ns,
+        'wait',
+        '--for=delete',
+        'pod',
+        '--selector',
+        `app.kubernetes.io/instance=${ctx.answers.release},app.kubernetes.io/component=server`,
+        '--timeout=180s',
+      ],
       title: "Wait until the server's pods are gone",
       timeoutMs: 200_000,
     },
@@ -74,7 +96,11 @@ const verify: RestoreStep = {
   stage: 'verify',
   run: async (s) => {
     try {
-      s.prepared = await prepareRestore(s.services, s.path, { passphrase: s.passphrase, force: s.o.force, release: s.o.release })
+      s.prepared = await prepareRestore(s.services, s.path, {
+        passphrase: s.passphrase,
+        force: s.o.force,
+        release: s.o.release,
+      })
       return null
     } catch (err) {
       if (!(err instanceof RestoreRefused || err instanceof SiteDataError)) throw err
@@ -101,7 +127,9 @@ const stopServer: RestoreStep = {
   run: async (s) => {
     const stopped = await deploy(stopCommands(s.ctx), s.runner, s.progress.step)
     s.steps.push(...stopped.steps.map(stepReport))
-    return stopped.ok ? null : `Not restored: the server could not be stopped, so nothing was changed: ${failedStep(stopped.steps, 2000)}`
+    return stopped.ok
+      ? null
+      : `Not restored: the server could not be stopped, so nothing was changed: ${failedStep(stopped.steps, 2000)}`
   },
 }
 
@@ -112,7 +140,13 @@ const data: RestoreStep = {
     const note = s.progress.note
     try {
       await applyRestore(s.services, s.path, s.prepared!, {
-        onProgress: note ? (p) => p.phase !== 'objects' && note(`  ${p.phase === 'database' ? `objects: ${p.objects} restored; the database next` : 'data restored'}`) : undefined,
+        onProgress: note
+          ? (p) =>
+              p.phase !== 'objects' &&
+              note(
+                `  ${p.phase === 'database' ? `objects: ${p.objects} restored; the database next` : 'data restored'}`,
+              )
+          : undefined,
       })
     } catch (err) {
       return `The restore failed; the target is left empty: ${(err as Error).message}`
@@ -132,7 +166,8 @@ const configuration: RestoreStep = {
   run: (s) => {
     s.keyed = { ...s.ctx, existing: { ...(s.ctx.existing ?? {}), ENCRYPTION_MASTER_KEY: s.key! } }
     const written = configure(s.keyed, { dryRun: false })
-    if (!written.written) return `The data is restored, but the configuration could not be written: ${written.plan.problems.join('; ')}`
+    if (!written.written)
+      return `The data is restored, but the configuration could not be written: ${written.plan.problems.join('; ')}`
     restoreState(s.ctx, s.prepared!.configuration)
     s.values = written.plan.values
     return null
@@ -144,10 +179,18 @@ const redeploy: RestoreStep = {
   name: 'deploy',
   stage: 'deploy',
   run: async (s) => {
-    const deployed = await runInstall(s.keyed!, s.values!, { runner: s.runner, readyTimeoutMs: s.o.readyTimeoutMs }, s.progress.step, REDEPLOY_STEPS)
+    const deployed = await runInstall(
+      s.keyed!,
+      s.values!,
+      { runner: s.runner, readyTimeoutMs: s.o.readyTimeoutMs },
+      s.progress.step,
+      REDEPLOY_STEPS,
+    )
     s.steps.push(...deployed.steps.map(stepReport))
     const m = summaryOf(s.prepared!.manifest)
-    s.summary = [`Restored ${s.path}: ${m.rows} rows in ${m.tables} tables and ${m.objects} objects, from Atrium ${m.atriumVersion} (schema ${m.schemaVersion}).`]
+    s.summary = [
+      `Restored ${s.path}: ${m.rows} rows in ${m.tables} tables and ${m.objects} objects, from Atrium ${m.atriumVersion} (schema ${m.schemaVersion}).`,
+    ]
     if (!deployed.ok) return `The data is restored, but ${deployed.error}`
     s.url = deployed.url
     s.summary.push(`Atrium is ready at ${deployed.url}.`)
@@ -160,8 +203,15 @@ export const RESTORE_CHECKS: readonly RestoreStep[] = [verify, masterKey]
 /** Start impacting things. */
 export const RESTORE_CHANGES: readonly RestoreStep[] = [stopServer, data, configuration, redeploy]
 
-/** Checks the archive and the target (nothing changes when either is refused), then, unless a dry run, restores and deploys. */
-export async function restoreCommand(ctx: Resolved, o: RestoreOptions = {}, progress: Progress = {}): Promise<RestoreReport> {
+/**
+ * Checks the archive and the target (nothing changes when either is refused), then, unless a dry run, restores and
+ * deploys.
+ */
+export async function restoreCommand(
+  ctx: Resolved,
+  o: RestoreOptions = {},
+  progress: Progress = {},
+): Promise<RestoreReport> {
   const input = siteDataInput(ctx, o, 'restore')
   const report: RestoreReport = {
     command: 'restore',
@@ -176,7 +226,17 @@ export async function restoreCommand(ctx: Resolved, o: RestoreOptions = {}, prog
     error: null,
     summary: [],
   }
-  const s: RestoreState = { ctx, o, progress, runner: o.runner ?? run, ...input, restored: false, steps: [], summary: [], url: null }
+  const s: RestoreState = {
+    ctx,
+    o,
+    progress,
+    runner: o.runner ?? run,
+    ...input,
+    restored: false,
+    steps: [],
+    summary: [],
+    url: null,
+  }
   const checked = await runSteps(RESTORE_CHECKS, s)
   if (!checked.ok) return { ...report, exitCode: EXIT.error, refused: true, error: checked.error }
   const backup: BackupSummary = summaryOf(s.prepared!.manifest)
@@ -193,7 +253,8 @@ export async function restoreCommand(ctx: Resolved, o: RestoreOptions = {}, prog
 
 export const restore = command({
   name: 'restore',
-  summary: 'put a backup back (--input FILE): checks every checksum, the passphrase and the\nversions first, needs an empty site (or --force), then migrates and starts Atrium',
+  summary:
+    'put a backup back (--input FILE): checks every checksum, the passphrase and the\nversions first, needs an empty site (or --force), then migrates and starts Atrium',
   flags,
   run: ({ flags, progress }) => {
     requireAnswers('restore', flags, 'the site to restore into')

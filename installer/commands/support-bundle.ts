@@ -17,13 +17,20 @@ export async function supportBundleCommand(ctx: Resolved, o: SupportBundleOption
   const config = siteConfig(ctx)
   const checks = await runPreflight(ctx.answers, config, { runner })
   const path = o.output ?? `atrium-support-${new Date().toISOString().replace(/[:.]/g, '-')}.zip`
-  const r = await writeSupportBundle(path, { answers: ctx.answers, config, checks, runner, envFile: ctx.files.target === 'compose' ? ctx.files.env : '' })
+  const r = await writeSupportBundle(path, {
+    answers: ctx.answers,
+    config,
+    checks,
+    runner,
+    envFile: ctx.files.target === 'compose' ? ctx.files.env : '',
+  })
   return { command: 'support-bundle', exitCode: EXIT.ok, path, size: r.size, sha256: r.sha256 }
 }
 
 export const supportBundle = command({
   name: 'support-bundle',
-  summary: "one zip for the vendor's support: versions, check results, the configuration\nwith secrets redacted, recent logs",
+  summary:
+    "one zip for the vendor's support: versions, check results, the configuration\nwith secrets redacted, recent logs",
   flags,
   run: ({ flags }) => supportBundleCommand(resolved(flags), flags),
 })

@@ -61,10 +61,12 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
   } catch (err) {
     return { answers: DEFAULT_ANSWERS, problems: [`not valid YAML: ${(err as Error).message.split('\n')[0]}`] }
   }
-  if (!isObject(doc)) return { answers: DEFAULT_ANSWERS, problems: ['the answers file must be a YAML mapping (key: value)'] }
+  if (!isObject(doc))
+    return { answers: DEFAULT_ANSWERS, problems: ['the answers file must be a YAML mapping (key: value)'] }
   const answers: Answers = { ...DEFAULT_ANSWERS, config: {} }
   const known = new Set([...Object.keys(DEFAULT_ANSWERS)])
-  for (const key of Object.keys(doc)) if (!known.has(key)) problems.push(`${key}: not a known answer (known: ${[...known].join(', ')})`)
+  for (const key of Object.keys(doc))
+    if (!known.has(key)) problems.push(`${key}: not a known answer (known: ${[...known].join(', ')})`)
   const choice = <T extends string>(key: 'target' | 'mode', allowed: readonly T[]) => {
     const v = doc[key]
     if (v === undefined) return
@@ -74,7 +76,8 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
   choice('target', TARGETS)
   choice('mode', MODES)
   if (doc.adminEmail !== undefined) {
-    if (typeof doc.adminEmail === 'string' && (doc.adminEmail === '' || EMAIL_RE.test(doc.adminEmail.trim()))) answers.adminEmail = doc.adminEmail.trim()
+    if (typeof doc.adminEmail === 'string' && (doc.adminEmail === '' || EMAIL_RE.test(doc.adminEmail.trim())))
+      answers.adminEmail = doc.adminEmail.trim()
     else problems.push('adminEmail: must be an email address (or empty: no first tenant is created)')
   }
   for (const key of ['dataPath', 'outputDir', 'namespace', 'release', 'tenantName'] as const) {
@@ -98,8 +101,10 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
         continue
       }
       if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') answers.config[name] = String(v)
-      else if (isObject(v) && Object.keys(v).length === 1 && typeof v.env === 'string') answers.config[name] = { env: v.env }
-      else if (isObject(v) && Object.keys(v).length === 1 && typeof v.file === 'string') answers.config[name] = { file: v.file }
+      else if (isObject(v) && Object.keys(v).length === 1 && typeof v.env === 'string')
+        answers.config[name] = { env: v.env }
+      else if (isObject(v) && Object.keys(v).length === 1 && typeof v.file === 'string')
+        answers.config[name] = { file: v.file }
       else problems.push(`config.${name}: must be a value, {env: VARIABLE} or {file: PATH}`)
     }
   }
@@ -155,7 +160,11 @@ export function renderAnswers(answers: Answers, keptInConfig: readonly SettingNa
   const config: Record<string, ValueSource> = {}
   for (const [name, source] of Object.entries(answers.config) as [SettingName, ValueSource][]) {
     if (keptInConfig.includes(name)) continue
-    config[name] = typedInSecret(name, source) ? { env: secretVariable(name) } : typeof source === 'object' && 'file' in source ? { file: resolve(baseDir, source.file) } : source
+    config[name] = typedInSecret(name, source)
+      ? { env: secretVariable(name) }
+      : typeof source === 'object' && 'file' in source
+        ? { file: resolve(baseDir, source.file) }
+        : source
   }
   const doc = { ...answers, dataPath: resolve(answers.dataPath), outputDir: resolve(answers.outputDir), config }
   return `# Atrium installer answers. Replay: npm run --silent installer -- install --answers <this file> --yes\n# Secrets are references: set the variables named here (or point them at files) before replaying.\n${stringify(doc)}`
@@ -163,7 +172,9 @@ export function renderAnswers(answers: Answers, keptInConfig: readonly SettingNa
 
 /** The secrets a replay of these answers needs from the environment. */
 export function requiredVariables(answers: Answers, keptInConfig: readonly SettingName[] = []): string[] {
-  return (Object.entries(answers.config) as [SettingName, ValueSource][]).filter(([name, source]) => !keptInConfig.includes(name) && typedInSecret(name, source)).map(([name]) => secretVariable(name))
+  return (Object.entries(answers.config) as [SettingName, ValueSource][])
+    .filter(([name, source]) => !keptInConfig.includes(name) && typedInSecret(name, source))
+    .map(([name]) => secretVariable(name))
 }
 
 export function loadAnswers(path: string): { answers: Answers; problems: string[]; baseDir: string } {
@@ -171,7 +182,11 @@ export function loadAnswers(path: string): { answers: Answers; problems: string[
   try {
     text = readFileSync(path, 'utf8')
   } catch (err) {
-    return { answers: DEFAULT_ANSWERS, problems: [`cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`], baseDir: '.' }
+    return {
+      answers: DEFAULT_ANSWERS,
+      problems: [`cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`],
+      baseDir: '.',
+    }
   }
   return { ...parseAnswers(text), baseDir: dirname(resolve(path)) }
 }

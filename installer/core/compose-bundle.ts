@@ -7,7 +7,12 @@ import { chownSync, existsSync, mkdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { VERSION } from '../../common/version.js'
-import { BUNDLED_PROFILES, COMPOSE_SERVICE_SETTINGS, COMPOSE_VARIABLES, PROFILE_SETTINGS } from '../../config/compose-variables.js'
+import {
+  BUNDLED_PROFILES,
+  COMPOSE_SERVICE_SETTINGS,
+  COMPOSE_VARIABLES,
+  PROFILE_SETTINGS,
+} from '../../config/compose-variables.js'
 import { isSecret } from '../../config/secrets.js'
 import type { Answers } from './answers.js'
 
@@ -24,7 +29,8 @@ export const BUNDLE_SECRETS = Object.entries(COMPOSE_VARIABLES)
 const BUNDLED_HOSTS = new Set(['postgres', 'redis', 'minio'])
 
 /** A URL's host name, IPv6 without its brackets; '' for no URL or one that does not parse. */
-export const hostOf = (url: string | undefined): string => (url && URL.canParse(url) ? new URL(url).hostname.replace(/^\[(.*)\]$/, '$1') : '')
+export const hostOf = (url: string | undefined): string =>
+  url && URL.canParse(url) ? new URL(url).hostname.replace(/^\[(.*)\]$/, '$1') : ''
 
 /** A service setting that names no service, or one of the bundle's hosts, means the bundled service. */
 export const usesBundled = (url: string | undefined): boolean => !url || BUNDLED_HOSTS.has(hostOf(url))
@@ -54,7 +60,11 @@ export interface BundleValues {
  * What .env needs for the bundled services. A service the answers name (an external PostgreSQL,
  * say) is used instead of the bundled one; one already pointing at a bundled host is refreshed.
  */
-export function composeBundleValues(answers: Answers, resolved: Record<string, string>, existing: Record<string, string> | null): BundleValues {
+export function composeBundleValues(
+  answers: Answers,
+  resolved: Record<string, string>,
+  existing: Record<string, string> | null,
+): BundleValues {
   const variables: Record<string, string> = {}
   const generated: string[] = []
   for (const name of Object.keys(COMPOSE_VARIABLES)) if (existing?.[name]) variables[name] = existing[name]!
@@ -135,9 +145,21 @@ export const BUNDLES = {
 export const COMPOSE_PROJECT = 'atrium'
 
 /** `docker compose` with the project, the written .env and the bundle's files (plus the air-gapped variant). */
-export function composeArgs(answers: Pick<Answers, 'mode'>, envFile: string, o: { bundles?: Pick<typeof BUNDLES, 'compose'> } = {}): string[] {
+export function composeArgs(
+  answers: Pick<Answers, 'mode'>,
+  envFile: string,
+  o: { bundles?: Pick<typeof BUNDLES, 'compose'> } = {},
+): string[] {
   const dir = (o.bundles ?? BUNDLES).compose
-  const args = ['compose', '--project-name', COMPOSE_PROJECT, '--env-file', resolve(envFile), '-f', join(dir, 'compose.yaml')]
+  const args = [
+    'compose',
+    '--project-name',
+    COMPOSE_PROJECT,
+    '--env-file',
+    resolve(envFile),
+    '-f',
+    join(dir, 'compose.yaml'),
+  ]
   if (answers.mode === 'air-gapped') args.push('-f', join(dir, 'compose.airgap.yaml'))
   return args
 }

@@ -58,7 +58,10 @@ function quote(value: string): string {
 
 /** The env file, in the schema's order, with each setting's description above it. */
 export function renderEnvFile(values: EnvValues): string {
-  const lines = ['# Atrium settings, written by the installer. Keep this file private (mode 0600) and backed up:', '# it holds ENCRYPTION_MASTER_KEY, without which stored secrets cannot be read.']
+  const lines = [
+    '# Atrium settings, written by the installer. Keep this file private (mode 0600) and backed up:',
+    '# it holds ENCRYPTION_MASTER_KEY, without which stored secrets cannot be read.',
+  ]
   for (const [name, s] of Object.entries(settings) as [SettingName, Setting][]) {
     const value = values[name]
     if (value === undefined || value === '') continue
@@ -100,7 +103,9 @@ export function planConfig(answers: Record<string, string>, existing: Record<str
     if (value === '') continue
     const before = existing?.[name]
     if (IMMUTABLE_SECRETS.includes(name) && before && before !== value) {
-      problems.push(`${name} is already set and cannot be changed: every secret stored under it would become unreadable. Remove it from the answers to keep the existing one.`)
+      problems.push(
+        `${name} is already set and cannot be changed: every secret stored under it would become unreadable. Remove it from the answers to keep the existing one.`,
+      )
       continue
     }
     values[name] = value
@@ -122,7 +127,13 @@ export function diffConfig(before: Record<string, string>, after: EnvValues): Co
     const b = after[name] ?? ''
     if (a === b) continue
     const change = !a ? 'added' : !b ? 'removed' : 'changed'
-    const shown = isSecret(name) ? `(secret ${change})` : change === 'changed' ? `${a} -> ${b}` : change === 'added' ? b : a
+    const shown = isSecret(name)
+      ? `(secret ${change})`
+      : change === 'changed'
+        ? `${a} -> ${b}`
+        : change === 'added'
+          ? b
+          : a
     changes.push({ name, change, shown })
   }
   return changes

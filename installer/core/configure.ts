@@ -21,7 +21,8 @@ export interface ConfigureResult {
 }
 
 /** The command that replays a run from the answers file it wrote. */
-export const replayCommand = (answersPath: string) => `npm run --silent installer -- configure --answers ${answersPath} --yes`
+export const replayCommand = (answersPath: string) =>
+  `npm run --silent installer -- configure --answers ${answersPath} --yes`
 
 /** Settings the mode implies: an air-gapped site turns off every feature that needs outside APIs. */
 export function impliedSettings(answers: Answers): Record<string, string> {
@@ -35,19 +36,30 @@ export function configure(ctx: Resolved, opts: { dryRun: boolean }): ConfigureRe
   const bundle = files.target === 'compose' ? composeBundleValues(answers, resolved, existing) : null
   // Helm: the chart fixes the port, address and data folder of the container; answers cannot move
   // them. Compose: a service setting left empty means the bundled service, whose settings stand.
-  const given = Object.fromEntries(Object.entries(resolved).filter(([n, v]) => (files.target === 'helm' ? !(n in CONTAINER_FIXED) : !(v === '' && bundle && n in bundle.settings))))
+  const given = Object.fromEntries(
+    Object.entries(resolved).filter(([n, v]) =>
+      files.target === 'helm' ? !(n in CONTAINER_FIXED) : !(v === '' && bundle && n in bundle.settings),
+    ),
+  )
   const plan = planConfig({ ...bundle?.settings, ...given, ...impliedSettings(answers) }, existing)
   if (bundle) plan.generated.push(...bundle.generated)
   plan.problems.unshift(...ctx.problems)
   // Read as the server reads it (yes, on and 1 are true too); one that is no boolean is named by the plan's own check.
-  if (answers.mode === 'air-gapped' && resolved.AIR_GAPPED && parseSettings({ AIR_GAPPED: resolved.AIR_GAPPED }, ['AIR_GAPPED']).config.AIR_GAPPED === false) {
-    plan.problems.unshift(`config.AIR_GAPPED is ${resolved.AIR_GAPPED} in the answers, but the mode is air-gapped: remove it or set it to true`)
+  if (
+    answers.mode === 'air-gapped' &&
+    resolved.AIR_GAPPED &&
+    parseSettings({ AIR_GAPPED: resolved.AIR_GAPPED }, ['AIR_GAPPED']).config.AIR_GAPPED === false
+  ) {
+    plan.problems.unshift(
+      `config.AIR_GAPPED is ${resolved.AIR_GAPPED} in the answers, but the mode is air-gapped: remove it or set it to true`,
+    )
   }
   const written = !opts.dryRun && plan.problems.length === 0
   const out = files.target === 'compose' ? [files.env] : [files.values, files.secret]
   if (written) {
     mkdirSync(answers.outputDir, { recursive: true, mode: 0o700 })
-    if (files.target === 'compose') writePrivateFile(files.env, renderEnvFile(plan.values) + renderBundleSection(bundle!.variables))
+    if (files.target === 'compose')
+      writePrivateFile(files.env, renderEnvFile(plan.values) + renderBundleSection(bundle!.variables))
     else {
       const helm = renderHelmFiles(plan.values, answers)
       writePrivateFile(files.values, helm.values)

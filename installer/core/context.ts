@@ -12,7 +12,9 @@ import { readFirstAdmin, type FirstAdmin } from './first-admin.js'
 import { readHelmFiles } from './helm-values.js'
 
 /** The files the installer writes for a target, under the answers' outputDir. */
-export type ConfigFiles = { target: 'compose'; env: string; answers: string } | { target: 'helm'; values: string; secret: string; answers: string }
+export type ConfigFiles =
+  | { target: 'compose'; env: string; answers: string }
+  | { target: 'helm'; values: string; secret: string; answers: string }
 
 export function configFiles(answers: Answers): ConfigFiles {
   const at = (name: string) => join(answers.outputDir, name)
@@ -27,7 +29,10 @@ export interface Resolved {
   /** Where {file} references are read from: the answers file's folder. */
   baseDir: string
   files: ConfigFiles
-  /** The configuration already written for the target (compose .env; helm values and Secret), or null on a first install. */
+  /**
+   * The configuration already written for the target (compose .env; helm values and Secret), or null on a first
+   * install.
+   */
   existing: Record<string, string> | null
   /** The answers' settings with every reference read; a variable that is not set falls back to `existing`. */
   values: Record<string, string>
@@ -45,7 +50,9 @@ export interface ResolveOptions {
 
 /** The configuration the target already has on disk, or null on a first install. */
 function readExisting(files: ConfigFiles): Record<string, string> | null {
-  return files.target === 'compose' ? (readEnvFile(files.env)?.values ?? null) : readHelmFiles(files.values, files.secret)
+  return files.target === 'compose'
+    ? (readEnvFile(files.env)?.values ?? null)
+    : readHelmFiles(files.values, files.secret)
 }
 
 /** The context for answers already in hand: the interactive installer's, as the admin answers. */
@@ -54,7 +61,15 @@ export function contextFor(answers: Answers, o: ResolveOptions = {}, problems: r
   const files = configFiles(answers)
   const existing = readExisting(files)
   const resolved = resolveConfig(answers, { env: o.env, baseDir, existing })
-  return { answers, baseDir, files, existing, values: resolved.values, firstAdmin: readFirstAdmin(answers), problems: [...problems, ...resolved.problems] }
+  return {
+    answers,
+    baseDir,
+    files,
+    existing,
+    values: resolved.values,
+    firstAdmin: readFirstAdmin(answers),
+    problems: [...problems, ...resolved.problems],
+  }
 }
 
 export interface LoadOptions extends ResolveOptions {
@@ -68,12 +83,15 @@ export interface LoadOptions extends ResolveOptions {
 
 /** The context for a command: the answers file (or the defaults) with the command line's overrides. */
 export function loadContext(o: LoadOptions = {}): Resolved {
-  const loaded = o.answersPath ? loadAnswers(o.answersPath) : { answers: DEFAULT_ANSWERS, problems: [], baseDir: o.baseDir ?? process.cwd() }
+  const loaded = o.answersPath
+    ? loadAnswers(o.answersPath)
+    : { answers: DEFAULT_ANSWERS, problems: [], baseDir: o.baseDir ?? process.cwd() }
   // A copy: the defaults are shared and must not take this run's overrides. Folders written
   // relative in an answers file are relative to that file, as its {file} references are: the same
   // file gives the same site from any working directory.
   const answers: Answers = { ...loaded.answers, config: { ...loaded.answers.config } }
-  if (o.answersPath) for (const key of ['dataPath', 'outputDir'] as const) answers[key] = resolve(loaded.baseDir, answers[key])
+  if (o.answersPath)
+    for (const key of ['dataPath', 'outputDir'] as const) answers[key] = resolve(loaded.baseDir, answers[key])
   const problems = [...loaded.problems]
   if (o.target !== undefined) {
     if (o.target === 'compose' || o.target === 'helm') answers.target = o.target

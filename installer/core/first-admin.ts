@@ -26,7 +26,11 @@ export function readFirstAdmin(answers: Answers): FirstAdmin | null {
 }
 
 export function recordFirstAdmin(answers: Answers, admin: FirstAdmin): void {
-  writePrivateFile(statePath(answers), JSON.stringify({ firstAdmin: { tenantId: admin.tenantId, userId: admin.userId, email: admin.email } }, null, 2) + '\n')
+  writePrivateFile(
+    statePath(answers),
+    JSON.stringify({ firstAdmin: { tenantId: admin.tenantId, userId: admin.userId, email: admin.email } }, null, 2) +
+      '\n',
+  )
 }
 
 /** 24 random characters: well over the server's minimum, and typeable. */

@@ -70,9 +70,15 @@ export function readHelmFiles(valuesPath: string, secretPath: string): Record<st
     if (!existsSync(path)) return
     const doc = parse(readFileSync(path, 'utf8')) as Record<string, unknown> | null
     const map = doc ? pick(doc) : null
-    if (map && typeof map === 'object') for (const [k, v] of Object.entries(map)) if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = String(v)
+    if (map && typeof map === 'object')
+      for (const [k, v] of Object.entries(map))
+        if (['string', 'number', 'boolean'].includes(typeof v)) out[k] = String(v)
   }
-  read(valuesPath, (d) => ({ ...(d.env as object), ...(d.airGapped === true ? { AIR_GAPPED: 'true' } : {}), NODE_ENV: CONTAINER_FIXED.NODE_ENV }))
+  read(valuesPath, (d) => ({
+    ...(d.env as object),
+    ...(d.airGapped === true ? { AIR_GAPPED: 'true' } : {}),
+    NODE_ENV: CONTAINER_FIXED.NODE_ENV,
+  }))
   read(secretPath, (d) => d.stringData)
   return out
 }

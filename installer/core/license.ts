@@ -9,5 +9,12 @@ export async function licenseCheck(key: string | undefined, opts: VerifyOptions 
   const r = await verifyLicense(key, opts)
   const status = STATUS[r.status]!
   const found = r.status === 'invalid' ? `${r.reason.replace(/_/g, ' ')}` : r.message
-  return check('license', 'License', status, found, `a valid license key signed by the vendor${opts.airGapped ? ' that allows air-gapped use' : ''}`, r.message)
+  return check(
+    'license',
+    'License',
+    status,
+    found,
+    `a valid license key signed by the vendor${opts.airGapped ? ' that allows air-gapped use' : ''}`,
+    r.message,
+  )
 }

@@ -39,11 +39,23 @@ export function portsFor(answers: Answers, values: Record<string, string>): OwnP
   if (answers.target !== 'compose') return []
   // The ports may be held by this site already (a re-run or an upgrade replaces it): asked where it publishes them.
   const host = values.ATRIUM_BIND_ADDRESS ? { host: values.ATRIUM_BIND_ADDRESS } : {}
-  const api = { port: Number(values.PORT || '8080'), setting: "PORT in the answers' config", atriumMayHold: true, ...host }
+  const api = {
+    port: Number(values.PORT || '8080'),
+    setting: "PORT in the answers' config",
+    atriumMayHold: true,
+    ...host,
+  }
   // The bundled MinIO is published too (download links): when the site uses it, its port must be
   // free. It is a variable of the Compose bundle, kept in the written .env across re-runs.
-  const s3 = { port: Number(values.ATRIUM_S3_PORT || COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example), setting: `ATRIUM_S3_PORT in ${join(answers.outputDir, '.env')}`, minioMayHold: true, ...host }
-  return [api, ...(usesBundled(values.R2_ENDPOINT) ? [s3] : [])].filter((p) => Number.isInteger(p.port) && p.port > 0 && p.port < 65536)
+  const s3 = {
+    port: Number(values.ATRIUM_S3_PORT || COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example),
+    setting: `ATRIUM_S3_PORT in ${join(answers.outputDir, '.env')}`,
+    minioMayHold: true,
+    ...host,
+  }
+  return [api, ...(usesBundled(values.R2_ENDPOINT) ? [s3] : [])].filter(
+    (p) => Number.isInteger(p.port) && p.port > 0 && p.port < 65536,
+  )
 }
 
 const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1)$/i
@@ -54,7 +66,9 @@ const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1)$/i
  */
 export function loopbackCheck(answers: Answers, values: Record<string, string>): CheckResult[] {
   if (answers.target !== 'compose') return []
-  const named = (['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT'] as const).filter((name) => values[name] && LOOPBACK.test(hostOf(values[name])))
+  const named = (['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT'] as const).filter(
+    (name) => values[name] && LOOPBACK.test(hostOf(values[name])),
+  )
   if (!named.length) return []
   return [
     check(
@@ -103,13 +117,19 @@ const finished = (title: string, deadlineMs: number, work: Promise<CheckResult[]
       'preflight.deadline',
       `${title} finished`,
       'fail',
-      (err as { code?: string }).code === 'ETIMEDOUT' ? `${title}: no answer in ${inSeconds(deadlineMs)}` : `${title} could not run: ${(err as Error).message}`,
+      (err as { code?: string }).code === 'ETIMEDOUT'
+        ? `${title}: no answer in ${inSeconds(deadlineMs)}`
+        : `${title} could not run: ${(err as Error).message}`,
       `every check of ${title} answered within ${inSeconds(deadlineMs)}`,
       'Something on the network path accepts connections and never answers: check the hosts and ports in the configuration, proxies and firewalls, then run the preflight again',
     ),
   ])
 
-export async function runPreflight(answers: Answers, values: Record<string, string>, opts: PreflightOptions): Promise<CheckResult[]> {
+export async function runPreflight(
+  answers: Answers,
+  values: Record<string, string>,
+  opts: PreflightOptions,
+): Promise<CheckResult[]> {
   const deadline = opts.deadlineMs ?? PREFLIGHT_DEADLINE_MS
   // Helm: the machine running the installer is not where Atrium runs; the cluster's nodes are measured instead.
   const host = async () => {
@@ -124,9 +144,24 @@ export async function runPreflight(answers: Answers, values: Record<string, stri
   const fromCluster = async () => {
     const { inClusterServiceChecks } = await import('./checks/in-cluster.js')
     const image = imageRef(imageNamed('atrium-server'), answers.registry)
-    const r = await inClusterServiceChecks(values, { namespace: answers.namespace, image, kubeconfig: opts.kubeconfig, deadlineMs: opts.inClusterDeadlineMs })
+    const r = await inClusterServiceChecks(values, {
+      namespace: answers.namespace,
+      image,
+      kubeconfig: opts.kubeconfig,
+      deadlineMs: opts.inClusterDeadlineMs,
+    })
     if ('checks' in r)
-      return [check('services.where', 'Where the services are checked from', 'pass', `a pod in ${answers.namespace}, as Atrium will reach them`, 'from inside the cluster', ''), ...r.checks]
+      return [
+        check(
+          'services.where',
+          'Where the services are checked from',
+          'pass',
+          `a pod in ${answers.namespace}, as Atrium will reach them`,
+          'from inside the cluster',
+          '',
+        ),
+        ...r.checks,
+      ]
     const why = check(
       'services.where',
       'Where the services are checked from',
@@ -143,8 +178,13 @@ export async function runPreflight(answers: Answers, values: Record<string, stri
   const regionChecks = async () => (helm ? [] : regionsFromHere())
   // Helm: the cluster from the admin's kubeconfig (KUBECONFIG or ~/.kube/config).
   // Loaded only for helm: the Kubernetes client takes over a second to load.
-  const cluster = async () => (answers.target === 'helm' ? (await import('./checks/kube.js')).kubeChecks(answers.namespace, { kubeconfig: opts.kubeconfig }) : [])
-  const license = async () => [await licenseCheck(values.LICENSE_KEY, { ...opts.license, airGapped: answers.mode === 'air-gapped' })]
+  const cluster = async () =>
+    answers.target === 'helm'
+      ? (await import('./checks/kube.js')).kubeChecks(answers.namespace, { kubeconfig: opts.kubeconfig })
+      : []
+  const license = async () => [
+    await licenseCheck(values.LICENSE_KEY, { ...opts.license, airGapped: answers.mode === 'air-gapped' }),
+  ]
   // Side by side, reported in the order an admin fixes things.
   const groups = await Promise.all([
     finished('the machine', deadline, host()),

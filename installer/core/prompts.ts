@@ -37,11 +37,22 @@ const SETTING_PROMPTS: { name: SettingName; label: string; required: boolean }[]
 
 /** The questions for this target, offering what is already configured (or the schema's default). */
 export function promptsFor(answers: Answers, existing: Record<string, string> | null): Prompt[] {
-  const path = (key: AnswerKey, label: string, required = true): Prompt => ({ key, label, secret: false, initial: answers[key], required })
-  const head = [path('dataPath', 'Data path on this machine'), path('outputDir', 'Folder to write the configuration to')]
-  if (answers.target === 'helm') head.push(path('namespace', 'Kubernetes namespace'), path('release', 'Helm release name'))
+  const path = (key: AnswerKey, label: string, required = true): Prompt => ({
+    key,
+    label,
+    secret: false,
+    initial: answers[key],
+    required,
+  })
+  const head = [
+    path('dataPath', 'Data path on this machine'),
+    path('outputDir', 'Folder to write the configuration to'),
+  ]
+  if (answers.target === 'helm')
+    head.push(path('namespace', 'Kubernetes namespace'), path('release', 'Helm release name'))
   // An air-gapped cluster pulls from the site's own registry (installer images push puts them there).
-  if (answers.target === 'helm' && answers.mode === 'air-gapped') head.push(path('registry', 'Private registry that holds the images (host[:port][/path])'))
+  if (answers.target === 'helm' && answers.mode === 'air-gapped')
+    head.push(path('registry', 'Private registry that holds the images (host[:port][/path])'))
   return [
     ...head,
     ...SETTING_PROMPTS.map(({ name, label, required }) => {

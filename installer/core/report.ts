@@ -92,7 +92,9 @@ export interface InstallReport extends Omit<ConfigureReport, 'command'> {
   /** A dry run: every command the deploy would run. */
   deploy: PlannedCommand[]
   steps: StepReport[]
-  /** Where the deploy stopped (done when it all worked); null when it did not start (a dry run, or configure stopped). */
+  /**
+   * Where the deploy stopped (done when it all worked); null when it did not start (a dry run, or configure stopped).
+   */
   stage: 'bundle' | 'deploy' | 'ready' | 'tenant' | 'done' | null
   deployed: boolean
   ready: boolean
@@ -192,17 +194,37 @@ export interface FailureReport {
   problems: string[]
 }
 
-export type Report = PreflightReport | ConfigureReport | InstallReport | SupportBundleReport | ImagesReport | BackupReport | RestoreReport | HelpReport | InteractiveReport | FailureReport
+export type Report =
+  | PreflightReport
+  | ConfigureReport
+  | InstallReport
+  | SupportBundleReport
+  | ImagesReport
+  | BackupReport
+  | RestoreReport
+  | HelpReport
+  | InteractiveReport
+  | FailureReport
 
 /** What an images command did to the kit, for the admin. */
 function imagesLines(r: ImagesReport): string[] {
   const kit = r.kit
   if (!kit) return []
   const pins = kit.images.map((i) => `  ${i.ref}  ${i.digest ?? i.id}  ${i.platform}`)
-  if (r.action === 'save') return [`Wrote the air-gap kit's images to ${kit.dir} (${kit.path}, ${kit.bytes} bytes; images.json pins them; SHA256SUMS): carry the folder to the site.`, ...pins]
-  const trust = kit.signedBy ? `signed by the vendor (key ${kit.signedBy}, fingerprint ${kit.fingerprint}: compare it with the one your vendor publishes)` : 'unsigned (saved on site)'
+  if (r.action === 'save')
+    return [
+      `Wrote the air-gap kit's images to ${kit.dir} (${kit.path}, ${kit.bytes} bytes; images.json pins them; SHA256SUMS): carry the folder to the site.`,
+      ...pins,
+    ]
+  const trust = kit.signedBy
+    ? `signed by the vendor (key ${kit.signedBy}, fingerprint ${kit.fingerprint}: compare it with the one your vendor publishes)`
+    : 'unsigned (saved on site)'
   const lines = [`The kit in ${kit.dir} is ${trust}; every file matches SHA256SUMS and every image its pinned ID.`]
-  if (r.pushed.length) lines.push('Pushed, by digest (pin the chart to the server image with --set image.digest=sha256:...):', ...r.pushed.map((p) => `  ${p.ref}`))
+  if (r.pushed.length)
+    lines.push(
+      'Pushed, by digest (pin the chart to the server image with --set image.digest=sha256:...):',
+      ...r.pushed.map((p) => `  ${p.ref}`),
+    )
   return lines
 }
 
@@ -218,16 +240,25 @@ const commandLine = (c: PlannedCommand) => c.command.join(' ')
 /** The configuration part of configure and install. */
 export function configureText(r: Omit<ConfigureReport, 'command'>): ReportText {
   if (r.stopped === 'checks') return { checks: r.checks, stdout: [], stderr: [] }
-  if (r.stopped === 'problems') return { checks: null, stdout: [], stderr: ['The configuration has problems; nothing was written:', ...r.problems.map((p) => `  - ${p}`)] }
+  if (r.stopped === 'problems')
+    return {
+      checks: null,
+      stdout: [],
+      stderr: ['The configuration has problems; nothing was written:', ...r.problems.map((p) => `  - ${p}`)],
+    }
   return {
     checks: r.checks,
     stdout: [
       r.checksIgnored ? '\nSome checks did not pass; continuing because of --ignore-failed-checks.' : '',
       r.changes.length ? 'Configuration changes:' : 'The configuration is already up to date.',
       ...r.changes.map((c) => `  ${c.change.padEnd(8)} ${c.name}: ${c.shown}`),
-      ...r.generated.map((n) => `  generated ${n} (kept on every re-run; back it up: without it stored secrets cannot be read)`),
+      ...r.generated.map(
+        (n) => `  generated ${n} (kept on every re-run; back it up: without it stored secrets cannot be read)`,
+      ),
       '',
-      r.written ? `Wrote ${r.files.join(', ')} (mode 0600).` : `Dry run: would write ${r.files.join(', ')}; nothing was changed.`,
+      r.written
+        ? `Wrote ${r.files.join(', ')} (mode 0600).`
+        : `Dry run: would write ${r.files.join(', ')}; nothing was changed.`,
       r.written ? `Replay this run with: ${r.replay}` : '',
     ],
     stderr: [],
@@ -258,7 +289,9 @@ export function reportText(r: Report): ReportText {
       if (!r.written) return text(['Deploy would run:', ...r.deploy.map((c) => `  ${commandLine(c)}`)])
       return r.error ? text([], [r.error]) : text(['', ...r.summary])
     case 'support-bundle':
-      return text([`Wrote ${r.path} (${r.size} bytes, sha256 ${r.sha256}). Secrets are redacted; send it to your vendor's support.`])
+      return text([
+        `Wrote ${r.path} (${r.size} bytes, sha256 ${r.sha256}). Secrets are redacted; send it to your vendor's support.`,
+      ])
     case 'images':
       if (r.action === 'list') return text(r.images.map((i) => i.ref))
       if (r.commands.length) return text(r.commands.map(commandLine))

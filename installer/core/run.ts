@@ -58,7 +58,10 @@ export const run: Runner = async (file, args, opts = {}) => {
 }
 
 export interface StreamOptions {
-  /** Settings for the program (merged over this process's environment): libpq's PGPASSWORD, say, which must not be an argument. */
+  /**
+   * Settings for the program (merged over this process's environment): libpq's PGPASSWORD, say, which must not be an
+   * argument.
+   */
   env?: Record<string, string>
   /** Feed the program's standard input (pg_restore reading a dump); closed at once otherwise. */
   stdin?: boolean
@@ -71,7 +74,10 @@ export interface StreamedCommand {
   stdin: Writable | null
   /** How it ended: stderr kept (its last 64 KB), never thrown. */
   done: Promise<CommandResult>
-  /** Ends it now (SIGKILL): a pg_dump nobody will read, a pg_restore whose input turned out wrong (its transaction is not committed). */
+  /**
+   * Ends it now (SIGKILL): a pg_dump nobody will read, a pg_restore whose input turned out wrong (its transaction is
+   * not committed).
+   */
   kill(): void
 }
 
@@ -80,7 +86,10 @@ export interface StreamedCommand {
  * over as they are, and memory stays bounded whatever their size. Never throws; `done` says how it ended.
  */
 export function runStreaming(file: string, args: readonly string[], opts: StreamOptions = {}): StreamedCommand {
-  const child = spawn(file, args, { env: { ...process.env, ...opts.env }, stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] })
+  const child = spawn(file, args, {
+    env: { ...process.env, ...opts.env },
+    stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+  })
   let stderr = ''
   child.stderr!.setEncoding('utf8').on('data', (s: string) => {
     stderr = (stderr + s).slice(-65_536)
@@ -91,9 +100,26 @@ export function runStreaming(file: string, args: readonly string[], opts: Stream
     let notFound = false
     child.on('error', (err: NodeJS.ErrnoException) => {
       notFound = err.code === 'ENOENT'
-      if (notFound) resolve({ command: [file, ...args].join(' '), exitCode: null, stdout: '', stderr: `${file} is not installed (or not on PATH)`, notFound, timedOut: false })
+      if (notFound)
+        resolve({
+          command: [file, ...args].join(' '),
+          exitCode: null,
+          stdout: '',
+          stderr: `${file} is not installed (or not on PATH)`,
+          notFound,
+          timedOut: false,
+        })
     })
-    child.on('close', (code) => resolve({ command: [file, ...args].join(' '), exitCode: code, stdout: '', stderr: stderr.trim(), notFound, timedOut: false }))
+    child.on('close', (code) =>
+      resolve({
+        command: [file, ...args].join(' '),
+        exitCode: code,
+        stdout: '',
+        stderr: stderr.trim(),
+        notFound,
+        timedOut: false,
+      }),
+    )
   })
   return { stdout: child.stdout!, stdin: child.stdin, done, kill: () => void child.kill('SIGKILL') }
 }

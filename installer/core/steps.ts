@@ -22,10 +22,16 @@ export interface StepRecord {
   ms: number
 }
 
-export type StepsOutcome<Stage extends string> = { ok: true; stage: 'done'; error: null; record: StepRecord[] } | { ok: false; stage: Stage; error: string; record: StepRecord[] }
+export type StepsOutcome<Stage extends string> =
+  | { ok: true; stage: 'done'; error: null; record: StepRecord[] }
+  | { ok: false; stage: Stage; error: string; record: StepRecord[] }
 
 /** Runs `steps` in order on `state` and stops at the first that fails; a step that throws is not caught. */
-export async function runSteps<S, Stage extends string>(steps: readonly Step<S, Stage>[], state: S, clock: () => number = Date.now): Promise<StepsOutcome<Stage>> {
+export async function runSteps<S, Stage extends string>(
+  steps: readonly Step<S, Stage>[],
+  state: S,
+  clock: () => number = Date.now,
+): Promise<StepsOutcome<Stage>> {
   const record: StepRecord[] = []
   for (const step of steps) {
     const start = clock()
@@ -34,7 +40,12 @@ export async function runSteps<S, Stage extends string>(steps: readonly Step<S, 
       continue
     }
     const error = await step.run(state)
-    record.push({ name: step.name, stage: step.stage, outcome: error === null ? 'done' : 'failed', ms: clock() - start })
+    record.push({
+      name: step.name,
+      stage: step.stage,
+      outcome: error === null ? 'done' : 'failed',
+      ms: clock() - start,
+    })
     if (error !== null) return { ok: false, stage: step.stage, error, record }
   }
   return { ok: true, stage: 'done', error: null, record }

@@ -25,7 +25,11 @@ const REDACTED = '<redacted>'
  * though one may sit under a secret name (Atrium's user of the bundled MinIO is `atrium-server`,
  * its R2_ACCESS_KEY_ID); searching texts for them would only blank the product's name out of every log.
  */
-const PUBLISHED = new Set([...Object.values(settings).map((s) => defaultText(s as Setting)), ...Object.values(COMPOSE_VARIABLES).map((v) => v.example), MINIO_ATRIUM_USER])
+const PUBLISHED = new Set([
+  ...Object.values(settings).map((s) => defaultText(s as Setting)),
+  ...Object.values(COMPOSE_VARIABLES).map((v) => v.example),
+  MINIO_ATRIUM_USER,
+])
 /** A URL's user and password in any text, known or not. */
 const URL_CREDENTIALS = /([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@]+@/gi
 
@@ -86,7 +90,9 @@ export function scrubber(values: Record<string, string>): (text: string) => stri
 /** The configuration as a support engineer may see it: secret values replaced by their length, the rest scrubbed. */
 export function redactConfig(values: Record<string, string>): Record<string, string> {
   const clean = scrubber(values)
-  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, isSecret(k) && v ? `<redacted: ${v.length} characters>` : clean(v)]))
+  return Object.fromEntries(
+    Object.entries(values).map(([k, v]) => [k, isSecret(k) && v ? `<redacted: ${v.length} characters>` : clean(v)]),
+  )
 }
 
 /**
@@ -95,23 +101,47 @@ export function redactConfig(values: Record<string, string>): Record<string, str
  * Kubernetes describes them, their logs and those of the containers before a restart (a crash's
  * cause), the namespace's events, the migration Job's log, and the release's status and history.
  */
-export function logCommands(answers: Answers, envFile: string, o: { bundles?: Pick<typeof BUNDLES, 'compose'> } = {}): { name: string; file: string; args: string[] }[] {
+export function logCommands(
+  answers: Answers,
+  envFile: string,
+  o: { bundles?: Pick<typeof BUNDLES, 'compose'> } = {},
+): { name: string; file: string; args: string[] }[] {
   if (answers.target === 'compose') {
     const compose = composeArgs(answers, envFile, o)
     return [
       { name: 'logs/compose-ps.txt', file: 'docker', args: [...compose, 'ps', '--all'] },
-      { name: 'logs/compose.txt', file: 'docker', args: [...compose, 'logs', '--no-color', '--timestamps', '--tail', String(LOG_LINES)] },
+      {
+        name: 'logs/compose.txt',
+        file: 'docker',
+        args: [...compose, 'logs', '--no-color', '--timestamps', '--tail', String(LOG_LINES)],
+      },
     ]
   }
   const ns = ['-n', answers.namespace]
   const release = `app.kubernetes.io/instance=${answers.release}`
   const logs = ['--all-containers', '--prefix', '--timestamps', '--tail', String(LOG_LINES)]
   return [
-    { name: 'logs/kubectl-get.txt', file: 'kubectl', args: ['get', 'pods,jobs,deployments,replicasets,services,ingresses,networkpolicies', ...ns, '-l', release, '-o', 'wide'] },
+    {
+      name: 'logs/kubectl-get.txt',
+      file: 'kubectl',
+      args: [
+        'get',
+        'pods,jobs,deployments,replicasets,services,ingresses,networkpolicies',
+        ...ns,
+        '-l',
+        release,
+        '-o',
+        'wide',
+      ],
+    },
     { name: 'logs/pods-describe.txt', file: 'kubectl', args: ['describe', 'pods', ...ns, '-l', release] },
     { name: 'logs/pods.txt', file: 'kubectl', args: ['logs', ...ns, '-l', release, ...logs] },
     { name: 'logs/pods-previous.txt', file: 'kubectl', args: ['logs', ...ns, '-l', release, '--previous', ...logs] },
-    { name: 'logs/migrations.txt', file: 'kubectl', args: ['logs', ...ns, '-l', `${release},app.kubernetes.io/component=migrate`, ...logs] },
+    {
+      name: 'logs/migrations.txt',
+      file: 'kubectl',
+      args: ['logs', ...ns, '-l', `${release},app.kubernetes.io/component=migrate`, ...logs],
+    },
     { name: 'logs/events.txt', file: 'kubectl', args: ['get', 'events', ...ns, '--sort-by=.lastTimestamp'] },
     { name: 'logs/helm-status.txt', file: 'helm', args: ['status', answers.release, ...ns] },
     { name: 'logs/helm-history.txt', file: 'helm', args: ['history', answers.release, ...ns, '--max', '20'] },

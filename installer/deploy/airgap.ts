@@ -23,7 +23,12 @@ import type { Kit, KitImage } from '../core/report.js'
 const WAIT = 30 * 60_000
 
 /** The kit's files by role. */
-export const KIT = { images: 'atrium-images.tar', manifest: 'images.json', sums: 'SHA256SUMS', signature: 'SHA256SUMS.sig' } as const
+export const KIT = {
+  images: 'atrium-images.tar',
+  manifest: 'images.json',
+  sums: 'SHA256SUMS',
+  signature: 'SHA256SUMS.sig',
+} as const
 
 export interface KitManifest {
   version: string
@@ -31,14 +36,17 @@ export interface KitManifest {
 }
 
 /** The kit's folder, given the folder or the images tarball in it. */
-export const kitDir = (path: string): string => (existsSync(path) && statSync(path).isDirectory() ? resolve(path) : dirname(resolve(path)))
+export const kitDir = (path: string): string =>
+  existsSync(path) && statSync(path).isDirectory() ? resolve(path) : dirname(resolve(path))
 
 /** The images' platform as docker names it: os/architecture. */
 const PLATFORM_RE = /^[a-z0-9]+\/[a-z0-9_]+(\/[a-z0-9]+)?$/
 
 /** Null when `platform` is one docker can pull (linux/amd64, linux/arm64, linux/arm/v7); else what is wrong. */
 export const platformProblem = (platform: string): string | null =>
-  PLATFORM_RE.test(platform) ? null : `--platform must be os/architecture as docker names it, e.g. linux/amd64 or linux/arm64 (got "${platform}")`
+  PLATFORM_RE.test(platform)
+    ? null
+    : `--platform must be os/architecture as docker names it, e.g. linux/amd64 or linux/arm64 (got "${platform}")`
 
 /**
  * Pull each image this engine does not hold yet (tags are pinned, so a held one is the same image;
@@ -56,8 +64,18 @@ export function saveCommands(dir: string, images: readonly Image[] = IMAGES, pla
             probe: true,
             expect: platform,
           }
-        : { file: 'docker', args: ['image', 'inspect', '--format', '{{.Id}}', imageRef(i)], title: `Look for ${imageRef(i)} in this engine`, probe: true },
-      { file: 'docker', args: ['pull', ...(platform ? ['--platform', platform] : []), imageRef(i)], title: `Pull ${imageRef(i)}`, timeoutMs: WAIT },
+        : {
+            file: 'docker',
+            args: ['image', 'inspect', '--format', '{{.Id}}', imageRef(i)],
+            title: `Look for ${imageRef(i)} in this engine`,
+            probe: true,
+          },
+      {
+        file: 'docker',
+        args: ['pull', ...(platform ? ['--platform', platform] : []), imageRef(i)],
+        title: `Pull ${imageRef(i)}`,
+        timeoutMs: WAIT,
+      },
     ]),
     {
       file: 'docker',
@@ -76,7 +94,11 @@ export function selectImages(only: string | undefined): { images: readonly Image
     .map((n) => n.trim())
     .filter(Boolean)
   const unknown = names.filter((n) => !IMAGES.some((i) => i.name === n))
-  if (unknown.length || !names.length) return { images: [], problem: `--only takes image names from \`images list\` (${IMAGES.map((i) => i.name).join(', ')}); got ${only}` }
+  if (unknown.length || !names.length)
+    return {
+      images: [],
+      problem: `--only takes image names from \`images list\` (${IMAGES.map((i) => i.name).join(', ')}); got ${only}`,
+    }
   return { images: IMAGES.filter((i) => names.includes(i.name)), problem: null }
 }
 
@@ -95,21 +117,33 @@ function repoDigests(json: string): string[] {
 
 /** Null when `dir` is a folder a kit may be written into (new or empty: SHA256SUMS covers all of it); else why not. */
 export const newFolderProblem = (dir: string): string | null =>
-  existsSync(dir) && readdirSync(dir).length ? `--output ${dir} is not empty: a kit is written into a new folder, which SHA256SUMS then covers` : null
+  existsSync(dir) && readdirSync(dir).length
+    ? `--output ${dir} is not empty: a kit is written into a new folder, which SHA256SUMS then covers`
+    : null
 
-/** Pins each saved image (ID, digest, platform) in the kit's images.json; throws with docker's words when one cannot be read. */
+/**
+ * Pins each saved image (ID, digest, platform) in the kit's images.json; throws with docker's words when one cannot be
+ * read.
+ */
 export async function recordImages(dir: string, images: readonly Image[], runner: Runner): Promise<KitManifest> {
   const pinned: KitImage[] = []
   for (const image of images) {
     const ref = imageRef(image)
     const r = await runner('docker', ['image', 'inspect', '--format', INSPECT, ref])
     const m = /^(sha256:[0-9a-f]{64}) (\S+) (.*)$/.exec(r.stdout.trim())
-    if (r.exitCode !== 0 || !m) throw new Error(`could not read ${ref} from the engine to pin it: ${r.stderr || r.stdout}`)
+    if (r.exitCode !== 0 || !m)
+      throw new Error(`could not read ${ref} from the engine to pin it: ${r.stderr || r.stdout}`)
     const digests = repoDigests(m[3]!)
     const repo = `${image.registry}/${image.repository}`
     // docker names Docker Hub's images without docker.io/ (and official ones without library/).
     const own = digests.find((d) => [repo, repo.replace(/^docker\.io\/(library\/)?/, '')].includes(d.split('@')[0]!))
-    pinned.push({ name: image.name, ref, id: m[1]!, digest: own ? `${repo}@${own.split('@')[1]}` : null, platform: m[2]! })
+    pinned.push({
+      name: image.name,
+      ref,
+      id: m[1]!,
+      digest: own ? `${repo}@${own.split('@')[1]}` : null,
+      platform: m[2]!,
+    })
   }
   const manifest = { version: VERSION, images: pinned }
   writeFileSync(join(dir, KIT.manifest), `${JSON.stringify(manifest, null, 2)}\n`)
@@ -152,14 +186,19 @@ export interface KitTrust {
  * vendor's signature over SHA256SUMS, then every file it lists, then the images' pins. What is
  * wrong, in words an admin acts on, when it does not hold.
  */
-export async function openKit(path: string, trust: KitTrust = {}): Promise<{ kit: Kit; problem: null } | { kit: null; problem: string }> {
+export async function openKit(
+  path: string,
+  trust: KitTrust = {},
+): Promise<{ kit: Kit; problem: null } | { kit: null; problem: string }> {
   const fail = (problem: string) => ({ kit: null, problem })
   if (!existsSync(path)) return fail(`the air-gap kit ${resolve(path)} does not exist`)
   // The folder, or its tarball by name: another file would quietly stand for the folder it is in.
-  if (!statSync(path).isDirectory() && basename(path) !== KIT.images) return fail(`--images takes the air-gap kit's folder (or its ${KIT.images}); got ${resolve(path)}`)
+  if (!statSync(path).isDirectory() && basename(path) !== KIT.images)
+    return fail(`--images takes the air-gap kit's folder (or its ${KIT.images}); got ${resolve(path)}`)
   const dir = kitDir(path)
   const sumsPath = join(dir, KIT.sums)
-  if (!existsSync(sumsPath)) return fail(`the air-gap kit in ${dir} has no ${KIT.sums} (written with the kit): copy the whole kit folder`)
+  if (!existsSync(sumsPath))
+    return fail(`the air-gap kit in ${dir} has no ${KIT.sums} (written with the kit): copy the whole kit folder`)
   const sums = readFileSync(sumsPath, 'utf8')
   let signedBy: string | null = null
   let fingerprint: string | null = null
@@ -170,30 +209,44 @@ export async function openKit(path: string, trust: KitTrust = {}): Promise<{ kit
     signedBy = v.kid
     fingerprint = v.fingerprint
   } else if (!trust.allowUnsigned) {
-    return fail(`the air-gap kit in ${dir} is not signed by the vendor (no ${KIT.signature}); a kit you saved yourself with \`images save\` loads with --allow-unsigned`)
+    return fail(
+      `the air-gap kit in ${dir} is not signed by the vendor (no ${KIT.signature}); a kit you saved yourself with \`images save\` loads with --allow-unsigned`,
+    )
   }
   const listed = new Map<string, string>()
   for (const line of sums.split('\n').filter(Boolean)) {
     const m = /^([0-9a-f]{64}) {2}(.+)$/.exec(line)
-    if (!m || m[2]!.split('/').includes('..')) return fail(`${sumsPath} has a line that is not "<sha256>  <file>" inside the kit: ${line.slice(0, 120)}`)
+    if (!m || m[2]!.split('/').includes('..'))
+      return fail(`${sumsPath} has a line that is not "<sha256>  <file>" inside the kit: ${line.slice(0, 120)}`)
     listed.set(m[2]!, m[1]!)
   }
-  for (const required of [KIT.images, KIT.manifest]) if (!listed.has(required)) return fail(`${sumsPath} does not list ${required}: this is not an air-gap kit`)
+  for (const required of [KIT.images, KIT.manifest])
+    if (!listed.has(required)) return fail(`${sumsPath} does not list ${required}: this is not an air-gap kit`)
   for (const [file, expected] of listed) {
     const at = join(dir, file)
-    if (!existsSync(at)) return fail(`the air-gap kit is incomplete: ${file} is missing from ${dir}; copy the whole kit folder`)
+    if (!existsSync(at))
+      return fail(`the air-gap kit is incomplete: ${file} is missing from ${dir}; copy the whole kit folder`)
     // A plain file only: a link could point elsewhere after the check, a folder or a pipe is no file to hash.
-    if (!lstatSync(at).isFile()) return fail(`${file} in the air-gap kit is not a plain file (a link, a folder or a device): copy the kit again`)
+    if (!lstatSync(at).isFile())
+      return fail(`${file} in the air-gap kit is not a plain file (a link, a folder or a device): copy the kit again`)
     const actual = await sha256(at)
-    if (actual !== expected) return fail(`${file} in the air-gap kit is damaged or incomplete: its SHA-256 is ${actual}, ${KIT.sums} says ${expected}; copy it again`)
+    if (actual !== expected)
+      return fail(
+        `${file} in the air-gap kit is damaged or incomplete: its SHA-256 is ${actual}, ${KIT.sums} says ${expected}; copy it again`,
+      )
   }
   const manifest = readManifest(join(dir, KIT.manifest))
   if ('problem' in manifest) return fail(manifest.problem)
   // The kit's images are those this installer's bundles name: another release's would run unchecked.
   if (manifest.version !== VERSION)
-    return fail(`the air-gap kit is for Atrium ${manifest.version}, and this installer deploys ${VERSION}: run the installer that came with the kit (./atrium-installer in its folder)`)
+    return fail(
+      `the air-gap kit is for Atrium ${manifest.version}, and this installer deploys ${VERSION}: run the installer that came with the kit (./atrium-installer in its folder)`,
+    )
   const tarball = join(dir, KIT.images)
-  return { kit: { dir, path: tarball, bytes: statSync(tarball).size, images: manifest.images, signedBy, fingerprint }, problem: null }
+  return {
+    kit: { dir, path: tarball, bytes: statSync(tarball).size, images: manifest.images, signedBy, fingerprint },
+    problem: null,
+  }
 }
 
 /** images.json read and checked for the shape it is written in; what is wrong otherwise. */
@@ -208,10 +261,18 @@ function readManifest(path: string): KitManifest | { problem: string } {
   const m = parsed as Partial<KitManifest>
   const isImage = (i: unknown) => {
     const x = i as Partial<KitImage> | null
-    return Boolean(x) && typeof x!.name === 'string' && typeof x!.ref === 'string' && /^sha256:[0-9a-f]{64}$/.test(String(x!.id)) && typeof x!.platform === 'string'
+    return (
+      Boolean(x) &&
+      typeof x!.name === 'string' &&
+      typeof x!.ref === 'string' &&
+      /^sha256:[0-9a-f]{64}$/.test(String(x!.id)) &&
+      typeof x!.platform === 'string'
+    )
   }
   if (typeof m?.version !== 'string' || !Array.isArray(m.images) || !m.images.every(isImage))
-    return bad('does not pin its images as the installer writes them ({version, images: [{name, ref, id, digest, platform}]})')
+    return bad(
+      'does not pin its images as the installer writes them ({version, images: [{name, ref, id, digest, platform}]})',
+    )
   return m as KitManifest
 }
 
@@ -227,16 +288,36 @@ function pinnedImages(dir: string): KitImage[] {
  * not); then check that each tag now names the very image the kit pinned (its ID), so a tag that
  * named another image before the load cannot slip through. `images`: the pins openKit checked.
  */
-export function loadCommands(path: string, o: { images?: readonly KitImage[]; checkPlatform?: boolean } = {}): Command[] {
+export function loadCommands(
+  path: string,
+  o: { images?: readonly KitImage[]; checkPlatform?: boolean } = {},
+): Command[] {
   const dir = kitDir(path)
   const images = o.images ?? pinnedImages(dir)
   const platforms = [...new Set(images.map((i) => i.platform))]
   return [
     ...(o.checkPlatform !== false && platforms.length === 1
-      ? [{ file: 'docker', args: ['version', '--format', '{{.Server.Os}}/{{.Server.Arch}}'], title: `Check that this engine runs ${platforms[0]}, the kit's platform`, expect: platforms[0] }]
+      ? [
+          {
+            file: 'docker',
+            args: ['version', '--format', '{{.Server.Os}}/{{.Server.Arch}}'],
+            title: `Check that this engine runs ${platforms[0]}, the kit's platform`,
+            expect: platforms[0],
+          },
+        ]
       : []),
-    { file: 'docker', args: ['load', '--input', join(dir, KIT.images)], title: `Load the images from ${join(dir, KIT.images)}`, timeoutMs: WAIT },
-    ...images.map((i) => ({ file: 'docker', args: ['image', 'inspect', '--format', '{{.Id}}', i.ref], title: `Check that ${i.ref} is the kit's image ${i.id.slice(0, 19)}`, expect: i.id })),
+    {
+      file: 'docker',
+      args: ['load', '--input', join(dir, KIT.images)],
+      title: `Load the images from ${join(dir, KIT.images)}`,
+      timeoutMs: WAIT,
+    },
+    ...images.map((i) => ({
+      file: 'docker',
+      args: ['image', 'inspect', '--format', '{{.Id}}', i.ref],
+      title: `Check that ${i.ref} is the kit's image ${i.id.slice(0, 19)}`,
+      expect: i.id,
+    })),
   ]
 }
 
@@ -245,12 +326,22 @@ export function loadCommands(path: string, o: { images?: readonly KitImage[]; ch
  * given). The path after the registry is kept, so global.imageRegistry / ATRIUM_REGISTRY is all a
  * bundle needs to find them.
  */
-export function pushCommands(registry: string, kit?: string, images: readonly Image[] = IMAGES, pins?: readonly KitImage[]): Command[] {
+export function pushCommands(
+  registry: string,
+  kit?: string,
+  images: readonly Image[] = IMAGES,
+  pins?: readonly KitImage[],
+): Command[] {
   return [
     ...(kit ? loadCommands(kit, { images: pins, checkPlatform: false }) : []),
     ...images.flatMap((i) => [
       { file: 'docker', args: ['tag', imageRef(i), imageRef(i, registry)], title: `Tag ${i.name} for ${registry}` },
-      { file: 'docker', args: ['push', imageRef(i, registry)], title: `Push ${imageRef(i, registry)}`, timeoutMs: WAIT },
+      {
+        file: 'docker',
+        args: ['push', imageRef(i, registry)],
+        title: `Push ${imageRef(i, registry)}`,
+        timeoutMs: WAIT,
+      },
     ]),
   ]
 }
@@ -260,10 +351,20 @@ export function pushCommands(registry: string, kit?: string, images: readonly Im
  * read from the engine, which records it on push. Pinning the chart to the server's
  * (image.digest) makes every node run exactly that image.
  */
-export async function pushedDigests(registry: string, images: readonly Image[], runner: Runner): Promise<{ name: string; ref: string }[]> {
+export async function pushedDigests(
+  registry: string,
+  images: readonly Image[],
+  runner: Runner,
+): Promise<{ name: string; ref: string }[]> {
   const out: { name: string; ref: string }[] = []
   for (const image of images) {
-    const r = await runner('docker', ['image', 'inspect', '--format', '{{json .RepoDigests}}', imageRef(image, registry)])
+    const r = await runner('docker', [
+      'image',
+      'inspect',
+      '--format',
+      '{{json .RepoDigests}}',
+      imageRef(image, registry),
+    ])
     const repo = `${registry}/${image.repository}`
     const digest = (r.exitCode === 0 ? repoDigests(r.stdout) : []).find((d) => d.startsWith(`${repo}@`))
     if (digest) out.push({ name: image.name, ref: digest })

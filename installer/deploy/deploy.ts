@@ -32,23 +32,48 @@ export interface DeployOptions {
 const WAIT = 15 * 60_000
 
 /** The Compose bundle's external volumes, each bound to a folder under the data path (the disk preflight measured). */
-export const COMPOSE_VOLUMES = { 'atrium-postgres': 'postgres', 'atrium-redis': 'redis', 'atrium-minio': 'minio', 'atrium-data': 'data' } as const
+export const COMPOSE_VOLUMES = {
+  'atrium-postgres': 'postgres',
+  'atrium-redis': 'redis',
+  'atrium-minio': 'minio',
+  'atrium-data': 'data',
+} as const
 
-function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'compose' }>, o: DeployOptions): Command[] {
+function composeCommands(
+  answers: Answers,
+  files: Extract<ConfigFiles, { target: 'compose' }>,
+  o: DeployOptions,
+): Command[] {
   const compose = composeArgs(answers, files.env, o)
   // External volumes: `docker compose down -v` cannot delete them; made once, found on a re-run.
   const volumes = Object.entries(COMPOSE_VOLUMES).flatMap(([name, folder]): Command[] => [
     { file: 'docker', args: ['volume', 'inspect', name], title: `Look for the volume ${name}`, probe: true },
     {
       file: 'docker',
-      args: ['volume', 'create', '--driver', 'local', '--opt', 'type=none', '--opt', 'o=bind', '--opt', `device=${join(resolve(answers.dataPath), folder)}`, name],
+      args: [
+        'volume',
+        'create',
+        '--driver',
+        'local',
+        '--opt',
+        'type=none',
+        '--opt',
+        'o=bind',
+        '--opt',
+        `device=${join(resolve(answers.dataPath), folder)}`,
+        name,
+      ],
       title: `Create the volume ${name} in ${join(answers.dataPath, folder)}`,
     },
   ])
   const pull = answers.mode === 'air-gapped' ? ['--pull', 'never'] : []
   return [
     ...(o.kit ? loadCommands(o.kit, { images: o.kitImages }) : []),
-    { file: 'docker', args: [...compose, 'config', '--quiet'], title: 'Validate the Compose files with the configuration' },
+    {
+      file: 'docker',
+      args: [...compose, 'config', '--quiet'],
+      title: 'Validate the Compose files with the configuration',
+    },
     ...volumes,
     {
       file: 'docker',
@@ -59,11 +84,18 @@ function composeCommands(answers: Answers, files: Extract<ConfigFiles, { target:
   ]
 }
 
-/** The private registry a Helm site's images come from: the flag, else the answers' (the interactive installer asks); '' for none. */
-export const registryOf = (answers: Pick<Answers, 'registry'>, o: Pick<DeployOptions, 'registry'>): string => o.registry || answers.registry || ''
+/**
+ * The private registry a Helm site's images come from: the flag, else the answers' (the interactive installer asks); ''
+ * for none.
+ */
+export const registryOf = (answers: Pick<Answers, 'registry'>, o: Pick<DeployOptions, 'registry'>): string =>
+  o.registry || answers.registry || ''
 
 /** Null unless a Helm install is given a kit but no registry to push its images to; then what to add. */
-export const kitRegistryProblem = (answers: Pick<Answers, 'target' | 'registry'>, o: Pick<DeployOptions, 'registry' | 'kit'>): string | null =>
+export const kitRegistryProblem = (
+  answers: Pick<Answers, 'target' | 'registry'>,
+  o: Pick<DeployOptions, 'registry' | 'kit'>,
+): string | null =>
   answers.target === 'helm' && o.kit && !registryOf(answers, o)
     ? "a Helm install from the kit (--images) pushes its images to the site's registry: add --registry HOST[:PORT][/PATH] (or registry in the answers)"
     : null
@@ -71,14 +103,35 @@ export const kitRegistryProblem = (answers: Pick<Answers, 'target' | 'registry'>
 function helmCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'helm' }>, o: DeployOptions): Command[] {
   const ns = answers.namespace
   const from = registryOf(answers, o)
-  const registry = [...(from ? ['--set', `global.imageRegistry=${from}`] : []), ...(o.digest ? ['--set', `image.digest=${o.digest}`] : [])]
+  const registry = [
+    ...(from ? ['--set', `global.imageRegistry=${from}`] : []),
+    ...(o.digest ? ['--set', `image.digest=${o.digest}`] : []),
+  ]
   return [
     { file: 'kubectl', args: ['get', 'namespace', ns], title: `Look for the namespace ${ns}`, probe: true },
     { file: 'kubectl', args: ['create', 'namespace', ns], title: `Create the namespace ${ns}` },
-    { file: 'kubectl', args: ['apply', '--namespace', ns, '-f', resolve(files.secret)], title: 'Apply the Secret with the secret settings' },
+    {
+      file: 'kubectl',
+      args: ['apply', '--namespace', ns, '-f', resolve(files.secret)],
+      title: 'Apply the Secret with the secret settings',
+    },
     {
       file: 'helm',
-      args: ['upgrade', '--install', answers.release, (o.bundles ?? BUNDLES).chart, '--namespace', ns, '-f', resolve(files.values), ...registry, '--wait', '--atomic', '--timeout', '15m'],
+      args: [
+        'upgrade',
+        '--install',
+        answers.release,
+        (o.bundles ?? BUNDLES).chart,
+        '--namespace',
+        ns,
+        '-f',
+        resolve(files.values),
+        ...registry,
+        '--wait',
+        '--atomic',
+        '--timeout',
+        '15m',
+      ],
       title: 'Install or upgrade the release (rolls back if it does not become ready)',
       timeoutMs: WAIT + 60_000,
     },
@@ -86,25 +139,50 @@ function helmCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'h
 }
 
 /** The chart's name for the release's resources (atrium.fullname in charts/atrium/templates/_helpers.tpl). */
-export const chartFullname = (release: string) => (release.includes('atrium') ? release : `${release}-atrium`).slice(0, 63).replace(/-+$/, '')
+export const chartFullname = (release: string) =>
+  (release.includes('atrium') ? release : `${release}-atrium`).slice(0, 63).replace(/-+$/, '')
 
 /** The admin CLI inside the running server container, for the first tenant. */
 export function adminCommand(answers: Answers, files: ConfigFiles, cli: string[], o: DeployOptions = {}): Command {
   const inside = [...CONTAINER_CLI, ...cli]
   return files.target === 'compose'
-    ? { file: 'docker', args: [...composeArgs(answers, files.env, o), 'exec', '-T', 'server', ...inside], title: `Run the admin CLI: ${cli[0]}` }
-    : { file: 'kubectl', args: ['--namespace', answers.namespace, 'exec', `deploy/${chartFullname(answers.release)}`, '-c', 'server', '--', ...inside], title: `Run the admin CLI: ${cli[0]}` }
+    ? {
+        file: 'docker',
+        args: [...composeArgs(answers, files.env, o), 'exec', '-T', 'server', ...inside],
+        title: `Run the admin CLI: ${cli[0]}`,
+      }
+    : {
+        file: 'kubectl',
+        args: [
+          '--namespace',
+          answers.namespace,
+          'exec',
+          `deploy/${chartFullname(answers.release)}`,
+          '-c',
+          'server',
+          '--',
+          ...inside,
+        ],
+        title: `Run the admin CLI: ${cli[0]}`,
+      }
 }
 
 /** The commands, in order. A resource is created only when the probe before it fails. */
 export function deployCommands(answers: Answers, files: ConfigFiles, o: DeployOptions = {}): Command[] {
-  return files.target === 'compose' ? composeCommands(answers, files, o) : helmCommands(answers, files as Extract<ConfigFiles, { target: 'helm' }>, o)
+  return files.target === 'compose'
+    ? composeCommands(answers, files, o)
+    : helmCommands(answers, files as Extract<ConfigFiles, { target: 'helm' }>, o)
 }
 
 /** Whether this package holds the bundle the target deploys. */
 export function bundleMissing(answers: Answers, o: DeployOptions = {}): string | null {
   const b = o.bundles ?? BUNDLES
-  const path = answers.target === 'compose' ? join(b.compose, 'compose.yaml') : b.chart.endsWith('.tgz') ? b.chart : join(b.chart, 'Chart.yaml')
+  const path =
+    answers.target === 'compose'
+      ? join(b.compose, 'compose.yaml')
+      : b.chart.endsWith('.tgz')
+        ? b.chart
+        : join(b.chart, 'Chart.yaml')
   return existsSync(path) ? null : path
 }
 
@@ -121,7 +199,11 @@ function expected(command: Command, r: CommandResult): CommandResult {
 }
 
 /** Runs the commands; stops at the first failure. `onStep` reports progress as each one starts and ends. */
-export async function deploy(commands: Command[], runner: Runner, onStep: (s: DeployStep) => void = () => {}): Promise<{ ok: boolean; steps: DeployStep[] }> {
+export async function deploy(
+  commands: Command[],
+  runner: Runner,
+  onStep: (s: DeployStep) => void = () => {},
+): Promise<{ ok: boolean; steps: DeployStep[] }> {
   const steps: DeployStep[] = []
   let probeSucceeded = false
   for (const command of commands) {
@@ -134,7 +216,10 @@ export async function deploy(commands: Command[], runner: Runner, onStep: (s: De
       continue
     }
     onStep({ command, result: null })
-    const result = expected(command, await runner(command.file, command.args, { timeoutMs: command.timeoutMs ?? 120_000 }))
+    const result = expected(
+      command,
+      await runner(command.file, command.args, { timeoutMs: command.timeoutMs ?? 120_000 }),
+    )
     const step = { command, result }
     steps.push(step)
     onStep(step)
@@ -160,7 +245,10 @@ function networkError(err: unknown): string {
 }
 
 /** Polls GET <url>/readyz until it answers 200 or the time is up. */
-export async function waitReady(publicUrl: string, o: { timeoutMs?: number; intervalMs?: number } = {}): Promise<{ ready: boolean; last: string }> {
+export async function waitReady(
+  publicUrl: string,
+  o: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<{ ready: boolean; last: string }> {
   const until = Date.now() + (o.timeoutMs ?? 5 * 60_000)
   let last = 'no answer yet'
   for (;;) {

@@ -29,7 +29,14 @@ import { composeArgs, prepareDataFolders } from '../core/compose-bundle.js'
 import { upgradeProblem } from '../core/upgrade.js'
 import type { Resolved } from '../core/context.js'
 import { runSteps, type Step, type StepRecord } from '../core/steps.js'
-import { createTenantArgs, newPassword, parseCreated, recordFirstAdmin, type Created, type FirstAdmin } from '../core/first-admin.js'
+import {
+  createTenantArgs,
+  newPassword,
+  parseCreated,
+  recordFirstAdmin,
+  type Created,
+  type FirstAdmin,
+} from '../core/first-admin.js'
 
 export interface InstallOptions extends DeployOptions {
   runner?: Runner
@@ -60,36 +67,60 @@ export interface InstallOutcome {
 }
 
 /** Where the installer reaches the server: the published port (compose) or PUBLIC_URL (helm). */
-const localUrl = (answers: Answers, values: Record<string, string>) => (answers.target === 'compose' ? `http://127.0.0.1:${values.PORT || 8080}` : (values.PUBLIC_URL ?? ''))
+const localUrl = (answers: Answers, values: Record<string, string>) =>
+  answers.target === 'compose' ? `http://127.0.0.1:${values.PORT || 8080}` : (values.PUBLIC_URL ?? '')
 
 /** The images a Helm release runs, which a Helm install from the kit pushes to the site's registry. */
 const HELM_IMAGES = IMAGES.filter((i) => i.usedBy.includes('helm'))
 
 /** Helm from the kit: its images pushed to the site's registry first (then pinned by digest there). */
-const kitPush = (answers: Answers, o: DeployOptions): Command[] => (answers.target === 'helm' && o.kit ? pushCommands(registryOf(answers, o) || '<--registry>', o.kit, HELM_IMAGES, o.kitImages) : [])
+const kitPush = (answers: Answers, o: DeployOptions): Command[] =>
+  answers.target === 'helm' && o.kit
+    ? pushCommands(registryOf(answers, o) || '<--registry>', o.kit, HELM_IMAGES, o.kitImages)
+    : []
 
 /**
  * The Atrium a Compose site runs now: the one answering on its port, else the image of its server
  * container (stopped, say); null on a first install.
  */
-export async function runningVersion(ctx: Resolved, values: Record<string, string>, runner: Runner, o: DeployOptions = {}): Promise<string | null> {
+export async function runningVersion(
+  ctx: Resolved,
+  values: Record<string, string>,
+  runner: Runner,
+  o: DeployOptions = {},
+): Promise<string | null> {
   if (ctx.files.target === 'helm') {
     // The release's Deployment carries its version, as the chart's own upgrade guard reads it.
     const label = await runner(
       'kubectl',
-      ['--namespace', ctx.answers.namespace, 'get', 'deployment', chartFullname(ctx.answers.release), '--output', 'jsonpath={.metadata.labels.app\\.kubernetes\\.io/version}'],
+      [
+        '--namespace',
+        ctx.answers.namespace,
+        'get',
+        'deployment',
+        chartFullname(ctx.answers.release),
+        '--output',
+        'jsonpath={.metadata.labels.app\\.kubernetes\\.io/version}',
+      ],
       { timeoutMs: 30_000 },
     )
     return label.exitCode === 0 && /^v?\d+\.\d+\.\d+/.test(label.stdout.trim()) ? label.stdout.trim() : null
   }
   const live = await atriumOn(Number(values.PORT || 8080))
   if (live) return live
-  const ps = await runner('docker', [...composeArgs(ctx.answers, ctx.files.env, o), 'ps', '--all', '--format', '{{.Image}}', 'server'], { timeoutMs: 30_000 })
+  const ps = await runner(
+    'docker',
+    [...composeArgs(ctx.answers, ctx.files.env, o), 'ps', '--all', '--format', '{{.Image}}', 'server'],
+    { timeoutMs: 30_000 },
+  )
   const image = ps.exitCode === 0 ? ps.stdout.trim().split('\n')[0] : ''
   return image && /:[^:/]+$/.test(image) ? image.slice(image.lastIndexOf(':') + 1) : null
 }
 
-/** The backup an upgrade takes first, into the output folder's backups/; or why there is none (nothing is deployed then). */
+/**
+ * The backup an upgrade takes first, into the output folder's backups/; or why there is none (nothing is deployed
+ * then).
+ */
 async function backupBeforeUpgrade(
   ctx: Resolved,
   from: string,
@@ -101,17 +132,39 @@ async function backupBeforeUpgrade(
       problem: `this upgrades Atrium ${from}, and an upgrade backs the site up first: give --passphrase-file FILE (the backup's passphrase), or --skip-backup if you have a backup of this moment`,
     }
   const found = siteServices(ctx)
-  if ('problems' in found) return { problem: `the backup before the upgrade cannot reach the site: ${found.problems.join('; ')}` }
-  const path = join(ctx.answers.outputDir, 'backups', `atrium-${from}-${new Date().toISOString().replace(/[:.]/g, '-')}.tar`)
+  if ('problems' in found)
+    return { problem: `the backup before the upgrade cannot reach the site: ${found.problems.join('; ')}` }
+  const path = join(
+    ctx.answers.outputDir,
+    'backups',
+    `atrium-${from}-${new Date().toISOString().replace(/[:.]/g, '-')}.tar`,
+  )
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
-  const command: Command = { file: 'installer', args: ['backup', '--output', path], title: `Back the site up before the upgrade from ${from} (${path})` }
+  const command: Command = {
+    file: 'installer',
+    args: ['backup', '--output', path],
+    title: `Back the site up before the upgrade from ${from} (${path})`,
+  }
   onStep({ command, result: null })
   try {
     const r = await backupSite(ctx, found.services, { output: path, passphrase, version: from })
-    onStep({ command, result: { command: command.title, exitCode: 0, stdout: '', stderr: '', notFound: false, timedOut: false } })
+    onStep({
+      command,
+      result: { command: command.title, exitCode: 0, stdout: '', stderr: '', notFound: false, timedOut: false },
+    })
     return { backup: { path: r.path, sha256: r.sha256 } }
   } catch (err) {
-    onStep({ command, result: { command: command.title, exitCode: 1, stdout: '', stderr: (err as Error).message, notFound: false, timedOut: false } })
+    onStep({
+      command,
+      result: {
+        command: command.title,
+        exitCode: 1,
+        stdout: '',
+        stderr: (err as Error).message,
+        notFound: false,
+        timedOut: false,
+      },
+    })
     return { problem: `the backup before the upgrade failed, so nothing was changed: ${(err as Error).message}` }
   }
 }
@@ -119,14 +172,22 @@ async function backupBeforeUpgrade(
 /** Every command an install runs, the first tenant's included (its password shown as <generated>). */
 export function installPlan(ctx: Resolved, o: DeployOptions = {}): Command[] {
   const { answers, files } = ctx
-  const tenant = answers.adminEmail && !ctx.firstAdmin ? [adminCommand(answers, files, createTenantArgs(answers, '<generated>'), o)] : []
+  const tenant =
+    answers.adminEmail && !ctx.firstAdmin
+      ? [adminCommand(answers, files, createTenantArgs(answers, '<generated>'), o)]
+      : []
   const push = kitPush(answers, o)
   const pinned = push.length ? { ...o, digest: '<the digest the registry gives>' } : o
   return [...push, ...deployCommands(answers, files, pinned), ...tenant]
 }
 
 /** Pushes the kit's images (Helm) and returns the server's digest in the registry; the steps either way. */
-async function pushKit(answers: Answers, o: DeployOptions, runner: Runner, onStep: (s: DeployStep) => void): Promise<{ ok: boolean; steps: DeployStep[]; digest?: string; problem?: string }> {
+async function pushKit(
+  answers: Answers,
+  o: DeployOptions,
+  runner: Runner,
+  onStep: (s: DeployStep) => void,
+): Promise<{ ok: boolean; steps: DeployStep[]; digest?: string; problem?: string }> {
   const commands = kitPush(answers, o)
   if (!commands.length) return { ok: true, steps: [] }
   const pushed = await deploy(commands, runner, onStep)
@@ -134,7 +195,12 @@ async function pushKit(answers: Answers, o: DeployOptions, runner: Runner, onSte
   const registry = registryOf(answers, o)
   const server = (await pushedDigests(registry, HELM_IMAGES, runner)).find((d) => d.name === 'atrium-server')
   // Pinned or not at all: a release that silently ran "whatever the tag names" is what the kit is there to prevent.
-  if (!server) return { ok: false, steps: pushed.steps, problem: `pushed, but the engine recorded no digest in ${registry} for the server image; nothing installed` }
+  if (!server)
+    return {
+      ok: false,
+      steps: pushed.steps,
+      problem: `pushed, but the engine recorded no digest in ${registry} for the server image; nothing installed`,
+    }
   return { ...pushed, digest: server.ref.split('@')[1] }
 }
 
@@ -163,11 +229,16 @@ const bundle: InstallStep = {
   run: ({ ctx: { answers }, o }) => {
     const missing = bundleMissing(answers, o)
     const what = answers.target === 'compose' ? 'Compose bundle' : 'Helm chart'
-    return missing ? `This package has no ${what} (looked for ${missing}); the configuration is written, deploy it with the bundle for this release.` : null
+    return missing
+      ? `This package has no ${what} (looked for ${missing}); the configuration is written, deploy it with the bundle for this release.`
+      : null
   },
 }
 
-/** A kit that is not the vendor's, or damaged, is refused here; what is loaded later is checked against the pins read now. */
+/**
+ * A kit that is not the vendor's, or damaged, is refused here; what is loaded later is checked against the pins read
+ * now.
+ */
 const kit: InstallStep = {
   name: 'kit',
   stage: 'deploy',
@@ -206,7 +277,9 @@ const backupFirst: InstallStep = {
   stage: 'deploy',
   when: (s) => s.from !== null,
   run: async (s) => {
-    const backup = s.o.skipBackup ? { backup: null } : await backupBeforeUpgrade(s.ctx, s.from!, s.o.backupPassphrase, s.onStep)
+    const backup = s.o.skipBackup
+      ? { backup: null }
+      : await backupBeforeUpgrade(s.ctx, s.from!, s.o.backupPassphrase, s.onStep)
     if ('problem' in backup) return `Nothing deployed: ${backup.problem}`
     s.upgrade = { from: s.from!, backup: backup.backup }
     return null
@@ -239,7 +312,11 @@ const deployStep: InstallStep = {
   name: 'deploy',
   stage: 'deploy',
   run: async (s) => {
-    const deployed = await deploy(deployCommands(s.ctx.answers, s.ctx.files, { ...s.o, digest: s.digest }), s.runner, s.onStep)
+    const deployed = await deploy(
+      deployCommands(s.ctx.answers, s.ctx.files, { ...s.o, digest: s.digest }),
+      s.runner,
+      s.onStep,
+    )
     s.steps.push(...deployed.steps)
     return deployed.ok ? null : `Deploy failed at: ${failedStep(s.steps, 4000)}`
   },
@@ -251,7 +328,9 @@ const ready: InstallStep = {
   run: async ({ ctx: { answers }, values, o }) => {
     const url = localUrl(answers, values)
     const r = await waitReady(url, { timeoutMs: o.readyTimeoutMs })
-    return r.ready ? null : `Deployed, but ${url}/readyz did not answer 200 (last: ${r.last}); see: npm run --silent installer -- support-bundle`
+    return r.ready
+      ? null
+      : `Deployed, but ${url}/readyz did not answer 200 (last: ${r.last}); see: npm run --silent installer -- support-bundle`
   },
 }
 
@@ -266,7 +345,8 @@ const firstTenant: InstallStep = {
     const command = adminCommand(answers, files, createTenantArgs(answers, password), s.o)
     const result = await s.runner(command.file, command.args, { timeoutMs: 120_000 })
     s.created = result.exitCode === 0 ? parseCreated(result.stdout, answers, password) : null
-    if (!s.created) return `Atrium is ready, but creating the first tenant failed:\n${(result.stderr || result.stdout).slice(-2000)}`
+    if (!s.created)
+      return `Atrium is ready, but creating the first tenant failed:\n${(result.stderr || result.stdout).slice(-2000)}`
     recordFirstAdmin(answers, s.created)
     return null
   },
@@ -283,7 +363,10 @@ const DEPLOY = [dataFolders, pushKitStep, deployStep, ready]
 
 /** An install, which over a running Atrium is its upgrade. */
 export const INSTALL_STEPS: readonly InstallStep[] = [...CHECKS, ...UPGRADE, ...DEPLOY, firstTenant]
-/** A restore's deploy over the data it put back: no upgrade (the data is the backup's) and no first tenant (the backup has it). */
+/**
+ * A restore's deploy over the data it put back: no upgrade (the data is the backup's) and no first tenant (the backup
+ * has it).
+ */
 export const REDEPLOY_STEPS: readonly InstallStep[] = [...CHECKS, ...DEPLOY]
 
 /**
@@ -298,7 +381,16 @@ export async function runInstall(
   onStep: (s: DeployStep) => void = () => {},
   steps: readonly InstallStep[] = INSTALL_STEPS,
 ): Promise<InstallOutcome> {
-  const state: InstallState = { ctx, values, o, runner: o.runner ?? realRun, onStep, from: null, steps: [], created: null }
+  const state: InstallState = {
+    ctx,
+    values,
+    o,
+    runner: o.runner ?? realRun,
+    onStep,
+    from: null,
+    steps: [],
+    created: null,
+  }
   const r = await runSteps(steps, state)
   return {
     ok: r.ok,
@@ -334,11 +426,19 @@ export function summaryLines(answers: Answers, o: InstallOutcome): string[] {
       `  password  ${o.created.password}`,
       `  API key   ${o.created.apiKey}`,
     )
-  } else if (o.existing) lines.push(`The first tenant exists already (${o.existing.tenantId}, admin ${o.existing.email}).`)
-  else lines.push('No first tenant was created (no adminEmail in the answers); create one with the admin CLI (docs/installer.md).')
+  } else if (o.existing)
+    lines.push(`The first tenant exists already (${o.existing.tenantId}, admin ${o.existing.email}).`)
+  else
+    lines.push(
+      'No first tenant was created (no adminEmail in the answers); create one with the admin CLI (docs/installer.md).',
+    )
   return lines
 }
 
 /** One progress line per step, as both screens show it. */
 export const stepLine = (s: DeployStep): string =>
-  s.skipped ? `  skip  ${s.command.title}` : !s.result ? `  ...   ${s.command.title}` : `  ${s.result.exitCode === 0 ? 'done ' : 'FAIL '} ${s.command.title}`
+  s.skipped
+    ? `  skip  ${s.command.title}`
+    : !s.result
+      ? `  ...   ${s.command.title}`
+      : `  ${s.result.exitCode === 0 ? 'done ' : 'FAIL '} ${s.command.title}`

@@ -64,7 +64,8 @@ function Title({ children }: { children: React.ReactNode }) {
 function Question({ prompt, onAnswer }: { prompt: Prompt; onAnswer: (value: string) => void }) {
   const [value, setValue] = useState('')
   const [error, setError] = useState<string | null>(null)
-  const offer = prompt.initial === '' ? '' : prompt.secret ? ' (Enter keeps the current one)' : ` (Enter for ${prompt.initial})`
+  const offer =
+    prompt.initial === '' ? '' : prompt.secret ? ' (Enter keeps the current one)' : ` (Enter for ${prompt.initial})`
   const submit = (v: string) => {
     const answer = v.trim() === '' ? prompt.initial : v
     const problem = checkAnswer(prompt, answer)
@@ -126,7 +127,8 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
       }
     }
     if (step.name === 'plan') {
-      if (input === 'y' && step.plan.plan.problems.length === 0) setStep({ name: 'done', result: configure(ctx, { dryRun: false }) })
+      if (input === 'y' && step.plan.plan.problems.length === 0)
+        setStep({ name: 'done', result: configure(ctx, { dryRun: false }) })
       if (input === 'n' || input === 'q') finish({ written: false, checks: step.checks })
       if (input === 'b') setStep({ name: 'ask', index: 0 })
     }
@@ -144,7 +146,9 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
       else lines.push(stepLine(s))
       setStep({ name: 'deploying', result: step.result, lines: [...lines] })
     }
-    install(ctx, step.result, onStep).then((outcome) => setStep({ name: 'installed', result: step.result, outcome, lines }))
+    install(ctx, step.result, onStep).then((outcome) =>
+      setStep({ name: 'installed', result: step.result, outcome, lines }),
+    )
   }, [step.name])
 
   useEffect(() => {
@@ -211,7 +215,11 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
             prompt={prompt}
             onAnswer={(value) => {
               answer(applyAnswer(answers, prompt, value))
-              setStep(step.index + 1 < prompts.length ? { name: 'ask', index: step.index + 1 } : { name: 'checks', checks: null })
+              setStep(
+                step.index + 1 < prompts.length
+                  ? { name: 'ask', index: step.index + 1 }
+                  : { name: 'checks', checks: null },
+              )
             }}
           />
         </Box>
@@ -223,7 +231,11 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
         <Box flexDirection="column">
           {/* Within the terminal's rows (24 when unknown), less the line of keys below. */}
           <CheckList checks={step.checks} rows={rows - 1} />
-          <Text>{overallStatus(step.checks) === 'fail' ? 'r: run the checks again  c: continue anyway  q: quit' : 'Enter: continue  r: run the checks again  q: quit'}</Text>
+          <Text>
+            {overallStatus(step.checks) === 'fail'
+              ? 'r: run the checks again  c: continue anyway  q: quit'
+              : 'Enter: continue  r: run the checks again  q: quit'}
+          </Text>
         </Box>
       )
     case 'plan': {
@@ -248,10 +260,19 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
           </Box>
         )
       }
-      const services = answers.target === 'compose' ? `Services: ${servicesInUse(plan.values)} (an empty answer means the bundled one)` : null
+      const services =
+        answers.target === 'compose'
+          ? `Services: ${servicesInUse(plan.values)} (an empty answer means the bundled one)`
+          : null
       const writes = `Writes ${files.join(', ')}.`
-      // Every line but the changes takes its rows first: the title, the services, the generated secrets, what it writes, the keys.
-      const fixed = 2 + (services ? rowsOf(services, columns) : 0) + (plan.changes.length ? 0 : 1) + plan.generated.length + rowsOf(writes, columns)
+      // Every line but the changes takes its rows first: the title, the services, the generated secrets, what it
+      // writes, the keys.
+      const fixed =
+        2 +
+        (services ? rowsOf(services, columns) : 0) +
+        (plan.changes.length ? 0 : 1) +
+        plan.generated.length +
+        rowsOf(writes, columns)
       const changes = fitRows(
         plan.changes.map((c) => `  ${c.change.padEnd(8)} ${c.name}: ${c.shown}`.slice(0, columns)),
         rows - fixed,
@@ -282,16 +303,33 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
           <Title>Done</Title>
           <Text wrap="wrap">Wrote {step.result.files.join(', ')} (mode 0600).</Text>
           <Text wrap="wrap">Replay: {replayCommand(step.result.answersPath)}</Text>
-          <Text wrap="wrap">Deploy later with: npm run --silent installer -- install --answers {step.result.answersPath} --yes</Text>
-          <Text>{install ? 'd: deploy now (' + (answers.target === 'compose' ? 'docker compose up' : 'helm upgrade --install') + ')  Enter: exit' : 'Press Enter to exit.'}</Text>
+          <Text wrap="wrap">
+            Deploy later with: npm run --silent installer -- install --answers {step.result.answersPath} --yes
+          </Text>
+          <Text>
+            {install
+              ? 'd: deploy now (' +
+                (answers.target === 'compose' ? 'docker compose up' : 'helm upgrade --install') +
+                ')  Enter: exit'
+              : 'Press Enter to exit.'}
+          </Text>
         </Box>
       )
     case 'deploying':
     case 'installed': {
-      const summary = step.name === 'installed' ? summaryLines(answers, step.outcome).flatMap((l) => l.split('\n')) : ['Working: this can take several minutes.']
-      // The title and the key line, then the last steps (10 at most; 3 when the summary needs the room), then the summary's end.
+      const summary =
+        step.name === 'installed'
+          ? summaryLines(answers, step.outcome).flatMap((l) => l.split('\n'))
+          : ['Working: this can take several minutes.']
+      // The title and the key line, then the last steps (10 at most; 3 when the summary needs the room), then the
+      // summary's end.
       const steps = step.lines.slice(-(rowsOf(summary.join('\n'), columns) > rows - 12 ? 3 : 10))
-      const end = fitTail(summary, rows - 2 - steps.length, columns, (n) => `...${n} lines before this (the support bundle has them all)`)
+      const end = fitTail(
+        summary,
+        rows - 2 - steps.length,
+        columns,
+        (n) => `...${n} lines before this (the support bundle has them all)`,
+      )
       return (
         <Box flexDirection="column" width={columns}>
           <Title>{step.name === 'deploying' ? 'Deploying' : step.outcome.ok ? 'Installed' : 'Install failed'}</Title>

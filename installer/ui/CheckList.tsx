@@ -66,7 +66,9 @@ function CompactList({ checks, rows, columns }: { checks: readonly CheckResult[]
           <Text wrap="truncate-end">{`       fix: ${c.fix}`}</Text>
         </Box>
       ))}
-      {shown.length < problems.length && <Text wrap="truncate-end">{`...and ${problems.length - shown.length} more: the preflight command lists every check in full`}</Text>}
+      {shown.length < problems.length && (
+        <Text wrap="truncate-end">{`...and ${problems.length - shown.length} more: the preflight command lists every check in full`}</Text>
+      )}
       <Text> </Text>
       <Text bold wrap="truncate-end">
         {counts('pass')} passed, {counts('warn')} warnings, {counts('fail')} failed. {SUMMARY[status]}

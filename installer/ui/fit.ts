@@ -27,13 +27,19 @@ function lineRows(line: string, columns: number): number {
 }
 
 /** How many terminal rows a text takes when wrapped at `columns`. */
-export const rowsOf = (text: string, columns: number): number => text.split('\n').reduce((n, line) => n + lineRows(line, Math.max(1, columns)), 0)
+export const rowsOf = (text: string, columns: number): number =>
+  text.split('\n').reduce((n, line) => n + lineRows(line, Math.max(1, columns)), 0)
 
 /**
  * The first of `lines` that fit in `rows` wrapped at `columns`, then `more(n)` for the n left out
  * (that line counts too); every line when all fit.
  */
-export function fitRows(lines: readonly string[], rows: number, columns: number, more: (n: number) => string): string[] {
+export function fitRows(
+  lines: readonly string[],
+  rows: number,
+  columns: number,
+  more: (n: number) => string,
+): string[] {
   const total = lines.reduce((n, l) => n + rowsOf(l, columns), 0)
   if (total <= rows) return [...lines]
   const shown: string[] = []
@@ -46,7 +52,14 @@ export function fitRows(lines: readonly string[], rows: number, columns: number,
   return [...shown, more(lines.length - shown.length)]
 }
 
-/** The last of `lines` that fit (a failed command's output ends with its cause), after `before(n)` for the n left out. */
-export function fitTail(lines: readonly string[], rows: number, columns: number, before: (n: number) => string): string[] {
+/**
+ * The last of `lines` that fit (a failed command's output ends with its cause), after `before(n)` for the n left out.
+ */
+export function fitTail(
+  lines: readonly string[],
+  rows: number,
+  columns: number,
+  before: (n: number) => string,
+): string[] {
   return fitRows([...lines].reverse(), rows, columns, before).reverse()
 }

@@ -36,16 +36,32 @@ export const ERRORS = {
   RUN_INTERRUPTED: { status: 503, message: 'The run was interrupted and could not be resumed' },
   // Why an export or a restore ended failed (error.code of the job); never a response status of their own.
   JOB_INTERRUPTED: { status: 503, message: 'The work was interrupted and could not be finished' },
-  EXPORT_DESTINATION_FAILED: { status: 502, message: 'The export destination refused the archive or could not be reached' },
-  EXPORT_TOO_LARGE: { status: 413, message: 'The export cannot be written within the limits a restore takes: a record, a list or the archive is too large' },
-  ARCHIVE_CORRUPT: { status: 400, message: 'The archive is damaged: not a zip, truncated, or an entry fails its checksum' },
+  EXPORT_DESTINATION_FAILED: {
+    status: 502,
+    message: 'The export destination refused the archive or could not be reached',
+  },
+  EXPORT_TOO_LARGE: {
+    status: 413,
+    message:
+      'The export cannot be written within the limits a restore takes: a record, a list or the archive is too large',
+  },
+  ARCHIVE_CORRUPT: {
+    status: 400,
+    message: 'The archive is damaged: not a zip, truncated, or an entry fails its checksum',
+  },
   ARCHIVE_UNSAFE_PATH: { status: 400, message: 'An entry of the archive names a path outside the archive' },
   ARCHIVE_SYMLINK: { status: 400, message: 'The archive holds a symbolic link' },
   ARCHIVE_DUPLICATE_ENTRY: { status: 400, message: 'The archive holds two entries of the same name' },
   ARCHIVE_TOO_MANY_ENTRIES: { status: 413, message: 'The archive holds more entries than a restore takes' },
   ARCHIVE_TOO_LARGE: { status: 413, message: 'The archive unpacks to more bytes than a restore takes' },
-  ARCHIVE_COMPRESSION_RATIO: { status: 400, message: 'An entry of the archive expands far beyond its compressed size (a zip bomb)' },
-  ARCHIVE_VERSION_UNSUPPORTED: { status: 400, message: 'The archive was written by a newer Atrium, or is not a tenant export' },
+  ARCHIVE_COMPRESSION_RATIO: {
+    status: 400,
+    message: 'An entry of the archive expands far beyond its compressed size (a zip bomb)',
+  },
+  ARCHIVE_VERSION_UNSUPPORTED: {
+    status: 400,
+    message: 'The archive was written by a newer Atrium, or is not a tenant export',
+  },
   ARCHIVE_UNKNOWN_ENTRY: { status: 400, message: 'The archive holds an entry a tenant export does not have' },
   ARCHIVE_INVALID_DATA: { status: 400, message: 'A record of the archive is not valid' },
 } as const
@@ -67,10 +83,12 @@ export class AppError extends Error {
   }
 }
 
-export const notFound = (resource: string, id: string) => new AppError('RESOURCE_NOT_FOUND', `${resource} ${id} does not exist`, { resource, id })
+export const notFound = (resource: string, id: string) =>
+  new AppError('RESOURCE_NOT_FOUND', `${resource} ${id} does not exist`, { resource, id })
 
 /** VALIDATION_ERROR naming the field; `more` adds to the details (the rule broken and its limit, say). */
-export const invalid = (field: string, message: string, more: ErrorDetails = {}) => new AppError('VALIDATION_ERROR', `${field}: ${message}`, { errors: [{ field, message }], ...more })
+export const invalid = (field: string, message: string, more: ErrorDetails = {}) =>
+  new AppError('VALIDATION_ERROR', `${field}: ${message}`, { errors: [{ field, message }], ...more })
 
 export const forbidden = (message: string, details: ErrorDetails = {}) => new AppError('FORBIDDEN', message, details)
 

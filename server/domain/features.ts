@@ -6,7 +6,15 @@
 import { AppError } from './errors.js'
 import { PLAN_TERMS, PLANS, type Plan, type PlanLimits } from './plans.js'
 
-export const FEATURE_KEYS = ['web_search', 'external_integrations', 'byos', 'data_residency', 'secondary_region', 'automatic_backups', 'scheduled_export'] as const
+export const FEATURE_KEYS = [
+  'web_search',
+  'external_integrations',
+  'byos',
+  'data_residency',
+  'secondary_region',
+  'automatic_backups',
+  'scheduled_export',
+] as const
 export type FeatureKey = (typeof FEATURE_KEYS)[number]
 export const isFeatureKey = (key: string): key is FeatureKey => (FEATURE_KEYS as readonly string[]).includes(key)
 
@@ -44,7 +52,10 @@ const GATES: Partial<Record<FeatureKey, (l: PlanLimits) => boolean>> = {
 const OUTSIDE: readonly FeatureKey[] = ['web_search', 'external_integrations']
 
 /** What the deployment says of a feature, whatever the plan: why it is off, and the setting that would turn it on. */
-export function deploymentRefuses(featureKey: FeatureKey, env: Pick<FeatureContext, 'airGapped' | 'webSearch'>): { reason: FeatureReason; setting: string } | null {
+export function deploymentRefuses(
+  featureKey: FeatureKey,
+  env: Pick<FeatureContext, 'airGapped' | 'webSearch'>,
+): { reason: FeatureReason; setting: string } | null {
   if (OUTSIDE.includes(featureKey) && env.airGapped) return { reason: 'air-gapped', setting: 'AIR_GAPPED' }
   if (featureKey === 'web_search' && !env.webSearch) return { reason: 'not-configured', setting: 'WEB_SEARCH_URL' }
   return null
@@ -61,7 +72,8 @@ export function featureStatus(featureKey: FeatureKey, ctx: FeatureContext): Feat
   const refused = deploymentRefuses(featureKey, ctx)
   if (refused) return off(refused.reason, { setting: refused.setting })
   const gate = GATES[featureKey]
-  if (gate && !gate(PLAN_TERMS[ctx.plan].limits)) return off('plan', { requiredPlan: PLANS.find((p) => gate(PLAN_TERMS[p].limits))! })
+  if (gate && !gate(PLAN_TERMS[ctx.plan].limits))
+    return off('plan', { requiredPlan: PLANS.find((p) => gate(PLAN_TERMS[p].limits))! })
   return { featureKey, enabled: true, reason: null, requiredPlan: null, setting: null }
 }
 
@@ -74,7 +86,14 @@ export function requireFeature(featureKey: FeatureKey, ctx: FeatureContext, fiel
   if (s.enabled) return
   const details = { feature: featureKey, reason: s.reason, ...(field ? { field } : {}) }
   if (s.reason === 'plan') {
-    throw new AppError('FORBIDDEN', `${featureKey} needs the ${PLAN_TERMS[s.requiredPlan!].title} plan or higher`, { ...details, plan: ctx.plan, requiredPlan: s.requiredPlan })
+    throw new AppError('FORBIDDEN', `${featureKey} needs the ${PLAN_TERMS[s.requiredPlan!].title} plan or higher`, {
+      ...details,
+      plan: ctx.plan,
+      requiredPlan: s.requiredPlan,
+    })
   }
-  throw new AppError('FEATURE_DISABLED', `${featureKey} is turned off on this deployment (${s.setting})`, { ...details, setting: s.setting })
+  throw new AppError('FEATURE_DISABLED', `${featureKey} is turned off on this deployment (${s.setting})`, {
+    ...details,
+    setting: s.setting,
+  })
 }

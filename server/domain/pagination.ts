@@ -18,12 +18,18 @@ function decode(cursor: string, valid: (key: string) => boolean): string {
   return key
 }
 
-export const decodeIdCursor = (cursor: string | undefined): string | null => (cursor === undefined ? null : decode(cursor, isIdKey))
+export const decodeIdCursor = (cursor: string | undefined): string | null =>
+  cursor === undefined ? null : decode(cursor, isIdKey)
 
-export const decodeNumberCursor = (cursor: string | undefined): number | null => (cursor === undefined ? null : Number(decode(cursor, isInt)))
+export const decodeNumberCursor = (cursor: string | undefined): number | null =>
+  cursor === undefined ? null : Number(decode(cursor, isInt))
 
 /** Fetch limit + 1 rows; the extra one only says whether there is a next page. */
-export function toPage<T>(rows: T[], limit: number, keyOf: (row: T) => string | number): { items: T[]; nextCursor: string | null } {
+export function toPage<T>(
+  rows: T[],
+  limit: number,
+  keyOf: (row: T) => string | number,
+): { items: T[]; nextCursor: string | null } {
   const items = rows.slice(0, limit)
   return { items, nextCursor: rows.length > limit ? encodeCursor(keyOf(items[items.length - 1]!)) : null }
 }
@@ -32,10 +38,17 @@ export function toPage<T>(rows: T[], limit: number, keyOf: (row: T) => string | 
  * A page fetched within a byte budget (platform/db.ts pageWithinBytes): as toPage, and when the
  * budget cut it short (`more`), the next page starts after its last item.
  */
-export function toBoundedPage<T>(page: { rows: T[]; more: boolean }, limit: number, keyOf: (row: T) => string | number): { items: T[]; nextCursor: string | null } {
+export function toBoundedPage<T>(
+  page: { rows: T[]; more: boolean },
+  limit: number,
+  keyOf: (row: T) => string | number,
+): { items: T[]; nextCursor: string | null } {
   const paged = toPage(page.rows, limit, keyOf)
-  return page.more && !paged.nextCursor && paged.items.length ? { items: paged.items, nextCursor: encodeCursor(keyOf(paged.items.at(-1)!)) } : paged
+  return page.more && !paged.nextCursor && paged.items.length
+    ? { items: paged.items, nextCursor: encodeCursor(keyOf(paged.items.at(-1)!)) }
+    : paged
 }
 
 /** A cursor whose key is text (a file path); `valid` says whether a key is one this API could have returned. */
-export const decodeTextCursor = (cursor: string | undefined, valid: (key: string) => boolean): string | null => (cursor === undefined ? null : decode(cursor, valid))
+export const decodeTextCursor = (cursor: string | undefined, valid: (key: string) => boolean): string | null =>
+  cursor === undefined ? null : decode(cursor, valid)

@@ -32,12 +32,24 @@ export type Role = (typeof ROLES)[number]
 export const ROLE_PERMISSIONS: Record<Role, readonly (Permission | typeof ALL)[]> = {
   owner: [ALL],
   admin: [ALL],
-  member: ['projects:read', 'projects:write', 'agents:read', 'agents:write', 'agents:run', 'chat:read', 'chat:write', 'export', 'team:read', 'settings:read'],
+  member: [
+    'projects:read',
+    'projects:write',
+    'agents:read',
+    'agents:write',
+    'agents:run',
+    'chat:read',
+    'chat:write',
+    'export',
+    'team:read',
+    'settings:read',
+  ],
   viewer: ['projects:read', 'agents:read', 'chat:read', 'team:read', 'settings:read'],
 }
 
 /** What of `wanted` a holder of `held` lacks; '*' is lacked unless held (nobody grants more than they have). */
-export const uncovered = (held: ReadonlySet<string>, wanted: readonly string[]): string[] => (held.has(ALL) ? [] : wanted.filter((p) => p === ALL || !held.has(p)))
+export const uncovered = (held: ReadonlySet<string>, wanted: readonly string[]): string[] =>
+  held.has(ALL) ? [] : wanted.filter((p) => p === ALL || !held.has(p))
 
 /** Whether a holder of `held` may hand out `wanted`. */
 export const covers = (held: ReadonlySet<string>, wanted: readonly string[]) => uncovered(held, wanted).length === 0

@@ -18,7 +18,8 @@ export interface Principal {
 }
 
 /** '*' grants every permission of the principal's tenant. */
-export const hasPermission = (p: Principal, permission: Permission) => p.permissions.has('*') || p.permissions.has(permission)
+export const hasPermission = (p: Principal, permission: Permission) =>
+  p.permissions.has('*') || p.permissions.has(permission)
 
 /** The plan whose limits hold for what a principal does; operator keys, which have none, get the smallest. */
 export const planOf = (p: Pick<Principal, 'plan'>): Plan => p.plan ?? 'free'

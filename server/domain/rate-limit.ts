@@ -13,12 +13,22 @@ export const secondsBeforeNext = (state: WindowState) => Math.max(1, Math.ceil(s
  * 429 RATE_LIMIT_EXCEEDED for a counter's state, as every limit answers: Retry-After, and the
  * limit, its window and the seconds to wait in details (with a reason when the limit is not the API's).
  */
-export function limitExceeded(state: WindowState, limit: { max: number; windowSeconds: number; reason?: string }, message?: (retry: number) => string): AppError {
+export function limitExceeded(
+  state: WindowState,
+  limit: { max: number; windowSeconds: number; reason?: string },
+  message?: (retry: number) => string,
+): AppError {
   const retry = secondsBeforeNext(state)
   return new AppError(
     'RATE_LIMIT_EXCEEDED',
-    message?.(retry) ?? `Rate limit of ${limit.max} requests per ${limit.windowSeconds} s exceeded; retry in ${retry} s`,
-    { ...(limit.reason ? { reason: limit.reason } : {}), limit: limit.max, windowSeconds: limit.windowSeconds, retryAfterSeconds: retry },
+    message?.(retry) ??
+      `Rate limit of ${limit.max} requests per ${limit.windowSeconds} s exceeded; retry in ${retry} s`,
+    {
+      ...(limit.reason ? { reason: limit.reason } : {}),
+      limit: limit.max,
+      windowSeconds: limit.windowSeconds,
+      retryAfterSeconds: retry,
+    },
     { 'retry-after': String(retry) },
   )
 }

@@ -1,4 +1,5 @@
-// Text and JSON the database can store. Text PostgreSQL cannot store: NUL, which JSON allows (\u0000), and a surrogate without its pair
+// Text and JSON the database can store. Text PostgreSQL cannot store: NUL, which JSON allows (\u0000), and a surrogate
+// without its pair
 // (\ud800 alone), which JSON also allows but is not Unicode: text columns would silently store
 // U+FFFD and jsonb refuses it outright. What a client sends with them is refused (the request's
 // validation); what a model or a store sends is made storable (storableText), since no one can be
@@ -28,7 +29,10 @@ export function sliceText(s: string, max: number): string {
 /** `s` with every NUL and unpaired surrogate replaced by U+FFFD (the replacement character). */
 export const storableText = (s: string): string => s.replace(UNSTORABLE_RE, '\ufffd')
 
-/** Text as JSON writes it inside a string (control characters and unpaired surrogates escaped): safe to store and show whatever it held. */
+/**
+ * Text as JSON writes it inside a string (control characters and unpaired surrogates escaped): safe to store and show
+ * whatever it held.
+ */
 export const escapedText = (s: string): string => JSON.stringify(s).slice(1, -1)
 
 /**
@@ -56,13 +60,17 @@ export function findUnstorableText(value: unknown, path = 'body'): { field: stri
   return null
 }
 
-/** A JSON value (at most MAX_JSON_DEPTH deep) with every string and key made storable; the value itself when nothing needed it. */
+/**
+ * A JSON value (at most MAX_JSON_DEPTH deep) with every string and key made storable; the value itself when nothing
+ * needed it.
+ */
 export function storableJson<T>(value: T): T {
   if (findUnstorableText(value) === null) return value
   const copy = (v: unknown): unknown => {
     if (typeof v === 'string') return storableText(v)
     if (Array.isArray(v)) return v.map(copy)
-    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [storableText(k), copy(x)]))
+    if (v && typeof v === 'object')
+      return Object.fromEntries(Object.entries(v).map(([k, x]) => [storableText(k), copy(x)]))
     return v
   }
   return copy(value) as T

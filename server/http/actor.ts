@@ -5,7 +5,10 @@ import type { Actor, Origin } from '../domain/actor.js'
 import { unauthorized } from '../domain/errors.js'
 import type { Principal } from '../domain/principal.js'
 
-export const originOf = (request: FastifyRequest): Origin => ({ ip: request.ip, userAgent: String(request.headers['user-agent'] ?? '') })
+export const originOf = (request: FastifyRequest): Origin => ({
+  ip: request.ip,
+  userAgent: String(request.headers['user-agent'] ?? ''),
+})
 
 /**
  * Who acts in a request, in its tenant (the permission check already refused platform keys on
@@ -14,7 +17,10 @@ export const originOf = (request: FastifyRequest): Origin => ({ ip: request.ip, 
  */
 export function actorOf(request: FastifyRequest, o?: { principal?: Principal; platform?: false }): Actor
 export function actorOf(request: FastifyRequest, o: { principal?: Principal; platform: boolean }): Actor<string | null>
-export function actorOf(request: FastifyRequest, o: { principal?: Principal; platform?: boolean } = {}): Actor<string | null> {
+export function actorOf(
+  request: FastifyRequest,
+  o: { principal?: Principal; platform?: boolean } = {},
+): Actor<string | null> {
   const principal = o.principal ?? request.principal
   if (!principal || (!o.platform && !principal.tenantId)) throw unauthorized()
   return { tenantId: o.platform ? null : principal.tenantId, principal, origin: originOf(request) }

@@ -40,7 +40,8 @@ declare module 'fastify' {
 }
 
 export const API_PREFIX = '/api/v1'
-export const isApiPath = (path: string) => path === API_PREFIX || path.startsWith(API_PREFIX + '/') || path.startsWith(API_PREFIX + '?')
+export const isApiPath = (path: string) =>
+  path === API_PREFIX || path.startsWith(API_PREFIX + '/') || path.startsWith(API_PREFIX + '?')
 // Clients must not choose their tenant: it comes from the credential.
 const TENANT_HEADER_RE = /(^|-)tenant(-|$)/i
 
@@ -48,7 +49,12 @@ const TENANT_HEADER_RE = /(^|-)tenant(-|$)/i
 export const authPlugin = fp(
   async (app) => {
     const { RATE_LIMIT_MAX: max, RATE_LIMIT_WINDOW_SECONDS: windowSeconds } = app.platform.config
-    const limiter = createRateLimiter({ counters: app.limits.counters, max, windowSeconds, keyPrefix: app.limits.keyPrefix })
+    const limiter = createRateLimiter({
+      counters: app.limits.counters,
+      max,
+      windowSeconds,
+      keyPrefix: app.limits.keyPrefix,
+    })
     // atrium-auth knows no credential format: the modules that issue credentials add theirs.
     const authenticators: Authenticator[] = []
     app.decorate('addAuthenticator', (a: Authenticator) => {
@@ -93,7 +99,13 @@ export const authPlugin = fp(
       return limitThenRules(request, reply, config, routed, null)
     }
 
-    function limitThenRules(request: FastifyRequest, reply: FastifyReply, config: FastifyContextConfig, routed: boolean, failure: string | null): Promise<void> | undefined {
+    function limitThenRules(
+      request: FastifyRequest,
+      reply: FastifyReply,
+      config: FastifyContextConfig,
+      routed: boolean,
+      failure: string | null,
+    ): Promise<void> | undefined {
       // A route whose credential is optional and was not sent (logout by session token) limits its
       // own way (the sign-in guard): counted by address here, others' traffic could lock it out.
       const ownLimits = config.auth === 'optional' && !request.headers.authorization
@@ -106,8 +118,14 @@ export const authPlugin = fp(
       return undefined
     }
 
-    function rules(request: FastifyRequest, config: FastifyContextConfig, routed: boolean, failure: string | null): void {
-      if (routed && (config.auth ?? true) === true && !request.principal) throw unauthorized(failure ?? 'Missing or invalid authentication')
+    function rules(
+      request: FastifyRequest,
+      config: FastifyContextConfig,
+      routed: boolean,
+      failure: string | null,
+    ): void {
+      if (routed && (config.auth ?? true) === true && !request.principal)
+        throw unauthorized(failure ?? 'Missing or invalid authentication')
       const tenantHeaders = Object.keys(request.headers).filter((h) => TENANT_HEADER_RE.test(h))
       if (tenantHeaders.length) {
         throw new AppError('VALIDATION_ERROR', 'Do not send a tenant header: the tenant comes from your credential', {

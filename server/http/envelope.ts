@@ -43,15 +43,21 @@ declare module 'fastify' {
 }
 
 // The first code of a status is its generic one (413 is PAYLOAD_TOO_LARGE, not QUOTA_EXCEEDED).
-const STATUS_CODES: Record<number, ErrorCode> = Object.fromEntries((Object.entries(ERRORS) as [ErrorCode, { status: number }][]).reverse().map(([code, e]) => [e.status, code]))
+const STATUS_CODES: Record<number, ErrorCode> = Object.fromEntries(
+  (Object.entries(ERRORS) as [ErrorCode, { status: number }][]).reverse().map(([code, e]) => [e.status, code]),
+)
 
 function toAppError(err: FastifyError): AppError {
   if (err instanceof AppError) return err
   if (err.validation) {
     const where = err.validationContext ?? 'request'
     const errors = err.validation.map((v) => {
-      const missing = v.keyword === 'required' ? `/${String((v.params as { missingProperty?: string }).missingProperty)}` : ''
-      const extra = v.keyword === 'additionalProperties' ? `/${String((v.params as { additionalProperty?: string }).additionalProperty)}` : ''
+      const missing =
+        v.keyword === 'required' ? `/${String((v.params as { missingProperty?: string }).missingProperty)}` : ''
+      const extra =
+        v.keyword === 'additionalProperties'
+          ? `/${String((v.params as { additionalProperty?: string }).additionalProperty)}`
+          : ''
       const field = `${where}${v.instancePath}${missing}${extra}`.replace(/\//g, '.')
       const message = v.keyword === 'additionalProperties' ? 'is not a known field' : (v.message ?? 'is invalid')
       return { field, message }
@@ -61,7 +67,13 @@ function toAppError(err: FastifyError): AppError {
   }
   const unavailable = unavailableDependency(err)
   if (unavailable) {
-    if (unavailable === 'database') return new AppError('SERVICE_UNAVAILABLE', 'The database is unavailable; retry shortly', { dependency: 'database' }, { 'retry-after': '1' })
+    if (unavailable === 'database')
+      return new AppError(
+        'SERVICE_UNAVAILABLE',
+        'The database is unavailable; retry shortly',
+        { dependency: 'database' },
+        { 'retry-after': '1' },
+      )
     if (unavailable === 'schema')
       return new AppError(
         'SERVICE_UNAVAILABLE',
@@ -69,7 +81,12 @@ function toAppError(err: FastifyError): AppError {
         { dependency: 'database', reason: 'schema' },
         { 'retry-after': '5' },
       )
-    return new AppError('SERVICE_UNAVAILABLE', 'A service the server depends on is unavailable; retry shortly', {}, { 'retry-after': '1' })
+    return new AppError(
+      'SERVICE_UNAVAILABLE',
+      'A service the server depends on is unavailable; retry shortly',
+      {},
+      { 'retry-after': '1' },
+    )
   }
   const status = err.statusCode ?? 500
   if (status >= 400 && status < 500) {
@@ -111,7 +128,12 @@ export function clientErrorHandler(err: Error & { code?: string; rawPacket?: unk
   if (err.code === 'HPE_CLOSED_CONNECTION' || (socket as Socket & { _httpMessage?: unknown })._httpMessage) return
   // An answer to HEAD has no body; the method is known when the refused bytes begin the request.
   const head = Buffer.isBuffer(err.rawPacket) && err.rawPacket.subarray(0, 5).toString('latin1') === 'HEAD '
-  const message = err.code === 'HPE_HEADER_OVERFLOW' ? 'Request headers are too large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'The request was not received in time' : 'Malformed HTTP request'
+  const message =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? 'Request headers are too large'
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? 'The request was not received in time'
+        : 'Malformed HTTP request'
   const requestId = randomUUID()
   const body = JSON.stringify({
     error: { code: 'VALIDATION_ERROR', message, details: err.code ? { reason: err.code } : {} },
@@ -142,7 +164,8 @@ export const envelopePlugin = fp(
       // An outage is logged once per request without its stack: it is not a bug here. A deadlock may
       // be one: logged whole.
       const code = (err as { code?: string }).code
-      if (appErr.code === 'SERVICE_UNAVAILABLE' && appErr !== err && code !== '40P01') request.log.warn({ err: { code, message: err.message } }, appErr.message)
+      if (appErr.code === 'SERVICE_UNAVAILABLE' && appErr !== err && code !== '40P01')
+        request.log.warn({ err: { code, message: err.message } }, appErr.message)
       else if (appErr.status >= 500) request.log.error({ err }, 'request failed')
       else request.log.info({ code: appErr.code, reason: err.code }, appErr.message)
       return sendError(request, reply, appErr)
@@ -155,7 +178,11 @@ export const envelopePlugin = fp(
     app.addHook('onRoute', (route) => {
       for (const m of [route.method].flat()) {
         known.on(m as 'GET', route.url, () => {})
-        app.routeTable.push({ method: m, url: route.url, hidden: Boolean((route.schema as { hide?: boolean } | undefined)?.hide) })
+        app.routeTable.push({
+          method: m,
+          url: route.url,
+          hidden: Boolean((route.schema as { hide?: boolean } | undefined)?.hide),
+        })
       }
     })
 
@@ -163,9 +190,22 @@ export const envelopePlugin = fp(
       const path = request.url.split('?')[0] ?? '/'
       const allowed = (['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter((m) => known.find(m, path))
       if (allowed.length) {
-        return sendError(request, reply, new AppError('METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}`, { method: request.method, allowed }, { allow: allowed.join(', ') }))
+        return sendError(
+          request,
+          reply,
+          new AppError(
+            'METHOD_NOT_ALLOWED',
+            `${request.method} is not allowed on ${path}`,
+            { method: request.method, allowed },
+            { allow: allowed.join(', ') },
+          ),
+        )
       }
-      return sendError(request, reply, new AppError('RESOURCE_NOT_FOUND', `No route ${request.method} ${path}`, { method: request.method, path }))
+      return sendError(
+        request,
+        reply,
+        new AppError('RESOURCE_NOT_FOUND', `No route ${request.method} ${path}`, { method: request.method, path }),
+      )
     })
   },
   { name: 'atrium-envelope' },

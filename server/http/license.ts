@@ -13,7 +13,10 @@ import { forbidden } from '../domain/errors.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** true for writes that must work while the API is read-only: they change no tenant data (sign-in, sign-out, exports). */
+    /**
+     * true for writes that must work while the API is read-only: they change no tenant data (sign-in, sign-out,
+     * exports).
+     */
     readOnlyAllowed?: boolean
   }
 }

@@ -17,9 +17,18 @@ export const metricsPlugin = fp(
     const registry = app.registry
     // The deployment's mode, for dashboards and alerts: an air-gapped site with this at 0 has lost
     // its setting (and would try features that need outside APIs).
-    new Gauge({ name: 'atrium_air_gapped', help: 'AIR_GAPPED: 1 when features that need outside APIs are off, 0 otherwise', registers: [registry] }).set(app.platform.config.AIR_GAPPED ? 1 : 0)
+    new Gauge({
+      name: 'atrium_air_gapped',
+      help: 'AIR_GAPPED: 1 when features that need outside APIs are off, 0 otherwise',
+      registers: [registry],
+    }).set(app.platform.config.AIR_GAPPED ? 1 : 0)
     const labelNames = ['method', 'route', 'status_code'] as const
-    const requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests answered', labelNames, registers: [registry] })
+    const requests = new Counter({
+      name: 'http_requests_total',
+      help: 'HTTP requests answered',
+      labelNames,
+      registers: [registry],
+    })
     const duration = new Histogram({
       name: 'http_request_duration_seconds',
       help: 'Time to answer HTTP requests',
@@ -29,7 +38,10 @@ export const metricsPlugin = fp(
     })
     // One labelled child per (method, route, status), found by a string key: cheaper per request
     // than prom-client hashing a label object on every observation.
-    const children = new Map<string, { count: ReturnType<typeof requests.labels>; time: ReturnType<typeof duration.labels> }>()
+    const children = new Map<
+      string,
+      { count: ReturnType<typeof requests.labels>; time: ReturnType<typeof duration.labels> }
+    >()
     app.addHook('onResponse', (request, reply, done) => {
       const route = request.routeOptions.url ?? 'unmatched'
       const key = `${request.method} ${route} ${reply.statusCode}`
@@ -51,7 +63,10 @@ export const metricsPlugin = fp(
  * /metrics on a port of its own (METRICS_PORT), for sites whose API port is public: an ingress
  * routes to the API port only, and Prometheus scrapes this one. Nothing else is served here.
  */
-export async function listenMetrics(registry: Registry, o: { port: number; host: string }): Promise<{ address: string; close(): Promise<void> }> {
+export async function listenMetrics(
+  registry: Registry,
+  o: { port: number; host: string },
+): Promise<{ address: string; close(): Promise<void> }> {
   const server = createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics is served on this port\n')

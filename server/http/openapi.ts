@@ -36,13 +36,26 @@ export const openapiPlugin = fp(
     await app.register(swagger, {
       openapi: {
         openapi: '3.0.3',
-        info: { title: 'Atrium API', version: VERSION, description: 'Multi-tenant AI application platform, on-premise distribution.' },
+        info: {
+          title: 'Atrium API',
+          version: VERSION,
+          description: 'Multi-tenant AI application platform, on-premise distribution.',
+        },
         servers: [{ url: app.platform.config.PUBLIC_URL }],
-        components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key (svc_sdk_..., svc_ci_..., svc_admin_...) or a JWT access token' } } },
+        components: {
+          securitySchemes: {
+            bearer: {
+              type: 'http',
+              scheme: 'bearer',
+              description: 'An API key (svc_sdk_..., svc_ci_..., svc_admin_...) or a JWT access token',
+            },
+          },
+        },
         security: [{ bearer: [] }],
       },
       refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
-      transformObject: (documents) => optionalDefaults('openapiObject' in documents ? documents.openapiObject : documents.swaggerObject),
+      transformObject: (documents) =>
+        optionalDefaults('openapiObject' in documents ? documents.openapiObject : documents.swaggerObject),
     })
     await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: '/openapi.json' }, logLevel: 'warn' })
   },

@@ -23,7 +23,12 @@ export interface RateLimitOptions {
 }
 
 export function createRateLimiter(o: RateLimitOptions): RateLimiter {
-  const limit = o.counters.requestLimit({ points: o.max, windowSeconds: o.windowSeconds, keyPrefix: o.keyPrefix, name: o.name ?? 'api' })
+  const limit = o.counters.requestLimit({
+    points: o.max,
+    windowSeconds: o.windowSeconds,
+    keyPrefix: o.keyPrefix,
+    name: o.name ?? 'api',
+  })
   const apply = (state: LimitState, reply: FastifyReply) => {
     reply.header('x-ratelimit-limit', o.max)
     reply.header('x-ratelimit-remaining', state.remainingPoints)

@@ -7,7 +7,16 @@ export const requestLogPlugin = fp(
   async (app) => {
     const { config, log } = app.platform
     app.addHook('onResponse', (request, reply, done) => {
-      if (log.isLevelEnabled('info')) request.log.info({ method: request.method, url: redactUrl(request.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request')
+      if (log.isLevelEnabled('info'))
+        request.log.info(
+          {
+            method: request.method,
+            url: redactUrl(request.url),
+            status: reply.statusCode,
+            ms: Math.round(reply.elapsedTime),
+          },
+          'request',
+        )
       done()
     })
     if (config.TRUSTED_PROXIES.length) return

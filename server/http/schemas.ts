@@ -17,7 +17,9 @@ export const TenantParams = Type.Object({ tenantId: Type.String({ format: 'uuid'
 export const PageMeta = Type.Object({
   request_id: Type.String(),
   timestamp: Type.String({ format: 'date-time' }),
-  nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as ?cursor= for the next page; null at the end' }),
+  nextCursor: Type.Union([Type.String(), Type.Null()], {
+    description: 'Pass as ?cursor= for the next page; null at the end',
+  }),
 })
 
 export const ErrorBody = Type.Object(
@@ -37,7 +39,8 @@ export const ErrorBody = Type.Object(
  * database's Date as it is: the response serializer (fast-json-stringify, format date-time) writes
  * it, so no copy of the row is made to turn its dates into strings first.
  */
-export const DateTime = (o: { description?: string } = {}) => Type.Unsafe<Date | string>(Type.String({ format: 'date-time', ...o }))
+export const DateTime = (o: { description?: string } = {}) =>
+  Type.Unsafe<Date | string>(Type.String({ format: 'date-time', ...o }))
 
 export const Envelope = <T extends TSchema>(data: T) => Type.Object({ data, meta: Meta })
 export const PageEnvelope = <T extends TSchema>(item: T) => Type.Object({ data: Type.Array(item), meta: PageMeta })
@@ -50,7 +53,8 @@ export function errors(...codes: ErrorCode[]): Record<number, unknown> {
 }
 
 /** The errors every /api/v1 route can give, plus the route's own. */
-export const apiErrors = (...codes: ErrorCode[]) => errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'RATE_LIMIT_EXCEEDED', ...codes)
+export const apiErrors = (...codes: ErrorCode[]) =>
+  errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'RATE_LIMIT_EXCEEDED', ...codes)
 
 export const IdParams = Type.Object({ id: Type.String({ format: 'uuid', description: 'Resource identifier' }) })
 

@@ -10,7 +10,13 @@ export const SESSION_COOKIE = 'atrium_session'
 const secure = (request: FastifyRequest) => request.protocol === 'https'
 
 export function setSessionCookie(request: FastifyRequest, reply: FastifyReply, token: string, expiresAt: Date): void {
-  reply.setCookie(SESSION_COOKIE, token, { httpOnly: true, secure: secure(request), sameSite: 'lax', path: '/', expires: expiresAt })
+  reply.setCookie(SESSION_COOKIE, token, {
+    httpOnly: true,
+    secure: secure(request),
+    sameSite: 'lax',
+    path: '/',
+    expires: expiresAt,
+  })
 }
 
 export function clearSessionCookie(request: FastifyRequest, reply: FastifyReply): void {
@@ -22,8 +28,10 @@ export function assertSameOrigin(request: FastifyRequest, publicUrl: string): vo
   const allowed = new Set([new URL(publicUrl).origin, `${request.protocol}://${request.host}`])
   const origin = request.headers.origin
   const site = request.headers['sec-fetch-site']
-  if (origin !== undefined && !allowed.has(origin)) throw forbidden('Cross-origin request refused', { reason: 'csrf', origin })
-  if (site !== undefined && site !== 'same-origin' && site !== 'none') throw forbidden('Cross-site request refused', { reason: 'csrf', site })
+  if (origin !== undefined && !allowed.has(origin))
+    throw forbidden('Cross-origin request refused', { reason: 'csrf', origin })
+  if (site !== undefined && site !== 'same-origin' && site !== 'none')
+    throw forbidden('Cross-site request refused', { reason: 'csrf', site })
 }
 
 /**

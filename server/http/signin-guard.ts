@@ -15,10 +15,23 @@ export type SignInGuard = <T>(ip: string, o: { legacy: boolean }, step: () => Pr
 
 const FAILURES = new Set(['UNAUTHORIZED', 'RESOURCE_NOT_FOUND'])
 
-export function signInGuard(counters: Counters, o: { keyPrefix: string; max?: number; windowSeconds?: number }): SignInGuard {
+export function signInGuard(
+  counters: Counters,
+  o: { keyPrefix: string; max?: number; windowSeconds?: number },
+): SignInGuard {
   const limit = { max: o.max ?? SIGN_IN_FAILURES.max, windowSeconds: o.windowSeconds ?? SIGN_IN_FAILURES.windowSeconds }
-  const failures = counters.counter({ points: limit.max, windowSeconds: limit.windowSeconds, keyPrefix: `${o.keyPrefix}:sign-in`, name: 'sign-in' })
-  const refused = (state: CounterState) => limitExceeded(state, { ...limit, reason: 'sign_in_failures' }, (retry) => `Too many failed attempts from this address; retry in ${retry} s`)
+  const failures = counters.counter({
+    points: limit.max,
+    windowSeconds: limit.windowSeconds,
+    keyPrefix: `${o.keyPrefix}:sign-in`,
+    name: 'sign-in',
+  })
+  const refused = (state: CounterState) =>
+    limitExceeded(
+      state,
+      { ...limit, reason: 'sign_in_failures' },
+      (retry) => `Too many failed attempts from this address; retry in ${retry} s`,
+    )
   return async (address, { legacy }, step) => {
     const ip = addressKey(address)
     if (legacy) {

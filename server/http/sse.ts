@@ -32,7 +32,14 @@ export const SSE_HEADERS = {
 
 /** The request and response schemas every stream route shares (its params, summary and description are its own). */
 export const sseRoute = {
-  querystring: Type.Object({ lastEventId: Type.Optional(Type.String({ maxLength: 12, description: 'For clients that cannot send Last-Event-ID' })) }, { additionalProperties: false }),
+  querystring: Type.Object(
+    {
+      lastEventId: Type.Optional(
+        Type.String({ maxLength: 12, description: 'For clients that cannot send Last-Event-ID' }),
+      ),
+    },
+    { additionalProperties: false },
+  ),
   headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ maxLength: 12 })) }),
   produces: ['text/event-stream'],
   response: { 200: Type.String({ description: 'text/event-stream' }), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
@@ -56,7 +63,8 @@ export function lastEventId(req: FastifyRequest, query?: string): number {
   if (raw === undefined || raw === '') return 0
   const text = Array.isArray(raw) ? raw[0]! : raw
   // Event ids are PostgreSQL integers: a larger number was never sent, and would fail the query.
-  if (!/^(0|[1-9]\d{0,9})$/.test(text.trim()) || Number(text.trim()) > MAX_EVENT_ID) throw invalid('Last-Event-ID', 'must be the id of an event this stream sent (a whole number)')
+  if (!/^(0|[1-9]\d{0,9})$/.test(text.trim()) || Number(text.trim()) > MAX_EVENT_ID)
+    throw invalid('Last-Event-ID', 'must be the id of an event this stream sent (a whole number)')
   return Number(text.trim())
 }
 
@@ -126,7 +134,10 @@ export async function followEvents(req: FastifyRequest, reply: FastifyReply, o: 
     sendHeld()
     if (batch.ended) close()
   }
-  /** A message on the log's channel: live events go out at once when they are next in line; anything else is read from the rows. */
+  /**
+   * A message on the log's channel: live events go out at once when they are next in line; anything else is read from
+   * the rows.
+   */
   const onMessage = (message: string) => {
     const m = parseLogMessage(message)
     if (m && 'written' in m) return void (m.written > last && pump())

@@ -20,7 +20,11 @@ export function tenantPathList<T extends TSchema>(
     tags: string[]
     summary: string
     item: T
-    list: (actor: Actor<string | null>, tenantId: string, query: Static<typeof PageQuery>) => Promise<{ items: Static<T>[]; nextCursor: string | null }>
+    list: (
+      actor: Actor<string | null>,
+      tenantId: string,
+      query: Static<typeof PageQuery>,
+    ) => Promise<{ items: Static<T>[]; nextCursor: string | null }>
   },
 ): void {
   ;(app as App).get(

@@ -34,7 +34,10 @@ export function validatorCompiler(schemas: CompileOnUse): FastifySchemaCompiler<
     if (httpPart === 'body' && (schema as Record<string, unknown>)[STREAMED] === true) return () => true
     const validate = schemas.lazily(() => (httpPart === 'body' ? strict : coercing).compile(schema as object))
     const properties = (schema as { properties?: Record<string, { format?: string } | undefined> }).properties ?? {}
-    const ids = httpPart === 'params' || httpPart === 'querystring' ? Object.keys(properties).filter((k) => properties[k]?.format === 'uuid') : []
+    const ids =
+      httpPart === 'params' || httpPart === 'querystring'
+        ? Object.keys(properties).filter((k) => properties[k]?.format === 'uuid')
+        : []
     if (!ids.length) return validate
     // A UUID is the same in either case (RFC 9562); handlers get the lowercase the API answers
     // with, so an id sent in capitals compares, and derives keys and encryption contexts, alike.
@@ -64,7 +67,8 @@ type JsonParser = (req: FastifyRequest, body: string, done: (err: Error | null, 
 export function jsonBodyParser(defaultParser: JsonParser): JsonParser {
   return (req, body, done) => {
     if (body.trim() === '') return done(null, undefined)
-    if (jsonTooDeep(body)) return done(invalid('body', `must not nest arrays and objects more than ${MAX_JSON_DEPTH} levels deep`))
+    if (jsonTooDeep(body))
+      return done(invalid('body', `must not nest arrays and objects more than ${MAX_JSON_DEPTH} levels deep`))
     return defaultParser(req, body, done)
   }
 }
@@ -74,7 +78,11 @@ export const validationPlugin = fp(
   async (app) => {
     app.setValidatorCompiler(validatorCompiler(app.schemas))
     app.removeContentTypeParser('application/json')
-    app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')))
+    app.addContentTypeParser(
+      'application/json',
+      { parseAs: 'string' },
+      jsonBodyParser(app.getDefaultJsonParser('error', 'error')),
+    )
     // A POST without a body is an empty object: optional flags default, required fields are named.
     // Text the database cannot store (NUL, unpaired surrogates) is refused here, before it can reach
     // the database and fail there.

@@ -47,7 +47,10 @@ export interface Blobs {
 export interface LocalBlobs extends Blobs {
   readonly kind: 'local'
   /** Checks a link this store signed; the file and its download name, or why not. */
-  verifyLink(key: string, query: Record<string, string | undefined>): { path: string; filename: string } | { refused: 'expired' | 'signature' }
+  verifyLink(
+    key: string,
+    query: Record<string, string | undefined>,
+  ): { path: string; filename: string } | { refused: 'expired' | 'signature' }
 }
 
 const KEY_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/]{0,1000}$/
@@ -72,7 +75,10 @@ export interface S3Options {
   accessKey: string
   secretKey: string
   region: string
-  /** STORAGE_TIMEOUT_SECONDS: a small call's whole time, and any transfer's longest silence (default S3_CALL_TIMEOUT_MS). */
+  /**
+   * STORAGE_TIMEOUT_SECONDS: a small call's whole time, and any transfer's longest silence (default
+   * S3_CALL_TIMEOUT_MS).
+   */
   timeoutMs?: number
 }
 
@@ -86,15 +92,22 @@ export interface S3Options {
  */
 export const S3_ERROR_MAX_BYTES = 64 * 1024
 export const S3_ANSWER_MAX_BYTES = 8 * 1024 * 1024
-/** A connection with no byte either way for this long is given up (a store that accepts and never answers). STORAGE_TIMEOUT_SECONDS sets both. */
+/**
+ * A connection with no byte either way for this long is given up (a store that accepts and never answers).
+ * STORAGE_TIMEOUT_SECONDS sets both.
+ */
 export const S3_IDLE_TIMEOUT_MS = 30_000
 /** A call whose answer is small (stat, delete, a listing page, the bucket's existence) has this long in all. */
 export const S3_CALL_TIMEOUT_MS = 30_000
 
 /** A store that did not answer in time: a dependency away (503), like a refused connection. */
-export const storeTimeout = (what: string, ms: number) => Object.assign(new Error(`the object store did not answer ${what} within ${ms} ms`), { code: 'ETIMEDOUT' })
+export const storeTimeout = (what: string, ms: number) =>
+  Object.assign(new Error(`the object store did not answer ${what} within ${ms} ms`), { code: 'ETIMEDOUT' })
 
-/** Rejects with code ETIMEDOUT when `work` takes longer than `ms`; a stream it brings too late is destroyed, not left open. */
+/**
+ * Rejects with code ETIMEDOUT when `work` takes longer than `ms`; a stream it brings too late is destroyed, not left
+ * open.
+ */
 export function withDeadline<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined
   let late = false
@@ -123,7 +136,10 @@ type Transport = Pick<typeof http, 'request'>
  * and every answer the client reads whole cut off at its bound. An object's bytes (a GET of a key)
  * pass through as they come: their readers bound them by the size the record says they have.
  */
-export function boundedTransport(secure: boolean, o: { idleMs?: number; errorMaxBytes?: number; answerMaxBytes?: number } = {}): Transport {
+export function boundedTransport(
+  secure: boolean,
+  o: { idleMs?: number; errorMaxBytes?: number; answerMaxBytes?: number } = {},
+): Transport {
   const base = secure ? https : http
   const idleMs = o.idleMs ?? S3_IDLE_TIMEOUT_MS
   return {
@@ -131,9 +147,20 @@ export function boundedTransport(secure: boolean, o: { idleMs?: number; errorMax
       const req = base.request(options, (res) => {
         const status = res.statusCode ?? 0
         const query = new URLSearchParams(String(options.path ?? '').split('?')[1] ?? '')
-        const objectRead = (options.method ?? 'GET') === 'GET' && status >= 200 && status < 300 && [...query.keys()].every((k) => k === 'versionId')
+        const objectRead =
+          (options.method ?? 'GET') === 'GET' &&
+          status >= 200 &&
+          status < 300 &&
+          [...query.keys()].every((k) => k === 'versionId')
         if (objectRead) watchSilence(req, res, idleMs)
-        callback?.(objectRead ? res : capped(res, status >= 300 ? (o.errorMaxBytes ?? S3_ERROR_MAX_BYTES) : (o.answerMaxBytes ?? S3_ANSWER_MAX_BYTES)))
+        callback?.(
+          objectRead
+            ? res
+            : capped(
+                res,
+                status >= 300 ? (o.errorMaxBytes ?? S3_ERROR_MAX_BYTES) : (o.answerMaxBytes ?? S3_ANSWER_MAX_BYTES),
+              ),
+        )
       })
       req.setTimeout(idleMs, () => req.destroy(storeTimeout('(no byte in either direction)', idleMs)))
       return req
@@ -183,13 +210,20 @@ function capped(res: http.IncomingMessage, max: number): http.IncomingMessage {
     size += c.length
     if (size <= max) return void (out.write(c) || res.pause())
     res.destroy()
-    out.destroy(Object.assign(new Error(`the object store answered with more than ${max} bytes`), { code: 'ResponseTooLarge' }))
+    out.destroy(
+      Object.assign(new Error(`the object store answered with more than ${max} bytes`), { code: 'ResponseTooLarge' }),
+    )
   })
   out.on('drain', () => res.resume())
   res.on('end', () => out.end())
   res.on('error', (err) => out.destroy(err))
   // What the client reads of a response besides its body.
-  return Object.assign(out, { statusCode: res.statusCode, statusMessage: res.statusMessage, headers: res.headers, rawHeaders: res.rawHeaders }) as unknown as http.IncomingMessage
+  return Object.assign(out, {
+    statusCode: res.statusCode,
+    statusMessage: res.statusMessage,
+    headers: res.headers,
+    rawHeaders: res.rawHeaders,
+  }) as unknown as http.IncomingMessage
 }
 
 /**
@@ -201,11 +235,22 @@ export function exactly(stream: Readable, expected: number, key: string): Readab
   const out = new Transform({
     transform(chunk: Buffer, _enc, done) {
       size += chunk.length
-      if (size > expected) return done(Object.assign(new Error(`object ${key} holds more than the ${expected} bytes its record says`), { code: 'ObjectSizeMismatch' }))
+      if (size > expected)
+        return done(
+          Object.assign(new Error(`object ${key} holds more than the ${expected} bytes its record says`), {
+            code: 'ObjectSizeMismatch',
+          }),
+        )
       done(null, chunk)
     },
     flush(done) {
-      done(size === expected ? null : Object.assign(new Error(`object ${key} holds ${size} bytes, not the ${expected} its record says`), { code: 'ObjectSizeMismatch' }))
+      done(
+        size === expected
+          ? null
+          : Object.assign(new Error(`object ${key} holds ${size} bytes, not the ${expected} its record says`), {
+              code: 'ObjectSizeMismatch',
+            }),
+      )
     },
   })
   stream.on('error', (err) => out.destroy(err))
@@ -219,7 +264,10 @@ export function exactly(stream: Readable, expected: number, key: string): Readab
 let minio: typeof import('minio') | null = null
 const loadMinio = async () => (minio ??= await import('minio'))
 
-function s3Client(endpoint: string, o: Pick<S3Options, 'accessKey' | 'secretKey' | 'agent' | 'timeoutMs'> & { region?: string }): Client {
+function s3Client(
+  endpoint: string,
+  o: Pick<S3Options, 'accessKey' | 'secretKey' | 'agent' | 'timeoutMs'> & { region?: string },
+): Client {
   const url = new URL(endpoint)
   return new minio!.Client({
     endPoint: url.hostname,
@@ -245,17 +293,20 @@ export function s3Blobs(o: S3Options): Blobs {
   return {
     kind: 's3',
     async put(key, body, contentType) {
-      if (Buffer.isBuffer(body)) await client.putObject(o.bucket, checkKey(key), body, body.length, { 'Content-Type': contentType })
+      if (Buffer.isBuffer(body))
+        await client.putObject(o.bucket, checkKey(key), body, body.length, { 'Content-Type': contentType })
       else await putStream(client, o.bucket, checkKey(key), body, contentType)
     },
     // Until the bytes begin: then the connection's silence is what is bounded (a large object takes its time).
     get: (key) => small(client.getObject(o.bucket, checkKey(key)), `GET ${key}`),
-    getRange: (key, start, end) => small(client.getPartialObject(o.bucket, checkKey(key), start, end - start + 1), `GET ${key}`),
+    getRange: (key, start, end) =>
+      small(client.getPartialObject(o.bucket, checkKey(key), start, end - start + 1), `GET ${key}`),
     async size(key) {
       try {
         return (await small(client.statObject(o.bucket, checkKey(key)), `HEAD ${key}`)).size
       } catch (err) {
-        if ((err as { code?: string }).code === 'NotFound' || (err as { code?: string }).code === 'NoSuchKey') return null
+        if ((err as { code?: string }).code === 'NotFound' || (err as { code?: string }).code === 'NoSuchKey')
+          return null
         throw err
       }
     },
@@ -265,10 +316,14 @@ export function s3Blobs(o: S3Options): Blobs {
         'response-content-disposition': contentDisposition(opts.filename),
       }),
     async ping() {
-      if (!(await small(client.bucketExists(o.bucket), 'HEAD bucket'))) throw new Error(`bucket ${o.bucket} does not exist`)
+      if (!(await small(client.bucketExists(o.bucket), 'HEAD bucket')))
+        throw new Error(`bucket ${o.bucket} does not exist`)
     },
     async *list(prefix) {
-      for await (const item of client.listObjectsV2(o.bucket, prefix, true) as AsyncIterable<{ name?: string; lastModified?: Date }>) {
+      for await (const item of client.listObjectsV2(o.bucket, prefix, true) as AsyncIterable<{
+        name?: string
+        lastModified?: Date
+      }>) {
         if (item.name !== undefined) yield { key: item.name, lastModified: item.lastModified ?? new Date(0) }
       }
     },
@@ -280,7 +335,10 @@ export function s3Blobs(o: S3Options): Blobs {
  * where the outbound policy allows, and never created. OutboundRefused when the policy refuses
  * its host.
  */
-export async function guardedS3Blobs(policy: CompiledPolicy, o: Omit<S3Options, 'agent' | 'publicEndpoint'>): Promise<Blobs & { close(): void }> {
+export async function guardedS3Blobs(
+  policy: CompiledPolicy,
+  o: Omit<S3Options, 'agent' | 'publicEndpoint'>,
+): Promise<Blobs & { close(): void }> {
   await loadMinio()
   const agent = await outboundAgent(policy, new URL(o.endpoint))
   return { ...s3Blobs({ ...o, agent }), close: () => agent.destroy() }
@@ -309,7 +367,8 @@ export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: 
     return p
   }
   // HMAC-SHA256 of the key, expiry and download name, as unpadded base64url (43 characters).
-  const sign = (key: string, expires: string, filename: string) => createHmac('sha256', o.signingKey).update(`${key}\n${expires}\n${filename}`).digest('base64url')
+  const sign = (key: string, expires: string, filename: string) =>
+    createHmac('sha256', o.signingKey).update(`${key}\n${expires}\n${filename}`).digest('base64url')
 
   return {
     kind: 'local',
@@ -424,9 +483,25 @@ export async function checkStore(policy: CompiledPolicy, t: StoreTarget): Promis
   let url: URL
   try {
     url = new URL(t.endpoint)
-    if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password || (url.pathname !== '/' && url.pathname !== '') || url.search) throw new Error('shape')
+    if (
+      (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+      url.username ||
+      url.password ||
+      (url.pathname !== '/' && url.pathname !== '') ||
+      url.search
+    )
+      throw new Error('shape')
   } catch {
-    ok(check('endpoint', 'Endpoint', 'fail', t.endpoint, 'an http:// or https:// URL with no path, query or credentials', 'Give the store as https://host[:port]'))
+    ok(
+      check(
+        'endpoint',
+        'Endpoint',
+        'fail',
+        t.endpoint,
+        'an http:// or https:// URL with no path, query or credentials',
+        'Give the store as https://host[:port]',
+      ),
+    )
     return out
   }
   ok(check('endpoint', 'Endpoint', 'pass', url.origin, 'an http:// or https:// URL'))
@@ -442,12 +517,24 @@ export async function checkStore(policy: CompiledPolicy, t: StoreTarget): Promis
         'fail',
         refused ? `refused: ${refused.reason}` : `does not resolve (${codeOf(err)})`,
         'an address the server may connect to',
-        refused?.remedy ? `Ask the operator to allow it (${refused.remedy})` : refused ? 'Use a store on an address the server may reach' : 'Check the host name',
+        refused?.remedy
+          ? `Ask the operator to allow it (${refused.remedy})`
+          : refused
+            ? 'Use a store on an address the server may reach'
+            : 'Check the host name',
       ),
     )
     return out
   }
-  ok(check('outbound', 'Allowed by the outbound policy', 'pass', addresses.join(', '), 'an address the server may connect to'))
+  ok(
+    check(
+      'outbound',
+      'Allowed by the outbound policy',
+      'pass',
+      addresses.join(', '),
+      'an address the server may connect to',
+    ),
+  )
   const port = Number(url.port) || (url.protocol === 'https:' ? 443 : 80)
   const host = url.hostname.replace(/^\[|\]$/g, '')
   try {
@@ -458,7 +545,16 @@ export async function checkStore(policy: CompiledPolicy, t: StoreTarget): Promis
       }),
     )
   } catch (err) {
-    ok(check('reachable', 'Endpoint reachable', 'fail', `${host}:${port}: ${codeOf(err)}`, 'a TCP connection', 'Check the address and port, and that the store runs'))
+    ok(
+      check(
+        'reachable',
+        'Endpoint reachable',
+        'fail',
+        `${host}:${port}: ${codeOf(err)}`,
+        'a TCP connection',
+        'Check the address and port, and that the store runs',
+      ),
+    )
     return out
   }
   ok(check('reachable', 'Endpoint reachable', 'pass', `${host}:${port}`, 'a TCP connection'))
@@ -466,21 +562,46 @@ export async function checkStore(policy: CompiledPolicy, t: StoreTarget): Promis
     try {
       await timed(
         new Promise<void>((resolve, reject) => {
-          const s = tlsConnect({ host: addresses[0]!, port, servername: isIP(host) ? undefined : host, rejectUnauthorized: true }, () => (s.destroy(), resolve()))
+          const s = tlsConnect(
+            { host: addresses[0]!, port, servername: isIP(host) ? undefined : host, rejectUnauthorized: true },
+            () => (s.destroy(), resolve()),
+          )
           s.once('error', reject)
         }),
       )
-      ok(check('tls', 'TLS certificate valid', 'pass', 'the certificate is valid for the host', 'a certificate the server trusts'))
+      ok(
+        check(
+          'tls',
+          'TLS certificate valid',
+          'pass',
+          'the certificate is valid for the host',
+          'a certificate the server trusts',
+        ),
+      )
     } catch (err) {
-      ok(check('tls', 'TLS certificate valid', 'fail', codeOf(err), 'a certificate the server trusts', 'Renew the certificate, or give the server its CA (NODE_EXTRA_CA_CERTS)'))
+      ok(
+        check(
+          'tls',
+          'TLS certificate valid',
+          'fail',
+          codeOf(err),
+          'a certificate the server trusts',
+          'Renew the certificate, or give the server its CA (NODE_EXTRA_CA_CERTS)',
+        ),
+      )
       return out
     }
   } else {
-    ok(check('tls', 'TLS certificate valid', 'warn', 'http:// (no TLS)', 'https://', { warn: 'Use https:// so that keys and data are not sent in the clear' }))
+    ok(
+      check('tls', 'TLS certificate valid', 'warn', 'http:// (no TLS)', 'https://', {
+        warn: 'Use https:// so that keys and data are not sent in the clear',
+      }),
+    )
   }
   const agent = await outboundAgent(policy, url)
   await loadMinio()
-  const client = (region?: string) => s3Client(url.origin, { accessKey: t.accessKey, secretKey: t.secretKey, agent, region })
+  const client = (region?: string) =>
+    s3Client(url.origin, { accessKey: t.accessKey, secretKey: t.secretKey, agent, region })
   const c = client(t.region)
   const probe = `.atrium-storage-check-${Date.now()}-${Math.random().toString(36).slice(2)}`
   const body = Buffer.from(`Atrium checks that it may use this store (${probe}); the object is deleted at once.\n`)
@@ -489,11 +610,32 @@ export async function checkStore(policy: CompiledPolicy, t: StoreTarget): Promis
     try {
       exists = await timed(c.bucketExists(t.bucket))
     } catch (err) {
-      ok(check('credentials', 'Credentials accepted', 'fail', codeOf(err), 'the access key and secret accepted', 'Check the access key and the secret key, and that they may use the bucket'))
+      ok(
+        check(
+          'credentials',
+          'Credentials accepted',
+          'fail',
+          codeOf(err),
+          'the access key and secret accepted',
+          'Check the access key and the secret key, and that they may use the bucket',
+        ),
+      )
       return out
     }
     ok(check('credentials', 'Credentials accepted', 'pass', 'accepted', 'the access key and secret accepted'))
-    if (!ok(check('bucket', 'Bucket exists', exists ? 'pass' : 'fail', exists ? t.bucket : `${t.bucket}: NoSuchBucket`, 'an existing bucket', 'Create the bucket, or give its exact name'))) return out
+    if (
+      !ok(
+        check(
+          'bucket',
+          'Bucket exists',
+          exists ? 'pass' : 'fail',
+          exists ? t.bucket : `${t.bucket}: NoSuchBucket`,
+          'an existing bucket',
+          'Create the bucket, or give its exact name',
+        ),
+      )
+    )
+      return out
     const step = async (id: string, title: string, work: () => Promise<string>, fix: string) => {
       try {
         return ok(check(id, title, 'pass', await timed(work()), title.toLowerCase()))
@@ -501,21 +643,52 @@ export async function checkStore(policy: CompiledPolicy, t: StoreTarget): Promis
         return ok(check(id, title, 'fail', codeOf(err), title.toLowerCase(), fix))
       }
     }
-    if (!(await step('write', 'Write an object', async () => (await c.putObject(t.bucket, probe, body, body.length), `${probe} written`), 'Allow s3:PutObject to these keys'))) return out
+    if (
+      !(await step(
+        'write',
+        'Write an object',
+        async () => (await c.putObject(t.bucket, probe, body, body.length), `${probe} written`),
+        'Allow s3:PutObject to these keys',
+      ))
+    )
+      return out
     const readBack = async () => {
       // Read as far as the probe goes: a store that sends more is wrong, and is not read to its end.
       const chunks: Buffer[] = []
-      for await (const chunk of exactly(await c.getObject(t.bucket, probe), body.length, probe)) chunks.push(chunk as Buffer)
-      if (!Buffer.concat(chunks).equals(body)) throw Object.assign(new Error('read back other bytes'), { code: 'Mismatch' })
+      for await (const chunk of exactly(await c.getObject(t.bucket, probe), body.length, probe))
+        chunks.push(chunk as Buffer)
+      if (!Buffer.concat(chunks).equals(body))
+        throw Object.assign(new Error('read back other bytes'), { code: 'Mismatch' })
       return 'the same bytes read back'
     }
     if (!(await step('read', 'Read it back', readBack, 'Allow s3:GetObject to these keys'))) return out
-    if (!(await step('delete', 'Delete it', async () => (await c.removeObject(t.bucket, probe), 'deleted'), 'Allow s3:DeleteObject to these keys'))) return out
+    if (
+      !(await step(
+        'delete',
+        'Delete it',
+        async () => (await c.removeObject(t.bucket, probe), 'deleted'),
+        'Allow s3:DeleteObject to these keys',
+      ))
+    )
+      return out
     try {
       const actual = await timed(client().getBucketRegionAsync(t.bucket))
-      ok(check('region', 'Region matches', !t.region || actual === t.region ? 'pass' : 'fail', actual || '(none)', t.region || 'any', `Give the bucket's region: ${actual}`))
+      ok(
+        check(
+          'region',
+          'Region matches',
+          !t.region || actual === t.region ? 'pass' : 'fail',
+          actual || '(none)',
+          t.region || 'any',
+          `Give the bucket's region: ${actual}`,
+        ),
+      )
     } catch (err) {
-      ok(check('region', 'Region matches', 'warn', `not reported (${codeOf(err)})`, t.region || 'any', { warn: 'The store does not say its region; make sure it is the one given' }))
+      ok(
+        check('region', 'Region matches', 'warn', `not reported (${codeOf(err)})`, t.region || 'any', {
+          warn: 'The store does not say its region; make sure it is the one given',
+        }),
+      )
     }
     return out
   } finally {

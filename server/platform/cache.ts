@@ -80,7 +80,8 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
     if (!subscriber) {
       subscriber = redis.duplicate({ enableOfflineQueue: true, lazyConnect: false, maxRetriesPerRequest: null })
       subscriber.on('error', () => {}) // the main connection logs outages
-      // Reconnected, ioredis subscribes again without telling: until a channel is confirmed anew, another listener is assumed (the safe side).
+      // Reconnected, ioredis subscribes again without telling: until a channel is confirmed anew, another listener is
+      // assumed (the safe side).
       subscriber.on('close', () => confirmed.clear())
       subscriber.on('message', (ch: string, message: string) => {
         if (message.startsWith(origin)) return

@@ -87,7 +87,10 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
     fallbacks.inc({ limiter: name })
     if (Date.now() - lastWarn > 60_000) {
       lastWarn = Date.now()
-      o.log.warn({ err: (err as Error).message, limiter: name }, 'rate limit store unreachable: counting per replica in memory')
+      o.log.warn(
+        { err: (err as Error).message, limiter: name },
+        'rate limit store unreachable: counting per replica in memory',
+      )
     }
   }
 
@@ -95,7 +98,9 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
     counter(c) {
       const options = { points: c.points, duration: c.windowSeconds, keyPrefix: c.keyPrefix }
       const memory = new RateLimiterMemory(options)
-      const shared: RateLimiterAbstract = o.redis ? new RateLimiterRedis({ ...options, storeClient: o.redis, rejectIfRedisNotReady: true }) : memory
+      const shared: RateLimiterAbstract = o.redis
+        ? new RateLimiterRedis({ ...options, storeClient: o.redis, rejectIfRedisNotReady: true })
+        : memory
       /** The operation on Redis, or in memory when Redis fails it (a limit's refusal is not a failure). */
       const run = async <T>(op: (l: RateLimiterAbstract) => Promise<T>): Promise<T> => {
         try {
@@ -126,7 +131,9 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
           await run((l) => l.delete(key))
         },
         deleteStartingWith: async (prefix) => {
-          const deleted = new Set(memory.dump().storage.flatMap((r) => (String(r.key).startsWith(prefix) ? [String(r.key)] : [])))
+          const deleted = new Set(
+            memory.dump().storage.flatMap((r) => (String(r.key).startsWith(prefix) ? [String(r.key)] : [])),
+          )
           await Promise.all([...deleted].map((key) => memory.delete(key)))
           if (o.redis) {
             const pattern = `${literalGlob(c.keyPrefix)}:${literalGlob(prefix)}*`
@@ -152,7 +159,11 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
             if (err instanceof RateLimiterRes) return err
             throw err
           })
-          return { allowed: s.consumedPoints <= c.points, remainingPoints: Math.max(0, s.remainingPoints), msBeforeNext: s.msBeforeNext }
+          return {
+            allowed: s.consumedPoints <= c.points,
+            remainingPoints: Math.max(0, s.remainingPoints),
+            msBeforeNext: s.msBeforeNext,
+          }
         },
       }
       return o.redis ? batchedLimit(o.redis, c, viaMemory, (err) => fellBack(c.name, err)) : viaMemory
@@ -168,7 +179,8 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
  * at least one. Limits under 32 are therefore counted one by one, exactly, and so is the end of
  * every window.
  */
-export const batchSize = (left: number, points: number) => Math.max(1, Math.min(Math.max(32, Math.floor(points / 64)), Math.floor(left / 16)))
+export const batchSize = (left: number, points: number) =>
+  Math.max(1, Math.min(Math.max(32, Math.floor(points / 64)), Math.floor(left / 16)))
 
 /**
  * The most requests a client may be refused early, in one window, when it spreads its requests
@@ -209,7 +221,12 @@ interface Held {
  * up to batchTolerance early. Once the count has reached the limit, the replica refuses without
  * asking Redis until the window ends. If Redis fails, that request is counted in memory (viaMemory).
  */
-function batchedLimit(client: Redis, c: CounterOptions, viaMemory: RequestLimit, fellBack: (err: unknown) => void): RequestLimit {
+function batchedLimit(
+  client: Redis,
+  c: CounterOptions,
+  viaMemory: RequestLimit,
+  fellBack: (err: unknown) => void,
+): RequestLimit {
   // A defined command goes as EVALSHA (the script's text only when Redis has not cached it).
   if (!(RESERVE_COMMAND in client)) client.defineCommand(RESERVE_COMMAND, { numberOfKeys: 1, lua: RESERVE_SCRIPT })
   const redis = client as Reserving

@@ -5,7 +5,10 @@ import type { Cache, Unsubscribe } from './cache.js'
 
 export const INVALIDATE_CHANNEL = 'atrium:credentials:invalidate'
 
-export async function openCredentials(bus: Pick<Cache, 'publish' | 'subscribe'>, log?: { warn(o: object, m: string): void }): Promise<Credentials> {
+export async function openCredentials(
+  bus: Pick<Cache, 'publish' | 'subscribe'>,
+  log?: { warn(o: object, m: string): void },
+): Promise<Credentials> {
   const cache = new CredentialCache()
   const unsubscribe: Unsubscribe = await bus.subscribe(INVALIDATE_CHANNEL, (message) => {
     try {

@@ -23,9 +23,15 @@ export function privateDir(path: string, log?: Logger): string {
     const next = mode & ~GROUP_OTHER
     try {
       chmodSync(dir, next & 0o7777)
-      log?.warn({ path: dir, was: octal(mode), now: octal(next) }, 'data folder was open to other local users: made private')
+      log?.warn(
+        { path: dir, was: octal(mode), now: octal(next) },
+        'data folder was open to other local users: made private',
+      )
     } catch (err) {
-      log?.error({ path: dir, mode: octal(mode), err }, "data folder is open to other local users and could not be made private: restrict it to the server's user")
+      log?.error(
+        { path: dir, mode: octal(mode), err },
+        "data folder is open to other local users and could not be made private: restrict it to the server's user",
+      )
     }
   }
   return dir
@@ -64,5 +70,9 @@ export function tightenTree(root: string, log?: Logger): void {
     }
   }
   if (tightened) log?.info({ path: root, tightened }, 'made files and folders private (no group or other permissions)')
-  if (failed.length) log?.error({ path: root, failed: failed.slice(0, 10), count: failed.length }, "could not make these private: restrict them to the server's user")
+  if (failed.length)
+    log?.error(
+      { path: root, failed: failed.slice(0, 10), count: failed.length },
+      "could not make these private: restrict them to the server's user",
+    )
 }

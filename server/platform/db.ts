@@ -72,7 +72,13 @@ export async function openDb(opts: DbOptions): Promise<Db> {
   // closed between our look at its lock and our connection, the database is free: try again.
   for (let attempt = 1; ; attempt++) {
     const embedded = await openEmbedded(opts.dataDir, opts.log)
-    const sql = postgres({ path: embedded.socketPath, max: 1, onnotice: () => {}, username: 'postgres', database: 'postgres' })
+    const sql = postgres({
+      path: embedded.socketPath,
+      max: 1,
+      onnotice: () => {},
+      username: 'postgres',
+      database: 'postgres',
+    })
     try {
       await sql`select 1`
     } catch (err) {
@@ -158,7 +164,15 @@ function sessionKeeper(pool: Sql, max: number) {
     pool.reserve().then(
       (sql) => {
         opening--
-        const s: Held = { sql: sql as HeldSql, tenant: null, until: Date.now() + (30 + Math.random() * 30) * 60_000, reads: 0, exclusive: false, draining: false, broken: false }
+        const s: Held = {
+          sql: sql as HeldSql,
+          tenant: null,
+          until: Date.now() + (30 + Math.random() * 30) * 60_000,
+          reads: 0,
+          exclusive: false,
+          draining: false,
+          broken: false,
+        }
         sessions.push(s)
         then(s)
         settle(s) // room for reads that waited meanwhile
@@ -180,7 +194,8 @@ function sessionKeeper(pool: Sql, max: number) {
       if (s.reads === 0 && !s.exclusive && !s.sql.usable()) drop(s)
     }
   }
-  const available = (s: Held) => !s.exclusive && !s.draining && !s.broken && s.reads < READS_PER_SESSION && s.sql.usable()
+  const available = (s: Held) =>
+    !s.exclusive && !s.draining && !s.broken && s.reads < READS_PER_SESSION && s.sql.usable()
   const full = () => sessions.length + opening >= max
 
   /** A session that is free again (no reads, no transaction) or has room: who waits gets it. */
@@ -259,7 +274,8 @@ function sessionKeeper(pool: Sql, max: number) {
       prune()
       let s = sessions.find((x) => available(x) && x.reads === 0)
       if (s) s.exclusive = true
-      else if (!full()) s = await new Promise<Held>((resolve, reject) => open((n) => ((n.exclusive = true), resolve(n)), reject))
+      else if (!full())
+        s = await new Promise<Held>((resolve, reject) => open((n) => ((n.exclusive = true), resolve(n)), reject))
       else {
         // The least busy session takes no more reads and comes to this transaction once they are answered.
         if (!sessions.some((x) => x.draining)) {
@@ -300,14 +316,22 @@ function wrap(mode: Db['mode'], sql: Sql, app: { pool: Sql; max: number } | null
   // everything rolls back. set_config(..., true) ends with the transaction, leaving the session's
   // own tenant as it was. BEGIN and COMMIT go as simple-protocol messages (no parameters), lighter
   // than extended ones.
-  const inTransaction = async <T>(leased: Lease, role: string | null, tenantId: string, body: (tx: TxSql, opened: Promise<unknown>) => Promise<T>, snapshot = false): Promise<T> => {
+  const inTransaction = async <T>(
+    leased: Lease,
+    role: string | null,
+    tenantId: string,
+    body: (tx: TxSql, opened: Promise<unknown>) => Promise<T>,
+    snapshot = false,
+  ): Promise<T> => {
     const tx = leased.sql
     let broken = false
     let openingFailed: unknown = null
     try {
       const opened = Promise.all([
         (snapshot ? tx`begin isolation level repeatable read read only` : tx`begin`).simple().execute(),
-        role ? tx`select set_config('role', ${role}, true), set_config('app.tenant_id', ${tenantId}, true)`.execute() : tx`select set_config('app.tenant_id', ${tenantId}, true)`.execute(),
+        role
+          ? tx`select set_config('role', ${role}, true), set_config('app.tenant_id', ${tenantId}, true)`.execute()
+          : tx`select set_config('app.tenant_id', ${tenantId}, true)`.execute(),
       ])
       // Awaited by the body; kept here too, so that an early failure is never unhandled and, when BEGIN
       // or the role failed, is what the transaction reports: the body's queries then failed only as
@@ -322,13 +346,22 @@ function wrap(mode: Db['mode'], sql: Sql, app: { pool: Sql; max: number } | null
       // set_config('role') refuses a role that does not exist with 22023: the migrations, which make
       // the roles, have not run. Said as PostgreSQL's own 'undefined object', which answers 503.
       if (role && (openingFailed as { code?: string } | null)?.code === '22023')
-        throw Object.assign(new Error(`role ${role} does not exist: the database is not migrated`), { code: '42704', cause: openingFailed })
+        throw Object.assign(new Error(`role ${role} does not exist: the database is not migrated`), {
+          code: '42704',
+          cause: openingFailed,
+        })
       throw openingFailed ?? err
     } finally {
       leased.done(broken)
     }
   }
-  const run = async <T>(leaser: Leaser, role: string | null, tenantId: string, fn: (tx: TxSql) => Promise<T>, snapshot = false) =>
+  const run = async <T>(
+    leaser: Leaser,
+    role: string | null,
+    tenantId: string,
+    fn: (tx: TxSql) => Promise<T>,
+    snapshot = false,
+  ) =>
     inTransaction(
       await leaser(),
       role,
@@ -343,7 +376,10 @@ function wrap(mode: Db['mode'], sql: Sql, app: { pool: Sql; max: number } | null
     )
   const tenantLeaser: Leaser = sessions ? () => sessions.lease() : system
 
-  const tenantRead = async <T extends readonly object[]>(tenantId: string, query: (tx: TxSql) => postgres.PendingQuery<T>): Promise<T> => {
+  const tenantRead = async <T extends readonly object[]>(
+    tenantId: string,
+    query: (tx: TxSql) => postgres.PendingQuery<T>,
+  ): Promise<T> => {
     if (sessions) return sessions.read(tenantId, query)
     return inTransaction(await system(), APP_ROLE, tenantId, async (tx, opened) => {
       // If the query failed, COMMIT of the aborted transaction rolls it back: nothing to undo.
@@ -385,8 +421,27 @@ function wrap(mode: Db['mode'], sql: Sql, app: { pool: Sql; max: number } | null
 // 53: too many connections, disk or memory full), and serialization failures and deadlocks, which
 // the same request survives when retried. A socket's errors may come from any dependency the code
 // reached without handling them itself (most are the database's: others map their own).
-const DATABASE_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'CONNECT_TIMEOUT', '57P01', '57P02', '57P03', '25006', '40001', '40P01'])
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'])
+const DATABASE_CODES = new Set([
+  'CONNECTION_CLOSED',
+  'CONNECTION_DESTROYED',
+  'CONNECTION_ENDED',
+  'CONNECT_TIMEOUT',
+  '57P01',
+  '57P02',
+  '57P03',
+  '25006',
+  '40001',
+  '40P01',
+])
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+])
 // A schema this release's SQL does not find (a table, column, function or role missing; a login
 // as a role the migrations make, 28000): the
 // database is not migrated yet (MIGRATE_ON_START=false while the migration job has not run), which
@@ -412,7 +467,15 @@ export const isDatabaseUnavailable = (err: unknown) => unavailableDependency(err
  */
 export async function pageWithinBytes<T>(
   sql: TxSql,
-  o: { table: string; columns: string; where: postgres.PendingQuery<postgres.Row[]>; size: string; desc: boolean; limit: number; budget: number },
+  o: {
+    table: string
+    columns: string
+    where: postgres.PendingQuery<postgres.Row[]>
+    size: string
+    desc: boolean
+    limit: number
+    budget: number
+  },
 ): Promise<{ rows: T[]; more: boolean }> {
   const order = sql.unsafe(o.desc ? 'desc' : 'asc')
   const rows = await sql<(T & { fetched: number })[]>`
@@ -456,7 +519,8 @@ const ownedHere = new Map<string, Promise<string>>()
 const STALE_UNREADABLE_MS = 5000
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-type Acquired = { owner: true; ready(socket: string): void; failed(err: unknown): void } | { owner: false; socket: string }
+type Acquired =
+  { owner: true; ready(socket: string): void; failed(err: unknown): void } | { owner: false; socket: string }
 
 /**
  * One process owns the PGlite files (it is single-process) and serves them on a unix socket named
@@ -493,13 +557,18 @@ async function acquireLock(dir: string, lockPath: string): Promise<Acquired> {
       continue
     }
     if (Date.now() > deadline) {
-      throw new Error(`the embedded database in ${dir} is held by ${holder ? `process ${holder.pid}` : 'an unreadable lock'}, which does not answer`)
+      throw new Error(
+        `the embedded database in ${dir} is held by ${holder ? `process ${holder.pid}` : 'an unreadable lock'}, which does not answer`,
+      )
     }
     await sleep(200)
   }
 }
 
-/** A lock whose process is gone (or had our pid in an earlier life: pid 1 in every container), or unreadable for a while. */
+/**
+ * A lock whose process is gone (or had our pid in an earlier life: pid 1 in every container), or unreadable for a
+ * while.
+ */
 function isStale(lockPath: string, holder: LockInfo | null): boolean {
   if (holder) return holder.pid === process.pid || !isAlive(holder.pid)
   try {
@@ -529,7 +598,10 @@ function removeStale(lockPath: string) {
   }
 }
 
-async function openEmbedded(dataDir: string, log: Logger): Promise<{ socketPath: string; owner: boolean; close(): Promise<void> }> {
+async function openEmbedded(
+  dataDir: string,
+  log: Logger,
+): Promise<{ socketPath: string; owner: boolean; close(): Promise<void> }> {
   const dir = privateDir(dataDir, log)
   const lockPath = join(dir, 'db.lock')
   const got = await acquireLock(dir, lockPath)
@@ -547,7 +619,9 @@ async function openEmbedded(dataDir: string, log: Logger): Promise<{ socketPath:
     const server = new PGLiteSocketServer({ db, path: socketPath, maxConnections: 16 })
     await server.start()
     chmodSync(socketPath, 0o600) // listen() made it as the umask allows
-    writeFileSync(lockPath, JSON.stringify({ pid: process.pid, socket: socketPath } satisfies LockInfo), { mode: 0o600 })
+    writeFileSync(lockPath, JSON.stringify({ pid: process.pid, socket: socketPath } satisfies LockInfo), {
+      mode: 0o600,
+    })
     got.ready(socketPath)
     log.info({ dataDir: dir }, 'embedded database (PGlite) open')
     return {

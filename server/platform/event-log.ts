@@ -68,14 +68,18 @@ export interface EventLogTarget {
   onWriteError?: (err: unknown) => void
 }
 
-export function eventLogWriter<K extends string | number>(o: EventLogTarget & { deltaEvent: (key: K, text: string) => LoggedEvent }) {
+export function eventLogWriter<K extends string | number>(
+  o: EventLogTarget & { deltaEvent: (key: K, text: string) => LoggedEvent },
+) {
   let queued: LoggedEvent[] = []
   let delta: { key: K; text: string } | null = null
   let timer: NodeJS.Timeout | null = null
   let sealing: NodeJS.Immediate | null = null
   let writing: Promise<void> = Promise.resolve()
   let next = o.live?.after ?? 0
-  /** Live events sent but not written yet, by number: whether they stayed in this process (no other replica listened). */
+  /**
+   * Live events sent but not written yet, by number: whether they stayed in this process (no other replica listened).
+   */
   const sentEarly = new Map<number, boolean>()
   /**
    * Whether a stream on another replica follows the log, as the last message that went through
@@ -93,7 +97,8 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
       .catch(() => {})
     return here
   }
-  const live = (events: LoggedEvent[], early: boolean) => publish(JSON.stringify(events.map((e): LiveEvent => ({ id: e.seq!, event: e.type, data: e.data }))), early)
+  const live = (events: LoggedEvent[], early: boolean) =>
+    publish(JSON.stringify(events.map((e): LiveEvent => ({ id: e.seq!, event: e.type, data: e.data }))), early)
   const numbered = (e: LoggedEvent): LoggedEvent => (o.live ? { ...e, seq: ++next } : e)
   const closeDelta = () => {
     if (!delta) return
@@ -127,13 +132,15 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
       sentEarly.delete(e.seq!)
     }
     if (late.length) live(late, false)
-    // A stream elsewhere lacks the events kept here: the number has it read them (rather than hold the late ones for want of them).
+    // A stream elsewhere lacks the events kept here: the number has it read them (rather than hold the late ones for
+    // want of them).
     if (!late.length || kept) publish(writtenMessage(last))
   }
   const flush = () => {
     stopTimers()
     const batch = take()
-    if (batch.length) writing = writing.then(async () => written(batch, await o.db.tenant(o.tenantId, (sql) => o.append(sql, batch))))
+    if (batch.length)
+      writing = writing.then(async () => written(batch, await o.db.tenant(o.tenantId, (sql) => o.append(sql, batch))))
     return writing
   }
   return {
@@ -141,7 +148,10 @@ export function eventLogWriter<K extends string | number>(o: EventLogTarget & { 
       closeDelta()
       queued.push(numbered({ type, data }))
     },
-    /** Text streamed under `key` (a step, a message): joined with what came before it until the next flush (a live log: until the next turn). */
+    /**
+     * Text streamed under `key` (a step, a message): joined with what came before it until the next flush (a live log:
+     * until the next turn).
+     */
     delta(key: K, text: string) {
       if (delta && delta.key === key) delta.text += text
       else {
@@ -187,7 +197,13 @@ export interface LogTables {
 }
 
 /** Appends events to a log (numbered from its owner's event_seq), in `sql`'s transaction; the number of the last. */
-export async function appendLogEvents(sql: TxSql, t: LogTables, tenantId: string, id: string, events: LoggedEvent[]): Promise<number> {
+export async function appendLogEvents(
+  sql: TxSql,
+  t: LogTables,
+  tenantId: string,
+  id: string,
+  events: LoggedEvent[],
+): Promise<number> {
   // Numbered by a live writer already: the owner's number only moves forward to the last.
   const given = events[0]?.seq !== undefined
   const [row] = given

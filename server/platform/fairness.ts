@@ -1,4 +1,5 @@
-// How a replica shares its slots between tenants (webhook deliveries, every job queue). The claim reads the next due deliveries
+// How a replica shares its slots between tenants (webhook deliveries, every job queue). The claim reads the next due
+// deliveries
 // of every endpoint with work (a few each, never anyone's whole backlog); this decides which of them
 // to take, and which of those taken to start when a slot frees up:
 //
@@ -81,7 +82,12 @@ class Counts {
  * given what is `held` and what comes earlier in the order. Claiming fewer than ranked (another
  * replica took some) never breaks a limit: each one ranked counted as held for those after it.
  */
-export function rankFair<T extends Candidate>(candidates: readonly T[], held: Iterable<Share>, limits: FairLimits, max = Infinity): T[] {
+export function rankFair<T extends Candidate>(
+  candidates: readonly T[],
+  held: Iterable<Share>,
+  limits: FairLimits,
+  max = Infinity,
+): T[] {
   const counts = new Counts(held)
   const queues = new Map<string, T[]>()
   for (const c of candidates) {
@@ -90,7 +96,8 @@ export function rankFair<T extends Candidate>(candidates: readonly T[], held: It
     else queues.set(c.key, [c])
   }
   for (const q of queues.values()) q.sort((a, b) => a.dueAt.getTime() - b.dueAt.getTime() || (a.id < b.id ? -1 : 1))
-  const allowed = (c: T) => c.healthy || (counts.unhealthy(c) < limits.unhealthyPerTenant && counts.key(c) < limits.unhealthyPerKey)
+  const allowed = (c: T) =>
+    c.healthy || (counts.unhealthy(c) < limits.unhealthyPerTenant && counts.key(c) < limits.unhealthyPerKey)
 
   const ranked: T[] = []
   while (ranked.length < max) {
@@ -98,7 +105,11 @@ export function rankFair<T extends Candidate>(candidates: readonly T[], held: It
     for (const q of queues.values()) {
       const c = q[0]
       if (!c || !allowed(c)) continue
-      if (!best || (counts.compare(c, best) || c.dueAt.getTime() - best.dueAt.getTime() || (c.id < best.id ? -1 : 1)) < 0) best = c
+      if (
+        !best ||
+        (counts.compare(c, best) || c.dueAt.getTime() - best.dueAt.getTime() || (c.id < best.id ? -1 : 1)) < 0
+      )
+        best = c
     }
     if (!best) break
     queues.get(best.key)!.shift()
@@ -108,7 +119,10 @@ export function rankFair<T extends Candidate>(candidates: readonly T[], held: It
   return ranked
 }
 
-/** Which of the claimed, not yet started, to start next: the fairest against what is `running`; the earlier claimed on a tie. */
+/**
+ * Which of the claimed, not yet started, to start next: the fairest against what is `running`; the earlier claimed on a
+ * tie.
+ */
 export function nextFair(waiting: readonly Share[], running: Iterable<Share>): number {
   const counts = new Counts(running)
   let best = -1

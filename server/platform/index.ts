@@ -46,8 +46,15 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
   const time = trustedTime(opts.license?.now)
   const opened: { close(): Promise<void> }[] = []
   try {
-    const secrets = createSecrets(loadMasterKey({ configured: config.ENCRYPTION_MASTER_KEY, dataDir: config.DATA_DIR, log }))
-    const db = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolMax: config.DATABASE_POOL_MAX, log })
+    const secrets = createSecrets(
+      loadMasterKey({ configured: config.ENCRYPTION_MASTER_KEY, dataDir: config.DATA_DIR, log }),
+    )
+    const db = await openDb({
+      databaseUrl: config.DATABASE_URL,
+      dataDir: config.DATA_DIR,
+      poolMax: config.DATABASE_POOL_MAX,
+      log,
+    })
     opened.push(db)
     if (opts.migrate ?? config.MIGRATE_ON_START) {
       const applied = await migrate(db.sql)
@@ -71,7 +78,12 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
           region: config.R2_REGION,
           timeoutMs,
         })
-      : openLocalBlobs({ dir: join(config.DATA_DIR, 'blobs'), publicUrl: config.PUBLIC_URL, signingKey: secrets.deriveKey('blob-links'), log })
+      : openLocalBlobs({
+          dir: join(config.DATA_DIR, 'blobs'),
+          publicUrl: config.PUBLIC_URL,
+          signingKey: secrets.deriveKey('blob-links'),
+          log,
+        })
     // The regions of REGION_STORES, each its own store beside the default region's (R2_*).
     const regions = new Map<string, Blobs>([[config.DEFAULT_REGION, blobs]])
     for (const [code, r] of Object.entries(config.REGION_STORES)) {
@@ -95,7 +107,14 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
       db,
       cache,
       blobs,
-      storage: tenantStorage({ db, defaultRegion: config.DEFAULT_REGION, regions, secrets, policy: outbound, timeoutMs }),
+      storage: tenantStorage({
+        db,
+        defaultRegion: config.DEFAULT_REGION,
+        regions,
+        secrets,
+        policy: outbound,
+        timeoutMs,
+      }),
       secrets,
       outbound,
       license,

@@ -175,7 +175,11 @@ export function workLoop<T>(o: LoopOptions<T>): WorkLoop<T> {
       await cycle
       const unstarted = ready.splice(0)
       if (unstarted.length) {
-        await source.release(unstarted).catch((err: unknown) => o.log.warn({ err, loop: o.name }, 'could not hand back claimed work; its leases will run out'))
+        await source
+          .release(unstarted)
+          .catch((err: unknown) =>
+            o.log.warn({ err, loop: o.name }, 'could not hand back claimed work; its leases will run out'),
+          )
       }
       await Promise.all([...running.keys()])
     },
@@ -186,7 +190,12 @@ export function workLoop<T>(o: LoopOptions<T>): WorkLoop<T> {
  * Hears a channel's NOTIFY on PostgreSQL until closed; nothing on the embedded database (one
  * session, no LISTEN: the loops poll). A LISTEN that fails leaves polling alone, and says so.
  */
-export function listenFor(db: Db, channel: string, onMessage: (payload: string) => void, log: Logger): { close(): Promise<void> } {
+export function listenFor(
+  db: Db,
+  channel: string,
+  onMessage: (payload: string) => void,
+  log: Logger,
+): { close(): Promise<void> } {
   if (db.mode !== 'postgres') return { close: async () => {} }
   let closed = false
   const listening = db.sql.listen(channel, onMessage).catch((err: unknown) => {
@@ -266,13 +275,19 @@ export interface EnqueueOptions {
   uniqueKey?: string
 }
 
-export const defaultBackoffMs = (attempt: number) => Math.min(5000 * 2 ** (attempt - 1), 3600_000) * (0.9 + Math.random() * 0.2)
+export const defaultBackoffMs = (attempt: number) =>
+  Math.min(5000 * 2 ** (attempt - 1), 3600_000) * (0.9 + Math.random() * 0.2)
 
 /**
  * Queues a job in the caller's transaction; its id, or null when a job with the same unique key
  * exists. Workers hear of it when the transaction commits.
  */
-export async function enqueueJob(sql: TxSql, queue: string, payload: Record<string, unknown>, o: EnqueueOptions = {}): Promise<string | null> {
+export async function enqueueJob(
+  sql: TxSql,
+  queue: string,
+  payload: Record<string, unknown>,
+  o: EnqueueOptions = {},
+): Promise<string | null> {
   const id = newId()
   const rows = await sql<{ id: string }[]>`
     with inserted as (
@@ -376,17 +391,26 @@ export interface ScheduleDefinition {
 }
 
 /** Slot arithmetic for one schedule: the latest slot at or before a time, and the first after. */
-export function slots(def: Pick<ScheduleDefinition, 'cron' | 'everyMs' | 'timezone'>): { latest(at: Date): Date | null; after(at: Date): Date | null } {
+export function slots(def: Pick<ScheduleDefinition, 'cron' | 'everyMs' | 'timezone'>): {
+  latest(at: Date): Date | null
+  after(at: Date): Date | null
+} {
   if (def.everyMs !== undefined && def.everyMs !== null) {
     const every = Number(def.everyMs)
-    if (!Number.isInteger(every) || every < 1000) throw new RangeError('a schedule interval is a whole number of milliseconds, at least 1000')
+    if (!Number.isInteger(every) || every < 1000)
+      throw new RangeError('a schedule interval is a whole number of milliseconds, at least 1000')
     return {
       latest: (at) => new Date(Math.floor(at.getTime() / every) * every),
       after: (at) => new Date((Math.floor(at.getTime() / every) + 1) * every),
     }
   }
   if (!def.cron) throw new RangeError('a schedule has a cron expression or an interval')
-  const cron = new Cron(def.cron, { paused: true, mode: '5-or-6-parts', domAndDow: true, timezone: def.timezone ?? 'UTC' })
+  const cron = new Cron(def.cron, {
+    paused: true,
+    mode: '5-or-6-parts',
+    domAndDow: true,
+    timezone: def.timezone ?? 'UTC',
+  })
   return {
     // previousRuns includes a run in the same second as the reference: ask from just after `at`.
     latest: (at) => cron.previousRuns(1, new Date(at.getTime() + 1))[0] ?? null,
@@ -434,12 +458,18 @@ interface ScheduleRow {
  */
 export async function runDueSchedules(db: Db, now: Date, log: Logger): Promise<string[]> {
   return db.system(async (sql) => {
-    const due = await sql<ScheduleRow[]>`select * from job_schedules where next_at <= ${now} order by next_at limit 100 for update skip locked`
+    const due = await sql<
+      ScheduleRow[]
+    >`select * from job_schedules where next_at <= ${now} order by next_at limit 100 for update skip locked`
     const enqueued: string[] = []
     for (const row of due) {
       let s: ReturnType<typeof slots>
       try {
-        s = slots({ cron: row.cron ?? undefined, everyMs: row.every_ms === null ? undefined : Number(row.every_ms), timezone: row.timezone })
+        s = slots({
+          cron: row.cron ?? undefined,
+          everyMs: row.every_ms === null ? undefined : Number(row.every_ms),
+          timezone: row.timezone,
+        })
       } catch (err) {
         // Written by an older release or by hand: park it rather than fail every tick.
         log.error({ err, schedule: row.name }, 'schedule cannot be read; it is parked for a year')
@@ -448,7 +478,11 @@ export async function runDueSchedules(db: Db, now: Date, log: Logger): Promise<s
       }
       const slot = s.latest(now)
       if (slot && (!row.last_slot || slot > row.last_slot)) {
-        const id = await enqueueJob(sql, row.queue, row.payload, { tenantId: row.tenant_id, runAt: slot, uniqueKey: `${row.name}@${slot.toISOString()}` })
+        const id = await enqueueJob(sql, row.queue, row.payload, {
+          tenantId: row.tenant_id,
+          runAt: slot,
+          uniqueKey: `${row.name}@${slot.toISOString()}`,
+        })
         if (id) enqueued.push(row.queue)
       }
       const next = s.after(now) ?? new Date(now.getTime() + PARK_MS)
@@ -465,7 +499,9 @@ export interface JobRunnerOptions {
   log: Logger
   /** Where the runner's metrics go (the app's /metrics); none when absent. */
   registry?: Registry
-  /** The clock of due times and schedules (tests move it); leases run on the database's clock, shared by every replica. */
+  /**
+   * The clock of due times and schedules (tests move it); leases run on the database's clock, shared by every replica.
+   */
   now?: Clock
   /** How often each queue looks for due work without a NOTIFY (default 1 s). */
   pollMs?: number
@@ -479,7 +515,10 @@ export interface JobRunner {
   /** Declares a schedule the code needs (created or updated at start). */
   schedule(def: ScheduleDefinition): void
   start(): Promise<void>
-  /** Drains: stops claiming, lets running handlers finish for up to `graceMs` (default 10 s), aborts and hands back the rest. */
+  /**
+   * Drains: stops claiming, lets running handlers finish for up to `graceMs` (default 10 s), aborts and hands back the
+   * rest.
+   */
   stop(opts?: { graceMs?: number }): Promise<void>
   /** Looks for due work on a queue now (or on every queue). */
   kick(queue?: string): void
@@ -563,7 +602,12 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
             returning j.*`
           const order = new Map(ranked.map((r, i) => [r.id, i]))
           rows.sort((a, b) => order.get(a.id)! - order.get(b.id)!)
-          return rows.map((row): Claimed => ({ row, token, share: { tenant: row.party, key: row.party, healthy: true }, controller: new AbortController() }))
+          return rows.map((row): Claimed => ({
+            row,
+            token,
+            share: { tenant: row.party, key: row.party, healthy: true },
+            controller: new AbortController(),
+          }))
         })
         if (claimed.length < want) cursor = '' // the end of the parties was reached: start over next time
         return claimed
@@ -584,7 +628,10 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     }
   }
 
-  async function runJob(def: QueueDefinition & { leaseMs: number; maxAttempts: number; backoffMs: (n: number) => number }, c: Claimed): Promise<void> {
+  async function runJob(
+    def: QueueDefinition & { leaseMs: number; maxAttempts: number; backoffMs: (n: number) => number },
+    c: Claimed,
+  ): Promise<void> {
     const { row, token, controller } = c
     const log = o.log.child({ jobId: row.id, queue: row.queue })
     runningById.set(row.id, c)
@@ -645,7 +692,11 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     else log.debug({ attempt: row.attempts, ms }, 'job completed')
   }
 
-  async function recordOutcome(def: QueueDefinition & { maxAttempts: number; backoffMs: (n: number) => number }, c: Claimed, error: unknown): Promise<void> {
+  async function recordOutcome(
+    def: QueueDefinition & { maxAttempts: number; backoffMs: (n: number) => number },
+    c: Claimed,
+    error: unknown,
+  ): Promise<void> {
     const { row, token, controller } = c
     const now = at()
     if (!error) {
@@ -665,7 +716,9 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     const cancelled = controller.signal.reason instanceof JobCancelled
     const retry = !cancelled && failure?.opts.retry !== false && row.attempts < (row.max_attempts ?? def.maxAttempts)
     const status = cancelled ? 'cancelled' : retry ? 'queued' : 'failed'
-    const runAt = retry ? new Date(now.getTime() + (failure?.opts.retryInMs ?? def.backoffMs(row.attempts))) : row.run_at
+    const runAt = retry
+      ? new Date(now.getTime() + (failure?.opts.retryInMs ?? def.backoffMs(row.attempts)))
+      : row.run_at
     const message = describeError(error)
     const r = await o.db.system(
       (sql) => sql`
@@ -731,17 +784,30 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     async start() {
       if (started) return
       started = true
-      await declareSchedules().catch((err: unknown) => o.log.warn({ err }, 'schedules could not be written yet; trying again shortly'))
+      await declareSchedules().catch((err: unknown) =>
+        o.log.warn({ err }, 'schedules could not be written yet; trying again shortly'),
+      )
       for (const [q, d] of defs) {
         // Claims of half a queue's concurrency: a claim overlaps the jobs still waiting to start.
-        loops.set(q, workLoop({ name: `jobs:${q}`, concurrency: d.concurrency, minClaim: Math.ceil(d.concurrency / 2), pollMs: d.pollMs, log: o.log, source: source(q) }))
+        loops.set(
+          q,
+          workLoop({
+            name: `jobs:${q}`,
+            concurrency: d.concurrency,
+            minClaim: Math.ceil(d.concurrency / 2),
+            pollMs: d.pollMs,
+            log: o.log,
+            source: source(q),
+          }),
+        )
       }
       metrics?.watch(() => [...runningById.values()].map((c) => c.row.queue))
       listener = listenFor(
         o.db,
         JOBS_CHANNEL,
         (payload) => {
-          if (payload.startsWith(CANCEL_PREFIX)) runningById.get(payload.slice(CANCEL_PREFIX.length))?.controller.abort(new JobCancelled())
+          if (payload.startsWith(CANCEL_PREFIX))
+            runningById.get(payload.slice(CANCEL_PREFIX.length))?.controller.abort(new JobCancelled())
           else loops.get(payload)?.kick(true)
         },
         o.log,
@@ -776,7 +842,10 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
   }
 }
 
-/** Calls of `write` with everything asked for while the previous call was on its way; each caller gets its call's result. */
+/**
+ * Calls of `write` with everything asked for while the previous call was on its way; each caller gets its call's
+ * result.
+ */
 function batched<T, R>(write: (items: T[]) => Promise<R>, max = 500): (item: T) => Promise<R> {
   const waiting: { item: T; resolve: (r: R) => void; reject: (e: unknown) => void }[] = []
   let writing = false
@@ -836,7 +905,12 @@ function describeError(err: unknown): string {
 // ---- metrics -----------------------------------------------------------------------------------
 
 function jobMetrics(registry: Registry, db: Db, clock: Clock) {
-  const names = ['atrium_jobs', 'atrium_jobs_running_here', 'atrium_jobs_finished_total', 'atrium_jobs_oldest_waiting_seconds']
+  const names = [
+    'atrium_jobs',
+    'atrium_jobs_running_here',
+    'atrium_jobs_finished_total',
+    'atrium_jobs_oldest_waiting_seconds',
+  ]
   for (const n of names) registry.removeSingleMetric(n) // a runner started again on the same registry (tests) replaces the one before
   let runningHere: () => string[] = () => []
   let lastCounts: { queue: string; status: string; n: number }[] = []

@@ -4,7 +4,14 @@
 // cryptography. Rules and why: docs/operations.md, "License".
 import type { Logger } from 'pino'
 import type { Config } from '../../config/schema.js'
-import { STATE_MESSAGES, licenseState, licenseSummary, verifyLicense, type InvalidReason, type LicenseClaims } from '../../licenses/license.js'
+import {
+  STATE_MESSAGES,
+  licenseState,
+  licenseSummary,
+  verifyLicense,
+  type InvalidReason,
+  type LicenseClaims,
+} from '../../licenses/license.js'
 import type { TrustedKey } from '../../licenses/keys.js'
 
 export interface LicenseOptions {
@@ -42,9 +49,15 @@ export async function decideLicense(config: Settings, opts: LicenseOptions = {})
   const key = config.LICENSE_KEY.trim()
   const production = isProduction(config)
   if (!key && !production) return { kind: 'unlicensed' }
-  const r = await verifyLicense(key, { keys: opts.keys, airGapped: config.AIR_GAPPED, now: new Date((opts.now ?? Date.now)()) })
+  const r = await verifyLicense(key, {
+    keys: opts.keys,
+    airGapped: config.AIR_GAPPED,
+    now: new Date((opts.now ?? Date.now)()),
+  })
   if (r.status !== 'invalid') return { kind: 'licensed', claims: r.license }
-  return production ? { kind: 'refused', reason: r.reason, summary: licenseSummary(r) } : { kind: 'unlicensed', problem: licenseSummary(r) }
+  return production
+    ? { kind: 'refused', reason: r.reason, summary: licenseSummary(r) }
+    : { kind: 'unlicensed', problem: licenseSummary(r) }
 }
 
 export type LicenseStatus = 'valid' | 'grace' | 'expired' | 'unlicensed'
@@ -79,7 +92,8 @@ export interface License {
 /** The license as judged at each moment from its verified claims (licenseState: the bounds verifyLicense uses). */
 export function createLicense(claims: LicenseClaims | null, opts: { enforced: boolean; now?: () => number }): License {
   const now = opts.now ?? Date.now
-  const status = (): { status: LicenseStatus; daysLeft?: number } => (claims ? licenseState(claims, now()) : { status: 'unlicensed' })
+  const status = (): { status: LicenseStatus; daysLeft?: number } =>
+    claims ? licenseState(claims, now()) : { status: 'unlicensed' }
   const readOnly = () => opts.enforced && status().status === 'expired'
   return {
     claims,
@@ -123,8 +137,15 @@ export class LicenseRefused extends Error {
 }
 
 /** The license a decision that did not refuse gives, judged on the configured environment's rules. */
-export const licenseOf = (decision: Exclude<LicenseDecision, { kind: 'refused' }>, config: Settings, now?: () => number): License =>
-  createLicense(decision.kind === 'licensed' ? decision.claims : null, { enforced: isProduction(config), ...(now ? { now } : {}) })
+export const licenseOf = (
+  decision: Exclude<LicenseDecision, { kind: 'refused' }>,
+  config: Settings,
+  now?: () => number,
+): License =>
+  createLicense(decision.kind === 'licensed' ? decision.claims : null, {
+    enforced: isProduction(config),
+    ...(now ? { now } : {}),
+  })
 
 /**
  * The license of a starting server: decided, logged, and reminded daily while in grace or expired.
@@ -140,11 +161,24 @@ export async function openLicense(config: Settings, log: Logger, opts: LicenseOp
  * A decided license put to work on `now` (the platform passes its trusted time): its state logged
  * at once, and again every day while in grace or expired.
  */
-export function startLicense(decision: Exclude<LicenseDecision, { kind: 'refused' }>, config: Settings, log: Logger, now?: () => number): License {
+export function startLicense(
+  decision: Exclude<LicenseDecision, { kind: 'refused' }>,
+  config: Settings,
+  log: Logger,
+  now?: () => number,
+): License {
   const license = licenseOf(decision, config, now)
   if (decision.kind === 'unlicensed') {
-    if (decision.problem) log.error({ license: license.view() }, `${decision.problem}; running unlicensed (development): production refuses to start with this key`)
-    else log.warn({ license: license.view() }, 'running unlicensed (development): no LICENSE_KEY is set; production refuses to start without one')
+    if (decision.problem)
+      log.error(
+        { license: license.view() },
+        `${decision.problem}; running unlicensed (development): production refuses to start with this key`,
+      )
+    else
+      log.warn(
+        { license: license.view() },
+        'running unlicensed (development): no LICENSE_KEY is set; production refuses to start without one',
+      )
     return license
   }
   const say = (atStart: boolean) => {

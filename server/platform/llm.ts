@@ -18,7 +18,14 @@
 // upstreamStatus}, never the provider's message (an "invalid key sk-...abcd" echoes part of it).
 import { performance } from 'node:perf_hooks'
 import { Ajv, type ValidateFunction } from 'ajv'
-import { APICallError, type LanguageModelV3, type LanguageModelV3CallOptions, type LanguageModelV3FunctionTool, type LanguageModelV3Prompt, type LanguageModelV3ToolCall } from '@ai-sdk/provider'
+import {
+  APICallError,
+  type LanguageModelV3,
+  type LanguageModelV3CallOptions,
+  type LanguageModelV3FunctionTool,
+  type LanguageModelV3Prompt,
+  type LanguageModelV3ToolCall,
+} from '@ai-sdk/provider'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import { Counter, Histogram, type Registry } from 'prom-client'
@@ -68,7 +75,10 @@ export interface LlmRequest {
   signal?: AbortSignal
   timeoutMs?: number // per call, default 120 s
   onDelta?: (text: string) => void // each streamed text delta, in order
-  /** Characters of text and tool-call arguments an answer may hold (default LLM_MAX_OUTPUT_CHARS); beyond it the call fails LLM_RESPONSE_TOO_LARGE. */
+  /**
+   * Characters of text and tool-call arguments an answer may hold (default LLM_MAX_OUTPUT_CHARS); beyond it the call
+   * fails LLM_RESPONSE_TOO_LARGE.
+   */
   maxOutputChars?: number
   /** Tool calls an answer may make; beyond it the call fails LLM_RESPONSE_TOO_LARGE with details.limit 'toolCalls'. */
   maxToolCalls?: number
@@ -83,7 +93,10 @@ export interface LlmResponse {
 }
 export interface Llm {
   complete(req: LlmRequest): Promise<LlmResponse>
-  /** Throws AppError LLM_NOT_CONFIGURED (details.missing: the fields to set, e.g. ['model','apiKey']) unless the target can be called. */
+  /**
+   * Throws AppError LLM_NOT_CONFIGURED (details.missing: the fields to set, e.g. ['model','apiKey']) unless the target
+   * can be called.
+   */
   checkConfigured(target: LlmTarget, model?: string): void
 }
 
@@ -94,7 +107,10 @@ const DEFAULT_TIMEOUT_MS = 120_000
  * broken or hostile provider reaches it. The answer is read as it streams and the call ends there.
  */
 export const LLM_MAX_OUTPUT_CHARS = 1024 * 1024
-const DEFAULT_BASE_URL: Partial<Record<LlmProvider, string>> = { openai: 'https://api.openai.com/v1', anthropic: 'https://api.anthropic.com/v1' }
+const DEFAULT_BASE_URL: Partial<Record<LlmProvider, string>> = {
+  openai: 'https://api.openai.com/v1',
+  anthropic: 'https://api.anthropic.com/v1',
+}
 const NEEDS_BASE_URL: ReadonlySet<LlmProvider> = new Set(['azure-openai', 'vllm', 'ollama', 'openai-compatible'])
 const NEEDS_KEY: ReadonlySet<LlmProvider> = new Set(['openai', 'azure-openai', 'anthropic'])
 
@@ -134,7 +150,9 @@ async function languageModel(target: LlmTarget, model: string): Promise<Language
     case 'ollama':
     case 'openai-compatible':
       // includeUsage: streamed answers report their tokens only when asked to.
-      return (await import('@ai-sdk/openai-compatible')).createOpenAICompatible({ name: target.provider, baseURL, apiKey, fetch, includeUsage: true }).chatModel(model)
+      return (await import('@ai-sdk/openai-compatible'))
+        .createOpenAICompatible({ name: target.provider, baseURL, apiKey, fetch, includeUsage: true })
+        .chatModel(model)
   }
 }
 
@@ -153,8 +171,14 @@ function toPrompt(messages: LlmMessage[]): LanguageModelV3Prompt {
           role: 'assistant',
           content: [
             ...(m.content || !m.toolCalls?.length ? [{ type: 'text' as const, text: m.content }] : []),
-            // Arguments that were not a JSON object (a call marked invalid) go back as {}: providers take objects only (Anthropic refuses the call otherwise).
-            ...(m.toolCalls ?? []).map((c) => ({ type: 'tool-call' as const, toolCallId: c.id, toolName: c.name, input: isObject(c.arguments) ? c.arguments : {} })),
+            // Arguments that were not a JSON object (a call marked invalid) go back as {}: providers take objects only
+            // (Anthropic refuses the call otherwise).
+            ...(m.toolCalls ?? []).map((c) => ({
+              type: 'tool-call' as const,
+              toolCallId: c.id,
+              toolName: c.name,
+              input: isObject(c.arguments) ? c.arguments : {},
+            })),
           ],
         }
       case 'tool': {
@@ -164,8 +188,14 @@ function toPrompt(messages: LlmMessage[]): LanguageModelV3Prompt {
         } catch {
           value = m.content // not JSON after all: handed over as text
         }
-        const output = typeof value === 'string' ? { type: 'text' as const, value } : { type: 'json' as const, value: value as never }
-        return { role: 'tool', content: [{ type: 'tool-result', toolCallId: m.toolCallId, toolName: m.toolName, output }] }
+        const output =
+          typeof value === 'string'
+            ? { type: 'text' as const, value }
+            : { type: 'json' as const, value: value as never }
+        return {
+          role: 'tool',
+          content: [{ type: 'tool-result', toolCallId: m.toolCallId, toolName: m.toolName, output }],
+        }
       }
     }
   })
@@ -188,7 +218,10 @@ function validatorOf(t: LlmTool): ValidateFunction {
   return v
 }
 
-/** The tools as the model is told of them; their validators compiled first (a schema that does not compile is the caller's mistake, thrown as it is). */
+/**
+ * The tools as the model is told of them; their validators compiled first (a schema that does not compile is the
+ * caller's mistake, thrown as it is).
+ */
 function toolDefinitions(tools: LlmTool[]): LanguageModelV3FunctionTool[] {
   for (const t of tools) validatorOf(t)
   return tools.map((t) => ({ type: 'function', name: t.name, description: t.description, inputSchema: t.parameters }))
@@ -200,7 +233,11 @@ function toolDefinitions(tools: LlmTool[]): LanguageModelV3FunctionTool[] {
  * the call is marked invalid so that the model is told.
  */
 function toolCall(part: LanguageModelV3ToolCall, tools: LlmTool[] | undefined): LlmToolCall {
-  const call: LlmToolCall = { id: storableText(part.toolCallId), name: storableText(part.toolName), arguments: storableText(part.input) }
+  const call: LlmToolCall = {
+    id: storableText(part.toolCallId),
+    name: storableText(part.toolName),
+    arguments: storableText(part.input),
+  }
   if (jsonTooDeep(part.input)) {
     call.invalid = `the arguments nest arrays and objects more than ${MAX_JSON_DEPTH} levels deep`
     return call
@@ -218,7 +255,8 @@ function toolCall(part: LanguageModelV3ToolCall, tools: LlmTool[] | undefined): 
     return call
   }
   const t = tools?.find((x) => x.name === part.toolName)
-  if (!t) call.invalid = `there is no tool named ${part.toolName}; the tools are: ${(tools ?? []).map((x) => x.name).join(', ') || 'none'}`
+  if (!t)
+    call.invalid = `there is no tool named ${part.toolName}; the tools are: ${(tools ?? []).map((x) => x.name).join(', ') || 'none'}`
   else {
     const check = validatorOf(t)
     if (!check(call.arguments)) call.invalid = ajv.errorsText(check.errors, { dataVar: 'arguments' }).slice(0, 2000)
@@ -226,7 +264,10 @@ function toolCall(part: LanguageModelV3ToolCall, tools: LlmTool[] | undefined): 
   return call
 }
 
-/** The SDK's retry policy: a provider error it marks retryable (408, 409, 429, 5xx, no connection), after a Retry-After within a minute or 2 s doubling. */
+/**
+ * The SDK's retry policy: a provider error it marks retryable (408, 409, 429, 5xx, no connection), after a Retry-After
+ * within a minute or 2 s doubling.
+ */
 const FIRST_RETRY_MS = 2000
 function retryDelayMs(err: APICallError, attempt: number): number {
   const backoff = FIRST_RETRY_MS * 2 ** attempt
@@ -265,9 +306,16 @@ const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e))
 
 /** The provider's error code or type, read from its JSON error body (never shown to anyone). */
 function upstreamCode(e: APICallError): string {
-  const body = (e.data ?? safeJson(e.responseBody)) as { error?: { code?: unknown; type?: unknown; message?: unknown } } | undefined
+  const body = (e.data ?? safeJson(e.responseBody)) as
+    { error?: { code?: unknown; type?: unknown; message?: unknown } } | undefined
   const err = body?.error
-  return [err?.code, err?.type, typeof err?.message === 'string' && /prompt is too long|context length|maximum context/i.test(err.message) ? 'context_length_exceeded' : '']
+  return [
+    err?.code,
+    err?.type,
+    typeof err?.message === 'string' && /prompt is too long|context length|maximum context/i.test(err.message)
+      ? 'context_length_exceeded'
+      : '',
+  ]
     .filter((x) => typeof x === 'string' && x)
     .join(' ')
 }
@@ -279,7 +327,17 @@ function safeJson(text: string | undefined): unknown {
   }
 }
 
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ECONNABORTED', 'UND_ERR_SOCKET'])
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'ECONNABORTED',
+  'UND_ERR_SOCKET',
+])
 function connectionCode(err: unknown): string | null {
   for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
     const code = (e as { code?: unknown }).code
@@ -293,10 +351,14 @@ function classify(e: unknown, ctx: { provider: LlmProvider; model: string }, ret
   const refusal = refusalIn(e)
   if (refusal) {
     const remedy = refusal.remedy ? `to allow it, change ${refusal.remedy}` : 'no setting allows it'
-    return new AppError('LLM_OUTBOUND_REFUSED', `The outbound policy refused the connection to the model provider (${refusal.reason}); ${remedy}`, {
-      ...ctx,
-      reason: refusal.reason,
-    })
+    return new AppError(
+      'LLM_OUTBOUND_REFUSED',
+      `The outbound policy refused the connection to the model provider (${refusal.reason}); ${remedy}`,
+      {
+        ...ctx,
+        reason: refusal.reason,
+      },
+    )
   }
   if (APICallError.isInstance(e) && e.statusCode !== undefined) {
     const status = e.statusCode
@@ -320,11 +382,21 @@ function classify(e: unknown, ctx: { provider: LlmProvider; model: string }, ret
   }
   const conn = connectionCode(e)
   if (conn === 'ETIMEDOUT') return new AppError('LLM_TIMEOUT', undefined, ctx)
-  if (conn) return new AppError('LLM_UNREACHABLE', `The model provider could not be reached (${conn})`, { ...ctx, reason: conn })
+  if (conn)
+    return new AppError('LLM_UNREACHABLE', `The model provider could not be reached (${conn})`, {
+      ...ctx,
+      reason: conn,
+    })
   return new AppError('LLM_PROVIDER_ERROR', undefined, ctx)
 }
 
-export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?: Clock; retry?: { maxRetries?: number } }): Llm {
+export function createLlm(deps: {
+  db: Db
+  log: Logger
+  registry?: Registry
+  now?: Clock
+  retry?: { maxRetries?: number }
+}): Llm {
   const { db, log } = deps
   const now = deps.now ?? Date.now
   const maxRetries = deps.retry?.maxRetries ?? 2
@@ -337,7 +409,12 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
     labelNames: ['provider', 'outcome'] as const,
     registers,
   })
-  const tokens = new Counter({ name: 'atrium_llm_tokens_total', help: 'Tokens used by model calls', labelNames: ['provider', 'model', 'kind'] as const, registers })
+  const tokens = new Counter({
+    name: 'atrium_llm_tokens_total',
+    help: 'Tokens used by model calls',
+    labelNames: ['provider', 'model', 'kind'] as const,
+    registers,
+  })
   const duration = new Histogram({
     name: 'atrium_llm_request_duration_seconds',
     help: 'Time of model calls, first byte sent to last byte received',
@@ -348,10 +425,20 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
 
   function checkConfigured(target: LlmTarget, model?: string): void {
     const missing = missingFields(target, model)
-    if (missing.length) throw new AppError('LLM_NOT_CONFIGURED', `The tenant's LLM settings are incomplete: set ${missing.join(', ')}`, { provider: target.provider, missing })
+    if (missing.length)
+      throw new AppError('LLM_NOT_CONFIGURED', `The tenant's LLM settings are incomplete: set ${missing.join(', ')}`, {
+        provider: target.provider,
+        missing,
+      })
   }
 
-  async function record(tenantId: string, provider: LlmProvider, model: string, input: number, output: number): Promise<void> {
+  async function record(
+    tenantId: string,
+    provider: LlmProvider,
+    model: string,
+    input: number,
+    output: number,
+  ): Promise<void> {
     const day = new Date(now()).toISOString().slice(0, 10) // UTC
     await db.tenant(tenantId, async (sql) => {
       await sql`
@@ -377,7 +464,10 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
     // One signal for the SDK: the caller's abort or our timer, whichever comes first.
     const controller = new AbortController()
     const timeoutMs = req.timeoutMs ?? DEFAULT_TIMEOUT_MS
-    const timer = setTimeout(() => controller.abort(new CallTimeout(`no complete answer within ${timeoutMs} ms`)), timeoutMs)
+    const timer = setTimeout(
+      () => controller.abort(new CallTimeout(`no complete answer within ${timeoutMs} ms`)),
+      timeoutMs,
+    )
     const onAbort = () => controller.abort(req.signal!.reason)
     if (req.signal?.aborted) onAbort()
     else req.signal?.addEventListener('abort', onAbort, { once: true })
@@ -403,7 +493,17 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
       const appErr = err instanceof AppError ? err : classify(err, ctx, retriedOut)
       finish(appErr.code)
       // The class and code of what failed, never its message: a provider's message can echo the key.
-      log.warn({ provider, model, tenantId: req.tenantId, code: appErr.code, upstreamStatus: appErr.details.upstreamStatus, errorName: (err as Error)?.name }, 'model call failed')
+      log.warn(
+        {
+          provider,
+          model,
+          tenantId: req.tenantId,
+          code: appErr.code,
+          upstreamStatus: appErr.details.upstreamStatus,
+          errorName: (err as Error)?.name,
+        },
+        'model call failed',
+      )
       throw appErr
     }
 
@@ -435,11 +535,17 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
     /** Characters of the answer so far (text, and tool-call arguments as they stream or arrive whole). */
     let outputChars = 0
     const tooLarge = (limit: 'outputChars' | 'toolCalls', max: number) =>
-      new AppError('LLM_RESPONSE_TOO_LARGE', limit === 'toolCalls' ? `The model asked for more than ${max} tool calls in one answer` : `The model's answer is longer than ${max} characters`, {
-        ...ctx,
-        limit,
-        max,
-      })
+      new AppError(
+        'LLM_RESPONSE_TOO_LARGE',
+        limit === 'toolCalls'
+          ? `The model asked for more than ${max} tool calls in one answer`
+          : `The model's answer is longer than ${max} characters`,
+        {
+          ...ctx,
+          limit,
+          max,
+        },
+      )
     const spend = (chars: number) => {
       outputChars += chars
       // Thrown inside the loop: leaving it cancels the stream, which closes the connection.
@@ -471,14 +577,16 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
           // end of the answer): counted there, so that a flood of calls is stopped as it streams.
           case 'tool-input-start':
             started.add(part.id)
-            if (req.maxToolCalls !== undefined && started.size > req.maxToolCalls) failed(tooLarge('toolCalls', req.maxToolCalls))
+            if (req.maxToolCalls !== undefined && started.size > req.maxToolCalls)
+              failed(tooLarge('toolCalls', req.maxToolCalls))
             break
           case 'tool-input-delta':
             streamed.add(part.id)
             spend(part.delta.length)
             break
           case 'tool-call':
-            if (req.maxToolCalls !== undefined && toolCalls.length >= req.maxToolCalls) failed(tooLarge('toolCalls', req.maxToolCalls))
+            if (req.maxToolCalls !== undefined && toolCalls.length >= req.maxToolCalls)
+              failed(tooLarge('toolCalls', req.maxToolCalls))
             if (!streamed.has(part.toolCallId)) spend(part.input.length)
             toolCalls.push(toolCall(part, req.tools))
             break
@@ -508,7 +616,8 @@ export function createLlm(deps: { db: Db; log: Logger; registry?: Registry; now?
       await record(req.tenantId, provider, model, usage.inputTokens, usage.outputTokens)
       return { text, toolCalls, finishReason, usage, provider, model }
     } catch (err) {
-      // Thrown by `failed` (counted already), or the request itself failed: an abort before the stream is counted as one too.
+      // Thrown by `failed` (counted already), or the request itself failed: an abort before the stream is counted as
+      // one too.
       if (err instanceof AppError || counted) throw err
       return failed(err)
     } finally {

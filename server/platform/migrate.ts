@@ -44,7 +44,9 @@ export async function newerMigrations(sql: Sql, migrations = loadMigrations()): 
   const [table] = await sql<{ exists: boolean }[]>`select to_regclass('atrium_migrations') is not null as exists`
   if (!table?.exists) return []
   const known = new Set(migrations.map((m) => m.version))
-  return (await sql<{ version: number }[]>`select version from atrium_migrations order by version`).map((r) => r.version).filter((v) => !known.has(v))
+  return (await sql<{ version: number }[]>`select version from atrium_migrations order by version`)
+    .map((r) => r.version)
+    .filter((v) => !known.has(v))
 }
 
 /** Refuses a database a newer release migrated, saying what to do instead. */
@@ -56,7 +58,10 @@ export async function refuseNewerSchema(sql: Sql, migrations = loadMigrations())
   )
 }
 
-/** Returns the versions this call applied (empty when the database was current); refuses a database a newer release migrated. */
+/**
+ * Returns the versions this call applied (empty when the database was current); refuses a database a newer release
+ * migrated.
+ */
 export async function migrate(sql: Sql, migrations = loadMigrations()): Promise<number[]> {
   await refuseNewerSchema(sql, migrations)
   const applied: number[] = []
@@ -69,7 +74,9 @@ export async function migrate(sql: Sql, migrations = loadMigrations()): Promise<
         checksum text not null,
         applied_at timestamptz not null default now()
       )`
-      const [row] = await tx<{ checksum: string }[]>`select checksum from atrium_migrations where version = ${m.version}`
+      const [row] = await tx<
+        { checksum: string }[]
+      >`select checksum from atrium_migrations where version = ${m.version}`
       if (row) {
         if (row.checksum !== m.checksum) {
           throw new MigrationError(`migration ${m.version}_${m.name} was changed after it was applied`)
@@ -88,7 +95,11 @@ export async function migrate(sql: Sql, migrations = loadMigrations()): Promise<
 /** The versions this release knows that the database has not applied yet (all of them on an empty database). */
 export async function pendingMigrations(sql: Sql, migrations = loadMigrations()): Promise<number[]> {
   const [table] = await sql<{ exists: boolean }[]>`select to_regclass('atrium_migrations') is not null as exists`
-  const done = new Set(table?.exists ? (await sql<{ version: number }[]>`select version from atrium_migrations`).map((r) => r.version) : [])
+  const done = new Set(
+    table?.exists
+      ? (await sql<{ version: number }[]>`select version from atrium_migrations`).map((r) => r.version)
+      : [],
+  )
   return migrations.filter((m) => !done.has(m.version)).map((m) => m.version)
 }
 
@@ -97,7 +108,10 @@ export async function pendingMigrations(sql: Sql, migrations = loadMigrations())
  * Job): server pods start on a current schema without racing to migrate. A database a newer
  * release migrated is refused at once (refuseNewerSchema): waiting would not make it older.
  */
-export async function waitForMigrations(sql: Sql, o: { timeoutMs: number; intervalMs?: number; migrations?: Migration[] }): Promise<{ ok: boolean; pending: number[] }> {
+export async function waitForMigrations(
+  sql: Sql,
+  o: { timeoutMs: number; intervalMs?: number; migrations?: Migration[] },
+): Promise<{ ok: boolean; pending: number[] }> {
   const until = Date.now() + o.timeoutMs
   const migrations = o.migrations ?? loadMigrations()
   for (;;) {

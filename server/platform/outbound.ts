@@ -25,7 +25,8 @@ import { AppError, invalid } from '../domain/errors.js'
 type Ip = ipaddr.IPv4 | ipaddr.IPv6
 type Cidr = [Ip, number]
 
-export type AddressClass = 'metadata' | 'link-local' | 'unspecified' | 'multicast' | 'loopback' | 'private' | 'reserved' | 'public'
+export type AddressClass =
+  'metadata' | 'link-local' | 'unspecified' | 'multicast' | 'loopback' | 'private' | 'reserved' | 'public'
 
 export interface OutboundPolicy {
   /** OUTBOUND_ALLOWED_NETWORKS */
@@ -39,7 +40,9 @@ export interface OutboundPolicy {
 /** The setting an operator would change to allow a refused connection. */
 export type OutboundRemedy = 'OUTBOUND_ALLOWED_NETWORKS' | 'OUTBOUND_ALLOWED_DOMAINS' | null
 
-export type OutboundDecision = { allowed: true; class: AddressClass } | { allowed: false; class: AddressClass; reason: string; remedy: OutboundRemedy }
+export type OutboundDecision =
+  | { allowed: true; class: AddressClass }
+  | { allowed: false; class: AddressClass; reason: string; remedy: OutboundRemedy }
 
 /** Refused by the outbound policy; `host` is what the caller asked for, `address` what it resolved to. */
 export class OutboundRefused extends Error {
@@ -135,7 +138,8 @@ export function parseCidrs(cidrs: readonly string[]): Cidr[] {
     const [addr, bits] = c.trim().split('/')
     const ip = addr === undefined ? null : parseIp(addr)
     const n = Number(bits)
-    if (!ip || !/^\d{1,3}$/.test(bits ?? '') || n > (ip.kind() === 'ipv4' ? 32 : 128)) throw new Error(`not a CIDR: ${c}`)
+    if (!ip || !/^\d{1,3}$/.test(bits ?? '') || n > (ip.kind() === 'ipv4' ? 32 : 128))
+      throw new Error(`not a CIDR: ${c}`)
     return [ip, n] as Cidr
   })
 }
@@ -150,15 +154,32 @@ const within = (a: Ip, cidrs: readonly Cidr[]) => {
 
 function decideParsed(a: Ip, cidrs: readonly Cidr[], airGapped: boolean): OutboundDecision {
   const cls = classifyIp(a)
-  if (NEVER.has(cls)) return { allowed: false, class: cls, reason: `${cls} addresses are never reachable`, remedy: null }
+  if (NEVER.has(cls))
+    return { allowed: false, class: cls, reason: `${cls} addresses are never reachable`, remedy: null }
   if (within(a, cidrs)) return { allowed: true, class: cls }
-  if (airGapped) return { allowed: false, class: cls, reason: 'air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable', remedy: 'OUTBOUND_ALLOWED_NETWORKS' }
-  if (cls !== 'public') return { allowed: false, class: cls, reason: `${cls} address outside OUTBOUND_ALLOWED_NETWORKS`, remedy: 'OUTBOUND_ALLOWED_NETWORKS' }
+  if (airGapped)
+    return {
+      allowed: false,
+      class: cls,
+      reason: 'air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable',
+      remedy: 'OUTBOUND_ALLOWED_NETWORKS',
+    }
+  if (cls !== 'public')
+    return {
+      allowed: false,
+      class: cls,
+      reason: `${cls} address outside OUTBOUND_ALLOWED_NETWORKS`,
+      remedy: 'OUTBOUND_ALLOWED_NETWORKS',
+    }
   return { allowed: true, class: cls }
 }
 
 /** Whether the server may connect to `ip` (text in any form parseIp takes). */
-export function decideOutbound(ip: string, allowedCidrs: readonly string[], opts: { airGapped: boolean }): OutboundDecision {
+export function decideOutbound(
+  ip: string,
+  allowedCidrs: readonly string[],
+  opts: { airGapped: boolean },
+): OutboundDecision {
   const a = parseIp(ip)
   if (!a) return { allowed: false, class: 'reserved', reason: 'not an IP address', remedy: null }
   return decideParsed(a, parseCidrs(allowedCidrs), opts.airGapped)
@@ -173,7 +194,8 @@ export function withinDomains(host: string, domains: readonly string[]): boolean
   return domains.some((d) => name === d || name.endsWith(`.${d}`))
 }
 
-export const isAllowedOutbound = (ip: string, allowedCidrs: readonly string[], opts: { airGapped: boolean }): boolean => decideOutbound(ip, allowedCidrs, opts).allowed
+export const isAllowedOutbound = (ip: string, allowedCidrs: readonly string[], opts: { airGapped: boolean }): boolean =>
+  decideOutbound(ip, allowedCidrs, opts).allowed
 
 /** Resolves a hostname to every address it has (getaddrinfo, so /etc/hosts counts as it does for connect). */
 export type Resolver = (hostname: string) => Promise<{ address: string; family: number }[]>
@@ -182,7 +204,8 @@ export const systemResolver: Resolver = (hostname) => dnsLookup(hostname, { all:
 /** A policy with its CIDRs parsed once, for callers that judge many connections. */
 export function compilePolicy(policy: OutboundPolicy, resolver: Resolver = systemResolver) {
   const cidrs = parseCidrs(policy.allowedCidrs)
-  // As the setting's parser writes them, also when a caller builds the policy itself (an empty entry would match names ending in '..').
+  // As the setting's parser writes them, also when a caller builds the policy itself (an empty entry would match names
+  // ending in '..').
   const domains = domainList(policy.allowedDomains ?? [])
   const decide = (a: Ip) => decideParsed(a, cidrs, policy.airGapped)
 
@@ -199,25 +222,46 @@ export function compilePolicy(policy: OutboundPolicy, resolver: Resolver = syste
     }
     // Looking a name up already tells the site's resolver (and whoever it forwards to) where the server wants to go.
     if (policy.airGapped && !withinDomains(host, domains)) {
-      throw new OutboundRefused(host, '', 'air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up', 'OUTBOUND_ALLOWED_DOMAINS')
+      throw new OutboundRefused(
+        host,
+        '',
+        'air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up',
+        'OUTBOUND_ALLOWED_DOMAINS',
+      )
     }
     const answers = await resolver(host)
     if (!answers.length) throw new OutboundRefused(host, '', 'the name has no addresses')
     for (const { address } of answers) {
       const a = parseIp(address)
-      const d: OutboundDecision = a ? decide(a) : { allowed: false, class: 'reserved', reason: 'the resolver answered with something that is not an address', remedy: null }
+      const d: OutboundDecision = a
+        ? decide(a)
+        : {
+            allowed: false,
+            class: 'reserved',
+            reason: 'the resolver answered with something that is not an address',
+            remedy: null,
+          }
       if (!d.allowed) throw new OutboundRefused(host, address, d.reason, d.remedy)
     }
     return answers.map((x) => x.address)
   }
 
   /** A `lookup` for net/http/https: connections go only to addresses the policy allows. */
-  function lookup(hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void): void {
+  function lookup(
+    hostname: string,
+    options: LookupOptions,
+    callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+  ): void {
     resolveAllowed(hostname).then(
       (addresses) => {
         let list = addresses.map((address) => ({ address, family: isIP(address) }))
         if (options.family === 4 || options.family === 6) list = list.filter((x) => x.family === options.family)
-        if (!list.length) return callback(Object.assign(new Error(`${hostname} has no IPv${options.family} address`), { code: 'ENOTFOUND' }), '', 0)
+        if (!list.length)
+          return callback(
+            Object.assign(new Error(`${hostname} has no IPv${options.family} address`), { code: 'ENOTFOUND' }),
+            '',
+            0,
+          )
         if (options.all) callback(null, list)
         else callback(null, list[0]!.address, list[0]!.family)
       },
@@ -230,21 +274,31 @@ export function compilePolicy(policy: OutboundPolicy, resolver: Resolver = syste
 export type CompiledPolicy = ReturnType<typeof compilePolicy>
 
 /** The deployment's policy as its settings say (AIR_GAPPED, OUTBOUND_ALLOWED_NETWORKS, OUTBOUND_ALLOWED_DOMAINS). */
-export const outboundPolicyOf = (config: { OUTBOUND_ALLOWED_NETWORKS: readonly string[]; OUTBOUND_ALLOWED_DOMAINS: readonly string[]; AIR_GAPPED: boolean }): OutboundPolicy => ({
+export const outboundPolicyOf = (config: {
+  OUTBOUND_ALLOWED_NETWORKS: readonly string[]
+  OUTBOUND_ALLOWED_DOMAINS: readonly string[]
+  AIR_GAPPED: boolean
+}): OutboundPolicy => ({
   allowedCidrs: config.OUTBOUND_ALLOWED_NETWORKS,
   allowedDomains: config.OUTBOUND_ALLOWED_DOMAINS,
   airGapped: config.AIR_GAPPED,
 })
 
 /** Resolver-based check of one host (a hostname or an IP literal): its allowed addresses, or OutboundRefused. */
-export const checkHost = (host: string, policy: OutboundPolicy, resolver: Resolver = systemResolver): Promise<string[]> => compilePolicy(policy, resolver).resolveAllowed(host)
+export const checkHost = (
+  host: string,
+  policy: OutboundPolicy,
+  resolver: Resolver = systemResolver,
+): Promise<string[]> => compilePolicy(policy, resolver).resolveAllowed(host)
 
 export interface OutboundFetchInit {
   method?: string
   headers?: Record<string, string> | Headers
   body?: string | URLSearchParams | Uint8Array | ArrayBuffer | null
   signal?: AbortSignal | null
-  /** Redirects are never followed (the next hop would escape the check); 'manual' is accepted for fetch compatibility. */
+  /**
+   * Redirects are never followed (the next hop would escape the check); 'manual' is accepted for fetch compatibility.
+   */
   redirect?: 'manual'
 }
 
@@ -282,12 +336,16 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
 
   async function fetchOutbound(input: string | URL, init: OutboundFetchInit = {}): Promise<Response> {
     const url = new URL(input)
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`only http: and https: URLs can be fetched, not ${url.protocol}`)
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new TypeError(`only http: and https: URLs can be fetched, not ${url.protocol}`)
     const literal = parseIp(url.hostname)
     if (literal) {
       // net.connect skips lookup for an IP literal: judge it here.
       const d = compiled.decide(literal)
-      if (!d.allowed) throw new TypeError('fetch failed', { cause: new OutboundRefused(url.hostname, literal.toString(), d.reason, d.remedy) })
+      if (!d.allowed)
+        throw new TypeError('fetch failed', {
+          cause: new OutboundRefused(url.hostname, literal.toString(), d.reason, d.remedy),
+        })
     }
     const headers = new Headers(init.headers)
     const body =
@@ -296,7 +354,8 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
         : typeof init.body === 'string' || init.body instanceof URLSearchParams
           ? Buffer.from(String(init.body))
           : Buffer.from(init.body instanceof ArrayBuffer ? new Uint8Array(init.body) : init.body)
-    if (init.body instanceof URLSearchParams && !headers.has('content-type')) headers.set('content-type', 'application/x-www-form-urlencoded;charset=UTF-8')
+    if (init.body instanceof URLSearchParams && !headers.has('content-type'))
+      headers.set('content-type', 'application/x-www-form-urlencoded;charset=UTF-8')
     if (body) headers.set('content-length', String(body.length))
     if (!headers.has('accept-encoding')) headers.set('accept-encoding', 'gzip, deflate, br')
     const method = (init.method ?? 'GET').toUpperCase()
@@ -312,7 +371,12 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
       }
 
       /** Hands the response over at once, its body read from `stream` as the caller pulls. */
-      function streamBody(res: http.IncomingMessage, stream: NodeJS.ReadableStream & { destroyed?: boolean }, status: number, headers: Headers) {
+      function streamBody(
+        res: http.IncomingMessage,
+        stream: NodeJS.ReadableStream & { destroyed?: boolean },
+        status: number,
+        headers: Headers,
+      ) {
         let size = 0
         let open = true
         let ctrl!: ReadableStreamDefaultController<Uint8Array>
@@ -360,7 +424,8 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
         res.on('error', (err) => fail(err))
         // A connection that closes before the body ended (the server died) ends it with an error.
         res.on('close', () => {
-          if (open && !res.complete) fail(Object.assign(new Error('the connection closed before the response ended'), { code: 'ECONNRESET' }))
+          if (open && !res.complete)
+            fail(Object.assign(new Error('the connection closed before the response ended'), { code: 'ECONNRESET' }))
         })
         try {
           resolve(new Response(body, { status, statusText: res.statusMessage ?? '', headers }))
@@ -382,7 +447,14 @@ export function outboundFetch(policy: OutboundPolicy | CompiledPolicy, o: Outbou
           const encoding = String(res.headers['content-encoding'] ?? '')
             .trim()
             .toLowerCase()
-          const decoder = encoding === 'gzip' || encoding === 'x-gzip' ? zlib.createGunzip() : encoding === 'deflate' ? zlib.createInflate() : encoding === 'br' ? zlib.createBrotliDecompress() : null
+          const decoder =
+            encoding === 'gzip' || encoding === 'x-gzip'
+              ? zlib.createGunzip()
+              : encoding === 'deflate'
+                ? zlib.createInflate()
+                : encoding === 'br'
+                  ? zlib.createBrotliDecompress()
+                  : null
           const stream = decoder ? res.pipe(decoder) : res
           const status = res.statusCode ?? 502
           const empty = NO_BODY.has(status) || method === 'HEAD'
@@ -504,13 +576,18 @@ export async function outboundHostAllowed(field: string, url: URL, policy: Compi
       // address a name resolved to is not (a tenant must not map the internal network through it).
       const literal = parseIp(url.hostname) ? err.address : null
       const bare = url.hostname.replace(/^\[(.*)\]$/, '$1')
-      throw new AppError('VALIDATION_ERROR', `${field}: ${url.hostname}${literal && literal !== bare ? ` (${literal})` : ''} may not be called: ${err.reason}`, {
-        errors: [{ field, message: `may not be called: ${err.reason}` }],
-        reason: 'outbound_refused',
-        ...(literal ? { address: literal } : {}),
-      })
+      throw new AppError(
+        'VALIDATION_ERROR',
+        `${field}: ${url.hostname}${literal && literal !== bare ? ` (${literal})` : ''} may not be called: ${err.reason}`,
+        {
+          errors: [{ field, message: `may not be called: ${err.reason}` }],
+          reason: 'outbound_refused',
+          ...(literal ? { address: literal } : {}),
+        },
+      )
     }
-    if ((err as NodeJS.ErrnoException).code === 'ENOTFOUND') throw invalid(field, `${url.hostname} does not resolve to an address`)
+    if ((err as NodeJS.ErrnoException).code === 'ENOTFOUND')
+      throw invalid(field, `${url.hostname} does not resolve to an address`)
     // Another resolver failure (a DNS server that did not answer) proves nothing; the connection will tell.
   }
 }

@@ -51,7 +51,8 @@ function open(key: Buffer, sealed: Buffer, aad: Buffer): Buffer {
   }
 }
 
-const aadOf = (ctx: SecretContext) => Buffer.from(JSON.stringify(['atrium-secret-v1', ctx.tenantId, ctx.table, ctx.rowId, ctx.field]))
+const aadOf = (ctx: SecretContext) =>
+  Buffer.from(JSON.stringify(['atrium-secret-v1', ctx.tenantId, ctx.table, ctx.rowId, ctx.field]))
 
 export function createSecrets(masterKey: Buffer): Secrets {
   if (masterKey.length !== 32) throw new Error('the master key must be 32 bytes')
@@ -67,8 +68,10 @@ export function createSecrets(masterKey: Buffer): Secrets {
     },
     decrypt(stored, ctx) {
       const parts = stored.split(':')
-      if (parts.length !== 5 || parts[0] !== 'atrium' || parts[1] !== 'v1') throw new SecretDecryptError('not an Atrium secret')
-      if (parts[2] !== keyId) throw new SecretDecryptError(`secret was sealed under master key ${parts[2]}, not the configured ${keyId}`)
+      if (parts.length !== 5 || parts[0] !== 'atrium' || parts[1] !== 'v1')
+        throw new SecretDecryptError('not an Atrium secret')
+      if (parts[2] !== keyId)
+        throw new SecretDecryptError(`secret was sealed under master key ${parts[2]}, not the configured ${keyId}`)
       const aad = aadOf(ctx)
       const dataKey = open(masterKey, Buffer.from(parts[3]!, 'base64url'), aad)
       return open(dataKey, Buffer.from(parts[4]!, 'base64url'), aad).toString('utf8')
@@ -97,6 +100,9 @@ export function loadMasterKey(opts: { configured: string; dataDir: string; log: 
   } catch {
     return Buffer.from(readFileSync(path, 'utf8').trim(), 'base64') // another process wrote it first
   }
-  opts.log.warn({ path }, 'ENCRYPTION_MASTER_KEY is not set: generated one for embedded use. Back it up; production requires the setting')
+  opts.log.warn(
+    { path },
+    'ENCRYPTION_MASTER_KEY is not set: generated one for embedded use. Back it up; production requires the setting',
+  )
   return key
 }

@@ -39,7 +39,12 @@ export interface ByosRow {
 }
 
 /** The sealed keys' context: the tenant's row of tenant_storage. */
-export const byosKeyContext = (tenantId: string, field: 'access_key' | 'secret_key') => ({ tenantId, table: 'tenant_storage', rowId: tenantId, field })
+export const byosKeyContext = (tenantId: string, field: 'access_key' | 'secret_key') => ({
+  tenantId,
+  table: 'tenant_storage',
+  rowId: tenantId,
+  field,
+})
 
 const isMissing = (err: unknown) => {
   const code = (err as { code?: string } | null)?.code
@@ -59,14 +64,26 @@ export interface StorageOptions {
 
 export function tenantStorage(o: StorageOptions): Storage {
   const fallback = o.regions.get(o.defaultRegion)!
-  const regionStores = [fallback, ...[...o.regions.entries()].filter(([code]) => code !== o.defaultRegion).map(([, b]) => b)]
+  const regionStores = [
+    fallback,
+    ...[...o.regions.entries()].filter(([code]) => code !== o.defaultRegion).map(([, b]) => b),
+  ]
   // A tenant's own store, opened once per version of its settings.
   const own = new Map<string, { version: number; blobs: Promise<Blobs & { close(): void }> }>()
 
   async function settings(tenantId: string) {
     const [row] = await o.db.system(
       (sql) => sql<
-        { mode: string | null; region: string | null; endpoint: string | null; bucket: string | null; byos_region: string | null; ak: string | null; sk: string | null; updated_at: Date | null }[]
+        {
+          mode: string | null
+          region: string | null
+          endpoint: string | null
+          bucket: string | null
+          byos_region: string | null
+          ak: string | null
+          sk: string | null
+          updated_at: Date | null
+        }[]
       >`
       select s.storage_mode as mode, case when p.data_residency_required then p.data_residency_region else p.primary_region end as region,
              s.byos_endpoint as endpoint, s.byos_bucket as bucket, s.byos_region, s.byos_access_key_sealed as ak, s.byos_secret_key_sealed as sk, s.updated_at
@@ -77,7 +94,14 @@ export function tenantStorage(o: StorageOptions): Storage {
     const region = row?.region && o.regions.has(row.region) ? row.region : o.defaultRegion
     const byos: ByosRow | null =
       row?.endpoint && row.bucket && row.ak && row.sk
-        ? { endpoint: row.endpoint, bucket: row.bucket, region: row.byos_region ?? 'us-east-1', accessKeySealed: row.ak, secretKeySealed: row.sk, updatedAt: row.updated_at! }
+        ? {
+            endpoint: row.endpoint,
+            bucket: row.bucket,
+            region: row.byos_region ?? 'us-east-1',
+            accessKeySealed: row.ak,
+            secretKeySealed: row.sk,
+            updatedAt: row.updated_at!,
+          }
         : null
     return { mode: row?.mode === 'byos' && byos ? ('byos' as const) : ('platform' as const), region, byos }
   }
@@ -134,7 +158,8 @@ export function tenantStorage(o: StorageOptions): Storage {
         getRange: async (key, start, end) => (await holding(key)).getRange(key, start, end),
         size: async (key) => (await holding(key)).size(key),
         async remove(key) {
-          // An object may be in more than one store (the same content written before and after a move): every copy goes.
+          // An object may be in more than one store (the same content written before and after a move): every copy
+          // goes.
           for (const b of [current, ...others]) if ((await b.size(key)) !== null) await b.remove(key)
         },
         presignGet: async (key: string, opts: LinkOptions) => (await holding(key)).presignGet(key, opts),

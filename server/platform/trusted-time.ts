@@ -44,7 +44,8 @@ export function trustedTime(clock: Clock = Date.now, monotonic: () => number = (
     behindMs,
     source: () => (behindMs() > CLOCK_TOLERANCE_MS ? from : 'process'),
     observe(r) {
-      const [time, source] = r.mark !== null && r.mark > r.database ? [r.mark, 'mark' as const] : [r.database, 'database' as const]
+      const [time, source] =
+        r.mark !== null && r.mark > r.database ? [r.mark, 'mark' as const] : [r.database, 'database' as const]
       if (time > now()) {
         anchor = time
         anchoredAt = monotonic()
@@ -61,7 +62,9 @@ export function trustedTime(clock: Clock = Date.now, monotonic: () => number = (
  * serves alone until then.
  */
 export async function readClock(sql: TxSql): Promise<ClockReading & { marked: boolean }> {
-  const [row] = await sql<{ database: Date; marked: boolean }[]>`select now() as database, to_regclass('clock_marks') is not null as marked`
+  const [row] = await sql<
+    { database: Date; marked: boolean }[]
+  >`select now() as database, to_regclass('clock_marks') is not null as marked`
   const database = row!.database.getTime()
   if (!row!.marked) return { database, mark: null, marked: false }
   const [mark] = await sql<{ latest: Date }[]>`select latest from clock_marks`
@@ -75,7 +78,10 @@ export async function writeMark(sql: TxSql, at: number): Promise<void> {
     on conflict (only_row) do update set latest = greatest(clock_marks.latest, excluded.latest)`
 }
 
-/** Reads the clocks, then raises the mark to the trusted time: at start, and every hour after. Returns how far behind the process clock is. */
+/**
+ * Reads the clocks, then raises the mark to the trusted time: at start, and every hour after. Returns how far behind
+ * the process clock is.
+ */
 export async function checkClock(db: Db, time: TrustedTime): Promise<number> {
   // Before the migrations ran there are no clock_marks, nor the role db.system acts as: the
   // database's clock is read outside a transaction and serves alone.
@@ -122,5 +128,6 @@ export function lagMessage(time: TrustedTime): string | null {
 /** Logs lagMessage, when there is one. */
 export function clockLag(log: Logger, time: TrustedTime): void {
   const message = lagMessage(time)
-  if (message) log.warn({ clock: { behindSeconds: Math.round(time.behindMs() / 1000), source: time.source() } }, message)
+  if (message)
+    log.warn({ clock: { behindSeconds: Math.round(time.behindMs() / 1000), source: time.source() } }, message)
 }

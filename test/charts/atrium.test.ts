@@ -9,16 +9,37 @@ import { IMAGES } from '../../config/images.js'
 import { VERSION } from '../../common/version.js'
 import { renderHelmFiles } from '../../installer/core/helm-values.js'
 import { tempDir } from '../helpers/platform.js'
-import { BASE_VALUES, CHART, KUBE_VERSION, fakeCluster, find, helmNotes, helmTemplate, needs, runTool, type Manifest } from '../helpers/tools.js'
+import {
+  BASE_VALUES,
+  CHART,
+  KUBE_VERSION,
+  fakeCluster,
+  find,
+  helmNotes,
+  helmTemplate,
+  needs,
+  runTool,
+  type Manifest,
+} from '../helpers/tools.js'
 
 const skip = needs('helm')
 
 const VARIANTS: Record<string, Record<string, unknown>> = {
   default: {},
-  'air-gapped': { airGapped: true, global: { imageRegistry: 'registry.corp.example:5000', imagePullSecrets: ['regcred'] } },
+  'air-gapped': {
+    airGapped: true,
+    global: { imageRegistry: 'registry.corp.example:5000', imagePullSecrets: ['regcred'] },
+  },
   existingSecret: { existingSecret: 'atrium-from-vault' },
-  hpa: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 12 }, ingress: { enabled: true, host: 'atrium.example.com', tls: { enabled: true } } },
-  monitored: { metrics: { serviceMonitor: { enabled: true, labels: { release: 'prometheus' } } }, airGapped: true, networkPolicy: { servicesCidrs: ['10.20.0.0/16'] } },
+  hpa: {
+    autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 12 },
+    ingress: { enabled: true, host: 'atrium.example.com', tls: { enabled: true } },
+  },
+  monitored: {
+    metrics: { serviceMonitor: { enabled: true, labels: { release: 'prometheus' } } },
+    airGapped: true,
+    networkPolicy: { servicesCidrs: ['10.20.0.0/16'] },
+  },
   extras: {
     caBundle: { existingConfigMap: 'corp-ca' },
     extraEnvVars: [{ name: 'HTTPS_PROXY', value: 'http://proxy.corp.example:3128' }],
@@ -46,116 +67,172 @@ t.test('helm lint --strict passes with the default, air-gapped, existingSecret a
   }
 })
 
-t.test('kube-score finds nothing critical in any variant; its one exception is annotated where it applies', { skip: skip || needs('kube-score') }, async (t) => {
-  const dir = tempDir(t)
-  for (const [name, values] of Object.entries({ ...VARIANTS, 'pull Always': { image: { pullPolicy: 'Always' } } })) {
-    const r = await helmTemplate(t, [values])
-    t.equal(r.code, 0, `${name}: ${r.stderr}`)
-    const file = join(dir, `${name}.yaml`)
-    writeFileSync(file, r.yaml)
-    const scored = await runTool('kube-score', ['score', file, '--output-format', 'ci'])
-    const critical = scored.stdout.split('\n').filter((l) => l.startsWith('[CRITICAL]'))
-    t.same(critical, [], `${name}: ${critical.join('; ')}`)
-    t.equal(scored.code, 0, `${name}: kube-score exits 0`)
-    const always = name === 'pull Always'
-    for (const m of r.manifests.filter((m) => ['Deployment', 'Job', 'Pod'].includes(m.kind))) {
-      t.equal(m.metadata.annotations?.['kube-score/ignore'], always ? undefined : 'container-image-pull-policy', `${name}: ${m.kind}`)
-    }
-  }
-})
-
-t.test('every variant renders; every pod runs non-root, read-only, without capabilities, under RuntimeDefault seccomp', { skip }, async (t) => {
-  for (const [name, values] of Object.entries(VARIANTS)) {
-    const r = await helmTemplate(t, [values])
-    t.equal(r.code, 0, `${name}: ${r.stderr}`)
-    // The server, its migration Job and the helm test Pod: a render that lost one would check fewer.
-    t.same(
-      r.manifests
-        .filter((m) => ['Deployment', 'Job', 'Pod'].includes(m.kind))
-        .map((m) => m.kind)
-        .sort(),
-      ['Deployment', 'Job', 'Pod'],
-      `${name}: every pod is checked`,
-    )
-    for (const spec of podSpecs(r.manifests)) {
-      t.equal(spec.automountServiceAccountToken, false, `${name}: no service account token`)
-      t.match(spec.securityContext, { runAsNonRoot: true, runAsUser: 10001, seccompProfile: { type: 'RuntimeDefault' } })
-      for (const c of containers(spec)) {
-        t.match(c.securityContext, { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } }, `${name}/${c.name}`)
+t.test(
+  'kube-score finds nothing critical in any variant; its one exception is annotated where it applies',
+  { skip: skip || needs('kube-score') },
+  async (t) => {
+    const dir = tempDir(t)
+    for (const [name, values] of Object.entries({ ...VARIANTS, 'pull Always': { image: { pullPolicy: 'Always' } } })) {
+      const r = await helmTemplate(t, [values])
+      t.equal(r.code, 0, `${name}: ${r.stderr}`)
+      const file = join(dir, `${name}.yaml`)
+      writeFileSync(file, r.yaml)
+      const scored = await runTool('kube-score', ['score', file, '--output-format', 'ci'])
+      const critical = scored.stdout.split('\n').filter((l) => l.startsWith('[CRITICAL]'))
+      t.same(critical, [], `${name}: ${critical.join('; ')}`)
+      t.equal(scored.code, 0, `${name}: kube-score exits 0`)
+      const always = name === 'pull Always'
+      for (const m of r.manifests.filter((m) => ['Deployment', 'Job', 'Pod'].includes(m.kind))) {
+        t.equal(
+          m.metadata.annotations?.['kube-score/ignore'],
+          always ? undefined : 'container-image-pull-policy',
+          `${name}: ${m.kind}`,
+        )
       }
     }
-    const sa = find(r.manifests, 'ServiceAccount')
-    t.equal(sa?.automountServiceAccountToken, false)
-  }
-})
+  },
+)
 
-t.test('the server probes /healthz for liveness and start-up and /readyz for readiness, and has resources', { skip }, async (t) => {
-  const { manifests } = await helmTemplate(t)
-  const server = find(manifests, 'Deployment', 'atrium')!.spec.template.spec.containers[0]
-  t.match(server.livenessProbe.httpGet, { path: '/healthz', port: 'http' })
-  t.match(server.startupProbe.httpGet, { path: '/healthz', port: 'http' })
-  t.match(server.readinessProbe.httpGet, { path: '/readyz', port: 'http' })
-  t.match(server.resources, { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } })
-  t.same(server.ports, [
-    { name: 'http', containerPort: 8080, protocol: 'TCP' },
-    { name: 'metrics', containerPort: 9090, protocol: 'TCP' },
-  ])
-  const test = find(manifests, 'Pod')!
-  t.equal(test.metadata.annotations!['helm.sh/hook'], 'test')
-  t.match(test.spec.containers[0].command.join(' '), /\/readyz/)
-})
+t.test(
+  'every variant renders; every pod runs non-root, read-only, without capabilities, under RuntimeDefault seccomp',
+  { skip },
+  async (t) => {
+    for (const [name, values] of Object.entries(VARIANTS)) {
+      const r = await helmTemplate(t, [values])
+      t.equal(r.code, 0, `${name}: ${r.stderr}`)
+      // The server, its migration Job and the helm test Pod: a render that lost one would check fewer.
+      t.same(
+        r.manifests
+          .filter((m) => ['Deployment', 'Job', 'Pod'].includes(m.kind))
+          .map((m) => m.kind)
+          .sort(),
+        ['Deployment', 'Job', 'Pod'],
+        `${name}: every pod is checked`,
+      )
+      for (const spec of podSpecs(r.manifests)) {
+        t.equal(spec.automountServiceAccountToken, false, `${name}: no service account token`)
+        t.match(spec.securityContext, {
+          runAsNonRoot: true,
+          runAsUser: 10001,
+          seccompProfile: { type: 'RuntimeDefault' },
+        })
+        for (const c of containers(spec)) {
+          t.match(
+            c.securityContext,
+            {
+              allowPrivilegeEscalation: false,
+              readOnlyRootFilesystem: true,
+              runAsNonRoot: true,
+              capabilities: { drop: ['ALL'] },
+            },
+            `${name}/${c.name}`,
+          )
+        }
+      }
+      const sa = find(r.manifests, 'ServiceAccount')
+      t.equal(sa?.automountServiceAccountToken, false)
+    }
+  },
+)
+
+t.test(
+  'the server probes /healthz for liveness and start-up and /readyz for readiness, and has resources',
+  { skip },
+  async (t) => {
+    const { manifests } = await helmTemplate(t)
+    const server = find(manifests, 'Deployment', 'atrium')!.spec.template.spec.containers[0]
+    t.match(server.livenessProbe.httpGet, { path: '/healthz', port: 'http' })
+    t.match(server.startupProbe.httpGet, { path: '/healthz', port: 'http' })
+    t.match(server.readinessProbe.httpGet, { path: '/readyz', port: 'http' })
+    t.match(server.resources, { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } })
+    t.same(server.ports, [
+      { name: 'http', containerPort: 8080, protocol: 'TCP' },
+      { name: 'metrics', containerPort: 9090, protocol: 'TCP' },
+    ])
+    const test = find(manifests, 'Pod')!
+    t.equal(test.metadata.annotations!['helm.sh/hook'], 'test')
+    t.match(test.spec.containers[0].command.join(' '), /\/readyz/)
+  },
+)
 
 t.test('the ConfigMap holds the settings, with the ones the container depends on fixed', { skip }, async (t) => {
-  const { manifests } = await helmTemplate(t, [{ env: { LOG_LEVEL: 'debug', MAX_REQUEST_BODY_BYTES: 10485760, PUBLIC_URL: 'https://ai.example.com' } }])
+  const { manifests } = await helmTemplate(t, [
+    { env: { LOG_LEVEL: 'debug', MAX_REQUEST_BODY_BYTES: 10485760, PUBLIC_URL: 'https://ai.example.com' } },
+  ])
   const data = find(manifests, 'ConfigMap')!.data
   t.match(data, CONTAINER_FIXED)
-  t.match(data, { LOG_LEVEL: 'debug', MAX_REQUEST_BODY_BYTES: '10485760', PUBLIC_URL: 'https://ai.example.com', AIR_GAPPED: 'false' })
+  t.match(data, {
+    LOG_LEVEL: 'debug',
+    MAX_REQUEST_BODY_BYTES: '10485760',
+    PUBLIC_URL: 'https://ai.example.com',
+    AIR_GAPPED: 'false',
+  })
   t.notOk('R2_PUBLIC_ENDPOINT' in data, "empty settings are left to the server's defaults")
 })
 
-t.test('airGapped turns outside features off; global.imageRegistry moves every image, with its pull secrets', { skip }, async (t) => {
-  const { manifests } = await helmTemplate(t, [VARIANTS['air-gapped']!])
-  t.equal(find(manifests, 'ConfigMap')!.data.AIR_GAPPED, 'true')
-  const server = IMAGES.find((i) => i.name === 'atrium-server')!
-  const images = podSpecs(manifests).flatMap((s) => containers(s).map((c) => c.image))
-  t.ok(images.length >= 4)
-  for (const image of images) t.equal(image, `registry.corp.example:5000/${server.repository}:${VERSION}`)
-  for (const spec of podSpecs(manifests)) t.same(spec.imagePullSecrets, [{ name: 'regcred' }])
-})
+t.test(
+  'airGapped turns outside features off; global.imageRegistry moves every image, with its pull secrets',
+  { skip },
+  async (t) => {
+    const { manifests } = await helmTemplate(t, [VARIANTS['air-gapped']!])
+    t.equal(find(manifests, 'ConfigMap')!.data.AIR_GAPPED, 'true')
+    const server = IMAGES.find((i) => i.name === 'atrium-server')!
+    const images = podSpecs(manifests).flatMap((s) => containers(s).map((c) => c.image))
+    t.ok(images.length >= 4)
+    for (const image of images) t.equal(image, `registry.corp.example:5000/${server.repository}:${VERSION}`)
+    for (const spec of podSpecs(manifests)) t.same(spec.imagePullSecrets, [{ name: 'regcred' }])
+  },
+)
 
 t.test('existingSecret: the chart makes no Secret and every pod reads the named one', { skip }, async (t) => {
   const { manifests } = await helmTemplate(t, [VARIANTS.existingSecret!])
   t.notOk(find(manifests, 'Secret'))
-  const envFroms = podSpecs(manifests.filter((m) => m.kind !== 'Pod')).flatMap((spec) => containers(spec).map((c) => c.envFrom?.[1]))
-  t.ok(envFroms.length >= 3, `the server, its wait-for-migrations step and the migration Job: ${envFroms.length} containers`)
+  const envFroms = podSpecs(manifests.filter((m) => m.kind !== 'Pod')).flatMap((spec) =>
+    containers(spec).map((c) => c.envFrom?.[1]),
+  )
+  t.ok(
+    envFroms.length >= 3,
+    `the server, its wait-for-migrations step and the migration Job: ${envFroms.length} containers`,
+  )
   t.same(
     envFroms,
     envFroms.map(() => ({ secretRef: { name: 'atrium-from-vault' } })),
   )
 })
 
-t.test('a first install reading the cluster makes a 32-byte master key, and the Secret is kept when the release is deleted', { skip }, async (t) => {
-  const cluster = await fakeCluster(t, [defaultServiceAccount])
-  const { code, manifests, stderr } = await helmTemplate(
-    t,
-    [{ secrets: { DATABASE_URL: 'postgres://a:b@db:5432/atrium', ENCRYPTION_MASTER_KEY: '' } }],
-    ['--dry-run=server', '--kubeconfig', cluster.kubeconfig],
-  )
-  t.equal(code, 0, stderr)
-  const secret = find(manifests, 'Secret')!
-  t.equal(secret.metadata.annotations!['helm.sh/resource-policy'], 'keep')
-  const key = Buffer.from(secret.data.ENCRYPTION_MASTER_KEY, 'base64').toString()
-  t.equal(Buffer.from(key, 'base64').length, 32)
-  t.equal(Buffer.from(secret.data.DATABASE_URL, 'base64').toString(), 'postgres://a:b@db:5432/atrium')
-  t.notOk('REDIS_URL' in secret.data, 'empty secrets are left out')
-})
+t.test(
+  'a first install reading the cluster makes a 32-byte master key, and the Secret is kept when the release is deleted',
+  { skip },
+  async (t) => {
+    const cluster = await fakeCluster(t, [defaultServiceAccount])
+    const { code, manifests, stderr } = await helmTemplate(
+      t,
+      [{ secrets: { DATABASE_URL: 'postgres://a:b@db:5432/atrium', ENCRYPTION_MASTER_KEY: '' } }],
+      ['--dry-run=server', '--kubeconfig', cluster.kubeconfig],
+    )
+    t.equal(code, 0, stderr)
+    const secret = find(manifests, 'Secret')!
+    t.equal(secret.metadata.annotations!['helm.sh/resource-policy'], 'keep')
+    const key = Buffer.from(secret.data.ENCRYPTION_MASTER_KEY, 'base64').toString()
+    t.equal(Buffer.from(key, 'base64').length, 32)
+    t.equal(Buffer.from(secret.data.DATABASE_URL, 'base64').toString(), 'postgres://a:b@db:5432/atrium')
+    t.notOk('REDIS_URL' in secret.data, 'empty secrets are left out')
+  },
+)
 
 t.test('HPA values: an autoscaler instead of a fixed replica count, a PDB and a TLS Ingress', { skip }, async (t) => {
   const { manifests } = await helmTemplate(t, [VARIANTS.hpa!])
-  t.match(find(manifests, 'HorizontalPodAutoscaler')!.spec, { minReplicas: 3, maxReplicas: 12, scaleTargetRef: { kind: 'Deployment', name: 'atrium' } })
+  t.match(find(manifests, 'HorizontalPodAutoscaler')!.spec, {
+    minReplicas: 3,
+    maxReplicas: 12,
+    scaleTargetRef: { kind: 'Deployment', name: 'atrium' },
+  })
   t.notOk('replicas' in find(manifests, 'Deployment')!.spec)
   t.equal(find(manifests, 'PodDisruptionBudget')!.spec.minAvailable, 1)
-  t.match(find(manifests, 'Ingress')!.spec, { tls: [{ hosts: ['atrium.example.com'] }], rules: [{ host: 'atrium.example.com' }] })
+  t.match(find(manifests, 'Ingress')!.spec, {
+    tls: [{ hosts: ['atrium.example.com'] }],
+    rules: [{ host: 'atrium.example.com' }],
+  })
   const one = await helmTemplate(t, [{ replicaCount: 1 }])
   t.notOk(find(one.manifests, 'PodDisruptionBudget'), 'no PDB for a single replica: it would block node drains')
 })
@@ -169,42 +246,63 @@ t.test('the NetworkPolicy admits the namespace and the listed peers to the HTTP 
   t.same(np.spec.policyTypes, ['Ingress'])
 })
 
-t.test('with ingress enabled the ingress controller may reach the server; its namespace is a value', { skip }, async (t) => {
-  const controller = (ns: string) => ({ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } })
-  const on = { ingress: { enabled: true, host: 'atrium.example.com' } }
-  const byDefault = find((await helmTemplate(t, [on])).manifests, 'NetworkPolicy')!
-  t.same(byDefault.spec.ingress[0].from, [{ podSelector: {} }, controller('ingress-nginx')])
-  const openshift = find((await helmTemplate(t, [{ ...on, networkPolicy: { ingressControllerNamespace: 'openshift-ingress' } }])).manifests, 'NetworkPolicy')!
-  t.same(openshift.spec.ingress[0].from, [{ podSelector: {} }, controller('openshift-ingress')])
-  const off = find((await helmTemplate(t, [])).manifests, 'NetworkPolicy')!
-  t.same(off.spec.ingress[0].from, [{ podSelector: {} }], 'no ingress, no controller admitted')
-})
+t.test(
+  'with ingress enabled the ingress controller may reach the server; its namespace is a value',
+  { skip },
+  async (t) => {
+    const controller = (ns: string) => ({ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } })
+    const on = { ingress: { enabled: true, host: 'atrium.example.com' } }
+    const byDefault = find((await helmTemplate(t, [on])).manifests, 'NetworkPolicy')!
+    t.same(byDefault.spec.ingress[0].from, [{ podSelector: {} }, controller('ingress-nginx')])
+    const openshift = find(
+      (await helmTemplate(t, [{ ...on, networkPolicy: { ingressControllerNamespace: 'openshift-ingress' } }]))
+        .manifests,
+      'NetworkPolicy',
+    )!
+    t.same(openshift.spec.ingress[0].from, [{ podSelector: {} }, controller('openshift-ingress')])
+    const off = find((await helmTemplate(t, [])).manifests, 'NetworkPolicy')!
+    t.same(off.spec.ingress[0].from, [{ podSelector: {} }], 'no ingress, no controller admitted')
+  },
+)
 
 const jobName = (manifests: Manifest[]) => find(manifests, 'Job')!.metadata.name
 
-t.test('the migration Job is named by chart version, app version and values: the same render twice, a new name exactly when one changes', { skip }, async (t) => {
-  const base = jobName((await helmTemplate(t)).manifests)
-  t.match(base, /^atrium-migrate-[0-9a-f]{10}$/)
-  t.equal(jobName((await helmTemplate(t)).manifests), base, 'helm template is stable')
-  t.equal(jobName((await helmTemplate(t, [{}])).manifests), base, 'an empty values file changes nothing')
-  t.not(jobName((await helmTemplate(t, [{ env: { LOG_LEVEL: 'debug' } }])).manifests), base, 'values changed')
-  t.not(jobName((await helmTemplate(t, [{ image: { tag: '9.9.9' } }])).manifests), base, 'app version changed')
-  const copy = join(tempDir(t), 'atrium')
-  cpSync(CHART, copy, { recursive: true })
-  const chartYaml = join(copy, 'Chart.yaml')
-  writeFileSync(chartYaml, readFileSync(chartYaml, 'utf8').replace(/^version: .*$/m, 'version: 99.0.0'))
-  t.not(jobName((await helmTemplate(t, [], [], copy)).manifests), base, 'chart version changed')
-  const deployment = find((await helmTemplate(t)).manifests, 'Deployment')!
-  t.equal(deployment.spec.template.spec.initContainers[0].args[0], 'wait-for-migrations', 'pods wait for the Job instead of migrating themselves')
-})
+t.test(
+  'the migration Job is named by chart version, app version and values: the same render twice, a new name exactly when one changes',
+  { skip },
+  async (t) => {
+    const base = jobName((await helmTemplate(t)).manifests)
+    t.match(base, /^atrium-migrate-[0-9a-f]{10}$/)
+    t.equal(jobName((await helmTemplate(t)).manifests), base, 'helm template is stable')
+    t.equal(jobName((await helmTemplate(t, [{}])).manifests), base, 'an empty values file changes nothing')
+    t.not(jobName((await helmTemplate(t, [{ env: { LOG_LEVEL: 'debug' } }])).manifests), base, 'values changed')
+    t.not(jobName((await helmTemplate(t, [{ image: { tag: '9.9.9' } }])).manifests), base, 'app version changed')
+    const copy = join(tempDir(t), 'atrium')
+    cpSync(CHART, copy, { recursive: true })
+    const chartYaml = join(copy, 'Chart.yaml')
+    writeFileSync(chartYaml, readFileSync(chartYaml, 'utf8').replace(/^version: .*$/m, 'version: 99.0.0'))
+    t.not(jobName((await helmTemplate(t, [], [], copy)).manifests), base, 'chart version changed')
+    const deployment = find((await helmTemplate(t)).manifests, 'Deployment')!
+    t.equal(
+      deployment.spec.template.spec.initContainers[0].args[0],
+      'wait-for-migrations',
+      'pods wait for the Job instead of migrating themselves',
+    )
+  },
+)
 
-t.test("a changed setting changes the pods' checksum annotations (a rollout), an unchanged one does not", { skip }, async (t) => {
-  const ann = async (values: Record<string, unknown>[]) => find((await helmTemplate(t, values)).manifests, 'Deployment')!.spec.template.metadata.annotations
-  const a = await ann([])
-  t.same(await ann([]), a)
-  t.not((await ann([{ env: { LOG_LEVEL: 'warn' } }]))['checksum/config'], a['checksum/config'])
-  t.not((await ann([{ secrets: { LICENSE_KEY: 'x.y.z' } }]))['checksum/secret'], a['checksum/secret'])
-})
+t.test(
+  "a changed setting changes the pods' checksum annotations (a rollout), an unchanged one does not",
+  { skip },
+  async (t) => {
+    const ann = async (values: Record<string, unknown>[]) =>
+      find((await helmTemplate(t, values)).manifests, 'Deployment')!.spec.template.metadata.annotations
+    const a = await ann([])
+    t.same(await ann([]), a)
+    t.not((await ann([{ env: { LOG_LEVEL: 'warn' } }]))['checksum/config'], a['checksum/config'])
+    t.not((await ann([{ secrets: { LICENSE_KEY: 'x.y.z' } }]))['checksum/secret'], a['checksum/secret'])
+  },
+)
 
 t.test('values that break the schema fail helm template with a message naming the key', { skip }, async (t) => {
   const cases: [Record<string, unknown>, RegExp][] = [
@@ -255,7 +353,13 @@ t.test('a private CA and extra environment, volumes and mounts reach every Atriu
       )
       t.same(
         c.volumeMounts.map((m: { name: string }) => m.name),
-        [...c.volumeMounts.map((m: { name: string }) => m.name).filter((n: string) => n !== 'ca-bundle' && n !== 'vault'), 'ca-bundle', 'vault'],
+        [
+          ...c.volumeMounts
+            .map((m: { name: string }) => m.name)
+            .filter((n: string) => n !== 'ca-bundle' && n !== 'vault'),
+          'ca-bundle',
+          'vault',
+        ],
         `${c.name}: mounted after the chart's own`,
       )
     }
@@ -265,123 +369,232 @@ t.test('a private CA and extra environment, volumes and mounts reach every Atriu
   t.equal(server.env, undefined, 'nothing added by default')
 })
 
-t.test('OpenShift: the user and group may be left to the SCC; commonLabels reach every object; the migration Job is cleaned up', { skip }, async (t) => {
-  const { code, manifests, stderr } = await helmTemplate(t, [{ podSecurityContext: { runAsUser: null, runAsGroup: null, fsGroup: null }, commonLabels: { 'cost-center': 'ai-platform' } }])
-  t.equal(code, 0, stderr)
-  for (const m of manifests) t.equal(m.metadata.labels?.['cost-center'], 'ai-platform', `${m.kind} ${m.metadata.name}`)
-  const pods = manifests.filter((m) => m.kind === 'Deployment' || m.kind === 'Job').map((m) => m.spec.template.spec)
-  for (const pod of pods) {
-    t.same(pod.securityContext, { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } }, 'no uid, gid or fsGroup: the SCC assigns them')
-    for (const c of containers(pod)) t.match(c.securityContext, { runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } })
-  }
-  t.equal(find(manifests, 'Job')!.spec.ttlSecondsAfterFinished, 86400)
-})
+t.test(
+  'OpenShift: the user and group may be left to the SCC; commonLabels reach every object; the migration Job is cleaned up',
+  { skip },
+  async (t) => {
+    const { code, manifests, stderr } = await helmTemplate(t, [
+      {
+        podSecurityContext: { runAsUser: null, runAsGroup: null, fsGroup: null },
+        commonLabels: { 'cost-center': 'ai-platform' },
+      },
+    ])
+    t.equal(code, 0, stderr)
+    for (const m of manifests)
+      t.equal(m.metadata.labels?.['cost-center'], 'ai-platform', `${m.kind} ${m.metadata.name}`)
+    const pods = manifests.filter((m) => m.kind === 'Deployment' || m.kind === 'Job').map((m) => m.spec.template.spec)
+    for (const pod of pods) {
+      t.same(
+        pod.securityContext,
+        { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+        'no uid, gid or fsGroup: the SCC assigns them',
+      )
+      for (const c of containers(pod))
+        t.match(c.securityContext, {
+          runAsNonRoot: true,
+          readOnlyRootFilesystem: true,
+          allowPrivilegeEscalation: false,
+          capabilities: { drop: ['ALL'] },
+        })
+    }
+    t.equal(find(manifests, 'Job')!.spec.ttlSecondsAfterFinished, 86400)
+  },
+)
 
-t.test('metrics: a ServiceMonitor on the metrics port when asked, and /metrics never behind the Ingress', { skip }, async (t) => {
-  const off = await helmTemplate(t, [VARIANTS.hpa!])
-  t.notOk(find(off.manifests, 'ServiceMonitor'), 'none by default: the CRD may not exist')
-  const { code, manifests, stderr } = await helmTemplate(t, [VARIANTS.hpa!, { metrics: { serviceMonitor: { enabled: true, labels: { release: 'prometheus' }, interval: '15s' } } }])
-  t.equal(code, 0, stderr)
-  const monitor = find(manifests, 'ServiceMonitor')!
-  t.equal(monitor.apiVersion, 'monitoring.coreos.com/v1')
-  t.equal(monitor.metadata.labels!.release, 'prometheus', 'the labels the Prometheus selects by')
-  t.same(monitor.spec.endpoints, [{ port: 'metrics', path: '/metrics', interval: '15s', scrapeTimeout: '10s' }])
-  const service = find(manifests, 'Service')!
-  t.match(monitor.spec.selector.matchLabels, { 'app.kubernetes.io/name': 'atrium', 'app.kubernetes.io/instance': 'atrium' })
-  for (const [k, v] of Object.entries(monitor.spec.selector.matchLabels)) t.equal(service.metadata.labels![k], v, `the Service carries ${k}`)
-  t.same(
-    service.spec.ports.map((p: { name: string; targetPort: string }) => [p.name, p.targetPort]),
-    [
-      ['http', 'http'],
-      ['metrics', 'metrics'],
-    ],
-  )
-  t.equal(find(manifests, 'ConfigMap', 'atrium-config')!.data.METRICS_PORT, '9090', 'the server serves /metrics on 9090 only')
-  const paths = find(manifests, 'Ingress')!.spec.rules.flatMap((r: any) => r.http.paths) // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed YAML
-  t.same(
-    paths.map((p: { backend: { service: { port: unknown } } }) => p.backend.service.port),
-    [{ name: 'http' }],
-    'the Ingress routes to the API port only',
-  )
-  const policy = find(manifests, 'NetworkPolicy')!
-  t.same(policy.spec.ingress.find((r: { ports: { port: string }[] }) => r.ports[0]!.port === 'metrics').from, [
-    { podSelector: {} },
-    { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
-  ])
-})
-
-t.test('air-gapped: the NetworkPolicy lets out DNS, the cluster, the service networks and OUTBOUND_ALLOWED_NETWORKS only, for every pod of the release', { skip }, async (t) => {
-  const connected = await helmTemplate(t, [])
-  const open = find(connected.manifests, 'NetworkPolicy')!
-  t.same(open.spec.policyTypes, ['Ingress'], 'connected: egress is not restricted')
-  const { code, manifests, stderr } = await helmTemplate(t, [{ airGapped: true, env: { OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8, fd00::/8' }, networkPolicy: { servicesCidrs: ['192.168.10.0/24'] } }])
-  t.equal(code, 0, stderr)
-  const policy = find(manifests, 'NetworkPolicy')!
-  t.same(policy.spec.policyTypes, ['Ingress', 'Egress'])
-  t.same(policy.spec.egress, [
-    {
-      ports: [
-        { port: 53, protocol: 'UDP' },
-        { port: 53, protocol: 'TCP' },
+t.test(
+  'metrics: a ServiceMonitor on the metrics port when asked, and /metrics never behind the Ingress',
+  { skip },
+  async (t) => {
+    const off = await helmTemplate(t, [VARIANTS.hpa!])
+    t.notOk(find(off.manifests, 'ServiceMonitor'), 'none by default: the CRD may not exist')
+    const { code, manifests, stderr } = await helmTemplate(t, [
+      VARIANTS.hpa!,
+      { metrics: { serviceMonitor: { enabled: true, labels: { release: 'prometheus' }, interval: '15s' } } },
+    ])
+    t.equal(code, 0, stderr)
+    const monitor = find(manifests, 'ServiceMonitor')!
+    t.equal(monitor.apiVersion, 'monitoring.coreos.com/v1')
+    t.equal(monitor.metadata.labels!.release, 'prometheus', 'the labels the Prometheus selects by')
+    t.same(monitor.spec.endpoints, [{ port: 'metrics', path: '/metrics', interval: '15s', scrapeTimeout: '10s' }])
+    const service = find(manifests, 'Service')!
+    t.match(monitor.spec.selector.matchLabels, {
+      'app.kubernetes.io/name': 'atrium',
+      'app.kubernetes.io/instance': 'atrium',
+    })
+    for (const [k, v] of Object.entries(monitor.spec.selector.matchLabels))
+      t.equal(service.metadata.labels![k], v, `the Service carries ${k}`)
+    t.same(
+      service.spec.ports.map((p: { name: string; targetPort: string }) => [p.name, p.targetPort]),
+      [
+        ['http', 'http'],
+        ['metrics', 'metrics'],
       ],
-    },
-    { to: [{ namespaceSelector: {} }] },
-    { to: [{ ipBlock: { cidr: '192.168.10.0/24' } }, { ipBlock: { cidr: '10.0.0.0/8' } }, { ipBlock: { cidr: 'fd00::/8' } }] },
-  ])
-  t.same(policy.spec.podSelector.matchLabels, { 'app.kubernetes.io/name': 'atrium', 'app.kubernetes.io/instance': 'atrium' })
-  for (const m of manifests.filter((m) => ['Deployment', 'Job'].includes(m.kind))) {
-    t.match(m.spec.template.metadata.labels, policy.spec.podSelector.matchLabels, `${m.kind} is covered`)
-  }
-  t.match(find(manifests, 'Pod')!.metadata.labels, policy.spec.podSelector.matchLabels, 'the helm test Pod is covered')
-})
+    )
+    t.equal(
+      find(manifests, 'ConfigMap', 'atrium-config')!.data.METRICS_PORT,
+      '9090',
+      'the server serves /metrics on 9090 only',
+    )
+    const paths = find(manifests, 'Ingress')!.spec.rules.flatMap((r: any) => r.http.paths) // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed YAML
+    t.same(
+      paths.map((p: { backend: { service: { port: unknown } } }) => p.backend.service.port),
+      [{ name: 'http' }],
+      'the Ingress routes to the API port only',
+    )
+    const policy = find(manifests, 'NetworkPolicy')!
+    t.same(policy.spec.ingress.find((r: { ports: { port: string }[] }) => r.ports[0]!.port === 'metrics').from, [
+      { podSelector: {} },
+      { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
+    ])
+  },
+)
 
-t.test("with the installer's values and Secret, no ConfigMap or Secret shares a name with another", { skip }, async (t) => {
-  const files = renderHelmFiles({ PUBLIC_URL: 'https://atrium.example.com', DATABASE_URL: 'postgres://a:b@db:5432/atrium' }, { release: 'atrium', namespace: 'atrium' })
-  const { code, manifests, stderr } = await helmTemplate(t, [parse(files.values)])
-  t.equal(code, 0, stderr)
-  const names = [...manifests.filter((m) => m.kind === 'ConfigMap' || m.kind === 'Secret').map((m) => m.metadata.name), parse(files.secret).metadata.name]
-  t.same([...new Set(names)].sort(), [...names].sort(), names.join(', '))
-  t.ok(names.includes('atrium-config') && names.includes('atrium-installer-secrets'), 'the release ConfigMap and the installer Secret both there')
-})
+t.test(
+  'air-gapped: the NetworkPolicy lets out DNS, the cluster, the service networks and OUTBOUND_ALLOWED_NETWORKS only, for every pod of the release',
+  { skip },
+  async (t) => {
+    const connected = await helmTemplate(t, [])
+    const open = find(connected.manifests, 'NetworkPolicy')!
+    t.same(open.spec.policyTypes, ['Ingress'], 'connected: egress is not restricted')
+    const { code, manifests, stderr } = await helmTemplate(t, [
+      {
+        airGapped: true,
+        env: { OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8, fd00::/8' },
+        networkPolicy: { servicesCidrs: ['192.168.10.0/24'] },
+      },
+    ])
+    t.equal(code, 0, stderr)
+    const policy = find(manifests, 'NetworkPolicy')!
+    t.same(policy.spec.policyTypes, ['Ingress', 'Egress'])
+    t.same(policy.spec.egress, [
+      {
+        ports: [
+          { port: 53, protocol: 'UDP' },
+          { port: 53, protocol: 'TCP' },
+        ],
+      },
+      { to: [{ namespaceSelector: {} }] },
+      {
+        to: [
+          { ipBlock: { cidr: '192.168.10.0/24' } },
+          { ipBlock: { cidr: '10.0.0.0/8' } },
+          { ipBlock: { cidr: 'fd00::/8' } },
+        ],
+      },
+    ])
+    t.same(policy.spec.podSelector.matchLabels, {
+      'app.kubernetes.io/name': 'atrium',
+      'app.kubernetes.io/instance': 'atrium',
+    })
+    for (const m of manifests.filter((m) => ['Deployment', 'Job'].includes(m.kind))) {
+      t.match(m.spec.template.metadata.labels, policy.spec.podSelector.matchLabels, `${m.kind} is covered`)
+    }
+    t.match(
+      find(manifests, 'Pod')!.metadata.labels,
+      policy.spec.podSelector.matchLabels,
+      'the helm test Pod is covered',
+    )
+  },
+)
 
-t.test('without secrets.DATABASE_URL or existingSecret the chart refuses to render, naming both', { skip }, async (t) => {
-  const none = await helmTemplate(t, [{ secrets: { DATABASE_URL: '' } }])
-  t.not(none.code, 0)
-  t.match(none.stderr, /secrets\.DATABASE_URL is required: the PostgreSQL URL .* Or set existingSecret/)
-  const existing = await helmTemplate(t, [{ secrets: { DATABASE_URL: '' }, existingSecret: 'atrium-from-vault' }])
-  t.equal(existing.code, 0, existing.stderr)
-})
+t.test(
+  "with the installer's values and Secret, no ConfigMap or Secret shares a name with another",
+  { skip },
+  async (t) => {
+    const files = renderHelmFiles(
+      { PUBLIC_URL: 'https://atrium.example.com', DATABASE_URL: 'postgres://a:b@db:5432/atrium' },
+      { release: 'atrium', namespace: 'atrium' },
+    )
+    const { code, manifests, stderr } = await helmTemplate(t, [parse(files.values)])
+    t.equal(code, 0, stderr)
+    const names = [
+      ...manifests.filter((m) => m.kind === 'ConfigMap' || m.kind === 'Secret').map((m) => m.metadata.name),
+      parse(files.secret).metadata.name,
+    ]
+    t.same([...new Set(names)].sort(), [...names].sort(), names.join(', '))
+    t.ok(
+      names.includes('atrium-config') && names.includes('atrium-installer-secrets'),
+      'the release ConfigMap and the installer Secret both there',
+    )
+  },
+)
 
-t.test('the install notes name exactly the values the server needs and this release leaves empty', { skip }, async (t) => {
-  const empty = await helmNotes(t)
-  t.match(empty, /^WARNING: secrets\.REDIS_URL, secrets\.R2_ACCESS_KEY_ID, secrets\.R2_SECRET_ACCESS_KEY, secrets\.LICENSE_KEY, env\.R2_ENDPOINT are empty\.$/m)
-  const secrets = { REDIS_URL: 'redis://r:6379', R2_ACCESS_KEY_ID: 'a', R2_SECRET_ACCESS_KEY: 's', LICENSE_KEY: 'l' }
-  t.match(
-    await helmNotes(t, [{ secrets: { R2_ACCESS_KEY_ID: 'a' } }]),
-    /^WARNING: secrets\.REDIS_URL, secrets\.R2_SECRET_ACCESS_KEY, secrets\.LICENSE_KEY, env\.R2_ENDPOINT are empty\.$/m,
-    'the S3 secret key is named on its own',
-  )
-  t.match(await helmNotes(t, [{ secrets }]), /^WARNING: env\.R2_ENDPOINT is empty\.\nThe server refuses to start without it/m)
-  t.notMatch(await helmNotes(t, [{ secrets, env: { R2_ENDPOINT: 'https://s3.corp.example' } }]), /WARNING/, 'all given: no warning')
-  t.match(
-    await helmNotes(t, [{ existingSecret: 'site-secrets', extraEnvVars: [{ name: 'R2_ENDPOINT', value: 'https://s3.corp.example' }] }]),
-    /^Atrium .*\n\n1\. Wait/m,
-    'the secrets are in existingSecret and the endpoint in extraEnvVars: nothing to warn about',
-  )
-})
+t.test(
+  'without secrets.DATABASE_URL or existingSecret the chart refuses to render, naming both',
+  { skip },
+  async (t) => {
+    const none = await helmTemplate(t, [{ secrets: { DATABASE_URL: '' } }])
+    t.not(none.code, 0)
+    t.match(none.stderr, /secrets\.DATABASE_URL is required: the PostgreSQL URL .* Or set existingSecret/)
+    const existing = await helmTemplate(t, [{ secrets: { DATABASE_URL: '' }, existingSecret: 'atrium-from-vault' }])
+    t.equal(existing.code, 0, existing.stderr)
+  },
+)
 
-t.test('a render that cannot read the cluster (GitOps) never makes a master key: it needs one given, and uses it on every render', { skip }, async (t) => {
-  const without = await helmTemplate(t, [{ secrets: { ENCRYPTION_MASTER_KEY: '' } }])
-  t.not(without.code, 0)
-  t.match(without.stderr, /secrets\.ENCRYPTION_MASTER_KEY is required when the chart cannot read the cluster \(helm template, GitOps tools such as Argo CD/)
-  const key = Buffer.alloc(32, 3).toString('base64')
-  const renders = await Promise.all([1, 2].map(() => helmTemplate(t, [{ secrets: { ENCRYPTION_MASTER_KEY: key } }])))
-  for (const r of renders) t.equal(Buffer.from(find(r.manifests, 'Secret')!.data.ENCRYPTION_MASTER_KEY, 'base64').toString(), key, 'the key given, on every render')
-  const existing = await helmTemplate(t, [{ secrets: { ENCRYPTION_MASTER_KEY: '' }, existingSecret: 'atrium-from-vault' }])
-  t.equal(existing.code, 0, "or a Secret of the site's own")
-})
+t.test(
+  'the install notes name exactly the values the server needs and this release leaves empty',
+  { skip },
+  async (t) => {
+    const empty = await helmNotes(t)
+    t.match(
+      empty,
+      /^WARNING: secrets\.REDIS_URL, secrets\.R2_ACCESS_KEY_ID, secrets\.R2_SECRET_ACCESS_KEY, secrets\.LICENSE_KEY, env\.R2_ENDPOINT are empty\.$/m,
+    )
+    const secrets = { REDIS_URL: 'redis://r:6379', R2_ACCESS_KEY_ID: 'a', R2_SECRET_ACCESS_KEY: 's', LICENSE_KEY: 'l' }
+    t.match(
+      await helmNotes(t, [{ secrets: { R2_ACCESS_KEY_ID: 'a' } }]),
+      /^WARNING: secrets\.REDIS_URL, secrets\.R2_SECRET_ACCESS_KEY, secrets\.LICENSE_KEY, env\.R2_ENDPOINT are empty\.$/m,
+      'the S3 secret key is named on its own',
+    )
+    t.match(
+      await helmNotes(t, [{ secrets }]),
+      /^WARNING: env\.R2_ENDPOINT is empty\.\nThe server refuses to start without it/m,
+    )
+    t.notMatch(
+      await helmNotes(t, [{ secrets, env: { R2_ENDPOINT: 'https://s3.corp.example' } }]),
+      /WARNING/,
+      'all given: no warning',
+    )
+    t.match(
+      await helmNotes(t, [
+        { existingSecret: 'site-secrets', extraEnvVars: [{ name: 'R2_ENDPOINT', value: 'https://s3.corp.example' }] },
+      ]),
+      /^Atrium .*\n\n1\. Wait/m,
+      'the secrets are in existingSecret and the endpoint in extraEnvVars: nothing to warn about',
+    )
+  },
+)
 
-const defaultServiceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: 'atrium' } } as Manifest
+t.test(
+  'a render that cannot read the cluster (GitOps) never makes a master key: it needs one given, and uses it on every render',
+  { skip },
+  async (t) => {
+    const without = await helmTemplate(t, [{ secrets: { ENCRYPTION_MASTER_KEY: '' } }])
+    t.not(without.code, 0)
+    t.match(
+      without.stderr,
+      /secrets\.ENCRYPTION_MASTER_KEY is required when the chart cannot read the cluster \(helm template, GitOps tools such as Argo CD/,
+    )
+    const key = Buffer.alloc(32, 3).toString('base64')
+    const renders = await Promise.all([1, 2].map(() => helmTemplate(t, [{ secrets: { ENCRYPTION_MASTER_KEY: key } }])))
+    for (const r of renders)
+      t.equal(
+        Buffer.from(find(r.manifests, 'Secret')!.data.ENCRYPTION_MASTER_KEY, 'base64').toString(),
+        key,
+        'the key given, on every render',
+      )
+    const existing = await helmTemplate(t, [
+      { secrets: { ENCRYPTION_MASTER_KEY: '' }, existingSecret: 'atrium-from-vault' },
+    ])
+    t.equal(existing.code, 0, "or a Secret of the site's own")
+  },
+)
+
+const defaultServiceAccount = {
+  apiVersion: 'v1',
+  kind: 'ServiceAccount',
+  metadata: { name: 'default', namespace: 'atrium' },
+} as Manifest
 const liveSecret = (key: string): Manifest =>
   ({
     apiVersion: 'v1',
@@ -396,7 +609,11 @@ const liveDeployment = (version: string): Manifest =>
     metadata: { name: 'atrium', namespace: 'atrium', labels: { 'app.kubernetes.io/version': version } },
   }) as Manifest
 const upgrade = (t: Test, kubeconfig: string, values: Record<string, unknown>[] = []) =>
-  helmTemplate(t, [{ secrets: { ENCRYPTION_MASTER_KEY: '' } }, ...values], ['--dry-run=server', '--is-upgrade', '--kubeconfig', kubeconfig])
+  helmTemplate(
+    t,
+    [{ secrets: { ENCRYPTION_MASTER_KEY: '' } }, ...values],
+    ['--dry-run=server', '--is-upgrade', '--kubeconfig', kubeconfig],
+  )
 
 t.test('an upgrade keeps the master key found in the live Secret, and refuses to change it', { skip }, async (t) => {
   const key = Buffer.alloc(32, 7).toString('base64')
@@ -404,32 +621,58 @@ t.test('an upgrade keeps the master key found in the live Secret, and refuses to
   const r = await upgrade(t, cluster.kubeconfig)
   t.equal(r.code, 0, r.stderr)
   t.ok(cluster.requests.includes('GET /api/v1/namespaces/atrium/secrets/atrium-secrets'), 'helm looked the Secret up')
-  t.equal(Buffer.from(find(r.manifests, 'Secret')!.data.ENCRYPTION_MASTER_KEY, 'base64').toString(), key, 'the same key, not a new one')
+  t.equal(
+    Buffer.from(find(r.manifests, 'Secret')!.data.ENCRYPTION_MASTER_KEY, 'base64').toString(),
+    key,
+    'the same key, not a new one',
+  )
   const again = await upgrade(t, cluster.kubeconfig)
-  t.equal(find(again.manifests, 'Secret')!.data.ENCRYPTION_MASTER_KEY, find(r.manifests, 'Secret')!.data.ENCRYPTION_MASTER_KEY)
+  t.equal(
+    find(again.manifests, 'Secret')!.data.ENCRYPTION_MASTER_KEY,
+    find(r.manifests, 'Secret')!.data.ENCRYPTION_MASTER_KEY,
+  )
   const same = await upgrade(t, cluster.kubeconfig, [{ secrets: { ENCRYPTION_MASTER_KEY: key } }])
   t.equal(same.code, 0, 'repeating the same key is fine')
-  const changed = await upgrade(t, cluster.kubeconfig, [{ secrets: { ENCRYPTION_MASTER_KEY: Buffer.alloc(32, 8).toString('base64') } }])
+  const changed = await upgrade(t, cluster.kubeconfig, [
+    { secrets: { ENCRYPTION_MASTER_KEY: Buffer.alloc(32, 8).toString('base64') } },
+  ])
   t.not(changed.code, 0)
   t.match(changed.stderr, /ENCRYPTION_MASTER_KEY differs from the key in Secret atrium-secrets/)
 })
 
-t.test('the upgrade guard refuses going back and skipping versions, and lets allowSkip through', { skip }, async (t) => {
-  const [major, minor] = VERSION.split('.').map(Number) as [number, number]
-  const from = async (live: string, values: Record<string, unknown>[] = []) => upgrade(t, (await fakeCluster(t, [liveDeployment(live), defaultServiceAccount])).kubeconfig, values)
-  t.equal((await from(VERSION)).code, 0, 'the same version (a config change)')
-  t.equal((await from(`${major}.${Math.max(minor - 1, 0)}.0`)).code, 0, 'from the previous minor')
-  const back = await from(`${major}.${minor + 1}.0`)
-  t.match(back.stderr, /going back from .* is not supported/)
-  const skipMinor = await from(`${major}.${minor}.0`, [{ image: { tag: `${major}.${minor + 2}.0` } }])
-  t.match(skipMinor.stderr, /skips a minor version; upgrade to \d+\.\d+ first/)
-  const skipMajor = await from(`${major}.${minor}.0`, [{ image: { tag: `${major + 2}.0.0` } }])
-  t.match(skipMajor.stderr, /skips a major version/)
-  t.equal((await from(`${major}.${minor}.0`, [{ image: { tag: `${major + 1}.0.0` } }])).code, 0, "to the next major's first release")
-  t.equal((await from(`${major}.${minor}.0`, [{ image: { tag: `${major}.${minor + 2}.0` }, upgradeGuard: { allowSkip: true } }])).code, 0, 'allowSkip lets it through')
-  const install = await helmTemplate(t, [{ image: { tag: '9.0.0' } }])
-  t.equal(install.code, 0, 'a first install has nothing to guard')
-})
+t.test(
+  'the upgrade guard refuses going back and skipping versions, and lets allowSkip through',
+  { skip },
+  async (t) => {
+    const [major, minor] = VERSION.split('.').map(Number) as [number, number]
+    const from = async (live: string, values: Record<string, unknown>[] = []) =>
+      upgrade(t, (await fakeCluster(t, [liveDeployment(live), defaultServiceAccount])).kubeconfig, values)
+    t.equal((await from(VERSION)).code, 0, 'the same version (a config change)')
+    t.equal((await from(`${major}.${Math.max(minor - 1, 0)}.0`)).code, 0, 'from the previous minor')
+    const back = await from(`${major}.${minor + 1}.0`)
+    t.match(back.stderr, /going back from .* is not supported/)
+    const skipMinor = await from(`${major}.${minor}.0`, [{ image: { tag: `${major}.${minor + 2}.0` } }])
+    t.match(skipMinor.stderr, /skips a minor version; upgrade to \d+\.\d+ first/)
+    const skipMajor = await from(`${major}.${minor}.0`, [{ image: { tag: `${major + 2}.0.0` } }])
+    t.match(skipMajor.stderr, /skips a major version/)
+    t.equal(
+      (await from(`${major}.${minor}.0`, [{ image: { tag: `${major + 1}.0.0` } }])).code,
+      0,
+      "to the next major's first release",
+    )
+    t.equal(
+      (
+        await from(`${major}.${minor}.0`, [
+          { image: { tag: `${major}.${minor + 2}.0` }, upgradeGuard: { allowSkip: true } },
+        ])
+      ).code,
+      0,
+      'allowSkip lets it through',
+    )
+    const install = await helmTemplate(t, [{ image: { tag: '9.0.0' } }])
+    t.equal(install.code, 0, 'a first install has nothing to guard')
+  },
+)
 
 t.test('Chart.yaml lists every image of the bundles and carries the package version', async (t) => {
   const chart = parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8'))

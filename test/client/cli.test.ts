@@ -44,15 +44,25 @@ t.test('device login through the binary, then whoami, projects, a renewal and lo
   // The browser: signs in (the session cookie), checks the code, approves.
   const params = new URL(started.authUrl).searchParams
   const browser = { origin: base, 'sec-fetch-site': 'same-origin', 'content-type': 'application/json' }
-  const signedIn = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: browser, body: JSON.stringify({ email: u.email, password: PASSWORD }) })
+  const signedIn = await fetch(`${base}/api/v1/auth/login`, {
+    method: 'POST',
+    headers: browser,
+    body: JSON.stringify({ email: u.email, password: PASSWORD }),
+  })
   t.equal(signedIn.status, 200)
   const cookie = signedIn.headers
     .getSetCookie()
     .map((c) => c.split(';')[0])
     .join('; ')
-  const info = await (await fetch(`${base}/cli/auth/info?loginId=${params.get('loginId')}`, { headers: { ...browser, cookie } })).json()
+  const info = await (
+    await fetch(`${base}/cli/auth/info?loginId=${params.get('loginId')}`, { headers: { ...browser, cookie } })
+  ).json()
   t.equal(info.data.verificationCode, started.code, 'the browser shows the code the terminal shows')
-  const approved = await fetch(`${base}/cli/auth/complete`, { method: 'POST', headers: { ...browser, cookie }, body: JSON.stringify({ loginId: params.get('loginId'), state: params.get('state') }) })
+  const approved = await fetch(`${base}/cli/auth/complete`, {
+    method: 'POST',
+    headers: { ...browser, cookie },
+    body: JSON.stringify({ loginId: params.get('loginId'), state: params.get('state') }),
+  })
   t.equal(approved.status, 200)
 
   const login = await done
@@ -62,14 +72,24 @@ t.test('device login through the binary, then whoami, projects, a renewal and lo
   t.equal(statSync(file).mode & 0o777, 0o600, 'credentials readable by the user alone')
   t.equal(statSync(config).mode & 0o777, 0o700)
   const stored = JSON.parse(readFileSync(file, 'utf8'))
-  t.match(stored, { url: base, kind: 'device', refreshToken: /^ats_/, user: { email: u.email }, tenant: { id: u.tenantId } })
+  t.match(stored, {
+    url: base,
+    kind: 'device',
+    refreshToken: /^ats_/,
+    user: { email: u.email },
+    tenant: { id: u.tenantId },
+  })
 
   const who = await atrium(['whoami'], env)
   t.equal(who.code, 0, who.stderr)
   t.match(who.stdout, u.email)
   t.match(who.stdout, u.tenantId)
   const whoJson = JSON.parse((await atrium(['whoami', '--json'], env)).stdout)
-  t.match(whoJson, { user: { id: u.userId, email: u.email }, tenant: { id: u.tenantId }, credential: { type: 'access_token' } })
+  t.match(whoJson, {
+    user: { id: u.userId, email: u.email },
+    tenant: { id: u.tenantId },
+    credential: { type: 'access_token' },
+  })
 
   const made = await atrium(['projects', 'create', '--name', 'From the CLI', '--json'], env)
   t.equal(made.code, 0, made.stderr)
@@ -101,7 +121,11 @@ t.test('device login through the binary, then whoami, projects, a renewal and lo
 t.test('an API key from the environment; login --api-key stores it', async (t) => {
   const tn = await h.tenant('pro')
   const config = tempDir(t, 'atrium-cli-')
-  const viaEnv = await atrium(['projects', 'list', '--json'], { ATRIUM_CONFIG_DIR: config, ATRIUM_URL: base, ATRIUM_API_KEY: tn.apiKey })
+  const viaEnv = await atrium(['projects', 'list', '--json'], {
+    ATRIUM_CONFIG_DIR: config,
+    ATRIUM_URL: base,
+    ATRIUM_API_KEY: tn.apiKey,
+  })
   t.equal(viaEnv.code, 0, viaEnv.stderr)
   t.same(JSON.parse(viaEnv.stdout), [])
 
@@ -134,7 +158,12 @@ t.test('files, an agent run streamed to the end, chat, and an export restored', 
   const tn = await h.tenant('enterprise')
   const work = tempDir(t, 'atrium-cli-work-')
   const env = { ATRIUM_CONFIG_DIR: tempDir(t, 'atrium-cli-'), ATRIUM_URL: base, ATRIUM_API_KEY: tn.apiKey }
-  await tn.call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'm', apiKey: 'sk-cli-test-00000000' })
+  await tn.call('PATCH', '/api/v1/tenant/settings/llm', {
+    provider: 'openai-compatible',
+    baseUrl: llm.url,
+    model: 'm',
+    apiKey: 'sk-cli-test-00000000',
+  })
   const project = JSON.parse((await atrium(['projects', 'create', '--name', 'Work', '--json'], env)).stdout)
 
   writeFileSync(join(work, 'notes.md'), '# Notes\n')
@@ -144,7 +173,13 @@ t.test('files, an agent run streamed to the end, chat, and an export restored', 
   const got = await atrium(['files', 'get', project.id, 'docs/notes.md'], env)
   t.equal(got.stdout, '# Notes\n')
 
-  const agent = (await tn.call('POST', '/api/v1/agents', { name: 'Writer', systemPrompt: 'Be brief.', config: { autonomyLevel: 'low' } })).body.data
+  const agent = (
+    await tn.call('POST', '/api/v1/agents', {
+      name: 'Writer',
+      systemPrompt: 'Be brief.',
+      config: { autonomyLevel: 'low' },
+    })
+  ).body.data
   llm.push({ text: 'Here is the summary.' })
   const ran = await atrium(['agents', 'run', agent.id, '--goal', 'summarize', '--project', project.id], env)
   t.equal(ran.code, 0, ran.stderr)
@@ -153,7 +188,10 @@ t.test('files, an agent run streamed to the end, chat, and an export restored', 
   llm.push({ text: 'Hello from the model.' })
   const chat = await atrium(['chat', '--message', 'hello', '--json'], env)
   t.equal(chat.code, 0, chat.stderr)
-  t.match(JSON.parse(chat.stdout), { message: { content: 'hello' }, reply: { content: 'Hello from the model.', status: 'completed' } })
+  t.match(JSON.parse(chat.stdout), {
+    message: { content: 'hello' },
+    reply: { content: 'Hello from the model.', status: 'completed' },
+  })
 
   const archive = join(work, 'backup.zip')
   const exported = await atrium(['export', '--output', archive, '--json'], env)

@@ -26,7 +26,11 @@ async function listening(h: TestApp): Promise<string> {
 const port = await freePort()
 const base = `http://127.0.0.1:${port}`
 // PUBLIC_URL is where download links point: this server.
-const h = await testApp(t, { PUBLIC_URL: base, OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32', WEBHOOK_ALLOW_HTTP: 'true' }, { jobs: { pollMs: 50 } })
+const h = await testApp(
+  t,
+  { PUBLIC_URL: base, OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32', WEBHOOK_ALLOW_HTTP: 'true' },
+  { jobs: { pollMs: 50 } },
+)
 await h.app.listen({ host: '127.0.0.1', port })
 const llm = await fakeLlm(t)
 
@@ -41,7 +45,8 @@ t.test('every resource, through an API key', async (t) => {
 
   await t.test('projects with versions, backup and files; lists page through cursors', async (t) => {
     const made = []
-    for (let i = 0; i < 5; i++) made.push(await c.projects.create({ name: `P${i}`, description: 'client test', language: 'typescript' }))
+    for (let i = 0; i < 5; i++)
+      made.push(await c.projects.create({ name: `P${i}`, description: 'client test', language: 'typescript' }))
     const listed = await collect(c.projects.list({ limit: 2 }))
     t.same(listed.map((p) => p.id).sort(), made.map((p) => p.id).sort(), 'five projects over three pages of two')
     const p = made[0]!
@@ -70,7 +75,12 @@ t.test('every resource, through an API key', async (t) => {
   })
 
   await t.test('settings, agents and a run followed on its stream to the end', async (t) => {
-    await c.tenant.updateLlmSettings({ provider: 'openai-compatible', baseUrl: llm.url, model: 'm', apiKey: 'sk-client-test-0000' })
+    await c.tenant.updateLlmSettings({
+      provider: 'openai-compatible',
+      baseUrl: llm.url,
+      model: 'm',
+      apiKey: 'sk-client-test-0000',
+    })
     t.match(await c.tenant.llmSettings(), { provider: 'openai-compatible', model: 'm' })
     const project = await c.projects.create({ name: 'Agents' })
     const agent = await c.agents.create({ name: 'Helper', systemPrompt: 'Be brief.', config: { autonomyLevel: 'low' } })
@@ -100,7 +110,11 @@ t.test('every resource, through an API key', async (t) => {
     t.match(key, { key: /^svc_ci_/ })
     t.ok((await collect(c.apiKeys.list())).some((k) => k.id === key.id))
     await c.apiKeys.revoke(key.id)
-    const hook = await c.webhooks.create({ url: 'http://127.0.0.1:9/hook', events: ['project.created'], secret: 'a-webhook-secret-of-32-characters' })
+    const hook = await c.webhooks.create({
+      url: 'http://127.0.0.1:9/hook',
+      events: ['project.created'],
+      secret: 'a-webhook-secret-of-32-characters',
+    })
     t.same(
       (await collect(c.webhooks.list())).map((w) => w.id),
       [hook.id],
@@ -111,10 +125,18 @@ t.test('every resource, through an API key', async (t) => {
     t.match(await c.regions.preferences(tn.tenantId), { primaryRegion: String })
     t.match(await c.regions.feature(tn.tenantId, 'byos'), { featureKey: 'byos', enabled: true, reason: null })
     t.match(await c.regions.storage(tn.tenantId), { storageMode: 'platform' })
-    const checked = await c.regions.validateStorage(tn.tenantId, { byosProvider: 's3', byosEndpoint: 'http://127.0.0.1:1', byosBucket: 'client-test', byosAccessKey: 'k', byosSecretKey: 's' })
+    const checked = await c.regions.validateStorage(tn.tenantId, {
+      byosProvider: 's3',
+      byosEndpoint: 'http://127.0.0.1:1',
+      byosBucket: 'client-test',
+      byosAccessKey: 'k',
+      byosSecretKey: 's',
+    })
     t.match(checked, { valid: false })
     t.ok(await c.regions.routingInfo())
-    const bad = await c.regions.updatePreferences(tn.tenantId, { primaryRegion: 'mars-1' as 'us-east' }).catch((e: unknown) => e)
+    const bad = await c.regions
+      .updatePreferences(tn.tenantId, { primaryRegion: 'mars-1' as 'us-east' })
+      .catch((e: unknown) => e)
     t.match(bad, { code: 'VALIDATION_ERROR', status: 400 })
   })
 
@@ -124,52 +146,82 @@ t.test('every resource, through an API key', async (t) => {
     t.equal(done.status, 'completed')
     const archive = await fetch(done.downloadUrl!)
     t.equal(archive.status, 200)
-    const restored = await c.data.restore(tn.tenantId, Readable.toWeb(Readable.from(Buffer.from(await archive.arrayBuffer()))) as ReadableStream<Uint8Array>, { merge: true })
+    const restored = await c.data.restore(
+      tn.tenantId,
+      Readable.toWeb(Readable.from(Buffer.from(await archive.arrayBuffer()))) as ReadableStream<Uint8Array>,
+      { merge: true },
+    )
     t.equal(restored.status, 'processing')
     t.match(await c.data.waitForRestore(tn.tenantId, restored.restoreId, { intervalMs: 100 }), { status: 'completed' })
     const refused = await c.data
-      .schedule(tn.tenantId, { frequency: 'weekly', destination: 's3', s3Endpoint: 'http://127.0.0.1:1', s3Bucket: 'client-test', s3AccessKey: 'k', s3SecretKey: 'secret-never-shown' })
+      .schedule(tn.tenantId, {
+        frequency: 'weekly',
+        destination: 's3',
+        s3Endpoint: 'http://127.0.0.1:1',
+        s3Bucket: 'client-test',
+        s3AccessKey: 'k',
+        s3SecretKey: 'secret-never-shown',
+      })
       .catch((e: unknown) => e)
     t.match(refused, { code: 'VALIDATION_ERROR' })
     t.notMatch(JSON.stringify(refused), /secret-never-shown/)
     t.same(await c.data.schedules(tn.tenantId), [])
     t.ok(await c.data.gdprExport())
     const today = new Date().toISOString().slice(0, 10)
-    t.match(await c.chat.export({ dateRange: { start: today, end: today }, format: 'json', includeMetadata: false }), { dateRange: { start: today } })
+    t.match(await c.chat.export({ dateRange: { start: today, end: today }, format: 'json', includeMetadata: false }), {
+      dateRange: { start: today },
+    })
   })
 })
 
-t.test('an access token from an exchange: renewed 60 s before it expires, one exchange for concurrent calls', async (t) => {
-  const u = await user(h)
-  const session = await login(base, { email: u.email, password: PASSWORD })
-  let now = Date.parse('2026-11-27T12:00:00Z')
-  const exchanges: string[] = []
-  const counting: typeof fetch = (input, init) => {
-    const url = input instanceof Request ? input.url : String(input)
-    if (url.includes('/auth/exchange')) exchanges.push(url)
-    return fetch(input, init)
-  }
-  const c = new AtriumClient({ baseUrl: base, credentials: { sessionToken: () => session.token }, fetch: counting, now: () => now })
-  await Promise.all([c.me(), c.me(), c.projects.get('00000000-0000-4000-8000-000000000000').catch(() => null), c.tenant.get()])
-  t.equal(exchanges.length, 1, 'four calls without a token: one exchange')
-  const held = c.accessToken!
-  const issuedFor = (held.staleAt + 60_000 - now) / 1000
-  t.ok(issuedFor > 60, `a lifetime of ${issuedFor} s`)
+t.test(
+  'an access token from an exchange: renewed 60 s before it expires, one exchange for concurrent calls',
+  async (t) => {
+    const u = await user(h)
+    const session = await login(base, { email: u.email, password: PASSWORD })
+    let now = Date.parse('2026-11-27T12:00:00Z')
+    const exchanges: string[] = []
+    const counting: typeof fetch = (input, init) => {
+      const url = input instanceof Request ? input.url : String(input)
+      if (url.includes('/auth/exchange')) exchanges.push(url)
+      return fetch(input, init)
+    }
+    const c = new AtriumClient({
+      baseUrl: base,
+      credentials: { sessionToken: () => session.token },
+      fetch: counting,
+      now: () => now,
+    })
+    await Promise.all([
+      c.me(),
+      c.me(),
+      c.projects.get('00000000-0000-4000-8000-000000000000').catch(() => null),
+      c.tenant.get(),
+    ])
+    t.equal(exchanges.length, 1, 'four calls without a token: one exchange')
+    const held = c.accessToken!
+    const issuedFor = (held.staleAt + 60_000 - now) / 1000
+    t.ok(issuedFor > 60, `a lifetime of ${issuedFor} s`)
 
-  now = held.staleAt - 1
-  await c.me()
-  t.equal(exchanges.length, 1, 'one ms before the 60 s buffer: the same token')
-  now = held.staleAt
-  await c.me()
-  t.equal(exchanges.length, 2, 'within 60 s of expiry: exchanged again')
-  t.not(c.accessToken!.token, held.token)
-})
+    now = held.staleAt - 1
+    await c.me()
+    t.equal(exchanges.length, 1, 'one ms before the 60 s buffer: the same token')
+    now = held.staleAt
+    await c.me()
+    t.equal(exchanges.length, 2, 'within 60 s of expiry: exchanged again')
+    t.not(c.accessToken!.token, held.token)
+  },
+)
 
 t.test('a 401 clears the tokens and surfaces UNAUTHORIZED; the application is told', async (t) => {
   const u = await user(h)
   const session = await login(base, { email: u.email, password: PASSWORD })
   let told = 0
-  const c = new AtriumClient({ baseUrl: base, credentials: { sessionToken: session.token }, onUnauthorized: () => told++ })
+  const c = new AtriumClient({
+    baseUrl: base,
+    credentials: { sessionToken: session.token },
+    onUnauthorized: () => told++,
+  })
   await c.me()
   t.ok(c.accessToken)
   // The session ends elsewhere (another tab signs out): the access token stops working.
@@ -188,7 +240,12 @@ t.test('a 429 is retried after the wait the server names; beyond the limit it su
   const lbase = await listening(limited)
   const tn = await limited.tenant('pro')
   const waits: number[] = []
-  const c = new AtriumClient({ baseUrl: lbase, apiKey: tn.apiKey, maxRetries: 3, sleep: (ms) => (waits.push(ms), new Promise((r) => setTimeout(r, ms))) })
+  const c = new AtriumClient({
+    baseUrl: lbase,
+    apiKey: tn.apiKey,
+    maxRetries: 3,
+    sleep: (ms) => (waits.push(ms), new Promise((r) => setTimeout(r, ms))),
+  })
   for (let i = 0; i < 5; i++) await c.tenant.get()
   t.ok(waits.length >= 1, `waited ${waits.join(', ')} ms`)
   t.ok(
@@ -214,7 +271,12 @@ t.test('a chat stream cut in the middle of a reply resumes with Last-Event-ID: n
   const tn = await h.tenant('pro')
   const proxy = await faultProxy(t, base)
   const c = new AtriumClient({ baseUrl: `http://127.0.0.1:${proxy.port}`, apiKey: tn.apiKey })
-  await c.tenant.updateLlmSettings({ provider: 'openai-compatible', baseUrl: llm.url, model: 'chat-model', apiKey: 'sk-chat-test-0000000' })
+  await c.tenant.updateLlmSettings({
+    provider: 'openai-compatible',
+    baseUrl: llm.url,
+    model: 'chat-model',
+    apiKey: 'sk-chat-test-0000000',
+  })
   const session = await c.chat.createSession({ title: 'resume' })
   const text = 'one two three four five six seven eight nine ten'
   let release!: () => void

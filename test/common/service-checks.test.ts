@@ -43,7 +43,9 @@ async function deadPort(): Promise<number> {
   return port
 }
 
-/** One RESP command (an array of bulk strings, which is all ioredis sends) and its length, or null until it is complete. */
+/**
+ * One RESP command (an array of bulk strings, which is all ioredis sends) and its length, or null until it is complete.
+ */
 function parseCommand(buf: Buffer): { args: string[]; length: number } | null {
   let pos = 0
   const line = () => {
@@ -76,7 +78,15 @@ async function fakeRedis(t: Test, info: string, policy: string): Promise<string>
       for (let cmd = parseCommand(buf); cmd; cmd = parseCommand(buf)) {
         buf = buf.subarray(cmd.length)
         const [name = '', sub = ''] = cmd.args.map((a) => a.toUpperCase())
-        socket.write(name === 'INFO' ? bulk(info) : name === 'CONFIG' && sub === 'GET' ? `*2\r\n${bulk('maxmemory-policy')}${bulk(policy)}` : name === 'PING' ? '+PONG\r\n' : '+OK\r\n')
+        socket.write(
+          name === 'INFO'
+            ? bulk(info)
+            : name === 'CONFIG' && sub === 'GET'
+              ? `*2\r\n${bulk('maxmemory-policy')}${bulk(policy)}`
+              : name === 'PING'
+                ? '+PONG\r\n'
+                : '+OK\r\n',
+        )
       }
     })
   })
@@ -104,7 +114,11 @@ t.test('PostgreSQL 15.0 (150000) is the minimum version', async (t) => {
     [149999, 150000, 150001, 170004].map((n) => gradePostgresVersion(n).status),
     ['fail', 'pass', 'pass', 'pass'],
   )
-  t.match(gradePostgresVersion(130004), { found: 'PostgreSQL 13.4', required: 'PostgreSQL 15 or newer', fix: /Upgrade PostgreSQL to 15/ })
+  t.match(gradePostgresVersion(130004), {
+    found: 'PostgreSQL 13.4',
+    required: 'PostgreSQL 15 or newer',
+    fix: /Upgrade PostgreSQL to 15/,
+  })
   t.equal(gradePostgresVersion(90624).found, 'PostgreSQL 9.6.24')
   t.equal(gradePostgresVersion(150000, '15.0').fix, '', 'a pass carries no fix')
 })
@@ -118,22 +132,43 @@ t.test('Redis 7.0.0 is the minimum version; an unreadable version fails', async 
 })
 
 t.test('the migrations need CREATEROLE (or the roles granted) and CREATE on the schema, or a superuser', async (t) => {
-  const p = { user: 'atrium', database: 'atrium', schema: 'public', superuser: false, createrole: true, rolesGranted: false, createOnSchema: true }
+  const p = {
+    user: 'atrium',
+    database: 'atrium',
+    schema: 'public',
+    superuser: false,
+    createrole: true,
+    rolesGranted: false,
+    createOnSchema: true,
+  }
   t.equal(gradePostgresPrivileges(p).status, 'pass')
-  t.equal(gradePostgresPrivileges({ ...p, createrole: false, rolesGranted: true }).status, 'pass', 'an administrator made and granted the roles')
+  t.equal(
+    gradePostgresPrivileges({ ...p, createrole: false, rolesGranted: true }).status,
+    'pass',
+    'an administrator made and granted the roles',
+  )
   t.equal(gradePostgresPrivileges({ ...p, createrole: false, createOnSchema: false, superuser: true }).status, 'pass')
   t.match(gradePostgresPrivileges({ ...p, createrole: false }), {
     status: 'fail',
     found: 'user atrium on atrium: no CREATEROLE, CREATE on schema public',
     fix: /run: ALTER ROLE "atrium" CREATEROLE; \(or, instead/,
   })
-  t.match(gradePostgresPrivileges({ ...p, createOnSchema: false }), { status: 'fail', fix: 'As a superuser, in database atrium, run: GRANT CREATE ON SCHEMA "public" TO "atrium";' })
-  t.match(gradePostgresPrivileges({ ...p, user: 'we"ird', schema: null, createOnSchema: false }), { status: 'fail', found: /no schema on the search path/, fix: /TO "we""ird";/ })
+  t.match(gradePostgresPrivileges({ ...p, createOnSchema: false }), {
+    status: 'fail',
+    fix: 'As a superuser, in database atrium, run: GRANT CREATE ON SCHEMA "public" TO "atrium";',
+  })
+  t.match(gradePostgresPrivileges({ ...p, user: 'we"ird', schema: null, createOnSchema: false }), {
+    status: 'fail',
+    found: /no schema on the search path/,
+    fix: /TO "we""ird";/,
+  })
 })
 
 t.test('eviction: noeviction passes, volatile-* warns, allkeys-* fails, unreadable warns', async (t) => {
   t.same(
-    ['noeviction', 'volatile-lru', 'volatile-ttl', 'allkeys-lru', 'allkeys-random'].map((p) => gradeRedisEviction(p).status),
+    ['noeviction', 'volatile-lru', 'volatile-ttl', 'allkeys-lru', 'allkeys-random'].map(
+      (p) => gradeRedisEviction(p).status,
+    ),
     ['pass', 'warn', 'warn', 'fail', 'fail'],
   )
   t.equal(gradeRedisEviction(null).status, 'warn')
@@ -147,10 +182,21 @@ t.test('URLs are shown without their password', async (t) => {
 
 t.test('virtual-hosted addressing is tried only for DNS names', async (t) => {
   t.same(
-    ['http://127.0.0.1:9000', 'http://[::1]:9000', 'http://localhost:9000', 'http://minio:9000', 'https://s3.example.com', 'http://minio.internal:9000'].map((e) => virtualHostCandidate(e, 'atrium')),
+    [
+      'http://127.0.0.1:9000',
+      'http://[::1]:9000',
+      'http://localhost:9000',
+      'http://minio:9000',
+      'https://s3.example.com',
+      'http://minio.internal:9000',
+    ].map((e) => virtualHostCandidate(e, 'atrium')),
     [false, false, false, false, true, true],
   )
-  t.equal(virtualHostCandidate('https://s3.example.com', 'my.bucket'), false, 'a dotted bucket over HTTPS would break the wildcard certificate')
+  t.equal(
+    virtualHostCandidate('https://s3.example.com', 'my.bucket'),
+    false,
+    'a dotted bucket over HTTPS would break the wildcard certificate',
+  )
 })
 
 t.test('addressing: virtual-hosted when bucket.host resolves and answers, path-style otherwise', async (t) => {
@@ -161,14 +207,30 @@ t.test('addressing: virtual-hosted when bucket.host resolves and answers, path-s
     res.writeHead(req.headers.host?.startsWith('atrium.') ? 200 : 404).end()
   })
   const port = await listen(t, server)
-  const target = { endpoint: `http://s3.atrium.test:${port}`, bucket: 'atrium', accessKey: 'k', secretKey: 's', region: 'us-east-1' }
-  const loopback: LookupFunction = (_host, opts, cb) => (opts.all ? cb(null, [{ address: '127.0.0.1', family: 4 }]) : cb(null, '127.0.0.1', 4))
-  const nowhere: LookupFunction = (host, _opts, cb) => cb(Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' }), '', 4)
+  const target = {
+    endpoint: `http://s3.atrium.test:${port}`,
+    bucket: 'atrium',
+    accessKey: 'k',
+    secretKey: 's',
+    region: 'us-east-1',
+  }
+  const loopback: LookupFunction = (_host, opts, cb) =>
+    opts.all ? cb(null, [{ address: '127.0.0.1', family: 4 }]) : cb(null, '127.0.0.1', 4)
+  const nowhere: LookupFunction = (host, _opts, cb) =>
+    cb(Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' }), '', 4)
   t.equal(await detectAddressing(target, { ...quick, lookup: loopback }), 'virtual-hosted')
   t.same(hosts, [`atrium.s3.atrium.test:${port}`])
   t.equal(await detectAddressing(target, { ...quick, lookup: nowhere }), 'path-style', 'bucket.host does not resolve')
-  t.equal(await detectAddressing({ ...target, bucket: 'other' }, { ...quick, lookup: loopback }), 'path-style', 'the store does not answer for the bucket there')
-  t.equal(await detectAddressing({ ...target, endpoint: `http://127.0.0.1:${port}` }, quick), 'path-style', 'an IP address')
+  t.equal(
+    await detectAddressing({ ...target, bucket: 'other' }, { ...quick, lookup: loopback }),
+    'path-style',
+    'the store does not answer for the bucket there',
+  )
+  t.equal(
+    await detectAddressing({ ...target, endpoint: `http://127.0.0.1:${port}` }, quick),
+    'path-style',
+    'an IP address',
+  )
   t.equal(hosts.length, 2, 'no request for a name that does not resolve, nor for an IP address')
 })
 
@@ -177,7 +239,16 @@ t.test('a service that is down fails as not reachable, with host and port and no
   const results = {
     postgres: await postgresChecks(`postgres://atrium:hunter2@127.0.0.1:${port}/atrium`, quick),
     redis: await redisChecks(`redis://:hunter2@127.0.0.1:${port}`, quick),
-    s3: await s3Checks({ endpoint: `http://127.0.0.1:${port}`, bucket: 'atrium-down', accessKey: 'k', secretKey: 'hunter2', region: 'us-east-1' }, quick),
+    s3: await s3Checks(
+      {
+        endpoint: `http://127.0.0.1:${port}`,
+        bucket: 'atrium-down',
+        accessKey: 'k',
+        secretKey: 'hunter2',
+        region: 'us-east-1',
+      },
+      quick,
+    ),
   }
   for (const [name, r] of Object.entries(results)) {
     t.match(r, [{ status: 'fail', found: `not reachable at 127.0.0.1:${port} (ECONNREFUSED)`, fix: /Start / }], name)
@@ -187,7 +258,11 @@ t.test('a service that is down fails as not reachable, with host and port and no
 })
 
 t.test('a Redis older than 7 with allkeys eviction fails both checks', async (t) => {
-  const url = await fakeRedis(t, '# Server\r\nredis_version:6.2.14\r\n# Memory\r\nmaxmemory_policy:allkeys-lru\r\n', 'noeviction')
+  const url = await fakeRedis(
+    t,
+    '# Server\r\nredis_version:6.2.14\r\n# Memory\r\nmaxmemory_policy:allkeys-lru\r\n',
+    'noeviction',
+  )
   t.match(await redisChecks(url, quick), [
     { id: 'redis.connect', status: 'pass' },
     { id: 'redis.version', status: 'fail', found: 'Redis 6.2.14' },
@@ -197,17 +272,30 @@ t.test('a Redis older than 7 with allkeys eviction fails both checks', async (t)
 
 t.test('the eviction policy comes from CONFIG GET when INFO leaves it out', async (t) => {
   const url = await fakeRedis(t, '# Server\r\nredis_version:7.2.4\r\n', 'volatile-lru')
-  t.match(await redisChecks(url, quick), [{ status: 'pass' }, { status: 'pass', found: 'Redis 7.2.4' }, { status: 'warn', found: 'maxmemory-policy volatile-lru' }])
+  t.match(await redisChecks(url, quick), [
+    { status: 'pass' },
+    { status: 'pass', found: 'Redis 7.2.4' },
+    { status: 'warn', found: 'maxmemory-policy volatile-lru' },
+  ])
 })
 
 t.test('a PostgreSQL that refuses the password fails as authentication failed for that user', async (t) => {
   // The test server trusts every local TCP connection, so only a stand-in can refuse a password.
   const port = await fakePostgres(t, '28P01', 'password authentication failed for user "atrium"')
   const r = await postgresChecks(`postgres://atrium:hunter2@127.0.0.1:${port}/atrium`, quick)
-  t.match(r, [{ id: 'postgres.connect', status: 'fail', found: `authentication failed for user atrium at 127.0.0.1:${port}`, fix: /DATABASE_URL/ }])
+  t.match(r, [
+    {
+      id: 'postgres.connect',
+      status: 'fail',
+      found: `authentication failed for user atrium at 127.0.0.1:${port}`,
+      fix: /DATABASE_URL/,
+    },
+  ])
   t.notMatch(JSON.stringify(r), /hunter2/)
   const busy = await fakePostgres(t, '53300', 'sorry, too many clients already')
-  t.match(await postgresChecks(`postgres://atrium@127.0.0.1:${busy}/atrium`, quick), [{ status: 'fail', found: /refused: sorry, too many clients already \(SQLSTATE 53300\)/ }])
+  t.match(await postgresChecks(`postgres://atrium@127.0.0.1:${busy}/atrium`, quick), [
+    { status: 'fail', found: /refused: sorry, too many clients already \(SQLSTATE 53300\)/ },
+  ])
 })
 
 t.test(
@@ -245,99 +333,191 @@ t.test(
     const inDb = postgres(dbUrl, { max: 1, onnotice: () => {} })
     await inDb.unsafe(`grant create on schema public to ${role}`)
     await inDb.end()
-    t.match((await postgresChecks(url.toString()))[2], { status: 'pass', found: `user ${role} on ${database}: CREATEROLE, CREATE on schema public` })
+    t.match((await postgresChecks(url.toString()))[2], {
+      status: 'pass',
+      found: `user ${role} on ${database}: CREATEROLE, CREATE on schema public`,
+    })
     url.pathname = `/atrium_no_such_db_${suffix()}`
-    t.match(await postgresChecks(url.toString()), [{ status: 'fail', found: /^the database atrium_no_such_db_\w+ does not exist/ }])
+    t.match(await postgresChecks(url.toString()), [
+      { status: 'fail', found: /^the database atrium_no_such_db_\w+ does not exist/ },
+    ])
   },
 )
 
-t.test('the real Redis passes; a wrong password fails as such', { skip: !services.redisUrl && 'TEST_REDIS_URL is not set' }, async (t) => {
-  t.match(await redisChecks(services.redisUrl), [{ id: 'redis.connect', status: 'pass' }, { id: 'redis.version', status: 'pass' }, { id: 'redis.eviction' }])
-  // A user of our own on the shared server, so that its default user and password stay untouched.
-  const admin = new Redis(services.redisUrl)
-  const user = `atrium-pf-${suffix()}`
-  await admin.call('ACL', 'SETUSER', user, 'on', '>right-password', '+@all', '~*')
-  t.teardown(async () => {
-    await admin.call('ACL', 'DELUSER', user)
-    admin.disconnect()
-  })
-  const url = new URL(services.redisUrl)
-  url.username = user
-  url.password = 'wrong-password'
-  const wrong = await redisChecks(url.toString())
-  t.match(wrong, [{ id: 'redis.connect', status: 'fail', found: `authentication failed for user ${user} at ${where(services.redisUrl)}`, fix: /REDIS_URL/ }])
-  t.notMatch(JSON.stringify(wrong), /wrong-password/)
-  url.password = 'right-password'
-  t.match(await redisChecks(url.toString()), [{ status: 'pass' }, { status: 'pass' }, {}])
-})
+t.test(
+  'the real Redis passes; a wrong password fails as such',
+  { skip: !services.redisUrl && 'TEST_REDIS_URL is not set' },
+  async (t) => {
+    t.match(await redisChecks(services.redisUrl), [
+      { id: 'redis.connect', status: 'pass' },
+      { id: 'redis.version', status: 'pass' },
+      { id: 'redis.eviction' },
+    ])
+    // A user of our own on the shared server, so that its default user and password stay untouched.
+    const admin = new Redis(services.redisUrl)
+    const user = `atrium-pf-${suffix()}`
+    await admin.call('ACL', 'SETUSER', user, 'on', '>right-password', '+@all', '~*')
+    t.teardown(async () => {
+      await admin.call('ACL', 'DELUSER', user)
+      admin.disconnect()
+    })
+    const url = new URL(services.redisUrl)
+    url.username = user
+    url.password = 'wrong-password'
+    const wrong = await redisChecks(url.toString())
+    t.match(wrong, [
+      {
+        id: 'redis.connect',
+        status: 'fail',
+        found: `authentication failed for user ${user} at ${where(services.redisUrl)}`,
+        fix: /REDIS_URL/,
+      },
+    ])
+    t.notMatch(JSON.stringify(wrong), /wrong-password/)
+    url.password = 'right-password'
+    t.match(await redisChecks(url.toString()), [{ status: 'pass' }, { status: 'pass' }, {}])
+  },
+)
 
-t.test('a password this Redis does not ask for is a warning in the check, and nothing is printed to the terminal', { skip: !services.redisUrl && 'TEST_REDIS_URL is not set' }, async (t) => {
-  const admin = new Redis(services.redisUrl)
-  t.teardown(() => admin.disconnect())
-  const [, requirepass] = (await admin.config('GET', 'requirepass')) as [string, string]
-  if (requirepass) return t.pass('this Redis has a password of its own: nothing to show here')
-  const printed = [t.capture(console, 'warn'), t.capture(console, 'error'), t.capture(console, 'log')]
-  const url = new URL(services.redisUrl)
-  url.password = 'not-needed'
-  const r = await redisChecks(url.toString())
-  t.match(r, [{ id: 'redis.connect', status: 'warn', found: /asks for no password although REDIS_URL gives one/, fix: /Set a password on Redis/ }, { status: 'pass' }, {}])
-  t.notMatch(JSON.stringify(r), /not-needed/)
-  t.same(
-    printed.flatMap((p) => p()),
-    [],
-    "ioredis's own warning never reaches the terminal",
-  )
-})
+t.test(
+  'a password this Redis does not ask for is a warning in the check, and nothing is printed to the terminal',
+  { skip: !services.redisUrl && 'TEST_REDIS_URL is not set' },
+  async (t) => {
+    const admin = new Redis(services.redisUrl)
+    t.teardown(() => admin.disconnect())
+    const [, requirepass] = (await admin.config('GET', 'requirepass')) as [string, string]
+    if (requirepass) return t.pass('this Redis has a password of its own: nothing to show here')
+    const printed = [t.capture(console, 'warn'), t.capture(console, 'error'), t.capture(console, 'log')]
+    const url = new URL(services.redisUrl)
+    url.password = 'not-needed'
+    const r = await redisChecks(url.toString())
+    t.match(r, [
+      {
+        id: 'redis.connect',
+        status: 'warn',
+        found: /asks for no password although REDIS_URL gives one/,
+        fix: /Set a password on Redis/,
+      },
+      { status: 'pass' },
+      {},
+    ])
+    t.notMatch(JSON.stringify(r), /not-needed/)
+    t.same(
+      printed.flatMap((p) => p()),
+      [],
+      "ioredis's own warning never reaches the terminal",
+    )
+  },
+)
 
-t.test('the real S3 store passes the round trip on a bucket it creates; wrong credentials fail', { skip: !services.s3Endpoint && 'TEST_S3_ENDPOINT is not set' }, async (t) => {
-  const bucket = await freshBucket(t)
-  const target = { endpoint: services.s3Endpoint, bucket, accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' }
-  t.match(await s3Checks(target), [
-    { id: 's3.roundtrip', status: 'pass', found: `bucket ${bucket} at ${where(services.s3Endpoint)} (created): put, get, presigned get and delete work` },
-    { id: 's3.addressing', status: 'pass', found: 'path-style' },
-  ])
-  t.match(await s3Checks(target), [{ status: 'pass', found: /^bucket \S+ at \S+: put/ }, {}], 'an existing bucket is used as it is')
-  const url = new URL(services.s3Endpoint)
-  const client = new Client({
-    endPoint: url.hostname,
-    port: Number(url.port) || undefined,
-    useSSL: url.protocol === 'https:',
-    accessKey: services.s3AccessKey,
-    secretKey: services.s3SecretKey,
-    region: 'us-east-1',
-  })
-  t.same(await client.listObjectsV2(bucket, '', true).toArray(), [], 'the test objects were deleted')
-  const wrongSecret = await s3Checks({ ...target, secretKey: 'wrong-secret' })
-  t.match(wrongSecret, [{ status: 'fail', found: 'the store refused the credentials (SignatureDoesNotMatch) at the step: find the bucket', fix: /R2_SECRET_ACCESS_KEY/ }])
-  t.notMatch(JSON.stringify(wrongSecret), /wrong-secret/)
-  t.match(await s3Checks({ ...target, accessKey: 'no-such-key' }), [{ status: 'fail', found: /refused the credentials \(InvalidAccessKeyId\)/ }])
-})
+t.test(
+  'the real S3 store passes the round trip on a bucket it creates; wrong credentials fail',
+  { skip: !services.s3Endpoint && 'TEST_S3_ENDPOINT is not set' },
+  async (t) => {
+    const bucket = await freshBucket(t)
+    const target = {
+      endpoint: services.s3Endpoint,
+      bucket,
+      accessKey: services.s3AccessKey,
+      secretKey: services.s3SecretKey,
+      region: 'us-east-1',
+    }
+    t.match(await s3Checks(target), [
+      {
+        id: 's3.roundtrip',
+        status: 'pass',
+        found: `bucket ${bucket} at ${where(services.s3Endpoint)} (created): put, get, presigned get and delete work`,
+      },
+      { id: 's3.addressing', status: 'pass', found: 'path-style' },
+    ])
+    t.match(
+      await s3Checks(target),
+      [{ status: 'pass', found: /^bucket \S+ at \S+: put/ }, {}],
+      'an existing bucket is used as it is',
+    )
+    const url = new URL(services.s3Endpoint)
+    const client = new Client({
+      endPoint: url.hostname,
+      port: Number(url.port) || undefined,
+      useSSL: url.protocol === 'https:',
+      accessKey: services.s3AccessKey,
+      secretKey: services.s3SecretKey,
+      region: 'us-east-1',
+    })
+    t.same(await client.listObjectsV2(bucket, '', true).toArray(), [], 'the test objects were deleted')
+    const wrongSecret = await s3Checks({ ...target, secretKey: 'wrong-secret' })
+    t.match(wrongSecret, [
+      {
+        status: 'fail',
+        found: 'the store refused the credentials (SignatureDoesNotMatch) at the step: find the bucket',
+        fix: /R2_SECRET_ACCESS_KEY/,
+      },
+    ])
+    t.notMatch(JSON.stringify(wrongSecret), /wrong-secret/)
+    t.match(await s3Checks({ ...target, accessKey: 'no-such-key' }), [
+      { status: 'fail', found: /refused the credentials \(InvalidAccessKeyId\)/ },
+    ])
+  },
+)
 
-t.test('a region store of REGION_STORES is checked as the default one, under its own ids and settings', { skip: !services.s3Endpoint && 'TEST_S3_ENDPOINT is not set' }, async (t) => {
-  const bucket = await freshBucket(t)
-  const target = { endpoint: services.s3Endpoint, bucket, accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' }
-  t.match(await s3Checks(target, { region: 'eu-west' }), [
-    { id: 'region.eu-west.roundtrip', title: 'Region eu-west store round trip', status: 'pass' },
-    { id: 'region.eu-west.addressing', status: 'pass' },
-  ])
-  const wrong = await s3Checks({ ...target, secretKey: 'wrong-secret' }, { region: 'eu-west' })
-  t.match(wrong, [{ id: 'region.eu-west.roundtrip', status: 'fail', fix: 'Correct REGION_STORES["eu-west"].accessKeyId and .secretAccessKey' }])
-})
+t.test(
+  'a region store of REGION_STORES is checked as the default one, under its own ids and settings',
+  { skip: !services.s3Endpoint && 'TEST_S3_ENDPOINT is not set' },
+  async (t) => {
+    const bucket = await freshBucket(t)
+    const target = {
+      endpoint: services.s3Endpoint,
+      bucket,
+      accessKey: services.s3AccessKey,
+      secretKey: services.s3SecretKey,
+      region: 'us-east-1',
+    }
+    t.match(await s3Checks(target, { region: 'eu-west' }), [
+      { id: 'region.eu-west.roundtrip', title: 'Region eu-west store round trip', status: 'pass' },
+      { id: 'region.eu-west.addressing', status: 'pass' },
+    ])
+    const wrong = await s3Checks({ ...target, secretKey: 'wrong-secret' }, { region: 'eu-west' })
+    t.match(wrong, [
+      {
+        id: 'region.eu-west.roundtrip',
+        status: 'fail',
+        fix: 'Correct REGION_STORES["eu-west"].accessKeyId and .secretAccessKey',
+      },
+    ])
+  },
+)
 
-t.test('services that accept the connection and never answer fail at their deadline, saying so, with nothing left open', async (t) => {
-  const silent = await silentServer(t)
-  const deadline = { timeoutMs: 500 }
-  const [pg] = await postgresChecks(silent.url('postgres').replace('postgres://', 'postgres://atrium:pw@') + '/atrium', deadline)
-  t.match(pg, { id: 'postgres.connect', status: 'fail', found: `no answer from 127.0.0.1:${silent.port} in 0.5 s` })
-  const [redis] = await redisChecks(silent.url('redis'), deadline)
-  t.match(redis, { id: 'redis.connect', status: 'fail', found: `no answer from 127.0.0.1:${silent.port} in 0.5 s` })
-  const [s3] = await s3Checks({ endpoint: silent.url('http'), bucket: 'atrium', accessKey: 'atrium', secretKey: 'secret-key', region: 'us-east-1' }, deadline)
-  t.match(s3, { id: 's3.roundtrip', status: 'fail', found: `no answer from 127.0.0.1:${silent.port} in 0.5 s` })
-  t.ok(await silent.allClosed(), 'every connection closed by the checks')
-})
+t.test(
+  'services that accept the connection and never answer fail at their deadline, saying so, with nothing left open',
+  async (t) => {
+    const silent = await silentServer(t)
+    const deadline = { timeoutMs: 500 }
+    const [pg] = await postgresChecks(
+      silent.url('postgres').replace('postgres://', 'postgres://atrium:pw@') + '/atrium',
+      deadline,
+    )
+    t.match(pg, { id: 'postgres.connect', status: 'fail', found: `no answer from 127.0.0.1:${silent.port} in 0.5 s` })
+    const [redis] = await redisChecks(silent.url('redis'), deadline)
+    t.match(redis, { id: 'redis.connect', status: 'fail', found: `no answer from 127.0.0.1:${silent.port} in 0.5 s` })
+    const [s3] = await s3Checks(
+      {
+        endpoint: silent.url('http'),
+        bucket: 'atrium',
+        accessKey: 'atrium',
+        secretKey: 'secret-key',
+        region: 'us-east-1',
+      },
+      deadline,
+    )
+    t.match(s3, { id: 's3.roundtrip', status: 'fail', found: `no answer from 127.0.0.1:${silent.port} in 0.5 s` })
+    t.ok(await silent.allClosed(), 'every connection closed by the checks')
+  },
+)
 
 t.test('a password whose %-escape is broken is a failed check, not a crash that hides the other checks', async (t) => {
-  t.match(await redisChecks('redis://:p%zz@127.0.0.1:1', quick), [{ id: 'redis.connect', status: 'fail', found: /not reachable at 127\.0\.0\.1:1/ }])
+  t.match(await redisChecks('redis://:p%zz@127.0.0.1:1', quick), [
+    { id: 'redis.connect', status: 'fail', found: /not reachable at 127\.0\.0\.1:1/ },
+  ])
 })
 
 t.test(
@@ -345,15 +525,25 @@ t.test(
   { skip: !findExecutable('redis-server') && 'needs redis-server (CI has it)' },
   async (t) => {
     const port = await freePort()
-    const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--requirepass', 'first', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+    const server = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--requirepass', 'first', '--save', '', '--appendonly', 'no'],
+      { stdio: 'ignore' },
+    )
     t.teardown(() => server.kill())
     const admin = new Redis(`redis://:first@127.0.0.1:${port}`, { retryStrategy: (n) => (n > 50 ? null : 100) })
     t.teardown(() => admin.disconnect())
     await admin.ping()
-    t.match(await redisChecks(`redis://:first@127.0.0.1:${port}/2`, quick), [{ status: 'pass' }, { status: 'pass' }, {}])
+    t.match(await redisChecks(`redis://:first@127.0.0.1:${port}/2`, quick), [
+      { status: 'pass' },
+      { status: 'pass' },
+      {},
+    ])
     // A user that may not run INFO: refused for that, not reported as a wrong password (the NOAUTH a
     // SELECT before the AUTH would have drawn).
     await admin.call('ACL', 'SETUSER', 'bob', 'on', '>pw', '+@all', '-info', '~*')
-    t.match(await redisChecks(`redis://bob:pw@127.0.0.1:${port}/2`, quick), [{ id: 'redis.connect', status: 'fail', found: /the user may not run INFO/ }])
+    t.match(await redisChecks(`redis://bob:pw@127.0.0.1:${port}/2`, quick), [
+      { id: 'redis.connect', status: 'fail', found: /the user may not run INFO/ },
+    ])
   },
 )

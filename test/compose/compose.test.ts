@@ -65,15 +65,26 @@ t.test('every image is pinned and from config/images.ts; ATRIUM_REGISTRY moves t
   const images = new Set(Object.values(doc.services).map((s: any) => s.image)) // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed Compose YAML
   t.same([...images].sort(), expected.map((i) => imageRef(i)).sort())
   const moved = await config(envFile(t, { ATRIUM_REGISTRY: 'registry.corp.example:5000' }), AIRGAP)
-  for (const [name, s] of Object.entries(moved.doc.services) as [string, any][]) t.match(s.image, /^registry\.corp\.example:5000\//, name) // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed Compose YAML
-  t.same(new Set(Object.values(moved.doc.services).map((s: any) => s.image)), new Set(expected.map((i) => imageRef(i, 'registry.corp.example:5000')))) // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed Compose YAML
-  t.match(readFileSync(join(DIR, 'compose.yaml'), 'utf8'), `ATRIUM_VERSION:-${VERSION}}`, 'the server image defaults to this release')
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed Compose YAML
+  for (const [name, s] of Object.entries(moved.doc.services) as [string, any][])
+    t.match(s.image, /^registry\.corp\.example:5000\//, name)
+  t.same(
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed Compose YAML
+    new Set(Object.values(moved.doc.services).map((s: any) => s.image)),
+    new Set(expected.map((i) => imageRef(i, 'registry.corp.example:5000'))),
+  )
+  t.match(
+    readFileSync(join(DIR, 'compose.yaml'), 'utf8'),
+    `ATRIUM_VERSION:-${VERSION}}`,
+    'the server image defaults to this release',
+  )
 })
 
 t.test('start-up order: services are healthy or done before the ones that need them', { skip }, async (t) => {
   const { doc } = await config(envFile(t), BASE)
   const s = doc.services
-  for (const name of ['postgres', 'redis', 'minio', 'server']) t.ok(s[name].healthcheck?.test, `${name} has a healthcheck`)
+  for (const name of ['postgres', 'redis', 'minio', 'server'])
+    t.ok(s[name].healthcheck?.test, `${name} has a healthcheck`)
   t.match(s.migrate.depends_on, { postgres: { condition: 'service_healthy', required: false } })
   t.match(s['minio-init'].depends_on, { minio: { condition: 'service_healthy', required: true } })
   t.match(s.server.depends_on, {
@@ -86,49 +97,87 @@ t.test('start-up order: services are healthy or done before the ones that need t
 
 t.test('COMPOSE_PROFILES starts the bundled services a site uses and none of its own', { skip }, async (t) => {
   const services = async (profiles: string) => {
-    const r = await compose(['--env-file', envFile(t, {}, ['COMPOSE_PROFILES']), ...BASE, 'config', '--services'], { env: { COMPOSE_PROFILES: profiles } })
+    const r = await compose(['--env-file', envFile(t, {}, ['COMPOSE_PROFILES']), ...BASE, 'config', '--services'], {
+      env: { COMPOSE_PROFILES: profiles },
+    })
     t.equal(r.code, 0, r.stderr)
     return r.stdout.trim().split('\n').sort()
   }
-  t.same(await services('postgres,redis,s3'), ['migrate', 'minio', 'minio-init', 'postgres', 'redis', 'server'], 'all bundled (.env.example)')
+  t.same(
+    await services('postgres,redis,s3'),
+    ['migrate', 'minio', 'minio-init', 'postgres', 'redis', 'server'],
+    'all bundled (.env.example)',
+  )
   t.same(await services('redis,s3'), ['migrate', 'minio', 'minio-init', 'redis', 'server'], 'its own PostgreSQL')
   t.same(await services(''), ['migrate', 'server'], 'its own PostgreSQL, Redis and S3: only Atrium')
-  t.match(readFileSync(join(DIR, '.env.example'), 'utf8'), /^COMPOSE_PROFILES=postgres,redis,s3$/m, 'a hand-made .env starts with all of them')
+  t.match(
+    readFileSync(join(DIR, '.env.example'), 'utf8'),
+    /^COMPOSE_PROFILES=postgres,redis,s3$/m,
+    'a hand-made .env starts with all of them',
+  )
 })
 
-t.test('the server runs hardened with the fixed container settings, and the volumes survive down -v', { skip }, async (t) => {
-  const { doc } = await config(envFile(t, { LOG_LEVEL: 'debug', PORT: '8443' }), BASE)
-  const server = doc.services.server
-  t.equal(server.read_only, true)
-  t.same(server.cap_drop, ['ALL'])
-  t.same(server.security_opt, ['no-new-privileges:true'])
-  t.match(server.environment, { ...CONTAINER_FIXED, LOG_LEVEL: 'debug', DATABASE_URL: 'postgres://atrium:pg-secret@postgres:5432/atrium' })
-  t.match(server.ports, [{ published: 8443, target: 8080 }], 'PORT is where the API is published; inside it is always 8080')
-  // Every store keeps its data in a named volume of its own, made outside Compose.
-  t.same(Object.keys(doc.volumes ?? {}).sort(), ['atrium-data', 'atrium-minio', 'atrium-postgres', 'atrium-redis'])
-  for (const [name, v] of Object.entries(doc.volumes) as [string, any][]) t.equal(v.external, true, `${name} is external`) // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed Compose YAML
-  t.equal(doc.services.redis.command.join(' ').includes('noeviction'), true)
-})
+t.test(
+  'the server runs hardened with the fixed container settings, and the volumes survive down -v',
+  { skip },
+  async (t) => {
+    const { doc } = await config(envFile(t, { LOG_LEVEL: 'debug', PORT: '8443' }), BASE)
+    const server = doc.services.server
+    t.equal(server.read_only, true)
+    t.same(server.cap_drop, ['ALL'])
+    t.same(server.security_opt, ['no-new-privileges:true'])
+    t.match(server.environment, {
+      ...CONTAINER_FIXED,
+      LOG_LEVEL: 'debug',
+      DATABASE_URL: 'postgres://atrium:pg-secret@postgres:5432/atrium',
+    })
+    t.match(
+      server.ports,
+      [{ published: 8443, target: 8080 }],
+      'PORT is where the API is published; inside it is always 8080',
+    )
+    // Every store keeps its data in a named volume of its own, made outside Compose.
+    t.same(Object.keys(doc.volumes ?? {}).sort(), ['atrium-data', 'atrium-minio', 'atrium-postgres', 'atrium-redis'])
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed Compose YAML
+    for (const [name, v] of Object.entries(doc.volumes) as [string, any][])
+      t.equal(v.external, true, `${name} is external`)
+    t.equal(doc.services.redis.command.join(' ').includes('noeviction'), true)
+  },
+)
 
-t.test("every service's log is rotated, and ATRIUM_BIND_ADDRESS says where the API and MinIO are published", { skip }, async (t) => {
-  const open = (await config(envFile(t), BASE, { COMPOSE_PROFILES: 'postgres,redis,s3' })).doc
-  for (const [name, service] of Object.entries(open.services) as [string, { logging?: unknown }][]) {
-    t.same(service.logging, { driver: 'json-file', options: { 'max-size': '10m', 'max-file': '5' } }, `${name}'s log is rotated`)
-  }
-  t.match(open.services.server.ports, [{ host_ip: '0.0.0.0', published: 8080 }], 'every interface by default')
-  const local = (await config(envFile(t, { ATRIUM_BIND_ADDRESS: '127.0.0.1' }), BASE, { COMPOSE_PROFILES: 'postgres,redis,s3' })).doc
-  t.match(local.services.server.ports, [{ host_ip: '127.0.0.1', published: 8080, target: 8080 }])
-  t.match(local.services.minio.ports, [{ host_ip: '127.0.0.1', published: 9000, target: 9000 }])
-  t.notOk(JSON.stringify(local.services.server.environment).includes('minio-secret'), "the server never gets MinIO's administrator password")
-  t.match(local.services.server.environment, { R2_ACCESS_KEY_ID: 'atrium-server' })
-})
+t.test(
+  "every service's log is rotated, and ATRIUM_BIND_ADDRESS says where the API and MinIO are published",
+  { skip },
+  async (t) => {
+    const open = (await config(envFile(t), BASE, { COMPOSE_PROFILES: 'postgres,redis,s3' })).doc
+    for (const [name, service] of Object.entries(open.services) as [string, { logging?: unknown }][]) {
+      t.same(
+        service.logging,
+        { driver: 'json-file', options: { 'max-size': '10m', 'max-file': '5' } },
+        `${name}'s log is rotated`,
+      )
+    }
+    t.match(open.services.server.ports, [{ host_ip: '0.0.0.0', published: 8080 }], 'every interface by default')
+    const local = (
+      await config(envFile(t, { ATRIUM_BIND_ADDRESS: '127.0.0.1' }), BASE, { COMPOSE_PROFILES: 'postgres,redis,s3' })
+    ).doc
+    t.match(local.services.server.ports, [{ host_ip: '127.0.0.1', published: 8080, target: 8080 }])
+    t.match(local.services.minio.ports, [{ host_ip: '127.0.0.1', published: 9000, target: 9000 }])
+    t.notOk(
+      JSON.stringify(local.services.server.environment).includes('minio-secret'),
+      "the server never gets MinIO's administrator password",
+    )
+    t.match(local.services.server.environment, { R2_ACCESS_KEY_ID: 'atrium-server' })
+  },
+)
 
 t.test('the air-gapped variant turns outside features off and never pulls', { skip }, async (t) => {
   const { doc } = await config(envFile(t), AIRGAP)
   t.equal(doc.services.server.environment.AIR_GAPPED, 'true')
   t.equal(doc.services.migrate.environment.AIR_GAPPED, 'true')
   const text = readFileSync(join(DIR, 'compose.airgap.yaml'), 'utf8')
-  for (const name of Object.keys(doc.services)) t.match(text, new RegExp(`  ${name}:\\n    pull_policy: never`), `${name} never pulls`)
+  for (const name of Object.keys(doc.services))
+    t.match(text, new RegExp(`  ${name}:\\n    pull_policy: never`), `${name} never pulls`)
 })
 
 t.test('a missing password stops Compose with a message naming it', { skip }, async (t) => {

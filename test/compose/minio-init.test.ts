@@ -23,53 +23,78 @@ function minioInitScript(): string {
   return script!.replaceAll('$$', '$')
 }
 
-t.test("minio-init makes the bucket and Atrium's user, allowed that bucket alone; a second run changes nothing", { skip }, async (t) => {
-  const bucket = await freshBucket(t)
-  const password = randomBytes(24).toString('hex')
-  const env = {
-    PATH: `${join(findTool('mc')!, '..')}:${process.env.PATH}`,
-    MC_CONFIG_DIR: tempDir(t, 'atrium-mc-'),
-    MINIO_URL: services.s3Endpoint,
-    MINIO_ROOT_USER: services.s3AccessKey,
-    MINIO_ROOT_PASSWORD: services.s3SecretKey,
-    MINIO_ATRIUM_PASSWORD: password,
-    R2_BUCKET: bucket,
-  }
-  // mc reads an alias from MC_HOST_<alias> too: the teardown needs no config folder.
-  const admin = new URL(services.s3Endpoint)
-  admin.username = services.s3AccessKey
-  admin.password = services.s3SecretKey
-  t.teardown(() => runTool('mc', ['admin', 'user', 'remove', 'local', MINIO_ATRIUM_USER], { env: { ...env, MC_HOST_local: admin.toString().replace(/\/$/, '') } }))
-  for (const run of ['first', 'second']) {
-    const r = await runTool('sh', ['-ec', minioInitScript()], { env })
-    t.equal(r.code, 0, `${run} run: ${r.stdout}${r.stderr}`)
-    t.match(r.stdout, new RegExp(`bucket ${bucket} and user atrium-server ready`))
-  }
+t.test(
+  "minio-init makes the bucket and Atrium's user, allowed that bucket alone; a second run changes nothing",
+  { skip },
+  async (t) => {
+    const bucket = await freshBucket(t)
+    const password = randomBytes(24).toString('hex')
+    const env = {
+      PATH: `${join(findTool('mc')!, '..')}:${process.env.PATH}`,
+      MC_CONFIG_DIR: tempDir(t, 'atrium-mc-'),
+      MINIO_URL: services.s3Endpoint,
+      MINIO_ROOT_USER: services.s3AccessKey,
+      MINIO_ROOT_PASSWORD: services.s3SecretKey,
+      MINIO_ATRIUM_PASSWORD: password,
+      R2_BUCKET: bucket,
+    }
+    // mc reads an alias from MC_HOST_<alias> too: the teardown needs no config folder.
+    const admin = new URL(services.s3Endpoint)
+    admin.username = services.s3AccessKey
+    admin.password = services.s3SecretKey
+    t.teardown(() =>
+      runTool('mc', ['admin', 'user', 'remove', 'local', MINIO_ATRIUM_USER], {
+        env: { ...env, MC_HOST_local: admin.toString().replace(/\/$/, '') },
+      }),
+    )
+    for (const run of ['first', 'second']) {
+      const r = await runTool('sh', ['-ec', minioInitScript()], { env })
+      t.equal(r.code, 0, `${run} run: ${r.stdout}${r.stderr}`)
+      t.match(r.stdout, new RegExp(`bucket ${bucket} and user atrium-server ready`))
+    }
 
-  // What the server does with its store, as the server does it.
-  const blobs = await openS3Blobs({ endpoint: services.s3Endpoint, bucket, accessKey: MINIO_ATRIUM_USER, secretKey: password, region: 'us-east-1' })
-  await blobs.ping()
-  await blobs.put('t/small.txt', Buffer.from('hello'), 'text/plain')
-  t.equal(await blobs.size('t/small.txt'), 5)
-  const big = randomBytes(12 * 1024 * 1024) // a stream of unknown length: a multipart upload
-  await blobs.put('t/big.bin', Readable.from([big.subarray(0, 6e6), big.subarray(6e6)]), 'application/octet-stream')
-  t.equal(await blobs.size('t/big.bin'), big.length)
-  const link = await blobs.presignGet('t/small.txt', { expiresSeconds: 60, filename: 'small.txt' })
-  t.equal(await (await fetch(link)).text(), 'hello', 'a download link works')
-  await blobs.remove('t/small.txt')
-  await blobs.remove('t/big.bin')
-  t.equal(await blobs.size('t/small.txt'), null)
+    // What the server does with its store, as the server does it.
+    const blobs = await openS3Blobs({
+      endpoint: services.s3Endpoint,
+      bucket,
+      accessKey: MINIO_ATRIUM_USER,
+      secretKey: password,
+      region: 'us-east-1',
+    })
+    await blobs.ping()
+    await blobs.put('t/small.txt', Buffer.from('hello'), 'text/plain')
+    t.equal(await blobs.size('t/small.txt'), 5)
+    const big = randomBytes(12 * 1024 * 1024) // a stream of unknown length: a multipart upload
+    await blobs.put('t/big.bin', Readable.from([big.subarray(0, 6e6), big.subarray(6e6)]), 'application/octet-stream')
+    t.equal(await blobs.size('t/big.bin'), big.length)
+    const link = await blobs.presignGet('t/small.txt', { expiresSeconds: 60, filename: 'small.txt' })
+    t.equal(await (await fetch(link)).text(), 'hello', 'a download link works')
+    await blobs.remove('t/small.txt')
+    await blobs.remove('t/big.bin')
+    t.equal(await blobs.size('t/small.txt'), null)
 
-  // Nothing beyond its bucket.
-  const own = s3Client(services.s3Endpoint, MINIO_ATRIUM_USER, password)
-  await t.rejects(own.makeBucket(`atrium-other-${randomBytes(4).toString('hex')}`), { code: 'AccessDenied' }, 'it cannot make buckets')
-  const other = await freshBucket(t)
-  await s3Client().makeBucket(other)
-  await t.rejects(own.putObject(other, 'x', Buffer.from('x')), { code: 'AccessDenied' }, 'nor write in another bucket')
-  t.same(
-    (await own.listBuckets()).map((b) => b.name),
-    [bucket],
-    'nor see the other buckets',
-  )
-  await t.rejects(s3Client(services.s3Endpoint, MINIO_ATRIUM_USER, 'wrong-password').bucketExists(bucket), 'and only with its own password')
-})
+    // Nothing beyond its bucket.
+    const own = s3Client(services.s3Endpoint, MINIO_ATRIUM_USER, password)
+    await t.rejects(
+      own.makeBucket(`atrium-other-${randomBytes(4).toString('hex')}`),
+      { code: 'AccessDenied' },
+      'it cannot make buckets',
+    )
+    const other = await freshBucket(t)
+    await s3Client().makeBucket(other)
+    await t.rejects(
+      own.putObject(other, 'x', Buffer.from('x')),
+      { code: 'AccessDenied' },
+      'nor write in another bucket',
+    )
+    t.same(
+      (await own.listBuckets()).map((b) => b.name),
+      [bucket],
+      'nor see the other buckets',
+    )
+    await t.rejects(
+      s3Client(services.s3Endpoint, MINIO_ATRIUM_USER, 'wrong-password').bucketExists(bucket),
+      'and only with its own password',
+    )
+  },
+)

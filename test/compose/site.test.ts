@@ -35,9 +35,15 @@ const found = await engine()
 const skip = 'skip' in found ? found.skip : needsCompose()
 if (!skip) t.setTimeout(900_000)
 
-/** The site's containers, network and volumes gone (--volumes: the containers' anonymous ones; Compose never removes external volumes, hence the rm). */
+/**
+ * The site's containers, network and volumes gone (--volumes: the containers' anonymous ones; Compose never removes
+ * external volumes, hence the rm).
+ */
 async function removeSite(): Promise<void> {
-  await docker(['compose', '--project-name', COMPOSE_PROJECT, 'down', '--volumes', '--remove-orphans', '--timeout', '10'], 120_000)
+  await docker(
+    ['compose', '--project-name', COMPOSE_PROJECT, 'down', '--volumes', '--remove-orphans', '--timeout', '10'],
+    120_000,
+  )
   await docker(['volume', 'rm', '--force', ...Object.keys(COMPOSE_VOLUMES)])
 }
 
@@ -50,7 +56,8 @@ async function engineFreeForASite(): Promise<string | null> {
   for (const name of Object.keys(COMPOSE_VOLUMES)) {
     const v = await docker(['volume', 'inspect', '--format', '{{index .Options "device"}}', name])
     if (v.code !== 0) continue
-    if (!v.stdout.trim().startsWith(join(tmpdir(), 'atrium-test-'))) return `the engine holds the volume ${name} of a real site (${v.stdout.trim()})`
+    if (!v.stdout.trim().startsWith(join(tmpdir(), 'atrium-test-')))
+      return `the engine holds the volume ${name} of a real site (${v.stdout.trim()})`
   }
   await removeSite()
   return null
@@ -71,7 +78,11 @@ async function containers(args: string[]): Promise<Container[]> {
     .map((l) => JSON.parse(l) as Container)
 }
 async function times(id: string): Promise<{ started: number; finished: number }> {
-  const [started, finished] = (await docker(['inspect', '--format', '{{.State.StartedAt}} {{.State.FinishedAt}}', id])).stdout.trim().split(' ')
+  const [started, finished] = (
+    await docker(['inspect', '--format', '{{.State.StartedAt}} {{.State.FinishedAt}}', id])
+  ).stdout
+    .trim()
+    .split(' ')
   return { started: Date.parse(started!), finished: Date.parse(finished!) }
 }
 
@@ -82,7 +93,8 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   if (busy) return t.fail(`${busy}; this test installs a site under the same names`)
   // The image's VOLUME gives the migration containers anonymous volumes, which a recreate (the
   // upgrade) leaves behind and `down -v` does not find: the ones this test left are removed too.
-  const dangling = async () => (await docker(['volume', 'ls', '--quiet', '--filter', 'dangling=true'])).stdout.split('\n').filter(Boolean)
+  const dangling = async () =>
+    (await docker(['volume', 'ls', '--quiet', '--filter', 'dangling=true'])).stdout.split('\n').filter(Boolean)
   const danglingBefore = new Set(await dangling())
   t.teardown(async () => {
     await removeSite()
@@ -99,15 +111,24 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
 
   // The kit: saved and pinned, then the image is gone from the engine as on a site that never had it.
   const kit = join(dir, 'kit')
-  const saved = await step('images save', () => installer(['images', 'save', '--only', 'atrium-server', '--output', kit, '--json']))
+  const saved = await step('images save', () =>
+    installer(['images', 'save', '--only', 'atrium-server', '--output', kit, '--json']),
+  )
   t.equal(saved.code, 0, saved.stderr)
-  const kitReport = JSON.parse(saved.stdout) as { kit: { bytes: number; images: { id: string }[] }; steps: { command: string; skipped: boolean }[] }
+  const kitReport = JSON.parse(saved.stdout) as {
+    kit: { bytes: number; images: { id: string }[] }
+    steps: { command: string; skipped: boolean }[]
+  }
   t.same(
     kitReport.kit.images.map((i) => i.id),
     [(await docker(['image', 'inspect', '--format', '{{.Id}}', RELEASED])).stdout.trim()],
     'images.json pins the image by its ID',
   )
-  t.match(readFileSync(join(kit, KIT.sums), 'utf8'), /^[0-9a-f]{64} {2}atrium-images\.tar\n[0-9a-f]{64} {2}images\.json\n$/, 'SHA256SUMS lists both')
+  t.match(
+    readFileSync(join(kit, KIT.sums), 'utf8'),
+    /^[0-9a-f]{64} {2}atrium-images\.tar\n[0-9a-f]{64} {2}images\.json\n$/,
+    'SHA256SUMS lists both',
+  )
   t.ok(
     kitReport.steps.some((s) => s.command.startsWith('docker pull') && s.skipped),
     'the image this engine holds is not pulled',
@@ -119,7 +140,11 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   // The site's own services, where containers reach them: on the engine's bridge, in front of the test's.
   const gateway = await bridgeGateway()
   const database = await freshDatabase(t)
-  const [db, redis, s3] = await Promise.all([faultProxy(t, database, gateway), faultProxy(t, services.redisUrl, gateway), faultProxy(t, services.s3Endpoint, gateway)])
+  const [db, redis, s3] = await Promise.all([
+    faultProxy(t, database, gateway),
+    faultProxy(t, services.redisUrl, gateway),
+    faultProxy(t, services.s3Endpoint, gateway),
+  ])
   const databaseUrl = db.via(database)
   const port = await freePort()
   const api = `http://127.0.0.1:${port}`
@@ -146,13 +171,32 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
       `  OUTBOUND_ALLOWED_NETWORKS: "${gateway}/32"`,
     ].join('\n') + '\n',
   )
-  const env = { SITE_DATABASE_URL: databaseUrl, SITE_S3_SECRET: services.s3SecretKey, SITE_LICENSE_KEY: await testLicense(vendor) }
+  const env = {
+    SITE_DATABASE_URL: databaseUrl,
+    SITE_S3_SECRET: services.s3SecretKey,
+    SITE_LICENSE_KEY: await testLicense(vendor),
+  }
   const args = composeArgs(parseAnswers(readFileSync(answers, 'utf8')).answers, join(dir, 'out', '.env'))
 
   // The install: the installer trusts only the shipped license key (the server in the image trusts
   // the test's), and this machine is smaller than production asks (2 cores, under 100 GB free);
   // every other check (services, tools, ports) must pass.
-  const installed = await step('installer install', () => installer(['install', '--answers', answers, '--yes', '--images', kit, '--allow-unsigned', '--ignore-failed-checks', '--json'], env))
+  const installed = await step('installer install', () =>
+    installer(
+      [
+        'install',
+        '--answers',
+        answers,
+        '--yes',
+        '--images',
+        kit,
+        '--allow-unsigned',
+        '--ignore-failed-checks',
+        '--json',
+      ],
+      env,
+    ),
+  )
   const report = JSON.parse(installed.stdout || '{}') as {
     exitCode: number
     error: string | null
@@ -163,7 +207,9 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   }
   if (installed.code !== 0) {
     const logs = await docker([...args, 'logs', '--no-color', '--tail', '60'])
-    return t.fail(`install failed (exit ${installed.code}): ${report.error ?? installed.stderr}\n${logs.stdout.slice(-4000)}`)
+    return t.fail(
+      `install failed (exit ${installed.code}): ${report.error ?? installed.stderr}\n${logs.stdout.slice(-4000)}`,
+    )
   }
   const failed = report.checks.filter((c) => c.status === 'fail').map((c) => c.id)
   t.same(
@@ -174,7 +220,11 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   const commands = report.steps.map((s) => s.command)
   t.same(
     commands.slice(0, 3),
-    ['docker version --format {{.Server.Os}}/{{.Server.Arch}}', `docker load --input ${join(kit, KIT.images)}`, `docker image inspect --format {{.Id}} ${RELEASED}`],
+    [
+      'docker version --format {{.Server.Os}}/{{.Server.Arch}}',
+      `docker load --input ${join(kit, KIT.images)}`,
+      `docker image inspect --format {{.Id}} ${RELEASED}`,
+    ],
     'the kit is loaded first, on an engine of its platform, and the image checked against its pin',
   )
   t.ok(
@@ -182,19 +232,31 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
     'up with the air-gapped overlay, never pulling',
   )
   const ran = await containers(args)
-  t.same(ran.map((c) => c.Service).sort(), ['migrate', 'server'], 'the site has its own PostgreSQL, Redis and S3: no bundled one started')
+  t.same(
+    ran.map((c) => c.Service).sort(),
+    ['migrate', 'server'],
+    'the site has its own PostgreSQL, Redis and S3: no bundled one started',
+  )
   t.match(
     ran.find((c) => c.Service === 'migrate'),
     { State: 'exited', ExitCode: 0 },
   )
-  const airGapped = (await docker([...args, 'exec', '-T', 'server', 'node', '-e', 'console.log(process.env.AIR_GAPPED)'])).stdout.trim()
+  const airGapped = (
+    await docker([...args, 'exec', '-T', 'server', 'node', '-e', 'console.log(process.env.AIR_GAPPED)'])
+  ).stdout.trim()
   t.equal(airGapped, 'true', 'the server runs air-gapped')
   // The support bundle finds the project the installer deployed (its name and files).
   const supportZip = join(tempDir(t), 'support.zip')
-  const support = await step('support-bundle', () => installer(['support-bundle', '--answers', answers, '--output', supportZip, '--json'], env))
+  const support = await step('support-bundle', () =>
+    installer(['support-bundle', '--answers', answers, '--output', supportZip, '--json'], env),
+  )
   t.equal(support.code, 0, support.stderr)
   const supportFiles = await unzip(readFileSync(supportZip))
-  t.match(supportFiles['logs/compose-ps.txt'], /--project-name atrium [^\n]*\n\(exit code 0\)\n[\s\S]*server/, 'docker compose ps lists the running server')
+  t.match(
+    supportFiles['logs/compose-ps.txt'],
+    /--project-name atrium [^\n]*\n\(exit code 0\)\n[\s\S]*server/,
+    'docker compose ps lists the running server',
+  )
   t.match(supportFiles['logs/compose.txt'], /\(exit code 0\)\n[\s\S]*server-1 +\|/, "and the logs hold the server's")
 
   // The first tenant as the summary prints it: the sign-in and the key work.
@@ -204,12 +266,25 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
     'the summary shows the password once',
   )
   const login = async () =>
-    (await fetch(`${api}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: admin.email, password: admin.password }) })).status
+    (
+      await fetch(`${api}/api/v1/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: admin.email, password: admin.password }),
+      })
+    ).status
   t.equal(await login(), 200, 'the printed email and password sign in')
   const auth = { authorization: `Bearer ${admin.apiKey}`, 'content-type': 'application/json' }
-  const made = await fetch(`${api}/api/v1/projects`, { method: 'POST', headers: auth, body: JSON.stringify({ name: 'Kept across restarts', language: 'typescript' }) })
+  const made = await fetch(`${api}/api/v1/projects`, {
+    method: 'POST',
+    headers: auth,
+    body: JSON.stringify({ name: 'Kept across restarts', language: 'typescript' }),
+  })
   t.equal(made.status, 201, 'the printed API key works')
-  const listed = async () => ((await (await fetch(`${api}/api/v1/projects`, { headers: auth })).json()) as { data: { name: string }[] }).data.map((p) => p.name)
+  const listed = async () =>
+    (
+      (await (await fetch(`${api}/api/v1/projects`, { headers: auth })).json()) as { data: { name: string }[] }
+    ).data.map((p) => p.name)
 
   // down -v and up: every datum kept (the volumes are external, which down -v never removes), nothing applied twice.
   const down = await step('down -v', () => docker([...args, 'down', '--volumes', '--timeout', '30'], 120_000))
@@ -219,13 +294,20 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   t.equal(up.code, 0, up.code ? up.stderr : 'up again')
   t.same(await listed(), ['Kept across restarts'], 'the project is still there')
   t.equal(await login(), 200, 'the admin still signs in')
-  t.match((await docker([...args, 'logs', '--no-color', 'migrate'])).stdout, /\{"applied":\[\]\}/, 'the migration service found nothing to do')
+  t.match(
+    (await docker([...args, 'logs', '--no-color', 'migrate'])).stdout,
+    /\{"applied":\[\]\}/,
+    'the migration service found nothing to do',
+  )
 
   // An upgrade: a newer tag with one more migration. The migration service runs it once, and the
   // new server starts only after it finished.
   const next = tempDir(t)
   writeFileSync(join(next, PROBE_MIGRATION.file), `create table ${PROBE_MIGRATION.table} (id integer primary key);\n`)
-  writeFileSync(join(next, 'Dockerfile'), `FROM ${RELEASED}\nCOPY ${PROBE_MIGRATION.file} /app/server/platform/migrations/\n`)
+  writeFileSync(
+    join(next, 'Dockerfile'),
+    `FROM ${RELEASED}\nCOPY ${PROBE_MIGRATION.file} /app/server/platform/migrations/\n`,
+  )
   t.equal((await docker(['build', '-t', NEXT, next], 120_000)).code, 0, 'the newer image builds')
   const before = (await containers(args)).find((c) => c.Service === 'server')!
   const upgraded = await step('upgrade', () => runUp(args, { ATRIUM_VERSION: NEXT_TAG }))
@@ -240,14 +322,24 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   t.match(migrateLog, new RegExp(`\\{"applied":\\[${PROBE_MIGRATION.version}\\]\\}`), 'the new migration was applied')
   t.equal((await docker(['inspect', '--format', '{{.RestartCount}}', migrate[0]!.ID])).stdout.trim(), '0', 'once')
   const [m, s] = [await times(migrate[0]!.ID), await times(server.ID)]
-  t.ok(s.started >= m.finished, `the server started after the migration finished (${(s.started - m.finished) / 1000} s later)`)
+  t.ok(
+    s.started >= m.finished,
+    `the server started after the migration finished (${(s.started - m.finished) / 1000} s later)`,
+  )
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
   t.teardown(() => sql.end())
-  t.same(await sql`select version from atrium_migrations where version = ${PROBE_MIGRATION.version}`, [{ version: PROBE_MIGRATION.version }], 'recorded once')
+  t.same(
+    await sql`select version from atrium_migrations where version = ${PROBE_MIGRATION.version}`,
+    [{ version: PROBE_MIGRATION.version }],
+    'recorded once',
+  )
   t.same(await listed(), ['Kept across restarts'], 'and the data is still there after the upgrade')
 })
 
 /** `up --wait` as the installer runs it, with extra variables (ATRIUM_VERSION for an upgrade). */
 function runUp(args: string[], env: Record<string, string> = {}) {
-  return runTool('docker', [...args, 'up', '--detach', '--wait', '--wait-timeout', '300', '--pull', 'never'], { env, timeoutMs: 360_000 })
+  return runTool('docker', [...args, 'up', '--detach', '--wait', '--wait-timeout', '300', '--pull', 'never'], {
+    env,
+    timeoutMs: 360_000,
+  })
 }

@@ -3,46 +3,81 @@
 import { readFileSync } from 'node:fs'
 import t from 'tap'
 import { parse } from 'yaml'
-import { CHART_FIXED, CONTAINER_FIXED, PATHS, bundleSettings, helmValue, renderAll, replaceBlock, staleFiles } from '../../config/bundles.js'
+import {
+  CHART_FIXED,
+  CONTAINER_FIXED,
+  PATHS,
+  bundleSettings,
+  helmValue,
+  renderAll,
+  replaceBlock,
+  staleFiles,
+} from '../../config/bundles.js'
 import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
 import { settings } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
 
-t.test('every generated file is current (run `npm run config:generate` after changing config/schema.ts or config/images.ts)', async (t) => {
-  t.same(staleFiles(), [])
-})
+t.test(
+  'every generated file is current (run `npm run config:generate` after changing config/schema.ts or config/images.ts)',
+  async (t) => {
+    t.same(staleFiles(), [])
+  },
+)
 
-t.test("values.yaml and values.schema.json offer every setting but the container's and the chart's fixed ones, secrets apart", async (t) => {
-  const values = parse(readFileSync(PATHS.values, 'utf8'))
-  const schema = JSON.parse(readFileSync(PATHS.valuesSchema, 'utf8'))
-  const names = (secret: boolean) =>
-    bundleSettings(secret)
-      .map(([n]) => n)
-      .filter((n) => !(n in CHART_FIXED))
-      .sort()
-  t.same(Object.keys(values.env).sort(), names(false))
-  t.same(Object.keys(values.secrets).sort(), names(true))
-  t.same(Object.keys(schema.properties.env.properties).sort(), names(false))
-  t.same(Object.keys(schema.properties.secrets.properties).sort(), names(true))
-  t.equal(schema.properties.env.additionalProperties, false, 'a misspelt setting fails')
-  for (const name of [...Object.keys(CONTAINER_FIXED), ...Object.keys(CHART_FIXED)]) t.notOk(name in values.env, `${name} is the chart's`)
-  t.equal(values.env.RATE_LIMIT_MAX, settings.RATE_LIMIT_MAX.default, "defaults are the schema's, typed")
-  t.notMatch(JSON.stringify(schema), /"\$ref"\s*:\s*"http/, 'no remote $ref')
-})
+t.test(
+  "values.yaml and values.schema.json offer every setting but the container's and the chart's fixed ones, secrets apart",
+  async (t) => {
+    const values = parse(readFileSync(PATHS.values, 'utf8'))
+    const schema = JSON.parse(readFileSync(PATHS.valuesSchema, 'utf8'))
+    const names = (secret: boolean) =>
+      bundleSettings(secret)
+        .map(([n]) => n)
+        .filter((n) => !(n in CHART_FIXED))
+        .sort()
+    t.same(Object.keys(values.env).sort(), names(false))
+    t.same(Object.keys(values.secrets).sort(), names(true))
+    t.same(Object.keys(schema.properties.env.properties).sort(), names(false))
+    t.same(Object.keys(schema.properties.secrets.properties).sort(), names(true))
+    t.equal(schema.properties.env.additionalProperties, false, 'a misspelt setting fails')
+    for (const name of [...Object.keys(CONTAINER_FIXED), ...Object.keys(CHART_FIXED)])
+      t.notOk(name in values.env, `${name} is the chart's`)
+    t.equal(values.env.RATE_LIMIT_MAX, settings.RATE_LIMIT_MAX.default, "defaults are the schema's, typed")
+    t.notMatch(JSON.stringify(schema), /"\$ref"\s*:\s*"http/, 'no remote $ref')
+  },
+)
 
-t.test("one rule says what is secret: the schema's flag, a bundle variable by the setting made from it, any other name by how it reads", async (t) => {
-  for (const [name, s] of Object.entries(settings)) t.equal(isSecret(name), s.secret, `${name} is as the schema marks it`)
-  t.notOk(isSecret('ACCESS_TOKEN_TTL_SECONDS'), "a setting's flag wins over how its name reads")
-  t.same(
-    Object.keys(COMPOSE_VARIABLES).filter(isSecret).sort(),
-    ['MINIO_ATRIUM_PASSWORD', 'MINIO_ROOT_PASSWORD', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD'],
-    "the bundle's credentials, as DATABASE_URL, REDIS_URL and the R2 keys are",
-  )
-  for (const name of ['SMTP_PASSWORD', 'PGPASSWORD', 'GITHUB_TOKEN', 'AWS_SECRET_ACCESS_KEY', 'GCP_CREDENTIALS', 'DB_PASS', 'SSH_KEY', 'clientSecret', 'apiKey'])
-    t.ok(isSecret(name), `${name} reads as a secret`)
-  for (const name of ['KEYCLOAK_URL', 'BYPASS_CACHE', 'LOG_FORMAT', 'clientId', 'issuer']) t.notOk(isSecret(name), `${name} does not`)
-  t.match(readFileSync(PATHS.composeEnv, 'utf8'), /REDIS_URL must use it \[secret\]\nREDIS_PASSWORD=\n/, '.env.example marks them')
-})
+t.test(
+  "one rule says what is secret: the schema's flag, a bundle variable by the setting made from it, any other name by how it reads",
+  async (t) => {
+    for (const [name, s] of Object.entries(settings))
+      t.equal(isSecret(name), s.secret, `${name} is as the schema marks it`)
+    t.notOk(isSecret('ACCESS_TOKEN_TTL_SECONDS'), "a setting's flag wins over how its name reads")
+    t.same(
+      Object.keys(COMPOSE_VARIABLES).filter(isSecret).sort(),
+      ['MINIO_ATRIUM_PASSWORD', 'MINIO_ROOT_PASSWORD', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD'],
+      "the bundle's credentials, as DATABASE_URL, REDIS_URL and the R2 keys are",
+    )
+    for (const name of [
+      'SMTP_PASSWORD',
+      'PGPASSWORD',
+      'GITHUB_TOKEN',
+      'AWS_SECRET_ACCESS_KEY',
+      'GCP_CREDENTIALS',
+      'DB_PASS',
+      'SSH_KEY',
+      'clientSecret',
+      'apiKey',
+    ])
+      t.ok(isSecret(name), `${name} reads as a secret`)
+    for (const name of ['KEYCLOAK_URL', 'BYPASS_CACHE', 'LOG_FORMAT', 'clientId', 'issuer'])
+      t.notOk(isSecret(name), `${name} does not`)
+    t.match(
+      readFileSync(PATHS.composeEnv, 'utf8'),
+      /REDIS_URL must use it \[secret\]\nREDIS_PASSWORD=\n/,
+      '.env.example marks them',
+    )
+  },
+)
 
 t.test('the Compose environment passes every setting through and fixes the container ones', async (t) => {
   const compose = parse(readFileSync(PATHS.compose, 'utf8'))

@@ -68,7 +68,11 @@ t.test('every problem is reported at once, one line each', async (t) => {
 })
 
 t.test('a secret value never appears in a problem', async (t) => {
-  const { problems } = parseConfig({ DATABASE_URL: 'mysql://root:hunter2@db/x', ENCRYPTION_MASTER_KEY: 'hunter2hunter2', REDIS_URL: 'not a url hunter2' })
+  const { problems } = parseConfig({
+    DATABASE_URL: 'mysql://root:hunter2@db/x',
+    ENCRYPTION_MASTER_KEY: 'hunter2hunter2',
+    REDIS_URL: 'not a url hunter2',
+  })
   t.equal(problems.length, 3)
   t.notMatch(problems.join('\n'), /hunter2/)
 })
@@ -94,12 +98,15 @@ t.test('production refuses embedded defaults', async (t) => {
 })
 
 t.test('an object store needs its credentials', async (t) => {
-  t.match(parseConfig({ R2_ENDPOINT: 'http://minio:9000' }).problems, [/R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY are required/])
+  t.match(parseConfig({ R2_ENDPOINT: 'http://minio:9000' }).problems, [
+    /R2_ACCESS_KEY_ID and R2_SECRET_ACCESS_KEY are required/,
+  ])
 })
 
 t.test('CIDR syntax', async (t) => {
   for (const good of ['10.0.0.0/8', '192.168.1.0/24', '0.0.0.0/0', '::1/128', 'fd00::/8']) t.ok(isCidr(good), good)
-  for (const bad of ['10.0.0.0', '10.0.0.0/33', 'fd00::/129', 'host/8', '10.0.0.0/8/1', '10.0.0.0/-1']) t.notOk(isCidr(bad), bad)
+  for (const bad of ['10.0.0.0', '10.0.0.0/33', 'fd00::/129', 'host/8', '10.0.0.0/8/1', '10.0.0.0/-1'])
+    t.notOk(isCidr(bad), bad)
 })
 
 t.test('DNS domains: lowercase, without the dots around them, each once; anything else is named', async (t) => {
@@ -110,7 +117,8 @@ t.test('DNS domains: lowercase, without the dots around them, each once; anythin
   t.match(parseConfig({ OUTBOUND_ALLOWED_DOMAINS: 'corp.example,https://llm.corp.example,*.corp.example' }).problems, [
     /^OUTBOUND_ALLOWED_DOMAINS has entries that are not DNS domains: https:\/\/llm\.corp\.example, \*\.corp\.example \(write e\.g\. corp\.example,svc\.cluster\.local\)$/,
   ])
-  for (const bad of ['-corp.example', 'corp..example', 'a'.repeat(64) + '.example', 'corp example', '10.0.0.0/8']) t.notOk(isDomain(bad), bad)
+  for (const bad of ['-corp.example', 'corp..example', 'a'.repeat(64) + '.example', 'corp example', '10.0.0.0/8'])
+    t.notOk(isDomain(bad), bad)
   for (const good of ['localhost', 'corp.example', 'a-b.c1.example', 'svc.cluster.local']) t.ok(isDomain(good), good)
 })
 

@@ -12,9 +12,19 @@ export interface LlmTenant {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** A tenant of `h` whose model is the fake provider (its app must allow 127.0.0.1 outbound). */
-export async function tenantWithLlm(h: TestApp, provider: FakeLlm, plan: 'free' | 'pro' | 'growth' | 'enterprise' = 'enterprise', apiKey = 'sk-test-key-1234567890'): Promise<LlmTenant> {
+export async function tenantWithLlm(
+  h: TestApp,
+  provider: FakeLlm,
+  plan: 'free' | 'pro' | 'growth' | 'enterprise' = 'enterprise',
+  apiKey = 'sk-test-key-1234567890',
+): Promise<LlmTenant> {
   const tn = await h.tenant(plan)
-  const r = await tn.call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: provider.url, model: 'test-model', apiKey })
+  const r = await tn.call('PATCH', '/api/v1/tenant/settings/llm', {
+    provider: 'openai-compatible',
+    baseUrl: provider.url,
+    model: 'test-model',
+    apiKey,
+  })
   if (r.status !== 200) throw new Error(`settings: ${r.status} ${JSON.stringify(r.body)}`)
   return tn
 }
@@ -24,7 +34,11 @@ export async function project(call: Caller, name = 'Workspace'): Promise<string>
   return r.body.data.id
 }
 
-export async function agent(call: Caller, config: Record<string, unknown> = { autonomyLevel: 'high' }, systemPrompt = 'You are careful.'): Promise<string> {
+export async function agent(
+  call: Caller,
+  config: Record<string, unknown> = { autonomyLevel: 'high' },
+  systemPrompt = 'You are careful.',
+): Promise<string> {
   const r = await call('POST', '/api/v1/agents', { name: 'Helper', systemPrompt, config })
   if (r.status !== 201) throw new Error(`agent: ${r.status} ${JSON.stringify(r.body)}`)
   return r.body.data.id

@@ -26,7 +26,13 @@ export interface Swept {
 }
 
 /** A value the schema accepts, as simple as can be; `name` is the field's. */
-export function sample(schema: Schema | undefined, deref: (s: Schema) => Schema, url: string, name = '', depth = 0): unknown {
+export function sample(
+  schema: Schema | undefined,
+  deref: (s: Schema) => Schema,
+  url: string,
+  name = '',
+  depth = 0,
+): unknown {
   if (!schema || depth > 8) return null
   const s = deref(schema)
   const next = (sub: Schema | undefined, field = name) => sample(sub, deref, url, field, depth + 1)
@@ -39,7 +45,9 @@ export function sample(schema: Schema | undefined, deref: (s: Schema) => Schema,
   const type = Array.isArray(s.type) ? s.type.find((x: string) => x !== 'null') : s.type
   switch (type) {
     case 'object':
-      return Object.fromEntries(((s.required ?? []) as string[]).map((field) => [field, next(s.properties?.[field], field)]))
+      return Object.fromEntries(
+        ((s.required ?? []) as string[]).map((field) => [field, next(s.properties?.[field], field)]),
+      )
     case 'array':
       return Array.from({ length: s.minItems ?? 0 }, () => next(s.items))
     case 'integer':
@@ -79,7 +87,9 @@ export async function sweep(base: string, doc: Schema, o: SweepOptions): Promise
     let error: { code?: string; details?: { path?: string } } | undefined
     if (/event-stream/.test(res.headers.get('content-type') ?? '')) await res.body?.cancel()
     else error = ((await res.json().catch(() => null)) as { error?: typeof error } | null)?.error
-    const unrouted = error?.code === 'METHOD_NOT_ALLOWED' || (error?.code === 'RESOURCE_NOT_FOUND' && error.details?.path === new URL(concrete, base).pathname)
+    const unrouted =
+      error?.code === 'METHOD_NOT_ALLOWED' ||
+      (error?.code === 'RESOURCE_NOT_FOUND' && error.details?.path === new URL(concrete, base).pathname)
     results.push({ method, path, status: res.status, ...(error?.code ? { code: error.code } : {}), unrouted })
   }
   return results

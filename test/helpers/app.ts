@@ -13,7 +13,12 @@ export interface Called {
   raw: Buffer
 }
 
-export type Caller = (method: InjectOptions['method'], url: string, body?: unknown, headers?: Record<string, string>) => Promise<Called>
+export type Caller = (
+  method: InjectOptions['method'],
+  url: string,
+  body?: unknown,
+  headers?: Record<string, string>,
+) => Promise<Called>
 
 export function caller(app: FastifyInstance, key?: string): Caller {
   return async (method, url, body, headers = {}) => {
@@ -34,19 +39,34 @@ export interface TestApp {
   app: FastifyInstance
   platform: Platform
   /** A new tenant with an all-permissions key, and a caller that uses the key. */
-  tenant(plan?: 'free' | 'pro' | 'growth' | 'enterprise'): Promise<{ tenantId: string; userId: string; apiKey: string; call: Caller }>
+  tenant(
+    plan?: 'free' | 'pro' | 'growth' | 'enterprise',
+  ): Promise<{ tenantId: string; userId: string; apiKey: string; call: Caller }>
   anonymous: Caller
 }
 
-export async function testApp(t: Test, overrides: Record<string, string> = {}, opts: AppOptions & { routes?: (app: FastifyInstance) => void } = {}): Promise<TestApp> {
+export async function testApp(
+  t: Test,
+  overrides: Record<string, string> = {},
+  opts: AppOptions & { routes?: (app: FastifyInstance) => void } = {},
+): Promise<TestApp> {
   const platform = await testPlatform(t, overrides)
   return appOn(t, platform, opts)
 }
 
 /** Another app on the same platform services (a second replica). */
-export async function appOn(t: Test, platform: Platform, opts: AppOptions & { routes?: (app: FastifyInstance) => void } = {}): Promise<TestApp> {
+export async function appOn(
+  t: Test,
+  platform: Platform,
+  opts: AppOptions & { routes?: (app: FastifyInstance) => void } = {},
+): Promise<TestApp> {
   // No webhook deliveries or job runner unless a test asks for them: they are background work on timers.
-  const app = await buildApp(platform, { rateLimitPrefix: opts.rateLimitPrefix ?? `atrium:test:${suffix()}`, webhookWorker: false, jobs: false, ...opts })
+  const app = await buildApp(platform, {
+    rateLimitPrefix: opts.rateLimitPrefix ?? `atrium:test:${suffix()}`,
+    webhookWorker: false,
+    jobs: false,
+    ...opts,
+  })
   opts.routes?.(app)
   await app.ready()
   t.teardown(() => app.close())
@@ -55,7 +75,11 @@ export async function appOn(t: Test, platform: Platform, opts: AppOptions & { ro
     platform,
     anonymous: caller(app),
     async tenant(plan = 'enterprise') {
-      const created = await createTenant(platform, { name: `tenant ${suffix()}`, plan, email: `owner-${suffix()}@example.com` })
+      const created = await createTenant(platform, {
+        name: `tenant ${suffix()}`,
+        plan,
+        email: `owner-${suffix()}@example.com`,
+      })
       return { ...created, call: caller(app, created.apiKey) }
     },
   }

@@ -16,7 +16,12 @@ export interface Ran {
 /** tsx's loader by its path, so that a script also runs from a working directory outside the repository. */
 const TSX = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href
 
-export function spawnScript(script: string, args: string[], env: Record<string, string>, o: { cwd?: string } = {}): ChildProcess {
+export function spawnScript(
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+  o: { cwd?: string } = {},
+): ChildProcess {
   return spawn(process.execPath, ['--import', TSX, join(ROOT, script), ...args], {
     cwd: o.cwd ?? ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
@@ -38,7 +43,9 @@ export const admin = (args: string[], env: Record<string, string>) => finished(s
 export const startServer = (env: Record<string, string>) => listening(spawnScript('server/main.ts', [], env))
 
 /** A server process started by the caller, once it listens. */
-async function listening(child: ChildProcess): Promise<{ child: ChildProcess; done: Promise<Ran>; port: number; base: string }> {
+async function listening(
+  child: ChildProcess,
+): Promise<{ child: ChildProcess; done: Promise<Ran>; port: number; base: string }> {
   const done = finished(child)
   let stderr = ''
   const port = await new Promise<number>((resolve, reject) => {
@@ -63,7 +70,8 @@ export interface ServerProcess {
 }
 
 /** Starts `server/main.ts` on `env`, waits for it to listen, and kills it (SIGKILL) when the test ends. */
-export const serverProcess = (t: Test, env: Record<string, string>): Promise<ServerProcess> => serverProcessOf(t, spawnScript('server/main.ts', [], env))
+export const serverProcess = (t: Test, env: Record<string, string>): Promise<ServerProcess> =>
+  serverProcessOf(t, spawnScript('server/main.ts', [], env))
 
 /** serverProcess for a server the caller spawned (another script: the one trusting a test's license key). */
 export async function serverProcessOf(t: Test, spawned: ChildProcess): Promise<ServerProcess> {
@@ -80,7 +88,10 @@ export async function serverProcessOf(t: Test, spawned: ChildProcess): Promise<S
     async call(apiKey, method, path, body) {
       const r = await fetch(`${base}${path}`, {
         method,
-        headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       })
       const text = await r.text()
@@ -90,7 +101,12 @@ export async function serverProcessOf(t: Test, spawned: ChildProcess): Promise<S
 }
 
 /** A tenant made by the admin CLI (`create-tenant`), as an operator makes one. */
-export async function adminTenant(t: Test, env: Record<string, string>, name: string, plan?: string): Promise<{ tenantId: string; apiKey: string }> {
+export async function adminTenant(
+  t: Test,
+  env: Record<string, string>,
+  name: string,
+  plan?: string,
+): Promise<{ tenantId: string; apiKey: string }> {
   const created = await admin(['create-tenant', '--name', name, ...(plan ? ['--plan', plan] : [])], env)
   t.equal(created.code, 0, created.stderr)
   return JSON.parse(created.stdout)
@@ -106,11 +122,15 @@ export function halfSentPost(url: string, headers: Record<string, string>, body:
   let onConnect = () => {}
   const connected = new Promise<void>((resolve) => (onConnect = resolve))
   const response = new Promise<{ status: number; text: string; connection: string | undefined }>((resolve, reject) => {
-    const req = request(url, { method: 'POST', headers: { ...headers, 'content-length': Buffer.byteLength(body) } }, (res) => {
-      let text = ''
-      res.on('data', (c: Buffer) => (text += c.toString()))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text, connection: res.headers.connection }))
-    })
+    const req = request(
+      url,
+      { method: 'POST', headers: { ...headers, 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        let text = ''
+        res.on('data', (c: Buffer) => (text += c.toString()))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, connection: res.headers.connection }))
+      },
+    )
     req.on('error', reject)
     req.on('socket', (socket) => socket.on('connect', onConnect))
     const half = Math.floor(body.length / 2)

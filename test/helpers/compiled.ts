@@ -18,16 +18,34 @@ export async function builtServer(t: Test): Promise<string> {
   return dist
 }
 
-const withNode = (env: Record<string, string>) => ({ ...env, ...NODE_ENVIRONMENT, PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' })
+const withNode = (env: Record<string, string>) => ({
+  ...env,
+  ...NODE_ENVIRONMENT,
+  PATH: process.env.PATH ?? '',
+  HOME: process.env.HOME ?? '',
+})
 
 /** Starts the built server on `env`; killed (SIGKILL) when the test ends. */
 export function compiledServer(t: Test, dist: string, env: Record<string, string>): Promise<ServerProcess> {
-  return serverProcessOf(t, spawn(process.execPath, [...NODE_FLAGS, join(dist, 'server/main.js')], { cwd: dist, env: withNode(env), stdio: ['ignore', 'pipe', 'pipe'] }))
+  return serverProcessOf(
+    t,
+    spawn(process.execPath, [...NODE_FLAGS, join(dist, 'server/main.js')], {
+      cwd: dist,
+      env: withNode(env),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  )
 }
 
 /** The built admin CLI, as an operator runs it. */
 export const compiledAdmin = (dist: string, args: string[], env: Record<string, string>): Promise<Ran> =>
-  finished(spawn(process.execPath, [...NODE_FLAGS, join(dist, 'server/cli.js'), ...args], { cwd: dist, env: withNode(env), stdio: ['ignore', 'pipe', 'pipe'] }))
+  finished(
+    spawn(process.execPath, [...NODE_FLAGS, join(dist, 'server/cli.js'), ...args], {
+      cwd: dist,
+      env: withNode(env),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  )
 
 /** A process's resident memory now, in bytes (Linux: /proc/<pid>/status). */
 export function rssOf(pid: number): number {
@@ -35,7 +53,10 @@ export function rssOf(pid: number): number {
   return m ? Number(m[1]) * 1024 : 0
 }
 
-/** Samples a process's resident memory every `everyMs` until stopped; the peak it saw, and the peak of each minute (a growth that does not level off shows there). */
+/**
+ * Samples a process's resident memory every `everyMs` until stopped; the peak it saw, and the peak of each minute (a
+ * growth that does not level off shows there).
+ */
 export function watchRss(pid: number, everyMs = 50) {
   let peak = 0
   let samples = 0

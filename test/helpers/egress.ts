@@ -40,7 +40,16 @@ export async function egressNetwork(t: Test): Promise<EgressNetwork> {
   const name = `atrium-egress-${suffix()}`
   for (let attempt = 0; attempt < 20; attempt++) {
     const prefix = `10.${200 + Math.floor(Math.random() * 50)}.${Math.floor(Math.random() * 250)}.`
-    const made = await docker(['network', 'create', '--internal', '--subnet', `${prefix}0/24`, '--gateway', `${prefix}1`, name])
+    const made = await docker([
+      'network',
+      'create',
+      '--internal',
+      '--subnet',
+      `${prefix}0/24`,
+      '--gateway',
+      `${prefix}1`,
+      name,
+    ])
     if (made.code !== 0) {
       if (/overlap/i.test(made.stderr)) continue
       throw new Error(`docker network create: ${made.stderr}`)
@@ -69,7 +78,16 @@ export interface Recorder {
   declaredLookups(): string[]
 }
 
-const TYPES: Record<number, string> = { 1: 'A', 28: 'AAAA', 5: 'CNAME', 12: 'PTR', 15: 'MX', 16: 'TXT', 33: 'SRV', 65: 'HTTPS' }
+const TYPES: Record<number, string> = {
+  1: 'A',
+  28: 'AAAA',
+  5: 'CNAME',
+  12: 'PTR',
+  15: 'MX',
+  16: 'TXT',
+  33: 'SRV',
+  65: 'HTTPS',
+}
 
 /** The question of a DNS query: its name, type and where the question section ends. */
 function question(msg: Buffer): { name: string; type: number; end: number } | null {
@@ -174,7 +192,8 @@ const listening = (server: Server, host: string) =>
 /** Why this machine cannot record a network's traffic, or null. */
 export async function recorderUnavailable(): Promise<string | null> {
   const r = await runTool('iptables', ['-t', 'nat', '-S', 'PREROUTING'])
-  if (r.code !== 0) return `iptables cannot read the nat table here (${r.stderr.trim() || `exit ${r.code}`}); the recorder needs root and iptables`
+  if (r.code !== 0)
+    return `iptables cannot read the nat table here (${r.stderr.trim() || `exit ${r.code}`}); the recorder needs root and iptables`
   try {
     readFileSync('/proc/net/nf_conntrack', 'utf8')
   } catch (err) {
@@ -267,9 +286,21 @@ export async function egressRecorder(t: Test, net: EgressNetwork, o: RecorderOpt
     await runTool('iptables', ['-w', '5', '-t', 'nat', '-F', chain])
     await runTool('iptables', ['-w', '5', '-t', 'nat', '-X', chain])
   })
-  await ipt('-A', chain, '-p', 'udp', '--dport', '53', '-j', 'REDIRECT', '--to-ports', String((dnsUdp.address() as AddressInfo).port))
+  await ipt(
+    '-A',
+    chain,
+    '-p',
+    'udp',
+    '--dport',
+    '53',
+    '-j',
+    'REDIRECT',
+    '--to-ports',
+    String((dnsUdp.address() as AddressInfo).port),
+  )
   await ipt('-A', chain, '-p', 'tcp', '--dport', '53', '-j', 'REDIRECT', '--to-ports', String(dnsTcpPort))
-  for (const port of o.declaredPorts) await ipt('-A', chain, '-p', 'tcp', '-d', net.gateway, '--dport', String(port), '-j', 'RETURN')
+  for (const port of o.declaredPorts)
+    await ipt('-A', chain, '-p', 'tcp', '-d', net.gateway, '--dport', String(port), '-j', 'RETURN')
   await ipt('-A', chain, '-p', 'tcp', '-j', 'REDIRECT', '--to-ports', String(tcpSinkPort))
   await ipt('-A', chain, '-p', 'udp', '-j', 'REDIRECT', '--to-ports', String((udpSink.address() as AddressInfo).port))
   await ipt('-I', 'PREROUTING', '1', '-i', net.bridge, '-j', chain)

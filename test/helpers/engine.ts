@@ -27,19 +27,35 @@ const GIVEN_IMAGE = process.env.TEST_SERVER_IMAGE ?? ''
 
 /** Why this machine cannot run the engine tests, or the base image to build on. */
 export async function engine(): Promise<{ skip: string } | { base: string }> {
-  if (process.env.TEST_ENGINE_UNAVAILABLE) return { skip: `no container engine: ${process.env.TEST_ENGINE_UNAVAILABLE}` }
+  if (process.env.TEST_ENGINE_UNAVAILABLE)
+    return { skip: `no container engine: ${process.env.TEST_ENGINE_UNAVAILABLE}` }
   const info = await docker(['info', '--format', '{{.ServerVersion}}'], 15_000)
-  if (info.code !== 0) return { skip: `no container engine: \`docker info\` failed (${(info.stderr.trim().split('\n')[0] ?? '') || `exit ${info.code}`}); bash .ci/engine.sh prepares one` }
+  if (info.code !== 0)
+    return {
+      skip: `no container engine: \`docker info\` failed (${(info.stderr.trim().split('\n')[0] ?? '') || `exit ${info.code}`}); bash .ci/engine.sh prepares one`,
+    }
   let base = process.env.TEST_NODE_IMAGE ?? ''
   if (GIVEN_IMAGE) {
-    if ((await docker(['image', 'inspect', GIVEN_IMAGE])).code !== 0) return { skip: `TEST_SERVER_IMAGE=${GIVEN_IMAGE} is not in the engine (docker load it first)` }
+    if ((await docker(['image', 'inspect', GIVEN_IMAGE])).code !== 0)
+      return { skip: `TEST_SERVER_IMAGE=${GIVEN_IMAGE} is not in the engine (docker load it first)` }
   } else if (!base) {
     const found = await docker(['image', 'ls', BASE_REPOSITORY, '--format', '{{.Repository}}:{{.Tag}}'])
     base = found.stdout.split('\n')[0]?.trim() ?? ''
-    if (!base) return { skip: `no base image: TEST_NODE_IMAGE is not set and the engine has no ${BASE_REPOSITORY} image (bash .ci/engine.sh makes one)` }
-  } else if ((await docker(['image', 'inspect', base])).code !== 0) return { skip: `the base image TEST_NODE_IMAGE=${base} is not in the engine (bash .ci/engine.sh makes it)` }
-  const missing = Object.entries({ TEST_DATABASE_URL: services.databaseUrl, TEST_REDIS_URL: services.redisUrl, TEST_S3_ENDPOINT: services.s3Endpoint }).filter(([, v]) => !v)
-  if (missing.length) return { skip: `the image runs in production mode, which needs PostgreSQL, Redis and S3: set ${missing.map(([k]) => k).join(', ')}` }
+    if (!base)
+      return {
+        skip: `no base image: TEST_NODE_IMAGE is not set and the engine has no ${BASE_REPOSITORY} image (bash .ci/engine.sh makes one)`,
+      }
+  } else if ((await docker(['image', 'inspect', base])).code !== 0)
+    return { skip: `the base image TEST_NODE_IMAGE=${base} is not in the engine (bash .ci/engine.sh makes it)` }
+  const missing = Object.entries({
+    TEST_DATABASE_URL: services.databaseUrl,
+    TEST_REDIS_URL: services.redisUrl,
+    TEST_S3_ENDPOINT: services.s3Endpoint,
+  }).filter(([, v]) => !v)
+  if (missing.length)
+    return {
+      skip: `the image runs in production mode, which needs PostgreSQL, Redis and S3: set ${missing.map(([k]) => k).join(', ')}`,
+    }
   return { base }
 }
 
@@ -47,7 +63,10 @@ const LOCK = join(tmpdir(), 'atrium-image-build.lock')
 /** A lock older than this is left over from a killed run. */
 const STALE_MS = 15 * 60_000
 
-/** One image build at a time on this machine: a second test file's build then reuses every cached layer instead of repeating npm ci beside the first. */
+/**
+ * One image build at a time on this machine: a second test file's build then reuses every cached layer instead of
+ * repeating npm ci beside the first.
+ */
 async function withBuildLock<T>(fn: () => Promise<T>): Promise<T> {
   for (;;) {
     try {
@@ -72,12 +91,18 @@ async function withBuildLock<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** `docker build` of the repository's Dockerfile on the base image, as TEST_IMAGE: the image's id, or the build's output. TEST_SERVER_IMAGE instead, when given. */
+/**
+ * `docker build` of the repository's Dockerfile on the base image, as TEST_IMAGE: the image's id, or the build's
+ * output. TEST_SERVER_IMAGE instead, when given.
+ */
 export async function buildImage(t: Test, base: string): Promise<{ image: string } | { error: string }> {
   if (GIVEN_IMAGE) return { image: GIVEN_IMAGE }
   const iid = join(tempDir(t), 'iid')
-  const build = await withBuildLock(() => docker(['build', '--build-arg', `NODE_IMAGE=${base}`, '--iidfile', iid, '-t', TEST_IMAGE, '.'], 480_000))
-  if (build.code !== 0) return { error: `docker build failed:\n${build.stdout.slice(-3000)}\n${build.stderr.slice(-3000)}` }
+  const build = await withBuildLock(() =>
+    docker(['build', '--build-arg', `NODE_IMAGE=${base}`, '--iidfile', iid, '-t', TEST_IMAGE, '.'], 480_000),
+  )
+  if (build.code !== 0)
+    return { error: `docker build failed:\n${build.stdout.slice(-3000)}\n${build.stderr.slice(-3000)}` }
   // Containers run the image this build made (its id), whatever another run tags meanwhile.
   return { image: readFileSync(iid, 'utf8').trim() }
 }
@@ -104,11 +129,14 @@ export async function trustingImage(t: Test, image: string, vendor: Vendor, tag:
 export async function bridgeGateway(): Promise<string> {
   const r = await docker(['network', 'inspect', 'bridge', '--format', '{{(index .IPAM.Config 0).Subnet}}'])
   const [net, bits] = r.stdout.trim().split('/')
-  if (r.code !== 0 || !net || !bits) throw new Error(`the engine's bridge network has no subnet: ${r.stderr || r.stdout}`)
+  if (r.code !== 0 || !net || !bits)
+    throw new Error(`the engine's bridge network has no subnet: ${r.stderr || r.stdout}`)
   const toInt = (ip: string) => ip.split('.').reduce((n, o) => n * 256 + Number(o), 0)
   const mask = Number(bits) === 0 ? 0 : (0xffffffff << (32 - Number(bits))) >>> 0
   // `ip`, not os.networkInterfaces(): that leaves out a bridge that is down (no container on it yet).
-  const addresses = [...(await runTool('ip', ['-4', '-o', 'addr', 'show'])).stdout.matchAll(/ inet (\d+\.\d+\.\d+\.\d+)\//g)].map((m) => m[1]!)
+  const addresses = [
+    ...(await runTool('ip', ['-4', '-o', 'addr', 'show'])).stdout.matchAll(/ inet (\d+\.\d+\.\d+\.\d+)\//g),
+  ].map((m) => m[1]!)
   const inside = addresses.find((a) => (toInt(a) & mask) >>> 0 === (toInt(net) & mask) >>> 0)
   if (!inside) throw new Error(`no address of this host inside the engine's bridge subnet ${net}/${bits}`)
   return inside
@@ -121,16 +149,29 @@ export async function bridgeGateway(): Promise<string> {
  */
 export function hardening(t: Test): string[] {
   // The chart's defaults (values.yaml), which its helpers render into every Atrium pod and container.
-  const values = parse(readFileSync(join(ROOT, 'charts/atrium/values.yaml'), 'utf8')) as { podSecurityContext: Record<string, unknown>; containerSecurityContext: Record<string, unknown> }
+  const values = parse(readFileSync(join(ROOT, 'charts/atrium/values.yaml'), 'utf8')) as {
+    podSecurityContext: Record<string, unknown>
+    containerSecurityContext: Record<string, unknown>
+  }
   const pod = values.podSecurityContext as { runAsUser: number; runAsGroup: number; runAsNonRoot: boolean }
-  const container = values.containerSecurityContext as { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean; capabilities: { drop: string[] } }
-  const compose = (parse(readFileSync(join(ROOT, 'compose/compose.yaml'), 'utf8')) as { 'x-hardened': { read_only: boolean; cap_drop: string[]; security_opt: string[]; tmpfs: string[] } })[
-    'x-hardened'
-  ]
+  const container = values.containerSecurityContext as {
+    readOnlyRootFilesystem: boolean
+    allowPrivilegeEscalation: boolean
+    capabilities: { drop: string[] }
+  }
+  const compose = (
+    parse(readFileSync(join(ROOT, 'compose/compose.yaml'), 'utf8')) as {
+      'x-hardened': { read_only: boolean; cap_drop: string[]; security_opt: string[]; tmpfs: string[] }
+    }
+  )['x-hardened']
   t.ok(pod.runAsNonRoot && pod.runAsUser !== 0, 'the chart runs as a non-root user')
   t.equal(container.readOnlyRootFilesystem, compose.read_only, 'both: read-only root filesystem')
   t.same(container.capabilities.drop, compose.cap_drop, 'both: the same capabilities dropped')
-  t.equal(!container.allowPrivilegeEscalation, compose.security_opt.includes('no-new-privileges:true'), 'both: no privilege escalation')
+  t.equal(
+    !container.allowPrivilegeEscalation,
+    compose.security_opt.includes('no-new-privileges:true'),
+    'both: no privilege escalation',
+  )
   return [
     ...['--user', `${pod.runAsUser}:${pod.runAsGroup}`],
     ...(compose.read_only ? ['--read-only'] : []),
@@ -155,7 +196,10 @@ export function envFile(t: Test, env: Record<string, string>): string {
 
 export const seconds = (since: number) => Math.round((performance.now() - since) / 100) / 10
 
-/** Times named steps and prints them all when the test ends: `step(name, fn)`, or `record(line)` for one measured otherwise. */
+/**
+ * Times named steps and prints them all when the test ends: `step(name, fn)`, or `record(line)` for one measured
+ * otherwise.
+ */
 export function stepTimer(t: Test, heading: string) {
   const timings: string[] = []
   t.teardown(() => t.comment(`${heading}: ${timings.join('; ')}`))

@@ -53,7 +53,12 @@ export function fakeDb(): FakeDb {
  * as the module writes them. Only the module's own imports can be replaced: t.mockImport does not
  * reach through a module it did not replace (a .ts file imported as .js is loaded the ordinary way).
  */
-export async function replacing<T>(t: Test, from: string, module: string, replaced: Record<string, Record<string, unknown>>): Promise<T> {
+export async function replacing<T>(
+  t: Test,
+  from: string,
+  module: string,
+  replaced: Record<string, Record<string, unknown>>,
+): Promise<T> {
   const target = new URL(module, from)
   const mocks: Record<string, Record<string, unknown>> = {}
   for (const [path, exports] of Object.entries(replaced)) {

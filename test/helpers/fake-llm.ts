@@ -18,7 +18,9 @@ export interface FakeTurn {
   /** Never answer. */
   hang?: boolean
   chunkDelayMs?: number
-  /** Awaited before the text's piece number `piece` (from 0) is sent: a test holds the reply at a point of its choosing. */
+  /**
+   * Awaited before the text's piece number `piece` (from 0) is sent: a test holds the reply at a point of its choosing.
+   */
   hold?: (piece: number) => Promise<unknown> | undefined
 }
 
@@ -42,14 +44,29 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const argText = (a: unknown) => (typeof a === 'string' ? a : JSON.stringify(a))
 
 function openAiError(status: number, code: string | undefined, key: string) {
-  const c = code ?? (status === 401 ? 'invalid_api_key' : status === 404 ? 'model_not_found' : status === 429 ? 'rate_limit_exceeded' : 'server_error')
+  const c =
+    code ??
+    (status === 401
+      ? 'invalid_api_key'
+      : status === 404
+        ? 'model_not_found'
+        : status === 429
+          ? 'rate_limit_exceeded'
+          : 'server_error')
   const message =
     c === 'invalid_api_key'
       ? `Incorrect API key provided: ${key.slice(0, 3)}***${key.slice(-4)}. You can find your API key at https://platform.openai.com/account/api-keys.`
       : c === 'context_length_exceeded'
         ? "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."
         : `fake error ${c}`
-  const type = status === 401 ? 'invalid_request_error' : status === 429 ? 'requests' : status >= 500 ? 'server_error' : 'invalid_request_error'
+  const type =
+    status === 401
+      ? 'invalid_request_error'
+      : status === 429
+        ? 'requests'
+        : status >= 500
+          ? 'server_error'
+          : 'invalid_request_error'
   return { error: { message, type, param: null, code: c } }
 }
 
@@ -68,7 +85,12 @@ function anthropicError(status: number, code: string | undefined, key: string) {
               : status >= 500
                 ? 'api_error'
                 : 'invalid_request_error'
-  const message = type === 'authentication_error' ? `invalid x-api-key ${key.slice(-4)}` : code === 'context_length_exceeded' ? 'prompt is too long: 210000 tokens > 200000 maximum' : `fake ${type}`
+  const message =
+    type === 'authentication_error'
+      ? `invalid x-api-key ${key.slice(-4)}`
+      : code === 'context_length_exceeded'
+        ? 'prompt is too long: 210000 tokens > 200000 maximum'
+        : `fake ${type}`
   return { type: 'error', error: { type, message } }
 }
 
@@ -98,15 +120,24 @@ export async function fakeLlm(t: Test, o: FakeLlmOptions = {}): Promise<FakeLlm>
       const request: FakeRequest = { path: req.url ?? '', headers: req.headers, body }
       requests.push(request)
       const turn = queue.shift() ?? o.respond?.(request) ?? { text: 'ok' }
-      const key = String(req.headers['x-api-key'] ?? req.headers['api-key'] ?? req.headers.authorization ?? '').replace(/^Bearer /, '')
+      const key = String(req.headers['x-api-key'] ?? req.headers['api-key'] ?? req.headers.authorization ?? '').replace(
+        /^Bearer /,
+        '',
+      )
       const path = (req.url ?? '').split('?')[0]!
       if (turn.hang) return // the socket stays open until the client gives up or the server closes
       const protocol = path.endsWith('/messages') ? 'anthropic' : path.endsWith('/chat/completions') ? 'openai' : null
-      if (!protocol || req.method !== 'POST') return void res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify(openAiError(404, 'unknown_url', key)))
+      if (!protocol || req.method !== 'POST')
+        return void res
+          .writeHead(404, { 'content-type': 'application/json' })
+          .end(JSON.stringify(openAiError(404, 'unknown_url', key)))
       if (turn.status && turn.status >= 400) {
         const headers: Record<string, string> = { 'content-type': 'application/json' }
         if (turn.retryAfterSeconds !== undefined) headers['retry-after'] = String(turn.retryAfterSeconds)
-        const errBody = protocol === 'anthropic' ? anthropicError(turn.status, turn.errorCode, key) : openAiError(turn.status, turn.errorCode, key)
+        const errBody =
+          protocol === 'anthropic'
+            ? anthropicError(turn.status, turn.errorCode, key)
+            : openAiError(turn.status, turn.errorCode, key)
         return void res.writeHead(turn.status, headers).end(JSON.stringify(errBody))
       }
       const b = (body ?? {}) as { model?: string; stream?: boolean; stream_options?: { include_usage?: boolean } }
@@ -116,7 +147,9 @@ export async function fakeLlm(t: Test, o: FakeLlmOptions = {}): Promise<FakeLlm>
       const calls = (turn.toolCalls ?? []).map((c) => ({ ...c, id: c.id ?? `call_${++ids}` }))
       const usage = turn.usage ?? { input: 10, output: Math.max(1, chunks.length + calls.length) }
       const id = `fake-${++ids}`
-      void (protocol === 'anthropic' ? anthropic() : b.stream ? openAiStream() : openAiJson()).catch(() => res.destroy())
+      void (protocol === 'anthropic' ? anthropic() : b.stream ? openAiStream() : openAiJson()).catch(() =>
+        res.destroy(),
+      )
 
       /** `piece`: the text piece this data carries, for `onChunk`. */
       async function write(data: string, piece?: string) {
@@ -136,10 +169,15 @@ export async function fakeLlm(t: Test, o: FakeLlmOptions = {}): Promise<FakeLlm>
           await write(chunk({ content: c }), c)
         }
         for (const [index, call] of calls.entries()) {
-          await write(chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }))
+          await write(
+            chunk({
+              tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }],
+            }),
+          )
           const args = argText(call.arguments)
           const half = Math.ceil(args.length / 2)
-          for (const part of [args.slice(0, half), args.slice(half)]) if (part) await write(chunk({ tool_calls: [{ index, function: { arguments: part } }] }))
+          for (const part of [args.slice(0, half), args.slice(half)])
+            if (part) await write(chunk({ tool_calls: [{ index, function: { arguments: part } }] }))
         }
         await write(chunk({}, calls.length ? 'tool_calls' : 'stop'))
         if (b.stream_options?.include_usage) {
@@ -154,7 +192,15 @@ export async function fakeLlm(t: Test, o: FakeLlmOptions = {}): Promise<FakeLlm>
         const message = {
           role: 'assistant',
           content: text || null,
-          ...(calls.length ? { tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: argText(c.arguments) } })) } : {}),
+          ...(calls.length
+            ? {
+                tool_calls: calls.map((c) => ({
+                  id: c.id,
+                  type: 'function',
+                  function: { name: c.name, arguments: argText(c.arguments) },
+                })),
+              }
+            : {}),
         }
         res.writeHead(200, { 'content-type': 'application/json' }).end(
           JSON.stringify({
@@ -163,16 +209,30 @@ export async function fakeLlm(t: Test, o: FakeLlmOptions = {}): Promise<FakeLlm>
             created: 1700000000,
             model,
             choices: [{ index: 0, message, finish_reason: calls.length ? 'tool_calls' : 'stop' }],
-            usage: { prompt_tokens: usage.input, completion_tokens: usage.output, total_tokens: usage.input + usage.output },
+            usage: {
+              prompt_tokens: usage.input,
+              completion_tokens: usage.output,
+              total_tokens: usage.input + usage.output,
+            },
           }),
         )
       }
 
       async function anthropic() {
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
-        const event = (type: string, data: Record<string, unknown>, piece?: string) => write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`, piece)
+        const event = (type: string, data: Record<string, unknown>, piece?: string) =>
+          write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`, piece)
         await event('message_start', {
-          message: { id, type: 'message', role: 'assistant', content: [], model, stop_reason: null, stop_sequence: null, usage: { input_tokens: usage.input, output_tokens: 1 } },
+          message: {
+            id,
+            type: 'message',
+            role: 'assistant',
+            content: [],
+            model,
+            stop_reason: null,
+            stop_sequence: null,
+            usage: { input_tokens: usage.input, output_tokens: 1 },
+          },
         })
         let index = 0
         if (chunks.length) {
@@ -185,14 +245,22 @@ export async function fakeLlm(t: Test, o: FakeLlmOptions = {}): Promise<FakeLlm>
           index++
         }
         for (const call of calls) {
-          await event('content_block_start', { index, content_block: { type: 'tool_use', id: call.id, name: call.name, input: {} } })
+          await event('content_block_start', {
+            index,
+            content_block: { type: 'tool_use', id: call.id, name: call.name, input: {} },
+          })
           const args = argText(call.arguments)
           const half = Math.ceil(args.length / 2)
-          for (const part of [args.slice(0, half), args.slice(half)]) if (part) await event('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: part } })
+          for (const part of [args.slice(0, half), args.slice(half)])
+            if (part)
+              await event('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: part } })
           await event('content_block_stop', { index })
           index++
         }
-        await event('message_delta', { delta: { stop_reason: calls.length ? 'tool_use' : 'end_turn', stop_sequence: null }, usage: { output_tokens: usage.output } })
+        await event('message_delta', {
+          delta: { stop_reason: calls.length ? 'tool_use' : 'end_turn', stop_sequence: null },
+          usage: { output_tokens: usage.output },
+        })
         await event('message_stop', {})
         res.end()
       }

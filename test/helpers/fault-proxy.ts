@@ -10,7 +10,9 @@ export interface FaultProxy {
   via(url: string): string
   cut(): void
   restore(): void
-  /** Stops passing bytes either way (connections stay open, as a stalled network or store leaves them) until release(). */
+  /**
+   * Stops passing bytes either way (connections stay open, as a stalled network or store leaves them) until release().
+   */
   hold(): void
   release(): void
   /** Connections reset since the proxy started (open ones at a cut, refused ones while cut). */
@@ -21,7 +23,11 @@ export interface FaultProxy {
  * `target`: host and port, or the dependency's URL (its host and port are taken). `listen`: the
  * address it listens on (loopback unless a container must reach it: the engine's bridge).
  */
-export async function faultProxy(t: Test, to: { host: string; port: number } | string, listen = '127.0.0.1'): Promise<FaultProxy> {
+export async function faultProxy(
+  t: Test,
+  to: { host: string; port: number } | string,
+  listen = '127.0.0.1',
+): Promise<FaultProxy> {
   const target = typeof to === 'string' ? { host: new URL(to).hostname, port: Number(new URL(to).port) } : to
   const pairs = new Set<[Socket, Socket]>()
   let down = false

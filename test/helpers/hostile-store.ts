@@ -18,7 +18,10 @@ export interface HostileStore {
   readonly requests: number
 }
 
-export async function hostileStore(t: Test, o: { mode: StoreMode; bytes?: number; forwardTo?: string }): Promise<HostileStore> {
+export async function hostileStore(
+  t: Test,
+  o: { mode: StoreMode; bytes?: number; forwardTo?: string },
+): Promise<HostileStore> {
   const size = o.bytes ?? 200 * 1024 * 1024
   const target = o.forwardTo ? new URL(o.forwardTo) : null
   const sockets = new Set<Socket>()
@@ -27,10 +30,13 @@ export async function hostileStore(t: Test, o: { mode: StoreMode; bytes?: number
 
   function answer(socket: Socket, status: number, method: string) {
     state.requests++
-    const head = status === 200 ? '' : '<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidRequest</Code><Message>'
+    const head =
+      status === 200 ? '' : '<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidRequest</Code><Message>'
     // A HEAD (does the bucket or object exist?) is told yes: what follows reads bodies.
     if (method === 'HEAD') return void socket.write('HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n')
-    socket.write(`HTTP/1.1 ${status} ${status === 200 ? 'OK' : 'Bad Request'}\r\nContent-Type: ${status === 200 ? 'application/octet-stream' : 'application/xml'}\r\nContent-Length: ${size}\r\n\r\n`)
+    socket.write(
+      `HTTP/1.1 ${status} ${status === 200 ? 'OK' : 'Bad Request'}\r\nContent-Type: ${status === 200 ? 'application/octet-stream' : 'application/xml'}\r\nContent-Length: ${size}\r\n\r\n`,
+    )
     if (state.mode === 'stall-body') {
       state.written += chunk.length
       return void socket.write(chunk) // and nothing more, the connection left open
@@ -84,7 +90,10 @@ export async function hostileStore(t: Test, o: { mode: StoreMode; bytes?: number
     get mode() {
       return state.mode
     },
-    /** Takes effect at once: open connections (a client's pooled one) are closed, so the next request meets the new mode. */
+    /**
+     * Takes effect at once: open connections (a client's pooled one) are closed, so the next request meets the new
+     * mode.
+     */
     set mode(m: StoreMode) {
       state.mode = m
       for (const s of sockets) s.destroy()

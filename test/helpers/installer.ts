@@ -19,7 +19,8 @@ export function tools() {
   return { runner, calls }
 }
 
-export const installer = (args: string[], env: Record<string, string> = {}, o: { cwd?: string } = {}) => finished(spawnScript('installer/cli.ts', args, env, o))
+export const installer = (args: string[], env: Record<string, string> = {}, o: { cwd?: string } = {}) =>
+  finished(spawnScript('installer/cli.ts', args, env, o))
 
 /** An answers file in a temporary folder; the preflight's S3 round trip creates its bucket, which goes afterwards. */
 export async function answersFile(t: Test, target: 'compose' | 'helm', extra = '') {
@@ -45,5 +46,10 @@ export async function answersFile(t: Test, target: 'compose' | 'helm', extra = '
       extra,
     ].join('\n'),
   )
-  return { dir, answers: join(dir, 'answers.yaml'), out: join(dir, 'out'), env: { TEST_S3_SECRET: services.s3SecretKey } }
+  return {
+    dir,
+    answers: join(dir, 'answers.yaml'),
+    out: join(dir, 'out'),
+    env: { TEST_S3_SECRET: services.s3SecretKey },
+  }
 }

@@ -12,13 +12,25 @@ import type { Vendor } from './license.js'
 /** An image ID (or digest) made of one repeated digit. */
 export const ID = (n: number) => `sha256:${String(n).repeat(64).slice(0, 64)}`
 
-export const SERVER_PIN: KitImage = { name: 'atrium-server', ref: imageRef(IMAGES[0]!), id: ID(1), digest: null, platform: 'linux/amd64' }
+export const SERVER_PIN: KitImage = {
+  name: 'atrium-server',
+  ref: imageRef(IMAGES[0]!),
+  id: ID(1),
+  digest: null,
+  platform: 'linux/amd64',
+}
 
 /** Writes the kit into `dir`; returns its SHA256SUMS text. */
-export async function writeKit(dir: string, o: { images?: KitImage[]; vendor?: Vendor; version?: string } = {}): Promise<string> {
+export async function writeKit(
+  dir: string,
+  o: { images?: KitImage[]; vendor?: Vendor; version?: string } = {},
+): Promise<string> {
   mkdirSync(join(dir, 'installer'), { recursive: true })
   writeFileSync(join(dir, KIT.images), 'image layers')
-  writeFileSync(join(dir, KIT.manifest), JSON.stringify({ version: o.version ?? VERSION, images: o.images ?? [SERVER_PIN] }))
+  writeFileSync(
+    join(dir, KIT.manifest),
+    JSON.stringify({ version: o.version ?? VERSION, images: o.images ?? [SERVER_PIN] }),
+  )
   writeFileSync(join(dir, 'installer/cli.js'), 'the installer')
   const sums = await writeSums(dir)
   if (o.vendor) writeFileSync(join(dir, KIT.signature), await signSums(sums, o.vendor.privateKey, o.vendor.kid))
@@ -30,7 +42,12 @@ export async function writeKit(dir: string, o: { images?: KitImage[]; vendor?: V
  * digest named as docker names Docker Hub's, without docker.io/); a pushed one gets a digest there.
  */
 export function fakeDocker(bin: string) {
-  const images = Object.fromEntries(IMAGES.map((i, n) => [imageRef(i), { id: ID(n + 1), digest: `${i.registry}/${i.repository}`.replace(/^docker\.io\/(library\/)?/, '') + `@${ID(9)}` }]))
+  const images = Object.fromEntries(
+    IMAGES.map((i, n) => [
+      imageRef(i),
+      { id: ID(n + 1), digest: `${i.registry}/${i.repository}`.replace(/^docker\.io\/(library\/)?/, '') + `@${ID(9)}` },
+    ]),
+  )
   const script = `
 const { appendFileSync, writeFileSync } = require('node:fs')
 const args = process.argv.slice(2)

@@ -17,7 +17,11 @@ export interface Vendor {
 
 export function testVendor(kid = 'test-1'): Vendor {
   const { privateKey, publicKey } = generateKeyPairSync('ed25519')
-  return { kid, privateKey, keys: [{ kid, publicKeyJwk: publicKey.export({ format: 'jwk' }) as TrustedKey['publicKeyJwk'] }] }
+  return {
+    kid,
+    privateKey,
+    keys: [{ kid, publicKeyJwk: publicKey.export({ format: 'jwk' }) as TrustedKey['publicKeyJwk'] }],
+  }
 }
 
 /** A license from the vendor; by default valid now for a year, enterprise, 25 tenants, air-gap allowed. */
@@ -41,7 +45,8 @@ export function testLicense(vendor: Vendor, over: Partial<IssueInput> = {}): Pro
 export function spawnTrusting(vendor: Vendor, args: string[], env: Record<string, string>) {
   return spawnScript('test/helpers/trusting.ts', [JSON.stringify(vendor.keys), ...args], env)
 }
-export const adminTrusting = (vendor: Vendor, args: string[], env: Record<string, string>): Promise<Ran> => finished(spawnTrusting(vendor, args, env))
+export const adminTrusting = (vendor: Vendor, args: string[], env: Record<string, string>): Promise<Ran> =>
+  finished(spawnTrusting(vendor, args, env))
 
 /**
  * Settings that pass NODE_ENV=production's checks without any service behind them: enough for

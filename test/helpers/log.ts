@@ -10,5 +10,9 @@ export interface LogLine {
 export function captureLog() {
   const lines: LogLine[] = []
   const log = pino({ level: 'debug' }, { write: (s: string) => void lines.push(JSON.parse(s) as LogLine) })
-  return { log, lines, at: (level: 'info' | 'warn' | 'error') => lines.filter((l) => l.level === pino.levels.values[level]) }
+  return {
+    log,
+    lines,
+    at: (level: 'info' | 'warn' | 'error') => lines.filter((l) => l.level === pino.levels.values[level]),
+  }
 }

@@ -22,7 +22,9 @@ net.Socket.prototype.connect = function (...args) {
   const host = o.host ?? 'localhost'
   note('connect', `${host}:${o.port}`)
   if (!loopback(host)) {
-    process.nextTick(() => this.destroy(Object.assign(new Error(`outbound connection to ${host} refused`), { code: 'ECONNREFUSED' })))
+    process.nextTick(() =>
+      this.destroy(Object.assign(new Error(`outbound connection to ${host} refused`), { code: 'ECONNREFUSED' })),
+    )
     return this
   }
   return connect.apply(this, args)

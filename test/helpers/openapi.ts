@@ -39,7 +39,9 @@ export function operationsOf(doc: Schema): Operation[] {
           method: m.toUpperCase(),
           path,
           pathParams: params.filter((p) => p.in === 'path').map((p) => p.name as string),
-          query: params.filter((p) => p.in === 'query').map((p) => ({ name: p.name as string, required: p.required === true, schema: deref(p.schema ?? {}) })),
+          query: params
+            .filter((p) => p.in === 'query')
+            .map((p) => ({ name: p.name as string, required: p.required === true, schema: deref(p.schema ?? {}) })),
           body: op.requestBody ? deref(op.requestBody.content?.['application/json']?.schema ?? {}) : null,
         }
       }),

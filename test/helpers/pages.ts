@@ -4,7 +4,12 @@ import type { Test } from 'tap'
 import type { Caller } from './app.js'
 
 /** Fetches the page at `url` and each asset it links; returns the page's HTML and scripts by name. */
-export async function checkPage(t: Test, call: Caller, url: URL, assets: Record<string, RegExp>): Promise<{ html: string; assets: Record<string, string> }> {
+export async function checkPage(
+  t: Test,
+  call: Caller,
+  url: URL,
+  assets: Record<string, RegExp>,
+): Promise<{ html: string; assets: Record<string, string> }> {
   const page = await call('GET', url.pathname + url.search)
   t.equal(page.status, 200)
   t.match(page.headers['content-type'], /^text\/html/)

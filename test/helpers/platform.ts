@@ -26,7 +26,10 @@ export const services = {
 
 export const suffix = () => randomBytes(5).toString('hex')
 
-/** A loopback port free right now (taken, then released): for a server to be told its address before it listens, or a service that is down. */
+/**
+ * A loopback port free right now (taken, then released): for a server to be told its address before it listens, or a
+ * service that is down.
+ */
 export async function freePort(): Promise<number> {
   const probe = createServer()
   await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
@@ -56,9 +59,21 @@ export async function freshDatabase(t: Test): Promise<string> {
 }
 
 /** A client of an S3 store (the test's own by default), for what a test checks behind the server's back. */
-export function s3Client(endpoint = services.s3Endpoint, accessKey = services.s3AccessKey, secretKey = services.s3SecretKey, region = 'us-east-1'): Client {
+export function s3Client(
+  endpoint = services.s3Endpoint,
+  accessKey = services.s3AccessKey,
+  secretKey = services.s3SecretKey,
+  region = 'us-east-1',
+): Client {
   const url = new URL(endpoint)
-  return new Client({ endPoint: url.hostname, port: Number(url.port) || undefined, useSSL: url.protocol === 'https:', accessKey, secretKey, region })
+  return new Client({
+    endPoint: url.hostname,
+    port: Number(url.port) || undefined,
+    useSSL: url.protocol === 'https:',
+    accessKey,
+    secretKey,
+    region,
+  })
 }
 
 /** A new bucket on the test object store; emptied and removed when the test ends. */
@@ -80,7 +95,9 @@ export async function freshBucket(t: Test): Promise<string> {
  * copied for each test: creating one from nothing costs seconds (initdb), copying it milliseconds.
  */
 async function embeddedTemplate(): Promise<string> {
-  const pglite = JSON.parse(readFileSync(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url), 'utf8')) as { version: string }
+  const pglite = JSON.parse(
+    readFileSync(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url), 'utf8'),
+  ) as { version: string }
   const key = createHash('sha256')
     .update(pglite.version)
     .update(
@@ -105,7 +122,10 @@ async function embeddedTemplate(): Promise<string> {
   return template
 }
 
-/** A new embedded cluster, never migrated: no tables, and none of the roles the migrations make, whatever services the run has. */
+/**
+ * A new embedded cluster, never migrated: no tables, and none of the roles the migrations make, whatever services the
+ * run has.
+ */
 export async function unmigratedEmbeddedDb(t: Test): Promise<Db> {
   const db = await openDb({ databaseUrl: '', dataDir: tempDir(t), poolMax: 1, log: pino({ level: 'silent' }) })
   t.teardown(() => db.close())
@@ -119,8 +139,15 @@ export async function embeddedDataDir(t: Test): Promise<string> {
   return dir
 }
 
-/** Settings for a test server: the real services when configured, embedded defaults otherwise (migrated, unless an empty database is asked for). */
-export async function testEnv(t: Test, overrides: Record<string, string> = {}, opts: { emptyDatabase?: boolean } = {}): Promise<Record<string, string>> {
+/**
+ * Settings for a test server: the real services when configured, embedded defaults otherwise (migrated, unless an empty
+ * database is asked for).
+ */
+export async function testEnv(
+  t: Test,
+  overrides: Record<string, string> = {},
+  opts: { emptyDatabase?: boolean } = {},
+): Promise<Record<string, string>> {
   const env: Record<string, string> = {
     NODE_ENV: 'test',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
@@ -163,9 +190,15 @@ export interface TestPlatformOptions extends PlatformOptions {
   emptyDatabase?: boolean
 }
 
-export async function testPlatform(t: Test, overrides: Record<string, string> = {}, opts: TestPlatformOptions = {}): Promise<Platform> {
+export async function testPlatform(
+  t: Test,
+  overrides: Record<string, string> = {},
+  opts: TestPlatformOptions = {},
+): Promise<Platform> {
   const parsed = configFrom(await testEnv(t, overrides, { emptyDatabase: opts.emptyDatabase }))
-  const config: Config = opts.production ? { ...parsed, NODE_ENV: 'production' as string as Config['NODE_ENV'] } : parsed
+  const config: Config = opts.production
+    ? { ...parsed, NODE_ENV: 'production' as string as Config['NODE_ENV'] }
+    : parsed
   const platform = await openPlatform(config, createLogger(config.LOG_LEVEL), opts)
   t.teardown(() => platform.close())
   return platform

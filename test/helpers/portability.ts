@@ -8,14 +8,24 @@ import { s3Client } from './platform.js'
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** A multipart/form-data body: the archive in the part named file, options as JSON (when given). */
-export function restoreForm(archive: Buffer, options?: unknown, o: { fileField?: string } = {}): { payload: Buffer; headers: Record<string, string> } {
+export function restoreForm(
+  archive: Buffer,
+  options?: unknown,
+  o: { fileField?: string } = {},
+): { payload: Buffer; headers: Record<string, string> } {
   const boundary = `----atrium-test-${Math.random().toString(16).slice(2)}`
   const parts: Buffer[] = []
   if (options !== undefined) {
-    parts.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="options"\r\n\r\n${typeof options === 'string' ? options : JSON.stringify(options)}\r\n`))
+    parts.push(
+      Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="options"\r\n\r\n${typeof options === 'string' ? options : JSON.stringify(options)}\r\n`,
+      ),
+    )
   }
   parts.push(
-    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${o.fileField ?? 'file'}"; filename="export.zip"\r\nContent-Type: application/zip\r\n\r\n`),
+    Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="${o.fileField ?? 'file'}"; filename="export.zip"\r\nContent-Type: application/zip\r\n\r\n`,
+    ),
     archive,
     Buffer.from(`\r\n--${boundary}--\r\n`),
   )
@@ -34,7 +44,8 @@ async function until<T>(what: string, probe: () => Promise<T | null>, tries = 60
 export function portability(h: TestApp) {
   const download = async (url: string): Promise<Buffer> => {
     const u = new URL(url)
-    if (h.platform.blobs.kind === 'local') return (await h.app.inject({ method: 'GET', url: u.pathname + u.search })).rawPayload
+    if (h.platform.blobs.kind === 'local')
+      return (await h.app.inject({ method: 'GET', url: u.pathname + u.search })).rawPayload
     return Buffer.from(await (await fetch(u)).arrayBuffer())
   }
   const job = (call: Caller, url: string, done: string[]) =>
@@ -49,13 +60,24 @@ export function portability(h: TestApp) {
     async exported(call: Caller, tenantId: string, body: Record<string, unknown> = {}) {
       const asked = await call('POST', `/api/v1/platform/tenants/${tenantId}/export`, body)
       if (asked.status !== 202) throw new Error(`export: ${asked.status} ${JSON.stringify(asked.body)}`)
-      const done = await job(call, `/api/v1/platform/tenants/${tenantId}/export/${asked.body.data.exportId}`, ['completed', 'failed'])
-      return { job: done, archive: done.status === 'completed' && done.downloadUrl ? await download(done.downloadUrl) : null }
+      const done = await job(call, `/api/v1/platform/tenants/${tenantId}/export/${asked.body.data.exportId}`, [
+        'completed',
+        'failed',
+      ])
+      return {
+        job: done,
+        archive: done.status === 'completed' && done.downloadUrl ? await download(done.downloadUrl) : null,
+      }
     },
     /** Uploads an archive to restore; the answer as it came. */
     async upload(key: string, tenantId: string, archive: Buffer, options?: unknown, o: { fileField?: string } = {}) {
       const { payload, headers } = restoreForm(archive, options, o)
-      const r = await h.app.inject({ method: 'POST', url: `/api/v1/platform/tenants/${tenantId}/restore`, payload, headers: { ...headers, authorization: `Bearer ${key}` } })
+      const r = await h.app.inject({
+        method: 'POST',
+        url: `/api/v1/platform/tenants/${tenantId}/restore`,
+        payload,
+        headers: { ...headers, authorization: `Bearer ${key}` },
+      })
       return { status: r.statusCode, body: r.json() }
     },
     /** Uploads and waits for the restore to end. */
@@ -85,7 +107,10 @@ export async function storedKeys(h: TestApp, prefix: string): Promise<string[]> 
     .sort()
 }
 
-/** Waits until nothing is stored under a prefix (an upload is removed just after its restore ends); what is left after `ms`. */
+/**
+ * Waits until nothing is stored under a prefix (an upload is removed just after its restore ends); what is left after
+ * `ms`.
+ */
 export async function goneFrom(h: TestApp, prefix: string, ms = 5000): Promise<string[]> {
   let left = await storedKeys(h, prefix)
   for (const end = Date.now() + ms; left.length && Date.now() < end; left = await storedKeys(h, prefix)) await sleep(50)

@@ -31,7 +31,8 @@ export async function silentServer(t: Test): Promise<SilentServer> {
     url: (scheme) => `${scheme}://127.0.0.1:${port}`,
     open: () => sockets.size,
     async allClosed(ms = 2000) {
-      for (const until = Date.now() + ms; sockets.size && Date.now() < until;) await new Promise((r) => setTimeout(r, 20))
+      for (const until = Date.now() + ms; sockets.size && Date.now() < until;)
+        await new Promise((r) => setTimeout(r, 20))
       return sockets.size === 0
     },
   }

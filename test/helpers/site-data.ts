@@ -12,13 +12,21 @@ export interface SiteSnapshot {
 }
 
 /** Read as the test's superuser, which row-level security does not filter. */
-export async function snapshot(databaseUrl: string, bucket: string, client: Client = s3Client()): Promise<SiteSnapshot> {
+export async function snapshot(
+  databaseUrl: string,
+  bucket: string,
+  client: Client = s3Client(),
+): Promise<SiteSnapshot> {
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
   const tables: SiteSnapshot['tables'] = {}
   try {
-    const names = await sql<{ name: string }[]>`select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind = 'r' order by 1`
+    const names = await sql<
+      { name: string }[]
+    >`select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind = 'r' order by 1`
     for (const { name } of names) {
-      const [r] = await sql.unsafe<{ rows: string; md5: string | null }[]>(`select count(*) as rows, md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as md5 from public."${name}" t`)
+      const [r] = await sql.unsafe<{ rows: string; md5: string | null }[]>(
+        `select count(*) as rows, md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as md5 from public."${name}" t`,
+      )
       tables[name] = { rows: Number(r!.rows), md5: r!.md5 ?? '' }
     }
   } finally {
@@ -37,6 +45,16 @@ export async function snapshot(databaseUrl: string, bucket: string, client: Clie
 export function directSite(databaseUrl: string, bucket: string, stores: Store[] = []): SiteServices {
   return {
     database: directDatabase(databaseUrl),
-    stores: [{ name: 'default', endpoint: services.s3Endpoint, bucket, accessKey: services.s3AccessKey, secretKey: services.s3SecretKey, region: 'us-east-1' }, ...stores],
+    stores: [
+      {
+        name: 'default',
+        endpoint: services.s3Endpoint,
+        bucket,
+        accessKey: services.s3AccessKey,
+        secretKey: services.s3SecretKey,
+        region: 'us-east-1',
+      },
+      ...stores,
+    ],
   }
 }

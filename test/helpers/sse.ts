@@ -31,6 +31,9 @@ export function sseParser(onEvent: (e: SseMessage) => void): (text: string) => v
 /** The events of a whole stream's text, their data parsed as JSON and ids as numbers. */
 export function parseSse(text: string): { id: number; event: string; data: Record<string, unknown> }[] {
   const events: { id: number; event: string; data: Record<string, unknown> }[] = []
-  sseParser((e) => e.id !== undefined && events.push({ id: Number(e.id), event: e.event ?? 'message', data: JSON.parse(e.data) }))(text)
+  sseParser(
+    (e) =>
+      e.id !== undefined && events.push({ id: Number(e.id), event: e.event ?? 'message', data: JSON.parse(e.data) }),
+  )(text)
   return events
 }

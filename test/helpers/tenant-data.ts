@@ -6,7 +6,13 @@ import type { FakeLlm } from './fake-llm.js'
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-async function must(call: Caller, method: 'GET' | 'POST' | 'PATCH' | 'PUT', url: string, body?: unknown, headers?: Record<string, string>) {
+async function must(
+  call: Caller,
+  method: 'GET' | 'POST' | 'PATCH' | 'PUT',
+  url: string,
+  body?: unknown,
+  headers?: Record<string, string>,
+) {
   const r = await call(method, url, body, headers)
   if (r.status >= 300) throw new Error(`${method} ${url}: ${r.status} ${JSON.stringify(r.body)}`)
   return r.body?.data
@@ -32,24 +38,58 @@ export interface TenantData {
   oldContent: string
 }
 
-/** Fills the tenant of `call`; the app must run jobs (agent runs, chat replies) and allow the fake provider (loopback). */
+/**
+ * Fills the tenant of `call`; the app must run jobs (agent runs, chat replies) and allow the fake provider (loopback).
+ */
 export async function fillTenant(call: Caller, llm: FakeLlm): Promise<TenantData> {
-  await must(call, 'PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'test-model', apiKey: 'sk-export-test-key-0123456789' })
-  const first = await must(call, 'POST', '/api/v1/projects', { name: 'Atlas', description: 'The first project', language: 'typescript' })
-  const second = await must(call, 'POST', '/api/v1/projects', { name: 'Beacon, "quoted"', description: '=1+1 looks like a formula', language: '' })
+  await must(call, 'PATCH', '/api/v1/tenant/settings/llm', {
+    provider: 'openai-compatible',
+    baseUrl: llm.url,
+    model: 'test-model',
+    apiKey: 'sk-export-test-key-0123456789',
+  })
+  const first = await must(call, 'POST', '/api/v1/projects', {
+    name: 'Atlas',
+    description: 'The first project',
+    language: 'typescript',
+  })
+  const second = await must(call, 'POST', '/api/v1/projects', {
+    name: 'Beacon, "quoted"',
+    description: '=1+1 looks like a formula',
+    language: '',
+  })
   await must(call, 'PATCH', `/api/v1/projects/${first.id}`, { description: 'Renamed once' })
   const oldContent = 'first draft\n'
-  await must(call, 'PUT', `/api/v1/projects/${first.id}/files/docs/readme.md`, oldContent, { 'content-type': 'text/markdown' })
-  const files = { 'docs/readme.md': 'second draft, with ünïcödé\n', 'src/main.ts': 'export const answer = 42\n', 'data/blob.bin': '\u0000\u0001binary\u00ff' }
-  for (const [path, content] of Object.entries(files)) {
-    await must(call, 'PUT', `/api/v1/projects/${first.id}/files/${path}`, content, { 'content-type': path.endsWith('.bin') ? 'application/octet-stream' : 'text/plain' })
+  await must(call, 'PUT', `/api/v1/projects/${first.id}/files/docs/readme.md`, oldContent, {
+    'content-type': 'text/markdown',
+  })
+  const files = {
+    'docs/readme.md': 'second draft, with ünïcödé\n',
+    'src/main.ts': 'export const answer = 42\n',
+    'data/blob.bin': '\u0000\u0001binary\u00ff',
   }
-  const agent = await must(call, 'POST', '/api/v1/agents', { name: 'Helper', systemPrompt: 'You are careful.', config: { autonomyLevel: 'low' } })
+  for (const [path, content] of Object.entries(files)) {
+    await must(call, 'PUT', `/api/v1/projects/${first.id}/files/${path}`, content, {
+      'content-type': path.endsWith('.bin') ? 'application/octet-stream' : 'text/plain',
+    })
+  }
+  const agent = await must(call, 'POST', '/api/v1/agents', {
+    name: 'Helper',
+    systemPrompt: 'You are careful.',
+    config: { autonomyLevel: 'low' },
+  })
   llm.push({ text: 'Nothing to change: the project looks fine.', usage: { input: 30, output: 9 } })
-  const run = await must(call, 'POST', `/api/v1/agents/${agent.id}/execute`, { goal: 'Review the project', projectId: first.id })
+  const run = await must(call, 'POST', `/api/v1/agents/${agent.id}/execute`, {
+    goal: 'Review the project',
+    projectId: first.id,
+  })
   await until('the run', async () => {
     const r = await must(call, 'GET', `/api/v1/agents/${agent.id}/runs/${run.id}`)
-    return r.status === 'completed' ? r : r.status === 'queued' || r.status === 'running' ? null : Promise.reject(new Error(`run ${r.status}`))
+    return r.status === 'completed'
+      ? r
+      : r.status === 'queued' || r.status === 'running'
+        ? null
+        : Promise.reject(new Error(`run ${r.status}`))
   })
   const session = await must(call, 'POST', '/api/v1/chat/sessions', { title: 'Planning', projectId: first.id })
   llm.push({ text: 'Here is a plan.', usage: { input: 12, output: 4 } })
@@ -59,5 +99,12 @@ export async function fillTenant(call: Caller, llm: FakeLlm): Promise<TenantData
     const reply = (page as { role: string; status: string }[]).find((m) => m.role === 'assistant')
     return reply && reply.status !== 'generating' ? reply : null
   })
-  return { projectIds: [first.id, second.id], agentId: agent.id, runId: run.id, sessionId: session.id, files, oldContent }
+  return {
+    projectIds: [first.id, second.id],
+    agentId: agent.id,
+    runId: run.id,
+    sessionId: session.id,
+    files,
+    oldContent,
+  }
 }

@@ -23,7 +23,19 @@ export function terminal(t: Test, command: string, opts: { cwd: string; width?: 
   const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' })
   // A person's terminal, not CI's: with CI set, Ink draws only the final frame.
   const shell = `env -u CI -u CONTINUOUS_INTEGRATION ${command}`
-  tmux('new-session', '-d', '-s', name, '-x', String(opts.width ?? 80), '-y', String(opts.height ?? 24), '-c', opts.cwd, shell)
+  tmux(
+    'new-session',
+    '-d',
+    '-s',
+    name,
+    '-x',
+    String(opts.width ?? 80),
+    '-y',
+    String(opts.height ?? 24),
+    '-c',
+    opts.cwd,
+    shell,
+  )
   // Keep the pane after the program exits, so its last screen can still be read.
   tmux('set-option', '-t', name, 'remain-on-exit', 'on')
   t.teardown(() => {

@@ -19,7 +19,8 @@ export function findTool(name: string): string | null {
 }
 
 /** tap's skip option: false when `found` (or in CI, where an absence must fail), else why the test skips. */
-const skipUnless = (found: unknown, what: string): false | string => (found || process.env.CI ? false : `needs ${what} (CI installs it; see .ci/run)`)
+const skipUnless = (found: unknown, what: string): false | string =>
+  found || process.env.CI ? false : `needs ${what} (CI installs it; see .ci/run)`
 
 /** tap's skip option for a tool on PATH or where `go install` puts it. */
 export const needs = (name: string): false | string => skipUnless(findTool(name), name)
@@ -41,17 +42,31 @@ export const needsCompose = (): false | string =>
   )
 
 /** `docker compose ...`, as the installer runs it. */
-export const compose = (args: string[], opts: Parameters<typeof runTool>[2] = {}): Promise<Ran> => runTool('docker', ['compose', ...args], opts)
+export const compose = (args: string[], opts: Parameters<typeof runTool>[2] = {}): Promise<Ran> =>
+  runTool('docker', ['compose', ...args], opts)
 
-export function runTool(name: string, args: string[], opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<Ran> {
+export function runTool(
+  name: string,
+  args: string[],
+  opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<Ran> {
   const file = findTool(name) ?? name
   return new Promise((resolve) => {
     execFile(
       file,
       args,
-      { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...opts.env }, maxBuffer: 64 * 1024 * 1024, ...(opts.timeoutMs ? { timeout: opts.timeoutMs } : {}) },
+      {
+        cwd: opts.cwd ?? ROOT,
+        env: { ...process.env, ...opts.env },
+        maxBuffer: 64 * 1024 * 1024,
+        ...(opts.timeoutMs ? { timeout: opts.timeoutMs } : {}),
+      },
       (err, stdout, stderr) => {
-        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 127) : 0
+        const code = err
+          ? typeof (err as { code?: unknown }).code === 'number'
+            ? (err as { code: number }).code
+            : 127
+          : 0
         resolve({ code, stdout, stderr: stderr || (err && code === 127 ? String(err.message) : '') })
       },
     )
@@ -71,9 +86,19 @@ export interface Manifest {
 }
 
 /** `helm template` with values files written from objects; the manifests, or the error text. */
-/** What every install gives (the chart refuses to render without it); a test's own values come after and may take it away. */
-/** What a render without cluster access needs: the database and the master key (a render cannot make one that lasts). */
-export const BASE_VALUES = { secrets: { DATABASE_URL: 'postgres://atrium:pw@postgres.example:5432/atrium', ENCRYPTION_MASTER_KEY: Buffer.alloc(32, 1).toString('base64') } }
+/**
+ * What every install gives (the chart refuses to render without it); a test's own values come after and may take it
+ * away.
+ */
+/**
+ * What a render without cluster access needs: the database and the master key (a render cannot make one that lasts).
+ */
+export const BASE_VALUES = {
+  secrets: {
+    DATABASE_URL: 'postgres://atrium:pw@postgres.example:5432/atrium',
+    ENCRYPTION_MASTER_KEY: Buffer.alloc(32, 1).toString('base64'),
+  },
+}
 
 /** BASE_VALUES, then `values`, each as a values file: Helm's -f arguments, later ones winning. */
 function valuesFiles(t: Test, values: Record<string, unknown>[]): string[] {
@@ -92,7 +117,17 @@ export async function helmTemplate(
   chart = CHART,
 ): Promise<{ code: number | null; manifests: Manifest[]; stderr: string; yaml: string }> {
   const files = valuesFiles(t, values)
-  const r = await runTool('helm', ['template', 'atrium', chart, '--namespace', 'atrium', '--kube-version', KUBE_VERSION, ...files, ...extra])
+  const r = await runTool('helm', [
+    'template',
+    'atrium',
+    chart,
+    '--namespace',
+    'atrium',
+    '--kube-version',
+    KUBE_VERSION,
+    ...files,
+    ...extra,
+  ])
   const manifests =
     r.code === 0
       ? parseAllDocuments(r.stdout)
@@ -102,7 +137,10 @@ export async function helmTemplate(
   return { code: r.code, manifests, stderr: r.stderr, yaml: r.code === 0 ? r.stdout : '' }
 }
 
-/** A kubeconfig for a fake API server over plain HTTP (which the Kubernetes client allows only with TLS verification off). */
+/**
+ * A kubeconfig for a fake API server over plain HTTP (which the Kubernetes client allows only with TLS verification
+ * off).
+ */
 export function writeKubeconfig(t: Test, server: string, o: { namespace?: string; token?: string } = {}): string {
   const path = join(tempDir(t, 'atrium-kube-'), 'config')
   writeFileSync(
@@ -113,22 +151,42 @@ export function writeKubeconfig(t: Test, server: string, o: { namespace?: string
       'current-context': 'fake',
       clusters: [{ name: 'fake', cluster: { server, 'insecure-skip-tls-verify': true } }],
       users: [{ name: 'fake', user: o.token ? { token: o.token } : {} }],
-      contexts: [{ name: 'fake', context: { cluster: 'fake', user: 'fake', ...(o.namespace ? { namespace: o.namespace } : {}) } }],
+      contexts: [
+        {
+          name: 'fake',
+          context: { cluster: 'fake', user: 'fake', ...(o.namespace ? { namespace: o.namespace } : {}) },
+        },
+      ],
     }),
   )
   return path
 }
 
-/** The notes a first install prints (NOTES.txt, which `helm template` leaves out): `helm install --dry-run` against fakeCluster. */
+/**
+ * The notes a first install prints (NOTES.txt, which `helm template` leaves out): `helm install --dry-run` against
+ * fakeCluster.
+ */
 export async function helmNotes(t: Test, values: Record<string, unknown>[] = []): Promise<string> {
   const cluster = await fakeCluster(t, [])
   const files = valuesFiles(t, values)
-  const r = await runTool('helm', ['install', 'atrium', CHART, '--namespace', 'atrium', '--dry-run=client', '--disable-openapi-validation', '--kubeconfig', cluster.kubeconfig, ...files])
+  const r = await runTool('helm', [
+    'install',
+    'atrium',
+    CHART,
+    '--namespace',
+    'atrium',
+    '--dry-run=client',
+    '--disable-openapi-validation',
+    '--kubeconfig',
+    cluster.kubeconfig,
+    ...files,
+  ])
   if (r.code !== 0) throw new Error(`helm install --dry-run failed: ${r.stderr}`)
   return r.stdout.slice(r.stdout.indexOf('NOTES:'))
 }
 
-export const find = (manifests: Manifest[], kind: string, name?: string): Manifest | undefined => manifests.find((m) => m.kind === kind && (name === undefined || m.metadata.name === name))
+export const find = (manifests: Manifest[], kind: string, name?: string): Manifest | undefined =>
+  manifests.find((m) => m.kind === kind && (name === undefined || m.metadata.name === name))
 
 /**
  * A Kubernetes API server as far as Helm's `lookup` needs one: discovery for v1 and apps/v1 and
@@ -147,7 +205,8 @@ export async function fakeCluster(t: Test, objects: Manifest[]): Promise<{ kubec
     'networking.k8s.io/v1': ['NetworkPolicy', 'Ingress'],
     'autoscaling/v2': ['HorizontalPodAutoscaler'],
   }
-  const plural = (kind: string) => (kind.endsWith('y') ? `${kind.slice(0, -1)}ies` : kind.endsWith('s') ? `${kind}es` : `${kind}s`).toLowerCase()
+  const plural = (kind: string) =>
+    (kind.endsWith('y') ? `${kind.slice(0, -1)}ies` : kind.endsWith('s') ? `${kind}es` : `${kind}s`).toLowerCase()
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0]!
     requests.push(`${req.method} ${path}`)
@@ -159,7 +218,13 @@ export async function fakeCluster(t: Test, objects: Manifest[]): Promise<{ kubec
     const base = (groupVersion: string) => (groupVersion === 'v1' ? '/api/v1' : `/apis/${groupVersion}`)
     const listed = Object.keys(groups).find((gv) => path === base(gv))
     if (listed) {
-      const resources = groups[listed]!.map((k) => ({ name: plural(k), singularName: k.toLowerCase(), namespaced: true, kind: k, verbs: ['get', 'list'] }))
+      const resources = groups[listed]!.map((k) => ({
+        name: plural(k),
+        singularName: k.toLowerCase(),
+        namespaced: true,
+        kind: k,
+        verbs: ['get', 'list'],
+      }))
       return send(200, { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: listed, resources })
     }
     if (path === '/version') return send(200, { major: '1', minor: '31', gitVersion: `v${KUBE_VERSION}` })
@@ -167,16 +232,25 @@ export async function fakeCluster(t: Test, objects: Manifest[]): Promise<{ kubec
     if (path === '/api') return send(200, { kind: 'APIVersions', versions: ['v1'] })
     if (path === '/apis') {
       const named = Object.keys(groups).filter((gv) => gv !== 'v1')
-      const group = (gv: string) => ({ name: gv.split('/')[0], versions: [{ groupVersion: gv, version: gv.split('/')[1] }], preferredVersion: { groupVersion: gv, version: gv.split('/')[1] } })
+      const group = (gv: string) => ({
+        name: gv.split('/')[0],
+        versions: [{ groupVersion: gv, version: gv.split('/')[1] }],
+        preferredVersion: { groupVersion: gv, version: gv.split('/')[1] },
+      })
       return send(200, { kind: 'APIGroupList', apiVersion: 'v1', groups: named.map(group) })
     }
-    if (path === '/api/v1/namespaces/atrium/secrets') return send(200, { kind: 'SecretList', apiVersion: 'v1', items: [] })
-    const hit = objects.find((o) => path === `${base(o.apiVersion)}/namespaces/atrium/${plural(o.kind)}/${o.metadata.name}`)
+    if (path === '/api/v1/namespaces/atrium/secrets')
+      return send(200, { kind: 'SecretList', apiVersion: 'v1', items: [] })
+    const hit = objects.find(
+      (o) => path === `${base(o.apiVersion)}/namespaces/atrium/${plural(o.kind)}/${o.metadata.name}`,
+    )
     if (hit) return send(200, hit)
     send(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 })
   })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   t.teardown(() => new Promise<void>((r) => server.close(() => r())))
-  const kubeconfig = writeKubeconfig(t, `http://127.0.0.1:${(server.address() as { port: number }).port}`, { namespace: 'atrium' })
+  const kubeconfig = writeKubeconfig(t, `http://127.0.0.1:${(server.address() as { port: number }).port}`, {
+    namespace: 'atrium',
+  })
   return { kubeconfig, requests }
 }

@@ -118,13 +118,20 @@ export function rawZip(entries: RawEntry[]): Buffer {
 }
 
 /** An archive's central directory: each entry's name, method and sizes (no data read). */
-export function zipDirectory(buf: Buffer): Promise<{ name: string; method: number; compressed: number; size: number }[]> {
+export function zipDirectory(
+  buf: Buffer,
+): Promise<{ name: string; method: number; compressed: number; size: number }[]> {
   return new Promise((resolve, reject) => {
     yauzl.fromBuffer(buf, { lazyEntries: true }, (err, zip) => {
       if (err) return reject(err)
       const out: { name: string; method: number; compressed: number; size: number }[] = []
       zip.on('entry', (e: yauzl.Entry) => {
-        out.push({ name: e.fileName, method: e.compressionMethod, compressed: e.compressedSize, size: e.uncompressedSize })
+        out.push({
+          name: e.fileName,
+          method: e.compressionMethod,
+          compressed: e.compressedSize,
+          size: e.uncompressedSize,
+        })
         zip.readEntry()
       })
       zip.on('end', () => resolve(out))

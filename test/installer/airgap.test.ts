@@ -13,7 +13,12 @@ t.test('the watch sees and refuses an outside connection (so its silence below m
   const r = await finished(
     spawn(
       process.execPath,
-      ['--import', join(ROOT, 'test/helpers/no-outbound.mjs'), '-e', "fetch('http://198.51.100.7:8080/').then(() => console.log('reached'), (e) => console.log('refused', e.cause && e.cause.code))"],
+      [
+        '--import',
+        join(ROOT, 'test/helpers/no-outbound.mjs'),
+        '-e',
+        "fetch('http://198.51.100.7:8080/').then(() => console.log('reached'), (e) => console.log('refused', e.cause && e.cause.code))",
+      ],
       {
         env: { PATH: process.env.PATH ?? '', OUTBOUND_LOG: log },
       },
@@ -45,15 +50,25 @@ t.test('preflight and configure in air-gapped mode make no outbound connection',
   )
   const runInstaller = (args: string[]) =>
     finished(
-      spawn(process.execPath, ['--import', 'tsx', '--import', join(ROOT, 'test/helpers/no-outbound.mjs'), 'installer/cli.ts', ...args], {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', OUTBOUND_LOG: log },
-      }),
+      spawn(
+        process.execPath,
+        ['--import', 'tsx', '--import', join(ROOT, 'test/helpers/no-outbound.mjs'), 'installer/cli.ts', ...args],
+        {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', OUTBOUND_LOG: log },
+        },
+      ),
     )
   const pre = await runInstaller(['preflight', '--answers', join(dir, 'answers.yaml'), '--json'])
   t.equal(pre.code, 3, pre.stderr) // no license in these answers, and none could allow air-gapped use
   t.match(JSON.parse(pre.stdout), { command: 'preflight', status: 'fail' })
-  const conf = await runInstaller(['configure', '--answers', join(dir, 'answers.yaml'), '--yes', '--ignore-failed-checks'])
+  const conf = await runInstaller([
+    'configure',
+    '--answers',
+    join(dir, 'answers.yaml'),
+    '--yes',
+    '--ignore-failed-checks',
+  ])
   t.equal(conf.code, 0, conf.stderr)
   t.match(readFileSync(join(dir, 'out', '.env'), 'utf8'), /^AIR_GAPPED=true$/m)
 

@@ -8,66 +8,72 @@ import { ROOT } from '../helpers/cli.js'
 import { freshBucket, services, suffix, tempDir } from '../helpers/platform.js'
 import { hasTmux, terminal } from '../helpers/tmux.js'
 
-t.test('an admin answers the questions in a terminal and gets a written configuration', { skip: !hasTmux && 'tmux is not installed' }, async (t) => {
-  const dir = tempDir(t)
-  const out = join(dir, 'out')
-  const bucket = services.s3Endpoint ? await freshBucket(t) : `atrium-t-${suffix()}`
-  const term = terminal(t, `${process.execPath} --import tsx installer/cli.ts; echo "EXIT=$?"`, { cwd: ROOT })
+t.test(
+  'an admin answers the questions in a terminal and gets a written configuration',
+  { skip: !hasTmux && 'tmux is not installed' },
+  async (t) => {
+    const dir = tempDir(t)
+    const out = join(dir, 'out')
+    const bucket = services.s3Endpoint ? await freshBucket(t) : `atrium-t-${suffix()}`
+    const term = terminal(t, `${process.execPath} --import tsx installer/cli.ts; echo "EXIT=$?"`, { cwd: ROOT })
 
-  await term.waitFor(/Press Enter to start/)
-  const welcome = term.screen()
-  for (const line of welcome.split('\n')) t.ok(line.length <= 80, 'fits 80 columns')
-  term.press('Enter')
-  await term.waitFor(/Where will Atrium run\?/)
-  term.press('Enter') // Docker Compose, the first choice
-  await term.waitFor(/Does this site reach the internet\?/)
-  term.press('Enter') // connected
-
-  const answer = async (n: number, value: string) => {
-    await term.waitFor(new RegExp(`Configuration \\(${n} of 12\\)`))
-    term.type(value)
-    // Enter only once the field shows the text (or its mask): sent in the same burst, the
-    // terminal hands both over as one paste, and the field takes the Enter as one more character.
-    await term.waitFor(new RegExp(`^> (?:${value.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}|\\*{${value.length}})\\s*$`, 'm'))
+    await term.waitFor(/Press Enter to start/)
+    const welcome = term.screen()
+    for (const line of welcome.split('\n')) t.ok(line.length <= 80, 'fits 80 columns')
     term.press('Enter')
-  }
-  await answer(1, dir)
-  await answer(2, out)
-  await answer(3, 'not a url')
-  await term.waitFor(/Not accepted: PUBLIC_URL must be a URL/)
-  await term.repeat('BSpace', 'not a url'.length)
-  await term.waitFor(/^>\s*$/m)
-  await answer(3, 'https://atrium.example.com')
-  await answer(4, services.databaseUrl || 'postgres://atrium@127.0.0.1:1/atrium')
-  await answer(5, services.redisUrl || 'redis://127.0.0.1:1')
-  await answer(6, services.s3Endpoint || 'http://127.0.0.1:1')
-  await term.waitFor(/Bucket \(Enter for atrium\)/)
-  await answer(7, bucket)
-  await answer(8, services.s3AccessKey)
-  await answer(9, services.s3SecretKey)
-  t.notMatch(term.screen(), new RegExp(services.s3SecretKey), 'a secret is masked as it is typed')
-  await answer(10, 'not-a-license')
-  await answer(11, 'Example Corp')
-  await answer(12, 'admin@example.com')
+    await term.waitFor(/Where will Atrium run\?/)
+    term.press('Enter') // Docker Compose, the first choice
+    await term.waitFor(/Does this site reach the internet\?/)
+    term.press('Enter') // connected
 
-  // No valid license here (only the vendor can sign one), so the checks fail and say why.
-  const checks = await term.waitFor(/c: continue anyway/, 60_000)
-  t.match(checks, /r: run the checks again/)
-  term.press('c')
-  const plan = await term.waitFor(/y: write it/)
-  t.match(plan, /ENCRYPTION_MASTER_KEY is generated now and kept on every re-run/)
-  t.notMatch(plan, new RegExp(services.s3SecretKey))
-  term.type('y')
-  await term.waitFor(/Replay: npm run --silent installer -- configure --answers/)
-  term.press('Enter')
-  await term.waitFor(/EXIT=0/)
+    const answer = async (n: number, value: string) => {
+      await term.waitFor(new RegExp(`Configuration \\(${n} of 12\\)`))
+      term.type(value)
+      // Enter only once the field shows the text (or its mask): sent in the same burst, the
+      // terminal hands both over as one paste, and the field takes the Enter as one more character.
+      await term.waitFor(
+        new RegExp(`^> (?:${value.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}|\\*{${value.length}})\\s*$`, 'm'),
+      )
+      term.press('Enter')
+    }
+    await answer(1, dir)
+    await answer(2, out)
+    await answer(3, 'not a url')
+    await term.waitFor(/Not accepted: PUBLIC_URL must be a URL/)
+    await term.repeat('BSpace', 'not a url'.length)
+    await term.waitFor(/^>\s*$/m)
+    await answer(3, 'https://atrium.example.com')
+    await answer(4, services.databaseUrl || 'postgres://atrium@127.0.0.1:1/atrium')
+    await answer(5, services.redisUrl || 'redis://127.0.0.1:1')
+    await answer(6, services.s3Endpoint || 'http://127.0.0.1:1')
+    await term.waitFor(/Bucket \(Enter for atrium\)/)
+    await answer(7, bucket)
+    await answer(8, services.s3AccessKey)
+    await answer(9, services.s3SecretKey)
+    t.notMatch(term.screen(), new RegExp(services.s3SecretKey), 'a secret is masked as it is typed')
+    await answer(10, 'not-a-license')
+    await answer(11, 'Example Corp')
+    await answer(12, 'admin@example.com')
 
-  const env = readFileSync(join(out, '.env'), 'utf8')
-  t.equal(statSync(join(out, '.env')).mode & 0o777, 0o600)
-  t.match(env, /^PUBLIC_URL=https:\/\/atrium\.example\.com$/m)
-  t.match(env, new RegExp(`^R2_BUCKET=${bucket}$`, 'm'))
-  t.match(env, /^ENCRYPTION_MASTER_KEY=.{44}$/m)
-  const replay = readFileSync(join(out, 'answers.yaml'), 'utf8')
-  t.notMatch(replay, new RegExp(services.s3SecretKey), 'the answers hold secrets by reference only')
-  t.match(replay, /R2_SECRET_ACCESS_KEY:\n\s+env: ATRIUM_R2_SECRET_ACCESS_KEY/)
-})
+    // No valid license here (only the vendor can sign one), so the checks fail and say why.
+    const checks = await term.waitFor(/c: continue anyway/, 60_000)
+    t.match(checks, /r: run the checks again/)
+    term.press('c')
+    const plan = await term.waitFor(/y: write it/)
+    t.match(plan, /ENCRYPTION_MASTER_KEY is generated now and kept on every re-run/)
+    t.notMatch(plan, new RegExp(services.s3SecretKey))
+    term.type('y')
+    await term.waitFor(/Replay: npm run --silent installer -- configure --answers/)
+    term.press('Enter')
+    await term.waitFor(/EXIT=0/)
+
+    const env = readFileSync(join(out, '.env'), 'utf8')
+    t.equal(statSync(join(out, '.env')).mode & 0o777, 0o600)
+    t.match(env, /^PUBLIC_URL=https:\/\/atrium\.example\.com$/m)
+    t.match(env, new RegExp(`^R2_BUCKET=${bucket}$`, 'm'))
+    t.match(env, /^ENCRYPTION_MASTER_KEY=.{44}$/m)
+    const replay = readFileSync(join(out, 'answers.yaml'), 'utf8')
+    t.notMatch(replay, new RegExp(services.s3SecretKey), 'the answers hold secrets by reference only')
+    t.match(replay, /R2_SECRET_ACCESS_KEY:\n\s+env: ATRIUM_R2_SECRET_ACCESS_KEY/)
+  },
+)

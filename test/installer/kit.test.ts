@@ -26,100 +26,172 @@ const server = IMAGES[0]!
 /** docker (saving and inspecting) in process; Helm the real one. */
 const runner: Runner = async (file, args, o) => {
   if (file === 'helm') return run(findTool('helm') ?? 'helm', args, o)
-  const stdout = args[0] === 'save' ? (writeFileSync(args[2]!, 'layers'), '') : args[0] === 'image' ? `${ID(1)} linux/amd64 ["atrium/atrium-server@${ID(9)}"]` : ''
+  const stdout =
+    args[0] === 'save'
+      ? (writeFileSync(args[2]!, 'layers'), '')
+      : args[0] === 'image'
+        ? `${ID(1)} linux/amd64 ["atrium/atrium-server@${ID(9)}"]`
+        : ''
   return { command: [file, ...args].join(' '), exitCode: 0, stdout, stderr: '', notFound: false, timedOut: false }
 }
 
 /** unshare -n works here (root, or user namespaces allowed). */
-const isolated = await finished(spawn('unshare', ['-n', 'true'], { stdio: ['ignore', 'pipe', 'pipe'] })).catch(() => null)
-const noNamespace = isolated?.code === 0 ? false : `needs \`unshare -n\` (root or user namespaces) to run the installer with no network: ${isolated?.stderr.trim() || 'not found'}`
+const isolated = await finished(spawn('unshare', ['-n', 'true'], { stdio: ['ignore', 'pipe', 'pipe'] })).catch(
+  () => null,
+)
+const noNamespace =
+  isolated?.code === 0
+    ? false
+    : `needs \`unshare -n\` (root or user namespaces) to run the installer with no network: ${isolated?.stderr.trim() || 'not found'}`
 
-t.test('the vendor kit: the installer in one file, the packaged chart, the pinned images, every file signed', { skip: needs('helm') || noNamespace }, async (t) => {
-  const vendor = testVendor()
-  const dir = join(tempDir(t), 'kit')
-  const said: string[] = []
-  const built = await buildKit({ output: dir, images: [server], signer: { privateKey: vendor.privateKey, kid: vendor.kid }, runner, onStep: (l) => said.push(l) })
-  t.match(built, { dir, signedBy: vendor.kid })
-  t.match(said.at(-1), /^WARNING: sites will refuse this kit: SHA256SUMS is signed by a key this installer does not trust \(kid test-1\)/, 'a key the shipped installer does not trust is said at once')
-  for (const f of ['atrium-installer', 'installer/cli.js', 'licenses/keys.js', 'compose/compose.yaml', `charts/atrium-${VERSION}.tgz`, KIT.images, KIT.manifest, KIT.sums, KIT.signature]) {
-    t.ok(existsSync(join(dir, f)), f)
-  }
-  t.same(JSON.parse(readFileSync(join(dir, KIT.manifest), 'utf8')).images, [
-    { name: 'atrium-server', ref: imageRef(server), id: ID(1), digest: `docker.io/atrium/atrium-server@${ID(9)}`, platform: 'linux/amd64' },
-  ])
-  const opened = await openKit(dir, { keys: vendor.keys })
-  t.equal(opened.problem, null)
-  t.equal(built.files, readFileSync(join(dir, KIT.sums), 'utf8').trim().split('\n').length)
-  await t.rejects(buildKit({ output: dir, runner }), { message: /--output .* is not empty: a kit is written into a new folder/ })
-  await t.rejects(cli(['--output', join(dir, 'x')], runner), { message: /missing --private-key FILE and --kid KID/ }, 'the vendor signs every kit')
+t.test(
+  'the vendor kit: the installer in one file, the packaged chart, the pinned images, every file signed',
+  { skip: needs('helm') || noNamespace },
+  async (t) => {
+    const vendor = testVendor()
+    const dir = join(tempDir(t), 'kit')
+    const said: string[] = []
+    const built = await buildKit({
+      output: dir,
+      images: [server],
+      signer: { privateKey: vendor.privateKey, kid: vendor.kid },
+      runner,
+      onStep: (l) => said.push(l),
+    })
+    t.match(built, { dir, signedBy: vendor.kid })
+    t.match(
+      said.at(-1),
+      /^WARNING: sites will refuse this kit: SHA256SUMS is signed by a key this installer does not trust \(kid test-1\)/,
+      'a key the shipped installer does not trust is said at once',
+    )
+    for (const f of [
+      'atrium-installer',
+      'installer/cli.js',
+      'licenses/keys.js',
+      'compose/compose.yaml',
+      `charts/atrium-${VERSION}.tgz`,
+      KIT.images,
+      KIT.manifest,
+      KIT.sums,
+      KIT.signature,
+    ]) {
+      t.ok(existsSync(join(dir, f)), f)
+    }
+    t.same(JSON.parse(readFileSync(join(dir, KIT.manifest), 'utf8')).images, [
+      {
+        name: 'atrium-server',
+        ref: imageRef(server),
+        id: ID(1),
+        digest: `docker.io/atrium/atrium-server@${ID(9)}`,
+        platform: 'linux/amd64',
+      },
+    ])
+    const opened = await openKit(dir, { keys: vendor.keys })
+    t.equal(opened.problem, null)
+    t.equal(built.files, readFileSync(join(dir, KIT.sums), 'utf8').trim().split('\n').length)
+    await t.rejects(buildKit({ output: dir, runner }), {
+      message: /--output .* is not empty: a kit is written into a new folder/,
+    })
+    await t.rejects(
+      cli(['--output', join(dir, 'x')], runner),
+      { message: /missing --private-key FILE and --kid KID/ },
+      'the vendor signs every kit',
+    )
 
-  // The site: the kit copied as it arrives, its installer trusting the test vendor as the shipped
-  // one trusts the real vendor (keys.js is part of what the vendor signs).
-  const site = join(tempDir(t), 'atrium-kit')
-  cpSync(dir, site, { recursive: true })
-  writeFileSync(join(site, 'licenses/keys.js'), `export const TRUSTED_KEYS = ${JSON.stringify(vendor.keys)}\n`)
-  writeFileSync(join(site, KIT.signature), await signSums(await writeSums(site), vendor.privateKey, vendor.kid))
-  const bin = tempDir(t)
-  const work = tempDir(t)
-  const env = { ...fakeDocker(bin), HOME: work }
-  const offline = (args: string[], extra: Record<string, string> = {}): Promise<Ran> =>
-    finished(spawn('unshare', ['-n', join(site, 'atrium-installer'), ...args], { cwd: work, env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] }))
+    // The site: the kit copied as it arrives, its installer trusting the test vendor as the shipped
+    // one trusts the real vendor (keys.js is part of what the vendor signs).
+    const site = join(tempDir(t), 'atrium-kit')
+    cpSync(dir, site, { recursive: true })
+    writeFileSync(join(site, 'licenses/keys.js'), `export const TRUSTED_KEYS = ${JSON.stringify(vendor.keys)}\n`)
+    writeFileSync(join(site, KIT.signature), await signSums(await writeSums(site), vendor.privateKey, vendor.kid))
+    const bin = tempDir(t)
+    const work = tempDir(t)
+    const env = { ...fakeDocker(bin), HOME: work }
+    const offline = (args: string[], extra: Record<string, string> = {}): Promise<Ran> =>
+      finished(
+        spawn('unshare', ['-n', join(site, 'atrium-installer'), ...args], {
+          cwd: work,
+          env: { ...env, ...extra },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        }),
+      )
 
-  t.notOk(existsSync(join(site, 'node_modules')), 'no node_modules in the kit')
-  const version = await offline(['--version'])
-  t.same(version, { code: 0, stdout: `Atrium installer ${VERSION}\n`, stderr: '' })
+    t.notOk(existsSync(join(site, 'node_modules')), 'no node_modules in the kit')
+    const version = await offline(['--version'])
+    t.same(version, { code: 0, stdout: `Atrium installer ${VERSION}\n`, stderr: '' })
 
-  const loaded = await offline(['images', 'load', '--images', site, '--json'])
-  t.equal(loaded.code, 0, loaded.stderr)
-  const load = JSON.parse(loaded.stdout)
-  t.match(load, { ok: true, kit: { dir: site, signedBy: vendor.kid } })
-  t.same(
-    load.steps.map((s: { command: string }) => s.command),
-    ['docker version --format {{.Server.Os}}/{{.Server.Arch}}', `docker load --input ${join(site, KIT.images)}`, `docker image inspect --format {{.Id}} ${imageRef(server)}`],
-  )
+    const loaded = await offline(['images', 'load', '--images', site, '--json'])
+    t.equal(loaded.code, 0, loaded.stderr)
+    const load = JSON.parse(loaded.stdout)
+    t.match(load, { ok: true, kit: { dir: site, signedBy: vendor.kid } })
+    t.same(
+      load.steps.map((s: { command: string }) => s.command),
+      [
+        'docker version --format {{.Server.Os}}/{{.Server.Arch}}',
+        `docker load --input ${join(site, KIT.images)}`,
+        `docker image inspect --format {{.Id}} ${imageRef(server)}`,
+      ],
+    )
 
-  // configure, offline: the license is judged by the kit's keys; the Compose .env is written.
-  writeFileSync(join(work, 'answers.yaml'), ['target: compose', 'mode: air-gapped', 'outputDir: ./out', 'dataPath: ./data', 'config:', '  LICENSE_KEY: { env: SITE_LICENSE }'].join('\n') + '\n')
-  const configured = await offline(['configure', '--answers', 'answers.yaml', '--yes', '--ignore-failed-checks', '--json'], { SITE_LICENSE: await testLicense(vendor) })
-  t.equal(configured.code, 0, configured.stderr)
-  const report = JSON.parse(configured.stdout)
-  t.match(
-    report.checks.find((c: { id: string }) => c.id === 'license'),
-    { status: 'pass' },
-  )
-  t.match(readFileSync(join(work, 'out/.env'), 'utf8'), /^AIR_GAPPED=true$/m)
+    // configure, offline: the license is judged by the kit's keys; the Compose .env is written.
+    writeFileSync(
+      join(work, 'answers.yaml'),
+      [
+        'target: compose',
+        'mode: air-gapped',
+        'outputDir: ./out',
+        'dataPath: ./data',
+        'config:',
+        '  LICENSE_KEY: { env: SITE_LICENSE }',
+      ].join('\n') + '\n',
+    )
+    const configured = await offline(
+      ['configure', '--answers', 'answers.yaml', '--yes', '--ignore-failed-checks', '--json'],
+      { SITE_LICENSE: await testLicense(vendor) },
+    )
+    t.equal(configured.code, 0, configured.stderr)
+    const report = JSON.parse(configured.stdout)
+    t.match(
+      report.checks.find((c: { id: string }) => c.id === 'license'),
+      { status: 'pass' },
+    )
+    t.match(readFileSync(join(work, 'out/.env'), 'utf8'), /^AIR_GAPPED=true$/m)
 
-  // Helm from the kit deploys the packaged chart.
-  const helm = {
-    PUBLIC_URL: 'https://atrium.corp.example',
-    DATABASE_URL: 'postgres://atrium@10.0.0.5:5432/atrium',
-    REDIS_URL: 'redis://10.0.0.6:6379',
-    R2_ENDPOINT: 'http://10.0.0.7:9000',
-    R2_BUCKET: 'atrium',
-    R2_ACCESS_KEY_ID: 'atrium',
-    R2_SECRET_ACCESS_KEY: 'not-a-real-secret',
-  }
-  const helmAnswers = [
-    'target: helm',
-    'mode: air-gapped',
-    'registry: registry.corp.example:5000',
-    'outputDir: ./helm',
-    'config:',
-    ...Object.entries(helm).map(([k, v]) => `  ${k}: "${v}"`),
-    '  LICENSE_KEY: { env: SITE_LICENSE }',
-  ]
-  writeFileSync(join(work, 'helm.yaml'), helmAnswers.join('\n') + '\n')
-  const plan = await offline(['install', '--answers', 'helm.yaml', '--yes', '--dry-run', '--ignore-failed-checks', '--json'], { SITE_LICENSE: await testLicense(vendor) })
-  t.equal(plan.code, 0, plan.stderr)
-  const upgrade = JSON.parse(plan.stdout).deploy.find((c: { command: string[] }) => c.command[0] === 'helm')
-  t.match(upgrade.command.slice(0, 4), ['helm', 'upgrade', '--install', 'atrium'])
-  t.equal(upgrade.command[4], join(site, `charts/atrium-${VERSION}.tgz`))
+    // Helm from the kit deploys the packaged chart.
+    const helm = {
+      PUBLIC_URL: 'https://atrium.corp.example',
+      DATABASE_URL: 'postgres://atrium@10.0.0.5:5432/atrium',
+      REDIS_URL: 'redis://10.0.0.6:6379',
+      R2_ENDPOINT: 'http://10.0.0.7:9000',
+      R2_BUCKET: 'atrium',
+      R2_ACCESS_KEY_ID: 'atrium',
+      R2_SECRET_ACCESS_KEY: 'not-a-real-secret',
+    }
+    const helmAnswers = [
+      'target: helm',
+      'mode: air-gapped',
+      'registry: registry.corp.example:5000',
+      'outputDir: ./helm',
+      'config:',
+      ...Object.entries(helm).map(([k, v]) => `  ${k}: "${v}"`),
+      '  LICENSE_KEY: { env: SITE_LICENSE }',
+    ]
+    writeFileSync(join(work, 'helm.yaml'), helmAnswers.join('\n') + '\n')
+    const plan = await offline(
+      ['install', '--answers', 'helm.yaml', '--yes', '--dry-run', '--ignore-failed-checks', '--json'],
+      { SITE_LICENSE: await testLicense(vendor) },
+    )
+    t.equal(plan.code, 0, plan.stderr)
+    const upgrade = JSON.parse(plan.stdout).deploy.find((c: { command: string[] }) => c.command[0] === 'helm')
+    t.match(upgrade.command.slice(0, 4), ['helm', 'upgrade', '--install', 'atrium'])
+    t.equal(upgrade.command[4], join(site, `charts/atrium-${VERSION}.tgz`))
 
-  // A changed file in the kit: nothing is loaded.
-  appendFileSync(join(site, 'compose/compose.yaml'), '# changed\n')
-  const calls = readFileSync(join(bin, 'calls.log'), 'utf8')
-  const changed = await offline(['images', 'load', '--images', site])
-  t.equal(changed.code, 1)
-  t.match(changed.stderr, /compose\/compose\.yaml in the air-gap kit is damaged or incomplete/)
-  t.equal(readFileSync(join(bin, 'calls.log'), 'utf8'), calls, 'and docker was not called')
-})
+    // A changed file in the kit: nothing is loaded.
+    appendFileSync(join(site, 'compose/compose.yaml'), '# changed\n')
+    const calls = readFileSync(join(bin, 'calls.log'), 'utf8')
+    const changed = await offline(['images', 'load', '--images', site])
+    t.equal(changed.code, 1)
+    t.match(changed.stderr, /compose\/compose\.yaml in the air-gap kit is damaged or incomplete/)
+    t.equal(readFileSync(join(bin, 'calls.log'), 'utf8'), calls, 'and docker was not called')
+  },
+)

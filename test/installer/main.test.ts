@@ -39,7 +39,15 @@ t.test('preflight --json prints one object of checks, and the exit code follows 
   t.equal(r.stdout.trim().split('\n').length, 1, 'one line: one object')
   const out = JSON.parse(r.stdout)
   t.match(out, { command: 'preflight', exitCode: 3, status: 'fail', checks: Array })
-  for (const c of out.checks) t.match(c, { id: String, title: String, status: /^(pass|warn|fail)$/, found: String, required: String, fix: String })
+  for (const c of out.checks)
+    t.match(c, {
+      id: String,
+      title: String,
+      status: /^(pass|warn|fail)$/,
+      found: String,
+      required: String,
+      fix: String,
+    })
   t.same(Object.keys(out.checks[0]).sort(), ['fix', 'found', 'id', 'required', 'status', 'title'])
   const ids = out.checks.map((c: { id: string }) => c.id)
   for (const id of ['cpu', 'memory', 'tools.docker', 'license']) t.ok(ids.includes(id), id)
@@ -84,17 +92,35 @@ t.test('an answers file with mistakes is bad input, all of them listed', async (
   t.match(r.stderr, /ATRIUM_NO_SUCH_VAR is not set/)
 })
 
-t.test('configure names every bad answer and setting in one report, before any check runs, exit 2 and no stack', async (t) => {
-  const dir = tempDir(t)
-  writeFileSync(join(dir, 'a.yaml'), ['target: compose', `dataPath: ${dir}`, `outputDir: ${join(dir, 'out')}`, 'adminEmail: nope', 'config:', '  PORT: 99999', '  PUBLIC_URL: not a url'].join('\n'))
-  for (const json of [false, true]) {
-    const r = await installer(['configure', '--answers', join(dir, 'a.yaml'), '--yes', ...(json ? ['--json'] : [])])
-    t.equal(r.code, 2, r.stderr)
-    const text = json ? r.stdout : r.stderr
-    t.match(text, /adminEmail: must be an email address/)
-    t.match(text, /PORT must be between 0 and 65535 \(got \\?"99999\\?"\)/)
-    t.match(text, /PUBLIC_URL must be a URL/)
-    t.notMatch(text, /\n\s+at |\[FAIL\]|"checks"/, 'no stack trace, and no checks run on answers that cannot be written')
-  }
-  t.notOk(existsSync(join(dir, 'out')), 'nothing written')
-})
+t.test(
+  'configure names every bad answer and setting in one report, before any check runs, exit 2 and no stack',
+  async (t) => {
+    const dir = tempDir(t)
+    writeFileSync(
+      join(dir, 'a.yaml'),
+      [
+        'target: compose',
+        `dataPath: ${dir}`,
+        `outputDir: ${join(dir, 'out')}`,
+        'adminEmail: nope',
+        'config:',
+        '  PORT: 99999',
+        '  PUBLIC_URL: not a url',
+      ].join('\n'),
+    )
+    for (const json of [false, true]) {
+      const r = await installer(['configure', '--answers', join(dir, 'a.yaml'), '--yes', ...(json ? ['--json'] : [])])
+      t.equal(r.code, 2, r.stderr)
+      const text = json ? r.stdout : r.stderr
+      t.match(text, /adminEmail: must be an email address/)
+      t.match(text, /PORT must be between 0 and 65535 \(got \\?"99999\\?"\)/)
+      t.match(text, /PUBLIC_URL must be a URL/)
+      t.notMatch(
+        text,
+        /\n\s+at |\[FAIL\]|"checks"/,
+        'no stack trace, and no checks run on answers that cannot be written',
+      )
+    }
+    t.notOk(existsSync(join(dir, 'out')), 'nothing written')
+  },
+)

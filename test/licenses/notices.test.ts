@@ -5,7 +5,15 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
-import { collectPackages, isPermissive, nonPermissive, NOTICES_FILE, renderNotices, runNotices, type LockEntry } from '../../licenses/notices.js'
+import {
+  collectPackages,
+  isPermissive,
+  nonPermissive,
+  NOTICES_FILE,
+  renderNotices,
+  runNotices,
+  type LockEntry,
+} from '../../licenses/notices.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const committed = existsSync(join(ROOT, NOTICES_FILE)) ? readFileSync(join(ROOT, NOTICES_FILE), 'utf8') : ''
@@ -16,12 +24,17 @@ const rows = new Set(
     .map((l) => l.split(' | ').slice(0, 2).join(' | ') + ' |'),
 )
 const row = (name: string, version: string) => `| ${name} | ${version} |`
-const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> }
+const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as {
+  packages: Record<string, LockEntry>
+}
 const nameOf = (path: string, e: LockEntry) => e.name ?? path.slice(path.lastIndexOf('node_modules/') + 13)
 const entries = Object.entries(lock.packages).filter(([path]) => path.includes('node_modules/'))
 
 t.test(`${NOTICES_FILE} is what renderNotices gives now`, async (t) => {
-  t.ok(committed === renderNotices(ROOT), `${NOTICES_FILE} is stale or missing: dependencies changed, run npm run licenses:notices`)
+  t.ok(
+    committed === renderNotices(ROOT),
+    `${NOTICES_FILE} is stale or missing: dependencies changed, run npm run licenses:notices`,
+  )
 })
 
 t.test('every production package in package-lock.json is listed', async (t) => {
@@ -45,7 +58,15 @@ t.test('no dev-only package is listed', async (t) => {
     devOnly.filter(([path, e]) => rows.has(row(nameOf(path, e), e.version!))).map(([path]) => path),
     [],
   )
-  for (const name of ['tap', 'autocannon', 'oidc-provider', 'typescript', 'tap-parser', 'ink-testing-library', 'react-dom']) {
+  for (const name of [
+    'tap',
+    'autocannon',
+    'oidc-provider',
+    'typescript',
+    'tap-parser',
+    'ink-testing-library',
+    'react-dom',
+  ]) {
     t.notOk(
       [...rows].some((r) => r.startsWith(`| ${name} |`)),
       `${name} is not listed`,
@@ -59,8 +80,28 @@ t.test('every production package has a permissive license', async (t) => {
 })
 
 t.test('SPDX expressions: AND needs both, OR either; exceptions and unknowns fail', async (t) => {
-  for (const ok of ['MIT', 'mit', 'Apache-2.0', '(MIT OR CC0-1.0)', 'MIT AND BSD-3-Clause', '(MIT AND Zlib) OR Apache-2.0', 'GPL-3.0-only OR MIT']) t.ok(isPermissive(ok), ok)
-  for (const bad of ['GPL-3.0-only', 'MIT AND GPL-2.0', 'Apache-2.0 WITH LLVM-exception', 'UNKNOWN', 'SEE LICENSE IN LICENSE', 'LicenseRef-Proprietary', '(MIT', 'MIT OR', '', 'MIT MIT']) {
+  for (const ok of [
+    'MIT',
+    'mit',
+    'Apache-2.0',
+    '(MIT OR CC0-1.0)',
+    'MIT AND BSD-3-Clause',
+    '(MIT AND Zlib) OR Apache-2.0',
+    'GPL-3.0-only OR MIT',
+  ])
+    t.ok(isPermissive(ok), ok)
+  for (const bad of [
+    'GPL-3.0-only',
+    'MIT AND GPL-2.0',
+    'Apache-2.0 WITH LLVM-exception',
+    'UNKNOWN',
+    'SEE LICENSE IN LICENSE',
+    'LicenseRef-Proprietary',
+    '(MIT',
+    'MIT OR',
+    '',
+    'MIT MIT',
+  ]) {
     t.notOk(isPermissive(bad), bad)
   }
 })
@@ -70,15 +111,24 @@ function fixture(t: Test) {
   const root = mkdtempSync(join(tmpdir(), 'atrium-notices-'))
   t.teardown(() => rmSync(root, { recursive: true, force: true }))
   const packages: Record<string, LockEntry & Record<string, unknown>> = { '': { name: 'fixture', version: '1.0.0' } }
-  const add = (path: string, entry: LockEntry, files: Record<string, string> | null, manifest: Record<string, unknown> = {}) => {
+  const add = (
+    path: string,
+    entry: LockEntry,
+    files: Record<string, string> | null,
+    manifest: Record<string, unknown> = {},
+  ) => {
     packages[path] = entry
     if (!files) return
     const dir = join(root, path)
     mkdirSync(dir, { recursive: true })
-    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: nameOf(path, entry), version: entry.version, ...manifest }))
+    writeFileSync(
+      join(dir, 'package.json'),
+      JSON.stringify({ name: nameOf(path, entry), version: entry.version, ...manifest }),
+    )
     for (const [f, text] of Object.entries(files)) writeFileSync(join(dir, f), text)
   }
-  const writeLock = () => writeFileSync(join(root, 'package-lock.json'), JSON.stringify({ name: 'fixture', lockfileVersion: 3, packages }))
+  const writeLock = () =>
+    writeFileSync(join(root, 'package-lock.json'), JSON.stringify({ name: 'fixture', lockfileVersion: 3, packages }))
   mkdirSync(join(root, 'licenses'))
   return { root, add, writeLock, packages }
 }
@@ -89,15 +139,37 @@ t.test('on a made-up project: dev packages left out, LICENSE and NOTICE found, a
   add('node_modules/alpha', { version: '1.0.0', license: 'MIT' }, { LICENSE: MIT_A, 'index.js': '' })
   add('node_modules/alpha/node_modules/delta', { version: '0.9.0', license: 'MIT' }, { 'license.md': MIT_A })
   add('node_modules/delta', { version: '0.10.0', license: 'ISC' }, { 'LICENCE.txt': 'ISC License, Delta' })
-  add('node_modules/beta', { version: '2.0.0', license: 'Apache-2.0' }, { 'LICENSE.md': 'Apache License 2.0 text', NOTICE: 'Beta\nCopyright 2024 Beta Corp' })
+  add(
+    'node_modules/beta',
+    { version: '2.0.0', license: 'Apache-2.0' },
+    { 'LICENSE.md': 'Apache License 2.0 text', NOTICE: 'Beta\nCopyright 2024 Beta Corp' },
+  )
   add('node_modules/legacy', { version: '1.0.0', license: 'MIT' }, { LICENSE: MIT_A })
-  add('node_modules/alpha/node_modules/legacy', { version: '1.0.0-rc.1' }, {}, { licenses: [{ type: 'MIT' }, { type: 'Apache-2.0' }] })
-  add('node_modules/gamma', { version: '1.0.0' }, { 'README.md': 'no license here' }, { license: { type: 'BSD-3-Clause' } })
+  add(
+    'node_modules/alpha/node_modules/legacy',
+    { version: '1.0.0-rc.1' },
+    {},
+    { licenses: [{ type: 'MIT' }, { type: 'Apache-2.0' }] },
+  )
+  add(
+    'node_modules/gamma',
+    { version: '1.0.0' },
+    { 'README.md': 'no license here' },
+    { license: { type: 'BSD-3-Clause' } },
+  )
   add('node_modules/devtool', { version: '3.0.0', license: 'MIT', dev: true }, { LICENSE: 'DEVTOOL LICENSE' })
-  add('node_modules/devplat', { version: '3.0.0', license: 'MIT', dev: true, optional: true }, { LICENSE: 'DEVPLAT LICENSE' })
+  add(
+    'node_modules/devplat',
+    { version: '3.0.0', license: 'MIT', dev: true, optional: true },
+    { LICENSE: 'DEVPLAT LICENSE' },
+  )
   add('node_modules/plat-other', { version: '1.0.0', license: 'MIT', optional: true }, null)
   add('node_modules/plat-here', { version: '1.0.0', license: 'MIT', optional: true }, { COPYING: 'Plat here text' })
-  add('node_modules/types', { version: '1.0.0', license: 'MIT', devOptional: true }, { 'license-mit': 'Types MIT', 'license-cc0': 'Types CC0' })
+  add(
+    'node_modules/types',
+    { version: '1.0.0', license: 'MIT', devOptional: true },
+    { 'license-mit': 'Types MIT', 'license-cc0': 'Types CC0' },
+  )
   writeLock()
 
   const out = renderNotices(root)
@@ -122,8 +194,16 @@ t.test('on a made-up project: dev packages left out, LICENSE and NOTICE found, a
     'sorted by name then version (0.9.0 before 0.10.0, a prerelease first); license from the lockfile, else package.json',
   )
   t.match(out, '9 packages. Licenses: MIT (5), (MIT OR Apache-2.0) (1), Apache-2.0 (1), BSD-3-Clause (1), ISC (1).')
-  t.match(out, '### Text 1\n\nUsed by: alpha 1.0.0, delta 0.9.0, legacy 1.0.0.\n\n```text\nMIT License\n\nCopyright (c) Alpha\n```', 'the same text (CRLF and trailing spaces aside) once, for both')
-  t.match(out, '```text\n--- LICENSE.md ---\n\nApache License 2.0 text\n\n--- NOTICE ---\n\nBeta\nCopyright 2024 Beta Corp\n```', 'NOTICE after the license')
+  t.match(
+    out,
+    '### Text 1\n\nUsed by: alpha 1.0.0, delta 0.9.0, legacy 1.0.0.\n\n```text\nMIT License\n\nCopyright (c) Alpha\n```',
+    'the same text (CRLF and trailing spaces aside) once, for both',
+  )
+  t.match(
+    out,
+    '```text\n--- LICENSE.md ---\n\nApache License 2.0 text\n\n--- NOTICE ---\n\nBeta\nCopyright 2024 Beta Corp\n```',
+    'NOTICE after the license',
+  )
   t.match(out, '--- license-cc0 ---\n\nTypes CC0\n\n--- license-mit ---\n\nTypes MIT')
   t.match(out, 'npm run licenses:notices')
 

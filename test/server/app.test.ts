@@ -10,10 +10,17 @@ import { auditPlugin } from '../../server/modules/audit/plugin.js'
 import { projectsPlugin } from '../../server/modules/projects/plugin.js'
 import { testApp } from '../helpers/app.js'
 
-const refusal = (missing: string, by: string) => ({ code: 'FST_ERR_PLUGIN_DEPENDENCY_NOT_REGISTERED', message: new RegExp(`'${missing}'.*'${by}'`) })
+const refusal = (missing: string, by: string) => ({
+  code: 'FST_ERR_PLUGIN_DEPENDENCY_NOT_REGISTERED',
+  message: new RegExp(`'${missing}'.*'${by}'`),
+})
 
-/** A bare app with the plugins registered in this order (they are refused before they run, so before they read their options). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a module's plugin takes the services it serves as its options
+/**
+ * A bare app with the plugins registered in this order (they are refused before they run, so before they read their
+ * options).
+ */
+// A module's plugin takes the services it serves as its options.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 async function start(t: Test, ...plugins: FastifyPluginAsync<any>[]) {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
@@ -31,13 +38,29 @@ t.test('a module registered before the plugins it needs is refused at start', as
 })
 
 t.test('the license is checked after authentication, or the app does not start', async (t) => {
-  await t.rejects(start(t, platformNamed, named('atrium-jobs'), envelopePlugin, licensePlugin), refusal('atrium-auth', 'atrium-license'))
+  await t.rejects(
+    start(t, platformNamed, named('atrium-jobs'), envelopePlugin, licensePlugin),
+    refusal('atrium-auth', 'atrium-license'),
+  )
   await t.rejects(start(t, platformNamed, envelopePlugin, authPlugin), refusal('atrium-limits', 'atrium-auth'))
 })
 
 t.test('modules reach what they share through declared decorations', async (t) => {
   const { app } = await testApp(t)
-  for (const name of ['platform', 'now', 'registry', 'outbound', 'credentials', 'limits', 'jobs', 'addAuthenticator', 'signIn', 'tokens', 'routeTable', 'draining']) {
+  for (const name of [
+    'platform',
+    'now',
+    'registry',
+    'outbound',
+    'credentials',
+    'limits',
+    'jobs',
+    'addAuthenticator',
+    'signIn',
+    'tokens',
+    'routeTable',
+    'draining',
+  ]) {
     t.ok(app.hasDecorator(name), name)
   }
   t.ok(app.hasRequestDecorator('principal'))

@@ -23,7 +23,10 @@ t.test('a module that finds files by its own location is recognised, other code 
 
 t.test('the build refuses to bundle such a dependency, naming its files', async (t) => {
   const out = tempDir(t)
-  await t.rejects(buildServer(out, { external: EXTERNAL.filter((p) => p !== 'ioredis') }), /leave their packages external[\s\S]*node_modules\/ioredis\//)
+  await t.rejects(
+    buildServer(out, { external: EXTERNAL.filter((p) => p !== 'ioredis') }),
+    /leave their packages external[\s\S]*node_modules\/ioredis\//,
+  )
 })
 
 t.test('the bundled server serves the API, its pages and its document; the bundled CLI makes a tenant', async (t) => {
@@ -46,7 +49,12 @@ t.test('the bundled server serves the API, its pages and its document; the bundl
   symlinkSync(join(ROOT, 'node_modules'), join(dist, 'node_modules'))
 
   const env: Record<string, string> = { ...(await testEnv(t)), ...NODE_ENVIRONMENT, PATH: process.env.PATH ?? '' }
-  const node = (script: string, args: string[] = []) => spawn(process.execPath, [...NODE_FLAGS, join(dist, 'server', script), ...args], { cwd: dist, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const node = (script: string, args: string[] = []) =>
+    spawn(process.execPath, [...NODE_FLAGS, join(dist, 'server', script), ...args], {
+      cwd: dist,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
   const created = await finished(node('cli.js', ['create-tenant', '--name', 'Bundled']))
   t.equal(created.code, 0, created.stderr)
   const { apiKey } = JSON.parse(created.stdout) as { apiKey: string }
@@ -67,9 +75,15 @@ t.test('the bundled server serves the API, its pages and its document; the bundl
     server.on('exit', () => reject(new Error(`the bundled server exited:\n${stderr}`)))
   })
 
-  const ready = (await (await fetch(`${base}/readyz`)).json()) as { data: { status: string; checks: { blobs: { mode: string } } } }
+  const ready = (await (await fetch(`${base}/readyz`)).json()) as {
+    data: { status: string; checks: { blobs: { mode: string } } }
+  }
   t.equal(ready.data.status, 'ready')
-  t.equal(ready.data.checks.blobs.mode, env.R2_ENDPOINT ? 's3' : 'local', 'the store configured, S3 through the chunk loaded on first use')
+  t.equal(
+    ready.data.checks.blobs.mode,
+    env.R2_ENDPOINT ? 's3' : 'local',
+    'the store configured, S3 through the chunk loaded on first use',
+  )
 
   const css = await fetch(`${base}/pages/atrium.css`)
   t.equal(css.status, 200, 'an asset read beside its module')
@@ -80,13 +94,21 @@ t.test('the bundled server serves the API, its pages and its document; the bundl
   t.equal(ui.status, 200, "swagger-ui's static files, from its package")
 
   const auth = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }
-  const posted = await fetch(`${base}/api/v1/projects`, { method: 'POST', headers: auth, body: JSON.stringify({ name: 'From the bundle' }) })
+  const posted = await fetch(`${base}/api/v1/projects`, {
+    method: 'POST',
+    headers: auth,
+    body: JSON.stringify({ name: 'From the bundle' }),
+  })
   t.equal(posted.status, 201)
   const { data } = (await posted.json()) as { data: { id: string } }
   const got = await fetch(`${base}/api/v1/projects/${data.id}`, { headers: auth })
   t.equal(got.status, 200)
   t.match(await got.json(), { data: { id: data.id, name: 'From the bundle' } })
-  const bad = await fetch(`${base}/api/v1/projects`, { method: 'POST', headers: auth, body: JSON.stringify({ name: 7 }) })
+  const bad = await fetch(`${base}/api/v1/projects`, {
+    method: 'POST',
+    headers: auth,
+    body: JSON.stringify({ name: 7 }),
+  })
   t.equal(bad.status, 400)
   t.match(await bad.json(), { error: { code: 'VALIDATION_ERROR' } })
 })

@@ -11,7 +11,20 @@ import { freePort, freshDatabase, services, suffix, testEnv } from '../helpers/p
 const env = await testEnv(t)
 
 t.test('create-tenant prints exactly one JSON line with the tenant, owner and key', async (t) => {
-  const r = await admin(['create-tenant', '--name', 'CLI Co', '--plan', 'pro', '--email', `cli-${Date.now()}@example.com`, '--password', 'twelve chars!'], env)
+  const r = await admin(
+    [
+      'create-tenant',
+      '--name',
+      'CLI Co',
+      '--plan',
+      'pro',
+      '--email',
+      `cli-${Date.now()}@example.com`,
+      '--password',
+      'twelve chars!',
+    ],
+    env,
+  )
   t.equal(r.code, 0, r.stderr)
   const lines = r.stdout.trim().split('\n')
   t.equal(lines.length, 1)
@@ -19,7 +32,22 @@ t.test('create-tenant prints exactly one JSON line with the tenant, owner and ke
   t.same(Object.keys(out).sort(), ['apiKey', 'tenantId', 'userId'])
   t.match(out.apiKey, /^svc_ci_[A-Za-z0-9]{40}$/)
 
-  const key = await admin(['create-key', '--tenant', out.tenantId, '--type', 'sdk', '--permissions', 'projects:read', '--name', 'reader', '--expires-in-days', '30'], env)
+  const key = await admin(
+    [
+      'create-key',
+      '--tenant',
+      out.tenantId,
+      '--type',
+      'sdk',
+      '--permissions',
+      'projects:read',
+      '--name',
+      'reader',
+      '--expires-in-days',
+      '30',
+    ],
+    env,
+  )
   t.equal(key.code, 0, key.stderr)
   t.match(JSON.parse(key.stdout), { id: String, apiKey: /^svc_sdk_/, type: 'sdk', permissions: ['projects:read'] })
 
@@ -77,7 +105,13 @@ t.test("create-tenant beyond the license's maxTenants exits 1 with a JSON error 
   t.equal(r.code, 1)
   const lines = r.stdout.trim().split('\n')
   t.equal(lines.length, 1, 'one JSON line')
-  t.match(JSON.parse(lines[0]!), { error: { code: 'FORBIDDEN', message: /The license allows at most 2 tenant\(s\)/, details: { reason: 'license_tenant_limit', maxTenants: 2 } } })
+  t.match(JSON.parse(lines[0]!), {
+    error: {
+      code: 'FORBIDDEN',
+      message: /The license allows at most 2 tenant\(s\)/,
+      details: { reason: 'license_tenant_limit', maxTenants: 2 },
+    },
+  })
   t.match(r.stderr, /^error: The license allows at most 2 tenant\(s\) and that many exist: contact your Atrium vendor/)
 })
 
@@ -90,7 +124,10 @@ t.test('in production create-tenant needs the license the server needs (exit 78)
 
 t.test('license prints the status as one JSON line: whose, which plan, until when, how many tenants', async (t) => {
   const expiresAt = new Date(Date.UTC(2099, 0, 1))
-  const valid = await adminTrusting(vendor, ['license'], { ...env, LICENSE_KEY: await testLicense(vendor, { customer: 'Acme', plan: 'growth', maxTenants: 7, expiresAt }) })
+  const valid = await adminTrusting(vendor, ['license'], {
+    ...env,
+    LICENSE_KEY: await testLicense(vendor, { customer: 'Acme', plan: 'growth', maxTenants: 7, expiresAt }),
+  })
   t.equal(valid.code, 0, valid.stderr)
   t.same(JSON.parse(valid.stdout), {
     status: 'valid',
@@ -104,13 +141,21 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
     clock: { judgedBy: 'process', behindSeconds: 0 },
   })
 
-  const graceKey = await testLicense(vendor, { issuedAt: new Date(Date.now() - 100 * DAY), expiresAt: new Date(Date.now() - 5.5 * DAY) })
+  const graceKey = await testLicense(vendor, {
+    issuedAt: new Date(Date.now() - 100 * DAY),
+    expiresAt: new Date(Date.now() - 5.5 * DAY),
+  })
   const grace = await adminTrusting(vendor, ['license'], { ...env, LICENSE_KEY: graceKey })
   t.match(JSON.parse(grace.stdout), { status: 'grace', daysLeft: 25, readOnly: false })
 
   const unlicensed = await admin(['license'], env)
   t.equal(unlicensed.code, 0)
-  t.match(JSON.parse(unlicensed.stdout), { status: 'unlicensed', readOnly: false, message: /^Unlicensed \(development\)/, airGapped: false })
+  t.match(JSON.parse(unlicensed.stdout), {
+    status: 'unlicensed',
+    readOnly: false,
+    message: /^Unlicensed \(development\)/,
+    airGapped: false,
+  })
   // The site's mode is part of its status.
   const airGapped = await admin(['license'], { ...env, AIR_GAPPED: 'true' })
   t.match(JSON.parse(airGapped.stdout), { status: 'unlicensed', airGapped: true })
@@ -121,44 +166,74 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
   t.match(refused.stderr, /^license error: license invalid \(malformed\)/)
 })
 
-t.test('license needs LICENSE_KEY alone, even for production; a database it cannot read leaves this clock, and says so', async (t) => {
-  const key = await testLicense(vendor, { customer: 'Alone' })
-  const alone = await adminTrusting(vendor, ['license'], { NODE_ENV: 'production', LICENSE_KEY: key })
-  t.equal(alone.code, 0, alone.stderr)
-  t.match(JSON.parse(alone.stdout), { status: 'valid', customer: 'Alone', clock: { judgedBy: 'process' } })
-  const unreachable = await adminTrusting(vendor, ['license'], { NODE_ENV: 'production', LICENSE_KEY: key, DATABASE_URL: `postgres://atrium@127.0.0.1:${await freePort()}/none` })
-  t.equal(unreachable.code, 0, unreachable.stderr)
-  t.match(JSON.parse(unreachable.stdout), { status: 'valid', clock: { judgedBy: 'process', unchecked: /^the database could not be read \(.+\): judged by this machine's clock$/ } })
-  const bad = await adminTrusting(vendor, ['license'], { LICENSE_KEY: key, AIR_GAPPED: 'maybe' })
-  t.equal(bad.code, 78, 'a bad setting it reads is still a configuration error')
-  t.match(bad.stderr, /^config error: AIR_GAPPED/)
-})
+t.test(
+  'license needs LICENSE_KEY alone, even for production; a database it cannot read leaves this clock, and says so',
+  async (t) => {
+    const key = await testLicense(vendor, { customer: 'Alone' })
+    const alone = await adminTrusting(vendor, ['license'], { NODE_ENV: 'production', LICENSE_KEY: key })
+    t.equal(alone.code, 0, alone.stderr)
+    t.match(JSON.parse(alone.stdout), { status: 'valid', customer: 'Alone', clock: { judgedBy: 'process' } })
+    const unreachable = await adminTrusting(vendor, ['license'], {
+      NODE_ENV: 'production',
+      LICENSE_KEY: key,
+      DATABASE_URL: `postgres://atrium@127.0.0.1:${await freePort()}/none`,
+    })
+    t.equal(unreachable.code, 0, unreachable.stderr)
+    t.match(JSON.parse(unreachable.stdout), {
+      status: 'valid',
+      clock: {
+        judgedBy: 'process',
+        unchecked: /^the database could not be read \(.+\): judged by this machine's clock$/,
+      },
+    })
+    const bad = await adminTrusting(vendor, ['license'], { LICENSE_KEY: key, AIR_GAPPED: 'maybe' })
+    t.equal(bad.code, 78, 'a bad setting it reads is still a configuration error')
+    t.match(bad.stderr, /^config error: AIR_GAPPED/)
+  },
+)
 
 t.test(
   'migrate never checks the license, so an upgrade is never blocked by one',
   { skip: !services.databaseUrl && 'needs TEST_DATABASE_URL (production refuses the embedded database)' },
   async (t) => {
-    const r = await admin(['migrate'], productionEnv(t, { DATABASE_URL: await freshDatabase(t), LICENSE_KEY: 'expired-or-garbled' }))
+    const r = await admin(
+      ['migrate'],
+      productionEnv(t, { DATABASE_URL: await freshDatabase(t), LICENSE_KEY: 'expired-or-garbled' }),
+    )
     t.equal(r.code, 0, r.stderr)
     t.match(JSON.parse(r.stdout), { applied: Array })
   },
 )
 
-t.test('check-services checks what the settings name and prints the results as one JSON line, whatever they found', async (t) => {
-  const none = await admin(['check-services'], {})
-  t.same({ code: none.code, stdout: none.stdout }, { code: 0, stdout: '{"checks":[]}\n' }, 'nothing named, nothing checked')
-  const down = await admin(['check-services'], { DATABASE_URL: 'postgres://atrium:pw@127.0.0.1:1/atrium', REGION_STORES: '{not json' })
-  t.equal(down.code, 0, 'a failed check is a result, not a failure of the command')
-  const checks = JSON.parse(down.stdout).checks as { id: string; status: string; found: string }[]
-  t.match(checks, [
-    { id: 'postgres.connect', status: 'fail' },
-    { id: 'region.stores', status: 'fail', found: 'is not JSON' },
-  ])
-  t.notMatch(down.stdout, /pw@/, 'no password in what it prints')
-  if (!services.databaseUrl) return
-  const up = await admin(['check-services'], { DATABASE_URL: services.databaseUrl })
-  t.match(JSON.parse(up.stdout).checks, [{ id: 'postgres.connect', status: 'pass' }, { id: 'postgres.version', status: 'pass' }, { id: 'postgres.privileges' }])
-})
+t.test(
+  'check-services checks what the settings name and prints the results as one JSON line, whatever they found',
+  async (t) => {
+    const none = await admin(['check-services'], {})
+    t.same(
+      { code: none.code, stdout: none.stdout },
+      { code: 0, stdout: '{"checks":[]}\n' },
+      'nothing named, nothing checked',
+    )
+    const down = await admin(['check-services'], {
+      DATABASE_URL: 'postgres://atrium:pw@127.0.0.1:1/atrium',
+      REGION_STORES: '{not json',
+    })
+    t.equal(down.code, 0, 'a failed check is a result, not a failure of the command')
+    const checks = JSON.parse(down.stdout).checks as { id: string; status: string; found: string }[]
+    t.match(checks, [
+      { id: 'postgres.connect', status: 'fail' },
+      { id: 'region.stores', status: 'fail', found: 'is not JSON' },
+    ])
+    t.notMatch(down.stdout, /pw@/, 'no password in what it prints')
+    if (!services.databaseUrl) return
+    const up = await admin(['check-services'], { DATABASE_URL: services.databaseUrl })
+    t.match(JSON.parse(up.stdout).checks, [
+      { id: 'postgres.connect', status: 'pass' },
+      { id: 'postgres.version', status: 'pass' },
+      { id: 'postgres.privileges' },
+    ])
+  },
+)
 
 t.test(
   'unlock-sign-in lifts the lock that guesses from 22 addresses put on an owner, and prints what it cleared and whose accounts the address has',
@@ -176,22 +251,43 @@ t.test(
     const throttle = loginThrottle({ counters, keyPrefix: RATE_LIMIT_PREFIX })
     const from = `unlock-${suffix()}`
     // Each address's own failures stay; they are the guessers' limit, under a name only this test uses.
-    t.teardown(() => counters.counter({ points: 1, windowSeconds: 1, keyPrefix: `${RATE_LIMIT_PREFIX}:login:ip`, name: 'cleanup' }).deleteStartingWith(from))
+    t.teardown(() =>
+      counters
+        .counter({ points: 1, windowSeconds: 1, keyPrefix: `${RATE_LIMIT_PREFIX}:login:ip`, name: 'cleanup' })
+        .deleteStartingWith(from),
+    )
     const at = (ip: string) => ({ account: accountKey(email), ip: `${from}-${ip}`, device: null })
-    for (let n = 0; n < 22; n++) for (let i = 0; i < 5; i++) await throttle.failed(at(String(n)), { trusted: false, suspect: false })
-    await t.rejects(throttle.check(at('owner')), { code: 'RATE_LIMIT_EXCEEDED', details: { reason: 'sign_in_throttled' } }, 'the owner is locked out')
+    for (let n = 0; n < 22; n++)
+      for (let i = 0; i < 5; i++) await throttle.failed(at(String(n)), { trusted: false, suspect: false })
+    await t.rejects(
+      throttle.check(at('owner')),
+      { code: 'RATE_LIMIT_EXCEEDED', details: { reason: 'sign_in_throttled' } },
+      'the owner is locked out',
+    )
 
     const r = await admin(['unlock-sign-in', '--email', email.toUpperCase()], env)
     t.equal(r.code, 0, r.stderr)
-    t.same(JSON.parse(r.stdout), { email: email.toUpperCase(), failures: 110, locked: true, addresses: 22, waiting: 22, accounts: [{ tenantId, userId }] })
+    t.same(JSON.parse(r.stdout), {
+      email: email.toUpperCase(),
+      failures: 110,
+      locked: true,
+      addresses: 22,
+      waiting: 22,
+      accounts: [{ tenantId, userId }],
+    })
     t.same(await throttle.check(at('owner')), { trusted: false, suspect: false }, 'the owner signs in again')
   },
 )
 
-t.test("without REDIS_URL unlock-sign-in refuses: the counters are in the server's memory (exit 1, SERVICE_UNAVAILABLE)", async (t) => {
-  const { REDIS_URL: _, ...embedded } = env
-  const r = await admin(['unlock-sign-in', '--email', 'owner@example.com'], embedded)
-  t.equal(r.code, 1)
-  t.match(JSON.parse(r.stdout), { error: { code: 'SERVICE_UNAVAILABLE', details: { reason: 'counters_in_server_memory' } } })
-  t.match(r.stderr, /^error: Without REDIS_URL/)
-})
+t.test(
+  "without REDIS_URL unlock-sign-in refuses: the counters are in the server's memory (exit 1, SERVICE_UNAVAILABLE)",
+  async (t) => {
+    const { REDIS_URL: _, ...embedded } = env
+    const r = await admin(['unlock-sign-in', '--email', 'owner@example.com'], embedded)
+    t.equal(r.code, 1)
+    t.match(JSON.parse(r.stdout), {
+      error: { code: 'SERVICE_UNAVAILABLE', details: { reason: 'counters_in_server_memory' } },
+    })
+    t.match(r.stderr, /^error: Without REDIS_URL/)
+  },
+)

@@ -26,7 +26,12 @@ function docsTable(): Record<string, string>[] {
 }
 
 const lease = (ms: number) => (ms >= 120_000 ? `${ms / 60_000} min` : `${ms / 1000} s`)
-const schedule = (q: QueueEntry) => (!q.schedule ? null : 'everyMs' in q.schedule ? `every ${q.schedule.everyMs / 3600_000} h` : `cron \`${q.schedule.cron}\``)
+const schedule = (q: QueueEntry) =>
+  !q.schedule
+    ? null
+    : 'everyMs' in q.schedule
+      ? `every ${q.schedule.everyMs / 3600_000} h`
+      : `cron \`${q.schedule.cron}\``
 
 t.test("docs/architecture.md's table of queues is the registry's", async (t) => {
   const rows = docsTable()
@@ -47,28 +52,41 @@ t.test("docs/architecture.md's table of queues is the registry's", async (t) => 
   }
 })
 
-t.test('initJobs defines every queue, and a schedule for each recurring one, with the settings and options applied', async (t) => {
-  const defined: QueueDefinition[] = []
-  const scheduled: ScheduleDefinition[] = []
-  const runner = { define: (d: QueueDefinition) => defined.push(d), schedule: (s: ScheduleDefinition) => scheduled.push(s) } as unknown as JobRunner
-  const handlers = Object.fromEntries(entries.map(([name]) => [name, async () => {}])) as unknown as JobHandlers
-  initJobs(runner, handlers, { AGENT_RUNS_PER_REPLICA: 7 }, { chatReplyConcurrency: 3, exportLeaseMs: 2000 })
-  t.same(
-    defined.map((d) => d.name),
-    entries.map(([name]) => name),
-  )
-  const def = (name: QueueName) => defined.find((d) => d.name === name)!
-  t.equal(def('agents.run').concurrency, 7, 'a setting')
-  t.equal(def('chat.reply').concurrency, 3, 'an option replaces the setting')
-  t.equal(def('exports.run').leaseMs, 2000, 'an option replaces the lease')
-  t.equal(def('exports.scheduled').leaseMs, 2000)
-  t.equal(def('restores.run').leaseMs, 15_000)
-  t.equal(def('exports.run').maxAttempts, 3)
-  for (const [name] of entries) t.equal(def(name).handler, handlers[name], `${name}: its handler`)
-  t.same(
-    scheduled.map((s) => [s.name, s.queue, s.everyMs ?? s.cron, s.immediately]),
-    entries.filter(([, q]) => q.schedule).map(([name, q]) => [name, name, 'everyMs' in q.schedule! ? q.schedule.everyMs : q.schedule!.cron, 'everyMs' in q.schedule!]),
-  )
-  t.equal(def('jobs.sweep').pollMs, 60_000, 'recurring work waits for its schedule')
-  t.equal(def('exports.scheduled').pollMs, 10_000)
-})
+t.test(
+  'initJobs defines every queue, and a schedule for each recurring one, with the settings and options applied',
+  async (t) => {
+    const defined: QueueDefinition[] = []
+    const scheduled: ScheduleDefinition[] = []
+    const runner = {
+      define: (d: QueueDefinition) => defined.push(d),
+      schedule: (s: ScheduleDefinition) => scheduled.push(s),
+    } as unknown as JobRunner
+    const handlers = Object.fromEntries(entries.map(([name]) => [name, async () => {}])) as unknown as JobHandlers
+    initJobs(runner, handlers, { AGENT_RUNS_PER_REPLICA: 7 }, { chatReplyConcurrency: 3, exportLeaseMs: 2000 })
+    t.same(
+      defined.map((d) => d.name),
+      entries.map(([name]) => name),
+    )
+    const def = (name: QueueName) => defined.find((d) => d.name === name)!
+    t.equal(def('agents.run').concurrency, 7, 'a setting')
+    t.equal(def('chat.reply').concurrency, 3, 'an option replaces the setting')
+    t.equal(def('exports.run').leaseMs, 2000, 'an option replaces the lease')
+    t.equal(def('exports.scheduled').leaseMs, 2000)
+    t.equal(def('restores.run').leaseMs, 15_000)
+    t.equal(def('exports.run').maxAttempts, 3)
+    for (const [name] of entries) t.equal(def(name).handler, handlers[name], `${name}: its handler`)
+    t.same(
+      scheduled.map((s) => [s.name, s.queue, s.everyMs ?? s.cron, s.immediately]),
+      entries
+        .filter(([, q]) => q.schedule)
+        .map(([name, q]) => [
+          name,
+          name,
+          'everyMs' in q.schedule! ? q.schedule.everyMs : q.schedule!.cron,
+          'everyMs' in q.schedule!,
+        ]),
+    )
+    t.equal(def('jobs.sweep').pollMs, 60_000, 'recurring work waits for its schedule')
+    t.equal(def('exports.scheduled').pollMs, 10_000)
+  },
+)

@@ -74,7 +74,9 @@ async function until(what: string, check: () => Promise<boolean>, ms = 30_000) {
 t.test(
   'a PostgreSQL cut under write load: 503s, not ready, recovery, no acknowledged write lost',
   {
-    skip: services.databaseUrl ? false : 'needs PostgreSQL (TEST_DATABASE_URL): the embedded database has no network to cut',
+    skip: services.databaseUrl
+      ? false
+      : 'needs PostgreSQL (TEST_DATABASE_URL): the embedded database has no network to cut',
   },
   async (t) => {
     const env = await testEnv(t, { LOG_LEVEL: 'info', RATE_LIMIT_MAX: '1000000' }) // the load is the point here, not the limit
@@ -121,9 +123,13 @@ t.test(
     const acknowledged = load.outcomes.filter((o) => o.status === 201).map((o) => o.id!)
     const check = postgres(env.DATABASE_URL!, { max: 1, onnotice: () => {} })
     t.teardown(() => check.end())
-    const [{ present } = { present: -1 }] = await check<{ present: number }[]>`select count(*)::int as present from projects where id = any(${acknowledged}::uuid[])`
+    const [{ present } = { present: -1 }] = await check<
+      { present: number }[]
+    >`select count(*)::int as present from projects where id = any(${acknowledged}::uuid[])`
     t.equal(present, acknowledged.length, `all ${acknowledged.length} acknowledged writes are stored`)
-    t.comment(`${load.outcomes.length} requests: ${acknowledged.length} acknowledged, ${unavailable.length} answered 503 during ${db.resets} connection resets`)
+    t.comment(
+      `${load.outcomes.length} requests: ${acknowledged.length} acknowledged, ${unavailable.length} answered 503 during ${db.resets} connection resets`,
+    )
 
     t.comment('SIGTERM')
     server.child.kill('SIGTERM')
@@ -156,8 +162,14 @@ t.test(
     cache.cut()
     const before = load.outcomes.length
     await load.answers(200)
-    const ready = (await (await fetch(`${server.base}/readyz`)).json()) as { data: { status: string; checks: { cache: { status: string } } } }
-    t.match(ready.data, { status: 'degraded', checks: { cache: { status: 'fail' } } }, 'ready, with the cache reported failing')
+    const ready = (await (await fetch(`${server.base}/readyz`)).json()) as {
+      data: { status: string; checks: { cache: { status: string } } }
+    }
+    t.match(
+      ready.data,
+      { status: 'degraded', checks: { cache: { status: 'fail' } } },
+      'ready, with the cache reported failing',
+    )
     t.ok(
       load.outcomes.slice(before).every((o) => o.status === 201),
       'writes succeed while Redis is away (rate limit falls back to the replica)',

@@ -3,13 +3,22 @@ import { admin, finished, halfSentPost, spawnScript, startServer } from '../help
 import { freePort, testEnv } from '../helpers/platform.js'
 
 t.test('with no services configured the server starts on embedded defaults and is ready', async (t) => {
-  const env = await testEnv(t, { LOG_LEVEL: 'info', DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '', ENCRYPTION_MASTER_KEY: '' })
+  const env = await testEnv(t, {
+    LOG_LEVEL: 'info',
+    DATABASE_URL: '',
+    REDIS_URL: '',
+    R2_ENDPOINT: '',
+    ENCRYPTION_MASTER_KEY: '',
+  })
   const s = await startServer(env)
   t.teardown(() => {
     s.child.kill('SIGKILL')
   })
   const ready = await (await fetch(`${s.base}/readyz`)).json()
-  t.match(ready.data, { status: 'ready', checks: { db: { mode: 'embedded' }, cache: { mode: 'in-process' }, blobs: { mode: 'local' } } })
+  t.match(ready.data, {
+    status: 'ready',
+    checks: { db: { mode: 'embedded' }, cache: { mode: 'in-process' }, blobs: { mode: 'local' } },
+  })
 
   // The admin CLI shares the running server's embedded database through its socket.
   const created = await admin(['create-tenant', '--name', 'While running'], env)
@@ -43,7 +52,11 @@ t.test('with METRICS_PORT, /metrics is served on that port only, not beside the 
   t.equal(scraped.status, 200)
   t.match(scraped.headers.get('content-type'), /^text\/plain/)
   t.match(await scraped.text(), /^atrium_air_gapped 0$/m)
-  t.equal((await fetch(`http://127.0.0.1:${metricsPort}/api/v1/projects`)).status, 404, 'nothing else on the metrics port')
+  t.equal(
+    (await fetch(`http://127.0.0.1:${metricsPort}/api/v1/projects`)).status,
+    404,
+    'nothing else on the metrics port',
+  )
   const doc = await (await fetch(`${s.base}/openapi.json`)).json()
   t.notOk('/metrics' in doc.paths, 'nor in the API description')
   s.child.kill('SIGTERM')
@@ -63,7 +76,11 @@ t.test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
 
   const body = JSON.stringify({ name: 'created during shutdown', description: 'x'.repeat(2000) })
   // Half the body now: the request is in flight when the signal arrives.
-  const post = halfSentPost(`${s.base}/api/v1/projects`, { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body)
+  const post = halfSentPost(
+    `${s.base}/api/v1/projects`,
+    { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body,
+  )
   await post.connected
   await new Promise((r) => setTimeout(r, 300))
   s.child.kill('SIGTERM')
@@ -80,9 +97,16 @@ t.test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
 })
 
 t.test('production mode refuses to start on embedded defaults', async (t) => {
-  const env = await testEnv(t, { NODE_ENV: 'production', DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '', ENCRYPTION_MASTER_KEY: '' })
+  const env = await testEnv(t, {
+    NODE_ENV: 'production',
+    DATABASE_URL: '',
+    REDIS_URL: '',
+    R2_ENDPOINT: '',
+    ENCRYPTION_MASTER_KEY: '',
+  })
   const r = await finished(spawnScript('server/main.ts', [], env))
   t.equal(r.code, 78)
-  for (const name of ['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT', 'ENCRYPTION_MASTER_KEY']) t.match(r.stderr, new RegExp(`config error: ${name} is required`))
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT', 'ENCRYPTION_MASTER_KEY'])
+    t.match(r.stderr, new RegExp(`config error: ${name} is required`))
   t.notMatch(r.stderr, /\n\s+at /, 'no stack trace')
 })

@@ -10,7 +10,9 @@ import { AtriumError } from '../errors.js'
 import type { paths } from '../openapi.js'
 import { dataOf, Transport } from '../transport.js'
 
-export type Issued = NonNullable<paths['/cli/auth/token']['post']>['responses'][200]['content']['application/json']['data']
+export type Issued = NonNullable<
+  paths['/cli/auth/token']['post']
+>['responses'][200]['content']['application/json']['data']
 
 export interface DeviceLoginOptions {
   baseUrl: string
@@ -24,7 +26,12 @@ export interface DeviceLoginOptions {
 /** Opens `url` in the user's browser, if this machine has one to open; never fails the login. */
 export function openInBrowser(url: string): boolean {
   if (process.platform === 'linux' && !process.env.DISPLAY && !process.env.WAYLAND_DISPLAY) return false
-  const [cmd, args] = process.platform === 'darwin' ? ['open', [url]] : process.platform === 'win32' ? ['cmd', ['/c', 'start', '""', url]] : ['xdg-open', [url]]
+  const [cmd, args] =
+    process.platform === 'darwin'
+      ? ['open', [url]]
+      : process.platform === 'win32'
+        ? ['cmd', ['/c', 'start', '""', url]]
+        : ['xdg-open', [url]]
   try {
     const child = spawn(cmd as string, args as string[], { stdio: 'ignore', detached: true })
     child.on('error', () => {})
@@ -36,7 +43,11 @@ export function openInBrowser(url: string): boolean {
 }
 
 export async function deviceLogin(o: DeviceLoginOptions): Promise<Issued> {
-  const t = new Transport({ baseUrl: o.baseUrl, credentials: { anonymous: true }, headers: { 'user-agent': `atrium-cli/${o.cliVersion}` } })
+  const t = new Transport({
+    baseUrl: o.baseUrl,
+    credentials: { anonymous: true },
+    headers: { 'user-agent': `atrium-cli/${o.cliVersion}` },
+  })
   const verifier = randomBytes(32).toString('base64url')
   const state = randomBytes(32).toString('hex')
   const started = await dataOf(
@@ -56,7 +67,8 @@ export async function deviceLogin(o: DeviceLoginOptions): Promise<Issued> {
     await delay(started.interval * 1000, o.signal)
     const { status } = await dataOf(t.api.GET('/cli/auth/status', { params: { query: { loginId: started.loginId } } }))
     if (status === 'approved') break
-    if (status !== 'pending') throw new AtriumError('VALIDATION_ERROR', `the login is ${status}: run \`atrium login\` again`, 400, { status })
+    if (status !== 'pending')
+      throw new AtriumError('VALIDATION_ERROR', `the login is ${status}: run \`atrium login\` again`, 400, { status })
   }
   return dataOf(t.api.POST('/cli/auth/token', { body: { loginId: started.loginId, codeVerifier: verifier } }))
 }

@@ -14,7 +14,9 @@ import { bytes, counted, progress } from './progress.js'
 import { clientFor, NotSignedIn } from './session.js'
 import { EXPIRY_BUFFER_MS } from '../tokens.js'
 
-export const VERSION: string = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version
+export const VERSION: string = (
+  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+).version
 
 export const USAGE = `atrium ${VERSION}: the Atrium command-line client
 
@@ -111,7 +113,8 @@ export async function run(argv: string[], io: Io): Promise<number> {
   const [command, ...args] = positionals
   const say = (text: string) => io.stderr.write(text + '\n')
   /** The result: JSON with --json, else `human` (or the JSON, indented). */
-  const print = (value: unknown, human?: string) => io.stdout.write((f.json || human === undefined ? JSON.stringify(value, null, f.json ? 0 : 2) : human) + '\n')
+  const print = (value: unknown, human?: string) =>
+    io.stdout.write((f.json || human === undefined ? JSON.stringify(value, null, f.json ? 0 : 2) : human) + '\n')
   const target = { url: f.url ?? io.env.ATRIUM_URL, apiKey: f['api-key'] ?? io.env.ATRIUM_API_KEY }
   const need = (n: number, what: string) => {
     if (args.length < n) throw new UsageError(`${command} ${args[0] ?? ''}: missing ${what}`.replace(/ +/g, ' '))
@@ -128,7 +131,10 @@ export async function run(argv: string[], io: Io): Promise<number> {
         if (!target.url) throw new UsageError('login --api-key: pass --url or set ATRIUM_URL')
         const me = await (await clientFor(target, io.env)).client.me()
         writeStored({ url: target.url, kind: 'api-key', apiKey: target.apiKey }, io.env)
-        print({ url: target.url, tenant: me.tenant, credential: me.credential }, `Signed in to ${target.url} with an API key (tenant ${me.tenant?.name ?? '?'}).`)
+        print(
+          { url: target.url, tenant: me.tenant, credential: me.credential },
+          `Signed in to ${target.url} with an API key (tenant ${me.tenant?.name ?? '?'}).`,
+        )
         return 0
       }
       const url = target.url ?? readStored(io.env)?.url
@@ -155,7 +161,10 @@ export async function run(argv: string[], io: Io): Promise<number> {
         },
         io.env,
       )
-      print({ url, user: issued.user, tenant: issued.tenant }, `Signed in to ${url} as ${issued.user.email} (tenant ${issued.tenant.name}). Credentials: ${credentialsFile(io.env)}`)
+      print(
+        { url, user: issued.user, tenant: issued.tenant },
+        `Signed in to ${url} as ${issued.user.email} (tenant ${issued.tenant.name}). Credentials: ${credentialsFile(io.env)}`,
+      )
       return 0
     }
     case 'logout': {
@@ -192,7 +201,11 @@ export async function run(argv: string[], io: Io): Promise<number> {
         print(await c.projects.get(id!))
       } else if (sub === 'create') {
         if (!f.name) throw new UsageError('projects create: --name is required')
-        const p = await c.projects.create({ name: f.name, ...(f.description ? { description: f.description } : {}), ...(f.language ? { language: f.language } : {}) } as never)
+        const p = await c.projects.create({
+          name: f.name,
+          ...(f.description ? { description: f.description } : {}),
+          ...(f.language ? { language: f.language } : {}),
+        } as never)
         print(p, `${p.id}  ${p.name}`)
       } else if (sub === 'delete') {
         need(2, '<id>')
@@ -212,7 +225,9 @@ export async function run(argv: string[], io: Io): Promise<number> {
         const res = await c.projects.readFile(project!, path!)
         if (f.output) {
           const total = Number(res.headers.get('content-length')) || null
-          await res.body!.pipeThrough(counted(progress(basename(path!), total))).pipeTo(Writable.toWeb(createWriteStream(f.output)))
+          await res
+            .body!.pipeThrough(counted(progress(basename(path!), total)))
+            .pipeTo(Writable.toWeb(createWriteStream(f.output)))
           print({ path, output: f.output, size: statSync(f.output).size }, `Saved ${path} to ${f.output}.`)
         } else if (f.json) print({ path, content: await res.text() })
         else io.stdout.write(Buffer.from(await res.arrayBuffer()))
@@ -238,7 +253,10 @@ export async function run(argv: string[], io: Io): Promise<number> {
       if (sub !== 'run') throw new UsageError(`agents: unknown subcommand ${sub ?? '(none)'}`)
       need(2, '<agent>')
       if (!f.goal) throw new UsageError('agents run: --goal is required')
-      const started = await c.agents.execute(id!, { goal: f.goal, ...(f.project ? { projectId: f.project } : {}) } as never)
+      const started = await c.agents.execute(id!, {
+        goal: f.goal,
+        ...(f.project ? { projectId: f.project } : {}),
+      } as never)
       if (!f.json) say(`Run ${started.id} ${started.status}.`)
       const events = []
       for await (const e of c.agents.runEvents(id!, started.id)) {
@@ -273,7 +291,11 @@ export async function run(argv: string[], io: Io): Promise<number> {
         return 0
       }
       if (!f.json && io.stdin.isTTY) say(`Chat session ${sessionId}. An empty line or Ctrl-D ends it.`)
-      const rl = createInterface({ input: io.stdin, output: io.stdin.isTTY ? (io.stderr as NodeJS.WritableStream) : undefined, terminal: Boolean(io.stdin.isTTY) })
+      const rl = createInterface({
+        input: io.stdin,
+        output: io.stdin.isTTY ? (io.stderr as NodeJS.WritableStream) : undefined,
+        terminal: Boolean(io.stdin.isTTY),
+      })
       try {
         for (;;) {
           const line = await rl.question(io.stdin.isTTY ? '> ' : '').catch(() => null)
@@ -290,15 +312,25 @@ export async function run(argv: string[], io: Io): Promise<number> {
       const me = await c.me()
       if (!me.tenant) throw new UsageError('export: this credential belongs to no tenant')
       const include = (f.include ?? 'all').split(',').map((s) => s.trim()) as never
-      const job = await c.data.export(me.tenant.id, { format: (f.format ?? 'zip') as never, include, destination: 'download' } as never)
+      const job = await c.data.export(me.tenant.id, {
+        format: (f.format ?? 'zip') as never,
+        include,
+        destination: 'download',
+      } as never)
       if (!f.json) say(`Export ${job.exportId} ${job.status}...`)
       const done = await c.data.waitForExport(me.tenant.id, job.exportId)
-      if (done.status !== 'completed' || !done.downloadUrl) throw new JobFailed(`export ${done.exportId} ${done.status}`, done)
+      if (done.status !== 'completed' || !done.downloadUrl)
+        throw new JobFailed(`export ${done.exportId} ${done.status}`, done)
       const output = f.output ?? `atrium-export-${done.exportId}.${f.format ?? 'zip'}`
       const res = await fetch(done.downloadUrl)
       if (!res.ok || !res.body) throw new JobFailed(`download failed: HTTP ${res.status}`, done)
-      await res.body.pipeThrough(counted(progress('Downloading', done.size ?? null))).pipeTo(Writable.toWeb(createWriteStream(output)))
-      print({ ...done, output }, `Saved ${output} (${bytes((await stat(output)).size)}, sha256 ${done.checksum ?? '-'}).`)
+      await res.body
+        .pipeThrough(counted(progress('Downloading', done.size ?? null)))
+        .pipeTo(Writable.toWeb(createWriteStream(output)))
+      print(
+        { ...done, output },
+        `Saved ${output} (${bytes((await stat(output)).size)}, sha256 ${done.checksum ?? '-'}).`,
+      )
       return 0
     }
     case 'restore': {
@@ -308,8 +340,15 @@ export async function run(argv: string[], io: Io): Promise<number> {
       if (!me.tenant) throw new UsageError('restore: this credential belongs to no tenant')
       const file = args[0]!
       const size = statSync(file).size
-      const body = (Readable.toWeb(createReadStream(file)) as ReadableStream<Uint8Array>).pipeThrough(counted(progress('Uploading', size)))
-      const job = await c.data.restore(me.tenant.id, body, { merge: Boolean(f.merge), validate: Boolean(f.validate) }, { filename: basename(file), size })
+      const body = (Readable.toWeb(createReadStream(file)) as ReadableStream<Uint8Array>).pipeThrough(
+        counted(progress('Uploading', size)),
+      )
+      const job = await c.data.restore(
+        me.tenant.id,
+        body,
+        { merge: Boolean(f.merge), validate: Boolean(f.validate) },
+        { filename: basename(file), size },
+      )
       if (!f.json) say(`Restore ${job.restoreId} ${job.status}...`)
       const done = await c.data.waitForRestore(me.tenant.id, job.restoreId)
       print(done, `Restore ${done.restoreId} ${done.status}.`)
@@ -353,5 +392,10 @@ export async function main(argv: string[], io: Io): Promise<number> {
 const entry = process.argv[1]
 if (entry && import.meta.url === pathToFileURL((await import('node:fs')).realpathSync(entry)).href) {
   process.once('SIGINT', () => process.exit(130))
-  process.exitCode = await main(process.argv.slice(2), { env: process.env, stdout: process.stdout, stderr: process.stderr, stdin: process.stdin })
+  process.exitCode = await main(process.argv.slice(2), {
+    env: process.env,
+    stdout: process.stdout,
+    stderr: process.stderr,
+    stdin: process.stdin,
+  })
 }

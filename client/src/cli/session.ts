@@ -46,7 +46,13 @@ async function locked<T>(env: NodeJS.ProcessEnv, fn: () => Promise<T>): Promise<
 }
 
 const saveRefreshed = (stored: Device, r: RefreshedSession, env: NodeJS.ProcessEnv): Device => {
-  const next = { ...stored, accessToken: r.accessToken, staleAt: Date.now() + r.expiresIn * 1000 - EXPIRY_BUFFER_MS, refreshToken: r.token, refreshExpiresAt: r.expiresAt }
+  const next = {
+    ...stored,
+    accessToken: r.accessToken,
+    staleAt: Date.now() + r.expiresIn * 1000 - EXPIRY_BUFFER_MS,
+    refreshToken: r.token,
+    refreshExpiresAt: r.expiresAt,
+  }
   writeStored(next, env)
   return next
 }
@@ -58,7 +64,11 @@ async function fresh(stored: Device, env: NodeJS.ProcessEnv): Promise<Device> {
     const now = readStored(env)
     if (now?.kind === 'device' && now.url === stored.url && Date.now() < now.staleAt) return now
     const t = new Transport({ baseUrl: stored.url, credentials: { anonymous: true } })
-    const r = await dataOf(t.api.POST('/api/v1/auth/refresh', { body: { token: (now as Device | null)?.refreshToken ?? stored.refreshToken } }))
+    const r = await dataOf(
+      t.api.POST('/api/v1/auth/refresh', {
+        body: { token: (now as Device | null)?.refreshToken ?? stored.refreshToken },
+      }),
+    )
     return saveRefreshed(stored, r, env)
   })
 }
@@ -73,7 +83,8 @@ export async function clientFor(
   if (!url) throw new NotSignedIn('no server: pass --url or set ATRIUM_URL, or run `atrium login --url <address>`')
   const apiKey = target.apiKey ?? (stored?.kind === 'api-key' && stored.url === url ? stored.apiKey : undefined)
   if (apiKey) return { client: new AtriumClient({ baseUrl: url, apiKey, ...extra }), url, via: 'api-key' }
-  if (stored?.kind !== 'device' || stored.url !== url) throw new NotSignedIn(`not signed in to ${url}: run \`atrium login\``)
+  if (stored?.kind !== 'device' || stored.url !== url)
+    throw new NotSignedIn(`not signed in to ${url}: run \`atrium login\``)
   let current = await fresh(stored, env)
   const client = new AtriumClient({
     baseUrl: url,

@@ -31,10 +31,17 @@ const seconds = (ms: number) => `${Number((ms / 1000).toFixed(3))} s`
 
 export function cpuCheck(cores: number): CheckResult {
   const { minimum, recommended } = HOST_LIMITS.cpu
-  return check('cpu', 'CPU cores', grade(cores, minimum, recommended), `${cores} cores`, `${minimum} minimum, ${recommended} recommended`, {
-    fail: `Give this machine at least ${minimum} cores (${recommended} for production loads)`,
-    warn: `${recommended} cores are recommended for production loads`,
-  })
+  return check(
+    'cpu',
+    'CPU cores',
+    grade(cores, minimum, recommended),
+    `${cores} cores`,
+    `${minimum} minimum, ${recommended} recommended`,
+    {
+      fail: `Give this machine at least ${minimum} cores (${recommended} for production loads)`,
+      warn: `${recommended} cores are recommended for production loads`,
+    },
+  )
 }
 
 export function memoryCheck(totalBytes: number): CheckResult {
@@ -68,9 +75,17 @@ export function diskCheck(path: string, freeBytes: number): CheckResult {
 }
 
 export function ssdCheck(path: string, rotational: boolean | null): CheckResult {
-  const found = rotational === null ? `could not tell what kind of disk holds ${path}` : rotational ? `${path} is on a spinning (rotational) disk` : `${path} is on an SSD`
+  const found =
+    rotational === null
+      ? `could not tell what kind of disk holds ${path}`
+      : rotational
+        ? `${path} is on a spinning (rotational) disk`
+        : `${path} is on an SSD`
   return check('ssd', 'SSD at the data path', rotational === false ? 'pass' : 'warn', found, 'an SSD (recommended)', {
-    warn: rotational === null ? 'Make sure the data path is on SSD storage: PostgreSQL on spinning disks is slow' : 'Put the data path on SSD storage: PostgreSQL on spinning disks is slow',
+    warn:
+      rotational === null
+        ? 'Make sure the data path is on SSD storage: PostgreSQL on spinning disks is slow'
+        : 'Put the data path on SSD storage: PostgreSQL on spinning disks is slow',
   })
 }
 
@@ -108,9 +123,18 @@ export function osCheck(os: OsFacts): CheckResult {
   }
   const name = os.prettyName || `${os.id} ${os.versionId}`.trim() || 'Linux (unknown distribution)'
   const isUbuntu = os.id === 'ubuntu'
-  return check('os', 'Operating system', isUbuntu && versionAtLeast(os.versionId, ubuntu) ? 'pass' : 'warn', `${name} (kernel ${os.release})`, required, {
-    warn: isUbuntu ? `Upgrade to Ubuntu ${ubuntu} or newer` : `Other Linux distributions work but are not what Atrium is tested on; recommended Ubuntu ${ubuntu}+`,
-  })
+  return check(
+    'os',
+    'Operating system',
+    isUbuntu && versionAtLeast(os.versionId, ubuntu) ? 'pass' : 'warn',
+    `${name} (kernel ${os.release})`,
+    required,
+    {
+      warn: isUbuntu
+        ? `Upgrade to Ubuntu ${ubuntu} or newer`
+        : `Other Linux distributions work but are not what Atrium is tested on; recommended Ubuntu ${ubuntu}+`,
+    },
+  )
 }
 
 /** A port the site publishes on this machine, and the setting that chooses it (named in the fix). */
@@ -140,7 +164,8 @@ export interface OwnPortNeed extends PortNeed {
   host?: string
 }
 
-const portProblem = (p: PortFact) => (!p.error || p.error === 'EADDRINUSE' ? `port ${p.port} is in use` : `port ${p.port} cannot be opened (${p.error})`)
+const portProblem = (p: PortFact) =>
+  !p.error || p.error === 'EADDRINUSE' ? `port ${p.port} is in use` : `port ${p.port} cannot be opened (${p.error})`
 
 export function portsCheck(ports: readonly PortFact[]): CheckResult {
   // Atrium's own instance on its port is what an upgrade replaces, not something in the way.
@@ -149,7 +174,11 @@ export function portsCheck(ports: readonly PortFact[]): CheckResult {
   const busy = ports.filter((p) => !p.free && !isOurs(p))
   const ours = ports
     .filter(isOurs)
-    .map((p) => (p.atrium ? `${p.port} in use by Atrium ${p.atrium} (the install replaces it)` : `${p.port} in use by this site's bundled MinIO (the install replaces it)`))
+    .map((p) =>
+      p.atrium
+        ? `${p.port} in use by Atrium ${p.atrium} (the install replaces it)`
+        : `${p.port} in use by this site's bundled MinIO (the install replaces it)`,
+    )
   const list = ports.map((p) => p.port).join(', ')
   const freeOnes = ports.filter((p) => p.free).map((p) => p.port)
   const found =
@@ -158,9 +187,21 @@ export function portsCheck(ports: readonly PortFact[]): CheckResult {
       : busy.length
         ? [...busy.map(portProblem), ...ours].join('; ')
         : [...ours, ...(freeOnes.length ? [`${freeOnes.join(', ')} free`] : [])].join('; ')
-  return check('ports', 'Ports free', busy.length ? 'fail' : 'pass', found, ports.length ? `ports ${list} free, or held by Atrium itself` : 'none', {
-    fail: busy.map((p) => `Port ${p.port}: stop the process using it (find it with: ss -ltnp 'sport = :${p.port}') or choose another port with ${p.setting}`).join('; '),
-  })
+  return check(
+    'ports',
+    'Ports free',
+    busy.length ? 'fail' : 'pass',
+    found,
+    ports.length ? `ports ${list} free, or held by Atrium itself` : 'none',
+    {
+      fail: busy
+        .map(
+          (p) =>
+            `Port ${p.port}: stop the process using it (find it with: ss -ltnp 'sport = :${p.port}') or choose another port with ${p.setting}`,
+        )
+        .join('; '),
+    },
+  )
 }
 
 /**
@@ -179,10 +220,17 @@ export function clockCheck(offsetMs: number | null, source: string): CheckResult
   }
   const off = Math.abs(offsetMs)
   const status: CheckStatus = off > failMs ? 'fail' : off > warnMs ? 'warn' : 'pass'
-  return check('clock', 'Clock', status, `${seconds(off)} ${offsetMs >= 0 ? 'ahead of' : 'behind'} ${reference}`, required, {
-    fail: 'Set the clock right and keep it so with NTP or chrony',
-    warn: 'Enable NTP or chrony so the clock stays right',
-  })
+  return check(
+    'clock',
+    'Clock',
+    status,
+    `${seconds(off)} ${offsetMs >= 0 ? 'ahead of' : 'behind'} ${reference}`,
+    required,
+    {
+      fail: 'Set the clock right and keep it so with NTP or chrony',
+      warn: 'Enable NTP or chrony so the clock stays right',
+    },
+  )
 }
 
 export interface HostFacts {
@@ -249,7 +297,8 @@ export function probePort(need: PortNeed): Promise<PortFact> {
 }
 
 /** An HTTP URL on the host (an IPv6 address in brackets) and port. */
-const httpAt = (host: string, port: number, path: string) => `http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`
+const httpAt = (host: string, port: number, path: string) =>
+  `http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`
 
 /**
  * Atrium's version when what listens on the port is Atrium: its liveness answers as Atrium's does
@@ -274,14 +323,20 @@ export async function atriumOn(port: number, timeoutMs = 2000, host = '127.0.0.1
 /** Whether a MinIO answers its liveness on the port. */
 async function minioOn(port: number, host: string, timeoutMs = 2000): Promise<boolean> {
   try {
-    const res = await fetch(httpAt(host, port, '/minio/health/live'), { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
+    const res = await fetch(httpAt(host, port, '/minio/health/live'), {
+      signal: AbortSignal.timeout(timeoutMs),
+      redirect: 'manual',
+    })
     return res.ok && /minio/i.test(res.headers.get('server') ?? '')
   } catch {
     return false
   }
 }
 
-/** probePort, then, for a port in use, whether it is this site's own: Atrium on the API port, MinIO on the bundled one's. */
+/**
+ * probePort, then, for a port in use, whether it is this site's own: Atrium on the API port, MinIO on the bundled
+ * one's.
+ */
 async function probeOwnPort(need: OwnPortNeed): Promise<PortFact> {
   const { atriumMayHold, minioMayHold, host, ...rest } = need
   const fact = await probePort(rest)
@@ -304,14 +359,22 @@ export async function gatherHost(dataPath: string, ports: readonly OwnPortNeed[]
     measuredPath,
     freeBytes: fs.bavail * fs.bsize,
     rotational: await rotationalAt(measuredPath).catch(() => null),
-    os: { platform: process.platform, release: release(), ...parseOsRelease((await readText('/etc/os-release')) ?? '') },
+    os: {
+      platform: process.platform,
+      release: release(),
+      ...parseOsRelease((await readText('/etc/os-release')) ?? ''),
+    },
     // Deduplicated: probing one port twice at once would see itself as busy.
     ports: await Promise.all(ports.filter((p, i) => ports.findIndex((q) => q.port === p.port) === i).map(probeOwnPort)),
   }
 }
 
 /** Every host check, in a fixed order: cpu, memory, disk, ssd, os, ports, clock. */
-export function hostChecks(facts: HostFacts, clockOffsetMs: number | null, clockSource = 'the S3 endpoint'): CheckResult[] {
+export function hostChecks(
+  facts: HostFacts,
+  clockOffsetMs: number | null,
+  clockSource = 'the S3 endpoint',
+): CheckResult[] {
   return [
     cpuCheck(facts.cores),
     memoryCheck(facts.memoryBytes),

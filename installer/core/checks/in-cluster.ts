@@ -16,15 +16,25 @@ export interface InClusterOptions extends KubeCheckOptions {
   namespace: string
   /** The server image, as the release will run it (the site's registry when air-gapped). */
   image: string
-  /** How long the Job may take, image pull included (30 s: within the preflight's deadline, with time to clean up and check from here). */
+  /**
+   * How long the Job may take, image pull included (30 s: within the preflight's deadline, with time to clean up and
+   * check from here).
+   */
   deadlineMs?: number
   /** How often its state is read. */
   pollMs?: number
 }
 
-const LABELS = { 'app.kubernetes.io/name': 'atrium', 'app.kubernetes.io/component': 'preflight', 'app.kubernetes.io/managed-by': 'atrium-installer' }
+const LABELS = {
+  'app.kubernetes.io/name': 'atrium',
+  'app.kubernetes.io/component': 'preflight',
+  'app.kubernetes.io/managed-by': 'atrium-installer',
+}
 
-/** The Job: one try, no service account token, non-root, read-only, small; gone on its own after 5 minutes should the installer be killed. */
+/**
+ * The Job: one try, no service account token, non-root, read-only, small; gone on its own after 5 minutes should the
+ * installer be killed.
+ */
 export function checkJob(name: string, image: string, deadlineSeconds: number): V1Job {
   return {
     apiVersion: 'batch/v1',
@@ -46,8 +56,15 @@ export function checkJob(name: string, image: string, deadlineSeconds: number): 
               image,
               args: ['check-services'],
               envFrom: [{ secretRef: { name } }],
-              securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
-              resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '500m', memory: '256Mi', 'ephemeral-storage': '64Mi' } },
+              securityContext: {
+                allowPrivilegeEscalation: false,
+                readOnlyRootFilesystem: true,
+                capabilities: { drop: ['ALL'] },
+              },
+              resources: {
+                requests: { cpu: '50m', memory: '64Mi' },
+                limits: { cpu: '500m', memory: '256Mi', 'ephemeral-storage': '64Mi' },
+              },
             },
           ],
         },
@@ -66,7 +83,10 @@ const waitingReason = (pod: V1Pod | undefined) => {
  * The service checks as a pod in `namespace` sees them; or why they could not run there (no
  * cluster, no namespace yet, the image not pulled in time...), for the caller to check from here.
  */
-export async function inClusterServiceChecks(values: Readonly<Record<string, string>>, o: InClusterOptions): Promise<{ checks: CheckResult[] } | { unavailable: string }> {
+export async function inClusterServiceChecks(
+  values: Readonly<Record<string, string>>,
+  o: InClusterOptions,
+): Promise<{ checks: CheckResult[] } | { unavailable: string }> {
   const opened = openCluster(o)
   if ('failure' in opened) return { unavailable: opened.failure.found }
   const deadlineMs = o.deadlineMs ?? 30_000
@@ -80,7 +100,9 @@ export async function inClusterServiceChecks(values: Readonly<Record<string, str
   } catch (err) {
     return {
       unavailable:
-        statusOf(err) === 404 ? `the namespace ${namespace} does not exist yet (the install creates it)` : `cannot read the namespace ${namespace} (${statusOf(err) ?? (err as Error).message})`,
+        statusOf(err) === 404
+          ? `the namespace ${namespace} does not exist yet (the install creates it)`
+          : `cannot read the namespace ${namespace} (${statusOf(err) ?? (err as Error).message})`,
     }
   }
   const name = `atrium-preflight-${randomBytes(4).toString('hex')}`
@@ -94,18 +116,34 @@ export async function inClusterServiceChecks(values: Readonly<Record<string, str
     // connection), the Job goes after it ends (ttlSecondsAfterFinished) and takes the Secret with it.
     // The pod waits for the Secret to exist.
     jobMade = true
-    const job = await ask('the Job', batch.createNamespacedJob({ namespace, body: checkJob(name, o.image, Math.ceil(deadlineMs / 1000)) }, limit))
+    const job = await ask(
+      'the Job',
+      batch.createNamespacedJob({ namespace, body: checkJob(name, o.image, Math.ceil(deadlineMs / 1000)) }, limit),
+    )
     const owner = { apiVersion: 'batch/v1', kind: 'Job', name, uid: job.metadata?.uid ?? '', blockOwnerDeletion: false }
     secretMade = true
     await ask(
       'the Secret',
-      core.createNamespacedSecret({ namespace, body: { apiVersion: 'v1', kind: 'Secret', metadata: { name, labels: LABELS, ownerReferences: [owner] }, type: 'Opaque', stringData: settings } }, limit),
+      core.createNamespacedSecret(
+        {
+          namespace,
+          body: {
+            apiVersion: 'v1',
+            kind: 'Secret',
+            metadata: { name, labels: LABELS, ownerReferences: [owner] },
+            type: 'Opaque',
+            stringData: settings,
+          },
+        },
+        limit,
+      ),
     )
     let pod: V1Pod | undefined
     for (;;) {
       const job = await ask('the Job', batch.readNamespacedJob({ name, namespace }, limit))
       const done = (job.status?.succeeded ?? 0) > 0 || (job.status?.failed ?? 0) > 0
-      pod = (await ask('the pod', core.listNamespacedPod({ namespace, labelSelector: `job-name=${name}` }, limit))).items[0]
+      pod = (await ask('the pod', core.listNamespacedPod({ namespace, labelSelector: `job-name=${name}` }, limit)))
+        .items[0]
       if (done) break
       if (Date.now() > until) {
         const reason = waitingReason(pod)
@@ -116,7 +154,10 @@ export async function inClusterServiceChecks(values: Readonly<Record<string, str
       await new Promise((r) => setTimeout(r, o.pollMs ?? 1000))
     }
     if (!pod?.metadata?.name) return { unavailable: `the check Job ${name} ended without a pod to read` }
-    const log = await ask('the log', core.readNamespacedPodLog({ name: pod.metadata.name, namespace, container: 'check' }, limit))
+    const log = await ask(
+      'the log',
+      core.readNamespacedPodLog({ name: pod.metadata.name, namespace, container: 'check' }, limit),
+    )
     // The result is the last line that is one (the log holds stderr too: a late warning is not it).
     const lines = String(log).trim().split('\n')
     const line = [...lines].reverse().find((l) => l.startsWith('{"checks"')) ?? lines.at(-1) ?? ''
@@ -127,10 +168,13 @@ export async function inClusterServiceChecks(values: Readonly<Record<string, str
       return { unavailable: `the check Job ${name} printed no result: ${line.slice(-300) || 'nothing'}` }
     }
   } catch (err) {
-    return { unavailable: `the check Job could not run in ${namespace} (${statusOf(err) ? `HTTP ${statusOf(err)}` : (err as Error).message})` }
+    return {
+      unavailable: `the check Job could not run in ${namespace} (${statusOf(err) ? `HTTP ${statusOf(err)}` : (err as Error).message})`,
+    }
   } finally {
     // Best effort, each on its own: a failure to delete one leaves the other to go.
-    if (jobMade) await batch.deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' }, limit).catch(() => {})
+    if (jobMade)
+      await batch.deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' }, limit).catch(() => {})
     if (secretMade) await core.deleteNamespacedSecret({ name, namespace }, limit).catch(() => {})
   }
 }

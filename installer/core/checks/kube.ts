@@ -5,7 +5,16 @@
 import { existsSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { delimiter, join } from 'node:path'
-import { AuthorizationV1Api, CoreV1Api, KubeConfig, Observable, StorageV1Api, VersionApi, type RequestContext, type ResponseContext } from '@kubernetes/client-node'
+import {
+  AuthorizationV1Api,
+  CoreV1Api,
+  KubeConfig,
+  Observable,
+  StorageV1Api,
+  VersionApi,
+  type RequestContext,
+  type ResponseContext,
+} from '@kubernetes/client-node'
 import { check, grade, type CheckResult } from './check.js'
 import { inSeconds, PROBE_DEADLINE_MS, within } from '../../../common/deadline.js'
 import { compareVersions, parseVersion } from '../../../common/version-numbers.js'
@@ -113,8 +122,24 @@ export function gradeStorageClasses(classes: readonly StorageClassInfo[]): Check
 }
 
 export function gradeNamespace(namespace: string, state: 'exists' | 'missing' | { forbidden: string }): CheckResult {
-  if (state === 'exists') return check('kube.namespace', 'Namespace', 'pass', `namespace ${namespace} exists`, 'the namespace, or the right to create it', '')
-  if (state === 'missing') return check('kube.namespace', 'Namespace', 'pass', `namespace ${namespace} does not exist yet; the installer creates it`, 'the namespace, or the right to create it', '')
+  if (state === 'exists')
+    return check(
+      'kube.namespace',
+      'Namespace',
+      'pass',
+      `namespace ${namespace} exists`,
+      'the namespace, or the right to create it',
+      '',
+    )
+  if (state === 'missing')
+    return check(
+      'kube.namespace',
+      'Namespace',
+      'pass',
+      `namespace ${namespace} does not exist yet; the installer creates it`,
+      'the namespace, or the right to create it',
+      '',
+    )
   return check(
     'kube.namespace',
     'Namespace',
@@ -161,11 +186,20 @@ export function installRights(namespaceExists: boolean): Right[] {
 }
 
 /** A right as kubectl names it: "create networkpolicies.networking.k8s.io", "create pods/exec". */
-export const rightName = (r: Right) => `${r.verb} ${r.resource}${r.group ? `.${r.group}` : ''}${r.subresource ? `/${r.subresource}` : ''}`
+export const rightName = (r: Right) =>
+  `${r.verb} ${r.resource}${r.group ? `.${r.group}` : ''}${r.subresource ? `/${r.subresource}` : ''}`
 
 export function gradeRights(namespace: string, checked: number, denied: readonly Right[]): CheckResult {
   const required = `the rights to create, change and delete every kind of object the install makes in ${namespace}`
-  if (!denied.length) return check('kube.rbac', 'Rights in the namespace', 'pass', `all ${checked} rights the install needs (SelfSubjectAccessReview)`, required, '')
+  if (!denied.length)
+    return check(
+      'kube.rbac',
+      'Rights in the namespace',
+      'pass',
+      `all ${checked} rights the install needs (SelfSubjectAccessReview)`,
+      required,
+      '',
+    )
   const first = denied[0]!
   return check(
     'kube.rbac',
@@ -177,7 +211,8 @@ export function gradeRights(namespace: string, checked: number, denied: readonly
   )
 }
 
-export const statusOf = (err: unknown) => (err as { code?: number; statusCode?: number }).code ?? (err as { statusCode?: number }).statusCode
+export const statusOf = (err: unknown) =>
+  (err as { code?: number; statusCode?: number }).code ?? (err as { statusCode?: number }).statusCode
 
 export interface KubeCheckOptions {
   kubeconfig?: string
@@ -208,16 +243,27 @@ const abortAfter = (ms: number) => ({
  * quietly falls back to http://localhost:8080, and the check would fail on that instead of saying
  * what is missing. In a pod, the service account serves.
  */
-export function kubeconfigSearch(env: NodeJS.ProcessEnv = process.env, home = homedir()): { files: string[]; found: boolean } {
+export function kubeconfigSearch(
+  env: NodeJS.ProcessEnv = process.env,
+  home = homedir(),
+): { files: string[]; found: boolean } {
   const files = env.KUBECONFIG ? env.KUBECONFIG.split(delimiter).filter(Boolean) : [join(home, '.kube', 'config')]
   return { files, found: Boolean(env.KUBERNETES_SERVICE_HOST) || files.some((f) => existsSync(f)) }
 }
 
-/** The admin's kubeconfig (or the one given) with its current cluster; a failed kube.connect check when there is none to use. */
+/**
+ * The admin's kubeconfig (or the one given) with its current cluster; a failed kube.connect check when there is none to
+ * use.
+ */
 /** kube.connect failed before the cluster was asked anything: no kubeconfig to use. */
-const noCluster = (found: string, fix: string) => ({ failure: check('kube.connect', 'Kubernetes cluster reachable', 'fail', found, 'a kubeconfig for the cluster', fix) })
+const noCluster = (found: string, fix: string) => ({
+  failure: check('kube.connect', 'Kubernetes cluster reachable', 'fail', found, 'a kubeconfig for the cluster', fix),
+})
 
-/** The admin's kubeconfig (or the one given) with its current cluster; a failed kube.connect check when there is none to use. */
+/**
+ * The admin's kubeconfig (or the one given) with its current cluster; a failed kube.connect check when there is none to
+ * use.
+ */
 export function openCluster(o: KubeCheckOptions = {}): { kc: KubeConfig; server: string } | { failure: CheckResult } {
   const kc = new KubeConfig()
   const search = o.kubeconfig ? null : kubeconfigSearch()
@@ -232,10 +278,14 @@ export function openCluster(o: KubeCheckOptions = {}): { kc: KubeConfig; server:
     else kc.loadFromDefault()
     if (o.context) kc.setCurrentContext(o.context)
   } catch (err) {
-    return noCluster(`cannot read the kubeconfig: ${(err as Error).message}`, "Set KUBECONFIG or put the cluster's kubeconfig at ~/.kube/config")
+    return noCluster(
+      `cannot read the kubeconfig: ${(err as Error).message}`,
+      "Set KUBECONFIG or put the cluster's kubeconfig at ~/.kube/config",
+    )
   }
   const cluster = kc.getCurrentCluster()
-  if (!cluster) return noCluster('the kubeconfig has no current cluster', 'Choose a context: kubectl config use-context NAME')
+  if (!cluster)
+    return noCluster('the kubeconfig has no current cluster', 'Choose a context: kubectl config use-context NAME')
   return { kc, server: cluster.server }
 }
 
@@ -267,7 +317,9 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
         'kube.connect',
         'Kubernetes cluster reachable',
         'fail',
-        silent ? `${server} did not answer in ${inSeconds(timeoutMs)}` : `${server} did not answer (${e.cause?.code ?? e.code ?? e.message})`,
+        silent
+          ? `${server} did not answer in ${inSeconds(timeoutMs)}`
+          : `${server} did not answer (${e.cause?.code ?? e.code ?? e.message})`,
         "the cluster's API server answering",
         "Check the network path to the API server and that the kubeconfig's credentials are current",
       ),
@@ -275,7 +327,14 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
   }
   const core = kc.makeApiClient(CoreV1Api)
   const checks: CheckResult[] = [
-    check('kube.connect', 'Kubernetes cluster reachable', 'pass', `${server} (context ${kc.getCurrentContext()})`, "the cluster's API server answering", ''),
+    check(
+      'kube.connect',
+      'Kubernetes cluster reachable',
+      'pass',
+      `${server} (context ${kc.getCurrentContext()})`,
+      "the cluster's API server answering",
+      '',
+    ),
     gradeKubeVersion(version),
   ]
   try {
@@ -304,7 +363,14 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
   }
   try {
     const classes = await ask('the storage classes', kc.makeApiClient(StorageV1Api).listStorageClass({}, limit))
-    checks.push(gradeStorageClasses(classes.items.map((c) => ({ name: c.metadata?.name ?? '', isDefault: c.metadata?.annotations?.['storageclass.kubernetes.io/is-default-class'] === 'true' }))))
+    checks.push(
+      gradeStorageClasses(
+        classes.items.map((c) => ({
+          name: c.metadata?.name ?? '',
+          isDefault: c.metadata?.annotations?.['storageclass.kubernetes.io/is-default-class'] === 'true',
+        })),
+      ),
+    )
   } catch (err) {
     checks.push(
       check(
@@ -336,7 +402,11 @@ export async function kubeChecks(namespace: string, o: KubeCheckOptions = {}): P
           'the rights',
           authz.createSelfSubjectAccessReview(
             {
-              body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: { ...r, namespace: r.resource === 'namespaces' ? undefined : namespace } } },
+              body: {
+                apiVersion: 'authorization.k8s.io/v1',
+                kind: 'SelfSubjectAccessReview',
+                spec: { resourceAttributes: { ...r, namespace: r.resource === 'namespaces' ? undefined : namespace } },
+              },
             },
             limit,
           ),

@@ -16,14 +16,17 @@ export const TOOL_MINIMUMS = {
 export type Tool = keyof typeof TOOL_MINIMUMS
 
 const INSTALL: Record<Tool, string> = {
-  docker: "Install Docker Engine 20.10 or newer: https://docs.docker.com/engine/install/ (air-gapped: from your OS vendor's mirror)",
-  compose: 'Install the Docker Compose v2 plugin (package docker-compose-plugin), so that `docker compose version` works',
+  docker:
+    "Install Docker Engine 20.10 or newer: https://docs.docker.com/engine/install/ (air-gapped: from your OS vendor's mirror)",
+  compose:
+    'Install the Docker Compose v2 plugin (package docker-compose-plugin), so that `docker compose version` works',
   helm: 'Install Helm 3.12 or newer: https://helm.sh/docs/intro/install/ (air-gapped: copy the helm binary from a release tarball)',
 }
 
 const TITLES: Record<Tool, string> = { docker: 'Docker Engine', compose: 'Docker Compose v2', helm: 'Helm' }
 
-const toolCheck = (tool: Tool, status: CheckStatus, found: string, fix: string) => check(`tools.${tool}`, TITLES[tool], status, found, `${TITLES[tool]} ${TOOL_MINIMUMS[tool]} or newer`, fix)
+const toolCheck = (tool: Tool, status: CheckStatus, found: string, fix: string) =>
+  check(`tools.${tool}`, TITLES[tool], status, found, `${TITLES[tool]} ${TOOL_MINIMUMS[tool]} or newer`, fix)
 
 /** Grades what `<tool> version` printed (null output: the tool is missing). */
 export function gradeTool(tool: Tool, output: string | null): CheckResult {
@@ -31,7 +34,8 @@ export function gradeTool(tool: Tool, output: string | null): CheckResult {
   const version = parseVersion(output)
   if (!version) return toolCheck(tool, 'fail', `could not read a version from "${output.slice(0, 80)}"`, INSTALL[tool])
   const found = version.join('.')
-  if (compareVersions(version, parseVersion(TOOL_MINIMUMS[tool])!) < 0) return toolCheck(tool, 'fail', found, `Upgrade: ${INSTALL[tool]}`)
+  if (compareVersions(version, parseVersion(TOOL_MINIMUMS[tool])!) < 0)
+    return toolCheck(tool, 'fail', found, `Upgrade: ${INSTALL[tool]}`)
   return toolCheck(tool, 'pass', found, '')
 }
 
@@ -42,7 +46,10 @@ const VERSION_COMMANDS: Record<Tool, [string, string[]]> = {
   helm: ['helm', ['version', '--short']],
 }
 
-export const TARGET_TOOLS = { compose: ['docker', 'compose'], helm: ['helm'] } as const satisfies Record<string, readonly Tool[]>
+export const TARGET_TOOLS = { compose: ['docker', 'compose'], helm: ['helm'] } as const satisfies Record<
+  string,
+  readonly Tool[]
+>
 
 /** Asks each tool of the target for its version and grades it. */
 export async function toolChecks(target: keyof typeof TARGET_TOOLS, runner: Runner): Promise<CheckResult[]> {
@@ -57,7 +64,9 @@ export async function toolChecks(target: keyof typeof TARGET_TOOLS, runner: Runn
           tool,
           'fail',
           `\`${r.command}\` failed: ${why.slice(0, 160)}`,
-          tool === 'docker' ? 'Start the Docker daemon and make sure this user may use it (docker group or root)' : INSTALL[tool],
+          tool === 'docker'
+            ? 'Start the Docker daemon and make sure this user may use it (docker group or root)'
+            : INSTALL[tool],
         )
       }
       return gradeTool(tool, r.stdout.trim())

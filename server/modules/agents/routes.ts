@@ -12,7 +12,8 @@ import type { RunRecord, RunSummaryRow } from './store.js'
 import { TOOL_NAMES } from './tools.js'
 
 const Level = Type.Union([Type.Literal('low'), Type.Literal('medium'), Type.Literal('high')], {
-  description: 'low: answers once, no tools; medium: may read the project (list_files, read_file) and search the web where enabled; high: may also write and delete files',
+  description:
+    'low: answers once, no tools; medium: may read the project (list_files, read_file) and search the web where enabled; high: may also write and delete files',
 })
 const Tool = Type.Union(
   TOOL_NAMES.map((t) => Type.Literal(t)),
@@ -20,10 +21,30 @@ const Tool = Type.Union(
 )
 const ConfigFields = {
   autonomyLevel: Level,
-  model: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()], { description: "The model; null or absent: the tenant's LLM settings' model" })),
-  temperature: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 2 }), Type.Null()], { description: "Sampling temperature; null: the provider's default" })),
-  maxSteps: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_STEPS, description: `Model calls a run may make (default ${DEFAULT_MAX_STEPS})` })),
-  tools: Type.Optional(Type.Array(Tool, { maxItems: TOOL_NAMES.length, uniqueItems: true, description: "The tools offered; absent: all of the level's that this deployment has" })),
+  model: Type.Optional(
+    Type.Union([Type.String({ maxLength: 200 }), Type.Null()], {
+      description: "The model; null or absent: the tenant's LLM settings' model",
+    }),
+  ),
+  temperature: Type.Optional(
+    Type.Union([Type.Number({ minimum: 0, maximum: 2 }), Type.Null()], {
+      description: "Sampling temperature; null: the provider's default",
+    }),
+  ),
+  maxSteps: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: MAX_STEPS,
+      description: `Model calls a run may make (default ${DEFAULT_MAX_STEPS})`,
+    }),
+  ),
+  tools: Type.Optional(
+    Type.Array(Tool, {
+      maxItems: TOOL_NAMES.length,
+      uniqueItems: true,
+      description: "The tools offered; absent: all of the level's that this deployment has",
+    }),
+  ),
 }
 const ConfigBody = Type.Object(ConfigFields, { additionalProperties: false })
 const ConfigPatch = Type.Partial(Type.Object(ConfigFields), { additionalProperties: false })
@@ -35,7 +56,12 @@ const Config = Type.Object({
   tools: Type.Array(Type.String()),
 })
 
-const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Not blank; surrounding spaces are trimmed' })
+const Name = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  pattern: '\\S',
+  description: 'Not blank; surrounding spaces are trimmed',
+})
 const SystemPrompt = Type.String({ maxLength: 100_000 })
 
 const Agent = Type.Object({
@@ -48,7 +74,10 @@ const Agent = Type.Object({
 })
 
 const Usage = Type.Object({ inputTokens: Type.Integer(), outputTokens: Type.Integer() })
-const RunError = Type.Union([Type.Object({ code: Type.String({ description: 'A code of the error catalog' }), message: Type.String() }), Type.Null()])
+const RunError = Type.Union([
+  Type.Object({ code: Type.String({ description: 'A code of the error catalog' }), message: Type.String() }),
+  Type.Null(),
+])
 const Step = Type.Object({
   step: Type.Integer(),
   text: Type.String({ description: 'What the model said at this step' }),
@@ -68,11 +97,19 @@ const RunFields = {
   agentId: Type.String({ format: 'uuid' }),
   projectId: Type.String({ format: 'uuid' }),
   goal: Type.String(),
-  status: Type.Union([Type.Literal('queued'), Type.Literal('running'), Type.Literal('completed'), Type.Literal('failed'), Type.Literal('cancelled')]),
+  status: Type.Union([
+    Type.Literal('queued'),
+    Type.Literal('running'),
+    Type.Literal('completed'),
+    Type.Literal('failed'),
+    Type.Literal('cancelled'),
+  ]),
   output: Type.Union([Type.String(), Type.Null()], { description: 'The final answer, once completed' }),
   usage: Usage,
   error: RunError,
-  projectVersion: Type.Union([Type.Integer(), Type.Null()], { description: 'The project version holding the files the run changed; null when it changed none' }),
+  projectVersion: Type.Union([Type.Integer(), Type.Null()], {
+    description: 'The project version holding the files the run changed; null when it changed none',
+  }),
   cancelRequested: Type.Boolean(),
   createdAt: Type.String({ format: 'date-time' }),
   startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
@@ -80,7 +117,10 @@ const RunFields = {
 }
 const Run = Type.Object({
   ...RunFields,
-  steps: Type.Array(Step, { description: 'Tool calls with their arguments and results, step by step (the newest 100, up to 1 MiB; long arguments and results cut to 2,048 characters)' }),
+  steps: Type.Array(Step, {
+    description:
+      'Tool calls with their arguments and results, step by step (the newest 100, up to 1 MiB; long arguments and results cut to 2,048 characters)',
+  }),
 })
 /** A run in a list: its steps are in its record (GET the run), so a page stays small. */
 const RunSummary = Type.Object(RunFields)
@@ -102,8 +142,14 @@ const presentRunSummary = (r: RunSummaryRow) => ({
 })
 const presentRun = (r: RunRecord) => ({ ...presentRunSummary(r), steps: r.steps as never })
 
-const CreateBody = Type.Object({ name: Name, systemPrompt: SystemPrompt, config: ConfigBody }, { additionalProperties: false })
-const PatchBody = Type.Object({ name: Type.Optional(Name), systemPrompt: Type.Optional(SystemPrompt), config: Type.Optional(ConfigPatch) }, { additionalProperties: false, minProperties: 1 })
+const CreateBody = Type.Object(
+  { name: Name, systemPrompt: SystemPrompt, config: ConfigBody },
+  { additionalProperties: false },
+)
+const PatchBody = Type.Object(
+  { name: Type.Optional(Name), systemPrompt: Type.Optional(SystemPrompt), config: Type.Optional(ConfigPatch) },
+  { additionalProperties: false, minProperties: 1 },
+)
 const ExecuteBody = Type.Object(
   {
     goal: Type.String({ minLength: 1, maxLength: 20_000, pattern: '\\S', description: 'What the agent is to achieve' }),
@@ -111,17 +157,31 @@ const ExecuteBody = Type.Object(
   },
   { additionalProperties: false },
 )
-const RunParams = Type.Object({ id: Type.String({ format: 'uuid', description: 'Agent identifier' }), run_id: Type.String({ format: 'uuid' }) })
+const RunParams = Type.Object({
+  id: Type.String({ format: 'uuid', description: 'Agent identifier' }),
+  run_id: Type.String({ format: 'uuid' }),
+})
 
 const tags = ['agents']
 const read: FastifyContextConfig = { permission: 'agents:read' }
 const write: FastifyContextConfig = { permission: 'agents:write' }
 const run: FastifyContextConfig = { permission: 'agents:run' }
 
-export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; cache: Cache }> = async (app, { agents, cache }) => {
+export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; cache: Cache }> = async (
+  app,
+  { agents, cache },
+) => {
   app.get(
     '/agents',
-    { config: read, schema: { tags, summary: 'List agents, newest first', querystring: PageQuery, response: { 200: PageEnvelope(Agent), ...apiErrors('FORBIDDEN') } } },
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: 'List agents, newest first',
+        querystring: PageQuery,
+        response: { 200: PageEnvelope(Agent), ...apiErrors('FORBIDDEN') },
+      },
+    },
     async (req) => {
       const r = await agents.list(actorOf(req).tenantId, req.query)
       return page(req, r.items.map(agentView), r.nextCursor)
@@ -130,7 +190,15 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
 
   app.post(
     '/agents',
-    { config: write, schema: { tags, summary: 'Create an agent', body: CreateBody, response: { 201: Envelope(Agent), ...apiErrors('FORBIDDEN', 'FEATURE_DISABLED') } } },
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Create an agent',
+        body: CreateBody,
+        response: { 201: Envelope(Agent), ...apiErrors('FORBIDDEN', 'FEATURE_DISABLED') },
+      },
+    },
     async (req, reply) => {
       reply.code(201)
       return ok(req, agentView(await agents.create(actorOf(req), req.body)))
@@ -139,7 +207,15 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
 
   app.get(
     '/agents/:id',
-    { config: read, schema: { tags, summary: 'Get an agent', params: IdParams, response: { 200: Envelope(Agent), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } } },
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: 'Get an agent',
+        params: IdParams,
+        response: { 200: Envelope(Agent), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
     async (req) => ok(req, agentView(await agents.get(actorOf(req).tenantId, req.params.id))),
   )
 
@@ -166,7 +242,10 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
         tags,
         summary: 'Delete an agent and its runs (runs in progress are cancelled)',
         params: IdParams,
-        response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+        response: {
+          200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })),
+          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
+        },
       },
     },
     async (req) => {
@@ -184,7 +263,10 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
         summary: 'Run the agent against a goal in a project (queued; 202 with the run record)',
         params: IdParams,
         body: ExecuteBody,
-        response: { 202: Envelope(Run), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'LLM_NOT_CONFIGURED', 'RUN_LIMIT_EXCEEDED') },
+        response: {
+          202: Envelope(Run),
+          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'LLM_NOT_CONFIGURED', 'RUN_LIMIT_EXCEEDED'),
+        },
       },
     },
     async (req, reply) => {
@@ -200,7 +282,8 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
       schema: {
         tags,
         summary: "List an agent's runs, newest first",
-        description: 'Runs without their steps (GET a run for them). A page ends early, with a nextCursor, once its goals and outputs reach 4 MiB.',
+        description:
+          'Runs without their steps (GET a run for them). A page ends early, with a nextCursor, once its goals and outputs reach 4 MiB.',
         params: IdParams,
         querystring: PageQuery,
         response: { 200: PageEnvelope(RunSummary), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
@@ -214,7 +297,15 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
 
   app.get(
     '/agents/:id/runs/:run_id',
-    { config: read, schema: { tags, summary: 'Get a run record', params: RunParams, response: { 200: Envelope(Run), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } } },
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: 'Get a run record',
+        params: RunParams,
+        response: { 200: Envelope(Run), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
     async (req) => ok(req, presentRun(await agents.getRun(actorOf(req).tenantId, req.params.id, req.params.run_id))),
   )
 
@@ -224,7 +315,8 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
       config: run,
       schema: {
         tags,
-        summary: 'Cancel a run: a queued one at once, a running one at its next moment (202; the record shows cancelRequested)',
+        summary:
+          'Cancel a run: a queued one at once, a running one at its next moment (202; the record shows cancelRequested)',
         params: RunParams,
         response: { 202: Envelope(Run), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'CONFLICT') },
       },
@@ -258,8 +350,12 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
         after: lastEventId(req, req.query.lastEventId),
         read: async (after) => {
           const r = await agents.events(tenantId, id, runId, after, limit)
-          // Ended once the run has and this read reached its last event (a read may stop short of `limit`, at its byte budget).
-          return { events: r.events.map((e) => ({ id: e.seq, event: e.type, data: { runId, ...e.data } })), ended: r.ended && (r.events.at(-1)?.seq ?? after) >= r.lastSeq }
+          // Ended once the run has and this read reached its last event (a read may stop short of `limit`, at its byte
+          // budget).
+          return {
+            events: r.events.map((e) => ({ id: e.seq, event: e.type, data: { runId, ...e.data } })),
+            ended: r.ended && (r.events.at(-1)?.seq ?? after) >= r.lastSeq,
+          }
         },
         onError: (err) => req.log.warn({ err }, 'run stream could not read its events; trying again'),
       })

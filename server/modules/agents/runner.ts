@@ -25,7 +25,14 @@ import { emitEvent } from '../outbox/service.js'
 import { STAGE_HOLD_MS, type FileChange, type ProjectFilesService } from '../projects/files-service.js'
 import * as store from './store.js'
 import type { RunRecord, RunRow, RunUsage } from './store.js'
-import { ARGUMENT_EXCERPT_CHARS, offeredTools, RESULT_EXCERPT_CHARS, runTool, Workspace, type ToolEnvironment } from './tools.js'
+import {
+  ARGUMENT_EXCERPT_CHARS,
+  offeredTools,
+  RESULT_EXCERPT_CHARS,
+  runTool,
+  Workspace,
+  type ToolEnvironment,
+} from './tools.js'
 
 export const RUN_QUEUE = 'agents.run'
 /** Takeovers after a lost worker before the run is failed: a run that kills its worker must not loop. */
@@ -38,7 +45,10 @@ export const RUN_TOKEN_LIMIT = 1_000_000
 const STEPS_KEPT = 100
 /** The steps' record (JSON) is kept within this too, the newest steps first. */
 export const STEPS_MAX_CHARS = 1024 * 1024
-/** Tool calls one step may make: a model that asks for more is broken or hostile, and the run fails AGENT_TOOL_CALL_LIMIT. */
+/**
+ * Tool calls one step may make: a model that asks for more is broken or hostile, and the run fails
+ * AGENT_TOOL_CALL_LIMIT.
+ */
 export const STEP_MAX_TOOL_CALLS = 64
 /**
  * The conversation a run keeps and sends back to the model with every step (JSON characters).
@@ -59,7 +69,13 @@ export const TERMINAL = new Set(['completed', 'failed', 'cancelled'])
 export interface StepRecord {
   step: number
   text: string
-  toolCalls: { id: string; name: string; arguments: unknown; result?: string; error?: { code: string; message: string } }[]
+  toolCalls: {
+    id: string
+    name: string
+    arguments: unknown
+    result?: string
+    error?: { code: string; message: string }
+  }[]
   usage: RunUsage
 }
 
@@ -78,7 +94,9 @@ export const runSummary = (r: RunRecord) => ({
   finishedAt: r.finished_at?.toISOString() ?? null,
 })
 
-/** The event that ends a run cancelled before it started (by the cancel route, or found by the worker that claimed it). */
+/**
+ * The event that ends a run cancelled before it started (by the cancel route, or found by the worker that claimed it).
+ */
 export const cancelledEvent = (r: Pick<RunRow, 'usage'>): [string, Record<string, unknown>] => [
   'run.cancelled',
   { status: 'cancelled', output: null, error: null, usage: r.usage, projectVersion: null },
@@ -89,7 +107,16 @@ export function runActor(r: Pick<RunRow, 'tenant_id' | 'started_by'>): Actor {
   const s = r.started_by as RunRow['started_by'] & { plan?: Plan }
   return {
     tenantId: r.tenant_id,
-    principal: { kind: s.kind, id: s.id, tenantId: r.tenant_id, plan: s.plan ?? 'free', userId: s.userId, role: null, sessionId: null, permissions: new Set() },
+    principal: {
+      kind: s.kind,
+      id: s.id,
+      tenantId: r.tenant_id,
+      plan: s.plan ?? 'free',
+      userId: s.userId,
+      role: null,
+      sessionId: null,
+      permissions: new Set(),
+    },
     origin: { ip: '', userAgent: 'atrium agent run' },
   }
 }
@@ -121,7 +148,8 @@ const initialMessages = (r: RunRow): LlmMessage[] => [
   { role: 'user', content: r.goal },
 ]
 
-const cut = (s: string, max: number) => (s.length > max ? `${sliceText(s, max)}… [${s.length - max} more characters]` : s)
+const cut = (s: string, max: number) =>
+  s.length > max ? `${sliceText(s, max)}… [${s.length - max} more characters]` : s
 const excerpt = (v: unknown) => cut(typeof v === 'string' ? v : JSON.stringify(v), RESULT_EXCERPT_CHARS)
 
 /**
@@ -157,11 +185,21 @@ const sizeOf = (m: LlmMessage) => JSON.stringify(m).length
 export function agentRunner(deps: RunnerDeps) {
   const { db } = deps
 
-  /** Ends a run in one transaction with its events, its webhook event and its audit entry: the status it ended with, or null when it had already ended. */
+  /**
+   * Ends a run in one transaction with its events, its webhook event and its audit entry: the status it ended with, or
+   * null when it had already ended.
+   */
   async function finish(
     run: RunRecord,
     events: ReturnType<typeof runEvents>,
-    end: { status: 'completed' | 'failed' | 'cancelled'; output?: string | null; error?: { code: string; message: string } | null; steps?: StepRecord[]; usage?: RunUsage; changes?: FileChange[] },
+    end: {
+      status: 'completed' | 'failed' | 'cancelled'
+      output?: string | null
+      error?: { code: string; message: string } | null
+      steps?: StepRecord[]
+      usage?: RunUsage
+      changes?: FileChange[]
+    },
   ): Promise<RunRecord['status'] | null> {
     const done = await events.commit(async (sql) => {
       const [current] = await store.selectRunRecord(sql, run.tenant_id, run.id, { lock: true })
@@ -169,7 +207,8 @@ export function agentRunner(deps: RunnerDeps) {
       // A cancel asked for while the last step ran wins over its outcome.
       const status = end.status === 'completed' && current.cancel_requested ? 'cancelled' : end.status
       let projectVersion: number | null = null
-      if (status === 'completed' && end.changes?.length) projectVersion = (await deps.files.apply(sql, runActor(current), current.project_id, end.changes)).version
+      if (status === 'completed' && end.changes?.length)
+        projectVersion = (await deps.files.apply(sql, runActor(current), current.project_id, end.changes)).version
       const saved = await store.patchRun(sql, run.tenant_id, run.id, {
         status,
         output: status === 'completed' ? (end.output ?? '') : null,
@@ -180,8 +219,15 @@ export function agentRunner(deps: RunnerDeps) {
         project_version: projectVersion,
         finished_at: new Date(deps.now()),
       })
-      events.push(`run.${status}`, { status, output: saved.output, error: saved.error, usage: saved.usage, projectVersion })
-      // A run that never started announces nothing; one that did ends with completed or failed (a cancel is a failure with that reason).
+      events.push(`run.${status}`, {
+        status,
+        output: saved.output,
+        error: saved.error,
+        usage: saved.usage,
+        projectVersion,
+      })
+      // A run that never started announces nothing; one that did ends with completed or failed (a cancel is a failure
+      // with that reason).
       if (current.status === 'running') {
         await emitEvent(sql, {
           tenantId: run.tenant_id,
@@ -194,7 +240,13 @@ export function agentRunner(deps: RunnerDeps) {
         actor: { type: 'system', id: null },
         action: 'agent.run_finished',
         target: { type: 'agent_run', id: run.id },
-        details: { agentId: run.agent_id, projectId: run.project_id, status, ...(saved.error ? { code: saved.error.code } : {}), projectVersion },
+        details: {
+          agentId: run.agent_id,
+          projectId: run.project_id,
+          status,
+          ...(saved.error ? { code: saved.error.code } : {}),
+          projectVersion,
+        },
       })
       return saved
     })
@@ -206,14 +258,28 @@ export function agentRunner(deps: RunnerDeps) {
   async function handle(job: Job<{ runId: string }>): Promise<void> {
     const tenantId = job.tenantId!
     const runId = job.payload.runId
-    const [record, footprint] = await db.tenant(tenantId, async (sql) => [(await store.selectRunRecord(sql, tenantId, runId))[0], await store.runFootprint(sql, tenantId, runId)] as const)
+    const [record, footprint] = await db.tenant(
+      tenantId,
+      async (sql) =>
+        [
+          (await store.selectRunRecord(sql, tenantId, runId))[0],
+          await store.runFootprint(sql, tenantId, runId),
+        ] as const,
+    )
     if (!record || TERMINAL.has(record.status)) return
     const events = runEvents(deps, record)
     try {
       // Measured before it is read: a run stored larger than a run may keep (written before these
       // bounds) ends here rather than be loaded, over and over, by every worker that takes it.
       if (footprint !== null && footprint > RUN_MAX_STORED_BYTES) {
-        await finish(record, events, failWith('AGENT_MEMORY_LIMIT', `the run's stored state is ${footprint} bytes; a run may keep ${RUN_MAX_STORED_BYTES}`))
+        await finish(
+          record,
+          events,
+          failWith(
+            'AGENT_MEMORY_LIMIT',
+            `the run's stored state is ${footprint} bytes; a run may keep ${RUN_MAX_STORED_BYTES}`,
+          ),
+        )
         return
       }
       await execute(job, record, events)
@@ -222,10 +288,21 @@ export function agentRunner(deps: RunnerDeps) {
     }
   }
 
-  async function execute(job: Job<{ runId: string }>, loaded: RunRecord, events: ReturnType<typeof runEvents>): Promise<void> {
+  async function execute(
+    job: Job<{ runId: string }>,
+    loaded: RunRecord,
+    events: ReturnType<typeof runEvents>,
+  ): Promise<void> {
     const tenantId = loaded.tenant_id
     if (job.attempt > MAX_RESUMES + 1) {
-      await finish(loaded, events, failWith('RUN_INTERRUPTED', `the run was interrupted ${job.attempt - 1} times (its worker stopped) and is not tried again`))
+      await finish(
+        loaded,
+        events,
+        failWith(
+          'RUN_INTERRUPTED',
+          `the run was interrupted ${job.attempt - 1} times (its worker stopped) and is not tried again`,
+        ),
+      )
       return
     }
 
@@ -235,12 +312,18 @@ export function agentRunner(deps: RunnerDeps) {
       if (!r || TERMINAL.has(r.status)) return null
       if (r.status === 'queued' && r.cancel_requested) {
         // Cancelled while this worker was claiming it: it ends without having started.
-        const saved = await store.patchRun(sql, tenantId, r.id, { status: 'cancelled', finished_at: new Date(deps.now()) })
+        const saved = await store.patchRun(sql, tenantId, r.id, {
+          status: 'cancelled',
+          finished_at: new Date(deps.now()),
+        })
         events.push(...cancelledEvent(saved))
         return null
       }
       if (r.status === 'queued') {
-        const started = await store.patchRun(sql, tenantId, r.id, { status: 'running', started_at: new Date(deps.now()) })
+        const started = await store.patchRun(sql, tenantId, r.id, {
+          status: 'running',
+          started_at: new Date(deps.now()),
+        })
         events.push('run.started', { status: 'running' })
         await emitEvent(sql, { tenantId, type: 'agent.started', data: runSummary(started) })
         return { ...r, ...started }
@@ -255,12 +338,23 @@ export function agentRunner(deps: RunnerDeps) {
     /** The conversation's size, kept up to date as it grows. */
     let conversation = messages.reduce((n, m) => n + sizeOf(m), 0)
     const overBudget = () =>
-      failWith('AGENT_MEMORY_LIMIT', `the run's conversation reached ${conversation} characters; a run may keep ${RUN_MAX_CONVERSATION_CHARS} (fewer or smaller tool results help)`)
+      failWith(
+        'AGENT_MEMORY_LIMIT',
+        `the run's conversation reached ${conversation} characters; a run may keep ${RUN_MAX_CONVERSATION_CHARS} (fewer or smaller tool results help)`,
+      )
     const steps = [...(run.steps as StepRecord[])]
     const usage: RunUsage = { ...run.usage }
     // What it stages is kept for as long as the run may last, and a while after (a worker that dies mid-run).
-    const workspace = new Workspace(deps.files, runActor(run), run.project_id, run.pending_files as FileChange[], RUN_TIME_LIMIT_MS + STAGE_HOLD_MS)
-    /** Ends the run; what it staged goes unless its changes were applied (a run that did not complete changes nothing). */
+    const workspace = new Workspace(
+      deps.files,
+      runActor(run),
+      run.project_id,
+      run.pending_files as FileChange[],
+      RUN_TIME_LIMIT_MS + STAGE_HOLD_MS,
+    )
+    /**
+     * Ends the run; what it staged goes unless its changes were applied (a run that did not complete changes nothing).
+     */
     const end = async (e: Parameters<typeof finish>[2]) => {
       const status = await finish(run, events, e)
       if (status === 'completed') await workspace.releaseSuperseded()
@@ -281,16 +375,34 @@ export function agentRunner(deps: RunnerDeps) {
 
     for (;;) {
       if (steps.length >= snapshot.config.maxSteps) {
-        await end({ ...failWith('AGENT_STEP_LIMIT', `the run used all ${snapshot.config.maxSteps} of its steps without a final answer`), steps, usage })
+        await end({
+          ...failWith(
+            'AGENT_STEP_LIMIT',
+            `the run used all ${snapshot.config.maxSteps} of its steps without a final answer`,
+          ),
+          steps,
+          usage,
+        })
         return
       }
       if (usage.inputTokens + usage.outputTokens >= RUN_TOKEN_LIMIT) {
-        await end({ ...failWith('AGENT_TOKEN_LIMIT', `the run used ${usage.inputTokens + usage.outputTokens} tokens; the limit is ${RUN_TOKEN_LIMIT}`), steps, usage })
+        await end({
+          ...failWith(
+            'AGENT_TOKEN_LIMIT',
+            `the run used ${usage.inputTokens + usage.outputTokens} tokens; the limit is ${RUN_TOKEN_LIMIT}`,
+          ),
+          steps,
+          usage,
+        })
         return
       }
       const left = deadline - deps.now()
       if (left <= 0) {
-        await end({ ...failWith('AGENT_TIME_LIMIT', `the run took longer than ${RUN_TIME_LIMIT_MS / 60_000} minutes`), steps, usage })
+        await end({
+          ...failWith('AGENT_TIME_LIMIT', `the run took longer than ${RUN_TIME_LIMIT_MS / 60_000} minutes`),
+          steps,
+          usage,
+        })
         return
       }
 
@@ -315,26 +427,49 @@ export function agentRunner(deps: RunnerDeps) {
           if (job.signal.reason instanceof JobCancelled) return void (await end({ status: 'cancelled', steps, usage }))
           throw err // the replica is stopping or lost the lease: the job is handed back and resumed
         }
-        if (timeUp.aborted) return void (await end({ ...failWith('AGENT_TIME_LIMIT', `the run took longer than ${RUN_TIME_LIMIT_MS / 60_000} minutes`), steps, usage }))
+        if (timeUp.aborted)
+          return void (await end({
+            ...failWith('AGENT_TIME_LIMIT', `the run took longer than ${RUN_TIME_LIMIT_MS / 60_000} minutes`),
+            steps,
+            usage,
+          }))
         if (err instanceof AppError && err.code === 'LLM_RESPONSE_TOO_LARGE' && err.details.limit === 'toolCalls') {
-          return void (await end({ ...failWith('AGENT_TOOL_CALL_LIMIT', `the model asked for more than ${STEP_MAX_TOOL_CALLS} tool calls in one step`), steps, usage }))
+          return void (await end({
+            ...failWith(
+              'AGENT_TOOL_CALL_LIMIT',
+              `the model asked for more than ${STEP_MAX_TOOL_CALLS} tool calls in one step`,
+            ),
+            steps,
+            usage,
+          }))
         }
         // The provider's answer, mapped to the catalog by the LLM layer (after its own retries).
-        if (err instanceof AppError && err.code !== 'SERVICE_UNAVAILABLE') return void (await end({ ...failWith(err.code, err.message), steps, usage }))
+        if (err instanceof AppError && err.code !== 'SERVICE_UNAVAILABLE')
+          return void (await end({ ...failWith(err.code, err.message), steps, usage }))
         throw err
       }
       usage.inputTokens += response.usage.inputTokens
       usage.outputTokens += response.usage.outputTokens
-      const record: StepRecord = { step, text: cut(response.text, STEP_TEXT_MAX_CHARS), toolCalls: [], usage: response.usage }
+      const record: StepRecord = {
+        step,
+        text: cut(response.text, STEP_TEXT_MAX_CHARS),
+        toolCalls: [],
+        usage: response.usage,
+      }
 
       if (!response.toolCalls.length) {
         steps.push(record)
         try {
           await end({ status: 'completed', output: response.text, steps, usage, changes: workspace.changes() })
         } catch (err) {
-          // The changes cannot become a version (the project's quota, a file deleted meanwhile): the run fails saying why.
+          // The changes cannot become a version (the project's quota, a file deleted meanwhile): the run fails saying
+          // why.
           if (!(err instanceof AppError) || err.status >= 500) throw err
-          await end({ ...failWith(err.code, `the run's file changes could not be saved: ${err.message}`), steps, usage })
+          await end({
+            ...failWith(err.code, `the run's file changes could not be saved: ${err.message}`),
+            steps,
+            usage,
+          })
         }
         return
       }
@@ -352,7 +487,12 @@ export function agentRunner(deps: RunnerDeps) {
         const result = await runTool(call, { allowed: tools, workspace, env: deps.env, signal: job.signal })
         const outcome = result.ok ? { result: excerpt(result.value) } : { error: result.error }
         events.push('tool.result', { step, id: call.id, name: call.name, ...outcome })
-        const answer: LlmMessage = { role: 'tool', toolCallId: call.id, toolName: call.name, content: JSON.stringify(result.ok ? result.value : { error: result.error }) }
+        const answer: LlmMessage = {
+          role: 'tool',
+          toolCallId: call.id,
+          toolName: call.name,
+          content: JSON.stringify(result.ok ? result.value : { error: result.error }),
+        }
         conversation += sizeOf(answer)
         // Over the budget: the step is not kept, so the run ends as of its last completed one.
         if (conversation > RUN_MAX_CONVERSATION_CHARS) return void (await end({ ...overBudget(), steps, usage }))
@@ -369,7 +509,12 @@ export function agentRunner(deps: RunnerDeps) {
       const still = await events.commit(async (sql) => {
         const [current] = await store.selectRunRecord(sql, tenantId, run.id, { lock: true })
         if (!current || TERMINAL.has(current.status)) return false
-        await store.patchRun(sql, tenantId, run.id, { messages, steps: keptSteps(steps), usage, pending_files: workspace.changes() })
+        await store.patchRun(sql, tenantId, run.id, {
+          messages,
+          steps: keptSteps(steps),
+          usage,
+          pending_files: workspace.changes(),
+        })
         return true
       })
       if (!still) return // cancelled while queued-to-cancel, or deleted

@@ -75,11 +75,21 @@ export function agentsService(deps: {
     const allowed = LEVEL_TOOLS[c.autonomyLevel]
     const tools = c.tools ?? allowed.filter((t) => !toolUnavailable(t, deps.env))
     for (const t of tools) {
-      if (!(TOOL_NAMES as readonly string[]).includes(t)) throw invalid('config.tools', `${t} is not a tool; the tools are ${TOOL_NAMES.join(', ')}`)
-      if (!allowed.includes(t as ToolName)) throw invalid('config.tools', `${t} needs a higher autonomy level than ${c.autonomyLevel} (${c.autonomyLevel} allows ${allowed.join(', ') || 'no tools'})`)
+      if (!(TOOL_NAMES as readonly string[]).includes(t))
+        throw invalid('config.tools', `${t} is not a tool; the tools are ${TOOL_NAMES.join(', ')}`)
+      if (!allowed.includes(t as ToolName))
+        throw invalid(
+          'config.tools',
+          `${t} needs a higher autonomy level than ${c.autonomyLevel} (${c.autonomyLevel} allows ${allowed.join(', ') || 'no tools'})`,
+        )
       const off = toolUnavailable(t as ToolName, deps.env)
       if (off) {
-        throw new AppError('FEATURE_DISABLED', `${t} is turned off on this deployment (${off.setting})`, { feature: t, reason: off.reason, setting: off.setting, field: 'config.tools' })
+        throw new AppError('FEATURE_DISABLED', `${t} is turned off on this deployment (${off.setting})`, {
+          feature: t,
+          reason: off.reason,
+          setting: off.setting,
+          field: 'config.tools',
+        })
       }
     }
     return {
@@ -104,13 +114,23 @@ export function agentsService(deps: {
       return toPage(rows, page.limit, (a) => a.id)
     },
 
-    get: async (tenantId: string, id: string) => found('agent', id, await db.tenantRead(tenantId, (sql) => store.selectAgent(sql, tenantId, id))),
+    get: async (tenantId: string, id: string) =>
+      found('agent', id, await db.tenantRead(tenantId, (sql) => store.selectAgent(sql, tenantId, id))),
 
     create: (a: Actor, input: CreateInput) => {
       const config = checkConfig(input.config)
       return db.tenant(a.tenantId, async (sql) => {
-        const agent = await store.insertAgent(sql, a.tenantId, { id: newId(), name: input.name.trim(), systemPrompt: input.systemPrompt, config })
-        await auditBy(sql, a, { action: 'agent.created', target: { type: 'agent', id: agent.id }, details: { name: agent.name, autonomyLevel: config.autonomyLevel, tools: config.tools } })
+        const agent = await store.insertAgent(sql, a.tenantId, {
+          id: newId(),
+          name: input.name.trim(),
+          systemPrompt: input.systemPrompt,
+          config,
+        })
+        await auditBy(sql, a, {
+          action: 'agent.created',
+          target: { type: 'agent', id: agent.id },
+          details: { name: agent.name, autonomyLevel: config.autonomyLevel, tools: config.tools },
+        })
         return agent
       })
     },
@@ -119,17 +139,24 @@ export function agentsService(deps: {
       db.tenant(a.tenantId, async (sql) => {
         const current = found('agent', id, await store.selectAgent(sql, a.tenantId, id, { lock: true }))
         // A new level without a tool list takes that level's tools; tools within the old level stay otherwise.
-        const levelChanged = patch.config?.autonomyLevel !== undefined && patch.config.autonomyLevel !== current.config.autonomyLevel
+        const levelChanged =
+          patch.config?.autonomyLevel !== undefined && patch.config.autonomyLevel !== current.config.autonomyLevel
         const config = checkConfig({
           ...current.config,
           ...(levelChanged && patch.config?.tools === undefined ? { tools: undefined } : {}),
           ...patch.config,
         } as ConfigInput)
-        const next = { name: patch.name?.trim() ?? current.name, systemPrompt: patch.systemPrompt ?? current.system_prompt, config }
+        const next = {
+          name: patch.name?.trim() ?? current.name,
+          systemPrompt: patch.systemPrompt ?? current.system_prompt,
+          config,
+        }
         const changed = [
           ...(next.name !== current.name ? ['name'] : []),
           ...(next.systemPrompt !== current.system_prompt ? ['systemPrompt'] : []),
-          ...(Object.keys(config) as (keyof AgentConfig)[]).filter((k) => JSON.stringify(config[k]) !== JSON.stringify(current.config[k])).map((k) => `config.${k}`),
+          ...(Object.keys(config) as (keyof AgentConfig)[])
+            .filter((k) => JSON.stringify(config[k]) !== JSON.stringify(current.config[k]))
+            .map((k) => `config.${k}`),
         ]
         if (!changed.length) return current
         const agent = await store.updateAgent(sql, a.tenantId, id, next)
@@ -159,7 +186,11 @@ export function agentsService(deps: {
           await store.lockTenantRuns(sql, a.tenantId)
           const active = await store.countActiveRuns(sql, a.tenantId)
           if (active >= limit) {
-            throw new AppError('RUN_LIMIT_EXCEEDED', `the ${planOf(a.principal)} plan allows ${limit} agent runs in progress at once; wait for one to finish`, { limit, active })
+            throw new AppError(
+              'RUN_LIMIT_EXCEEDED',
+              `the ${planOf(a.principal)} plan allows ${limit} agent runs in progress at once; wait for one to finish`,
+              { limit, active },
+            )
           }
           const run = await store.insertRun(sql, {
             id: newId(),
@@ -168,23 +199,41 @@ export function agentsService(deps: {
             projectId: input.projectId,
             goal,
             snapshot: { name: agent.name, systemPrompt: agent.system_prompt, config: agent.config },
-            startedBy: { kind: a.principal.kind, id: a.principal.id, userId: a.principal.userId, plan: planOf(a.principal) } as RunRow['started_by'],
+            startedBy: {
+              kind: a.principal.kind,
+              id: a.principal.id,
+              userId: a.principal.userId,
+              plan: planOf(a.principal),
+            } as RunRow['started_by'],
           })
           // Attempts beyond the takeovers let the handler itself fail a run that keeps losing its worker.
-          const jobId = await enqueueJob(sql, RUN_QUEUE, { runId: run.id }, { tenantId: a.tenantId, maxAttempts: MAX_RESUMES + 2 })
-          await store.appendRunEvents(sql, a.tenantId, run.id, [{ type: 'run.queued', data: { status: 'queued', goal, projectId: input.projectId } }])
-          await auditBy(sql, a, { action: 'agent.run_started', target: { type: 'agent_run', id: run.id }, details: { agentId, projectId: input.projectId } })
+          const jobId = await enqueueJob(
+            sql,
+            RUN_QUEUE,
+            { runId: run.id },
+            { tenantId: a.tenantId, maxAttempts: MAX_RESUMES + 2 },
+          )
+          await store.appendRunEvents(sql, a.tenantId, run.id, [
+            { type: 'run.queued', data: { status: 'queued', goal, projectId: input.projectId } },
+          ])
+          await auditBy(sql, a, {
+            action: 'agent.run_started',
+            target: { type: 'agent_run', id: run.id },
+            details: { agentId, projectId: input.projectId },
+          })
           return store.patchRun(sql, a.tenantId, run.id, { job_id: jobId })
         })
       } catch (err) {
         // The composite keys: a project that is not the tenant's, or the agent deleted meanwhile.
-        if (isForeignKeyViolation(err, 'agent_runs_tenant_id_project_id_fkey')) throw notFound('project', input.projectId)
+        if (isForeignKeyViolation(err, 'agent_runs_tenant_id_project_id_fkey'))
+          throw notFound('project', input.projectId)
         if (isForeignKeyViolation(err, 'agent_runs_tenant_id_agent_id_fkey')) throw notFound('agent', agentId)
         throw err
       }
     },
 
-    getRun: async (tenantId: string, agentId: string, runId: string) => db.tenant(tenantId, (sql) => loadRun(sql, tenantId, agentId, runId)),
+    getRun: async (tenantId: string, agentId: string, runId: string) =>
+      db.tenant(tenantId, (sql) => loadRun(sql, tenantId, agentId, runId)),
 
     async runs(tenantId: string, agentId: string, page: PageRequest) {
       const before = decodeIdCursor(page.cursor)
@@ -203,16 +252,27 @@ export function agentsService(deps: {
     cancel: async (a: Actor, agentId: string, runId: string) => {
       const { run, written } = await db.tenant(a.tenantId, async (sql) => {
         const run = await loadRun(sql, a.tenantId, agentId, runId, true)
-        if (TERMINAL.has(run.status)) throw new AppError('CONFLICT', `run ${runId} has already ended (${run.status})`, { status: run.status })
+        if (TERMINAL.has(run.status))
+          throw new AppError('CONFLICT', `run ${runId} has already ended (${run.status})`, { status: run.status })
         const outcome = run.job_id ? await cancelJob(sql, run.job_id) : 'cancelled'
-        await auditBy(sql, a, { action: 'agent.run_cancelled', target: { type: 'agent_run', id: runId }, details: { agentId, status: run.status } })
-        if (outcome === 'requested' || (outcome === null && run.status === 'running')) return { run: await store.patchRun(sql, a.tenantId, runId, { cancel_requested: true }), written: null }
+        await auditBy(sql, a, {
+          action: 'agent.run_cancelled',
+          target: { type: 'agent_run', id: runId },
+          details: { agentId, status: run.status },
+        })
+        if (outcome === 'requested' || (outcome === null && run.status === 'running'))
+          return { run: await store.patchRun(sql, a.tenantId, runId, { cancel_requested: true }), written: null }
         // Never started: it ends here, with nothing to announce to webhooks.
-        const saved = await store.patchRun(sql, a.tenantId, runId, { status: 'cancelled', cancel_requested: true, finished_at: new Date() })
+        const saved = await store.patchRun(sql, a.tenantId, runId, {
+          status: 'cancelled',
+          cancel_requested: true,
+          finished_at: new Date(),
+        })
         const [type, data] = cancelledEvent(saved)
         return { run: saved, written: await store.appendRunEvents(sql, a.tenantId, runId, [{ type, data }]) }
       })
-      // The number of the event just written: a stream that has everything before it reads it now, not at its next poll.
+      // The number of the event just written: a stream that has everything before it reads it now, not at its next
+      // poll.
       if (written !== null) await deps.publish(runChannel(runId), writtenMessage(written))
       return run
     },
@@ -221,11 +281,16 @@ export function agentsService(deps: {
     events: (tenantId: string, agentId: string, runId: string, after: number, limit = 500) =>
       db.tenant(tenantId, async (sql) => {
         const run = await loadRun(sql, tenantId, agentId, runId)
-        return { events: await store.runEventsAfter(sql, tenantId, runId, after, limit), ended: TERMINAL.has(run.status), lastSeq: run.event_seq }
+        return {
+          events: await store.runEventsAfter(sql, tenantId, runId, after, limit),
+          ended: TERMINAL.has(run.status),
+          lastSeq: run.event_seq,
+        }
       }),
 
     /** The agents that have run on a project, for its backup's agents.json. */
-    projectAgents: async (sql: TxSql, tenantId: string, projectId: string) => (await store.projectAgents(sql, tenantId, projectId)).map(agentView),
+    projectAgents: async (sql: TxSql, tenantId: string, projectId: string) =>
+      (await store.projectAgents(sql, tenantId, projectId)).map(agentView),
   }
 }
 

@@ -53,7 +53,10 @@ export interface RunRow {
   updated_at: Date
 }
 
-/** A run as the API and the end of a run read it: without the conversation and staged files, which only the runner needs. */
+/**
+ * A run as the API and the end of a run read it: without the conversation and staged files, which only the runner
+ * needs.
+ */
 export type RunRecord = Omit<RunRow, 'messages' | 'pending_files'>
 
 /** The most of a run's steps a record read holds (JSON text); the newest steps that fit. */
@@ -78,10 +81,16 @@ export function listAgents(sql: TxSql, tenantId: string, limit: number, before: 
 }
 
 export function selectAgent(sql: TxSql, tenantId: string, id: string, opts: { lock?: boolean } = {}) {
-  return sql<AgentRow[]>`select ${sql.unsafe(AGENT)} from agents where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
+  return sql<
+    AgentRow[]
+  >`select ${sql.unsafe(AGENT)} from agents where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
 }
 
-export async function insertAgent(sql: TxSql, tenantId: string, a: { id: string; name: string; systemPrompt: string; config: AgentConfig }): Promise<AgentRow> {
+export async function insertAgent(
+  sql: TxSql,
+  tenantId: string,
+  a: { id: string; name: string; systemPrompt: string; config: AgentConfig },
+): Promise<AgentRow> {
   const [row] = await sql<AgentRow[]>`
     insert into agents (id, tenant_id, name, system_prompt, config)
     values (${a.id}, ${tenantId}, ${a.name}, ${a.systemPrompt}, ${sql.json(a.config as never)})
@@ -89,7 +98,12 @@ export async function insertAgent(sql: TxSql, tenantId: string, a: { id: string;
   return row!
 }
 
-export async function updateAgent(sql: TxSql, tenantId: string, id: string, a: { name: string; systemPrompt: string; config: AgentConfig }): Promise<AgentRow> {
+export async function updateAgent(
+  sql: TxSql,
+  tenantId: string,
+  id: string,
+  a: { name: string; systemPrompt: string; config: AgentConfig },
+): Promise<AgentRow> {
   const [row] = await sql<AgentRow[]>`
     update agents set name = ${a.name}, system_prompt = ${a.systemPrompt}, config = ${sql.json(a.config as never)}, updated_at = now()
      where tenant_id = ${tenantId} and id = ${id}
@@ -116,13 +130,23 @@ export async function lockTenantRuns(sql: TxSql, tenantId: string): Promise<void
 }
 
 export async function countActiveRuns(sql: TxSql, tenantId: string): Promise<number> {
-  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from agent_runs where tenant_id = ${tenantId} and status in ('queued', 'running')`
+  const [row] = await sql<
+    { n: number }[]
+  >`select count(*)::int as n from agent_runs where tenant_id = ${tenantId} and status in ('queued', 'running')`
   return row!.n
 }
 
 export async function insertRun(
   sql: TxSql,
-  r: { id: string; tenantId: string; agentId: string; projectId: string; goal: string; snapshot: RunRow['agent_snapshot']; startedBy: RunRow['started_by'] },
+  r: {
+    id: string
+    tenantId: string
+    agentId: string
+    projectId: string
+    goal: string
+    snapshot: RunRow['agent_snapshot']
+    startedBy: RunRow['started_by']
+  },
 ): Promise<RunRow> {
   const [row] = await sql<RunRow[]>`
     insert into agent_runs (id, tenant_id, agent_id, project_id, goal, status, agent_snapshot, started_by)
@@ -145,7 +169,9 @@ const BOUNDED_STEPS = `case when octet_length(steps::text) <= ${STEPS_READ_MAX_B
 
 /** The whole run, conversation included: for the runner, which keeps it within RUN_MAX_CONVERSATION_CHARS. */
 export function selectRun(sql: TxSql, tenantId: string, runId: string, opts: { lock?: boolean } = {}) {
-  return sql<RunRow[]>`select * from agent_runs where tenant_id = ${tenantId} and id = ${runId} ${opts.lock ? sql`for update` : sql``}`
+  return sql<
+    RunRow[]
+  >`select * from agent_runs where tenant_id = ${tenantId} and id = ${runId} ${opts.lock ? sql`for update` : sql``}`
 }
 
 /** A run's record (steps bounded), without its conversation or staged files. */
@@ -172,9 +198,22 @@ export async function runFootprint(sql: TxSql, tenantId: string, runId: string):
 /** What a page of runs shows of each (not the agent's snapshot, whose system prompt runs to 100,000 characters). */
 export type RunSummaryRow = Pick<
   RunRecord,
-  'id' | 'agent_id' | 'project_id' | 'goal' | 'status' | 'output' | 'error' | 'usage' | 'project_version' | 'cancel_requested' | 'created_at' | 'started_at' | 'finished_at'
+  | 'id'
+  | 'agent_id'
+  | 'project_id'
+  | 'goal'
+  | 'status'
+  | 'output'
+  | 'error'
+  | 'usage'
+  | 'project_version'
+  | 'cancel_requested'
+  | 'created_at'
+  | 'started_at'
+  | 'finished_at'
 >
-const RUN_SUMMARY = 'id, agent_id, project_id, goal, status, output, error, usage, project_version, cancel_requested, created_at, started_at, finished_at'
+const RUN_SUMMARY =
+  'id, agent_id, project_id, goal, status, output, error, usage, project_version, cancel_requested, created_at, started_at, finished_at'
 
 export function listRuns(sql: TxSql, tenantId: string, agentId: string, limit: number, before: string | null) {
   return pageWithinBytes<RunSummaryRow>(sql, {
@@ -199,7 +238,23 @@ export async function patchRun(
   sql: TxSql,
   tenantId: string,
   runId: string,
-  p: Partial<Pick<RunRow, 'status' | 'output' | 'error' | 'usage' | 'steps' | 'messages' | 'pending_files' | 'job_id' | 'project_version' | 'cancel_requested' | 'started_at' | 'finished_at'>>,
+  p: Partial<
+    Pick<
+      RunRow,
+      | 'status'
+      | 'output'
+      | 'error'
+      | 'usage'
+      | 'steps'
+      | 'messages'
+      | 'pending_files'
+      | 'job_id'
+      | 'project_version'
+      | 'cancel_requested'
+      | 'started_at'
+      | 'finished_at'
+    >
+  >,
 ): Promise<RunRecord> {
   const json = (v: unknown) => sql.json(v as never)
   const set = {
@@ -221,6 +276,13 @@ export async function patchRun(
 const LOG: LogTables = { owner: 'agent_runs', events: 'agent_run_events', key: 'run_id' }
 
 /** Appends events to a run's stream (numbered from its event_seq); the last number written. */
-export const appendRunEvents = (sql: TxSql, tenantId: string, runId: string, events: LoggedEvent[]) => appendLogEvents(sql, LOG, tenantId, runId, events)
+export const appendRunEvents = (sql: TxSql, tenantId: string, runId: string, events: LoggedEvent[]) =>
+  appendLogEvents(sql, LOG, tenantId, runId, events)
 
-export const runEventsAfter = (sql: TxSql, tenantId: string, runId: string, after: number, limit: number): Promise<RunEventRow[]> => logEventsAfter(sql, LOG, tenantId, runId, after, limit)
+export const runEventsAfter = (
+  sql: TxSql,
+  tenantId: string,
+  runId: string,
+  after: number,
+  limit: number,
+): Promise<RunEventRow[]> => logEventsAfter(sql, LOG, tenantId, runId, after, limit)

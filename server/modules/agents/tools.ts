@@ -26,7 +26,10 @@ export const LEVEL_TOOLS: Record<AutonomyLevel, readonly ToolName[]> = {
 /** Tools that reach outside the deployment: off when AIR_GAPPED, and without a search endpoint. */
 export const EXTERNAL_TOOLS: readonly ToolName[] = ['web_search']
 
-/** What one list_files answers at most (files, and characters of their paths): a model gains nothing from ten thousand names, and a prefix narrows it. */
+/**
+ * What one list_files answers at most (files, and characters of their paths): a model gains nothing from ten thousand
+ * names, and a prefix narrows it.
+ */
 export const LIST_MAX_FILES = 1000
 export const LIST_MAX_CHARS = 64 * 1024
 /** Files one run may change (write or delete) before it completes. */
@@ -44,16 +47,26 @@ const DEFINITIONS: Record<ToolName, LlmTool> = {
   list_files: {
     name: 'list_files',
     description: `List the project's files (path and size), optionally under a path prefix; at most ${LIST_MAX_FILES} files (truncated: true when there are more).`,
-    parameters: { type: 'object', properties: { prefix: { type: 'string', maxLength: 1024 } }, additionalProperties: false },
+    parameters: {
+      type: 'object',
+      properties: { prefix: { type: 'string', maxLength: 1024 } },
+      additionalProperties: false,
+    },
   },
   read_file: {
     name: 'read_file',
     description: `Read a project file as UTF-8 text (the first ${READ_MAX_CHARS} characters).`,
-    parameters: { type: 'object', properties: { path: { type: 'string', minLength: 1, maxLength: 1024 } }, required: ['path'], additionalProperties: false },
+    parameters: {
+      type: 'object',
+      properties: { path: { type: 'string', minLength: 1, maxLength: 1024 } },
+      required: ['path'],
+      additionalProperties: false,
+    },
   },
   write_file: {
     name: 'write_file',
-    description: 'Create or replace a project file with the given UTF-8 text. Changes are saved as one project version when the run completes.',
+    description:
+      'Create or replace a project file with the given UTF-8 text. Changes are saved as one project version when the run completes.',
     parameters: {
       type: 'object',
       properties: { path: { type: 'string', minLength: 1, maxLength: 1024 }, content: { type: 'string' } },
@@ -64,12 +77,22 @@ const DEFINITIONS: Record<ToolName, LlmTool> = {
   delete_file: {
     name: 'delete_file',
     description: 'Delete a project file.',
-    parameters: { type: 'object', properties: { path: { type: 'string', minLength: 1, maxLength: 1024 } }, required: ['path'], additionalProperties: false },
+    parameters: {
+      type: 'object',
+      properties: { path: { type: 'string', minLength: 1, maxLength: 1024 } },
+      required: ['path'],
+      additionalProperties: false,
+    },
   },
   web_search: {
     name: 'web_search',
     description: 'Search the web; returns titles, addresses and snippets of the top results.',
-    parameters: { type: 'object', properties: { query: { type: 'string', minLength: 1, maxLength: 500 } }, required: ['query'], additionalProperties: false },
+    parameters: {
+      type: 'object',
+      properties: { query: { type: 'string', minLength: 1, maxLength: 500 } },
+      required: ['query'],
+      additionalProperties: false,
+    },
   },
 }
 
@@ -81,14 +104,24 @@ export interface ToolEnvironment {
   fetch: OutboundFetch
 }
 
-/** Why a tool cannot be used on this deployment, or null when it can: the feature check's own answer (domain/features.ts). */
-export function toolUnavailable(name: ToolName, env: Pick<ToolEnvironment, 'airGapped' | 'webSearchUrl'>): { reason: string; setting: string } | null {
+/**
+ * Why a tool cannot be used on this deployment, or null when it can: the feature check's own answer
+ * (domain/features.ts).
+ */
+export function toolUnavailable(
+  name: ToolName,
+  env: Pick<ToolEnvironment, 'airGapped' | 'webSearchUrl'>,
+): { reason: string; setting: string } | null {
   if (!EXTERNAL_TOOLS.includes(name)) return null
   return deploymentRefuses(name as 'web_search', { airGapped: env.airGapped, webSearch: Boolean(env.webSearchUrl) })
 }
 
 /** The tools a run offers the model: the agent's, within its level, that this deployment has. */
-export function offeredTools(level: AutonomyLevel, chosen: readonly string[], env: Pick<ToolEnvironment, 'airGapped' | 'webSearchUrl'>): LlmTool[] {
+export function offeredTools(
+  level: AutonomyLevel,
+  chosen: readonly string[],
+  env: Pick<ToolEnvironment, 'airGapped' | 'webSearchUrl'>,
+): LlmTool[] {
   return LEVEL_TOOLS[level].filter((n) => chosen.includes(n) && !toolUnavailable(n, env)).map((n) => DEFINITIONS[n])
 }
 
@@ -112,14 +145,21 @@ export class Workspace {
     return [...this.pending.values()]
   }
 
-  /** The files under `prefix`, in path order, up to LIST_MAX_FILES and LIST_MAX_CHARS of paths; `truncated` when there are more. */
+  /**
+   * The files under `prefix`, in path order, up to LIST_MAX_FILES and LIST_MAX_CHARS of paths; `truncated` when there
+   * are more.
+   */
   async list(prefix = ''): Promise<{ files: { path: string; size: number }[]; truncated: boolean }> {
     const out = new Map<string, number>()
     let cursor: string | undefined
     let more = false
     // Read a page past what one answer holds, so that whether there is more is known.
     for (let pages = 0; pages * 200 <= LIST_MAX_FILES; pages++) {
-      const p = await this.files.list(this.actor.tenantId, this.projectId, { limit: 200, prefix, ...(cursor ? { cursor } : {}) })
+      const p = await this.files.list(this.actor.tenantId, this.projectId, {
+        limit: 200,
+        prefix,
+        ...(cursor ? { cursor } : {}),
+      })
       for (const f of p.data) out.set(f.path, f.size)
       more = p.nextCursor !== null
       if (!p.nextCursor) break
@@ -144,7 +184,8 @@ export class Workspace {
   async read(path: string): Promise<Buffer> {
     const normal = this.files.normalizePath(path)
     const c = this.pending.get(normal)
-    if (c && 'delete' in c) throw new AppError('RESOURCE_NOT_FOUND', `file ${normal} does not exist`, { resource: 'file', id: normal })
+    if (c && 'delete' in c)
+      throw new AppError('RESOURCE_NOT_FOUND', `file ${normal} does not exist`, { resource: 'file', id: normal })
     if (c) return this.files.readStaged(this.actor.tenantId, c.staged)
     return (await this.files.read(this.actor.tenantId, this.projectId, normal)).body
   }
@@ -152,13 +193,22 @@ export class Workspace {
   async write(path: string, content: string): Promise<StagedFile> {
     const normal = this.files.normalizePath(path)
     if (!this.pending.has(normal) && this.pending.size >= RUN_MAX_CHANGED_FILES) {
-      throw new AppError('QUOTA_EXCEEDED', `a run may change at most ${RUN_MAX_CHANGED_FILES} files`, { limit: RUN_MAX_CHANGED_FILES })
+      throw new AppError('QUOTA_EXCEEDED', `a run may change at most ${RUN_MAX_CHANGED_FILES} files`, {
+        limit: RUN_MAX_CHANGED_FILES,
+      })
     }
     // The run's other changes count against the project's quota too, checked before the upload.
-    const staged = await this.files.stage(this.actor, this.projectId, normal, Buffer.from(content, 'utf8'), 'text/plain; charset=utf-8', {
-      pending: this.changes(),
-      holdMs: this.holdMs,
-    })
+    const staged = await this.files.stage(
+      this.actor,
+      this.projectId,
+      normal,
+      Buffer.from(content, 'utf8'),
+      'text/plain; charset=utf-8',
+      {
+        pending: this.changes(),
+        holdMs: this.holdMs,
+      },
+    )
     const replaced = this.pending.get(normal)
     this.pending.set(staged.path, { path: staged.path, staged })
     // Written again in the same run: the earlier bytes are no longer part of its change.
@@ -194,8 +244,12 @@ export class Workspace {
       this.superseded.push(c.staged)
       return
     }
-    if (!c && this.pending.size >= RUN_MAX_CHANGED_FILES) throw new AppError('QUOTA_EXCEEDED', `a run may change at most ${RUN_MAX_CHANGED_FILES} files`, { limit: RUN_MAX_CHANGED_FILES })
-    if (c || !(await this.exists(normal))) throw new AppError('RESOURCE_NOT_FOUND', `file ${normal} does not exist`, { resource: 'file', id: normal })
+    if (!c && this.pending.size >= RUN_MAX_CHANGED_FILES)
+      throw new AppError('QUOTA_EXCEEDED', `a run may change at most ${RUN_MAX_CHANGED_FILES} files`, {
+        limit: RUN_MAX_CHANGED_FILES,
+      })
+    if (c || !(await this.exists(normal)))
+      throw new AppError('RESOURCE_NOT_FOUND', `file ${normal} does not exist`, { resource: 'file', id: normal })
     this.pending.set(normal, { path: normal, delete: true })
   }
 
@@ -228,7 +282,9 @@ export async function runTool(
     const unavailable = known ? toolUnavailable(call.name as ToolName, o.env) : null
     return refused(
       unavailable ? 'FEATURE_DISABLED' : 'VALIDATION_ERROR',
-      unavailable ? `${call.name} is turned off on this deployment (${unavailable.setting})` : `no tool named ${call.name} is available to this run`,
+      unavailable
+        ? `${call.name} is turned off on this deployment (${unavailable.setting})`
+        : `no tool named ${call.name} is available to this run`,
     )
   }
   // The LLM layer checked the arguments against the tool's schema (platform/llm.ts): `invalid` says why not.
@@ -239,12 +295,23 @@ export async function runTool(
     switch (name) {
       case 'list_files': {
         const { files, truncated } = await o.workspace.list(args.prefix ?? '')
-        return { ok: true, value: { files, ...(truncated ? { truncated, hint: `only the first ${files.length} files are listed: give a prefix to list fewer` } : {}) } }
+        return {
+          ok: true,
+          value: {
+            files,
+            ...(truncated
+              ? { truncated, hint: `only the first ${files.length} files are listed: give a prefix to list fewer` }
+              : {}),
+          },
+        }
       }
       case 'read_file': {
         // A file's bytes as text the conversation can be stored with (a NUL in a binary file would not be).
         const text = storableText((await o.workspace.read(args.path!)).toString('utf8'))
-        return { ok: true, value: { path: args.path, content: sliceText(text, READ_MAX_CHARS), truncated: text.length > READ_MAX_CHARS } }
+        return {
+          ok: true,
+          value: { path: args.path, content: sliceText(text, READ_MAX_CHARS), truncated: text.length > READ_MAX_CHARS },
+        }
       }
       case 'write_file': {
         const staged = await o.workspace.write(args.path!, args.content!)
@@ -258,25 +325,37 @@ export async function runTool(
     }
   } catch (err) {
     // Rules the model broke (a path that escapes, a file too large, one that is not there) are its to fix.
-    if (err instanceof AppError && err.status < 500 && err.code !== 'RATE_LIMIT_EXCEEDED') return refused(err.code, err.message)
+    if (err instanceof AppError && err.status < 500 && err.code !== 'RATE_LIMIT_EXCEEDED')
+      return refused(err.code, err.message)
     throw err
   }
 }
 
 /** A SearXNG-style JSON search through the outbound guard. */
-async function webSearch(query: string, env: ToolEnvironment, signal?: AbortSignal): Promise<{ results: { title: string; url: string; snippet: string }[] }> {
+async function webSearch(
+  query: string,
+  env: ToolEnvironment,
+  signal?: AbortSignal,
+): Promise<{ results: { title: string; url: string; snippet: string }[] }> {
   const url = new URL(env.webSearchUrl)
   url.searchParams.set('q', query)
   url.searchParams.set('format', 'json')
   let res: Response
   try {
-    res = await env.fetch(url, { headers: { accept: 'application/json' }, signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(SEARCH_TIMEOUT_MS)]) : AbortSignal.timeout(SEARCH_TIMEOUT_MS) })
+    res = await env.fetch(url, {
+      headers: { accept: 'application/json' },
+      signal: signal
+        ? AbortSignal.any([signal, AbortSignal.timeout(SEARCH_TIMEOUT_MS)])
+        : AbortSignal.timeout(SEARCH_TIMEOUT_MS),
+    })
   } catch (err) {
     if (signal?.aborted) throw err
     throw new AppError('FEATURE_DISABLED', 'web search is not reachable just now', { reason: 'search_unreachable' })
   }
   if (!res.ok) throw new AppError('FEATURE_DISABLED', `web search answered ${res.status}`, { reason: 'search_failed' })
-  const body = (await res.json().catch(() => ({}))) as { results?: { title?: unknown; url?: unknown; content?: unknown }[] }
+  const body = (await res.json().catch(() => ({}))) as {
+    results?: { title?: unknown; url?: unknown; content?: unknown }[]
+  }
   const results = (Array.isArray(body.results) ? body.results : []).slice(0, SEARCH_RESULTS).map((r) => ({
     title: storableText(sliceText(String(r.title ?? ''), 300)),
     url: storableText(sliceText(String(r.url ?? ''), 2000)),

@@ -17,7 +17,10 @@ const KEY_RE = new RegExp(`^svc_(sdk|ci|admin)_[A-Za-z0-9]{${SECRET_LENGTH}}(?:[
 /** The tag of API keys: one per deployment, derived from ENCRYPTION_MASTER_KEY. */
 export const apiKeyTags = (secrets: Pick<Secrets, 'deriveKey'>): CredentialTags => credentialTags(secrets, 'api-key')
 
-export function generateKey(type: KeyType, tags: CredentialTags): { key: string; prefix: string; lastFour: string; hash: Buffer } {
+export function generateKey(
+  type: KeyType,
+  tags: CredentialTags,
+): { key: string; prefix: string; lastFour: string; hash: Buffer } {
   const key = tags.sign(`svc_${type}_${randomBase62(SECRET_LENGTH)}`)
   return { key, prefix: key.slice(0, `svc_${type}_`.length + 4), lastFour: key.slice(-4), hash: hashKey(key) }
 }

@@ -36,7 +36,10 @@ export function legacyKeys(db: Db, log: Logger): LegacyKeys {
     reload().then(
       () => schedule(LEGACY_RELOAD_MS),
       (err: unknown) => {
-        log.warn({ err: (err as Error).message }, 'could not read the keys made before tags; they are looked up meanwhile')
+        log.warn(
+          { err: (err as Error).message },
+          'could not read the keys made before tags; they are looked up meanwhile',
+        )
         schedule(RETRY_MS)
       },
     )

@@ -14,7 +14,10 @@ const tags = ['api-keys']
 const manage: FastifyContextConfig = { permission: 'keys:manage' }
 
 const PERMISSION_NAMES = [ALL, ...PERMISSIONS]
-const Permission = Type.String({ enum: PERMISSION_NAMES, description: `${PERMISSION_NAMES.join(', ')}; * is every permission` })
+const Permission = Type.String({
+  enum: PERMISSION_NAMES,
+  description: `${PERMISSION_NAMES.join(', ')}; * is every permission`,
+})
 const KeyTypeOut = Type.Union([Type.Literal('sdk'), Type.Literal('ci')])
 const Timestamp = Type.String({ format: 'date-time' })
 const MaybeTimestamp = Type.Union([Timestamp, Type.Null()])
@@ -29,9 +32,12 @@ const ApiKey = Type.Object({
   createdAt: Timestamp,
   expiresAt: MaybeTimestamp,
   revokedAt: MaybeTimestamp,
-  lastUsedAt: Type.Union([Timestamp, Type.Null()], { description: 'When the key last authenticated, to within about a minute' }),
+  lastUsedAt: Type.Union([Timestamp, Type.Null()], {
+    description: 'When the key last authenticated, to within about a minute',
+  }),
   createdBy: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], {
-    description: 'The user on whose behalf the key was made (a key made by a key inherits its user); null for keys made with the admin CLI',
+    description:
+      'The user on whose behalf the key was made (a key made by a key inherits its user); null for keys made with the admin CLI',
   }),
 })
 const CreatedKey = Type.Object({
@@ -48,11 +54,28 @@ const CreatedKey = Type.Object({
 
 const CreateBody = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 100, pattern: '\\S', description: 'Not blank; surrounding spaces are trimmed' }),
+    name: Type.String({
+      minLength: 1,
+      maxLength: 100,
+      pattern: '\\S',
+      description: 'Not blank; surrounding spaces are trimmed',
+    }),
     // An enum rather than a union of literals: one clear error instead of one per literal.
-    type: Type.String({ enum: ['sdk', 'ci'], description: 'sdk (client libraries) or ci (automation); operator (admin) keys come from the admin CLI only' }),
-    permissions: Type.Array(Permission, { minItems: 1, maxItems: PERMISSION_NAMES.length, description: 'Each must be one the caller holds' }),
-    expiresAt: Type.Optional(Type.String({ format: 'date-time', description: 'A future time; omit both expiry fields for a key that does not expire' })),
+    type: Type.String({
+      enum: ['sdk', 'ci'],
+      description: 'sdk (client libraries) or ci (automation); operator (admin) keys come from the admin CLI only',
+    }),
+    permissions: Type.Array(Permission, {
+      minItems: 1,
+      maxItems: PERMISSION_NAMES.length,
+      description: 'Each must be one the caller holds',
+    }),
+    expiresAt: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description: 'A future time; omit both expiry fields for a key that does not expire',
+      }),
+    ),
     expiresInDays: Type.Optional(Type.Integer({ minimum: 1, maximum: 3650, description: 'Instead of expiresAt' })),
   },
   { additionalProperties: false },
@@ -73,7 +96,8 @@ const present = (k: KeyView) => ({
   createdBy: k.user_id,
 })
 
-const AUTHORITY = 'A credential acts only within its own permissions: FORBIDDEN (details.reason exceeds_own_permissions, details.missing) otherwise.'
+const AUTHORITY =
+  'A credential acts only within its own permissions: FORBIDDEN (details.reason exceeds_own_permissions, details.missing) otherwise.'
 
 export const apiKeysRoutes: FastifyPluginAsyncTypebox<{ keys: ApiKeysService }> = async (app, { keys }) => {
   app.post(
@@ -92,7 +116,17 @@ export const apiKeysRoutes: FastifyPluginAsyncTypebox<{ keys: ApiKeysService }> 
       const created = await keys.create(actorOf(req), req.body)
       const v = present(created.view)
       reply.code(201)
-      return ok(req, { id: v.id, key: created.key, name: v.name, type: v.type, prefix: v.prefix, lastFour: v.lastFour, permissions: v.permissions, expiresAt: v.expiresAt, createdAt: v.createdAt })
+      return ok(req, {
+        id: v.id,
+        key: created.key,
+        name: v.name,
+        type: v.type,
+        prefix: v.prefix,
+        lastFour: v.lastFour,
+        permissions: v.permissions,
+        expiresAt: v.expiresAt,
+        createdAt: v.createdAt,
+      })
     },
   )
 
@@ -117,7 +151,12 @@ export const apiKeysRoutes: FastifyPluginAsyncTypebox<{ keys: ApiKeysService }> 
     '/api-keys/:id',
     {
       config: manage,
-      schema: { tags, summary: 'Get an API key (never its secret)', params: IdParams, response: { 200: Envelope(ApiKey), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+      schema: {
+        tags,
+        summary: 'Get an API key (never its secret)',
+        params: IdParams,
+        response: { 200: Envelope(ApiKey), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
     },
     async (req) => ok(req, present(await keys.get(actorOf(req).tenantId, req.params.id))),
   )

@@ -20,7 +20,16 @@ import { auditBy } from '../audit/service.js'
 import type { CredentialTags } from '../../platform/credential-tags.js'
 import { generateKey, hashKey, isLegacyKey, keyCacheId, looksLikeKey, type KeyType } from './keys.js'
 import type { LegacyKeys } from './legacy.js'
-import { findByHash, insertKey, LAST_USED_RESOLUTION_SECONDS, listKeys, revokeKey, selectKey, touchLastUsed, type KeyView } from './store.js'
+import {
+  findByHash,
+  insertKey,
+  LAST_USED_RESOLUTION_SECONDS,
+  listKeys,
+  revokeKey,
+  selectKey,
+  touchLastUsed,
+  type KeyView,
+} from './store.js'
 import { dateClock } from '../../clock.js'
 
 export interface CreateKeyInput {
@@ -75,9 +84,15 @@ export interface NewKeyRequest {
 
 const DAY_MS = 86_400_000
 
-const exceeds = (message: string, missing: string[]) => forbidden(message, { reason: 'exceeds_own_permissions', missing })
+const exceeds = (message: string, missing: string[]) =>
+  forbidden(message, { reason: 'exceeds_own_permissions', missing })
 
-export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials: Pick<Credentials, 'invalidate'>; now?: () => number }) {
+export function apiKeysService(deps: {
+  db: Db
+  tags: CredentialTags
+  credentials: Pick<Credentials, 'invalidate'>
+  now?: () => number
+}) {
   const { db, tags, credentials } = deps
   const now = dateClock(deps.now)
 
@@ -102,7 +117,10 @@ export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials
       // Operator keys act on every tenant: only someone with the server's database may make one.
       const type = input.type
       if (type !== 'sdk' && type !== 'ci') {
-        throw invalid('body.type', type === 'admin' ? 'admin keys are made with the admin CLI (create-key --type admin)' : 'must be sdk or ci')
+        throw invalid(
+          'body.type',
+          type === 'admin' ? 'admin keys are made with the admin CLI (create-key --type admin)' : 'must be sdk or ci',
+        )
       }
       const name = input.name.trim()
       if (!name) throw invalid('body.name', 'must not be blank')
@@ -116,7 +134,14 @@ export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials
       }
       const expiresAt = expiryOf(input, now())
       return db.tenant(a.tenantId, async (sql) => {
-        const created = await createKey(sql, tags, { tenantId: a.tenantId, userId: a.principal.userId, type, name, permissions, expiresAt })
+        const created = await createKey(sql, tags, {
+          tenantId: a.tenantId,
+          userId: a.principal.userId,
+          type,
+          name,
+          permissions,
+          expiresAt,
+        })
         await auditBy(sql, a, {
           action: 'key.created',
           target: { type: 'api_key', id: created.id },
@@ -149,7 +174,10 @@ export function apiKeysService(deps: { db: Db; tags: CredentialTags; credentials
         const itself = a.principal.kind === 'api_key' && a.principal.id === id
         const missing = itself ? [] : uncovered(a.principal.permissions, current.permissions)
         if (missing.length) {
-          throw exceeds(`This credential may not revoke a key holding permissions it lacks: ${missing.join(', ')}`, missing)
+          throw exceeds(
+            `This credential may not revoke a key holding permissions it lacks: ${missing.join(', ')}`,
+            missing,
+          )
         }
         if (current.revoked_at) return current
         const revoked = (await revokeKey(sql, a.tenantId, id, now()))!
@@ -173,7 +201,12 @@ export type ApiKeysService = ReturnType<typeof apiKeysService>
  * API keys as credentials. Memory decides every key that was not issued here (wrong tag, or of
  * the old format and not among the live old keys): only keys that exist are looked up.
  */
-export function apiKeyAuthenticator(o: { db: Db; tags: CredentialTags; legacy: Pick<LegacyKeys, 'mayExist'>; cache?: CredentialCache }): Authenticator {
+export function apiKeyAuthenticator(o: {
+  db: Db
+  tags: CredentialTags
+  legacy: Pick<LegacyKeys, 'mayExist'>
+  cache?: CredentialCache
+}): Authenticator {
   const { db, tags, legacy } = o
   const cache = o.cache ?? new CredentialCache()
   return {

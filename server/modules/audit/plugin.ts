@@ -1,4 +1,5 @@
-// 'atrium-audit': the tenant's audit log under /api/v1; its retention sweep is queue 'audit.retention' (server/jobs.ts).
+// 'atrium-audit': the tenant's audit log under /api/v1; its retention sweep is queue 'audit.retention'
+// (server/jobs.ts).
 import fp from 'fastify-plugin'
 import { API_PREFIX } from '../../http/auth.js'
 import { auditRoutes } from './routes.js'

@@ -22,11 +22,22 @@ const AuditEvent = Type.Object({
   id: Type.String({ format: 'uuid' }),
   action: Type.String({ description: 'What happened, e.g. auth.login, auth.login_failed, key.created, key.revoked' }),
   actor: Type.Object({
-    type: Type.Union([Type.Literal('user'), Type.Literal('api_key'), Type.Literal('system'), Type.Literal('anonymous')]),
-    id: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], { description: 'User or key id; null for anonymous and system actors' }),
+    type: Type.Union([
+      Type.Literal('user'),
+      Type.Literal('api_key'),
+      Type.Literal('system'),
+      Type.Literal('anonymous'),
+    ]),
+    id: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], {
+      description: 'User or key id; null for anonymous and system actors',
+    }),
   }),
-  target: Type.Union([Type.Object({ type: Type.String(), id: Type.String() }), Type.Null()], { description: 'What the action was done to; null when nothing in particular' }),
-  ip: Type.Union([Type.String(), Type.Null()], { description: 'Client address of the request; null when the action came from no request' }),
+  target: Type.Union([Type.Object({ type: Type.String(), id: Type.String() }), Type.Null()], {
+    description: 'What the action was done to; null when nothing in particular',
+  }),
+  ip: Type.Union([Type.String(), Type.Null()], {
+    description: 'Client address of the request; null when the action came from no request',
+  }),
   userAgent: Type.Union([Type.String(), Type.Null()]),
   details: Type.Object({}, { additionalProperties: true }),
   createdAt: Type.String({ format: 'date-time' }),
@@ -36,7 +47,13 @@ const AuditQuery = Type.Object(
   {
     limit: Type.Integer({ minimum: 1, maximum: 200, default: 50, description: 'Items per page (1 to 200)' }),
     cursor: Type.Optional(Type.String({ maxLength: 200, description: 'meta.nextCursor of the previous page' })),
-    action: Type.Optional(Type.String({ maxLength: 100, pattern: '^[a-z][a-z0-9_]*(\\.[a-z0-9_]+)*(\\.\\*)?$', description: 'An action (key.created), or every action under a prefix (key.*)' })),
+    action: Type.Optional(
+      Type.String({
+        maxLength: 100,
+        pattern: '^[a-z][a-z0-9_]*(\\.[a-z0-9_]+)*(\\.\\*)?$',
+        description: 'An action (key.created), or every action under a prefix (key.*)',
+      }),
+    ),
     actorId: Type.Optional(Type.String({ format: 'uuid', description: 'Events done by this user or API key' })),
     since: Type.Optional(Type.String({ format: 'date-time', description: 'Events at or after this time' })),
     until: Type.Optional(Type.String({ format: 'date-time', description: 'Events before this time' })),

@@ -8,7 +8,13 @@ import { AUDIT_LOG_PLAN, PLAN_TERMS, type Plan } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
 import type { Logger } from 'pino'
 import type { Db, TxSql } from '../../platform/db.js'
-import { insertAuditEvent, listAuditEvents, sweepExpiredEvents, type AuditActorType, type AuditFilter } from './store.js'
+import {
+  insertAuditEvent,
+  listAuditEvents,
+  sweepExpiredEvents,
+  type AuditActorType,
+  type AuditFilter,
+} from './store.js'
 
 /** Who an event names as having done it: a user or key by id, or the system or someone anonymous. */
 export interface AuditActor {
@@ -43,7 +49,10 @@ export const audit = (sql: TxSql, e: Audited): Promise<void> =>
 export const auditBy = (sql: TxSql, a: Actor, e: Omit<Audited, 'tenantId' | 'actor' | 'origin'>): Promise<void> =>
   audit(sql, {
     tenantId: a.tenantId,
-    actor: a.principal.kind === 'api_key' ? { type: 'api_key', id: a.principal.id } : { type: 'user', id: a.principal.userId },
+    actor:
+      a.principal.kind === 'api_key'
+        ? { type: 'api_key', id: a.principal.id }
+        : { type: 'user', id: a.principal.userId },
     origin: a.origin,
     ...e,
   })
@@ -65,7 +74,10 @@ export function auditLogService(deps: { db: Db }) {
       // than answer with an empty list that looks like nothing happened.
       const plan = planOf(a)
       if (PLAN_TERMS[plan].auditRetention === null) {
-        throw forbidden(`The audit log needs the ${PLAN_TERMS[AUDIT_LOG_PLAN].title} plan or higher`, { plan, requiredPlan: AUDIT_LOG_PLAN })
+        throw forbidden(`The audit log needs the ${PLAN_TERMS[AUDIT_LOG_PLAN].title} plan or higher`, {
+          plan,
+          requiredPlan: AUDIT_LOG_PLAN,
+        })
       }
       const filter: AuditFilter = {
         ...(q.action !== undefined ? { action: q.action } : {}),
@@ -74,10 +86,14 @@ export function auditLogService(deps: { db: Db }) {
         ...(q.until !== undefined ? { until: new Date(q.until) } : {}),
       }
       if (filter.since && filter.until && filter.since >= filter.until) {
-        throw new AppError('VALIDATION_ERROR', 'since must be before until', { errors: [{ field: 'querystring.since', message: 'must be before until' }] })
+        throw new AppError('VALIDATION_ERROR', 'since must be before until', {
+          errors: [{ field: 'querystring.since', message: 'must be before until' }],
+        })
       }
       const before = decodeIdCursor(q.cursor)
-      const rows = await db.tenantRead(a.tenantId, (sql) => listAuditEvents(sql, a.tenantId, filter, q.limit + 1, before))
+      const rows = await db.tenantRead(a.tenantId, (sql) =>
+        listAuditEvents(sql, a.tenantId, filter, q.limit + 1, before),
+      )
       return toPage(rows, q.limit, (e) => e.id)
     },
 

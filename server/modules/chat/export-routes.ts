@@ -25,18 +25,24 @@ const ExportBody = Type.Object(
     includeMetadata: Type.Optional(
       Type.Boolean({
         default: false,
-        description: "Also each session's agentId, projectId, updatedAt and messageCount (all its messages, in the range or not), and each message's status, error, usage and completedAt",
+        description:
+          "Also each session's agentId, projectId, updatedAt and messageCount (all its messages, in the range or not), and each message's status, error, usage and completedAt",
       }),
     ),
   },
   { additionalProperties: false },
 )
 
-const ExportedMessage = Type.Composite([Type.Pick(Message, ['id', 'role', 'content', 'createdAt']), Type.Partial(Type.Pick(Message, ['status', 'error', 'usage', 'completedAt']))])
+const ExportedMessage = Type.Composite([
+  Type.Pick(Message, ['id', 'role', 'content', 'createdAt']),
+  Type.Partial(Type.Pick(Message, ['status', 'error', 'usage', 'completedAt'])),
+])
 const ExportedSession = Type.Composite([
   Type.Pick(Session, ['id', 'title', 'createdAt']),
   Type.Partial(Type.Pick(Session, ['agentId', 'projectId', 'updatedAt', 'messageCount'])),
-  Type.Object({ messages: Type.Array(ExportedMessage, { description: "The session's messages created in the range, oldest first" }) }),
+  Type.Object({
+    messages: Type.Array(ExportedMessage, { description: "The session's messages created in the range, oldest first" }),
+  }),
 ])
 const ExportDocument = Type.Object(
   {
@@ -44,7 +50,9 @@ const ExportDocument = Type.Object(
     tenantId: Type.String({ format: 'uuid' }),
     exportedAt: Type.String({ format: 'date-time' }),
     dateRange: Type.Object({ start: Type.String({ format: 'date' }), end: Type.String({ format: 'date' }) }),
-    sessions: Type.Array(ExportedSession, { description: 'The sessions with at least one message in the range, by id (the order they were created in)' }),
+    sessions: Type.Array(ExportedSession, {
+      description: 'The sessions with at least one message in the range, by id (the order they were created in)',
+    }),
     counts: Type.Object({ sessions: Type.Integer(), messages: Type.Integer() }),
   },
   {
@@ -55,13 +63,20 @@ const ExportDocument = Type.Object(
 
 /** Sends a JSON document as a download, from a stream (the reply's hooks, headers and logs as any). */
 const attachment = (reply: FastifyReply, doc: { filename: string; stream: Readable }) =>
-  reply.type('application/json; charset=utf-8').header('content-disposition', contentDisposition(doc.filename)).header('cache-control', 'private, no-store').send(doc.stream)
+  reply
+    .type('application/json; charset=utf-8')
+    .header('content-disposition', contentDisposition(doc.filename))
+    .header('cache-control', 'private, no-store')
+    .send(doc.stream)
 
 // Chat history is read (chat:read) and leaves the service (export: what every export needs). It
 // changes nothing, so it stays open while an expired license makes the API read-only.
 const config: FastifyContextConfig = { permission: ['chat:read', 'export'], readOnlyAllowed: true }
 
-export const chatExportRoutes: FastifyPluginAsyncTypebox<{ chatExport: ChatExportService }> = async (app, { chatExport }) => {
+export const chatExportRoutes: FastifyPluginAsyncTypebox<{ chatExport: ChatExportService }> = async (
+  app,
+  { chatExport },
+) => {
   app.post(
     '/chat/export',
     {

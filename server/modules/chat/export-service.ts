@@ -58,7 +58,14 @@ function rangeOf(r: ChatExportRequest['dateRange']) {
 /** A session as the export shows it, up to its messages (an object's JSON without its closing brace). */
 function sessionHead(r: ExportRow, metadata: boolean): string {
   const s = { id: r.session_id, title: r.title, createdAt: r.session_created_at?.toISOString() ?? null }
-  const m = metadata ? { agentId: r.agent_id, projectId: r.project_id, updatedAt: r.session_updated_at?.toISOString() ?? null, messageCount: r.message_count } : {}
+  const m = metadata
+    ? {
+        agentId: r.agent_id,
+        projectId: r.project_id,
+        updatedAt: r.session_updated_at?.toISOString() ?? null,
+        messageCount: r.message_count,
+      }
+    : {}
   return JSON.stringify({ ...s, ...m }).slice(0, -1) + ',"messages":[\n'
 }
 
@@ -71,7 +78,10 @@ const json = JSON.stringify
 function messageJson(r: ExportRow, metadata: boolean): string {
   const own = `{"id":${json(r.id)},"role":${json(r.role)},"content":${json(r.content)},"createdAt":${json(r.created_at.toISOString())}`
   if (!metadata) return own + '}'
-  return own + `,"status":${json(r.status)},"error":${json(r.error)},"usage":${json(r.usage)},"completedAt":${json(r.completed_at?.toISOString() ?? null)}}`
+  return (
+    own +
+    `,"status":${json(r.status)},"error":${json(r.error)},"usage":${json(r.usage)},"completedAt":${json(r.completed_at?.toISOString() ?? null)}}`
+  )
 }
 
 /**
@@ -111,7 +121,10 @@ function documentWriter(head: string, metadata: boolean) {
     },
     /** The text written since the last take, as bytes; `end` closes the document. */
     take(end = false): Buffer {
-      if (end) text += (session === null ? '' : '\n]}') + `\n],"counts":${JSON.stringify({ sessions: sent.sessions + pending.sessions, messages: sent.messages + pending.messages })}}\n`
+      if (end)
+        text +=
+          (session === null ? '' : '\n]}') +
+          `\n],"counts":${JSON.stringify({ sessions: sent.sessions + pending.sessions, messages: sent.messages + pending.messages })}}\n`
       const bytes = Buffer.from(text)
       text = ''
       sent.sessions += pending.sessions
@@ -173,16 +186,27 @@ export function chatExportService(deps: ChatExportDeps) {
      * Readable. `log` is the request's: a fault after the first bytes, and an audit entry that
      * could not be written, are logged there.
      */
-    async open(a: Actor, input: ChatExportRequest, log: Pick<BaseLogger, 'warn' | 'error'>): Promise<{ filename: string; stream: Readable }> {
+    async open(
+      a: Actor,
+      input: ChatExportRequest,
+      log: Pick<BaseLogger, 'warn' | 'error'>,
+    ): Promise<{ filename: string; stream: Readable }> {
       const { from, until } = rangeOf(input.dateRange)
       const { start, end } = input.dateRange
       const metadata = input.includeMetadata ?? false
       const { tenantId } = a
-      const head = { format: EXPORT_FORMAT_VERSION, tenantId, exportedAt: new Date(now()).toISOString(), dateRange: { start, end } }
+      const head = {
+        format: EXPORT_FORMAT_VERSION,
+        tenantId,
+        exportedAt: new Date(now()).toISOString(),
+        dateRange: { start, end },
+      }
       const doc = documentWriter(JSON.stringify(head).slice(0, -1) + ',"sessions":[\n', metadata)
       // A page, written into the document as its rows arrive; the key of the next page, or null.
       const page = async (after: ExportPageQuery['after']) => {
-        await db.tenantRead(tenantId, (sql) => exportPage(sql, tenantId, { from, until, after, rows: pageRows, bytes: pageBytes }, doc.row))
+        await db.tenantRead(tenantId, (sql) =>
+          exportPage(sql, tenantId, { from, until, after, rows: pageRows, bytes: pageBytes }, doc.row),
+        )
         return doc.next(pageRows)
       }
       const first = await page(null)
@@ -213,7 +237,12 @@ export function chatExportService(deps: ChatExportDeps) {
         }
       }
 
-      const stream = pulled(document(), (err) => log.warn({ err, ...doc.sent }, 'chat export failed after its first bytes were sent: the response was cut short (its JSON is incomplete)'))
+      const stream = pulled(document(), (err) =>
+        log.warn(
+          { err, ...doc.sent },
+          'chat export failed after its first bytes were sent: the response was cut short (its JSON is incomplete)',
+        ),
+      )
       return { filename: `chat_export_${tenantId}_${start}_${end}.json`, stream }
     },
   }

@@ -4,7 +4,9 @@
 import type { TxSql } from '../../platform/db.js'
 import type { MessageRow, SessionRow } from './store.js'
 
-/** A message of the export; the session's fields only on the first row of the page for its session (null on the others). */
+/**
+ * A message of the export; the session's fields only on the first row of the page for its session (null on the others).
+ */
 export type ExportRow = MessageRow & {
   title: SessionRow['title'] | null
   agent_id: SessionRow['agent_id']

@@ -1,7 +1,8 @@
 // Generates assistant replies on the job runner (queue 'chat.reply'). The reply streams into the
 // session's live event log as message.delta events (sent to the streams as they come, written
 // every DELTA_FLUSH_MS behind them) and ends with message.completed, or with error when the
-// provider fails; the text is saved with the final event, in one transaction. The client going away changes nothing: the reply is generated and saved, and
+// provider fails; the text is saved with the final event, in one transaction. The client going away changes nothing:
+// the reply is generated and saved, and
 // a later stream or GET messages shows it. A reply whose worker died is not generated again (its
 // deltas were already sent): it ends with an error, and the user sends the message again.
 import { AppError } from '../../domain/errors.js'
@@ -14,7 +15,10 @@ import { messageView } from './service.js'
 export { REPLY_QUEUE } from './service.js'
 import * as store from './store.js'
 
-/** Deltas reach the streams at once and are written this often behind them (what a stream joining late waits for at most). */
+/**
+ * Deltas reach the streams at once and are written this often behind them (what a stream joining late waits for at
+ * most).
+ */
 const DELTA_FLUSH_MS = 200
 /** The history handed to the model: the newest messages that fit (characters, about 4 per token). */
 export const CONTEXT_CHARS = 48_000
@@ -23,7 +27,10 @@ const CONTEXT_MESSAGES = 200
 export const sessionChannel = (sessionId: string) => `atrium:chat-session:${sessionId}`
 
 /** The newest history that fits the budget, oldest first; the message being answered always fits. */
-export function trimHistory(newestFirst: { role: 'user' | 'assistant'; content: string }[], budget = CONTEXT_CHARS): LlmMessage[] {
+export function trimHistory(
+  newestFirst: { role: 'user' | 'assistant'; content: string }[],
+  budget = CONTEXT_CHARS,
+): LlmMessage[] {
   const kept: LlmMessage[] = []
   let used = 0
   for (const m of newestFirst) {
@@ -34,7 +41,12 @@ export function trimHistory(newestFirst: { role: 'user' | 'assistant'; content: 
   return kept.reverse()
 }
 
-export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connection: (tenantId: string) => Promise<LlmTarget> }) {
+export function replyGenerator(deps: {
+  db: Db
+  cache: Cache
+  llm: Llm
+  connection: (tenantId: string) => Promise<LlmTarget>
+}) {
   const { db } = deps
 
   return async function handle(job: Job<{ sessionId: string; replyId: string }>): Promise<void> {
@@ -45,14 +57,20 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
       if (!reply || reply.status !== 'generating') return null
       const [session] = await store.selectSession(sql, tenantId, sessionId)
       return session
-        ? { session, agent: await store.agentPrompt(sql, tenantId, session.agent_id), history: await store.historyBefore(sql, tenantId, sessionId, replyId, CONTEXT_MESSAGES, CONTEXT_CHARS) }
+        ? {
+            session,
+            agent: await store.agentPrompt(sql, tenantId, session.agent_id),
+            history: await store.historyBefore(sql, tenantId, sessionId, replyId, CONTEXT_MESSAGES, CONTEXT_CHARS),
+          }
         : null
     })
     if (!start) return
-    // The text cannot be kept (the session was deleted, the database is away): stop the model at once rather than at the end.
+    // The text cannot be kept (the session was deleted, the database is away): stop the model at once rather than at
+    // the end.
     const unkept = new AbortController()
     // This reply is the session's only writer while it generates (one reply at a time), so it numbers
-    // the events and sends them live. Taking over from a worker that died, it starts beyond what that one may have sent.
+    // the events and sends them live. Taking over from a worker that died, it starts beyond what that one may have
+    // sent.
     const events = eventLogWriter<string>({
       db,
       cache: deps.cache,
@@ -64,18 +82,32 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
       deltaEvent: (messageId, delta) => ({ type: 'message.delta', data: { messageId, delta } }),
       onWriteError: (err) => unkept.abort(err),
     })
-    const finish = (end: { content: string; error: { code: string; message: string } | null; usage: { inputTokens: number; outputTokens: number } | null }) =>
+    const finish = (end: {
+      content: string
+      error: { code: string; message: string } | null
+      usage: { inputTokens: number; outputTokens: number } | null
+    }) =>
       events.commit(async (sql) => {
         const [current] = await store.selectMessage(sql, tenantId, replyId, { lock: true })
         if (!current || current.status !== 'generating') return
-        const saved = await store.finishReply(sql, tenantId, sessionId, replyId, { status: end.error ? 'failed' : 'completed', ...end })
+        const saved = await store.finishReply(sql, tenantId, sessionId, replyId, {
+          status: end.error ? 'failed' : 'completed',
+          ...end,
+        })
         if (end.error) events.push('error', { messageId: replyId, ...end.error })
         else events.push('message.completed', { message: messageView(saved) })
       })
 
     try {
       if (job.attempt > 1) {
-        await finish({ content: '', error: { code: 'RUN_INTERRUPTED', message: 'the reply was interrupted (its server stopped); send the message again' }, usage: null })
+        await finish({
+          content: '',
+          error: {
+            code: 'RUN_INTERRUPTED',
+            message: 'the reply was interrupted (its server stopped); send the message again',
+          },
+          usage: null,
+        })
         return
       }
       let text = ''
@@ -85,7 +117,10 @@ export function replyGenerator(deps: { db: Db; cache: Cache; llm: Llm; connectio
         const response = await deps.llm.complete({
           tenantId,
           target,
-          messages: [...(start.agent?.prompt ? [{ role: 'system' as const, content: start.agent.prompt }] : []), ...trimHistory(start.history)],
+          messages: [
+            ...(start.agent?.prompt ? [{ role: 'system' as const, content: start.agent.prompt }] : []),
+            ...trimHistory(start.history),
+          ],
           ...(start.agent?.model ? { model: start.agent.model } : {}),
           signal: AbortSignal.any([job.signal, unkept.signal]),
           onDelta: (d) => {

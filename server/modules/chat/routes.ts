@@ -10,11 +10,18 @@ import type { Cache } from '../../platform/cache.js'
 import { sessionChannel } from './replies.js'
 import { messageView, sessionView, type ChatService } from './service.js'
 
-const Title = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Not blank; surrounding spaces are trimmed' })
+const Title = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  pattern: '\\S',
+  description: 'Not blank; surrounding spaces are trimmed',
+})
 export const Session = Type.Object({
   id: Type.String({ format: 'uuid' }),
   title: Type.String(),
-  agentId: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], { description: 'The agent whose system prompt replies use; null when none (or it was deleted)' }),
+  agentId: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], {
+    description: 'The agent whose system prompt replies use; null when none (or it was deleted)',
+  }),
   projectId: Type.Union([Type.String({ format: 'uuid' }), Type.Null()]),
   messageCount: Type.Integer(),
   createdAt: Type.String({ format: 'date-time' }),
@@ -41,22 +48,43 @@ const CreateBody = Type.Object(
   { additionalProperties: false },
 )
 const PatchBody = Type.Object({ title: Title }, { additionalProperties: false })
-const PostBody = Type.Object({ content: Type.String({ minLength: 1, maxLength: 100_000, description: "The user's message; the plan bounds its length" }) }, { additionalProperties: false })
+const PostBody = Type.Object(
+  {
+    content: Type.String({
+      minLength: 1,
+      maxLength: 100_000,
+      description: "The user's message; the plan bounds its length",
+    }),
+  },
+  { additionalProperties: false },
+)
 const Posted = Type.Object({
   message: Message,
-  replyId: Type.String({ format: 'uuid', description: 'The assistant reply now being generated: follow it on the stream, or read it from the messages once completed' }),
+  replyId: Type.String({
+    format: 'uuid',
+    description:
+      'The assistant reply now being generated: follow it on the stream, or read it from the messages once completed',
+  }),
 })
 
 const tags = ['chat']
 const read: FastifyContextConfig = { permission: 'chat:read' }
 const write: FastifyContextConfig = { permission: 'chat:write' }
 
-export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: Cache }> = async (app, { chat, cache }) => {
+export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: Cache }> = async (
+  app,
+  { chat, cache },
+) => {
   app.post(
     '/chat/sessions',
     {
       config: write,
-      schema: { tags, summary: 'Start a chat session', body: CreateBody, response: { 201: Envelope(Session), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'QUOTA_EXCEEDED') } },
+      schema: {
+        tags,
+        summary: 'Start a chat session',
+        body: CreateBody,
+        response: { 201: Envelope(Session), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'QUOTA_EXCEEDED') },
+      },
     },
     async (req, reply) => {
       reply.code(201)
@@ -66,7 +94,15 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
 
   app.get(
     '/chat/sessions',
-    { config: read, schema: { tags, summary: 'List chat sessions, newest first', querystring: PageQuery, response: { 200: PageEnvelope(Session), ...apiErrors('FORBIDDEN') } } },
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: 'List chat sessions, newest first',
+        querystring: PageQuery,
+        response: { 200: PageEnvelope(Session), ...apiErrors('FORBIDDEN') },
+      },
+    },
     async (req) => {
       const r = await chat.list(actorOf(req).tenantId, req.query)
       return page(req, r.items.map(sessionView), r.nextCursor)
@@ -75,7 +111,15 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
 
   app.get(
     '/chat/sessions/:id',
-    { config: read, schema: { tags, summary: 'Get a chat session', params: IdParams, response: { 200: Envelope(Session), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } } },
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: 'Get a chat session',
+        params: IdParams,
+        response: { 200: Envelope(Session), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
+    },
     async (req) => ok(req, sessionView(await chat.get(actorOf(req).tenantId, req.params.id))),
   )
 
@@ -83,7 +127,13 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
     '/chat/sessions/:id',
     {
       config: write,
-      schema: { tags, summary: 'Rename a chat session', params: IdParams, body: PatchBody, response: { 200: Envelope(Session), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+      schema: {
+        tags,
+        summary: 'Rename a chat session',
+        params: IdParams,
+        body: PatchBody,
+        response: { 200: Envelope(Session), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
     },
     async (req) => ok(req, sessionView(await chat.retitle(actorOf(req).tenantId, req.params.id, req.body.title))),
   )
@@ -96,7 +146,10 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
         tags,
         summary: 'Delete a chat session and its messages',
         params: IdParams,
-        response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+        response: {
+          200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })),
+          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
+        },
       },
     },
     async (req) => {
@@ -133,7 +186,10 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
         summary: 'Send a message; the reply generates in the background (one at a time per session)',
         params: IdParams,
         body: PostBody,
-        response: { 201: Envelope(Posted), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'CONFLICT', 'PAYLOAD_TOO_LARGE', 'LLM_NOT_CONFIGURED') },
+        response: {
+          201: Envelope(Posted),
+          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'CONFLICT', 'PAYLOAD_TOO_LARGE', 'LLM_NOT_CONFIGURED'),
+        },
       },
     },
     async (req, reply) => {
@@ -166,12 +222,18 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
         after: lastEventId(req, req.query.lastEventId),
         read: async (after) => {
           try {
-            const events = (await chat.events(tenantId, sessionId, after)).map((e) => ({ id: e.seq, event: e.type, data: e.data }))
+            const events = (await chat.events(tenantId, sessionId, after)).map((e) => ({
+              id: e.seq,
+              event: e.type,
+              data: e.data,
+            }))
             following = true
             return { events, ended: false }
           } catch (err) {
-            // Deleted while followed: the stream ends (a reconnect is then 404) rather than polling for a session that is gone.
-            if (following && err instanceof AppError && err.code === 'RESOURCE_NOT_FOUND') return { events: [], ended: true }
+            // Deleted while followed: the stream ends (a reconnect is then 404) rather than polling for a session that
+            // is gone.
+            if (following && err instanceof AppError && err.code === 'RESOURCE_NOT_FOUND')
+              return { events: [], ended: true }
             throw err
           }
         },

@@ -46,12 +46,18 @@ export const messageView = (m: MessageRow) => ({
 
 /** A bound agent or project that is not the tenant's: the composite foreign key refused it. */
 function unknownBinding(err: unknown, input: { agentId?: string | null; projectId?: string | null }): AppError | null {
-  if (input.agentId && isForeignKeyViolation(err, 'chat_sessions_tenant_id_agent_id_fkey')) return notFound('agent', input.agentId)
-  if (input.projectId && isForeignKeyViolation(err, 'chat_sessions_tenant_id_project_id_fkey')) return notFound('project', input.projectId)
+  if (input.agentId && isForeignKeyViolation(err, 'chat_sessions_tenant_id_agent_id_fkey'))
+    return notFound('agent', input.agentId)
+  if (input.projectId && isForeignKeyViolation(err, 'chat_sessions_tenant_id_project_id_fkey'))
+    return notFound('project', input.projectId)
   return null
 }
 
-export function chatService(deps: { db: Db; llm: Pick<Llm, 'checkConfigured'>; connection: (tenantId: string) => Promise<LlmTarget> }) {
+export function chatService(deps: {
+  db: Db
+  llm: Pick<Llm, 'checkConfigured'>
+  connection: (tenantId: string) => Promise<LlmTarget>
+}) {
   const { db } = deps
   const found = (id: string, rows: readonly SessionRow[]) => {
     if (!rows[0]) throw notFound('session', id)
@@ -65,18 +71,32 @@ export function chatService(deps: { db: Db; llm: Pick<Llm, 'checkConfigured'>; c
       return toPage(rows, page.limit, (s) => s.id)
     },
 
-    get: async (tenantId: string, id: string) => found(id, await db.tenantRead(tenantId, (sql) => store.selectSession(sql, tenantId, id))),
+    get: async (tenantId: string, id: string) =>
+      found(id, await db.tenantRead(tenantId, (sql) => store.selectSession(sql, tenantId, id))),
 
     /** A new session, within the plan's number of sessions. */
-    async create(a: Actor, input: { title?: string; agentId?: string | null; projectId?: string | null }): Promise<SessionRow> {
+    async create(
+      a: Actor,
+      input: { title?: string; agentId?: string | null; projectId?: string | null },
+    ): Promise<SessionRow> {
       const limit = PLAN_TERMS[planOf(a.principal)].limits.chatSessions
       try {
         return await db.tenant(a.tenantId, async (sql) => {
           // Serialises a tenant's creations, so that the count holds under races.
           await sql`select pg_advisory_xact_lock(hashtextextended(${'atrium.chat-sessions:' + a.tenantId}, 0))`
           const count = await store.countSessions(sql, a.tenantId)
-          if (count >= limit) throw new AppError('QUOTA_EXCEEDED', `the ${planOf(a.principal)} plan keeps at most ${limit} chat sessions; delete some first`, { limit, used: count })
-          return store.insertSession(sql, a.tenantId, { id: newId(), title: input.title?.trim() || DEFAULT_TITLE, agentId: input.agentId ?? null, projectId: input.projectId ?? null })
+          if (count >= limit)
+            throw new AppError(
+              'QUOTA_EXCEEDED',
+              `the ${planOf(a.principal)} plan keeps at most ${limit} chat sessions; delete some first`,
+              { limit, used: count },
+            )
+          return store.insertSession(sql, a.tenantId, {
+            id: newId(),
+            title: input.title?.trim() || DEFAULT_TITLE,
+            agentId: input.agentId ?? null,
+            projectId: input.projectId ?? null,
+          })
         })
       } catch (err) {
         throw unknownBinding(err, input) ?? err
@@ -101,16 +121,34 @@ export function chatService(deps: { db: Db; llm: Pick<Llm, 'checkConfigured'>; c
     async post(a: Actor, sessionId: string, content: string) {
       if (!content.trim()) throw invalid('content', 'must not be blank')
       const limit = PLAN_TERMS[planOf(a.principal)].limits.chatMessageChars
-      if (content.length > limit) throw new AppError('PAYLOAD_TOO_LARGE', `a message may hold at most ${limit} characters on this plan`, { limit, length: content.length })
+      if (content.length > limit)
+        throw new AppError('PAYLOAD_TOO_LARGE', `a message may hold at most ${limit} characters on this plan`, {
+          limit,
+          length: content.length,
+        })
       // Refused now rather than as a failed reply: settings that cannot call a model (the bound agent's model counts).
-      const agent = await db.tenant(a.tenantId, async (sql) => store.agentPrompt(sql, a.tenantId, found(sessionId, await store.selectSession(sql, a.tenantId, sessionId)).agent_id))
+      const agent = await db.tenant(a.tenantId, async (sql) =>
+        store.agentPrompt(
+          sql,
+          a.tenantId,
+          found(sessionId, await store.selectSession(sql, a.tenantId, sessionId)).agent_id,
+        ),
+      )
       deps.llm.checkConfigured(await deps.connection(a.tenantId), agent?.model ?? undefined)
       return db.tenant(a.tenantId, async (sql) => {
         const current = found(sessionId, await store.selectSession(sql, a.tenantId, sessionId, { lock: true }))
         if (current.generating_id) {
-          throw new AppError('CONFLICT', 'a reply is still being generated in this session; wait for it (or follow its stream)', { replyId: current.generating_id })
+          throw new AppError(
+            'CONFLICT',
+            'a reply is still being generated in this session; wait for it (or follow its stream)',
+            { replyId: current.generating_id },
+          )
         }
-        const [message, reply] = await store.insertExchange(sql, a.tenantId, sessionId, { userId: newId(), replyId: newId(), content })
+        const [message, reply] = await store.insertExchange(sql, a.tenantId, sessionId, {
+          userId: newId(),
+          replyId: newId(),
+          content,
+        })
         // One attempt and one take-over: a reply whose server died ends with an error instead of repeating its deltas.
         await enqueueJob(sql, REPLY_QUEUE, { sessionId, replyId: reply!.id }, { tenantId: a.tenantId, maxAttempts: 2 })
         return { message: message!, replyId: reply!.id }

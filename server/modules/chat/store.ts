@@ -37,7 +37,9 @@ export function listSessions(sql: TxSql, tenantId: string, limit: number, before
 }
 
 export function selectSession(sql: TxSql, tenantId: string, id: string, opts: { lock?: boolean } = {}) {
-  return sql<SessionRow[]>`select ${sql.unsafe(SESSION)} from chat_sessions where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
+  return sql<
+    SessionRow[]
+  >`select ${sql.unsafe(SESSION)} from chat_sessions where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
 }
 
 export async function countSessions(sql: TxSql, tenantId: string): Promise<number> {
@@ -45,7 +47,11 @@ export async function countSessions(sql: TxSql, tenantId: string): Promise<numbe
   return row!.n
 }
 
-export async function insertSession(sql: TxSql, tenantId: string, s: { id: string; title: string; agentId: string | null; projectId: string | null }): Promise<SessionRow> {
+export async function insertSession(
+  sql: TxSql,
+  tenantId: string,
+  s: { id: string; title: string; agentId: string | null; projectId: string | null },
+): Promise<SessionRow> {
   const [row] = await sql<SessionRow[]>`
     insert into chat_sessions (id, tenant_id, title, agent_id, project_id)
     values (${s.id}, ${tenantId}, ${s.title}, ${s.agentId}, ${s.projectId})
@@ -53,7 +59,12 @@ export async function insertSession(sql: TxSql, tenantId: string, s: { id: strin
   return row!
 }
 
-export async function retitleSession(sql: TxSql, tenantId: string, id: string, title: string): Promise<SessionRow | undefined> {
+export async function retitleSession(
+  sql: TxSql,
+  tenantId: string,
+  id: string,
+  title: string,
+): Promise<SessionRow | undefined> {
   const [row] = await sql<SessionRow[]>`
     update chat_sessions set title = ${title}, updated_at = now() where tenant_id = ${tenantId} and id = ${id}
     returning ${sql.unsafe(SESSION)}`
@@ -82,7 +93,12 @@ export function listMessages(sql: TxSql, tenantId: string, sessionId: string, li
 }
 
 /** A user's message and the empty reply now generating, in one statement; the session moves on. */
-export async function insertExchange(sql: TxSql, tenantId: string, sessionId: string, m: { userId: string; replyId: string; content: string }): Promise<MessageRow[]> {
+export async function insertExchange(
+  sql: TxSql,
+  tenantId: string,
+  sessionId: string,
+  m: { userId: string; replyId: string; content: string },
+): Promise<MessageRow[]> {
   const rows = await sql<MessageRow[]>`
     insert into chat_messages (id, tenant_id, session_id, role, content, status, completed_at)
     values (${m.userId}, ${tenantId}, ${sessionId}, 'user', ${m.content}, 'completed', now()),
@@ -95,7 +111,9 @@ export async function insertExchange(sql: TxSql, tenantId: string, sessionId: st
 }
 
 export function selectMessage(sql: TxSql, tenantId: string, id: string, opts: { lock?: boolean } = {}) {
-  return sql<MessageRow[]>`select ${sql.unsafe(MESSAGE)} from chat_messages where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
+  return sql<
+    MessageRow[]
+  >`select ${sql.unsafe(MESSAGE)} from chat_messages where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
 }
 
 /** The newest completed messages before a reply, newest first (the caller keeps what fits its budget). */
@@ -104,7 +122,14 @@ export function selectMessage(sql: TxSql, tenantId: string, id: string, opts: { 
  * those that fit `chars` together (measured in the database: a session of long replies is not read
  * whole to keep its last few).
  */
-export function historyBefore(sql: TxSql, tenantId: string, sessionId: string, beforeId: string, limit: number, chars: number) {
+export function historyBefore(
+  sql: TxSql,
+  tenantId: string,
+  sessionId: string,
+  beforeId: string,
+  limit: number,
+  chars: number,
+) {
   return sql<Pick<MessageRow, 'role' | 'content'>[]>`
     select role, content from (
       select id, role, content, char_length(content) as len, sum(char_length(content)) over (order by id desc) as upto
@@ -116,7 +141,11 @@ export function historyBefore(sql: TxSql, tenantId: string, sessionId: string, b
 }
 
 /** The system prompt of the session's agent, if it has one. */
-export async function agentPrompt(sql: TxSql, tenantId: string, agentId: string | null): Promise<{ prompt: string; model: string | null } | null> {
+export async function agentPrompt(
+  sql: TxSql,
+  tenantId: string,
+  agentId: string | null,
+): Promise<{ prompt: string; model: string | null } | null> {
   if (!agentId) return null
   const [row] = await sql<{ system_prompt: string; model: string | null }[]>`
     select system_prompt, config->>'model' as model from agents where tenant_id = ${tenantId} and id = ${agentId}`
@@ -143,6 +172,8 @@ export async function finishReply(
 const LOG: LogTables = { owner: 'chat_sessions', events: 'chat_events', key: 'session_id' }
 
 /** Appends events to a session's stream; the number of the last. */
-export const appendChatEvents = (sql: TxSql, tenantId: string, sessionId: string, events: LoggedEvent[]) => appendLogEvents(sql, LOG, tenantId, sessionId, events)
+export const appendChatEvents = (sql: TxSql, tenantId: string, sessionId: string, events: LoggedEvent[]) =>
+  appendLogEvents(sql, LOG, tenantId, sessionId, events)
 
-export const chatEventsAfter = (sql: TxSql, tenantId: string, sessionId: string, after: number, limit: number) => logEventsAfter(sql, LOG, tenantId, sessionId, after, limit)
+export const chatEventsAfter = (sql: TxSql, tenantId: string, sessionId: string, after: number, limit: number) =>
+  logEventsAfter(sql, LOG, tenantId, sessionId, after, limit)

@@ -44,7 +44,12 @@
           })
       },
       function () {
-        return { ok: false, status: 0, data: null, error: { code: 'NETWORK', message: 'The server could not be reached. Check your connection and try again.' } }
+        return {
+          ok: false,
+          status: 0,
+          data: null,
+          error: { code: 'NETWORK', message: 'The server could not be reached. Check your connection and try again.' },
+        }
       },
     )
   }
@@ -89,7 +94,12 @@
     }
     call('info?loginId=' + encodeURIComponent(loginId)).then(function (info) {
       if (!info.ok) {
-        say(info.status === 404 ? 'This sign-in request does not exist. Run the login command again.' : info.error.message, 'error')
+        say(
+          info.status === 404
+            ? 'This sign-in request does not exist. Run the login command again.'
+            : info.error.message,
+          'error',
+        )
         return
       }
       var d = info.data
@@ -116,7 +126,10 @@
     var button = event.target.querySelector('button')
     button.disabled = true
     say('Signing in…')
-    call('../../api/v1/auth/login', { method: 'POST', body: { email: $('email').value, password: $('password').value } }).then(function (r) {
+    call('../../api/v1/auth/login', {
+      method: 'POST',
+      body: { email: $('email').value, password: $('password').value },
+    }).then(function (r) {
       button.disabled = false
       $('password').value = ''
       if (!r.ok) {

@@ -8,7 +8,10 @@ const HTML = readAsset(import.meta.url, 'approve.html')
 const SCRIPT = readAsset(import.meta.url, 'approve.js')
 
 // A broken link still gets the page, which explains what went wrong, rather than a JSON error.
-const PageQuery = Type.Object({ loginId: Type.Optional(Type.String({ maxLength: 200 })), state: Type.Optional(Type.String({ maxLength: 200 })) })
+const PageQuery = Type.Object({
+  loginId: Type.Optional(Type.String({ maxLength: 200 })),
+  state: Type.Optional(Type.String({ maxLength: 200 })),
+})
 
 export const approvalPageRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(

@@ -9,7 +9,15 @@ import { cliAuthRoutes } from './routes.js'
 import type { CliAuthService } from './service.js'
 
 export const cliAuthPlugin = fp(
-  async (app, o: { platform: Pick<Platform, 'config'>; cliAuth: CliAuthService; signIn: AuthService; limits: { counters: Counters; keyPrefix: string; signIn: SignInGuard } }) => {
+  async (
+    app,
+    o: {
+      platform: Pick<Platform, 'config'>
+      cliAuth: CliAuthService
+      signIn: AuthService
+      limits: { counters: Counters; keyPrefix: string; signIn: SignInGuard }
+    },
+  ) => {
     const { limits } = o
     await app.register(cliAuthRoutes, {
       cli: o.cliAuth,
@@ -19,5 +27,8 @@ export const cliAuthPlugin = fp(
       rateLimit: { counters: limits.counters, keyPrefix: limits.keyPrefix },
     })
   },
-  { name: 'atrium-cli-auth', dependencies: ['atrium-platform', 'atrium-limits', 'atrium-sign-in', 'atrium-pages', '@fastify/cookie'] },
+  {
+    name: 'atrium-cli-auth',
+    dependencies: ['atrium-platform', 'atrium-limits', 'atrium-sign-in', 'atrium-pages', '@fastify/cookie'],
+  },
 )

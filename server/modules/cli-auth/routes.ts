@@ -1,5 +1,6 @@
 // CLI device login endpoints, at the root (not under /api/v1, so the API's credential and general
-// rate-limit hooks do not run here: docs/architecture.md, "Where routes are served"). Auth endpoints are exempt from the
+// rate-limit hooks do not run here: docs/architecture.md, "Where routes are served"). Auth endpoints are exempt from
+// the
 // general limit, but these answer anonymous callers and touch the database, so each has its own
 // limits per client address and per loginId.
 import { Type } from '@sinclair/typebox'
@@ -63,27 +64,49 @@ export interface CliAuthRoutesOptions {
 const tags = ['cli-auth']
 const open = { auth: false, rateLimit: false } as const
 
-const LoginId = Type.String({ pattern: '^[A-Za-z0-9_-]{43}$', description: 'loginId from start (256 random bits, base64url)' })
-const State = Type.String({ pattern: '^[0-9a-f]{64}$', description: '32 random bytes as 64 lowercase hex characters, chosen by the CLI' })
-const Status = Type.Union([Type.Literal('pending'), Type.Literal('approved'), Type.Literal('expired'), Type.Literal('consumed')], {
-  description: 'pending until a signed-in user approves; approved until the CLI redeems it (consumed); expired 10 minutes after start unless consumed',
+const LoginId = Type.String({
+  pattern: '^[A-Za-z0-9_-]{43}$',
+  description: 'loginId from start (256 random bits, base64url)',
 })
+const State = Type.String({
+  pattern: '^[0-9a-f]{64}$',
+  description: '32 random bytes as 64 lowercase hex characters, chosen by the CLI',
+})
+const Status = Type.Union(
+  [Type.Literal('pending'), Type.Literal('approved'), Type.Literal('expired'), Type.Literal('consumed')],
+  {
+    description:
+      'pending until a signed-in user approves; approved until the CLI redeems it (consumed); expired 10 minutes after start unless consumed',
+  },
+)
 const Time = Type.String({ format: 'date-time' })
 
 const StartBody = Type.Object(
   {
     state: State,
-    codeChallenge: Type.String({ pattern: '^[A-Za-z0-9_-]{43}$', description: 'BASE64URL(SHA-256(codeVerifier)), RFC 7636' }),
-    codeChallengeMethod: Type.Literal('S256', { description: 'Only S256: plain would let anyone who sees the challenge redeem the login' }),
+    codeChallenge: Type.String({
+      pattern: '^[A-Za-z0-9_-]{43}$',
+      description: 'BASE64URL(SHA-256(codeVerifier)), RFC 7636',
+    }),
+    codeChallengeMethod: Type.Literal('S256', {
+      description: 'Only S256: plain would let anyone who sees the challenge redeem the login',
+    }),
     cliVersion: Type.String({ minLength: 1, maxLength: 64 }),
-    platform: Type.String({ minLength: 1, maxLength: 64, description: 'Operating system and architecture, e.g. linux-x64' }),
+    platform: Type.String({
+      minLength: 1,
+      maxLength: 64,
+      description: 'Operating system and architecture, e.g. linux-x64',
+    }),
   },
   { additionalProperties: false },
 )
 const Started = Type.Object({
   loginId: Type.String(),
   authUrl: Type.String({ description: 'The approval page to open in a browser' }),
-  verificationCode: Type.String({ pattern: '^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$', description: 'Show it in the terminal: the browser shows the same' }),
+  verificationCode: Type.String({
+    pattern: '^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$',
+    description: 'Show it in the terminal: the browser shows the same',
+  }),
   expiresAt: Time,
   interval: Type.Integer({ description: 'Seconds to wait between status polls' }),
 })
@@ -102,7 +125,10 @@ const CompleteBody = Type.Object({ loginId: LoginId, state: State }, { additiona
 const TokenBody = Type.Object(
   {
     loginId: LoginId,
-    codeVerifier: Type.String({ pattern: '^[A-Za-z0-9._~-]{43,128}$', description: 'The PKCE verifier the challenge was made from (RFC 7636: 43 to 128 unreserved characters)' }),
+    codeVerifier: Type.String({
+      pattern: '^[A-Za-z0-9._~-]{43,128}$',
+      description: 'The PKCE verifier the challenge was made from (RFC 7636: 43 to 128 unreserved characters)',
+    }),
   },
   { additionalProperties: false },
 )
@@ -110,7 +136,9 @@ const Issued = Type.Object({
   token: Type.String({ description: 'JWT access token for Authorization: Bearer' }),
   tokenType: Type.Literal('Bearer'),
   expiresIn: Type.Integer({ description: 'Seconds until the access token expires' }),
-  refreshToken: Type.String({ description: 'Identity session token (ats_...): POST /api/v1/auth/refresh {token} for a new access token' }),
+  refreshToken: Type.String({
+    description: 'Identity session token (ats_...): POST /api/v1/auth/refresh {token} for a new access token',
+  }),
   refreshExpiresAt: Time,
   user: User,
   tenant: Tenant,
@@ -118,7 +146,10 @@ const Issued = Type.Object({
 
 const BEARER_RE = /^Bearer\s+(\S+)\s*$/i
 
-export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = async (app, { cli, auth, publicUrl, rateLimit, guard }) => {
+export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = async (
+  app,
+  { cli, auth, publicUrl, rateLimit, guard },
+) => {
   const limits = { ...CLI_AUTH_LIMITS, ...rateLimit.limits }
   const base = `${rateLimit.keyPrefix}:cli-auth`
   const limiter = (name: keyof CliAuthLimits): RateLimiter =>
@@ -158,7 +189,10 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
     if (header !== undefined) {
       const token = BEARER_RE.exec(header)?.[1]
       if (!token) throw unauthorized('The Authorization header must be: Bearer <access token>')
-      if (looksLikeKey(token)) throw forbidden('An API key cannot approve a CLI login: sign in as a user in the browser', { reason: 'api_key' })
+      if (looksLikeKey(token))
+        throw forbidden('An API key cannot approve a CLI login: sign in as a user in the browser', {
+          reason: 'api_key',
+        })
       p = accessTokens.fromMemory(token) ?? (await accessTokens.lookUp(token))
       if (!p) throw unauthorized('The access token is invalid, expired or revoked')
     } else {
@@ -167,7 +201,8 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
       assertSameOrigin(req, publicUrl)
       p = await auth.principalOfSessionToken(cookie)
     }
-    if (p.kind !== 'user' || !p.tenantId || !p.userId) throw forbidden('Only a signed-in user can approve a CLI login', { reason: 'not_a_user' })
+    if (p.kind !== 'user' || !p.tenantId || !p.userId)
+      throw forbidden('Only a signed-in user can approve a CLI login', { reason: 'not_a_user' })
     return p
   }
 
@@ -207,7 +242,10 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
         security: [],
         description: `pending, approved, expired or consumed; never a token. Poll every ${POLL_INTERVAL_SECONDS} s (at most ${limits.statusPerLogin} per minute per loginId).`,
         querystring: LoginQuery,
-        response: { 200: Envelope(Type.Object({ status: Status, expiresAt: Time })), ...errors('VALIDATION_ERROR', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED') },
+        response: {
+          200: Envelope(Type.Object({ status: Status, expiresAt: Time })),
+          ...errors('VALIDATION_ERROR', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED'),
+        },
       },
     },
     async (req, reply) => {
@@ -270,11 +308,16 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
         description:
           'The code verifier must match the challenge sent to start (401 otherwise). A login that is pending, expired or already consumed is a VALIDATION_ERROR whose details.status says which. The first successful call consumes the login; any other fails.',
         body: TokenBody,
-        response: { 200: Envelope(Issued), ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED') },
+        response: {
+          200: Envelope(Issued),
+          ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RESOURCE_NOT_FOUND', 'RATE_LIMIT_EXCEEDED'),
+        },
       },
     },
     async (req, reply) => {
-      const r = await limit.token(req, reply, req.body.loginId, () => cli.token(req.body.loginId, req.body.codeVerifier, originOf(req)))
+      const r = await limit.token(req, reply, req.body.loginId, () =>
+        cli.token(req.body.loginId, req.body.codeVerifier, originOf(req)),
+      )
       return ok(req, {
         token: r.token,
         tokenType: 'Bearer' as const,

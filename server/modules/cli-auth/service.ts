@@ -34,7 +34,8 @@ export const VERIFICATION_ALPHABET = 'BCDFGHJKLMNPQRSTVWXZ'
 export type LoginStatus = 'pending' | 'approved' | 'expired' | 'consumed'
 
 /** PKCE S256 (RFC 7636 section 4.2): BASE64URL(SHA256(ASCII(code_verifier))). */
-export const pkceChallenge = (verifier: string): string => createHash('sha256').update(verifier, 'ascii').digest('base64url')
+export const pkceChallenge = (verifier: string): string =>
+  createHash('sha256').update(verifier, 'ascii').digest('base64url')
 
 /** Constant-time comparison of two strings of any length (hashing first equalises the lengths). */
 export function safeEqual(a: string, b: string): boolean {
@@ -56,7 +57,8 @@ export function newVerificationCode(): string {
 }
 
 /** The status a client sees: a login that was not consumed in time is expired, whether approved or not. */
-export const statusOf = (r: Pick<CliLoginRow, 'status' | 'expires_at'>, at: Date): LoginStatus => (r.status === 'consumed' ? 'consumed' : r.expires_at.getTime() <= at.getTime() ? 'expired' : r.status)
+export const statusOf = (r: Pick<CliLoginRow, 'status' | 'expires_at'>, at: Date): LoginStatus =>
+  r.status === 'consumed' ? 'consumed' : r.expires_at.getTime() <= at.getTime() ? 'expired' : r.status
 
 const WRONG_STATUS: Record<LoginStatus, string> = {
   pending: 'This login has not been approved yet: keep polling its status',
@@ -66,7 +68,11 @@ const WRONG_STATUS: Record<LoginStatus, string> = {
 }
 
 /** A transition refused because the login is in another state; details.status says which. */
-const wrongStatus = (status: LoginStatus) => new AppError('VALIDATION_ERROR', WRONG_STATUS[status], { status, errors: [{ field: 'body.loginId', message: `login is ${status}` }] })
+const wrongStatus = (status: LoginStatus) =>
+  new AppError('VALIDATION_ERROR', WRONG_STATUS[status], {
+    status,
+    errors: [{ field: 'body.loginId', message: `login is ${status}` }],
+  })
 
 export interface StartInput {
   state: string
@@ -174,18 +180,30 @@ export function cliAuthService(o: CliAuthServiceOptions) {
     async complete(approver: Actor, loginId: string, state: string): Promise<{ status: 'approved'; approvedAt: Date }> {
       const row = await existing(loginId)
       // The state travels only in authUrl: a request without it did not come from that page.
-      if (!safeEqual(state, row.state)) throw forbidden('The state does not match this login request', { reason: 'state_mismatch' })
+      if (!safeEqual(state, row.state))
+        throw forbidden('The state does not match this login request', { reason: 'state_mismatch' })
       const at = now()
       const status = statusOf(row, at)
       if (status !== 'pending') throw wrongStatus(status)
       const approved = await o.db.system(async (sql) => {
-        const r = await approveLogin(sql, { loginId, tenantId: approver.tenantId, userId: approver.principal.userId!, ip: approver.origin.ip, at })
+        const r = await approveLogin(sql, {
+          loginId,
+          tenantId: approver.tenantId,
+          userId: approver.principal.userId!,
+          ip: approver.origin.ip,
+          at,
+        })
         if (!r) return null
         await auditBy(sql, approver, {
           action: 'cli_login.approved',
           // A prefix names the login in the log without handing out the whole identifier.
           target: { type: 'cli_login', id: loginId.slice(0, 12) },
-          details: { cliVersion: r.cli_version, platform: r.platform, requesterIp: r.requester_ip, verificationCode: r.verification_code },
+          details: {
+            cliVersion: r.cli_version,
+            platform: r.platform,
+            requesterIp: r.requester_ip,
+            verificationCode: r.verification_code,
+          },
         })
         return r
       })
@@ -207,10 +225,22 @@ export function cliAuthService(o: CliAuthServiceOptions) {
         if (!r) return null
         const account = await findAccount(sql, r.user_id!)
         // Throwing rolls the consumption back: the login stays approved until it expires.
-        if (!account || account.tenant_id !== r.tenant_id || account.user_status !== 'active' || account.tenant_status !== 'active') {
-          throw forbidden('The account that approved this login is disabled or no longer exists', { reason: 'account_disabled' })
+        if (
+          !account ||
+          account.tenant_id !== r.tenant_id ||
+          account.user_status !== 'active' ||
+          account.tenant_status !== 'active'
+        ) {
+          throw forbidden('The account that approved this login is disabled or no longer exists', {
+            reason: 'account_disabled',
+          })
         }
-        const session = await o.auth.startSession(sql, { tenantId: account.tenant_id, userId: account.user_id, method: 'cli', origin })
+        const session = await o.auth.startSession(sql, {
+          tenantId: account.tenant_id,
+          userId: account.user_id,
+          method: 'cli',
+          origin,
+        })
         await audit(sql, {
           tenantId: account.tenant_id,
           actor: { type: 'user', id: account.user_id },
@@ -223,7 +253,12 @@ export function cliAuthService(o: CliAuthServiceOptions) {
       })
       if (!issued) throw await raced(loginId)
       const { account, session } = issued
-      const access = await o.tokens.sign({ userId: account.user_id, tenantId: account.tenant_id, sessionId: session.sessionId, role: account.role })
+      const access = await o.tokens.sign({
+        userId: account.user_id,
+        tenantId: account.tenant_id,
+        sessionId: session.sessionId,
+        role: account.role,
+      })
       return {
         token: access.accessToken,
         expiresIn: access.expiresIn,

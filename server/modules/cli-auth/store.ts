@@ -49,7 +49,10 @@ export async function findLogin(sql: TxSql, loginId: string): Promise<CliLoginRo
 }
 
 /** pending -> approved, once and only before expiry: of two racing approvals one gets the row. */
-export async function approveLogin(sql: TxSql, a: { loginId: string; tenantId: string; userId: string; ip: string; at: Date }): Promise<CliLoginRow | undefined> {
+export async function approveLogin(
+  sql: TxSql,
+  a: { loginId: string; tenantId: string; userId: string; ip: string; at: Date },
+): Promise<CliLoginRow | undefined> {
   const [row] = await sql<CliLoginRow[]>`
     update cli_logins
        set status = 'approved', tenant_id = ${a.tenantId}, user_id = ${a.userId}, approved_at = ${a.at}, approved_ip = ${a.ip}

@@ -29,7 +29,11 @@ export const downloadsRoutes: FastifyPluginAsyncTypebox<{ blobs: LocalBlobs }> =
       } catch {
         throw notFound('download', key)
       }
-      if ('refused' in checked) throw forbidden(checked.refused === 'expired' ? 'This download link has expired' : 'This download link is not valid', { reason: checked.refused })
+      if ('refused' in checked)
+        throw forbidden(
+          checked.refused === 'expired' ? 'This download link has expired' : 'This download link is not valid',
+          { reason: checked.refused },
+        )
       const info = await stat(checked.path).catch(() => null)
       if (!info?.isFile()) throw notFound('download', key)
       const ext = key.split('.').pop() ?? ''

@@ -19,9 +19,13 @@ const BATCH = 200
 
 /** Hours between a plan's automatic backups, for the plans that have them. */
 export const BACKUP_HOURS: Readonly<Record<string, number>> = Object.fromEntries(
-  PLANS.flatMap((p) => (PLAN_TERMS[p].limits.automaticBackupHours ? [[p, PLAN_TERMS[p].limits.automaticBackupHours]] : [])),
+  PLANS.flatMap((p) =>
+    PLAN_TERMS[p].limits.automaticBackupHours ? [[p, PLAN_TERMS[p].limits.automaticBackupHours]] : [],
+  ),
 )
-const RETENTION_DAYS: Readonly<Record<string, number>> = Object.fromEntries(PLANS.map((p) => [p, PLAN_TERMS[p].limits.backupRetentionDays]))
+const RETENTION_DAYS: Readonly<Record<string, number>> = Object.fromEntries(
+  PLANS.map((p) => [p, PLAN_TERMS[p].limits.backupRetentionDays]),
+)
 
 export interface BackupRound {
   queued: number
@@ -30,7 +34,10 @@ export interface BackupRound {
 }
 
 /** One round: the backups due queued, the expired archives removed (object first, then the row). */
-export async function backupRound(deps: { db: Db; storage: Storage; exports: ExportsService; log: Pick<Logger, 'info' | 'warn'> }, now: Date): Promise<BackupRound> {
+export async function backupRound(
+  deps: { db: Db; storage: Storage; exports: ExportsService; log: Pick<Logger, 'info' | 'warn'> },
+  now: Date,
+): Promise<BackupRound> {
   const round: BackupRound = { queued: 0, removed: 0, failed: 0 }
   for (;;) {
     const due = await deps.db.system((sql) => store.tenantsDueForBackup(sql, BACKUP_HOURS, now, BATCH))
@@ -56,7 +63,9 @@ export async function backupRound(deps: { db: Db; storage: Storage; exports: Exp
   const stores = new Map<string, Promise<Blobs>>()
   const failedIds = new Set<string>()
   for (;;) {
-    const expired = (await deps.db.system((sql) => store.expiredArchives(sql, RETENTION_DAYS, now, BATCH))).filter((e) => !failedIds.has(e.id))
+    const expired = (await deps.db.system((sql) => store.expiredArchives(sql, RETENTION_DAYS, now, BATCH))).filter(
+      (e) => !failedIds.has(e.id),
+    )
     if (!expired.length) break
     for (const e of expired) {
       try {
@@ -68,15 +77,20 @@ export async function backupRound(deps: { db: Db; storage: Storage; exports: Exp
         // Kept for the next round; the rest go on.
         failedIds.add(e.id)
         round.failed++
-        deps.log.warn({ err, tenantId: e.tenant_id, exportId: e.id }, 'could not remove an expired archive; it is tried again next hour')
+        deps.log.warn(
+          { err, tenantId: e.tenant_id, exportId: e.id },
+          'could not remove an expired archive; it is tried again next hour',
+        )
       }
     }
     if (expired.length < BATCH) break
   }
-  if (round.queued || round.removed || round.failed) deps.log.info({ ...round }, 'automatic backups queued and expired archives removed')
+  if (round.queued || round.removed || round.failed)
+    deps.log.info({ ...round }, 'automatic backups queued and expired archives removed')
   return round
 }
 
 /** The round of queue 'exports.backups' (server/jobs.ts): every hour, and at once on a new installation. */
-export const automaticBackups = (deps: { db: Db; storage: Storage; exports: ExportsService; log: Logger; now?: Clock }) => async (): Promise<void> =>
-  void (await backupRound(deps, new Date((deps.now ?? Date.now)())))
+export const automaticBackups =
+  (deps: { db: Db; storage: Storage; exports: ExportsService; log: Logger; now?: Clock }) => async (): Promise<void> =>
+    void (await backupRound(deps, new Date((deps.now ?? Date.now)())))

@@ -57,7 +57,17 @@ const oneOf = (...values: string[]): Column => ({ type: 'text', values })
 const bytes: Column = { type: 'int', big: true, min: 0 }
 const name: Column = { type: 'text', chars: [1, 200] }
 
-export const KINDS = ['projects', 'project_versions', 'project_files', 'project_version_files', 'agents', 'agent_runs', 'chat_sessions', 'chat_messages', 'llm_settings'] as const
+export const KINDS = [
+  'projects',
+  'project_versions',
+  'project_files',
+  'project_version_files',
+  'agents',
+  'agent_runs',
+  'chat_sessions',
+  'chat_messages',
+  'llm_settings',
+] as const
 export type Kind = (typeof KINDS)[number]
 
 export interface KindSpec {
@@ -100,14 +110,29 @@ export const SPECS: Readonly<Record<Kind, KindSpec>> = {
     include: 'projects',
     key: ['project_id', 'path'],
     parent: { kind: 'projects', column: 'project_id' },
-    columns: { project_id: ref('projects'), path: text, size: bytes, sha256: { type: 'sha256' }, content_type: text, version: int, updated_at: time },
+    columns: {
+      project_id: ref('projects'),
+      path: text,
+      size: bytes,
+      sha256: { type: 'sha256' },
+      content_type: text,
+      version: int,
+      updated_at: time,
+    },
   },
   project_version_files: {
     table: 'project_version_files',
     include: 'projects',
     key: ['project_id', 'version', 'path'],
     parent: { kind: 'projects', column: 'project_id' },
-    columns: { project_id: ref('projects'), version: int, path: text, size: bytes, sha256: { type: 'sha256' }, content_type: text },
+    columns: {
+      project_id: ref('projects'),
+      version: int,
+      path: text,
+      size: bytes,
+      sha256: { type: 'sha256' },
+      content_type: text,
+    },
   },
   agents: {
     table: 'agents',
@@ -145,7 +170,15 @@ export const SPECS: Readonly<Record<Kind, KindSpec>> = {
     table: 'chat_sessions',
     include: 'chat_history',
     key: ['id'],
-    columns: { id, title: name, agent_id: ref('agents', true), project_id: ref('projects', true), message_count: int, created_at: time, updated_at: time },
+    columns: {
+      id,
+      title: name,
+      agent_id: ref('agents', true),
+      project_id: ref('projects', true),
+      message_count: int,
+      created_at: time,
+      updated_at: time,
+    },
   },
   chat_messages: {
     table: 'chat_messages',
@@ -169,7 +202,14 @@ export const SPECS: Readonly<Record<Kind, KindSpec>> = {
     include: 'settings',
     key: [],
     // The API key stays behind: secrets never leave the installation (docs/portability.md).
-    columns: { provider: text, base_url: text, model: text, temperature: maybe({ type: 'float' }), max_tokens: maybe(int), updated_at: time },
+    columns: {
+      provider: text,
+      base_url: text,
+      model: text,
+      temperature: maybe({ type: 'float' }),
+      max_tokens: maybe(int),
+      updated_at: time,
+    },
   },
 }
 
@@ -177,8 +217,13 @@ export const columnsOf = (kind: Kind): string[] => Object.keys(SPECS[kind].colum
 export const kindsOf = (include: readonly Include[]): Kind[] => KINDS.filter((k) => include.includes(SPECS[k].include))
 
 /** Work that was in flight when exported comes back ended: nothing is running it any more. */
-export const INTERRUPTED = { code: 'RUN_INTERRUPTED', message: 'Interrupted: the data was exported while this was in progress' }
-/** Who started a restored run when that was none of the tenant's users or keys (another tenant's, or one since deleted). */
+export const INTERRUPTED = {
+  code: 'RUN_INTERRUPTED',
+  message: 'Interrupted: the data was exported while this was in progress',
+}
+/**
+ * Who started a restored run when that was none of the tenant's users or keys (another tenant's, or one since deleted).
+ */
 export const RESTORED_BY = { kind: 'restored', id: null, userId: null }
 
 // ---- the zip archive's entries ------------------------------------------------------------------
@@ -197,10 +242,30 @@ export const ENTRIES = [
   { name: 'metadata', re: /^metadata\.json$/, holds: 'metadata' },
   { name: 'tenant', re: /^tenant\.json$/, holds: 'tenant' },
   { name: 'projects/index', re: /^projects\/index\.json$/, holds: 'rows', kind: 'projects' },
-  { name: 'projects/<id>/project', re: new RegExp(`^projects/(${UUID})/project\\.json$`), holds: 'row', kind: 'projects' },
-  { name: 'projects/<id>/versions', re: new RegExp(`^projects/(${UUID})/versions/${PAGE}$`), holds: 'rows', kind: 'project_versions' },
-  { name: 'projects/<id>/manifest', re: new RegExp(`^projects/(${UUID})/manifest/${PAGE}$`), holds: 'rows', kind: 'project_files' },
-  { name: 'projects/<id>/version-files', re: new RegExp(`^projects/(${UUID})/version-files/${PAGE}$`), holds: 'rows', kind: 'project_version_files' },
+  {
+    name: 'projects/<id>/project',
+    re: new RegExp(`^projects/(${UUID})/project\\.json$`),
+    holds: 'row',
+    kind: 'projects',
+  },
+  {
+    name: 'projects/<id>/versions',
+    re: new RegExp(`^projects/(${UUID})/versions/${PAGE}$`),
+    holds: 'rows',
+    kind: 'project_versions',
+  },
+  {
+    name: 'projects/<id>/manifest',
+    re: new RegExp(`^projects/(${UUID})/manifest/${PAGE}$`),
+    holds: 'rows',
+    kind: 'project_files',
+  },
+  {
+    name: 'projects/<id>/version-files',
+    re: new RegExp(`^projects/(${UUID})/version-files/${PAGE}$`),
+    holds: 'rows',
+    kind: 'project_version_files',
+  },
   { name: 'projects/<id>/agents', re: new RegExp(`^projects/(${UUID})/agents\\.json$`), holds: 'derived' },
   { name: 'projects/<id>/files', re: new RegExp(`^projects/(${UUID})/files/(.+)$`), holds: 'file' },
   { name: 'projects/<id>/history', re: new RegExp(`^projects/(${UUID})/history/([0-9a-f]{64})$`), holds: 'blob' },
@@ -263,7 +328,8 @@ export function derivedId(key: Buffer, to: string, id: string): string {
  */
 export function csvField(value: unknown): string {
   if (value === null || value === undefined) return ''
-  let s = value instanceof Date ? value.toISOString() : typeof value === 'object' ? JSON.stringify(value) : String(value)
+  let s =
+    value instanceof Date ? value.toISOString() : typeof value === 'object' ? JSON.stringify(value) : String(value)
   if (typeof value === 'string' && /^[=+\-@\t\r]/.test(s)) s = `'${s}`
   return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s
 }

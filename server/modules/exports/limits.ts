@@ -58,11 +58,14 @@ export interface ArchiveLimits {
   maxArchiveBytes: number
 }
 
-export const archiveLimits = (c: Pick<Config, 'RESTORE_MAX_ENTRIES' | 'RESTORE_MAX_UNPACKED_BYTES' | 'RESTORE_MAX_UPLOAD_BYTES'>): ArchiveLimits => ({
+export const archiveLimits = (
+  c: Pick<Config, 'RESTORE_MAX_ENTRIES' | 'RESTORE_MAX_UNPACKED_BYTES' | 'RESTORE_MAX_UPLOAD_BYTES'>,
+): ArchiveLimits => ({
   maxEntries: c.RESTORE_MAX_ENTRIES,
   maxUnpackedBytes: c.RESTORE_MAX_UNPACKED_BYTES,
   maxArchiveBytes: c.RESTORE_MAX_UPLOAD_BYTES,
 })
 
 /** An export that cannot be written inside the bounds: `details` say which bound and what went over it. */
-export const exportTooLarge = (message: string, details: Record<string, unknown>) => new AppError('EXPORT_TOO_LARGE', message, details)
+export const exportTooLarge = (message: string, details: Record<string, unknown>) =>
+  new AppError('EXPORT_TOO_LARGE', message, details)

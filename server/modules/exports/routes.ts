@@ -27,20 +27,34 @@ const Include = Type.Array(oneOf(INCLUDE_NAMES), {
 /** The fields that name a bucket of the tenant's (destination s3, and every schedule). */
 export const DestinationFields = {
   provider: Type.Optional(oneOf(PROVIDERS)),
-  s3Endpoint: Type.String({ minLength: 1, maxLength: 2000, description: 'The store, as http(s)://host[:port]: S3, R2, GCS (interoperability) or an S3 connector for Azure Blob' }),
+  s3Endpoint: Type.String({
+    minLength: 1,
+    maxLength: 2000,
+    description:
+      'The store, as http(s)://host[:port]: S3, R2, GCS (interoperability) or an S3 connector for Azure Blob',
+  }),
   s3Region: Type.Optional(Type.String({ maxLength: 64, description: 'Default us-east-1 (auto for r2)' })),
   s3Bucket: Type.String({ minLength: 3, maxLength: 63, pattern: '^[a-z0-9][a-z0-9.\\-]{1,61}[a-z0-9]$' }),
-  s3Prefix: Type.Optional(Type.String({ maxLength: 512, description: 'Folder in the bucket for the archives (a / is added)' })),
+  s3Prefix: Type.Optional(
+    Type.String({ maxLength: 512, description: 'Folder in the bucket for the archives (a / is added)' }),
+  ),
   s3AccessKey: Type.String({ minLength: 1, maxLength: 512, description: 'Write-only: sealed at rest, never returned' }),
   s3SecretKey: Type.String({ minLength: 1, maxLength: 512, description: 'Write-only: sealed at rest, never returned' }),
 }
 
 const ExportBody = Type.Object(
   {
-    format: Type.Optional({ ...Format, default: 'zip', description: 'zip (the archive a restore reads), json (one document) or csv (a zip of one CSV per table)' }),
+    format: Type.Optional({
+      ...Format,
+      default: 'zip',
+      description: 'zip (the archive a restore reads), json (one document) or csv (a zip of one CSV per table)',
+    }),
     include: Type.Optional({ ...Include, default: ['all'] }),
     destination: Type.Optional(
-      Type.Union([Type.Literal('download'), Type.Literal('s3')], { default: 'download', description: 'download: a link valid 7 days; s3: a bucket of yours (the s3* fields)' }),
+      Type.Union([Type.Literal('download'), Type.Literal('s3')], {
+        default: 'download',
+        description: 'download: a link valid 7 days; s3: a bucket of yours (the s3* fields)',
+      }),
     ),
     ...Type.Partial(Type.Object(DestinationFields)).properties,
   },
@@ -54,13 +68,29 @@ export const ExportJob = Type.Object({
   tenantId: Type.String({ format: 'uuid' }),
   kind: Type.Union([Type.Literal('manual'), Type.Literal('scheduled'), Type.Literal('backup')]),
   scheduleId: Type.Union([Type.String({ format: 'uuid' }), Type.Null()]),
-  status: Type.Union([Type.Literal('pending'), Type.Literal('running'), Type.Literal('completed'), Type.Literal('failed')]),
+  status: Type.Union([
+    Type.Literal('pending'),
+    Type.Literal('running'),
+    Type.Literal('completed'),
+    Type.Literal('failed'),
+  ]),
   format: Format,
   include: Type.Array(oneOf(INCLUDES)),
   destination: Type.Union([Type.Literal('download'), Type.Literal('s3')]),
-  location: Type.Union([Type.Object({ provider: Type.String(), endpoint: Type.String(), bucket: Type.String(), key: Type.Union([Type.String(), Type.Null()]) }), Type.Null()], {
-    description: 'destination s3: the bucket and the key of the archive',
-  }),
+  location: Type.Union(
+    [
+      Type.Object({
+        provider: Type.String(),
+        endpoint: Type.String(),
+        bucket: Type.String(),
+        key: Type.Union([Type.String(), Type.Null()]),
+      }),
+      Type.Null(),
+    ],
+    {
+      description: 'destination s3: the bucket and the key of the archive',
+    },
+  ),
   downloadUrl: Type.Union([Type.String(), Type.Null()], { description: 'Completed downloads, until expiresAt' }),
   expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   size: Type.Union([Type.Integer(), Type.Null()], { description: 'Bytes of the archive' }),
@@ -72,10 +102,16 @@ export const ExportJob = Type.Object({
 })
 
 /** The destination fields of a body, checked complete when `needed`. */
-export function destinationOf(body: Partial<Record<keyof typeof DestinationFields, string>>, needed: boolean): Destination | undefined {
+export function destinationOf(
+  body: Partial<Record<keyof typeof DestinationFields, string>>,
+  needed: boolean,
+): Destination | undefined {
   if (!needed) return undefined
   const missing = (['s3Endpoint', 's3Bucket', 's3AccessKey', 's3SecretKey'] as const).filter((k) => !body[k])
-  if (missing.length) throw invalid(`body.${missing[0]}`, 'is required for an s3 destination', { errors: missing.map((k) => ({ field: `body.${k}`, message: 'is required' })) })
+  if (missing.length)
+    throw invalid(`body.${missing[0]}`, 'is required for an s3 destination', {
+      errors: missing.map((k) => ({ field: `body.${k}`, message: 'is required' })),
+    })
   return body as Destination
 }
 
@@ -84,7 +120,9 @@ const ScheduleBody = Type.Object(
     frequency: oneOf(FREQUENCIES),
     format: Type.Optional({ ...Format, default: 'zip' }),
     include: Type.Optional({ ...Include, default: ['all'] }),
-    destination: Type.Optional(Type.Literal('s3', { default: 's3', description: 'Scheduled exports go to a bucket of yours' })),
+    destination: Type.Optional(
+      Type.Literal('s3', { default: 's3', description: 'Scheduled exports go to a bucket of yours' }),
+    ),
     ...DestinationFields,
   },
   { additionalProperties: false },
@@ -102,13 +140,21 @@ const Schedule = Type.Object({
   s3Region: Type.String(),
   s3Bucket: Type.String(),
   s3Prefix: Type.String(),
-  nextRunAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the next export is due (UTC)' }),
+  nextRunAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'When the next export is due (UTC)',
+  }),
   createdAt: Type.String({ format: 'date-time' }),
   lastRuns: Type.Array(ExportJob, { description: 'The latest runs, newest first (up to 10)' }),
 })
-const ScheduleParams = Type.Object({ tenantId: Type.String({ format: 'uuid' }), scheduleId: Type.String({ format: 'uuid' }) })
+const ScheduleParams = Type.Object({
+  tenantId: Type.String({ format: 'uuid' }),
+  scheduleId: Type.String({ format: 'uuid' }),
+})
 
-export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService; schedules: SchedulesService }> = async (app, { exports, schedules }) => {
+export const exportsRoutes: FastifyPluginAsyncTypebox<{
+  exports: ExportsService
+  schedules: SchedulesService
+}> = async (app, { exports, schedules }) => {
   app.post(
     '/platform/tenants/:tenantId/export/schedule',
     {
@@ -148,7 +194,12 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
     '/platform/tenants/:tenantId/export/schedule/:scheduleId',
     {
       config: exportAccess,
-      schema: { tags, summary: 'An export schedule with its latest runs', params: ScheduleParams, response: { 200: Envelope(Schedule), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+      schema: {
+        tags,
+        summary: 'An export schedule with its latest runs',
+        params: ScheduleParams,
+        response: { 200: Envelope(Schedule), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
     },
     async (req) => ok(req, await schedules.get(tenantPathActor(req), req.params.tenantId, req.params.scheduleId)),
   )
@@ -157,7 +208,12 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
     '/platform/tenants/:tenantId/export/schedule/:scheduleId',
     {
       config: exportAccess,
-      schema: { tags, summary: 'Delete an export schedule (its past runs stay listed)', params: ScheduleParams, response: { 204: Type.Null(), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+      schema: {
+        tags,
+        summary: 'Delete an export schedule (its past runs stay listed)',
+        params: ScheduleParams,
+        response: { 204: Type.Null(), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
     },
     async (req, reply) => {
       await schedules.remove(tenantPathActor(req), req.params.tenantId, req.params.scheduleId)
@@ -172,7 +228,8 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
       schema: {
         tags,
         summary: "Export the tenant's data (a job: poll GET .../export/{exportId})",
-        description: 'The free plan has 1 manual export a month (QUOTA_EXCEEDED). An s3 destination is checked first: a probe object written and deleted.',
+        description:
+          'The free plan has 1 manual export a month (QUOTA_EXCEEDED). An s3 destination is checked first: a probe object written and deleted.',
         params: TenantParams,
         body: ExportBody,
         response: { 202: Envelope(ExportJob), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'QUOTA_EXCEEDED') },
@@ -206,7 +263,8 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{ exports: ExportsService;
       config: exportAccess,
       schema: {
         tags,
-        summary: 'An export job: pending, running, completed (downloadUrl, expiresAt, size, checksum) or failed (error)',
+        summary:
+          'An export job: pending, running, completed (downloadUrl, expiresAt, size, checksum) or failed (error)',
         params: Type.Object({ tenantId: Type.String({ format: 'uuid' }), exportId: Type.String({ format: 'uuid' }) }),
         response: { 200: Envelope(ExportJob), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
       },

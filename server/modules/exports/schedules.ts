@@ -18,7 +18,15 @@ import { removeSchedule, upsertSchedule, type Job } from '../../platform/jobs.js
 import type { CompiledPolicy } from '../../platform/outbound.js'
 import { auditBy } from '../audit/service.js'
 import { normalizeInclude, type ExportFormat, type Include } from './format.js'
-import { checkDestination, defaultRegion, normalizePrefix, tenantFor, type Destination, type ExportsService, type ExportView } from './service.js'
+import {
+  checkDestination,
+  defaultRegion,
+  normalizePrefix,
+  tenantFor,
+  type Destination,
+  type ExportsService,
+  type ExportView,
+} from './service.js'
 import * as store from './store.js'
 
 export const SCHEDULED_QUEUE = 'exports.scheduled'
@@ -37,7 +45,11 @@ export function cronOf(id: string, frequency: Frequency): string {
   const n = parseInt(id.replaceAll('-', '').slice(-6), 16)
   const minute = n % 60
   const hour = 2 + (Math.floor(n / 60) % 3)
-  return frequency === 'daily' ? `${minute} ${hour} * * *` : frequency === 'weekly' ? `${minute} ${hour} * * 0` : `${minute} ${hour} 1 * *`
+  return frequency === 'daily'
+    ? `${minute} ${hour} * * *`
+    : frequency === 'weekly'
+      ? `${minute} ${hour} * * 0`
+      : `${minute} ${hour} 1 * *`
 }
 
 export interface ScheduleRequest {
@@ -66,7 +78,13 @@ export interface ScheduleView {
   lastRuns: ExportView[]
 }
 
-export function schedulesService(deps: { db: Db; policy: CompiledPolicy; exports: ExportsService; deployment: Omit<FeatureContext, 'plan'>; now?: Clock }) {
+export function schedulesService(deps: {
+  db: Db
+  policy: CompiledPolicy
+  exports: ExportsService
+  deployment: Omit<FeatureContext, 'plan'>
+  now?: Clock
+}) {
   const { db, policy, exports } = deps
   const clock = deps.now ?? Date.now
 
@@ -99,18 +117,51 @@ export function schedulesService(deps: { db: Db; policy: CompiledPolicy; exports
       const d = input.destination
       const provider = d.provider ?? 's3'
       const prefix = normalizePrefix(d.s3Prefix)
-      await checkDestination(policy, { endpoint: d.s3Endpoint, region: d.s3Region || defaultRegion(provider), bucket: d.s3Bucket, prefix, accessKey: d.s3AccessKey, secretKey: d.s3SecretKey })
+      await checkDestination(policy, {
+        endpoint: d.s3Endpoint,
+        region: d.s3Region || defaultRegion(provider),
+        bucket: d.s3Bucket,
+        prefix,
+        accessKey: d.s3AccessKey,
+        secretKey: d.s3SecretKey,
+      })
       const id = newId()
       const actor: Actor = { ...a, tenantId }
       return db.tenant(tenantId, async (sql) => {
         await tenantFor(sql, a, tenantId)
         const target = exports.sealTarget(tenantId, id, 'export_schedules', d)
-        await store.insertSchedule(sql, { id, tenantId, frequency: input.frequency, format: input.format ?? 'zip', include, target, createdBy: { type: actor.principal.kind, id: actor.principal.id } })
-        await upsertSchedule(sql, { name: scheduleName(tenantId, id), queue: SCHEDULED_QUEUE, cron: cronOf(id, input.frequency), tenantId, payload: { scheduleId: id } }, new Date(clock()))
+        await store.insertSchedule(sql, {
+          id,
+          tenantId,
+          frequency: input.frequency,
+          format: input.format ?? 'zip',
+          include,
+          target,
+          createdBy: { type: actor.principal.kind, id: actor.principal.id },
+        })
+        await upsertSchedule(
+          sql,
+          {
+            name: scheduleName(tenantId, id),
+            queue: SCHEDULED_QUEUE,
+            cron: cronOf(id, input.frequency),
+            tenantId,
+            payload: { scheduleId: id },
+          },
+          new Date(clock()),
+        )
         await auditBy(sql, actor, {
           action: 'export.schedule_created',
           target: { type: 'export_schedule', id },
-          details: { frequency: input.frequency, format: input.format ?? 'zip', include, provider, endpoint: d.s3Endpoint, bucket: d.s3Bucket, prefix },
+          details: {
+            frequency: input.frequency,
+            format: input.format ?? 'zip',
+            include,
+            provider,
+            endpoint: d.s3Endpoint,
+            bucket: d.s3Bucket,
+            prefix,
+          },
         })
         return view(sql, (await store.getSchedule(sql, tenantId, id))!)
       })
@@ -140,7 +191,11 @@ export function schedulesService(deps: { db: Db; policy: CompiledPolicy; exports
         await tenantFor(sql, a, tenantId)
         if (!(await store.deleteSchedule(sql, tenantId, id))) throw notFound('export schedule', id)
         await removeSchedule(sql, scheduleName(tenantId, id))
-        await auditBy(sql, { ...a, tenantId }, { action: 'export.schedule_deleted', target: { type: 'export_schedule', id } })
+        await auditBy(
+          sql,
+          { ...a, tenantId },
+          { action: 'export.schedule_deleted', target: { type: 'export_schedule', id } },
+        )
       })
     },
 

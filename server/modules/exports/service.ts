@@ -25,7 +25,17 @@ import { audit, auditBy, type AuditActor } from '../audit/service.js'
 import { normalizeInclude, type ExportFormat, type Include } from './format.js'
 import type { ArchiveLimits } from './limits.js'
 import * as store from './store.js'
-import { contentTypeOf, csvEntries, extensionOf, fileEntries, jsonSink, metadata, recordEntries, zipSink, type FileRef } from './writer.js'
+import {
+  contentTypeOf,
+  csvEntries,
+  extensionOf,
+  fileEntries,
+  jsonSink,
+  metadata,
+  recordEntries,
+  zipSink,
+  type FileRef,
+} from './writer.js'
 
 export const EXPORT_QUEUE = 'exports.run'
 /** The specification's validity of an export's download link. */
@@ -95,15 +105,27 @@ const failure = (code: ErrorCode, message?: string) => ({ code, message: message
 function classify(err: unknown): { retry: boolean; error: { code: string; message: string } } {
   if (err instanceof AppError) return { retry: err.status >= 500, error: { code: err.code, message: err.message } }
   const refused = refusalIn(err)
-  if (refused) return { retry: false, error: failure('EXPORT_DESTINATION_FAILED', `The outbound policy does not allow the destination: ${refused.reason}`) }
-  if (err instanceof postgres.PostgresError || isDatabaseUnavailable(err)) return { retry: true, error: failure('SERVICE_UNAVAILABLE', 'The database was unavailable') }
+  if (refused)
+    return {
+      retry: false,
+      error: failure(
+        'EXPORT_DESTINATION_FAILED',
+        `The outbound policy does not allow the destination: ${refused.reason}`,
+      ),
+    }
+  if (err instanceof postgres.PostgresError || isDatabaseUnavailable(err))
+    return { retry: true, error: failure('SERVICE_UNAVAILABLE', 'The database was unavailable') }
   return { retry: true, error: failure('SERVICE_UNAVAILABLE', 'Object storage was unavailable') }
 }
 
 /** A destination's failure, with the S3 error code the store answered (never its message: it may echo the request). */
 const destinationFailed = (err: unknown) => {
   const code = (err as { code?: unknown }).code
-  return new AppError('EXPORT_DESTINATION_FAILED', `The destination failed${typeof code === 'string' ? `: ${code}` : ''}`, { reason: typeof code === 'string' ? code : 'unreachable' })
+  return new AppError(
+    'EXPORT_DESTINATION_FAILED',
+    `The destination failed${typeof code === 'string' ? `: ${code}` : ''}`,
+    { reason: typeof code === 'string' ? code : 'unreachable' },
+  )
 }
 
 export function normalizePrefix(prefix: string | undefined): string {
@@ -117,7 +139,10 @@ export function normalizePrefix(prefix: string | undefined): string {
       .slice(0, -1)
       .some((s) => s === '' || s === '.' || s === '..')
   ) {
-    throw invalid('body.s3Prefix', "may hold letters, digits and . _ - / only, in segments that are not empty, '.' or '..'")
+    throw invalid(
+      'body.s3Prefix',
+      "may hold letters, digits and . _ - / only, in segments that are not empty, '.' or '..'",
+    )
   }
   return withSlash
 }
@@ -125,44 +150,83 @@ export function normalizePrefix(prefix: string | undefined): string {
 export const defaultRegion = (provider: Provider) => (provider === 'r2' ? 'auto' : 'us-east-1')
 
 /** Opens a destination bucket through the outbound policy. */
-export const openDestination = (policy: CompiledPolicy, d: { endpoint: string; region: string; bucket: string; accessKey: string; secretKey: string }) =>
-  guardedS3Blobs(policy, { endpoint: d.endpoint, region: d.region, bucket: d.bucket, accessKey: d.accessKey, secretKey: d.secretKey })
+export const openDestination = (
+  policy: CompiledPolicy,
+  d: { endpoint: string; region: string; bucket: string; accessKey: string; secretKey: string },
+) =>
+  guardedS3Blobs(policy, {
+    endpoint: d.endpoint,
+    region: d.region,
+    bucket: d.bucket,
+    accessKey: d.accessKey,
+    secretKey: d.secretKey,
+  })
 
 /**
  * Checks that the server can write to a destination and delete there: a probe object written and
  * deleted, through the outbound policy. VALIDATION_ERROR naming the check that failed (address,
  * write, delete) and the store's error code.
  */
-export async function checkDestination(policy: CompiledPolicy, d: { endpoint: string; region: string; bucket: string; prefix: string; accessKey: string; secretKey: string }): Promise<void> {
+export async function checkDestination(
+  policy: CompiledPolicy,
+  d: { endpoint: string; region: string; bucket: string; prefix: string; accessKey: string; secretKey: string },
+): Promise<void> {
   let url: URL
   try {
     url = new URL(d.endpoint)
   } catch {
     throw invalid('body.s3Endpoint', 'must be an http:// or https:// URL')
   }
-  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password || (url.pathname !== '/' && url.pathname !== '') || url.search) {
+  if (
+    (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+    url.username ||
+    url.password ||
+    (url.pathname !== '/' && url.pathname !== '') ||
+    url.search
+  ) {
     throw invalid('body.s3Endpoint', 'must be an http:// or https:// URL with no path, query or credentials')
   }
   await outboundHostAllowed('body.s3Endpoint', url, policy)
   const bucket = await openDestination(policy, d).catch((err: unknown) => {
-    throw refusalIn(err) ? invalid('body.s3Endpoint', 'may not be called: the outbound policy refuses it', { check: 'address' }) : err
+    throw refusalIn(err)
+      ? invalid('body.s3Endpoint', 'may not be called: the outbound policy refuses it', { check: 'address' })
+      : err
   })
   const key = `${d.prefix}.atrium-destination-check-${newId()}`
   const step = async (check: 'write' | 'delete', work: () => Promise<unknown>) => {
     let timer: NodeJS.Timeout | undefined
     try {
-      await Promise.race([work(), new Promise((_, reject) => (timer = setTimeout(() => reject(Object.assign(new Error('timeout'), { code: 'Timeout' })), PROBE_TIMEOUT_MS)))])
+      await Promise.race([
+        work(),
+        new Promise(
+          (_, reject) =>
+            (timer = setTimeout(
+              () => reject(Object.assign(new Error('timeout'), { code: 'Timeout' })),
+              PROBE_TIMEOUT_MS,
+            )),
+        ),
+      ])
     } catch (err) {
       const code = (err as { code?: unknown }).code
       const reason = refusalIn(err) ? 'OutboundRefused' : typeof code === 'string' ? code : 'Unreachable'
-      const field = /AccessKey|Signature|AccessDenied|Authorization/i.test(reason) ? 'body.s3AccessKey' : /Bucket/i.test(reason) ? 'body.s3Bucket' : 'body.s3Endpoint'
+      const field = /AccessKey|Signature|AccessDenied|Authorization/i.test(reason)
+        ? 'body.s3AccessKey'
+        : /Bucket/i.test(reason)
+          ? 'body.s3Bucket'
+          : 'body.s3Endpoint'
       throw invalid(field, `the destination check could not ${check} a probe object: ${reason}`, { check, reason })
     } finally {
       clearTimeout(timer)
     }
   }
   try {
-    await step('write', () => bucket.put(key, Buffer.from('Atrium checks that it may write here; this object is deleted at once.\n'), 'text/plain'))
+    await step('write', () =>
+      bucket.put(
+        key,
+        Buffer.from('Atrium checks that it may write here; this object is deleted at once.\n'),
+        'text/plain',
+      ),
+    )
     await step('delete', () => bucket.remove(key))
   } finally {
     bucket.close()
@@ -183,10 +247,12 @@ export async function tenantFor(sql: TxSql, a: Actor<string | null>, tenantId: s
 }
 
 /** A tenant's plan; null when there is no such tenant. */
-export const tenantPlan = async (sql: TxSql, tenantId: string): Promise<Plan | null> => ((await store.tenantRecord(sql, tenantId))?.plan as Plan | undefined) ?? null
+export const tenantPlan = async (sql: TxSql, tenantId: string): Promise<Plan | null> =>
+  ((await store.tenantRecord(sql, tenantId))?.plan as Plan | undefined) ?? null
 
 /** The actor an audit entry names for a request. */
-export const auditActor = (a: Actor): AuditActor => (a.principal.kind === 'api_key' ? { type: 'api_key', id: a.principal.id } : { type: 'user', id: a.principal.userId })
+export const auditActor = (a: Actor): AuditActor =>
+  a.principal.kind === 'api_key' ? { type: 'api_key', id: a.principal.id } : { type: 'user', id: a.principal.userId }
 
 export function exportsService(deps: ExportsDeps) {
   const { db, storage, secrets, policy } = deps
@@ -195,7 +261,11 @@ export function exportsService(deps: ExportsDeps) {
   async function present(row: store.ExportRow): Promise<ExportView> {
     let { status, error } = row
     // The job ended (its last attempt's worker was killed) or is gone, and never said how: failed.
-    if ((status === 'pending' || status === 'running') && row.job_id && (row.job_status === null || row.job_status === 'failed' || row.job_status === 'cancelled')) {
+    if (
+      (status === 'pending' || status === 'running') &&
+      row.job_id &&
+      (row.job_status === null || row.job_status === 'failed' || row.job_status === 'cancelled')
+    ) {
       status = 'failed'
       error = failure('JOB_INTERRUPTED')
     }
@@ -205,7 +275,10 @@ export function exportsService(deps: ExportsDeps) {
       const blobs = await storage.forTenant(row.tenant_id)
       // A link lives 7 days at most (S3 signatures cannot be longer); a backup kept longer gets a fresh one each time.
       const seconds = Math.min(EXPORT_LINK_SECONDS, Math.max(1, Math.floor((expires - clock()) / 1000)))
-      downloadUrl = await blobs.presignGet(row.object_key, { expiresSeconds: seconds, filename: row.object_key.split('/').pop()! })
+      downloadUrl = await blobs.presignGet(row.object_key, {
+        expiresSeconds: seconds,
+        filename: row.object_key.split('/').pop()!,
+      })
     }
     return {
       exportId: row.id,
@@ -216,7 +289,14 @@ export function exportsService(deps: ExportsDeps) {
       format: row.format,
       include: row.include,
       destination: row.destination,
-      location: row.target ? { provider: row.target.provider, endpoint: row.target.endpoint, bucket: row.target.bucket, key: row.object_key } : null,
+      location: row.target
+        ? {
+            provider: row.target.provider,
+            endpoint: row.target.endpoint,
+            bucket: row.target.bucket,
+            key: row.object_key,
+          }
+        : null,
       downloadUrl,
       expiresAt: row.destination === 'download' ? (row.expires_at?.toISOString() ?? null) : null,
       size: row.size,
@@ -268,7 +348,12 @@ export function exportsService(deps: ExportsDeps) {
     },
   ): Promise<string | null> {
     const id = e.id ?? newId()
-    const jobId = await enqueueJob(sql, EXPORT_QUEUE, { exportId: id }, { tenantId: e.tenantId, maxAttempts: DATA_ATTEMPTS, ...(e.uniqueKey ? { uniqueKey: e.uniqueKey } : {}) })
+    const jobId = await enqueueJob(
+      sql,
+      EXPORT_QUEUE,
+      { exportId: id },
+      { tenantId: e.tenantId, maxAttempts: DATA_ATTEMPTS, ...(e.uniqueKey ? { uniqueKey: e.uniqueKey } : {}) },
+    )
     if (!jobId) return null // that slot's export exists already
     await store.insertExport(sql, {
       id,
@@ -287,7 +372,10 @@ export function exportsService(deps: ExportsDeps) {
   }
 
   /** Writes the archive of one export; throws what the attempt met. */
-  async function write(row: store.ExportRow, log: Job['log']): Promise<{ objectKey: string; size: number; checksum: string }> {
+  async function write(
+    row: store.ExportRow,
+    log: Job['log'],
+  ): Promise<{ objectKey: string; size: number; checksum: string }> {
     const t = row.tenant_id
     const createdAt = row.created_at
     const stamp = createdAt
@@ -300,9 +388,19 @@ export function exportsService(deps: ExportsDeps) {
     let objectKey: string
     if (row.target) {
       // A schedule's run reaches its bucket with the schedule's keys (sealed in the schedule's row, gone with it).
-      const sealed = row.schedule_id ? (await db.tenant(t, (sql) => store.getSchedule(sql, t, row.schedule_id!)))?.target : row.target
-      if (!sealed) throw new AppError('EXPORT_DESTINATION_FAILED', 'The schedule was deleted before its export ran', { reason: 'schedule-deleted' })
-      out = await openDestination(policy, row.schedule_id ? unsealTarget(t, row.schedule_id, 'export_schedules', sealed) : unsealTarget(t, row.id, 'tenant_exports', sealed))
+      const sealed = row.schedule_id
+        ? (await db.tenant(t, (sql) => store.getSchedule(sql, t, row.schedule_id!)))?.target
+        : row.target
+      if (!sealed)
+        throw new AppError('EXPORT_DESTINATION_FAILED', 'The schedule was deleted before its export ran', {
+          reason: 'schedule-deleted',
+        })
+      out = await openDestination(
+        policy,
+        row.schedule_id
+          ? unsealTarget(t, row.schedule_id, 'export_schedules', sealed)
+          : unsealTarget(t, row.id, 'tenant_exports', sealed),
+      )
       objectKey = `${row.target.prefix}${filename}`
     } else {
       out = tenantBlobs
@@ -318,7 +416,8 @@ export function exportsService(deps: ExportsDeps) {
     const meta = metadata({ exportId: row.id, tenantId: t, include: row.include, createdAt, version: deps.version })
     try {
       await db.tenantSnapshot(t, async (sql) => {
-        for await (const e of row.format === 'csv' ? csvEntries(sql, meta) : recordEntries(sql, meta, files)) await sink.add(e)
+        for await (const e of row.format === 'csv' ? csvEntries(sql, meta) : recordEntries(sql, meta, files))
+          await sink.add(e)
       })
       sink.reserve(
         files.length,
@@ -354,12 +453,14 @@ export function exportsService(deps: ExportsDeps) {
     /** POST .../export: the export queued, or the reason it cannot be. */
     async request(a: Actor<string | null>, tenantId: string, input: ExportRequest): Promise<ExportView> {
       const include = normalizeInclude(input.include ?? ['all'])
-      if (!include.length) throw invalid('body.include', 'must name at least one of projects, agents, chat_history, settings or all')
+      if (!include.length)
+        throw invalid('body.include', 'must name at least one of projects, agents, chat_history, settings or all')
       const format = input.format ?? 'zip'
       ownOrOperator(a, tenantId) // before anything reaches out to a destination
       let destination: Destination | null = null
       if ((input.destination ?? 'download') === 's3') {
-        if (!input.s3) throw invalid('body.s3Bucket', 'destination s3 needs s3Endpoint, s3Bucket, s3AccessKey and s3SecretKey')
+        if (!input.s3)
+          throw invalid('body.s3Bucket', 'destination s3 needs s3Endpoint, s3Bucket, s3AccessKey and s3SecretKey')
         destination = input.s3
         const provider = destination.provider ?? 's3'
         await checkDestination(policy, {
@@ -384,20 +485,38 @@ export function exportsService(deps: ExportsDeps) {
           const used = await store.countManualSince(sql, tenantId, month)
           if (used >= allowance) {
             const resetsAt = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString()
-            throw new AppError('QUOTA_EXCEEDED', `The ${PLAN_TERMS[plan].title} plan allows ${allowance} manual export${allowance === 1 ? '' : 's'} a month`, {
-              limit: allowance,
-              used,
-              period: 'month',
-              resetsAt,
-            })
+            throw new AppError(
+              'QUOTA_EXCEEDED',
+              `The ${PLAN_TERMS[plan].title} plan allows ${allowance} manual export${allowance === 1 ? '' : 's'} a month`,
+              {
+                limit: allowance,
+                used,
+                period: 'month',
+                resetsAt,
+              },
+            )
           }
         }
         const target = destination ? sealTarget(tenantId, id, 'tenant_exports', destination) : null
-        await enqueue(sql, { id, tenantId, kind: 'manual', scheduleId: null, format, include, target, requestedBy: auditActor(actor) })
+        await enqueue(sql, {
+          id,
+          tenantId,
+          kind: 'manual',
+          scheduleId: null,
+          format,
+          include,
+          target,
+          requestedBy: auditActor(actor),
+        })
         await auditBy(sql, actor, {
           action: 'export.requested',
           target: { type: 'export', id },
-          details: { format, include, destination: target ? 's3' : 'download', ...(target ? { bucket: target.bucket, endpoint: target.endpoint } : {}) },
+          details: {
+            format,
+            include,
+            destination: target ? 's3' : 'download',
+            ...(target ? { bucket: target.bucket, endpoint: target.endpoint } : {}),
+          },
         })
         return (await store.getExport(sql, tenantId, id))!
       })
@@ -413,11 +532,19 @@ export function exportsService(deps: ExportsDeps) {
       return present(row)
     },
 
-    async list(a: Actor<string | null>, tenantId: string, page: { limit: number; cursor?: string; scheduleId?: string }) {
+    async list(
+      a: Actor<string | null>,
+      tenantId: string,
+      page: { limit: number; cursor?: string; scheduleId?: string },
+    ) {
       const before = decodeIdCursor(page.cursor)
       const rows = await db.tenant(tenantId, async (sql) => {
         await tenantFor(sql, a, tenantId)
-        return store.listExports(sql, tenantId, { limit: page.limit + 1, before, ...(page.scheduleId ? { scheduleId: page.scheduleId } : {}) })
+        return store.listExports(sql, tenantId, {
+          limit: page.limit + 1,
+          before,
+          ...(page.scheduleId ? { scheduleId: page.scheduleId } : {}),
+        })
       })
       const p = toPage(rows, page.limit, (r) => r.id)
       return { items: await Promise.all(p.items.map(present)), nextCursor: p.nextCursor }
@@ -427,14 +554,22 @@ export function exportsService(deps: ExportsDeps) {
     async run(job: Job<{ exportId: string }>): Promise<void> {
       const tenantId = job.tenantId!
       const { exportId } = job.payload
-      const row = await db.tenant(tenantId, async (sql) => ((await store.startExport(sql, tenantId, exportId, new Date(clock()))) ? store.getExport(sql, tenantId, exportId) : undefined))
+      const row = await db.tenant(tenantId, async (sql) =>
+        (await store.startExport(sql, tenantId, exportId, new Date(clock())))
+          ? store.getExport(sql, tenantId, exportId)
+          : undefined,
+      )
       if (!row) return // ended already (an earlier attempt finished but its job did not hear), or gone with its tenant
       try {
         const done = await write(row, job.log)
         const at = new Date(clock())
         // A download's link is valid 7 days; a backup is kept as long as its tenant's plan keeps backups.
         const keepSeconds =
-          row.kind === 'backup' ? await db.tenant(tenantId, (sql) => tenantPlan(sql, tenantId)).then((p) => PLAN_TERMS[p ?? 'free'].limits.backupRetentionDays * 86400) : EXPORT_LINK_SECONDS
+          row.kind === 'backup'
+            ? await db
+                .tenant(tenantId, (sql) => tenantPlan(sql, tenantId))
+                .then((p) => PLAN_TERMS[p ?? 'free'].limits.backupRetentionDays * 86400)
+            : EXPORT_LINK_SECONDS
         const expiresAt = row.destination === 'download' ? new Date(at.getTime() + keepSeconds * 1000) : null
         await db.tenant(tenantId, async (sql) => {
           if (!(await store.completeExport(sql, tenantId, exportId, { ...done, at, expiresAt }))) return
@@ -443,7 +578,14 @@ export function exportsService(deps: ExportsDeps) {
             actor: row.requested_by as AuditActor,
             action: 'export.completed',
             target: { type: 'export', id: exportId },
-            details: { kind: row.kind, format: row.format, size: done.size, checksum: done.checksum, destination: row.destination, ...(row.schedule_id ? { scheduleId: row.schedule_id } : {}) },
+            details: {
+              kind: row.kind,
+              format: row.format,
+              size: done.size,
+              checksum: done.checksum,
+              destination: row.destination,
+              ...(row.schedule_id ? { scheduleId: row.schedule_id } : {}),
+            },
           })
         })
       } catch (err) {
@@ -453,7 +595,13 @@ export function exportsService(deps: ExportsDeps) {
         job.log.warn({ err, exportId }, 'export failed')
         await db.tenant(tenantId, async (sql) => {
           if (!(await store.failExport(sql, tenantId, exportId, error, new Date(clock())))) return
-          await audit(sql, { tenantId, actor: row.requested_by as AuditActor, action: 'export.failed', target: { type: 'export', id: exportId }, details: { kind: row.kind, error } })
+          await audit(sql, {
+            tenantId,
+            actor: row.requested_by as AuditActor,
+            action: 'export.failed',
+            target: { type: 'export', id: exportId },
+            details: { kind: row.kind, error },
+          })
         })
       }
     },

@@ -16,8 +16,10 @@ export interface RecordScope {
 }
 
 const keyOf = (kind: Kind) => (SPECS[kind].key.length ? [...SPECS[kind].key] : ['tenant_id'])
-const tuple = (sql: TxSql, values: readonly unknown[]) => values.map((v) => sql`${v as string}`).reduce((a, b) => sql`${a}, ${b}`)
-const scoped = (sql: TxSql, s: RecordScope) => sql`tenant_id = ${s.tenantId} ${s.where ? sql`and ${sql(s.where.column)} = ${s.where.value}` : sql``}`
+const tuple = (sql: TxSql, values: readonly unknown[]) =>
+  values.map((v) => sql`${v as string}`).reduce((a, b) => sql`${a}, ${b}`)
+const scoped = (sql: TxSql, s: RecordScope) =>
+  sql`tenant_id = ${s.tenantId} ${s.where ? sql`and ${sql(s.where.column)} = ${s.where.value}` : sql``}`
 
 /**
  * The keys of up to `limit` records of a kind after `after` (a key, in key order), each with its
@@ -67,7 +69,9 @@ export async function tenantRecord(sql: TxSql, tenantId: string): Promise<Tenant
 
 /** Ids of a kind's records (the projects and agents an archive has one entry each for). */
 export async function ids(sql: TxSql, kind: 'projects' | 'agents', tenantId: string): Promise<string[]> {
-  const rows = await sql<{ id: string }[]>`select id from ${sql(SPECS[kind].table)} where tenant_id = ${tenantId} order by id`
+  const rows = await sql<
+    { id: string }[]
+  >`select id from ${sql(SPECS[kind].table)} where tenant_id = ${tenantId} order by id`
   return rows.map((r) => r.id)
 }
 
@@ -141,7 +145,20 @@ const EXPORT_COLUMNS = (sql: TxSql) => sql`
 
 export async function insertExport(
   sql: TxSql,
-  e: Pick<ExportRow, 'id' | 'tenant_id' | 'kind' | 'schedule_id' | 'format' | 'include' | 'destination' | 'target' | 'requested_by' | 'job_id' | 'created_at'>,
+  e: Pick<
+    ExportRow,
+    | 'id'
+    | 'tenant_id'
+    | 'kind'
+    | 'schedule_id'
+    | 'format'
+    | 'include'
+    | 'destination'
+    | 'target'
+    | 'requested_by'
+    | 'job_id'
+    | 'created_at'
+  >,
 ): Promise<void> {
   await sql`
     insert into tenant_exports (id, tenant_id, kind, schedule_id, format, include, destination, target, requested_by, job_id, created_at)
@@ -156,7 +173,11 @@ export async function getExport(sql: TxSql, tenantId: string, id: string): Promi
   return row
 }
 
-export function listExports(sql: TxSql, tenantId: string, o: { limit: number; before: string | null; scheduleId?: string }) {
+export function listExports(
+  sql: TxSql,
+  tenantId: string,
+  o: { limit: number; before: string | null; scheduleId?: string },
+) {
   return sql<ExportRow[]>`
     select ${EXPORT_COLUMNS(sql)} from tenant_exports e left join jobs j on j.id = e.job_id
      where e.tenant_id = ${tenantId}
@@ -181,7 +202,12 @@ export async function startExport(sql: TxSql, tenantId: string, id: string, at: 
   return r.count > 0
 }
 
-export async function completeExport(sql: TxSql, tenantId: string, id: string, o: { objectKey: string; size: number; checksum: string; at: Date; expiresAt: Date | null }): Promise<boolean> {
+export async function completeExport(
+  sql: TxSql,
+  tenantId: string,
+  id: string,
+  o: { objectKey: string; size: number; checksum: string; at: Date; expiresAt: Date | null },
+): Promise<boolean> {
   const r = await sql`
     update tenant_exports set status = 'completed', object_key = ${o.objectKey}, size = ${o.size}, checksum = ${o.checksum},
            finished_at = ${o.at}, expires_at = ${o.expiresAt}, error = null
@@ -189,7 +215,13 @@ export async function completeExport(sql: TxSql, tenantId: string, id: string, o
   return r.count > 0
 }
 
-export async function failExport(sql: TxSql, tenantId: string, id: string, error: { code: string; message: string }, at: Date): Promise<boolean> {
+export async function failExport(
+  sql: TxSql,
+  tenantId: string,
+  id: string,
+  error: { code: string; message: string },
+  at: Date,
+): Promise<boolean> {
   const r = await sql`
     update tenant_exports set status = 'failed', error = ${sql.json(error)}, finished_at = ${at}
      where tenant_id = ${tenantId} and id = ${id} and status in ('pending', 'running')`
@@ -224,7 +256,15 @@ const SCHEDULE_COLUMNS = (sql: TxSql) => sql`
 
 export async function insertSchedule(
   sql: TxSql,
-  s: { id: string; tenantId: string; frequency: ScheduleRow['frequency']; format: ScheduleRow['format']; include: Include[]; target: ExportTarget; createdBy: { type: string; id: string } },
+  s: {
+    id: string
+    tenantId: string
+    frequency: ScheduleRow['frequency']
+    format: ScheduleRow['format']
+    include: Include[]
+    target: ExportTarget
+    createdBy: { type: string; id: string }
+  },
 ): Promise<void> {
   await sql`
     insert into export_schedules (id, tenant_id, frequency, format, include, provider, endpoint, region, bucket, prefix, access_key_sealed, secret_key_sealed, created_by)

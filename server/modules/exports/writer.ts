@@ -13,8 +13,30 @@ import { meterStream } from '../../../common/zip.js'
 import { jsonTooDeep } from '../../domain/text.js'
 import { exactly, type Blobs } from '../../platform/blobs.js'
 import type { TxSql } from '../../platform/db.js'
-import { columnsOf, csvLine, EXPORT_FORMAT, EXPORT_FORMAT_VERSION, kindsOf, pageName, SPECS, type ExportFormat, type ExportMetadata, type Include, type Kind } from './format.js'
-import { exportTooLarge, MAX_JSON_DEPTH, MAX_JSON_ENTRY_BYTES, PAGE_BYTES, PAGE_ROWS, READ_BATCH_BYTES, READ_BATCH_ROWS, withinRatio, type ArchiveLimits } from './limits.js'
+import {
+  columnsOf,
+  csvLine,
+  EXPORT_FORMAT,
+  EXPORT_FORMAT_VERSION,
+  kindsOf,
+  pageName,
+  SPECS,
+  type ExportFormat,
+  type ExportMetadata,
+  type Include,
+  type Kind,
+} from './format.js'
+import {
+  exportTooLarge,
+  MAX_JSON_DEPTH,
+  MAX_JSON_ENTRY_BYTES,
+  PAGE_BYTES,
+  PAGE_ROWS,
+  READ_BATCH_BYTES,
+  READ_BATCH_ROWS,
+  withinRatio,
+  type ArchiveLimits,
+} from './limits.js'
 import * as store from './store.js'
 
 export interface Entry {
@@ -22,7 +44,10 @@ export interface Entry {
   body: string | Readable
   /** The most bytes it can unpack to, known before it is written: what the zip decides its compression by. */
   bound: number
-  /** A file's bytes (not JSON): stored as they are, since deflating them made an export several times slower than a copy. */
+  /**
+   * A file's bytes (not JSON): stored as they are, since deflating them made an export several times slower than a
+   * copy.
+   */
   file?: boolean
 }
 
@@ -53,18 +78,24 @@ export async function* records(sql: TxSql, kind: Kind, scope: store.RecordScope)
     for (let i = 0; i < sizes.length;) {
       const first = sizes[i]!
       if (first.bytes > MAX_JSON_ENTRY_BYTES) {
-        throw exportTooLarge(`The record ${keyText(kind, first.key)} is ${first.bytes} bytes as JSON; an archive's JSON entry holds at most ${MAX_JSON_ENTRY_BYTES}`, {
-          rule: 'record-bytes',
-          kind,
-          key: first.key,
-          bytes: first.bytes,
-          limit: MAX_JSON_ENTRY_BYTES,
-        })
+        throw exportTooLarge(
+          `The record ${keyText(kind, first.key)} is ${first.bytes} bytes as JSON; an archive's JSON entry holds at most ${MAX_JSON_ENTRY_BYTES}`,
+          {
+            rule: 'record-bytes',
+            kind,
+            key: first.key,
+            bytes: first.bytes,
+            limit: MAX_JSON_ENTRY_BYTES,
+          },
+        )
       }
       let bytes = first.bytes
       let j = i + 1
-      while (j < sizes.length && sizes[j]!.bytes <= MAX_JSON_ENTRY_BYTES && bytes + sizes[j]!.bytes <= READ_BATCH_BYTES) bytes += sizes[j++]!.bytes
-      yield (await store.recordRange(sql, kind, scope, first.key, sizes[j - 1]!.key)).map((r) => store.asRecord(kind, r))
+      while (j < sizes.length && sizes[j]!.bytes <= MAX_JSON_ENTRY_BYTES && bytes + sizes[j]!.bytes <= READ_BATCH_BYTES)
+        bytes += sizes[j++]!.bytes
+      yield (await store.recordRange(sql, kind, scope, first.key, sizes[j - 1]!.key)).map((r) =>
+        store.asRecord(kind, r),
+      )
       i = j
     }
     if (sizes.length < READ_BATCH_ROWS) return
@@ -94,22 +125,33 @@ function rowsOf(batches: AsyncIterable<store.Row[]>) {
  * JSON text of an entry, or of a record with what its page adds around it (`around`): refused
  * (EXPORT_TOO_LARGE) if a restore could not read the entry.
  */
-function checkedJson(text: string, what: string, details: Record<string, unknown>, around = { bytes: 0, levels: 0 }): string {
+function checkedJson(
+  text: string,
+  what: string,
+  details: Record<string, unknown>,
+  around = { bytes: 0, levels: 0 },
+): string {
   const bytes = bytesOf(text) + around.bytes
   if (bytes > MAX_JSON_ENTRY_BYTES) {
-    throw exportTooLarge(`${what} is ${bytes} bytes as JSON in its entry; an archive's JSON entry holds at most ${MAX_JSON_ENTRY_BYTES}`, {
-      rule: 'json-entry-bytes',
-      ...details,
-      bytes,
-      limit: MAX_JSON_ENTRY_BYTES,
-    })
+    throw exportTooLarge(
+      `${what} is ${bytes} bytes as JSON in its entry; an archive's JSON entry holds at most ${MAX_JSON_ENTRY_BYTES}`,
+      {
+        rule: 'json-entry-bytes',
+        ...details,
+        bytes,
+        limit: MAX_JSON_ENTRY_BYTES,
+      },
+    )
   }
   if (jsonTooDeep(text, MAX_JSON_DEPTH - around.levels)) {
-    throw exportTooLarge(`${what} nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep in its entry; a restore reads no deeper`, {
-      rule: 'json-depth',
-      ...details,
-      limit: MAX_JSON_DEPTH,
-    })
+    throw exportTooLarge(
+      `${what} nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep in its entry; a restore reads no deeper`,
+      {
+        rule: 'json-depth',
+        ...details,
+        limit: MAX_JSON_DEPTH,
+      },
+    )
   }
   return text
 }
@@ -130,7 +172,12 @@ async function* pages(kind: Kind, prefix: string, batches: AsyncIterable<store.R
     const row = await src.next()
     if (!row) return null
     const key = SPECS[kind].key.map((k) => row[k])
-    return checkedJson(JSON.stringify(row), `The record ${keyText(kind, key)}`, { kind, key }, { bytes: OPEN.length + CLOSE.length, levels: 1 })
+    return checkedJson(
+      JSON.stringify(row),
+      `The record ${keyText(kind, key)}`,
+      { kind, key },
+      { bytes: OPEN.length + CLOSE.length, levels: 1 },
+    )
   }
   let next = await textOf()
   for (let n = 1; next !== null; n++) {
@@ -181,12 +228,15 @@ async function all(kind: Kind, name: string, batches: AsyncIterable<store.Row[]>
     for (const r of b) {
       bytes += bytesOf(JSON.stringify(r))
       if (bytes > MAX_JSON_ENTRY_BYTES) {
-        throw exportTooLarge(`${name} would be larger than ${MAX_JSON_ENTRY_BYTES} bytes, what an archive's JSON entry holds at most`, {
-          rule: 'json-entry-bytes',
-          entry: name,
-          kind,
-          limit: MAX_JSON_ENTRY_BYTES,
-        })
+        throw exportTooLarge(
+          `${name} would be larger than ${MAX_JSON_ENTRY_BYTES} bytes, what an archive's JSON entry holds at most`,
+          {
+            rule: 'json-entry-bytes',
+            entry: name,
+            kind,
+            limit: MAX_JSON_ENTRY_BYTES,
+          },
+        )
       }
       out.push(r)
     }
@@ -201,7 +251,8 @@ async function all(kind: Kind, name: string, batches: AsyncIterable<store.Row[]>
 export async function* recordEntries(sql: TxSql, meta: ExportMetadata, files: FileRef[]): AsyncGenerator<Entry> {
   const t = meta.tenantId
   const tenant = await store.tenantRecord(sql, t)
-  const of = (kind: Kind, where?: store.RecordScope['where']) => records(sql, kind, { tenantId: t, ...(where ? { where } : {}) })
+  const of = (kind: Kind, where?: store.RecordScope['where']) =>
+    records(sql, kind, { tenantId: t, ...(where ? { where } : {}) })
   yield jsonEntry('metadata.json', meta)
   yield jsonEntry('tenant.json', tenant)
   if (meta.include.includes('projects')) {
@@ -216,8 +267,10 @@ export async function* recordEntries(sql: TxSql, meta: ExportMetadata, files: Fi
       yield* pages('project_files', `${dir}manifest/`, of('project_files', one))
       yield* pages('project_version_files', `${dir}version-files/`, of('project_version_files', one))
       yield jsonEntry(`${dir}agents.json`, await store.projectAgents(sql, t, pid))
-      for (const f of await store.currentBlobs(sql, t, pid)) files.push({ name: `${dir}files/${f.path}`, blobKey: f.blob_key, size: f.size })
-      for (const h of await store.historyBlobs(sql, t, pid)) files.push({ name: `${dir}history/${h.sha256}`, blobKey: h.blob_key, size: h.size })
+      for (const f of await store.currentBlobs(sql, t, pid))
+        files.push({ name: `${dir}files/${f.path}`, blobKey: f.blob_key, size: f.size })
+      for (const h of await store.historyBlobs(sql, t, pid))
+        files.push({ name: `${dir}history/${h.sha256}`, blobKey: h.blob_key, size: h.size })
     }
   }
   if (meta.include.includes('agents')) {
@@ -225,7 +278,11 @@ export async function* recordEntries(sql: TxSql, meta: ExportMetadata, files: Fi
     yield jsonEntry('agents.json', agents)
     for (const a of agents) {
       yield jsonEntry(`agents/${a.id as string}.json`, a)
-      yield* pages('agent_runs', `agents/${a.id as string}/runs/`, of('agent_runs', { column: 'agent_id', value: a.id as string }))
+      yield* pages(
+        'agent_runs',
+        `agents/${a.id as string}/runs/`,
+        of('agent_runs', { column: 'agent_id', value: a.id as string }),
+      )
     }
   }
   if (meta.include.includes('chat_history')) {
@@ -243,7 +300,9 @@ export async function* csvEntries(sql: TxSql, meta: ExportMetadata): AsyncGenera
   const t = meta.tenantId
   yield jsonEntry('metadata.json', meta)
   const tenant = await store.tenantRecord(sql, t)
-  const tenantCsv = csvLine(['id', 'name', 'plan', 'status', 'created_at']) + csvLine(tenant ? [tenant.id, tenant.name, tenant.plan, tenant.status, tenant.created_at] : [])
+  const tenantCsv =
+    csvLine(['id', 'name', 'plan', 'status', 'created_at']) +
+    csvLine(tenant ? [tenant.id, tenant.name, tenant.plan, tenant.status, tenant.created_at] : [])
   yield { name: 'tenant.csv', body: tenantCsv, bound: bytesOf(tenantCsv) }
   for (const kind of kindsOf(meta.include)) {
     const columns = columnsOf(kind)
@@ -280,7 +339,13 @@ export function fileEntries(blobs: Blobs, files: readonly FileRef[]): Entry[] {
   }))
 }
 
-export function metadata(o: { exportId: string; tenantId: string; include: Include[]; createdAt: Date; version: string }): ExportMetadata {
+export function metadata(o: {
+  exportId: string
+  tenantId: string
+  include: Include[]
+  createdAt: Date
+  version: string
+}): ExportMetadata {
   return {
     format: EXPORT_FORMAT,
     formatVersion: EXPORT_FORMAT_VERSION,
@@ -337,19 +402,42 @@ export function zipSink(mtime: Date, limits: ArchiveLimits | null): ArchiveSink 
   let entries = 0
   let unpacked = 0
   let written = 0
-  const past = (rule: string, message: string, value: number, limit: number) => exportTooLarge(message, { rule, [rule === 'entries' ? 'entries' : 'bytes']: value, limit })
+  const past = (rule: string, message: string, value: number, limit: number) =>
+    exportTooLarge(message, { rule, [rule === 'entries' ? 'entries' : 'bytes']: value, limit })
   const check = (moreEntries: number, moreBytes: number) => {
     if (!limits) return
     if (entries + moreEntries > limits.maxEntries)
-      throw past('entries', `The archive would hold ${entries + moreEntries} entries; a restore takes ${limits.maxEntries}`, entries + moreEntries, limits.maxEntries)
+      throw past(
+        'entries',
+        `The archive would hold ${entries + moreEntries} entries; a restore takes ${limits.maxEntries}`,
+        entries + moreEntries,
+        limits.maxEntries,
+      )
     if (unpacked + moreBytes > limits.maxUnpackedBytes)
-      throw past('unpacked-bytes', `The archive would unpack to ${unpacked + moreBytes} bytes; a restore takes ${limits.maxUnpackedBytes}`, unpacked + moreBytes, limits.maxUnpackedBytes)
+      throw past(
+        'unpacked-bytes',
+        `The archive would unpack to ${unpacked + moreBytes} bytes; a restore takes ${limits.maxUnpackedBytes}`,
+        unpacked + moreBytes,
+        limits.maxUnpackedBytes,
+      )
     if (written + moreBytes > limits.maxArchiveBytes)
-      throw past('archive-bytes', `The archive would be larger than the ${limits.maxArchiveBytes} bytes a restore takes`, written + moreBytes, limits.maxArchiveBytes)
+      throw past(
+        'archive-bytes',
+        `The archive would be larger than the ${limits.maxArchiveBytes} bytes a restore takes`,
+        written + moreBytes,
+        limits.maxArchiveBytes,
+      )
   }
   const output = counted(zip.outputStream, (n) => {
     written += n
-    return limits && written > limits.maxArchiveBytes ? past('archive-bytes', `The archive is larger than the ${limits.maxArchiveBytes} bytes a restore takes`, written, limits.maxArchiveBytes) : null
+    return limits && written > limits.maxArchiveBytes
+      ? past(
+          'archive-bytes',
+          `The archive is larger than the ${limits.maxArchiveBytes} bytes a restore takes`,
+          written,
+          limits.maxArchiveBytes,
+        )
+      : null
   })
   output.once('error', (err) => m.stream.destroy(err))
   output.pipe(m.stream)
@@ -361,7 +449,10 @@ export function zipSink(mtime: Date, limits: ArchiveLimits | null): ArchiveSink 
       check(1, e.file ? e.bound : 0)
       const deflate = !e.file && (!limits || (e.bound <= PAGE_BYTES && withinRatio(unpacked + e.bound, written)))
       let n = 0
-      const body = counted(typeof e.body === 'string' ? Readable.from([Buffer.from(e.body, 'utf8')]) : e.body, (size) => ((n += size), null))
+      const body = counted(
+        typeof e.body === 'string' ? Readable.from([Buffer.from(e.body, 'utf8')]) : e.body,
+        (size) => ((n += size), null),
+      )
       current.add(body)
       zip.addReadStream(body, e.name, { mtime, compressionLevel: deflate ? 6 : 0 })
       try {

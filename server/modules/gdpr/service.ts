@@ -20,7 +20,10 @@ export function gdprService(deps: { db: Db; now?: Clock }) {
     /** The caller's own data; a credential that is no person's (an API key nobody made) has none to give. */
     async export(a: Actor) {
       const userId = a.principal.userId
-      if (!userId) throw forbidden('A GDPR export is of a person: sign in as the user, or use a key the user made', { required: 'user' })
+      if (!userId)
+        throw forbidden('A GDPR export is of a person: sign in as the user, or use a key the user made', {
+          required: 'user',
+        })
       const t = a.tenantId
       const doc = await db.tenant(t, async (sql) => {
         const [user] = await store.userRecord(sql, t, userId)
@@ -44,7 +47,17 @@ export function gdprService(deps: { db: Db; now?: Clock }) {
               updatedAt: iso(user.updated_at),
               lastLoginAt: iso(user.last_login_at),
             },
-            memberships: tenant ? [{ tenantId: tenant.id, tenantName: tenant.name, plan: tenant.plan, role: user.role, since: iso(user.created_at) }] : [],
+            memberships: tenant
+              ? [
+                  {
+                    tenantId: tenant.id,
+                    tenantName: tenant.name,
+                    plan: tenant.plan,
+                    role: user.role,
+                    since: iso(user.created_at),
+                  },
+                ]
+              : [],
             sessions: (await store.sessions(sql, t, userId)).map((s) => ({
               id: s.id,
               method: s.method,
@@ -86,7 +99,12 @@ export function gdprService(deps: { db: Db; now?: Clock }) {
           })),
           consentRecords: (await store.invitations(sql, t, userId))
             .filter((i) => i.accepted_at)
-            .map((i) => ({ kind: 'invitation-accepted', at: iso(i.accepted_at), invitationId: i.id, invitedBy: i.invited_by })) as Record<string, unknown>[],
+            .map((i) => ({
+              kind: 'invitation-accepted',
+              at: iso(i.accepted_at),
+              invitationId: i.id,
+              invitedBy: i.invited_by,
+            })) as Record<string, unknown>[],
           dataSharingLog: [
             ...(await store.runsStarted(sql, t, userId)).map((r) => ({
               recipient: 'model-provider',

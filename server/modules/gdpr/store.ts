@@ -3,7 +3,18 @@
 import type { TxSql } from '../../platform/db.js'
 
 export function userRecord(sql: TxSql, tenantId: string, userId: string) {
-  return sql<{ id: string; email: string; name: string; role: string; status: string; created_at: Date; updated_at: Date; last_login_at: Date | null }[]>`
+  return sql<
+    {
+      id: string
+      email: string
+      name: string
+      role: string
+      status: string
+      created_at: Date
+      updated_at: Date
+      last_login_at: Date | null
+    }[]
+  >`
     select id, email, name, role, status, created_at, updated_at, last_login_at from users where tenant_id = ${tenantId} and id = ${userId}`
 }
 
@@ -12,7 +23,17 @@ export function membership(sql: TxSql, tenantId: string) {
 }
 
 export function sessions(sql: TxSql, tenantId: string, userId: string) {
-  return sql<{ id: string; method: string; ip: string; user_agent: string; created_at: Date; expires_at: Date; revoked_at: Date | null }[]>`
+  return sql<
+    {
+      id: string
+      method: string
+      ip: string
+      user_agent: string
+      created_at: Date
+      expires_at: Date
+      revoked_at: Date | null
+    }[]
+  >`
     select id, method, ip, user_agent, created_at, expires_at, revoked_at from identity_sessions
      where tenant_id = ${tenantId} and user_id = ${userId} order by id`
 }
@@ -39,7 +60,20 @@ export function apiKeys(sql: TxSql, tenantId: string, userId: string) {
 
 /** Audit entries the person did (as themselves or through their keys) or that are about them. */
 export function auditEntries(sql: TxSql, tenantId: string, userId: string, keyIds: string[]) {
-  return sql<{ id: string; actor_type: string; actor_id: string | null; action: string; target_type: string; target_id: string; ip: string; user_agent: string; details: unknown; created_at: Date }[]>`
+  return sql<
+    {
+      id: string
+      actor_type: string
+      actor_id: string | null
+      action: string
+      target_type: string
+      target_id: string
+      ip: string
+      user_agent: string
+      details: unknown
+      created_at: Date
+    }[]
+  >`
     select id, actor_type, actor_id, action, target_type, target_id, ip, user_agent, details, created_at from audit_events
      where tenant_id = ${tenantId}
        and (actor_id = ${userId} or actor_id = any(${sql.array(keyIds)}::uuid[]) or target_id = ${userId}::text)
@@ -54,21 +88,42 @@ export function invitations(sql: TxSql, tenantId: string, userId: string) {
 
 /** Command-line logins the person approved in their browser. */
 export function cliApprovals(sql: TxSql, tenantId: string, userId: string) {
-  return sql<{ login_id: string; cli_version: string; platform: string; approved_at: Date | null; approved_ip: string | null; consumed_at: Date | null }[]>`
+  return sql<
+    {
+      login_id: string
+      cli_version: string
+      platform: string
+      approved_at: Date | null
+      approved_ip: string | null
+      consumed_at: Date | null
+    }[]
+  >`
     select login_id, cli_version, platform, approved_at, approved_ip, consumed_at from cli_logins
      where tenant_id = ${tenantId} and user_id = ${userId} and approved_at is not null order by approved_at`
 }
 
 /** Agent runs the person started: their goals went to the tenant's model provider. */
 export function runsStarted(sql: TxSql, tenantId: string, userId: string) {
-  return sql<{ id: string; agent_id: string; model: string | null; status: string; created_at: Date; started_at: Date | null }[]>`
+  return sql<
+    { id: string; agent_id: string; model: string | null; status: string; created_at: Date; started_at: Date | null }[]
+  >`
     select id, agent_id, agent_snapshot->'config'->>'model' as model, status, created_at, started_at from agent_runs
      where tenant_id = ${tenantId} and started_by->>'userId' = ${userId} and started_at is not null order by id`
 }
 
 /** Webhook deliveries of events that named the person (their id or address), to the tenant's receivers. */
 export function webhookDeliveries(sql: TxSql, tenantId: string, needles: string[]) {
-  return sql<{ event_id: string; type: string; url: string; status: string; attempts: number; first_attempt_at: Date | null; completed_at: Date | null }[]>`
+  return sql<
+    {
+      event_id: string
+      type: string
+      url: string
+      status: string
+      attempts: number
+      first_attempt_at: Date | null
+      completed_at: Date | null
+    }[]
+  >`
     select e.id as event_id, e.type, w.url, d.status, d.attempts,
            (select min(a.started_at) from webhook_attempts a where a.delivery_id = d.id) as first_attempt_at, d.completed_at
       from webhook_events e
@@ -81,5 +136,7 @@ export function webhookDeliveries(sql: TxSql, tenantId: string, needles: string[
 
 /** The tenant's model provider as configured now (where agent runs and chat replies go). */
 export function llmProvider(sql: TxSql, tenantId: string) {
-  return sql<{ provider: string; base_url: string }[]>`select provider, base_url from tenant_llm_settings where tenant_id = ${tenantId}`
+  return sql<
+    { provider: string; base_url: string }[]
+  >`select provider, base_url from tenant_llm_settings where tenant_id = ${tenantId}`
 }

@@ -6,7 +6,15 @@ import * as client from 'openid-client'
 import type { Logger } from 'pino'
 import type { OidcProviderSetting } from '../../../config/schema.js'
 import { AppError } from '../../domain/errors.js'
-import { compilePolicy, outboundFetch, parseIp, refusalIn, systemResolver, type OutboundPolicy, type Resolver } from '../../platform/outbound.js'
+import {
+  compilePolicy,
+  outboundFetch,
+  parseIp,
+  refusalIn,
+  systemResolver,
+  type OutboundPolicy,
+  type Resolver,
+} from '../../platform/outbound.js'
 
 export interface Provider {
   readonly setting: OidcProviderSetting
@@ -31,13 +39,26 @@ export interface ProvidersOptions {
 // refetched by openid-client itself whenever an unknown key id appears.
 const DISCOVERY_TTL_MS = 60 * 60 * 1000
 
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'OAUTH_TIMEOUT', 'OAUTH_ABORT', 'UND_ERR_CONNECT_TIMEOUT'])
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'OAUTH_TIMEOUT',
+  'OAUTH_ABORT',
+  'UND_ERR_CONNECT_TIMEOUT',
+])
 
 /** Whether a failure is the network's (or the policy's), as opposed to something the provider said. */
 export function isNetworkFailure(err: unknown): boolean {
   for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
     const x = e as { code?: string; name?: string; message?: string }
-    if (refusalIn(x) || NETWORK_CODES.has(String(x.code)) || x.name === 'TimeoutError' || x.name === 'AbortError') return true
+    if (refusalIn(x) || NETWORK_CODES.has(String(x.code)) || x.name === 'TimeoutError' || x.name === 'AbortError')
+      return true
     if (e instanceof TypeError && x.message === 'fetch failed') return true
   }
   return false
@@ -47,15 +68,27 @@ export function isNetworkFailure(err: unknown): boolean {
 export function unavailable(p: OidcProviderSetting, err: unknown, during: string): AppError {
   const refused = refusalIn(err)
   if (refused) {
-    return new AppError('SERVICE_UNAVAILABLE', `The identity provider ${p.name} may not be contacted: ${refused.reason} (${refused.host})`, { provider: p.id, reason: 'outbound_refused' })
+    return new AppError(
+      'SERVICE_UNAVAILABLE',
+      `The identity provider ${p.name} may not be contacted: ${refused.reason} (${refused.host})`,
+      { provider: p.id, reason: 'outbound_refused' },
+    )
   }
   if (isNetworkFailure(err)) {
-    return new AppError('SERVICE_UNAVAILABLE', `The identity provider ${p.name} could not be reached (${during}); try again later`, { provider: p.id, reason: 'unreachable' })
+    return new AppError(
+      'SERVICE_UNAVAILABLE',
+      `The identity provider ${p.name} could not be reached (${during}); try again later`,
+      { provider: p.id, reason: 'unreachable' },
+    )
   }
-  return new AppError('SERVICE_UNAVAILABLE', `The identity provider ${p.name} gave an unusable answer (${during}); an administrator should check its configuration`, {
-    provider: p.id,
-    reason: 'invalid_provider_response',
-  })
+  return new AppError(
+    'SERVICE_UNAVAILABLE',
+    `The identity provider ${p.name} gave an unusable answer (${during}); an administrator should check its configuration`,
+    {
+      provider: p.id,
+      reason: 'invalid_provider_response',
+    },
+  )
 }
 
 /**
@@ -65,7 +98,11 @@ export function unavailable(p: OidcProviderSetting, err: unknown, during: string
  * in any mode. (In connected mode hostnames are judged when connecting: a DNS hiccup at start-up
  * must not stop the server.)
  */
-export async function assertProvidersAllowed(providers: readonly OidcProviderSetting[], policy: OutboundPolicy, resolver: Resolver = systemResolver): Promise<void> {
+export async function assertProvidersAllowed(
+  providers: readonly OidcProviderSetting[],
+  policy: OutboundPolicy,
+  resolver: Resolver = systemResolver,
+): Promise<void> {
   const compiled = compilePolicy(policy, resolver)
   const problems: string[] = []
   for (const p of providers) {
@@ -92,9 +129,14 @@ export async function assertProvidersAllowed(providers: readonly OidcProviderSet
 export async function openProviders(o: ProvidersOptions) {
   await assertProvidersAllowed(o.providers, o.policy, o.resolver)
   const now = o.now ?? Date.now
-  const fetchOut = outboundFetch(o.policy, { resolver: o.resolver, timeoutMs: (o.timeoutSeconds ?? 10) * 1000, maxResponseBytes: 1024 * 1024 })
+  const fetchOut = outboundFetch(o.policy, {
+    resolver: o.resolver,
+    timeoutMs: (o.timeoutSeconds ?? 10) * 1000,
+    maxResponseBytes: 1024 * 1024,
+  })
   const customFetch: client.CustomFetch = (url, options) => {
-    if (options.body instanceof ReadableStream) throw new TypeError('streamed request bodies are not sent to identity providers')
+    if (options.body instanceof ReadableStream)
+      throw new TypeError('streamed request bodies are not sent to identity providers')
     return fetchOut(url, { ...options, body: options.body ?? null })
   }
 
@@ -106,8 +148,14 @@ export async function openProviders(o: ProvidersOptions) {
         new URL(setting.issuer),
         setting.clientId,
         { client_secret: setting.clientSecret },
-        setting.tokenAuthMethod === 'client_secret_post' ? client.ClientSecretPost(setting.clientSecret) : client.ClientSecretBasic(setting.clientSecret),
-        { [client.customFetch]: customFetch, timeout: o.timeoutSeconds ?? 10, execute: setting.allowHttp ? [client.allowInsecureRequests] : [] },
+        setting.tokenAuthMethod === 'client_secret_post'
+          ? client.ClientSecretPost(setting.clientSecret)
+          : client.ClientSecretBasic(setting.clientSecret),
+        {
+          [client.customFetch]: customFetch,
+          timeout: o.timeoutSeconds ?? 10,
+          execute: setting.allowHttp ? [client.allowInsecureRequests] : [],
+        },
       )
     byId.set(setting.id, {
       setting,

@@ -28,11 +28,17 @@ const BROWSER_RE = /^[A-Za-z0-9]{43}$/
 
 const tags = ['auth']
 const open = { auth: false, rateLimit: false } as const
-const ProviderParams = Type.Object({ provider: Type.String({ minLength: 1, maxLength: 64, description: 'Provider id from OIDC_PROVIDERS' }) })
-const Param = (maxLength: number, description: string) => Type.Optional(Type.String({ minLength: 1, maxLength, description }))
+const ProviderParams = Type.Object({
+  provider: Type.String({ minLength: 1, maxLength: 64, description: 'Provider id from OIDC_PROVIDERS' }),
+})
+const Param = (maxLength: number, description: string) =>
+  Type.Optional(Type.String({ minLength: 1, maxLength, description }))
 const AuthorizeBody = Type.Object(
   {
-    callbackUrl: Param(16_384, 'The URL (or just its query string) the identity provider redirected the browser to; instead of the fields below'),
+    callbackUrl: Param(
+      16_384,
+      'The URL (or just its query string) the identity provider redirected the browser to; instead of the fields below',
+    ),
     code: Param(4096, 'Authorization code'),
     state: Param(512, 'The state the identity provider sent back'),
     iss: Param(2048, 'Issuer the identity provider sent back (RFC 9207)'),
@@ -51,10 +57,19 @@ const secure = (request: FastifyRequest) => request.protocol === 'https'
 const noStore = (reply: FastifyReply) => reply.header('cache-control', 'no-store')
 
 /** The authorization response as the identity provider gave it: from callbackUrl, or from the fields. */
-function callbackParams(body: { callbackUrl?: string; code?: string; state?: string; iss?: string; error?: string; error_description?: string }): URLSearchParams {
+function callbackParams(body: {
+  callbackUrl?: string
+  code?: string
+  state?: string
+  iss?: string
+  error?: string
+  error_description?: string
+}): URLSearchParams {
   const { callbackUrl, ...fields } = body
-  if (callbackUrl === undefined) return new URLSearchParams(Object.entries(fields).filter((e): e is [string, string] => e[1] !== undefined))
-  if (Object.keys(fields).length) throw invalid('callbackUrl', 'send either callbackUrl or the separate fields, not both')
+  if (callbackUrl === undefined)
+    return new URLSearchParams(Object.entries(fields).filter((e): e is [string, string] => e[1] !== undefined))
+  if (Object.keys(fields).length)
+    throw invalid('callbackUrl', 'send either callbackUrl or the separate fields, not both')
   if (/^https?:\/\//i.test(callbackUrl)) {
     try {
       return new URL(callbackUrl).searchParams
@@ -102,7 +117,10 @@ export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async 
         security: [],
         description: `Gives the authorization URL to send the browser to (authorization code flow with PKCE S256, state and nonce) and sets the ${BROWSER_COOKIE} cookie that binds the sign-in to this browser. The sign-in must be completed within ${STATE_TTL_SECONDS / 60} minutes. An address with accounts in several organizations passes tenantId to choose one. 503 when the identity provider cannot be reached.`,
         params: ProviderParams,
-        querystring: Type.Object({ tenantId: Type.Optional(Type.String({ format: 'uuid', description: 'The organization to sign in to' })) }, { additionalProperties: false }),
+        querystring: Type.Object(
+          { tenantId: Type.Optional(Type.String({ format: 'uuid', description: 'The organization to sign in to' })) },
+          { additionalProperties: false },
+        ),
         response: {
           200: Envelope(
             Type.Object({
@@ -118,7 +136,13 @@ export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async 
       const held = req.cookies?.[BROWSER_COOKIE]
       const browser = held && BROWSER_RE.test(held) ? held : randomBase62(43)
       const r = await oauth.start(req.params.provider, browser, req.query.tenantId ?? null)
-      reply.setCookie(BROWSER_COOKIE, browser, { httpOnly: true, secure: secure(req), sameSite: 'lax', path: '/oauth', maxAge: STATE_TTL_SECONDS })
+      reply.setCookie(BROWSER_COOKIE, browser, {
+        httpOnly: true,
+        secure: secure(req),
+        sameSite: 'lax',
+        path: '/oauth',
+        maxAge: STATE_TTL_SECONDS,
+      })
       noStore(reply)
       return ok(req, { authorizationUrl: r.authorizationUrl, expiresAt: r.expiresAt.toISOString() })
     },
@@ -144,7 +168,15 @@ export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async 
         params: ProviderParams,
         body: AuthorizeBody,
         response: {
-          200: Envelope(Type.Object({ token: Type.String(), tokenType: Type.Literal('session'), expiresAt: Type.String({ format: 'date-time' }), user: User, tenant: Tenant })),
+          200: Envelope(
+            Type.Object({
+              token: Type.String(),
+              tokenType: Type.Literal('session'),
+              expiresAt: Type.String({ format: 'date-time' }),
+              user: User,
+              tenant: Tenant,
+            }),
+          ),
           ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE'),
         },
       },
@@ -154,9 +186,19 @@ export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async 
       noStore(reply)
       assertSameOrigin(req, publicUrl)
       const held = req.cookies?.[BROWSER_COOKIE]
-      const r = await oauth.authorize(req.params.provider, { params: callbackParams(req.body), browser: held && BROWSER_RE.test(held) ? held : null }, originOf(req))
+      const r = await oauth.authorize(
+        req.params.provider,
+        { params: callbackParams(req.body), browser: held && BROWSER_RE.test(held) ? held : null },
+        originOf(req),
+      )
       setSessionCookie(req, reply, r.session.token, r.session.expiresAt)
-      return ok(req, { token: r.session.token, tokenType: 'session' as const, expiresAt: r.session.expiresAt.toISOString(), user: r.user, tenant: r.tenant })
+      return ok(req, {
+        token: r.session.token,
+        tokenType: 'session' as const,
+        expiresAt: r.session.expiresAt.toISOString(),
+        user: r.user,
+        tenant: r.tenant,
+      })
     },
   )
 
@@ -174,5 +216,7 @@ export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async 
     },
   )
 
-  app.get('/oauth/callback.js', { config: open, schema: { hide: true } }, async (_req, reply) => sendPage(reply, 'js', CALLBACK_JS))
+  app.get('/oauth/callback.js', { config: open, schema: { hide: true } }, async (_req, reply) =>
+    sendPage(reply, 'js', CALLBACK_JS),
+  )
 }

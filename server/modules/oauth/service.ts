@@ -57,13 +57,20 @@ export function oauthService(o: OAuthServiceOptions) {
   }
 
   /** The email claims, from the ID token or else from the UserInfo endpoint (where many providers keep them). */
-  async function identityOf(p: Provider, config: client.Configuration, tokens: Awaited<ReturnType<typeof client.authorizationCodeGrant>>) {
+  async function identityOf(
+    p: Provider,
+    config: client.Configuration,
+    tokens: Awaited<ReturnType<typeof client.authorizationCodeGrant>>,
+  ) {
     const idToken = tokens.claims()
     if (!idToken) throw unauthorized('The identity provider returned no ID token')
     let claims: Record<string, unknown> = { ...idToken }
     // The address and whether it is verified are taken together from one statement, never mixed.
     let mail: Record<string, unknown> = claims
-    if ((claims.email === undefined || claims.email_verified === undefined) && config.serverMetadata().userinfo_endpoint) {
+    if (
+      (claims.email === undefined || claims.email_verified === undefined) &&
+      config.serverMetadata().userinfo_endpoint
+    ) {
       try {
         // fetchUserInfo insists on the ID token's subject.
         const info: Record<string, unknown> = await client.fetchUserInfo(config, tokens.access_token, idToken.sub)
@@ -72,16 +79,24 @@ export function oauthService(o: OAuthServiceOptions) {
       } catch (err) {
         if (isNetworkFailure(err)) throw unavailable(p.setting, err, 'user info request')
         o.log.info({ err, provider: p.setting.id }, 'OpenID Connect user info refused')
-        throw new AppError('UNAUTHORIZED', 'The identity provider did not confirm who signed in', { reason: 'idp_error' })
+        throw new AppError('UNAUTHORIZED', 'The identity provider did not confirm who signed in', {
+          reason: 'idp_error',
+        })
       }
     }
     const email = typeof mail.email === 'string' ? mail.email.trim() : ''
     if (!email || email.length > 320 || !/^[^\s@]+@[^\s@]+$/.test(email)) {
-      throw forbidden('The identity provider did not share an email address; allow the email scope for Atrium', { reason: 'email_missing', provider: p.setting.id })
+      throw forbidden('The identity provider did not share an email address; allow the email scope for Atrium', {
+        reason: 'email_missing',
+        provider: p.setting.id,
+      })
     }
     // Some providers send the flag as a string.
     if (mail.email_verified !== true && mail.email_verified !== 'true') {
-      throw forbidden('The identity provider has not verified this email address', { reason: 'email_unverified', provider: p.setting.id })
+      throw forbidden('The identity provider has not verified this email address', {
+        reason: 'email_unverified',
+        provider: p.setting.id,
+      })
     }
     const given = [claims.given_name, claims.family_name].filter((x): x is string => typeof x === 'string').join(' ')
     const name = (typeof claims.name === 'string' && claims.name.trim() ? claims.name : given).trim().slice(0, 200)
@@ -95,20 +110,42 @@ export function oauthService(o: OAuthServiceOptions) {
     if (usable.length === 1) return { account: usable[0]! }
     if (usable.length > 1) {
       return {
-        error: forbidden('This address has accounts in several organizations: start signing in again and choose one (tenantId)', {
-          reason: 'tenant_required',
-          tenants: usable.map((a) => ({ id: a.tenant_id, name: a.tenant_name })),
-        }),
+        error: forbidden(
+          'This address has accounts in several organizations: start signing in again and choose one (tenantId)',
+          {
+            reason: 'tenant_required',
+            tenants: usable.map((a) => ({ id: a.tenant_id, name: a.tenant_name })),
+          },
+        ),
       }
     }
     const first = accounts.find((a) => a.user_status !== 'invited')
-    if (first?.tenant_status === 'suspended') return { error: forbidden('The organization of this account is suspended', { reason: 'tenant_suspended' }), account: first }
-    if (first?.user_status === 'disabled') return { error: forbidden('This account is disabled', { reason: 'account_disabled' }), account: first }
-    if (accounts.length) return { error: forbidden('Accept your invitation from the link you were sent first; then sign in here', { reason: 'invitation_pending' }) }
-    return { error: forbidden('There is no account for this address; ask an administrator to invite you', { reason: 'no_account' }) }
+    if (first?.tenant_status === 'suspended')
+      return {
+        error: forbidden('The organization of this account is suspended', { reason: 'tenant_suspended' }),
+        account: first,
+      }
+    if (first?.user_status === 'disabled')
+      return { error: forbidden('This account is disabled', { reason: 'account_disabled' }), account: first }
+    if (accounts.length)
+      return {
+        error: forbidden('Accept your invitation from the link you were sent first; then sign in here', {
+          reason: 'invitation_pending',
+        }),
+      }
+    return {
+      error: forbidden('There is no account for this address; ask an administrator to invite you', {
+        reason: 'no_account',
+      }),
+    }
   }
 
-  async function signIn(p: Provider, who: { email: string; name: string; subject: string }, origin: Origin, chosenTenant: string | null): Promise<(Account & { session: StartedSession }) | Refusal> {
+  async function signIn(
+    p: Provider,
+    who: { email: string; name: string; subject: string },
+    origin: Origin,
+    chosenTenant: string | null,
+  ): Promise<(Account & { session: StartedSession }) | Refusal> {
     const s = p.setting
     const method = { method: 'oidc', provider: s.id }
     return o.db.system(async (sql) => {
@@ -124,8 +161,13 @@ export function oauthService(o: OAuthServiceOptions) {
         if ('error' in found) return found
         account = found.account
       } else if ((account = accounts[0])) {
-        if (account.tenant_status !== 'active') return { error: forbidden('The organization of this account is suspended', { reason: 'tenant_suspended' }), account }
-        if (account.user_status === 'disabled') return { error: forbidden('This account is disabled', { reason: 'account_disabled' }), account }
+        if (account.tenant_status !== 'active')
+          return {
+            error: forbidden('The organization of this account is suspended', { reason: 'tenant_suspended' }),
+            account,
+          }
+        if (account.user_status === 'disabled')
+          return { error: forbidden('This account is disabled', { reason: 'account_disabled' }), account }
         if (account.user_status === 'invited') activated = await activateInvited(sql, account.user_id, at)
       } else {
         const tenant = await findTenant(sql, s.tenantId)
@@ -133,24 +175,61 @@ export function oauthService(o: OAuthServiceOptions) {
           o.log.error({ provider: s.id, tenantId: s.tenantId }, 'OIDC_PROVIDERS names a tenant that does not exist')
           return { error: forbidden('There is no account for this address', { reason: 'no_account' }) }
         }
-        if (tenant.status !== 'active') return { error: forbidden('The organization of this identity provider is suspended', { reason: 'tenant_suspended' }) }
+        if (tenant.status !== 'active')
+          return {
+            error: forbidden('The organization of this identity provider is suspended', { reason: 'tenant_suspended' }),
+          }
         const userId = newId()
-        await insertUser(sql, { id: userId, tenantId: tenant.id, email: who.email, name: who.name, role: s.defaultRole, passwordHash: null })
+        await insertUser(sql, {
+          id: userId,
+          tenantId: tenant.id,
+          email: who.email,
+          name: who.name,
+          role: s.defaultRole,
+          passwordHash: null,
+        })
         account = (await findAccount(sql, userId))!
         created = true
       }
 
       const actor = { type: 'user' as const, id: account.user_id }
-      if (created || activated) await emitUserCreated(sql, account.tenant_id, account.user_id, created ? 'oidc' : 'invitation')
+      if (created || activated)
+        await emitUserCreated(sql, account.tenant_id, account.user_id, created ? 'oidc' : 'invitation')
       if (created) {
-        await audit(sql, { tenantId: account.tenant_id, actor, action: 'auth.user_provisioned', target: { type: 'user', id: account.user_id }, origin, details: { ...method, role: account.role } })
+        await audit(sql, {
+          tenantId: account.tenant_id,
+          actor,
+          action: 'auth.user_provisioned',
+          target: { type: 'user', id: account.user_id },
+          origin,
+          details: { ...method, role: account.role },
+        })
       }
       if (activated) {
-        await audit(sql, { tenantId: account.tenant_id, actor, action: 'auth.invitation_accepted', target: { type: 'user', id: account.user_id }, origin, details: method })
+        await audit(sql, {
+          tenantId: account.tenant_id,
+          actor,
+          action: 'auth.invitation_accepted',
+          target: { type: 'user', id: account.user_id },
+          origin,
+          details: method,
+        })
         account = { ...account, user_status: 'active' }
       }
-      const session = await o.auth.startSession(sql, { tenantId: account.tenant_id, userId: account.user_id, method: 'oidc', origin })
-      await audit(sql, { tenantId: account.tenant_id, actor, action: 'auth.login', target: { type: 'session', id: session.sessionId }, origin, details: method })
+      const session = await o.auth.startSession(sql, {
+        tenantId: account.tenant_id,
+        userId: account.user_id,
+        method: 'oidc',
+        origin,
+      })
+      await audit(sql, {
+        tenantId: account.tenant_id,
+        actor,
+        action: 'auth.login',
+        target: { type: 'session', id: session.sessionId },
+        origin,
+        details: method,
+      })
       return { ...accountOf(account), session }
     })
   }
@@ -158,11 +237,18 @@ export function oauthService(o: OAuthServiceOptions) {
   return {
     has: (id: string) => o.providers.get(id) !== undefined,
 
-    list: (publicUrl: string) => o.providers.list().map((p) => ({ id: p.setting.id, name: p.setting.name, startUrl: `${publicUrl}/oauth/${p.setting.id}/start` })),
+    list: (publicUrl: string) =>
+      o.providers
+        .list()
+        .map((p) => ({ id: p.setting.id, name: p.setting.name, startUrl: `${publicUrl}/oauth/${p.setting.id}/start` })),
 
     /** The identity provider's authorization URL for a sign-in bound to `browser` (the binding cookie's value). */
     /** `tenantId`: the organization to sign in to, for an address with accounts in several. */
-    async start(providerId: string, browser: string, tenantId: string | null = null): Promise<{ authorizationUrl: string; expiresAt: Date }> {
+    async start(
+      providerId: string,
+      browser: string,
+      tenantId: string | null = null,
+    ): Promise<{ authorizationUrl: string; expiresAt: Date }> {
       const p = providerOf(providerId)
       const config = await p.configuration()
       const state = client.randomState()
@@ -172,7 +258,16 @@ export function oauthService(o: OAuthServiceOptions) {
       const expiresAt = new Date(at.getTime() + STATE_TTL_SECONDS * 1000)
       await o.db.system(async (sql) => {
         await deleteExpiredStates(sql, at)
-        await insertState(sql, { stateHash: sha256(state), provider: p.setting.id, nonce, codeVerifier, browserHash: sha256(browser), tenantId, createdAt: at, expiresAt })
+        await insertState(sql, {
+          stateHash: sha256(state),
+          provider: p.setting.id,
+          nonce,
+          codeVerifier,
+          browserHash: sha256(browser),
+          tenantId,
+          createdAt: at,
+          expiresAt,
+        })
       })
       const url = client.buildAuthorizationUrl(config, {
         redirect_uri: p.redirectUri,
@@ -189,26 +284,46 @@ export function oauthService(o: OAuthServiceOptions) {
      * Completes a sign-in from the parameters the identity provider redirected the browser with.
      * The state is consumed whatever the outcome: a second attempt with it is refused.
      */
-    async authorize(providerId: string, input: { params: URLSearchParams; browser: string | null }, origin: Origin): Promise<Account & { session: StartedSession }> {
+    async authorize(
+      providerId: string,
+      input: { params: URLSearchParams; browser: string | null },
+      origin: Origin,
+    ): Promise<Account & { session: StartedSession }> {
       const p = providerOf(providerId)
       const state = input.params.get('state')
       if (!state) throw invalid('state', 'is required (the state the identity provider sent back)')
       if (!input.browser) {
-        throw forbidden('This sign-in was not started in this browser; start signing in again', { reason: 'browser_mismatch' })
+        throw forbidden('This sign-in was not started in this browser; start signing in again', {
+          reason: 'browser_mismatch',
+        })
       }
       const row = await o.db.system((sql) => consumeState(sql, sha256(state)))
-      if (!row) throw new AppError('VALIDATION_ERROR', INVALID_STATE, { reason: 'state_invalid', errors: [{ field: 'state', message: 'is unknown, expired or already used' }] })
-      if (row.provider !== p.setting.id) {
-        throw new AppError('VALIDATION_ERROR', 'This sign-in was started with another identity provider; start signing in again', {
-          reason: 'state_provider_mismatch',
-          errors: [{ field: 'state', message: 'belongs to another identity provider' }],
+      if (!row)
+        throw new AppError('VALIDATION_ERROR', INVALID_STATE, {
+          reason: 'state_invalid',
+          errors: [{ field: 'state', message: 'is unknown, expired or already used' }],
         })
+      if (row.provider !== p.setting.id) {
+        throw new AppError(
+          'VALIDATION_ERROR',
+          'This sign-in was started with another identity provider; start signing in again',
+          {
+            reason: 'state_provider_mismatch',
+            errors: [{ field: 'state', message: 'belongs to another identity provider' }],
+          },
+        )
       }
       if (!timingSafeEqual(row.browser_hash, sha256(input.browser))) {
         // Login CSRF: someone else's sign-in would be completed in this browser.
-        throw forbidden('This sign-in was not started in this browser; start signing in again', { reason: 'browser_mismatch' })
+        throw forbidden('This sign-in was not started in this browser; start signing in again', {
+          reason: 'browser_mismatch',
+        })
       }
-      if (row.expires_at <= now()) throw new AppError('VALIDATION_ERROR', INVALID_STATE, { reason: 'state_expired', errors: [{ field: 'state', message: 'has expired' }] })
+      if (row.expires_at <= now())
+        throw new AppError('VALIDATION_ERROR', INVALID_STATE, {
+          reason: 'state_expired',
+          errors: [{ field: 'state', message: 'has expired' }],
+        })
 
       const config = await p.configuration()
       // openid-client derives redirect_uri from this URL (without its query): it must be the registered one.
@@ -224,11 +339,16 @@ export function oauthService(o: OAuthServiceOptions) {
         })
       } catch (err) {
         if (isNetworkFailure(err)) throw unavailable(p.setting, err, 'token request')
-        const said = err instanceof client.AuthorizationResponseError || err instanceof client.ResponseBodyError ? err.error : undefined
+        const said =
+          err instanceof client.AuthorizationResponseError || err instanceof client.ResponseBodyError
+            ? err.error
+            : undefined
         o.log.info({ err, provider: p.setting.id }, 'OpenID Connect sign-in refused')
         throw new AppError(
           'UNAUTHORIZED',
-          said ? `The identity provider refused the sign-in (${said}); start signing in again` : "The identity provider's answer could not be verified; start signing in again",
+          said
+            ? `The identity provider refused the sign-in (${said}); start signing in again`
+            : "The identity provider's answer could not be verified; start signing in again",
           { reason: 'idp_error', ...(said ? { error: said } : {}) },
         )
       }

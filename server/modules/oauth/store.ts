@@ -60,7 +60,8 @@ export async function findTenant(sql: TxSql, tenantId: string): Promise<TenantRo
  * their pending invitations stop working. False when they were no longer invited.
  */
 export async function activateInvited(sql: TxSql, userId: string, at: Date): Promise<boolean> {
-  const rows = await sql`update users set status = 'active', updated_at = ${at} where id = ${userId} and status = 'invited' returning id`
+  const rows =
+    await sql`update users set status = 'active', updated_at = ${at} where id = ${userId} and status = 'invited' returning id`
   if (rows.length !== 1) return false
   await sql`update invitations set accepted_at = ${at} where user_id = ${userId} and accepted_at is null`
   return true

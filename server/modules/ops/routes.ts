@@ -20,7 +20,9 @@ const Check = Type.Object({
 const SchemaCheck = Type.Object({
   status: Type.Union([Type.Literal('pass'), Type.Literal('fail')]),
   version: Type.Integer({ description: 'The newest migration this server needs' }),
-  pending: Type.Array(Type.Integer(), { description: 'Migrations this server needs that the database lacks (run `migrate`)' }),
+  pending: Type.Array(Type.Integer(), {
+    description: 'Migrations this server needs that the database lacks (run `migrate`)',
+  }),
 })
 const Readiness = Type.Object({
   status: Type.Union([Type.Literal('ready'), Type.Literal('degraded')]),
@@ -73,7 +75,11 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { pl
   app.get(
     '/healthz',
     {
-      schema: { tags, summary: 'Liveness: the process answers', response: { 200: Envelope(Type.Object({ status: Type.Literal('ok') })) } },
+      schema: {
+        tags,
+        summary: 'Liveness: the process answers',
+        response: { 200: Envelope(Type.Object({ status: Type.Literal('ok') })) },
+      },
     },
     async (req) => ok(req, { status: 'ok' as const }),
   )
@@ -107,7 +113,11 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { pl
         .map(([name]) => name)
       if (isDraining()) throw new AppError('SERVICE_UNAVAILABLE', 'Shutting down', { draining: true, checks })
       if (schema.pending.length) {
-        throw new AppError('SERVICE_UNAVAILABLE', `Not ready: the database lacks migrations ${schema.pending.join(', ')}; run \`migrate\``, { checks })
+        throw new AppError(
+          'SERVICE_UNAVAILABLE',
+          `Not ready: the database lacks migrations ${schema.pending.join(', ')}; run \`migrate\``,
+          { checks },
+        )
       }
       if (db.status === 'fail' || schema.status === 'fail' || (req.query.strict && failing.length)) {
         throw new AppError('SERVICE_UNAVAILABLE', `Not ready: ${failing.join(', ')} failing`, { checks })
@@ -121,7 +131,12 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { pl
     app.get(
       '/metrics',
       {
-        schema: { tags, summary: 'Prometheus metrics (text exposition format)', produces: ['text/plain'], response: { 200: Type.String() } },
+        schema: {
+          tags,
+          summary: 'Prometheus metrics (text exposition format)',
+          produces: ['text/plain'],
+          response: { 200: Type.String() },
+        },
       },
       async (_req, reply) => {
         reply.type(registry.contentType)
@@ -133,7 +148,11 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { pl
   app.get(
     '/openapi.json',
     {
-      schema: { tags, summary: 'This API described as OpenAPI 3.1 (a document, so not enveloped)', response: { 200: Type.Object({}, { additionalProperties: true }) } },
+      schema: {
+        tags,
+        summary: 'This API described as OpenAPI 3.1 (a document, so not enveloped)',
+        response: { 200: Type.Object({}, { additionalProperties: true }) },
+      },
     },
     async () => app.swagger(),
   )

@@ -9,7 +9,16 @@ import { insertEvent } from './store.js'
 export { EVENTS_CHANNEL } from './store.js'
 
 /** The event kinds of the specification ("Events"). */
-export const EVENT_TYPES = ['project.created', 'project.updated', 'project.deleted', 'agent.started', 'agent.completed', 'agent.failed', 'tenant.created', 'user.created'] as const
+export const EVENT_TYPES = [
+  'project.created',
+  'project.updated',
+  'project.deleted',
+  'agent.started',
+  'agent.completed',
+  'agent.failed',
+  'tenant.created',
+  'user.created',
+] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
 /** Sent only by "send a test event", to the one endpoint it is asked for. */
@@ -19,7 +28,10 @@ export const TEST_EVENT_TYPE = 'webhook.test'
  * Announces `type` for `tenantId`, in the transaction `sql` belongs to. Every event kind goes
  * through here (agents call it with agent.started, agent.completed and agent.failed).
  */
-export async function emitEvent(sql: TxSql, e: { tenantId: string; type: EventType; data: Record<string, unknown> }): Promise<void> {
+export async function emitEvent(
+  sql: TxSql,
+  e: { tenantId: string; type: EventType; data: Record<string, unknown> },
+): Promise<void> {
   await insertEvent(sql, { id: newId(), tenantId: e.tenantId, type: e.type, data: e.data })
 }
 

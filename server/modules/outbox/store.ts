@@ -4,7 +4,10 @@ import type { TxSql } from '../../platform/db.js'
 
 export const EVENTS_CHANNEL = 'atrium_events'
 
-export async function insertEvent(sql: TxSql, e: { id: string; tenantId: string; type: string; data: Record<string, unknown> }): Promise<void> {
+export async function insertEvent(
+  sql: TxSql,
+  e: { id: string; tenantId: string; type: string; data: Record<string, unknown> },
+): Promise<void> {
   await sql`
     with inserted as (
       insert into webhook_events (id, tenant_id, type, data)

@@ -40,7 +40,8 @@ export interface Collection {
   tenantsDeferred: number
 }
 
-const isDatabaseFault = (err: unknown) => err instanceof postgres.PostgresError || unavailableDependency(err) === 'database'
+const isDatabaseFault = (err: unknown) =>
+  err instanceof postgres.PostgresError || unavailableDependency(err) === 'database'
 
 export async function collectFileObjects(
   deps: { db: Db; storage: Storage; files: ProjectFilesService; log: Pick<Logger, 'info' | 'warn'> },
@@ -59,7 +60,10 @@ export async function collectFileObjects(
     if (deferred.has(tenantId)) return
     deferred.add(tenantId)
     result.tenantsDeferred++
-    deps.log.warn({ err: { code: (err as { code?: unknown }).code, message: (err as Error).message }, tenantId }, 'tenant storage unavailable; its objects wait for the next collection')
+    deps.log.warn(
+      { err: { code: (err as { code?: unknown }).code, message: (err as Error).message }, tenantId },
+      'tenant storage unavailable; its objects wait for the next collection',
+    )
   }
 
   // Uploads whose change never came: the registration goes, and the object unless something else holds it.
@@ -68,13 +72,19 @@ export async function collectFileObjects(
     if (!batch.length) break
     for (const s of batch) {
       try {
-        if (!deferred.has(s.tenant_id) && (await deps.files.removeUnreferenced(s.tenant_id, await storeOf(s.tenant_id), s.blob_key, [s.id]))) result.deleted++
+        if (
+          !deferred.has(s.tenant_id) &&
+          (await deps.files.removeUnreferenced(s.tenant_id, await storeOf(s.tenant_id), s.blob_key, [s.id]))
+        )
+          result.deleted++
       } catch (err) {
         if (isDatabaseFault(err)) throw err // the job tries again
         defer(s.tenant_id, err)
       }
-      // A tenant whose store is away keeps its registration row: dropped here so the loop ends (the object stays unreferenced, for a later sweep).
-      if (deferred.has(s.tenant_id)) await deps.db.tenant(s.tenant_id, (sql) => files.deleteStaged(sql, s.tenant_id, [s.id]))
+      // A tenant whose store is away keeps its registration row: dropped here so the loop ends (the object stays
+      // unreferenced, for a later sweep).
+      if (deferred.has(s.tenant_id))
+        await deps.db.tenant(s.tenant_id, (sql) => files.deleteStaged(sql, s.tenant_id, [s.id]))
       result.expired++
     }
   }
@@ -88,7 +98,8 @@ export async function collectFileObjects(
       let keys: string[] = []
       const decide = async () => {
         const used = await deps.files.referenced(tenantId, keys)
-        for (const key of keys) if (!used.has(key) && (await deps.files.removeUnreferenced(tenantId, blobs, key))) result.deleted++
+        for (const key of keys)
+          if (!used.has(key) && (await deps.files.removeUnreferenced(tenantId, blobs, key))) result.deleted++
         keys = []
       }
       const maxObjects = opts.tenantMaxObjects ?? COLLECT_TENANT_MAX_OBJECTS
@@ -96,7 +107,10 @@ export async function collectFileObjects(
       let listed = 0
       for await (const o of blobs.list(`tenants/${tenantId}/projects/`)) {
         if (++listed > maxObjects || Date.now() > until) {
-          deps.log.warn({ tenantId, listed: listed - 1 }, "a tenant's objects took more than a sweep gives one tenant; the rest wait for the next")
+          deps.log.warn(
+            { tenantId, listed: listed - 1 },
+            "a tenant's objects took more than a sweep gives one tenant; the rest wait for the next",
+          )
           break
         }
         if (!FILE_KEY_RE.test(o.key) || o.lastModified.getTime() > before || keys.includes(o.key)) continue
@@ -109,6 +123,7 @@ export async function collectFileObjects(
       defer(tenantId, err)
     }
   }
-  if (result.deleted || result.expired || result.tenantsDeferred) deps.log.info({ ...result }, 'unreferenced file objects collected')
+  if (result.deleted || result.expired || result.tenantsDeferred)
+    deps.log.info({ ...result }, 'unreferenced file objects collected')
   return result
 }

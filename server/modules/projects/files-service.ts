@@ -37,13 +37,19 @@ export interface StagedFile {
   sha256: string
   size: number
   contentType: string
-  /** The upload's registration (staged_objects), which keeps its object until the change is made or refused; absent on changes staged before it existed. */
+  /**
+   * The upload's registration (staged_objects), which keeps its object until the change is made or refused; absent on
+   * changes staged before it existed.
+   */
   stageId?: string
 }
 export type FileChange = { path: string; staged: StagedFile } | { path: string; delete: true }
 
 export const MAX_PATH_BYTES = 1024
-/** How long an upload keeps its object for a change not made yet (a PUT's is made at once; a run passes its own): then the collector may take it. */
+/**
+ * How long an upload keeps its object for a change not made yet (a PUT's is made at once; a run passes its own): then
+ * the collector may take it.
+ */
 export const STAGE_HOLD_MS = 60 * 60_000
 export const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
 
@@ -70,9 +76,12 @@ export function normalizePath(path: string): string {
   if (p.includes('\\')) throw refuse('backslash', "must use '/' as its only separator (no backslashes)")
   if (p.startsWith('/')) throw refuse('absolute', "must be relative (no leading '/')")
   const segments = p.split('/')
-  if (segments.some((s) => s === '.' || s === '..')) throw refuse('dot-segment', "must not contain '.' or '..' segments")
-  if (segments.some((s) => s === '')) throw refuse('empty-segment', "must not contain empty segments ('//' or a trailing '/')")
-  if (Buffer.byteLength(p, 'utf8') > MAX_PATH_BYTES) throw refuse('too-long', `must be at most ${MAX_PATH_BYTES} bytes in UTF-8`)
+  if (segments.some((s) => s === '.' || s === '..'))
+    throw refuse('dot-segment', "must not contain '.' or '..' segments")
+  if (segments.some((s) => s === ''))
+    throw refuse('empty-segment', "must not contain empty segments ('//' or a trailing '/')")
+  if (Buffer.byteLength(p, 'utf8') > MAX_PATH_BYTES)
+    throw refuse('too-long', `must be at most ${MAX_PATH_BYTES} bytes in UTF-8`)
   return p
 }
 
@@ -95,12 +104,27 @@ export function checkContentType(contentType: string | undefined): string {
 }
 
 /** Where a project's bytes of a given SHA-256 live in the tenant's store. */
-export const fileBlobKey = (tenantId: string, projectId: string, sha256: string) => `tenants/${tenantId}/projects/${projectId}/files/${sha256}`
+export const fileBlobKey = (tenantId: string, projectId: string, sha256: string) =>
+  `tenants/${tenantId}/projects/${projectId}/files/${sha256}`
 
-export const fileMeta = (r: FileRow): FileMeta => ({ path: r.path, size: r.size, etag: r.sha256, contentType: r.content_type, updatedAt: r.updated_at, version: r.version })
+export const fileMeta = (r: FileRow): FileMeta => ({
+  path: r.path,
+  size: r.size,
+  etag: r.sha256,
+  contentType: r.content_type,
+  updatedAt: r.updated_at,
+  version: r.version,
+})
 
 const storeUnavailable = (err: unknown) =>
-  err instanceof AppError ? err : new AppError('SERVICE_UNAVAILABLE', 'Object storage is unavailable; try again later', { reason: (err as Error).name }, { 'retry-after': '5' })
+  err instanceof AppError
+    ? err
+    : new AppError(
+        'SERVICE_UNAVAILABLE',
+        'Object storage is unavailable; try again later',
+        { reason: (err as Error).name },
+        { 'retry-after': '5' },
+      )
 
 /** An object's bytes, as many as its record says and no more (a store that sends more is refused, not buffered). */
 async function collect(stream: Readable, size: number, key: string): Promise<Buffer> {
@@ -164,18 +188,27 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
     let next = used
     for (const c of changes) next += ('size' in c ? c.size : 0) - (current.get(c.path)?.size ?? 0)
     if (next > limit && next > used) {
-      throw new AppError('QUOTA_EXCEEDED', `The project's files may hold at most ${limit} bytes on this plan`, { limit, used, requested: next })
+      throw new AppError('QUOTA_EXCEEDED', `The project's files may hold at most ${limit} bytes on this plan`, {
+        limit,
+        used,
+        requested: next,
+      })
     }
   }
   /** PRECONDITION_FAILED unless every path has the etag `ifMatch` asks ('*': it exists; null: it does not). */
-  const checkConditions = (conditions: readonly (readonly [string, string | null])[], existing: ReadonlyMap<string, FileRow>) => {
+  const checkConditions = (
+    conditions: readonly (readonly [string, string | null])[],
+    existing: ReadonlyMap<string, FileRow>,
+  ) => {
     for (const [p, etag] of conditions) {
       const current = existing.get(p)?.sha256 ?? null
       const holds = etag === null ? current === null : etag === '*' ? current !== null : current === etag
-      if (!holds) throw new AppError('PRECONDITION_FAILED', `${p} is not as the request expected`, { path: p, etag: current })
+      if (!holds)
+        throw new AppError('PRECONDITION_FAILED', `${p} is not as the request expected`, { path: p, etag: current })
     }
   }
-  const sized = (changes: readonly FileChange[]): Sized[] => changes.map((c) => ('staged' in c ? { path: c.path, size: c.staged.size } : c))
+  const sized = (changes: readonly FileChange[]): Sized[] =>
+    changes.map((c) => ('staged' in c ? { path: c.path, size: c.staged.size } : c))
 
   /**
    * Deletes the object at `key` unless something points at it (a file, a version, an upload not
@@ -183,7 +216,12 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
    * the same bytes waits for the lock, so it registers after the delete and uploads again. True
    * when the object was deleted.
    */
-  async function removeUnreferenced(tenantId: string, blobs: Blobs, key: string, stageIds: string[] = []): Promise<boolean> {
+  async function removeUnreferenced(
+    tenantId: string,
+    blobs: Blobs,
+    key: string,
+    stageIds: string[] = [],
+  ): Promise<boolean> {
     return deletesOf(tenantId, () => removeNow(tenantId, blobs, key, stageIds))
   }
   const removeNow = (tenantId: string, blobs: Blobs, key: string, stageIds: string[]) =>
@@ -215,7 +253,10 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
       const blobs = await blobsOf(tenantId)
       for (const [key, ids] of byKey) await removeUnreferenced(tenantId, blobs, key, ids)
     } catch (err) {
-      deps.log?.warn({ err: { code: (err as { code?: unknown }).code, message: (err as Error).message }, tenantId }, 'uploads not released now; the object collector takes them later')
+      deps.log?.warn(
+        { err: { code: (err as { code?: unknown }).code, message: (err as Error).message }, tenantId },
+        'uploads not released now; the object collector takes them later',
+      )
     }
   }
   const projectExists = async (sql: TxSql, tenantId: string, projectId: string, lock = false) => {
@@ -234,7 +275,11 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
     normalizePath,
 
     /** A page of the project's files in path order (byte order), optionally under a prefix. */
-    async list(tenantId: string, projectId: string, page: { limit: number; cursor?: string; prefix?: string }): Promise<{ data: FileMeta[]; nextCursor: string | null }> {
+    async list(
+      tenantId: string,
+      projectId: string,
+      page: { limit: number; cursor?: string; prefix?: string },
+    ): Promise<{ data: FileMeta[]; nextCursor: string | null }> {
       const after = decodeTextCursor(page.cursor, isNormalPath)
       const prefix = page.prefix ? page.prefix.normalize('NFC') : null
       const rows = await db.tenant(tenantId, async (sql) => {
@@ -257,7 +302,8 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
       return { meta: fileMeta(row), body: await readBlob(tenantId, row.blob_key, row.size) }
     },
 
-    readStaged: (tenantId: string, staged: StagedFile): Promise<Buffer> => readBlob(tenantId, staged.blobKey, staged.size),
+    readStaged: (tenantId: string, staged: StagedFile): Promise<Buffer> =>
+      readBlob(tenantId, staged.blobKey, staged.size),
 
     /**
      * Checks the path, the content type, the plan's per-file limit, and, before anything is sent
@@ -278,9 +324,20 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
       const p = normalizePath(path)
       const ct = checkContentType(contentType)
       const limit = PLAN_TERMS[planOf(a.principal)].limits.fileBytes
-      if (body.length > limit) throw new AppError('PAYLOAD_TOO_LARGE', `A file may hold at most ${limit} bytes on this plan`, { limit, size: body.length })
+      if (body.length > limit)
+        throw new AppError('PAYLOAD_TOO_LARGE', `A file may hold at most ${limit} bytes on this plan`, {
+          limit,
+          size: body.length,
+        })
       const sha256 = createHash('sha256').update(body).digest('hex')
-      const staged: StagedFile = { path: p, blobKey: fileBlobKey(a.tenantId, projectId, sha256), sha256, size: body.length, contentType: ct, stageId: newId() }
+      const staged: StagedFile = {
+        path: p,
+        blobKey: fileBlobKey(a.tenantId, projectId, sha256),
+        sha256,
+        size: body.length,
+        contentType: ct,
+        stageId: newId(),
+      }
       const changes = new Map<string, Sized>(sized(o.pending ?? []).map((c) => [c.path, c]))
       changes.set(p, { path: p, size: body.length })
       const conditions = Object.entries(o.ifMatch ?? {}).map(([q, etag]) => [normalizePath(q), etag] as const)
@@ -288,7 +345,12 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
         // Sent together (one round trip): a refusal below rolls the registration back with the rest.
         const [state] = await Promise.all([
           files.fileState(sql, a.tenantId, projectId, [...new Set([...changes.keys(), ...conditions.map(([q]) => q)])]),
-          files.insertStaged(sql, { id: staged.stageId!, tenantId: a.tenantId, blobKey: staged.blobKey, expiresAt: new Date(clock() + (o.holdMs ?? STAGE_HOLD_MS)) }),
+          files.insertStaged(sql, {
+            id: staged.stageId!,
+            tenantId: a.tenantId,
+            blobKey: staged.blobKey,
+            expiresAt: new Date(clock() + (o.holdMs ?? STAGE_HOLD_MS)),
+          }),
         ])
         // Another tenant's (or no) project: refused before anything is uploaded.
         if (!state.project) throw notFound('project', projectId)
@@ -321,17 +383,30 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
         return { blobKey, stageId }
       }),
     /** The keys among `keys` that something points at now. */
-    referenced: (tenantId: string, keys: string[]) => db.tenant(tenantId, (sql) => files.referencedKeys(sql, tenantId, keys, new Date(clock()))),
+    referenced: (tenantId: string, keys: string[]) =>
+      db.tenant(tenantId, (sql) => files.referencedKeys(sql, tenantId, keys, new Date(clock()))),
 
     /** The most bytes one file of this actor's plan may hold: what an upload is read up to. */
     fileLimit: (a: Actor) => PLAN_TERMS[planOf(a.principal)].limits.fileBytes,
 
-    /** A file written as one change (a PUT): staged, then made a version; an upload whose change is refused is let go of. */
-    async put(a: Actor, projectId: string, path: string, body: Buffer, contentType: string | undefined, ifMatch: string | null | undefined) {
+    /**
+     * A file written as one change (a PUT): staged, then made a version; an upload whose change is refused is let go
+     * of.
+     */
+    async put(
+      a: Actor,
+      projectId: string,
+      path: string,
+      body: Buffer,
+      contentType: string | undefined,
+      ifMatch: string | null | undefined,
+    ) {
       const conditions = ifMatch === undefined ? {} : { ifMatch: { [path]: ifMatch } }
       const staged = await this.stage(a, projectId, path, body, contentType, conditions)
       try {
-        return await db.tenant(a.tenantId, (sql) => this.apply(sql, a, projectId, [{ path: staged.path, staged }], conditions))
+        return await db.tenant(a.tenantId, (sql) =>
+          this.apply(sql, a, projectId, [{ path: staged.path, staged }], conditions),
+        )
       } catch (err) {
         // Refused as the change was made (a race past stage's checks): nothing of it is kept.
         await release(a.tenantId, [staged])
@@ -364,11 +439,20 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
         if (!('staged' in c)) continue
         const s = c.staged
         // A staged file names bytes of this tenant and project only: its key is derived, never trusted.
-        if (!/^[0-9a-f]{64}$/.test(s.sha256) || s.blobKey !== fileBlobKey(a.tenantId, projectId, s.sha256) || !Number.isSafeInteger(s.size) || s.size < 0) {
+        if (
+          !/^[0-9a-f]{64}$/.test(s.sha256) ||
+          s.blobKey !== fileBlobKey(a.tenantId, projectId, s.sha256) ||
+          !Number.isSafeInteger(s.size) ||
+          s.size < 0
+        ) {
           throw invalid('changes', `${c.path}: is not a file staged for this project`)
         }
         checkContentType(s.contentType)
-        if (s.size > terms.fileBytes) throw new AppError('PAYLOAD_TOO_LARGE', `A file may hold at most ${terms.fileBytes} bytes on this plan`, { limit: terms.fileBytes, size: s.size })
+        if (s.size > terms.fileBytes)
+          throw new AppError('PAYLOAD_TOO_LARGE', `A file may hold at most ${terms.fileBytes} bytes on this plan`, {
+            limit: terms.fileBytes,
+            size: s.size,
+          })
       }
       const conditions = Object.entries(opts.ifMatch ?? {}).map(([p, etag]) => [normalizePath(p), etag] as const)
 
@@ -387,7 +471,11 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
       for (const c of normal) if ('delete' in c && !existing.has(c.path)) throw notFound('file', c.path)
       checkQuota(a, sized(normal), existing, used)
 
-      const project = await store.updateProject(sql, a.tenantId, projectId, { name: before.name, description: before.description, language: before.language })
+      const project = await store.updateProject(sql, a.tenantId, projectId, {
+        name: before.name,
+        description: before.description,
+        language: before.language,
+      })
       const at = new Date(clock())
       const written: FileMeta[] = []
       const deleted = normal.filter((c) => 'delete' in c).map((c) => c.path)
@@ -396,16 +484,32 @@ export function projectFilesService(deps: { db: Db; storage: Storage; now?: Cloc
         if (!('staged' in c)) continue
         const s = c.staged
         written.push(
-          fileMeta(await files.upsertFile(sql, a.tenantId, projectId, project.version, { path: c.path, blobKey: s.blobKey, size: s.size, sha256: s.sha256, contentType: s.contentType }, at)),
+          fileMeta(
+            await files.upsertFile(
+              sql,
+              a.tenantId,
+              projectId,
+              project.version,
+              { path: c.path, blobKey: s.blobKey, size: s.size, sha256: s.sha256, contentType: s.contentType },
+              at,
+            ),
+          ),
         )
       }
       await recordVersion(sql, a, project, 'files')
       await emitUpdated(sql, a.tenantId, before, project, {
         change: 'files',
         restoredFrom: null,
-        files: normal.map((c) => ({ path: c.path, change: 'delete' in c ? 'deleted' : existing.has(c.path) ? 'replaced' : 'created' })),
+        files: normal.map((c) => ({
+          path: c.path,
+          change: 'delete' in c ? 'deleted' : existing.has(c.path) ? 'replaced' : 'created',
+        })),
       })
-      return { version: project.version, files: written, created: written.filter((f) => !existing.has(f.path)).map((f) => f.path) }
+      return {
+        version: project.version,
+        files: written,
+        created: written.filter((f) => !existing.has(f.path)).map((f) => f.path),
+      }
     },
   }
 }

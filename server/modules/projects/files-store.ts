@@ -23,7 +23,12 @@ export interface FileWrite {
 const columns = (sql: TxSql) => sql`path, blob_key, size::float8 as size, sha256, content_type, version, updated_at`
 
 /** In path order (byte order: the column is collate "C"), after `after`. */
-export function listFiles(sql: TxSql, tenantId: string, projectId: string, o: { limit: number; after: string | null; prefix: string | null }) {
+export function listFiles(
+  sql: TxSql,
+  tenantId: string,
+  projectId: string,
+  o: { limit: number; after: string | null; prefix: string | null },
+) {
   return sql<FileRow[]>`
     select ${columns(sql)} from project_files
      where tenant_id = ${tenantId} and project_id = ${projectId}
@@ -42,7 +47,12 @@ export function selectFiles(sql: TxSql, tenantId: string, projectId: string, pat
  * What a change of `paths` is judged by, in one statement: whether the project is the tenant's,
  * the current files at those paths, and the bytes all its current files hold.
  */
-export async function fileState(sql: TxSql, tenantId: string, projectId: string, paths: string[]): Promise<{ project: boolean; files: FileRow[]; used: number }> {
+export async function fileState(
+  sql: TxSql,
+  tenantId: string,
+  projectId: string,
+  paths: string[],
+): Promise<{ project: boolean; files: FileRow[]; used: number }> {
   const rows = await sql<(Partial<FileRow> & { project: boolean; used: number })[]>`
     select exists(select 1 from projects where tenant_id = ${tenantId} and id = ${projectId}) as project, u.used,
            f.path, f.blob_key, f.size::float8 as size, f.sha256, f.content_type, f.version, f.updated_at
@@ -65,7 +75,9 @@ export function fileBatches(sql: TxSql, tenantId: string, projectId: string, bat
 
 /** Bytes of the project's current files. */
 export async function usedBytes(sql: TxSql, tenantId: string, projectId: string): Promise<number> {
-  const [row] = await sql<{ n: number }[]>`select coalesce(sum(size), 0)::float8 as n from project_files where tenant_id = ${tenantId} and project_id = ${projectId}`
+  const [row] = await sql<
+    { n: number }[]
+  >`select coalesce(sum(size), 0)::float8 as n from project_files where tenant_id = ${tenantId} and project_id = ${projectId}`
   return row!.n
 }
 
@@ -76,7 +88,14 @@ export async function manifestBytes(sql: TxSql, tenantId: string, projectId: str
   return row!.n
 }
 
-export async function upsertFile(sql: TxSql, tenantId: string, projectId: string, version: number, f: FileWrite, at: Date): Promise<FileRow> {
+export async function upsertFile(
+  sql: TxSql,
+  tenantId: string,
+  projectId: string,
+  version: number,
+  f: FileWrite,
+  at: Date,
+): Promise<FileRow> {
   const [row] = await sql<FileRow[]>`
     insert into project_files (tenant_id, project_id, path, blob_key, size, sha256, content_type, version, updated_at)
     values (${tenantId}, ${projectId}, ${f.path}, ${f.blobKey}, ${f.size}, ${f.sha256}, ${f.contentType}, ${version}, ${at})
@@ -92,7 +111,12 @@ export async function deleteFiles(sql: TxSql, tenantId: string, projectId: strin
 }
 
 /** Records the current files as the manifest of `version` (which must exist in project_versions). */
-export async function snapshotManifest(sql: TxSql, tenantId: string, projectId: string, version: number): Promise<void> {
+export async function snapshotManifest(
+  sql: TxSql,
+  tenantId: string,
+  projectId: string,
+  version: number,
+): Promise<void> {
   await sql`
     insert into project_version_files (tenant_id, project_id, version, path, blob_key, size, sha256, content_type)
     select tenant_id, project_id, ${version}, path, blob_key, size, sha256, content_type from project_files
@@ -104,7 +128,14 @@ export async function snapshotManifest(sql: TxSql, tenantId: string, projectId: 
  * in the manifest go, paths whose bytes or type differ are rewritten (and marked `to`), unchanged
  * ones keep their version and time.
  */
-export async function restoreManifest(sql: TxSql, tenantId: string, projectId: string, from: number, to: number, at: Date): Promise<void> {
+export async function restoreManifest(
+  sql: TxSql,
+  tenantId: string,
+  projectId: string,
+  from: number,
+  to: number,
+  at: Date,
+): Promise<void> {
   await sql`
     delete from project_files f
      where f.tenant_id = ${tenantId} and f.project_id = ${projectId}
@@ -131,14 +162,18 @@ export async function lockObject(sql: TxSql, key: string): Promise<void> {
 }
 
 /** Registers an upload, under its object's lock (taken as the row is made, in one statement). */
-export async function insertStaged(sql: TxSql, s: { id: string; tenantId: string; blobKey: string; expiresAt: Date }): Promise<void> {
+export async function insertStaged(
+  sql: TxSql,
+  s: { id: string; tenantId: string; blobKey: string; expiresAt: Date },
+): Promise<void> {
   await sql`
     insert into staged_objects (id, tenant_id, blob_key, expires_at)
     select ${s.id}, ${s.tenantId}, ${s.blobKey}, ${s.expiresAt} from (select pg_advisory_xact_lock(hashtextextended(${'atrium.object:' + s.blobKey}, 0))) locked`
 }
 
 export async function deleteStaged(sql: TxSql, tenantId: string, ids: string[]): Promise<void> {
-  if (ids.length) await sql`delete from staged_objects where tenant_id = ${tenantId} and id = any(${sql.array(ids)}::uuid[])`
+  if (ids.length)
+    await sql`delete from staged_objects where tenant_id = ${tenantId} and id = any(${sql.array(ids)}::uuid[])`
 }
 
 /** The keys among `keys` that something points at: a current file, a version's manifest, an upload not yet expired. */

@@ -22,19 +22,34 @@ const Version = Type.Object({
   name: Type.String(),
   description: Type.String(),
   language: Type.String(),
-  change: Type.Union([Type.Literal('created'), Type.Literal('updated'), Type.Literal('restored'), Type.Literal('files')], {
-    description: 'What made this version: created, updated (fields), restored, or files (a change of the project files)',
-  }),
+  change: Type.Union(
+    [Type.Literal('created'), Type.Literal('updated'), Type.Literal('restored'), Type.Literal('files')],
+    {
+      description:
+        'What made this version: created, updated (fields), restored, or files (a change of the project files)',
+    },
+  ),
   restored_from: Type.Union([Type.Integer(), Type.Null()], { description: 'Version number a restore went back to' }),
   created_at: DateTime(),
 })
 
-const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Not blank; surrounding spaces are trimmed' })
+const Name = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  pattern: '\\S',
+  description: 'Not blank; surrounding spaces are trimmed',
+})
 const Description = Type.String({ maxLength: 10_000 })
 const Language = Type.String({ maxLength: 64 })
 
-const CreateBody = Type.Object({ name: Name, description: Type.Optional(Description), language: Type.Optional(Language) }, { additionalProperties: false })
-const PatchBody = Type.Object({ name: Type.Optional(Name), description: Type.Optional(Description), language: Type.Optional(Language) }, { additionalProperties: false, minProperties: 1 })
+const CreateBody = Type.Object(
+  { name: Name, description: Type.Optional(Description), language: Type.Optional(Language) },
+  { additionalProperties: false },
+)
+const PatchBody = Type.Object(
+  { name: Type.Optional(Name), description: Type.Optional(Description), language: Type.Optional(Language) },
+  { additionalProperties: false, minProperties: 1 },
+)
 const BackupBody = Type.Object(
   {
     includeHistory: Type.Boolean({ default: false, description: 'Add versions.json with the version history' }),
@@ -47,10 +62,16 @@ const Backup = Type.Object({
   downloadUrl: Type.String({ description: 'Time-limited link to the zip' }),
   expiresAt: Type.String({ format: 'date-time' }),
   size: Type.Integer({ description: 'Bytes' }),
-  checksum: Type.String({ pattern: '^sha256:[0-9a-f]{64}$', description: 'sha256:<hex> of exactly the bytes downloaded' }),
+  checksum: Type.String({
+    pattern: '^sha256:[0-9a-f]{64}$',
+    description: 'sha256:<hex> of exactly the bytes downloaded',
+  }),
 })
 const ProjectIdParams = Type.Object({ projectId: Type.String({ format: 'uuid' }) })
-const VersionParams = Type.Object({ projectId: Type.String({ format: 'uuid' }), versionId: Type.String({ format: 'uuid' }) })
+const VersionParams = Type.Object({
+  projectId: Type.String({ format: 'uuid' }),
+  versionId: Type.String({ format: 'uuid' }),
+})
 
 const tags = ['projects']
 const read: FastifyContextConfig = { permission: 'projects:read' }
@@ -61,7 +82,12 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     '/projects',
     {
       config: read,
-      schema: { tags, summary: 'List projects, newest first', querystring: PageQuery, response: { 200: PageEnvelope(Project), ...apiErrors('FORBIDDEN') } },
+      schema: {
+        tags,
+        summary: 'List projects, newest first',
+        querystring: PageQuery,
+        response: { 200: PageEnvelope(Project), ...apiErrors('FORBIDDEN') },
+      },
     },
     async (req) => {
       const r = await projects.list(actorOf(req).tenantId, req.query)
@@ -73,7 +99,12 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     '/projects',
     {
       config: write,
-      schema: { tags, summary: 'Create a project', body: CreateBody, response: { 201: Envelope(Project), ...apiErrors('FORBIDDEN') } },
+      schema: {
+        tags,
+        summary: 'Create a project',
+        body: CreateBody,
+        response: { 201: Envelope(Project), ...apiErrors('FORBIDDEN') },
+      },
     },
     async (req, reply) => {
       reply.code(201)
@@ -85,7 +116,12 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     '/projects/:id',
     {
       config: read,
-      schema: { tags, summary: 'Get a project', params: IdParams, response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+      schema: {
+        tags,
+        summary: 'Get a project',
+        params: IdParams,
+        response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
     },
     async (req) => ok(req, await projects.get(actorOf(req).tenantId, req.params.id)),
   )
@@ -113,7 +149,10 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
         tags,
         summary: 'Delete a project and its versions (backups stay in storage)',
         params: IdParams,
-        response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+        response: {
+          200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })),
+          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
+        },
       },
     },
     async (req) => {

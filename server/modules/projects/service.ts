@@ -34,28 +34,46 @@ export interface PageRequest {
 export type CreateInput = { name: string; description?: string; language?: string }
 export type PatchInput = Partial<ProjectFields>
 
-/** Records the project's current state, its files' manifest included, as a version, and drops versions beyond the plan's limit (their manifests with them). */
-export async function recordVersion(sql: TxSql, a: Actor, project: ProjectRow, change: VersionRow['change'], restoredFrom: number | null = null): Promise<void> {
+/**
+ * Records the project's current state, its files' manifest included, as a version, and drops versions beyond the plan's
+ * limit (their manifests with them).
+ */
+export async function recordVersion(
+  sql: TxSql,
+  a: Actor,
+  project: ProjectRow,
+  change: VersionRow['change'],
+  restoredFrom: number | null = null,
+): Promise<void> {
   await store.insertVersion(sql, { id: newId(), tenantId: a.tenantId, project, change, restoredFrom })
   await files.snapshotManifest(sql, a.tenantId, project.id, project.version)
   const keep = PLAN_TERMS[planOf(a.principal)].limits.projectVersions
   if (keep !== null) await store.pruneVersions(sql, a.tenantId, project.id, project.version, keep)
 }
 
-/** project.updated: the project as it now is, the earlier values of the fields that changed, and what kind of change it was. */
+/**
+ * project.updated: the project as it now is, the earlier values of the fields that changed, and what kind of change it
+ * was.
+ */
 export const emitUpdated = (
   sql: TxSql,
   tenantId: string,
   before: ProjectRow,
   project: ProjectRow,
-  change: { change: 'updated' | 'restored' | 'files'; restoredFrom: number | null; files?: { path: string; change: 'created' | 'replaced' | 'deleted' }[] },
+  change: {
+    change: 'updated' | 'restored' | 'files'
+    restoredFrom: number | null
+    files?: { path: string; change: 'created' | 'replaced' | 'deleted' }[]
+  },
 ) =>
   emitEvent(sql, {
     tenantId,
     type: 'project.updated',
     data: {
       ...eventData(project),
-      previous: Object.fromEntries(store.PROJECT_FIELDS.filter((f) => before[f] !== project[f]).map((f) => [f, before[f]])),
+      previous: Object.fromEntries(
+        store.PROJECT_FIELDS.filter((f) => before[f] !== project[f]).map((f) => [f, before[f]]),
+      ),
       ...change,
     },
   })
@@ -75,7 +93,8 @@ export function projectsService(deps: {
     if (!rows[0]) throw notFound('project', id)
     return rows[0]
   }
-  const load = async (sql: TxSql, tenantId: string, id: string, lock = false) => found(id, await store.selectProject(sql, tenantId, id, { lock }))
+  const load = async (sql: TxSql, tenantId: string, id: string, lock = false) =>
+    found(id, await store.selectProject(sql, tenantId, id, { lock }))
 
   return {
     async list(tenantId: string, page: PageRequest) {
@@ -84,7 +103,8 @@ export function projectsService(deps: {
       return toPage(rows, page.limit, (p) => p.id)
     },
 
-    get: async (tenantId: string, id: string) => found(id, await db.tenantRead(tenantId, (sql) => store.selectProject(sql, tenantId, id))),
+    get: async (tenantId: string, id: string) =>
+      found(id, await db.tenantRead(tenantId, (sql) => store.selectProject(sql, tenantId, id))),
 
     create: (a: Actor, input: CreateInput) =>
       db.tenant(a.tenantId, async (sql) => {
@@ -132,9 +152,16 @@ export function projectsService(deps: {
         if (!v) throw notFound('version', versionId)
         // The version's files come back too; a plan lowered since may no longer hold them.
         const limit = PLAN_TERMS[planOf(a.principal)].limits.projectFileBytes
-        const [restoring, used] = [await files.manifestBytes(sql, a.tenantId, projectId, v.version), await files.usedBytes(sql, a.tenantId, projectId)]
+        const [restoring, used] = [
+          await files.manifestBytes(sql, a.tenantId, projectId, v.version),
+          await files.usedBytes(sql, a.tenantId, projectId),
+        ]
         if (restoring > limit && restoring > used)
-          throw new AppError('QUOTA_EXCEEDED', `The version's files exceed the ${limit} bytes this plan allows a project`, { limit, used, requested: restoring })
+          throw new AppError(
+            'QUOTA_EXCEEDED',
+            `The version's files exceed the ${limit} bytes this plan allows a project`,
+            { limit, used, requested: restoring },
+          )
         const project = await store.updateProject(sql, a.tenantId, projectId, pick(v))
         await files.restoreManifest(sql, a.tenantId, projectId, v.version, project.version, new Date(clock()))
         await recordVersion(sql, a, project, 'restored', v.version)
@@ -173,10 +200,24 @@ export function projectsService(deps: {
               }),
             },
             { name: 'project.json', data: json(project) },
-            { name: 'files.json', data: json(current.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256, contentType: f.content_type }))) },
+            {
+              name: 'files.json',
+              data: json(
+                current.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256, contentType: f.content_type })),
+              ),
+            },
             ...current.map((f) => ({ name: `files/${f.path}`, data: lazyBlob(blobs, f.blob_key, f.size) })),
-            ...(opts.includeHistory ? [{ name: 'versions.json', data: jsonArrayStream(store.versionBatches(sql, a.tenantId, projectId)) }] : []),
-            ...(opts.includeAgents ? [{ name: 'agents.json', data: json(deps.projectAgents ? await deps.projectAgents(sql, a.tenantId, projectId) : []) }] : []),
+            ...(opts.includeHistory
+              ? [{ name: 'versions.json', data: jsonArrayStream(store.versionBatches(sql, a.tenantId, projectId)) }]
+              : []),
+            ...(opts.includeAgents
+              ? [
+                  {
+                    name: 'agents.json',
+                    data: json(deps.projectAgents ? await deps.projectAgents(sql, a.tenantId, projectId) : []),
+                  },
+                ]
+              : []),
           ],
           createdAt,
         )
@@ -186,7 +227,9 @@ export function projectsService(deps: {
         } catch (err) {
           zip.destroy() // an upload that stopped reading must not leave the versions cursor open
           if (err instanceof postgres.PostgresError) throw err // reading the versions failed: ours, not storage's
-          throw new AppError('SERVICE_UNAVAILABLE', 'Object storage is unavailable; try the backup again later', { reason: (err as Error).name })
+          throw new AppError('SERVICE_UNAVAILABLE', 'Object storage is unavailable; try the backup again later', {
+            reason: (err as Error).name,
+          })
         }
         const { size, sha256 } = await zip.measured
         const checksum = `sha256:${sha256}`
@@ -256,10 +299,18 @@ const STORE_DOWN_AFTER = 3
  * - Not written to the tenants' audit logs: like the other retention sweeps (audit events, webhook
  *   events) it is a rule of the plan, not someone's act; it is logged.
  */
-export async function sweepExpiredBackups(deps: { db: Db; storage: Storage; log: Pick<Logger, 'info' | 'warn'> }, opts: { now?: Date; batchSize?: number } = {}): Promise<BackupSweep> {
+export async function sweepExpiredBackups(
+  deps: { db: Db; storage: Storage; log: Pick<Logger, 'info' | 'warn'> },
+  opts: { now?: Date; batchSize?: number } = {},
+): Promise<BackupSweep> {
   const now = (opts.now ?? new Date()).getTime()
   const batchSize = opts.batchSize ?? 100
-  const cutoffs = Object.fromEntries(Object.entries(PLAN_TERMS).map(([plan, { limits: l }]) => [plan, new Date(now - Math.max(l.backupRetentionDays * 86400, BACKUP_LINK_SECONDS) * 1000)]))
+  const cutoffs = Object.fromEntries(
+    Object.entries(PLAN_TERMS).map(([plan, { limits: l }]) => [
+      plan,
+      new Date(now - Math.max(l.backupRetentionDays * 86400, BACKUP_LINK_SECONDS) * 1000),
+    ]),
+  )
   const stores = new Map<string, Promise<Blobs>>()
   const streaks = new Map<Blobs, number>()
   const skip = { backupIds: [] as string[], tenantIds: [] as string[] }
@@ -279,7 +330,10 @@ export async function sweepExpiredBackups(deps: { db: Db; storage: Storage; log:
         if (!stores.has(b.tenant_id)) stores.set(b.tenant_id, deps.storage.forTenant(b.tenant_id))
         blobs = await stores.get(b.tenant_id)!
       } catch (err) {
-        deps.log.warn({ err, tenantId: b.tenant_id }, 'tenant storage unavailable; its expired backups wait for the next sweep')
+        deps.log.warn(
+          { err, tenantId: b.tenant_id },
+          'tenant storage unavailable; its expired backups wait for the next sweep',
+        )
         defer(b.tenant_id)
         continue
       }
@@ -296,18 +350,25 @@ export async function sweepExpiredBackups(deps: { db: Db; storage: Storage; log:
         skip.backupIds.push(b.id)
         const streak = (streaks.get(blobs) ?? 0) + 1
         streaks.set(blobs, streak)
-        deps.log.warn({ err, tenantId: b.tenant_id, backupId: b.id }, 'could not delete an expired backup; it is kept for the next sweep')
+        deps.log.warn(
+          { err, tenantId: b.tenant_id, backupId: b.id },
+          'could not delete an expired backup; it is kept for the next sweep',
+        )
         if (streak >= STORE_DOWN_AFTER) defer(b.tenant_id)
       }
     }
     if (gone.length) result.removed += await deps.db.system((sql) => store.deleteBackups(sql, gone))
     if (batch.length < batchSize) break
   }
-  if (result.removed || result.failed || result.tenantsDeferred) deps.log.info({ ...result }, 'expired project backups swept')
+  if (result.removed || result.failed || result.tenantsDeferred)
+    deps.log.info({ ...result }, 'expired project backups swept')
   return result
 }
 
-/** An object's bytes, opened only when first read (a zip reads its entries in turn), and no more of them than its record says. */
+/**
+ * An object's bytes, opened only when first read (a zip reads its entries in turn), and no more of them than its record
+ * says.
+ */
 const lazyBlob = (blobs: Blobs, key: string, size: number): Readable =>
   Readable.from(
     (async function* () {

@@ -63,7 +63,10 @@ export function deleteProject(sql: TxSql, tenantId: string, id: string) {
     returning id, name, description, language, version, created_at, updated_at`
 }
 
-export async function insertVersion(sql: TxSql, v: { id: string; tenantId: string; project: ProjectRow; change: VersionRow['change']; restoredFrom: number | null }): Promise<void> {
+export async function insertVersion(
+  sql: TxSql,
+  v: { id: string; tenantId: string; project: ProjectRow; change: VersionRow['change']; restoredFrom: number | null },
+): Promise<void> {
   await sql`
     insert into project_versions (id, tenant_id, project_id, version, name, description, language, change, restored_from)
     values (${v.id}, ${v.tenantId}, ${v.project.id}, ${v.project.version}, ${v.project.name}, ${v.project.description},
@@ -71,7 +74,13 @@ export async function insertVersion(sql: TxSql, v: { id: string; tenantId: strin
 }
 
 /** Keeps the newest `keep` versions of a project (version numbers have no gaps, so a bound suffices). */
-export async function pruneVersions(sql: TxSql, tenantId: string, projectId: string, currentVersion: number, keep: number): Promise<number> {
+export async function pruneVersions(
+  sql: TxSql,
+  tenantId: string,
+  projectId: string,
+  currentVersion: number,
+  keep: number,
+): Promise<number> {
   const rows = await sql`
     delete from project_versions
      where tenant_id = ${tenantId} and project_id = ${projectId} and version <= ${currentVersion - keep}
@@ -80,7 +89,13 @@ export async function pruneVersions(sql: TxSql, tenantId: string, projectId: str
 }
 
 /** Newest first by version number (not by id: replicas' clocks may disagree by a little). */
-export async function listVersions(sql: TxSql, tenantId: string, projectId: string, limit: number, below: number | null): Promise<VersionRow[]> {
+export async function listVersions(
+  sql: TxSql,
+  tenantId: string,
+  projectId: string,
+  limit: number,
+  below: number | null,
+): Promise<VersionRow[]> {
   return sql<VersionRow[]>`
     select id, version, name, description, language, change, restored_from, created_at from project_versions
      where tenant_id = ${tenantId} and project_id = ${projectId} ${below !== null ? sql`and version < ${below}` : sql``}
@@ -88,14 +103,24 @@ export async function listVersions(sql: TxSql, tenantId: string, projectId: stri
 }
 
 /** Every version of a project, oldest first, fetched in batches (for backups of any size). */
-export function versionBatches(sql: TxSql, tenantId: string, projectId: string, batch = 500): AsyncIterable<VersionRow[]> {
+export function versionBatches(
+  sql: TxSql,
+  tenantId: string,
+  projectId: string,
+  batch = 500,
+): AsyncIterable<VersionRow[]> {
   return sql<VersionRow[]>`
     select id, version, name, description, language, change, restored_from, created_at from project_versions
      where tenant_id = ${tenantId} and project_id = ${projectId}
      order by version`.cursor(batch)
 }
 
-export async function getVersion(sql: TxSql, tenantId: string, projectId: string, versionId: string): Promise<VersionRow | undefined> {
+export async function getVersion(
+  sql: TxSql,
+  tenantId: string,
+  projectId: string,
+  versionId: string,
+): Promise<VersionRow | undefined> {
   const [row] = await sql<VersionRow[]>`
     select id, version, name, description, language, change, restored_from, created_at from project_versions
      where tenant_id = ${tenantId} and project_id = ${projectId} and id = ${versionId}`
@@ -133,7 +158,12 @@ export interface ExpiredBackup {
  * (those the sweep has tried already). Every expired backup is older than the latest cut-off: that
  * bound lets the created_at index (migration 0007) pass over the young ones.
  */
-export function expiredBackups(sql: TxSql, cutoffs: Readonly<Record<string, Date>>, skip: { backupIds: string[]; tenantIds: string[] }, limit: number): Promise<ExpiredBackup[]> {
+export function expiredBackups(
+  sql: TxSql,
+  cutoffs: Readonly<Record<string, Date>>,
+  skip: { backupIds: string[]; tenantIds: string[] },
+  limit: number,
+): Promise<ExpiredBackup[]> {
   const plans = Object.entries(cutoffs)
   const latest = new Date(Math.max(...plans.map(([, at]) => at.getTime())))
   return sql<ExpiredBackup[]>`

@@ -21,7 +21,9 @@ const Region = Type.Object({
   city: Type.String(),
   frameworks: Type.Array(Type.String()),
   available: Type.Boolean({ description: 'This deployment stores data there (DEFAULT_REGION or REGION_STORES)' }),
-  default: Type.Boolean({ description: "The region of the deployment's own store, where tenants' data lives unless they choose another" }),
+  default: Type.Boolean({
+    description: "The region of the deployment's own store, where tenants' data lives unless they choose another",
+  }),
 })
 
 const Preferences = Type.Object({
@@ -31,7 +33,9 @@ const Preferences = Type.Object({
   dataResidencyRequired: Type.Boolean(),
   dataResidencyRegion: Nullable(Code),
   complianceLevel: Level,
-  updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'null: the defaults, never changed' }),
+  updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'null: the defaults, never changed',
+  }),
 })
 
 const PreferencesPatch = Type.Object(
@@ -48,9 +52,15 @@ const PreferencesPatch = Type.Object(
 const Feature = Type.Object({
   featureKey: oneOf(FEATURE_KEYS),
   enabled: Type.Boolean(),
-  reason: Type.Union([Type.Literal('air-gapped'), Type.Literal('not-configured'), Type.Literal('plan'), Type.Null()], { description: 'null when enabled' }),
-  requiredPlan: Type.Union([oneOf(PLANS), Type.Null()], { description: 'The smallest plan that has it, when the plan is the reason' }),
-  setting: Type.Union([Type.String(), Type.Null()], { description: 'The deployment setting that turns it on, when the deployment is the reason' }),
+  reason: Type.Union([Type.Literal('air-gapped'), Type.Literal('not-configured'), Type.Literal('plan'), Type.Null()], {
+    description: 'null when enabled',
+  }),
+  requiredPlan: Type.Union([oneOf(PLANS), Type.Null()], {
+    description: 'The smallest plan that has it, when the plan is the reason',
+  }),
+  setting: Type.Union([Type.String(), Type.Null()], {
+    description: 'The deployment setting that turns it on, when the deployment is the reason',
+  }),
 })
 
 const RoutingInfo = Type.Object({
@@ -58,8 +68,16 @@ const RoutingInfo = Type.Object({
   region: Code,
   storageMode: Type.Union([Type.Literal('platform'), Type.Literal('byos')]),
   dataResidencyRequired: Type.Boolean(),
-  store: Type.Object({ kind: Type.String(), endpoint: Type.Union([Type.String(), Type.Null()]), bucket: Type.Union([Type.String(), Type.Null()]) }),
-  database: Type.Object({ kind: Type.String(), host: Type.Union([Type.String(), Type.Null()]), name: Type.Union([Type.String(), Type.Null()]) }),
+  store: Type.Object({
+    kind: Type.String(),
+    endpoint: Type.Union([Type.String(), Type.Null()]),
+    bucket: Type.Union([Type.String(), Type.Null()]),
+  }),
+  database: Type.Object({
+    kind: Type.String(),
+    host: Type.Union([Type.String(), Type.Null()]),
+    name: Type.Union([Type.String(), Type.Null()]),
+  }),
   replica: Type.Object({ id: Type.String(), version: Type.String() }),
   at: Type.String({ format: 'date-time' }),
 })
@@ -70,14 +88,40 @@ const Provider = oneOf(BYOS_PROVIDERS)
 const ByosFields = {
   byosProvider: Type.Optional(Provider),
   byosEndpoint: Type.Optional(
-    Type.String({ minLength: 1, maxLength: 2000, description: 'http(s)://host[:port] of an S3-compatible store: S3, R2, GCS (interoperability), an S3 connector for Azure Blob, MinIO' }),
+    Type.String({
+      minLength: 1,
+      maxLength: 2000,
+      description:
+        'http(s)://host[:port] of an S3-compatible store: S3, R2, GCS (interoperability), an S3 connector for Azure Blob, MinIO',
+    }),
   ),
-  byosBucket: Type.Optional(Type.String({ minLength: 3, maxLength: 63, pattern: '^[a-z0-9][a-z0-9.\\-]{1,61}[a-z0-9]$' })),
+  byosBucket: Type.Optional(
+    Type.String({ minLength: 3, maxLength: 63, pattern: '^[a-z0-9][a-z0-9.\\-]{1,61}[a-z0-9]$' }),
+  ),
   byosRegion: Type.Optional(Type.String({ maxLength: 64, description: 'Default us-east-1 (auto for r2)' })),
-  byosAccessKey: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'Write-only: sealed at rest, never returned; omitted, the saved one is kept' })),
-  byosSecretKey: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'Write-only: sealed at rest, never returned; omitted, the saved one is kept' })),
+  byosAccessKey: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 512,
+      description: 'Write-only: sealed at rest, never returned; omitted, the saved one is kept',
+    }),
+  ),
+  byosSecretKey: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 512,
+      description: 'Write-only: sealed at rest, never returned; omitted, the saved one is kept',
+    }),
+  ),
 }
-const StoragePut = Type.Object({ storageMode: Type.Union([Type.Literal('platform'), Type.Literal('byos')]), platformRegion: Type.Optional(Code), ...ByosFields }, { additionalProperties: false })
+const StoragePut = Type.Object(
+  {
+    storageMode: Type.Union([Type.Literal('platform'), Type.Literal('byos')]),
+    platformRegion: Type.Optional(Code),
+    ...ByosFields,
+  },
+  { additionalProperties: false },
+)
 const StorageValidate = Type.Object(ByosFields, { additionalProperties: false })
 const StorageConfiguration = Type.Object({
   tenantId: Type.String({ format: 'uuid' }),
@@ -105,7 +149,11 @@ export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService 
     '/regions',
     {
       config: { operator: 'also' },
-      schema: { tags, summary: "The specification's regions, and which this deployment stores data in", response: { 200: Envelope(Type.Array(Region)), ...apiErrors() } },
+      schema: {
+        tags,
+        summary: "The specification's regions, and which this deployment stores data in",
+        response: { 200: Envelope(Type.Array(Region)), ...apiErrors() },
+      },
     },
     async (req) => ok(req, regions.regions()),
   )
@@ -133,12 +181,22 @@ export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService 
   }
   app.patch(
     '/regions/preferences/:tenantId',
-    { config: { permission: 'settings:write' }, schema: { ...patch, summary: "Change your tenant's regional preferences", params: TenantParams } },
+    {
+      config: { permission: 'settings:write' },
+      schema: { ...patch, summary: "Change your tenant's regional preferences", params: TenantParams },
+    },
     async (req) => ok(req, await regions.update(actorOf(req), req.params.tenantId, req.body)),
   )
   app.patch(
     '/platform/tenants/:tenantId/regional-preferences',
-    { config: { operator: true }, schema: { ...patch, summary: "Change any tenant's regional preferences (platform operator keys)", params: TenantParams } },
+    {
+      config: { operator: true },
+      schema: {
+        ...patch,
+        summary: "Change any tenant's regional preferences (platform operator keys)",
+        params: TenantParams,
+      },
+    },
     async (req) => ok(req, await regions.update(actorOf(req, { platform: true }), req.params.tenantId, req.body)),
   )
 
@@ -198,7 +256,10 @@ export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService 
           'Checks in order, reported like the installer’s: endpoint, outbound policy, reachable, TLS, credentials, bucket, write, read back, delete, region. The list stops at the first failure.',
         params: TenantParams,
         body: StorageValidate,
-        response: { 200: Envelope(Type.Object({ valid: Type.Boolean(), checks: Type.Array(Check) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+        response: {
+          200: Envelope(Type.Object({ valid: Type.Boolean(), checks: Type.Array(Check) })),
+          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
+        },
       },
     },
     async (req) => ok(req, await regions.validateStorage(actorOf(req), req.params.tenantId, req.body)),
@@ -208,7 +269,11 @@ export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService 
     '/routing-info',
     {
       config: { permission: 'settings:read' },
-      schema: { tags, summary: "Where this request's tenant data lives and who answers (nothing secret)", response: { 200: Envelope(RoutingInfo), ...apiErrors('FORBIDDEN') } },
+      schema: {
+        tags,
+        summary: "Where this request's tenant data lives and who answers (nothing secret)",
+        response: { 200: Envelope(RoutingInfo), ...apiErrors('FORBIDDEN') },
+      },
     },
     async (req) => ok(req, await regions.routingInfo(actorOf(req))),
   )

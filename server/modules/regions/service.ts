@@ -5,10 +5,23 @@
 // (domain/features.ts), so the check and the refusal never disagree.
 import { hostname } from 'node:os'
 import type { Clock } from '../../clock.js'
-import { COMPLIANCE_LEVEL_NAMES, isRegionCode, REGIONS, regionServes, type ComplianceLevel, type RegionCode } from '../../../common/regions.js'
+import {
+  COMPLIANCE_LEVEL_NAMES,
+  isRegionCode,
+  REGIONS,
+  regionServes,
+  type ComplianceLevel,
+  type RegionCode,
+} from '../../../common/regions.js'
 import type { Actor } from '../../domain/actor.js'
 import { invalid } from '../../domain/errors.js'
-import { featureStatus, requireFeature, type FeatureContext, type FeatureKey, type FeatureStatus } from '../../domain/features.js'
+import {
+  featureStatus,
+  requireFeature,
+  type FeatureContext,
+  type FeatureKey,
+  type FeatureStatus,
+} from '../../domain/features.js'
 import type { Plan } from '../../domain/plans.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { checkStore, type StoreTarget } from '../../platform/blobs.js'
@@ -87,17 +100,27 @@ export interface RegionsDeps {
   /** The outbound policy: a tenant's own store is checked and reached only where it allows. */
   policy: CompiledPolicy
   /** What routing-info shows of where data lives: each region's store, the database (no credentials). */
-  where: { stores: Record<string, { kind: 's3' | 'local'; endpoint: string | null; bucket: string | null }>; database: { kind: 'postgres' | 'embedded'; host: string | null; name: string | null } }
+  where: {
+    stores: Record<string, { kind: 's3' | 'local'; endpoint: string | null; bucket: string | null }>
+    database: { kind: 'postgres' | 'embedded'; host: string | null; name: string | null }
+  }
   version: string
   now?: Clock
 }
 
-const rule = (field: string, name: string, message: string, more: Record<string, unknown> = {}) => invalid(field, message, { rule: name, ...more })
+const rule = (field: string, name: string, message: string, more: Record<string, unknown> = {}) =>
+  invalid(field, message, { rule: name, ...more })
 
 export function regionsService(deps: RegionsDeps) {
   const { db } = deps
   const available = new Set<string>([deps.defaultRegion, ...deps.regionStores])
-  const defaults: Preferences = { primaryRegion: deps.defaultRegion, secondaryRegion: null, dataResidencyRequired: false, dataResidencyRegion: null, complianceLevel: 'standard' }
+  const defaults: Preferences = {
+    primaryRegion: deps.defaultRegion,
+    secondaryRegion: null,
+    dataResidencyRequired: false,
+    dataResidencyRegion: null,
+    complianceLevel: 'standard',
+  }
   const context = (plan: Plan): FeatureContext => ({ plan, airGapped: deps.airGapped, webSearch: deps.webSearch })
 
   const fromRow = (r: store.PreferencesRow | undefined): Preferences =>
@@ -111,38 +134,71 @@ export function regionsService(deps: RegionsDeps) {
         }
       : defaults
 
-  const view = (tenantId: string, r: store.PreferencesRow | undefined): PreferencesView => ({ tenantId, ...fromRow(r), updatedAt: r?.updated_at.toISOString() ?? null })
+  const view = (tenantId: string, r: store.PreferencesRow | undefined): PreferencesView => ({
+    tenantId,
+    ...fromRow(r),
+    updatedAt: r?.updated_at.toISOString() ?? null,
+  })
 
   /** The rules, on the preferences as they would be after a change; the first broken one is thrown. */
   function check(p: Preferences, plan: Plan): void {
     const served = (field: string, code: string) => {
       if (!isRegionCode(code)) throw rule(field, 'region-code', `${code} is not a region code`)
-      if (!available.has(code)) throw rule(field, 'region-unavailable', `this deployment does not store data in ${code}`, { available: [...available] })
+      if (!available.has(code))
+        throw rule(field, 'region-unavailable', `this deployment does not store data in ${code}`, {
+          available: [...available],
+        })
     }
     served('body.primaryRegion', p.primaryRegion)
     if (p.secondaryRegion !== null) {
       requireFeature('secondary_region', context(plan), 'body.secondaryRegion')
       served('body.secondaryRegion', p.secondaryRegion)
-      if (p.secondaryRegion === p.primaryRegion) throw rule('body.secondaryRegion', 'secondary-same-as-primary', 'must differ from primaryRegion')
+      if (p.secondaryRegion === p.primaryRegion)
+        throw rule('body.secondaryRegion', 'secondary-same-as-primary', 'must differ from primaryRegion')
     }
     if (p.dataResidencyRequired) {
       requireFeature('data_residency', context(plan), 'body.dataResidencyRequired')
-      if (p.dataResidencyRegion === null) throw rule('body.dataResidencyRegion', 'residency-region-required', 'is required when dataResidencyRequired is true')
+      if (p.dataResidencyRegion === null)
+        throw rule(
+          'body.dataResidencyRegion',
+          'residency-region-required',
+          'is required when dataResidencyRequired is true',
+        )
       served('body.dataResidencyRegion', p.dataResidencyRegion)
-      if (p.primaryRegion !== p.dataResidencyRegion) throw rule('body.primaryRegion', 'residency-primary', `must be the residency region (${p.dataResidencyRegion}): the data lives only there`)
-      if (p.secondaryRegion !== null) throw rule('body.secondaryRegion', 'residency-no-failover', 'must be null when data residency is required: a failover copy would leave the region')
+      if (p.primaryRegion !== p.dataResidencyRegion)
+        throw rule(
+          'body.primaryRegion',
+          'residency-primary',
+          `must be the residency region (${p.dataResidencyRegion}): the data lives only there`,
+        )
+      if (p.secondaryRegion !== null)
+        throw rule(
+          'body.secondaryRegion',
+          'residency-no-failover',
+          'must be null when data residency is required: a failover copy would leave the region',
+        )
     } else if (p.dataResidencyRegion !== null) {
-      throw rule('body.dataResidencyRegion', 'residency-region-without-residency', 'is only set together with dataResidencyRequired: true')
+      throw rule(
+        'body.dataResidencyRegion',
+        'residency-region-without-residency',
+        'is only set together with dataResidencyRequired: true',
+      )
     }
-    if (!(COMPLIANCE_LEVEL_NAMES as string[]).includes(p.complianceLevel)) throw rule('body.complianceLevel', 'compliance-level', `must be one of ${COMPLIANCE_LEVEL_NAMES.join(', ')}`)
+    if (!(COMPLIANCE_LEVEL_NAMES as string[]).includes(p.complianceLevel))
+      throw rule('body.complianceLevel', 'compliance-level', `must be one of ${COMPLIANCE_LEVEL_NAMES.join(', ')}`)
     for (const [field, code] of [
       ['body.primaryRegion', p.primaryRegion],
       ['body.secondaryRegion', p.secondaryRegion],
     ] as const) {
       if (code && !regionServes(code, p.complianceLevel)) {
-        throw rule('body.complianceLevel', 'compliance-region', `${p.complianceLevel} is not served in ${code} (${field.slice(5)})`, {
-          regions: REGIONS.filter((r) => regionServes(r.code, p.complianceLevel)).map((r) => r.code),
-        })
+        throw rule(
+          'body.complianceLevel',
+          'compliance-region',
+          `${p.complianceLevel} is not served in ${code} (${field.slice(5)})`,
+          {
+            regions: REGIONS.filter((r) => regionServes(r.code, p.complianceLevel)).map((r) => r.code),
+          },
+        )
       }
     }
   }
@@ -161,23 +217,42 @@ export function regionsService(deps: RegionsDeps) {
   })
 
   /** The store a request names, its keys given or (omitted) the ones the tenant has saved. */
-  function byosTarget(tenantId: string, input: Omit<StorageInput, 'storageMode' | 'platformRegion'>, saved: store.StorageRow | undefined): StoreTarget & { provider: ByosProvider } {
+  function byosTarget(
+    tenantId: string,
+    input: Omit<StorageInput, 'storageMode' | 'platformRegion'>,
+    saved: store.StorageRow | undefined,
+  ): StoreTarget & { provider: ByosProvider } {
     const provider = input.byosProvider ?? saved?.byos_provider ?? 's3'
     const endpoint = input.byosEndpoint ?? saved?.byos_endpoint
     const bucket = input.byosBucket ?? saved?.byos_bucket
     if (!endpoint) throw invalid('body.byosEndpoint', 'is required for byos storage')
     if (!bucket) throw invalid('body.byosBucket', 'is required for byos storage')
-    const savedKey = (field: 'access_key' | 'secret_key', sealed: string | null | undefined) => (sealed ? deps.secrets.decrypt(sealed, byosKeyContext(tenantId, field)) : null)
+    const savedKey = (field: 'access_key' | 'secret_key', sealed: string | null | undefined) =>
+      sealed ? deps.secrets.decrypt(sealed, byosKeyContext(tenantId, field)) : null
     const accessKey = input.byosAccessKey ?? savedKey('access_key', saved?.byos_access_key_sealed)
     const secretKey = input.byosSecretKey ?? savedKey('secret_key', saved?.byos_secret_key_sealed)
     if (!accessKey) throw invalid('body.byosAccessKey', 'is required for byos storage (none is saved)')
     if (!secretKey) throw invalid('body.byosSecretKey', 'is required for byos storage (none is saved)')
-    return { provider, endpoint, bucket, region: input.byosRegion || saved?.byos_region || (provider === 'r2' ? 'auto' : 'us-east-1'), accessKey, secretKey }
+    return {
+      provider,
+      endpoint,
+      bucket,
+      region: input.byosRegion || saved?.byos_region || (provider === 'r2' ? 'auto' : 'us-east-1'),
+      accessKey,
+      secretKey,
+    }
   }
 
   return {
     regions(): RegionView[] {
-      return REGIONS.map((r) => ({ code: r.code, name: r.name, city: r.city, frameworks: [...r.frameworks], available: available.has(r.code), default: r.code === deps.defaultRegion }))
+      return REGIONS.map((r) => ({
+        code: r.code,
+        name: r.name,
+        city: r.city,
+        frameworks: [...r.frameworks],
+        available: available.has(r.code),
+        default: r.code === deps.defaultRegion,
+      }))
     },
 
     async preferences(a: Actor<string | null>, tenantId: string): Promise<PreferencesView> {
@@ -194,9 +269,12 @@ export function regionsService(deps: RegionsDeps) {
         await store.lockPreferences(sql, tenantId)
         const current = fromRow(await store.selectPreferences(sql, tenantId))
         const next: Preferences = { ...current, ...patch }
-        // Turning residency off forgets its region; turning it on with a region moves the primary there when only residency was asked.
-        if (patch.dataResidencyRequired === false && patch.dataResidencyRegion === undefined) next.dataResidencyRegion = null
-        if (next.dataResidencyRequired && patch.primaryRegion === undefined && next.dataResidencyRegion) next.primaryRegion = next.dataResidencyRegion
+        // Turning residency off forgets its region; turning it on with a region moves the primary there when only
+        // residency was asked.
+        if (patch.dataResidencyRequired === false && patch.dataResidencyRegion === undefined)
+          next.dataResidencyRegion = null
+        if (next.dataResidencyRequired && patch.primaryRegion === undefined && next.dataResidencyRegion)
+          next.primaryRegion = next.dataResidencyRegion
         check(next, plan)
         const actor: Actor = { ...a, tenantId }
         const row = await store.upsertPreferences(
@@ -209,9 +287,15 @@ export function regionsService(deps: RegionsDeps) {
             data_residency_region: next.dataResidencyRegion,
             compliance_level: next.complianceLevel,
           },
-          actor.principal.kind === 'api_key' ? { type: 'api_key', id: actor.principal.id } : { type: 'user', id: actor.principal.userId },
+          actor.principal.kind === 'api_key'
+            ? { type: 'api_key', id: actor.principal.id }
+            : { type: 'user', id: actor.principal.userId },
         )
-        await auditBy(sql, actor, { action: 'regions.preferences_changed', target: { type: 'tenant', id: tenantId }, details: { before: current, after: next } })
+        await auditBy(sql, actor, {
+          action: 'regions.preferences_changed',
+          target: { type: 'tenant', id: tenantId },
+          details: { before: current, after: next },
+        })
         return view(tenantId, row)
       })
     },
@@ -224,7 +308,11 @@ export function regionsService(deps: RegionsDeps) {
     async storageSettings(a: Actor<string | null>, tenantId: string): Promise<StorageView> {
       return db.tenant(tenantId, async (sql) => {
         await tenantFor(sql, a, tenantId)
-        return storageView(tenantId, await store.selectStorage(sql, tenantId), fromRow(await store.selectPreferences(sql, tenantId)))
+        return storageView(
+          tenantId,
+          await store.selectStorage(sql, tenantId),
+          fromRow(await store.selectPreferences(sql, tenantId)),
+        )
       })
     },
 
@@ -235,7 +323,10 @@ export function regionsService(deps: RegionsDeps) {
      * storage: what was written there stays readable.
      */
     async putStorage(a: Actor, tenantId: string, input: StorageInput): Promise<StorageView> {
-      const { plan, current } = await db.tenant(tenantId, async (sql) => ({ ...(await tenantFor(sql, a, tenantId)), current: await store.selectStorage(sql, tenantId) }))
+      const { plan, current } = await db.tenant(tenantId, async (sql) => ({
+        ...(await tenantFor(sql, a, tenantId)),
+        current: await store.selectStorage(sql, tenantId),
+      }))
       let target: (StoreTarget & { provider: ByosProvider }) | null = null
       if (input.storageMode === 'byos') {
         requireFeature('byos', context(plan), 'body.storageMode')
@@ -252,7 +343,8 @@ export function regionsService(deps: RegionsDeps) {
       }
       if (input.platformRegion !== undefined) {
         const prefs = await this.preferences(a, tenantId)
-        if (input.platformRegion !== (prefs.dataResidencyRequired ? prefs.dataResidencyRegion : prefs.primaryRegion)) await this.update(a, tenantId, { primaryRegion: input.platformRegion })
+        if (input.platformRegion !== (prefs.dataResidencyRequired ? prefs.dataResidencyRegion : prefs.primaryRegion))
+          await this.update(a, tenantId, { primaryRegion: input.platformRegion })
       }
       return db.tenant(tenantId, async (sql) => {
         const before = await store.selectStorage(sql, tenantId)
@@ -264,7 +356,8 @@ export function regionsService(deps: RegionsDeps) {
               byos_region: target.region,
               byos_access_key_sealed: deps.secrets.encrypt(target.accessKey, byosKeyContext(tenantId, 'access_key')),
               byos_secret_key_sealed: deps.secrets.encrypt(target.secretKey, byosKeyContext(tenantId, 'secret_key')),
-              byos_access_key_last_four: target.accessKey.length >= LAST_FOUR_MIN_KEY_LENGTH ? target.accessKey.slice(-4) : null,
+              byos_access_key_last_four:
+                target.accessKey.length >= LAST_FOUR_MIN_KEY_LENGTH ? target.accessKey.slice(-4) : null,
             }
           : {
               byos_provider: before?.byos_provider ?? null,
@@ -275,20 +368,34 @@ export function regionsService(deps: RegionsDeps) {
               byos_secret_key_sealed: before?.byos_secret_key_sealed ?? null,
               byos_access_key_last_four: before?.byos_access_key_last_four ?? null,
             }
-        const by = a.principal.kind === 'api_key' ? { type: 'api_key', id: a.principal.id } : { type: 'user', id: a.principal.userId }
+        const by =
+          a.principal.kind === 'api_key'
+            ? { type: 'api_key', id: a.principal.id }
+            : { type: 'user', id: a.principal.userId }
         const row = await store.upsertStorage(sql, tenantId, { storage_mode: input.storageMode, ...sealed }, by)
         await auditBy(sql, a, {
           action: 'storage.changed',
           target: { type: 'tenant', id: tenantId },
-          details: { from: before?.storage_mode ?? 'platform', to: input.storageMode, ...(target ? { provider: target.provider, endpoint: target.endpoint, bucket: target.bucket } : {}) },
+          details: {
+            from: before?.storage_mode ?? 'platform',
+            to: input.storageMode,
+            ...(target ? { provider: target.provider, endpoint: target.endpoint, bucket: target.bucket } : {}),
+          },
         })
         return storageView(tenantId, row, fromRow(await store.selectPreferences(sql, tenantId)))
       })
     },
 
     /** POST .../validate: a store's checks, as the installer reports its own; nothing is saved. */
-    async validateStorage(a: Actor, tenantId: string, input: Omit<StorageInput, 'storageMode' | 'platformRegion'>): Promise<{ valid: boolean; checks: CheckResult[] }> {
-      const { plan, current } = await db.tenant(tenantId, async (sql) => ({ ...(await tenantFor(sql, a, tenantId)), current: await store.selectStorage(sql, tenantId) }))
+    async validateStorage(
+      a: Actor,
+      tenantId: string,
+      input: Omit<StorageInput, 'storageMode' | 'platformRegion'>,
+    ): Promise<{ valid: boolean; checks: CheckResult[] }> {
+      const { plan, current } = await db.tenant(tenantId, async (sql) => ({
+        ...(await tenantFor(sql, a, tenantId)),
+        current: await store.selectStorage(sql, tenantId),
+      }))
       requireFeature('byos', context(plan), 'body.byosEndpoint')
       const checks = await checkStore(deps.policy, byosTarget(tenantId, input, current))
       return { valid: !checks.some((c) => c.status === 'fail'), checks }
@@ -298,7 +405,14 @@ export function regionsService(deps: RegionsDeps) {
     async routingInfo(a: Actor) {
       const [{ mode, region }, [prefs, own]] = await Promise.all([
         deps.storage.placement(a.tenantId),
-        db.tenant(a.tenantId, async (sql) => [fromRow(await store.selectPreferences(sql, a.tenantId)), await store.selectStorage(sql, a.tenantId)] as const),
+        db.tenant(
+          a.tenantId,
+          async (sql) =>
+            [
+              fromRow(await store.selectPreferences(sql, a.tenantId)),
+              await store.selectStorage(sql, a.tenantId),
+            ] as const,
+        ),
       ])
       const code = (region || deps.defaultRegion) as RegionCode
       return {
@@ -306,7 +420,10 @@ export function regionsService(deps: RegionsDeps) {
         region: code,
         storageMode: mode,
         dataResidencyRequired: prefs.dataResidencyRequired,
-        store: mode === 'byos' && own ? { kind: 's3' as const, endpoint: own.byos_endpoint, bucket: own.byos_bucket } : (deps.where.stores[code] ?? deps.where.stores[deps.defaultRegion]!),
+        store:
+          mode === 'byos' && own
+            ? { kind: 's3' as const, endpoint: own.byos_endpoint, bucket: own.byos_bucket }
+            : (deps.where.stores[code] ?? deps.where.stores[deps.defaultRegion]!),
         database: deps.where.database,
         replica: { id: `${hostname()}:${process.pid}`, version: deps.version },
         at: new Date((deps.now ?? Date.now)()).toISOString(),

@@ -22,7 +22,12 @@ export async function lockPreferences(sql: TxSql, tenantId: string): Promise<voi
   await sql`select 1 from tenant_regional_preferences where tenant_id = ${tenantId} for update`
 }
 
-export async function upsertPreferences(sql: TxSql, tenantId: string, p: Omit<PreferencesRow, 'updated_at'>, by: { type: string; id: string | null }): Promise<PreferencesRow> {
+export async function upsertPreferences(
+  sql: TxSql,
+  tenantId: string,
+  p: Omit<PreferencesRow, 'updated_at'>,
+  by: { type: string; id: string | null },
+): Promise<PreferencesRow> {
   const [row] = await sql<PreferencesRow[]>`
     insert into tenant_regional_preferences (tenant_id, primary_region, secondary_region, data_residency_required, data_residency_region, compliance_level, updated_at, updated_by)
     values (${tenantId}, ${p.primary_region}, ${p.secondary_region}, ${p.data_residency_required}, ${p.data_residency_region}, ${p.compliance_level}, now(), ${sql.json(by)})
@@ -53,7 +58,12 @@ export async function selectStorage(sql: TxSql, tenantId: string): Promise<Stora
   return row
 }
 
-export async function upsertStorage(sql: TxSql, tenantId: string, s: Omit<StorageRow, 'updated_at'>, by: { type: string; id: string | null }): Promise<StorageRow> {
+export async function upsertStorage(
+  sql: TxSql,
+  tenantId: string,
+  s: Omit<StorageRow, 'updated_at'>,
+  by: { type: string; id: string | null },
+): Promise<StorageRow> {
   const [row] = await sql<StorageRow[]>`
     insert into tenant_storage (tenant_id, storage_mode, byos_provider, byos_endpoint, byos_bucket, byos_region, byos_access_key_sealed, byos_secret_key_sealed,
                                 byos_access_key_last_four, updated_at, updated_by)

@@ -37,7 +37,8 @@ export interface Archive {
   close(): void
 }
 
-export const refused = (code: ErrorCode, message: string, details: Record<string, unknown> = {}) => new AppError(code, message, details)
+export const refused = (code: ErrorCode, message: string, details: Record<string, unknown> = {}) =>
+  new AppError(code, message, details)
 
 /** Ranged reads of an object in the store. */
 class BlobReader extends yauzl.RandomAccessReader {
@@ -91,22 +92,35 @@ function unsafeName(name: string): string | null {
 const S_IFMT = 0o170000
 const S_IFLNK = 0o120000
 
-/** Opens an archive stored under `key` (`size` bytes) and judges its directory; refused with the first rule it breaks. */
+/**
+ * Opens an archive stored under `key` (`size` bytes) and judges its directory; refused with the first rule it breaks.
+ */
 export async function openArchive(blobs: Blobs, key: string, size: number, limits: ArchiveLimits): Promise<Archive> {
   const reader = new BlobReader(blobs, key)
   let zip: yauzl.ZipFile
   try {
-    zip = await yauzl.fromRandomAccessReaderPromise(reader, size, { lazyEntries: true, decodeStrings: false, validateEntrySizes: true, autoClose: false })
+    zip = await yauzl.fromRandomAccessReaderPromise(reader, size, {
+      lazyEntries: true,
+      decodeStrings: false,
+      validateEntrySizes: true,
+      autoClose: false,
+    })
   } catch (err) {
     if (fromStore(err)) throw err
-    throw refused('ARCHIVE_CORRUPT', `The upload is not a readable zip archive: ${(err as Error).message}`, { rule: 'not-a-zip' })
+    throw refused('ARCHIVE_CORRUPT', `The upload is not a readable zip archive: ${(err as Error).message}`, {
+      rule: 'not-a-zip',
+    })
   }
   try {
     if (zip.entryCount > limits.maxEntries) {
-      throw refused('ARCHIVE_TOO_MANY_ENTRIES', `The archive holds ${zip.entryCount} entries; a restore takes at most ${limits.maxEntries}`, {
-        entries: zip.entryCount,
-        limit: limits.maxEntries,
-      })
+      throw refused(
+        'ARCHIVE_TOO_MANY_ENTRIES',
+        `The archive holds ${zip.entryCount} entries; a restore takes at most ${limits.maxEntries}`,
+        {
+          entries: zip.entryCount,
+          limit: limits.maxEntries,
+        },
+      )
     }
     const raw = await directory(zip)
     const entries = judge(raw, size, limits)
@@ -114,13 +128,21 @@ export async function openArchive(blobs: Blobs, key: string, size: number, limit
       entries,
       open: (entry) => openChecked(zip, entry),
       async json(entry) {
-        if (entry.size > MAX_JSON_ENTRY_BYTES) throw refused('ARCHIVE_TOO_LARGE', `${entry.name} is larger than ${MAX_JSON_ENTRY_BYTES} bytes`, { entry: entry.name, limit: MAX_JSON_ENTRY_BYTES })
+        if (entry.size > MAX_JSON_ENTRY_BYTES)
+          throw refused('ARCHIVE_TOO_LARGE', `${entry.name} is larger than ${MAX_JSON_ENTRY_BYTES} bytes`, {
+            entry: entry.name,
+            limit: MAX_JSON_ENTRY_BYTES,
+          })
         const chunks: Buffer[] = []
         for await (const c of await openChecked(zip, entry)) chunks.push(c as Buffer)
         const text = Buffer.concat(chunks).toString('utf8')
         // Judged on the text, before parsing builds the nested value or anything walks it.
         if (jsonTooDeep(text, MAX_JSON_DEPTH))
-          throw refused('ARCHIVE_INVALID_DATA', `${entry.name} nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`, { entry: entry.name, limit: MAX_JSON_DEPTH })
+          throw refused(
+            'ARCHIVE_INVALID_DATA',
+            `${entry.name} nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`,
+            { entry: entry.name, limit: MAX_JSON_DEPTH },
+          )
         try {
           return JSON.parse(text)
         } catch {
@@ -144,7 +166,13 @@ function directory(zip: yauzl.ZipFile): Promise<yauzl.Entry[]> {
       zip.readEntry()
     })
     zip.once('end', () => resolve(out))
-    zip.once('error', (err: Error) => reject(fromStore(err) ? err : refused('ARCHIVE_CORRUPT', `The archive's directory is damaged: ${err.message}`, { rule: 'directory' })))
+    zip.once('error', (err: Error) =>
+      reject(
+        fromStore(err)
+          ? err
+          : refused('ARCHIVE_CORRUPT', `The archive's directory is damaged: ${err.message}`, { rule: 'directory' }),
+      ),
+    )
     zip.readEntry()
   })
 }
@@ -161,37 +189,71 @@ function judge(raw: yauzl.Entry[], archiveBytes: number, limits: ArchiveLimits):
       throw refused('ARCHIVE_UNSAFE_PATH', 'An entry name is not UTF-8', { rule: 'encoding' })
     }
     const why = unsafeName(name)
-    if (why) throw refused('ARCHIVE_UNSAFE_PATH', `Entry ${JSON.stringify(name)} is unsafe: ${why}`, { entry: name, rule: why })
-    if (((e.externalFileAttributes >>> 16) & S_IFMT) === S_IFLNK) throw refused('ARCHIVE_SYMLINK', `Entry ${JSON.stringify(name)} is a symbolic link`, { entry: name })
-    if (names.has(name)) throw refused('ARCHIVE_DUPLICATE_ENTRY', `Entry ${JSON.stringify(name)} appears twice`, { entry: name })
-    names.add(name)
-    if (e.generalPurposeBitFlag & 0x1) throw refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(name)} is encrypted`, { entry: name, rule: 'encrypted' })
-    if (e.compressionMethod !== 0 && e.compressionMethod !== 8)
-      throw refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(name)} uses compression method ${e.compressionMethod}`, { entry: name, rule: 'compression' })
-    if (!withinRatio(e.uncompressedSize, e.compressedSize)) {
-      throw refused('ARCHIVE_COMPRESSION_RATIO', `Entry ${JSON.stringify(name)} expands ${Math.round(e.uncompressedSize / Math.max(e.compressedSize, 1))} times`, {
+    if (why)
+      throw refused('ARCHIVE_UNSAFE_PATH', `Entry ${JSON.stringify(name)} is unsafe: ${why}`, {
         entry: name,
-        limit: MAX_RATIO,
+        rule: why,
       })
+    if (((e.externalFileAttributes >>> 16) & S_IFMT) === S_IFLNK)
+      throw refused('ARCHIVE_SYMLINK', `Entry ${JSON.stringify(name)} is a symbolic link`, { entry: name })
+    if (names.has(name))
+      throw refused('ARCHIVE_DUPLICATE_ENTRY', `Entry ${JSON.stringify(name)} appears twice`, { entry: name })
+    names.add(name)
+    if (e.generalPurposeBitFlag & 0x1)
+      throw refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(name)} is encrypted`, { entry: name, rule: 'encrypted' })
+    if (e.compressionMethod !== 0 && e.compressionMethod !== 8)
+      throw refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(name)} uses compression method ${e.compressionMethod}`, {
+        entry: name,
+        rule: 'compression',
+      })
+    if (!withinRatio(e.uncompressedSize, e.compressedSize)) {
+      throw refused(
+        'ARCHIVE_COMPRESSION_RATIO',
+        `Entry ${JSON.stringify(name)} expands ${Math.round(e.uncompressedSize / Math.max(e.compressedSize, 1))} times`,
+        {
+          entry: name,
+          limit: MAX_RATIO,
+        },
+      )
     }
     unpacked += e.uncompressedSize
-    if (unpacked > limits.maxUnpackedBytes) throw refused('ARCHIVE_TOO_LARGE', `The archive unpacks to more than ${limits.maxUnpackedBytes} bytes`, { limit: limits.maxUnpackedBytes })
+    if (unpacked > limits.maxUnpackedBytes)
+      throw refused('ARCHIVE_TOO_LARGE', `The archive unpacks to more than ${limits.maxUnpackedBytes} bytes`, {
+        limit: limits.maxUnpackedBytes,
+      })
     if (name.endsWith('/')) {
-      if (e.uncompressedSize) throw refused('ARCHIVE_CORRUPT', `Directory entry ${JSON.stringify(name)} holds data`, { entry: name, rule: 'directory-data' })
+      if (e.uncompressedSize)
+        throw refused('ARCHIVE_CORRUPT', `Directory entry ${JSON.stringify(name)} holds data`, {
+          entry: name,
+          rule: 'directory-data',
+        })
       continue // a folder some zip tools add: nothing to restore
     }
     const known = entryOf(name)
-    if (!known) throw refused('ARCHIVE_UNKNOWN_ENTRY', `Entry ${JSON.stringify(name)} is not part of a tenant export`, { entry: name })
+    if (!known)
+      throw refused('ARCHIVE_UNKNOWN_ENTRY', `Entry ${JSON.stringify(name)} is not part of a tenant export`, {
+        entry: name,
+      })
     out.push({ name, def: known.def, match: known.match, size: e.uncompressedSize, raw: e })
   }
   if (!withinRatio(unpacked, archiveBytes)) {
-    throw refused('ARCHIVE_COMPRESSION_RATIO', `The archive expands ${Math.round(unpacked / archiveBytes)} times`, { limit: MAX_RATIO })
+    throw refused('ARCHIVE_COMPRESSION_RATIO', `The archive expands ${Math.round(unpacked / archiveBytes)} times`, {
+      limit: MAX_RATIO,
+    })
   }
   // Each entry's data must lie apart from the others': entries that share their data (a bomb
   // built from overlapping entries) are refused.
-  const spans = raw.map((e) => ({ start: e.relativeOffsetOfLocalHeader, end: e.relativeOffsetOfLocalHeader + 30 + e.fileNameLength + e.compressedSize })).sort((a, b) => a.start - b.start)
+  const spans = raw
+    .map((e) => ({
+      start: e.relativeOffsetOfLocalHeader,
+      end: e.relativeOffsetOfLocalHeader + 30 + e.fileNameLength + e.compressedSize,
+    }))
+    .sort((a, b) => a.start - b.start)
   for (let i = 1; i < spans.length; i++) {
-    if (spans[i]!.start < spans[i - 1]!.end) throw refused('ARCHIVE_COMPRESSION_RATIO', 'Entries of the archive share their data (overlapping entries)', { rule: 'overlap' })
+    if (spans[i]!.start < spans[i - 1]!.end)
+      throw refused('ARCHIVE_COMPRESSION_RATIO', 'Entries of the archive share their data (overlapping entries)', {
+        rule: 'overlap',
+      })
   }
   return out
 }
@@ -199,7 +261,15 @@ function judge(raw: yauzl.Entry[], archiveBytes: number, limits: ArchiveLimits):
 function openChecked(zip: yauzl.ZipFile, entry: ArchiveEntry): Promise<Readable> {
   return new Promise((resolve, reject) => {
     zip.openReadStream(entry.raw, (err, stream) => {
-      if (err) return reject(fromStore(err) ? err : refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(entry.name)} cannot be read: ${err.message}`, { entry: entry.name, rule: 'local-header' }))
+      if (err)
+        return reject(
+          fromStore(err)
+            ? err
+            : refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(entry.name)} cannot be read: ${err.message}`, {
+                entry: entry.name,
+                rule: 'local-header',
+              }),
+        )
       let crc = 0
       const check = new Transform({
         transform(chunk: Buffer, _enc, done) {
@@ -207,12 +277,25 @@ function openChecked(zip: yauzl.ZipFile, entry: ArchiveEntry): Promise<Readable>
           done(null, chunk)
         },
         flush(done) {
-          if (crc >>> 0 !== entry.raw.crc32 >>> 0) done(refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(entry.name)} fails its CRC-32 check`, { entry: entry.name, rule: 'crc' }))
+          if (crc >>> 0 !== entry.raw.crc32 >>> 0)
+            done(
+              refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(entry.name)} fails its CRC-32 check`, {
+                entry: entry.name,
+                rule: 'crc',
+              }),
+            )
           else done()
         },
       })
       stream.once('error', (e: Error) =>
-        check.destroy(e instanceof AppError || fromStore(e) ? e : refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(entry.name)} is damaged: ${e.message}`, { entry: entry.name, rule: 'data' })),
+        check.destroy(
+          e instanceof AppError || fromStore(e)
+            ? e
+            : refused('ARCHIVE_CORRUPT', `Entry ${JSON.stringify(entry.name)} is damaged: ${e.message}`, {
+                entry: entry.name,
+                rule: 'data',
+              }),
+        ),
       )
       resolve(stream.pipe(check))
     })

@@ -9,7 +9,11 @@ import type { RestoresService } from './service.js'
 
 export const restoresPlugin = fp(
   async (app, o: { restores: RestoresService; archive: ArchiveLimits }) => {
-    await app.register(restoresRoutes, { prefix: API_PREFIX, restores: o.restores, maxUploadBytes: o.archive.maxArchiveBytes })
+    await app.register(restoresRoutes, {
+      prefix: API_PREFIX,
+      restores: o.restores,
+      maxUploadBytes: o.archive.maxArchiveBytes,
+    })
   },
   { name: 'atrium-restores', dependencies: ['atrium-platform', 'atrium-jobs', 'atrium-auth', 'atrium-license'] },
 )

@@ -8,7 +8,15 @@ import { AppError } from '../../domain/errors.js'
 import { escapedText, findUnstorableText, textProblem } from '../../domain/text.js'
 import { PLAN_TERMS, type Plan } from '../../domain/plans.js'
 import { checkContentType, normalizePath } from '../projects/files-service.js'
-import { EXPORT_FORMAT, EXPORT_FORMAT_VERSION, INCLUDES, SPECS, type ExportMetadata, type Include, type Kind } from '../exports/format.js'
+import {
+  EXPORT_FORMAT,
+  EXPORT_FORMAT_VERSION,
+  INCLUDES,
+  SPECS,
+  type ExportMetadata,
+  type Include,
+  type Kind,
+} from '../exports/format.js'
 import { refused, type Archive, type ArchiveEntry } from './archive.js'
 
 export type Row = Record<string, unknown>
@@ -24,21 +32,41 @@ export function upgrade(kind: Kind, rows: Row[], from: number): Row[] {
   return rows
 }
 
-const invalidData = (entry: string, message: string, more: Record<string, unknown> = {}) => refused('ARCHIVE_INVALID_DATA', `${entry}: ${message}`, { entry, ...more })
+const invalidData = (entry: string, message: string, more: Record<string, unknown> = {}) =>
+  refused('ARCHIVE_INVALID_DATA', `${entry}: ${message}`, { entry, ...more })
 
 const INT32: readonly [number, number] = [-(2 ** 31), 2 ** 31 - 1]
 const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))$/
 
-/** A time as an export writes it (ISO 8601 with its offset), and one PostgreSQL's timestamptz takes as the same instant. */
+/**
+ * A time as an export writes it (ISO 8601 with its offset), and one PostgreSQL's timestamptz takes as the same instant.
+ */
 function isTime(v: string): boolean {
   const m = ISO_TIME.exec(v)
   if (!m) return false
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number]
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ]
   const lastDay = new Date(0)
   lastDay.setUTCFullYear(year, month, 0) // (Date.UTC would take years below 100 for 19xx)
   const days = lastDay.getUTCDate()
   const offsetOk = m[8] === 'Z' || (Number(m[9]) <= 15 && Number(m[10]) <= 59)
-  return year >= 1 && month >= 1 && month <= 12 && day >= 1 && day <= days && hour <= 23 && minute <= 59 && second <= 59 && offsetOk
+  return (
+    year >= 1 &&
+    month >= 1 &&
+    month <= 12 &&
+    day >= 1 &&
+    day <= days &&
+    hour <= 23 &&
+    minute <= 59 &&
+    second <= 59 &&
+    offsetOk
+  )
 }
 
 /**
@@ -48,10 +76,16 @@ function isTime(v: string): boolean {
  * refuse reaches the write pass. Ids come back in lowercase, as PostgreSQL gives them.
  */
 export function checkRow(kind: Kind, row: unknown, entry: string): Row {
-  if (!row || typeof row !== 'object' || Array.isArray(row)) throw invalidData(entry, `a ${kind} record is not an object`, { kind })
+  if (!row || typeof row !== 'object' || Array.isArray(row))
+    throw invalidData(entry, `a ${kind} record is not an object`, { kind })
   const r = row as Row
   const columns = SPECS[kind].columns
-  for (const name of Object.keys(r)) if (!(name in columns)) throw invalidData(entry, `a ${kind} record has a field ${JSON.stringify(name)} the format does not`, { kind, field: name })
+  for (const name of Object.keys(r))
+    if (!(name in columns))
+      throw invalidData(entry, `a ${kind} record has a field ${JSON.stringify(name)} the format does not`, {
+        kind,
+        field: name,
+      })
   for (const [name, c] of Object.entries(columns)) {
     const v = r[name]
     // (The details are stored with the failed restore: only an id already found sound is named.)
@@ -73,19 +107,22 @@ export function checkRow(kind: Kind, row: unknown, entry: string): Row {
         if (problem) throw bad(problem)
         if (c.values && !c.values.includes(v)) throw bad(`must be one of ${c.values.join(', ')}`)
         const chars = c.chars ? [...v].length : 0
-        if (c.chars && (chars < c.chars[0] || chars > c.chars[1])) throw bad(`must hold ${c.chars[0]} to ${c.chars[1]} characters`)
+        if (c.chars && (chars < c.chars[0] || chars > c.chars[1]))
+          throw bad(`must hold ${c.chars[0]} to ${c.chars[1]} characters`)
         break
       }
       case 'int': {
         const [min, max] = c.big ? [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER] : INT32
-        if (!Number.isSafeInteger(v) || (v as number) < Math.max(min, c.min ?? min) || (v as number) > max) throw bad(`must be a whole number from ${Math.max(min, c.min ?? min)} to ${max}`)
+        if (!Number.isSafeInteger(v) || (v as number) < Math.max(min, c.min ?? min) || (v as number) > max)
+          throw bad(`must be a whole number from ${Math.max(min, c.min ?? min)} to ${max}`)
         break
       }
       case 'float':
         if (typeof v !== 'number' || !Number.isFinite(v)) throw bad('must be a number')
         break
       case 'time':
-        if (typeof v !== 'string' || !isTime(v)) throw bad('must be an ISO 8601 time with its offset, from year 1 to 9999')
+        if (typeof v !== 'string' || !isTime(v))
+          throw bad('must be an ISO 8601 time with its offset, from year 1 to 9999')
         break
       case 'sha256':
         if (typeof v !== 'string' || !/^[0-9a-f]{64}$/.test(v)) throw bad('must be a SHA-256 in hex')
@@ -93,7 +130,13 @@ export function checkRow(kind: Kind, row: unknown, entry: string): Row {
       case 'json': {
         const problem = findUnstorableText(v, `${kind}.${name}`)
         // Its place may run through a key that is itself the bad text: named escaped.
-        if (problem) throw invalidData(entry, `${escapedText(problem.field)} ${problem.message}`, { kind, field: name, at: escapedText(problem.field), ...named() })
+        if (problem)
+          throw invalidData(entry, `${escapedText(problem.field)} ${problem.message}`, {
+            kind,
+            field: name,
+            at: escapedText(problem.field),
+            ...named(),
+          })
         break
       }
     }
@@ -179,7 +222,12 @@ export function repeatFinder(read: (entry: ArchiveEntry, kind: Kind) => Promise<
   const sources: { entry: ArchiveEntry; kind: Kind }[] = []
   let kept: Map<Kind, Set<string>> | null = new Map()
   let total = 0
-  const repeated = (entry: ArchiveEntry, kind: Kind, id: string) => invalidData(entry.name, `holds a ${kind} record whose id ${id} another record of the archive has too`, { kind, field: 'id', id })
+  const repeated = (entry: ArchiveEntry, kind: Kind, id: string) =>
+    invalidData(entry.name, `holds a ${kind} record whose id ${id} another record of the archive has too`, {
+      kind,
+      field: 'id',
+      id,
+    })
   const take = (sets: Map<Kind, Set<string>>, entry: ArchiveEntry, kind: Kind, id: string) => {
     const set = sets.get(kind) ?? sets.set(kind, new Set()).get(kind)!
     if (set.has(id)) throw repeated(entry, kind, id)
@@ -202,7 +250,8 @@ export function repeatFinder(read: (entry: ArchiveEntry, kind: Kind) => Promise<
       for (let pass = 0; pass < passes; pass++) {
         const sets = new Map<Kind, Set<string>>()
         for (const { entry, kind } of sources) {
-          for (const r of await read(entry, kind)) if (seededHash(seed, r.id as string) % passes === pass) take(sets, entry, kind, r.id as string)
+          for (const r of await read(entry, kind))
+            if (seededHash(seed, r.id as string) % passes === pass) take(sets, entry, kind, r.id as string)
         }
       }
     },
@@ -212,14 +261,21 @@ export function repeatFinder(read: (entry: ArchiveEntry, kind: Kind) => Promise<
 const byName = (a: ArchiveEntry, b: ArchiveEntry) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
 
 /** Why a file record's path or content type is not what the API would store, or null. */
-function fileProblem(f: Row): { code: 'ARCHIVE_UNSAFE_PATH' | 'ARCHIVE_INVALID_DATA'; message: string; field: string } | null {
+function fileProblem(
+  f: Row,
+): { code: 'ARCHIVE_UNSAFE_PATH' | 'ARCHIVE_INVALID_DATA'; message: string; field: string } | null {
   let path: string | null
   try {
     path = normalizePath(f.path as string)
   } catch {
     path = null
   }
-  if (path !== f.path) return { code: 'ARCHIVE_UNSAFE_PATH', message: `the file path ${JSON.stringify(f.path)} is not a project path`, field: 'path' }
+  if (path !== f.path)
+    return {
+      code: 'ARCHIVE_UNSAFE_PATH',
+      message: `the file path ${JSON.stringify(f.path)} is not a project path`,
+      field: 'path',
+    }
   let type: string | null
   try {
     type = checkContentType(f.content_type as string)
@@ -227,7 +283,11 @@ function fileProblem(f: Row): { code: 'ARCHIVE_UNSAFE_PATH' | 'ARCHIVE_INVALID_D
     type = null
   }
   if (type !== f.content_type)
-    return { code: 'ARCHIVE_INVALID_DATA', message: `${f.path as string}: the content type ${JSON.stringify(f.content_type)} is not one a file is stored with`, field: 'content_type' }
+    return {
+      code: 'ARCHIVE_INVALID_DATA',
+      message: `${f.path as string}: the content type ${JSON.stringify(f.content_type)} is not one a file is stored with`,
+      field: 'content_type',
+    }
   return null
 }
 
@@ -239,46 +299,74 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
   const each = (name: string) => (groups.get(name) ?? []).sort(byName)
 
   const metaEntry = one('metadata')
-  if (!metaEntry) throw refused('ARCHIVE_VERSION_UNSUPPORTED', 'The archive has no metadata.json: it is not a tenant export', { rule: 'no-metadata' })
+  if (!metaEntry)
+    throw refused('ARCHIVE_VERSION_UNSUPPORTED', 'The archive has no metadata.json: it is not a tenant export', {
+      rule: 'no-metadata',
+    })
   const meta = (await archive.json(metaEntry)) as Partial<ExportMetadata> | null
   if (!meta || meta.format !== EXPORT_FORMAT) {
-    throw refused('ARCHIVE_VERSION_UNSUPPORTED', `metadata.json does not name the ${EXPORT_FORMAT} format`, { format: typeof meta?.format === 'string' ? escapedText(meta.format) : null })
-  }
-  if (!Number.isSafeInteger(meta.formatVersion) || meta.formatVersion! < 1) throw invalidData('metadata.json', 'formatVersion must be a whole number from 1')
-  if (meta.formatVersion! > EXPORT_FORMAT_VERSION) {
-    throw refused('ARCHIVE_VERSION_UNSUPPORTED', `The archive is format version ${meta.formatVersion}; this server reads up to ${EXPORT_FORMAT_VERSION}: upgrade Atrium first`, {
-      formatVersion: meta.formatVersion,
-      supported: EXPORT_FORMAT_VERSION,
-      atriumVersion: typeof meta.atriumVersion === 'string' ? escapedText(meta.atriumVersion.slice(0, 100)) : null,
+    throw refused('ARCHIVE_VERSION_UNSUPPORTED', `metadata.json does not name the ${EXPORT_FORMAT} format`, {
+      format: typeof meta?.format === 'string' ? escapedText(meta.format) : null,
     })
   }
+  if (!Number.isSafeInteger(meta.formatVersion) || meta.formatVersion! < 1)
+    throw invalidData('metadata.json', 'formatVersion must be a whole number from 1')
+  if (meta.formatVersion! > EXPORT_FORMAT_VERSION) {
+    throw refused(
+      'ARCHIVE_VERSION_UNSUPPORTED',
+      `The archive is format version ${meta.formatVersion}; this server reads up to ${EXPORT_FORMAT_VERSION}: upgrade Atrium first`,
+      {
+        formatVersion: meta.formatVersion,
+        supported: EXPORT_FORMAT_VERSION,
+        atriumVersion: typeof meta.atriumVersion === 'string' ? escapedText(meta.atriumVersion.slice(0, 100)) : null,
+      },
+    )
+  }
   // The report and the audit log keep these: text they can store, or the archive is refused.
-  if (typeof meta.exportId !== 'string' || !isUuid(meta.exportId)) throw invalidData('metadata.json', 'exportId must be a UUID')
+  if (typeof meta.exportId !== 'string' || !isUuid(meta.exportId))
+    throw invalidData('metadata.json', 'exportId must be a UUID')
   if (typeof meta.atriumVersion !== 'string' || meta.atriumVersion.length > 100 || textProblem(meta.atriumVersion))
     throw invalidData('metadata.json', 'atriumVersion must be text of at most 100 characters')
-  if (typeof meta.tenantId !== 'string' || !isUuid(meta.tenantId)) throw invalidData('metadata.json', 'tenantId must be a UUID')
+  if (typeof meta.tenantId !== 'string' || !isUuid(meta.tenantId))
+    throw invalidData('metadata.json', 'tenantId must be a UUID')
   meta.tenantId = meta.tenantId.toLowerCase()
-  if (typeof meta.createdAt !== 'string' || !isTime(meta.createdAt)) throw invalidData('metadata.json', 'createdAt must be an ISO 8601 time')
-  if (!Array.isArray(meta.include) || meta.include.some((i) => !(INCLUDES as readonly string[]).includes(i))) throw invalidData('metadata.json', `include must list some of ${INCLUDES.join(', ')}`)
+  if (typeof meta.createdAt !== 'string' || !isTime(meta.createdAt))
+    throw invalidData('metadata.json', 'createdAt must be an ISO 8601 time')
+  if (!Array.isArray(meta.include) || meta.include.some((i) => !(INCLUDES as readonly string[]).includes(i)))
+    throw invalidData('metadata.json', `include must list some of ${INCLUDES.join(', ')}`)
   const include = meta.include as Include[]
   const version = meta.formatVersion!
   const limits = PLAN_TERMS[o.plan].limits
 
   // Every entry belongs to what the archive says it includes.
   for (const e of archive.entries) {
-    const kind = 'kind' in e.def ? e.def.kind : e.def.holds === 'settings' ? 'llm_settings' : e.def.name.startsWith('projects/') ? 'projects' : null
-    if (kind && !include.includes(SPECS[kind].include)) throw invalidData(e.name, `is ${SPECS[kind].include} data, which metadata.json does not include`)
+    const kind =
+      'kind' in e.def
+        ? e.def.kind
+        : e.def.holds === 'settings'
+          ? 'llm_settings'
+          : e.def.name.startsWith('projects/')
+            ? 'projects'
+            : null
+    if (kind && !include.includes(SPECS[kind].include))
+      throw invalidData(e.name, `is ${SPECS[kind].include} data, which metadata.json does not include`)
   }
 
   const counts = Object.fromEntries(Object.keys(SPECS).map((k) => [k, 0])) as Record<Kind, number>
   const files = { count: 0, bytes: 0 }
   // Versions and runs come in entries of their project or agent, yet their ids are unique across all.
   const repeats = repeatFinder((e, kind) => rowsOf(archive, e, kind, version), o.repeatBudget)
-  const rows = async (entries: ArchiveEntry[], kind: Kind, parent: { column: string; id: string }, check?: (r: Row, e: ArchiveEntry) => void) => {
+  const rows = async (
+    entries: ArchiveEntry[],
+    kind: Kind,
+    parent: { column: string; id: string },
+    check?: (r: Row, e: ArchiveEntry) => void,
+  ) => {
     for (const e of entries) {
       const list = await rowsOf(archive, e, kind, version)
       for (const r of list) {
-        if (r[parent.column] !== parent.id) throw invalidData(e.name, `holds a ${kind} record of another ${parent.column}`, { id: r.id ?? null })
+        if (r[parent.column] !== parent.id)
+          throw invalidData(e.name, `holds a ${kind} record of another ${parent.column}`, { id: r.id ?? null })
         check?.(r, e)
       }
       if ('id' in SPECS[kind].columns) repeats.add(e, kind, list)
@@ -290,7 +378,12 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
     const list = entry ? await rowsOf(archive, entry, kind, version) : []
     const ids = new Set<string>()
     for (const r of list) {
-      if (ids.has(r.id as string)) throw invalidData(entry!.name, `holds two ${kind} records with the id ${r.id as string}`, { kind, field: 'id', id: r.id })
+      if (ids.has(r.id as string))
+        throw invalidData(entry!.name, `holds two ${kind} records with the id ${r.id as string}`, {
+          kind,
+          field: 'id',
+          id: r.id,
+        })
       ids.add(r.id as string)
     }
     return { list, ids }
@@ -300,7 +393,8 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
     for (const e of each(name)) m.set(e.match[1]!, [...(m.get(e.match[1]!) ?? []), e])
     return m
   }
-  const overQuota = (message: string, details: Record<string, unknown>) => new AppError('QUOTA_EXCEEDED', `${message} on the ${PLAN_TERMS[o.plan].title} plan`, details)
+  const overQuota = (message: string, details: Record<string, unknown>) =>
+    new AppError('QUOTA_EXCEEDED', `${message} on the ${PLAN_TERMS[o.plan].title} plan`, details)
 
   // Projects: the index, then each project's entries.
   const projects: ArchivedProject[] = []
@@ -314,17 +408,23 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
     files: perId('projects/<id>/files'),
     history: perId('projects/<id>/history'),
   }
-  if (include.includes('projects') && !index) throw invalidData('projects/index.json', 'is missing: metadata.json includes projects')
+  if (include.includes('projects') && !index)
+    throw invalidData('projects/index.json', 'is missing: metadata.json includes projects')
   const { list: projectList, ids: listedIds } = await listed(index, 'projects')
   for (const [name, m] of Object.entries(pEntries)) {
-    for (const [pid, es] of m) if (!listedIds.has(pid)) throw invalidData(es[0]!.name, `belongs to project ${pid}, which projects/index.json does not list`, { part: name })
+    for (const [pid, es] of m)
+      if (!listedIds.has(pid))
+        throw invalidData(es[0]!.name, `belongs to project ${pid}, which projects/index.json does not list`, {
+          part: name,
+        })
   }
   for (const p of projectList) {
     const pid = p.id as string
     const projectEntry = pEntries.project.get(pid)?.[0]
     if (!projectEntry) throw invalidData(`projects/${pid}/project.json`, 'is missing for a project of the index')
     const row = await rowOf(archive, projectEntry, 'projects', version)
-    if (JSON.stringify(row) !== JSON.stringify(p)) throw invalidData(projectEntry.name, 'differs from its record in projects/index.json')
+    if (JSON.stringify(row) !== JSON.stringify(p))
+      throw invalidData(projectEntry.name, 'differs from its record in projects/index.json')
     counts.projects++
     const project: ArchivedProject = {
       id: pid,
@@ -339,13 +439,19 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
     // The version numbers a project has (each once): what its versions' files name.
     const numbers = new Set<number>()
     await rows(project.versions, 'project_versions', parent, (v, e) => {
-      if (numbers.has(v.version as number)) throw invalidData(e.name, `holds two versions numbered ${v.version as number}`, { kind: 'project_versions', field: 'version', id: v.id })
+      if (numbers.has(v.version as number))
+        throw invalidData(e.name, `holds two versions numbered ${v.version as number}`, {
+          kind: 'project_versions',
+          field: 'version',
+          id: v.id,
+        })
       numbers.add(v.version as number)
     })
     // Every stored blob (current file or history) by its digest, with its size: each record that
     // names a digest must state that size, as the bytes are checked against the digest when copied.
     const blobs = new Map<string, { entry: ArchiveEntry; size: number }>()
-    // The current files: each manifest record has its bytes, of its size, within the plan's bounds; nothing else is there.
+    // The current files: each manifest record has its bytes, of its size, within the plan's bounds; nothing else is
+    // there.
     const fileEntries = new Map((pEntries.files.get(pid) ?? []).map((e) => [e.match[2]!, e]))
     let current = 0
     for (const e of project.manifest) {
@@ -353,17 +459,35 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
         if (f.project_id !== pid) throw invalidData(e.name, 'holds a project_files record of another project_id')
         const path = f.path as string
         const problem = fileProblem(f)
-        if (problem) throw refused(problem.code, `${e.name}: ${problem.message}`, { entry: e.name, path, field: problem.field })
-        if (project.files.has(path)) throw invalidData(e.name, `names ${path} twice`, { kind: 'project_files', field: 'path', path })
+        if (problem)
+          throw refused(problem.code, `${e.name}: ${problem.message}`, { entry: e.name, path, field: problem.field })
+        if (project.files.has(path))
+          throw invalidData(e.name, `names ${path} twice`, { kind: 'project_files', field: 'path', path })
         const bytes = fileEntries.get(path)
-        if (!bytes) throw invalidData(e.name, `the bytes of ${path} are missing (projects/${pid}/files/${path})`, { path })
-        if (bytes.size !== f.size) throw invalidData(bytes.name, `holds ${bytes.size} bytes; its manifest says ${f.size as number}`, { path })
-        if (bytes.size > limits.fileBytes) throw overQuota(`${path} holds ${bytes.size} bytes; a file may hold ${limits.fileBytes}`, { limit: limits.fileBytes, requested: bytes.size, path })
+        if (!bytes)
+          throw invalidData(e.name, `the bytes of ${path} are missing (projects/${pid}/files/${path})`, { path })
+        if (bytes.size !== f.size)
+          throw invalidData(bytes.name, `holds ${bytes.size} bytes; its manifest says ${f.size as number}`, { path })
+        if (bytes.size > limits.fileBytes)
+          throw overQuota(`${path} holds ${bytes.size} bytes; a file may hold ${limits.fileBytes}`, {
+            limit: limits.fileBytes,
+            requested: bytes.size,
+            path,
+          })
         current += bytes.size
         if (current > limits.projectFileBytes)
-          throw overQuota(`Project ${pid}'s files hold more than ${limits.projectFileBytes} bytes`, { limit: limits.projectFileBytes, requested: current, project: pid })
+          throw overQuota(`Project ${pid}'s files hold more than ${limits.projectFileBytes} bytes`, {
+            limit: limits.projectFileBytes,
+            requested: current,
+            project: pid,
+          })
         const same = blobs.get(f.sha256 as string)
-        if (same && same.size !== bytes.size) throw invalidData(bytes.name, `holds ${bytes.size} bytes, ${same.entry.name} ${same.size}, yet their manifest gives both one SHA-256`, { path })
+        if (same && same.size !== bytes.size)
+          throw invalidData(
+            bytes.name,
+            `holds ${bytes.size} bytes, ${same.entry.name} ${same.size}, yet their manifest gives both one SHA-256`,
+            { path },
+          )
         blobs.set(f.sha256 as string, { entry: bytes, size: bytes.size })
         project.files.set(path, { entry: bytes, sha256: f.sha256 as string, size: f.size as number })
         counts.project_files++
@@ -371,7 +495,8 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
         files.bytes += bytes.size
       }
     }
-    for (const [path, e] of fileEntries) if (!project.files.has(path)) throw invalidData(e.name, 'is a file no manifest record names')
+    for (const [path, e] of fileEntries)
+      if (!project.files.has(path)) throw invalidData(e.name, 'is a file no manifest record names')
     for (const e of pEntries.history.get(pid) ?? []) {
       const sha = e.match[2]!
       if (blobs.has(sha)) throw invalidData(e.name, 'holds bytes a current file holds already')
@@ -388,54 +513,87 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
     let versionBytes = 0
     await rows(project.versionFiles, 'project_version_files', parent, (f, e) => {
       const at = { version: f.version as number, path: Buffer.from(f.path as string) }
-      if (!numbers.has(at.version)) throw invalidData(e.name, `names version ${at.version}, which the project's versions do not have`, { kind: 'project_version_files', field: 'version' })
+      if (!numbers.has(at.version))
+        throw invalidData(e.name, `names version ${at.version}, which the project's versions do not have`, {
+          kind: 'project_version_files',
+          field: 'version',
+        })
       const order = last ? at.version - last.version || Buffer.compare(at.path, last.path) : 1
-      if (order <= 0) throw invalidData(e.name, `version ${at.version}'s ${f.path as string} repeats or is out of order (by version, then path)`, { kind: 'project_version_files', field: 'path' })
+      if (order <= 0)
+        throw invalidData(
+          e.name,
+          `version ${at.version}'s ${f.path as string} repeats or is out of order (by version, then path)`,
+          { kind: 'project_version_files', field: 'path' },
+        )
       if (last?.version !== at.version) versionBytes = 0
       last = at
       const problem = fileProblem(f)
-      if (problem) throw refused(problem.code, `${e.name}: version ${at.version}'s ${problem.message}`, { entry: e.name, path: f.path, field: problem.field })
+      if (problem)
+        throw refused(problem.code, `${e.name}: version ${at.version}'s ${problem.message}`, {
+          entry: e.name,
+          path: f.path,
+          field: problem.field,
+        })
       const sha = f.sha256 as string
       const blob = blobs.get(sha)
-      if (!blob) throw invalidData(e.name, `the bytes of version ${at.version}'s ${f.path as string} are missing (projects/${pid}/history/${sha})`)
+      if (!blob)
+        throw invalidData(
+          e.name,
+          `the bytes of version ${at.version}'s ${f.path as string} are missing (projects/${pid}/history/${sha})`,
+        )
       if (blob.size !== f.size)
-        throw invalidData(e.name, `version ${at.version}'s ${f.path as string} says ${f.size as number} bytes; ${blob.entry.name} holds ${blob.size}`, { path: f.path, version: at.version })
+        throw invalidData(
+          e.name,
+          `version ${at.version}'s ${f.path as string} says ${f.size as number} bytes; ${blob.entry.name} holds ${blob.size}`,
+          { path: f.path, version: at.version },
+        )
       if (blob.size > limits.fileBytes)
-        throw overQuota(`Version ${at.version}'s ${f.path as string} holds ${blob.size} bytes; a file may hold ${limits.fileBytes}`, {
-          limit: limits.fileBytes,
-          requested: blob.size,
-          path: f.path,
-          version: at.version,
-        })
+        throw overQuota(
+          `Version ${at.version}'s ${f.path as string} holds ${blob.size} bytes; a file may hold ${limits.fileBytes}`,
+          {
+            limit: limits.fileBytes,
+            requested: blob.size,
+            path: f.path,
+            version: at.version,
+          },
+        )
       versionBytes += blob.size
       if (versionBytes > limits.projectFileBytes) {
-        throw overQuota(`Version ${at.version} of project ${pid} holds more than ${limits.projectFileBytes} bytes of files`, {
-          limit: limits.projectFileBytes,
-          requested: versionBytes,
-          project: pid,
-          version: at.version,
-        })
+        throw overQuota(
+          `Version ${at.version} of project ${pid} holds more than ${limits.projectFileBytes} bytes of files`,
+          {
+            limit: limits.projectFileBytes,
+            requested: versionBytes,
+            project: pid,
+            version: at.version,
+          },
+        )
       }
       named.add(sha)
     })
-    for (const [sha, e] of project.history) if (!named.has(sha)) throw invalidData(e.name, 'holds bytes no version names')
+    for (const [sha, e] of project.history)
+      if (!named.has(sha)) throw invalidData(e.name, 'holds bytes no version names')
     projects.push(project)
   }
 
   // Agents: the list, each one's entry and runs.
   const agents: Survey['agents'] = []
   const agentList = one('agents')
-  if (include.includes('agents') && !agentList) throw invalidData('agents.json', 'is missing: metadata.json includes agents')
+  if (include.includes('agents') && !agentList)
+    throw invalidData('agents.json', 'is missing: metadata.json includes agents')
   const aEntries = perId('agents/<id>')
   const runEntries = perId('agents/<id>/runs')
   const { list: aListed, ids: agentIds } = await listed(agentList, 'agents')
-  for (const m of [aEntries, runEntries]) for (const [aid, es] of m) if (!agentIds.has(aid)) throw invalidData(es[0]!.name, `belongs to agent ${aid}, which agents.json does not list`)
+  for (const m of [aEntries, runEntries])
+    for (const [aid, es] of m)
+      if (!agentIds.has(aid)) throw invalidData(es[0]!.name, `belongs to agent ${aid}, which agents.json does not list`)
   for (const a of aListed) {
     const aid = a.id as string
     const entry = aEntries.get(aid)?.[0]
     if (!entry) throw invalidData(`agents/${aid}.json`, 'is missing for an agent of agents.json')
     const row = await rowOf(archive, entry, 'agents', version)
-    if (JSON.stringify(row) !== JSON.stringify(a)) throw invalidData(entry.name, 'differs from its record in agents.json')
+    if (JSON.stringify(row) !== JSON.stringify(a))
+      throw invalidData(entry.name, 'differs from its record in agents.json')
     counts.agents++
     const runs = runEntries.get(aid) ?? []
     await rows(runs, 'agent_runs', { column: 'agent_id', id: aid })
@@ -446,15 +604,26 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
   // Chat: the sessions, then the messages (in id order, as exports write them: so each is there
   // once), each of a session the archive has.
   const sessions = one('chat/sessions')
-  if (include.includes('chat_history') && !sessions) throw invalidData('chat/sessions.json', 'is missing: metadata.json includes chat_history')
+  if (include.includes('chat_history') && !sessions)
+    throw invalidData('chat/sessions.json', 'is missing: metadata.json includes chat_history')
   const { ids: sessionIds } = await listed(sessions, 'chat_sessions')
   counts.chat_sessions = sessionIds.size
   const messages = each('chat/messages')
   let lastMessage = ''
   for (const e of messages) {
     for (const m of await rowsOf(archive, e, 'chat_messages', version)) {
-      if (!sessionIds.has(m.session_id as string)) throw invalidData(e.name, `a message of session ${m.session_id as string}, which chat/sessions.json does not have`, { id: m.id })
-      if ((m.id as string) <= lastMessage) throw invalidData(e.name, `the message ${m.id as string} repeats or is out of order (by id)`, { kind: 'chat_messages', field: 'id', id: m.id })
+      if (!sessionIds.has(m.session_id as string))
+        throw invalidData(
+          e.name,
+          `a message of session ${m.session_id as string}, which chat/sessions.json does not have`,
+          { id: m.id },
+        )
+      if ((m.id as string) <= lastMessage)
+        throw invalidData(e.name, `the message ${m.id as string} repeats or is out of order (by id)`, {
+          kind: 'chat_messages',
+          field: 'id',
+          id: m.id,
+        })
       lastMessage = m.id as string
       counts.chat_messages++
     }
@@ -462,13 +631,18 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
 
   // Settings.
   const settings = one('settings/preferences')
-  if (include.includes('settings') && !settings) throw invalidData('settings/preferences.json', 'is missing: metadata.json includes settings')
+  if (include.includes('settings') && !settings)
+    throw invalidData('settings/preferences.json', 'is missing: metadata.json includes settings')
   let llm: Row | null = null
   if (settings) {
     const value = (await archive.json(settings)) as { llm?: unknown } | null
-    if (!value || typeof value !== 'object' || !('llm' in value)) throw invalidData(settings.name, 'must be an object with llm')
+    if (!value || typeof value !== 'object' || !('llm' in value))
+      throw invalidData(settings.name, 'must be an object with llm')
     if (value.llm !== null) {
-      llm = await o.settings(upgrade('llm_settings', [checkRow('llm_settings', value.llm, settings.name)], version)[0]!, settings.name)
+      llm = await o.settings(
+        upgrade('llm_settings', [checkRow('llm_settings', value.llm, settings.name)], version)[0]!,
+        settings.name,
+      )
       counts.llm_settings = 1
     }
   }

@@ -18,7 +18,14 @@ const tags = ['export']
 const access: FastifyContextConfig = { permission: 'restore', operator: 'also' }
 const OPTIONS_BYTES = 4096
 
-const Problem = Type.Union([Type.Object({ code: Type.String(), message: Type.String(), details: Type.Optional(Type.Object({}, { additionalProperties: true })) }), Type.Null()])
+const Problem = Type.Union([
+  Type.Object({
+    code: Type.String(),
+    message: Type.String(),
+    details: Type.Optional(Type.Object({}, { additionalProperties: true })),
+  }),
+  Type.Null(),
+])
 const RestoreJob = Type.Object({
   restoreId: Type.String({ format: 'uuid' }),
   tenantId: Type.String({ format: 'uuid' }),
@@ -27,7 +34,8 @@ const RestoreJob = Type.Object({
   validate: Type.Boolean(),
   size: Type.Integer({ description: 'Bytes uploaded' }),
   report: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], {
-    description: 'When completed: the archive, counts per kind (inArchive, restored, conflicts, skipped), files, what was skipped and why, conflicts (docs/portability.md)',
+    description:
+      'When completed: the archive, counts per kind (inArchive, restored, conflicts, skipped), files, what was skipped and why, conflicts (docs/portability.md)',
   }),
   error: Problem,
   createdAt: Type.String({ format: 'date-time' }),
@@ -37,8 +45,17 @@ const RestoreJob = Type.Object({
 
 // The form as the OpenAPI document shows it; the parts are read as a stream, not validated as a body.
 const RestoreForm = Type.Object({
-  file: Type.Unsafe<unknown>({ type: 'string', format: 'binary', description: 'The archive: the zip of a tenant export' }),
-  options: Type.Optional(Type.String({ description: 'JSON: {"merge": boolean (default false), "validate": boolean (default false)}', examples: ['{"merge":false,"validate":false}'] })),
+  file: Type.Unsafe<unknown>({
+    type: 'string',
+    format: 'binary',
+    description: 'The archive: the zip of a tenant export',
+  }),
+  options: Type.Optional(
+    Type.String({
+      description: 'JSON: {"merge": boolean (default false), "validate": boolean (default false)}',
+      examples: ['{"merge":false,"validate":false}'],
+    }),
+  ),
 })
 
 function parseOptions(text: string): RestoreOptions {
@@ -50,14 +67,21 @@ function parseOptions(text: string): RestoreOptions {
   }
   if (!value || typeof value !== 'object' || Array.isArray(value)) throw invalid('options', 'must be a JSON object')
   const o = value as Record<string, unknown>
-  for (const k of Object.keys(o)) if (k !== 'merge' && k !== 'validate') throw invalid(`options.${k}`, 'is not an option (merge, validate)')
-  for (const k of ['merge', 'validate'] as const) if (o[k] !== undefined && typeof o[k] !== 'boolean') throw invalid(`options.${k}`, 'must be a boolean')
+  for (const k of Object.keys(o))
+    if (k !== 'merge' && k !== 'validate') throw invalid(`options.${k}`, 'is not an option (merge, validate)')
+  for (const k of ['merge', 'validate'] as const)
+    if (o[k] !== undefined && typeof o[k] !== 'boolean') throw invalid(`options.${k}`, 'must be a boolean')
   return { merge: o.merge === true, validate: o.validate === true }
 }
 
-export const restoresRoutes: FastifyPluginAsyncTypebox<{ restores: RestoresService; maxUploadBytes: number }> = async (app, { restores, maxUploadBytes }) => {
+export const restoresRoutes: FastifyPluginAsyncTypebox<{ restores: RestoresService; maxUploadBytes: number }> = async (
+  app,
+  { restores, maxUploadBytes },
+) => {
   // In this scope only: the form's parts are streamed, one file of at most the upload limit.
-  await app.register(multipart, { limits: { fileSize: maxUploadBytes, files: 1, fields: 1, fieldSize: OPTIONS_BYTES, parts: 2 } })
+  await app.register(multipart, {
+    limits: { fileSize: maxUploadBytes, files: 1, fields: 1, fieldSize: OPTIONS_BYTES, parts: 2 },
+  })
 
   app.post(
     '/platform/tenants/:tenantId/restore',
@@ -71,18 +95,23 @@ export const restoresRoutes: FastifyPluginAsyncTypebox<{ restores: RestoresServi
         consumes: ['multipart/form-data'],
         params: TenantParams,
         body: streamedBody(RestoreForm),
-        response: { 202: Envelope(RestoreJob), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE') },
+        response: {
+          202: Envelope(RestoreJob),
+          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE'),
+        },
       },
     },
     async (req, reply) => {
-      if (!req.isMultipart()) throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Send the archive as multipart/form-data (parts file and options)')
+      if (!req.isMultipart())
+        throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Send the archive as multipart/form-data (parts file and options)')
       const view = await restores.request(tenantPathActor(req), req.params.tenantId, async (put) => {
         let options: RestoreOptions = { merge: false, validate: false }
         let sawFile = false
         try {
           for await (const part of req.parts()) {
             if (part.type === 'file') {
-              if (part.fieldname !== 'file') throw invalid(part.fieldname, 'is not a part of this form: send the archive as file')
+              if (part.fieldname !== 'file')
+                throw invalid(part.fieldname, 'is not a part of this form: send the archive as file')
               sawFile = true
               await put(part.file)
             } else if (part.fieldname === 'options') {
@@ -93,8 +122,14 @@ export const restoresRoutes: FastifyPluginAsyncTypebox<{ restores: RestoresServi
         } catch (err) {
           if (err instanceof AppError) throw err
           const code = (err as { code?: string }).code
-          if (code === 'FST_REQ_FILE_TOO_LARGE') throw new AppError('PAYLOAD_TOO_LARGE', `The archive is larger than ${maxUploadBytes} bytes (RESTORE_MAX_UPLOAD_BYTES)`, { limit: maxUploadBytes })
-          if (code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT' || code === 'FST_PARTS_LIMIT') throw invalid('body', 'the form holds one file part and one options part at most')
+          if (code === 'FST_REQ_FILE_TOO_LARGE')
+            throw new AppError(
+              'PAYLOAD_TOO_LARGE',
+              `The archive is larger than ${maxUploadBytes} bytes (RESTORE_MAX_UPLOAD_BYTES)`,
+              { limit: maxUploadBytes },
+            )
+          if (code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT' || code === 'FST_PARTS_LIMIT')
+            throw invalid('body', 'the form holds one file part and one options part at most')
           // What is left is the form's own (busboy's "Unexpected end of form", a malformed part).
           throw invalid('body', 'the multipart form cannot be read to its end', { reason: code ?? 'malformed' })
         }
@@ -106,7 +141,13 @@ export const restoresRoutes: FastifyPluginAsyncTypebox<{ restores: RestoresServi
     },
   )
 
-  tenantPathList(app, '/platform/tenants/:tenantId/restore', { config: access, tags, summary: "The tenant's restores, newest first", item: RestoreJob, list: (a, t, q) => restores.list(a, t, q) })
+  tenantPathList(app, '/platform/tenants/:tenantId/restore', {
+    config: access,
+    tags,
+    summary: "The tenant's restores, newest first",
+    item: RestoreJob,
+    list: (a, t, q) => restores.list(a, t, q),
+  })
 
   app.get(
     '/platform/tenants/:tenantId/restore/:restoreId',

@@ -87,11 +87,19 @@ interface KindCount {
 }
 
 // The patch's fields by the columns of a settings record.
-const SETTINGS_COLUMNS: Record<string, string> = { provider: 'provider', baseUrl: 'base_url', model: 'model', 'defaults.temperature': 'temperature', 'defaults.maxTokens': 'max_tokens' }
+const SETTINGS_COLUMNS: Record<string, string> = {
+  provider: 'provider',
+  baseUrl: 'base_url',
+  model: 'model',
+  'defaults.temperature': 'temperature',
+  'defaults.maxTokens': 'max_tokens',
+}
 
 /** The report's counts and lists, filled as the second pass goes. */
 function tally(s: Survey) {
-  const counts = Object.fromEntries(Object.keys(SPECS).map((k) => [k, { inArchive: s.counts[k as Kind], restored: 0, conflicts: 0, skipped: 0 }])) as Record<Kind, KindCount>
+  const counts = Object.fromEntries(
+    Object.keys(SPECS).map((k) => [k, { inArchive: s.counts[k as Kind], restored: 0, conflicts: 0, skipped: 0 }]),
+  ) as Record<Kind, KindCount>
   const skipped: { kind: Kind; id: string; reason: string }[] = []
   const conflicts: { kind: Kind; id: string }[] = []
   return {
@@ -114,9 +122,17 @@ export function restoresService(deps: RestoresDeps) {
   const { db, storage } = deps
   const clock = deps.now ?? Date.now
 
-  /** Restored LLM settings as PATCH would take them (the schema, the outbound policy): the record as it is stored, or ARCHIVE_INVALID_DATA naming the column. */
+  /**
+   * Restored LLM settings as PATCH would take them (the schema, the outbound policy): the record as it is stored, or
+   * ARCHIVE_INVALID_DATA naming the column.
+   */
   async function checkedSettings(row: Row, entry: string): Promise<Row> {
-    const patch = { provider: row.provider, baseUrl: row.base_url || null, model: row.model || null, defaults: { temperature: row.temperature, maxTokens: row.max_tokens } }
+    const patch = {
+      provider: row.provider,
+      baseUrl: row.base_url || null,
+      model: row.model || null,
+      defaults: { temperature: row.temperature, maxTokens: row.max_tokens },
+    }
     try {
       return { ...row, ...(await deps.llmSettings.validate(patch)) }
     } catch (err) {
@@ -134,7 +150,11 @@ export function restoresService(deps: RestoresDeps) {
 
   function present(row: store.RestoreRow): RestoreView {
     let { status, error } = row
-    if (status === 'processing' && row.job_id && (row.job_status === null || row.job_status === 'failed' || row.job_status === 'cancelled')) {
+    if (
+      status === 'processing' &&
+      row.job_id &&
+      (row.job_status === null || row.job_status === 'failed' || row.job_status === 'cancelled')
+    ) {
       status = 'failed'
       error = { code: 'JOB_INTERRUPTED', message: ERRORS.JOB_INTERRUPTED.message }
     }
@@ -158,7 +178,13 @@ export function restoresService(deps: RestoresDeps) {
    * its digest; every key it wrote or found is held for the restore (`written`), and let go of when
    * it ends: kept where the records point at it, removed otherwise.
    */
-  async function copyFiles(archive: Archive, s: Survey, blobs: Blobs, to: string, o: { verifyOnly: boolean; written: Held[]; projectId: (id: string) => string }) {
+  async function copyFiles(
+    archive: Archive,
+    s: Survey,
+    blobs: Blobs,
+    to: string,
+    o: { verifyOnly: boolean; written: Held[]; projectId: (id: string) => string },
+  ) {
     const result = { stored: 0, alreadyPresent: 0, bytes: 0 }
     const copy = async (entry: ArchiveEntry, key: string, sha256: string) => {
       // Held before it is looked at: bytes already there may be a leftover nothing points at, which
@@ -168,7 +194,12 @@ export function restoresService(deps: RestoresDeps) {
       if (present !== null) {
         // The store holds bytes of this digest already (the server wrote them, having checked them):
         // an entry of another size cannot be those bytes, and is never written over them.
-        if (present !== entry.size) throw refused('ARCHIVE_CORRUPT', `${entry.name} does not hold the bytes its manifest names (its size differs from theirs)`, { entry: entry.name, rule: 'size' })
+        if (present !== entry.size)
+          throw refused(
+            'ARCHIVE_CORRUPT',
+            `${entry.name} does not hold the bytes its manifest names (its size differs from theirs)`,
+            { entry: entry.name, rule: 'size' },
+          )
         result.alreadyPresent++ // the same digest, so the same bytes
         return
       }
@@ -186,7 +217,11 @@ export function restoresService(deps: RestoresDeps) {
       )
       if (o.verifyOnly) for await (const _ of hashed as Readable);
       else await blobs.put(key, hashed, 'application/octet-stream')
-      if (hash.digest('hex') !== sha256) throw refused('ARCHIVE_CORRUPT', `${entry.name} does not hold the bytes its manifest names (SHA-256 differs)`, { entry: entry.name, rule: 'sha256' })
+      if (hash.digest('hex') !== sha256)
+        throw refused('ARCHIVE_CORRUPT', `${entry.name} does not hold the bytes its manifest names (SHA-256 differs)`, {
+          entry: entry.name,
+          rule: 'sha256',
+        })
       result.stored++
       result.bytes += entry.size
     }
@@ -215,7 +250,14 @@ export function restoresService(deps: RestoresDeps) {
   }
 
   /** The second pass's records, in one transaction; the report's counts. */
-  async function apply(sql: TxSql, archive: Archive, s: Survey, to: string, o: { merge: boolean; plan: Plan; projects: Set<string>; projectId: (id: string) => string }, t: Tally) {
+  async function apply(
+    sql: TxSql,
+    archive: Archive,
+    s: Survey,
+    to: string,
+    o: { merge: boolean; plan: Plan; projects: Set<string>; projectId: (id: string) => string },
+    t: Tally,
+  ) {
     const version = s.meta.formatVersion
     // Which ids are the tenant's own, of every kind restored or referred to, as the restore begins.
     const restored = kindsOf(s.include)
@@ -234,7 +276,8 @@ export function restoresService(deps: RestoresDeps) {
       'projects',
       s.projects.map((p) => p.id),
     )
-    if (own.size !== o.projects.size || [...own].some((id) => !o.projects.has(id))) throw new Error("The tenant's projects changed while the restore copied their files")
+    if (own.size !== o.projects.size || [...own].some((id) => !o.projects.has(id)))
+      throw new Error("The tenant's projects changed while the restore copied their files")
     /** Records with their ids (their own and their references) as the tenant restored into has them. */
     const mapped = async (kind: Kind, rows: Row[]): Promise<Row[]> => {
       const columns = Object.entries(SPECS[kind].columns)
@@ -242,38 +285,65 @@ export function restoresService(deps: RestoresDeps) {
         .map(([name, c]) => ({ name, of: c.ref ?? kind }))
       const owned = new Map<Kind, Set<string>>()
       for (const of of new Set(columns.map((c) => c.of))) {
-        const ids = new Set(rows.flatMap((r) => columns.filter((c) => c.of === of && typeof r[c.name] === 'string').map((c) => r[c.name] as string)))
+        const ids = new Set(
+          rows.flatMap((r) =>
+            columns.filter((c) => c.of === of && typeof r[c.name] === 'string').map((c) => r[c.name] as string),
+          ),
+        )
         owned.set(of, await store.ownedIds(sql, of, [...ids]))
       }
       return rows.map((r) => {
         const out: Row = { ...r }
-        for (const c of columns) if (typeof r[c.name] === 'string' && !owned.get(c.of)!.has(r[c.name] as string)) out[c.name] = derivedId(deps.idKey, to, r[c.name] as string)
+        for (const c of columns)
+          if (typeof r[c.name] === 'string' && !owned.get(c.of)!.has(r[c.name] as string))
+            out[c.name] = derivedId(deps.idKey, to, r[c.name] as string)
         return out
       })
     }
-    /** Who started each run, kept when it is a user or key of the tenant's; otherwise the restore's own mark (RESTORED_BY). */
+    /**
+     * Who started each run, kept when it is a user or key of the tenant's; otherwise the restore's own mark
+     * (RESTORED_BY).
+     */
     const startedBy = async (rows: Row[]): Promise<Row[]> => {
       const named = rows.map((r) => {
         const s = r.started_by as { kind?: unknown; id?: unknown; userId?: unknown } | null
         const uuid = (v: unknown) => typeof v === 'string' && isUuid(v)
-        return s && typeof s === 'object' && (s.kind === 'user' || s.kind === 'api_key') && uuid(s.id) && (s.userId === null || uuid(s.userId))
-          ? { kind: s.kind, id: (s.id as string).toLowerCase(), userId: (s.userId as string | null)?.toLowerCase() ?? null }
+        return s &&
+          typeof s === 'object' &&
+          (s.kind === 'user' || s.kind === 'api_key') &&
+          uuid(s.id) &&
+          (s.userId === null || uuid(s.userId))
+          ? {
+              kind: s.kind,
+              id: (s.id as string).toLowerCase(),
+              userId: (s.userId as string | null)?.toLowerCase() ?? null,
+            }
           : null
       })
       const theirs = await store.principalIds(
         sql,
         to,
-        [...new Set(named.flatMap((n) => (n ? [...(n.kind === 'user' ? [n.id] : []), ...(n.userId ? [n.userId] : [])] : [])))],
+        [
+          ...new Set(
+            named.flatMap((n) => (n ? [...(n.kind === 'user' ? [n.id] : []), ...(n.userId ? [n.userId] : [])] : [])),
+          ),
+        ],
         [...new Set(named.flatMap((n) => (n?.kind === 'api_key' ? [n.id] : [])))],
       )
       return rows.map((r, i) => {
         const n = named[i]
-        const ours = n && (n.kind === 'user' ? theirs.users.has(n.id) : theirs.keys.has(n.id)) && (n.userId === null || theirs.users.has(n.userId))
+        const ours =
+          n &&
+          (n.kind === 'user' ? theirs.users.has(n.id) : theirs.keys.has(n.id)) &&
+          (n.userId === null || theirs.users.has(n.userId))
         return ours ? r : { ...r, started_by: RESTORED_BY }
       })
     }
     const insert = async (kind: Kind, rows: Row[], extra?: (row: Row) => Row) => {
-      const inserted = await store.insertRecords(sql, kind, to, rows, { skipExisting: o.merge, ...(extra ? { extra } : {}) })
+      const inserted = await store.insertRecords(sql, kind, to, rows, {
+        skipExisting: o.merge,
+        ...(extra ? { extra } : {}),
+      })
       t.counts[kind].restored += inserted.length
       if (inserted.length < rows.length) {
         const keyOf = (r: Row) => SPECS[kind].key.map((k) => String(r[k])).join('/')
@@ -287,7 +357,9 @@ export function restoresService(deps: RestoresDeps) {
       : await store.deleteKinds(
           sql,
           to,
-          (['projects', 'agents', 'chat_sessions', 'llm_settings'] as const).filter((k) => s.include.includes(SPECS[k].include)),
+          (['projects', 'agents', 'chat_sessions', 'llm_settings'] as const).filter((k) =>
+            s.include.includes(SPECS[k].include),
+          ),
         )
 
     // Projects, and under each one restored its versions, current files and versions' files.
@@ -314,7 +386,8 @@ export function restoresService(deps: RestoresDeps) {
         for (const e of entries) {
           const rows = await mapped(kind, await rowsOf(archive, e, kind, version))
           if (!projects.has(pid)) {
-            for (const r of rows) t.skip(kind, String(r.id ?? `${pid}/${r.path as string}`), 'its project was already there')
+            for (const r of rows)
+              t.skip(kind, String(r.id ?? `${pid}/${r.path as string}`), 'its project was already there')
             continue
           }
           await insert(kind, rows, extra)
@@ -352,8 +425,14 @@ export function restoresService(deps: RestoresDeps) {
         )
         const keep: Row[] = []
         for (const r of rows) {
-          if (!hasProject(r.project_id as string)) t.skip('agent_runs', r.id as string, `its project ${r.project_id as string} is neither in the archive nor in this tenant`)
-          else if (r.status === 'queued' || r.status === 'running') keep.push({ ...r, status: 'failed', error: INTERRUPTED, finished_at: finishedAt })
+          if (!hasProject(r.project_id as string))
+            t.skip(
+              'agent_runs',
+              r.id as string,
+              `its project ${r.project_id as string} is neither in the archive nor in this tenant`,
+            )
+          else if (r.status === 'queued' || r.status === 'running')
+            keep.push({ ...r, status: 'failed', error: INTERRUPTED, finished_at: finishedAt })
           else keep.push(r)
         }
         await insert('agent_runs', keep)
@@ -392,7 +471,8 @@ export function restoresService(deps: RestoresDeps) {
       const rows = await mapped('chat_messages', await rowsOf(archive, e, 'chat_messages', version))
       const keep: Row[] = []
       for (const r of rows) {
-        if (!sessions.has(r.session_id as string)) t.skip('chat_messages', r.id as string, 'its session was already there')
+        if (!sessions.has(r.session_id as string))
+          t.skip('chat_messages', r.id as string, 'its session was already there')
         else keep.push(r.status === 'generating' ? { ...r, status: 'failed', error: INTERRUPTED } : r)
       }
       await insert('chat_messages', keep)
@@ -408,23 +488,44 @@ export function restoresService(deps: RestoresDeps) {
     const limits = PLAN_TERMS[o.plan].limits
     const used = await store.usage(sql, to)
     if (used.chatSessions > limits.chatSessions) {
-      throw new AppError('QUOTA_EXCEEDED', `The restore would leave ${used.chatSessions} chat sessions; the ${PLAN_TERMS[o.plan].title} plan keeps ${limits.chatSessions}`, {
-        limit: limits.chatSessions,
-        requested: used.chatSessions,
-      })
+      throw new AppError(
+        'QUOTA_EXCEEDED',
+        `The restore would leave ${used.chatSessions} chat sessions; the ${PLAN_TERMS[o.plan].title} plan keeps ${limits.chatSessions}`,
+        {
+          limit: limits.chatSessions,
+          requested: used.chatSessions,
+        },
+      )
     }
     if (used.largestProjectBytes > limits.projectFileBytes) {
-      throw new AppError('QUOTA_EXCEEDED', `A project would hold ${used.largestProjectBytes} bytes of files; the ${PLAN_TERMS[o.plan].title} plan allows ${limits.projectFileBytes}`, {
-        limit: limits.projectFileBytes,
-        requested: used.largestProjectBytes,
-      })
+      throw new AppError(
+        'QUOTA_EXCEEDED',
+        `A project would hold ${used.largestProjectBytes} bytes of files; the ${PLAN_TERMS[o.plan].title} plan allows ${limits.projectFileBytes}`,
+        {
+          limit: limits.projectFileBytes,
+          requested: used.largestProjectBytes,
+        },
+      )
     }
     return { replaced, unboundSessionLinks: unbound }
   }
 
-  function reportOf(s: Survey, o: { merge: boolean; validate: boolean }, t: Tally | null, files: Record<string, number>, extra: Record<string, unknown> = {}) {
+  function reportOf(
+    s: Survey,
+    o: { merge: boolean; validate: boolean },
+    t: Tally | null,
+    files: Record<string, number>,
+    extra: Record<string, unknown> = {},
+  ) {
     return {
-      archive: { exportId: s.meta.exportId, tenantId: s.meta.tenantId, createdAt: s.meta.createdAt, formatVersion: s.meta.formatVersion, atriumVersion: s.meta.atriumVersion, include: s.include },
+      archive: {
+        exportId: s.meta.exportId,
+        tenantId: s.meta.tenantId,
+        createdAt: s.meta.createdAt,
+        formatVersion: s.meta.formatVersion,
+        atriumVersion: s.meta.atriumVersion,
+        include: s.include,
+      },
       merge: o.merge,
       validateOnly: o.validate,
       counts: t ? t.counts : Object.fromEntries(Object.entries(s.counts).map(([k, n]) => [k, { inArchive: n }])),
@@ -442,7 +543,11 @@ export function restoresService(deps: RestoresDeps) {
      * the upload limit), then the restore queued. `receive` is called with a sink for the file and
      * resolves with the options once the form has been read.
      */
-    async request(a: Actor<string | null>, tenantId: string, receive: (put: (file: Readable) => Promise<number>) => Promise<RestoreOptions>): Promise<RestoreView> {
+    async request(
+      a: Actor<string | null>,
+      tenantId: string,
+      receive: (put: (file: Readable) => Promise<number>) => Promise<RestoreOptions>,
+    ): Promise<RestoreView> {
       ownOrOperator(a, tenantId)
       await db.tenant(tenantId, (sql) => tenantFor(sql, a, tenantId))
       const id = newId()
@@ -470,16 +575,28 @@ export function restoresService(deps: RestoresDeps) {
           } catch (err) {
             // (A form that failed before it reached here is errored already: it emits nothing more.)
             throw (
-              formFailed ?? file.errored ?? new AppError('SERVICE_UNAVAILABLE', 'Object storage is unavailable; upload the archive again later', { reason: (err as { code?: string }).code ?? 'store' })
+              formFailed ??
+              file.errored ??
+              new AppError('SERVICE_UNAVAILABLE', 'Object storage is unavailable; upload the archive again later', {
+                reason: (err as { code?: string }).code ?? 'store',
+              })
             )
           }
           size = n
           return n
         })
-        if (size === null) throw new AppError('VALIDATION_ERROR', 'file: the form must have a part named file with the archive', { errors: [{ field: 'file', message: 'is required' }] })
+        if (size === null)
+          throw new AppError('VALIDATION_ERROR', 'file: the form must have a part named file with the archive', {
+            errors: [{ field: 'file', message: 'is required' }],
+          })
         const actor: Actor = { ...a, tenantId }
         const row = await db.tenant(tenantId, async (sql) => {
-          const jobId = await enqueueJob(sql, RESTORE_QUEUE, { restoreId: id }, { tenantId, maxAttempts: DATA_ATTEMPTS })
+          const jobId = await enqueueJob(
+            sql,
+            RESTORE_QUEUE,
+            { restoreId: id },
+            { tenantId, maxAttempts: DATA_ATTEMPTS },
+          )
           await store.insertRestore(sql, {
             id,
             tenant_id: tenantId,
@@ -491,7 +608,11 @@ export function restoresService(deps: RestoresDeps) {
             job_id: jobId,
             created_at: new Date(clock()),
           })
-          await auditBy(sql, actor, { action: 'restore.requested', target: { type: 'restore', id }, details: { merge: options.merge, validate: options.validate, size } })
+          await auditBy(sql, actor, {
+            action: 'restore.requested',
+            target: { type: 'restore', id },
+            details: { merge: options.merge, validate: options.validate, size },
+          })
           return (await store.getRestore(sql, tenantId, id))!
         })
         return present(row)
@@ -520,7 +641,10 @@ export function restoresService(deps: RestoresDeps) {
       return { items: p.items.map(present), nextCursor: p.nextCursor }
     },
 
-    /** The job of one restore: both passes; run again from the start after a crash (the records are written in one transaction). */
+    /**
+     * The job of one restore: both passes; run again from the start after a crash (the records are written in one
+     * transaction).
+     */
     async run(job: Job<{ restoreId: string }>): Promise<void> {
       const to = job.tenantId!
       const { restoreId } = job.payload
@@ -534,7 +658,9 @@ export function restoresService(deps: RestoresDeps) {
       const blobs = await storage.forTenant(to)
       const removeUpload = async () => {
         if (!row.upload_key) return
-        await blobs.remove(row.upload_key).catch((err: unknown) => job.log.warn({ err, restoreId }, 'could not remove a restore upload'))
+        await blobs
+          .remove(row.upload_key)
+          .catch((err: unknown) => job.log.warn({ err, restoreId }, 'could not remove a restore upload'))
         await db.tenant(to, (sql) => store.clearUpload(sql, to, restoreId)).catch(() => {})
       }
       if (row.status !== 'processing') return removeUpload() // ended, but the upload was still there
@@ -558,15 +684,31 @@ export function restoresService(deps: RestoresDeps) {
         const projectId = (id: string) => (projects.has(id) ? id : derivedId(deps.idKey, to, id))
         const files = await copyFiles(archive, s, blobs, to, { verifyOnly: options.validate, written, projectId })
         const ended = await db.tenant(to, async (sql) => {
-          const extra = options.validate ? {} : await apply(sql, archive!, s, to, { merge: options.merge, plan: row.plan, projects, projectId }, t)
+          const extra = options.validate
+            ? {}
+            : await apply(sql, archive!, s, to, { merge: options.merge, plan: row.plan, projects, projectId }, t)
           const report = reportOf(s, options, options.validate ? null : t, files, extra)
-          if (!(await store.endRestore(sql, to, restoreId, { status: 'completed', report, error: null, at: new Date(clock()) }))) return false
+          if (
+            !(await store.endRestore(sql, to, restoreId, {
+              status: 'completed',
+              report,
+              error: null,
+              at: new Date(clock()),
+            }))
+          )
+            return false
           await audit(sql, {
             tenantId: to,
             actor: row.requested_by as AuditActor,
             action: 'restore.completed',
             target: { type: 'restore', id: restoreId },
-            details: { merge: options.merge, validate: options.validate, fromTenant: s.meta.tenantId, exportId: s.meta.exportId, files: files.stored },
+            details: {
+              merge: options.merge,
+              validate: options.validate,
+              fromTenant: s.meta.tenantId,
+              exportId: s.meta.exportId,
+              files: files.stored,
+            },
           })
           return true
         })
@@ -579,14 +721,32 @@ export function restoresService(deps: RestoresDeps) {
         await deps.files.release(to, written)
         if (job.signal.aborted) throw err
         const known = err instanceof AppError && (err.code.startsWith('ARCHIVE_') || err.code === 'QUOTA_EXCEEDED')
-        if (!known && job.attempt < job.maxAttempts) throw new JobFailure(err instanceof Error ? err.message : String(err))
+        if (!known && job.attempt < job.maxAttempts)
+          throw new JobFailure(err instanceof Error ? err.message : String(err))
         const error = known
           ? { code: (err as AppError).code, message: (err as AppError).message, details: (err as AppError).details }
-          : { code: 'SERVICE_UNAVAILABLE' as ErrorCode, message: 'A database or the store was unavailable; upload the archive again' }
+          : {
+              code: 'SERVICE_UNAVAILABLE' as ErrorCode,
+              message: 'A database or the store was unavailable; upload the archive again',
+            }
         job.log.warn({ err, restoreId }, 'restore failed')
         await db.tenant(to, async (sql) => {
-          if (!(await store.endRestore(sql, to, restoreId, { status: 'failed', report: null, error, at: new Date(clock()) }))) return
-          await audit(sql, { tenantId: to, actor: row.requested_by as AuditActor, action: 'restore.failed', target: { type: 'restore', id: restoreId }, details: { code: error.code } })
+          if (
+            !(await store.endRestore(sql, to, restoreId, {
+              status: 'failed',
+              report: null,
+              error,
+              at: new Date(clock()),
+            }))
+          )
+            return
+          await audit(sql, {
+            tenantId: to,
+            actor: row.requested_by as AuditActor,
+            action: 'restore.failed',
+            target: { type: 'restore', id: restoreId },
+            details: { code: error.code },
+          })
         })
         await removeUpload()
       } finally {

@@ -30,7 +30,18 @@ const RESTORE_COLUMNS = (sql: TxSql) => sql`
 
 export async function insertRestore(
   sql: TxSql,
-  r: Pick<RestoreRow, 'id' | 'tenant_id' | 'merge' | 'validate_only' | 'upload_key' | 'upload_size' | 'requested_by' | 'job_id' | 'created_at'>,
+  r: Pick<
+    RestoreRow,
+    | 'id'
+    | 'tenant_id'
+    | 'merge'
+    | 'validate_only'
+    | 'upload_key'
+    | 'upload_size'
+    | 'requested_by'
+    | 'job_id'
+    | 'created_at'
+  >,
 ): Promise<void> {
   await sql`
     insert into tenant_restores (id, tenant_id, merge, validate_only, upload_key, upload_size, requested_by, job_id, created_at)
@@ -74,10 +85,18 @@ export async function clearUpload(sql: TxSql, tenantId: string, id: string): Pro
 
 // ---- records ------------------------------------------------------------------------------------
 
-/** merge=false: the tenant's records of these kinds go first (their children with them, by cascade). How many of each top kind went. */
-export async function deleteKinds(sql: TxSql, tenantId: string, kinds: readonly ('projects' | 'agents' | 'chat_sessions' | 'llm_settings')[]): Promise<Record<string, number>> {
+/**
+ * merge=false: the tenant's records of these kinds go first (their children with them, by cascade). How many of each
+ * top kind went.
+ */
+export async function deleteKinds(
+  sql: TxSql,
+  tenantId: string,
+  kinds: readonly ('projects' | 'agents' | 'chat_sessions' | 'llm_settings')[],
+): Promise<Record<string, number>> {
   const out: Record<string, number> = {}
-  for (const kind of kinds) out[kind] = (await sql`delete from ${sql(SPECS[kind].table)} where tenant_id = ${tenantId}`).count
+  for (const kind of kinds)
+    out[kind] = (await sql`delete from ${sql(SPECS[kind].table)} where tenant_id = ${tenantId}`).count
   return out
 }
 
@@ -89,13 +108,16 @@ export async function deleteKinds(sql: TxSql, tenantId: string, kinds: readonly 
  */
 export async function snapshotOwnedIds(sql: TxSql, tenantId: string, kinds: readonly Kind[]): Promise<void> {
   await sql`create temporary table restore_owned (kind text not null, id uuid not null, primary key (kind, id)) on commit drop`
-  for (const kind of kinds) await sql`insert into restore_owned (kind, id) select ${kind}, id from ${sql(SPECS[kind].table)} where tenant_id = ${tenantId}`
+  for (const kind of kinds)
+    await sql`insert into restore_owned (kind, id) select ${kind}, id from ${sql(SPECS[kind].table)} where tenant_id = ${tenantId}`
 }
 
 /** Which of these ids of a kind the tenant had as the restore began (snapshotOwnedIds). */
 export async function ownedIds(sql: TxSql, kind: Kind, ids: readonly string[]): Promise<Set<string>> {
   if (!ids.length) return new Set()
-  const rows = await sql<{ id: string }[]>`select id from restore_owned where kind = ${kind} and id = any(${sql.array([...ids])}::uuid[])`
+  const rows = await sql<
+    { id: string }[]
+  >`select id from restore_owned where kind = ${kind} and id = any(${sql.array([...ids])}::uuid[])`
   return new Set(rows.map((r) => r.id))
 }
 
@@ -103,18 +125,40 @@ export async function ownedIds(sql: TxSql, kind: Kind, ids: readonly string[]): 
  * Which of these users and API keys are the tenant's (who started a restored run). Row-level
  * security confines the reads to the tenant: another tenant's are not there, as none are.
  */
-export async function principalIds(sql: TxSql, tenantId: string, users: readonly string[], keys: readonly string[]): Promise<{ users: Set<string>; keys: Set<string> }> {
+export async function principalIds(
+  sql: TxSql,
+  tenantId: string,
+  users: readonly string[],
+  keys: readonly string[],
+): Promise<{ users: Set<string>; keys: Set<string> }> {
   const [u, k] = await Promise.all([
-    users.length ? sql<{ id: string }[]>`select id from users where tenant_id = ${tenantId} and id = any(${sql.array([...users])}::uuid[])` : [],
-    keys.length ? sql<{ id: string }[]>`select id from api_keys where tenant_id = ${tenantId} and id = any(${sql.array([...keys])}::uuid[])` : [],
+    users.length
+      ? sql<
+          { id: string }[]
+        >`select id from users where tenant_id = ${tenantId} and id = any(${sql.array([...users])}::uuid[])`
+      : [],
+    keys.length
+      ? sql<
+          { id: string }[]
+        >`select id from api_keys where tenant_id = ${tenantId} and id = any(${sql.array([...keys])}::uuid[])`
+      : [],
   ])
   return { users: new Set(u.map((r) => r.id)), keys: new Set(k.map((r) => r.id)) }
 }
 
-/** Which of these ids the tenant already has, of a kind (a reference the archive leaves to the tenant's own records). */
-export async function existingIds(sql: TxSql, kind: 'projects' | 'agents', tenantId: string, ids: readonly string[]): Promise<Set<string>> {
+/**
+ * Which of these ids the tenant already has, of a kind (a reference the archive leaves to the tenant's own records).
+ */
+export async function existingIds(
+  sql: TxSql,
+  kind: 'projects' | 'agents',
+  tenantId: string,
+  ids: readonly string[],
+): Promise<Set<string>> {
   if (!ids.length) return new Set()
-  const rows = await sql<{ id: string }[]>`select id from ${sql(SPECS[kind].table)} where tenant_id = ${tenantId} and id = any(${sql.array([...ids])}::uuid[])`
+  const rows = await sql<
+    { id: string }[]
+  >`select id from ${sql(SPECS[kind].table)} where tenant_id = ${tenantId} and id = any(${sql.array([...ids])}::uuid[])`
   return new Set(rows.map((r) => r.id))
 }
 
@@ -122,7 +166,13 @@ export async function existingIds(sql: TxSql, kind: 'projects' | 'agents', tenan
  * Inserts records of a kind for the tenant (`extra` columns added, blob_key for files); with
  * `skipExisting` a record whose key is taken is left out (merge). The keys of the records inserted.
  */
-export async function insertRecords(sql: TxSql, kind: Kind, tenantId: string, rows: readonly Row[], o: { skipExisting: boolean; extra?: (row: Row) => Row }): Promise<Row[]> {
+export async function insertRecords(
+  sql: TxSql,
+  kind: Kind,
+  tenantId: string,
+  rows: readonly Row[],
+  o: { skipExisting: boolean; extra?: (row: Row) => Row },
+): Promise<Row[]> {
   if (!rows.length) return []
   const spec = SPECS[kind]
   const json = Object.entries(spec.columns)
@@ -141,7 +191,10 @@ export async function insertRecords(sql: TxSql, kind: Kind, tenantId: string, ro
     returning ${sql(key)}`
 }
 
-/** The LLM settings: merge=false replaces them (the tenant's sealed key stays: archives hold none); merge leaves existing ones. */
+/**
+ * The LLM settings: merge=false replaces them (the tenant's sealed key stays: archives hold none); merge leaves
+ * existing ones.
+ */
 export async function putLlmSettings(sql: TxSql, tenantId: string, row: Row, replace: boolean): Promise<boolean> {
   const r = await sql`
     insert into tenant_llm_settings (tenant_id, provider, base_url, model, temperature, max_tokens, updated_at)
@@ -156,8 +209,13 @@ export async function putLlmSettings(sql: TxSql, tenantId: string, row: Row, rep
   return r.count > 0
 }
 
-/** What the plan bounds, after the restore's writes: the tenant's chat sessions, and its largest project's file bytes. */
-export async function usage(sql: TxSql, tenantId: string): Promise<{ chatSessions: number; largestProjectBytes: number }> {
+/**
+ * What the plan bounds, after the restore's writes: the tenant's chat sessions, and its largest project's file bytes.
+ */
+export async function usage(
+  sql: TxSql,
+  tenantId: string,
+): Promise<{ chatSessions: number; largestProjectBytes: number }> {
   const [row] = await sql<{ chat_sessions: number; largest: number }[]>`
     select (select count(*)::int from chat_sessions where tenant_id = ${tenantId}) as chat_sessions,
            (select coalesce(max(b), 0)::float8 from (select sum(size) as b from project_files where tenant_id = ${tenantId} group by project_id) s) as largest`

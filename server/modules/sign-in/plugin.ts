@@ -18,12 +18,36 @@ declare module 'fastify' {
 }
 
 export const signInPlugin = fp(
-  async (app, o: { platform: Pick<Platform, 'config'>; signIn: AuthService; tokens: TokenIssuer; limits: { signIn: SignInGuard } }) => {
+  async (
+    app,
+    o: {
+      platform: Pick<Platform, 'config'>
+      signIn: AuthService
+      tokens: TokenIssuer
+      limits: { signIn: SignInGuard }
+    },
+  ) => {
     const { signIn: auth, tokens } = o
     app.decorate('signIn', auth)
     app.decorate('tokens', tokens)
     app.addAuthenticator(auth.authenticator())
-    await app.register(authRoutes, { prefix: API_PREFIX, auth, tokens, publicUrl: o.platform.config.PUBLIC_URL, guard: o.limits.signIn })
+    await app.register(authRoutes, {
+      prefix: API_PREFIX,
+      auth,
+      tokens,
+      publicUrl: o.platform.config.PUBLIC_URL,
+      guard: o.limits.signIn,
+    })
   },
-  { name: 'atrium-sign-in', dependencies: ['atrium-platform', 'atrium-credentials', 'atrium-limits', 'atrium-auth', 'atrium-license', '@fastify/cookie'] },
+  {
+    name: 'atrium-sign-in',
+    dependencies: [
+      'atrium-platform',
+      'atrium-credentials',
+      'atrium-limits',
+      'atrium-auth',
+      'atrium-license',
+      '@fastify/cookie',
+    ],
+  },
 )

@@ -1,4 +1,5 @@
-// Sign-in endpoints (docs/identity.md; where they are served: docs/architecture.md, "Where routes are served"). Signing in is exempt
+// Sign-in endpoints (docs/identity.md; where they are served: docs/architecture.md, "Where routes are served"). Signing
+// in is exempt
 // from the general rate limit (docs/api.md), and has limits of its own instead: login the
 // throttle of throttle.ts, the steps that take a session token the sign-in guard
 // (http/signin-guard.ts). /auth/me and a logout by access token are API use like any other:
@@ -17,9 +18,17 @@ import { DEVICE_COOKIE, DEVICE_COOKIE_DAYS } from './throttle.js'
 import type { TokenIssuer } from './tokens.js'
 
 const tags = ['auth']
-export const User = Type.Object({ id: Type.String({ format: 'uuid' }), email: Type.String(), name: Type.String(), role: RoleName })
+export const User = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  email: Type.String(),
+  name: Type.String(),
+  role: RoleName,
+})
 export const Tenant = Type.Object({ id: Type.String({ format: 'uuid' }), name: Type.String(), plan: PlanName })
-const SessionToken = Type.String({ maxLength: 200, description: 'Identity session token (ats_...); omit to use the session cookie' })
+const SessionToken = Type.String({
+  maxLength: 200,
+  description: 'Identity session token (ats_...); omit to use the session cookie',
+})
 const AccessToken = Type.Object({
   accessToken: Type.String({ description: 'JWT (EdDSA) for Authorization: Bearer' }),
   tokenType: Type.Literal('Bearer'),
@@ -29,9 +38,15 @@ const TokenBody = Type.Object({ token: Type.Optional(SessionToken) }, { addition
 // Signing in and out stays open while an expired license makes the API read-only.
 const open = { auth: false, rateLimit: false, readOnlyAllowed: true } as const
 
-export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: TokenIssuer; publicUrl: string; guard: SignInGuard }> = async (app, { auth, tokens, publicUrl, guard }) => {
+export const authRoutes: FastifyPluginAsyncTypebox<{
+  auth: AuthService
+  tokens: TokenIssuer
+  publicUrl: string
+  guard: SignInGuard
+}> = async (app, { auth, tokens, publicUrl, guard }) => {
   /** A step that takes a session token: its failures count against the caller's address. */
-  const guarded = <T>(req: FastifyRequest, token: string, step: (token: string) => Promise<T>) => guard(req.ip, { legacy: isLegacySessionToken(token) }, () => step(token))
+  const guarded = <T>(req: FastifyRequest, token: string, step: (token: string) => Promise<T>) =>
+    guard(req.ip, { legacy: isLegacySessionToken(token) }, () => step(token))
 
   app.post(
     '/auth/login',
@@ -47,12 +62,25 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: 
           {
             email: Type.String({ minLength: 3, maxLength: 320 }),
             password: Type.String({ minLength: 1, maxLength: 1024 }),
-            tenantId: Type.Optional(Type.String({ format: 'uuid', description: 'The organization to sign in to, when the address has accounts in several' })),
+            tenantId: Type.Optional(
+              Type.String({
+                format: 'uuid',
+                description: 'The organization to sign in to, when the address has accounts in several',
+              }),
+            ),
           },
           { additionalProperties: false },
         ),
         response: {
-          200: Envelope(Type.Object({ token: Type.String(), tokenType: Type.Literal('session'), expiresAt: Type.String({ format: 'date-time' }), user: User, tenant: Tenant })),
+          200: Envelope(
+            Type.Object({
+              token: Type.String(),
+              tokenType: Type.Literal('session'),
+              expiresAt: Type.String({ format: 'date-time' }),
+              user: User,
+              tenant: Tenant,
+            }),
+          ),
           ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED', 'SERVICE_UNAVAILABLE'),
         },
       },
@@ -68,7 +96,13 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: 
         path: '/api/v1/auth/login',
         maxAge: DEVICE_COOKIE_DAYS * 86_400,
       })
-      return ok(req, { token: r.session.token, tokenType: 'session' as const, expiresAt: r.session.expiresAt.toISOString(), user: r.user, tenant: r.tenant })
+      return ok(req, {
+        token: r.session.token,
+        tokenType: 'session' as const,
+        expiresAt: r.session.expiresAt.toISOString(),
+        user: r.user,
+        tenant: r.tenant,
+      })
     },
   )
 
@@ -81,11 +115,16 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: 
         summary: 'Exchange an identity session token for a JWT access token',
         security: [],
         body: TokenBody,
-        response: { 200: Envelope(AccessToken), ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED') },
+        response: {
+          200: Envelope(AccessToken),
+          ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED'),
+        },
       },
     },
     async (req) => {
-      const r = await guarded(req, sessionTokenOf(req, req.body.token, publicUrl), (token) => auth.exchange(token, originOf(req)))
+      const r = await guarded(req, sessionTokenOf(req, req.body.token, publicUrl), (token) =>
+        auth.exchange(token, originOf(req)),
+      )
       return ok(req, { ...r, tokenType: 'Bearer' as const })
     },
   )
@@ -98,18 +137,32 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: 
         tags,
         summary: 'Rotate the session token and get a fresh access token',
         security: [],
-        description: 'The presented session token is retired; presenting it again ends the whole session (it was copied).',
+        description:
+          'The presented session token is retired; presenting it again ends the whole session (it was copied).',
         body: TokenBody,
         response: {
-          200: Envelope(Type.Composite([AccessToken, Type.Object({ token: Type.String(), expiresAt: Type.String({ format: 'date-time' }) })])),
+          200: Envelope(
+            Type.Composite([
+              AccessToken,
+              Type.Object({ token: Type.String(), expiresAt: Type.String({ format: 'date-time' }) }),
+            ]),
+          ),
           ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED'),
         },
       },
     },
     async (req, reply) => {
-      const r = await guarded(req, sessionTokenOf(req, req.body.token, publicUrl), (token) => auth.refresh(token, originOf(req)))
+      const r = await guarded(req, sessionTokenOf(req, req.body.token, publicUrl), (token) =>
+        auth.refresh(token, originOf(req)),
+      )
       if (req.body.token === undefined) setSessionCookie(req, reply, r.token, r.expiresAt)
-      return ok(req, { token: r.token, expiresAt: r.expiresAt.toISOString(), accessToken: r.accessToken, tokenType: 'Bearer' as const, expiresIn: r.expiresIn })
+      return ok(req, {
+        token: r.token,
+        expiresAt: r.expiresAt.toISOString(),
+        accessToken: r.accessToken,
+        tokenType: 'Bearer' as const,
+        expiresIn: r.expiresIn,
+      })
     },
   )
 
@@ -120,17 +173,24 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: 
       schema: {
         tags,
         summary: 'End the session (its session token and every access token minted from it stop working)',
-        description: 'Identifies the session by the Bearer access token (counted against its limit like other API use), the token in the body, or the session cookie.',
+        description:
+          'Identifies the session by the Bearer access token (counted against its limit like other API use), the token in the body, or the session cookie.',
         body: TokenBody,
-        response: { 200: Envelope(Type.Object({ loggedOut: Type.Literal(true) })), ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED') },
+        response: {
+          200: Envelope(Type.Object({ loggedOut: Type.Literal(true) })),
+          ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED'),
+        },
       },
     },
     async (req, reply) => {
       let sessionId = req.principal?.sessionId ?? null
       if (!sessionId && (req.body.token !== undefined || req.cookies?.[SESSION_COOKIE])) {
-        sessionId = await guarded(req, sessionTokenOf(req, req.body.token, publicUrl), (token) => auth.sessionIdOf(token))
+        sessionId = await guarded(req, sessionTokenOf(req, req.body.token, publicUrl), (token) =>
+          auth.sessionIdOf(token),
+        )
       }
-      if (!sessionId) throw unauthorized('Send the access token, the session token, or the session cookie of the session to end')
+      if (!sessionId)
+        throw unauthorized('Send the access token, the session token, or the session cookie of the session to end')
       await auth.logout(sessionId, originOf(req))
       clearSessionCookie(req, reply)
       return ok(req, { loggedOut: true as const })
@@ -165,7 +225,11 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService; tokens: 
       return ok(req, {
         user: account?.user ?? null,
         tenant: account?.tenant ?? null,
-        credential: { type: p.kind === 'user' ? ('access_token' as const) : ('api_key' as const), id: p.kind === 'user' ? p.sessionId! : p.id, permissions: [...p.permissions] },
+        credential: {
+          type: p.kind === 'user' ? ('access_token' as const) : ('api_key' as const),
+          id: p.kind === 'user' ? p.sessionId! : p.id,
+          permissions: [...p.permissions],
+        },
       })
     },
   )

@@ -46,7 +46,12 @@ const hashToken = (token: string) => createHash('sha256').update(token).digest()
  * Only the refusal differs: the token gives nothing either way.
  */
 export const REFRESH_RACE_SECONDS = 30
-const rotated = () => new AppError('UNAUTHORIZED', 'This session token was just rotated by another refresh; use the token that refresh returned (or the session cookie)', { reason: 'token_rotated' })
+const rotated = () =>
+  new AppError(
+    'UNAUTHORIZED',
+    'This session token was just rotated by another refresh; use the token that refresh returned (or the session cookie)',
+    { reason: 'token_rotated' },
+  )
 
 export interface Account {
   user: { id: string; email: string; name: string; role: AccountRow['role'] }
@@ -58,7 +63,11 @@ export const accountOf = (r: AccountRow): Account => ({
 })
 
 /** An event in the audit log of each account's organization, with the account for its target. */
-export async function auditAccounts(sql: TxSql, accounts: Pick<AccountRow, 'tenant_id' | 'user_id'>[], e: Omit<Audited, 'tenantId' | 'target'>): Promise<void> {
+export async function auditAccounts(
+  sql: TxSql,
+  accounts: Pick<AccountRow, 'tenant_id' | 'user_id'>[],
+  e: Omit<Audited, 'tenantId' | 'target'>,
+): Promise<void> {
   for (const a of accounts) await audit(sql, { ...e, tenantId: a.tenant_id, target: { type: 'user', id: a.user_id } })
 }
 
@@ -97,7 +106,8 @@ export function authService(o: AuthServiceOptions) {
   let dummyHash: Promise<string> | null = null
   const dummy = () => (dummyHash ??= hashPassword(randomBase62(32)))
 
-  const live = (r: SessionRow, at: Date) => !r.revoked_at && r.expires_at > at && r.user_status === 'active' && r.tenant_status === 'active'
+  const live = (r: SessionRow, at: Date) =>
+    !r.revoked_at && r.expires_at > at && r.user_status === 'active' && r.tenant_status === 'active'
 
   const principalOf = (r: SessionRow): Principal => ({
     kind: 'user',
@@ -117,11 +127,23 @@ export function authService(o: AuthServiceOptions) {
   }
 
   /** Starts a session in the caller's transaction (which also records how the user signed in). */
-  async function startSession(sql: TxSql, s: { tenantId: string; userId: string; method: NewSession['method']; origin: Origin }): Promise<StartedSession> {
+  async function startSession(
+    sql: TxSql,
+    s: { tenantId: string; userId: string; method: NewSession['method']; origin: Origin },
+  ): Promise<StartedSession> {
     const at = now()
     const sessionId = newId()
     const expiresAt = new Date(at.getTime() + o.sessionTtlSeconds * 1000)
-    await insertSession(sql, { id: sessionId, tenantId: s.tenantId, userId: s.userId, method: s.method, ip: s.origin.ip, userAgent: s.origin.userAgent, createdAt: at, expiresAt })
+    await insertSession(sql, {
+      id: sessionId,
+      tenantId: s.tenantId,
+      userId: s.userId,
+      method: s.method,
+      ip: s.origin.ip,
+      userAgent: s.origin.userAgent,
+      createdAt: at,
+      expiresAt,
+    })
     await markLoggedIn(sql, s.userId, at)
     return { sessionId, token: await issueToken(sql, sessionId, s.tenantId, at), expiresAt }
   }
@@ -149,7 +171,11 @@ export function authService(o: AuthServiceOptions) {
   async function sessionOf(token: string, origin: Origin | null): Promise<SessionRow> {
     // Not issued here (tag), or found dead moments ago: refused from memory.
     const dead = `session:${token}`
-    if (!looksLikeSessionToken(token) || (!isLegacySessionToken(token) && !sessionTags.verify(token)) || o.credentials.cache.get(dead) === null) {
+    if (
+      !looksLikeSessionToken(token) ||
+      (!isLegacySessionToken(token) && !sessionTags.verify(token)) ||
+      o.credentials.cache.get(dead) === null
+    ) {
       throw unauthorized('The session token is invalid, expired or revoked')
     }
     const r = await o.db.system((sql) => findSessionByToken(sql, hashToken(token)))
@@ -174,22 +200,36 @@ export function authService(o: AuthServiceOptions) {
      * password need tenantId to choose; only then, to someone who knows the password, are their
      * organizations named.
      */
-    async login(input: LoginInput, ctx: { origin: Origin; deviceCookie?: string }): Promise<Account & { session: StartedSession; deviceCookie: string }> {
+    async login(
+      input: LoginInput,
+      ctx: { origin: Origin; deviceCookie?: string },
+    ): Promise<Account & { session: StartedSession; deviceCookie: string }> {
       const { email, password, tenantId } = input
       const account = accountKey(email)
       const attempt = { ip: addressKey(ctx.origin.ip), account, device: devices.trustedFor(ctx.deviceCookie, account) }
       const standing = await o.throttle.check(attempt)
-      const candidates = (await o.db.system((sql) => findAccountsByEmail(sql, email, tenantId))).filter((c) => c.password_hash)
+      const candidates = (await o.db.system((sql) => findAccountsByEmail(sql, email, tenantId))).filter(
+        (c) => c.password_hash,
+      )
       const hashes = candidates.length ? candidates.map((c) => c.password_hash!) : [await dummy()]
       // One place in the gate per attempt, whatever the number of accounts checked.
-      const results = await o.throttle.passwordCheck(attempt, standing, () => Promise.all(hashes.map((h) => verifyPassword(password, h))))
+      const results = await o.throttle.passwordCheck(attempt, standing, () =>
+        Promise.all(hashes.map((h) => verifyPassword(password, h))),
+      )
       const matched = candidates.filter((_, i) => results[i])
       if (!matched.length) {
         await o.throttle.failed(attempt, standing)
         // Not awaited: an unknown address, which has nothing to audit, must not answer sooner.
         if (candidates.length) {
           void o.db
-            .system((sql) => auditAccounts(sql, candidates, { actor: { type: 'anonymous', id: null }, action: 'auth.login_failed', origin: ctx.origin, details: { method: 'password' } }))
+            .system((sql) =>
+              auditAccounts(sql, candidates, {
+                actor: { type: 'anonymous', id: null },
+                action: 'auth.login_failed',
+                origin: ctx.origin,
+                details: { method: 'password' },
+              }),
+            )
             .catch((err: unknown) => o.log?.warn({ err: (err as Error).message }, 'could not audit a failed sign-in'))
         }
         throw unauthorized('The email or password is not correct')
@@ -199,20 +239,37 @@ export function authService(o: AuthServiceOptions) {
       // Only someone who knows the password learns that the account is disabled.
       if (!usable.length) {
         const c = matched[0]!
-        throw forbidden(c.tenant_status !== 'active' ? 'The organization of this account is suspended' : 'This account is disabled', {
-          reason: c.tenant_status !== 'active' ? 'tenant_suspended' : 'account_disabled',
-        })
+        throw forbidden(
+          c.tenant_status !== 'active' ? 'The organization of this account is suspended' : 'This account is disabled',
+          {
+            reason: c.tenant_status !== 'active' ? 'tenant_suspended' : 'account_disabled',
+          },
+        )
       }
       if (usable.length > 1) {
-        throw new AppError('VALIDATION_ERROR', 'This email and password open accounts in several organizations: send tenantId to choose one', {
-          reason: 'tenant_required',
-          tenants: usable.map((c) => ({ id: c.tenant_id, name: c.tenant_name })),
-          errors: [{ field: 'body.tenantId', message: 'is required: the accounts of this address are in several organizations' }],
-        })
+        throw new AppError(
+          'VALIDATION_ERROR',
+          'This email and password open accounts in several organizations: send tenantId to choose one',
+          {
+            reason: 'tenant_required',
+            tenants: usable.map((c) => ({ id: c.tenant_id, name: c.tenant_name })),
+            errors: [
+              {
+                field: 'body.tenantId',
+                message: 'is required: the accounts of this address are in several organizations',
+              },
+            ],
+          },
+        )
       }
       const chosen = usable[0]!
       const session = await o.db.system(async (sql) => {
-        const s = await startSession(sql, { tenantId: chosen.tenant_id, userId: chosen.user_id, method: 'password', origin: ctx.origin })
+        const s = await startSession(sql, {
+          tenantId: chosen.tenant_id,
+          userId: chosen.user_id,
+          method: 'password',
+          origin: ctx.origin,
+        })
         await audit(sql, {
           tenantId: chosen.tenant_id,
           actor: { type: 'user', id: chosen.user_id },
@@ -223,7 +280,11 @@ export function authService(o: AuthServiceOptions) {
         })
         return s
       })
-      return { ...accountOf(chosen), session, deviceCookie: attempt.device ? ctx.deviceCookie! : devices.issue(account) }
+      return {
+        ...accountOf(chosen),
+        session,
+        deviceCookie: attempt.device ? ctx.deviceCookie! : devices.issue(account),
+      }
     },
 
     /** A session token for a JWT access token. */
@@ -233,14 +294,21 @@ export function authService(o: AuthServiceOptions) {
     },
 
     /** Rotates the session token: the presented one is retired, the next one returned with a fresh access token. */
-    async refresh(token: string, origin: Origin | null): Promise<{ token: string; expiresAt: Date; accessToken: string; expiresIn: number }> {
+    async refresh(
+      token: string,
+      origin: Origin | null,
+    ): Promise<{ token: string; expiresAt: Date; accessToken: string; expiresIn: number }> {
       const r = await sessionOf(token, origin)
       const next = await o.db.system(async (sql) => {
         if (!(await retireToken(sql, hashToken(token), now()))) return null // a concurrent refresh won
         return issueToken(sql, r.session_id, r.tenant_id, now())
       })
       if (!next) throw rotated()
-      return { token: next, expiresAt: r.expires_at, ...(await o.tokens.sign({ userId: r.user_id, tenantId: r.tenant_id, sessionId: r.session_id, role: r.role })) }
+      return {
+        token: next,
+        expiresAt: r.expires_at,
+        ...(await o.tokens.sign({ userId: r.user_id, tenantId: r.tenant_id, sessionId: r.session_id, role: r.role })),
+      }
     },
 
     /** The session of a session token, for callers that accept the browser's cookie (device login approval). */
@@ -257,7 +325,13 @@ export function authService(o: AuthServiceOptions) {
         const s = await findSession(sql, sessionId)
         if (!s || s.revoked_at) return null
         await revokeSession(sql, sessionId, now())
-        await audit(sql, { tenantId: s.tenant_id, actor: { type: 'user', id: s.user_id }, action: 'auth.logout', target: { type: 'session', id: sessionId }, origin })
+        await audit(sql, {
+          tenantId: s.tenant_id,
+          actor: { type: 'user', id: s.user_id },
+          action: 'auth.logout',
+          target: { type: 'session', id: sessionId },
+          origin,
+        })
         return s
       })
       if (!r) throw unauthorized('The session has already ended')

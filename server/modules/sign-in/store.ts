@@ -25,7 +25,11 @@ export const MAX_ACCOUNTS_PER_ADDRESS = 10
  * The accounts of an address (one per tenant at most), in one tenant when given; the most recently
  * used first.
  */
-export async function findAccountsByEmail(sql: TxSql, email: string, tenantId?: string): Promise<(AccountRow & { password_hash: string | null })[]> {
+export async function findAccountsByEmail(
+  sql: TxSql,
+  email: string,
+  tenantId?: string,
+): Promise<(AccountRow & { password_hash: string | null })[]> {
   return sql<(AccountRow & { password_hash: string | null })[]>`
     select ${ACCOUNT(sql)}, u.password_hash
       from users u join tenants t on t.id = u.tenant_id
@@ -61,7 +65,10 @@ export async function insertSession(sql: TxSql, s: NewSession): Promise<void> {
     values (${s.id}, ${s.tenantId}, ${s.userId}, ${s.method}, ${s.ip}, ${s.userAgent.slice(0, 500)}, ${s.createdAt}, ${s.expiresAt})`
 }
 
-export async function insertSessionToken(sql: TxSql, t: { hash: Buffer; sessionId: string; tenantId: string; at: Date }): Promise<void> {
+export async function insertSessionToken(
+  sql: TxSql,
+  t: { hash: Buffer; sessionId: string; tenantId: string; at: Date },
+): Promise<void> {
   await sql`insert into session_tokens (hash, session_id, tenant_id, created_at) values (${t.hash}, ${t.sessionId}, ${t.tenantId}, ${t.at})`
 }
 
@@ -77,7 +84,10 @@ const SESSION = (sql: TxSql) => sql`
   join users u on u.id = s.user_id
   join tenants t on t.id = s.tenant_id`
 
-export async function findSessionByToken(sql: TxSql, hash: Buffer): Promise<(SessionRow & { retired_at: Date | null }) | undefined> {
+export async function findSessionByToken(
+  sql: TxSql,
+  hash: Buffer,
+): Promise<(SessionRow & { retired_at: Date | null }) | undefined> {
   const [row] = await sql<(SessionRow & { retired_at: Date | null })[]>`
     select k.retired_at, ${SESSION(sql)} join session_tokens k on k.session_id = s.id where k.hash = ${hash}`
   return row
@@ -90,7 +100,8 @@ export async function findSession(sql: TxSql, sessionId: string): Promise<Sessio
 
 /** Retires a token once: of two refreshes racing with the same token, one wins. */
 export async function retireToken(sql: TxSql, hash: Buffer, at: Date): Promise<boolean> {
-  const rows = await sql`update session_tokens set retired_at = ${at} where hash = ${hash} and retired_at is null returning 1`
+  const rows =
+    await sql`update session_tokens set retired_at = ${at} where hash = ${hash} and retired_at is null returning 1`
   return rows.length === 1
 }
 

@@ -66,9 +66,13 @@ export const LOGIN_LIMITS: LoginLimits = {
 }
 
 /** What the throttle knows of an address typed (the account): a hash, whether or not an account has it. */
-export const accountKey = (email: string) => createHash('sha256').update('atrium-login:').update(email.trim().toLowerCase()).digest('hex')
+export const accountKey = (email: string) =>
+  createHash('sha256').update('atrium-login:').update(email.trim().toLowerCase()).digest('hex')
 
-/** Who is trying: the address, the account (accountKey of the address typed), the device cookie's id when it is one this account trusts. */
+/**
+ * Who is trying: the address, the account (accountKey of the address typed), the device cookie's id when it is one this
+ * account trusts.
+ */
 export interface Attempt {
   ip: string
   account: string
@@ -109,13 +113,23 @@ export interface Unlocked {
 /** Failures of an address (in its window) from which it holds at most passwordChecksPerIp places. */
 export const SUSPECT_FAILURES = 5
 
-const over = (state: CounterState | null, counter: WindowCounter) => state !== null && state.consumedPoints >= counter.points
+const over = (state: CounterState | null, counter: WindowCounter) =>
+  state !== null && state.consumedPoints >= counter.points
 const tooMany = (state: CounterState, c: WindowCounter) =>
-  limitExceeded(state, { max: c.points, windowSeconds: c.windowSeconds, reason: 'sign_in_throttled' }, (retry) => `Too many failed sign-ins; try again in ${retry} s`)
+  limitExceeded(
+    state,
+    { max: c.points, windowSeconds: c.windowSeconds, reason: 'sign_in_throttled' },
+    (retry) => `Too many failed sign-ins; try again in ${retry} s`,
+  )
 
-export function loginThrottle(o: { counters: Counters; keyPrefix: string; limits?: Partial<LoginLimits> }): LoginThrottle {
+export function loginThrottle(o: {
+  counters: Counters
+  keyPrefix: string
+  limits?: Partial<LoginLimits>
+}): LoginThrottle {
   const l = { ...LOGIN_LIMITS, ...o.limits }
-  const counter = (name: string, points: number, windowSeconds: number) => o.counters.counter({ points, windowSeconds, keyPrefix: `${o.keyPrefix}:login:${name}`, name: `login:${name}` })
+  const counter = (name: string, points: number, windowSeconds: number) =>
+    o.counters.counter({ points, windowSeconds, keyPrefix: `${o.keyPrefix}:login:${name}`, name: `login:${name}` })
   const ip = counter('ip', l.failuresPerIp, l.ipWindowSeconds)
   const account = counter('account', l.failuresPerAccount, l.accountWindowSeconds)
   const device = counter('device', l.failuresPerDevice, l.deviceWindowSeconds)
@@ -129,7 +143,12 @@ export function loginThrottle(o: { counters: Counters; keyPrefix: string; limits
   return {
     async check(a) {
       // A device the account trusts, and that has not failed too often, skips the address and account limits.
-      const [byDevice, byIp, byAccount, waiting] = await Promise.all([a.device === null ? null : device.get(a.device), ip.get(a.ip), account.get(a.account), wait.get(pairOf(a))])
+      const [byDevice, byIp, byAccount, waiting] = await Promise.all([
+        a.device === null ? null : device.get(a.device),
+        ip.get(a.ip),
+        account.get(a.account),
+        wait.get(pairOf(a)),
+      ])
       const trusted = a.device !== null && !over(byDevice, device)
       if (!trusted) {
         for (const [state, c] of [
@@ -143,10 +162,18 @@ export function loginThrottle(o: { counters: Counters; keyPrefix: string; limits
       return { trusted, suspect: (byIp?.consumedPoints ?? 0) >= SUSPECT_FAILURES }
     },
     async failed(a, s) {
-      const [, , , run] = await Promise.all([ip.hit(a.ip), account.hit(a.account), s.trusted ? device.hit(a.device!) : null, s.trusted ? null : streak.hit(pairOf(a))])
+      const [, , , run] = await Promise.all([
+        ip.hit(a.ip),
+        account.hit(a.account),
+        s.trusted ? device.hit(a.device!) : null,
+        s.trusted ? null : streak.hit(pairOf(a)),
+      ])
       const n = run?.consumedPoints ?? 0
       if (n >= l.pairFreeFailures) {
-        await Promise.all([streak.set(pairOf(a), n), wait.block(pairOf(a), Math.min(l.pairMaxWaitSeconds, l.pairFirstWaitSeconds * 2 ** (n - l.pairFreeFailures)))])
+        await Promise.all([
+          streak.set(pairOf(a), n),
+          wait.block(pairOf(a), Math.min(l.pairMaxWaitSeconds, l.pairFirstWaitSeconds * 2 ** (n - l.pairFreeFailures))),
+        ])
       }
     },
     async succeeded(a) {
@@ -159,8 +186,17 @@ export function loginThrottle(o: { counters: Counters; keyPrefix: string; limits
       const state = await account.get(key)
       // deleteStartingWith, which fails rather than fall back to memory: an account's key (a hash,
       // all of one length) starts only itself; a pair's is the account's, then the address (pairOf).
-      const [, addresses, waiting] = await Promise.all([account.deleteStartingWith(key), streak.deleteStartingWith(`${key}:`), wait.deleteStartingWith(`${key}:`)])
-      return { failures: state?.consumedPoints ?? 0, locked: over(state, account), addresses: addresses.length, waiting: waiting.length }
+      const [, addresses, waiting] = await Promise.all([
+        account.deleteStartingWith(key),
+        streak.deleteStartingWith(`${key}:`),
+        wait.deleteStartingWith(`${key}:`),
+      ])
+      return {
+        failures: state?.consumedPoints ?? 0,
+        locked: over(state, account),
+        addresses: addresses.length,
+        waiting: waiting.length,
+      }
     },
   }
 }
@@ -182,10 +218,20 @@ export function workGate(concurrency: number, queue: number, perKey = Infinity) 
   return async <T>(key: string | null, priority: boolean, task: () => Promise<T>): Promise<T> => {
     const mine = key === null ? 0 : (held.get(key) ?? 0)
     if (mine >= perKey) {
-      throw new AppError('RATE_LIMIT_EXCEEDED', 'Too many sign-ins at once from this address; retry in a moment', { reason: 'sign_in_busy', retryAfterSeconds: 1 }, { 'retry-after': '1' })
+      throw new AppError(
+        'RATE_LIMIT_EXCEEDED',
+        'Too many sign-ins at once from this address; retry in a moment',
+        { reason: 'sign_in_busy', retryAfterSeconds: 1 },
+        { 'retry-after': '1' },
+      )
     }
     if (running >= concurrency && first.length + rest.length >= queue) {
-      throw new AppError('SERVICE_UNAVAILABLE', 'Too many sign-ins at once; retry in a moment', { reason: 'sign_in_busy' }, { 'retry-after': '1' })
+      throw new AppError(
+        'SERVICE_UNAVAILABLE',
+        'Too many sign-ins at once; retry in a moment',
+        { reason: 'sign_in_busy' },
+        { 'retry-after': '1' },
+      )
     }
     if (key !== null) held.set(key, mine + 1)
     try {

@@ -29,7 +29,12 @@ export interface AccessClaims {
 
 export interface TokenIssuer {
   readonly kid: string
-  sign(c: { userId: string; tenantId: string; sessionId: string; role: Role }): Promise<{ accessToken: string; expiresIn: number }>
+  sign(c: {
+    userId: string
+    tenantId: string
+    sessionId: string
+    role: Role
+  }): Promise<{ accessToken: string; expiresIn: number }>
   /** The claims of a valid access token; null for anything else (bad signature, expired, wrong audience...). */
   verify(token: string): Promise<AccessClaims | null>
   /** The public keys, as a JSON Web Key Set, for services that verify our tokens themselves. */
@@ -100,7 +105,13 @@ export async function createTokenIssuer(o: TokenIssuerOptions): Promise<TokenIss
           },
         )
         const { sub, tid, sid, role, exp } = payload as Record<string, unknown>
-        if (typeof sub !== 'string' || typeof tid !== 'string' || typeof sid !== 'string' || !ROLES.includes(role as Role)) return null
+        if (
+          typeof sub !== 'string' ||
+          typeof tid !== 'string' ||
+          typeof sid !== 'string' ||
+          !ROLES.includes(role as Role)
+        )
+          return null
         return { userId: sub, tenantId: tid, sessionId: sid, role: role as Role, expiresAt: Number(exp) * 1000 }
       } catch {
         return null

@@ -14,12 +14,19 @@ export interface SignInUnlock extends Unlocked {
 }
 
 /** Clears the address's counters (throttle.unlock) and audits it in each organization with an account for it. */
-export function unlockSignIn(o: { db: Db; throttle: Pick<LoginThrottle, 'unlock'> }, email: string): Promise<SignInUnlock> {
+export function unlockSignIn(
+  o: { db: Db; throttle: Pick<LoginThrottle, 'unlock'> },
+  email: string,
+): Promise<SignInUnlock> {
   return o.db.system(async (sql) => {
     // The accounts first: with the database away, nothing is cleared unaudited.
     const found = await findAccountsByEmail(sql, email.trim())
     const cleared = await o.throttle.unlock(accountKey(email))
-    await auditAccounts(sql, found, { actor: { type: 'system', id: null }, action: 'auth.sign_in_unlocked', details: { ...cleared, by: 'admin-cli' } })
+    await auditAccounts(sql, found, {
+      actor: { type: 'system', id: null },
+      action: 'auth.sign_in_unlocked',
+      details: { ...cleared, by: 'admin-cli' },
+    })
     return { ...cleared, accounts: found.map((a) => ({ tenantId: a.tenant_id, userId: a.user_id })) }
   })
 }

@@ -17,7 +17,8 @@
   }
 
   var REASONS = {
-    UNAUTHORIZED: 'This invitation link is not valid any more: it was used, withdrawn or has expired. Ask your administrator for a new one.',
+    UNAUTHORIZED:
+      'This invitation link is not valid any more: it was used, withdrawn or has expired. Ask your administrator for a new one.',
     FORBIDDEN: 'This account cannot join: it was disabled or the workspace is suspended. Ask your administrator.',
   }
 
@@ -55,12 +56,22 @@
           .then(function (json) {
             if (res.ok && json && json.data) {
               $('accept').hidden = true
-              say('Welcome, ' + json.data.user.email + '. You have joined ' + json.data.tenant.name + ' and are signed in.', 'success')
+              say(
+                'Welcome, ' +
+                  json.data.user.email +
+                  '. You have joined ' +
+                  json.data.tenant.name +
+                  ' and are signed in.',
+                'success',
+              )
               return
             }
             var error = json && json.error
             button.disabled = false
-            say((error && REASONS[error.code]) || (error ? error.message : 'Accepting failed (HTTP ' + res.status + ').'), 'error')
+            say(
+              (error && REASONS[error.code]) || (error ? error.message : 'Accepting failed (HTTP ' + res.status + ').'),
+              'error',
+            )
           })
       },
       function () {

@@ -14,6 +14,15 @@ export const teamPlugin = fp(
   },
   {
     name: 'atrium-team',
-    dependencies: ['atrium-platform', 'atrium-credentials', 'atrium-limits', 'atrium-auth', 'atrium-license', 'atrium-sign-in', 'atrium-pages', '@fastify/cookie'],
+    dependencies: [
+      'atrium-platform',
+      'atrium-credentials',
+      'atrium-limits',
+      'atrium-auth',
+      'atrium-license',
+      'atrium-sign-in',
+      'atrium-pages',
+      '@fastify/cookie',
+    ],
   },
 )

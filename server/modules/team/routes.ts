@@ -19,7 +19,9 @@ const Member = Type.Object({
   email: Type.String(),
   name: Type.String(),
   role: RoleName,
-  status: Type.Union([Type.Literal('active'), Type.Literal('disabled'), Type.Literal('invited')], { description: 'invited: has not accepted the invitation yet' }),
+  status: Type.Union([Type.Literal('active'), Type.Literal('disabled'), Type.Literal('invited')], {
+    description: 'invited: has not accepted the invitation yet',
+  }),
   createdAt: Type.String({ format: 'date-time' }),
   lastLoginAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
 })
@@ -46,12 +48,20 @@ const manage: FastifyContextConfig = { permission: 'team:manage' }
 const RULES =
   'Only an owner may grant, take away or act on the owner role; others act on the roles whose permissions they hold (an API key with * like an admin). Nobody changes themselves, except an owner stepping down while another active owner remains; the last active owner stays. FORBIDDEN (details.reason owner_only, role_not_covered, self) or VALIDATION_ERROR (details.reason last_owner, invited).'
 
-export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: SignInGuard }> = async (app, { team, guard }) => {
+export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: SignInGuard }> = async (
+  app,
+  { team, guard },
+) => {
   app.get(
     '/tenant/team/members',
     {
       config: read,
-      schema: { tags, summary: 'List team members in the order they joined', querystring: PageQuery, response: { 200: PageEnvelope(Member), ...apiErrors('FORBIDDEN') } },
+      schema: {
+        tags,
+        summary: 'List team members in the order they joined',
+        querystring: PageQuery,
+        response: { 200: PageEnvelope(Member), ...apiErrors('FORBIDDEN') },
+      },
     },
     async (req) => {
       const r = await team.list(actorOf(req).tenantId, req.query)
@@ -63,7 +73,12 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
     '/tenant/team/members/:userId',
     {
       config: read,
-      schema: { tags, summary: 'Get a team member', params: UserParams, response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+      schema: {
+        tags,
+        summary: 'Get a team member',
+        params: UserParams,
+        response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
     },
     async (req) => ok(req, present(await team.get(actorOf(req).tenantId, req.params.userId))),
   )
@@ -76,7 +91,10 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
         tags,
         summary: 'Invite a member',
         description: `The member is listed as invited until they accept. The invitation token is shown once and expires after 7 days. ${RULES}`,
-        body: Type.Object({ email: Type.String({ minLength: 3, maxLength: 320 }), role: RoleName, name: Type.Optional(Name) }, { additionalProperties: false }),
+        body: Type.Object(
+          { email: Type.String({ minLength: 3, maxLength: 320 }), role: RoleName, name: Type.Optional(Name) },
+          { additionalProperties: false },
+        ),
         response: { 201: Invited, ...apiErrors('FORBIDDEN') },
       },
     },
@@ -114,7 +132,13 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
         summary: "Change a member's role or status",
         description: `Ends the member's sessions; disabling also revokes their API keys, a demotion the keys holding more than the new role. ${RULES}`,
         params: UserParams,
-        body: Type.Object({ role: Type.Optional(RoleName), status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('disabled')])) }, { additionalProperties: false, minProperties: 1 }),
+        body: Type.Object(
+          {
+            role: Type.Optional(RoleName),
+            status: Type.Optional(Type.Union([Type.Literal('active'), Type.Literal('disabled')])),
+          },
+          { additionalProperties: false, minProperties: 1 },
+        ),
         response: { 200: Envelope(Member), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
       },
     },
@@ -130,7 +154,10 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
         summary: 'Remove a member (an invited one: withdraw the invitation)',
         description: `Revokes their API keys and sessions, then deletes the account. ${RULES}`,
         params: UserParams,
-        response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), removed: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+        response: {
+          200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), removed: Type.Literal(true) })),
+          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
+        },
       },
     },
     async (req) => {
@@ -147,7 +174,8 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
         tags: ['auth'],
         summary: 'Accept an invitation: choose a password and sign in',
         security: [],
-        description: 'Answers like POST /auth/login (session token, also set as an HttpOnly cookie). 401 when the token is unknown, expired, already used or withdrawn.',
+        description:
+          'Answers like POST /auth/login (session token, also set as an HttpOnly cookie). 401 when the token is unknown, expired, already used or withdrawn.',
         body: Type.Object(
           {
             token: Type.String({ minLength: 1, maxLength: 200 }),
@@ -157,16 +185,32 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
           { additionalProperties: false },
         ),
         response: {
-          200: Envelope(Type.Object({ token: Type.String(), tokenType: Type.Literal('session'), expiresAt: Type.String({ format: 'date-time' }), user: User, tenant: Tenant })),
+          200: Envelope(
+            Type.Object({
+              token: Type.String(),
+              tokenType: Type.Literal('session'),
+              expiresAt: Type.String({ format: 'date-time' }),
+              user: User,
+              tenant: Tenant,
+            }),
+          ),
           ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED'),
         },
       },
     },
     async (req, reply) => {
       // Failures count against the address (http/signin-guard.ts).
-      const r = await guard(req.ip, { legacy: isLegacyInvitationToken(req.body.token) }, () => team.accept(req.body, originOf(req)))
+      const r = await guard(req.ip, { legacy: isLegacyInvitationToken(req.body.token) }, () =>
+        team.accept(req.body, originOf(req)),
+      )
       setSessionCookie(req, reply, r.session.token, r.session.expiresAt)
-      return ok(req, { token: r.session.token, tokenType: 'session' as const, expiresAt: r.session.expiresAt.toISOString(), user: r.user, tenant: r.tenant })
+      return ok(req, {
+        token: r.session.token,
+        tokenType: 'session' as const,
+        expiresAt: r.session.expiresAt.toISOString(),
+        user: r.user,
+        tenant: r.tenant,
+      })
     },
   )
 }

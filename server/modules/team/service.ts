@@ -31,7 +31,16 @@ import { findAccount, revokeUserSessions } from '../sign-in/accounts.js'
 import { EMAIL_RE } from '../../../common/email.js'
 import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
-import { activateInvited, deleteMember, insertUser, listMembers, lockMemberAndOwners, selectMember, updateMember, type MemberRow } from '../users/service.js'
+import {
+  activateInvited,
+  deleteMember,
+  insertUser,
+  listMembers,
+  lockMemberAndOwners,
+  selectMember,
+  updateMember,
+  type MemberRow,
+} from '../users/service.js'
 import { consumeInvitation, deleteOpenInvitations, findInvitation, insertInvitation, revokeUserKeys } from './store.js'
 import { dateClock } from '../../clock.js'
 
@@ -55,7 +64,8 @@ export interface MemberChange {
 }
 
 /** Whether the principal has authority over members holding `role` (see the rules above). */
-export const mayHandle = (p: Principal, role: Role): boolean => (role === 'owner' ? p.kind === 'user' && p.role === 'owner' : covers(p.permissions, ROLE_PERMISSIONS[role]))
+export const mayHandle = (p: Principal, role: Role): boolean =>
+  role === 'owner' ? p.kind === 'user' && p.role === 'owner' : covers(p.permissions, ROLE_PERMISSIONS[role])
 
 /** Refuses a principal without authority over `role`, to grant it or to manage a member holding it. */
 function assertMayHandle(p: Principal, role: Role, doing: 'grant' | 'manage'): void {
@@ -63,10 +73,14 @@ function assertMayHandle(p: Principal, role: Role, doing: 'grant' | 'manage'): v
   const what = doing === 'grant' ? `grant the ${role} role` : `change, disable or remove a member whose role is ${role}`
   throw role === 'owner'
     ? forbidden(`Only an owner may ${what}`, { reason: 'owner_only', role })
-    : forbidden(`This credential lacks the permissions of the ${role} role, so it may not ${what}`, { reason: 'role_not_covered', role })
+    : forbidden(`This credential lacks the permissions of the ${role} role, so it may not ${what}`, {
+        reason: 'role_not_covered',
+        role,
+      })
 }
 
-const refusedChange = (reason: string, field: string, message: string) => new AppError('VALIDATION_ERROR', message, { reason, errors: [{ field, message }] })
+const refusedChange = (reason: string, field: string, message: string) =>
+  new AppError('VALIDATION_ERROR', message, { reason, errors: [{ field, message }] })
 
 export function teamService(deps: {
   db: Db
@@ -86,7 +100,15 @@ export function teamService(deps: {
     const token = tags.sign(`ati_${randomBase62(43)}`)
     const createdAt = now()
     const expiresAt = new Date(createdAt.getTime() + INVITATION_TTL_SECONDS * 1000)
-    await insertInvitation(sql, { id: newId(), tenantId: a.tenantId, userId, tokenHash: hashToken(token), invitedBy: a.principal.userId, createdAt, expiresAt })
+    await insertInvitation(sql, {
+      id: newId(),
+      tenantId: a.tenantId,
+      userId,
+      tokenHash: hashToken(token),
+      invitedBy: a.principal.userId,
+      createdAt,
+      expiresAt,
+    })
     // In the fragment, the token never reaches a server's access log on the way to the page.
     return { token, expiresAt: expiresAt.toISOString(), acceptUrl: `${base}/invitations/accept#token=${token}` }
   }
@@ -100,7 +122,8 @@ export function teamService(deps: {
     return { target, otherActiveOwners }
   }
 
-  const ownerSteppingDown = (p: Principal, target: MemberRow) => p.kind === 'user' && p.role === 'owner' && target.role === 'owner'
+  const ownerSteppingDown = (p: Principal, target: MemberRow) =>
+    p.kind === 'user' && p.role === 'owner' && target.role === 'owner'
 
   return {
     async list(tenantId: string, page: { limit: number; cursor?: string }) {
@@ -115,16 +138,31 @@ export function teamService(deps: {
       return row
     },
 
-    async invite(a: Actor, input: { email: string; role: Role; name?: string }): Promise<{ member: MemberRow; invitation: Invitation }> {
+    async invite(
+      a: Actor,
+      input: { email: string; role: Role; name?: string },
+    ): Promise<{ member: MemberRow; invitation: Invitation }> {
       const email = input.email.trim()
       if (!EMAIL_RE.test(email)) throw invalid('email', 'is not an email address')
       assertMayHandle(a.principal, input.role, 'grant')
       const userId = newId()
       try {
         return await db.tenant(a.tenantId, async (sql) => {
-          await insertUser(sql, { id: userId, tenantId: a.tenantId, email, name: input.name?.trim() ?? '', role: input.role, passwordHash: null, status: 'invited' })
+          await insertUser(sql, {
+            id: userId,
+            tenantId: a.tenantId,
+            email,
+            name: input.name?.trim() ?? '',
+            role: input.role,
+            passwordHash: null,
+            status: 'invited',
+          })
           const invitation = await issueInvitation(sql, a, userId)
-          await auditBy(sql, a, { action: 'team.member_invited', target: { type: 'user', id: userId }, details: { email, role: input.role } })
+          await auditBy(sql, a, {
+            action: 'team.member_invited',
+            target: { type: 'user', id: userId },
+            details: { email, role: input.role },
+          })
           const [member] = await selectMember(sql, a.tenantId, userId)
           return { member: member!, invitation }
         })
@@ -132,7 +170,9 @@ export function teamService(deps: {
         // Unique within the tenant only: whether the address has an account in another tenant is
         // none of this one's business, and must not keep it from inviting that person.
         if (isUniqueViolation(err, 'users_tenant_email_key')) {
-          throw new AppError('VALIDATION_ERROR', `${email} is already a member of this organization`, { errors: [{ field: 'email', message: 'is already a member' }] })
+          throw new AppError('VALIDATION_ERROR', `${email} is already a member of this organization`, {
+            errors: [{ field: 'email', message: 'is already a member' }],
+          })
         }
         throw err
       }
@@ -146,7 +186,11 @@ export function teamService(deps: {
         if (target.status !== 'invited') throw refusedChange('not_invited', 'userId', 'This member has already joined')
         await deleteOpenInvitations(sql, a.tenantId, userId)
         const invitation = await issueInvitation(sql, a, userId)
-        await auditBy(sql, a, { action: 'team.member_invited', target: { type: 'user', id: userId }, details: { email: target.email, role: target.role, resent: true } })
+        await auditBy(sql, a, {
+          action: 'team.member_invited',
+          target: { type: 'user', id: userId },
+          details: { email: target.email, role: target.role, resent: true },
+        })
         return { member: target, invitation }
       }),
 
@@ -165,17 +209,34 @@ export function teamService(deps: {
           if (!ownerSteppingDown(p, target)) throw forbidden('You cannot change your own role', { reason: 'self' })
         }
         if (target.status === 'invited' && status !== target.status) {
-          throw refusedChange('invited', 'status', 'An invited member has not joined yet; remove them to withdraw the invitation')
+          throw refusedChange(
+            'invited',
+            'status',
+            'An invited member has not joined yet; remove them to withdraw the invitation',
+          )
         }
-        if (target.role === 'owner' && target.status === 'active' && (role !== 'owner' || status !== 'active') && otherActiveOwners === 0) {
-          throw refusedChange('last_owner', change.role !== undefined && role !== 'owner' ? 'role' : 'status', 'The last active owner cannot be demoted or disabled; make another member owner first')
+        if (
+          target.role === 'owner' &&
+          target.status === 'active' &&
+          (role !== 'owner' || status !== 'active') &&
+          otherActiveOwners === 0
+        ) {
+          throw refusedChange(
+            'last_owner',
+            change.role !== undefined && role !== 'owner' ? 'role' : 'status',
+            'The last active owner cannot be demoted or disabled; make another member owner first',
+          )
         }
 
         const at = now()
         const member = await updateMember(sql, a.tenantId, userId, { role, status })
         const sessions = await revokeUserSessions(sql, userId, at)
         const disabling = status === 'disabled' && target.status !== 'disabled'
-        const keys = disabling ? await revokeUserKeys(sql, a.tenantId, userId, at) : role !== target.role ? await revokeUserKeys(sql, a.tenantId, userId, at, ROLE_PERMISSIONS[role]) : []
+        const keys = disabling
+          ? await revokeUserKeys(sql, a.tenantId, userId, at)
+          : role !== target.role
+            ? await revokeUserKeys(sql, a.tenantId, userId, at, ROLE_PERMISSIONS[role])
+            : []
         const revoked = { sessionsRevoked: sessions.length, apiKeysRevoked: keys }
         const event = (action: string, details: Record<string, unknown>) =>
           auditBy(sql, a, {
@@ -197,9 +258,14 @@ export function teamService(deps: {
       await db.tenant(a.tenantId, async (sql) => {
         const { target, otherActiveOwners } = await lockTarget(sql, a.tenantId, userId)
         assertMayHandle(p, target.role, 'manage')
-        if (p.userId === userId && !ownerSteppingDown(p, target)) throw forbidden('You cannot remove yourself', { reason: 'self' })
+        if (p.userId === userId && !ownerSteppingDown(p, target))
+          throw forbidden('You cannot remove yourself', { reason: 'self' })
         if (target.role === 'owner' && target.status === 'active' && otherActiveOwners === 0) {
-          throw refusedChange('last_owner', 'userId', 'The last active owner cannot be removed; make another member owner first')
+          throw refusedChange(
+            'last_owner',
+            'userId',
+            'The last active owner cannot be removed; make another member owner first',
+          )
         }
         const at = now()
         // Keys outlive a deleted user (their user_id is set null), so they are revoked first.
@@ -209,7 +275,13 @@ export function teamService(deps: {
         await auditBy(sql, a, {
           action: 'team.member_removed',
           target: { type: 'user', id: userId },
-          details: { email: target.email, role: target.role, status: target.status, sessionsRevoked: sessions.length, apiKeysRevoked: keys },
+          details: {
+            email: target.email,
+            role: target.role,
+            status: target.status,
+            sessionsRevoked: sessions.length,
+            apiKeysRevoked: keys,
+          },
         })
       })
       await credentials.invalidate({ kind: 'user', id: userId })
@@ -219,22 +291,37 @@ export function teamService(deps: {
      * The invitee's password is set, the invitation used up and a session started, all at once. An
      * unknown, expired, used or withdrawn token is 401: the token is the invitee's credential.
      */
-    async accept(input: { token: string; password: string; name?: string }, origin: Origin): Promise<Account & { session: StartedSession }> {
+    async accept(
+      input: { token: string; password: string; name?: string },
+      origin: Origin,
+    ): Promise<Account & { session: StartedSession }> {
       // Not issued here (tag): refused from memory.
-      if (!INVITATION_TOKEN_RE.test(input.token) || (!isLegacyInvitationToken(input.token) && !tags.verify(input.token))) throw unauthorized(INVALID_INVITATION)
+      if (
+        !INVITATION_TOKEN_RE.test(input.token) ||
+        (!isLegacyInvitationToken(input.token) && !tags.verify(input.token))
+      )
+        throw unauthorized(INVALID_INVITATION)
       const hash = hashToken(input.token)
       const found = await db.system((sql) => findInvitation(sql, hash))
-      if (!found || found.accepted_at || found.expires_at <= now() || found.user_status !== 'invited') throw unauthorized(INVALID_INVITATION)
-      if (found.tenant_status !== 'active') throw forbidden('The organization of this invitation is suspended', { reason: 'tenant_suspended' })
+      if (!found || found.accepted_at || found.expires_at <= now() || found.user_status !== 'invited')
+        throw unauthorized(INVALID_INVITATION)
+      if (found.tenant_status !== 'active')
+        throw forbidden('The organization of this invitation is suspended', { reason: 'tenant_suspended' })
       // Hashed outside the transaction (it takes a while), and only for a token that looked valid.
       const passwordHash = await hashPassword(input.password)
       return db.system(async (sql) => {
         const inv = await consumeInvitation(sql, hash, now())
         // A concurrent acceptance won, or the member was disabled or removed meanwhile: throwing
         // rolls the consumption back.
-        if (!inv || !(await activateInvited(sql, inv.user_id, { passwordHash, name: input.name?.trim() ?? null }))) throw unauthorized(INVALID_INVITATION)
+        if (!inv || !(await activateInvited(sql, inv.user_id, { passwordHash, name: input.name?.trim() ?? null })))
+          throw unauthorized(INVALID_INVITATION)
         await emitUserCreated(sql, inv.tenant_id, inv.user_id, 'invitation')
-        const session = await auth.startSession(sql, { tenantId: inv.tenant_id, userId: inv.user_id, method: 'invitation', origin })
+        const session = await auth.startSession(sql, {
+          tenantId: inv.tenant_id,
+          userId: inv.user_id,
+          method: 'invitation',
+          origin,
+        })
         await audit(sql, {
           tenantId: inv.tenant_id,
           actor: { type: 'user', id: inv.user_id },

@@ -42,7 +42,11 @@ export async function findInvitation(sql: TxSql, tokenHash: Buffer): Promise<Inv
 }
 
 /** Marks an invitation accepted once: of two acceptances racing with one token, one wins. */
-export async function consumeInvitation(sql: TxSql, tokenHash: Buffer, at: Date): Promise<{ id: string; tenant_id: string; user_id: string } | undefined> {
+export async function consumeInvitation(
+  sql: TxSql,
+  tokenHash: Buffer,
+  at: Date,
+): Promise<{ id: string; tenant_id: string; user_id: string } | undefined> {
   const [row] = await sql<{ id: string; tenant_id: string; user_id: string }[]>`
     update invitations set accepted_at = ${at}
      where token_hash = ${tokenHash} and accepted_at is null and expires_at > ${at}
@@ -55,7 +59,13 @@ export async function consumeInvitation(sql: TxSql, tokenHash: Buffer, at: Date)
  * demoted user keeps the keys their new role could have made). Lives here rather than with the
  * keys because only team changes revoke by user. Returns the revoked key ids.
  */
-export async function revokeUserKeys(sql: TxSql, tenantId: string, userId: string, at: Date, unless?: readonly string[]): Promise<string[]> {
+export async function revokeUserKeys(
+  sql: TxSql,
+  tenantId: string,
+  userId: string,
+  at: Date,
+  unless?: readonly string[],
+): Promise<string[]> {
   const rows = await sql<{ id: string }[]>`
     update api_keys set revoked_at = ${at}
      where tenant_id = ${tenantId} and user_id = ${userId} and revoked_at is null

@@ -1,4 +1,5 @@
-// The authenticated tenant (docs/identity.md, "Tenant and LLM settings"): its record with the gates of its plan, and its LLM
+// The authenticated tenant (docs/identity.md, "Tenant and LLM settings"): its record with the gates of its plan, and
+// its LLM
 // settings. Every route acts on the tenant of the credential; there is no tenant in the path.
 import { Type, type TSchema } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
@@ -20,14 +21,17 @@ const tags = ['tenant']
 function gateSchema(key: string): TSchema {
   const values = PLANS.map((p) => (PLAN_TERMS[p].limits as unknown as Record<string, unknown>)[key])
   const kinds: TSchema[] = []
-  if (values.some((v) => typeof v === 'number')) kinds.push(values.every((v) => typeof v !== 'number' || Number.isInteger(v)) ? Type.Integer() : Type.Number())
+  if (values.some((v) => typeof v === 'number'))
+    kinds.push(values.every((v) => typeof v !== 'number' || Number.isInteger(v)) ? Type.Integer() : Type.Number())
   if (values.some((v) => typeof v === 'boolean')) kinds.push(Type.Boolean())
   if (values.some((v) => typeof v === 'string')) kinds.push(Type.String())
   if (values.some((v) => v === null)) kinds.push(Type.Null())
   if (!kinds.length) return Type.Unknown() // a structured gate: passed through as it is
   return kinds.length === 1 ? kinds[0]! : Type.Union(kinds)
 }
-const Limits = Type.Object(Object.fromEntries(Object.keys(PLAN_TERMS.free.limits).map((k) => [k, gateSchema(k)])), { description: "The gates of the tenant's plan (null: unlimited)" })
+const Limits = Type.Object(Object.fromEntries(Object.keys(PLAN_TERMS.free.limits).map((k) => [k, gateSchema(k)])), {
+  description: "The gates of the tenant's plan (null: unlimited)",
+})
 
 const Tenant = Type.Object({
   id: Type.String({ format: 'uuid' }),
@@ -61,25 +65,45 @@ const LlmSettings = Type.Object({
   apiKey: Type.Object(
     {
       configured: Type.Boolean(),
-      lastFour: Type.Union([Type.String(), Type.Null()], { description: 'Last four characters of the key; null when none is set or the key is shorter than 12 characters' }),
+      lastFour: Type.Union([Type.String(), Type.Null()], {
+        description: 'Last four characters of the key; null when none is set or the key is shorter than 12 characters',
+      }),
     },
     { description: 'The key itself is write-only and never returned' },
   ),
   updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'null: never changed' }),
-  updatedBy: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], { description: 'User who made the last change (for an API key: the user it belongs to, if any)' }),
+  updatedBy: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], {
+    description: 'User who made the last change (for an API key: the user it belongs to, if any)',
+  }),
 })
 const DAY_PATTERN = '^\\d{4}-\\d{2}-\\d{2}$'
 const UsageQuery = Type.Object(
   {
-    from: Type.Optional(Type.String({ pattern: DAY_PATTERN, description: 'First day (UTC), included; default: 29 days before to' })),
-    to: Type.Optional(Type.String({ pattern: DAY_PATTERN, description: `Last day (UTC), included; default: today. At most ${MAX_PERIOD_DAYS} days from from` })),
+    from: Type.Optional(
+      Type.String({ pattern: DAY_PATTERN, description: 'First day (UTC), included; default: 29 days before to' }),
+    ),
+    to: Type.Optional(
+      Type.String({
+        pattern: DAY_PATTERN,
+        description: `Last day (UTC), included; default: today. At most ${MAX_PERIOD_DAYS} days from from`,
+      }),
+    ),
   },
   { additionalProperties: false },
 )
 const Count = Type.Integer({ minimum: 0 })
-const UsageRow = Type.Object({ day: Type.String({ format: 'date' }), provider: Type.String(), model: Type.String(), requests: Count, inputTokens: Count, outputTokens: Count })
+const UsageRow = Type.Object({
+  day: Type.String({ format: 'date' }),
+  provider: Type.String(),
+  model: Type.String(),
+  requests: Count,
+  inputTokens: Count,
+  outputTokens: Count,
+})
 const UsageEnvelope = Type.Object({
-  data: Type.Array(UsageRow, { description: 'One row per day, provider and model with at least one successful model call; oldest day first' }),
+  data: Type.Array(UsageRow, {
+    description: 'One row per day, provider and model with at least one successful model call; oldest day first',
+  }),
   meta: Type.Object({
     request_id: Type.String(),
     timestamp: Type.String({ format: 'date-time' }),
@@ -91,15 +115,23 @@ const UsageEnvelope = Type.Object({
 
 /** Platform operator keys belong to no tenant; routes that need no permission refuse them here. */
 function ownTenant(req: FastifyRequest) {
-  if (req.principal && !req.principal.tenantId) throw forbidden('Platform operator keys act on /api/v1/platform routes only')
+  if (req.principal && !req.principal.tenantId)
+    throw forbidden('Platform operator keys act on /api/v1/platform routes only')
   return actorOf(req)
 }
 
-export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; llm: LlmSettingsService }> = async (app, { tenants, llm }) => {
+export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; llm: LlmSettingsService }> = async (
+  app,
+  { tenants, llm },
+) => {
   app.get(
     '/tenant',
     {
-      schema: { tags, summary: 'The tenant of the credential, with the limits of its plan', response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') } },
+      schema: {
+        tags,
+        summary: 'The tenant of the credential, with the limits of its plan',
+        response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') },
+      },
     },
     async (req) => ok(req, presentTenant(await tenants.get(ownTenant(req).tenantId))),
   )
@@ -111,7 +143,17 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; 
       schema: {
         tags,
         summary: 'Rename the tenant',
-        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', description: 'Surrounding spaces are trimmed' }) }, { additionalProperties: false }),
+        body: Type.Object(
+          {
+            name: Type.String({
+              minLength: 1,
+              maxLength: 200,
+              pattern: '\\S',
+              description: 'Surrounding spaces are trimmed',
+            }),
+          },
+          { additionalProperties: false },
+        ),
         response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') },
       },
     },
@@ -140,7 +182,11 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; 
     '/tenant/settings/llm',
     {
       config: { permission: 'settings:read' },
-      schema: { tags, summary: 'LLM settings (the API key only as configured and its last four)', response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') } },
+      schema: {
+        tags,
+        summary: 'LLM settings (the API key only as configured and its last four)',
+        response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') },
+      },
     },
     async (req) => ok(req, await llm.get(actorOf(req).tenantId)),
   )
@@ -152,7 +198,8 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; 
       schema: {
         tags,
         summary: 'Change some LLM settings',
-        description: 'Only the fields sent change; null resets a field to its default. apiKey is write-only: it is stored encrypted and never returned.',
+        description:
+          'Only the fields sent change; null resets a field to its default. apiKey is write-only: it is stored encrypted and never returned.',
         body: LlmPatch,
         response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') },
       },

@@ -16,7 +16,14 @@ import { EMAIL_RE } from '../../../common/email.js'
 import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
 import { insertUser } from '../users/service.js'
-import { countTenantsForCreation, insertTenant, renameTenant, selectLlmUsage, selectTenant, type TenantRow } from './store.js'
+import {
+  countTenantsForCreation,
+  insertTenant,
+  renameTenant,
+  selectLlmUsage,
+  selectTenant,
+  type TenantRow,
+} from './store.js'
 import type { Clock } from '../../clock.js'
 
 export interface CreateTenantInput {
@@ -39,7 +46,11 @@ export interface CreateTenantLimits {
 }
 
 /** `secrets` tags the owner's key (api-keys/keys.ts): the platform's, or the admin CLI's from the same master key. */
-export async function createTenant({ db, secrets }: { db: Db; secrets: Pick<Secrets, 'deriveKey'> }, input: CreateTenantInput, limits: CreateTenantLimits = {}): Promise<CreatedTenant> {
+export async function createTenant(
+  { db, secrets }: { db: Db; secrets: Pick<Secrets, 'deriveKey'> },
+  input: CreateTenantInput,
+  limits: CreateTenantLimits = {},
+): Promise<CreatedTenant> {
   const name = input.name.trim()
   if (!name || name.length > 200) throw invalid('name', 'must be 1 to 200 characters')
   const plan = input.plan ?? 'free'
@@ -57,13 +68,22 @@ export async function createTenant({ db, secrets }: { db: Db; secrets: Pick<Secr
   return db.system(async (sql) => {
     const max = limits.maxTenants
     if (max != null && (await countTenantsForCreation(sql)) >= max) {
-      throw forbidden(`The license allows at most ${max} tenant(s) and that many exist: contact your Atrium vendor for a license with more`, { reason: 'license_tenant_limit', maxTenants: max })
+      throw forbidden(
+        `The license allows at most ${max} tenant(s) and that many exist: contact your Atrium vendor for a license with more`,
+        { reason: 'license_tenant_limit', maxTenants: max },
+      )
     }
     const tenant = await insertTenant(sql, { id: tenantId, name, plan })
     await insertUser(sql, { id: userId, tenantId, email, name: '', role: 'owner', passwordHash })
     await emitEvent(sql, { tenantId, type: 'tenant.created', data: eventData(tenant) })
     await emitUserCreated(sql, tenantId, userId, 'tenant_created')
-    const key = await createKey(sql, apiKeyTags(secrets), { tenantId, userId, type: 'ci', name: 'owner key (admin CLI)', permissions: [ALL] })
+    const key = await createKey(sql, apiKeyTags(secrets), {
+      tenantId,
+      userId,
+      type: 'ci',
+      name: 'owner key (admin CLI)',
+      permissions: [ALL],
+    })
     return { tenantId, userId, apiKey: key.key }
   })
 }
@@ -93,12 +113,26 @@ export function tenantsService(deps: { db: Db; now?: Clock }) {
       const from = isoDay(fromMs)
       const to = isoDay(toMs)
       const rows = await db.tenantRead(tenantId, (sql) => selectLlmUsage(sql, tenantId, from, to))
-      const data = rows.map((r) => ({ day: r.day, provider: r.provider, model: r.model, requests: r.requests, inputTokens: r.input_tokens, outputTokens: r.output_tokens }))
-      const totals = data.reduce((t, r) => ({ requests: t.requests + r.requests, inputTokens: t.inputTokens + r.inputTokens, outputTokens: t.outputTokens + r.outputTokens }), {
-        requests: 0,
-        inputTokens: 0,
-        outputTokens: 0,
-      })
+      const data = rows.map((r) => ({
+        day: r.day,
+        provider: r.provider,
+        model: r.model,
+        requests: r.requests,
+        inputTokens: r.input_tokens,
+        outputTokens: r.output_tokens,
+      }))
+      const totals = data.reduce(
+        (t, r) => ({
+          requests: t.requests + r.requests,
+          inputTokens: t.inputTokens + r.inputTokens,
+          outputTokens: t.outputTokens + r.outputTokens,
+        }),
+        {
+          requests: 0,
+          inputTokens: 0,
+          outputTokens: 0,
+        },
+      )
       return { data, from, to, totals }
     },
 

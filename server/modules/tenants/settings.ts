@@ -14,7 +14,13 @@ import { LLM_PROVIDERS, type LlmProvider, type LlmTarget } from '../../platform/
 import { outboundFetch, outboundHostAllowed, type CompiledPolicy } from '../../platform/outbound.js'
 import type { SecretContext, Secrets } from '../../platform/secrets.js'
 import { auditBy } from '../audit/service.js'
-import { ensureLlmSettings, selectLlmSettings, updateLlmSettings, type LlmSettingsFields, type LlmSettingsRow } from './store.js'
+import {
+  ensureLlmSettings,
+  selectLlmSettings,
+  updateLlmSettings,
+  type LlmSettingsFields,
+  type LlmSettingsRow,
+} from './store.js'
 import { dateClock } from '../../clock.js'
 
 /** A key shorter than this shows no last four: four characters would be too much of it. */
@@ -45,12 +51,23 @@ export const LlmPatch = Type.Object(
     ),
     model: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }), Type.Null()])),
     defaults: Type.Optional(
-      Type.Object({ temperature: Type.Optional(Type.Union([Temperature, Type.Null()])), maxTokens: Type.Optional(Type.Union([MaxTokens, Type.Null()])) }, { additionalProperties: false }),
+      Type.Object(
+        {
+          temperature: Type.Optional(Type.Union([Temperature, Type.Null()])),
+          maxTokens: Type.Optional(Type.Union([MaxTokens, Type.Null()])),
+        },
+        { additionalProperties: false },
+      ),
     ),
     apiKey: Type.Optional(
       Type.Union([
         // Printable ASCII without inner spaces: the key travels in an HTTP header.
-        Type.String({ minLength: 1, maxLength: 500, pattern: '^\\s*[!-~]+\\s*$', description: 'Write-only; stored encrypted. null removes it' }),
+        Type.String({
+          minLength: 1,
+          maxLength: 500,
+          pattern: '^\\s*[!-~]+\\s*$',
+          description: 'Write-only; stored encrypted. null removes it',
+        }),
         Type.Null(),
       ]),
     ),
@@ -97,7 +114,12 @@ const DEFAULTS: LlmSettingsFields = {
 }
 
 /** The associated data that binds a sealed key to its tenant's row. */
-export const llmKeyContext = (tenantId: string): SecretContext => ({ tenantId, table: 'tenant_llm_settings', rowId: tenantId, field: 'api_key' })
+export const llmKeyContext = (tenantId: string): SecretContext => ({
+  tenantId,
+  table: 'tenant_llm_settings',
+  rowId: tenantId,
+  field: 'api_key',
+})
 
 const view = (r: LlmSettingsFields & { updated_at?: Date; updated_by?: string | null }): LlmSettingsView => ({
   provider: r.provider as LlmProvider,
@@ -147,9 +169,14 @@ export function llmSettingsService(deps: {
 }) {
   const { db, secrets, policy } = deps
   const now = dateClock(deps.now)
-  const read = async (tenantId: string): Promise<LlmSettingsRow | null> => (await db.tenantRead(tenantId, (sql) => selectLlmSettings(sql, tenantId)))[0] ?? null
+  const read = async (tenantId: string): Promise<LlmSettingsRow | null> =>
+    (await db.tenantRead(tenantId, (sql) => selectLlmSettings(sql, tenantId)))[0] ?? null
   // Streamed: model answers arrive as server-sent events, read as they come.
-  const guarded = outboundFetch(policy, { timeoutMs: LLM_CALL_TIMEOUT_MS, maxResponseBytes: LLM_MAX_RESPONSE_BYTES, stream: true })
+  const guarded = outboundFetch(policy, {
+    timeoutMs: LLM_CALL_TIMEOUT_MS,
+    maxResponseBytes: LLM_MAX_RESPONSE_BYTES,
+    stream: true,
+  })
 
   /** An http(s) URL without credentials (they belong in apiKey, which is sealed) to a host the server may call. */
   async function checkBaseUrl(value: string): Promise<string> {
@@ -168,8 +195,18 @@ export function llmSettingsService(deps: {
       const error = Value.Errors(LlmPatch, given).First()
       if (error) throw invalid(error.path.slice(1).replaceAll('/', '.') || 'body', error.message)
       const { apiKey: _, ...patch } = given as LlmSettingsPatch
-      const { next } = apply(DEFAULTS, typeof patch.baseUrl === 'string' ? { ...patch, baseUrl: await checkBaseUrl(patch.baseUrl) } : patch, () => '')
-      return { provider: next.provider, base_url: next.base_url, model: next.model, temperature: next.temperature, max_tokens: next.max_tokens }
+      const { next } = apply(
+        DEFAULTS,
+        typeof patch.baseUrl === 'string' ? { ...patch, baseUrl: await checkBaseUrl(patch.baseUrl) } : patch,
+        () => '',
+      )
+      return {
+        provider: next.provider,
+        base_url: next.base_url,
+        model: next.model,
+        temperature: next.temperature,
+        max_tokens: next.max_tokens,
+      }
     },
 
     async get(tenantId: string): Promise<LlmSettingsView> {
@@ -193,7 +230,11 @@ export function llmSettingsService(deps: {
         const { next, changed } = apply(row!, patch, seal)
         if (!changed.length) return view(row!)
         const saved = await updateLlmSettings(sql, a.tenantId, next, { userId: a.principal.userId, at: now() })
-        await auditBy(sql, a, { action: 'settings.llm_changed', target: { type: 'tenant', id: a.tenantId }, details: { fields: changed } })
+        await auditBy(sql, a, {
+          action: 'settings.llm_changed',
+          target: { type: 'tenant', id: a.tenantId },
+          details: { fields: changed },
+        })
         return view(saved)
       })
     },

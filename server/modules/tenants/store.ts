@@ -2,7 +2,9 @@ import type { TxSql } from '../../platform/db.js'
 import type { Plan } from '../../domain/plans.js'
 
 export async function insertTenant(sql: TxSql, t: { id: string; name: string; plan: Plan }): Promise<TenantRow> {
-  const [row] = await sql<TenantRow[]>`insert into tenants (id, name, plan) values (${t.id}, ${t.name}, ${t.plan}) returning id, name, plan, status, created_at, updated_at`
+  const [row] = await sql<
+    TenantRow[]
+  >`insert into tenants (id, name, plan) values (${t.id}, ${t.name}, ${t.plan}) returning id, name, plan, status, created_at, updated_at`
   return row!
 }
 
@@ -56,7 +58,8 @@ export interface LlmSettingsRow {
   updated_by: string | null
 }
 
-const LLM_COLUMNS = (sql: TxSql) => sql`provider, base_url, model, temperature, max_tokens, api_key_sealed, api_key_last_four, updated_at, updated_by`
+const LLM_COLUMNS = (sql: TxSql) =>
+  sql`provider, base_url, model, temperature, max_tokens, api_key_sealed, api_key_last_four, updated_at, updated_by`
 
 export function selectLlmSettings(sql: TxSql, tenantId: string, opts: { lock?: boolean } = {}) {
   return sql<LlmSettingsRow[]>`
@@ -71,7 +74,12 @@ export async function ensureLlmSettings(sql: TxSql, tenantId: string): Promise<v
 
 export type LlmSettingsFields = Omit<LlmSettingsRow, 'updated_at' | 'updated_by'>
 
-export async function updateLlmSettings(sql: TxSql, tenantId: string, f: LlmSettingsFields, by: { userId: string | null; at: Date }): Promise<LlmSettingsRow> {
+export async function updateLlmSettings(
+  sql: TxSql,
+  tenantId: string,
+  f: LlmSettingsFields,
+  by: { userId: string | null; at: Date },
+): Promise<LlmSettingsRow> {
   const [row] = await sql<LlmSettingsRow[]>`
     update tenant_llm_settings
        set provider = ${f.provider}, base_url = ${f.base_url}, model = ${f.model}, temperature = ${f.temperature},

@@ -7,7 +7,9 @@ const KEY_BYTES = 32
 
 function derive(password: string, salt: Buffer, o: { N: number; r: number; p: number }): Promise<Buffer> {
   const opts: ScryptOptions = { ...o, maxmem: 128 * o.N * o.r * 2 }
-  return new Promise((resolve, reject) => scrypt(password.normalize('NFKC'), salt, KEY_BYTES, opts, (err, key) => (err ? reject(err) : resolve(key))))
+  return new Promise((resolve, reject) =>
+    scrypt(password.normalize('NFKC'), salt, KEY_BYTES, opts, (err, key) => (err ? reject(err) : resolve(key))),
+  )
 }
 
 export async function hashPassword(password: string): Promise<string> {

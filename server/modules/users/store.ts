@@ -56,7 +56,12 @@ export function lockMemberAndOwners(sql: TxSql, tenantId: string, id: string) {
      order by id for update`
 }
 
-export async function updateMember(sql: TxSql, tenantId: string, id: string, f: { role: Role; status: UserStatus }): Promise<MemberRow> {
+export async function updateMember(
+  sql: TxSql,
+  tenantId: string,
+  id: string,
+  f: { role: Role; status: UserStatus },
+): Promise<MemberRow> {
   const [row] = await sql<MemberRow[]>`
     update users set role = ${f.role}, status = ${f.status}, updated_at = now()
      where tenant_id = ${tenantId} and id = ${id}
@@ -65,7 +70,11 @@ export async function updateMember(sql: TxSql, tenantId: string, id: string, f: 
 }
 
 /** An invited member becomes active with the password they chose; false when they are no longer invited. */
-export async function activateInvited(sql: TxSql, id: string, f: { passwordHash: string; name: string | null }): Promise<boolean> {
+export async function activateInvited(
+  sql: TxSql,
+  id: string,
+  f: { passwordHash: string; name: string | null },
+): Promise<boolean> {
   const rows = await sql`
     update users set password_hash = ${f.passwordHash}, status = 'active', updated_at = now(),
            name = coalesce(${f.name}, name)

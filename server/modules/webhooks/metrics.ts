@@ -8,7 +8,10 @@ export interface WorkerMetrics {
   attempted(outcome: AttemptOutcome): void
 }
 
-export function workerMetrics(registry: Registry, read: { inFlight: () => number; oldestDueSeconds: () => Promise<number> }): WorkerMetrics {
+export function workerMetrics(
+  registry: Registry,
+  read: { inFlight: () => number; oldestDueSeconds: () => Promise<number> },
+): WorkerMetrics {
   // A worker started again on the same registry (tests) replaces the one before: its readers are gone.
   const fresh = (name: string) => registry.removeSingleMetric(name)
   fresh('atrium_webhook_attempts_total')

@@ -8,7 +8,13 @@ import { actorOf } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
 import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
 import { EVENT_TYPES, TEST_EVENT_TYPE, type EventType } from '../outbox/service.js'
-import { DEFAULT_OVERLAP_SECONDS, MAX_OVERLAP_SECONDS, MAX_URL_LENGTH, TENANT_EVENT_TYPES, type WebhooksService } from './service.js'
+import {
+  DEFAULT_OVERLAP_SECONDS,
+  MAX_OVERLAP_SECONDS,
+  MAX_URL_LENGTH,
+  TENANT_EVENT_TYPES,
+  type WebhooksService,
+} from './service.js'
 import { MAX_SECRET_LENGTH, MIN_SECRET_LENGTH, SECRET_PATTERN, SECRET_PREFIX } from './signing.js'
 import type { AttemptRow, DeliveryRow, WebhookRow } from './store.js'
 
@@ -24,19 +30,24 @@ const Webhook = Type.Object({
   disabled: Type.Union([
     Type.Object({
       reason: Type.Union([Type.Literal('gone'), Type.Literal('failing'), Type.Literal('manual')], {
-        description: 'gone: the endpoint answered 410; failing: every attempt failed for 5 days; manual: disabled through the API',
+        description:
+          'gone: the endpoint answered 410; failing: every attempt failed for 5 days; manual: disabled through the API',
       }),
       message: Type.String(),
       at: Timestamp,
     }),
     Type.Null(),
   ]),
-  failingSince: Type.Union([Timestamp, Type.Null()], { description: 'Start of the current run of failed attempts; 5 days of it disable the endpoint' }),
+  failingSince: Type.Union([Timestamp, Type.Null()], {
+    description: 'Start of the current run of failed attempts; 5 days of it disable the endpoint',
+  }),
   lastSuccessAt: MaybeTimestamp,
   secret: Type.Object(
     {
       rotatedAt: MaybeTimestamp,
-      previousValidUntil: Type.Union([Timestamp, Type.Null()], { description: 'Until then deliveries are signed with the previous secret too' }),
+      previousValidUntil: Type.Union([Timestamp, Type.Null()], {
+        description: 'Until then deliveries are signed with the previous secret too',
+      }),
     },
     { description: 'The secret itself is never returned' },
   ),
@@ -48,7 +59,9 @@ const Attempt = Type.Object({
   attempt: Type.Integer({ description: '1 for the first' }),
   startedAt: Timestamp,
   durationMs: Type.Integer(),
-  statusCode: Type.Union([Type.Integer(), Type.Null()], { description: 'null when no answer came (refused, timeout, network)' }),
+  statusCode: Type.Union([Type.Integer(), Type.Null()], {
+    description: 'null when no answer came (refused, timeout, network)',
+  }),
   error: Type.Union([Type.String(), Type.Null()]),
   responseExcerpt: Type.String({ description: 'The first 1024 bytes of the response body' }),
   outcome: Type.Union([Type.Literal('succeeded'), Type.Literal('retrying'), Type.Literal('failed')]),
@@ -77,12 +90,18 @@ const present = (w: WebhookRow) => ({
   description: w.description,
   events: w.events,
   status: w.status,
-  disabled: w.status === 'disabled' && w.disabled_reason ? { reason: w.disabled_reason, message: w.disabled_message ?? '', at: iso(w.disabled_at)! } : null,
+  disabled:
+    w.status === 'disabled' && w.disabled_reason
+      ? { reason: w.disabled_reason, message: w.disabled_message ?? '', at: iso(w.disabled_at)! }
+      : null,
   failingSince: iso(w.failing_since),
   lastSuccessAt: iso(w.last_success_at),
   secret: {
     rotatedAt: iso(w.secret_rotated_at),
-    previousValidUntil: w.previous_secret_expires_at && w.previous_secret_expires_at > new Date() ? iso(w.previous_secret_expires_at) : null,
+    previousValidUntil:
+      w.previous_secret_expires_at && w.previous_secret_expires_at > new Date()
+        ? iso(w.previous_secret_expires_at)
+        : null,
   },
   createdAt: w.created_at.toISOString(),
   updatedAt: w.updated_at.toISOString(),
@@ -114,7 +133,11 @@ const presentDelivery = (d: DeliveryRow, attempts: readonly AttemptRow[]) => ({
   attempts: attempts.filter((a) => a.delivery_id === d.id).map(presentAttempt),
 })
 
-const Url = Type.String({ minLength: 1, maxLength: MAX_URL_LENGTH, description: 'https (http only when WEBHOOK_ALLOW_HTTP=true); judged by the outbound policy' })
+const Url = Type.String({
+  minLength: 1,
+  maxLength: MAX_URL_LENGTH,
+  description: 'https (http only when WEBHOOK_ALLOW_HTTP=true); judged by the outbound policy',
+})
 const Secret = Type.String({
   minLength: MIN_SECRET_LENGTH,
   maxLength: MAX_SECRET_LENGTH,
@@ -122,10 +145,18 @@ const Secret = Type.String({
   description: `At least ${MIN_SECRET_LENGTH} printable ASCII characters, no spaces. A ${SECRET_PREFIX}<base64> secret (Standard Webhooks form) signs with the decoded bytes; any other with its own bytes`,
 })
 const Description = Type.String({ maxLength: 500 })
-const EventList = (kinds: readonly string[]) => Type.Array(Type.String({ enum: [...kinds] }), { minItems: 1, maxItems: kinds.length * 2, description: `Any of ${kinds.join(', ')}` })
+const EventList = (kinds: readonly string[]) =>
+  Type.Array(Type.String({ enum: [...kinds] }), {
+    minItems: 1,
+    maxItems: kinds.length * 2,
+    description: `Any of ${kinds.join(', ')}`,
+  })
 
 const DeliveryParams = Type.Object({ id: Type.String({ format: 'uuid' }), deliveryId: Type.String({ format: 'uuid' }) })
-const DeliveriesQuery = Type.Object({ ...PageQuery.properties, status: Type.Optional(Type.String({ enum: ['pending', 'succeeded', 'failed'] })) }, { additionalProperties: false })
+const DeliveriesQuery = Type.Object(
+  { ...PageQuery.properties, status: Type.Optional(Type.String({ enum: ['pending', 'succeeded', 'failed'] })) },
+  { additionalProperties: false },
+)
 
 export interface WebhookRoutesOptions {
   webhooks: WebhooksService
@@ -153,13 +184,19 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
       schema: {
         tags,
         summary: `Register a webhook ${whose}`,
-        body: Type.Object({ url: Url, events: EventList(kinds), secret: Secret, description: Type.Optional(Description) }, { additionalProperties: false }),
+        body: Type.Object(
+          { url: Url, events: EventList(kinds), secret: Secret, description: Type.Optional(Description) },
+          { additionalProperties: false },
+        ),
         response: { 201: Envelope(Webhook), ...apiErrors('FORBIDDEN') },
       },
     },
     async (req, reply) => {
       reply.code(201)
-      return ok(req, present(await webhooks.create(actor(req), { ...req.body, events: req.body.events as EventType[] })))
+      return ok(
+        req,
+        present(await webhooks.create(actor(req), { ...req.body, events: req.body.events as EventType[] })),
+      )
     },
   )
 
@@ -184,7 +221,12 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
     `${base}/:id`,
     {
       config: read,
-      schema: { tags, summary: `Get a webhook ${whose}`, params: IdParams, response: { 200: Envelope(Webhook), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+      schema: {
+        tags,
+        summary: `Get a webhook ${whose}`,
+        params: IdParams,
+        response: { 200: Envelope(Webhook), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
     },
     async (req) => ok(req, present(await webhooks.get(owner(req), req.params.id))),
   )
@@ -198,7 +240,12 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
         summary: `Change a webhook ${whose}; enabled: true turns a disabled one back on`,
         params: IdParams,
         body: Type.Object(
-          { url: Type.Optional(Url), events: Type.Optional(EventList(kinds)), description: Type.Optional(Description), enabled: Type.Optional(Type.Boolean()) },
+          {
+            url: Type.Optional(Url),
+            events: Type.Optional(EventList(kinds)),
+            description: Type.Optional(Description),
+            enabled: Type.Optional(Type.Boolean()),
+          },
           { additionalProperties: false, minProperties: 1 },
         ),
         response: { 200: Envelope(Webhook), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
@@ -206,7 +253,15 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
     },
     async (req) => {
       const { events, ...rest } = req.body
-      return ok(req, present(await webhooks.update(actor(req), req.params.id, { ...rest, ...(events ? { events: events as EventType[] } : {}) })))
+      return ok(
+        req,
+        present(
+          await webhooks.update(actor(req), req.params.id, {
+            ...rest,
+            ...(events ? { events: events as EventType[] } : {}),
+          }),
+        ),
+      )
     },
   )
 
@@ -218,7 +273,10 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
         tags,
         summary: `Delete a webhook ${whose} and its delivery history`,
         params: IdParams,
-        response: { 200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+        response: {
+          200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })),
+          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
+        },
       },
     },
     async (req) => {
@@ -251,7 +309,9 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
           200: Envelope(
             Type.Object({
               webhook: Webhook,
-              secret: Type.Union([Type.String(), Type.Null()], { description: 'The generated secret, shown this once; null when you sent one' }),
+              secret: Type.Union([Type.String(), Type.Null()], {
+                description: 'The generated secret, shown this once; null when you sent one',
+              }),
             }),
           ),
           ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
@@ -295,7 +355,11 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
     },
     async (req) => {
       const q = req.query
-      const r = await webhooks.deliveries(owner(req), req.params.id, { limit: q.limit, ...(q.cursor ? { cursor: q.cursor } : {}), ...(q.status ? { status: q.status as DeliveryRow['status'] } : {}) })
+      const r = await webhooks.deliveries(owner(req), req.params.id, {
+        limit: q.limit,
+        ...(q.cursor ? { cursor: q.cursor } : {}),
+        ...(q.status ? { status: q.status as DeliveryRow['status'] } : {}),
+      })
       return page(
         req,
         r.items.map((d) => presentDelivery(d, r.attempts)),
@@ -308,7 +372,12 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
     `${base}/:id/deliveries/:deliveryId`,
     {
       config: read,
-      schema: { tags, summary: 'Get a delivery with every attempt', params: DeliveryParams, response: { 200: Envelope(Delivery), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') } },
+      schema: {
+        tags,
+        summary: 'Get a delivery with every attempt',
+        params: DeliveryParams,
+        response: { 200: Envelope(Delivery), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
+      },
     },
     async (req) => {
       const r = await webhooks.delivery(owner(req), req.params.id, req.params.deliveryId)

@@ -13,7 +13,11 @@ export const MAX_RETRY_AFTER_SECONDS = 86_400
  * When attempt number `attempt` (1 for the first) failed at `failedAt`: the time of the next one,
  * or null when the schedule is used up.
  */
-export function nextAttemptAt(attempt: number, failedAt: number, opts: { schedule?: readonly number[]; retryAfterSeconds?: number | null; random?: () => number } = {}): number | null {
+export function nextAttemptAt(
+  attempt: number,
+  failedAt: number,
+  opts: { schedule?: readonly number[]; retryAfterSeconds?: number | null; random?: () => number } = {},
+): number | null {
   const schedule = opts.schedule ?? RETRY_SCHEDULE_SECONDS
   const wait = schedule[attempt - 1]
   if (wait === undefined) return null

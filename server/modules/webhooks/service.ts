@@ -39,7 +39,12 @@ export interface PatchInput {
   enabled?: boolean
 }
 
-export const secretContext = (owner: Owner, webhookId: string, field: 'secret' | 'previous_secret'): SecretContext => ({ tenantId: owner ?? 'platform', table: 'webhooks', rowId: webhookId, field })
+export const secretContext = (owner: Owner, webhookId: string, field: 'secret' | 'previous_secret'): SecretContext => ({
+  tenantId: owner ?? 'platform',
+  table: 'webhooks',
+  rowId: webhookId,
+  field,
+})
 
 export function webhooksService(deps: {
   db: Db
@@ -54,14 +59,16 @@ export function webhooksService(deps: {
 }) {
   const { db, secrets, policy } = deps
   const now = dateClock(deps.now)
-  const inScope = <T>(owner: Owner, fn: (sql: TxSql) => Promise<T>) => (owner === null ? db.system(fn) : db.tenant(owner, fn))
+  const inScope = <T>(owner: Owner, fn: (sql: TxSql) => Promise<T>) =>
+    owner === null ? db.system(fn) : db.tenant(owner, fn)
   const due = () => deps.onDue?.()
 
   const found = <T>(what: string, id: string, rows: readonly T[]): T => {
     if (!rows[0]) throw notFound(what, id)
     return rows[0]
   }
-  const load = async (sql: TxSql, owner: Owner, id: string, lock = false) => found('webhook', id, await store.selectWebhook(sql, owner, id, { lock }))
+  const load = async (sql: TxSql, owner: Owner, id: string, lock = false) =>
+    found('webhook', id, await store.selectWebhook(sql, owner, id, { lock }))
 
   const record = (sql: TxSql, a: Actor<Owner>, action: string, webhookId: string, details: Record<string, unknown>) =>
     a.tenantId === null
@@ -85,7 +92,10 @@ export function webhooksService(deps: {
   function checkEvents(owner: Owner, events: readonly EventType[]): EventType[] {
     const unique = [...new Set(events)]
     if (owner !== null && unique.includes('tenant.created')) {
-      throw invalid('events', 'tenant.created is announced to platform endpoints (/api/v1/platform/webhooks): a tenant exists before its own endpoints')
+      throw invalid(
+        'events',
+        'tenant.created is announced to platform endpoints (/api/v1/platform/webhooks): a tenant exists before its own endpoints',
+      )
     }
     return unique
   }
@@ -103,11 +113,14 @@ export function webhooksService(deps: {
     const limit = PLAN_TERMS[plan].limits.webhookEndpoints
     const count = await store.countWebhooksForCreation(sql, tenantId)
     if (count >= limit) {
-      throw forbidden(`The ${plan} plan allows ${limit} webhook endpoint${limit === 1 ? '' : 's'} and this tenant has ${count}: delete one, or move to a larger plan`, {
-        reason: 'plan_limit',
-        limit,
-        plan,
-      })
+      throw forbidden(
+        `The ${plan} plan allows ${limit} webhook endpoint${limit === 1 ? '' : 's'} and this tenant has ${count}: delete one, or move to a larger plan`,
+        {
+          reason: 'plan_limit',
+          limit,
+          plan,
+        },
+      )
     }
   }
 
@@ -163,13 +176,17 @@ export function webhooksService(deps: {
         const changed = [
           change.url !== current.url && 'url',
           change.description !== current.description && 'description',
-          (change.events.length !== current.events.length || change.events.some((e, i) => e !== current.events[i])) && 'events',
+          (change.events.length !== current.events.length || change.events.some((e, i) => e !== current.events[i])) &&
+            'events',
           change.status !== current.status && 'enabled',
         ].filter((f): f is string => Boolean(f))
         if (!changed.length) return current
         const row = await store.updateWebhook(sql, a.tenantId, id, change, at)
         if (change.status === 'disabled' && current.status === 'enabled') await store.failPendingDeliveries(sql, id, at)
-        await record(sql, a, 'webhook.updated', id, { fields: changed, ...(changed.includes('enabled') ? { enabled } : {}) })
+        await record(sql, a, 'webhook.updated', id, {
+          fields: changed,
+          ...(changed.includes('enabled') ? { enabled } : {}),
+        })
         return row
       })
     },
@@ -184,21 +201,30 @@ export function webhooksService(deps: {
      * A new secret (the one given, or a generated one returned once). The previous secret keeps
      * signing beside it for `overlapSeconds`, so receivers can switch without missing a delivery.
      */
-    async rotateSecret(a: Actor<Owner>, id: string, input: { secret?: string; overlapSeconds?: number }): Promise<{ webhook: WebhookRow; secret: string | null }> {
+    async rotateSecret(
+      a: Actor<Owner>,
+      id: string,
+      input: { secret?: string; overlapSeconds?: number },
+    ): Promise<{ webhook: WebhookRow; secret: string | null }> {
       if (input.secret !== undefined) checkSecret('secret', input.secret)
       const secret = input.secret ?? generateSecret()
       const overlap = input.overlapSeconds ?? DEFAULT_OVERLAP_SECONDS
       const webhook = await inScope(a.tenantId, async (sql) => {
         const current = await load(sql, a.tenantId, id, true)
         const at = now()
-        const previous = overlap > 0 ? secrets.decrypt(current.secret_sealed, secretContext(a.tenantId, id, 'secret')) : null
+        const previous =
+          overlap > 0 ? secrets.decrypt(current.secret_sealed, secretContext(a.tenantId, id, 'secret')) : null
         const row = await store.rotateSecret(sql, a.tenantId, id, {
           secretSealed: secrets.encrypt(secret, secretContext(a.tenantId, id, 'secret')),
-          previousSealed: previous === null ? null : secrets.encrypt(previous, secretContext(a.tenantId, id, 'previous_secret')),
+          previousSealed:
+            previous === null ? null : secrets.encrypt(previous, secretContext(a.tenantId, id, 'previous_secret')),
           previousExpiresAt: previous === null ? null : new Date(at.getTime() + overlap * 1000),
           at,
         })
-        await record(sql, a, 'webhook.secret_rotated', id, { overlapSeconds: overlap, generated: input.secret === undefined })
+        await record(sql, a, 'webhook.secret_rotated', id, {
+          overlapSeconds: overlap,
+          generated: input.secret === undefined,
+        })
         return row
       })
       return { webhook, secret: input.secret === undefined ? secret : null }
@@ -223,7 +249,10 @@ export function webhooksService(deps: {
           webhookId: id,
           type: TEST_EVENT_TYPE,
           at: now(),
-          data: { webhookId: id, message: 'A test event sent from Atrium. Verify its signature as you would any other.' },
+          data: {
+            webhookId: id,
+            message: 'A test event sent from Atrium. Verify its signature as you would any other.',
+          },
         })
         return found('delivery', deliveryId, await store.selectDelivery(sql, a.tenantId, id, deliveryId))
       })
@@ -236,7 +265,11 @@ export function webhooksService(deps: {
       const before = decodeIdCursor(q.cursor)
       const { rows, attempts } = await inScope(owner, async (sql) => {
         await load(sql, owner, webhookId)
-        const rows = await store.listDeliveries(sql, owner, webhookId, { limit: q.limit + 1, before, ...(q.status ? { status: q.status } : {}) })
+        const rows = await store.listDeliveries(sql, owner, webhookId, {
+          limit: q.limit + 1,
+          before,
+          ...(q.status ? { status: q.status } : {}),
+        })
         return {
           rows,
           attempts: rows.length
@@ -269,14 +302,21 @@ export function webhooksService(deps: {
           })
         }
         if (delivery.status === 'pending') {
-          throw new AppError('VALIDATION_ERROR', 'The delivery is still being tried; it can be retried once it has succeeded or failed', {
-            errors: [{ field: 'deliveryId', message: 'is pending' }],
-            reason: 'delivery_pending',
-          })
+          throw new AppError(
+            'VALIDATION_ERROR',
+            'The delivery is still being tried; it can be retried once it has succeeded or failed',
+            {
+              errors: [{ field: 'deliveryId', message: 'is pending' }],
+              reason: 'delivery_pending',
+            },
+          )
         }
         await store.requeueDelivery(sql, a.tenantId, webhookId, id, now())
         await record(sql, a, 'webhook.delivery_retried', webhookId, { deliveryId: id, eventId: delivery.event_id })
-        return { delivery: found('delivery', id, await store.selectDelivery(sql, a.tenantId, webhookId, id)), attempts: await store.selectAttempts(sql, [id]) }
+        return {
+          delivery: found('delivery', id, await store.selectDelivery(sql, a.tenantId, webhookId, id)),
+          attempts: await store.selectAttempts(sql, [id]),
+        }
       })
       due()
       return r

@@ -20,13 +20,17 @@ const BASE64_RE = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=
 export function secretProblem(secret: string): string | null {
   if (!secret.startsWith(SECRET_PREFIX)) return null
   const encoded = secret.slice(SECRET_PREFIX.length)
-  if (!BASE64_RE.test(encoded)) return `a secret starting with ${SECRET_PREFIX} must continue in base64 (the Standard Webhooks form)`
-  if (Buffer.from(encoded, 'base64').length < MIN_KEY_BYTES) return `a ${SECRET_PREFIX} secret must encode at least ${MIN_KEY_BYTES} bytes`
+  if (!BASE64_RE.test(encoded))
+    return `a secret starting with ${SECRET_PREFIX} must continue in base64 (the Standard Webhooks form)`
+  if (Buffer.from(encoded, 'base64').length < MIN_KEY_BYTES)
+    return `a ${SECRET_PREFIX} secret must encode at least ${MIN_KEY_BYTES} bytes`
   return null
 }
 
 export function signingKey(secret: string): Buffer {
-  return secret.startsWith(SECRET_PREFIX) ? Buffer.from(secret.slice(SECRET_PREFIX.length), 'base64') : Buffer.from(secret, 'utf8')
+  return secret.startsWith(SECRET_PREFIX)
+    ? Buffer.from(secret.slice(SECRET_PREFIX.length), 'base64')
+    : Buffer.from(secret, 'utf8')
 }
 
 /** A new secret in the Standard Webhooks form: 32 random bytes. */
@@ -34,5 +38,7 @@ export const generateSecret = (): string => SECRET_PREFIX + randomBytes(32).toSt
 
 /** The webhook-signature header value: one v1 signature per key, newest first. */
 export function sign(keys: readonly Buffer[], id: string, timestampSeconds: number, body: string): string {
-  return keys.map((k) => `v1,${createHmac('sha256', k).update(`${id}.${timestampSeconds}.${body}`).digest('base64')}`).join(' ')
+  return keys
+    .map((k) => `v1,${createHmac('sha256', k).update(`${id}.${timestampSeconds}.${body}`).digest('base64')}`)
+    .join(' ')
 }

@@ -57,13 +57,17 @@ export interface AttemptRow {
 }
 
 const ownedBy = (sql: TxSql, owner: Owner) => (owner === null ? sql`tenant_id is null` : sql`tenant_id = ${owner}`)
-const deliveryOwnedBy = (sql: TxSql, owner: Owner) => (owner === null ? sql`d.tenant_id is null` : sql`d.tenant_id = ${owner}`)
+const deliveryOwnedBy = (sql: TxSql, owner: Owner) =>
+  owner === null ? sql`d.tenant_id is null` : sql`d.tenant_id = ${owner}`
 
 const COLUMNS = (sql: TxSql) => sql`
   id, tenant_id, url, description, events, secret_sealed, previous_secret_sealed, previous_secret_expires_at,
   secret_rotated_at, status, disabled_reason, disabled_message, disabled_at, failing_since, last_success_at, created_at, updated_at`
 
-export async function insertWebhook(sql: TxSql, w: { id: string; owner: Owner; url: string; description: string; events: readonly string[]; secretSealed: string }): Promise<WebhookRow> {
+export async function insertWebhook(
+  sql: TxSql,
+  w: { id: string; owner: Owner; url: string; description: string; events: readonly string[]; secretSealed: string },
+): Promise<WebhookRow> {
   const [row] = await sql<WebhookRow[]>`
     insert into webhooks (id, tenant_id, url, description, events, secret_sealed)
     values (${w.id}, ${w.owner}, ${w.url}, ${w.description}, ${w.events as string[]}, ${w.secretSealed})
@@ -107,7 +111,13 @@ export interface WebhookChange {
   failingSince: Date | null
 }
 
-export async function updateWebhook(sql: TxSql, owner: Owner, id: string, c: WebhookChange, at: Date): Promise<WebhookRow> {
+export async function updateWebhook(
+  sql: TxSql,
+  owner: Owner,
+  id: string,
+  c: WebhookChange,
+  at: Date,
+): Promise<WebhookRow> {
   const [row] = await sql<WebhookRow[]>`
     update webhooks set url = ${c.url}, description = ${c.description}, events = ${c.events as string[]}, status = ${c.status},
            disabled_reason = ${c.disabledReason}, disabled_message = ${c.disabledMessage}, disabled_at = ${c.disabledAt},
@@ -117,7 +127,12 @@ export async function updateWebhook(sql: TxSql, owner: Owner, id: string, c: Web
   return row!
 }
 
-export async function rotateSecret(sql: TxSql, owner: Owner, id: string, r: { secretSealed: string; previousSealed: string | null; previousExpiresAt: Date | null; at: Date }): Promise<WebhookRow> {
+export async function rotateSecret(
+  sql: TxSql,
+  owner: Owner,
+  id: string,
+  r: { secretSealed: string; previousSealed: string | null; previousExpiresAt: Date | null; at: Date },
+): Promise<WebhookRow> {
   const [row] = await sql<WebhookRow[]>`
     update webhooks set secret_sealed = ${r.secretSealed}, previous_secret_sealed = ${r.previousSealed},
            previous_secret_expires_at = ${r.previousExpiresAt}, secret_rotated_at = ${r.at}, updated_at = ${r.at}
@@ -147,7 +162,12 @@ const DELIVERY = (sql: TxSql) => sql`
   d.last_status_code, d.last_error, d.created_at, d.completed_at`
 
 /** Newest first; `status` narrows to one state. */
-export function listDeliveries(sql: TxSql, owner: Owner, webhookId: string, o: { limit: number; before: string | null; status?: DeliveryStatus }) {
+export function listDeliveries(
+  sql: TxSql,
+  owner: Owner,
+  webhookId: string,
+  o: { limit: number; before: string | null; status?: DeliveryStatus },
+) {
   return sql<DeliveryRow[]>`
     select ${DELIVERY(sql)} from webhook_deliveries d join webhook_events e on e.id = d.event_id
      where ${deliveryOwnedBy(sql, owner)} and d.webhook_id = ${webhookId}
@@ -176,7 +196,18 @@ export function requeueDelivery(sql: TxSql, owner: Owner, webhookId: string, id:
 }
 
 /** An event for one endpoint only (a test event): already dispatched, its delivery due at `at`. */
-export async function insertDirectEvent(sql: TxSql, e: { eventId: string; deliveryId: string; owner: Owner; webhookId: string; type: string; data: Record<string, unknown>; at: Date }): Promise<void> {
+export async function insertDirectEvent(
+  sql: TxSql,
+  e: {
+    eventId: string
+    deliveryId: string
+    owner: Owner
+    webhookId: string
+    type: string
+    data: Record<string, unknown>
+    at: Date
+  },
+): Promise<void> {
   await sql`
     insert into webhook_events (id, tenant_id, type, data, created_at, dispatched_at)
     values (${e.eventId}, ${e.owner}, ${e.type}, ${sql.json(e.data as never)}, ${e.at}, ${e.at})`
@@ -191,7 +222,11 @@ export async function insertDirectEvent(sql: TxSql, e: { eventId: string; delive
  * Fans out up to `limit` undispatched events to the enabled endpoints subscribed to them (their
  * tenant's and the platform's), in one statement. SKIP LOCKED lets replicas share the work.
  */
-export async function dispatchEvents(sql: TxSql, limit: number, at: Date): Promise<{ events: number; deliveries: number }> {
+export async function dispatchEvents(
+  sql: TxSql,
+  limit: number,
+  at: Date,
+): Promise<{ events: number; deliveries: number }> {
   const [row] = await sql<{ events: number; deliveries: number }[]>`
     with ev as (
       select id, tenant_id, type, created_at from webhook_events
@@ -308,8 +343,12 @@ export async function oldestDueSeconds(sql: TxSql, at: Date): Promise<number> {
 }
 
 /** Gives claims back (a worker stopping before it began them): due again at once, for any worker. */
-export async function releaseClaims(sql: TxSql, claims: readonly Pick<ClaimedDelivery, 'id' | 'leased_until'>[]): Promise<void> {
-  for (const c of claims) await sql`update webhook_deliveries set leased_until = null where id = ${c.id} and leased_until = ${c.leased_until}`
+export async function releaseClaims(
+  sql: TxSql,
+  claims: readonly Pick<ClaimedDelivery, 'id' | 'leased_until'>[],
+): Promise<void> {
+  for (const c of claims)
+    await sql`update webhook_deliveries set leased_until = null where id = ${c.id} and leased_until = ${c.leased_until}`
 }
 
 export interface AttemptResult {
@@ -381,14 +420,22 @@ export async function noteSuccess(sql: TxSql, webhookId: string, at: Date): Prom
 }
 
 /** Stops an enabled endpoint; false when it was already stopped (or is gone). */
-export async function disableWebhook(sql: TxSql, webhookId: string, reason: DisabledReason, message: string, at: Date): Promise<boolean> {
+export async function disableWebhook(
+  sql: TxSql,
+  webhookId: string,
+  reason: DisabledReason,
+  message: string,
+  at: Date,
+): Promise<boolean> {
   const rows = await sql`
     update webhooks set status = 'disabled', disabled_reason = ${reason}, disabled_message = ${message}, disabled_at = ${at}, updated_at = ${at}
      where id = ${webhookId} and status = 'enabled' returning id`
   return rows.length > 0
 }
 
-/** Deletes events older than `before` that nothing still waits to deliver (their deliveries and attempts go with them). */
+/**
+ * Deletes events older than `before` that nothing still waits to deliver (their deliveries and attempts go with them).
+ */
 export async function sweepEvents(sql: TxSql, before: Date): Promise<number | null> {
   const [lock] = await sql<{ ok: boolean }[]>`select pg_try_advisory_xact_lock(hashtext('atrium:webhook-sweep')) as ok`
   if (!lock?.ok) return null

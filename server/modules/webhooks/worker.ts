@@ -75,8 +75,15 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
   const attemptTimeoutMs = o.attemptTimeoutMs ?? ATTEMPT_TIMEOUT_MS
   const leaseMs = o.leaseMs ?? 4 * attemptTimeoutMs
   // A lease that ends while its attempt may still run would let a second worker send it again.
-  if (leaseMs <= attemptTimeoutMs) throw new Error(`webhook worker: leaseMs (${leaseMs}) must be longer than the attempt timeout (${attemptTimeoutMs})`)
-  const fetchOut = outboundFetch(o.policy, { timeoutMs: attemptTimeoutMs, maxResponseBytes: EXCERPT_BYTES, truncateResponse: true })
+  if (leaseMs <= attemptTimeoutMs)
+    throw new Error(
+      `webhook worker: leaseMs (${leaseMs}) must be longer than the attempt timeout (${attemptTimeoutMs})`,
+    )
+  const fetchOut = outboundFetch(o.policy, {
+    timeoutMs: attemptTimeoutMs,
+    maxResponseBytes: EXCERPT_BYTES,
+    truncateResponse: true,
+  })
   const limits = fairLimits(o.concurrency)
   // A claimed delivery passed over for fairer ones long enough goes first, while its lease still
   // covers a whole attempt: run past the lease, it could be sent by another worker at the same time.
@@ -124,7 +131,13 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
     const due = await store.dueDeliveries(sql, at, want)
     if (!due.length) return []
     const ranked = rankFair(
-      due.map((d) => ({ id: d.id, tenant: d.tenant_id, key: d.webhook_id, healthy: d.healthy, dueAt: d.next_attempt_at })),
+      due.map((d) => ({
+        id: d.id,
+        tenant: d.tenant_id,
+        key: d.webhook_id,
+        healthy: d.healthy,
+        dueAt: d.next_attempt_at,
+      })),
       held.map(shareOf),
       limits,
       2 * want,
@@ -143,7 +156,10 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
   const metrics = o.registry
     ? workerMetrics(o.registry, {
         inFlight: () => loop.running().length,
-        oldestDueSeconds: () => (stopped ? Promise.reject(new Error('stopped')) : o.db.system((sql) => store.oldestDueSeconds(sql, new Date(clock())))),
+        oldestDueSeconds: () =>
+          stopped
+            ? Promise.reject(new Error('stopped'))
+            : o.db.system((sql) => store.oldestDueSeconds(sql, new Date(clock()))),
       })
     : null
 
@@ -156,7 +172,13 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
     let excerpt = ''
     let retryAfter: number | null = null
     try {
-      const body = JSON.stringify({ id: d.event_id, type: d.event_type, timestamp: d.event_created_at.toISOString(), tenantId: d.event_tenant_id, data: d.data })
+      const body = JSON.stringify({
+        id: d.event_id,
+        type: d.event_type,
+        timestamp: d.event_created_at.toISOString(),
+        tenantId: d.event_tenant_id,
+        data: d.data,
+      })
       const timestamp = Math.floor(clock() / 1000)
       const res = await fetchOut(d.url, {
         method: 'POST',
@@ -180,7 +202,8 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
     const durationMs = Math.round(performance.now() - t0)
     const ok = statusCode !== null && statusCode >= 200 && statusCode < 300
     const gone = statusCode === 410
-    if (!ok && statusCode !== null) error = `the endpoint answered ${statusCode}${gone ? ' (Gone): the endpoint is disabled' : ''}`
+    if (!ok && statusCode !== null)
+      error = `the endpoint answered ${statusCode}${gone ? ' (Gone): the endpoint is disabled' : ''}`
     let disabled: store.DisabledReason | null = null
     let outcome: store.AttemptOutcome = 'failed'
     try {
@@ -191,7 +214,8 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
         if (!ok) w = (await store.noteFailure(sql, d.webhook_id, at)) ?? null
         if (ok || w) {
           const off = w !== null && w.status !== 'enabled' // disabled while this attempt ran: no retry
-          const retryAt = ok || gone || off ? null : nextAttemptAt(number, clock(), { schedule, retryAfterSeconds: retryAfter })
+          const retryAt =
+            ok || gone || off ? null : nextAttemptAt(number, clock(), { schedule, retryAfterSeconds: retryAfter })
           outcome = ok ? 'succeeded' : retryAt === null ? 'failed' : 'retrying'
           // A success's note on the endpoint goes out in the same write as the record (postgres.js
           // sends what is issued in one tick together); PostgreSQL runs them in order, endpoint first.
@@ -208,7 +232,10 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
                 durationMs,
                 statusCode,
                 excerpt: printable(excerpt),
-                error: error === null ? null : printable(off && !ok ? `${error}; the endpoint was disabled meanwhile` : error),
+                error:
+                  error === null
+                    ? null
+                    : printable(off && !ok ? `${error}; the endpoint was disabled meanwhile` : error),
                 outcome,
                 nextAttemptAt: retryAt === null ? null : new Date(retryAt),
               },
@@ -217,9 +244,21 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
           ])
           if (recorded && w && !off) {
             if (gone) {
-              disabled = await disable(sql, d, 'gone', `The endpoint answered 410 Gone on ${at.toISOString()}: its owner says it no longer exists`, at)
+              disabled = await disable(
+                sql,
+                d,
+                'gone',
+                `The endpoint answered 410 Gone on ${at.toISOString()}: its owner says it no longer exists`,
+                at,
+              )
             } else if (w.failing_since && at.getTime() - w.failing_since.getTime() >= DISABLE_AFTER_FAILING_MS) {
-              disabled = await disable(sql, d, 'failing', `Every delivery attempt failed from ${w.failing_since.toISOString()} to ${at.toISOString()} (last: ${error})`, at)
+              disabled = await disable(
+                sql,
+                d,
+                'failing',
+                `Every delivery attempt failed from ${w.failing_since.toISOString()} to ${at.toISOString()} (last: ${error})`,
+                at,
+              )
             }
           }
         } // else: the endpoint was deleted meanwhile, and its deliveries with it
@@ -231,12 +270,37 @@ export function startWebhookWorker(o: WorkerOptions): Worker {
       return
     }
     metrics?.attempted(outcome)
-    o.log.info({ deliveryId: d.id, webhookId: d.webhook_id, eventId: d.event_id, attempt: number, statusCode, outcome, ms: durationMs, ...(error ? { error } : {}) }, 'webhook delivery attempt')
-    if (disabled) o.log.warn({ webhookId: d.webhook_id, tenantId: d.webhook_tenant_id, reason: disabled }, 'webhook endpoint disabled')
+    o.log.info(
+      {
+        deliveryId: d.id,
+        webhookId: d.webhook_id,
+        eventId: d.event_id,
+        attempt: number,
+        statusCode,
+        outcome,
+        ms: durationMs,
+        ...(error ? { error } : {}),
+      },
+      'webhook delivery attempt',
+    )
+    if (disabled)
+      o.log.warn(
+        { webhookId: d.webhook_id, tenantId: d.webhook_tenant_id, reason: disabled },
+        'webhook endpoint disabled',
+      )
   }
 
-  /** Stops the endpoint (its row is already locked by this transaction); the reason when it was this call that stopped it. */
-  async function disable(sql: TxSql, d: ClaimedDelivery, reason: store.DisabledReason, message: string, at: Date): Promise<store.DisabledReason | null> {
+  /**
+   * Stops the endpoint (its row is already locked by this transaction); the reason when it was this call that stopped
+   * it.
+   */
+  async function disable(
+    sql: TxSql,
+    d: ClaimedDelivery,
+    reason: store.DisabledReason,
+    message: string,
+    at: Date,
+  ): Promise<store.DisabledReason | null> {
     if (!(await store.disableWebhook(sql, d.webhook_id, reason, message, at))) return null
     await store.failPendingDeliveries(sql, d.webhook_id, at)
     // The tenant's admins see why in the endpoint itself and in their audit log.
@@ -316,8 +380,13 @@ export function describe(err: unknown): string {
   }
 }
 
-/** Events nothing waits to deliver any more are removed after EVENT_RETENTION_MS (queue 'webhooks.events-retention', server/jobs.ts). */
+/**
+ * Events nothing waits to deliver any more are removed after EVENT_RETENTION_MS (queue 'webhooks.events-retention',
+ * server/jobs.ts).
+ */
 export const eventsRetention = (deps: { db: Db; log: Logger; now?: Clock }) => async (): Promise<void> => {
-  const swept = await deps.db.system((sql) => store.sweepEvents(sql, new Date((deps.now ?? Date.now)() - EVENT_RETENTION_MS)))
+  const swept = await deps.db.system((sql) =>
+    store.sweepEvents(sql, new Date((deps.now ?? Date.now)() - EVENT_RETENTION_MS)),
+  )
   if (swept) deps.log.info({ swept }, 'old webhook events removed')
 }

@@ -14,7 +14,9 @@ import { directSite, snapshot } from '../../helpers/site-data.js'
 const PASSPHRASE = 'a passphrase of some length'
 const real = Boolean(services.databaseUrl && services.s3Endpoint)
 
-/** A small site: two tables (one with row-level security forced, as Atrium's are), the migrations table, three objects. */
+/**
+ * A small site: two tables (one with row-level security forced, as Atrium's are), the migrations table, three objects.
+ */
 async function smallSite(t: Test) {
   const databaseUrl = await freshDatabase(t)
   const bucket = await freshBucket(t)
@@ -47,72 +49,124 @@ const emptyTarget = async (t: Test) => {
   return { databaseUrl, bucket, site: directSite(databaseUrl, bucket) }
 }
 
-t.test('refusals on real services', { skip: !real && 'needs TEST_DATABASE_URL and TEST_S3_ENDPOINT (a real PostgreSQL and S3)' }, async (t) => {
-  const source = await smallSite(t)
-  const dir = tempDir(t)
-  const path = join(dir, 'site.tar')
-  await writeBackup(source.site, { output: path, passphrase: PASSPHRASE, configuration: { '.env': 'X=1\n' }, target: 'compose' })
-  const whole = readFileSync(path)
-  const target = await emptyTarget(t)
-  const pristine = await snapshot(target.databaseUrl, target.bucket)
-  t.same(pristine, { tables: {}, objects: {} })
-  const refused = async (name: string, archive: Buffer | string, pattern: RegExp, o: Partial<Parameters<typeof restoreBackup>[2]> = {}) => {
-    const file = typeof archive === 'string' ? archive : join(dir, `${name}.tar`)
-    if (typeof archive !== 'string') writeFileSync(file, archive)
-    await t.rejects(restoreBackup(target.site, file, { passphrase: PASSPHRASE, ...o }), { name: 'RestoreRefused', message: pattern }, name)
-    t.same(await snapshot(target.databaseUrl, target.bucket), pristine, `${name}: nothing changed`)
-  }
+t.test(
+  'refusals on real services',
+  { skip: !real && 'needs TEST_DATABASE_URL and TEST_S3_ENDPOINT (a real PostgreSQL and S3)' },
+  async (t) => {
+    const source = await smallSite(t)
+    const dir = tempDir(t)
+    const path = join(dir, 'site.tar')
+    await writeBackup(source.site, {
+      output: path,
+      passphrase: PASSPHRASE,
+      configuration: { '.env': 'X=1\n' },
+      target: 'compose',
+    })
+    const whole = readFileSync(path)
+    const target = await emptyTarget(t)
+    const pristine = await snapshot(target.databaseUrl, target.bucket)
+    t.same(pristine, { tables: {}, objects: {} })
+    const refused = async (
+      name: string,
+      archive: Buffer | string,
+      pattern: RegExp,
+      o: Partial<Parameters<typeof restoreBackup>[2]> = {},
+    ) => {
+      const file = typeof archive === 'string' ? archive : join(dir, `${name}.tar`)
+      if (typeof archive !== 'string') writeFileSync(file, archive)
+      await t.rejects(
+        restoreBackup(target.site, file, { passphrase: PASSPHRASE, ...o }),
+        { name: 'RestoreRefused', message: pattern },
+        name,
+      )
+      t.same(await snapshot(target.databaseUrl, target.bucket), pristine, `${name}: nothing changed`)
+    }
 
-  for (const at of [600, Math.floor(whole.length / 2), whole.length - 3000]) {
-    const damaged = Buffer.from(whole)
-    damaged[at]! ^= 0x20
-    await refused(`one byte changed at ${at}`, damaged, /damaged/)
-  }
-  await refused('truncated', whole.subarray(0, whole.length - 5000), /damaged: .*truncated/)
-  await refused('a wrong passphrase', path, /passphrase is wrong/, { passphrase: 'not the passphrase at all' })
-  const text = whole.toString('latin1')
-  const edited = Buffer.from(text.replace('"target":"compose"', '"target":"c0mpose"').replace('"target": "compose"', '"target": "c0mpose"'), 'latin1')
-  t.not(edited.toString('latin1'), text)
-  await refused('an edited manifest', edited, /manifest was changed/)
-  await refused('a newer Atrium', path, /from Atrium .* newer than this installer's 0\.0\.1/, { release: { version: '0.0.1', schema: 99 } })
-  await refused('a newer schema', path, /schema is version 15, newer than this release's 14/, { release: { version: VERSION, schema: 14 } })
-  const sourceBefore = await snapshot(source.databaseUrl, source.bucket)
-  await t.rejects(restoreBackup(source.site, path, { passphrase: PASSPHRASE }), {
-    name: 'RestoreRefused',
-    message: /the target is not empty: the database .* has \d+ tables, views or sequences and the bucket .* has objects\. .*--force/,
-  })
-  t.same(await snapshot(source.databaseUrl, source.bucket), sourceBefore, 'a non-empty target: nothing changed')
+    for (const at of [600, Math.floor(whole.length / 2), whole.length - 3000]) {
+      const damaged = Buffer.from(whole)
+      damaged[at]! ^= 0x20
+      await refused(`one byte changed at ${at}`, damaged, /damaged/)
+    }
+    await refused('truncated', whole.subarray(0, whole.length - 5000), /damaged: .*truncated/)
+    await refused('a wrong passphrase', path, /passphrase is wrong/, { passphrase: 'not the passphrase at all' })
+    const text = whole.toString('latin1')
+    const edited = Buffer.from(
+      text.replace('"target":"compose"', '"target":"c0mpose"').replace('"target": "compose"', '"target": "c0mpose"'),
+      'latin1',
+    )
+    t.not(edited.toString('latin1'), text)
+    await refused('an edited manifest', edited, /manifest was changed/)
+    await refused('a newer Atrium', path, /from Atrium .* newer than this installer's 0\.0\.1/, {
+      release: { version: '0.0.1', schema: 99 },
+    })
+    await refused('a newer schema', path, /schema is version 15, newer than this release's 14/, {
+      release: { version: VERSION, schema: 14 },
+    })
+    const sourceBefore = await snapshot(source.databaseUrl, source.bucket)
+    await t.rejects(restoreBackup(source.site, path, { passphrase: PASSPHRASE }), {
+      name: 'RestoreRefused',
+      message:
+        /the target is not empty: the database .* has \d+ tables, views or sequences and the bucket .* has objects\. .*--force/,
+    })
+    t.same(await snapshot(source.databaseUrl, source.bucket), sourceBefore, 'a non-empty target: nothing changed')
 
-  // A good restore into the empty target, then --force over a site that changed since.
-  await restoreBackup(target.site, path, { passphrase: PASSPHRASE })
-  t.same(await snapshot(target.databaseUrl, target.bucket), sourceBefore)
-  const sql = postgres(target.databaseUrl, { max: 1, onnotice: () => {} })
-  await sql.unsafe(`insert into notes (body) values ('written after the backup'); create table extra (x int)`)
-  await sql.end()
-  await s3Client().putObject(target.bucket, 'written-after', Buffer.from('late'))
-  const forced = await restoreBackup(target.site, path, { passphrase: PASSPHRASE, force: true })
-  t.ok(forced.inUse.relations > 0)
-  t.same(await snapshot(target.databaseUrl, target.bucket), sourceBefore, '--force: the target is exactly the backup again')
-  t.ok(await verifyBackup(path, PASSPHRASE), 'the archive itself still verifies')
+    // A good restore into the empty target, then --force over a site that changed since.
+    await restoreBackup(target.site, path, { passphrase: PASSPHRASE })
+    t.same(await snapshot(target.databaseUrl, target.bucket), sourceBefore)
+    const sql = postgres(target.databaseUrl, { max: 1, onnotice: () => {} })
+    await sql.unsafe(`insert into notes (body) values ('written after the backup'); create table extra (x int)`)
+    await sql.end()
+    await s3Client().putObject(target.bucket, 'written-after', Buffer.from('late'))
+    const forced = await restoreBackup(target.site, path, { passphrase: PASSPHRASE, force: true })
+    t.ok(forced.inUse.relations > 0)
+    t.same(
+      await snapshot(target.databaseUrl, target.bucket),
+      sourceBefore,
+      '--force: the target is exactly the backup again',
+    )
+    t.ok(await verifyBackup(path, PASSPHRASE), 'the archive itself still verifies')
 
-  // An archive that changes after it was verified (another backup written over it) is caught in
-  // the second read, and the target is left empty rather than half-restored.
-  const other = await smallSite(t)
-  await s3Client().putObject(other.bucket, 'tenants/a/one.zip', Buffer.from('ONE')) // same size, other bytes
-  const swapped = join(dir, 'swapped.tar')
-  await writeBackup(other.site, { output: swapped, passphrase: PASSPHRASE, configuration: { '.env': 'X=1\n' }, target: 'compose' })
-  const fresh = await emptyTarget(t)
-  const prepared = await prepareRestore(fresh.site, path, { passphrase: PASSPHRASE })
-  writeFileSync(path, readFileSync(swapped))
-  await t.rejects(applyRestore(fresh.site, path, prepared), { name: 'SiteDataError', message: /changed after it was verified: the object tenants\/a\/one\.zip differs/ })
-  t.same(await snapshot(fresh.databaseUrl, fresh.bucket), { tables: {}, objects: {} }, 'left empty')
-})
+    // An archive that changes after it was verified (another backup written over it) is caught in
+    // the second read, and the target is left empty rather than half-restored.
+    const other = await smallSite(t)
+    await s3Client().putObject(other.bucket, 'tenants/a/one.zip', Buffer.from('ONE')) // same size, other bytes
+    const swapped = join(dir, 'swapped.tar')
+    await writeBackup(other.site, {
+      output: swapped,
+      passphrase: PASSPHRASE,
+      configuration: { '.env': 'X=1\n' },
+      target: 'compose',
+    })
+    const fresh = await emptyTarget(t)
+    const prepared = await prepareRestore(fresh.site, path, { passphrase: PASSPHRASE })
+    writeFileSync(path, readFileSync(swapped))
+    await t.rejects(applyRestore(fresh.site, path, prepared), {
+      name: 'SiteDataError',
+      message: /changed after it was verified: the object tenants\/a\/one\.zip differs/,
+    })
+    t.same(await snapshot(fresh.databaseUrl, fresh.bucket), { tables: {}, objects: {} }, 'left empty')
+  },
+)
 
-t.test('the backup records the version the site runs, which that release restores', { skip: !real && 'needs TEST_DATABASE_URL and TEST_S3_ENDPOINT (a real PostgreSQL and S3)' }, async (t) => {
-  const source = await smallSite(t)
-  const path = join(tempDir(t), 'site.tar')
-  const made = await writeBackup(source.site, { output: path, passphrase: PASSPHRASE, configuration: {}, target: 'helm', version: '0.0.9' })
-  t.equal(made.manifest.atriumVersion, '0.0.9')
-  t.equal((await verifyBackup(path, PASSPHRASE, { version: '0.0.9', schema: 15 })).manifest.atriumVersion, '0.0.9', "the 0.0.9 installer takes its site's backup")
-  await t.rejects(verifyBackup(path, PASSPHRASE, { version: '0.0.8', schema: 15 }), { name: 'RestoreRefused' })
-})
+t.test(
+  'the backup records the version the site runs, which that release restores',
+  { skip: !real && 'needs TEST_DATABASE_URL and TEST_S3_ENDPOINT (a real PostgreSQL and S3)' },
+  async (t) => {
+    const source = await smallSite(t)
+    const path = join(tempDir(t), 'site.tar')
+    const made = await writeBackup(source.site, {
+      output: path,
+      passphrase: PASSPHRASE,
+      configuration: {},
+      target: 'helm',
+      version: '0.0.9',
+    })
+    t.equal(made.manifest.atriumVersion, '0.0.9')
+    t.equal(
+      (await verifyBackup(path, PASSPHRASE, { version: '0.0.9', schema: 15 })).manifest.atriumVersion,
+      '0.0.9',
+      "the 0.0.9 installer takes its site's backup",
+    )
+    await t.rejects(verifyBackup(path, PASSPHRASE, { version: '0.0.8', schema: 15 }), { name: 'RestoreRefused' })
+  },
+)

@@ -12,78 +12,117 @@ function composeSite(t: Parameters<typeof tempDir>[0], env: string) {
   const dir = tempDir(t)
   mkdirSync(join(dir, 'out'))
   writeFileSync(join(dir, 'out', '.env'), env)
-  return contextFor({ ...DEFAULT_ANSWERS, dataPath: join(dir, 'data'), outputDir: join(dir, 'out'), config: {} }, { env: {} })
+  return contextFor(
+    { ...DEFAULT_ANSWERS, dataPath: join(dir, 'data'), outputDir: join(dir, 'out'), config: {} },
+    { env: {} },
+  )
 }
 
-t.test("a Compose site's bundled PostgreSQL is dumped inside its container (no password passed) and its MinIO reached at the published port", async (t) => {
-  const ctx = composeSite(
-    t,
-    [
-      'DATABASE_URL=postgres://atrium:pw@postgres:5432/atrium',
-      'R2_ENDPOINT=http://minio:9000',
-      'R2_BUCKET=atrium',
-      'R2_ACCESS_KEY_ID=atrium-server',
-      'R2_SECRET_ACCESS_KEY=s3cret',
-      'COMPOSE_PROFILES=postgres,redis,s3',
-      'ATRIUM_BIND_ADDRESS=10.0.0.5',
-      'ATRIUM_S3_PORT=9100',
-      '',
-    ].join('\n'),
-  )
-  const found = siteServices(ctx)
-  if (!('services' in found)) throw new Error(found.problems.join())
-  const dump = found.services.database.command('pg_dump', ['--format=custom'])
-  t.equal(dump.file, 'docker')
-  t.match(dump.args.join(' '), /^compose --project-name atrium --env-file .*\/out\/\.env -f .*compose\.yaml exec -T postgres pg_dump --username atrium --dbname atrium --format=custom$/)
-  t.same(dump.env, {})
-  t.notOk(dump.args.join(' ').includes('pw'), 'the password is not an argument')
-  t.match(found.services.stores, [{ name: 'default', endpoint: 'http://10.0.0.5:9100', bucket: 'atrium', accessKey: 'atrium-server' }])
-})
+t.test(
+  "a Compose site's bundled PostgreSQL is dumped inside its container (no password passed) and its MinIO reached at the published port",
+  async (t) => {
+    const ctx = composeSite(
+      t,
+      [
+        'DATABASE_URL=postgres://atrium:pw@postgres:5432/atrium',
+        'R2_ENDPOINT=http://minio:9000',
+        'R2_BUCKET=atrium',
+        'R2_ACCESS_KEY_ID=atrium-server',
+        'R2_SECRET_ACCESS_KEY=s3cret',
+        'COMPOSE_PROFILES=postgres,redis,s3',
+        'ATRIUM_BIND_ADDRESS=10.0.0.5',
+        'ATRIUM_S3_PORT=9100',
+        '',
+      ].join('\n'),
+    )
+    const found = siteServices(ctx)
+    if (!('services' in found)) throw new Error(found.problems.join())
+    const dump = found.services.database.command('pg_dump', ['--format=custom'])
+    t.equal(dump.file, 'docker')
+    t.match(
+      dump.args.join(' '),
+      /^compose --project-name atrium --env-file .*\/out\/\.env -f .*compose\.yaml exec -T postgres pg_dump --username atrium --dbname atrium --format=custom$/,
+    )
+    t.same(dump.env, {})
+    t.notOk(dump.args.join(' ').includes('pw'), 'the password is not an argument')
+    t.match(found.services.stores, [
+      { name: 'default', endpoint: 'http://10.0.0.5:9100', bucket: 'atrium', accessKey: 'atrium-server' },
+    ])
+  },
+)
 
-t.test('a site with its own services is reached at their addresses, with the password in libpq’s environment only; every region store is a store', async (t) => {
-  const ctx = composeSite(
-    t,
-    [
-      'DATABASE_URL=postgres://app%40corp:p%2Fw@db.internal:6432/atrium?sslmode=verify-full',
-      'R2_ENDPOINT=https://s3.internal',
-      'R2_BUCKET=main',
-      'R2_ACCESS_KEY_ID=k',
-      'R2_SECRET_ACCESS_KEY=s',
-      `REGION_STORES=${JSON.stringify({ 'eu-west': { endpoint: 'https://eu.s3.internal', bucket: 'eu', accessKeyId: 'ek', secretAccessKey: 'es' } })}`,
-      'COMPOSE_PROFILES=redis',
-      '',
-    ].join('\n'),
-  )
-  const found = siteServices(ctx)
-  if (!('services' in found)) throw new Error(found.problems.join())
-  const restore = found.services.database.command('pg_restore', ['--single-transaction'])
-  t.same(restore, {
-    file: 'pg_restore',
-    args: ['--dbname', 'atrium', '--single-transaction'],
-    env: { PGHOST: 'db.internal', PGPORT: '6432', PGUSER: 'app@corp', PGDATABASE: 'atrium', PGPASSWORD: 'p/w', PGSSLMODE: 'verify-full' },
-  })
-  t.same(
-    found.services.stores.map((s) => [s.name, s.endpoint, s.bucket]),
-    [
-      ['default', 'https://s3.internal', 'main'],
-      ['eu-west', 'https://eu.s3.internal', 'eu'],
-    ],
-  )
-  t.same(libpqEnv('postgres://u@[::1]/d'), { PGHOST: '::1', PGPORT: '5432', PGUSER: 'u', PGDATABASE: 'd' })
-})
+t.test(
+  'a site with its own services is reached at their addresses, with the password in libpq’s environment only; every region store is a store',
+  async (t) => {
+    const ctx = composeSite(
+      t,
+      [
+        'DATABASE_URL=postgres://app%40corp:p%2Fw@db.internal:6432/atrium?sslmode=verify-full',
+        'R2_ENDPOINT=https://s3.internal',
+        'R2_BUCKET=main',
+        'R2_ACCESS_KEY_ID=k',
+        'R2_SECRET_ACCESS_KEY=s',
+        `REGION_STORES=${JSON.stringify({ 'eu-west': { endpoint: 'https://eu.s3.internal', bucket: 'eu', accessKeyId: 'ek', secretAccessKey: 'es' } })}`,
+        'COMPOSE_PROFILES=redis',
+        '',
+      ].join('\n'),
+    )
+    const found = siteServices(ctx)
+    if (!('services' in found)) throw new Error(found.problems.join())
+    const restore = found.services.database.command('pg_restore', ['--single-transaction'])
+    t.same(restore, {
+      file: 'pg_restore',
+      args: ['--dbname', 'atrium', '--single-transaction'],
+      env: {
+        PGHOST: 'db.internal',
+        PGPORT: '6432',
+        PGUSER: 'app@corp',
+        PGDATABASE: 'atrium',
+        PGPASSWORD: 'p/w',
+        PGSSLMODE: 'verify-full',
+      },
+    })
+    t.same(
+      found.services.stores.map((s) => [s.name, s.endpoint, s.bucket]),
+      [
+        ['default', 'https://s3.internal', 'main'],
+        ['eu-west', 'https://eu.s3.internal', 'eu'],
+      ],
+    )
+    t.same(libpqEnv('postgres://u@[::1]/d'), { PGHOST: '::1', PGPORT: '5432', PGUSER: 'u', PGDATABASE: 'd' })
+  },
+)
 
-t.test('a Helm site with its own services is reached as the preflight reaches them: the values and Secret the installer wrote', async (t) => {
-  const dir = tempDir(t)
-  const answers = { ...DEFAULT_ANSWERS, target: 'helm' as const, dataPath: join(dir, 'data'), outputDir: join(dir, 'out'), config: {} }
-  mkdirSync(answers.outputDir)
-  const files = renderHelmFiles(
-    { DATABASE_URL: 'postgres://atrium:pw@pg.db.svc:5432/atrium', R2_ENDPOINT: 'https://s3.example.net', R2_BUCKET: 'site', R2_ACCESS_KEY_ID: 'k', R2_SECRET_ACCESS_KEY: 's' },
-    answers,
-  )
-  writeFileSync(join(answers.outputDir, 'values.yaml'), files.values)
-  writeFileSync(join(answers.outputDir, 'secret.yaml'), files.secret)
-  const found = siteServices(contextFor(answers, { env: {} }))
-  if (!('services' in found)) throw new Error(found.problems.join())
-  t.match(found.services.database.command('pg_dump', []), { file: 'pg_dump', env: { PGHOST: 'pg.db.svc', PGPASSWORD: 'pw' } })
-  t.match(found.services.stores, [{ name: 'default', endpoint: 'https://s3.example.net', bucket: 'site' }])
-})
+t.test(
+  'a Helm site with its own services is reached as the preflight reaches them: the values and Secret the installer wrote',
+  async (t) => {
+    const dir = tempDir(t)
+    const answers = {
+      ...DEFAULT_ANSWERS,
+      target: 'helm' as const,
+      dataPath: join(dir, 'data'),
+      outputDir: join(dir, 'out'),
+      config: {},
+    }
+    mkdirSync(answers.outputDir)
+    const files = renderHelmFiles(
+      {
+        DATABASE_URL: 'postgres://atrium:pw@pg.db.svc:5432/atrium',
+        R2_ENDPOINT: 'https://s3.example.net',
+        R2_BUCKET: 'site',
+        R2_ACCESS_KEY_ID: 'k',
+        R2_SECRET_ACCESS_KEY: 's',
+      },
+      answers,
+    )
+    writeFileSync(join(answers.outputDir, 'values.yaml'), files.values)
+    writeFileSync(join(answers.outputDir, 'secret.yaml'), files.secret)
+    const found = siteServices(contextFor(answers, { env: {} }))
+    if (!('services' in found)) throw new Error(found.problems.join())
+    t.match(found.services.database.command('pg_dump', []), {
+      file: 'pg_dump',
+      env: { PGHOST: 'pg.db.svc', PGPASSWORD: 'pw' },
+    })
+    t.match(found.services.stores, [{ name: 'default', endpoint: 'https://s3.example.net', bucket: 'site' }])
+  },
+)

@@ -3,7 +3,13 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { loadAnswers, parseAnswers, renderAnswers, requiredVariables, resolveConfig } from '../../../installer/core/answers.js'
+import {
+  loadAnswers,
+  parseAnswers,
+  renderAnswers,
+  requiredVariables,
+  resolveConfig,
+} from '../../../installer/core/answers.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const text = `
@@ -22,7 +28,14 @@ config:
 t.test('an answers file is read with defaults for what it leaves out', async (t) => {
   const { answers, problems } = parseAnswers(text)
   t.same(problems, [])
-  t.match(answers, { target: 'helm', mode: 'air-gapped', dataPath: '/srv/atrium', namespace: 'ai', release: 'atrium', outputDir: './atrium' })
+  t.match(answers, {
+    target: 'helm',
+    mode: 'air-gapped',
+    dataPath: '/srv/atrium',
+    namespace: 'ai',
+    release: 'atrium',
+    outputDir: './atrium',
+  })
   t.same(answers.config, {
     PUBLIC_URL: 'https://atrium.example.com',
     RATE_LIMIT_MAX: '500',
@@ -33,7 +46,9 @@ t.test('an answers file is read with defaults for what it leaves out', async (t)
 })
 
 t.test('every mistake in an answers file is reported at once, with where it is', async (t) => {
-  const { problems } = parseAnswers('target: swarm\nmode: offline\ncolour: blue\ndataPath: ""\nconfig:\n  NOPE: 1\n  PORT: [1, 2]\n  LICENSE_KEY: { vault: x }\n')
+  const { problems } = parseAnswers(
+    'target: swarm\nmode: offline\ncolour: blue\ndataPath: ""\nconfig:\n  NOPE: 1\n  PORT: [1, 2]\n  LICENSE_KEY: { vault: x }\n',
+  )
   t.same(problems, [
     'colour: not a known answer (known: target, mode, dataPath, outputDir, namespace, release, registry, tenantName, adminEmail, config)',
     'target: must be one of compose, helm',
@@ -59,8 +74,16 @@ t.test('references are read from the environment and from files beside the answe
   t.equal(r.values.LICENSE_KEY, 'eyJ.license.key', 'the trailing newline is dropped')
   const missing = resolveConfig(loaded.answers, { env: {}, baseDir: dir + '/elsewhere' })
   t.match(missing.problems, [/PROD_DB_URL is not set/, /cannot read .*license\.jwt \(ENOENT\)/])
-  const replay = resolveConfig(loaded.answers, { env: {}, baseDir: loaded.baseDir, existing: { DATABASE_URL: 'postgres://kept@db/atrium' } })
-  t.equal(replay.values.DATABASE_URL, 'postgres://kept@db/atrium', 'a replay falls back to the configuration already written')
+  const replay = resolveConfig(loaded.answers, {
+    env: {},
+    baseDir: loaded.baseDir,
+    existing: { DATABASE_URL: 'postgres://kept@db/atrium' },
+  })
+  t.equal(
+    replay.values.DATABASE_URL,
+    'postgres://kept@db/atrium',
+    'a replay falls back to the configuration already written',
+  )
   t.match(loadAnswers(join(dir, 'none.yaml')).problems, [/cannot read .*none\.yaml \(ENOENT\)/])
 })
 
@@ -80,11 +103,14 @@ t.test('the written answers hold no secret inline and replay to the same answers
   t.same(requiredVariables(answers, ['ENCRYPTION_MASTER_KEY']), ['ATRIUM_R2_SECRET_ACCESS_KEY'])
 })
 
-t.test("the first admin's email is judged by the server's own rule, so create-tenant never refuses it after a deploy", async (t) => {
-  t.same(parseAnswers('adminEmail: admin@example.com').problems, [])
-  t.equal(parseAnswers('adminEmail: admin@example.com').answers.adminEmail, 'admin@example.com')
-  t.same(parseAnswers('adminEmail: ""').problems, [], 'empty: no first tenant')
-  for (const bad of ['admin@localhost', 'not an email', 'a@b@c.d']) {
-    t.match(parseAnswers(`adminEmail: "${bad}"`).problems, [/adminEmail: must be an email address/], bad)
-  }
-})
+t.test(
+  "the first admin's email is judged by the server's own rule, so create-tenant never refuses it after a deploy",
+  async (t) => {
+    t.same(parseAnswers('adminEmail: admin@example.com').problems, [])
+    t.equal(parseAnswers('adminEmail: admin@example.com').answers.adminEmail, 'admin@example.com')
+    t.same(parseAnswers('adminEmail: ""').problems, [], 'empty: no first tenant')
+    for (const bad of ['admin@localhost', 'not an email', 'a@b@c.d']) {
+      t.match(parseAnswers(`adminEmail: "${bad}"`).problems, [/adminEmail: must be an email address/], bad)
+    }
+  },
+)

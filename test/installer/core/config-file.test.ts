@@ -3,7 +3,14 @@
 import { statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { diffConfig, parseEnvFile, planConfig, readEnvFile, renderEnvFile, writeEnvFile } from '../../../installer/core/config-file.js'
+import {
+  diffConfig,
+  parseEnvFile,
+  planConfig,
+  readEnvFile,
+  renderEnvFile,
+  writeEnvFile,
+} from '../../../installer/core/config-file.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const answers = {
@@ -15,7 +22,8 @@ const answers = {
   R2_BUCKET: 'atrium',
   R2_ACCESS_KEY_ID: 'atrium',
   R2_SECRET_ACCESS_KEY: "it's a #secret with spaces",
-  OIDC_PROVIDERS: '[{"id":"kc","name":"SSO","issuer":"https://sso.example.com/realms/a","clientId":"atrium","clientSecret":"x\\"y"}]',
+  OIDC_PROVIDERS:
+    '[{"id":"kc","name":"SSO","issuer":"https://sso.example.com/realms/a","clientId":"atrium","clientSecret":"x\\"y"}]',
 }
 
 t.test('a first install generates the master key and validates everything through the schema', async (t) => {
@@ -67,11 +75,16 @@ t.test('changing an existing master key is refused; a changed ordinary value is 
   t.match(plan.problems, [/ENCRYPTION_MASTER_KEY is already set and cannot be changed/])
   t.equal(plan.values.ENCRYPTION_MASTER_KEY, existing.ENCRYPTION_MASTER_KEY)
   const moved = planConfig({ ...answers, PUBLIC_URL: 'https://ai.example.com' }, existing)
-  t.same(moved.changes, [{ name: 'PUBLIC_URL', change: 'changed', shown: 'https://atrium.example.com -> https://ai.example.com' }])
+  t.same(moved.changes, [
+    { name: 'PUBLIC_URL', change: 'changed', shown: 'https://atrium.example.com -> https://ai.example.com' },
+  ])
 })
 
 t.test('bad answers are reported all at once, without echoing secrets', async (t) => {
-  const plan = planConfig({ ...answers, PORT: 'eighty', NOT_A_SETTING: 'x', DATABASE_URL: 'mysql://root:hunter2@db/atrium' }, null)
+  const plan = planConfig(
+    { ...answers, PORT: 'eighty', NOT_A_SETTING: 'x', DATABASE_URL: 'mysql://root:hunter2@db/atrium' },
+    null,
+  )
   t.match(plan.problems.join('\n'), /NOT_A_SETTING is not an Atrium setting/)
   t.match(plan.problems.join('\n'), /PORT must be a whole number/)
   t.match(plan.problems.join('\n'), /DATABASE_URL must start with postgres/)
@@ -79,7 +92,19 @@ t.test('bad answers are reported all at once, without echoing secrets', async (t
 })
 
 t.test('env files are read as Compose reads them', async (t) => {
-  const r = parseEnvFile(['# comment', '', 'export A=1', 'B = two words # trailing comment', "C='#not a comment'", 'D="say \\"hi\\" \\\\ bye"', 'E=', 'broken line', "F='unclosed"].join('\n'))
+  const r = parseEnvFile(
+    [
+      '# comment',
+      '',
+      'export A=1',
+      'B = two words # trailing comment',
+      "C='#not a comment'",
+      'D="say \\"hi\\" \\\\ bye"',
+      'E=',
+      'broken line',
+      "F='unclosed",
+    ].join('\n'),
+  )
   t.same(r.values, { A: '1', B: 'two words', C: '#not a comment', D: 'say "hi" \\ bye', E: '' })
   t.same(r.problems, ['line 8 is not KEY=VALUE', 'line 9: F has an unclosed quote'])
 })

@@ -10,11 +10,23 @@ import { tempDir } from '../../helpers/platform.js'
 
 const site = (t: Parameters<typeof tempDir>[0], config: Answers['config']): Answers => {
   const dir = tempDir(t)
-  return { ...DEFAULT_ANSWERS, target: 'compose', dataPath: join(dir, 'data'), outputDir: join(dir, 'out'), config: { PUBLIC_URL: 'https://atrium.example.com', ...config } }
+  return {
+    ...DEFAULT_ANSWERS,
+    target: 'compose',
+    dataPath: join(dir, 'data'),
+    outputDir: join(dir, 'out'),
+    config: { PUBLIC_URL: 'https://atrium.example.com', ...config },
+  }
 }
 
 t.test('service settings left empty point Atrium at the bundled services', async (t) => {
-  const answers = site(t, { DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '', R2_ACCESS_KEY_ID: '', R2_SECRET_ACCESS_KEY: '' })
+  const answers = site(t, {
+    DATABASE_URL: '',
+    REDIS_URL: '',
+    R2_ENDPOINT: '',
+    R2_ACCESS_KEY_ID: '',
+    R2_SECRET_ACCESS_KEY: '',
+  })
   const { plan } = configure(contextFor(answers), { dryRun: true })
   t.same(plan.problems, [])
   t.match(plan.values, {
@@ -26,26 +38,47 @@ t.test('service settings left empty point Atrium at the bundled services', async
   })
 })
 
-t.test('an external service written before goes back to the bundled one when its setting is left empty; not given, it stays', async (t) => {
-  const answers = site(t, {})
-  mkdirSync(answers.outputDir, { recursive: true })
-  writeFileSync(join(answers.outputDir, '.env'), 'DATABASE_URL=postgres://atrium:pw@db.internal:5432/atrium\nREDIS_URL=redis://cache.internal:6379\n')
-  const emptied = configure(contextFor({ ...answers, config: { ...answers.config, DATABASE_URL: '' } }), { dryRun: true }).plan
-  t.match(emptied.values.DATABASE_URL, /@postgres:5432\/atrium$/, 'empty: the bundled PostgreSQL')
-  t.match(
-    emptied.changes.find((c) => c.name === 'DATABASE_URL'),
-    { change: 'changed', shown: '(secret changed)' },
-  )
-  t.equal(emptied.values.REDIS_URL, 'redis://cache.internal:6379', 'not in the answers: the external Redis written before stays')
-})
+t.test(
+  'an external service written before goes back to the bundled one when its setting is left empty; not given, it stays',
+  async (t) => {
+    const answers = site(t, {})
+    mkdirSync(answers.outputDir, { recursive: true })
+    writeFileSync(
+      join(answers.outputDir, '.env'),
+      'DATABASE_URL=postgres://atrium:pw@db.internal:5432/atrium\nREDIS_URL=redis://cache.internal:6379\n',
+    )
+    const emptied = configure(contextFor({ ...answers, config: { ...answers.config, DATABASE_URL: '' } }), {
+      dryRun: true,
+    }).plan
+    t.match(emptied.values.DATABASE_URL, /@postgres:5432\/atrium$/, 'empty: the bundled PostgreSQL')
+    t.match(
+      emptied.changes.find((c) => c.name === 'DATABASE_URL'),
+      { change: 'changed', shown: '(secret changed)' },
+    )
+    t.equal(
+      emptied.values.REDIS_URL,
+      'redis://cache.internal:6379',
+      'not in the answers: the external Redis written before stays',
+    )
+  },
+)
 
-t.test('an air-gapped site takes AIR_GAPPED as the server reads it: yes and 1 agree with the mode, false and no are named', async (t) => {
-  for (const agrees of ['true', 'yes', '1', 'on']) {
-    const { plan } = configure(contextFor({ ...site(t, { AIR_GAPPED: agrees }), mode: 'air-gapped' }), { dryRun: true })
-    t.same(plan.problems, [], `AIR_GAPPED: ${agrees}`)
-  }
-  for (const disagrees of ['false', 'no', '0']) {
-    const { plan } = configure(contextFor({ ...site(t, { AIR_GAPPED: disagrees }), mode: 'air-gapped' }), { dryRun: true })
-    t.same(plan.problems, [`config.AIR_GAPPED is ${disagrees} in the answers, but the mode is air-gapped: remove it or set it to true`])
-  }
-})
+t.test(
+  'an air-gapped site takes AIR_GAPPED as the server reads it: yes and 1 agree with the mode, false and no are named',
+  async (t) => {
+    for (const agrees of ['true', 'yes', '1', 'on']) {
+      const { plan } = configure(contextFor({ ...site(t, { AIR_GAPPED: agrees }), mode: 'air-gapped' }), {
+        dryRun: true,
+      })
+      t.same(plan.problems, [], `AIR_GAPPED: ${agrees}`)
+    }
+    for (const disagrees of ['false', 'no', '0']) {
+      const { plan } = configure(contextFor({ ...site(t, { AIR_GAPPED: disagrees }), mode: 'air-gapped' }), {
+        dryRun: true,
+      })
+      t.same(plan.problems, [
+        `config.AIR_GAPPED is ${disagrees} in the answers, but the mode is air-gapped: remove it or set it to true`,
+      ])
+    }
+  },
+)

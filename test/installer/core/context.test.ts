@@ -4,7 +4,13 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { stringify } from 'yaml'
-import { configFiles, contextFor, interactiveAnswersPath, loadContext, siteConfig } from '../../../installer/core/context.js'
+import {
+  configFiles,
+  contextFor,
+  interactiveAnswersPath,
+  loadContext,
+  siteConfig,
+} from '../../../installer/core/context.js'
 import { DEFAULT_ANSWERS, parseAnswers, renderAnswers, type Answers } from '../../../installer/core/answers.js'
 import { applyAnswer, checkAnswer, promptsFor } from '../../../installer/core/prompts.js'
 import { tempDir } from '../../helpers/platform.js'
@@ -16,7 +22,14 @@ function site(t: Parameters<typeof tempDir>[0], target: 'compose' | 'helm') {
   const answers = join(dir, 'answers.yaml')
   writeFileSync(
     answers,
-    [`target: ${target}`, `outputDir: ${out}`, 'config:', '  PUBLIC_URL: https://atrium.example.com', '  DATABASE_URL: { env: ATRIUM_TEST_DB }', '  LICENSE_KEY: { file: license.jwt }'].join('\n'),
+    [
+      `target: ${target}`,
+      `outputDir: ${out}`,
+      'config:',
+      '  PUBLIC_URL: https://atrium.example.com',
+      '  DATABASE_URL: { env: ATRIUM_TEST_DB }',
+      '  LICENSE_KEY: { file: license.jwt }',
+    ].join('\n'),
   )
   writeFileSync(join(dir, 'license.jwt'), 'eyJ.license\n')
   return { dir, out, answers }
@@ -25,31 +38,58 @@ function site(t: Parameters<typeof tempDir>[0], target: 'compose' | 'helm') {
 t.test('a compose site: answers, references, the written .env and the first tenant, in one object', async (t) => {
   const s = site(t, 'compose')
   writeFileSync(join(s.out, '.env'), 'DATABASE_URL=postgres://kept@db/atrium\nENCRYPTION_MASTER_KEY=a2VwdA==\n')
-  writeFileSync(join(s.out, 'state.json'), JSON.stringify({ firstAdmin: { tenantId: 't-1', userId: 'u-1', email: 'admin@example.com' } }))
+  writeFileSync(
+    join(s.out, 'state.json'),
+    JSON.stringify({ firstAdmin: { tenantId: 't-1', userId: 'u-1', email: 'admin@example.com' } }),
+  )
   const ctx = loadContext({ answersPath: s.answers, env: {} })
   t.same(ctx.problems, [])
   t.equal(ctx.baseDir, s.dir, '{file} references are read beside the answers file')
   t.same(ctx.files, { target: 'compose', env: join(s.out, '.env'), answers: join(s.out, 'answers.yaml') })
   t.same(ctx.existing, { DATABASE_URL: 'postgres://kept@db/atrium', ENCRYPTION_MASTER_KEY: 'a2VwdA==' })
-  t.same(ctx.values, { PUBLIC_URL: 'https://atrium.example.com', DATABASE_URL: 'postgres://kept@db/atrium', LICENSE_KEY: 'eyJ.license' }, 'a variable that is not set falls back to what is written')
+  t.same(
+    ctx.values,
+    { PUBLIC_URL: 'https://atrium.example.com', DATABASE_URL: 'postgres://kept@db/atrium', LICENSE_KEY: 'eyJ.license' },
+    'a variable that is not set falls back to what is written',
+  )
   t.same(ctx.firstAdmin, { tenantId: 't-1', userId: 'u-1', email: 'admin@example.com' })
-  t.equal(loadContext({ answersPath: s.answers, env: { ATRIUM_TEST_DB: 'postgres://new@db/atrium' } }).values.DATABASE_URL, 'postgres://new@db/atrium', 'a variable that is set wins')
+  t.equal(
+    loadContext({ answersPath: s.answers, env: { ATRIUM_TEST_DB: 'postgres://new@db/atrium' } }).values.DATABASE_URL,
+    'postgres://new@db/atrium',
+    'a variable that is set wins',
+  )
   t.same(siteConfig(ctx), { ...ctx.values, ...ctx.existing }, 'the site: what is written, over the answers')
 })
 
 t.test('a helm site reads its values and Secret back', async (t) => {
   const s = site(t, 'helm')
-  writeFileSync(join(s.out, 'values.yaml'), stringify({ airGapped: true, env: { PUBLIC_URL: 'https://old.example.com', RATE_LIMIT_MAX: 500 } }))
-  writeFileSync(join(s.out, 'secret.yaml'), stringify({ kind: 'Secret', stringData: { DATABASE_URL: 'postgres://kept@db/atrium' } }))
+  writeFileSync(
+    join(s.out, 'values.yaml'),
+    stringify({ airGapped: true, env: { PUBLIC_URL: 'https://old.example.com', RATE_LIMIT_MAX: 500 } }),
+  )
+  writeFileSync(
+    join(s.out, 'secret.yaml'),
+    stringify({ kind: 'Secret', stringData: { DATABASE_URL: 'postgres://kept@db/atrium' } }),
+  )
   const ctx = loadContext({ answersPath: s.answers, env: {} })
-  t.match(ctx.existing, { PUBLIC_URL: 'https://old.example.com', RATE_LIMIT_MAX: '500', AIR_GAPPED: 'true', DATABASE_URL: 'postgres://kept@db/atrium' })
+  t.match(ctx.existing, {
+    PUBLIC_URL: 'https://old.example.com',
+    RATE_LIMIT_MAX: '500',
+    AIR_GAPPED: 'true',
+    DATABASE_URL: 'postgres://kept@db/atrium',
+  })
   t.equal(ctx.values.DATABASE_URL, 'postgres://kept@db/atrium')
   t.equal(ctx.firstAdmin, null, 'no state.json: no first tenant yet')
 })
 
 t.test('the command line overrides the answers file without touching the shared defaults', async (t) => {
   const s = site(t, 'compose')
-  const ctx = loadContext({ answersPath: s.answers, target: 'helm', airGapped: true, env: { ATRIUM_TEST_DB: 'postgres://a@db/atrium' } })
+  const ctx = loadContext({
+    answersPath: s.answers,
+    target: 'helm',
+    airGapped: true,
+    env: { ATRIUM_TEST_DB: 'postgres://a@db/atrium' },
+  })
   t.match(ctx.answers, { target: 'helm', mode: 'air-gapped' })
   t.equal(ctx.files.target, 'helm', 'the files follow the target given on the command line')
   const defaults = loadContext({ target: 'helm', airGapped: true, env: {} })
@@ -59,10 +99,19 @@ t.test('the command line overrides the answers file without touching the shared 
 
 t.test('every problem is collected, none thrown: a bad override, an unset variable, an unreadable file', async (t) => {
   const s = site(t, 'compose')
-  writeFileSync(join(s.dir, 'other.yaml'), `outputDir: ${s.out}\nconfig:\n  DATABASE_URL: { env: ATRIUM_TEST_DB }\n  LICENSE_KEY: { file: nowhere.jwt }\n`)
+  writeFileSync(
+    join(s.dir, 'other.yaml'),
+    `outputDir: ${s.out}\nconfig:\n  DATABASE_URL: { env: ATRIUM_TEST_DB }\n  LICENSE_KEY: { file: nowhere.jwt }\n`,
+  )
   const ctx = loadContext({ answersPath: join(s.dir, 'other.yaml'), target: 'swarm', env: {} })
-  t.match(ctx.problems, ['--target must be compose or helm', /ATRIUM_TEST_DB is not set/, /cannot read .*nowhere\.jwt \(ENOENT\)/])
-  t.match(loadContext({ answersPath: join(s.dir, 'missing.yaml') }).problems, [/cannot read .*missing\.yaml \(ENOENT\)/])
+  t.match(ctx.problems, [
+    '--target must be compose or helm',
+    /ATRIUM_TEST_DB is not set/,
+    /cannot read .*nowhere\.jwt \(ENOENT\)/,
+  ])
+  t.match(loadContext({ answersPath: join(s.dir, 'missing.yaml') }).problems, [
+    /cannot read .*missing\.yaml \(ENOENT\)/,
+  ])
 })
 
 t.test("answers in hand (the interactive installer's) resolve the same way", async (t) => {
@@ -73,13 +122,23 @@ t.test("answers in hand (the interactive installer's) resolve the same way", asy
   t.same(ctx.existing, { PUBLIC_URL: 'https://kept.example.com' })
   t.same(ctx.values, { LOG_LEVEL: 'debug' })
   t.same(ctx.files, configFiles(answers))
-  t.equal(contextFor({ ...answers, outputDir: join(s.dir, 'elsewhere') }).existing, null, 'nothing written there: a first install')
+  t.equal(
+    contextFor({ ...answers, outputDir: join(s.dir, 'elsewhere') }).existing,
+    null,
+    'nothing written there: a first install',
+  )
 })
 
 t.test('an interactive re-run offers what the run before wrote, data path and tenant name included', async (t) => {
   const cwd = tempDir(t)
   t.equal(interactiveAnswersPath(undefined, cwd), undefined, 'a first run starts from the defaults')
-  const written = { ...DEFAULT_ANSWERS, dataPath: join(cwd, 'data'), outputDir: join(cwd, 'atrium'), tenantName: 'Acme Corp', config: { PUBLIC_URL: 'https://ai.acme.example' } }
+  const written = {
+    ...DEFAULT_ANSWERS,
+    dataPath: join(cwd, 'data'),
+    outputDir: join(cwd, 'atrium'),
+    tenantName: 'Acme Corp',
+    config: { PUBLIC_URL: 'https://ai.acme.example' },
+  }
   mkdirSync(written.outputDir)
   writeFileSync(join(written.outputDir, 'answers.yaml'), renderAnswers(written))
   const path = interactiveAnswersPath(undefined, cwd)
@@ -108,6 +167,12 @@ t.test('an air-gapped helm site is asked for its registry, checked as a registry
       `${other.target} ${other.mode}: not asked`,
     )
   }
-  t.same(parseAnswers('target: helm\nregistry: reg.example:5000\n').answers.registry, 'reg.example:5000', 'an answers file may name it')
-  t.match(parseAnswers('registry: https://reg.example\n').problems, [/^registry: must be host\[:port\]\[\/path\] without a scheme/])
+  t.same(
+    parseAnswers('target: helm\nregistry: reg.example:5000\n').answers.registry,
+    'reg.example:5000',
+    'an answers file may name it',
+  )
+  t.match(parseAnswers('registry: https://reg.example\n').problems, [
+    /^registry: must be host\[:port\]\[\/path\] without a scheme/,
+  ])
 })

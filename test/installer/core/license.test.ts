@@ -7,7 +7,9 @@ import { issueLicense } from '../../../licenses/issue.js'
 import type { TrustedKey } from '../../../licenses/keys.js'
 
 const { privateKey, publicKey } = generateKeyPairSync('ed25519')
-const keys: TrustedKey[] = [{ kid: 'k1', publicKeyJwk: publicKey.export({ format: 'jwk' }) as TrustedKey['publicKeyJwk'] }]
+const keys: TrustedKey[] = [
+  { kid: 'k1', publicKeyJwk: publicKey.export({ format: 'jwk' }) as TrustedKey['publicKeyJwk'] },
+]
 const key = await issueLicense({
   privateKey,
   kid: 'k1',
@@ -21,17 +23,29 @@ const key = await issueLicense({
 })
 
 t.test('a valid license passes and says whose it is', async (t) => {
-  t.match(await licenseCheck(key, { keys, now: new Date('2026-05-01') }), { id: 'license', status: 'pass', found: /Licensed to Acme \(pro, up to 3 tenants\)/, fix: '' })
+  t.match(await licenseCheck(key, { keys, now: new Date('2026-05-01') }), {
+    id: 'license',
+    status: 'pass',
+    found: /Licensed to Acme \(pro, up to 3 tenants\)/,
+    fix: '',
+  })
 })
 
 t.test('in its grace period it warns; past it, it fails', async (t) => {
-  t.match(await licenseCheck(key, { keys, now: new Date('2027-01-10') }), { status: 'warn', fix: /keeps working for 21 more day/ })
+  t.match(await licenseCheck(key, { keys, now: new Date('2027-01-10') }), {
+    status: 'warn',
+    fix: /keeps working for 21 more day/,
+  })
   t.match(await licenseCheck(key, { keys, now: new Date('2027-03-01') }), { status: 'fail', fix: /grace period ended/ })
 })
 
 t.test('a missing, foreign or connected-only license fails with what to do', async (t) => {
   t.match(await licenseCheck('', { keys }), { status: 'fail', found: 'missing', fix: /LICENSE_KEY/ })
-  t.match(await licenseCheck(key, { now: new Date('2026-05-01') }), { status: 'fail', found: 'unknown key' }, 'not signed by a shipped key')
+  t.match(
+    await licenseCheck(key, { now: new Date('2026-05-01') }),
+    { status: 'fail', found: 'unknown key' },
+    'not signed by a shipped key',
+  )
   t.match(await licenseCheck(key, { keys, now: new Date('2026-05-01'), airGapped: true }), {
     status: 'fail',
     found: 'air gap not allowed',

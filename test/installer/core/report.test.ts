@@ -2,7 +2,14 @@
 // the exit codes scripts branch on.
 import t from 'tap'
 import { check, type CheckResult } from '../../../installer/core/checks/check.js'
-import { configureText, EXIT, exitFor, reportText, type ConfigureReport, type InstallReport } from '../../../installer/core/report.js'
+import {
+  configureText,
+  EXIT,
+  exitFor,
+  reportText,
+  type ConfigureReport,
+  type InstallReport,
+} from '../../../installer/core/report.js'
 
 const pass = check('cpu', 'CPU cores', 'pass', '8 cores', '4 minimum')
 const warn = check('ssd', 'SSD', 'warn', 'spinning', 'an SSD', 'use an SSD')
@@ -29,40 +36,61 @@ const configured = (over: Partial<ConfigureReport> = {}): ConfigureReport => ({
 
 t.test('a failed check exits 3; a warning exits 4 only with --strict', async (t) => {
   const at = (checks: CheckResult[], strict: boolean) => exitFor(checks, strict)
-  t.same([at([pass], false), at([pass, warn], false), at([pass, warn], true), at([warn, fail], false), at([], true)], [0, 0, 4, 3, 0])
+  t.same(
+    [at([pass], false), at([pass, warn], false), at([pass, warn], true), at([warn, fail], false), at([], true)],
+    [0, 0, 4, 3, 0],
+  )
 })
 
 t.test('preflight is its check list', async (t) => {
-  t.same(reportText({ command: 'preflight', exitCode: EXIT.checkFailed, status: 'fail', checks: [pass, fail] }), { checks: [pass, fail], stdout: [], stderr: [] })
+  t.same(reportText({ command: 'preflight', exitCode: EXIT.checkFailed, status: 'fail', checks: [pass, fail] }), {
+    checks: [pass, fail],
+    stdout: [],
+    stderr: [],
+  })
 })
 
-t.test('configure lists the changes without a secret, what it generated, what it wrote and how to replay it', async (t) => {
-  const text = configureText(configured())
-  t.same(text.checks, [pass])
-  t.same(text.stdout.filter(Boolean), [
-    'Configuration changes:',
-    '  added    PUBLIC_URL: https://atrium.example.com',
-    '  added    DATABASE_URL: (secret added)',
-    '  generated ENCRYPTION_MASTER_KEY (kept on every re-run; back it up: without it stored secrets cannot be read)',
-    'Wrote /out/.env, /out/answers.yaml (mode 0600).',
-    'Replay this run with: npm run --silent installer -- configure --answers /out/answers.yaml --yes',
-  ])
-  t.same(reportText(configured()), text, "configure's report text is its configuration part")
-  const dry = configureText(configured({ written: false, changes: [], generated: [], checksIgnored: true, status: 'fail' })).stdout.join('\n')
-  t.match(
-    dry,
-    /Some checks did not pass; continuing because of --ignore-failed-checks\.\nThe configuration is already up to date\.\n\nDry run: would write \/out\/\.env, \/out\/answers\.yaml; nothing was changed\./,
-  )
-  t.notMatch(dry, /Replay/, 'nothing to replay before it is written')
-})
+t.test(
+  'configure lists the changes without a secret, what it generated, what it wrote and how to replay it',
+  async (t) => {
+    const text = configureText(configured())
+    t.same(text.checks, [pass])
+    t.same(text.stdout.filter(Boolean), [
+      'Configuration changes:',
+      '  added    PUBLIC_URL: https://atrium.example.com',
+      '  added    DATABASE_URL: (secret added)',
+      '  generated ENCRYPTION_MASTER_KEY (kept on every re-run; back it up: without it stored secrets cannot be read)',
+      'Wrote /out/.env, /out/answers.yaml (mode 0600).',
+      'Replay this run with: npm run --silent installer -- configure --answers /out/answers.yaml --yes',
+    ])
+    t.same(reportText(configured()), text, "configure's report text is its configuration part")
+    const dry = configureText(
+      configured({ written: false, changes: [], generated: [], checksIgnored: true, status: 'fail' }),
+    ).stdout.join('\n')
+    t.match(
+      dry,
+      /Some checks did not pass; continuing because of --ignore-failed-checks\.\nThe configuration is already up to date\.\n\nDry run: would write \/out\/\.env, \/out\/answers\.yaml; nothing was changed\./,
+    )
+    t.notMatch(dry, /Replay/, 'nothing to replay before it is written')
+  },
+)
 
 t.test('configure stopped at the checks shows them alone; stopped at problems lists them on stderr', async (t) => {
-  t.same(configureText(configured({ stopped: 'checks', exitCode: EXIT.checkFailed, checks: [fail] })), { checks: [fail], stdout: [], stderr: [] })
-  t.same(configureText(configured({ stopped: 'problems', exitCode: EXIT.badInput, problems: ['PORT must be a whole number'] })), {
-    checks: null,
+  t.same(configureText(configured({ stopped: 'checks', exitCode: EXIT.checkFailed, checks: [fail] })), {
+    checks: [fail],
     stdout: [],
-    stderr: ['The configuration has problems; nothing was written:', '  - PORT must be a whole number'],
+    stderr: [],
   })
+  t.same(
+    configureText(
+      configured({ stopped: 'problems', exitCode: EXIT.badInput, problems: ['PORT must be a whole number'] }),
+    ),
+    {
+      checks: null,
+      stdout: [],
+      stderr: ['The configuration has problems; nothing was written:', '  - PORT must be a whole number'],
+    },
+  )
 })
 
 t.test('install ends on the deploy: the commands of a dry run, the summary, or the error on stderr', async (t) => {
@@ -80,23 +108,62 @@ t.test('install ends on the deploy: the commands of a dry run, the summary, or t
     error: null,
     summary: ['Atrium is ready at https://atrium.example.com.'],
   }
-  t.same(reportText(base), { checks: null, stdout: ['', 'Atrium is ready at https://atrium.example.com.'], stderr: [] }, 'the configuration part was shown as it finished')
-  const dry = { ...base, written: false, stage: null, deploy: [{ title: 'Look', command: ['kubectl', 'get', 'namespace', 'ai'] }] }
+  t.same(
+    reportText(base),
+    { checks: null, stdout: ['', 'Atrium is ready at https://atrium.example.com.'], stderr: [] },
+    'the configuration part was shown as it finished',
+  )
+  const dry = {
+    ...base,
+    written: false,
+    stage: null,
+    deploy: [{ title: 'Look', command: ['kubectl', 'get', 'namespace', 'ai'] }],
+  }
   t.same(reportText(dry).stdout, ['Deploy would run:', '  kubectl get namespace ai'])
-  t.same(reportText({ ...base, exitCode: EXIT.error, stage: 'deploy', error: 'Deploy failed at: docker compose up' }), { checks: null, stdout: [], stderr: ['Deploy failed at: docker compose up'] })
-  t.same(reportText({ ...base, stopped: 'checks', exitCode: EXIT.checkFailed }), { checks: null, stdout: [], stderr: [] }, 'stopped at configure: nothing more to say')
+  t.same(reportText({ ...base, exitCode: EXIT.error, stage: 'deploy', error: 'Deploy failed at: docker compose up' }), {
+    checks: null,
+    stdout: [],
+    stderr: ['Deploy failed at: docker compose up'],
+  })
+  t.same(
+    reportText({ ...base, stopped: 'checks', exitCode: EXIT.checkFailed }),
+    { checks: null, stdout: [], stderr: [] },
+    'stopped at configure: nothing more to say',
+  )
 })
 
 t.test('the other commands: support bundle, images, help, and a command that could not run', async (t) => {
   t.same(reportText({ command: 'support-bundle', exitCode: EXIT.ok, path: 's.zip', size: 10, sha256: 'ab' }).stdout, [
     "Wrote s.zip (10 bytes, sha256 ab). Secrets are redacted; send it to your vendor's support.",
   ])
-  const images = { command: 'images' as const, exitCode: EXIT.ok, action: 'push' as const, images: [], commands: [], steps: [], ok: true, error: null, kit: null, pushed: [] }
-  t.same(reportText({ ...images, action: 'list', images: [{ name: 'x', registry: 'docker.io', repository: 'a/x', tag: '1', usedBy: ['compose'], ref: 'docker.io/a/x:1' }] }).stdout, [
-    'docker.io/a/x:1',
+  const images = {
+    command: 'images' as const,
+    exitCode: EXIT.ok,
+    action: 'push' as const,
+    images: [],
+    commands: [],
+    steps: [],
+    ok: true,
+    error: null,
+    kit: null,
+    pushed: [],
+  }
+  t.same(
+    reportText({
+      ...images,
+      action: 'list',
+      images: [
+        { name: 'x', registry: 'docker.io', repository: 'a/x', tag: '1', usedBy: ['compose'], ref: 'docker.io/a/x:1' },
+      ],
+    }).stdout,
+    ['docker.io/a/x:1'],
+  )
+  t.same(reportText({ ...images, commands: [{ title: 'Push', command: ['docker', 'push', 'r/a/x:1'] }] }).stdout, [
+    'docker push r/a/x:1',
   ])
-  t.same(reportText({ ...images, commands: [{ title: 'Push', command: ['docker', 'push', 'r/a/x:1'] }] }).stdout, ['docker push r/a/x:1'])
-  t.same(reportText({ ...images, ok: false, exitCode: EXIT.error, error: 'Failed at: docker push' }).stderr, ['Failed at: docker push'])
+  t.same(reportText({ ...images, ok: false, exitCode: EXIT.error, error: 'Failed at: docker push' }).stderr, [
+    'Failed at: docker push',
+  ])
   const kit = {
     dir: '/k',
     path: '/k/atrium-images.tar',
@@ -109,12 +176,24 @@ t.test('the other commands: support bundle, images, help, and a command that cou
     "Wrote the air-gap kit's images to /k (/k/atrium-images.tar, 9 bytes; images.json pins them; SHA256SUMS): carry the folder to the site.",
     '  docker.io/a/x:1  sha256:ab  linux/amd64',
   ])
-  t.same(reportText({ ...images, kit: { ...kit, signedBy: 'atrium-2026-1', fingerprint: '0ZuAj4zc8xj7EgbFP2RwG4TJZjzWY38Hsvm98Ayq9Vk' }, pushed: [{ name: 'x', ref: 'r/a/x@sha256:cd' }] }).stdout, [
-    'The kit in /k is signed by the vendor (key atrium-2026-1, fingerprint 0ZuAj4zc8xj7EgbFP2RwG4TJZjzWY38Hsvm98Ayq9Vk: compare it with the one your vendor publishes); every file matches SHA256SUMS and every image its pinned ID.',
-    'Pushed, by digest (pin the chart to the server image with --set image.digest=sha256:...):',
-    '  r/a/x@sha256:cd',
-  ])
+  t.same(
+    reportText({
+      ...images,
+      kit: { ...kit, signedBy: 'atrium-2026-1', fingerprint: '0ZuAj4zc8xj7EgbFP2RwG4TJZjzWY38Hsvm98Ayq9Vk' },
+      pushed: [{ name: 'x', ref: 'r/a/x@sha256:cd' }],
+    }).stdout,
+    [
+      'The kit in /k is signed by the vendor (key atrium-2026-1, fingerprint 0ZuAj4zc8xj7EgbFP2RwG4TJZjzWY38Hsvm98Ayq9Vk: compare it with the one your vendor publishes); every file matches SHA256SUMS and every image its pinned ID.',
+      'Pushed, by digest (pin the chart to the server image with --set image.digest=sha256:...):',
+      '  r/a/x@sha256:cd',
+    ],
+  )
   t.same(reportText({ command: 'help', exitCode: EXIT.ok, usage: 'Atrium installer' }).stdout, ['Atrium installer'])
-  t.same(reportText({ command: 'preflight', exitCode: EXIT.badInput, failure: 'bad-input', problems: ['a', 'b'] }).stderr, ['a', 'b', '(run with --help for usage)'])
-  t.same(reportText({ command: null, exitCode: EXIT.error, failure: 'error', problems: ['Error: boom'] }).stderr, ['installer error: Error: boom'])
+  t.same(
+    reportText({ command: 'preflight', exitCode: EXIT.badInput, failure: 'bad-input', problems: ['a', 'b'] }).stderr,
+    ['a', 'b', '(run with --help for usage)'],
+  )
+  t.same(reportText({ command: null, exitCode: EXIT.error, failure: 'error', problems: ['Error: boom'] }).stderr, [
+    'installer error: Error: boom',
+  ])
 })

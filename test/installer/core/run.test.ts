@@ -3,7 +3,11 @@ import t from 'tap'
 import { run } from '../../../installer/core/run.js'
 
 t.test('a command runs without a shell and its output comes back', async (t) => {
-  const r = await run(process.execPath, ['-e', 'process.stdout.write(process.argv[1]); process.stderr.write("warn")', '$(echo not expanded); rm -rf /'])
+  const r = await run(process.execPath, [
+    '-e',
+    'process.stdout.write(process.argv[1]); process.stderr.write("warn")',
+    '$(echo not expanded); rm -rf /',
+  ])
   t.equal(r.exitCode, 0)
   t.equal(r.stdout, '$(echo not expanded); rm -rf /', 'arguments are passed as they are')
   t.equal(r.stderr, 'warn')

@@ -53,10 +53,15 @@ t.test('the first failure stops the list: its stage and error are the outcome, l
 })
 
 t.test('a step that throws is not turned into a failure: the error reaches the caller', async (t) => {
-  await t.rejects(runSteps([{ name: 'boom', stage: 'x', run: () => Promise.reject(new Error('boom')) }], null), { message: 'boom' })
+  await t.rejects(runSteps([{ name: 'boom', stage: 'x', run: () => Promise.reject(new Error('boom')) }], null), {
+    message: 'boom',
+  })
 })
 
 t.test('the real clock by default: a slow step takes its time', async (t) => {
-  const r = await runSteps([{ name: 'wait', stage: 'x', run: () => new Promise<null>((res) => setTimeout(() => res(null), 20)) }], null)
+  const r = await runSteps(
+    [{ name: 'wait', stage: 'x', run: () => new Promise<null>((res) => setTimeout(() => res(null), 20)) }],
+    null,
+  )
   t.ok(r.record[0]!.ms >= 15, `timed: ${r.record[0]!.ms} ms`)
 })

@@ -42,17 +42,47 @@ t.test('secret values are removed from any text, URL passwords too, decoded or n
 t.test('a compose site gets a zip of versions, checks, redacted configuration and scrubbed logs', async (t) => {
   const dir = tempDir(t)
   // Docker stands in as a script on PATH that logs like a server that prints its settings.
-  writeFileSync(join(dir, 'docker'), `#!/bin/sh\necho "server: DATABASE_URL=${config.DATABASE_URL} R2=${config.R2_SECRET_ACCESS_KEY}"\necho "args: $*" >&2\n`)
+  writeFileSync(
+    join(dir, 'docker'),
+    `#!/bin/sh\necho "server: DATABASE_URL=${config.DATABASE_URL} R2=${config.R2_SECRET_ACCESS_KEY}"\necho "args: $*" >&2\n`,
+  )
   chmodSync(join(dir, 'docker'), 0o755)
   const runner: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: dir } })
-  const answers: Answers = { ...DEFAULT_ANSWERS, outputDir: dir, config: { PUBLIC_URL: config.PUBLIC_URL, R2_SECRET_ACCESS_KEY: config.R2_SECRET_ACCESS_KEY } }
-  const checks = [{ id: 'tools.docker', title: 'Docker Engine', status: 'pass' as const, found: '27.3.1', required: 'Docker Engine 24.0.0 or newer', fix: '' }]
+  const answers: Answers = {
+    ...DEFAULT_ANSWERS,
+    outputDir: dir,
+    config: { PUBLIC_URL: config.PUBLIC_URL, R2_SECRET_ACCESS_KEY: config.R2_SECRET_ACCESS_KEY },
+  }
+  const checks = [
+    {
+      id: 'tools.docker',
+      title: 'Docker Engine',
+      status: 'pass' as const,
+      found: '27.3.1',
+      required: 'Docker Engine 24.0.0 or newer',
+      fix: '',
+    },
+  ]
   const path = join(dir, 'bundle.zip')
-  const r = await writeSupportBundle(path, { answers, config, checks, runner, envFile: join(dir, '.env'), now: new Date('2026-11-23T10:00:00Z') })
+  const r = await writeSupportBundle(path, {
+    answers,
+    config,
+    checks,
+    runner,
+    envFile: join(dir, '.env'),
+    now: new Date('2026-11-23T10:00:00Z'),
+  })
   t.equal(statSync(path).mode & 0o777, 0o600)
   t.equal(r.size, statSync(path).size)
   const files = await unzip(readFileSync(path))
-  t.same(Object.keys(files).sort(), ['answers.yaml', 'checks.json', 'config.redacted.json', 'logs/compose-ps.txt', 'logs/compose.txt', 'versions.json'])
+  t.same(Object.keys(files).sort(), [
+    'answers.yaml',
+    'checks.json',
+    'config.redacted.json',
+    'logs/compose-ps.txt',
+    'logs/compose.txt',
+    'versions.json',
+  ])
   t.match(JSON.parse(files['versions.json']!), {
     atrium: /^\d+\.\d+\.\d+/,
     node: process.version,
@@ -72,35 +102,52 @@ t.test('a compose site gets a zip of versions, checks, redacted configuration an
   for (const s of secrets) t.notOk(all.includes(s), `no ${s.slice(0, 4)}… anywhere in the bundle`)
 })
 
-t.test('a helm site collects pod descriptions, logs before a restart, events, the migration log, the release status and history; a missing tool is said, not fatal', async (t) => {
-  const answers: Answers = { ...DEFAULT_ANSWERS, target: 'helm', namespace: 'ai', release: 'prod', config: {} }
-  const cmds = logCommands(answers, '')
-  t.same(
-    cmds.map((c) => `${c.file} ${c.args.join(' ')}`),
-    [
-      'kubectl get pods,jobs,deployments,replicasets,services,ingresses,networkpolicies -n ai -l app.kubernetes.io/instance=prod -o wide',
-      'kubectl describe pods -n ai -l app.kubernetes.io/instance=prod',
-      'kubectl logs -n ai -l app.kubernetes.io/instance=prod --all-containers --prefix --timestamps --tail 2000',
-      'kubectl logs -n ai -l app.kubernetes.io/instance=prod --previous --all-containers --prefix --timestamps --tail 2000',
-      'kubectl logs -n ai -l app.kubernetes.io/instance=prod,app.kubernetes.io/component=migrate --all-containers --prefix --timestamps --tail 2000',
-      'kubectl get events -n ai --sort-by=.lastTimestamp',
-      'helm status prod -n ai',
-      'helm history prod -n ai --max 20',
-    ],
-  )
-  t.same(
-    logCommands({ ...answers, target: 'compose', mode: 'air-gapped' }, '/etc/atrium/.env', { bundles: { compose: '/opt/atrium/compose' } })[0]!.args,
-    ['compose', '--project-name', 'atrium', '--env-file', '/etc/atrium/.env', '-f', '/opt/atrium/compose/compose.yaml', '-f', '/opt/atrium/compose/compose.airgap.yaml', 'ps', '--all'],
-    'compose: the project and the files the installer deployed with',
-  )
-  const dir = tempDir(t)
-  const runner: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: dir } })
-  const path = join(dir, 'b.zip')
-  await writeSupportBundle(path, { answers, config: {}, checks: [], runner, envFile: '' })
-  const files = await unzip(readFileSync(path))
-  t.match(files['logs/pods.txt'], /\(kubectl is not installed here\)/)
-  t.match(files['logs/helm-status.txt'], /\(helm is not installed here\)/)
-})
+t.test(
+  'a helm site collects pod descriptions, logs before a restart, events, the migration log, the release status and history; a missing tool is said, not fatal',
+  async (t) => {
+    const answers: Answers = { ...DEFAULT_ANSWERS, target: 'helm', namespace: 'ai', release: 'prod', config: {} }
+    const cmds = logCommands(answers, '')
+    t.same(
+      cmds.map((c) => `${c.file} ${c.args.join(' ')}`),
+      [
+        'kubectl get pods,jobs,deployments,replicasets,services,ingresses,networkpolicies -n ai -l app.kubernetes.io/instance=prod -o wide',
+        'kubectl describe pods -n ai -l app.kubernetes.io/instance=prod',
+        'kubectl logs -n ai -l app.kubernetes.io/instance=prod --all-containers --prefix --timestamps --tail 2000',
+        'kubectl logs -n ai -l app.kubernetes.io/instance=prod --previous --all-containers --prefix --timestamps --tail 2000',
+        'kubectl logs -n ai -l app.kubernetes.io/instance=prod,app.kubernetes.io/component=migrate --all-containers --prefix --timestamps --tail 2000',
+        'kubectl get events -n ai --sort-by=.lastTimestamp',
+        'helm status prod -n ai',
+        'helm history prod -n ai --max 20',
+      ],
+    )
+    t.same(
+      logCommands({ ...answers, target: 'compose', mode: 'air-gapped' }, '/etc/atrium/.env', {
+        bundles: { compose: '/opt/atrium/compose' },
+      })[0]!.args,
+      [
+        'compose',
+        '--project-name',
+        'atrium',
+        '--env-file',
+        '/etc/atrium/.env',
+        '-f',
+        '/opt/atrium/compose/compose.yaml',
+        '-f',
+        '/opt/atrium/compose/compose.airgap.yaml',
+        'ps',
+        '--all',
+      ],
+      'compose: the project and the files the installer deployed with',
+    )
+    const dir = tempDir(t)
+    const runner: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: dir } })
+    const path = join(dir, 'b.zip')
+    await writeSupportBundle(path, { answers, config: {}, checks: [], runner, envFile: '' })
+    const files = await unzip(readFileSync(path))
+    t.match(files['logs/pods.txt'], /\(kubectl is not installed here\)/)
+    t.match(files['logs/helm-status.txt'], /\(helm is not installed here\)/)
+  },
+)
 
 // A password with what URLs, JSON and base64 each spell their own way, different for every secret.
 const password = (what: string) => `${what}-P@ss/w:rd "q" \\ é+%`
@@ -117,7 +164,9 @@ function plant(name: string): { value: string; secrets: string[] } {
     return { value: url, secrets: [url, pw] }
   }
   if (s?.type === 'json') {
-    const providers = JSON.stringify([{ id: 'corp', name: 'Corp', issuer: 'https://id.example.com', clientId: 'atrium-app', clientSecret: pw }])
+    const providers = JSON.stringify([
+      { id: 'corp', name: 'Corp', issuer: 'https://id.example.com', clientId: 'atrium-app', clientSecret: pw },
+    ])
     return { value: providers, secrets: [providers, pw] }
   }
   return { value: pw, secrets: [pw] }
@@ -125,7 +174,13 @@ function plant(name: string): { value: string; secrets: string[] } {
 
 /** Every character as JSON's \\uXXXX escape, with lower- or upper-case hex digits. */
 const unicodeEscaped = (text: string, upper = false) =>
-  [...text].map((c) => [...Array(c.length).keys()].map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')[upper ? 'toUpperCase' : 'toLowerCase']()}`).join('')).join('')
+  [...text]
+    .map((c) =>
+      [...Array(c.length).keys()]
+        .map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')[upper ? 'toUpperCase' : 'toLowerCase']()}`)
+        .join(''),
+    )
+    .join('')
 const base64url = (bytes: Buffer) => bytes.toString('base64url')
 
 /** Each way a log, a JSON document or a Kubernetes Secret may print a value. */
@@ -162,88 +217,147 @@ function leftIn(text: string, secret: string, bytes: Buffer[] = []): string[] {
       const inside = Buffer.concat([Buffer.alloc(shift), b])
         .toString('base64')
         .slice(4, -4)
-      forms.push([`base64 ${i} after ${shift} bytes`, inside], [`base64url ${i} after ${shift} bytes`, inside.replace(/\+/g, '-').replace(/\//g, '_')])
+      forms.push(
+        [`base64 ${i} after ${shift} bytes`, inside],
+        [`base64url ${i} after ${shift} bytes`, inside.replace(/\+/g, '-').replace(/\//g, '_')],
+      )
     }
   }
   return forms.filter(([, s]) => s.length >= 8 && (text.includes(s) || joined.includes(s))).map(([how]) => how)
 }
 
-t.test('a value planted in every secret the installer writes appears nowhere in the bundle, in any spelling', async (t) => {
-  // Every secret by the rule (a new secret setting is planted here without touching this test), a
-  // line added to .env by hand, and credentials inside the URLs of settings that are not secret.
-  const names = [...Object.keys(settings), ...Object.keys(COMPOSE_VARIABLES)].filter(isSecret)
-  const config: Record<string, string> = {}
-  const planted: Record<string, string> = {}
-  for (const name of [...names, 'SMTP_PASSWORD']) {
-    const p = plant(name)
-    config[name] = p.value
-    p.secrets.forEach((secret, i) => {
-      planted[i ? `${name} (inside)` : name] = secret
-    })
-  }
-  planted['LOG_SINK_URL password'] = password('sink')
-  config.LOG_SINK_URL = `https://sink-user:${encodeURIComponent(planted['LOG_SINK_URL password'])}@logs.example.com/ingest`
-  // Typed in by hand: a '%' that is no escape, and text that only looks like JSON.
-  planted['BROKER_URL password'] = 'broker-%zz-planted'
-  config.BROKER_URL = `amqp://queue:${planted['BROKER_URL password']}@broker.internal:5672`
-  config.MOTD = '[maintenance] Saturday 10:00'
-  planted['BACKUP_REMOTE token'] = 'ghp_plantedToken0123456789'
-  config.BACKUP_REMOTE = `https://${planted['BACKUP_REMOTE token']}@git.example.com/ops/backups.git`
-  config.PUBLIC_URL = 'https://atrium.example.com'
-  t.ok(
-    ['POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD', 'OIDC_PROVIDERS (inside)', 'DATABASE_URL (inside)'].every((n) => n in planted),
-    "the bundle's passwords, a URL's and a clientSecret are among them",
-  )
-
-  // Programs print secrets every way: raw, percent-encoded, in a connection string, JSON-escaped.
-  const printed = Object.values(planted)
-    .flatMap((secret) => [
-      ...Object.values(spellings(secret)).map((s) => `level=info value=${s}`),
-      `connecting to redis://someone:${encodeURIComponent(secret)}@cache:6379/0`,
-      JSON.stringify({ msg: 'settings', value: secret }),
-    ])
-    .join('\n')
-  const runner: Runner = async (file, args) => ({ command: [file, ...args].join(' '), exitCode: 1, stdout: printed, stderr: printed, notFound: false, timedOut: file === 'helm' })
-  const checks: CheckResult[] = [
-    { id: 'tools.docker', title: 'Docker Engine', status: 'pass', found: `27.3.1 (DOCKER_HOST=tcp://ops:${encodeURIComponent(planted.REDIS_PASSWORD!)}@docker:2376)`, required: '24.0.0', fix: '' },
-    { id: 'postgres.version', title: 'PostgreSQL', status: 'fail', found: `no answer from ${config.DATABASE_URL}`, required: '15', fix: `check ${planted.POSTGRES_PASSWORD}` },
-  ]
-
-  for (const target of TARGETS) {
-    const dir = tempDir(t)
-    // Secrets typed into the answers go out as references; one typed into the wrong field is text like any other.
-    const answers: Answers = { ...DEFAULT_ANSWERS, target, outputDir: dir, tenantName: planted.MINIO_ROOT_PASSWORD!, config: { PUBLIC_URL: config.PUBLIC_URL, LICENSE_KEY: config.LICENSE_KEY! } }
-    const path = join(dir, 'bundle.zip')
-    await writeSupportBundle(path, { answers, config, checks, runner, envFile: join(dir, '.env') })
-    const files = await unzip(readFileSync(path))
-    t.ok(Object.keys(files).length >= 6, `${target}: every entry is there`)
-    const leaks = Object.entries(files).flatMap(([entry, text]) =>
-      Object.entries(planted).flatMap(([name, secret]) =>
-        Object.entries(spellings(secret))
-          .filter(([, s]) => text.includes(s))
-          .map(([how]) => `${entry}: ${name} (${how})`),
-      ),
+t.test(
+  'a value planted in every secret the installer writes appears nowhere in the bundle, in any spelling',
+  async (t) => {
+    // Every secret by the rule (a new secret setting is planted here without touching this test), a
+    // line added to .env by hand, and credentials inside the URLs of settings that are not secret.
+    const names = [...Object.keys(settings), ...Object.keys(COMPOSE_VARIABLES)].filter(isSecret)
+    const config: Record<string, string> = {}
+    const planted: Record<string, string> = {}
+    for (const name of [...names, 'SMTP_PASSWORD']) {
+      const p = plant(name)
+      config[name] = p.value
+      p.secrets.forEach((secret, i) => {
+        planted[i ? `${name} (inside)` : name] = secret
+      })
+    }
+    planted['LOG_SINK_URL password'] = password('sink')
+    config.LOG_SINK_URL = `https://sink-user:${encodeURIComponent(planted['LOG_SINK_URL password'])}@logs.example.com/ingest`
+    // Typed in by hand: a '%' that is no escape, and text that only looks like JSON.
+    planted['BROKER_URL password'] = 'broker-%zz-planted'
+    config.BROKER_URL = `amqp://queue:${planted['BROKER_URL password']}@broker.internal:5672`
+    config.MOTD = '[maintenance] Saturday 10:00'
+    planted['BACKUP_REMOTE token'] = 'ghp_plantedToken0123456789'
+    config.BACKUP_REMOTE = `https://${planted['BACKUP_REMOTE token']}@git.example.com/ops/backups.git`
+    config.PUBLIC_URL = 'https://atrium.example.com'
+    t.ok(
+      [
+        'POSTGRES_PASSWORD',
+        'REDIS_PASSWORD',
+        'MINIO_ROOT_PASSWORD',
+        'OIDC_PROVIDERS (inside)',
+        'DATABASE_URL (inside)',
+      ].every((n) => n in planted),
+      "the bundle's passwords, a URL's and a clientSecret are among them",
     )
-    t.same(leaks, [], `${target}: no planted secret anywhere`)
-    const all = Object.values(files).join('\n')
-    t.notMatch(all, /:\/\/(?!<redacted>@)[^\s/?#@]+@/, `${target}: no URL keeps its user or password`)
-    t.match(all, /connecting to redis:\/\/<redacted>@cache:6379\/0/, `${target}: what is around a secret stays readable`)
-    t.equal(JSON.parse(files['config.redacted.json']!).PUBLIC_URL, config.PUBLIC_URL)
-  }
-})
 
-t.test("config.redacted.json shows every ordinary value as written, and a published default does not blank out the product's name", async (t) => {
-  const ordinary = Object.fromEntries([...Object.keys(settings), ...Object.keys(COMPOSE_VARIABLES), 'LOG_FORMAT'].filter((n) => !isSecret(n)).map((n) => [n, `value of ${n}`]))
-  // Atrium's user of the bundled MinIO is `atrium-server`, secret by name (it is R2_ACCESS_KEY_ID) but published by the bundle.
-  const config = { ...ordinary, R2_ACCESS_KEY_ID: 'atrium-server', POSTGRES_PASSWORD: 'f'.repeat(48), SMTP_PASSWORD: 'hand-added' }
-  t.same(redactConfig(config), {
-    ...ordinary,
-    R2_ACCESS_KEY_ID: '<redacted: 13 characters>',
-    POSTGRES_PASSWORD: '<redacted: 48 characters>',
-    SMTP_PASSWORD: '<redacted: 10 characters>',
-  })
-  t.equal(scrubber(config)('atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET'), 'atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET')
-})
+    // Programs print secrets every way: raw, percent-encoded, in a connection string, JSON-escaped.
+    const printed = Object.values(planted)
+      .flatMap((secret) => [
+        ...Object.values(spellings(secret)).map((s) => `level=info value=${s}`),
+        `connecting to redis://someone:${encodeURIComponent(secret)}@cache:6379/0`,
+        JSON.stringify({ msg: 'settings', value: secret }),
+      ])
+      .join('\n')
+    const runner: Runner = async (file, args) => ({
+      command: [file, ...args].join(' '),
+      exitCode: 1,
+      stdout: printed,
+      stderr: printed,
+      notFound: false,
+      timedOut: file === 'helm',
+    })
+    const checks: CheckResult[] = [
+      {
+        id: 'tools.docker',
+        title: 'Docker Engine',
+        status: 'pass',
+        found: `27.3.1 (DOCKER_HOST=tcp://ops:${encodeURIComponent(planted.REDIS_PASSWORD!)}@docker:2376)`,
+        required: '24.0.0',
+        fix: '',
+      },
+      {
+        id: 'postgres.version',
+        title: 'PostgreSQL',
+        status: 'fail',
+        found: `no answer from ${config.DATABASE_URL}`,
+        required: '15',
+        fix: `check ${planted.POSTGRES_PASSWORD}`,
+      },
+    ]
+
+    for (const target of TARGETS) {
+      const dir = tempDir(t)
+      // Secrets typed into the answers go out as references; one typed into the wrong field is text like any other.
+      const answers: Answers = {
+        ...DEFAULT_ANSWERS,
+        target,
+        outputDir: dir,
+        tenantName: planted.MINIO_ROOT_PASSWORD!,
+        config: { PUBLIC_URL: config.PUBLIC_URL, LICENSE_KEY: config.LICENSE_KEY! },
+      }
+      const path = join(dir, 'bundle.zip')
+      await writeSupportBundle(path, { answers, config, checks, runner, envFile: join(dir, '.env') })
+      const files = await unzip(readFileSync(path))
+      t.ok(Object.keys(files).length >= 6, `${target}: every entry is there`)
+      const leaks = Object.entries(files).flatMap(([entry, text]) =>
+        Object.entries(planted).flatMap(([name, secret]) =>
+          Object.entries(spellings(secret))
+            .filter(([, s]) => text.includes(s))
+            .map(([how]) => `${entry}: ${name} (${how})`),
+        ),
+      )
+      t.same(leaks, [], `${target}: no planted secret anywhere`)
+      const all = Object.values(files).join('\n')
+      t.notMatch(all, /:\/\/(?!<redacted>@)[^\s/?#@]+@/, `${target}: no URL keeps its user or password`)
+      t.match(
+        all,
+        /connecting to redis:\/\/<redacted>@cache:6379\/0/,
+        `${target}: what is around a secret stays readable`,
+      )
+      t.equal(JSON.parse(files['config.redacted.json']!).PUBLIC_URL, config.PUBLIC_URL)
+    }
+  },
+)
+
+t.test(
+  "config.redacted.json shows every ordinary value as written, and a published default does not blank out the product's name",
+  async (t) => {
+    const ordinary = Object.fromEntries(
+      [...Object.keys(settings), ...Object.keys(COMPOSE_VARIABLES), 'LOG_FORMAT']
+        .filter((n) => !isSecret(n))
+        .map((n) => [n, `value of ${n}`]),
+    )
+    // Atrium's user of the bundled MinIO is `atrium-server`, secret by name (it is R2_ACCESS_KEY_ID) but published by
+    // the bundle.
+    const config = {
+      ...ordinary,
+      R2_ACCESS_KEY_ID: 'atrium-server',
+      POSTGRES_PASSWORD: 'f'.repeat(48),
+      SMTP_PASSWORD: 'hand-added',
+    }
+    t.same(redactConfig(config), {
+      ...ordinary,
+      R2_ACCESS_KEY_ID: '<redacted: 13 characters>',
+      POSTGRES_PASSWORD: '<redacted: 48 characters>',
+      SMTP_PASSWORD: '<redacted: 10 characters>',
+    })
+    t.equal(
+      scrubber(config)('atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET'),
+      'atrium-server-1  Up 3 minutes; bucket value of R2_BUCKET',
+    )
+  },
+)
 
 // A site's secrets as the installer writes them: a hex password (openssl rand -hex 24) in a URL,
 // the master key (base64 of 32 bytes), an access key and a typed-in password with characters
@@ -262,83 +376,120 @@ const site = {
 const masterKey = Buffer.from(site.ENCRYPTION_MASTER_KEY, 'base64')
 const clean = scrubber(site)
 
-t.test('an HTTP Basic credential (base64 of user:password) loses its password, whatever the user, in base64 or base64url, padded or not', async (t) => {
-  const basic = (user: string, password: string) => Buffer.from(`${user}:${password}`)
-  const text = [
-    `> GET /bucket HTTP/1.1\n> Authorization: Basic ${basic('atrium', POSTGRES_PASSWORD).toString('base64')}`,
-    `proxy-authorization: basic ${base64url(basic('atrium-server', site.R2_SECRET_ACCESS_KEY))}`,
-    `{"headers":{"authorization":"Basic ${basic('someone-else', site.SMTP_PASSWORD).toString('base64').replace(/=+$/, '')}"}}`,
-    `relay: ${basic('mailer', site.SMTP_PASSWORD).toString('base64')}`,
-  ].join('\n')
-  const out = clean(text)
-  for (const secret of [POSTGRES_PASSWORD, site.R2_SECRET_ACCESS_KEY, site.SMTP_PASSWORD]) t.same(leftIn(out, secret), [], secret.slice(0, 4))
-  t.match(out, /^> Authorization: Basic YXRyaXVtO\S*<redacted>/m, "the user's part stays readable")
-  t.match(out, /^proxy-authorization: basic \S*<redacted>/m)
-})
+t.test(
+  'an HTTP Basic credential (base64 of user:password) loses its password, whatever the user, in base64 or base64url, padded or not',
+  async (t) => {
+    const basic = (user: string, password: string) => Buffer.from(`${user}:${password}`)
+    const text = [
+      `> GET /bucket HTTP/1.1\n> Authorization: Basic ${basic('atrium', POSTGRES_PASSWORD).toString('base64')}`,
+      `proxy-authorization: basic ${base64url(basic('atrium-server', site.R2_SECRET_ACCESS_KEY))}`,
+      `{"headers":{"authorization":"Basic ${basic('someone-else', site.SMTP_PASSWORD).toString('base64').replace(/=+$/, '')}"}}`,
+      `relay: ${basic('mailer', site.SMTP_PASSWORD).toString('base64')}`,
+    ].join('\n')
+    const out = clean(text)
+    for (const secret of [POSTGRES_PASSWORD, site.R2_SECRET_ACCESS_KEY, site.SMTP_PASSWORD])
+      t.same(leftIn(out, secret), [], secret.slice(0, 4))
+    t.match(out, /^> Authorization: Basic YXRyaXVtO\S*<redacted>/m, "the user's part stays readable")
+    t.match(out, /^proxy-authorization: basic \S*<redacted>/m)
+  },
+)
 
 t.test('a secret in hex, lower or upper case, is removed; a hex password in upper case too', async (t) => {
   const hex = (text: string) => Buffer.from(text).toString('hex')
-  const text = [`smtp auth: ${hex(site.SMTP_PASSWORD).toUpperCase()}`, `s3 secret=${hex(site.R2_SECRET_ACCESS_KEY)}`, `PGPASSWORD=${POSTGRES_PASSWORD.toUpperCase()}`].join('\n')
+  const text = [
+    `smtp auth: ${hex(site.SMTP_PASSWORD).toUpperCase()}`,
+    `s3 secret=${hex(site.R2_SECRET_ACCESS_KEY)}`,
+    `PGPASSWORD=${POSTGRES_PASSWORD.toUpperCase()}`,
+  ].join('\n')
   t.equal(clean(text), 'smtp auth: <redacted>\ns3 secret=<redacted>\nPGPASSWORD=<redacted>')
 })
 
-t.test('a key is removed in any encoding of its bytes: the master key as hex, base64url or base64 without padding; a hex password as base64', async (t) => {
-  const text = [
-    `key (hex): ${masterKey.toString('hex')}`,
-    `KEY=${masterKey.toString('hex').toUpperCase()}`,
-    `key (base64url): ${base64url(masterKey)}`,
-    `key (unpadded): ${site.ENCRYPTION_MASTER_KEY.replace(/=+$/, '')}.`,
-    `pg: ${Buffer.from(POSTGRES_PASSWORD, 'hex').toString('base64')}`,
-  ].join('\n')
-  const out = clean(text)
-  t.equal(out, 'key (hex): <redacted>\nKEY=<redacted>\nkey (base64url): <redacted>\nkey (unpadded): <redacted>.\npg: <redacted>')
-  t.same(leftIn(out, site.ENCRYPTION_MASTER_KEY, [masterKey]), [])
-  t.same(leftIn(out, POSTGRES_PASSWORD, [Buffer.from(POSTGRES_PASSWORD, 'hex')]), [])
-})
-
-t.test('a secret in JSON with \\u escapes is removed: every character escaped (either case of hex), or some, mixed with other escapes', async (t) => {
-  const pw = site.SMTP_PASSWORD
-  const text = [
-    `{"msg":"smtp","password":"${unicodeEscaped(pw)}"}`,
-    `{"msg":"smtp","password":"${unicodeEscaped(pw, true)}"}`,
-    // Some characters as \u, some percent-encoded, the rest as JSON writes them.
-    `{"msg":"s3","secret":"${unicodeEscaped(site.R2_SECRET_ACCESS_KEY.slice(0, 9))}${encodeURIComponent(site.R2_SECRET_ACCESS_KEY.slice(9, 20))}${site.R2_SECRET_ACCESS_KEY.slice(20)}"}`,
-    `{"smtp":"${unicodeEscaped(pw.slice(0, 3))}${JSON.stringify(pw.slice(3)).slice(1, -1)}"}`,
-  ].join('\n')
-  t.equal(clean(text), '{"msg":"smtp","password":"<redacted>"}\n{"msg":"smtp","password":"<redacted>"}\n{"msg":"s3","secret":"<redacted>"}\n{"smtp":"<redacted>"}')
-})
-
-t.test("a secret wrapped across lines is removed: base64 at 64 and 76 columns (PEM, MIME), a line break inside a value, a JSON string's \\n", async (t) => {
-  // A configuration file in base64, as `kubectl get secret -o yaml | base64 -w 64` or MIME would show it.
-  const file = Buffer.from(`DATABASE_URL=${site.DATABASE_URL}\nSMTP_PASSWORD=${site.SMTP_PASSWORD}\nENCRYPTION_MASTER_KEY=${site.ENCRYPTION_MASTER_KEY}\n`).toString('base64')
-  const wrap = (text: string, width: number, eol: string) => text.match(new RegExp(`.{1,${width}}`, 'g'))!.join(eol)
-  const pem = `-----BEGIN ATRIUM ENV-----\n${wrap(file, 64, '\n')}\n-----END ATRIUM ENV-----`
-  const mime = `Content-Transfer-Encoding: base64\r\n\r\n${wrap(file, 76, '\r\n')}`
-  const indented = `data:\n  env: |\n    ${wrap(file, 64, '\n    ')}`
-  const logWrapped = `password check failed for ${site.R2_SECRET_ACCESS_KEY.slice(0, 17)}\n${site.R2_SECRET_ACCESS_KEY.slice(17)} (retrying)`
-  const json = JSON.stringify({ msg: `key ${site.ENCRYPTION_MASTER_KEY.slice(0, 20)}\n  ${site.ENCRYPTION_MASTER_KEY.slice(20)}` })
-  for (const [what, text] of Object.entries({ pem, mime, indented, logWrapped, json })) {
+t.test(
+  'a key is removed in any encoding of its bytes: the master key as hex, base64url or base64 without padding; a hex password as base64',
+  async (t) => {
+    const text = [
+      `key (hex): ${masterKey.toString('hex')}`,
+      `KEY=${masterKey.toString('hex').toUpperCase()}`,
+      `key (base64url): ${base64url(masterKey)}`,
+      `key (unpadded): ${site.ENCRYPTION_MASTER_KEY.replace(/=+$/, '')}.`,
+      `pg: ${Buffer.from(POSTGRES_PASSWORD, 'hex').toString('base64')}`,
+    ].join('\n')
     const out = clean(text)
-    for (const secret of [POSTGRES_PASSWORD, site.SMTP_PASSWORD, site.ENCRYPTION_MASTER_KEY, site.R2_SECRET_ACCESS_KEY]) t.same(leftIn(out, secret), [], `${what}: ${secret.slice(0, 4)}`)
-  }
-  t.equal(clean(pem).split('\n')[0], '-----BEGIN ATRIUM ENV-----', 'the lines around stay')
-  t.equal(clean(logWrapped), 'password check failed for <redacted> (retrying)')
-})
+    t.equal(
+      out,
+      'key (hex): <redacted>\nKEY=<redacted>\nkey (base64url): <redacted>\nkey (unpadded): <redacted>.\npg: <redacted>',
+    )
+    t.same(leftIn(out, site.ENCRYPTION_MASTER_KEY, [masterKey]), [])
+    t.same(leftIn(out, POSTGRES_PASSWORD, [Buffer.from(POSTGRES_PASSWORD, 'hex')]), [])
+  },
+)
 
-t.test('ordinary text is left as it is: logs full of hex, base64, escapes and wrapped lines; a secret below the floor is not looked for', async (t) => {
-  // A site whose Redis password is short (below the floor, it would match all over) and whose other secrets are as usual.
-  const scrub = scrubber({ ...site, REDIS_PASSWORD: 'abc', REDIS_URL: 'redis://:abc@redis:6379' })
-  const text = [
-    '2026-11-23T10:00:00.000Z atrium-server-1  | {"level":30,"time":1795428000000,"pid":1,"hostname":"3f1c9e2a7b44","reqId":"5b0e6c1e-8d4f-4c2a-9e57-1f3b2a6d9c01","msg":"request completed","responseTime":12.5}',
-    '{"level":50,"msg":"upstream failed","err":{"type":"Error","message":"connect ECONNREFUSED 10.0.0.7:5432","stack":"Error: connect ECONNREFUSED\\n    at TCPConnectWrap.afterConnect [as oncomplete] (node:net:1611:16)"}}',
-    'GET /api/v1/projects?cursor=eyJpZCI6IjAxSjhaN0tYUlE5In0&limit=50 200 "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36" abc-def abcdef',
-    'etag: "W/\\"a1b2c3d4e5f60718\\"" x-request-id: 0f8fad5b-d9cb-469f-a165-70867728950e; sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
-    'name=Zo\\u00eb%20M%C3%BCller title="Ops + Support - EMEA" path=/var/lib/atrium/data_dir/backups',
-    '-----BEGIN CERTIFICATE-----',
-    'MIIBszCCAVmgAwIBAgIUQ0Fnb4f0nVqU1lB2ZG9tYWluLmV4YW1wbGUwHhcNMjYx',
-    'MTIzMTAwMDAwWhcNMjcxMTIzMTAwMDAwWjAXMRUwEwYDVQQDDAxleGFtcGxlLmNv',
-    '-----END CERTIFICATE-----',
-    'migrations: 0001_init 0002_users ... 0031_regions up to date; YWJj 616263 abc',
-  ].join('\n')
-  t.equal(scrub(text), text)
-})
+t.test(
+  'a secret in JSON with \\u escapes is removed: every character escaped (either case of hex), or some, mixed with other escapes',
+  async (t) => {
+    const pw = site.SMTP_PASSWORD
+    const text = [
+      `{"msg":"smtp","password":"${unicodeEscaped(pw)}"}`,
+      `{"msg":"smtp","password":"${unicodeEscaped(pw, true)}"}`,
+      // Some characters as \u, some percent-encoded, the rest as JSON writes them.
+      `{"msg":"s3","secret":"${unicodeEscaped(site.R2_SECRET_ACCESS_KEY.slice(0, 9))}${encodeURIComponent(site.R2_SECRET_ACCESS_KEY.slice(9, 20))}${site.R2_SECRET_ACCESS_KEY.slice(20)}"}`,
+      `{"smtp":"${unicodeEscaped(pw.slice(0, 3))}${JSON.stringify(pw.slice(3)).slice(1, -1)}"}`,
+    ].join('\n')
+    t.equal(
+      clean(text),
+      '{"msg":"smtp","password":"<redacted>"}\n{"msg":"smtp","password":"<redacted>"}\n{"msg":"s3","secret":"<redacted>"}\n{"smtp":"<redacted>"}',
+    )
+  },
+)
+
+t.test(
+  "a secret wrapped across lines is removed: base64 at 64 and 76 columns (PEM, MIME), a line break inside a value, a JSON string's \\n",
+  async (t) => {
+    // A configuration file in base64, as `kubectl get secret -o yaml | base64 -w 64` or MIME would show it.
+    const file = Buffer.from(
+      `DATABASE_URL=${site.DATABASE_URL}\nSMTP_PASSWORD=${site.SMTP_PASSWORD}\nENCRYPTION_MASTER_KEY=${site.ENCRYPTION_MASTER_KEY}\n`,
+    ).toString('base64')
+    const wrap = (text: string, width: number, eol: string) => text.match(new RegExp(`.{1,${width}}`, 'g'))!.join(eol)
+    const pem = `-----BEGIN ATRIUM ENV-----\n${wrap(file, 64, '\n')}\n-----END ATRIUM ENV-----`
+    const mime = `Content-Transfer-Encoding: base64\r\n\r\n${wrap(file, 76, '\r\n')}`
+    const indented = `data:\n  env: |\n    ${wrap(file, 64, '\n    ')}`
+    const logWrapped = `password check failed for ${site.R2_SECRET_ACCESS_KEY.slice(0, 17)}\n${site.R2_SECRET_ACCESS_KEY.slice(17)} (retrying)`
+    const json = JSON.stringify({
+      msg: `key ${site.ENCRYPTION_MASTER_KEY.slice(0, 20)}\n  ${site.ENCRYPTION_MASTER_KEY.slice(20)}`,
+    })
+    for (const [what, text] of Object.entries({ pem, mime, indented, logWrapped, json })) {
+      const out = clean(text)
+      for (const secret of [
+        POSTGRES_PASSWORD,
+        site.SMTP_PASSWORD,
+        site.ENCRYPTION_MASTER_KEY,
+        site.R2_SECRET_ACCESS_KEY,
+      ])
+        t.same(leftIn(out, secret), [], `${what}: ${secret.slice(0, 4)}`)
+    }
+    t.equal(clean(pem).split('\n')[0], '-----BEGIN ATRIUM ENV-----', 'the lines around stay')
+    t.equal(clean(logWrapped), 'password check failed for <redacted> (retrying)')
+  },
+)
+
+t.test(
+  'ordinary text is left as it is: logs full of hex, base64, escapes and wrapped lines; a secret below the floor is not looked for',
+  async (t) => {
+    // A site whose Redis password is short (below the floor, it would match all over) and whose other secrets are as
+    // usual.
+    const scrub = scrubber({ ...site, REDIS_PASSWORD: 'abc', REDIS_URL: 'redis://:abc@redis:6379' })
+    const text = [
+      '2026-11-23T10:00:00.000Z atrium-server-1  | {"level":30,"time":1795428000000,"pid":1,"hostname":"3f1c9e2a7b44","reqId":"5b0e6c1e-8d4f-4c2a-9e57-1f3b2a6d9c01","msg":"request completed","responseTime":12.5}',
+      '{"level":50,"msg":"upstream failed","err":{"type":"Error","message":"connect ECONNREFUSED 10.0.0.7:5432","stack":"Error: connect ECONNREFUSED\\n    at TCPConnectWrap.afterConnect [as oncomplete] (node:net:1611:16)"}}',
+      'GET /api/v1/projects?cursor=eyJpZCI6IjAxSjhaN0tYUlE5In0&limit=50 200 "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36" abc-def abcdef',
+      'etag: "W/\\"a1b2c3d4e5f60718\\"" x-request-id: 0f8fad5b-d9cb-469f-a165-70867728950e; sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+      'name=Zo\\u00eb%20M%C3%BCller title="Ops + Support - EMEA" path=/var/lib/atrium/data_dir/backups',
+      '-----BEGIN CERTIFICATE-----',
+      'MIIBszCCAVmgAwIBAgIUQ0Fnb4f0nVqU1lB2ZG9tYWluLmV4YW1wbGUwHhcNMjYx',
+      'MTIzMTAwMDAwWhcNMjcxMTIzMTAwMDAwWjAXMRUwEwYDVQQDDAxleGFtcGxlLmNv',
+      '-----END CERTIFICATE-----',
+      'migrations: 0001_init 0002_users ... 0031_regions up to date; YWJj 616263 abc',
+    ].join('\n')
+    t.equal(scrub(text), text)
+  },
+)

@@ -26,31 +26,41 @@ function answers(t: Test, lines: string[]) {
   return { dir, path, out: join(dir, 'out') }
 }
 
-t.test("compose with the bundled services: the written .env passes the real validator on the installer's own command line", { skip: needsCompose() }, async (t) => {
-  const a = answers(t, ['target: compose', 'config:', '  PUBLIC_URL: https://atrium.example.com'])
-  const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--json'])
-  t.equal(r.code, 0, r.stderr)
-  t.match(JSON.parse(r.stdout).generated, ['ENCRYPTION_MASTER_KEY', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD', 'MINIO_ATRIUM_PASSWORD'])
-  const envPath = join(a.out, '.env')
-  const env = parseEnvFile(readFileSync(envPath, 'utf8')).values
-  t.equal(env.DATABASE_URL, `postgres://atrium:${env.POSTGRES_PASSWORD}@postgres:5432/atrium`)
-  t.equal(env.REDIS_URL, `redis://:${env.REDIS_PASSWORD}@redis:6379`)
-  t.match(env, {
-    R2_ENDPOINT: 'http://minio:9000',
-    R2_ACCESS_KEY_ID: 'atrium-server',
-    R2_SECRET_ACCESS_KEY: env.MINIO_ATRIUM_PASSWORD,
-    // The bundled MinIO speaks plain HTTP on its published port, whatever is in front of Atrium.
-    R2_PUBLIC_ENDPOINT: 'http://atrium.example.com:9000',
-    ATRIUM_DATA_PATH: `${a.dir}/data`,
-    COMPOSE_PROFILES: 'postgres,redis,s3',
-  })
+t.test(
+  "compose with the bundled services: the written .env passes the real validator on the installer's own command line",
+  { skip: needsCompose() },
+  async (t) => {
+    const a = answers(t, ['target: compose', 'config:', '  PUBLIC_URL: https://atrium.example.com'])
+    const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--json'])
+    t.equal(r.code, 0, r.stderr)
+    t.match(JSON.parse(r.stdout).generated, [
+      'ENCRYPTION_MASTER_KEY',
+      'POSTGRES_PASSWORD',
+      'REDIS_PASSWORD',
+      'MINIO_ROOT_PASSWORD',
+      'MINIO_ATRIUM_PASSWORD',
+    ])
+    const envPath = join(a.out, '.env')
+    const env = parseEnvFile(readFileSync(envPath, 'utf8')).values
+    t.equal(env.DATABASE_URL, `postgres://atrium:${env.POSTGRES_PASSWORD}@postgres:5432/atrium`)
+    t.equal(env.REDIS_URL, `redis://:${env.REDIS_PASSWORD}@redis:6379`)
+    t.match(env, {
+      R2_ENDPOINT: 'http://minio:9000',
+      R2_ACCESS_KEY_ID: 'atrium-server',
+      R2_SECRET_ACCESS_KEY: env.MINIO_ATRIUM_PASSWORD,
+      // The bundled MinIO speaks plain HTTP on its published port, whatever is in front of Atrium.
+      R2_PUBLIC_ENDPOINT: 'http://atrium.example.com:9000',
+      ATRIUM_DATA_PATH: `${a.dir}/data`,
+      COMPOSE_PROFILES: 'postgres,redis,s3',
+    })
 
-  for (const mode of ['connected', 'air-gapped'] as const) {
-    const args = composeArgs({ ...parseAnswers(readFileSync(a.path, 'utf8')).answers, mode }, envPath)
-    const v = await runTool('docker', [...args, 'config', '--quiet'])
-    t.equal(v.code, 0, `${mode}: ${v.stderr}`)
-  }
-})
+    for (const mode of ['connected', 'air-gapped'] as const) {
+      const args = composeArgs({ ...parseAnswers(readFileSync(a.path, 'utf8')).answers, mode }, envPath)
+      const v = await runTool('docker', [...args, 'config', '--quiet'])
+      t.equal(v.code, 0, `${mode}: ${v.stderr}`)
+    }
+  },
+)
 
 // Without the validator too: a re-run that regenerated the passwords would lock the bundled
 // services out of their own data.
@@ -60,7 +70,14 @@ t.test('compose: a re-run generates nothing and keeps every password', async (t)
   t.equal(r.code, 0, r.stderr)
   const envPath = join(a.out, '.env')
   const env = parseEnvFile(readFileSync(envPath, 'utf8')).values
-  const again = await installer(['configure', '--answers', join(a.out, 'answers.yaml'), '--yes', '--ignore-failed-checks', '--json'])
+  const again = await installer([
+    'configure',
+    '--answers',
+    join(a.out, 'answers.yaml'),
+    '--yes',
+    '--ignore-failed-checks',
+    '--json',
+  ])
   t.equal(again.code, 0, again.stderr)
   t.same(JSON.parse(again.stdout).generated, [], 'a re-run generates nothing')
   t.same(parseEnvFile(readFileSync(envPath, 'utf8')).values, env, 'every password kept')
@@ -76,44 +93,67 @@ t.test('compose with an external PostgreSQL keeps it and bundles only the rest',
   t.equal(env.COMPOSE_PROFILES, 'redis,s3', 'the bundled PostgreSQL does not start')
 })
 
-t.test('helm: the written values pass helm lint --strict and render with the Secret the installer applies', { skip: needs('helm') }, async (t) => {
-  const a = answers(t, [
-    'target: helm',
-    'namespace: ai',
-    'release: prod',
-    'config:',
-    '  PUBLIC_URL: https://atrium.example.com',
-    '  PORT: "9090"',
-    '  LOG_LEVEL: debug',
-    '  RATE_LIMIT_MAX: "500"',
-    '  DATABASE_URL: postgres://atrium:pw@db.internal:5432/atrium',
-    '  REDIS_URL: redis://cache.internal:6379',
-    '  R2_ENDPOINT: https://s3.internal',
-    '  R2_ACCESS_KEY_ID: atrium',
-    '  R2_SECRET_ACCESS_KEY: s3-secret',
-  ])
-  const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--air-gapped'])
-  t.equal(r.code, 0, r.stderr)
-  const values = join(a.out, 'values.yaml')
-  const lint = await runTool('helm', ['lint', '--strict', CHART, '-f', values, '--kube-version', KUBE_VERSION])
-  t.equal(lint.code, 0, lint.stdout + lint.stderr)
-  const rendered = await helmTemplate(t, [parse(readFileSync(values, 'utf8'))])
-  t.equal(rendered.code, 0, rendered.stderr)
-  t.match(find(rendered.manifests, 'ConfigMap')!.data, { LOG_LEVEL: 'debug', RATE_LIMIT_MAX: '500', PUBLIC_URL: 'https://atrium.example.com', AIR_GAPPED: 'true', PORT: '8080' })
-  t.notOk(find(rendered.manifests, 'Secret'), "the installer's Secret is used, not one of the chart's")
-  const secret = parse(readFileSync(join(a.out, 'secret.yaml'), 'utf8'))
-  t.equal(find(rendered.manifests, 'Deployment')!.spec.template.spec.containers[0].envFrom[1].secretRef.name, secret.metadata.name)
-  t.match(secret.stringData, { DATABASE_URL: 'postgres://atrium:pw@db.internal:5432/atrium', R2_SECRET_ACCESS_KEY: 's3-secret' })
-  const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8'))
-  for (const key of Object.keys(secret.stringData)) t.ok(key in schema.properties.secrets.properties, `${key} is a secret setting the chart knows`)
-})
+t.test(
+  'helm: the written values pass helm lint --strict and render with the Secret the installer applies',
+  { skip: needs('helm') },
+  async (t) => {
+    const a = answers(t, [
+      'target: helm',
+      'namespace: ai',
+      'release: prod',
+      'config:',
+      '  PUBLIC_URL: https://atrium.example.com',
+      '  PORT: "9090"',
+      '  LOG_LEVEL: debug',
+      '  RATE_LIMIT_MAX: "500"',
+      '  DATABASE_URL: postgres://atrium:pw@db.internal:5432/atrium',
+      '  REDIS_URL: redis://cache.internal:6379',
+      '  R2_ENDPOINT: https://s3.internal',
+      '  R2_ACCESS_KEY_ID: atrium',
+      '  R2_SECRET_ACCESS_KEY: s3-secret',
+    ])
+    const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--air-gapped'])
+    t.equal(r.code, 0, r.stderr)
+    const values = join(a.out, 'values.yaml')
+    const lint = await runTool('helm', ['lint', '--strict', CHART, '-f', values, '--kube-version', KUBE_VERSION])
+    t.equal(lint.code, 0, lint.stdout + lint.stderr)
+    const rendered = await helmTemplate(t, [parse(readFileSync(values, 'utf8'))])
+    t.equal(rendered.code, 0, rendered.stderr)
+    t.match(find(rendered.manifests, 'ConfigMap')!.data, {
+      LOG_LEVEL: 'debug',
+      RATE_LIMIT_MAX: '500',
+      PUBLIC_URL: 'https://atrium.example.com',
+      AIR_GAPPED: 'true',
+      PORT: '8080',
+    })
+    t.notOk(find(rendered.manifests, 'Secret'), "the installer's Secret is used, not one of the chart's")
+    const secret = parse(readFileSync(join(a.out, 'secret.yaml'), 'utf8'))
+    t.equal(
+      find(rendered.manifests, 'Deployment')!.spec.template.spec.containers[0].envFrom[1].secretRef.name,
+      secret.metadata.name,
+    )
+    t.match(secret.stringData, {
+      DATABASE_URL: 'postgres://atrium:pw@db.internal:5432/atrium',
+      R2_SECRET_ACCESS_KEY: 's3-secret',
+    })
+    const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8'))
+    for (const key of Object.keys(secret.stringData))
+      t.ok(key in schema.properties.secrets.properties, `${key} is a secret setting the chart knows`)
+  },
+)
 
 t.test('install: deploys, waits for /readyz, creates the first tenant once and shows its admin', async (t) => {
   const server = createServer((req, res) => res.writeHead(req.url === '/readyz' ? 200 : 404).end('{}'))
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   t.teardown(() => new Promise<void>((r) => server.close(() => r())))
   const port = (server.address() as AddressInfo).port
-  const a = answers(t, ['target: compose', 'tenantName: Example Corp', 'adminEmail: admin@example.com', 'config:', `  PORT: "${port}"`])
+  const a = answers(t, [
+    'target: compose',
+    'tenantName: Example Corp',
+    'adminEmail: admin@example.com',
+    'config:',
+    `  PORT: "${port}"`,
+  ])
   const bin = tempDir(t)
   writeFileSync(
     join(bin, 'docker'),
@@ -133,16 +173,42 @@ t.test('install: deploys, waits for /readyz, creates the first tenant once and s
   t.match(r.stdout, /Atrium is ready at http:\/\/localhost:\d+|Atrium is ready at http:\/\/127\.0\.0\.1:\d+/)
   t.match(r.stdout, /sign in {3}admin@example\.com\n {2}password {2}\S{24}\n {2}API key {3}svc_ci_test/)
   const calls = readFileSync(join(bin, 'calls.log'), 'utf8')
-  t.match(calls, /docker volume create --driver local --opt type=none --opt o=bind --opt device=.*\/data\/postgres atrium-postgres/)
-  t.match(calls, /exec -T server node \/app\/server\/cli\.js create-tenant --name=Example Corp --plan=enterprise --email=admin@example\.com --password=\S{24}/)
+  t.match(
+    calls,
+    /docker volume create --driver local --opt type=none --opt o=bind --opt device=.*\/data\/postgres atrium-postgres/,
+  )
+  t.match(
+    calls,
+    /exec -T server node \/app\/server\/cli\.js create-tenant --name=Example Corp --plan=enterprise --email=admin@example\.com --password=\S{24}/,
+  )
   t.ok(existsSync(join(a.dir, 'data', 'postgres')), 'the volume folders exist before the volumes are made')
   const state = JSON.parse(readFileSync(join(a.out, 'state.json'), 'utf8'))
-  t.same(state, { firstAdmin: { tenantId: '0191b7e6-0000-7000-8000-000000000001', userId: '0191b7e6-0000-7000-8000-000000000002', email: 'admin@example.com' } }, 'ids only: no password or key kept')
+  t.same(
+    state,
+    {
+      firstAdmin: {
+        tenantId: '0191b7e6-0000-7000-8000-000000000001',
+        userId: '0191b7e6-0000-7000-8000-000000000002',
+        email: 'admin@example.com',
+      },
+    },
+    'ids only: no password or key kept',
+  )
 
-  const again = await installer(['install', '--answers', join(a.out, 'answers.yaml'), '--yes', '--ignore-failed-checks'], env)
+  const again = await installer(
+    ['install', '--answers', join(a.out, 'answers.yaml'), '--yes', '--ignore-failed-checks'],
+    env,
+  )
   t.equal(again.code, 0, again.stderr)
-  t.match(again.stdout, /The first tenant exists already \(0191b7e6-0000-7000-8000-000000000001, admin admin@example\.com\)/)
-  t.equal(readFileSync(join(bin, 'calls.log'), 'utf8').match(/create-tenant/g)?.length, 1, 'a re-run (an upgrade) makes no second tenant')
+  t.match(
+    again.stdout,
+    /The first tenant exists already \(0191b7e6-0000-7000-8000-000000000001, admin admin@example\.com\)/,
+  )
+  t.equal(
+    readFileSync(join(bin, 'calls.log'), 'utf8').match(/create-tenant/g)?.length,
+    1,
+    'a re-run (an upgrade) makes no second tenant',
+  )
 })
 
 t.test("install stops with the failing command's output, and a failed first tenant is not recorded", async (t) => {
@@ -157,7 +223,10 @@ t.test("install stops with the failing command's output, and a failed first tena
     return { PATH: `${bin}:${process.env.PATH}` }
   }
   const a = answers(t, ['target: compose', 'adminEmail: admin@example.com', 'config:', `  PORT: "${port}"`])
-  const up = await installer(['install', '--answers', a.path, '--yes', '--ignore-failed-checks'], fakeDocker(t, '  *" up "*) echo "Error response from daemon: pull access denied" >&2; exit 18;;'))
+  const up = await installer(
+    ['install', '--answers', a.path, '--yes', '--ignore-failed-checks'],
+    fakeDocker(t, '  *" up "*) echo "Error response from daemon: pull access denied" >&2; exit 18;;'),
+  )
   t.equal(up.code, 1)
   t.match(up.stderr, /Deploy failed at: docker compose .* up --detach --wait/)
   t.match(up.stderr, /pull access denied/)

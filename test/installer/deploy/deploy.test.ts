@@ -8,29 +8,43 @@ import { join } from 'node:path'
 import t from 'tap'
 import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
 import { configFiles } from '../../../installer/core/context.js'
-import { adminCommand, bundleMissing, chartFullname, COMPOSE_VOLUMES, deploy, deployCommands, waitReady } from '../../../installer/deploy/deploy.js'
+import {
+  adminCommand,
+  bundleMissing,
+  chartFullname,
+  COMPOSE_VOLUMES,
+  deploy,
+  deployCommands,
+  waitReady,
+} from '../../../installer/deploy/deploy.js'
 import { run, type Runner } from '../../../installer/core/run.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const bundles = { compose: '/pkg/compose', chart: '/pkg/charts/atrium' }
 const line = (c: { file: string; args: string[] }) => `${c.file} ${c.args.join(' ')}`
 
-t.test('compose: validate, make the external volumes under the data path, then up and wait; air-gapped loads the images and never pulls', async (t) => {
-  const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', dataPath: '/data/atrium', config: {} }
-  const compose = 'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml'
-  t.same(deployCommands(a, configFiles(a), { bundles }).map(line), [
-    `${compose} config --quiet`,
-    ...Object.entries(COMPOSE_VOLUMES).flatMap(([name, folder]) => [
-      `docker volume inspect ${name}`,
-      `docker volume create --driver local --opt type=none --opt o=bind --opt device=/data/atrium/${folder} ${name}`,
-    ]),
-    `${compose} up --detach --wait --wait-timeout 600 --remove-orphans`,
-  ])
-  const gapped = { ...a, mode: 'air-gapped' as const }
-  const cmds = deployCommands(gapped, configFiles(gapped), { bundles, kit: '/media/atrium-images.tar' }).map(line)
-  t.equal(cmds[0], 'docker load --input /media/atrium-images.tar')
-  t.match(cmds.at(-1), /-f \/pkg\/compose\/compose\.yaml -f \/pkg\/compose\/compose\.airgap\.yaml up --detach --wait .* --pull never$/)
-})
+t.test(
+  'compose: validate, make the external volumes under the data path, then up and wait; air-gapped loads the images and never pulls',
+  async (t) => {
+    const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', dataPath: '/data/atrium', config: {} }
+    const compose = 'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml'
+    t.same(deployCommands(a, configFiles(a), { bundles }).map(line), [
+      `${compose} config --quiet`,
+      ...Object.entries(COMPOSE_VOLUMES).flatMap(([name, folder]) => [
+        `docker volume inspect ${name}`,
+        `docker volume create --driver local --opt type=none --opt o=bind --opt device=/data/atrium/${folder} ${name}`,
+      ]),
+      `${compose} up --detach --wait --wait-timeout 600 --remove-orphans`,
+    ])
+    const gapped = { ...a, mode: 'air-gapped' as const }
+    const cmds = deployCommands(gapped, configFiles(gapped), { bundles, kit: '/media/atrium-images.tar' }).map(line)
+    t.equal(cmds[0], 'docker load --input /media/atrium-images.tar')
+    t.match(
+      cmds.at(-1),
+      /-f \/pkg\/compose\/compose\.yaml -f \/pkg\/compose\/compose\.airgap\.yaml up --detach --wait .* --pull never$/,
+    )
+  },
+)
 
 t.test("the admin CLI runs inside the server: compose exec, or kubectl exec into the chart's Deployment", async (t) => {
   const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', config: {} }
@@ -39,13 +53,23 @@ t.test("the admin CLI runs inside the server: compose exec, or kubectl exec into
     'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml exec -T server node /app/server/cli.js create-tenant --name X',
   )
   const h: Answers = { ...a, target: 'helm', namespace: 'ai', release: 'prod' }
-  t.equal(line(adminCommand(h, configFiles(h), ['migrate'])), 'kubectl --namespace ai exec deploy/prod-atrium -c server -- node /app/server/cli.js migrate')
+  t.equal(
+    line(adminCommand(h, configFiles(h), ['migrate'])),
+    'kubectl --namespace ai exec deploy/prod-atrium -c server -- node /app/server/cli.js migrate',
+  )
   t.equal(chartFullname('atrium'), 'atrium', 'a release named for the chart is not repeated, as in the chart')
   t.equal(chartFullname('my-atrium-prod'), 'my-atrium-prod')
 })
 
 t.test('helm: namespace, Secret, then upgrade --install --wait --atomic (the same command upgrades)', async (t) => {
-  const a: Answers = { ...DEFAULT_ANSWERS, target: 'helm', outputDir: '/srv/atrium', namespace: 'ai', release: 'prod', config: {} }
+  const a: Answers = {
+    ...DEFAULT_ANSWERS,
+    target: 'helm',
+    outputDir: '/srv/atrium',
+    namespace: 'ai',
+    release: 'prod',
+    config: {},
+  }
   t.same(deployCommands(a, configFiles(a), { bundles, registry: 'registry.internal:5000' }).map(line), [
     'kubectl get namespace ai',
     'kubectl create namespace ai',
@@ -54,15 +78,24 @@ t.test('helm: namespace, Secret, then upgrade --install --wait --atomic (the sam
   ])
   // The registry the answers name (the interactive installer asks an air-gapped helm site); the flag wins.
   const asked: Answers = { ...a, mode: 'air-gapped', registry: 'registry.corp.example/atrium' }
-  t.match(line(deployCommands(asked, configFiles(asked), { bundles }).at(-1)!), / --set global\.imageRegistry=registry\.corp\.example\/atrium /)
-  t.match(line(deployCommands(asked, configFiles(asked), { bundles, registry: 'other:5000' }).at(-1)!), / --set global\.imageRegistry=other:5000 /)
+  t.match(
+    line(deployCommands(asked, configFiles(asked), { bundles }).at(-1)!),
+    / --set global\.imageRegistry=registry\.corp\.example\/atrium /,
+  )
+  t.match(
+    line(deployCommands(asked, configFiles(asked), { bundles, registry: 'other:5000' }).at(-1)!),
+    / --set global\.imageRegistry=other:5000 /,
+  )
 })
 
 /** Tools on PATH that append their arguments to calls.log and exit as told by environment files. */
 function tools(t: Parameters<typeof tempDir>[0], behaviour: Record<string, string>) {
   const dir = tempDir(t)
   for (const name of ['docker', 'kubectl', 'helm']) {
-    writeFileSync(join(dir, name), `#!/bin/sh\necho "${name} $*" >> "${dir}/calls.log"\n${behaviour[name] ?? 'exit 0'}\n`)
+    writeFileSync(
+      join(dir, name),
+      `#!/bin/sh\necho "${name} $*" >> "${dir}/calls.log"\n${behaviour[name] ?? 'exit 0'}\n`,
+    )
     chmodSync(join(dir, name), 0o755)
   }
   const runner: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: dir } })
@@ -74,7 +107,9 @@ t.test('an existing namespace is not created again; progress is reported for eve
   const a: Answers = { ...DEFAULT_ANSWERS, target: 'helm', namespace: 'ai', release: 'prod', config: {} }
   const { runner, calls } = tools(t, {})
   const seen: string[] = []
-  const r = await deploy(deployCommands(a, configFiles(a), { bundles }), runner, (s) => seen.push(`${s.skipped ? 'skip' : s.result ? `done ${s.result.exitCode}` : 'start'}: ${s.command.title}`))
+  const r = await deploy(deployCommands(a, configFiles(a), { bundles }), runner, (s) =>
+    seen.push(`${s.skipped ? 'skip' : s.result ? `done ${s.result.exitCode}` : 'start'}: ${s.command.title}`),
+  )
   t.ok(r.ok)
   t.same(
     calls().map((c) => c.split(' ').slice(0, 2).join(' ')),
@@ -104,7 +139,9 @@ t.test('a missing namespace is created; the first failing command stops the depl
     ['kubectl get', 'kubectl create', 'kubectl apply', 'helm upgrade'],
   )
   t.match(r.steps.at(-1)!.result, { exitCode: 1, stderr: /UPGRADE FAILED/ })
-  const compose = tools(t, { docker: 'case "$*" in *config*) echo "services.server.image must be a string" >&2; exit 15;; esac' })
+  const compose = tools(t, {
+    docker: 'case "$*" in *config*) echo "services.server.image must be a string" >&2; exit 15;; esac',
+  })
   const c = await deploy(deployCommands(DEFAULT_ANSWERS, configFiles(DEFAULT_ANSWERS), { bundles }), compose.runner)
   t.notOk(c.ok)
   t.equal(compose.calls().length, 1, 'nothing runs after a failed validation')

@@ -17,7 +17,8 @@ import { tempDir } from '../../helpers/platform.js'
 const tick = () => new Promise((r) => setTimeout(r, 60))
 /** Waits for the frame to show `re` (at most 5 s): on a busy machine a render or a step can take longer than a tick. */
 async function until(ui: { lastFrame(): string | undefined }, re: RegExp) {
-  for (let waited = 0; !re.test(ui.lastFrame() ?? '') && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20))
+  for (let waited = 0; !re.test(ui.lastFrame() ?? '') && waited < 5000; waited += 20)
+    await new Promise((r) => setTimeout(r, 20))
 }
 /**
  * Presses the key that ends the app until it has ended (at most 5 s): a screen attaches its key
@@ -29,21 +30,57 @@ async function endWith(ui: { stdin: { write(data: string): void } }, key: string
     await new Promise((r) => setTimeout(r, 100))
   }
 }
-const failing: CheckResult[] = [{ id: 'cpu', title: 'CPU cores', status: 'fail', found: '2 cores', required: '4 minimum, 8 recommended', fix: 'Give this machine at least 4 cores' }]
+const failing: CheckResult[] = [
+  {
+    id: 'cpu',
+    title: 'CPU cores',
+    status: 'fail',
+    found: '2 cores',
+    required: '4 minimum, 8 recommended',
+    fix: 'Give this machine at least 4 cores',
+  },
+]
 const passing: CheckResult[] = [{ ...failing[0]!, status: 'pass', found: '8 cores', fix: '' }]
 
 /**
  * Starts the app on the checks step's doorstep: every question answered through the keyboard.
  * `props` replace the real actions; `asked` is each question's screen as it was asked.
  */
-const EXTERNAL = ['', '', 'https://atrium.example.com', 'postgres://a@db/atrium', 'redis://cache:6379', 'http://s3:9000', '', 'key', 'secret', 'license', '', 'admin@example.com']
+const EXTERNAL = [
+  '',
+  '',
+  'https://atrium.example.com',
+  'postgres://a@db/atrium',
+  'redis://cache:6379',
+  'http://s3:9000',
+  '',
+  'key',
+  'secret',
+  'license',
+  '',
+  'admin@example.com',
+]
 
-async function throughQuestions(t: Parameters<typeof tempDir>[0], checks: CheckResult[], props: Partial<AppProps> = {}, values = EXTERNAL) {
+async function throughQuestions(
+  t: Parameters<typeof tempDir>[0],
+  checks: CheckResult[],
+  props: Partial<AppProps> = {},
+  values = EXTERNAL,
+) {
   const dir = tempDir(t)
   const done: unknown[] = []
   const asked: string[] = []
   const initial: Answers = { ...DEFAULT_ANSWERS, dataPath: dir, outputDir: join(dir, 'out'), config: {} }
-  const ui = render(<App initial={contextFor(initial)} resolve={(a) => contextFor(a)} preflight={async () => checks} configure={configure} onDone={(r) => done.push(r)} {...props} />)
+  const ui = render(
+    <App
+      initial={contextFor(initial)}
+      resolve={(a) => contextFor(a)}
+      preflight={async () => checks}
+      configure={configure}
+      onDone={(r) => done.push(r)}
+      {...props}
+    />,
+  )
   t.teardown(ui.unmount)
   const enter = async (text = '') => {
     ui.stdin.write(text)
@@ -90,48 +127,66 @@ t.test('r runs the checks again and says so while they run', async (t) => {
   for (let waited = 0; runs < 2 && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20))
   release()
   await until(ui, /\[PASS\] CPU cores/)
-  t.match(ui.lastFrame(), /\[PASS\] CPU cores\n[\s\S]*1 passed, 0 warnings, 0 failed/, 'the new results replace the old')
+  t.match(
+    ui.lastFrame(),
+    /\[PASS\] CPU cores\n[\s\S]*1 passed, 0 warnings, 0 failed/,
+    'the new results replace the old',
+  )
   t.equal(runs, 2)
   await endWith(ui, 'q', done)
 })
 
-t.test('the checks fit a 24-row terminal however many fail: passes on one line, problems one row each with their fix, then how many more', async (t) => {
-  const many: CheckResult[] = Array.from({ length: 20 }, (_, i) => ({
-    id: `c${i}`,
-    title: `Check number ${i} with a long title`,
-    status: i % 3 === 0 ? 'warn' : 'fail',
-    found: 'what was found, which is long enough to wrap on a narrow terminal '.repeat(2),
-    required: 'what is required',
-    fix: 'what to do about it, which is also long enough to wrap on any terminal '.repeat(2),
-  }))
-  const { ui, done } = await throughQuestions(t, [...passing, ...many])
-  await until(ui, /r: run the checks again/)
-  const lines = (ui.lastFrame() ?? '').split('\n')
-  t.ok(lines.length <= 24, `${lines.length} rows`)
-  t.match(lines[0], /^\[PASS\] CPU cores$/)
-  t.match(lines[1], /^\[FAIL\] Check number 1 with a long title: what was found/, 'failures first')
-  t.match(lines[2], /^ +fix: what to do about it/)
-  t.match(ui.lastFrame(), /\.\.\.and \d+ more: the preflight command lists every check in full/)
-  t.match(lines.at(-1), /^r: run the checks again {2}c: continue anyway {2}q: quit$/, 'the keys stay on screen')
-  await endWith(ui, 'q', done)
-})
+t.test(
+  'the checks fit a 24-row terminal however many fail: passes on one line, problems one row each with their fix, then how many more',
+  async (t) => {
+    const many: CheckResult[] = Array.from({ length: 20 }, (_, i) => ({
+      id: `c${i}`,
+      title: `Check number ${i} with a long title`,
+      status: i % 3 === 0 ? 'warn' : 'fail',
+      found: 'what was found, which is long enough to wrap on a narrow terminal '.repeat(2),
+      required: 'what is required',
+      fix: 'what to do about it, which is also long enough to wrap on any terminal '.repeat(2),
+    }))
+    const { ui, done } = await throughQuestions(t, [...passing, ...many])
+    await until(ui, /r: run the checks again/)
+    const lines = (ui.lastFrame() ?? '').split('\n')
+    t.ok(lines.length <= 24, `${lines.length} rows`)
+    t.match(lines[0], /^\[PASS\] CPU cores$/)
+    t.match(lines[1], /^\[FAIL\] Check number 1 with a long title: what was found/, 'failures first')
+    t.match(lines[2], /^ +fix: what to do about it/)
+    t.match(ui.lastFrame(), /\.\.\.and \d+ more: the preflight command lists every check in full/)
+    t.match(lines.at(-1), /^r: run the checks again {2}c: continue anyway {2}q: quit$/, 'the keys stay on screen')
+    await endWith(ui, 'q', done)
+  },
+)
 
-t.test('an answer pasted with its line end is taken as if typed and Enter pressed; the line end is not kept', async (t) => {
-  const dir = tempDir(t)
-  const answers: Answers[] = []
-  const initial: Answers = { ...DEFAULT_ANSWERS, dataPath: dir, outputDir: join(dir, 'out'), config: {} }
-  const ui = render(<App initial={contextFor(initial)} resolve={(a) => (answers.push(a), contextFor(a))} preflight={async () => passing} configure={configure} onDone={() => {}} />)
-  t.teardown(ui.unmount)
-  for (const key of ['', '\r', '\r', '\r']) {
-    ui.stdin.write(key)
-    await tick()
-  }
-  await until(ui, /Configuration \(1 of/)
-  ui.stdin.write(`${dir}/pasted\r`) // one chunk, as a terminal delivers a paste
-  await until(ui, /Configuration \(2 of/)
-  t.match(ui.lastFrame(), /Configuration \(2 of/, 'the next question')
-  t.equal(answers.at(-1)!.dataPath, `${dir}/pasted`)
-})
+t.test(
+  'an answer pasted with its line end is taken as if typed and Enter pressed; the line end is not kept',
+  async (t) => {
+    const dir = tempDir(t)
+    const answers: Answers[] = []
+    const initial: Answers = { ...DEFAULT_ANSWERS, dataPath: dir, outputDir: join(dir, 'out'), config: {} }
+    const ui = render(
+      <App
+        initial={contextFor(initial)}
+        resolve={(a) => (answers.push(a), contextFor(a))}
+        preflight={async () => passing}
+        configure={configure}
+        onDone={() => {}}
+      />,
+    )
+    t.teardown(ui.unmount)
+    for (const key of ['', '\r', '\r', '\r']) {
+      ui.stdin.write(key)
+      await tick()
+    }
+    await until(ui, /Configuration \(1 of/)
+    ui.stdin.write(`${dir}/pasted\r`) // one chunk, as a terminal delivers a paste
+    await until(ui, /Configuration \(2 of/)
+    t.match(ui.lastFrame(), /Configuration \(2 of/, 'the next question')
+    t.equal(answers.at(-1)!.dataPath, `${dir}/pasted`)
+  },
+)
 
 t.test('the plan lists what changes; n leaves without writing', async (t) => {
   const { ui, done, out } = await throughQuestions(t, passing)
@@ -141,7 +196,11 @@ t.test('the plan lists what changes; n leaves without writing', async (t) => {
   t.match(plan, /added\s+PUBLIC_URL: https:\/\/atrium\.example\.com/)
   t.match(plan, /added\s+R2_SECRET_ACCESS_KEY: \(secret added\)/)
   t.notMatch(plan, /\bsecret\b(?! added|_ACCESS)/, 'no secret value shown')
-  t.match(plan.replace(/\s+/g, ' '), /Services: PostgreSQL yours \(db\), Redis yours \(cache\), S3 yours \(s3\)/, "the site's own services, by host")
+  t.match(
+    plan.replace(/\s+/g, ' '),
+    /Services: PostgreSQL yours \(db\), Redis yours \(cache\), S3 yours \(s3\)/,
+    "the site's own services, by host",
+  )
   await endWith(ui, 'n', done)
   t.match(done, [{ written: false }])
   t.notOk(existsSync(out))
@@ -152,7 +211,10 @@ t.test('Compose questions left empty use the bundled services, and the plan says
   const { ui, done } = await throughQuestions(t, passing, {}, bundled)
   ui.stdin.write('\r')
   await until(ui, /Services:/)
-  t.match((ui.lastFrame() ?? '').replace(/\s+/g, ' '), /Services: PostgreSQL bundled, Redis bundled, S3 bundled \(an empty answer means the bundled one\)/)
+  t.match(
+    (ui.lastFrame() ?? '').replace(/\s+/g, ' '),
+    /Services: PostgreSQL bundled, Redis bundled, S3 bundled \(an empty answer means the bundled one\)/,
+  )
   await endWith(ui, 'n', done)
 })
 
@@ -162,7 +224,10 @@ t.test('y writes the configuration and the summary gives the replay command', as
   await tick()
   ui.stdin.write('y')
   await tick()
-  t.match((ui.lastFrame() ?? '').replace(/\s+/g, ' '), /Replay: npm run --silent installer -- configure --answers .*answers\.yaml --yes/)
+  t.match(
+    (ui.lastFrame() ?? '').replace(/\s+/g, ' '),
+    /Replay: npm run --silent installer -- configure --answers .*answers\.yaml --yes/,
+  )
   t.ok(existsSync(join(out, '.env')))
   await endWith(ui, '\r', done)
   t.match(done, [{ written: true }])
@@ -172,8 +237,19 @@ t.test("after writing, d deploys with progress and ends on the URL and the first
   const calls: string[] = []
   const install: AppProps['install'] = async (ctx, _written, onStep) => {
     calls.push(ctx.answers.adminEmail)
-    const command = { file: 'docker', args: ['compose', 'up'], title: 'Start Atrium and wait until every service is healthy' }
-    const result = { command: 'docker compose up', exitCode: 0, stdout: '', stderr: '', notFound: false, timedOut: false }
+    const command = {
+      file: 'docker',
+      args: ['compose', 'up'],
+      title: 'Start Atrium and wait until every service is healthy',
+    }
+    const result = {
+      command: 'docker compose up',
+      exitCode: 0,
+      stdout: '',
+      stderr: '',
+      notFound: false,
+      timedOut: false,
+    }
     onStep({ command, result: null } as DeployStep)
     await tick()
     onStep({ command, result })
@@ -183,7 +259,13 @@ t.test("after writing, d deploys with progress and ends on the URL and the first
       url: 'https://atrium.example.com',
       steps: [{ command, result }],
       existing: null,
-      created: { tenantId: 't-1', userId: 'u-1', email: 'admin@example.com', password: 'pw-shown-once', apiKey: 'svc_ci_abc' },
+      created: {
+        tenantId: 't-1',
+        userId: 'u-1',
+        email: 'admin@example.com',
+        password: 'pw-shown-once',
+        apiKey: 'svc_ci_abc',
+      },
     }
   }
   const { ui, done } = await throughQuestions(t, passing, { install })
@@ -206,88 +288,114 @@ t.test("after writing, d deploys with progress and ends on the URL and the first
   t.match(done, [{ written: true, installed: { ok: true } }])
 })
 
-t.test('every action comes in as a prop: the answers are resolved as they change, and the screens only show what they are given', async (t) => {
-  const resolved: Resolved[] = []
-  const kept = 'https://kept.example.com'
-  // What is written comes from the context; nothing on disk says so.
-  const resolve = (a: Answers) => {
-    const ctx = { ...contextFor(a), existing: { PUBLIC_URL: kept } }
-    resolved.push(ctx)
-    return ctx
-  }
-  const seen: Resolved[] = []
-  const runs: boolean[] = []
-  const { ui, asked, done, out } = await throughQuestions(t, passing, {
-    resolve,
-    preflight: async (ctx) => {
-      seen.push(ctx)
-      return passing
-    },
-    configure: (ctx, o) => {
-      runs.push(o.dryRun)
-      return configure(ctx, { dryRun: true })
-    },
-  })
-  t.equal(resolved.length, 14, 'resolved once per change: target, mode and twelve answers')
-  t.match(asked[2], new RegExp(`Public URL users reach Atrium at \\(https://\\.\\.\\.\\) \\(Enter for ${kept}\\)`), 'the question offers what the context says is written')
-  t.equal(seen[0], resolved.at(-1), 'the checks run on the context of the last answer')
-  t.match(resolved.at(-1)!.answers, { target: 'compose', mode: 'connected', adminEmail: 'admin@example.com', config: { PUBLIC_URL: 'https://atrium.example.com' } })
-  ui.stdin.write('\r')
-  await tick()
-  ui.stdin.write('y')
-  await tick()
-  t.same(runs, [true, false], 'the plan is a dry run; y writes')
-  await endWith(ui, '\r', done)
-  t.match(done, [{ written: false }], 'what the configure prop said is what the installer reports')
-  t.notOk(existsSync(out), 'the screens wrote nothing themselves')
-})
+t.test(
+  'every action comes in as a prop: the answers are resolved as they change, and the screens only show what they are given',
+  async (t) => {
+    const resolved: Resolved[] = []
+    const kept = 'https://kept.example.com'
+    // What is written comes from the context; nothing on disk says so.
+    const resolve = (a: Answers) => {
+      const ctx = { ...contextFor(a), existing: { PUBLIC_URL: kept } }
+      resolved.push(ctx)
+      return ctx
+    }
+    const seen: Resolved[] = []
+    const runs: boolean[] = []
+    const { ui, asked, done, out } = await throughQuestions(t, passing, {
+      resolve,
+      preflight: async (ctx) => {
+        seen.push(ctx)
+        return passing
+      },
+      configure: (ctx, o) => {
+        runs.push(o.dryRun)
+        return configure(ctx, { dryRun: true })
+      },
+    })
+    t.equal(resolved.length, 14, 'resolved once per change: target, mode and twelve answers')
+    t.match(
+      asked[2],
+      new RegExp(`Public URL users reach Atrium at \\(https://\\.\\.\\.\\) \\(Enter for ${kept}\\)`),
+      'the question offers what the context says is written',
+    )
+    t.equal(seen[0], resolved.at(-1), 'the checks run on the context of the last answer')
+    t.match(resolved.at(-1)!.answers, {
+      target: 'compose',
+      mode: 'connected',
+      adminEmail: 'admin@example.com',
+      config: { PUBLIC_URL: 'https://atrium.example.com' },
+    })
+    ui.stdin.write('\r')
+    await tick()
+    ui.stdin.write('y')
+    await tick()
+    t.same(runs, [true, false], 'the plan is a dry run; y writes')
+    await endWith(ui, '\r', done)
+    t.match(done, [{ written: false }], 'what the configure prop said is what the installer reports')
+    t.notOk(existsSync(out), 'the screens wrote nothing themselves')
+  },
+)
 
-t.test('the plan fits a 24-row terminal however much changes: what fits, how many more and where to see them, then the keys', async (t) => {
-  // A plan with more changes than rows (a site moving many settings at once).
-  const more: AppProps['configure'] = (ctx, o) => {
-    const r = configure(ctx, o)
-    const extra = Array.from({ length: 40 }, (_, i) => ({
-      name: `SETTING_${i}` as SettingName,
-      change: 'changed' as const,
-      shown: `a value that is long enough to be cut at the edge of the screen ${'.'.repeat(60)}`,
-    }))
-    return { ...r, plan: { ...r.plan, changes: [...r.plan.changes, ...extra] } }
-  }
-  const { ui, done } = await throughQuestions(t, passing, { configure: more })
-  ui.stdin.write('\r')
-  await until(ui, /y: write it/)
-  const lines = (ui.lastFrame() ?? '').split('\n')
-  t.ok(lines.length <= 24, `${lines.length} rows`)
-  t.match(lines[0], /The plan/)
-  t.match(ui.lastFrame(), / {2}\.\.\.and \d+ more: configure --answers [\s\S]*--dry-run\s+lists\s+every\s+change/)
-  t.match(lines.at(-2), /^Writes /)
-  t.match(lines.at(-1), /^y: write it {2}b: answer again {2}n: quit without writing$/, 'the keys stay on screen')
-  await endWith(ui, 'n', done)
-})
+t.test(
+  'the plan fits a 24-row terminal however much changes: what fits, how many more and where to see them, then the keys',
+  async (t) => {
+    // A plan with more changes than rows (a site moving many settings at once).
+    const more: AppProps['configure'] = (ctx, o) => {
+      const r = configure(ctx, o)
+      const extra = Array.from({ length: 40 }, (_, i) => ({
+        name: `SETTING_${i}` as SettingName,
+        change: 'changed' as const,
+        shown: `a value that is long enough to be cut at the edge of the screen ${'.'.repeat(60)}`,
+      }))
+      return { ...r, plan: { ...r.plan, changes: [...r.plan.changes, ...extra] } }
+    }
+    const { ui, done } = await throughQuestions(t, passing, { configure: more })
+    ui.stdin.write('\r')
+    await until(ui, /y: write it/)
+    const lines = (ui.lastFrame() ?? '').split('\n')
+    t.ok(lines.length <= 24, `${lines.length} rows`)
+    t.match(lines[0], /The plan/)
+    t.match(ui.lastFrame(), / {2}\.\.\.and \d+ more: configure --answers [\s\S]*--dry-run\s+lists\s+every\s+change/)
+    t.match(lines.at(-2), /^Writes /)
+    t.match(lines.at(-1), /^y: write it {2}b: answer again {2}n: quit without writing$/, 'the keys stay on screen')
+    await endWith(ui, 'n', done)
+  },
+)
 
-t.test('a failed install fits a 24-row terminal: the last steps and the end of the output, which holds the cause', async (t) => {
-  const output = Array.from({ length: 60 }, (_, i) => `container log line ${i}: ${'x'.repeat(120)}`).join('\n')
-  const install: AppProps['install'] = async (_ctx, _written, onStep) => {
-    const steps = Array.from({ length: 14 }, (_, i) => ({
-      command: { file: 'docker', args: ['volume', 'inspect', `v${i}`], title: `Step ${i}` },
-      result: { command: 'docker', exitCode: 0, stdout: '', stderr: '', notFound: false, timedOut: false },
-    }))
-    for (const s of steps) onStep(s as DeployStep)
-    return { ok: false, stage: 'deploy', url: '', steps, existing: null, created: null, error: `Deploy failed at: docker compose up\n${output}\nError: the cause, last` }
-  }
-  const { ui, done } = await throughQuestions(t, passing, { install })
-  ui.stdin.write('\r')
-  await tick()
-  ui.stdin.write('y')
-  await until(ui, /d: deploy now/)
-  await tick()
-  ui.stdin.write('d')
-  await until(ui, /Press Enter to exit/)
-  const lines = (ui.lastFrame() ?? '').split('\n')
-  t.ok(lines.length <= 24, `${lines.length} rows`)
-  t.match(lines[0], /Install failed/)
-  t.match(lines.at(-2), /Error: the cause, last/, 'the end of the output, where the cause is')
-  t.match(ui.lastFrame(), /\.\.\.\d+ lines before this \(the support bundle has them all\)/)
-  t.match(lines.at(-1), /Press Enter to exit/)
-  await endWith(ui, '\r', done)
-})
+t.test(
+  'a failed install fits a 24-row terminal: the last steps and the end of the output, which holds the cause',
+  async (t) => {
+    const output = Array.from({ length: 60 }, (_, i) => `container log line ${i}: ${'x'.repeat(120)}`).join('\n')
+    const install: AppProps['install'] = async (_ctx, _written, onStep) => {
+      const steps = Array.from({ length: 14 }, (_, i) => ({
+        command: { file: 'docker', args: ['volume', 'inspect', `v${i}`], title: `Step ${i}` },
+        result: { command: 'docker', exitCode: 0, stdout: '', stderr: '', notFound: false, timedOut: false },
+      }))
+      for (const s of steps) onStep(s as DeployStep)
+      return {
+        ok: false,
+        stage: 'deploy',
+        url: '',
+        steps,
+        existing: null,
+        created: null,
+        error: `Deploy failed at: docker compose up\n${output}\nError: the cause, last`,
+      }
+    }
+    const { ui, done } = await throughQuestions(t, passing, { install })
+    ui.stdin.write('\r')
+    await tick()
+    ui.stdin.write('y')
+    await until(ui, /d: deploy now/)
+    await tick()
+    ui.stdin.write('d')
+    await until(ui, /Press Enter to exit/)
+    const lines = (ui.lastFrame() ?? '').split('\n')
+    t.ok(lines.length <= 24, `${lines.length} rows`)
+    t.match(lines[0], /Install failed/)
+    t.match(lines.at(-2), /Error: the cause, last/, 'the end of the output, where the cause is')
+    t.match(ui.lastFrame(), /\.\.\.\d+ lines before this \(the support bundle has them all\)/)
+    t.match(lines.at(-1), /Press Enter to exit/)
+    await endWith(ui, '\r', done)
+  },
+)

@@ -8,8 +8,22 @@ import type { CheckResult } from '../../../installer/core/checks/check.js'
 
 const checks: CheckResult[] = [
   { id: 'cpu', title: 'CPU cores', status: 'pass', found: '8 cores', required: '4 minimum, 8 recommended', fix: '' },
-  { id: 'memory', title: 'Memory', status: 'warn', found: '11.7 GiB', required: '8 GB minimum, 16 GB recommended', fix: 'Add memory for production loads' },
-  { id: 'postgres.version', title: 'PostgreSQL version', status: 'fail', found: 'PostgreSQL 13.4', required: 'PostgreSQL 15 or newer', fix: 'Upgrade PostgreSQL to 15 or newer' },
+  {
+    id: 'memory',
+    title: 'Memory',
+    status: 'warn',
+    found: '11.7 GiB',
+    required: '8 GB minimum, 16 GB recommended',
+    fix: 'Add memory for production loads',
+  },
+  {
+    id: 'postgres.version',
+    title: 'PostgreSQL version',
+    status: 'fail',
+    found: 'PostgreSQL 13.4',
+    required: 'PostgreSQL 15 or newer',
+    fix: 'Upgrade PostgreSQL to 15 or newer',
+  },
 ]
 
 t.test('each check shows its status in words, and problems say what is needed and how to fix them', async (t) => {

@@ -22,7 +22,11 @@ class Capture extends EventEmitter {
 function streams() {
   const stdout = new Capture()
   const stderr = new Capture()
-  return { stdout, stderr, o: { stdout: stdout as unknown as NodeJS.WriteStream, stderr: stderr as unknown as NodeJS.WriteStream } }
+  return {
+    stdout,
+    stderr,
+    o: { stdout: stdout as unknown as NodeJS.WriteStream, stderr: stderr as unknown as NodeJS.WriteStream },
+  }
 }
 
 const fail = check('license', 'License', 'fail', 'missing', 'a license', 'ask your vendor')
@@ -53,8 +57,17 @@ t.test('--json prints the report itself, one line, and no progress', async (t) =
   t.same(JSON.parse(s.stdout.text), report, 'the JSON is the result object')
   t.equal(s.stderr.text, '')
   const refused = streams()
-  output({ json: true, ...refused.o }).result({ command: 'images', exitCode: EXIT.badInput, failure: 'bad-input', problems: ['images save needs --output FILE'] })
-  t.same(JSON.parse(refused.stdout.text), { command: 'images', exitCode: 2, failure: 'bad-input', problems: ['images save needs --output FILE'] }, 'even bad input is JSON')
+  output({ json: true, ...refused.o }).result({
+    command: 'images',
+    exitCode: EXIT.badInput,
+    failure: 'bad-input',
+    problems: ['images save needs --output FILE'],
+  })
+  t.same(
+    JSON.parse(refused.stdout.text),
+    { command: 'images', exitCode: 2, failure: 'bad-input', problems: ['images save needs --output FILE'] },
+    'even bad input is JSON',
+  )
   t.equal(refused.stderr.text, '')
 })
 
@@ -65,7 +78,12 @@ t.test('text shows the checks in words, results on stdout and problems on stderr
   t.match(s.stdout.text, /fix: ask your vendor/)
   t.equal(s.stderr.text, '')
   const bad = streams()
-  output({ json: false, ...bad.o }).result({ command: 'preflight', exitCode: EXIT.badInput, failure: 'bad-input', problems: ['--target must be compose or helm'] })
+  output({ json: false, ...bad.o }).result({
+    command: 'preflight',
+    exitCode: EXIT.badInput,
+    failure: 'bad-input',
+    problems: ['--target must be compose or helm'],
+  })
   t.equal(bad.stdout.text, '')
   t.equal(bad.stderr.text, '--target must be compose or helm\n(run with --help for usage)\n')
 })
@@ -73,9 +91,17 @@ t.test('text shows the checks in words, results on stdout and problems on stderr
 t.test("text shows progress as it comes: install's configuration, then each step as it starts and ends", async (t) => {
   const s = streams()
   const out = output({ json: false, ...s.o })
-  out.progress.configured?.({ ...configured, stopped: 'problems', exitCode: EXIT.badInput, problems: ['PORT must be a whole number'] })
+  out.progress.configured?.({
+    ...configured,
+    stopped: 'problems',
+    exitCode: EXIT.badInput,
+    problems: ['PORT must be a whole number'],
+  })
   t.equal(s.stderr.text, 'The configuration has problems; nothing was written:\n  - PORT must be a whole number\n')
   out.progress.step?.(step)
-  out.progress.step?.({ ...step, result: { command: 'docker load', exitCode: 0, stdout: '', stderr: '', notFound: false, timedOut: false } })
+  out.progress.step?.({
+    ...step,
+    result: { command: 'docker load', exitCode: 0, stdout: '', stderr: '', notFound: false, timedOut: false },
+  })
   t.equal(s.stdout.text, '  ...   Load the images\n  done  Load the images\n')
 })

@@ -5,7 +5,11 @@ import { decodeIdCursor, decodeNumberCursor, encodeCursor, toPage } from '../../
 
 const ID = '01900000-0000-7000-8000-00000000abcd'
 const cursorOf = (text: string) => Buffer.from(text).toString('base64url')
-const notACursor = { code: 'VALIDATION_ERROR', status: 400, details: { errors: [{ field: 'cursor', message: 'is not a cursor this API returned' }] } }
+const notACursor = {
+  code: 'VALIDATION_ERROR',
+  status: 400,
+  details: { errors: [{ field: 'cursor', message: 'is not a cursor this API returned' }] },
+}
 
 t.test('a cursor reads back as the key it was made from; no cursor is the first page', async (t) => {
   t.equal(decodeIdCursor(encodeCursor(ID)), ID)
@@ -17,7 +21,15 @@ t.test('a cursor reads back as the key it was made from; no cursor is the first 
 })
 
 t.test('an id cursor holds a lower-case UUID and nothing else', async (t) => {
-  for (const text of [`v1:${ID.toUpperCase()}`, `v1:${ID} `, `v2:${ID}`, ID, 'v1:42', 'v1:', `v1:${ID.replace(/-/g, '')}`]) {
+  for (const text of [
+    `v1:${ID.toUpperCase()}`,
+    `v1:${ID} `,
+    `v2:${ID}`,
+    ID,
+    'v1:42',
+    'v1:',
+    `v1:${ID.replace(/-/g, '')}`,
+  ]) {
     t.throws(() => decodeIdCursor(cursorOf(text)), notACursor, JSON.stringify(text))
   }
   t.throws(() => decodeIdCursor('not-a-cursor'), notACursor)
@@ -36,18 +48,21 @@ t.test("a cursor of one kind is not accepted as the other's", async (t) => {
   t.throws(() => decodeIdCursor(encodeCursor(3)), notACursor)
 })
 
-t.test('a page is the first `limit` rows; the extra row fetched only says there is a next page, which starts after the last item', async (t) => {
-  const rows = [{ v: 5 }, { v: 4 }, { v: 3 }]
-  const full = toPage(rows, 2, (r) => r.v)
-  t.same(full.items, [{ v: 5 }, { v: 4 }])
-  t.equal(decodeNumberCursor(full.nextCursor!), 4)
-  t.same(
-    toPage(rows, 3, (r) => r.v),
-    { items: rows, nextCursor: null },
-    'exactly limit rows: the last page',
-  )
-  t.same(
-    toPage([], 3, (r: { v: number }) => r.v),
-    { items: [], nextCursor: null },
-  )
-})
+t.test(
+  'a page is the first `limit` rows; the extra row fetched only says there is a next page, which starts after the last item',
+  async (t) => {
+    const rows = [{ v: 5 }, { v: 4 }, { v: 3 }]
+    const full = toPage(rows, 2, (r) => r.v)
+    t.same(full.items, [{ v: 5 }, { v: 4 }])
+    t.equal(decodeNumberCursor(full.nextCursor!), 4)
+    t.same(
+      toPage(rows, 3, (r) => r.v),
+      { items: rows, nextCursor: null },
+      'exactly limit rows: the last page',
+    )
+    t.same(
+      toPage([], 3, (r: { v: number }) => r.v),
+      { items: [], nextCursor: null },
+    )
+  },
+)

@@ -11,7 +11,9 @@ t.test('the database keeps the audit log as long as the table says, and knows th
   const { db } = await testPlatform(t)
   for (const plan of PLANS) {
     const retention = PLAN_TERMS[plan].auditRetention ?? '0'
-    const [row] = await db.system((sql) => sql<{ same: boolean }[]>`select atrium_audit_retention(${plan}) = ${retention}::interval as same`)
+    const [row] = await db.system(
+      (sql) => sql<{ same: boolean }[]>`select atrium_audit_retention(${plan}) = ${retention}::interval as same`,
+    )
     t.ok(row!.same, `${plan}: ${retention}`)
   }
   const [check] = await db.system(

@@ -8,7 +8,14 @@ const owner = await h.tenant()
 const db = h.platform.db
 
 const keyWith = async (permissions: string[], extra: { type?: 'sdk' | 'ci'; expiresAt?: Date } = {}) =>
-  db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: owner.tenantId, type: extra.type ?? 'sdk', permissions, expiresAt: extra.expiresAt }))
+  db.system((sql) =>
+    createKey(sql, apiKeyTags(h.platform.secrets), {
+      tenantId: owner.tenantId,
+      type: extra.type ?? 'sdk',
+      permissions,
+      expiresAt: extra.expiresAt,
+    }),
+  )
 
 t.test('no credential is UNAUTHORIZED', async (t) => {
   const r = await h.anonymous('GET', '/api/v1/projects')
@@ -26,7 +33,13 @@ t.test('a malformed Authorization header is UNAUTHORIZED', async (t) => {
 
 t.test('an unknown, altered or non-key token is UNAUTHORIZED', async (t) => {
   const altered = owner.apiKey.slice(0, -1) + (owner.apiKey.endsWith('A') ? 'B' : 'A')
-  for (const token of ['svc_ci_' + 'x'.repeat(32), altered, 'svc_root_' + 'x'.repeat(32), 'eyJhbGciOiJub25lIn0.e30.', 'x'.repeat(5000)]) {
+  for (const token of [
+    'svc_ci_' + 'x'.repeat(32),
+    altered,
+    'svc_root_' + 'x'.repeat(32),
+    'eyJhbGciOiJub25lIn0.e30.',
+    'x'.repeat(5000),
+  ]) {
     const r = await caller(h.app, token)('GET', '/api/v1/projects')
     t.equal(r.status, 401, token.slice(0, 12))
     t.equal(r.body.error.code, 'UNAUTHORIZED')
@@ -76,7 +89,9 @@ t.test('a key without the route permission is FORBIDDEN and changes nothing', as
 })
 
 t.test('a platform operator key is FORBIDDEN on tenant routes', async (t) => {
-  const admin = await db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, type: 'admin', permissions: ['*'] }))
+  const admin = await db.system((sql) =>
+    createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, type: 'admin', permissions: ['*'] }),
+  )
   t.match(admin.key, /^svc_admin_/)
   const r = await caller(h.app, admin.key)('GET', '/api/v1/projects')
   t.equal(r.status, 403)
@@ -104,7 +119,8 @@ t.test('unauthenticated beats a tenant header: no tenant is named to strangers',
 })
 
 t.test('operations endpoints need no credential', async (t) => {
-  for (const url of ['/healthz', '/readyz', '/metrics', '/openapi.json']) t.equal((await h.anonymous('GET', url)).status, 200, url)
+  for (const url of ['/healthz', '/readyz', '/metrics', '/openapi.json'])
+    t.equal((await h.anonymous('GET', url)).status, 200, url)
 })
 
 t.test('an encoded or absolute-form path meets the same rules as the plain one', async (t) => {

@@ -87,7 +87,10 @@ t.test('malformed JSON, an empty JSON body and a foreign media type are refused'
   t.equal(malformed.body.error.code, 'VALIDATION_ERROR')
   const empty = await call('POST', '/api/v1/projects', '', { 'content-type': 'application/json' })
   t.equal(empty.status, 400, 'an empty body where one is required')
-  t.match(empty.body.error, { code: 'VALIDATION_ERROR', details: { errors: [{ field: 'body.name', message: /required/ }] } })
+  t.match(empty.body.error, {
+    code: 'VALIDATION_ERROR',
+    details: { errors: [{ field: 'body.name', message: /required/ }] },
+  })
   const text = await call('POST', '/api/v1/projects', 'name=x', { 'content-type': 'text/xml' })
   t.equal(text.status, 415)
   t.equal(text.body.error.code, 'UNSUPPORTED_MEDIA_TYPE')
@@ -102,7 +105,9 @@ t.test('validation details name each wrong field', async (t) => {
 })
 
 /** One exchange over a socket, bytes as given; what came back, split at the first answer's end. */
-async function raw(request: string): Promise<{ status: number; headers: Record<string, string>; body: string; after: string }> {
+async function raw(
+  request: string,
+): Promise<{ status: number; headers: Record<string, string>; body: string; after: string }> {
   if (!h.app.server.listening) await h.app.listen({ port: 0, host: '127.0.0.1' })
   const { port } = h.app.server.address() as AddressInfo
   const got = await new Promise<string>((resolve, reject) => {
@@ -116,9 +121,16 @@ async function raw(request: string): Promise<{ status: number; headers: Record<s
   })
   const end = got.indexOf('\r\n\r\n')
   const [statusLine, ...lines] = got.slice(0, end).split('\r\n')
-  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]))
+  const headers = Object.fromEntries(
+    lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
+  )
   const length = request.startsWith('HEAD ') ? 0 : Number(headers['content-length'])
-  return { status: Number(statusLine!.split(' ')[1]), headers, body: got.slice(end + 4, end + 4 + length), after: got.slice(end + 4 + length) }
+  return {
+    status: Number(statusLine!.split(' ')[1]),
+    headers,
+    body: got.slice(end + 4, end + 4 + length),
+    after: got.slice(end + 4 + length),
+  }
 }
 
 t.test('a request refused before any hook runs is still answered in the envelope', async (t) => {
@@ -127,8 +139,16 @@ t.test('a request refused before any hook runs is still answered in the envelope
   const cases: [string, string, string][] = [
     ['headers over 16 KiB', `GET /api/v1/projects HTTP/1.1\r\nHost: x\r\nX-Big: ${big}\r\n\r\n`, 'HPE_HEADER_OVERFLOW'],
     ['a method Node does not know', 'BREW /api/v1/projects HTTP/1.1\r\nHost: x\r\n\r\n', 'HPE_INVALID_METHOD'],
-    ['a path that does not decode', 'GET /api/v1/projects/%C0%AF HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 'FST_ERR_BAD_URL'],
-    ['a path parameter over its length', `GET /api/v1/projects/${'a'.repeat(101)} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`, 'FST_ERR_MAX_PARAM_LENGTH'],
+    [
+      'a path that does not decode',
+      'GET /api/v1/projects/%C0%AF HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+      'FST_ERR_BAD_URL',
+    ],
+    [
+      'a path parameter over its length',
+      `GET /api/v1/projects/${'a'.repeat(101)} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+      'FST_ERR_MAX_PARAM_LENGTH',
+    ],
   ]
   for (const [what, request, reason] of cases) {
     const r = await raw(request)
@@ -148,25 +168,43 @@ t.test('a refused HEAD gets no body, and bytes after a request that closes get n
   t.equal(head.status, 400)
   t.equal(head.after, '', 'nothing after the head')
   // The second "request" is garbage after one that asked to close: only the first is answered.
-  const closing = await raw('GET /api/v1/projects HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nBREW / HTTP/1.1\r\n\r\n')
+  const closing = await raw(
+    'GET /api/v1/projects HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nBREW / HTTP/1.1\r\n\r\n',
+  )
   t.equal(closing.status, 401)
   t.equal(JSON.parse(closing.body || 'null')?.error?.code, 'UNAUTHORIZED')
   t.equal(closing.after, '', 'one answer')
 })
 
-t.test('on a database not yet migrated, sign-in and the CLI login answer 503 naming the schema, never 500', async (t) => {
-  // found by the second hardening round: the missing tables failed these two unauthenticated routes with 500
-  const platform = await testPlatform(t, { MIGRATE_ON_START: 'false' }, { emptyDatabase: true })
-  const fresh = await appOn(t, platform)
-  const login = await fresh.anonymous('POST', '/api/v1/auth/login', { email: 'owner@example.com', password: 'a long passphrase' })
-  const start = await fresh.anonymous('POST', '/cli/auth/start', { state: 'a'.repeat(64), codeChallenge: 'b'.repeat(43), codeChallengeMethod: 'S256', cliVersion: '1.0.0', platform: 'linux-x64' })
-  for (const [name, r] of [
-    ['login', login],
-    ['cli login', start],
-  ] as const) {
-    t.equal(r.status, 503, name)
-    t.match(r.body.error, { code: 'SERVICE_UNAVAILABLE', details: { dependency: 'database', reason: 'schema' } }, name)
-    t.ok(r.headers['retry-after'], `${name}: Retry-After`)
-    t.notMatch(r.raw.toString(), /relation|42P01/, `${name}: the database's own words stay in the log`)
-  }
-})
+t.test(
+  'on a database not yet migrated, sign-in and the CLI login answer 503 naming the schema, never 500',
+  async (t) => {
+    // found by the second hardening round: the missing tables failed these two unauthenticated routes with 500
+    const platform = await testPlatform(t, { MIGRATE_ON_START: 'false' }, { emptyDatabase: true })
+    const fresh = await appOn(t, platform)
+    const login = await fresh.anonymous('POST', '/api/v1/auth/login', {
+      email: 'owner@example.com',
+      password: 'a long passphrase',
+    })
+    const start = await fresh.anonymous('POST', '/cli/auth/start', {
+      state: 'a'.repeat(64),
+      codeChallenge: 'b'.repeat(43),
+      codeChallengeMethod: 'S256',
+      cliVersion: '1.0.0',
+      platform: 'linux-x64',
+    })
+    for (const [name, r] of [
+      ['login', login],
+      ['cli login', start],
+    ] as const) {
+      t.equal(r.status, 503, name)
+      t.match(
+        r.body.error,
+        { code: 'SERVICE_UNAVAILABLE', details: { dependency: 'database', reason: 'schema' } },
+        name,
+      )
+      t.ok(r.headers['retry-after'], `${name}: Retry-After`)
+      t.notMatch(r.raw.toString(), /relation|42P01/, `${name}: the database's own words stay in the log`)
+    }
+  },
+)

@@ -41,7 +41,12 @@ const port = (h.app.server.address() as AddressInfo).port
 
 const PASSWORD = 'correct horse battery staple'
 const email = `fuzz-${suffix()}@example.com`
-const owner = await createTenant(h.platform, { name: `Fuzz ${suffix()}`, plan: 'enterprise', email, password: PASSWORD })
+const owner = await createTenant(h.platform, {
+  name: `Fuzz ${suffix()}`,
+  plan: 'enterprise',
+  email,
+  password: PASSWORD,
+})
 const anonymous = caller(h.app)
 async function signIn() {
   const login = await anonymous('POST', '/api/v1/auth/login', { email, password: PASSWORD })
@@ -52,7 +57,15 @@ async function signIn() {
 const main = await signIn()
 // Logging out ends the session of the credential: logout is sent with a session of its own.
 const spare = await signIn()
-const admin = await h.platform.db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, userId: null, type: 'admin', name: 'fuzz operator', permissions: ['*'] }))
+const admin = await h.platform.db.system((sql) =>
+  createKey(sql, apiKeyTags(h.platform.secrets), {
+    tenantId: null,
+    userId: null,
+    type: 'admin',
+    name: 'fuzz operator',
+    permissions: ['*'],
+  }),
+)
 const asKey = caller(h.app, owner.apiKey)
 const asAdmin = caller(h.app, admin.key)
 
@@ -61,18 +74,37 @@ async function made(r: { status: number; body: any }, what: string) {
   if (r.status >= 300) throw new Error(`${what}: ${r.status} ${JSON.stringify(r.body)}`)
   return r.body.data
 }
-const sdk = await made(await asKey('POST', '/api/v1/api-keys', { name: 'fuzz sdk', type: 'sdk', permissions: ['projects:read'] }), 'sdk key')
+const sdk = await made(
+  await asKey('POST', '/api/v1/api-keys', { name: 'fuzz sdk', type: 'sdk', permissions: ['projects:read'] }),
+  'sdk key',
+)
 const project = await made(await asKey('POST', '/api/v1/projects', { name: 'Fuzz one' }), 'project')
 await made(await asKey('POST', '/api/v1/projects', { name: 'Fuzz two' }), 'project')
 await made(await asKey('PATCH', `/api/v1/projects/${project.id}`, { description: 'changed' }), 'project change')
 const versions: { id: string }[] = await made(await asKey('GET', `/api/v1/projects/${project.id}/versions`), 'versions')
-const backup = await made(await asKey('POST', `/api/v1/projects/${project.id}/backup`, { includeHistory: true, includeAgents: false }), 'backup')
-const hook = { url: 'https://hooks.example.com/in', events: ['project.created'], secret: 'fuzz-secret-0123456789abcdef' }
+const backup = await made(
+  await asKey('POST', `/api/v1/projects/${project.id}/backup`, { includeHistory: true, includeAgents: false }),
+  'backup',
+)
+const hook = {
+  url: 'https://hooks.example.com/in',
+  events: ['project.created'],
+  secret: 'fuzz-secret-0123456789abcdef',
+}
 const webhook = await made(await asKey('POST', '/api/v1/webhooks', hook), 'webhook')
 const delivery = await made(await asKey('POST', `/api/v1/webhooks/${webhook.id}/test`), 'delivery')
-const platformHook = await made(await asAdmin('POST', '/api/v1/platform/webhooks', { ...hook, events: ['user.created'] }), 'platform webhook')
-const platformDelivery = await made(await asAdmin('POST', `/api/v1/platform/webhooks/${platformHook.id}/test`), 'platform delivery')
-const member = await made(await asKey('POST', '/api/v1/tenant/team/members', { email: `member-${suffix()}@example.com`, role: 'member' }), 'member')
+const platformHook = await made(
+  await asAdmin('POST', '/api/v1/platform/webhooks', { ...hook, events: ['user.created'] }),
+  'platform webhook',
+)
+const platformDelivery = await made(
+  await asAdmin('POST', `/api/v1/platform/webhooks/${platformHook.id}/test`),
+  'platform delivery',
+)
+const member = await made(
+  await asKey('POST', '/api/v1/tenant/team/members', { email: `member-${suffix()}@example.com`, role: 'member' }),
+  'member',
+)
 // A device login the run can approve (state) and redeem (the PKCE verifier of its challenge).
 const cliState = 'a'.repeat(64)
 const codeVerifier = `fuzz-verifier-${'v'.repeat(40)}`
@@ -116,7 +148,13 @@ remember('email', email)
 remember('password', PASSWORD)
 remember('id', backup.backupId)
 remember('id', owner.tenantId)
-for (const list of ['/api/v1/projects', '/api/v1/api-keys', '/api/v1/tenant/team/members', '/api/v1/audit-log', `/api/v1/projects/${project.id}/versions`]) {
+for (const list of [
+  '/api/v1/projects',
+  '/api/v1/api-keys',
+  '/api/v1/tenant/team/members',
+  '/api/v1/audit-log',
+  `/api/v1/projects/${project.id}/versions`,
+]) {
   remember('cursor', (await asKey('GET', `${list}?limit=1`)).body.meta?.nextCursor)
 }
 const download = new URL(backup.downloadUrl)
@@ -146,7 +184,8 @@ interface Pick {
 const pickFrom = (pool: string) => fc.record({ pick: fc.constant(pool), n: fc.nat(), mutate: fc.nat({ max: 5 }) })
 /** A pick that is never damaged: a well-formed case uses things exactly as they exist. */
 const exactly = (p: Pick): Pick => ({ ...p, exact: true })
-const isPick = (v: unknown): v is Pick => isObject(v) && typeof v.pick === 'string' && typeof v.n === 'number' && typeof v.mutate === 'number'
+const isPick = (v: unknown): v is Pick =>
+  isObject(v) && typeof v.pick === 'string' && typeof v.n === 'number' && typeof v.mutate === 'number'
 function resolve(p: Pick): string {
   const pool = pools.get(p.pick)?.length ? pools.get(p.pick)! : [...pools.values()].flat()
   const v = pool[p.n % pool.length] ?? ''
@@ -173,7 +212,8 @@ function materialize(v: unknown, exact = false): unknown {
 
 // Lone surrogates have no UTF-8: encodeURIComponent throws on them, so they go as U+FFFD (the
 // bytes they would be, %ED%A0%80, are among the hostile path parameters).
-const wellFormed = (s: string) => s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd')
+const wellFormed = (s: string) =>
+  s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd')
 const enc = (s: string) => encodeURIComponent(wellFormed(s))
 const char = (min: number, max: number) => fc.integer({ min, max }).map((c) => String.fromCharCode(c))
 const hostileString = fc.oneof(
@@ -181,7 +221,21 @@ const hostileString = fc.oneof(
   fc.string({ unit: 'grapheme', maxLength: 20 }),
   fc.string({ unit: 'binary', maxLength: 20 }),
   fc.string({ unit: char(0xd800, 0xdfff), minLength: 1, maxLength: 3 }),
-  fc.constantFrom('\u0000', 'a\u0000b', '', ' ', '\u202e', '\ufeff', '../../etc/passwd', '<script>', "'; drop table users; --", '%', '{{7*7}}', 'null', '__proto__'),
+  fc.constantFrom(
+    '\u0000',
+    'a\u0000b',
+    '',
+    ' ',
+    '\u202e',
+    '\ufeff',
+    '../../etc/passwd',
+    '<script>',
+    "'; drop table users; --",
+    '%',
+    '{{7*7}}',
+    'null',
+    '__proto__',
+  ),
   fc.integer({ min: 1_000, max: 200_000 }).map((n) => 'x'.repeat(n)),
 )
 const hugeNumber = fc.constantFrom(1e308, -1e308, Number.MAX_SAFE_INTEGER + 2, -(2 ** 63), 2 ** 64, 5e-324, -0, 0.1)
@@ -194,10 +248,24 @@ const anything: fc.Arbitrary<unknown> = fc.oneof(
 // mostly a URL the policy allows; otherwise one it refuses, or no URL
 const url = fc
   .tuple(
-    fc.oneof({ weight: 3, arbitrary: fc.constant('https://') }, { weight: 1, arbitrary: fc.constantFrom('http://', 'ftp://', '') }),
+    fc.oneof(
+      { weight: 3, arbitrary: fc.constant('https://') },
+      { weight: 1, arbitrary: fc.constantFrom('http://', 'ftp://', '') },
+    ),
     fc.oneof(
       { weight: 3, arbitrary: fc.constant('hooks.example.com') },
-      { weight: 1, arbitrary: fc.constantFrom('internal.example', 'nx.example', '127.0.0.1', '[::1]', '169.254.169.254', '2852039166', 'user:pw@example.com') },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom(
+          'internal.example',
+          'nx.example',
+          '127.0.0.1',
+          '[::1]',
+          '169.254.169.254',
+          '2852039166',
+          'user:pw@example.com',
+        ),
+      },
     ),
     fc.webPath(),
   )
@@ -218,14 +286,21 @@ function valid(schema: Schema, name = '', depth = 0): fc.Arbitrary<unknown> {
       const max = Math.min(s.maxLength ?? 60, 60)
       const known = pickFrom(name)
       if (s.format === 'uuid') return fc.oneof(known, fc.uuid())
-      if (s.format === 'date-time') return fc.date({ min: new Date('1970-01-01'), max: new Date('2200-01-01'), noInvalidDate: true }).map((d) => d.toISOString())
+      if (s.format === 'date-time')
+        return fc
+          .date({ min: new Date('1970-01-01'), max: new Date('2200-01-01'), noInvalidDate: true })
+          .map((d) => d.toISOString())
       if (s.format === 'email' || /email/i.test(name)) return fc.oneof(fc.emailAddress(), known)
       if (/url$/i.test(name)) return url
       if (pools.has(name)) return fc.oneof(known, fc.string({ minLength: min, maxLength: max }))
       if (typeof s.pattern === 'string') {
         // A character-class pattern repeated stays in the class: long enough for minLength.
         const re = new RegExp(s.pattern)
-        return fc.stringMatching(re).map((v) => (v.length && v.length < min ? v.repeat(Math.ceil(min / v.length)) : v).slice(0, Math.max(max, min)))
+        return fc
+          .stringMatching(re)
+          .map((v) =>
+            (v.length && v.length < min ? v.repeat(Math.ceil(min / v.length)) : v).slice(0, Math.max(max, min)),
+          )
       }
       return fc.string({ minLength: Math.max(min, 1), maxLength: Math.max(max, min, 1) })
     }
@@ -244,7 +319,9 @@ function valid(schema: Schema, name = '', depth = 0): fc.Arbitrary<unknown> {
     case 'object': {
       if (depth > 4) return fc.constant({})
       const props = Object.entries<Schema>(s.properties ?? {})
-      return fc.record(Object.fromEntries(props.map(([k, v]) => [k, valid(v, k, depth + 1)])), { requiredKeys: (s.required ?? []) as string[] })
+      return fc.record(Object.fromEntries(props.map(([k, v]) => [k, valid(v, k, depth + 1)])), {
+        requiredKeys: (s.required ?? []) as string[],
+      })
     }
     default:
       return anything
@@ -253,16 +330,18 @@ function valid(schema: Schema, name = '', depth = 0): fc.Arbitrary<unknown> {
 
 /** A body the schema allows, then perhaps broken: a field of another type, an unknown field, a required field gone. */
 function shaped(schema: Schema): fc.Arbitrary<unknown> {
-  return fc.tuple(valid(schema), fc.nat({ max: 9 }), fc.string({ maxLength: 12 }), anything).map(([body, how, name, junk]) => {
-    if (!isObject(body)) return how < 5 ? body : junk
-    const copy: Record<string, unknown> = { ...body }
-    const keys = Object.keys(copy)
-    if (how === 5 && keys.length) copy[keys[name.length % keys.length]!] = junk
-    if (how === 6) copy[name || 'extra'] = junk
-    if (how === 7 && keys.length) delete copy[keys[name.length % keys.length]!]
-    if (how === 8) return junk
-    return copy
-  })
+  return fc
+    .tuple(valid(schema), fc.nat({ max: 9 }), fc.string({ maxLength: 12 }), anything)
+    .map(([body, how, name, junk]) => {
+      if (!isObject(body)) return how < 5 ? body : junk
+      const copy: Record<string, unknown> = { ...body }
+      const keys = Object.keys(copy)
+      if (how === 5 && keys.length) copy[keys[name.length % keys.length]!] = junk
+      if (how === 6) copy[name || 'extra'] = junk
+      if (how === 7 && keys.length) delete copy[keys[name.length % keys.length]!]
+      if (how === 8) return junk
+      return copy
+    })
 }
 
 const REAL_BLOB = '\u0000the real download link'
@@ -278,7 +357,10 @@ function hostileBody(schema: Schema | null): fc.Arbitrary<Body> {
     { weight: 2, arbitrary: anything.map((v) => ({ json: v })) },
     { weight: 2, arbitrary: fc.tuple(json, fc.nat()).map(([v, cut]) => ({ json: v, cut })) },
     { weight: 1, arbitrary: fc.constantFrom(MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, 5_000, 100_000).map(nest) },
-    { weight: 1, arbitrary: fc.constantFrom(MAX_JSON_DEPTH, 5_000).map((d) => `{"name":"x","description":${nest(d)}}`) },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(MAX_JSON_DEPTH, 5_000).map((d) => `{"name":"x","description":${nest(d)}}`),
+    },
     {
       weight: 2,
       arbitrary: fc.constantFrom(
@@ -309,7 +391,10 @@ function hostileBody(schema: Schema | null): fc.Arbitrary<Body> {
     },
     { weight: 1, arbitrary: hostileString },
     // invalid UTF-8 inside a JSON string
-    { weight: 1, arbitrary: fc.constant(Buffer.from([0x7b, 0x22, 0x6e, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0xc3, 0x28, 0x22, 0x7d])) },
+    {
+      weight: 1,
+      arbitrary: fc.constant(Buffer.from([0x7b, 0x22, 0x6e, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0xc3, 0x28, 0x22, 0x7d])),
+    },
     { weight: 1, arbitrary: pickFrom('') },
     { weight: 1, arbitrary: fc.constant(OVERSIZED) },
   )
@@ -383,17 +468,53 @@ const hostileParam = (collection: string): fc.Arbitrary<Text> =>
     { weight: 1, arbitrary: fc.constant('') },
   )
 
-const queryText = (v: unknown): Text => (isPick(v) || typeof v === 'string' ? v : isObject(v) || Array.isArray(v) ? JSON.stringify(materialize(v)) : String(v))
+const queryText = (v: unknown): Text =>
+  isPick(v) || typeof v === 'string' ? v : isObject(v) || Array.isArray(v) ? JSON.stringify(materialize(v)) : String(v)
 const queryValue = (q: { name: string; schema: Schema }): fc.Arbitrary<Text> =>
   fc.oneof(
     { weight: 4, arbitrary: valid(q.schema, q.name).map(queryText) },
-    { weight: 2, arbitrary: fc.constantFrom('', '0', '-1', '201', '1.5', '1e309', '9'.repeat(400), 'NaN', 'true', '[]', '%', '%zz', '%00', 'a%00b', '\u00e9') },
+    {
+      weight: 2,
+      arbitrary: fc.constantFrom(
+        '',
+        '0',
+        '-1',
+        '201',
+        '1.5',
+        '1e309',
+        '9'.repeat(400),
+        'NaN',
+        'true',
+        '[]',
+        '%',
+        '%zz',
+        '%00',
+        'a%00b',
+        '\u00e9',
+      ),
+    },
     { weight: 2, arbitrary: pickFrom('cursor') },
     { weight: 1, arbitrary: hostileString.map((s) => s.slice(0, 5000)) },
   )
-const queryName = fc.oneof(fc.constantFrom('limit', 'cursor', '__proto__', 'constructor', 'a[b]', 'a[]', 'tenant_id', 'x-tenant-id', ''), fc.string({ maxLength: 10 }))
+const queryName = fc.oneof(
+  fc.constantFrom('limit', 'cursor', '__proto__', 'constructor', 'a[b]', 'a[]', 'tenant_id', 'x-tenant-id', ''),
+  fc.string({ maxLength: 10 }),
+)
 
-const AUTH = ['none', 'garbage', 'bearer-garbage', 'fake-key', 'key', 'jwt', 'admin', 'sdk', 'jwt-tampered', 'basic', 'lowercase', 'no-space'] as const
+const AUTH = [
+  'none',
+  'garbage',
+  'bearer-garbage',
+  'fake-key',
+  'key',
+  'jwt',
+  'admin',
+  'sdk',
+  'jwt-tampered',
+  'basic',
+  'lowercase',
+  'no-space',
+] as const
 type Auth = (typeof AUTH)[number]
 const headerValue = fc.oneof(
   { weight: 4, arbitrary: fc.string({ unit: char(0x20, 0x7e), maxLength: 40 }) },
@@ -457,7 +578,14 @@ function wellFormedCase(op: number): fc.Arbitrary<Case> {
     method: fc.constant(null),
     params: fc.tuple(
       ...o.pathParams.map((name) =>
-        fc.tuple(fc.constant(name), name !== '*' ? pickFrom(collectionOf(o, name)) : isBlobLink(o) ? fc.constant<Text>(REAL_BLOB) : fc.constantFrom<Text>('a.txt', 'notes/b.md', 'dir/sub/ünï.txt')),
+        fc.tuple(
+          fc.constant(name),
+          name !== '*'
+            ? pickFrom(collectionOf(o, name))
+            : isBlobLink(o)
+              ? fc.constant<Text>(REAL_BLOB)
+              : fc.constantFrom<Text>('a.txt', 'notes/b.md', 'dir/sub/ünï.txt'),
+        ),
       ),
     ),
     tail: fc.constant(''),
@@ -487,13 +615,24 @@ function hostileCase(op: number): fc.Arbitrary<Case> {
   return fc.record({
     op: fc.constant(op),
     // mostly the operation's own method; sometimes another (405) or one Node or Fastify may not know
-    method: fc.oneof({ weight: 8, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: fc.constantFrom(...METHODS) }),
+    method: fc.oneof(
+      { weight: 8, arbitrary: fc.constant(null) },
+      { weight: 1, arbitrary: fc.constantFrom(...METHODS) },
+    ),
     params: fc.tuple(
       ...o.pathParams.map((name) =>
-        fc.tuple(fc.constant(name), name === '*' && blobPath && isBlobLink(o) ? fc.oneof(fc.constant<Text>(REAL_BLOB), hostileParam('')) : hostileParam(collectionOf(o, name))),
+        fc.tuple(
+          fc.constant(name),
+          name === '*' && blobPath && isBlobLink(o)
+            ? fc.oneof(fc.constant<Text>(REAL_BLOB), hostileParam(''))
+            : hostileParam(collectionOf(o, name)),
+        ),
       ),
     ),
-    tail: fc.oneof({ weight: 12, arbitrary: fc.constant('') }, { weight: 1, arbitrary: fc.constantFrom('/', '//', '/x', '/..', '%2F', '.json', '?', '#frag', ';x') }),
+    tail: fc.oneof(
+      { weight: 12, arbitrary: fc.constant('') },
+      { weight: 1, arbitrary: fc.constantFrom('/', '//', '/x', '/..', '%2F', '.json', '?', '#frag', ';x') },
+    ),
     query: fc
       .tuple(
         fc.tuple(
@@ -511,15 +650,27 @@ function hostileCase(op: number): fc.Arbitrary<Case> {
         const pairs = [...declared.filter((p): p is [string, Text] => p !== null), ...extra]
         return repeat && pairs.length ? [...pairs, pairs[0]!] : pairs
       }),
-    rawQuery: fc.oneof({ weight: 8, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: fc.constantFrom('%', '&&&', '=x', '?', '#', '%zz=1', 'limit', 'limit=1&limit=2', 'a=%E2%82') }),
+    rawQuery: fc.oneof(
+      { weight: 8, arbitrary: fc.constant(null) },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom('%', '&&&', '=x', '?', '#', '%zz=1', 'limit', 'limit=1&limit=2', 'a=%E2%82'),
+      },
+    ),
     rawlyEncoded: fc.boolean(),
     exact: fc.constant(false),
     body:
       o.body || o.method !== 'GET'
-        ? fc.oneof({ weight: o.body ? 1 : 4, arbitrary: fc.constant(null) }, { weight: o.body ? 6 : 1, arbitrary: hostileBody(o.body) })
+        ? fc.oneof(
+            { weight: o.body ? 1 : 4, arbitrary: fc.constant(null) },
+            { weight: o.body ? 6 : 1, arbitrary: hostileBody(o.body) },
+          )
         : fc.oneof({ weight: 9, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: hostileBody(null) }),
     type: contentType,
-    auth: fc.oneof({ weight: 3, arbitrary: fc.constantFrom<Auth>('key', 'jwt') }, { weight: 2, arbitrary: fc.constantFrom<Auth>(...AUTH) }),
+    auth: fc.oneof(
+      { weight: 3, arbitrary: fc.constantFrom<Auth>('key', 'jwt') },
+      { weight: 2, arbitrary: fc.constantFrom<Auth>(...AUTH) },
+    ),
     headers: fc.array(fc.tuple(headerName, headerValue), { maxLength: 3 }),
     cookie: fc.oneof(
       { weight: 6, arbitrary: fc.constant(null) },
@@ -529,7 +680,9 @@ function hostileCase(op: number): fc.Arbitrary<Case> {
   })
 }
 
-const cases: fc.Arbitrary<Case> = fc.nat({ max: operations.length - 1 }).chain((op) => fc.oneof({ weight: 1, arbitrary: wellFormedCase(op) }, { weight: 2, arbitrary: hostileCase(op) }))
+const cases: fc.Arbitrary<Case> = fc
+  .nat({ max: operations.length - 1 })
+  .chain((op) => fc.oneof({ weight: 1, arbitrary: wellFormedCase(op) }, { weight: 2, arbitrary: hostileCase(op) }))
 
 // ---- sending and judging ------------------------------------------------------------------------
 
@@ -547,7 +700,17 @@ interface Answer {
 }
 
 // Headers that frame the message itself: Node's client sets them.
-const FRAMING = new Set(['host', 'connection', 'content-length', 'transfer-encoding', 'expect', 'upgrade', 'te', 'trailer', 'keep-alive'])
+const FRAMING = new Set([
+  'host',
+  'connection',
+  'content-length',
+  'transfer-encoding',
+  'expect',
+  'upgrade',
+  'te',
+  'trailer',
+  'keep-alive',
+])
 const rawly = (s: string) => wellFormed(s).replace(/[^\x21-\xff]|[#&=]/gu, enc)
 const tamper = (token: string) => token.slice(0, -1) + (token.at(-1) === 'A' ? 'B' : 'A')
 
@@ -561,7 +724,11 @@ function build(c: Case): Sent {
   path += c.tail
   const pairs = c.query.map(([k, v]) => [k, text(v)])
   // the real download link: with its own signed query unless some other was generated
-  const query = real && !pairs.length ? blobPath.search.slice(1) : (c.rawQuery ?? pairs.map(([k, v]) => (c.rawlyEncoded ? `${rawly(k!)}=${rawly(v!)}` : `${enc(k!)}=${enc(v!)}`)).join('&'))
+  const query =
+    real && !pairs.length
+      ? blobPath.search.slice(1)
+      : (c.rawQuery ??
+        pairs.map(([k, v]) => (c.rawlyEncoded ? `${rawly(k!)}=${rawly(v!)}` : `${enc(k!)}=${enc(v!)}`)).join('&'))
   if (query) path += `${path.includes('?') ? '&' : '?'}${query}`
 
   const method = c.method ?? op.method
@@ -606,31 +773,38 @@ function build(c: Case): Sent {
 function send(req: Sent): Promise<Answer> {
   // Node's client frames a GET, DELETE or OPTIONS body by closing the connection, not by length:
   // the server would read it as a second request. Every body is sent with its length.
-  const headers = req.body === null ? req.headers : { ...req.headers, 'content-length': String(Buffer.byteLength(req.body)) }
+  const headers =
+    req.body === null ? req.headers : { ...req.headers, 'content-length': String(Buffer.byteLength(req.body)) }
   return new Promise((resolve, reject) => {
-    const r = httpRequest({ host: '127.0.0.1', port, method: req.method, path: req.path, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = []
-      // An event stream (a chat session's) stays open: its first bytes are the answer.
-      if (String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
-        res.once('data', (c: Buffer) => {
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, raw: c })
-          res.destroy()
-        })
-        return
-      }
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, raw: Buffer.concat(chunks) }))
-      res.on('error', reject)
-    })
+    const r = httpRequest(
+      { host: '127.0.0.1', port, method: req.method, path: req.path, headers, agent: false },
+      (res) => {
+        const chunks: Buffer[] = []
+        // An event stream (a chat session's) stays open: its first bytes are the answer.
+        if (String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
+          res.once('data', (c: Buffer) => {
+            resolve({ status: res.statusCode ?? 0, headers: res.headers, raw: c })
+            res.destroy()
+          })
+          return
+        }
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, raw: Buffer.concat(chunks) }))
+        res.on('error', reject)
+      },
+    )
     r.setTimeout(20_000, () => r.destroy(new Error('no answer within 20 s')))
     // an answer Node's client cannot parse: what it got is the evidence
-    r.on('error', (err: Error & { rawPacket?: Buffer }) => reject(err.rawPacket ? new Error(`${err.message}: ${err.rawPacket.toString('latin1').slice(-700)}`) : err))
+    r.on('error', (err: Error & { rawPacket?: Buffer }) =>
+      reject(err.rawPacket ? new Error(`${err.message}: ${err.rawPacket.toString('latin1').slice(-700)}`) : err),
+    )
     r.end(req.body ?? undefined)
   })
 }
 
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
-const sameKeys = (o: Record<string, unknown>, keys: string[]) => JSON.stringify(Object.keys(o).sort()) === JSON.stringify(keys)
+const sameKeys = (o: Record<string, unknown>, keys: string[]) =>
+  JSON.stringify(Object.keys(o).sort()) === JSON.stringify(keys)
 
 /** What is wrong with an answer, or null. */
 function problem(req: Sent, res: Answer): string | null {
@@ -647,13 +821,21 @@ function problem(req: Sent, res: Answer): string | null {
   }
   if (!isObject(body) || !sameKeys(body, ['error', 'meta'])) return 'not {error, meta}'
   const { error, meta } = body
-  if (!isObject(error) || !sameKeys(error, ['code', 'details', 'message'])) return 'error is not {code, message, details}'
+  if (!isObject(error) || !sameKeys(error, ['code', 'details', 'message']))
+    return 'error is not {code, message, details}'
   const code = error.code as ErrorCode
   if (!Object.hasOwn(ERRORS, code)) return `code ${String(code)} is not in the catalog`
   if (ERRORS[code].status !== res.status) return `code ${code} answered with status ${res.status}`
   if (typeof error.message !== 'string' || !error.message) return 'no message'
   if (!isObject(error.details)) return 'details is not an object'
-  if (!isObject(meta) || typeof meta.request_id !== 'string' || !meta.request_id || typeof meta.timestamp !== 'string' || !ISO.test(meta.timestamp)) return 'meta is not {request_id, timestamp}'
+  if (
+    !isObject(meta) ||
+    typeof meta.request_id !== 'string' ||
+    !meta.request_id ||
+    typeof meta.timestamp !== 'string' ||
+    !ISO.test(meta.timestamp)
+  )
+    return 'meta is not {request_id, timestamp}'
   if (res.headers['x-request-id'] !== meta.request_id) return 'X-Request-Id differs from meta.request_id'
   return null
 }
@@ -671,7 +853,10 @@ function learn(op: Operation, req: Sent, res: Answer) {
   if (op.method !== 'POST') return
   try {
     const data = JSON.parse(res.raw.toString('utf8'))?.data
-    remember(op.path.replace(/\/test$/, '/deliveries').replace(/\/deliveries\/\{deliveryId\}\/retry$/, '/deliveries'), data?.id)
+    remember(
+      op.path.replace(/\/test$/, '/deliveries').replace(/\/deliveries\/\{deliveryId\}\/retry$/, '/deliveries'),
+      data?.id,
+    )
     remember(op.path, data?.member?.id)
     remember('token', data?.invitation?.token)
     remember('loginId', data?.loginId)
@@ -696,10 +881,18 @@ t.test('no request to any operation answers 5xx or an error outside the envelope
     reached.set(`${op.method} ${op.path}`, (reached.get(`${op.method} ${op.path}`) ?? new Set()).add(res.status))
     learn(op, req, res)
     const wrong = problem(req, res)
-    if (wrong) throw new Error(`${wrong}: ${req.method} ${req.path.slice(0, 300)} -> ${res.status} ${res.raw.toString('utf8').slice(0, 300)}`)
+    if (wrong)
+      throw new Error(
+        `${wrong}: ${req.method} ${req.path.slice(0, 300)} -> ${res.status} ${res.raw.toString('utf8').slice(0, 300)}`,
+      )
   })
   const started = Date.now()
-  const out = await fc.check(property, { seed: SEED, numRuns: RUNS, path: process.env.FUZZ_PATH, endOnFailure: !process.env.FUZZ_SHRINK })
+  const out = await fc.check(property, {
+    seed: SEED,
+    numRuns: RUNS,
+    path: process.env.FUZZ_PATH,
+    endOnFailure: !process.env.FUZZ_SHRINK,
+  })
   t.comment(`fuzz: ${out.numRuns} cases, seed ${SEED}, ${Math.round((Date.now() - started) / 1000)} s`)
   t.comment(
     `statuses: ${[...statuses]
@@ -713,7 +906,9 @@ t.test('no request to any operation answers 5xx or an error outside the envelope
     t.fail(String((out.errorInstance as Error | undefined)?.message ?? out.errorInstance).slice(0, 3000))
     t.comment(`replay: FUZZ_SEED=${out.seed} FUZZ_PATH=${out.counterexamplePath ?? ''}`)
     if (last)
-      t.comment(`the request: ${JSON.stringify({ ...last, params: undefined, body: String(last.body ?? '').slice(0, 500) }, (_k, v: unknown) => (typeof v === 'string' ? v.slice(0, 300) : v))}`)
+      t.comment(
+        `the request: ${JSON.stringify({ ...last, params: undefined, body: String(last.body ?? '').slice(0, 500) }, (_k, v: unknown) => (typeof v === 'string' ? v.slice(0, 300) : v))}`,
+      )
     return
   }
   if (process.env.FUZZ_PATH) return // a replay starts mid-run: the totals below are not the seeded run's
@@ -722,7 +917,10 @@ t.test('no request to any operation answers 5xx or an error outside the envelope
   t.same(missed, [], 'every operation was tried')
   // The run got past the front door: successes as well as refusals of several kinds.
   const succeeded = operations.filter((o) => [...(reached.get(`${o.method} ${o.path}`) ?? [])].some((s) => s < 300))
-  t.ok(succeeded.length >= operations.length / 2, `${succeeded.length} of ${operations.length} operations succeeded at least once`)
+  t.ok(
+    succeeded.length >= operations.length / 2,
+    `${succeeded.length} of ${operations.length} operations succeeded at least once`,
+  )
   t.ok([...statuses.keys()].filter((s) => s >= 400).length >= 5, 'several kinds of refusal')
 })
 
@@ -731,5 +929,17 @@ t.test('the server is healthy after the run and the credentials still work', asy
   t.equal((await anonymous('GET', '/readyz')).status, 200)
   t.equal((await asKey('GET', '/api/v1/projects')).status, 200)
   t.equal((await caller(h.app, main.access)('GET', '/api/v1/auth/me')).status, 200)
-  t.equal((await send({ method: 'GET', path: '/api/v1/tenant', headers: { authorization: `Bearer ${owner.apiKey}` }, body: null, params: new Map() })).status, 200, 'over the socket too')
+  t.equal(
+    (
+      await send({
+        method: 'GET',
+        path: '/api/v1/tenant',
+        headers: { authorization: `Bearer ${owner.apiKey}` },
+        body: null,
+        params: new Map(),
+      })
+    ).status,
+    200,
+    'over the socket too',
+  )
 })

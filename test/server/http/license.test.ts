@@ -22,7 +22,11 @@ const moments = {
 
 /** A production server on the test's services, trusting the test's key, on the test's clock. */
 async function licensedApp(production: boolean): Promise<TestApp> {
-  const platform = await testPlatform(t, { LICENSE_KEY }, { production, license: { keys: vendor.keys, now: () => clock.now } })
+  const platform = await testPlatform(
+    t,
+    { LICENSE_KEY },
+    { production, license: { keys: vendor.keys, now: () => clock.now } },
+  )
   return appOn(t, platform)
 }
 const prod = await licensedApp(true)
@@ -47,35 +51,51 @@ t.test('in grace the API works and every /api/v1 response says how many days are
   t.equal(created.headers['x-atrium-license'], 'grace; days-left=20')
   const list = await call('GET', '/api/v1/projects')
   t.equal(list.headers['x-atrium-license'], 'grace; days-left=20')
-  t.equal((await prod.anonymous('GET', '/api/v1/projects')).headers['x-atrium-license'], 'grace; days-left=20', 'errors too')
+  t.equal(
+    (await prod.anonymous('GET', '/api/v1/projects')).headers['x-atrium-license'],
+    'grace; days-left=20',
+    'errors too',
+  )
   t.equal((await prod.anonymous('GET', '/healthz')).headers['x-atrium-license'], undefined, 'not on the ops endpoints')
 })
 
-t.test('expired in production: every write under /api/v1 is 403 license_expired, with a message saying to renew', async (t) => {
-  moments.valid()
-  const project = (await call('POST', '/api/v1/projects', { name: 'before expiry' })).body.data
-  moments.expired()
-  const writes = [
-    ['POST', '/api/v1/projects', { name: 'after expiry' }],
-    ['PATCH', `/api/v1/projects/${project.id}`, { name: 'renamed' }],
-    ['DELETE', `/api/v1/projects/${project.id}`, undefined],
-    ['POST', '/api/v1/api-keys', { name: 'k', type: 'sdk', permissions: ['projects:read'] }],
-    ['PATCH', '/api/v1/tenant', { name: 'renamed' }],
-  ] as const
-  for (const [method, url, body] of writes) {
-    const r = await call(method, url, body)
-    t.equal(r.status, 403, `${method} ${url}`)
-    t.match(
-      r.body.error,
-      { code: 'FORBIDDEN', details: { reason: 'license_expired' }, message: /grace period ended on .*read-only until the license is renewed; contact your Atrium vendor to renew/ },
-      `${method} ${url}`,
+t.test(
+  'expired in production: every write under /api/v1 is 403 license_expired, with a message saying to renew',
+  async (t) => {
+    moments.valid()
+    const project = (await call('POST', '/api/v1/projects', { name: 'before expiry' })).body.data
+    moments.expired()
+    const writes = [
+      ['POST', '/api/v1/projects', { name: 'after expiry' }],
+      ['PATCH', `/api/v1/projects/${project.id}`, { name: 'renamed' }],
+      ['DELETE', `/api/v1/projects/${project.id}`, undefined],
+      ['POST', '/api/v1/api-keys', { name: 'k', type: 'sdk', permissions: ['projects:read'] }],
+      ['PATCH', '/api/v1/tenant', { name: 'renamed' }],
+    ] as const
+    for (const [method, url, body] of writes) {
+      const r = await call(method, url, body)
+      t.equal(r.status, 403, `${method} ${url}`)
+      t.match(
+        r.body.error,
+        {
+          code: 'FORBIDDEN',
+          details: { reason: 'license_expired' },
+          message:
+            /grace period ended on .*read-only until the license is renewed; contact your Atrium vendor to renew/,
+        },
+        `${method} ${url}`,
+      )
+      t.equal(r.headers['x-atrium-license'], 'expired')
+    }
+    const after = await call('GET', `/api/v1/projects/${project.id}`)
+    t.match(after.body.data, { name: 'before expiry' }, 'nothing changed')
+    t.equal(
+      (await prod.anonymous('POST', '/api/v1/projects', { name: 'x' })).status,
+      401,
+      'a request without credentials is still 401 first',
     )
-    t.equal(r.headers['x-atrium-license'], 'expired')
-  }
-  const after = await call('GET', `/api/v1/projects/${project.id}`)
-  t.match(after.body.data, { name: 'before expiry' }, 'nothing changed')
-  t.equal((await prod.anonymous('POST', '/api/v1/projects', { name: 'x' })).status, 401, 'a request without credentials is still 401 first')
-})
+  },
+)
 
 t.test('expired in production: reads, signing in and out, backups and the chat export keep working', async (t) => {
   moments.valid()
@@ -97,8 +117,16 @@ t.test('expired in production: reads, signing in and out, backups and the chat e
   t.equal((await prod.anonymous('GET', '/api/v1/projects', undefined, access)).status, 200)
   const backup = await ownerCall('POST', `/api/v1/projects/${project.id}/backup`, {})
   t.equal(backup.status, 201, 'a backup exports the data')
-  t.equal((await ownerCall('POST', '/api/v1/chat/export', { dateRange: { start: '2026-03-01', end: '2026-03-31' } })).status, 200, 'so does the chat export')
-  t.equal((await prod.anonymous('POST', '/api/v1/auth/logout', { token: refreshed.body.data.token })).status, 200, 'logout')
+  t.equal(
+    (await ownerCall('POST', '/api/v1/chat/export', { dateRange: { start: '2026-03-01', end: '2026-03-31' } })).status,
+    200,
+    'so does the chat export',
+  )
+  t.equal(
+    (await prod.anonymous('POST', '/api/v1/auth/logout', { token: refreshed.body.data.token })).status,
+    200,
+    'logout',
+  )
 })
 
 t.test('expired in production: the health and ops endpoints always answer', async (t) => {
@@ -110,17 +138,27 @@ t.test('expired in production: the health and ops endpoints always answer', asyn
   }
 })
 
-t.test('a running server turns read-only when its license passes the end of grace, and writable again before', async (t) => {
-  moments.grace()
-  t.equal((await call('POST', '/api/v1/projects', { name: 'last day' })).status, 201)
-  clock.now = graceEndsAt - 1
-  t.equal((await call('POST', '/api/v1/projects', { name: 'last moment' })).headers['x-atrium-license'], 'grace; days-left=1')
-  clock.now = graceEndsAt
-  t.equal((await call('POST', '/api/v1/projects', { name: 'too late' })).status, 403, 'read-only from the end of grace, without a restart')
-  t.equal((await call('GET', '/api/v1/projects')).status, 200)
-  moments.valid() // a clock set right (or a test moving back) is judged again too
-  t.equal((await call('POST', '/api/v1/projects', { name: 'again' })).status, 201)
-})
+t.test(
+  'a running server turns read-only when its license passes the end of grace, and writable again before',
+  async (t) => {
+    moments.grace()
+    t.equal((await call('POST', '/api/v1/projects', { name: 'last day' })).status, 201)
+    clock.now = graceEndsAt - 1
+    t.equal(
+      (await call('POST', '/api/v1/projects', { name: 'last moment' })).headers['x-atrium-license'],
+      'grace; days-left=1',
+    )
+    clock.now = graceEndsAt
+    t.equal(
+      (await call('POST', '/api/v1/projects', { name: 'too late' })).status,
+      403,
+      'read-only from the end of grace, without a restart',
+    )
+    t.equal((await call('GET', '/api/v1/projects')).status, 200)
+    moments.valid() // a clock set right (or a test moving back) is judged again too
+    t.equal((await call('POST', '/api/v1/projects', { name: 'again' })).status, 201)
+  },
+)
 
 t.test('development never turns read-only: an expired license is only reported', async (t) => {
   const dev = await licensedApp(false)
@@ -139,18 +177,28 @@ t.test('unlicensed development adds no header and restricts nothing', async (t) 
   t.equal(r.headers['x-atrium-license'], undefined)
 })
 
-t.test("a process clock 90 days behind the database's does not revive an expired license; the lag is a metric", async (t) => {
-  // Ended with its grace 30 days ago; by a clock 90 days behind it would be valid for a month more.
-  const key = await testLicense(vendor, { issuedAt: new Date(Date.now() - 200 * DAY), expiresAt: new Date(Date.now() - 60 * DAY) })
-  const platform = await testPlatform(t, { LICENSE_KEY: key }, { production: true, license: { keys: vendor.keys, now: () => Date.now() - 90 * DAY } })
-  const behind = await appOn(t, platform)
-  t.equal(platform.time.source(), 'database')
-  const { call } = await behind.tenant()
-  const write = await call('POST', '/api/v1/projects', { name: 'revived?' })
-  t.equal(write.status, 403)
-  t.equal(write.body.error.details.reason, 'license_expired')
-  t.equal(write.headers['x-atrium-license'], 'expired')
-  const metrics = (await behind.anonymous('GET', '/metrics')).raw.toString()
-  const lag = Number(/^atrium_clock_behind_seconds (\d+)/m.exec(metrics)?.[1])
-  t.ok(lag >= 90 * 86_400 - 60 && lag < 90 * 86_400 + 60, `atrium_clock_behind_seconds ${lag}`)
-})
+t.test(
+  "a process clock 90 days behind the database's does not revive an expired license; the lag is a metric",
+  async (t) => {
+    // Ended with its grace 30 days ago; by a clock 90 days behind it would be valid for a month more.
+    const key = await testLicense(vendor, {
+      issuedAt: new Date(Date.now() - 200 * DAY),
+      expiresAt: new Date(Date.now() - 60 * DAY),
+    })
+    const platform = await testPlatform(
+      t,
+      { LICENSE_KEY: key },
+      { production: true, license: { keys: vendor.keys, now: () => Date.now() - 90 * DAY } },
+    )
+    const behind = await appOn(t, platform)
+    t.equal(platform.time.source(), 'database')
+    const { call } = await behind.tenant()
+    const write = await call('POST', '/api/v1/projects', { name: 'revived?' })
+    t.equal(write.status, 403)
+    t.equal(write.body.error.details.reason, 'license_expired')
+    t.equal(write.headers['x-atrium-license'], 'expired')
+    const metrics = (await behind.anonymous('GET', '/metrics')).raw.toString()
+    const lag = Number(/^atrium_clock_behind_seconds (\d+)/m.exec(metrics)?.[1])
+    t.ok(lag >= 90 * 86_400 - 60 && lag < 90 * 86_400 + 60, `atrium_clock_behind_seconds ${lag}`)
+  },
+)

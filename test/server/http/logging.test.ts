@@ -19,7 +19,11 @@ const platform = await openPlatform(config, createLogger('debug', sink))
 t.teardown(() => platform.close())
 const app = await buildApp(platform)
 t.teardown(() => app.close())
-const { apiKey } = await createTenant(platform, { name: 'Logs', email: `l-${suffix()}@example.com`, password: 'a long enough password' })
+const { apiKey } = await createTenant(platform, {
+  name: 'Logs',
+  email: `l-${suffix()}@example.com`,
+  password: 'a long enough password',
+})
 
 t.test('requests are logged without credentials', async (t) => {
   const call = caller(app, apiKey)
@@ -46,33 +50,36 @@ t.test('a proxy the server does not trust is pointed out once, with what to conf
   t.match(warnings[0], /"level":40/)
 })
 
-t.test("a request's logger is made only when the request logs at an enabled level, and carries its request id", async (t) => {
-  const out: string[] = []
-  const parent = createLogger(
-    'warn',
-    new Writable({
-      write(chunk, _enc, done) {
-        out.push(chunk.toString())
-        done()
-      },
-    }),
-  )
-  let children = 0
-  const childOf = parent.child.bind(parent)
-  parent.child = ((...args: Parameters<typeof parent.child>) => (children++, childOf(...args))) as typeof parent.child
-  const quiet = lazyRequestLogger(parent, { requestId: 'req-quiet' }, {})
-  quiet.info('not at this level')
-  quiet.debug('nor this')
-  t.equal(children, 0, 'nothing logged: no child made')
-  t.equal(quiet.level, 'warn')
-  t.notOk(quiet.isLevelEnabled('info'))
-  const loud = lazyRequestLogger(parent, { requestId: 'req-loud' }, {})
-  loud.warn({ authorization: 'Bearer x' }, 'something to say')
-  loud.error('and more')
-  t.equal(children, 1, 'one child, made on the first line')
-  t.match(out[0], /"requestId":"req-loud".*"msg":"something to say"/)
-  t.equal(out.length, 2)
-  const route = lazyRequestLogger(parent, { requestId: 'req-route' }, { level: 'error' })
-  route.warn('below the level the route asked for')
-  t.equal(out.length, 2, "a route's own level is honoured")
-})
+t.test(
+  "a request's logger is made only when the request logs at an enabled level, and carries its request id",
+  async (t) => {
+    const out: string[] = []
+    const parent = createLogger(
+      'warn',
+      new Writable({
+        write(chunk, _enc, done) {
+          out.push(chunk.toString())
+          done()
+        },
+      }),
+    )
+    let children = 0
+    const childOf = parent.child.bind(parent)
+    parent.child = ((...args: Parameters<typeof parent.child>) => (children++, childOf(...args))) as typeof parent.child
+    const quiet = lazyRequestLogger(parent, { requestId: 'req-quiet' }, {})
+    quiet.info('not at this level')
+    quiet.debug('nor this')
+    t.equal(children, 0, 'nothing logged: no child made')
+    t.equal(quiet.level, 'warn')
+    t.notOk(quiet.isLevelEnabled('info'))
+    const loud = lazyRequestLogger(parent, { requestId: 'req-loud' }, {})
+    loud.warn({ authorization: 'Bearer x' }, 'something to say')
+    loud.error('and more')
+    t.equal(children, 1, 'one child, made on the first line')
+    t.match(out[0], /"requestId":"req-loud".*"msg":"something to say"/)
+    t.equal(out.length, 2)
+    const route = lazyRequestLogger(parent, { requestId: 'req-route' }, { level: 'error' })
+    route.warn('below the level the route asked for')
+    t.equal(out.length, 2, "a route's own level is honoured")
+  },
+)

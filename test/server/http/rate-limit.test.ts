@@ -25,7 +25,11 @@ t.test('every API response carries the rate-limit headers', async (t) => {
   const reset = Number(first.headers['x-ratelimit-reset'])
   t.ok(reset >= 1 && reset <= 60, `reset in seconds: ${reset}`)
   t.equal((await call('GET', '/api/v1/projects')).headers['x-ratelimit-remaining'], '998')
-  for (const r of [await call('GET', '/api/v1/projects/not-a-uuid'), await h.anonymous('GET', '/api/v1/projects'), await call('GET', '/api/v1/unknown')]) {
+  for (const r of [
+    await call('GET', '/api/v1/projects/not-a-uuid'),
+    await h.anonymous('GET', '/api/v1/projects'),
+    await call('GET', '/api/v1/unknown'),
+  ]) {
     t.equal(r.headers['x-ratelimit-limit'], '1000', `${r.status} responses too`)
   }
 })
@@ -52,7 +56,9 @@ t.test('unauthenticated requests are limited by address', async (t) => {
   const h = await testApp(t, { RATE_LIMIT_MAX: '2' })
   t.equal((await h.anonymous('GET', '/api/v1/projects')).status, 401)
   t.equal((await h.anonymous('GET', '/api/v1/projects')).status, 401)
-  const third = await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: 'Bearer svc_ci_' + 'y'.repeat(40) })
+  const third = await h.anonymous('GET', '/api/v1/projects', undefined, {
+    authorization: 'Bearer svc_ci_' + 'y'.repeat(40),
+  })
   t.equal(third.status, 429, 'guessing keys from one address is limited')
 })
 
@@ -67,77 +73,96 @@ t.test('routes marked exempt (auth endpoints) are not limited', async (t) => {
     t,
     { RATE_LIMIT_MAX: '1' },
     {
-      routes: (app) => app.post('/api/v1/auth/test-exempt', { config: { auth: false, rateLimit: false } }, async () => ({ data: {}, meta: {} })),
+      routes: (app) =>
+        app.post('/api/v1/auth/test-exempt', { config: { auth: false, rateLimit: false } }, async () => ({
+          data: {},
+          meta: {},
+        })),
     },
   )
   for (let i = 0; i < 3; i++) t.equal((await h.anonymous('POST', '/api/v1/auth/test-exempt')).status, 200)
 })
 
-t.test('two server instances on one Redis share the limit', { skip: !services.redisUrl && 'needs TEST_REDIS_URL' }, async (t) => {
-  const [viaOne, viaTwo] = (await twoReplicas(t, { RATE_LIMIT_MAX: '4' })).replicas
-  const statuses = [
-    (await viaOne('GET', '/api/v1/projects')).status,
-    (await viaTwo('GET', '/api/v1/projects')).status,
-    (await viaOne('GET', '/api/v1/projects')).status,
-    (await viaTwo('GET', '/api/v1/projects')).status,
-    (await viaOne('GET', '/api/v1/projects')).status,
-    (await viaTwo('GET', '/api/v1/projects')).status,
-  ]
-  t.same(statuses, [200, 200, 200, 200, 429, 429])
-})
+t.test(
+  'two server instances on one Redis share the limit',
+  { skip: !services.redisUrl && 'needs TEST_REDIS_URL' },
+  async (t) => {
+    const [viaOne, viaTwo] = (await twoReplicas(t, { RATE_LIMIT_MAX: '4' })).replicas
+    const statuses = [
+      (await viaOne('GET', '/api/v1/projects')).status,
+      (await viaTwo('GET', '/api/v1/projects')).status,
+      (await viaOne('GET', '/api/v1/projects')).status,
+      (await viaTwo('GET', '/api/v1/projects')).status,
+      (await viaOne('GET', '/api/v1/projects')).status,
+      (await viaTwo('GET', '/api/v1/projects')).status,
+    ]
+    t.same(statuses, [200, 200, 200, 200, 429, 429])
+  },
+)
 
-t.test('replicas reserving tokens in batches never pass more than the limit, and refuse early no more than the stated tolerance', { skip: !services.redisUrl && 'needs TEST_REDIS_URL' }, async (t) => {
-  const max = 1000
-  const { platform, prefix, replicas } = await twoReplicas(t, { RATE_LIMIT_MAX: String(max), RATE_LIMIT_WINDOW_SECONDS: '300' })
-  // Reservations are scripts run on this limit's keys: counted as the client sends them.
-  const redis = platform.cache.redis!
-  const evalCalls = { n: 0 }
-  const send = redis.sendCommand.bind(redis)
-  redis.sendCommand = ((command: Parameters<typeof redis.sendCommand>[0], ...rest: unknown[]) => {
-    if (/^eval/i.test(command.name) && command.args.some((a) => String(a).startsWith(prefix))) evalCalls.n++
-    return (send as (...a: unknown[]) => unknown)(command, ...rest)
-  }) as typeof redis.sendCommand
-  t.teardown(() => void (redis.sendCommand = send))
+t.test(
+  'replicas reserving tokens in batches never pass more than the limit, and refuse early no more than the stated tolerance',
+  { skip: !services.redisUrl && 'needs TEST_REDIS_URL' },
+  async (t) => {
+    const max = 1000
+    const { platform, prefix, replicas } = await twoReplicas(t, {
+      RATE_LIMIT_MAX: String(max),
+      RATE_LIMIT_WINDOW_SECONDS: '300',
+    })
+    // Reservations are scripts run on this limit's keys: counted as the client sends them.
+    const redis = platform.cache.redis!
+    const evalCalls = { n: 0 }
+    const send = redis.sendCommand.bind(redis)
+    redis.sendCommand = ((command: Parameters<typeof redis.sendCommand>[0], ...rest: unknown[]) => {
+      if (/^eval/i.test(command.name) && command.args.some((a) => String(a).startsWith(prefix))) evalCalls.n++
+      return (send as (...a: unknown[]) => unknown)(command, ...rest)
+    }) as typeof redis.sendCommand
+    t.teardown(() => void (redis.sendCommand = send))
 
-  // Bursts of 32 at once, alternating replicas, until both refuse.
-  const statuses: number[] = []
-  const remaining: number[] = []
-  while (statuses.filter((s) => s === 429).length < 32) {
-    const burst = await Promise.all(Array.from({ length: 32 }, (_, i) => replicas[i % 2]!('GET', '/api/v1/unknown')))
-    for (const r of burst) {
-      statuses.push(r.status === 404 ? 200 : r.status)
-      if (r.status === 404) remaining.push(Number(r.headers['x-ratelimit-remaining']))
+    // Bursts of 32 at once, alternating replicas, until both refuse.
+    const statuses: number[] = []
+    const remaining: number[] = []
+    while (statuses.filter((s) => s === 429).length < 32) {
+      const burst = await Promise.all(Array.from({ length: 32 }, (_, i) => replicas[i % 2]!('GET', '/api/v1/unknown')))
+      for (const r of burst) {
+        statuses.push(r.status === 404 ? 200 : r.status)
+        if (r.status === 404) remaining.push(Number(r.headers['x-ratelimit-remaining']))
+      }
     }
-  }
-  const granted = statuses.filter((s) => s === 200).length
-  const tolerance = batchTolerance(max, 2)
-  t.ok(granted <= max, `never more than the limit: ${granted} of ${max}`)
-  t.ok(granted >= max - tolerance, `refused early by at most ${tolerance}: ${granted} granted`)
-  t.ok(
-    remaining.every((r) => r >= 0 && r < max),
-    'X-RateLimit-Remaining stays within the limit',
-  )
-  // Batches of up to 32 while much is left, one by one for the last 31: about 93 for one replica.
-  t.ok(evalCalls.n < granted / 5, `far fewer Redis round trips than requests: ${evalCalls.n} for ${statuses.length}`)
-  const before = evalCalls.n
-  t.equal((await replicas[0]!('GET', '/api/v1/unknown')).status, 429)
-  t.equal((await replicas[1]!('GET', '/api/v1/unknown')).status, 429)
-  t.equal(evalCalls.n, before, 'a key past its limit is refused without asking Redis until the window ends')
-})
+    const granted = statuses.filter((s) => s === 200).length
+    const tolerance = batchTolerance(max, 2)
+    t.ok(granted <= max, `never more than the limit: ${granted} of ${max}`)
+    t.ok(granted >= max - tolerance, `refused early by at most ${tolerance}: ${granted} granted`)
+    t.ok(
+      remaining.every((r) => r >= 0 && r < max),
+      'X-RateLimit-Remaining stays within the limit',
+    )
+    // Batches of up to 32 while much is left, one by one for the last 31: about 93 for one replica.
+    t.ok(evalCalls.n < granted / 5, `far fewer Redis round trips than requests: ${evalCalls.n} for ${statuses.length}`)
+    const before = evalCalls.n
+    t.equal((await replicas[0]!('GET', '/api/v1/unknown')).status, 429)
+    t.equal((await replicas[1]!('GET', '/api/v1/unknown')).status, 429)
+    t.equal(evalCalls.n, before, 'a key past its limit is refused without asking Redis until the window ends')
+  },
+)
 
-t.test('a new window gives a key its whole limit again, across replicas', { skip: !services.redisUrl && 'needs TEST_REDIS_URL' }, async (t) => {
-  const { replicas } = await twoReplicas(t, { RATE_LIMIT_MAX: '64', RATE_LIMIT_WINDOW_SECONDS: '3' })
-  const round = async () => {
-    // The window starts with the round's first request; 100 requests take far less than its 3 s.
-    const r = await Promise.all(Array.from({ length: 100 }, (_, i) => replicas[i % 2]!('GET', '/api/v1/unknown')))
-    return r.filter((x) => x.status === 404).length
-  }
-  for (const n of [1, 2]) {
-    const granted = await round()
-    t.ok(granted <= 64 && granted >= 64 - batchTolerance(64, 2), `window ${n}: ${granted} of 64 granted`)
-    await new Promise((r) => setTimeout(r, 3100))
-  }
-})
+t.test(
+  'a new window gives a key its whole limit again, across replicas',
+  { skip: !services.redisUrl && 'needs TEST_REDIS_URL' },
+  async (t) => {
+    const { replicas } = await twoReplicas(t, { RATE_LIMIT_MAX: '64', RATE_LIMIT_WINDOW_SECONDS: '3' })
+    const round = async () => {
+      // The window starts with the round's first request; 100 requests take far less than its 3 s.
+      const r = await Promise.all(Array.from({ length: 100 }, (_, i) => replicas[i % 2]!('GET', '/api/v1/unknown')))
+      return r.filter((x) => x.status === 404).length
+    }
+    for (const n of [1, 2]) {
+      const granted = await round()
+      t.ok(granted <= 64 && granted >= 64 - batchTolerance(64, 2), `window ${n}: ${granted} of 64 granted`)
+      await new Promise((r) => setTimeout(r, 3100))
+    }
+  },
+)
 
 t.test('with Redis unreachable the limit still holds, per replica, and the fallback is counted', async (t) => {
   const h = await testApp(t, { RATE_LIMIT_MAX: '2', REDIS_URL: 'redis://127.0.0.1:1' })
@@ -149,21 +174,33 @@ t.test('with Redis unreachable the limit still holds, per replica, and the fallb
   t.match(metrics, /atrium_rate_limit_fallback_total{limiter="api"} 3\n/, 'each request counted once, in memory only')
 })
 
-t.test('made-up keys are refused without a database lookup, and an address that keeps sending them is limited', async (t) => {
-  const h = await testApp(t, { RATE_LIMIT_MAX: '3' })
-  const counted = countLookups(h.platform.db)
-  const madeUp = [() => `svc_ci_${randomBase62(40)}`, () => `svc_ci_${randomBase62(32)}`, () => `eyJ${randomBase62(20)}.eyJ${randomBase62(30)}.${randomBase62(43)}`]
-  const statuses: number[] = []
-  for (let i = 0; i < 6; i++) statuses.push((await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: `Bearer ${madeUp[i % 3]!()}` })).status)
-  t.same(statuses, [401, 401, 401, 429, 429, 429])
-  t.equal(counted.lookups, 0, 'no key was looked up: none of them was issued here')
-})
+t.test(
+  'made-up keys are refused without a database lookup, and an address that keeps sending them is limited',
+  async (t) => {
+    const h = await testApp(t, { RATE_LIMIT_MAX: '3' })
+    const counted = countLookups(h.platform.db)
+    const madeUp = [
+      () => `svc_ci_${randomBase62(40)}`,
+      () => `svc_ci_${randomBase62(32)}`,
+      () => `eyJ${randomBase62(20)}.eyJ${randomBase62(30)}.${randomBase62(43)}`,
+    ]
+    const statuses: number[] = []
+    for (let i = 0; i < 6; i++)
+      statuses.push(
+        (await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: `Bearer ${madeUp[i % 3]!()}` }))
+          .status,
+      )
+    t.same(statuses, [401, 401, 401, 429, 429, 429])
+    t.equal(counted.lookups, 0, 'no key was looked up: none of them was issued here')
+  },
+)
 
 t.test("a valid key is never refused because of other clients' bad keys from the same address", async (t) => {
   // One address for everyone: a NAT, or a proxy that TRUSTED_PROXIES does not name.
   const h = await testApp(t, { RATE_LIMIT_MAX: '3' })
   const { apiKey } = await h.tenant()
-  for (let i = 0; i < 10; i++) await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: `Bearer svc_ci_${randomBase62(40)}` })
+  for (let i = 0; i < 10; i++)
+    await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: `Bearer svc_ci_${randomBase62(40)}` })
   t.equal((await h.anonymous('GET', '/api/v1/projects')).status, 429, 'the address is over its limit')
   const first = await h.anonymous('GET', '/api/v1/projects', undefined, { authorization: `Bearer ${apiKey}` })
   t.equal(first.status, 200, 'a key this replica has not seen yet is looked up and served')
@@ -175,8 +212,17 @@ t.test(
   { skip: !services.redisUrl && 'needs TEST_REDIS_URL' },
   async (t) => {
     const platform = await testPlatform(t)
-    const counters = openCounters({ redis: platform.cache.redis, log: pino({ level: 'silent' }), registry: new Registry() })
-    const limit = counters.requestLimit({ points: 40, windowSeconds: 60, keyPrefix: `atrium:test:${suffix()}`, name: 'test' })
+    const counters = openCounters({
+      redis: platform.cache.redis,
+      log: pino({ level: 'silent' }),
+      registry: new Registry(),
+    })
+    const limit = counters.requestLimit({
+      points: 40,
+      windowSeconds: 60,
+      keyPrefix: `atrium:test:${suffix()}`,
+      name: 'test',
+    })
     t.equal(limit.hitNow!('k'), null, 'no tokens held yet: a reservation is needed')
     t.match(await limit.hit('k'), { allowed: true }, 'the first hit reserves a batch from Redis')
     const fromMemory = limit.hitNow!('k')

@@ -18,7 +18,9 @@ const h = await testApp(
 
 const arrays = (depth: number, leaf = '1') => '['.repeat(depth) + leaf + ']'.repeat(depth)
 const objects = (depth: number, leaf = '1') => '{"a":'.repeat(depth) + leaf + '}'.repeat(depth)
-const TOO_DEEP = { errors: [{ field: 'body', message: `must not nest arrays and objects more than ${MAX_JSON_DEPTH} levels deep` }] }
+const TOO_DEEP = {
+  errors: [{ field: 'body', message: `must not nest arrays and objects more than ${MAX_JSON_DEPTH} levels deep` }],
+}
 const NUL = 'must not contain NUL (\\u0000) characters'
 const UNPAIRED = 'must not contain unpaired surrogates (\\ud800-\\udfff): it is not Unicode text'
 const where = (body: unknown) => findUnstorableText(body)?.field ?? null
@@ -39,7 +41,16 @@ t.test('finds a surrogate without its pair, in a value or a key', async (t) => {
 })
 
 t.test('clean bodies pass', async (t) => {
-  for (const body of [undefined, null, 1, true, 'text \\u0000 written out', '\\ud800 written out', { a: [1, 'b', { c: null }] }]) t.equal(findUnstorableText(body), null)
+  for (const body of [
+    undefined,
+    null,
+    1,
+    true,
+    'text \\u0000 written out',
+    '\\ud800 written out',
+    { a: [1, 'b', { c: null }] },
+  ])
+    t.equal(findUnstorableText(body), null)
 })
 
 t.test('finds a NUL at the bottom of a value nested 100,000 levels without running out of stack', async (t) => {
@@ -67,41 +78,53 @@ t.test('JSON text is too deep past the limit, counting arrays and objects but no
   t.equal(jsonTooDeep(`[${arrays(MAX_JSON_DEPTH - 1)},${arrays(MAX_JSON_DEPTH - 1)}]`), false, 'siblings do not add up')
 })
 
-t.test('a body nested 5,000 or 100,000 levels deep is VALIDATION_ERROR on the unauthenticated routes, never 500', async (t) => {
-  for (const url of ['/api/v1/auth/login', '/cli/auth/start']) {
-    for (const depth of [5_000, 100_000]) {
-      for (const [shape, deep] of [
-        ['arrays', arrays(depth)],
-        ['objects', objects(depth)],
-        ['a field', `{"email":${arrays(depth)},"password":"x"}`],
-      ]) {
-        const r = await h.anonymous('POST', url, deep, { 'content-type': 'application/json' })
-        const what = `${url} ${depth} ${shape}`
-        t.equal(r.status, 400, what)
-        t.same(Object.keys(r.body).sort(), ['error', 'meta'], what)
-        t.equal(r.body.error.code, 'VALIDATION_ERROR', what)
-        t.same(r.body.error.details, TOO_DEEP, what)
-        t.match(r.body.meta, { request_id: String, timestamp: String }, what)
+t.test(
+  'a body nested 5,000 or 100,000 levels deep is VALIDATION_ERROR on the unauthenticated routes, never 500',
+  async (t) => {
+    for (const url of ['/api/v1/auth/login', '/cli/auth/start']) {
+      for (const depth of [5_000, 100_000]) {
+        for (const [shape, deep] of [
+          ['arrays', arrays(depth)],
+          ['objects', objects(depth)],
+          ['a field', `{"email":${arrays(depth)},"password":"x"}`],
+        ]) {
+          const r = await h.anonymous('POST', url, deep, { 'content-type': 'application/json' })
+          const what = `${url} ${depth} ${shape}`
+          t.equal(r.status, 400, what)
+          t.same(Object.keys(r.body).sort(), ['error', 'meta'], what)
+          t.equal(r.body.error.code, 'VALIDATION_ERROR', what)
+          t.same(r.body.error.details, TOO_DEEP, what)
+          t.match(r.body.meta, { request_id: String, timestamp: String }, what)
+        }
       }
     }
-  }
-})
+  },
+)
 
 t.test('a body nested exactly to the limit is parsed and handled', async (t) => {
   for (const text of [arrays(MAX_JSON_DEPTH), objects(MAX_JSON_DEPTH)]) {
     const r = await h.anonymous('POST', '/api/v1/test-echo', text, { 'content-type': 'application/json' })
     t.equal(r.status, 200)
     t.same(r.body.data, JSON.parse(text))
-    const over = await h.anonymous('POST', '/api/v1/test-echo', text.replace('1', '[1]'), { 'content-type': 'application/json' })
+    const over = await h.anonymous('POST', '/api/v1/test-echo', text.replace('1', '[1]'), {
+      'content-type': 'application/json',
+    })
     t.equal(over.status, 400)
     t.same(over.body.error.details, TOO_DEEP)
   }
   // On the login routes it gets as far as the schema, which names the field that is not a string.
-  const login = await h.anonymous('POST', '/api/v1/auth/login', `{"email":"a@example.com","password":${arrays(MAX_JSON_DEPTH - 1)}}`, { 'content-type': 'application/json' })
+  const login = await h.anonymous(
+    'POST',
+    '/api/v1/auth/login',
+    `{"email":"a@example.com","password":${arrays(MAX_JSON_DEPTH - 1)}}`,
+    { 'content-type': 'application/json' },
+  )
   t.equal(login.status, 400)
   t.same(login.body.error.details.errors, [{ field: 'body.password', message: 'must be string' }])
   const rest = `"codeChallenge":"${'a'.repeat(43)}","codeChallengeMethod":"S256","cliVersion":"1.0.0","platform":"linux-x64"`
-  const start = await h.anonymous('POST', '/cli/auth/start', `{"state":${objects(MAX_JSON_DEPTH - 1)},${rest}}`, { 'content-type': 'application/json' })
+  const start = await h.anonymous('POST', '/cli/auth/start', `{"state":${objects(MAX_JSON_DEPTH - 1)},${rest}}`, {
+    'content-type': 'application/json',
+  })
   t.equal(start.status, 400)
   t.same(start.body.error.details.errors, [{ field: 'body.state', message: 'must be string' }])
 })
@@ -123,7 +146,9 @@ t.test('text the database cannot store is VALIDATION_ERROR naming the field, and
   }
   t.equal((await call('GET', '/api/v1/tenant')).body.data.name, before)
   t.same((await call('GET', '/api/v1/projects')).body.data, [])
-  const pair = await call('POST', '/api/v1/projects', '{"name":"rocket \\ud83d\\ude80"}', { 'content-type': 'application/json' })
+  const pair = await call('POST', '/api/v1/projects', '{"name":"rocket \\ud83d\\ude80"}', {
+    'content-type': 'application/json',
+  })
   t.equal(pair.body.data.name, 'rocket \u{1f680}', 'an escaped pair is one character')
 })
 
@@ -131,7 +156,11 @@ t.test('an id in a path is handled in lowercase whatever its case', async (t) =>
   // found by fuzz.test.ts: a capitalised webhook id sealed and opened its secret under the wrong
   // context, 500, and with overlapSeconds 0 stored a secret no later request could open
   const { call } = await h.tenant()
-  const hook = await call('POST', '/api/v1/webhooks', { url: 'https://hooks.example.com/in', events: ['project.created'], secret: 'a-secret-of-24-characters-or-more' })
+  const hook = await call('POST', '/api/v1/webhooks', {
+    url: 'https://hooks.example.com/in',
+    events: ['project.created'],
+    secret: 'a-secret-of-24-characters-or-more',
+  })
   const id = hook.body.data.id as string
   const shouted = id.toUpperCase()
   t.not(shouted, id)
@@ -152,7 +181,13 @@ t.test('a NUL in a query string is VALIDATION_ERROR naming it, never 500', async
   const project = (await call('POST', '/api/v1/projects', { name: 'queries' })).body.data
   const r = await call('GET', `/api/v1/projects/${project.id}/files?prefix=a%00b`)
   t.equal(r.status, 400)
-  t.same(r.body.error.details.errors, [{ field: 'querystring.prefix', message: 'must not contain NUL (\\u0000) characters' }])
+  t.same(r.body.error.details.errors, [
+    { field: 'querystring.prefix', message: 'must not contain NUL (\\u0000) characters' },
+  ])
   // (an unpaired surrogate cannot be sent in a URL: its UTF-8 bytes decode to U+FFFD, which is text)
-  t.equal((await call('GET', `/api/v1/projects/${project.id}/files?prefix=src%2F`)).status, 200, 'a clean prefix is listed')
+  t.equal(
+    (await call('GET', `/api/v1/projects/${project.id}/files?prefix=src%2F`)).status,
+    200,
+    'a clean prefix is listed',
+  )
 })

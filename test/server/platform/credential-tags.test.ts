@@ -5,7 +5,9 @@ import { credentialTags, TAG_LENGTH } from '../../../server/platform/credential-
 
 const asked: string[] = []
 /** A master key that derives one key per purpose, as secrets.ts does (with HKDF). */
-const master = (fill: number) => ({ deriveKey: (purpose: string) => (asked.push(purpose), createHash('sha256').update(`${fill}:${purpose}`).digest()) })
+const master = (fill: number) => ({
+  deriveKey: (purpose: string) => (asked.push(purpose), createHash('sha256').update(`${fill}:${purpose}`).digest()),
+})
 const BODY = 'ats_Sm9uZXNfYW5kX3RoZV9yZXN0X29mX3RoZV9ib2R5XzQz'
 
 t.test('a credential is its body and an 8-character base62 tag, the same for the same body', async (t) => {
@@ -14,7 +16,11 @@ t.test('a credential is its body and an 8-character base62 tag, the same for the
   t.equal(signed.slice(0, -TAG_LENGTH), BODY)
   t.match(signed.slice(-TAG_LENGTH), /^[A-Za-z0-9]{8}$/)
   t.equal(tags.sign(BODY), signed, 'deterministic')
-  t.not(tags.sign(`${BODY}x`), `${signed.slice(0, -TAG_LENGTH)}x${signed.slice(-TAG_LENGTH)}`, 'another body, another tag')
+  t.not(
+    tags.sign(`${BODY}x`),
+    `${signed.slice(0, -TAG_LENGTH)}x${signed.slice(-TAG_LENGTH)}`,
+    'another body, another tag',
+  )
   t.ok(tags.verify(signed))
 })
 
@@ -47,5 +53,6 @@ t.test('any one character changed, in the body or the tag, and the credential do
 
 t.test('nothing that could not hold a tag verifies', async (t) => {
   const tags = credentialTags(master(1), 'session')
-  for (const s of ['', 'A', 'A'.repeat(TAG_LENGTH), tags.sign('').slice(0, TAG_LENGTH)]) t.notOk(tags.verify(s), JSON.stringify(s))
+  for (const s of ['', 'A', 'A'.repeat(TAG_LENGTH), tags.sign('').slice(0, TAG_LENGTH)])
+    t.notOk(tags.verify(s), JSON.stringify(s))
 })

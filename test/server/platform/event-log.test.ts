@@ -4,7 +4,13 @@
 import t, { type Test } from 'tap'
 import pino from 'pino'
 import { openCache } from '../../../server/platform/cache.js'
-import { eventLogWriter, LIVE_WINDOW, parseLogMessage, type LiveEvent, type LogMessage } from '../../../server/platform/event-log.js'
+import {
+  eventLogWriter,
+  LIVE_WINDOW,
+  parseLogMessage,
+  type LiveEvent,
+  type LogMessage,
+} from '../../../server/platform/event-log.js'
 import { appendChatEvents, chatEventsAfter, selectSession } from '../../../server/modules/chat/store.js'
 import { testApp } from '../../helpers/app.js'
 import { services } from '../../helpers/platform.js'
@@ -41,35 +47,38 @@ async function liveLog(t: Test, after: number) {
   return { writer, heard, hear, rows, seq, channel }
 }
 
-t.test('text goes out live with its number before it is written, and the rows follow with the same numbers', async (t) => {
-  const log = await liveLog(t, 7)
-  log.writer.delta('m1', 'Hel')
-  log.writer.delta('m1', 'lo') // the same turn: one event
-  await tick()
-  log.writer.delta('m1', ' there')
-  await tick()
-  t.same(await log.hear(2), [
-    { live: [{ id: 8, event: 'message.delta', data: { messageId: 'm1', delta: 'Hello' } }] },
-    { live: [{ id: 9, event: 'message.delta', data: { messageId: 'm1', delta: ' there' } }] },
-  ])
-  t.same(await log.rows(), [], 'nothing written yet')
+t.test(
+  'text goes out live with its number before it is written, and the rows follow with the same numbers',
+  async (t) => {
+    const log = await liveLog(t, 7)
+    log.writer.delta('m1', 'Hel')
+    log.writer.delta('m1', 'lo') // the same turn: one event
+    await tick()
+    log.writer.delta('m1', ' there')
+    await tick()
+    t.same(await log.hear(2), [
+      { live: [{ id: 8, event: 'message.delta', data: { messageId: 'm1', delta: 'Hello' } }] },
+      { live: [{ id: 9, event: 'message.delta', data: { messageId: 'm1', delta: ' there' } }] },
+    ])
+    t.same(await log.rows(), [], 'nothing written yet')
 
-  await log.writer.flush()
-  t.same(
-    (await log.rows()).map((r) => [r.seq, r.data.delta]),
-    [
-      [8, 'Hello'],
-      [9, ' there'],
-    ],
-  )
-  t.equal(await log.seq(), 9, "the session's number moved to the last")
-  t.same((await log.hear(3))[2], { written: 9 }, 'the streams are told the rows are there')
+    await log.writer.flush()
+    t.same(
+      (await log.rows()).map((r) => [r.seq, r.data.delta]),
+      [
+        [8, 'Hello'],
+        [9, ' there'],
+      ],
+    )
+    t.equal(await log.seq(), 9, "the session's number moved to the last")
+    t.same((await log.hear(3))[2], { written: 9 }, 'the streams are told the rows are there')
 
-  // An event that is not text is sent once written, in the transaction of its state change.
-  await log.writer.commit(async () => log.writer.push('message.completed', { message: { id: 'm1' } }))
-  t.same((await log.hear(4))[3], { live: [{ id: 10, event: 'message.completed', data: { message: { id: 'm1' } } }] })
-  t.equal(await log.seq(), 10)
-})
+    // An event that is not text is sent once written, in the transaction of its state change.
+    await log.writer.commit(async () => log.writer.push('message.completed', { message: { id: 'm1' } }))
+    t.same((await log.hear(4))[3], { live: [{ id: 10, event: 'message.completed', data: { message: { id: 'm1' } } }] })
+    t.equal(await log.seq(), 10)
+  },
+)
 
 t.test('no more than LIVE_WINDOW events are sent unwritten: the rest go out once written', async (t) => {
   const log = await liveLog(t, 0)
@@ -77,7 +86,9 @@ t.test('no more than LIVE_WINDOW events are sent unwritten: the rest go out once
   await tick()
   const sent = await log.hear(LIVE_WINDOW)
   t.equal(sent.length, LIVE_WINDOW)
-  t.same(sent.at(-1), { live: [{ id: LIVE_WINDOW, event: 'message.delta', data: { messageId: `k${LIVE_WINDOW - 1}`, delta: 'x' } }] })
+  t.same(sent.at(-1), {
+    live: [{ id: LIVE_WINDOW, event: 'message.delta', data: { messageId: `k${LIVE_WINDOW - 1}`, delta: 'x' } }],
+  })
   await log.writer.flush()
   const after = await log.hear(LIVE_WINDOW + 1)
   t.same(
@@ -95,7 +106,9 @@ t.test(
     const log = await liveLog(t, 0)
     // A publish's answer (whether another process listens) comes back from Redis on its own time.
     const settle = () => new Promise((r) => setTimeout(r, 100))
-    const delta = (id: number, text: string) => ({ live: [{ id, event: 'message.delta', data: { messageId: 'm1', delta: text } }] })
+    const delta = (id: number, text: string) => ({
+      live: [{ id, event: 'message.delta', data: { messageId: 'm1', delta: text } }],
+    })
     log.writer.delta('m1', 'a') // through Redis: nobody else there
     await tick()
     await settle()
@@ -107,7 +120,8 @@ t.test(
     t.teardown(() => other.close())
     const elsewhere: LogMessage[] = []
     await other.subscribe(log.channel, (m) => elsewhere.push(parseLogMessage(m)!))
-    for (let i = 0; i < 100 && ((await cache.redis!.pubsub('NUMSUB', log.channel)) as [string, number])[1] < 2; i++) await settle()
+    for (let i = 0; i < 100 && ((await cache.redis!.pubsub('NUMSUB', log.channel)) as [string, number])[1] < 2; i++)
+      await settle()
 
     log.writer.delta('m1', 'c')
     await tick()

@@ -10,7 +10,9 @@ async function migrationsTable(overrides: Record<string, string>, t: Test) {
   const env = await testEnv(t, overrides, { emptyDatabase: true })
   const platform = await openPlatform(configFrom(env), createLogger('silent'))
   try {
-    const [row] = await platform.db.sql<{ table: string | null }[]>`select to_regclass('atrium_migrations')::text as table`
+    const [row] = await platform.db.sql<
+      { table: string | null }[]
+    >`select to_regclass('atrium_migrations')::text as table`
     return row!.table
   } finally {
     await platform.close()
@@ -39,15 +41,26 @@ t.test('embedded: a DATA_DIR open to others, and everything in it, is made priva
   t.ok(openToOthers(dir).length > 100, 'the loose state is set up')
 
   const lines: string[] = []
-  const env = await testEnv(t, { DATA_DIR: dir, DATABASE_URL: '', ENCRYPTION_MASTER_KEY: '', R2_ENDPOINT: '' }, { emptyDatabase: true })
-  const platform = await openPlatform(configFrom(env), createLogger('info', { write: (l: string) => void lines.push(l) }))
+  const env = await testEnv(
+    t,
+    { DATA_DIR: dir, DATABASE_URL: '', ENCRYPTION_MASTER_KEY: '', R2_ENDPOINT: '' },
+    { emptyDatabase: true },
+  )
+  const platform = await openPlatform(
+    configFrom(env),
+    createLogger('info', { write: (l: string) => void lines.push(l) }),
+  )
   try {
     t.equal(platform.db.mode, 'embedded')
     t.equal(platform.blobs.kind, 'local')
     await platform.blobs.put('exports/new.zip', Buffer.from('zip'), 'application/zip')
     await platform.db.sql`select 1`
     t.same(openToOthers(dir), [], 'nothing under DATA_DIR is open to other local users')
-    t.match(lines.join(''), /"was":"0755","now":"0700","msg":"data folder was open to other local users: made private"/, 'the tightening of DATA_DIR is logged')
+    t.match(
+      lines.join(''),
+      /"was":"0755","now":"0700","msg":"data folder was open to other local users: made private"/,
+      'the tightening of DATA_DIR is logged',
+    )
   } finally {
     await platform.close()
   }

@@ -23,7 +23,11 @@ if (process.env.JOBS_MODE === 'hang') {
     },
   })
 } else {
-  runner.define({ name: 'test.slot', concurrency: 4, handler: async (job) => void send({ ran: job.id, slot: job.runAt.toISOString() }) })
+  runner.define({
+    name: 'test.slot',
+    concurrency: 4,
+    handler: async (job) => void send({ ran: job.id, slot: job.runAt.toISOString() }),
+  })
   runner.schedule({ name: 'test.every-minute', queue: 'test.slot', everyMs: 60_000 })
 }
 

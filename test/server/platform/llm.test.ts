@@ -5,7 +5,13 @@ import { Registry } from 'prom-client'
 import t, { type Test } from 'tap'
 import { AppError } from '../../../server/domain/errors.js'
 import { findUnstorableText } from '../../../server/domain/text.js'
-import { createLlm, type LlmProvider, type LlmRequest, type LlmTarget, type LlmToolCall } from '../../../server/platform/llm.js'
+import {
+  createLlm,
+  type LlmProvider,
+  type LlmRequest,
+  type LlmTarget,
+  type LlmToolCall,
+} from '../../../server/platform/llm.js'
 import { compilePolicy, outboundFetch, type OutboundPolicy } from '../../../server/platform/outbound.js'
 import { testApp, type TestApp } from '../../helpers/app.js'
 import { fakeLlm } from '../../helpers/fake-llm.js'
@@ -23,9 +29,21 @@ async function setup(t: Test, o: { policy?: OutboundPolicy; maxRetries?: number;
   const llm = createLlm({ db: h.platform.db, log, registry, now: o.now, retry: { maxRetries: o.maxRetries ?? 2 } })
   // Names (api.openai.com) resolve to a public address without asking DNS: the sandbox may have none.
   const resolver = async () => [{ address: '93.184.216.34', family: 4 }]
-  const fetch = outboundFetch(compilePolicy(o.policy ?? LOOPBACK, resolver), { stream: true, timeoutMs: 10_000, maxResponseBytes: 1024 * 1024 })
+  const fetch = outboundFetch(compilePolicy(o.policy ?? LOOPBACK, resolver), {
+    stream: true,
+    timeoutMs: 10_000,
+    maxResponseBytes: 1024 * 1024,
+  })
   t.teardown(() => fetch.close())
-  const target = (over: Partial<LlmTarget> & { baseUrl: string | null }): LlmTarget => ({ provider: 'openai', model: 'gpt-test', apiKey: KEY, temperature: null, maxTokens: null, fetch, ...over })
+  const target = (over: Partial<LlmTarget> & { baseUrl: string | null }): LlmTarget => ({
+    provider: 'openai',
+    model: 'gpt-test',
+    apiKey: KEY,
+    temperature: null,
+    maxTokens: null,
+    fetch,
+    ...over,
+  })
   const { tenantId } = await h.tenant()
   return { h, llm, lines, registry, target, tenantId }
 }
@@ -41,7 +59,11 @@ async function failure(p: Promise<unknown>): Promise<AppError> {
 }
 
 const usageRows = (h: TestApp, tenantId: string) =>
-  h.platform.db.tenant(tenantId, (sql) => sql`select provider, model, to_char(day, 'YYYY-MM-DD') as day, requests::int, input_tokens::int, output_tokens::int from llm_usage order by model`)
+  h.platform.db.tenant(
+    tenantId,
+    (sql) =>
+      sql`select provider, model, to_char(day, 'YYYY-MM-DD') as day, requests::int, input_tokens::int, output_tokens::int from llm_usage order by model`,
+  )
 
 t.test('openai: streamed deltas in order, the full text, usage recorded and counted', async (t) => {
   const fake = await fakeLlm(t)
@@ -61,11 +83,21 @@ t.test('openai: streamed deltas in order, the full text, usage recorded and coun
   const res = await llm.complete(req)
   t.same(deltas, ['The ', 'quick ', 'brown ', 'fox ', 'jumps'], 'each delta, in order')
   t.equal(res.text, 'The quick brown fox jumps')
-  t.match(res, { finishReason: 'stop', usage: { inputTokens: 12, outputTokens: 5 }, provider: 'openai', model: 'gpt-test', toolCalls: [] })
+  t.match(res, {
+    finishReason: 'stop',
+    usage: { inputTokens: 12, outputTokens: 5 },
+    provider: 'openai',
+    model: 'gpt-test',
+    toolCalls: [],
+  })
   const sent = fake.requests[0]!
   t.equal(sent.path, '/v1/chat/completions', 'chat completions, not the Responses API')
   t.equal(sent.headers.authorization, `Bearer ${KEY}`)
-  t.match(sent.body, { model: 'gpt-test', stream: true, messages: [{ role: 'system' }, { role: 'user', content: 'hello' }] })
+  t.match(sent.body, {
+    model: 'gpt-test',
+    stream: true,
+    messages: [{ role: 'system' }, { role: 'user', content: 'hello' }],
+  })
 
   await llm.complete({ ...req, model: 'gpt-other', temperature: 0.5, maxTokens: 20 })
   t.match(fake.requests[1]!.body, { model: 'gpt-other', temperature: 0.5, max_tokens: 20 }, 'per-call model and limits')
@@ -88,14 +120,25 @@ t.test('tool calls: declared to the model, parsed arguments back, invalid ones m
   const fake = await fakeLlm(t)
   const { llm, target, tenantId } = await setup(t)
   const tools = [
-    { name: 'get_weather', description: 'The weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false } },
+    {
+      name: 'get_weather',
+      description: 'The weather of a city',
+      parameters: {
+        type: 'object',
+        properties: { city: { type: 'string' } },
+        required: ['city'],
+        additionalProperties: false,
+      },
+    },
   ]
   const base = { tenantId, target: target({ baseUrl: fake.url }), tools }
   fake.push({ toolCalls: [{ name: 'get_weather', arguments: { city: 'Paris' }, id: 'call_1' }] })
   const res = await llm.complete({ ...base, messages: [{ role: 'user', content: 'weather in Paris?' }] })
   t.same(res.toolCalls, [{ id: 'call_1', name: 'get_weather', arguments: { city: 'Paris' } }])
   t.equal(res.finishReason, 'tool-calls')
-  t.match(fake.requests[0]!.body.tools, [{ type: 'function', function: { name: 'get_weather', parameters: { required: ['city'] } } }])
+  t.match(fake.requests[0]!.body.tools, [
+    { type: 'function', function: { name: 'get_weather', parameters: { required: ['city'] } } },
+  ])
 
   // The caller runs the tool and hands the result back.
   fake.push({ text: 'Sunny.' })
@@ -110,7 +153,10 @@ t.test('tool calls: declared to the model, parsed arguments back, invalid ones m
   t.equal(next.text, 'Sunny.')
   t.match(fake.requests[1]!.body.messages, [
     { role: 'user' },
-    { role: 'assistant', tool_calls: [{ id: 'call_1', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+    {
+      role: 'assistant',
+      tool_calls: [{ id: 'call_1', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }],
+    },
     { role: 'tool', tool_call_id: 'call_1', content: '{"sky":"clear"}' },
   ])
 
@@ -132,11 +178,18 @@ t.test('tool calls: declared to the model, parsed arguments back, invalid ones m
     messages: [
       { role: 'user', content: 'go' },
       { role: 'assistant', content: '', toolCalls: invalid },
-      ...invalid.map((c) => ({ role: 'tool' as const, toolCallId: c.id, toolName: c.name, content: JSON.stringify({ error: c.invalid }) })),
+      ...invalid.map((c) => ({
+        role: 'tool' as const,
+        toolCallId: c.id,
+        toolName: c.name,
+        content: JSON.stringify({ error: c.invalid }),
+      })),
     ],
   })
   t.same(
-    (fake.requests.at(-1)!.body.messages as { tool_calls?: { function: { arguments: string } }[] }[])[1]!.tool_calls!.map((c) => c.function.arguments),
+    (
+      fake.requests.at(-1)!.body.messages as { tool_calls?: { function: { arguments: string } }[] }[]
+    )[1]!.tool_calls!.map((c) => c.function.arguments),
     ['{}', '{"town":"Paris"}', '{}'],
   )
 })
@@ -149,7 +202,12 @@ t.test('429 with Retry-After is retried, then succeeds; after the retries it is 
   t.equal((await llm.complete(req)).text, 'finally')
   t.equal(fake.requests.length, 3, 'two retries')
 
-  fake.push({ status: 429, retryAfterSeconds: 0 }, { status: 429, retryAfterSeconds: 0 }, { status: 429, retryAfterSeconds: 0 }, { text: 'never reached' })
+  fake.push(
+    { status: 429, retryAfterSeconds: 0 },
+    { status: 429, retryAfterSeconds: 0 },
+    { status: 429, retryAfterSeconds: 0 },
+    { text: 'never reached' },
+  )
   const err = await failure(llm.complete(req))
   t.equal(err.code, 'LLM_RATE_LIMITED')
   t.equal(err.status, 429)
@@ -231,7 +289,11 @@ t.test('server down, hang, abort', async (t) => {
   setTimeout(() => waiting.abort(reason), 100)
   await t.rejects(early, reason)
   t.same(await usageRows(h, tenantId), [], 'no usage for failed or aborted calls')
-  t.match(await registry.metrics(), /atrium_llm_requests_total\{provider="openai",outcome="aborted"\} 3/, 'each abort counted once: mid-answer, before the call, before the answer began')
+  t.match(
+    await registry.metrics(),
+    /atrium_llm_requests_total\{provider="openai",outcome="aborted"\} 3/,
+    'each abort counted once: mid-answer, before the call, before the answer began',
+  )
 })
 
 t.test('not configured: details.missing names the fields to set', async (t) => {
@@ -254,42 +316,88 @@ t.test('not configured: details.missing names the fields to set', async (t) => {
       t.equal(err, null, `${provider}: configured`)
       continue
     }
-    t.match(err, { code: 'LLM_NOT_CONFIGURED', status: 409, details: { missing } }, `${provider}: ${missing.join(', ')}`)
+    t.match(
+      err,
+      { code: 'LLM_NOT_CONFIGURED', status: 409, details: { missing } },
+      `${provider}: ${missing.join(', ')}`,
+    )
   }
-  t.doesNotThrow(() => llm.checkConfigured(target({ baseUrl: null, model: null }), 'gpt-given'), 'a model given per call counts')
-  t.match(await failure(llm.complete({ tenantId, target: target({ baseUrl: null, model: null }), messages: [] })), { code: 'LLM_NOT_CONFIGURED', details: { missing: ['model'] } })
+  t.doesNotThrow(
+    () => llm.checkConfigured(target({ baseUrl: null, model: null }), 'gpt-given'),
+    'a model given per call counts',
+  )
+  t.match(await failure(llm.complete({ tenantId, target: target({ baseUrl: null, model: null }), messages: [] })), {
+    code: 'LLM_NOT_CONFIGURED',
+    details: { missing: ['model'] },
+  })
 })
 
-t.test('the outbound policy: air-gapped or loopback not allowed is LLM_OUTBOUND_REFUSED, naming the setting', async (t) => {
-  const fake = await fakeLlm(t)
-  const closedOff = await setup(t, { policy: { allowedCidrs: [], airGapped: false } })
-  const err = await failure(closedOff.llm.complete({ tenantId: closedOff.tenantId, target: closedOff.target({ baseUrl: fake.url }), messages: [{ role: 'user', content: 'hi' }] }))
-  t.equal(err.code, 'LLM_OUTBOUND_REFUSED')
-  t.match(err.message, /OUTBOUND_ALLOWED_NETWORKS/)
-  const gapped = await setup(t, { policy: { allowedCidrs: [], airGapped: true } })
-  const err2 = await failure(gapped.llm.complete({ tenantId: gapped.tenantId, target: gapped.target({ provider: 'openai', baseUrl: null }), messages: [{ role: 'user', content: 'hi' }] }))
-  t.equal(err2.code, 'LLM_OUTBOUND_REFUSED', 'api.openai.com is refused air-gapped')
-  t.match(err2.message, /\(air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up\); to allow it, change OUTBOUND_ALLOWED_DOMAINS$/)
-  const gappedAddress = await setup(t, { policy: { allowedCidrs: [], airGapped: true } })
-  const err3 = await failure(gappedAddress.llm.complete({ tenantId: gappedAddress.tenantId, target: gappedAddress.target({ baseUrl: fake.url }), messages: [{ role: 'user', content: 'hi' }] }))
-  t.match(
-    err3,
-    { code: 'LLM_OUTBOUND_REFUSED', message: /\(air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable\); to allow it, change OUTBOUND_ALLOWED_NETWORKS$/ },
-    'an address names the networks',
-  )
-  const metadata = await failure(
-    closedOff.llm.complete({ tenantId: closedOff.tenantId, target: closedOff.target({ baseUrl: 'http://169.254.169.254/v1' }), messages: [{ role: 'user', content: 'hi' }] }),
-  )
-  t.match(metadata, { code: 'LLM_OUTBOUND_REFUSED', message: /; no setting allows it$/ }, 'and metadata none')
-  t.equal(fake.requests.length, 0, 'nothing reached the model')
-})
+t.test(
+  'the outbound policy: air-gapped or loopback not allowed is LLM_OUTBOUND_REFUSED, naming the setting',
+  async (t) => {
+    const fake = await fakeLlm(t)
+    const closedOff = await setup(t, { policy: { allowedCidrs: [], airGapped: false } })
+    const err = await failure(
+      closedOff.llm.complete({
+        tenantId: closedOff.tenantId,
+        target: closedOff.target({ baseUrl: fake.url }),
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
+    )
+    t.equal(err.code, 'LLM_OUTBOUND_REFUSED')
+    t.match(err.message, /OUTBOUND_ALLOWED_NETWORKS/)
+    const gapped = await setup(t, { policy: { allowedCidrs: [], airGapped: true } })
+    const err2 = await failure(
+      gapped.llm.complete({
+        tenantId: gapped.tenantId,
+        target: gapped.target({ provider: 'openai', baseUrl: null }),
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
+    )
+    t.equal(err2.code, 'LLM_OUTBOUND_REFUSED', 'api.openai.com is refused air-gapped')
+    t.match(
+      err2.message,
+      /\(air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up\); to allow it, change OUTBOUND_ALLOWED_DOMAINS$/,
+    )
+    const gappedAddress = await setup(t, { policy: { allowedCidrs: [], airGapped: true } })
+    const err3 = await failure(
+      gappedAddress.llm.complete({
+        tenantId: gappedAddress.tenantId,
+        target: gappedAddress.target({ baseUrl: fake.url }),
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
+    )
+    t.match(
+      err3,
+      {
+        code: 'LLM_OUTBOUND_REFUSED',
+        message:
+          /\(air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable\); to allow it, change OUTBOUND_ALLOWED_NETWORKS$/,
+      },
+      'an address names the networks',
+    )
+    const metadata = await failure(
+      closedOff.llm.complete({
+        tenantId: closedOff.tenantId,
+        target: closedOff.target({ baseUrl: 'http://169.254.169.254/v1' }),
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
+    )
+    t.match(metadata, { code: 'LLM_OUTBOUND_REFUSED', message: /; no setting allows it$/ }, 'and metadata none')
+    t.equal(fake.requests.length, 0, 'nothing reached the model')
+  },
+)
 
 t.test('azure-openai and the OpenAI-compatible providers speak chat completions with their own auth', async (t) => {
   const fake = await fakeLlm(t)
   const { llm, target, tenantId, registry } = await setup(t)
   for (const provider of ['azure-openai', 'vllm', 'ollama', 'openai-compatible'] as const) {
     fake.push({ text: `hello from ${provider}`, usage: { input: 3, output: 4 } })
-    const res = await llm.complete({ tenantId, target: target({ provider, baseUrl: fake.url, apiKey: provider === 'ollama' ? null : KEY }), messages: [{ role: 'user', content: 'hi' }] })
+    const res = await llm.complete({
+      tenantId,
+      target: target({ provider, baseUrl: fake.url, apiKey: provider === 'ollama' ? null : KEY }),
+      messages: [{ role: 'user', content: 'hi' }],
+    })
     t.match(res, { text: `hello from ${provider}`, provider, usage: { inputTokens: 3, outputTokens: 4 } })
     const sent = fake.requests.at(-1)!
     t.match(sent.path, /\/chat\/completions/)
@@ -317,19 +425,44 @@ t.test('anthropic: text, a tool call, usage, a rejected key', async (t) => {
     onDelta: (d) => deltas.push(d),
   })
   t.same(deltas, ['Bonjour ', 'tout ', 'le ', 'monde'])
-  t.match(res, { text: 'Bonjour tout le monde', finishReason: 'stop', usage: { inputTokens: 7, outputTokens: 3 }, provider: 'anthropic', model: 'claude-test' })
+  t.match(res, {
+    text: 'Bonjour tout le monde',
+    finishReason: 'stop',
+    usage: { inputTokens: 7, outputTokens: 3 },
+    provider: 'anthropic',
+    model: 'claude-test',
+  })
   t.equal(fake.requests[0]!.path, '/v1/messages')
   t.equal(fake.requests[0]!.headers['x-api-key'], KEY)
   t.match(fake.requests[0]!.body, { model: 'claude-test', stream: true, system: [{ text: 'in French' }] })
 
-  fake.push({ text: 'Let me look.', toolCalls: [{ name: 'lookup', arguments: { q: 'atrium' }, id: 'toolu_1' }], usage: { input: 10, output: 2 } })
-  const tools = [{ name: 'lookup', description: 'Search', parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] } }]
+  fake.push({
+    text: 'Let me look.',
+    toolCalls: [{ name: 'lookup', arguments: { q: 'atrium' }, id: 'toolu_1' }],
+    usage: { input: 10, output: 2 },
+  })
+  const tools = [
+    {
+      name: 'lookup',
+      description: 'Search',
+      parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] },
+    },
+  ]
   const call = await llm.complete({ tenantId, target: tg, tools, messages: [{ role: 'user', content: 'find atrium' }] })
   t.same(call.toolCalls, [{ id: 'toolu_1', name: 'lookup', arguments: { q: 'atrium' } }])
   t.equal(call.text, 'Let me look.')
   t.equal(call.finishReason, 'tool-calls')
 
-  t.same(await usageRows(h, tenantId), [{ provider: 'anthropic', model: 'claude-test', day: new Date().toISOString().slice(0, 10), requests: 2, input_tokens: 17, output_tokens: 5 }])
+  t.same(await usageRows(h, tenantId), [
+    {
+      provider: 'anthropic',
+      model: 'claude-test',
+      day: new Date().toISOString().slice(0, 10),
+      requests: 2,
+      input_tokens: 17,
+      output_tokens: 5,
+    },
+  ])
 
   for (const [turn, code] of [
     [{ status: 401 }, 'LLM_KEY_REJECTED'],
@@ -348,7 +481,12 @@ t.test('the app: atrium-llm and the tenant settings give a callable target; anth
   const fake = await fakeLlm(t)
   const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' })
   const { tenantId, call } = await h.tenant()
-  const patched = await call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'anthropic', baseUrl: fake.url, model: 'claude-test', apiKey: KEY })
+  const patched = await call('PATCH', '/api/v1/tenant/settings/llm', {
+    provider: 'anthropic',
+    baseUrl: fake.url,
+    model: 'claude-test',
+    apiKey: KEY,
+  })
   t.equal(patched.status, 200)
   t.equal(patched.body.data.provider, 'anthropic')
   t.notMatch(patched.raw.toString(), /SECRET/)
@@ -358,68 +496,113 @@ t.test('the app: atrium-llm and the tenant settings give a callable target; anth
   t.equal((await h.app.llm.complete({ tenantId, target, messages: [{ role: 'user', content: 'hi' }] })).text, 'wired')
   const usage = await call('GET', '/api/v1/tenant/usage')
   t.equal(usage.status, 200)
-  t.match(usage.body, { data: [{ provider: 'anthropic', model: 'claude-test', requests: 1, inputTokens: 2, outputTokens: 1 }], meta: { totals: { requests: 1, inputTokens: 2, outputTokens: 1 } } })
-  t.match((await h.anonymous('GET', '/metrics')).raw.toString(), /atrium_llm_requests_total\{provider="anthropic",outcome="ok"\} 1/)
-})
-
-t.test('an answer longer than the call takes fails LLM_RESPONSE_TOO_LARGE as it streams, and the connection is closed there', async (t) => {
-  let written = 0
-  const fake = await fakeLlm(t, { onChunk: () => written++ })
-  const { llm, target, tenantId } = await setup(t)
-  const base = { tenantId, target: target({ baseUrl: fake.url }), messages: [{ role: 'user' as const, content: 'talk' }] }
-  const words = 'word '.repeat(4000) // 4,000 pieces of 5 characters
-  fake.push({ text: words, chunkDelayMs: 1 })
-  const err = await failure(llm.complete({ ...base, maxOutputChars: 1000 }))
-  t.equal(err.code, 'LLM_RESPONSE_TOO_LARGE')
-  t.match(err.details, { limit: 'outputChars', max: 1000 })
-  await new Promise((r) => setTimeout(r, 200))
-  t.ok(written < 1000, `the provider was stopped early (${written} of 4000 pieces written)`)
-
-  // Tool-call arguments count too (a write_file of megabytes).
-  const tools = [{ name: 'write', description: 'write', parameters: { type: 'object', properties: { content: { type: 'string' } } } }]
-  fake.push({ toolCalls: [{ name: 'write', arguments: { content: 'x'.repeat(5000) } }] })
-  const args = await failure(llm.complete({ ...base, tools, maxOutputChars: 1000 }))
-  t.match(args.details, { limit: 'outputChars' })
-  fake.push({ text: 'fits' })
-  t.equal((await llm.complete({ ...base, maxOutputChars: 1000 })).text, 'fits', 'a short answer passes')
-})
-
-t.test('more tool calls than the call takes fail LLM_RESPONSE_TOO_LARGE with limit toolCalls, holding no more than the limit', async (t) => {
-  const fake = await fakeLlm(t)
-  const { llm, target, tenantId } = await setup(t)
-  const tools = [{ name: 'list_files', description: 'list', parameters: { type: 'object', properties: {} } }]
-  const base = { tenantId, target: target({ baseUrl: fake.url }), tools, messages: [{ role: 'user' as const, content: 'list' }] }
-  fake.push({ toolCalls: Array.from({ length: 3000 }, () => ({ name: 'list_files', arguments: {} })) })
-  const err = await failure(llm.complete({ ...base, maxToolCalls: 64 }))
-  t.equal(err.code, 'LLM_RESPONSE_TOO_LARGE')
-  t.match(err.details, { limit: 'toolCalls', max: 64 })
-  fake.push({ toolCalls: Array.from({ length: 64 }, () => ({ name: 'list_files', arguments: {} })) })
-  t.equal((await llm.complete({ ...base, maxToolCalls: 64 })).toolCalls.length, 64, 'exactly the limit passes')
-})
-
-t.test('text the database cannot store, from the model, is made storable: tool calls with it are invalid, text gets U+FFFD', async (t) => {
-  // found by the second hardening round: a NUL in a tool call's arguments failed the run's step write four times over
-  const fake = await fakeLlm(t)
-  const { llm, target, tenantId } = await setup(t)
-  const tools = [{ name: 'read_file', description: 'read', parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } }]
-  const base = { tenantId, target: target({ baseUrl: fake.url }), tools, messages: [{ role: 'user' as const, content: 'read' }] }
-  fake.push({
-    toolCalls: [
-      { name: 'read_file', arguments: { path: 'a\u0000b' }, id: 'nul' },
-      { name: 'read_file', arguments: { path: 'half \ud800 pair' }, id: 'surrogate' },
-      { name: 'read_file', arguments: { ['key\u0000']: 'x', path: 'p' }, id: 'nul-key' },
-      { name: 'read_file', arguments: `${'['.repeat(100)}${']'.repeat(100)}`, id: 'deep' },
-      { name: 'read_file', arguments: { path: 'rocket \u{1f680}' }, id: 'fine' },
-    ],
-    text: 'before\u0000after \ud83d\ude80 lone \udc00 end',
+  t.match(usage.body, {
+    data: [{ provider: 'anthropic', model: 'claude-test', requests: 1, inputTokens: 2, outputTokens: 1 }],
+    meta: { totals: { requests: 1, inputTokens: 2, outputTokens: 1 } },
   })
-  const r = await llm.complete(base)
-  const byId = Object.fromEntries(r.toolCalls.map((c) => [c.id, c]))
-  t.match(byId.nul, { invalid: /arguments\.path must not contain NUL/, arguments: { path: 'a\ufffdb' } })
-  t.match(byId.surrogate, { invalid: /unpaired surrogates/, arguments: { path: 'half \ufffd pair' } })
-  t.match(byId['nul-key'], { invalid: /NUL/, arguments: { 'key\ufffd': 'x' } })
-  t.match(byId.deep, { invalid: /more than 64 levels/ })
-  t.same(byId.fine, { id: 'fine', name: 'read_file', arguments: { path: 'rocket \u{1f680}' } }, 'a valid pair is text')
-  t.equal(r.text, 'before\ufffdafter \u{1f680} lone \ufffd end')
-  t.equal(findUnstorableText(r), null, 'nothing in the answer is refused by the database')
+  t.match(
+    (await h.anonymous('GET', '/metrics')).raw.toString(),
+    /atrium_llm_requests_total\{provider="anthropic",outcome="ok"\} 1/,
+  )
 })
+
+t.test(
+  'an answer longer than the call takes fails LLM_RESPONSE_TOO_LARGE as it streams, and the connection is closed there',
+  async (t) => {
+    let written = 0
+    const fake = await fakeLlm(t, { onChunk: () => written++ })
+    const { llm, target, tenantId } = await setup(t)
+    const base = {
+      tenantId,
+      target: target({ baseUrl: fake.url }),
+      messages: [{ role: 'user' as const, content: 'talk' }],
+    }
+    const words = 'word '.repeat(4000) // 4,000 pieces of 5 characters
+    fake.push({ text: words, chunkDelayMs: 1 })
+    const err = await failure(llm.complete({ ...base, maxOutputChars: 1000 }))
+    t.equal(err.code, 'LLM_RESPONSE_TOO_LARGE')
+    t.match(err.details, { limit: 'outputChars', max: 1000 })
+    await new Promise((r) => setTimeout(r, 200))
+    t.ok(written < 1000, `the provider was stopped early (${written} of 4000 pieces written)`)
+
+    // Tool-call arguments count too (a write_file of megabytes).
+    const tools = [
+      {
+        name: 'write',
+        description: 'write',
+        parameters: { type: 'object', properties: { content: { type: 'string' } } },
+      },
+    ]
+    fake.push({ toolCalls: [{ name: 'write', arguments: { content: 'x'.repeat(5000) } }] })
+    const args = await failure(llm.complete({ ...base, tools, maxOutputChars: 1000 }))
+    t.match(args.details, { limit: 'outputChars' })
+    fake.push({ text: 'fits' })
+    t.equal((await llm.complete({ ...base, maxOutputChars: 1000 })).text, 'fits', 'a short answer passes')
+  },
+)
+
+t.test(
+  'more tool calls than the call takes fail LLM_RESPONSE_TOO_LARGE with limit toolCalls, holding no more than the limit',
+  async (t) => {
+    const fake = await fakeLlm(t)
+    const { llm, target, tenantId } = await setup(t)
+    const tools = [{ name: 'list_files', description: 'list', parameters: { type: 'object', properties: {} } }]
+    const base = {
+      tenantId,
+      target: target({ baseUrl: fake.url }),
+      tools,
+      messages: [{ role: 'user' as const, content: 'list' }],
+    }
+    fake.push({ toolCalls: Array.from({ length: 3000 }, () => ({ name: 'list_files', arguments: {} })) })
+    const err = await failure(llm.complete({ ...base, maxToolCalls: 64 }))
+    t.equal(err.code, 'LLM_RESPONSE_TOO_LARGE')
+    t.match(err.details, { limit: 'toolCalls', max: 64 })
+    fake.push({ toolCalls: Array.from({ length: 64 }, () => ({ name: 'list_files', arguments: {} })) })
+    t.equal((await llm.complete({ ...base, maxToolCalls: 64 })).toolCalls.length, 64, 'exactly the limit passes')
+  },
+)
+
+t.test(
+  'text the database cannot store, from the model, is made storable: tool calls with it are invalid, text gets U+FFFD',
+  async (t) => {
+    // found by the second hardening round: a NUL in a tool call's arguments failed the run's step write four times over
+    const fake = await fakeLlm(t)
+    const { llm, target, tenantId } = await setup(t)
+    const tools = [
+      {
+        name: 'read_file',
+        description: 'read',
+        parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+      },
+    ]
+    const base = {
+      tenantId,
+      target: target({ baseUrl: fake.url }),
+      tools,
+      messages: [{ role: 'user' as const, content: 'read' }],
+    }
+    fake.push({
+      toolCalls: [
+        { name: 'read_file', arguments: { path: 'a\u0000b' }, id: 'nul' },
+        { name: 'read_file', arguments: { path: 'half \ud800 pair' }, id: 'surrogate' },
+        { name: 'read_file', arguments: { ['key\u0000']: 'x', path: 'p' }, id: 'nul-key' },
+        { name: 'read_file', arguments: `${'['.repeat(100)}${']'.repeat(100)}`, id: 'deep' },
+        { name: 'read_file', arguments: { path: 'rocket \u{1f680}' }, id: 'fine' },
+      ],
+      text: 'before\u0000after \ud83d\ude80 lone \udc00 end',
+    })
+    const r = await llm.complete(base)
+    const byId = Object.fromEntries(r.toolCalls.map((c) => [c.id, c]))
+    t.match(byId.nul, { invalid: /arguments\.path must not contain NUL/, arguments: { path: 'a\ufffdb' } })
+    t.match(byId.surrogate, { invalid: /unpaired surrogates/, arguments: { path: 'half \ufffd pair' } })
+    t.match(byId['nul-key'], { invalid: /NUL/, arguments: { 'key\ufffd': 'x' } })
+    t.match(byId.deep, { invalid: /more than 64 levels/ })
+    t.same(
+      byId.fine,
+      { id: 'fine', name: 'read_file', arguments: { path: 'rocket \u{1f680}' } },
+      'a valid pair is text',
+    )
+    t.equal(r.text, 'before\ufffdafter \u{1f680} lone \ufffd end')
+    t.equal(findUnstorableText(r), null, 'nothing in the answer is refused by the database')
+  },
+)

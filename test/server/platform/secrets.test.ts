@@ -31,14 +31,18 @@ t.test('a tampered or truncated secret does not decrypt', async (t) => {
   const parts = secrets.encrypt('value', ctx).split(':')
   const body = Buffer.from(parts[4]!, 'base64url')
   body[body.length - 20]! ^= 1
-  t.throws(() => secrets.decrypt([...parts.slice(0, 4), body.toString('base64url')].join(':'), ctx), { name: 'SecretDecryptError' })
+  t.throws(() => secrets.decrypt([...parts.slice(0, 4), body.toString('base64url')].join(':'), ctx), {
+    name: 'SecretDecryptError',
+  })
   t.throws(() => secrets.decrypt([...parts.slice(0, 4), 'AAAA'].join(':'), ctx), { name: 'SecretDecryptError' })
   t.throws(() => secrets.decrypt('plain text', ctx), { name: 'SecretDecryptError' })
 })
 
 t.test('another master key cannot decrypt, and says which key sealed it', async (t) => {
   const stored = secrets.encrypt('value', ctx)
-  t.throws(() => createSecrets(randomBytes(32)).decrypt(stored, ctx), { message: new RegExp(`sealed under master key ${secrets.keyId}`) })
+  t.throws(() => createSecrets(randomBytes(32)).decrypt(stored, ctx), {
+    message: new RegExp(`sealed under master key ${secrets.keyId}`),
+  })
 })
 
 t.test('a master key must be 32 bytes', async (t) => {
@@ -61,7 +65,11 @@ t.test('embedded mode generates a master key once, private to its owner', async 
   t.same(loadMasterKey({ configured: '', dataDir: dir, log }), first, 'the same key on the next start')
   t.equal(readFileSync(join(dir, 'master.key'), 'utf8').trim(), first.toString('base64'))
   const configured = randomBytes(32)
-  t.same(loadMasterKey({ configured: configured.toString('base64'), dataDir: dir, log }), configured, 'a configured key wins')
+  t.same(
+    loadMasterKey({ configured: configured.toString('base64'), dataDir: dir, log }),
+    configured,
+    'a configured key wins',
+  )
 })
 
 t.test('a DATA_DIR and a master key left open to others by an older version are made private', async (t) => {

@@ -4,7 +4,14 @@
 // behind, as a site that sets its clock back to revive an expired license would.
 import { existsSync } from 'node:fs'
 import t from 'tap'
-import { checkClock, CLOCK_TOLERANCE_MS, clockLag, readClock, trustedTime, writeMark } from '../../../server/platform/trusted-time.js'
+import {
+  checkClock,
+  CLOCK_TOLERANCE_MS,
+  clockLag,
+  readClock,
+  trustedTime,
+  writeMark,
+} from '../../../server/platform/trusted-time.js'
 import { finished, serverProcessOf } from '../../helpers/cli.js'
 import { captureLog } from '../../helpers/log.js'
 import { adminTrusting, DAY, spawnTrusting, testLicense, testVendor } from '../../helpers/license.js'
@@ -33,7 +40,11 @@ t.test('a reading ahead of the process clock is believed, carried forward, and s
   c.mono += 1000
   t.equal(time.now(), database + 1000, 'the later time moves on with the monotonic clock')
   t.equal(time.behindMs(), 90 * DAY)
-  t.equal(time.observe({ database: c.wall, mark: database + 5 * DAY }), 95 * DAY - 1000, 'a mark later than the database wins')
+  t.equal(
+    time.observe({ database: c.wall, mark: database + 5 * DAY }),
+    95 * DAY - 1000,
+    'a mark later than the database wins',
+  )
   t.equal(time.source(), 'mark')
 })
 
@@ -47,22 +58,28 @@ t.test('a clock set back while the process runs is not believed', async (t) => {
   t.equal(time.source(), 'process', 'no reading said otherwise: the lag is the process clock against itself')
 })
 
-t.test('a reading behind the process clock changes nothing; drift within the tolerance is the process clock', async (t) => {
-  const { c, time } = clocks(Date.UTC(2026, 5, 1))
-  t.equal(time.observe({ database: c.wall - DAY, mark: c.wall - 2 * DAY }), 0)
-  t.equal(time.now(), c.wall)
-  time.observe({ database: c.wall + CLOCK_TOLERANCE_MS - 1, mark: null })
-  t.equal(time.source(), 'process')
-  const log = captureLog()
-  clockLag(log.log, time)
-  t.same(log.lines, [], 'drift is not worth a warning')
-})
+t.test(
+  'a reading behind the process clock changes nothing; drift within the tolerance is the process clock',
+  async (t) => {
+    const { c, time } = clocks(Date.UTC(2026, 5, 1))
+    t.equal(time.observe({ database: c.wall - DAY, mark: c.wall - 2 * DAY }), 0)
+    t.equal(time.now(), c.wall)
+    time.observe({ database: c.wall + CLOCK_TOLERANCE_MS - 1, mark: null })
+    t.equal(time.source(), 'process')
+    const log = captureLog()
+    clockLag(log.log, time)
+    t.same(log.lines, [], 'drift is not worth a warning')
+  },
+)
 
 t.test('the high-water mark is raised, never lowered, and a mark ahead of both clocks decides', async (t) => {
   const platform = await testPlatform(t)
   const { db } = platform
   const opened = await db.system(readClock)
-  t.ok(opened.marked && opened.mark !== null && Math.abs(opened.mark - Date.now()) < 60_000, 'opening the platform wrote the mark')
+  t.ok(
+    opened.marked && opened.mark !== null && Math.abs(opened.mark - Date.now()) < 60_000,
+    'opening the platform wrote the mark',
+  )
   const ahead = Date.now() + 10 * DAY
   await db.system((sql) => writeMark(sql, ahead))
   await db.system((sql) => writeMark(sql, Date.now()))
@@ -74,7 +91,13 @@ t.test('the high-water mark is raised, never lowered, and a mark ahead of both c
   t.equal(time.source(), 'mark')
   const log = captureLog()
   clockLag(log.log, time)
-  t.match(log.lines, [{ level: 40, clock: { source: 'mark' }, msg: /^This machine's clock is 9 day\(s\) behind the latest time this installation recorded: the license is judged by the later time/ }])
+  t.match(log.lines, [
+    {
+      level: 40,
+      clock: { source: 'mark' },
+      msg: /^This machine's clock is 9 day\(s\) behind the latest time this installation recorded: the license is judged by the later time/,
+    },
+  ])
 })
 
 t.test('before the migrations ran (no clock_marks) the database clock serves alone', async (t) => {
@@ -88,7 +111,8 @@ t.test('before the migrations ran (no clock_marks) the database clock serves alo
 
 // A license that ended, grace and all, 30 days ago; 90 days ago it was valid for a month more.
 const vendor = testVendor()
-const expiredKey = () => testLicense(vendor, { issuedAt: new Date(Date.now() - 200 * DAY), expiresAt: new Date(Date.now() - 60 * DAY) })
+const expiredKey = () =>
+  testLicense(vendor, { issuedAt: new Date(Date.now() - 200 * DAY), expiresAt: new Date(Date.now() - 60 * DAY) })
 // libfaketime preloaded into the process itself: the faketime command would fork and wait, so a
 // signal sent to it would not reach the server. The MT build, since Node runs threads.
 const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1'
@@ -98,7 +122,8 @@ t.test(
   {
     skip:
       (!existsSync(LIBFAKETIME) && 'needs faketime (apt-get install faketime)') ||
-      ((!services.databaseUrl || !services.redisUrl || !services.s3Endpoint) && 'needs TEST_DATABASE_URL, TEST_REDIS_URL and TEST_S3_ENDPOINT (a production server)'),
+      ((!services.databaseUrl || !services.redisUrl || !services.s3Endpoint) &&
+        'needs TEST_DATABASE_URL, TEST_REDIS_URL and TEST_S3_ENDPOINT (a production server)'),
   },
   async (t) => {
     // Only the wall clock moves, as with `date -s`: no one can set the monotonic clock back.
@@ -110,9 +135,17 @@ t.test(
 
     // The control: faketime works, and this clock alone would call the license valid.
     const alone = await finished(spawnTrusting(vendor, ['license'], { ...behind, DATABASE_URL: '' }))
-    t.match(JSON.parse(alone.stdout), { status: 'valid', clock: { judgedBy: 'process', behindSeconds: 0 } }, alone.stderr)
+    t.match(
+      JSON.parse(alone.stdout),
+      { status: 'valid', clock: { judgedBy: 'process', behindSeconds: 0 } },
+      alone.stderr,
+    )
     const judged = await finished(spawnTrusting(vendor, ['license'], behind))
-    t.match(JSON.parse(judged.stdout), { status: 'expired', readOnly: true, clock: { judgedBy: 'database' } }, 'admin license reads the database clock as the server does')
+    t.match(
+      JSON.parse(judged.stdout),
+      { status: 'expired', readOnly: true, clock: { judgedBy: 'database' } },
+      'admin license reads the database clock as the server does',
+    )
 
     const server = await serverProcessOf(t, spawnTrusting(vendor, ['serve'], behind))
     const write = await server.call(apiKey, 'POST', '/api/v1/projects', { name: 'revived?' })
@@ -126,17 +159,28 @@ t.test(
     t.ok(lag > 89 * 86_400 && lag < 91 * 86_400, `atrium_clock_behind_seconds ${lag}`)
     server.child.kill('SIGTERM')
     const { stderr, stdout } = await server.done
-    t.match(stdout, /"level":40,.*"clock":\{"behindSeconds":\d+,"source":"database"\}/, 'the log says so, with the lag in seconds')
-    t.match(stderr, /^This machine's clock is (89|90) day\(s\) behind the database's clock: the license is judged by the later time/m, 'the start-up banner says so')
+    t.match(
+      stdout,
+      /"level":40,.*"clock":\{"behindSeconds":\d+,"source":"database"\}/,
+      'the log says so, with the lag in seconds',
+    )
+    t.match(
+      stderr,
+      /^This machine's clock is (89|90) day\(s\) behind the database's clock: the license is judged by the later time/m,
+      'the start-up banner says so',
+    )
     t.match(stderr, /Atrium is read-only until the license is renewed/)
   },
 )
 
-t.test("before the migrations ran, the check reads the database's clock alone, without the roles the migrations make", async (t) => {
-  const fresh = await unmigratedEmbeddedDb(t)
-  const { c, time } = clocks(Date.now() - 90 * DAY)
-  const behind = await checkClock(fresh, time)
-  t.ok(behind > 89 * DAY, 'the database clock was believed')
-  t.equal(time.source(), 'database')
-  t.ok(c.wall < time.now())
-})
+t.test(
+  "before the migrations ran, the check reads the database's clock alone, without the roles the migrations make",
+  async (t) => {
+    const fresh = await unmigratedEmbeddedDb(t)
+    const { c, time } = clocks(Date.now() - 90 * DAY)
+    const behind = await checkClock(fresh, time)
+    t.ok(behind > 89 * DAY, 'the database clock was believed')
+    t.equal(time.source(), 'database')
+    t.ok(c.wall < time.now())
+  },
+)

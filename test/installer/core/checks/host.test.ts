@@ -30,7 +30,11 @@ import { services, testEnv } from '../../../helpers/platform.js'
 /** Asserts the shape every result must have, then gives its status. */
 function statusOf(t: Test, r: CheckResult): CheckStatus {
   t.ok(r.id && r.title && r.found && r.required, `${r.id}: says what it checked, found and needs`)
-  t.equal(r.fix !== '', r.status !== 'pass', `${r.id}: has a fix exactly when it did not pass (${r.status}: ${r.found})`)
+  t.equal(
+    r.fix !== '',
+    r.status !== 'pass',
+    `${r.id}: has a fix exactly when it did not pass (${r.status}: ${r.found})`,
+  )
   return r.status
 }
 
@@ -71,7 +75,11 @@ t.test('memory: an "8 GB" machine reporting about 7.5 GiB is accepted; "16 GB" a
   t.equal(at(15 * GiB), 'pass', 'about 15 GiB meets the 16 GB recommendation')
   t.equal(at(15 * GiB + 1), 'pass')
   t.equal(at(16 * GB), 'warn', 'exactly 16 decimal GB is 14.9 GiB, under the 15 GiB recommendation')
-  t.match(memoryCheck(7 * GiB), { found: '7.0 GiB reported by the OS', required: /8 GB minimum \(7\.25 GiB.*16 GB recommended \(15 GiB/, fix: /at least 8 GB/ })
+  t.match(memoryCheck(7 * GiB), {
+    found: '7.0 GiB reported by the OS',
+    required: /8 GB minimum \(7\.25 GiB.*16 GB recommended \(15 GiB/,
+    fix: /at least 8 GB/,
+  })
   t.equal(memoryCheck(64 * GiB).fix, '')
 })
 
@@ -79,7 +87,11 @@ t.test('disk: 100 GB minimum and 500 GB recommended, in decimal gigabytes', asyn
   const at = (gb: number) => statusOf(t, diskCheck('/data', gb * GB))
   t.same([99.9, 100, 100.1, 499.9, 500, 500.1].map(at), ['fail', 'warn', 'warn', 'warn', 'pass', 'pass'])
   t.equal(statusOf(t, diskCheck('/data', 100 * GB - 1)), 'fail', 'one byte under 100 GB')
-  t.match(diskCheck('/data', 42 * GB), { found: '42.0 GB free at /data (1 GB = 10^9 bytes)', required: '100.0 GB free minimum, 500.0 GB recommended', fix: /\/data/ })
+  t.match(diskCheck('/data', 42 * GB), {
+    found: '42.0 GB free at /data (1 GB = 10^9 bytes)',
+    required: '100.0 GB free minimum, 500.0 GB recommended',
+    fix: /\/data/,
+  })
 })
 
 t.test('ssd: an SSD passes; a spinning disk or one that cannot be told warns', async (t) => {
@@ -91,7 +103,13 @@ t.test('ssd: an SSD passes; a spinning disk or one that cannot be told warns', a
 })
 
 t.test('os: Linux required, Ubuntu 22.04 or newer recommended', async (t) => {
-  const linux = (id: string, versionId: string, prettyName = `${id} ${versionId}`): OsFacts => ({ platform: 'linux', release: '6.1.0', id, versionId, prettyName })
+  const linux = (id: string, versionId: string, prettyName = `${id} ${versionId}`): OsFacts => ({
+    platform: 'linux',
+    release: '6.1.0',
+    id,
+    versionId,
+    prettyName,
+  })
   const at = (os: OsFacts) => statusOf(t, osCheck(os))
   t.equal(at(linux('ubuntu', '20.04')), 'warn')
   t.equal(at(linux('ubuntu', '21.10')), 'warn')
@@ -102,7 +120,10 @@ t.test('os: Linux required, Ubuntu 22.04 or newer recommended', async (t) => {
   t.equal(at(linux('rhel', '9.4')), 'warn')
   t.equal(at(linux('', '', '')), 'warn', 'a Linux without /etc/os-release')
   t.match(osCheck(linux('ubuntu', '20.04')), { found: 'ubuntu 20.04 (kernel 6.1.0)', fix: /Upgrade to Ubuntu 22\.04/ })
-  t.match(osCheck(linux('debian', '12', 'Debian GNU/Linux 12 (bookworm)')), { found: /^Debian GNU\/Linux 12/, fix: /recommended Ubuntu 22\.04\+/ })
+  t.match(osCheck(linux('debian', '12', 'Debian GNU/Linux 12 (bookworm)')), {
+    found: /^Debian GNU\/Linux 12/,
+    fix: /recommended Ubuntu 22\.04\+/,
+  })
   for (const platform of ['darwin', 'win32']) {
     const os = { platform, release: '23.0.0', id: '', versionId: '', prettyName: '' }
     t.equal(at(os), 'fail', platform)
@@ -118,7 +139,8 @@ t.test('os-release: ID, VERSION_ID and PRETTY_NAME, quoted or not', async (t) =>
 
 t.test('device numbers split as Linux encodes them, so sysfs is found for any disk', async (t) => {
   // glibc's makedev, the encoding stat() reports.
-  const makedev = (major: bigint, minor: bigint) => (minor & 0xffn) | ((major & 0xfffn) << 8n) | ((minor & ~0xffn) << 12n) | ((major & ~0xfffn) << 32n)
+  const makedev = (major: bigint, minor: bigint) =>
+    (minor & 0xffn) | ((major & 0xfffn) << 8n) | ((minor & ~0xffn) << 12n) | ((major & ~0xfffn) << 32n)
   t.same(devMajorMinor(0xfe00n), { major: 254, minor: 0 }, 'virtio disk vda')
   for (const [major, minor] of [
     [8, 1],
@@ -133,10 +155,16 @@ t.test('clock: more than 5 s off warns, more than 60 s fails, in either directio
   const at = (ms: number) => statusOf(t, clockCheck(ms, 'the S3 endpoint'))
   t.same([0, 5_000, 5_001, 60_000, 60_001].map(at), ['pass', 'pass', 'warn', 'warn', 'fail'])
   t.same([-5_000, -5_001, -60_000, -60_001].map(at), ['pass', 'warn', 'warn', 'fail'])
-  t.match(clockCheck(5_001, 'S3'), { found: '5.001 s ahead of S3', required: /within 5 s of S3.*60 s.*tokens, licences and TLS/ })
+  t.match(clockCheck(5_001, 'S3'), {
+    found: '5.001 s ahead of S3',
+    required: /within 5 s of S3.*60 s.*tokens, licences and TLS/,
+  })
   t.match(clockCheck(-90_000, 'S3'), { found: '90 s behind S3', fix: /NTP or chrony/ })
   t.equal(statusOf(t, clockCheck(null, '')), 'warn')
-  t.match(clockCheck(null, ''), { found: /could not compare with a reference/, fix: /air-gapped sites: make sure NTP\/chrony runs/ })
+  t.match(clockCheck(null, ''), {
+    found: /could not compare with a reference/,
+    fix: /air-gapped sites: make sure NTP\/chrony runs/,
+  })
 })
 
 t.test('ports: a port something listens on fails and is named; free ports pass', async (t) => {
@@ -166,7 +194,9 @@ t.test('ports: a port something listens on fails and is named; free ports pass',
   t.equal(check.id, 'ports')
   t.match(check, {
     found: new RegExp(`port ${busy} is in use; port ${loopbackOnly} is in use`),
-    fix: new RegExp(`Port ${busy}: stop the process.*ss -ltnp 'sport = :${busy}'.*choose another port with PORT in the answers' config`),
+    fix: new RegExp(
+      `Port ${busy}: stop the process.*ss -ltnp 'sport = :${busy}'.*choose another port with PORT in the answers' config`,
+    ),
   })
   t.match(check.fix, `sport = :${loopbackOnly}`)
   t.notMatch(check.found, String(free))
@@ -174,7 +204,9 @@ t.test('ports: a port something listens on fails and is named; free ports pass',
   t.equal(statusOf(t, portsCheck(facts.ports.filter((p) => p.free))), 'pass')
   t.match(portsCheck([{ port: free, setting, free: true }]), { found: `${free} free`, required: `ports ${free} free` })
   t.equal(statusOf(t, portsCheck([])), 'pass', 'nothing to listen on')
-  t.match(portsCheck([{ port: 80, setting, free: false, error: 'EACCES' }]), { found: 'port 80 cannot be opened (EACCES)' })
+  t.match(portsCheck([{ port: 80, setting, free: false, error: 'EACCES' }]), {
+    found: 'port 80 cannot be opened (EACCES)',
+  })
 })
 
 t.test('the facts of this machine are read, and a data path not created yet is measured at its parent', async (t) => {
@@ -187,7 +219,10 @@ t.test('the facts of this machine are read, and a data path not created yet is m
   t.ok(here.rotational === null || typeof here.rotational === 'boolean')
   t.equal(here.os.platform, process.platform)
   t.ok(here.os.release)
-  const osRelease = process.platform === 'linux' && existsSync('/etc/os-release') ? parseOsRelease(readFileSync('/etc/os-release', 'utf8')) : { id: '', versionId: '', prettyName: '' }
+  const osRelease =
+    process.platform === 'linux' && existsSync('/etc/os-release')
+      ? parseOsRelease(readFileSync('/etc/os-release', 'utf8'))
+      : { id: '', versionId: '', prettyName: '' }
   t.match(here.os, osRelease, 'ID, VERSION_ID and PRETTY_NAME as /etc/os-release has them (empty without one)')
 
   const later = await gatherHost(join(dir, 'a', 'b', 'c'), [])
@@ -204,35 +239,55 @@ t.test('the facts of this machine are read, and a data path not created yet is m
   t.equal(hostChecks(later, null).at(-1)?.status, 'warn', 'an unknown clock offset warns')
 })
 
-t.test("Atrium's own instance on the API port is what an upgrade replaces; anything else there is in the way", async (t) => {
-  const atrium = await serverProcess(t, await testEnv(t, { PORT: '0' }))
-  const version = JSON.parse(await (await fetch(`${atrium.base}/openapi.json`)).text()).info.version as string
-  t.equal(await atriumOn(atrium.port), version)
-  const api = { setting: "PORT in the answers' config", atriumMayHold: true }
-  const ours = await gatherHost(tempDir(t), [{ port: atrium.port, ...api }])
-  t.match(ours.ports, [{ port: atrium.port, free: false, atrium: version }])
-  t.match(portsCheck(ours.ports), { status: 'pass', found: `${atrium.port} in use by Atrium ${version} (the install replaces it)` })
+t.test(
+  "Atrium's own instance on the API port is what an upgrade replaces; anything else there is in the way",
+  async (t) => {
+    const atrium = await serverProcess(t, await testEnv(t, { PORT: '0' }))
+    const version = JSON.parse(await (await fetch(`${atrium.base}/openapi.json`)).text()).info.version as string
+    t.equal(await atriumOn(atrium.port), version)
+    const api = { setting: "PORT in the answers' config", atriumMayHold: true }
+    const ours = await gatherHost(tempDir(t), [{ port: atrium.port, ...api }])
+    t.match(ours.ports, [{ port: atrium.port, free: false, atrium: version }])
+    t.match(portsCheck(ours.ports), {
+      status: 'pass',
+      found: `${atrium.port} in use by Atrium ${version} (the install replaces it)`,
+    })
 
-  // Something else that answers HTTP on the port is not Atrium.
-  const other = httpServer((req, res) =>
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(req.url === '/healthz' ? { data: { status: 'ok' } } : { info: { title: 'Other API', version: '1.0.0' } })),
-  )
-  await new Promise<void>((r) => other.listen(0, '127.0.0.1', r))
-  t.teardown(() => other.close())
-  const otherPort = (other.address() as AddressInfo).port
-  t.equal(await atriumOn(otherPort), null)
-  t.match(portsCheck((await gatherHost(tempDir(t), [{ port: otherPort, ...api }])).ports), { status: 'fail', found: `port ${otherPort} is in use` })
-  // And a port Atrium cannot hold (MinIO's) is not asked.
-  t.match((await gatherHost(tempDir(t), [{ port: atrium.port, setting: 'ATRIUM_S3_PORT in .env' }])).ports, [{ free: false, atrium: undefined }])
+    // Something else that answers HTTP on the port is not Atrium.
+    const other = httpServer((req, res) =>
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(
+          JSON.stringify(
+            req.url === '/healthz' ? { data: { status: 'ok' } } : { info: { title: 'Other API', version: '1.0.0' } },
+          ),
+        ),
+    )
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', r))
+    t.teardown(() => other.close())
+    const otherPort = (other.address() as AddressInfo).port
+    t.equal(await atriumOn(otherPort), null)
+    t.match(portsCheck((await gatherHost(tempDir(t), [{ port: otherPort, ...api }])).ports), {
+      status: 'fail',
+      found: `port ${otherPort} is in use`,
+    })
+    // And a port Atrium cannot hold (MinIO's) is not asked.
+    t.match((await gatherHost(tempDir(t), [{ port: atrium.port, setting: 'ATRIUM_S3_PORT in .env' }])).ports, [
+      { free: false, atrium: undefined },
+    ])
 
-  // A default site's bundled MinIO beside its running Atrium is this site's too; alone, it is in the way.
-  if (!services.s3Endpoint) return
-  const minioPort = Number(new URL(services.s3Endpoint).port)
-  const s3 = { port: minioPort, setting: 'ATRIUM_S3_PORT in .env', minioMayHold: true }
-  const site = await gatherHost(tempDir(t), [{ port: atrium.port, ...api }, s3])
-  t.match(portsCheck(site.ports), {
-    status: 'pass',
-    found: `${atrium.port} in use by Atrium ${version} (the install replaces it); ${minioPort} in use by this site's bundled MinIO (the install replaces it)`,
-  })
-  t.match(portsCheck((await gatherHost(tempDir(t), [s3])).ports), { status: 'fail', found: `port ${minioPort} is in use` })
-})
+    // A default site's bundled MinIO beside its running Atrium is this site's too; alone, it is in the way.
+    if (!services.s3Endpoint) return
+    const minioPort = Number(new URL(services.s3Endpoint).port)
+    const s3 = { port: minioPort, setting: 'ATRIUM_S3_PORT in .env', minioMayHold: true }
+    const site = await gatherHost(tempDir(t), [{ port: atrium.port, ...api }, s3])
+    t.match(portsCheck(site.ports), {
+      status: 'pass',
+      found: `${atrium.port} in use by Atrium ${version} (the install replaces it); ${minioPort} in use by this site's bundled MinIO (the install replaces it)`,
+    })
+    t.match(portsCheck((await gatherHost(tempDir(t), [s3])).ports), {
+      status: 'fail',
+      found: `port ${minioPort} is in use`,
+    })
+  },
+)

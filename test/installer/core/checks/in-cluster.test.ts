@@ -19,7 +19,15 @@ t.setTimeout(300_000)
 
 interface Job {
   metadata: { name: string; uid?: string }
-  spec: { template: { spec: { containers: { image: string; args: string[]; envFrom: { secretRef: { name: string } }[] }[]; automountServiceAccountToken: boolean } }; backoffLimit: number }
+  spec: {
+    template: {
+      spec: {
+        containers: { image: string; args: string[]; envFrom: { secretRef: { name: string } }[] }[]
+        automountServiceAccountToken: boolean
+      }
+    }
+    backoffLimit: number
+  }
   status: { succeeded?: number; failed?: number }
 }
 
@@ -47,15 +55,20 @@ async function fakeCluster(t: Test, o: { namespace: boolean; kubelet: 'runs' | '
       job.status = r.code === 0 ? { succeeded: 1 } : { failed: 1 }
     })
   }
-  const send = (res: ServerResponse, status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
-  const notFound = (res: ServerResponse) => send(res, 404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 })
+  const send = (res: ServerResponse, status: number, body: unknown) =>
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+  const notFound = (res: ServerResponse) =>
+    send(res, 404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 })
   const server = createServer(async (req: IncomingMessage, res) => {
     const url = new URL(req.url ?? '/', 'http://x')
     const chunks: Buffer[] = []
     for await (const c of req) chunks.push(c as Buffer)
     const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : null
     const path = url.pathname
-    if (path === '/api/v1/namespaces/ai') return o.namespace ? send(res, 200, { kind: 'Namespace', apiVersion: 'v1', metadata: { name: 'ai' } }) : notFound(res)
+    if (path === '/api/v1/namespaces/ai')
+      return o.namespace
+        ? send(res, 200, { kind: 'Namespace', apiVersion: 'v1', metadata: { name: 'ai' } })
+        : notFound(res)
     if (req.method === 'POST' && path === '/api/v1/namespaces/ai/secrets') {
       secrets.set(body.metadata.name, body.stringData)
       owners.set(body.metadata.name, body.metadata.ownerReferences ?? [])
@@ -71,7 +84,9 @@ async function fakeCluster(t: Test, o: { namespace: boolean; kubelet: 'runs' | '
     const jobName = /^\/apis\/batch\/v1\/namespaces\/ai\/jobs\/([^/]+)$/.exec(path)?.[1]
     if (jobName) {
       if (req.method === 'DELETE') {
-        deleted.push(`job ${jobName} (${url.searchParams.get('propagationPolicy') ?? body?.propagationPolicy ?? 'default'})`)
+        deleted.push(
+          `job ${jobName} (${url.searchParams.get('propagationPolicy') ?? body?.propagationPolicy ?? 'default'})`,
+        )
         return send(res, 200, { kind: 'Status', apiVersion: 'v1', status: 'Success' })
       }
       const job = jobs.get(jobName)
@@ -84,12 +99,22 @@ async function fakeCluster(t: Test, o: { namespace: boolean; kubelet: 'runs' | '
     }
     if (path === '/api/v1/namespaces/ai/pods') {
       const name = (url.searchParams.get('labelSelector') ?? '').replace('job-name=', '')
-      const waiting = o.kubelet === 'image-never-pulled' ? { waiting: { reason: 'ImagePullBackOff', message: 'Back-off pulling image' } } : { running: {} }
+      const waiting =
+        o.kubelet === 'image-never-pulled'
+          ? { waiting: { reason: 'ImagePullBackOff', message: 'Back-off pulling image' } }
+          : { running: {} }
       return send(res, 200, {
         kind: 'PodList',
         apiVersion: 'v1',
         metadata: {},
-        items: jobs.has(name) ? [{ metadata: { name: `${name}-x7k2p` }, status: { phase: 'Pending', containerStatuses: [{ name: 'check', state: waiting }] } }] : [],
+        items: jobs.has(name)
+          ? [
+              {
+                metadata: { name: `${name}-x7k2p` },
+                status: { phase: 'Pending', containerStatuses: [{ name: 'check', state: waiting }] },
+              },
+            ]
+          : [],
       })
     }
     const logOf = /^\/api\/v1\/namespaces\/ai\/pods\/(.+)-x7k2p\/log$/.exec(path)?.[1]
@@ -101,7 +126,9 @@ async function fakeCluster(t: Test, o: { namespace: boolean; kubelet: 'runs' | '
     for (const c of running) c.kill()
     return new Promise<void>((r) => server.close(() => r()))
   })
-  const kubeconfig = writeKubeconfig(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`, { token: 'admin-token' })
+  const kubeconfig = writeKubeconfig(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`, {
+    token: 'admin-token',
+  })
   return { kubeconfig, secrets, owners, jobs, deleted }
 }
 
@@ -120,72 +147,113 @@ async function siteValues(t: Test): Promise<Record<string, string>> {
 
 const reached = (url: string) => (url.includes(':1/') || url.endsWith(':1') ? 'fail' : 'pass')
 
-t.test('the checks run in a Job of the server image, with the settings in a Secret of their own, and both are deleted after', async (t) => {
-  const cluster = await fakeCluster(t, { namespace: true, kubelet: 'runs' })
-  const values = await siteValues(t)
-  const r = await inClusterServiceChecks(values, { namespace: 'ai', image: 'registry.corp.example:5000/atrium/atrium-server:9.9.9', kubeconfig: cluster.kubeconfig, pollMs: 100, deadlineMs: 60_000 })
-  if (!('checks' in r)) return t.fail(r.unavailable)
-  t.match(
-    r.checks.find((c) => c.id === 'postgres.connect'),
-    { status: reached(values.DATABASE_URL!), found: / \(from a pod in ai\)$/ },
-  )
-  t.match(
-    r.checks.find((c) => c.id === 'redis.connect'),
-    { status: reached(values.REDIS_URL!), found: / \(from a pod in ai\)$/ },
-  )
-  t.match(
-    r.checks.find((c) => c.id === 's3.roundtrip'),
-    { status: reached(values.R2_ENDPOINT!) },
-  )
+t.test(
+  'the checks run in a Job of the server image, with the settings in a Secret of their own, and both are deleted after',
+  async (t) => {
+    const cluster = await fakeCluster(t, { namespace: true, kubelet: 'runs' })
+    const values = await siteValues(t)
+    const r = await inClusterServiceChecks(values, {
+      namespace: 'ai',
+      image: 'registry.corp.example:5000/atrium/atrium-server:9.9.9',
+      kubeconfig: cluster.kubeconfig,
+      pollMs: 100,
+      deadlineMs: 60_000,
+    })
+    if (!('checks' in r)) return t.fail(r.unavailable)
+    t.match(
+      r.checks.find((c) => c.id === 'postgres.connect'),
+      { status: reached(values.DATABASE_URL!), found: / \(from a pod in ai\)$/ },
+    )
+    t.match(
+      r.checks.find((c) => c.id === 'redis.connect'),
+      { status: reached(values.REDIS_URL!), found: / \(from a pod in ai\)$/ },
+    )
+    t.match(
+      r.checks.find((c) => c.id === 's3.roundtrip'),
+      { status: reached(values.R2_ENDPOINT!) },
+    )
 
-  const [job] = [...cluster.jobs.values()]
-  const pod = job!.spec.template.spec
-  t.match(pod.containers[0], { image: 'registry.corp.example:5000/atrium/atrium-server:9.9.9', args: ['check-services'], envFrom: [{ secretRef: { name: job!.metadata.name } }] })
-  t.equal(pod.automountServiceAccountToken, false, 'the pod gets no token to the API')
-  t.equal(job!.spec.backoffLimit, 0)
-  t.notMatch(JSON.stringify(job), values.R2_SECRET_ACCESS_KEY!, 'no setting in the Job itself')
-  const [sent] = [...cluster.secrets.values()]
-  t.same(Object.keys(sent!).sort(), SERVICE_SETTINGS.filter((k) => values[k]).sort(), 'the Secret holds the checked settings and nothing else (no PUBLIC_URL)')
-  t.match(
-    cluster.owners.get(job!.metadata.name),
-    [{ kind: 'Job', name: job!.metadata.name, uid: job!.metadata.uid }],
-    'the Secret belongs to the Job: it goes with it, also if the installer is stopped',
-  )
-  t.same(cluster.deleted, [`job ${job!.metadata.name} (Background)`, `secret ${job!.metadata.name}`])
-})
+    const [job] = [...cluster.jobs.values()]
+    const pod = job!.spec.template.spec
+    t.match(pod.containers[0], {
+      image: 'registry.corp.example:5000/atrium/atrium-server:9.9.9',
+      args: ['check-services'],
+      envFrom: [{ secretRef: { name: job!.metadata.name } }],
+    })
+    t.equal(pod.automountServiceAccountToken, false, 'the pod gets no token to the API')
+    t.equal(job!.spec.backoffLimit, 0)
+    t.notMatch(JSON.stringify(job), values.R2_SECRET_ACCESS_KEY!, 'no setting in the Job itself')
+    const [sent] = [...cluster.secrets.values()]
+    t.same(
+      Object.keys(sent!).sort(),
+      SERVICE_SETTINGS.filter((k) => values[k]).sort(),
+      'the Secret holds the checked settings and nothing else (no PUBLIC_URL)',
+    )
+    t.match(
+      cluster.owners.get(job!.metadata.name),
+      [{ kind: 'Job', name: job!.metadata.name, uid: job!.metadata.uid }],
+      'the Secret belongs to the Job: it goes with it, also if the installer is stopped',
+    )
+    t.same(cluster.deleted, [`job ${job!.metadata.name} (Background)`, `secret ${job!.metadata.name}`])
+  },
+)
 
 t.test('a pod whose image is never pulled ends at the deadline, says why, and leaves nothing behind', async (t) => {
   const cluster = await fakeCluster(t, { namespace: true, kubelet: 'image-never-pulled' })
-  const r = await inClusterServiceChecks(await siteValues(t), { namespace: 'ai', image: 'atrium/atrium-server:9.9.9', kubeconfig: cluster.kubeconfig, pollMs: 100, deadlineMs: 1500 })
-  t.match(r, { unavailable: /^the check Job atrium-preflight-[0-9a-f]{8} did not finish in 1\.5 s \(ImagePullBackOff: Back-off pulling image\)$/ })
+  const r = await inClusterServiceChecks(await siteValues(t), {
+    namespace: 'ai',
+    image: 'atrium/atrium-server:9.9.9',
+    kubeconfig: cluster.kubeconfig,
+    pollMs: 100,
+    deadlineMs: 1500,
+  })
+  t.match(r, {
+    unavailable:
+      /^the check Job atrium-preflight-[0-9a-f]{8} did not finish in 1\.5 s \(ImagePullBackOff: Back-off pulling image\)$/,
+  })
   t.equal(cluster.deleted.length, 2, 'the Job and the Secret are deleted')
 })
 
-t.test('the Helm preflight checks the services from the cluster when it can, and from here, saying why, when the namespace is not there yet', async (t) => {
-  const answers: Answers = { ...DEFAULT_ANSWERS, target: 'helm', namespace: 'ai', dataPath: tempDir(t), config: {} }
-  const noTools = (file: string, args: readonly string[]) => run(file, args, { env: { PATH: tempDir(t) } })
-  const values = await siteValues(t)
-  const there = await fakeCluster(t, { namespace: true, kubelet: 'runs' })
-  const inside = await runPreflight(answers, values, { runner: noTools, kubeconfig: there.kubeconfig, clockOffsetMs: 0 })
-  t.match(
-    inside.find((c) => c.id === 'services.where'),
-    { status: 'pass', found: 'a pod in ai, as Atrium will reach them' },
-  )
-  t.match(
-    inside.find((c) => c.id === 'postgres.connect'),
-    { found: / \(from a pod in ai\)$/ },
-  )
+t.test(
+  'the Helm preflight checks the services from the cluster when it can, and from here, saying why, when the namespace is not there yet',
+  async (t) => {
+    const answers: Answers = { ...DEFAULT_ANSWERS, target: 'helm', namespace: 'ai', dataPath: tempDir(t), config: {} }
+    const noTools = (file: string, args: readonly string[]) => run(file, args, { env: { PATH: tempDir(t) } })
+    const values = await siteValues(t)
+    const there = await fakeCluster(t, { namespace: true, kubelet: 'runs' })
+    const inside = await runPreflight(answers, values, {
+      runner: noTools,
+      kubeconfig: there.kubeconfig,
+      clockOffsetMs: 0,
+    })
+    t.match(
+      inside.find((c) => c.id === 'services.where'),
+      { status: 'pass', found: 'a pod in ai, as Atrium will reach them' },
+    )
+    t.match(
+      inside.find((c) => c.id === 'postgres.connect'),
+      { found: / \(from a pod in ai\)$/ },
+    )
 
-  const missing = await fakeCluster(t, { namespace: false, kubelet: 'runs' })
-  const outside = await runPreflight(answers, values, { runner: noTools, kubeconfig: missing.kubeconfig, clockOffsetMs: 0 })
-  t.match(
-    outside.find((c) => c.id === 'services.where'),
-    { status: 'warn', found: 'this machine: the namespace ai does not exist yet (the install creates it)', fix: /run the preflight again once ai exists/ },
-  )
-  t.match(
-    outside.find((c) => c.id === 'postgres.connect'),
-    { status: reached(values.DATABASE_URL!) },
-  )
-  t.notMatch(outside.find((c) => c.id === 'postgres.connect')!.found, /from a pod/)
-  t.equal(missing.jobs.size, 0, 'nothing was started')
-})
+    const missing = await fakeCluster(t, { namespace: false, kubelet: 'runs' })
+    const outside = await runPreflight(answers, values, {
+      runner: noTools,
+      kubeconfig: missing.kubeconfig,
+      clockOffsetMs: 0,
+    })
+    t.match(
+      outside.find((c) => c.id === 'services.where'),
+      {
+        status: 'warn',
+        found: 'this machine: the namespace ai does not exist yet (the install creates it)',
+        fix: /run the preflight again once ai exists/,
+      },
+    )
+    t.match(
+      outside.find((c) => c.id === 'postgres.connect'),
+      { status: reached(values.DATABASE_URL!) },
+    )
+    t.notMatch(outside.find((c) => c.id === 'postgres.connect')!.found, /from a pod/)
+    t.equal(missing.jobs.size, 0, 'nothing was started')
+  },
+)

@@ -7,7 +7,16 @@ import { createServer as createTlsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { gradeKubeVersion, gradeNodes, gradeRights, gradeStorageClasses, installRights, kubeChecks, kubeconfigSearch, parseQuantity } from '../../../../installer/core/checks/kube.js'
+import {
+  gradeKubeVersion,
+  gradeNodes,
+  gradeRights,
+  gradeStorageClasses,
+  installRights,
+  kubeChecks,
+  kubeconfigSearch,
+  parseQuantity,
+} from '../../../../installer/core/checks/kube.js'
 import { tempDir } from '../../../helpers/platform.js'
 import { silentServer } from '../../../helpers/silent.js'
 
@@ -48,7 +57,10 @@ t.test('version, CPU and memory are graded at, under and over their thresholds',
   )
   t.match(gradeNodes([node('3920m', '7Gi')])[1], { found: '7.0 GiB allocatable on 1 schedulable node' })
   t.equal(gradeStorageClasses([{ name: 'local', isDefault: false }]).status, 'warn')
-  t.match(gradeStorageClasses([{ name: 'ceph', isDefault: true }]), { status: 'pass', found: 'default StorageClass ceph' })
+  t.match(gradeStorageClasses([{ name: 'ceph', isDefault: true }]), {
+    status: 'pass',
+    found: 'default StorageClass ceph',
+  })
 })
 
 /** A certificate for 127.0.0.1 made with openssl, as a cluster's API server has (tokens need TLS). */
@@ -77,7 +89,11 @@ function certificate(t: Test): { key: string; cert: string; certPath: string } {
     ],
     { stdio: 'ignore' },
   )
-  return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8'), certPath: join(dir, 'cert.pem') }
+  return {
+    key: readFileSync(join(dir, 'key.pem'), 'utf8'),
+    cert: readFileSync(join(dir, 'cert.pem'), 'utf8'),
+    certPath: join(dir, 'cert.pem'),
+  }
 }
 
 /** A kubeconfig for `server` trusting `caPath`, with a bearer token, written to a temporary file. */
@@ -101,20 +117,24 @@ async function fakeApiServer(t: Test, namespaceExists: boolean, denied: readonly
   const tls = certificate(t)
   const seen: { path: string; auth: string | undefined }[] = []
   const reviews: Record<string, string | undefined>[] = []
-  const send = (res: ServerResponse, status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+  const send = (res: ServerResponse, status: number, body: unknown) =>
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
   const server = createTlsServer({ key: tls.key, cert: tls.cert }, async (req: IncomingMessage, res) => {
     seen.push({ path: req.url ?? '', auth: req.headers.authorization })
     const path = (req.url ?? '').split('?')[0]
     if (req.method === 'POST' && path === '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews') {
       const chunks: Buffer[] = []
       for await (const c of req) chunks.push(c as Buffer)
-      const review = JSON.parse(Buffer.concat(chunks).toString()) as { spec: { resourceAttributes: Record<string, string | undefined> } }
+      const review = JSON.parse(Buffer.concat(chunks).toString()) as {
+        spec: { resourceAttributes: Record<string, string | undefined> }
+      }
       const a = review.spec.resourceAttributes
       reviews.push(a)
       const name = `${a.verb} ${a.resource}${a.group ? `.${a.group}` : ''}${a.subresource ? `/${a.subresource}` : ''}`
       return send(res, 201, { ...review, status: { allowed: !denied.includes(name) } })
     }
-    if (path === '/version') return send(res, 200, { major: '1', minor: '30', gitVersion: 'v1.30.2', platform: 'linux/amd64' })
+    if (path === '/version')
+      return send(res, 200, { major: '1', minor: '30', gitVersion: 'v1.30.2', platform: 'linux/amd64' })
     if (path === '/api/v1/nodes') {
       return send(res, 200, {
         kind: 'NodeList',
@@ -123,7 +143,11 @@ async function fakeApiServer(t: Test, namespaceExists: boolean, denied: readonly
         items: [
           { metadata: { name: 'a' }, spec: {}, status: { allocatable: { cpu: '3920m', memory: '16303428Ki' } } },
           { metadata: { name: 'b' }, spec: {}, status: { allocatable: { cpu: '4', memory: '16Gi' } } },
-          { metadata: { name: 'c' }, spec: { unschedulable: true }, status: { allocatable: { cpu: '64', memory: '256Gi' } } },
+          {
+            metadata: { name: 'c' },
+            spec: { unschedulable: true },
+            status: { allocatable: { cpu: '64', memory: '256Gi' } },
+          },
         ],
       })
     }
@@ -132,12 +156,30 @@ async function fakeApiServer(t: Test, namespaceExists: boolean, denied: readonly
         kind: 'StorageClassList',
         apiVersion: 'storage.k8s.io/v1',
         metadata: {},
-        items: [{ metadata: { name: 'standard', annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } }, provisioner: 'rancher.io/local-path' }],
+        items: [
+          {
+            metadata: { name: 'standard', annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } },
+            provisioner: 'rancher.io/local-path',
+          },
+        ],
       })
     }
     if (path === '/api/v1/namespaces/ai') {
-      if (namespaceExists) return send(res, 200, { kind: 'Namespace', apiVersion: 'v1', metadata: { name: 'ai' }, status: { phase: 'Active' } })
-      return send(res, 404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'namespaces "ai" not found', reason: 'NotFound', code: 404 })
+      if (namespaceExists)
+        return send(res, 200, {
+          kind: 'Namespace',
+          apiVersion: 'v1',
+          metadata: { name: 'ai' },
+          status: { phase: 'Active' },
+        })
+      return send(res, 404, {
+        kind: 'Status',
+        apiVersion: 'v1',
+        status: 'Failure',
+        message: 'namespaces "ai" not found',
+        reason: 'NotFound',
+        code: 404,
+      })
     }
     send(res, 404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 })
   })
@@ -156,7 +198,11 @@ t.test("a reachable cluster is measured with the kubeconfig's credentials", asyn
     { id: 'kube.memory', status: 'pass' },
     { id: 'kube.storageclass', status: 'pass', found: 'default StorageClass standard' },
     { id: 'kube.namespace', status: 'pass', found: /does not exist yet; the installer creates it/ },
-    { id: 'kube.rbac', status: 'pass', found: `all ${installRights(false).length} rights the install needs (SelfSubjectAccessReview)` },
+    {
+      id: 'kube.rbac',
+      status: 'pass',
+      found: `all ${installRights(false).length} rights the install needs (SelfSubjectAccessReview)`,
+    },
   ])
   t.ok(
     api.seen.every((s) => s.auth === 'Bearer s3cr3t-token'),
@@ -164,58 +210,96 @@ t.test("a reachable cluster is measured with the kubeconfig's credentials", asyn
   )
   t.notMatch(JSON.stringify(checks), /s3cr3t-token/)
   const existing = await fakeApiServer(t, true)
-  t.match((await kubeChecks('ai', { kubeconfig: kubeconfig(t, existing.url, existing.ca) })).at(-2), { status: 'pass', found: 'namespace ai exists' })
+  t.match((await kubeChecks('ai', { kubeconfig: kubeconfig(t, existing.url, existing.ca) })).at(-2), {
+    status: 'pass',
+    found: 'namespace ai exists',
+  })
 })
 
-t.test('every right the install needs is asked in the namespace, and each one refused is named with how to check it', async (t) => {
-  const api = await fakeApiServer(t, false, ['create networkpolicies.networking.k8s.io', 'create pods/exec', 'create namespaces'])
-  const rbac = (await kubeChecks('ai', { kubeconfig: kubeconfig(t, api.url, api.ca) })).find((c) => c.id === 'kube.rbac')
-  t.match(rbac, {
-    status: 'fail',
-    found: 'not allowed to create namespaces, create networkpolicies.networking.k8s.io, create pods/exec',
-    fix: 'Ask a cluster admin for a Role in ai that grants them (check one with: kubectl auth can-i create namespaces --namespace ai), or use a kubeconfig that has them',
-  })
-  const asked = api.reviews.map((a) => `${a.verb} ${a.group ? `${a.resource}.${a.group}` : a.resource}${a.subresource ? `/${a.subresource}` : ''} in ${a.namespace ?? 'the cluster'}`)
-  for (const right of [
-    'create namespaces in the cluster',
-    'update secrets in ai',
-    'patch deployments.apps in ai',
-    'delete jobs.batch in ai',
-    'create poddisruptionbudgets.policy in ai',
-    'create pods/exec in ai',
-  ]) {
-    t.ok(asked.includes(right), right)
-  }
-  const existing = await fakeApiServer(t, true)
-  await kubeChecks('ai', { kubeconfig: kubeconfig(t, existing.url, existing.ca) })
-  t.notOk(
-    existing.reviews.some((a) => a.resource === 'namespaces'),
-    'an existing namespace is not created, so that right is not needed',
-  )
-  t.match(gradeRights('ai', 3, []), { status: 'pass', found: 'all 3 rights the install needs (SelfSubjectAccessReview)' })
-})
+t.test(
+  'every right the install needs is asked in the namespace, and each one refused is named with how to check it',
+  async (t) => {
+    const api = await fakeApiServer(t, false, [
+      'create networkpolicies.networking.k8s.io',
+      'create pods/exec',
+      'create namespaces',
+    ])
+    const rbac = (await kubeChecks('ai', { kubeconfig: kubeconfig(t, api.url, api.ca) })).find(
+      (c) => c.id === 'kube.rbac',
+    )
+    t.match(rbac, {
+      status: 'fail',
+      found: 'not allowed to create namespaces, create networkpolicies.networking.k8s.io, create pods/exec',
+      fix: 'Ask a cluster admin for a Role in ai that grants them (check one with: kubectl auth can-i create namespaces --namespace ai), or use a kubeconfig that has them',
+    })
+    const asked = api.reviews.map(
+      (a) =>
+        `${a.verb} ${a.group ? `${a.resource}.${a.group}` : a.resource}${a.subresource ? `/${a.subresource}` : ''} in ${a.namespace ?? 'the cluster'}`,
+    )
+    for (const right of [
+      'create namespaces in the cluster',
+      'update secrets in ai',
+      'patch deployments.apps in ai',
+      'delete jobs.batch in ai',
+      'create poddisruptionbudgets.policy in ai',
+      'create pods/exec in ai',
+    ]) {
+      t.ok(asked.includes(right), right)
+    }
+    const existing = await fakeApiServer(t, true)
+    await kubeChecks('ai', { kubeconfig: kubeconfig(t, existing.url, existing.ca) })
+    t.notOk(
+      existing.reviews.some((a) => a.resource === 'namespaces'),
+      'an existing namespace is not created, so that right is not needed',
+    )
+    t.match(gradeRights('ai', 3, []), {
+      status: 'pass',
+      found: 'all 3 rights the install needs (SelfSubjectAccessReview)',
+    })
+  },
+)
 
 t.test('no kubeconfig or no API server fails with what to do', async (t) => {
-  t.match(await kubeChecks('ai', { kubeconfig: join(tempDir(t), 'missing') }), [{ id: 'kube.connect', status: 'fail', found: /cannot read the kubeconfig/, fix: /KUBECONFIG/ }])
+  t.match(await kubeChecks('ai', { kubeconfig: join(tempDir(t), 'missing') }), [
+    { id: 'kube.connect', status: 'fail', found: /cannot read the kubeconfig/, fix: /KUBECONFIG/ },
+  ])
   const server = createServer()
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`
   await new Promise((r) => server.close(r))
-  t.match(await kubeChecks('ai', { kubeconfig: kubeconfig(t, url, certificate(t).certPath) }), [{ id: 'kube.connect', status: 'fail', found: new RegExp(`${url} did not answer \\(ECONNREFUSED\\)`) }])
+  t.match(await kubeChecks('ai', { kubeconfig: kubeconfig(t, url, certificate(t).certPath) }), [
+    { id: 'kube.connect', status: 'fail', found: new RegExp(`${url} did not answer \\(ECONNREFUSED\\)`) },
+  ])
 })
 
-t.test('an API server that accepts the connection and never answers fails at the deadline, and its connection is closed', async (t) => {
-  const silent = await silentServer(t)
-  const checks = await kubeChecks('ai', { kubeconfig: kubeconfig(t, silent.url('https'), certificate(t).certPath), timeoutMs: 500 })
-  t.match(checks, [{ id: 'kube.connect', status: 'fail', found: `${silent.url('https')} did not answer in 0.5 s`, fix: /network path to the API server/ }])
-  t.ok(await silent.allClosed(), 'no request left hanging to keep the installer from exiting')
-})
+t.test(
+  'an API server that accepts the connection and never answers fails at the deadline, and its connection is closed',
+  async (t) => {
+    const silent = await silentServer(t)
+    const checks = await kubeChecks('ai', {
+      kubeconfig: kubeconfig(t, silent.url('https'), certificate(t).certPath),
+      timeoutMs: 500,
+    })
+    t.match(checks, [
+      {
+        id: 'kube.connect',
+        status: 'fail',
+        found: `${silent.url('https')} did not answer in 0.5 s`,
+        fix: /network path to the API server/,
+      },
+    ])
+    t.ok(await silent.allClosed(), 'no request left hanging to keep the installer from exiting')
+  },
+)
 
 t.test('without a kubeconfig the check says which files it looked for and how to set KUBECONFIG', async (t) => {
   const home = tempDir(t)
   t.same(kubeconfigSearch({}, home), { files: [join(home, '.kube', 'config')], found: false })
   const given = join(home, 'a.yaml')
-  t.same(kubeconfigSearch({ KUBECONFIG: `${given}:${join(home, 'b.yaml')}` }, home), { files: [given, join(home, 'b.yaml')], found: false })
+  t.same(kubeconfigSearch({ KUBECONFIG: `${given}:${join(home, 'b.yaml')}` }, home), {
+    files: [given, join(home, 'b.yaml')],
+    found: false,
+  })
   writeFileSync(given, 'apiVersion: v1')
   t.equal(kubeconfigSearch({ KUBECONFIG: given }, home).found, true)
   t.equal(kubeconfigSearch({ KUBERNETES_SERVICE_HOST: '10.0.0.1' }, home).found, true, 'in a pod, its service account')
@@ -226,6 +310,11 @@ t.test('without a kubeconfig the check says which files it looked for and how to
     else process.env.KUBECONFIG = saved.KUBECONFIG
   })
   t.match(await kubeChecks('ai'), [
-    { id: 'kube.connect', status: 'fail', found: `no kubeconfig: looked for ${join(home, 'missing.yaml')} (KUBECONFIG)`, fix: /^Point KUBECONFIG at the cluster's kubeconfig \(export KUBECONFIG=/ },
+    {
+      id: 'kube.connect',
+      status: 'fail',
+      found: `no kubeconfig: looked for ${join(home, 'missing.yaml')} (KUBECONFIG)`,
+      fix: /^Point KUBECONFIG at the cluster's kubeconfig \(export KUBECONFIG=/,
+    },
   ])
 })

@@ -3,7 +3,13 @@
 import { chmodSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { compareVersions, gradeTool, parseVersion, toolChecks, TOOL_MINIMUMS } from '../../../../installer/core/checks/tools.js'
+import {
+  compareVersions,
+  gradeTool,
+  parseVersion,
+  toolChecks,
+  TOOL_MINIMUMS,
+} from '../../../../installer/core/checks/tools.js'
 import { run, type Runner } from '../../../../installer/core/run.js'
 import { tempDir } from '../../../helpers/platform.js'
 
@@ -65,6 +71,11 @@ t.test('the compose target needs the engine running and the Compose v2 plugin', 
     ].join('\n'),
   )
   const [engine, compose] = await toolChecks('compose', onPath(dir))
-  t.match(engine, { id: 'tools.docker', status: 'fail', found: /Cannot connect to the Docker daemon/, fix: /Start the Docker daemon/ })
+  t.match(engine, {
+    id: 'tools.docker',
+    status: 'fail',
+    found: /Cannot connect to the Docker daemon/,
+    fix: /Start the Docker daemon/,
+  })
   t.match(compose, { id: 'tools.compose', status: 'pass', found: '2.29.7' })
 })

@@ -12,7 +12,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 t.test(
   'kill -9 during a run: after a restart it ends completed, and each webhook event arrives once',
-  { skip: services.databaseUrl ? false : 'needs PostgreSQL (TEST_DATABASE_URL): two server processes share the database' },
+  {
+    skip: services.databaseUrl
+      ? false
+      : 'needs PostgreSQL (TEST_DATABASE_URL): two server processes share the database',
+  },
   async (t) => {
     const llm = await fakeLlm(t)
     // The first attempt streams slowly (the kill lands in it); the takeover's answer is quick.
@@ -41,25 +45,49 @@ t.test(
     const call = async (method: string, path: string, body?: unknown) => {
       const r = await fetch(`${server.base}${path}`, {
         method,
-        headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       })
-      return { status: r.status, body: (await r.json()) as { data: Record<string, unknown> & { id: string; status: string } } }
+      return {
+        status: r.status,
+        body: (await r.json()) as { data: Record<string, unknown> & { id: string; status: string } },
+      }
     }
 
-    t.equal((await call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'm', apiKey: 'sk-crash-test-0000000' })).status, 200)
+    t.equal(
+      (
+        await call('PATCH', '/api/v1/tenant/settings/llm', {
+          provider: 'openai-compatible',
+          baseUrl: llm.url,
+          model: 'm',
+          apiKey: 'sk-crash-test-0000000',
+        })
+      ).status,
+      200,
+    )
     const port = (hook.address() as AddressInfo).port
     t.equal(
-      (await call('POST', '/api/v1/webhooks', { url: `http://127.0.0.1:${port}/hook`, events: ['agent.started', 'agent.completed', 'agent.failed'], secret: 'whsec-crash-test-secret-0123456789' }))
-        .status,
+      (
+        await call('POST', '/api/v1/webhooks', {
+          url: `http://127.0.0.1:${port}/hook`,
+          events: ['agent.started', 'agent.completed', 'agent.failed'],
+          secret: 'whsec-crash-test-secret-0123456789',
+        })
+      ).status,
       201,
     )
     const projectId = (await call('POST', '/api/v1/projects', { name: 'p' })).body.data.id
-    const agentId = (await call('POST', '/api/v1/agents', { name: 'a', systemPrompt: '', config: { autonomyLevel: 'low' } })).body.data.id
+    const agentId = (
+      await call('POST', '/api/v1/agents', { name: 'a', systemPrompt: '', config: { autonomyLevel: 'low' } })
+    ).body.data.id
     const runId = (await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'go', projectId })).body.data.id
 
     // Killed once the answer is streaming and agent.started has been delivered.
-    for (let i = 0; i < 300 && !(llm.requests.length >= 1 && received.some((r) => r.type === 'agent.started')); i++) await sleep(50)
+    for (let i = 0; i < 300 && !(llm.requests.length >= 1 && received.some((r) => r.type === 'agent.started')); i++)
+      await sleep(50)
     t.equal((await call('GET', `/api/v1/agents/${agentId}/runs/${runId}`)).body.data.status, 'running')
     server.child.kill('SIGKILL')
     await server.done
@@ -76,7 +104,9 @@ t.test(
     const mine = received.filter((r) => r.runId === runId)
     t.same(mine.map((r) => r.type).sort(), ['agent.completed', 'agent.started'], 'each event delivered once')
 
-    const stream = await fetch(`${server.base}/api/v1/agents/${agentId}/runs/${runId}/stream`, { headers: { authorization: `Bearer ${apiKey}` } })
+    const stream = await fetch(`${server.base}/api/v1/agents/${agentId}/runs/${runId}/stream`, {
+      headers: { authorization: `Bearer ${apiKey}` },
+    })
     const text = await stream.text()
     t.match(text, /event: run\.resumed/, 'the stream says the run was taken over')
     t.match(text, /event: run\.completed/)

@@ -10,7 +10,11 @@ import { suffix } from '../../../helpers/platform.js'
 export const PASSWORD = 'correct horse battery'
 
 /** A user of `role` in the tenant, signed in: a caller with their access token (JWT). */
-export async function signedIn(ta: TestApp, tenantId: string, role: Role): Promise<{ userId: string; email: string; call: Caller }> {
+export async function signedIn(
+  ta: TestApp,
+  tenantId: string,
+  role: Role,
+): Promise<{ userId: string; email: string; call: Caller }> {
   const userId = newId()
   const email = `${role}-${suffix()}@example.com`
   const passwordHash = await hashPassword(PASSWORD)
@@ -19,11 +23,19 @@ export async function signedIn(ta: TestApp, tenantId: string, role: Role): Promi
   if (login.status !== 200) throw new Error(`login failed: ${JSON.stringify(login.body)}`)
   const ex = await ta.anonymous('POST', '/api/v1/auth/exchange', { token: login.body.data.token })
   const authorization = `Bearer ${ex.body.data.accessToken as string}`
-  return { userId, email, call: (method, url, body, headers = {}) => ta.anonymous(method, url, body, { authorization, ...headers }) }
+  return {
+    userId,
+    email,
+    call: (method, url, body, headers = {}) => ta.anonymous(method, url, body, { authorization, ...headers }),
+  }
 }
 
 /** Calls until the answer is no longer `status` or `ms` have passed (a message crossing Redis). */
-export async function until(call: () => Promise<Called>, status: number, ms: number): Promise<{ r: Called; elapsed: number }> {
+export async function until(
+  call: () => Promise<Called>,
+  status: number,
+  ms: number,
+): Promise<{ r: Called; elapsed: number }> {
   const start = Date.now()
   let r = await call()
   while (r.status === status && Date.now() - start < ms) {

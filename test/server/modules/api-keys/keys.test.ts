@@ -1,5 +1,11 @@
 import t from 'tap'
-import { apiKeyTags, generateKey, hashKey, isLegacyKey, looksLikeKey } from '../../../../server/modules/api-keys/keys.js'
+import {
+  apiKeyTags,
+  generateKey,
+  hashKey,
+  isLegacyKey,
+  looksLikeKey,
+} from '../../../../server/modules/api-keys/keys.js'
 import { isPermission } from '../../../../server/domain/permissions.js'
 
 const tags = apiKeyTags({ deriveKey: () => Buffer.alloc(32, 1) })
@@ -31,7 +37,15 @@ t.test('keys do not repeat and use the whole alphabet', async (t) => {
 })
 
 t.test('things that are not keys are not looked up', async (t) => {
-  for (const s of ['svc_sdk_short', 'svc_root_' + 'a'.repeat(32), 'svc_ci_' + 'a'.repeat(31) + '!', 'svc_ci_' + 'a'.repeat(33), 'svc_ci_' + 'a'.repeat(41), '']) t.notOk(looksLikeKey(s), s)
+  for (const s of [
+    'svc_sdk_short',
+    'svc_root_' + 'a'.repeat(32),
+    'svc_ci_' + 'a'.repeat(31) + '!',
+    'svc_ci_' + 'a'.repeat(33),
+    'svc_ci_' + 'a'.repeat(41),
+    '',
+  ])
+    t.notOk(looksLikeKey(s), s)
   t.ok(looksLikeKey('svc_ci_' + 'a'.repeat(32)) && isLegacyKey('svc_ci_' + 'a'.repeat(32)), 'the format before tags')
 })
 

@@ -18,50 +18,100 @@ async function makeKey(call: Caller, body: Record<string, unknown>): Promise<Mad
 }
 
 async function keyCount(tenantId: string): Promise<number> {
-  const [row] = await h.platform.db.system((sql) => sql<{ n: number }[]>`select count(*)::int as n from api_keys where tenant_id = ${tenantId}`)
+  const [row] = await h.platform.db.system(
+    (sql) => sql<{ n: number }[]>`select count(*)::int as n from api_keys where tenant_id = ${tenantId}`,
+  )
   return row!.n
 }
 
-const VIEW_FIELDS = ['createdAt', 'createdBy', 'expiresAt', 'id', 'lastFour', 'lastUsedAt', 'name', 'permissions', 'prefix', 'revokedAt', 'type']
+const VIEW_FIELDS = [
+  'createdAt',
+  'createdBy',
+  'expiresAt',
+  'id',
+  'lastFour',
+  'lastUsedAt',
+  'name',
+  'permissions',
+  'prefix',
+  'revokedAt',
+  'type',
+]
 
-t.test('an admin creates a key whose secret is shown once; lists and gets show prefix and last four only', async (t) => {
-  const { call, userId } = await h.tenant()
-  const before = Date.now()
-  const r = await call('POST', '/api/v1/api-keys', { name: '  deploy bot ', type: 'sdk', permissions: ['projects:read', 'projects:read'], expiresInDays: 30 })
-  t.equal(r.status, 201)
-  const created = r.body.data
-  t.same(Object.keys(created).sort(), ['createdAt', 'expiresAt', 'id', 'key', 'lastFour', 'name', 'permissions', 'prefix', 'type'])
-  t.match(created, { name: 'deploy bot', type: 'sdk', key: /^svc_sdk_[A-Za-z0-9]{40}$/, permissions: ['projects:read'] })
-  t.equal(created.prefix, created.key.slice(0, 12))
-  t.equal(created.lastFour, created.key.slice(-4))
-  const expires = Date.parse(created.expiresAt) - before
-  t.ok(expires >= 30 * 86_400_000 && expires < 30 * 86_400_000 + 60_000, 'expires in 30 days')
+t.test(
+  'an admin creates a key whose secret is shown once; lists and gets show prefix and last four only',
+  async (t) => {
+    const { call, userId } = await h.tenant()
+    const before = Date.now()
+    const r = await call('POST', '/api/v1/api-keys', {
+      name: '  deploy bot ',
+      type: 'sdk',
+      permissions: ['projects:read', 'projects:read'],
+      expiresInDays: 30,
+    })
+    t.equal(r.status, 201)
+    const created = r.body.data
+    t.same(Object.keys(created).sort(), [
+      'createdAt',
+      'expiresAt',
+      'id',
+      'key',
+      'lastFour',
+      'name',
+      'permissions',
+      'prefix',
+      'type',
+    ])
+    t.match(created, {
+      name: 'deploy bot',
+      type: 'sdk',
+      key: /^svc_sdk_[A-Za-z0-9]{40}$/,
+      permissions: ['projects:read'],
+    })
+    t.equal(created.prefix, created.key.slice(0, 12))
+    t.equal(created.lastFour, created.key.slice(-4))
+    const expires = Date.parse(created.expiresAt) - before
+    t.ok(expires >= 30 * 86_400_000 && expires < 30 * 86_400_000 + 60_000, 'expires in 30 days')
 
-  t.equal((await caller(h.app, created.key)('GET', '/api/v1/projects')).status, 200, 'the key works')
+    t.equal((await caller(h.app, created.key)('GET', '/api/v1/projects')).status, 200, 'the key works')
 
-  const list = await call('GET', '/api/v1/api-keys')
-  t.equal(list.status, 200)
-  t.equal(list.body.data.length, 2, 'the new key and the owner key')
-  t.equal(list.body.data[0].id, created.id, 'newest first')
-  const got = await call('GET', `/api/v1/api-keys/${created.id}`)
-  t.equal(got.status, 200)
-  for (const view of [list.body.data[0], got.body.data]) {
-    t.same(Object.keys(view).sort(), VIEW_FIELDS)
-    t.match(view, { id: created.id, prefix: created.prefix, lastFour: created.lastFour, revokedAt: null, createdBy: userId, createdAt: created.createdAt, expiresAt: created.expiresAt })
-  }
-  const secret = created.key.slice(12, -4)
-  t.notMatch(list.raw.toString(), secret, 'the list never holds the secret')
-  t.notMatch(got.raw.toString(), secret, 'nor does a get')
-  const [row] = await h.platform.db.system((sql) => sql`select * from api_keys where id = ${created.id}`)
-  t.notMatch(JSON.stringify(row), secret, 'the database holds only its hash')
-})
+    const list = await call('GET', '/api/v1/api-keys')
+    t.equal(list.status, 200)
+    t.equal(list.body.data.length, 2, 'the new key and the owner key')
+    t.equal(list.body.data[0].id, created.id, 'newest first')
+    const got = await call('GET', `/api/v1/api-keys/${created.id}`)
+    t.equal(got.status, 200)
+    for (const view of [list.body.data[0], got.body.data]) {
+      t.same(Object.keys(view).sort(), VIEW_FIELDS)
+      t.match(view, {
+        id: created.id,
+        prefix: created.prefix,
+        lastFour: created.lastFour,
+        revokedAt: null,
+        createdBy: userId,
+        createdAt: created.createdAt,
+        expiresAt: created.expiresAt,
+      })
+    }
+    const secret = created.key.slice(12, -4)
+    t.notMatch(list.raw.toString(), secret, 'the list never holds the secret')
+    t.notMatch(got.raw.toString(), secret, 'nor does a get')
+    const [row] = await h.platform.db.system((sql) => sql`select * from api_keys where id = ${created.id}`)
+    t.notMatch(JSON.stringify(row), secret, 'the database holds only its hash')
+  },
+)
 
 t.test('"*" stands alone, and no expiry means a key that does not expire', async (t) => {
   const { call } = await h.tenant()
   const r = await call('POST', '/api/v1/api-keys', { name: 'all', type: 'ci', permissions: ['export', '*'] })
   t.match(r.body.data, { permissions: ['*'], expiresAt: null })
   const at = new Date(Date.now() + 3600_000).toISOString()
-  const until = await call('POST', '/api/v1/api-keys', { name: 'hour', type: 'ci', permissions: ['export'], expiresAt: at })
+  const until = await call('POST', '/api/v1/api-keys', {
+    name: 'hour',
+    type: 'ci',
+    permissions: ['export'],
+    expiresAt: at,
+  })
   t.equal(until.body.data.expiresAt, at)
 })
 
@@ -76,11 +126,19 @@ t.test('bad key requests are VALIDATION_ERROR and create nothing', async (t) => 
     ['unknown type', { ...ok, type: 'root' }, 'body.type'],
     ['missing type', { name: 'k', permissions: ['export'] }, 'body.type'],
     ['no permissions', { ...ok, permissions: [] }, 'body.permissions'],
-    ['unknown permission', { ...ok, permissions: ['projects:read', 'projects:delete-everything'] }, 'body.permissions.1'],
+    [
+      'unknown permission',
+      { ...ok, permissions: ['projects:read', 'projects:delete-everything'] },
+      'body.permissions.1',
+    ],
     ['permissions not a list', { ...ok, permissions: 'projects:read' }, 'body.permissions'],
     ['expiry in the past', { ...ok, expiresAt: new Date(Date.now() - 1000).toISOString() }, 'body.expiresAt'],
     ['expiry not a time', { ...ok, expiresAt: 'tomorrow' }, 'body.expiresAt'],
-    ['both expiry fields', { ...ok, expiresAt: new Date(Date.now() + 86_400_000).toISOString(), expiresInDays: 1 }, 'body.expiresAt'],
+    [
+      'both expiry fields',
+      { ...ok, expiresAt: new Date(Date.now() + 86_400_000).toISOString(), expiresInDays: 1 },
+      'body.expiresAt',
+    ],
     ['zero days', { ...ok, expiresInDays: 0 }, 'body.expiresInDays'],
     ['fractional days', { ...ok, expiresInDays: 1.5 }, 'body.expiresInDays'],
     ['unknown field', { ...ok, tenantId: '01900000-0000-7000-8000-000000000000' }, 'body.tenantId'],
@@ -100,7 +158,11 @@ t.test('bad key requests are VALIDATION_ERROR and create nothing', async (t) => 
 t.test('nobody grants more than they hold', async (t) => {
   const { call, tenantId } = await h.tenant()
   const manager = await makeKey(call, { permissions: ['keys:manage', 'projects:read'] })
-  const narrower = await manager.call('POST', '/api/v1/api-keys', { name: 'reader', type: 'sdk', permissions: ['projects:read'] })
+  const narrower = await manager.call('POST', '/api/v1/api-keys', {
+    name: 'reader',
+    type: 'sdk',
+    permissions: ['projects:read'],
+  })
   t.equal(narrower.status, 201, 'a subset of its own permissions')
   for (const [wanted, missing] of [
     [['projects:read', 'projects:write'], ['projects:write']],
@@ -147,9 +209,17 @@ t.test('keys:manage is needed: keys without it, members and viewers are FORBIDDE
   const admin = await signedIn(ta, tenantId, 'admin')
   const made = await admin.call('POST', '/api/v1/api-keys', { name: 'by admin', type: 'ci', permissions: ['*'] })
   t.equal(made.status, 201)
-  t.equal((await admin.call('GET', `/api/v1/api-keys/${made.body.data.id}`)).body.data.createdBy, admin.userId, 'made on behalf of the signed-in admin')
+  t.equal(
+    (await admin.call('GET', `/api/v1/api-keys/${made.body.data.id}`)).body.data.createdBy,
+    admin.userId,
+    'made on behalf of the signed-in admin',
+  )
   const fromKey = await makeKey(caller(ta.app, made.body.data.key), { permissions: ['export'] })
-  t.equal((await call('GET', `/api/v1/api-keys/${fromKey.id}`)).body.data.createdBy, admin.userId, 'a key made by a key inherits its user')
+  t.equal(
+    (await call('GET', `/api/v1/api-keys/${fromKey.id}`)).body.data.createdBy,
+    admin.userId,
+    'a key made by a key inherits its user',
+  )
 })
 
 t.test('keys carry their permissions on every route', async (t) => {
@@ -171,7 +241,11 @@ t.test('keys carry their permissions on every route', async (t) => {
   t.equal(backup.status, 403)
   t.equal(backup.body.error.code, 'FORBIDDEN')
   t.equal(backup.body.error.details.required, 'projects:read')
-  t.equal((await reader.call('POST', `/api/v1/projects/${project.id}/backup`, {})).status, 201, 'with projects:read it works')
+  t.equal(
+    (await reader.call('POST', `/api/v1/projects/${project.id}/backup`, {})).status,
+    201,
+    'with projects:read it works',
+  )
 
   const audit = await reader.call('GET', '/api/v1/audit-log')
   t.equal(audit.body.error.code, 'FORBIDDEN')
@@ -200,7 +274,11 @@ t.test('a revoked key stops working at once, on this replica and on another', as
   t.equal(r.body.error.code, 'UNAUTHORIZED')
   t.ok(elapsed < CREDENTIAL_CACHE_SECONDS * 1000, `well before its cache entry would expire (${elapsed} ms)`)
   const fresh = await appOn(t, h.platform)
-  t.equal((await caller(fresh.app, k.key)('GET', '/api/v1/projects')).body.error.code, 'UNAUTHORIZED', 'and on a replica that looks it up anew')
+  t.equal(
+    (await caller(fresh.app, k.key)('GET', '/api/v1/projects')).body.error.code,
+    'UNAUTHORIZED',
+    'and on a replica that looks it up anew',
+  )
 })
 
 t.test('revoking a revoked key answers with it unchanged and records one event', async (t) => {
@@ -210,7 +288,9 @@ t.test('revoking a revoked key answers with it unchanged and records one event',
   const again = await call('DELETE', `/api/v1/api-keys/${k.id}`)
   t.equal(again.status, 200)
   t.same(again.body.data, first.body.data)
-  const events = await h.platform.db.system((sql) => sql`select action from audit_events where tenant_id = ${tenantId} and target_id = ${k.id} order by id`)
+  const events = await h.platform.db.system(
+    (sql) => sql`select action from audit_events where tenant_id = ${tenantId} and target_id = ${k.id} order by id`,
+  )
   t.same(
     events.map((e) => e.action),
     ['key.created', 'key.revoked'],
@@ -260,7 +340,10 @@ t.test('a key of another tenant is RESOURCE_NOT_FOUND and keeps working', async 
 
 t.test('an expired key is UNAUTHORIZED', async (t) => {
   const { call, tenantId } = await h.tenant()
-  const soon = await makeKey(call, { permissions: ['projects:read'], expiresAt: new Date(Date.now() + 1500).toISOString() })
+  const soon = await makeKey(call, {
+    permissions: ['projects:read'],
+    expiresAt: new Date(Date.now() + 1500).toISOString(),
+  })
   t.equal((await soon.call('GET', '/api/v1/projects')).status, 200, 'works, and is cached')
   await new Promise((r) => setTimeout(r, 1600))
   const r = await soon.call('GET', '/api/v1/projects')
@@ -268,7 +351,10 @@ t.test('an expired key is UNAUTHORIZED', async (t) => {
   t.equal(r.body.error.code, 'UNAUTHORIZED')
 
   const old = await makeKey(call, { permissions: ['projects:read'] })
-  await h.platform.db.system((sql) => sql`update api_keys set expires_at = now() - interval '1 day' where id = ${old.id} and tenant_id = ${tenantId}`)
+  await h.platform.db.system(
+    (sql) =>
+      sql`update api_keys set expires_at = now() - interval '1 day' where id = ${old.id} and tenant_id = ${tenantId}`,
+  )
   t.equal((await old.call('GET', '/api/v1/projects')).body.error.code, 'UNAUTHORIZED', 'expired when first looked up')
 })
 
@@ -280,7 +366,10 @@ t.test('the list pages newest first without gaps or repeats', async (t) => {
   let cursor: string | null = null
   let pages = 0
   do {
-    const r: Awaited<ReturnType<Caller>> = await call('GET', `/api/v1/api-keys?limit=2${cursor ? `&cursor=${cursor}` : ''}`)
+    const r: Awaited<ReturnType<Caller>> = await call(
+      'GET',
+      `/api/v1/api-keys?limit=2${cursor ? `&cursor=${cursor}` : ''}`,
+    )
     t.equal(r.status, 200)
     seen.push(...r.body.data.map((k: { id: string }) => k.id))
     cursor = r.body.meta.nextCursor

@@ -19,7 +19,13 @@ const authenticate = async (token: string) => {
 }
 
 t.test('a created key authenticates as its tenant with its permissions and plan', async (t) => {
-  const k = await db.system((sql) => createKey(sql, apiKeyTags(platform.secrets), { tenantId, type: 'sdk', permissions: ['projects:read', 'projects:read'] }))
+  const k = await db.system((sql) =>
+    createKey(sql, apiKeyTags(platform.secrets), {
+      tenantId,
+      type: 'sdk',
+      permissions: ['projects:read', 'projects:read'],
+    }),
+  )
   const p = await authenticate(k.key)
   t.match(p, { kind: 'api_key', id: k.id, tenantId, plan: 'growth' })
   t.same([...p!.permissions], ['projects:read'], 'duplicates dropped')
@@ -48,7 +54,14 @@ t.test('tokens that are not keys of ours are not principals', async (t) => {
 })
 
 t.test('a key that expires while cached stops working at its expiry', async (t) => {
-  const k = await db.system((sql) => createKey(sql, apiKeyTags(platform.secrets), { tenantId, type: 'ci', permissions: ['*'], expiresAt: new Date(Date.now() + 1500) }))
+  const k = await db.system((sql) =>
+    createKey(sql, apiKeyTags(platform.secrets), {
+      tenantId,
+      type: 'ci',
+      permissions: ['*'],
+      expiresAt: new Date(Date.now() + 1500),
+    }),
+  )
   t.ok(await authenticate(k.key), 'works, and is now cached')
   await new Promise((r) => setTimeout(r, 1600))
   t.equal(await authenticate(k.key), null)
@@ -56,12 +69,16 @@ t.test('a key that expires while cached stops working at its expiry', async (t) 
 
 t.test('the authenticator says which tokens it can answer without a lookup', async (t) => {
   const fresh = apiKeyAuthenticator({ db, tags, legacy })
-  const k = await db.system((sql) => createKey(sql, apiKeyTags(platform.secrets), { tenantId, type: 'sdk', permissions: ['projects:read'] }))
+  const k = await db.system((sql) =>
+    createKey(sql, apiKeyTags(platform.secrets), { tenantId, type: 'sdk', permissions: ['projects:read'] }),
+  )
   t.equal(fresh.fromMemory('not-a-key'), null, 'not a key: refused without a lookup')
   t.equal(fresh.fromMemory(k.key), undefined, 'not yet seen: needs a lookup')
   t.match(await fresh.lookUp(k.key), { id: k.id })
   t.match(fresh.fromMemory(k.key), { id: k.id }, 'cached after a successful lookup')
-  const revoked = await db.system((sql) => createKey(sql, tags, { tenantId, type: 'sdk', permissions: ['projects:read'] }))
+  const revoked = await db.system((sql) =>
+    createKey(sql, tags, { tenantId, type: 'sdk', permissions: ['projects:read'] }),
+  )
   await db.system((sql) => sql`update api_keys set revoked_at = now() where id = ${revoked.id}`)
   t.equal(fresh.fromMemory(revoked.key), undefined, 'a real key needs a lookup to tell it is revoked')
   t.equal(await fresh.lookUp(revoked.key), null)
@@ -80,7 +97,11 @@ t.test('a made-up key is refused from memory, whatever its spelling: its tag was
   ]
   for (const f of forged) t.equal(authenticator.fromMemory(f), null, f)
   const elsewhere = apiKeyTags({ deriveKey: () => Buffer.alloc(32, 7) })
-  t.equal(authenticator.fromMemory(elsewhere.sign(`svc_ci_${randomBase62(32)}`)), null, 'a key tagged by another deployment')
+  t.equal(
+    authenticator.fromMemory(elsewhere.sign(`svc_ci_${randomBase62(32)}`)),
+    null,
+    'a key tagged by another deployment',
+  )
 })
 
 t.test('keys made before tags keep working; made-up ones of that format are refused from memory', async (t) => {
@@ -100,5 +121,9 @@ t.test('keys made before tags keep working; made-up ones of that format are refu
   t.equal(fresh.fromMemory(`svc_ci_${randomBase62(32)}`), null, 'a made-up key of the old format')
   await db.system((sql) => sql`update api_keys set revoked_at = now() where id = ${id}`)
   await legacy.reload()
-  t.equal(apiKeyAuthenticator({ db, tags, legacy }).fromMemory(old), null, 'revoked: gone from the set at the next read')
+  t.equal(
+    apiKeyAuthenticator({ db, tags, legacy }).fromMemory(old),
+    null,
+    'revoked: gone from the set at the next read',
+  )
 })

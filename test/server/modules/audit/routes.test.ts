@@ -18,7 +18,11 @@ async function tenantWithPassword(plan: Plan) {
 }
 
 /** An event written straight into the table, `daysAgo` old. */
-async function insertEvent(tenantId: string, daysAgo: number, over: { action?: string; actorId?: string | null; actorType?: string } = {}): Promise<string> {
+async function insertEvent(
+  tenantId: string,
+  daysAgo: number,
+  over: { action?: string; actorId?: string | null; actorType?: string } = {},
+): Promise<string> {
   const id = newId()
   await db.system(
     (sql) => sql`
@@ -29,7 +33,10 @@ async function insertEvent(tenantId: string, daysAgo: number, over: { action?: s
   return id
 }
 
-const remaining = async (ids: string[]) => (await db.system((sql) => sql<{ id: string }[]>`select id from audit_events where id = any(${ids}::uuid[])`)).map((r) => r.id).sort()
+const remaining = async (ids: string[]) =>
+  (await db.system((sql) => sql<{ id: string }[]>`select id from audit_events where id = any(${ids}::uuid[])`))
+    .map((r) => r.id)
+    .sort()
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON from the API
 async function events(call: Caller, query = ''): Promise<any[]> {
@@ -53,20 +60,43 @@ t.test("sign-ins that succeed and fail are in the tenant admin's audit log", asy
     log = await events(o.call)
   }
   t.match(log, [
-    { action: 'auth.login', actor: { type: 'user', id: o.userId }, target: { type: 'session', id: String }, ip: '127.0.0.1', userAgent: 'audit-test/1.0', details: { method: 'password' } },
-    { action: 'auth.login_failed', actor: { type: 'anonymous', id: null }, target: { type: 'user', id: o.userId }, ip: '127.0.0.1', userAgent: 'audit-test/1.0', details: { method: 'password' } },
+    {
+      action: 'auth.login',
+      actor: { type: 'user', id: o.userId },
+      target: { type: 'session', id: String },
+      ip: '127.0.0.1',
+      userAgent: 'audit-test/1.0',
+      details: { method: 'password' },
+    },
+    {
+      action: 'auth.login_failed',
+      actor: { type: 'anonymous', id: null },
+      target: { type: 'user', id: o.userId },
+      ip: '127.0.0.1',
+      userAgent: 'audit-test/1.0',
+      details: { method: 'password' },
+    },
   ])
   t.same(Object.keys(log[0]).sort(), ['action', 'actor', 'createdAt', 'details', 'id', 'ip', 'target', 'userAgent'])
   t.ok(Math.abs(Date.parse(log[0].createdAt) - Date.now()) < 60_000)
 
   const admin = await signedIn(h, o.tenantId, 'admin')
-  t.match(await events(admin.call, '?action=auth.login_failed'), [{ action: 'auth.login_failed' }], 'a signed-in admin reads it too')
+  t.match(
+    await events(admin.call, '?action=auth.login_failed'),
+    [{ action: 'auth.login_failed' }],
+    'a signed-in admin reads it too',
+  )
 })
 
 t.test('keys created and revoked are audited: who, what and from where', async (t) => {
   const o = await tenantWithPassword('growth')
   const ownerKey = (await o.call('GET', '/api/v1/api-keys')).body.data[0].id as string
-  const made = await o.call('POST', '/api/v1/api-keys', { name: 'ci bot', type: 'ci', permissions: ['projects:read', 'export'] }, { 'user-agent': 'ci-setup' })
+  const made = await o.call(
+    'POST',
+    '/api/v1/api-keys',
+    { name: 'ci bot', type: 'ci', permissions: ['projects:read', 'export'] },
+    { 'user-agent': 'ci-setup' },
+  )
   await o.call('DELETE', `/api/v1/api-keys/${made.body.data.id}`, undefined, { 'user-agent': 'cleanup' })
   const log = await events(o.call, '?action=key.*')
   t.match(log, [
@@ -101,7 +131,9 @@ t.test('the free plan records nothing and has no audit log to read', async (t) =
   const made = await o.call('POST', '/api/v1/api-keys', { name: 'k', type: 'sdk', permissions: ['projects:read'] })
   t.equal(made.status, 201)
   t.equal((await o.call('DELETE', `/api/v1/api-keys/${made.body.data.id}`)).status, 200)
-  const [row] = await db.system((sql) => sql<{ n: number }[]>`select count(*)::int as n from audit_events where tenant_id = ${o.tenantId}`)
+  const [row] = await db.system(
+    (sql) => sql<{ n: number }[]>`select count(*)::int as n from audit_events where tenant_id = ${o.tenantId}`,
+  )
   t.equal(row!.n, 0, 'nothing was recorded')
 
   const r = await o.call('GET', '/api/v1/audit-log')
@@ -164,7 +196,18 @@ t.test('filters: action, action prefix, actor, since and until', async (t) => {
   t.same(await ids(`?until=${at(3)}`), [e2, e1])
   t.same(await ids(`?since=${at(6)}&until=${at(3)}`), [e2])
 
-  for (const q of ['action=Key.Created', 'action=key.%25', 'actorId=alice', 'since=yesterday', 'until=2024-01-01', `since=${at(1)}&until=${at(2)}`, 'limit=201', 'limit=0', 'cursor=nope', 'extra=1']) {
+  for (const q of [
+    'action=Key.Created',
+    'action=key.%25',
+    'actorId=alice',
+    'since=yesterday',
+    'until=2024-01-01',
+    `since=${at(1)}&until=${at(2)}`,
+    'limit=201',
+    'limit=0',
+    'cursor=nope',
+    'extra=1',
+  ]) {
     const r = await o.call('GET', `/api/v1/audit-log?${q}`)
     t.equal(r.status, 400, q)
     t.equal(r.body.error.code, 'VALIDATION_ERROR', q)
@@ -179,7 +222,10 @@ t.test('the log pages newest first without gaps or repeats', async (t) => {
   let cursor: string | null = null
   let pages = 0
   do {
-    const r: Awaited<ReturnType<Caller>> = await o.call('GET', `/api/v1/audit-log?limit=2${cursor ? `&cursor=${cursor}` : ''}`)
+    const r: Awaited<ReturnType<Caller>> = await o.call(
+      'GET',
+      `/api/v1/audit-log?limit=2${cursor ? `&cursor=${cursor}` : ''}`,
+    )
     seen.push(...r.body.data.map((e: { id: string }) => e.id))
     cursor = r.body.meta.nextCursor
     pages++
@@ -204,8 +250,16 @@ t.test("audit:read is needed, and another tenant's events are never shown", asyn
   )
 
   const reader = await a.call('POST', '/api/v1/api-keys', { name: 'auditor', type: 'ci', permissions: ['audit:read'] })
-  t.equal((await caller(h.app, reader.body.data.key)('GET', '/api/v1/audit-log')).status, 200, 'audit:read alone suffices')
-  const noAudit = await a.call('POST', '/api/v1/api-keys', { name: 'no audit', type: 'ci', permissions: ['projects:read', 'export', 'team:read'] })
+  t.equal(
+    (await caller(h.app, reader.body.data.key)('GET', '/api/v1/audit-log')).status,
+    200,
+    'audit:read alone suffices',
+  )
+  const noAudit = await a.call('POST', '/api/v1/api-keys', {
+    name: 'no audit',
+    type: 'ci',
+    permissions: ['projects:read', 'export', 'team:read'],
+  })
   const member = await signedIn(h, a.tenantId, 'member')
   for (const [who, c] of [
     ['a key without audit:read', caller(h.app, noAudit.body.data.key)],
@@ -241,18 +295,22 @@ t.test("the retention sweep deletes events past their tenant's retention, and on
   t.equal(await auditLogService({ db }).sweep(), 0, 'a second sweep has nothing to do')
 })
 
-t.test('only one replica sweeps at a time', { skip: db.mode === 'embedded' ? 'the embedded database has one session: no second one to hold the lock' : false }, async (t) => {
-  const o = await h.tenant('pro')
-  const old = await insertEvent(o.tenantId, 31)
-  const svc = auditLogService({ db })
-  await db.sql.begin(async (tx) => {
-    await tx`select pg_advisory_xact_lock(7242019301)`
-    t.equal(await svc.sweep(), null, 'the lock is held elsewhere: this replica skips')
-  })
-  t.same(await remaining([old]), [old])
-  t.ok((await svc.sweep())! >= 1, 'once the lock is free, the sweep runs')
-  t.same(await remaining([old]), [])
-})
+t.test(
+  'only one replica sweeps at a time',
+  { skip: db.mode === 'embedded' ? 'the embedded database has one session: no second one to hold the lock' : false },
+  async (t) => {
+    const o = await h.tenant('pro')
+    const old = await insertEvent(o.tenantId, 31)
+    const svc = auditLogService({ db })
+    await db.sql.begin(async (tx) => {
+      await tx`select pg_advisory_xact_lock(7242019301)`
+      t.equal(await svc.sweep(), null, 'the lock is held elsewhere: this replica skips')
+    })
+    t.same(await remaining([old]), [old])
+    t.ok((await svc.sweep())! >= 1, 'once the lock is free, the sweep runs')
+    t.same(await remaining([old]), [])
+  },
+)
 
 t.test('the sweep runs when a server starts', async (t) => {
   const platform = await testPlatform(t)
@@ -265,7 +323,9 @@ t.test('the sweep runs when a server starts', async (t) => {
   await appOn(t, platform, { jobs: {} })
   const { r } = await until(
     async () => {
-      const [row] = await platform.db.system((sql) => sql<{ n: number }[]>`select count(*)::int as n from audit_events where id = ${old}`)
+      const [row] = await platform.db.system(
+        (sql) => sql<{ n: number }[]>`select count(*)::int as n from audit_events where id = ${old}`,
+      )
       return { status: row!.n, headers: {}, body: null, raw: Buffer.alloc(0) }
     },
     1,

@@ -47,8 +47,10 @@ async function seed(tenantId: string, sessionId: string, messages: Seeded[]): Pr
   return rows.map((r) => r.id)
 }
 
-const session = async (call: Caller, body: Record<string, unknown> = {}): Promise<string> => (await call('POST', '/api/v1/chat/sessions', body)).body.data.id
-const exportOf = (call: Caller, start: string, end: string, more: Record<string, unknown> = {}) => call('POST', '/api/v1/chat/export', { dateRange: { start, end }, format: 'json', ...more })
+const session = async (call: Caller, body: Record<string, unknown> = {}): Promise<string> =>
+  (await call('POST', '/api/v1/chat/sessions', body)).body.data.id
+const exportOf = (call: Caller, start: string, end: string, more: Record<string, unknown> = {}) =>
+  call('POST', '/api/v1/chat/export', { dateRange: { start, end }, format: 'json', ...more })
 
 /** A tenant with one session of `count` messages of `chars` characters each, a second apart on 2026-03-01. */
 async function longSession(count: number, chars: number) {
@@ -57,7 +59,10 @@ async function longSession(count: number, chars: number) {
   await seed(
     tn.tenantId,
     id,
-    Array.from({ length: count }, (_, i) => ({ at: new Date(Date.parse('2026-03-01T10:00:00Z') + i * 1000).toISOString(), content: String(i % 10).repeat(chars) })),
+    Array.from({ length: count }, (_, i) => ({
+      at: new Date(Date.parse('2026-03-01T10:00:00Z') + i * 1000).toISOString(),
+      content: String(i % 10).repeat(chars),
+    })),
   )
   return tn
 }
@@ -66,7 +71,10 @@ const MARCH_1 = { dateRange: { start: '2026-03-01', end: '2026-03-01' } }
 /** A tenantRead that fails as a lost connection does on its nth call (every call when 0). */
 const failingOn = (nth: number, tenantRead: Db['tenantRead']): Db['tenantRead'] => {
   let n = 0
-  return (tid, q) => (++n === nth || nth === 0 ? Promise.reject(Object.assign(new Error('connection closed'), { code: 'CONNECTION_CLOSED' })) : tenantRead(tid, q))
+  return (tid, q) =>
+    ++n === nth || nth === 0
+      ? Promise.reject(Object.assign(new Error('connection closed'), { code: 'CONNECTION_CLOSED' }))
+      : tenantRead(tid, q)
 }
 
 /** The app's database reads replaced for the rest of a test. */
@@ -110,7 +118,13 @@ t.test('an export holds the sessions with messages in the range, each with those
   t.match(r.headers['content-disposition'], `attachment; filename="chat_export_${tenantId}_2026-03-01_2026-03-03.json"`)
   t.equal(r.headers['cache-control'], 'private, no-store')
   const doc = r.body
-  t.match(doc, { format: 1, tenantId, exportedAt: /Z$/, dateRange: { start: '2026-03-01', end: '2026-03-03' }, counts: { sessions: 3, messages: 10 } })
+  t.match(doc, {
+    format: 1,
+    tenantId,
+    exportedAt: /Z$/,
+    dateRange: { start: '2026-03-01', end: '2026-03-03' },
+    counts: { sessions: 3, messages: 10 },
+  })
   t.same(
     doc.sessions.map((s: { id: string; title: string }) => [s.id, s.title]),
     [
@@ -126,7 +140,12 @@ t.test('an export holds the sessions with messages in the range, each with those
   t.notOk(ids(doc.sessions[0]).includes(before!) || ids(doc.sessions[0]).includes(after!))
   t.same(ids(doc.sessions[1]), b, 'oldest first, across pages')
   t.same(ids(doc.sessions[2]), c, 'a page that starts with a session')
-  t.same(doc.sessions[0].messages[1], { id: a2, role: 'assistant', content: 'ünïcödé, "quotes", \\ and a\nnewline', createdAt: '2026-03-03T23:59:59.999Z' })
+  t.same(doc.sessions[0].messages[1], {
+    id: a2,
+    role: 'assistant',
+    content: 'ünïcödé, "quotes", \\ and a\nnewline',
+    createdAt: '2026-03-03T23:59:59.999Z',
+  })
 
   const oneDay = (await exportOf(call, '2026-03-02', '2026-03-02')).body
   t.same(
@@ -141,57 +160,84 @@ t.test('an export holds the sessions with messages in the range, each with those
   t.same(none.body.counts, { sessions: 0, messages: 0 })
 })
 
-t.test("includeMetadata adds the sessions' bindings and the messages' status, error, usage and completion", async (t) => {
-  const { tenantId, call } = await h.tenant()
-  const agentId = (await call('POST', '/api/v1/agents', { name: 'a', systemPrompt: 'Be brief.', config: { autonomyLevel: 'low' } })).body.data.id
-  const projectId = (await call('POST', '/api/v1/projects', { name: 'p' })).body.data.id
-  const id = await session(call, { title: 'Bound', agentId, projectId })
-  const [question, answer, failed] = await seed(tenantId, id, [
-    { at: '2026-05-01T08:00:00Z', role: 'user', content: 'hello' },
-    { at: '2026-05-01T08:00:01Z', role: 'assistant', content: 'hi', usage: { inputTokens: 12, outputTokens: 3 } },
-    { at: '2026-05-01T08:00:02Z', role: 'assistant', content: '', status: 'failed', error: { code: 'LLM_TIMEOUT', message: 'The model provider did not answer in time' } },
-  ])
-  await seed(tenantId, id, [{ at: '2026-06-01T08:00:00Z' }])
-  const s = (await call('GET', `/api/v1/chat/sessions/${id}`)).body.data
-
-  const doc = (await exportOf(call, '2026-05-01', '2026-05-01', { includeMetadata: true })).body
-  t.same(doc.sessions[0], {
-    id,
-    title: 'Bound',
-    createdAt: s.createdAt,
-    agentId,
-    projectId,
-    updatedAt: s.updatedAt,
-    messageCount: 4,
-    messages: [
-      { id: question, role: 'user', content: 'hello', createdAt: '2026-05-01T08:00:00.000Z', status: 'completed', error: null, usage: null, completedAt: '2026-05-01T08:00:01.000Z' },
+t.test(
+  "includeMetadata adds the sessions' bindings and the messages' status, error, usage and completion",
+  async (t) => {
+    const { tenantId, call } = await h.tenant()
+    const agentId = (
+      await call('POST', '/api/v1/agents', { name: 'a', systemPrompt: 'Be brief.', config: { autonomyLevel: 'low' } })
+    ).body.data.id
+    const projectId = (await call('POST', '/api/v1/projects', { name: 'p' })).body.data.id
+    const id = await session(call, { title: 'Bound', agentId, projectId })
+    const [question, answer, failed] = await seed(tenantId, id, [
+      { at: '2026-05-01T08:00:00Z', role: 'user', content: 'hello' },
+      { at: '2026-05-01T08:00:01Z', role: 'assistant', content: 'hi', usage: { inputTokens: 12, outputTokens: 3 } },
       {
-        id: answer,
-        role: 'assistant',
-        content: 'hi',
-        createdAt: '2026-05-01T08:00:01.000Z',
-        status: 'completed',
-        error: null,
-        usage: { inputTokens: 12, outputTokens: 3 },
-        completedAt: '2026-05-01T08:00:02.000Z',
-      },
-      {
-        id: failed,
+        at: '2026-05-01T08:00:02Z',
         role: 'assistant',
         content: '',
-        createdAt: '2026-05-01T08:00:02.000Z',
         status: 'failed',
         error: { code: 'LLM_TIMEOUT', message: 'The model provider did not answer in time' },
-        usage: null,
-        completedAt: '2026-05-01T08:00:03.000Z',
       },
-    ],
-  })
-  const plain = (await exportOf(call, '2026-05-01', '2026-05-01', { includeMetadata: false })).body
-  t.same(plain.sessions[0].messages[1], { id: answer, role: 'assistant', content: 'hi', createdAt: '2026-05-01T08:00:01.000Z' })
-  const defaulted = (await call('POST', '/api/v1/chat/export', { dateRange: { start: '2026-05-01', end: '2026-05-01' } })).body
-  t.same(defaulted.sessions, plain.sessions, 'format defaults to json, includeMetadata to false')
-})
+    ])
+    await seed(tenantId, id, [{ at: '2026-06-01T08:00:00Z' }])
+    const s = (await call('GET', `/api/v1/chat/sessions/${id}`)).body.data
+
+    const doc = (await exportOf(call, '2026-05-01', '2026-05-01', { includeMetadata: true })).body
+    t.same(doc.sessions[0], {
+      id,
+      title: 'Bound',
+      createdAt: s.createdAt,
+      agentId,
+      projectId,
+      updatedAt: s.updatedAt,
+      messageCount: 4,
+      messages: [
+        {
+          id: question,
+          role: 'user',
+          content: 'hello',
+          createdAt: '2026-05-01T08:00:00.000Z',
+          status: 'completed',
+          error: null,
+          usage: null,
+          completedAt: '2026-05-01T08:00:01.000Z',
+        },
+        {
+          id: answer,
+          role: 'assistant',
+          content: 'hi',
+          createdAt: '2026-05-01T08:00:01.000Z',
+          status: 'completed',
+          error: null,
+          usage: { inputTokens: 12, outputTokens: 3 },
+          completedAt: '2026-05-01T08:00:02.000Z',
+        },
+        {
+          id: failed,
+          role: 'assistant',
+          content: '',
+          createdAt: '2026-05-01T08:00:02.000Z',
+          status: 'failed',
+          error: { code: 'LLM_TIMEOUT', message: 'The model provider did not answer in time' },
+          usage: null,
+          completedAt: '2026-05-01T08:00:03.000Z',
+        },
+      ],
+    })
+    const plain = (await exportOf(call, '2026-05-01', '2026-05-01', { includeMetadata: false })).body
+    t.same(plain.sessions[0].messages[1], {
+      id: answer,
+      role: 'assistant',
+      content: 'hi',
+      createdAt: '2026-05-01T08:00:01.000Z',
+    })
+    const defaulted = (
+      await call('POST', '/api/v1/chat/export', { dateRange: { start: '2026-05-01', end: '2026-05-01' } })
+    ).body
+    t.same(defaulted.sessions, plain.sessions, 'format defaults to json, includeMetadata to false')
+  },
+)
 
 t.test('every rule of the request is a VALIDATION_ERROR naming its field', async (t) => {
   const { call } = await h.tenant()
@@ -212,7 +258,11 @@ t.test('every rule of the request is a VALIDATION_ERROR naming its field', async
   await refused({ ...range('2026-03-01', '2026-03-02'), sessions: [] }, 'body.sessions')
   await refused({ dateRange: { start: '2026-03-01' } }, 'body.dateRange.end')
   await refused({}, 'body.dateRange')
-  t.same((await call('GET', '/api/v1/audit-log?action=chat.exported')).body.data, [], 'a refused export is not audited: nothing was sent')
+  t.same(
+    (await call('GET', '/api/v1/audit-log?action=chat.exported')).body.data,
+    [],
+    'a refused export is not audited: nothing was sent',
+  )
   t.equal((await exportOf(call, '2024-01-01', '2024-12-31')).status, 200, '366 days of a leap year')
   t.equal((await exportOf(call, '2025-01-01', '2026-01-01')).status, 200, '366 days')
 })
@@ -237,7 +287,11 @@ t.test("an export never holds another tenant's sessions or messages", async (t) 
 
 t.test('an export needs both chat:read and export', async (t) => {
   const { call } = await h.tenant()
-  const keyWith = async (permissions: string[]) => caller(h.app, (await call('POST', '/api/v1/api-keys', { name: permissions.join(' '), type: 'sdk', permissions })).body.data.key)
+  const keyWith = async (permissions: string[]) =>
+    caller(
+      h.app,
+      (await call('POST', '/api/v1/api-keys', { name: permissions.join(' '), type: 'sdk', permissions })).body.data.key,
+    )
   const body = { dateRange: { start: '2026-03-01', end: '2026-03-01' } }
   const noExport = await (await keyWith(['chat:read']))('POST', '/api/v1/chat/export', body)
   t.equal(noExport.status, 403)
@@ -257,7 +311,14 @@ t.test('an export is audited with its range and counts, never its content', asyn
   t.match(events[0], {
     action: 'chat.exported',
     actor: { type: 'api_key' },
-    details: { dateRange: { start: '2026-03-01', end: '2026-03-31' }, format: 'json', includeMetadata: true, outcome: 'completed', sessions: 1, messages: 2 },
+    details: {
+      dateRange: { start: '2026-03-01', end: '2026-03-31' },
+      format: 'json',
+      includeMetadata: true,
+      outcome: 'completed',
+      sessions: 1,
+      messages: 2,
+    },
   })
   t.notMatch(JSON.stringify(events[0]), 'private words')
 })
@@ -269,13 +330,26 @@ t.test('a fault before the first byte is the error envelope', async (t) => {
   t.equal(r.status, 503)
   t.match(r.body.error, { code: 'SERVICE_UNAVAILABLE', details: { dependency: 'database' } })
   restore()
-  t.same((await call('GET', '/api/v1/audit-log?action=chat.exported')).body.data, [], 'nor one that failed before its first byte')
+  t.same(
+    (await call('GET', '/api/v1/audit-log?action=chat.exported')).body.data,
+    [],
+    'nor one that failed before its first byte',
+  )
 })
 
 /** A key of the tenant's, as the service sees it. */
 const actorIn = (tenantId: string): Actor => ({
   tenantId,
-  principal: { kind: 'api_key', id: v7(), tenantId, plan: 'enterprise', userId: null, role: null, sessionId: null, permissions: new Set(['*']) },
+  principal: {
+    kind: 'api_key',
+    id: v7(),
+    tenantId,
+    plan: 'enterprise',
+    userId: null,
+    role: null,
+    sessionId: null,
+    permissions: new Set(['*']),
+  },
   origin: { ip: '127.0.0.1', userAgent: 'test' },
 })
 
@@ -285,7 +359,10 @@ t.test('the export reads a page only when the reader wants more, and stops when 
   // 20 messages of 40 KB, 2 a page: every page is more than the stream buffers.
   const { tenantId, call } = await longSession(20, 40_000)
   const reads: number[] = []
-  const counting = { ...h.platform.db, tenantRead: ((tid, q) => (reads.push(Date.now()), h.platform.db.tenantRead(tid, q))) as Db['tenantRead'] }
+  const counting = {
+    ...h.platform.db,
+    tenantRead: ((tid, q) => (reads.push(Date.now()), h.platform.db.tenantRead(tid, q))) as Db['tenantRead'],
+  }
   const service = chatExportService({ db: counting, pageRows: 2 })
   const actor = actorIn(tenantId)
   const warned: unknown[] = []
@@ -325,7 +402,10 @@ t.test('a fault after the first bytes cuts the response short and is logged', as
   const service = chatExportService({ db: failing, pageRows: 2 })
   const actor = actorIn(tenantId)
   const warned: { msg: string; o: Record<string, unknown> }[] = []
-  const log = { warn: (o: Record<string, unknown>, msg: string) => void warned.push({ o, msg }), error: () => {} } as never
+  const log = {
+    warn: (o: Record<string, unknown>, msg: string) => void warned.push({ o, msg }),
+    error: () => {},
+  } as never
   const { stream } = await service.open(actor, MARCH_1, log)
   let text = ''
   const ended = await new Promise<'end' | 'close'>((resolve) => {

@@ -22,10 +22,18 @@ interface Event {
 }
 
 /** Reads a session's stream over HTTP until `stop` says so; the events it got. */
-async function follow(apiKey: string, sessionId: string, stop: (e: Event, all: Event[]) => boolean, lastEventId?: number): Promise<Event[]> {
+async function follow(
+  apiKey: string,
+  sessionId: string,
+  stop: (e: Event, all: Event[]) => boolean,
+  lastEventId?: number,
+): Promise<Event[]> {
   const ac = new AbortController()
   const res = await fetch(`${base}/api/v1/chat/sessions/${sessionId}/stream`, {
-    headers: { authorization: `Bearer ${apiKey}`, ...(lastEventId !== undefined ? { 'last-event-id': String(lastEventId) } : {}) },
+    headers: {
+      authorization: `Bearer ${apiKey}`,
+      ...(lastEventId !== undefined ? { 'last-event-id': String(lastEventId) } : {}),
+    },
     signal: ac.signal,
   })
   if (res.status !== 200) throw new Error(`stream: ${res.status}`)
@@ -50,7 +58,12 @@ async function follow(apiKey: string, sessionId: string, stop: (e: Event, all: E
 
 async function tenantWithLlm(): Promise<{ apiKey: string; call: Caller }> {
   const tn = await h.tenant()
-  await tn.call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'chat-model', apiKey: 'sk-chat-test-0000000' })
+  await tn.call('PATCH', '/api/v1/tenant/settings/llm', {
+    provider: 'openai-compatible',
+    baseUrl: llm.url,
+    model: 'chat-model',
+    apiKey: 'sk-chat-test-0000000',
+  })
   return tn
 }
 
@@ -72,7 +85,13 @@ async function settled(call: Caller, sessionId: string) {
 
 t.test('a reply streams, is saved whole, and a stream resumed by Last-Event-ID continues exactly', async (t) => {
   const { apiKey, call } = await tenantWithLlm()
-  const agentId = (await call('POST', '/api/v1/agents', { name: 'Guide', systemPrompt: 'You are a museum guide.', config: { autonomyLevel: 'low' } })).body.data.id
+  const agentId = (
+    await call('POST', '/api/v1/agents', {
+      name: 'Guide',
+      systemPrompt: 'You are a museum guide.',
+      config: { autonomyLevel: 'low' },
+    })
+  ).body.data.id
   const sessionId = (await call('POST', '/api/v1/chat/sessions', { agentId })).body.data.id
   const reply = 'The atrium is the central hall of a Roman house, open to the sky in the middle.'
   const before = llm.requests.length
@@ -80,7 +99,10 @@ t.test('a reply streams, is saved whole, and a stream resumed by Last-Event-ID c
 
   const posted = await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'What is an atrium?' })
   t.equal(posted.status, 201)
-  t.match(posted.body.data, { message: { role: 'user', content: 'What is an atrium?', status: 'completed' }, replyId: String })
+  t.match(posted.body.data, {
+    message: { role: 'user', content: 'What is an atrium?', status: 'completed' },
+    replyId: String,
+  })
   const replyId = posted.body.data.replyId
   const busy = await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'and?' })
   t.equal(busy.status, 409, 'one reply at a time')
@@ -98,7 +120,15 @@ t.test('a reply streams, is saved whole, and a stream resumed by Last-Event-ID c
   const deltas = all.filter((e) => e.event === 'message.delta')
   t.ok(deltas.every((e) => e.data.messageId === replyId))
   t.equal(deltas.map((e) => e.data.delta).join(''), reply, 'the deltas make up the reply')
-  t.match(all.at(-1)!.data, { message: { id: replyId, role: 'assistant', content: reply, status: 'completed', usage: { inputTokens: 30, outputTokens: 18 } } })
+  t.match(all.at(-1)!.data, {
+    message: {
+      id: replyId,
+      role: 'assistant',
+      content: reply,
+      status: 'completed',
+      usage: { inputTokens: 30, outputTokens: 18 },
+    },
+  })
 
   const messages = await settled(call, sessionId)
   t.match(messages, [{ role: 'user' }, { id: replyId, content: reply, status: 'completed' }])
@@ -115,7 +145,10 @@ t.test('a reply streams, is saved whole, and a stream resumed by Last-Event-ID c
 
   // The next message carries the history; nobody listens, and the reply is saved all the same.
   llm.push({ text: 'About 2,000 years ago.' })
-  t.equal((await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'How old is the idea?' })).status, 201)
+  t.equal(
+    (await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'How old is the idea?' })).status,
+    201,
+  )
   const after = await settled(call, sessionId)
   t.equal(after.at(-1)!.content, 'About 2,000 years ago.')
   t.same(
@@ -163,7 +196,11 @@ t.test('a provider failure ends the reply failed with an error event', async (t)
   t.match(events.at(-1), { event: 'error', data: { messageId: replyId, code: 'LLM_KEY_REJECTED' } })
   const messages = await settled(call, sessionId)
   t.match(messages.at(-1), { id: replyId, status: 'failed', error: { code: 'LLM_KEY_REJECTED' } })
-  t.equal((await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'again' })).status, 201, 'the session is free again')
+  t.equal(
+    (await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'again' })).status,
+    201,
+    'the session is free again',
+  )
   await settled(call, sessionId)
 })
 
@@ -184,36 +221,56 @@ t.test('deleting a session ends the streams that follow it; a reconnect is 404',
   t.equal((await call('DELETE', `/api/v1/chat/sessions/${sessionId}`)).status, 200)
   const events = await following
   t.equal(events.at(-1)!.event, 'message.completed', 'the stream ended, after everything it had')
-  const again = await fetch(`${base}/api/v1/chat/sessions/${sessionId}/stream`, { headers: { authorization: `Bearer ${apiKey}`, 'last-event-id': String(events.at(-1)!.id) } })
+  const again = await fetch(`${base}/api/v1/chat/sessions/${sessionId}/stream`, {
+    headers: { authorization: `Bearer ${apiKey}`, 'last-event-id': String(events.at(-1)!.id) },
+  })
   t.equal(again.status, 404, 'a reconnect is 404')
   t.match(await again.json(), { error: { code: 'RESOURCE_NOT_FOUND' } })
 })
 
-t.test('deleting a session while its reply generates stops the model call instead of letting it run to the end', async (t) => {
-  let written = 0
-  const counting = await fakeLlm(t, { onChunk: () => written++ })
-  const { call } = await h.tenant()
-  await call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: counting.url, model: 'chat-model', apiKey: 'sk-chat-test-0000000' })
-  const sessionId = (await call('POST', '/api/v1/chat/sessions')).body.data.id
-  let deleted!: () => void
-  const gone = new Promise<void>((r) => (deleted = r))
-  const pieces = 300
-  // Held after a few pieces until the session is gone; then the rest would take about 1.5 s.
-  counting.push({ text: Array.from({ length: pieces }, (_, i) => `w${i}`).join(' '), chunkDelayMs: 5, hold: (i) => (i === 3 ? gone : undefined) })
-  const { replyId } = (await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'Go on.' })).body.data
-  while (written < 3) await sleep(10)
-  t.equal((await call('DELETE', `/api/v1/chat/sessions/${sessionId}`)).status, 200)
-  deleted()
-  // The reply's next write fails (its session is gone), which aborts the call; the retry finds nothing to finish.
-  let status = ''
-  for (let i = 0; i < 600 && status !== 'completed' && status !== 'failed'; i++) {
-    await sleep(25)
-    status = (await h.platform.db.sql<{ status: string }[]>`select status from jobs where queue = 'chat.reply' and payload->>'replyId' = ${replyId}`)[0]?.status ?? ''
-  }
-  t.equal(status, 'completed')
-  t.ok(written < pieces, `the provider stopped being read after ${written} of ${pieces} pieces`)
-  t.equal((await call('GET', `/api/v1/chat/sessions/${sessionId}/messages`)).status, 404)
-})
+t.test(
+  'deleting a session while its reply generates stops the model call instead of letting it run to the end',
+  async (t) => {
+    let written = 0
+    const counting = await fakeLlm(t, { onChunk: () => written++ })
+    const { call } = await h.tenant()
+    await call('PATCH', '/api/v1/tenant/settings/llm', {
+      provider: 'openai-compatible',
+      baseUrl: counting.url,
+      model: 'chat-model',
+      apiKey: 'sk-chat-test-0000000',
+    })
+    const sessionId = (await call('POST', '/api/v1/chat/sessions')).body.data.id
+    let deleted!: () => void
+    const gone = new Promise<void>((r) => (deleted = r))
+    const pieces = 300
+    // Held after a few pieces until the session is gone; then the rest would take about 1.5 s.
+    counting.push({
+      text: Array.from({ length: pieces }, (_, i) => `w${i}`).join(' '),
+      chunkDelayMs: 5,
+      hold: (i) => (i === 3 ? gone : undefined),
+    })
+    const { replyId } = (await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'Go on.' })).body
+      .data
+    while (written < 3) await sleep(10)
+    t.equal((await call('DELETE', `/api/v1/chat/sessions/${sessionId}`)).status, 200)
+    deleted()
+    // The reply's next write fails (its session is gone), which aborts the call; the retry finds nothing to finish.
+    let status = ''
+    for (let i = 0; i < 600 && status !== 'completed' && status !== 'failed'; i++) {
+      await sleep(25)
+      status =
+        (
+          await h.platform.db.sql<
+            { status: string }[]
+          >`select status from jobs where queue = 'chat.reply' and payload->>'replyId' = ${replyId}`
+        )[0]?.status ?? ''
+    }
+    t.equal(status, 'completed')
+    t.ok(written < pieces, `the provider stopped being read after ${written} of ${pieces} pieces`)
+    t.equal((await call('GET', `/api/v1/chat/sessions/${sessionId}/messages`)).status, 404)
+  },
+)
 
 t.test('refusals: no model, too long, blank', async (t) => {
   const bare = await h.tenant('free')
@@ -224,7 +281,10 @@ t.test('refusals: no model, too long, blank', async (t) => {
   const long = await bare.call('POST', `/api/v1/chat/sessions/${s}/messages`, { content: 'x'.repeat(4001) })
   t.equal(long.status, 413)
   t.match(long.body.error, { code: 'PAYLOAD_TOO_LARGE', details: { limit: 4000 } })
-  t.equal((await bare.call('POST', `/api/v1/chat/sessions/${s}/messages`, { content: '   ' })).body.error.code, 'VALIDATION_ERROR')
+  t.equal(
+    (await bare.call('POST', `/api/v1/chat/sessions/${s}/messages`, { content: '   ' })).body.error.code,
+    'VALIDATION_ERROR',
+  )
   t.same((await bare.call('GET', `/api/v1/chat/sessions/${s}/messages`)).body.data, [], 'nothing was written')
 })
 
@@ -250,13 +310,19 @@ t.test("another tenant's session is 404 on every route, the stream included, and
       ['POST', `/api/v1/chat/sessions/${id}/messages`, { content: 'hi from B' }],
     ] as const
   const stream = (id: string, lastEventId?: string) =>
-    fetch(`${base}/api/v1/chat/sessions/${id}/stream`, { headers: { authorization: `Bearer ${b.apiKey}`, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) } })
+    fetch(`${base}/api/v1/chat/sessions/${id}/stream`, {
+      headers: { authorization: `Bearer ${b.apiKey}`, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+    })
   for (const [i, [method, url, body]] of routes(sessionId).entries()) {
     const r = await b.call(method, url, body)
     t.equal(r.status, 404, `${method} ${url}`)
     t.match(r.body.error, { code: 'RESOURCE_NOT_FOUND', details: { resource: 'session', id: sessionId } })
     const [, ghostUrl, ghostBody] = routes(ghost)[i]!
-    t.equal(JSON.stringify(r.body.error), JSON.stringify((await b.call(method, ghostUrl, ghostBody)).body.error).replaceAll(ghost, sessionId), 'as for no session at all')
+    t.equal(
+      JSON.stringify(r.body.error),
+      JSON.stringify((await b.call(method, ghostUrl, ghostBody)).body.error).replaceAll(ghost, sessionId),
+      'as for no session at all',
+    )
   }
   for (const lastEventId of [undefined, '1']) {
     const r = await stream(sessionId, lastEventId)
@@ -286,7 +352,10 @@ t.test('a page of messages stops at its byte budget and goes on with the next cu
     await settled(call, sessionId)
   }
   const first = await call('GET', `/api/v1/chat/sessions/${sessionId}/messages?limit=200`)
-  t.ok(first.body.data.length < 10, `the page holds ${first.body.data.length} of 10 messages (${first.raw.length} bytes)`)
+  t.ok(
+    first.body.data.length < 10,
+    `the page holds ${first.body.data.length} of 10 messages (${first.raw.length} bytes)`,
+  )
   t.ok(first.body.meta.nextCursor, 'and says where to go on')
   const all = [...first.body.data]
   for (let cursor = first.body.meta.nextCursor; cursor;) {

@@ -41,7 +41,16 @@ interface Followed {
  * client's only way to send headers); `lastEventId` is sent with the first request, as a client
  * that saw that event before would (the library sends its own on every reconnect).
  */
-function follow(url: string, apiKey: string, o: { until: (e: Received) => boolean; onEvent?: (e: Received) => void; onOpen?: (n: number) => void; lastEventId?: number }): Followed {
+function follow(
+  url: string,
+  apiKey: string,
+  o: {
+    until: (e: Received) => boolean
+    onEvent?: (e: Received) => void
+    onOpen?: (n: number) => void
+    lastEventId?: number
+  },
+): Followed {
   const requests: (string | undefined)[] = []
   const failures: Followed['failures'] = []
   const received: Received[] = []
@@ -49,8 +58,16 @@ function follow(url: string, apiKey: string, o: { until: (e: Received) => boolea
   const es = new EventSource(url, {
     fetch: (input, init) => {
       requests.push(init.headers['Last-Event-ID'])
-      const lastEventId = init.headers['Last-Event-ID'] ?? (o.lastEventId === undefined ? undefined : String(o.lastEventId))
-      return fetch(input, { ...init, headers: { ...init.headers, authorization: `Bearer ${apiKey}`, ...(lastEventId ? { 'Last-Event-ID': lastEventId } : {}) } })
+      const lastEventId =
+        init.headers['Last-Event-ID'] ?? (o.lastEventId === undefined ? undefined : String(o.lastEventId))
+      return fetch(input, {
+        ...init,
+        headers: {
+          ...init.headers,
+          authorization: `Bearer ${apiKey}`,
+          ...(lastEventId ? { 'Last-Event-ID': lastEventId } : {}),
+        },
+      })
     },
   })
   const events = new Promise<Received[]>((resolve, reject) => {
@@ -91,7 +108,12 @@ t.test(
 
     // A alone at first, so that A's job runner is the one that takes the reply.
     const a = await serverProcess(t, env)
-    const llmSet = await a.call(apiKey, 'PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'm', apiKey: 'sk-replicas-test-00000' })
+    const llmSet = await a.call(apiKey, 'PATCH', '/api/v1/tenant/settings/llm', {
+      provider: 'openai-compatible',
+      baseUrl: llm.url,
+      model: 'm',
+      apiKey: 'sk-replicas-test-00000',
+    })
     t.match(llmSet, { status: 200 }, 'LLM settings saved on A')
     const sessionId = (await a.call(apiKey, 'POST', '/api/v1/chat/sessions', { title: 'replicas' })).body.data.id
 
@@ -99,14 +121,23 @@ t.test(
     // reply waits before its first piece until the stream is open on B, and at HOLD_AT until the
     // client has reconnected: the cut lands in the middle of the reply, and the reply goes on
     // after the reconnect, however fast or slow the machine.
-    const words = Array.from({ length: 80 }, (_, i) => ['café', 'naïve', 'über', '日本語', '—', 'ø', 'résumé', '🙂', 'atrium', 'hall'][i % 10]! + i)
+    const words = Array.from(
+      { length: 80 },
+      (_, i) => ['café', 'naïve', 'über', '日本語', '—', 'ø', 'résumé', '🙂', 'atrium', 'hall'][i % 10]! + i,
+    )
     const text = words.join(' ') + '.'
     const HOLD_AT = 50
     const streamOpen = gate()
     const reconnected = gate()
-    llm.push({ text, chunkDelayMs: 12, hold: (piece) => (piece === 0 ? streamOpen.opened : piece === HOLD_AT ? reconnected.opened : undefined) })
+    llm.push({
+      text,
+      chunkDelayMs: 12,
+      hold: (piece) => (piece === 0 ? streamOpen.opened : piece === HOLD_AT ? reconnected.opened : undefined),
+    })
 
-    const posted = await a.call(apiKey, 'POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'Say eighty words.' })
+    const posted = await a.call(apiKey, 'POST', `/api/v1/chat/sessions/${sessionId}/messages`, {
+      content: 'Say eighty words.',
+    })
     t.match(posted, { status: 201 }, 'message posted to A')
     const replyId: string = posted.body.data.replyId
     for (let i = 0; i < 400 && !llm.requests.length; i++) await sleep(25)
@@ -137,7 +168,11 @@ t.test(
     t.ok(stream.failures.length >= 1, 'the client saw the connection fail')
     t.equal(stream.requests[0], undefined, 'the first request has no Last-Event-ID')
     t.ok(stream.requests.length >= 2, 'the client reconnected by itself')
-    t.equal(stream.requests[1], String(stream.failures[0]!.lastId), 'the reconnect carried Last-Event-ID: the last event before the cut')
+    t.equal(
+      stream.requests[1],
+      String(stream.failures[0]!.lastId),
+      'the reconnect carried Last-Event-ID: the last event before the cut',
+    )
     t.ok(stream.failures[0]!.lastId > 0, 'some events came before the cut')
     t.ok(
       events.some((e) => e.connection === 1 && e.event === 'message.delta'),
@@ -178,7 +213,10 @@ t.test(
 
     // A client that had seen the events up to one in the middle gets exactly the rest (from A).
     const mid = events[Math.floor(events.length / 2)]!.id
-    const resumed = follow(`${a.base}/api/v1/chat/sessions/${sessionId}/stream`, apiKey, { lastEventId: mid, until: (e) => e.event === 'message.completed' || e.id >= completed.id })
+    const resumed = follow(`${a.base}/api/v1/chat/sessions/${sessionId}/stream`, apiKey, {
+      lastEventId: mid,
+      until: (e) => e.event === 'message.completed' || e.id >= completed.id,
+    })
     const rest = await resumed.events
     t.equal(resumed.requests.length, 1, 'one connection')
     t.same(

@@ -10,17 +10,30 @@ t.test('a session is created, listed, read, renamed and deleted', async (t) => {
   const { call } = await h.tenant()
   const untitled = await call('POST', '/api/v1/chat/sessions')
   t.equal(untitled.status, 201)
-  t.match(untitled.body.data, { id: String, title: 'New chat', agentId: null, projectId: null, messageCount: 0, createdAt: /Z$/, updatedAt: /Z$/ })
+  t.match(untitled.body.data, {
+    id: String,
+    title: 'New chat',
+    agentId: null,
+    projectId: null,
+    messageCount: 0,
+    createdAt: /Z$/,
+    updatedAt: /Z$/,
+  })
 
   const projectId = (await call('POST', '/api/v1/projects', { name: 'p' })).body.data.id
-  const agentId = (await call('POST', '/api/v1/agents', { name: 'a', systemPrompt: 'Be brief.', config: { autonomyLevel: 'low' } })).body.data.id
+  const agentId = (
+    await call('POST', '/api/v1/agents', { name: 'a', systemPrompt: 'Be brief.', config: { autonomyLevel: 'low' } })
+  ).body.data.id
   const bound = await call('POST', '/api/v1/chat/sessions', { title: '  Planning ', agentId, projectId })
   t.match(bound.body.data, { title: 'Planning', agentId, projectId })
   t.same((await call('GET', `/api/v1/chat/sessions/${bound.body.data.id}`)).body.data, bound.body.data)
 
   const renamed = await call('PATCH', `/api/v1/chat/sessions/${bound.body.data.id}`, { title: 'Roadmap' })
   t.equal(renamed.body.data.title, 'Roadmap')
-  t.equal((await call('PATCH', `/api/v1/chat/sessions/${bound.body.data.id}`, { title: '  ' })).body.error.code, 'VALIDATION_ERROR')
+  t.equal(
+    (await call('PATCH', `/api/v1/chat/sessions/${bound.body.data.id}`, { title: '  ' })).body.error.code,
+    'VALIDATION_ERROR',
+  )
 
   const first = await call('GET', '/api/v1/chat/sessions?limit=1')
   t.equal(first.body.data[0].id, bound.body.data.id, 'newest first')
@@ -42,10 +55,18 @@ t.test('a session is created, listed, read, renamed and deleted', async (t) => {
 t.test("another tenant's agent or project cannot be bound: 404, and nothing half-written", async (t) => {
   const a = await h.tenant()
   const b = await h.tenant()
-  const agentOfA = (await a.call('POST', '/api/v1/agents', { name: 'a', systemPrompt: '', config: { autonomyLevel: 'low' } })).body.data.id
+  const agentOfA = (
+    await a.call('POST', '/api/v1/agents', { name: 'a', systemPrompt: '', config: { autonomyLevel: 'low' } })
+  ).body.data.id
   const projectOfA = (await a.call('POST', '/api/v1/projects', { name: 'p' })).body.data.id
-  t.match((await b.call('POST', '/api/v1/chat/sessions', { agentId: agentOfA })).body.error, { code: 'RESOURCE_NOT_FOUND', details: { resource: 'agent' } })
-  t.match((await b.call('POST', '/api/v1/chat/sessions', { projectId: projectOfA })).body.error, { code: 'RESOURCE_NOT_FOUND', details: { resource: 'project' } })
+  t.match((await b.call('POST', '/api/v1/chat/sessions', { agentId: agentOfA })).body.error, {
+    code: 'RESOURCE_NOT_FOUND',
+    details: { resource: 'agent' },
+  })
+  t.match((await b.call('POST', '/api/v1/chat/sessions', { projectId: projectOfA })).body.error, {
+    code: 'RESOURCE_NOT_FOUND',
+    details: { resource: 'project' },
+  })
   t.equal((await b.call('GET', '/api/v1/chat/sessions')).body.data.length, 0)
 })
 
@@ -57,14 +78,25 @@ t.test('chat needs its own permissions', async (t) => {
   const denied = await reader('POST', '/api/v1/chat/sessions', { title: 'x' })
   t.equal(denied.status, 403)
   t.match(denied.body.error, { code: 'FORBIDDEN', details: { required: 'chat:write' } })
-  const none = caller(h.app, (await call('POST', '/api/v1/api-keys', { name: 'projects', type: 'sdk', permissions: ['projects:read'] })).body.data.key)
-  t.match((await none('GET', '/api/v1/chat/sessions')).body.error, { code: 'FORBIDDEN', details: { required: 'chat:read' } })
+  const none = caller(
+    h.app,
+    (await call('POST', '/api/v1/api-keys', { name: 'projects', type: 'sdk', permissions: ['projects:read'] })).body
+      .data.key,
+  )
+  t.match((await none('GET', '/api/v1/chat/sessions')).body.error, {
+    code: 'FORBIDDEN',
+    details: { required: 'chat:read' },
+  })
 })
 
 t.test('the plan bounds the number of sessions', async (t) => {
   const { tenantId, call } = await h.tenant('free')
   // Fill to one short of the free plan's 100 directly, then the API takes the last one and refuses the next.
-  await h.platform.db.tenant(tenantId, (sql) => sql`insert into chat_sessions (id, tenant_id, title) select gen_random_uuid(), ${tenantId}, 'filled' from generate_series(1, 99)`)
+  await h.platform.db.tenant(
+    tenantId,
+    (sql) =>
+      sql`insert into chat_sessions (id, tenant_id, title) select gen_random_uuid(), ${tenantId}, 'filled' from generate_series(1, 99)`,
+  )
   t.equal((await call('POST', '/api/v1/chat/sessions')).status, 201)
   const over = await call('POST', '/api/v1/chat/sessions')
   t.equal(over.status, 413)

@@ -16,7 +16,11 @@ function browser(origin: string) {
       if (jar.size) headers.cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ')
       if (init.script) Object.assign(headers, { origin, 'sec-fetch-site': 'same-origin' })
       if (init.body !== undefined) headers['content-type'] = 'application/json'
-      const res = await fetch(url, { method: init.method ?? 'GET', headers, body: init.body === undefined ? undefined : JSON.stringify(init.body) })
+      const res = await fetch(url, {
+        method: init.method ?? 'GET',
+        headers,
+        body: init.body === undefined ? undefined : JSON.stringify(init.body),
+      })
       for (const c of res.headers.getSetCookie()) {
         const [pair] = c.split(';')
         const eq = pair!.indexOf('=')
@@ -38,7 +42,16 @@ t.test('a CLI logs in through the browser: start, poll, sign in, approve, redeem
   const verifier = randomBytes(32).toString('base64url')
   const state = randomBytes(32).toString('hex')
   const cli = (path: string, body?: unknown) =>
-    fetch(`${origin}${path}`, body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json', 'user-agent': 'atrium-cli/1.4.2' }, body: JSON.stringify(body) })
+    fetch(
+      `${origin}${path}`,
+      body === undefined
+        ? {}
+        : {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'user-agent': 'atrium-cli/1.4.2' },
+            body: JSON.stringify(body),
+          },
+    )
   const started = await cli('/cli/auth/start', {
     state,
     codeChallenge: createHash('sha256').update(verifier).digest('base64url'),
@@ -50,7 +63,8 @@ t.test('a CLI logs in through the browser: start, poll, sign in, approve, redeem
   const { loginId, authUrl, verificationCode, interval } = (await started.json()).data
   t.ok(authUrl.startsWith(`${origin}/cli/auth/approve?`), 'authUrl is the approval page on this server')
   t.equal(interval, 5)
-  const poll = async () => (await (await cli(`/cli/auth/status?loginId=${encodeURIComponent(loginId)}`)).json()).data.status
+  const poll = async () =>
+    (await (await cli(`/cli/auth/status?loginId=${encodeURIComponent(loginId)}`)).json()).data.status
   t.equal(await poll(), 'pending')
 
   // The browser opens authUrl: the page, its script, then what the script asks for.
@@ -68,17 +82,27 @@ t.test('a CLI logs in through the browser: start, poll, sign in, approve, redeem
   const notSignedIn = await b.fetch(`${origin}/api/v1/auth/exchange`, { method: 'POST', body: {}, script: true })
   t.equal(notSignedIn.status, 401, 'the page learns it must show the sign-in form')
 
-  const info = await b.fetch(`${origin}/cli/auth/info?loginId=${encodeURIComponent(pageParams.get('loginId')!)}`, { script: true })
+  const info = await b.fetch(`${origin}/cli/auth/info?loginId=${encodeURIComponent(pageParams.get('loginId')!)}`, {
+    script: true,
+  })
   const shown = (await info.json()).data
   t.equal(shown.verificationCode, verificationCode, 'the browser shows the code the terminal shows')
   t.match(shown, { cliVersion: '1.4.2', platform: 'linux-x64', requesterIp: '127.0.0.1', status: 'pending' })
 
-  const signedIn = await b.fetch(`${origin}/api/v1/auth/login`, { method: 'POST', body: { email: u.email, password: PASSWORD }, script: true })
+  const signedIn = await b.fetch(`${origin}/api/v1/auth/login`, {
+    method: 'POST',
+    body: { email: u.email, password: PASSWORD },
+    script: true,
+  })
   t.equal(signedIn.status, 200)
   t.ok(b.jar.get('atrium_session')?.startsWith('ats_'), 'the browser holds the session cookie')
   t.equal(await poll(), 'pending', 'signing in alone approves nothing')
 
-  const approved = await b.fetch(`${origin}/cli/auth/complete`, { method: 'POST', body: { loginId: pageParams.get('loginId'), state: pageParams.get('state') }, script: true })
+  const approved = await b.fetch(`${origin}/cli/auth/complete`, {
+    method: 'POST',
+    body: { loginId: pageParams.get('loginId'), state: pageParams.get('state') },
+    script: true,
+  })
   t.equal(approved.status, 200)
   t.equal((await approved.json()).data.status, 'approved')
 
@@ -87,12 +111,20 @@ t.test('a CLI logs in through the browser: start, poll, sign in, approve, redeem
   const redeemed = await cli('/cli/auth/token', { loginId, codeVerifier: verifier })
   t.equal(redeemed.status, 200)
   const { data } = await redeemed.json()
-  t.match(data, { tokenType: 'Bearer', user: { id: u.userId, email: u.email, role: 'owner' }, tenant: { id: u.tenantId, plan: 'pro' } })
+  t.match(data, {
+    tokenType: 'Bearer',
+    user: { id: u.userId, email: u.email, role: 'owner' },
+    tenant: { id: u.tenantId, plan: 'pro' },
+  })
   t.equal(await poll(), 'consumed')
 
   const me = await fetch(`${origin}/api/v1/auth/me`, { headers: { authorization: `Bearer ${data.token}` } })
   t.equal(me.status, 200)
-  t.match((await me.json()).data, { user: { id: u.userId, email: u.email }, tenant: { id: u.tenantId }, credential: { type: 'access_token' } })
+  t.match((await me.json()).data, {
+    user: { id: u.userId, email: u.email },
+    tenant: { id: u.tenantId },
+    credential: { type: 'access_token' },
+  })
   const projects = await fetch(`${origin}/api/v1/projects`, { headers: { authorization: `Bearer ${data.token}` } })
   t.equal(projects.status, 200, 'the token works on the API like any user token')
 

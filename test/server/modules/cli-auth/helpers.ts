@@ -19,7 +19,12 @@ export function pkcePair() {
 /** An address of its own per test, so the per-address limits of one test do not spend another's. */
 export const randomIp = () => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`
 
-export type Client = (method: InjectOptions['method'], url: string, body?: unknown, headers?: Record<string, string>) => Promise<Called>
+export type Client = (
+  method: InjectOptions['method'],
+  url: string,
+  body?: unknown,
+  headers?: Record<string, string>,
+) => Promise<Called>
 
 export function client(app: FastifyInstance, ip = randomIp()): Client {
   return async (method, url, body, headers = {}) => {
@@ -31,7 +36,9 @@ export function client(app: FastifyInstance, ip = randomIp()): Client {
       ...(body === undefined ? {} : { payload: body as InjectOptions['payload'] }),
     })
     const raw = res.rawPayload
-    const parsed: unknown = String(res.headers['content-type'] ?? '').includes('json') ? JSON.parse(raw.toString('utf8')) : null
+    const parsed: unknown = String(res.headers['content-type'] ?? '').includes('json')
+      ? JSON.parse(raw.toString('utf8'))
+      : null
     return { status: res.statusCode, headers: res.headers, body: parsed, raw }
   }
 }
@@ -73,7 +80,12 @@ export async function startLogin(call: Client, over: Record<string, unknown> = {
     ...over,
   })
   if (response.status !== 201) throw new Error(`start failed: ${JSON.stringify(response.body)}`)
-  return { ...(response.body.data as { loginId: string; authUrl: string; verificationCode: string; expiresAt: string }), state, verifier, response }
+  return {
+    ...(response.body.data as { loginId: string; authUrl: string; verificationCode: string; expiresAt: string }),
+    state,
+    verifier,
+    response,
+  }
 }
 
 /** Starts a login and approves it as the signed-in user holding `cookie`. */

@@ -1,5 +1,12 @@
 import t from 'tap'
-import { newLoginId, newVerificationCode, pkceChallenge, safeEqual, statusOf, VERIFICATION_ALPHABET } from '../../../../server/modules/cli-auth/service.js'
+import {
+  newLoginId,
+  newVerificationCode,
+  pkceChallenge,
+  safeEqual,
+  statusOf,
+  VERIFICATION_ALPHABET,
+} from '../../../../server/modules/cli-auth/service.js'
 import { credentialTags } from '../../../../server/platform/credential-tags.js'
 
 t.test('the PKCE S256 challenge matches the RFC 7636 appendix B example', async (t) => {
@@ -10,21 +17,27 @@ t.test('a loginId is 26 random bytes in base64url (208 bits) and its tag, never 
   const tags = credentialTags({ deriveKey: () => Buffer.alloc(32, 3) }, 'cli-login')
   const ids = new Set(Array.from({ length: 1000 }, () => newLoginId(tags)))
   t.equal(ids.size, 1000)
-  const malformed = [...ids].filter((id) => !/^[A-Za-z0-9_-]{43}$/.test(id) || Buffer.from(id.slice(0, 35), 'base64url').length !== 26 || !tags.verify(id))
+  const malformed = [...ids].filter(
+    (id) =>
+      !/^[A-Za-z0-9_-]{43}$/.test(id) || Buffer.from(id.slice(0, 35), 'base64url').length !== 26 || !tags.verify(id),
+  )
   t.same(malformed, [], '43 characters: 26 bytes in base64url, then the tag')
   const elsewhere = credentialTags({ deriveKey: () => Buffer.alloc(32, 4) }, 'cli-login')
   t.notOk(elsewhere.verify(newLoginId(tags)), "another deployment's tag does not verify")
 })
 
-t.test('a verification code is 8 letters of the consonant alphabet, shown XXXX-XXXX, every letter in use', async (t) => {
-  const seen = new Set<string>()
-  for (let i = 0; i < 500; i++) {
-    const code = newVerificationCode()
-    if (!/^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/.test(code)) t.fail(`bad code ${code}`)
-    for (const c of code.replace('-', '')) seen.add(c)
-  }
-  t.equal([...seen].sort().join(''), VERIFICATION_ALPHABET, 'all 20 letters occur, no others')
-})
+t.test(
+  'a verification code is 8 letters of the consonant alphabet, shown XXXX-XXXX, every letter in use',
+  async (t) => {
+    const seen = new Set<string>()
+    for (let i = 0; i < 500; i++) {
+      const code = newVerificationCode()
+      if (!/^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/.test(code)) t.fail(`bad code ${code}`)
+      for (const c of code.replace('-', '')) seen.add(c)
+    }
+    t.equal([...seen].sort().join(''), VERIFICATION_ALPHABET, 'all 20 letters occur, no others')
+  },
+)
 
 t.test('status: expiry turns pending and approved into expired; consumed stays consumed', async (t) => {
   const at = new Date('2030-01-01T00:10:00Z')

@@ -22,7 +22,10 @@ t.test('a tampered link is FORBIDDEN', async (t) => {
   const r = await h.anonymous('GET', url.pathname + url.search)
   t.equal(r.status, 403)
   t.match(r.body.error, { code: 'FORBIDDEN', details: { reason: 'signature' } })
-  const other = await h.anonymous('GET', `/blobs/t/other.zip${new URL(await blobs.presignGet('t/file.zip', { expiresSeconds: 60, filename: 'f.zip' })).search}`)
+  const other = await h.anonymous(
+    'GET',
+    `/blobs/t/other.zip${new URL(await blobs.presignGet('t/file.zip', { expiresSeconds: 60, filename: 'f.zip' })).search}`,
+  )
   t.equal(other.status, 403, 'a signature for another key')
 })
 
@@ -45,7 +48,10 @@ t.test('a link whose signature is spelled any other way than issued is FORBIDDEN
     'the standard base64 alphabet': sig.replace(/-/g, '+').replace(/_/g, '/'),
     // 43 characters carry 258 bits for 256: the last one's two spare bits change no byte.
     'other spare bits in the last character': sig.slice(0, -1) + ALPHABET[ALPHABET.indexOf(sig.at(-1)!) ^ 1],
-    'a case change': sig.slice(0, i) + (sig[i] === sig[i]!.toUpperCase() ? sig[i]!.toLowerCase() : sig[i]!.toUpperCase()) + sig.slice(i + 1),
+    'a case change':
+      sig.slice(0, i) +
+      (sig[i] === sig[i]!.toUpperCase() ? sig[i]!.toLowerCase() : sig[i]!.toUpperCase()) +
+      sig.slice(i + 1),
     'truncated by one character': sig.slice(0, -1),
     empty: '',
   }
@@ -87,5 +93,9 @@ t.test('a validly signed link to a key outside the store serves nothing', async 
     t.equal(r.status, 404, key)
     t.notMatch(r.raw.toString(), /root:|[A-Za-z0-9+/]{43}=/, `${key}: no file content`)
   }
-  await t.rejects(blobs.presignGet('../escape.zip', { expiresSeconds: 60, filename: 'e.zip' }), { message: /invalid blob key/ }, 'and no such link is ever signed')
+  await t.rejects(
+    blobs.presignGet('../escape.zip', { expiresSeconds: 60, filename: 'e.zip' }),
+    { message: /invalid blob key/ },
+    'and no such link is ever signed',
+  )
 })

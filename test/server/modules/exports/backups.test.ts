@@ -14,7 +14,9 @@ const p = portability(h)
 
 // The first round runs once the app has started (a new installation's): it is over before these tenants are made.
 for (let i = 0; ; i++) {
-  const [r] = await h.platform.db.system((sql) => sql`select count(*)::int as n from jobs where queue = 'exports.backups' and status = 'completed'`)
+  const [r] = await h.platform.db.system(
+    (sql) => sql`select count(*)::int as n from jobs where queue = 'exports.backups' and status = 'completed'`,
+  )
   if (r!.n > 0) break
   if (i > 400) throw new Error('the first backup round did not run')
   await sleep(25)
@@ -23,9 +25,14 @@ const tenants = { free: await h.tenant('free'), pro: await h.tenant('pro'), ente
 for (const [plan, tn] of Object.entries(tenants)) await tn.call('POST', '/api/v1/projects', { name: `${plan} work` })
 
 const backupsOf = async (call: Caller, tenantId: string) =>
-  ((await call('GET', `/api/v1/platform/tenants/${tenantId}/export?limit=200`)).body.data as { kind: string; status: string; downloadUrl: string | null; createdAt: string }[]).filter(
-    (e) => e.kind === 'backup',
-  )
+  (
+    (await call('GET', `/api/v1/platform/tenants/${tenantId}/export?limit=200`)).body.data as {
+      kind: string
+      status: string
+      downloadUrl: string | null
+      createdAt: string
+    }[]
+  ).filter((e) => e.kind === 'backup')
 
 /**
  * Moves the clock, lets the hourly round run and every backup it queued end. The app's own schedule
@@ -65,29 +72,41 @@ t.test('a whole-tenant backup per plan interval, into the tenant’s store', asy
   t.equal((await backupsOf(tenants.pro.call, tenants.pro.tenantId)).length, 1, 'pro: not before a day has passed')
   await at(Date.parse('2026-12-02T01:45:00Z'))
   t.equal((await backupsOf(tenants.pro.call, tenants.pro.tenantId)).length, 2, 'pro: daily')
-  const audit = await h.platform.db.system((sql) => sql`select actor_type, details from audit_events where tenant_id = ${tenants.pro.tenantId} and action = 'export.completed'`)
+  const audit = await h.platform.db.system(
+    (sql) =>
+      sql`select actor_type, details from audit_events where tenant_id = ${tenants.pro.tenantId} and action = 'export.completed'`,
+  )
   t.match(audit, [
     { actor_type: 'system', details: { kind: 'backup' } },
     { actor_type: 'system', details: { kind: 'backup' } },
   ])
 })
 
-t.test('backups older than the plan keeps them go, object and row; a manual export’s archive goes when its link expires', async (t) => {
-  const manual = await p.exported(tenants.pro.call, tenants.pro.tenantId, { include: ['settings'] })
-  t.equal(manual.job.status, 'completed')
-  const proKeys = () => storedKeys(h, `tenants/${tenants.pro.tenantId}/exports/`)
-  t.equal((await proKeys()).length, 3, 'two backups and the export')
-  // Eight days on: pro keeps backups 7 days, enterprise 90; the export's link lasted 7 days.
-  const later = Date.parse('2026-12-09T12:30:00Z')
-  await at(later)
-  const pro = await backupsOf(tenants.pro.call, tenants.pro.tenantId)
-  t.same(
-    pro.map((b) => b.createdAt),
-    [new Date(later).toISOString()],
-    'only the backup just taken is left',
-  )
-  t.equal((await proKeys()).length, 1, 'the expired backups’ and the export’s objects are gone')
-  const exported = (await tenants.pro.call('GET', `/api/v1/platform/tenants/${tenants.pro.tenantId}/export/${manual.job.exportId}`)).body.data
-  t.match(exported, { status: 'completed', downloadUrl: null }, 'the export stays listed, without its link')
-  t.equal((await backupsOf(tenants.enterprise.call, tenants.enterprise.tenantId)).length, 6, 'enterprise keeps its older backups')
-})
+t.test(
+  'backups older than the plan keeps them go, object and row; a manual export’s archive goes when its link expires',
+  async (t) => {
+    const manual = await p.exported(tenants.pro.call, tenants.pro.tenantId, { include: ['settings'] })
+    t.equal(manual.job.status, 'completed')
+    const proKeys = () => storedKeys(h, `tenants/${tenants.pro.tenantId}/exports/`)
+    t.equal((await proKeys()).length, 3, 'two backups and the export')
+    // Eight days on: pro keeps backups 7 days, enterprise 90; the export's link lasted 7 days.
+    const later = Date.parse('2026-12-09T12:30:00Z')
+    await at(later)
+    const pro = await backupsOf(tenants.pro.call, tenants.pro.tenantId)
+    t.same(
+      pro.map((b) => b.createdAt),
+      [new Date(later).toISOString()],
+      'only the backup just taken is left',
+    )
+    t.equal((await proKeys()).length, 1, 'the expired backups’ and the export’s objects are gone')
+    const exported = (
+      await tenants.pro.call('GET', `/api/v1/platform/tenants/${tenants.pro.tenantId}/export/${manual.job.exportId}`)
+    ).body.data
+    t.match(exported, { status: 'completed', downloadUrl: null }, 'the export stays listed, without its link')
+    t.equal(
+      (await backupsOf(tenants.enterprise.call, tenants.enterprise.tenantId)).length,
+      6,
+      'enterprise keeps its older backups',
+    )
+  },
+)

@@ -8,18 +8,25 @@ import { csvField, derivedId, normalizeInclude } from '../../../../server/module
 const KEY = randomBytes(32)
 const B = v7()
 
-t.test('an id derived for a tenant is the same UUIDv7 every time, and another for another tenant or installation', async (t) => {
-  const id = v7()
-  const mapped = derivedId(KEY, B, id)
-  t.not(mapped, id)
-  t.ok(isUuid(mapped))
-  t.equal(mapped[14], '7', 'still version 7')
-  t.match(mapped[19], /[89ab]/, 'still the RFC variant')
-  t.equal(derivedId(KEY, B, id), mapped, 'deterministic: a second restore meets the first one’s records')
-  t.not(derivedId(KEY, v7(), id), mapped, 'another tenant, another id')
-  t.not(derivedId(randomBytes(32), B, id), mapped, 'without the installation’s key nobody can tell what an id becomes')
-  t.equal(derivedId(KEY, B, id.toUpperCase()), mapped, 'the same whatever the case')
-})
+t.test(
+  'an id derived for a tenant is the same UUIDv7 every time, and another for another tenant or installation',
+  async (t) => {
+    const id = v7()
+    const mapped = derivedId(KEY, B, id)
+    t.not(mapped, id)
+    t.ok(isUuid(mapped))
+    t.equal(mapped[14], '7', 'still version 7')
+    t.match(mapped[19], /[89ab]/, 'still the RFC variant')
+    t.equal(derivedId(KEY, B, id), mapped, 'deterministic: a second restore meets the first one’s records')
+    t.not(derivedId(KEY, v7(), id), mapped, 'another tenant, another id')
+    t.not(
+      derivedId(randomBytes(32), B, id),
+      mapped,
+      'without the installation’s key nobody can tell what an id becomes',
+    )
+    t.equal(derivedId(KEY, B, id.toUpperCase()), mapped, 'the same whatever the case')
+  },
+)
 
 t.test('derived ids sort as the originals did, also within one millisecond', async (t) => {
   const ids = Array.from({ length: 2000 }, () => v7()) // many share a millisecond
@@ -46,6 +53,7 @@ t.test('a CSV field is quoted as RFC 4180 says, and a formula is defused', async
   t.equal(csvField(42), '42')
   t.equal(csvField({ a: [1, 'x'] }), '"{""a"":[1,""x""]}"')
   t.equal(csvField(new Date('2026-01-02T03:04:05Z')), '2026-01-02T03:04:05.000Z')
-  for (const f of ['=1+1', '+1', '-1', '@SUM(A1)', '\tx']) t.equal(csvField(f)[0] === '"' ? csvField(f)[1] : csvField(f)[0], "'", JSON.stringify(f))
+  for (const f of ['=1+1', '+1', '-1', '@SUM(A1)', '\tx'])
+    t.equal(csvField(f)[0] === '"' ? csvField(f)[1] : csvField(f)[0], "'", JSON.stringify(f))
   t.equal(csvField(-1), '-1', 'numbers are numbers, not formulas')
 })

@@ -31,37 +31,62 @@ t.test('scheduled exports', { skip }, async (t) => {
   const s3 = s3Client()
   await s3.makeBucket(bucket, 'us-east-1')
   const base = `/api/v1/platform/tenants/${tn.tenantId}/export/schedule`
-  const destination = { s3Endpoint: services.s3Endpoint, s3Bucket: bucket, s3AccessKey: services.s3AccessKey, s3SecretKey: services.s3SecretKey, s3Prefix: 'atrium/weekly' }
+  const destination = {
+    s3Endpoint: services.s3Endpoint,
+    s3Bucket: bucket,
+    s3AccessKey: services.s3AccessKey,
+    s3SecretKey: services.s3SecretKey,
+    s3Prefix: 'atrium/weekly',
+  }
 
-  await t.test('a destination the server cannot write to is refused at creation with the check that failed', async (t) => {
-    const cases: [string, Record<string, string>, Record<string, unknown>][] = [
-      ['a wrong access key', { s3AccessKey: 'not-a-key' }, { check: 'write', reason: 'InvalidAccessKeyId' }],
-      ['a wrong secret key', { s3SecretKey: 'not-the-secret' }, { check: 'write', reason: 'SignatureDoesNotMatch' }],
-      ['a bucket that does not exist', { s3Bucket: 'no-such-bucket-atrium' }, { check: 'write', reason: 'NoSuchBucket' }],
-      ['an endpoint the outbound policy refuses', { s3Endpoint: 'http://169.254.169.254' }, { reason: 'outbound_refused' }],
-      ['an endpoint that is not a URL', { s3Endpoint: 'minio:9000' }, {}],
-    ]
-    for (const [what, change, details] of cases) {
-      const r = await tn.call('POST', base, { frequency: 'weekly', ...destination, ...change })
-      t.equal(r.status, 400, what)
-      t.equal(r.body.error.code, 'VALIDATION_ERROR', what)
-      t.match(r.body.error.details, details, what)
-      t.notMatch(JSON.stringify(r.body), /not-the-secret|minioadmin|atrium-ci/, `${what}: no key in the answer`)
-    }
-    t.same((await tn.call('GET', base)).body.data, [], 'no schedule was made')
-    const objects: string[] = []
-    for await (const o of s3.listObjectsV2(bucket, '', true)) objects.push((o as { name: string }).name)
-    t.same(objects, [], 'every probe object was deleted')
-  })
+  await t.test(
+    'a destination the server cannot write to is refused at creation with the check that failed',
+    async (t) => {
+      const cases: [string, Record<string, string>, Record<string, unknown>][] = [
+        ['a wrong access key', { s3AccessKey: 'not-a-key' }, { check: 'write', reason: 'InvalidAccessKeyId' }],
+        ['a wrong secret key', { s3SecretKey: 'not-the-secret' }, { check: 'write', reason: 'SignatureDoesNotMatch' }],
+        [
+          'a bucket that does not exist',
+          { s3Bucket: 'no-such-bucket-atrium' },
+          { check: 'write', reason: 'NoSuchBucket' },
+        ],
+        [
+          'an endpoint the outbound policy refuses',
+          { s3Endpoint: 'http://169.254.169.254' },
+          { reason: 'outbound_refused' },
+        ],
+        ['an endpoint that is not a URL', { s3Endpoint: 'minio:9000' }, {}],
+      ]
+      for (const [what, change, details] of cases) {
+        const r = await tn.call('POST', base, { frequency: 'weekly', ...destination, ...change })
+        t.equal(r.status, 400, what)
+        t.equal(r.body.error.code, 'VALIDATION_ERROR', what)
+        t.match(r.body.error.details, details, what)
+        t.notMatch(JSON.stringify(r.body), /not-the-secret|minioadmin|atrium-ci/, `${what}: no key in the answer`)
+      }
+      t.same((await tn.call('GET', base)).body.data, [], 'no schedule was made')
+      const objects: string[] = []
+      for await (const o of s3.listObjectsV2(bucket, '', true)) objects.push((o as { name: string }).name)
+      t.same(objects, [], 'every probe object was deleted')
+    },
+  )
 
   const made = await tn.call('POST', base, { frequency: 'weekly', format: 'zip', ...destination })
   t.equal(made.status, 201, JSON.stringify(made.body))
   const schedule = made.body.data
-  t.match(schedule, { frequency: 'weekly', destination: 's3', s3Bucket: bucket, s3Prefix: 'atrium/weekly/', lastRuns: [] })
+  t.match(schedule, {
+    frequency: 'weekly',
+    destination: 's3',
+    s3Bucket: bucket,
+    s3Prefix: 'atrium/weekly/',
+    lastRuns: [],
+  })
   t.notMatch(JSON.stringify(made.body), new RegExp(services.s3SecretKey), 'the keys are never returned')
   const next = Date.parse(schedule.nextRunAt)
   t.equal(new Date(next).getUTCDay(), 0, 'weekly on Sunday')
-  const [sealed] = await platform.db.system((sql) => sql`select access_key_sealed, secret_key_sealed from export_schedules where id = ${schedule.scheduleId}`)
+  const [sealed] = await platform.db.system(
+    (sql) => sql`select access_key_sealed, secret_key_sealed from export_schedules where id = ${schedule.scheduleId}`,
+  )
   t.match(sealed!.secret_key_sealed, /^atrium:v1:/, 'sealed at rest')
 
   await t.test('two replicas, ten weeks of an injected clock: one export a week, ten in the bucket', async (t) => {
@@ -82,7 +107,9 @@ t.test('scheduled exports', { skip }, async (t) => {
       await until(`week ${week + 1}'s export`, async () => (await objects()).length === week + 1)
     }
     // (The slots' jobs themselves are swept a week after they complete: the runner's upkeep runs on the same clock.)
-    const [runs] = await platform.db.system((sql) => sql`select count(*)::int as n from tenant_exports where schedule_id = ${schedule.scheduleId}`)
+    const [runs] = await platform.db.system(
+      (sql) => sql`select count(*)::int as n from tenant_exports where schedule_id = ${schedule.scheduleId}`,
+    )
     t.equal(runs!.n, 10, 'the two replicas made ten exports between them, one per slot')
     const names = await objects()
     t.equal(names.length, 10, 'ten archives in the bucket, not twenty')
@@ -95,7 +122,10 @@ t.test('scheduled exports', { skip }, async (t) => {
     const shown = await tn.call('GET', `${base}/${schedule.scheduleId}`)
     t.equal(shown.body.data.lastRuns.length, 10)
     t.ok(
-      shown.body.data.lastRuns.every((r: { status: string; kind: string; size: number }) => r.status === 'completed' && r.kind === 'scheduled' && r.size > 0),
+      shown.body.data.lastRuns.every(
+        (r: { status: string; kind: string; size: number }) =>
+          r.status === 'completed' && r.kind === 'scheduled' && r.size > 0,
+      ),
       'each run completed, with its size',
     )
     for (const r of replicas) r.send({ stop: true })
@@ -105,7 +135,14 @@ t.test('scheduled exports', { skip }, async (t) => {
   await t.test('deleting the schedule stops its slots; its runs stay listed', async (t) => {
     t.equal((await tn.call('DELETE', `${base}/${schedule.scheduleId}`)).status, 204)
     t.equal((await tn.call('GET', `${base}/${schedule.scheduleId}`)).status, 404)
-    t.equal((await platform.db.system((sql) => sql`select count(*)::int as n from job_schedules where name like ${'export:' + tn.tenantId + ':%'}`))[0]!.n, 0)
+    t.equal(
+      (
+        await platform.db.system(
+          (sql) => sql`select count(*)::int as n from job_schedules where name like ${'export:' + tn.tenantId + ':%'}`,
+        )
+      )[0]!.n,
+      0,
+    )
     const runs = await tn.call('GET', `/api/v1/platform/tenants/${tn.tenantId}/export?limit=50`)
     t.equal(runs.body.data.filter((r: { kind: string }) => r.kind === 'scheduled').length, 10)
   })
@@ -119,7 +156,8 @@ t.test('scheduled exports', { skip }, async (t) => {
 
 type Msg = { ready?: number; ticked?: number; enqueued?: number; error?: string }
 
-const replica = (tt: Test, env: Record<string, string>, now: number): IpcChild<Msg> => ipcChild<Msg>(tt, REPLICA, { ...env, PATH: process.env.PATH ?? '', REPLICA_NOW: String(now) })
+const replica = (tt: Test, env: Record<string, string>, now: number): IpcChild<Msg> =>
+  ipcChild<Msg>(tt, REPLICA, { ...env, PATH: process.env.PATH ?? '', REPLICA_NOW: String(now) })
 
 async function until(what: string, probe: () => Promise<boolean>, ms = 60_000) {
   for (const end = Date.now() + ms; Date.now() < end; await sleep(100)) if (await probe()) return

@@ -16,28 +16,56 @@ const h = await webhookApp(t, {}, { webhookWorker: { pollMs: 50, schedule: [0.1,
 const llm = await fakeLlm(t)
 const owner = await h.tenant('enterprise')
 const rx = await receiver(t)
-if ((await owner.call('POST', '/api/v1/webhooks', { url: rx.url, events: ['user.created'], secret: SECRET })).status !== 201) throw new Error('webhook')
-await owner.call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: llm.url, model: 'test-model', apiKey: 'sk-gdpr-test-0123456789' })
+if (
+  (await owner.call('POST', '/api/v1/webhooks', { url: rx.url, events: ['user.created'], secret: SECRET })).status !==
+  201
+)
+  throw new Error('webhook')
+await owner.call('PATCH', '/api/v1/tenant/settings/llm', {
+  provider: 'openai-compatible',
+  baseUrl: llm.url,
+  model: 'test-model',
+  apiKey: 'sk-gdpr-test-0123456789',
+})
 
 // The person: invited, accepted (a consent), signed in.
 const email = `person-${suffix()}@example.com`
 const invited = await owner.call('POST', '/api/v1/tenant/team/members', { email, role: 'admin' })
 const userId = invited.body.data.member.id as string
-const accepted = await h.anonymous('POST', '/api/v1/auth/invitations/accept', { token: invited.body.data.invitation.token, password: PASSWORD }, { 'user-agent': 'gdpr-test-browser' })
-const access = (await h.anonymous('POST', '/api/v1/auth/exchange', { token: accepted.body.data.token })).body.data.accessToken as string
+const accepted = await h.anonymous(
+  'POST',
+  '/api/v1/auth/invitations/accept',
+  { token: invited.body.data.invitation.token, password: PASSWORD },
+  { 'user-agent': 'gdpr-test-browser' },
+)
+const access = (await h.anonymous('POST', '/api/v1/auth/exchange', { token: accepted.body.data.token })).body.data
+  .accessToken as string
 const person = caller(h.app, access)
 await rx.waitFor(1, 10_000)
 
 // What they do: a key, and an agent run.
-const key = (await person('POST', '/api/v1/api-keys', { name: 'my laptop', type: 'sdk', permissions: ['projects:read'] })).body.data
+const key = (
+  await person('POST', '/api/v1/api-keys', { name: 'my laptop', type: 'sdk', permissions: ['projects:read'] })
+).body.data
 const project = (await person('POST', '/api/v1/projects', { name: 'Theirs' })).body.data
-const agent = (await person('POST', '/api/v1/agents', { name: 'Aide', systemPrompt: '', config: { autonomyLevel: 'low' } })).body.data
+const agent = (
+  await person('POST', '/api/v1/agents', { name: 'Aide', systemPrompt: '', config: { autonomyLevel: 'low' } })
+).body.data
 llm.push({ text: 'done', usage: { input: 3, output: 1 } })
-const run = (await person('POST', `/api/v1/agents/${agent.id}/execute`, { goal: 'tidy up', projectId: project.id })).body.data
-for (let i = 0; i < 200 && (await person('GET', `/api/v1/agents/${agent.id}/runs/${run.id}`)).body.data.status !== 'completed'; i++) await sleep(50)
+const run = (await person('POST', `/api/v1/agents/${agent.id}/execute`, { goal: 'tidy up', projectId: project.id }))
+  .body.data
+for (
+  let i = 0;
+  i < 200 && (await person('GET', `/api/v1/agents/${agent.id}/runs/${run.id}`)).body.data.status !== 'completed';
+  i++
+)
+  await sleep(50)
 
 // Someone else in the same tenant, whose data must not appear.
-const other = await owner.call('POST', '/api/v1/tenant/team/members', { email: `other-${suffix()}@example.com`, role: 'member' })
+const other = await owner.call('POST', '/api/v1/tenant/team/members', {
+  email: `other-${suffix()}@example.com`,
+  role: 'member',
+})
 
 t.test('the person’s export: personal data, processing history, consents and who got their data', async (t) => {
   const r = await person('POST', '/api/v1/gdpr/export', { format: 'json' })
@@ -76,7 +104,9 @@ t.test('the export is itself recorded, and is in the next one', async (t) => {
 })
 
 t.test('a credential that is no person’s is FORBIDDEN; a bad body is VALIDATION_ERROR', async (t) => {
-  const nobodys = await h.platform.db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: owner.tenantId, type: 'ci', permissions: ['*'] }))
+  const nobodys = await h.platform.db.system((sql) =>
+    createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: owner.tenantId, type: 'ci', permissions: ['*'] }),
+  )
   const r = await caller(h.app, nobodys.key)('POST', '/api/v1/gdpr/export', {})
   t.equal(r.status, 403, 'a key made by no user')
   t.equal(r.body.error.code, 'FORBIDDEN')

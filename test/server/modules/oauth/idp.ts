@@ -15,10 +15,15 @@ interface ProviderConfiguration {
   claims: Record<string, string[]>
   cookies: { keys: string[] }
   features: Record<string, { enabled: boolean }>
-  findAccount: (ctx: unknown, sub: string) => Promise<{ accountId: string; claims: () => Promise<Record<string, unknown>> } | undefined>
+  findAccount: (
+    ctx: unknown,
+    sub: string,
+  ) => Promise<{ accountId: string; claims: () => Promise<Record<string, unknown>> } | undefined>
 }
 const OIDC_PROVIDER = 'oidc-provider'
-const { default: Provider } = (await import(OIDC_PROVIDER)) as { default: new (issuer: string, configuration: ProviderConfiguration) => { callback(): http.RequestListener } }
+const { default: Provider } = (await import(OIDC_PROVIDER)) as {
+  default: new (issuer: string, configuration: ProviderConfiguration) => { callback(): http.RequestListener }
+}
 
 export const CLIENT_ID = 'atrium'
 export const CLIENT_SECRET = 'atrium-client-secret-for-tests-only'
@@ -37,7 +42,10 @@ export interface Idp {
   requests: () => number
 }
 
-/** `host` names the issuer; the provider listens on it when it is an address (a container reaches it on the engine's bridge), else on 127.0.0.1. */
+/**
+ * `host` names the issuer; the provider listens on it when it is an address (a container reaches it on the engine's
+ * bridge), else on 127.0.0.1.
+ */
 export async function startIdp(t: Test, redirectUris: string[], port = 0, host = '127.0.0.1'): Promise<Idp> {
   let handler: http.RequestListener = (_req, res) => res.end()
   let count = 0
@@ -91,7 +99,11 @@ class Jar {
       const i = pair.indexOf('=')
       const name = pair.slice(0, i).trim()
       const value = pair.slice(i + 1).trim()
-      const gone = !value || attrs.some((a) => /^\s*max-age=0\s*$/i.test(a) || (/^\s*expires=/i.test(a) && Date.parse(a.split('=')[1]!) < Date.now()))
+      const gone =
+        !value ||
+        attrs.some(
+          (a) => /^\s*max-age=0\s*$/i.test(a) || (/^\s*expires=/i.test(a) && Date.parse(a.split('=')[1]!) < Date.now()),
+        )
       if (gone) this.cookies.delete(name)
       else this.cookies.set(name, value)
     }

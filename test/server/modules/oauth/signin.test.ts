@@ -24,8 +24,16 @@ const provider = (extra: Record<string, unknown> = {}) => ({
   ...extra,
 })
 
-async function oidcApp(t: Test, providers: Record<string, unknown>[] = [provider()], opts: { now?: () => number } = {}) {
-  return testApp(t, { PUBLIC_URL, OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8', OIDC_PROVIDERS: JSON.stringify(providers) }, opts)
+async function oidcApp(
+  t: Test,
+  providers: Record<string, unknown>[] = [provider()],
+  opts: { now?: () => number } = {},
+) {
+  return testApp(
+    t,
+    { PUBLIC_URL, OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8', OIDC_PROVIDERS: JSON.stringify(providers) },
+    opts,
+  )
 }
 
 /** Someone the identity provider knows; verified email unless the claims say otherwise. */
@@ -39,7 +47,14 @@ function person(claims: IdpAccount = {}) {
 /** Someone with an Atrium account (the owner of a new tenant) whom the identity provider knows too. */
 /** The joinedBy of every user.created event announcing `userId`. */
 const userCreated = async (ta: TestApp, userId: string) =>
-  (await ta.platform.db.system((sql) => sql<{ by: string }[]>`select data->>'joinedBy' as by from webhook_events where type = 'user.created' and data->>'id' = ${userId}`)).map((r) => r.by)
+  (
+    await ta.platform.db.system(
+      (sql) =>
+        sql<
+          { by: string }[]
+        >`select data->>'joinedBy' as by from webhook_events where type = 'user.created' and data->>'id' = ${userId}`,
+    )
+  ).map((r) => r.by)
 
 async function member(ta: TestApp) {
   const p = person()
@@ -49,7 +64,12 @@ async function member(ta: TestApp) {
 
 /** A browser starts signing in (with its binding cookie, if it has one yet). */
 async function start(ta: TestApp, providerId = 'idp', cookie?: string, tenantId?: string) {
-  const r = await ta.anonymous('GET', `/oauth/${providerId}/start${tenantId ? `?tenantId=${tenantId}` : ''}`, undefined, cookie ? { cookie } : {})
+  const r = await ta.anonymous(
+    'GET',
+    `/oauth/${providerId}/start${tenantId ? `?tenantId=${tenantId}` : ''}`,
+    undefined,
+    cookie ? { cookie } : {},
+  )
   if (r.status !== 200) throw new Error(`start failed: ${JSON.stringify(r.body)}`)
   const bound = /atrium_oauth=([A-Za-z0-9]+)/.exec(String(r.headers['set-cookie']))?.[1]
   return { response: r, url: r.body.data.authorizationUrl as string, cookie: `atrium_oauth=${bound}` }
@@ -80,7 +100,10 @@ t.test('a user signs in with the identity provider end to end, and the session w
   t.same(list.body.data, [{ id: 'idp', name: 'Corporate sign-in', startUrl: `${PUBLIC_URL}/oauth/idp/start` }])
 
   const s = await start(ta)
-  t.match(String(s.response.headers['set-cookie']), /^atrium_oauth=[A-Za-z0-9]{43}; Max-Age=600; Path=\/oauth; HttpOnly; SameSite=Lax$/)
+  t.match(
+    String(s.response.headers['set-cookie']),
+    /^atrium_oauth=[A-Za-z0-9]{43}; Max-Age=600; Path=\/oauth; HttpOnly; SameSite=Lax$/,
+  )
   t.equal(s.response.headers['cache-control'], 'no-store')
   const auth = new URL(s.url)
   t.equal(auth.origin, idp.issuer, "the provider's own authorization endpoint")
@@ -96,7 +119,9 @@ t.test('a user signs in with the identity provider end to end, and the session w
   })
   const expiresIn = Date.parse(s.response.body.data.expiresAt) - Date.now()
   t.ok(expiresIn > 590_000 && expiresIn <= 600_000, 'ten minutes to finish')
-  const stored = await ta.platform.db.system((sql) => sql<{ state_hash: Buffer }[]>`select state_hash from oauth_states`)
+  const stored = await ta.platform.db.system(
+    (sql) => sql<{ state_hash: Buffer }[]>`select state_hash from oauth_states`,
+  )
   t.equal(stored.length, 1)
   t.not(stored[0]!.state_hash.toString(), auth.searchParams.get('state'), 'the state is stored only as a hash')
 
@@ -104,15 +129,25 @@ t.test('a user signs in with the identity provider end to end, and the session w
   t.ok(callback.searchParams.get('code'), 'the provider sent a code back')
 
   // The browser lands on the callback page, whose script posts the query to authorize.
-  const { assets } = await checkPage(t, ta.anonymous, new URL(`${callback.pathname}${callback.search}`, 'http://atrium.test'), {
-    '../callback.js': /^text\/javascript/,
-    '../../pages/atrium.css': /^text\/css/,
-  })
+  const { assets } = await checkPage(
+    t,
+    ta.anonymous,
+    new URL(`${callback.pathname}${callback.search}`, 'http://atrium.test'),
+    {
+      '../callback.js': /^text\/javascript/,
+      '../../pages/atrium.css': /^text\/css/,
+    },
+  )
   t.match(assets['../callback.js'], /fetch\('authorize'/)
 
   const r = await authorize(ta, 'idp', { callbackUrl: callback.search }, { cookie: s.cookie })
   t.equal(r.status, 200, JSON.stringify(r.body))
-  t.match(r.body.data, { tokenType: 'session', token: /^ats_/, user: { id: m.userId, email: m.email, role: 'owner' }, tenant: { id: m.tenantId, plan: 'pro' } })
+  t.match(r.body.data, {
+    tokenType: 'session',
+    token: /^ats_/,
+    user: { id: m.userId, email: m.email, role: 'owner' },
+    tenant: { id: m.tenantId, plan: 'pro' },
+  })
   t.match(String(r.headers['set-cookie']), /atrium_session=ats_\w+;.*HttpOnly/)
   t.notOk(r.headers['x-ratelimit-limit'], 'exempt from the general limit like the other auth endpoints')
 
@@ -122,7 +157,9 @@ t.test('a user signs in with the identity provider end to end, and the session w
   t.equal(me.status, 200)
   t.match(me.body.data, { user: { id: m.userId }, tenant: { id: m.tenantId }, credential: { type: 'access_token' } })
 
-  const [session] = await ta.platform.db.system((sql) => sql<{ method: string }[]>`select method from identity_sessions where user_id = ${m.userId}`)
+  const [session] = await ta.platform.db.system(
+    (sql) => sql<{ method: string }[]>`select method from identity_sessions where user_id = ${m.userId}`,
+  )
   t.equal(session!.method, 'oidc')
   const events = await auditOf(ta, m.tenantId)
   t.match(
@@ -141,7 +178,12 @@ t.test('authorize also takes the full callback URL, or code, state and iss as fi
   const b = await signIn(ta, m.sub, 'idp', a.cookie)
   t.equal(b.cookie, a.cookie, 'a browser keeps its binding value across sign-ins')
   const q = b.callback.searchParams
-  const fields = await authorize(ta, 'idp', { code: q.get('code'), state: q.get('state'), iss: q.get('iss') }, { cookie: b.cookie })
+  const fields = await authorize(
+    ta,
+    'idp',
+    { code: q.get('code'), state: q.get('state'), iss: q.get('iss') },
+    { cookie: b.cookie },
+  )
   t.equal(fields.status, 200, JSON.stringify(fields.body))
 
   const both = await authorize(ta, 'idp', { callbackUrl: b.callback.search, state: 'x' }, { cookie: b.cookie })
@@ -166,7 +208,9 @@ t.test('a state completes one sign-in only', async (t) => {
 
   // Two presentations at once: one wins.
   const b = await signIn(ta, m.sub, 'idp', a.cookie)
-  const raced = await Promise.all([1, 2].map(() => authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })))
+  const raced = await Promise.all(
+    [1, 2].map(() => authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })),
+  )
   t.same(raced.map((r) => r.status).sort(), [200, 400])
 })
 
@@ -178,9 +222,18 @@ t.test('a sign-in completes only in the browser that started it (login CSRF)', a
   const without = await authorize(ta, 'idp', { callbackUrl: a.callback.search })
   t.equal(without.status, 403)
   t.match(without.body.error, { code: 'FORBIDDEN', details: { reason: 'browser_mismatch' } })
-  const forged = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: 'atrium_oauth=not-even-well-formed' })
+  const forged = await authorize(
+    ta,
+    'idp',
+    { callbackUrl: a.callback.search },
+    { cookie: 'atrium_oauth=not-even-well-formed' },
+  )
   t.match(forged.body.error, { code: 'FORBIDDEN', details: { reason: 'browser_mismatch' } })
-  t.equal((await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })).status, 200, 'a refusal without a binding leaves the state to its browser')
+  t.equal(
+    (await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })).status,
+    200,
+    'a refusal without a binding leaves the state to its browser',
+  )
 
   const b = await signIn(ta, m.sub)
   const other = await start(ta) // a second browser, with a binding value of its own
@@ -189,24 +242,45 @@ t.test('a sign-in completes only in the browser that started it (login CSRF)', a
   t.equal(mismatch.status, 403)
   t.match(mismatch.body.error, { code: 'FORBIDDEN', details: { reason: 'browser_mismatch' } })
   const after = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
-  t.match(after.body.error, { code: 'VALIDATION_ERROR', details: { reason: 'state_invalid' } }, 'a state shown by the wrong browser is spent')
+  t.match(
+    after.body.error,
+    { code: 'VALIDATION_ERROR', details: { reason: 'state_invalid' } },
+    'a state shown by the wrong browser is spent',
+  )
 })
 
 t.test('authorize refuses cross-origin requests and GET', async (t) => {
   const ta = await oidcApp(t)
   const m = await member(ta)
   const a = await signIn(ta, m.sub)
-  const cross = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie, origin: 'https://evil.example' })
+  const cross = await authorize(
+    ta,
+    'idp',
+    { callbackUrl: a.callback.search },
+    { cookie: a.cookie, origin: 'https://evil.example' },
+  )
   t.equal(cross.status, 403)
   t.match(cross.body.error, { code: 'FORBIDDEN', details: { reason: 'csrf' } })
-  const site = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie, 'sec-fetch-site': 'cross-site' })
+  const site = await authorize(
+    ta,
+    'idp',
+    { callbackUrl: a.callback.search },
+    { cookie: a.cookie, 'sec-fetch-site': 'cross-site' },
+  )
   t.match(site.body.error, { code: 'FORBIDDEN', details: { reason: 'csrf' } })
-  const form = await authorize(ta, 'idp', a.callback.search.slice(1), { cookie: a.cookie, 'content-type': 'application/x-www-form-urlencoded' })
+  const form = await authorize(ta, 'idp', a.callback.search.slice(1), {
+    cookie: a.cookie,
+    'content-type': 'application/x-www-form-urlencoded',
+  })
   t.equal(form.status, 415, 'a cross-site form cannot post JSON')
   const get = await ta.anonymous('GET', `/oauth/idp/authorize${a.callback.search}`, undefined, { cookie: a.cookie })
   t.equal(get.status, 405)
   t.equal(get.body.error.code, 'METHOD_NOT_ALLOWED')
-  t.equal((await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })).status, 200, 'none of these used up the state')
+  t.equal(
+    (await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })).status,
+    200,
+    'none of these used up the state',
+  )
 })
 
 t.test('unknown providers and states of another provider are refused', async (t) => {
@@ -239,9 +313,15 @@ t.test('a sign-in not completed within ten minutes has expired', async (t) => {
 
   const b = await signIn(ta, m.sub, 'idp', a.cookie)
   clock.now += 599_000
-  t.equal((await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })).status, 200, 'just in time')
+  t.equal(
+    (await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })).status,
+    200,
+    'just in time',
+  )
   await start(ta, 'idp', a.cookie)
-  const expired = await ta.platform.db.system((sql) => sql`select 1 from oauth_states where expires_at <= ${new Date(clock.now)}`)
+  const expired = await ta.platform.db.system(
+    (sql) => sql`select 1 from oauth_states where expires_at <= ${new Date(clock.now)}`,
+  )
   t.equal(expired.length, 0, 'starting a sign-in sweeps out expired ones')
 })
 
@@ -250,15 +330,29 @@ t.test('a code the identity provider does not honour, or an error it sends back,
   const m = await member(ta)
   const a = await signIn(ta, m.sub)
   const q = a.callback.searchParams
-  const tampered = await authorize(ta, 'idp', { code: `${q.get('code')}x`, state: q.get('state'), iss: q.get('iss') }, { cookie: a.cookie })
+  const tampered = await authorize(
+    ta,
+    'idp',
+    { code: `${q.get('code')}x`, state: q.get('state'), iss: q.get('iss') },
+    { cookie: a.cookie },
+  )
   t.equal(tampered.status, 401)
   t.match(tampered.body.error, { code: 'UNAUTHORIZED', details: { reason: 'idp_error', error: 'invalid_grant' } })
   const again = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
-  t.match(again.body.error, { code: 'VALIDATION_ERROR', details: { reason: 'state_invalid' } }, 'the failed attempt used the state up')
+  t.match(
+    again.body.error,
+    { code: 'VALIDATION_ERROR', details: { reason: 'state_invalid' } },
+    'the failed attempt used the state up',
+  )
 
   const b = await start(ta, 'idp', a.cookie)
   const state = new URL(b.url).searchParams.get('state')!
-  const denied = await authorize(ta, 'idp', { error: 'access_denied', error_description: 'The user said no', state, iss: idp.issuer }, { cookie: b.cookie })
+  const denied = await authorize(
+    ta,
+    'idp',
+    { error: 'access_denied', error_description: 'The user said no', state, iss: idp.issuer },
+    { cookie: b.cookie },
+  )
   t.equal(denied.status, 401)
   t.match(denied.body.error, { code: 'UNAUTHORIZED', details: { reason: 'idp_error', error: 'access_denied' } })
   t.notOk(denied.headers['set-cookie'])
@@ -294,47 +388,55 @@ t.test('without just-in-time creation, an address with no account is refused', a
   t.equal(users.length, 0)
 })
 
-t.test("a disabled account is refused; an invited one joins through the invitation's link, not through a provider serving every tenant", async (t) => {
-  const ta = await oidcApp(t)
-  const m = await member(ta)
-  await ta.platform.db.system((sql) => sql`update users set status = 'disabled' where id = ${m.userId}`)
-  const a = await signIn(ta, m.sub)
-  const disabled = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
-  t.equal(disabled.status, 403)
-  t.match(disabled.body.error, { code: 'FORBIDDEN', details: { reason: 'account_disabled' } })
-  t.match(
-    (await auditOf(ta, m.tenantId)).filter((e) => e.action === 'auth.login_failed'),
-    [{ details: { method: 'oidc', provider: 'idp', reason: 'account_disabled' } }],
-  )
+t.test(
+  "a disabled account is refused; an invited one joins through the invitation's link, not through a provider serving every tenant",
+  async (t) => {
+    const ta = await oidcApp(t)
+    const m = await member(ta)
+    await ta.platform.db.system((sql) => sql`update users set status = 'disabled' where id = ${m.userId}`)
+    const a = await signIn(ta, m.sub)
+    const disabled = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
+    t.equal(disabled.status, 403)
+    t.match(disabled.body.error, { code: 'FORBIDDEN', details: { reason: 'account_disabled' } })
+    t.match(
+      (await auditOf(ta, m.tenantId)).filter((e) => e.action === 'auth.login_failed'),
+      [{ details: { method: 'oidc', provider: 'idp', reason: 'account_disabled' } }],
+    )
 
-  await ta.platform.db.system((sql) => sql`update tenants set status = 'suspended' where id = ${m.tenantId}`)
-  await ta.platform.db.system((sql) => sql`update users set status = 'active' where id = ${m.userId}`)
-  const s = await signIn(ta, m.sub, 'idp', a.cookie)
-  const suspended = await authorize(ta, 'idp', { callbackUrl: s.callback.search }, { cookie: s.cookie })
-  t.match(suspended.body.error, { code: 'FORBIDDEN', details: { reason: 'tenant_suspended' } })
-  await ta.platform.db.system((sql) => sql`update tenants set status = 'active' where id = ${m.tenantId}`)
+    await ta.platform.db.system((sql) => sql`update tenants set status = 'suspended' where id = ${m.tenantId}`)
+    await ta.platform.db.system((sql) => sql`update users set status = 'active' where id = ${m.userId}`)
+    const s = await signIn(ta, m.sub, 'idp', a.cookie)
+    const suspended = await authorize(ta, 'idp', { callbackUrl: s.callback.search }, { cookie: s.cookie })
+    t.match(suspended.body.error, { code: 'FORBIDDEN', details: { reason: 'tenant_suspended' } })
+    await ta.platform.db.system((sql) => sql`update tenants set status = 'active' where id = ${m.tenantId}`)
 
-  const owner = caller(ta.app, m.apiKey)
-  const invitee = person()
-  const invited = await owner('POST', '/api/v1/tenant/team/members', { email: invitee.email, role: 'viewer' })
-  t.equal(invited.status, 201, JSON.stringify(invited.body))
-  const b = await signIn(ta, invitee.sub, 'idp', a.cookie)
-  const pending = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
-  t.equal(pending.status, 403, 'a provider serving every tenant accepts no invitation')
-  t.match(pending.body.error, { code: 'FORBIDDEN', details: { reason: 'invitation_pending' } })
-  const accept = await ta.anonymous('POST', '/api/v1/auth/invitations/accept', { token: invited.body.data.invitation.token, password: 'correct horse battery' })
-  t.equal(accept.status, 200, "the invitation's link joins")
-  const c = await signIn(ta, invitee.sub, 'idp', a.cookie)
-  const joined = await authorize(ta, 'idp', { callbackUrl: c.callback.search }, { cookie: c.cookie })
-  t.equal(joined.status, 200, JSON.stringify(joined.body))
-  t.match(joined.body.data.user, { email: invitee.email, role: 'viewer' })
-  t.same(await userCreated(ta, joined.body.data.user.id), ['invitation'], 'joining announces user.created once')
-})
+    const owner = caller(ta.app, m.apiKey)
+    const invitee = person()
+    const invited = await owner('POST', '/api/v1/tenant/team/members', { email: invitee.email, role: 'viewer' })
+    t.equal(invited.status, 201, JSON.stringify(invited.body))
+    const b = await signIn(ta, invitee.sub, 'idp', a.cookie)
+    const pending = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
+    t.equal(pending.status, 403, 'a provider serving every tenant accepts no invitation')
+    t.match(pending.body.error, { code: 'FORBIDDEN', details: { reason: 'invitation_pending' } })
+    const accept = await ta.anonymous('POST', '/api/v1/auth/invitations/accept', {
+      token: invited.body.data.invitation.token,
+      password: 'correct horse battery',
+    })
+    t.equal(accept.status, 200, "the invitation's link joins")
+    const c = await signIn(ta, invitee.sub, 'idp', a.cookie)
+    const joined = await authorize(ta, 'idp', { callbackUrl: c.callback.search }, { cookie: c.cookie })
+    t.equal(joined.status, 200, JSON.stringify(joined.body))
+    t.match(joined.body.data.user, { email: invitee.email, role: 'viewer' })
+    t.same(await userCreated(ta, joined.body.data.user.id), ['invitation'], 'joining announces user.created once')
+  },
+)
 
 t.test("a provider bound to a tenant accepts its own tenant's invitation on the first sign-in", async (t) => {
   const tenantId = randomUUID()
   const ta = await oidcApp(t, [provider({ id: 'jit', tenantId, defaultRole: 'viewer' })])
-  await ta.platform.db.system((sql) => sql`insert into tenants (id, name, plan) values (${tenantId}, 'Bound Corp', 'enterprise')`)
+  await ta.platform.db.system(
+    (sql) => sql`insert into tenants (id, name, plan) values (${tenantId}, 'Bound Corp', 'enterprise')`,
+  )
   const invitee = person()
   const [{ id: userId } = { id: '' }] = await ta.platform.db.system(
     (sql) => sql<{ id: string }[]>`
@@ -344,78 +446,125 @@ t.test("a provider bound to a tenant accepts its own tenant's invitation on the 
   const joined = await authorize(ta, 'jit', { callbackUrl: a.callback.search }, { cookie: a.cookie })
   t.equal(joined.status, 200, JSON.stringify(joined.body))
   t.match(joined.body.data, { user: { id: userId, role: 'member' }, tenant: { id: tenantId } })
-  t.ok((await auditOf(ta, tenantId)).some((e) => e.action === 'auth.invitation_accepted' && e.details.provider === 'jit'))
+  t.ok(
+    (await auditOf(ta, tenantId)).some((e) => e.action === 'auth.invitation_accepted' && e.details.provider === 'jit'),
+  )
 })
 
-t.test('no tenant pulls someone in by inviting their address first: a provider serving every tenant signs in only accounts in use, and asks which when there are several', async (t) => {
-  const ta = await oidcApp(t)
-  const own = await member(ta) // the person's own organization, where they work
-  const rogue = await member(ta)
-  // Another organization invites the same address: it learns nothing and reserves nothing.
-  const invited = await caller(ta.app, rogue.apiKey)('POST', '/api/v1/tenant/team/members', { email: own.email, role: 'admin' })
-  t.equal(invited.status, 201)
-  const a = await signIn(ta, own.sub)
-  const r = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
-  t.equal(r.status, 200)
-  t.equal(r.body.data.tenant.id, own.tenantId, 'signed in where they work, not where they were invited')
-  const [rogueAccount] = await ta.platform.db.system((sql) => sql<{ status: string }[]>`select status from users where tenant_id = ${rogue.tenantId} and email = ${own.email}`)
-  t.equal(rogueAccount!.status, 'invited', 'the invitation was not accepted on their behalf')
+t.test(
+  'no tenant pulls someone in by inviting their address first: a provider serving every tenant signs in only accounts in use, and asks which when there are several',
+  async (t) => {
+    const ta = await oidcApp(t)
+    const own = await member(ta) // the person's own organization, where they work
+    const rogue = await member(ta)
+    // Another organization invites the same address: it learns nothing and reserves nothing.
+    const invited = await caller(ta.app, rogue.apiKey)('POST', '/api/v1/tenant/team/members', {
+      email: own.email,
+      role: 'admin',
+    })
+    t.equal(invited.status, 201)
+    const a = await signIn(ta, own.sub)
+    const r = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
+    t.equal(r.status, 200)
+    t.equal(r.body.data.tenant.id, own.tenantId, 'signed in where they work, not where they were invited')
+    const [rogueAccount] = await ta.platform.db.system(
+      (sql) =>
+        sql<
+          { status: string }[]
+        >`select status from users where tenant_id = ${rogue.tenantId} and email = ${own.email}`,
+    )
+    t.equal(rogueAccount!.status, 'invited', 'the invitation was not accepted on their behalf')
 
-  // Once they accept it themselves, they have two accounts: the sign-in asks which, and names them.
-  t.equal((await ta.anonymous('POST', '/api/v1/auth/invitations/accept', { token: invited.body.data.invitation.token, password: 'correct horse battery' })).status, 200)
-  const b = await signIn(ta, own.sub, 'idp', a.cookie)
-  const ambiguous = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
-  t.equal(ambiguous.status, 403)
-  t.match(ambiguous.body.error.details, { reason: 'tenant_required' })
-  t.same(ambiguous.body.error.details.tenants.map((x: { id: string }) => x.id).sort(), [own.tenantId, rogue.tenantId].sort())
-  const c = await signIn(ta, own.sub, 'idp', a.cookie, rogue.tenantId)
-  const chosen = await authorize(ta, 'idp', { callbackUrl: c.callback.search }, { cookie: c.cookie })
-  t.equal(chosen.status, 200)
-  t.equal(chosen.body.data.tenant.id, rogue.tenantId, 'the chosen one')
-})
+    // Once they accept it themselves, they have two accounts: the sign-in asks which, and names them.
+    t.equal(
+      (
+        await ta.anonymous('POST', '/api/v1/auth/invitations/accept', {
+          token: invited.body.data.invitation.token,
+          password: 'correct horse battery',
+        })
+      ).status,
+      200,
+    )
+    const b = await signIn(ta, own.sub, 'idp', a.cookie)
+    const ambiguous = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
+    t.equal(ambiguous.status, 403)
+    t.match(ambiguous.body.error.details, { reason: 'tenant_required' })
+    t.same(
+      ambiguous.body.error.details.tenants.map((x: { id: string }) => x.id).sort(),
+      [own.tenantId, rogue.tenantId].sort(),
+    )
+    const c = await signIn(ta, own.sub, 'idp', a.cookie, rogue.tenantId)
+    const chosen = await authorize(ta, 'idp', { callbackUrl: c.callback.search }, { cookie: c.cookie })
+    t.equal(chosen.status, 200)
+    t.equal(chosen.body.data.tenant.id, rogue.tenantId, 'the chosen one')
+  },
+)
 
-t.test("a provider bound to a tenant creates first-time users there, and signs in that tenant's people only", async (t) => {
-  const tenantId = randomUUID()
-  const ta = await oidcApp(t, [provider({ id: 'jit', tenantId, defaultRole: 'viewer' }), provider()])
-  await ta.platform.db.system((sql) => sql`insert into tenants (id, name, plan) values (${tenantId}, 'Bound Corp', 'enterprise')`)
+t.test(
+  "a provider bound to a tenant creates first-time users there, and signs in that tenant's people only",
+  async (t) => {
+    const tenantId = randomUUID()
+    const ta = await oidcApp(t, [provider({ id: 'jit', tenantId, defaultRole: 'viewer' }), provider()])
+    await ta.platform.db.system(
+      (sql) => sql`insert into tenants (id, name, plan) values (${tenantId}, 'Bound Corp', 'enterprise')`,
+    )
 
-  const newcomer = person({ name: 'New Comer' })
-  const a = await signIn(ta, newcomer.sub, 'jit')
-  const first = await authorize(ta, 'jit', { callbackUrl: a.callback.search }, { cookie: a.cookie })
-  t.equal(first.status, 200, JSON.stringify(first.body))
-  t.match(first.body.data, { user: { email: newcomer.email, name: 'New Comer', role: 'viewer' }, tenant: { id: tenantId, name: 'Bound Corp' } })
-  const b = await signIn(ta, newcomer.sub, 'jit', a.cookie)
-  const second = await authorize(ta, 'jit', { callbackUrl: b.callback.search }, { cookie: b.cookie })
-  t.equal(second.body.data.user.id, first.body.data.user.id, 'the second sign-in finds the account the first made')
-  const events = await auditOf(ta, tenantId)
-  t.equal(events.filter((e) => e.action === 'auth.user_provisioned').length, 1)
-  t.equal(events.filter((e) => e.action === 'auth.login').length, 2)
-  t.same(await userCreated(ta, first.body.data.user.id), ['oidc'], 'provisioning announces user.created once; signing in again does not')
+    const newcomer = person({ name: 'New Comer' })
+    const a = await signIn(ta, newcomer.sub, 'jit')
+    const first = await authorize(ta, 'jit', { callbackUrl: a.callback.search }, { cookie: a.cookie })
+    t.equal(first.status, 200, JSON.stringify(first.body))
+    t.match(first.body.data, {
+      user: { email: newcomer.email, name: 'New Comer', role: 'viewer' },
+      tenant: { id: tenantId, name: 'Bound Corp' },
+    })
+    const b = await signIn(ta, newcomer.sub, 'jit', a.cookie)
+    const second = await authorize(ta, 'jit', { callbackUrl: b.callback.search }, { cookie: b.cookie })
+    t.equal(second.body.data.user.id, first.body.data.user.id, 'the second sign-in finds the account the first made')
+    const events = await auditOf(ta, tenantId)
+    t.equal(events.filter((e) => e.action === 'auth.user_provisioned').length, 1)
+    t.equal(events.filter((e) => e.action === 'auth.login').length, 2)
+    t.same(
+      await userCreated(ta, first.body.data.user.id),
+      ['oidc'],
+      'provisioning announces user.created once; signing in again does not',
+    )
 
-  // The provider of tenant A vouches for tenant A only: an address with an account in tenant B
-  // gets an account of its own in A, never B's.
-  const other = await member(ta)
-  const c = await signIn(ta, other.sub, 'jit', a.cookie)
-  const inA = await authorize(ta, 'jit', { callbackUrl: c.callback.search }, { cookie: c.cookie })
-  t.equal(inA.status, 200)
-  t.equal(inA.body.data.tenant.id, tenantId)
-  t.not(inA.body.data.user.id, other.userId, 'not the account of tenant B')
-  const d = await signIn(ta, other.sub, 'idp', a.cookie, other.tenantId)
-  const inB = await authorize(ta, 'idp', { callbackUrl: d.callback.search }, { cookie: d.cookie })
-  t.equal(inB.status, 200, 'the deployment-wide provider signs them in to B when they choose it')
-  t.equal(inB.body.data.user.id, other.userId)
-})
+    // The provider of tenant A vouches for tenant A only: an address with an account in tenant B
+    // gets an account of its own in A, never B's.
+    const other = await member(ta)
+    const c = await signIn(ta, other.sub, 'jit', a.cookie)
+    const inA = await authorize(ta, 'jit', { callbackUrl: c.callback.search }, { cookie: c.cookie })
+    t.equal(inA.status, 200)
+    t.equal(inA.body.data.tenant.id, tenantId)
+    t.not(inA.body.data.user.id, other.userId, 'not the account of tenant B')
+    const d = await signIn(ta, other.sub, 'idp', a.cookie, other.tenantId)
+    const inB = await authorize(ta, 'idp', { callbackUrl: d.callback.search }, { cookie: d.cookie })
+    t.equal(inB.status, 200, 'the deployment-wide provider signs them in to B when they choose it')
+    t.equal(inB.body.data.user.id, other.userId)
+  },
+)
 
 t.test('an identity provider that cannot be reached is 503, and is tried again next time', async (t) => {
   const port = await freePort()
   const issuer = `http://127.0.0.1:${port}`
-  const ta = await oidcApp(t, [provider({ id: 'later', name: 'Later', issuer }), provider({ id: 'misnamed', name: 'Misnamed', issuer: `${idp.issuer}/realms/none` })])
+  const ta = await oidcApp(t, [
+    provider({ id: 'later', name: 'Later', issuer }),
+    provider({ id: 'misnamed', name: 'Misnamed', issuer: `${idp.issuer}/realms/none` }),
+  ])
   const r = await ta.anonymous('GET', '/oauth/later/start')
   t.equal(r.status, 503)
-  t.match(r.body.error, { code: 'SERVICE_UNAVAILABLE', message: /Later could not be reached \(discovery\)/, details: { provider: 'later', reason: 'unreachable' } })
+  t.match(r.body.error, {
+    code: 'SERVICE_UNAVAILABLE',
+    message: /Later could not be reached \(discovery\)/,
+    details: { provider: 'later', reason: 'unreachable' },
+  })
   t.notOk(r.headers['set-cookie'])
   const misnamed = await ta.anonymous('GET', '/oauth/misnamed/start')
-  t.match(misnamed.body.error, { code: 'SERVICE_UNAVAILABLE', message: /Misnamed gave an unusable answer \(discovery\)/, details: { reason: 'invalid_provider_response' } })
+  t.match(misnamed.body.error, {
+    code: 'SERVICE_UNAVAILABLE',
+    message: /Misnamed gave an unusable answer \(discovery\)/,
+    details: { reason: 'invalid_provider_response' },
+  })
 
   const later = await startIdp(t, [redirectUri('later')], port)
   const m = await member(ta)
@@ -429,10 +578,17 @@ t.test('an identity provider that cannot be reached is 503, and is tried again n
 t.test('in connected mode a loopback identity provider must be inside OUTBOUND_ALLOWED_NETWORKS', async (t) => {
   const before = idp.requests()
   const port = new URL(idp.issuer).port
-  const ta = await testApp(t, { PUBLIC_URL, OIDC_PROVIDERS: JSON.stringify([provider({ issuer: `http://localhost:${port}` })]) })
+  const ta = await testApp(t, {
+    PUBLIC_URL,
+    OIDC_PROVIDERS: JSON.stringify([provider({ issuer: `http://localhost:${port}` })]),
+  })
   const r = await ta.anonymous('GET', '/oauth/idp/start')
   t.equal(r.status, 503)
-  t.match(r.body.error, { code: 'SERVICE_UNAVAILABLE', message: /may not be contacted: loopback address outside OUTBOUND_ALLOWED_NETWORKS/, details: { reason: 'outbound_refused' } })
+  t.match(r.body.error, {
+    code: 'SERVICE_UNAVAILABLE',
+    message: /may not be contacted: loopback address outside OUTBOUND_ALLOWED_NETWORKS/,
+    details: { reason: 'outbound_refused' },
+  })
   t.equal(idp.requests(), before, 'never contacted')
 })
 

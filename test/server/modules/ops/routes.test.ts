@@ -16,7 +16,12 @@ t.test('readyz checks the database, cache and blob storage', async (t) => {
   t.equal(r.status, 200)
   t.match(r.body.data, {
     status: 'ready',
-    checks: { db: { status: 'pass', latencyMs: Number }, schema: { status: 'pass', pending: [] }, cache: { status: 'pass' }, blobs: { status: 'pass' } },
+    checks: {
+      db: { status: 'pass', latencyMs: Number },
+      schema: { status: 'pass', pending: [] },
+      cache: { status: 'pass' },
+      blobs: { status: 'pass' },
+    },
   })
   t.equal(r.body.data.checks.db.mode, h.platform.db.mode)
 })
@@ -28,7 +33,10 @@ t.test('readyz reports a failing dependency: degraded by default, 503 when stric
   }
   const r = await b.anonymous('GET', '/readyz')
   t.equal(r.status, 200)
-  t.match(r.body.data, { status: 'degraded', checks: { blobs: { status: 'fail', error: 'failed (the server log says why)' } } })
+  t.match(r.body.data, {
+    status: 'degraded',
+    checks: { blobs: { status: 'fail', error: 'failed (the server log says why)' } },
+  })
   t.notMatch(r.raw.toString(), /bucket gone/, 'the cause stays in the log')
   const strict = await b.anonymous('GET', '/readyz?strict=true')
   t.equal(strict.status, 503)
@@ -71,7 +79,10 @@ t.test('metrics count requests by route template, not by URL', async (t) => {
   t.match(r.headers['content-type'], /text\/plain/)
   const text = r.raw.toString()
   t.match(text, /http_requests_total\{method="GET",route="\/api\/v1\/projects\/:id",status_code="200"\} 1/)
-  t.match(text, /http_request_duration_seconds_bucket\{le="0.005",method="POST",route="\/api\/v1\/projects",status_code="201"\}/)
+  t.match(
+    text,
+    /http_request_duration_seconds_bucket\{le="0.005",method="POST",route="\/api\/v1\/projects",status_code="201"\}/,
+  )
   t.notMatch(text, new RegExp(p.id), 'no ids in labels')
   t.match(text, /process_resident_memory_bytes/)
   t.match(text, /^atrium_air_gapped 0$/m, 'a connected site says so')

@@ -12,19 +12,30 @@ const DAY = 86400_000
 const base = await testPlatform(t)
 const stores = new Map<string, Blobs>()
 const storeOf = (tenantId: string) => stores.get(tenantId) ?? base.blobs
-const platform: Platform = { ...base, storage: { forTenant: async (tenantId) => storeOf(tenantId), placement: async () => ({ mode: 'platform' as const, region: 'test' }) } }
+const platform: Platform = {
+  ...base,
+  storage: {
+    forTenant: async (tenantId) => storeOf(tenantId),
+    placement: async () => ({ mode: 'platform' as const, region: 'test' }),
+  },
+}
 let clock = Date.now()
 const h = await appOn(t, platform, { now: () => clock })
 
 async function tenantWithStore(name: string) {
   const tenant = await h.tenant('pro')
-  stores.set(tenant.tenantId, openLocalBlobs({ dir: tempDir(t), publicUrl: `http://${name}.example`, signingKey: Buffer.alloc(32, 7) }))
+  stores.set(
+    tenant.tenantId,
+    openLocalBlobs({ dir: tempDir(t), publicUrl: `http://${name}.example`, signingKey: Buffer.alloc(32, 7) }),
+  )
   const project = (await tenant.call('POST', '/api/v1/projects', { name })).body.data as { id: string }
   return { ...tenant, project }
 }
 
 const blobKeyOf = async (backupId: string) => {
-  const [row] = await base.db.system((sql) => sql<{ blob_key: string }[]>`select blob_key from project_backups where id = ${backupId}`)
+  const [row] = await base.db.system(
+    (sql) => sql<{ blob_key: string }[]>`select blob_key from project_backups where id = ${backupId}`,
+  )
   return row?.blob_key
 }
 
@@ -58,7 +69,8 @@ t.test('a store that keeps failing waits for the next sweep; other tenants are s
   const up = await tenantWithStore('store-up')
   clock = Date.now() - 10 * DAY
   const stuck: string[] = []
-  for (let i = 0; i < 5; i++) stuck.push((await down.call('POST', `/api/v1/projects/${down.project.id}/backup`)).body.data.backupId)
+  for (let i = 0; i < 5; i++)
+    stuck.push((await down.call('POST', `/api/v1/projects/${down.project.id}/backup`)).body.data.backupId)
   const fine = (await up.call('POST', `/api/v1/projects/${up.project.id}/backup`)).body.data.backupId as string
   clock = Date.now()
   const broken = stores.get(down.tenantId)!
@@ -79,5 +91,9 @@ t.test('a store that keeps failing waits for the next sweep; other tenants are s
   t.equal(await blobKeyOf(fine), undefined, 'the other tenant was swept')
 
   broken.remove = remove
-  t.match(await sweepExpiredBackups({ db: base.db, storage: platform.storage, log: base.log }, { batchSize: 2 }), { removed: 5, failed: 0 }, 'the next sweep, the store back, finishes')
+  t.match(
+    await sweepExpiredBackups({ db: base.db, storage: platform.storage, log: base.log }, { batchSize: 2 }),
+    { removed: 5, failed: 0 },
+    'the next sweep, the store back, finishes',
+  )
 })

@@ -16,25 +16,46 @@ async function makeProject(call: Caller): Promise<string> {
   if (r.status !== 201) throw new Error(`project not created: ${r.status}`)
   return r.body.data.id
 }
-const put = (call: Caller, projectId: string, path: string, body: string | Buffer, headers: Record<string, string> = {}) =>
-  call('PUT', `/api/v1/projects/${projectId}/files/${path}`, body, { 'content-type': 'text/plain', ...headers })
-const pathsOf = async (call: Caller, projectId: string) => (await call('GET', `/api/v1/projects/${projectId}/files?limit=200`)).body.data.map((f: { path: string }) => f.path)
-const versionOf = async (call: Caller, projectId: string) => (await call('GET', `/api/v1/projects/${projectId}`)).body.data.version as number
+const put = (
+  call: Caller,
+  projectId: string,
+  path: string,
+  body: string | Buffer,
+  headers: Record<string, string> = {},
+) => call('PUT', `/api/v1/projects/${projectId}/files/${path}`, body, { 'content-type': 'text/plain', ...headers })
+const pathsOf = async (call: Caller, projectId: string) =>
+  (await call('GET', `/api/v1/projects/${projectId}/files?limit=200`)).body.data.map((f: { path: string }) => f.path)
+const versionOf = async (call: Caller, projectId: string) =>
+  (await call('GET', `/api/v1/projects/${projectId}`)).body.data.version as number
 
 /** A request over a real socket, the path sent exactly as written (inject resolves '..' and %2e%2e first). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON from the API under test
-async function rawRequest(method: string, path: string, apiKey: string, body?: Buffer): Promise<{ status: number; body: any }> {
+async function rawRequest(
+  method: string,
+  path: string,
+  apiKey: string,
+  body?: Buffer,
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON from the API under test
+): Promise<{ status: number; body: any }> {
   if (!h.app.server.listening) await h.app.listen({ port: 0, host: '127.0.0.1' })
   const { port } = h.app.server.address() as AddressInfo
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, method, path, headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'text/plain' } }, (res) => {
-      const chunks: Buffer[] = []
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8')
-        resolve({ status: res.statusCode!, body: text ? JSON.parse(text) : null })
-      })
-    })
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path,
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'text/plain' },
+      },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8')
+          resolve({ status: res.statusCode!, body: text ? JSON.parse(text) : null })
+        })
+      },
+    )
     req.on('error', reject)
     req.end(body)
   })
@@ -45,7 +66,13 @@ t.test('a file is created, read, listed, replaced and deleted, each change a ver
   const p = await makeProject(call)
   const created = await put(call, p, 'src/main.ts', 'console.log(1)\n', { 'content-type': 'application/typescript' })
   t.equal(created.status, 201)
-  t.same(created.body.data, { path: 'src/main.ts', size: 15, etag: sha('console.log(1)\n'), contentType: 'application/typescript', version: 2 })
+  t.same(created.body.data, {
+    path: 'src/main.ts',
+    size: 15,
+    etag: sha('console.log(1)\n'),
+    contentType: 'application/typescript',
+    version: 2,
+  })
   t.equal(created.headers.etag, `"${sha('console.log(1)\n')}"`)
 
   const got = await call('GET', `/api/v1/projects/${p}/files/src/main.ts`)
@@ -60,7 +87,19 @@ t.test('a file is created, read, listed, replaced and deleted, each change a ver
 
   const list = await call('GET', `/api/v1/projects/${p}/files`)
   t.equal(list.status, 200)
-  t.match(list.body, { data: [{ path: 'src/main.ts', size: 15, etag: sha('console.log(2)\n'), contentType: 'text/plain', version: 3, updatedAt: /Z$/ }], meta: { nextCursor: null } })
+  t.match(list.body, {
+    data: [
+      {
+        path: 'src/main.ts',
+        size: 15,
+        etag: sha('console.log(2)\n'),
+        contentType: 'text/plain',
+        version: 3,
+        updatedAt: /Z$/,
+      },
+    ],
+    meta: { nextCursor: null },
+  })
 
   const deleted = await call('DELETE', `/api/v1/projects/${p}/files/src/main.ts`)
   t.equal(deleted.status, 204)
@@ -108,11 +147,20 @@ t.test('binary bytes that are not UTF-8 round-trip exactly, any content type, an
     t.equal(r.status, 201, type)
     t.equal(r.body.data.etag, sha(bytes))
     // inject directly: the test caller would parse a JSON-typed answer
-    const got = await h.app.inject({ method: 'GET', url: `/api/v1/projects/${p}/files/${path}`, headers: { authorization: `Bearer ${apiKey}` } })
+    const got = await h.app.inject({
+      method: 'GET',
+      url: `/api/v1/projects/${p}/files/${path}`,
+      headers: { authorization: `Bearer ${apiKey}` },
+    })
     t.ok(got.rawPayload.equals(bytes), `${type}: the same bytes back`)
     t.equal(got.headers['content-type'], type)
   }
-  const untyped = await h.app.inject({ method: 'PUT', url: `/api/v1/projects/${p}/files/untyped`, payload: bytes, headers: { authorization: `Bearer ${(await h.tenant()).apiKey}` } })
+  const untyped = await h.app.inject({
+    method: 'PUT',
+    url: `/api/v1/projects/${p}/files/untyped`,
+    payload: bytes,
+    headers: { authorization: `Bearer ${(await h.tenant()).apiKey}` },
+  })
   t.equal(untyped.statusCode, 404, "another tenant's key cannot write here")
   const empty = await call('PUT', `/api/v1/projects/${p}/files/empty.txt`)
   t.match(empty.body.data, { size: 0, etag: sha(''), contentType: 'application/octet-stream' })
@@ -129,27 +177,60 @@ t.test('ETags: 304 for If-None-Match, 412 when If-Match or If-None-Match: * does
   t.equal(notModified.status, 304)
   t.equal(notModified.raw.length, 0)
   t.equal(notModified.headers.etag, etag)
-  t.equal((await call('GET', `/api/v1/projects/${p}/files/a.txt`, undefined, { 'if-none-match': `"${sha('other')}"` })).status, 200)
+  t.equal(
+    (await call('GET', `/api/v1/projects/${p}/files/a.txt`, undefined, { 'if-none-match': `"${sha('other')}"` }))
+      .status,
+    200,
+  )
 
   const exists = await put(call, p, 'a.txt', 'two', { 'if-none-match': '*' })
   t.equal(exists.status, 412)
   t.match(exists.body.error, { code: 'PRECONDITION_FAILED', details: { path: 'a.txt', etag: first.body.data.etag } })
-  t.equal((await put(call, p, 'b.txt', 'new', { 'if-none-match': '*' })).status, 201, 'If-None-Match: * creates a new file')
+  t.equal(
+    (await put(call, p, 'b.txt', 'new', { 'if-none-match': '*' })).status,
+    201,
+    'If-None-Match: * creates a new file',
+  )
 
   const stale = await put(call, p, 'a.txt', 'two', { 'if-match': `"${sha('stale')}"` })
   t.equal(stale.status, 412)
-  t.equal((await put(call, p, 'missing.txt', 'x', { 'if-match': etag })).status, 412, 'If-Match on a file that does not exist')
-  t.equal((await put(call, p, 'missing.txt', 'x', { 'if-match': '*' })).status, 412, 'If-Match: * on a file that does not exist')
-  t.equal((await call('GET', `/api/v1/projects/${p}/files/a.txt`)).raw.toString(), 'one', 'refused changes changed nothing')
+  t.equal(
+    (await put(call, p, 'missing.txt', 'x', { 'if-match': etag })).status,
+    412,
+    'If-Match on a file that does not exist',
+  )
+  t.equal(
+    (await put(call, p, 'missing.txt', 'x', { 'if-match': '*' })).status,
+    412,
+    'If-Match: * on a file that does not exist',
+  )
+  t.equal(
+    (await call('GET', `/api/v1/projects/${p}/files/a.txt`)).raw.toString(),
+    'one',
+    'refused changes changed nothing',
+  )
   const version = await versionOf(call, p)
 
   const fresh = await put(call, p, 'a.txt', 'two', { 'if-match': etag })
   t.equal(fresh.status, 200)
   t.equal(fresh.body.data.version, version + 1)
 
-  t.equal((await call('DELETE', `/api/v1/projects/${p}/files/a.txt`, undefined, { 'if-match': etag })).status, 412, 'DELETE with a stale etag')
-  t.equal((await call('DELETE', `/api/v1/projects/${p}/files/a.txt`, undefined, { 'if-match': 'W/"x", "y"' })).body.error.code, 'VALIDATION_ERROR', 'a list is refused')
-  t.equal((await call('DELETE', `/api/v1/projects/${p}/files/a.txt`, undefined, { 'if-match': `"${fresh.body.data.etag}"` })).status, 204)
+  t.equal(
+    (await call('DELETE', `/api/v1/projects/${p}/files/a.txt`, undefined, { 'if-match': etag })).status,
+    412,
+    'DELETE with a stale etag',
+  )
+  t.equal(
+    (await call('DELETE', `/api/v1/projects/${p}/files/a.txt`, undefined, { 'if-match': 'W/"x", "y"' })).body.error
+      .code,
+    'VALIDATION_ERROR',
+    'a list is refused',
+  )
+  t.equal(
+    (await call('DELETE', `/api/v1/projects/${p}/files/a.txt`, undefined, { 'if-match': `"${fresh.body.data.etag}"` }))
+      .status,
+    204,
+  )
   t.equal(await versionOf(call, p), version + 2)
 })
 
@@ -158,7 +239,11 @@ t.test('paths: NFC-normalised; every refusal is VALIDATION_ERROR naming its rule
   const p = await makeProject(call)
   const nfd = await put(call, p, encodeURIComponent('cafe\u0301.txt'), 'x')
   t.equal(nfd.body.data.path, 'caf\u00e9.txt')
-  t.equal((await call('GET', `/api/v1/projects/${p}/files/${encodeURIComponent('caf\u00e9.txt')}`)).raw.toString(), 'x', 'one file under either spelling')
+  t.equal(
+    (await call('GET', `/api/v1/projects/${p}/files/${encodeURIComponent('caf\u00e9.txt')}`)).raw.toString(),
+    'x',
+    'one file under either spelling',
+  )
   t.equal((await put(call, p, 'dir%2Fsub.txt', 'y')).body.data.path, 'dir/sub.txt', 'an encoded slash is a separator')
   const version = await versionOf(call, p)
 
@@ -185,9 +270,18 @@ t.test('paths: NFC-normalised; every refusal is VALIDATION_ERROR naming its rule
   ]
   for (const [path, rule] of cases) {
     for (const method of ['PUT', 'GET', 'DELETE']) {
-      const r = await rawRequest(method, `/api/v1/projects/${p}/files/${path}`, apiKey, method === 'PUT' ? Buffer.from('evil') : undefined)
+      const r = await rawRequest(
+        method,
+        `/api/v1/projects/${p}/files/${path}`,
+        apiKey,
+        method === 'PUT' ? Buffer.from('evil') : undefined,
+      )
       t.equal(r.status, 400, `${method} ${path.slice(0, 30)}`)
-      t.match(r.body?.error, { code: 'VALIDATION_ERROR', details: { rule, errors: [{ field: 'path', rule }] } }, `${method} ${path.slice(0, 30)}: ${rule}`)
+      t.match(
+        r.body?.error,
+        { code: 'VALIDATION_ERROR', details: { rule, errors: [{ field: 'path', rule }] } },
+        `${method} ${path.slice(0, 30)}: ${rule}`,
+      )
     }
   }
   t.same(await pathsOf(call, p), ['caf\u00e9.txt', 'dir/sub.txt'], 'nothing more was stored')
@@ -202,7 +296,10 @@ t.test('the list pages by path with a cursor and filters by prefix', async (t) =
   const seen: string[] = []
   let cursor: string | null = null
   do {
-    const r: Awaited<ReturnType<Caller>> = await call('GET', `/api/v1/projects/${p}/files?limit=3${cursor ? `&cursor=${cursor}` : ''}`)
+    const r: Awaited<ReturnType<Caller>> = await call(
+      'GET',
+      `/api/v1/projects/${p}/files?limit=3${cursor ? `&cursor=${cursor}` : ''}`,
+    )
     t.equal(r.status, 200)
     seen.push(...r.body.data.map((f: { path: string }) => f.path))
     cursor = r.body.meta.nextCursor
@@ -222,7 +319,13 @@ t.test('the list pages by path with a cursor and filters by prefix', async (t) =
     rest.body.data.map((f: { path: string }) => f.path),
     ['b/3.txt'],
   )
-  for (const q of ['limit=0', 'limit=201', 'cursor=nope', `cursor=${Buffer.from('v1:../x').toString('base64url')}`, 'other=1']) {
+  for (const q of [
+    'limit=0',
+    'limit=201',
+    'cursor=nope',
+    `cursor=${Buffer.from('v1:../x').toString('base64url')}`,
+    'other=1',
+  ]) {
     t.equal((await call('GET', `/api/v1/projects/${p}/files?${q}`)).body.error.code, 'VALIDATION_ERROR', q)
   }
 })
@@ -245,7 +348,12 @@ t.test('the plan limits a file and all of a project files; refused uploads store
   t.equal((await put(call, p, 'one-more.bin', Buffer.from('x'))).status, 201, 'and then there is room')
   t.notOk((await pathsOf(call, p)).includes('big.bin'))
   t.equal(await versionOf(call, p), version + 3, 'refusals added no version')
-  const [row] = await h.platform.db.system((sql) => sql<{ n: number }[]>`select count(*)::int as n from project_files where tenant_id = ${tenantId} and path = 'big.bin'`)
+  const [row] = await h.platform.db.system(
+    (sql) =>
+      sql<
+        { n: number }[]
+      >`select count(*)::int as n from project_files where tenant_id = ${tenantId} and path = 'big.bin'`,
+  )
   t.equal(row!.n, 0)
 
   const limits = (await call('GET', '/api/v1/tenant')).body.data.limits
@@ -280,7 +388,12 @@ t.test('a key without projects:write can read files but not change them', async 
   t.equal(made.status, 201, JSON.stringify(made.body))
   const key = made.body.data.key ?? made.body.data.apiKey
   const reader = (method: 'GET' | 'PUT' | 'DELETE', path: string, body?: string) =>
-    h.app.inject({ method, url: `/api/v1/projects/${p}/files/${path}`, payload: body, headers: { authorization: `Bearer ${key}`, 'content-type': 'text/plain' } })
+    h.app.inject({
+      method,
+      url: `/api/v1/projects/${p}/files/${path}`,
+      payload: body,
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'text/plain' },
+    })
   t.equal((await reader('GET', 'r.txt')).statusCode, 200)
   t.equal((await reader('PUT', 'r.txt', 'no')).statusCode, 403)
   t.equal((await reader('DELETE', 'r.txt')).statusCode, 403)
@@ -341,9 +454,18 @@ t.test('the backup zip holds files.json and every current file under files/, byt
   const r = await call('POST', `/api/v1/projects/${p}/backup`)
   t.equal(r.status, 201)
   const url = new URL(r.body.data.downloadUrl)
-  const zip = h.platform.blobs.kind === 'local' ? (await h.app.inject({ method: 'GET', url: url.pathname + url.search })).rawPayload : Buffer.from(await (await fetch(url)).arrayBuffer())
+  const zip =
+    h.platform.blobs.kind === 'local'
+      ? (await h.app.inject({ method: 'GET', url: url.pathname + url.search })).rawPayload
+      : Buffer.from(await (await fetch(url)).arrayBuffer())
   const entries = await unzipRaw(zip)
-  t.same(Object.keys(entries).sort(), ['files.json', 'files/README.md', 'files/bin/data.bin', 'manifest.json', 'project.json'])
+  t.same(Object.keys(entries).sort(), [
+    'files.json',
+    'files/README.md',
+    'files/bin/data.bin',
+    'manifest.json',
+    'project.json',
+  ])
   t.ok(entries['files/bin/data.bin']!.equals(bytes), 'binary bytes exactly')
   t.equal(entries['files/README.md']!.toString(), '# hi\n')
   const text = await unzip(zip)
@@ -360,7 +482,11 @@ t.test('the service API: several changes in one version, staged bytes, and its r
   const other = await makeProject(call)
   const { db, storage } = h.platform
   const files = projectFilesService({ db, storage })
-  const a: Actor = { tenantId, principal: { tenantId, plan: 'free', permissions: [] } as unknown as Actor['principal'], origin: { ip: '127.0.0.1', userAgent: 'test' } }
+  const a: Actor = {
+    tenantId,
+    principal: { tenantId, plan: 'free', permissions: [] } as unknown as Actor['principal'],
+    origin: { ip: '127.0.0.1', userAgent: 'test' },
+  }
 
   const one = await files.stage(a, p, 'one.txt', Buffer.from('1'), 'text/plain')
   const two = await files.stage(a, p, 'two.txt', Buffer.from('2'))
@@ -387,9 +513,16 @@ t.test('the service API: several changes in one version, staged bytes, and its r
       () => 'resolved',
       (err: { code?: string }) => err.code,
     )
-  t.equal(await code(() => db.tenant(tenantId, (sql) => files.apply(sql, a, p, [{ path: 'nope.txt', delete: true }]))), 'RESOURCE_NOT_FOUND')
+  t.equal(
+    await code(() => db.tenant(tenantId, (sql) => files.apply(sql, a, p, [{ path: 'nope.txt', delete: true }]))),
+    'RESOURCE_NOT_FOUND',
+  )
   t.equal(await code(() => db.tenant(tenantId, (sql) => files.apply(sql, a, p, []))), 'VALIDATION_ERROR')
-  t.equal(await code(() => db.tenant(tenantId, (sql) => files.apply(sql, a, other, [{ path: 'x', staged: one }]))), 'VALIDATION_ERROR', "another project's staged bytes")
+  t.equal(
+    await code(() => db.tenant(tenantId, (sql) => files.apply(sql, a, other, [{ path: 'x', staged: one }]))),
+    'VALIDATION_ERROR',
+    "another project's staged bytes",
+  )
   t.equal(
     await code(() =>
       db.tenant(tenantId, (sql) =>
@@ -402,7 +535,14 @@ t.test('the service API: several changes in one version, staged bytes, and its r
     'VALIDATION_ERROR',
     'a path twice',
   )
-  t.equal(await code(() => db.tenant(tenantId, (sql) => files.apply(sql, a, p, [{ path: 'one.txt', staged: two }], { ifMatch: { 'one.txt': two.sha256 } }))), 'PRECONDITION_FAILED')
+  t.equal(
+    await code(() =>
+      db.tenant(tenantId, (sql) =>
+        files.apply(sql, a, p, [{ path: 'one.txt', staged: two }], { ifMatch: { 'one.txt': two.sha256 } }),
+      ),
+    ),
+    'PRECONDITION_FAILED',
+  )
   t.equal(await code(() => files.read(tenantId, p, 'absent')), 'RESOURCE_NOT_FOUND')
   t.equal(await code(() => files.stage(a, p, 'big', Buffer.alloc(MiB + 1))), 'PAYLOAD_TOO_LARGE')
   t.equal(await code(() => files.stage(a, p, 'ok', Buffer.from('x'), 'bad\ntype')), 'VALIDATION_ERROR')
@@ -411,6 +551,11 @@ t.test('the service API: several changes in one version, staged bytes, and its r
 
 t.test('the OpenAPI document describes the file routes', async (t) => {
   const doc = (await h.anonymous('GET', '/openapi.json')).body
-  for (const m of ['get', 'put', 'delete']) t.ok(doc.paths['/api/v1/projects/{projectId}/files/{*}']?.[m] ?? doc.paths['/api/v1/projects/{projectId}/files/*']?.[m], m)
+  for (const m of ['get', 'put', 'delete'])
+    t.ok(
+      doc.paths['/api/v1/projects/{projectId}/files/{*}']?.[m] ??
+        doc.paths['/api/v1/projects/{projectId}/files/*']?.[m],
+      m,
+    )
   t.ok(doc.paths['/api/v1/projects/{projectId}/files']?.get)
 })

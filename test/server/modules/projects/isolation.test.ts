@@ -30,7 +30,9 @@ t.test("tenant A's project is untouched by B's attempts", async (t) => {
   const r = await a.call('GET', `/api/v1/projects/${project.id}`)
   t.match(r.body.data, { name: "A's secret project", description: 'v2', version: 2 })
   t.equal((await a.call('GET', `/api/v1/projects/${project.id}/versions`)).body.data.length, 2)
-  const [backups] = await h.platform.db.system((sql) => sql`select count(*)::int as n from project_backups where project_id = ${project.id}`)
+  const [backups] = await h.platform.db.system(
+    (sql) => sql`select count(*)::int as n from project_backups where project_id = ${project.id}`,
+  )
   t.equal((backups as { n: number }).n, 0, 'no backup was taken for B')
 })
 

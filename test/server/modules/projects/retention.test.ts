@@ -11,10 +11,13 @@ async function setup(t: Test) {
   const h = await testApp(t, {}, { now: () => clock })
   const keys = new Map<string, string>()
   const keyOf = async (backupId: string) => {
-    const [row] = await h.platform.db.system((sql) => sql<{ blob_key: string }[]>`select blob_key from project_backups where id = ${backupId}`)
+    const [row] = await h.platform.db.system(
+      (sql) => sql<{ blob_key: string }[]>`select blob_key from project_backups where id = ${backupId}`,
+    )
     return row?.blob_key
   }
-  const sweep = (opts: { now?: Date; batchSize?: number } = {}) => sweepExpiredBackups({ db: h.platform.db, storage: h.platform.storage, log: h.platform.log }, opts)
+  const sweep = (opts: { now?: Date; batchSize?: number } = {}) =>
+    sweepExpiredBackups({ db: h.platform.db, storage: h.platform.storage, log: h.platform.log }, opts)
   /** A tenant of the plan with one project, and a way to back it up as of some days ago. */
   const tenant = async (plan: Parameters<TestApp['tenant']>[0]) => {
     const tn = await h.tenant(plan)
@@ -47,35 +50,44 @@ async function setup(t: Test) {
   return { h, sweep, tenant, state, keyOf }
 }
 
-t.test('each plan keeps its backups as long as its retention, and the sweep removes object and row after', async (t) => {
-  const { sweep, tenant, state } = await setup(t)
-  // [plan, days old, expired now, expired two days later]
-  const cases = [
-    ['pro', 8, true, true],
-    ['pro', 6, false, true],
-    ['growth', 31, true, true],
-    ['growth', 29, false, true],
-    ['enterprise', 91, true, true],
-    ['enterprise', 30, false, false],
-    // Free keeps no backups, but a download link once given is honoured for its 7 days.
-    ['free', 8, true, true],
-    ['free', 6, false, true],
-  ] as const
-  const backups = []
-  for (const [plan, days, now, later] of cases) {
-    backups.push({ what: `${plan}, ${days} days`, id: await (await tenant(plan)).backupDaysAgo(days), now, later })
-  }
-  for (const b of backups) t.same(await state(b.id), { row: true, object: true }, `${b.what}: stored before the sweep`)
+t.test(
+  'each plan keeps its backups as long as its retention, and the sweep removes object and row after',
+  async (t) => {
+    const { sweep, tenant, state } = await setup(t)
+    // [plan, days old, expired now, expired two days later]
+    const cases = [
+      ['pro', 8, true, true],
+      ['pro', 6, false, true],
+      ['growth', 31, true, true],
+      ['growth', 29, false, true],
+      ['enterprise', 91, true, true],
+      ['enterprise', 30, false, false],
+      // Free keeps no backups, but a download link once given is honoured for its 7 days.
+      ['free', 8, true, true],
+      ['free', 6, false, true],
+    ] as const
+    const backups = []
+    for (const [plan, days, now, later] of cases) {
+      backups.push({ what: `${plan}, ${days} days`, id: await (await tenant(plan)).backupDaysAgo(days), now, later })
+    }
+    for (const b of backups)
+      t.same(await state(b.id), { row: true, object: true }, `${b.what}: stored before the sweep`)
 
-  t.same(await sweep(), { removed: 4, failed: 0, tenantsDeferred: 0 })
-  for (const b of backups) {
-    t.same(await state(b.id), { row: !b.now, object: !b.now }, `${b.what}: ${b.now ? 'object and row removed' : 'kept'}`)
-  }
-  t.same(await sweep(), { removed: 0, failed: 0, tenantsDeferred: 0 }, 'a second sweep finds nothing to do')
+    t.same(await sweep(), { removed: 4, failed: 0, tenantsDeferred: 0 })
+    for (const b of backups) {
+      t.same(
+        await state(b.id),
+        { row: !b.now, object: !b.now },
+        `${b.what}: ${b.now ? 'object and row removed' : 'kept'}`,
+      )
+    }
+    t.same(await sweep(), { removed: 0, failed: 0, tenantsDeferred: 0 }, 'a second sweep finds nothing to do')
 
-  t.same(await sweep({ now: new Date(Date.now() + 2 * DAY) }), { removed: 3, failed: 0, tenantsDeferred: 0 })
-  for (const b of backups) t.equal((await state(b.id)).row, !b.later, `two days on, ${b.what}: ${b.later ? 'removed' : 'kept'}`)
-})
+    t.same(await sweep({ now: new Date(Date.now() + 2 * DAY) }), { removed: 3, failed: 0, tenantsDeferred: 0 })
+    for (const b of backups)
+      t.equal((await state(b.id)).row, !b.later, `two days on, ${b.what}: ${b.later ? 'removed' : 'kept'}`)
+  },
+)
 
 t.test('the object is deleted before its row, so no object is ever left without a row to find it by', async (t) => {
   const { h, sweep, tenant, keyOf } = await setup(t)

@@ -6,7 +6,9 @@ import { unzip } from '../../../helpers/zip.js'
 const h = await testApp(t)
 
 async function countRows(table: 'projects' | 'project_versions', tenantId: string): Promise<number> {
-  const [row] = await h.platform.db.system((sql) => sql`select count(*)::int as n from ${sql(table)} where tenant_id = ${tenantId}`)
+  const [row] = await h.platform.db.system(
+    (sql) => sql`select count(*)::int as n from ${sql(table)} where tenant_id = ${tenantId}`,
+  )
   return (row as { n: number }).n
 }
 
@@ -61,7 +63,10 @@ t.test('bad input is refused with VALIDATION_ERROR and writes nothing', async (t
     const r = await call('POST', '/api/v1/projects', body)
     t.equal(r.status, 400, what)
     t.equal(r.body.error.code, 'VALIDATION_ERROR', what)
-    t.ok(Array.isArray(r.body.error.details.errors) && r.body.error.details.errors.length > 0, `${what}: details name the field`)
+    t.ok(
+      Array.isArray(r.body.error.details.errors) && r.body.error.details.errors.length > 0,
+      `${what}: details name the field`,
+    )
   }
   const nul = await call('POST', '/api/v1/projects', '{"name":"a\\u0000b"}', { 'content-type': 'application/json' })
   t.equal(nul.status, 400, 'a NUL character in text')
@@ -85,12 +90,20 @@ t.test('a PATCH that changes nothing, or is empty or invalid, adds no version', 
 
 t.test('malformed and unknown ids', async (t) => {
   const { call } = await h.tenant()
-  for (const id of ['not-a-uuid', 'urn:uuid:01900000-0000-7000-8000-000000000000', '{01900000-0000-7000-8000-000000000000}', '01900000000070008000000000000000']) {
+  for (const id of [
+    'not-a-uuid',
+    'urn:uuid:01900000-0000-7000-8000-000000000000',
+    '{01900000-0000-7000-8000-000000000000}',
+    '01900000000070008000000000000000',
+  ]) {
     const bad = await call('GET', `/api/v1/projects/${encodeURIComponent(id)}`)
     t.equal(bad.status, 400, id)
     t.equal(bad.body.error.code, 'VALIDATION_ERROR', id)
   }
-  const badVersion = await call('POST', `/api/v1/projects/01900000-0000-7000-8000-000000000000/versions/${encodeURIComponent('urn:uuid:01900000-0000-7000-8000-000000000000')}/restore`)
+  const badVersion = await call(
+    'POST',
+    `/api/v1/projects/01900000-0000-7000-8000-000000000000/versions/${encodeURIComponent('urn:uuid:01900000-0000-7000-8000-000000000000')}/restore`,
+  )
   t.equal(badVersion.status, 400)
   const missing = await call('GET', '/api/v1/projects/01900000-0000-7000-8000-000000000000')
   t.equal(missing.status, 404)
@@ -105,7 +118,10 @@ t.test('the list pages with a cursor, newest first, without gaps or repeats', as
   let cursor: string | null = null
   let pages = 0
   do {
-    const r: Awaited<ReturnType<Caller>> = await call('GET', `/api/v1/projects?limit=3${cursor ? `&cursor=${cursor}` : ''}`)
+    const r: Awaited<ReturnType<Caller>> = await call(
+      'GET',
+      `/api/v1/projects?limit=3${cursor ? `&cursor=${cursor}` : ''}`,
+    )
     t.equal(r.status, 200)
     t.ok(r.body.data.length <= 3)
     seen.push(...r.body.data.map((p: { id: string }) => p.id))
@@ -122,7 +138,14 @@ t.test('the list pages with a cursor, newest first, without gaps or repeats', as
 
 t.test('bad paging parameters are VALIDATION_ERROR', async (t) => {
   const { call } = await h.tenant()
-  for (const q of ['limit=0', 'limit=201', 'limit=abc', 'cursor=not-a-cursor', `cursor=${Buffer.from('v1:nope').toString('base64url')}`, 'extra=1']) {
+  for (const q of [
+    'limit=0',
+    'limit=201',
+    'limit=abc',
+    'cursor=not-a-cursor',
+    `cursor=${Buffer.from('v1:nope').toString('base64url')}`,
+    'extra=1',
+  ]) {
     const r = await call('GET', `/api/v1/projects?${q}`)
     t.equal(r.status, 400, q)
     t.equal(r.body.error.code, 'VALIDATION_ERROR', q)
@@ -149,9 +172,16 @@ t.test('every change keeps a version, and a version can be restored', async (t) 
   t.match(after.body.data, [{ version: 4, change: 'restored', restored_from: 1 }])
   t.type(after.body.meta.nextCursor, 'string')
 
-  t.equal((await call('POST', `/api/v1/projects/${p.id}/versions/01900000-0000-7000-8000-000000000000/restore`)).status, 404)
+  t.equal(
+    (await call('POST', `/api/v1/projects/${p.id}/versions/01900000-0000-7000-8000-000000000000/restore`)).status,
+    404,
+  )
   const other = await makeProject(call, 'other')
-  t.equal((await call('POST', `/api/v1/projects/${other.id}/versions/${first}/restore`)).status, 404, 'a version of another project')
+  t.equal(
+    (await call('POST', `/api/v1/projects/${other.id}/versions/${first}/restore`)).status,
+    404,
+    'a version of another project',
+  )
 })
 
 t.test('versions are pruned to the plan limit', async (t) => {
@@ -196,8 +226,15 @@ t.test('a backup is a zip whose checksum is the sha256 of exactly the downloaded
   t.equal(r.status, 201)
   const b = r.body.data
   t.match(b, { downloadUrl: String, size: Number, checksum: /^sha256:[0-9a-f]{64}$/ })
-  const [audited] = await h.platform.db.system((sql) => sql`select actor_type, target_id, details from audit_events where tenant_id = ${tenantId} and action = 'project.backup_created'`)
-  t.match(audited, { actor_type: 'api_key', target_id: p.id, details: { backupId: b.backupId, size: b.size } }, 'the audit log records who took the data out')
+  const [audited] = await h.platform.db.system(
+    (sql) =>
+      sql`select actor_type, target_id, details from audit_events where tenant_id = ${tenantId} and action = 'project.backup_created'`,
+  )
+  t.match(
+    audited,
+    { actor_type: 'api_key', target_id: p.id, details: { backupId: b.backupId, size: b.size } },
+    'the audit log records who took the data out',
+  )
   const expires = Date.parse(b.expiresAt)
   t.ok(expires > Date.now() + 6.9 * 86400_000 && expires < Date.now() + 7.1 * 86400_000, 'link lasts 7 days')
 
@@ -207,7 +244,13 @@ t.test('a backup is a zip whose checksum is the sha256 of exactly the downloaded
 
   const files = await unzip(bytes)
   t.same(Object.keys(files).sort(), ['agents.json', 'files.json', 'manifest.json', 'project.json', 'versions.json'])
-  t.match(JSON.parse(files['manifest.json']!), { format: 'atrium.project-backup', formatVersion: 2, tenantId, projectId: p.id, includes: { history: true, agents: true, files: true } })
+  t.match(JSON.parse(files['manifest.json']!), {
+    format: 'atrium.project-backup',
+    formatVersion: 2,
+    tenantId,
+    projectId: p.id,
+    includes: { history: true, agents: true, files: true },
+  })
   t.match(JSON.parse(files['project.json']!), { id: p.id, name: 'Backed up', description: 'second', version: 2 })
   t.equal(JSON.parse(files['versions.json']!).length, 2)
 
@@ -215,9 +258,16 @@ t.test('a backup is a zip whose checksum is the sha256 of exactly the downloaded
   t.equal(plain.status, 201, 'no body: both flags default to false')
   const emptyJson = await call('POST', `/api/v1/projects/${p.id}/backup`, '', { 'content-type': 'application/json' })
   t.equal(emptyJson.status, 201, 'an empty body labelled JSON is no body')
-  t.same(Object.keys(await unzip(await download(plain.body.data.downloadUrl))).sort(), ['files.json', 'manifest.json', 'project.json'])
+  t.same(Object.keys(await unzip(await download(plain.body.data.downloadUrl))).sort(), [
+    'files.json',
+    'manifest.json',
+    'project.json',
+  ])
 
-  t.equal((await call('POST', `/api/v1/projects/${p.id}/backup`, { includeHistory: 'yes' })).body.error.code, 'VALIDATION_ERROR')
+  t.equal(
+    (await call('POST', `/api/v1/projects/${p.id}/backup`, { includeHistory: 'yes' })).body.error.code,
+    'VALIDATION_ERROR',
+  )
   t.equal((await call('POST', '/api/v1/projects/01900000-0000-7000-8000-000000000000/backup', {})).status, 404)
 })
 
@@ -248,18 +298,26 @@ t.test('versions page by version number, with a cursor of their own kind', async
   t.equal(mixed.status, 400, 'a project cursor is not a version cursor')
   t.match(mixed.body.error, { code: 'VALIDATION_ERROR', details: { errors: [{ field: 'cursor' }] } })
   const versionCursor = first.body.meta.nextCursor
-  t.equal((await call('GET', `/api/v1/projects?cursor=${versionCursor}`)).status, 400, 'nor a version cursor a project cursor')
+  t.equal(
+    (await call('GET', `/api/v1/projects?cursor=${versionCursor}`)).status,
+    400,
+    'nor a version cursor a project cursor',
+  )
 })
 
 t.test('concurrent changes to one project get distinct, gapless version numbers', async (t) => {
   const { call } = await h.tenant('enterprise')
   const p = await makeProject(call)
-  const results = await Promise.all(Array.from({ length: 12 }, (_, i) => call('PATCH', `/api/v1/projects/${p.id}`, { description: `parallel ${i}` })))
+  const results = await Promise.all(
+    Array.from({ length: 12 }, (_, i) => call('PATCH', `/api/v1/projects/${p.id}`, { description: `parallel ${i}` })),
+  )
   t.ok(
     results.every((r) => r.status === 200),
     'every change succeeded',
   )
-  const versions = (await call('GET', `/api/v1/projects/${p.id}/versions?limit=200`)).body.data.map((v: { version: number }) => v.version)
+  const versions = (await call('GET', `/api/v1/projects/${p.id}/versions?limit=200`)).body.data.map(
+    (v: { version: number }) => v.version,
+  )
   t.same(
     versions,
     Array.from({ length: 13 }, (_, i) => 13 - i),

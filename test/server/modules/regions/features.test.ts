@@ -14,33 +14,57 @@ import { compilePolicy } from '../../../../server/platform/outbound.js'
 const SECRET = 'a-shared-secret-of-32-characters'
 
 /** What each feature does, and whether it did it: true accepted, false refused for the check's reason. */
-type Behaviour = (h: TestApp, tn: Awaited<ReturnType<TestApp['tenant']>>, status: { reason: string | null }) => Promise<boolean>
+type Behaviour = (
+  h: TestApp,
+  tn: Awaited<ReturnType<TestApp['tenant']>>,
+  status: { reason: string | null },
+) => Promise<boolean>
 
 const behaviours: Record<FeatureKey, Behaviour> = {
   async web_search(_h, tn, status) {
-    const r = await tn.call('POST', '/api/v1/agents', { name: 'Searcher', systemPrompt: '', config: { autonomyLevel: 'medium', tools: ['web_search'] } })
+    const r = await tn.call('POST', '/api/v1/agents', {
+      name: 'Searcher',
+      systemPrompt: '',
+      config: { autonomyLevel: 'medium', tools: ['web_search'] },
+    })
     if (r.status === 201) return true
-    if (r.body.error.code !== 'FEATURE_DISABLED' || r.body.error.details.reason !== status.reason) throw new Error(`web_search: ${JSON.stringify(r.body)}`)
+    if (r.body.error.code !== 'FEATURE_DISABLED' || r.body.error.details.reason !== status.reason)
+      throw new Error(`web_search: ${JSON.stringify(r.body)}`)
     return false
   },
   async external_integrations(_h, tn) {
     // A receiver on the public internet (an address given as such: no lookup).
-    const r = await tn.call('POST', '/api/v1/webhooks', { url: 'https://93.184.216.34/atrium', events: ['project.created'], secret: SECRET })
+    const r = await tn.call('POST', '/api/v1/webhooks', {
+      url: 'https://93.184.216.34/atrium',
+      events: ['project.created'],
+      secret: SECRET,
+    })
     if (r.status === 201) return true
-    if (r.body.error.details?.reason !== 'outbound_refused') throw new Error(`external_integrations: ${JSON.stringify(r.body)}`)
+    if (r.body.error.details?.reason !== 'outbound_refused')
+      throw new Error(`external_integrations: ${JSON.stringify(r.body)}`)
     return false
   },
   async byos(_h, tn) {
     // A store nothing listens on: a tenant allowed its own store gets as far as the store's checks (400).
-    const r = await tn.call('PUT', `/api/v1/regions/storage/${tn.tenantId}`, { storageMode: 'byos', byosEndpoint: 'http://127.0.0.1:9', byosBucket: 'nowhere', byosAccessKey: 'a', byosSecretKey: 'b' })
+    const r = await tn.call('PUT', `/api/v1/regions/storage/${tn.tenantId}`, {
+      storageMode: 'byos',
+      byosEndpoint: 'http://127.0.0.1:9',
+      byosBucket: 'nowhere',
+      byosAccessKey: 'a',
+      byosSecretKey: 'b',
+    })
     return refusedForPlan(r, 'byos')
   },
   async data_residency(_h, tn) {
-    const r = await tn.call('PATCH', `/api/v1/regions/preferences/${tn.tenantId}`, { dataResidencyRequired: true, dataResidencyRegion: 'us-east' })
+    const r = await tn.call('PATCH', `/api/v1/regions/preferences/${tn.tenantId}`, {
+      dataResidencyRequired: true,
+      dataResidencyRegion: 'us-east',
+    })
     return refusedForPlan(r, 'data_residency')
   },
   async secondary_region(_h, tn) {
-    // This deployment serves one region: an allowed failover is still refused, for the region (400), not the plan (403).
+    // This deployment serves one region: an allowed failover is still refused, for the region (400), not the plan
+    // (403).
     const r = await tn.call('PATCH', `/api/v1/regions/preferences/${tn.tenantId}`, { secondaryRegion: 'eu-west' })
     return refusedForPlan(r, 'secondary_region')
   },
@@ -64,16 +88,25 @@ const behaviours: Record<FeatureKey, Behaviour> = {
       limits: archiveLimits(h.platform.config),
       version: 'test',
     })
-    await backupRound({ db: h.platform.db, storage: h.platform.storage, exports, log: pino({ level: 'silent' }) }, new Date())
-    const [r] = await h.platform.db.system((sql) => sql`select count(*)::int as n from tenant_exports where tenant_id = ${tn.tenantId} and kind = 'backup'`)
+    await backupRound(
+      { db: h.platform.db, storage: h.platform.storage, exports, log: pino({ level: 'silent' }) },
+      new Date(),
+    )
+    const [r] = await h.platform.db.system(
+      (sql) => sql`select count(*)::int as n from tenant_exports where tenant_id = ${tn.tenantId} and kind = 'backup'`,
+    )
     return r!.n > 0
   },
 }
 
 /** true when the answer is not a refusal for the plan; false when it is one naming the feature. */
-function refusedForPlan(r: { status: number; body: { error?: { code: string; details: Record<string, unknown> } } }, feature: FeatureKey): boolean {
+function refusedForPlan(
+  r: { status: number; body: { error?: { code: string; details: Record<string, unknown> } } },
+  feature: FeatureKey,
+): boolean {
   if (r.status !== 403) return true
-  if (r.body.error?.details.feature !== feature || r.body.error.details.reason !== 'plan') throw new Error(`${feature}: ${JSON.stringify(r.body)}`)
+  if (r.body.error?.details.feature !== feature || r.body.error.details.reason !== 'plan')
+    throw new Error(`${feature}: ${JSON.stringify(r.body)}`)
   return false
 }
 
@@ -96,12 +129,25 @@ for (const [name, env] of deployments) {
         t.equal(status.featureKey, key)
         t.equal(status.reason === null, status.enabled, `${plan} ${key}: a reason exactly when off`)
         const did = await behaviours[key](h, tn, status)
-        t.equal(did, status.enabled, `${plan} ${key}: the check says ${status.enabled ? 'on' : `off (${status.reason})`}, and so does the feature`)
+        t.equal(
+          did,
+          status.enabled,
+          `${plan} ${key}: the check says ${status.enabled ? 'on' : `off (${status.reason})`}, and so does the feature`,
+        )
         seen.push(`${plan}/${key}/${status.enabled ? 'on' : status.reason}`)
       }
     }
-    if (env.AIR_GAPPED) t.ok(seen.includes('enterprise/web_search/air-gapped') && seen.includes('enterprise/external_integrations/air-gapped'), 'air-gapped turns the outside off on every plan')
-    else t.ok(seen.includes('free/data_residency/plan') && seen.includes('growth/data_residency/on'), 'the plans gate residency')
+    if (env.AIR_GAPPED)
+      t.ok(
+        seen.includes('enterprise/web_search/air-gapped') &&
+          seen.includes('enterprise/external_integrations/air-gapped'),
+        'air-gapped turns the outside off on every plan',
+      )
+    else
+      t.ok(
+        seen.includes('free/data_residency/plan') && seen.includes('growth/data_residency/on'),
+        'the plans gate residency',
+      )
   })
 }
 

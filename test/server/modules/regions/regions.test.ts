@@ -19,7 +19,14 @@ const h = await testApp(
   euBucket
     ? {
         DEFAULT_REGION: 'us-east',
-        REGION_STORES: JSON.stringify({ 'eu-west': { endpoint: services.s3Endpoint, bucket: euBucket, accessKeyId: services.s3AccessKey, secretAccessKey: services.s3SecretKey } }),
+        REGION_STORES: JSON.stringify({
+          'eu-west': {
+            endpoint: services.s3Endpoint,
+            bucket: euBucket,
+            accessKeyId: services.s3AccessKey,
+            secretAccessKey: services.s3SecretKey,
+          },
+        }),
       }
     : { DEFAULT_REGION: 'us-east' },
   { jobs: { pollMs: 50 } },
@@ -43,122 +50,221 @@ t.test('the regions: all fifteen of the specification, with those this deploymen
   t.equal(r.body.data.filter((x: { available: boolean }) => x.available).length, euBucket ? 2 : 1)
 })
 
-t.test('preferences start as the deployment’s defaults; a change is checked whole and each refusal names its rule', async (t) => {
-  const tn = await h.tenant('growth')
-  const start = await tn.call('GET', prefs(tn.tenantId))
-  t.same(start.body.data, {
-    tenantId: tn.tenantId,
-    primaryRegion: 'us-east',
-    secondaryRegion: null,
-    dataResidencyRequired: false,
-    dataResidencyRegion: null,
-    complianceLevel: 'standard',
-    updatedAt: null,
-  })
-  const cases: [string, Record<string, unknown>, number, string, Record<string, unknown>][] = [
-    ['a region this deployment does not serve', { primaryRegion: 'ap-east' }, 400, 'VALIDATION_ERROR', { rule: 'region-unavailable' }],
-    ['residency without its region', { dataResidencyRequired: true }, 400, 'VALIDATION_ERROR', { rule: 'residency-region-required' }],
-    ['a residency region without residency', { dataResidencyRegion: 'us-east' }, 400, 'VALIDATION_ERROR', { rule: 'residency-region-without-residency' }],
-    ['the failover the same as the primary', { secondaryRegion: 'us-east' }, 400, 'VALIDATION_ERROR', { rule: 'secondary-same-as-primary' }],
-    ['GDPR outside the regions that serve it', { complianceLevel: 'gdpr' }, 400, 'VALIDATION_ERROR', { rule: 'compliance-region', regions: ['eu-west', 'eu-west-uk', 'eu-north'] }],
-    ['a compliance level that is not one', { complianceLevel: 'iso-27001' }, 400, 'VALIDATION_ERROR', {}],
-    ['a field that is not one', { region: 'us-east' }, 400, 'VALIDATION_ERROR', {}],
-  ]
-  for (const [what, body, status, code, details] of cases) {
-    const r = await tn.call('PATCH', prefs(tn.tenantId), body)
-    t.equal(r.status, status, what)
-    t.equal(r.body.error?.code, code, what)
-    t.match(r.body.error?.details, details, what)
-  }
-  t.same((await tn.call('GET', prefs(tn.tenantId))).body.data, start.body.data, 'nothing was changed by the refusals')
-  const hipaa = await tn.call('PATCH', prefs(tn.tenantId), { complianceLevel: 'hipaa' })
-  t.equal(hipaa.status, 200, 'HIPAA is served in us-east')
-  t.match(hipaa.body.data, { complianceLevel: 'hipaa', updatedAt: String })
-  const audit = await h.platform.db.system((sql) => sql`select details from audit_events where tenant_id = ${tn.tenantId} and action = 'regions.preferences_changed'`)
-  t.match(audit, [{ details: { before: { complianceLevel: 'standard' }, after: { complianceLevel: 'hipaa' } } }])
-})
+t.test(
+  'preferences start as the deployment’s defaults; a change is checked whole and each refusal names its rule',
+  async (t) => {
+    const tn = await h.tenant('growth')
+    const start = await tn.call('GET', prefs(tn.tenantId))
+    t.same(start.body.data, {
+      tenantId: tn.tenantId,
+      primaryRegion: 'us-east',
+      secondaryRegion: null,
+      dataResidencyRequired: false,
+      dataResidencyRegion: null,
+      complianceLevel: 'standard',
+      updatedAt: null,
+    })
+    const cases: [string, Record<string, unknown>, number, string, Record<string, unknown>][] = [
+      [
+        'a region this deployment does not serve',
+        { primaryRegion: 'ap-east' },
+        400,
+        'VALIDATION_ERROR',
+        { rule: 'region-unavailable' },
+      ],
+      [
+        'residency without its region',
+        { dataResidencyRequired: true },
+        400,
+        'VALIDATION_ERROR',
+        { rule: 'residency-region-required' },
+      ],
+      [
+        'a residency region without residency',
+        { dataResidencyRegion: 'us-east' },
+        400,
+        'VALIDATION_ERROR',
+        { rule: 'residency-region-without-residency' },
+      ],
+      [
+        'the failover the same as the primary',
+        { secondaryRegion: 'us-east' },
+        400,
+        'VALIDATION_ERROR',
+        { rule: 'secondary-same-as-primary' },
+      ],
+      [
+        'GDPR outside the regions that serve it',
+        { complianceLevel: 'gdpr' },
+        400,
+        'VALIDATION_ERROR',
+        { rule: 'compliance-region', regions: ['eu-west', 'eu-west-uk', 'eu-north'] },
+      ],
+      ['a compliance level that is not one', { complianceLevel: 'iso-27001' }, 400, 'VALIDATION_ERROR', {}],
+      ['a field that is not one', { region: 'us-east' }, 400, 'VALIDATION_ERROR', {}],
+    ]
+    for (const [what, body, status, code, details] of cases) {
+      const r = await tn.call('PATCH', prefs(tn.tenantId), body)
+      t.equal(r.status, status, what)
+      t.equal(r.body.error?.code, code, what)
+      t.match(r.body.error?.details, details, what)
+    }
+    t.same((await tn.call('GET', prefs(tn.tenantId))).body.data, start.body.data, 'nothing was changed by the refusals')
+    const hipaa = await tn.call('PATCH', prefs(tn.tenantId), { complianceLevel: 'hipaa' })
+    t.equal(hipaa.status, 200, 'HIPAA is served in us-east')
+    t.match(hipaa.body.data, { complianceLevel: 'hipaa', updatedAt: String })
+    const audit = await h.platform.db.system(
+      (sql) =>
+        sql`select details from audit_events where tenant_id = ${tn.tenantId} and action = 'regions.preferences_changed'`,
+    )
+    t.match(audit, [{ details: { before: { complianceLevel: 'standard' }, after: { complianceLevel: 'hipaa' } } }])
+  },
+)
 
-t.test('plan gates: a free tenant is refused a failover region and residency with the rule; enterprise is not', async (t) => {
-  const free = await h.tenant('free')
-  for (const [body, feature] of [
-    [{ secondaryRegion: 'eu-west' }, 'secondary_region'],
-    [{ dataResidencyRequired: true, dataResidencyRegion: 'us-east' }, 'data_residency'],
-  ] as const) {
-    const r = await free.call('PATCH', prefs(free.tenantId), body)
-    t.equal(r.status, 403, feature)
-    t.match(r.body.error, { code: 'FORBIDDEN', details: { feature, reason: 'plan', plan: 'free', requiredPlan: 'growth' } })
-    const check = await free.call('GET', `/api/v1/regions/features/${free.tenantId}/check/${feature}`)
-    t.same(check.body.data, { featureKey: feature, enabled: false, reason: 'plan', requiredPlan: 'growth', setting: null }, 'the check says the same')
-  }
-  const enterprise = await h.tenant('enterprise')
-  const r = await enterprise.call('PATCH', prefs(enterprise.tenantId), { dataResidencyRequired: true, dataResidencyRegion: 'us-east' })
-  t.equal(r.status, 200)
-  t.match(r.body.data, { dataResidencyRequired: true, dataResidencyRegion: 'us-east', primaryRegion: 'us-east' })
-})
+t.test(
+  'plan gates: a free tenant is refused a failover region and residency with the rule; enterprise is not',
+  async (t) => {
+    const free = await h.tenant('free')
+    for (const [body, feature] of [
+      [{ secondaryRegion: 'eu-west' }, 'secondary_region'],
+      [{ dataResidencyRequired: true, dataResidencyRegion: 'us-east' }, 'data_residency'],
+    ] as const) {
+      const r = await free.call('PATCH', prefs(free.tenantId), body)
+      t.equal(r.status, 403, feature)
+      t.match(r.body.error, {
+        code: 'FORBIDDEN',
+        details: { feature, reason: 'plan', plan: 'free', requiredPlan: 'growth' },
+      })
+      const check = await free.call('GET', `/api/v1/regions/features/${free.tenantId}/check/${feature}`)
+      t.same(
+        check.body.data,
+        { featureKey: feature, enabled: false, reason: 'plan', requiredPlan: 'growth', setting: null },
+        'the check says the same',
+      )
+    }
+    const enterprise = await h.tenant('enterprise')
+    const r = await enterprise.call('PATCH', prefs(enterprise.tenantId), {
+      dataResidencyRequired: true,
+      dataResidencyRegion: 'us-east',
+    })
+    t.equal(r.status, 200)
+    t.match(r.body.data, { dataResidencyRequired: true, dataResidencyRegion: 'us-east', primaryRegion: 'us-east' })
+  },
+)
 
 t.test('who may read and change which tenant’s preferences', async (t) => {
   const a = await h.tenant('enterprise')
   const b = await h.tenant('enterprise')
   t.equal((await b.call('GET', prefs(a.tenantId))).status, 404, 'another tenant’s are not there')
   t.equal((await b.call('PATCH', prefs(a.tenantId), { complianceLevel: 'soc2' })).status, 404)
-  const operator = await h.platform.db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, type: 'admin', permissions: ['*'] }))
+  const operator = await h.platform.db.system((sql) =>
+    createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, type: 'admin', permissions: ['*'] }),
+  )
   const op = caller(h.app, operator.key)
-  const byOperator = await op('PATCH', `/api/v1/platform/tenants/${a.tenantId}/regional-preferences`, { complianceLevel: 'soc2' })
+  const byOperator = await op('PATCH', `/api/v1/platform/tenants/${a.tenantId}/regional-preferences`, {
+    complianceLevel: 'soc2',
+  })
   t.equal(byOperator.status, 200, 'a deployment operator key changes any tenant’s')
   t.equal(byOperator.body.data.complianceLevel, 'soc2')
-  t.equal((await a.call('PATCH', `/api/v1/platform/tenants/${a.tenantId}/regional-preferences`, { complianceLevel: 'ccpa' })).status, 403, 'the platform route is for operator keys')
-  t.equal((await op('PATCH', prefs(a.tenantId), { complianceLevel: 'ccpa' })).status, 403, 'and the tenant route for the tenant’s credentials')
+  t.equal(
+    (await a.call('PATCH', `/api/v1/platform/tenants/${a.tenantId}/regional-preferences`, { complianceLevel: 'ccpa' }))
+      .status,
+    403,
+    'the platform route is for operator keys',
+  )
+  t.equal(
+    (await op('PATCH', prefs(a.tenantId), { complianceLevel: 'ccpa' })).status,
+    403,
+    'and the tenant route for the tenant’s credentials',
+  )
 })
 
-t.test('residency enforced: a residency tenant’s files, backups and exports land only in its region’s bucket', { skip: withS3 }, async (t) => {
-  const listed = async (bucket: string, prefix: string) => {
-    const out: string[] = []
-    for await (const o of s3Client().listObjectsV2(bucket, prefix, true)) out.push((o as { name: string }).name)
-    return out.sort()
-  }
-  const defaultBucket = h.platform.config.R2_BUCKET
-  const tn = await h.tenant('enterprise')
-  const project = (await tn.call('POST', '/api/v1/projects', { name: 'Before' })).body.data
-  const before = 'written in us-east\n'
-  await tn.call('PUT', `/api/v1/projects/${project.id}/files/old.txt`, before, { 'content-type': 'text/plain' })
+t.test(
+  'residency enforced: a residency tenant’s files, backups and exports land only in its region’s bucket',
+  { skip: withS3 },
+  async (t) => {
+    const listed = async (bucket: string, prefix: string) => {
+      const out: string[] = []
+      for await (const o of s3Client().listObjectsV2(bucket, prefix, true)) out.push((o as { name: string }).name)
+      return out.sort()
+    }
+    const defaultBucket = h.platform.config.R2_BUCKET
+    const tn = await h.tenant('enterprise')
+    const project = (await tn.call('POST', '/api/v1/projects', { name: 'Before' })).body.data
+    const before = 'written in us-east\n'
+    await tn.call('PUT', `/api/v1/projects/${project.id}/files/old.txt`, before, { 'content-type': 'text/plain' })
 
-  const moved = await tn.call('PATCH', prefs(tn.tenantId), { dataResidencyRequired: true, dataResidencyRegion: 'eu-west', complianceLevel: 'gdpr' })
-  t.equal(moved.status, 200, JSON.stringify(moved.body))
-  t.match(moved.body.data, { primaryRegion: 'eu-west', dataResidencyRegion: 'eu-west' })
-  const inDefaultBefore = await listed(defaultBucket, `tenants/${tn.tenantId}/`)
+    const moved = await tn.call('PATCH', prefs(tn.tenantId), {
+      dataResidencyRequired: true,
+      dataResidencyRegion: 'eu-west',
+      complianceLevel: 'gdpr',
+    })
+    t.equal(moved.status, 200, JSON.stringify(moved.body))
+    t.match(moved.body.data, { primaryRegion: 'eu-west', dataResidencyRegion: 'eu-west' })
+    const inDefaultBefore = await listed(defaultBucket, `tenants/${tn.tenantId}/`)
 
-  const after = 'written in eu-west\n'
-  t.equal((await tn.call('PUT', `/api/v1/projects/${project.id}/files/new.txt`, after, { 'content-type': 'text/plain' })).status, 201)
-  const backup = await tn.call('POST', `/api/v1/projects/${project.id}/backup`, { includeHistory: true })
-  t.equal(backup.status, 201)
-  const exported = await p.exported(tn.call, tn.tenantId, { include: ['projects'] })
-  t.equal(exported.job.status, 'completed', 'the export job ran')
-  t.same(await listed(defaultBucket, `tenants/${tn.tenantId}/`), inDefaultBefore, 'nothing new in the default region’s bucket')
-  const inEu = await listed(euBucket, `tenants/${tn.tenantId}/`)
-  const sha = createHash('sha256').update(after).digest('hex')
-  t.ok(inEu.includes(`tenants/${tn.tenantId}/projects/${project.id}/files/${sha}`), 'the new file')
-  t.ok(
-    inEu.some((k) => k.includes('/backups/')),
-    'the backup',
-  )
-  t.ok(
-    inEu.some((k) => k.includes('/exports/')),
-    'the export',
-  )
-  // What was stored before the move is still read, from where it is.
-  t.equal((await tn.call('GET', `/api/v1/projects/${project.id}/files/old.txt`)).raw.toString(), before)
-  t.equal((await tn.call('GET', `/api/v1/projects/${project.id}/files/new.txt`)).raw.toString(), after)
-  const zip = await p.download(backup.body.data.downloadUrl)
-  t.equal(`sha256:${createHash('sha256').update(zip).digest('hex')}`, backup.body.data.checksum, 'the backup downloads whole from eu-west')
+    const after = 'written in eu-west\n'
+    t.equal(
+      (await tn.call('PUT', `/api/v1/projects/${project.id}/files/new.txt`, after, { 'content-type': 'text/plain' }))
+        .status,
+      201,
+    )
+    const backup = await tn.call('POST', `/api/v1/projects/${project.id}/backup`, { includeHistory: true })
+    t.equal(backup.status, 201)
+    const exported = await p.exported(tn.call, tn.tenantId, { include: ['projects'] })
+    t.equal(exported.job.status, 'completed', 'the export job ran')
+    t.same(
+      await listed(defaultBucket, `tenants/${tn.tenantId}/`),
+      inDefaultBefore,
+      'nothing new in the default region’s bucket',
+    )
+    const inEu = await listed(euBucket, `tenants/${tn.tenantId}/`)
+    const sha = createHash('sha256').update(after).digest('hex')
+    t.ok(inEu.includes(`tenants/${tn.tenantId}/projects/${project.id}/files/${sha}`), 'the new file')
+    t.ok(
+      inEu.some((k) => k.includes('/backups/')),
+      'the backup',
+    )
+    t.ok(
+      inEu.some((k) => k.includes('/exports/')),
+      'the export',
+    )
+    // What was stored before the move is still read, from where it is.
+    t.equal((await tn.call('GET', `/api/v1/projects/${project.id}/files/old.txt`)).raw.toString(), before)
+    t.equal((await tn.call('GET', `/api/v1/projects/${project.id}/files/new.txt`)).raw.toString(), after)
+    const zip = await p.download(backup.body.data.downloadUrl)
+    t.equal(
+      `sha256:${createHash('sha256').update(zip).digest('hex')}`,
+      backup.body.data.checksum,
+      'the backup downloads whole from eu-west',
+    )
 
-  const routing = await tn.call('GET', '/api/v1/routing-info')
-  t.match(routing.body.data, { tenantId: tn.tenantId, region: 'eu-west', dataResidencyRequired: true, store: { kind: 's3', endpoint: services.s3Endpoint, bucket: euBucket }, replica: { id: String } })
-  t.notMatch(JSON.stringify(routing.body), new RegExp(`${services.s3SecretKey}|${services.s3AccessKey}`), 'no credentials')
+    const routing = await tn.call('GET', '/api/v1/routing-info')
+    t.match(routing.body.data, {
+      tenantId: tn.tenantId,
+      region: 'eu-west',
+      dataResidencyRequired: true,
+      store: { kind: 's3', endpoint: services.s3Endpoint, bucket: euBucket },
+      replica: { id: String },
+    })
+    t.notMatch(
+      JSON.stringify(routing.body),
+      new RegExp(`${services.s3SecretKey}|${services.s3AccessKey}`),
+      'no credentials',
+    )
 
-  const other = await h.tenant('enterprise')
-  const theirs = (await other.call('POST', '/api/v1/projects', { name: 'Stays' })).body.data
-  await other.call('PUT', `/api/v1/projects/${theirs.id}/files/a.txt`, 'home', { 'content-type': 'text/plain' })
-  t.equal((await listed(euBucket, `tenants/${other.tenantId}/`)).length, 0, 'a tenant without residency is not in eu-west')
-  t.equal((await listed(defaultBucket, `tenants/${other.tenantId}/`)).length, 1, 'but in the default region')
-  t.match((await other.call('GET', '/api/v1/routing-info')).body.data, { region: 'us-east', dataResidencyRequired: false })
-})
+    const other = await h.tenant('enterprise')
+    const theirs = (await other.call('POST', '/api/v1/projects', { name: 'Stays' })).body.data
+    await other.call('PUT', `/api/v1/projects/${theirs.id}/files/a.txt`, 'home', { 'content-type': 'text/plain' })
+    t.equal(
+      (await listed(euBucket, `tenants/${other.tenantId}/`)).length,
+      0,
+      'a tenant without residency is not in eu-west',
+    )
+    t.equal((await listed(defaultBucket, `tenants/${other.tenantId}/`)).length, 1, 'but in the default region')
+    t.match((await other.call('GET', '/api/v1/routing-info')).body.data, {
+      region: 'us-east',
+      dataResidencyRequired: false,
+    })
+  },
+)

@@ -13,7 +13,8 @@ const p = portability(h)
 const source = await h.tenant('enterprise')
 const project = (await source.call('POST', '/api/v1/projects', { name: 'Source' })).body.data
 const FILES = { 'a.txt': 'alpha alpha alpha\n', 'b.txt': 'bravo bravo bravo\n', 'c.txt': 'charlie charlie charlie\n' }
-for (const [path, content] of Object.entries(FILES)) await source.call('PUT', `/api/v1/projects/${project.id}/files/${path}`, content, { 'content-type': 'text/plain' })
+for (const [path, content] of Object.entries(FILES))
+  await source.call('PUT', `/api/v1/projects/${project.id}/files/${path}`, content, { 'content-type': 'text/plain' })
 const good = (await p.exported(source.call, source.tenantId, { include: ['projects'] })).archive!
 const goodEntries = await unzipRaw(good)
 
@@ -35,7 +36,8 @@ async function state() {
 }
 
 /** The good archive's entries with some replaced or added (stored, as written byte by byte). */
-const rebuilt = (change: (entries: RawEntry[]) => RawEntry[]) => rawZip(change(Object.entries(goodEntries).map(([name, data]) => ({ name, data }))))
+const rebuilt = (change: (entries: RawEntry[]) => RawEntry[]) =>
+  rawZip(change(Object.entries(goodEntries).map(([name, data]) => ({ name, data }))))
 
 /** The good archive with one byte of a stored file's content changed (its CRC no longer matches). */
 function flipped(content: string): Buffer {
@@ -47,14 +49,43 @@ function flipped(content: string): Buffer {
 }
 
 const cases: { name: string; archive: () => Buffer; code: string; details?: Record<string, unknown> }[] = [
-  { name: 'zip slip (../)', archive: () => rawZip([{ name: '../../../../tmp/atrium-evil', data: Buffer.from('x') }]), code: 'ARCHIVE_UNSAFE_PATH', details: { rule: "'..' segment" } },
-  { name: 'zip slip inside a project path', archive: () => rebuilt((e) => [...e, { name: `projects/${project.id}/files/../../../escape.txt`, data: Buffer.from('x') }]), code: 'ARCHIVE_UNSAFE_PATH' },
-  { name: 'absolute path', archive: () => rawZip([{ name: '/etc/cron.d/atrium', data: Buffer.from('x') }]), code: 'ARCHIVE_UNSAFE_PATH', details: { rule: 'absolute path' } },
-  { name: 'drive letter', archive: () => rawZip([{ name: 'C:/Windows/evil.dll', data: Buffer.from('x') }]), code: 'ARCHIVE_UNSAFE_PATH', details: { rule: 'drive letter' } },
-  { name: 'backslash', archive: () => rawZip([{ name: 'projects\\..\\evil', data: Buffer.from('x') }]), code: 'ARCHIVE_UNSAFE_PATH', details: { rule: 'backslash' } },
+  {
+    name: 'zip slip (../)',
+    archive: () => rawZip([{ name: '../../../../tmp/atrium-evil', data: Buffer.from('x') }]),
+    code: 'ARCHIVE_UNSAFE_PATH',
+    details: { rule: "'..' segment" },
+  },
+  {
+    name: 'zip slip inside a project path',
+    archive: () =>
+      rebuilt((e) => [...e, { name: `projects/${project.id}/files/../../../escape.txt`, data: Buffer.from('x') }]),
+    code: 'ARCHIVE_UNSAFE_PATH',
+  },
+  {
+    name: 'absolute path',
+    archive: () => rawZip([{ name: '/etc/cron.d/atrium', data: Buffer.from('x') }]),
+    code: 'ARCHIVE_UNSAFE_PATH',
+    details: { rule: 'absolute path' },
+  },
+  {
+    name: 'drive letter',
+    archive: () => rawZip([{ name: 'C:/Windows/evil.dll', data: Buffer.from('x') }]),
+    code: 'ARCHIVE_UNSAFE_PATH',
+    details: { rule: 'drive letter' },
+  },
+  {
+    name: 'backslash',
+    archive: () => rawZip([{ name: 'projects\\..\\evil', data: Buffer.from('x') }]),
+    code: 'ARCHIVE_UNSAFE_PATH',
+    details: { rule: 'backslash' },
+  },
   {
     name: 'symbolic link',
-    archive: () => rebuilt((e) => [...e.filter((x) => x.name !== 'tenant.json'), { name: 'tenant.json', data: Buffer.from('/etc/passwd'), mode: 0o120777 }]),
+    archive: () =>
+      rebuilt((e) => [
+        ...e.filter((x) => x.name !== 'tenant.json'),
+        { name: 'tenant.json', data: Buffer.from('/etc/passwd'), mode: 0o120777 },
+      ]),
     code: 'ARCHIVE_SYMLINK',
   },
   {
@@ -62,14 +93,24 @@ const cases: { name: string; archive: () => Buffer; code: string; details?: Reco
     archive: () =>
       rawZip(
         Array.from({ length: 10 }, (_, i) =>
-          i === 0 ? { name: 'chat/messages/00001.json', data: Buffer.alloc(10 * 1024 * 1024), method: 8 } : { name: `chat/messages/0000${i + 1}.json`, sameDataAs: 0 },
+          i === 0
+            ? { name: 'chat/messages/00001.json', data: Buffer.alloc(10 * 1024 * 1024), method: 8 }
+            : { name: `chat/messages/0000${i + 1}.json`, sameDataAs: 0 },
         ),
       ),
     code: 'ARCHIVE_COMPRESSION_RATIO',
   },
   {
     name: 'one deflated entry expanding beyond the ratio and its allowance',
-    archive: () => rebuilt((e) => [...e, { name: 'chat/messages/00001.json', data: Buffer.concat([Buffer.from('['), Buffer.alloc(10 * 1024 * 1024, 0x20), Buffer.from(']')]), method: 8 }]),
+    archive: () =>
+      rebuilt((e) => [
+        ...e,
+        {
+          name: 'chat/messages/00001.json',
+          data: Buffer.concat([Buffer.from('['), Buffer.alloc(10 * 1024 * 1024, 0x20), Buffer.from(']')]),
+          method: 8,
+        },
+      ]),
     code: 'ARCHIVE_COMPRESSION_RATIO',
     details: { entry: 'chat/messages/00001.json', limit: MAX_RATIO },
   },
@@ -87,13 +128,26 @@ const cases: { name: string; archive: () => Buffer; code: string; details?: Reco
   },
   {
     name: 'JSON nested deeper than a restore reads',
-    archive: () => rebuilt((e) => e.map((x) => (x.name === 'projects/index.json' ? { ...x, data: Buffer.from('['.repeat(MAX_JSON_DEPTH + 1) + ']'.repeat(MAX_JSON_DEPTH + 1)) } : x))),
+    archive: () =>
+      rebuilt((e) =>
+        e.map((x) =>
+          x.name === 'projects/index.json'
+            ? { ...x, data: Buffer.from('['.repeat(MAX_JSON_DEPTH + 1) + ']'.repeat(MAX_JSON_DEPTH + 1)) }
+            : x,
+        ),
+      ),
     code: 'ARCHIVE_INVALID_DATA',
     details: { entry: 'projects/index.json', limit: MAX_JSON_DEPTH },
   },
   {
     name: '100,000 entries',
-    archive: () => rawZip(Array.from({ length: 100_000 }, (_, i) => ({ name: `chat/messages/${String(i).padStart(5, '0')}.json`, data: Buffer.from('[]') }))),
+    archive: () =>
+      rawZip(
+        Array.from({ length: 100_000 }, (_, i) => ({
+          name: `chat/messages/${String(i).padStart(5, '0')}.json`,
+          data: Buffer.from('[]'),
+        })),
+      ),
     code: 'ARCHIVE_TOO_MANY_ENTRIES',
     details: { entries: 100_000, limit: 50_000 },
   },
@@ -103,9 +157,18 @@ const cases: { name: string; archive: () => Buffer; code: string; details?: Reco
     code: 'ARCHIVE_DUPLICATE_ENTRY',
     details: { entry: 'metadata.json' },
   },
-  { name: 'truncated archive', archive: () => good.subarray(0, Math.floor(good.length * 0.6)), code: 'ARCHIVE_CORRUPT' },
+  {
+    name: 'truncated archive',
+    archive: () => good.subarray(0, Math.floor(good.length * 0.6)),
+    code: 'ARCHIVE_CORRUPT',
+  },
   { name: 'not a zip at all', archive: () => Buffer.from('{"this": "is json"}'), code: 'ARCHIVE_CORRUPT' },
-  { name: 'wrong CRC in a file’s bytes (found while copying: what was copied before it goes)', archive: () => flipped(FILES['c.txt']), code: 'ARCHIVE_CORRUPT', details: { rule: 'crc' } },
+  {
+    name: 'wrong CRC in a file’s bytes (found while copying: what was copied before it goes)',
+    archive: () => flipped(FILES['c.txt']),
+    code: 'ARCHIVE_CORRUPT',
+    details: { rule: 'crc' },
+  },
   {
     name: 'wrong CRC in a record entry',
     archive: () => rebuilt((e) => e.map((x) => (x.name === 'projects/index.json' ? { ...x, crc: 12345 } : x))),
@@ -114,11 +177,22 @@ const cases: { name: string; archive: () => Buffer; code: string; details?: Reco
   },
   {
     name: 'newer format version',
-    archive: () => rebuilt((e) => e.map((x) => (x.name === 'metadata.json' ? { ...x, data: Buffer.from(JSON.stringify({ ...JSON.parse(x.data!.toString()), formatVersion: 2 })) } : x))),
+    archive: () =>
+      rebuilt((e) =>
+        e.map((x) =>
+          x.name === 'metadata.json'
+            ? { ...x, data: Buffer.from(JSON.stringify({ ...JSON.parse(x.data!.toString()), formatVersion: 2 })) }
+            : x,
+        ),
+      ),
     code: 'ARCHIVE_VERSION_UNSUPPORTED',
     details: { formatVersion: 2, supported: 1 },
   },
-  { name: 'no metadata (not a tenant export)', archive: () => rebuilt((e) => e.filter((x) => x.name !== 'metadata.json')), code: 'ARCHIVE_VERSION_UNSUPPORTED' },
+  {
+    name: 'no metadata (not a tenant export)',
+    archive: () => rebuilt((e) => e.filter((x) => x.name !== 'metadata.json')),
+    code: 'ARCHIVE_VERSION_UNSUPPORTED',
+  },
   {
     name: 'an entry of no known kind',
     archive: () => rebuilt((e) => [...e, { name: 'install.sh', data: Buffer.from('#!/bin/sh\n') }]),
@@ -129,12 +203,27 @@ const cases: { name: string; archive: () => Buffer; code: string; details?: Reco
     name: 'a record with a field the format does not have',
     archive: () =>
       rebuilt((e) =>
-        e.map((x) => (x.name === 'projects/index.json' ? { ...x, data: Buffer.from(JSON.stringify(JSON.parse(x.data!.toString()).map((r: object) => ({ ...r, tenant_id: target.tenantId })))) } : x)),
+        e.map((x) =>
+          x.name === 'projects/index.json'
+            ? {
+                ...x,
+                data: Buffer.from(
+                  JSON.stringify(
+                    JSON.parse(x.data!.toString()).map((r: object) => ({ ...r, tenant_id: target.tenantId })),
+                  ),
+                ),
+              }
+            : x,
+        ),
       ),
     code: 'ARCHIVE_INVALID_DATA',
     details: { field: 'tenant_id' },
   },
-  { name: 'a file its manifest does not name', archive: () => rebuilt((e) => [...e, { name: `projects/${project.id}/files/extra.txt`, data: Buffer.from('x') }]), code: 'ARCHIVE_INVALID_DATA' },
+  {
+    name: 'a file its manifest does not name',
+    archive: () => rebuilt((e) => [...e, { name: `projects/${project.id}/files/extra.txt`, data: Buffer.from('x') }]),
+    code: 'ARCHIVE_INVALID_DATA',
+  },
 ]
 
 const before = await state()

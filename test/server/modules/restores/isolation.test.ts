@@ -23,9 +23,20 @@ const attacker = await h.tenant('enterprise')
 const decoy = (await attacker.call('POST', '/api/v1/projects', { name: 'Decoy' })).body.data.id as string
 await attacker.call('POST', '/api/v1/projects', { name: 'Kept' })
 const entries = await unzipRaw((await p.exported(attacker.call, attacker.tenantId, { include: ['projects'] })).archive!)
-const naming = (id: string) => rawZip(Object.entries(entries).map(([name, data]) => ({ name: name.replaceAll(decoy, id), data: Buffer.from(data.toString('utf8').replaceAll(decoy, id)) })))
+const naming = (id: string) =>
+  rawZip(
+    Object.entries(entries).map(([name, data]) => ({
+      name: name.replaceAll(decoy, id),
+      data: Buffer.from(data.toString('utf8').replaceAll(decoy, id)),
+    })),
+  )
 
-const projectIds = async (tenantId: string) => (await h.platform.db.system((sql) => sql<{ id: string }[]>`select id from projects where tenant_id = ${tenantId} order by id`)).map((r) => r.id)
+const projectIds = async (tenantId: string) =>
+  (
+    await h.platform.db.system(
+      (sql) => sql<{ id: string }[]>`select id from projects where tenant_id = ${tenantId} order by id`,
+    )
+  ).map((r) => r.id)
 
 t.test('merge: an id another tenant has and an id nobody has come out alike', async (t) => {
   const nobodys = v7()
@@ -33,11 +44,18 @@ t.test('merge: an id another tenant has and an id nobody has come out alike', as
   for (const id of [theirs, nobodys]) {
     const done = await p.restored(attacker.call, attacker.apiKey, attacker.tenantId, naming(id), { merge: true })
     t.equal(done.status, 'completed', JSON.stringify(done.error))
-    t.ok((await projectIds(attacker.tenantId)).includes(derivedId(KEY, attacker.tenantId, id)), 'restored under an id derived for the tenant')
+    t.ok(
+      (await projectIds(attacker.tenantId)).includes(derivedId(KEY, attacker.tenantId, id)),
+      'restored under an id derived for the tenant',
+    )
     reports.push(done.report)
   }
   t.same(reports[0], reports[1], 'the same report, whoever has the id')
-  t.match(reports[0].counts.projects, { inArchive: 2, restored: 1, conflicts: 1 }, 'the one conflict is the tenant’s own project')
+  t.match(
+    reports[0].counts.projects,
+    { inArchive: 2, restored: 1, conflicts: 1 },
+    'the one conflict is the tenant’s own project',
+  )
   t.notOk((await projectIds(attacker.tenantId)).includes(theirs))
   t.same(await projectIds(victim.tenantId), [theirs], 'the other tenant’s records are as they were')
   t.equal((await victim.call('GET', `/api/v1/projects/${theirs}`)).body.data.name, 'Secret plans')
@@ -56,7 +74,11 @@ t.test('restored runs point at the users and keys of the tenant restored into, o
   await fillTenant(source.call, llm)
   const { archive } = await p.exported(source.call, source.tenantId)
   const startedBy = async (tenantId: string) =>
-    (await h.platform.db.system((sql) => sql<{ started_by: unknown }[]>`select started_by from agent_runs where tenant_id = ${tenantId}`)).map((r) => r.started_by)
+    (
+      await h.platform.db.system(
+        (sql) => sql<{ started_by: unknown }[]>`select started_by from agent_runs where tenant_id = ${tenantId}`,
+      )
+    ).map((r) => r.started_by)
   const [original] = await startedBy(source.tenantId)
   t.match(original, { kind: 'api_key', userId: source.userId }, 'started by the source tenant’s key')
 

@@ -39,7 +39,12 @@ t.test('a user signs in with a password, exchanges the session for an access tok
   const o = await owner(ta)
   const login = await ta.anonymous('POST', '/api/v1/auth/login', { email: o.email.toUpperCase(), password: PASSWORD })
   t.equal(login.status, 200)
-  t.match(login.body.data, { tokenType: 'session', token: /^ats_/, user: { id: o.userId, role: 'owner' }, tenant: { id: o.tenantId, plan: 'pro' } })
+  t.match(login.body.data, {
+    tokenType: 'session',
+    token: /^ats_/,
+    user: { id: o.userId, role: 'owner' },
+    tenant: { id: o.tenantId, plan: 'pro' },
+  })
   t.match(String(login.headers['set-cookie']), /atrium_session=ats_\w+;.*HttpOnly/)
   t.match(String(login.headers['set-cookie']), /SameSite=Lax/)
   t.notMatch(String(login.headers['set-cookie']), /Secure/, 'not Secure over plain HTTP')
@@ -58,7 +63,11 @@ t.test('a user signs in with a password, exchanges the session for an access tok
 
   const me = await ta.anonymous('GET', '/api/v1/auth/me', undefined, bearer(ex.body.data.accessToken))
   t.equal(me.status, 200)
-  t.match(me.body.data, { user: { email: o.email }, tenant: { id: o.tenantId }, credential: { type: 'access_token', permissions: ['*'] } })
+  t.match(me.body.data, {
+    user: { email: o.email },
+    tenant: { id: o.tenantId },
+    credential: { type: 'access_token', permissions: ['*'] },
+  })
   const created = await ta.anonymous('POST', '/api/v1/projects', { name: 'by jwt' }, bearer(ex.body.data.accessToken))
   t.equal(created.status, 201)
   const listed = await caller(ta.app, o.apiKey)('GET', `/api/v1/projects/${created.body.data.id}`)
@@ -84,9 +93,16 @@ t.test('wrong credentials are 401 whether or not the email exists; a disabled ac
   const wrong = await ta.anonymous('POST', '/api/v1/auth/login', { email: o.email, password: 'not the password' })
   t.equal(wrong.status, 401)
   t.equal(wrong.body.error.code, 'UNAUTHORIZED')
-  const unknown = await ta.anonymous('POST', '/api/v1/auth/login', { email: `nobody-${suffix()}@example.com`, password: PASSWORD })
+  const unknown = await ta.anonymous('POST', '/api/v1/auth/login', {
+    email: `nobody-${suffix()}@example.com`,
+    password: PASSWORD,
+  })
   t.equal(unknown.body.error.code, 'UNAUTHORIZED')
-  t.equal(unknown.body.error.message, wrong.body.error.message, 'the same answer: nothing tells whether the address has an account')
+  t.equal(
+    unknown.body.error.message,
+    wrong.body.error.message,
+    'the same answer: nothing tells whether the address has an account',
+  )
   t.notOk(wrong.headers['set-cookie'])
 
   await ta.platform.db.system((sql) => sql`update users set status = 'disabled' where id = ${o.userId}`)
@@ -94,7 +110,10 @@ t.test('wrong credentials are 401 whether or not the email exists; a disabled ac
   t.equal(disabled.status, 403)
   t.equal(disabled.body.error.code, 'FORBIDDEN')
   t.equal(disabled.body.error.details.reason, 'account_disabled')
-  const disabledWrong = await ta.anonymous('POST', '/api/v1/auth/login', { email: o.email, password: 'not the password' })
+  const disabledWrong = await ta.anonymous('POST', '/api/v1/auth/login', {
+    email: o.email,
+    password: 'not the password',
+  })
   t.equal(disabledWrong.body.error.code, 'UNAUTHORIZED', 'a wrong password does not learn that the account is disabled')
 
   const noPassword = await createTenant(ta.platform, { name: 'no password', email: `np-${suffix()}@example.com` })
@@ -124,15 +143,23 @@ t.test('access tokens that are expired, tampered with or not ours are refused', 
   const [h, p] = access.split('.') as [string, string]
   const header = JSON.parse(Buffer.from(h, 'base64url').toString())
   const claims = JSON.parse(Buffer.from(p, 'base64url').toString())
-  const sign = (over: Record<string, unknown>, head: Record<string, unknown> = header, key = privateKey) => new SignJWT({ ...claims, ...over }).setProtectedHeader(head as { alg: string }).sign(key)
+  const sign = (over: Record<string, unknown>, head: Record<string, unknown> = header, key = privateKey) =>
+    new SignJWT({ ...claims, ...over }).setProtectedHeader(head as { alg: string }).sign(key)
   const refused = async (name: string, token: string) => {
     const r = await ta.anonymous('GET', '/api/v1/auth/me', undefined, bearer(token))
     t.equal(r.status, 401, name)
     t.equal(r.body.error.code, 'UNAUTHORIZED', name)
   }
 
-  t.equal((await ta.anonymous('GET', '/api/v1/auth/me', undefined, bearer(await sign({})))).status, 200, 'the re-signed original is fine')
-  await refused('tampered payload', `${h}.${Buffer.from(JSON.stringify({ ...claims, role: 'owner', tid: newId() })).toString('base64url')}.${access.split('.')[2]}`)
+  t.equal(
+    (await ta.anonymous('GET', '/api/v1/auth/me', undefined, bearer(await sign({})))).status,
+    200,
+    'the re-signed original is fine',
+  )
+  await refused(
+    'tampered payload',
+    `${h}.${Buffer.from(JSON.stringify({ ...claims, role: 'owner', tid: newId() })).toString('base64url')}.${access.split('.')[2]}`,
+  )
   await refused('wrong audience', await sign({ aud: 'another-api' }))
   await refused('wrong issuer', await sign({ iss: 'https://evil.example' }))
   await refused('no session claim', await sign({ sid: undefined }))
@@ -141,8 +168,13 @@ t.test('access tokens that are expired, tampered with or not ours are refused', 
   const alien = generateKeyPairSync('ed25519').privateKey
   await refused('signed by another key', await sign({}, header, alien))
   await refused('alg none', `${base64url.encode(JSON.stringify({ alg: 'none', typ: 'at+jwt' }))}.${p}.`)
-  const hsKey = new TextEncoder().encode(JSON.stringify((await ta.anonymous('GET', '/api/v1/auth/jwks.json')).body.keys[0]))
-  await refused('HS256 keyed with the public key', await new SignJWT(claims).setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: header.kid }).sign(hsKey))
+  const hsKey = new TextEncoder().encode(
+    JSON.stringify((await ta.anonymous('GET', '/api/v1/auth/jwks.json')).body.keys[0]),
+  )
+  await refused(
+    'HS256 keyed with the public key',
+    await new SignJWT(claims).setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: header.kid }).sign(hsKey),
+  )
   await refused('not yet valid', await sign({ iat: claims.iat, nbf: claims.iat + 3600 }))
   await refused('another issuer-signed session that does not exist', await sign({ sid: newId() }))
   t.equal(issuer.length > 0, true)
@@ -168,7 +200,10 @@ t.test("a token of tenant A does not reach tenant B's resources", async (t) => {
   }
   const list = await ta.anonymous('GET', '/api/v1/projects', undefined, bearer(access))
   t.same(list.body.data, [])
-  const header = await ta.anonymous('GET', '/api/v1/projects', undefined, { ...bearer(access), 'x-tenant-id': b.tenantId })
+  const header = await ta.anonymous('GET', '/api/v1/projects', undefined, {
+    ...bearer(access),
+    'x-tenant-id': b.tenantId,
+  })
   t.equal(header.body.error.code, 'VALIDATION_ERROR', 'a tenant header is refused, never followed')
 })
 
@@ -176,7 +211,16 @@ t.test("a user's role decides what their access token may do", async (t) => {
   const ta = await testApp(t)
   const o = await owner(ta)
   const email = `viewer-${suffix()}@example.com`
-  await ta.platform.db.system(async (sql) => insertUser(sql, { id: newId(), tenantId: o.tenantId, email, name: 'V', role: 'viewer', passwordHash: await hashPassword(PASSWORD) }))
+  await ta.platform.db.system(async (sql) =>
+    insertUser(sql, {
+      id: newId(),
+      tenantId: o.tenantId,
+      email,
+      name: 'V',
+      role: 'viewer',
+      passwordHash: await hashPassword(PASSWORD),
+    }),
+  )
   const { access } = await signIn(ta.anonymous, email)
   t.equal((await ta.anonymous('GET', '/api/v1/projects', undefined, bearer(access))).status, 200)
   const write = await ta.anonymous('POST', '/api/v1/projects', { name: 'nope' }, bearer(access))
@@ -190,7 +234,11 @@ t.test('logout ends the session and every access token minted from it, on every 
   const other = await appOn(t, ta.platform)
   const o = await owner(ta)
   const { session, access } = await signIn(ta.anonymous, o.email)
-  t.equal((await other.anonymous('GET', '/api/v1/auth/me', undefined, bearer(access))).status, 200, 'the other replica has it cached')
+  t.equal(
+    (await other.anonymous('GET', '/api/v1/auth/me', undefined, bearer(access))).status,
+    200,
+    'the other replica has it cached',
+  )
   const out = await ta.anonymous('POST', '/api/v1/auth/logout', undefined, bearer(access))
   t.equal(out.status, 200)
   t.match(String(out.headers['set-cookie']), /atrium_session=;/)
@@ -205,8 +253,16 @@ t.test('logout ends the session and every access token minted from it, on every 
     }
     t.equal(r.body.error.code, 'UNAUTHORIZED', name)
   }
-  t.equal((await ta.anonymous('POST', '/api/v1/auth/exchange', { token: session })).body.error.code, 'UNAUTHORIZED', 'the session token is dead too')
-  t.equal((await ta.anonymous('POST', '/api/v1/auth/logout', { token: session })).body.error.code, 'UNAUTHORIZED', 'a second logout has nothing to end')
+  t.equal(
+    (await ta.anonymous('POST', '/api/v1/auth/exchange', { token: session })).body.error.code,
+    'UNAUTHORIZED',
+    'the session token is dead too',
+  )
+  t.equal(
+    (await ta.anonymous('POST', '/api/v1/auth/logout', { token: session })).body.error.code,
+    'UNAUTHORIZED',
+    'a second logout has nothing to end',
+  )
   t.equal((await ta.anonymous('POST', '/api/v1/auth/logout')).body.error.code, 'UNAUTHORIZED', 'no session named')
   const key = await ta.anonymous('POST', '/api/v1/auth/logout', undefined, bearer(o.apiKey))
   t.equal(key.body.error.code, 'UNAUTHORIZED', 'an API key has no session to end')
@@ -230,7 +286,9 @@ t.test('refresh rotates the session token, and a copied old token ends the sessi
   t.equal(after.body.error.code, 'UNAUTHORIZED', 'the reuse ended the whole session, the new token with it')
   const me = await ta.anonymous('GET', '/api/v1/auth/me', undefined, bearer(r1.body.data.accessToken))
   t.equal(me.body.error.code, 'UNAUTHORIZED', 'and its access tokens')
-  const events = await ta.platform.db.system((sql) => sql`select action from audit_events where tenant_id = ${o.tenantId} order by id`)
+  const events = await ta.platform.db.system(
+    (sql) => sql`select action from audit_events where tenant_id = ${o.tenantId} order by id`,
+  )
   t.same(
     events.map((e) => e.action),
     ['auth.login', 'auth.session_token_reused'],
@@ -243,7 +301,9 @@ t.test('two refreshes racing with one token: one wins, the other is told so, and
   let { session } = await signIn(ta.anonymous, o.email)
   // Repeated: the loser may read the token before or after the winner retired it.
   for (let round = 0; round < 10; round++) {
-    const results = await Promise.all([0, 1].map(() => ta.anonymous('POST', '/api/v1/auth/refresh', { token: session })))
+    const results = await Promise.all(
+      [0, 1].map(() => ta.anonymous('POST', '/api/v1/auth/refresh', { token: session })),
+    )
     t.same(results.map((r) => r.status).sort(), [200, 401], `round ${round}: one wins`)
     const loser = results.find((r) => r.status === 401)!
     t.match(loser.body.error, { code: 'UNAUTHORIZED', details: { reason: 'token_rotated' } })
@@ -251,7 +311,10 @@ t.test('two refreshes racing with one token: one wins, the other is told so, and
     const still = await ta.anonymous('POST', '/api/v1/auth/exchange', { token: session })
     t.equal(still.status, 200, `round ${round}: the winner's token still works: the race did not end the session`)
   }
-  const events = await ta.platform.db.system((sql) => sql`select action from audit_events where tenant_id = ${o.tenantId} and action = 'auth.session_token_reused'`)
+  const events = await ta.platform.db.system(
+    (sql) =>
+      sql`select action from audit_events where tenant_id = ${o.tenantId} and action = 'auth.session_token_reused'`,
+  )
   t.same(events, [], 'no race was taken for a copied token')
 })
 
@@ -272,18 +335,35 @@ t.test('the browser uses its session cookie, from our own origin only', async (t
   const origin = new URL(ta.platform.config.PUBLIC_URL).origin
   const same = await ta.anonymous('POST', '/api/v1/auth/exchange', undefined, { ...cookie, origin })
   t.equal(same.status, 200)
-  const cross = await ta.anonymous('POST', '/api/v1/auth/exchange', undefined, { ...cookie, origin: 'https://evil.example' })
+  const cross = await ta.anonymous('POST', '/api/v1/auth/exchange', undefined, {
+    ...cookie,
+    origin: 'https://evil.example',
+  })
   t.equal(cross.status, 403)
   t.equal(cross.body.error.code, 'FORBIDDEN')
   t.equal(cross.body.error.details.reason, 'csrf')
-  const site = await ta.anonymous('POST', '/api/v1/auth/logout', undefined, { ...cookie, 'sec-fetch-site': 'cross-site' })
+  const site = await ta.anonymous('POST', '/api/v1/auth/logout', undefined, {
+    ...cookie,
+    'sec-fetch-site': 'cross-site',
+  })
   t.equal(site.body.error.code, 'FORBIDDEN')
-  const form = await ta.anonymous('POST', '/api/v1/auth/logout', 'token=x', { ...cookie, origin, 'content-type': 'application/x-www-form-urlencoded' })
+  const form = await ta.anonymous('POST', '/api/v1/auth/logout', 'token=x', {
+    ...cookie,
+    origin,
+    'content-type': 'application/x-www-form-urlencoded',
+  })
   t.equal(form.status, 415, 'a cross-site form cannot post here')
   const refreshed = await ta.anonymous('POST', '/api/v1/auth/refresh', undefined, { ...cookie, origin })
   t.equal(refreshed.status, 200)
-  t.match(String(refreshed.headers['set-cookie']), new RegExp(`atrium_session=${refreshed.body.data.token}`), 'the rotated token replaces the cookie')
-  const out = await ta.anonymous('POST', '/api/v1/auth/logout', undefined, { cookie: `atrium_session=${refreshed.body.data.token}`, origin })
+  t.match(
+    String(refreshed.headers['set-cookie']),
+    new RegExp(`atrium_session=${refreshed.body.data.token}`),
+    'the rotated token replaces the cookie',
+  )
+  const out = await ta.anonymous('POST', '/api/v1/auth/logout', undefined, {
+    cookie: `atrium_session=${refreshed.body.data.token}`,
+    origin,
+  })
   t.equal(out.status, 200)
   const none = await ta.anonymous('POST', '/api/v1/auth/exchange')
   t.equal(none.body.error.code, 'UNAUTHORIZED')
@@ -291,7 +371,12 @@ t.test('the browser uses its session cookie, from our own origin only', async (t
 
 t.test('malformed sign-in requests are validation errors', async (t) => {
   const ta = await testApp(t)
-  for (const body of [{}, { email: 'a@b.c' }, { email: 'a@b.c', password: 'x', extra: 1 }, { email: 5, password: 'x' }]) {
+  for (const body of [
+    {},
+    { email: 'a@b.c' },
+    { email: 'a@b.c', password: 'x', extra: 1 },
+    { email: 5, password: 'x' },
+  ]) {
     const r = await ta.anonymous('POST', '/api/v1/auth/login', body)
     t.equal(r.body.error.code, 'VALIDATION_ERROR', JSON.stringify(body))
   }
@@ -306,7 +391,11 @@ t.test('/auth/me describes an API key', async (t) => {
   const tenant = await ta.tenant('pro')
   const me = await tenant.call('GET', '/api/v1/auth/me')
   t.equal(me.status, 200)
-  t.match(me.body.data, { user: { id: tenant.userId, role: 'owner' }, tenant: { id: tenant.tenantId }, credential: { type: 'api_key', permissions: ['*'] } })
+  t.match(me.body.data, {
+    user: { id: tenant.userId, role: 'owner' },
+    tenant: { id: tenant.tenantId },
+    credential: { type: 'api_key', permissions: ['*'] },
+  })
   const anon = await ta.anonymous('GET', '/api/v1/auth/me')
   t.equal(anon.body.error.code, 'UNAUTHORIZED')
 })

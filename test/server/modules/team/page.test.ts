@@ -28,14 +28,22 @@ t.test('the page script posts to the accept endpoint, and that signs the invitee
   const script = (await ta.anonymous('GET', new URL('accept.js', acceptUrl).pathname)).raw.toString()
   t.match(script, /replaceState/, 'the token leaves the address bar at once')
   t.notMatch(script, /localStorage|sessionStorage|document\.cookie/, 'nothing in script-readable storage')
-  t.match(script, new RegExp(`MIN_LENGTH = ${MIN_PASSWORD_LENGTH}\\b`), 'the page asks for the length the server requires')
+  t.match(
+    script,
+    new RegExp(`MIN_LENGTH = ${MIN_PASSWORD_LENGTH}\\b`),
+    'the page asks for the length the server requires',
+  )
   const endpoint = /new URL\('([^']+)', window\.location\.href\)/.exec(script)?.[1]
   t.ok(endpoint, 'the script names its endpoint relative to the page')
   const path = new URL(endpoint!, acceptUrl).pathname
   t.equal(path, '/api/v1/auth/invitations/accept')
 
   const token = new URLSearchParams(acceptUrl.hash.slice(1)).get('token')!
-  const accepted = await ta.anonymous('POST', path, { token, password: 'x'.repeat(MIN_PASSWORD_LENGTH), name: 'Ina Vitee' })
+  const accepted = await ta.anonymous('POST', path, {
+    token,
+    password: 'x'.repeat(MIN_PASSWORD_LENGTH),
+    name: 'Ina Vitee',
+  })
   t.equal(accepted.status, 200)
   t.equal(accepted.body.data.user.email, email)
   t.match(String(accepted.headers['set-cookie']), /atrium_session=.*HttpOnly/i)

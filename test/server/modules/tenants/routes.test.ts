@@ -56,14 +56,18 @@ async function owner(ta: TestApp, plan: 'free' | 'pro' | 'growth' | 'enterprise'
 async function user(ta: TestApp, tenantId: string, role: Role): Promise<{ userId: string; call: Caller }> {
   const email = `${role}-${suffix()}@example.com`
   const userId = newId()
-  await ta.platform.db.system(async (sql) => insertUser(sql, { id: userId, tenantId, email, name: role, role, passwordHash: await hashPassword(PASSWORD) }))
+  await ta.platform.db.system(async (sql) =>
+    insertUser(sql, { id: userId, tenantId, email, name: role, role, passwordHash: await hashPassword(PASSWORD) }),
+  )
   const login = await ta.anonymous('POST', '/api/v1/auth/login', { email, password: PASSWORD })
   const ex = await ta.anonymous('POST', '/api/v1/auth/exchange', { token: login.body.data.token })
   return { userId, call: caller(ta.app, ex.body.data.accessToken) }
 }
 
 async function keyWith(ta: TestApp, tenantId: string, permissions: string[]): Promise<Caller> {
-  const k = await ta.platform.db.system((sql) => createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId, type: 'sdk', permissions }))
+  const k = await ta.platform.db.system((sql) =>
+    createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId, type: 'sdk', permissions }),
+  )
   return caller(ta.app, k.key)
 }
 
@@ -78,7 +82,15 @@ t.test('GET /tenant shows the tenant of the credential with the limits of its pl
   const o = await owner(ta, 'pro')
   const byKey = await o.key('GET', '/api/v1/tenant')
   t.equal(byKey.status, 200)
-  t.match(byKey.body.data, { id: o.tenantId, tenantId: o.tenantId, name: /^Acme /, plan: 'pro', status: 'active', createdAt: String, updatedAt: String })
+  t.match(byKey.body.data, {
+    id: o.tenantId,
+    tenantId: o.tenantId,
+    name: /^Acme /,
+    plan: 'pro',
+    status: 'active',
+    createdAt: String,
+    updatedAt: String,
+  })
   t.same(byKey.body.data.limits, PLAN_TERMS.pro.limits)
   t.equal(byKey.body.data.limits.projectVersions, 20)
 
@@ -103,7 +115,9 @@ t.test('GET /tenant shows the tenant of the credential with the limits of its pl
 
 t.test('a platform operator key has no tenant to show', async (t) => {
   const ta = app
-  const admin = await ta.platform.db.system((sql) => createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: null, type: 'admin', permissions: ['*'] }))
+  const admin = await ta.platform.db.system((sql) =>
+    createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: null, type: 'admin', permissions: ['*'] }),
+  )
   for (const [method, url] of [
     ['GET', '/api/v1/tenant'],
     ['GET', '/api/v1/tenant/settings/llm'],
@@ -130,7 +144,13 @@ t.test('renaming the tenant needs settings:write, trims the name and is audited'
   t.equal(refused.body.error.code, 'FORBIDDEN')
   t.equal(refused.body.error.details.required, 'settings:write')
 
-  for (const body of [{ name: '' }, { name: '   ' }, { name: 'x'.repeat(201) }, {}, { name: 'ok', plan: 'enterprise' }]) {
+  for (const body of [
+    { name: '' },
+    { name: '   ' },
+    { name: 'x'.repeat(201) },
+    {},
+    { name: 'ok', plan: 'enterprise' },
+  ]) {
     const r = await o.key('PATCH', '/api/v1/tenant', body)
     t.equal(r.status, 400, JSON.stringify(body))
     t.equal(r.body.error.code, 'VALIDATION_ERROR', JSON.stringify(body))
@@ -177,7 +197,10 @@ t.test('a PATCH changes only the fields sent and records which fields changed', 
     updatedBy: admin.userId,
     updatedAt: String,
   })
-  const second = await o.key('PATCH', '/api/v1/tenant/settings/llm', { defaults: { maxTokens: 4096 }, model: 'llama-3.1-70b' })
+  const second = await o.key('PATCH', '/api/v1/tenant/settings/llm', {
+    defaults: { maxTokens: 4096 },
+    model: 'llama-3.1-70b',
+  })
   t.same(second.body.data.defaults, { temperature: 0.2, maxTokens: 4096 }, 'the other default stays')
   t.equal(second.body.data.provider, 'vllm')
   t.equal(second.body.data.updatedBy, o.userId, "an API key's change is credited to the user it belongs to")
@@ -191,7 +214,11 @@ t.test('a PATCH changes only the fields sent and records which fields changed', 
   const events = (await auditOf(ta, o.tenantId)).filter((e) => e.action === 'settings.llm_changed')
   t.same(
     events.map((e) => e.details.fields),
-    [['provider', 'baseUrl', 'model', 'defaults.temperature'], ['defaults.maxTokens'], ['baseUrl', 'defaults.temperature']],
+    [
+      ['provider', 'baseUrl', 'model', 'defaults.temperature'],
+      ['defaults.maxTokens'],
+      ['baseUrl', 'defaults.temperature'],
+    ],
   )
   t.same(
     events.map((e) => e.actor_type),
@@ -205,7 +232,9 @@ t.test('a PATCH that changes nothing on a tenant without settings stores nothing
   const r = await o.key('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', apiKey: null })
   t.equal(r.status, 200)
   t.equal(r.body.data.updatedAt, null)
-  const rows = await ta.platform.db.system((sql) => sql`select 1 from tenant_llm_settings where tenant_id = ${o.tenantId}`)
+  const rows = await ta.platform.db.system(
+    (sql) => sql`select 1 from tenant_llm_settings where tenant_id = ${o.tenantId}`,
+  )
   t.equal(rows.length, 0)
   t.same(await auditOf(ta, o.tenantId), [])
 })
@@ -213,7 +242,10 @@ t.test('a PATCH that changes nothing on a tenant without settings stores nothing
 t.test('two first changes at once both apply', async (t) => {
   const ta = app
   const o = await owner(ta)
-  const [a, b] = await Promise.all([o.key('PATCH', '/api/v1/tenant/settings/llm', { model: 'gpt-4o' }), o.key('PATCH', '/api/v1/tenant/settings/llm', { defaults: { maxTokens: 100 } })])
+  const [a, b] = await Promise.all([
+    o.key('PATCH', '/api/v1/tenant/settings/llm', { model: 'gpt-4o' }),
+    o.key('PATCH', '/api/v1/tenant/settings/llm', { defaults: { maxTokens: 100 } }),
+  ])
   t.equal(a.status, 200)
   t.equal(b.status, 200)
   const now = (await o.key('GET', '/api/v1/tenant/settings/llm')).body.data
@@ -245,17 +277,39 @@ t.test('the API key is write-only: sealed at rest, bound to its tenant, never re
   )
   t.match(row!.api_key_sealed, /^atrium:v1:/)
   t.notOk(row!.api_key_sealed.includes(LLM_KEY), 'the column holds ciphertext')
-  t.notOk(row!.api_key_sealed.includes(Buffer.from(LLM_KEY).toString('base64url').slice(0, 12)), 'not merely encoded either')
+  t.notOk(
+    row!.api_key_sealed.includes(Buffer.from(LLM_KEY).toString('base64url').slice(0, 12)),
+    'not merely encoded either',
+  )
   const secrets = ta.platform.secrets
-  t.equal(secrets.decrypt(row!.api_key_sealed, llmKeyContext(o.tenantId)), LLM_KEY, 'decrypts (trimmed) with its own context')
+  t.equal(
+    secrets.decrypt(row!.api_key_sealed, llmKeyContext(o.tenantId)),
+    LLM_KEY,
+    'decrypts (trimmed) with its own context',
+  )
   const other = await owner(ta)
-  t.throws(() => secrets.decrypt(row!.api_key_sealed, llmKeyContext(other.tenantId)), { name: 'SecretDecryptError' }, 'not as another tenant')
-  t.throws(() => secrets.decrypt(row!.api_key_sealed, { ...llmKeyContext(o.tenantId), field: 'base_url' }), { name: 'SecretDecryptError' }, 'not as another field')
+  t.throws(
+    () => secrets.decrypt(row!.api_key_sealed, llmKeyContext(other.tenantId)),
+    { name: 'SecretDecryptError' },
+    'not as another tenant',
+  )
+  t.throws(
+    () => secrets.decrypt(row!.api_key_sealed, { ...llmKeyContext(o.tenantId), field: 'base_url' }),
+    { name: 'SecretDecryptError' },
+    'not as another field',
+  )
 
   // Copied into another tenant's row, the sealed key is useless there.
   await other.key('PATCH', '/api/v1/tenant/settings/llm', { model: 'm' })
-  await ta.platform.db.system((sql) => sql`update tenant_llm_settings set api_key_sealed = ${row!.api_key_sealed} where tenant_id = ${other.tenantId}`)
-  const llm = llmSettingsService({ db: ta.platform.db, secrets, policy: compilePolicy({ allowedCidrs: [], airGapped: false }) })
+  await ta.platform.db.system(
+    (sql) =>
+      sql`update tenant_llm_settings set api_key_sealed = ${row!.api_key_sealed} where tenant_id = ${other.tenantId}`,
+  )
+  const llm = llmSettingsService({
+    db: ta.platform.db,
+    secrets,
+    policy: compilePolicy({ allowedCidrs: [], airGapped: false }),
+  })
   t.teardown(() => llm.close())
   t.equal((await llm.connection(o.tenantId)).apiKey, LLM_KEY, 'the server itself can use the key')
   await t.rejects(llm.connection(other.tenantId), { name: 'SecretDecryptError' })
@@ -274,7 +328,9 @@ t.test('the API key is write-only: sealed at rest, bound to its tenant, never re
   const cleared = await o.key('PATCH', '/api/v1/tenant/settings/llm', { apiKey: null })
   t.same(cleared.body.data.apiKey, { configured: false, lastFour: null })
   t.equal(cleared.body.data.provider, 'openai', 'clearing the key keeps the rest')
-  const [after] = await ta.platform.db.system((sql) => sql`select api_key_sealed, api_key_last_four from tenant_llm_settings where tenant_id = ${o.tenantId}`)
+  const [after] = await ta.platform.db.system(
+    (sql) => sql`select api_key_sealed, api_key_last_four from tenant_llm_settings where tenant_id = ${o.tenantId}`,
+  )
   t.same(after, { api_key_sealed: null, api_key_last_four: null })
   t.equal((await llm.connection(o.tenantId)).apiKey, null)
 })
@@ -289,7 +345,11 @@ t.test('a short key shows no last four: four characters would give too much of i
 t.test('invalid LLM settings are VALIDATION_ERROR and change nothing', async (t) => {
   const ta = app
   const o = await owner(ta)
-  await o.key('PATCH', '/api/v1/tenant/settings/llm', { provider: 'ollama', baseUrl: 'http://ollama:11434', apiKey: LLM_KEY })
+  await o.key('PATCH', '/api/v1/tenant/settings/llm', {
+    provider: 'ollama',
+    baseUrl: 'http://ollama:11434',
+    apiKey: LLM_KEY,
+  })
   const before = (await o.key('GET', '/api/v1/tenant/settings/llm')).body.data
   const bad: [string, unknown][] = [
     ['empty body', {}],
@@ -322,10 +382,15 @@ t.test('invalid LLM settings are VALIDATION_ERROR and change nothing', async (t)
     t.equal(r.status, 400, name)
     t.equal(r.body.error.code, 'VALIDATION_ERROR', name)
   }
-  const credentials = await o.key('PATCH', '/api/v1/tenant/settings/llm', { baseUrl: 'https://user:s3cr3t-pw@llm.example/v1' })
+  const credentials = await o.key('PATCH', '/api/v1/tenant/settings/llm', {
+    baseUrl: 'https://user:s3cr3t-pw@llm.example/v1',
+  })
   t.notOk(JSON.stringify(credentials.body).includes('s3cr3t-pw'), 'the refused URL is not echoed back')
   t.same((await o.key('GET', '/api/v1/tenant/settings/llm')).body.data, before)
-  const edges = await o.key('PATCH', '/api/v1/tenant/settings/llm', { defaults: { temperature: 2, maxTokens: 1_000_000 }, baseUrl: 'https://LLM.example:8443/v1/' })
+  const edges = await o.key('PATCH', '/api/v1/tenant/settings/llm', {
+    defaults: { temperature: 2, maxTokens: 1_000_000 },
+    baseUrl: 'https://LLM.example:8443/v1/',
+  })
   t.equal(edges.status, 200, 'the bounds themselves are allowed')
 })
 
@@ -347,7 +412,11 @@ t.test('reading LLM settings needs settings:read; changing them needs settings:w
   t.equal(noRead.body.error.details.required, 'settings:read')
   const writer = await keyWith(ta, o.tenantId, ['settings:write'])
   t.equal((await writer('PATCH', '/api/v1/tenant/settings/llm', { model: 'by key' })).status, 200)
-  t.equal((await writer('GET', '/api/v1/tenant/settings/llm')).body.error.code, 'FORBIDDEN', 'write does not imply read')
+  t.equal(
+    (await writer('GET', '/api/v1/tenant/settings/llm')).body.error.code,
+    'FORBIDDEN',
+    'write does not imply read',
+  )
 })
 
 t.test('each tenant sees and changes only its own LLM settings', async (t) => {
@@ -370,10 +439,21 @@ t.test('a free-plan tenant changes settings too (its plan keeps no audit log)', 
   const r = await o.key('PATCH', '/api/v1/tenant/settings/llm', { model: 'small' })
   t.equal(r.status, 200)
   t.same(await auditOf(ta, o.tenantId), [])
-  t.equal((await ta.anonymous('GET', '/api/v1/tenant/settings/llm', undefined, bearer('svc_sdk_notakeynotakeynotakeynotakey12'))).body.error.code, 'UNAUTHORIZED')
+  t.equal(
+    (
+      await ta.anonymous(
+        'GET',
+        '/api/v1/tenant/settings/llm',
+        undefined,
+        bearer('svc_sdk_notakeynotakeynotakeynotakey12'),
+      )
+    ).body.error.code,
+    'UNAUTHORIZED',
+  )
 })
 
-const setBaseUrl = (call: Caller, baseUrl: string) => call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'vllm', baseUrl })
+const setBaseUrl = (call: Caller, baseUrl: string) =>
+  call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'vllm', baseUrl })
 
 /** 400 VALIDATION_ERROR on the baseUrl field, saying why. */
 function refusedBaseUrl(t: Test, r: Called, why: RegExp, what: string) {
@@ -415,7 +495,8 @@ t.test('an LLM base URL the server may not call is VALIDATION_ERROR and is not s
   for (const [url, why] of cases) {
     const r = await setBaseUrl(o.call, url)
     refusedBaseUrl(t, r, why, url)
-    if (!url.includes('nowhere')) t.equal(r.body?.error?.details?.reason, 'outbound_refused', `${url}: the outbound policy said no`)
+    if (!url.includes('nowhere'))
+      t.equal(r.body?.error?.details?.reason, 'outbound_refused', `${url}: the outbound policy said no`)
   }
   const named = await setBaseUrl(o.call, 'http://loopback.test:8000/v1')
   t.notMatch(named.body.error.message, /127\.0\.0\.1/, 'the address a name resolved to is not disclosed')
@@ -424,31 +505,78 @@ t.test('an LLM base URL the server may not call is VALIDATION_ERROR and is not s
 
 t.test('an LLM base URL inside OUTBOUND_ALLOWED_NETWORKS or on a public address is accepted', async (t) => {
   const o = await app.tenant()
-  for (const url of ['http://10.0.0.5:8000/v1', 'http://intranet.test/v1', 'http://ollama:11434', `https://${PUBLIC}/v1`, 'https://public.test/v1']) {
+  for (const url of [
+    'http://10.0.0.5:8000/v1',
+    'http://intranet.test/v1',
+    'http://ollama:11434',
+    `https://${PUBLIC}/v1`,
+    'https://public.test/v1',
+  ]) {
     const r = await setBaseUrl(o.call, url)
     t.equal(r.status, 200, `${url}: ${JSON.stringify(r.body?.error)}`)
     t.equal(r.body.data.baseUrl, url)
   }
-  refusedBaseUrl(t, await setBaseUrl(o.call, 'http://192.168.1.10/v1'), OUTSIDE('private'), 'a private address outside the listed network')
+  refusedBaseUrl(
+    t,
+    await setBaseUrl(o.call, 'http://192.168.1.10/v1'),
+    OUTSIDE('private'),
+    'a private address outside the listed network',
+  )
 
   const everywhere = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '0.0.0.0/0,::/0' }, { resolver: dns(NAMES) })
   const e = await everywhere.tenant()
   t.equal((await setBaseUrl(e.call, 'http://127.0.0.1:11434/v1')).status, 200, 'loopback once it is listed')
-  refusedBaseUrl(t, await setBaseUrl(e.call, 'http://169.254.169.254/'), NEVER('metadata'), 'metadata stays refused whatever is listed')
-  refusedBaseUrl(t, await setBaseUrl(e.call, 'http://metadata.google.internal/'), NEVER('metadata'), 'and so does a name for it')
+  refusedBaseUrl(
+    t,
+    await setBaseUrl(e.call, 'http://169.254.169.254/'),
+    NEVER('metadata'),
+    'metadata stays refused whatever is listed',
+  )
+  refusedBaseUrl(
+    t,
+    await setBaseUrl(e.call, 'http://metadata.google.internal/'),
+    NEVER('metadata'),
+    'and so does a name for it',
+  )
 })
 
-t.test('air-gapped, an LLM base URL must be inside OUTBOUND_ALLOWED_NETWORKS, and a name under OUTBOUND_ALLOWED_DOMAINS', async (t) => {
-  const ta = await testApp(t, { AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8', OUTBOUND_ALLOWED_DOMAINS: 'intranet.test,public.test' }, { resolver: dns(NAMES) })
-  const o = await ta.tenant()
-  const AIR_GAPPED = /may not be called: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable/
-  refusedBaseUrl(t, await setBaseUrl(o.call, 'https://llm.example/v1'), /may not be called: air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up/, 'a name outside the listed domains')
-  refusedBaseUrl(t, await setBaseUrl(o.call, 'https://public.test/v1'), AIR_GAPPED, 'a listed name with a public address')
-  refusedBaseUrl(t, await setBaseUrl(o.call, `https://${PUBLIC}/v1`), AIR_GAPPED, 'a public address')
-  refusedBaseUrl(t, await setBaseUrl(o.call, 'http://192.168.1.10/v1'), AIR_GAPPED, 'a private address outside the listed network')
-  t.equal((await setBaseUrl(o.call, 'http://intranet.test/v1')).status, 200, 'a name inside the listed network')
-  t.equal((await setBaseUrl(o.call, 'http://10.0.0.5:8000/v1')).status, 200, 'an address inside it')
-})
+t.test(
+  'air-gapped, an LLM base URL must be inside OUTBOUND_ALLOWED_NETWORKS, and a name under OUTBOUND_ALLOWED_DOMAINS',
+  async (t) => {
+    const ta = await testApp(
+      t,
+      {
+        AIR_GAPPED: 'true',
+        OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8',
+        OUTBOUND_ALLOWED_DOMAINS: 'intranet.test,public.test',
+      },
+      { resolver: dns(NAMES) },
+    )
+    const o = await ta.tenant()
+    const AIR_GAPPED = /may not be called: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable/
+    refusedBaseUrl(
+      t,
+      await setBaseUrl(o.call, 'https://llm.example/v1'),
+      /may not be called: air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up/,
+      'a name outside the listed domains',
+    )
+    refusedBaseUrl(
+      t,
+      await setBaseUrl(o.call, 'https://public.test/v1'),
+      AIR_GAPPED,
+      'a listed name with a public address',
+    )
+    refusedBaseUrl(t, await setBaseUrl(o.call, `https://${PUBLIC}/v1`), AIR_GAPPED, 'a public address')
+    refusedBaseUrl(
+      t,
+      await setBaseUrl(o.call, 'http://192.168.1.10/v1'),
+      AIR_GAPPED,
+      'a private address outside the listed network',
+    )
+    t.equal((await setBaseUrl(o.call, 'http://intranet.test/v1')).status, 200, 'a name inside the listed network')
+    t.equal((await setBaseUrl(o.call, 'http://10.0.0.5:8000/v1')).status, 200, 'an address inside it')
+  },
+)
 
 t.test('the connection to the model goes only where the outbound policy allows, judged when it connects', async (t) => {
   let hits = 0
@@ -461,7 +589,11 @@ t.test('the connection to the model goes only where the outbound policy allows, 
   const port = (model.address() as AddressInfo).port
   const o = await app.tenant()
   const service = (policy: OutboundPolicy, resolver: Resolver) => {
-    const llm = llmSettingsService({ db: app.platform.db, secrets: app.platform.secrets, policy: compilePolicy(policy, resolver) })
+    const llm = llmSettingsService({
+      db: app.platform.db,
+      secrets: app.platform.secrets,
+      policy: compilePolicy(policy, resolver),
+    })
     t.teardown(() => llm.close())
     return llm
   }
@@ -482,15 +614,30 @@ t.test('the connection to the model goes only where the outbound policy allows, 
 
   // Stored before this check existed (or under a looser policy): refused when it is used.
   await store(`http://127.0.0.1:${port}/v1`)
-  await refused(service({ allowedCidrs: [], airGapped: false }, dns({})), /loopback address outside OUTBOUND_ALLOWED_NETWORKS/, 'a stored loopback URL')
+  await refused(
+    service({ allowedCidrs: [], airGapped: false }, dns({})),
+    /loopback address outside OUTBOUND_ALLOWED_NETWORKS/,
+    'a stored loopback URL',
+  )
   // A name that was public when it was set and now resolves to this host (DNS rebinding).
   const rebinding = dns({ 'rebind.test': ['127.0.0.1'] })
   await store(`http://rebind.test:${port}/v1`)
-  await refused(service({ allowedCidrs: [], airGapped: false }, rebinding), /loopback address outside OUTBOUND_ALLOWED_NETWORKS/, 'a name that moved to loopback')
+  await refused(
+    service({ allowedCidrs: [], airGapped: false }, rebinding),
+    /loopback address outside OUTBOUND_ALLOWED_NETWORKS/,
+    'a name that moved to loopback',
+  )
   t.equal(hits, 0, 'nothing reached the model server')
 
-  await refused(service({ allowedCidrs: ['127.0.0.0/8'], airGapped: true }, rebinding), /air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS/, 'air-gapped, a name outside the listed domains')
-  const allowed = await service({ allowedCidrs: ['127.0.0.0/8'], allowedDomains: ['rebind.test'], airGapped: true }, rebinding).connection(o.tenantId)
+  await refused(
+    service({ allowedCidrs: ['127.0.0.0/8'], airGapped: true }, rebinding),
+    /air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS/,
+    'air-gapped, a name outside the listed domains',
+  )
+  const allowed = await service(
+    { allowedCidrs: ['127.0.0.0/8'], allowedDomains: ['rebind.test'], airGapped: true },
+    rebinding,
+  ).connection(o.tenantId)
   const r = await allowed.fetch(`${allowed.baseUrl}/models`)
   t.equal(r.status, 200, 'inside OUTBOUND_ALLOWED_NETWORKS it connects')
   t.same(await r.json(), { data: [] })
@@ -500,12 +647,20 @@ t.test('the connection to the model goes only where the outbound policy allows, 
 t.test('the OpenAPI document describes the tenant routes with their schemas and errors', async (t) => {
   const doc = (await app.anonymous('GET', '/openapi.json')).body
   const get = doc.paths['/api/v1/tenant'].get
-  t.ok(get.responses['200'].content['application/json'].schema.properties.data.properties.limits.properties.projectVersions, 'the plan gates')
+  t.ok(
+    get.responses['200'].content['application/json'].schema.properties.data.properties.limits.properties
+      .projectVersions,
+    'the plan gates',
+  )
   const patch = doc.paths['/api/v1/tenant/settings/llm'].patch
   const body = patch.requestBody.content['application/json'].schema
   t.same(Object.keys(body.properties).sort(), ['apiKey', 'baseUrl', 'defaults', 'model', 'provider'])
   const data = patch.responses['200'].content['application/json'].schema.properties.data
-  t.same(Object.keys(data.properties.apiKey.properties).sort(), ['configured', 'lastFour'], 'the key itself is never in a response')
+  t.same(
+    Object.keys(data.properties.apiKey.properties).sort(),
+    ['configured', 'lastFour'],
+    'the key itself is never in a response',
+  )
   for (const code of ['400', '401', '403', '429', '500']) t.ok(patch.responses[code], `PATCH declares ${code}`)
   t.ok(doc.paths['/api/v1/tenant'].patch.responses['403'])
   t.ok(doc.paths['/api/v1/tenant/settings/llm'].get.responses['403'])

@@ -25,9 +25,22 @@ t.test('usage per day, provider and model over a period, with totals; recorded b
   await seed(b.tenantId, [['2025-06-20', 'openai', 'gpt-4o', 5, 5, 5]])
 
   // A model call today (the app's clock) adds to the same table.
-  t.equal((await a.call('PATCH', '/api/v1/tenant/settings/llm', { provider: 'openai-compatible', baseUrl: fake.url, model: 'local' })).status, 200)
+  t.equal(
+    (
+      await a.call('PATCH', '/api/v1/tenant/settings/llm', {
+        provider: 'openai-compatible',
+        baseUrl: fake.url,
+        model: 'local',
+      })
+    ).status,
+    200,
+  )
   fake.push({ text: 'hi there', usage: { input: 4, output: 2 } })
-  await h.app.llm.complete({ tenantId: a.tenantId, target: await h.app.llmSettings.connection(a.tenantId), messages: [{ role: 'user', content: 'hi' }] })
+  await h.app.llm.complete({
+    tenantId: a.tenantId,
+    target: await h.app.llmSettings.connection(a.tenantId),
+    messages: [{ role: 'user', content: 'hi' }],
+  })
 
   const res = await a.call('GET', '/api/v1/tenant/usage')
   t.equal(res.status, 200)
@@ -37,7 +50,12 @@ t.test('usage per day, provider and model over a period, with totals; recorded b
     { day: '2025-06-15', provider: 'vllm', model: 'llama', requests: 3, inputTokens: 300, outputTokens: 30 },
     { day: '2025-06-30', provider: 'openai-compatible', model: 'local', requests: 1, inputTokens: 4, outputTokens: 2 },
   ])
-  t.match(res.body.meta, { from: '2025-06-01', to: '2025-06-30', totals: { requests: 7, inputTokens: 604, outputTokens: 62 }, request_id: String })
+  t.match(res.body.meta, {
+    from: '2025-06-01',
+    to: '2025-06-30',
+    totals: { requests: 7, inputTokens: 604, outputTokens: 62 },
+    request_id: String,
+  })
 
   const range = await a.call('GET', '/api/v1/tenant/usage?from=2025-05-31&to=2025-06-01')
   t.same(
@@ -46,22 +64,51 @@ t.test('usage per day, provider and model over a period, with totals; recorded b
   )
   t.same(range.body.meta.totals, { requests: 11, inputTokens: 1100, outputTokens: 110 })
   const other = await b.call('GET', '/api/v1/tenant/usage')
-  t.same(other.body.data, [{ day: '2025-06-20', provider: 'openai', model: 'gpt-4o', requests: 5, inputTokens: 5, outputTokens: 5 }], 'each tenant sees its own')
+  t.same(
+    other.body.data,
+    [{ day: '2025-06-20', provider: 'openai', model: 'gpt-4o', requests: 5, inputTokens: 5, outputTokens: 5 }],
+    'each tenant sees its own',
+  )
   const empty = await b.call('GET', '/api/v1/tenant/usage?from=2024-01-01&to=2024-01-31')
-  t.same(empty.body, { data: [], meta: { ...empty.body.meta, from: '2024-01-01', to: '2024-01-31', totals: { requests: 0, inputTokens: 0, outputTokens: 0 } } })
+  t.same(empty.body, {
+    data: [],
+    meta: {
+      ...empty.body.meta,
+      from: '2024-01-01',
+      to: '2024-01-31',
+      totals: { requests: 0, inputTokens: 0, outputTokens: 0 },
+    },
+  })
   t.equal((await a.call('GET', '/api/v1/tenant/usage?from=2024-06-30&to=2025-06-29')).status, 200, '365 days')
-  t.equal((await a.call('GET', '/api/v1/tenant/usage?from=2024-01-01&to=2024-12-31')).status, 200, '366 days of a leap year')
+  t.equal(
+    (await a.call('GET', '/api/v1/tenant/usage?from=2024-01-01&to=2024-12-31')).status,
+    200,
+    '366 days of a leap year',
+  )
 })
 
 t.test('bad periods are VALIDATION_ERROR', async (t) => {
   const h = await testApp(t, {}, { now: () => NOW })
   const { call } = await h.tenant()
-  for (const q of ['from=2025-02-30', 'to=20250601', 'from=yesterday', 'from=2025-06-10&to=2025-06-01', 'from=2023-01-01&to=2024-01-02', 'to=2025-13-01', 'since=2025-01-01']) {
+  for (const q of [
+    'from=2025-02-30',
+    'to=20250601',
+    'from=yesterday',
+    'from=2025-06-10&to=2025-06-01',
+    'from=2023-01-01&to=2024-01-02',
+    'to=2025-13-01',
+    'since=2025-01-01',
+  ]) {
     const res = await call('GET', `/api/v1/tenant/usage?${q}`)
     t.equal(res.status, 400, q)
     t.equal(res.body.error.code, 'VALIDATION_ERROR', q)
   }
-  t.match((await call('GET', '/api/v1/tenant/usage?from=2025-06-10&to=2025-06-01')).body.error.details, { rule: 'order' })
-  t.match((await call('GET', '/api/v1/tenant/usage?from=2023-01-01&to=2024-01-02')).body.error.details, { rule: 'maxDays', limit: 366 })
+  t.match((await call('GET', '/api/v1/tenant/usage?from=2025-06-10&to=2025-06-01')).body.error.details, {
+    rule: 'order',
+  })
+  t.match((await call('GET', '/api/v1/tenant/usage?from=2023-01-01&to=2024-01-02')).body.error.details, {
+    rule: 'maxDays',
+    limit: 366,
+  })
   t.equal((await h.anonymous('GET', '/api/v1/tenant/usage')).status, 401)
 })

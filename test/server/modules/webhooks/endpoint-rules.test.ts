@@ -48,7 +48,8 @@ const webhook = (over: Partial<WebhookRow> = {}): WebhookRow => ({
   updated_at: new Date(0),
   ...over,
 })
-const delivery = (status: DeliveryRow['status']) => ({ id: 'd-1', webhook_id: 'wh-1', event_id: 'e-1', status }) as DeliveryRow
+const delivery = (status: DeliveryRow['status']) =>
+  ({ id: 'd-1', webhook_id: 'wh-1', event_id: 'e-1', status }) as DeliveryRow
 
 /** Sealing that shows what it sealed, for which field: enough to see which secret went where. */
 const secrets = {
@@ -67,23 +68,38 @@ interface World {
 /** The webhooks service on rows in memory; `log` is every write, in order. */
 async function hooks(t: Test, world: World = {}) {
   const log: unknown[][] = []
-  const { webhooksService } = await replacing<typeof Service>(t, import.meta.url, '../../../../server/modules/webhooks/service.js', {
-    './store.js': {
-      countWebhooksForCreation: async () => (log.push(['count']), world.count ?? 0),
-      insertWebhook: async (_sql: unknown, w: { owner: string | null; events: string[]; secretSealed: string }) => (log.push(['insert', w.owner, w.events]), webhook({ events: w.events })),
-      selectWebhook: async () => (world.current ? [world.current] : []),
-      updateWebhook: async (_sql: unknown, _owner: unknown, _id: string, c: Record<string, unknown>) => (log.push(['update', c]), webhook()),
-      failPendingDeliveries: async () => void log.push(['fail pending']),
-      rotateSecret: async (_sql: unknown, _owner: unknown, _id: string, r: Record<string, unknown>) => (log.push(['rotate', r]), webhook()),
-      insertDirectEvent: async (_sql: unknown, e: { type: string }) => void log.push(['event', e.type]),
-      selectDelivery: async () => (world.delivery ? [world.delivery] : []),
-      requeueDelivery: async () => void log.push(['requeue']),
-      selectAttempts: async () => [],
+  const { webhooksService } = await replacing<typeof Service>(
+    t,
+    import.meta.url,
+    '../../../../server/modules/webhooks/service.js',
+    {
+      './store.js': {
+        countWebhooksForCreation: async () => (log.push(['count']), world.count ?? 0),
+        insertWebhook: async (_sql: unknown, w: { owner: string | null; events: string[]; secretSealed: string }) => (
+          log.push(['insert', w.owner, w.events]),
+          webhook({ events: w.events })
+        ),
+        selectWebhook: async () => (world.current ? [world.current] : []),
+        updateWebhook: async (_sql: unknown, _owner: unknown, _id: string, c: Record<string, unknown>) => (
+          log.push(['update', c]),
+          webhook()
+        ),
+        failPendingDeliveries: async () => void log.push(['fail pending']),
+        rotateSecret: async (_sql: unknown, _owner: unknown, _id: string, r: Record<string, unknown>) => (
+          log.push(['rotate', r]),
+          webhook()
+        ),
+        insertDirectEvent: async (_sql: unknown, e: { type: string }) => void log.push(['event', e.type]),
+        selectDelivery: async () => (world.delivery ? [world.delivery] : []),
+        requeueDelivery: async () => void log.push(['requeue']),
+        selectAttempts: async () => [],
+      },
+      '../audit/service.js': {
+        auditBy: async (_sql: unknown, _a: Actor, e: { action: string; details: unknown }) =>
+          void log.push(['audit', e.action, e.details]),
+      },
     },
-    '../audit/service.js': {
-      auditBy: async (_sql: unknown, _a: Actor, e: { action: string; details: unknown }) => void log.push(['audit', e.action, e.details]),
-    },
-  })
+  )
   const resolver = async () => [{ address: '93.184.216.34', family: 4 }] // every name is a public host
   const db = fakeDb()
   const service = webhooksService({
@@ -99,7 +115,12 @@ async function hooks(t: Test, world: World = {}) {
   return { service, log, db, tenant, platform }
 }
 
-const input = (over: Partial<Service.CreateInput> = {}): Service.CreateInput => ({ url: URL_OK, events: ['project.created'], secret: SECRET, ...over })
+const input = (over: Partial<Service.CreateInput> = {}): Service.CreateInput => ({
+  url: URL_OK,
+  events: ['project.created'],
+  secret: SECRET,
+  ...over,
+})
 
 t.test("a tenant registers endpoints up to its plan's limit, counted under the registration's lock", async (t) => {
   const limits: [Plan | null, number][] = [
@@ -115,7 +136,9 @@ t.test("a tenant registers endpoints up to its plan's limit, counted under the r
       full.service.create(full.tenant(plan), input()),
       {
         code: 'FORBIDDEN',
-        message: new RegExp(`The ${plan ?? 'free'} plan allows ${limit} webhook endpoints and this tenant has ${limit}`),
+        message: new RegExp(
+          `The ${plan ?? 'free'} plan allows ${limit} webhook endpoints and this tenant has ${limit}`,
+        ),
         details: { reason: 'plan_limit', limit, plan: plan ?? 'free' },
       },
       `${plan ?? 'no plan (free)'}: ${limit}`,
@@ -151,26 +174,41 @@ t.test("a tenant's endpoint cannot hear tenant.created; events are kept once eac
   )
 })
 
-t.test('an endpoint URL is refused before any transaction unless it is https, without credentials or a fragment, and not too long', async (t) => {
-  const { service, tenant, db } = await hooks(t)
-  const cases: [string, RegExp][] = [
-    ['http://hooks.example.com/x', /must be an https URL .*WEBHOOK_ALLOW_HTTP/],
-    ['https://user:pass@hooks.example.com/x', /must not contain credentials/],
-    ['https://hooks.example.com/x#part', /#fragment/],
-    [`https://hooks.example.com/${'x'.repeat(2048)}`, /at most 2048 characters/],
-    ['not a url', /is not a URL/],
-    ['https://10.0.0.5/x', /may not be called: private address outside OUTBOUND_ALLOWED_NETWORKS/],
-  ]
-  for (const [url, why] of cases) {
-    await t.rejects(service.create(tenant(), input({ url })), { code: 'VALIDATION_ERROR', details: { errors: [{ field: 'url', message: why }] } }, url.slice(0, 40))
-  }
-  await t.rejects(service.create(tenant(), input({ secret: 'whsec_!!!!' })), { code: 'VALIDATION_ERROR', details: { errors: [{ field: 'secret' }] } })
-  t.same(db.opened, [])
-})
+t.test(
+  'an endpoint URL is refused before any transaction unless it is https, without credentials or a fragment, and not too long',
+  async (t) => {
+    const { service, tenant, db } = await hooks(t)
+    const cases: [string, RegExp][] = [
+      ['http://hooks.example.com/x', /must be an https URL .*WEBHOOK_ALLOW_HTTP/],
+      ['https://user:pass@hooks.example.com/x', /must not contain credentials/],
+      ['https://hooks.example.com/x#part', /#fragment/],
+      [`https://hooks.example.com/${'x'.repeat(2048)}`, /at most 2048 characters/],
+      ['not a url', /is not a URL/],
+      ['https://10.0.0.5/x', /may not be called: private address outside OUTBOUND_ALLOWED_NETWORKS/],
+    ]
+    for (const [url, why] of cases) {
+      await t.rejects(
+        service.create(tenant(), input({ url })),
+        { code: 'VALIDATION_ERROR', details: { errors: [{ field: 'url', message: why }] } },
+        url.slice(0, 40),
+      )
+    }
+    await t.rejects(service.create(tenant(), input({ secret: 'whsec_!!!!' })), {
+      code: 'VALIDATION_ERROR',
+      details: { errors: [{ field: 'secret' }] },
+    })
+    t.same(db.opened, [])
+  },
+)
 
 t.test('an update that changes nothing writes nothing', async (t) => {
   const { service, log, tenant } = await hooks(t, { current: webhook() })
-  await service.update(tenant(), 'wh-1', { url: ` ${URL_OK} `, events: ['project.created'], description: '', enabled: true })
+  await service.update(tenant(), 'wh-1', {
+    url: ` ${URL_OK} `,
+    events: ['project.created'],
+    description: '',
+    enabled: true,
+  })
   t.same(log, [])
 })
 
@@ -178,24 +216,49 @@ t.test('disabling fails the pending deliveries and says who; enabling starts afr
   const off = await hooks(t, { current: webhook({ failing_since: new Date(NOW - 1000) }) })
   await off.service.update(off.tenant(), 'wh-1', { enabled: false })
   t.match(off.log, [
-    ['update', { status: 'disabled', disabledReason: 'manual', disabledMessage: 'Disabled by a person', disabledAt: new Date(NOW), failingSince: new Date(NOW - 1000) }],
+    [
+      'update',
+      {
+        status: 'disabled',
+        disabledReason: 'manual',
+        disabledMessage: 'Disabled by a person',
+        disabledAt: new Date(NOW),
+        failingSince: new Date(NOW - 1000),
+      },
+    ],
     ['fail pending'],
     ['audit', 'webhook.updated', { fields: ['enabled'], enabled: false }],
   ])
-  const gone = webhook({ status: 'disabled', disabled_reason: 'gone', disabled_message: 'answered 410', disabled_at: new Date(1), failing_since: new Date(1) })
+  const gone = webhook({
+    status: 'disabled',
+    disabled_reason: 'gone',
+    disabled_message: 'answered 410',
+    disabled_at: new Date(1),
+    failing_since: new Date(1),
+  })
   const on = await hooks(t, { current: gone })
   await on.service.update(on.tenant(), 'wh-1', { enabled: true })
   t.match(
     on.log,
     [
-      ['update', { status: 'enabled', disabledReason: null, disabledMessage: null, disabledAt: null, failingSince: null }],
+      [
+        'update',
+        { status: 'enabled', disabledReason: null, disabledMessage: null, disabledAt: null, failingSince: null },
+      ],
       ['audit', 'webhook.updated', { fields: ['enabled'], enabled: true }],
     ],
     'the old run of failures no longer counts',
   )
   const edit = await hooks(t, { current: gone })
   await edit.service.update(edit.tenant(), 'wh-1', { description: 'still off' })
-  t.match(edit.log[0], ['update', { status: 'disabled', disabledReason: 'gone', disabledMessage: 'answered 410', failingSince: new Date(1) }], 'an edit of a disabled endpoint keeps why it is off')
+  t.match(
+    edit.log[0],
+    [
+      'update',
+      { status: 'disabled', disabledReason: 'gone', disabledMessage: 'answered 410', failingSince: new Date(1) },
+    ],
+    'an edit of a disabled endpoint keeps why it is off',
+  )
   t.same(
     edit.log.filter((e) => e[0] === 'fail pending'),
     [],
@@ -203,37 +266,65 @@ t.test('disabling fails the pending deliveries and says who; enabling starts afr
   )
 })
 
-t.test('a rotation keeps the previous secret signing for the overlap, none when the overlap is 0; a generated secret is returned once', async (t) => {
-  const { service, log, tenant } = await hooks(t, { current: webhook() })
-  const generated = await service.rotateSecret(tenant(), 'wh-1', {})
-  t.match(generated.secret, /^whsec_/)
-  t.match(log[0], ['rotate', { secretSealed: `sealed:${generated.secret}`, previousSealed: `sealed:${SECRET}:previous_secret`, previousExpiresAt: new Date(NOW + 24 * 3600_000) }])
-  const given = await service.rotateSecret(tenant(), 'wh-1', { secret: 'another-raw-secret-long-enough', overlapSeconds: 0 })
-  t.equal(given.secret, null, 'a secret the caller chose is not sent back')
-  t.match(log.filter((e) => e[0] === 'rotate')[1], ['rotate', { secretSealed: 'sealed:another-raw-secret-long-enough', previousSealed: null, previousExpiresAt: null }])
-  t.same(
-    log.filter((e) => e[0] === 'audit').map((e) => e[2]),
-    [
-      { overlapSeconds: 86400, generated: true },
-      { overlapSeconds: 0, generated: false },
-    ],
-  )
-})
+t.test(
+  'a rotation keeps the previous secret signing for the overlap, none when the overlap is 0; a generated secret is returned once',
+  async (t) => {
+    const { service, log, tenant } = await hooks(t, { current: webhook() })
+    const generated = await service.rotateSecret(tenant(), 'wh-1', {})
+    t.match(generated.secret, /^whsec_/)
+    t.match(log[0], [
+      'rotate',
+      {
+        secretSealed: `sealed:${generated.secret}`,
+        previousSealed: `sealed:${SECRET}:previous_secret`,
+        previousExpiresAt: new Date(NOW + 24 * 3600_000),
+      },
+    ])
+    const given = await service.rotateSecret(tenant(), 'wh-1', {
+      secret: 'another-raw-secret-long-enough',
+      overlapSeconds: 0,
+    })
+    t.equal(given.secret, null, 'a secret the caller chose is not sent back')
+    t.match(log.filter((e) => e[0] === 'rotate')[1], [
+      'rotate',
+      { secretSealed: 'sealed:another-raw-secret-long-enough', previousSealed: null, previousExpiresAt: null },
+    ])
+    t.same(
+      log.filter((e) => e[0] === 'audit').map((e) => e[2]),
+      [
+        { overlapSeconds: 86400, generated: true },
+        { overlapSeconds: 0, generated: false },
+      ],
+    )
+  },
+)
 
-t.test('a test event or a retry goes only to an enabled endpoint, a retry only for a delivery that is done', async (t) => {
-  const off = await hooks(t, { current: webhook({ status: 'disabled' }), delivery: delivery('failed') })
-  await t.rejects(off.service.sendTest(off.tenant(), 'wh-1'), { code: 'VALIDATION_ERROR', details: { reason: 'webhook_disabled' } })
-  await t.rejects(off.service.retryDelivery(off.tenant(), 'wh-1', 'd-1'), { code: 'VALIDATION_ERROR', details: { reason: 'webhook_disabled' } })
-  t.same(off.log, [])
-  const pending = await hooks(t, { current: webhook(), delivery: delivery('pending') })
-  await t.rejects(pending.service.retryDelivery(pending.tenant(), 'wh-1', 'd-1'), { code: 'VALIDATION_ERROR', details: { reason: 'delivery_pending' } })
-  t.same(pending.log, [])
-  const on = await hooks(t, { current: webhook(), delivery: delivery('failed') })
-  await on.service.sendTest(on.tenant(), 'wh-1')
-  await on.service.retryDelivery(on.tenant(), 'wh-1', 'd-1')
-  t.same(
-    on.log.map((e) => (e[0] === 'audit' ? e[1] : e[0])),
-    ['event', 'due', 'requeue', 'webhook.delivery_retried', 'due'],
-    'the worker is woken for each',
-  )
-})
+t.test(
+  'a test event or a retry goes only to an enabled endpoint, a retry only for a delivery that is done',
+  async (t) => {
+    const off = await hooks(t, { current: webhook({ status: 'disabled' }), delivery: delivery('failed') })
+    await t.rejects(off.service.sendTest(off.tenant(), 'wh-1'), {
+      code: 'VALIDATION_ERROR',
+      details: { reason: 'webhook_disabled' },
+    })
+    await t.rejects(off.service.retryDelivery(off.tenant(), 'wh-1', 'd-1'), {
+      code: 'VALIDATION_ERROR',
+      details: { reason: 'webhook_disabled' },
+    })
+    t.same(off.log, [])
+    const pending = await hooks(t, { current: webhook(), delivery: delivery('pending') })
+    await t.rejects(pending.service.retryDelivery(pending.tenant(), 'wh-1', 'd-1'), {
+      code: 'VALIDATION_ERROR',
+      details: { reason: 'delivery_pending' },
+    })
+    t.same(pending.log, [])
+    const on = await hooks(t, { current: webhook(), delivery: delivery('failed') })
+    await on.service.sendTest(on.tenant(), 'wh-1')
+    await on.service.retryDelivery(on.tenant(), 'wh-1', 'd-1')
+    t.same(
+      on.log.map((e) => (e[0] === 'audit' ? e[1] : e[0])),
+      ['event', 'due', 'requeue', 'webhook.delivery_retried', 'due'],
+      'the worker is woken for each',
+    )
+  },
+)

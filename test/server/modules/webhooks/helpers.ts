@@ -31,14 +31,20 @@ export interface Receiver {
 export async function receiver(t: Test, answers: Answer[] | ((n: number) => Answer) = [204]): Promise<Receiver> {
   const received: Received[] = []
   const waiters: { n: number; resolve: () => void }[] = []
-  const answerFor = (n: number): Answer => (typeof answers === 'function' ? answers(n) : answers[Math.min(n, answers.length - 1)]!)
+  const answerFor = (n: number): Answer =>
+    typeof answers === 'function' ? answers(n) : answers[Math.min(n, answers.length - 1)]!
   const server = createServer((req, res) => {
     const chunks: Buffer[] = []
     req.on('data', (c: Buffer) => chunks.push(c))
     req.on('end', () => {
       const n = received.length
       const answer = answerFor(n)
-      const entry: Received = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), status: 0, at: Date.now() }
+      const entry: Received = {
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+        status: 0,
+        at: Date.now(),
+      }
       received.push(entry)
       if (typeof answer === 'number') {
         entry.status = answer
@@ -85,7 +91,10 @@ export async function receiver(t: Test, answers: Answer[] | ((n: number) => Answ
 }
 
 /** The payload, verified by the reference Standard Webhooks verifier; throws when it does not verify. */
-export function verified(secret: string, r: Received): { id: string; type: string; timestamp: string; tenantId: string | null; data: Record<string, unknown> } {
+export function verified(
+  secret: string,
+  r: Received,
+): { id: string; type: string; timestamp: string; tenantId: string | null; data: Record<string, unknown> } {
   const wh = secret.startsWith('whsec_') ? new Webhook(secret) : new Webhook(secret, { format: 'raw' })
   return wh.verify(r.body, r.headers as Record<string, string>) as never
 }
@@ -108,7 +117,10 @@ export function webhookApp(t: Test, overrides: Record<string, string> = {}, opts
 }
 
 /** Polls `check` until it returns something truthy. */
-export async function eventually<T>(check: () => Promise<T | null | undefined | false>, timeoutMs = 20_000): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T | null | undefined | false>,
+  timeoutMs = 20_000,
+): Promise<T> {
   const until = Date.now() + timeoutMs
   for (;;) {
     const v = await check()

@@ -33,19 +33,30 @@ t.test('two server processes deliver each event once', async (t) => {
   const a = await serverProcess(t, env)
   const [b, { tenantId, apiKey }] = await Promise.all([serverProcess(t, env), adminTenant(t, env, 'Two replicas')])
 
-  const hook = await a.call(apiKey, 'POST', '/api/v1/webhooks', { url: rx.url, events: ['project.created', 'project.updated'], secret: SECRET })
+  const hook = await a.call(apiKey, 'POST', '/api/v1/webhooks', {
+    url: rx.url,
+    events: ['project.created', 'project.updated'],
+    secret: SECRET,
+  })
   t.equal(hook.status, 201, JSON.stringify(hook.body))
 
   const N = 30
   const names = Array.from({ length: N }, (_, i) => `Project ${String(i).padStart(2, '0')}`)
   // All at once, alternating replicas: both workers wake for events the other replica committed.
-  const created = await Promise.all(names.map((name, i) => (i % 2 ? b : a).call(apiKey, 'POST', '/api/v1/projects', { name })))
+  const created = await Promise.all(
+    names.map((name, i) => (i % 2 ? b : a).call(apiKey, 'POST', '/api/v1/projects', { name })),
+  )
   for (const r of created) t.equal(r.status, 201, JSON.stringify(r.body))
 
   await rx.waitFor(N, 60_000)
   // Every delivery recorded as done, then longer than a poll interval of either worker: a second
   // delivery of anything would have arrived by now.
-  const list = (status = '') => a.call(apiKey, 'GET', `/api/v1/webhooks/${hook.body.data.id}/deliveries?limit=200${status ? `&status=${status}` : ''}`)
+  const list = (status = '') =>
+    a.call(
+      apiKey,
+      'GET',
+      `/api/v1/webhooks/${hook.body.data.id}/deliveries?limit=200${status ? `&status=${status}` : ''}`,
+    )
   await eventually(async () => (await list('succeeded')).body.data.length === N, 60_000)
   await sleep(1500)
 
@@ -69,10 +80,20 @@ t.test('two server processes deliver each event once', async (t) => {
   t.same(payloads.map((p) => p.data.name).sort(), names, 'one event per project created, on either replica')
   t.same(new Set(payloads.map((p) => p.data.id)), new Set(created.map((r) => r.body.data.id)))
 
-  const deliveries = (await list()).body.data as { eventId: string; status: string; attemptCount: number; attempts: unknown[] }[]
+  const deliveries = (await list()).body.data as {
+    eventId: string
+    status: string
+    attemptCount: number
+    attempts: unknown[]
+  }[]
   t.equal(deliveries.length, N, 'one delivery per event')
   t.same(new Set(deliveries.map((d) => d.eventId)), new Set(ids))
-  for (const d of deliveries) t.match(d, { status: 'succeeded', attemptCount: 1, attempts: [{ attempt: 1, outcome: 'succeeded', statusCode: 204 }] })
+  for (const d of deliveries)
+    t.match(d, {
+      status: 'succeeded',
+      attemptCount: 1,
+      attempts: [{ attempt: 1, outcome: 'succeeded', statusCode: 204 }],
+    })
   t.ok(
     deliveries.every((d) => d.attempts.length === 1),
     'each delivery was attempted once',
@@ -87,7 +108,11 @@ t.test('two server processes deliver each event once', async (t) => {
   const byA = attemptsLogged(ea.stdout)
   const byB = attemptsLogged(eb.stdout)
   t.comment(`replica A delivered ${byA.length}, replica B ${byB.length}`)
-  t.same([...byA, ...byB].sort(), deliveries.map((d) => d.eventId).sort(), 'the two replicas attempted each event once between them')
+  t.same(
+    [...byA, ...byB].sort(),
+    deliveries.map((d) => d.eventId).sort(),
+    'the two replicas attempted each event once between them',
+  )
 })
 
 t.test('an event committed just before the server is killed is delivered after a restart', async (t) => {
@@ -96,7 +121,11 @@ t.test('an event committed just before the server is killed is delivered after a
   // This replica accepts API calls but delivers nothing: the kill lands between commit and delivery.
   const a = await serverProcess(t, { ...env, WEBHOOK_DELIVERY_CONCURRENCY: '0' })
   const { tenantId, apiKey } = await adminTenant(t, env, 'Killed')
-  const hook = await a.call(apiKey, 'POST', '/api/v1/webhooks', { url: rx.url, events: ['project.created'], secret: SECRET })
+  const hook = await a.call(apiKey, 'POST', '/api/v1/webhooks', {
+    url: rx.url,
+    events: ['project.created'],
+    secret: SECRET,
+  })
   t.equal(hook.status, 201, JSON.stringify(hook.body))
   const project = await a.call(apiKey, 'POST', '/api/v1/projects', { name: 'Committed, then killed' })
   t.equal(project.status, 201, 'committed')
@@ -112,7 +141,8 @@ t.test('an event committed just before the server is killed is delivered after a
   const got = await b.call(apiKey, 'GET', `/api/v1/projects/${project.body.data.id}`)
   t.equal(got.status, 200, 'the project survived the kill')
   await rx.waitFor(1, 60_000)
-  const list = (status = '') => b.call(apiKey, 'GET', `/api/v1/webhooks/${hook.body.data.id}/deliveries${status ? `?status=${status}` : ''}`)
+  const list = (status = '') =>
+    b.call(apiKey, 'GET', `/api/v1/webhooks/${hook.body.data.id}/deliveries${status ? `?status=${status}` : ''}`)
   await eventually(async () => (await list('succeeded')).body.data.length === 1, 60_000)
   await sleep(1500)
 
@@ -120,7 +150,11 @@ t.test('an event committed just before the server is killed is delivered after a
   const r = rx.received[0]!
   const payload = verified(SECRET, r)
   t.equal(r.headers['webhook-id'], payload.id)
-  t.match(payload, { type: 'project.created', tenantId, data: { id: project.body.data.id, name: 'Committed, then killed' } })
+  t.match(payload, {
+    type: 'project.created',
+    tenantId,
+    data: { id: project.body.data.id, name: 'Committed, then killed' },
+  })
   const deliveries = (await list()).body.data
   t.equal(deliveries.length, 1)
   t.match(deliveries[0], { eventId: payload.id, status: 'succeeded', attemptCount: 1 })

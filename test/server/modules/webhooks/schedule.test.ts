@@ -1,5 +1,11 @@
 import t from 'tap'
-import { JITTER, MAX_RETRY_AFTER_SECONDS, nextAttemptAt, parseRetryAfter, RETRY_SCHEDULE_SECONDS } from '../../../../server/modules/webhooks/schedule.js'
+import {
+  JITTER,
+  MAX_RETRY_AFTER_SECONDS,
+  nextAttemptAt,
+  parseRetryAfter,
+  RETRY_SCHEDULE_SECONDS,
+} from '../../../../server/modules/webhooks/schedule.js'
 
 t.test('the retry schedule is the Standard Webhooks one, with at most 10% jitter added', async (t) => {
   t.same(RETRY_SCHEDULE_SECONDS, [5, 300, 1800, 7200, 18_000, 36_000, 50_400, 72_000, 86_400])
@@ -12,7 +18,11 @@ t.test('the retry schedule is the Standard Webhooks one, with at most 10% jitter
 
 t.test('Retry-After is honoured when longer than the scheduled wait, and capped at a day', async (t) => {
   t.equal(nextAttemptAt(1, 1000, { random: () => 0, retryAfterSeconds: 60 }), 61_000)
-  t.equal(nextAttemptAt(2, 0, { random: () => 0, retryAfterSeconds: 60 }), 300_000, 'a shorter Retry-After does not hasten the schedule')
+  t.equal(
+    nextAttemptAt(2, 0, { random: () => 0, retryAfterSeconds: 60 }),
+    300_000,
+    'a shorter Retry-After does not hasten the schedule',
+  )
   t.equal(nextAttemptAt(1, 0, { random: () => 0, retryAfterSeconds: 10 ** 9 }), MAX_RETRY_AFTER_SECONDS * 1000)
 })
 

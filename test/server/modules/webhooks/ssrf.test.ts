@@ -27,7 +27,8 @@ function dns(answers: Record<string, string[]>): Resolver & { answers: Record<st
   return Object.assign(resolve, { answers, asked })
 }
 
-const register = (call: Caller, url: string) => call('POST', '/api/v1/webhooks', { url, events: ['project.created'], secret: SECRET })
+const register = (call: Caller, url: string) =>
+  call('POST', '/api/v1/webhooks', { url, events: ['project.created'], secret: SECRET })
 
 /** A 400 VALIDATION_ERROR on the url field whose message says why. */
 function refusedUrl(t: Test, r: Called, why: RegExp, what: string) {
@@ -43,46 +44,53 @@ const OUTSIDE = (cls: string) => new RegExp(`may not be called: ${cls} address o
 const AIR_GAPPED = /may not be called: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable/
 const UNLISTED_NAME = /may not be called: air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up/
 
-t.test('registration refuses metadata, link-local, loopback, private and unspecified addresses in every notation', async (t) => {
-  const resolver = dns({})
-  const h = await testApp(t, {}, { resolver })
-  const a = await h.tenant()
-  const cases: [string, RegExp, string][] = [
-    ['https://169.254.169.254/', NEVER('metadata'), '169.254.169.254'],
-    ['https://[::ffff:169.254.169.254]/', NEVER('metadata'), '::ffff:a9fe:a9fe'],
-    ['https://[::ffff:a9fe:a9fe]/', NEVER('metadata'), '::ffff:a9fe:a9fe'],
-    ['https://2852039166/', NEVER('metadata'), '169.254.169.254'],
-    ['https://0xA9FEA9FE/', NEVER('metadata'), '169.254.169.254'],
-    ['https://0251.0376.0251.0376/', NEVER('metadata'), '169.254.169.254'],
-    ['https://[fd00:ec2::254]/', NEVER('metadata'), 'fd00:ec2::254'],
-    ['https://169.254.10.1/', NEVER('link-local'), '169.254.10.1'],
-    ['https://[fe80::1]/', NEVER('link-local'), 'fe80::1'],
-    ['https://127.0.0.1/', OUTSIDE('loopback'), '127.0.0.1'],
-    ['https://localhost/', OUTSIDE('loopback'), ''],
-    ['https://[::1]/', OUTSIDE('loopback'), '::1'],
-    ['https://10.0.0.5/', OUTSIDE('private'), '10.0.0.5'],
-    ['https://192.168.1.1/', OUTSIDE('private'), '192.168.1.1'],
-    ['https://0.0.0.0/', NEVER('unspecified'), '0.0.0.0'],
-    ['https://[::]/', NEVER('unspecified'), '::'],
-    ['https://224.0.0.1/', NEVER('multicast'), '224.0.0.1'],
-    ['https://100.100.100.200/', NEVER('metadata'), '100.100.100.200'],
-    ['https://100.64.0.1/', OUTSIDE('private'), '100.64.0.1'],
-    ['https://203.0.113.10/', OUTSIDE('reserved'), '203.0.113.10'],
-    ['https://[::ffff:127.0.0.1]/', OUTSIDE('loopback'), '::ffff:7f00:1'],
-  ]
-  for (const [url, why, address] of cases) {
-    const r = await register(a.call, url)
-    refusedUrl(t, r, why, url)
-    t.equal(r.body?.error?.details?.reason, 'outbound_refused', `${url}: the reason is the outbound policy`)
-    if (address) t.equal(r.body?.error?.details?.address, address, `${url}: judged as ${address}`)
-  }
-  t.same(resolver.asked, ['localhost'], 'IP literals, however written, are judged without asking DNS')
-  t.same((await a.call('GET', '/api/v1/webhooks')).body.data, [], 'nothing was registered')
-})
+t.test(
+  'registration refuses metadata, link-local, loopback, private and unspecified addresses in every notation',
+  async (t) => {
+    const resolver = dns({})
+    const h = await testApp(t, {}, { resolver })
+    const a = await h.tenant()
+    const cases: [string, RegExp, string][] = [
+      ['https://169.254.169.254/', NEVER('metadata'), '169.254.169.254'],
+      ['https://[::ffff:169.254.169.254]/', NEVER('metadata'), '::ffff:a9fe:a9fe'],
+      ['https://[::ffff:a9fe:a9fe]/', NEVER('metadata'), '::ffff:a9fe:a9fe'],
+      ['https://2852039166/', NEVER('metadata'), '169.254.169.254'],
+      ['https://0xA9FEA9FE/', NEVER('metadata'), '169.254.169.254'],
+      ['https://0251.0376.0251.0376/', NEVER('metadata'), '169.254.169.254'],
+      ['https://[fd00:ec2::254]/', NEVER('metadata'), 'fd00:ec2::254'],
+      ['https://169.254.10.1/', NEVER('link-local'), '169.254.10.1'],
+      ['https://[fe80::1]/', NEVER('link-local'), 'fe80::1'],
+      ['https://127.0.0.1/', OUTSIDE('loopback'), '127.0.0.1'],
+      ['https://localhost/', OUTSIDE('loopback'), ''],
+      ['https://[::1]/', OUTSIDE('loopback'), '::1'],
+      ['https://10.0.0.5/', OUTSIDE('private'), '10.0.0.5'],
+      ['https://192.168.1.1/', OUTSIDE('private'), '192.168.1.1'],
+      ['https://0.0.0.0/', NEVER('unspecified'), '0.0.0.0'],
+      ['https://[::]/', NEVER('unspecified'), '::'],
+      ['https://224.0.0.1/', NEVER('multicast'), '224.0.0.1'],
+      ['https://100.100.100.200/', NEVER('metadata'), '100.100.100.200'],
+      ['https://100.64.0.1/', OUTSIDE('private'), '100.64.0.1'],
+      ['https://203.0.113.10/', OUTSIDE('reserved'), '203.0.113.10'],
+      ['https://[::ffff:127.0.0.1]/', OUTSIDE('loopback'), '::ffff:7f00:1'],
+    ]
+    for (const [url, why, address] of cases) {
+      const r = await register(a.call, url)
+      refusedUrl(t, r, why, url)
+      t.equal(r.body?.error?.details?.reason, 'outbound_refused', `${url}: the reason is the outbound policy`)
+      if (address) t.equal(r.body?.error?.details?.address, address, `${url}: judged as ${address}`)
+    }
+    t.same(resolver.asked, ['localhost'], 'IP literals, however written, are judged without asking DNS')
+    t.same((await a.call('GET', '/api/v1/webhooks')).body.data, [], 'nothing was registered')
+  },
+)
 
 t.test('metadata and link-local stay refused even when OUTBOUND_ALLOWED_NETWORKS covers them', async (t) => {
   for (const networks of ['0.0.0.0/0,::/0', '169.254.0.0/16,fe80::/10,fd00::/8']) {
-    const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: networks, WEBHOOK_ALLOW_HTTP: 'true' }, { resolver: dns({ 'metadata.test': ['169.254.169.254'] }) })
+    const h = await testApp(
+      t,
+      { OUTBOUND_ALLOWED_NETWORKS: networks, WEBHOOK_ALLOW_HTTP: 'true' },
+      { resolver: dns({ 'metadata.test': ['169.254.169.254'] }) },
+    )
     const a = await h.tenant()
     for (const url of [
       'https://169.254.169.254/',
@@ -95,7 +103,8 @@ t.test('metadata and link-local stay refused even when OUTBOUND_ALLOWED_NETWORKS
     ]) {
       refusedUrl(t, await register(a.call, url), NEVER('metadata'), `${url} with ${networks}`)
     }
-    for (const url of ['https://169.254.10.1/', 'https://[fe80::1]/']) refusedUrl(t, await register(a.call, url), NEVER('link-local'), `${url} with ${networks}`)
+    for (const url of ['https://169.254.10.1/', 'https://[fe80::1]/'])
+      refusedUrl(t, await register(a.call, url), NEVER('link-local'), `${url} with ${networks}`)
     refusedUrl(t, await register(a.call, 'https://0.0.0.0/'), NEVER('unspecified'), `0.0.0.0 with ${networks}`)
   }
 })
@@ -103,14 +112,34 @@ t.test('metadata and link-local stay refused even when OUTBOUND_ALLOWED_NETWORKS
 t.test('registration refuses http unless WEBHOOK_ALLOW_HTTP=true, and URLs with credentials', async (t) => {
   const resolver = dns({ 'public.test': [PUBLIC] })
   const strict = await (await testApp(t, {}, { resolver })).tenant()
-  refusedUrl(t, await register(strict.call, 'http://public.test/hook'), /must be an https URL.*WEBHOOK_ALLOW_HTTP=true/, 'http by default')
-  refusedUrl(t, await register(strict.call, 'https://user:pass@public.test/hook'), /must not contain credentials/, 'user and password')
-  refusedUrl(t, await register(strict.call, 'https://token@public.test/hook'), /must not contain credentials/, 'user only')
+  refusedUrl(
+    t,
+    await register(strict.call, 'http://public.test/hook'),
+    /must be an https URL.*WEBHOOK_ALLOW_HTTP=true/,
+    'http by default',
+  )
+  refusedUrl(
+    t,
+    await register(strict.call, 'https://user:pass@public.test/hook'),
+    /must not contain credentials/,
+    'user and password',
+  )
+  refusedUrl(
+    t,
+    await register(strict.call, 'https://token@public.test/hook'),
+    /must not contain credentials/,
+    'user only',
+  )
   t.equal((await register(strict.call, 'https://public.test/hook')).status, 201, 'the same host over https is fine')
 
   const lax = await (await testApp(t, { WEBHOOK_ALLOW_HTTP: 'true' }, { resolver })).tenant()
   t.equal((await register(lax.call, 'http://public.test/hook')).status, 201, 'http once WEBHOOK_ALLOW_HTTP=true')
-  refusedUrl(t, await register(lax.call, 'http://user:pass@public.test/hook'), /must not contain credentials/, 'credentials over http')
+  refusedUrl(
+    t,
+    await register(lax.call, 'http://user:pass@public.test/hook'),
+    /must not contain credentials/,
+    'credentials over http',
+  )
   refusedUrl(t, await register(lax.call, 'ftp://public.test/hook'), /must be an http or https URL/, 'ftp')
 })
 
@@ -131,32 +160,95 @@ t.test('registration refuses a name that resolves to a forbidden address, or to 
     'url: metadata.test may not be called: metadata addresses are never reachable',
     'the message names the host and the kind of address, not the address it resolved to',
   )
-  t.notOk('address' in metadata.body.error.details, 'a tenant cannot map internal names to addresses through the answer')
-  refusedUrl(t, await register(a.call, 'https://mapped.test/hook'), NEVER('metadata'), 'a name for the IPv4-mapped metadata address')
-  refusedUrl(t, await register(a.call, 'https://intranet.test/hook'), OUTSIDE('private'), 'a name for a private address')
+  t.notOk(
+    'address' in metadata.body.error.details,
+    'a tenant cannot map internal names to addresses through the answer',
+  )
+  refusedUrl(
+    t,
+    await register(a.call, 'https://mapped.test/hook'),
+    NEVER('metadata'),
+    'a name for the IPv4-mapped metadata address',
+  )
+  refusedUrl(
+    t,
+    await register(a.call, 'https://intranet.test/hook'),
+    OUTSIDE('private'),
+    'a name for a private address',
+  )
   const mixed = await register(a.call, 'https://mixed.test/hook')
   refusedUrl(t, mixed, OUTSIDE('loopback'), 'one forbidden answer among public ones')
   t.notMatch(mixed.body.error.message, /127\.0\.0\.1/, 'without naming the forbidden answer')
-  refusedUrl(t, await register(a.call, 'https://empty.test/hook'), /the name has no addresses/, 'a name with no addresses')
-  refusedUrl(t, await register(a.call, 'https://nowhere.test/hook'), /nowhere\.test does not resolve to an address/, 'a name that does not resolve (ENOTFOUND)')
+  refusedUrl(
+    t,
+    await register(a.call, 'https://empty.test/hook'),
+    /the name has no addresses/,
+    'a name with no addresses',
+  )
+  refusedUrl(
+    t,
+    await register(a.call, 'https://nowhere.test/hook'),
+    /nowhere\.test does not resolve to an address/,
+    'a name that does not resolve (ENOTFOUND)',
+  )
 
   // Changing the URL later is judged the same way, for a tenant's endpoint and a platform operator's.
   resolver.answers['public.test'] = [PUBLIC]
   const hook = await register(a.call, 'https://public.test/hook')
   t.equal(hook.status, 201, JSON.stringify(hook.body))
-  refusedUrl(t, await a.call('PATCH', `/api/v1/webhooks/${hook.body.data.id}`, { url: 'https://0xA9FEA9FE/' }), NEVER('metadata'), 'PATCH to the metadata address')
-  refusedUrl(t, await a.call('PATCH', `/api/v1/webhooks/${hook.body.data.id}`, { url: 'https://metadata.test/' }), NEVER('metadata'), 'PATCH to a name for it')
-  t.equal((await a.call('GET', `/api/v1/webhooks/${hook.body.data.id}`)).body.data.url, 'https://public.test/hook', 'the URL is unchanged')
+  refusedUrl(
+    t,
+    await a.call('PATCH', `/api/v1/webhooks/${hook.body.data.id}`, { url: 'https://0xA9FEA9FE/' }),
+    NEVER('metadata'),
+    'PATCH to the metadata address',
+  )
+  refusedUrl(
+    t,
+    await a.call('PATCH', `/api/v1/webhooks/${hook.body.data.id}`, { url: 'https://metadata.test/' }),
+    NEVER('metadata'),
+    'PATCH to a name for it',
+  )
+  t.equal(
+    (await a.call('GET', `/api/v1/webhooks/${hook.body.data.id}`)).body.data.url,
+    'https://public.test/hook',
+    'the URL is unchanged',
+  )
 
-  const op = await h.platform.db.system((sql) => createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, userId: null, type: 'admin', name: 'operator', permissions: [ALL] }))
+  const op = await h.platform.db.system((sql) =>
+    createKey(sql, apiKeyTags(h.platform.secrets), {
+      tenantId: null,
+      userId: null,
+      type: 'admin',
+      name: 'operator',
+      permissions: [ALL],
+    }),
+  )
   const opCall = caller(h.app, op.key)
-  refusedUrl(t, await opCall('POST', '/api/v1/platform/webhooks', { url: 'https://[::ffff:169.254.169.254]/', events: ['tenant.created'], secret: SECRET }), NEVER('metadata'), 'a platform endpoint')
+  refusedUrl(
+    t,
+    await opCall('POST', '/api/v1/platform/webhooks', {
+      url: 'https://[::ffff:169.254.169.254]/',
+      events: ['tenant.created'],
+      secret: SECRET,
+    }),
+    NEVER('metadata'),
+    'a platform endpoint',
+  )
 })
 
 t.test('loopback registers once OUTBOUND_ALLOWED_NETWORKS includes it (and http is allowed)', async (t) => {
-  const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8', WEBHOOK_ALLOW_HTTP: 'true' }, { resolver: dns({ 'receiver.test': ['127.0.0.1'] }) })
+  const h = await testApp(
+    t,
+    { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8', WEBHOOK_ALLOW_HTTP: 'true' },
+    { resolver: dns({ 'receiver.test': ['127.0.0.1'] }) },
+  )
   const a = await h.tenant()
-  for (const url of ['http://127.0.0.1:8080/hook', 'http://127.1.2.3/hook', 'http://receiver.test:8080/hook', 'https://receiver.test/hook']) {
+  for (const url of [
+    'http://127.0.0.1:8080/hook',
+    'http://127.1.2.3/hook',
+    'http://receiver.test:8080/hook',
+    'https://receiver.test/hook',
+  ]) {
     const r = await register(a.call, url)
     t.equal(r.status, 201, `${url}: ${JSON.stringify(r.body)}`)
     t.equal(r.body.data.url, url)
@@ -166,28 +258,70 @@ t.test('loopback registers once OUTBOUND_ALLOWED_NETWORKS includes it (and http 
   refusedUrl(t, await register(a.call, 'http://169.254.169.254/hook'), NEVER('metadata'), 'metadata stays refused')
 })
 
-t.test('a public host registers, except air-gapped, where only hosts inside OUTBOUND_ALLOWED_NETWORKS (named under OUTBOUND_ALLOWED_DOMAINS) do', async (t) => {
-  const resolver = dns({ 'public.test': [PUBLIC], 'public6.test': ['2606:2800:220:1::1'], 'intranet.test': ['10.1.2.3'], 'outside.intranet.test': [PUBLIC] })
-  const open = await (await testApp(t, {}, { resolver })).tenant()
-  t.equal((await register(open.call, 'https://public.test/hook')).status, 201, 'a public IPv4 host')
-  t.equal((await register(open.call, 'https://public6.test/hook')).status, 201, 'a public IPv6 host')
-  refusedUrl(t, await register(open.call, 'https://intranet.test/hook'), OUTSIDE('private'), 'a private host, not listed')
+t.test(
+  'a public host registers, except air-gapped, where only hosts inside OUTBOUND_ALLOWED_NETWORKS (named under OUTBOUND_ALLOWED_DOMAINS) do',
+  async (t) => {
+    const resolver = dns({
+      'public.test': [PUBLIC],
+      'public6.test': ['2606:2800:220:1::1'],
+      'intranet.test': ['10.1.2.3'],
+      'outside.intranet.test': [PUBLIC],
+    })
+    const open = await (await testApp(t, {}, { resolver })).tenant()
+    t.equal((await register(open.call, 'https://public.test/hook')).status, 201, 'a public IPv4 host')
+    t.equal((await register(open.call, 'https://public6.test/hook')).status, 201, 'a public IPv6 host')
+    refusedUrl(
+      t,
+      await register(open.call, 'https://intranet.test/hook'),
+      OUTSIDE('private'),
+      'a private host, not listed',
+    )
 
-  const gapped = await (await testApp(t, { AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8', OUTBOUND_ALLOWED_DOMAINS: 'intranet.test' }, { resolver })).tenant()
-  resolver.asked.length = 0
-  const refused = await register(gapped.call, 'https://public.test/hook')
-  refusedUrl(t, refused, UNLISTED_NAME, 'a name outside OUTBOUND_ALLOWED_DOMAINS, air-gapped')
-  t.notOk('address' in refused.body.error.details)
-  refusedUrl(t, await register(gapped.call, 'https://public6.test/hook'), UNLISTED_NAME, 'another, air-gapped')
-  refusedUrl(t, await register(gapped.call, 'https://evil-intranet.test/hook'), UNLISTED_NAME, 'a name that only ends like a listed domain')
-  t.same(resolver.asked, [], 'and none of them was looked up')
-  refusedUrl(t, await register(gapped.call, 'https://outside.intranet.test/hook'), AIR_GAPPED, 'a listed name whose address is outside the allowed networks, air-gapped')
-  refusedUrl(t, await register(gapped.call, `https://${PUBLIC}/hook`), AIR_GAPPED, 'a public literal, air-gapped')
-  refusedUrl(t, await register(gapped.call, 'https://192.168.1.1/hook'), AIR_GAPPED, 'a private address outside the allowed networks, air-gapped')
-  refusedUrl(t, await register(gapped.call, 'https://169.254.169.254/'), NEVER('metadata'), 'metadata, air-gapped')
-  t.equal((await register(gapped.call, 'https://intranet.test/hook')).status, 201, 'a host inside OUTBOUND_ALLOWED_NETWORKS, air-gapped')
-  t.equal((await register(gapped.call, 'https://10.9.8.7/hook')).status, 201, 'an address inside OUTBOUND_ALLOWED_NETWORKS, air-gapped')
-})
+    const gapped = await (
+      await testApp(
+        t,
+        { AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8', OUTBOUND_ALLOWED_DOMAINS: 'intranet.test' },
+        { resolver },
+      )
+    ).tenant()
+    resolver.asked.length = 0
+    const refused = await register(gapped.call, 'https://public.test/hook')
+    refusedUrl(t, refused, UNLISTED_NAME, 'a name outside OUTBOUND_ALLOWED_DOMAINS, air-gapped')
+    t.notOk('address' in refused.body.error.details)
+    refusedUrl(t, await register(gapped.call, 'https://public6.test/hook'), UNLISTED_NAME, 'another, air-gapped')
+    refusedUrl(
+      t,
+      await register(gapped.call, 'https://evil-intranet.test/hook'),
+      UNLISTED_NAME,
+      'a name that only ends like a listed domain',
+    )
+    t.same(resolver.asked, [], 'and none of them was looked up')
+    refusedUrl(
+      t,
+      await register(gapped.call, 'https://outside.intranet.test/hook'),
+      AIR_GAPPED,
+      'a listed name whose address is outside the allowed networks, air-gapped',
+    )
+    refusedUrl(t, await register(gapped.call, `https://${PUBLIC}/hook`), AIR_GAPPED, 'a public literal, air-gapped')
+    refusedUrl(
+      t,
+      await register(gapped.call, 'https://192.168.1.1/hook'),
+      AIR_GAPPED,
+      'a private address outside the allowed networks, air-gapped',
+    )
+    refusedUrl(t, await register(gapped.call, 'https://169.254.169.254/'), NEVER('metadata'), 'metadata, air-gapped')
+    t.equal(
+      (await register(gapped.call, 'https://intranet.test/hook')).status,
+      201,
+      'a host inside OUTBOUND_ALLOWED_NETWORKS, air-gapped',
+    )
+    t.equal(
+      (await register(gapped.call, 'https://10.9.8.7/hook')).status,
+      201,
+      'an address inside OUTBOUND_ALLOWED_NETWORKS, air-gapped',
+    )
+  },
+)
 
 /** The endpoint's only delivery once it has given up, with its attempts. */
 async function failedDelivery(call: Caller, webhookId: string) {
@@ -201,91 +335,119 @@ async function failedDelivery(call: Caller, webhookId: string) {
 // Two attempts: the first, and one retry 50 ms later; then the delivery has failed.
 const worker = { pollMs: 50, schedule: [0.05], attemptTimeoutMs: 2000 }
 
-t.test('DNS rebinding: a name that resolves to loopback after registration is refused at delivery, and nothing is sent', async (t) => {
-  const rx = await receiver(t)
-  const mappedRx = await receiver(t)
-  const resolver = dns({ 'rebind.test': [PUBLIC], 'mapped.test': [PUBLIC] })
-  const h = await webhookApp(t, { OUTBOUND_ALLOWED_NETWORKS: '' }, { resolver, webhookWorker: worker })
-  const a = await h.tenant()
-  const hook = await register(a.call, `http://rebind.test:${rx.port}/hook`)
-  t.equal(hook.status, 201, JSON.stringify(hook.body))
-  const mapped = await register(a.call, `http://mapped.test:${mappedRx.port}/hook`)
-  t.equal(mapped.status, 201, JSON.stringify(mapped.body))
-  t.same(resolver.asked, ['rebind.test', 'mapped.test'], 'judged when registered, by their public address')
+t.test(
+  'DNS rebinding: a name that resolves to loopback after registration is refused at delivery, and nothing is sent',
+  async (t) => {
+    const rx = await receiver(t)
+    const mappedRx = await receiver(t)
+    const resolver = dns({ 'rebind.test': [PUBLIC], 'mapped.test': [PUBLIC] })
+    const h = await webhookApp(t, { OUTBOUND_ALLOWED_NETWORKS: '' }, { resolver, webhookWorker: worker })
+    const a = await h.tenant()
+    const hook = await register(a.call, `http://rebind.test:${rx.port}/hook`)
+    t.equal(hook.status, 201, JSON.stringify(hook.body))
+    const mapped = await register(a.call, `http://mapped.test:${mappedRx.port}/hook`)
+    t.equal(mapped.status, 201, JSON.stringify(mapped.body))
+    t.same(resolver.asked, ['rebind.test', 'mapped.test'], 'judged when registered, by their public address')
 
-  // The attacker's DNS now points at this host, once plainly and once in the IPv4-mapped form.
-  resolver.answers['rebind.test'] = ['127.0.0.1']
-  resolver.answers['mapped.test'] = ['::ffff:127.0.0.1']
-  t.equal((await a.call('POST', '/api/v1/projects', { name: 'Rebound' })).status, 201)
-  const d = await failedDelivery(a.call, hook.body.data.id)
-  t.equal(d.eventType, 'project.created')
-  t.equal(d.attemptCount, 2)
-  t.equal(d.attempts.length, 2)
-  t.equal(d.lastStatusCode, null)
-  for (const at of d.attempts) {
-    t.equal(at.statusCode, null, `attempt ${at.attempt}: no answer`)
-    t.equal(at.error, 'refused by the outbound policy: loopback address outside OUTBOUND_ALLOWED_NETWORKS (rebind.test)', `attempt ${at.attempt}: the policy's refusal`)
-    t.equal(at.responseExcerpt, '')
-  }
-  t.match(
-    d.attempts.map((x: { outcome: string }) => x.outcome),
-    ['retrying', 'failed'],
-  )
-  t.match(d.lastError, /^refused by the outbound policy/)
-  t.ok(resolver.asked.filter((x) => x === 'rebind.test').length >= 3, 'every attempt asked DNS again')
-  t.equal(rx.received.length, 0, 'the receiver got nothing')
+    // The attacker's DNS now points at this host, once plainly and once in the IPv4-mapped form.
+    resolver.answers['rebind.test'] = ['127.0.0.1']
+    resolver.answers['mapped.test'] = ['::ffff:127.0.0.1']
+    t.equal((await a.call('POST', '/api/v1/projects', { name: 'Rebound' })).status, 201)
+    const d = await failedDelivery(a.call, hook.body.data.id)
+    t.equal(d.eventType, 'project.created')
+    t.equal(d.attemptCount, 2)
+    t.equal(d.attempts.length, 2)
+    t.equal(d.lastStatusCode, null)
+    for (const at of d.attempts) {
+      t.equal(at.statusCode, null, `attempt ${at.attempt}: no answer`)
+      t.equal(
+        at.error,
+        'refused by the outbound policy: loopback address outside OUTBOUND_ALLOWED_NETWORKS (rebind.test)',
+        `attempt ${at.attempt}: the policy's refusal`,
+      )
+      t.equal(at.responseExcerpt, '')
+    }
+    t.match(
+      d.attempts.map((x: { outcome: string }) => x.outcome),
+      ['retrying', 'failed'],
+    )
+    t.match(d.lastError, /^refused by the outbound policy/)
+    t.ok(resolver.asked.filter((x) => x === 'rebind.test').length >= 3, 'every attempt asked DNS again')
+    t.equal(rx.received.length, 0, 'the receiver got nothing')
 
-  const m = await failedDelivery(a.call, mapped.body.data.id)
-  t.equal(m.lastStatusCode, null)
-  t.equal(m.attempts.length, 2)
-  for (const at of m.attempts) {
-    t.equal(at.statusCode, null)
-    t.equal(at.error, 'refused by the outbound policy: loopback address outside OUTBOUND_ALLOWED_NETWORKS (mapped.test)', 'the IPv4-mapped answer is judged as its IPv4 address')
-  }
-  t.equal(mappedRx.received.length, 0, 'the receiver got nothing through the IPv4-mapped address either')
-})
+    const m = await failedDelivery(a.call, mapped.body.data.id)
+    t.equal(m.lastStatusCode, null)
+    t.equal(m.attempts.length, 2)
+    for (const at of m.attempts) {
+      t.equal(at.statusCode, null)
+      t.equal(
+        at.error,
+        'refused by the outbound policy: loopback address outside OUTBOUND_ALLOWED_NETWORKS (mapped.test)',
+        'the IPv4-mapped answer is judged as its IPv4 address',
+      )
+    }
+    t.equal(mappedRx.received.length, 0, 'the receiver got nothing through the IPv4-mapped address either')
+  },
+)
 
-t.test('DNS rebinding to the metadata address is refused at delivery, whatever OUTBOUND_ALLOWED_NETWORKS says', async (t) => {
-  const rx = await receiver(t)
-  const resolver = dns({ 'rebind.test': ['127.0.0.1'] })
-  const h = await webhookApp(t, { OUTBOUND_ALLOWED_NETWORKS: '0.0.0.0/0' }, { resolver, webhookWorker: worker })
-  const a = await h.tenant()
-  const hook = await register(a.call, `http://rebind.test:${rx.port}/hook`)
-  t.equal(hook.status, 201, JSON.stringify(hook.body))
-  resolver.answers['rebind.test'] = ['169.254.169.254']
-  t.equal((await a.call('POST', '/api/v1/projects', { name: 'Metadata' })).status, 201)
-  const d = await failedDelivery(a.call, hook.body.data.id)
-  t.equal(d.lastStatusCode, null)
-  t.equal(d.attempts.length, 2, 'both attempts were made and refused (a delivery failed with none would say nothing)')
-  for (const at of d.attempts) {
-    t.equal(at.statusCode, null)
-    t.equal(at.error, 'refused by the outbound policy: metadata addresses are never reachable (rebind.test)')
-  }
-  t.equal(rx.received.length, 0, 'the receiver got nothing')
-})
+t.test(
+  'DNS rebinding to the metadata address is refused at delivery, whatever OUTBOUND_ALLOWED_NETWORKS says',
+  async (t) => {
+    const rx = await receiver(t)
+    const resolver = dns({ 'rebind.test': ['127.0.0.1'] })
+    const h = await webhookApp(t, { OUTBOUND_ALLOWED_NETWORKS: '0.0.0.0/0' }, { resolver, webhookWorker: worker })
+    const a = await h.tenant()
+    const hook = await register(a.call, `http://rebind.test:${rx.port}/hook`)
+    t.equal(hook.status, 201, JSON.stringify(hook.body))
+    resolver.answers['rebind.test'] = ['169.254.169.254']
+    t.equal((await a.call('POST', '/api/v1/projects', { name: 'Metadata' })).status, 201)
+    const d = await failedDelivery(a.call, hook.body.data.id)
+    t.equal(d.lastStatusCode, null)
+    t.equal(d.attempts.length, 2, 'both attempts were made and refused (a delivery failed with none would say nothing)')
+    for (const at of d.attempts) {
+      t.equal(at.statusCode, null)
+      t.equal(at.error, 'refused by the outbound policy: metadata addresses are never reachable (rebind.test)')
+    }
+    t.equal(rx.received.length, 0, 'the receiver got nothing')
+  },
+)
 
-t.test('air-gapped: deliveries reach hosts inside OUTBOUND_ALLOWED_NETWORKS; a host that moved outside them is a recorded failure', async (t) => {
-  const inside = await receiver(t)
-  const moved = await receiver(t)
-  const resolver = dns({ 'inside.test': ['127.0.0.1'], 'moved.test': ['127.0.0.1'] })
-  const h = await webhookApp(t, { AIR_GAPPED: 'true', OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8', OUTBOUND_ALLOWED_DOMAINS: 'inside.test,moved.test' }, { resolver, webhookWorker: worker })
-  const a = await h.tenant()
-  const good = await register(a.call, `http://inside.test:${inside.port}/hook`)
-  const bad = await register(a.call, `http://moved.test:${moved.port}/hook`)
-  t.equal(good.status, 201, JSON.stringify(good.body))
-  t.equal(bad.status, 201, JSON.stringify(bad.body))
+t.test(
+  'air-gapped: deliveries reach hosts inside OUTBOUND_ALLOWED_NETWORKS; a host that moved outside them is a recorded failure',
+  async (t) => {
+    const inside = await receiver(t)
+    const moved = await receiver(t)
+    const resolver = dns({ 'inside.test': ['127.0.0.1'], 'moved.test': ['127.0.0.1'] })
+    const h = await webhookApp(
+      t,
+      {
+        AIR_GAPPED: 'true',
+        OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8',
+        OUTBOUND_ALLOWED_DOMAINS: 'inside.test,moved.test',
+      },
+      { resolver, webhookWorker: worker },
+    )
+    const a = await h.tenant()
+    const good = await register(a.call, `http://inside.test:${inside.port}/hook`)
+    const bad = await register(a.call, `http://moved.test:${moved.port}/hook`)
+    t.equal(good.status, 201, JSON.stringify(good.body))
+    t.equal(bad.status, 201, JSON.stringify(bad.body))
 
-  resolver.answers['moved.test'] = [PUBLIC] // public, so allowed anywhere but here
-  t.equal((await a.call('POST', '/api/v1/projects', { name: 'Gapped' })).status, 201)
-  const [got] = await inside.waitFor(1, 10_000)
-  t.equal(verified(SECRET, got!).type, 'project.created', 'the host inside the allowed networks got the event')
-  const d = await failedDelivery(a.call, bad.body.data.id)
-  t.equal(d.lastStatusCode, null)
-  t.equal(d.attempts.length, 2)
-  for (const at of d.attempts) {
-    t.equal(at.statusCode, null)
-    t.equal(at.error, `refused by the outbound policy: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable (moved.test)`)
-  }
-  t.equal(moved.received.length, 0, 'the moved receiver got nothing')
-  t.equal(inside.received.length, 1)
-})
+    resolver.answers['moved.test'] = [PUBLIC] // public, so allowed anywhere but here
+    t.equal((await a.call('POST', '/api/v1/projects', { name: 'Gapped' })).status, 201)
+    const [got] = await inside.waitFor(1, 10_000)
+    t.equal(verified(SECRET, got!).type, 'project.created', 'the host inside the allowed networks got the event')
+    const d = await failedDelivery(a.call, bad.body.data.id)
+    t.equal(d.lastStatusCode, null)
+    t.equal(d.attempts.length, 2)
+    for (const at of d.attempts) {
+      t.equal(at.statusCode, null)
+      t.equal(
+        at.error,
+        `refused by the outbound policy: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable (moved.test)`,
+      )
+    }
+    t.equal(moved.received.length, 0, 'the moved receiver got nothing')
+    t.equal(inside.received.length, 1)
+  },
+)
