@@ -8,7 +8,7 @@
 import type { Config } from './config.js'
 import { replyGenerator } from './modules/chat/replies.js'
 import { automaticBackups } from './modules/exports/backups.js'
-import { DATA_ATTEMPTS } from './modules/exports/service.js'
+import { DATA_ATTEMPTS } from './modules/exports/limits.js'
 import { auditRetention } from './modules/audit/service.js'
 import { collectFileObjects } from './modules/projects/collector.js'
 import { sweepExpiredBackups } from './modules/projects/service.js'

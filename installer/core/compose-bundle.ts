@@ -134,7 +134,7 @@ const CHART_DIR = fileURLToPath(new URL('../../charts/atrium', import.meta.url))
 /** The air-gap kit carries the chart packaged (`helm package`), beside where its folder would be. */
 const PACKAGED_CHART = fileURLToPath(new URL(`../../charts/atrium-${VERSION}.tgz`, import.meta.url))
 
-/** Where the bundles sit in this package (DESIGN.md: compose/ and charts/atrium; in the kit, the packaged chart). */
+/** Where the bundles sit in this package (compose/ and charts/atrium; in the kit, the packaged chart). */
 export const BUNDLES = {
   compose: fileURLToPath(new URL('../../compose', import.meta.url)),
   // In the kit the packaged chart is the one its SHA256SUMS lists: a folder beside it is not looked at.

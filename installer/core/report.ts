@@ -32,7 +32,7 @@ export interface Kit {
   fingerprint: string | null
 }
 
-/** Exit codes (issue 4): scripts branch on these. */
+/** Exit codes (docs/installer.md): scripts branch on these. */
 export const EXIT = { ok: 0, error: 1, badInput: 2, checkFailed: 3, warningsOnly: 4 } as const
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT]
 

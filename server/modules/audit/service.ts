@@ -45,17 +45,13 @@ export const audit = (sql: TxSql, e: Audited): Promise<void> =>
     details: e.details ?? {},
   })
 
+/** The actor an audit entry names for a request's actor: its key, or its user. */
+export const auditActor = (a: Pick<Actor<string | null>, 'principal'>): AuditActor =>
+  a.principal.kind === 'api_key' ? { type: 'api_key', id: a.principal.id } : { type: 'user', id: a.principal.userId }
+
 /** An event done by an actor, in its tenant's log, with where its request came from. */
 export const auditBy = (sql: TxSql, a: Actor, e: Omit<Audited, 'tenantId' | 'actor' | 'origin'>): Promise<void> =>
-  audit(sql, {
-    tenantId: a.tenantId,
-    actor:
-      a.principal.kind === 'api_key'
-        ? { type: 'api_key', id: a.principal.id }
-        : { type: 'user', id: a.principal.userId },
-    origin: a.origin,
-    ...e,
-  })
+  audit(sql, { tenantId: a.tenantId, actor: auditActor(a), origin: a.origin, ...e })
 
 export interface AuditQuery {
   limit: number

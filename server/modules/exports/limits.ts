@@ -25,6 +25,9 @@ import { AppError } from '../../domain/errors.js'
 const MiB = 1024 * 1024
 
 /** The largest JSON entry (a page of records, a list, one record): a restore reads one whole to check it. */
+/** Attempts of an export or a restore before it ends failed (their queues in server/jobs.ts, and their enqueues). */
+export const DATA_ATTEMPTS = 3
+
 export const MAX_JSON_ENTRY_BYTES = 64 * MiB
 /** Records a page entry (`00001.json`, ...) holds at most. */
 export const PAGE_ROWS = 5000

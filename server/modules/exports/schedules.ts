@@ -17,12 +17,12 @@ import type { Db, TxSql } from '../../platform/db.js'
 import { removeSchedule, upsertSchedule, type Job } from '../../platform/jobs.js'
 import type { CompiledPolicy } from '../../platform/outbound.js'
 import { auditBy } from '../audit/service.js'
+import { tenantFor } from '../tenants/service.js'
 import { normalizeInclude, type ExportFormat, type Include } from './format.js'
 import {
   checkDestination,
   defaultRegion,
   normalizePrefix,
-  tenantFor,
   type Destination,
   type ExportsService,
   type ExportView,

@@ -14,16 +14,17 @@ import { newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
 import { AppError, ERRORS, invalid, notFound, type ErrorCode } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
-import { PLAN_TERMS, type Plan } from '../../domain/plans.js'
+import { PLAN_TERMS } from '../../domain/plans.js'
 import { guardedS3Blobs, type Blobs } from '../../platform/blobs.js'
 import { isDatabaseUnavailable, type Db, type TxSql } from '../../platform/db.js'
 import { enqueueJob, JobFailure, type Job } from '../../platform/jobs.js'
 import { outboundHostAllowed, refusalIn, type CompiledPolicy } from '../../platform/outbound.js'
 import type { Secrets } from '../../platform/secrets.js'
 import type { Storage } from '../../platform/storage.js'
-import { audit, auditBy, type AuditActor } from '../audit/service.js'
+import { audit, auditActor, auditBy, type AuditActor } from '../audit/service.js'
 import { normalizeInclude, type ExportFormat, type Include } from './format.js'
-import type { ArchiveLimits } from './limits.js'
+import { DATA_ATTEMPTS, type ArchiveLimits } from './limits.js'
+import { ownOrOperator, tenantFor, tenantPlan } from '../tenants/service.js'
 import * as store from './store.js'
 import {
   contentTypeOf,
@@ -40,8 +41,6 @@ import {
 export const EXPORT_QUEUE = 'exports.run'
 /** The specification's validity of an export's download link. */
 export const EXPORT_LINK_SECONDS = 7 * 24 * 3600
-/** Attempts of an export or a restore before it ends failed. */
-export const DATA_ATTEMPTS = 3
 /** How long a destination check may take before it counts as failed. */
 const PROBE_TIMEOUT_MS = 15_000
 
@@ -232,27 +231,6 @@ export async function checkDestination(
     bucket.close()
   }
 }
-
-/** Another tenant's is not there for a tenant's credential (404, never 403); an operator key reaches any. */
-export function ownOrOperator(a: Actor<string | null>, tenantId: string): void {
-  if (a.principal.tenantId !== null && a.principal.tenantId !== tenantId) throw notFound('tenant', tenantId)
-}
-
-/** The tenant the route names, for this caller: its own, or any that exists for a platform operator; 404 otherwise. */
-export async function tenantFor(sql: TxSql, a: Actor<string | null>, tenantId: string): Promise<{ plan: Plan }> {
-  ownOrOperator(a, tenantId)
-  const plan = await tenantPlan(sql, tenantId)
-  if (!plan) throw notFound('tenant', tenantId)
-  return { plan }
-}
-
-/** A tenant's plan; null when there is no such tenant. */
-export const tenantPlan = async (sql: TxSql, tenantId: string): Promise<Plan | null> =>
-  ((await store.tenantRecord(sql, tenantId))?.plan as Plan | undefined) ?? null
-
-/** The actor an audit entry names for a request. */
-export const auditActor = (a: Actor): AuditActor =>
-  a.principal.kind === 'api_key' ? { type: 'api_key', id: a.principal.id } : { type: 'user', id: a.principal.userId }
 
 export function exportsService(deps: ExportsDeps) {
   const { db, storage, secrets, policy } = deps

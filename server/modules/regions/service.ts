@@ -31,7 +31,7 @@ import { byosKeyContext, type Storage } from '../../platform/storage.js'
 import { LAST_FOUR_MIN_KEY_LENGTH } from '../tenants/settings.js'
 import type { CheckResult } from '../../../common/checks.js'
 import { auditBy } from '../audit/service.js'
-import { tenantFor } from '../exports/service.js'
+import { tenantFor } from '../tenants/service.js'
 import * as store from './store.js'
 
 export interface RegionView {

@@ -29,10 +29,9 @@ import { audit, auditBy } from '../audit/service.js'
 import { accountOf, type Account, type AuthService, type StartedSession } from '../sign-in/service.js'
 import { findAccount, revokeUserSessions } from '../sign-in/accounts.js'
 import { EMAIL_RE } from '../../../common/email.js'
-import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
 import {
-  activateInvited,
+  acceptInvited,
   deleteMember,
   insertUser,
   listMembers,
@@ -313,9 +312,14 @@ export function teamService(deps: {
         const inv = await consumeInvitation(sql, hash, now())
         // A concurrent acceptance won, or the member was disabled or removed meanwhile: throwing
         // rolls the consumption back.
-        if (!inv || !(await activateInvited(sql, inv.user_id, { passwordHash, name: input.name?.trim() ?? null })))
-          throw unauthorized(INVALID_INVITATION)
-        await emitUserCreated(sql, inv.tenant_id, inv.user_id, 'invitation')
+        const accepted =
+          inv &&
+          (await acceptInvited(
+            sql,
+            { tenantId: inv.tenant_id, userId: inv.user_id },
+            { passwordHash, name: input.name?.trim() ?? null },
+          ))
+        if (!inv || !accepted) throw unauthorized(INVALID_INVITATION)
         const session = await auth.startSession(sql, {
           tenantId: inv.tenant_id,
           userId: inv.user_id,

@@ -3,9 +3,9 @@
 import type { Actor } from '../../domain/actor.js'
 import { calendarDay, checkPeriod, DAY_MS, isoDay } from '../../domain/days.js'
 import { forbidden, invalid, notFound } from '../../domain/errors.js'
-import { isPlan, PLAN_TERMS, PLANS } from '../../domain/plans.js'
+import { isPlan, PLAN_TERMS, PLANS, type Plan } from '../../domain/plans.js'
 import { newId } from '../../../common/ids.js'
-import type { Db } from '../../platform/db.js'
+import type { Db, TxSql } from '../../platform/db.js'
 import type { Secrets } from '../../platform/secrets.js'
 import { apiKeyTags } from '../api-keys/keys.js'
 import { createKey } from '../api-keys/service.js'
@@ -13,9 +13,8 @@ import { ALL } from '../../domain/permissions.js'
 import { auditBy } from '../audit/service.js'
 import { emitEvent, eventData } from '../outbox/service.js'
 import { EMAIL_RE } from '../../../common/email.js'
-import { emitUserCreated } from '../users/events.js'
 import { hashPassword } from '../users/passwords.js'
-import { insertUser } from '../users/service.js'
+import { emitUserCreated, insertUser } from '../users/service.js'
 import {
   countTenantsForCreation,
   insertTenant,
@@ -25,6 +24,28 @@ import {
   type TenantRow,
 } from './store.js'
 import type { Clock } from '../../clock.js'
+
+// ---- a tenant named in the path (/platform/tenants/:tenantId/...: exports, restores, regions) ----
+
+/** Another tenant's is not there for a tenant's credential (404, never 403); an operator key reaches any. */
+export function ownOrOperator(a: Actor<string | null>, tenantId: string): void {
+  if (a.principal.tenantId !== null && a.principal.tenantId !== tenantId) throw notFound('tenant', tenantId)
+}
+
+/** A tenant's plan; null when there is no such tenant. */
+export const tenantPlan = async (sql: TxSql, tenantId: string): Promise<Plan | null> =>
+  (await selectTenant(sql, tenantId))[0]?.plan ?? null
+
+/**
+ * The tenant the route names, for this caller: its own, or any that exists for a platform operator;
+ * 404 otherwise.
+ */
+export async function tenantFor(sql: TxSql, a: Actor<string | null>, tenantId: string): Promise<{ plan: Plan }> {
+  ownOrOperator(a, tenantId)
+  const plan = await tenantPlan(sql, tenantId)
+  if (!plan) throw notFound('tenant', tenantId)
+  return { plan }
+}
 
 export interface CreateTenantInput {
   name: string

@@ -1,4 +1,4 @@
-// Backup retention by plan (API-SPEC "Limits"): the sweep against the real database and blob store.
+// Backup retention by plan (domain/plans.ts, docs/api.md): the sweep against the real database and blob store.
 // Each test has its own app and database, since a sweep works across all tenants.
 import t, { type Test } from 'tap'
 import { testApp, type TestApp } from '../../../helpers/app.js'

@@ -36,13 +36,11 @@ async function tenants(t: Test, world: { count?: number; current?: TenantRow } =
     '../users/service.js': {
       insertUser: async (_sql: unknown, u: { email: string; role: string; passwordHash: string | null }) =>
         void log.push(['user', u.email, u.role, u.passwordHash]),
+      emitUserCreated: async (_sql: unknown, _t: string, _u: string, by: string) =>
+        void log.push(['event', 'user.created', by]),
     },
     '../outbox/service.js': {
       emitEvent: async (_sql: unknown, e: { type: string }) => void log.push(['event', e.type]),
-    },
-    '../users/events.js': {
-      emitUserCreated: async (_sql: unknown, _t: string, _u: string, by: string) =>
-        void log.push(['event', 'user.created', by]),
     },
     '../api-keys/service.js': {
       createKey: async (_sql: unknown, _tags: unknown, k: { type: string; permissions: string[]; name: string }) => (
