@@ -70,3 +70,21 @@ export { oneOf }
 
 export const PlanName = oneOf(PLANS)
 export const RoleName = oneOf(ROLES)
+
+/** The signed-in person, as the routes that start or describe a session show them. */
+export const User = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  email: Type.String(),
+  name: Type.String(),
+  role: RoleName,
+})
+export const Tenant = Type.Object({ id: Type.String({ format: 'uuid' }), name: Type.String(), plan: PlanName })
+
+/** A session started (password, OpenID Connect, an accepted invitation): its token and who it is for. */
+export const SessionStarted = Type.Object({
+  token: Type.String(),
+  tokenType: Type.Literal('session'),
+  expiresAt: Type.String({ format: 'date-time' }),
+  user: User,
+  tenant: Tenant,
+})

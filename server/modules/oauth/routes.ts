@@ -10,10 +10,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { originOf } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
 import { invalid, notFound } from '../../domain/errors.js'
-import { Envelope, errors } from '../../http/schemas.js'
+import { Envelope, errors, SessionStarted } from '../../http/schemas.js'
 import { assertSameOrigin, setSessionCookie } from '../../http/session-cookie.js'
 import { randomBase62 } from '../../../common/ids.js'
-import { Tenant, User } from '../sign-in/routes.js'
 import { CALLBACK_HTML, CALLBACK_JS } from './page.js'
 import { sendPage } from '../../http/pages.js'
 import { STATE_TTL_SECONDS, type OAuthService } from './service.js'
@@ -168,15 +167,7 @@ export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async 
         params: ProviderParams,
         body: AuthorizeBody,
         response: {
-          200: Envelope(
-            Type.Object({
-              token: Type.String(),
-              tokenType: Type.Literal('session'),
-              expiresAt: Type.String({ format: 'date-time' }),
-              user: User,
-              tenant: Tenant,
-            }),
-          ),
+          200: Envelope(SessionStarted),
           ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE'),
         },
       },

@@ -1,7 +1,6 @@
-// Sign-in endpoints (docs/identity.md; where they are served: docs/architecture.md, "Where routes are served"). Signing
-// in is exempt
-// from the general rate limit (docs/api.md), and has limits of its own instead: login the
-// throttle of throttle.ts, the steps that take a session token the sign-in guard
+// Sign-in endpoints (docs/identity.md; where they are served: docs/architecture.md, "Where routes are
+// served"). Signing in is exempt from the general rate limit (docs/api.md), and has limits of its own
+// instead: login the throttle of throttle.ts, the steps that take a session token the sign-in guard
 // (http/signin-guard.ts). /auth/me and a logout by access token are API use like any other:
 // counted against the credential's own limit.
 import { Type } from '@sinclair/typebox'
@@ -10,7 +9,7 @@ import type { FastifyRequest } from 'fastify'
 import { originOf } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
 import { unauthorized } from '../../domain/errors.js'
-import { Envelope, errors, PlanName, RoleName } from '../../http/schemas.js'
+import { Envelope, errors, SessionStarted, Tenant, User } from '../../http/schemas.js'
 import { clearSessionCookie, sessionTokenOf, setSessionCookie, SESSION_COOKIE } from '../../http/session-cookie.js'
 import type { SignInGuard } from '../../http/signin-guard.js'
 import { isLegacySessionToken, type AuthService } from './service.js'
@@ -18,13 +17,6 @@ import { DEVICE_COOKIE, DEVICE_COOKIE_DAYS } from './throttle.js'
 import type { TokenIssuer } from './tokens.js'
 
 const tags = ['auth']
-export const User = Type.Object({
-  id: Type.String({ format: 'uuid' }),
-  email: Type.String(),
-  name: Type.String(),
-  role: RoleName,
-})
-export const Tenant = Type.Object({ id: Type.String({ format: 'uuid' }), name: Type.String(), plan: PlanName })
 const SessionToken = Type.String({
   maxLength: 200,
   description: 'Identity session token (ats_...); omit to use the session cookie',
@@ -72,15 +64,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<{
           { additionalProperties: false },
         ),
         response: {
-          200: Envelope(
-            Type.Object({
-              token: Type.String(),
-              tokenType: Type.Literal('session'),
-              expiresAt: Type.String({ format: 'date-time' }),
-              user: User,
-              tenant: Tenant,
-            }),
-          ),
+          200: Envelope(SessionStarted),
           ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED', 'SERVICE_UNAVAILABLE'),
         },
       },

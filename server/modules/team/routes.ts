@@ -5,10 +5,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
 import { actorOf, originOf } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
-import { apiErrors, Envelope, errors, PageEnvelope, PageQuery, RoleName } from '../../http/schemas.js'
+import { apiErrors, Envelope, errors, PageEnvelope, PageQuery, RoleName, SessionStarted } from '../../http/schemas.js'
 import { setSessionCookie } from '../../http/session-cookie.js'
 import type { SignInGuard } from '../../http/signin-guard.js'
-import { Tenant, User } from '../sign-in/routes.js'
 import { MIN_PASSWORD_LENGTH } from '../tenants/service.js'
 import type { MemberRow } from '../users/service.js'
 import { isLegacyInvitationToken, type TeamService } from './service.js'
@@ -185,15 +184,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
           { additionalProperties: false },
         ),
         response: {
-          200: Envelope(
-            Type.Object({
-              token: Type.String(),
-              tokenType: Type.Literal('session'),
-              expiresAt: Type.String({ format: 'date-time' }),
-              user: User,
-              tenant: Tenant,
-            }),
-          ),
+          200: Envelope(SessionStarted),
           ...errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMIT_EXCEEDED'),
         },
       },
