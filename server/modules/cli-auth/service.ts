@@ -16,7 +16,7 @@ import { credentialTags, type CredentialTags } from '../../platform/credential-t
 import type { Secrets } from '../../platform/secrets.js'
 import { audit, auditBy } from '../audit/service.js'
 import { accountOf, type Account, type AuthService } from '../sign-in/service.js'
-import { findAccount } from '../sign-in/accounts.js'
+import { findAccount, maySignIn, signingIn } from '../sign-in/accounts.js'
 import type { TokenIssuer } from '../sign-in/tokens.js'
 import { approveLogin, consumeLogin, deleteExpiredLogins, findLogin, insertLogin, type CliLoginRow } from './store.js'
 import { dateClock } from '../../clock.js'
@@ -225,28 +225,17 @@ export function cliAuthService(o: CliAuthServiceOptions) {
         if (!r) return null
         const account = await findAccount(sql, r.user_id!)
         // Throwing rolls the consumption back: the login stays approved until it expires.
-        if (
-          !account ||
-          account.tenant_id !== r.tenant_id ||
-          account.user_status !== 'active' ||
-          account.tenant_status !== 'active'
-        ) {
+        if (!account || account.tenant_id !== r.tenant_id || !maySignIn(account)) {
           throw forbidden('The account that approved this login is disabled or no longer exists', {
             reason: 'account_disabled',
           })
         }
-        const session = await o.auth.startSession(sql, {
-          tenantId: account.tenant_id,
-          userId: account.user_id,
-          method: 'cli',
-          origin,
-        })
+        const signer = signingIn(account, origin)
+        const session = await o.auth.startSession(sql, { ...signer, method: 'cli' })
         await audit(sql, {
-          tenantId: account.tenant_id,
-          actor: { type: 'user', id: account.user_id },
+          ...signer,
           action: 'auth.login',
           target: { type: 'session', id: session.sessionId },
-          origin,
           details: { method: 'cli', cliVersion: r.cli_version, platform: r.platform },
         })
         return { account, session }

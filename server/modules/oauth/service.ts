@@ -9,7 +9,7 @@
 // serves every tenant, but only accounts already in use: it never accepts an invitation (the
 // invitation's own link does), so a tenant cannot pull someone in by inviting their address first.
 // An address with accounts in several tenants names the one to sign in to when starting.
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { timingSafeEqual } from 'node:crypto'
 import * as client from 'openid-client'
 import type { Logger } from 'pino'
 import { AppError, forbidden, invalid, notFound, unauthorized } from '../../domain/errors.js'
@@ -17,8 +17,15 @@ import { newId } from '../../../common/ids.js'
 import { isUniqueViolation, type Db } from '../../platform/db.js'
 import type { Origin } from '../../domain/actor.js'
 import { audit } from '../audit/service.js'
-import { accountOf, type Account, type AuthService, type StartedSession } from '../sign-in/service.js'
-import { findAccount, findAccountsByEmail, type AccountRow } from '../sign-in/accounts.js'
+import { accountOf, hashToken, type Account, type AuthService, type StartedSession } from '../sign-in/service.js'
+import {
+  findAccount,
+  findAccountsByEmail,
+  maySignIn,
+  signInRefusal,
+  signingIn,
+  type AccountRow,
+} from '../sign-in/accounts.js'
 import { emitUserCreated, insertUser } from '../users/service.js'
 import { isNetworkFailure, unavailable, type Provider, type Providers } from './providers.js'
 import { activateInvited, consumeState, deleteExpiredStates, findTenant, insertState } from './store.js'
@@ -27,7 +34,6 @@ import { dateClock } from '../../clock.js'
 /** How long a started sign-in may take at the identity provider. */
 export const STATE_TTL_SECONDS = 600
 
-const sha256 = (text: string) => createHash('sha256').update(text).digest()
 const INVALID_STATE = 'This sign-in is unknown, expired or already used; start signing in again'
 
 export interface OAuthServiceOptions {
@@ -105,7 +111,7 @@ export function oauthService(o: OAuthServiceOptions) {
   /** The account the verified address signs in to, created or activated as the provider's rules say. */
   /** Of an address's accounts, the one a provider serving every tenant signs in to, or why none. */
   function platformWideAccount(accounts: AccountRow[]): { account: AccountRow } | Refusal {
-    const usable = accounts.filter((a) => a.user_status === 'active' && a.tenant_status === 'active')
+    const usable = accounts.filter(maySignIn)
     if (usable.length === 1) return { account: usable[0]! }
     if (usable.length > 1) {
       return {
@@ -118,14 +124,10 @@ export function oauthService(o: OAuthServiceOptions) {
         ),
       }
     }
+    // None is usable: the first that has joined says why.
     const first = accounts.find((a) => a.user_status !== 'invited')
-    if (first?.tenant_status === 'suspended')
-      return {
-        error: forbidden('The organization of this account is suspended', { reason: 'tenant_suspended' }),
-        account: first,
-      }
-    if (first?.user_status === 'disabled')
-      return { error: forbidden('This account is disabled', { reason: 'account_disabled' }), account: first }
+    const refused = first && signInRefusal(first)
+    if (refused) return { error: refused, account: first }
     if (accounts.length)
       return {
         error: forbidden('Accept your invitation from the link you were sent first; then sign in here', {
@@ -160,13 +162,8 @@ export function oauthService(o: OAuthServiceOptions) {
         if ('error' in found) return found
         account = found.account
       } else if ((account = accounts[0])) {
-        if (account.tenant_status !== 'active')
-          return {
-            error: forbidden('The organization of this account is suspended', { reason: 'tenant_suspended' }),
-            account,
-          }
-        if (account.user_status === 'disabled')
-          return { error: forbidden('This account is disabled', { reason: 'account_disabled' }), account }
+        const refused = signInRefusal(account)
+        if (refused) return { error: refused, account }
         if (account.user_status === 'invited') activated = await activateInvited(sql, account.user_id, at)
       } else {
         const tenant = await findTenant(sql, s.tenantId)
@@ -191,44 +188,21 @@ export function oauthService(o: OAuthServiceOptions) {
         created = true
       }
 
-      const actor = { type: 'user' as const, id: account.user_id }
+      const signer = signingIn(account, origin)
+      const user = { type: 'user', id: account.user_id }
       if (created || activated)
         await emitUserCreated(sql, account.tenant_id, account.user_id, created ? 'oidc' : 'invitation')
-      if (created) {
+      if (created)
         await audit(sql, {
-          tenantId: account.tenant_id,
-          actor,
+          ...signer,
           action: 'auth.user_provisioned',
-          target: { type: 'user', id: account.user_id },
-          origin,
+          target: user,
           details: { ...method, role: account.role },
         })
-      }
-      if (activated) {
-        await audit(sql, {
-          tenantId: account.tenant_id,
-          actor,
-          action: 'auth.invitation_accepted',
-          target: { type: 'user', id: account.user_id },
-          origin,
-          details: method,
-        })
-        account = { ...account, user_status: 'active' }
-      }
-      const session = await o.auth.startSession(sql, {
-        tenantId: account.tenant_id,
-        userId: account.user_id,
-        method: 'oidc',
-        origin,
-      })
-      await audit(sql, {
-        tenantId: account.tenant_id,
-        actor,
-        action: 'auth.login',
-        target: { type: 'session', id: session.sessionId },
-        origin,
-        details: method,
-      })
+      if (activated) await audit(sql, { ...signer, action: 'auth.invitation_accepted', target: user, details: method })
+      const session = await o.auth.startSession(sql, { ...signer, method: 'oidc' })
+      const target = { type: 'session', id: session.sessionId }
+      await audit(sql, { ...signer, action: 'auth.login', target, details: method })
       return { ...accountOf(account), session }
     })
   }
@@ -258,11 +232,11 @@ export function oauthService(o: OAuthServiceOptions) {
       await o.db.system(async (sql) => {
         await deleteExpiredStates(sql, at)
         await insertState(sql, {
-          stateHash: sha256(state),
+          stateHash: hashToken(state),
           provider: p.setting.id,
           nonce,
           codeVerifier,
-          browserHash: sha256(browser),
+          browserHash: hashToken(browser),
           tenantId,
           createdAt: at,
           expiresAt,
@@ -296,7 +270,7 @@ export function oauthService(o: OAuthServiceOptions) {
           reason: 'browser_mismatch',
         })
       }
-      const row = await o.db.system((sql) => consumeState(sql, sha256(state)))
+      const row = await o.db.system((sql) => consumeState(sql, hashToken(state)))
       if (!row)
         throw new AppError('VALIDATION_ERROR', INVALID_STATE, {
           reason: 'state_invalid',
@@ -312,7 +286,7 @@ export function oauthService(o: OAuthServiceOptions) {
           },
         )
       }
-      if (!timingSafeEqual(row.browser_hash, sha256(input.browser))) {
+      if (!timingSafeEqual(row.browser_hash, hashToken(input.browser))) {
         // Login CSRF: someone else's sign-in would be completed in this browser.
         throw forbidden('This sign-in was not started in this browser; start signing in again', {
           reason: 'browser_mismatch',

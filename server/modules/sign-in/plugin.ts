@@ -17,6 +17,20 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * What a module whose /api/v1 routes start sessions (sign-in, an accepted invitation) needs registered
+ * before it: the request pipeline's credential cache, limits, authentication and license, and the
+ * cookie the session is set in.
+ */
+export const SESSION_ROUTES_DEPENDENCIES = [
+  'atrium-platform',
+  'atrium-credentials',
+  'atrium-limits',
+  'atrium-auth',
+  'atrium-license',
+  '@fastify/cookie',
+]
+
 export const signInPlugin = fp(
   async (
     app,
@@ -39,15 +53,5 @@ export const signInPlugin = fp(
       guard: o.limits.signIn,
     })
   },
-  {
-    name: 'atrium-sign-in',
-    dependencies: [
-      'atrium-platform',
-      'atrium-credentials',
-      'atrium-limits',
-      'atrium-auth',
-      'atrium-license',
-      '@fastify/cookie',
-    ],
-  },
+  { name: 'atrium-sign-in', dependencies: SESSION_ROUTES_DEPENDENCIES },
 )

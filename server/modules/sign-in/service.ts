@@ -3,7 +3,7 @@
 // JWT access tokens, rotated by refresh, and ended by logout. Access tokens name their session, so
 // ending the session ends them too.
 import { createHash } from 'node:crypto'
-import { AppError, forbidden, unauthorized } from '../../domain/errors.js'
+import { AppError, unauthorized } from '../../domain/errors.js'
 import type { Credentials } from '../../domain/credentials.js'
 import { ROLE_PERMISSIONS } from '../../domain/permissions.js'
 import type { Authenticator, Principal } from '../../domain/principal.js'
@@ -26,6 +26,7 @@ import {
   type NewSession,
   type SessionRow,
 } from './store.js'
+import { maySignIn, signInRefusal, signingIn } from './accounts.js'
 import { accountKey, deviceCookies, type LoginThrottle } from './throttle.js'
 import { credentialTags } from '../../platform/credential-tags.js'
 import type { Secrets } from '../../platform/secrets.js'
@@ -40,7 +41,8 @@ const SESSION_TOKEN_RE = /^ats_[A-Za-z0-9]{43}(?:[A-Za-z0-9]{8})?$/
 export const looksLikeSessionToken = (token: string) => SESSION_TOKEN_RE.test(token)
 /** A session token of the format before tags (which memory cannot tell from a made-up one). */
 export const isLegacySessionToken = (token: string) => token.length === 'ats_'.length + 43
-const hashToken = (token: string) => createHash('sha256').update(token).digest()
+/** How a secret handed out (a session or invitation token, a sign-in's state and browser binding) is stored: its SHA-256 only. */
+export const hashToken = (token: string) => createHash('sha256').update(token).digest()
 /**
  * How long a retired session token counts as having lost a refresh race rather than as copied.
  * Only the refusal differs: the token gives nothing either way.
@@ -235,17 +237,10 @@ export function authService(o: AuthServiceOptions) {
         throw unauthorized('The email or password is not correct')
       }
       await o.throttle.succeeded(attempt)
-      const usable = matched.filter((c) => c.user_status === 'active' && c.tenant_status === 'active')
-      // Only someone who knows the password learns that the account is disabled.
-      if (!usable.length) {
-        const c = matched[0]!
-        throw forbidden(
-          c.tenant_status !== 'active' ? 'The organization of this account is suspended' : 'This account is disabled',
-          {
-            reason: c.tenant_status !== 'active' ? 'tenant_suspended' : 'account_disabled',
-          },
-        )
-      }
+      const usable = matched.filter(maySignIn)
+      // Only someone who knows the password learns that the account is disabled. An account with a
+      // password is not invited, so signInRefusal names its reason.
+      if (!usable.length) throw signInRefusal(matched[0]!)!
       if (usable.length > 1) {
         throw new AppError(
           'VALIDATION_ERROR',
@@ -263,21 +258,11 @@ export function authService(o: AuthServiceOptions) {
         )
       }
       const chosen = usable[0]!
+      const signer = signingIn(chosen, ctx.origin)
       const session = await o.db.system(async (sql) => {
-        const s = await startSession(sql, {
-          tenantId: chosen.tenant_id,
-          userId: chosen.user_id,
-          method: 'password',
-          origin: ctx.origin,
-        })
-        await audit(sql, {
-          tenantId: chosen.tenant_id,
-          actor: { type: 'user', id: chosen.user_id },
-          action: 'auth.login',
-          target: { type: 'session', id: s.sessionId },
-          origin: ctx.origin,
-          details: { method: 'password' },
-        })
+        const s = await startSession(sql, { ...signer, method: 'password' })
+        const target = { type: 'session', id: s.sessionId }
+        await audit(sql, { ...signer, action: 'auth.login', target, details: { method: 'password' } })
         return s
       })
       return {

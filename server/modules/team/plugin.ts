@@ -3,6 +3,7 @@
 import fp from 'fastify-plugin'
 import { API_PREFIX } from '../../http/auth.js'
 import type { SignInGuard } from '../../http/signin-guard.js'
+import { SESSION_ROUTES_DEPENDENCIES } from '../sign-in/plugin.js'
 import { invitationPageRoutes } from './page.js'
 import { teamRoutes } from './routes.js'
 import type { TeamService } from './service.js'
@@ -12,17 +13,5 @@ export const teamPlugin = fp(
     await app.register(invitationPageRoutes)
     await app.register(teamRoutes, { prefix: API_PREFIX, team: o.team, guard: o.limits.signIn })
   },
-  {
-    name: 'atrium-team',
-    dependencies: [
-      'atrium-platform',
-      'atrium-credentials',
-      'atrium-limits',
-      'atrium-auth',
-      'atrium-license',
-      'atrium-sign-in',
-      'atrium-pages',
-      '@fastify/cookie',
-    ],
-  },
+  { name: 'atrium-team', dependencies: [...SESSION_ROUTES_DEPENDENCIES, 'atrium-sign-in', 'atrium-pages'] },
 )

@@ -11,32 +11,34 @@
 // - The last active owner cannot be demoted, disabled or removed.
 // - An invited member has not joined yet: their status cannot change (remove them to withdraw the
 //   invitation).
+// The last two are rules of accounts whoever changes them, decided by the users module; the team
+// module applies them, with the others, on the rows it locks.
 // Any change to a member ends their sessions in the same transaction, and their cached credentials
 // on every replica right after it commits, so what they may do changes at once. Disabling or removing
 // them revokes their API keys; a demotion revokes the keys holding more than the new role.
-import { createHash } from 'node:crypto'
 import type { Actor, Origin } from '../../domain/actor.js'
 import { AppError, forbidden, invalid, notFound, unauthorized } from '../../domain/errors.js'
 import type { Credentials } from '../../domain/credentials.js'
 import { covers, ROLE_PERMISSIONS, type Role } from '../../domain/permissions.js'
-import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import type { Principal } from '../../domain/principal.js'
 import { newId, randomBase62 } from '../../../common/ids.js'
 import { isUniqueViolation, type Db, type TxSql } from '../../platform/db.js'
 import { credentialTags } from '../../platform/credential-tags.js'
 import type { Secrets } from '../../platform/secrets.js'
 import { audit, auditBy } from '../audit/service.js'
-import { accountOf, type Account, type AuthService, type StartedSession } from '../sign-in/service.js'
-import { findAccount, revokeUserSessions } from '../sign-in/accounts.js'
+import { accountOf, hashToken, type Account, type AuthService, type StartedSession } from '../sign-in/service.js'
+import { findAccount, revokeUserSessions, signingIn } from '../sign-in/accounts.js'
 import { EMAIL_RE } from '../../../common/email.js'
 import { hashPassword } from '../users/passwords.js'
 import {
   acceptInvited,
+  changesInvitedStatus,
   deleteMember,
-  insertUser,
-  listMembers,
+  getMember,
+  insertInvited,
+  leavesNoActiveOwner,
+  listMembersPage,
   lockMemberAndOwners,
-  selectMember,
   updateMember,
   type MemberRow,
 } from '../users/service.js'
@@ -49,7 +51,6 @@ export const INVITATION_TTL_SECONDS = 7 * 24 * 3600
 const INVITATION_TOKEN_RE = /^ati_[A-Za-z0-9]{43}(?:[A-Za-z0-9]{8})?$/
 /** An invitation token of the format before tags (which memory cannot tell from a made-up one). */
 export const isLegacyInvitationToken = (token: string) => token.length === 'ati_'.length + 43
-const hashToken = (token: string) => createHash('sha256').update(token).digest()
 const INVALID_INVITATION = 'The invitation is invalid, expired or already used'
 
 export interface Invitation {
@@ -125,17 +126,9 @@ export function teamService(deps: {
     p.kind === 'user' && p.role === 'owner' && target.role === 'owner'
 
   return {
-    async list(tenantId: string, page: { limit: number; cursor?: string }) {
-      const after = decodeIdCursor(page.cursor)
-      const rows = await db.tenantRead(tenantId, (sql) => listMembers(sql, tenantId, page.limit + 1, after))
-      return toPage(rows, page.limit, (m) => m.id)
-    },
+    list: (tenantId: string, page: { limit: number; cursor?: string }) => listMembersPage(db, tenantId, page),
 
-    async get(tenantId: string, userId: string): Promise<MemberRow> {
-      const [row] = await db.tenantRead(tenantId, (sql) => selectMember(sql, tenantId, userId))
-      if (!row) throw notFound('member', userId)
-      return row
-    },
+    get: (tenantId: string, userId: string): Promise<MemberRow> => getMember(db, tenantId, userId),
 
     async invite(
       a: Actor,
@@ -147,14 +140,12 @@ export function teamService(deps: {
       const userId = newId()
       try {
         return await db.tenant(a.tenantId, async (sql) => {
-          await insertUser(sql, {
+          const member = await insertInvited(sql, {
             id: userId,
             tenantId: a.tenantId,
             email,
             name: input.name?.trim() ?? '',
             role: input.role,
-            passwordHash: null,
-            status: 'invited',
           })
           const invitation = await issueInvitation(sql, a, userId)
           await auditBy(sql, a, {
@@ -162,8 +153,7 @@ export function teamService(deps: {
             target: { type: 'user', id: userId },
             details: { email, role: input.role },
           })
-          const [member] = await selectMember(sql, a.tenantId, userId)
-          return { member: member!, invitation }
+          return { member, invitation }
         })
       } catch (err) {
         // Unique within the tenant only: whether the address has an account in another tenant is
@@ -207,19 +197,14 @@ export function teamService(deps: {
           if (status !== target.status) throw forbidden('You cannot disable or enable yourself', { reason: 'self' })
           if (!ownerSteppingDown(p, target)) throw forbidden('You cannot change your own role', { reason: 'self' })
         }
-        if (target.status === 'invited' && status !== target.status) {
+        if (changesInvitedStatus(target, status)) {
           throw refusedChange(
             'invited',
             'status',
             'An invited member has not joined yet; remove them to withdraw the invitation',
           )
         }
-        if (
-          target.role === 'owner' &&
-          target.status === 'active' &&
-          (role !== 'owner' || status !== 'active') &&
-          otherActiveOwners === 0
-        ) {
+        if (leavesNoActiveOwner(target, { role, status }, otherActiveOwners)) {
           throw refusedChange(
             'last_owner',
             change.role !== undefined && role !== 'owner' ? 'role' : 'status',
@@ -259,7 +244,7 @@ export function teamService(deps: {
         assertMayHandle(p, target.role, 'manage')
         if (p.userId === userId && !ownerSteppingDown(p, target))
           throw forbidden('You cannot remove yourself', { reason: 'self' })
-        if (target.role === 'owner' && target.status === 'active' && otherActiveOwners === 0) {
+        if (leavesNoActiveOwner(target, null, otherActiveOwners)) {
           throw refusedChange(
             'last_owner',
             'userId',
@@ -320,18 +305,12 @@ export function teamService(deps: {
             { passwordHash, name: input.name?.trim() ?? null },
           ))
         if (!inv || !accepted) throw unauthorized(INVALID_INVITATION)
-        const session = await auth.startSession(sql, {
-          tenantId: inv.tenant_id,
-          userId: inv.user_id,
-          method: 'invitation',
-          origin,
-        })
+        const signer = signingIn(inv, origin)
+        const session = await auth.startSession(sql, { ...signer, method: 'invitation' })
         await audit(sql, {
-          tenantId: inv.tenant_id,
-          actor: { type: 'user', id: inv.user_id },
+          ...signer,
           action: 'auth.invitation_accepted',
           target: { type: 'user', id: inv.user_id },
-          origin,
           details: { invitationId: inv.id, sessionId: session.sessionId },
         })
         const account = await findAccount(sql, inv.user_id)
