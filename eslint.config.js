@@ -15,36 +15,50 @@ import tseslint from 'typescript-eslint'
 // (`../../http/errors.js` from server/modules/<area>/). Flat config replaces a rule's options
 // wholesale when two blocks match one file, so every file belongs to exactly one block below, and
 // that block lists every boundary that applies to it.
-const SERVER = {
-  regex: '^(\\.\\./)+server/',
-  message: 'installer, config and licenses import nothing from server/: move shared code to common/',
-}
-const COMMON_OUT = {
-  regex: '^(\\.\\./)+(server|installer|config|licenses)/',
-  message: 'common/ imports nothing from server/, installer/, config/ or licenses/: it is the code they share',
-}
+/** An import that climbs out of the importing file's folder (`../`, as often as it takes) into one of `folders`. */
+const climbingInto = (folders, message) => ({ regex: `^(\\.\\./)+(${folders.join('|')})/`, message })
+const SERVER = climbingInto(
+  ['server'],
+  'installer, config and licenses import nothing from server/: move shared code to common/',
+)
+const COMMON_OUT = climbingInto(
+  ['server', 'installer', 'config', 'licenses'],
+  'common/ imports nothing from server/, installer/, config/ or licenses/: it is the code they share',
+)
 const HTTP_MESSAGE = 'services and stores import nothing from http/ or Fastify'
 const NO_HTTP = [
-  { regex: '^(\\.\\./)+(server/)?http/', message: HTTP_MESSAGE },
+  climbingInto(['http', 'server/http'], HTTP_MESSAGE),
   { regex: '^(fastify|@fastify/[^/]+)(/.*)?$', message: HTTP_MESSAGE },
 ]
 // The client package is published on its own: it imports nothing of the repository around it, and
 // its library (all but the CLI) nothing of Node's, so that it runs in browsers.
-const CLIENT_OUT = {
-  regex: '^(\\.\\./)+(server|installer|config|licenses|common)/',
-  message: 'client/ is its own package: it imports nothing from the rest of the repository',
-}
+const CLIENT_OUT = climbingInto(
+  ['server', 'installer', 'config', 'licenses', 'common'],
+  'client/ is its own package: it imports nothing from the rest of the repository',
+)
 const CLIENT_NO_NODE = {
   regex: '^node:',
   message: 'the client library runs in browsers too: Node modules belong in client/src/cli/',
 }
-const HTTP_NO_MODULES = { regex: '^(\\.\\./)+(server/)?modules/', message: 'http does not import modules' }
-const PLATFORM_NO_MODULES = { regex: '^(\\.\\./)+(server/)?modules/', message: 'platform imports no module' }
-// From server/modules/<area>/ (or deeper), another module's store (store.js, or a part's, such as
-// files-store.js): ../<other>/store.js, or the long way round.
-const OTHER_STORE = {
-  regex: '^(\\.\\./[^./][^/]*/|(\\.\\./)+(server/)?modules/[^/]+/)([a-z0-9]+-)*store(\\.[jt]s)?$',
-  message: "use the other module's service, never its store",
+const MODULES = ['modules', 'server/modules']
+const HTTP_NO_MODULES = climbingInto(MODULES, 'http does not import modules')
+const PLATFORM_NO_MODULES = climbingInto(MODULES, 'platform imports no module')
+// From server/modules/<area>/ (or deeper), a file of another module named `kind` (store.js, or a
+// part's, such as files-store.js): ../<other>/store.js, or the long way round.
+const otherModules = (kind, message) => ({
+  regex: `^(\\.\\./[^./][^/]*/|(\\.\\./)+(server/)?modules/[^/]+/)([a-z0-9]+-)*${kind}(\\.[jt]s)?$`,
+  message,
+})
+const OTHER_STORE = otherModules('store', "use the other module's service, never its store")
+// A plugin is given its module's services built: server/services.ts, the composition root, builds
+// every service, so a plugin that built another module's would hold a second one. Its type is
+// what a plugin may name (typescript-eslint's rule: the core one cannot tell a type import).
+const OTHER_SERVICE = {
+  ...otherModules(
+    'service',
+    "a plugin never builds another module's service (server/services.ts builds them): import its type only",
+  ),
+  allowTypeImports: true,
 }
 // The files of a module that speak HTTP; everything else in a module is service, store or helper.
 const MODULE_HTTP_FILES = [
@@ -102,6 +116,12 @@ export default defineConfig([
   boundaries('platform', ['server/platform/**'], [PLATFORM_NO_MODULES]),
   boundaries('domain', ['server/domain/**'], NO_HTTP),
   boundaries('module-http', MODULE_HTTP_FILES, [OTHER_STORE]),
+  {
+    // Another rule than the blocks above, so it adds to module-http's boundaries instead of replacing them.
+    name: 'atrium/layering/module-plugin',
+    files: ['server/modules/**/plugin.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [OTHER_SERVICE] }] },
+  },
   boundaries('module-core', ['server/modules/**'], [...NO_HTTP, OTHER_STORE], MODULE_HTTP_FILES),
   prettier,
 ])

@@ -117,12 +117,12 @@ async function clockOf(
   return { judgedBy: time.source(), behindSeconds: Math.round(time.behindMs() / 1000) }
 }
 
-function options(args: string[], spec: Record<string, { type: 'string' }>) {
+/** The command's `--name value` options (every one takes a value); anything else is a UsageError. */
+function options<N extends string>(args: string[], names: readonly N[] = []): Partial<Record<N, string>> {
+  const spec = Object.fromEntries(names.map((n) => [n, { type: 'string' as const }]))
   try {
-    return parseArgs({ args, options: spec, strict: true, allowPositionals: false }).values as Record<
-      string,
-      string | undefined
-    >
+    const { values } = parseArgs({ args, options: spec, strict: true, allowPositionals: false })
+    return values as Partial<Record<N, string>>
   } catch (err) {
     throw new UsageError((err as Error).message)
   }
@@ -141,13 +141,13 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       return serve({ license: opts.license })
     }
     case 'migrate': {
-      options(args, {})
+      options(args)
       const applied = await withDb((db) => migrate(db.sql), { migrate: false })
       print({ applied })
       return
     }
     case 'wait-for-migrations': {
-      const o = options(args, { 'timeout-seconds': { type: 'string' } })
+      const o = options(args, ['timeout-seconds'])
       const seconds = o['timeout-seconds'] ?? '600'
       if (!/^[1-9]\d{0,5}$/.test(seconds)) throw new UsageError('--timeout-seconds must be a whole number of seconds')
       const r = await withDb((db) => waitForMigrations(db.sql, { timeoutMs: Number(seconds) * 1000 }), {
@@ -158,12 +158,7 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       return
     }
     case 'create-tenant': {
-      const o = options(args, {
-        name: { type: 'string' },
-        plan: { type: 'string' },
-        email: { type: 'string' },
-        password: { type: 'string' },
-      })
+      const o = options(args, ['name', 'plan', 'email', 'password'])
       if (!o.name) throw new UsageError('--name is required')
       // The same decision as the server's: production needs a usable license; development without
       // one has no tenant limit.
@@ -186,7 +181,7 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       return
     }
     case 'license': {
-      options(args, {})
+      options(args)
       // LICENSE_KEY alone is enough: an admin checks a key before anything else is configured.
       const config = loadSettingsOrExit(['NODE_ENV', 'LICENSE_KEY', 'AIR_GAPPED', 'DATABASE_URL'])
       const decision = await decideLicense(config, opts.license)
@@ -208,13 +203,7 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       return
     }
     case 'create-key': {
-      const o = options(args, {
-        tenant: { type: 'string' },
-        type: { type: 'string' },
-        permissions: { type: 'string' },
-        name: { type: 'string' },
-        'expires-in-days': { type: 'string' },
-      })
+      const o = options(args, ['tenant', 'type', 'permissions', 'name', 'expires-in-days'])
       const type = (o.type ?? 'ci') as KeyType
       if (!KEY_TYPES.includes(type)) throw new UsageError(`--type must be one of ${KEY_TYPES.join(', ')}`)
       if (type !== 'admin' && !o.tenant) throw new UsageError('--tenant is required for sdk and ci keys')
@@ -244,7 +233,7 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       return
     }
     case 'unlock-sign-in': {
-      const o = options(args, { email: { type: 'string' } })
+      const o = options(args, ['email'])
       const email = o.email?.trim()
       if (!email || !EMAIL_RE.test(email)) throw new UsageError('--email must be an email address')
       const config = loadConfigOrExit()
@@ -276,7 +265,7 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       return
     }
     case 'check-services': {
-      options(args, {})
+      options(args)
       // Loaded here: the S3 client and the checks are not needed by any other command.
       const { namedServiceChecks, regionStoreChecks } = await import('../common/service-checks.js')
       const env = process.env

@@ -13,7 +13,7 @@ import { auditRetention } from './modules/audit/service.js'
 import { collectFileObjects } from './modules/projects/collector.js'
 import { sweepExpiredBackups } from './modules/projects/service.js'
 import { eventsRetention } from './modules/webhooks/worker.js'
-import { jobUpkeep, type Job, type JobRunner, type QueueDefinition } from './platform/jobs.js'
+import { exponentialBackoff, jobUpkeep, type Job, type JobRunner, type QueueDefinition } from './platform/jobs.js'
 import { clockCheck } from './platform/trusted-time.js'
 import type { Services } from './services.js'
 
@@ -50,8 +50,11 @@ export interface JobPayloads {
 
 export type QueueName = keyof JobPayloads
 
+/** A queue's handler. */
+export type JobHandler<Q extends QueueName> = (job: Job<JobPayloads[Q]>) => Promise<void>
+
 /** One handler per queue. */
-export type JobHandlers = { [Q in QueueName]: (job: Job<JobPayloads[Q]>) => Promise<void> }
+export type JobHandlers = { [Q in QueueName]: JobHandler<Q> }
 
 /** What tests change of the queues' numbers (AppOptions); the registry's values otherwise. */
 export interface QueueOptions {
@@ -77,7 +80,7 @@ export interface QueueOptions {
 
 export interface QueueEntry<Q extends QueueName = QueueName> {
   /** The module's handler, made from the services. */
-  handler: (s: Services) => JobHandlers[Q]
+  handler: (s: Services) => JobHandler<Q>
   /** Jobs in flight at once on one replica: a number, or the setting that says it (default 1). */
   concurrency?: number | 'AGENT_RUNS_PER_REPLICA'
   /** How long a claim lasts without renewal: how soon another replica takes over a dead one's job (default 60 s). */
@@ -101,13 +104,23 @@ export interface QueueEntry<Q extends QueueName = QueueName> {
 const HOUR = 3600_000
 
 /**
- * Data work (an export, a schedule's slot, a restore): each is run again from its start after a
- * crash, up to DATA_ATTEMPTS attempts (as the enqueue says too), backing off from 5 s to a minute.
+ * Data work (an export, a schedule's slot, a restore), handled by its service's `run`: each is run again from its
+ * start after a crash, up to DATA_ATTEMPTS attempts (as the enqueue says too), backing off from 5 s to a minute.
+ * `lease` is the QueueOptions field that replaces its lease.
  */
-const data = <Q extends QueueName>(o: QueueEntry<Q>): QueueEntry<Q> => ({
+const data = <Q extends QueueName>({
+  service,
+  lease,
+  ...o
+}: Omit<QueueEntry<Q>, 'handler' | 'options'> & {
+  service: (s: Services) => { run: JobHandler<Q> }
+  lease: keyof QueueOptions
+}): QueueEntry<Q> => ({
+  handler: (s) => (job) => service(s).run(job),
   leaseMs: 15_000,
   maxAttempts: DATA_ATTEMPTS,
-  backoffMs: (attempt) => Math.min(5000 * 2 ** (attempt - 1), 60_000),
+  backoffMs: exponentialBackoff({ firstMs: 5000, capMs: 60_000, jitter: false }),
+  options: { leaseMs: lease },
   ...o,
 })
 
@@ -121,7 +134,7 @@ export const QUEUES: { readonly [Q in QueueName]: QueueEntry<Q> } = {
     concurrency: 'AGENT_RUNS_PER_REPLICA',
     leaseMs: 15_000,
     // A step that failed for a fault of ours (the database away) is tried again soon: the run resumes.
-    backoffMs: (attempt) => Math.min(1000 * 2 ** (attempt - 1), 30_000),
+    backoffMs: exponentialBackoff({ firstMs: 1000, capMs: 30_000, jitter: false }),
     options: { concurrency: 'agentRunConcurrency', leaseMs: 'agentRunLeaseMs' },
   },
   'chat.reply': {
@@ -137,23 +150,10 @@ export const QUEUES: { readonly [Q in QueueName]: QueueEntry<Q> } = {
     maxAttempts: 2,
     options: { concurrency: 'chatReplyConcurrency' },
   },
-  'exports.run': data({
-    handler: (s) => (job) => s.exports.run(job),
-    concurrency: 2,
-    options: { leaseMs: 'exportLeaseMs' },
-  }),
+  'exports.run': data({ service: (s) => s.exports, concurrency: 2, lease: 'exportLeaseMs' }),
   // Its slots are enqueued by the schedules' tick, which wakes this queue on its replica: it polls seldom.
-  'exports.scheduled': data({
-    handler: (s) => (job) => s.schedules.run(job),
-    concurrency: 2,
-    pollMs: 10_000,
-    options: { leaseMs: 'exportLeaseMs' },
-  }),
-  'restores.run': data({
-    handler: (s) => (job) => s.restores.run(job),
-    concurrency: 1,
-    options: { leaseMs: 'restoreLeaseMs' },
-  }),
+  'exports.scheduled': data({ service: (s) => s.schedules, concurrency: 2, pollMs: 10_000, lease: 'exportLeaseMs' }),
+  'restores.run': data({ service: (s) => s.restores, concurrency: 1, lease: 'restoreLeaseMs' }),
   'exports.backups': {
     handler: (s) => automaticBackups({ ...s.platform, exports: s.exports, log: log(s, 'exports'), now: s.now }),
     leaseMs: 10 * 60_000,

@@ -103,7 +103,7 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
   const providers = await openProviders({
     providers: config.OIDC_PROVIDERS,
     publicUrl: config.PUBLIC_URL,
-    policy: outboundPolicyOf(config),
+    policy: outbound,
     log,
     now,
   })

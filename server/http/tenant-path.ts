@@ -3,7 +3,7 @@
 // shape: the same parameters, query, errors and page, so they are declared once here.
 import type { TSchema, Static } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyContextConfig, FastifyInstance } from 'fastify'
+import type { FastifyContextConfig } from 'fastify'
 import type { Actor } from '../domain/actor.js'
 import { tenantPathActor } from './actor.js'
 import { page } from './envelope.js'
@@ -13,7 +13,7 @@ type App = Parameters<FastifyPluginAsyncTypebox>[0]
 
 /** GET `url`: a page of the tenant's `item`s, newest first, as `list` gives them. */
 export function tenantPathList<T extends TSchema>(
-  app: App | FastifyInstance,
+  app: App,
   url: string,
   o: {
     config: FastifyContextConfig
@@ -27,7 +27,7 @@ export function tenantPathList<T extends TSchema>(
     ) => Promise<{ items: Static<T>[]; nextCursor: string | null }>
   },
 ): void {
-  ;(app as App).get(
+  app.get(
     url,
     {
       config: o.config,

@@ -275,8 +275,18 @@ export interface EnqueueOptions {
   uniqueKey?: string
 }
 
-export const defaultBackoffMs = (attempt: number) =>
-  Math.min(5000 * 2 ** (attempt - 1), 3600_000) * (0.9 + Math.random() * 0.2)
+/**
+ * Exponential backoff: `firstMs` after the first failed attempt, doubling up to `capMs`. With jitter each wait is
+ * within 10% either side, so that jobs which failed together do not all come back at once.
+ */
+export const exponentialBackoff =
+  (o: { firstMs: number; capMs: number; jitter: boolean }) =>
+  (attempt: number): number => {
+    const ms = Math.min(o.firstMs * 2 ** (attempt - 1), o.capMs)
+    return o.jitter ? ms * (0.9 + Math.random() * 0.2) : ms
+  }
+
+export const defaultBackoffMs = exponentialBackoff({ firstMs: 5000, capMs: 3600_000, jitter: true })
 
 /**
  * Queues a job in the caller's transaction; its id, or null when a job with the same unique key

@@ -11,7 +11,7 @@ import {
   outboundFetch,
   parseIp,
   refusalIn,
-  systemResolver,
+  type CompiledPolicy,
   type OutboundPolicy,
   type Resolver,
 } from '../../platform/outbound.js'
@@ -27,10 +27,10 @@ export interface Provider {
 export interface ProvidersOptions {
   providers: readonly OidcProviderSetting[]
   publicUrl: string
-  policy: OutboundPolicy
+  /** The deployment's outbound policy as services.ts compiled it: its resolver is the one providers are judged by. */
+  policy: CompiledPolicy
   log: Logger
   now?: () => number
-  resolver?: Resolver
   /** Per request to a provider. */
   timeoutSeconds?: number
 }
@@ -96,18 +96,19 @@ export function unavailable(p: OidcProviderSetting, err: unknown, during: string
  * issuer must be named under OUTBOUND_ALLOWED_DOMAINS (or be an address) and resolve inside
  * OUTBOUND_ALLOWED_NETWORKS; an issuer given as an IP address is judged
  * in any mode. (In connected mode hostnames are judged when connecting: a DNS hiccup at start-up
- * must not stop the server.)
+ * must not stop the server.) A policy not yet compiled is compiled with `resolver`.
  */
 export async function assertProvidersAllowed(
   providers: readonly OidcProviderSetting[],
-  policy: OutboundPolicy,
-  resolver: Resolver = systemResolver,
+  policy: CompiledPolicy | OutboundPolicy,
+  resolver?: Resolver,
 ): Promise<void> {
-  const compiled = compilePolicy(policy, resolver)
+  const compiled = 'resolveAllowed' in policy ? policy : compilePolicy(policy, resolver)
+  const { airGapped } = compiled.policy
   const problems: string[] = []
   for (const p of providers) {
     const host = new URL(p.issuer).hostname
-    if (!policy.airGapped && !parseIp(host)) continue
+    if (!airGapped && !parseIp(host)) continue
     try {
       await compiled.resolveAllowed(host)
     } catch (err) {
@@ -121,16 +122,15 @@ export async function assertProvidersAllowed(
   }
   if (problems.length) {
     throw new Error(
-      `OIDC_PROVIDERS: ${problems.join('; ')}${policy.airGapped ? ' (AIR_GAPPED=true: identity providers must be named under OUTBOUND_ALLOWED_DOMAINS and be inside OUTBOUND_ALLOWED_NETWORKS)' : ''}`,
+      `OIDC_PROVIDERS: ${problems.join('; ')}${airGapped ? ' (AIR_GAPPED=true: identity providers must be named under OUTBOUND_ALLOWED_DOMAINS and be inside OUTBOUND_ALLOWED_NETWORKS)' : ''}`,
     )
   }
 }
 
 export async function openProviders(o: ProvidersOptions) {
-  await assertProvidersAllowed(o.providers, o.policy, o.resolver)
+  await assertProvidersAllowed(o.providers, o.policy)
   const now = o.now ?? Date.now
   const fetchOut = outboundFetch(o.policy, {
-    resolver: o.resolver,
     timeoutMs: (o.timeoutSeconds ?? 10) * 1000,
     maxResponseBytes: 1024 * 1024,
   })
