@@ -1,6 +1,7 @@
-// The route shapes many modules share, declared once: a page of a list, one resource by its id, a
-// deletion, with the replies that go with them. A route keeps its own words (path, permission,
-// summary, item, errors, handler); these give the parts that are the same everywhere.
+// The route shapes many modules share, declared once: a page of a list, an answer in the envelope,
+// one resource by its id, a deletion, with the replies that go with them (and a 201, a session
+// started). A route keeps its own words (path, permission, summary, item, errors, handler); these
+// give the parts that are the same everywhere.
 import { Type, type TSchema } from '@sinclair/typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { ErrorCode } from '../domain/errors.js'
