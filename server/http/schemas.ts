@@ -56,6 +56,10 @@ export function errors(...codes: ErrorCode[]): Record<number, unknown> {
 export const apiErrors = (...codes: ErrorCode[]) =>
   errors('VALIDATION_ERROR', 'UNAUTHORIZED', 'RATE_LIMIT_EXCEEDED', ...codes)
 
+/** A name someone types: not blank, at most `maxLength` characters (the service trims surrounding spaces). */
+export const NonBlankName = (maxLength: number) =>
+  Type.String({ minLength: 1, maxLength, pattern: '\\S', description: 'Not blank; surrounding spaces are trimmed' })
+
 export const IdParams = Type.Object({ id: Type.String({ format: 'uuid', description: 'Resource identifier' }) })
 
 export const PageQuery = Type.Object(

@@ -2,8 +2,9 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
 import { actorOf } from '../../http/actor.js'
-import { ok, page } from '../../http/envelope.js'
-import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { ok } from '../../http/envelope.js'
+import { apiErrors, Envelope, IdParams, NonBlankName } from '../../http/schemas.js'
+import { byIdSchema, created, deleted, deleteSchema, listSchema, pageOf } from '../../http/route-schemas.js'
 import { followEvents, lastEventId, sseRoute } from '../../http/sse.js'
 import type { Cache } from '../../platform/cache.js'
 import { runChannel } from './runner.js'
@@ -56,12 +57,7 @@ const Config = Type.Object({
   tools: Type.Array(Type.String()),
 })
 
-const Name = Type.String({
-  minLength: 1,
-  maxLength: 200,
-  pattern: '\\S',
-  description: 'Not blank; surrounding spaces are trimmed',
-})
+const Name = NonBlankName(200)
 const SystemPrompt = Type.String({ maxLength: 100_000 })
 
 const Agent = Type.Object({
@@ -173,19 +169,8 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
 ) => {
   app.get(
     '/agents',
-    {
-      config: read,
-      schema: {
-        tags,
-        summary: 'List agents, newest first',
-        querystring: PageQuery,
-        response: { 200: PageEnvelope(Agent), ...apiErrors('FORBIDDEN') },
-      },
-    },
-    async (req) => {
-      const r = await agents.list(actorOf(req).tenantId, req.query)
-      return page(req, r.items.map(agentView), r.nextCursor)
-    },
+    { config: read, schema: listSchema(tags, 'List agents, newest first', Agent, 'FORBIDDEN') },
+    async (req) => pageOf(req, await agents.list(actorOf(req).tenantId, req.query), agentView),
   )
 
   app.post(
@@ -199,23 +184,12 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
         response: { 201: Envelope(Agent), ...apiErrors('FORBIDDEN', 'FEATURE_DISABLED') },
       },
     },
-    async (req, reply) => {
-      reply.code(201)
-      return ok(req, agentView(await agents.create(actorOf(req), req.body)))
-    },
+    async (req, reply) => created(req, reply, agentView(await agents.create(actorOf(req), req.body))),
   )
 
   app.get(
     '/agents/:id',
-    {
-      config: read,
-      schema: {
-        tags,
-        summary: 'Get an agent',
-        params: IdParams,
-        response: { 200: Envelope(Agent), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
-      },
-    },
+    { config: read, schema: byIdSchema(tags, 'Get an agent', Agent, 'FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     async (req) => ok(req, agentView(await agents.get(actorOf(req).tenantId, req.params.id))),
   )
 
@@ -236,21 +210,10 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
 
   app.delete(
     '/agents/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        summary: 'Delete an agent and its runs (runs in progress are cancelled)',
-        params: IdParams,
-        response: {
-          200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })),
-          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
-        },
-      },
-    },
+    { config: write, schema: deleteSchema(tags, 'Delete an agent and its runs (runs in progress are cancelled)') },
     async (req) => {
       await agents.remove(actorOf(req), req.params.id)
-      return ok(req, { id: req.params.id, deleted: true as const })
+      return deleted(req, req.params.id)
     },
   )
 
@@ -280,19 +243,13 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
     {
       config: read,
       schema: {
-        tags,
-        summary: "List an agent's runs, newest first",
+        ...listSchema(tags, "List an agent's runs, newest first", RunSummary, 'FORBIDDEN', 'RESOURCE_NOT_FOUND'),
         description:
           'Runs without their steps (GET a run for them). A page ends early, with a nextCursor, once its goals and outputs reach 4 MiB.',
         params: IdParams,
-        querystring: PageQuery,
-        response: { 200: PageEnvelope(RunSummary), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
       },
     },
-    async (req) => {
-      const r = await agents.runs(actorOf(req).tenantId, req.params.id, req.query)
-      return page(req, r.items.map(presentRunSummary), r.nextCursor)
-    },
+    async (req) => pageOf(req, await agents.runs(actorOf(req).tenantId, req.params.id, req.query), presentRunSummary),
   )
 
   app.get(

@@ -4,9 +4,10 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
 import { actorOf } from '../../http/actor.js'
-import { ok, page } from '../../http/envelope.js'
+import { ok } from '../../http/envelope.js'
+import { byIdSchema, created, listSchema, pageOf } from '../../http/route-schemas.js'
 import { ALL, PERMISSIONS } from '../../domain/permissions.js'
-import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { apiErrors, Envelope, IdParams, NonBlankName } from '../../http/schemas.js'
 import type { ApiKeysService } from './service.js'
 import type { KeyView } from './store.js'
 
@@ -54,12 +55,7 @@ const CreatedKey = Type.Object({
 
 const CreateBody = Type.Object(
   {
-    name: Type.String({
-      minLength: 1,
-      maxLength: 100,
-      pattern: '\\S',
-      description: 'Not blank; surrounding spaces are trimmed',
-    }),
+    name: NonBlankName(100),
     // An enum rather than a union of literals: one clear error instead of one per literal.
     type: Type.String({
       enum: ['sdk', 'ci'],
@@ -113,12 +109,11 @@ export const apiKeysRoutes: FastifyPluginAsyncTypebox<{ keys: ApiKeysService }> 
       },
     },
     async (req, reply) => {
-      const created = await keys.create(actorOf(req), req.body)
-      const v = present(created.view)
-      reply.code(201)
-      return ok(req, {
+      const { key, view } = await keys.create(actorOf(req), req.body)
+      const v = present(view)
+      return created(req, reply, {
         id: v.id,
-        key: created.key,
+        key,
         name: v.name,
         type: v.type,
         prefix: v.prefix,
@@ -134,29 +129,21 @@ export const apiKeysRoutes: FastifyPluginAsyncTypebox<{ keys: ApiKeysService }> 
     '/api-keys',
     {
       config: manage,
-      schema: {
+      schema: listSchema(
         tags,
-        summary: "List the tenant's API keys, newest first (revoked and expired ones included)",
-        querystring: PageQuery,
-        response: { 200: PageEnvelope(ApiKey), ...apiErrors('FORBIDDEN') },
-      },
+        "List the tenant's API keys, newest first (revoked and expired ones included)",
+        ApiKey,
+        'FORBIDDEN',
+      ),
     },
-    async (req) => {
-      const r = await keys.list(actorOf(req).tenantId, req.query)
-      return page(req, r.items.map(present), r.nextCursor)
-    },
+    async (req) => pageOf(req, await keys.list(actorOf(req).tenantId, req.query), present),
   )
 
   app.get(
     '/api-keys/:id',
     {
       config: manage,
-      schema: {
-        tags,
-        summary: 'Get an API key (never its secret)',
-        params: IdParams,
-        response: { 200: Envelope(ApiKey), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
-      },
+      schema: byIdSchema(tags, 'Get an API key (never its secret)', ApiKey, 'FORBIDDEN', 'RESOURCE_NOT_FOUND'),
     },
     async (req) => ok(req, present(await keys.get(actorOf(req).tenantId, req.params.id))),
   )

@@ -3,19 +3,15 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
 import { AppError } from '../../domain/errors.js'
 import { actorOf } from '../../http/actor.js'
-import { ok, page } from '../../http/envelope.js'
-import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { ok } from '../../http/envelope.js'
+import { apiErrors, Envelope, IdParams, NonBlankName } from '../../http/schemas.js'
+import { byIdSchema, created, deleted, deleteSchema, listSchema, pageOf } from '../../http/route-schemas.js'
 import { followEvents, lastEventId, sseRoute } from '../../http/sse.js'
 import type { Cache } from '../../platform/cache.js'
 import { sessionChannel } from './replies.js'
 import { messageView, sessionView, type ChatService } from './service.js'
 
-const Title = Type.String({
-  minLength: 1,
-  maxLength: 200,
-  pattern: '\\S',
-  description: 'Not blank; surrounding spaces are trimmed',
-})
+const Title = NonBlankName(200)
 export const Session = Type.Object({
   id: Type.String({ format: 'uuid' }),
   title: Type.String(),
@@ -86,40 +82,18 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
         response: { 201: Envelope(Session), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'QUOTA_EXCEEDED') },
       },
     },
-    async (req, reply) => {
-      reply.code(201)
-      return ok(req, sessionView(await chat.create(actorOf(req), req.body ?? {})))
-    },
+    async (req, reply) => created(req, reply, sessionView(await chat.create(actorOf(req), req.body ?? {}))),
   )
 
   app.get(
     '/chat/sessions',
-    {
-      config: read,
-      schema: {
-        tags,
-        summary: 'List chat sessions, newest first',
-        querystring: PageQuery,
-        response: { 200: PageEnvelope(Session), ...apiErrors('FORBIDDEN') },
-      },
-    },
-    async (req) => {
-      const r = await chat.list(actorOf(req).tenantId, req.query)
-      return page(req, r.items.map(sessionView), r.nextCursor)
-    },
+    { config: read, schema: listSchema(tags, 'List chat sessions, newest first', Session, 'FORBIDDEN') },
+    async (req) => pageOf(req, await chat.list(actorOf(req).tenantId, req.query), sessionView),
   )
 
   app.get(
     '/chat/sessions/:id',
-    {
-      config: read,
-      schema: {
-        tags,
-        summary: 'Get a chat session',
-        params: IdParams,
-        response: { 200: Envelope(Session), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
-      },
-    },
+    { config: read, schema: byIdSchema(tags, 'Get a chat session', Session, 'FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     async (req) => ok(req, sessionView(await chat.get(actorOf(req).tenantId, req.params.id))),
   )
 
@@ -140,21 +114,10 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
 
   app.delete(
     '/chat/sessions/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        summary: 'Delete a chat session and its messages',
-        params: IdParams,
-        response: {
-          200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })),
-          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
-        },
-      },
-    },
+    { config: write, schema: deleteSchema(tags, 'Delete a chat session and its messages') },
     async (req) => {
       await chat.remove(actorOf(req).tenantId, req.params.id)
-      return ok(req, { id: req.params.id, deleted: true as const })
+      return deleted(req, req.params.id)
     },
   )
 
@@ -163,18 +126,12 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
     {
       config: read,
       schema: {
-        tags,
-        summary: "A session's messages, oldest first",
+        ...listSchema(tags, "A session's messages, oldest first", Message, 'FORBIDDEN', 'RESOURCE_NOT_FOUND'),
         description: 'A page ends early, with a nextCursor, once its messages reach 4 MiB of text.',
         params: IdParams,
-        querystring: PageQuery,
-        response: { 200: PageEnvelope(Message), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
       },
     },
-    async (req) => {
-      const r = await chat.messages(actorOf(req).tenantId, req.params.id, req.query)
-      return page(req, r.items.map(messageView), r.nextCursor)
-    },
+    async (req) => pageOf(req, await chat.messages(actorOf(req).tenantId, req.params.id, req.query), messageView),
   )
 
   app.post(
@@ -194,8 +151,7 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
     },
     async (req, reply) => {
       const r = await chat.post(actorOf(req), req.params.id, req.body.content)
-      reply.code(201)
-      return ok(req, { message: messageView(r.message), replyId: r.replyId })
+      return created(req, reply, { message: messageView(r.message), replyId: r.replyId })
     },
   )
 

@@ -9,6 +9,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { originOf } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
+import { sessionStarted } from '../../http/route-schemas.js'
 import { invalid, notFound } from '../../domain/errors.js'
 import { Envelope, errors, SessionStarted } from '../../http/schemas.js'
 import { assertSameOrigin, setSessionCookie } from '../../http/session-cookie.js'
@@ -183,13 +184,7 @@ export const oauthRoutes: FastifyPluginAsyncTypebox<OAuthRoutesOptions> = async 
         originOf(req),
       )
       setSessionCookie(req, reply, r.session.token, r.session.expiresAt)
-      return ok(req, {
-        token: r.session.token,
-        tokenType: 'session' as const,
-        expiresAt: r.session.expiresAt.toISOString(),
-        user: r.user,
-        tenant: r.tenant,
-      })
+      return ok(req, sessionStarted(r))
     },
   )
 

@@ -2,8 +2,9 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
 import { actorOf } from '../../http/actor.js'
-import { ok, page } from '../../http/envelope.js'
-import { apiErrors, DateTime, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
+import { ok } from '../../http/envelope.js'
+import { byIdSchema, created, deleted, deleteSchema, listSchema, pageOf } from '../../http/route-schemas.js'
+import { apiErrors, DateTime, Envelope, IdParams, NonBlankName } from '../../http/schemas.js'
 import type { ProjectsService } from './service.js'
 
 const Project = Type.Object({
@@ -33,12 +34,7 @@ const Version = Type.Object({
   created_at: DateTime(),
 })
 
-const Name = Type.String({
-  minLength: 1,
-  maxLength: 200,
-  pattern: '\\S',
-  description: 'Not blank; surrounding spaces are trimmed',
-})
+const Name = NonBlankName(200)
 const Description = Type.String({ maxLength: 10_000 })
 const Language = Type.String({ maxLength: 64 })
 
@@ -80,19 +76,8 @@ const write: FastifyContextConfig = { permission: 'projects:write' }
 export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsService }> = async (app, { projects }) => {
   app.get(
     '/projects',
-    {
-      config: read,
-      schema: {
-        tags,
-        summary: 'List projects, newest first',
-        querystring: PageQuery,
-        response: { 200: PageEnvelope(Project), ...apiErrors('FORBIDDEN') },
-      },
-    },
-    async (req) => {
-      const r = await projects.list(actorOf(req).tenantId, req.query)
-      return page(req, r.items, r.nextCursor)
-    },
+    { config: read, schema: listSchema(tags, 'List projects, newest first', Project, 'FORBIDDEN') },
+    async (req) => pageOf(req, await projects.list(actorOf(req).tenantId, req.query)),
   )
 
   app.post(
@@ -106,23 +91,12 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
         response: { 201: Envelope(Project), ...apiErrors('FORBIDDEN') },
       },
     },
-    async (req, reply) => {
-      reply.code(201)
-      return ok(req, await projects.create(actorOf(req), req.body))
-    },
+    async (req, reply) => created(req, reply, await projects.create(actorOf(req), req.body)),
   )
 
   app.get(
     '/projects/:id',
-    {
-      config: read,
-      schema: {
-        tags,
-        summary: 'Get a project',
-        params: IdParams,
-        response: { 200: Envelope(Project), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
-      },
-    },
+    { config: read, schema: byIdSchema(tags, 'Get a project', Project, 'FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     async (req) => ok(req, await projects.get(actorOf(req).tenantId, req.params.id)),
   )
 
@@ -143,21 +117,10 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
 
   app.delete(
     '/projects/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        summary: 'Delete a project and its versions (backups stay in storage)',
-        params: IdParams,
-        response: {
-          200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })),
-          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
-        },
-      },
-    },
+    { config: write, schema: deleteSchema(tags, 'Delete a project and its versions (backups stay in storage)') },
     async (req) => {
       await projects.remove(actorOf(req).tenantId, req.params.id)
-      return ok(req, { id: req.params.id, deleted: true as const })
+      return deleted(req, req.params.id)
     },
   )
 
@@ -166,17 +129,11 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     {
       config: read,
       schema: {
-        tags,
-        summary: 'List versions of a project, newest first',
+        ...listSchema(tags, 'List versions of a project, newest first', Version, 'FORBIDDEN', 'RESOURCE_NOT_FOUND'),
         params: ProjectIdParams,
-        querystring: PageQuery,
-        response: { 200: PageEnvelope(Version), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
       },
     },
-    async (req) => {
-      const r = await projects.versions(actorOf(req).tenantId, req.params.projectId, req.query)
-      return page(req, r.items, r.nextCursor)
-    },
+    async (req) => pageOf(req, await projects.versions(actorOf(req).tenantId, req.params.projectId, req.query)),
   )
 
   app.post(
@@ -206,9 +163,6 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
         response: { 201: Envelope(Backup), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'SERVICE_UNAVAILABLE') },
       },
     },
-    async (req, reply) => {
-      reply.code(201)
-      return ok(req, await projects.backup(actorOf(req), req.params.projectId, req.body))
-    },
+    async (req, reply) => created(req, reply, await projects.backup(actorOf(req), req.params.projectId, req.body)),
   )
 }

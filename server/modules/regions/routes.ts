@@ -7,6 +7,7 @@ import { FEATURE_KEYS } from '../../domain/features.js'
 import { PLANS } from '../../domain/plans.js'
 import { actorOf, tenantPathActor } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
+import { okSchema } from '../../http/route-schemas.js'
 import { apiErrors, Envelope, oneOf, TenantParams } from '../../http/schemas.js'
 import { BYOS_PROVIDERS, type RegionsService } from './service.js'
 
@@ -149,11 +150,11 @@ export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService 
     '/regions',
     {
       config: { operator: 'also' },
-      schema: {
+      schema: okSchema(
         tags,
-        summary: "The specification's regions, and which this deployment stores data in",
-        response: { 200: Envelope(Type.Array(Region)), ...apiErrors() },
-      },
+        "The specification's regions, and which this deployment stores data in",
+        Type.Array(Region),
+      ),
     },
     async (req) => ok(req, regions.regions()),
   )
@@ -269,11 +270,12 @@ export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService 
     '/routing-info',
     {
       config: { permission: 'settings:read' },
-      schema: {
+      schema: okSchema(
         tags,
-        summary: "Where this request's tenant data lives and who answers (nothing secret)",
-        response: { 200: Envelope(RoutingInfo), ...apiErrors('FORBIDDEN') },
-      },
+        "Where this request's tenant data lives and who answers (nothing secret)",
+        RoutingInfo,
+        'FORBIDDEN',
+      ),
     },
     async (req) => ok(req, await regions.routingInfo(actorOf(req))),
   )

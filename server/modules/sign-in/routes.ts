@@ -8,6 +8,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { originOf } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
+import { sessionStarted } from '../../http/route-schemas.js'
 import { unauthorized } from '../../domain/errors.js'
 import { Envelope, errors, SessionStarted, Tenant, User } from '../../http/schemas.js'
 import { clearSessionCookie, sessionTokenOf, setSessionCookie, SESSION_COOKIE } from '../../http/session-cookie.js'
@@ -80,13 +81,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<{
         path: '/api/v1/auth/login',
         maxAge: DEVICE_COOKIE_DAYS * 86_400,
       })
-      return ok(req, {
-        token: r.session.token,
-        tokenType: 'session' as const,
-        expiresAt: r.session.expiresAt.toISOString(),
-        user: r.user,
-        tenant: r.tenant,
-      })
+      return ok(req, sessionStarted(r))
     },
   )
 

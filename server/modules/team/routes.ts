@@ -4,8 +4,9 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
 import { actorOf, originOf } from '../../http/actor.js'
-import { ok, page } from '../../http/envelope.js'
-import { apiErrors, Envelope, errors, PageEnvelope, PageQuery, RoleName, SessionStarted } from '../../http/schemas.js'
+import { ok } from '../../http/envelope.js'
+import { created, listSchema, pageOf, sessionStarted } from '../../http/route-schemas.js'
+import { apiErrors, Envelope, errors, RoleName, SessionStarted } from '../../http/schemas.js'
 import { setSessionCookie } from '../../http/session-cookie.js'
 import type { SignInGuard } from '../../http/signin-guard.js'
 import { MIN_PASSWORD_LENGTH } from '../tenants/service.js'
@@ -53,19 +54,8 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
 ) => {
   app.get(
     '/tenant/team/members',
-    {
-      config: read,
-      schema: {
-        tags,
-        summary: 'List team members in the order they joined',
-        querystring: PageQuery,
-        response: { 200: PageEnvelope(Member), ...apiErrors('FORBIDDEN') },
-      },
-    },
-    async (req) => {
-      const r = await team.list(actorOf(req).tenantId, req.query)
-      return page(req, r.items.map(present), r.nextCursor)
-    },
+    { config: read, schema: listSchema(tags, 'List team members in the order they joined', Member, 'FORBIDDEN') },
+    async (req) => pageOf(req, await team.list(actorOf(req).tenantId, req.query), present),
   )
 
   app.get(
@@ -99,8 +89,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
     },
     async (req, reply) => {
       const r = await team.invite(actorOf(req), req.body)
-      reply.code(201)
-      return ok(req, { member: present(r.member), invitation: r.invitation })
+      return created(req, reply, { member: present(r.member), invitation: r.invitation })
     },
   )
 
@@ -117,8 +106,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
     },
     async (req, reply) => {
       const r = await team.resendInvitation(actorOf(req), req.params.userId)
-      reply.code(201)
-      return ok(req, { member: present(r.member), invitation: r.invitation })
+      return created(req, reply, { member: present(r.member), invitation: r.invitation })
     },
   )
 
@@ -195,13 +183,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<{ team: TeamService; guard: S
         team.accept(req.body, originOf(req)),
       )
       setSessionCookie(req, reply, r.session.token, r.session.expiresAt)
-      return ok(req, {
-        token: r.session.token,
-        tokenType: 'session' as const,
-        expiresAt: r.session.expiresAt.toISOString(),
-        user: r.user,
-        tenant: r.tenant,
-      })
+      return ok(req, sessionStarted(r))
     },
   )
 }

@@ -7,6 +7,7 @@ import type { FastifyRequest } from 'fastify'
 import { actorOf } from '../../http/actor.js'
 import { meta, ok } from '../../http/envelope.js'
 import { forbidden } from '../../domain/errors.js'
+import { okSchema } from '../../http/route-schemas.js'
 import { apiErrors, Envelope, PlanName } from '../../http/schemas.js'
 import { PLAN_TERMS, PLANS, type PlanLimits } from '../../domain/plans.js'
 import { MAX_PERIOD_DAYS } from '../../domain/days.js'
@@ -126,13 +127,7 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; 
 ) => {
   app.get(
     '/tenant',
-    {
-      schema: {
-        tags,
-        summary: 'The tenant of the credential, with the limits of its plan',
-        response: { 200: Envelope(Tenant), ...apiErrors('FORBIDDEN') },
-      },
-    },
+    { schema: okSchema(tags, 'The tenant of the credential, with the limits of its plan', Tenant, 'FORBIDDEN') },
     async (req) => ok(req, presentTenant(await tenants.get(ownTenant(req).tenantId))),
   )
 
@@ -182,11 +177,12 @@ export const tenantRoutes: FastifyPluginAsyncTypebox<{ tenants: TenantsService; 
     '/tenant/settings/llm',
     {
       config: { permission: 'settings:read' },
-      schema: {
+      schema: okSchema(
         tags,
-        summary: 'LLM settings (the API key only as configured and its last four)',
-        response: { 200: Envelope(LlmSettings), ...apiErrors('FORBIDDEN') },
-      },
+        'LLM settings (the API key only as configured and its last four)',
+        LlmSettings,
+        'FORBIDDEN',
+      ),
     },
     async (req) => ok(req, await llm.get(actorOf(req).tenantId)),
   )

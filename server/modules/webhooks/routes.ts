@@ -6,6 +6,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig, FastifyRequest } from 'fastify'
 import { actorOf } from '../../http/actor.js'
 import { ok, page } from '../../http/envelope.js'
+import { byIdSchema, created, deleted, deleteSchema, listSchema, pageOf } from '../../http/route-schemas.js'
 import { apiErrors, Envelope, IdParams, PageEnvelope, PageQuery } from '../../http/schemas.js'
 import { EVENT_TYPES, TEST_EVENT_TYPE, type EventType } from '../outbox/service.js'
 import {
@@ -192,11 +193,8 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
       },
     },
     async (req, reply) => {
-      reply.code(201)
-      return ok(
-        req,
-        present(await webhooks.create(actor(req), { ...req.body, events: req.body.events as EventType[] })),
-      )
+      const events = req.body.events as EventType[]
+      return created(req, reply, present(await webhooks.create(actor(req), { ...req.body, events })))
     },
   )
 
@@ -204,30 +202,19 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
     base,
     {
       config: read,
-      schema: {
+      schema: listSchema(
         tags,
-        summary: `List webhook ${platform ? 'platform endpoints' : 'endpoints'}, newest first`,
-        querystring: PageQuery,
-        response: { 200: PageEnvelope(Webhook), ...apiErrors('FORBIDDEN') },
-      },
+        `List webhook ${platform ? 'platform endpoints' : 'endpoints'}, newest first`,
+        Webhook,
+        'FORBIDDEN',
+      ),
     },
-    async (req) => {
-      const r = await webhooks.list(owner(req), req.query)
-      return page(req, r.items.map(present), r.nextCursor)
-    },
+    async (req) => pageOf(req, await webhooks.list(owner(req), req.query), present),
   )
 
   app.get(
     `${base}/:id`,
-    {
-      config: read,
-      schema: {
-        tags,
-        summary: `Get a webhook ${whose}`,
-        params: IdParams,
-        response: { 200: Envelope(Webhook), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
-      },
-    },
+    { config: read, schema: byIdSchema(tags, `Get a webhook ${whose}`, Webhook, 'FORBIDDEN', 'RESOURCE_NOT_FOUND') },
     async (req) => ok(req, present(await webhooks.get(owner(req), req.params.id))),
   )
 
@@ -267,21 +254,10 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = a
 
   app.delete(
     `${base}/:id`,
-    {
-      config: manage,
-      schema: {
-        tags,
-        summary: `Delete a webhook ${whose} and its delivery history`,
-        params: IdParams,
-        response: {
-          200: Envelope(Type.Object({ id: Type.String({ format: 'uuid' }), deleted: Type.Literal(true) })),
-          ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND'),
-        },
-      },
-    },
+    { config: manage, schema: deleteSchema(tags, `Delete a webhook ${whose} and its delivery history`) },
     async (req) => {
       await webhooks.remove(actor(req), req.params.id)
-      return ok(req, { id: req.params.id, deleted: true as const })
+      return deleted(req, req.params.id)
     },
   )
 
