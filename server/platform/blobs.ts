@@ -461,6 +461,17 @@ export interface StoreTarget {
   secretKey: string
 }
 
+/**
+ * A store's endpoint is an origin: http:// or https:// with no path, query or credentials (the
+ * installer's checks and export destinations hold it to the same form).
+ */
+export const isStoreOrigin = (url: URL): boolean =>
+  (url.protocol === 'http:' || url.protocol === 'https:') &&
+  !url.username &&
+  !url.password &&
+  (url.pathname === '/' || url.pathname === '') &&
+  !url.search
+
 const CHECK_TIMEOUT_MS = 10_000
 
 /** Rejects with code ETIMEDOUT when `work` takes longer than the checks allow. */
@@ -483,14 +494,7 @@ export async function checkStore(policy: CompiledPolicy, t: StoreTarget): Promis
   let url: URL
   try {
     url = new URL(t.endpoint)
-    if (
-      (url.protocol !== 'http:' && url.protocol !== 'https:') ||
-      url.username ||
-      url.password ||
-      (url.pathname !== '/' && url.pathname !== '') ||
-      url.search
-    )
-      throw new Error('shape')
+    if (!isStoreOrigin(url)) throw new Error('shape')
   } catch {
     ok(
       check(

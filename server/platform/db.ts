@@ -7,11 +7,17 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import type { Logger } from 'pino'
+import { notFound } from '../domain/errors.js'
+import { decodeIdCursor, toPage } from '../domain/pagination.js'
 import { privateDir, tightenTree } from './data-dir.js'
 
 export type Sql = postgres.Sql
 /** The connection a transaction runs on; store functions take it so callers choose the transaction. */
 export type TxSql = postgres.Sql
+/** A value a statement is handed: a parameter, or JSON through sql.json. */
+export type SqlValue = postgres.ParameterOrJSON<never>
+/** A piece of a statement (sql`...` inside another), such as a where clause a store helper is handed. */
+export type SqlFragment = postgres.PendingQuery<postgres.Row[]>
 
 /** The two roles the server acts as; neither owns a table, so row-level security always applies. */
 export const APP_ROLE = 'atrium_app'
@@ -470,7 +476,7 @@ export async function pageWithinBytes<T>(
   o: {
     table: string
     columns: string
-    where: postgres.PendingQuery<postgres.Row[]>
+    where: SqlFragment
     size: string
     desc: boolean
     limit: number
@@ -493,6 +499,65 @@ export async function pageWithinBytes<T>(
      order by t.id ${order}`
   const more = rows.length > 0 && rows[0]!.fetched > rows.length
   return { rows: rows.map(({ fetched: _, ...r }) => r as unknown as T), more }
+}
+
+/**
+ * A tenant's table of rows keyed by their time-ordered id, with the statements every such
+ * collection shares: a row added, a row changed, a page newest first below the cursor `before` (an
+ * id), one row by id (`lock`ed for a change in the same transaction). Rows come back as `columns`,
+ * the store's column list; it, `table` and the column names of `values` are code, never input.
+ */
+export function tenantRows<T extends { id: string }>(table: string, columns: string) {
+  return {
+    /** Adds the tenant's row of `values` (by column name, its id among them), and returns it. */
+    insert: async (sql: TxSql, tenantId: string, values: { id: string } & Record<string, SqlValue>): Promise<T> => {
+      const [row] = await sql<T[]>`
+        insert into ${sql(table)} ${sql({ ...values, tenant_id: tenantId })} returning ${sql.unsafe(columns)}`
+      return row!
+    },
+    /** Sets `values` (by column name) on the tenant's row `id`, stamped updated now; none when there is no such row. */
+    update: async (
+      sql: TxSql,
+      tenantId: string,
+      id: string,
+      values: Record<string, SqlValue>,
+    ): Promise<T | undefined> => {
+      const [row] = await sql<T[]>`
+        update ${sql(table)} set ${sql(values)}, updated_at = now()
+         where tenant_id = ${tenantId} and id = ${id}
+        returning ${sql.unsafe(columns)}`
+      return row
+    },
+    page: (sql: TxSql, tenantId: string, limit: number, before: string | null) =>
+      sql<T[]>`
+        select ${sql.unsafe(columns)} from ${sql(table)}
+         where tenant_id = ${tenantId} ${before ? sql`and id < ${before}` : sql``}
+         order by id desc limit ${limit}`,
+    byId: (sql: TxSql, tenantId: string, id: string, opts: { lock?: boolean } = {}) =>
+      sql<T[]>`
+        select ${sql.unsafe(columns)} from ${sql(table)}
+         where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`,
+  }
+}
+export type TenantRows<T extends { id: string }> = ReturnType<typeof tenantRows<T>>
+
+/**
+ * The list and get a service answers for tenantRows, each one read in a single round trip: a page
+ * of `limit` from the request's cursor, and a row by id or RESOURCE_NOT_FOUND naming `resource`.
+ */
+export function tenantReads<T extends { id: string }>(db: Db, resource: string, rows: TenantRows<T>) {
+  return {
+    async list(tenantId: string, page: { limit: number; cursor?: string }) {
+      const before = decodeIdCursor(page.cursor)
+      const fetched = await db.tenantRead(tenantId, (sql) => rows.page(sql, tenantId, page.limit + 1, before))
+      return toPage(fetched, page.limit, (r) => r.id)
+    },
+    get: async (tenantId: string, id: string): Promise<T> => {
+      const [row] = await db.tenantRead(tenantId, (sql) => rows.byId(sql, tenantId, id))
+      if (!row) throw notFound(resource, id)
+      return row
+    },
+  }
 }
 
 /** A unique constraint refused the write (the race-free way to say "already exists"). */

@@ -6,10 +6,10 @@
 import { newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
 import { AppError, invalid, notFound } from '../../domain/errors.js'
-import { decodeIdCursor, toBoundedPage, toPage } from '../../domain/pagination.js'
+import { decodeIdCursor, toBoundedPage } from '../../domain/pagination.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
-import { isForeignKeyViolation, type Db, type TxSql } from '../../platform/db.js'
+import { isForeignKeyViolation, tenantReads, type Db, type TxSql } from '../../platform/db.js'
 import { cancelJob, enqueueJob } from '../../platform/jobs.js'
 import type { Llm, LlmTarget } from '../../platform/llm.js'
 import { auditBy } from '../audit/service.js'
@@ -108,14 +108,7 @@ export function agentsService(deps: {
   }
 
   return {
-    async list(tenantId: string, page: PageRequest) {
-      const before = decodeIdCursor(page.cursor)
-      const rows = await db.tenantRead(tenantId, (sql) => store.listAgents(sql, tenantId, page.limit + 1, before))
-      return toPage(rows, page.limit, (a) => a.id)
-    },
-
-    get: async (tenantId: string, id: string) =>
-      found('agent', id, await db.tenantRead(tenantId, (sql) => store.selectAgent(sql, tenantId, id))),
+    ...tenantReads(db, 'agent', store.agents),
 
     create: (a: Actor, input: CreateInput) => {
       const config = checkConfig(input.config)

@@ -1,5 +1,5 @@
 // Agent and run SQL. Every query names its tenant even though row-level security would also confine it.
-import { pageWithinBytes, type TxSql } from '../../platform/db.js'
+import { pageWithinBytes, tenantRows, type TxSql } from '../../platform/db.js'
 import { appendLogEvents, logEventsAfter, type LogTables, type LoggedEvent } from '../../platform/event-log.js'
 
 export type AutonomyLevel = 'low' | 'medium' | 'high'
@@ -73,30 +73,20 @@ export interface RunEventRow {
 
 const AGENT = 'id, name, system_prompt, config, created_at, updated_at'
 
-export function listAgents(sql: TxSql, tenantId: string, limit: number, before: string | null) {
-  return sql<AgentRow[]>`
-    select ${sql.unsafe(AGENT)} from agents
-     where tenant_id = ${tenantId} ${before ? sql`and id < ${before}` : sql``}
-     order by id desc limit ${limit}`
-}
+export const agents = tenantRows<AgentRow>('agents', AGENT)
+export const selectAgent = agents.byId
 
-export function selectAgent(sql: TxSql, tenantId: string, id: string, opts: { lock?: boolean } = {}) {
-  return sql<
-    AgentRow[]
-  >`select ${sql.unsafe(AGENT)} from agents where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
-}
-
-export async function insertAgent(
+export const insertAgent = (
   sql: TxSql,
   tenantId: string,
   a: { id: string; name: string; systemPrompt: string; config: AgentConfig },
-): Promise<AgentRow> {
-  const [row] = await sql<AgentRow[]>`
-    insert into agents (id, tenant_id, name, system_prompt, config)
-    values (${a.id}, ${tenantId}, ${a.name}, ${a.systemPrompt}, ${sql.json(a.config as never)})
-    returning ${sql.unsafe(AGENT)}`
-  return row!
-}
+): Promise<AgentRow> =>
+  agents.insert(sql, tenantId, {
+    id: a.id,
+    name: a.name,
+    system_prompt: a.systemPrompt,
+    config: sql.json(a.config as never),
+  })
 
 export async function updateAgent(
   sql: TxSql,
@@ -104,10 +94,11 @@ export async function updateAgent(
   id: string,
   a: { name: string; systemPrompt: string; config: AgentConfig },
 ): Promise<AgentRow> {
-  const [row] = await sql<AgentRow[]>`
-    update agents set name = ${a.name}, system_prompt = ${a.systemPrompt}, config = ${sql.json(a.config as never)}, updated_at = now()
-     where tenant_id = ${tenantId} and id = ${id}
-    returning ${sql.unsafe(AGENT)}`
+  const row = await agents.update(sql, tenantId, id, {
+    name: a.name,
+    system_prompt: a.systemPrompt,
+    config: sql.json(a.config as never),
+  })
   return row!
 }
 

@@ -3,10 +3,10 @@
 import { newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
 import { AppError, invalid, notFound } from '../../domain/errors.js'
-import { decodeIdCursor, toBoundedPage, toPage } from '../../domain/pagination.js'
+import { decodeIdCursor, toBoundedPage } from '../../domain/pagination.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
 import { planOf } from '../../domain/principal.js'
-import { isForeignKeyViolation, type Db } from '../../platform/db.js'
+import { isForeignKeyViolation, tenantReads, type Db } from '../../platform/db.js'
 import { enqueueJob } from '../../platform/jobs.js'
 import type { Llm, LlmTarget } from '../../platform/llm.js'
 import * as store from './store.js'
@@ -65,14 +65,7 @@ export function chatService(deps: {
   }
 
   return {
-    async list(tenantId: string, page: PageRequest) {
-      const before = decodeIdCursor(page.cursor)
-      const rows = await db.tenantRead(tenantId, (sql) => store.listSessions(sql, tenantId, page.limit + 1, before))
-      return toPage(rows, page.limit, (s) => s.id)
-    },
-
-    get: async (tenantId: string, id: string) =>
-      found(id, await db.tenantRead(tenantId, (sql) => store.selectSession(sql, tenantId, id))),
+    ...tenantReads(db, 'session', store.sessions),
 
     /** A new session, within the plan's number of sessions. */
     async create(

@@ -1,5 +1,5 @@
 // Chat SQL. Every query names its tenant even though row-level security would also confine it.
-import { pageWithinBytes, type TxSql } from '../../platform/db.js'
+import { pageWithinBytes, tenantRows, type TxSql } from '../../platform/db.js'
 import { appendLogEvents, logEventsAfter, type LogTables, type LoggedEvent } from '../../platform/event-log.js'
 
 export interface SessionRow {
@@ -29,47 +29,23 @@ export interface MessageRow {
 const SESSION = 'id, title, agent_id, project_id, message_count, generating_id, event_seq, created_at, updated_at'
 const MESSAGE = 'id, session_id, role, content, status, error, usage, created_at, completed_at'
 
-export function listSessions(sql: TxSql, tenantId: string, limit: number, before: string | null) {
-  return sql<SessionRow[]>`
-    select ${sql.unsafe(SESSION)} from chat_sessions
-     where tenant_id = ${tenantId} ${before ? sql`and id < ${before}` : sql``}
-     order by id desc limit ${limit}`
-}
-
-export function selectSession(sql: TxSql, tenantId: string, id: string, opts: { lock?: boolean } = {}) {
-  return sql<
-    SessionRow[]
-  >`select ${sql.unsafe(SESSION)} from chat_sessions where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
-}
+export const sessions = tenantRows<SessionRow>('chat_sessions', SESSION)
+export const selectSession = sessions.byId
 
 export async function countSessions(sql: TxSql, tenantId: string): Promise<number> {
   const [row] = await sql<{ n: number }[]>`select count(*)::int as n from chat_sessions where tenant_id = ${tenantId}`
   return row!.n
 }
 
-export async function insertSession(
+export const insertSession = (
   sql: TxSql,
   tenantId: string,
   s: { id: string; title: string; agentId: string | null; projectId: string | null },
-): Promise<SessionRow> {
-  const [row] = await sql<SessionRow[]>`
-    insert into chat_sessions (id, tenant_id, title, agent_id, project_id)
-    values (${s.id}, ${tenantId}, ${s.title}, ${s.agentId}, ${s.projectId})
-    returning ${sql.unsafe(SESSION)}`
-  return row!
-}
+): Promise<SessionRow> =>
+  sessions.insert(sql, tenantId, { id: s.id, title: s.title, agent_id: s.agentId, project_id: s.projectId })
 
-export async function retitleSession(
-  sql: TxSql,
-  tenantId: string,
-  id: string,
-  title: string,
-): Promise<SessionRow | undefined> {
-  const [row] = await sql<SessionRow[]>`
-    update chat_sessions set title = ${title}, updated_at = now() where tenant_id = ${tenantId} and id = ${id}
-    returning ${sql.unsafe(SESSION)}`
-  return row
-}
+export const retitleSession = (sql: TxSql, tenantId: string, id: string, title: string) =>
+  sessions.update(sql, tenantId, id, { title })
 
 export function deleteSession(sql: TxSql, tenantId: string, id: string) {
   return sql<{ id: string }[]>`delete from chat_sessions where tenant_id = ${tenantId} and id = ${id} returning id`

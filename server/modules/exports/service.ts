@@ -15,16 +15,17 @@ import type { Actor } from '../../domain/actor.js'
 import { AppError, ERRORS, invalid, notFound, type ErrorCode } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
-import { guardedS3Blobs, type Blobs } from '../../platform/blobs.js'
+import { guardedS3Blobs, isStoreOrigin, type Blobs } from '../../platform/blobs.js'
 import { isDatabaseUnavailable, type Db, type TxSql } from '../../platform/db.js'
 import { enqueueJob, JobFailure, type Job } from '../../platform/jobs.js'
 import { outboundHostAllowed, refusalIn, type CompiledPolicy } from '../../platform/outbound.js'
 import type { Secrets } from '../../platform/secrets.js'
 import type { Storage } from '../../platform/storage.js'
-import { audit, auditActor, auditBy, type AuditActor } from '../audit/service.js'
+import { auditActor, auditBy, type AuditActor } from '../audit/service.js'
 import { normalizeInclude, type ExportFormat, type Include } from './format.js'
+import { auditEnd, shownState, shownTimes } from './job-record.js'
 import { DATA_ATTEMPTS, type ArchiveLimits } from './limits.js'
-import { ownOrOperator, tenantFor, tenantPlan } from '../tenants/service.js'
+import { inTenantFor, ownOrOperator, tenantPlan } from '../tenants/service.js'
 import * as store from './store.js'
 import {
   contentTypeOf,
@@ -176,13 +177,7 @@ export async function checkDestination(
   } catch {
     throw invalid('body.s3Endpoint', 'must be an http:// or https:// URL')
   }
-  if (
-    (url.protocol !== 'http:' && url.protocol !== 'https:') ||
-    url.username ||
-    url.password ||
-    (url.pathname !== '/' && url.pathname !== '') ||
-    url.search
-  ) {
+  if (!isStoreOrigin(url)) {
     throw invalid('body.s3Endpoint', 'must be an http:// or https:// URL with no path, query or credentials')
   }
   await outboundHostAllowed('body.s3Endpoint', url, policy)
@@ -237,16 +232,7 @@ export function exportsService(deps: ExportsDeps) {
   const clock = deps.now ?? Date.now
 
   async function present(row: store.ExportRow): Promise<ExportView> {
-    let { status, error } = row
-    // The job ended (its last attempt's worker was killed) or is gone, and never said how: failed.
-    if (
-      (status === 'pending' || status === 'running') &&
-      row.job_id &&
-      (row.job_status === null || row.job_status === 'failed' || row.job_status === 'cancelled')
-    ) {
-      status = 'failed'
-      error = failure('JOB_INTERRUPTED')
-    }
+    const { status, error } = shownState(row, ['pending', 'running'])
     let downloadUrl: string | null = null
     const expires = row.expires_at?.getTime() ?? 0
     if (status === 'completed' && row.destination === 'download' && row.object_key && expires > clock()) {
@@ -280,9 +266,7 @@ export function exportsService(deps: ExportsDeps) {
       size: row.size,
       checksum: row.checksum,
       error,
-      createdAt: row.created_at.toISOString(),
-      startedAt: row.started_at?.toISOString() ?? null,
-      completedAt: status === 'completed' ? (row.finished_at?.toISOString() ?? null) : null,
+      ...shownTimes(row, status),
     }
   }
 
@@ -452,8 +436,7 @@ export function exportsService(deps: ExportsDeps) {
       }
       const actor: Actor = { ...a, tenantId }
       const id = newId()
-      const row = await db.tenant(tenantId, async (sql) => {
-        const { plan } = await tenantFor(sql, a, tenantId)
+      const row = await inTenantFor(db, a, tenantId, async (sql, { plan }) => {
         const allowance = PLAN_TERMS[plan].limits.manualExportsPerMonth
         if (allowance !== null) {
           // One count at a time per tenant: two requests at once cannot both take the last one.
@@ -502,10 +485,7 @@ export function exportsService(deps: ExportsDeps) {
     },
 
     async get(a: Actor<string | null>, tenantId: string, exportId: string): Promise<ExportView> {
-      const row = await db.tenant(tenantId, async (sql) => {
-        await tenantFor(sql, a, tenantId)
-        return store.getExport(sql, tenantId, exportId)
-      })
+      const row = await inTenantFor(db, a, tenantId, (sql) => store.getExport(sql, tenantId, exportId))
       if (!row) throw notFound('export', exportId)
       return present(row)
     },
@@ -516,14 +496,13 @@ export function exportsService(deps: ExportsDeps) {
       page: { limit: number; cursor?: string; scheduleId?: string },
     ) {
       const before = decodeIdCursor(page.cursor)
-      const rows = await db.tenant(tenantId, async (sql) => {
-        await tenantFor(sql, a, tenantId)
-        return store.listExports(sql, tenantId, {
+      const rows = await inTenantFor(db, a, tenantId, (sql) =>
+        store.listExports(sql, tenantId, {
           limit: page.limit + 1,
           before,
           ...(page.scheduleId ? { scheduleId: page.scheduleId } : {}),
-        })
-      })
+        }),
+      )
       const p = toPage(rows, page.limit, (r) => r.id)
       return { items: await Promise.all(p.items.map(present)), nextCursor: p.nextCursor }
     },
@@ -551,19 +530,13 @@ export function exportsService(deps: ExportsDeps) {
         const expiresAt = row.destination === 'download' ? new Date(at.getTime() + keepSeconds * 1000) : null
         await db.tenant(tenantId, async (sql) => {
           if (!(await store.completeExport(sql, tenantId, exportId, { ...done, at, expiresAt }))) return
-          await audit(sql, {
-            tenantId,
-            actor: row.requested_by as AuditActor,
-            action: 'export.completed',
-            target: { type: 'export', id: exportId },
-            details: {
-              kind: row.kind,
-              format: row.format,
-              size: done.size,
-              checksum: done.checksum,
-              destination: row.destination,
-              ...(row.schedule_id ? { scheduleId: row.schedule_id } : {}),
-            },
+          await auditEnd(sql, 'export', row, 'completed', {
+            kind: row.kind,
+            format: row.format,
+            size: done.size,
+            checksum: done.checksum,
+            destination: row.destination,
+            ...(row.schedule_id ? { scheduleId: row.schedule_id } : {}),
           })
         })
       } catch (err) {
@@ -573,13 +546,7 @@ export function exportsService(deps: ExportsDeps) {
         job.log.warn({ err, exportId }, 'export failed')
         await db.tenant(tenantId, async (sql) => {
           if (!(await store.failExport(sql, tenantId, exportId, error, new Date(clock())))) return
-          await audit(sql, {
-            tenantId,
-            actor: row.requested_by as AuditActor,
-            action: 'export.failed',
-            target: { type: 'export', id: exportId },
-            details: { kind: row.kind, error },
-          })
+          await auditEnd(sql, 'export', row, 'failed', { kind: row.kind, error })
         })
       }
     },

@@ -4,7 +4,7 @@
 // than through each owning module: an export is a copy of the tenant's rows as they are, read in
 // one snapshot, and the restore writes them back as they were (server/modules/restores/store.ts).
 // Every query names its tenant even though row-level security would also confine it.
-import type { TxSql } from '../../platform/db.js'
+import type { SqlFragment, TxSql } from '../../platform/db.js'
 import { columnsOf, SPECS, type Include, type Kind } from './format.js'
 
 export type Row = Record<string, unknown>
@@ -194,38 +194,42 @@ export async function countManualSince(sql: TxSql, tenantId: string, since: Date
   return row!.n
 }
 
-/** Takes an export to running (again, after a crash); false when it has already ended. */
-export async function startExport(sql: TxSql, tenantId: string, id: string, at: Date): Promise<boolean> {
+/** Sets `set` on an export that has not ended (pending or running); false when it had ended. */
+async function updateUnended(sql: TxSql, tenantId: string, id: string, set: SqlFragment): Promise<boolean> {
   const r = await sql`
-    update tenant_exports set status = 'running', started_at = coalesce(started_at, ${at})
+    update tenant_exports set ${set}
      where tenant_id = ${tenantId} and id = ${id} and status in ('pending', 'running')`
   return r.count > 0
 }
 
-export async function completeExport(
+/** Takes an export to running (again, after a crash); false when it has already ended. */
+export function startExport(sql: TxSql, tenantId: string, id: string, at: Date): Promise<boolean> {
+  return updateUnended(sql, tenantId, id, sql`status = 'running', started_at = coalesce(started_at, ${at})`)
+}
+
+export function completeExport(
   sql: TxSql,
   tenantId: string,
   id: string,
   o: { objectKey: string; size: number; checksum: string; at: Date; expiresAt: Date | null },
 ): Promise<boolean> {
-  const r = await sql`
-    update tenant_exports set status = 'completed', object_key = ${o.objectKey}, size = ${o.size}, checksum = ${o.checksum},
-           finished_at = ${o.at}, expires_at = ${o.expiresAt}, error = null
-     where tenant_id = ${tenantId} and id = ${id} and status in ('pending', 'running')`
-  return r.count > 0
+  return updateUnended(
+    sql,
+    tenantId,
+    id,
+    sql`status = 'completed', object_key = ${o.objectKey}, size = ${o.size}, checksum = ${o.checksum},
+        finished_at = ${o.at}, expires_at = ${o.expiresAt}, error = null`,
+  )
 }
 
-export async function failExport(
+export function failExport(
   sql: TxSql,
   tenantId: string,
   id: string,
   error: { code: string; message: string },
   at: Date,
 ): Promise<boolean> {
-  const r = await sql`
-    update tenant_exports set status = 'failed', error = ${sql.json(error)}, finished_at = ${at}
-     where tenant_id = ${tenantId} and id = ${id} and status in ('pending', 'running')`
-  return r.count > 0
+  return updateUnended(sql, tenantId, id, sql`status = 'failed', error = ${sql.json(error)}, finished_at = ${at}`)
 }
 
 // ---- schedules ----------------------------------------------------------------------------------

@@ -7,12 +7,12 @@ import type { Logger } from 'pino'
 import type { Clock } from '../../clock.js'
 import type { Storage } from '../../platform/storage.js'
 import { AppError, notFound } from '../../domain/errors.js'
-import { decodeIdCursor, decodeNumberCursor, toPage } from '../../domain/pagination.js'
+import { decodeNumberCursor, toPage } from '../../domain/pagination.js'
 import type { Actor } from '../../domain/actor.js'
 import { planOf } from '../../domain/principal.js'
 import { newId } from '../../../common/ids.js'
 import { exactly, type Blobs } from '../../platform/blobs.js'
-import type { Db, TxSql } from '../../platform/db.js'
+import { tenantReads, type Db, type TxSql } from '../../platform/db.js'
 import { json, jsonArrayStream, zipStream } from '../../../common/zip.js'
 import { auditBy } from '../audit/service.js'
 import { emitEvent, eventData } from '../outbox/service.js'
@@ -97,14 +97,7 @@ export function projectsService(deps: {
     found(id, await store.selectProject(sql, tenantId, id, { lock }))
 
   return {
-    async list(tenantId: string, page: PageRequest) {
-      const before = decodeIdCursor(page.cursor)
-      const rows = await db.tenantRead(tenantId, (sql) => store.listProjects(sql, tenantId, page.limit + 1, before))
-      return toPage(rows, page.limit, (p) => p.id)
-    },
-
-    get: async (tenantId: string, id: string) =>
-      found(id, await db.tenantRead(tenantId, (sql) => store.selectProject(sql, tenantId, id))),
+    ...tenantReads(db, 'project', store.projects),
 
     create: (a: Actor, input: CreateInput) =>
       db.tenant(a.tenantId, async (sql) => {

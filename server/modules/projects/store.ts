@@ -1,5 +1,5 @@
 // Project SQL. Every query names its tenant even though row-level security would also confine it.
-import type { TxSql } from '../../platform/db.js'
+import { tenantRows, type TxSql } from '../../platform/db.js'
 
 export interface ProjectRow {
   id: string
@@ -25,26 +25,13 @@ export interface VersionRow {
 export type ProjectFields = Pick<ProjectRow, 'name' | 'description' | 'language'>
 export const PROJECT_FIELDS = ['name', 'description', 'language'] as const
 
-export function listProjects(sql: TxSql, tenantId: string, limit: number, before: string | null) {
-  return sql<ProjectRow[]>`
-    select id, name, description, language, version, created_at, updated_at from projects
-     where tenant_id = ${tenantId} ${before ? sql`and id < ${before}` : sql``}
-     order by id desc limit ${limit}`
-}
+const PROJECT = 'id, name, description, language, version, created_at, updated_at'
 
-export function selectProject(sql: TxSql, tenantId: string, id: string, opts: { lock?: boolean } = {}) {
-  return sql<ProjectRow[]>`
-    select id, name, description, language, version, created_at, updated_at from projects
-     where tenant_id = ${tenantId} and id = ${id} ${opts.lock ? sql`for update` : sql``}`
-}
+export const projects = tenantRows<ProjectRow>('projects', PROJECT)
+export const selectProject = projects.byId
 
-export async function insertProject(sql: TxSql, tenantId: string, id: string, f: ProjectFields): Promise<ProjectRow> {
-  const [row] = await sql<ProjectRow[]>`
-    insert into projects (id, tenant_id, name, description, language)
-    values (${id}, ${tenantId}, ${f.name}, ${f.description}, ${f.language})
-    returning id, name, description, language, version, created_at, updated_at`
-  return row!
-}
+export const insertProject = (sql: TxSql, tenantId: string, id: string, f: ProjectFields): Promise<ProjectRow> =>
+  projects.insert(sql, tenantId, { id, name: f.name, description: f.description, language: f.language })
 
 /** Writes the fields and moves the project to its next version number. */
 export async function updateProject(sql: TxSql, tenantId: string, id: string, f: ProjectFields): Promise<ProjectRow> {
@@ -52,7 +39,7 @@ export async function updateProject(sql: TxSql, tenantId: string, id: string, f:
     update projects set name = ${f.name}, description = ${f.description}, language = ${f.language},
            version = version + 1, updated_at = now()
      where tenant_id = ${tenantId} and id = ${id}
-    returning id, name, description, language, version, created_at, updated_at`
+    returning ${sql.unsafe(PROJECT)}`
   return row!
 }
 
@@ -60,7 +47,7 @@ export async function updateProject(sql: TxSql, tenantId: string, id: string, f:
 export function deleteProject(sql: TxSql, tenantId: string, id: string) {
   return sql<ProjectRow[]>`
     delete from projects where tenant_id = ${tenantId} and id = ${id}
-    returning id, name, description, language, version, created_at, updated_at`
+    returning ${sql.unsafe(PROJECT)}`
 }
 
 export async function insertVersion(

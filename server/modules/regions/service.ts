@@ -31,7 +31,7 @@ import { byosKeyContext, type Storage } from '../../platform/storage.js'
 import { LAST_FOUR_MIN_KEY_LENGTH } from '../tenants/settings.js'
 import type { CheckResult } from '../../../common/checks.js'
 import { auditBy } from '../audit/service.js'
-import { tenantFor } from '../tenants/service.js'
+import { inTenantFor, tenantFor } from '../tenants/service.js'
 import * as store from './store.js'
 
 export interface RegionView {
@@ -256,16 +256,12 @@ export function regionsService(deps: RegionsDeps) {
     },
 
     async preferences(a: Actor<string | null>, tenantId: string): Promise<PreferencesView> {
-      return db.tenant(tenantId, async (sql) => {
-        await tenantFor(sql, a, tenantId)
-        return view(tenantId, await store.selectPreferences(sql, tenantId))
-      })
+      return inTenantFor(db, a, tenantId, async (sql) => view(tenantId, await store.selectPreferences(sql, tenantId)))
     },
 
     /** PATCH: the fields given over the current ones, checked whole; unchanged when a rule is broken. */
     async update(a: Actor<string | null>, tenantId: string, patch: Partial<Preferences>): Promise<PreferencesView> {
-      return db.tenant(tenantId, async (sql) => {
-        const { plan } = await tenantFor(sql, a, tenantId)
+      return inTenantFor(db, a, tenantId, async (sql, { plan }) => {
         await store.lockPreferences(sql, tenantId)
         const current = fromRow(await store.selectPreferences(sql, tenantId))
         const next: Preferences = { ...current, ...patch }
@@ -306,14 +302,13 @@ export function regionsService(deps: RegionsDeps) {
     },
 
     async storageSettings(a: Actor<string | null>, tenantId: string): Promise<StorageView> {
-      return db.tenant(tenantId, async (sql) => {
-        await tenantFor(sql, a, tenantId)
-        return storageView(
+      return inTenantFor(db, a, tenantId, async (sql) =>
+        storageView(
           tenantId,
           await store.selectStorage(sql, tenantId),
           fromRow(await store.selectPreferences(sql, tenantId)),
-        )
-      })
+        ),
+      )
     },
 
     /**
@@ -323,8 +318,8 @@ export function regionsService(deps: RegionsDeps) {
      * storage: what was written there stays readable.
      */
     async putStorage(a: Actor, tenantId: string, input: StorageInput): Promise<StorageView> {
-      const { plan, current } = await db.tenant(tenantId, async (sql) => ({
-        ...(await tenantFor(sql, a, tenantId)),
+      const { plan, current } = await inTenantFor(db, a, tenantId, async (sql, { plan }) => ({
+        plan,
         current: await store.selectStorage(sql, tenantId),
       }))
       let target: (StoreTarget & { provider: ByosProvider }) | null = null
@@ -392,8 +387,8 @@ export function regionsService(deps: RegionsDeps) {
       tenantId: string,
       input: Omit<StorageInput, 'storageMode' | 'platformRegion'>,
     ): Promise<{ valid: boolean; checks: CheckResult[] }> {
-      const { plan, current } = await db.tenant(tenantId, async (sql) => ({
-        ...(await tenantFor(sql, a, tenantId)),
+      const { plan, current } = await inTenantFor(db, a, tenantId, async (sql, { plan }) => ({
+        plan,
         current: await store.selectStorage(sql, tenantId),
       }))
       requireFeature('byos', context(plan), 'body.byosEndpoint')

@@ -260,29 +260,26 @@ export function repeatFinder(read: (entry: ArchiveEntry, kind: Kind) => Promise<
 
 const byName = (a: ArchiveEntry, b: ArchiveEntry) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
 
+/** What the API's check makes of a value (null: it refuses it); a record must hold that form already. */
+function storedForm(check: (value: string) => string, value: unknown): string | null {
+  try {
+    return check(value as string)
+  } catch {
+    return null
+  }
+}
+
 /** Why a file record's path or content type is not what the API would store, or null. */
 function fileProblem(
   f: Row,
 ): { code: 'ARCHIVE_UNSAFE_PATH' | 'ARCHIVE_INVALID_DATA'; message: string; field: string } | null {
-  let path: string | null
-  try {
-    path = normalizePath(f.path as string)
-  } catch {
-    path = null
-  }
-  if (path !== f.path)
+  if (storedForm(normalizePath, f.path) !== f.path)
     return {
       code: 'ARCHIVE_UNSAFE_PATH',
       message: `the file path ${JSON.stringify(f.path)} is not a project path`,
       field: 'path',
     }
-  let type: string | null
-  try {
-    type = checkContentType(f.content_type as string)
-  } catch {
-    type = null
-  }
-  if (type !== f.content_type)
+  if (storedForm(checkContentType, f.content_type) !== f.content_type)
     return {
       code: 'ARCHIVE_INVALID_DATA',
       message: `${f.path as string}: the content type ${JSON.stringify(f.content_type)} is not one a file is stored with`,

@@ -17,18 +17,19 @@ import { pipeline, Transform, type Readable } from 'node:stream'
 import type { Clock } from '../../clock.js'
 import { isUuid, newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
-import { AppError, ERRORS, notFound, type ErrorCode } from '../../domain/errors.js'
+import { AppError, notFound, type ErrorCode } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS, type Plan } from '../../domain/plans.js'
 import type { Blobs } from '../../platform/blobs.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { enqueueJob, JobFailure, type Job } from '../../platform/jobs.js'
 import type { Storage } from '../../platform/storage.js'
-import { audit, auditActor, auditBy, type AuditActor } from '../audit/service.js'
+import { auditActor, auditBy } from '../audit/service.js'
 import { derivedId, INTERRUPTED, kindsOf, RESTORED_BY, SPECS, type Kind } from '../exports/format.js'
-import { ownOrOperator, tenantFor, tenantPlan } from '../tenants/service.js'
+import { inTenantFor, ownOrOperator, tenantFor, tenantPlan } from '../tenants/service.js'
 import type { LlmSettingsService } from '../tenants/settings.js'
 import { fileBlobKey, type ProjectFilesService, type StagedFile } from '../projects/files-service.js'
+import { auditEnd, shownState, shownTimes } from '../exports/job-record.js'
 import { DATA_ATTEMPTS, type ArchiveLimits } from '../exports/limits.js'
 import { openArchive, refused, type Archive, type ArchiveEntry } from './archive.js'
 import { rowsOf, survey, type Row, type Survey } from './records.js'
@@ -149,15 +150,7 @@ export function restoresService(deps: RestoresDeps) {
   }
 
   function present(row: store.RestoreRow): RestoreView {
-    let { status, error } = row
-    if (
-      status === 'processing' &&
-      row.job_id &&
-      (row.job_status === null || row.job_status === 'failed' || row.job_status === 'cancelled')
-    ) {
-      status = 'failed'
-      error = { code: 'JOB_INTERRUPTED', message: ERRORS.JOB_INTERRUPTED.message }
-    }
+    const { status, error } = shownState(row, ['processing'])
     return {
       restoreId: row.id,
       tenantId: row.tenant_id,
@@ -167,9 +160,7 @@ export function restoresService(deps: RestoresDeps) {
       size: row.upload_size,
       report: row.report,
       error,
-      createdAt: row.created_at.toISOString(),
-      startedAt: row.started_at?.toISOString() ?? null,
-      completedAt: status === 'completed' ? (row.finished_at?.toISOString() ?? null) : null,
+      ...shownTimes(row, status),
     }
   }
 
@@ -623,20 +614,16 @@ export function restoresService(deps: RestoresDeps) {
     },
 
     async get(a: Actor<string | null>, tenantId: string, restoreId: string): Promise<RestoreView> {
-      const row = await db.tenant(tenantId, async (sql) => {
-        await tenantFor(sql, a, tenantId)
-        return store.getRestore(sql, tenantId, restoreId)
-      })
+      const row = await inTenantFor(db, a, tenantId, (sql) => store.getRestore(sql, tenantId, restoreId))
       if (!row) throw notFound('restore', restoreId)
       return present(row)
     },
 
     async list(a: Actor<string | null>, tenantId: string, page: { limit: number; cursor?: string }) {
       const before = decodeIdCursor(page.cursor)
-      const rows = await db.tenant(tenantId, async (sql) => {
-        await tenantFor(sql, a, tenantId)
-        return store.listRestores(sql, tenantId, page.limit + 1, before)
-      })
+      const rows = await inTenantFor(db, a, tenantId, (sql) =>
+        store.listRestores(sql, tenantId, page.limit + 1, before),
+      )
       const p = toPage(rows, page.limit, (r) => r.id)
       return { items: p.items.map(present), nextCursor: p.nextCursor }
     },
@@ -697,18 +684,12 @@ export function restoresService(deps: RestoresDeps) {
             }))
           )
             return false
-          await audit(sql, {
-            tenantId: to,
-            actor: row.requested_by as AuditActor,
-            action: 'restore.completed',
-            target: { type: 'restore', id: restoreId },
-            details: {
-              merge: options.merge,
-              validate: options.validate,
-              fromTenant: s.meta.tenantId,
-              exportId: s.meta.exportId,
-              files: files.stored,
-            },
+          await auditEnd(sql, 'restore', row, 'completed', {
+            merge: options.merge,
+            validate: options.validate,
+            fromTenant: s.meta.tenantId,
+            exportId: s.meta.exportId,
+            files: files.stored,
           })
           return true
         })
@@ -740,13 +721,7 @@ export function restoresService(deps: RestoresDeps) {
             }))
           )
             return
-          await audit(sql, {
-            tenantId: to,
-            actor: row.requested_by as AuditActor,
-            action: 'restore.failed',
-            target: { type: 'restore', id: restoreId },
-            details: { code: error.code },
-          })
+          await auditEnd(sql, 'restore', row, 'failed', { code: error.code })
         })
         await removeUpload()
       } finally {

@@ -47,6 +47,14 @@ export async function tenantFor(sql: TxSql, a: Actor<string | null>, tenantId: s
   return { plan }
 }
 
+/** `fn` in a transaction of the tenant the route names, once tenantFor has let the caller in (its plan handed on). */
+export const inTenantFor = <T>(
+  db: Db,
+  a: Actor<string | null>,
+  tenantId: string,
+  fn: (sql: TxSql, tenant: { plan: Plan }) => Promise<T>,
+): Promise<T> => db.tenant(tenantId, async (sql) => fn(sql, await tenantFor(sql, a, tenantId)))
+
 export interface CreateTenantInput {
   name: string
   plan?: string
