@@ -30,7 +30,7 @@ import type { Secrets } from '../../platform/secrets.js'
 import { byosKeyContext, type Storage } from '../../platform/storage.js'
 import { LAST_FOUR_MIN_KEY_LENGTH } from '../tenants/settings.js'
 import type { CheckResult } from '../../../common/checks.js'
-import { auditBy } from '../audit/service.js'
+import { auditActor, auditBy } from '../audit/service.js'
 import { inTenantFor, tenantFor } from '../tenants/service.js'
 import * as store from './store.js'
 
@@ -283,9 +283,7 @@ export function regionsService(deps: RegionsDeps) {
             data_residency_region: next.dataResidencyRegion,
             compliance_level: next.complianceLevel,
           },
-          actor.principal.kind === 'api_key'
-            ? { type: 'api_key', id: actor.principal.id }
-            : { type: 'user', id: actor.principal.userId },
+          auditActor(actor),
         )
         await auditBy(sql, actor, {
           action: 'regions.preferences_changed',
@@ -363,10 +361,7 @@ export function regionsService(deps: RegionsDeps) {
               byos_secret_key_sealed: before?.byos_secret_key_sealed ?? null,
               byos_access_key_last_four: before?.byos_access_key_last_four ?? null,
             }
-        const by =
-          a.principal.kind === 'api_key'
-            ? { type: 'api_key', id: a.principal.id }
-            : { type: 'user', id: a.principal.userId }
+        const by = auditActor(a)
         const row = await store.upsertStorage(sql, tenantId, { storage_mode: input.storageMode, ...sealed }, by)
         await auditBy(sql, a, {
           action: 'storage.changed',
