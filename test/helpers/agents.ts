@@ -44,6 +44,17 @@ export async function agent(
   return r.body.data.id
 }
 
+/** What a run needs: a tenant of `h` whose model is `provider`, a project, and an agent of `config`. */
+export async function readyToRun(
+  h: TestApp,
+  provider: FakeLlm,
+  config?: Record<string, unknown>,
+  plan: 'free' | 'pro' | 'growth' | 'enterprise' = 'enterprise',
+) {
+  const tn = await tenantWithLlm(h, provider, plan)
+  return { ...tn, projectId: await project(tn.call), agentId: await agent(tn.call, config) }
+}
+
 /** The run once it has ended (the job runner polls every 50 ms in these tests). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON from the API
 export async function ended(call: Caller, agentId: string, runId: string): Promise<any> {

@@ -20,12 +20,14 @@ export type Caller = (
   headers?: Record<string, string>,
 ) => Promise<Called>
 
-export function caller(app: FastifyInstance, key?: string): Caller {
+/** Calls `app` with `key` as a Bearer token if given, from `remoteAddress` if given (else light-my-request's own). */
+export function caller(app: FastifyInstance, key?: string, remoteAddress?: string): Caller {
   return async (method, url, body, headers = {}) => {
     const res = await app.inject({
       method,
       url,
       headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...headers },
+      ...(remoteAddress === undefined ? {} : { remoteAddress }),
       ...(body === undefined ? {} : { payload: body as InjectOptions['payload'] }),
     })
     const raw = res.rawPayload

@@ -110,24 +110,34 @@ function valuesFiles(t: Test, values: Record<string, unknown>[]): string[] {
   })
 }
 
+/** `helm <command>` of the release atrium in the namespace atrium: `flags`, the values files, then `extra`. */
+function helmRelease(
+  t: Test,
+  command: 'template' | 'install',
+  chart: string,
+  values: Record<string, unknown>[],
+  flags: string[],
+  extra: string[] = [],
+) {
+  return runTool('helm', [
+    command,
+    'atrium',
+    chart,
+    '--namespace',
+    'atrium',
+    ...flags,
+    ...valuesFiles(t, values),
+    ...extra,
+  ])
+}
+
 export async function helmTemplate(
   t: Test,
   values: Record<string, unknown>[] = [],
   extra: string[] = [],
   chart = CHART,
 ): Promise<{ code: number | null; manifests: Manifest[]; stderr: string; yaml: string }> {
-  const files = valuesFiles(t, values)
-  const r = await runTool('helm', [
-    'template',
-    'atrium',
-    chart,
-    '--namespace',
-    'atrium',
-    '--kube-version',
-    KUBE_VERSION,
-    ...files,
-    ...extra,
-  ])
+  const r = await helmRelease(t, 'template', chart, values, ['--kube-version', KUBE_VERSION], extra)
   const manifests =
     r.code === 0
       ? parseAllDocuments(r.stdout)
@@ -168,18 +178,11 @@ export function writeKubeconfig(t: Test, server: string, o: { namespace?: string
  */
 export async function helmNotes(t: Test, values: Record<string, unknown>[] = []): Promise<string> {
   const cluster = await fakeCluster(t, [])
-  const files = valuesFiles(t, values)
-  const r = await runTool('helm', [
-    'install',
-    'atrium',
-    CHART,
-    '--namespace',
-    'atrium',
+  const r = await helmRelease(t, 'install', CHART, values, [
     '--dry-run=client',
     '--disable-openapi-validation',
     '--kubeconfig',
     cluster.kubeconfig,
-    ...files,
   ])
   if (r.code !== 0) throw new Error(`helm install --dry-run failed: ${r.stderr}`)
   return r.stdout.slice(r.stdout.indexOf('NOTES:'))

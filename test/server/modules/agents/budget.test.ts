@@ -5,7 +5,7 @@
 import t from 'tap'
 import { RUN_MAX_CONVERSATION_CHARS, STEP_MAX_TOOL_CALLS } from '../../../../server/modules/agents/runner.js'
 import { listRuns, RUNS_PAGE_MAX_BYTES } from '../../../../server/modules/agents/store.js'
-import { agent, ended, project, runToEnd, tenantWithLlm } from '../../../helpers/agents.js'
+import { agent, ended, project, readyToRun, runToEnd, tenantWithLlm } from '../../../helpers/agents.js'
 import { appOn, testApp } from '../../../helpers/app.js'
 import { fakeLlm } from '../../../helpers/fake-llm.js'
 import { testPlatform } from '../../../helpers/platform.js'
@@ -24,9 +24,7 @@ async function storedObjects(tenantId: string, projectId: string): Promise<strin
 t.test(
   'an answer with thousands of tool calls fails the run AGENT_TOOL_CALL_LIMIT, running none of them',
   async (t) => {
-    const { call } = await tenantWithLlm(h, llm)
-    const projectId = await project(call)
-    const agentId = await agent(call, { autonomyLevel: 'medium' })
+    const { call, projectId, agentId } = await readyToRun(h, llm, { autonomyLevel: 'medium' })
     llm.push({ toolCalls: Array.from({ length: 3000 }, () => ({ name: 'list_files', arguments: {} })) })
     const run = await runToEnd(call, agentId, projectId)
     t.match(run, {
@@ -76,9 +74,7 @@ t.test(
   'a NUL or an unpaired surrogate in a tool call is an error result the model can correct; the run goes on',
   async (t) => {
     // found by the second hardening round: the run ended RUN_INTERRUPTED after four retries, blaming a stopped replica
-    const { call } = await tenantWithLlm(h, llm)
-    const projectId = await project(call)
-    const agentId = await agent(call)
+    const { call, projectId, agentId } = await readyToRun(h, llm)
     const before = llm.requests.length
     llm.push(
       {
@@ -111,9 +107,7 @@ t.test(
 t.test(
   "the run's record, events and list keep excerpts: a large write's content is in the file, not the run",
   async (t) => {
-    const { call } = await tenantWithLlm(h, llm)
-    const projectId = await project(call)
-    const agentId = await agent(call)
+    const { call, projectId, agentId } = await readyToRun(h, llm)
     const content = 'line of text\n'.repeat(8000) // 104,000 characters
     llm.push({ toolCalls: [{ name: 'write_file', arguments: { path: 'long.txt', content } }] }, { text: 'Written.' })
     const run = await runToEnd(call, agentId, projectId)
@@ -139,9 +133,7 @@ t.test(
 )
 
 t.test('a page of runs stops at its byte budget and goes on with the next cursor', async (t) => {
-  const { call } = await tenantWithLlm(h, llm)
-  const projectId = await project(call)
-  const agentId = await agent(call, { autonomyLevel: 'low' })
+  const { call, projectId, agentId } = await readyToRun(h, llm, { autonomyLevel: 'low' })
   const outputs = Array.from({ length: 5 }, (_, i) => `${i}`.repeat(900_000)) // 900,000 characters, one piece each
   for (const text of outputs) {
     llm.push({ text })
@@ -174,9 +166,7 @@ t.test(
   async (t) => {
     const platform = await testPlatform(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' })
     const quiet = await appOn(t, platform, { jobs: false })
-    const { call, tenantId } = await tenantWithLlm(quiet, llm)
-    const projectId = await project(call)
-    const agentId = await agent(call, { autonomyLevel: 'low' })
+    const { call, tenantId, projectId, agentId } = await readyToRun(quiet, llm, { autonomyLevel: 'low' })
     const queued = (await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'go', projectId })).body.data
     await platform.db.system(
       (sql) =>

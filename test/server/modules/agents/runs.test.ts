@@ -4,7 +4,7 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { agent, ended, project, tenantWithLlm as llmTenant } from '../../../helpers/agents.js'
+import { agent, ended, project, readyToRun, tenantWithLlm as llmTenant } from '../../../helpers/agents.js'
 import { appOn, testApp } from '../../../helpers/app.js'
 import { fakeLlm, type FakeLlm } from '../../../helpers/fake-llm.js'
 import { unzip } from '../../../helpers/zip.js'
@@ -24,6 +24,15 @@ const tenantWithLlm = (
 ) => llmTenant(h, provider, plan, apiKey)
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The webhook events of a run in the outbox, in the order written. */
+const runEvents = (runId: string) =>
+  h.platform.db.system(
+    (sql) =>
+      sql<
+        { type: string; data: { reason?: string } }[]
+      >`select type, data from webhook_events where data->>'runId' = ${runId} order by id`,
+  )
 
 t.test(
   'a high-autonomy run reads a file, writes another and completes; its version, backup and stream show it',
@@ -141,20 +150,15 @@ t.test(
     )
 
     // Webhook events, once each, in the outbox.
-    const types = await h.platform.db.system(
-      (sql) => sql<{ type: string }[]>`select type from webhook_events where data->>'runId' = ${run.id} order by id`,
-    )
     t.same(
-      types.map((r) => r.type),
+      (await runEvents(run.id)).map((r) => r.type),
       ['agent.started', 'agent.completed'],
     )
   },
 )
 
 t.test('a provider that answers 429 with Retry-After and then succeeds: the run completes', async (t) => {
-  const { call } = await tenantWithLlm()
-  const projectId = await project(call)
-  const agentId = await agent(call, { autonomyLevel: 'low' })
+  const { call, projectId, agentId } = await readyToRun(h, llm, { autonomyLevel: 'low' })
   const before = llm.requests.length
   llm.push({ status: 429, retryAfterSeconds: 1 }, { text: 'Hello after waiting.' })
   const r = await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'Say hello', projectId })
@@ -182,11 +186,8 @@ t.test('provider failures end the run failed with the catalog code and no secret
     data: { error: { code: 'LLM_KEY_REJECTED' } },
   })
   t.notMatch(stream.raw.toString('utf8'), /3456/)
-  const types = await h.platform.db.system(
-    (sql) => sql<{ type: string }[]>`select type from webhook_events where data->>'runId' = ${rejected.id} order by id`,
-  )
   t.same(
-    types.map((r) => r.type),
+    (await runEvents(rejected.id)).map((r) => r.type),
     ['agent.started', 'agent.failed'],
   )
 
@@ -262,9 +263,7 @@ t.test('the plan bounds runs in progress per tenant, and another tenant is not h
 
 t.test('cancel: a running run stops and applies nothing; a finished run is a CONFLICT', async (t) => {
   const slow = await fakeLlm(t)
-  const { call } = await tenantWithLlm('enterprise', slow)
-  const projectId = await project(call)
-  const agentId = await agent(call)
+  const { call, projectId, agentId } = await readyToRun(h, slow)
   slow.push(
     { toolCalls: [{ name: 'write_file', arguments: { path: 'draft.txt', content: 'half' } }] },
     { text: 'word '.repeat(40), chunkDelayMs: 250 },
@@ -287,14 +286,8 @@ t.test('cancel: a running run stops and applies nothing; a finished run is a CON
   const again = await call('POST', `/api/v1/agents/${agentId}/runs/${runId}/cancel`)
   t.equal(again.status, 409)
   t.match(again.body.error, { code: 'CONFLICT', details: { status: 'cancelled' } })
-  const types = await h.platform.db.system(
-    (sql) =>
-      sql<
-        { type: string; data: { reason?: string } }[]
-      >`select type, data from webhook_events where data->>'runId' = ${runId} order by id`,
-  )
   t.match(
-    types.map((x) => [x.type, x.data.reason]),
+    (await runEvents(runId)).map((x) => [x.type, x.data.reason]),
     [
       ['agent.started', undefined],
       ['agent.failed', 'cancelled'],
@@ -303,9 +296,7 @@ t.test('cancel: a running run stops and applies nothing; a finished run is a CON
 })
 
 t.test('bad tool calls go back to the model as errors; the run goes on', async (t) => {
-  const { call } = await tenantWithLlm()
-  const projectId = await project(call)
-  const agentId = await agent(call, { autonomyLevel: 'medium' })
+  const { call, projectId, agentId } = await readyToRun(h, llm, { autonomyLevel: 'medium' })
   const before = llm.requests.length
   llm.push(
     {
@@ -334,9 +325,7 @@ t.test('bad tool calls go back to the model as errors; the run goes on', async (
 })
 
 t.test('limits end a run failed with the reason', async (t) => {
-  const { call } = await tenantWithLlm()
-  const projectId = await project(call)
-  const agentId = await agent(call, { autonomyLevel: 'medium', maxSteps: 2 })
+  const { call, projectId, agentId } = await readyToRun(h, llm, { autonomyLevel: 'medium', maxSteps: 2 })
   llm.push(
     { toolCalls: [{ name: 'list_files', arguments: {} }] },
     { toolCalls: [{ name: 'list_files', arguments: {} }] },
@@ -367,9 +356,7 @@ t.test('limits end a run failed with the reason', async (t) => {
 
 t.test('a stream opened mid-run on another replica follows it live and ends with the run', async (t) => {
   const slow = await fakeLlm(t)
-  const { call, apiKey } = await tenantWithLlm('enterprise', slow)
-  const projectId = await project(call)
-  const agentId = await agent(call, { autonomyLevel: 'medium' })
+  const { call, apiKey, projectId, agentId } = await readyToRun(h, slow, { autonomyLevel: 'medium' })
   slow.push(
     { toolCalls: [{ name: 'list_files', arguments: {} }] },
     { text: 'one two three four five six seven eight', chunkDelayMs: 60 },
@@ -392,13 +379,7 @@ t.test('a stream opened mid-run on another replica follows it live and ends with
 t.test("cancelling a queued run ends it at once and announces its last event's number to the streams", async (t) => {
   // An installation of its own with no job runner (another on the same database would start the run).
   const idle = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' })
-  const tn = await idle.tenant()
-  await tn.call('PATCH', '/api/v1/tenant/settings/llm', {
-    provider: 'openai-compatible',
-    baseUrl: llm.url,
-    model: 'test-model',
-    apiKey: 'sk-test-key-1234567890',
-  })
+  const tn = await llmTenant(idle, llm)
   const agentId = await agent(tn.call, { autonomyLevel: 'low' })
   const runId = (
     await tn.call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'wait', projectId: await project(tn.call) })
@@ -435,13 +416,7 @@ t.test('web search through a SearXNG-compatible endpoint, through the outbound g
     },
     { jobs: { pollMs: 50 } },
   )
-  const tn = await withSearch.tenant()
-  await tn.call('PATCH', '/api/v1/tenant/settings/llm', {
-    provider: 'openai-compatible',
-    baseUrl: llm.url,
-    model: 'm',
-    apiKey: 'sk-search-0000000000',
-  })
+  const tn = await llmTenant(withSearch, llm)
   const projectId = (await tn.call('POST', '/api/v1/projects', { name: 'p' })).body.data.id
   const agentId = (
     await tn.call('POST', '/api/v1/agents', { name: 'r', systemPrompt: '', config: { autonomyLevel: 'medium' } })

@@ -3,10 +3,10 @@
 // takes up its last saved changes, which name them; then it goes, and a run that ends without its
 // changes lets go of them all.
 import t from 'tap'
-import type { Actor } from '../../../../server/domain/actor.js'
 import { Workspace } from '../../../../server/modules/agents/tools.js'
 import { projectFilesService } from '../../../../server/modules/projects/files-service.js'
 import { testApp } from '../../../helpers/app.js'
+import { ownerActor } from '../../../helpers/principal.js'
 
 const h = await testApp(t)
 const files = projectFilesService({ db: h.platform.db, storage: h.platform.storage })
@@ -17,20 +17,7 @@ t.test(
     // found in review: they were deleted at once, and a run resumed from its last saved step named them
     const { call, tenantId, userId } = await h.tenant()
     const projectId = (await call('POST', '/api/v1/projects', { name: 'workspace' })).body.data.id
-    const actor: Actor = {
-      tenantId,
-      principal: {
-        kind: 'user',
-        id: userId,
-        tenantId,
-        plan: 'enterprise',
-        userId,
-        role: 'owner',
-        sessionId: null,
-        permissions: new Set(),
-      },
-      origin: { ip: '', userAgent: '' },
-    }
+    const actor = ownerActor(tenantId, userId, 'enterprise')
     const stored = async () => {
       const keys: string[] = []
       for await (const o of h.platform.blobs.list(`tenants/${tenantId}/projects/${projectId}/files/`)) keys.push(o.key)

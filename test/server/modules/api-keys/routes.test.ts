@@ -1,6 +1,7 @@
 import t from 'tap'
 import { CREDENTIAL_CACHE_SECONDS } from '../../../../server/domain/credentials.js'
 import { appOn, caller, testApp, type Caller } from '../../../helpers/app.js'
+import { allPages, listedIds } from '../../../helpers/answers.js'
 import { signedIn, until } from './helpers.js'
 
 const h = await testApp(t)
@@ -362,21 +363,10 @@ t.test('the list pages newest first without gaps or repeats', async (t) => {
   const { call } = await h.tenant()
   const ids = [(await call('GET', '/api/v1/api-keys')).body.data[0].id as string]
   for (let i = 0; i < 4; i++) ids.push((await makeKey(call, { name: `k${i}`, permissions: ['export'] })).id)
-  const seen: string[] = []
-  let cursor: string | null = null
-  let pages = 0
-  do {
-    const r: Awaited<ReturnType<Caller>> = await call(
-      'GET',
-      `/api/v1/api-keys?limit=2${cursor ? `&cursor=${cursor}` : ''}`,
-    )
-    t.equal(r.status, 200)
-    seen.push(...r.body.data.map((k: { id: string }) => k.id))
-    cursor = r.body.meta.nextCursor
-    pages++
-  } while (cursor)
-  t.equal(pages, 3)
-  t.same(seen, [...ids].reverse())
+  const pages = await allPages(call, '/api/v1/api-keys', 2)
+  for (const page of pages) t.equal(page.status, 200)
+  t.equal(pages.length, 3)
+  t.same(listedIds(pages), [...ids].reverse())
   for (const q of ['limit=0', 'limit=201', 'cursor=nope', 'extra=1']) {
     t.equal((await call('GET', `/api/v1/api-keys?${q}`)).body.error.code, 'VALIDATION_ERROR', q)
   }

@@ -4,12 +4,20 @@ import { auditLogService } from '../../../../server/modules/audit/service.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 import { appOn, caller, testApp, type Caller } from '../../../helpers/app.js'
 import { suffix, testPlatform } from '../../../helpers/platform.js'
+import { allPages, listedIds } from '../../../helpers/answers.js'
 import { PASSWORD, signedIn, until } from '../api-keys/helpers.js'
 
 const h = await testApp(t)
 const db = h.platform.db
 
 type Plan = 'free' | 'pro' | 'growth' | 'enterprise'
+
+/** How many days of events each paid plan keeps (the free plan keeps none). */
+const RETENTION_DAYS = [
+  ['pro', 30],
+  ['growth', 90],
+  ['enterprise', 365],
+] as const
 
 async function tenantWithPassword(plan: Plan) {
   const email = `owner-${suffix()}@example.com`
@@ -144,11 +152,7 @@ t.test('the free plan records nothing and has no audit log to read', async (t) =
 })
 
 t.test("only events inside the plan's retention are shown", async (t) => {
-  for (const [plan, days] of [
-    ['pro', 30],
-    ['growth', 90],
-    ['enterprise', 365],
-  ] as const) {
+  for (const [plan, days] of RETENTION_DAYS) {
     const o = await h.tenant(plan)
     const inside = await insertEvent(o.tenantId, days - 1)
     await insertEvent(o.tenantId, days + 1)
@@ -218,20 +222,9 @@ t.test('the log pages newest first without gaps or repeats', async (t) => {
   const o = await h.tenant('pro')
   const ids: string[] = []
   for (let i = 5; i >= 1; i--) ids.push(await insertEvent(o.tenantId, i / 10))
-  const seen: string[] = []
-  let cursor: string | null = null
-  let pages = 0
-  do {
-    const r: Awaited<ReturnType<Caller>> = await o.call(
-      'GET',
-      `/api/v1/audit-log?limit=2${cursor ? `&cursor=${cursor}` : ''}`,
-    )
-    seen.push(...r.body.data.map((e: { id: string }) => e.id))
-    cursor = r.body.meta.nextCursor
-    pages++
-  } while (cursor)
-  t.equal(pages, 3)
-  t.same(seen, [...ids].reverse())
+  const pages = await allPages(o.call, '/api/v1/audit-log', 2)
+  t.equal(pages.length, 3)
+  t.same(listedIds(pages), [...ids].reverse())
 })
 
 t.test("audit:read is needed, and another tenant's events are never shown", async (t) => {
@@ -276,11 +269,7 @@ t.test("audit:read is needed, and another tenant's events are never shown", asyn
 t.test("the retention sweep deletes events past their tenant's retention, and only those", async (t) => {
   const keep: string[] = []
   const gone: string[] = []
-  for (const [plan, days] of [
-    ['pro', 30],
-    ['growth', 90],
-    ['enterprise', 365],
-  ] as const) {
+  for (const [plan, days] of RETENTION_DAYS) {
     const o = await h.tenant(plan)
     keep.push(await insertEvent(o.tenantId, 0), await insertEvent(o.tenantId, days - 1))
     gone.push(await insertEvent(o.tenantId, days + 1), await insertEvent(o.tenantId, 400))

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { testApp, type Caller } from '../../../helpers/app.js'
 import { fakeLlm } from '../../../helpers/fake-llm.js'
+import { tenantWithLlm as llmTenant } from '../../../helpers/agents.js'
 import { sseParser } from '../../../helpers/sse.js'
 
 const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' }, { jobs: { pollMs: 50 } })
@@ -56,16 +57,8 @@ async function follow(
   return events
 }
 
-async function tenantWithLlm(): Promise<{ apiKey: string; call: Caller }> {
-  const tn = await h.tenant()
-  await tn.call('PATCH', '/api/v1/tenant/settings/llm', {
-    provider: 'openai-compatible',
-    baseUrl: llm.url,
-    model: 'chat-model',
-    apiKey: 'sk-chat-test-0000000',
-  })
-  return tn
-}
+/** A tenant whose model is this file's fake provider. */
+const tenantWithLlm = () => llmTenant(h, llm)
 
 /** Every message of the session, once no reply is generating (all pages: a page may end at its byte budget). */
 async function settled(call: Caller, sessionId: string) {
@@ -233,13 +226,7 @@ t.test(
   async (t) => {
     let written = 0
     const counting = await fakeLlm(t, { onChunk: () => written++ })
-    const { call } = await h.tenant()
-    await call('PATCH', '/api/v1/tenant/settings/llm', {
-      provider: 'openai-compatible',
-      baseUrl: counting.url,
-      model: 'chat-model',
-      apiKey: 'sk-chat-test-0000000',
-    })
+    const { call } = await llmTenant(h, counting)
     const sessionId = (await call('POST', '/api/v1/chat/sessions')).body.data.id
     let deleted!: () => void
     const gone = new Promise<void>((r) => (deleted = r))

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { testApp } from '../../../helpers/app.js'
 import { fakeLlm } from '../../../helpers/fake-llm.js'
+import { tenantWithLlm } from '../../../helpers/agents.js'
 
 const MAX = 5
 const WINDOW = 3600 // longer than the test, so that the window never turns in the middle of it
@@ -42,14 +43,8 @@ async function openStream(apiKey: string, sessionId: string) {
 t.test(
   'messages and streams count against the limit and are refused past it; another tenant is unaffected',
   async (t) => {
-    const a = await h.tenant()
+    const a = await tenantWithLlm(h, llm) // 1: setting its model
     const b = await h.tenant()
-    await a.call('PATCH', '/api/v1/tenant/settings/llm', {
-      provider: 'openai-compatible',
-      baseUrl: llm.url,
-      model: 'm',
-      apiKey: 'sk-limits-test-000000',
-    }) // 1
     const sessionId = (await a.call('POST', '/api/v1/chat/sessions')).body.data.id // 2
 
     const opened = await openStream(a.apiKey, sessionId) // 3

@@ -1,8 +1,8 @@
 // What the device login tests share: a CLI's secrets, a caller that can pose as any client
 // address (limits count per address), a user who can sign in, and a started login.
 import { createHash, randomBytes, randomInt } from 'node:crypto'
-import type { FastifyInstance, InjectOptions } from 'fastify'
-import type { Called, TestApp } from '../../../helpers/app.js'
+import type { FastifyInstance } from 'fastify'
+import { caller, type Called, type Caller, type TestApp } from '../../../helpers/app.js'
 import { suffix } from '../../../helpers/platform.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 
@@ -19,29 +19,10 @@ export function pkcePair() {
 /** An address of its own per test, so the per-address limits of one test do not spend another's. */
 export const randomIp = () => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`
 
-export type Client = (
-  method: InjectOptions['method'],
-  url: string,
-  body?: unknown,
-  headers?: Record<string, string>,
-) => Promise<Called>
+export type Client = Caller
 
-export function client(app: FastifyInstance, ip = randomIp()): Client {
-  return async (method, url, body, headers = {}) => {
-    const res = await app.inject({
-      method,
-      url,
-      headers,
-      remoteAddress: ip,
-      ...(body === undefined ? {} : { payload: body as InjectOptions['payload'] }),
-    })
-    const raw = res.rawPayload
-    const parsed: unknown = String(res.headers['content-type'] ?? '').includes('json')
-      ? JSON.parse(raw.toString('utf8'))
-      : null
-    return { status: res.statusCode, headers: res.headers, body: parsed, raw }
-  }
-}
+/** A caller with no credential of its own, calling from `ip`. */
+export const client = (app: FastifyInstance, ip = randomIp()): Client => caller(app, undefined, ip)
 
 export async function user(ta: TestApp, plan: 'free' | 'pro' | 'growth' | 'enterprise' = 'pro') {
   const email = `cli-${suffix()}@example.com`
@@ -88,10 +69,18 @@ export async function startLogin(call: Client, over: Record<string, unknown> = {
   }
 }
 
+/** Asks to approve `login` (with its own state unless `state` is given), sending `headers` as the credentials. */
+export const complete = (
+  call: Client,
+  login: Pick<StartedLogin, 'loginId' | 'state'>,
+  headers: Record<string, string> = {},
+  state = login.state,
+) => call('POST', '/cli/auth/complete', { loginId: login.loginId, state }, headers)
+
 /** Starts a login and approves it as the signed-in user holding `cookie`. */
 export async function approvedLogin(call: Client, cookie: string): Promise<StartedLogin> {
   const login = await startLogin(call)
-  const done = await call('POST', '/cli/auth/complete', { loginId: login.loginId, state: login.state }, { cookie })
+  const done = await complete(call, login, { cookie })
   if (done.status !== 200) throw new Error(`complete failed: ${JSON.stringify(done.body)}`)
   return login
 }

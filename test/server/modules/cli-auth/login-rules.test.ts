@@ -11,6 +11,7 @@ import type { AccountRow } from '../../../../server/modules/sign-in/store.js'
 import type { CliLoginRow } from '../../../../server/modules/cli-auth/store.js'
 import { credentialTags } from '../../../../server/platform/credential-tags.js'
 import { fakeDb, replacing } from '../../../helpers/fake-db.js'
+import { principal } from '../../../helpers/principal.js'
 
 const NOW = Date.parse('2030-01-01T00:00:00Z')
 const secrets = { deriveKey: (purpose: string) => Buffer.from(purpose.padEnd(32, '#').slice(0, 32)) }
@@ -20,16 +21,7 @@ const origin = { ip: '10.0.0.7', userAgent: 'unit' }
 const approver: Actor = {
   tenantId: 't1',
   origin,
-  principal: {
-    kind: 'user',
-    id: 'u1',
-    tenantId: 't1',
-    plan: 'pro',
-    userId: 'u1',
-    role: 'member',
-    sessionId: 's0',
-    permissions: new Set(['*']),
-  },
+  principal: principal({ sessionId: 's0', permissions: new Set(['*']) }),
 }
 
 interface World {

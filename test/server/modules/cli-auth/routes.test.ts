@@ -6,6 +6,7 @@ import { LOGIN_TTL_SECONDS } from '../../../../server/modules/cli-auth/service.j
 import {
   approvedLogin,
   client,
+  complete,
   newState,
   pkcePair,
   randomIp,
@@ -161,30 +162,15 @@ t.test('info shows the approval page the verification code and the requesting cl
 t.test('complete without a session is UNAUTHORIZED and the login stays pending', async (t) => {
   const call = client(h.app)
   const login = await startLogin(call)
-  const none = await call('POST', '/cli/auth/complete', { loginId: login.loginId, state: login.state })
+  const none = await complete(call, login)
   t.equal(none.status, 401)
   t.equal(none.body.error.code, 'UNAUTHORIZED')
-  const badCookie = await call(
-    'POST',
-    '/cli/auth/complete',
-    { loginId: login.loginId, state: login.state },
-    { cookie: 'atrium_session=ats_' + 'x'.repeat(43) },
-  )
-  t.equal(badCookie.body.error.code, 'UNAUTHORIZED', 'a made-up session cookie')
-  const badToken = await call(
-    'POST',
-    '/cli/auth/complete',
-    { loginId: login.loginId, state: login.state },
-    { authorization: 'Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.' },
-  )
-  t.equal(badToken.body.error.code, 'UNAUTHORIZED', 'an unsigned access token')
-  const malformed = await call(
-    'POST',
-    '/cli/auth/complete',
-    { loginId: login.loginId, state: login.state },
-    { authorization: 'Basic dXNlcjpwYXNz' },
-  )
-  t.equal(malformed.body.error.code, 'UNAUTHORIZED', 'not a Bearer credential')
+  for (const [what, headers] of [
+    ['a made-up session cookie', { cookie: 'atrium_session=ats_' + 'x'.repeat(43) }],
+    ['an unsigned access token', { authorization: 'Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.' }],
+    ['not a Bearer credential', { authorization: 'Basic dXNlcjpwYXNz' }],
+  ] as const)
+    t.equal((await complete(call, login, headers)).body.error.code, 'UNAUTHORIZED', what)
   t.equal((await stored(login.loginId))!.status, 'pending')
 })
 
@@ -192,21 +178,11 @@ t.test('complete with the wrong state is FORBIDDEN (CSRF) and the login stays pe
   const call = client(h.app)
   const { cookie } = await signIn(call, (await user(h)).email)
   const login = await startLogin(call)
-  const wrong = await call(
-    'POST',
-    '/cli/auth/complete',
-    { loginId: login.loginId, state: newState() },
-    { cookie, origin },
-  )
+  const wrong = await complete(call, login, { cookie, origin }, newState())
   t.equal(wrong.status, 403)
   t.equal(wrong.body.error.code, 'FORBIDDEN')
   t.equal(wrong.body.error.details.reason, 'state_mismatch')
-  const malformed = await call(
-    'POST',
-    '/cli/auth/complete',
-    { loginId: login.loginId, state: 'not-hex' },
-    { cookie, origin },
-  )
+  const malformed = await complete(call, login, { cookie, origin }, 'not-hex')
   t.equal(malformed.body.error.code, 'VALIDATION_ERROR')
   t.equal((await stored(login.loginId))!.status, 'pending')
   t.equal((await call('GET', `/cli/auth/status?loginId=${login.loginId}`)).body.data.status, 'pending')
@@ -235,12 +211,7 @@ t.test('an API key cannot approve a CLI login', async (t) => {
   const call = client(h.app)
   const u = await user(h)
   const login = await startLogin(call)
-  const r = await call(
-    'POST',
-    '/cli/auth/complete',
-    { loginId: login.loginId, state: login.state },
-    { authorization: `Bearer ${u.apiKey}` },
-  )
+  const r = await complete(call, login, { authorization: `Bearer ${u.apiKey}` })
   t.equal(r.status, 403)
   t.equal(r.body.error.code, 'FORBIDDEN')
   t.equal(r.body.error.details.reason, 'api_key')
@@ -257,12 +228,7 @@ t.test(
     const { cookie } = await signIn(browser, u.email)
     const cliIp = randomIp()
     const login = await startLogin(client(h.app, cliIp))
-    const done = await browser(
-      'POST',
-      '/cli/auth/complete',
-      { loginId: login.loginId, state: login.state },
-      { cookie, origin },
-    )
+    const done = await complete(browser, login, { cookie, origin })
     t.equal(done.status, 200)
     t.match(done.body.data, { loginId: login.loginId, status: 'approved', approvedAt: String })
     t.match(await stored(login.loginId), {
@@ -301,12 +267,7 @@ t.test(
       },
     })
 
-    const again = await browser(
-      'POST',
-      '/cli/auth/complete',
-      { loginId: login.loginId, state: login.state },
-      { cookie, origin },
-    )
+    const again = await complete(browser, login, { cookie, origin })
     t.equal(again.status, 400)
     t.equal(again.body.error.code, 'VALIDATION_ERROR')
     t.equal(again.body.error.details.status, 'approved')
@@ -317,9 +278,7 @@ t.test('two approvals racing for one login: exactly one succeeds, the other says
   const call = client(h.app)
   const { cookie } = await signIn(call, (await user(h)).email)
   const login = await startLogin(call)
-  const results = await Promise.all(
-    [1, 2, 3].map(() => call('POST', '/cli/auth/complete', { loginId: login.loginId, state: login.state }, { cookie })),
-  )
+  const results = await Promise.all([1, 2, 3].map(() => complete(call, login, { cookie })))
   t.equal(results.filter((r) => r.status === 200).length, 1)
   for (const r of results.filter((x) => x.status !== 200))
     t.match(r.body.error, { code: 'VALIDATION_ERROR', details: { status: 'approved' } })
@@ -344,12 +303,7 @@ t.test('a signed-in user can approve with a Bearer access token instead of the c
   const u = await user(h)
   const { access } = await signIn(call, u.email)
   const login = await startLogin(call)
-  const done = await call(
-    'POST',
-    '/cli/auth/complete',
-    { loginId: login.loginId, state: login.state },
-    { authorization: `Bearer ${access}`, origin: 'https://elsewhere.example' },
-  )
+  const done = await complete(call, login, { authorization: `Bearer ${access}`, origin: 'https://elsewhere.example' })
   t.equal(done.status, 200, 'a Bearer token is not an ambient credential: no origin check needed')
   t.match(await stored(login.loginId), { status: 'approved', user_id: u.userId })
 })
@@ -480,15 +434,10 @@ t.test(
       t.equal(token.body.error.code, 'VALIDATION_ERROR')
       t.equal(token.body.error.details.status, 'expired')
     }
-    const complete = await call(
-      'POST',
-      '/cli/auth/complete',
-      { loginId: pending.loginId, state: pending.state },
-      { cookie },
-    )
-    t.equal(complete.status, 400)
-    t.equal(complete.body.error.code, 'VALIDATION_ERROR')
-    t.equal(complete.body.error.details.status, 'expired')
+    const completed = await complete(call, pending, { cookie })
+    t.equal(completed.status, 400)
+    t.equal(completed.body.error.code, 'VALIDATION_ERROR')
+    t.equal(completed.body.error.details.status, 'expired')
   },
 )
 
@@ -540,20 +489,10 @@ t.test(
     const { cookie } = await signIn(client(h.app), u.email)
     const login = await startLogin(client(h.app))
     for (let i = 0; i < CLI_AUTH_LIMITS.completePerLogin; i++) {
-      const r = await client(h.app)(
-        'POST',
-        '/cli/auth/complete',
-        { loginId: login.loginId, state: newState() },
-        { cookie },
-      )
+      const r = await complete(client(h.app), login, { cookie }, newState())
       t.equal(r.body.error.code, 'FORBIDDEN', `guess ${i + 1} from a fresh address`)
     }
-    const over = await client(h.app)(
-      'POST',
-      '/cli/auth/complete',
-      { loginId: login.loginId, state: login.state },
-      { cookie },
-    )
+    const over = await complete(client(h.app), login, { cookie })
     t.equal(over.status, 429)
     t.equal(over.body.error.code, 'RATE_LIMIT_EXCEEDED')
     t.ok(Number(over.headers['retry-after']) >= 1)

@@ -85,6 +85,14 @@ async function signIn(ta: TestApp, sub: string, providerId = 'idp', cookie?: str
 const authorize = (ta: TestApp, providerId: string, body: unknown, headers: Record<string, string> = {}) =>
   ta.anonymous('POST', `/oauth/${providerId}/authorize`, body, { origin: PUBLIC_URL, ...headers })
 
+/** The callback `s` came back with, posted to authorize by the browser that started it (or one sending `headers`). */
+const finish = (
+  ta: TestApp,
+  s: { callback: URL; cookie: string },
+  headers: Record<string, string> = { cookie: s.cookie },
+  providerId = 'idp',
+) => authorize(ta, providerId, { callbackUrl: s.callback.search }, headers)
+
 const auditOf = (ta: TestApp, tenantId: string) =>
   ta.platform.db.system(
     (sql) => sql<{ action: string; actor_id: string | null; target_type: string; details: Record<string, unknown> }[]>`
@@ -199,8 +207,8 @@ t.test('a state completes one sign-in only', async (t) => {
   const ta = await oidcApp(t)
   const m = await member(ta)
   const a = await signIn(ta, m.sub)
-  t.equal((await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })).status, 200)
-  const again = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
+  t.equal((await finish(ta, a)).status, 200)
+  const again = await finish(ta, a)
   t.equal(again.status, 400)
   t.match(again.body.error, { code: 'VALIDATION_ERROR', details: { reason: 'state_invalid' } })
   const madeUp = await authorize(ta, 'idp', { code: 'x', state: 'made-up' }, { cookie: a.cookie })
@@ -208,9 +216,7 @@ t.test('a state completes one sign-in only', async (t) => {
 
   // Two presentations at once: one wins.
   const b = await signIn(ta, m.sub, 'idp', a.cookie)
-  const raced = await Promise.all(
-    [1, 2].map(() => authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })),
-  )
+  const raced = await Promise.all([1, 2].map(() => finish(ta, b)))
   t.same(raced.map((r) => r.status).sort(), [200, 400])
 })
 
@@ -219,29 +225,20 @@ t.test('a sign-in completes only in the browser that started it (login CSRF)', a
   const m = await member(ta)
   const a = await signIn(ta, m.sub)
   // Another browser (an attacker's page handing the victim its callback) has no binding cookie, or its own.
-  const without = await authorize(ta, 'idp', { callbackUrl: a.callback.search })
+  const without = await finish(ta, a, {})
   t.equal(without.status, 403)
   t.match(without.body.error, { code: 'FORBIDDEN', details: { reason: 'browser_mismatch' } })
-  const forged = await authorize(
-    ta,
-    'idp',
-    { callbackUrl: a.callback.search },
-    { cookie: 'atrium_oauth=not-even-well-formed' },
-  )
+  const forged = await finish(ta, a, { cookie: 'atrium_oauth=not-even-well-formed' })
   t.match(forged.body.error, { code: 'FORBIDDEN', details: { reason: 'browser_mismatch' } })
-  t.equal(
-    (await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })).status,
-    200,
-    'a refusal without a binding leaves the state to its browser',
-  )
+  t.equal((await finish(ta, a)).status, 200, 'a refusal without a binding leaves the state to its browser')
 
   const b = await signIn(ta, m.sub)
   const other = await start(ta) // a second browser, with a binding value of its own
   t.not(other.cookie, b.cookie)
-  const mismatch = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: other.cookie })
+  const mismatch = await finish(ta, b, { cookie: other.cookie })
   t.equal(mismatch.status, 403)
   t.match(mismatch.body.error, { code: 'FORBIDDEN', details: { reason: 'browser_mismatch' } })
-  const after = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
+  const after = await finish(ta, b)
   t.match(
     after.body.error,
     { code: 'VALIDATION_ERROR', details: { reason: 'state_invalid' } },
@@ -253,20 +250,10 @@ t.test('authorize refuses cross-origin requests and GET', async (t) => {
   const ta = await oidcApp(t)
   const m = await member(ta)
   const a = await signIn(ta, m.sub)
-  const cross = await authorize(
-    ta,
-    'idp',
-    { callbackUrl: a.callback.search },
-    { cookie: a.cookie, origin: 'https://evil.example' },
-  )
+  const cross = await finish(ta, a, { cookie: a.cookie, origin: 'https://evil.example' })
   t.equal(cross.status, 403)
   t.match(cross.body.error, { code: 'FORBIDDEN', details: { reason: 'csrf' } })
-  const site = await authorize(
-    ta,
-    'idp',
-    { callbackUrl: a.callback.search },
-    { cookie: a.cookie, 'sec-fetch-site': 'cross-site' },
-  )
+  const site = await finish(ta, a, { cookie: a.cookie, 'sec-fetch-site': 'cross-site' })
   t.match(site.body.error, { code: 'FORBIDDEN', details: { reason: 'csrf' } })
   const form = await authorize(ta, 'idp', a.callback.search.slice(1), {
     cookie: a.cookie,
@@ -276,11 +263,7 @@ t.test('authorize refuses cross-origin requests and GET', async (t) => {
   const get = await ta.anonymous('GET', `/oauth/idp/authorize${a.callback.search}`, undefined, { cookie: a.cookie })
   t.equal(get.status, 405)
   t.equal(get.body.error.code, 'METHOD_NOT_ALLOWED')
-  t.equal(
-    (await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })).status,
-    200,
-    'none of these used up the state',
-  )
+  t.equal((await finish(ta, a)).status, 200, 'none of these used up the state')
 })
 
 t.test('unknown providers and states of another provider are refused', async (t) => {
@@ -307,17 +290,13 @@ t.test('a sign-in not completed within ten minutes has expired', async (t) => {
   const m = await member(ta)
   const a = await signIn(ta, m.sub)
   clock.now += 600_000
-  const late = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
+  const late = await finish(ta, a)
   t.equal(late.status, 400)
   t.match(late.body.error, { code: 'VALIDATION_ERROR', details: { reason: 'state_expired' } })
 
   const b = await signIn(ta, m.sub, 'idp', a.cookie)
   clock.now += 599_000
-  t.equal(
-    (await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })).status,
-    200,
-    'just in time',
-  )
+  t.equal((await finish(ta, b)).status, 200, 'just in time')
   await start(ta, 'idp', a.cookie)
   const expired = await ta.platform.db.system(
     (sql) => sql`select 1 from oauth_states where expires_at <= ${new Date(clock.now)}`,
@@ -338,7 +317,7 @@ t.test('a code the identity provider does not honour, or an error it sends back,
   )
   t.equal(tampered.status, 401)
   t.match(tampered.body.error, { code: 'UNAUTHORIZED', details: { reason: 'idp_error', error: 'invalid_grant' } })
-  const again = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
+  const again = await finish(ta, a)
   t.match(
     again.body.error,
     { code: 'VALIDATION_ERROR', details: { reason: 'state_invalid' } },
@@ -363,13 +342,13 @@ t.test('the email address must be shared and verified by the identity provider',
   const m = await member(ta)
   idp.accounts.set(m.sub, { email: m.email, email_verified: false })
   const a = await signIn(ta, m.sub)
-  const unverified = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
+  const unverified = await finish(ta, a)
   t.equal(unverified.status, 403)
   t.match(unverified.body.error, { code: 'FORBIDDEN', details: { reason: 'email_unverified' } })
 
   idp.accounts.set(m.sub, { email_verified: true })
   const b = await signIn(ta, m.sub, 'idp', a.cookie)
-  const missing = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
+  const missing = await finish(ta, b)
   t.match(missing.body.error, { code: 'FORBIDDEN', details: { reason: 'email_missing' } })
   t.same(
     (await auditOf(ta, m.tenantId)).filter((e) => e.action === 'auth.login'),
@@ -381,7 +360,7 @@ t.test('without just-in-time creation, an address with no account is refused', a
   const ta = await oidcApp(t)
   const stranger = person()
   const a = await signIn(ta, stranger.sub)
-  const r = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
+  const r = await finish(ta, a)
   t.equal(r.status, 403)
   t.match(r.body.error, { code: 'FORBIDDEN', details: { reason: 'no_account' } })
   const users = await ta.platform.db.system((sql) => sql`select 1 from users where lower(email) = ${stranger.email}`)
@@ -395,7 +374,7 @@ t.test(
     const m = await member(ta)
     await ta.platform.db.system((sql) => sql`update users set status = 'disabled' where id = ${m.userId}`)
     const a = await signIn(ta, m.sub)
-    const disabled = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
+    const disabled = await finish(ta, a)
     t.equal(disabled.status, 403)
     t.match(disabled.body.error, { code: 'FORBIDDEN', details: { reason: 'account_disabled' } })
     t.match(
@@ -406,7 +385,7 @@ t.test(
     await ta.platform.db.system((sql) => sql`update tenants set status = 'suspended' where id = ${m.tenantId}`)
     await ta.platform.db.system((sql) => sql`update users set status = 'active' where id = ${m.userId}`)
     const s = await signIn(ta, m.sub, 'idp', a.cookie)
-    const suspended = await authorize(ta, 'idp', { callbackUrl: s.callback.search }, { cookie: s.cookie })
+    const suspended = await finish(ta, s)
     t.match(suspended.body.error, { code: 'FORBIDDEN', details: { reason: 'tenant_suspended' } })
     await ta.platform.db.system((sql) => sql`update tenants set status = 'active' where id = ${m.tenantId}`)
 
@@ -415,7 +394,7 @@ t.test(
     const invited = await owner('POST', '/api/v1/tenant/team/members', { email: invitee.email, role: 'viewer' })
     t.equal(invited.status, 201, JSON.stringify(invited.body))
     const b = await signIn(ta, invitee.sub, 'idp', a.cookie)
-    const pending = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
+    const pending = await finish(ta, b)
     t.equal(pending.status, 403, 'a provider serving every tenant accepts no invitation')
     t.match(pending.body.error, { code: 'FORBIDDEN', details: { reason: 'invitation_pending' } })
     const accept = await ta.anonymous('POST', '/api/v1/auth/invitations/accept', {
@@ -424,7 +403,7 @@ t.test(
     })
     t.equal(accept.status, 200, "the invitation's link joins")
     const c = await signIn(ta, invitee.sub, 'idp', a.cookie)
-    const joined = await authorize(ta, 'idp', { callbackUrl: c.callback.search }, { cookie: c.cookie })
+    const joined = await finish(ta, c)
     t.equal(joined.status, 200, JSON.stringify(joined.body))
     t.match(joined.body.data.user, { email: invitee.email, role: 'viewer' })
     t.same(await userCreated(ta, joined.body.data.user.id), ['invitation'], 'joining announces user.created once')
@@ -464,7 +443,7 @@ t.test(
     })
     t.equal(invited.status, 201)
     const a = await signIn(ta, own.sub)
-    const r = await authorize(ta, 'idp', { callbackUrl: a.callback.search }, { cookie: a.cookie })
+    const r = await finish(ta, a)
     t.equal(r.status, 200)
     t.equal(r.body.data.tenant.id, own.tenantId, 'signed in where they work, not where they were invited')
     const [rogueAccount] = await ta.platform.db.system(
@@ -486,7 +465,7 @@ t.test(
       200,
     )
     const b = await signIn(ta, own.sub, 'idp', a.cookie)
-    const ambiguous = await authorize(ta, 'idp', { callbackUrl: b.callback.search }, { cookie: b.cookie })
+    const ambiguous = await finish(ta, b)
     t.equal(ambiguous.status, 403)
     t.match(ambiguous.body.error.details, { reason: 'tenant_required' })
     t.same(
@@ -494,7 +473,7 @@ t.test(
       [own.tenantId, rogue.tenantId].sort(),
     )
     const c = await signIn(ta, own.sub, 'idp', a.cookie, rogue.tenantId)
-    const chosen = await authorize(ta, 'idp', { callbackUrl: c.callback.search }, { cookie: c.cookie })
+    const chosen = await finish(ta, c)
     t.equal(chosen.status, 200)
     t.equal(chosen.body.data.tenant.id, rogue.tenantId, 'the chosen one')
   },
@@ -538,7 +517,7 @@ t.test(
     t.equal(inA.body.data.tenant.id, tenantId)
     t.not(inA.body.data.user.id, other.userId, 'not the account of tenant B')
     const d = await signIn(ta, other.sub, 'idp', a.cookie, other.tenantId)
-    const inB = await authorize(ta, 'idp', { callbackUrl: d.callback.search }, { cookie: d.cookie })
+    const inB = await finish(ta, d)
     t.equal(inB.status, 200, 'the deployment-wide provider signs them in to B when they choose it')
     t.equal(inB.body.data.user.id, other.userId)
   },

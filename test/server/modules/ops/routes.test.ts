@@ -5,6 +5,13 @@ import { loadMigrations, migrate } from '../../../../server/platform/migrate.js'
 
 const h = await testApp(t)
 
+/** From now on a readiness check of `dependency` fails with `message`. */
+function failing(dependency: { ping: () => Promise<void> }, message: string) {
+  dependency.ping = async () => {
+    throw new Error(message)
+  }
+}
+
 t.test('healthz answers in the envelope', async (t) => {
   const r = await h.anonymous('GET', '/healthz')
   t.equal(r.status, 200)
@@ -28,9 +35,7 @@ t.test('readyz checks the database, cache and blob storage', async (t) => {
 
 t.test('readyz reports a failing dependency: degraded by default, 503 when strict', async (t) => {
   const b = await testApp(t)
-  b.platform.blobs.ping = async () => {
-    throw new Error('bucket gone')
-  }
+  failing(b.platform.blobs, 'bucket gone')
   const r = await b.anonymous('GET', '/readyz')
   t.equal(r.status, 200)
   t.match(r.body.data, {
@@ -46,9 +51,7 @@ t.test('readyz reports a failing dependency: degraded by default, 503 when stric
 
 t.test('readyz is 503 when the database does not answer', async (t) => {
   const b = await testApp(t)
-  b.platform.db.ping = async () => {
-    throw new Error('connect ECONNREFUSED db.internal:5432 as user atrium')
-  }
+  failing(b.platform.db, 'connect ECONNREFUSED db.internal:5432 as user atrium')
   const r = await b.anonymous('GET', '/readyz')
   t.equal(r.status, 503)
   t.match(r.body.error, { code: 'SERVICE_UNAVAILABLE', message: /db/ })

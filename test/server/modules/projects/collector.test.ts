@@ -9,7 +9,8 @@ import pino from 'pino'
 import t from 'tap'
 import { collectFileObjects } from '../../../../server/modules/projects/collector.js'
 import { projectFilesService } from '../../../../server/modules/projects/files-service.js'
-import type { Actor } from '../../../../server/domain/actor.js'
+import { isError } from '../../../helpers/answers.js'
+import { ownerActor } from '../../../helpers/principal.js'
 import { testApp } from '../../../helpers/app.js'
 
 const h = await testApp(t)
@@ -74,11 +75,7 @@ t.test('refused writes leave the stored bytes as they were, counted in the store
       413,
       'PAYLOAD_TOO_LARGE',
     ])
-  for (const [what, send, status, code] of refusals) {
-    const r = await send()
-    t.equal(r.status, status, what)
-    t.equal(r.body.error.code, code, what)
-  }
+  for (const [what, send, status, code] of refusals) isError(t, await send(), status, code, what)
   const after = await stored(prefix)
   t.same([...after.keys()].sort(), [...before.keys()].sort(), 'the same objects')
   t.equal(bytes(after), bytes(before), `the same bytes after ${refusals.length} refused writes`)
@@ -153,20 +150,7 @@ t.test('the collector removes what nothing points at, and keeps what something d
   const goneKey = fileKey(gone, (await call('GET', `/api/v1/projects/${gone}/files`)).body.data[0].etag)
   t.equal((await call('DELETE', `/api/v1/projects/${gone}`)).status, 200)
   // An upload whose change is still to come (a run's staged file, a PUT in flight), and one whose change never came.
-  const actor: Actor = {
-    tenantId,
-    principal: {
-      kind: 'user',
-      id: userId,
-      tenantId,
-      plan: 'free',
-      userId,
-      role: 'owner',
-      sessionId: null,
-      permissions: new Set(),
-    },
-    origin: { ip: '', userAgent: '' },
-  }
+  const actor = ownerActor(tenantId, userId, 'free')
   const pending = await files.stage(actor, keep, 'pending.txt', Buffer.from('staged, its change to come'))
   const abandoned = await files.stage(
     actor,

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import t from 'tap'
 import { testApp, type Caller } from '../../../helpers/app.js'
 import { unzip } from '../../../helpers/zip.js'
+import { allPages, isError, listedIds } from '../../../helpers/answers.js'
 
 const h = await testApp(t)
 
@@ -61,8 +62,7 @@ t.test('bad input is refused with VALIDATION_ERROR and writes nothing', async (t
   ]
   for (const [what, body] of cases) {
     const r = await call('POST', '/api/v1/projects', body)
-    t.equal(r.status, 400, what)
-    t.equal(r.body.error.code, 'VALIDATION_ERROR', what)
+    isError(t, r, 400, 'VALIDATION_ERROR', what)
     t.ok(
       Array.isArray(r.body.error.details.errors) && r.body.error.details.errors.length > 0,
       `${what}: details name the field`,
@@ -95,11 +95,8 @@ t.test('malformed and unknown ids', async (t) => {
     'urn:uuid:01900000-0000-7000-8000-000000000000',
     '{01900000-0000-7000-8000-000000000000}',
     '01900000000070008000000000000000',
-  ]) {
-    const bad = await call('GET', `/api/v1/projects/${encodeURIComponent(id)}`)
-    t.equal(bad.status, 400, id)
-    t.equal(bad.body.error.code, 'VALIDATION_ERROR', id)
-  }
+  ])
+    isError(t, await call('GET', `/api/v1/projects/${encodeURIComponent(id)}`), 400, 'VALIDATION_ERROR', id)
   const badVersion = await call(
     'POST',
     `/api/v1/projects/01900000-0000-7000-8000-000000000000/versions/${encodeURIComponent('urn:uuid:01900000-0000-7000-8000-000000000000')}/restore`,
@@ -114,22 +111,13 @@ t.test('the list pages with a cursor, newest first, without gaps or repeats', as
   const { call } = await h.tenant()
   const ids: string[] = []
   for (let i = 0; i < 7; i++) ids.push((await makeProject(call, `p${i}`)).id)
-  const seen: string[] = []
-  let cursor: string | null = null
-  let pages = 0
-  do {
-    const r: Awaited<ReturnType<Caller>> = await call(
-      'GET',
-      `/api/v1/projects?limit=3${cursor ? `&cursor=${cursor}` : ''}`,
-    )
-    t.equal(r.status, 200)
-    t.ok(r.body.data.length <= 3)
-    seen.push(...r.body.data.map((p: { id: string }) => p.id))
-    cursor = r.body.meta.nextCursor
-    pages++
-  } while (cursor)
-  t.equal(pages, 3)
-  t.same(seen, [...ids].reverse())
+  const pages = await allPages(call, '/api/v1/projects', 3)
+  for (const page of pages) {
+    t.equal(page.status, 200)
+    t.ok(page.body.data.length <= 3)
+  }
+  t.equal(pages.length, 3)
+  t.same(listedIds(pages), [...ids].reverse())
 
   const all = await call('GET', '/api/v1/projects')
   t.equal(all.body.data.length, 7, 'default limit 50 holds them all')
@@ -145,11 +133,8 @@ t.test('bad paging parameters are VALIDATION_ERROR', async (t) => {
     'cursor=not-a-cursor',
     `cursor=${Buffer.from('v1:nope').toString('base64url')}`,
     'extra=1',
-  ]) {
-    const r = await call('GET', `/api/v1/projects?${q}`)
-    t.equal(r.status, 400, q)
-    t.equal(r.body.error.code, 'VALIDATION_ERROR', q)
-  }
+  ])
+    isError(t, await call('GET', `/api/v1/projects?${q}`), 400, 'VALIDATION_ERROR', q)
 })
 
 t.test('every change keeps a version, and a version can be restored', async (t) => {

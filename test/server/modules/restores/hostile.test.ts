@@ -48,37 +48,42 @@ function flipped(content: string): Buffer {
   return copy
 }
 
-const cases: { name: string; archive: () => Buffer; code: string; details?: Record<string, unknown> }[] = [
-  {
-    name: 'zip slip (../)',
-    archive: () => rawZip([{ name: '../../../../tmp/atrium-evil', data: Buffer.from('x') }]),
-    code: 'ARCHIVE_UNSAFE_PATH',
-    details: { rule: "'..' segment" },
-  },
+/** An archive of `count` chat message pages numbered from `first`, each holding `data` (stored, or deflated: 8). */
+const messagePages = (count: number, first: number, data: Buffer, method: 0 | 8 = 0) =>
+  rawZip(
+    Array.from({ length: count }, (_, i) => ({
+      name: `chat/messages/${String(first + i).padStart(5, '0')}.json`,
+      data,
+      method,
+    })),
+  )
+
+interface Case {
+  name: string
+  archive: () => Buffer
+  code: string
+  details?: Record<string, unknown>
+}
+
+/** An archive whose one entry is named `path`, which `rule` refuses. */
+const unsafePath = (name: string, path: string, rule: string): Case => ({
+  name,
+  archive: () => rawZip([{ name: path, data: Buffer.from('x') }]),
+  code: 'ARCHIVE_UNSAFE_PATH',
+  details: { rule },
+})
+
+const cases: Case[] = [
+  unsafePath('zip slip (../)', '../../../../tmp/atrium-evil', "'..' segment"),
   {
     name: 'zip slip inside a project path',
     archive: () =>
       rebuilt((e) => [...e, { name: `projects/${project.id}/files/../../../escape.txt`, data: Buffer.from('x') }]),
     code: 'ARCHIVE_UNSAFE_PATH',
   },
-  {
-    name: 'absolute path',
-    archive: () => rawZip([{ name: '/etc/cron.d/atrium', data: Buffer.from('x') }]),
-    code: 'ARCHIVE_UNSAFE_PATH',
-    details: { rule: 'absolute path' },
-  },
-  {
-    name: 'drive letter',
-    archive: () => rawZip([{ name: 'C:/Windows/evil.dll', data: Buffer.from('x') }]),
-    code: 'ARCHIVE_UNSAFE_PATH',
-    details: { rule: 'drive letter' },
-  },
-  {
-    name: 'backslash',
-    archive: () => rawZip([{ name: 'projects\\..\\evil', data: Buffer.from('x') }]),
-    code: 'ARCHIVE_UNSAFE_PATH',
-    details: { rule: 'backslash' },
-  },
+  unsafePath('absolute path', '/etc/cron.d/atrium', 'absolute path'),
+  unsafePath('drive letter', 'C:/Windows/evil.dll', 'drive letter'),
+  unsafePath('backslash', 'projects\\..\\evil', 'backslash'),
   {
     name: 'symbolic link',
     archive: () =>
@@ -117,13 +122,7 @@ const cases: { name: string; archive: () => Buffer; code: string; details?: Reco
   {
     name: 'entries each within the allowance, the archive as a whole far beyond the ratio',
     archive: () =>
-      rawZip(
-        Array.from({ length: 20 }, (_, i) => ({
-          name: `chat/messages/${String(i + 1).padStart(5, '0')}.json`,
-          data: Buffer.concat([Buffer.from('['), Buffer.alloc(PAGE_BYTES - 2, 0x20), Buffer.from(']')]),
-          method: 8 as const,
-        })),
-      ),
+      messagePages(20, 1, Buffer.concat([Buffer.from('['), Buffer.alloc(PAGE_BYTES - 2, 0x20), Buffer.from(']')]), 8),
     code: 'ARCHIVE_COMPRESSION_RATIO',
   },
   {
@@ -141,13 +140,7 @@ const cases: { name: string; archive: () => Buffer; code: string; details?: Reco
   },
   {
     name: '100,000 entries',
-    archive: () =>
-      rawZip(
-        Array.from({ length: 100_000 }, (_, i) => ({
-          name: `chat/messages/${String(i).padStart(5, '0')}.json`,
-          data: Buffer.from('[]'),
-        })),
-      ),
+    archive: () => messagePages(100_000, 0, Buffer.from('[]')),
     code: 'ARCHIVE_TOO_MANY_ENTRIES',
     details: { entries: 100_000, limit: 50_000 },
   },

@@ -43,6 +43,9 @@ function edited(
 }
 /** Each record of a list changed by `f` (its index given). */
 const each = (f: (r: any, i: number) => any) => (list: any[]) => list.map((r, i) => f({ ...r }, i))
+/** The good archive with the agent changed by `f`, alike in the list of agents and in its own entry. */
+const agentEdited = (f: (agent: any) => unknown) =>
+  edited(good, { 'agents.json': each(f), [`agents/${data.agentId}.json`]: f })
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
 const target = await h.tenant('enterprise')
@@ -189,10 +192,7 @@ const cases: { name: string; archive: () => Buffer; code: string; details?: Reco
   },
   {
     name: 'a NUL in a key of an agent’s JSON',
-    archive: () => {
-      const agent = (a: Record<string, unknown>) => ({ ...a, config: { ...(a.config as object), ['bad\u0000key']: 1 } })
-      return edited(good, { 'agents.json': each(agent), [`agents/${data.agentId}.json`]: agent })
-    },
+    archive: () => agentEdited((a) => ({ ...a, config: { ...a.config, ['bad\u0000key']: 1 } })),
     code: 'ARCHIVE_INVALID_DATA',
     details: { kind: 'agents', field: 'config' },
   },
@@ -213,10 +213,7 @@ const cases: { name: string; archive: () => Buffer; code: string; details?: Reco
   },
   {
     name: 'an agent name longer than the column takes',
-    archive: () => {
-      const agent = (a: Record<string, unknown>) => ({ ...a, name: 'n'.repeat(201) })
-      return edited(good, { 'agents.json': each(agent), [`agents/${data.agentId}.json`]: agent })
-    },
+    archive: () => agentEdited((a) => ({ ...a, name: 'n'.repeat(201) })),
     code: 'ARCHIVE_INVALID_DATA',
     details: { kind: 'agents', field: 'name' },
   },

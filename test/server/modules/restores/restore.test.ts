@@ -9,6 +9,7 @@ import { fakeLlm } from '../../../helpers/fake-llm.js'
 import { goneFrom, portability, restoreForm, storedKeys } from '../../../helpers/portability.js'
 import { fillTenant } from '../../../helpers/tenant-data.js'
 import { unzipRaw } from '../../../helpers/zip.js'
+import { isError } from '../../../helpers/answers.js'
 import { derivedId, restoreIdKey, RESTORED_BY } from '../../../../server/modules/exports/format.js'
 import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
@@ -254,11 +255,7 @@ t.test('a form that is not one is refused in the envelope, and nothing is queued
       'UNSUPPORTED_MEDIA_TYPE',
     ],
   ]
-  for (const [what, send, status, code] of cases) {
-    const r = await send()
-    t.equal(r.status, status, what)
-    t.equal(r.body.error.code, code, what)
-  }
+  for (const [what, send, status, code] of cases) isError(t, await send(), status, code, what)
   t.same((await tn.call('GET', `/api/v1/platform/tenants/${tn.tenantId}/restore`)).body.data, [])
   t.same(await storedKeys(h, `tenants/${tn.tenantId}/`), [])
 })

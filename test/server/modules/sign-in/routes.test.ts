@@ -32,6 +32,14 @@ async function signIn(call: Caller, email: string, password = PASSWORD) {
   return { session: login.body.data.token as string, access: ex.body.data.accessToken as string, login }
 }
 
+/** The owner of a new tenant, signed in with a password. */
+async function signedIn(ta: TestApp) {
+  const o = await owner(ta)
+  return { o, ...(await signIn(ta.anonymous, o.email)) }
+}
+
+const exchange = (ta: TestApp, token: string) => ta.anonymous('POST', '/api/v1/auth/exchange', { token })
+
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 
 t.test('a user signs in with a password, exchanges the session for an access token and works with it', async (t) => {
@@ -50,7 +58,7 @@ t.test('a user signs in with a password, exchanges the session for an access tok
   t.notMatch(String(login.headers['set-cookie']), /Secure/, 'not Secure over plain HTTP')
   t.notOk(login.headers['x-ratelimit-limit'], 'auth endpoints are exempt from the general limit')
 
-  const ex = await ta.anonymous('POST', '/api/v1/auth/exchange', { token: login.body.data.token })
+  const ex = await exchange(ta, login.body.data.token)
   t.equal(ex.status, 200)
   t.match(ex.body.data, { tokenType: 'Bearer', expiresIn: 900 })
   const [header, payload] = ex.body.data.accessToken
@@ -76,8 +84,7 @@ t.test('a user signs in with a password, exchanges the session for an access tok
 
 t.test('the access token is verified with the public keys the server publishes', async (t) => {
   const ta = await testApp(t)
-  const o = await owner(ta)
-  const { access } = await signIn(ta.anonymous, o.email)
+  const { o, access } = await signedIn(ta)
   const jwks = await ta.anonymous('GET', '/api/v1/auth/jwks.json')
   t.equal(jwks.status, 200)
   t.match(jwks.body.keys, [{ kty: 'OKP', crv: 'Ed25519', alg: 'EdDSA', use: 'sig' }])
@@ -124,20 +131,17 @@ t.test('wrong credentials are 401 whether or not the email exists; a disabled ac
 
 t.test('a suspended tenant cannot sign in or use its sessions', async (t) => {
   const ta = await testApp(t)
-  const o = await owner(ta)
-  const { session } = await signIn(ta.anonymous, o.email)
+  const { o, session } = await signedIn(ta)
   await ta.platform.db.system((sql) => sql`update tenants set status = 'suspended' where id = ${o.tenantId}`)
   const login = await ta.anonymous('POST', '/api/v1/auth/login', { email: o.email, password: PASSWORD })
   t.equal(login.body.error.code, 'FORBIDDEN')
   t.equal(login.body.error.details.reason, 'tenant_suspended')
-  const ex = await ta.anonymous('POST', '/api/v1/auth/exchange', { token: session })
-  t.equal(ex.body.error.code, 'UNAUTHORIZED')
+  t.equal((await exchange(ta, session)).body.error.code, 'UNAUTHORIZED')
 })
 
 t.test('access tokens that are expired, tampered with or not ours are refused', async (t) => {
   const ta = await clockedApp(t)
-  const o = await owner(ta)
-  const { access } = await signIn(ta.anonymous, o.email)
+  const { access } = await signedIn(ta)
   const { privateKey } = accessTokenKeyPair(ta.platform.secrets)
   const issuer = ta.platform.config.PUBLIC_URL.replace(/\/+$/, '')
   const [h, p] = access.split('.') as [string, string]
@@ -232,8 +236,7 @@ t.test("a user's role decides what their access token may do", async (t) => {
 t.test('logout ends the session and every access token minted from it, on every replica', async (t) => {
   const ta = await testApp(t)
   const other = await appOn(t, ta.platform)
-  const o = await owner(ta)
-  const { session, access } = await signIn(ta.anonymous, o.email)
+  const { o, session, access } = await signedIn(ta)
   t.equal(
     (await other.anonymous('GET', '/api/v1/auth/me', undefined, bearer(access))).status,
     200,
@@ -253,11 +256,7 @@ t.test('logout ends the session and every access token minted from it, on every 
     }
     t.equal(r.body.error.code, 'UNAUTHORIZED', name)
   }
-  t.equal(
-    (await ta.anonymous('POST', '/api/v1/auth/exchange', { token: session })).body.error.code,
-    'UNAUTHORIZED',
-    'the session token is dead too',
-  )
+  t.equal((await exchange(ta, session)).body.error.code, 'UNAUTHORIZED', 'the session token is dead too')
   t.equal(
     (await ta.anonymous('POST', '/api/v1/auth/logout', { token: session })).body.error.code,
     'UNAUTHORIZED',
@@ -270,8 +269,7 @@ t.test('logout ends the session and every access token minted from it, on every 
 
 t.test('refresh rotates the session token, and a copied old token ends the session', async (t) => {
   const ta = await clockedApp(t)
-  const o = await owner(ta)
-  const { session } = await signIn(ta.anonymous, o.email)
+  const { o, session } = await signedIn(ta)
   const r1 = await ta.anonymous('POST', '/api/v1/auth/refresh', { token: session })
   t.equal(r1.status, 200)
   t.match(r1.body.data, { token: /^ats_/, tokenType: 'Bearer', expiresIn: 900, accessToken: /^eyJ/ })
@@ -282,7 +280,7 @@ t.test('refresh rotates the session token, and a copied old token ends the sessi
   const reused = await ta.anonymous('POST', '/api/v1/auth/refresh', { token: session })
   t.equal(reused.status, 401)
   t.equal(reused.body.error.code, 'UNAUTHORIZED')
-  const after = await ta.anonymous('POST', '/api/v1/auth/exchange', { token: r1.body.data.token })
+  const after = await exchange(ta, r1.body.data.token)
   t.equal(after.body.error.code, 'UNAUTHORIZED', 'the reuse ended the whole session, the new token with it')
   const me = await ta.anonymous('GET', '/api/v1/auth/me', undefined, bearer(r1.body.data.accessToken))
   t.equal(me.body.error.code, 'UNAUTHORIZED', 'and its access tokens')
@@ -308,7 +306,7 @@ t.test('two refreshes racing with one token: one wins, the other is told so, and
     const loser = results.find((r) => r.status === 401)!
     t.match(loser.body.error, { code: 'UNAUTHORIZED', details: { reason: 'token_rotated' } })
     session = results.find((r) => r.status === 200)!.body.data.token
-    const still = await ta.anonymous('POST', '/api/v1/auth/exchange', { token: session })
+    const still = await exchange(ta, session)
     t.equal(still.status, 200, `round ${round}: the winner's token still works: the race did not end the session`)
   }
   const events = await ta.platform.db.system(
@@ -320,17 +318,14 @@ t.test('two refreshes racing with one token: one wins, the other is told so, and
 
 t.test('a session expires after its lifetime', async (t) => {
   const ta = await clockedApp(t)
-  const o = await owner(ta)
-  const { session } = await signIn(ta.anonymous, o.email)
+  const { session } = await signedIn(ta)
   ta.clock.now += ta.platform.config.SESSION_TTL_HOURS * 3600_000 + 1000
-  const r = await ta.anonymous('POST', '/api/v1/auth/exchange', { token: session })
-  t.equal(r.body.error.code, 'UNAUTHORIZED')
+  t.equal((await exchange(ta, session)).body.error.code, 'UNAUTHORIZED')
 })
 
 t.test('the browser uses its session cookie, from our own origin only', async (t) => {
   const ta = await testApp(t)
-  const o = await owner(ta)
-  const { session } = await signIn(ta.anonymous, o.email)
+  const { session } = await signedIn(ta)
   const cookie = { cookie: `atrium_session=${session}` }
   const origin = new URL(ta.platform.config.PUBLIC_URL).origin
   const same = await ta.anonymous('POST', '/api/v1/auth/exchange', undefined, { ...cookie, origin })
@@ -380,7 +375,7 @@ t.test('malformed sign-in requests are validation errors', async (t) => {
     const r = await ta.anonymous('POST', '/api/v1/auth/login', body)
     t.equal(r.body.error.code, 'VALIDATION_ERROR', JSON.stringify(body))
   }
-  const badToken = await ta.anonymous('POST', '/api/v1/auth/exchange', { token: 'ats_short' })
+  const badToken = await exchange(ta, 'ats_short')
   t.equal(badToken.body.error.code, 'UNAUTHORIZED')
   const get = await ta.anonymous('GET', '/api/v1/auth/login')
   t.equal(get.status, 405)

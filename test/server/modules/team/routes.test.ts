@@ -14,6 +14,7 @@ import { createTenant } from '../../../../server/modules/tenants/service.js'
 // the product promises anyway. Tests that move the clock build their own.
 const app = await testApp(t)
 const PASSWORD = 'correct horse battery'
+const MEMBERS = '/api/v1/tenant/team/members'
 
 interface Person {
   userId: string
@@ -44,7 +45,7 @@ async function team(ta: TestApp, plan: 'free' | 'pro' | 'growth' | 'enterprise' 
 
 /** Invites through `by`; returns the new member's id and the invitation token. */
 async function invite(by: Caller, role: Role, email = `${role}-${suffix()}@example.com`) {
-  const r = await by('POST', '/api/v1/tenant/team/members', { email, role })
+  const r = await by('POST', MEMBERS, { email, role })
   if (r.status !== 201) throw new Error(`invite failed: ${JSON.stringify(r.body)}`)
   return { userId: r.body.data.member.id as string, email, token: r.body.data.invitation.token as string }
 }
@@ -95,7 +96,7 @@ async function untilRefused(call: () => Promise<{ status: number; body: any }>) 
 }
 
 const ACCEPT = '/api/v1/auth/invitations/accept'
-const member = (id: string) => `/api/v1/tenant/team/members/${id}`
+const member = (id: string) => `${MEMBERS}/${id}`
 
 function refused(
   t: Test,
@@ -110,6 +111,14 @@ function refused(
   if (reason) t.equal(r.body.error?.details?.reason, reason, name)
 }
 
+/** A request a case makes, by whom, and the case's name. */
+type Attempt = [name: string, by: Caller, method: 'POST' | 'PATCH' | 'DELETE', url: string, body?: unknown]
+
+/** Makes each attempt in turn: every one must be refused with `code` for `reason`. */
+async function refusedAll(t: Test, code: 'FORBIDDEN' | 'VALIDATION_ERROR', reason: string | null, attempts: Attempt[]) {
+  for (const [name, by, method, url, body] of attempts) refused(t, await by(method, url, body), code, reason, name)
+}
+
 async function clockedApp(t: Test) {
   const clock = { now: Date.now() }
   const ta = await testApp(t, {}, { now: () => clock.now })
@@ -120,7 +129,7 @@ t.test('an owner invites a member, who accepts with a password of their own and 
   const ta = app
   const tm = await team(ta)
   const email = `Ada-${suffix()}@Example.com`
-  const invited = await tm.owner.call('POST', '/api/v1/tenant/team/members', {
+  const invited = await tm.owner.call('POST', MEMBERS, {
     email: ` ${email} `,
     role: 'member',
     name: 'Ada',
@@ -181,7 +190,7 @@ t.test('an owner invites a member, who accepts with a password of their own and 
   const me = await caller(ta.app, ex.body.data.accessToken)('GET', '/api/v1/auth/me')
   t.match(me.body.data, { user: { id: member.id, role: 'member' }, tenant: { id: tm.tenantId } })
 
-  const listed = await tm.owner.call('GET', '/api/v1/tenant/team/members')
+  const listed = await tm.owner.call('GET', MEMBERS)
   t.equal(listed.status, 200)
   t.same(
     listed.body.data.map((m: { id: string }) => m.id),
@@ -335,11 +344,11 @@ t.test('inviting a member of this organization again, or a malformed invitation,
     ['name too long', { email: `x-${suffix()}@example.com`, role: 'member', name: 'n'.repeat(201) }],
   ]
   for (const [name, body] of cases) {
-    const r = await tm.owner.call('POST', '/api/v1/tenant/team/members', body)
+    const r = await tm.owner.call('POST', MEMBERS, body)
     t.equal(r.status, 400, name)
     t.equal(r.body.error.code, 'VALIDATION_ERROR', name)
   }
-  const listed = await tm.owner.call('GET', '/api/v1/tenant/team/members')
+  const listed = await tm.owner.call('GET', MEMBERS)
   t.equal(listed.body.data.length, 1, 'nobody was added')
 })
 
@@ -349,11 +358,11 @@ t.test(
     const ta = app
     const tm = await team(ta)
     const other = await team(ta)
-    const known = await tm.owner.call('POST', '/api/v1/tenant/team/members', {
+    const known = await tm.owner.call('POST', MEMBERS, {
       email: other.owner.email.toUpperCase(),
       role: 'viewer',
     })
-    const unknown = await tm.owner.call('POST', '/api/v1/tenant/team/members', {
+    const unknown = await tm.owner.call('POST', MEMBERS, {
       email: `nobody-${suffix()}@example.com`,
       role: 'viewer',
     })
@@ -384,11 +393,7 @@ t.test(
 
     // An organization that invited an address first keeps nobody from inviting it too.
     const third = await team(ta)
-    t.equal(
-      (await third.owner.call('POST', '/api/v1/tenant/team/members', { email: other.owner.email, role: 'member' }))
-        .status,
-      201,
-    )
+    t.equal((await third.owner.call('POST', MEMBERS, { email: other.owner.email, role: 'member' })).status, 201)
   },
 )
 
@@ -479,7 +484,7 @@ t.test("a token of tenant A does not reach tenant B's members", async (t) => {
       t.equal(r.body.error.code, 'RESOURCE_NOT_FOUND')
     }
   }
-  const list = await a.owner.call('GET', '/api/v1/tenant/team/members')
+  const list = await a.owner.call('GET', MEMBERS)
   t.same(
     list.body.data.map((m: { id: string }) => m.id),
     [a.owner.userId],
@@ -487,7 +492,7 @@ t.test("a token of tenant A does not reach tenant B's members", async (t) => {
   t.equal((await theirs.call('GET', '/api/v1/auth/me')).status, 200, "B's member is untouched")
   const still = await b.key('GET', `/api/v1/tenant/team/members/${theirs.userId}`)
   t.match(still.body.data, { role: 'member', status: 'active' })
-  const header = await a.owner.call('GET', '/api/v1/tenant/team/members', undefined, { 'x-tenant-id': b.tenantId })
+  const header = await a.owner.call('GET', MEMBERS, undefined, { 'x-tenant-id': b.tenantId })
   t.equal(header.body.error.code, 'VALIDATION_ERROR', 'a tenant header is refused, never followed')
 })
 
@@ -504,7 +509,7 @@ t.test('removing an invited member withdraws the invitation', async (t) => {
   )
   const left = await ta.platform.db.system((sql) => sql`select 1 from invitations where user_id = ${inv.userId}`)
   t.equal(left.length, 0)
-  const again = await tm.owner.call('POST', '/api/v1/tenant/team/members', { email: inv.email, role: 'viewer' })
+  const again = await tm.owner.call('POST', MEMBERS, { email: inv.email, role: 'viewer' })
   t.equal(again.status, 201, 'the address is free again')
 })
 
@@ -518,9 +523,9 @@ t.test('members and viewers can read the team but not manage anyone', async (t) 
     ['viewer', v],
   ] as const) {
     const other = who === m ? v : m
-    t.equal((await who.call('GET', '/api/v1/tenant/team/members')).status, 200, `${name} lists the team`)
+    t.equal((await who.call('GET', MEMBERS)).status, 200, `${name} lists the team`)
     for (const [method, url, body] of [
-      ['POST', '/api/v1/tenant/team/members', { email: `x-${name}@example.com`, role: 'viewer' }],
+      ['POST', MEMBERS, { email: `x-${name}@example.com`, role: 'viewer' }],
       ['PATCH', member(other.userId), { role: 'viewer' }],
       ['PATCH', member(other.userId), { status: 'disabled' }],
       ['DELETE', member(other.userId), undefined],
@@ -539,7 +544,7 @@ t.test('members and viewers can read the team but not manage anyone', async (t) 
       permissions: ['projects:read'],
     }),
   )
-  const r = await caller(ta.app, noTeam.key)('GET', '/api/v1/tenant/team/members')
+  const r = await caller(ta.app, noTeam.key)('GET', MEMBERS)
   refused(t, r, 'FORBIDDEN', null, 'a key without team:read')
   t.equal(r.body.error.details.required, 'team:read')
 })
@@ -549,48 +554,20 @@ t.test('only an owner may grant, take away or act on the owner role', async (t) 
   const tm = await team(ta)
   const admin = await join(ta, tm.owner.call, 'admin')
   const m = await join(ta, tm.owner.call, 'member')
-  refused(
-    t,
-    await admin.call('POST', '/api/v1/tenant/team/members', { email: 'boss@example.com', role: 'owner' }),
-    'FORBIDDEN',
-    'owner_only',
-    'admin invites an owner',
-  )
-  refused(
-    t,
-    await admin.call('PATCH', member(m.userId), { role: 'owner' }),
-    'FORBIDDEN',
-    'owner_only',
-    'admin promotes to owner',
-  )
-  refused(
-    t,
-    await admin.call('PATCH', member(tm.owner.userId), { role: 'admin' }),
-    'FORBIDDEN',
-    'owner_only',
-    'admin demotes the owner',
-  )
-  refused(
-    t,
-    await admin.call('PATCH', member(tm.owner.userId), { status: 'disabled' }),
-    'FORBIDDEN',
-    'owner_only',
-    'admin disables the owner',
-  )
-  refused(t, await admin.call('DELETE', member(tm.owner.userId)), 'FORBIDDEN', 'owner_only', 'admin removes the owner')
-  refused(
-    t,
-    await admin.call('PATCH', member(tm.owner.userId), { role: 'owner' }),
-    'FORBIDDEN',
-    'owner_only',
-    'even a change to nothing',
-  )
+  await refusedAll(t, 'FORBIDDEN', 'owner_only', [
+    ['admin invites an owner', admin.call, 'POST', MEMBERS, { email: 'boss@example.com', role: 'owner' }],
+    ['admin promotes to owner', admin.call, 'PATCH', member(m.userId), { role: 'owner' }],
+    ['admin demotes the owner', admin.call, 'PATCH', member(tm.owner.userId), { role: 'admin' }],
+    ['admin disables the owner', admin.call, 'PATCH', member(tm.owner.userId), { status: 'disabled' }],
+    ['admin removes the owner', admin.call, 'DELETE', member(tm.owner.userId)],
+    ['even a change to nothing', admin.call, 'PATCH', member(tm.owner.userId), { role: 'owner' }],
+  ])
   t.equal((await tm.owner.call('GET', '/api/v1/auth/me')).status, 200, 'the owner is untouched')
 
   const promoted = await tm.owner.call('PATCH', member(m.userId), { role: 'owner' })
   t.equal(promoted.status, 200)
   t.equal(promoted.body.data.role, 'owner')
-  const invited = await tm.owner.call('POST', '/api/v1/tenant/team/members', {
+  const invited = await tm.owner.call('POST', MEMBERS, {
     email: `co-${Date.now()}@example.com`,
     role: 'owner',
   })
@@ -650,35 +627,13 @@ t.test(
     const key = caller(ta.app, full.key)
     const admin = await join(ta, key, 'admin')
     t.equal((await key('PATCH', member(admin.userId), { role: 'member' })).status, 200, 'a * key manages admins')
-    refused(
-      t,
-      await key('POST', '/api/v1/tenant/team/members', { email: 'o@example.com', role: 'owner' }),
-      'FORBIDDEN',
-      'owner_only',
-      '* key invites an owner',
-    )
-    refused(
-      t,
-      await key('PATCH', member(admin.userId), { role: 'owner' }),
-      'FORBIDDEN',
-      'owner_only',
-      '* key promotes to owner',
-    )
-    refused(
-      t,
-      await key('PATCH', member(tm.owner.userId), { role: 'admin' }),
-      'FORBIDDEN',
-      'owner_only',
-      '* key demotes the owner',
-    )
-    refused(t, await key('DELETE', member(tm.owner.userId)), 'FORBIDDEN', 'owner_only', '* key removes the owner')
-    refused(
-      t,
-      await tm.key('PATCH', member(tm.owner.userId), { status: 'disabled' }),
-      'FORBIDDEN',
-      'owner_only',
-      "the owner's own * key is no owner either",
-    )
+    await refusedAll(t, 'FORBIDDEN', 'owner_only', [
+      ['* key invites an owner', key, 'POST', MEMBERS, { email: 'o@example.com', role: 'owner' }],
+      ['* key promotes to owner', key, 'PATCH', member(admin.userId), { role: 'owner' }],
+      ['* key demotes the owner', key, 'PATCH', member(tm.owner.userId), { role: 'admin' }],
+      ['* key removes the owner', key, 'DELETE', member(tm.owner.userId)],
+      ["the owner's own * key is no owner either", tm.key, 'PATCH', member(tm.owner.userId), { status: 'disabled' }],
+    ])
 
     const narrow = await ta.platform.db.system((sql) =>
       createKey(sql, apiKeyTags(ta.platform.secrets), {
@@ -690,27 +645,11 @@ t.test(
     const hr = caller(ta.app, narrow.key)
     const viewer = await join(ta, hr, 'viewer')
     t.equal(viewer.userId.length, 36, 'it invites viewers, whose permissions it holds')
-    refused(
-      t,
-      await hr('POST', '/api/v1/tenant/team/members', { email: 'm@example.com', role: 'member' }),
-      'FORBIDDEN',
-      'role_not_covered',
-      'narrow key invites a member',
-    )
-    refused(
-      t,
-      await hr('PATCH', member(viewer.userId), { role: 'member' }),
-      'FORBIDDEN',
-      'role_not_covered',
-      'narrow key promotes a viewer',
-    )
-    refused(
-      t,
-      await hr('PATCH', member(admin.userId), { status: 'disabled' }),
-      'FORBIDDEN',
-      'role_not_covered',
-      'narrow key disables a member',
-    )
+    await refusedAll(t, 'FORBIDDEN', 'role_not_covered', [
+      ['narrow key invites a member', hr, 'POST', MEMBERS, { email: 'm@example.com', role: 'member' }],
+      ['narrow key promotes a viewer', hr, 'PATCH', member(viewer.userId), { role: 'member' }],
+      ['narrow key disables a member', hr, 'PATCH', member(admin.userId), { status: 'disabled' }],
+    ])
     t.equal((await hr('PATCH', member(viewer.userId), { status: 'disabled' })).status, 200, 'it disables a viewer')
     const events = await auditOf(ta, tm.tenantId)
     t.match(
@@ -724,21 +663,11 @@ t.test('nobody changes themselves, except an owner stepping down while another o
   const ta = app
   const tm = await team(ta)
   const admin = await join(ta, tm.owner.call, 'admin')
-  refused(
-    t,
-    await admin.call('PATCH', member(admin.userId), { role: 'member' }),
-    'FORBIDDEN',
-    'self',
-    'admin demotes themselves',
-  )
-  refused(
-    t,
-    await admin.call('PATCH', member(admin.userId), { status: 'disabled' }),
-    'FORBIDDEN',
-    'self',
-    'admin disables themselves',
-  )
-  refused(t, await admin.call('DELETE', member(admin.userId)), 'FORBIDDEN', 'self', 'admin removes themselves')
+  await refusedAll(t, 'FORBIDDEN', 'self', [
+    ['admin demotes themselves', admin.call, 'PATCH', member(admin.userId), { role: 'member' }],
+    ['admin disables themselves', admin.call, 'PATCH', member(admin.userId), { status: 'disabled' }],
+    ['admin removes themselves', admin.call, 'DELETE', member(admin.userId)],
+  ])
   const adminKey = await ta.platform.db.system((sql) =>
     createKey(sql, apiKeyTags(ta.platform.secrets), {
       tenantId: tm.tenantId,
@@ -755,20 +684,10 @@ t.test('nobody changes themselves, except an owner stepping down while another o
     "admin's key removes its own user",
   )
 
-  refused(
-    t,
-    await tm.owner.call('PATCH', member(tm.owner.userId), { role: 'admin' }),
-    'VALIDATION_ERROR',
-    'last_owner',
-    'the only owner steps down',
-  )
-  refused(
-    t,
-    await tm.owner.call('DELETE', member(tm.owner.userId)),
-    'VALIDATION_ERROR',
-    'last_owner',
-    'the only owner leaves',
-  )
+  await refusedAll(t, 'VALIDATION_ERROR', 'last_owner', [
+    ['the only owner steps down', tm.owner.call, 'PATCH', member(tm.owner.userId), { role: 'admin' }],
+    ['the only owner leaves', tm.owner.call, 'DELETE', member(tm.owner.userId)],
+  ])
   refused(
     t,
     await tm.owner.call('PATCH', member(tm.owner.userId), { status: 'disabled' }),
@@ -825,20 +744,10 @@ t.test('the last active owner cannot be demoted, disabled or removed, even by tw
   const tm = await team(ta)
   const co = await join(ta, tm.owner.call, 'owner')
   t.equal((await tm.owner.call('PATCH', member(co.userId), { status: 'disabled' })).status, 200)
-  refused(
-    t,
-    await tm.owner.call('PATCH', member(tm.owner.userId), { role: 'viewer' }),
-    'VALIDATION_ERROR',
-    'last_owner',
-    'a disabled owner does not count',
-  )
-  refused(
-    t,
-    await tm.owner.call('DELETE', member(tm.owner.userId)),
-    'VALIDATION_ERROR',
-    'last_owner',
-    'nor for leaving',
-  )
+  await refusedAll(t, 'VALIDATION_ERROR', 'last_owner', [
+    ['a disabled owner does not count', tm.owner.call, 'PATCH', member(tm.owner.userId), { role: 'viewer' }],
+    ['nor for leaving', tm.owner.call, 'DELETE', member(tm.owner.userId)],
+  ])
   t.equal(
     (await tm.owner.call('PATCH', member(co.userId), { status: 'active' })).status,
     200,
@@ -1014,20 +923,10 @@ t.test("an invited member's status cannot change until they join; their role can
   const ta = app
   const tm = await team(ta)
   const inv = await invite(tm.owner.call, 'member')
-  refused(
-    t,
-    await tm.owner.call('PATCH', member(inv.userId), { status: 'active' }),
-    'VALIDATION_ERROR',
-    'invited',
-    'activate without accepting',
-  )
-  refused(
-    t,
-    await tm.owner.call('PATCH', member(inv.userId), { status: 'disabled' }),
-    'VALIDATION_ERROR',
-    'invited',
-    'disable an invitation',
-  )
+  await refusedAll(t, 'VALIDATION_ERROR', 'invited', [
+    ['activate without accepting', tm.owner.call, 'PATCH', member(inv.userId), { status: 'active' }],
+    ['disable an invitation', tm.owner.call, 'PATCH', member(inv.userId), { status: 'disabled' }],
+  ])
   const r = await tm.owner.call('PATCH', member(inv.userId), { role: 'admin' })
   t.match(r.body.data, { role: 'admin', status: 'invited' })
   const accepted = await ta.anonymous('POST', '/api/v1/auth/invitations/accept', {
@@ -1069,8 +968,8 @@ t.test('the OpenAPI document describes the team routes with their schemas and er
     Record<string, { responses: Record<string, unknown>; security?: unknown[] }>
   >
   const expected: [string, string, string[]][] = [
-    ['get', '/api/v1/tenant/team/members', ['200', '400', '401', '403', '429']],
-    ['post', '/api/v1/tenant/team/members', ['201', '400', '401', '403', '429']],
+    ['get', MEMBERS, ['200', '400', '401', '403', '429']],
+    ['post', MEMBERS, ['201', '400', '401', '403', '429']],
     ['get', '/api/v1/tenant/team/members/{userId}', ['200', '403', '404']],
     ['patch', '/api/v1/tenant/team/members/{userId}', ['200', '400', '403', '404']],
     ['delete', '/api/v1/tenant/team/members/{userId}', ['200', '403', '404']],

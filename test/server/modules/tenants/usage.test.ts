@@ -2,6 +2,7 @@
 import t from 'tap'
 import { testApp } from '../../../helpers/app.js'
 import { fakeLlm } from '../../../helpers/fake-llm.js'
+import { isError } from '../../../helpers/answers.js'
 
 const NOW = Date.parse('2025-06-30T12:00:00Z')
 
@@ -98,11 +99,8 @@ t.test('bad periods are VALIDATION_ERROR', async (t) => {
     'from=2023-01-01&to=2024-01-02',
     'to=2025-13-01',
     'since=2025-01-01',
-  ]) {
-    const res = await call('GET', `/api/v1/tenant/usage?${q}`)
-    t.equal(res.status, 400, q)
-    t.equal(res.body.error.code, 'VALIDATION_ERROR', q)
-  }
+  ])
+    isError(t, await call('GET', `/api/v1/tenant/usage?${q}`), 400, 'VALIDATION_ERROR', q)
   t.match((await call('GET', '/api/v1/tenant/usage?from=2025-06-10&to=2025-06-01')).body.error.details, {
     rule: 'order',
   })
