@@ -11,7 +11,8 @@ import t, { type Test } from 'tap'
 import { fakeLlm, type FakeTurn } from '../helpers/fake-llm.js'
 import { compiledAdmin, compiledServer, builtServer, MB, watchRss } from '../helpers/compiled.js'
 import { hostileStore } from '../helpers/hostile-store.js'
-import { freshBucket, s3Client, services, testEnv } from '../helpers/platform.js'
+import { services, testEnv } from '../helpers/platform.js'
+import { ownStoreTurning } from '../helpers/web-stores.js'
 
 /**
  * What the process may reach at most while a tenant is hostile: it idles at some 120 to 200 MB; the
@@ -162,18 +163,7 @@ t.test(
   'a store that validated and turns hostile: 503 on its files, the process stays small',
   { skip: services.s3Endpoint ? false : 'needs an S3 store (TEST_S3_ENDPOINT) to validate first' },
   async (t) => {
-    const own = await freshBucket(t)
-    await s3Client().makeBucket(own, 'us-east-1')
-    const store = await hostileStore(t, { mode: 'forward', forwardTo: services.s3Endpoint, bytes: 200 * 1024 * 1024 })
-    const byos = {
-      storageMode: 'byos',
-      byosProvider: 's3',
-      byosEndpoint: store.url,
-      byosBucket: own,
-      byosRegion: 'us-east-1',
-      byosAccessKey: services.s3AccessKey,
-      byosSecretKey: services.s3SecretKey,
-    }
+    const { store, settings: byos } = await ownStoreTurning(t)
     t.equal((await call('PUT', `/api/v1/regions/storage/${tenantId}`, byos)).status, 200)
     const p = (await call('POST', '/api/v1/projects', { name: 'in its own store' })).body.data.id
     t.equal((await put(`/api/v1/projects/${p}/files/a.txt`, 'stored while it behaved')).status, 201)

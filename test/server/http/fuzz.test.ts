@@ -14,13 +14,12 @@ import fc from 'fast-check'
 import t from 'tap'
 import { ERRORS, type ErrorCode } from '../../../server/domain/errors.js'
 import { MAX_JSON_DEPTH } from '../../../server/domain/text.js'
-import { createKey } from '../../../server/modules/api-keys/service.js'
-import { apiKeyTags } from '../../../server/modules/api-keys/keys.js'
 import { createTenant } from '../../../server/modules/tenants/service.js'
 import type { Resolver } from '../../../server/platform/outbound.js'
 import { caller, testApp } from '../../helpers/app.js'
 import { suffix } from '../../helpers/platform.js'
 import { derefIn, operationsOf, type Operation, type Schema } from '../../helpers/openapi.js'
+import { operatorKey } from '../../helpers/web-operator.js'
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20_261_125)
 const RUNS = Number(process.env.FUZZ_RUNS ?? 3000)
@@ -57,17 +56,9 @@ async function signIn() {
 const main = await signIn()
 // Logging out ends the session of the credential: logout is sent with a session of its own.
 const spare = await signIn()
-const admin = await h.platform.db.system((sql) =>
-  createKey(sql, apiKeyTags(h.platform.secrets), {
-    tenantId: null,
-    userId: null,
-    type: 'admin',
-    name: 'fuzz operator',
-    permissions: ['*'],
-  }),
-)
+const admin = await operatorKey(h, 'fuzz operator')
 const asKey = caller(h.app, owner.apiKey)
-const asAdmin = caller(h.app, admin.key)
+const asAdmin = admin.call
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON
 async function made(r: { status: number; body: any }, what: string) {

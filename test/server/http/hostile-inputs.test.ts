@@ -5,13 +5,13 @@
 // that is not ready is 503.
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { createKey } from '../../../server/modules/api-keys/service.js'
 import { apiKeyTags, generateKey } from '../../../server/modules/api-keys/keys.js'
 import type { Resolver } from '../../../server/platform/outbound.js'
 import { sample } from '../../helpers/api-sweep.js'
 import { appOn, testApp, type TestApp } from '../../helpers/app.js'
 import { derefIn, operationsOf, type Operation, type Schema } from '../../helpers/openapi.js'
 import { testPlatform } from '../../helpers/platform.js'
+import { operatorKey } from '../../helpers/web-operator.js'
 
 // Names resolve to a public address without asking DNS (the sandbox may have none).
 const resolver: Resolver = async () => [{ address: '93.184.215.14', family: 4 }]
@@ -85,15 +85,7 @@ t.test(
   async (t) => {
     const h = await testApp(t, { RATE_LIMIT_MAX: '1000000' }, { resolver })
     const { call, apiKey, tenantId } = await h.tenant()
-    const admin = await h.platform.db.system((sql) =>
-      createKey(sql, apiKeyTags(h.platform.secrets), {
-        tenantId: null,
-        userId: null,
-        type: 'admin',
-        name: 'sweep operator',
-        permissions: ['*'],
-      }),
-    )
+    const admin = await operatorKey(h, 'sweep operator')
     const made = async (r: Promise<{ status: number; body: { data?: Record<string, unknown> } }>, what: string) => {
       const x = await r
       if (x.status >= 300) throw new Error(`${what}: ${x.status} ${JSON.stringify(x.body)}`)

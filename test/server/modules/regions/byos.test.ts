@@ -9,6 +9,7 @@ import { testApp } from '../../../helpers/app.js'
 import { freePort, freshBucket, s3Client, services } from '../../../helpers/platform.js'
 import { portability } from '../../../helpers/portability.js'
 import { hostileStore } from '../../../helpers/hostile-store.js'
+import { byosFields, holdsBackupAndExport, ownStoreTurning } from '../../../helpers/web-stores.js'
 
 const skip = services.s3Endpoint
   ? false
@@ -19,14 +20,7 @@ t.test('BYOS', { skip }, async (t) => {
   const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' }, { jobs: { pollMs: 50 } })
   const own = await freshBucket(t)
   await s3Client().makeBucket(own, 'us-east-1')
-  const good = {
-    byosProvider: 's3',
-    byosEndpoint: services.s3Endpoint,
-    byosBucket: own,
-    byosRegion: 'us-east-1',
-    byosAccessKey: services.s3AccessKey,
-    byosSecretKey: services.s3SecretKey,
-  }
+  const good = byosFields({ endpoint: services.s3Endpoint, bucket: own })
   const tn = await h.tenant('enterprise')
   const storage = `/api/v1/regions/storage/${tn.tenantId}`
 
@@ -137,14 +131,7 @@ t.test('BYOS', { skip }, async (t) => {
         inOwn.some((k) => k.endsWith(createHash('sha256').update('in its own store').digest('hex'))),
         'the new file is in its store',
       )
-      t.ok(
-        inOwn.some((k) => k.includes('/backups/')),
-        'so is the new backup',
-      )
-      t.ok(
-        inOwn.some((k) => k.includes('/exports/')),
-        'and the export',
-      )
+      holdsBackupAndExport(t, inOwn, 'its own store')
 
       const back = await tn.call('PUT', storage, { storageMode: 'platform' })
       t.equal(back.status, 200)
@@ -196,14 +183,12 @@ t.test(
     const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' })
     const tn = await h.tenant('enterprise')
     const store = await hostileStore(t, { mode: 'huge-error', bytes: 200 * 1024 * 1024 })
-    const body = {
-      byosProvider: 's3',
-      byosEndpoint: store.url,
-      byosBucket: 'hostile-bucket',
-      byosRegion: 'us-east-1',
-      byosAccessKey: 'key-id',
-      byosSecretKey: 'secret-value',
-    }
+    const body = byosFields({
+      endpoint: store.url,
+      bucket: 'hostile-bucket',
+      accessKey: 'key-id',
+      secretKey: 'secret-value',
+    })
     const r = await tn.call('POST', `/api/v1/regions/storage/${tn.tenantId}/validate`, body)
     t.equal(r.status, 200)
     t.equal(r.body.data.valid, false)
@@ -220,19 +205,8 @@ t.test(
   { skip },
   async (t) => {
     const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32', STORAGE_TIMEOUT_SECONDS: '2' })
-    const own = await freshBucket(t)
-    await s3Client().makeBucket(own, 'us-east-1')
-    const store = await hostileStore(t, { mode: 'forward', forwardTo: services.s3Endpoint, bytes: 200 * 1024 * 1024 })
+    const { store, settings: byos } = await ownStoreTurning(t)
     const tn = await h.tenant('enterprise')
-    const byos = {
-      storageMode: 'byos',
-      byosProvider: 's3',
-      byosEndpoint: store.url,
-      byosBucket: own,
-      byosRegion: 'us-east-1',
-      byosAccessKey: services.s3AccessKey,
-      byosSecretKey: services.s3SecretKey,
-    }
     t.equal(
       (await tn.call('PUT', `/api/v1/regions/storage/${tn.tenantId}`, byos)).status,
       200,

@@ -4,6 +4,7 @@
 import pino from 'pino'
 import t from 'tap'
 import { testApp, type TestApp } from '../../../helpers/app.js'
+import { byosFields } from '../../../helpers/web-stores.js'
 import { FEATURE_KEYS, type FeatureKey } from '../../../../server/domain/features.js'
 import { PLANS, type Plan } from '../../../../server/domain/plans.js'
 import { backupRound } from '../../../../server/modules/exports/backups.js'
@@ -12,6 +13,12 @@ import { exportsService } from '../../../../server/modules/exports/service.js'
 import { compilePolicy } from '../../../../server/platform/outbound.js'
 
 const SECRET = 'a-shared-secret-of-32-characters'
+
+/**
+ * A store nothing listens on: a tenant allowed its own store, or scheduled exports to one, gets as far as the
+ * store's checks (400).
+ */
+const NOWHERE = { endpoint: 'http://127.0.0.1:9', bucket: 'nowhere', accessKey: 'a', secretKey: 'b' }
 
 /** What each feature does, and whether it did it: true accepted, false refused for the check's reason. */
 type Behaviour = (
@@ -45,13 +52,9 @@ const behaviours: Record<FeatureKey, Behaviour> = {
     return false
   },
   async byos(_h, tn) {
-    // A store nothing listens on: a tenant allowed its own store gets as far as the store's checks (400).
     const r = await tn.call('PUT', `/api/v1/regions/storage/${tn.tenantId}`, {
       storageMode: 'byos',
-      byosEndpoint: 'http://127.0.0.1:9',
-      byosBucket: 'nowhere',
-      byosAccessKey: 'a',
-      byosSecretKey: 'b',
+      ...byosFields(NOWHERE),
     })
     return refusedForPlan(r, 'byos')
   },
@@ -69,13 +72,12 @@ const behaviours: Record<FeatureKey, Behaviour> = {
     return refusedForPlan(r, 'secondary_region')
   },
   async scheduled_export(_h, tn) {
-    // A destination nothing listens on: a tenant allowed to schedule gets as far as its check (400).
     const r = await tn.call('POST', `/api/v1/platform/tenants/${tn.tenantId}/export/schedule`, {
       frequency: 'weekly',
-      s3Endpoint: 'http://127.0.0.1:9',
-      s3Bucket: 'nowhere',
-      s3AccessKey: 'a',
-      s3SecretKey: 'b',
+      s3Endpoint: NOWHERE.endpoint,
+      s3Bucket: NOWHERE.bucket,
+      s3AccessKey: NOWHERE.accessKey,
+      s3SecretKey: NOWHERE.secretKey,
     })
     return refusedForPlan(r, 'scheduled_export')
   },

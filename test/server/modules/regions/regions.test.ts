@@ -5,11 +5,11 @@
 // move stays readable.
 import { createHash } from 'node:crypto'
 import t from 'tap'
-import { caller, testApp } from '../../../helpers/app.js'
+import { testApp } from '../../../helpers/app.js'
 import { freshBucket, s3Client, services } from '../../../helpers/platform.js'
 import { portability } from '../../../helpers/portability.js'
-import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
-import { createKey } from '../../../../server/modules/api-keys/service.js'
+import { holdsBackupAndExport } from '../../../helpers/web-stores.js'
+import { operatorKey } from '../../../helpers/web-operator.js'
 
 const withS3 = services.s3Endpoint ? false : 'needs an S3 store (TEST_S3_ENDPOINT): a second region is a second bucket'
 const euBucket = services.s3Endpoint ? await freshBucket(t) : ''
@@ -157,10 +157,7 @@ t.test('who may read and change which tenant’s preferences', async (t) => {
   const b = await h.tenant('enterprise')
   t.equal((await b.call('GET', prefs(a.tenantId))).status, 404, 'another tenant’s are not there')
   t.equal((await b.call('PATCH', prefs(a.tenantId), { complianceLevel: 'soc2' })).status, 404)
-  const operator = await h.platform.db.system((sql) =>
-    createKey(sql, apiKeyTags(h.platform.secrets), { tenantId: null, type: 'admin', permissions: ['*'] }),
-  )
-  const op = caller(h.app, operator.key)
+  const op = (await operatorKey(h)).call
   const byOperator = await op('PATCH', `/api/v1/platform/tenants/${a.tenantId}/regional-preferences`, {
     complianceLevel: 'soc2',
   })
@@ -221,14 +218,7 @@ t.test(
     const inEu = await listed(euBucket, `tenants/${tn.tenantId}/`)
     const sha = createHash('sha256').update(after).digest('hex')
     t.ok(inEu.includes(`tenants/${tn.tenantId}/projects/${project.id}/files/${sha}`), 'the new file')
-    t.ok(
-      inEu.some((k) => k.includes('/backups/')),
-      'the backup',
-    )
-    t.ok(
-      inEu.some((k) => k.includes('/exports/')),
-      'the export',
-    )
+    holdsBackupAndExport(t, inEu, 'the new region’s bucket')
     // What was stored before the move is still read, from where it is.
     t.equal((await tn.call('GET', `/api/v1/projects/${project.id}/files/old.txt`)).raw.toString(), before)
     t.equal((await tn.call('GET', `/api/v1/projects/${project.id}/files/new.txt`)).raw.toString(), after)

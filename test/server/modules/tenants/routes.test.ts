@@ -4,6 +4,7 @@ import { Writable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { appOn, caller, testApp, type Called, type Caller, type TestApp } from '../../../helpers/app.js'
 import { suffix } from '../../../helpers/platform.js'
+import { operatorKey } from '../../../helpers/web-operator.js'
 import { newId } from '../../../../common/ids.js'
 import { createLogger } from '../../../../server/logger.js'
 import { createKey } from '../../../../server/modules/api-keys/service.js'
@@ -114,15 +115,12 @@ t.test('GET /tenant shows the tenant of the credential with the limits of its pl
 })
 
 t.test('a platform operator key has no tenant to show', async (t) => {
-  const ta = app
-  const admin = await ta.platform.db.system((sql) =>
-    createKey(sql, apiKeyTags(ta.platform.secrets), { tenantId: null, type: 'admin', permissions: ['*'] }),
-  )
+  const admin = (await operatorKey(app)).call
   for (const [method, url] of [
     ['GET', '/api/v1/tenant'],
     ['GET', '/api/v1/tenant/settings/llm'],
   ] as const) {
-    const r = await caller(ta.app, admin.key)(method, url)
+    const r = await admin(method, url)
     t.equal(r.status, 403, url)
     t.equal(r.body.error.code, 'FORBIDDEN', url)
   }
@@ -526,18 +524,13 @@ t.test('an LLM base URL inside OUTBOUND_ALLOWED_NETWORKS or on a public address 
   const everywhere = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '0.0.0.0/0,::/0' }, { resolver: dns(NAMES) })
   const e = await everywhere.tenant()
   t.equal((await setBaseUrl(e.call, 'http://127.0.0.1:11434/v1')).status, 200, 'loopback once it is listed')
-  refusedBaseUrl(
-    t,
-    await setBaseUrl(e.call, 'http://169.254.169.254/'),
-    NEVER('metadata'),
-    'metadata stays refused whatever is listed',
-  )
-  refusedBaseUrl(
-    t,
-    await setBaseUrl(e.call, 'http://metadata.google.internal/'),
-    NEVER('metadata'),
-    'and so does a name for it',
-  )
+  for (const url of ['http://169.254.169.254/', 'http://metadata.google.internal/'])
+    refusedBaseUrl(
+      t,
+      await setBaseUrl(e.call, url),
+      NEVER('metadata'),
+      `${url}: metadata stays refused whatever is listed`,
+    )
 })
 
 t.test(
@@ -554,25 +547,17 @@ t.test(
     )
     const o = await ta.tenant()
     const AIR_GAPPED = /may not be called: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable/
-    refusedBaseUrl(
-      t,
-      await setBaseUrl(o.call, 'https://llm.example/v1'),
-      /may not be called: air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up/,
-      'a name outside the listed domains',
-    )
-    refusedBaseUrl(
-      t,
-      await setBaseUrl(o.call, 'https://public.test/v1'),
-      AIR_GAPPED,
-      'a listed name with a public address',
-    )
-    refusedBaseUrl(t, await setBaseUrl(o.call, `https://${PUBLIC}/v1`), AIR_GAPPED, 'a public address')
-    refusedBaseUrl(
-      t,
-      await setBaseUrl(o.call, 'http://192.168.1.10/v1'),
-      AIR_GAPPED,
-      'a private address outside the listed network',
-    )
+    const refusals: [string, RegExp, string][] = [
+      [
+        'https://llm.example/v1',
+        /may not be called: air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up/,
+        'a name outside the listed domains',
+      ],
+      ['https://public.test/v1', AIR_GAPPED, 'a listed name with a public address'],
+      [`https://${PUBLIC}/v1`, AIR_GAPPED, 'a public address'],
+      ['http://192.168.1.10/v1', AIR_GAPPED, 'a private address outside the listed network'],
+    ]
+    for (const [url, why, what] of refusals) refusedBaseUrl(t, await setBaseUrl(o.call, url), why, what)
     t.equal((await setBaseUrl(o.call, 'http://intranet.test/v1')).status, 200, 'a name inside the listed network')
     t.equal((await setBaseUrl(o.call, 'http://10.0.0.5:8000/v1')).status, 200, 'an address inside it')
   },

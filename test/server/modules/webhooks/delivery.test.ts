@@ -1,8 +1,5 @@
 import t from 'tap'
-import { createKey } from '../../../../server/modules/api-keys/service.js'
-import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
-import { ALL } from '../../../../server/domain/permissions.js'
-import { caller } from '../../../helpers/app.js'
+import { operatorKey } from '../../../helpers/web-operator.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 import { eventually, receiver, SECRET, verified, webhookApp } from './helpers.js'
 
@@ -55,16 +52,7 @@ t.test(
     })
 
     // A platform operator's endpoint hears every tenant, tenant.created included.
-    const op = await h.platform.db.system((sql) =>
-      createKey(sql, apiKeyTags(h.platform.secrets), {
-        tenantId: null,
-        userId: null,
-        type: 'admin',
-        name: 'operator',
-        permissions: [ALL],
-      }),
-    )
-    const opCall = caller(h.app, op.key)
+    const opCall = (await operatorKey(h)).call
     const prx = await receiver(t)
     const whsec = 'whsec_' + Buffer.alloc(32, 7).toString('base64')
     const ph = await opCall('POST', '/api/v1/platform/webhooks', {

@@ -1,10 +1,8 @@
 // The webhook API's rules: what registration accepts and refuses, who may do what, isolation
 // between tenants and between tenants and the platform, and what is never shown.
 import t from 'tap'
-import { ALL } from '../../../../server/domain/permissions.js'
-import { createKey } from '../../../../server/modules/api-keys/service.js'
-import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import { caller, testApp } from '../../../helpers/app.js'
+import { operatorKey } from '../../../helpers/web-operator.js'
 import { signedIn } from '../api-keys/helpers.js'
 import { SECRET } from './helpers.js'
 
@@ -128,41 +126,18 @@ t.test(
     await a.call('DELETE', `/api/v1/webhooks/${ids[0]}`)
     t.equal((await register(4)).status, 201, 'a deleted one frees it')
 
-    const larger = await h.tenant('growth')
-    for (let i = 0; i < 3; i++)
-      t.equal(
-        (
-          await larger.call('POST', '/api/v1/webhooks', {
-            url: `${URL_OK}/${i}`,
-            events: ['project.created'],
-            secret: SECRET,
-          })
-        ).status,
-        201,
-        'another plan, another limit',
-      )
-    const op = await h.platform.db.system((sql) =>
-      createKey(sql, apiKeyTags(h.platform.secrets), {
-        tenantId: null,
-        userId: null,
-        type: 'admin',
-        name: 'operator',
-        permissions: [ALL],
-      }),
-    )
-    for (let i = 0; i < 3; i++) {
-      t.equal(
-        (
-          await caller(h.app, op.key)('POST', '/api/v1/platform/webhooks', {
-            url: `${URL_OK}/${i}`,
-            events: ['tenant.created'],
-            secret: SECRET,
-          })
-        ).status,
-        201,
-        "the platform's own endpoints are not a tenant's",
-      )
-    }
+    const larger = (await h.tenant('growth')).call
+    const platform = (await operatorKey(h)).call
+    for (const [call, path, event, what] of [
+      [larger, '/api/v1/webhooks', 'project.created', 'another plan, another limit'],
+      [platform, '/api/v1/platform/webhooks', 'tenant.created', "the platform's own endpoints are not a tenant's"],
+    ] as const)
+      for (let i = 0; i < 3; i++)
+        t.equal(
+          (await call('POST', path, { url: `${URL_OK}/${i}`, events: [event], secret: SECRET })).status,
+          201,
+          what,
+        )
   },
 )
 
@@ -239,16 +214,7 @@ t.test("another tenant's endpoint is RESOURCE_NOT_FOUND for every operation", as
 
 t.test('platform endpoints take operator keys only, and tenant endpoints refuse them', async (t) => {
   const a = await h.tenant()
-  const op = await h.platform.db.system((sql) =>
-    createKey(sql, apiKeyTags(h.platform.secrets), {
-      tenantId: null,
-      userId: null,
-      type: 'admin',
-      name: 'operator',
-      permissions: [ALL],
-    }),
-  )
-  const operator = caller(h.app, op.key)
+  const operator = (await operatorKey(h)).call
   const tenantTry = await a.call('POST', '/api/v1/platform/webhooks', {
     url: URL_OK,
     events: ['tenant.created'],

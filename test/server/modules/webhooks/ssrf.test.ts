@@ -2,12 +2,10 @@
 // forbidden address, names that resolve to one), allowed where the deployment says so, and judged
 // again at every delivery, where a name that re-resolves (DNS rebinding) is caught at connect time.
 import t, { type Test } from 'tap'
-import { ALL } from '../../../../server/domain/permissions.js'
-import { createKey } from '../../../../server/modules/api-keys/service.js'
-import { apiKeyTags } from '../../../../server/modules/api-keys/keys.js'
 import { systemResolver, type Resolver } from '../../../../server/platform/outbound.js'
-import { caller, testApp, type Called, type Caller } from '../../../helpers/app.js'
-import { eventually, receiver, SECRET, verified, webhookApp } from './helpers.js'
+import { testApp, type Called, type Caller } from '../../../helpers/app.js'
+import { operatorKey } from '../../../helpers/web-operator.js'
+import { eventually, receiver, SECRET, verified, webhookApp, type Receiver } from './helpers.js'
 
 const PUBLIC = '93.184.216.34'
 
@@ -25,6 +23,16 @@ function dns(answers: Record<string, string[]>): Resolver & { answers: Record<st
     return list.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))
   }
   return Object.assign(resolve, { answers, asked })
+}
+
+/** A tenant of an app that allows http and `networks`, its names answered from `answers`. */
+async function httpTenant(t: Test, networks: string, answers: Record<string, string[]>) {
+  const h = await testApp(
+    t,
+    { OUTBOUND_ALLOWED_NETWORKS: networks, WEBHOOK_ALLOW_HTTP: 'true' },
+    { resolver: dns(answers) },
+  )
+  return h.tenant()
 }
 
 const register = (call: Caller, url: string) =>
@@ -86,12 +94,7 @@ t.test(
 
 t.test('metadata and link-local stay refused even when OUTBOUND_ALLOWED_NETWORKS covers them', async (t) => {
   for (const networks of ['0.0.0.0/0,::/0', '169.254.0.0/16,fe80::/10,fd00::/8']) {
-    const h = await testApp(
-      t,
-      { OUTBOUND_ALLOWED_NETWORKS: networks, WEBHOOK_ALLOW_HTTP: 'true' },
-      { resolver: dns({ 'metadata.test': ['169.254.169.254'] }) },
-    )
-    const a = await h.tenant()
+    const a = await httpTenant(t, networks, { 'metadata.test': ['169.254.169.254'] })
     for (const url of [
       'https://169.254.169.254/',
       'http://169.254.169.254/latest/meta-data/',
@@ -164,33 +167,20 @@ t.test('registration refuses a name that resolves to a forbidden address, or to 
     'address' in metadata.body.error.details,
     'a tenant cannot map internal names to addresses through the answer',
   )
-  refusedUrl(
-    t,
-    await register(a.call, 'https://mapped.test/hook'),
-    NEVER('metadata'),
-    'a name for the IPv4-mapped metadata address',
-  )
-  refusedUrl(
-    t,
-    await register(a.call, 'https://intranet.test/hook'),
-    OUTSIDE('private'),
-    'a name for a private address',
-  )
   const mixed = await register(a.call, 'https://mixed.test/hook')
   refusedUrl(t, mixed, OUTSIDE('loopback'), 'one forbidden answer among public ones')
   t.notMatch(mixed.body.error.message, /127\.0\.0\.1/, 'without naming the forbidden answer')
-  refusedUrl(
-    t,
-    await register(a.call, 'https://empty.test/hook'),
-    /the name has no addresses/,
-    'a name with no addresses',
-  )
-  refusedUrl(
-    t,
-    await register(a.call, 'https://nowhere.test/hook'),
-    /nowhere\.test does not resolve to an address/,
-    'a name that does not resolve (ENOTFOUND)',
-  )
+  const names: [string, RegExp, string][] = [
+    ['https://mapped.test/hook', NEVER('metadata'), 'a name for the IPv4-mapped metadata address'],
+    ['https://intranet.test/hook', OUTSIDE('private'), 'a name for a private address'],
+    ['https://empty.test/hook', /the name has no addresses/, 'a name with no addresses'],
+    [
+      'https://nowhere.test/hook',
+      /nowhere\.test does not resolve to an address/,
+      'a name that does not resolve (ENOTFOUND)',
+    ],
+  ]
+  for (const [url, why, what] of names) refusedUrl(t, await register(a.call, url), why, what)
 
   // Changing the URL later is judged the same way, for a tenant's endpoint and a platform operator's.
   resolver.answers['public.test'] = [PUBLIC]
@@ -214,16 +204,7 @@ t.test('registration refuses a name that resolves to a forbidden address, or to 
     'the URL is unchanged',
   )
 
-  const op = await h.platform.db.system((sql) =>
-    createKey(sql, apiKeyTags(h.platform.secrets), {
-      tenantId: null,
-      userId: null,
-      type: 'admin',
-      name: 'operator',
-      permissions: [ALL],
-    }),
-  )
-  const opCall = caller(h.app, op.key)
+  const opCall = (await operatorKey(h)).call
   refusedUrl(
     t,
     await opCall('POST', '/api/v1/platform/webhooks', {
@@ -237,12 +218,7 @@ t.test('registration refuses a name that resolves to a forbidden address, or to 
 })
 
 t.test('loopback registers once OUTBOUND_ALLOWED_NETWORKS includes it (and http is allowed)', async (t) => {
-  const h = await testApp(
-    t,
-    { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8', WEBHOOK_ALLOW_HTTP: 'true' },
-    { resolver: dns({ 'receiver.test': ['127.0.0.1'] }) },
-  )
-  const a = await h.tenant()
+  const a = await httpTenant(t, '127.0.0.0/8', { 'receiver.test': ['127.0.0.1'] })
   for (const url of [
     'http://127.0.0.1:8080/hook',
     'http://127.1.2.3/hook',
@@ -288,38 +264,28 @@ t.test(
     const refused = await register(gapped.call, 'https://public.test/hook')
     refusedUrl(t, refused, UNLISTED_NAME, 'a name outside OUTBOUND_ALLOWED_DOMAINS, air-gapped')
     t.notOk('address' in refused.body.error.details)
-    refusedUrl(t, await register(gapped.call, 'https://public6.test/hook'), UNLISTED_NAME, 'another, air-gapped')
-    refusedUrl(
-      t,
-      await register(gapped.call, 'https://evil-intranet.test/hook'),
-      UNLISTED_NAME,
-      'a name that only ends like a listed domain',
-    )
+    for (const [url, what] of [
+      ['https://public6.test/hook', 'another, air-gapped'],
+      ['https://evil-intranet.test/hook', 'a name that only ends like a listed domain'],
+    ] as const)
+      refusedUrl(t, await register(gapped.call, url), UNLISTED_NAME, what)
     t.same(resolver.asked, [], 'and none of them was looked up')
-    refusedUrl(
-      t,
-      await register(gapped.call, 'https://outside.intranet.test/hook'),
-      AIR_GAPPED,
-      'a listed name whose address is outside the allowed networks, air-gapped',
-    )
-    refusedUrl(t, await register(gapped.call, `https://${PUBLIC}/hook`), AIR_GAPPED, 'a public literal, air-gapped')
-    refusedUrl(
-      t,
-      await register(gapped.call, 'https://192.168.1.1/hook'),
-      AIR_GAPPED,
-      'a private address outside the allowed networks, air-gapped',
-    )
-    refusedUrl(t, await register(gapped.call, 'https://169.254.169.254/'), NEVER('metadata'), 'metadata, air-gapped')
-    t.equal(
-      (await register(gapped.call, 'https://intranet.test/hook')).status,
-      201,
-      'a host inside OUTBOUND_ALLOWED_NETWORKS, air-gapped',
-    )
-    t.equal(
-      (await register(gapped.call, 'https://10.9.8.7/hook')).status,
-      201,
-      'an address inside OUTBOUND_ALLOWED_NETWORKS, air-gapped',
-    )
+    const outside: [string, RegExp, string][] = [
+      [
+        'https://outside.intranet.test/hook',
+        AIR_GAPPED,
+        'a listed name whose address is outside the allowed networks, air-gapped',
+      ],
+      [`https://${PUBLIC}/hook`, AIR_GAPPED, 'a public literal, air-gapped'],
+      ['https://192.168.1.1/hook', AIR_GAPPED, 'a private address outside the allowed networks, air-gapped'],
+      ['https://169.254.169.254/', NEVER('metadata'), 'metadata, air-gapped'],
+    ]
+    for (const [url, why, what] of outside) refusedUrl(t, await register(gapped.call, url), why, what)
+    for (const [url, what] of [
+      ['https://intranet.test/hook', 'a host inside OUTBOUND_ALLOWED_NETWORKS, air-gapped'],
+      ['https://10.9.8.7/hook', 'an address inside OUTBOUND_ALLOWED_NETWORKS, air-gapped'],
+    ] as const)
+      t.equal((await register(gapped.call, url)).status, 201, what)
   },
 )
 
@@ -335,119 +301,138 @@ async function failedDelivery(call: Caller, webhookId: string) {
 // Two attempts: the first, and one retry 50 ms later; then the delivery has failed.
 const worker = { pollMs: 50, schedule: [0.05], attemptTimeoutMs: 2000 }
 
+interface Endpoint {
+  id: string
+  rx: Receiver
+}
+
+/**
+ * The endpoint's only delivery failed with no answer: both attempts were made, each refused with `error`, and its
+ * receiver got nothing. Returns the delivery.
+ */
+async function refusedAtDelivery(t: Test, call: Caller, endpoint: Endpoint, error: string, what: string) {
+  const d = await failedDelivery(call, endpoint.id)
+  t.equal(d.lastStatusCode, null, `${what}: no answer`)
+  t.equal(
+    d.attempts.length,
+    2,
+    `${what}: both attempts were made and refused (a delivery failed with none would say nothing)`,
+  )
+  for (const at of d.attempts) {
+    t.equal(at.statusCode, null, `${what}: attempt ${at.attempt}: no answer`)
+    t.equal(at.error, error, `${what}: attempt ${at.attempt}: the policy's refusal`)
+  }
+  t.equal(endpoint.rx.received.length, 0, `${what}: the receiver got nothing`)
+  return d
+}
+
+/**
+ * A tenant of an app that delivers (two attempts) under `env`, names answered from `answers`; `endpoint(name)`
+ * registers an endpoint at that name on a real receiver.
+ */
+async function deliveringTenant(t: Test, env: Record<string, string>, answers: Record<string, string[]>) {
+  const resolver = dns(answers)
+  const h = await webhookApp(t, env, { resolver, webhookWorker: worker })
+  const a = await h.tenant()
+  const endpoint = async (name: string): Promise<Endpoint> => {
+    const rx = await receiver(t)
+    const hook = await register(a.call, `http://${name}:${rx.port}/hook`)
+    t.equal(hook.status, 201, JSON.stringify(hook.body))
+    return { rx, id: hook.body.data.id }
+  }
+  return { resolver, a, endpoint }
+}
+
 t.test(
   'DNS rebinding: a name that resolves to loopback after registration is refused at delivery, and nothing is sent',
   async (t) => {
-    const rx = await receiver(t)
-    const mappedRx = await receiver(t)
-    const resolver = dns({ 'rebind.test': [PUBLIC], 'mapped.test': [PUBLIC] })
-    const h = await webhookApp(t, { OUTBOUND_ALLOWED_NETWORKS: '' }, { resolver, webhookWorker: worker })
-    const a = await h.tenant()
-    const hook = await register(a.call, `http://rebind.test:${rx.port}/hook`)
-    t.equal(hook.status, 201, JSON.stringify(hook.body))
-    const mapped = await register(a.call, `http://mapped.test:${mappedRx.port}/hook`)
-    t.equal(mapped.status, 201, JSON.stringify(mapped.body))
+    const { resolver, a, endpoint } = await deliveringTenant(
+      t,
+      { OUTBOUND_ALLOWED_NETWORKS: '' },
+      { 'rebind.test': [PUBLIC], 'mapped.test': [PUBLIC] },
+    )
+    const hook = await endpoint('rebind.test')
+    const mapped = await endpoint('mapped.test')
     t.same(resolver.asked, ['rebind.test', 'mapped.test'], 'judged when registered, by their public address')
 
     // The attacker's DNS now points at this host, once plainly and once in the IPv4-mapped form.
     resolver.answers['rebind.test'] = ['127.0.0.1']
     resolver.answers['mapped.test'] = ['::ffff:127.0.0.1']
     t.equal((await a.call('POST', '/api/v1/projects', { name: 'Rebound' })).status, 201)
-    const d = await failedDelivery(a.call, hook.body.data.id)
+    const d = await refusedAtDelivery(
+      t,
+      a.call,
+      hook,
+      'refused by the outbound policy: loopback address outside OUTBOUND_ALLOWED_NETWORKS (rebind.test)',
+      'rebound to loopback',
+    )
     t.equal(d.eventType, 'project.created')
     t.equal(d.attemptCount, 2)
-    t.equal(d.attempts.length, 2)
-    t.equal(d.lastStatusCode, null)
-    for (const at of d.attempts) {
-      t.equal(at.statusCode, null, `attempt ${at.attempt}: no answer`)
-      t.equal(
-        at.error,
-        'refused by the outbound policy: loopback address outside OUTBOUND_ALLOWED_NETWORKS (rebind.test)',
-        `attempt ${at.attempt}: the policy's refusal`,
-      )
-      t.equal(at.responseExcerpt, '')
-    }
+    for (const at of d.attempts) t.equal(at.responseExcerpt, '', `attempt ${at.attempt}: nothing was read`)
     t.match(
       d.attempts.map((x: { outcome: string }) => x.outcome),
       ['retrying', 'failed'],
     )
     t.match(d.lastError, /^refused by the outbound policy/)
     t.ok(resolver.asked.filter((x) => x === 'rebind.test').length >= 3, 'every attempt asked DNS again')
-    t.equal(rx.received.length, 0, 'the receiver got nothing')
 
-    const m = await failedDelivery(a.call, mapped.body.data.id)
-    t.equal(m.lastStatusCode, null)
-    t.equal(m.attempts.length, 2)
-    for (const at of m.attempts) {
-      t.equal(at.statusCode, null)
-      t.equal(
-        at.error,
-        'refused by the outbound policy: loopback address outside OUTBOUND_ALLOWED_NETWORKS (mapped.test)',
-        'the IPv4-mapped answer is judged as its IPv4 address',
-      )
-    }
-    t.equal(mappedRx.received.length, 0, 'the receiver got nothing through the IPv4-mapped address either')
+    await refusedAtDelivery(
+      t,
+      a.call,
+      mapped,
+      'refused by the outbound policy: loopback address outside OUTBOUND_ALLOWED_NETWORKS (mapped.test)',
+      'the IPv4-mapped answer is judged as its IPv4 address',
+    )
   },
 )
 
 t.test(
   'DNS rebinding to the metadata address is refused at delivery, whatever OUTBOUND_ALLOWED_NETWORKS says',
   async (t) => {
-    const rx = await receiver(t)
-    const resolver = dns({ 'rebind.test': ['127.0.0.1'] })
-    const h = await webhookApp(t, { OUTBOUND_ALLOWED_NETWORKS: '0.0.0.0/0' }, { resolver, webhookWorker: worker })
-    const a = await h.tenant()
-    const hook = await register(a.call, `http://rebind.test:${rx.port}/hook`)
-    t.equal(hook.status, 201, JSON.stringify(hook.body))
+    const { resolver, a, endpoint } = await deliveringTenant(
+      t,
+      { OUTBOUND_ALLOWED_NETWORKS: '0.0.0.0/0' },
+      { 'rebind.test': ['127.0.0.1'] },
+    )
+    const hook = await endpoint('rebind.test')
     resolver.answers['rebind.test'] = ['169.254.169.254']
     t.equal((await a.call('POST', '/api/v1/projects', { name: 'Metadata' })).status, 201)
-    const d = await failedDelivery(a.call, hook.body.data.id)
-    t.equal(d.lastStatusCode, null)
-    t.equal(d.attempts.length, 2, 'both attempts were made and refused (a delivery failed with none would say nothing)')
-    for (const at of d.attempts) {
-      t.equal(at.statusCode, null)
-      t.equal(at.error, 'refused by the outbound policy: metadata addresses are never reachable (rebind.test)')
-    }
-    t.equal(rx.received.length, 0, 'the receiver got nothing')
+    await refusedAtDelivery(
+      t,
+      a.call,
+      hook,
+      'refused by the outbound policy: metadata addresses are never reachable (rebind.test)',
+      'rebound to the metadata address',
+    )
   },
 )
 
 t.test(
   'air-gapped: deliveries reach hosts inside OUTBOUND_ALLOWED_NETWORKS; a host that moved outside them is a recorded failure',
   async (t) => {
-    const inside = await receiver(t)
-    const moved = await receiver(t)
-    const resolver = dns({ 'inside.test': ['127.0.0.1'], 'moved.test': ['127.0.0.1'] })
-    const h = await webhookApp(
+    const { resolver, a, endpoint } = await deliveringTenant(
       t,
       {
         AIR_GAPPED: 'true',
         OUTBOUND_ALLOWED_NETWORKS: '127.0.0.0/8',
         OUTBOUND_ALLOWED_DOMAINS: 'inside.test,moved.test',
       },
-      { resolver, webhookWorker: worker },
+      { 'inside.test': ['127.0.0.1'], 'moved.test': ['127.0.0.1'] },
     )
-    const a = await h.tenant()
-    const good = await register(a.call, `http://inside.test:${inside.port}/hook`)
-    const bad = await register(a.call, `http://moved.test:${moved.port}/hook`)
-    t.equal(good.status, 201, JSON.stringify(good.body))
-    t.equal(bad.status, 201, JSON.stringify(bad.body))
+    const inside = (await endpoint('inside.test')).rx
+    const moved = await endpoint('moved.test')
 
     resolver.answers['moved.test'] = [PUBLIC] // public, so allowed anywhere but here
     t.equal((await a.call('POST', '/api/v1/projects', { name: 'Gapped' })).status, 201)
     const [got] = await inside.waitFor(1, 10_000)
     t.equal(verified(SECRET, got!).type, 'project.created', 'the host inside the allowed networks got the event')
-    const d = await failedDelivery(a.call, bad.body.data.id)
-    t.equal(d.lastStatusCode, null)
-    t.equal(d.attempts.length, 2)
-    for (const at of d.attempts) {
-      t.equal(at.statusCode, null)
-      t.equal(
-        at.error,
-        `refused by the outbound policy: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable (moved.test)`,
-      )
-    }
-    t.equal(moved.received.length, 0, 'the moved receiver got nothing')
+    await refusedAtDelivery(
+      t,
+      a.call,
+      moved,
+      'refused by the outbound policy: air-gapped: only addresses inside OUTBOUND_ALLOWED_NETWORKS are reachable (moved.test)',
+      'moved outside the allowed networks',
+    )
     t.equal(inside.received.length, 1)
   },
 )
