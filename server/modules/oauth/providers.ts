@@ -6,15 +6,7 @@ import * as client from 'openid-client'
 import type { Logger } from 'pino'
 import type { OidcProviderSetting } from '../../../config/schema.js'
 import { AppError } from '../../domain/errors.js'
-import {
-  compilePolicy,
-  outboundFetch,
-  parseIp,
-  refusalIn,
-  type CompiledPolicy,
-  type OutboundPolicy,
-  type Resolver,
-} from '../../platform/outbound.js'
+import { outboundFetch, parseIp, refusalIn, type CompiledPolicy } from '../../platform/outbound.js'
 
 export interface Provider {
   readonly setting: OidcProviderSetting
@@ -96,14 +88,12 @@ export function unavailable(p: OidcProviderSetting, err: unknown, during: string
  * issuer must be named under OUTBOUND_ALLOWED_DOMAINS (or be an address) and resolve inside
  * OUTBOUND_ALLOWED_NETWORKS; an issuer given as an IP address is judged
  * in any mode. (In connected mode hostnames are judged when connecting: a DNS hiccup at start-up
- * must not stop the server.) A policy not yet compiled is compiled with `resolver`.
+ * must not stop the server.) The policy is the one the site compiled once (server/services.ts).
  */
 export async function assertProvidersAllowed(
   providers: readonly OidcProviderSetting[],
-  policy: CompiledPolicy | OutboundPolicy,
-  resolver?: Resolver,
+  compiled: CompiledPolicy,
 ): Promise<void> {
-  const compiled = 'resolveAllowed' in policy ? policy : compilePolicy(policy, resolver)
   const { airGapped } = compiled.policy
   const problems: string[] = []
   for (const p of providers) {

@@ -4,6 +4,7 @@ import t from 'tap'
 import { parseConfig } from '../../../../config/schema.js'
 import { ConfigError, loadConfig } from '../../../../server/config.js'
 import { assertProvidersAllowed } from '../../../../server/modules/oauth/providers.js'
+import { compilePolicy } from '../../../../server/platform/outbound.js'
 import { testApp } from '../../../helpers/app.js'
 import { suffix } from '../../../helpers/platform.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
@@ -187,7 +188,7 @@ t.test(
 )
 
 t.test('in connected mode an issuer given as a forbidden address is refused at start-up', async (t) => {
-  const policy = { allowedCidrs: [], airGapped: false }
+  const policy = compilePolicy({ allowedCidrs: [], airGapped: false })
   const p = (issuer: string) =>
     parseConfig({ OIDC_PROVIDERS: JSON.stringify([entry({ issuer, allowHttp: true })]) }).config.OIDC_PROVIDERS
   await t.rejects(
@@ -203,14 +204,20 @@ t.test('in connected mode an issuer given as a forbidden address is refused at s
     /loopback address outside OUTBOUND_ALLOWED_NETWORKS/,
   )
   await t.resolves(
-    assertProvidersAllowed(p('http://127.0.0.1:8080'), { allowedCidrs: ['127.0.0.0/8'], airGapped: false }),
+    assertProvidersAllowed(
+      p('http://127.0.0.1:8080'),
+      compilePolicy({ allowedCidrs: ['127.0.0.0/8'], airGapped: false }),
+    ),
   )
   let asked = 0
   await t.resolves(
-    assertProvidersAllowed(p('https://sso.example.com'), policy, async () => {
-      asked++
-      return []
-    }),
+    assertProvidersAllowed(
+      p('https://sso.example.com'),
+      compilePolicy({ allowedCidrs: [], airGapped: false }, async () => {
+        asked++
+        return []
+      }),
+    ),
   )
   t.equal(asked, 0, 'names are judged when connecting, not at start-up (a DNS hiccup must not stop the server)')
 })
