@@ -9,7 +9,7 @@ import { createOpenAICompatible } from '@ai-sdk/openai-compatible'
 import type { LanguageModelV3FunctionTool, LanguageModelV3Prompt, LanguageModelV3ToolCall } from '@ai-sdk/provider'
 import type { Test } from 'tap'
 import { fakeLlm, type FakeRequest, type FakeTurn } from '../test/helpers/fake-llm.js'
-import { apiCaller, createTenant, peakRssMb, pool, start, stop } from './lib.js'
+import { apiCaller, createTenant, peakRssMb, pool, start, stop, useFakeLlm } from './lib.js'
 
 const STEPS = 5
 const SEQUENTIAL_RUNS = Number(process.env.BENCH_AGENT_RUNS ?? 20)
@@ -46,12 +46,7 @@ export async function benchAgents(env: Record<string, string>): Promise<AgentBen
     const setups = await Promise.all(
       tenants.map(async ({ apiKey }) => {
         const call = apiCaller(server.base, apiKey)
-        await call('PATCH', '/api/v1/tenant/settings/llm', {
-          provider: 'openai-compatible',
-          baseUrl: llm.url,
-          model: 'bench',
-          apiKey: 'sk-bench-0000000000',
-        })
+        await useFakeLlm(call, llm.url)
         const projectId = (await call('POST', '/api/v1/projects', { name: 'bench' })).id
         const agentId = (
           await call('POST', '/api/v1/agents', {

@@ -20,7 +20,7 @@ import { Agent, request } from 'node:http'
 import { availableParallelism, loadavg } from 'node:os'
 import type { Test } from 'tap'
 import { fakeLlm } from '../test/helpers/fake-llm.js'
-import { apiCaller, createTenant, peakRssMb, pool, printTable, quantile, start, stop } from './lib.js'
+import { apiCaller, createTenant, peakRssMb, pool, printTable, quantile, start, stop, useFakeLlm } from './lib.js'
 import { sseParser, type SseMessage } from '../test/helpers/sse.js'
 
 const STREAMS = Number(process.env.BENCH_CHAT_STREAMS ?? 20)
@@ -231,12 +231,7 @@ export async function benchChat(env: Record<string, string>): Promise<ChatBench>
     try {
       const { apiKey } = await createTenant(env, ['--plan', 'enterprise'])
       const call = apiCaller(server.base, apiKey)
-      await call('PATCH', '/api/v1/tenant/settings/llm', {
-        provider: 'openai-compatible',
-        baseUrl: llm.url,
-        model: 'bench',
-        apiKey: 'sk-bench-0000000000',
-      })
+      await useFakeLlm(call, llm.url)
       const seen = tracker(sentAt)
       const sessions: string[] = []
       const open = async (n: number) => {

@@ -102,6 +102,16 @@ export function apiCaller(base: string, apiKey: string) {
   }
 }
 
+/** Points the tenant's model at the fake provider at `url` (the suite's instant OpenAI-compatible one). */
+export function useFakeLlm(call: ReturnType<typeof apiCaller>, url: string) {
+  return call('PATCH', '/api/v1/tenant/settings/llm', {
+    provider: 'openai-compatible',
+    baseUrl: url,
+    model: 'bench',
+    apiKey: 'sk-bench-0000000000',
+  })
+}
+
 /** The `q` quantile (0 to 1) of the numbers, nearest rank. */
 export function quantile(values: number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b)

@@ -26,6 +26,21 @@ export type DataOf<P extends keyof paths, M extends keyof paths[P]> =
           : never
     : never
 type ListQuery<P extends keyof paths> = Omit<QueryOf<P, 'get' & keyof paths[P]>, 'cursor'>
+/** The path parameters of an operation. */
+type PathParamsOf<P extends keyof paths, M extends keyof paths[P]> =
+  Op<P, M> extends { parameters: { path: infer A } } ? A : never
+/** An operation of `P` by its HTTP method. */
+type MethodOf<P extends keyof paths, M extends Method> = Lowercase<M> & keyof paths[P]
+/** What a request gives besides its method and path: its path parameters and JSON body, where it has them. */
+interface RequestOf<P extends keyof paths, M extends keyof paths[P]> {
+  path?: PathParamsOf<P, M>
+  body?: BodyOf<P, M>
+}
+/** What a request resolves to: its envelope's `data`, or nothing known of a 204 No Content. */
+type ResultOf<P extends keyof paths, M extends keyof paths[P]> =
+  Op<P, M> extends { responses: { 204: unknown } } ? unknown : DataOf<P, M>
+/** What one item of a cursor-paged list is. */
+type ItemOf<P extends keyof paths> = DataOf<P, 'get' & keyof paths[P]> extends (infer I)[] ? I : never
 
 export type Project = DataOf<'/api/v1/projects/{id}', 'get'>
 export type Agent = DataOf<'/api/v1/agents/{id}', 'get'>
@@ -41,59 +56,95 @@ export type RestoreJob = DataOf<'/api/v1/platform/tenants/{tenantId}/restore/{re
 /** Path segments of a file's path, each encoded (slashes stay separators). */
 const filePath = (path: string) => path.split('/').map(encodeURIComponent).join('/')
 
+/**
+ * The typed API as the helpers below call it, generic in the path: openapi-fetch cannot check a call whose path is a
+ * type parameter, so the helpers' own signatures carry the types instead.
+ */
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
+type UntypedApi = Record<
+  Method,
+  (
+    path: string,
+    init: { params: object; body?: unknown },
+  ) => Promise<{ data?: unknown; error?: unknown; response: Response }>
+>
+
 abstract class Resource {
   constructor(protected readonly t: Transport) {}
   protected get api() {
     return this.t.api
   }
+  private get untyped() {
+    return this.t.api as unknown as UntypedApi
+  }
+  /** One request through the typed API: the `data` of its envelope, or the AtriumError of its error envelope. */
+  protected call<P extends keyof paths, M extends Method>(
+    method: M,
+    path: P,
+    o: RequestOf<P, MethodOf<P, M>> = {},
+  ): Promise<ResultOf<P, MethodOf<P, M>>> {
+    return dataOf(this.untyped[method](path, { params: { path: o.path }, body: o.body }))
+  }
+  /** Every item of the cursor-paged list at `path`, page after page as the caller iterates. */
+  protected pages<P extends keyof paths>(
+    path: P,
+    query: ListQuery<P>,
+    params: PathParamsOf<P, 'get' & keyof paths[P]> | Record<string, never> = {},
+  ): AsyncGenerator<ItemOf<P>> {
+    return eachOf(
+      (cursor) =>
+        envelopeOf(this.untyped.GET(path, { params: { path: params, query: { ...query, cursor } } })) as Promise<{
+          data: ItemOf<P>[]
+          meta: { nextCursor?: string | null }
+        }>,
+    )
+  }
 }
 
-export class Projects extends Resource {
-  list(query: ListQuery<'/api/v1/projects'> = {}) {
-    return eachOf((cursor) =>
-      envelopeOf(this.api.GET('/api/v1/projects', { params: { query: { ...query, cursor } as never } })),
-    )
+/** Where a collection is listed and added to (`P`), and where one of it is read and deleted (`P/{id}`). */
+type CollectionPath = '/api/v1/projects' | '/api/v1/agents' | '/api/v1/webhooks'
+type ItemPath<P extends CollectionPath> = `${P}/{id}` & keyof paths
+
+/** A collection of the API: list, create, get and delete, the same for each of them. */
+abstract class Collection<P extends CollectionPath> extends Resource {
+  protected abstract readonly path: P
+  list(query = {} as ListQuery<P>): AsyncGenerator<ItemOf<P>> {
+    return this.pages(this.path, query)
   }
-  create(body: BodyOf<'/api/v1/projects', 'post'>) {
-    return dataOf(this.api.POST('/api/v1/projects', { body }))
+  create(body: BodyOf<P, 'post'>) {
+    return this.call('POST', this.path, { body })
   }
   get(id: string) {
-    return dataOf(this.api.GET('/api/v1/projects/{id}', { params: { path: { id } } }))
-  }
-  update(id: string, body: BodyOf<'/api/v1/projects/{id}', 'patch'>) {
-    return dataOf(this.api.PATCH('/api/v1/projects/{id}', { params: { path: { id } }, body }))
+    return this.call('GET', this.item, { path: { id } as never })
   }
   delete(id: string) {
-    return dataOf(this.api.DELETE('/api/v1/projects/{id}', { params: { path: { id } } }))
+    return this.call('DELETE', this.item, { path: { id } as never })
+  }
+  /** `{ id }` is every item path's one parameter, which TypeScript cannot see through `P` (hence `never` above). */
+  private get item() {
+    return `${this.path}/{id}` as ItemPath<P>
+  }
+}
+
+export class Projects extends Collection<'/api/v1/projects'> {
+  protected readonly path = '/api/v1/projects'
+  update(id: string, body: BodyOf<'/api/v1/projects/{id}', 'patch'>) {
+    return this.call('PATCH', '/api/v1/projects/{id}', { path: { id }, body })
   }
   versions(projectId: string, query: ListQuery<'/api/v1/projects/{projectId}/versions'> = {}) {
-    return eachOf((cursor) =>
-      envelopeOf(
-        this.api.GET('/api/v1/projects/{projectId}/versions', {
-          params: { path: { projectId }, query: { ...query, cursor } as never },
-        }),
-      ),
-    )
+    return this.pages('/api/v1/projects/{projectId}/versions', query, { projectId })
   }
   restoreVersion(projectId: string, versionId: string) {
-    return dataOf(
-      this.api.POST('/api/v1/projects/{projectId}/versions/{versionId}/restore', {
-        params: { path: { projectId, versionId } },
-      }),
-    )
+    return this.call('POST', '/api/v1/projects/{projectId}/versions/{versionId}/restore', {
+      path: { projectId, versionId },
+    })
   }
   backup(projectId: string, body: BodyOf<'/api/v1/projects/{projectId}/backup', 'post'> = {}) {
-    return dataOf(this.api.POST('/api/v1/projects/{projectId}/backup', { params: { path: { projectId } }, body }))
+    return this.call('POST', '/api/v1/projects/{projectId}/backup', { path: { projectId }, body })
   }
   /** The files of a project, in path order. */
   files(projectId: string, query: ListQuery<'/api/v1/projects/{projectId}/files'> = {}) {
-    return eachOf((cursor) =>
-      envelopeOf(
-        this.api.GET('/api/v1/projects/{projectId}/files', {
-          params: { path: { projectId }, query: { ...query, cursor } as never },
-        }),
-      ),
-    )
+    return this.pages('/api/v1/projects/{projectId}/files', query, { projectId })
   }
   /** A file's bytes as a Response (read it with .text(), .arrayBuffer() or .body). */
   readFile(projectId: string, path: string) {
@@ -128,42 +179,23 @@ export class Projects extends Resource {
 export type RunEvent = StreamEvent<{ runId: string; [k: string]: unknown }>
 const RUN_ENDS = new Set(['run.completed', 'run.failed', 'run.cancelled'])
 
-export class Agents extends Resource {
-  list(query: ListQuery<'/api/v1/agents'> = {}) {
-    return eachOf((cursor) =>
-      envelopeOf(this.api.GET('/api/v1/agents', { params: { query: { ...query, cursor } as never } })),
-    )
-  }
-  create(body: BodyOf<'/api/v1/agents', 'post'>) {
-    return dataOf(this.api.POST('/api/v1/agents', { body }))
-  }
-  get(id: string) {
-    return dataOf(this.api.GET('/api/v1/agents/{id}', { params: { path: { id } } }))
-  }
+export class Agents extends Collection<'/api/v1/agents'> {
+  protected readonly path = '/api/v1/agents'
   update(id: string, body: BodyOf<'/api/v1/agents/{id}', 'patch'>) {
-    return dataOf(this.api.PATCH('/api/v1/agents/{id}', { params: { path: { id } }, body }))
-  }
-  delete(id: string) {
-    return dataOf(this.api.DELETE('/api/v1/agents/{id}', { params: { path: { id } } }))
+    return this.call('PATCH', '/api/v1/agents/{id}', { path: { id }, body })
   }
   /** Starts a run (202): the run record, queued. Follow it with runEvents(). */
   execute(id: string, body: BodyOf<'/api/v1/agents/{id}/execute', 'post'>) {
-    return dataOf(this.api.POST('/api/v1/agents/{id}/execute', { params: { path: { id } }, body }))
+    return this.call('POST', '/api/v1/agents/{id}/execute', { path: { id }, body })
   }
   runs(id: string, query: ListQuery<'/api/v1/agents/{id}/runs'> = {}) {
-    return eachOf((cursor) =>
-      envelopeOf(
-        this.api.GET('/api/v1/agents/{id}/runs', { params: { path: { id }, query: { ...query, cursor } as never } }),
-      ),
-    )
+    return this.pages('/api/v1/agents/{id}/runs', query, { id })
   }
   run(id: string, runId: string) {
-    return dataOf(this.api.GET('/api/v1/agents/{id}/runs/{run_id}', { params: { path: { id, run_id: runId } } }))
+    return this.call('GET', '/api/v1/agents/{id}/runs/{run_id}', { path: { id, run_id: runId } })
   }
   cancel(id: string, runId: string) {
-    return dataOf(
-      this.api.POST('/api/v1/agents/{id}/runs/{run_id}/cancel', { params: { path: { id, run_id: runId } } }),
-    )
+    return this.call('POST', '/api/v1/agents/{id}/runs/{run_id}/cancel', { path: { id, run_id: runId } })
   }
   /** The run's events from the first (or after `lastEventId`) until it completes, fails or is cancelled. */
   runEvents(id: string, runId: string, o: StreamOptions = {}): AsyncGenerator<RunEvent> {
@@ -188,31 +220,23 @@ export type ChatEvent =
 
 export class Chat extends Resource {
   sessions(query: ListQuery<'/api/v1/chat/sessions'> = {}) {
-    return eachOf((cursor) =>
-      envelopeOf(this.api.GET('/api/v1/chat/sessions', { params: { query: { ...query, cursor } as never } })),
-    )
+    return this.pages('/api/v1/chat/sessions', query)
   }
   createSession(body: BodyOf<'/api/v1/chat/sessions', 'post'> = {}) {
-    return dataOf(this.api.POST('/api/v1/chat/sessions', { body }))
+    return this.call('POST', '/api/v1/chat/sessions', { body })
   }
   getSession(id: string) {
-    return dataOf(this.api.GET('/api/v1/chat/sessions/{id}', { params: { path: { id } } }))
+    return this.call('GET', '/api/v1/chat/sessions/{id}', { path: { id } })
   }
   deleteSession(id: string) {
-    return dataOf(this.api.DELETE('/api/v1/chat/sessions/{id}', { params: { path: { id } } }))
+    return this.call('DELETE', '/api/v1/chat/sessions/{id}', { path: { id } })
   }
   messages(id: string, query: ListQuery<'/api/v1/chat/sessions/{id}/messages'> = {}) {
-    return eachOf((cursor) =>
-      envelopeOf(
-        this.api.GET('/api/v1/chat/sessions/{id}/messages', {
-          params: { path: { id }, query: { ...query, cursor } as never },
-        }),
-      ),
-    )
+    return this.pages('/api/v1/chat/sessions/{id}/messages', query, { id })
   }
   /** Sends a message (201): the saved message and the id of the reply being generated. */
   send(id: string, content: string) {
-    return dataOf(this.api.POST('/api/v1/chat/sessions/{id}/messages', { params: { path: { id } }, body: { content } }))
+    return this.call('POST', '/api/v1/chat/sessions/{id}/messages', { path: { id }, body: { content } })
   }
   /**
    * The session's stream: every event of every reply, from `lastEventId` on, reconnecting with
@@ -254,107 +278,80 @@ export class Chat extends Resource {
 
 export class Tenant extends Resource {
   get() {
-    return dataOf(this.api.GET('/api/v1/tenant'))
+    return this.call('GET', '/api/v1/tenant')
   }
   usage() {
-    return dataOf(this.api.GET('/api/v1/tenant/usage'))
+    return this.call('GET', '/api/v1/tenant/usage')
   }
   llmSettings() {
-    return dataOf(this.api.GET('/api/v1/tenant/settings/llm'))
+    return this.call('GET', '/api/v1/tenant/settings/llm')
   }
   updateLlmSettings(body: BodyOf<'/api/v1/tenant/settings/llm', 'patch'>) {
-    return dataOf(this.api.PATCH('/api/v1/tenant/settings/llm', { body }))
+    return this.call('PATCH', '/api/v1/tenant/settings/llm', { body })
   }
 }
 
 export class Team extends Resource {
   members(query: ListQuery<'/api/v1/tenant/team/members'> = {}) {
-    return eachOf((cursor) =>
-      envelopeOf(this.api.GET('/api/v1/tenant/team/members', { params: { query: { ...query, cursor } as never } })),
-    )
+    return this.pages('/api/v1/tenant/team/members', query)
   }
   invite(body: BodyOf<'/api/v1/tenant/team/members', 'post'>) {
-    return dataOf(this.api.POST('/api/v1/tenant/team/members', { body }))
+    return this.call('POST', '/api/v1/tenant/team/members', { body })
   }
   update(userId: string, body: BodyOf<'/api/v1/tenant/team/members/{userId}', 'patch'>) {
-    return dataOf(this.api.PATCH('/api/v1/tenant/team/members/{userId}', { params: { path: { userId } }, body }))
+    return this.call('PATCH', '/api/v1/tenant/team/members/{userId}', { path: { userId }, body })
   }
   remove(userId: string) {
-    return dataOf(this.api.DELETE('/api/v1/tenant/team/members/{userId}', { params: { path: { userId } } }))
+    return this.call('DELETE', '/api/v1/tenant/team/members/{userId}', { path: { userId } })
   }
 }
 
 export class ApiKeys extends Resource {
   list(query: ListQuery<'/api/v1/api-keys'> = {}) {
-    return eachOf((cursor) =>
-      envelopeOf(this.api.GET('/api/v1/api-keys', { params: { query: { ...query, cursor } as never } })),
-    )
+    return this.pages('/api/v1/api-keys', query)
   }
   /** The new key's secret is in the answer once. */
   create(body: BodyOf<'/api/v1/api-keys', 'post'>) {
-    return dataOf(this.api.POST('/api/v1/api-keys', { body }))
+    return this.call('POST', '/api/v1/api-keys', { body })
   }
   revoke(id: string) {
-    return dataOf(this.api.DELETE('/api/v1/api-keys/{id}', { params: { path: { id } } }))
+    return this.call('DELETE', '/api/v1/api-keys/{id}', { path: { id } })
   }
 }
 
-export class Webhooks extends Resource {
-  list(query: ListQuery<'/api/v1/webhooks'> = {}) {
-    return eachOf((cursor) =>
-      envelopeOf(this.api.GET('/api/v1/webhooks', { params: { query: { ...query, cursor } as never } })),
-    )
-  }
-  create(body: BodyOf<'/api/v1/webhooks', 'post'>) {
-    return dataOf(this.api.POST('/api/v1/webhooks', { body }))
-  }
-  get(id: string) {
-    return dataOf(this.api.GET('/api/v1/webhooks/{id}', { params: { path: { id } } }))
-  }
-  delete(id: string) {
-    return dataOf(this.api.DELETE('/api/v1/webhooks/{id}', { params: { path: { id } } }))
-  }
+export class Webhooks extends Collection<'/api/v1/webhooks'> {
+  protected readonly path = '/api/v1/webhooks'
   deliveries(id: string, query: ListQuery<'/api/v1/webhooks/{id}/deliveries'> = {}) {
-    return eachOf((cursor) =>
-      envelopeOf(
-        this.api.GET('/api/v1/webhooks/{id}/deliveries', {
-          params: { path: { id }, query: { ...query, cursor } as never },
-        }),
-      ),
-    )
+    return this.pages('/api/v1/webhooks/{id}/deliveries', query, { id })
   }
 }
 
 export class Regions extends Resource {
   async list() {
-    return dataOf(this.api.GET('/api/v1/regions'))
+    return this.call('GET', '/api/v1/regions')
   }
   preferences(tenantId: string) {
-    return dataOf(this.api.GET('/api/v1/regions/preferences/{tenantId}', { params: { path: { tenantId } } }))
+    return this.call('GET', '/api/v1/regions/preferences/{tenantId}', { path: { tenantId } })
   }
   updatePreferences(tenantId: string, body: BodyOf<'/api/v1/regions/preferences/{tenantId}', 'patch'>) {
-    return dataOf(this.api.PATCH('/api/v1/regions/preferences/{tenantId}', { params: { path: { tenantId } }, body }))
+    return this.call('PATCH', '/api/v1/regions/preferences/{tenantId}', { path: { tenantId }, body })
   }
   storage(tenantId: string) {
-    return dataOf(this.api.GET('/api/v1/regions/storage/{tenantId}', { params: { path: { tenantId } } }))
+    return this.call('GET', '/api/v1/regions/storage/{tenantId}', { path: { tenantId } })
   }
   updateStorage(tenantId: string, body: BodyOf<'/api/v1/regions/storage/{tenantId}', 'put'>) {
-    return dataOf(this.api.PUT('/api/v1/regions/storage/{tenantId}', { params: { path: { tenantId } }, body }))
+    return this.call('PUT', '/api/v1/regions/storage/{tenantId}', { path: { tenantId }, body })
   }
   validateStorage(tenantId: string, body: BodyOf<'/api/v1/regions/storage/{tenantId}/validate', 'post'>) {
-    return dataOf(
-      this.api.POST('/api/v1/regions/storage/{tenantId}/validate', { params: { path: { tenantId } }, body }),
-    )
+    return this.call('POST', '/api/v1/regions/storage/{tenantId}/validate', { path: { tenantId }, body })
   }
   feature(tenantId: string, featureKey: FeatureKey) {
-    return dataOf(
-      this.api.GET('/api/v1/regions/features/{tenantId}/check/{featureKey}', {
-        params: { path: { tenantId, featureKey } },
-      }),
-    )
+    return this.call('GET', '/api/v1/regions/features/{tenantId}/check/{featureKey}', {
+      path: { tenantId, featureKey },
+    })
   }
   routingInfo() {
-    return dataOf(this.api.GET('/api/v1/routing-info'))
+    return this.call('GET', '/api/v1/routing-info')
   }
 }
 
@@ -364,14 +361,10 @@ export type UploadSource = Uint8Array | Blob | ReadableStream<Uint8Array>
 export class Portability extends Resource {
   /** Starts an export of the tenant's data (pending); follow it with exportJob() or waitForExport(). */
   export(tenantId: string, body: BodyOf<'/api/v1/platform/tenants/{tenantId}/export', 'post'>) {
-    return dataOf(this.api.POST('/api/v1/platform/tenants/{tenantId}/export', { params: { path: { tenantId } }, body }))
+    return this.call('POST', '/api/v1/platform/tenants/{tenantId}/export', { path: { tenantId }, body })
   }
   exportJob(tenantId: string, exportId: string) {
-    return dataOf(
-      this.api.GET('/api/v1/platform/tenants/{tenantId}/export/{exportId}', {
-        params: { path: { tenantId, exportId } },
-      }),
-    )
+    return this.call('GET', '/api/v1/platform/tenants/{tenantId}/export/{exportId}', { path: { tenantId, exportId } })
   }
   /** Polls an export until it is completed or failed. */
   waitForExport(tenantId: string, exportId: string, o: PollOptions = {}): Promise<ExportJob> {
@@ -382,21 +375,15 @@ export class Portability extends Resource {
     )
   }
   schedule(tenantId: string, body: BodyOf<'/api/v1/platform/tenants/{tenantId}/export/schedule', 'post'>) {
-    return dataOf(
-      this.api.POST('/api/v1/platform/tenants/{tenantId}/export/schedule', { params: { path: { tenantId } }, body }),
-    )
+    return this.call('POST', '/api/v1/platform/tenants/{tenantId}/export/schedule', { path: { tenantId }, body })
   }
   schedules(tenantId: string) {
-    return dataOf(
-      this.api.GET('/api/v1/platform/tenants/{tenantId}/export/schedule', { params: { path: { tenantId } } }),
-    )
+    return this.call('GET', '/api/v1/platform/tenants/{tenantId}/export/schedule', { path: { tenantId } })
   }
   deleteSchedule(tenantId: string, scheduleId: string) {
-    return dataOf(
-      this.api.DELETE('/api/v1/platform/tenants/{tenantId}/export/schedule/{scheduleId}', {
-        params: { path: { tenantId, scheduleId } },
-      }),
-    )
+    return this.call('DELETE', '/api/v1/platform/tenants/{tenantId}/export/schedule/{scheduleId}', {
+      path: { tenantId, scheduleId },
+    })
   }
   /**
    * Uploads a backup to restore (multipart: the `options` part, then the `file` part). merge: add
@@ -426,11 +413,9 @@ export class Portability extends Resource {
     return ((await res.json()) as { data: RestoreJob }).data
   }
   restoreJob(tenantId: string, restoreId: string) {
-    return dataOf(
-      this.api.GET('/api/v1/platform/tenants/{tenantId}/restore/{restoreId}', {
-        params: { path: { tenantId, restoreId } },
-      }),
-    )
+    return this.call('GET', '/api/v1/platform/tenants/{tenantId}/restore/{restoreId}', {
+      path: { tenantId, restoreId },
+    })
   }
   /** Polls a restore until it is completed or failed. */
   waitForRestore(tenantId: string, restoreId: string, o: PollOptions = {}): Promise<RestoreJob> {

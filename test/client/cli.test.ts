@@ -6,6 +6,7 @@
 import { readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
+import { agent } from '../helpers/agents.js'
 import { testApp } from '../helpers/app.js'
 import { finished, spawnScript } from '../helpers/cli.js'
 import { fakeLlm } from '../helpers/fake-llm.js'
@@ -173,15 +174,9 @@ t.test('files, an agent run streamed to the end, chat, and an export restored', 
   const got = await atrium(['files', 'get', project.id, 'docs/notes.md'], env)
   t.equal(got.stdout, '# Notes\n')
 
-  const agent = (
-    await tn.call('POST', '/api/v1/agents', {
-      name: 'Writer',
-      systemPrompt: 'Be brief.',
-      config: { autonomyLevel: 'low' },
-    })
-  ).body.data
+  const agentId = await agent(tn.call, { autonomyLevel: 'low' }, 'Be brief.')
   llm.push({ text: 'Here is the summary.' })
-  const ran = await atrium(['agents', 'run', agent.id, '--goal', 'summarize', '--project', project.id], env)
+  const ran = await atrium(['agents', 'run', agentId, '--goal', 'summarize', '--project', project.id], env)
   t.equal(ran.code, 0, ran.stderr)
   t.match(ran.stdout, 'Here is the summary.', 'the output streamed to stdout')
 

@@ -1,18 +1,12 @@
 // License keys: every way one can be right or wrong, verified offline with keys the test makes
 // (the committed key's private half exists nowhere in the repository).
-import { generateKeyPairSync, randomUUID, type KeyObject } from 'node:crypto'
+import { generateKeyPairSync, type KeyObject } from 'node:crypto'
 import t from 'tap'
-import { base64url, importJWK, SignJWT } from 'jose'
+import { base64url, importJWK } from 'jose'
 import { issueLicense } from '../../licenses/issue.js'
 import { TRUSTED_KEYS, type TrustedKey } from '../../licenses/keys.js'
-import {
-  licenseSummary,
-  verifyLicense,
-  LICENSE_AUDIENCE,
-  LICENSE_ISSUER,
-  LICENSE_TYP,
-  type LicenseResult,
-} from '../../licenses/license.js'
+import { licenseSummary, verifyLicense, LICENSE_TYP, type LicenseResult } from '../../licenses/license.js'
+import { licenseToken, type TokenParts } from '../helpers/misc-license-token.js'
 
 const DAY = 86_400_000
 function keyPair(kid: string): { privateKey: KeyObject; trusted: TrustedKey } {
@@ -44,28 +38,14 @@ const reason = (r: LicenseResult) => (r.status === 'invalid' ? r.reason : r.stat
 const seconds = (d: Date) => d.getTime() / 1000
 
 /** A token with our header and claims, changed and signed as the test says (for the refusal cases). */
-function signed(over: {
-  claims?: Record<string, unknown>
-  header?: Record<string, unknown>
-  key?: KeyObject | Uint8Array
-}) {
-  const claims = {
-    iss: LICENSE_ISSUER,
-    aud: LICENSE_AUDIENCE,
-    sub: randomUUID(),
-    customer: 'Acme',
-    plan: 'pro',
-    maxTenants: 1,
-    features: [],
-    airGapAllowed: false,
-    iat: seconds(issuedAt),
-    nbf: seconds(issuedAt),
-    exp: seconds(expiresAt),
-    ...over.claims,
-  }
-  return new SignJWT(claims)
-    .setProtectedHeader({ alg: 'EdDSA', typ: LICENSE_TYP, kid: 'test-1', ...over.header } as { alg: string })
-    .sign(over.key ?? vendor.privateKey)
+function signed(over: Partial<Pick<TokenParts, 'claims' | 'header' | 'key'>>) {
+  return licenseToken({
+    key: over.key ?? vendor.privateKey,
+    issuedAt,
+    expiresAt,
+    claims: over.claims,
+    header: { kid: 'test-1', ...over.header },
+  })
 }
 
 t.test('a valid license says whose it is, the plan, the limits and until when', async (t) => {

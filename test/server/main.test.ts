@@ -2,14 +2,11 @@ import t from 'tap'
 import { admin, finished, halfSentPost, spawnScript, startServer } from '../helpers/cli.js'
 import { freePort, testEnv } from '../helpers/platform.js'
 
+/** No service named: the embedded database, the in-process cache, local blobs and a generated master key. */
+const NO_SERVICES = { DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '', ENCRYPTION_MASTER_KEY: '' }
+
 t.test('with no services configured the server starts on embedded defaults and is ready', async (t) => {
-  const env = await testEnv(t, {
-    LOG_LEVEL: 'info',
-    DATABASE_URL: '',
-    REDIS_URL: '',
-    R2_ENDPOINT: '',
-    ENCRYPTION_MASTER_KEY: '',
-  })
+  const env = await testEnv(t, { LOG_LEVEL: 'info', ...NO_SERVICES })
   const s = await startServer(env)
   t.teardown(() => {
     s.child.kill('SIGKILL')
@@ -97,16 +94,9 @@ t.test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
 })
 
 t.test('production mode refuses to start on embedded defaults', async (t) => {
-  const env = await testEnv(t, {
-    NODE_ENV: 'production',
-    DATABASE_URL: '',
-    REDIS_URL: '',
-    R2_ENDPOINT: '',
-    ENCRYPTION_MASTER_KEY: '',
-  })
+  const env = await testEnv(t, { NODE_ENV: 'production', ...NO_SERVICES })
   const r = await finished(spawnScript('server/main.ts', [], env))
   t.equal(r.code, 78)
-  for (const name of ['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT', 'ENCRYPTION_MASTER_KEY'])
-    t.match(r.stderr, new RegExp(`config error: ${name} is required`))
+  for (const name of Object.keys(NO_SERVICES)) t.match(r.stderr, new RegExp(`config error: ${name} is required`))
   t.notMatch(r.stderr, /\n\s+at /, 'no stack trace')
 })

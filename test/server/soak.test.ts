@@ -122,26 +122,22 @@ t.test(
         ),
       )
     }
-    const agentId = (
-      await api(hostile.apiKey, 'POST', '/api/v1/agents', {
-        name: 'soak',
-        systemPrompt: '',
-        config: { autonomyLevel: 'high', maxSteps: 10 },
-      })
-    ).body.data.id
+    const newAgent = async (key: string, name: string, maxSteps: number): Promise<string> =>
+      (
+        await api(key, 'POST', '/api/v1/agents', {
+          name,
+          systemPrompt: '',
+          config: { autonomyLevel: 'high', maxSteps },
+        })
+      ).body.data.id
+    const agentId = await newAgent(hostile.apiKey, 'soak', 10)
     const freeProject = (await api(free.apiKey, 'POST', '/api/v1/projects', { name: 'full' })).body.data.id
     // The free plan's 10 MiB, all but 485,760 bytes: every write below is over it.
     for (let i = 0; i < 10; i++)
       await api(free.apiKey, 'PUT', `/api/v1/projects/${freeProject}/files/f${i}.bin`, Buffer.alloc(1_000_000, i), {
         'content-type': 'application/octet-stream',
       })
-    const freeAgent = (
-      await api(free.apiKey, 'POST', '/api/v1/agents', {
-        name: 'writer',
-        systemPrompt: '',
-        config: { autonomyLevel: 'high', maxSteps: 5 },
-      })
-    ).body.data.id
+    const freeAgent = await newAgent(free.apiKey, 'writer', 5)
     // A receiver whose every answer is a megabyte: deliveries keep an excerpt.
     const receiver = createServer((_req, res) => res.writeHead(500).end(Buffer.alloc(1024 * 1024, 'h')))
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve))

@@ -115,6 +115,11 @@ export async function run(argv: string[], io: Io): Promise<number> {
   /** The result: JSON with --json, else `human` (or the JSON, indented). */
   const print = (value: unknown, human?: string) =>
     io.stdout.write((f.json || human === undefined ? JSON.stringify(value, null, f.json ? 0 : 2) : human) + '\n')
+  /** A whole list: JSON with --json, else a line an item (or `none` when it is empty). */
+  const printList = async <T>(items: AsyncIterable<T>, line: (item: T) => string, none: string) => {
+    const all = await collect(items)
+    print(all, all.map(line).join('\n') || none)
+  }
   const target = { url: f.url ?? io.env.ATRIUM_URL, apiKey: f['api-key'] ?? io.env.ATRIUM_API_KEY }
   const need = (n: number, what: string) => {
     if (args.length < n) throw new UsageError(`${command} ${args[0] ?? ''}: missing ${what}`.replace(/ +/g, ' '))
@@ -122,6 +127,16 @@ export async function run(argv: string[], io: Io): Promise<number> {
   const client = async (): Promise<AtriumClient> => (await clientFor(target, io.env)).client
   if (f.help || command === undefined || command === 'help') {
     io.stdout.write(USAGE)
+    return 0
+  }
+  /** The `list` subcommands that take no argument, by command. */
+  const lists = new Map<string, (c: AtriumClient) => Promise<void>>([
+    ['projects', (c) => printList(c.projects.list(), (p) => `${p.id}  ${p.name}`, '(no projects)')],
+    ['agents', (c) => printList(c.agents.list(), (a) => `${a.id}  ${a.name}`, '(no agents)')],
+  ])
+  const list = args[0] === 'list' ? lists.get(command) : undefined
+  if (list) {
+    await list(await client())
     return 0
   }
 
@@ -193,10 +208,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
     case 'projects': {
       const c = await client()
       const [sub, id] = args
-      if (sub === 'list') {
-        const all = await collect(c.projects.list())
-        print(all, all.map((p) => `${p.id}  ${p.name}`).join('\n') || '(no projects)')
-      } else if (sub === 'get') {
+      if (sub === 'get') {
         need(2, '<id>')
         print(await c.projects.get(id!))
       } else if (sub === 'create') {
@@ -218,8 +230,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
       const [sub, project, path, file] = args
       need(2, '<project>')
       if (sub === 'list') {
-        const all = await collect(c.projects.files(project!))
-        print(all, all.map((x) => `${x.path}  ${bytes(x.size)}`).join('\n') || '(no files)')
+        await printList(c.projects.files(project!), (x) => `${x.path}  ${bytes(x.size)}`, '(no files)')
       } else if (sub === 'get') {
         need(3, '<path>')
         const res = await c.projects.readFile(project!, path!)
@@ -245,11 +256,6 @@ export async function run(argv: string[], io: Io): Promise<number> {
     case 'agents': {
       const c = await client()
       const [sub, id] = args
-      if (sub === 'list') {
-        const all = await collect(c.agents.list())
-        print(all, all.map((a) => `${a.id}  ${a.name}`).join('\n') || '(no agents)')
-        return 0
-      }
       if (sub !== 'run') throw new UsageError(`agents: unknown subcommand ${sub ?? '(none)'}`)
       need(2, '<agent>')
       if (!f.goal) throw new UsageError('agents run: --goal is required')

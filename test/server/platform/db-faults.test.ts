@@ -10,6 +10,7 @@ import { isDatabaseUnavailable, openDb, unavailableDependency } from '../../../s
 import { migrate } from '../../../server/platform/migrate.js'
 import { faultProxy } from '../../helpers/fault-proxy.js'
 import { freshDatabase, services } from '../../helpers/platform.js'
+import { givesEach } from '../../helpers/misc-table.js'
 
 const skip = services.databaseUrl
   ? false
@@ -111,27 +112,32 @@ t.test(
 )
 
 t.test('connection failures are told apart from a bad request, and the database from other dependencies', async (t) => {
-  for (const code of [
-    'CONNECTION_CLOSED',
-    'CONNECTION_DESTROYED',
-    'CONNECT_TIMEOUT',
-    '08006',
-    '57P01',
-    '25006',
-    '53300',
-    '53100',
-    '40001',
-    '40P01',
-  ]) {
-    t.equal(unavailableDependency({ code }), 'database', code)
-  }
-  for (const code of ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EAI_AGAIN'])
-    t.equal(unavailableDependency({ code }), 'network', code)
-  // A schema this release does not find (not migrated yet): 503 too, said apart.
-  for (const code of ['42P01', '42703', '42883', '42704', '28000'])
-    t.equal(unavailableDependency({ code }), 'schema', code)
-  for (const code of ['23505', '22P02', '25P02', 'ENOENT', undefined])
-    t.equal(unavailableDependency({ code }), null, `${code} is not`)
+  givesEach(
+    t,
+    (code: string | undefined) => unavailableDependency({ code }),
+    [
+      [
+        'database',
+        [
+          'CONNECTION_CLOSED',
+          'CONNECTION_DESTROYED',
+          'CONNECT_TIMEOUT',
+          '08006',
+          '57P01',
+          '25006',
+          '53300',
+          '53100',
+          '40001',
+          '40P01',
+        ],
+      ],
+      ['network', ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EAI_AGAIN']],
+      // A schema this release does not find (not migrated yet): 503 too, said apart.
+      ['schema', ['42P01', '42703', '42883', '42704', '28000']],
+      [null, ['23505', '22P02', '25P02', 'ENOENT', undefined]],
+    ],
+    (code, dependency) => (dependency ? String(code) : `${code} is not`),
+  )
   t.equal(unavailableDependency(null), null)
 })
 

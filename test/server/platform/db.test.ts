@@ -1,6 +1,6 @@
 import { chmodSync, existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import pino from 'pino'
 import { createTenant } from '../../../server/modules/tenants/service.js'
 import { APP_ROLE, openDb, SYSTEM_ROLE } from '../../../server/platform/db.js'
@@ -26,6 +26,19 @@ const insertProject = (tenantId: string, name: string) =>
   )
 await insertProject(a.tenantId, 'a1')
 await insertProject(b.tenantId, 'b1')
+
+/** A second database handle on the test's database with a pool of one: every call reuses the one connection. */
+async function singleConnection(t: Test) {
+  const single = await openDb({
+    databaseUrl: platform.config.DATABASE_URL,
+    dataDir: platform.config.DATA_DIR,
+    poolMax: 1,
+    log: pino({ level: 'silent' }),
+  })
+  t.teardown(() => single.close())
+  return single
+}
+const postgresOnly = { skip: db.mode !== 'postgres' && 'sessions are kept for PostgreSQL only' }
 
 t.test('every tenant table has row-level security enabled and forced', async (t) => {
   const tables = await db.sql<
@@ -109,13 +122,7 @@ t.test('with no tenant chosen, the app role sees nothing', async (t) => {
 
 t.test('a connection that served one tenant shows the next only its own rows', async (t) => {
   // One connection per pool, so every call below reuses the connection the previous one used.
-  const single = await openDb({
-    databaseUrl: platform.config.DATABASE_URL,
-    dataDir: platform.config.DATA_DIR,
-    poolMax: 1,
-    log: pino({ level: 'silent' }),
-  })
-  t.teardown(() => single.close())
+  const single = await singleConnection(t)
   for (let i = 0; i < 6; i++) {
     const tenant = i % 2 ? a.tenantId : b.tenantId
     // no tenant filter on purpose: only row-level security stands between the tenants here
@@ -141,15 +148,9 @@ t.test('a connection that served one tenant shows the next only its own rows', a
 
 t.test(
   'a session whose connection was cut is replaced, and the new one is set for its tenant',
-  { skip: db.mode !== 'postgres' && 'sessions are kept for PostgreSQL only' },
+  postgresOnly,
   async (t) => {
-    const single = await openDb({
-      databaseUrl: platform.config.DATABASE_URL,
-      dataDir: platform.config.DATA_DIR,
-      poolMax: 1,
-      log: pino({ level: 'silent' }),
-    })
-    t.teardown(() => single.close())
+    const single = await singleConnection(t)
     const own = (tenant: string) =>
       single.tenantRead(
         tenant,
@@ -185,46 +186,36 @@ t.test(
   },
 )
 
-t.test(
-  'a transaction is served while reads keep every session busy',
-  { skip: db.mode !== 'postgres' && 'sessions are kept for PostgreSQL only' },
-  async (t) => {
-    const single = await openDb({
-      databaseUrl: platform.config.DATABASE_URL,
-      dataDir: platform.config.DATA_DIR,
-      poolMax: 1,
-      log: pino({ level: 'silent' }),
-    })
-    t.teardown(() => single.close())
-    let stop = false
-    let reads = 0
-    // Eight readers that never pause: the one session always has reads in flight.
-    const readers = Array.from({ length: 8 }, async (_, i) => {
-      while (!stop) {
-        const tenant = i % 2 ? a.tenantId : b.tenantId
-        const rows = await single.tenantRead(
-          tenant,
-          (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`,
-        )
-        if (rows.length !== 1 || rows[0]!.tenant_id !== tenant)
-          throw new Error(`read for ${tenant} saw ${JSON.stringify(rows)}`)
-        reads++
-      }
-    })
-    await new Promise((r) => setTimeout(r, 100))
-    const inTx = await single.tenant(b.tenantId, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`)
-    t.same(
-      inTx.map((r) => r.tenant_id),
-      [b.tenantId],
-      'the transaction got the session and saw its own tenant',
-    )
-    const before = reads
-    await new Promise((r) => setTimeout(r, 100))
-    stop = true
-    await Promise.all(readers)
-    t.ok(reads > before, 'reads went on after it')
-  },
-)
+t.test('a transaction is served while reads keep every session busy', postgresOnly, async (t) => {
+  const single = await singleConnection(t)
+  let stop = false
+  let reads = 0
+  // Eight readers that never pause: the one session always has reads in flight.
+  const readers = Array.from({ length: 8 }, async (_, i) => {
+    while (!stop) {
+      const tenant = i % 2 ? a.tenantId : b.tenantId
+      const rows = await single.tenantRead(
+        tenant,
+        (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`,
+      )
+      if (rows.length !== 1 || rows[0]!.tenant_id !== tenant)
+        throw new Error(`read for ${tenant} saw ${JSON.stringify(rows)}`)
+      reads++
+    }
+  })
+  await new Promise((r) => setTimeout(r, 100))
+  const inTx = await single.tenant(b.tenantId, (sql) => sql<{ tenant_id: string }[]>`select tenant_id from projects`)
+  t.same(
+    inTx.map((r) => r.tenant_id),
+    [b.tenantId],
+    'the transaction got the session and saw its own tenant',
+  )
+  const before = reads
+  await new Promise((r) => setTimeout(r, 100))
+  stop = true
+  await Promise.all(readers)
+  t.ok(reads > before, 'reads went on after it')
+})
 
 t.test('a system transaction sees every tenant', async (t) => {
   const rows = await db.system(

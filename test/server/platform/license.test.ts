@@ -1,15 +1,14 @@
 // The license at start: what production refuses (one line, exit 78), what development tolerates, and
 // how a started server's license moves from valid to grace to expired by the clock alone.
-import { randomUUID } from 'node:crypto'
 import { mock } from 'node:test'
 import t from 'tap'
 import { captureLog } from '../../helpers/log.js'
 import type { Config } from '../../../config/schema.js'
-import { SignJWT } from 'jose'
-import { LICENSE_AUDIENCE, LICENSE_ISSUER, LICENSE_TYP, verifyLicense } from '../../../licenses/license.js'
+import { verifyLicense } from '../../../licenses/license.js'
 import { createLicense, decideLicense, openLicense, REMINDER_INTERVAL_MS } from '../../../server/platform/license.js'
 import { finished, spawnScript } from '../../helpers/cli.js'
 import { DAY, productionEnv, spawnTrusting, testLicense, testVendor, type Vendor } from '../../helpers/license.js'
+import { licenseToken } from '../../helpers/misc-license-token.js'
 
 const vendor = testVendor('test-1')
 const issuedAt = new Date('2026-01-01T00:00:00Z')
@@ -27,23 +26,13 @@ const at = (ms: number) => ({ keys: vendor.keys, now: () => ms })
 
 /** A token with the license's header and claims, changed and signed as the case needs. */
 function signed(v: Vendor, claims: Record<string, unknown>) {
-  const seconds = (d: Date) => d.getTime() / 1000
-  return new SignJWT({
-    iss: LICENSE_ISSUER,
-    aud: LICENSE_AUDIENCE,
-    sub: randomUUID(),
-    customer: 'Acme',
-    plan: 'pro',
-    maxTenants: 1,
-    features: [],
-    airGapAllowed: true,
-    iat: seconds(issuedAt),
-    nbf: seconds(issuedAt),
-    exp: seconds(expiresAt),
-    ...claims,
+  return licenseToken({
+    key: v.privateKey,
+    issuedAt,
+    expiresAt,
+    claims: { airGapAllowed: true, ...claims },
+    header: { kid: v.kid },
   })
-    .setProtectedHeader({ alg: 'EdDSA', typ: LICENSE_TYP, kid: v.kid })
-    .sign(v.privateKey)
 }
 /** The license with its claims changed after signing. */
 function tampered(key: string) {

@@ -336,37 +336,24 @@ t.test(
   'the outbound policy: air-gapped or loopback not allowed is LLM_OUTBOUND_REFUSED, naming the setting',
   async (t) => {
     const fake = await fakeLlm(t)
+    /** How saying hi to the model at `over` fails under the setup's outbound policy. */
+    const refusal = (s: Awaited<ReturnType<typeof setup>>, over: Parameters<typeof s.target>[0]) =>
+      failure(
+        s.llm.complete({ tenantId: s.tenantId, target: s.target(over), messages: [{ role: 'user', content: 'hi' }] }),
+      )
     const closedOff = await setup(t, { policy: { allowedCidrs: [], airGapped: false } })
-    const err = await failure(
-      closedOff.llm.complete({
-        tenantId: closedOff.tenantId,
-        target: closedOff.target({ baseUrl: fake.url }),
-        messages: [{ role: 'user', content: 'hi' }],
-      }),
-    )
+    const err = await refusal(closedOff, { baseUrl: fake.url })
     t.equal(err.code, 'LLM_OUTBOUND_REFUSED')
     t.match(err.message, /OUTBOUND_ALLOWED_NETWORKS/)
     const gapped = await setup(t, { policy: { allowedCidrs: [], airGapped: true } })
-    const err2 = await failure(
-      gapped.llm.complete({
-        tenantId: gapped.tenantId,
-        target: gapped.target({ provider: 'openai', baseUrl: null }),
-        messages: [{ role: 'user', content: 'hi' }],
-      }),
-    )
+    const err2 = await refusal(gapped, { provider: 'openai', baseUrl: null })
     t.equal(err2.code, 'LLM_OUTBOUND_REFUSED', 'api.openai.com is refused air-gapped')
     t.match(
       err2.message,
       /\(air-gapped: only names under OUTBOUND_ALLOWED_DOMAINS are looked up\); to allow it, change OUTBOUND_ALLOWED_DOMAINS$/,
     )
     const gappedAddress = await setup(t, { policy: { allowedCidrs: [], airGapped: true } })
-    const err3 = await failure(
-      gappedAddress.llm.complete({
-        tenantId: gappedAddress.tenantId,
-        target: gappedAddress.target({ baseUrl: fake.url }),
-        messages: [{ role: 'user', content: 'hi' }],
-      }),
-    )
+    const err3 = await refusal(gappedAddress, { baseUrl: fake.url })
     t.match(
       err3,
       {
@@ -376,13 +363,7 @@ t.test(
       },
       'an address names the networks',
     )
-    const metadata = await failure(
-      closedOff.llm.complete({
-        tenantId: closedOff.tenantId,
-        target: closedOff.target({ baseUrl: 'http://169.254.169.254/v1' }),
-        messages: [{ role: 'user', content: 'hi' }],
-      }),
-    )
+    const metadata = await refusal(closedOff, { baseUrl: 'http://169.254.169.254/v1' })
     t.match(metadata, { code: 'LLM_OUTBOUND_REFUSED', message: /; no setting allows it$/ }, 'and metadata none')
     t.equal(fake.requests.length, 0, 'nothing reached the model')
   },

@@ -1,5 +1,4 @@
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { gzipSync } from 'node:zlib'
 import t, { type Test } from 'tap'
 import {
@@ -15,6 +14,8 @@ import {
   refusalIn,
   type Resolver,
 } from '../../../server/platform/outbound.js'
+import { listenLoopback } from '../../helpers/misc-listen.js'
+import { givesEach } from '../../helpers/misc-table.js'
 
 const open = { airGapped: false }
 const airGapped = { airGapped: true }
@@ -83,17 +84,19 @@ t.test('addresses are classified in every form a resolver or URL parser accepts'
       '64:ff9b::808:808',
     ],
   }
-  for (const [expected, addresses] of Object.entries(cases)) {
-    for (const a of addresses) t.equal(classify(a), expected, `${a} is ${expected}`)
-  }
-  for (const notIp of ['example.com', 'localhost', 'metadata.google.internal', '1.2.3.4.5', '::g', ''])
-    t.equal(classify(notIp), null, `${notIp || '(empty)'} is a name`)
+  givesEach(t, classify, Object.entries(cases), (a, expected) => `${a} is ${expected}`)
+  givesEach(
+    t,
+    classify,
+    [[null, ['example.com', 'localhost', 'metadata.google.internal', '1.2.3.4.5', '::g', '']]],
+    (notIp) => `${notIp || '(empty)'} is a name`,
+  )
   t.equal(parseIp('0xA9FEA9FE')!.toString(), '169.254.169.254')
 })
 
 t.test('metadata and link-local are never reachable, whatever the configuration', async (t) => {
   const everything = ['0.0.0.0/0', '::/0', '169.254.0.0/16', 'fe80::/10', 'fd00::/8']
-  for (const a of [
+  const never = [
     '169.254.169.254',
     '2852039166',
     '0xA9FEA9FE',
@@ -104,26 +107,34 @@ t.test('metadata and link-local are never reachable, whatever the configuration'
     '0.0.0.0',
     '::',
     '224.0.0.1',
-  ]) {
-    t.notOk(isAllowedOutbound(a, everything, open), `${a} refused even inside the allowed networks`)
-    t.notOk(isAllowedOutbound(a, everything, airGapped), `${a} refused air-gapped too`)
-  }
+  ]
+  givesEach(
+    t,
+    (a) => isAllowedOutbound(a, everything, open),
+    [[false, never]],
+    (a) => `${a} refused even inside the allowed networks`,
+  )
+  givesEach(
+    t,
+    (a) => isAllowedOutbound(a, everything, airGapped),
+    [[false, never]],
+    (a) => `${a} refused air-gapped too`,
+  )
   t.match(decideOutbound('169.254.169.254', [], open), { allowed: false, class: 'metadata', reason: /never reachable/ })
 })
 
 t.test('loopback and private addresses are reachable only inside OUTBOUND_ALLOWED_NETWORKS', async (t) => {
-  for (const a of [
-    '127.0.0.1',
-    '::1',
-    '10.1.2.3',
-    '192.168.0.10',
-    'fd00::5',
-    '::ffff:10.1.2.3',
-    '100.64.1.1',
-    '192.0.2.1',
-  ]) {
-    t.notOk(isAllowedOutbound(a, [], open), `${a} refused by default`)
-  }
+  givesEach(
+    t,
+    (a) => isAllowedOutbound(a, [], open),
+    [
+      [
+        false,
+        ['127.0.0.1', '::1', '10.1.2.3', '192.168.0.10', 'fd00::5', '::ffff:10.1.2.3', '100.64.1.1', '192.0.2.1'],
+      ],
+    ],
+    (a) => `${a} refused by default`,
+  )
   const cidrs = ['10.0.0.0/8', '127.0.0.1/32', 'fd00::/8']
   t.ok(isAllowedOutbound('10.1.2.3', cidrs, open))
   t.ok(isAllowedOutbound('::ffff:10.1.2.3', cidrs, open), 'an IPv4-mapped address counts as its IPv4 address')
@@ -297,19 +308,14 @@ t.test('the system resolver: localhost is loopback', async (t) => {
 /** A local HTTP server counting what reaches it. */
 async function server(t: Test, handler: http.RequestListener) {
   let hits = 0
-  const s = http.createServer((req, res) => {
-    hits++
-    handler(req, res)
-  })
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve))
-  t.teardown(
-    () =>
-      new Promise<void>((resolve) => {
-        s.closeAllConnections()
-        s.close(() => resolve())
-      }),
+  const port = await listenLoopback(
+    t,
+    http.createServer((req, res) => {
+      hits++
+      handler(req, res)
+    }),
   )
-  return { port: (s.address() as AddressInfo).port, hits: () => hits }
+  return { port, hits: () => hits }
 }
 
 t.test('outbound fetch connects only where the policy allows, to the address it judged', async (t) => {

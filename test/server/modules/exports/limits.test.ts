@@ -3,6 +3,7 @@
 // archive nobody can restore.
 import t from 'tap'
 import { newId } from '../../../../common/ids.js'
+import { agent, project } from '../../../helpers/agents.js'
 import { testApp, type TestApp } from '../../../helpers/app.js'
 import { portability, storedKeys } from '../../../helpers/portability.js'
 import { unzip, zipDirectory } from '../../../helpers/zip.js'
@@ -24,25 +25,19 @@ const p = portability(h)
  */
 async function tenantWithRuns(app: TestApp, runs: { outputChars?: number; stepsDepth?: number }[]) {
   const tn = await app.tenant('enterprise')
-  const project = (await tn.call('POST', '/api/v1/projects', { name: 'Work' })).body.data
-  const agent = (
-    await tn.call('POST', '/api/v1/agents', {
-      name: 'Writer',
-      systemPrompt: 'Write.',
-      config: { autonomyLevel: 'low' },
-    })
-  ).body.data
+  const projectId = await project(tn.call, 'Work')
+  const agentId = await agent(tn.call, { autonomyLevel: 'low' }, 'Write.')
   for (const r of runs) {
     await app.platform.db.system(
       (sql) => sql`
         insert into agent_runs (id, tenant_id, agent_id, project_id, goal, status, output, steps, agent_snapshot, started_by, started_at, finished_at)
-        values (${newId()}, ${tn.tenantId}, ${agent.id}, ${project.id}, 'Write a lot', 'completed',
+        values (${newId()}, ${tn.tenantId}, ${agentId}, ${projectId}, 'Write a lot', 'completed',
                 repeat('all work and no play makes a dull run ', ${Math.ceil((r.outputChars ?? 10) / 38)}),
                 (repeat('[', ${r.stepsDepth ?? 1}) || repeat(']', ${r.stepsDepth ?? 1}))::jsonb,
-                ${sql.json({ name: 'Writer', systemPrompt: 'Write.', config: { autonomyLevel: 'low' } })}, ${sql.json({ kind: 'api_key', id: tn.userId, userId: tn.userId })}, now(), now())`,
+                ${sql.json({ name: 'Helper', systemPrompt: 'Write.', config: { autonomyLevel: 'low' } })}, ${sql.json({ kind: 'api_key', id: tn.userId, userId: tn.userId })}, now(), now())`,
     )
   }
-  return { ...tn, agentId: agent.id as string }
+  return { ...tn, agentId }
 }
 
 t.test('run records that expand a thousand times export into pages a restore takes, and restore', async (t) => {
