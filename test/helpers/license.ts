@@ -1,9 +1,11 @@
 // License keys for tests: a key pair the test makes (the shipped key's private half exists nowhere),
 // licenses signed with it, and the server or admin CLI run as a process that trusts it.
-import { generateKeyPairSync, randomBytes, type KeyObject } from 'node:crypto'
+import { generateKeyPairSync, randomBytes, randomUUID, type KeyObject } from 'node:crypto'
+import { SignJWT } from 'jose'
 import type { Test } from 'tap'
 import { issueLicense, type IssueInput } from '../../licenses/issue.js'
 import type { TrustedKey } from '../../licenses/keys.js'
+import { LICENSE_AUDIENCE, LICENSE_ISSUER, LICENSE_TYP } from '../../licenses/license.js'
 import { finished, spawnScript, type Ran } from './cli.js'
 import { tempDir } from './platform.js'
 
@@ -67,4 +69,38 @@ export function productionEnv(t: Test, over: Record<string, string> = {}): Recor
     ENCRYPTION_MASTER_KEY: randomBytes(32).toString('base64'),
     ...over,
   }
+}
+
+// A license token made by hand (not by issueLicense): the license's header and claims, each of which a case may
+// change or drop, for the refusals that issueLicense would never produce.
+export interface TokenParts {
+  /** Signs the token: the vendor's private key, or an HMAC secret for the algorithm-confusion case. */
+  key: KeyObject | Uint8Array
+  issuedAt: Date
+  expiresAt: Date
+  /** Replace or (set to undefined) drop claims; a pro license for one tenant by default. */
+  claims?: Record<string, unknown>
+  /** Replace or drop header fields; `kid` is the caller's to give. */
+  header?: Record<string, unknown>
+}
+
+const seconds = (d: Date) => d.getTime() / 1000
+
+export function licenseToken(o: TokenParts): Promise<string> {
+  return new SignJWT({
+    iss: LICENSE_ISSUER,
+    aud: LICENSE_AUDIENCE,
+    sub: randomUUID(),
+    customer: 'Acme',
+    plan: 'pro',
+    maxTenants: 1,
+    features: [],
+    airGapAllowed: false,
+    iat: seconds(o.issuedAt),
+    nbf: seconds(o.issuedAt),
+    exp: seconds(o.expiresAt),
+    ...o.claims,
+  })
+    .setProtectedHeader({ alg: 'EdDSA', typ: LICENSE_TYP, ...o.header } as { alg: string })
+    .sign(o.key)
 }

@@ -6,7 +6,7 @@ import { base64url, importJWK } from 'jose'
 import { issueLicense } from '../../licenses/issue.js'
 import { TRUSTED_KEYS, type TrustedKey } from '../../licenses/keys.js'
 import { licenseSummary, verifyLicense, LICENSE_TYP, type LicenseResult } from '../../licenses/license.js'
-import { licenseToken, type TokenParts } from '../helpers/misc-license-token.js'
+import { licenseToken, type TokenParts } from '../helpers/license.js'
 
 const DAY = 86_400_000
 function keyPair(kid: string): { privateKey: KeyObject; trusted: TrustedKey } {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
-import { givesEach } from '../helpers/misc-table.js'
+import { givesEach } from '../helpers/cases.js'
 import {
   collectPackages,
   isPermissive,

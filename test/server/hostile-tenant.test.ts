@@ -12,7 +12,7 @@ import { fakeLlm, type FakeTurn } from '../helpers/fake-llm.js'
 import { compiledAdmin, compiledServer, builtServer, MB, watchRss } from '../helpers/compiled.js'
 import { hostileStore } from '../helpers/hostile-store.js'
 import { services, testEnv } from '../helpers/platform.js'
-import { ownStoreTurning } from '../helpers/web-stores.js'
+import { ownStoreTurning } from '../helpers/own-store.js'
 
 /**
  * What the process may reach at most while a tenant is hostile: it idles at some 120 to 200 MB; the

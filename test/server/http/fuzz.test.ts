@@ -19,7 +19,7 @@ import type { Resolver } from '../../../server/platform/outbound.js'
 import { caller, testApp } from '../../helpers/app.js'
 import { suffix } from '../../helpers/platform.js'
 import { derefIn, operationsOf, type Operation, type Schema } from '../../helpers/openapi.js'
-import { operatorKey } from '../../helpers/web-operator.js'
+import { operatorKey } from '../../helpers/operator.js'
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20_261_125)
 const RUNS = Number(process.env.FUZZ_RUNS ?? 3000)

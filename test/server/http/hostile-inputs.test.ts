@@ -11,7 +11,7 @@ import { sample } from '../../helpers/api-sweep.js'
 import { appOn, testApp, type TestApp } from '../../helpers/app.js'
 import { derefIn, operationsOf, type Operation, type Schema } from '../../helpers/openapi.js'
 import { testPlatform } from '../../helpers/platform.js'
-import { operatorKey } from '../../helpers/web-operator.js'
+import { operatorKey } from '../../helpers/operator.js'
 
 // Names resolve to a public address without asking DNS (the sandbox may have none).
 const resolver: Resolver = async () => [{ address: '93.184.215.14', family: 4 }]

@@ -10,7 +10,7 @@ import { isDatabaseUnavailable, openDb, unavailableDependency } from '../../../s
 import { migrate } from '../../../server/platform/migrate.js'
 import { faultProxy } from '../../helpers/fault-proxy.js'
 import { freshDatabase, services } from '../../helpers/platform.js'
-import { givesEach } from '../../helpers/misc-table.js'
+import { givesEach } from '../../helpers/cases.js'
 
 const skip = services.databaseUrl
   ? false

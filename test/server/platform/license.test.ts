@@ -7,8 +7,15 @@ import type { Config } from '../../../config/schema.js'
 import { verifyLicense } from '../../../licenses/license.js'
 import { createLicense, decideLicense, openLicense, REMINDER_INTERVAL_MS } from '../../../server/platform/license.js'
 import { finished, spawnScript } from '../../helpers/cli.js'
-import { DAY, productionEnv, spawnTrusting, testLicense, testVendor, type Vendor } from '../../helpers/license.js'
-import { licenseToken } from '../../helpers/misc-license-token.js'
+import {
+  DAY,
+  licenseToken,
+  productionEnv,
+  spawnTrusting,
+  testLicense,
+  testVendor,
+  type Vendor,
+} from '../../helpers/license.js'
 
 const vendor = testVendor('test-1')
 const issuedAt = new Date('2026-01-01T00:00:00Z')

@@ -14,8 +14,8 @@ import {
   refusalIn,
   type Resolver,
 } from '../../../server/platform/outbound.js'
-import { listenLoopback } from '../../helpers/misc-listen.js'
-import { givesEach } from '../../helpers/misc-table.js'
+import { listenLoopback } from '../../helpers/listen.js'
+import { givesEach } from '../../helpers/cases.js'
 
 const open = { airGapped: false }
 const airGapped = { airGapped: true }

@@ -9,7 +9,7 @@ import { testApp } from '../../../helpers/app.js'
 import { freePort, freshBucket, s3Client, services } from '../../../helpers/platform.js'
 import { portability } from '../../../helpers/portability.js'
 import { hostileStore } from '../../../helpers/hostile-store.js'
-import { byosFields, holdsBackupAndExport, ownStoreTurning } from '../../../helpers/web-stores.js'
+import { byosFields, holdsBackupAndExport, ownStoreTurning } from '../../../helpers/own-store.js'
 
 const skip = services.s3Endpoint
   ? false

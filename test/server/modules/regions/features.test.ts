@@ -4,7 +4,7 @@
 import pino from 'pino'
 import t from 'tap'
 import { testApp, type TestApp } from '../../../helpers/app.js'
-import { byosFields } from '../../../helpers/web-stores.js'
+import { byosFields } from '../../../helpers/own-store.js'
 import { FEATURE_KEYS, type FeatureKey } from '../../../../server/domain/features.js'
 import { PLANS, type Plan } from '../../../../server/domain/plans.js'
 import { backupRound } from '../../../../server/modules/exports/backups.js'

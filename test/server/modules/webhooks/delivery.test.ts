@@ -1,5 +1,5 @@
 import t from 'tap'
-import { operatorKey } from '../../../helpers/web-operator.js'
+import { operatorKey } from '../../../helpers/operator.js'
 import { createTenant } from '../../../../server/modules/tenants/service.js'
 import { eventually, receiver, SECRET, verified, webhookApp } from './helpers.js'
 

@@ -1,11 +1,11 @@
 // A real webhook receiver on loopback, and the setup most webhook tests share: an app whose worker
 // delivers at once and retries within a second, allowed to call loopback over http.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import type { Test } from 'tap'
 import { Webhook } from 'standardwebhooks'
 import type { AppOptions } from '../../../../server/app.js'
 import { testApp, type TestApp } from '../../../helpers/app.js'
+import { listenLoopback } from '../../../helpers/listen.js'
 
 export interface Received {
   headers: IncomingHttpHeaders
@@ -60,15 +60,7 @@ export async function receiver(t: Test, answers: Answer[] | ((n: number) => Answ
         }
     })
   })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  )
-  const port = (server.address() as AddressInfo).port
+  const port = await listenLoopback(t, server)
   return {
     url: `http://127.0.0.1:${port}/hook`,
     port,

@@ -2,7 +2,7 @@
 // between tenants and between tenants and the platform, and what is never shown.
 import t from 'tap'
 import { caller, testApp } from '../../../helpers/app.js'
-import { operatorKey } from '../../../helpers/web-operator.js'
+import { operatorKey } from '../../../helpers/operator.js'
 import { signedIn } from '../api-keys/helpers.js'
 import { SECRET } from './helpers.js'
 

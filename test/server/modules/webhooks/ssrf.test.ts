@@ -4,7 +4,7 @@
 import t, { type Test } from 'tap'
 import { systemResolver, type Resolver } from '../../../../server/platform/outbound.js'
 import { testApp, type Called, type Caller } from '../../../helpers/app.js'
-import { operatorKey } from '../../../helpers/web-operator.js'
+import { operatorKey } from '../../../helpers/operator.js'
 import { eventually, receiver, SECRET, verified, webhookApp, type Receiver } from './helpers.js'
 
 const PUBLIC = '93.184.216.34'
