@@ -2,7 +2,7 @@
 import { mkdirSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { IMAGES, imageRef, registryProblem } from '../../config/images.js'
-import { EXIT, type ImagesReport, type KitImage } from '../core/report.js'
+import { EXIT, imagesReport, type ImagesReport, type KitImage } from '../core/report.js'
 import { run, type Command as Program } from '../core/run.js'
 import {
   KIT,
@@ -76,21 +76,9 @@ export async function imagesCommand(
   o: ImagesOptions = {},
   progress: Progress = {},
 ): Promise<ImagesReport> {
-  const report: ImagesReport = {
-    command: 'images',
-    exitCode: EXIT.ok,
-    action: 'list',
-    images: [],
-    commands: [],
-    steps: [],
-    ok: true,
-    error: null,
-    kit: null,
-    pushed: [],
-  }
-  if (action === 'list') return { ...report, images: IMAGES.map((i) => ({ ...i, ref: imageRef(i) })) }
+  if (action === 'list') return { ...imagesReport('list'), images: IMAGES.map((i) => ({ ...i, ref: imageRef(i) })) }
   const planned0 = imageCommands(action, o)
-  const named = { ...report, action: action as ImagesReport['action'] }
+  const named = imagesReport(action as ImagesReport['action'])
   if (o.dryRun) return { ...named, commands: planned0.map(planned) }
   const runner = o.runner ?? run
   // A kit that is not the vendor's, or damaged, is refused before anything is loaded from it; what

@@ -78,6 +78,7 @@ export async function installCommand(
     error: null,
     summary: [],
     upgrade: null,
+    record: [],
   }
   if (configured.stopped || !result) return report
   const options = { kit: o.images, registry: o.registry, trust: trustOf(o), allowSkip: o.allowSkip }
@@ -100,6 +101,7 @@ export async function installCommand(
     error: r.error ?? null,
     summary: summaryLines(ctx.answers, r),
     upgrade: r.upgrade ?? null,
+    record: r.record ?? [],
   }
 }
 

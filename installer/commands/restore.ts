@@ -225,6 +225,7 @@ export async function restoreCommand(
     url: null,
     error: null,
     summary: [],
+    record: [],
   }
   const s: RestoreState = {
     ctx,
@@ -238,16 +239,24 @@ export async function restoreCommand(
     url: null,
   }
   const checked = await runSteps(RESTORE_CHECKS, s)
-  if (!checked.ok) return { ...report, exitCode: EXIT.error, refused: true, error: checked.error }
+  const record = checked.record
+  if (!checked.ok) return { ...report, exitCode: EXIT.error, refused: true, error: checked.error, record }
   const backup: BackupSummary = summaryOf(s.prepared!.manifest)
   if (o.dryRun) {
     const inUse = s.prepared!.inUse.relations || s.prepared!.inUse.stores.length
     const force = inUse ? ' (with --force, which deletes what it holds)' : ''
     const verified = `${s.path} verified: every checksum, the passphrase and the versions; the target can take it${force}. Dry run: nothing was changed.`
-    return { ...report, backup, summary: [verified] }
+    return { ...report, backup, summary: [verified], record }
   }
   const r = await runSteps(RESTORE_CHANGES, s)
-  const done = { ...report, backup, steps: s.steps, restored: s.restored, summary: s.summary }
+  const done = {
+    ...report,
+    backup,
+    steps: s.steps,
+    restored: s.restored,
+    summary: s.summary,
+    record: [...record, ...r.record],
+  }
   return r.ok ? { ...done, ready: true, url: s.url } : { ...done, exitCode: EXIT.error, error: r.error }
 }
 

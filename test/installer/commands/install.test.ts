@@ -51,6 +51,11 @@ t.test('install --images refuses a damaged or unsigned kit before it loads or st
     deployed: false,
     error: /^Nothing deployed: atrium-images\.tar in the air-gap kit is damaged or incomplete/,
   })
+  t.match(
+    r.record.at(-1),
+    { name: 'kit', stage: 'deploy', outcome: 'failed' },
+    'the record stops at the step that failed',
+  )
   const unsigned = tempDir(t)
   await writeKit(unsigned)
   t.match(await installCommand(site(t), { runner, ignoreFailed: true, images: unsigned }), {
@@ -234,4 +239,25 @@ t.test('install shows its configuration before the deploy starts, then deploys a
     'every step ran or was made unnecessary',
   )
   t.match(r.summary, ['Atrium is ready at https://atrium.example.com.', /No first tenant was created/])
+  // What --json prints and the text's table is made of: every step the runner reached, in order.
+  t.same(
+    r.record.map((s) => [s.name, s.outcome]),
+    [
+      ['bundle', 'done'],
+      ['kit', 'done'],
+      ['running-version', 'done'],
+      ['upgrade-guard', 'skipped'],
+      ['backup', 'skipped'],
+      ['data-folders', 'done'],
+      ['push-kit', 'done'],
+      ['deploy', 'done'],
+      ['ready', 'done'],
+      ['first-tenant', 'skipped'],
+    ],
+    'each step with its outcome; a first install has no upgrade and, without adminEmail, no first tenant',
+  )
+  t.ok(
+    r.record.every((s) => s.ms >= 0 && (s.outcome !== 'skipped' || s.ms === 0)),
+    'each step timed',
+  )
 })

@@ -94,6 +94,11 @@ t.test(
       restored: false,
       error: /^Not restored: the target is not empty: .*--force.*Nothing was changed\.$/,
     })
+    t.same(
+      notEmpty.record.map((s) => [s.name, s.outcome]),
+      [['verify', 'failed']],
+      'refused at the first check',
+    )
     t.same(await snapshot(env.DATABASE_URL!, env.R2_BUCKET!), before, 'refused: nothing changed')
     const dry = await restoreCommand(site, { runner, input: backup, passphraseFile: pass, force: true, dryRun: true })
     t.match(dry, {
@@ -143,6 +148,11 @@ t.test(
       ready: true,
       summary: [/^Restored .*: \d+ rows in \d+ tables and \d+ objects, from Atrium /, /Atrium is ready/],
     })
+    t.same(
+      restored.record.map((s) => [s.name, s.outcome]),
+      ['verify', 'master-key', 'stop-server', 'data', 'configuration', 'deploy'].map((n) => [n, 'done']),
+      'every step of the restore, each with its outcome and time',
+    )
     t.match(restoreCalls.calls[0], / stop server$/, 'the server is stopped first')
     t.ok(
       restoreCalls.calls.some((c) => c.includes(' up --detach')),
