@@ -20,7 +20,7 @@ import {
 import { deploy, failedStep } from '../deploy/deploy.js'
 import { BadInput, command, planned, stepReport, trustOf, type FlagValues, type Hooks } from './command.js'
 import type { Progress } from '../ui/output.js'
-import { allowUnsigned, dryRun, images as kit, json, output, registry } from './flags.js'
+import { allowUnsigned, dryRun, images as kit, json, output, registry, stringFlag } from './flags.js'
 
 const flags = {
   json,
@@ -29,13 +29,9 @@ const flags = {
   images: kit,
   registry,
   allowUnsigned,
-  platform: {
-    type: 'string',
-    value: 'OS/ARCH',
-    help: 'images save: pull for this platform (linux/amd64, linux/arm64)',
-  },
-  only: { type: 'string', value: 'NAME,...', help: 'images save and push: only these (names from images list)' },
-} as const
+  platform: stringFlag('OS/ARCH', 'images save: pull for this platform (linux/amd64, linux/arm64)'),
+  only: stringFlag('NAME,...', 'images save and push: only these (names from images list)'),
+}
 
 export type ImagesOptions = FlagValues<typeof flags> & Hooks
 

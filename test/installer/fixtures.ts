@@ -59,7 +59,7 @@ export async function listening(t: T, handler?: RequestListener, host = '127.0.0
 export const ready = (t: T) => listening(t, (req, res) => res.writeHead(req.url === '/readyz' ? 200 : 404).end())
 
 /** An API that answers /healthz and /openapi.json as Atrium's public endpoints do, with its own title and version. */
-export const api = (t: T, title: string, version: string) =>
+export const apiServer = (t: T, title: string, version: string) =>
   listening(t, (req, res) =>
     res
       .writeHead(200, { 'content-type': 'application/json' })

@@ -17,7 +17,7 @@ import { testEnv, tempDir } from '../../helpers/platform.js'
 import { serverProcess } from '../../helpers/cli.js'
 import { tools } from '../../helpers/installer.js'
 import { VERSION } from '../../../common/version.js'
-import { api, ready, site } from '../fixtures.js'
+import { apiServer, ready, site } from '../fixtures.js'
 
 t.test('install --dry-run lists every command; a first tenant the context knows is not made again', async (t) => {
   const ctx = site(t, { adminEmail: 'admin@example.com' })
@@ -192,7 +192,7 @@ t.test(
   'a Compose upgrade that goes back a version or skips one is refused before anything changes, unless --allow-skip',
   async (t) => {
     // An Atrium newer than this installer, as its public endpoints say.
-    const { port } = await api(t, 'Atrium API', '99.1.0')
+    const { port } = await apiServer(t, 'Atrium API', '99.1.0')
     const ctx = site(t, {}, { PORT: String(port) })
     const { runner, calls } = tools()
     const r = await installCommand(ctx, { runner, ignoreFailed: true })
