@@ -8,7 +8,7 @@ import { siteConfig, type Resolved } from '../core/context.js'
 import { EXIT, type BackupReport, type BackupSummary } from '../core/report.js'
 import { run } from '../core/run.js'
 import { runningVersion } from '../deploy/install.js'
-import { BadInput, command, passphraseOf, requireAnswers, resolved, type FlagValues, type Hooks } from './command.js'
+import { BadInput, passphraseOf, siteCommand, type FlagValues, type Hooks } from './command.js'
 import type { Progress } from '../ui/output.js'
 import { output, passphraseFile, site } from './flags.js'
 
@@ -78,13 +78,11 @@ export async function backupCommand(
   }
 }
 
-export const backup = command({
+export const backup = siteCommand({
   name: 'backup',
   summary:
     'one archive of the whole site (--output FILE): every database row (pg_dump), every\nobject of its buckets, the configuration encrypted with --passphrase-file',
   flags,
-  run: ({ flags, progress }) => {
-    requireAnswers('backup', flags, 'the site to back up')
-    return backupCommand(resolved(flags), flags, progress)
-  },
+  needs: { answers: 'the site to back up' },
+  run: backupCommand,
 })

@@ -91,6 +91,37 @@ export function resolved(
   return ctx
 }
 
+/** What a command on a site requires before it resolves it: --answers (saying what for), --yes, a writable configuration. */
+export interface SiteNeeds {
+  answers?: string
+  yes?: boolean
+  /** It writes the configuration: every setting the configuration would refuse is bad input up front. */
+  writes?: boolean
+}
+
+/**
+ * Declares a command that works on one site (every one but images and the interactive installer):
+ * what it needs from the flags is checked, then `run` gets the site resolved from them.
+ */
+export function siteCommand<F extends Flags>(
+  c: Omit<Command<F>, 'run' | 'actions'> & {
+    needs?: SiteNeeds
+    run: (ctx: Resolved, flags: FlagValues<F>, progress: Progress) => Promise<Report>
+  },
+): Command<F> {
+  const { needs = {}, run, ...declared } = c
+  return {
+    ...declared,
+    run: ({ flags, progress }) => {
+      // Each of these commands reads the site's flags (flags.ts `site`), and --yes and --dry-run when it needs --yes.
+      const read = flags as { answers?: string; target?: string; airGapped?: boolean; yes?: boolean; dryRun?: boolean }
+      if (needs.answers) requireAnswers(c.name, read, needs.answers)
+      if (needs.yes) requireYes(c.name, read)
+      return run(resolved(read, { writes: needs.writes }), flags, progress)
+    },
+  }
+}
+
 /** A command that works on a site needs its answers: bad input saying what for, otherwise. */
 export function requireAnswers(command: string, flags: { answers?: string }, why: string): void {
   if (!flags.answers) throw new BadInput(`${command} needs --answers FILE (${why})`)

@@ -1,9 +1,8 @@
 // configure: the preflight, then the configuration for the target planned and (unless a dry run) written.
-import { overallStatus } from '../core/checks/check.js'
 import { configure as writeConfiguration, replayCommand, type ConfigureResult } from '../core/configure.js'
 import { preflightValues, type Resolved } from '../core/context.js'
 import { runPreflight } from '../core/preflight.js'
-import { EXIT, exitFor, type ConfigureReport } from '../core/report.js'
+import { checkedOnly, EXIT, exitFor, type ConfigureReport } from '../core/report.js'
 import { run } from '../core/run.js'
 import { command, requireYes, resolved, type FlagValues, type Hooks } from './command.js'
 import { dryRun, ignoreFailed, site, strict, yes } from './flags.js'
@@ -20,20 +19,7 @@ export async function configureStep(
 ): Promise<{ report: ConfigureReport; result: ConfigureResult | null }> {
   const checks = await runPreflight(ctx.answers, preflightValues(ctx), { runner: o.runner ?? run })
   const code = exitFor(checks, Boolean(o.strict))
-  const report: ConfigureReport = {
-    command: 'configure',
-    exitCode: code,
-    status: overallStatus(checks),
-    checks,
-    stopped: 'checks',
-    checksIgnored: false,
-    problems: [],
-    changes: [],
-    generated: [],
-    files: [],
-    written: false,
-    replay: null,
-  }
+  const report = checkedOnly(checks, code)
   if (code !== EXIT.ok && !o.ignoreFailed) return { report, result: null }
   const r = writeConfiguration(ctx, { dryRun: Boolean(o.dryRun) })
   const problems = r.plan.problems.length > 0

@@ -2,7 +2,7 @@
 import { mkdirSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { IMAGES, imageRef, registryProblem } from '../../config/images.js'
-import { EXIT, type ImagesReport, type KitImage } from '../core/report.js'
+import { EXIT, imagesReport, type ImagesReport, type KitImage } from '../core/report.js'
 import { run, type Command as Program } from '../core/run.js'
 import {
   KIT,
@@ -20,7 +20,7 @@ import {
 import { deploy, failedStep } from '../deploy/deploy.js'
 import { BadInput, command, planned, stepReport, trustOf, type FlagValues, type Hooks } from './command.js'
 import type { Progress } from '../ui/output.js'
-import { allowUnsigned, dryRun, images as kit, json, output, registry } from './flags.js'
+import { allowUnsigned, dryRun, images as kit, json, output, registry, stringFlag } from './flags.js'
 
 const flags = {
   json,
@@ -29,13 +29,9 @@ const flags = {
   images: kit,
   registry,
   allowUnsigned,
-  platform: {
-    type: 'string',
-    value: 'OS/ARCH',
-    help: 'images save: pull for this platform (linux/amd64, linux/arm64)',
-  },
-  only: { type: 'string', value: 'NAME,...', help: 'images save and push: only these (names from images list)' },
-} as const
+  platform: stringFlag('OS/ARCH', 'images save: pull for this platform (linux/amd64, linux/arm64)'),
+  only: stringFlag('NAME,...', 'images save and push: only these (names from images list)'),
+}
 
 export type ImagesOptions = FlagValues<typeof flags> & Hooks
 
@@ -76,21 +72,9 @@ export async function imagesCommand(
   o: ImagesOptions = {},
   progress: Progress = {},
 ): Promise<ImagesReport> {
-  const report: ImagesReport = {
-    command: 'images',
-    exitCode: EXIT.ok,
-    action: 'list',
-    images: [],
-    commands: [],
-    steps: [],
-    ok: true,
-    error: null,
-    kit: null,
-    pushed: [],
-  }
-  if (action === 'list') return { ...report, images: IMAGES.map((i) => ({ ...i, ref: imageRef(i) })) }
+  if (action === 'list') return { ...imagesReport('list'), images: IMAGES.map((i) => ({ ...i, ref: imageRef(i) })) }
   const planned0 = imageCommands(action, o)
-  const named = { ...report, action: action as ImagesReport['action'] }
+  const named = imagesReport(action as ImagesReport['action'])
   if (o.dryRun) return { ...named, commands: planned0.map(planned) }
   const runner = o.runner ?? run
   // A kit that is not the vendor's, or damaged, is refused before anything is loaded from it; what

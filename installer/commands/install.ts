@@ -6,12 +6,9 @@ import { kitRegistryProblem } from '../deploy/deploy.js'
 import { installPlan, runInstall, summaryLines } from '../deploy/install.js'
 import {
   BadInput,
-  command,
   passphraseOf,
   planned,
-  requireAnswers,
-  requireYes,
-  resolved,
+  siteCommand,
   stepReport,
   trustOf,
   type FlagValues,
@@ -78,6 +75,7 @@ export async function installCommand(
     error: null,
     summary: [],
     upgrade: null,
+    record: [],
   }
   if (configured.stopped || !result) return report
   const options = { kit: o.images, registry: o.registry, trust: trustOf(o), allowSkip: o.allowSkip }
@@ -100,17 +98,19 @@ export async function installCommand(
     error: r.error ?? null,
     summary: summaryLines(ctx.answers, r),
     upgrade: r.upgrade ?? null,
+    record: r.record ?? [],
   }
 }
 
-export const install = command({
+export const install = siteCommand({
   name: 'install',
   summary:
     'configure, then deploy (compose: docker compose up --wait; helm: upgrade --install\n--wait --atomic) and wait until /readyz answers. Over a running Atrium it is the\nupgrade: it backs the site up first (--passphrase-file, or --skip-backup)',
   flags,
-  run: ({ flags, progress }) => {
-    requireAnswers('install', flags, 'the interactive installer writes one: run the installer without a command')
-    requireYes('install', flags)
-    return installCommand(resolved(flags, { writes: true }), flags, progress)
+  needs: {
+    answers: 'the interactive installer writes one: run the installer without a command',
+    yes: true,
+    writes: true,
   },
+  run: installCommand,
 })

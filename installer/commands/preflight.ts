@@ -4,7 +4,7 @@ import { preflightValues, type Resolved } from '../core/context.js'
 import { runPreflight } from '../core/preflight.js'
 import { exitFor, type PreflightReport } from '../core/report.js'
 import { run } from '../core/run.js'
-import { command, resolved, type FlagValues, type Hooks } from './command.js'
+import { siteCommand, type FlagValues, type Hooks } from './command.js'
 import { site, strict } from './flags.js'
 
 const flags = { ...site, strict }
@@ -16,9 +16,9 @@ export async function preflightCommand(ctx: Resolved, o: PreflightOptions = {}):
   return { command: 'preflight', exitCode: exitFor(checks, Boolean(o.strict)), status: overallStatus(checks), checks }
 }
 
-export const preflight = command({
+export const preflight = siteCommand({
   name: 'preflight',
   summary: 'check this machine and the services it will use',
   flags,
-  run: ({ flags }) => preflightCommand(resolved(flags), flags),
+  run: preflightCommand,
 })

@@ -14,19 +14,19 @@ import { run, type Command as Program, type Runner } from '../core/run.js'
 import { runSteps, type Step } from '../core/steps.js'
 import { chartFullname, deploy, failedStep } from '../deploy/deploy.js'
 import { REDEPLOY_STEPS, runInstall } from '../deploy/install.js'
-import { command, requireAnswers, requireYes, resolved, stepReport, type FlagValues, type Hooks } from './command.js'
+import { siteCommand, stepReport, type FlagValues, type Hooks } from './command.js'
 import type { Progress } from '../ui/output.js'
 import { siteDataInput, summaryOf } from './backup.js'
-import { dryRun, passphraseFile, site, yes } from './flags.js'
+import { booleanFlag, dryRun, passphraseFile, site, stringFlag, yes } from './flags.js'
 
 const flags = {
   ...site,
-  input: { type: 'string', value: 'FILE', help: 'restore: the backup archive' },
+  input: stringFlag('FILE', 'restore: the backup archive'),
   passphraseFile,
-  force: { type: 'boolean', help: 'restore: delete what the target database and buckets hold first' },
+  force: booleanFlag('restore: delete what the target database and buckets hold first'),
   yes,
   dryRun,
-} as const
+}
 
 export type RestoreOptions = FlagValues<typeof flags> & Hooks
 
@@ -225,6 +225,7 @@ export async function restoreCommand(
     url: null,
     error: null,
     summary: [],
+    record: [],
   }
   const s: RestoreState = {
     ctx,
@@ -238,27 +239,32 @@ export async function restoreCommand(
     url: null,
   }
   const checked = await runSteps(RESTORE_CHECKS, s)
-  if (!checked.ok) return { ...report, exitCode: EXIT.error, refused: true, error: checked.error }
+  const record = checked.record
+  if (!checked.ok) return { ...report, exitCode: EXIT.error, refused: true, error: checked.error, record }
   const backup: BackupSummary = summaryOf(s.prepared!.manifest)
   if (o.dryRun) {
     const inUse = s.prepared!.inUse.relations || s.prepared!.inUse.stores.length
     const force = inUse ? ' (with --force, which deletes what it holds)' : ''
     const verified = `${s.path} verified: every checksum, the passphrase and the versions; the target can take it${force}. Dry run: nothing was changed.`
-    return { ...report, backup, summary: [verified] }
+    return { ...report, backup, summary: [verified], record }
   }
   const r = await runSteps(RESTORE_CHANGES, s)
-  const done = { ...report, backup, steps: s.steps, restored: s.restored, summary: s.summary }
+  const done = {
+    ...report,
+    backup,
+    steps: s.steps,
+    restored: s.restored,
+    summary: s.summary,
+    record: [...record, ...r.record],
+  }
   return r.ok ? { ...done, ready: true, url: s.url } : { ...done, exitCode: EXIT.error, error: r.error }
 }
 
-export const restore = command({
+export const restore = siteCommand({
   name: 'restore',
   summary:
     'put a backup back (--input FILE): checks every checksum, the passphrase and the\nversions first, needs an empty site (or --force), then migrates and starts Atrium',
   flags,
-  run: ({ flags, progress }) => {
-    requireAnswers('restore', flags, 'the site to restore into')
-    requireYes('restore', flags)
-    return restoreCommand(resolved(flags), flags, progress)
-  },
+  needs: { answers: 'the site to restore into', yes: true },
+  run: restoreCommand,
 })

@@ -4,7 +4,7 @@ import { runPreflight } from '../core/preflight.js'
 import { EXIT, type SupportBundleReport } from '../core/report.js'
 import { run } from '../core/run.js'
 import { writeSupportBundle } from '../core/support-bundle.js'
-import { command, resolved, type FlagValues, type Hooks } from './command.js'
+import { siteCommand, type FlagValues, type Hooks } from './command.js'
 import { output, site } from './flags.js'
 
 const flags = { ...site, output }
@@ -27,10 +27,10 @@ export async function supportBundleCommand(ctx: Resolved, o: SupportBundleOption
   return { command: 'support-bundle', exitCode: EXIT.ok, path, size: r.size, sha256: r.sha256 }
 }
 
-export const supportBundle = command({
+export const supportBundle = siteCommand({
   name: 'support-bundle',
   summary:
     "one zip for the vendor's support: versions, check results, the configuration\nwith secrets redacted, recent logs",
   flags,
-  run: ({ flags }) => supportBundleCommand(resolved(flags), flags),
+  run: supportBundleCommand,
 })

@@ -5,6 +5,7 @@ import type { Image } from '../../config/images.js'
 import type { Created, FirstAdmin } from './first-admin.js'
 import { overallStatus, type CheckResult, type CheckStatus } from './checks/check.js'
 import type { ConfigChange } from './config-file.js'
+import type { StepRecord } from './steps.js'
 
 /** One image as the kit pins it. */
 export interface KitImage {
@@ -87,6 +88,22 @@ export interface ConfigureReport {
   replay: string | null
 }
 
+/** A configure report that stops at its checks: nothing planned yet (configure fills in the rest when it goes on). */
+export const checkedOnly = (checks: CheckResult[], exitCode: ExitCode): ConfigureReport => ({
+  command: 'configure',
+  exitCode,
+  status: overallStatus(checks),
+  checks,
+  stopped: 'checks',
+  checksIgnored: false,
+  problems: [],
+  changes: [],
+  generated: [],
+  files: [],
+  written: false,
+  replay: null,
+})
+
 export interface InstallReport extends Omit<ConfigureReport, 'command'> {
   command: 'install'
   /** A dry run: every command the deploy would run. */
@@ -108,6 +125,8 @@ export interface InstallReport extends Omit<ConfigureReport, 'command'> {
   summary: string[]
   /** An upgrade: the version it replaced and the backup it took first (null when --skip-backup). */
   upgrade: { from: string; backup: { path: string; sha256: string } | null } | null
+  /** Each step of the install (and upgrade) that the step runner reached: its stage, outcome and time. */
+  record: StepRecord[]
 }
 
 /** A site backup in the numbers an admin checks. */
@@ -147,6 +166,8 @@ export interface RestoreReport {
   url: string | null
   error: string | null
   summary: string[]
+  /** Each step of the restore that the step runner reached (the checks, then the changes). */
+  record: StepRecord[]
 }
 
 export interface SupportBundleReport {
@@ -173,6 +194,20 @@ export interface ImagesReport {
   /** push: each image by the digest the private registry gave it. */
   pushed: { name: string; ref: string }[]
 }
+
+/** An images report before its action has done anything. */
+export const imagesReport = (action: ImagesReport['action']): ImagesReport => ({
+  command: 'images',
+  exitCode: EXIT.ok,
+  action,
+  images: [],
+  commands: [],
+  steps: [],
+  ok: true,
+  error: null,
+  kit: null,
+  pushed: [],
+})
 
 export interface HelpReport {
   command: 'help'
@@ -237,6 +272,22 @@ export interface ReportText {
 
 const commandLine = (c: PlannedCommand) => c.command.join(' ')
 
+/**
+ * What each step of an install, upgrade or restore did, as a short table (step, outcome, seconds), so
+ * an admin sees where the time went and which step stopped it; nothing when no step ran.
+ */
+export function recordTable(record: readonly StepRecord[]): string[] {
+  if (!record.length) return []
+  const width = Math.max(4, ...record.map((r) => r.name.length))
+  const row = (name: string, outcome: string, seconds: string) =>
+    `  ${name.padEnd(width)}  ${outcome.padEnd(7)}  ${seconds.padStart(7)}`
+  return [
+    '',
+    row('step', 'outcome', 'seconds'),
+    ...record.map((r) => row(r.name, r.outcome, r.outcome === 'skipped' ? '-' : (r.ms / 1000).toFixed(1))),
+  ]
+}
+
 /** The configuration part of configure and install. */
 export function configureText(r: Omit<ConfigureReport, 'command'>): ReportText {
   if (r.stopped === 'checks') return { checks: r.checks, stdout: [], stderr: [] }
@@ -287,7 +338,7 @@ export function reportText(r: Report): ReportText {
       if (r.stopped) return text([])
       // Not stopped, not written: a dry run.
       if (!r.written) return text(['Deploy would run:', ...r.deploy.map((c) => `  ${commandLine(c)}`)])
-      return r.error ? text([], [r.error]) : text(['', ...r.summary])
+      return r.error ? text(recordTable(r.record), [r.error]) : text(['', ...r.summary, ...recordTable(r.record)])
     case 'support-bundle':
       return text([
         `Wrote ${r.path} (${r.size} bytes, sha256 ${r.sha256}). Secrets are redacted; send it to your vendor's support.`,
@@ -305,8 +356,10 @@ export function reportText(r: Report): ReportText {
         'The configuration part (with ENCRYPTION_MASTER_KEY) is encrypted with your passphrase: keep the passphrase apart from the archive, and both off this machine.',
       ])
     }
-    case 'restore':
-      return r.error ? text(r.summary, [r.error]) : text(r.summary)
+    case 'restore': {
+      const stdout = [...r.summary, ...recordTable(r.record)]
+      return r.error ? text(stdout, [r.error]) : text(stdout)
+    }
     case 'help':
       return text([r.usage])
     case 'interactive':

@@ -52,6 +52,31 @@ type Step =
   | { name: 'deploying'; result: ConfigureResult; lines: string[] }
   | { name: 'installed'; result: ConfigureResult; outcome: InstallOutcome; lines: string[] }
 
+/** The two questions answered by picking: where Atrium runs, then whether it reaches the internet. */
+const CHOICES: {
+  [K in 'target' | 'mode']: { title: string; items: { label: string; value: Answers[K] }[]; next: Step }
+} = {
+  target: {
+    title: 'Where will Atrium run?',
+    items: [
+      { label: 'Docker Compose on this machine', value: 'compose' },
+      { label: 'Kubernetes with Helm', value: 'helm' },
+    ],
+    next: { name: 'mode' },
+  },
+  mode: {
+    title: 'Does this site reach the internet?',
+    items: [
+      { label: 'Connected', value: 'connected' },
+      {
+        label: 'Air-gapped (no outside network; web search and integrations off)',
+        value: 'air-gapped',
+      },
+    ],
+    next: { name: 'ask', index: 0 },
+  },
+}
+
 function Title({ children }: { children: React.ReactNode }) {
   return (
     <Text bold underline>
@@ -172,37 +197,21 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
         </Box>
       )
     case 'target':
+    case 'mode': {
+      const choice = CHOICES[step.name]
       return (
         <Box flexDirection="column">
-          <Title>Where will Atrium run?</Title>
-          <SelectInput<Target>
-            items={[
-              { label: 'Docker Compose on this machine', value: 'compose' },
-              { label: 'Kubernetes with Helm', value: 'helm' },
-            ]}
+          <Title>{choice.title}</Title>
+          <SelectInput<Target | Mode>
+            items={choice.items}
             onSelect={(item) => {
-              answer({ ...answers, target: item.value })
-              setStep({ name: 'mode' })
+              answer({ ...answers, [step.name]: item.value })
+              setStep(choice.next)
             }}
           />
         </Box>
       )
-    case 'mode':
-      return (
-        <Box flexDirection="column">
-          <Title>Does this site reach the internet?</Title>
-          <SelectInput<Mode>
-            items={[
-              { label: 'Connected', value: 'connected' },
-              { label: 'Air-gapped (no outside network; web search and integrations off)', value: 'air-gapped' },
-            ]}
-            onSelect={(item) => {
-              answer({ ...answers, mode: item.value })
-              setStep({ name: 'ask', index: 0 })
-            }}
-          />
-        </Box>
-      )
+    }
     case 'ask': {
       const prompt = prompts[step.index]!
       return (

@@ -29,50 +29,49 @@ const gb = (bytes: number) => `${(bytes / GB).toFixed(1)} GB`
 /** Seconds with up to millisecond precision, so 5.001 s does not read as the 5 s limit. */
 const seconds = (ms: number) => `${Number((ms / 1000).toFixed(3))} s`
 
-export function cpuCheck(cores: number): CheckResult {
-  const { minimum, recommended } = HOST_LIMITS.cpu
-  return check(
-    'cpu',
-    'CPU cores',
-    grade(cores, minimum, recommended),
-    `${cores} cores`,
-    `${minimum} minimum, ${recommended} recommended`,
-    {
-      fail: `Give this machine at least ${minimum} cores (${recommended} for production loads)`,
-      warn: `${recommended} cores are recommended for production loads`,
-    },
-  )
+/** What a graded quantity's check says, given its limits: what was found, what is required and each fix. */
+interface QuantityText {
+  found: string
+  required: string
+  fail: string
+  warn: string
 }
 
-export function memoryCheck(totalBytes: number): CheckResult {
-  const { minimum, recommended } = HOST_LIMITS.memory
-  return check(
-    'memory',
-    'Memory',
-    grade(totalBytes, minimum, recommended),
-    `${gib(totalBytes)} reported by the OS`,
-    `8 GB minimum (${minimum / GiB} GiB or more reported), 16 GB recommended (${recommended / GiB} GiB or more reported)`,
-    {
-      fail: 'Give this machine at least 8 GB of memory (16 GB for production loads)',
-      warn: '16 GB of memory are recommended for production loads',
-    },
-  )
+/** A quantity of this machine graded against its minimum and recommended value (HOST_LIMITS). */
+function quantityCheck(
+  id: 'cpu' | 'memory' | 'disk',
+  title: string,
+  value: number,
+  say: (limits: { minimum: number; recommended: number }) => QuantityText,
+): CheckResult {
+  const limits = HOST_LIMITS[id]
+  const { found, required, fail, warn } = say(limits)
+  return check(id, title, grade(value, limits.minimum, limits.recommended), found, required, { fail, warn })
 }
 
-export function diskCheck(path: string, freeBytes: number): CheckResult {
-  const { minimum, recommended } = HOST_LIMITS.disk
-  return check(
-    'disk',
-    'Free disk at the data path',
-    grade(freeBytes, minimum, recommended),
-    `${gb(freeBytes)} free at ${path} (1 GB = 10^9 bytes)`,
-    `${gb(minimum)} free minimum, ${gb(recommended)} recommended`,
-    {
-      fail: `Free space or mount a larger volume at ${path}, or choose another data path`,
-      warn: `${gb(recommended)} free are recommended at ${path} to hold a year of data`,
-    },
-  )
-}
+export const cpuCheck = (cores: number): CheckResult =>
+  quantityCheck('cpu', 'CPU cores', cores, ({ minimum, recommended }) => ({
+    found: `${cores} cores`,
+    required: `${minimum} minimum, ${recommended} recommended`,
+    fail: `Give this machine at least ${minimum} cores (${recommended} for production loads)`,
+    warn: `${recommended} cores are recommended for production loads`,
+  }))
+
+export const memoryCheck = (totalBytes: number): CheckResult =>
+  quantityCheck('memory', 'Memory', totalBytes, ({ minimum, recommended }) => ({
+    found: `${gib(totalBytes)} reported by the OS`,
+    required: `8 GB minimum (${minimum / GiB} GiB or more reported), 16 GB recommended (${recommended / GiB} GiB or more reported)`,
+    fail: 'Give this machine at least 8 GB of memory (16 GB for production loads)',
+    warn: '16 GB of memory are recommended for production loads',
+  }))
+
+export const diskCheck = (path: string, freeBytes: number): CheckResult =>
+  quantityCheck('disk', 'Free disk at the data path', freeBytes, ({ minimum, recommended }) => ({
+    found: `${gb(freeBytes)} free at ${path} (1 GB = 10^9 bytes)`,
+    required: `${gb(minimum)} free minimum, ${gb(recommended)} recommended`,
+    fail: `Free space or mount a larger volume at ${path}, or choose another data path`,
+    warn: `${gb(recommended)} free are recommended at ${path} to hold a year of data`,
+  }))
 
 export function ssdCheck(path: string, rotational: boolean | null): CheckResult {
   const found =

@@ -6,9 +6,10 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { VERSION } from '../../../common/version.js'
-import { writeBackup } from '../../../installer/backup/backup.js'
+import { writeBackup, type BackupOptions } from '../../../installer/backup/backup.js'
 import { applyRestore, prepareRestore, restoreBackup, verifyBackup } from '../../../installer/backup/restore.js'
 import { freshBucket, freshDatabase, s3Client, services, tempDir } from '../../helpers/platform.js'
+import type { SiteServices } from '../../../installer/backup/site.js'
 import { directSite, snapshot } from '../../helpers/site-data.js'
 
 const PASSPHRASE = 'a passphrase of some length'
@@ -41,6 +42,10 @@ async function smallSite(t: Test) {
   return { databaseUrl, bucket, site: directSite(databaseUrl, bucket) }
 }
 
+/** A backup of `site` at `output`, with PASSPHRASE; a Compose site's unless `over` says otherwise. */
+const backupOf = (site: SiteServices, output: string, over: Partial<BackupOptions> = {}) =>
+  writeBackup(site, { output, passphrase: PASSPHRASE, configuration: { '.env': 'X=1\n' }, target: 'compose', ...over })
+
 /** A new site's empty database and bucket. */
 const emptyTarget = async (t: Test) => {
   const databaseUrl = await freshDatabase(t)
@@ -56,12 +61,7 @@ t.test(
     const source = await smallSite(t)
     const dir = tempDir(t)
     const path = join(dir, 'site.tar')
-    await writeBackup(source.site, {
-      output: path,
-      passphrase: PASSPHRASE,
-      configuration: { '.env': 'X=1\n' },
-      target: 'compose',
-    })
+    await backupOf(source.site, path)
     const whole = readFileSync(path)
     const target = await emptyTarget(t)
     const pristine = await snapshot(target.databaseUrl, target.bucket)
@@ -131,12 +131,7 @@ t.test(
     const other = await smallSite(t)
     await s3Client().putObject(other.bucket, 'tenants/a/one.zip', Buffer.from('ONE')) // same size, other bytes
     const swapped = join(dir, 'swapped.tar')
-    await writeBackup(other.site, {
-      output: swapped,
-      passphrase: PASSPHRASE,
-      configuration: { '.env': 'X=1\n' },
-      target: 'compose',
-    })
+    await backupOf(other.site, swapped)
     const fresh = await emptyTarget(t)
     const prepared = await prepareRestore(fresh.site, path, { passphrase: PASSPHRASE })
     writeFileSync(path, readFileSync(swapped))
@@ -154,13 +149,7 @@ t.test(
   async (t) => {
     const source = await smallSite(t)
     const path = join(tempDir(t), 'site.tar')
-    const made = await writeBackup(source.site, {
-      output: path,
-      passphrase: PASSPHRASE,
-      configuration: {},
-      target: 'helm',
-      version: '0.0.9',
-    })
+    const made = await backupOf(source.site, path, { configuration: {}, target: 'helm', version: '0.0.9' })
     t.equal(made.manifest.atriumVersion, '0.0.9')
     t.equal(
       (await verifyBackup(path, PASSPHRASE, { version: '0.0.9', schema: 15 })).manifest.atriumVersion,

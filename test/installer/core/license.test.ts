@@ -1,22 +1,14 @@
 // The license as the installer shows it: pass, warn in grace, fail otherwise, with the vendor's
 // message as the fix.
-import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
 import { licenseCheck } from '../../../installer/core/license.js'
-import { issueLicense } from '../../../licenses/issue.js'
-import type { TrustedKey } from '../../../licenses/keys.js'
+import { testLicense, testVendor } from '../../helpers/license.js'
 
-const { privateKey, publicKey } = generateKeyPairSync('ed25519')
-const keys: TrustedKey[] = [
-  { kid: 'k1', publicKeyJwk: publicKey.export({ format: 'jwk' }) as TrustedKey['publicKeyJwk'] },
-]
-const key = await issueLicense({
-  privateKey,
-  kid: 'k1',
-  customer: 'Acme',
+const vendor = testVendor('k1')
+const keys = vendor.keys
+const key = await testLicense(vendor, {
   plan: 'pro',
   maxTenants: 3,
-  features: [],
   airGapAllowed: false,
   issuedAt: new Date('2026-01-01'),
   expiresAt: new Date('2027-01-01'),

@@ -1,6 +1,5 @@
 // The whole preflight: machine, the services named, the target's tools and the license, in that
 // order; the clock compared with a service's Date header.
-import { generateKeyPairSync } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { writeFileSync } from 'node:fs'
@@ -15,8 +14,7 @@ import {
   runPreflight,
 } from '../../../installer/core/preflight.js'
 import { run, type Runner } from '../../../installer/core/run.js'
-import { issueLicense } from '../../../licenses/issue.js'
-import type { TrustedKey } from '../../../licenses/keys.js'
+import { testLicense, testVendor } from '../../helpers/license.js'
 import { services, tempDir } from '../../helpers/platform.js'
 import { silentServer } from '../../helpers/silent.js'
 
@@ -89,21 +87,9 @@ t.test('compose: a service given as localhost or 127.0.0.1 is warned about, nami
 })
 
 t.test('every check runs, in the order an admin fixes things, and a good license passes', async (t) => {
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519')
-  const keys: TrustedKey[] = [
-    { kid: 't', publicKeyJwk: publicKey.export({ format: 'jwk' }) as TrustedKey['publicKeyJwk'] },
-  ]
-  const LICENSE_KEY = await issueLicense({
-    privateKey,
-    kid: 't',
-    customer: 'Acme',
-    plan: 'enterprise',
-    maxTenants: 5,
-    features: [],
-    airGapAllowed: false,
-    issuedAt: new Date(Date.now() - 86_400_000),
-    expiresAt: new Date(Date.now() + 365 * 86_400_000),
-  })
+  const vendor = testVendor('t')
+  const keys = vendor.keys
+  const LICENSE_KEY = await testLicense(vendor, { maxTenants: 5, airGapAllowed: false })
   const noTools: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: tempDir(t) } })
   const answers: Answers = { ...DEFAULT_ANSWERS, target: 'helm', dataPath: tempDir(t), config: {} }
   // The real Redis when there is one; else an address where nothing listens, checked all the same.

@@ -6,10 +6,13 @@ import {
   configureText,
   EXIT,
   exitFor,
+  imagesReport,
   reportText,
   type ConfigureReport,
   type InstallReport,
+  type RestoreReport,
 } from '../../../installer/core/report.js'
+import type { StepRecord } from '../../../installer/core/steps.js'
 
 const pass = check('cpu', 'CPU cores', 'pass', '8 cores', '4 minimum')
 const warn = check('ssd', 'SSD', 'warn', 'spinning', 'an SSD', 'use an SSD')
@@ -31,6 +34,23 @@ const configured = (over: Partial<ConfigureReport> = {}): ConfigureReport => ({
   files: ['/out/.env', '/out/answers.yaml'],
   written: true,
   replay: 'npm run --silent installer -- configure --answers /out/answers.yaml --yes',
+  ...over,
+})
+
+const installed = (over: Partial<InstallReport> = {}): InstallReport => ({
+  ...configured(),
+  command: 'install',
+  deploy: [],
+  steps: [],
+  stage: 'done',
+  upgrade: null,
+  deployed: true,
+  ready: true,
+  url: 'https://atrium.example.com',
+  firstAdmin: null,
+  error: null,
+  summary: ['Atrium is ready at https://atrium.example.com.'],
+  record: [],
   ...over,
 })
 
@@ -94,20 +114,7 @@ t.test('configure stopped at the checks shows them alone; stopped at problems li
 })
 
 t.test('install ends on the deploy: the commands of a dry run, the summary, or the error on stderr', async (t) => {
-  const base: InstallReport = {
-    ...configured(),
-    command: 'install',
-    deploy: [],
-    steps: [],
-    stage: 'done',
-    upgrade: null,
-    deployed: true,
-    ready: true,
-    url: 'https://atrium.example.com',
-    firstAdmin: null,
-    error: null,
-    summary: ['Atrium is ready at https://atrium.example.com.'],
-  }
+  const base = installed()
   t.same(
     reportText(base),
     { checks: null, stdout: ['', 'Atrium is ready at https://atrium.example.com.'], stderr: [] },
@@ -132,22 +139,65 @@ t.test('install ends on the deploy: the commands of a dry run, the summary, or t
   )
 })
 
+t.test(
+  'install and restore end with what each step did, as a table of step, outcome and seconds, beside the error when one failed',
+  async (t) => {
+    const record: StepRecord[] = [
+      { name: 'bundle', stage: 'bundle', outcome: 'done', ms: 240 },
+      { name: 'running-version', stage: 'bundle', outcome: 'skipped', ms: 0 },
+      { name: 'deploy', stage: 'deploy', outcome: 'failed', ms: 61_530 },
+    ]
+    const table = [
+      '',
+      '  step             outcome  seconds',
+      '  bundle           done         0.2',
+      '  running-version  skipped        -',
+      '  deploy           failed      61.5',
+    ]
+    const install = installed({
+      stage: 'deploy',
+      deployed: false,
+      ready: false,
+      url: null,
+      error: 'Deploy failed at: docker compose up',
+      summary: ['Deploy failed at: docker compose up'],
+      exitCode: EXIT.error,
+      record,
+    })
+    t.same(reportText(install), { checks: null, stdout: table, stderr: ['Deploy failed at: docker compose up'] })
+    const done = { ...record[0]!, name: 'ready', stage: 'ready' }
+    t.same(
+      reportText({ ...install, exitCode: EXIT.ok, stage: 'done', error: null, summary: ['Ready.'], record: [done] })
+        .stdout,
+      ['', 'Ready.', '', '  step   outcome  seconds', '  ready  done         0.2'],
+    )
+    const restore: RestoreReport = {
+      command: 'restore',
+      exitCode: EXIT.ok,
+      input: 'site.tar',
+      backup: null,
+      refused: false,
+      restored: true,
+      steps: [],
+      ready: true,
+      url: 'https://atrium.example.com',
+      error: null,
+      summary: ['Restored site.tar.'],
+      record,
+    }
+    t.same(reportText(restore).stdout, ['Restored site.tar.', ...table])
+    t.same(reportText({ ...restore, error: 'The data is restored, but it failed' }).stderr, [
+      'The data is restored, but it failed',
+    ])
+    t.same(reportText({ ...restore, record: [] }).stdout, ['Restored site.tar.'], 'no step ran: no table')
+  },
+)
+
 t.test('the other commands: support bundle, images, help, and a command that could not run', async (t) => {
   t.same(reportText({ command: 'support-bundle', exitCode: EXIT.ok, path: 's.zip', size: 10, sha256: 'ab' }).stdout, [
     "Wrote s.zip (10 bytes, sha256 ab). Secrets are redacted; send it to your vendor's support.",
   ])
-  const images = {
-    command: 'images' as const,
-    exitCode: EXIT.ok,
-    action: 'push' as const,
-    images: [],
-    commands: [],
-    steps: [],
-    ok: true,
-    error: null,
-    kit: null,
-    pushed: [],
-  }
+  const images = imagesReport('push')
   t.same(
     reportText({
       ...images,

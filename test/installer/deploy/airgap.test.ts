@@ -4,7 +4,7 @@
 // signature and checksums that guard every load.
 import { appendFileSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { IMAGES, imageRef } from '../../../config/images.js'
 import { registryProblem } from '../../../config/images.js'
 import { issueLicense } from '../../../licenses/issue.js'
@@ -31,6 +31,14 @@ import { tempDir } from '../../helpers/platform.js'
 t.setTimeout(600_000)
 
 const line = (c: { file: string; args: string[] }) => `${c.file} ${c.args.join(' ')}`
+
+/** A test on a fresh unsigned kit in a folder of its own. */
+const withKit = (name: string, fn: (t: Test, dir: string) => Promise<void>) =>
+  t.test(name, async (t) => {
+    const dir = tempDir(t)
+    await writeKit(dir)
+    await fn(t, dir)
+  })
 
 t.test(
   'save pulls each image the engine does not hold (for the platform asked) and writes the kit tarball',
@@ -180,11 +188,9 @@ t.test('a kit loads only with a trusted vendor signature over SHA256SUMS and eve
   })
 })
 
-t.test(
+withKit(
   'a kit is refused when its pins are not what the installer writes, when it is for another release, or when a listed file is a link',
-  async (t) => {
-    const dir = tempDir(t)
-    await writeKit(dir)
+  async (t, dir) => {
     const unsigned = { allowUnsigned: true }
     t.match(
       await openKit(join(dir, 'images.json'), unsigned),
@@ -215,11 +221,9 @@ t.test(
   },
 )
 
-t.test(
+withKit(
   'what is loaded is checked against the pins the kit check read, not images.json read again; a push needs no engine of the kit platform',
-  async (t) => {
-    const dir = tempDir(t)
-    await writeKit(dir)
+  async (t, dir) => {
     const opened = await openKit(dir, { allowUnsigned: true })
     writeFileSync(join(dir, KIT.manifest), JSON.stringify({ version: '0.1.0', images: [] }))
     const load = loadCommands(dir, { images: opened.kit!.images }).map(line)
@@ -240,11 +244,9 @@ t.test(
   },
 )
 
-t.test(
+withKit(
   'a load checks the engine runs the kit platform, then that every tag names the image the kit pinned',
-  async (t) => {
-    const dir = tempDir(t)
-    await writeKit(dir)
+  async (t, dir) => {
     t.same(
       loadCommands(dir).map((c) => [line(c), c.expect]),
       [

@@ -3,7 +3,7 @@
 import { EventEmitter } from 'node:events'
 import t from 'tap'
 import { check } from '../../../installer/core/checks/check.js'
-import { EXIT, type ConfigureReport, type Report } from '../../../installer/core/report.js'
+import { checkedOnly, EXIT, type Report } from '../../../installer/core/report.js'
 import type { DeployStep } from '../../../installer/deploy/deploy.js'
 import { output } from '../../../installer/ui/output.js'
 
@@ -30,20 +30,14 @@ function streams() {
 }
 
 const fail = check('license', 'License', 'fail', 'missing', 'a license', 'ask your vendor')
-const configured: ConfigureReport = {
-  command: 'configure',
-  exitCode: EXIT.checkFailed,
-  status: 'fail',
-  checks: [fail],
-  stopped: 'checks',
-  checksIgnored: false,
-  problems: [],
-  changes: [],
-  generated: [],
-  files: [],
-  written: false,
-  replay: null,
-}
+const configured = checkedOnly([fail], EXIT.checkFailed)
+/** A command refused as bad input, with its one problem. */
+const refusal = (command: string, problem: string): Report => ({
+  command,
+  exitCode: EXIT.badInput,
+  failure: 'bad-input',
+  problems: [problem],
+})
 const step: DeployStep = { command: { file: 'docker', args: ['load'], title: 'Load the images' }, result: null }
 
 t.test('--json prints the report itself, one line, and no progress', async (t) => {
@@ -57,12 +51,7 @@ t.test('--json prints the report itself, one line, and no progress', async (t) =
   t.same(JSON.parse(s.stdout.text), report, 'the JSON is the result object')
   t.equal(s.stderr.text, '')
   const refused = streams()
-  output({ json: true, ...refused.o }).result({
-    command: 'images',
-    exitCode: EXIT.badInput,
-    failure: 'bad-input',
-    problems: ['images save needs --output FILE'],
-  })
+  output({ json: true, ...refused.o }).result(refusal('images', 'images save needs --output FILE'))
   t.same(
     JSON.parse(refused.stdout.text),
     { command: 'images', exitCode: 2, failure: 'bad-input', problems: ['images save needs --output FILE'] },
@@ -78,12 +67,7 @@ t.test('text shows the checks in words, results on stdout and problems on stderr
   t.match(s.stdout.text, /fix: ask your vendor/)
   t.equal(s.stderr.text, '')
   const bad = streams()
-  output({ json: false, ...bad.o }).result({
-    command: 'preflight',
-    exitCode: EXIT.badInput,
-    failure: 'bad-input',
-    problems: ['--target must be compose or helm'],
-  })
+  output({ json: false, ...bad.o }).result(refusal('preflight', '--target must be compose or helm'))
   t.equal(bad.stdout.text, '')
   t.equal(bad.stderr.text, '--target must be compose or helm\n(run with --help for usage)\n')
 })

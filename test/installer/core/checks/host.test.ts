@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createServer, type AddressInfo, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createServer as httpServer } from 'node:http'
+import { apiServer } from '../../fixtures.js'
 import t, { type Test } from 'tap'
 import type { CheckResult, CheckStatus } from '../../../../installer/core/checks/check.js'
 import {
@@ -254,18 +254,7 @@ t.test(
     })
 
     // Something else that answers HTTP on the port is not Atrium.
-    const other = httpServer((req, res) =>
-      res
-        .writeHead(200, { 'content-type': 'application/json' })
-        .end(
-          JSON.stringify(
-            req.url === '/healthz' ? { data: { status: 'ok' } } : { info: { title: 'Other API', version: '1.0.0' } },
-          ),
-        ),
-    )
-    await new Promise<void>((r) => other.listen(0, '127.0.0.1', r))
-    t.teardown(() => other.close())
-    const otherPort = (other.address() as AddressInfo).port
+    const { port: otherPort } = await apiServer(t, 'Other API', '1.0.0')
     t.equal(await atriumOn(otherPort), null)
     t.match(portsCheck((await gatherHost(tempDir(t), [{ port: otherPort, ...api }])).ports), {
       status: 'fail',

@@ -220,12 +220,10 @@ t.test(
     const answers: Answers = { ...DEFAULT_ANSWERS, target: 'helm', namespace: 'ai', dataPath: tempDir(t), config: {} }
     const noTools = (file: string, args: readonly string[]) => run(file, args, { env: { PATH: tempDir(t) } })
     const values = await siteValues(t)
+    const preflightOn = (kubeconfig: string) =>
+      runPreflight(answers, values, { runner: noTools, kubeconfig, clockOffsetMs: 0 })
     const there = await fakeCluster(t, { namespace: true, kubelet: 'runs' })
-    const inside = await runPreflight(answers, values, {
-      runner: noTools,
-      kubeconfig: there.kubeconfig,
-      clockOffsetMs: 0,
-    })
+    const inside = await preflightOn(there.kubeconfig)
     t.match(
       inside.find((c) => c.id === 'services.where'),
       { status: 'pass', found: 'a pod in ai, as Atrium will reach them' },
@@ -236,11 +234,7 @@ t.test(
     )
 
     const missing = await fakeCluster(t, { namespace: false, kubelet: 'runs' })
-    const outside = await runPreflight(answers, values, {
-      runner: noTools,
-      kubeconfig: missing.kubeconfig,
-      clockOffsetMs: 0,
-    })
+    const outside = await preflightOn(missing.kubeconfig)
     t.match(
       outside.find((c) => c.id === 'services.where'),
       {

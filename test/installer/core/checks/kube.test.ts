@@ -119,6 +119,9 @@ async function fakeApiServer(t: Test, namespaceExists: boolean, denied: readonly
   const reviews: Record<string, string | undefined>[] = []
   const send = (res: ServerResponse, status: number, body: unknown) =>
     res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+  /** A list as the API server returns it: its kind, API version and items. */
+  const list = (res: ServerResponse, kind: string, apiVersion: string, items: unknown[]) =>
+    send(res, 200, { kind, apiVersion, metadata: {}, items })
   const server = createTlsServer({ key: tls.key, cert: tls.cert }, async (req: IncomingMessage, res) => {
     seen.push({ path: req.url ?? '', auth: req.headers.authorization })
     const path = (req.url ?? '').split('?')[0]
@@ -136,33 +139,23 @@ async function fakeApiServer(t: Test, namespaceExists: boolean, denied: readonly
     if (path === '/version')
       return send(res, 200, { major: '1', minor: '30', gitVersion: 'v1.30.2', platform: 'linux/amd64' })
     if (path === '/api/v1/nodes') {
-      return send(res, 200, {
-        kind: 'NodeList',
-        apiVersion: 'v1',
-        metadata: {},
-        items: [
-          { metadata: { name: 'a' }, spec: {}, status: { allocatable: { cpu: '3920m', memory: '16303428Ki' } } },
-          { metadata: { name: 'b' }, spec: {}, status: { allocatable: { cpu: '4', memory: '16Gi' } } },
-          {
-            metadata: { name: 'c' },
-            spec: { unschedulable: true },
-            status: { allocatable: { cpu: '64', memory: '256Gi' } },
-          },
-        ],
-      })
+      return list(res, 'NodeList', 'v1', [
+        { metadata: { name: 'a' }, spec: {}, status: { allocatable: { cpu: '3920m', memory: '16303428Ki' } } },
+        { metadata: { name: 'b' }, spec: {}, status: { allocatable: { cpu: '4', memory: '16Gi' } } },
+        {
+          metadata: { name: 'c' },
+          spec: { unschedulable: true },
+          status: { allocatable: { cpu: '64', memory: '256Gi' } },
+        },
+      ])
     }
     if (path === '/apis/storage.k8s.io/v1/storageclasses') {
-      return send(res, 200, {
-        kind: 'StorageClassList',
-        apiVersion: 'storage.k8s.io/v1',
-        metadata: {},
-        items: [
-          {
-            metadata: { name: 'standard', annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } },
-            provisioner: 'rancher.io/local-path',
-          },
-        ],
-      })
+      return list(res, 'StorageClassList', 'storage.k8s.io/v1', [
+        {
+          metadata: { name: 'standard', annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } },
+          provisioner: 'rancher.io/local-path',
+        },
+      ])
     }
     if (path === '/api/v1/namespaces/ai') {
       if (namespaceExists)

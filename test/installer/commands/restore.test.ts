@@ -1,90 +1,30 @@
-// backup, restore and the upgrade's backup as an admin runs them: the commands on a Compose site
-// whose PostgreSQL and S3 are its own (the test's real ones), with a real Atrium server running.
-// Docker answers through a fake runner (every command works), so what is tested is the installer:
-// the port check, the guard, the backup, the restore, and what each says.
-import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+// restore as an admin runs it, on a Compose site whose PostgreSQL and S3 are its own (the test's
+// real ones), with a real Atrium server running: the backup an upgrade takes first, then the
+// rollback's restore and each of its refusals. Docker answers through a fake runner (every command
+// works), so what is tested is the installer: the port check, the guard, the backup, the restore,
+// and what each says.
 import t from 'tap'
 import { VERSION } from '../../../common/version.js'
-import { backupCommand } from '../../../installer/commands/backup.js'
-import { BadInput } from '../../../installer/commands/command.js'
 import { installCommand } from '../../../installer/commands/install.js'
 import { restoreCommand } from '../../../installer/commands/restore.js'
 import { DEFAULT_ANSWERS } from '../../../installer/core/answers.js'
-import { contextFor, type Resolved } from '../../../installer/core/context.js'
+import { contextFor } from '../../../installer/core/context.js'
 import { EXIT } from '../../../installer/core/report.js'
 import { verifyBackup } from '../../../installer/backup/restore.js'
 import { adminTenant, serverProcess } from '../../helpers/cli.js'
 import { services, tempDir, testEnv } from '../../helpers/platform.js'
 import { snapshot } from '../../helpers/site-data.js'
 import { tools } from '../../helpers/installer.js'
+import { passphraseFile, problemsOf, siteOf } from '../fixtures.js'
 
 const real = Boolean(services.databaseUrl && services.s3Endpoint)
 
-/** A Compose site in a temporary folder whose services are the running server's. */
-function siteOf(t: Parameters<typeof tempDir>[0], env: Record<string, string>, port: number): Resolved {
-  const dir = tempDir(t)
-  const config = Object.fromEntries(
-    [
-      'DATABASE_URL',
-      'R2_ENDPOINT',
-      'R2_BUCKET',
-      'R2_ACCESS_KEY_ID',
-      'R2_SECRET_ACCESS_KEY',
-      'ENCRYPTION_MASTER_KEY',
-    ].map((n) => [n, env[n]!]),
-  )
-  return contextFor(
-    {
-      ...DEFAULT_ANSWERS,
-      dataPath: join(dir, 'data'),
-      outputDir: join(dir, 'out'),
-      config: { PUBLIC_URL: `http://127.0.0.1:${port}`, PORT: String(port), ...config },
-    },
-    { env: {} },
-  )
-}
-
-const passphraseFile = (t: Parameters<typeof tempDir>[0], text = 'the site passphrase, kept apart\n') => {
-  const path = join(tempDir(t), 'passphrase')
-  writeFileSync(path, text, { mode: 0o600 })
-  return path
-}
-
-/** The problems of the bad input a command is refused with. */
-const problemsOf = (p: Promise<unknown>) =>
-  p.then(
-    () => null,
-    (err: unknown) => (err instanceof BadInput ? err.problems : err),
-  )
-
-t.test(
-  'backup and restore need their files, and a passphrase of 12 characters or more: bad input naming each',
-  async (t) => {
-    const ctx = contextFor({ ...DEFAULT_ANSWERS, outputDir: tempDir(t) }, { env: {} })
-    await t.rejects(
-      backupCommand(ctx, {}),
-      new BadInput([
-        'backup needs --output FILE (the archive to write, e.g. atrium-backup.tar)',
-        'backup needs --passphrase-file FILE (the passphrase that encrypts the configuration part, which holds ENCRYPTION_MASTER_KEY)',
-      ]),
-    )
-    t.same(await problemsOf(restoreCommand(ctx, { passphraseFile: passphraseFile(t) })), [
-      'restore needs --input FILE (the archive backup wrote)',
-    ])
-    t.match(await problemsOf(backupCommand(ctx, { output: 'x.tar', passphraseFile: passphraseFile(t, 'short\n') })), [
-      /shorter than 12 characters/,
-    ])
-    t.match(await problemsOf(backupCommand(ctx, { output: 'x.tar', passphraseFile: '/nonexistent/passphrase' })), [
-      /cannot read the passphrase file \/nonexistent\/passphrase: ENOENT/,
-    ])
-    // A site with nothing configured has no services to back up.
-    t.match(await problemsOf(backupCommand(ctx, { output: 'x.tar', passphraseFile: passphraseFile(t) })), [
-      /DATABASE_URL is not configured/,
-      /R2_ENDPOINT is not configured/,
-    ])
-  },
-)
+t.test('restore needs the archive it puts back: bad input naming it', async (t) => {
+  const ctx = contextFor({ ...DEFAULT_ANSWERS, outputDir: tempDir(t) }, { env: {} })
+  t.same(await problemsOf(restoreCommand(ctx, { passphraseFile: passphraseFile(t) })), [
+    'restore needs --input FILE (the archive backup wrote)',
+  ])
+})
 
 t.test(
   'an upgrade over a running Atrium backs the site up first (or is refused without a passphrase), and says how to roll back with that backup, which restore then puts back',
@@ -154,6 +94,11 @@ t.test(
       restored: false,
       error: /^Not restored: the target is not empty: .*--force.*Nothing was changed\.$/,
     })
+    t.same(
+      notEmpty.record.map((s) => [s.name, s.outcome]),
+      [['verify', 'failed']],
+      'refused at the first check',
+    )
     t.same(await snapshot(env.DATABASE_URL!, env.R2_BUCKET!), before, 'refused: nothing changed')
     const dry = await restoreCommand(site, { runner, input: backup, passphraseFile: pass, force: true, dryRun: true })
     t.match(dry, {
@@ -203,6 +148,11 @@ t.test(
       ready: true,
       summary: [/^Restored .*: \d+ rows in \d+ tables and \d+ objects, from Atrium /, /Atrium is ready/],
     })
+    t.same(
+      restored.record.map((s) => [s.name, s.outcome]),
+      ['verify', 'master-key', 'stop-server', 'data', 'configuration', 'deploy'].map((n) => [n, 'done']),
+      'every step of the restore, each with its outcome and time',
+    )
     t.match(restoreCalls.calls[0], / stop server$/, 'the server is stopped first')
     t.ok(
       restoreCalls.calls.some((c) => c.includes(' up --detach')),
