@@ -6,10 +6,10 @@
 // loopback receiver, against the rate at which this process alone can POST to that receiver.
 // Then the job runner, agent runs, chat streams and the chat export (jobs.ts, agents.ts, chat.ts,
 // chat-export.ts), a large tenant's export and restore (portability.ts), the installer's site
-// backup and restore (site-backup.ts), and the client library's
-// cost per call (client.ts); stack.ts sets Atrium against the same stack without its safety. BENCH_ONLY=chat (or http,
-// stack, jobs, agents, export, portability, site-backup, client;
-// several with commas) runs only those.
+// backup and restore (site-backup.ts), and the client library's cost per call (client.ts); stack.ts sets Atrium
+// against the same stack without its safety.
+// BENCH_ONLY=chat (or http, stack, jobs, agents, export, portability, site-backup, client; several with commas) runs
+// only those.
 // Services: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test; a fresh database
 // is made and dropped) and BENCH_REDIS_URL (default redis://127.0.0.1:6379). BENCH_SECONDS: 10.
 import { createServer, request, Agent } from 'node:http'

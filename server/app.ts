@@ -1,11 +1,9 @@
-// buildApp(platform): what is built, then what is served. buildServices (services.ts, the
-// composition root) builds every adapter and service once, in the order the data flows; the app
-// gives the job runner its queues (the registry, jobs.ts, with the handlers the modules export) and
-// hands the rest on: first the decorations the request pipeline reads (decorations.ts), then the HTTP
-// plugins, in the order their hooks run on a request, then one plugin per module, which registers
-// its routes with the services it is given. No I/O of its own: everything outside comes in through the platform, so a
-// test builds the same app on real
-// services or embedded defaults. main.ts listens.
+// buildApp(platform): what is built, then what is served. buildServices (services.ts, the composition root) builds
+// every adapter and service once, in the order the data flows; the app gives the job runner its queues (the registry,
+// jobs.ts, with the handlers the modules export) and hands the rest on: first the decorations the request pipeline
+// reads (decorations.ts), then the HTTP plugins, in the order their hooks run on a request, then one plugin per module,
+// which registers its routes with the services it is given. No I/O of its own: everything outside comes in through the
+// platform, so a test builds the same app on real services or embedded defaults. main.ts listens.
 //
 // Every plugin is named (fastify-plugin) and lists in `dependencies` the plugins whose hooks or
 // decorations it needs, so Fastify refuses to start when one is missing or registered after it.

@@ -1,6 +1,5 @@
 // Admin CLI: `npm run --silent admin -- <command> [options]` (compiled: `node dist/server/cli.js <command>`). Each
-// command prints exactly one JSON
-// line on stdout (logs go to stderr), so scripts and the installer can parse it.
+// command prints exactly one JSON line on stdout (logs go to stderr), so scripts and the installer can parse it.
 // Exit codes: 0 done, 1 failed (a refusal such as the license's tenant limit also prints
 // {"error":{code,message,details}} on stdout), 2 bad usage or input, 78 configuration or license
 // problem (as the server).

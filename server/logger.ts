@@ -36,10 +36,10 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
 }
 
 /**
- * Fastify's logger for a request, made only when the request logs at a level that is enabled. Fastify
- * makes a pino child (its bindings serialized, redaction applied) for every request, whether or not
- * it ever logs: about a tenth of a simple read's CPU when the level is above info
- * (docs/performance.md). The child is the same pino child, made on first use.
+ * Fastify's logger for a request, made only when the request logs at a level that is enabled. Fastify makes a pino
+ * child (its bindings serialized, redaction applied) for every request, whether or not it ever logs: about a tenth of a
+ * simple read's CPU when the level is above info (docs/performance.md). The child is the same pino child, made on first
+ * use.
  */
 class LazyRequestLogger {
   made: Logger | null = null

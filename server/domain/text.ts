@@ -1,9 +1,7 @@
 // Text and JSON the database can store. Text PostgreSQL cannot store: NUL, which JSON allows (\u0000), and a surrogate
-// without its pair
-// (\ud800 alone), which JSON also allows but is not Unicode: text columns would silently store
-// U+FFFD and jsonb refuses it outright. What a client sends with them is refused (the request's
-// validation); what a model or a store sends is made storable (storableText), since no one can be
-// asked to send it again.
+// without its pair (\ud800 alone), which JSON also allows but is not Unicode: text columns would silently store U+FFFD
+// and jsonb refuses it outright. What a client sends with them is refused (the request's validation); what a model or a
+// store sends is made storable (storableText), since no one can be asked to send it again.
 
 const UNPAIRED_RE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 // eslint-disable-next-line no-control-regex -- matching NUL is the point

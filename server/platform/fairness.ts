@@ -1,7 +1,6 @@
 // How a replica shares its slots between tenants (webhook deliveries, every job queue). The claim reads the next due
-// deliveries
-// of every endpoint with work (a few each, never anyone's whole backlog); this decides which of them
-// to take, and which of those taken to start when a slot frees up:
+// deliveries of every endpoint with work (a few each, never anyone's whole backlog); this decides which of them to
+// take, and which of those taken to start when a slot frees up:
 //
 // - Round-robin by what each tenant already holds on this replica (in flight and claimed ahead):
 //   the tenant holding least goes first, then its endpoint holding least, then the longest due. A

@@ -1,10 +1,9 @@
-// Generates assistant replies on the job runner (queue 'chat.reply'). The reply streams into the
-// session's live event log as message.delta events (sent to the streams as they come, written
-// every DELTA_FLUSH_MS behind them) and ends with message.completed, or with error when the
-// provider fails; the text is saved with the final event, in one transaction. The client going away changes nothing:
-// the reply is generated and saved, and
-// a later stream or GET messages shows it. A reply whose worker died is not generated again (its
-// deltas were already sent): it ends with an error, and the user sends the message again.
+// Generates assistant replies on the job runner (queue 'chat.reply'). The reply streams into the session's live event
+// log as message.delta events (sent to the streams as they come, written every DELTA_FLUSH_MS behind them) and ends
+// with message.completed, or with error when the provider fails; the text is saved with the final event, in one
+// transaction. The client going away changes nothing: the reply is generated and saved, and a later stream or GET
+// messages shows it. A reply whose worker died is not generated again (its deltas were already sent): it ends with an
+// error, and the user sends the message again.
 import { AppError } from '../../domain/errors.js'
 import type { Cache } from '../../platform/cache.js'
 import type { Db } from '../../platform/db.js'

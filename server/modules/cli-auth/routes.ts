@@ -1,8 +1,6 @@
-// CLI device login endpoints, at the root (not under /api/v1, so the API's credential and general
-// rate-limit hooks do not run here: docs/architecture.md, "Where routes are served"). Auth endpoints are exempt from
-// the
-// general limit, but these answer anonymous callers and touch the database, so each has its own
-// limits per client address and per loginId.
+// CLI device login endpoints, at the root (not under /api/v1, so the API's credential and general rate-limit hooks do
+// not run here: docs/architecture.md, "Where routes are served"). Auth endpoints are exempt from the general limit, but
+// these answer anonymous callers and touch the database, so each has its own limits per client address and per loginId.
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'

@@ -1,6 +1,5 @@
 // The authenticated tenant (docs/identity.md, "Tenant and LLM settings"): its record with the gates of its plan, and
-// its LLM
-// settings. Every route acts on the tenant of the credential; there is no tenant in the path.
+// its LLM settings. Every route acts on the tenant of the credential; there is no tenant in the path.
 import { Type, type TSchema } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
