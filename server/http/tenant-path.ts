@@ -6,8 +6,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
 import type { Actor } from '../domain/actor.js'
 import { tenantPathActor } from './actor.js'
-import { page } from './envelope.js'
-import { apiErrors, PageEnvelope, PageQuery, TenantParams } from './schemas.js'
+import { listSchema, pageOf } from './route-schemas.js'
+import { PageQuery, TenantParams } from './schemas.js'
 
 type App = Parameters<FastifyPluginAsyncTypebox>[0]
 
@@ -32,16 +32,13 @@ export function tenantPathList<T extends TSchema>(
     {
       config: o.config,
       schema: {
-        tags: o.tags,
-        summary: o.summary,
+        ...listSchema<TSchema>(o.tags, o.summary, o.item, 'FORBIDDEN', 'RESOURCE_NOT_FOUND'),
         params: TenantParams,
-        querystring: PageQuery,
-        response: { 200: PageEnvelope<TSchema>(o.item), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
       },
     },
     async (req) => {
       const r = await o.list(tenantPathActor(req), req.params.tenantId, req.query)
-      return page(req, r.items, r.nextCursor)
+      return pageOf(req, r)
     },
   )
 }

@@ -4,7 +4,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { PLAN_TERMS, PLANS } from '../../domain/plans.js'
 import { actorOf } from '../../http/actor.js'
-import { page } from '../../http/envelope.js'
+import { pageOf } from '../../http/route-schemas.js'
 import { apiErrors, PageEnvelope } from '../../http/schemas.js'
 import type { AuditLogService } from './service.js'
 import type { AuditRow } from './store.js'
@@ -88,7 +88,7 @@ export const auditRoutes: FastifyPluginAsyncTypebox<{ auditLog: AuditLogService 
     async (req) => {
       const { tenantId, principal } = actorOf(req)
       const r = await auditLog.list({ tenantId, plan: principal.plan }, req.query)
-      return page(req, r.items.map(present), r.nextCursor)
+      return pageOf(req, r, present)
     },
   )
 }

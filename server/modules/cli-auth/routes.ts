@@ -6,6 +6,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { actorOf, originOf } from '../../http/actor.js'
 import { ok } from '../../http/envelope.js'
+import { created } from '../../http/route-schemas.js'
 import { forbidden, notFound, unauthorized } from '../../domain/errors.js'
 import type { Principal } from '../../domain/principal.js'
 import { createRateLimiter, type RateLimiter } from '../../http/rate-limit.js'
@@ -224,8 +225,7 @@ export const cliAuthRoutes: FastifyPluginAsyncTypebox<CliAuthRoutesOptions> = as
     async (req, reply) => {
       await startPerIp.consume(addressKey(req.ip), reply)
       const r = await cli.start(req.body, req.ip)
-      reply.code(201)
-      return ok(req, { ...r, expiresAt: r.expiresAt.toISOString() })
+      return created(req, reply, { ...r, expiresAt: r.expiresAt.toISOString() })
     },
   )
 

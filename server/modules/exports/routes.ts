@@ -6,6 +6,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig } from 'fastify'
 import { tenantPathActor } from '../../http/actor.js'
 import { tenantPathList } from '../../http/tenant-path.js'
+import { created } from '../../http/route-schemas.js'
 import { ok } from '../../http/envelope.js'
 import { apiErrors, Envelope, oneOf, TenantParams } from '../../http/schemas.js'
 import { invalid } from '../../domain/errors.js'
@@ -177,8 +178,7 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{
         ...(b.include ? { include: b.include } : {}),
         destination: destinationOf(b, true)!,
       })
-      reply.code(201)
-      return ok(req, view)
+      return created(req, reply, view)
     },
   )
 
