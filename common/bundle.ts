@@ -58,7 +58,10 @@ export interface BundleOptions {
   /** Bundled dependency files that find their own location but need nothing there, each with why. */
   harmless?: Readonly<Record<string, string>>
   /** What else esbuild is told (splitting, source maps, plugins). */
-  esbuild?: Pick<BuildOptions, 'splitting' | 'chunkNames' | 'sourcemap' | 'sourcesContent' | 'plugins' | 'entryNames'>
+  esbuild?: Pick<
+    BuildOptions,
+    'splitting' | 'chunkNames' | 'sourcemap' | 'sourcesContent' | 'plugins' | 'entryNames' | 'define'
+  >
 }
 
 /** Builds the bundle; returns esbuild's metafile. Refuses a bundled dependency that finds its own files. */
@@ -85,8 +88,12 @@ export async function bundle(o: BundleOptions) {
     ...o.esbuild,
     plugins: [...(o.esbuild?.plugins ?? []), ownFiles(own), ownModuleUrls],
   })
+  // Looked up from node_modules/ on: where node_modules is a link (worktrees sharing one), esbuild names its target.
   const misplaced = Object.keys(result.metafile.inputs).filter(
-    (f) => f.includes('node_modules/') && !o.harmless?.[f] && locatesOwnFiles(readFileSync(join(ROOT, f), 'utf8')),
+    (f) =>
+      f.includes('node_modules/') &&
+      !o.harmless?.[f.slice(f.indexOf('node_modules/'))] &&
+      locatesOwnFiles(readFileSync(join(ROOT, f), 'utf8')),
   )
   if (misplaced.length)
     throw new Error(

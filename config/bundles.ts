@@ -39,11 +39,14 @@ export const CONTAINER_FIXED: Readonly<Partial<Record<SettingName, string>>> = {
 }
 
 /**
- * And what the chart fixes besides: /metrics on a port of its own, which the Service names
- * `metrics` for a ServiceMonitor and the Ingress never routes to. Compose keeps it on the API port,
- * which only the host publishes.
+ * And what both bundles fix besides: /metrics on a port of its own, never on the API's, which is
+ * the one users (or a proxy, an Ingress) reach. The chart's Service names it `metrics` for a
+ * ServiceMonitor, and the Ingress never routes to it; Compose publishes it on this machine's
+ * loopback alone (ATRIUM_METRICS_PORT), since /metrics asks for no credentials.
  */
-export const CHART_FIXED: Readonly<Partial<Record<SettingName, string>>> = { METRICS_PORT: '9090' }
+const METRICS_FIXED: Readonly<Partial<Record<SettingName, string>>> = { METRICS_PORT: '9090' }
+export const CHART_FIXED = METRICS_FIXED
+export const COMPOSE_FIXED = METRICS_FIXED
 
 /**
  * Node's flags for the server wherever it runs compiled (`npm start`, the image, the benchmarks).
@@ -328,8 +331,10 @@ export function renderValuesBlock(): string {
 /** The server's environment in compose.yaml: every setting from .env, the fixed ones set. */
 export function renderComposeBlock(): string {
   const lines = ['x-atrium-env: &atrium-env']
-  for (const [name, value] of Object.entries(CONTAINER_FIXED)) lines.push(`  ${name}: "${value}"`)
-  for (const [name] of [...bundleSettings(false), ...bundleSettings(true)]) lines.push(`  ${name}: \${${name}:-}`)
+  for (const [name, value] of Object.entries({ ...CONTAINER_FIXED, ...COMPOSE_FIXED }))
+    lines.push(`  ${name}: "${value}"`)
+  for (const [name] of [...bundleSettings(false), ...bundleSettings(true)])
+    if (!(name in COMPOSE_FIXED)) lines.push(`  ${name}: \${${name}:-}`)
   return lines.join('\n')
 }
 
@@ -345,7 +350,7 @@ export function renderComposeEnvExample(): string {
     lines.push(`# ${v.description}${isSecret(name) ? ' [secret]' : ''}`, `${name}=${v.example}`)
   lines.push('', '# --- Atrium (config/atrium.env.example explains each) ---')
   for (const [name, s] of entries()) {
-    if (name in CONTAINER_FIXED && name !== 'PORT') continue
+    if ((name in CONTAINER_FIXED && name !== 'PORT') || name in COMPOSE_FIXED) continue
     const bundled = (COMPOSE_SERVICE_SETTINGS as Record<string, string>)[name]
     const example = bundled ? `# with the bundled services: ${name}=${bundled.replace(/\$\{(\w+)\}/g, '<$1>')}` : ''
     lines.push(`# ${s.description}${isSecret(name) ? ' [secret]' : ''}`)

@@ -37,6 +37,11 @@ export const COMPOSE_VARIABLES: Record<string, { description: string; example: s
       "Address on this machine the API and the bundled MinIO are published at (0.0.0.0: every interface; e.g. 127.0.0.1 behind a reverse proxy on this machine, or one interface's address)",
     example: '0.0.0.0',
   },
+  ATRIUM_METRICS_PORT: {
+    description:
+      'Port on this machine where /metrics is published, on 127.0.0.1 only (it asks for no credentials): scrape it from here, or publish it further with a Compose override of your own',
+    example: '9464',
+  },
   POSTGRES_PASSWORD: {
     description: "Password of the bundled PostgreSQL's atrium user (openssl rand -hex 24); DATABASE_URL must use it",
     example: '',

@@ -409,6 +409,9 @@ type ValueOf<S> = S extends { values: readonly (infer V)[] }
 export type Config = { readonly [K in SettingName]: ValueOf<(typeof settings)[K]> }
 
 /** Parse one raw value; returns the value or a problem sentence (never echoing a secret). */
+/** A URL's port as written: scheme://[user[:password]@]host:PORT, then the path or the end. */
+const URL_PORT = /^[a-z][a-z\d+.-]*:\/\/(?:[^/?#]*@)?(?:\[[^\]/]*\]|[^/?#:@]*):(\d+)(?=[/?#]|$)/i
+
 export function parseSetting(name: string, s: Setting, raw: string): { value: unknown } | { problem: string } {
   const shown = s.secret ? '' : ` (got "${raw}")`
   switch (s.type) {
@@ -435,6 +438,9 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
       try {
         u = new URL(raw)
       } catch {
+        // new URL refuses a port past 65535 as it refuses anything else: that one is said as it is.
+        const port = URL_PORT.exec(raw)?.[1]
+        if (port && Number(port) > 65535) return { problem: `${name} has port ${port}, out of range (1-65535)` }
         return { problem: `${name} must be a URL${shown}` }
       }
       if (s.protocols && !s.protocols.includes(u.protocol)) {

@@ -5,7 +5,8 @@
 //   out/licenses/keys.js     the vendor's public keys, a file of its own as in the server's build
 //   out/compose/             the Compose bundle it deploys (the chart is packaged by the kit)
 //   out/config/, package.json  the files its modules read beside them (the env template, the version)
-//   out/atrium-installer     a shell script: node installer/cli.js "$@"
+//   out/atrium-installer     a shell script: node installer/cli.js "$@"; the commands the
+//                            installer prints start with its absolute path (core/invocation.ts)
 // The air-gap kit (installer/kit.ts) carries it.
 import { chmodSync, cpSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -45,7 +46,8 @@ export async function buildInstaller(out: string): Promise<{ modules: number; by
     own: ['licenses/keys.ts'],
     outdir: out,
     harmless: HARMLESS,
-    esbuild: { plugins: [inkDevtoolsLeftOut] },
+    // The installer then prints its commands as the kit's script (core/invocation.ts), not as npm's.
+    esbuild: { plugins: [inkDevtoolsLeftOut], define: { ATRIUM_BUNDLED_INSTALLER: 'true' } },
   })
   cpSync(join(ROOT, 'compose'), join(out, 'compose'), { recursive: true })
   cpSync(join(ROOT, 'config/atrium.env.example'), join(out, 'config/atrium.env.example'))

@@ -20,6 +20,7 @@ import { interactive } from './commands/interactive.js'
 import { preflight } from './commands/preflight.js'
 import { restore } from './commands/restore.js'
 import { supportBundle } from './commands/support-bundle.js'
+import { installerCommand } from './core/invocation.js'
 import { EXIT, type Report } from './core/report.js'
 import { VERSION } from '../common/version.js'
 import { output, type Progress } from './ui/output.js'
@@ -50,6 +51,9 @@ const row = (left: string, text: string, width: number): string =>
 
 const USAGE = [
   'Atrium installer',
+  '',
+  // As this installer was started (the kit's script, or npm's in a checkout), from any working directory.
+  `Run as: ${installerCommand([])} [command] [options]`,
   '',
   'Commands:',
   row('(none)', interactive.summary, 10),

@@ -69,7 +69,8 @@ const DAY = 86_400_000
 const CONTACT = 'contact your Atrium vendor'
 const day = (d: Date) => d.toISOString().slice(0, 10)
 
-const MESSAGES: Record<InvalidReason, (l?: LicenseClaims) => string> = {
+/** What each way of being invalid means, with what to do (the installer's prompt says them too). */
+export const MESSAGES: Record<InvalidReason, (l?: LicenseClaims) => string> = {
   missing: () => `No license key is set (LICENSE_KEY): ${CONTACT} for one`,
   malformed: () =>
     'The license key is not a license (it is cut short, has extra characters or is something else): paste it again exactly as received',

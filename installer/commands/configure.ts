@@ -33,6 +33,7 @@ export async function configureStep(
       changes: r.plan.changes,
       generated: r.plan.generated,
       files: r.files,
+      unchanged: r.unchanged,
       written: r.written,
       replay: replayCommand(r.answersPath),
     },

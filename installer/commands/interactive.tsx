@@ -6,6 +6,8 @@ import { overallStatus } from '../core/checks/check.js'
 import { configure } from '../core/configure.js'
 import { contextFor, interactiveAnswersPath, preflightValues } from '../core/context.js'
 import { runPreflight } from '../core/preflight.js'
+import { answerProblem } from '../core/prompts.js'
+import { installerCommand } from '../core/invocation.js'
 import { EXIT, type ExitCode } from '../core/report.js'
 import { run } from '../core/run.js'
 import { runInstall } from '../deploy/install.js'
@@ -28,10 +30,12 @@ export const interactive = command({
   run: async ({ flags }) => {
     if (flags.json)
       throw new BadInput(
-        'the interactive installer has no JSON output; for JSON use: configure --answers FILE --yes --json',
+        `the interactive installer has no JSON output; for JSON use: ${installerCommand(['configure', '--answers', 'FILE', '--yes', '--json'])}`,
       )
     if (!process.stdin.isTTY)
-      throw new BadInput('the interactive installer needs a terminal; without one use: configure --answers FILE --yes')
+      throw new BadInput(
+        `the interactive installer needs a terminal; without one use: ${installerCommand(['configure', '--answers', 'FILE', '--yes'])}`,
+      )
     const ctx = resolved({ ...flags, answers: interactiveAnswersPath(flags.answers) })
     const backupPassphrase = flags.passphraseFile ? passphraseOf(flags.passphraseFile) : undefined
     const deployOptions = {
@@ -47,6 +51,7 @@ export const interactive = command({
       <App
         initial={ctx}
         resolve={(answers) => contextFor(answers, { baseDir: ctx.baseDir })}
+        check={(prompt, value) => answerProblem(prompt, value)}
         preflight={(c) => runPreflight(c.answers, preflightValues(c), { runner: run })}
         configure={configure}
         install={(c, written, onStep) => runInstall(c, written.plan.values, deployOptions, onStep)}

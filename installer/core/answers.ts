@@ -2,12 +2,14 @@
 // `--answers FILE --yes`. Secrets are written by reference ({env: NAME} or {file: PATH}), never
 // inline, so the file can be kept in a repository or a ticket.
 import { readFileSync } from 'node:fs'
-import { dirname, resolve } from 'node:path'
+import { isIP } from 'node:net'
+import { dirname, join, resolve } from 'node:path'
 import { parse, stringify } from 'yaml'
 import { settings, type SettingName } from '../../config/schema.js'
 import { registryProblem } from '../../config/images.js'
 import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../common/email.js'
+import { answersCommand } from './invocation.js'
 
 export const TARGETS = ['compose', 'helm'] as const
 export type Target = (typeof TARGETS)[number]
@@ -29,6 +31,11 @@ export interface Answers {
   release: string
   /** Air-gapped helm: the private registry that holds the images (host[:port][/path]); --registry wins. */
   registry: string
+  /**
+   * Compose: the IP address on this machine the API (and the bundled MinIO) are published at,
+   * ATRIUM_BIND_ADDRESS; '' keeps what is written, or 0.0.0.0 on a first install.
+   */
+  bindAddress: string
   /** The first tenant and its owner, created after the first deploy (no email: none is created). */
   tenantName: string
   adminEmail: string
@@ -44,6 +51,7 @@ export const DEFAULT_ANSWERS: Answers = {
   namespace: 'atrium',
   release: 'atrium',
   registry: '',
+  bindAddress: '',
   tenantName: 'Default',
   adminEmail: '',
   config: {},
@@ -51,6 +59,12 @@ export const DEFAULT_ANSWERS: Answers = {
 
 const isSetting = (name: string): name is SettingName => Object.hasOwn(settings, name)
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/** Null for an IP address Docker can publish a port at, else what it must be. */
+export const bindAddressProblem = (address: string): string | null =>
+  isIP(address)
+    ? null
+    : `must be an IP address of this machine (got "${address}"): 0.0.0.0 for every interface, 127.0.0.1 for this machine only`
 
 /** Reads and checks an answers file; every problem at once, with where it is. */
 export function parseAnswers(text: string): { answers: Answers; problems: string[] } {
@@ -85,6 +99,12 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
     if (v === undefined) continue
     if (typeof v === 'string' && v.trim()) answers[key] = v.trim()
     else problems.push(`${key}: must be a non-empty string`)
+  }
+  if (doc.bindAddress !== undefined) {
+    const address = typeof doc.bindAddress === 'string' ? doc.bindAddress.trim() : String(doc.bindAddress)
+    const problem = address === '' ? null : bindAddressProblem(address)
+    if (problem) problems.push(`bindAddress: ${problem}`)
+    else answers.bindAddress = address
   }
   if (doc.registry !== undefined) {
     const registry = typeof doc.registry === 'string' ? doc.registry.trim() : String(doc.registry)
@@ -167,7 +187,9 @@ export function renderAnswers(answers: Answers, keptInConfig: readonly SettingNa
         : source
   }
   const doc = { ...answers, dataPath: resolve(answers.dataPath), outputDir: resolve(answers.outputDir), config }
-  return `# Atrium installer answers. Replay: npm run --silent installer -- install --answers <this file> --yes\n# Secrets are references: set the variables named here (or point them at files) before replaying.\n${stringify(doc)}`
+  // The file is written as outputDir/answers.yaml (core/context.ts configFiles): the replay names it there.
+  const replay = answersCommand('install', join(doc.outputDir, 'answers.yaml'))
+  return `# Atrium installer answers. Replay: ${replay}\n# Secrets are references: set the variables named here (or point them at files) before replaying.\n${stringify(doc)}`
 }
 
 /** The secrets a replay of these answers needs from the environment. */

@@ -77,6 +77,10 @@ export function composeBundleValues(
   // Absolute: Compose would read a relative path against the compose file's folder.
   variables.ATRIUM_DATA_PATH = resolve(answers.dataPath)
   variables.ATRIUM_S3_PORT ||= COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example
+  variables.ATRIUM_METRICS_PORT ||= COMPOSE_VARIABLES.ATRIUM_METRICS_PORT!.example
+  // The answer wins; without one, what is written stays (an upgrade publishes where the site did).
+  variables.ATRIUM_BIND_ADDRESS =
+    answers.bindAddress || variables.ATRIUM_BIND_ADDRESS || COMPOSE_VARIABLES.ATRIUM_BIND_ADDRESS!.example
   const fill = (template: string) => template.replace(/\$\{(\w+)\}/g, (_, v: string) => variables[v] ?? '')
   const bundled = (setting: string) => {
     // Given in the answers, even empty, it decides (empty: the bundled one, also after an external

@@ -3,7 +3,7 @@
 // regenerated (a new ENCRYPTION_MASTER_KEY would make every stored customer secret unreadable), the
 // file is private to its owner (0600), and an existing file is shown as a diff before it changes.
 import { randomBytes } from 'node:crypto'
-import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { parseConfig, settings, type Setting, type SettingName } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
@@ -157,3 +157,12 @@ export function writePrivateFile(path: string, text: string): void {
 }
 
 export const writeEnvFile = (path: string, values: EnvValues): void => writePrivateFile(path, renderEnvFile(values))
+
+/** The file holds exactly `text`, private (0600): writing it again would change nothing. */
+export function holdsPrivately(path: string, text: string): boolean {
+  try {
+    return (statSync(path).mode & 0o777) === 0o600 && readFileSync(path, 'utf8') === text
+  } catch {
+    return false
+  }
+}

@@ -7,22 +7,31 @@ import { CONTAINER_FIXED } from '../../config/bundles.js'
 import { parseSettings, type SettingName } from '../../config/schema.js'
 import { renderAnswers, type Answers } from './answers.js'
 import { composeBundleValues, renderBundleSection } from './compose-bundle.js'
-import { IMMUTABLE_SECRETS, planConfig, renderEnvFile, writePrivateFile, type ConfigPlan } from './config-file.js'
+import {
+  holdsPrivately,
+  IMMUTABLE_SECRETS,
+  planConfig,
+  renderEnvFile,
+  writePrivateFile,
+  type ConfigPlan,
+} from './config-file.js'
 import type { Resolved } from './context.js'
 import { renderHelmFiles } from './helm-values.js'
+import { answersCommand } from './invocation.js'
 
 export interface ConfigureResult {
   plan: ConfigPlan
   /** The files this run writes (or would write, on a dry run). */
   files: string[]
+  /** Those of them that hold their content already: left as they are. */
+  unchanged: string[]
   /** The replayable answers file. */
   answersPath: string
   written: boolean
 }
 
 /** The command that replays a run from the answers file it wrote. */
-export const replayCommand = (answersPath: string) =>
-  `npm run --silent installer -- configure --answers ${answersPath} --yes`
+export const replayCommand = (answersPath: string) => answersCommand('configure', answersPath)
 
 /** Settings the mode implies: an air-gapped site turns off every feature that needs outside APIs. */
 export function impliedSettings(answers: Answers): Record<string, string> {
@@ -56,18 +65,23 @@ export function configure(ctx: Resolved, opts: { dryRun: boolean }): ConfigureRe
   }
   const written = !opts.dryRun && plan.problems.length === 0
   const out = files.target === 'compose' ? [files.env] : [files.values, files.secret]
-  if (written) {
-    mkdirSync(answers.outputDir, { recursive: true, mode: 0o700 })
+  // What each file is to hold (nothing while there are problems); one that holds it already is left alone.
+  const contents: [string, string][] = []
+  if (plan.problems.length === 0) {
     if (files.target === 'compose')
-      writePrivateFile(files.env, renderEnvFile(plan.values) + renderBundleSection(bundle!.variables))
+      contents.push([files.env, renderEnvFile(plan.values) + renderBundleSection(bundle!.variables)])
     else {
       const helm = renderHelmFiles(plan.values, answers)
-      writePrivateFile(files.values, helm.values)
-      writePrivateFile(files.secret, helm.secret)
+      contents.push([files.values, helm.values], [files.secret, helm.secret])
     }
     // Secrets kept in the written configuration are not repeated in the answers (not even by reference).
     const kept = IMMUTABLE_SECRETS.filter((n: SettingName) => plan.values[n])
-    writePrivateFile(files.answers, renderAnswers(answers, kept, ctx.baseDir))
+    contents.push([files.answers, renderAnswers(answers, kept, ctx.baseDir)])
   }
-  return { plan, files: [...out, files.answers], answersPath: files.answers, written }
+  const unchanged = contents.filter(([path, text]) => holdsPrivately(path, text)).map(([path]) => path)
+  if (written) {
+    mkdirSync(answers.outputDir, { recursive: true, mode: 0o700 })
+    for (const [path, text] of contents) if (!unchanged.includes(path)) writePrivateFile(path, text)
+  }
+  return { plan, files: [...out, files.answers], unchanged, answersPath: files.answers, written }
 }

@@ -1,6 +1,6 @@
 // The license as a preflight check: validated offline, before anything changes, with the
 // vendor's message for each way it can be wrong.
-import { verifyLicense, type VerifyOptions } from '../../licenses/license.js'
+import { MESSAGES, verifyLicense, type InvalidReason, type VerifyOptions } from '../../licenses/license.js'
 import { check, type CheckResult, type CheckStatus } from './checks/check.js'
 
 const STATUS: Record<string, CheckStatus> = { valid: 'pass', grace: 'warn', expired: 'fail', invalid: 'fail' }
@@ -17,4 +17,32 @@ export async function licenseCheck(key: string | undefined, opts: VerifyOptions 
     `a valid license key signed by the vendor${opts.airGapped ? ' that allows air-gapped use' : ''}`,
     r.message,
   )
+}
+
+/** Invalid in a way pasting it again (or asking for the right file) fixes: it is not the license as issued. */
+const NOT_AS_ISSUED: ReadonlySet<InvalidReason> = new Set([
+  'malformed',
+  'bad_signature',
+  'wrong_type',
+  'wrong_issuer',
+  'wrong_audience',
+  'bad_claims',
+])
+
+/** An Ed25519 signature is 64 bytes: 86 characters of base64url, as the token's last part. */
+const wholeSignature = (token: string) => /^[\w-]{86}$/.test(token.replace(/\s+/g, '').split('.')[2] ?? '')
+
+/**
+ * Why a license key given at the prompt is not the license as issued (cut short, with extra
+ * characters, altered, or another token), or null. The license's state (expired, signed with a key
+ * this installer does not know, not allowing air-gapped use) is left to the checks, which judge it
+ * with everything else and say what to do.
+ */
+export async function licenseAnswerProblem(key: string, opts: VerifyOptions = {}): Promise<string | null> {
+  const r = await verifyLicense(key, opts)
+  if (r.status !== 'invalid') return null
+  // A signature of another length was cut (or added to): said as such, also when the key is one this installer does
+  // not know, whose signature it cannot check.
+  if ((r.reason === 'bad_signature' || r.reason === 'unknown_key') && !wholeSignature(key)) return MESSAGES.malformed()
+  return NOT_AS_ISSUED.has(r.reason) ? r.message : null
 }

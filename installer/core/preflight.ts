@@ -38,7 +38,8 @@ export interface PreflightOptions {
 export function portsFor(answers: Answers, values: Record<string, string>): OwnPortNeed[] {
   if (answers.target !== 'compose') return []
   // The ports may be held by this site already (a re-run or an upgrade replaces it): asked where it publishes them.
-  const host = values.ATRIUM_BIND_ADDRESS ? { host: values.ATRIUM_BIND_ADDRESS } : {}
+  const bind = answers.bindAddress || values.ATRIUM_BIND_ADDRESS
+  const host = bind ? { host: bind } : {}
   const api = {
     port: Number(values.PORT || '8080'),
     setting: "PORT in the answers' config",
@@ -53,7 +54,13 @@ export function portsFor(answers: Answers, values: Record<string, string>): OwnP
     minioMayHold: true,
     ...host,
   }
-  return [api, ...(usesBundled(values.R2_ENDPOINT) ? [s3] : [])].filter(
+  // /metrics is published on loopback alone (compose/compose.yaml), whatever the bind address.
+  const metrics = {
+    port: Number(values.ATRIUM_METRICS_PORT || COMPOSE_VARIABLES.ATRIUM_METRICS_PORT!.example),
+    setting: `ATRIUM_METRICS_PORT in ${join(answers.outputDir, '.env')}`,
+    metricsMayHold: true,
+  }
+  return [api, metrics, ...(usesBundled(values.R2_ENDPOINT) ? [s3] : [])].filter(
     (p) => Number.isInteger(p.port) && p.port > 0 && p.port < 65536,
   )
 }

@@ -83,6 +83,8 @@ export interface ConfigureReport {
   generated: string[]
   /** The files this run writes (or would write, on a dry run). */
   files: string[]
+  /** Those of them that hold this configuration already: left as they are. */
+  unchanged: string[]
   written: boolean
   /** The command that replays this run; null when it stopped before planning. */
   replay: string | null
@@ -100,6 +102,7 @@ export const checkedOnly = (checks: CheckResult[], exitCode: ExitCode): Configur
   changes: [],
   generated: [],
   files: [],
+  unchanged: [],
   written: false,
   replay: null,
 })
@@ -288,6 +291,23 @@ export function recordTable(record: readonly StepRecord[]): string[] {
   ]
 }
 
+/** The files a configure run writes (or would write): those that do not hold their content already. */
+export const toWrite = (r: { files: readonly string[]; unchanged: readonly string[] }): string[] =>
+  r.files.filter((f) => !r.unchanged.includes(f))
+
+/** What a configure run wrote (or, a dry run, would write): one sentence, true either way. */
+export function writtenLine(r: { files: string[]; unchanged: string[]; written: boolean }): string {
+  const changed = toWrite(r)
+  if (!changed.length)
+    return r.written
+      ? 'The configuration is already up to date: nothing was written.'
+      : 'Dry run: the configuration is already up to date; nothing would be written.'
+  const same = r.unchanged.length ? ` (${r.unchanged.join(', ')}: already up to date)` : ''
+  return r.written
+    ? `Wrote ${changed.join(', ')} (mode 0600)${same}.`
+    : `Dry run: would write ${changed.join(', ')}${same}; nothing was changed.`
+}
+
 /** The configuration part of configure and install. */
 export function configureText(r: Omit<ConfigureReport, 'command'>): ReportText {
   if (r.stopped === 'checks') return { checks: r.checks, stdout: [], stderr: [] }
@@ -301,15 +321,14 @@ export function configureText(r: Omit<ConfigureReport, 'command'>): ReportText {
     checks: r.checks,
     stdout: [
       r.checksIgnored ? '\nSome checks did not pass; continuing because of --ignore-failed-checks.' : '',
-      r.changes.length ? 'Configuration changes:' : 'The configuration is already up to date.',
+      // Nothing about the settings when nothing is written: the line below says it is all up to date.
+      r.changes.length ? 'Configuration changes:' : toWrite(r).length ? 'No setting changes.' : '',
       ...r.changes.map((c) => `  ${c.change.padEnd(8)} ${c.name}: ${c.shown}`),
       ...r.generated.map(
         (n) => `  generated ${n} (kept on every re-run; back it up: without it stored secrets cannot be read)`,
       ),
       '',
-      r.written
-        ? `Wrote ${r.files.join(', ')} (mode 0600).`
-        : `Dry run: would write ${r.files.join(', ')}; nothing was changed.`,
+      writtenLine(r),
       r.written ? `Replay this run with: ${r.replay}` : '',
     ],
     stderr: [],

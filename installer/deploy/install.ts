@@ -20,14 +20,15 @@ import { openKit, pushCommands, pushedDigests } from './airgap.js'
 import { run as realRun, type Command, type Runner } from '../core/run.js'
 import type { Answers } from '../core/answers.js'
 import { mkdirSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import { VERSION } from '../../common/version.js'
 import { backupSite } from '../backup/backup.js'
 import { siteServices } from '../backup/site.js'
 import { atriumOn } from '../core/checks/host.js'
 import { composeArgs, prepareDataFolders } from '../core/compose-bundle.js'
 import { upgradeProblem } from '../core/upgrade.js'
-import type { Resolved } from '../core/context.js'
+import { configFiles, type Resolved } from '../core/context.js'
+import { installerCommand } from '../core/invocation.js'
 import { runSteps, type Step, type StepRecord } from '../core/steps.js'
 import {
   createTenantArgs,
@@ -325,12 +326,12 @@ const deployStep: InstallStep = {
 const ready: InstallStep = {
   name: 'ready',
   stage: 'ready',
-  run: async ({ ctx: { answers }, values, o }) => {
+  run: async ({ ctx: { answers, files }, values, o }) => {
     const url = localUrl(answers, values)
     const r = await waitReady(url, { timeoutMs: o.readyTimeoutMs })
     return r.ready
       ? null
-      : `Deployed, but ${url}/readyz did not answer 200 (last: ${r.last}); see: npm run --silent installer -- support-bundle`
+      : `Deployed, but ${url}/readyz did not answer 200 (last: ${r.last}); see: ${installerCommand(['support-bundle', '--answers', resolve(files.answers)])}`
   },
 }
 
@@ -410,8 +411,21 @@ export function summaryLines(answers: Answers, o: InstallOutcome): string[] {
   const rollback = o.upgrade?.backup
     ? [
         `Backed up before the upgrade from ${o.upgrade.from}: ${o.upgrade.backup.path} (sha256 ${o.upgrade.backup.sha256}).`,
-        `To roll back to ${o.upgrade.from}: with the ${o.upgrade.from} installer, run`,
-        `  restore --answers <answers file> --input ${o.upgrade.backup.path} --passphrase-file <file> --force --yes`,
+        `To roll back to ${o.upgrade.from}, run its installer (the ${o.upgrade.from} kit's atrium-installer, or a checkout of ${o.upgrade.from}):`,
+        `  ${installerCommand(
+          [
+            'restore',
+            '--answers',
+            resolve(configFiles(answers).answers),
+            '--input',
+            o.upgrade.backup.path,
+            '--passphrase-file',
+            '<your passphrase file>',
+            '--force',
+            '--yes',
+          ],
+          { release: o.upgrade.from },
+        )}`,
         '(docs/operations.md, "Rollback": a release never runs on a newer schema, so going back is a restore).',
       ]
     : []
@@ -435,10 +449,15 @@ export function summaryLines(answers: Answers, o: InstallOutcome): string[] {
   return lines
 }
 
+/** How a step ended, in five letters. */
+function outcome(s: DeployStep): string {
+  if (s.skipped) return 'skip '
+  if (!s.result) return '...  '
+  const ok = s.result.exitCode === 0
+  // A probe answers a question (is the volume there?): its "no" is no failure, and the next step acts on it.
+  if (s.command.probe) return ok ? 'found' : 'none '
+  return ok ? 'done ' : 'FAIL '
+}
+
 /** One progress line per step, as both screens show it. */
-export const stepLine = (s: DeployStep): string =>
-  s.skipped
-    ? `  skip  ${s.command.title}`
-    : !s.result
-      ? `  ...   ${s.command.title}`
-      : `  ${s.result.exitCode === 0 ? 'done ' : 'FAIL '} ${s.command.title}`
+export const stepLine = (s: DeployStep): string => `  ${outcome(s)} ${s.command.title}`

@@ -3,20 +3,22 @@
 // the summary with the URL and the first admin. Keyboard only, fits 80x24, and every status is in
 // words so no colour is needed. Every action (resolving the answers, the checks, the plan and the
 // write, the deploy) comes in as a prop: the screens read nothing themselves.
-import React, { useEffect, useState } from 'react'
+import React, { useEffect, useRef, useState } from 'react'
 import { Box, Text, useApp, useInput, useStdout } from 'ink'
 import SelectInput from 'ink-select-input'
-import TextInput from 'ink-text-input'
 import type { Answers, Mode, Target } from '../core/answers.js'
 import { overallStatus, type CheckResult } from '../core/checks/check.js'
 import { replayCommand, type ConfigureResult } from '../core/configure.js'
 import type { Resolved } from '../core/context.js'
 import { servicesInUse } from '../core/compose-bundle.js'
-import { applyAnswer, checkAnswer, promptsFor, type Prompt } from '../core/prompts.js'
+import { answersCommand } from '../core/invocation.js'
+import { applyAnswer, promptsFor, type Prompt } from '../core/prompts.js'
+import { toWrite, writtenLine } from '../core/report.js'
 import type { DeployStep } from '../deploy/deploy.js'
 import { stepLine, summaryLines, type InstallOutcome } from '../deploy/install.js'
 import { CheckList } from './CheckList.js'
-import { fitRows, fitTail, rowsOf } from './fit.js'
+import { fitTail, fitWindow, rowsOf, SCROLL, windowLines } from './fit.js'
+import { LineInput } from './LineInput.js'
 
 /** How the installer ended: written or not, with what it saw and did. */
 export interface AppResult {
@@ -31,6 +33,8 @@ export interface AppProps {
   initial: Resolved
   /** Resolves the answers as they change (the configuration already written for them, their references). */
   resolve: (answers: Answers) => Resolved
+  /** What is wrong with an answer, or null (core/prompts.ts answerProblem: the license is verified as it is given). */
+  check: (prompt: Prompt, value: string) => Promise<string | null>
   /** Runs the preflight (core/preflight.ts in the real installer). */
   preflight: (ctx: Resolved) => Promise<CheckResult[]>
   /** Plans the configuration and, unless a dry run, writes it (core/configure.ts). */
@@ -86,16 +90,30 @@ function Title({ children }: { children: React.ReactNode }) {
 }
 
 /** One question. The field starts empty; Enter on an empty field takes what is offered. */
-function Question({ prompt, onAnswer }: { prompt: Prompt; onAnswer: (value: string) => void }) {
+function Question({
+  prompt,
+  check,
+  onAnswer,
+}: {
+  prompt: Prompt
+  check: AppProps['check']
+  onAnswer: (value: string) => void
+}) {
   const [value, setValue] = useState('')
   const [error, setError] = useState<string | null>(null)
+  // One check at a time: a second Enter while the first is judged must not answer twice.
+  const checking = useRef(false)
   const offer =
     prompt.initial === '' ? '' : prompt.secret ? ' (Enter keeps the current one)' : ` (Enter for ${prompt.initial})`
   const submit = (v: string) => {
+    if (checking.current) return
+    checking.current = true
     const answer = v.trim() === '' ? prompt.initial : v
-    const problem = checkAnswer(prompt, answer)
-    if (problem) setError(problem)
-    else onAnswer(answer)
+    void check(prompt, answer).then((problem) => {
+      checking.current = false
+      if (problem) setError(problem)
+      else onAnswer(answer)
+    })
   }
   return (
     <Box flexDirection="column">
@@ -105,7 +123,7 @@ function Question({ prompt, onAnswer }: { prompt: Prompt; onAnswer: (value: stri
       </Text>
       <Box>
         <Text>&gt; </Text>
-        <TextInput
+        <LineInput
           value={value}
           onChange={(v) => {
             // Pasted text arrives in one piece, its line end included: the line end submits it,
@@ -124,7 +142,7 @@ function Question({ prompt, onAnswer }: { prompt: Prompt; onAnswer: (value: stri
   )
 }
 
-export function App({ initial, resolve, preflight, configure, install, onDone }: AppProps) {
+export function App({ initial, resolve, check, preflight, configure, install, onDone }: AppProps) {
   const { exit } = useApp()
   const { stdout } = useStdout()
   // The terminal's size; 80x24 when it does not say.
@@ -132,6 +150,22 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
   const rows = stdout.rows || 24
   const [ctx, setCtx] = useState<Resolved>(initial)
   const [step, setStep] = useState<Step>({ name: 'welcome' })
+  // The first item of the list a screen shows (the checks' problems, the plan's changes): the arrow keys move it.
+  // Kept with the step it was scrolled on, so that every new screen (and each new list of checks) starts at the top.
+  const [scrolled, setScrolled] = useState<{ on: Step | null; by: number }>({ on: null, by: 0 })
+  const scroll = scrolled.on === step ? scrolled.by : 0
+  // The step on screen, for the arrow keys: Ink hands a key to the handler of a render or two ago
+  // (it attaches each render's after it is drawn), whose step may be the screen before this one.
+  const onScreen = useRef(step)
+  onScreen.current = step
+  // How far the list drawn last can scroll, so that the down arrow stops where nothing more comes into view.
+  const scrollLast = useRef(0)
+  // From the offset the key before left: keys can come faster than the screen is drawn.
+  const scrollBy = (n: number) =>
+    setScrolled((s) => {
+      const on = onScreen.current
+      return { on, by: Math.max(0, Math.min((s.on === on ? s.by : 0) + n, scrollLast.current)) }
+    })
   const { answers } = ctx
   const prompts = promptsFor(answers, ctx.existing)
   // Resolved here, in the handler that changes the answers, never while drawing.
@@ -144,9 +178,13 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
 
   useInput((input, key) => {
     if (step.name === 'welcome' && key.return) setStep({ name: 'target' })
+    if (key.downArrow) scrollBy(1)
+    if (key.upArrow) scrollBy(-1)
     if (step.name === 'checks' && step.checks) {
       if (input === 'r') setStep({ name: 'checks', checks: null, again: true })
       if (input === 'q') finish({ written: false, checks: step.checks })
+      // To fix an answer the checks showed wrong: the questions again, each offering what was answered.
+      if (input === 'b') setStep({ name: 'ask', index: 0 })
       if (input === 'c' || (key.return && overallStatus(step.checks) !== 'fail')) {
         setStep({ name: 'plan', plan: configure(ctx, { dryRun: true }), checks: step.checks })
       }
@@ -222,6 +260,7 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
           <Question
             key={prompt.key}
             prompt={prompt}
+            check={check}
             onAnswer={(value) => {
               answer(applyAnswer(answers, prompt, value))
               setStep(
@@ -239,22 +278,31 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
       return (
         <Box flexDirection="column">
           {/* Within the terminal's rows (24 when unknown), less the line of keys below. */}
-          <CheckList checks={step.checks} rows={rows - 1} />
+          <CheckList
+            checks={step.checks}
+            rows={rows - 1}
+            offset={scroll}
+            onWindow={(last) => (scrollLast.current = last)}
+          />
           <Text>
             {overallStatus(step.checks) === 'fail'
-              ? 'r: run the checks again  c: continue anyway  q: quit'
-              : 'Enter: continue  r: run the checks again  q: quit'}
+              ? 'r: run the checks again  c: continue anyway  b: back to the questions  q: quit'
+              : 'Enter: continue  r: run the checks again  b: back to the questions  q: quit'}
           </Text>
         </Box>
       )
     case 'plan': {
-      const { plan, files } = step.plan
+      const { plan } = step.plan
+      // The problems, or the changes: as many as fit from the first the arrow keys scrolled to.
+      const list = (lines: string[], room: number) => {
+        const w = fitWindow(lines, { rows: room, columns, offset: scroll, size: (l) => rowsOf(l, columns), ...SCROLL })
+        scrollLast.current = w.last
+        return windowLines(w)
+      }
       if (plan.problems.length > 0) {
-        const problems = fitRows(
+        const problems = list(
           plan.problems.map((p) => `  - ${p}`),
           rows - 3,
-          columns,
-          (n) => `  ...and ${n} more: configure --answers ${ctx.files.answers} --dry-run lists them all`,
         )
         return (
           <Box flexDirection="column" width={columns}>
@@ -273,26 +321,27 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
         answers.target === 'compose'
           ? `Services: ${servicesInUse(plan.values)} (an empty answer means the bundled one)`
           : null
-      const writes = `Writes ${files.join(', ')}.`
+      const writing = toWrite(step.plan)
+      const writes = writing.length
+        ? `Writes ${writing.join(', ')}.`
+        : 'Nothing to write: the configuration is already up to date.'
       // Every line but the changes takes its rows first: the title, the services, the generated secrets, what it
       // writes, the keys.
       const fixed =
         2 +
         (services ? rowsOf(services, columns) : 0) +
-        (plan.changes.length ? 0 : 1) +
+        (plan.changes.length || !writing.length ? 0 : 1) +
         plan.generated.length +
         rowsOf(writes, columns)
-      const changes = fitRows(
+      const changes = list(
         plan.changes.map((c) => `  ${c.change.padEnd(8)} ${c.name}: ${c.shown}`.slice(0, columns)),
         rows - fixed,
-        columns,
-        (n) => `  ...and ${n} more: configure --answers ${ctx.files.answers} --dry-run lists every change`,
       )
       return (
         <Box flexDirection="column" width={columns}>
           <Title>The plan</Title>
           {services && <Text wrap="wrap">{services}</Text>}
-          {plan.changes.length === 0 && <Text>The configuration is already up to date.</Text>}
+          {plan.changes.length === 0 && writing.length > 0 && <Text>No setting changes.</Text>}
           {changes.map((c) => (
             <Text key={c} wrap="wrap">
               {c}
@@ -310,11 +359,9 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
       return (
         <Box flexDirection="column">
           <Title>Done</Title>
-          <Text wrap="wrap">Wrote {step.result.files.join(', ')} (mode 0600).</Text>
+          <Text wrap="wrap">{writtenLine(step.result)}</Text>
           <Text wrap="wrap">Replay: {replayCommand(step.result.answersPath)}</Text>
-          <Text wrap="wrap">
-            Deploy later with: npm run --silent installer -- install --answers {step.result.answersPath} --yes
-          </Text>
+          <Text wrap="wrap">Deploy later with: {answersCommand('install', step.result.answersPath)}</Text>
           <Text>
             {install
               ? 'd: deploy now (' +

@@ -1,8 +1,10 @@
 // The preflight results as a list: one line per check with its status in words (PASS/WARN/FAIL)
-// so no colour is needed to understand it, and what to do under every check that did not pass.
+// so no colour is needed to understand it, and what to do under every check that did not pass,
+// wrapped to the terminal's width (never cut: the fix is what the admin acts on).
 import React from 'react'
 import { Box, Text, useStdout } from 'ink'
 import { overallStatus, type CheckResult, type CheckStatus } from '../core/checks/check.js'
+import { fitWindow, rowsOf, SCROLL } from './fit.js'
 
 const MARK: Record<CheckStatus, { label: string; color: string }> = {
   pass: { label: 'PASS', color: 'green' },
@@ -39,39 +41,62 @@ export function CheckLine({ check }: { check: CheckResult }) {
   )
 }
 
+/** The rows a problem takes on the compact list: its line, then its fix under it (both wrapped, never cut). */
+const problemRows = (c: CheckResult, columns: number) =>
+  rowsOf(`[${MARK[c.status].label}] ${c.title}: ${c.found}`, columns) + rowsOf(`fix: ${c.fix}`, columns - FIX_INDENT)
+
+const FIX_INDENT = 7
+
 /**
- * Within `rows` lines (the interactive screen): the passes on one line, then each problem, failures
- * first, as its line and its fix, one row each, then how many more a full preflight would show.
+ * Within `rows` lines (the interactive screen): the passes, then each problem, failures first, as
+ * its line and its fix, wrapped, from `offset` on as many as fit, with how many are above and below
+ * (the arrow keys scroll: ui/App.tsx).
  */
-function CompactList({ checks, rows, columns }: { checks: readonly CheckResult[]; rows: number; columns: number }) {
+function CompactList({
+  checks,
+  rows,
+  columns,
+  offset,
+  onWindow,
+}: {
+  checks: readonly CheckResult[]
+  rows: number
+  columns: number
+  offset: number
+  onWindow?: (last: number) => void
+}) {
   const passed = checks.filter((c) => c.status === 'pass')
   const problems = [...checks.filter((c) => c.status === 'fail'), ...checks.filter((c) => c.status === 'warn')]
-  // Rows: the passes, two per problem shown, the "more" line when needed, a blank and the summary.
-  const room = Math.max(0, rows - 3 - (passed.length ? 1 : 0))
-  const shown = problems.length * 2 <= room ? problems : problems.slice(0, Math.max(0, Math.floor((room - 1) / 2)))
+  const passes = passed.length ? `[PASS] ${passed.map((c) => c.title).join(', ')}` : ''
   const status = overallStatus(checks)
   const counts = (s: CheckStatus) => checks.filter((c) => c.status === s).length
+  const summary = `${counts('pass')} passed, ${counts('warn')} warnings, ${counts('fail')} failed. ${SUMMARY[status]}`
+  // Rows: the passes, the problems that fit, a blank and the summary.
+  const room = Math.max(0, rows - 1 - rowsOf(summary, columns) - (passes ? rowsOf(passes, columns) : 0))
+  const window = fitWindow(problems, { rows: room, columns, offset, size: (c) => problemRows(c, columns), ...SCROLL })
+  onWindow?.(window.last)
   return (
     <Box flexDirection="column" width={columns}>
-      {passed.length > 0 && (
-        <Text wrap="truncate-end">
+      {passes && (
+        <Text wrap="wrap">
           <Mark status="pass" /> {passed.map((c) => c.title).join(', ')}
         </Text>
       )}
-      {shown.map((c) => (
+      {window.above && <Text wrap="wrap">{window.above}</Text>}
+      {window.shown.map((c) => (
         <Box key={c.id} flexDirection="column">
-          <Text wrap="truncate-end">
+          <Text wrap="wrap">
             <Mark status={c.status} /> {c.title}: {c.found}
           </Text>
-          <Text wrap="truncate-end">{`       fix: ${c.fix}`}</Text>
+          <Box marginLeft={FIX_INDENT}>
+            <Text wrap="wrap">fix: {c.fix}</Text>
+          </Box>
         </Box>
       ))}
-      {shown.length < problems.length && (
-        <Text wrap="truncate-end">{`...and ${problems.length - shown.length} more: the preflight command lists every check in full`}</Text>
-      )}
+      {window.below && <Text wrap="wrap">{window.below}</Text>}
       <Text> </Text>
-      <Text bold wrap="truncate-end">
-        {counts('pass')} passed, {counts('warn')} warnings, {counts('fail')} failed. {SUMMARY[status]}
+      <Text bold wrap="wrap">
+        {summary}
       </Text>
     </Box>
   )
@@ -80,11 +105,26 @@ function CompactList({ checks, rows, columns }: { checks: readonly CheckResult[]
 /**
  * `width`: the columns to wrap to; the terminal Ink draws on when not given (80 when unknown).
  * `rows`: the most lines it may take (the interactive screen); every check in full when not given.
+ * `offset`: with `rows`, the first problem shown (the screen scrolls the list); `onWindow` hears the
+ * greatest offset worth scrolling to.
  */
-export function CheckList({ checks, width, rows }: { checks: readonly CheckResult[]; width?: number; rows?: number }) {
+export function CheckList({
+  checks,
+  width,
+  rows,
+  offset = 0,
+  onWindow,
+}: {
+  checks: readonly CheckResult[]
+  width?: number
+  rows?: number
+  offset?: number
+  onWindow?: (last: number) => void
+}) {
   const { stdout } = useStdout()
   const columns = width ?? (stdout.columns || 80)
-  if (rows !== undefined) return <CompactList checks={checks} rows={rows} columns={columns} />
+  if (rows !== undefined)
+    return <CompactList checks={checks} rows={rows} columns={columns} offset={offset} onWindow={onWindow} />
   const status = overallStatus(checks)
   const counts = (s: CheckStatus) => checks.filter((c) => c.status === s).length
   return (

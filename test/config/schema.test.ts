@@ -77,6 +77,24 @@ t.test('a secret value never appears in a problem', async (t) => {
   t.notMatch(problems.join('\n'), /hunter2/)
 })
 
+t.test('a URL whose port is out of range says so, naming the port and never a secret around it', async (t) => {
+  const { problems } = parseConfig({
+    PUBLIC_URL: 'http://127.0.0.1:99999',
+    DATABASE_URL: 'postgres://atrium:hunter2@db.internal:654321/atrium',
+    REDIS_URL: 'redis://[::1]:70000',
+  })
+  t.same(problems, [
+    'PUBLIC_URL has port 99999, out of range (1-65535)',
+    'DATABASE_URL has port 654321, out of range (1-65535)',
+    'REDIS_URL has port 70000, out of range (1-65535)',
+  ])
+  t.notMatch(problems.join('\n'), /hunter2/)
+  t.match(parseConfig({ PUBLIC_URL: 'http://127.0.0.1:8x' }).problems, [
+    'PUBLIC_URL must be a URL (got "http://127.0.0.1:8x")',
+  ])
+  t.same(parseConfig({ PUBLIC_URL: 'http://127.0.0.1:65535' }).problems, [], 'the last port is a port')
+})
+
 t.test('production refuses embedded defaults', async (t) => {
   const { problems } = parseConfig({ NODE_ENV: 'production' })
   for (const name of ['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT', 'ENCRYPTION_MASTER_KEY']) {

@@ -1,10 +1,12 @@
 // One full interactive run, driven as a person would through a real terminal (tmux, 80x24): the
-// welcome, target and mode, every question (one answer refused first), the checks, the plan, and
-// the configuration written. Services are the real ones when TEST_* name them.
+// welcome, target and mode, every question (answers refused first, then cleared with Backspace and
+// Ctrl-U), the checks, the plan, and the configuration written. Services are the real ones when
+// TEST_* name them.
 import { readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { ROOT } from '../helpers/cli.js'
+import { testLicense, testVendor } from '../helpers/license.js'
 import { freshBucket, services, suffix, tempDir } from '../helpers/platform.js'
 import { hasTmux, terminal } from '../helpers/tmux.js'
 
@@ -20,14 +22,21 @@ t.test(
     await term.waitFor(/Press Enter to start/)
     const welcome = term.screen()
     for (const line of welcome.split('\n')) t.ok(line.length <= 80, 'fits 80 columns')
-    term.press('Enter')
-    await term.waitFor(/Where will Atrium run\?/)
-    term.press('Enter') // Docker Compose, the first choice
-    await term.waitFor(/Does this site reach the internet\?/)
-    term.press('Enter') // connected
+    // A screen takes its keys once it is drawn and its handler attached: on a busy machine a key
+    // pressed as soon as it shows can come first, so Enter is pressed again until the next screen.
+    const enterUntil = async (next: RegExp) => {
+      for (let waited = 0; !next.test(term.screen()) && waited < 30_000; waited += 500) {
+        term.press('Enter')
+        await new Promise((r) => setTimeout(r, 500))
+      }
+      return term.waitFor(next)
+    }
+    await enterUntil(/Where will Atrium run\?/)
+    await enterUntil(/Does this site reach the internet\?/) // Docker Compose, the first choice
+    await enterUntil(/Configuration \(1 of 13\)/) // connected
 
     const answer = async (n: number, value: string) => {
-      await term.waitFor(new RegExp(`Configuration \\(${n} of 12\\)`))
+      await term.waitFor(new RegExp(`Configuration \\(${n} of 13\\)`))
       term.type(value)
       // Enter only once the field shows the text (or its mask): sent in the same burst, the
       // terminal hands both over as one paste, and the field takes the Enter as one more character.
@@ -42,6 +51,11 @@ t.test(
     await term.waitFor(/Not accepted: PUBLIC_URL must be a URL/)
     await term.repeat('BSpace', 'not a url'.length)
     await term.waitFor(/^>\s*$/m)
+    await answer(3, 'http://127.0.0.1:99999')
+    await term.waitFor(/Not accepted: PUBLIC_URL has port 99999, out of range \(1-65535\)/)
+    term.press('C-u')
+    await term.waitFor(/^>\s*$/m)
+    t.notMatch(term.screen(), /^> *u/m, 'Ctrl-U clears the field; no "u" is typed')
     await answer(3, 'https://atrium.example.com')
     await answer(4, services.databaseUrl || 'postgres://atrium@127.0.0.1:1/atrium')
     await answer(5, services.redisUrl || 'redis://127.0.0.1:1')
@@ -51,19 +65,42 @@ t.test(
     await answer(8, services.s3AccessKey)
     await answer(9, services.s3SecretKey)
     t.notMatch(term.screen(), new RegExp(services.s3SecretKey), 'a secret is masked as it is typed')
-    await answer(10, 'not-a-license')
-    await answer(11, 'Example Corp')
-    await answer(12, 'admin@example.com')
+    // Behind TLS with its own S3, loopback is offered for where Atrium is published: Enter takes it.
+    t.match(
+      await term.waitFor(/Configuration \(10 of 13\)/),
+      /Address on this machine[\s\S]*\(Enter for 127\.0\.0\.1\)/,
+    )
+    term.press('Enter')
+    // A license cut short is refused at its question; one whole but signed by a key this installer
+    // does not know (only the vendor can sign one it trusts) is taken, and the checks judge it.
+    const license = await testLicense(testVendor())
+    await term.waitFor(/Configuration \(11 of 13\)/)
+    term.type(license.slice(0, -20))
+    await term.waitFor(/\*{20}/)
+    await new Promise((r) => setTimeout(r, 300))
+    term.press('Enter')
+    await term.waitFor(/Not accepted: The license key is not a license \(it is cut short/)
+    term.press('C-u')
+    await term.waitFor(/^>\s*$/m)
+    term.type(license)
+    for (let waited = 0; waited < 10_000; waited += 100) {
+      if (term.screen().replace(/\s+/g, '').includes('*'.repeat(license.length))) break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    term.press('Enter')
+    await answer(12, 'Example Corp')
+    await answer(13, 'admin@example.com')
 
-    // No valid license here (only the vendor can sign one), so the checks fail and say why.
     const checks = await term.waitFor(/c: continue anyway/, 60_000)
     t.match(checks, /r: run the checks again/)
+    t.match(checks, /b: back to the questions/)
+    t.match(checks, /\[FAIL\] License: unknown key/)
     term.press('c')
     const plan = await term.waitFor(/y: write it/)
     t.match(plan, /ENCRYPTION_MASTER_KEY is generated now and kept on every re-run/)
     t.notMatch(plan, new RegExp(services.s3SecretKey))
     term.type('y')
-    await term.waitFor(/Replay: npm run --silent installer -- configure --answers/)
+    await term.waitFor(/Replay:\s+npm\s+--prefix\s+\S+\s+run\s+--silent\s+installer\s+--\s+configure\s+--answers/)
     term.press('Enter')
     await term.waitFor(/EXIT=0/)
 
@@ -71,6 +108,7 @@ t.test(
     t.equal(statSync(join(out, '.env')).mode & 0o777, 0o600)
     t.match(env, /^PUBLIC_URL=https:\/\/atrium\.example\.com$/m)
     t.match(env, new RegExp(`^R2_BUCKET=${bucket}$`, 'm'))
+    t.match(env, /^ATRIUM_BIND_ADDRESS=127\.0\.0\.1$/m)
     t.match(env, /^ENCRYPTION_MASTER_KEY=.{44}$/m)
     const replay = readFileSync(join(out, 'answers.yaml'), 'utf8')
     t.notMatch(replay, new RegExp(services.s3SecretKey), 'the answers hold secrets by reference only')

@@ -40,7 +40,7 @@ t.test('configure writes a private .env and an answers file that replays to the 
   t.equal(first.code, 0, first.stderr)
   t.match(
     first.stdout.replace(/\s+/g, ' '),
-    /Replay this run with: npm run --silent installer -- configure --answers .*answers\.yaml --yes/,
+    /Replay this run with: npm --prefix \S+ run --silent installer -- configure --answers \/\S*answers\.yaml --yes/,
   )
   const envPath = join(a.out, '.env')
   t.equal(statSync(envPath).mode & 0o777, 0o600)
@@ -59,6 +59,7 @@ t.test('configure writes a private .env and an answers file that replays to the 
   )
   t.equal(again.code, 0, again.stderr)
   t.same(JSON.parse(again.stdout).changes, [])
+  t.same(JSON.parse(again.stdout).unchanged, [envPath, join(a.out, 'answers.yaml')], 'nothing to write')
   t.equal(readFileSync(envPath, 'utf8'), env, 'the file is the same, master key and all')
 })
 

@@ -151,6 +151,8 @@ export interface PortFact extends PortNeed {
   atrium?: string
   /** In use by a MinIO: the site's bundled one when Atrium holds the API port beside it. */
   minio?: boolean
+  /** In use by Atrium's /metrics: the site's own when Atrium holds the API port beside it. */
+  metrics?: boolean
 }
 
 /** Where a port need is probed from, and what of this site may hold it. */
@@ -159,6 +161,8 @@ export interface OwnPortNeed extends PortNeed {
   atriumMayHold?: boolean
   /** The bundled MinIO's port: held by MinIO beside a running Atrium, it is this site's. */
   minioMayHold?: boolean
+  /** The metrics port: held by Atrium's /metrics beside a running Atrium, it is this site's. */
+  metricsMayHold?: boolean
   /** The address the site publishes on (ATRIUM_BIND_ADDRESS), to ask what listens there; loopback otherwise. */
   host?: string
 }
@@ -169,14 +173,14 @@ const portProblem = (p: PortFact) =>
 export function portsCheck(ports: readonly PortFact[]): CheckResult {
   // Atrium's own instance on its port is what an upgrade replaces, not something in the way.
   const running = ports.some((p) => p.atrium)
-  const isOurs = (p: PortFact) => Boolean(p.atrium) || (running && Boolean(p.minio))
+  const isOurs = (p: PortFact) => Boolean(p.atrium) || (running && Boolean(p.minio || p.metrics))
   const busy = ports.filter((p) => !p.free && !isOurs(p))
   const ours = ports
     .filter(isOurs)
     .map((p) =>
       p.atrium
         ? `${p.port} in use by Atrium ${p.atrium} (the install replaces it)`
-        : `${p.port} in use by this site's bundled MinIO (the install replaces it)`,
+        : `${p.port} in use by this site's ${p.minio ? 'bundled MinIO' : '/metrics'} (the install replaces it)`,
     )
   const list = ports.map((p) => p.port).join(', ')
   const freeOnes = ports.filter((p) => p.free).map((p) => p.port)
@@ -332,12 +336,25 @@ async function minioOn(port: number, host: string, timeoutMs = 2000): Promise<bo
   }
 }
 
+/** Whether Atrium's /metrics answers on the port (its own gauge in it: no other exporter has it). */
+async function metricsOn(port: number, host: string, timeoutMs = 2000): Promise<boolean> {
+  try {
+    const res = await fetch(httpAt(host, port, '/metrics'), {
+      signal: AbortSignal.timeout(timeoutMs),
+      redirect: 'manual',
+    })
+    return res.ok && (await res.text()).includes('atrium_air_gapped')
+  } catch {
+    return false
+  }
+}
+
 /**
  * probePort, then, for a port in use, whether it is this site's own: Atrium on the API port, MinIO on the bundled
- * one's.
+ * one's, Atrium's /metrics on the metrics port.
  */
 async function probeOwnPort(need: OwnPortNeed): Promise<PortFact> {
-  const { atriumMayHold, minioMayHold, host, ...rest } = need
+  const { atriumMayHold, minioMayHold, metricsMayHold, host, ...rest } = need
   const fact = await probePort(rest)
   const at = host && host !== '0.0.0.0' && host !== '::' ? host : '127.0.0.1'
   if (fact.free) return fact
@@ -345,6 +362,7 @@ async function probeOwnPort(need: OwnPortNeed): Promise<PortFact> {
     const version = await atriumOn(fact.port, 2000, at)
     return version ? { ...fact, atrium: version } : fact
   }
+  if (metricsMayHold) return (await metricsOn(fact.port, '127.0.0.1')) ? { ...fact, metrics: true } : fact
   return minioMayHold && (await minioOn(fact.port, at)) ? { ...fact, minio: true } : fact
 }
 

@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { configureCommand } from '../../../installer/commands/configure.js'
+import { answersCommand } from '../../../installer/core/invocation.js'
 import { EXIT } from '../../../installer/core/report.js'
 import { tools } from '../../helpers/installer.js'
 import { site } from '../fixtures.js'
@@ -31,7 +32,7 @@ t.test(
       written: true,
       files: [ctx.files.answers.replace('answers.yaml', '.env'), ctx.files.answers],
     })
-    t.equal(written.replay, `npm run --silent installer -- configure --answers ${ctx.files.answers} --yes`)
+    t.equal(written.replay, answersCommand('configure', ctx.files.answers), 'as this installer is started')
     t.ok(existsSync(join(ctx.answers.outputDir, '.env')))
   },
 )

@@ -1,6 +1,7 @@
 // configure's plan for Compose with the bundled services: a service setting left empty means the
-// bundled service, also after an external one was written, and never an empty setting.
-import { mkdirSync, writeFileSync } from 'node:fs'
+// bundled service, also after an external one was written, and never an empty setting; where the
+// site is published; and a file that already holds its content is not written again.
+import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
@@ -82,3 +83,53 @@ t.test(
     }
   },
 )
+
+t.test(
+  'a run that changes nothing writes nothing: every file already holds its content, and says so; a changed answer rewrites only the answers',
+  async (t) => {
+    const answers = site(t, { DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '' })
+    const first = configure(contextFor(answers), { dryRun: false })
+    t.same(first.unchanged, [], 'a first run writes every file')
+    const env = join(answers.outputDir, '.env')
+    const yaml = join(answers.outputDir, 'answers.yaml')
+    const before = [statSync(env).mtimeMs, statSync(yaml).mtimeMs]
+    await new Promise((r) => setTimeout(r, 20))
+    const again = configure(contextFor(answers), { dryRun: false })
+    t.same(again.plan.changes, [])
+    t.same(again.unchanged, [env, yaml])
+    t.ok(again.written, 'the configuration is in place')
+    t.same([statSync(env).mtimeMs, statSync(yaml).mtimeMs], before, 'neither file touched')
+    const dry = configure(contextFor({ ...answers, tenantName: 'Acme' }), { dryRun: true })
+    t.same(dry.unchanged, [env], 'a dry run knows too: only the answers would change')
+    const renamed = configure(contextFor({ ...answers, tenantName: 'Acme' }), { dryRun: false })
+    t.same(renamed.unchanged, [env])
+    t.equal(statSync(env).mtimeMs, before[0], '.env untouched')
+    t.match(readFileSync(yaml, 'utf8'), /^tenantName: Acme$/m)
+    chmodSync(env, 0o644)
+    t.same(
+      configure(contextFor(answers), { dryRun: false }).unchanged,
+      [],
+      'a file readable by others is rewritten 0600',
+    )
+    t.equal(statSync(env).mode & 0o777, 0o600)
+  },
+)
+
+t.test('Compose publishes where the answers say, keeps what is written, and /metrics on loopback only', async (t) => {
+  const answers = site(t, { DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '' })
+  const envOf = (a: Answers) => (
+    configure(contextFor(a), { dryRun: false }),
+    readFileSync(join(a.outputDir, '.env'), 'utf8')
+  )
+  const first = envOf(answers)
+  t.match(first, /^ATRIUM_BIND_ADDRESS=0\.0\.0\.0$/m, 'every interface on a first install without an answer')
+  t.match(first, /^ATRIUM_METRICS_PORT=9464$/m)
+  t.notMatch(first, /^METRICS_PORT=/m, "the bundle's: /metrics never on the API port")
+  t.match(envOf({ ...answers, bindAddress: '127.0.0.1' }), /^ATRIUM_BIND_ADDRESS=127\.0\.0\.1$/m, 'the answer wins')
+  t.match(envOf(answers), /^ATRIUM_BIND_ADDRESS=127\.0\.0\.1$/m, 'no answer: what is written stays')
+  t.match(
+    readFileSync(join(answers.outputDir, 'answers.yaml'), 'utf8'),
+    /^bindAddress: ""$/m,
+    'the answers file says where it is set',
+  )
+})

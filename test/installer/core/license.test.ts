@@ -1,7 +1,7 @@
 // The license as the installer shows it: pass, warn in grace, fail otherwise, with the vendor's
-// message as the fix.
+// message as the fix; and at the prompt, refused when it is not the license as issued.
 import t from 'tap'
-import { licenseCheck } from '../../../installer/core/license.js'
+import { licenseAnswerProblem, licenseCheck } from '../../../installer/core/license.js'
 import { testLicense, testVendor } from '../../helpers/license.js'
 
 const vendor = testVendor('k1')
@@ -45,3 +45,22 @@ t.test('a missing, foreign or connected-only license fails with what to do', asy
     fix: /does not allow air-gapped/,
   })
 })
+
+t.test(
+  'at the prompt, a key that is not the license as issued is refused; its state is left to the checks',
+  async (t) => {
+    const now = { keys, now: new Date('2026-05-01') }
+    t.equal(await licenseAnswerProblem(key, now), null)
+    t.equal(await licenseAnswerProblem(key, { ...now, airGapped: true }), null, 'not allowing air-gapped use')
+    t.equal(await licenseAnswerProblem(key, { keys, now: new Date('2028-01-01') }), null, 'expired')
+    t.equal(await licenseAnswerProblem(key, { now: now.now }), null, 'signed with a key this installer does not know')
+    for (const cut of [key.slice(0, -1), key.slice(0, -40), `${key}x`, key.split('.').slice(0, 2).join('.')])
+      t.match(
+        await licenseAnswerProblem(cut, now),
+        /^The license key is not a license \(it is cut short/,
+        `${cut.length} characters`,
+      )
+    t.match(await licenseAnswerProblem(key.slice(0, -3), { now: now.now }), /cut short/, 'by its length, any key')
+    t.match(await licenseAnswerProblem('not-a-license', now), /cut short, has extra characters/)
+  },
+)

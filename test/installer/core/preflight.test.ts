@@ -36,25 +36,39 @@ t.test('the clock offset comes from the Date header of a service the site reache
 })
 
 t.test(
-  "compose needs the API port free on this machine, and the bundled MinIO's when the site uses it, each named by its setting; helm needs none",
+  "compose needs the API and /metrics ports free on this machine, and the bundled MinIO's when the site uses it, each named by its setting; helm needs none",
   async (t) => {
     const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', config: {} }
     const own = { R2_ENDPOINT: 'https://s3.corp.example' }
     const api = (port: number) => ({ port, setting: "PORT in the answers' config", atriumMayHold: true })
     const s3 = (port: number) => ({ port, setting: 'ATRIUM_S3_PORT in /srv/atrium/.env', minioMayHold: true })
-    t.same(portsFor(a, own), [api(8080)])
-    t.same(portsFor(a, { ...own, PORT: '9090' }), [api(9090)])
-    t.same(portsFor(a, {}), [api(8080), s3(9000)], 'the bundled MinIO is published for download links')
-    t.same(portsFor(a, { R2_ENDPOINT: 'http://minio:9000', ATRIUM_S3_PORT: '9100' }), [api(8080), s3(9100)])
+    const metrics = (port: number) => ({
+      port,
+      setting: 'ATRIUM_METRICS_PORT in /srv/atrium/.env',
+      metricsMayHold: true,
+    })
+    t.same(portsFor(a, own), [api(8080), metrics(9464)])
+    t.same(portsFor(a, { ...own, PORT: '9090', ATRIUM_METRICS_PORT: '9465' }), [api(9090), metrics(9465)])
+    t.same(portsFor(a, {}), [api(8080), metrics(9464), s3(9000)], 'the bundled MinIO is published for download links')
+    t.same(portsFor(a, { R2_ENDPOINT: 'http://minio:9000', ATRIUM_S3_PORT: '9100' }), [
+      api(8080),
+      metrics(9464),
+      s3(9100),
+    ])
     t.same(portsFor({ ...a, target: 'helm' }, {}), [])
     t.same(
       portsFor(a, { ...own, ATRIUM_BIND_ADDRESS: '10.1.2.3' }),
-      [{ ...api(8080), host: '10.1.2.3' }],
-      'asked where the site publishes',
+      [{ ...api(8080), host: '10.1.2.3' }, metrics(9464)],
+      'asked where the site publishes; /metrics is on loopback whatever the address',
+    )
+    t.same(
+      portsFor({ ...a, bindAddress: '127.0.0.1' }, { ...own, ATRIUM_BIND_ADDRESS: '10.1.2.3' }),
+      [{ ...api(8080), host: '127.0.0.1' }, metrics(9464)],
+      'the answer wins over what is written',
     )
     t.same(
       portsFor(a, { ...own, PORT: 'eighty' }),
-      [],
+      [metrics(9464)],
       'not a port: the configuration says so, the port check does not crash',
     )
   },

@@ -32,6 +32,7 @@ const configured = (over: Partial<ConfigureReport> = {}): ConfigureReport => ({
   ],
   generated: ['ENCRYPTION_MASTER_KEY'],
   files: ['/out/.env', '/out/answers.yaml'],
+  unchanged: [],
   written: true,
   replay: 'npm run --silent installer -- configure --answers /out/answers.yaml --yes',
   ...over,
@@ -89,9 +90,32 @@ t.test(
     ).stdout.join('\n')
     t.match(
       dry,
-      /Some checks did not pass; continuing because of --ignore-failed-checks\.\nThe configuration is already up to date\.\n\nDry run: would write \/out\/\.env, \/out\/answers\.yaml; nothing was changed\./,
+      /Some checks did not pass; continuing because of --ignore-failed-checks\.\nNo setting changes\.\n\nDry run: would write \/out\/\.env, \/out\/answers\.yaml; nothing was changed\./,
     )
     t.notMatch(dry, /Replay/, 'nothing to replay before it is written')
+  },
+)
+
+t.test(
+  'configure says one true thing about what it wrote: up to date and nothing written, or what it wrote and what was up to date already',
+  async (t) => {
+    const said = (over: Partial<ConfigureReport>) => configureText(configured(over)).stdout.filter(Boolean)
+    const replay = 'Replay this run with: npm run --silent installer -- configure --answers /out/answers.yaml --yes'
+    const same = { changes: [], generated: [], unchanged: ['/out/.env', '/out/answers.yaml'] }
+    t.same(said(same), ['The configuration is already up to date: nothing was written.', replay])
+    t.same(said({ ...same, written: false }), [
+      'Dry run: the configuration is already up to date; nothing would be written.',
+    ])
+    t.same(
+      said({ changes: [], generated: [], unchanged: ['/out/.env'] }),
+      ['No setting changes.', 'Wrote /out/answers.yaml (mode 0600) (/out/.env: already up to date).', replay],
+      'the answers changed (a tenant name, say), the settings did not',
+    )
+    for (const lines of [said(same), said({ ...same, written: false })])
+      t.notOk(
+        lines.some((l) => /^Wrote|would write /.test(l)),
+        'never "up to date" and "Wrote" together',
+      )
   },
 )
 

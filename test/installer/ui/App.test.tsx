@@ -1,5 +1,6 @@
-// The interactive screens' own paths that a full run does not take: quitting at the checks, a
-// plan with problems and going back, and nothing written unless the admin says y.
+// The interactive screens' own paths that a full run does not take: quitting at the checks, going
+// back from them, a plan with problems and going back, long lists scrolled, the answer edited as in
+// a shell, and nothing written unless the admin says y.
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import React from 'react'
@@ -11,7 +12,10 @@ import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.j
 import type { CheckResult } from '../../../installer/core/checks/check.js'
 import { configure } from '../../../installer/core/configure.js'
 import { contextFor, type Resolved } from '../../../installer/core/context.js'
+import { answersCommand } from '../../../installer/core/invocation.js'
+import { answerProblem } from '../../../installer/core/prompts.js'
 import type { SettingName } from '../../../config/schema.js'
+import { testLicense, testVendor } from '../../helpers/license.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const tick = () => new Promise((r) => setTimeout(r, 60))
@@ -42,6 +46,11 @@ const failing: CheckResult[] = [
 ]
 const passing: CheckResult[] = [{ ...failing[0]!, status: 'pass', found: '8 cores', fix: '' }]
 
+/** The license is verified as it is given, against the keys of a vendor the test makes. */
+const vendor = testVendor()
+const LICENSE = await testLicense(vendor)
+const check: AppProps['check'] = (prompt, value) => answerProblem(prompt, value, { keys: vendor.keys })
+
 /**
  * Starts the app on the checks step's doorstep: every question answered through the keyboard.
  * `props` replace the real actions; `asked` is each question's screen as it was asked.
@@ -56,7 +65,8 @@ const EXTERNAL = [
   '',
   'key',
   'secret',
-  'license',
+  '', // the bind address offered
+  LICENSE,
   '',
   'admin@example.com',
 ]
@@ -75,6 +85,7 @@ async function throughQuestions(
     <App
       initial={contextFor(initial)}
       resolve={(a) => contextFor(a)}
+      check={check}
       preflight={async () => checks}
       configure={configure}
       onDone={(r) => done.push(r)}
@@ -99,10 +110,34 @@ async function throughQuestions(
   return { ui, done, asked, out: join(dir, 'out') }
 }
 
-t.test('failed checks offer to run again, continue or quit; quitting writes nothing', async (t) => {
+/** The app at its first question, Compose and connected chosen; `answers` is each change as it was resolved. */
+async function atFirstQuestion(t: Parameters<typeof tempDir>[0]) {
+  const dir = tempDir(t)
+  const answers: Answers[] = []
+  const initial: Answers = { ...DEFAULT_ANSWERS, dataPath: dir, outputDir: join(dir, 'out'), config: {} }
+  const ui = render(
+    <App
+      initial={contextFor(initial)}
+      resolve={(a) => (answers.push(a), contextFor(a))}
+      check={check}
+      preflight={async () => passing}
+      configure={configure}
+      onDone={() => {}}
+    />,
+  )
+  t.teardown(ui.unmount)
+  for (const key of ['', '\r', '\r', '\r']) {
+    ui.stdin.write(key)
+    await tick()
+  }
+  await until(ui, /Configuration \(1 of/)
+  return { dir, answers, ui }
+}
+
+t.test('failed checks offer to run again, continue, go back or quit; quitting writes nothing', async (t) => {
   const { ui, done, out } = await throughQuestions(t, failing)
   t.match(ui.lastFrame(), /\[FAIL\] CPU cores: 2 cores/)
-  t.match(ui.lastFrame(), /r: run the checks again {2}c: continue anyway {2}q: quit/)
+  t.match(ui.lastFrame(), /r: run the checks again {2}c: continue anyway {2}b: back to the questions {2}q: quit/)
   ui.stdin.write('\r')
   await tick()
   t.match(ui.lastFrame(), /c: continue anyway/, 'Enter does not pass failed checks')
@@ -137,7 +172,7 @@ t.test('r runs the checks again and says so while they run', async (t) => {
 })
 
 t.test(
-  'the checks fit a 24-row terminal however many fail: passes on one line, problems one row each with their fix, then how many more',
+  'the checks fit a 24-row terminal however many fail: the passes, then each problem with its whole fix, wrapped, and the arrows scroll to the rest',
   async (t) => {
     const many: CheckResult[] = Array.from({ length: 20 }, (_, i) => ({
       id: `c${i}`,
@@ -149,13 +184,31 @@ t.test(
     }))
     const { ui, done } = await throughQuestions(t, [...passing, ...many])
     await until(ui, /r: run the checks again/)
-    const lines = (ui.lastFrame() ?? '').split('\n')
+    const frame = ui.lastFrame() ?? ''
+    const lines = frame.split('\n')
     t.ok(lines.length <= 24, `${lines.length} rows`)
+    // ink-testing-library's terminal is 100 columns wide.
+    for (const line of lines) t.ok(line.length <= 100, `fits the width: ${line}`)
     t.match(lines[0], /^\[PASS\] CPU cores$/)
     t.match(lines[1], /^\[FAIL\] Check number 1 with a long title: what was found/, 'failures first')
-    t.match(lines[2], /^ +fix: what to do about it/)
-    t.match(ui.lastFrame(), /\.\.\.and \d+ more: the preflight command lists every check in full/)
-    t.match(lines.at(-1), /^r: run the checks again {2}c: continue anyway {2}q: quit$/, 'the keys stay on screen')
+    const fix = 'fix: ' + many[1]!.fix.trim()
+    t.ok(frame.replace(/\s+/g, ' ').includes(fix.replace(/\s+/g, ' ')), 'the fix whole, wrapped, not cut')
+    t.match(frame, /\.\.\.and \d+ more: the down arrow shows them/)
+    t.notMatch(frame, /\.\.\.\d+ above/)
+    t.match(lines.at(-1), /^r: run the checks again {2}c: continue anyway {2}b: back to the questions {2}q: quit$/)
+    ui.stdin.write('\u001B[B') // the down arrow
+    await until(ui, /\.\.\.1 above: the up arrow shows them/)
+    t.match(ui.lastFrame(), /^ +\.\.\.1 above: the up arrow shows them\n\[FAIL\] Check number 2 /m, 'one problem on')
+    for (let i = 0; i < 40; i++) ui.stdin.write('\u001B[B')
+    await until(ui, /Check number 18/)
+    await tick()
+    const end = ui.lastFrame() ?? ''
+    t.notMatch(end, /more: the down arrow/, 'at the end, nothing below')
+    t.match(end, /\[WARN\] Check number 18 /, 'the last problem shown')
+    t.ok(end.split('\n').length <= 24)
+    ui.stdin.write('\u001B[A') // the up arrow
+    await until(ui, /more: the down arrow/)
+    t.pass('and back up')
     await endWith(ui, 'q', done)
   },
 )
@@ -163,24 +216,7 @@ t.test(
 t.test(
   'an answer pasted with its line end is taken as if typed and Enter pressed; the line end is not kept',
   async (t) => {
-    const dir = tempDir(t)
-    const answers: Answers[] = []
-    const initial: Answers = { ...DEFAULT_ANSWERS, dataPath: dir, outputDir: join(dir, 'out'), config: {} }
-    const ui = render(
-      <App
-        initial={contextFor(initial)}
-        resolve={(a) => (answers.push(a), contextFor(a))}
-        preflight={async () => passing}
-        configure={configure}
-        onDone={() => {}}
-      />,
-    )
-    t.teardown(ui.unmount)
-    for (const key of ['', '\r', '\r', '\r']) {
-      ui.stdin.write(key)
-      await tick()
-    }
-    await until(ui, /Configuration \(1 of/)
+    const { dir, answers, ui } = await atFirstQuestion(t)
     ui.stdin.write(`${dir}/pasted\r`) // one chunk, as a terminal delivers a paste
     await until(ui, /Configuration \(2 of/)
     t.match(ui.lastFrame(), /Configuration \(2 of/, 'the next question')
@@ -207,7 +243,7 @@ t.test('the plan lists what changes; n leaves without writing', async (t) => {
 })
 
 t.test('Compose questions left empty use the bundled services, and the plan says so', async (t) => {
-  const bundled = ['', '', 'https://atrium.example.com', '', '', '', '', '', '', 'license', '', 'admin@example.com']
+  const bundled = ['', '', 'https://atrium.example.com', '', '', '', '', '', '', '', LICENSE, '', 'admin@example.com']
   const { ui, done } = await throughQuestions(t, passing, {}, bundled)
   ui.stdin.write('\r')
   await until(ui, /Services:/)
@@ -224,9 +260,11 @@ t.test('y writes the configuration and the summary gives the replay command', as
   await tick()
   ui.stdin.write('y')
   await tick()
-  t.match(
-    (ui.lastFrame() ?? '').replace(/\s+/g, ' '),
-    /Replay: npm run --silent installer -- configure --answers .*answers\.yaml --yes/,
+  const frame = (ui.lastFrame() ?? '').replace(/\s+/g, '')
+  t.ok(frame.includes(`Replay:${answersCommand('configure', join(out, 'answers.yaml'))}`.replace(/\s+/g, '')), frame)
+  t.ok(
+    frame.includes(`Deploylaterwith:${answersCommand('install', join(out, 'answers.yaml'))}`.replace(/\s+/g, '')),
+    'the commands this installer runs as, by absolute paths (core/invocation.ts)',
   )
   t.ok(existsSync(join(out, '.env')))
   await endWith(ui, '\r', done)
@@ -312,7 +350,7 @@ t.test(
         return configure(ctx, { dryRun: true })
       },
     })
-    t.equal(resolved.length, 14, 'resolved once per change: target, mode and twelve answers')
+    t.equal(resolved.length, 15, 'resolved once per change: target, mode and thirteen answers')
     t.match(
       asked[2],
       new RegExp(`Public URL users reach Atrium at \\(https://\\.\\.\\.\\) \\(Enter for ${kept}\\)`),
@@ -355,7 +393,12 @@ t.test(
     const lines = (ui.lastFrame() ?? '').split('\n')
     t.ok(lines.length <= 24, `${lines.length} rows`)
     t.match(lines[0], /The plan/)
-    t.match(ui.lastFrame(), / {2}\.\.\.and \d+ more: configure --answers [\s\S]*--dry-run\s+lists\s+every\s+change/)
+    t.match(ui.lastFrame(), / {2}\.\.\.and \d+ more: the down arrow shows them/)
+    for (let i = 0; i < 60; i++) ui.stdin.write('\u001B[B')
+    await until(ui, /SETTING_39/)
+    t.match(ui.lastFrame(), / {2}\.\.\.\d+ above: the up arrow shows them/, 'scrolled to the last change')
+    t.notMatch(ui.lastFrame(), /more: the down arrow/)
+    t.ok((ui.lastFrame() ?? '').split('\n').length <= 24)
     t.match(lines.at(-2), /^Writes /)
     t.match(lines.at(-1), /^y: write it {2}b: answer again {2}n: quit without writing$/, 'the keys stay on screen')
     await endWith(ui, 'n', done)
@@ -399,3 +442,66 @@ t.test(
     await endWith(ui, '\r', done)
   },
 )
+
+t.test(
+  'an answer is edited as in a shell: Ctrl-U clears what was typed, Ctrl-W a word, Ctrl-A and Ctrl-E move; none is typed in',
+  async (t) => {
+    const { dir, answers, ui } = await atFirstQuestion(t)
+    const type = async (...keys: string[]) => {
+      for (const k of keys) {
+        ui.stdin.write(k)
+        await tick()
+      }
+    }
+    // Typed faster than the screen is drawn, a key at a time: each key edits what the one before made.
+    for (const c of `${dir}/fast`) ui.stdin.write(c)
+    await until(ui, /fast/)
+    t.match(ui.lastFrame(), new RegExp(`^> ${dir}/fast`, 'm'), 'every key landed')
+    await type('/wrong/place', '\u0015') // Ctrl-U
+    t.match(ui.lastFrame(), /^>\s*$/m, 'the field is empty again')
+    t.notMatch(ui.lastFrame(), /u$/m, 'no literal "u"')
+    await type(`${dir}/x two`, '\u0017') // Ctrl-W: "two" goes
+    await type('\u0001', '\u0005', 'data') // Ctrl-A, Ctrl-E, then at the end
+    await type('\u0001', '\u0006', '\u007f') // Ctrl-A, Ctrl-F, Backspace: the first character goes
+    await type('/', '\r')
+    await until(ui, /Configuration \(2 of/)
+    t.equal(answers.at(-1)!.dataPath, `${dir}/x data`)
+  },
+)
+
+t.test('b at the checks goes back to the questions, each offering what was answered', async (t) => {
+  const { ui, done } = await throughQuestions(t, failing)
+  await until(ui, /b: back to the questions/)
+  ui.stdin.write('b')
+  for (const n of [1, 2, 3]) {
+    await until(ui, new RegExp(`Configuration \\(${n} of 13\\)`))
+    t.match(ui.lastFrame(), new RegExp(`Configuration \\(${n} of 13\\)`))
+    await tick()
+    if (n < 3) ui.stdin.write('\r')
+  }
+  t.match(ui.lastFrame(), /Public URL users reach Atrium at .*\(Enter for https:\/\/atrium\.example\.com\)/s)
+  t.same(done, [], 'nothing ended, nothing written')
+})
+
+t.test('a license key cut short is refused at its question, with what to do; the whole key is taken', async (t) => {
+  const values = EXTERNAL.slice(0, EXTERNAL.indexOf(LICENSE))
+  const { ui, done } = await throughQuestions(t, passing, {}, values)
+  await until(ui, /License key/)
+  ui.stdin.write(LICENSE.slice(0, -20))
+  await tick()
+  ui.stdin.write('\r')
+  await until(ui, /Not accepted/)
+  t.match(
+    (ui.lastFrame() ?? '').replace(/\s+/g, ' '),
+    /Not accepted: The license key is not a license \(it is cut short, has extra characters or is something else\): paste it again exactly as received/,
+  )
+  t.notMatch(ui.lastFrame(), new RegExp(LICENSE.slice(10, 40).replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')), 'never shown')
+  ui.stdin.write('\u0015')
+  await tick()
+  ui.stdin.write(LICENSE)
+  await tick()
+  ui.stdin.write('\r')
+  await until(ui, /Name of the first tenant/)
+  t.match(ui.lastFrame(), /Name of the first tenant/, 'the next question')
+  t.same(done, [])
+})

@@ -45,3 +45,25 @@ t.test('all passing says so', async (t) => {
   t.teardown(unmount)
   t.match(lastFrame() ?? '', /1 passed, 0 warnings, 0 failed\. Every check passed\./)
 })
+
+t.test(
+  'on the interactive screen, a problem and its fix are wrapped at 80 columns, never cut, within the rows',
+  async (t) => {
+    const long: CheckResult = {
+      id: 'postgres.connect',
+      title: 'PostgreSQL reachable',
+      status: 'fail',
+      found: 'password authentication failed for user "atrium" at db.internal.example:5432',
+      required: 'reachable',
+      fix: 'Check DATABASE_URL: the user, the password and that pg_hba.conf lets this host in (host atrium atrium 10.0.0.0/8 scram-sha-256), then run the checks again',
+    }
+    const { lastFrame, unmount } = render(<CheckList checks={[checks[0]!, long]} width={80} rows={23} />)
+    t.teardown(unmount)
+    const frame = lastFrame() ?? ''
+    for (const line of frame.split('\n')) t.ok(line.length <= 80, `fits 80 columns: ${line}`)
+    const flat = frame.replace(/\s+/g, ' ')
+    t.ok(flat.includes(`fix: ${long.fix}`), 'the whole fix')
+    t.ok(flat.includes(long.found), 'the whole finding')
+    t.match(frame, /^ {7}fix: Check DATABASE_URL/m, 'under its check')
+  },
+)

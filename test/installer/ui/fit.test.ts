@@ -1,5 +1,5 @@
 import t from 'tap'
-import { fitRows, fitTail, rowsOf } from '../../../installer/ui/fit.js'
+import { fitRows, fitTail, fitWindow, rowsOf, windowLines } from '../../../installer/ui/fit.js'
 
 t.test('a text takes a row per line, and more where a line is wider than the terminal', async (t) => {
   t.equal(rowsOf('', 80), 1)
@@ -28,3 +28,24 @@ t.test('a list longer than its rows shows what fits and how many more, the "more
     'the end kept, what was left out said first',
   )
 })
+
+t.test(
+  'a window scrolled down shows how many are above and below, and stops where the last item comes into view',
+  async (t) => {
+    const items = ['a', 'b', 'c', 'd', 'e', 'f']
+    const o = {
+      rows: 4,
+      columns: 80,
+      size: () => 1,
+      above: (n: number) => `${n} above`,
+      below: (n: number) => `${n} below`,
+    }
+    t.same(fitWindow(items, o), { shown: ['a', 'b', 'c'], above: null, below: '3 below', last: 3 })
+    t.same(fitWindow(items, { ...o, offset: 1 }), { shown: ['b', 'c'], above: '1 above', below: '3 below', last: 3 })
+    t.same(windowLines(fitWindow(items, { ...o, offset: 3 })), ['3 above', 'd', 'e', 'f'], 'the last screenful')
+    t.same(fitWindow(items, { ...o, offset: 99 }), fitWindow(items, { ...o, offset: 3 }), 'never past it')
+    t.same(fitWindow(['x'.repeat(400)], { ...o, size: (l: string) => rowsOf(l, 80) }).last, 0, 'an item too long')
+    t.same(fitWindow([], o), { shown: [], above: null, below: null, last: 0 })
+    t.same(fitWindow(['a', 'b'], o), { shown: ['a', 'b'], above: null, below: null, last: 0 }, 'all fit')
+  },
+)

@@ -89,3 +89,38 @@ t.test("text shows progress as it comes: install's configuration, then each step
   })
   t.equal(s.stdout.text, '  ...   Load the images\n  done  Load the images\n')
 })
+
+t.test(
+  'a probe that finds nothing is no failure: "none", then the step it calls for; a failed command is FAIL',
+  async (t) => {
+    const s = streams()
+    const out = output({ json: false, ...s.o })
+    const result = (exitCode: number) => ({
+      command: 'docker',
+      exitCode,
+      stdout: '',
+      stderr: exitCode ? 'no such volume' : '',
+      notFound: false,
+      timedOut: false,
+    })
+    const probe = { file: 'docker', args: ['volume', 'inspect', 'v'], title: 'Look for the volume v', probe: true }
+    const create = { file: 'docker', args: ['volume', 'create', 'v'], title: 'Create the volume v' }
+    out.progress.step?.({ command: probe, result: result(1) })
+    out.progress.step?.({ command: create, result: result(0) })
+    out.progress.step?.({ command: probe, result: result(0) })
+    out.progress.step?.({ command: create, result: null, skipped: true })
+    out.progress.step?.({ command: create, result: result(1) })
+    t.equal(
+      s.stdout.text,
+      [
+        '  none  Look for the volume v',
+        '  done  Create the volume v',
+        '  found Look for the volume v',
+        '  skip  Create the volume v',
+        '  FAIL  Create the volume v',
+        '',
+      ].join('\n'),
+    )
+    t.notMatch(s.stdout.text, /FAIL {2}Look/, 'never FAIL for a probe')
+  },
+)

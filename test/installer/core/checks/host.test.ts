@@ -25,7 +25,7 @@ import {
   type OsFacts,
 } from '../../../../installer/core/checks/host.js'
 import { serverProcess } from '../../../helpers/cli.js'
-import { services, testEnv } from '../../../helpers/platform.js'
+import { freePort, services, testEnv } from '../../../helpers/platform.js'
 
 /** Asserts the shape every result must have, then gives its status. */
 function statusOf(t: Test, r: CheckResult): CheckStatus {
@@ -278,5 +278,29 @@ t.test(
       status: 'fail',
       found: `port ${minioPort} is in use`,
     })
+  },
+)
+
+t.test(
+  "Atrium's own /metrics on the metrics port is this site's beside its running Atrium; alone, or another exporter there, it is in the way",
+  async (t) => {
+    const metricsPort = await freePort()
+    const atrium = await serverProcess(t, await testEnv(t, { PORT: '0', METRICS_PORT: String(metricsPort) }))
+    const api = { port: atrium.port, setting: "PORT in the answers' config", atriumMayHold: true }
+    const metrics = { port: metricsPort, setting: 'ATRIUM_METRICS_PORT in .env', metricsMayHold: true }
+    const site = await gatherHost(tempDir(t), [api, metrics])
+    t.match(site.ports, [{ atrium: /./ }, { port: metricsPort, free: false, metrics: true }])
+    t.match(portsCheck(site.ports), {
+      status: 'pass',
+      found: new RegExp(`; ${metricsPort} in use by this site's /metrics \\(the install replaces it\\)$`),
+    })
+    t.match(portsCheck((await gatherHost(tempDir(t), [metrics])).ports), {
+      status: 'fail',
+      found: `port ${metricsPort} is in use`,
+    })
+    const { port: otherPort } = await apiServer(t, 'Other exporter', '1.0.0')
+    const other = await gatherHost(tempDir(t), [api, { ...metrics, port: otherPort }])
+    t.match(other.ports, [{ atrium: /./ }, { port: otherPort, metrics: undefined }])
+    t.match(portsCheck(other.ports), { status: 'fail', found: new RegExp(`^port ${otherPort} is in use`) })
   },
 )
