@@ -60,7 +60,8 @@ export async function installCommand(
     skipBackup: o.skipBackup,
     backupPassphrase: o.passphraseFile ? passphraseOf(o.passphraseFile) : undefined,
   }
-  const { report: configured, result } = await configureStep(ctx, o)
+  // Staged: the files in use change once the deploy answers (core/staged.ts).
+  const { report: configured, result } = await configureStep(ctx, { ...o, stage: true })
   progress.configured?.(configured)
   const report: InstallReport = {
     ...configured,
@@ -83,7 +84,7 @@ export async function installCommand(
   const r = await runInstall(
     ctx,
     result.plan.values,
-    { ...options, ...backup, runner: o.runner, readyTimeoutMs: o.readyTimeoutMs },
+    { ...options, ...backup, runner: o.runner, readyTimeoutMs: o.readyTimeoutMs, staged: true },
     progress.step,
   )
   return {

@@ -3,6 +3,7 @@
 // in the context (core/context.ts), so a re-run keeps every secret and shows what would change;
 // `dryRun` writes nothing.
 import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
 import { CONTAINER_FIXED } from '../../config/bundles.js'
 import { parseSettings, type SettingName } from '../../config/schema.js'
 import { renderAnswers, type Answers } from './answers.js'
@@ -10,6 +11,7 @@ import { composeBundleValues, renderBundleSection } from './compose-bundle.js'
 import { IMMUTABLE_SECRETS, planConfig, renderEnvFile, writePrivateFile, type ConfigPlan } from './config-file.js'
 import type { Resolved } from './context.js'
 import { renderHelmFiles } from './helm-values.js'
+import { stagedFiles } from './staged.js'
 
 export interface ConfigureResult {
   plan: ConfigPlan
@@ -18,6 +20,8 @@ export interface ConfigureResult {
   /** The replayable answers file. */
   answersPath: string
   written: boolean
+  /** Written under <outputDir>/.pending/ (core/staged.ts): they replace the files in use once their deploy answers. */
+  staged: boolean
 }
 
 /** The command that replays a run from the answers file it wrote. */
@@ -29,9 +33,15 @@ export function impliedSettings(answers: Answers): Record<string, string> {
   return { NODE_ENV: 'production', ...(answers.mode === 'air-gapped' ? { AIR_GAPPED: 'true' } : {}) }
 }
 
-/** The plan for the context, written unless it is a dry run or has problems (the context's own among them). */
-export function configure(ctx: Resolved, opts: { dryRun: boolean }): ConfigureResult {
-  const { answers, files, existing, values: resolved } = ctx
+/**
+ * The plan for the context, written unless it is a dry run or has problems (the context's own among them). With
+ * `stage` (an install, which deploys what it writes), written staged: the files in use change once the deploy answers.
+ */
+export function configure(ctx: Resolved, opts: { dryRun: boolean; stage?: boolean }): ConfigureResult {
+  const { answers, existing, values: resolved } = ctx
+  const staged = Boolean(opts.stage) && !opts.dryRun
+  // Where this run writes; the report names the files in use, which these become.
+  const files = staged ? stagedFiles(ctx.files, answers.outputDir) : ctx.files
   // Compose: the bundled PostgreSQL, Redis and MinIO unless the answers name external ones.
   const bundle = files.target === 'compose' ? composeBundleValues(answers, resolved, existing) : null
   // Helm: the chart fixes the port, address and data folder of the container; answers cannot move
@@ -55,9 +65,9 @@ export function configure(ctx: Resolved, opts: { dryRun: boolean }): ConfigureRe
     )
   }
   const written = !opts.dryRun && plan.problems.length === 0
-  const out = files.target === 'compose' ? [files.env] : [files.values, files.secret]
+  const out = ctx.files.target === 'compose' ? [ctx.files.env] : [ctx.files.values, ctx.files.secret]
   if (written) {
-    mkdirSync(answers.outputDir, { recursive: true, mode: 0o700 })
+    mkdirSync(dirname(files.answers), { recursive: true, mode: 0o700 })
     if (files.target === 'compose')
       writePrivateFile(files.env, renderEnvFile(plan.values) + renderBundleSection(bundle!.variables))
     else {
@@ -69,5 +79,11 @@ export function configure(ctx: Resolved, opts: { dryRun: boolean }): ConfigureRe
     const kept = IMMUTABLE_SECRETS.filter((n: SettingName) => plan.values[n])
     writePrivateFile(files.answers, renderAnswers(answers, kept, ctx.baseDir))
   }
-  return { plan, files: [...out, files.answers], answersPath: files.answers, written }
+  return {
+    plan,
+    files: [...out, ctx.files.answers],
+    answersPath: ctx.files.answers,
+    written,
+    staged: written && staged,
+  }
 }

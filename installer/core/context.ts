@@ -10,6 +10,7 @@ import { DEFAULT_ANSWERS, loadAnswers, resolveConfig, type Answers } from './ans
 import { readEnvFile } from './config-file.js'
 import { readFirstAdmin, type FirstAdmin } from './first-admin.js'
 import { readHelmFiles } from './helm-values.js'
+import { dropStaged } from './staged.js'
 
 /** The files the installer writes for a target, under the answers' outputDir. */
 export type ConfigFiles =
@@ -40,6 +41,8 @@ export interface Resolved {
   firstAdmin: FirstAdmin | null
   /** What is wrong with the answers; a command does nothing while there is any. */
   problems: string[]
+  /** A run before this one stopped before its deploy answered: the configuration it had staged was dropped. */
+  leftBehind?: boolean
 }
 
 export interface ResolveOptions {
@@ -79,6 +82,8 @@ export interface LoadOptions extends ResolveOptions {
   target?: string
   /** --air-gapped: overrides the answers file's mode. */
   airGapped?: boolean
+  /** The command writes: what a run stopped half-way had staged is dropped (core/staged.ts). */
+  recover?: boolean
 }
 
 /** The context for a command: the answers file (or the defaults) with the command line's overrides. */
@@ -98,7 +103,9 @@ export function loadContext(o: LoadOptions = {}): Resolved {
     else problems.push('--target must be compose or helm')
   }
   if (o.airGapped) answers.mode = 'air-gapped'
-  return contextFor(answers, { env: o.env, baseDir: loaded.baseDir }, problems)
+  const leftBehind = Boolean(o.recover) && dropStaged(answers.outputDir)
+  const ctx = contextFor(answers, { env: o.env, baseDir: loaded.baseDir }, problems)
+  return leftBehind ? { ...ctx, leftBehind } : ctx
 }
 
 /**

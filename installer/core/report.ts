@@ -86,6 +86,10 @@ export interface ConfigureReport {
   written: boolean
   /** The command that replays this run; null when it stopped before planning. */
   replay: string | null
+  /** A run before this one stopped before its deploy answered; what it had staged was dropped. */
+  leftBehind: boolean
+  /** Written staged (install): they replace the files in use once the deploy answers. */
+  staged: boolean
 }
 
 /** A configure report that stops at its checks: nothing planned yet (configure fills in the rest when it goes on). */
@@ -102,6 +106,8 @@ export const checkedOnly = (checks: CheckResult[], exitCode: ExitCode): Configur
   files: [],
   written: false,
   replay: null,
+  leftBehind: false,
+  staged: false,
 })
 
 export interface InstallReport extends Omit<ConfigureReport, 'command'> {
@@ -300,6 +306,9 @@ export function configureText(r: Omit<ConfigureReport, 'command'>): ReportText {
   return {
     checks: r.checks,
     stdout: [
+      r.leftBehind
+        ? 'A run before this one stopped before its deploy answered; what it had staged was dropped, and this run starts from the configuration in use.'
+        : '',
       r.checksIgnored ? '\nSome checks did not pass; continuing because of --ignore-failed-checks.' : '',
       r.changes.length ? 'Configuration changes:' : 'The configuration is already up to date.',
       ...r.changes.map((c) => `  ${c.change.padEnd(8)} ${c.name}: ${c.shown}`),
@@ -307,9 +316,11 @@ export function configureText(r: Omit<ConfigureReport, 'command'>): ReportText {
         (n) => `  generated ${n} (kept on every re-run; back it up: without it stored secrets cannot be read)`,
       ),
       '',
-      r.written
-        ? `Wrote ${r.files.join(', ')} (mode 0600).`
-        : `Dry run: would write ${r.files.join(', ')}; nothing was changed.`,
+      r.written && r.staged
+        ? `Prepared ${r.files.join(', ')} (mode 0600, in ${'.pending/'}): they replace the files in use once the deploy answers; until then the site keeps its configuration.`
+        : r.written
+          ? `Wrote ${r.files.join(', ')} (mode 0600).`
+          : `Dry run: would write ${r.files.join(', ')}; nothing was changed.`,
       r.written ? `Replay this run with: ${r.replay}` : '',
     ],
     stderr: [],

@@ -39,11 +39,17 @@ export const COMPOSE_VOLUMES = {
   'atrium-data': 'data',
 } as const
 
-function composeCommands(
+/**
+ * A Compose deploy in its phases. Nothing in `prepare` or `migrate` touches the running site: the
+ * kit's images are loaded, the files validated, the volumes found or made, then the new release's
+ * migrations run in a one-off container beside the running server (a release before them keeps
+ * working on the schema they leave: migrations only add). Only `switch` replaces containers.
+ */
+function composePhases(
   answers: Answers,
   files: Extract<ConfigFiles, { target: 'compose' }>,
   o: DeployOptions,
-): Command[] {
+): DeployPhases {
   const compose = composeArgs(answers, files.env, o)
   // External volumes: `docker compose down -v` cannot delete them; made once, found on a re-run.
   const volumes = Object.entries(COMPOSE_VOLUMES).flatMap(([name, folder]): Command[] => [
@@ -67,21 +73,33 @@ function composeCommands(
     },
   ])
   const pull = answers.mode === 'air-gapped' ? ['--pull', 'never'] : []
-  return [
-    ...(o.kit ? loadCommands(o.kit, { images: o.kitImages }) : []),
-    {
-      file: 'docker',
-      args: [...compose, 'config', '--quiet'],
-      title: 'Validate the Compose files with the configuration',
-    },
-    ...volumes,
-    {
-      file: 'docker',
-      args: [...compose, 'up', '--detach', '--wait', '--wait-timeout', '600', '--remove-orphans', ...pull],
-      title: 'Start Atrium and wait until every service is healthy',
-      timeoutMs: WAIT,
-    },
-  ]
+  return {
+    prepare: [
+      ...(o.kit ? loadCommands(o.kit, { images: o.kitImages }) : []),
+      {
+        file: 'docker',
+        args: [...compose, 'config', '--quiet'],
+        title: 'Validate the Compose files with the configuration',
+      },
+      ...volumes,
+    ],
+    migrate: [
+      {
+        file: 'docker',
+        args: [...compose, 'run', '--rm', '-T', ...pull, 'migrate'],
+        title: 'Run the migrations of this release (the running server keeps serving)',
+        timeoutMs: WAIT,
+      },
+    ],
+    switch: [
+      {
+        file: 'docker',
+        args: [...compose, 'up', '--detach', '--wait', '--wait-timeout', '600', '--remove-orphans', ...pull],
+        title: 'Start Atrium and wait until every service is healthy',
+        timeoutMs: WAIT,
+      },
+    ],
+  }
 }
 
 /**
@@ -100,43 +118,52 @@ export const kitRegistryProblem = (
     ? "a Helm install from the kit (--images) pushes its images to the site's registry: add --registry HOST[:PORT][/PATH] (or registry in the answers)"
     : null
 
-function helmCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'helm' }>, o: DeployOptions): Command[] {
+/** A Helm deploy: the namespace is prepared; the Secret and the release are the switch (`--atomic` rolls a failed one back). */
+function helmPhases(answers: Answers, files: Extract<ConfigFiles, { target: 'helm' }>, o: DeployOptions): DeployPhases {
   const ns = answers.namespace
   const from = registryOf(answers, o)
   const registry = [
     ...(from ? ['--set', `global.imageRegistry=${from}`] : []),
     ...(o.digest ? ['--set', `image.digest=${o.digest}`] : []),
   ]
-  return [
-    { file: 'kubectl', args: ['get', 'namespace', ns], title: `Look for the namespace ${ns}`, probe: true },
-    { file: 'kubectl', args: ['create', 'namespace', ns], title: `Create the namespace ${ns}` },
-    {
-      file: 'kubectl',
-      args: ['apply', '--namespace', ns, '-f', resolve(files.secret)],
-      title: 'Apply the Secret with the secret settings',
-    },
-    {
-      file: 'helm',
-      args: [
-        'upgrade',
-        '--install',
-        answers.release,
-        (o.bundles ?? BUNDLES).chart,
-        '--namespace',
-        ns,
-        '-f',
-        resolve(files.values),
-        ...registry,
-        '--wait',
-        '--atomic',
-        '--timeout',
-        '15m',
-      ],
-      title: 'Install or upgrade the release (rolls back if it does not become ready)',
-      timeoutMs: WAIT + 60_000,
-    },
-  ]
+  return {
+    prepare: [
+      { file: 'kubectl', args: ['get', 'namespace', ns], title: `Look for the namespace ${ns}`, probe: true },
+      { file: 'kubectl', args: ['create', 'namespace', ns], title: `Create the namespace ${ns}` },
+    ],
+    migrate: [],
+    switch: [
+      secretApply(answers, files),
+      {
+        file: 'helm',
+        args: [
+          'upgrade',
+          '--install',
+          answers.release,
+          (o.bundles ?? BUNDLES).chart,
+          '--namespace',
+          ns,
+          '-f',
+          resolve(files.values),
+          ...registry,
+          '--wait',
+          '--atomic',
+          '--timeout',
+          '15m',
+        ],
+        title: 'Install or upgrade the release (rolls back if it does not become ready)',
+        timeoutMs: WAIT + 60_000,
+      },
+    ],
+  }
 }
+
+/** `kubectl apply` of the installer's Secret (also how a failed upgrade puts the previous one back). */
+export const secretApply = (answers: Pick<Answers, 'namespace'>, files: { secret: string }): Command => ({
+  file: 'kubectl',
+  args: ['apply', '--namespace', answers.namespace, '-f', resolve(files.secret)],
+  title: 'Apply the Secret with the secret settings',
+})
 
 /** The chart's name for the release's resources (atrium.fullname in charts/atrium/templates/_helpers.tpl). */
 export const chartFullname = (release: string) =>
@@ -167,11 +194,23 @@ export function adminCommand(answers: Answers, files: ConfigFiles, cli: string[]
       }
 }
 
+/** A deploy's commands by phase: what prepares without touching the running site, the migrations, and the switch. */
+export interface DeployPhases {
+  prepare: Command[]
+  migrate: Command[]
+  switch: Command[]
+}
+
+export function deployPhases(answers: Answers, files: ConfigFiles, o: DeployOptions = {}): DeployPhases {
+  return files.target === 'compose'
+    ? composePhases(answers, files, o)
+    : helmPhases(answers, files as Extract<ConfigFiles, { target: 'helm' }>, o)
+}
+
 /** The commands, in order. A resource is created only when the probe before it fails. */
 export function deployCommands(answers: Answers, files: ConfigFiles, o: DeployOptions = {}): Command[] {
-  return files.target === 'compose'
-    ? composeCommands(answers, files, o)
-    : helmCommands(answers, files as Extract<ConfigFiles, { target: 'helm' }>, o)
+  const p = deployPhases(answers, files, o)
+  return [...p.prepare, ...p.migrate, ...p.switch]
 }
 
 /** Whether this package holds the bundle the target deploys. */

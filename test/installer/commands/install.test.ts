@@ -157,7 +157,7 @@ t.test(
       exitCode: EXIT.error,
       stage: 'deploy',
       error:
-        /^Deploy failed: pushed, but the engine recorded no digest in reg\.local:5000 for the server image; nothing installed$/,
+        /^Deploy failed: pushed, but the engine recorded no digest in reg\.local:5000 for the server image; nothing installed\nNothing was changed: the running site was not touched and the configuration files in use are as they were\.$/,
     })
     t.notOk(
       unpinned.steps.some((s) => s.command.startsWith('helm')),
@@ -250,8 +250,12 @@ t.test('install shows its configuration before the deploy starts, then deploys a
       ['backup', 'skipped'],
       ['data-folders', 'done'],
       ['push-kit', 'done'],
-      ['deploy', 'done'],
+      ['prepare', 'done'],
+      ['images', 'done'],
+      ['migrate', 'done'],
+      ['switch', 'done'],
       ['ready', 'done'],
+      ['commit', 'done'],
       ['first-tenant', 'skipped'],
     ],
     'each step with its outcome; a first install has no upgrade and, without adminEmail, no first tenant',

@@ -24,7 +24,7 @@ const bundles = { compose: '/pkg/compose', chart: '/pkg/charts/atrium' }
 const line = (c: { file: string; args: string[] }) => `${c.file} ${c.args.join(' ')}`
 
 t.test(
-  'compose: validate, make the external volumes under the data path, then up and wait; air-gapped loads the images and never pulls',
+  'compose: validate, make the external volumes under the data path, run the migrations beside the running server, then up and wait; air-gapped loads the images and never pulls',
   async (t) => {
     const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', dataPath: '/data/atrium', config: {} }
     const compose = 'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml'
@@ -34,11 +34,13 @@ t.test(
         `docker volume inspect ${name}`,
         `docker volume create --driver local --opt type=none --opt o=bind --opt device=/data/atrium/${folder} ${name}`,
       ]),
+      `${compose} run --rm -T migrate`,
       `${compose} up --detach --wait --wait-timeout 600 --remove-orphans`,
     ])
     const gapped = { ...a, mode: 'air-gapped' as const }
     const cmds = deployCommands(gapped, configFiles(gapped), { bundles, kit: '/media/atrium-images.tar' }).map(line)
     t.equal(cmds[0], 'docker load --input /media/atrium-images.tar')
+    t.match(cmds.at(-2), /compose\.airgap\.yaml run --rm -T --pull never migrate$/, 'the migrations never pull either')
     t.match(
       cmds.at(-1),
       /-f \/pkg\/compose\/compose\.yaml -f \/pkg\/compose\/compose\.airgap\.yaml up --detach --wait .* --pull never$/,
