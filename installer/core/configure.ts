@@ -9,9 +9,9 @@ import { parseSettings, type SettingName } from '../../config/schema.js'
 import { renderAnswers, type Answers } from './answers.js'
 import { composeBundleValues, renderBundleSection } from './compose-bundle.js'
 import { IMMUTABLE_SECRETS, planConfig, renderEnvFile, writePrivateFile, type ConfigPlan } from './config-file.js'
-import type { Resolved } from './context.js'
+import type { ConfigFiles, Resolved } from './context.js'
 import { renderHelmFiles } from './helm-values.js'
-import { stagedFiles } from './staged.js'
+import { dropStaged, stagedFiles } from './staged.js'
 
 export interface ConfigureResult {
   plan: ConfigPlan
@@ -67,17 +67,14 @@ export function configure(ctx: Resolved, opts: { dryRun: boolean; stage?: boolea
   const written = !opts.dryRun && plan.problems.length === 0
   const out = ctx.files.target === 'compose' ? [ctx.files.env] : [ctx.files.values, ctx.files.secret]
   if (written) {
-    mkdirSync(dirname(files.answers), { recursive: true, mode: 0o700 })
-    if (files.target === 'compose')
-      writePrivateFile(files.env, renderEnvFile(plan.values) + renderBundleSection(bundle!.variables))
-    else {
-      const helm = renderHelmFiles(plan.values, answers)
-      writePrivateFile(files.values, helm.values)
-      writePrivateFile(files.secret, helm.secret)
+    try {
+      writeFiles(ctx, files, plan, bundle)
+    } catch (err) {
+      if (!staged) throw err
+      // Staged, the files in use were never touched: say so, and leave nothing half-staged behind.
+      dropStaged(answers.outputDir)
+      throw new Error(`${(err as Error).message}; the configuration files in use are unchanged`, { cause: err })
     }
-    // Secrets kept in the written configuration are not repeated in the answers (not even by reference).
-    const kept = IMMUTABLE_SECRETS.filter((n: SettingName) => plan.values[n])
-    writePrivateFile(files.answers, renderAnswers(answers, kept, ctx.baseDir))
   }
   return {
     plan,
@@ -86,4 +83,24 @@ export function configure(ctx: Resolved, opts: { dryRun: boolean; stage?: boolea
     written,
     staged: written && staged,
   }
+}
+
+/** The target's files and the answers, each written whole. */
+function writeFiles(
+  ctx: Resolved,
+  files: ConfigFiles,
+  plan: ConfigPlan,
+  bundle: ReturnType<typeof composeBundleValues> | null,
+) {
+  mkdirSync(dirname(files.answers), { recursive: true, mode: 0o700 })
+  if (files.target === 'compose')
+    writePrivateFile(files.env, renderEnvFile(plan.values) + renderBundleSection(bundle!.variables))
+  else {
+    const helm = renderHelmFiles(plan.values, ctx.answers)
+    writePrivateFile(files.values, helm.values)
+    writePrivateFile(files.secret, helm.secret)
+  }
+  // Secrets kept in the written configuration are not repeated in the answers (not even by reference).
+  const kept = IMMUTABLE_SECRETS.filter((n: SettingName) => plan.values[n])
+  writePrivateFile(files.answers, renderAnswers(ctx.answers, kept, ctx.baseDir))
 }
