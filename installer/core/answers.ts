@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { parse, stringify } from 'yaml'
-import { settings, type SettingName } from '../../config/schema.js'
+import { isCidr, settings, type SettingName } from '../../config/schema.js'
 import { registryProblem } from '../../config/images.js'
 import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../common/email.js'
@@ -29,6 +29,11 @@ export interface Answers {
   release: string
   /** Air-gapped helm: the private registry that holds the images (host[:port][/path]); --registry wins. */
   registry: string
+  /**
+   * Air-gapped helm: the networks (CIDRs) of the site's PostgreSQL, Redis and S3 when the settings name them by host
+   * name; the chart's egress policy admits these (installer/core/helm-values.ts).
+   */
+  servicesCidrs: string[]
   /** The first tenant and its owner, created after the first deploy (no email: none is created). */
   tenantName: string
   adminEmail: string
@@ -44,6 +49,7 @@ export const DEFAULT_ANSWERS: Answers = {
   namespace: 'atrium',
   release: 'atrium',
   registry: '',
+  servicesCidrs: [],
   tenantName: 'Default',
   adminEmail: '',
   config: {},
@@ -92,6 +98,11 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
     if (problem) problems.push(problem)
     else answers.registry = registry
   }
+  if (doc.servicesCidrs !== undefined) {
+    const cidrs = cidrList(doc.servicesCidrs)
+    if ('problem' in cidrs) problems.push(`servicesCidrs: ${cidrs.problem}`)
+    else answers.servicesCidrs = cidrs.value
+  }
   const config = doc.config ?? {}
   if (!isObject(config)) problems.push('config: must be a mapping of Atrium settings')
   else {
@@ -109,6 +120,15 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
     }
   }
   return { answers, problems }
+}
+
+/** CIDRs as a YAML list or comma-separated text (as typed at a prompt); every entry that is none named. */
+export function cidrList(v: unknown): { value: string[] } | { problem: string } {
+  const items = typeof v === 'string' ? v.split(',') : Array.isArray(v) ? (v as unknown[]) : null
+  if (!items?.every((i) => typeof i === 'string')) return { problem: 'must be a list of CIDRs, e.g. [10.20.0.0/16]' }
+  const list = items.map((i) => i.trim()).filter(Boolean)
+  const bad = list.filter((c) => !isCidr(c))
+  return bad.length ? { problem: `not CIDRs: ${bad.join(', ')} (write e.g. 10.20.0.0/16)` } : { value: list }
 }
 
 /**

@@ -9,7 +9,7 @@ import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
 import { DEFAULT_ANSWERS, loadAnswers, resolveConfig, type Answers } from './answers.js'
 import { readEnvFile } from './config-file.js'
 import { readFirstAdmin, type FirstAdmin } from './first-admin.js'
-import { readHelmFiles } from './helm-values.js'
+import { readHelmFiles, servicesCidrsProblem } from './helm-values.js'
 import { dropStaged } from './staged.js'
 
 /** The files the installer writes for a target, under the answers' outputDir. */
@@ -58,12 +58,16 @@ function readExisting(files: ConfigFiles): Record<string, string> | null {
     : readHelmFiles(files.values, files.secret)
 }
 
+const nonEmpty = (values: Record<string, string>) => Object.fromEntries(Object.entries(values).filter(([, v]) => v))
+
 /** The context for answers already in hand: the interactive installer's, as the admin answers. */
 export function contextFor(answers: Answers, o: ResolveOptions = {}, problems: readonly string[] = []): Resolved {
   const baseDir = o.baseDir ?? process.cwd()
   const files = configFiles(answers)
   const existing = readExisting(files)
   const resolved = resolveConfig(answers, { env: o.env, baseDir, existing })
+  // The settings as configure writes them: the answers' over what is written.
+  const egress = servicesCidrsProblem(answers, { ...existing, ...nonEmpty(resolved.values) })
   return {
     answers,
     baseDir,
@@ -71,7 +75,7 @@ export function contextFor(answers: Answers, o: ResolveOptions = {}, problems: r
     existing,
     values: resolved.values,
     firstAdmin: readFirstAdmin(answers),
-    problems: [...problems, ...resolved.problems],
+    problems: [...problems, ...resolved.problems, ...(egress ? [egress] : [])],
   }
 }
 

@@ -6,14 +6,15 @@ import { parseSetting, settings, type Setting, type SettingName } from '../../co
 import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../common/email.js'
 import { registryProblem } from '../../config/images.js'
-import type { Answers } from './answers.js'
+import { cidrList, type Answers } from './answers.js'
+import { serviceEgress } from './helm-values.js'
 
 const ANSWER_KEYS = ['dataPath', 'outputDir', 'namespace', 'release', 'registry', 'tenantName', 'adminEmail'] as const
 type AnswerKey = (typeof ANSWER_KEYS)[number]
 
 export interface Prompt {
-  /** An answers-file field (dataPath, outputDir) or an Atrium setting. */
-  key: AnswerKey | SettingName
+  /** An answers-file field (dataPath, outputDir, servicesCidrs) or an Atrium setting. */
+  key: AnswerKey | 'servicesCidrs' | SettingName
   label: string
   secret: boolean
   /** The value offered when the admin just presses Enter ('' when there is none). */
@@ -67,8 +68,30 @@ export function promptsFor(answers: Answers, existing: Record<string, string> | 
         required: required && !bundled,
       }
     }),
+    ...servicesCidrsPrompt(answers, existing),
     path('tenantName', 'Name of the first tenant (your organization)'),
     path('adminEmail', 'Email of its first admin (empty: create tenants later with the admin CLI)', false),
+  ]
+}
+
+/**
+ * Air-gapped helm, once a service is named by a host name outside the cluster: the networks that
+ * the egress policy is to admit (the answers are asked in order, so the services come first).
+ */
+function servicesCidrsPrompt(answers: Answers, existing: Record<string, string> | null): Prompt[] {
+  if (answers.target !== 'helm' || answers.mode !== 'air-gapped') return []
+  const typed = Object.entries(answers.config).filter((e): e is [string, string] => typeof e[1] === 'string' && !!e[1])
+  const { byName } = serviceEgress({ ...existing, ...Object.fromEntries(typed) }, answers)
+  if (!byName.length) return []
+  const hosts = [...new Set(byName.map((s) => s.host))].join(', ')
+  return [
+    {
+      key: 'servicesCidrs',
+      label: `Networks (CIDRs, comma-separated) of ${hosts}: the only ones the cluster lets Atrium reach`,
+      secret: false,
+      initial: answers.servicesCidrs.join(','),
+      required: true,
+    },
   ]
 }
 
@@ -78,6 +101,10 @@ export function checkAnswer(p: Prompt, value: string): string | null {
   if (!v) return p.required ? `${p.label.split(' (')[0]} is required` : null
   if (p.key === 'adminEmail') return EMAIL_RE.test(v) ? null : 'Email must be an address like admin@example.com'
   if (p.key === 'registry') return registryProblem(v, 'The registry')
+  if (p.key === 'servicesCidrs') {
+    const cidrs = cidrList(v)
+    return 'problem' in cidrs ? `The networks: ${cidrs.problem}` : null
+  }
   if (!(p.key in settings)) return null
   const r = parseSetting(p.key, settings[p.key as SettingName] as Setting, v)
   return 'problem' in r ? r.problem : null
@@ -86,6 +113,10 @@ export function checkAnswer(p: Prompt, value: string): string | null {
 /** Records an answer where it belongs in the answers. */
 export function applyAnswer(answers: Answers, p: Prompt, value: string): Answers {
   const v = value.trim()
+  if (p.key === 'servicesCidrs') {
+    const cidrs = cidrList(v)
+    return 'value' in cidrs ? { ...answers, servicesCidrs: cidrs.value } : answers
+  }
   if ((ANSWER_KEYS as readonly string[]).includes(p.key)) return { ...answers, [p.key]: v }
   return { ...answers, config: { ...answers.config, [p.key]: v } }
 }

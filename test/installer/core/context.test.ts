@@ -1,6 +1,6 @@
 // The context a command acts on is read once: the answers file with the command line's overrides,
 // its references, the configuration already written for the target and the first tenant's record.
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { stringify } from 'yaml'
@@ -176,3 +176,25 @@ t.test('an air-gapped helm site is asked for its registry, checked as a registry
     /^registry: must be host\[:port\]\[\/path\] without a scheme/,
   ])
 })
+
+t.test(
+  'an air-gapped helm site whose services are named by host name needs servicesCidrs: a problem of the context until given',
+  async (t) => {
+    const s = site(t, 'helm')
+    // Written by a run before: the database is named by a host outside the cluster.
+    writeFileSync(
+      join(s.out, 'secret.yaml'),
+      stringify({ kind: 'Secret', stringData: { DATABASE_URL: 'postgres://u:pw@db.corp.localhost/atrium' } }),
+    )
+    const ctx = loadContext({ answersPath: s.answers, airGapped: true, env: {} })
+    t.match(ctx.problems, [/^servicesCidrs: DATABASE_URL \(db\.corp\.localhost\) is named by host name/])
+    const byAddress = loadContext({
+      answersPath: s.answers,
+      airGapped: true,
+      env: { ATRIUM_TEST_DB: 'postgres://u:pw@10.10.0.5/atrium' },
+    })
+    t.same(byAddress.problems, [], "the answers' address wins over what is written, and is derived")
+    writeFileSync(s.answers, `servicesCidrs: [10.10.0.0/24]\n${readFileSync(s.answers, 'utf8')}`)
+    t.same(loadContext({ answersPath: s.answers, airGapped: true, env: {} }).problems, [], 'given: fine')
+  },
+)

@@ -101,6 +101,8 @@ t.test(
       'target: helm',
       'namespace: ai',
       'release: prod',
+      // Air-gapped, services named by host name are admitted by the networks given for them.
+      'servicesCidrs: [10.40.0.0/16]',
       'config:',
       '  PUBLIC_URL: https://atrium.example.com',
       '  PORT: "9090"',
@@ -127,6 +129,11 @@ t.test(
       PORT: '8080',
     })
     t.notOk(find(rendered.manifests, 'Secret'), "the installer's Secret is used, not one of the chart's")
+    t.match(find(rendered.manifests, 'NetworkPolicy')!.spec.egress, [
+      {},
+      {},
+      { to: [{ ipBlock: { cidr: '10.40.0.0/16' } }], ports: [{ port: 443 }, { port: 5432 }, { port: 6379 }] },
+    ])
     const secret = parse(readFileSync(join(a.out, 'secret.yaml'), 'utf8'))
     t.equal(
       find(rendered.manifests, 'Deployment')!.spec.template.spec.containers[0].envFrom[1].secretRef.name,
