@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { redactor } from '../../common/redact.js'
+import { secretValues } from '../../installer/core/support-bundle.js'
 
 /** Every distinct command line seen while watching, and how many times /proc was read. */
 export interface ProcessWatch {
@@ -74,4 +75,12 @@ export function secretsIn(texts: readonly string[], secrets: Readonly<Record<str
   return Object.entries(secrets)
     .filter(([, value]) => value && redactor([value], '\u0000')(all) !== all)
     .map(([name]) => name)
+}
+
+/** Each secret value a configuration holds (the support bundle's rule), named for where it was found. */
+export function configSecrets(values: Readonly<Record<string, string>>): Record<string, string> {
+  const named: Record<string, string> = {}
+  for (const [name, value] of Object.entries(values))
+    secretValues({ [name]: value }).forEach((v, i) => (named[i ? `${name} (${i + 1})` : name] = v))
+  return named
 }
