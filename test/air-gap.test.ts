@@ -281,7 +281,11 @@ async function runSite(t: Test, site: Site, airGapped: boolean): Promise<Run | n
   }
 
   const cli = async (args: string[], input?: string) => {
-    const r = await docker(['exec', '-i', name, ...CONTAINER_CLI, ...args], 60_000, input)
+    const r = await docker(
+      ['exec', ...(input === undefined ? [] : ['-i']), name, ...CONTAINER_CLI, ...args],
+      60_000,
+      input,
+    )
     if (r.code !== 0) throw new Error(`${args[0]}: ${r.stderr}`)
     return JSON.parse(r.stdout) as Record<string, string>
   }
