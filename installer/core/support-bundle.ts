@@ -78,13 +78,15 @@ function secretsIn(name: string, value: string, out: Set<string>): void {
  * (common/redact.ts), then the credentials of every URL in the text.
  */
 export function scrubber(values: Record<string, string>): (text: string) => string {
+  const redact = redactor(secretValues(values), REDACTED)
+  return (text) => redact(text).replace(URL_CREDENTIALS, `$1${REDACTED}@`)
+}
+
+/** Every secret value a configuration holds (as secretsIn finds them), less those the product publishes. */
+export function secretValues(values: Record<string, string>): string[] {
   const found = new Set<string>()
   for (const [name, value] of Object.entries(values)) secretsIn(name, value, found)
-  const redact = redactor(
-    [...found].filter((n) => !PUBLISHED.has(n)),
-    REDACTED,
-  )
-  return (text) => redact(text).replace(URL_CREDENTIALS, `$1${REDACTED}@`)
+  return [...found].filter((n) => !PUBLISHED.has(n))
 }
 
 /** The configuration as a support engineer may see it: secret values replaced by their length, the rest scrubbed. */

@@ -169,14 +169,27 @@ export const secretApply = (answers: Pick<Answers, 'namespace'>, files: { secret
 export const chartFullname = (release: string) =>
   (release.includes('atrium') ? release : `${release}-atrium`).slice(0, 63).replace(/-+$/, '')
 
-/** The admin CLI inside the running server container, for the first tenant. */
-export function adminCommand(answers: Answers, files: ConfigFiles, cli: string[], o: DeployOptions = {}): Command {
+/**
+ * The admin CLI inside the running server container, for the first tenant; `input` is its standard input (the
+ * password: never an argument). Compose's exec passes its standard input on by default (-T only drops the terminal);
+ * kubectl's needs -i.
+ */
+export function adminCommand(
+  answers: Answers,
+  files: ConfigFiles,
+  cli: string[],
+  o: DeployOptions = {},
+  input?: string,
+): Command {
   const inside = [...CONTAINER_CLI, ...cli]
+  const title = `Run the admin CLI: ${cli[0]}`
+  const stdin = input === undefined ? {} : { input }
   return files.target === 'compose'
     ? {
         file: 'docker',
         args: [...composeArgs(answers, files.env, o), 'exec', '-T', 'server', ...inside],
-        title: `Run the admin CLI: ${cli[0]}`,
+        title,
+        ...stdin,
       }
     : {
         file: 'kubectl',
@@ -184,13 +197,15 @@ export function adminCommand(answers: Answers, files: ConfigFiles, cli: string[]
           '--namespace',
           answers.namespace,
           'exec',
+          ...(input === undefined ? [] : ['-i']),
           `deploy/${chartFullname(answers.release)}`,
           '-c',
           'server',
           '--',
           ...inside,
         ],
-        title: `Run the admin CLI: ${cli[0]}`,
+        title,
+        ...stdin,
       }
 }
 
@@ -257,7 +272,7 @@ export async function deploy(
     onStep({ command, result: null })
     const result = expected(
       command,
-      await runner(command.file, command.args, { timeoutMs: command.timeoutMs ?? 120_000 }),
+      await runner(command.file, command.args, { timeoutMs: command.timeoutMs ?? 120_000, input: command.input }),
     )
     const step = { command, result }
     steps.push(step)

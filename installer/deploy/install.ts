@@ -38,6 +38,7 @@ import {
   createTenantArgs,
   newPassword,
   parseCreated,
+  passwordInput,
   recordFirstAdmin,
   type Created,
   type FirstAdmin,
@@ -179,12 +180,12 @@ async function backupBeforeUpgrade(
   }
 }
 
-/** Every command an install runs, the first tenant's included (its password shown as <generated>). */
+/** Every command an install runs, the first tenant's included (its password, made then, goes on its standard input). */
 export function installPlan(ctx: Resolved, o: DeployOptions = {}): Command[] {
   const { answers, files } = ctx
   const tenant =
     answers.adminEmail && !ctx.firstAdmin
-      ? [adminCommand(answers, files, createTenantArgs(answers, '<generated>'), o)]
+      ? [adminCommand(answers, files, createTenantArgs(answers), o, passwordInput('<generated>'))]
       : []
   const push = kitPush(answers, o)
   const pinned = push.length ? { ...o, digest: '<the digest the registry gives>' } : o
@@ -536,8 +537,8 @@ const firstTenant: InstallStep = {
   run: async (s) => {
     const { answers, files } = s.ctx
     const password = newPassword()
-    const command = adminCommand(answers, files, createTenantArgs(answers, password), s.o)
-    const result = await s.runner(command.file, command.args, { timeoutMs: 120_000 })
+    const command = adminCommand(answers, files, createTenantArgs(answers), s.o, passwordInput(password))
+    const result = await s.runner(command.file, command.args, { timeoutMs: 120_000, input: command.input })
     s.created = result.exitCode === 0 ? parseCreated(result.stdout, answers, password) : null
     if (!s.created)
       return `Atrium is ready, but creating the first tenant failed:\n${(result.stderr || result.stdout).slice(-2000)}`

@@ -4,7 +4,9 @@
 // the air-gapped overlay and no pull, the first tenant and the printed sign-in working; then
 // `down` and `up` keeping every datum, and an upgrade to a newer image tag running the migration
 // service once before the new server starts. Runs where test/helpers/engine.ts finds an engine
-// (CI prepares one); elsewhere it skips and says why.
+// (CI prepares one); elsewhere it skips and says why. Throughout, every command line on the machine
+// (sampled every 100 ms) and `docker events` are recorded: no secret of the site may appear in them.
+import { randomBytes } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -15,9 +17,11 @@ import { composeArgs, COMPOSE_PROJECT } from '../../installer/core/compose-bundl
 import { KIT } from '../../installer/deploy/airgap.js'
 import { COMPOSE_VOLUMES } from '../../installer/deploy/deploy.js'
 import { parseAnswers } from '../../installer/core/answers.js'
+import { readEnvFile } from '../../installer/core/config-file.js'
 import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage } from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { installer } from '../helpers/installer.js'
+import { configSecrets, secretsIn, watchCommandLines, watchDockerEvents } from '../helpers/leaks.js'
 import { testLicense, testVendor } from '../helpers/license.js'
 import { freePort, freshBucket, freshDatabase, services, tempDir } from '../helpers/platform.js'
 import { needsCompose, runTool } from '../helpers/tools.js'
@@ -145,7 +149,10 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
     faultProxy(t, services.redisUrl, gateway),
     faultProxy(t, services.s3Endpoint, gateway),
   ])
-  const databaseUrl = db.via(database)
+  // A password the site's secrets are searched for, also where the test's PostgreSQL trusts the host and needs none.
+  const siteDb = new URL(db.via(database))
+  if (!siteDb.password) siteDb.password = randomBytes(12).toString('hex')
+  const databaseUrl = siteDb.toString()
   const port = await freePort()
   const api = `http://127.0.0.1:${port}`
   const answers = join(dir, 'answers.yaml')
@@ -178,10 +185,17 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   }
   const args = composeArgs(parseAnswers(readFileSync(answers, 'utf8')).answers, join(dir, 'out', '.env'))
 
+  // From here on, what other users of the machine and the engine's event stream see is recorded.
+  const events = await watchDockerEvents()
+  const processes = watchCommandLines(100)
+  let watched: { events: string[]; commandLines: string[]; samples: number } | null = null
+  const stopWatching = async () => (watched ??= { ...processes.stop(), events: await events.stop() })
+  t.teardown(stopWatching)
+
   // The install: the installer trusts only the shipped license key (the server in the image trusts
   // the test's), and this machine is smaller than production asks (2 cores, under 100 GB free);
   // every other check (services, tools, ports) must pass.
-  const installed = await step('installer install', () =>
+  const install = (...extra: string[]) =>
     installer(
       [
         'install',
@@ -192,11 +206,11 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
         kit,
         '--allow-unsigned',
         '--ignore-failed-checks',
-        '--json',
+        ...extra,
       ],
       env,
-    ),
-  )
+    )
+  const installed = await step('installer install', () => install('--json'))
   const report = JSON.parse(installed.stdout || '{}') as {
     exitCode: number
     error: string | null
@@ -281,6 +295,18 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
     body: JSON.stringify({ name: 'Kept across restarts', language: 'typescript' }),
   })
   t.equal(made.status, 201, 'the printed API key works')
+
+  // The installer's upgrade over the running site (the same release): the site backed up first, no second tenant.
+  const passphrase = join(dir, 'passphrase')
+  writeFileSync(passphrase, `${randomBytes(18).toString('base64url')}\n`, { mode: 0o600 })
+  const again = await step('installer install again (an upgrade)', () =>
+    install('--passphrase-file', passphrase, '--json'),
+  )
+  t.equal(again.code, 0, again.code ? again.stderr || again.stdout.slice(-3000) : 'the upgrade through the installer')
+  t.match(JSON.parse(again.stdout || '{}'), {
+    upgrade: { backup: { path: String } },
+    firstAdmin: { tenantId: admin.tenantId },
+  })
   const listed = async () =>
     (
       (await (await fetch(`${api}/api/v1/projects`, { headers: auth })).json()) as { data: { name: string }[] }
@@ -334,6 +360,30 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
     'recorded once',
   )
   t.same(await listed(), ['Kept across restarts'], 'and the data is still there after the upgrade')
+
+  // No secret, generated or given, on any command line or in any engine event during all of it.
+  const seen = await stopWatching()
+  const secrets = {
+    ...configSecrets(readEnvFile(join(dir, 'out', '.env'))!.values),
+    "the first admin's password": admin.password,
+    "the first admin's API key": admin.apiKey,
+    'the backup passphrase': readFileSync(passphrase, 'utf8').trim(),
+    ...env,
+  }
+  t.ok(
+    Object.keys(secrets).length >= 10,
+    `looked for ${Object.keys(secrets).length} secrets: ${Object.keys(secrets).join(', ')}`,
+  )
+  t.ok(
+    seen.events.some((e) => /exec_create: .*create-tenant .*--password-stdin/.test(e)),
+    `the events hold the first tenant's exec (${seen.events.length} events)`,
+  )
+  t.ok(
+    seen.commandLines.some((l) => l.includes('create-tenant')),
+    `the process list was read ${seen.samples} times and saw the first tenant made`,
+  )
+  t.same(secretsIn(seen.events, secrets), [], 'no secret in docker events')
+  t.same(secretsIn(seen.commandLines, secrets), [], 'no secret on a command line')
 })
 
 /** `up --wait` as the installer runs it, with extra variables (ATRIUM_VERSION for an upgrade). */

@@ -17,7 +17,9 @@ const BASE_REPOSITORY = 'atrium-node-base'
 /** The tag the image tests build the Dockerfile under (.ci/run builds it first, so theirs is a cache hit). */
 export const TEST_IMAGE = 'atrium-server:test'
 
-export const docker = (args: string[], timeoutMs = 60_000): Promise<Ran> => runTool('docker', args, { timeoutMs })
+/** `input` is the command's standard input (`docker exec -i`: a password for --password-stdin). */
+export const docker = (args: string[], timeoutMs = 60_000, input?: string): Promise<Ran> =>
+  runTool('docker', args, { timeoutMs, input })
 
 /**
  * An image to test instead of building one (a site re-running the tests against the image it

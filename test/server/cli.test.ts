@@ -4,13 +4,35 @@ import t from 'tap'
 import { accountKey, loginThrottle } from '../../server/modules/sign-in/throttle.js'
 import { openCache } from '../../server/platform/cache.js'
 import { openCounters, RATE_LIMIT_PREFIX } from '../../server/platform/counters.js'
+import { MAX_STDIN_PASSWORD_BYTES } from '../../server/cli.js'
+import { verifyPassword } from '../../server/modules/users/passwords.js'
+import { openDb } from '../../server/platform/db.js'
 import { admin } from '../helpers/cli.js'
 import { adminTrusting, DAY, productionEnv, testLicense, testVendor } from '../helpers/license.js'
 import { freePort, freshDatabase, services, suffix, testEnv } from '../helpers/platform.js'
 
 const env = await testEnv(t)
 
+/** The owner's stored password hash, read as the server reads it. */
+async function passwordHash(userId: string): Promise<string | null> {
+  const db = await openDb({
+    databaseUrl: env.DATABASE_URL ?? '',
+    dataDir: env.DATA_DIR!,
+    poolMax: 1,
+    log: pino({ level: 'silent' }),
+  })
+  try {
+    const rows = await db.system(
+      (sql) => sql<{ h: string | null }[]>`select password_hash as h from users where id = ${userId}`,
+    )
+    return rows[0]?.h ?? null
+  } finally {
+    await db.close()
+  }
+}
+
 t.test('create-tenant prints exactly one JSON line with the tenant, owner and key', async (t) => {
+  const password = 'twelve chars! and a space'
   const r = await admin(
     [
       'create-tenant',
@@ -20,10 +42,10 @@ t.test('create-tenant prints exactly one JSON line with the tenant, owner and ke
       'pro',
       '--email',
       `cli-${Date.now()}@example.com`,
-      '--password',
-      'twelve chars!',
+      '--password-stdin',
     ],
     env,
+    `${password}\n`,
   )
   t.equal(r.code, 0, r.stderr)
   const lines = r.stdout.trim().split('\n')
@@ -31,6 +53,9 @@ t.test('create-tenant prints exactly one JSON line with the tenant, owner and ke
   const out = JSON.parse(lines[0]!)
   t.same(Object.keys(out).sort(), ['apiKey', 'tenantId', 'userId'])
   t.match(out.apiKey, /^svc_ci_[A-Za-z0-9]{40}$/)
+  const hash = await passwordHash(out.userId)
+  t.ok(hash && (await verifyPassword(password, hash)), 'the owner signs in with the line read from stdin')
+  t.notOk(hash && (await verifyPassword(`${password}\n`, hash)), 'its line break is not part of it')
 
   const key = await admin(
     [
@@ -61,7 +86,7 @@ t.test('bad usage exits 2 with a reason and prints nothing on stdout', async (t)
     [['create-tenant']],
     [['create-tenant', '--name', 'X', '--plan', 'platinum']],
     [['create-tenant', '--name', 'X', '--bogus', 'y']],
-    [['create-tenant', '--name', 'X', '--password', 'short']],
+    [['create-tenant', '--name', 'X', '--password-stdin', '--password-stdin=x']],
     [['create-key', '--type', 'sdk']],
     [['create-key', '--tenant', '01900000-0000-7000-8000-000000000000']],
     [['create-key', '--tenant', 'x', '--type', 'root']],
@@ -77,6 +102,45 @@ t.test('bad usage exits 2 with a reason and prints nothing on stdout', async (t)
     t.match(r.stderr, /^error: /, args.join(' '))
   }
 })
+
+t.test(
+  'create-tenant takes the password only on standard input: as an argument, missing, too long or too short it is refused with exit 2 and nothing is made',
+  async (t) => {
+    const long = 'x'.repeat(MAX_STDIN_PASSWORD_BYTES + 1)
+    const cases: [string, string[], string | Buffer | undefined, RegExp][] = [
+      ['as an argument', ['--password', 'twelve chars!'], undefined, /--password is not taken: .*--password-stdin/],
+      ['as an argument, joined', ['--password=twelve chars!'], undefined, /--password is not taken/],
+      ['no standard input', ['--password-stdin'], undefined, /standard input held no password/],
+      ['an empty line', ['--password-stdin'], '\n', /standard input held no password/],
+      [
+        'over the bound',
+        ['--password-stdin'],
+        `${long}\n`,
+        new RegExp(`longer than ${MAX_STDIN_PASSWORD_BYTES} bytes`),
+      ],
+      // A stream that never ends is not read whole: refused at the bound (8 MiB, no line break).
+      ['a line that never ends', ['--password-stdin'], Buffer.alloc(8 * 1024 * 1024, 0x61), /longer than 1024 bytes/],
+      ['under the minimum', ['--password-stdin'], 'short\n', /password: must be at least 12 characters/],
+    ]
+    for (const [what, extra, input, message] of cases) {
+      const email = `refused-${suffix()}@example.com`
+      const r = await admin(['create-tenant', '--name', 'Refused', '--email', email, ...extra], env, input)
+      t.equal(r.code, 2, `${what}: exit 2`)
+      t.equal(r.stdout, '', `${what}: nothing printed on stdout`)
+      t.match(r.stderr, message, what)
+      t.notMatch(r.stderr, /twelve chars!/, `${what}: the password is not repeated`)
+    }
+    const db = await openDb({
+      databaseUrl: env.DATABASE_URL ?? '',
+      dataDir: env.DATA_DIR!,
+      poolMax: 1,
+      log: pino({ level: 'silent' }),
+    })
+    t.teardown(() => db.close())
+    const made = await db.system((sql) => sql`select 1 from users where email like 'refused-%'`)
+    t.equal(made.length, 0, 'no owner was made')
+  },
+)
 
 t.test('help lists the commands', async (t) => {
   const r = await admin(['help'], env)

@@ -4,6 +4,7 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
+import { BadInput } from '../../../installer/commands/command.js'
 import { installCommand } from '../../../installer/commands/install.js'
 import type { Progress } from '../../../installer/ui/output.js'
 import { EXIT } from '../../../installer/core/report.js'
@@ -25,7 +26,8 @@ t.test('install --dry-run lists every command; a first tenant the context knows 
   const dry = await installCommand(ctx, { runner, ignoreFailed: true, dryRun: true })
   t.match(dry, { command: 'install', exitCode: EXIT.ok, written: false, stage: null, steps: [] })
   t.match(dry.deploy.at(-1), { title: 'Run the admin CLI: create-tenant', command: /.*/ })
-  t.ok(dry.deploy.at(-1)!.command.includes('--password=<generated>'), 'the password is not made on a dry run')
+  t.ok(dry.deploy.at(-1)!.command.includes('--password-stdin'), 'the password goes on its standard input')
+  t.notOk(JSON.stringify(dry).includes('<generated>'), 'and is in no command the plan shows')
   t.notOk(
     calls.some((c) => c.includes('compose') && !c.endsWith('version')),
     'a dry run runs no deploy command',
@@ -134,6 +136,17 @@ t.test(
     await t.rejects(installCommand(site(t, { target: 'helm' }), { runner, images: kit }), {
       message: /a Helm install from the kit \(--images\) pushes its images to the site's registry: add --registry/,
     })
+    // Credentials in the registry would go on docker's and helm's command lines: refused, not echoed, nothing run.
+    const beforeCredentials = calls.length
+    const refused = await installCommand(site(t, { target: 'helm' }), {
+      runner,
+      images: kit,
+      registry: 'robot:hunter2-pw@reg.local:5000',
+    }).catch((err: Error) => err)
+    t.type(refused, BadInput, 'bad input (exit 2)')
+    t.match(refused, { message: /--registry must be host\[:port\]\[\/path\], without credentials/ })
+    t.notMatch((refused as Error).message, /hunter2|robot/)
+    t.equal(calls.length, beforeCredentials, 'nothing ran')
     // The interactive installer deploys through runInstall itself: the same refusal, nothing pushed anywhere.
     const before = calls.length
     t.match(await runInstall(site(t, { target: 'helm' }), {}, { runner, kit, trust: { keys: vendor.keys } }), {

@@ -169,7 +169,7 @@ t.test('install: deploys, waits for /readyz, creates the first tenant once and s
       `echo "docker $*" >> "${bin}/calls.log"`,
       'case "$*" in',
       '  *"volume inspect"*) exit 1;;',
-      '  *create-tenant*) echo \'{"tenantId":"0191b7e6-0000-7000-8000-000000000001","userId":"0191b7e6-0000-7000-8000-000000000002","apiKey":"svc_ci_test"}\';;',
+      `  *create-tenant*) head -n 1 > "${bin}/stdin.log"; echo '{"tenantId":"0191b7e6-0000-7000-8000-000000000001","userId":"0191b7e6-0000-7000-8000-000000000002","apiKey":"svc_ci_test"}';;`,
       'esac',
     ].join('\n'),
   )
@@ -179,14 +179,17 @@ t.test('install: deploys, waits for /readyz, creates the first tenant once and s
   t.equal(r.code, 0, r.stderr)
   t.match(r.stdout, /Atrium is ready at http:\/\/localhost:\d+|Atrium is ready at http:\/\/127\.0\.0\.1:\d+/)
   t.match(r.stdout, /sign in {3}admin@example\.com\n {2}password {2}\S{24}\n {2}API key {3}svc_ci_test/)
+  const password = /password {2}(\S{24})/.exec(r.stdout)![1]!
   const calls = readFileSync(join(bin, 'calls.log'), 'utf8')
+  t.equal(readFileSync(join(bin, 'stdin.log'), 'utf8'), `${password}\n`, 'the password went on its standard input')
+  t.notOk(calls.includes(password), 'and on no command line')
   t.match(
     calls,
     /docker volume create --driver local --opt type=none --opt o=bind --opt device=.*\/data\/postgres atrium-postgres/,
   )
   t.match(
     calls,
-    /exec -T server node \/app\/server\/cli\.js create-tenant --name=Example Corp --plan=enterprise --email=admin@example\.com --password=\S{24}/,
+    /exec -T server node \/app\/server\/cli\.js create-tenant --name=Example Corp --plan=enterprise --email=admin@example\.com --password-stdin\n/,
   )
   t.ok(existsSync(join(a.dir, 'data', 'postgres')), 'the volume folders exist before the volumes are made')
   const state = JSON.parse(readFileSync(join(a.out, 'state.json'), 'utf8'))

@@ -59,6 +59,14 @@ t.test("the admin CLI runs inside the server: compose exec, or kubectl exec into
     line(adminCommand(h, configFiles(h), ['migrate'])),
     'kubectl --namespace ai exec deploy/prod-atrium -c server -- node /app/server/cli.js migrate',
   )
+  // A secret goes on standard input: kubectl passes it on only with -i; compose exec does unless told not to (-i=false).
+  const fed = adminCommand(h, configFiles(h), ['create-tenant', '--password-stdin'], {}, 'pw-line\n')
+  t.equal(
+    line(fed),
+    'kubectl --namespace ai exec -i deploy/prod-atrium -c server -- node /app/server/cli.js create-tenant --password-stdin',
+  )
+  t.equal(fed.input, 'pw-line\n')
+  t.equal(adminCommand(a, configFiles(a), ['create-tenant'], { bundles }, 'pw-line\n').input, 'pw-line\n')
   t.equal(chartFullname('atrium'), 'atrium', 'a release named for the chart is not repeated, as in the chart')
   t.equal(chartFullname('my-atrium-prod'), 'my-atrium-prod')
 })
