@@ -15,7 +15,15 @@ import { composeArgs } from '../../installer/core/compose-bundle.js'
 import { KIT } from '../../installer/deploy/airgap.js'
 import { DEFAULT_SITE, siteVolumes } from '../../installer/core/site.js'
 import { parseAnswers } from '../../installer/core/answers.js'
-import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage } from '../helpers/engine.js'
+import {
+  bridgeGateway,
+  buildImage,
+  docker,
+  engine,
+  ownServicesConfig,
+  stepTimer,
+  trustingImage,
+} from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { installer } from '../helpers/installer.js'
 import { testLicense, testVendor } from '../helpers/license.js'
@@ -164,14 +172,12 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
       'config:',
       `  PORT: "${port}"`,
       `  PUBLIC_URL: "${api}"`,
-      '  DATABASE_URL: { env: SITE_DATABASE_URL }',
-      `  REDIS_URL: "${redis.via(services.redisUrl)}"`,
-      `  R2_ENDPOINT: "${s3.via(services.s3Endpoint).replace(/\/$/, '')}"`,
-      `  R2_BUCKET: "${await freshBucket(t)}"`,
-      `  R2_ACCESS_KEY_ID: "${services.s3AccessKey}"`,
-      '  R2_SECRET_ACCESS_KEY: { env: SITE_S3_SECRET }',
-      '  LICENSE_KEY: { env: SITE_LICENSE_KEY }',
-      `  OUTBOUND_ALLOWED_NETWORKS: "${gateway}/32"`,
+      ...ownServicesConfig({
+        redisUrl: redis.via(services.redisUrl),
+        s3Endpoint: s3.via(services.s3Endpoint),
+        bucket: await freshBucket(t),
+        gateway,
+      }),
     ].join('\n') + '\n',
   )
   const env = {
