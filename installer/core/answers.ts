@@ -8,6 +8,7 @@ import { isCidr, settings, type SettingName } from '../../config/schema.js'
 import { registryProblem } from '../../config/images.js'
 import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../common/email.js'
+import { DEFAULT_SITE, siteProblem } from './site.js'
 
 export const TARGETS = ['compose', 'helm'] as const
 export type Target = (typeof TARGETS)[number]
@@ -20,6 +21,11 @@ export type ValueSource = string | { env: string } | { file: string }
 export interface Answers {
   target: Target
   mode: Mode
+  /**
+   * Compose: the site's name on the engine. Its project, containers, network and volumes carry it, so two sites with
+   * different names (and ports, and data paths) share an engine.
+   */
+  site: string
   /** Where PostgreSQL/MinIO data (compose) or nothing (helm) lives; preflight measures its disk. */
   dataPath: string
   /** Where the installer writes `.env` (compose) or `values.yaml` and the Secret (helm). */
@@ -44,6 +50,7 @@ export interface Answers {
 export const DEFAULT_ANSWERS: Answers = {
   target: 'compose',
   mode: 'connected',
+  site: DEFAULT_SITE,
   dataPath: '/var/lib/atrium',
   outputDir: './atrium',
   namespace: 'atrium',
@@ -91,6 +98,13 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
     if (v === undefined) continue
     if (typeof v === 'string' && v.trim()) answers[key] = v.trim()
     else problems.push(`${key}: must be a non-empty string`)
+  }
+  if (doc.site !== undefined) {
+    // A number is a name too (YAML reads `site: 2` so); a list or a mapping is none.
+    const site = typeof doc.site === 'string' || typeof doc.site === 'number' ? String(doc.site).trim() : ''
+    const problem = siteProblem(site)
+    if (problem) problems.push(problem)
+    else answers.site = site
   }
   if (doc.registry !== undefined) {
     const registry = typeof doc.registry === 'string' ? doc.registry.trim() : String(doc.registry)

@@ -74,6 +74,8 @@ export function composeBundleValues(
     generated.push(name)
   }
   variables.MINIO_ROOT_USER ||= 'atrium'
+  // The answers name the site (context.ts refuses a rename of one already written).
+  variables.ATRIUM_SITE = answers.site
   // Absolute: Compose would read a relative path against the compose file's folder.
   variables.ATRIUM_DATA_PATH = resolve(answers.dataPath)
   variables.ATRIUM_S3_PORT ||= COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example
@@ -141,12 +143,12 @@ export const BUNDLES = {
   chart: existsSync(PACKAGED_CHART) ? PACKAGED_CHART : CHART_DIR,
 }
 
-/** The Compose project the installer runs the bundle as: every later command (support bundle, upgrade) names it. */
-export const COMPOSE_PROJECT = 'atrium'
-
-/** `docker compose` with the project, the written .env and the bundle's files (plus the air-gapped variant). */
+/**
+ * `docker compose` with the site's project (its name: every later command, support bundle, backup, upgrade and
+ * uninstall, names it), the written .env and the bundle's files (plus the air-gapped variant).
+ */
 export function composeArgs(
-  answers: Pick<Answers, 'mode'>,
+  answers: Pick<Answers, 'mode' | 'site'>,
   envFile: string,
   o: { bundles?: Pick<typeof BUNDLES, 'compose'> } = {},
 ): string[] {
@@ -154,7 +156,7 @@ export function composeArgs(
   const args = [
     'compose',
     '--project-name',
-    COMPOSE_PROJECT,
+    answers.site,
     '--env-file',
     resolve(envFile),
     '-f',

@@ -10,6 +10,7 @@ import { DEFAULT_ANSWERS, loadAnswers, resolveConfig, type Answers } from './ans
 import { readEnvFile } from './config-file.js'
 import { readFirstAdmin, type FirstAdmin } from './first-admin.js'
 import { readHelmFiles, servicesCidrsProblem } from './helm-values.js'
+import { DEFAULT_SITE } from './site.js'
 import { dropStaged } from './staged.js'
 
 /** The files the installer writes for a target, under the answers' outputDir. */
@@ -75,8 +76,27 @@ export function contextFor(answers: Answers, o: ResolveOptions = {}, problems: r
     existing,
     values: resolved.values,
     firstAdmin: readFirstAdmin(answers),
-    problems: [...problems, ...resolved.problems, ...(egress ? [egress] : [])],
+    problems: [
+      ...problems,
+      ...resolved.problems,
+      ...(egress ? [egress] : []),
+      ...renamedSite(answers, files, existing),
+    ],
   }
+}
+
+/**
+ * A Compose site cannot be renamed where it is written: its containers and volumes carry the name it was installed
+ * under (`atrium` when .env predates site names), and a new name would start a second, empty site beside it.
+ */
+function renamedSite(answers: Answers, files: ConfigFiles, existing: Record<string, string> | null): string[] {
+  if (files.target !== 'compose' || !existing) return []
+  const written = existing.ATRIUM_SITE || DEFAULT_SITE
+  return written === answers.site
+    ? []
+    : [
+        `site: ${files.env} is the site ${written}, and a site keeps its name (its containers and volumes carry it): answer site: ${written}, or give the site ${answers.site} an outputDir of its own`,
+      ]
 }
 
 export interface LoadOptions extends ResolveOptions {

@@ -17,7 +17,8 @@ export interface Created extends FirstAdmin {
   apiKey: string
 }
 
-const statePath = (answers: Answers) => join(answers.outputDir, 'state.json')
+/** Where the first tenant's ids are kept: beside the configuration. */
+export const statePath = (answers: Pick<Answers, 'outputDir'>) => join(answers.outputDir, 'state.json')
 
 export function readFirstAdmin(answers: Answers): FirstAdmin | null {
   if (!existsSync(statePath(answers))) return null

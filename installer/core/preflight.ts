@@ -13,6 +13,8 @@ import { imageNamed, imageRef } from '../../config/images.js'
 import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
 import { hostOf, usesBundled } from './compose-bundle.js'
 import { toolChecks } from './checks/tools.js'
+import { gatherVolumes, volumesCheck } from './checks/volumes.js'
+import { publisherOf } from './site.js'
 import { licenseCheck } from './license.js'
 import { inSeconds, within } from '../../common/deadline.js'
 
@@ -37,12 +39,14 @@ export interface PreflightOptions {
  */
 export function portsFor(answers: Answers, values: Record<string, string>): OwnPortNeed[] {
   if (answers.target !== 'compose') return []
-  // The ports may be held by this site already (a re-run or an upgrade replaces it): asked where it publishes them.
+  // The ports may be held by this site already (a re-run or an upgrade replaces it): its project's containers
+  // publish them, and an Atrium is asked where it publishes them.
   const host = values.ATRIUM_BIND_ADDRESS ? { host: values.ATRIUM_BIND_ADDRESS } : {}
   const api = {
     port: Number(values.PORT || '8080'),
     setting: "PORT in the answers' config",
     atriumMayHold: true,
+    site: answers.site,
     ...host,
   }
   // The bundled MinIO is published too (download links): when the site uses it, its port must be
@@ -50,7 +54,7 @@ export function portsFor(answers: Answers, values: Record<string, string>): OwnP
   const s3 = {
     port: Number(values.ATRIUM_S3_PORT || COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example),
     setting: `ATRIUM_S3_PORT in ${join(answers.outputDir, '.env')}`,
-    minioMayHold: true,
+    site: answers.site,
     ...host,
   }
   return [api, ...(usesBundled(values.R2_ENDPOINT) ? [s3] : [])].filter(
@@ -135,8 +139,16 @@ export async function runPreflight(
   const host = async () => {
     if (answers.target === 'helm') return []
     const offset = opts.clockOffsetMs !== undefined ? opts.clockOffsetMs : await clockOffsetFrom(values.R2_ENDPOINT)
-    return hostChecks(await gatherHost(answers.dataPath, portsFor(answers, values)), offset)
+    const facts = await gatherHost(answers.dataPath, portsFor(answers, values), (port) =>
+      publisherOf(port, opts.runner),
+    )
+    return hostChecks(facts, offset)
   }
+  // Compose: the engine, and the volumes of the site's name on it (each this site's, or missing).
+  const tools = async () => [
+    ...(await toolChecks(answers.target, opts.runner)),
+    ...(answers.target === 'compose' ? [volumesCheck(await gatherVolumes(answers, opts.runner))] : []),
+  ]
   const fromHere = async () => [...loopbackCheck(answers, values), ...(await namedServiceChecks(values))]
   const regionsFromHere = () => regionStoreChecks(readRegionStores(values.REGION_STORES))
   // Helm: from where Atrium will run, a Job in the namespace (services and region stores at once);
@@ -190,7 +202,7 @@ export async function runPreflight(
     finished('the machine', deadline, host()),
     finished('the services', deadline, services()),
     finished('the region stores', deadline, regionChecks()),
-    finished('the tools', deadline, toolChecks(answers.target, opts.runner)),
+    finished('the tools', deadline, tools()),
     finished('the cluster', deadline, cluster()),
     finished('the license', deadline, license()),
   ])

@@ -176,6 +176,23 @@ export interface RestoreReport {
   record: StepRecord[]
 }
 
+export interface UninstallReport {
+  command: 'uninstall'
+  exitCode: ExitCode
+  /** The site's name: its Compose project, or its Helm release. */
+  site: string
+  dryRun: boolean
+  /** Every command it runs (or, on a dry run, would run). */
+  plan: PlannedCommand[]
+  steps: StepReport[]
+  /** What --delete-data removed (or, on a dry run, would remove): volumes, folders, files, Kubernetes objects. */
+  deleted: string[]
+  /** What stays, and where. */
+  kept: string[]
+  error: string | null
+  summary: string[]
+}
+
 export interface SupportBundleReport {
   command: 'support-bundle'
   exitCode: ExitCode
@@ -243,6 +260,7 @@ export type Report =
   | ImagesReport
   | BackupReport
   | RestoreReport
+  | UninstallReport
   | HelpReport
   | InteractiveReport
   | FailureReport
@@ -370,6 +388,10 @@ export function reportText(r: Report): ReportText {
     case 'restore': {
       const stdout = [...r.summary, ...recordTable(r.record)]
       return r.error ? text(stdout, [r.error]) : text(stdout)
+    }
+    case 'uninstall': {
+      if (r.dryRun) return text(['Uninstall would run:', ...r.plan.map((c) => `  ${commandLine(c)}`), ...r.summary])
+      return r.error ? text(r.summary, [r.error]) : text(r.summary)
     }
     case 'help':
       return text([r.usage])

@@ -177,6 +177,8 @@ export async function bundleEntries(i: BundleInput): Promise<ZipEntry[]> {
     mode: i.answers.mode,
     // As the written configuration has it, which is what the server runs with.
     airGapped: i.config.AIR_GAPPED === 'true',
+    // The Compose project (and volume prefix) the logs are of: one engine may hold several sites.
+    site: i.answers.target === 'compose' ? i.answers.site : undefined,
     secretName: i.answers.target === 'helm' ? secretName(i.answers.release) : undefined,
     createdAt: (i.now ?? new Date()).toISOString(),
   }

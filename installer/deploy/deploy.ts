@@ -11,6 +11,7 @@ import { BUNDLES, composeArgs } from '../core/compose-bundle.js'
 import type { ConfigFiles } from '../core/context.js'
 import type { KitImage } from '../core/report.js'
 import { loadCommands, type KitTrust } from './airgap.js'
+import { volumeCommands } from './volumes.js'
 import type { Command, CommandResult, Runner } from '../core/run.js'
 
 export interface DeployOptions {
@@ -31,14 +32,6 @@ export interface DeployOptions {
 
 const WAIT = 15 * 60_000
 
-/** The Compose bundle's external volumes, each bound to a folder under the data path (the disk preflight measured). */
-export const COMPOSE_VOLUMES = {
-  'atrium-postgres': 'postgres',
-  'atrium-redis': 'redis',
-  'atrium-minio': 'minio',
-  'atrium-data': 'data',
-} as const
-
 /**
  * A Compose deploy in its phases. Nothing in `prepare` or `migrate` touches the running site: the
  * kit's images are loaded, the files validated, the volumes found or made, then the new release's
@@ -52,26 +45,7 @@ function composePhases(
 ): DeployPhases {
   const compose = composeArgs(answers, files.env, o)
   // External volumes: `docker compose down -v` cannot delete them; made once, found on a re-run.
-  const volumes = Object.entries(COMPOSE_VOLUMES).flatMap(([name, folder]): Command[] => [
-    { file: 'docker', args: ['volume', 'inspect', name], title: `Look for the volume ${name}`, probe: true },
-    {
-      file: 'docker',
-      args: [
-        'volume',
-        'create',
-        '--driver',
-        'local',
-        '--opt',
-        'type=none',
-        '--opt',
-        'o=bind',
-        '--opt',
-        `device=${join(resolve(answers.dataPath), folder)}`,
-        name,
-      ],
-      title: `Create the volume ${name} in ${join(answers.dataPath, folder)}`,
-    },
-  ])
+  const volumes = volumeCommands(answers)
   const pull = answers.mode === 'air-gapped' ? ['--pull', 'never'] : []
   return {
     prepare: [

@@ -2,7 +2,6 @@
 // and, once per site, the first tenant with its admin. Shared by `install --answers` and the
 // interactive installer's deploy screen, so both do and say exactly the same.
 import {
-  COMPOSE_VOLUMES,
   adminCommand,
   bundleMissing,
   chartFullname,
@@ -29,6 +28,8 @@ import { siteServices } from '../backup/site.js'
 import { atriumOn } from '../core/checks/host.js'
 import { composeArgs, prepareDataFolders } from '../core/compose-bundle.js'
 import { upgradeProblem } from '../core/upgrade.js'
+import { publisherOf, VOLUME_FOLDERS } from '../core/site.js'
+import { volumesProblem } from './volumes.js'
 import type { Resolved } from '../core/context.js'
 import { runSteps, type Step, type StepRecord } from '../core/steps.js'
 import { commitStaged, dropStaged, stagedFiles } from '../core/staged.js'
@@ -117,8 +118,10 @@ export async function runningVersion(
     )
     return label.exitCode === 0 && /^v?\d+\.\d+\.\d+/.test(label.stdout.trim()) ? label.stdout.trim() : null
   }
-  const live = await atriumOn(Number(values.PORT || 8080))
-  if (live) return live
+  // The Atrium on the port is this site's only when its project publishes it: another site's is not upgraded.
+  const port = Number(values.PORT || 8080)
+  const live = await atriumOn(port)
+  if (live && (await publisherOf(port, runner))?.project === ctx.answers.site) return live
   const ps = await runner(
     'docker',
     [...composeArgs(ctx.answers, ctx.files.env, o), 'ps', '--all', '--format', '{{.Image}}', 'server'],
@@ -269,6 +272,14 @@ const kit: InstallStep = {
   },
 }
 
+/** Compose: a volume of the site's name that points elsewhere is refused here, whatever checks were ignored. */
+const volumes: InstallStep = {
+  name: 'volumes',
+  stage: 'deploy',
+  when: (s) => s.ctx.answers.target === 'compose',
+  run: (s) => volumesProblem(s.ctx.answers, s.runner),
+}
+
 const runningNow: InstallStep = {
   name: 'running-version',
   stage: 'deploy',
@@ -308,7 +319,7 @@ const dataFolders: InstallStep = {
   stage: 'deploy',
   when: (s) => s.ctx.answers.target === 'compose',
   run: (s) => {
-    prepareDataFolders(s.ctx.answers.dataPath, Object.values(COMPOSE_VOLUMES))
+    prepareDataFolders(s.ctx.answers.dataPath, VOLUME_FOLDERS)
     return null
   },
 }
@@ -549,8 +560,8 @@ const firstTenant: InstallStep = {
 
 // The install's table of contents. The checks and the upgrade's first steps have no impact yet: one
 // that refuses leaves the site as it was. From the data folders on, the steps start impacting things.
-/** Nothing changes: the bundle is here, the kit is the vendor's and whole. */
-const CHECKS = [bundle, kit]
+/** Nothing changes: the bundle is here, the kit is the vendor's and whole, the volumes of the site's name are its own. */
+const CHECKS = [bundle, kit, volumes]
 /** Over a running Atrium: its version found, the upgrade guarded, the site backed up. */
 const UPGRADE = [runningNow, upgradeGuard, backupFirst]
 /** Nothing running is touched yet: images here, files valid, volumes found, the new migrations run. */

@@ -146,6 +146,24 @@ t.test(
 )
 
 t.test(
+  "the site's name (ATRIUM_SITE) names the project, its network and every volume; without it, atrium as before",
+  { skip },
+  async (t) => {
+    const volumes = (doc: { volumes: Record<string, { name: string }> }) =>
+      Object.values(doc.volumes)
+        .map((v) => v.name)
+        .sort()
+    const named = (await config(envFile(t, { ATRIUM_SITE: 'blue' }), BASE)).doc
+    t.equal(named.name, 'blue')
+    t.equal(named.networks.default.name, 'blue_default')
+    t.same(volumes(named), ['blue-data', 'blue-minio', 'blue-postgres', 'blue-redis'])
+    const before = (await config(envFile(t, {}, ['ATRIUM_SITE']), BASE)).doc
+    t.equal(before.name, 'atrium', 'a .env written before sites were named')
+    t.same(volumes(before), ['atrium-data', 'atrium-minio', 'atrium-postgres', 'atrium-redis'])
+  },
+)
+
+t.test(
   "every service's log is rotated, and ATRIUM_BIND_ADDRESS says where the API and MinIO are published",
   { skip },
   async (t) => {

@@ -13,12 +13,20 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { imageNamed, imageRef } from '../../config/images.js'
-import { composeArgs, COMPOSE_PROJECT } from '../../installer/core/compose-bundle.js'
+import { composeArgs } from '../../installer/core/compose-bundle.js'
 import { KIT } from '../../installer/deploy/airgap.js'
-import { COMPOSE_VOLUMES } from '../../installer/deploy/deploy.js'
+import { DEFAULT_SITE, siteVolumes } from '../../installer/core/site.js'
 import { parseAnswers } from '../../installer/core/answers.js'
 import { readEnvFile } from '../../installer/core/config-file.js'
-import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage } from '../helpers/engine.js'
+import {
+  bridgeGateway,
+  buildImage,
+  docker,
+  engine,
+  ownServicesConfig,
+  stepTimer,
+  trustingImage,
+} from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { installer } from '../helpers/installer.js'
 import { configSecrets, secretsIn, watchCommandLines, watchDockerEvents } from '../helpers/leaks.js'
@@ -35,6 +43,9 @@ const NEXT_TAG = `${SERVER.tag}-next`
 const NEXT = imageRef({ ...SERVER, tag: NEXT_TAG })
 const PROBE_MIGRATION = { version: 999, file: '0999_compose_upgrade_probe.sql', table: 'compose_upgrade_probe' }
 
+/** The default site's volumes (this test's answers name no site). */
+const VOLUMES = siteVolumes({ site: DEFAULT_SITE, dataPath: '/' }).map((v) => v.name)
+
 const found = await engine()
 const skip = 'skip' in found ? found.skip : needsCompose()
 if (!skip) t.setTimeout(900_000)
@@ -45,10 +56,10 @@ if (!skip) t.setTimeout(900_000)
  */
 async function removeSite(): Promise<void> {
   await docker(
-    ['compose', '--project-name', COMPOSE_PROJECT, 'down', '--volumes', '--remove-orphans', '--timeout', '10'],
+    ['compose', '--project-name', DEFAULT_SITE, 'down', '--volumes', '--remove-orphans', '--timeout', '10'],
     120_000,
   )
-  await docker(['volume', 'rm', '--force', ...Object.keys(COMPOSE_VOLUMES)])
+  await docker(['volume', 'rm', '--force', ...VOLUMES])
 }
 
 /**
@@ -57,7 +68,7 @@ async function removeSite(): Promise<void> {
  * real site, which the test must not touch.
  */
 async function engineFreeForASite(): Promise<string | null> {
-  for (const name of Object.keys(COMPOSE_VOLUMES)) {
+  for (const name of VOLUMES) {
     const v = await docker(['volume', 'inspect', '--format', '{{index .Options "device"}}', name])
     if (v.code !== 0) continue
     if (!v.stdout.trim().startsWith(join(tmpdir(), 'atrium-test-')))
@@ -168,14 +179,12 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
       'config:',
       `  PORT: "${port}"`,
       `  PUBLIC_URL: "${api}"`,
-      '  DATABASE_URL: { env: SITE_DATABASE_URL }',
-      `  REDIS_URL: "${redis.via(services.redisUrl)}"`,
-      `  R2_ENDPOINT: "${s3.via(services.s3Endpoint).replace(/\/$/, '')}"`,
-      `  R2_BUCKET: "${await freshBucket(t)}"`,
-      `  R2_ACCESS_KEY_ID: "${services.s3AccessKey}"`,
-      '  R2_SECRET_ACCESS_KEY: { env: SITE_S3_SECRET }',
-      '  LICENSE_KEY: { env: SITE_LICENSE_KEY }',
-      `  OUTBOUND_ALLOWED_NETWORKS: "${gateway}/32"`,
+      ...ownServicesConfig({
+        redisUrl: redis.via(services.redisUrl),
+        s3Endpoint: s3.via(services.s3Endpoint),
+        bucket: await freshBucket(t),
+        gateway,
+      }),
     ].join('\n') + '\n',
   )
   const env = {

@@ -65,9 +65,9 @@ t.test('install --images refuses a damaged or unsigned kit before it loads or st
     error: /^Nothing deployed: the air-gap kit in .* is not signed by the vendor/,
   })
   t.same(
-    calls.filter((c) => !c.includes(' version')),
+    calls.filter((c) => !c.includes(' version') && !c.startsWith('docker volume inspect ')),
     [],
-    "no docker command ran (only the preflight read the tools' versions)",
+    "no docker command ran (only the preflight read the tools' versions and the site's volumes)",
   )
 })
 
@@ -180,23 +180,44 @@ t.test(
 )
 
 t.test(
-  'install over a running Atrium: its port is recognised as the one the install replaces, and the upgrade goes ahead',
+  "install over a running Atrium: its port, published by the site's own project, is the one the install replaces, and the upgrade goes ahead",
   async (t) => {
     const running = await serverProcess(t, await testEnv(t))
     const ctx = site(t, {}, { PORT: String(running.port) })
-    const { runner, calls } = tools()
+    const { runner, calls } = tools({ published: { [running.port]: 'atrium' } })
     const r = await installCommand(ctx, { runner, ignoreFailed: true, skipBackup: true })
     t.match(
       r.checks.find((c) => c.id === 'ports'),
       {
         status: 'pass',
-        found: new RegExp(`^${running.port} in use by Atrium ${VERSION} \\(the install replaces it\\)`),
+        found: new RegExp(
+          `^${running.port} in use by this site's server \\(Atrium ${VERSION}\\), which the install replaces`,
+        ),
       },
     )
     t.match(r, { exitCode: EXIT.ok, stage: 'done', ready: true, upgrade: { from: VERSION, backup: null } })
     t.ok(
       calls.some((c) => c.includes(' up --detach')),
       'deployed',
+    )
+
+    // Another site's Atrium on the port is in the way, and not an upgrade of this site: no backup is asked for.
+    const other = tools({ published: { [running.port]: 'green' } })
+    const r2 = await installCommand(site(t, {}, { PORT: String(running.port) }), {
+      runner: other.runner,
+      ignoreFailed: true,
+    })
+    t.match(
+      r2.checks.find((c) => c.id === 'ports'),
+      {
+        status: 'fail',
+        found: `port ${running.port} is in use by the Compose project green (its server), Atrium ${VERSION}`,
+      },
+    )
+    t.match(r2, { upgrade: null }, "the other site's version is not this site's")
+    t.match(
+      r2.record.find((s) => s.name === 'backup'),
+      { outcome: 'skipped' },
     )
   },
 )
@@ -207,7 +228,7 @@ t.test(
     // An Atrium newer than this installer, as its public endpoints say.
     const { port } = await apiServer(t, 'Atrium API', '99.1.0')
     const ctx = site(t, {}, { PORT: String(port) })
-    const { runner, calls } = tools()
+    const { runner, calls } = tools({ published: { [port]: 'atrium' } })
     const r = await installCommand(ctx, { runner, ignoreFailed: true })
     t.match(r, {
       exitCode: EXIT.error,
@@ -258,6 +279,7 @@ t.test('install shows its configuration before the deploy starts, then deploys a
     [
       ['bundle', 'done'],
       ['kit', 'done'],
+      ['volumes', 'done'],
       ['running-version', 'done'],
       ['upgrade-guard', 'skipped'],
       ['backup', 'skipped'],

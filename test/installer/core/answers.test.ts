@@ -36,6 +36,7 @@ t.test('an answers file is read with defaults for what it leaves out', async (t)
     namespace: 'ai',
     release: 'atrium',
     outputDir: './atrium',
+    site: 'atrium',
   })
   t.same(answers.config, {
     PUBLIC_URL: 'https://atrium.example.com',
@@ -51,7 +52,7 @@ t.test('every mistake in an answers file is reported at once, with where it is',
     'target: swarm\nmode: offline\ncolour: blue\ndataPath: ""\nconfig:\n  NOPE: 1\n  PORT: [1, 2]\n  LICENSE_KEY: { vault: x }\n',
   )
   t.same(problems, [
-    'colour: not a known answer (known: target, mode, dataPath, outputDir, namespace, release, registry, servicesCidrs, tenantName, adminEmail, config)',
+    'colour: not a known answer (known: target, mode, site, dataPath, outputDir, namespace, release, registry, servicesCidrs, tenantName, adminEmail, config)',
     'target: must be one of compose, helm',
     'mode: must be one of connected, air-gapped',
     'dataPath: must be a non-empty string',
@@ -135,5 +136,21 @@ t.test(
       'servicesCidrs: must be a list of CIDRs, e.g. [10.20.0.0/16]',
     ])
     t.same(cidrList([1]), { problem: 'must be a list of CIDRs, e.g. [10.20.0.0/16]' })
+  },
+)
+
+t.test(
+  'a site is named as a Compose project and its volumes can be: one that cannot is refused, naming the rule',
+  async (t) => {
+    for (const good of ['blue', 'site-2', 'a_b', '0ps'])
+      t.match(parseAnswers(`site: ${good}`), { answers: { site: good }, problems: [] }, good)
+    t.equal(parseAnswers('target: compose').answers.site, 'atrium', 'a site named before sites were: atrium')
+    for (const bad of ['Blue', '-blue', 'blue site', 'a.b', '""', 'x'.repeat(41), '[1]'])
+      t.match(
+        parseAnswers(`site: ${bad}`).problems,
+        [/^site: .* cannot name a site: use up to 40 lowercase letters/],
+        bad,
+      )
+    t.match(renderAnswers(parseAnswers('site: blue').answers), /^site: blue$/m, 'written back for a replay')
   },
 )

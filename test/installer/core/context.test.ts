@@ -1,6 +1,6 @@
 // The context a command acts on is read once: the answers file with the command line's overrides,
 // its references, the configuration already written for the target and the first tenant's record.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { stringify } from 'yaml'
@@ -34,6 +34,32 @@ function site(t: Parameters<typeof tempDir>[0], target: 'compose' | 'helm') {
   writeFileSync(join(dir, 'license.jwt'), 'eyJ.license\n')
   return { dir, out, answers }
 }
+
+t.test(
+  'a Compose site keeps the name it was written under: answers naming another are refused, before anything runs',
+  async (t) => {
+    const s = site(t, 'compose')
+    const written = (name: string | null) =>
+      writeFileSync(
+        join(s.out, '.env'),
+        `DATABASE_URL=postgres://kept@db/atrium\n${name ? `ATRIUM_SITE=${name}\n` : ''}`,
+      )
+    const named = (name: string) => {
+      writeFileSync(s.answers, `site: ${name}\n` + readFileSync(s.answers, 'utf8').replace(/^site: .*\n/, ''))
+      return loadContext({ answersPath: s.answers, env: { ATRIUM_TEST_DB: 'postgres://a@db/atrium' } }).problems
+    }
+    written('blue')
+    t.same(named('blue'), [], 'the same name: a re-run or an upgrade')
+    t.match(named('green'), [
+      `site: ${join(s.out, '.env')} is the site blue, and a site keeps its name (its containers and volumes carry it): answer site: blue, or give the site green an outputDir of its own`,
+    ])
+    written(null)
+    t.same(named('atrium'), [], 'a .env written before sites were named is the site atrium')
+    t.match(named('blue'), [/is the site atrium, and a site keeps its name/])
+    rmSync(join(s.out, '.env'))
+    t.same(named('green'), [], 'nothing written yet: any name')
+  },
+)
 
 t.test('a compose site: answers, references, the written .env and the first tenant, in one object', async (t) => {
   const s = site(t, 'compose')

@@ -40,13 +40,20 @@ t.test(
   async (t) => {
     const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', config: {} }
     const own = { R2_ENDPOINT: 'https://s3.corp.example' }
-    const api = (port: number) => ({ port, setting: "PORT in the answers' config", atriumMayHold: true })
-    const s3 = (port: number) => ({ port, setting: 'ATRIUM_S3_PORT in /srv/atrium/.env', minioMayHold: true })
+    // Each held by the site's own project (a re-run, an upgrade) is the site's: the site is named with it.
+    const api = (port: number) => ({
+      port,
+      setting: "PORT in the answers' config",
+      atriumMayHold: true,
+      site: 'atrium',
+    })
+    const s3 = (port: number) => ({ port, setting: 'ATRIUM_S3_PORT in /srv/atrium/.env', site: 'atrium' })
     t.same(portsFor(a, own), [api(8080)])
     t.same(portsFor(a, { ...own, PORT: '9090' }), [api(9090)])
     t.same(portsFor(a, {}), [api(8080), s3(9000)], 'the bundled MinIO is published for download links')
     t.same(portsFor(a, { R2_ENDPOINT: 'http://minio:9000', ATRIUM_S3_PORT: '9100' }), [api(8080), s3(9100)])
     t.same(portsFor({ ...a, target: 'helm' }, {}), [])
+    t.same(portsFor({ ...a, site: 'blue' }, { ...own, PORT: '9090' }), [{ ...api(9090), site: 'blue' }], 'named')
     t.same(
       portsFor(a, { ...own, ATRIUM_BIND_ADDRESS: '10.1.2.3' }),
       [{ ...api(8080), host: '10.1.2.3' }],

@@ -50,6 +50,7 @@ t.test('a compose site gets a zip of versions, checks, redacted configuration an
   const runner: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: dir } })
   const answers: Answers = {
     ...DEFAULT_ANSWERS,
+    site: 'blue',
     outputDir: dir,
     config: { PUBLIC_URL: config.PUBLIC_URL, R2_SECRET_ACCESS_KEY: config.R2_SECRET_ACCESS_KEY },
   }
@@ -87,15 +88,16 @@ t.test('a compose site gets a zip of versions, checks, redacted configuration an
     atrium: /^\d+\.\d+\.\d+/,
     node: process.version,
     target: 'compose',
+    site: 'blue',
     mode: 'connected',
     airGapped: false,
     tools: [{ id: 'tools.docker', found: '27.3.1' }],
     createdAt: '2026-11-23T10:00:00.000Z',
   })
-  // The project and the files the installer deployed with: without them Compose finds no project.
+  // The site's project and the files the installer deployed with: without them Compose finds no project.
   t.match(
     files['logs/compose.txt'],
-    /\$ docker compose --project-name atrium --env-file .*\.env -f \S+\/compose\/compose\.yaml logs --no-color --timestamps --tail 2000\n\(exit code 0\)\nserver: DATABASE_URL=<redacted> R2=<redacted>/,
+    /\$ docker compose --project-name blue --env-file .*\.env -f \S+\/compose\/compose\.yaml logs --no-color --timestamps --tail 2000\n\(exit code 0\)\nserver: DATABASE_URL=<redacted> R2=<redacted>/,
   )
   t.equal(JSON.parse(files['config.redacted.json']!).PUBLIC_URL, 'https://atrium.example.com')
   const all = Object.values(files).join('\n')

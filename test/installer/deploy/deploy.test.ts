@@ -12,12 +12,12 @@ import {
   adminCommand,
   bundleMissing,
   chartFullname,
-  COMPOSE_VOLUMES,
   deploy,
   deployCommands,
   waitReady,
 } from '../../../installer/deploy/deploy.js'
 import { run, type Runner } from '../../../installer/core/run.js'
+import { siteVolumes } from '../../../installer/core/site.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const bundles = { compose: '/pkg/compose', chart: '/pkg/charts/atrium' }
@@ -30,13 +30,28 @@ t.test(
     const compose = 'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml'
     t.same(deployCommands(a, configFiles(a), { bundles }).map(line), [
       `${compose} config --quiet`,
-      ...Object.entries(COMPOSE_VOLUMES).flatMap(([name, folder]) => [
+      ...siteVolumes(a).flatMap(({ name, folder }) => [
         `docker volume inspect ${name}`,
         `docker volume create --driver local --opt type=none --opt o=bind --opt device=/data/atrium/${folder} ${name}`,
       ]),
       `${compose} run --rm -T migrate`,
       `${compose} up --detach --wait --wait-timeout 600 --remove-orphans`,
     ])
+    // A named site: its project and volumes carry its name, so it shares the engine with others.
+    const blue: Answers = { ...a, site: 'blue', outputDir: '/srv/blue', dataPath: '/data/blue' }
+    t.same(
+      deployCommands(blue, configFiles(blue), { bundles })
+        .map(line)
+        .filter((c) => c.includes('blue')),
+      [
+        'docker compose --project-name blue --env-file /srv/blue/.env -f /pkg/compose/compose.yaml config --quiet',
+        ...['postgres', 'redis', 'minio', 'data'].flatMap((folder) => [
+          `docker volume inspect blue-${folder}`,
+          `docker volume create --driver local --opt type=none --opt o=bind --opt device=/data/blue/${folder} blue-${folder}`,
+        ]),
+        'docker compose --project-name blue --env-file /srv/blue/.env -f /pkg/compose/compose.yaml up --detach --wait --wait-timeout 600 --remove-orphans',
+      ],
+    )
     const gapped = { ...a, mode: 'air-gapped' as const }
     const cmds = deployCommands(gapped, configFiles(gapped), { bundles, kit: '/media/atrium-images.tar' }).map(line)
     t.equal(cmds[0], 'docker load --input /media/atrium-images.tar')
