@@ -580,6 +580,23 @@ async function bucketFound(client: Client, bucket: string, prefix: string): Prom
 
 const BAD_CREDENTIALS = /InvalidAccessKeyId|SignatureDoesNotMatch|InvalidToken|InvalidClientTokenId/
 
+const XML_ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" }
+
+/**
+ * A store's error text as people read it: the minio client leaves XML character references in the
+ * messages it parses (MinIO, a Go server, writes ' as &#39;), so they are decoded here.
+ */
+export function xmlText(text: string): string {
+  return text.replace(/&(#x[0-9a-f]+|#\d+|amp|lt|gt|quot|apos);/gi, (ref, name: string) => {
+    if (name[0] !== '#') return XML_ENTITIES[name.toLowerCase()] ?? ref
+    const code = /^#x/i.test(name) ? parseInt(name.slice(2), 16) : Number(name.slice(1))
+    return code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : ref
+  })
+}
+
+/** The region a store says it is in when asked with another (AuthorizationHeaderMalformed, as AWS and MinIO say it). */
+const expectedRegion = (text: string) => /region is wrong; expecting '([^']+)'/.exec(text)?.[1] ?? null
+
 /**
  * A full round trip: the bucket (found, or made), put, get and compare, presigned get through
  * fetch and compare, delete. The object is removed even when a step after the put fails.
@@ -641,26 +658,34 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
       [t.secretKey],
     )
   } catch (err) {
-    const text = `${codeOf(err)} ${messageOf(err)}`
-    const result = BAD_CREDENTIALS.test(text)
+    const message = xmlText(messageOf(err))
+    const text = `${codeOf(err)} ${message}`
+    const region = expectedRegion(message)
+    const result = region
       ? roundtrip(
           'fail',
-          `the store refused the credentials (${BAD_CREDENTIALS.exec(text)![0]}) at the step: ${step}`,
-          `Correct ${n.keys}`,
+          `the store is in region ${region}, not ${t.region}, at the step: ${step} (${message})`,
+          `Set ${n.regionSetting} to ${region}`,
         )
-      : /AccessDenied/.test(text)
+      : BAD_CREDENTIALS.test(text)
         ? roundtrip(
             'fail',
-            `access denied at the step: ${step}`,
-            `Give ${n.keyName} read, write and delete on bucket ${t.bucket} (and bucket creation, or create the bucket first)`,
+            `the store refused the credentials (${BAD_CREDENTIALS.exec(text)![0]}) at the step: ${step}`,
+            `Correct ${n.keys}`,
           )
-        : NETWORK.test(text)
-          ? unreachable(`${n.id}.roundtrip`, `the ${n.title}`, t.endpoint, err, timeoutMs)
-          : roundtrip(
+        : /AccessDenied/.test(text)
+          ? roundtrip(
               'fail',
-              `failed at the step: ${step}: ${messageOf(err)}`,
-              `Check the endpoint, the bucket name (${n.bucket}), the region (${n.regionSetting}) and the key's permissions on the bucket`,
+              `access denied at the step: ${step}`,
+              `Give ${n.keyName} read, write and delete on bucket ${t.bucket} (and bucket creation, or create the bucket first)`,
             )
+          : NETWORK.test(text)
+            ? unreachable(`${n.id}.roundtrip`, `the ${n.title}`, t.endpoint, err, timeoutMs)
+            : roundtrip(
+                'fail',
+                `failed at the step: ${step}: ${message}`,
+                `Check the endpoint, the bucket name (${n.bucket}), the region (${n.regionSetting}) and the key's permissions on the bucket`,
+              )
     return scrub([result], [t.secretKey])
   } finally {
     // Best effort: a failed step after the put must not leave the test object behind.

@@ -21,8 +21,9 @@ import {
   s3Checks,
   virtualHostCandidate,
   where,
+  xmlText,
 } from '../../common/service-checks.js'
-import { freePort, freshBucket, freshDatabase, s3Client, services, suffix } from '../helpers/platform.js'
+import { freePort, freshBucket, freshDatabase, s3Client, services, suffix, tempDir } from '../helpers/platform.js'
 import { findTool as findExecutable } from '../helpers/tools.js'
 import { silentServer } from '../helpers/silent.js'
 import { clusterSkip, pgCluster } from '../helpers/pg-cluster.js'
@@ -581,3 +582,70 @@ t.test(
     ])
   },
 )
+
+t.test(
+  'a store in another region says which, with its message decoded (no &#39;), and the fix is the region setting',
+  { skip: !findExecutable('minio') && 'needs the minio server (CI builds it; see .ci/run)' },
+  async (t) => {
+    // A MinIO of the test's own that says it is in eu-central-1, as a site's own store may be.
+    const port = await freePort()
+    const data = tempDir(t)
+    const server = spawn(
+      findExecutable('minio')!,
+      ['server', data, '--address', `127.0.0.1:${port}`, '--console-address', '127.0.0.1:0', '--quiet'],
+      {
+        env: {
+          ...process.env,
+          MINIO_ROOT_USER: 'region-test',
+          MINIO_ROOT_PASSWORD: 'region-test-secret',
+          MINIO_SITE_REGION: 'eu-central-1',
+        },
+        stdio: 'ignore',
+      },
+    )
+    // Gone before its folder is removed (teardowns run last in, first out).
+    const exited = new Promise((r) => server.once('exit', r))
+    t.teardown(async () => {
+      server.kill()
+      await exited
+    })
+    const endpoint = `http://127.0.0.1:${port}`
+    for (
+      let i = 0;
+      i < 100 &&
+      !(await fetch(`${endpoint}/minio/health/live`).then(
+        (r) => r.ok,
+        () => false,
+      ));
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 100))
+    const target = {
+      endpoint,
+      bucket: 'atrium',
+      accessKey: 'region-test',
+      secretKey: 'region-test-secret',
+      region: 'us-east-1',
+    }
+    const wrong = await s3Checks(target)
+    t.match(wrong, [
+      {
+        id: 's3.roundtrip',
+        status: 'fail',
+        found: `the store is in region eu-central-1, not us-east-1, at the step: find the bucket (The authorization header is malformed; the region is wrong; expecting 'eu-central-1'.)`,
+        fix: 'Set R2_REGION to eu-central-1',
+      },
+    ])
+    t.notMatch(JSON.stringify(wrong), /&#\d+;|&#x|&apos;/, 'no XML character reference left')
+    t.match(
+      await s3Checks({ ...target, region: 'eu-central-1' }),
+      [{ status: 'pass' }, { status: 'pass' }],
+      'in its region the round trip passes',
+    )
+  },
+)
+
+t.test('XML character references in a store message are decoded; anything else is left as it is', async (t) => {
+  t.equal(xmlText('expecting &#39;eu&#39; &#x27;x&#X27; &amp;&lt;&gt;&quot;&apos;'), `expecting 'eu' 'x' &<>"'`)
+  t.equal(xmlText('&#1114112; &#0; &nbsp; & ;'), '&#1114112; &#0; &nbsp; & ;')
+})
