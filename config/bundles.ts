@@ -1,7 +1,8 @@
 // Renders the parts of the bundles that come from the one schema (config/schema.ts) and the image
 // list (config/images.ts): the chart's values.schema.json, the `env`/`secrets` block of its
-// values.yaml and its Chart.yaml; the server environment block of compose.yaml and compose's
-// .env.example; and config/atrium.env.example. `npm run config:generate` rewrites them;
+// values.yaml and its Chart.yaml; the server environment block and the images of compose.yaml
+// (config/images.ts, the server's default tag this release) and compose's .env.example; and
+// config/atrium.env.example. `npm run config:generate` rewrites them;
 // `npm run config:generate -- --check` (and a test) fails when one has drifted.
 import { readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
@@ -403,6 +404,23 @@ export function renderComposeBlock(): string {
   return lines.join('\n')
 }
 
+/**
+ * compose.yaml's `image:` lines from config/images.ts: each service's image is the one its repository
+ * names there, under `${ATRIUM_REGISTRY:-<registry>}`; the server's tag is `${ATRIUM_VERSION:-<this
+ * release>}`, so the default follows package.json. An image config/images.ts does not list is an error.
+ */
+export function renderComposeImages(text: string, file: string): string {
+  return text.replace(
+    /^(\s*image: )\$\{ATRIUM_REGISTRY:-[^}]*\}\/([^:\s]+):(\S+)$/gm,
+    (line, head: string, repository: string) => {
+      const image = IMAGES.find((i) => i.repository === repository && i.usedBy.includes('compose'))
+      if (!image) throw new Error(`${file}: ${line.trim()} is not an image of config/images.ts`)
+      const tag = image.name === 'atrium-server' ? `\${ATRIUM_VERSION:-${image.tag}}` : image.tag
+      return `${head}\${ATRIUM_REGISTRY:-${image.registry}}/${image.repository}:${tag}`
+    },
+  )
+}
+
 export function renderComposeEnvExample(): string {
   const lines = [
     "# The Compose bundle's .env. Generated from config/schema.ts by `npm run config:generate`: do not edit by hand.",
@@ -461,7 +479,10 @@ export function renderAll(): { path: string; text: string }[] {
     { path: PATHS.chartYaml, text: renderChartYaml() },
     {
       path: PATHS.compose,
-      text: replaceBlock(readFileSync(PATHS.compose, 'utf8'), renderComposeBlock(), PATHS.compose),
+      text: renderComposeImages(
+        replaceBlock(readFileSync(PATHS.compose, 'utf8'), renderComposeBlock(), PATHS.compose),
+        PATHS.compose,
+      ),
     },
     { path: PATHS.composeEnv, text: renderComposeEnvExample() },
   ]

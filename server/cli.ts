@@ -52,7 +52,9 @@ Commands:
                                  {"status","customer","plan","expiresAt","maxTenants","daysLeft"?,"readOnly",
                                  "message","airGapped","clock"}; exit 78 when the server would refuse to
                                  start. With DATABASE_URL the license is judged, as the server does, by the
-                                 later of this clock and the database's (clock.judgedBy, behindSeconds)
+                                 later of this clock and the database's (clock.judgedBy, behindSeconds);
+                                 without it (or when the database cannot be read) a license valid or in
+                                 grace by this clock alone is "unconfirmed" (statusByThisClock, clock.unchecked)
   unlock-sign-in --email E       lift an address's sign-in lock (too many failed passwords): clears its failures
                                  from every address and the waits of each address that failed for it, and
                                  audits auth.sign_in_unlocked in each organization with an account for it.
@@ -117,28 +119,33 @@ async function withDb<T>(fn: (db: Db, secrets: Secrets) => Promise<T>, opts: { m
 
 /**
  * What the license is judged by: the process clock, or a later one read from DATABASE_URL (the
- * database's clock, the installation's high-water mark). Read only; a database that cannot be
- * reached leaves the process clock, and says why.
+ * database's clock, the installation's high-water mark). Read only; without DATABASE_URL, or with
+ * a database that cannot be reached, the process clock is left, and `unchecked` says why.
  */
 async function clockOf(
   databaseUrl: string,
   time: TrustedTime,
 ): Promise<{ judgedBy: TimeSource; behindSeconds: number; unchecked?: string }> {
-  if (databaseUrl) {
-    const log = pino({ level: 'silent' })
+  if (!databaseUrl)
+    return {
+      judgedBy: 'process',
+      behindSeconds: 0,
+      unchecked:
+        "no DATABASE_URL: judged by this machine's clock alone, which the server checks against its database's",
+    }
+  const log = pino({ level: 'silent' })
+  try {
+    const db = await openDb({ databaseUrl, dataDir: '', poolMax: 1, log })
     try {
-      const db = await openDb({ databaseUrl, dataDir: '', poolMax: 1, log })
-      try {
-        time.observe(await db.system(readClock))
-      } finally {
-        await db.close()
-      }
-    } catch (err) {
-      return {
-        judgedBy: 'process',
-        behindSeconds: 0,
-        unchecked: `the database could not be read (${(err as Error).message}): judged by this machine's clock`,
-      }
+      time.observe(await db.system(readClock))
+    } finally {
+      await db.close()
+    }
+  } catch (err) {
+    return {
+      judgedBy: 'process',
+      behindSeconds: 0,
+      unchecked: `the database could not be read (${(err as Error).message}): judged by this machine's clock`,
     }
   }
   return { judgedBy: time.source(), behindSeconds: Math.round(time.behindMs() / 1000) }
@@ -236,9 +243,16 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       const time = trustedTime(opts.license?.now)
       const clock = await clockOf(config.DATABASE_URL, time)
       const license = licenseOf(decision, config, time.now)
+      const view = license.view()
+      // A clock set back only makes a license look better than the server's later time would: valid or in grace by
+      // this clock alone is not confirmed (expired is: the server's time is never earlier).
+      const unconfirmed = clock.unchecked !== undefined && (view.status === 'valid' || view.status === 'grace')
       print({
-        ...license.view(),
-        message: license.message(),
+        ...view,
+        ...(unconfirmed ? { status: 'unconfirmed', statusByThisClock: view.status } : {}),
+        message: unconfirmed
+          ? `Unconfirmed: ${clock.unchecked}. By this clock: ${license.message()}`
+          : license.message(),
         airGapped: config.AIR_GAPPED,
         clock,
         ...(decision.kind === 'unlicensed' && decision.problem ? { problem: decision.problem } : {}),

@@ -88,6 +88,9 @@ export function loopbackCheck(answers: Answers, values: Record<string, string>):
   ]
 }
 
+/** The reference clock: the S3 endpoint's (clockOffsetFrom). */
+const CLOCK_SOURCE = 'the S3 endpoint'
+
 /**
  * The clock offset from the HTTP Date header of the S3 endpoint (a service the site runs or
  * reaches anyway, so an air-gapped install asks nothing outside). Null when there is none to ask.
@@ -135,14 +138,17 @@ export async function runPreflight(
   opts: PreflightOptions,
 ): Promise<CheckResult[]> {
   const deadline = opts.deadlineMs ?? PREFLIGHT_DEADLINE_MS
+  // Asked once: the clock check grades it, and the license is judged by the time it gives.
+  const clockOffset =
+    opts.clockOffsetMs !== undefined ? Promise.resolve(opts.clockOffsetMs) : clockOffsetFrom(values.R2_ENDPOINT)
   // Helm: the machine running the installer is not where Atrium runs; the cluster's nodes are measured instead.
   const host = async () => {
     if (answers.target === 'helm') return []
-    const offset = opts.clockOffsetMs !== undefined ? opts.clockOffsetMs : await clockOffsetFrom(values.R2_ENDPOINT)
-    const facts = await gatherHost(answers.dataPath, portsFor(answers, values), (port) =>
-      publisherOf(port, opts.runner),
+    return hostChecks(
+      await gatherHost(answers.dataPath, portsFor(answers, values), (port) => publisherOf(port, opts.runner)),
+      await clockOffset,
+      CLOCK_SOURCE,
     )
-    return hostChecks(facts, offset)
   }
   // Compose: the engine, and the volumes of the site's name on it (each this site's, or missing).
   const tools = async () => [
@@ -195,7 +201,11 @@ export async function runPreflight(
       ? (await import('./checks/kube.js')).kubeChecks(answers.namespace, { kubeconfig: opts.kubeconfig })
       : []
   const license = async () => [
-    await licenseCheck(values.LICENSE_KEY, { ...opts.license, airGapped: answers.mode === 'air-gapped' }),
+    await licenseCheck(
+      values.LICENSE_KEY,
+      { ...opts.license, airGapped: answers.mode === 'air-gapped' },
+      { offsetMs: await clockOffset, source: CLOCK_SOURCE },
+    ),
   ]
   // Side by side, reported in the order an admin fixes things.
   const groups = await Promise.all([

@@ -23,8 +23,8 @@ t.test('configure --dry-run shows the plan and writes nothing', async (t) => {
   t.equal(out.written, false)
   t.same(
     out.generated,
-    ['ENCRYPTION_MASTER_KEY', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD', 'MINIO_ATRIUM_PASSWORD'],
-    "the bundle's services get their passwords too",
+    ['ENCRYPTION_MASTER_KEY'],
+    'the answers name their own PostgreSQL, Redis and S3: no bundled service gets a password',
   )
   t.ok(
     out.changes.some(

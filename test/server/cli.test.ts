@@ -8,7 +8,15 @@ import { MAX_STDIN_PASSWORD_BYTES } from '../../server/cli.js'
 import { verifyPassword } from '../../server/modules/users/passwords.js'
 import { openDb } from '../../server/platform/db.js'
 import { admin } from '../helpers/cli.js'
-import { adminTrusting, DAY, productionEnv, testLicense, testVendor } from '../helpers/license.js'
+import {
+  adminTrusting,
+  clockSetBack,
+  DAY,
+  needsFaketime,
+  productionEnv,
+  testLicense,
+  testVendor,
+} from '../helpers/license.js'
 import { freePort, freshDatabase, services, suffix, testEnv } from '../helpers/platform.js'
 
 const env = await testEnv(t)
@@ -193,16 +201,20 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
     LICENSE_KEY: await testLicense(vendor, { customer: 'Acme', plan: 'growth', maxTenants: 7, expiresAt }),
   })
   t.equal(valid.code, 0, valid.stderr)
+  const licensed = 'Licensed to Acme (growth, up to 7 tenants) until 2099-01-01'
+  // The embedded database (no TEST_DATABASE_URL) gives no DATABASE_URL to read a clock from.
+  const alone = "no DATABASE_URL: judged by this machine's clock alone, which the server checks against its database's"
   t.same(JSON.parse(valid.stdout), {
-    status: 'valid',
+    status: env.DATABASE_URL ? 'valid' : 'unconfirmed',
+    ...(env.DATABASE_URL ? {} : { statusByThisClock: 'valid' }),
     customer: 'Acme',
     plan: 'growth',
     expiresAt: expiresAt.toISOString(),
     maxTenants: 7,
     readOnly: false,
-    message: 'Licensed to Acme (growth, up to 7 tenants) until 2099-01-01',
+    message: env.DATABASE_URL ? licensed : `Unconfirmed: ${alone}. By this clock: ${licensed}`,
     airGapped: false,
-    clock: { judgedBy: 'process', behindSeconds: 0 },
+    clock: { judgedBy: 'process', behindSeconds: 0, ...(env.DATABASE_URL ? {} : { unchecked: alone }) },
   })
 
   const graceKey = await testLicense(vendor, {
@@ -210,7 +222,11 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
     expiresAt: new Date(Date.now() - 5.5 * DAY),
   })
   const grace = await adminTrusting(vendor, ['license'], { ...env, LICENSE_KEY: graceKey })
-  t.match(JSON.parse(grace.stdout), { status: 'grace', daysLeft: 25, readOnly: false })
+  t.match(JSON.parse(grace.stdout), {
+    ...(env.DATABASE_URL ? { status: 'grace' } : { status: 'unconfirmed', statusByThisClock: 'grace' }),
+    daysLeft: 25,
+    readOnly: false,
+  })
 
   const unlicensed = await admin(['license'], env)
   t.equal(unlicensed.code, 0)
@@ -231,12 +247,30 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
 })
 
 t.test(
-  'license needs LICENSE_KEY alone, even for production; a database it cannot read leaves this clock, and says so',
+  'license needs LICENSE_KEY alone, even for production; without a database, or one it cannot read, a valid license is unconfirmed and it says what it could not check',
   async (t) => {
     const key = await testLicense(vendor, { customer: 'Alone' })
     const alone = await adminTrusting(vendor, ['license'], { NODE_ENV: 'production', LICENSE_KEY: key })
     t.equal(alone.code, 0, alone.stderr)
-    t.match(JSON.parse(alone.stdout), { status: 'valid', customer: 'Alone', clock: { judgedBy: 'process' } })
+    t.match(JSON.parse(alone.stdout), {
+      status: 'unconfirmed',
+      statusByThisClock: 'valid',
+      customer: 'Alone',
+      message:
+        /^Unconfirmed: no DATABASE_URL: judged by this machine's clock alone.*\. By this clock: Licensed to Alone/,
+      clock: { judgedBy: 'process', unchecked: /^no DATABASE_URL/ },
+    })
+    t.notMatch(JSON.parse(alone.stdout).status, 'valid', 'never "valid" on a clock nobody checked')
+    const ended = await testLicense(vendor, {
+      issuedAt: new Date(Date.now() - 200 * DAY),
+      expiresAt: new Date(Date.now() - 60 * DAY),
+    })
+    const expired = await adminTrusting(vendor, ['license'], { NODE_ENV: 'production', LICENSE_KEY: ended })
+    t.match(
+      JSON.parse(expired.stdout),
+      { status: 'expired', readOnly: true, clock: { unchecked: /^no DATABASE_URL/ } },
+      'expired by this clock is expired: the trusted time is never earlier',
+    )
     const unreachable = await adminTrusting(vendor, ['license'], {
       NODE_ENV: 'production',
       LICENSE_KEY: key,
@@ -244,7 +278,8 @@ t.test(
     })
     t.equal(unreachable.code, 0, unreachable.stderr)
     t.match(JSON.parse(unreachable.stdout), {
-      status: 'valid',
+      status: 'unconfirmed',
+      statusByThisClock: 'valid',
       clock: {
         judgedBy: 'process',
         unchecked: /^the database could not be read \(.+\): judged by this machine's clock$/,
@@ -253,6 +288,33 @@ t.test(
     const bad = await adminTrusting(vendor, ['license'], { LICENSE_KEY: key, AIR_GAPPED: 'maybe' })
     t.equal(bad.code, 78, 'a bad setting it reads is still a configuration error')
     t.match(bad.stderr, /^config error: AIR_GAPPED/)
+  },
+)
+
+t.test(
+  'under a clock set back 90 days (faketime), an expired license is never "valid": unconfirmed without a database, expired with one',
+  { skip: needsFaketime() },
+  async (t) => {
+    const ended = await testLicense(vendor, {
+      issuedAt: new Date(Date.now() - 200 * DAY),
+      expiresAt: new Date(Date.now() - 60 * DAY),
+    })
+    const behind = { NODE_ENV: 'production', LICENSE_KEY: ended, ...clockSetBack(90) }
+    const alone = await adminTrusting(vendor, ['license'], behind)
+    t.equal(alone.code, 0, alone.stderr)
+    t.match(JSON.parse(alone.stdout), {
+      status: 'unconfirmed',
+      statusByThisClock: 'valid',
+      message: /^Unconfirmed: no DATABASE_URL: judged by this machine's clock alone/,
+      clock: { judgedBy: 'process', unchecked: /^no DATABASE_URL/ },
+    })
+    if (!services.databaseUrl) return
+    const judged = await adminTrusting(vendor, ['license'], { ...behind, DATABASE_URL: await freshDatabase(t) })
+    t.match(
+      JSON.parse(judged.stdout),
+      { status: 'expired', readOnly: true, clock: { judgedBy: 'database' } },
+      "with DATABASE_URL it is judged by the database's clock, as the server judges it",
+    )
   },
 )
 

@@ -143,6 +143,50 @@ t.test('every check runs, in the order an admin fixes things, and a good license
 })
 
 t.test(
+  'under a clock set back 90 days, the clock check fails and so does the license, judged by the same reference time',
+  async (t) => {
+    const vendor = testVendor('t')
+    // Valid for 10 more days by this machine's clock; long expired by the reference's.
+    const LICENSE_KEY = await testLicense(vendor, { expiresAt: new Date(Date.now() + 10 * 86_400_000) })
+    const ahead = await serve(
+      t,
+      createServer((_req, res) =>
+        res.writeHead(403, { date: new Date(Date.now() + 90 * 86_400_000).toUTCString() }).end(),
+      ),
+    )
+    const answers: Answers = { ...DEFAULT_ANSWERS, dataPath: tempDir(t), config: {} }
+    const noTools: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: tempDir(t) } })
+    const checks = await runPreflight(
+      answers,
+      { LICENSE_KEY, R2_ENDPOINT: ahead },
+      { runner: noTools, license: vendor },
+    )
+    t.match(
+      checks.find((c) => c.id === 'clock'),
+      { status: 'fail', found: /^77(75|76)\d{3}(\.\d+)? s behind the S3 endpoint$/ },
+    )
+    t.match(
+      checks.find((c) => c.id === 'license'),
+      {
+        status: 'fail',
+        found:
+          /grace period ended on .* \(judged by the S3 endpoint's clock, which this machine's is 90 days behind\)$/,
+      },
+    )
+    const control = await runPreflight(
+      answers,
+      { LICENSE_KEY, R2_ENDPOINT: ahead },
+      { runner: noTools, license: vendor, clockOffsetMs: 0 },
+    )
+    t.match(
+      control.find((c) => c.id === 'license'),
+      { status: 'pass' },
+      'the same key on a clock that is right passes',
+    )
+  },
+)
+
+t.test(
   'each region of REGION_STORES gets its store checked; REGION_STORES that does not parse fails with why',
   async (t) => {
     const answers: Answers = { ...DEFAULT_ANSWERS, dataPath: tempDir(t), config: {} }

@@ -19,6 +19,15 @@ import { CHART, KUBE_VERSION, find, helmTemplate, needs, needsCompose, runTool }
 // the file took close to the suite's 180 s per file, and once past it.
 t.setTimeout(600_000)
 
+/** The answers' config lines of a site with its own PostgreSQL, Redis and S3. */
+const OWN_SERVICES = [
+  '  DATABASE_URL: postgres://atrium:pw@db.internal:5432/atrium',
+  '  REDIS_URL: redis://:pw@redis.internal:6379',
+  '  R2_ENDPOINT: https://s3.internal',
+  '  R2_ACCESS_KEY_ID: atrium',
+  '  R2_SECRET_ACCESS_KEY: s3-secret',
+]
+
 function answers(t: Test, lines: string[]) {
   const dir = tempDir(t)
   const path = join(dir, 'answers.yaml')
@@ -91,7 +100,28 @@ t.test('compose with an external PostgreSQL keeps it and bundles only the rest',
   t.equal(env.DATABASE_URL, 'postgres://atrium:pw@db.internal:5432/atrium')
   t.equal(env.R2_ENDPOINT, 'http://minio:9000')
   t.equal(env.COMPOSE_PROFILES, 'redis,s3', 'the bundled PostgreSQL does not start')
+  t.notOk('POSTGRES_PASSWORD' in env, 'and has no password made for it')
+  t.ok(env.REDIS_PASSWORD && env.MINIO_ROOT_PASSWORD && env.MINIO_ATRIUM_PASSWORD, 'the bundled ones do')
 })
+
+t.test(
+  'compose with its own PostgreSQL, Redis and S3: no bundled password is made or listed, and the real validator accepts the .env',
+  { skip: needsCompose() },
+  async (t) => {
+    const a = answers(t, ['target: compose', 'config:', ...OWN_SERVICES])
+    const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--json'])
+    t.equal(r.code, 0, r.stderr)
+    t.same(JSON.parse(r.stdout).generated, ['ENCRYPTION_MASTER_KEY'], 'nothing of the bundled services to back up')
+    const envPath = join(a.out, '.env')
+    const env = parseEnvFile(readFileSync(envPath, 'utf8')).values
+    for (const name of ['POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD', 'MINIO_ATRIUM_PASSWORD'])
+      t.notOk(name in env, `no ${name}`)
+    t.equal(env.COMPOSE_PROFILES, '')
+    const args = composeArgs(parseAnswers(readFileSync(a.path, 'utf8')).answers, envPath)
+    const v = await runTool('docker', [...args, 'config', '--quiet'])
+    t.equal(v.code, 0, v.stderr)
+  },
+)
 
 t.test(
   'helm: the written values pass helm lint --strict and render with the Secret the installer applies',
@@ -108,11 +138,7 @@ t.test(
       '  PORT: "9090"',
       '  LOG_LEVEL: debug',
       '  RATE_LIMIT_MAX: "500"',
-      '  DATABASE_URL: postgres://atrium:pw@db.internal:5432/atrium',
-      '  REDIS_URL: redis://cache.internal:6379',
-      '  R2_ENDPOINT: https://s3.internal',
-      '  R2_ACCESS_KEY_ID: atrium',
-      '  R2_SECRET_ACCESS_KEY: s3-secret',
+      ...OWN_SERVICES,
     ])
     const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--air-gapped'])
     t.equal(r.code, 0, r.stderr)
