@@ -7,11 +7,12 @@ import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { CONTAINER_CLI } from '../../config/bundles.js'
 import type { Answers } from '../core/answers.js'
-import { BUNDLES, composeArgs } from '../core/compose-bundle.js'
+import { BUNDLES, composeArgs, volumesInUse } from '../core/compose-bundle.js'
 import type { ConfigFiles } from '../core/context.js'
 import type { KitImage } from '../core/report.js'
 import { loadCommands, type KitTrust } from './airgap.js'
 import { volumeCommands } from './volumes.js'
+import { readEnvFile } from '../core/config-file.js'
 import type { Command, CommandResult, Runner } from '../core/run.js'
 
 export interface DeployOptions {
@@ -45,7 +46,8 @@ function composePhases(
 ): DeployPhases {
   const compose = composeArgs(answers, files.env, o)
   // External volumes: `docker compose down -v` cannot delete them; made once, found on a re-run.
-  const volumes = volumeCommands(answers)
+  // The folders of the bundled services this configuration runs (COMPOSE_PROFILES as written); all before it is.
+  const volumes = volumeCommands(answers, volumesInUse(readEnvFile(files.env)?.values ?? {}))
   const pull = answers.mode === 'air-gapped' ? ['--pull', 'never'] : []
   return {
     prepare: [

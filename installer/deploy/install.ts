@@ -26,9 +26,10 @@ import { VERSION } from '../../common/version.js'
 import { backupSite } from '../backup/backup.js'
 import { siteServices } from '../backup/site.js'
 import { atriumOn } from '../core/checks/host.js'
-import { composeArgs, prepareDataFolders } from '../core/compose-bundle.js'
+import { composeArgs, prepareDataFolders, volumesInUse } from '../core/compose-bundle.js'
+import { readEnvFile } from '../core/config-file.js'
 import { upgradeProblem } from '../core/upgrade.js'
-import { publisherOf, VOLUME_FOLDERS } from '../core/site.js'
+import { publisherOf } from '../core/site.js'
 import { volumesProblem } from './volumes.js'
 import type { Resolved } from '../core/context.js'
 import { runSteps, type Step, type StepRecord } from '../core/steps.js'
@@ -319,7 +320,9 @@ const dataFolders: InstallStep = {
   stage: 'deploy',
   when: (s) => s.ctx.answers.target === 'compose',
   run: (s) => {
-    prepareDataFolders(s.ctx.answers.dataPath, VOLUME_FOLDERS)
+    // Only the folders of the volumes this configuration uses (no bundled PostgreSQL: no postgres folder).
+    const written = s.files.target === 'compose' ? readEnvFile(s.files.env)?.values : undefined
+    prepareDataFolders(s.ctx.answers.dataPath, volumesInUse(written ?? {}))
     return null
   },
 }

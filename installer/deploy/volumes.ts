@@ -5,11 +5,18 @@
 import type { Answers } from '../core/answers.js'
 import { gatherVolumes, volumesRefusal } from '../core/checks/volumes.js'
 import type { Command, Runner } from '../core/run.js'
-import { siteVolumes } from '../core/site.js'
+import { siteVolumes, VOLUME_FOLDERS } from '../core/site.js'
 
-/** Each volume looked for, then created (skipped when it exists: the refusal below has seen it is this site's). */
-export function volumeCommands(answers: Pick<Answers, 'site' | 'dataPath'>): Command[] {
-  return siteVolumes(answers).flatMap(({ name, device }): Command[] => [
+/**
+ * Each volume of the folders the site uses (compose-bundle.ts volumesInUse: a bundled service it does not run needs
+ * none) looked for, then created (skipped when it exists: the refusal below has seen it is this site's).
+ */
+export function volumeCommands(
+  answers: Pick<Answers, 'site' | 'dataPath'>,
+  folders: readonly string[] = VOLUME_FOLDERS,
+): Command[] {
+  const used = siteVolumes(answers).filter((v) => folders.includes(v.folder))
+  return used.flatMap(({ name, device }): Command[] => [
     { file: 'docker', args: ['volume', 'inspect', name], title: `Look for the volume ${name}`, probe: true },
     {
       file: 'docker',

@@ -49,6 +49,7 @@ t.test(
           `docker volume inspect blue-${folder}`,
           `docker volume create --driver local --opt type=none --opt o=bind --opt device=/data/blue/${folder} blue-${folder}`,
         ]),
+        'docker compose --project-name blue --env-file /srv/blue/.env -f /pkg/compose/compose.yaml run --rm -T migrate',
         'docker compose --project-name blue --env-file /srv/blue/.env -f /pkg/compose/compose.yaml up --detach --wait --wait-timeout 600 --remove-orphans',
       ],
     )
@@ -189,4 +190,26 @@ t.test('readiness is polled until /readyz answers 200, or the time runs out with
 t.test('a package without the bundle says where it looked', async (t) => {
   t.equal(bundleMissing(DEFAULT_ANSWERS, { bundles }), '/pkg/compose/compose.yaml')
   t.equal(bundleMissing({ ...DEFAULT_ANSWERS, target: 'helm' }, { bundles }), '/pkg/charts/atrium/Chart.yaml')
+})
+
+t.test('a site with its own PostgreSQL, Redis and S3 gets the volume of its data folder alone', async (t) => {
+  const dir = tempDir(t)
+  const a: Answers = { ...DEFAULT_ANSWERS, outputDir: dir, dataPath: '/data/atrium', config: {} }
+  writeFileSync(join(dir, '.env'), 'COMPOSE_PROFILES=\n')
+  const own = deployCommands(a, configFiles(a), { bundles }).map(line)
+  t.same(
+    own.filter((c) => c.startsWith('docker volume')),
+    [
+      'docker volume inspect atrium-data',
+      'docker volume create --driver local --opt type=none --opt o=bind --opt device=/data/atrium/data atrium-data',
+    ],
+  )
+  writeFileSync(join(dir, '.env'), 'COMPOSE_PROFILES=postgres\n')
+  t.same(
+    deployCommands(a, configFiles(a), { bundles })
+      .map(line)
+      .filter((c) => c.startsWith('docker volume inspect')),
+    ['docker volume inspect atrium-postgres', 'docker volume inspect atrium-data'],
+    'and the bundled ones it runs',
+  )
 })
