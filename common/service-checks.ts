@@ -194,6 +194,39 @@ interface PostgresFacts {
   create_on_schema: boolean
 }
 
+/**
+ * SQLSTATE 28000 (invalid_authorization_specification): not a wrong password (that is 28P01), so
+ * correcting the password cannot help. pg_hba.conf has no line for this client, or one that
+ * rejects it; or the user does not exist (said only where pg_hba.conf asks no password). Returns
+ * what was found and the fix.
+ */
+function refusedAuthorization(url: string, message: string): [found: string, fix: string] {
+  const user = userOf(url) || '(the default user)'
+  const role = /role "(.*)" does not exist/.exec(message)
+  if (role)
+    return [
+      `the user ${role[1]} does not exist at ${where(url)}`,
+      `Create it (CREATE ROLE ${ident(role[1]!)} LOGIN PASSWORD '...'), or correct the user in DATABASE_URL`,
+    ]
+  if (/pg_hba\.conf/.test(message)) {
+    // The client's address as the server saw it (behind NAT, not this machine's own).
+    const client = /host "([^"]+)"/.exec(message)?.[1] ?? '<this machine>'
+    const mask = client.includes(':') ? '/128' : /^[\d.]+$/.test(client) ? '/32' : ''
+    const line = `host ${databaseOf(url) || 'all'} ${userOf(url) || 'all'} ${client}${mask} scram-sha-256`
+    return [
+      `PostgreSQL at ${where(url)} does not admit this client: ${message}`,
+      `The password is not the problem: on the PostgreSQL server, add a pg_hba.conf line admitting it (${line}) above any line that rejects it, then reload the configuration (SELECT pg_reload_conf())` +
+        (/no encryption/.test(message)
+          ? '; if pg_hba.conf admits only TLS connections (hostssl), add ?sslmode=require to DATABASE_URL instead'
+          : ''),
+    ]
+  }
+  return [
+    `PostgreSQL at ${where(url)} refused user ${user}: ${message} (SQLSTATE 28000)`,
+    'Fix what the server reports (the user, its LOGIN right, pg_hba.conf), then run the checks again',
+  ]
+}
+
 export async function postgresChecks(url: string, opts: ServiceCheckOptions = {}): Promise<CheckResult[]> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const connect = (status: CheckStatus, found: string, fix = '') =>
@@ -245,31 +278,33 @@ export async function postgresChecks(url: string, opts: ServiceCheckOptions = {}
   } catch (err) {
     const code = codeOf(err)
     const result =
-      code === '28P01' || code === '28000'
+      code === '28P01'
         ? connect(
             'fail',
-            `authentication failed for user ${userOf(url) || '(the default user)'} at ${where(url)}${code === '28000' ? ` (${messageOf(err)})` : ''}`,
-            'Correct the user and password in DATABASE_URL, and check that pg_hba.conf admits this machine',
+            `password authentication failed for user ${userOf(url) || '(the default user)'} at ${where(url)}`,
+            'Correct the password in DATABASE_URL, or the user (PostgreSQL says the same of a user that does not exist): pg_hba.conf admits this client, and the server refused the password',
           )
-        : code === '3D000'
-          ? connect(
-              'fail',
-              `the database ${databaseOf(url)} does not exist at ${where(url)}`,
-              'Create it first (CREATE DATABASE atrium OWNER <user>), or correct the name in DATABASE_URL',
-            )
-          : (err as { severity?: string }).severity // any other answer from the server itself
+        : code === '28000'
+          ? connect('fail', ...refusedAuthorization(url, messageOf(err)))
+          : code === '3D000'
             ? connect(
                 'fail',
-                `PostgreSQL at ${where(url)} refused: ${messageOf(err)} (SQLSTATE ${code})`,
-                'Fix what the server reports, then run the checks again',
+                `the database ${databaseOf(url)} does not exist at ${where(url)}`,
+                'Create it first (CREATE DATABASE atrium OWNER <user>), or correct the name in DATABASE_URL',
               )
-            : NETWORK.test(`${code} ${messageOf(err)}`)
-              ? unreachable('postgres.connect', 'PostgreSQL', url, err, timeoutMs)
-              : connect(
+            : (err as { severity?: string }).severity // any other answer from the server itself
+              ? connect(
                   'fail',
-                  `could not use DATABASE_URL ${redactUrl(url)}: ${messageOf(err)}`,
-                  'Write DATABASE_URL as postgres://user:password@host:5432/database',
+                  `PostgreSQL at ${where(url)} refused: ${messageOf(err)} (SQLSTATE ${code})`,
+                  'Fix what the server reports, then run the checks again',
                 )
+              : NETWORK.test(`${code} ${messageOf(err)}`)
+                ? unreachable('postgres.connect', 'PostgreSQL', url, err, timeoutMs)
+                : connect(
+                    'fail',
+                    `could not use DATABASE_URL ${redactUrl(url)}: ${messageOf(err)}`,
+                    'Write DATABASE_URL as postgres://user:password@host:5432/database',
+                  )
     return scrub([result], [passwordOf(url)])
   } finally {
     await sql?.end({ timeout: 0 }).catch(() => {})
@@ -545,6 +580,23 @@ async function bucketFound(client: Client, bucket: string, prefix: string): Prom
 
 const BAD_CREDENTIALS = /InvalidAccessKeyId|SignatureDoesNotMatch|InvalidToken|InvalidClientTokenId/
 
+const XML_ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" }
+
+/**
+ * A store's error text as people read it: the minio client leaves XML character references in the
+ * messages it parses (MinIO, a Go server, writes ' as &#39;), so they are decoded here.
+ */
+export function xmlText(text: string): string {
+  return text.replace(/&(#x[0-9a-f]+|#\d+|amp|lt|gt|quot|apos);/gi, (ref, name: string) => {
+    if (name[0] !== '#') return XML_ENTITIES[name.toLowerCase()] ?? ref
+    const code = /^#x/i.test(name) ? parseInt(name.slice(2), 16) : Number(name.slice(1))
+    return code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : ref
+  })
+}
+
+/** The region a store says it is in when asked with another (AuthorizationHeaderMalformed, as AWS and MinIO say it). */
+const expectedRegion = (text: string) => /region is wrong; expecting '([^']+)'/.exec(text)?.[1] ?? null
+
 /**
  * A full round trip: the bucket (found, or made), put, get and compare, presigned get through
  * fetch and compare, delete. The object is removed even when a step after the put fails.
@@ -606,26 +658,34 @@ export async function s3Checks(t: S3Target, opts: S3CheckOptions = {}): Promise<
       [t.secretKey],
     )
   } catch (err) {
-    const text = `${codeOf(err)} ${messageOf(err)}`
-    const result = BAD_CREDENTIALS.test(text)
+    const message = xmlText(messageOf(err))
+    const text = `${codeOf(err)} ${message}`
+    const region = expectedRegion(message)
+    const result = region
       ? roundtrip(
           'fail',
-          `the store refused the credentials (${BAD_CREDENTIALS.exec(text)![0]}) at the step: ${step}`,
-          `Correct ${n.keys}`,
+          `the store is in region ${region}, not ${t.region}, at the step: ${step} (${message})`,
+          `Set ${n.regionSetting} to ${region}`,
         )
-      : /AccessDenied/.test(text)
+      : BAD_CREDENTIALS.test(text)
         ? roundtrip(
             'fail',
-            `access denied at the step: ${step}`,
-            `Give ${n.keyName} read, write and delete on bucket ${t.bucket} (and bucket creation, or create the bucket first)`,
+            `the store refused the credentials (${BAD_CREDENTIALS.exec(text)![0]}) at the step: ${step}`,
+            `Correct ${n.keys}`,
           )
-        : NETWORK.test(text)
-          ? unreachable(`${n.id}.roundtrip`, `the ${n.title}`, t.endpoint, err, timeoutMs)
-          : roundtrip(
+        : /AccessDenied/.test(text)
+          ? roundtrip(
               'fail',
-              `failed at the step: ${step}: ${messageOf(err)}`,
-              `Check the endpoint, the bucket name (${n.bucket}), the region (${n.regionSetting}) and the key's permissions on the bucket`,
+              `access denied at the step: ${step}`,
+              `Give ${n.keyName} read, write and delete on bucket ${t.bucket} (and bucket creation, or create the bucket first)`,
             )
+          : NETWORK.test(text)
+            ? unreachable(`${n.id}.roundtrip`, `the ${n.title}`, t.endpoint, err, timeoutMs)
+            : roundtrip(
+                'fail',
+                `failed at the step: ${step}: ${message}`,
+                `Check the endpoint, the bucket name (${n.bucket}), the region (${n.regionSetting}) and the key's permissions on the bucket`,
+              )
     return scrub([result], [t.secretKey])
   } finally {
     // Best effort: a failed step after the put must not leave the test object behind.

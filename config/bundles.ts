@@ -1,7 +1,8 @@
 // Renders the parts of the bundles that come from the one schema (config/schema.ts) and the image
 // list (config/images.ts): the chart's values.schema.json, the `env`/`secrets` block of its
-// values.yaml and its Chart.yaml; the server environment block of compose.yaml and compose's
-// .env.example; and config/atrium.env.example. `npm run config:generate` rewrites them;
+// values.yaml and its Chart.yaml; the server environment block and the images of compose.yaml
+// (config/images.ts, the server's default tag this release) and compose's .env.example; and
+// config/atrium.env.example. `npm run config:generate` rewrites them;
 // `npm run config:generate -- --check` (and a test) fails when one has drifted.
 import { readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
@@ -140,6 +141,19 @@ const resources = obj({
   limits: obj({ cpu: quantity, memory: quantity, 'ephemeral-storage': quantity }),
 })
 const free = (description: string) => ({ type: 'object', description })
+const CIDR = { type: 'string', pattern: '^[0-9a-fA-F.:]+/[0-9]{1,3}$' }
+const PORT = { type: 'integer', minimum: 1, maximum: 65535 }
+/** A key of a Kubernetes Secret. */
+const SECRET_KEY = { pattern: '^[-._a-zA-Z0-9]+$' }
+/** Kubernetes Container objects: named, with an image; the rest as Kubernetes takes it. */
+const containerList = (description: string) => ({
+  type: 'array',
+  items: obj(
+    { name: { type: 'string', minLength: 1 }, image: { type: 'string', minLength: 1 } },
+    { required: ['name', 'image'], additionalProperties: true },
+  ),
+  description,
+})
 const list = (description: string) => ({ type: 'array', description })
 
 /** values.schema.json: self-contained (no remote $ref), unknown keys refused so typos fail at install. */
@@ -151,17 +165,21 @@ export function renderValuesSchema(): string {
     title: 'Atrium chart values',
     ...obj(
       {
-        global: obj({
-          imageRegistry: str(
-            'Registry that replaces the registry of every image (air-gapped sites: the private registry)',
-            { pattern: `^$|${REGISTRY_RE.source.replaceAll('\\/', '/')}` },
-          ),
-          imagePullSecrets: {
-            type: 'array',
-            items: { anyOf: [{ type: 'string' }, obj({ name: { type: 'string' } }, { required: ['name'] })] },
-            description: 'Secrets with the credentials of the registry',
+        // Open: under an umbrella chart every subchart gets the parent's globals (global.storageClass...).
+        global: obj(
+          {
+            imageRegistry: str(
+              'Registry that replaces the registry of every image (air-gapped sites: the private registry)',
+              { pattern: `^$|${REGISTRY_RE.source.replaceAll('\\/', '/')}` },
+            ),
+            imagePullSecrets: {
+              type: 'array',
+              items: { anyOf: [{ type: 'string' }, obj({ name: { type: 'string' } }, { required: ['name'] })] },
+              description: 'Secrets with the credentials of the registry',
+            },
           },
-        }),
+          { additionalProperties: true, description: 'Values shared with an umbrella chart; only these two are read' },
+        ),
         nameOverride: str('Replaces the chart name in resource names'),
         fullnameOverride: str('Replaces the release-derived prefix of resource names'),
         image: obj(
@@ -179,6 +197,12 @@ export function renderValuesSchema(): string {
         replicaCount: int('Server replicas when autoscaling is off', 1),
         airGapped: bool('No outside network: turns off web search and external integrations (AIR_GAPPED=true)'),
         existingSecret: str('Name of a Secret that holds the secret settings (GitOps); the chart then creates none'),
+        existingSecretKeys: obj(
+          Object.fromEntries(
+            bundleSettings(true).map(([n]) => [n, str(`The key of existingSecret that holds ${n}`, SECRET_KEY)]),
+          ),
+          { description: "existingSecret's key for each setting whose key is not the setting's own name" },
+        ),
         env: obj(env, { description: 'Atrium settings (config/schema.ts), except those the chart fixes' }),
         secrets: obj(secrets, {
           description:
@@ -232,11 +256,27 @@ export function renderValuesSchema(): string {
           egress: list(
             'Egress rules; empty allows all unless airGapped (the database, Redis and S3 are outside the cluster by default)',
           ),
+          dns: obj(
+            {
+              namespace: str('Namespace of the cluster DNS pods', { minLength: 1 }),
+              podLabels: anyMap('Labels of the cluster DNS pods (empty: every pod of that namespace)'),
+              ports: { type: 'array', items: PORT, minItems: 1, description: 'Ports the DNS pods listen on' },
+            },
+            { description: "airGapped: the cluster's DNS service, the only place DNS queries may go" },
+          ),
           servicesCidrs: {
             type: 'array',
-            items: { type: 'string', pattern: '^[0-9a-fA-F.:]+/[0-9]{1,3}$' },
+            items: {
+              anyOf: [CIDR, obj({ cidr: CIDR, ports: { type: 'array', items: PORT } }, { required: ['cidr'] })],
+            },
             description:
-              'airGapped: the networks of PostgreSQL, Redis and S3 outside the cluster (CIDRs); with DNS, the cluster and env.OUTBOUND_ALLOWED_NETWORKS, the only egress allowed',
+              'airGapped: the networks of PostgreSQL, Redis and S3 outside the cluster: a CIDR (every port) or {cidr, ports}',
+          },
+          clusterNamespaces: {
+            type: 'array',
+            items: { type: 'string', pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' },
+            description:
+              "airGapped: namespaces besides the release's whose pods the server may reach (in-cluster services)",
           },
         }),
         metrics: obj({
@@ -261,15 +301,46 @@ export function renderValuesSchema(): string {
           allowSkip: bool('Let this one upgrade skip versions (read the release notes first)'),
         }),
         tests: obj({ enabled: bool('Install the helm test that checks /readyz') }),
-        podAnnotations: anyMap('Annotations on the server pods'),
-        podLabels: anyMap('Labels on the server pods'),
+        podAnnotations: anyMap('Annotations on every pod (server, migration Job, helm test)'),
+        podLabels: anyMap('Labels on every pod (server, migration Job, helm test)'),
+        topologySpreadConstraints: {
+          type: 'array',
+          items: obj(
+            {
+              maxSkew: int('How uneven the spread may be', 1),
+              topologyKey: str('The node label to spread over', { minLength: 1 }),
+              whenUnsatisfiable: { type: 'string', enum: ['DoNotSchedule', 'ScheduleAnyway'] },
+            },
+            { required: ['maxSkew', 'topologyKey', 'whenUnsatisfiable'], additionalProperties: true },
+          ),
+          description: 'TopologySpreadConstraints of the server pods; without labelSelector: the server pods',
+        },
+        dnsPolicy: {
+          type: 'string',
+          enum: ['', 'ClusterFirst', 'ClusterFirstWithHostNet', 'Default', 'None'],
+          description: 'DNS policy of every pod (empty: the cluster default)',
+        },
+        dnsConfig: obj(
+          {
+            nameservers: { type: 'array', items: { type: 'string' } },
+            searches: { type: 'array', items: { type: 'string' } },
+            options: {
+              type: 'array',
+              items: obj({ name: { type: 'string' }, value: { type: 'string' } }, { required: ['name'] }),
+            },
+          },
+          { description: 'DNS configuration of every pod (Kubernetes PodDNSConfig)' },
+        ),
+        initContainers: containerList("More init containers of the server pod, before the chart's own"),
+        sidecars: containerList('More containers of the server pod, beside the server'),
         nodeSelector: anyMap('Node selector of every pod'),
         tolerations: list('Tolerations of every pod'),
         affinity: free('Affinity of the server pods'),
         priorityClassName: str('PriorityClass of the server pods'),
         terminationGracePeriodSeconds: int('Seconds a pod gets to drain; keep above SHUTDOWN_TIMEOUT_SECONDS', 1),
         // Names as in Bitnami's charts, so admins find them.
-        commonLabels: anyMap('Labels added to every object the chart makes'),
+        commonLabels: anyMap('Labels added to every object the chart makes, and to its pods'),
+        commonAnnotations: anyMap('Annotations added to every object the chart makes'),
         podSecurityContext: free(
           'Security context of every Atrium pod (OpenShift: set runAsUser, runAsGroup and fsGroup to null and the restricted SCC assigns them)',
         ),
@@ -338,6 +409,23 @@ export function renderComposeBlock(): string {
   return lines.join('\n')
 }
 
+/**
+ * compose.yaml's `image:` lines from config/images.ts: each service's image is the one its repository
+ * names there, under `${ATRIUM_REGISTRY:-<registry>}`; the server's tag is `${ATRIUM_VERSION:-<this
+ * release>}`, so the default follows package.json. An image config/images.ts does not list is an error.
+ */
+export function renderComposeImages(text: string, file: string): string {
+  return text.replace(
+    /^(\s*image: )\$\{ATRIUM_REGISTRY:-[^}]*\}\/([^:\s]+):(\S+)$/gm,
+    (line, head: string, repository: string) => {
+      const image = IMAGES.find((i) => i.repository === repository && i.usedBy.includes('compose'))
+      if (!image) throw new Error(`${file}: ${line.trim()} is not an image of config/images.ts`)
+      const tag = image.name === 'atrium-server' ? `\${ATRIUM_VERSION:-${image.tag}}` : image.tag
+      return `${head}\${ATRIUM_REGISTRY:-${image.registry}}/${image.repository}:${tag}`
+    },
+  )
+}
+
 export function renderComposeEnvExample(): string {
   const lines = [
     "# The Compose bundle's .env. Generated from config/schema.ts by `npm run config:generate`: do not edit by hand.",
@@ -396,7 +484,10 @@ export function renderAll(): { path: string; text: string }[] {
     { path: PATHS.chartYaml, text: renderChartYaml() },
     {
       path: PATHS.compose,
-      text: replaceBlock(readFileSync(PATHS.compose, 'utf8'), renderComposeBlock(), PATHS.compose),
+      text: renderComposeImages(
+        replaceBlock(readFileSync(PATHS.compose, 'utf8'), renderComposeBlock(), PATHS.compose),
+        PATHS.compose,
+      ),
     },
     { path: PATHS.composeEnv, text: renderComposeEnvExample() },
   ]

@@ -14,6 +14,11 @@ export const MINIO_ATRIUM_USER = 'atrium-server'
 
 /** Variables the Compose bundle itself reads from .env, besides Atrium's settings (isSecret says which are secret). */
 export const COMPOSE_VARIABLES: Record<string, { description: string; example: string }> = {
+  ATRIUM_SITE: {
+    description:
+      "This site's name on the engine: the Compose project, its containers and network, and its volumes (<name>-postgres, -redis, -minio, -data) carry it; two sites on one engine need two names",
+    example: 'atrium',
+  },
   COMPOSE_PROFILES: {
     description:
       'Bundled services this site runs (postgres, redis, s3, comma-separated); leave one out when DATABASE_URL, REDIS_URL or R2_ENDPOINT names your own',

@@ -63,4 +63,7 @@ export const REGISTRY_RE = /^[a-zA-Z0-9.-]+(:[0-9]+)?(\/[a-zA-Z0-9._/-]+)?$/
 export const registryProblem = (registry: string, what = '--registry'): string | null =>
   REGISTRY_RE.test(registry)
     ? null
-    : `${what} must be host[:port][/path] without a scheme, e.g. registry.corp.example:5000/atrium (got "${registry}")`
+    : registry.includes('@')
+      ? // Credentials here would go on docker's and helm's command lines (and into the chart's values): never echoed.
+        `${what} must be host[:port][/path], without credentials (docker login keeps them for the push; a cluster pulls with imagePullSecrets): got "<redacted>@${registry.slice(registry.lastIndexOf('@') + 1)}"`
+      : `${what} must be host[:port][/path] without a scheme, e.g. registry.corp.example:5000/atrium (got "${registry}")`

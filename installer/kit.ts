@@ -5,12 +5,13 @@
 //                            is all it needs) and the Compose bundle (installer/build.ts)
 //   charts/atrium-<version>.tgz   the chart, packaged (helm package)
 //   atrium-images.tar, images.json   every image, pinned (installer/deploy/airgap.ts)
+//   README.md, docs/              what an admin reads at the site (KIT_DOCS)
 //   SHA256SUMS, SHA256SUMS.sig    every file's checksum, signed with the license key (EdDSA)
 // At the site: ./atrium-installer images load --images . (Compose) or images push (Helm), then
 // install --images . as docs/air-gap.md says. --unsigned makes a kit for a test bench only: a site
 // refuses it unless told --allow-unsigned.
-import { mkdirSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { cpSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { basename, dirname, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import type { KeyObject } from 'node:crypto'
 import { isMain } from '../common/is-main.js'
@@ -47,21 +48,44 @@ export interface KitOptions {
   onStep?: (line: string) => void
 }
 
-/** Builds the kit into `output` (new or empty); returns its folder and how many files SHA256SUMS lists. */
+/**
+ * What an admin reads at the site, copied into the kit as they are in this package (and listed in
+ * SHA256SUMS like every file): how to install, air-gapped, and run the site day to day.
+ */
+export const KIT_DOCS = ['README.md', 'docs/installer.md', 'docs/air-gap.md', 'docs/operations.md'] as const
+
+/**
+ * Builds the kit into `output` (new or empty); returns its folder and how many files SHA256SUMS lists. It is built in a
+ * new folder beside `output` and renamed to it when whole: a failed build leaves nothing behind.
+ */
 export async function buildKit(o: KitOptions): Promise<{ dir: string; files: number; signedBy: string | null }> {
   const dir = resolve(o.output)
   const notNew = newFolderProblem(dir)
   if (notNew) throw new UsageError(notNew)
-  mkdirSync(dir, { recursive: true })
+  mkdirSync(dirname(dir), { recursive: true })
+  const work = mkdtempSync(join(dirname(dir), `.${basename(dir)}.partial-`))
+  try {
+    const built = await buildInto(work, o)
+    // rename(2) replaces an empty folder: an --output made empty beforehand is taken over.
+    renameSync(work, dir)
+    return { ...built, dir }
+  } catch (err) {
+    rmSync(work, { recursive: true, force: true })
+    throw err
+  }
+}
+
+async function buildInto(dir: string, o: KitOptions): Promise<{ files: number; signedBy: string | null }> {
   const runner = o.runner ?? run
   const say = o.onStep ?? (() => {})
   const installer = await buildInstaller(dir)
+  for (const doc of KIT_DOCS) cpSync(join(ROOT, doc), join(dir, doc))
   say(`installer: ${installer.modules} modules in one file of ${installer.bytes} bytes`)
   const chart = await runner('helm', ['package', join(ROOT, 'charts/atrium'), '--destination', join(dir, 'charts')], {
     timeoutMs: 120_000,
   })
   if (chart.exitCode !== 0) throw new Error(`helm package failed: ${chart.stderr || chart.stdout}`)
-  say(`chart: ${chart.stdout.trim()}`)
+  say(`chart: ${chart.stdout.trim().replaceAll(dir, resolve(o.output))}`)
   const images = o.images ?? IMAGES
   const saved = await deploy(saveCommands(dir, images, o.platform), runner)
   if (!saved.ok) throw new Error(`saving the images failed at: ${failedStep(saved.steps, 2000)}`)
@@ -80,7 +104,7 @@ export async function buildKit(o: KitOptions): Promise<{ dir: string; files: num
         : `signed with ${trusted.kid}, fingerprint ${trusted.fingerprint}: publish it for sites to compare`,
     )
   }
-  return { dir, files: sums.split('\n').filter(Boolean).length, signedBy: o.signer?.kid ?? null }
+  return { files: sums.split('\n').filter(Boolean).length, signedBy: o.signer?.kid ?? null }
 }
 
 export async function cli(argv: string[], runner?: Runner): Promise<string> {

@@ -21,6 +21,7 @@ import { preflight } from './commands/preflight.js'
 import { restore } from './commands/restore.js'
 import { supportBundle } from './commands/support-bundle.js'
 import { installerCommand } from './core/invocation.js'
+import { uninstall } from './commands/uninstall.js'
 import { EXIT, type Report } from './core/report.js'
 import { VERSION } from '../common/version.js'
 import { output, type Progress } from './ui/output.js'
@@ -29,7 +30,7 @@ export { EXIT }
 export { interactiveExit } from './commands/interactive.js'
 
 /** Every command, in the order the usage lists them. */
-const COMMANDS: readonly Command[] = [preflight, configure, install, backup, restore, supportBundle, images]
+const COMMANDS: readonly Command[] = [preflight, configure, install, backup, restore, supportBundle, uninstall, images]
 
 /** Read whatever the command: the usage and the version. */
 const GLOBAL = {

@@ -28,6 +28,9 @@ import { migrate, waitForMigrations } from './platform/migrate.js'
 import { createSecrets, loadMasterKey, type Secrets } from './platform/secrets.js'
 import { readClock, trustedTime, type TimeSource, type TrustedTime } from './platform/trusted-time.js'
 
+/** The most a password read from standard input may be (the API's own limit for a password is 1024 characters). */
+export const MAX_STDIN_PASSWORD_BYTES = 1024
+
 const USAGE = `Usage: ${ADMIN_CLI} <command> [options]
 
 Commands:
@@ -37,17 +40,21 @@ Commands:
                                  wait until another process (the chart's migration Job) has applied every
                                  migration of this release (default 600 s); prints {"pending":[]}, exit 1
                                  with the versions still pending when the time is up
-  create-tenant --name N [--plan ${PLANS.join('|')}] [--email E] [--password P]
+  create-tenant --name N [--plan ${PLANS.join('|')}] [--email E] [--password-stdin]
                                  create a tenant, its owner and an svc_ci_ key with every permission;
-                                 prints {"tenantId","userId","apiKey"}
-                                 refused (exit 1) beyond the license's maxTenants
+                                 prints {"tenantId","userId","apiKey"}; refused (exit 1) beyond the
+                                 license's maxTenants. --password-stdin: the owner's password is the first
+                                 line of standard input (at most ${MAX_STDIN_PASSWORD_BYTES} bytes), never an argument (every
+                                 user of the machine sees a command line: ps, the engine's events)
   create-key (--tenant ID --type sdk|ci | --type admin) [--permissions a,b] [--name N] [--expires-in-days D]
                                  create an API key; prints {"id","apiKey","type","permissions"}
   license                        check LICENSE_KEY as the server would; needs no other setting. Prints
                                  {"status","customer","plan","expiresAt","maxTenants","daysLeft"?,"readOnly",
                                  "message","airGapped","clock"}; exit 78 when the server would refuse to
                                  start. With DATABASE_URL the license is judged, as the server does, by the
-                                 later of this clock and the database's (clock.judgedBy, behindSeconds)
+                                 later of this clock and the database's (clock.judgedBy, behindSeconds);
+                                 without it (or when the database cannot be read) a license valid or in
+                                 grace by this clock alone is "unconfirmed" (statusByThisClock, clock.unchecked)
   unlock-sign-in --email E       lift an address's sign-in lock (too many failed passwords): clears its failures
                                  from every address and the waits of each address that failed for it, and
                                  audits auth.sign_in_unlocked in each organization with an account for it.
@@ -62,6 +69,29 @@ Commands:
 `
 
 class UsageError extends Error {}
+
+/**
+ * The first line of `input` (its line break dropped), for a secret handed over on standard input. At most `max` bytes
+ * are kept: a longer line, or one that never ends, is refused once it passes the bound, not read whole.
+ */
+export async function readSecretLine(input: AsyncIterable<Buffer | string>, max: number): Promise<string> {
+  const parts: Buffer[] = []
+  let size = 0
+  for await (const chunk of input) {
+    const c = typeof chunk === 'string' ? Buffer.from(chunk) : chunk
+    const end = c.indexOf(0x0a)
+    const part = end === -1 ? c : c.subarray(0, end)
+    size += part.length
+    // Leaving the loop ends the stream: nothing past the bound (or past the line) is read.
+    if (size > max) throw new UsageError(`the password on standard input is longer than ${max} bytes`)
+    parts.push(part)
+    if (end !== -1) break
+  }
+  const line = Buffer.concat(parts).toString('utf8').replace(/\r$/, '')
+  if (!line) throw new UsageError('--password-stdin: standard input held no password (give it as one line)')
+  return line
+}
+
 /** A refusal to report as one JSON line on stdout, exit 1. */
 class Refused extends Error {
   constructor(readonly error: AppError) {
@@ -89,39 +119,53 @@ async function withDb<T>(fn: (db: Db, secrets: Secrets) => Promise<T>, opts: { m
 
 /**
  * What the license is judged by: the process clock, or a later one read from DATABASE_URL (the
- * database's clock, the installation's high-water mark). Read only; a database that cannot be
- * reached leaves the process clock, and says why.
+ * database's clock, the installation's high-water mark). Read only; without DATABASE_URL, or with
+ * a database that cannot be reached, the process clock is left, and `unchecked` says why.
  */
 async function clockOf(
   databaseUrl: string,
   time: TrustedTime,
 ): Promise<{ judgedBy: TimeSource; behindSeconds: number; unchecked?: string }> {
-  if (databaseUrl) {
-    const log = pino({ level: 'silent' })
+  if (!databaseUrl)
+    return {
+      judgedBy: 'process',
+      behindSeconds: 0,
+      unchecked:
+        "no DATABASE_URL: judged by this machine's clock alone, which the server checks against its database's",
+    }
+  const log = pino({ level: 'silent' })
+  try {
+    const db = await openDb({ databaseUrl, dataDir: '', poolMax: 1, log })
     try {
-      const db = await openDb({ databaseUrl, dataDir: '', poolMax: 1, log })
-      try {
-        time.observe(await db.system(readClock))
-      } finally {
-        await db.close()
-      }
-    } catch (err) {
-      return {
-        judgedBy: 'process',
-        behindSeconds: 0,
-        unchecked: `the database could not be read (${(err as Error).message}): judged by this machine's clock`,
-      }
+      time.observe(await db.system(readClock))
+    } finally {
+      await db.close()
+    }
+  } catch (err) {
+    return {
+      judgedBy: 'process',
+      behindSeconds: 0,
+      unchecked: `the database could not be read (${(err as Error).message}): judged by this machine's clock`,
     }
   }
   return { judgedBy: time.source(), behindSeconds: Math.round(time.behindMs() / 1000) }
 }
 
-/** The command's `--name value` options (every one takes a value); anything else is a UsageError. */
-function options<N extends string>(args: string[], names: readonly N[] = []): Partial<Record<N, string>> {
-  const spec = Object.fromEntries(names.map((n) => [n, { type: 'string' as const }]))
+/**
+ * The command's `--name value` options and its `--switch`es (no value); anything else is a UsageError.
+ */
+function options<N extends string, S extends string = never>(
+  args: string[],
+  names: readonly N[] = [],
+  switches: readonly S[] = [],
+): Partial<Record<N, string>> & Partial<Record<S, boolean>> {
+  const spec = {
+    ...Object.fromEntries(names.map((n) => [n, { type: 'string' as const }])),
+    ...Object.fromEntries(switches.map((n) => [n, { type: 'boolean' as const }])),
+  }
   try {
     const { values } = parseArgs({ args, options: spec, strict: true, allowPositionals: false })
-    return values as Partial<Record<N, string>>
+    return values as Partial<Record<N, string>> & Partial<Record<S, boolean>>
   } catch (err) {
     throw new UsageError((err as Error).message)
   }
@@ -157,8 +201,15 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       return
     }
     case 'create-tenant': {
-      const o = options(args, ['name', 'plan', 'email', 'password'])
+      // A password as an argument would be on the command line, for every user (ps) and the container engine's event
+      // stream to see: refused by name, with the way that works.
+      if (args.some((a) => a === '--password' || a.startsWith('--password=')))
+        throw new UsageError(
+          "--password is not taken: a command line is visible to every user of the machine (ps) and in the container engine's events; give the password on standard input with --password-stdin",
+        )
+      const o = options(args, ['name', 'plan', 'email'], ['password-stdin'])
       if (!o.name) throw new UsageError('--name is required')
+      const password = o['password-stdin'] ? await readSecretLine(process.stdin, MAX_STDIN_PASSWORD_BYTES) : undefined
       // The same decision as the server's: production needs a usable license; development without
       // one has no tenant limit.
       const config = loadConfigOrExit()
@@ -169,7 +220,7 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
         (db, secrets) =>
           createTenant(
             { db, secrets },
-            { name: o.name!, plan: o.plan, email: o.email, password: o.password },
+            { name: o.name!, plan: o.plan, email: o.email, password },
             { maxTenants },
           ).catch((err: unknown) => {
             throw err instanceof AppError && err.details.reason === 'license_tenant_limit' ? new Refused(err) : err
@@ -192,9 +243,16 @@ export async function run(argv: string[], opts: CliOptions = {}): Promise<void> 
       const time = trustedTime(opts.license?.now)
       const clock = await clockOf(config.DATABASE_URL, time)
       const license = licenseOf(decision, config, time.now)
+      const view = license.view()
+      // A clock set back only makes a license look better than the server's later time would: valid or in grace by
+      // this clock alone is not confirmed (expired is: the server's time is never earlier).
+      const unconfirmed = clock.unchecked !== undefined && (view.status === 'valid' || view.status === 'grace')
       print({
-        ...license.view(),
-        message: license.message(),
+        ...view,
+        ...(unconfirmed ? { status: 'unconfirmed', statusByThisClock: view.status } : {}),
+        message: unconfirmed
+          ? `Unconfirmed: ${clock.unchecked}. By this clock: ${license.message()}`
+          : license.message(),
         airGapped: config.AIR_GAPPED,
         clock,
         ...(decision.kind === 'unlicensed' && decision.problem ? { problem: decision.problem } : {}),

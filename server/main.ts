@@ -54,8 +54,8 @@ export async function serve(opts: ServeOptions = {}): Promise<void> {
         ? 'Air-gapped (AIR_GAPPED=true): features that need outside APIs are off; outbound connections go only to OUTBOUND_ALLOWED_NETWORKS and OUTBOUND_ALLOWED_DOMAINS'
         : 'Connected (AIR_GAPPED=false): features that call outside APIs are available',
       `API docs: ${config.PUBLIC_URL}/docs   Health: ${config.PUBLIC_URL}/readyz   Metrics: ${metrics ? `${metrics.address}/metrics (METRICS_PORT)` : `${config.PUBLIC_URL}/metrics`}`,
-      'Create the first tenant (prints its API key once):',
-      `  ${ADMIN_CLI} create-tenant --name "My Company" --email admin@example.com --password "<12+ characters>"`,
+      'Create the first tenant (prints its API key once; the password, 12+ characters, is one line on standard input):',
+      `  ${ADMIN_CLI} create-tenant --name "My Company" --email admin@example.com --password-stdin`,
       '',
     ].join('\n'),
   )

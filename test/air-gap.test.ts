@@ -280,22 +280,28 @@ async function runSite(t: Test, site: Site, airGapped: boolean): Promise<Run | n
     return null
   }
 
-  const cli = async (args: string[]) => {
-    const r = await docker(['exec', name, ...CONTAINER_CLI, ...args])
+  const cli = async (args: string[], input?: string) => {
+    const r = await docker(
+      ['exec', ...(input === undefined ? [] : ['-i']), name, ...CONTAINER_CLI, ...args],
+      60_000,
+      input,
+    )
     if (r.code !== 0) throw new Error(`${args[0]}: ${r.stderr}`)
     return JSON.parse(r.stdout) as Record<string, string>
   }
-  const owner = await cli([
-    'create-tenant',
-    '--name',
-    `Air gap ${mode}`,
-    '--plan',
-    'enterprise',
-    '--email',
-    'owner@example.com',
-    '--password',
-    'correct horse battery staple',
-  ])
+  const owner = await cli(
+    [
+      'create-tenant',
+      '--name',
+      `Air gap ${mode}`,
+      '--plan',
+      'enterprise',
+      '--email',
+      'owner@example.com',
+      '--password-stdin',
+    ],
+    'correct horse battery staple\n',
+  )
   const admin = await cli(['create-key', '--type', 'admin', '--name', 'sweep'])
   const auth = { authorization: `Bearer ${owner.apiKey}` }
   const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = auth) => {

@@ -133,18 +133,22 @@ t.test(
     t.equal(hint?.[1], CONTAINER_CLI.join(' '), 'the start-up hint names node /app/server/cli.js')
     const password = 'correct horse battery staple'
     const created = await step('create-tenant in the container', () =>
-      docker([
-        'exec',
-        name,
-        ...(hint?.[1] ?? CONTAINER_CLI.join(' ')).split(' '),
-        'create-tenant',
-        '--name',
-        'Image Test',
-        '--email',
-        'a@example.com',
-        '--password',
-        password,
-      ]),
+      docker(
+        [
+          'exec',
+          '-i',
+          name,
+          ...(hint?.[1] ?? CONTAINER_CLI.join(' ')).split(' '),
+          'create-tenant',
+          '--name',
+          'Image Test',
+          '--email',
+          'a@example.com',
+          '--password-stdin',
+        ],
+        60_000,
+        `${password}\n`,
+      ),
     )
     t.equal(created.code, 0, `create-tenant: ${created.stderr}`)
     const { apiKey } = JSON.parse(created.stdout) as { apiKey: string }

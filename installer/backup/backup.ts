@@ -5,12 +5,14 @@
 // copied, into a file beside the archive (a tar entry's size comes before its bytes), so the two
 // slowest parts overlap. The archive is written as NAME.partial and renamed when it is whole: a
 // failed backup leaves no file that looks like a backup.
-import { createReadStream, createWriteStream, rmSync, renameSync, statSync } from 'node:fs'
+import { createReadStream, createWriteStream, rmSync, renameSync, statSync, statfsSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
 import { once } from 'node:events'
 import { pipeline } from 'node:stream/promises'
 import { Client } from 'minio'
 import { VERSION } from '../../common/version.js'
 import { parseVersion } from '../../common/version-numbers.js'
+import { within } from '../../common/deadline.js'
 import { run, runStreaming } from '../core/run.js'
 import {
   FORMAT,
@@ -98,12 +100,16 @@ export interface DatabaseFacts {
   server: number
   schema: number
   tables: Record<string, number>
+  /** What the tables take in PostgreSQL (pg_table_size, TOAST included, indexes not): their dump is usually smaller. */
+  bytes: number
 }
 
 // Counted through query_to_xml, so one statement counts every table whatever its name, and the
 // migrations table is read only when it exists (a statement naming a missing table fails to parse).
 const FACTS_SQL = `select json_build_object(
   'server', current_setting('server_version_num')::int,
+  'bytes', (select coalesce(sum(pg_table_size(c.oid)), 0) from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where c.relkind in ('r', 'p', 'm') and n.nspname not in ('pg_catalog', 'information_schema') and n.nspname not like 'pg_toast%'),
   'schema', case when to_regclass('public.atrium_migrations') is null then 0
     else (xpath('/row/v/text()', query_to_xml('select coalesce(max(version), 0) as v from public.atrium_migrations', false, true, '')))[1]::text::int end,
   'tables', coalesce((select json_object_agg(c.relname, (xpath('/row/v/text()', query_to_xml(format('select count(*) as v from %I.%I', n.nspname, c.relname), false, true, '')))[1]::text::bigint order by c.relname)
@@ -134,6 +140,67 @@ export function dumpToolProblem(tool: number, server: number): string | null {
   return tool < major
     ? `pg_dump ${tool} cannot back up PostgreSQL ${major}: install PostgreSQL ${major}'s client tools (or newer) on this machine`
     : null
+}
+
+const DISK_FULL = new Set(['ENOSPC', 'EDQUOT'])
+/** System calls of writing a file: an error in one is this machine's disk, not pg_dump's or the store's. */
+const FILE_CALLS = new Set(['open', 'write', 'close', 'fsync', 'rename'])
+const megabytes = (n: number) => `${(n / 1_048_576).toFixed(1)} MB`
+
+/** Free bytes for this user at `dir` (statfs), or null when it cannot be read. */
+function freeAt(dir: string): number | null {
+  try {
+    const s = statfsSync(dir)
+    return s.bavail * s.bsize
+  } catch {
+    return null
+  }
+}
+
+/** What the site's objects take: every store listed, within `ms` (complete false when a listing stopped short). */
+async function objectBytes(stores: readonly Store[], ms: number): Promise<{ bytes: number; complete: boolean }> {
+  const total = { bytes: 0, complete: true }
+  const until = Date.now() + ms
+  try {
+    for (const store of stores) {
+      const listing = listStore(s3Of(store), store)[Symbol.asyncIterator]()
+      for (;;) {
+        const next = await within(Math.max(until - Date.now(), 1), 'listing the objects', listing.next())
+        if (next.done) break
+        total.bytes += next.value.size
+      }
+    }
+  } catch {
+    total.complete = false
+  }
+  return total
+}
+
+export interface NeededSpace {
+  /** What the site's tables take in PostgreSQL (DatabaseFacts.bytes). */
+  databaseBytes: number
+  objects: { bytes: number; complete: boolean }
+}
+
+/**
+ * A failed write of the backup's own files, said as what it is (this machine's disk, not pg_dump or the store): for a
+ * full disk, where, how much is free and how much the backup needs; null for any other error.
+ */
+export function writeFailure(err: unknown, dir: string, needed: NeededSpace): SiteDataError | null {
+  const e = err as NodeJS.ErrnoException | null
+  if (typeof e?.code !== 'string' || !(DISK_FULL.has(e.code) || FILE_CALLS.has(e.syscall ?? ''))) return null
+  if (!DISK_FULL.has(e.code)) return new SiteDataError(`cannot write the backup in ${dir}: ${e.message}`)
+  const free = freeAt(dir)
+  const { databaseBytes: db, objects } = needed
+  // The dump is spooled beside the archive, then copied into it: twice its size at the peak.
+  return new SiteDataError(
+    `the disk is full at ${dir}${e.code === 'EDQUOT' ? " (this user's disk quota is used up)" : ''}: ` +
+      `${free === null ? 'too little' : megabytes(free)} free there (the backup's partial files removed), and the ` +
+      `backup needs up to ${megabytes(objects.bytes + 2 * db)}${objects.complete ? '' : ' or more'}: the objects ` +
+      `(${megabytes(objects.bytes)}${objects.complete ? '' : ', listed in part'}) and twice the database's dump while it ` +
+      `is copied into the archive (the tables take ${megabytes(db)} in PostgreSQL, their dump usually less): ` +
+      'free space there, or write the backup to a disk with room',
+  )
 }
 
 /** Lists a store's objects lazily (one page at a time), for the copy to pull from. */
@@ -212,13 +279,16 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
   // Row-level security stays on for the dump: the owner sees every row through atrium_system's policy.
   const dumpCmd = db.command('pg_dump', ['--format=custom', '--enable-row-security', '--no-password'])
   const dump = runStreaming(dumpCmd.file, dumpCmd.args, { env: dumpCmd.env })
+  // Kept and thrown at the next step: a spool that cannot be written (a full disk) stops the copy at once.
+  let spoolFailed: Error | null = null
   const spooled = pipeline(dump.stdout, createWriteStream(spool, { flags: 'wx', mode: 0o600 })).catch(
-    (err: Error) => err,
+    (err: Error) => (spoolFailed = err),
   )
   const index = createWriteStream(indexPath, { flags: 'wx', mode: 0o600 })
   // Kept and thrown at the next step (a full disk, say): never an unhandled 'error' event.
   let indexFailed: Error | null = null
   index.on('error', (err) => (indexFailed ??= err))
+  let failure: unknown = null
   try {
     const sealed = seal(Buffer.from(JSON.stringify({ files: o.configuration })), o.passphrase)
     const config = await tar.entry(PART.configuration, sealed.data.length, sealed.data)
@@ -243,6 +313,7 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
           ...(contentType ? { contentType } : {}),
         }
         if (indexFailed) throw indexFailed
+        if (spoolFailed) throw spoolFailed
         if (!index.write(JSON.stringify(line) + '\n')) await once(index, 'drain')
         summary.count++
         summary.bytes += size
@@ -258,10 +329,10 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
     progress.phase = 'database'
     o.onProgress?.(progress)
     const [ended, spoolError] = await Promise.all([dump.done, spooled])
-    if (ended.exitCode !== 0 || spoolError)
-      throw new SiteDataError(
-        `pg_dump failed on ${db.where}: ${ended.stderr || (spoolError as Error | undefined)?.message || `exit ${ended.exitCode}`}`,
-      )
+    // The spool's own failure first: pg_dump then fails too (its output has nowhere to go), but is not the cause.
+    if (spoolError) throw spoolError
+    if (ended.exitCode !== 0)
+      throw new SiteDataError(`pg_dump failed on ${db.where}: ${ended.stderr || `exit ${ended.exitCode}`}`)
     const dumpBytes = statSync(spool).size
     progress.databaseBytes = dumpBytes
     const database = await tar.entry(PART.database, dumpBytes, createReadStream(spool, { highWaterMark: 1 << 20 }))
@@ -310,17 +381,21 @@ export async function writeBackup(site: SiteServices, o: BackupOptions): Promise
     o.onProgress?.(progress)
     return { path: o.output, bytes: tar.bytes, sha256, manifest }
   } catch (err) {
+    failure = err
     tar.destroy()
     index.destroy()
     dump.kill()
     dump.stdout.destroy()
     rmSync(partial, { force: true })
-    throw err
   } finally {
     await Promise.all([dump.done, spooled])
     rmSync(spool, { force: true })
     rmSync(indexPath, { force: true })
   }
+  // Said once every partial file is gone, so the space free is what a backup there can have.
+  const full = DISK_FULL.has((failure as { code?: unknown } | null)?.code as string)
+  const objects = full ? await objectBytes(site.stores, 10_000) : { bytes: 0, complete: false }
+  throw writeFailure(failure, dirname(resolve(o.output)), { databaseBytes: facts.bytes, objects }) ?? failure
 }
 
 /** Progress in words, at most every two seconds (and at each phase's start): for the admin's terminal. */

@@ -82,10 +82,16 @@ export const flagName = (key: string, flag: Flag): string =>
  * refuse: one report, before the checks run, not one round per kind of mistake.
  */
 export function resolved(
-  flags: { answers?: string; target?: string; airGapped?: boolean },
+  flags: { answers?: string; target?: string; airGapped?: boolean; dryRun?: boolean },
   o: { writes?: boolean } = {},
 ): Resolved {
-  const ctx = loadContext({ answersPath: flags.answers, target: flags.target, airGapped: Boolean(flags.airGapped) })
+  const ctx = loadContext({
+    answersPath: flags.answers,
+    target: flags.target,
+    airGapped: Boolean(flags.airGapped),
+    // A run that writes starts from the configuration in use, should one before it have stopped half-way.
+    recover: Boolean(o.writes && !flags.dryRun),
+  })
   const problems = o.writes ? configure(ctx, { dryRun: true }).plan.problems : ctx.problems
   if (problems.length) throw new BadInput(problems)
   return ctx

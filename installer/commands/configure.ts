@@ -15,13 +15,13 @@ export type ConfigureOptions = FlagValues<typeof flags> & Hooks
 /** The preflight, then the configuration planned and (unless a dry run) written; the plan is kept for install. */
 export async function configureStep(
   ctx: Resolved,
-  o: ConfigureOptions,
+  o: ConfigureOptions & { stage?: boolean },
 ): Promise<{ report: ConfigureReport; result: ConfigureResult | null }> {
   const checks = await runPreflight(ctx.answers, preflightValues(ctx), { runner: o.runner ?? run })
   const code = exitFor(checks, Boolean(o.strict))
   const report = checkedOnly(checks, code)
   if (code !== EXIT.ok && !o.ignoreFailed) return { report, result: null }
-  const r = writeConfiguration(ctx, { dryRun: Boolean(o.dryRun) })
+  const r = writeConfiguration(ctx, { dryRun: Boolean(o.dryRun), stage: o.stage })
   const problems = r.plan.problems.length > 0
   return {
     report: {
@@ -36,6 +36,8 @@ export async function configureStep(
       unchanged: r.unchanged,
       written: r.written,
       replay: replayCommand(r.answersPath),
+      leftBehind: Boolean(ctx.leftBehind),
+      staged: r.staged,
     },
     result: r,
   }

@@ -2,6 +2,7 @@
 // first tenant. Over a running Atrium it is the upgrade, which backs the site up first.
 import type { Resolved } from '../core/context.js'
 import { EXIT, type InstallReport } from '../core/report.js'
+import { registryProblem } from '../../config/images.js'
 import { kitRegistryProblem } from '../deploy/deploy.js'
 import { installPlan, runInstall, summaryLines } from '../deploy/install.js'
 import {
@@ -53,14 +54,17 @@ export async function installCommand(
   progress: Progress = {},
 ): Promise<InstallReport> {
   // Refused before anything is configured (runInstall refuses it too, for the interactive installer).
-  const noRegistry = kitRegistryProblem(ctx.answers, { kit: o.images, registry: o.registry })
+  const noRegistry =
+    (o.registry ? registryProblem(o.registry) : null) ??
+    kitRegistryProblem(ctx.answers, { kit: o.images, registry: o.registry })
   if (noRegistry) throw new BadInput(noRegistry)
   // An unreadable passphrase file is bad input before anything is written, not after.
   const backup = {
     skipBackup: o.skipBackup,
     backupPassphrase: o.passphraseFile ? passphraseOf(o.passphraseFile) : undefined,
   }
-  const { report: configured, result } = await configureStep(ctx, o)
+  // Staged: the files in use change once the deploy answers (core/staged.ts).
+  const { report: configured, result } = await configureStep(ctx, { ...o, stage: true })
   progress.configured?.(configured)
   const report: InstallReport = {
     ...configured,
@@ -83,7 +87,7 @@ export async function installCommand(
   const r = await runInstall(
     ctx,
     result.plan.values,
-    { ...options, ...backup, runner: o.runner, readyTimeoutMs: o.readyTimeoutMs },
+    { ...options, ...backup, runner: o.runner, readyTimeoutMs: o.readyTimeoutMs, staged: true },
     progress.step,
   )
   return {

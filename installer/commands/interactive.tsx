@@ -11,6 +11,8 @@ import { installerCommand } from '../core/invocation.js'
 import { EXIT, type ExitCode } from '../core/report.js'
 import { run } from '../core/run.js'
 import { runInstall } from '../deploy/install.js'
+import { commitStaged } from '../core/staged.js'
+import { dirname } from 'node:path'
 import { App, type AppResult } from '../ui/App.js'
 import { BadInput, command, passphraseOf, resolved } from './command.js'
 import { allowSkip, allowUnsigned, images, passphraseFile, registry, site, skipBackup } from './flags.js'
@@ -45,6 +47,7 @@ export const interactive = command({
       allowSkip: Boolean(flags.allowSkip),
       skipBackup: Boolean(flags.skipBackup),
       backupPassphrase,
+      staged: true,
     }
     let exitCode: ExitCode = EXIT.error
     const ui = render(
@@ -56,6 +59,8 @@ export const interactive = command({
         configure={configure}
         install={(c, written, onStep) => runInstall(c, written.plan.values, deployOptions, onStep)}
         onDone={(r) => {
+          // Written to be deployed later: what was staged is the configuration in use from now on.
+          if (r.written && r.result?.staged && !r.installed) commitStaged(dirname(r.result.answersPath))
           exitCode = interactiveExit(r)
         }}
       />,

@@ -5,11 +5,12 @@ import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { dirname, join, resolve } from 'node:path'
 import { parse, stringify } from 'yaml'
-import { settings, type SettingName } from '../../config/schema.js'
+import { isCidr, settings, type SettingName } from '../../config/schema.js'
 import { registryProblem } from '../../config/images.js'
 import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../common/email.js'
 import { answersCommand } from './invocation.js'
+import { DEFAULT_SITE, siteProblem } from './site.js'
 
 export const TARGETS = ['compose', 'helm'] as const
 export type Target = (typeof TARGETS)[number]
@@ -22,6 +23,11 @@ export type ValueSource = string | { env: string } | { file: string }
 export interface Answers {
   target: Target
   mode: Mode
+  /**
+   * Compose: the site's name on the engine. Its project, containers, network and volumes carry it, so two sites with
+   * different names (and ports, and data paths) share an engine.
+   */
+  site: string
   /** Where PostgreSQL/MinIO data (compose) or nothing (helm) lives; preflight measures its disk. */
   dataPath: string
   /** Where the installer writes `.env` (compose) or `values.yaml` and the Secret (helm). */
@@ -36,6 +42,11 @@ export interface Answers {
    * ATRIUM_BIND_ADDRESS; '' keeps what is written, or 0.0.0.0 on a first install.
    */
   bindAddress: string
+  /**
+   * Air-gapped helm: the networks (CIDRs) of the site's PostgreSQL, Redis and S3 when the settings name them by host
+   * name; the chart's egress policy admits these (installer/core/helm-values.ts).
+   */
+  servicesCidrs: string[]
   /** The first tenant and its owner, created after the first deploy (no email: none is created). */
   tenantName: string
   adminEmail: string
@@ -46,12 +57,14 @@ export interface Answers {
 export const DEFAULT_ANSWERS: Answers = {
   target: 'compose',
   mode: 'connected',
+  site: DEFAULT_SITE,
   dataPath: '/var/lib/atrium',
   outputDir: './atrium',
   namespace: 'atrium',
   release: 'atrium',
   registry: '',
   bindAddress: '',
+  servicesCidrs: [],
   tenantName: 'Default',
   adminEmail: '',
   config: {},
@@ -106,11 +119,23 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
     if (problem) problems.push(`bindAddress: ${problem}`)
     else answers.bindAddress = address
   }
+  if (doc.site !== undefined) {
+    // A number is a name too (YAML reads `site: 2` so); a list or a mapping is none.
+    const site = typeof doc.site === 'string' || typeof doc.site === 'number' ? String(doc.site).trim() : ''
+    const problem = siteProblem(site)
+    if (problem) problems.push(problem)
+    else answers.site = site
+  }
   if (doc.registry !== undefined) {
     const registry = typeof doc.registry === 'string' ? doc.registry.trim() : String(doc.registry)
     const problem = registry === '' ? null : registryProblem(registry, 'registry:')
     if (problem) problems.push(problem)
     else answers.registry = registry
+  }
+  if (doc.servicesCidrs !== undefined) {
+    const cidrs = cidrList(doc.servicesCidrs)
+    if ('problem' in cidrs) problems.push(`servicesCidrs: ${cidrs.problem}`)
+    else answers.servicesCidrs = cidrs.value
   }
   const config = doc.config ?? {}
   if (!isObject(config)) problems.push('config: must be a mapping of Atrium settings')
@@ -129,6 +154,15 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
     }
   }
   return { answers, problems }
+}
+
+/** CIDRs as a YAML list or comma-separated text (as typed at a prompt); every entry that is none named. */
+export function cidrList(v: unknown): { value: string[] } | { problem: string } {
+  const items = typeof v === 'string' ? v.split(',') : Array.isArray(v) ? (v as unknown[]) : null
+  if (!items?.every((i) => typeof i === 'string')) return { problem: 'must be a list of CIDRs, e.g. [10.20.0.0/16]' }
+  const list = items.map((i) => i.trim()).filter(Boolean)
+  const bad = list.filter((c) => !isCidr(c))
+  return bad.length ? { problem: `not CIDRs: ${bad.join(', ')} (write e.g. 10.20.0.0/16)` } : { value: list }
 }
 
 /**

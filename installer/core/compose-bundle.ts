@@ -1,7 +1,7 @@
-// The Compose bundle's own variables in .env (compose/.env.example): the bundled PostgreSQL, Redis
-// and MinIO passwords, made once and kept (the services keep the first password they start with,
-// so a new one would lock Atrium out), and the service settings that point Atrium at them unless
-// the answers name external services.
+// The Compose bundle's own variables in .env (compose/.env.example): the passwords of the bundled
+// PostgreSQL, Redis and MinIO the site runs, made once and kept (the services keep the first
+// password they start with, so a new one would lock Atrium out), and the service settings that
+// point Atrium at them unless the answers name external services.
 import { randomBytes } from 'node:crypto'
 import { chownSync, existsSync, mkdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
@@ -24,6 +24,36 @@ import type { Answers } from './answers.js'
 export const BUNDLE_SECRETS = Object.entries(COMPOSE_VARIABLES)
   .filter(([name, v]) => isSecret(name) && !v.example)
   .map(([name]) => name)
+
+type Profile = (typeof BUNDLED_PROFILES)[number]
+
+/** The bundled service (its profile) each generated password belongs to: made only for a site that runs it. */
+export const SECRET_PROFILES: Readonly<Record<string, Profile>> = {
+  POSTGRES_PASSWORD: 'postgres',
+  REDIS_PASSWORD: 'redis',
+  MINIO_ROOT_PASSWORD: 's3',
+  MINIO_ATRIUM_PASSWORD: 's3',
+}
+
+/** The folder under the data path each bundled service keeps its data in; Atrium's own `data` is always used. */
+export const PROFILE_FOLDERS: Readonly<Record<Profile, string>> = { postgres: 'postgres', redis: 'redis', s3: 'minio' }
+
+/** The profiles a written COMPOSE_PROFILES names; every bundled one when it is not written (a .env from before profiles). */
+export function profilesInUse(values: Readonly<Record<string, string | undefined>>): Profile[] {
+  const written = values.COMPOSE_PROFILES
+  if (written === undefined) return [...BUNDLED_PROFILES]
+  const named = written.split(',').map((p) => p.trim())
+  return BUNDLED_PROFILES.filter((p) => named.includes(p))
+}
+
+/**
+ * The folders under the data path this site needs a volume for: `data` (the server's), and each bundled service's it
+ * runs (COMPOSE_PROFILES). A site with its own PostgreSQL, Redis and S3 needs `data` alone. The deploy creates (and
+ * checks) the volumes of these folders only.
+ */
+export function volumesInUse(values: Readonly<Record<string, string | undefined>>): string[] {
+  return ['data', ...profilesInUse(values).map((p) => PROFILE_FOLDERS[p])]
+}
 
 /** Bundled services' host names inside the Compose network: a setting pointing there is ours. */
 const BUNDLED_HOSTS = new Set(['postgres', 'redis', 'minio'])
@@ -67,13 +97,25 @@ export function composeBundleValues(
 ): BundleValues {
   const variables: Record<string, string> = {}
   const generated: string[] = []
+  const bundled = (setting: string) => {
+    // Given in the answers, even empty, it decides (empty: the bundled one, also after an external
+    // one was written before); not given, the configuration already written does.
+    const given = setting in resolved ? resolved[setting] : existing?.[setting]
+    return usesBundled(given)
+  }
+  // Only the bundled services Atrium uses start: an external one's container would sit idle.
+  const profiles = BUNDLED_PROFILES.filter((p) => bundled(PROFILE_SETTINGS[p]))
+  // Every written variable is kept, a password of a service the site no longer runs too: its volume
+  // still holds data made with it, should the site come back to it.
   for (const name of Object.keys(COMPOSE_VARIABLES)) if (existing?.[name]) variables[name] = existing[name]!
   for (const name of BUNDLE_SECRETS) {
-    if (variables[name]) continue
+    if (variables[name] || !profiles.includes(SECRET_PROFILES[name]!)) continue
     variables[name] = randomBytes(24).toString('hex')
     generated.push(name)
   }
   variables.MINIO_ROOT_USER ||= 'atrium'
+  // The answers name the site (context.ts refuses a rename of one already written).
+  variables.ATRIUM_SITE = answers.site
   // Absolute: Compose would read a relative path against the compose file's folder.
   variables.ATRIUM_DATA_PATH = resolve(answers.dataPath)
   variables.ATRIUM_S3_PORT ||= COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example
@@ -82,15 +124,8 @@ export function composeBundleValues(
   variables.ATRIUM_BIND_ADDRESS =
     answers.bindAddress || variables.ATRIUM_BIND_ADDRESS || COMPOSE_VARIABLES.ATRIUM_BIND_ADDRESS!.example
   const fill = (template: string) => template.replace(/\$\{(\w+)\}/g, (_, v: string) => variables[v] ?? '')
-  const bundled = (setting: string) => {
-    // Given in the answers, even empty, it decides (empty: the bundled one, also after an external
-    // one was written before); not given, the configuration already written does.
-    const given = setting in resolved ? resolved[setting] : existing?.[setting]
-    return usesBundled(given)
-  }
   const settings: Record<string, string> = {}
-  // Only the bundled services Atrium uses start: an external one's container would sit idle.
-  variables.COMPOSE_PROFILES = BUNDLED_PROFILES.filter((p) => bundled(PROFILE_SETTINGS[p])).join(',')
+  variables.COMPOSE_PROFILES = profiles.join(',')
   if (bundled('DATABASE_URL')) settings.DATABASE_URL = fill(COMPOSE_SERVICE_SETTINGS.DATABASE_URL)
   if (bundled('REDIS_URL')) settings.REDIS_URL = fill(COMPOSE_SERVICE_SETTINGS.REDIS_URL)
   if (bundled('R2_ENDPOINT')) {
@@ -145,12 +180,12 @@ export const BUNDLES = {
   chart: existsSync(PACKAGED_CHART) ? PACKAGED_CHART : CHART_DIR,
 }
 
-/** The Compose project the installer runs the bundle as: every later command (support bundle, upgrade) names it. */
-export const COMPOSE_PROJECT = 'atrium'
-
-/** `docker compose` with the project, the written .env and the bundle's files (plus the air-gapped variant). */
+/**
+ * `docker compose` with the site's project (its name: every later command, support bundle, backup, upgrade and
+ * uninstall, names it), the written .env and the bundle's files (plus the air-gapped variant).
+ */
 export function composeArgs(
-  answers: Pick<Answers, 'mode'>,
+  answers: Pick<Answers, 'mode' | 'site'>,
   envFile: string,
   o: { bundles?: Pick<typeof BUNDLES, 'compose'> } = {},
 ): string[] {
@@ -158,7 +193,7 @@ export function composeArgs(
   const args = [
     'compose',
     '--project-name',
-    COMPOSE_PROJECT,
+    answers.site,
     '--env-file',
     resolve(envFile),
     '-f',

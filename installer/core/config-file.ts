@@ -3,7 +3,7 @@
 // regenerated (a new ENCRYPTION_MASTER_KEY would make every stored customer secret unreadable), the
 // file is private to its owner (0600), and an existing file is shown as a diff before it changes.
 import { randomBytes } from 'node:crypto'
-import { chmodSync, existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { parseConfig, settings, type Setting, type SettingName } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
@@ -151,9 +151,20 @@ export function readEnvFile(path: string): { values: Record<string, string>; pro
  */
 export function writePrivateFile(path: string, text: string): void {
   const tmp = join(dirname(path), `.${Date.now()}-${process.pid}.atrium-tmp`)
-  writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' })
-  chmodSync(tmp, 0o600)
-  renameSync(tmp, path)
+  try {
+    writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' })
+    chmodSync(tmp, 0o600)
+    renameSync(tmp, path)
+  } catch (err) {
+    // A full disk leaves no half-written temporary file behind, and says so in words.
+    rmSync(tmp, { force: true })
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'ENOSPC' || code === 'EDQUOT')
+      throw new Error(`cannot write ${path}: the disk under ${dirname(path)} is full (${code})`, {
+        cause: err,
+      })
+    throw err
+  }
 }
 
 export const writeEnvFile = (path: string, values: EnvValues): void => writePrivateFile(path, renderEnvFile(values))

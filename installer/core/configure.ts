@@ -3,6 +3,7 @@
 // in the context (core/context.ts), so a re-run keeps every secret and shows what would change;
 // `dryRun` writes nothing.
 import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
 import { CONTAINER_FIXED } from '../../config/bundles.js'
 import { parseSettings, type SettingName } from '../../config/schema.js'
 import { renderAnswers, type Answers } from './answers.js'
@@ -15,9 +16,10 @@ import {
   writePrivateFile,
   type ConfigPlan,
 } from './config-file.js'
-import type { Resolved } from './context.js'
+import type { ConfigFiles, Resolved } from './context.js'
 import { renderHelmFiles } from './helm-values.js'
 import { answersCommand } from './invocation.js'
+import { dropStaged, stagedFiles } from './staged.js'
 
 export interface ConfigureResult {
   plan: ConfigPlan
@@ -28,6 +30,8 @@ export interface ConfigureResult {
   /** The replayable answers file. */
   answersPath: string
   written: boolean
+  /** Written under <outputDir>/.pending/ (core/staged.ts): they replace the files in use once their deploy answers. */
+  staged: boolean
 }
 
 /** The command that replays a run from the answers file it wrote. */
@@ -38,9 +42,15 @@ export function impliedSettings(answers: Answers): Record<string, string> {
   return { NODE_ENV: 'production', ...(answers.mode === 'air-gapped' ? { AIR_GAPPED: 'true' } : {}) }
 }
 
-/** The plan for the context, written unless it is a dry run or has problems (the context's own among them). */
-export function configure(ctx: Resolved, opts: { dryRun: boolean }): ConfigureResult {
-  const { answers, files, existing, values: resolved } = ctx
+/**
+ * The plan for the context, written unless it is a dry run or has problems (the context's own among them). With
+ * `stage` (an install, which deploys what it writes), written staged: the files in use change once the deploy answers.
+ */
+export function configure(ctx: Resolved, opts: { dryRun: boolean; stage?: boolean }): ConfigureResult {
+  const { answers, existing, values: resolved } = ctx
+  const staged = Boolean(opts.stage) && !opts.dryRun
+  // Where this run writes; the report names the files in use, which these become.
+  const files = staged ? stagedFiles(ctx.files, answers.outputDir) : ctx.files
   // Compose: the bundled PostgreSQL, Redis and MinIO unless the answers name external ones.
   const bundle = files.target === 'compose' ? composeBundleValues(answers, resolved, existing) : null
   // Helm: the chart fixes the port, address and data folder of the container; answers cannot move
@@ -64,24 +74,49 @@ export function configure(ctx: Resolved, opts: { dryRun: boolean }): ConfigureRe
     )
   }
   const written = !opts.dryRun && plan.problems.length === 0
-  const out = files.target === 'compose' ? [files.env] : [files.values, files.secret]
-  // What each file is to hold (nothing while there are problems); one that holds it already is left alone.
-  const contents: [string, string][] = []
-  if (plan.problems.length === 0) {
-    if (files.target === 'compose')
-      contents.push([files.env, renderEnvFile(plan.values) + renderBundleSection(bundle!.variables)])
-    else {
-      const helm = renderHelmFiles(plan.values, answers)
-      contents.push([files.values, helm.values], [files.secret, helm.secret])
-    }
-    // Secrets kept in the written configuration are not repeated in the answers (not even by reference).
-    const kept = IMMUTABLE_SECRETS.filter((n: SettingName) => plan.values[n])
-    contents.push([files.answers, renderAnswers(answers, kept, ctx.baseDir)])
-  }
-  const unchanged = contents.filter(([path, text]) => holdsPrivately(path, text)).map(([path]) => path)
+  const out = ctx.files.target === 'compose' ? [ctx.files.env] : [ctx.files.values, ctx.files.secret]
+  // What each file is to hold (nothing while there are problems).
+  const contents = plan.problems.length === 0 ? fileContents(ctx, files, plan, bundle) : []
+  // A file in use that holds its content already is left alone. Staged, none is rewritten before the deploy answers,
+  // and the deploy reads the staged set whole: every file is staged.
+  const unchanged = staged ? [] : contents.filter(([path, text]) => holdsPrivately(path, text)).map(([path]) => path)
   if (written) {
-    mkdirSync(answers.outputDir, { recursive: true, mode: 0o700 })
-    for (const [path, text] of contents) if (!unchanged.includes(path)) writePrivateFile(path, text)
+    try {
+      mkdirSync(dirname(files.answers), { recursive: true, mode: 0o700 })
+      for (const [path, text] of contents) if (!unchanged.includes(path)) writePrivateFile(path, text)
+    } catch (err) {
+      if (!staged) throw err
+      // Staged, the files in use were never touched: say so, and leave nothing half-staged behind.
+      dropStaged(answers.outputDir)
+      throw new Error(`${(err as Error).message}; the configuration files in use are unchanged`, { cause: err })
+    }
   }
-  return { plan, files: [...out, files.answers], unchanged, answersPath: files.answers, written }
+  return {
+    plan,
+    files: [...out, ctx.files.answers],
+    unchanged,
+    answersPath: ctx.files.answers,
+    written,
+    staged: written && staged,
+  }
+}
+
+/** What the target's files and the answers are to hold, each with where it is written. */
+function fileContents(
+  ctx: Resolved,
+  files: ConfigFiles,
+  plan: ConfigPlan,
+  bundle: ReturnType<typeof composeBundleValues> | null,
+): [string, string][] {
+  const contents: [string, string][] = []
+  if (files.target === 'compose')
+    contents.push([files.env, renderEnvFile(plan.values) + renderBundleSection(bundle!.variables)])
+  else {
+    const helm = renderHelmFiles(plan.values, ctx.answers)
+    contents.push([files.values, helm.values], [files.secret, helm.secret])
+  }
+  // Secrets kept in the written configuration are not repeated in the answers (not even by reference).
+  const kept = IMMUTABLE_SECRETS.filter((n: SettingName) => plan.values[n])
+  contents.push([files.answers, renderAnswers(ctx.answers, kept, ctx.baseDir)])
+  return contents
 }

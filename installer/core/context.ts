@@ -9,7 +9,9 @@ import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
 import { DEFAULT_ANSWERS, loadAnswers, resolveConfig, type Answers } from './answers.js'
 import { readEnvFile } from './config-file.js'
 import { readFirstAdmin, type FirstAdmin } from './first-admin.js'
-import { readHelmFiles } from './helm-values.js'
+import { readHelmFiles, servicesCidrsProblem } from './helm-values.js'
+import { DEFAULT_SITE } from './site.js'
+import { dropStaged } from './staged.js'
 
 /** The files the installer writes for a target, under the answers' outputDir. */
 export type ConfigFiles =
@@ -40,6 +42,8 @@ export interface Resolved {
   firstAdmin: FirstAdmin | null
   /** What is wrong with the answers; a command does nothing while there is any. */
   problems: string[]
+  /** A run before this one stopped before its deploy answered: the configuration it had staged was dropped. */
+  leftBehind?: boolean
 }
 
 export interface ResolveOptions {
@@ -55,12 +59,16 @@ function readExisting(files: ConfigFiles): Record<string, string> | null {
     : readHelmFiles(files.values, files.secret)
 }
 
+const nonEmpty = (values: Record<string, string>) => Object.fromEntries(Object.entries(values).filter(([, v]) => v))
+
 /** The context for answers already in hand: the interactive installer's, as the admin answers. */
 export function contextFor(answers: Answers, o: ResolveOptions = {}, problems: readonly string[] = []): Resolved {
   const baseDir = o.baseDir ?? process.cwd()
   const files = configFiles(answers)
   const existing = readExisting(files)
   const resolved = resolveConfig(answers, { env: o.env, baseDir, existing })
+  // The settings as configure writes them: the answers' over what is written.
+  const egress = servicesCidrsProblem(answers, { ...existing, ...nonEmpty(resolved.values) })
   return {
     answers,
     baseDir,
@@ -68,8 +76,27 @@ export function contextFor(answers: Answers, o: ResolveOptions = {}, problems: r
     existing,
     values: resolved.values,
     firstAdmin: readFirstAdmin(answers),
-    problems: [...problems, ...resolved.problems],
+    problems: [
+      ...problems,
+      ...resolved.problems,
+      ...(egress ? [egress] : []),
+      ...renamedSite(answers, files, existing),
+    ],
   }
+}
+
+/**
+ * A Compose site cannot be renamed where it is written: its containers and volumes carry the name it was installed
+ * under (`atrium` when .env predates site names), and a new name would start a second, empty site beside it.
+ */
+function renamedSite(answers: Answers, files: ConfigFiles, existing: Record<string, string> | null): string[] {
+  if (files.target !== 'compose' || !existing) return []
+  const written = existing.ATRIUM_SITE || DEFAULT_SITE
+  return written === answers.site
+    ? []
+    : [
+        `site: ${files.env} is the site ${written}, and a site keeps its name (its containers and volumes carry it): answer site: ${written}, or give the site ${answers.site} an outputDir of its own`,
+      ]
 }
 
 export interface LoadOptions extends ResolveOptions {
@@ -79,6 +106,8 @@ export interface LoadOptions extends ResolveOptions {
   target?: string
   /** --air-gapped: overrides the answers file's mode. */
   airGapped?: boolean
+  /** The command writes: what a run stopped half-way had staged is dropped (core/staged.ts). */
+  recover?: boolean
 }
 
 /** The context for a command: the answers file (or the defaults) with the command line's overrides. */
@@ -98,7 +127,9 @@ export function loadContext(o: LoadOptions = {}): Resolved {
     else problems.push('--target must be compose or helm')
   }
   if (o.airGapped) answers.mode = 'air-gapped'
-  return contextFor(answers, { env: o.env, baseDir: loaded.baseDir }, problems)
+  const leftBehind = Boolean(o.recover) && dropStaged(answers.outputDir)
+  const ctx = contextFor(answers, { env: o.env, baseDir: loaded.baseDir }, problems)
+  return leftBehind ? { ...ctx, leftBehind } : ctx
 }
 
 /**

@@ -17,7 +17,8 @@ export interface Created extends FirstAdmin {
   apiKey: string
 }
 
-const statePath = (answers: Answers) => join(answers.outputDir, 'state.json')
+/** Where the first tenant's ids are kept: beside the configuration. */
+export const statePath = (answers: Pick<Answers, 'outputDir'>) => join(answers.outputDir, 'state.json')
 
 export function readFirstAdmin(answers: Answers): FirstAdmin | null {
   if (!existsSync(statePath(answers))) return null
@@ -37,16 +38,20 @@ export function recordFirstAdmin(answers: Answers, admin: FirstAdmin): void {
 export const newPassword = (): string => randomBytes(18).toString('base64url')
 
 /**
- * The admin CLI's create-tenant arguments, each value joined to its flag: a generated password (or a
- * name) that starts with "-" would otherwise be read as a flag of its own, and refused.
+ * The admin CLI's create-tenant arguments, each value joined to its flag: a name that starts with "-" would otherwise
+ * be read as a flag of its own, and refused. The password is not one of them: it goes on standard input
+ * (passwordInput), since a command line is seen by every user of the machine (ps) and by `docker events`.
  */
-export const createTenantArgs = (answers: Answers, password: string): string[] => [
+export const createTenantArgs = (answers: Answers): string[] => [
   'create-tenant',
   `--name=${answers.tenantName}`,
   '--plan=enterprise',
   `--email=${answers.adminEmail}`,
-  `--password=${password}`,
+  '--password-stdin',
 ]
+
+/** The password as create-tenant --password-stdin reads it: one line. */
+export const passwordInput = (password: string): string => `${password}\n`
 
 /** Reads create-tenant's one JSON line; null when the output is not it. */
 export function parseCreated(stdout: string, answers: Answers, password: string): Created | null {

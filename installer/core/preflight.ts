@@ -13,6 +13,8 @@ import { imageNamed, imageRef } from '../../config/images.js'
 import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
 import { hostOf, usesBundled } from './compose-bundle.js'
 import { toolChecks } from './checks/tools.js'
+import { gatherVolumes, volumesCheck } from './checks/volumes.js'
+import { publisherOf } from './site.js'
 import { licenseCheck } from './license.js'
 import { inSeconds, within } from '../../common/deadline.js'
 
@@ -37,13 +39,15 @@ export interface PreflightOptions {
  */
 export function portsFor(answers: Answers, values: Record<string, string>): OwnPortNeed[] {
   if (answers.target !== 'compose') return []
-  // The ports may be held by this site already (a re-run or an upgrade replaces it): asked where it publishes them.
+  // The ports may be held by this site already (a re-run or an upgrade replaces it): its project's containers
+  // publish them, and an Atrium is asked where it publishes them.
   const bind = answers.bindAddress || values.ATRIUM_BIND_ADDRESS
   const host = bind ? { host: bind } : {}
   const api = {
     port: Number(values.PORT || '8080'),
     setting: "PORT in the answers' config",
     atriumMayHold: true,
+    site: answers.site,
     ...host,
   }
   // The bundled MinIO is published too (download links): when the site uses it, its port must be
@@ -51,14 +55,14 @@ export function portsFor(answers: Answers, values: Record<string, string>): OwnP
   const s3 = {
     port: Number(values.ATRIUM_S3_PORT || COMPOSE_VARIABLES.ATRIUM_S3_PORT!.example),
     setting: `ATRIUM_S3_PORT in ${join(answers.outputDir, '.env')}`,
-    minioMayHold: true,
+    site: answers.site,
     ...host,
   }
   // /metrics is published on loopback alone (compose/compose.yaml), whatever the bind address.
   const metrics = {
     port: Number(values.ATRIUM_METRICS_PORT || COMPOSE_VARIABLES.ATRIUM_METRICS_PORT!.example),
     setting: `ATRIUM_METRICS_PORT in ${join(answers.outputDir, '.env')}`,
-    metricsMayHold: true,
+    site: answers.site,
   }
   return [api, metrics, ...(usesBundled(values.R2_ENDPOINT) ? [s3] : [])].filter(
     (p) => Number.isInteger(p.port) && p.port > 0 && p.port < 65536,
@@ -90,6 +94,9 @@ export function loopbackCheck(answers: Answers, values: Record<string, string>):
     ),
   ]
 }
+
+/** The reference clock: the S3 endpoint's (clockOffsetFrom). */
+const CLOCK_SOURCE = 'the S3 endpoint'
 
 /**
  * The clock offset from the HTTP Date header of the S3 endpoint (a service the site runs or
@@ -138,12 +145,23 @@ export async function runPreflight(
   opts: PreflightOptions,
 ): Promise<CheckResult[]> {
   const deadline = opts.deadlineMs ?? PREFLIGHT_DEADLINE_MS
+  // Asked once: the clock check grades it, and the license is judged by the time it gives.
+  const clockOffset =
+    opts.clockOffsetMs !== undefined ? Promise.resolve(opts.clockOffsetMs) : clockOffsetFrom(values.R2_ENDPOINT)
   // Helm: the machine running the installer is not where Atrium runs; the cluster's nodes are measured instead.
   const host = async () => {
     if (answers.target === 'helm') return []
-    const offset = opts.clockOffsetMs !== undefined ? opts.clockOffsetMs : await clockOffsetFrom(values.R2_ENDPOINT)
-    return hostChecks(await gatherHost(answers.dataPath, portsFor(answers, values)), offset)
+    return hostChecks(
+      await gatherHost(answers.dataPath, portsFor(answers, values), (port) => publisherOf(port, opts.runner)),
+      await clockOffset,
+      CLOCK_SOURCE,
+    )
   }
+  // Compose: the engine, and the volumes of the site's name on it (each this site's, or missing).
+  const tools = async () => [
+    ...(await toolChecks(answers.target, opts.runner)),
+    ...(answers.target === 'compose' ? [volumesCheck(await gatherVolumes(answers, opts.runner))] : []),
+  ]
   const fromHere = async () => [...loopbackCheck(answers, values), ...(await namedServiceChecks(values))]
   const regionsFromHere = () => regionStoreChecks(readRegionStores(values.REGION_STORES))
   // Helm: from where Atrium will run, a Job in the namespace (services and region stores at once);
@@ -190,14 +208,18 @@ export async function runPreflight(
       ? (await import('./checks/kube.js')).kubeChecks(answers.namespace, { kubeconfig: opts.kubeconfig })
       : []
   const license = async () => [
-    await licenseCheck(values.LICENSE_KEY, { ...opts.license, airGapped: answers.mode === 'air-gapped' }),
+    await licenseCheck(
+      values.LICENSE_KEY,
+      { ...opts.license, airGapped: answers.mode === 'air-gapped' },
+      { offsetMs: await clockOffset, source: CLOCK_SOURCE },
+    ),
   ]
   // Side by side, reported in the order an admin fixes things.
   const groups = await Promise.all([
     finished('the machine', deadline, host()),
     finished('the services', deadline, services()),
     finished('the region stores', deadline, regionChecks()),
-    finished('the tools', deadline, toolChecks(answers.target, opts.runner)),
+    finished('the tools', deadline, tools()),
     finished('the cluster', deadline, cluster()),
     finished('the license', deadline, license()),
   ])

@@ -8,7 +8,8 @@ import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../common/email.js'
 import { registryProblem } from '../../config/images.js'
 import type { VerifyOptions } from '../../licenses/license.js'
-import { bindAddressProblem, type Answers } from './answers.js'
+import { bindAddressProblem, cidrList, type Answers } from './answers.js'
+import { serviceEgress } from './helm-values.js'
 import { licenseAnswerProblem } from './license.js'
 
 const ANSWER_KEYS = [
@@ -24,8 +25,8 @@ const ANSWER_KEYS = [
 type AnswerKey = (typeof ANSWER_KEYS)[number]
 
 export interface Prompt {
-  /** An answers-file field (dataPath, outputDir) or an Atrium setting. */
-  key: AnswerKey | SettingName
+  /** An answers-file field (dataPath, outputDir, servicesCidrs) or an Atrium setting. */
+  key: AnswerKey | 'servicesCidrs' | SettingName
   label: string
   secret: boolean
   /** The value offered when the admin just presses Enter ('' when there is none). */
@@ -130,8 +131,30 @@ export function promptsFor(answers: Answers, existing: Record<string, string> | 
     ...settingPrompts.slice(0, license),
     ...bind,
     ...settingPrompts.slice(license),
+    ...servicesCidrsPrompt(answers, existing),
     path('tenantName', 'Name of the first tenant (your organization)'),
     path('adminEmail', 'Email of its first admin (empty: create tenants later with the admin CLI)', false),
+  ]
+}
+
+/**
+ * Air-gapped helm, once a service is named by a host name outside the cluster: the networks that
+ * the egress policy is to admit (the answers are asked in order, so the services come first).
+ */
+function servicesCidrsPrompt(answers: Answers, existing: Record<string, string> | null): Prompt[] {
+  if (answers.target !== 'helm' || answers.mode !== 'air-gapped') return []
+  const typed = Object.entries(answers.config).filter((e): e is [string, string] => typeof e[1] === 'string' && !!e[1])
+  const { byName } = serviceEgress({ ...existing, ...Object.fromEntries(typed) }, answers)
+  if (!byName.length) return []
+  const hosts = [...new Set(byName.map((s) => s.host))].join(', ')
+  return [
+    {
+      key: 'servicesCidrs',
+      label: `Networks (CIDRs, comma-separated) of ${hosts}: the only ones the cluster lets Atrium reach`,
+      secret: false,
+      initial: answers.servicesCidrs.join(','),
+      required: true,
+    },
   ]
 }
 
@@ -144,6 +167,10 @@ export function checkAnswer(p: Prompt, value: string): string | null {
   if (p.key === 'bindAddress') {
     const problem = bindAddressProblem(v)
     return problem && `The address ${problem}`
+  }
+  if (p.key === 'servicesCidrs') {
+    const cidrs = cidrList(v)
+    return 'problem' in cidrs ? `The networks: ${cidrs.problem}` : null
   }
   if (!(p.key in settings)) return null
   const r = parseSetting(p.key, settings[p.key as SettingName] as Setting, v)
@@ -167,6 +194,10 @@ export async function answerProblem(
 /** Records an answer where it belongs in the answers. */
 export function applyAnswer(answers: Answers, p: Prompt, value: string): Answers {
   const v = value.trim()
+  if (p.key === 'servicesCidrs') {
+    const cidrs = cidrList(v)
+    return 'value' in cidrs ? { ...answers, servicesCidrs: cidrs.value } : answers
+  }
   if ((ANSWER_KEYS as readonly string[]).includes(p.key)) return { ...answers, [p.key]: v }
   return { ...answers, config: { ...answers.config, [p.key]: v } }
 }

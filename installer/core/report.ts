@@ -88,6 +88,10 @@ export interface ConfigureReport {
   written: boolean
   /** The command that replays this run; null when it stopped before planning. */
   replay: string | null
+  /** A run before this one stopped before its deploy answered; what it had staged was dropped. */
+  leftBehind: boolean
+  /** Written staged (install): they replace the files in use once the deploy answers. */
+  staged: boolean
 }
 
 /** A configure report that stops at its checks: nothing planned yet (configure fills in the rest when it goes on). */
@@ -105,6 +109,8 @@ export const checkedOnly = (checks: CheckResult[], exitCode: ExitCode): Configur
   unchanged: [],
   written: false,
   replay: null,
+  leftBehind: false,
+  staged: false,
 })
 
 export interface InstallReport extends Omit<ConfigureReport, 'command'> {
@@ -171,6 +177,23 @@ export interface RestoreReport {
   summary: string[]
   /** Each step of the restore that the step runner reached (the checks, then the changes). */
   record: StepRecord[]
+}
+
+export interface UninstallReport {
+  command: 'uninstall'
+  exitCode: ExitCode
+  /** The site's name: its Compose project, or its Helm release. */
+  site: string
+  dryRun: boolean
+  /** Every command it runs (or, on a dry run, would run). */
+  plan: PlannedCommand[]
+  steps: StepReport[]
+  /** What --delete-data removed (or, on a dry run, would remove): volumes, folders, files, Kubernetes objects. */
+  deleted: string[]
+  /** What stays, and where. */
+  kept: string[]
+  error: string | null
+  summary: string[]
 }
 
 export interface SupportBundleReport {
@@ -240,6 +263,7 @@ export type Report =
   | ImagesReport
   | BackupReport
   | RestoreReport
+  | UninstallReport
   | HelpReport
   | InteractiveReport
   | FailureReport
@@ -320,6 +344,9 @@ export function configureText(r: Omit<ConfigureReport, 'command'>): ReportText {
   return {
     checks: r.checks,
     stdout: [
+      r.leftBehind
+        ? 'A run before this one stopped before its deploy answered; what it had staged was dropped, and this run starts from the configuration in use.'
+        : '',
       r.checksIgnored ? '\nSome checks did not pass; continuing because of --ignore-failed-checks.' : '',
       // Nothing about the settings when nothing is written: the line below says it is all up to date.
       r.changes.length ? 'Configuration changes:' : toWrite(r).length ? 'No setting changes.' : '',
@@ -328,7 +355,9 @@ export function configureText(r: Omit<ConfigureReport, 'command'>): ReportText {
         (n) => `  generated ${n} (kept on every re-run; back it up: without it stored secrets cannot be read)`,
       ),
       '',
-      writtenLine(r),
+      r.written && r.staged
+        ? `Prepared ${r.files.join(', ')} (mode 0600, in ${'.pending/'}): they replace the files in use once the deploy answers; until then the site keeps its configuration.`
+        : writtenLine(r),
       r.written ? `Replay this run with: ${r.replay}` : '',
     ],
     stderr: [],
@@ -378,6 +407,10 @@ export function reportText(r: Report): ReportText {
     case 'restore': {
       const stdout = [...r.summary, ...recordTable(r.record)]
       return r.error ? text(stdout, [r.error]) : text(stdout)
+    }
+    case 'uninstall': {
+      if (r.dryRun) return text(['Uninstall would run:', ...r.plan.map((c) => `  ${commandLine(c)}`), ...r.summary])
+      return r.error ? text(r.summary, [r.error]) : text(r.summary)
     }
     case 'help':
       return text([r.usage])

@@ -32,6 +32,11 @@ export interface Command {
   timeoutMs?: number
   /** What it must print (trimmed): anything else fails it, as a non-zero exit would (a pinned image's ID). */
   expect?: string
+  /**
+   * Its standard input: a secret it needs (the first admin's password), which an argument would show to every user
+   * (ps) and to the engine's event stream. Never part of what a plan or report shows.
+   */
+  input?: string
 }
 
 export type Runner = (file: string, args: readonly string[], opts?: RunOptions) => Promise<CommandResult>

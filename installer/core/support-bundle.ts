@@ -13,7 +13,7 @@ import { isSecret } from '../../config/secrets.js'
 import { json, zipStream, type ZipEntry } from '../../common/zip.js'
 import { redactor } from '../../common/redact.js'
 import { VERSION } from '../../common/version.js'
-import type { Runner } from './run.js'
+import type { CommandResult, Runner } from './run.js'
 import { renderAnswers, type Answers } from './answers.js'
 import type { CheckResult } from './checks/check.js'
 import { secretName } from './helm-values.js'
@@ -78,13 +78,15 @@ function secretsIn(name: string, value: string, out: Set<string>): void {
  * (common/redact.ts), then the credentials of every URL in the text.
  */
 export function scrubber(values: Record<string, string>): (text: string) => string {
+  const redact = redactor(secretValues(values), REDACTED)
+  return (text) => redact(text).replace(URL_CREDENTIALS, `$1${REDACTED}@`)
+}
+
+/** Every secret value a configuration holds (as secretsIn finds them), less those the product publishes. */
+export function secretValues(values: Record<string, string>): string[] {
   const found = new Set<string>()
   for (const [name, value] of Object.entries(values)) secretsIn(name, value, found)
-  const redact = redactor(
-    [...found].filter((n) => !PUBLISHED.has(n)),
-    REDACTED,
-  )
-  return (text) => redact(text).replace(URL_CREDENTIALS, `$1${REDACTED}@`)
+  return [...found].filter((n) => !PUBLISHED.has(n))
 }
 
 /** The configuration as a support engineer may see it: secret values replaced by their length, the rest scrubbed. */
@@ -148,6 +150,68 @@ export function logCommands(
   ]
 }
 
+/** The newest stopped containers of a Compose project whose logs the bundle holds, and how much of each. */
+export const STOPPED_CONTAINERS = 20
+export const STOPPED_LOG_LINES = 500
+export const STOPPED_LOG_BYTES = 256 * 1024
+
+/** One row per container: what `docker ps` shows of it, tab-separated. */
+const PS_FORMAT = '{{.ID}}\t{{.Names}}\t{{.State}}\t{{.Status}}\t{{.CreatedAt}}\t{{.Image}}'
+
+/** A command's output as a log entry shows it: the command, how it ended, stdout, then stderr. */
+const shown = (file: string, r: CommandResult, stdout = r.stdout) =>
+  `$ ${r.command}\n${r.notFound ? `(${file} is not installed here)\n` : `(exit code ${r.exitCode}${r.timedOut ? ', timed out' : ''})\n`}${stdout}\n${r.stderr ? `--- stderr ---\n${r.stderr}\n` : ''}`
+
+/** docker logs --timestamps' two streams as one, in time order (a stable sort keeps each stream's order). */
+function interleaved(stdout: string, stderr: string): string {
+  const lines = [...stdout.split('\n'), ...stderr.split('\n')].filter(Boolean)
+  const at = (line: string) => Date.parse(line.slice(0, line.indexOf(' '))) || 0
+  return lines.sort((a, b) => at(a) - at(b)).join('\n')
+}
+
+/** The last `max` bytes of a text, from a line's start, saying how much was left out. */
+function tail(text: string, max: number): string {
+  const bytes = Buffer.from(text)
+  if (bytes.length <= max) return text
+  const kept = bytes.subarray(bytes.length - max).toString()
+  const from = kept.indexOf('\n') + 1
+  return `(${bytes.length - max + from} earlier bytes left out)\n${kept.slice(from)}`
+}
+
+/**
+ * Every container of the Compose project by its label, whatever the bundle's files now say (one-off
+ * runs and services an earlier release had included), and the logs of the newest stopped ones: an
+ * exited one-shot container (migrate, minio-init) or one an upgrade left behind holds the cause of a
+ * failure. `docker compose logs` covers the running ones.
+ */
+export async function stoppedContainerLogs(runner: Runner, project: string): Promise<{ name: string; data: string }[]> {
+  const ps = await runner(
+    'docker',
+    ['ps', '--all', '--no-trunc', '--filter', `label=com.docker.compose.project=${project}`, '--format', PS_FORMAT],
+    { timeoutMs: 60_000 },
+  )
+  const listed = { name: 'logs/containers.txt', data: shown('docker', ps) }
+  if (ps.exitCode !== 0) return [listed]
+  const stopped = ps.stdout
+    .split('\n')
+    .map((line) => line.split('\t'))
+    .filter((f) => f.length === 6 && f[2] !== 'running')
+    .slice(0, STOPPED_CONTAINERS)
+  const logs = await Promise.all(
+    stopped.map(async ([id, name, , status, created]) => {
+      const r = await runner('docker', ['logs', '--timestamps', '--tail', String(STOPPED_LOG_LINES), id!], {
+        timeoutMs: 60_000,
+      })
+      const text = tail(interleaved(r.stdout, r.stderr), STOPPED_LOG_BYTES)
+      return {
+        name: `logs/stopped/${name!.replace(/[^\w.-]/g, '_')}.txt`,
+        data: `${status}, created ${created}\n${shown('docker', { ...r, stderr: '' }, text)}`,
+      }
+    }),
+  )
+  return [listed, ...logs]
+}
+
 export interface BundleInput {
   answers: Answers
   /** The configuration written for the target (secrets included: they are redacted here). */
@@ -159,13 +223,18 @@ export interface BundleInput {
 }
 
 export async function bundleEntries(i: BundleInput): Promise<ZipEntry[]> {
-  const logs = await Promise.all(
-    logCommands(i.answers, i.envFile).map(async (c) => {
-      const r = await i.runner(c.file, c.args, { timeoutMs: 60_000 })
-      const head = `$ ${r.command}\n${r.notFound ? `(${c.file} is not installed here)\n` : `(exit code ${r.exitCode}${r.timedOut ? ', timed out' : ''})\n`}`
-      return { name: c.name, data: `${head}${r.stdout}\n${r.stderr ? `--- stderr ---\n${r.stderr}\n` : ''}` }
-    }),
-  )
+  const compose = composeArgs(i.answers, i.envFile)
+  const [logs, stopped] = await Promise.all([
+    Promise.all(
+      logCommands(i.answers, i.envFile).map(async (c) => ({
+        name: c.name,
+        data: shown(c.file, await i.runner(c.file, c.args, { timeoutMs: 60_000 })),
+      })),
+    ),
+    i.answers.target === 'compose'
+      ? stoppedContainerLogs(i.runner, compose[compose.indexOf('--project-name') + 1]!)
+      : Promise.resolve([]),
+  ])
   const versions = {
     atrium: VERSION,
     node: process.version,
@@ -175,6 +244,8 @@ export async function bundleEntries(i: BundleInput): Promise<ZipEntry[]> {
     mode: i.answers.mode,
     // As the written configuration has it, which is what the server runs with.
     airGapped: i.config.AIR_GAPPED === 'true',
+    // The Compose project (and volume prefix) the logs are of: one engine may hold several sites.
+    site: i.answers.target === 'compose' ? i.answers.site : undefined,
     secretName: i.answers.target === 'helm' ? secretName(i.answers.release) : undefined,
     createdAt: (i.now ?? new Date()).toISOString(),
   }
@@ -184,6 +255,7 @@ export async function bundleEntries(i: BundleInput): Promise<ZipEntry[]> {
     { name: 'config.redacted.json', data: json(redactConfig(i.config)) },
     { name: 'answers.yaml', data: renderAnswers(i.answers) },
     ...logs,
+    ...stopped,
   ]
   // Every entry, whatever it is: a secret has no business in any of them.
   const clean = scrubber(i.config)

@@ -7,10 +7,12 @@ import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { CONTAINER_CLI } from '../../config/bundles.js'
 import type { Answers } from '../core/answers.js'
-import { BUNDLES, composeArgs } from '../core/compose-bundle.js'
+import { BUNDLES, composeArgs, volumesInUse } from '../core/compose-bundle.js'
 import type { ConfigFiles } from '../core/context.js'
 import type { KitImage } from '../core/report.js'
 import { loadCommands, type KitTrust } from './airgap.js'
+import { volumeCommands } from './volumes.js'
+import { readEnvFile } from '../core/config-file.js'
 import type { Command, CommandResult, Runner } from '../core/run.js'
 
 export interface DeployOptions {
@@ -31,57 +33,49 @@ export interface DeployOptions {
 
 const WAIT = 15 * 60_000
 
-/** The Compose bundle's external volumes, each bound to a folder under the data path (the disk preflight measured). */
-export const COMPOSE_VOLUMES = {
-  'atrium-postgres': 'postgres',
-  'atrium-redis': 'redis',
-  'atrium-minio': 'minio',
-  'atrium-data': 'data',
-} as const
-
-function composeCommands(
+/**
+ * A Compose deploy in its phases. Nothing in `prepare` or `migrate` touches the running site: the
+ * kit's images are loaded, the files validated, the volumes found or made, then the new release's
+ * migrations run in a one-off container beside the running server (a release before them keeps
+ * working on the schema they leave: migrations only add). Only `switch` replaces containers.
+ */
+function composePhases(
   answers: Answers,
   files: Extract<ConfigFiles, { target: 'compose' }>,
   o: DeployOptions,
-): Command[] {
+): DeployPhases {
   const compose = composeArgs(answers, files.env, o)
   // External volumes: `docker compose down -v` cannot delete them; made once, found on a re-run.
-  const volumes = Object.entries(COMPOSE_VOLUMES).flatMap(([name, folder]): Command[] => [
-    { file: 'docker', args: ['volume', 'inspect', name], title: `Look for the volume ${name}`, probe: true },
-    {
-      file: 'docker',
-      args: [
-        'volume',
-        'create',
-        '--driver',
-        'local',
-        '--opt',
-        'type=none',
-        '--opt',
-        'o=bind',
-        '--opt',
-        `device=${join(resolve(answers.dataPath), folder)}`,
-        name,
-      ],
-      title: `Create the volume ${name} in ${join(answers.dataPath, folder)}`,
-    },
-  ])
+  // The folders of the bundled services this configuration runs (COMPOSE_PROFILES as written); all before it is.
+  const volumes = volumeCommands(answers, volumesInUse(readEnvFile(files.env)?.values ?? {}))
   const pull = answers.mode === 'air-gapped' ? ['--pull', 'never'] : []
-  return [
-    ...(o.kit ? loadCommands(o.kit, { images: o.kitImages }) : []),
-    {
-      file: 'docker',
-      args: [...compose, 'config', '--quiet'],
-      title: 'Validate the Compose files with the configuration',
-    },
-    ...volumes,
-    {
-      file: 'docker',
-      args: [...compose, 'up', '--detach', '--wait', '--wait-timeout', '600', '--remove-orphans', ...pull],
-      title: 'Start Atrium and wait until every service is healthy',
-      timeoutMs: WAIT,
-    },
-  ]
+  return {
+    prepare: [
+      ...(o.kit ? loadCommands(o.kit, { images: o.kitImages }) : []),
+      {
+        file: 'docker',
+        args: [...compose, 'config', '--quiet'],
+        title: 'Validate the Compose files with the configuration',
+      },
+      ...volumes,
+    ],
+    migrate: [
+      {
+        file: 'docker',
+        args: [...compose, 'run', '--rm', '-T', ...pull, 'migrate'],
+        title: 'Run the migrations of this release (the running server keeps serving)',
+        timeoutMs: WAIT,
+      },
+    ],
+    switch: [
+      {
+        file: 'docker',
+        args: [...compose, 'up', '--detach', '--wait', '--wait-timeout', '600', '--remove-orphans', ...pull],
+        title: 'Start Atrium and wait until every service is healthy',
+        timeoutMs: WAIT,
+      },
+    ],
+  }
 }
 
 /**
@@ -100,56 +94,78 @@ export const kitRegistryProblem = (
     ? "a Helm install from the kit (--images) pushes its images to the site's registry: add --registry HOST[:PORT][/PATH] (or registry in the answers)"
     : null
 
-function helmCommands(answers: Answers, files: Extract<ConfigFiles, { target: 'helm' }>, o: DeployOptions): Command[] {
+/** A Helm deploy: the namespace is prepared; the Secret and the release are the switch (`--atomic` rolls a failed one back). */
+function helmPhases(answers: Answers, files: Extract<ConfigFiles, { target: 'helm' }>, o: DeployOptions): DeployPhases {
   const ns = answers.namespace
   const from = registryOf(answers, o)
   const registry = [
     ...(from ? ['--set', `global.imageRegistry=${from}`] : []),
     ...(o.digest ? ['--set', `image.digest=${o.digest}`] : []),
   ]
-  return [
-    { file: 'kubectl', args: ['get', 'namespace', ns], title: `Look for the namespace ${ns}`, probe: true },
-    { file: 'kubectl', args: ['create', 'namespace', ns], title: `Create the namespace ${ns}` },
-    {
-      file: 'kubectl',
-      args: ['apply', '--namespace', ns, '-f', resolve(files.secret)],
-      title: 'Apply the Secret with the secret settings',
-    },
-    {
-      file: 'helm',
-      args: [
-        'upgrade',
-        '--install',
-        answers.release,
-        (o.bundles ?? BUNDLES).chart,
-        '--namespace',
-        ns,
-        '-f',
-        resolve(files.values),
-        ...registry,
-        '--wait',
-        '--atomic',
-        '--timeout',
-        '15m',
-      ],
-      title: 'Install or upgrade the release (rolls back if it does not become ready)',
-      timeoutMs: WAIT + 60_000,
-    },
-  ]
+  return {
+    prepare: [
+      { file: 'kubectl', args: ['get', 'namespace', ns], title: `Look for the namespace ${ns}`, probe: true },
+      { file: 'kubectl', args: ['create', 'namespace', ns], title: `Create the namespace ${ns}` },
+    ],
+    migrate: [],
+    switch: [
+      secretApply(answers, files),
+      {
+        file: 'helm',
+        args: [
+          'upgrade',
+          '--install',
+          answers.release,
+          (o.bundles ?? BUNDLES).chart,
+          '--namespace',
+          ns,
+          '-f',
+          resolve(files.values),
+          ...registry,
+          '--wait',
+          '--atomic',
+          '--timeout',
+          '15m',
+        ],
+        title: 'Install or upgrade the release (rolls back if it does not become ready)',
+        timeoutMs: WAIT + 60_000,
+      },
+    ],
+  }
 }
+
+/** `kubectl apply` of the installer's Secret (also how a failed upgrade puts the previous one back). */
+export const secretApply = (answers: Pick<Answers, 'namespace'>, files: { secret: string }): Command => ({
+  file: 'kubectl',
+  args: ['apply', '--namespace', answers.namespace, '-f', resolve(files.secret)],
+  title: 'Apply the Secret with the secret settings',
+})
 
 /** The chart's name for the release's resources (atrium.fullname in charts/atrium/templates/_helpers.tpl). */
 export const chartFullname = (release: string) =>
   (release.includes('atrium') ? release : `${release}-atrium`).slice(0, 63).replace(/-+$/, '')
 
-/** The admin CLI inside the running server container, for the first tenant. */
-export function adminCommand(answers: Answers, files: ConfigFiles, cli: string[], o: DeployOptions = {}): Command {
+/**
+ * The admin CLI inside the running server container, for the first tenant; `input` is its standard input (the
+ * password: never an argument). Compose's exec passes its standard input on by default (-T only drops the terminal);
+ * kubectl's needs -i.
+ */
+export function adminCommand(
+  answers: Answers,
+  files: ConfigFiles,
+  cli: string[],
+  o: DeployOptions = {},
+  input?: string,
+): Command {
   const inside = [...CONTAINER_CLI, ...cli]
+  const title = `Run the admin CLI: ${cli[0]}`
+  const stdin = input === undefined ? {} : { input }
   return files.target === 'compose'
     ? {
         file: 'docker',
         args: [...composeArgs(answers, files.env, o), 'exec', '-T', 'server', ...inside],
-        title: `Run the admin CLI: ${cli[0]}`,
+        title,
+        ...stdin,
       }
     : {
         file: 'kubectl',
@@ -157,21 +173,35 @@ export function adminCommand(answers: Answers, files: ConfigFiles, cli: string[]
           '--namespace',
           answers.namespace,
           'exec',
+          ...(input === undefined ? [] : ['-i']),
           `deploy/${chartFullname(answers.release)}`,
           '-c',
           'server',
           '--',
           ...inside,
         ],
-        title: `Run the admin CLI: ${cli[0]}`,
+        title,
+        ...stdin,
       }
+}
+
+/** A deploy's commands by phase: what prepares without touching the running site, the migrations, and the switch. */
+export interface DeployPhases {
+  prepare: Command[]
+  migrate: Command[]
+  switch: Command[]
+}
+
+export function deployPhases(answers: Answers, files: ConfigFiles, o: DeployOptions = {}): DeployPhases {
+  return files.target === 'compose'
+    ? composePhases(answers, files, o)
+    : helmPhases(answers, files as Extract<ConfigFiles, { target: 'helm' }>, o)
 }
 
 /** The commands, in order. A resource is created only when the probe before it fails. */
 export function deployCommands(answers: Answers, files: ConfigFiles, o: DeployOptions = {}): Command[] {
-  return files.target === 'compose'
-    ? composeCommands(answers, files, o)
-    : helmCommands(answers, files as Extract<ConfigFiles, { target: 'helm' }>, o)
+  const p = deployPhases(answers, files, o)
+  return [...p.prepare, ...p.migrate, ...p.switch]
 }
 
 /** Whether this package holds the bundle the target deploys. */
@@ -218,7 +248,7 @@ export async function deploy(
     onStep({ command, result: null })
     const result = expected(
       command,
-      await runner(command.file, command.args, { timeoutMs: command.timeoutMs ?? 120_000 }),
+      await runner(command.file, command.args, { timeoutMs: command.timeoutMs ?? 120_000, input: command.input }),
     )
     const step = { command, result }
     steps.push(step)

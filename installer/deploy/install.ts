@@ -2,13 +2,14 @@
 // and, once per site, the first tenant with its admin. Shared by `install --answers` and the
 // interactive installer's deploy screen, so both do and say exactly the same.
 import {
-  COMPOSE_VOLUMES,
   adminCommand,
   bundleMissing,
   chartFullname,
   deploy,
   deployCommands,
+  deployPhases,
   failedStep,
+  secretApply,
   kitRegistryProblem,
   registryOf,
   waitReady,
@@ -25,15 +26,22 @@ import { VERSION } from '../../common/version.js'
 import { backupSite } from '../backup/backup.js'
 import { siteServices } from '../backup/site.js'
 import { atriumOn } from '../core/checks/host.js'
-import { composeArgs, prepareDataFolders } from '../core/compose-bundle.js'
+import { composeArgs, prepareDataFolders, volumesInUse } from '../core/compose-bundle.js'
+import { readEnvFile } from '../core/config-file.js'
 import { upgradeProblem } from '../core/upgrade.js'
 import { configFiles, type Resolved } from '../core/context.js'
 import { installerCommand } from '../core/invocation.js'
+import { publisherOf } from '../core/site.js'
+import { volumesProblem } from './volumes.js'
 import { runSteps, type Step, type StepRecord } from '../core/steps.js'
+import { commitStaged, dropStaged, stagedFiles } from '../core/staged.js'
+import type { ConfigFiles } from '../core/context.js'
+import { existsSync } from 'node:fs'
 import {
   createTenantArgs,
   newPassword,
   parseCreated,
+  passwordInput,
   recordFirstAdmin,
   type Created,
   type FirstAdmin,
@@ -47,6 +55,11 @@ export interface InstallOptions extends DeployOptions {
   backupPassphrase?: string
   /** Upgrade without that backup (the admin has a fresh one). */
   skipBackup?: boolean
+  /**
+   * The configuration was just written staged (core/staged.ts): deployed from there, kept once it answers, dropped
+   * when it fails. Not for a restore, which deploys the configuration it put back.
+   */
+  staged?: boolean
 }
 
 export interface InstallOutcome {
@@ -107,8 +120,10 @@ export async function runningVersion(
     )
     return label.exitCode === 0 && /^v?\d+\.\d+\.\d+/.test(label.stdout.trim()) ? label.stdout.trim() : null
   }
-  const live = await atriumOn(Number(values.PORT || 8080))
-  if (live) return live
+  // The Atrium on the port is this site's only when its project publishes it: another site's is not upgraded.
+  const port = Number(values.PORT || 8080)
+  const live = await atriumOn(port)
+  if (live && (await publisherOf(port, runner))?.project === ctx.answers.site) return live
   const ps = await runner(
     'docker',
     [...composeArgs(ctx.answers, ctx.files.env, o), 'ps', '--all', '--format', '{{.Image}}', 'server'],
@@ -170,12 +185,12 @@ async function backupBeforeUpgrade(
   }
 }
 
-/** Every command an install runs, the first tenant's included (its password shown as <generated>). */
+/** Every command an install runs, the first tenant's included (its password, made then, goes on its standard input). */
 export function installPlan(ctx: Resolved, o: DeployOptions = {}): Command[] {
   const { answers, files } = ctx
   const tenant =
     answers.adminEmail && !ctx.firstAdmin
-      ? [adminCommand(answers, files, createTenantArgs(answers, '<generated>'), o)]
+      ? [adminCommand(answers, files, createTenantArgs(answers), o, passwordInput('<generated>'))]
       : []
   const push = kitPush(answers, o)
   const pinned = push.length ? { ...o, digest: '<the digest the registry gives>' } : o
@@ -210,6 +225,8 @@ export interface InstallState {
   ctx: Resolved
   /** The settings as written, which say where the server listens. */
   values: Record<string, string>
+  /** The files the deploy runs from: the staged ones, or those in use. */
+  files: ConfigFiles
   o: InstallOptions
   runner: Runner
   onStep: (s: DeployStep) => void
@@ -220,6 +237,10 @@ export interface InstallState {
   digest?: string
   steps: DeployStep[]
   created: Created | null
+  /** The running site's containers (or release) were being replaced: a failure from here on puts them back. */
+  switched: boolean
+  /** The new configuration answered: it is the last good one now. */
+  committed: boolean
 }
 
 export type InstallStep = Step<InstallState, InstallOutcome['stage']>
@@ -251,6 +272,14 @@ const kit: InstallStep = {
     if (opened?.kit) s.o = { ...s.o, kitImages: opened.kit.images }
     return null
   },
+}
+
+/** Compose: a volume of the site's name that points elsewhere is refused here, whatever checks were ignored. */
+const volumes: InstallStep = {
+  name: 'volumes',
+  stage: 'deploy',
+  when: (s) => s.ctx.answers.target === 'compose',
+  run: (s) => volumesProblem(s.ctx.answers, s.runner),
 }
 
 const runningNow: InstallStep = {
@@ -292,7 +321,9 @@ const dataFolders: InstallStep = {
   stage: 'deploy',
   when: (s) => s.ctx.answers.target === 'compose',
   run: (s) => {
-    prepareDataFolders(s.ctx.answers.dataPath, Object.values(COMPOSE_VOLUMES))
+    // Only the folders of the volumes this configuration uses (no bundled PostgreSQL: no postgres folder).
+    const written = s.files.target === 'compose' ? readEnvFile(s.files.env)?.values : undefined
+    prepareDataFolders(s.ctx.answers.dataPath, volumesInUse(written ?? {}))
     return null
   },
 }
@@ -309,31 +340,209 @@ const pushKitStep: InstallStep = {
   },
 }
 
-const deployStep: InstallStep = {
-  name: 'deploy',
+/** The deploy's commands of one phase (deploy.ts deployPhases), for the configuration as written. */
+const phase = (s: InstallState, name: 'prepare' | 'migrate' | 'switch') =>
+  deployPhases(s.ctx.answers, s.files, { ...s.o, digest: s.digest })[name]
+
+/** Runs one phase's commands; what failed, with the end of what the command (its container) printed. */
+async function runPhase(s: InstallState, name: 'prepare' | 'migrate' | 'switch'): Promise<string | null> {
+  const deployed = await deploy(phase(s, name), s.runner, s.onStep)
+  s.steps.push(...deployed.steps)
+  if (deployed.ok) return null
+  const last = deployed.steps.at(-1)!.result!
+  // Both streams: `docker compose run` gives the container's own lines on stdout, Compose's on stderr.
+  const said = [last.stderr, last.stdout].filter((x) => x.trim()).join('\n')
+  return `${last.command}\n${said.slice(-4000)}`
+}
+
+const prepare: InstallStep = {
+  name: 'prepare',
   stage: 'deploy',
   run: async (s) => {
-    const deployed = await deploy(
-      deployCommands(s.ctx.answers, s.ctx.files, { ...s.o, digest: s.digest }),
+    const failed = await runPhase(s, 'prepare')
+    return failed && `Deploy failed before anything running was touched, at: ${failed}`
+  },
+}
+
+/** Every image the new configuration runs is here (Compose): pulled when connected, else the kit must have loaded it. */
+const images: InstallStep = {
+  name: 'images',
+  stage: 'deploy',
+  when: (s) => s.ctx.files.target === 'compose',
+  run: async (s) => {
+    const compose = composeArgs(s.ctx.answers, (s.files as { env: string }).env, s.o)
+    const listed = await s.runner('docker', [...compose, 'config', '--images'], { timeoutMs: 60_000 })
+    if (listed.exitCode !== 0) return `Deploy failed: the Compose files did not list their images: ${listed.stderr}`
+    const refs = [
+      ...new Set(
+        listed.stdout
+          .split('\n')
+          .map((l) => l.trim())
+          .filter(Boolean),
+      ),
+    ]
+    const missing: string[] = []
+    for (const ref of refs) {
+      const found = await s.runner('docker', ['image', 'inspect', '--format', '{{.Id}}', ref], { timeoutMs: 30_000 })
+      if (found.exitCode !== 0) missing.push(ref)
+    }
+    if (!missing.length) return null
+    if (s.ctx.answers.mode === 'air-gapped')
+      return `Deploy failed before anything running was touched: the engine does not have ${missing.join(', ')}; load the air-gap kit (install --images DIR, or images load --images DIR) and run install again`
+    const pulled = await deploy(
+      [
+        {
+          file: 'docker',
+          args: [...compose, 'pull', '--quiet'],
+          title: `Pull ${missing.join(', ')}`,
+          timeoutMs: 900_000,
+        },
+      ],
       s.runner,
       s.onStep,
     )
-    s.steps.push(...deployed.steps)
-    return deployed.ok ? null : `Deploy failed at: ${failedStep(s.steps, 4000)}`
+    s.steps.push(...pulled.steps)
+    return pulled.ok ? null : `Deploy failed before anything running was touched, at: ${failedStep(s.steps, 4000)}`
+  },
+}
+
+const migrateStep: InstallStep = {
+  name: 'migrate',
+  stage: 'deploy',
+  run: async (s) => {
+    const failed = await runPhase(s, 'migrate')
+    return failed && `The migrations failed; the running site was not touched:\n${failed}`
+  },
+}
+
+/** The containers (or release) replaced: from here a failure puts the previous ones back. */
+const switchStep: InstallStep = {
+  name: 'switch',
+  stage: 'deploy',
+  run: async (s) => {
+    s.switched = true
+    const failed = await runPhase(s, 'switch')
+    if (!failed) return null
+    return `Deploy failed at: ${failed}${await containerErrors(s)}`
   },
 }
 
 const ready: InstallStep = {
   name: 'ready',
   stage: 'ready',
-  run: async ({ ctx: { answers, files }, values, o }) => {
-    const url = localUrl(answers, values)
-    const r = await waitReady(url, { timeoutMs: o.readyTimeoutMs })
+  run: async (s) => {
+    const url = localUrl(s.ctx.answers, s.values)
+    const r = await waitReady(url, { timeoutMs: s.o.readyTimeoutMs })
     return r.ready
       ? null
-      : `Deployed, but ${url}/readyz did not answer 200 (last: ${r.last}); see: ${installerCommand(['support-bundle', '--answers', resolve(files.answers)])}`
+      : `Deployed, but ${url}/readyz did not answer 200 (last: ${r.last}); see: ${installerCommand(['support-bundle', '--answers', resolve(s.ctx.files.answers)])}${await containerErrors(s)}`
   },
 }
+
+/** The new configuration answered: it replaces the files in use. */
+const commit: InstallStep = {
+  name: 'commit',
+  stage: 'ready',
+  run: (s) => {
+    if (s.o.staged) commitStaged(s.ctx.answers.outputDir)
+    s.committed = true
+    return null
+  },
+}
+
+/**
+ * The own lines of the containers that failed (exited with an error, or unhealthy), so the admin
+ * reads the cause where the install says it failed, not in `docker logs`. Compose only: Helm's
+ * `--atomic` has already put the release back, and says why itself.
+ */
+async function containerErrors(s: InstallState): Promise<string> {
+  if (s.files.target !== 'compose') return ''
+  const compose = composeArgs(s.ctx.answers, s.files.env, s.o)
+  const ps = await s.runner('docker', [...compose, 'ps', '--all', '--format', 'json'], { timeoutMs: 30_000 })
+  if (ps.exitCode !== 0) return ''
+  const failing = ps.stdout
+    .split('\n')
+    .flatMap((line) => {
+      try {
+        return [JSON.parse(line) as { Service?: string; State?: string; ExitCode?: number; Health?: string }]
+      } catch {
+        return []
+      }
+    })
+    .filter((c) => c.Service && ((c.State === 'exited' && c.ExitCode !== 0) || c.Health === 'unhealthy'))
+  const out: string[] = []
+  for (const c of failing) {
+    const logs = await s.runner('docker', [...compose, 'logs', '--no-color', '--tail', '20', c.Service!], {
+      timeoutMs: 30_000,
+    })
+    out.push(
+      `\n${c.Service} (${c.Health === 'unhealthy' ? 'unhealthy' : `exited ${c.ExitCode}`}) said:\n${(logs.stdout || logs.stderr).slice(-2000)}`,
+    )
+  }
+  return out.join('')
+}
+
+/**
+ * After a failure before the new configuration answered: the staged files dropped (those in use
+ * never changed), and, once containers were being replaced, the previous ones started again from
+ * the files in use and waited for. Says what is true afterwards, measured, not hoped.
+ */
+async function putBack(s: InstallState, started: number): Promise<string> {
+  const { answers, files } = s.ctx
+  const back = (commands: Command[]) => deploy(commands, s.runner, s.onStep)
+  const drop = () => s.o.staged && dropStaged(answers.outputDir)
+  if (!s.switched)
+    return drop()
+      ? '\nNothing was changed: the running site was not touched and the configuration files in use are as they were.'
+      : ''
+  if (files.target === 'helm') {
+    drop()
+    // --atomic rolled the release back to its last revision; the Secret is the installer's to put back.
+    if (s.o.staged && existsSync(files.secret)) await back([secretApply(answers, files)])
+    return '\nHelm rolled the release back (--atomic); the configuration files in use and their Secret are as they were.'
+  }
+  if (s.from === null || !existsSync(files.env)) {
+    // Nothing ran here before this install: its containers go (the data folders stay).
+    const compose = composeArgs(answers, (s.files as { env: string }).env, s.o)
+    await back([
+      {
+        file: 'docker',
+        args: [...compose, 'down', '--remove-orphans'],
+        title: 'Remove the containers that did not start',
+      },
+    ])
+    drop()
+    return '\nNothing ran here before: the containers that did not start were removed; the data folders stay.'
+  }
+  drop()
+  const pull = answers.mode === 'air-gapped' ? ['--pull', 'never'] : []
+  await back([
+    {
+      file: 'docker',
+      args: [
+        ...composeArgs(answers, files.env, s.o),
+        'up',
+        '--detach',
+        '--wait',
+        '--wait-timeout',
+        '600',
+        '--remove-orphans',
+        ...pull,
+      ],
+      title: `Put back the containers of Atrium ${s.from}`,
+      timeoutMs: WAIT_BACK,
+    },
+  ])
+  const url = localUrl(answers, s.ctx.existing ?? s.values)
+  const r = await waitReady(url, { timeoutMs: s.o.readyTimeoutMs })
+  const seconds = ((Date.now() - started) / 1000).toFixed(0)
+  return r.ready
+    ? `\nPut back: the previous configuration and containers; Atrium ${s.from} answers at ${url} again (${seconds} s after the failure).`
+    : `\nThe configuration files in use are as they were, but Atrium ${s.from} does not answer at ${url}/readyz (${r.last}): restore the backup taken before the upgrade (below).`
+}
+
+/** How long putting the previous containers back may take. */
+const WAIT_BACK = 11 * 60_000
 
 /** Once per site: a site that has its first tenant, or answers without an admin, gets none. */
 const firstTenant: InstallStep = {
@@ -343,8 +552,8 @@ const firstTenant: InstallStep = {
   run: async (s) => {
     const { answers, files } = s.ctx
     const password = newPassword()
-    const command = adminCommand(answers, files, createTenantArgs(answers, password), s.o)
-    const result = await s.runner(command.file, command.args, { timeoutMs: 120_000 })
+    const command = adminCommand(answers, files, createTenantArgs(answers), s.o, passwordInput(password))
+    const result = await s.runner(command.file, command.args, { timeoutMs: 120_000, input: command.input })
     s.created = result.exitCode === 0 ? parseCreated(result.stdout, answers, password) : null
     if (!s.created)
       return `Atrium is ready, but creating the first tenant failed:\n${(result.stderr || result.stdout).slice(-2000)}`
@@ -355,20 +564,22 @@ const firstTenant: InstallStep = {
 
 // The install's table of contents. The checks and the upgrade's first steps have no impact yet: one
 // that refuses leaves the site as it was. From the data folders on, the steps start impacting things.
-/** Nothing changes: the bundle is here, the kit is the vendor's and whole. */
-const CHECKS = [bundle, kit]
+/** Nothing changes: the bundle is here, the kit is the vendor's and whole, the volumes of the site's name are its own. */
+const CHECKS = [bundle, kit, volumes]
 /** Over a running Atrium: its version found, the upgrade guarded, the site backed up. */
 const UPGRADE = [runningNow, upgradeGuard, backupFirst]
-/** Start impacting things: the site deployed (over what runs), then waited for. */
-const DEPLOY = [dataFolders, pushKitStep, deployStep, ready]
+/** Nothing running is touched yet: images here, files valid, volumes found, the new migrations run. */
+const PREPARE = [dataFolders, pushKitStep, prepare, images, migrateStep]
+/** The switch: the running containers (or release) replaced, then waited for; the new configuration kept. */
+const SWITCH = [switchStep, ready, commit]
 
 /** An install, which over a running Atrium is its upgrade. */
-export const INSTALL_STEPS: readonly InstallStep[] = [...CHECKS, ...UPGRADE, ...DEPLOY, firstTenant]
+export const INSTALL_STEPS: readonly InstallStep[] = [...CHECKS, ...UPGRADE, ...PREPARE, ...SWITCH, firstTenant]
 /**
  * A restore's deploy over the data it put back: no upgrade (the data is the backup's) and no first tenant (the backup
  * has it).
  */
-export const REDEPLOY_STEPS: readonly InstallStep[] = [...CHECKS, ...DEPLOY]
+export const REDEPLOY_STEPS: readonly InstallStep[] = [...CHECKS, ...PREPARE, ...SWITCH]
 
 /**
  * Deploys the configuration just written (`values`: the settings as written, which say where the
@@ -385,18 +596,22 @@ export async function runInstall(
   const state: InstallState = {
     ctx,
     values,
+    files: o.staged ? stagedFiles(ctx.files, ctx.answers.outputDir) : ctx.files,
     o,
     runner: o.runner ?? realRun,
     onStep,
     from: null,
     steps: [],
     created: null,
+    switched: false,
+    committed: false,
   }
   const r = await runSteps(steps, state)
+  const error = r.error !== null && !state.committed ? r.error + (await putBack(state, Date.now())) : r.error
   return {
     ok: r.ok,
     stage: r.stage,
-    ...(r.error !== null && { error: r.error }),
+    ...(error !== null && { error }),
     url: values.PUBLIC_URL || localUrl(ctx.answers, values),
     steps: state.steps,
     created: state.created,

@@ -38,7 +38,7 @@ export interface AppProps {
   /** Runs the preflight (core/preflight.ts in the real installer). */
   preflight: (ctx: Resolved) => Promise<CheckResult[]>
   /** Plans the configuration and, unless a dry run, writes it (core/configure.ts). */
-  configure: (ctx: Resolved, opts: { dryRun: boolean }) => ConfigureResult
+  configure: (ctx: Resolved, opts: { dryRun: boolean; stage?: boolean }) => ConfigureResult
   /** Deploys what was written (deploy/install.ts); without it the installer ends at the summary. */
   install?: (ctx: Resolved, written: ConfigureResult, onStep: (s: DeployStep) => void) => Promise<InstallOutcome>
   /** Called with the outcome when the installer ends. */
@@ -191,7 +191,7 @@ export function App({ initial, resolve, check, preflight, configure, install, on
     }
     if (step.name === 'plan') {
       if (input === 'y' && step.plan.plan.problems.length === 0)
-        setStep({ name: 'done', result: configure(ctx, { dryRun: false }) })
+        setStep({ name: 'done', result: configure(ctx, { dryRun: false, stage: Boolean(install) }) })
       if (input === 'n' || input === 'q') finish({ written: false, checks: step.checks })
       if (input === 'b') setStep({ name: 'ask', index: 0 })
     }

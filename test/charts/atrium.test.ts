@@ -48,24 +48,138 @@ const VARIANTS: Record<string, Record<string, unknown>> = {
   },
 }
 
+/** The values each kind of site starts from: the chart's ci/ files (which chart-testing reads too), documented there. */
+const ciValues = (name: string): Record<string, unknown> =>
+  parse(readFileSync(join(CHART, `ci/${name}-values.yaml`), 'utf8'))
+const SITES: Record<string, Record<string, unknown>> = {
+  default: {},
+  enterprise: ciValues('enterprise'),
+  OpenShift: ciValues('openshift'),
+}
+
+interface Scored {
+  type_meta: { kind: string }
+  object_meta: { name: string }
+  checks: { check: { id: string }; grade: number; skipped: boolean }[]
+}
+/** kube-score on a render: its exit code and its findings by grade, each as `Kind name: check-id`. */
+async function kubeScore(t: Test, yaml: string, flags: string[] = []) {
+  const file = join(tempDir(t), 'render.yaml')
+  writeFileSync(file, yaml)
+  const r = await runTool('kube-score', ['score', file, '--output-format', 'json', ...flags])
+  const objects = JSON.parse(r.stdout) as Scored[]
+  // kube-score's grades: 1 CRITICAL, 5 WARNING, 7 almost OK, 10 OK.
+  const graded = (grade: number) =>
+    objects.flatMap((o) =>
+      o.checks
+        .filter((c) => !c.skipped && c.grade === grade)
+        .map((c) => `${o.type_meta.kind} ${o.object_meta.name}: ${c.check.id}`),
+    )
+  return { code: r.code, critical: graded(1), warning: graded(5) }
+}
+
 const podSpecs = (manifests: Manifest[]) => [
   ...manifests.filter((m) => m.kind === 'Deployment' || m.kind === 'Job').map((m) => m.spec.template.spec),
   ...manifests.filter((m) => m.kind === 'Pod').map((m) => m.spec),
 ]
 const containers = (spec: any): any[] => [...(spec.initContainers ?? []), ...spec.containers] // eslint-disable-line @typescript-eslint/no-explicit-any -- a pod spec from parsed YAML
 
-t.test('helm lint --strict passes with the default, air-gapped, existingSecret and HPA values', { skip }, async (t) => {
-  const dir = tempDir(t)
-  const base = join(dir, 'base.yaml')
-  writeFileSync(base, JSON.stringify(BASE_VALUES))
-  for (const [name, values] of Object.entries(VARIANTS)) {
-    const file = join(dir, `${name}.yaml`)
-    writeFileSync(file, JSON.stringify(values))
-    const r = await runTool('helm', ['lint', '--strict', CHART, '-f', base, '-f', file, '--kube-version', KUBE_VERSION])
-    t.equal(r.code, 0, `${name}: ${r.stdout}${r.stderr}`)
-    t.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/)
-  }
-})
+t.test(
+  'helm lint --strict passes with the default, enterprise, OpenShift and every other variant',
+  { skip },
+  async (t) => {
+    const dir = tempDir(t)
+    const base = join(dir, 'base.yaml')
+    writeFileSync(base, JSON.stringify(BASE_VALUES))
+    for (const [name, values] of Object.entries({ ...VARIANTS, ...SITES })) {
+      const file = join(dir, `${name}.yaml`)
+      writeFileSync(file, JSON.stringify(values))
+      const r = await runTool('helm', [
+        'lint',
+        '--strict',
+        CHART,
+        '-f',
+        base,
+        '-f',
+        file,
+        '--kube-version',
+        KUBE_VERSION,
+      ])
+      t.equal(r.code, 0, `${name}: ${r.stdout}${r.stderr}`)
+      t.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/)
+      t.notMatch(r.stdout, /\[(WARNING|ERROR)\]/, `${name}: nothing but the icon's [INFO]`)
+    }
+  },
+)
+
+t.test(
+  'kube-score: the default, enterprise and OpenShift values have no CRITICAL finding; the only warnings are the open egress of a connected site',
+  { skip: skip || needs('kube-score') },
+  async (t) => {
+    for (const [name, values] of Object.entries(SITES)) {
+      const r = await helmTemplate(t, [values])
+      t.equal(r.code, 0, `${name}: ${r.stderr}`)
+      const scored = await kubeScore(t, r.yaml)
+      t.same(scored.critical, [], `${name}: no CRITICAL`)
+      t.equal(scored.code, 0, `${name}: kube-score exits 0`)
+      const pods = r.manifests.filter((m) => ['Deployment', 'Job', 'Pod'].includes(m.kind))
+      // Connected, egress is open by design (models, webhooks, identity providers anywhere); air-gapped it is not.
+      const airGapped = values.airGapped === true
+      t.same(
+        [...scored.warning].sort(),
+        airGapped ? [] : pods.map((m) => `${m.kind} ${m.metadata.name}: pod-networkpolicy`).sort(),
+        `${name}: ${airGapped ? 'no warning' : 'the egress warning of each pod, nothing else'}`,
+      )
+    }
+  },
+)
+
+t.test(
+  "the chart's kube-score exceptions hide exactly what they name: with them disabled, each object's CRITICAL findings are its annotation's",
+  { skip: skip || needs('kube-score') },
+  async (t) => {
+    const expected: Record<string, string> = {
+      default: 'container-image-pull-policy',
+      enterprise: 'container-image-pull-policy',
+      OpenShift: 'container-image-pull-policy,container-security-context-user-group-id',
+      'OpenShift, pull Always': 'container-security-context-user-group-id',
+      'pull Always': '',
+    }
+    const cases = {
+      ...SITES,
+      'OpenShift, pull Always': { ...SITES.OpenShift, image: { pullPolicy: 'Always' } },
+      'pull Always': { image: { pullPolicy: 'Always' } },
+    }
+    for (const [name, values] of Object.entries(cases)) {
+      const r = await helmTemplate(t, [values])
+      const scored = await kubeScore(t, r.yaml, ['--disable-ignore-checks-annotations'])
+      const pods = r.manifests.filter((m) => ['Deployment', 'Job', 'Pod'].includes(m.kind))
+      t.same(
+        pods.map((m) => m.metadata.annotations?.['kube-score/ignore'] ?? ''),
+        pods.map(() => expected[name]),
+        `${name}: the exceptions annotated`,
+      )
+      t.same(
+        [...scored.critical].sort(),
+        pods
+          .flatMap((m) =>
+            expected[name] ? expected[name].split(',').map((id) => `${m.kind} ${m.metadata.name}: ${id}`) : [],
+          )
+          .sort(),
+        `${name}: and nothing else is CRITICAL`,
+      )
+    }
+    // Root is a user set, not one left to OpenShift: never excepted.
+    const root = await helmTemplate(t, [SITES.OpenShift!, { podSecurityContext: { runAsUser: 0, runAsGroup: 0 } }])
+    const scored = await kubeScore(t, root.yaml)
+    t.equal(scored.code, 1, 'root: kube-score fails')
+    t.same(
+      scored.critical.filter((f) => f.endsWith('container-security-context-user-group-id')).length,
+      3,
+      'root: the low user and group IDs are CRITICAL on every pod',
+    )
+  },
+)
 
 t.test(
   'kube-score finds nothing critical in any variant; its one exception is annotated where it applies',
@@ -449,31 +563,44 @@ t.test(
   },
 )
 
+const egressOf = async (t: Test, values: Record<string, unknown>[]) => {
+  const r = await helmTemplate(t, values)
+  t.equal(r.code, 0, r.stderr)
+  return { policy: find(r.manifests, 'NetworkPolicy')!, manifests: r.manifests }
+}
+const inNamespace = (ns: string) => ({ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } })
+
 t.test(
-  'air-gapped: the NetworkPolicy lets out DNS, the cluster, the service networks and OUTBOUND_ALLOWED_NETWORKS only, for every pod of the release',
+  "air-gapped: the NetworkPolicy lets out DNS to the cluster's DNS pods, this namespace's pods, the service networks and OUTBOUND_ALLOWED_NETWORKS only, for every pod of the release",
   { skip },
   async (t) => {
     const connected = await helmTemplate(t, [])
     const open = find(connected.manifests, 'NetworkPolicy')!
     t.same(open.spec.policyTypes, ['Ingress'], 'connected: egress is not restricted')
-    const { code, manifests, stderr } = await helmTemplate(t, [
+    const { policy, manifests } = await egressOf(t, [
       {
         airGapped: true,
         env: { OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/8, fd00::/8' },
-        networkPolicy: { servicesCidrs: ['192.168.10.0/24'] },
+        networkPolicy: { servicesCidrs: ['192.168.10.0/24', { cidr: '10.20.0.9/32', ports: [5432, 6379] }] },
       },
     ])
-    t.equal(code, 0, stderr)
-    const policy = find(manifests, 'NetworkPolicy')!
     t.same(policy.spec.policyTypes, ['Ingress', 'Egress'])
     t.same(policy.spec.egress, [
       {
+        to: [{ ...inNamespace('kube-system'), podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
         ports: [
           { port: 53, protocol: 'UDP' },
           { port: 53, protocol: 'TCP' },
         ],
       },
-      { to: [{ namespaceSelector: {} }] },
+      { to: [{ podSelector: {} }] },
+      {
+        to: [{ ipBlock: { cidr: '10.20.0.9/32' } }],
+        ports: [
+          { port: 5432, protocol: 'TCP' },
+          { port: 6379, protocol: 'TCP' },
+        ],
+      },
       {
         to: [
           { ipBlock: { cidr: '192.168.10.0/24' } },
@@ -482,6 +609,13 @@ t.test(
         ],
       },
     ])
+    for (const rule of policy.spec.egress as { to?: Manifest[] }[]) {
+      t.ok(rule.to?.length, 'every rule names where to: none lets a port out to anywhere')
+      t.notOk(
+        rule.to!.some((peer) => peer.namespaceSelector && Object.keys(peer.namespaceSelector).length === 0),
+        'no rule admits every namespace',
+      )
+    }
     t.same(policy.spec.podSelector.matchLabels, {
       'app.kubernetes.io/name': 'atrium',
       'app.kubernetes.io/instance': 'atrium',
@@ -494,6 +628,61 @@ t.test(
       policy.spec.podSelector.matchLabels,
       'the helm test Pod is covered',
     )
+  },
+)
+
+t.test(
+  'air-gapped: the DNS service and the namespaces of in-cluster services are values (OpenShift: openshift-dns on 5353)',
+  { skip },
+  async (t) => {
+    const { policy } = await egressOf(t, [
+      { airGapped: true, networkPolicy: { clusterNamespaces: ['databases', 'storage'] } },
+      parse(readFileSync(join(CHART, 'ci/openshift-values.yaml'), 'utf8')),
+    ])
+    t.same(policy.spec.egress, [
+      {
+        to: [
+          {
+            ...inNamespace('openshift-dns'),
+            podSelector: { matchLabels: { 'dns.operator.openshift.io/daemonset-dns': 'default' } },
+          },
+        ],
+        ports: [
+          { port: 5353, protocol: 'UDP' },
+          { port: 5353, protocol: 'TCP' },
+        ],
+      },
+      { to: [{ podSelector: {} }, inNamespace('databases'), inNamespace('storage')] },
+    ])
+    const any = await egressOf(t, [{ airGapped: true, networkPolicy: { dns: { podLabels: { 'k8s-app': null } } } }])
+    t.same(any.policy.spec.egress[0].to, [inNamespace('kube-system')], 'no pod labels: the DNS namespace')
+    for (const dns of [{ namespace: '' }, { ports: [] }, { ports: [70000] }]) {
+      const r = await helmTemplate(t, [{ airGapped: true, networkPolicy: { dns } }])
+      t.not(r.code, 0, JSON.stringify(dns))
+      t.match(r.stderr, /networkPolicy/)
+    }
+  },
+)
+
+t.test(
+  "the installer's air-gapped values let out exactly the site's services: addresses with their ports, the admin's networks, the namespaces of cluster services",
+  { skip },
+  async (t) => {
+    const files = renderHelmFiles(
+      {
+        AIR_GAPPED: 'true',
+        DATABASE_URL: 'postgres://u:p@10.10.0.5:5432/atrium',
+        REDIS_URL: 'redis://redis.cache.svc.cluster.local:6379',
+        R2_ENDPOINT: 'https://s3.corp.localhost:9000',
+      },
+      { release: 'atrium', namespace: 'atrium', servicesCidrs: ['10.20.0.0/16'] },
+    )
+    const { policy } = await egressOf(t, [{ existingSecret: 'atrium-installer-secrets' }, parse(files.values)])
+    t.same(policy.spec.egress.slice(1), [
+      { to: [{ podSelector: {} }, inNamespace('cache')] },
+      { to: [{ ipBlock: { cidr: '10.10.0.5/32' } }], ports: [{ port: 5432, protocol: 'TCP' }] },
+      { to: [{ ipBlock: { cidr: '10.20.0.0/16' } }], ports: [{ port: 9000, protocol: 'TCP' }] },
+    ])
   },
 )
 
@@ -680,3 +869,189 @@ t.test('Chart.yaml lists every image of the bundles and carries the package vers
   )
   for (const i of IMAGES) t.notMatch(i.tag, /^latest$/)
 })
+
+/** Every pod the chart makes, with its metadata: the Deployment's and the Job's templates, and the helm test Pod. */
+const pods = (manifests: Manifest[]) => [
+  ...manifests
+    .filter((m) => m.kind === 'Deployment' || m.kind === 'Job')
+    .map((m) => ({ name: m.kind, metadata: m.spec.template.metadata, spec: m.spec.template.spec })),
+  ...manifests.filter((m) => m.kind === 'Pod').map((m) => ({ name: 'Pod', metadata: m.metadata, spec: m.spec })),
+]
+
+t.test(
+  'podLabels, podAnnotations and commonLabels reach every pod; the selector labels cannot be overridden',
+  { skip },
+  async (t) => {
+    const { code, manifests, stderr } = await helmTemplate(t, [
+      {
+        podLabels: { 'sidecar.istio.io/inject': 'true', 'app.kubernetes.io/name': 'hijacked' },
+        podAnnotations: { 'policies.kyverno.io/exempt': 'no', 'kube-score/ignore': 'everything' },
+        commonLabels: { 'cost-center': 'ai-platform' },
+      },
+    ])
+    t.equal(code, 0, stderr)
+    const all = pods(manifests)
+    t.same(
+      all.map((p) => p.name),
+      ['Deployment', 'Job', 'Pod'],
+    )
+    for (const pod of all) {
+      t.match(
+        pod.metadata.labels,
+        { 'sidecar.istio.io/inject': 'true', 'cost-center': 'ai-platform', 'app.kubernetes.io/name': 'atrium' },
+        `${pod.name}: labels`,
+      )
+      t.equal(pod.metadata.annotations['policies.kyverno.io/exempt'], 'no', `${pod.name}: annotations`)
+    }
+    const test = find(manifests, 'Pod')!
+    t.equal(test.metadata.annotations!['helm.sh/hook'], 'test', "the test Pod's own annotations stay")
+    t.equal(test.metadata.annotations!['kube-score/ignore'], 'container-image-pull-policy', 'and win')
+  },
+)
+
+t.test(
+  'commonAnnotations go on every object, beside its own annotations, which win; not on the pods (podAnnotations)',
+  { skip },
+  async (t) => {
+    const { code, manifests, stderr } = await helmTemplate(t, [
+      VARIANTS.hpa!,
+      {
+        commonAnnotations: { 'owner.corp.example/team': 'ai-platform', 'helm.sh/resource-policy': 'delete' },
+        service: { annotations: { 'service.beta.kubernetes.io/internal': 'true' } },
+        metrics: { serviceMonitor: { enabled: true } },
+        serviceAccount: { annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::1:role/atrium' } },
+      },
+    ])
+    t.equal(code, 0, stderr)
+    t.ok(manifests.length >= 12, `${manifests.length} objects`)
+    for (const m of manifests)
+      t.equal(m.metadata.annotations?.['owner.corp.example/team'], 'ai-platform', `${m.kind} ${m.metadata.name}`)
+    t.equal(find(manifests, 'Service')!.metadata.annotations!['service.beta.kubernetes.io/internal'], 'true')
+    t.match(find(manifests, 'ServiceAccount')!.metadata.annotations, { 'eks.amazonaws.com/role-arn': /role\/atrium/ })
+    t.equal(
+      find(manifests, 'Secret')!.metadata.annotations!['helm.sh/resource-policy'],
+      'keep',
+      'the master key is kept whatever commonAnnotations say',
+    )
+    t.notOk(
+      'owner.corp.example/team' in find(manifests, 'Deployment')!.spec.template.metadata.annotations,
+      'pod templates: podAnnotations only, so a changed commonAnnotation restarts nothing',
+    )
+  },
+)
+
+t.test(
+  'global is open for an umbrella chart (global.storageClass); global.imageRegistry is still checked',
+  { skip },
+  async (t) => {
+    const r = await helmTemplate(t, [
+      { global: { storageClass: 'fast-ssd', imageRegistry: 'registry.corp.example', postgresql: { auth: {} } } },
+    ])
+    t.equal(r.code, 0, r.stderr)
+    t.match(find(r.manifests, 'Deployment')!.spec.template.spec.containers[0].image, /^registry\.corp\.example\//)
+    const bad = await helmTemplate(t, [{ global: { imageRegistry: 'https://registry.corp.example' } }])
+    t.not(bad.code, 0)
+    t.match(bad.stderr, /imageRegistry/)
+  },
+)
+
+t.test(
+  "existingSecretKeys maps a setting to existingSecret's own key name in every container that reads the settings",
+  { skip },
+  async (t) => {
+    const { code, manifests, stderr } = await helmTemplate(t, [
+      { existingSecret: 'vault-synced', existingSecretKeys: { DATABASE_URL: 'db-url', LICENSE_KEY: 'license.jwt' } },
+    ])
+    t.equal(code, 0, stderr)
+    const readers = pods(manifests)
+      .filter((p) => p.name !== 'Pod')
+      .flatMap((p) => containers(p.spec))
+    t.same(
+      readers.map((c) => c.name),
+      ['wait-for-migrations', 'server', 'migrate'],
+    )
+    for (const c of readers) {
+      t.same(
+        c.env,
+        [
+          { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: 'vault-synced', key: 'db-url' } } },
+          { name: 'LICENSE_KEY', valueFrom: { secretKeyRef: { name: 'vault-synced', key: 'license.jwt' } } },
+        ],
+        `${c.name}: the mapped keys`,
+      )
+      t.same(c.envFrom[1], { secretRef: { name: 'vault-synced' } }, `${c.name}: the other keys by their own names`)
+    }
+    const without = await helmTemplate(t, [{ existingSecretKeys: { DATABASE_URL: 'db-url' } }])
+    t.not(without.code, 0)
+    t.match(without.stderr, /existingSecretKeys maps the keys of existingSecret: set existingSecret/)
+    for (const keys of [{ DATABASE_URI: 'db-url' }, { PUBLIC_URL: 'url' }, { DATABASE_URL: 'no spaces' }]) {
+      const r = await helmTemplate(t, [{ existingSecret: 's', existingSecretKeys: keys }])
+      t.not(r.code, 0, `${JSON.stringify(keys)}: refused`)
+      t.match(r.stderr, /existingSecretKeys/)
+    }
+  },
+)
+
+t.test(
+  'topologySpreadConstraints, dnsPolicy, dnsConfig, initContainers and sidecars render where they belong',
+  { skip },
+  async (t) => {
+    const zone = { maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway' }
+    const own = { ...zone, topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { tier: 'ai' } } }
+    const dnsConfig = { searches: ['corp.example'], options: [{ name: 'ndots', value: '2' }] }
+    const proxy = { name: 'db-proxy', image: 'registry.corp.example/proxy:1', restartPolicy: 'Always' }
+    const shipper = { name: 'log-shipper', image: 'registry.corp.example/shipper:1' }
+    const { code, manifests, stderr } = await helmTemplate(t, [
+      {
+        topologySpreadConstraints: [zone, own],
+        dnsPolicy: 'ClusterFirst',
+        dnsConfig,
+        initContainers: [proxy],
+        sidecars: [shipper],
+      },
+    ])
+    t.equal(code, 0, stderr)
+    const server = find(manifests, 'Deployment')!.spec.template.spec
+    t.same(server.topologySpreadConstraints, [
+      {
+        ...zone,
+        labelSelector: {
+          matchLabels: {
+            'app.kubernetes.io/name': 'atrium',
+            'app.kubernetes.io/instance': 'atrium',
+            'app.kubernetes.io/component': 'server',
+          },
+        },
+      },
+      own,
+    ])
+    t.same(
+      server.initContainers.map((c: { name: string }) => c.name),
+      ['db-proxy', 'wait-for-migrations'],
+      "the admin's first, so a native sidecar is up before the database is needed",
+    )
+    t.same(server.initContainers[0], proxy)
+    t.same(
+      server.containers.map((c: { name: string }) => c.name),
+      ['server', 'log-shipper'],
+    )
+    for (const pod of pods(manifests)) {
+      t.equal(pod.spec.dnsPolicy, 'ClusterFirst', `${pod.name}: dnsPolicy`)
+      t.same(pod.spec.dnsConfig, dnsConfig, `${pod.name}: dnsConfig`)
+    }
+    const job = find(manifests, 'Job')!.spec.template.spec
+    t.same(
+      containers(job).map((c) => c.name),
+      ['migrate'],
+      'the migration Job runs the migration only',
+    )
+    t.notOk(job.topologySpreadConstraints)
+    const none = find((await helmTemplate(t, [])).manifests, 'Deployment')!.spec.template.spec
+    t.notOk(none.dnsConfig || none.dnsPolicy || none.topologySpreadConstraints, 'nothing by default')
+    for (const bad of [{ sidecars: [{ name: 'x' }] }, { dnsPolicy: 'Google' }, { topologySpreadConstraints: [{}] }]) {
+      const r = await helmTemplate(t, [bad])
+      t.not(r.code, 0, JSON.stringify(bad))
+      t.match(r.stderr, Object.keys(bad)[0]!)
+    }
+  },
+)

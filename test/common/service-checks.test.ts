@@ -1,7 +1,8 @@
-// Service checks against the real PostgreSQL, Redis and S3 store when TEST_* name them; grading at
-// the thresholds, down services and small fakes everywhere: a Redis that speaks RESP as 6.2 does, a
-// PostgreSQL that refuses a password and an S3 store reached by bucket host name, because none of
-// those can be produced with the real services here.
+// Service checks against the real PostgreSQL, Redis and S3 store when TEST_* name them, and a
+// PostgreSQL cluster of the test's own for pg_hba.conf and password refusals; grading at the
+// thresholds, down services and small fakes everywhere: a Redis that speaks RESP as 6.2 does, a
+// PostgreSQL out of connections and an S3 store reached by bucket host name, because none of those
+// can be produced with the real services here.
 import { spawn } from 'node:child_process'
 import { createServer as createHttpServer } from 'node:http'
 import { createServer, type AddressInfo, type LookupFunction, type Server, type Socket } from 'node:net'
@@ -20,10 +21,12 @@ import {
   s3Checks,
   virtualHostCandidate,
   where,
+  xmlText,
 } from '../../common/service-checks.js'
-import { freePort, freshBucket, freshDatabase, s3Client, services, suffix } from '../helpers/platform.js'
+import { freePort, freshBucket, freshDatabase, s3Client, services, suffix, tempDir } from '../helpers/platform.js'
 import { findTool as findExecutable } from '../helpers/tools.js'
 import { silentServer } from '../helpers/silent.js'
+import { clusterSkip, pgCluster } from '../helpers/pg-cluster.js'
 
 const quick = { timeoutMs: 2000 }
 /** The checks of these ids, in this order, each passed. */
@@ -295,19 +298,59 @@ t.test('the eviction policy comes from CONFIG GET when INFO leaves it out', asyn
   ])
 })
 
-t.test('a PostgreSQL that refuses the password fails as authentication failed for that user', async (t) => {
-  // The test server trusts every local TCP connection, so only a stand-in can refuse a password.
-  const port = await fakePostgres(t, '28P01', 'password authentication failed for user "atrium"')
-  const r = await postgresChecks(`postgres://atrium:hunter2@127.0.0.1:${port}/atrium`, quick)
-  t.match(r, [
-    {
-      id: 'postgres.connect',
-      status: 'fail',
-      found: `authentication failed for user atrium at 127.0.0.1:${port}`,
-      fix: /DATABASE_URL/,
-    },
-  ])
-  t.notMatch(JSON.stringify(r), /hunter2/)
+t.test(
+  "a real PostgreSQL's refusals say which they are: pg_hba.conf (fix pg_hba.conf, not the password), a wrong password, a missing user",
+  { skip: clusterSkip() },
+  async (t) => {
+    // A cluster of the test's own: the shared one trusts every loopback connection.
+    const cluster = await pgCluster(t, [
+      'host open all 127.0.0.1/32 scram-sha-256',
+      'host closed all 127.0.0.1/32 reject',
+      'host trusted all 127.0.0.1/32 trust',
+    ])
+    await cluster.psql("create role atrium login password 'right-password'")
+    for (const db of ['open', 'closed', 'other', 'trusted']) await cluster.psql(`create database ${db} owner atrium`)
+    const at = `127.0.0.1:${cluster.port}`
+    const url = (user: string, password: string, db: string) => `postgres://${user}:${password}@${at}/${db}`
+
+    t.match(await postgresChecks(url('atrium', 'right-password', 'open'), quick), [{ status: 'pass' }])
+
+    const noEntry = await postgresChecks(url('atrium', 'right-password', 'other'), quick)
+    t.match(noEntry, [
+      {
+        id: 'postgres.connect',
+        status: 'fail',
+        found: `PostgreSQL at ${at} does not admit this client: no pg_hba.conf entry for host "127.0.0.1", user "atrium", database "other", no encryption`,
+        fix: /^The password is not the problem: on the PostgreSQL server, add a pg_hba\.conf line admitting it \(host other atrium 127\.0\.0\.1\/32 scram-sha-256\) .*reload .*sslmode=require/,
+      },
+    ])
+    t.notMatch(noEntry[0]!.found, /authentication failed/, 'not said as a wrong password')
+    t.match(await postgresChecks(url('atrium', 'right-password', 'closed'), quick), [
+      {
+        status: 'fail',
+        found:
+          /does not admit this client: pg_hba\.conf rejects connection for host "127\.0\.0\.1", user "atrium", database "closed"/,
+        fix: /^The password is not the problem: .*host closed atrium 127\.0\.0\.1\/32 scram-sha-256/,
+      },
+    ])
+
+    const wrong = await postgresChecks(url('atrium', 'hunter2-wrong', 'open'), quick)
+    t.match(wrong, [
+      {
+        id: 'postgres.connect',
+        status: 'fail',
+        found: `password authentication failed for user atrium at ${at}`,
+        fix: /^Correct the password in DATABASE_URL, or the user .*pg_hba\.conf admits this client/,
+      },
+    ])
+    t.notMatch(JSON.stringify(wrong), /hunter2-wrong/, 'the password is not in the check')
+    t.match(await postgresChecks(url('nobody', 'x', 'trusted'), quick), [
+      { status: 'fail', found: `the user nobody does not exist at ${at}`, fix: /CREATE ROLE "nobody" LOGIN/ },
+    ])
+  },
+)
+
+t.test('a PostgreSQL that answers with another error says it, with its SQLSTATE', async (t) => {
   const busy = await fakePostgres(t, '53300', 'sorry, too many clients already')
   t.match(await postgresChecks(`postgres://atrium@127.0.0.1:${busy}/atrium`, quick), [
     { status: 'fail', found: /refused: sorry, too many clients already \(SQLSTATE 53300\)/ },
@@ -539,3 +582,70 @@ t.test(
     ])
   },
 )
+
+t.test(
+  'a store in another region says which, with its message decoded (no &#39;), and the fix is the region setting',
+  { skip: !findExecutable('minio') && 'needs the minio server (CI builds it; see .ci/run)' },
+  async (t) => {
+    // A MinIO of the test's own that says it is in eu-central-1, as a site's own store may be.
+    const port = await freePort()
+    const data = tempDir(t)
+    const server = spawn(
+      findExecutable('minio')!,
+      ['server', data, '--address', `127.0.0.1:${port}`, '--console-address', '127.0.0.1:0', '--quiet'],
+      {
+        env: {
+          ...process.env,
+          MINIO_ROOT_USER: 'region-test',
+          MINIO_ROOT_PASSWORD: 'region-test-secret',
+          MINIO_SITE_REGION: 'eu-central-1',
+        },
+        stdio: 'ignore',
+      },
+    )
+    // Gone before its folder is removed (teardowns run last in, first out).
+    const exited = new Promise((r) => server.once('exit', r))
+    t.teardown(async () => {
+      server.kill()
+      await exited
+    })
+    const endpoint = `http://127.0.0.1:${port}`
+    for (
+      let i = 0;
+      i < 100 &&
+      !(await fetch(`${endpoint}/minio/health/live`).then(
+        (r) => r.ok,
+        () => false,
+      ));
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 100))
+    const target = {
+      endpoint,
+      bucket: 'atrium',
+      accessKey: 'region-test',
+      secretKey: 'region-test-secret',
+      region: 'us-east-1',
+    }
+    const wrong = await s3Checks(target)
+    t.match(wrong, [
+      {
+        id: 's3.roundtrip',
+        status: 'fail',
+        found: `the store is in region eu-central-1, not us-east-1, at the step: find the bucket (The authorization header is malformed; the region is wrong; expecting 'eu-central-1'.)`,
+        fix: 'Set R2_REGION to eu-central-1',
+      },
+    ])
+    t.notMatch(JSON.stringify(wrong), /&#\d+;|&#x|&apos;/, 'no XML character reference left')
+    t.match(
+      await s3Checks({ ...target, region: 'eu-central-1' }),
+      [{ status: 'pass' }, { status: 'pass' }],
+      'in its region the round trip passes',
+    )
+  },
+)
+
+t.test('XML character references in a store message are decoded; anything else is left as it is', async (t) => {
+  t.equal(xmlText('expecting &#39;eu&#39; &#x27;x&#X27; &amp;&lt;&gt;&quot;&apos;'), `expecting 'eu' 'x' &<>"'`)
+  t.equal(xmlText('&#1114112; &#0; &nbsp; & ;'), '&#1114112; &#0; &nbsp; & ;')
+})

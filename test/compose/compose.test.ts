@@ -1,7 +1,7 @@
 // The Compose bundle, checked by the real Compose v2 (`docker compose config`): it validates with
 // and without the air-gapped variant, and holds what a datacenter expects of it. test/compose/site.test.ts
 // runs it on a real engine.
-import { readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { parse } from 'yaml'
@@ -9,8 +9,8 @@ import { CONTAINER_FIXED } from '../../config/bundles.js'
 import { IMAGES, imageRef } from '../../config/images.js'
 import { VERSION } from '../../common/version.js'
 import { ROOT } from '../helpers/cli.js'
-import { tempDir } from '../helpers/platform.js'
-import { compose, needsCompose } from '../helpers/tools.js'
+import { freePort, tempDir } from '../helpers/platform.js'
+import { compose, needs, needsCompose, runTool } from '../helpers/tools.js'
 
 const skip = needsCompose()
 const DIR = join(ROOT, 'compose')
@@ -146,6 +146,24 @@ t.test(
 )
 
 t.test(
+  "the site's name (ATRIUM_SITE) names the project, its network and every volume; without it, atrium as before",
+  { skip },
+  async (t) => {
+    const volumes = (doc: { volumes: Record<string, { name: string }> }) =>
+      Object.values(doc.volumes)
+        .map((v) => v.name)
+        .sort()
+    const named = (await config(envFile(t, { ATRIUM_SITE: 'blue' }), BASE)).doc
+    t.equal(named.name, 'blue')
+    t.equal(named.networks.default.name, 'blue_default')
+    t.same(volumes(named), ['blue-data', 'blue-minio', 'blue-postgres', 'blue-redis'])
+    const before = (await config(envFile(t, {}, ['ATRIUM_SITE']), BASE)).doc
+    t.equal(before.name, 'atrium', 'a .env written before sites were named')
+    t.same(volumes(before), ['atrium-data', 'atrium-minio', 'atrium-postgres', 'atrium-redis'])
+  },
+)
+
+t.test(
   "every service's log is rotated, and ATRIUM_BIND_ADDRESS says where the API and MinIO are published",
   { skip },
   async (t) => {
@@ -180,8 +198,68 @@ t.test('the air-gapped variant turns outside features off and never pulls', { sk
     t.match(text, new RegExp(`  ${name}:\\n    pull_policy: never`), `${name} never pulls`)
 })
 
-t.test('a missing password stops Compose with a message naming it', { skip }, async (t) => {
-  const r = await config(envFile(t, {}, ['POSTGRES_PASSWORD']), BASE)
-  t.not(r.code, 0)
-  t.match(r.stderr, /set POSTGRES_PASSWORD in \.env/)
-})
+const PASSWORDS = ['POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD', 'MINIO_ATRIUM_PASSWORD']
+
+t.test(
+  'a site with its own PostgreSQL, Redis and S3 needs no bundled password: Compose reads the bundle without them',
+  { skip },
+  async (t) => {
+    const r = await config(envFile(t, {}, [...PASSWORDS, 'COMPOSE_PROFILES']), BASE, { COMPOSE_PROFILES: '' })
+    t.equal(r.code, 0, r.stderr)
+    t.same(Object.keys(r.doc.services).sort(), ['migrate', 'server'])
+  },
+)
+
+t.test(
+  'a bundled service started without its password stops, naming it: Redis never runs open, nor the bucket job',
+  { skip },
+  async (t) => {
+    const { doc } = await config(envFile(t, {}, [...PASSWORDS, 'COMPOSE_PROFILES']), BASE, {
+      COMPOSE_PROFILES: 'postgres,redis,s3',
+    })
+    // As the container's shell receives them (Compose turns $$ into $); redis-server a stand-in that says how it was
+    // started.
+    const [shell, flag, command] = (doc.services.redis.command as string[]).map((a) => a.replaceAll('$$', '$'))
+    const bin = tempDir(t)
+    writeFileSync(join(bin, 'redis-server'), '#!/bin/sh\necho "redis-server $*"\n')
+    chmodSync(join(bin, 'redis-server'), 0o755)
+    const path = `${bin}:${process.env.PATH}`
+    const open = await runTool(shell!, [flag!, command!], { env: { PATH: path, REDIS_PASSWORD: '' } })
+    t.not(open.code, 0, 'exits with an error')
+    t.match(open.stderr, /REDIS_PASSWORD: set REDIS_PASSWORD in \.env/)
+    t.equal(open.stdout, '', 'redis-server never started')
+    const guarded = await runTool(shell!, [flag!, command!], { env: { PATH: path, REDIS_PASSWORD: 'redis-secret' } })
+    t.equal(guarded.code, 0, guarded.stderr)
+    t.match(guarded.stdout, /--requirepass redis-secret$/m)
+
+    const [sh, flags, script] = (doc.services['minio-init'].entrypoint as string[]).map((a) => a.replaceAll('$$', '$'))
+    for (const missing of ['MINIO_ROOT_PASSWORD', 'MINIO_ATRIUM_PASSWORD']) {
+      const env = { PATH: bin, MINIO_ROOT_PASSWORD: 'minio-secret', MINIO_ATRIUM_PASSWORD: 'atrium-secret' }
+      const r = await runTool(sh!, [flags!, script!], { env: { ...env, [missing]: '' } })
+      t.not(r.code, 0, `the bucket job stops without ${missing}`)
+      t.match(r.stderr, new RegExp(`${missing}: set ${missing} in \\.env`))
+      t.notMatch(r.stderr, /mc: not found/, 'before mc is called')
+    }
+  },
+)
+
+t.test(
+  "the bundled MinIO refuses to start with a user and an empty password (so MINIO_ROOT_PASSWORD needs no guard of Compose's)",
+  { skip: needs('minio') },
+  async (t) => {
+    const r = await runTool(
+      'minio',
+      [
+        'server',
+        join(tempDir(t), 'data'),
+        '--address',
+        `127.0.0.1:${await freePort()}`,
+        '--console-address',
+        `127.0.0.1:${await freePort()}`,
+      ],
+      { env: { MINIO_ROOT_USER: 'atrium', MINIO_ROOT_PASSWORD: '' }, timeoutMs: 30_000 },
+    )
+    t.equal(r.code, 1)
+    t.match(`${r.stdout}${r.stderr}`, /Missing credential environment variable, "MINIO_ROOT_PASSWORD"/)
+  },
+)

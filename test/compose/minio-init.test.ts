@@ -1,8 +1,9 @@
 // The Compose bundle's bucket job (minio-init in compose/compose.yaml), run as Compose would run
 // it, with the real mc against the test's MinIO: it makes the bucket and Atrium's own user, which
-// can do what the server does with its bucket and nothing else; run again, it changes nothing.
+// can do what the server does with its bucket and nothing else; run again, it changes nothing. The
+// secret keys reach mc on its standard input: no command line on the machine holds them.
 import { randomBytes } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import t from 'tap'
@@ -10,6 +11,7 @@ import { parse } from 'yaml'
 import { MINIO_ATRIUM_USER } from '../../config/compose-variables.js'
 import { openS3Blobs } from '../../server/platform/blobs.js'
 import { ROOT } from '../helpers/cli.js'
+import { secretsIn, watchCommandLines } from '../helpers/leaks.js'
 import { freshBucket, s3Client, services, tempDir } from '../helpers/platform.js'
 import { findTool, needs, runTool } from '../helpers/tools.js'
 
@@ -24,13 +26,18 @@ function minioInitScript(): string {
 }
 
 t.test(
-  "minio-init makes the bucket and Atrium's user, allowed that bucket alone; a second run changes nothing",
+  "minio-init makes the bucket and Atrium's user, allowed that bucket alone, with neither key on a command line; a second run changes nothing",
   { skip },
   async (t) => {
     const bucket = await freshBucket(t)
     const password = randomBytes(24).toString('hex')
+    // mc as the job runs it, each of its command lines kept (one may last less than the watch's 100 ms).
+    const bin = tempDir(t)
+    const calls = join(bin, 'calls.log')
+    writeFileSync(join(bin, 'mc'), `#!/bin/sh\nprintf 'mc %s\\n' "$*" >> '${calls}'\nexec '${findTool('mc')}' "$@"\n`)
+    chmodSync(join(bin, 'mc'), 0o755)
     const env = {
-      PATH: `${join(findTool('mc')!, '..')}:${process.env.PATH}`,
+      PATH: `${bin}:${process.env.PATH}`,
       MC_CONFIG_DIR: tempDir(t, 'atrium-mc-'),
       MINIO_URL: services.s3Endpoint,
       MINIO_ROOT_USER: services.s3AccessKey,
@@ -47,11 +54,23 @@ t.test(
         env: { ...env, MC_HOST_local: admin.toString().replace(/\/$/, '') },
       }),
     )
+    const watch = watchCommandLines(100)
     for (const run of ['first', 'second']) {
       const r = await runTool('sh', ['-ec', minioInitScript()], { env })
       t.equal(r.code, 0, `${run} run: ${r.stdout}${r.stderr}`)
       t.match(r.stdout, new RegExp(`bucket ${bucket} and user atrium-server ready`))
     }
+    const { commandLines } = watch.stop()
+    const mc = readFileSync(calls, 'utf8').trim().split('\n')
+    t.ok(mc.includes('mc admin user add local atrium-server'), 'the job ran mc with the user, the key on its stdin')
+    t.same(
+      secretsIn([...commandLines, ...mc], {
+        MINIO_ROOT_PASSWORD: services.s3SecretKey,
+        MINIO_ATRIUM_PASSWORD: password,
+      }),
+      [],
+      'no command line held a secret key',
+    )
 
     // What the server does with its store, as the server does it.
     const blobs = await openS3Blobs({

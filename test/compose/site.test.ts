@@ -4,20 +4,32 @@
 // the air-gapped overlay and no pull, the first tenant and the printed sign-in working; then
 // `down` and `up` keeping every datum, and an upgrade to a newer image tag running the migration
 // service once before the new server starts. Runs where test/helpers/engine.ts finds an engine
-// (CI prepares one); elsewhere it skips and says why.
+// (CI prepares one); elsewhere it skips and says why. Throughout, every command line on the machine
+// (sampled every 100 ms) and `docker events` are recorded: no secret of the site may appear in them.
+import { randomBytes } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { imageNamed, imageRef } from '../../config/images.js'
-import { composeArgs, COMPOSE_PROJECT } from '../../installer/core/compose-bundle.js'
+import { composeArgs } from '../../installer/core/compose-bundle.js'
 import { KIT } from '../../installer/deploy/airgap.js'
-import { COMPOSE_VOLUMES } from '../../installer/deploy/deploy.js'
+import { DEFAULT_SITE, siteVolumes } from '../../installer/core/site.js'
 import { parseAnswers } from '../../installer/core/answers.js'
-import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage } from '../helpers/engine.js'
+import { readEnvFile } from '../../installer/core/config-file.js'
+import {
+  bridgeGateway,
+  buildImage,
+  docker,
+  engine,
+  ownServicesConfig,
+  stepTimer,
+  trustingImage,
+} from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { installer } from '../helpers/installer.js'
+import { configSecrets, secretsIn, watchCommandLines, watchDockerEvents } from '../helpers/leaks.js'
 import { testLicense, testVendor } from '../helpers/license.js'
 import { freePort, freshBucket, freshDatabase, services, tempDir } from '../helpers/platform.js'
 import { needsCompose, runTool } from '../helpers/tools.js'
@@ -31,6 +43,9 @@ const NEXT_TAG = `${SERVER.tag}-next`
 const NEXT = imageRef({ ...SERVER, tag: NEXT_TAG })
 const PROBE_MIGRATION = { version: 999, file: '0999_compose_upgrade_probe.sql', table: 'compose_upgrade_probe' }
 
+/** The default site's volumes (this test's answers name no site). */
+const VOLUMES = siteVolumes({ site: DEFAULT_SITE, dataPath: '/' }).map((v) => v.name)
+
 const found = await engine()
 const skip = 'skip' in found ? found.skip : needsCompose()
 if (!skip) t.setTimeout(900_000)
@@ -41,10 +56,10 @@ if (!skip) t.setTimeout(900_000)
  */
 async function removeSite(): Promise<void> {
   await docker(
-    ['compose', '--project-name', COMPOSE_PROJECT, 'down', '--volumes', '--remove-orphans', '--timeout', '10'],
+    ['compose', '--project-name', DEFAULT_SITE, 'down', '--volumes', '--remove-orphans', '--timeout', '10'],
     120_000,
   )
-  await docker(['volume', 'rm', '--force', ...Object.keys(COMPOSE_VOLUMES)])
+  await docker(['volume', 'rm', '--force', ...VOLUMES])
 }
 
 /**
@@ -53,7 +68,7 @@ async function removeSite(): Promise<void> {
  * real site, which the test must not touch.
  */
 async function engineFreeForASite(): Promise<string | null> {
-  for (const name of Object.keys(COMPOSE_VOLUMES)) {
+  for (const name of VOLUMES) {
     const v = await docker(['volume', 'inspect', '--format', '{{index .Options "device"}}', name])
     if (v.code !== 0) continue
     if (!v.stdout.trim().startsWith(join(tmpdir(), 'atrium-test-')))
@@ -145,7 +160,10 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
     faultProxy(t, services.redisUrl, gateway),
     faultProxy(t, services.s3Endpoint, gateway),
   ])
-  const databaseUrl = db.via(database)
+  // A password the site's secrets are searched for, also where the test's PostgreSQL trusts the host and needs none.
+  const siteDb = new URL(db.via(database))
+  if (!siteDb.password) siteDb.password = randomBytes(12).toString('hex')
+  const databaseUrl = siteDb.toString()
   const port = await freePort()
   const api = `http://127.0.0.1:${port}`
   const answers = join(dir, 'answers.yaml')
@@ -161,14 +179,12 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
       'config:',
       `  PORT: "${port}"`,
       `  PUBLIC_URL: "${api}"`,
-      '  DATABASE_URL: { env: SITE_DATABASE_URL }',
-      `  REDIS_URL: "${redis.via(services.redisUrl)}"`,
-      `  R2_ENDPOINT: "${s3.via(services.s3Endpoint).replace(/\/$/, '')}"`,
-      `  R2_BUCKET: "${await freshBucket(t)}"`,
-      `  R2_ACCESS_KEY_ID: "${services.s3AccessKey}"`,
-      '  R2_SECRET_ACCESS_KEY: { env: SITE_S3_SECRET }',
-      '  LICENSE_KEY: { env: SITE_LICENSE_KEY }',
-      `  OUTBOUND_ALLOWED_NETWORKS: "${gateway}/32"`,
+      ...ownServicesConfig({
+        redisUrl: redis.via(services.redisUrl),
+        s3Endpoint: s3.via(services.s3Endpoint),
+        bucket: await freshBucket(t),
+        gateway,
+      }),
     ].join('\n') + '\n',
   )
   const env = {
@@ -178,10 +194,17 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   }
   const args = composeArgs(parseAnswers(readFileSync(answers, 'utf8')).answers, join(dir, 'out', '.env'))
 
+  // From here on, what other users of the machine and the engine's event stream see is recorded.
+  const events = await watchDockerEvents()
+  const processes = watchCommandLines(100)
+  let watched: { events: string[]; commandLines: string[]; samples: number } | null = null
+  const stopWatching = async () => (watched ??= { ...processes.stop(), events: await events.stop() })
+  t.teardown(stopWatching)
+
   // The install: the installer trusts only the shipped license key (the server in the image trusts
   // the test's), and this machine is smaller than production asks (2 cores, under 100 GB free);
   // every other check (services, tools, ports) must pass.
-  const installed = await step('installer install', () =>
+  const install = (...extra: string[]) =>
     installer(
       [
         'install',
@@ -192,11 +215,11 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
         kit,
         '--allow-unsigned',
         '--ignore-failed-checks',
-        '--json',
+        ...extra,
       ],
       env,
-    ),
-  )
+    )
+  const installed = await step('installer install', () => install('--json'))
   const report = JSON.parse(installed.stdout || '{}') as {
     exitCode: number
     error: string | null
@@ -281,6 +304,18 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
     body: JSON.stringify({ name: 'Kept across restarts', language: 'typescript' }),
   })
   t.equal(made.status, 201, 'the printed API key works')
+
+  // The installer's upgrade over the running site (the same release): the site backed up first, no second tenant.
+  const passphrase = join(dir, 'passphrase')
+  writeFileSync(passphrase, `${randomBytes(18).toString('base64url')}\n`, { mode: 0o600 })
+  const again = await step('installer install again (an upgrade)', () =>
+    install('--passphrase-file', passphrase, '--json'),
+  )
+  t.equal(again.code, 0, again.code ? again.stderr || again.stdout.slice(-3000) : 'the upgrade through the installer')
+  t.match(JSON.parse(again.stdout || '{}'), {
+    upgrade: { backup: { path: String } },
+    firstAdmin: { tenantId: admin.tenantId },
+  })
   const listed = async () =>
     (
       (await (await fetch(`${api}/api/v1/projects`, { headers: auth })).json()) as { data: { name: string }[] }
@@ -334,6 +369,30 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
     'recorded once',
   )
   t.same(await listed(), ['Kept across restarts'], 'and the data is still there after the upgrade')
+
+  // No secret, generated or given, on any command line or in any engine event during all of it.
+  const seen = await stopWatching()
+  const secrets = {
+    ...configSecrets(readEnvFile(join(dir, 'out', '.env'))!.values),
+    "the first admin's password": admin.password,
+    "the first admin's API key": admin.apiKey,
+    'the backup passphrase': readFileSync(passphrase, 'utf8').trim(),
+    ...env,
+  }
+  t.ok(
+    Object.keys(secrets).length >= 10,
+    `looked for ${Object.keys(secrets).length} secrets: ${Object.keys(secrets).join(', ')}`,
+  )
+  t.ok(
+    seen.events.some((e) => /exec_create: .*create-tenant .*--password-stdin/.test(e)),
+    `the events hold the first tenant's exec (${seen.events.length} events)`,
+  )
+  t.ok(
+    seen.commandLines.some((l) => l.includes('create-tenant')),
+    `the process list was read ${seen.samples} times and saw the first tenant made`,
+  )
+  t.same(secretsIn(seen.events, secrets), [], 'no secret in docker events')
+  t.same(secretsIn(seen.commandLines, secrets), [], 'no secret on a command line')
 })
 
 /** `up --wait` as the installer runs it, with extra variables (ATRIUM_VERSION for an upgrade). */

@@ -10,10 +10,13 @@ import {
   bundleSettings,
   helmValue,
   renderAll,
+  renderComposeImages,
   replaceBlock,
   staleFiles,
 } from '../../config/bundles.js'
 import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
+import { IMAGES } from '../../config/images.js'
+import { VERSION } from '../../common/version.js'
 import { settings } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
 
@@ -98,3 +101,34 @@ t.test('a file without the generated block is an error naming the file, not a si
   t.throws(() => replaceBlock('no markers here', 'x: 1', 'values.yaml'), /values.yaml has no generated block/)
   t.equal(renderAll().length, 6)
 })
+
+t.test(
+  "compose.yaml's images are generated from config/images.ts: the server's default tag is this release's, every tag pinned there",
+  async (t) => {
+    const stale = [
+      'services:',
+      '  server:',
+      '    image: ${ATRIUM_REGISTRY:-docker.io}/atrium/atrium-server:${ATRIUM_VERSION:-0.0.1}',
+      '  postgres:',
+      '    image: ${ATRIUM_REGISTRY:-docker.io}/library/postgres:16.0',
+    ].join('\n')
+    const postgres = IMAGES.find((i) => i.name === 'postgres')!
+    t.equal(
+      renderComposeImages(stale, 'compose.yaml'),
+      [
+        'services:',
+        '  server:',
+        `    image: \${ATRIUM_REGISTRY:-docker.io}/atrium/atrium-server:\${ATRIUM_VERSION:-${VERSION}}`,
+        '  postgres:',
+        `    image: \${ATRIUM_REGISTRY:-docker.io}/library/postgres:${postgres.tag}`,
+      ].join('\n'),
+    )
+    const written = readFileSync(PATHS.compose, 'utf8')
+    t.equal(written.match(/^\s*image: /gm)?.length, 6, 'every service of compose.yaml has its image line rewritten')
+    t.match(written, `atrium/atrium-server:\${ATRIUM_VERSION:-${VERSION}}`, 'the one written is current')
+    t.throws(
+      () => renderComposeImages('    image: ${ATRIUM_REGISTRY:-docker.io}/library/nginx:1', 'compose.yaml'),
+      /compose\.yaml: image: \$\{ATRIUM_REGISTRY:-docker\.io\}\/library\/nginx:1 is not an image of config\/images\.ts/,
+    )
+  },
+)

@@ -20,13 +20,17 @@ export function spawnScript(
   script: string,
   args: string[],
   env: Record<string, string>,
-  o: { cwd?: string } = {},
+  o: { cwd?: string; input?: string | Buffer } = {},
 ): ChildProcess {
-  return spawn(process.execPath, ['--import', TSX, join(ROOT, script), ...args], {
+  const child = spawn(process.execPath, ['--import', TSX, join(ROOT, script), ...args], {
     cwd: o.cwd ?? ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [o.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   })
+  // A reader that stops early (a bound passed) must not turn into an unhandled EPIPE here.
+  child.stdin?.on('error', () => {})
+  child.stdin?.end(o.input)
+  return child
 }
 
 export function finished(child: ChildProcess): Promise<Ran> {
@@ -37,7 +41,9 @@ export function finished(child: ChildProcess): Promise<Ran> {
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })))
 }
 
-export const admin = (args: string[], env: Record<string, string>) => finished(spawnScript('server/cli.ts', args, env))
+/** The admin CLI; `input` is its standard input (a password for --password-stdin), else it has none. */
+export const admin = (args: string[], env: Record<string, string>, input?: string | Buffer) =>
+  finished(spawnScript('server/cli.ts', args, env, { input }))
 
 /** Starts `server/main.ts` (from source, under tsx) and waits for it to listen. */
 export const startServer = (env: Record<string, string>) => listening(spawnScript('server/main.ts', [], env))

@@ -17,7 +17,9 @@ const BASE_REPOSITORY = 'atrium-node-base'
 /** The tag the image tests build the Dockerfile under (.ci/run builds it first, so theirs is a cache hit). */
 export const TEST_IMAGE = 'atrium-server:test'
 
-export const docker = (args: string[], timeoutMs = 60_000): Promise<Ran> => runTool('docker', args, { timeoutMs })
+/** `input` is the command's standard input (`docker exec -i`: a password for --password-stdin). */
+export const docker = (args: string[], timeoutMs = 60_000, input?: string): Promise<Ran> =>
+  runTool('docker', args, { timeoutMs, input })
 
 /**
  * An image to test instead of building one (a site re-running the tests against the image it
@@ -214,4 +216,22 @@ export function stepTimer(t: Test, heading: string) {
       }
     },
   }
+}
+
+/**
+ * The `config` lines of an air-gapped Compose site whose PostgreSQL, Redis and S3 are the test's own, as its
+ * containers reach them (through proxies on the engine's bridge, `gateway`). The secrets are references the installer
+ * reads from its environment: SITE_DATABASE_URL, SITE_S3_SECRET and SITE_LICENSE_KEY.
+ */
+export function ownServicesConfig(o: { redisUrl: string; s3Endpoint: string; bucket: string; gateway: string }) {
+  return [
+    '  DATABASE_URL: { env: SITE_DATABASE_URL }',
+    `  REDIS_URL: "${o.redisUrl}"`,
+    `  R2_ENDPOINT: "${o.s3Endpoint.replace(/\/$/, '')}"`,
+    `  R2_BUCKET: "${o.bucket}"`,
+    `  R2_ACCESS_KEY_ID: "${services.s3AccessKey}"`,
+    '  R2_SECRET_ACCESS_KEY: { env: SITE_S3_SECRET }',
+    '  LICENSE_KEY: { env: SITE_LICENSE_KEY }',
+    `  OUTBOUND_ALLOWED_NETWORKS: "${o.gateway}/32"`,
+  ]
 }

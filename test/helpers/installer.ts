@@ -8,13 +8,19 @@ import type { Runner } from '../../installer/core/run.js'
 import { finished, spawnScript } from './cli.js'
 import { freshBucket, services, suffix, tempDir } from './platform.js'
 
-/** Every tool is installed, new enough, and every command it is asked to run works; the calls are kept. */
-export function tools() {
+/**
+ * Every tool is installed, new enough, and every command it is asked to run works; the calls are kept. No container
+ * publishes a port, except those `published` names: port to the Compose project whose server publishes it.
+ */
+export function tools(o: { published?: Record<number, string> } = {}) {
   const calls: string[] = []
   const runner: Runner = async (file, args) => {
     const command = [file, ...args].join(' ')
     calls.push(command)
-    return { command, exitCode: 0, stdout: 'version 99.0.0', stderr: '', notFound: false, timedOut: false }
+    const publish = file === 'docker' && args[0] === 'ps' ? /publish=(\d+)/.exec(args.join(' '))?.[1] : undefined
+    const project = publish && o.published?.[Number(publish)]
+    const stdout = publish !== undefined ? (project ? `${project} server` : '') : 'version 99.0.0'
+    return { command, exitCode: 0, stdout, stderr: '', notFound: false, timedOut: false }
   }
   return { runner, calls }
 }

@@ -1,6 +1,7 @@
 // License keys for tests: a key pair the test makes (the shipped key's private half exists nowhere),
 // licenses signed with it, and the server or admin CLI run as a process that trusts it.
 import { generateKeyPairSync, randomBytes, randomUUID, type KeyObject } from 'node:crypto'
+import { existsSync } from 'node:fs'
 import { SignJWT } from 'jose'
 import type { Test } from 'tap'
 import { issueLicense, type IssueInput } from '../../licenses/issue.js'
@@ -42,6 +43,21 @@ export function testLicense(vendor: Vendor, over: Partial<IssueInput> = {}): Pro
     ...over,
   })
 }
+
+/**
+ * libfaketime preloaded into a process itself: the faketime command would fork and wait, so a signal sent to it would
+ * not reach the server. The MT build, since Node runs threads.
+ */
+export const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1'
+/** tap's skip option for a test that sets a process's clock back. */
+export const needsFaketime = (): false | string =>
+  !existsSync(LIBFAKETIME) && 'needs faketime (apt-get install faketime)'
+/** A process's environment with its wall clock `days` behind; only the wall clock moves, as with `date -s`. */
+export const clockSetBack = (days: number): Record<string, string> => ({
+  LD_PRELOAD: LIBFAKETIME,
+  FAKETIME: `-${days}d`,
+  FAKETIME_DONT_FAKE_MONOTONIC: '1',
+})
 
 /** The server (`serve`) or an admin CLI command, as a process that trusts the vendor's key. */
 export function spawnTrusting(vendor: Vendor, args: string[], env: Record<string, string>) {

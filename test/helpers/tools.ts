@@ -48,11 +48,11 @@ export const compose = (args: string[], opts: Parameters<typeof runTool>[2] = {}
 export function runTool(
   name: string,
   args: string[],
-  opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {},
+  opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number; input?: string } = {},
 ): Promise<Ran> {
   const file = findTool(name) ?? name
   return new Promise((resolve) => {
-    execFile(
+    const child = execFile(
       file,
       args,
       {
@@ -70,6 +70,11 @@ export function runTool(
         resolve({ code, stdout, stderr: stderr || (err && code === 127 ? String(err.message) : '') })
       },
     )
+    // Its standard input, when given (a password for --password-stdin).
+    if (opts.input !== undefined) {
+      child.stdin?.on('error', () => {})
+      child.stdin?.end(opts.input)
+    }
   })
 }
 

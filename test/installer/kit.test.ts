@@ -4,8 +4,8 @@
 // folder with no node_modules anywhere above it, in a network namespace of its own (`unshare -n`:
 // not even loopback), trusting the kit's keys.
 import { spawn } from 'node:child_process'
-import { appendFileSync, cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import t from 'tap'
 import { VERSION } from '../../common/version.js'
 import { IMAGES, imageRef } from '../../config/images.js'
@@ -13,8 +13,8 @@ import { signSums } from '../../licenses/kit-signature.js'
 import { KIT, openKit, writeSums } from '../../installer/deploy/airgap.js'
 import type { Runner } from '../../installer/core/run.js'
 import { run } from '../../installer/core/run.js'
-import { buildKit, cli } from '../../installer/kit.js'
-import { finished, type Ran } from '../helpers/cli.js'
+import { buildKit, cli, KIT_DOCS } from '../../installer/kit.js'
+import { finished, ROOT, type Ran } from '../helpers/cli.js'
 import { fakeDocker, ID } from '../helpers/kit.js'
 import { testLicense, testVendor } from '../helpers/license.js'
 import { tempDir } from '../helpers/platform.js'
@@ -74,9 +74,20 @@ t.test(
       KIT.manifest,
       KIT.sums,
       KIT.signature,
+      ...KIT_DOCS,
     ]) {
       t.ok(existsSync(join(dir, f)), f)
     }
+    const listed = readFileSync(join(dir, KIT.sums), 'utf8')
+    for (const doc of KIT_DOCS) {
+      t.equal(readFileSync(join(dir, doc), 'utf8'), readFileSync(join(ROOT, doc), 'utf8'), `${doc}, as in the package`)
+      t.match(listed, new RegExp(`^[0-9a-f]{64}  ${doc.replace('.', '\\.')}$`, 'm'), `${doc} is in SHA256SUMS`)
+    }
+    t.same(
+      readdirSync(dirname(dir)).filter((f) => f.includes('partial')),
+      [],
+      'the folder it was built in became the kit',
+    )
     t.same(JSON.parse(readFileSync(join(dir, KIT.manifest), 'utf8')).images, [
       {
         name: 'atrium-server',
@@ -193,5 +204,36 @@ t.test(
     t.equal(changed.code, 1)
     t.match(changed.stderr, /compose\/compose\.yaml in the air-gap kit is damaged or incomplete/)
     t.equal(readFileSync(join(bin, 'calls.log'), 'utf8'), calls, 'and docker was not called')
+  },
+)
+
+t.test(
+  'a kit build that fails at a step leaves nothing behind: no half-written kit, no work folder; an empty --output stays empty',
+  async (t) => {
+    const parent = tempDir(t)
+    // The images cannot be saved (a full disk, a registry down): the last step before the checksums.
+    const failing: Runner = async (file, args, o) =>
+      file === 'docker' && args[0] === 'save'
+        ? {
+            command: [file, ...args].join(' '),
+            exitCode: 1,
+            stdout: '',
+            stderr: 'no space left on device',
+            notFound: false,
+            timedOut: false,
+          }
+        : runner(file, args, o)
+    const steps: string[] = []
+    await t.rejects(
+      buildKit({ output: join(parent, 'kit'), images: [server], runner: failing, onStep: (l) => steps.push(l) }),
+      { message: /saving the images failed at: .*no space left on device/s },
+    )
+    t.match(steps, [/^installer: /, /^chart: /], 'it got as far as the images')
+    t.same(readdirSync(parent), [], 'no kit folder and no work folder')
+
+    mkdirSync(join(parent, 'empty'))
+    await t.rejects(buildKit({ output: join(parent, 'empty'), images: [server], runner: failing }))
+    t.same(readdirSync(parent), ['empty'])
+    t.same(readdirSync(join(parent, 'empty')), [], 'an empty --output is left as it was')
   },
 )

@@ -23,8 +23,8 @@ t.test('configure --dry-run shows the plan and writes nothing', async (t) => {
   t.equal(out.written, false)
   t.same(
     out.generated,
-    ['ENCRYPTION_MASTER_KEY', 'POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD', 'MINIO_ATRIUM_PASSWORD'],
-    "the bundle's services get their passwords too",
+    ['ENCRYPTION_MASTER_KEY'],
+    'the answers name their own PostgreSQL, Redis and S3: no bundled service gets a password',
   )
   t.ok(
     out.changes.some(
@@ -167,6 +167,24 @@ t.test('the helm target writes values and a Secret the chart reads through exist
   t.equal(secret.stringData.R2_SECRET_ACCESS_KEY, services.s3SecretKey)
   t.equal(statSync(join(a.out, 'secret.yaml')).mode & 0o777, 0o600)
 })
+
+t.test(
+  'air-gapped helm: a service named by host name without servicesCidrs exits 2 naming the answer, nothing written',
+  async (t) => {
+    const dir = tempDir(t)
+    const answers = join(dir, 'answers.yaml')
+    // .localhost: outside the cluster by the rule, loopback were it ever looked up (the refusal comes first).
+    const config = ['config:', '  DATABASE_URL: postgres://u:db-secret@db.corp.localhost:6432/atrium']
+    writeFileSync(answers, ['target: helm', 'mode: air-gapped', `outputDir: ${join(dir, 'out')}`, ...config].join('\n'))
+    const r = await installer(['configure', '--answers', answers, '--yes', '--json'])
+    t.equal(r.code, 2, r.stderr)
+    const report = JSON.parse(r.stdout)
+    t.match(report, { exitCode: 2, failure: 'bad-input' })
+    t.match(report.problems, [/^servicesCidrs: DATABASE_URL \(db\.corp\.localhost\) is named by host name/])
+    t.notMatch(r.stdout + r.stderr, /db-secret/)
+    t.notOk(existsSync(join(dir, 'out')), 'nothing written')
+  },
+)
 
 t.test('support-bundle writes one zip with the checks and no secret', async (t) => {
   const a = await answersFile(t, 'compose')

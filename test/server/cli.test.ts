@@ -4,13 +4,43 @@ import t from 'tap'
 import { accountKey, loginThrottle } from '../../server/modules/sign-in/throttle.js'
 import { openCache } from '../../server/platform/cache.js'
 import { openCounters, RATE_LIMIT_PREFIX } from '../../server/platform/counters.js'
+import { MAX_STDIN_PASSWORD_BYTES } from '../../server/cli.js'
+import { verifyPassword } from '../../server/modules/users/passwords.js'
+import { openDb } from '../../server/platform/db.js'
 import { admin } from '../helpers/cli.js'
-import { adminTrusting, DAY, productionEnv, testLicense, testVendor } from '../helpers/license.js'
+import {
+  adminTrusting,
+  clockSetBack,
+  DAY,
+  needsFaketime,
+  productionEnv,
+  testLicense,
+  testVendor,
+} from '../helpers/license.js'
 import { freePort, freshDatabase, services, suffix, testEnv } from '../helpers/platform.js'
 
 const env = await testEnv(t)
 
+/** The owner's stored password hash, read as the server reads it. */
+async function passwordHash(userId: string): Promise<string | null> {
+  const db = await openDb({
+    databaseUrl: env.DATABASE_URL ?? '',
+    dataDir: env.DATA_DIR!,
+    poolMax: 1,
+    log: pino({ level: 'silent' }),
+  })
+  try {
+    const rows = await db.system(
+      (sql) => sql<{ h: string | null }[]>`select password_hash as h from users where id = ${userId}`,
+    )
+    return rows[0]?.h ?? null
+  } finally {
+    await db.close()
+  }
+}
+
 t.test('create-tenant prints exactly one JSON line with the tenant, owner and key', async (t) => {
+  const password = 'twelve chars! and a space'
   const r = await admin(
     [
       'create-tenant',
@@ -20,10 +50,10 @@ t.test('create-tenant prints exactly one JSON line with the tenant, owner and ke
       'pro',
       '--email',
       `cli-${Date.now()}@example.com`,
-      '--password',
-      'twelve chars!',
+      '--password-stdin',
     ],
     env,
+    `${password}\n`,
   )
   t.equal(r.code, 0, r.stderr)
   const lines = r.stdout.trim().split('\n')
@@ -31,6 +61,9 @@ t.test('create-tenant prints exactly one JSON line with the tenant, owner and ke
   const out = JSON.parse(lines[0]!)
   t.same(Object.keys(out).sort(), ['apiKey', 'tenantId', 'userId'])
   t.match(out.apiKey, /^svc_ci_[A-Za-z0-9]{40}$/)
+  const hash = await passwordHash(out.userId)
+  t.ok(hash && (await verifyPassword(password, hash)), 'the owner signs in with the line read from stdin')
+  t.notOk(hash && (await verifyPassword(`${password}\n`, hash)), 'its line break is not part of it')
 
   const key = await admin(
     [
@@ -61,7 +94,7 @@ t.test('bad usage exits 2 with a reason and prints nothing on stdout', async (t)
     [['create-tenant']],
     [['create-tenant', '--name', 'X', '--plan', 'platinum']],
     [['create-tenant', '--name', 'X', '--bogus', 'y']],
-    [['create-tenant', '--name', 'X', '--password', 'short']],
+    [['create-tenant', '--name', 'X', '--password-stdin', '--password-stdin=x']],
     [['create-key', '--type', 'sdk']],
     [['create-key', '--tenant', '01900000-0000-7000-8000-000000000000']],
     [['create-key', '--tenant', 'x', '--type', 'root']],
@@ -77,6 +110,45 @@ t.test('bad usage exits 2 with a reason and prints nothing on stdout', async (t)
     t.match(r.stderr, /^error: /, args.join(' '))
   }
 })
+
+t.test(
+  'create-tenant takes the password only on standard input: as an argument, missing, too long or too short it is refused with exit 2 and nothing is made',
+  async (t) => {
+    const long = 'x'.repeat(MAX_STDIN_PASSWORD_BYTES + 1)
+    const cases: [string, string[], string | Buffer | undefined, RegExp][] = [
+      ['as an argument', ['--password', 'twelve chars!'], undefined, /--password is not taken: .*--password-stdin/],
+      ['as an argument, joined', ['--password=twelve chars!'], undefined, /--password is not taken/],
+      ['no standard input', ['--password-stdin'], undefined, /standard input held no password/],
+      ['an empty line', ['--password-stdin'], '\n', /standard input held no password/],
+      [
+        'over the bound',
+        ['--password-stdin'],
+        `${long}\n`,
+        new RegExp(`longer than ${MAX_STDIN_PASSWORD_BYTES} bytes`),
+      ],
+      // A stream that never ends is not read whole: refused at the bound (8 MiB, no line break).
+      ['a line that never ends', ['--password-stdin'], Buffer.alloc(8 * 1024 * 1024, 0x61), /longer than 1024 bytes/],
+      ['under the minimum', ['--password-stdin'], 'short\n', /password: must be at least 12 characters/],
+    ]
+    for (const [what, extra, input, message] of cases) {
+      const email = `refused-${suffix()}@example.com`
+      const r = await admin(['create-tenant', '--name', 'Refused', '--email', email, ...extra], env, input)
+      t.equal(r.code, 2, `${what}: exit 2`)
+      t.equal(r.stdout, '', `${what}: nothing printed on stdout`)
+      t.match(r.stderr, message, what)
+      t.notMatch(r.stderr, /twelve chars!/, `${what}: the password is not repeated`)
+    }
+    const db = await openDb({
+      databaseUrl: env.DATABASE_URL ?? '',
+      dataDir: env.DATA_DIR!,
+      poolMax: 1,
+      log: pino({ level: 'silent' }),
+    })
+    t.teardown(() => db.close())
+    const made = await db.system((sql) => sql`select 1 from users where email like 'refused-%'`)
+    t.equal(made.length, 0, 'no owner was made')
+  },
+)
 
 t.test('help lists the commands', async (t) => {
   const r = await admin(['help'], env)
@@ -129,16 +201,20 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
     LICENSE_KEY: await testLicense(vendor, { customer: 'Acme', plan: 'growth', maxTenants: 7, expiresAt }),
   })
   t.equal(valid.code, 0, valid.stderr)
+  const licensed = 'Licensed to Acme (growth, up to 7 tenants) until 2099-01-01'
+  // The embedded database (no TEST_DATABASE_URL) gives no DATABASE_URL to read a clock from.
+  const alone = "no DATABASE_URL: judged by this machine's clock alone, which the server checks against its database's"
   t.same(JSON.parse(valid.stdout), {
-    status: 'valid',
+    status: env.DATABASE_URL ? 'valid' : 'unconfirmed',
+    ...(env.DATABASE_URL ? {} : { statusByThisClock: 'valid' }),
     customer: 'Acme',
     plan: 'growth',
     expiresAt: expiresAt.toISOString(),
     maxTenants: 7,
     readOnly: false,
-    message: 'Licensed to Acme (growth, up to 7 tenants) until 2099-01-01',
+    message: env.DATABASE_URL ? licensed : `Unconfirmed: ${alone}. By this clock: ${licensed}`,
     airGapped: false,
-    clock: { judgedBy: 'process', behindSeconds: 0 },
+    clock: { judgedBy: 'process', behindSeconds: 0, ...(env.DATABASE_URL ? {} : { unchecked: alone }) },
   })
 
   const graceKey = await testLicense(vendor, {
@@ -146,7 +222,11 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
     expiresAt: new Date(Date.now() - 5.5 * DAY),
   })
   const grace = await adminTrusting(vendor, ['license'], { ...env, LICENSE_KEY: graceKey })
-  t.match(JSON.parse(grace.stdout), { status: 'grace', daysLeft: 25, readOnly: false })
+  t.match(JSON.parse(grace.stdout), {
+    ...(env.DATABASE_URL ? { status: 'grace' } : { status: 'unconfirmed', statusByThisClock: 'grace' }),
+    daysLeft: 25,
+    readOnly: false,
+  })
 
   const unlicensed = await admin(['license'], env)
   t.equal(unlicensed.code, 0)
@@ -167,12 +247,30 @@ t.test('license prints the status as one JSON line: whose, which plan, until whe
 })
 
 t.test(
-  'license needs LICENSE_KEY alone, even for production; a database it cannot read leaves this clock, and says so',
+  'license needs LICENSE_KEY alone, even for production; without a database, or one it cannot read, a valid license is unconfirmed and it says what it could not check',
   async (t) => {
     const key = await testLicense(vendor, { customer: 'Alone' })
     const alone = await adminTrusting(vendor, ['license'], { NODE_ENV: 'production', LICENSE_KEY: key })
     t.equal(alone.code, 0, alone.stderr)
-    t.match(JSON.parse(alone.stdout), { status: 'valid', customer: 'Alone', clock: { judgedBy: 'process' } })
+    t.match(JSON.parse(alone.stdout), {
+      status: 'unconfirmed',
+      statusByThisClock: 'valid',
+      customer: 'Alone',
+      message:
+        /^Unconfirmed: no DATABASE_URL: judged by this machine's clock alone.*\. By this clock: Licensed to Alone/,
+      clock: { judgedBy: 'process', unchecked: /^no DATABASE_URL/ },
+    })
+    t.notMatch(JSON.parse(alone.stdout).status, 'valid', 'never "valid" on a clock nobody checked')
+    const ended = await testLicense(vendor, {
+      issuedAt: new Date(Date.now() - 200 * DAY),
+      expiresAt: new Date(Date.now() - 60 * DAY),
+    })
+    const expired = await adminTrusting(vendor, ['license'], { NODE_ENV: 'production', LICENSE_KEY: ended })
+    t.match(
+      JSON.parse(expired.stdout),
+      { status: 'expired', readOnly: true, clock: { unchecked: /^no DATABASE_URL/ } },
+      'expired by this clock is expired: the trusted time is never earlier',
+    )
     const unreachable = await adminTrusting(vendor, ['license'], {
       NODE_ENV: 'production',
       LICENSE_KEY: key,
@@ -180,7 +278,8 @@ t.test(
     })
     t.equal(unreachable.code, 0, unreachable.stderr)
     t.match(JSON.parse(unreachable.stdout), {
-      status: 'valid',
+      status: 'unconfirmed',
+      statusByThisClock: 'valid',
       clock: {
         judgedBy: 'process',
         unchecked: /^the database could not be read \(.+\): judged by this machine's clock$/,
@@ -189,6 +288,33 @@ t.test(
     const bad = await adminTrusting(vendor, ['license'], { LICENSE_KEY: key, AIR_GAPPED: 'maybe' })
     t.equal(bad.code, 78, 'a bad setting it reads is still a configuration error')
     t.match(bad.stderr, /^config error: AIR_GAPPED/)
+  },
+)
+
+t.test(
+  'under a clock set back 90 days (faketime), an expired license is never "valid": unconfirmed without a database, expired with one',
+  { skip: needsFaketime() },
+  async (t) => {
+    const ended = await testLicense(vendor, {
+      issuedAt: new Date(Date.now() - 200 * DAY),
+      expiresAt: new Date(Date.now() - 60 * DAY),
+    })
+    const behind = { NODE_ENV: 'production', LICENSE_KEY: ended, ...clockSetBack(90) }
+    const alone = await adminTrusting(vendor, ['license'], behind)
+    t.equal(alone.code, 0, alone.stderr)
+    t.match(JSON.parse(alone.stdout), {
+      status: 'unconfirmed',
+      statusByThisClock: 'valid',
+      message: /^Unconfirmed: no DATABASE_URL: judged by this machine's clock alone/,
+      clock: { judgedBy: 'process', unchecked: /^no DATABASE_URL/ },
+    })
+    if (!services.databaseUrl) return
+    const judged = await adminTrusting(vendor, ['license'], { ...behind, DATABASE_URL: await freshDatabase(t) })
+    t.match(
+      JSON.parse(judged.stdout),
+      { status: 'expired', readOnly: true, clock: { judgedBy: 'database' } },
+      "with DATABASE_URL it is judged by the database's clock, as the server judges it",
+    )
   },
 )
 

@@ -84,13 +84,25 @@ the finished Job, and `helm template` renders the same name every time.
 
 {{/* Settings as the containers read them: the ConfigMap, then the Secret. */}}
 {{- define "atrium.envFrom" -}}
+{{- if and .Values.existingSecretKeys (not .Values.existingSecret) }}
+{{- fail "existingSecretKeys maps the keys of existingSecret: set existingSecret to the name of that Secret (the Secret the chart makes uses the settings' own names)" }}
+{{- end }}
 envFrom:
   - configMapRef:
       name: {{ include "atrium.configMapName" . }}
   - secretRef:
       name: {{ include "atrium.secretName" . }}
-{{- if or .Values.extraEnvVars .Values.caBundle.existingConfigMap }}
+{{- $secret := include "atrium.secretName" . }}
+{{- if or .Values.extraEnvVars .Values.caBundle.existingConfigMap .Values.existingSecretKeys }}
 env:
+  {{- /* existingSecret's keys under other names: set here, these win over the secretRef above. */}}
+  {{- range $name, $key := .Values.existingSecretKeys }}
+  - name: {{ $name }}
+    valueFrom:
+      secretKeyRef:
+        name: {{ $secret }}
+        key: {{ $key | quote }}
+  {{- end }}
   {{- if .Values.caBundle.existingConfigMap }}
   - name: NODE_EXTRA_CA_CERTS
     value: {{ printf "/etc/atrium/ca/%s" .Values.caBundle.key | quote }}
@@ -157,7 +169,63 @@ digest with image.digest, which the air-gap kit records; else by its immutable r
 cached copy is the same image. With image.pullPolicy Always there is nothing to except.
 */}}
 {{- define "atrium.scoreExceptions" -}}
+{{- $ignored := list }}
 {{- if ne .Values.image.pullPolicy "Always" }}
-kube-score/ignore: container-image-pull-policy
+{{- $ignored = append $ignored "container-image-pull-policy" }}
+{{- end }}
+{{- /*
+OpenShift (podSecurityContext.runAsUser and runAsGroup null, none set on the container either): the
+restricted SCC gives each pod a user from the namespace's range (1000000000 and up) and group 0; a
+fixed ID outside that range would be refused. kube-score wants IDs above 10000 written in the spec,
+which the platform makes true at admission but no spec can say beforehand.
+*/}}
+{{- $pod := .Values.podSecurityContext | default dict }}
+{{- $container := .Values.containerSecurityContext | default dict }}
+{{- /* By key, not by value: runAsUser 0 (root) is set, and must be scored. */}}
+{{- if not (and (or (hasKey $pod "runAsUser") (hasKey $container "runAsUser")) (or (hasKey $pod "runAsGroup") (hasKey $container "runAsGroup"))) }}
+{{- $ignored = append $ignored "container-security-context-user-group-id" }}
+{{- end }}
+{{- with $ignored }}
+kube-score/ignore: {{ join "," . }}
+{{- end }}
+{{- end }}
+
+{{- /*
+An object's annotations: its own (`extra`, a dict), then commonAnnotations; nothing when both are
+empty. Its own win, so a hook or a policy annotation cannot be overridden by accident.
+*/}}
+{{- define "atrium.annotations" -}}
+{{- $all := merge (dict) (.extra | default dict) (.ctx.Values.commonAnnotations | default dict) }}
+{{- with $all }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- /*
+A pod's labels: the selector labels and component first (podLabels and commonLabels cannot take a
+pod out of its Deployment, Service or NetworkPolicy), then podLabels, then commonLabels (as Bitnami's
+charts put them on pods). `extra` adds more of the chart's own (the Deployment's version label).
+*/}}
+{{- define "atrium.podLabels" -}}
+{{- $own := merge (fromYaml (include "atrium.selectorLabels" .ctx)) (dict "app.kubernetes.io/component" .component) (.extra | default dict) }}
+{{- toYaml (merge $own (.ctx.Values.podLabels | default dict) (.ctx.Values.commonLabels | default dict)) }}
+{{- end }}
+
+{{- /*
+What every Atrium pod shares besides its containers: pull secrets, security context, scheduling,
+DNS. Pods whose names resolve with the site's own DNS settings (a corporate search domain, ndots)
+need them in the migration Job and the helm test as much as in the server.
+*/}}
+{{- define "atrium.podCommon" -}}
+{{- include "atrium.imagePullSecrets" . }}
+{{- include "atrium.podSecurityContext" . }}
+{{- include "atrium.scheduling" . }}
+{{- with .Values.dnsPolicy }}
+dnsPolicy: {{ . }}
+{{- end }}
+{{- with .Values.dnsConfig }}
+dnsConfig:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}

@@ -1,11 +1,13 @@
 // Checks of the machine itself: CPU, memory, disk, SSD, operating system, ports, clock. Grading is
 // pure (facts in, CheckResult out) so every threshold is tested exactly; gatherHost reads the
-// facts from the OS without running any command (commands run in installer/deploy/ only) and
-// without touching the network (the clock's reference time is measured by the caller).
+// facts from the OS without running any command itself (which container publishes a busy port is
+// asked through the function it is given) and without touching the network beyond this machine's
+// own ports (the clock's reference time is measured by the caller).
 import { readFile, realpath, stat, statfs } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { availableParallelism, release, totalmem } from 'node:os'
 import { dirname, resolve } from 'node:path'
+import type { Publisher } from '../site.js'
 import { check, grade, type CheckResult, type CheckStatus } from './check.js'
 
 /** Binary gibibyte: what the OS reports memory in. */
@@ -147,40 +149,52 @@ export interface PortFact extends PortNeed {
   free: boolean
   /** The error code when listening failed: EADDRINUSE, EACCES... */
   error?: string
-  /** In use by Atrium itself (an upgrade or a re-run): its version, which the install replaces. */
+  /** In use by an Atrium: its version. */
   atrium?: string
-  /** In use by a MinIO: the site's bundled one when Atrium holds the API port beside it. */
-  minio?: boolean
-  /** In use by Atrium's /metrics: the site's own when Atrium holds the API port beside it. */
-  metrics?: boolean
+  /** The Compose project and service of the container publishing it, when one does. */
+  publisher?: Publisher
+  /** The site asking: a port its own project publishes is what the install replaces, not something in the way. */
+  site?: string
 }
 
 /** Where a port need is probed from, and what of this site may hold it. */
 export interface OwnPortNeed extends PortNeed {
-  /** The API port: Atrium itself may hold it. */
+  /** The API port: an Atrium holding it is named with its version. */
   atriumMayHold?: boolean
-  /** The bundled MinIO's port: held by MinIO beside a running Atrium, it is this site's. */
-  minioMayHold?: boolean
-  /** The metrics port: held by Atrium's /metrics beside a running Atrium, it is this site's. */
-  metricsMayHold?: boolean
+  /** The site's Compose project: a port one of its containers publishes is the site's own (a re-run or an upgrade). */
+  site?: string
   /** The address the site publishes on (ATRIUM_BIND_ADDRESS), to ask what listens there; loopback otherwise. */
   host?: string
 }
 
+/** The site's own: published by a container of its project (an Atrium elsewhere, another site's, is in the way). */
+const isOurs = (p: PortFact) => !p.free && Boolean(p.site) && p.publisher?.project === p.site
+
+const holder = (p: PortFact) =>
+  [
+    p.publisher ? `the Compose project ${p.publisher.project} (its ${p.publisher.service || 'container'})` : '',
+    p.atrium ? `Atrium ${p.atrium}` : '',
+  ]
+    .filter(Boolean)
+    .join(', ')
+
 const portProblem = (p: PortFact) =>
-  !p.error || p.error === 'EADDRINUSE' ? `port ${p.port} is in use` : `port ${p.port} cannot be opened (${p.error})`
+  !p.error || p.error === 'EADDRINUSE'
+    ? `port ${p.port} is in use${holder(p) ? ` by ${holder(p)}` : ''}`
+    : `port ${p.port} cannot be opened (${p.error})`
+
+const portFix = (p: PortFact) =>
+  p.publisher
+    ? `Port ${p.port}: another site on this engine publishes it (${p.publisher.project}): choose another port with ${p.setting}`
+    : `Port ${p.port}: stop the process using it (find it with: ss -ltnp 'sport = :${p.port}') or choose another port with ${p.setting}`
 
 export function portsCheck(ports: readonly PortFact[]): CheckResult {
-  // Atrium's own instance on its port is what an upgrade replaces, not something in the way.
-  const running = ports.some((p) => p.atrium)
-  const isOurs = (p: PortFact) => Boolean(p.atrium) || (running && Boolean(p.minio || p.metrics))
   const busy = ports.filter((p) => !p.free && !isOurs(p))
   const ours = ports
     .filter(isOurs)
-    .map((p) =>
-      p.atrium
-        ? `${p.port} in use by Atrium ${p.atrium} (the install replaces it)`
-        : `${p.port} in use by this site's ${p.minio ? 'bundled MinIO' : '/metrics'} (the install replaces it)`,
+    .map(
+      (p) =>
+        `${p.port} in use by this site's ${p.publisher!.service || 'container'}${p.atrium ? ` (Atrium ${p.atrium})` : ''}, which the install replaces`,
     )
   const list = ports.map((p) => p.port).join(', ')
   const freeOnes = ports.filter((p) => p.free).map((p) => p.port)
@@ -190,20 +204,14 @@ export function portsCheck(ports: readonly PortFact[]): CheckResult {
       : busy.length
         ? [...busy.map(portProblem), ...ours].join('; ')
         : [...ours, ...(freeOnes.length ? [`${freeOnes.join(', ')} free`] : [])].join('; ')
+  const site = ports.find((p) => p.site)?.site
   return check(
     'ports',
     'Ports free',
     busy.length ? 'fail' : 'pass',
     found,
-    ports.length ? `ports ${list} free, or held by Atrium itself` : 'none',
-    {
-      fail: busy
-        .map(
-          (p) =>
-            `Port ${p.port}: stop the process using it (find it with: ss -ltnp 'sport = :${p.port}') or choose another port with ${p.setting}`,
-        )
-        .join('; '),
-    },
+    ports.length ? `ports ${list} free${site ? `, or held by this site (${site}) itself` : ''}` : 'none',
+    { fail: busy.map(portFix).join('; ') },
   )
 }
 
@@ -323,50 +331,30 @@ export async function atriumOn(port: number, timeoutMs = 2000, host = '127.0.0.1
   }
 }
 
-/** Whether a MinIO answers its liveness on the port. */
-async function minioOn(port: number, host: string, timeoutMs = 2000): Promise<boolean> {
-  try {
-    const res = await fetch(httpAt(host, port, '/minio/health/live'), {
-      signal: AbortSignal.timeout(timeoutMs),
-      redirect: 'manual',
-    })
-    return res.ok && /minio/i.test(res.headers.get('server') ?? '')
-  } catch {
-    return false
-  }
-}
-
-/** Whether Atrium's /metrics answers on the port (its own gauge in it: no other exporter has it). */
-async function metricsOn(port: number, host: string, timeoutMs = 2000): Promise<boolean> {
-  try {
-    const res = await fetch(httpAt(host, port, '/metrics'), {
-      signal: AbortSignal.timeout(timeoutMs),
-      redirect: 'manual',
-    })
-    return res.ok && (await res.text()).includes('atrium_air_gapped')
-  } catch {
-    return false
-  }
-}
+/** Which Compose project's container publishes a port (core/site.ts publisherOf, through the command runner). */
+export type PublisherOf = (port: number) => Promise<Publisher | null>
 
 /**
- * probePort, then, for a port in use, whether it is this site's own: Atrium on the API port, MinIO on the bundled
- * one's, Atrium's /metrics on the metrics port.
+ * probePort, then, for a port in use, what holds it: the container publishing it (whose project says whether it is
+ * this site's), and on the API port the Atrium answering there.
  */
-async function probeOwnPort(need: OwnPortNeed): Promise<PortFact> {
-  const { atriumMayHold, minioMayHold, metricsMayHold, host, ...rest } = need
-  const fact = await probePort(rest)
-  const at = host && host !== '0.0.0.0' && host !== '::' ? host : '127.0.0.1'
+async function probeOwnPort(need: OwnPortNeed, publisherOf?: PublisherOf): Promise<PortFact> {
+  const { atriumMayHold, host, site, ...rest } = need
+  const fact: PortFact = { ...(await probePort(rest)), ...(site && { site }) }
   if (fact.free) return fact
-  if (atriumMayHold) {
-    const version = await atriumOn(fact.port, 2000, at)
-    return version ? { ...fact, atrium: version } : fact
-  }
-  if (metricsMayHold) return (await metricsOn(fact.port, '127.0.0.1')) ? { ...fact, metrics: true } : fact
-  return minioMayHold && (await minioOn(fact.port, at)) ? { ...fact, minio: true } : fact
+  const at = host && host !== '0.0.0.0' && host !== '::' ? host : '127.0.0.1'
+  const [publisher, version] = await Promise.all([
+    publisherOf?.(fact.port) ?? null,
+    atriumMayHold ? atriumOn(fact.port, 2000, at) : null,
+  ])
+  return { ...fact, ...(publisher && { publisher }), ...(version && { atrium: version }) }
 }
 
-export async function gatherHost(dataPath: string, ports: readonly OwnPortNeed[]): Promise<HostFacts> {
+export async function gatherHost(
+  dataPath: string,
+  ports: readonly OwnPortNeed[],
+  publisherOf?: PublisherOf,
+): Promise<HostFacts> {
   const measuredPath = await existingAncestor(dataPath)
   const fs = await statfs(measuredPath)
   return {
@@ -382,7 +370,9 @@ export async function gatherHost(dataPath: string, ports: readonly OwnPortNeed[]
       ...parseOsRelease((await readText('/etc/os-release')) ?? ''),
     },
     // Deduplicated: probing one port twice at once would see itself as busy.
-    ports: await Promise.all(ports.filter((p, i) => ports.findIndex((q) => q.port === p.port) === i).map(probeOwnPort)),
+    ports: await Promise.all(
+      ports.filter((p, i) => ports.findIndex((q) => q.port === p.port) === i).map((p) => probeOwnPort(p, publisherOf)),
+    ),
   }
 }
 

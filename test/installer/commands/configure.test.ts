@@ -1,13 +1,14 @@
 // configure: the checks, then the configuration planned and written, as the context says it is.
 // Tools answer through a fake runner, so nothing here needs Docker or a cluster.
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { configureCommand } from '../../../installer/commands/configure.js'
+import { configure, configureCommand } from '../../../installer/commands/configure.js'
 import { answersCommand } from '../../../installer/core/invocation.js'
 import { EXIT } from '../../../installer/core/report.js'
 import { tools } from '../../helpers/installer.js'
-import { site } from '../fixtures.js'
+import { tempDir } from '../../helpers/platform.js'
+import { problemsOf, site } from '../fixtures.js'
 
 t.test(
   'failed checks stop configure before anything is planned; --ignore-failed-checks carries on and says so',
@@ -72,3 +73,21 @@ t.test('problems in the context or the configuration stop configure with exit 2,
   t.match(r.problems, ['config.LICENSE_KEY: the environment variable X is not set', /PORT must be a whole number/])
   t.notOk(existsSync(ctx.answers.outputDir))
 })
+
+t.test(
+  'air-gapped helm with a service named by host name and no servicesCidrs: bad input naming the answer, before any check, nothing written',
+  async (t) => {
+    const dir = tempDir(t)
+    const answers = join(dir, 'answers.yaml')
+    const lines = ['target: helm', 'mode: air-gapped', `outputDir: ${join(dir, 'out')}`, 'config:']
+    // A host under .localhost: outside the cluster by the rule, and loopback were it ever looked up (it is not).
+    writeFileSync(answers, [...lines, '  DATABASE_URL: postgres://u:db-secret@db.corp.localhost/atrium'].join('\n'))
+    // The bad input is thrown while the context is resolved: no check (no connection) has started.
+    const problems = await problemsOf(
+      Promise.resolve().then(() => configure.run({ flags: { answers, yes: true }, action: undefined, progress: {} })),
+    )
+    t.match(problems, [/^servicesCidrs: DATABASE_URL \(db\.corp\.localhost\) is named by host name/])
+    t.notMatch(JSON.stringify(problems), /db-secret/)
+    t.notOk(existsSync(join(dir, 'out')))
+  },
+)

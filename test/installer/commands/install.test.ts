@@ -4,6 +4,7 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
+import { BadInput } from '../../../installer/commands/command.js'
 import { installCommand } from '../../../installer/commands/install.js'
 import type { Progress } from '../../../installer/ui/output.js'
 import { EXIT } from '../../../installer/core/report.js'
@@ -25,7 +26,8 @@ t.test('install --dry-run lists every command; a first tenant the context knows 
   const dry = await installCommand(ctx, { runner, ignoreFailed: true, dryRun: true })
   t.match(dry, { command: 'install', exitCode: EXIT.ok, written: false, stage: null, steps: [] })
   t.match(dry.deploy.at(-1), { title: 'Run the admin CLI: create-tenant', command: /.*/ })
-  t.ok(dry.deploy.at(-1)!.command.includes('--password=<generated>'), 'the password is not made on a dry run')
+  t.ok(dry.deploy.at(-1)!.command.includes('--password-stdin'), 'the password goes on its standard input')
+  t.notOk(JSON.stringify(dry).includes('<generated>'), 'and is in no command the plan shows')
   t.notOk(
     calls.some((c) => c.includes('compose') && !c.endsWith('version')),
     'a dry run runs no deploy command',
@@ -63,9 +65,9 @@ t.test('install --images refuses a damaged or unsigned kit before it loads or st
     error: /^Nothing deployed: the air-gap kit in .* is not signed by the vendor/,
   })
   t.same(
-    calls.filter((c) => !c.includes(' version')),
+    calls.filter((c) => !c.includes(' version') && !c.startsWith('docker volume inspect ')),
     [],
-    "no docker command ran (only the preflight read the tools' versions)",
+    "no docker command ran (only the preflight read the tools' versions and the site's volumes)",
   )
 })
 
@@ -134,6 +136,17 @@ t.test(
     await t.rejects(installCommand(site(t, { target: 'helm' }), { runner, images: kit }), {
       message: /a Helm install from the kit \(--images\) pushes its images to the site's registry: add --registry/,
     })
+    // Credentials in the registry would go on docker's and helm's command lines: refused, not echoed, nothing run.
+    const beforeCredentials = calls.length
+    const refused = await installCommand(site(t, { target: 'helm' }), {
+      runner,
+      images: kit,
+      registry: 'robot:hunter2-pw@reg.local:5000',
+    }).catch((err: Error) => err)
+    t.type(refused, BadInput, 'bad input (exit 2)')
+    t.match(refused, { message: /--registry must be host\[:port\]\[\/path\], without credentials/ })
+    t.notMatch((refused as Error).message, /hunter2|robot/)
+    t.equal(calls.length, beforeCredentials, 'nothing ran')
     // The interactive installer deploys through runInstall itself: the same refusal, nothing pushed anywhere.
     const before = calls.length
     t.match(await runInstall(site(t, { target: 'helm' }), {}, { runner, kit, trust: { keys: vendor.keys } }), {
@@ -157,7 +170,7 @@ t.test(
       exitCode: EXIT.error,
       stage: 'deploy',
       error:
-        /^Deploy failed: pushed, but the engine recorded no digest in reg\.local:5000 for the server image; nothing installed$/,
+        /^Deploy failed: pushed, but the engine recorded no digest in reg\.local:5000 for the server image; nothing installed\nNothing was changed: the running site was not touched and the configuration files in use are as they were\.$/,
     })
     t.notOk(
       unpinned.steps.some((s) => s.command.startsWith('helm')),
@@ -167,23 +180,44 @@ t.test(
 )
 
 t.test(
-  'install over a running Atrium: its port is recognised as the one the install replaces, and the upgrade goes ahead',
+  "install over a running Atrium: its port, published by the site's own project, is the one the install replaces, and the upgrade goes ahead",
   async (t) => {
     const running = await serverProcess(t, await testEnv(t))
     const ctx = site(t, {}, { PORT: String(running.port) })
-    const { runner, calls } = tools()
+    const { runner, calls } = tools({ published: { [running.port]: 'atrium' } })
     const r = await installCommand(ctx, { runner, ignoreFailed: true, skipBackup: true })
     t.match(
       r.checks.find((c) => c.id === 'ports'),
       {
         status: 'pass',
-        found: new RegExp(`^${running.port} in use by Atrium ${VERSION} \\(the install replaces it\\)`),
+        found: new RegExp(
+          `^${running.port} in use by this site's server \\(Atrium ${VERSION}\\), which the install replaces`,
+        ),
       },
     )
     t.match(r, { exitCode: EXIT.ok, stage: 'done', ready: true, upgrade: { from: VERSION, backup: null } })
     t.ok(
       calls.some((c) => c.includes(' up --detach')),
       'deployed',
+    )
+
+    // Another site's Atrium on the port is in the way, and not an upgrade of this site: no backup is asked for.
+    const other = tools({ published: { [running.port]: 'green' } })
+    const r2 = await installCommand(site(t, {}, { PORT: String(running.port) }), {
+      runner: other.runner,
+      ignoreFailed: true,
+    })
+    t.match(
+      r2.checks.find((c) => c.id === 'ports'),
+      {
+        status: 'fail',
+        found: `port ${running.port} is in use by the Compose project green (its server), Atrium ${VERSION}`,
+      },
+    )
+    t.match(r2, { upgrade: null }, "the other site's version is not this site's")
+    t.match(
+      r2.record.find((s) => s.name === 'backup'),
+      { outcome: 'skipped' },
     )
   },
 )
@@ -194,7 +228,7 @@ t.test(
     // An Atrium newer than this installer, as its public endpoints say.
     const { port } = await apiServer(t, 'Atrium API', '99.1.0')
     const ctx = site(t, {}, { PORT: String(port) })
-    const { runner, calls } = tools()
+    const { runner, calls } = tools({ published: { [port]: 'atrium' } })
     const r = await installCommand(ctx, { runner, ignoreFailed: true })
     t.match(r, {
       exitCode: EXIT.error,
@@ -245,13 +279,18 @@ t.test('install shows its configuration before the deploy starts, then deploys a
     [
       ['bundle', 'done'],
       ['kit', 'done'],
+      ['volumes', 'done'],
       ['running-version', 'done'],
       ['upgrade-guard', 'skipped'],
       ['backup', 'skipped'],
       ['data-folders', 'done'],
       ['push-kit', 'done'],
-      ['deploy', 'done'],
+      ['prepare', 'done'],
+      ['images', 'done'],
+      ['migrate', 'done'],
+      ['switch', 'done'],
       ['ready', 'done'],
+      ['commit', 'done'],
       ['first-tenant', 'skipped'],
     ],
     'each step with its outcome; a first install has no upgrade and, without adminEmail, no first tenant',

@@ -37,7 +37,7 @@ t.test(
     const ctx = siteOf(t, env, running.port)
     const pass = passphraseFile(t)
 
-    const refused = tools()
+    const refused = tools({ published: { [running.port]: 'atrium' } })
     const without = await installCommand(ctx, { runner: refused.runner, ignoreFailed: true })
     t.match(without, {
       exitCode: EXIT.error,
@@ -52,11 +52,11 @@ t.test(
       'nothing deployed without the backup',
     )
 
-    const { runner, calls } = tools()
+    const { runner, calls } = tools({ published: { [running.port]: 'atrium' } })
     const r = await installCommand(ctx, { runner, ignoreFailed: true, passphraseFile: pass })
     t.match(
       r.checks.find((c) => c.id === 'ports'),
-      { status: 'pass', found: new RegExp(`in use by Atrium ${VERSION}`) },
+      { status: 'pass', found: new RegExp(`in use by this site's server \\(Atrium ${VERSION}\\)`) },
     )
     t.match(r, {
       exitCode: EXIT.ok,

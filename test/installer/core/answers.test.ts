@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import {
+  cidrList,
   loadAnswers,
   parseAnswers,
   renderAnswers,
@@ -36,6 +37,7 @@ t.test('an answers file is read with defaults for what it leaves out', async (t)
     namespace: 'ai',
     release: 'atrium',
     outputDir: './atrium',
+    site: 'atrium',
   })
   t.same(answers.config, {
     PUBLIC_URL: 'https://atrium.example.com',
@@ -51,7 +53,7 @@ t.test('every mistake in an answers file is reported at once, with where it is',
     'target: swarm\nmode: offline\ncolour: blue\ndataPath: ""\nconfig:\n  NOPE: 1\n  PORT: [1, 2]\n  LICENSE_KEY: { vault: x }\n',
   )
   t.same(problems, [
-    'colour: not a known answer (known: target, mode, dataPath, outputDir, namespace, release, registry, bindAddress, tenantName, adminEmail, config)',
+    'colour: not a known answer (known: target, mode, site, dataPath, outputDir, namespace, release, registry, bindAddress, servicesCidrs, tenantName, adminEmail, config)',
     'target: must be one of compose, helm',
     'mode: must be one of connected, air-gapped',
     'dataPath: must be a non-empty string',
@@ -118,5 +120,43 @@ t.test(
     for (const bad of ['admin@localhost', 'not an email', 'a@b@c.d']) {
       t.match(parseAnswers(`adminEmail: "${bad}"`).problems, [/adminEmail: must be an email address/], bad)
     }
+  },
+)
+
+t.test(
+  'servicesCidrs is a list of CIDRs, as YAML or comma-separated, written back as a list; anything else is named',
+  async (t) => {
+    const list = parseAnswers('target: helm\nmode: air-gapped\nservicesCidrs: [10.20.0.0/16, "fd00:10::/64"]\n')
+    t.same(list.problems, [])
+    t.same(list.answers.servicesCidrs, ['10.20.0.0/16', 'fd00:10::/64'])
+    t.same(parseAnswers('servicesCidrs: "10.20.0.0/16, 10.30.0.7/32"').answers.servicesCidrs, [
+      '10.20.0.0/16',
+      '10.30.0.7/32',
+    ])
+    t.same(parseAnswers('target: helm').answers.servicesCidrs, [], 'none by default')
+    t.same(parseAnswers(renderAnswers(list.answers)).answers.servicesCidrs, list.answers.servicesCidrs, 'replayed')
+    t.same(parseAnswers('servicesCidrs: [10.20.0.0/16, db.corp.example, 10.1.2.3/33]').problems, [
+      'servicesCidrs: not CIDRs: db.corp.example, 10.1.2.3/33 (write e.g. 10.20.0.0/16)',
+    ])
+    t.same(parseAnswers('servicesCidrs: {a: 1}').problems, [
+      'servicesCidrs: must be a list of CIDRs, e.g. [10.20.0.0/16]',
+    ])
+    t.same(cidrList([1]), { problem: 'must be a list of CIDRs, e.g. [10.20.0.0/16]' })
+  },
+)
+
+t.test(
+  'a site is named as a Compose project and its volumes can be: one that cannot is refused, naming the rule',
+  async (t) => {
+    for (const good of ['blue', 'site-2', 'a_b', '0ps'])
+      t.match(parseAnswers(`site: ${good}`), { answers: { site: good }, problems: [] }, good)
+    t.equal(parseAnswers('target: compose').answers.site, 'atrium', 'a site named before sites were: atrium')
+    for (const bad of ['Blue', '-blue', 'blue site', 'a.b', '""', 'x'.repeat(41), '[1]'])
+      t.match(
+        parseAnswers(`site: ${bad}`).problems,
+        [/^site: .* cannot name a site: use up to 40 lowercase letters/],
+        bad,
+      )
+    t.match(renderAnswers(parseAnswers('site: blue').answers), /^site: blue$/m, 'written back for a replay')
   },
 )

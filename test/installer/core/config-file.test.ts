@@ -1,6 +1,7 @@
 // The installer's configuration file: written private, read back exactly, and a re-run never
 // changes a secret that already exists.
-import { statSync, writeFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import {
@@ -10,6 +11,7 @@ import {
   readEnvFile,
   renderEnvFile,
   writeEnvFile,
+  writePrivateFile,
 } from '../../../installer/core/config-file.js'
 import { tempDir } from '../../helpers/platform.js'
 
@@ -119,3 +121,24 @@ t.test("removing a setting is a change too, listed in the schema's order", async
     "in the schema's order",
   )
 })
+
+t.test(
+  'a full disk is said in words, and leaves neither the old file changed nor a temporary file behind',
+  async (t) => {
+    const dir = join(tempDir(t), 'small')
+    mkdirSync(dir)
+    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', dir])
+    if (mounted.status !== 0) {
+      t.comment(`not run: mounting a small tmpfs needs root (${String(mounted.stderr).trim()})`)
+      return
+    }
+    t.teardown(() => void spawnSync('umount', ['--lazy', dir]))
+    const path = join(dir, '.env')
+    writePrivateFile(path, 'LOG_LEVEL=info\n')
+    t.throws(() => writePrivateFile(path, 'x'.repeat(128 * 1024)), {
+      message: `cannot write ${path}: the disk under ${dir} is full (ENOSPC)`,
+    })
+    t.equal(readFileSync(path, 'utf8'), 'LOG_LEVEL=info\n', 'the file as it was')
+    t.same(readdirSync(dir), ['.env'], 'no temporary file left')
+  },
+)

@@ -85,7 +85,7 @@ t.test(
 )
 
 t.test(
-  'a run that changes nothing writes nothing: every file already holds its content, and says so; a changed answer rewrites only the answers',
+  'a run that changes nothing writes nothing: every file already holds its content, and says so; a changed answer rewrites only the answers; staged, the set is written whole',
   async (t) => {
     const answers = site(t, { DATABASE_URL: '', REDIS_URL: '', R2_ENDPOINT: '' })
     const first = configure(contextFor(answers), { dryRun: false })
@@ -112,6 +112,17 @@ t.test(
       'a file readable by others is rewritten 0600',
     )
     t.equal(statSync(env).mode & 0o777, 0o600)
+    // An install stages what it deploys: the staged set is whole, and the files in use are not touched before it answers.
+    const inUse = [statSync(env).mtimeMs, statSync(yaml).mtimeMs]
+    await new Promise((r) => setTimeout(r, 20))
+    const staged = configure(contextFor(answers), { dryRun: false, stage: true })
+    t.match(staged, { staged: true, unchanged: [], files: [env, yaml] })
+    for (const name of ['.env', 'answers.yaml'])
+      t.equal(
+        readFileSync(join(answers.outputDir, '.pending', name), 'utf8'),
+        readFileSync(join(answers.outputDir, name), 'utf8'),
+      )
+    t.same([statSync(env).mtimeMs, statSync(yaml).mtimeMs], inUse, 'the files in use untouched')
   },
 )
 

@@ -1,6 +1,6 @@
 // The context a command acts on is read once: the answers file with the command line's overrides,
 // its references, the configuration already written for the target and the first tenant's record.
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { stringify } from 'yaml'
@@ -34,6 +34,32 @@ function site(t: Parameters<typeof tempDir>[0], target: 'compose' | 'helm') {
   writeFileSync(join(dir, 'license.jwt'), 'eyJ.license\n')
   return { dir, out, answers }
 }
+
+t.test(
+  'a Compose site keeps the name it was written under: answers naming another are refused, before anything runs',
+  async (t) => {
+    const s = site(t, 'compose')
+    const written = (name: string | null) =>
+      writeFileSync(
+        join(s.out, '.env'),
+        `DATABASE_URL=postgres://kept@db/atrium\n${name ? `ATRIUM_SITE=${name}\n` : ''}`,
+      )
+    const named = (name: string) => {
+      writeFileSync(s.answers, `site: ${name}\n` + readFileSync(s.answers, 'utf8').replace(/^site: .*\n/, ''))
+      return loadContext({ answersPath: s.answers, env: { ATRIUM_TEST_DB: 'postgres://a@db/atrium' } }).problems
+    }
+    written('blue')
+    t.same(named('blue'), [], 'the same name: a re-run or an upgrade')
+    t.match(named('green'), [
+      `site: ${join(s.out, '.env')} is the site blue, and a site keeps its name (its containers and volumes carry it): answer site: blue, or give the site green an outputDir of its own`,
+    ])
+    written(null)
+    t.same(named('atrium'), [], 'a .env written before sites were named is the site atrium')
+    t.match(named('blue'), [/is the site atrium, and a site keeps its name/])
+    rmSync(join(s.out, '.env'))
+    t.same(named('green'), [], 'nothing written yet: any name')
+  },
+)
 
 t.test('a compose site: answers, references, the written .env and the first tenant, in one object', async (t) => {
   const s = site(t, 'compose')
@@ -176,3 +202,25 @@ t.test('an air-gapped helm site is asked for its registry, checked as a registry
     /^registry: must be host\[:port\]\[\/path\] without a scheme/,
   ])
 })
+
+t.test(
+  'an air-gapped helm site whose services are named by host name needs servicesCidrs: a problem of the context until given',
+  async (t) => {
+    const s = site(t, 'helm')
+    // Written by a run before: the database is named by a host outside the cluster.
+    writeFileSync(
+      join(s.out, 'secret.yaml'),
+      stringify({ kind: 'Secret', stringData: { DATABASE_URL: 'postgres://u:pw@db.corp.localhost/atrium' } }),
+    )
+    const ctx = loadContext({ answersPath: s.answers, airGapped: true, env: {} })
+    t.match(ctx.problems, [/^servicesCidrs: DATABASE_URL \(db\.corp\.localhost\) is named by host name/])
+    const byAddress = loadContext({
+      answersPath: s.answers,
+      airGapped: true,
+      env: { ATRIUM_TEST_DB: 'postgres://u:pw@10.10.0.5/atrium' },
+    })
+    t.same(byAddress.problems, [], "the answers' address wins over what is written, and is derived")
+    writeFileSync(s.answers, `servicesCidrs: [10.10.0.0/24]\n${readFileSync(s.answers, 'utf8')}`)
+    t.same(loadContext({ answersPath: s.answers, airGapped: true, env: {} }).problems, [], 'given: fine')
+  },
+)

@@ -64,3 +64,32 @@ t.test(
     t.match(await licenseAnswerProblem('not-a-license', now), /cut short, has extra characters/)
   },
 )
+
+t.test(
+  'judged by the time the clock check found: a clock set back cannot pass a license that has expired, and an unconfirmed clock is said',
+  async (t) => {
+    const local = new Date('2026-12-01')
+    const behind = { offsetMs: -90 * 86_400_000, source: 'the S3 endpoint' }
+    t.match(await licenseCheck(key, { keys, now: local }), { status: 'pass' }, 'by this clock alone it passes')
+    t.match(await licenseCheck(key, { keys, now: local }, behind), {
+      status: 'fail',
+      found:
+        /grace period ended on 2027-01-31: .* \(judged by the S3 endpoint's clock, which this machine's is 90 days behind\)$/,
+      fix: /grace period ended/,
+    })
+    t.match(await licenseCheck(key, { keys, now: local }, { offsetMs: null, source: 'the S3 endpoint' }), {
+      status: 'pass',
+      found: /^Licensed to Acme .*\(by this machine's clock, which no reference clock answered to confirm\)$/,
+    })
+    t.match(
+      await licenseCheck(key, { keys, now: local }, { offsetMs: 2_000, source: 'the S3 endpoint' }),
+      { status: 'pass', found: /^Licensed to Acme \(pro, up to 3 tenants\) until 2027-01-01$/ },
+      'a clock within the tolerance is not mentioned',
+    )
+    t.match(
+      await licenseCheck(key, { keys, now: new Date('2027-02-15') }, { offsetMs: 60 * 86_400_000, source: 'x' }),
+      { status: 'pass', found: /judged by x's clock, which this machine's is 60 days ahead of\)$/ },
+      'a clock set forward does not expire a license the reference says is valid',
+    )
+  },
+)

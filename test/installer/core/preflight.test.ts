@@ -40,13 +40,15 @@ t.test(
   async (t) => {
     const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', config: {} }
     const own = { R2_ENDPOINT: 'https://s3.corp.example' }
-    const api = (port: number) => ({ port, setting: "PORT in the answers' config", atriumMayHold: true })
-    const s3 = (port: number) => ({ port, setting: 'ATRIUM_S3_PORT in /srv/atrium/.env', minioMayHold: true })
-    const metrics = (port: number) => ({
+    // Each held by the site's own project (a re-run, an upgrade) is the site's: the site is named with it.
+    const api = (port: number) => ({
       port,
-      setting: 'ATRIUM_METRICS_PORT in /srv/atrium/.env',
-      metricsMayHold: true,
+      setting: "PORT in the answers' config",
+      atriumMayHold: true,
+      site: 'atrium',
     })
+    const s3 = (port: number) => ({ port, setting: 'ATRIUM_S3_PORT in /srv/atrium/.env', site: 'atrium' })
+    const metrics = (port: number) => ({ port, setting: 'ATRIUM_METRICS_PORT in /srv/atrium/.env', site: 'atrium' })
     t.same(portsFor(a, own), [api(8080), metrics(9464)])
     t.same(portsFor(a, { ...own, PORT: '9090', ATRIUM_METRICS_PORT: '9465' }), [api(9090), metrics(9465)])
     t.same(portsFor(a, {}), [api(8080), metrics(9464), s3(9000)], 'the bundled MinIO is published for download links')
@@ -56,6 +58,14 @@ t.test(
       s3(9100),
     ])
     t.same(portsFor({ ...a, target: 'helm' }, {}), [])
+    t.same(
+      portsFor({ ...a, site: 'blue' }, { ...own, PORT: '9090' }),
+      [
+        { ...api(9090), site: 'blue' },
+        { ...metrics(9464), site: 'blue' },
+      ],
+      'named',
+    )
     t.same(
       portsFor(a, { ...own, ATRIUM_BIND_ADDRESS: '10.1.2.3' }),
       [{ ...api(8080), host: '10.1.2.3' }, metrics(9464)],
@@ -148,6 +158,50 @@ t.test('every check runs, in the order an admin fixes things, and a good license
   })
   t.match(airGapped.at(-1), { id: 'license', status: 'fail', found: 'air gap not allowed' })
 })
+
+t.test(
+  'under a clock set back 90 days, the clock check fails and so does the license, judged by the same reference time',
+  async (t) => {
+    const vendor = testVendor('t')
+    // Valid for 10 more days by this machine's clock; long expired by the reference's.
+    const LICENSE_KEY = await testLicense(vendor, { expiresAt: new Date(Date.now() + 10 * 86_400_000) })
+    const ahead = await serve(
+      t,
+      createServer((_req, res) =>
+        res.writeHead(403, { date: new Date(Date.now() + 90 * 86_400_000).toUTCString() }).end(),
+      ),
+    )
+    const answers: Answers = { ...DEFAULT_ANSWERS, dataPath: tempDir(t), config: {} }
+    const noTools: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: tempDir(t) } })
+    const checks = await runPreflight(
+      answers,
+      { LICENSE_KEY, R2_ENDPOINT: ahead },
+      { runner: noTools, license: vendor },
+    )
+    t.match(
+      checks.find((c) => c.id === 'clock'),
+      { status: 'fail', found: /^77(75|76)\d{3}(\.\d+)? s behind the S3 endpoint$/ },
+    )
+    t.match(
+      checks.find((c) => c.id === 'license'),
+      {
+        status: 'fail',
+        found:
+          /grace period ended on .* \(judged by the S3 endpoint's clock, which this machine's is 90 days behind\)$/,
+      },
+    )
+    const control = await runPreflight(
+      answers,
+      { LICENSE_KEY, R2_ENDPOINT: ahead },
+      { runner: noTools, license: vendor, clockOffsetMs: 0 },
+    )
+    t.match(
+      control.find((c) => c.id === 'license'),
+      { status: 'pass' },
+      'the same key on a clock that is right passes',
+    )
+  },
+)
 
 t.test(
   'each region of REGION_STORES gets its store checked; REGION_STORES that does not parse fails with why',

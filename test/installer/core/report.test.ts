@@ -33,6 +33,8 @@ const configured = (over: Partial<ConfigureReport> = {}): ConfigureReport => ({
   generated: ['ENCRYPTION_MASTER_KEY'],
   files: ['/out/.env', '/out/answers.yaml'],
   unchanged: [],
+  leftBehind: false,
+  staged: false,
   written: true,
   replay: 'npm run --silent installer -- configure --answers /out/answers.yaml --yes',
   ...over,

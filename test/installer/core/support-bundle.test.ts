@@ -8,10 +8,21 @@ import { settings, type Setting, type SettingName } from '../../../config/schema
 import { isSecret } from '../../../config/secrets.js'
 import { DEFAULT_ANSWERS, TARGETS, type Answers } from '../../../installer/core/answers.js'
 import type { CheckResult } from '../../../installer/core/checks/check.js'
-import { logCommands, redactConfig, scrubber, writeSupportBundle } from '../../../installer/core/support-bundle.js'
+import {
+  logCommands,
+  redactConfig,
+  scrubber,
+  STOPPED_LOG_BYTES,
+  stoppedContainerLogs,
+  writeSupportBundle,
+} from '../../../installer/core/support-bundle.js'
 import { run, type Runner } from '../../../installer/core/run.js'
-import { tempDir } from '../../helpers/platform.js'
+import { docker, engine } from '../../helpers/engine.js'
+import { suffix, tempDir } from '../../helpers/platform.js'
 import { unzip } from '../../helpers/zip.js'
+
+/** The container engine, for the test that runs containers (or why there is none). */
+const withEngine = await engine()
 
 const config = {
   PUBLIC_URL: 'https://atrium.example.com',
@@ -50,6 +61,7 @@ t.test('a compose site gets a zip of versions, checks, redacted configuration an
   const runner: Runner = (file, args, opts) => run(file, args, { ...opts, env: { PATH: dir } })
   const answers: Answers = {
     ...DEFAULT_ANSWERS,
+    site: 'blue',
     outputDir: dir,
     config: { PUBLIC_URL: config.PUBLIC_URL, R2_SECRET_ACCESS_KEY: config.R2_SECRET_ACCESS_KEY },
   }
@@ -81,21 +93,28 @@ t.test('a compose site gets a zip of versions, checks, redacted configuration an
     'config.redacted.json',
     'logs/compose-ps.txt',
     'logs/compose.txt',
+    'logs/containers.txt',
     'versions.json',
   ])
   t.match(JSON.parse(files['versions.json']!), {
     atrium: /^\d+\.\d+\.\d+/,
     node: process.version,
     target: 'compose',
+    site: 'blue',
     mode: 'connected',
     airGapped: false,
     tools: [{ id: 'tools.docker', found: '27.3.1' }],
     createdAt: '2026-11-23T10:00:00.000Z',
   })
-  // The project and the files the installer deployed with: without them Compose finds no project.
+  // The site's project and the files the installer deployed with: without them Compose finds no project.
   t.match(
     files['logs/compose.txt'],
-    /\$ docker compose --project-name atrium --env-file .*\.env -f \S+\/compose\/compose\.yaml logs --no-color --timestamps --tail 2000\n\(exit code 0\)\nserver: DATABASE_URL=<redacted> R2=<redacted>/,
+    /\$ docker compose --project-name blue --env-file .*\.env -f \S+\/compose\/compose\.yaml logs --no-color --timestamps --tail 2000\n\(exit code 0\)\nserver: DATABASE_URL=<redacted> R2=<redacted>/,
+  )
+  t.match(
+    files['logs/containers.txt'],
+    /^\$ docker ps --all --no-trunc --filter label=com\.docker\.compose\.project=atrium --format /,
+    "every container of the installer's project, by its label",
   )
   t.equal(JSON.parse(files['config.redacted.json']!).PUBLIC_URL, 'https://atrium.example.com')
   const all = Object.values(files).join('\n')
@@ -491,5 +510,86 @@ t.test(
       'migrations: 0001_init 0002_users ... 0031_regions up to date; YWJj 616263 abc',
     ].join('\n')
     t.equal(scrub(text), text)
+  },
+)
+
+t.test(
+  "a compose project's stopped containers (an exited migrate, a one-off run) have their logs in the bundle, the newest, each bounded; running ones are listed",
+  { skip: 'skip' in withEngine && withEngine.skip },
+  async (t) => {
+    const base = (withEngine as { base: string }).base
+    // A project of the test's own: the installer's, atrium, may be a site on this engine.
+    const project = `atrium-bundle-${suffix()}`
+    const ids: string[] = []
+    t.teardown(() => (ids.length ? docker(['rm', '--force', ...ids]) : undefined))
+    const container = async (
+      service: string,
+      script: string,
+      name = `${project}-${service}-1`,
+      extra: string[] = [],
+    ) => {
+      const r = await docker([
+        'run',
+        '--detach',
+        '--label',
+        `com.docker.compose.project=${project}`,
+        '--label',
+        `com.docker.compose.service=${service}`,
+        '--name',
+        name,
+        ...extra,
+        base,
+        'node',
+        '-e',
+        script,
+      ])
+      t.equal(r.code, 0, r.stderr)
+      ids.push(r.stdout.trim())
+      return r.stdout.trim()
+    }
+    const migrate = await container(
+      'migrate',
+      "console.log('applying 0017'); console.error('migration 0017 failed: relation \"tenants\" does not exist'); process.exit(1)",
+    )
+    const chatty = await container(
+      'minio-init',
+      "for (let i = 0; i < 2000; i++) console.log(String(i).padStart(1000, '.'))",
+    )
+    await container('server', 'setInterval(() => {}, 1000)')
+    // `docker compose run`'s one-off container, which `docker compose logs` leaves out.
+    const once = await container('server', "console.log('create-tenant done')", `${project}-server-run-1`, [
+      '--label',
+      'com.docker.compose.oneoff=True',
+    ])
+    for (const id of [migrate, chatty, once]) await docker(['wait', id])
+
+    const entries = await stoppedContainerLogs(run, project)
+    t.same(
+      entries.map((e) => e.name).sort(),
+      [
+        'logs/containers.txt',
+        `logs/stopped/${project}-migrate-1.txt`,
+        `logs/stopped/${project}-minio-init-1.txt`,
+        `logs/stopped/${project}-server-run-1.txt`,
+      ],
+      'the stopped ones have their logs; the running server is in compose logs',
+    )
+    const text = (name: string) => entries.find((e) => e.name === `logs/stopped/${project}-${name}-1.txt`)!.data
+    t.match(entries[0]!.data, new RegExp(`${project}-server-1\trunning`), 'every container is listed, running too')
+    t.match(
+      text('migrate'),
+      /^Exited \(1\) .*, created .*\n\$ docker logs --timestamps --tail 500 \w+\n\(exit code 0\)\n/,
+    )
+    t.match(
+      text('migrate'),
+      /Z applying 0017\n\S+Z migration 0017 failed: relation "tenants" does not exist/,
+      'both streams, in time order',
+    )
+    t.match(text('server-run'), /Z create-tenant done\n/)
+    const bounded = text('minio-init')
+    t.ok(Buffer.byteLength(bounded) < STOPPED_LOG_BYTES + 500, `bounded: ${Buffer.byteLength(bounded)} bytes`)
+    t.match(bounded, /\(\d+ earlier bytes left out\)\n/, 'says what it left out')
+    t.match(bounded, /\.1999\n/, 'the newest lines are kept')
+    t.notMatch(bounded, /\.1499\n/, 'at most the last 500 lines')
   },
 )

@@ -283,6 +283,9 @@ t.test('push retags each image under the private registry, keeping its path, the
   t.equal(cmds.length, 1 + IMAGES.length * 2)
   t.equal(registryProblem('registry.corp.example:5000/atrium'), null)
   t.match(registryProblem('https://registry.corp.example'), /without a scheme/)
+  const withCredentials = registryProblem('robot:hunter2-pw@registry.corp.example:5000')
+  t.match(withCredentials, /without credentials .*got "<redacted>@registry\.corp\.example:5000"/)
+  t.notMatch(withCredentials, /hunter2|robot/, 'the credentials are not repeated')
 })
 
 t.test(

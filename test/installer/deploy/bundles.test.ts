@@ -19,6 +19,15 @@ import { CHART, KUBE_VERSION, find, helmTemplate, needs, needsCompose, runTool }
 // the file took close to the suite's 180 s per file, and once past it.
 t.setTimeout(600_000)
 
+/** The answers' config lines of a site with its own PostgreSQL, Redis and S3. */
+const OWN_SERVICES = [
+  '  DATABASE_URL: postgres://atrium:pw@db.internal:5432/atrium',
+  '  REDIS_URL: redis://:pw@redis.internal:6379',
+  '  R2_ENDPOINT: https://s3.internal',
+  '  R2_ACCESS_KEY_ID: atrium',
+  '  R2_SECRET_ACCESS_KEY: s3-secret',
+]
+
 function answers(t: Test, lines: string[]) {
   const dir = tempDir(t)
   const path = join(dir, 'answers.yaml')
@@ -91,7 +100,28 @@ t.test('compose with an external PostgreSQL keeps it and bundles only the rest',
   t.equal(env.DATABASE_URL, 'postgres://atrium:pw@db.internal:5432/atrium')
   t.equal(env.R2_ENDPOINT, 'http://minio:9000')
   t.equal(env.COMPOSE_PROFILES, 'redis,s3', 'the bundled PostgreSQL does not start')
+  t.notOk('POSTGRES_PASSWORD' in env, 'and has no password made for it')
+  t.ok(env.REDIS_PASSWORD && env.MINIO_ROOT_PASSWORD && env.MINIO_ATRIUM_PASSWORD, 'the bundled ones do')
 })
+
+t.test(
+  'compose with its own PostgreSQL, Redis and S3: no bundled password is made or listed, and the real validator accepts the .env',
+  { skip: needsCompose() },
+  async (t) => {
+    const a = answers(t, ['target: compose', 'config:', ...OWN_SERVICES])
+    const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--json'])
+    t.equal(r.code, 0, r.stderr)
+    t.same(JSON.parse(r.stdout).generated, ['ENCRYPTION_MASTER_KEY'], 'nothing of the bundled services to back up')
+    const envPath = join(a.out, '.env')
+    const env = parseEnvFile(readFileSync(envPath, 'utf8')).values
+    for (const name of ['POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'MINIO_ROOT_PASSWORD', 'MINIO_ATRIUM_PASSWORD'])
+      t.notOk(name in env, `no ${name}`)
+    t.equal(env.COMPOSE_PROFILES, '')
+    const args = composeArgs(parseAnswers(readFileSync(a.path, 'utf8')).answers, envPath)
+    const v = await runTool('docker', [...args, 'config', '--quiet'])
+    t.equal(v.code, 0, v.stderr)
+  },
+)
 
 t.test(
   'helm: the written values pass helm lint --strict and render with the Secret the installer applies',
@@ -101,16 +131,14 @@ t.test(
       'target: helm',
       'namespace: ai',
       'release: prod',
+      // Air-gapped, services named by host name are admitted by the networks given for them.
+      'servicesCidrs: [10.40.0.0/16]',
       'config:',
       '  PUBLIC_URL: https://atrium.example.com',
       '  PORT: "9090"',
       '  LOG_LEVEL: debug',
       '  RATE_LIMIT_MAX: "500"',
-      '  DATABASE_URL: postgres://atrium:pw@db.internal:5432/atrium',
-      '  REDIS_URL: redis://cache.internal:6379',
-      '  R2_ENDPOINT: https://s3.internal',
-      '  R2_ACCESS_KEY_ID: atrium',
-      '  R2_SECRET_ACCESS_KEY: s3-secret',
+      ...OWN_SERVICES,
     ])
     const r = await installer(['configure', '--answers', a.path, '--yes', '--ignore-failed-checks', '--air-gapped'])
     t.equal(r.code, 0, r.stderr)
@@ -127,6 +155,11 @@ t.test(
       PORT: '8080',
     })
     t.notOk(find(rendered.manifests, 'Secret'), "the installer's Secret is used, not one of the chart's")
+    t.match(find(rendered.manifests, 'NetworkPolicy')!.spec.egress, [
+      {},
+      {},
+      { to: [{ ipBlock: { cidr: '10.40.0.0/16' } }], ports: [{ port: 443 }, { port: 5432 }, { port: 6379 }] },
+    ])
     const secret = parse(readFileSync(join(a.out, 'secret.yaml'), 'utf8'))
     t.equal(
       find(rendered.manifests, 'Deployment')!.spec.template.spec.containers[0].envFrom[1].secretRef.name,
@@ -162,7 +195,7 @@ t.test('install: deploys, waits for /readyz, creates the first tenant once and s
       `echo "docker $*" >> "${bin}/calls.log"`,
       'case "$*" in',
       '  *"volume inspect"*) exit 1;;',
-      '  *create-tenant*) echo \'{"tenantId":"0191b7e6-0000-7000-8000-000000000001","userId":"0191b7e6-0000-7000-8000-000000000002","apiKey":"svc_ci_test"}\';;',
+      `  *create-tenant*) head -n 1 > "${bin}/stdin.log"; echo '{"tenantId":"0191b7e6-0000-7000-8000-000000000001","userId":"0191b7e6-0000-7000-8000-000000000002","apiKey":"svc_ci_test"}';;`,
       'esac',
     ].join('\n'),
   )
@@ -172,14 +205,17 @@ t.test('install: deploys, waits for /readyz, creates the first tenant once and s
   t.equal(r.code, 0, r.stderr)
   t.match(r.stdout, /Atrium is ready at http:\/\/localhost:\d+|Atrium is ready at http:\/\/127\.0\.0\.1:\d+/)
   t.match(r.stdout, /sign in {3}admin@example\.com\n {2}password {2}\S{24}\n {2}API key {3}svc_ci_test/)
+  const password = /password {2}(\S{24})/.exec(r.stdout)![1]!
   const calls = readFileSync(join(bin, 'calls.log'), 'utf8')
+  t.equal(readFileSync(join(bin, 'stdin.log'), 'utf8'), `${password}\n`, 'the password went on its standard input')
+  t.notOk(calls.includes(password), 'and on no command line')
   t.match(
     calls,
     /docker volume create --driver local --opt type=none --opt o=bind --opt device=.*\/data\/postgres atrium-postgres/,
   )
   t.match(
     calls,
-    /exec -T server node \/app\/server\/cli\.js create-tenant --name=Example Corp --plan=enterprise --email=admin@example\.com --password=\S{24}/,
+    /exec -T server node \/app\/server\/cli\.js create-tenant --name=Example Corp --plan=enterprise --email=admin@example\.com --password-stdin\n/,
   )
   t.ok(existsSync(join(a.dir, 'data', 'postgres')), 'the volume folders exist before the volumes are made')
   const state = JSON.parse(readFileSync(join(a.out, 'state.json'), 'utf8'))

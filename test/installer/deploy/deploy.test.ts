@@ -12,33 +12,51 @@ import {
   adminCommand,
   bundleMissing,
   chartFullname,
-  COMPOSE_VOLUMES,
   deploy,
   deployCommands,
   waitReady,
 } from '../../../installer/deploy/deploy.js'
 import { run, type Runner } from '../../../installer/core/run.js'
+import { siteVolumes } from '../../../installer/core/site.js'
 import { tempDir } from '../../helpers/platform.js'
 
 const bundles = { compose: '/pkg/compose', chart: '/pkg/charts/atrium' }
 const line = (c: { file: string; args: string[] }) => `${c.file} ${c.args.join(' ')}`
 
 t.test(
-  'compose: validate, make the external volumes under the data path, then up and wait; air-gapped loads the images and never pulls',
+  'compose: validate, make the external volumes under the data path, run the migrations beside the running server, then up and wait; air-gapped loads the images and never pulls',
   async (t) => {
     const a: Answers = { ...DEFAULT_ANSWERS, outputDir: '/srv/atrium', dataPath: '/data/atrium', config: {} }
     const compose = 'docker compose --project-name atrium --env-file /srv/atrium/.env -f /pkg/compose/compose.yaml'
     t.same(deployCommands(a, configFiles(a), { bundles }).map(line), [
       `${compose} config --quiet`,
-      ...Object.entries(COMPOSE_VOLUMES).flatMap(([name, folder]) => [
+      ...siteVolumes(a).flatMap(({ name, folder }) => [
         `docker volume inspect ${name}`,
         `docker volume create --driver local --opt type=none --opt o=bind --opt device=/data/atrium/${folder} ${name}`,
       ]),
+      `${compose} run --rm -T migrate`,
       `${compose} up --detach --wait --wait-timeout 600 --remove-orphans`,
     ])
+    // A named site: its project and volumes carry its name, so it shares the engine with others.
+    const blue: Answers = { ...a, site: 'blue', outputDir: '/srv/blue', dataPath: '/data/blue' }
+    t.same(
+      deployCommands(blue, configFiles(blue), { bundles })
+        .map(line)
+        .filter((c) => c.includes('blue')),
+      [
+        'docker compose --project-name blue --env-file /srv/blue/.env -f /pkg/compose/compose.yaml config --quiet',
+        ...['postgres', 'redis', 'minio', 'data'].flatMap((folder) => [
+          `docker volume inspect blue-${folder}`,
+          `docker volume create --driver local --opt type=none --opt o=bind --opt device=/data/blue/${folder} blue-${folder}`,
+        ]),
+        'docker compose --project-name blue --env-file /srv/blue/.env -f /pkg/compose/compose.yaml run --rm -T migrate',
+        'docker compose --project-name blue --env-file /srv/blue/.env -f /pkg/compose/compose.yaml up --detach --wait --wait-timeout 600 --remove-orphans',
+      ],
+    )
     const gapped = { ...a, mode: 'air-gapped' as const }
     const cmds = deployCommands(gapped, configFiles(gapped), { bundles, kit: '/media/atrium-images.tar' }).map(line)
     t.equal(cmds[0], 'docker load --input /media/atrium-images.tar')
+    t.match(cmds.at(-2), /compose\.airgap\.yaml run --rm -T --pull never migrate$/, 'the migrations never pull either')
     t.match(
       cmds.at(-1),
       /-f \/pkg\/compose\/compose\.yaml -f \/pkg\/compose\/compose\.airgap\.yaml up --detach --wait .* --pull never$/,
@@ -57,6 +75,14 @@ t.test("the admin CLI runs inside the server: compose exec, or kubectl exec into
     line(adminCommand(h, configFiles(h), ['migrate'])),
     'kubectl --namespace ai exec deploy/prod-atrium -c server -- node /app/server/cli.js migrate',
   )
+  // A secret goes on standard input: kubectl passes it on only with -i; compose exec does unless told not to (-i=false).
+  const fed = adminCommand(h, configFiles(h), ['create-tenant', '--password-stdin'], {}, 'pw-line\n')
+  t.equal(
+    line(fed),
+    'kubectl --namespace ai exec -i deploy/prod-atrium -c server -- node /app/server/cli.js create-tenant --password-stdin',
+  )
+  t.equal(fed.input, 'pw-line\n')
+  t.equal(adminCommand(a, configFiles(a), ['create-tenant'], { bundles }, 'pw-line\n').input, 'pw-line\n')
   t.equal(chartFullname('atrium'), 'atrium', 'a release named for the chart is not repeated, as in the chart')
   t.equal(chartFullname('my-atrium-prod'), 'my-atrium-prod')
 })
@@ -164,4 +190,26 @@ t.test('readiness is polled until /readyz answers 200, or the time runs out with
 t.test('a package without the bundle says where it looked', async (t) => {
   t.equal(bundleMissing(DEFAULT_ANSWERS, { bundles }), '/pkg/compose/compose.yaml')
   t.equal(bundleMissing({ ...DEFAULT_ANSWERS, target: 'helm' }, { bundles }), '/pkg/charts/atrium/Chart.yaml')
+})
+
+t.test('a site with its own PostgreSQL, Redis and S3 gets the volume of its data folder alone', async (t) => {
+  const dir = tempDir(t)
+  const a: Answers = { ...DEFAULT_ANSWERS, outputDir: dir, dataPath: '/data/atrium', config: {} }
+  writeFileSync(join(dir, '.env'), 'COMPOSE_PROFILES=\n')
+  const own = deployCommands(a, configFiles(a), { bundles }).map(line)
+  t.same(
+    own.filter((c) => c.startsWith('docker volume')),
+    [
+      'docker volume inspect atrium-data',
+      'docker volume create --driver local --opt type=none --opt o=bind --opt device=/data/atrium/data atrium-data',
+    ],
+  )
+  writeFileSync(join(dir, '.env'), 'COMPOSE_PROFILES=postgres\n')
+  t.same(
+    deployCommands(a, configFiles(a), { bundles })
+      .map(line)
+      .filter((c) => c.startsWith('docker volume inspect')),
+    ['docker volume inspect atrium-postgres', 'docker volume inspect atrium-data'],
+    'and the bundled ones it runs',
+  )
 })

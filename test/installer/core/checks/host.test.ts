@@ -25,7 +25,7 @@ import {
   type OsFacts,
 } from '../../../../installer/core/checks/host.js'
 import { serverProcess } from '../../../helpers/cli.js'
-import { freePort, services, testEnv } from '../../../helpers/platform.js'
+import { freePort, testEnv } from '../../../helpers/platform.js'
 
 /** Asserts the shape every result must have, then gives its status. */
 function statusOf(t: Test, r: CheckResult): CheckStatus {
@@ -240,67 +240,89 @@ t.test('the facts of this machine are read, and a data path not created yet is m
 })
 
 t.test(
-  "Atrium's own instance on the API port is what an upgrade replaces; anything else there is in the way",
+  "a port the site's own Compose project publishes is what an upgrade replaces; another site's, or an Atrium outside it, is in the way",
   async (t) => {
     const atrium = await serverProcess(t, await testEnv(t, { PORT: '0' }))
     const version = JSON.parse(await (await fetch(`${atrium.base}/openapi.json`)).text()).info.version as string
     t.equal(await atriumOn(atrium.port), version)
-    const api = { setting: "PORT in the answers' config", atriumMayHold: true }
-    const ours = await gatherHost(tempDir(t), [{ port: atrium.port, ...api }])
-    t.match(ours.ports, [{ port: atrium.port, free: false, atrium: version }])
+    const api = { setting: "PORT in the answers' config", atriumMayHold: true, site: 'blue' }
+    // What the engine says publishes the port (core/site.ts asks `docker ps --filter publish=`; test/compose/sites.test.ts
+    // runs it against real sites).
+    const publishedBy =
+      (project: string | null, service = 'server') =>
+      async () =>
+        project ? { project, service } : null
+    const ours = await gatherHost(tempDir(t), [{ port: atrium.port, ...api }], publishedBy('blue'))
+    t.match(ours.ports, [
+      {
+        port: atrium.port,
+        free: false,
+        atrium: version,
+        site: 'blue',
+        publisher: { project: 'blue', service: 'server' },
+      },
+    ])
     t.match(portsCheck(ours.ports), {
       status: 'pass',
-      found: `${atrium.port} in use by Atrium ${version} (the install replaces it)`,
+      found: `${atrium.port} in use by this site's server (Atrium ${version}), which the install replaces`,
+      required: `ports ${atrium.port} free, or held by this site (blue) itself`,
     })
+
+    // Another site on the engine: in the way, whatever answers there, and the fix is another port.
+    const other = portsCheck(
+      (await gatherHost(tempDir(t), [{ port: atrium.port, ...api }], publishedBy('green'))).ports,
+    )
+    t.equal(statusOf(t, other), 'fail')
+    t.match(other, {
+      found: `port ${atrium.port} is in use by the Compose project green (its server), Atrium ${version}`,
+      fix: `Port ${atrium.port}: another site on this engine publishes it (green): choose another port with PORT in the answers' config`,
+    })
+    // An Atrium no container publishes (started by hand, or the engine cannot say) is no site's to replace.
+    const loose = portsCheck((await gatherHost(tempDir(t), [{ port: atrium.port, ...api }], publishedBy(null))).ports)
+    t.match(loose, { status: 'fail', found: `port ${atrium.port} is in use by Atrium ${version}`, fix: /ss -ltnp/ })
+    t.match(portsCheck((await gatherHost(tempDir(t), [{ port: atrium.port, ...api }])).ports), { status: 'fail' })
 
     // Something else that answers HTTP on the port is not Atrium.
     const { port: otherPort } = await apiServer(t, 'Other API', '1.0.0')
     t.equal(await atriumOn(otherPort), null)
-    t.match(portsCheck((await gatherHost(tempDir(t), [{ port: otherPort, ...api }])).ports), {
+    t.match(portsCheck((await gatherHost(tempDir(t), [{ port: otherPort, ...api }], publishedBy(null))).ports), {
       status: 'fail',
       found: `port ${otherPort} is in use`,
     })
-    // And a port Atrium cannot hold (MinIO's) is not asked.
+    // And a port Atrium cannot hold (MinIO's) is not asked for an Atrium.
     t.match((await gatherHost(tempDir(t), [{ port: atrium.port, setting: 'ATRIUM_S3_PORT in .env' }])).ports, [
       { free: false, atrium: undefined },
     ])
-
-    // A default site's bundled MinIO beside its running Atrium is this site's too; alone, it is in the way.
-    if (!services.s3Endpoint) return
-    const minioPort = Number(new URL(services.s3Endpoint).port)
-    const s3 = { port: minioPort, setting: 'ATRIUM_S3_PORT in .env', minioMayHold: true }
-    const site = await gatherHost(tempDir(t), [{ port: atrium.port, ...api }, s3])
-    t.match(portsCheck(site.ports), {
+    // The site's bundled MinIO, published by its project: its own too.
+    const s3 = { port: otherPort, setting: 'ATRIUM_S3_PORT in .env', site: 'blue' }
+    t.match(portsCheck((await gatherHost(tempDir(t), [s3], publishedBy('blue', 'minio'))).ports), {
       status: 'pass',
-      found: `${atrium.port} in use by Atrium ${version} (the install replaces it); ${minioPort} in use by this site's bundled MinIO (the install replaces it)`,
-    })
-    t.match(portsCheck((await gatherHost(tempDir(t), [s3])).ports), {
-      status: 'fail',
-      found: `port ${minioPort} is in use`,
+      found: `${otherPort} in use by this site's minio, which the install replaces`,
     })
   },
 )
 
 t.test(
-  "Atrium's own /metrics on the metrics port is this site's beside its running Atrium; alone, or another exporter there, it is in the way",
+  "Atrium's /metrics on the metrics port is this site's when its Compose project publishes it; published by no site, or by another, it is in the way",
   async (t) => {
     const metricsPort = await freePort()
-    const atrium = await serverProcess(t, await testEnv(t, { PORT: '0', METRICS_PORT: String(metricsPort) }))
-    const api = { port: atrium.port, setting: "PORT in the answers' config", atriumMayHold: true }
-    const metrics = { port: metricsPort, setting: 'ATRIUM_METRICS_PORT in .env', metricsMayHold: true }
-    const site = await gatherHost(tempDir(t), [api, metrics])
-    t.match(site.ports, [{ atrium: /./ }, { port: metricsPort, free: false, metrics: true }])
-    t.match(portsCheck(site.ports), {
+    await serverProcess(t, await testEnv(t, { PORT: '0', METRICS_PORT: String(metricsPort) }))
+    const metrics = { port: metricsPort, setting: 'ATRIUM_METRICS_PORT in .env', site: 'blue' }
+    const publishedBy = (project: string | null) => async () => (project ? { project, service: 'server' } : null)
+    const ours = await gatherHost(tempDir(t), [metrics], publishedBy('blue'))
+    t.match(ours.ports, [{ port: metricsPort, free: false, atrium: undefined, publisher: { project: 'blue' } }])
+    t.match(portsCheck(ours.ports), {
       status: 'pass',
-      found: new RegExp(`; ${metricsPort} in use by this site's /metrics \\(the install replaces it\\)$`),
+      found: `${metricsPort} in use by this site's server, which the install replaces`,
     })
-    t.match(portsCheck((await gatherHost(tempDir(t), [metrics])).ports), {
+    t.match(portsCheck((await gatherHost(tempDir(t), [metrics], publishedBy(null))).ports), {
       status: 'fail',
       found: `port ${metricsPort} is in use`,
+      fix: /ATRIUM_METRICS_PORT in \.env/,
     })
-    const { port: otherPort } = await apiServer(t, 'Other exporter', '1.0.0')
-    const other = await gatherHost(tempDir(t), [api, { ...metrics, port: otherPort }])
-    t.match(other.ports, [{ atrium: /./ }, { port: otherPort, metrics: undefined }])
-    t.match(portsCheck(other.ports), { status: 'fail', found: new RegExp(`^port ${otherPort} is in use`) })
+    t.match(portsCheck((await gatherHost(tempDir(t), [metrics], publishedBy('green'))).ports), {
+      status: 'fail',
+      fix: `Port ${metricsPort}: another site on this engine publishes it (green): choose another port with ATRIUM_METRICS_PORT in .env`,
+    })
   },
 )

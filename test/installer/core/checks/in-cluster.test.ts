@@ -12,6 +12,7 @@ import { inClusterServiceChecks } from '../../../../installer/core/checks/in-clu
 import { runPreflight } from '../../../../installer/core/preflight.js'
 import { run } from '../../../../installer/core/run.js'
 import { finished, spawnScript } from '../../../helpers/cli.js'
+import { configSecrets, secretsIn } from '../../../helpers/leaks.js'
 import { freshBucket, services, suffix, tempDir } from '../../../helpers/platform.js'
 import { writeKubeconfig } from '../../../helpers/tools.js'
 
@@ -182,8 +183,14 @@ t.test(
     })
     t.equal(pod.automountServiceAccountToken, false, 'the pod gets no token to the API')
     t.equal(job!.spec.backoffLimit, 0)
-    t.notMatch(JSON.stringify(job), values.R2_SECRET_ACCESS_KEY!, 'no setting in the Job itself')
     const [sent] = [...cluster.secrets.values()]
+    // Every secret value of the settings checked (in any spelling): in the Secret, and nowhere in the Job's spec.
+    const secrets = configSecrets(
+      Object.fromEntries(SERVICE_SETTINGS.filter((k) => values[k]).map((k) => [k, values[k]!])),
+    )
+    t.ok(Object.keys(secrets).length >= 2, `looked for ${Object.keys(secrets).join(', ')}`)
+    t.same(secretsIn([JSON.stringify(sent)], secrets), Object.keys(secrets), 'the Secret holds every one')
+    t.same(secretsIn([JSON.stringify(job)], secrets), [], 'the Job itself holds none')
     t.same(
       Object.keys(sent!).sort(),
       SERVICE_SETTINGS.filter((k) => values[k]).sort(),
