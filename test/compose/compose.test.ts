@@ -221,7 +221,7 @@ t.test(
     // started.
     const [shell, flag, command] = (doc.services.redis.command as string[]).map((a) => a.replaceAll('$$', '$'))
     const bin = tempDir(t)
-    writeFileSync(join(bin, 'redis-server'), '#!/bin/sh\necho "redis-server $*"\n')
+    writeFileSync(join(bin, 'redis-server'), '#!/bin/sh\necho "redis-server $*"\ncat\n')
     chmodSync(join(bin, 'redis-server'), 0o755)
     const path = `${bin}:${process.env.PATH}`
     const open = await runTool(shell!, [flag!, command!], { env: { PATH: path, REDIS_PASSWORD: '' } })
@@ -230,7 +230,8 @@ t.test(
     t.equal(open.stdout, '', 'redis-server never started')
     const guarded = await runTool(shell!, [flag!, command!], { env: { PATH: path, REDIS_PASSWORD: 'redis-secret' } })
     t.equal(guarded.code, 0, guarded.stderr)
-    t.match(guarded.stdout, /--requirepass redis-secret$/m)
+    t.match(guarded.stdout, /^redis-server - --appendonly yes/m, 'its configuration on standard input')
+    t.match(guarded.stdout, /^requirepass redis-secret$/m)
 
     const [sh, flags, script] = (doc.services['minio-init'].entrypoint as string[]).map((a) => a.replaceAll('$$', '$'))
     for (const missing of ['MINIO_ROOT_PASSWORD', 'MINIO_ATRIUM_PASSWORD']) {

@@ -108,7 +108,12 @@ t.test(
     for (const password of ['has a space', 'quote"d', 'back\\slash', '']) {
       const redis = await start(t, password)
       t.equal(await redis.exited, 1, JSON.stringify(password))
-      t.match(redis.stderr(), /REDIS_PASSWORD must be letters, digits and \. _ ~ -/)
+      t.match(
+        redis.stderr(),
+        password
+          ? /REDIS_PASSWORD must be letters, digits and \. _ ~ -/
+          : /REDIS_PASSWORD: set REDIS_PASSWORD in \.env/,
+      )
       if (password) t.notOk(redis.stderr().includes(password), 'the value is not printed')
     }
   },

@@ -31,7 +31,10 @@ function siteIn(dir: string, port: number, config: Answers['config'] = {}, over:
   )
 }
 
-/** The engine: every command works unless `fails` says otherwise; each call kept with the --env-file it was given. */
+/**
+ * The engine: every command works unless `fails` says otherwise; each call kept with the --env-file it was given. The
+ * site's server publishes its port (the `atrium` project's), as a site's that runs does.
+ */
 function engine(fails: (command: string, calls: number) => { stdout?: string; stderr?: string } | null) {
   const calls: { command: string; env: string }[] = []
   const runner: Runner = async (file, args) => {
@@ -48,7 +51,8 @@ function engine(fails: (command: string, calls: number) => { stdout?: string; st
         notFound: false,
         timedOut: false,
       }
-    return { command, exitCode: 0, stdout: 'version 99.0.0', stderr: '', notFound: false, timedOut: false }
+    const stdout = args[0] === 'ps' && args.some((a) => a.startsWith('publish=')) ? 'atrium server' : 'version 99.0.0'
+    return { command, exitCode: 0, stdout, stderr: '', notFound: false, timedOut: false }
   }
   return { runner, calls }
 }
