@@ -8,6 +8,7 @@ import { settings, type SettingName } from '../../config/schema.js'
 import { registryProblem } from '../../config/images.js'
 import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../common/email.js'
+import { parseAccepted, type AcceptedCheck } from './accepted-checks.js'
 
 export const TARGETS = ['compose', 'helm'] as const
 export type Target = (typeof TARGETS)[number]
@@ -34,6 +35,8 @@ export interface Answers {
   adminEmail: string
   /** Atrium settings (config/schema.ts names). */
   config: Partial<Record<SettingName, ValueSource>>
+  /** Failed checks an admin accepted, who and when (core/accepted-checks.ts): a replay applies them again. */
+  acceptedChecks: AcceptedCheck[]
 }
 
 export const DEFAULT_ANSWERS: Answers = {
@@ -47,6 +50,7 @@ export const DEFAULT_ANSWERS: Answers = {
   tenantName: 'Default',
   adminEmail: '',
   config: {},
+  acceptedChecks: [],
 }
 
 const isSetting = (name: string): name is SettingName => Object.hasOwn(settings, name)
@@ -91,6 +95,11 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
     const problem = registry === '' ? null : registryProblem(registry, 'registry:')
     if (problem) problems.push(problem)
     else answers.registry = registry
+  }
+  if (doc.acceptedChecks !== undefined) {
+    const accepted = parseAccepted(doc.acceptedChecks)
+    answers.acceptedChecks = accepted.value
+    problems.push(...accepted.problems)
   }
   const config = doc.config ?? {}
   if (!isObject(config)) problems.push('config: must be a mapping of Atrium settings')
@@ -166,7 +175,15 @@ export function renderAnswers(answers: Answers, keptInConfig: readonly SettingNa
         ? { file: resolve(baseDir, source.file) }
         : source
   }
-  const doc = { ...answers, dataPath: resolve(answers.dataPath), outputDir: resolve(answers.outputDir), config }
+  // The acceptances last, and only when there are any: most sites have none.
+  const { acceptedChecks, ...rest } = answers
+  const doc = {
+    ...rest,
+    dataPath: resolve(answers.dataPath),
+    outputDir: resolve(answers.outputDir),
+    config,
+    ...(acceptedChecks.length ? { acceptedChecks } : {}),
+  }
   return `# Atrium installer answers. Replay: npm run --silent installer -- install --answers <this file> --yes\n# Secrets are references: set the variables named here (or point them at files) before replaying.\n${stringify(doc)}`
 }
 

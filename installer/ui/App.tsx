@@ -7,8 +7,9 @@ import React, { useEffect, useState } from 'react'
 import { Box, Text, useApp, useInput, useStdout } from 'ink'
 import SelectInput from 'ink-select-input'
 import TextInput from 'ink-text-input'
+import { acceptances, acceptor, judge, neverAccepted, refusals, withAccepted } from '../core/accepted-checks.js'
 import type { Answers, Mode, Target } from '../core/answers.js'
-import { overallStatus, type CheckResult } from '../core/checks/check.js'
+import type { CheckResult } from '../core/checks/check.js'
 import { replayCommand, type ConfigureResult } from '../core/configure.js'
 import type { Resolved } from '../core/context.js'
 import { servicesInUse } from '../core/compose-bundle.js'
@@ -147,8 +148,16 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
     if (step.name === 'checks' && step.checks) {
       if (input === 'r') setStep({ name: 'checks', checks: null, again: true })
       if (input === 'q') finish({ written: false, checks: step.checks })
-      if (input === 'c' || (key.return && overallStatus(step.checks) !== 'fail')) {
-        setStep({ name: 'plan', plan: configure(ctx, { dryRun: true }), checks: step.checks })
+      // Failed checks the answers do not accept yet: c accepts them, each by id, when every one may be; the answers
+      // written then record who and when, as --accept-check does.
+      const { open } = judge(step.checks, answers.acceptedChecks, false)
+      if ((input === 'c' && !open.some((c) => neverAccepted(c.id))) || (key.return && !open.length)) {
+        const ids = open.map((c) => c.id)
+        const next = ids.length
+          ? resolve({ ...answers, acceptedChecks: withAccepted(answers.acceptedChecks, acceptances(ids, acceptor())) })
+          : ctx
+        setCtx(next)
+        setStep({ name: 'plan', plan: configure(next, { dryRun: true }), checks: step.checks })
       }
     }
     if (step.name === 'plan') {
@@ -234,19 +243,36 @@ export function App({ initial, resolve, preflight, configure, install, onDone }:
         </Box>
       )
     }
-    case 'checks':
+    case 'checks': {
       if (!step.checks) return <Text>{step.again ? 'Running the checks again...' : 'Running the checks...'}</Text>
+      const { accepted, open } = judge(step.checks, answers.acceptedChecks, false)
+      // What the answers accept already, and why those that cannot be accepted cannot (each reason said once).
+      const never = refusals(open.map((c) => c.id))
+      const notes = [
+        ...(accepted.length
+          ? [`Accepted before: ${accepted.map((a) => `${a.id} (by ${a.by} at ${a.at})`).join(', ')}`]
+          : []),
+        ...never,
+      ]
       return (
-        <Box flexDirection="column">
-          {/* Within the terminal's rows (24 when unknown), less the line of keys below. */}
-          <CheckList checks={step.checks} rows={rows - 1} />
+        <Box flexDirection="column" width={columns}>
+          {/* Within the terminal's rows (24 when unknown), less the notes and the line of keys below. */}
+          <CheckList checks={step.checks} rows={rows - 1 - notes.reduce((n, l) => n + rowsOf(l, columns), 0)} />
+          {notes.map((n) => (
+            <Text key={n} wrap="wrap">
+              {n}
+            </Text>
+          ))}
           <Text>
-            {overallStatus(step.checks) === 'fail'
-              ? 'r: run the checks again  c: continue anyway  q: quit'
-              : 'Enter: continue  r: run the checks again  q: quit'}
+            {!open.length
+              ? 'Enter: continue  r: run the checks again  q: quit'
+              : never.length
+                ? 'r: run the checks again  q: quit'
+                : 'r: run the checks again  c: accept these and continue  q: quit'}
           </Text>
         </Box>
       )
+    }
     case 'plan': {
       const { plan, files } = step.plan
       if (plan.problems.length > 0) {
