@@ -22,6 +22,7 @@ import { restore } from './commands/restore.js'
 import { supportBundle } from './commands/support-bundle.js'
 import { installerCommand } from './core/invocation.js'
 import { uninstall } from './commands/uninstall.js'
+import { NEVER_ACCEPTED } from './core/accepted-checks.js'
 import { EXIT, type Report } from './core/report.js'
 import { VERSION } from '../common/version.js'
 import { output, type Progress } from './ui/output.js'
@@ -72,13 +73,27 @@ const USAGE = [
   'Exit codes: 0 ok, 1 error, 2 bad input, 3 a check failed, 4 only warnings (with --strict).',
 ].join('\n')
 
-type Values = Record<string, string | boolean | undefined>
+type Values = Record<string, string | boolean | string[] | undefined>
+
+/** Flags that are gone, each with what to use instead: a script that still gives one learns why, not just "unknown". */
+const RETIRED: Record<string, string> = {
+  'ignore-failed-checks': `--ignore-failed-checks is gone: it let every failed check through, a wrong database password included. Accept each failed check you mean to go on without, by its id: --accept-check ID (repeatable; a check that stops the run says its id; what is accepted is recorded in answers.yaml and applied again on replay). The site's own services' connectivity and credential checks and the preflight's deadline (${NEVER_ACCEPTED.join(', ')}) cannot be accepted: fix them.`,
+}
 
 function parseFlags(argv: string[]): { command: string | undefined; action: string | undefined; flags: Values } {
+  const retired = Object.keys(RETIRED).filter((name) =>
+    argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`)),
+  )
+  if (retired.length) throw new BadInput(retired.map((name) => RETIRED[name]!))
   let parsed
   try {
     const options = Object.fromEntries(
-      Object.entries(FLAGS).map(([key, f]) => [flagName(key, f), { type: f.type, ...(f.short && { short: f.short }) }]),
+      Object.entries(FLAGS).map(([key, f]) => [
+        flagName(key, f),
+        f.type === 'list'
+          ? { type: 'string' as const, multiple: true, ...(f.short && { short: f.short }) }
+          : { type: f.type, ...(f.short && { short: f.short }) },
+      ]),
     )
     parsed = parseArgs({ args: argv, allowPositionals: true, options })
   } catch (err) {

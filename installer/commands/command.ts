@@ -24,11 +24,12 @@ export class BadInput extends Error {
 
 /** One command-line flag. Its key in a command's flags is the name its value has in the command's options. */
 export interface Flag {
-  type: 'string' | 'boolean'
+  /** A list flag takes a value and may be given again: each value is kept, in order. */
+  type: 'string' | 'boolean' | 'list'
   /** As typed after --; the key in kebab-case unless given. */
   name?: string
   short?: string
-  /** What a string flag's value is, as the usage shows it (FILE, DIR, HOST). */
+  /** What a string or list flag's value is, as the usage shows it (FILE, DIR, HOST). */
   value?: string
   /** The usage's text for it; a line break continues it under the first line. */
   help: string
@@ -42,7 +43,9 @@ export type FlagValues<F extends Flags> = {
     ? boolean
     : F[K]['type'] extends 'string'
       ? string
-      : string | boolean
+      : F[K]['type'] extends 'list'
+        ? string[]
+        : string | boolean | string[]
 }
 
 /** What tests give a command in place of the outside world. */

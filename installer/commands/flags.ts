@@ -4,6 +4,8 @@ import type { Flag } from './command.js'
 const flag = <F extends Flag>(f: F): F => f
 /** A flag that takes a value, which the usage shows as `value` (FILE, DIR, HOST). */
 export const stringFlag = (value: string, help: string) => flag({ type: 'string', value, help })
+/** A flag that takes a value and may be given again, once per value. */
+export const listFlag = (value: string, help: string) => flag({ type: 'list', value, help })
 /** A flag that is given or not. */
 export const booleanFlag = (help: string) => flag({ type: 'boolean', help })
 
@@ -20,11 +22,10 @@ export const json = booleanFlag(
   "one JSON object on stdout: the command's report (every command but the\ninteractive installer)",
 )
 export const strict = booleanFlag('warnings count as failures (exit 4)')
-export const ignoreFailed = flag({
-  type: 'boolean',
-  name: 'ignore-failed-checks',
-  help: 'configure even though checks failed (they are still shown and reported)',
-})
+export const acceptCheck = listFlag(
+  'ID',
+  "carry on although this check failed (repeatable; recorded in answers.yaml with\nwho and when, and applied again on replay); the site's own services'\nconnectivity and credential checks cannot be accepted",
+)
 export const output = stringFlag(
   'FILE|DIR',
   'where support-bundle (default atrium-support-<time>.zip), backup or images save writes',

@@ -18,10 +18,10 @@ import {
 import type { Progress } from '../ui/output.js'
 import { configureStep } from './configure.js'
 import {
+  acceptCheck,
   allowSkip,
   allowUnsigned,
   dryRun,
-  ignoreFailed,
   images,
   passphraseFile,
   registry,
@@ -36,7 +36,7 @@ const flags = {
   yes,
   dryRun,
   strict,
-  ignoreFailed,
+  acceptCheck,
   images,
   registry,
   allowUnsigned,

@@ -11,6 +11,7 @@ import { isSecret } from '../../config/secrets.js'
 import { EMAIL_RE } from '../../common/email.js'
 import { answersCommand } from './invocation.js'
 import { DEFAULT_SITE, siteProblem } from './site.js'
+import { parseAccepted, type AcceptedCheck } from './accepted-checks.js'
 
 export const TARGETS = ['compose', 'helm'] as const
 export type Target = (typeof TARGETS)[number]
@@ -52,6 +53,8 @@ export interface Answers {
   adminEmail: string
   /** Atrium settings (config/schema.ts names). */
   config: Partial<Record<SettingName, ValueSource>>
+  /** Failed checks an admin accepted, who and when (core/accepted-checks.ts): a replay applies them again. */
+  acceptedChecks: AcceptedCheck[]
 }
 
 export const DEFAULT_ANSWERS: Answers = {
@@ -68,6 +71,7 @@ export const DEFAULT_ANSWERS: Answers = {
   tenantName: 'Default',
   adminEmail: '',
   config: {},
+  acceptedChecks: [],
 }
 
 const isSetting = (name: string): name is SettingName => Object.hasOwn(settings, name)
@@ -136,6 +140,11 @@ export function parseAnswers(text: string): { answers: Answers; problems: string
     const cidrs = cidrList(doc.servicesCidrs)
     if ('problem' in cidrs) problems.push(`servicesCidrs: ${cidrs.problem}`)
     else answers.servicesCidrs = cidrs.value
+  }
+  if (doc.acceptedChecks !== undefined) {
+    const accepted = parseAccepted(doc.acceptedChecks)
+    answers.acceptedChecks = accepted.value
+    problems.push(...accepted.problems)
   }
   const config = doc.config ?? {}
   if (!isObject(config)) problems.push('config: must be a mapping of Atrium settings')
@@ -220,7 +229,15 @@ export function renderAnswers(answers: Answers, keptInConfig: readonly SettingNa
         ? { file: resolve(baseDir, source.file) }
         : source
   }
-  const doc = { ...answers, dataPath: resolve(answers.dataPath), outputDir: resolve(answers.outputDir), config }
+  // The acceptances last, and only when there are any: most sites have none.
+  const { acceptedChecks, ...rest } = answers
+  const doc = {
+    ...rest,
+    dataPath: resolve(answers.dataPath),
+    outputDir: resolve(answers.outputDir),
+    config,
+    ...(acceptedChecks.length ? { acceptedChecks } : {}),
+  }
   // The file is written as outputDir/answers.yaml (core/context.ts configFiles): the replay names it there.
   const replay = answersCommand('install', join(doc.outputDir, 'answers.yaml'))
   return `# Atrium installer answers. Replay: ${replay}\n# Secrets are references: set the variables named here (or point them at files) before replaying.\n${stringify(doc)}`

@@ -2,6 +2,7 @@
 // renderer (ui/output.tsx) shows it, either as text for people or, with --json, as the object
 // itself; the text is made here, from the data alone, so both always say the same thing.
 import type { Image } from '../../config/images.js'
+import { neverAccepted, refusals, type AcceptedCheck } from './accepted-checks.js'
 import type { Created, FirstAdmin } from './first-admin.js'
 import { overallStatus, type CheckResult, type CheckStatus } from './checks/check.js'
 import type { ConfigChange } from './config-file.js'
@@ -73,8 +74,8 @@ export interface ConfigureReport {
   checks: CheckResult[]
   /** Where it stopped before writing: at checks that did not pass, or at problems in the configuration. */
   stopped: 'checks' | 'problems' | null
-  /** The checks did not pass, and --ignore-failed-checks carried on. */
-  checksIgnored: boolean
+  /** The acceptances that let a stopping check through this run (--accept-check, or recorded in the answers). */
+  accepted: AcceptedCheck[]
   /** Why the configuration cannot be written; empty when it can. */
   problems: string[]
   /** Differences from the configuration already written; a secret only as `(secret changed)`. */
@@ -101,7 +102,7 @@ export const checkedOnly = (checks: CheckResult[], exitCode: ExitCode): Configur
   status: overallStatus(checks),
   checks,
   stopped: 'checks',
-  checksIgnored: false,
+  accepted: [],
   problems: [],
   changes: [],
   generated: [],
@@ -332,9 +333,27 @@ export function writtenLine(r: { files: string[]; unchanged: string[]; written: 
     : `Dry run: would write ${changed.join(', ')}${same}; nothing was changed.`
 }
 
+/**
+ * Under the checks that stopped a run: how to accept those that may be accepted, and why the others
+ * cannot be. The checks that stopped it are the failed ones, or the warnings when only they did (--strict).
+ */
+function acceptHint(r: Omit<ConfigureReport, 'command'>): string[] {
+  const status = r.exitCode === EXIT.warningsOnly ? 'warn' : 'fail'
+  const stopping = r.checks.filter((c) => c.status === status && !r.accepted.some((a) => a.id === c.id))
+  const may = stopping.filter((c) => !neverAccepted(c.id))
+  return [
+    ...(may.length
+      ? [
+          `To go on without fixing ${may.length > 1 ? 'these' : 'this'}, accept ${may.length > 1 ? 'each' : 'it'} (recorded in answers.yaml with who and when): ${[...new Set(may.map((c) => `--accept-check ${c.id}`))].join(' ')}`,
+        ]
+      : []),
+    ...refusals(stopping.map((c) => c.id)),
+  ]
+}
+
 /** The configuration part of configure and install. */
 export function configureText(r: Omit<ConfigureReport, 'command'>): ReportText {
-  if (r.stopped === 'checks') return { checks: r.checks, stdout: [], stderr: [] }
+  if (r.stopped === 'checks') return { checks: r.checks, stdout: acceptHint(r), stderr: [] }
   if (r.stopped === 'problems')
     return {
       checks: null,
@@ -347,7 +366,8 @@ export function configureText(r: Omit<ConfigureReport, 'command'>): ReportText {
       r.leftBehind
         ? 'A run before this one stopped before its deploy answered; what it had staged was dropped, and this run starts from the configuration in use.'
         : '',
-      r.checksIgnored ? '\nSome checks did not pass; continuing because of --ignore-failed-checks.' : '',
+      ...(r.accepted.length ? ['', 'Going on past checks that did not pass, accepted:'] : []),
+      ...r.accepted.map((a) => `  ${a.id} (accepted by ${a.by} at ${a.at})`),
       // Nothing about the settings when nothing is written: the line below says it is all up to date.
       r.changes.length ? 'Configuration changes:' : toWrite(r).length ? 'No setting changes.' : '',
       ...r.changes.map((c) => `  ${c.change.padEnd(8)} ${c.name}: ${c.shown}`),

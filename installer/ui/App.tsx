@@ -6,8 +6,9 @@
 import React, { useEffect, useRef, useState } from 'react'
 import { Box, Text, useApp, useInput, useStdout } from 'ink'
 import SelectInput from 'ink-select-input'
+import { acceptances, acceptor, judge, neverAccepted, refusals, withAccepted } from '../core/accepted-checks.js'
 import type { Answers, Mode, Target } from '../core/answers.js'
-import { overallStatus, type CheckResult } from '../core/checks/check.js'
+import type { CheckResult } from '../core/checks/check.js'
 import { replayCommand, type ConfigureResult } from '../core/configure.js'
 import type { Resolved } from '../core/context.js'
 import { servicesInUse } from '../core/compose-bundle.js'
@@ -185,8 +186,16 @@ export function App({ initial, resolve, check, preflight, configure, install, on
       if (input === 'q') finish({ written: false, checks: step.checks })
       // To fix an answer the checks showed wrong: the questions again, each offering what was answered.
       if (input === 'b') setStep({ name: 'ask', index: 0 })
-      if (input === 'c' || (key.return && overallStatus(step.checks) !== 'fail')) {
-        setStep({ name: 'plan', plan: configure(ctx, { dryRun: true }), checks: step.checks })
+      // Failed checks the answers do not accept yet: c accepts them, each by id, when every one may be; the answers
+      // written then record who and when, as --accept-check does.
+      const { open } = judge(step.checks, answers.acceptedChecks, false)
+      if ((input === 'c' && !open.some((c) => neverAccepted(c.id))) || (key.return && !open.length)) {
+        const ids = open.map((c) => c.id)
+        const next = ids.length
+          ? resolve({ ...answers, acceptedChecks: withAccepted(answers.acceptedChecks, acceptances(ids, acceptor())) })
+          : ctx
+        setCtx(next)
+        setStep({ name: 'plan', plan: configure(next, { dryRun: true }), checks: step.checks })
       }
     }
     if (step.name === 'plan') {
@@ -273,24 +282,41 @@ export function App({ initial, resolve, check, preflight, configure, install, on
         </Box>
       )
     }
-    case 'checks':
+    case 'checks': {
       if (!step.checks) return <Text>{step.again ? 'Running the checks again...' : 'Running the checks...'}</Text>
+      const { accepted, open } = judge(step.checks, answers.acceptedChecks, false)
+      // What the answers accept already, and why those that cannot be accepted cannot (each reason said once).
+      const never = refusals(open.map((c) => c.id))
+      const notes = [
+        ...(accepted.length
+          ? [`Accepted before: ${accepted.map((a) => `${a.id} (by ${a.by} at ${a.at})`).join(', ')}`]
+          : []),
+        ...never,
+      ]
       return (
-        <Box flexDirection="column">
-          {/* Within the terminal's rows (24 when unknown), less the line of keys below. */}
+        <Box flexDirection="column" width={columns}>
+          {/* Within the terminal's rows (24 when unknown), less the notes and the line of keys below. */}
           <CheckList
             checks={step.checks}
-            rows={rows - 1}
+            rows={rows - 1 - notes.reduce((n, l) => n + rowsOf(l, columns), 0)}
             offset={scroll}
             onWindow={(last) => (scrollLast.current = last)}
           />
+          {notes.map((n) => (
+            <Text key={n} wrap="wrap">
+              {n}
+            </Text>
+          ))}
           <Text>
-            {overallStatus(step.checks) === 'fail'
-              ? 'r: run the checks again  c: continue anyway  b: back to the questions  q: quit'
-              : 'Enter: continue  r: run the checks again  b: back to the questions  q: quit'}
+            {!open.length
+              ? 'Enter: continue  r: run the checks again  b: back to the questions  q: quit'
+              : never.length
+                ? 'r: run the checks again  b: back to the questions  q: quit'
+                : 'r: run again  c: accept these and continue  b: back to the questions  q: quit'}
           </Text>
         </Box>
       )
+    }
     case 'plan': {
       const { plan } = step.plan
       // The problems, or the changes: as many as fit from the first the arrow keys scrolled to.

@@ -16,7 +16,7 @@ import { stagingDir } from '../../installer/core/staged.js'
 import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage } from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { finished, spawnScript } from '../helpers/cli.js'
-import { installer } from '../helpers/installer.js'
+import { acceptUnmet, installer } from '../helpers/installer.js'
 import { testLicense, testVendor } from '../helpers/license.js'
 import { freePort, freshBucket, services, suffix, tempDir } from '../helpers/platform.js'
 import { clusterSkip, pgCluster } from '../helpers/pg-cluster.js'
@@ -26,7 +26,7 @@ const SERVER = imageNamed('atrium-server')
 /** The tag the bundle runs, which every case below deploys (moved between images to make a case). */
 const RELEASED = imageRef(SERVER)
 /** What this machine cannot change and a site may accept (the checks no site may accept stop the install). */
-const ACCEPT = ['--ignore-failed-checks']
+const ACCEPT = acceptUnmet
 
 const found = await engine()
 const skip = 'skip' in found ? found.skip : needsCompose() || clusterSkip()

@@ -214,7 +214,7 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
         '--images',
         kit,
         '--allow-unsigned',
-        '--ignore-failed-checks',
+        ...['cpu', 'memory', 'disk', 'license'].flatMap((id) => ['--accept-check', id]),
         ...extra,
       ],
       env,

@@ -22,7 +22,7 @@ import {
   trustingImage,
 } from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
-import { installer } from '../helpers/installer.js'
+import { acceptUnmet, installer } from '../helpers/installer.js'
 import { testLicense, testVendor } from '../helpers/license.js'
 import { freePort, freshBucket, freshDatabase, services, suffix, tempDir } from '../helpers/platform.js'
 import { needsCompose } from '../helpers/tools.js'
@@ -152,7 +152,7 @@ t.test('two sites on one engine: installed, upgraded and uninstalled independent
   // This machine is smaller than production asks (2 cores, under 100 GB free) and the installer trusts only the
   // shipped license key; every other check must pass.
   const install = (s: Site, ...more: string[]) =>
-    installer(['install', '--answers', s.answers, '--yes', '--ignore-failed-checks', '--json', ...more], s.env)
+    installer(['install', '--answers', s.answers, '--yes', ...acceptUnmet, '--json', ...more], s.env)
   const installed = async (s: Site, what: string, ...more: string[]) => {
     const r = await step(what, () => install(s, ...more))
     const report = JSON.parse(r.stdout || '{}')

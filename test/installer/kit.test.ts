@@ -18,6 +18,7 @@ import { finished, ROOT, type Ran } from '../helpers/cli.js'
 import { fakeDocker, ID } from '../helpers/kit.js'
 import { testLicense, testVendor } from '../helpers/license.js'
 import { tempDir } from '../helpers/platform.js'
+import { acceptUnmet, NEEDS_SERVICES, realServices, realSettings } from '../helpers/installer.js'
 import { findTool, needs } from '../helpers/tools.js'
 
 t.setTimeout(600_000)
@@ -156,10 +157,9 @@ t.test(
         '  LICENSE_KEY: { env: SITE_LICENSE }',
       ].join('\n') + '\n',
     )
-    const configured = await offline(
-      ['configure', '--answers', 'answers.yaml', '--yes', '--ignore-failed-checks', '--json'],
-      { SITE_LICENSE: await testLicense(vendor) },
-    )
+    const configured = await offline(['configure', '--answers', 'answers.yaml', '--yes', ...acceptUnmet, '--json'], {
+      SITE_LICENSE: await testLicense(vendor),
+    })
     t.equal(configured.code, 0, configured.stderr)
     const report = JSON.parse(configured.stdout)
     t.match(
@@ -168,34 +168,58 @@ t.test(
     )
     t.match(readFileSync(join(work, 'out/.env'), 'utf8'), /^AIR_GAPPED=true$/m)
 
-    // Helm from the kit deploys the packaged chart.
-    const helm = {
-      PUBLIC_URL: 'https://atrium.corp.example',
-      DATABASE_URL: 'postgres://atrium@10.0.0.5:5432/atrium',
-      REDIS_URL: 'redis://10.0.0.6:6379',
-      R2_ENDPOINT: 'http://10.0.0.7:9000',
-      R2_BUCKET: 'atrium',
-      R2_ACCESS_KEY_ID: 'atrium',
-      R2_SECRET_ACCESS_KEY: 'not-a-real-secret',
-    }
-    const helmAnswers = [
-      'target: helm',
-      'mode: air-gapped',
-      'registry: registry.corp.example:5000',
-      'outputDir: ./helm',
-      'config:',
-      ...Object.entries(helm).map(([k, v]) => `  ${k}: "${v}"`),
-      '  LICENSE_KEY: { env: SITE_LICENSE }',
-    ]
-    writeFileSync(join(work, 'helm.yaml'), helmAnswers.join('\n') + '\n')
-    const plan = await offline(
-      ['install', '--answers', 'helm.yaml', '--yes', '--dry-run', '--ignore-failed-checks', '--json'],
-      { SITE_LICENSE: await testLicense(vendor) },
+    // Helm from the kit deploys the packaged chart. A Helm site's services are its own, and with no
+    // network they cannot answer: their checks cannot be accepted, so the install is refused before
+    // anything is planned. With the test's real services (and the network), the same installer plans it.
+    const helm = (services: Record<string, string>) =>
+      [
+        'target: helm',
+        'mode: air-gapped',
+        'registry: registry.corp.example:5000',
+        'outputDir: ./helm',
+        'config:',
+        '  PUBLIC_URL: "https://atrium.corp.example"',
+        ...Object.entries(services).map(([k, v]) => `  ${k}: "${v}"`),
+        '  LICENSE_KEY: { env: SITE_LICENSE }',
+      ].join('\n') + '\n'
+    writeFileSync(
+      join(work, 'helm.yaml'),
+      helm({
+        DATABASE_URL: 'postgres://atrium@10.0.0.5:5432/atrium',
+        REDIS_URL: 'redis://10.0.0.6:6379',
+        R2_ENDPOINT: 'http://10.0.0.7:9000',
+        R2_BUCKET: 'atrium',
+        R2_ACCESS_KEY_ID: 'atrium',
+        R2_SECRET_ACCESS_KEY: 'not-a-real-secret',
+      }),
     )
-    t.equal(plan.code, 0, plan.stderr)
-    const upgrade = JSON.parse(plan.stdout).deploy.find((c: { command: string[] }) => c.command[0] === 'helm')
-    t.match(upgrade.command.slice(0, 4), ['helm', 'upgrade', '--install', 'atrium'])
-    t.equal(upgrade.command[4], join(site, `charts/atrium-${VERSION}.tgz`))
+    const helmInstall = ['install', '--answers', 'helm.yaml', '--yes', '--dry-run', ...acceptUnmet, '--json']
+    const refused = await offline(helmInstall, { SITE_LICENSE: await testLicense(vendor) })
+    t.equal(refused.code, 3, refused.stderr)
+    const stopped = JSON.parse(refused.stdout)
+    t.match(stopped, { stopped: 'checks', accepted: [], deploy: [] })
+    t.match(
+      stopped.checks.find((c: { id: string }) => c.id === 'postgres.connect'),
+      { status: 'fail' },
+    )
+    await t.test(
+      'the same installer, with the real services, plans the packaged chart',
+      { skip: !realServices && NEEDS_SERVICES },
+      async (t) => {
+        writeFileSync(join(work, 'helm.yaml'), helm(await realSettings(t)))
+        const plan = await finished(
+          spawn(join(site, 'atrium-installer'), helmInstall, {
+            cwd: work,
+            env: { ...env, SITE_LICENSE: await testLicense(vendor) },
+            stdio: ['ignore', 'pipe', 'pipe'],
+          }),
+        )
+        t.equal(plan.code, 0, plan.stderr)
+        const upgrade = JSON.parse(plan.stdout).deploy.find((c: { command: string[] }) => c.command[0] === 'helm')
+        t.match(upgrade.command.slice(0, 4), ['helm', 'upgrade', '--install', 'atrium'])
+        t.equal(upgrade.command[4], join(site, `charts/atrium-${VERSION}.tgz`))
+      },
+    )
 
     // A changed file in the kit: nothing is loaded.
     appendFileSync(join(site, 'compose/compose.yaml'), '# changed\n')

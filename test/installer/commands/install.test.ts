@@ -16,14 +16,14 @@ import { ID, writeKit } from '../../helpers/kit.js'
 import { testVendor } from '../../helpers/license.js'
 import { testEnv, tempDir } from '../../helpers/platform.js'
 import { serverProcess } from '../../helpers/cli.js'
-import { tools } from '../../helpers/installer.js'
+import { NEEDS_SERVICES, realServices, realSettings, tools, UNMET_HERE } from '../../helpers/installer.js'
 import { VERSION } from '../../../common/version.js'
 import { apiServer, ready, site } from '../fixtures.js'
 
 t.test('install --dry-run lists every command; a first tenant the context knows is not made again', async (t) => {
   const ctx = site(t, { adminEmail: 'admin@example.com' })
   const { runner, calls } = tools()
-  const dry = await installCommand(ctx, { runner, ignoreFailed: true, dryRun: true })
+  const dry = await installCommand(ctx, { runner, acceptCheck: UNMET_HERE, dryRun: true })
   t.match(dry, { command: 'install', exitCode: EXIT.ok, written: false, stage: null, steps: [] })
   t.match(dry.deploy.at(-1), { title: 'Run the admin CLI: create-tenant', command: /.*/ })
   t.ok(dry.deploy.at(-1)!.command.includes('--password-stdin'), 'the password goes on its standard input')
@@ -33,7 +33,7 @@ t.test('install --dry-run lists every command; a first tenant the context knows 
     'a dry run runs no deploy command',
   )
   const known = { ...ctx, firstAdmin: { tenantId: 't-1', userId: 'u-1', email: 'admin@example.com' } }
-  const again = await installCommand(known, { runner, ignoreFailed: true, dryRun: true })
+  const again = await installCommand(known, { runner, acceptCheck: UNMET_HERE, dryRun: true })
   t.notOk(
     again.deploy.some((c) => c.command.includes('create-tenant')),
     'no second tenant',
@@ -46,7 +46,7 @@ t.test('install --images refuses a damaged or unsigned kit before it loads or st
   await writeKit(kit, { vendor })
   writeFileSync(join(kit, KIT.images), 'layers, cut short')
   const { runner, calls } = tools()
-  const r = await installCommand(site(t), { runner, ignoreFailed: true, images: kit, trustedKeys: vendor.keys })
+  const r = await installCommand(site(t), { runner, acceptCheck: UNMET_HERE, images: kit, trustedKeys: vendor.keys })
   t.match(r, {
     exitCode: EXIT.error,
     stage: 'deploy',
@@ -60,7 +60,7 @@ t.test('install --images refuses a damaged or unsigned kit before it loads or st
   )
   const unsigned = tempDir(t)
   await writeKit(unsigned)
-  t.match(await installCommand(site(t), { runner, ignoreFailed: true, images: unsigned }), {
+  t.match(await installCommand(site(t), { runner, acceptCheck: UNMET_HERE, images: unsigned }), {
     stage: 'deploy',
     error: /^Nothing deployed: the air-gap kit in .* is not signed by the vendor/,
   })
@@ -71,8 +71,30 @@ t.test('install --images refuses a damaged or unsigned kit before it loads or st
   )
 })
 
+/** An engine and a registry where every command works: the kit's image has the pinned ID, and the registry gives it a digest. */
+function registryEngine() {
+  const calls: string[] = []
+  const runner: Runner = async (file, args) => {
+    const command = [file, ...args].join(' ')
+    calls.push(command)
+    const format = args[3]
+    const stdout =
+      args[0] === 'version'
+        ? 'linux/amd64'
+        : format === '{{.Id}}'
+          ? ID(1)
+          : format === '{{json .RepoDigests}}'
+            ? JSON.stringify([`reg.local:5000/atrium/atrium-server@${ID(7)}`])
+            : 'version 99.0.0'
+    return { command, exitCode: 0, stdout, stderr: '', notFound: false, timedOut: false }
+  }
+  return { runner, calls }
+}
+
 t.test(
   'a Helm install from the kit pushes its images to the registry, then pins the chart to the server image there by digest',
+  // A Helm site's services are its own (no bundle): their checks cannot be accepted, so they must answer.
+  { skip: !realServices && NEEDS_SERVICES },
   async (t) => {
     const { url } = await ready(t)
     const vendor = testVendor()
@@ -83,38 +105,19 @@ t.test(
       { target: 'helm', mode: 'air-gapped', registry: 'reg.local:5000' },
       {
         PUBLIC_URL: url,
-        DATABASE_URL: 'postgres://a@10.0.0.5/a',
-        REDIS_URL: 'redis://10.0.0.6',
-        R2_ENDPOINT: 'http://10.0.0.7:9000',
-        R2_BUCKET: 'a',
-        R2_ACCESS_KEY_ID: 'a',
-        R2_SECRET_ACCESS_KEY: 's',
+        ...(await realSettings(t)),
       },
     )
-    const calls: string[] = []
-    const runner: Runner = async (file, args) => {
-      const command = [file, ...args].join(' ')
-      calls.push(command)
-      const format = args[3]
-      const stdout =
-        args[0] === 'version'
-          ? 'linux/amd64'
-          : format === '{{.Id}}'
-            ? ID(1)
-            : format === '{{json .RepoDigests}}'
-              ? JSON.stringify([`reg.local:5000/atrium/atrium-server@${ID(7)}`])
-              : 'version 99.0.0'
-      return { command, exitCode: 0, stdout, stderr: '', notFound: false, timedOut: false }
-    }
+    const { runner } = registryEngine()
     const plan = await installCommand(ctx, {
       runner,
-      ignoreFailed: true,
+      acceptCheck: UNMET_HERE,
       images: kit,
       trustedKeys: vendor.keys,
       dryRun: true,
     })
     t.match(plan.deploy.at(-1)!.command.join(' '), /--set image\.digest=<the digest the registry gives>/)
-    const r = await installCommand(ctx, { runner, ignoreFailed: true, images: kit, trustedKeys: vendor.keys })
+    const r = await installCommand(ctx, { runner, acceptCheck: UNMET_HERE, images: kit, trustedKeys: vendor.keys })
     t.match(r, { exitCode: EXIT.ok, stage: 'done', error: null })
     const ran = r.steps.map((s) => s.command)
     t.same(
@@ -133,28 +136,6 @@ t.test(
         `^helm upgrade --install .* --set global\\.imageRegistry=reg\\.local:5000 --set image\\.digest=${ID(7)} --wait`,
       ),
     )
-    await t.rejects(installCommand(site(t, { target: 'helm' }), { runner, images: kit }), {
-      message: /a Helm install from the kit \(--images\) pushes its images to the site's registry: add --registry/,
-    })
-    // Credentials in the registry would go on docker's and helm's command lines: refused, not echoed, nothing run.
-    const beforeCredentials = calls.length
-    const refused = await installCommand(site(t, { target: 'helm' }), {
-      runner,
-      images: kit,
-      registry: 'robot:hunter2-pw@reg.local:5000',
-    }).catch((err: Error) => err)
-    t.type(refused, BadInput, 'bad input (exit 2)')
-    t.match(refused, { message: /--registry must be host\[:port\]\[\/path\], without credentials/ })
-    t.notMatch((refused as Error).message, /hunter2|robot/)
-    t.equal(calls.length, beforeCredentials, 'nothing ran')
-    // The interactive installer deploys through runInstall itself: the same refusal, nothing pushed anywhere.
-    const before = calls.length
-    t.match(await runInstall(site(t, { target: 'helm' }), {}, { runner, kit, trust: { keys: vendor.keys } }), {
-      ok: false,
-      error:
-        /^Nothing deployed: a Helm install from the kit \(--images\) pushes its images to the site's registry: add --registry/,
-    })
-    t.equal(calls.length, before)
     // A registry that records no digest: pinned or not installed at all.
     const undigested: Runner = async (file, args, opts) =>
       args[3] === '{{json .RepoDigests}}'
@@ -162,7 +143,7 @@ t.test(
         : runner(file, args, opts)
     const unpinned = await installCommand(ctx, {
       runner: undigested,
-      ignoreFailed: true,
+      acceptCheck: UNMET_HERE,
       images: kit,
       trustedKeys: vendor.keys,
     })
@@ -180,12 +161,43 @@ t.test(
 )
 
 t.test(
+  "a Helm install from the kit without the site's registry is refused before anything is configured or pushed",
+  async (t) => {
+    const vendor = testVendor()
+    const kit = tempDir(t)
+    await writeKit(kit, { vendor })
+    const { runner, calls } = registryEngine()
+    await t.rejects(installCommand(site(t, { target: 'helm' }), { runner, images: kit }), {
+      message: /a Helm install from the kit \(--images\) pushes its images to the site's registry: add --registry/,
+    })
+    t.same(calls, [], 'refused before any check or command ran')
+    // Credentials in the registry would go on docker's and helm's command lines: refused, not echoed, nothing run.
+    const refused = await installCommand(site(t, { target: 'helm' }), {
+      runner,
+      images: kit,
+      registry: 'robot:hunter2-pw@reg.local:5000',
+    }).catch((err: Error) => err)
+    t.type(refused, BadInput, 'bad input (exit 2)')
+    t.match(refused, { message: /--registry must be host\[:port\]\[\/path\], without credentials/ })
+    t.notMatch((refused as Error).message, /hunter2|robot/)
+    t.same(calls, [], 'nothing ran')
+    // The interactive installer deploys through runInstall itself: the same refusal, nothing pushed anywhere.
+    t.match(await runInstall(site(t, { target: 'helm' }), {}, { runner, kit, trust: { keys: vendor.keys } }), {
+      ok: false,
+      error:
+        /^Nothing deployed: a Helm install from the kit \(--images\) pushes its images to the site's registry: add --registry/,
+    })
+    t.same(calls, [])
+  },
+)
+
+t.test(
   "install over a running Atrium: its port, published by the site's own project, is the one the install replaces, and the upgrade goes ahead",
   async (t) => {
     const running = await serverProcess(t, await testEnv(t))
     const ctx = site(t, {}, { PORT: String(running.port) })
     const { runner, calls } = tools({ published: { [running.port]: 'atrium' } })
-    const r = await installCommand(ctx, { runner, ignoreFailed: true, skipBackup: true })
+    const r = await installCommand(ctx, { runner, acceptCheck: UNMET_HERE, skipBackup: true })
     t.match(
       r.checks.find((c) => c.id === 'ports'),
       {
@@ -205,7 +217,7 @@ t.test(
     const other = tools({ published: { [running.port]: 'green' } })
     const r2 = await installCommand(site(t, {}, { PORT: String(running.port) }), {
       runner: other.runner,
-      ignoreFailed: true,
+      acceptCheck: UNMET_HERE,
     })
     t.match(
       r2.checks.find((c) => c.id === 'ports'),
@@ -229,7 +241,7 @@ t.test(
     const { port } = await apiServer(t, 'Atrium API', '99.1.0')
     const ctx = site(t, {}, { PORT: String(port) })
     const { runner, calls } = tools({ published: { [port]: 'atrium' } })
-    const r = await installCommand(ctx, { runner, ignoreFailed: true })
+    const r = await installCommand(ctx, { runner, acceptCheck: UNMET_HERE })
     t.match(r, {
       exitCode: EXIT.error,
       stage: 'deploy',
@@ -240,7 +252,7 @@ t.test(
       calls.some((c) => c.includes(' up ') || c.includes('volume create')),
       'nothing deployed',
     )
-    const allowed = await installCommand(ctx, { runner, ignoreFailed: true, allowSkip: true, skipBackup: true })
+    const allowed = await installCommand(ctx, { runner, acceptCheck: UNMET_HERE, allowSkip: true, skipBackup: true })
     t.match(allowed, { stage: 'done', deployed: true }, 'let through: deployed')
   },
 )
@@ -253,7 +265,7 @@ t.test('install shows its configuration before the deploy starts, then deploys a
     configured: (r) => events.push(`configured ${r.written}`),
     step: (s) => events.push(`${s.result ? 'end' : 'start'} ${s.command.title}`),
   }
-  const r = await installCommand(ctx, { runner: tools().runner, ignoreFailed: true }, progress)
+  const r = await installCommand(ctx, { runner: tools().runner, acceptCheck: UNMET_HERE }, progress)
   t.equal(events[0], 'configured true', 'the configuration part first')
   t.match(events.slice(1, 3), [
     'start Validate the Compose files with the configuration',

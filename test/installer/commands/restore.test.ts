@@ -14,7 +14,7 @@ import { verifyBackup } from '../../../installer/backup/restore.js'
 import { adminTenant, serverProcess } from '../../helpers/cli.js'
 import { services, tempDir, testEnv } from '../../helpers/platform.js'
 import { snapshot } from '../../helpers/site-data.js'
-import { tools } from '../../helpers/installer.js'
+import { tools, UNMET_HERE } from '../../helpers/installer.js'
 import { passphraseFile, problemsOf, siteOf } from '../fixtures.js'
 
 const real = Boolean(services.databaseUrl && services.s3Endpoint)
@@ -38,7 +38,7 @@ t.test(
     const pass = passphraseFile(t)
 
     const refused = tools({ published: { [running.port]: 'atrium' } })
-    const without = await installCommand(ctx, { runner: refused.runner, ignoreFailed: true })
+    const without = await installCommand(ctx, { runner: refused.runner, acceptCheck: UNMET_HERE })
     t.match(without, {
       exitCode: EXIT.error,
       stage: 'deploy',
@@ -53,7 +53,7 @@ t.test(
     )
 
     const { runner, calls } = tools({ published: { [running.port]: 'atrium' } })
-    const r = await installCommand(ctx, { runner, ignoreFailed: true, passphraseFile: pass })
+    const r = await installCommand(ctx, { runner, acceptCheck: UNMET_HERE, passphraseFile: pass })
     t.match(
       r.checks.find((c) => c.id === 'ports'),
       { status: 'pass', found: new RegExp(`in use by this site's server \\(Atrium ${VERSION}\\)`) },

@@ -53,7 +53,7 @@ t.test('every mistake in an answers file is reported at once, with where it is',
     'target: swarm\nmode: offline\ncolour: blue\ndataPath: ""\nconfig:\n  NOPE: 1\n  PORT: [1, 2]\n  LICENSE_KEY: { vault: x }\n',
   )
   t.same(problems, [
-    'colour: not a known answer (known: target, mode, site, dataPath, outputDir, namespace, release, registry, bindAddress, servicesCidrs, tenantName, adminEmail, config)',
+    'colour: not a known answer (known: target, mode, site, dataPath, outputDir, namespace, release, registry, bindAddress, servicesCidrs, tenantName, adminEmail, config, acceptedChecks)',
     'target: must be one of compose, helm',
     'mode: must be one of connected, air-gapped',
     'dataPath: must be a non-empty string',
@@ -110,6 +110,31 @@ t.test('the written answers hold no secret inline and replay to the same answers
   t.equal(again.answers.config.PUBLIC_URL, 'https://atrium.example.com')
   t.same(requiredVariables(answers, ['ENCRYPTION_MASTER_KEY']), ['ATRIUM_R2_SECRET_ACCESS_KEY'])
 })
+
+t.test(
+  'accepted checks are written after the settings with who accepted them and when, and read back the same; none, none written',
+  async (t) => {
+    const { answers } = parseAnswers(text)
+    t.same(answers.acceptedChecks, [], 'none unless recorded')
+    t.notMatch(renderAnswers(answers), /acceptedChecks/, 'none written when there are none')
+    const acceptedChecks = [
+      { id: 'cpu', by: 'alice', at: '2026-01-31T09:30:00.000Z' },
+      { id: 'license', by: 'bob', at: '2026-02-01T10:00:00.000Z' },
+    ]
+    const written = renderAnswers({ ...answers, acceptedChecks })
+    t.match(
+      written,
+      /\nacceptedChecks:\n {2}- id: cpu\n {4}by: alice\n {4}at: 2026-01-31T09:30:00\.000Z\n {2}- id: license\n/,
+    )
+    t.ok(written.indexOf('acceptedChecks:') > written.indexOf('config:'), 'after the settings')
+    const again = parseAnswers(written)
+    t.same(again.problems, [])
+    t.same(again.answers.acceptedChecks, acceptedChecks)
+    t.match(parseAnswers('acceptedChecks:\n  - { id: s3.roundtrip, by: alice, at: 2026-01-31T09:30:00Z }\n').problems, [
+      /^acceptedChecks\[0\]\.id s3\.roundtrip: cannot be accepted: /,
+    ])
+  },
+)
 
 t.test(
   "the first admin's email is judged by the server's own rule, so create-tenant never refuses it after a deploy",

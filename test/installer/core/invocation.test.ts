@@ -15,7 +15,7 @@ import { buildInstaller } from '../../../installer/build.js'
 import { INSTALL_STEPS, runInstall, summaryLines } from '../../../installer/deploy/install.js'
 import { VERSION } from '../../../common/version.js'
 import { finished, ROOT, type Ran } from '../../helpers/cli.js'
-import { installer, tools } from '../../helpers/installer.js'
+import { acceptUnmet, installer, tools, UNMET_HERE } from '../../helpers/installer.js'
 import { freePort, tempDir } from '../../helpers/platform.js'
 import { passphraseFile } from '../fixtures.js'
 
@@ -79,7 +79,7 @@ t.test('from a source checkout, every command the installer prints runs from any
 
   // What configure prints: the replay, and the answers file's header.
   const ctx = loadContext({ answersPath: answers })
-  const configured = await configureCommand(ctx, { runner: tools().runner, ignoreFailed: true })
+  const configured = await configureCommand(ctx, { runner: tools().runner, acceptCheck: UNMET_HERE })
   t.equal(configured.written, true)
   const replay = configured.replay!
   const written = join(site, 'out/answers.yaml')
@@ -161,7 +161,10 @@ t.test(
     const help = await sh('./atrium-installer --help --json', kit)
     t.equal(help.code, 0, help.stderr)
     t.equal(commandIn(JSON.parse(help.stdout).usage, 'Run as: '), `Run as: ${prefix} [command] [options]`)
-    const configured = await sh(`${prefix} configure --answers answers.yaml --yes --ignore-failed-checks --json`, site)
+    const configured = await sh(
+      `${prefix} configure --answers answers.yaml --yes ${acceptUnmet.join(' ')} --json`,
+      site,
+    )
     t.equal(configured.code, 0, configured.stderr)
     const written = join(site, 'out/answers.yaml')
     const replay = (reportOf(configured) as unknown as { replay: string }).replay

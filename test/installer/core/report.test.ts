@@ -24,7 +24,7 @@ const configured = (over: Partial<ConfigureReport> = {}): ConfigureReport => ({
   status: 'pass',
   checks: [pass],
   stopped: null,
-  checksIgnored: false,
+  accepted: [],
   problems: [],
   changes: [
     { name: 'PUBLIC_URL', change: 'added', shown: 'https://atrium.example.com' },
@@ -88,11 +88,18 @@ t.test(
     ])
     t.same(reportText(configured()), text, "configure's report text is its configuration part")
     const dry = configureText(
-      configured({ written: false, changes: [], generated: [], checksIgnored: true, status: 'fail' }),
+      configured({
+        written: false,
+        changes: [],
+        generated: [],
+        checks: [pass, fail],
+        accepted: [{ id: 'license', by: 'alice', at: '2026-01-31T09:30:00.000Z' }],
+        status: 'fail',
+      }),
     ).stdout.join('\n')
     t.match(
       dry,
-      /Some checks did not pass; continuing because of --ignore-failed-checks\.\nNo setting changes\.\n\nDry run: would write \/out\/\.env, \/out\/answers\.yaml; nothing was changed\./,
+      /\nGoing on past checks that did not pass, accepted:\n {2}license \(accepted by alice at 2026-01-31T09:30:00\.000Z\)\nNo setting changes\.\n\nDry run: would write \/out\/\.env, \/out\/answers\.yaml; nothing was changed\./,
     )
     t.notMatch(dry, /Replay/, 'nothing to replay before it is written')
   },
@@ -121,23 +128,42 @@ t.test(
   },
 )
 
-t.test('configure stopped at the checks shows them alone; stopped at problems lists them on stderr', async (t) => {
-  t.same(configureText(configured({ stopped: 'checks', exitCode: EXIT.checkFailed, checks: [fail] })), {
-    checks: [fail],
-    stdout: [],
-    stderr: [],
-  })
-  t.same(
-    configureText(
-      configured({ stopped: 'problems', exitCode: EXIT.badInput, problems: ['PORT must be a whole number'] }),
-    ),
-    {
-      checks: null,
-      stdout: [],
-      stderr: ['The configuration has problems; nothing was written:', '  - PORT must be a whole number'],
-    },
-  )
-})
+t.test(
+  'configure stopped at the checks shows them, how to accept those that may be accepted and why the others cannot be; stopped at problems lists them on stderr',
+  async (t) => {
+    const pg = check('postgres.connect', 'PostgreSQL reachable', 'fail', 'authentication failed', 'a server', 'fix it')
+    const cpu = check('cpu', 'CPU cores', 'fail', '2 cores', '4 minimum', 'more cores')
+    t.same(configureText(configured({ stopped: 'checks', exitCode: EXIT.checkFailed, checks: [fail] })), {
+      checks: [fail],
+      stdout: [
+        'To go on without fixing this, accept it (recorded in answers.yaml with who and when): --accept-check license',
+      ],
+      stderr: [],
+    })
+    const both = configureText(
+      configured({ stopped: 'checks', exitCode: EXIT.checkFailed, checks: [pass, warn, cpu, pg, fail] }),
+    )
+    t.match(both.stdout, [
+      'To go on without fixing these, accept each (recorded in answers.yaml with who and when): --accept-check cpu --accept-check license',
+      /^postgres\.connect cannot be accepted: Atrium cannot start without its own PostgreSQL, Redis and S3 answering to these settings: .*; correct the setting \(or start the service\) and run again\.$/,
+    ])
+    t.same(
+      configureText(configured({ stopped: 'checks', exitCode: EXIT.warningsOnly, checks: [pass, warn] })).stdout,
+      ['To go on without fixing this, accept it (recorded in answers.yaml with who and when): --accept-check ssd'],
+      '--strict: the warnings are what stopped it',
+    )
+    t.same(
+      configureText(
+        configured({ stopped: 'problems', exitCode: EXIT.badInput, problems: ['PORT must be a whole number'] }),
+      ),
+      {
+        checks: null,
+        stdout: [],
+        stderr: ['The configuration has problems; nothing was written:', '  - PORT must be a whole number'],
+      },
+    )
+  },
+)
 
 t.test('install ends on the deploy: the commands of a dry run, the summary, or the error on stderr', async (t) => {
   const base = installed()

@@ -15,6 +15,7 @@ import { EXIT } from '../../../installer/core/report.js'
 import type { Runner } from '../../../installer/core/run.js'
 import { VERSION } from '../../../common/version.js'
 import { tempDir } from '../../helpers/platform.js'
+import { UNMET_HERE } from '../../helpers/installer.js'
 import { apiServer } from '../fixtures.js'
 
 /** A Compose site in a folder of its own; each call reads what is written there now, as a new run does. */
@@ -66,7 +67,7 @@ async function installedSite(t: Parameters<typeof tempDir>[0]) {
   const { port } = await apiServer(t, 'Atrium API', VERSION)
   const first = await installCommand(siteIn(dir, port), {
     runner: engine(() => null).runner,
-    ignoreFailed: true,
+    acceptCheck: UNMET_HERE,
     skipBackup: true,
   })
   t.equal(first.exitCode, EXIT.ok, 'installed')
@@ -88,7 +89,7 @@ t.test(
     )
     const r = await installCommand(siteIn(dir, port, { LOG_LEVEL: 'debug' }), {
       runner,
-      ignoreFailed: true,
+      acceptCheck: UNMET_HERE,
       skipBackup: true,
     })
     t.match(r, { exitCode: EXIT.error, stage: 'deploy', deployed: false })
@@ -116,7 +117,7 @@ t.test(
     )
     const r = await installCommand(siteIn(dir, port, { LOG_LEVEL: 'debug' }), {
       runner,
-      ignoreFailed: true,
+      acceptCheck: UNMET_HERE,
       skipBackup: true,
     })
     t.match(r, { exitCode: EXIT.error, stage: 'deploy' })
@@ -139,7 +140,7 @@ t.test('a switch that fails on a first install removes what did not start and ke
   const dir = tempDir(t)
   const { port } = await apiServer(t, 'Not Atrium', '1.0.0')
   const { runner, calls } = engine((c) => (c.includes(' up --detach') ? { stderr: 'port is already allocated' } : null))
-  const r = await installCommand(siteIn(dir, port), { runner, ignoreFailed: true })
+  const r = await installCommand(siteIn(dir, port), { runner, acceptCheck: UNMET_HERE })
   t.match(r, { exitCode: EXIT.error, stage: 'deploy' })
   t.match(
     r.error,
@@ -169,7 +170,7 @@ t.test('an image the air-gapped engine lacks stops the install before anything r
       : runner(file, args, o)
   const r = await installCommand(siteIn(dir, port, {}, { mode: 'air-gapped' }), {
     runner: listing,
-    ignoreFailed: true,
+    acceptCheck: UNMET_HERE,
     skipBackup: true,
   })
   t.match(
@@ -190,7 +191,7 @@ t.test(
     const out = join(dir, 'out')
     // A run killed after writing its configuration and before its deploy answered: staged, never in use.
     const killed = await configureStep(siteIn(dir, port, { LOG_LEVEL: 'debug' }), {
-      ignoreFailed: true,
+      acceptCheck: UNMET_HERE,
       runner: engine(() => null).runner,
       stage: true,
     })

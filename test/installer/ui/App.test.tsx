@@ -8,7 +8,8 @@ import t from 'tap'
 import { render } from 'ink-testing-library'
 import { App, type AppProps } from '../../../installer/ui/App.js'
 import type { DeployStep } from '../../../installer/deploy/deploy.js'
-import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
+import { acceptor } from '../../../installer/core/accepted-checks.js'
+import { DEFAULT_ANSWERS, loadAnswers, type Answers } from '../../../installer/core/answers.js'
 import type { CheckResult } from '../../../installer/core/checks/check.js'
 import { configure } from '../../../installer/core/configure.js'
 import { contextFor, type Resolved } from '../../../installer/core/context.js'
@@ -134,17 +135,89 @@ async function atFirstQuestion(t: Parameters<typeof tempDir>[0]) {
   return { dir, answers, ui }
 }
 
-t.test('failed checks offer to run again, continue, go back or quit; quitting writes nothing', async (t) => {
+t.test('failed checks offer to run again, accept them, go back or quit; quitting writes nothing', async (t) => {
   const { ui, done, out } = await throughQuestions(t, failing)
   t.match(ui.lastFrame(), /\[FAIL\] CPU cores: 2 cores/)
-  t.match(ui.lastFrame(), /r: run the checks again {2}c: continue anyway {2}b: back to the questions {2}q: quit/)
+  t.match(ui.lastFrame(), /r: run again {2}c: accept these and continue {2}b: back to the questions {2}q: quit/)
   ui.stdin.write('\r')
   await tick()
-  t.match(ui.lastFrame(), /c: continue anyway/, 'Enter does not pass failed checks')
+  t.match(ui.lastFrame(), /c: accept these and continue/, 'Enter does not pass failed checks')
   await endWith(ui, 'q', done)
   t.match(done, [{ written: false, checks: failing }])
   t.notOk(existsSync(out))
 })
+
+t.test(
+  'c accepts the failed checks shown: the answers written record each with who and when, and a run from them is let through with Enter',
+  async (t) => {
+    const { ui, done, out } = await throughQuestions(t, failing)
+    await until(ui, /c: accept these and continue/)
+    await tick() // the screen's key handler is attached after it renders
+    const before = Date.now()
+    ui.stdin.write('c')
+    await until(ui, /y: write it/)
+    await tick()
+    ui.stdin.write('y')
+    await until(ui, /Replay:/)
+    await endWith(ui, '\r', done)
+    t.match(done, [{ written: true }])
+    const recorded = loadAnswers(join(out, 'answers.yaml'))
+    t.same(recorded.problems, [])
+    t.match(recorded.answers.acceptedChecks, [{ id: 'cpu', by: acceptor(), at: /^\d{4}-\d\d-\d\dT/ }])
+    t.equal(recorded.answers.acceptedChecks.length, 1)
+    t.ok(Date.parse(recorded.answers.acceptedChecks[0]!.at) >= before - 1000)
+
+    // The next run starts from the answers written: the same failure is accepted already, and said so.
+    const again = render(
+      <App
+        initial={contextFor(recorded.answers)}
+        resolve={(a) => contextFor(a)}
+        check={check}
+        preflight={async () => failing}
+        configure={configure}
+        onDone={() => {}}
+      />,
+    )
+    t.teardown(again.unmount)
+    for (let i = 0; i < 30 && !/Accepted before/.test(again.lastFrame() ?? ''); i++) {
+      again.stdin.write('\r')
+      await tick()
+    }
+    const frame = again.lastFrame() ?? ''
+    t.match(frame.replace(/\s+/g, ' '), /Accepted before: cpu \(by \S+ at \d{4}-\d\d-\d\dT\S+Z\)/)
+    t.match(frame, /Enter: continue {2}r: run the checks again {2}q: quit/)
+  },
+)
+
+t.test(
+  "a failed check of the site's own services cannot be accepted: the screen says which and why, and c does nothing",
+  async (t) => {
+    const pg: CheckResult = {
+      id: 'postgres.connect',
+      title: 'PostgreSQL reachable',
+      status: 'fail',
+      found: 'authentication failed for user atrium at db:5432',
+      required: 'a PostgreSQL server that accepts DATABASE_URL',
+      fix: 'Correct the user and password in DATABASE_URL',
+    }
+    const { ui, done, out } = await throughQuestions(t, [...failing, pg])
+    await until(ui, /cannot be accepted: Atrium/)
+    const frame = ui.lastFrame() ?? ''
+    t.match(
+      frame.replace(/\s+/g, ' '),
+      /postgres\.connect cannot be accepted: Atrium cannot start without its own PostgreSQL, Redis and S3 answering to these settings: .* correct the setting \(or start the service\) and run again\./,
+    )
+    t.match(frame, /r: run the checks again {2}q: quit$/)
+    t.notMatch(frame, /c: accept/)
+    t.ok(frame.split('\n').length <= 24, 'fits 24 rows')
+    ui.stdin.write('c')
+    await tick()
+    t.match(ui.lastFrame(), /cannot be accepted: Atrium/, 'still on the checks')
+    await endWith(ui, 'q', done)
+    t.match(done, [{ written: false }])
+    t.notOk(existsSync(out))
+  },
+)
 
 t.test('r runs the checks again and says so while they run', async (t) => {
   let runs = 0
@@ -195,7 +268,7 @@ t.test(
     t.ok(frame.replace(/\s+/g, ' ').includes(fix.replace(/\s+/g, ' ')), 'the fix whole, wrapped, not cut')
     t.match(frame, /\.\.\.and \d+ more: the down arrow shows them/)
     t.notMatch(frame, /\.\.\.\d+ above/)
-    t.match(lines.at(-1), /^r: run the checks again {2}c: continue anyway {2}b: back to the questions {2}q: quit$/)
+    t.match(lines.at(-1), /^r: run again {2}c: accept these and continue {2}b: back to the questions {2}q: quit$/)
     ui.stdin.write('\u001B[B') // the down arrow
     await until(ui, /\.\.\.1 above: the up arrow shows them/)
     t.match(ui.lastFrame(), /^ +\.\.\.1 above: the up arrow shows them\n\[FAIL\] Check number 2 /m, 'one problem on')
