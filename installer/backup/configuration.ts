@@ -7,16 +7,24 @@ import { join } from 'node:path'
 import { parse } from 'yaml'
 import { parseEnvFile, writePrivateFile } from '../core/config-file.js'
 import type { Resolved } from '../core/context.js'
+import { stagingDir } from '../core/staged.js'
 
 /** Files the installer writes for a site; only these are kept (never a backup lying in the folder, say). */
 const KEPT = ['.env', 'values.yaml', 'secret.yaml', 'answers.yaml', 'state.json']
 
+/**
+ * The site's configuration files: those in use; for a name not in use yet, the one an install has
+ * staged (core/staged.ts). The upgrade of an Atrium this installer never configured backs up the
+ * configuration it is about to put in use, which holds the master key the running server was given.
+ */
 export function configurationFiles(outputDir: string): Record<string, string> {
-  if (!existsSync(outputDir)) return {}
   const files: Record<string, string> = {}
-  for (const name of readdirSync(outputDir))
-    if (KEPT.includes(name) && lstatSync(join(outputDir, name)).isFile())
-      files[name] = readFileSync(join(outputDir, name), 'utf8')
+  for (const dir of [outputDir, stagingDir(outputDir)]) {
+    if (!existsSync(dir)) continue
+    for (const name of readdirSync(dir))
+      if (KEPT.includes(name) && !(name in files) && lstatSync(join(dir, name)).isFile())
+        files[name] = readFileSync(join(dir, name), 'utf8')
+  }
   return files
 }
 

@@ -185,7 +185,7 @@ t.test(
     }
     const frame = again.lastFrame() ?? ''
     t.match(frame.replace(/\s+/g, ' '), /Accepted before: cpu \(by \S+ at \d{4}-\d\d-\d\dT\S+Z\)/)
-    t.match(frame, /Enter: continue {2}r: run the checks again {2}q: quit/)
+    t.match(frame, /Enter: continue {2}r: run the checks again {2}b: back to the questions {2}q: quit/)
   },
 )
 
@@ -207,7 +207,7 @@ t.test(
       frame.replace(/\s+/g, ' '),
       /postgres\.connect cannot be accepted: Atrium cannot start without its own PostgreSQL, Redis and S3 answering to these settings: .* correct the setting \(or start the service\) and run again\./,
     )
-    t.match(frame, /r: run the checks again {2}q: quit$/)
+    t.match(frame, /r: run the checks again {2}b: back to the questions {2}q: quit$/)
     t.notMatch(frame, /c: accept/)
     t.ok(frame.split('\n').length <= 24, 'fits 24 rows')
     ui.stdin.write('c')
