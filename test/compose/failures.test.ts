@@ -13,7 +13,7 @@ import { imageNamed, imageRef } from '../../config/images.js'
 import { composeArgs } from '../../installer/core/compose-bundle.js'
 import { parseAnswers } from '../../installer/core/answers.js'
 import { stagingDir } from '../../installer/core/staged.js'
-import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage } from '../helpers/engine.js'
+import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage, siteLock } from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { finished, spawnScript } from '../helpers/cli.js'
 import { acceptUnmet, installer } from '../helpers/installer.js'
@@ -23,8 +23,8 @@ import { clusterSkip, pgCluster } from '../helpers/pg-cluster.js'
 import { needsCompose, runTool } from '../helpers/tools.js'
 
 const SERVER = imageNamed('atrium-server')
-/** The tag the bundle runs, which every case below deploys (moved between images to make a case). */
-const RELEASED = imageRef(SERVER)
+/** This test's own tag of the server (ATRIUM_VERSION), moved between images to make a case; the release tag is left alone. */
+const RELEASED = imageRef({ ...SERVER, tag: `${SERVER.tag}-failures-${suffix()}` })
 /** What this machine cannot change and a site may accept (the checks no site may accept stop the install). */
 const ACCEPT = acceptUnmet
 
@@ -69,6 +69,7 @@ t.test(
   'a running Compose site stays up through every failed change, and the next right run succeeds',
   { skip },
   async (t: Test) => {
+    await siteLock(t)
     const base = 'base' in found ? found.base : ''
     const { step, record } = stepTimer(t, 'failure matrix')
     const vendor = testVendor()
@@ -76,7 +77,7 @@ t.test(
     if ('error' in built) return t.fail(built.error)
     await step('the release image', () => trustingImage(t, built.image, vendor, RELEASED))
     const good = (await docker(['image', 'inspect', '--format', '{{.Id}}', RELEASED])).stdout.trim()
-    t.teardown(() => docker(['tag', good, RELEASED]))
+    t.teardown(() => docker(['image', 'rm', '--force', RELEASED]))
 
     // The site's folder on a small disk of its own, so that the disk can be filled (a tmpfs: root only).
     const dir = tempDir(t)
@@ -133,6 +134,8 @@ t.test(
       SITE_DATABASE_URL: db.via(database),
       SITE_S3_SECRET: services.s3SecretKey,
       SITE_LICENSE_KEY: await testLicense(vendor),
+      ATRIUM_VERSION: RELEASED.slice(RELEASED.lastIndexOf(':') + 1),
+      ATRIUM_METRICS_PORT: String(await freePort()),
     }
     answers()
     const args = () => composeArgs(parseAnswers(readFileSync(answersPath, 'utf8')).answers, join(site, 'out', '.env'))

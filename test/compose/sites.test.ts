@@ -20,6 +20,7 @@ import {
   ownServicesConfig,
   stepTimer,
   trustingImage,
+  siteLock,
 } from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { acceptUnmet, installer } from '../helpers/installer.js'
@@ -89,6 +90,7 @@ async function parts(name: string) {
 }
 
 t.test('two sites on one engine: installed, upgraded and uninstalled independently', { skip }, async (t: Test) => {
+  await siteLock(t)
   const base = 'base' in found ? found.base : ''
   const { step, record } = stepTimer(t, 'timings')
   const vendor = testVendor()
@@ -145,6 +147,8 @@ t.test('two sites on one engine: installed, upgraded and uninstalled independent
       SITE_S3_SECRET: services.s3SecretKey,
       SITE_LICENSE_KEY: await testLicense(vendor),
       ATRIUM_VERSION: TAG,
+      // Two sites publish two /metrics ports (Compose takes the environment's over .env's, as for ATRIUM_VERSION).
+      ATRIUM_METRICS_PORT: String(await freePort()),
     }
     return { name, port, url, answers, dataPath, env }
   }

@@ -70,27 +70,44 @@ const STALE_MS = 15 * 60_000
  * repeating npm ci beside the first.
  */
 async function withBuildLock<T>(fn: () => Promise<T>): Promise<T> {
-  for (;;) {
-    try {
-      mkdirSync(LOCK)
-      break
-    } catch {
-      const age = (() => {
-        try {
-          return Date.now() - statSync(LOCK).mtimeMs
-        } catch {
-          return 0
-        }
-      })()
-      if (age > STALE_MS) rmSync(LOCK, { recursive: true, force: true })
-      await new Promise((r) => setTimeout(r, 500))
-    }
-  }
+  await acquire(LOCK)
   try {
     return await fn()
   } finally {
     rmSync(LOCK, { recursive: true, force: true })
   }
+}
+
+/** Takes the lock (a folder: mkdir is atomic), waiting for another holder; one older than STALE_MS is taken over. */
+async function acquire(lock: string): Promise<void> {
+  for (;;) {
+    try {
+      mkdirSync(lock)
+      return
+    } catch {
+      const age = (() => {
+        try {
+          return Date.now() - statSync(lock).mtimeMs
+        } catch {
+          return 0
+        }
+      })()
+      if (age > STALE_MS) rmSync(lock, { recursive: true, force: true })
+      await new Promise((r) => setTimeout(r, 500))
+    }
+  }
+}
+
+const SITE_LOCK = join(tmpdir(), 'atrium-compose-site.lock')
+
+/**
+ * One Compose site test at a time on this engine (test/compose/site, sites, failures): each publishes ports on the host
+ * and moves image tags, which another running beside it would find taken. Held until the test's own teardowns (its
+ * sites removed) have run: registered first, it is released last.
+ */
+export async function siteLock(t: Test): Promise<void> {
+  await acquire(SITE_LOCK)
+  t.teardown(() => rmSync(SITE_LOCK, { recursive: true, force: true }))
 }
 
 /**

@@ -29,7 +29,8 @@ t.test('install --dry-run lists every command; a first tenant the context knows 
   t.ok(dry.deploy.at(-1)!.command.includes('--password-stdin'), 'the password goes on its standard input')
   t.notOk(JSON.stringify(dry).includes('<generated>'), 'and is in no command the plan shows')
   t.notOk(
-    calls.some((c) => c.includes('compose') && !c.endsWith('version')),
+    // The preflight asks which project publishes a port (docker ps --filter publish=); nothing else.
+    calls.some((c) => c.includes('compose') && !c.endsWith('version') && !c.startsWith('docker ps --filter publish=')),
     'a dry run runs no deploy command',
   )
   const known = { ...ctx, firstAdmin: { tenantId: 't-1', userId: 'u-1', email: 'admin@example.com' } }
@@ -65,9 +66,14 @@ t.test('install --images refuses a damaged or unsigned kit before it loads or st
     error: /^Nothing deployed: the air-gap kit in .* is not signed by the vendor/,
   })
   t.same(
-    calls.filter((c) => !c.includes(' version') && !c.startsWith('docker volume inspect ')),
+    calls.filter(
+      (c) =>
+        !c.includes(' version') &&
+        !c.startsWith('docker volume inspect ') &&
+        !c.startsWith('docker ps --filter publish='),
+    ),
     [],
-    "no docker command ran (only the preflight read the tools' versions and the site's volumes)",
+    "no docker command ran (only the preflight read the tools' versions, the site's volumes and its ports' publishers)",
   )
 })
 

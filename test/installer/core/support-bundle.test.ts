@@ -113,7 +113,7 @@ t.test('a compose site gets a zip of versions, checks, redacted configuration an
   )
   t.match(
     files['logs/containers.txt'],
-    /^\$ docker ps --all --no-trunc --filter label=com\.docker\.compose\.project=atrium --format /,
+    /^\$ docker ps --all --no-trunc --filter label=com\.docker\.compose\.project=blue --format /,
     "every container of the installer's project, by its label",
   )
   t.equal(JSON.parse(files['config.redacted.json']!).PUBLIC_URL, 'https://atrium.example.com')
