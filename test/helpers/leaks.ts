@@ -29,7 +29,8 @@ export function watchCommandLines(intervalMs = 100): ProcessWatch {
     }
   }
   sample()
-  const timer = setInterval(sample, intervalMs)
+  // Unref'd: a watch left running must not keep the test's process alive once its tests are done.
+  const timer = setInterval(sample, intervalMs).unref()
   return {
     stop() {
       clearInterval(timer)
