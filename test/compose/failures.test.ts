@@ -13,7 +13,7 @@ import { imageNamed, imageRef } from '../../config/images.js'
 import { composeArgs } from '../../installer/core/compose-bundle.js'
 import { parseAnswers } from '../../installer/core/answers.js'
 import { stagingDir } from '../../installer/core/staged.js'
-import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage, siteLock } from '../helpers/engine.js'
+import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage } from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { finished, spawnScript } from '../helpers/cli.js'
 import { acceptUnmet, installer } from '../helpers/installer.js'
@@ -69,7 +69,6 @@ t.test(
   'a running Compose site stays up through every failed change, and the next right run succeeds',
   { skip },
   async (t: Test) => {
-    await siteLock(t)
     const base = 'base' in found ? found.base : ''
     const { step, record } = stepTimer(t, 'failure matrix')
     const vendor = testVendor()

@@ -26,7 +26,6 @@ import {
   ownServicesConfig,
   stepTimer,
   trustingImage,
-  siteLock,
 } from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { installer } from '../helpers/installer.js'
@@ -103,7 +102,6 @@ async function times(id: string): Promise<{ started: number; finished: number }>
 }
 
 t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upgrade', { skip }, async (t: Test) => {
-  await siteLock(t)
   const base = 'base' in found ? found.base : ''
   const { step } = stepTimer(t, 'timings')
   const busy = await engineFreeForASite()

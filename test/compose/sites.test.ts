@@ -20,7 +20,6 @@ import {
   ownServicesConfig,
   stepTimer,
   trustingImage,
-  siteLock,
 } from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { acceptUnmet, installer } from '../helpers/installer.js'
@@ -90,7 +89,6 @@ async function parts(name: string) {
 }
 
 t.test('two sites on one engine: installed, upgraded and uninstalled independently', { skip }, async (t: Test) => {
-  await siteLock(t)
   const base = 'base' in found ? found.base : ''
   const { step, record } = stepTimer(t, 'timings')
   const vendor = testVendor()

@@ -98,18 +98,6 @@ async function acquire(lock: string): Promise<void> {
   }
 }
 
-const SITE_LOCK = join(tmpdir(), 'atrium-compose-site.lock')
-
-/**
- * One Compose site test at a time on this engine (test/compose/site, sites, failures): each publishes ports on the host
- * and moves image tags, which another running beside it would find taken. Held until the test's own teardowns (its
- * sites removed) have run: registered first, it is released last.
- */
-export async function siteLock(t: Test): Promise<void> {
-  await acquire(SITE_LOCK)
-  t.teardown(() => rmSync(SITE_LOCK, { recursive: true, force: true }))
-}
-
 /**
  * `docker build` of the repository's Dockerfile on the base image, as TEST_IMAGE: the image's id, or the build's
  * output. TEST_SERVER_IMAGE instead, when given.
