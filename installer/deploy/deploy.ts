@@ -7,12 +7,11 @@ import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { CONTAINER_CLI } from '../../config/bundles.js'
 import type { Answers } from '../core/answers.js'
-import { BUNDLES, composeArgs, volumesInUse } from '../core/compose-bundle.js'
+import { BUNDLES, composeArgs } from '../core/compose-bundle.js'
 import type { ConfigFiles } from '../core/context.js'
 import type { KitImage } from '../core/report.js'
 import { loadCommands, type KitTrust } from './airgap.js'
 import { volumeCommands } from './volumes.js'
-import { readEnvFile } from '../core/config-file.js'
 import type { Command, CommandResult, Runner } from '../core/run.js'
 
 export interface DeployOptions {
@@ -29,6 +28,11 @@ export interface DeployOptions {
   digest?: string
   /** Compose: let one upgrade skip versions (the admin has read the release notes). */
   allowSkip?: boolean
+  /**
+   * Compose: the data folders whose volumes the configuration uses (compose-bundle.ts volumesInUse); every one when not
+   * known yet (a dry run's plan).
+   */
+  folders?: readonly string[]
 }
 
 const WAIT = 15 * 60_000
@@ -46,8 +50,7 @@ function composePhases(
 ): DeployPhases {
   const compose = composeArgs(answers, files.env, o)
   // External volumes: `docker compose down -v` cannot delete them; made once, found on a re-run.
-  // The folders of the bundled services this configuration runs (COMPOSE_PROFILES as written); all before it is.
-  const volumes = volumeCommands(answers, volumesInUse(readEnvFile(files.env)?.values ?? {}))
+  const volumes = volumeCommands(answers, o.folders)
   const pull = answers.mode === 'air-gapped' ? ['--pull', 'never'] : []
   return {
     prepare: [
@@ -262,10 +265,14 @@ export async function deploy(
   return { ok: true, steps }
 }
 
-/** The command a failed deploy stopped at and the end of its output (`tail` characters), for the admin. */
+/**
+ * The command a failed deploy stopped at and the end of what it said (`tail` characters), for the admin. Both streams:
+ * `docker compose run` gives the container's own lines on stdout, Compose's on stderr.
+ */
 export function failedStep(steps: readonly DeployStep[], tail: number): string {
   const last = steps.at(-1)!.result!
-  return `${last.command}\n${(last.stderr || last.stdout).slice(-tail)}`
+  const said = [last.stderr, last.stdout].filter((x) => x.trim()).join('\n')
+  return `${last.command}\n${said.slice(-tail)}`
 }
 
 /** fetch hides the socket's code (ECONNREFUSED...) in its cause, sometimes inside an AggregateError. */

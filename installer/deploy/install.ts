@@ -321,9 +321,12 @@ const dataFolders: InstallStep = {
   stage: 'deploy',
   when: (s) => s.ctx.answers.target === 'compose',
   run: (s) => {
-    // Only the folders of the volumes this configuration uses (no bundled PostgreSQL: no postgres folder).
+    // Only the folders of the volumes this configuration uses (no bundled PostgreSQL: no postgres folder), read once
+    // from the .env it deploys; the volume commands take the same list.
     const written = s.files.target === 'compose' ? readEnvFile(s.files.env)?.values : undefined
-    prepareDataFolders(s.ctx.answers.dataPath, volumesInUse(written ?? {}))
+    const folders = volumesInUse(written ?? {})
+    s.o = { ...s.o, folders }
+    prepareDataFolders(s.ctx.answers.dataPath, folders)
     return null
   },
 }
@@ -348,11 +351,7 @@ const phase = (s: InstallState, name: 'prepare' | 'migrate' | 'switch') =>
 async function runPhase(s: InstallState, name: 'prepare' | 'migrate' | 'switch'): Promise<string | null> {
   const deployed = await deploy(phase(s, name), s.runner, s.onStep)
   s.steps.push(...deployed.steps)
-  if (deployed.ok) return null
-  const last = deployed.steps.at(-1)!.result!
-  // Both streams: `docker compose run` gives the container's own lines on stdout, Compose's on stderr.
-  const said = [last.stderr, last.stdout].filter((x) => x.trim()).join('\n')
-  return `${last.command}\n${said.slice(-4000)}`
+  return deployed.ok ? null : failedStep(deployed.steps, 4000)
 }
 
 const prepare: InstallStep = {

@@ -13,7 +13,7 @@ import { imageNamed, imageRef } from '../../config/images.js'
 import { composeArgs } from '../../installer/core/compose-bundle.js'
 import { parseAnswers } from '../../installer/core/answers.js'
 import { stagingDir } from '../../installer/core/staged.js'
-import { bridgeGateway, buildImage, docker, engine, stepTimer, trustingImage } from '../helpers/engine.js'
+import { bridgeGateway, buildImage, docker, engine, probeReady, stepTimer, trustingImage } from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { finished, spawnScript } from '../helpers/cli.js'
 import { acceptUnmet, installer } from '../helpers/installer.js'
@@ -31,39 +31,6 @@ const ACCEPT = acceptUnmet
 const found = await engine()
 const skip = 'skip' in found ? found.skip : needsCompose() || clusterSkip()
 if (!skip) t.setTimeout(1_500_000)
-
-/** Probes GET /readyz every 200 ms until stopped: how many failed, and the longest run of failures. */
-function prober(url: string) {
-  let failed = 0
-  let total = 0
-  let outageStart: number | null = null
-  let longest = 0
-  let stopped = false
-  const loop = (async () => {
-    while (!stopped) {
-      const at = performance.now()
-      const ok = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(1000) }).then(
-        (r) => r.status === 200,
-        () => false,
-      )
-      total++
-      if (ok) {
-        if (outageStart !== null) longest = Math.max(longest, performance.now() - outageStart)
-        outageStart = null
-      } else {
-        failed++
-        outageStart ??= at
-      }
-      await new Promise((r) => setTimeout(r, Math.max(0, 200 - (performance.now() - at))))
-    }
-  })()
-  return async () => {
-    stopped = true
-    await loop
-    if (outageStart !== null) longest = Math.max(longest, performance.now() - outageStart)
-    return { failed, total, longestMs: Math.round(longest) }
-  }
-}
 
 t.test(
   'a running Compose site stays up through every failed change, and the next right run succeeds',
@@ -183,10 +150,10 @@ t.test(
       await t.test(title, async (t) => {
         const before = configFiles()
         await o.prepare?.()
-        const stop = prober(api)
+        const watch = probeReady(api)
         const started = performance.now()
         const r = await (o.run ?? (() => install()))()
-        const attempt = await stop()
+        const attempt = await watch.stop()
         // The JSON report (checks, error, problems) and anything said on stderr.
         const said = `${r.stdout}\n${r.stderr}`
         t.not(r.code, 0, 'the change failed')
@@ -198,9 +165,9 @@ t.test(
           )
         else t.equal(attempt.failed, 0, `no probe failed during the attempt (${attempt.total} probes)`)
         t.same(configFiles(), before, 'the configuration files in use are byte for byte as before')
-        const stopNext = prober(api)
+        const watchNext = probeReady(api)
         const next = await install()
-        const after = await stopNext()
+        const after = await watchNext.stop()
         t.equal(
           next.code,
           0,

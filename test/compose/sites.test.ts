@@ -20,6 +20,7 @@ import {
   ownServicesConfig,
   stepTimer,
   trustingImage,
+  probeReady,
 } from '../helpers/engine.js'
 import { faultProxy } from '../helpers/fault-proxy.js'
 import { acceptUnmet, installer } from '../helpers/installer.js'
@@ -34,33 +35,6 @@ if (!skip) t.setTimeout(1_500_000)
 const SERVER = imageNamed('atrium-server')
 /** A tag of this run's own (ATRIUM_VERSION): another test's image under the release tag is left alone. */
 const TAG = `${SERVER.tag}-sites-${suffix()}`
-
-/** GET /readyz every 200 ms until stopped: how many answered 200 and how many did not. */
-function probe(url: string) {
-  let ok = 0
-  let failed = 0
-  let stopped = false
-  const loop = (async () => {
-    while (!stopped) {
-      const started = Date.now()
-      try {
-        const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(1000) })
-        if (res.status === 200) ok++
-        else failed++
-      } catch {
-        failed++
-      }
-      await new Promise((r) => setTimeout(r, Math.max(0, 200 - (Date.now() - started))))
-    }
-  })()
-  return {
-    async stop() {
-      stopped = true
-      await loop
-      return { ok, failed }
-    },
-  }
-}
 
 interface Site {
   name: string
@@ -252,7 +226,7 @@ t.test('two sites on one engine: installed, upgraded and uninstalled independent
       ])
     ).stdout.trim()
   const before = await serverOf(a.name)
-  const watchB = probe(b.url)
+  const watchB = probeReady(b.url)
   const upgraded = await installed(a, 'upgrade A (B probed)', '--skip-backup')
   const duringUpgrade = await watchB.stop()
   record(`B during A's upgrade: ${duringUpgrade.ok} answers, ${duringUpgrade.failed} missed`)
@@ -275,7 +249,7 @@ t.test('two sites on one engine: installed, upgraded and uninstalled independent
   t.equal((await fetch(`${a.url}/readyz`)).status, 200, 'A answers after its upgrade')
 
   // B uninstalled while A is probed: A never misses; B's containers and network go, its volumes and data stay.
-  const watchA = probe(a.url)
+  const watchA = probeReady(a.url)
   const gone = await step('uninstall B (A probed)', () =>
     installer(['uninstall', '--answers', b.answers, '--yes', '--json'], b.env),
   )

@@ -70,31 +70,26 @@ const STALE_MS = 15 * 60_000
  * repeating npm ci beside the first.
  */
 async function withBuildLock<T>(fn: () => Promise<T>): Promise<T> {
-  await acquire(LOCK)
-  try {
-    return await fn()
-  } finally {
-    rmSync(LOCK, { recursive: true, force: true })
-  }
-}
-
-/** Takes the lock (a folder: mkdir is atomic), waiting for another holder; one older than STALE_MS is taken over. */
-async function acquire(lock: string): Promise<void> {
   for (;;) {
     try {
-      mkdirSync(lock)
-      return
+      mkdirSync(LOCK)
+      break
     } catch {
       const age = (() => {
         try {
-          return Date.now() - statSync(lock).mtimeMs
+          return Date.now() - statSync(LOCK).mtimeMs
         } catch {
           return 0
         }
       })()
-      if (age > STALE_MS) rmSync(lock, { recursive: true, force: true })
+      if (age > STALE_MS) rmSync(LOCK, { recursive: true, force: true })
       await new Promise((r) => setTimeout(r, 500))
     }
+  }
+  try {
+    return await fn()
+  } finally {
+    rmSync(LOCK, { recursive: true, force: true })
   }
 }
 
@@ -239,4 +234,42 @@ export function ownServicesConfig(o: { redisUrl: string; s3Endpoint: string; buc
     '  LICENSE_KEY: { env: SITE_LICENSE_KEY }',
     `  OUTBOUND_ALLOWED_NETWORKS: "${o.gateway}/32"`,
   ]
+}
+
+/**
+ * GET <url>/readyz every 200 ms until stopped, as an admin's monitoring would: how many answered 200, how many did not,
+ * and the longest run of misses (an outage) in milliseconds.
+ */
+export function probeReady(url: string) {
+  let ok = 0
+  let failed = 0
+  let outageStart: number | null = null
+  let longest = 0
+  let stopped = false
+  const loop = (async () => {
+    while (!stopped) {
+      const at = performance.now()
+      const answered = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(1000) }).then(
+        (r) => r.status === 200,
+        () => false,
+      )
+      if (answered) {
+        ok++
+        if (outageStart !== null) longest = Math.max(longest, performance.now() - outageStart)
+        outageStart = null
+      } else {
+        failed++
+        outageStart ??= at
+      }
+      await new Promise((r) => setTimeout(r, Math.max(0, 200 - (performance.now() - at))))
+    }
+  })()
+  return {
+    async stop() {
+      stopped = true
+      await loop
+      if (outageStart !== null) longest = Math.max(longest, performance.now() - outageStart)
+      return { ok, failed, total: ok + failed, longestMs: Math.round(longest) }
+    },
+  }
 }

@@ -3,10 +3,11 @@
 // containers back from the files in use, and what a run stopped half-way staged is dropped by the
 // next one. The engine answers through a fake runner
 // here; test/compose/failures.test.ts runs the same cases on the real engine.
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { installCommand } from '../../../installer/commands/install.js'
+import { runInstall } from '../../../installer/deploy/install.js'
 import { configureStep } from '../../../installer/commands/configure.js'
 import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.js'
 import { contextFor, loadContext } from '../../../installer/core/context.js'
@@ -206,5 +207,72 @@ t.test(
     t.notOk(existsSync(stagingDir(out)), 'dropped')
     t.equal(ctx.existing?.LOG_LEVEL, undefined, 'the run starts from the configuration in use')
     t.same(filesOf(dir), before)
+  },
+)
+
+t.test(
+  'a Helm release that fails is rolled back by --atomic, and the Secret the site used before is applied again',
+  async (t) => {
+    const dir = tempDir(t)
+    const out = join(dir, 'out')
+    const ctx = contextFor(
+      {
+        ...DEFAULT_ANSWERS,
+        target: 'helm',
+        dataPath: join(dir, 'data'),
+        outputDir: out,
+        config: { PUBLIC_URL: 'https://atrium.example.com' },
+      },
+      { env: {} },
+    )
+    // The Secret in use, and the new configuration staged beside it.
+    mkdirSync(stagingDir(out), { recursive: true })
+    writeFileSync(join(out, 'secret.yaml'), 'kind: Secret # in use\n')
+    for (const name of ['values.yaml', 'secret.yaml', 'answers.yaml'])
+      writeFileSync(join(stagingDir(out), name), `# staged ${name}\n`)
+    const { runner, calls } = engine((c) =>
+      c.startsWith('helm upgrade') ? { stderr: 'release failed: timed out' } : null,
+    )
+    const r = await runInstall(ctx, { PUBLIC_URL: 'https://atrium.example.com' }, { runner, staged: true })
+    t.match(r, { ok: false, stage: 'deploy' })
+    t.match(
+      r.error,
+      /\nHelm rolled the release back \(--atomic\); the configuration files in use and their Secret are as they were\.$/,
+    )
+    const applied = calls.filter((c) => c.command.startsWith('kubectl apply')).map((c) => c.command)
+    t.same(
+      applied,
+      [
+        `kubectl apply --namespace atrium -f ${join(stagingDir(out), 'secret.yaml')}`,
+        `kubectl apply --namespace atrium -f ${join(out, 'secret.yaml')}`,
+      ],
+      'the staged Secret for the release, then the one in use again',
+    )
+    t.notOk(existsSync(stagingDir(out)), 'nothing staged is left')
+    t.equal(readFileSync(join(out, 'secret.yaml'), 'utf8'), 'kind: Secret # in use\n')
+  },
+)
+
+t.test(
+  'a site with its own PostgreSQL, Redis and S3 gets the volume and data folder of its server alone',
+  async (t) => {
+    const dir = tempDir(t)
+    const { port } = await apiServer(t, 'Not Atrium', '1.0.0')
+    const ctx = siteIn(dir, port)
+    mkdirSync(stagingDir(ctx.answers.outputDir), { recursive: true })
+    writeFileSync(join(stagingDir(ctx.answers.outputDir), '.env'), 'COMPOSE_PROFILES=\n')
+    const { runner } = engine(() => null)
+    const r = await runInstall(ctx, { PORT: String(port) }, { runner, staged: true })
+    t.equal(r.ok, true, r.error ?? 'installed')
+    // The deploy's own commands (the refusal check before them inspects every volume of the site's name).
+    t.same(
+      r.steps.map((s) => [s.command.file, ...s.command.args].join(' ')).filter((c) => c.startsWith('docker volume')),
+      [
+        'docker volume inspect atrium-data',
+        `docker volume create --driver local --opt type=none --opt o=bind --opt device=${join(dir, 'data', 'data')} atrium-data`,
+      ],
+      'the data volume alone',
+    )
+    t.same(readdirSync(join(dir, 'data')), ['data'], 'and its folder alone')
   },
 )
