@@ -73,6 +73,10 @@ export async function watchDockerEvents(): Promise<EventWatch> {
 /** The names of the secrets that appear in `texts`, in any spelling the redaction knows. */
 export function secretsIn(texts: readonly string[], secrets: Readonly<Record<string, string>>): string[] {
   const all = texts.join('\n')
+  // One pass over the text for all of them (it may be megabytes: every command line of the machine); only when it
+  // finds something is each secret looked for on its own, to name it.
+  const values = Object.values(secrets).filter(Boolean)
+  if (redactor(values, '\u0000')(all) === all) return []
   return Object.entries(secrets)
     .filter(([, value]) => value && redactor([value], '\u0000')(all) !== all)
     .map(([name]) => name)
