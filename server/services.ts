@@ -187,7 +187,7 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
   const archive = archiveLimits(config)
   const deployment = { airGapped: config.AIR_GAPPED, webSearch: Boolean(config.WEB_SEARCH_URL) }
   const exports = exportsService({ db, storage, secrets, policy: outbound, limits: archive, version: VERSION, now })
-  const schedules = schedulesService({ db, policy: outbound, exports, now, deployment })
+  const schedules = schedulesService({ db, exports, now, deployment })
   const restores = restoresService({
     db,
     storage,

@@ -10226,6 +10226,7 @@ export interface paths {
                                 /** @enum {string} */
                                 destination: "s3";
                                 provider: string;
+                                /** @description The store the archives go to (this site's own when none was given) */
                                 s3Endpoint: string;
                                 s3Region: string;
                                 s3Bucket: string;
@@ -10345,7 +10346,7 @@ export interface paths {
         put?: never;
         /**
          * Export the tenant every day, week or month into a bucket of its own
-         * @description The destination is checked first (a probe object written and deleted: VALIDATION_ERROR with details.check write or delete and the store’s error code). The keys are write-only. Each slot runs once across all replicas.
+         * @description The destination is checked first (a probe object written and deleted: VALIDATION_ERROR with details.check write or delete and the store’s error code). Without s3Endpoint the archives go to this site’s own object store (the bucket and keys given); s3Endpoint in the answer says which store. The keys are write-only. Each slot runs once across all replicas.
          */
         post: {
             parameters: {
@@ -10375,13 +10376,14 @@ export interface paths {
                          * @enum {string}
                          */
                         destination?: "s3";
+                        /** @default s3 */
                         provider?: "s3" | "r2" | "gcs" | "azure";
-                        /** @description The store, as http(s)://host[:port]: S3, R2, GCS (interoperability) or an S3 connector for Azure Blob */
-                        s3Endpoint: string;
-                        /** @description Default us-east-1 (auto for r2) */
+                        /** @description The store, as http(s)://host[:port]: S3, R2, GCS (interoperability) or an S3 connector for Azure Blob. Omitted: this site's own object store (the S3 store of the tenant's region), with the bucket and keys given; VALIDATION_ERROR on a site that keeps files in a folder */
+                        s3Endpoint?: string;
+                        /** @description Default us-east-1 (auto for r2); without s3Endpoint, the region the site's store signs with */
                         s3Region?: string;
                         s3Bucket: string;
-                        /** @description Folder in the bucket for the archives (a / is added) */
+                        /** @description Folder in the bucket for the archives (a / is added); omitted, they go at the top of the bucket */
                         s3Prefix?: string;
                         /** @description Write-only: sealed at rest, never returned */
                         s3AccessKey: string;
@@ -10409,6 +10411,7 @@ export interface paths {
                                 /** @enum {string} */
                                 destination: "s3";
                                 provider: string;
+                                /** @description The store the archives go to (this site's own when none was given) */
                                 s3Endpoint: string;
                                 s3Region: string;
                                 s3Bucket: string;
@@ -10571,6 +10574,7 @@ export interface paths {
                                 /** @enum {string} */
                                 destination: "s3";
                                 provider: string;
+                                /** @description The store the archives go to (this site's own when none was given) */
                                 s3Endpoint: string;
                                 s3Region: string;
                                 s3Bucket: string;
@@ -10909,7 +10913,7 @@ export interface paths {
         put?: never;
         /**
          * Export the tenant's data (a job: poll GET .../export/{exportId})
-         * @description The free plan has 1 manual export a month (QUOTA_EXCEEDED). An s3 destination is checked first: a probe object written and deleted.
+         * @description The free plan has 1 manual export a month (QUOTA_EXCEEDED). An s3 destination is checked first: a probe object written and deleted; without s3Endpoint it is a bucket of this site’s own object store.
          */
         post: {
             parameters: {
@@ -10940,13 +10944,14 @@ export interface paths {
                          * @default download
                          */
                         destination?: "download" | "s3";
+                        /** @default s3 */
                         provider?: "s3" | "r2" | "gcs" | "azure";
-                        /** @description The store, as http(s)://host[:port]: S3, R2, GCS (interoperability) or an S3 connector for Azure Blob */
+                        /** @description The store, as http(s)://host[:port]: S3, R2, GCS (interoperability) or an S3 connector for Azure Blob. Omitted: this site's own object store (the S3 store of the tenant's region), with the bucket and keys given; VALIDATION_ERROR on a site that keeps files in a folder */
                         s3Endpoint?: string;
-                        /** @description Default us-east-1 (auto for r2) */
+                        /** @description Default us-east-1 (auto for r2); without s3Endpoint, the region the site's store signs with */
                         s3Region?: string;
                         s3Bucket?: string;
-                        /** @description Folder in the bucket for the archives (a / is added) */
+                        /** @description Folder in the bucket for the archives (a / is added); omitted, they go at the top of the bucket */
                         s3Prefix?: string;
                         /** @description Write-only: sealed at rest, never returned */
                         s3AccessKey?: string;
@@ -12594,8 +12599,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Check a store of your own (BYOS) without saving anything
-         * @description Checks in order, reported like the installer’s: endpoint, outbound policy, reachable, TLS, credentials, bucket, write, read back, delete, region. The list stops at the first failure.
+         * Check a storage configuration (the body of the PUT) without saving anything
+         * @description Checks in order, reported like the installer’s. byos (also when storageMode is left out; Enterprise): endpoint, outbound policy, reachable, TLS, credentials, bucket, write, read back, delete, region, then platform-region when platformRegion is given. platform: platform-region (a region this site stores data in that the regional preferences allow, as the PUT would apply them), platform-store (that region’s store answers). The list stops at the first failure.
          */
         post: {
             parameters: {
@@ -12609,6 +12614,9 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** @description Default byos */
+                        storageMode?: "platform" | "byos";
+                        platformRegion?: "us-east" | "us-west" | "ca-central" | "sa-east" | "eu-west" | "eu-west-uk" | "eu-north" | "me-south" | "af-south" | "ap-southeast" | "ap-northeast" | "ap-south" | "ap-southeast-au" | "ap-east" | "ap-northeast-kr";
                         byosProvider?: "s3" | "r2" | "gcs" | "azure";
                         /** @description http(s)://host[:port] of an S3-compatible store: S3, R2, GCS (interoperability), an S3 connector for Azure Blob, MinIO */
                         byosEndpoint?: string;

@@ -55,9 +55,21 @@ export interface LocalBlobs extends Blobs {
 
 const KEY_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/]{0,1000}$/
 
+/**
+ * A key this process refuses before any request is made: a fault of the caller here, never the
+ * store's, so callers that map a store's failures (its error code, a connection refused) tell it
+ * apart and do not report it as the store being unreachable.
+ */
+export class BlobKeyRefused extends Error {
+  constructor(readonly key: string) {
+    super(`invalid blob key: ${key}`)
+    this.name = 'BlobKeyRefused'
+  }
+}
+
 function checkKey(key: string): string {
   if (!KEY_RE.test(key) || key.split('/').some((p) => p === '' || p === '.' || p === '..')) {
-    throw new Error(`invalid blob key: ${key}`)
+    throw new BlobKeyRefused(key)
   }
   return key
 }
@@ -344,6 +356,16 @@ export async function guardedS3Blobs(
   return { ...s3Blobs({ ...o, agent }), close: () => agent.destroy() }
 }
 
+/**
+ * A bucket of one of the site's own stores (the address the operator configured) opened with keys
+ * someone else gave (a tenant's export into the site's store): reached as the platform reaches its
+ * own store, and never created.
+ */
+export async function siteS3Blobs(o: Omit<S3Options, 'agent' | 'publicEndpoint'>): Promise<Blobs & { close(): void }> {
+  await loadMinio()
+  return { ...s3Blobs(o), close: () => {} }
+}
+
 export async function openS3Blobs(o: S3Options): Promise<Blobs> {
   await loadMinio()
   const client = s3Client(o.endpoint, o)
@@ -363,7 +385,7 @@ export function openLocalBlobs(o: { dir: string; publicUrl: string; signingKey: 
   const root = privateDir(o.dir, o.log)
   const pathOf = (key: string) => {
     const p = join(root, ...checkKey(key).split('/'))
-    if (!p.startsWith(root + sep)) throw new Error(`invalid blob key: ${key}`)
+    if (!p.startsWith(root + sep)) throw new BlobKeyRefused(key)
     return p
   }
   // HMAC-SHA256 of the key, expiry and download name, as unpadded base64url (43 characters).

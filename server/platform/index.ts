@@ -9,7 +9,7 @@ import { decideLicense, LicenseRefused, startLicense, type License, type License
 import { migrate, refuseNewerSchema } from './migrate.js'
 import { createSecrets, loadMasterKey, type Secrets } from './secrets.js'
 import { compilePolicy, outboundPolicyOf, type CompiledPolicy } from './outbound.js'
-import { tenantStorage, type Storage } from './storage.js'
+import { tenantStorage, type SiteAddress, type Storage } from './storage.js'
 import { checkClock, clockLag, trustedTime, type TrustedTime } from './trusted-time.js'
 
 export interface Platform {
@@ -86,7 +86,13 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
         })
     // The regions of REGION_STORES, each its own store beside the default region's (R2_*).
     const regions = new Map<string, Blobs>([[config.DEFAULT_REGION, blobs]])
+    const addresses = new Map<string, SiteAddress>(
+      config.R2_ENDPOINT
+        ? [[config.DEFAULT_REGION, { endpoint: config.R2_ENDPOINT, signingRegion: config.R2_REGION }]]
+        : [],
+    )
     for (const [code, r] of Object.entries(config.REGION_STORES)) {
+      addresses.set(code, { endpoint: r.endpoint, signingRegion: r.region })
       regions.set(
         code,
         await openS3Blobs({
@@ -111,6 +117,7 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
         db,
         defaultRegion: config.DEFAULT_REGION,
         regions,
+        addresses,
         secrets,
         policy: outbound,
         timeoutMs,

@@ -26,6 +26,35 @@ export interface Storage {
   forTenant(tenantId: string): Promise<Blobs>
   /** Where the tenant's new objects go now: its region (when on platform storage) or its own store. */
   placement(tenantId: string): Promise<{ mode: 'platform' | 'byos'; region: string }>
+  /** The site's own store of a region, or null when the site keeps no data there. */
+  siteStore(region: string): SiteStore | null
+  /**
+   * Whether `endpoint` is the address of one of the site's own S3 stores (R2_ENDPOINT, REGION_STORES):
+   * the operator configured it, so the server reaches it as it reaches its own objects.
+   */
+  isSiteEndpoint(endpoint: string): boolean
+}
+
+/** One of the site's own stores (R2_* or the local folder for DEFAULT_REGION; each of REGION_STORES). */
+export interface SiteStore {
+  region: string
+  blobs: Blobs
+  /** Its S3 address (an origin) and the region its signatures use; null for the local folder. */
+  s3: SiteAddress | null
+}
+
+export interface SiteAddress {
+  endpoint: string
+  signingRegion: string
+}
+
+/** An endpoint as an origin (http(s)://host[:port]), the form addresses are compared in; null when not a URL. */
+const originOf = (endpoint: string): string | null => {
+  try {
+    return new URL(endpoint).origin
+  } catch {
+    return null
+  }
 }
 
 /** A tenant's own store as its row keeps it (the keys sealed, bound to the tenant's row of tenant_storage). */
@@ -56,6 +85,8 @@ export interface StorageOptions {
   defaultRegion: string
   /** Each region's store; the default region's is the platform's own (R2_*, or the local folder). */
   regions: ReadonlyMap<string, Blobs>
+  /** The S3 address of each region's store (R2_ENDPOINT, REGION_STORES); none for the local folder. */
+  addresses?: ReadonlyMap<string, SiteAddress>
   secrets: Secrets
   policy: CompiledPolicy
   /** STORAGE_TIMEOUT_SECONDS, for a tenant's own store as for the platform's. */
@@ -68,6 +99,10 @@ export function tenantStorage(o: StorageOptions): Storage {
     fallback,
     ...[...o.regions.entries()].filter(([code]) => code !== o.defaultRegion).map(([, b]) => b),
   ]
+  const addresses = new Map(
+    [...(o.addresses ?? [])].map(([code, a]) => [code, { ...a, endpoint: originOf(a.endpoint) ?? a.endpoint }]),
+  )
+  const siteOrigins = new Set([...addresses.values()].map((a) => a.endpoint))
   // A tenant's own store, opened once per version of its settings.
   const own = new Map<string, { version: number; blobs: Promise<Blobs & { close(): void }> }>()
 
@@ -132,6 +167,14 @@ export function tenantStorage(o: StorageOptions): Storage {
     async placement(tenantId) {
       const s = await settings(tenantId)
       return { mode: s.mode, region: s.region }
+    },
+    siteStore(region) {
+      const blobs = o.regions.get(region)
+      return blobs ? { region, blobs, s3: addresses.get(region) ?? null } : null
+    },
+    isSiteEndpoint(endpoint) {
+      const origin = originOf(endpoint)
+      return origin !== null && siteOrigins.has(origin)
     },
     async forTenant(tenantId) {
       const s = await settings(tenantId)

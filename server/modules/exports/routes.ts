@@ -27,17 +27,27 @@ const Include = Type.Array(oneOf(INCLUDE_NAMES), {
 
 /** The fields that name a bucket of the tenant's (destination s3, and every schedule). */
 export const DestinationFields = {
-  provider: Type.Optional(oneOf(PROVIDERS)),
-  s3Endpoint: Type.String({
-    minLength: 1,
-    maxLength: 2000,
-    description:
-      'The store, as http(s)://host[:port]: S3, R2, GCS (interoperability) or an S3 connector for Azure Blob',
-  }),
-  s3Region: Type.Optional(Type.String({ maxLength: 64, description: 'Default us-east-1 (auto for r2)' })),
+  provider: Type.Optional({ ...oneOf(PROVIDERS), default: 's3' }),
+  s3Endpoint: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 2000,
+      description:
+        "The store, as http(s)://host[:port]: S3, R2, GCS (interoperability) or an S3 connector for Azure Blob. Omitted: this site's own object store (the S3 store of the tenant's region), with the bucket and keys given; VALIDATION_ERROR on a site that keeps files in a folder",
+    }),
+  ),
+  s3Region: Type.Optional(
+    Type.String({
+      maxLength: 64,
+      description: "Default us-east-1 (auto for r2); without s3Endpoint, the region the site's store signs with",
+    }),
+  ),
   s3Bucket: Type.String({ minLength: 3, maxLength: 63, pattern: '^[a-z0-9][a-z0-9.\\-]{1,61}[a-z0-9]$' }),
   s3Prefix: Type.Optional(
-    Type.String({ maxLength: 512, description: 'Folder in the bucket for the archives (a / is added)' }),
+    Type.String({
+      maxLength: 512,
+      description: 'Folder in the bucket for the archives (a / is added); omitted, they go at the top of the bucket',
+    }),
   ),
   s3AccessKey: Type.String({ minLength: 1, maxLength: 512, description: 'Write-only: sealed at rest, never returned' }),
   s3SecretKey: Type.String({ minLength: 1, maxLength: 512, description: 'Write-only: sealed at rest, never returned' }),
@@ -108,7 +118,7 @@ export function destinationOf(
   needed: boolean,
 ): Destination | undefined {
   if (!needed) return undefined
-  const missing = (['s3Endpoint', 's3Bucket', 's3AccessKey', 's3SecretKey'] as const).filter((k) => !body[k])
+  const missing = (['s3Bucket', 's3AccessKey', 's3SecretKey'] as const).filter((k) => !body[k])
   if (missing.length)
     throw invalid(`body.${missing[0]}`, 'is required for an s3 destination', {
       errors: missing.map((k) => ({ field: `body.${k}`, message: 'is required' })),
@@ -137,7 +147,7 @@ const Schedule = Type.Object({
   include: Type.Array(oneOf(INCLUDES)),
   destination: Type.Literal('s3'),
   provider: Type.String(),
-  s3Endpoint: Type.String(),
+  s3Endpoint: Type.String({ description: "The store the archives go to (this site's own when none was given)" }),
   s3Region: Type.String(),
   s3Bucket: Type.String(),
   s3Prefix: Type.String(),
@@ -164,7 +174,7 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{
         tags,
         summary: 'Export the tenant every day, week or month into a bucket of its own',
         description:
-          'The destination is checked first (a probe object written and deleted: VALIDATION_ERROR with details.check write or delete and the store’s error code). The keys are write-only. Each slot runs once across all replicas.',
+          'The destination is checked first (a probe object written and deleted: VALIDATION_ERROR with details.check write or delete and the store’s error code). Without s3Endpoint the archives go to this site’s own object store (the bucket and keys given); s3Endpoint in the answer says which store. The keys are write-only. Each slot runs once across all replicas.',
         params: TenantParams,
         body: ScheduleBody,
         response: { 201: Envelope(Schedule), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND') },
@@ -229,7 +239,7 @@ export const exportsRoutes: FastifyPluginAsyncTypebox<{
         tags,
         summary: "Export the tenant's data (a job: poll GET .../export/{exportId})",
         description:
-          'The free plan has 1 manual export a month (QUOTA_EXCEEDED). An s3 destination is checked first: a probe object written and deleted.',
+          'The free plan has 1 manual export a month (QUOTA_EXCEEDED). An s3 destination is checked first: a probe object written and deleted; without s3Endpoint it is a bucket of this site’s own object store.',
         params: TenantParams,
         body: ExportBody,
         response: { 202: Envelope(ExportJob), ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'QUOTA_EXCEEDED') },

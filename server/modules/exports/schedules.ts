@@ -4,9 +4,10 @@
 // and after a time when none ran, the latest missed slot runs once. The slot's job is the export:
 // its id is the export's, so a slot taken again after a crash writes the same export, not another.
 //
-// The destination is checked when the schedule is made (a probe object written and deleted through
-// the outbound policy); its keys are sealed by the secrets adapter, bound to the schedule's row,
-// and never returned.
+// The destination is checked when the schedule is made (a probe object written and deleted: the
+// site's own store when no endpoint is given, reached as the server reaches its own objects; any
+// other through the outbound policy); its keys are sealed by the secrets adapter, bound to the
+// schedule's row, and never returned.
 import type { Clock } from '../../clock.js'
 import { newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
@@ -15,18 +16,10 @@ import { requireFeature, type FeatureContext } from '../../domain/features.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import type { Db, TxSql } from '../../platform/db.js'
 import { removeSchedule, upsertSchedule, type Job } from '../../platform/jobs.js'
-import type { CompiledPolicy } from '../../platform/outbound.js'
 import { auditBy } from '../audit/service.js'
 import { tenantFor } from '../tenants/service.js'
 import { normalizeInclude, type ExportFormat, type Include } from './format.js'
-import {
-  checkDestination,
-  defaultRegion,
-  normalizePrefix,
-  type Destination,
-  type ExportsService,
-  type ExportView,
-} from './service.js'
+import type { Destination, ExportsService, ExportView } from './service.js'
 import * as store from './store.js'
 
 export const SCHEDULED_QUEUE = 'exports.scheduled'
@@ -80,12 +73,11 @@ export interface ScheduleView {
 
 export function schedulesService(deps: {
   db: Db
-  policy: CompiledPolicy
   exports: ExportsService
   deployment: Omit<FeatureContext, 'plan'>
   now?: Clock
 }) {
-  const { db, policy, exports } = deps
+  const { db, exports } = deps
   const clock = deps.now ?? Date.now
 
   async function view(sql: TxSql, row: store.ScheduleRow): Promise<ScheduleView> {
@@ -114,17 +106,7 @@ export function schedulesService(deps: {
       const { plan } = await db.tenant(tenantId, (sql) => tenantFor(sql, a, tenantId))
       requireFeature('scheduled_export', { plan, ...deps.deployment })
       const include = normalizeInclude(input.include ?? ['all'])
-      const d = input.destination
-      const provider = d.provider ?? 's3'
-      const prefix = normalizePrefix(d.s3Prefix)
-      await checkDestination(policy, {
-        endpoint: d.s3Endpoint,
-        region: d.s3Region || defaultRegion(provider),
-        bucket: d.s3Bucket,
-        prefix,
-        accessKey: d.s3AccessKey,
-        secretKey: d.s3SecretKey,
-      })
+      const d = await exports.checkedDestination(tenantId, input.destination)
       const id = newId()
       const actor: Actor = { ...a, tenantId }
       return db.tenant(tenantId, async (sql) => {
@@ -157,10 +139,10 @@ export function schedulesService(deps: {
             frequency: input.frequency,
             format: input.format ?? 'zip',
             include,
-            provider,
-            endpoint: d.s3Endpoint,
-            bucket: d.s3Bucket,
-            prefix,
+            provider: d.provider,
+            endpoint: d.endpoint,
+            bucket: d.bucket,
+            prefix: d.prefix,
           },
         })
         return view(sql, (await store.getSchedule(sql, tenantId, id))!)

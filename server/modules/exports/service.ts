@@ -15,7 +15,7 @@ import type { Actor } from '../../domain/actor.js'
 import { AppError, ERRORS, invalid, notFound, type ErrorCode } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
-import { guardedS3Blobs, isStoreOrigin, type Blobs } from '../../platform/blobs.js'
+import { BlobKeyRefused, guardedS3Blobs, isStoreOrigin, siteS3Blobs, type Blobs } from '../../platform/blobs.js'
 import { isDatabaseUnavailable, type Db, type TxSql } from '../../platform/db.js'
 import { enqueueJob, JobFailure, type Job } from '../../platform/jobs.js'
 import { outboundHostAllowed, refusalIn, type CompiledPolicy } from '../../platform/outbound.js'
@@ -51,12 +51,24 @@ export type Provider = (typeof PROVIDERS)[number]
 /** A bucket of the tenant's, as the API takes it (the keys in the clear, only on the way in). */
 export interface Destination {
   provider?: Provider
-  s3Endpoint: string
+  /** Omitted: the site's own store (the S3 store of the tenant's region: R2_ENDPOINT on a site of one region). */
+  s3Endpoint?: string
   s3Region?: string
   s3Bucket: string
   s3Prefix?: string
   s3AccessKey: string
   s3SecretKey: string
+}
+
+/** A destination with its defaults filled in and its prefix normalized: what is checked, sealed and reached. */
+export interface Bucket {
+  provider: Provider
+  endpoint: string
+  region: string
+  bucket: string
+  prefix: string
+  accessKey: string
+  secretKey: string
 }
 
 export interface ExportRequest {
@@ -115,18 +127,32 @@ function classify(err: unknown): { retry: boolean; error: { code: string; messag
     }
   if (err instanceof postgres.PostgresError || isDatabaseUnavailable(err))
     return { retry: true, error: failure('SERVICE_UNAVAILABLE', 'The database was unavailable') }
+  // A key refused here never reached a store: another attempt would make the same key.
+  if (err instanceof BlobKeyRefused)
+    return { retry: false, error: failure('INTERNAL_ERROR', "The archive's object key was refused before any request") }
   return { retry: true, error: failure('SERVICE_UNAVAILABLE', 'Object storage was unavailable') }
 }
 
-/** A destination's failure, with the S3 error code the store answered (never its message: it may echo the request). */
-const destinationFailed = (err: unknown) => {
-  const code = (err as { code?: unknown }).code
-  return new AppError(
-    'EXPORT_DESTINATION_FAILED',
-    `The destination failed${typeof code === 'string' ? `: ${code}` : ''}`,
-    { reason: typeof code === 'string' ? code : 'unreachable' },
-  )
+/**
+ * What a store's failure was, in the store's terms: the outbound policy's refusal, the error code the
+ * store or the connection gave (never its message: it may echo the request), or the S3 client's own
+ * name for an answer it could not read. A fault of this process (a key refused before any request:
+ * BlobKeyRefused) is not the store's and is never passed here.
+ */
+export function storeReason(err: unknown): string {
+  if (refusalIn(err)) return 'OutboundRefused'
+  const { code, name } = (err ?? {}) as { code?: unknown; name?: unknown }
+  if (typeof code === 'string') return code
+  return typeof name === 'string' && name !== 'Error' ? name : 'UnexpectedError'
 }
+
+/** A destination's failure, with the store's reason; a fault of this process stays what it is. */
+const destinationFailed = (err: unknown) =>
+  err instanceof BlobKeyRefused
+    ? err
+    : new AppError('EXPORT_DESTINATION_FAILED', `The destination failed: ${storeReason(err)}`, {
+        reason: storeReason(err),
+      })
 
 export function normalizePrefix(prefix: string | undefined): string {
   const p = (prefix ?? '').replace(/^\/+/, '')
@@ -149,87 +175,123 @@ export function normalizePrefix(prefix: string | undefined): string {
 
 export const defaultRegion = (provider: Provider) => (provider === 'r2' ? 'auto' : 'us-east-1')
 
-/** Opens a destination bucket through the outbound policy. */
-export const openDestination = (
-  policy: CompiledPolicy,
-  d: { endpoint: string; region: string; bucket: string; accessKey: string; secretKey: string },
-) =>
-  guardedS3Blobs(policy, {
-    endpoint: d.endpoint,
-    region: d.region,
-    bucket: d.bucket,
-    accessKey: d.accessKey,
-    secretKey: d.secretKey,
-  })
-
-/**
- * Checks that the server can write to a destination and delete there: a probe object written and
- * deleted, through the outbound policy. VALIDATION_ERROR naming the check that failed (address,
- * write, delete) and the store's error code.
- */
-export async function checkDestination(
-  policy: CompiledPolicy,
-  d: { endpoint: string; region: string; bucket: string; prefix: string; accessKey: string; secretKey: string },
-): Promise<void> {
-  let url: URL
-  try {
-    url = new URL(d.endpoint)
-  } catch {
-    throw invalid('body.s3Endpoint', 'must be an http:// or https:// URL')
-  }
-  if (!isStoreOrigin(url)) {
-    throw invalid('body.s3Endpoint', 'must be an http:// or https:// URL with no path, query or credentials')
-  }
-  await outboundHostAllowed('body.s3Endpoint', url, policy)
-  const bucket = await openDestination(policy, d).catch((err: unknown) => {
-    throw refusalIn(err)
-      ? invalid('body.s3Endpoint', 'may not be called: the outbound policy refuses it', { check: 'address' })
-      : err
-  })
-  const key = `${d.prefix}.atrium-destination-check-${newId()}`
-  const step = async (check: 'write' | 'delete', work: () => Promise<unknown>) => {
-    let timer: NodeJS.Timeout | undefined
-    try {
-      await Promise.race([
-        work(),
-        new Promise(
-          (_, reject) =>
-            (timer = setTimeout(
-              () => reject(Object.assign(new Error('timeout'), { code: 'Timeout' })),
-              PROBE_TIMEOUT_MS,
-            )),
-        ),
-      ])
-    } catch (err) {
-      const code = (err as { code?: unknown }).code
-      const reason = refusalIn(err) ? 'OutboundRefused' : typeof code === 'string' ? code : 'Unreachable'
-      const field = /AccessKey|Signature|AccessDenied|Authorization/i.test(reason)
-        ? 'body.s3AccessKey'
-        : /Bucket/i.test(reason)
-          ? 'body.s3Bucket'
-          : 'body.s3Endpoint'
-      throw invalid(field, `the destination check could not ${check} a probe object: ${reason}`, { check, reason })
-    } finally {
-      clearTimeout(timer)
-    }
-  }
-  try {
-    await step('write', () =>
-      bucket.put(
-        key,
-        Buffer.from('Atrium checks that it may write here; this object is deleted at once.\n'),
-        'text/plain',
-      ),
-    )
-    await step('delete', () => bucket.remove(key))
-  } finally {
-    bucket.close()
-  }
-}
+/** The probe object's key: valid in a store with a prefix and without (a key may not begin with '.'). */
+export const probeKey = (prefix: string) => `${prefix}atrium-destination-check-${newId()}`
 
 export function exportsService(deps: ExportsDeps) {
   const { db, storage, secrets, policy } = deps
   const clock = deps.now ?? Date.now
+
+  /**
+   * A destination's bucket. One of the site's own stores (the address R2_ENDPOINT or REGION_STORES
+   * gives) is reached as the server reaches its own objects, whatever OUTBOUND_ALLOWED_NETWORKS says:
+   * the operator configured that address, and the tenant chooses only the bucket and keys there.
+   * Any other endpoint is reached only where the outbound policy allows. Decided at every opening:
+   * a schedule made for the site's store goes through the policy once the site's store is elsewhere.
+   */
+  const openDestination = (d: Omit<Bucket, 'provider' | 'prefix'>) =>
+    (storage.isSiteEndpoint(d.endpoint) ? siteS3Blobs : (o: typeof d) => guardedS3Blobs(policy, o))({
+      endpoint: d.endpoint,
+      region: d.region,
+      bucket: d.bucket,
+      accessKey: d.accessKey,
+      secretKey: d.secretKey,
+    })
+
+  /**
+   * A destination as the API took it, its defaults filled in: without s3Endpoint, the S3 store of the
+   * tenant's region (its objects' own region, so that a tenant bound to a region exports into it),
+   * signed for that store's region unless s3Region says otherwise.
+   */
+  async function resolve(tenantId: string, d: Destination): Promise<Bucket> {
+    const provider = d.provider ?? 's3'
+    let endpoint = d.s3Endpoint
+    let region = d.s3Region || defaultRegion(provider)
+    if (endpoint === undefined) {
+      const site = storage.siteStore((await storage.placement(tenantId)).region)?.s3
+      if (!site)
+        throw invalid(
+          'body.s3Endpoint',
+          'is required: this site has no object store of its own to default to (it keeps files in a folder on the server, not in an S3 store)',
+          { rule: 'no-site-store' },
+        )
+      endpoint = site.endpoint
+      region = d.s3Region || site.signingRegion
+    }
+    return {
+      provider,
+      endpoint,
+      region,
+      bucket: d.s3Bucket,
+      prefix: normalizePrefix(d.s3Prefix),
+      accessKey: d.s3AccessKey,
+      secretKey: d.s3SecretKey,
+    }
+  }
+
+  /**
+   * Checks that the server can write to a destination and delete there: a probe object written and
+   * deleted. VALIDATION_ERROR naming the check that failed (address, write, delete) and the store's
+   * reason. The probe's key is valid by construction (a normalized prefix, then a name that begins
+   * with a letter); were it ever refused here, that is this server's fault, thrown as it is, never
+   * reported as the store being unreachable.
+   */
+  async function check(d: Bucket): Promise<void> {
+    let url: URL
+    try {
+      url = new URL(d.endpoint)
+    } catch {
+      throw invalid('body.s3Endpoint', 'must be an http:// or https:// URL')
+    }
+    if (!isStoreOrigin(url)) {
+      throw invalid('body.s3Endpoint', 'must be an http:// or https:// URL with no path, query or credentials')
+    }
+    if (!storage.isSiteEndpoint(d.endpoint)) await outboundHostAllowed('body.s3Endpoint', url, policy)
+    const bucket = await openDestination(d).catch((err: unknown) => {
+      throw refusalIn(err)
+        ? invalid('body.s3Endpoint', 'may not be called: the outbound policy refuses it', { check: 'address' })
+        : err
+    })
+    const key = probeKey(d.prefix)
+    const step = async (check: 'write' | 'delete', work: () => Promise<unknown>) => {
+      let timer: NodeJS.Timeout | undefined
+      try {
+        await Promise.race([
+          work(),
+          new Promise(
+            (_, reject) =>
+              (timer = setTimeout(
+                () => reject(Object.assign(new Error('timeout'), { code: 'Timeout' })),
+                PROBE_TIMEOUT_MS,
+              )),
+          ),
+        ])
+      } catch (err) {
+        if (err instanceof BlobKeyRefused) throw err
+        const reason = storeReason(err)
+        const field = /AccessKey|Signature|AccessDenied|Authorization/i.test(reason)
+          ? 'body.s3AccessKey'
+          : /Bucket/i.test(reason)
+            ? 'body.s3Bucket'
+            : 'body.s3Endpoint'
+        throw invalid(field, `the destination check could not ${check} a probe object: ${reason}`, { check, reason })
+      } finally {
+        clearTimeout(timer)
+      }
+    }
+    try {
+      await step('write', () =>
+        bucket.put(
+          key,
+          Buffer.from('Atrium checks that it may write here; this object is deleted at once.\n'),
+          'text/plain',
+        ),
+      )
+      await step('delete', () => bucket.remove(key))
+    } finally {
+      bucket.close()
+    }
+  }
 
   async function present(row: store.ExportRow): Promise<ExportView> {
     const { status, error } = shownState(row, ['pending', 'running'])
@@ -270,17 +332,23 @@ export function exportsService(deps: ExportsDeps) {
     }
   }
 
+  /** A destination as the API took it, its defaults filled in and checked (a probe written and deleted). */
+  async function checkedDestination(tenantId: string, d: Destination): Promise<Bucket> {
+    const bucket = await resolve(tenantId, d)
+    await check(bucket)
+    return bucket
+  }
+
   /** Seals a destination's keys for a row; the row keeps where it is, never the keys in the clear. */
-  function sealTarget(tenantId: string, rowId: string, table: string, d: Destination): store.ExportTarget {
-    const provider = d.provider ?? 's3'
+  function sealTarget(tenantId: string, rowId: string, table: string, d: Bucket): store.ExportTarget {
     return {
-      provider,
-      endpoint: d.s3Endpoint,
-      region: d.s3Region || defaultRegion(provider),
-      bucket: d.s3Bucket,
-      prefix: normalizePrefix(d.s3Prefix),
-      accessKeySealed: secrets.encrypt(d.s3AccessKey, { tenantId, table, rowId, field: 'access_key' }),
-      secretKeySealed: secrets.encrypt(d.s3SecretKey, { tenantId, table, rowId, field: 'secret_key' }),
+      provider: d.provider,
+      endpoint: d.endpoint,
+      region: d.region,
+      bucket: d.bucket,
+      prefix: d.prefix,
+      accessKeySealed: secrets.encrypt(d.accessKey, { tenantId, table, rowId, field: 'access_key' }),
+      secretKeySealed: secrets.encrypt(d.secretKey, { tenantId, table, rowId, field: 'secret_key' }),
     }
   }
 
@@ -358,7 +426,6 @@ export function exportsService(deps: ExportsDeps) {
           reason: 'schedule-deleted',
         })
       out = await openDestination(
-        policy,
         row.schedule_id
           ? unsealTarget(t, row.schedule_id, 'export_schedules', sealed)
           : unsealTarget(t, row.id, 'tenant_exports', sealed),
@@ -412,6 +479,8 @@ export function exportsService(deps: ExportsDeps) {
     unsealTarget,
     present,
 
+    checkedDestination,
+
     /** POST .../export: the export queued, or the reason it cannot be. */
     async request(a: Actor<string | null>, tenantId: string, input: ExportRequest): Promise<ExportView> {
       const include = normalizeInclude(input.include ?? ['all'])
@@ -419,20 +488,10 @@ export function exportsService(deps: ExportsDeps) {
         throw invalid('body.include', 'must name at least one of projects, agents, chat_history, settings or all')
       const format = input.format ?? 'zip'
       ownOrOperator(a, tenantId) // before anything reaches out to a destination
-      let destination: Destination | null = null
+      let destination: Bucket | null = null
       if ((input.destination ?? 'download') === 's3') {
-        if (!input.s3)
-          throw invalid('body.s3Bucket', 'destination s3 needs s3Endpoint, s3Bucket, s3AccessKey and s3SecretKey')
-        destination = input.s3
-        const provider = destination.provider ?? 's3'
-        await checkDestination(policy, {
-          endpoint: destination.s3Endpoint,
-          region: destination.s3Region || defaultRegion(provider),
-          bucket: destination.s3Bucket,
-          prefix: normalizePrefix(destination.s3Prefix),
-          accessKey: destination.s3AccessKey,
-          secretKey: destination.s3SecretKey,
-        })
+        if (!input.s3) throw invalid('body.s3Bucket', 'destination s3 needs s3Bucket, s3AccessKey and s3SecretKey')
+        destination = await checkedDestination(tenantId, input.s3)
       }
       const actor: Actor = { ...a, tenantId }
       const id = newId()

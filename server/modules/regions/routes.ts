@@ -115,15 +115,26 @@ const ByosFields = {
     }),
   ),
 }
+const StorageMode = Type.Union([Type.Literal('platform'), Type.Literal('byos')])
 const StoragePut = Type.Object(
   {
-    storageMode: Type.Union([Type.Literal('platform'), Type.Literal('byos')]),
+    storageMode: StorageMode,
     platformRegion: Type.Optional(Code),
     ...ByosFields,
   },
   { additionalProperties: false },
 )
-const StorageValidate = Type.Object(ByosFields, { additionalProperties: false })
+/**
+ * The same body as the PUT, so that a client validates the object it is about to save; storageMode
+ * may be left out (byos), as clients written before validate took it send.
+ */
+const StorageValidate = Type.Object(
+  {
+    ...StoragePut.properties,
+    storageMode: Type.Optional({ ...StorageMode, description: 'Default byos' }),
+  },
+  { additionalProperties: false },
+)
 const StorageConfiguration = Type.Object({
   tenantId: Type.String({ format: 'uuid' }),
   storageMode: Type.Union([Type.Literal('platform'), Type.Literal('byos')]),
@@ -252,9 +263,9 @@ export const regionsRoutes: FastifyPluginAsyncTypebox<{ regions: RegionsService 
       config: { permission: 'settings:write' },
       schema: {
         tags,
-        summary: 'Check a store of your own (BYOS) without saving anything',
+        summary: 'Check a storage configuration (the body of the PUT) without saving anything',
         description:
-          'Checks in order, reported like the installer’s: endpoint, outbound policy, reachable, TLS, credentials, bucket, write, read back, delete, region. The list stops at the first failure.',
+          'Checks in order, reported like the installer’s. byos (also when storageMode is left out; Enterprise): endpoint, outbound policy, reachable, TLS, credentials, bucket, write, read back, delete, region, then platform-region when platformRegion is given. platform: platform-region (a region this site stores data in that the regional preferences allow, as the PUT would apply them), platform-store (that region’s store answers). The list stops at the first failure.',
         params: TenantParams,
         body: StorageValidate,
         response: {

@@ -14,7 +14,7 @@ import {
   type RegionCode,
 } from '../../../common/regions.js'
 import type { Actor } from '../../domain/actor.js'
-import { invalid } from '../../domain/errors.js'
+import { AppError, invalid } from '../../domain/errors.js'
 import {
   featureStatus,
   requireFeature,
@@ -29,7 +29,7 @@ import type { CompiledPolicy } from '../../platform/outbound.js'
 import type { Secrets } from '../../platform/secrets.js'
 import { byosKeyContext, type Storage } from '../../platform/storage.js'
 import { LAST_FOUR_MIN_KEY_LENGTH } from '../tenants/settings.js'
-import type { CheckResult } from '../../../common/checks.js'
+import { check as checkResult, type CheckResult } from '../../../common/checks.js'
 import { auditActor, auditBy } from '../audit/service.js'
 import { inTenantFor, tenantFor } from '../tenants/service.js'
 import * as store from './store.js'
@@ -72,6 +72,12 @@ export interface StorageInput {
   byosAccessKey?: string
   byosSecretKey?: string
 }
+
+/**
+ * POST .../validate: the same configuration a PUT takes. Without storageMode it is byos (the body
+ * validate took before it took the whole configuration).
+ */
+export type StorageCheckInput = Omit<StorageInput, 'storageMode'> & { storageMode?: StorageInput['storageMode'] }
 
 export interface StorageView {
   tenantId: string
@@ -243,6 +249,72 @@ export function regionsService(deps: RegionsDeps) {
     }
   }
 
+  /** The platform region a PUT would leave the tenant in, and its preferences then. */
+  function platformAfter(prefs: Preferences, platformRegion: RegionCode | undefined) {
+    const now = prefs.dataResidencyRequired ? prefs.dataResidencyRegion! : prefs.primaryRegion
+    // As putStorage does: a platformRegion other than the current one changes the primary region.
+    const next =
+      platformRegion !== undefined && platformRegion !== now ? { ...prefs, primaryRegion: platformRegion } : prefs
+    return { region: platformRegion ?? now, next }
+  }
+
+  /**
+   * Platform storage's checks, each reported as the BYOS ones are: the region is one this site
+   * stores data in and the tenant's preferences allow (the rules a PUT applies, each refusal's
+   * message as found), then (withStore) the site's store of that region answers (its bucket, or its
+   * folder). The list stops at the first failure.
+   */
+  async function platformChecks(
+    prefs: Preferences,
+    plan: Plan,
+    platformRegion: RegionCode | undefined,
+    withStore: boolean,
+  ): Promise<CheckResult[]> {
+    const { region, next } = platformAfter(prefs, platformRegion)
+    const required = 'a region this site stores data in, allowed by the regional preferences'
+    try {
+      check(next, plan)
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err
+      const rule = typeof err.details.rule === 'string' ? err.details.rule : err.code
+      // The rule's own words, without the field it names in a PATCH (primaryRegion).
+      const said = (err.details.errors as { message?: string }[] | undefined)?.[0]?.message ?? err.message
+      return [
+        checkResult(
+          'platform-region',
+          'Region offered',
+          'fail',
+          `${region}: ${said} (${rule})`,
+          required,
+          rule === 'region-unavailable'
+            ? `Choose one of ${[...available].join(', ')} (GET /api/v1/regions: available)`
+            : 'Choose a region the regional preferences allow, or change them first (PATCH /api/v1/regions/preferences/{tenantId})',
+        ),
+      ]
+    }
+    const out = [checkResult('platform-region', 'Region offered', 'pass', region, required)]
+    if (!withStore) return out
+    const site = deps.storage.siteStore(region)!
+    const where = site.s3 ? site.s3.endpoint : 'a folder on the server'
+    try {
+      await site.blobs.ping()
+      out.push(checkResult('platform-store', 'Region’s store answers', 'pass', `${where} answers`, 'the store answers'))
+    } catch (err) {
+      const { code, name } = err as { code?: unknown; name?: unknown }
+      out.push(
+        checkResult(
+          'platform-store',
+          'Region’s store answers',
+          'fail',
+          `${where}: ${typeof code === 'string' ? code : typeof name === 'string' ? name : 'failed'}`,
+          'the store answers',
+          'The site’s store is the operator’s: ask them to check it (GET /health/ready shows it too)',
+        ),
+      )
+    }
+    return out
+  }
+
   return {
     regions(): RegionView[] {
       return REGIONS.map((r) => ({
@@ -376,19 +448,33 @@ export function regionsService(deps: RegionsDeps) {
       })
     },
 
-    /** POST .../validate: a store's checks, as the installer reports its own; nothing is saved. */
+    /**
+     * POST .../validate: the configuration a PUT would save, checked, nothing saved; each check as the
+     * installer reports its own. byos (also when storageMode is left out): the store's checks, then the
+     * platformRegion when one is given (a PUT changes the primary region too); platform: the region and
+     * its store.
+     */
     async validateStorage(
       a: Actor,
       tenantId: string,
-      input: Omit<StorageInput, 'storageMode' | 'platformRegion'>,
+      input: StorageCheckInput,
     ): Promise<{ valid: boolean; checks: CheckResult[] }> {
-      const { plan, current } = await inTenantFor(db, a, tenantId, async (sql, { plan }) => ({
+      const { plan, current, prefs } = await inTenantFor(db, a, tenantId, async (sql, { plan }) => ({
         plan,
         current: await store.selectStorage(sql, tenantId),
+        prefs: fromRow(await store.selectPreferences(sql, tenantId)),
       }))
-      requireFeature('byos', context(plan), 'body.byosEndpoint')
-      const checks = await checkStore(deps.policy, byosTarget(tenantId, input, current))
-      return { valid: !checks.some((c) => c.status === 'fail'), checks }
+      const failed = (list: CheckResult[]) => list.some((c) => c.status === 'fail')
+      let checks: CheckResult[] = []
+      if ((input.storageMode ?? 'byos') === 'byos') {
+        requireFeature('byos', context(plan), input.storageMode ? 'body.storageMode' : 'body.byosEndpoint')
+        checks = await checkStore(deps.policy, byosTarget(tenantId, input, current))
+        if (input.platformRegion !== undefined && !failed(checks))
+          checks.push(...(await platformChecks(prefs, plan, input.platformRegion, false)))
+      } else {
+        checks = await platformChecks(prefs, plan, input.platformRegion, true)
+      }
+      return { valid: !failed(checks), checks }
     },
 
     /** Where this request's tenant data lives (the storage seam's own answer), and who answers: nothing secret. */

@@ -15,6 +15,7 @@ const storeOf = (tenantId: string) => stores.get(tenantId) ?? base.blobs
 const platform: Platform = {
   ...base,
   storage: {
+    ...base.storage,
     forTenant: async (tenantId) => storeOf(tenantId),
     placement: async () => ({ mode: 'platform' as const, region: 'test' }),
   },

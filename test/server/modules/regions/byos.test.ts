@@ -67,6 +67,55 @@ t.test('BYOS', { skip }, async (t) => {
     }
   })
 
+  await t.test(
+    'validate takes the PUT body: the object a PUT saves is checked, and fails where the PUT fails',
+    async (t) => {
+      const ids = [
+        'endpoint',
+        'outbound',
+        'reachable',
+        'tls',
+        'credentials',
+        'bucket',
+        'write',
+        'read',
+        'delete',
+        'region',
+      ]
+      const put = { storageMode: 'byos', ...good }
+      const r = await tn.call('POST', `${storage}/validate`, put)
+      t.equal(r.status, 200, JSON.stringify(r.body))
+      t.equal(r.body.data.valid, true)
+      t.same(
+        r.body.data.checks.map((c: { id: string }) => c.id),
+        ids,
+      )
+      const withRegion = await tn.call('POST', `${storage}/validate`, { ...put, platformRegion: 'us-east' })
+      t.equal(withRegion.body.data.valid, true)
+      t.same(
+        withRegion.body.data.checks.map((c: { id: string }) => c.id),
+        [...ids, 'platform-region'],
+        'a platformRegion is checked too: the PUT changes the primary region',
+      )
+      const away = await tn.call('POST', `${storage}/validate`, { ...put, platformRegion: 'ap-east' })
+      t.match(away.body.data, { valid: false })
+      t.match(away.body.data.checks.at(-1), { id: 'platform-region', status: 'fail', found: /region-unavailable/ })
+      const wrong = { ...put, byosSecretKey: 'not-the-secret' }
+      const checked = await tn.call('POST', `${storage}/validate`, wrong)
+      t.match(checked.body.data, { valid: false })
+      t.match(checked.body.data.checks.at(-1), { id: 'credentials', status: 'fail' })
+      const refused = await tn.call('PUT', storage, wrong)
+      t.equal(refused.status, 400)
+      t.match(
+        refused.body.error.details,
+        { rule: 'store-check', check: 'credentials' },
+        'the PUT fails at the same check',
+      )
+      t.notMatch(JSON.stringify([r.body, checked.body]), /not-the-secret/, 'no key in the answers')
+      t.equal((await tn.call('GET', storage)).body.data.storageMode, 'platform', 'validating saved nothing')
+    },
+  )
+
   await t.test('the plan gate: only Enterprise keeps its objects in a store of its own', async (t) => {
     for (const plan of ['free', 'pro', 'growth'] as const) {
       const other = await h.tenant(plan)

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
 import { testApp } from '../../../helpers/app.js'
-import { freshBucket, s3Client, services } from '../../../helpers/platform.js'
+import { freePort, freshBucket, s3Client, services } from '../../../helpers/platform.js'
 import { portability } from '../../../helpers/portability.js'
 import { holdsBackupAndExport } from '../../../helpers/own-store.js'
 import { operatorKey } from '../../../helpers/operator.js'
@@ -258,3 +258,122 @@ t.test(
     })
   },
 )
+
+t.test(
+  'validate takes the PUT body: platform storage is checked for its region and that region’s store, on any plan',
+  async (t) => {
+    const tn = await h.tenant('free')
+    const storage = `/api/v1/regions/storage/${tn.tenantId}`
+    const validate = (body: Record<string, unknown>) => tn.call('POST', `${storage}/validate`, body)
+    const store = euBucket ? new URL(services.s3Endpoint).origin : 'a folder on the server'
+    for (const body of [{ storageMode: 'platform' }, { storageMode: 'platform', platformRegion: 'us-east' }]) {
+      const r = await validate(body)
+      t.equal(r.status, 200, JSON.stringify(r.body))
+      t.same(r.body.data, {
+        valid: true,
+        checks: [
+          {
+            id: 'platform-region',
+            title: 'Region offered',
+            status: 'pass',
+            found: 'us-east',
+            required: 'a region this site stores data in, allowed by the regional preferences',
+            fix: '',
+          },
+          {
+            id: 'platform-store',
+            title: 'Region’s store answers',
+            status: 'pass',
+            found: `${store} answers`,
+            required: 'the store answers',
+            fix: '',
+          },
+        ],
+      })
+    }
+    if (euBucket) {
+      const eu = await validate({ storageMode: 'platform', platformRegion: 'eu-west' })
+      t.match(eu.body.data, { valid: true, checks: [{ found: 'eu-west' }, { status: 'pass' }] }, 'the second region')
+    }
+    const elsewhere = await validate({ storageMode: 'platform', platformRegion: 'ap-east' })
+    t.equal(elsewhere.status, 200)
+    t.match(elsewhere.body.data, {
+      valid: false,
+      checks: [{ id: 'platform-region', status: 'fail', found: /^ap-east: .*\(region-unavailable\)$/, fix: /us-east/ }],
+    })
+    t.equal(elsewhere.body.data.checks.length, 1, 'the list stops at the failure')
+    const put = await tn.call('PUT', storage, { storageMode: 'platform', platformRegion: 'ap-east' })
+    t.equal(put.status, 400, 'the PUT of the same body is refused')
+    t.match(put.body.error.details, { rule: 'region-unavailable' })
+    t.match(
+      (await tn.call('GET', prefs(tn.tenantId))).body.data,
+      { primaryRegion: 'us-east', updatedAt: null },
+      'validating saved nothing',
+    )
+
+    const byos = { byosEndpoint: 'http://127.0.0.1:1', byosBucket: 'not-mine', byosAccessKey: 'k', byosSecretKey: 's' }
+    for (const body of [byos, { storageMode: 'byos', ...byos }]) {
+      const r = await validate(body)
+      t.equal(r.status, 403, `byos (${body === byos ? 'storageMode left out' : 'storageMode byos'}) needs Enterprise`)
+      t.match(r.body.error, {
+        code: 'FORBIDDEN',
+        details: { feature: 'byos', reason: 'plan', requiredPlan: 'enterprise' },
+      })
+    }
+    for (const [what, body] of [
+      ['a storage mode that is not one', { storageMode: 'cloud' }],
+      ['a region that is not a code', { storageMode: 'platform', platformRegion: 'mars-1' }],
+      ['a field the configuration does not have', { storageMode: 'platform', bucket: 'x' }],
+    ] as const) {
+      const r = await validate(body)
+      t.equal(r.status, 400, what)
+      t.equal(r.body.error.code, 'VALIDATION_ERROR', what)
+    }
+  },
+)
+
+t.test(
+  'validate and the PUT agree: a platformRegion other than the residency region fails the rule the PUT refuses',
+  { skip: withS3 },
+  async (t) => {
+    const tn = await h.tenant('growth')
+    const storage = `/api/v1/regions/storage/${tn.tenantId}`
+    t.equal(
+      (await tn.call('PATCH', prefs(tn.tenantId), { dataResidencyRequired: true, dataResidencyRegion: 'eu-west' }))
+        .status,
+      200,
+    )
+    const body = { storageMode: 'platform', platformRegion: 'us-east' }
+    const checked = await tn.call('POST', `${storage}/validate`, body)
+    t.match(checked.body.data, {
+      valid: false,
+      checks: [{ id: 'platform-region', status: 'fail', found: /\(residency-primary\)$/, fix: /preferences/ }],
+    })
+    const put = await tn.call('PUT', storage, body)
+    t.equal(put.status, 400)
+    t.match(put.body.error.details, { rule: 'residency-primary' })
+    const home = await tn.call('POST', `${storage}/validate`, { storageMode: 'platform', platformRegion: 'eu-west' })
+    t.match(home.body.data, { valid: true, checks: [{ found: 'eu-west' }, { id: 'platform-store', status: 'pass' }] })
+  },
+)
+
+t.test('validate: a platform store that does not answer fails its check', async (t) => {
+  const closed = await freePort()
+  const down = await testApp(t, {
+    R2_ENDPOINT: `http://127.0.0.1:${closed}`,
+    R2_BUCKET: 'gone',
+    R2_ACCESS_KEY_ID: 'key-id',
+    R2_SECRET_ACCESS_KEY: 'secret-value',
+  })
+  const tn = await down.tenant('free')
+  const r = await tn.call('POST', `/api/v1/regions/storage/${tn.tenantId}/validate`, { storageMode: 'platform' })
+  t.equal(r.status, 200, JSON.stringify(r.body))
+  t.match(r.body.data, {
+    valid: false,
+    checks: [
+      { id: 'platform-region', status: 'pass' },
+      { id: 'platform-store', status: 'fail', found: `http://127.0.0.1:${closed}: ECONNREFUSED`, fix: /operator/ },
+    ],
+  })
+  t.notMatch(JSON.stringify(r.body), /secret-value/, 'no key in the answer')
+})
