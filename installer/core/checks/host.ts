@@ -317,14 +317,20 @@ const httpAt = (host: string, port: number, path: string) =>
  * when nothing answers within the time.
  */
 export async function atriumOn(port: number, timeoutMs = 2000, host = '127.0.0.1'): Promise<string | null> {
-  const get = async (path: string) => {
-    const res = await fetch(httpAt(host, port, path), { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' })
+  const get = async (path: string, ms: number) => {
+    const res = await fetch(httpAt(host, port, path), { signal: AbortSignal.timeout(ms), redirect: 'manual' })
     return res.ok ? ((await res.json()) as Record<string, unknown>) : null
   }
   try {
-    const live = (await get('/healthz')) as { data?: { status?: string } } | null
+    const live = (await get('/healthz', timeoutMs)) as { data?: { status?: string } } | null
     if (live?.data?.status !== 'ok') return null
-    const info = ((await get('/openapi.json')) as { info?: { title?: string; version?: string } } | null)?.info
+    // A server that answered its liveness is given longer for its API description: a fresh one builds
+    // it on the first request, which on a busy machine took over 2 s, and the holder then went unnamed.
+    const info = (
+      (await get('/openapi.json', Math.max(timeoutMs, 10_000))) as {
+        info?: { title?: string; version?: string }
+      } | null
+    )?.info
     return info?.title === 'Atrium API' && typeof info.version === 'string' ? info.version : null
   } catch {
     return null
