@@ -89,7 +89,7 @@ export default defineConfig([
   {
     // Page scripts served to the browser as classic scripts (the pages' CSP allows no inline script).
     name: 'atrium/browser-scripts',
-    files: ['server/modules/*/*.js'],
+    files: ['server/modules/*/*.js', 'server/http/*.js'],
     languageOptions: { sourceType: 'script', globals: globals.browser },
   },
   {

@@ -5,6 +5,15 @@
 export default function coverageMap(testFile) {
   // The client package's tests cover the package (its sources are in client/src/).
   if (testFile.startsWith('test/client/')) return ['client/src/**/*.ts']
+  // The browser tests cover the pages, the docs and the client library as a browser runs them.
+  if (testFile.startsWith('test/browser/'))
+    return [
+      'server/http/pages.ts',
+      'server/http/openapi.ts',
+      'server/modules/cli-auth/**/*.ts',
+      'server/modules/team/**/*.ts',
+      'client/src/**/*.ts',
+    ]
   const mirrored = testFile.replace(/^test\//, '').replace(/\.test\.ts$/, '.ts')
   const module = /^server\/modules\/[^/]+\//.exec(mirrored)
   return module ? [`${module[0]}**/*.ts`] : [mirrored]

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { agent } from '../helpers/agents.js'
 import { testApp } from '../helpers/app.js'
-import { finished, spawnScript } from '../helpers/cli.js'
+import { cliDeviceLogin, finished, spawnScript } from '../helpers/cli.js'
 import { fakeLlm } from '../helpers/fake-llm.js'
 import { freePort, tempDir } from '../helpers/platform.js'
 import { PASSWORD, user } from '../server/modules/cli-auth/helpers.js'
@@ -29,18 +29,8 @@ t.test('device login through the binary, then whoami, projects, a renewal and lo
   const u = await user(h)
   const config = tempDir(t, 'atrium-cli-')
   const env = { ATRIUM_CONFIG_DIR: config }
-  const child = spawnScript(CLI, ['login', '--url', base, '--no-browser'], env)
-  const done = finished(child)
-  let shown = ''
-  const started = await new Promise<{ authUrl: string; code: string }>((resolve, reject) => {
-    child.stderr!.on('data', (c: Buffer) => {
-      shown += c.toString()
-      const url = /^\s+(http\S+\/cli\/auth\/approve\?\S+)$/m.exec(shown)
-      const code = /^\s+([A-Z]{4}-[A-Z]{4})$/m.exec(shown)
-      if (url && code) resolve({ authUrl: url[1]!, code: code[1]! })
-    })
-    child.on('exit', () => reject(new Error(`the CLI exited before showing the login:\n${shown}`)))
-  })
+  const started = await cliDeviceLogin(base, env)
+  const { done } = started
 
   // The browser: signs in (the session cookie), checks the code, approves.
   const params = new URL(started.authUrl).searchParams

@@ -145,3 +145,26 @@ export function halfSentPost(url: string, headers: Record<string, string>, body:
   })
   return { connected, response, finish: () => finish() }
 }
+
+/**
+ * `atrium login --url <base> --no-browser` (the client package's CLI) with `env`: resolves once it
+ * shows the approval address and the code to compare, with `done` for its end.
+ */
+export async function cliDeviceLogin(
+  base: string,
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; done: Promise<Ran>; authUrl: string; code: string }> {
+  const child = spawnScript('client/src/cli/main.ts', ['login', '--url', base, '--no-browser'], env)
+  const done = finished(child)
+  let shown = ''
+  const started = await new Promise<{ authUrl: string; code: string }>((resolve, reject) => {
+    child.stderr!.on('data', (c: Buffer) => {
+      shown += c.toString()
+      const url = /^\s+(http\S+\/cli\/auth\/approve\?\S+)$/m.exec(shown)
+      const code = /^\s+([A-Z]{4}-[A-Z]{4})$/m.exec(shown)
+      if (url && code) resolve({ authUrl: url[1]!, code: code[1]! })
+    })
+    child.on('exit', () => reject(new Error(`the CLI exited before showing the login:\n${shown}`)))
+  })
+  return { child, done, ...started }
+}
