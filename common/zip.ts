@@ -7,6 +7,8 @@ import { ZipFile } from 'yazl'
 export interface ZipEntry {
   name: string
   data: string | Buffer | Readable
+  /** Deflated unless false (stored as it is). */
+  compress?: boolean
 }
 
 export interface MeasuredZip {
@@ -42,10 +44,13 @@ export function zipStream(entries: ZipEntry[], mtime = new Date()): MeasuredZip 
   const zip = new ZipFile()
   for (const e of entries) {
     if (e.data instanceof Readable) {
-      zip.addReadStream(e.data, e.name, { mtime })
+      zip.addReadStream(e.data, e.name, { mtime, compress: e.compress ?? true })
       e.data.once('error', (err) => meter.destroy(err)) // an entry's own stream failing fails the archive
     } else {
-      zip.addBuffer(Buffer.isBuffer(e.data) ? e.data : Buffer.from(e.data, 'utf8'), e.name, { mtime })
+      zip.addBuffer(Buffer.isBuffer(e.data) ? e.data : Buffer.from(e.data, 'utf8'), e.name, {
+        mtime,
+        compress: e.compress ?? true,
+      })
     }
   }
   zip.end()

@@ -11267,9 +11267,16 @@ export interface paths {
                                 status: "processing" | "completed" | "failed";
                                 merge: boolean;
                                 validate: boolean;
+                                /**
+                                 * Format: uuid
+                                 * @description A project backup: the project it is restored into (options.projectId), or with asNewProject the id of the project it makes; null: chosen when it runs (report.project)
+                                 */
+                                projectId: string | null;
+                                /** @description A project backup: restored as a new project */
+                                asNewProject: boolean;
                                 /** @description Bytes uploaded */
                                 size: number;
-                                /** @description When completed: the archive, counts per kind (inArchive, restored, conflicts, skipped), files, what was skipped and why, conflicts (docs/portability.md) */
+                                /** @description When completed: the archive, for a project backup the project restored into (project: id, into, created), counts per kind (inArchive, restored, conflicts, skipped), files, what was skipped and why, conflicts (docs/portability.md) */
                                 report: {
                                     [key: string]: unknown;
                                 } | null;
@@ -11355,8 +11362,8 @@ export interface paths {
         };
         put?: never;
         /**
-         * Restore a tenant archive into the tenant (a job: poll GET .../restore/{restoreId})
-         * @description multipart/form-data: the archive in the part named file, options in the part named options. merge=false replaces the tenant’s data of the kinds the archive includes; merge=true adds what is absent and reports conflicts; validate=true only checks and reports.
+         * Restore a tenant archive or a project backup into the tenant (a job: poll GET .../restore/{restoreId})
+         * @description multipart/form-data: the archive in the part named file, options in the part named options. The archive is a tenant export (metadata.json) or a project backup (manifest.json, format atrium.project-backup, formatVersion 1 or 2; a newer one is refused ARCHIVE_VERSION_UNSUPPORTED). A tenant export: merge=false replaces the tenant’s data of the kinds the archive includes; merge=true adds what is absent and reports conflicts. A project backup restores its one project: into options.projectId (a project of the tenant: 404 RESOURCE_NOT_FOUND when it has none of that id), as a new project with asNewProject=true, or by default into the project it was made of while the tenant has it, else a new project. Into a project that exists, merge=false puts the backup’s fields and files in place of the project’s and merge=true adds only the files at paths it lacks (the others are conflicts); either is recorded as a new version (change restored). A new project gets the backup’s versions (as many as the plan keeps). Agents come back when the backup holds them. projectId and asNewProject given with a tenant export fail the job VALIDATION_ERROR. validate=true only checks and reports. docs/portability.md “Restoring a project backup”.
          */
         post: {
             parameters: {
@@ -11372,11 +11379,11 @@ export interface paths {
                     "multipart/form-data": {
                         /**
                          * Format: binary
-                         * @description The archive: the zip of a tenant export
+                         * @description The archive: the zip of a tenant export, or a project backup (POST /projects/{projectId}/backup)
                          */
                         file: string;
                         /**
-                         * @description JSON: {"merge": boolean (default false), "validate": boolean (default false)}
+                         * @description JSON: {"merge": boolean (default false), "validate": boolean (default false)}; for a project backup also "projectId" (a project of the tenant to restore into) or "asNewProject": true (restore as a new project)
                          * @example {"merge":false,"validate":false}
                          */
                         options?: string;
@@ -11399,9 +11406,16 @@ export interface paths {
                                 status: "processing" | "completed" | "failed";
                                 merge: boolean;
                                 validate: boolean;
+                                /**
+                                 * Format: uuid
+                                 * @description A project backup: the project it is restored into (options.projectId), or with asNewProject the id of the project it makes; null: chosen when it runs (report.project)
+                                 */
+                                projectId: string | null;
+                                /** @description A project backup: restored as a new project */
+                                asNewProject: boolean;
                                 /** @description Bytes uploaded */
                                 size: number;
-                                /** @description When completed: the archive, counts per kind (inArchive, restored, conflicts, skipped), files, what was skipped and why, conflicts (docs/portability.md) */
+                                /** @description When completed: the archive, for a project backup the project restored into (project: id, into, created), counts per kind (inArchive, restored, conflicts, skipped), files, what was skipped and why, conflicts (docs/portability.md) */
                                 report: {
                                     [key: string]: unknown;
                                 } | null;
@@ -11546,9 +11560,16 @@ export interface paths {
                                 status: "processing" | "completed" | "failed";
                                 merge: boolean;
                                 validate: boolean;
+                                /**
+                                 * Format: uuid
+                                 * @description A project backup: the project it is restored into (options.projectId), or with asNewProject the id of the project it makes; null: chosen when it runs (report.project)
+                                 */
+                                projectId: string | null;
+                                /** @description A project backup: restored as a new project */
+                                asNewProject: boolean;
                                 /** @description Bytes uploaded */
                                 size: number;
-                                /** @description When completed: the archive, counts per kind (inArchive, restored, conflicts, skipped), files, what was skipped and why, conflicts (docs/portability.md) */
+                                /** @description When completed: the archive, for a project backup the project restored into (project: id, into, created), counts per kind (inArchive, restored, conflicts, skipped), files, what was skipped and why, conflicts (docs/portability.md) */
                                 report: {
                                     [key: string]: unknown;
                                 } | null;

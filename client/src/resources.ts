@@ -386,20 +386,27 @@ export class Portability extends Resource {
     })
   }
   /**
-   * Uploads a backup to restore (multipart: the `options` part, then the `file` part). merge: add
-   * to the tenant's data rather than replace it; validate: only check the archive and report. A stream is
-   * sent as it is read, never held whole in memory; such a request is not retried after a 429.
+   * Uploads a backup to restore (multipart: the `options` part, then the `file` part): a tenant
+   * export or a project backup. merge: add to the data rather than replace it; validate: only check
+   * the archive and report; for a project backup, projectId: the tenant's project it goes into, or
+   * asNewProject: a new project (by default, the project it was made of). A stream is sent as it is
+   * read, never held whole in memory; such a request is not retried after a 429.
    */
   async restore(
     tenantId: string,
     file: UploadSource,
-    options: { merge?: boolean; validate?: boolean } = {},
+    options: { merge?: boolean; validate?: boolean; projectId?: string; asNewProject?: boolean } = {},
     o: { filename?: string; size?: number } = {},
   ): Promise<RestoreJob> {
     const boundary = `atrium-${Math.random().toString(16).slice(2)}${Date.now().toString(16)}`
     const enc = new TextEncoder()
     const head = enc.encode(
-      `--${boundary}\r\nContent-Disposition: form-data; name="options"\r\n\r\n${JSON.stringify({ merge: options.merge ?? false, validate: options.validate ?? false })}\r\n` +
+      `--${boundary}\r\nContent-Disposition: form-data; name="options"\r\n\r\n${JSON.stringify({
+        merge: options.merge ?? false,
+        validate: options.validate ?? false,
+        ...(options.projectId ? { projectId: options.projectId } : {}),
+        ...(options.asNewProject ? { asNewProject: true } : {}),
+      })}\r\n` +
         `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${(o.filename ?? 'backup.zip').replace(/["\r\n]/g, '_')}"\r\nContent-Type: application/zip\r\n\r\n`,
     )
     const tail = enc.encode(`\r\n--${boundary}--\r\n`)

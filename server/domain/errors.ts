@@ -60,9 +60,12 @@ export const ERRORS = {
   },
   ARCHIVE_VERSION_UNSUPPORTED: {
     status: 400,
-    message: 'The archive was written by a newer Atrium, or is not a tenant export',
+    message: 'The archive was written by a newer Atrium, or is neither a tenant export nor a project backup',
   },
-  ARCHIVE_UNKNOWN_ENTRY: { status: 400, message: 'The archive holds an entry a tenant export does not have' },
+  ARCHIVE_UNKNOWN_ENTRY: {
+    status: 400,
+    message: 'The archive holds an entry its format (a tenant export or a project backup) does not have',
+  },
   ARCHIVE_INVALID_DATA: { status: 400, message: 'A record of the archive is not valid' },
 } as const
 

@@ -189,4 +189,16 @@ t.test('files, an agent run streamed to the end, chat, and an export restored', 
   t.match(JSON.parse(restored.stdout), { status: 'completed' })
   const checked = await atrium(['restore', join(work, 'notes.md'), '--json'], env)
   t.not(checked.code, 0, 'a file that is no archive is refused')
+
+  // A project backup, downloaded from its link, restored as a new project.
+  const backup = (await tn.call('POST', `/api/v1/projects/${project.id}/backup`, {})).body.data
+  const projectArchive = join(work, 'project-backup.zip')
+  writeFileSync(projectArchive, Buffer.from(await (await fetch(backup.downloadUrl)).arrayBuffer()))
+  const copied = await atrium(['restore', projectArchive, '--as-new-project', '--json'], env)
+  t.equal(copied.code, 0, copied.stderr)
+  const copy = JSON.parse(copied.stdout)
+  t.match(copy, { status: 'completed', asNewProject: true, report: { project: { created: true } } })
+  t.match(JSON.parse((await atrium(['files', 'list', copy.projectId, '--json'], env)).stdout), [
+    { path: 'docs/notes.md', size: 8 },
+  ])
 })

@@ -69,6 +69,13 @@ export function portability(h: TestApp) {
         archive: done.status === 'completed' && done.downloadUrl ? await download(done.downloadUrl) : null,
       }
     },
+    /** Backs a project up (POST /projects/{projectId}/backup) and downloads the zip its link serves. */
+    async backedUp(call: Caller, projectId: string, body: { includeHistory?: boolean; includeAgents?: boolean } = {}) {
+      const r = await call('POST', `/api/v1/projects/${projectId}/backup`, body)
+      if (r.status !== 201) throw new Error(`backup: ${r.status} ${JSON.stringify(r.body)}`)
+      const backup = r.body.data as { downloadUrl: string; expiresAt: string; size: number; checksum: string }
+      return { backup, archive: await download(backup.downloadUrl) }
+    },
     /** Uploads an archive to restore; the answer as it came. */
     async upload(key: string, tenantId: string, archive: Buffer, options?: unknown, o: { fileField?: string } = {}) {
       const { payload, headers } = restoreForm(archive, options, o)
@@ -87,6 +94,24 @@ export function portability(h: TestApp) {
       return job(call, `/api/v1/platform/tenants/${tenantId}/restore/${r.body.data.restoreId}`, ['completed', 'failed'])
     },
   }
+}
+
+/** What a tenant holds, row by row, and the objects under its projects' prefix: to prove what a restore changed or not. */
+export async function tenantState(h: TestApp, tenantId: string) {
+  const rows = await h.platform.db.system(
+    (sql) => sql`
+      select json_build_object(
+        'projects', (select json_agg(p order by id) from projects p where tenant_id = ${tenantId}),
+        'versions', (select json_agg(v order by id) from project_versions v where tenant_id = ${tenantId}),
+        'files', (select json_agg(f order by project_id, path) from project_files f where tenant_id = ${tenantId}),
+        'agents', (select json_agg(a order by id) from agents a where tenant_id = ${tenantId}),
+        'runs', (select json_agg(r order by id) from agent_runs r where tenant_id = ${tenantId}),
+        'sessions', (select json_agg(s order by id) from chat_sessions s where tenant_id = ${tenantId}),
+        'messages', (select json_agg(m order by id) from chat_messages m where tenant_id = ${tenantId}),
+        'llm', (select json_agg(l) from tenant_llm_settings l where tenant_id = ${tenantId})
+      ) as s`,
+  )
+  return { rows: rows[0]!.s, objects: await storedKeys(h, `tenants/${tenantId}/projects/`) }
 }
 
 /** The keys of the objects stored under a prefix of the test's store (the S3 bucket, or the local folder). */

@@ -44,6 +44,9 @@ Data
                                        exports the tenant and downloads the archive
   restore <file> [--merge] [--validate]                 uploads a backup and waits for the restore
                                        (--merge adds to the data, --validate only checks)
+  restore <project-backup.zip> [--project <id> | --as-new-project]
+                                       a project backup: into that project, or a new one
+                                       (default: the project it was made of)
 
 Options on every command
   --url <address>      the Atrium server (or ATRIUM_URL; default: the one you logged in to)
@@ -92,6 +95,7 @@ const OPTIONS = {
   format: { type: 'string' },
   merge: { type: 'boolean' },
   validate: { type: 'boolean' },
+  'as-new-project': { type: 'boolean' },
 } as const
 
 type Flags = { [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K]['type'] extends 'string' ? string : boolean }
@@ -352,7 +356,12 @@ export async function run(argv: string[], io: Io): Promise<number> {
       const job = await c.data.restore(
         me.tenant.id,
         body,
-        { merge: Boolean(f.merge), validate: Boolean(f.validate) },
+        {
+          merge: Boolean(f.merge),
+          validate: Boolean(f.validate),
+          ...(f.project ? { projectId: f.project } : {}),
+          ...(f['as-new-project'] ? { asNewProject: true } : {}),
+        },
         { filename: basename(file), size },
       )
       if (!f.json) say(`Restore ${job.restoreId} ${job.status}...`)

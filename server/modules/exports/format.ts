@@ -278,15 +278,6 @@ export const ENTRIES = [
 ] as const satisfies readonly { name: string; re: RegExp; holds: string; kind?: Kind }[]
 export type EntryDef = (typeof ENTRIES)[number]
 
-/** What an archive's entry is, from its name; null for a name the format does not have. */
-export function entryOf(name: string): { def: EntryDef; match: RegExpExecArray } | null {
-  for (const def of ENTRIES) {
-    const match = def.re.exec(name)
-    if (match) return { def, match }
-  }
-  return null
-}
-
 export interface ExportMetadata {
   format: typeof EXPORT_FORMAT
   formatVersion: number

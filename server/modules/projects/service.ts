@@ -16,14 +16,14 @@ import { tenantReads, type Db, type TxSql } from '../../platform/db.js'
 import { json, jsonArrayStream, zipStream } from '../../../common/zip.js'
 import { auditBy } from '../audit/service.js'
 import { emitEvent, eventData } from '../outbox/service.js'
-import { PLAN_TERMS } from '../../domain/plans.js'
+import { PLAN_TERMS, type Plan } from '../../domain/plans.js'
 import * as files from './files-store.js'
 import * as store from './store.js'
 import type { ProjectFields, ProjectRow, VersionRow } from './store.js'
 
-export const BACKUP_FORMAT = 'atrium.project-backup'
-// 2: files.json and files/<path> (the project's current files) joined the archive.
-export const BACKUP_FORMAT_VERSION = 2
+export type { ProjectFields, ProjectRow } from './store.js'
+import { BACKUP_FORMAT, BACKUP_FORMAT_VERSION, type BackupFile, type BackupManifest } from './backup-format.js'
+
 /** Same validity as export links in the specification. */
 export const BACKUP_LINK_SECONDS = 7 * 24 * 3600
 
@@ -38,17 +38,27 @@ export type PatchInput = Partial<ProjectFields>
  * Records the project's current state, its files' manifest included, as a version, and drops versions beyond the plan's
  * limit (their manifests with them).
  */
-export async function recordVersion(
+export const recordVersion = (
   sql: TxSql,
   a: Actor,
   project: ProjectRow,
   change: VersionRow['change'],
   restoredFrom: number | null = null,
+): Promise<void> => recordTenantVersion(sql, a.tenantId, planOf(a.principal), project, change, restoredFrom)
+
+/** recordVersion for a tenant on a plan (a job's work, which has no caller's principal). */
+export async function recordTenantVersion(
+  sql: TxSql,
+  tenantId: string,
+  plan: Plan,
+  project: ProjectRow,
+  change: VersionRow['change'],
+  restoredFrom: number | null,
 ): Promise<void> {
-  await store.insertVersion(sql, { id: newId(), tenantId: a.tenantId, project, change, restoredFrom })
-  await files.snapshotManifest(sql, a.tenantId, project.id, project.version)
-  const keep = PLAN_TERMS[planOf(a.principal)].limits.projectVersions
-  if (keep !== null) await store.pruneVersions(sql, a.tenantId, project.id, project.version, keep)
+  await store.insertVersion(sql, { id: newId(), tenantId, project, change, restoredFrom })
+  await files.snapshotManifest(sql, tenantId, project.id, project.version)
+  const keep = PLAN_TERMS[plan].limits.projectVersions
+  if (keep !== null) await store.pruneVersions(sql, tenantId, project.id, project.version, keep)
 }
 
 /**
@@ -77,6 +87,50 @@ export const emitUpdated = (
       ...change,
     },
   })
+
+// ---- a restore of a project backup (server/modules/restores/project-backup.ts) ------------------
+// It writes the project's records in the restore's transaction; these record the change as the API
+// would (a version of change 'restored', the event), on the tenant's plan.
+
+/** The project, locked until the transaction ends; undefined when the tenant has none of that id. */
+export const lockedProject = async (sql: TxSql, tenantId: string, id: string): Promise<ProjectRow | undefined> =>
+  (await store.selectProject(sql, tenantId, id, { lock: true }))[0]
+
+/**
+ * A restore into a project that exists (`before`, locked): its fields set, and with the files the
+ * restore wrote (as of version `before.version + 1`) recorded as a new version; project.updated.
+ */
+export async function restoredInto(
+  sql: TxSql,
+  tenantId: string,
+  plan: Plan,
+  before: ProjectRow,
+  fields: ProjectFields,
+  restoredFrom: number | null,
+): Promise<ProjectRow> {
+  const project = await store.updateProject(sql, tenantId, before.id, fields)
+  await recordTenantVersion(sql, tenantId, plan, project, 'restored', restoredFrom)
+  await emitUpdated(sql, tenantId, before, project, { change: 'restored', restoredFrom })
+  return project
+}
+
+/** A project a restore made (its record, versions and files written): its state recorded as its newest version; project.created. */
+export async function restoredAsNew(
+  sql: TxSql,
+  tenantId: string,
+  plan: Plan,
+  id: string,
+  restoredFrom: number | null,
+): Promise<ProjectRow> {
+  const [project] = await store.selectProject(sql, tenantId, id)
+  await recordTenantVersion(sql, tenantId, plan, project!, 'restored', restoredFrom)
+  await emitEvent(sql, { tenantId, type: 'project.created', data: eventData(project!) })
+  return project!
+}
+
+/** Bytes the project's current files hold (what the plan's projectFileBytes bounds). */
+export const projectFileBytes = (sql: TxSql, tenantId: string, id: string): Promise<number> =>
+  files.usedBytes(sql, tenantId, id)
 
 export function projectsService(deps: {
   db: Db
@@ -177,37 +231,50 @@ export function projectsService(deps: {
         for await (const batch of files.fileBatches(sql, a.tenantId, projectId)) current.push(...batch)
         const backupId = newId()
         const createdAt = new Date(clock())
+        const manifest: BackupManifest = {
+          format: BACKUP_FORMAT,
+          formatVersion: BACKUP_FORMAT_VERSION,
+          atriumVersion: deps.version,
+          backupId,
+          createdAt: createdAt.toISOString(),
+          tenantId: a.tenantId,
+          projectId,
+          includes: { history: opts.includeHistory, agents: opts.includeAgents, files: true },
+        }
+        const listed: BackupFile[] = current.map((f) => ({
+          path: f.path,
+          size: f.size,
+          sha256: f.sha256,
+          contentType: f.content_type,
+        }))
+        // Only the two small records are deflated: file bytes, and lists that grow with the project
+        // (a long history of one repeated description deflates a thousand times), are stored as they
+        // are, so that the backup keeps to the compression-ratio rule a restore holds archives to.
         const zip = zipStream(
           [
-            {
-              name: 'manifest.json',
-              data: json({
-                format: BACKUP_FORMAT,
-                formatVersion: BACKUP_FORMAT_VERSION,
-                atriumVersion: deps.version,
-                backupId,
-                createdAt: createdAt.toISOString(),
-                tenantId: a.tenantId,
-                projectId,
-                includes: { history: opts.includeHistory, agents: opts.includeAgents, files: true },
-              }),
-            },
+            { name: 'manifest.json', data: json(manifest) },
             { name: 'project.json', data: json(project) },
-            {
-              name: 'files.json',
-              data: json(
-                current.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256, contentType: f.content_type })),
-              ),
-            },
-            ...current.map((f) => ({ name: `files/${f.path}`, data: lazyBlob(blobs, f.blob_key, f.size) })),
+            { name: 'files.json', data: json(listed), compress: false },
+            ...current.map((f) => ({
+              name: `files/${f.path}`,
+              data: lazyBlob(blobs, f.blob_key, f.size),
+              compress: false,
+            })),
             ...(opts.includeHistory
-              ? [{ name: 'versions.json', data: jsonArrayStream(store.versionBatches(sql, a.tenantId, projectId)) }]
+              ? [
+                  {
+                    name: 'versions.json',
+                    data: jsonArrayStream(store.versionBatches(sql, a.tenantId, projectId)),
+                    compress: false,
+                  },
+                ]
               : []),
             ...(opts.includeAgents
               ? [
                   {
                     name: 'agents.json',
                     data: json(deps.projectAgents ? await deps.projectAgents(sql, a.tenantId, projectId) : []),
+                    compress: false,
                   },
                 ]
               : []),

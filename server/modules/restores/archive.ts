@@ -6,7 +6,9 @@
 // absolute, has a drive letter, a backslash, '.' or '..' segments or a control character (zip
 // slip), a symbolic link, two entries of one name, an encrypted entry or an unknown compression,
 // entries whose data overlap (the overlapping-file bomb), an entry or the whole archive expanding
-// beyond the ratio rule or the unpacked-size limit, and a name the format does not have. Reading
+// beyond the ratio rule or the unpacked-size limit, and a name the format does not have. Two formats
+// are read: a tenant export (metadata.json) and a project backup (manifest.json, and no
+// metadata.json); which one is told from the directory's names, before any entry is read. Reading
 // an entry then checks its size (yauzl) and its CRC-32 against the directory: a mismatch is
 // ARCHIVE_CORRUPT. The limits are the ones the export writes within (exports/limits.ts), so an
 // archive Atrium wrote passes them.
@@ -16,12 +18,21 @@ import yauzl from 'yauzl'
 import { AppError, type ErrorCode } from '../../domain/errors.js'
 import { jsonTooDeep } from '../../domain/text.js'
 import type { Blobs } from '../../platform/blobs.js'
-import { entryOf, type EntryDef } from '../exports/format.js'
+import { ENTRIES, type EntryDef } from '../exports/format.js'
+import { BACKUP_ENTRIES } from '../projects/backup-format.js'
 import { MAX_JSON_DEPTH, MAX_JSON_ENTRY_BYTES, MAX_RATIO, withinRatio, type ArchiveLimits } from '../exports/limits.js'
+
+/** The formats a restore reads, with the entries each may hold. */
+const FORMATS = {
+  'tenant-export': { entries: ENTRIES, what: 'a tenant export' },
+  'project-backup': { entries: BACKUP_ENTRIES, what: 'a project backup' },
+} as const
+export type ArchiveFormat = keyof typeof FORMATS
+type AnyEntryDef = EntryDef | (typeof BACKUP_ENTRIES)[number]
 
 export interface ArchiveEntry {
   name: string
-  def: EntryDef
+  def: AnyEntryDef
   match: RegExpExecArray
   /** Bytes it unpacks to. */
   size: number
@@ -29,6 +40,8 @@ export interface ArchiveEntry {
 }
 
 export interface Archive {
+  /** What the archive is, by its names: a project backup has manifest.json and no metadata.json. */
+  readonly format: ArchiveFormat
   readonly entries: readonly ArchiveEntry[]
   /** An entry's bytes, checked against its size and CRC-32 as they pass (the stream fails ARCHIVE_CORRUPT). */
   open(entry: ArchiveEntry): Promise<Readable>
@@ -123,8 +136,10 @@ export async function openArchive(blobs: Blobs, key: string, size: number, limit
       )
     }
     const raw = await directory(zip)
-    const entries = judge(raw, size, limits)
+    const format = formatOf(raw)
+    const entries = judge(raw, size, limits, format)
     return {
+      format,
       entries,
       open: (entry) => openChecked(zip, entry),
       async json(entry) {
@@ -177,7 +192,25 @@ function directory(zip: yauzl.ZipFile): Promise<yauzl.Entry[]> {
   })
 }
 
-function judge(raw: yauzl.Entry[], archiveBytes: number, limits: ArchiveLimits): ArchiveEntry[] {
+/** The entry names that tell the formats apart (the names' bytes as stored: none of them is read yet). */
+const MARKS = { metadata: Buffer.from('metadata.json'), manifest: Buffer.from('manifest.json') }
+
+/** A project backup when the archive has a manifest.json and no metadata.json; anything else is judged as a tenant export. */
+function formatOf(raw: yauzl.Entry[]): ArchiveFormat {
+  const has = (name: Buffer) => raw.some((e) => name.equals(e.fileName as unknown as Buffer))
+  return has(MARKS.manifest) && !has(MARKS.metadata) ? 'project-backup' : 'tenant-export'
+}
+
+/** What an entry is in a format, from its name; null for a name the format does not have. */
+function entryIn(format: ArchiveFormat, name: string): { def: AnyEntryDef; match: RegExpExecArray } | null {
+  for (const def of FORMATS[format].entries) {
+    const match = def.re.exec(name)
+    if (match) return { def, match }
+  }
+  return null
+}
+
+function judge(raw: yauzl.Entry[], archiveBytes: number, limits: ArchiveLimits, format: ArchiveFormat): ArchiveEntry[] {
   const names = new Set<string>()
   const out: ArchiveEntry[] = []
   let unpacked = 0
@@ -229,10 +262,11 @@ function judge(raw: yauzl.Entry[], archiveBytes: number, limits: ArchiveLimits):
         })
       continue // a folder some zip tools add: nothing to restore
     }
-    const known = entryOf(name)
+    const known = entryIn(format, name)
     if (!known)
-      throw refused('ARCHIVE_UNKNOWN_ENTRY', `Entry ${JSON.stringify(name)} is not part of a tenant export`, {
+      throw refused('ARCHIVE_UNKNOWN_ENTRY', `Entry ${JSON.stringify(name)} is not part of ${FORMATS[format].what}`, {
         entry: name,
+        format,
       })
     out.push({ name, def: known.def, match: known.match, size: e.uncompressedSize, raw: e })
   }

@@ -32,7 +32,7 @@ export function upgrade(kind: Kind, rows: Row[], from: number): Row[] {
   return rows
 }
 
-const invalidData = (entry: string, message: string, more: Record<string, unknown> = {}) =>
+export const invalidData = (entry: string, message: string, more: Record<string, unknown> = {}) =>
   refused('ARCHIVE_INVALID_DATA', `${entry}: ${message}`, { entry, ...more })
 
 const INT32: readonly [number, number] = [-(2 ** 31), 2 ** 31 - 1]
@@ -167,7 +167,7 @@ export interface ArchivedProject {
   manifest: ArchiveEntry[]
   versionFiles: ArchiveEntry[]
   /** Current files: path to its entry and the manifest's digest and size. */
-  files: Map<string, { entry: ArchiveEntry; sha256: string; size: number }>
+  files: Map<string, CurrentFile>
   /** Bytes only older versions hold: digest to entry. */
   history: Map<string, ArchiveEntry>
 }
@@ -258,6 +258,47 @@ export function repeatFinder(read: (entry: ArchiveEntry, kind: Kind) => Promise<
   }
 }
 
+/**
+ * What every archive's metadata entry (a tenant export's metadata.json, a project backup's
+ * manifest.json) must say: its format, a format version this server reads (a newer one is refused
+ * ARCHIVE_VERSION_UNSUPPORTED: upgrade first), the Atrium that wrote it, when, and the ids it names
+ * (lowercased). The report and the audit log keep these: text they can store, or the archive is refused.
+ */
+export function checkMeta(
+  value: unknown,
+  o: { entry: string; format: string; supported: number; ids: readonly string[] },
+): Record<string, unknown> {
+  const meta = value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : null
+  if (!meta || meta.format !== o.format) {
+    throw refused('ARCHIVE_VERSION_UNSUPPORTED', `${o.entry} does not name the ${o.format} format`, {
+      format: typeof meta?.format === 'string' ? escapedText(meta.format) : null,
+    })
+  }
+  const version = meta.formatVersion as number
+  if (!Number.isSafeInteger(version) || version < 1)
+    throw invalidData(o.entry, 'formatVersion must be a whole number from 1')
+  if (version > o.supported) {
+    throw refused(
+      'ARCHIVE_VERSION_UNSUPPORTED',
+      `The archive is format version ${version}, newer than this server reads (up to ${o.supported}): upgrade Atrium first`,
+      {
+        formatVersion: version,
+        supported: o.supported,
+        atriumVersion: typeof meta.atriumVersion === 'string' ? escapedText(meta.atriumVersion.slice(0, 100)) : null,
+      },
+    )
+  }
+  for (const id of o.ids) {
+    if (typeof meta[id] !== 'string' || !isUuid(meta[id])) throw invalidData(o.entry, `${id} must be a UUID`)
+    meta[id] = meta[id].toLowerCase()
+  }
+  if (typeof meta.atriumVersion !== 'string' || meta.atriumVersion.length > 100 || textProblem(meta.atriumVersion))
+    throw invalidData(o.entry, 'atriumVersion must be text of at most 100 characters')
+  if (typeof meta.createdAt !== 'string' || !isTime(meta.createdAt))
+    throw invalidData(o.entry, 'createdAt must be an ISO 8601 time')
+  return meta
+}
+
 const byName = (a: ArchiveEntry, b: ArchiveEntry) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
 
 /** What the API's check makes of a value (null: it refuses it); a record must hold that form already. */
@@ -270,7 +311,7 @@ function storedForm(check: (value: string) => string, value: unknown): string | 
 }
 
 /** Why a file record's path or content type is not what the API would store, or null. */
-function fileProblem(
+export function fileProblem(
   f: Row,
 ): { code: 'ARCHIVE_UNSAFE_PATH' | 'ARCHIVE_INVALID_DATA'; message: string; field: string } | null {
   if (storedForm(normalizePath, f.path) !== f.path)
@@ -288,6 +329,83 @@ function fileProblem(
   return null
 }
 
+const quotaExceeded = (plan: Plan, message: string, details: Record<string, unknown>) =>
+  new AppError('QUOTA_EXCEEDED', `${message} on the ${PLAN_TERMS[plan].title} plan`, details)
+
+/** A current file as checked: its bytes' entry, and the digest and size its record names. */
+export interface CurrentFile {
+  entry: ArchiveEntry
+  sha256: string
+  size: number
+}
+
+/**
+ * A project's current files, checked record by record (`add`) as the API would store them: a
+ * project path and content type, each path once, its bytes there (`bytes`: path to entry) and of
+ * the size stated, a digest whose every record states one size, and within the plan's bounds on a
+ * file and on a project's files; `done` then refuses bytes no record named. Every blob by its
+ * digest is in `blobs` (history adds to it).
+ */
+export function currentFiles(o: {
+  plan: Plan
+  project: string
+  bytes: ReadonlyMap<string, ArchiveEntry>
+  /** The name the bytes of a path would have in the archive (for the message when they are missing). */
+  bytesEntry: (path: string) => string
+}) {
+  const limits = PLAN_TERMS[o.plan].limits
+  const files = new Map<string, CurrentFile>()
+  // Every stored blob (current file or history) by its digest, with its size: each record that
+  // names a digest must state that size, as the bytes are checked against the digest when copied.
+  const blobs = new Map<string, { entry: ArchiveEntry; size: number }>()
+  let total = 0
+  return {
+    files,
+    blobs,
+    /** A file record (`f`: a project_files record) listed in the entry `listedIn`. */
+    add(f: Row, listedIn: string): CurrentFile {
+      const path = f.path as string
+      const problem = fileProblem(f)
+      if (problem)
+        throw refused(problem.code, `${listedIn}: ${problem.message}`, { entry: listedIn, path, field: problem.field })
+      if (files.has(path))
+        throw invalidData(listedIn, `names ${path} twice`, { kind: 'project_files', field: 'path', path })
+      const bytes = o.bytes.get(path)
+      if (!bytes) throw invalidData(listedIn, `the bytes of ${path} are missing (${o.bytesEntry(path)})`, { path })
+      if (bytes.size !== f.size)
+        throw invalidData(bytes.name, `holds ${bytes.size} bytes; its manifest says ${f.size as number}`, { path })
+      if (bytes.size > limits.fileBytes)
+        throw quotaExceeded(o.plan, `${path} holds ${bytes.size} bytes; a file may hold ${limits.fileBytes}`, {
+          limit: limits.fileBytes,
+          requested: bytes.size,
+          path,
+        })
+      total += bytes.size
+      if (total > limits.projectFileBytes)
+        throw quotaExceeded(o.plan, `Project ${o.project}'s files hold more than ${limits.projectFileBytes} bytes`, {
+          limit: limits.projectFileBytes,
+          requested: total,
+          project: o.project,
+        })
+      const same = blobs.get(f.sha256 as string)
+      if (same && same.size !== bytes.size)
+        throw invalidData(
+          bytes.name,
+          `holds ${bytes.size} bytes, ${same.entry.name} ${same.size}, yet their manifest gives both one SHA-256`,
+          { path },
+        )
+      blobs.set(f.sha256 as string, { entry: bytes, size: bytes.size })
+      const file = { entry: bytes, sha256: f.sha256 as string, size: f.size as number }
+      files.set(path, file)
+      return file
+    },
+    done() {
+      for (const [path, e] of o.bytes)
+        if (!files.has(path)) throw invalidData(e.name, 'is a file no manifest record names')
+    },
+  }
+}
+
 /** The first pass: everything the archive holds, checked; refused with the first problem. */
 export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey> {
   const groups = new Map<string, ArchiveEntry[]>()
@@ -297,38 +415,19 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
 
   const metaEntry = one('metadata')
   if (!metaEntry)
-    throw refused('ARCHIVE_VERSION_UNSUPPORTED', 'The archive has no metadata.json: it is not a tenant export', {
-      rule: 'no-metadata',
-    })
-  const meta = (await archive.json(metaEntry)) as Partial<ExportMetadata> | null
-  if (!meta || meta.format !== EXPORT_FORMAT) {
-    throw refused('ARCHIVE_VERSION_UNSUPPORTED', `metadata.json does not name the ${EXPORT_FORMAT} format`, {
-      format: typeof meta?.format === 'string' ? escapedText(meta.format) : null,
-    })
-  }
-  if (!Number.isSafeInteger(meta.formatVersion) || meta.formatVersion! < 1)
-    throw invalidData('metadata.json', 'formatVersion must be a whole number from 1')
-  if (meta.formatVersion! > EXPORT_FORMAT_VERSION) {
     throw refused(
       'ARCHIVE_VERSION_UNSUPPORTED',
-      `The archive is format version ${meta.formatVersion}; this server reads up to ${EXPORT_FORMAT_VERSION}: upgrade Atrium first`,
+      'The archive has neither metadata.json nor manifest.json: it is neither a tenant export nor a project backup',
       {
-        formatVersion: meta.formatVersion,
-        supported: EXPORT_FORMAT_VERSION,
-        atriumVersion: typeof meta.atriumVersion === 'string' ? escapedText(meta.atriumVersion.slice(0, 100)) : null,
+        rule: 'no-metadata',
       },
     )
-  }
-  // The report and the audit log keep these: text they can store, or the archive is refused.
-  if (typeof meta.exportId !== 'string' || !isUuid(meta.exportId))
-    throw invalidData('metadata.json', 'exportId must be a UUID')
-  if (typeof meta.atriumVersion !== 'string' || meta.atriumVersion.length > 100 || textProblem(meta.atriumVersion))
-    throw invalidData('metadata.json', 'atriumVersion must be text of at most 100 characters')
-  if (typeof meta.tenantId !== 'string' || !isUuid(meta.tenantId))
-    throw invalidData('metadata.json', 'tenantId must be a UUID')
-  meta.tenantId = meta.tenantId.toLowerCase()
-  if (typeof meta.createdAt !== 'string' || !isTime(meta.createdAt))
-    throw invalidData('metadata.json', 'createdAt must be an ISO 8601 time')
+  const meta = checkMeta(await archive.json(metaEntry), {
+    entry: metaEntry.name,
+    format: EXPORT_FORMAT,
+    supported: EXPORT_FORMAT_VERSION,
+    ids: ['exportId', 'tenantId'],
+  }) as Partial<ExportMetadata>
   if (!Array.isArray(meta.include) || meta.include.some((i) => !(INCLUDES as readonly string[]).includes(i)))
     throw invalidData('metadata.json', `include must list some of ${INCLUDES.join(', ')}`)
   const include = meta.include as Include[]
@@ -390,8 +489,7 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
     for (const e of each(name)) m.set(e.match[1]!, [...(m.get(e.match[1]!) ?? []), e])
     return m
   }
-  const overQuota = (message: string, details: Record<string, unknown>) =>
-    new AppError('QUOTA_EXCEEDED', `${message} on the ${PLAN_TERMS[o.plan].title} plan`, details)
+  const overQuota = (message: string, details: Record<string, unknown>) => quotaExceeded(o.plan, message, details)
 
   // Projects: the index, then each project's entries.
   const projects: ArchivedProject[] = []
@@ -444,56 +542,24 @@ export async function survey(archive: Archive, o: SurveyOptions): Promise<Survey
         })
       numbers.add(v.version as number)
     })
-    // Every stored blob (current file or history) by its digest, with its size: each record that
-    // names a digest must state that size, as the bytes are checked against the digest when copied.
-    const blobs = new Map<string, { entry: ArchiveEntry; size: number }>()
-    // The current files: each manifest record has its bytes, of its size, within the plan's bounds; nothing else is
-    // there.
-    const fileEntries = new Map((pEntries.files.get(pid) ?? []).map((e) => [e.match[2]!, e]))
-    let current = 0
+    const current = currentFiles({
+      plan: o.plan,
+      project: pid,
+      bytes: new Map((pEntries.files.get(pid) ?? []).map((e) => [e.match[2]!, e])),
+      bytesEntry: (path) => `projects/${pid}/files/${path}`,
+    })
+    const blobs = current.blobs
     for (const e of project.manifest) {
       for (const f of await rowsOf(archive, e, 'project_files', version)) {
         if (f.project_id !== pid) throw invalidData(e.name, 'holds a project_files record of another project_id')
-        const path = f.path as string
-        const problem = fileProblem(f)
-        if (problem)
-          throw refused(problem.code, `${e.name}: ${problem.message}`, { entry: e.name, path, field: problem.field })
-        if (project.files.has(path))
-          throw invalidData(e.name, `names ${path} twice`, { kind: 'project_files', field: 'path', path })
-        const bytes = fileEntries.get(path)
-        if (!bytes)
-          throw invalidData(e.name, `the bytes of ${path} are missing (projects/${pid}/files/${path})`, { path })
-        if (bytes.size !== f.size)
-          throw invalidData(bytes.name, `holds ${bytes.size} bytes; its manifest says ${f.size as number}`, { path })
-        if (bytes.size > limits.fileBytes)
-          throw overQuota(`${path} holds ${bytes.size} bytes; a file may hold ${limits.fileBytes}`, {
-            limit: limits.fileBytes,
-            requested: bytes.size,
-            path,
-          })
-        current += bytes.size
-        if (current > limits.projectFileBytes)
-          throw overQuota(`Project ${pid}'s files hold more than ${limits.projectFileBytes} bytes`, {
-            limit: limits.projectFileBytes,
-            requested: current,
-            project: pid,
-          })
-        const same = blobs.get(f.sha256 as string)
-        if (same && same.size !== bytes.size)
-          throw invalidData(
-            bytes.name,
-            `holds ${bytes.size} bytes, ${same.entry.name} ${same.size}, yet their manifest gives both one SHA-256`,
-            { path },
-          )
-        blobs.set(f.sha256 as string, { entry: bytes, size: bytes.size })
-        project.files.set(path, { entry: bytes, sha256: f.sha256 as string, size: f.size as number })
+        const file = current.add(f, e.name)
         counts.project_files++
         files.count++
-        files.bytes += bytes.size
+        files.bytes += file.size
       }
     }
-    for (const [path, e] of fileEntries)
-      if (!project.files.has(path)) throw invalidData(e.name, 'is a file no manifest record names')
+    current.done()
+    project.files = current.files
     for (const e of pEntries.history.get(pid) ?? []) {
       const sha = e.match[2]!
       if (blobs.has(sha)) throw invalidData(e.name, 'holds bytes a current file holds already')

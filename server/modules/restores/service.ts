@@ -1,11 +1,13 @@
-// Restores: a tenant archive (the zip format of an export) uploaded, then read on the job runner
-// (queue 'restores.run') in two passes. The first checks everything (archive.ts, records.ts) and
-// writes nothing; with validate=true that is all, and the report says what a restore would do. The
-// second copies the files' bytes into the tenant's store (each checked against its digest and its
-// CRC-32), then writes the records in one transaction: merge=false deletes the tenant's records of
-// the kinds the archive includes and puts the archive's in their place; merge=true adds what is
-// absent and reports what was already there. A failure anywhere leaves the tenant's records as they
-// were (the transaction rolls back) and removes the bytes this restore stored.
+// Restores: a tenant archive (the zip format of an export) or a project backup uploaded, then read
+// on the job runner (queue 'restores.run') in two passes, whichever it is (a Pass: report.ts; the
+// project backup's own rules are in project-backup.ts, the rest of this comment is the tenant
+// archive's). The first checks everything (archive.ts, records.ts) and writes nothing; with
+// validate=true that is all, and the report says what a restore would do. The second copies the
+// files' bytes into the tenant's store (each checked against its digest and its CRC-32), then
+// writes the records in one transaction: merge=false deletes the tenant's records of the kinds the
+// archive includes and puts the archive's in their place; merge=true adds what is absent and
+// reports what was already there. A failure anywhere leaves the tenant's records as they were (the
+// transaction rolls back) and removes the bytes this restore stored.
 //
 // Ids: a record the tenant already has keeps its id; every other id is derived for the tenant
 // (format.ts derivedId), whatever tenant the archive names: so nothing a restore does depends on
@@ -17,7 +19,7 @@ import { pipeline, Transform, type Readable } from 'node:stream'
 import type { Clock } from '../../clock.js'
 import { isUuid, newId } from '../../../common/ids.js'
 import type { Actor } from '../../domain/actor.js'
-import { AppError, notFound, type ErrorCode } from '../../domain/errors.js'
+import { AppError, invalid, notFound, type ErrorCode } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS, type Plan } from '../../domain/plans.js'
 import type { Blobs } from '../../platform/blobs.js'
@@ -32,19 +34,35 @@ import { fileBlobKey, type ProjectFilesService, type StagedFile } from '../proje
 import { auditEnd, shownState, shownTimes } from '../exports/job-record.js'
 import { DATA_ATTEMPTS, type ArchiveLimits } from '../exports/limits.js'
 import { openArchive, refused, type Archive, type ArchiveEntry } from './archive.js'
+import { backupPass } from './project-backup.js'
 import { rowsOf, survey, type Row, type Survey } from './records.js'
+import { reportOf, tally, type Copied, type Copy, type Pass, type Tally } from './report.js'
 import * as store from './store.js'
 
 export const RESTORE_QUEUE = 'restores.run'
 /** Files copied into the store at once by a restore (each holds up to one upload part in memory). */
 const COPY_CONCURRENCY = 2
-/** Items the report lists by id (skipped, conflicts); the counts are always whole. */
-const REPORT_ITEMS = 100
 
 export interface RestoreOptions {
   merge: boolean
   validate: boolean
+  /**
+   * A project backup: the tenant's project it is restored into; with asNewProject, the id of the
+   * project it makes (chosen when the restore is asked for, so that every attempt makes the same one).
+   */
+  projectId: string | null
+  /** A project backup: restored as a new project, whatever projects the tenant has. */
+  asNewProject: boolean
 }
+
+/** What else ends a restore's job failed at once, besides its archive's ARCHIVE_* refusals. */
+const JOB_REFUSALS = ['QUOTA_EXCEEDED', 'VALIDATION_ERROR', 'RESOURCE_NOT_FOUND'] as const
+
+/**
+ * The options a project backup alone takes: a tenant export given one of them is refused (asNewProject
+ * first: with it, projectId is the id chosen for the new project, not one the client gave).
+ */
+const BACKUP_OPTIONS = ['asNewProject', 'projectId'] as const
 
 export interface RestoreView {
   restoreId: string
@@ -52,6 +70,8 @@ export interface RestoreView {
   status: 'processing' | 'completed' | 'failed'
   merge: boolean
   validate: boolean
+  projectId: string | null
+  asNewProject: boolean
   size: number
   report: Record<string, unknown> | null
   error: { code: string; message: string; details?: Record<string, unknown> } | null
@@ -80,13 +100,6 @@ type Held = Pick<StagedFile, 'blobKey' | 'stageId'>
 
 const uploadKey = (tenantId: string, id: string) => `tenants/${tenantId}/restores/${id}/upload.zip`
 
-interface KindCount {
-  inArchive: number
-  restored: number
-  conflicts: number
-  skipped: number
-}
-
 // The patch's fields by the columns of a settings record.
 const SETTINGS_COLUMNS: Record<string, string> = {
   provider: 'provider',
@@ -95,29 +108,6 @@ const SETTINGS_COLUMNS: Record<string, string> = {
   'defaults.temperature': 'temperature',
   'defaults.maxTokens': 'max_tokens',
 }
-
-/** The report's counts and lists, filled as the second pass goes. */
-function tally(s: Survey) {
-  const counts = Object.fromEntries(
-    Object.keys(SPECS).map((k) => [k, { inArchive: s.counts[k as Kind], restored: 0, conflicts: 0, skipped: 0 }]),
-  ) as Record<Kind, KindCount>
-  const skipped: { kind: Kind; id: string; reason: string }[] = []
-  const conflicts: { kind: Kind; id: string }[] = []
-  return {
-    counts,
-    skipped,
-    conflicts,
-    skip(kind: Kind, id: string, reason: string) {
-      counts[kind].skipped++
-      if (skipped.length < REPORT_ITEMS) skipped.push({ kind, id, reason })
-    },
-    conflict(kind: Kind, id: string) {
-      counts[kind].conflicts++
-      if (conflicts.length < REPORT_ITEMS) conflicts.push({ kind, id })
-    },
-  }
-}
-type Tally = ReturnType<typeof tally>
 
 export function restoresService(deps: RestoresDeps) {
   const { db, storage } = deps
@@ -157,6 +147,8 @@ export function restoresService(deps: RestoresDeps) {
       status,
       merge: row.merge,
       validate: row.validate_only,
+      projectId: row.project_id,
+      asNewProject: row.as_new_project,
       size: row.upload_size,
       report: row.report,
       error,
@@ -171,11 +163,11 @@ export function restoresService(deps: RestoresDeps) {
    */
   async function copyFiles(
     archive: Archive,
-    s: Survey,
+    copies: readonly Copy[],
     blobs: Blobs,
     to: string,
-    o: { verifyOnly: boolean; written: Held[]; projectId: (id: string) => string },
-  ) {
+    o: { verifyOnly: boolean; written: Held[] },
+  ): Promise<Copied> {
     const result = { stored: 0, alreadyPresent: 0, bytes: 0 }
     const copy = async (entry: ArchiveEntry, key: string, sha256: string) => {
       // Held before it is looked at: bytes already there may be a leftover nothing points at, which
@@ -216,12 +208,7 @@ export function restoresService(deps: RestoresDeps) {
       result.stored++
       result.bytes += entry.size
     }
-    const work: (() => Promise<void>)[] = []
-    for (const p of s.projects) {
-      const pid = o.projectId(p.id)
-      for (const f of p.files.values()) work.push(() => copy(f.entry, fileBlobKey(to, pid, f.sha256), f.sha256))
-      for (const [sha, e] of p.history) work.push(() => copy(e, fileBlobKey(to, pid, sha), sha))
-    }
+    const work = copies.map((c) => () => copy(c.entry, fileBlobKey(to, c.projectId, c.sha256), c.sha256))
     // A few at once: each copy waits on the store for reading and for writing, in turn.
     let next = 0
     let failed: unknown = null
@@ -501,28 +488,41 @@ export function restoresService(deps: RestoresDeps) {
     return { replaced, unboundSessionLinks: unbound }
   }
 
-  function reportOf(
-    s: Survey,
-    o: { merge: boolean; validate: boolean },
-    t: Tally | null,
-    files: Record<string, number>,
-    extra: Record<string, unknown> = {},
-  ) {
+  /** A tenant export's restore: checked (first pass), its projects' ids settled, and what the job copies and writes. */
+  async function tenantPass(archive: Archive, to: string, plan: Plan, options: RestoreOptions): Promise<Pass> {
+    for (const k of BACKUP_OPTIONS)
+      if (options[k]) throw invalid(`options.${k}`, 'applies to a project backup; this archive is a tenant export')
+    const s = await survey(archive, { plan, settings: checkedSettings })
+    // A project the tenant has keeps its id; any other gets one derived for the tenant. Settled
+    // before its bytes are copied, since their keys name it (apply() checks it still holds).
+    const projects = await db.tenant(to, (sql) =>
+      store.existingIds(
+        sql,
+        'projects',
+        to,
+        s.projects.map((p) => p.id),
+      ),
+    )
+    const projectId = (id: string) => (projects.has(id) ? id : derivedId(deps.idKey, to, id))
     return {
-      archive: {
-        exportId: s.meta.exportId,
-        tenantId: s.meta.tenantId,
-        createdAt: s.meta.createdAt,
-        formatVersion: s.meta.formatVersion,
-        atriumVersion: s.meta.atriumVersion,
-        include: s.include,
+      counts: s.counts,
+      files: s.files,
+      copies: s.projects.flatMap((p) => [
+        ...[...p.files.values()].map((f) => ({ entry: f.entry, sha256: f.sha256, projectId: projectId(p.id) })),
+        ...[...p.history].map(([sha256, entry]) => ({ entry, sha256, projectId: projectId(p.id) })),
+      ]),
+      describe: {
+        archive: {
+          exportId: s.meta.exportId,
+          tenantId: s.meta.tenantId,
+          createdAt: s.meta.createdAt,
+          formatVersion: s.meta.formatVersion,
+          atriumVersion: s.meta.atriumVersion,
+          include: s.include,
+        },
       },
-      merge: o.merge,
-      validateOnly: o.validate,
-      counts: t ? t.counts : Object.fromEntries(Object.entries(s.counts).map(([k, n]) => [k, { inArchive: n }])),
-      files: { inArchive: s.files.count, bytesInArchive: s.files.bytes, ...files },
-      ...(t ? { skipped: t.skipped, conflicts: t.conflicts } : {}),
-      ...extra,
+      audit: { fromTenant: s.meta.tenantId, exportId: s.meta.exportId },
+      apply: (sql, t) => apply(sql, archive, s, to, { merge: options.merge, plan, projects, projectId }, t),
     }
   }
 
@@ -537,7 +537,10 @@ export function restoresService(deps: RestoresDeps) {
     async request(
       a: Actor<string | null>,
       tenantId: string,
-      receive: (put: (file: Readable) => Promise<number>) => Promise<RestoreOptions>,
+      receive: (
+        put: (file: Readable) => Promise<number>,
+        check: (options: RestoreOptions) => Promise<RestoreOptions>,
+      ) => Promise<RestoreOptions>,
     ): Promise<RestoreView> {
       ownOrOperator(a, tenantId)
       await db.tenant(tenantId, (sql) => tenantFor(sql, a, tenantId))
@@ -546,7 +549,16 @@ export function restoresService(deps: RestoresDeps) {
       const blobs = await storage.forTenant(tenantId)
       let size: number | null = null
       try {
-        const options = await receive(async (file) => {
+        // The project named is the tenant's, asked as soon as the options are read (before the file when they come first).
+        const check = async (o: RestoreOptions) => {
+          if (
+            o.projectId &&
+            !(await db.tenant(tenantId, (sql) => store.existingIds(sql, 'projects', tenantId, [o.projectId!]))).size
+          )
+            throw notFound('project', o.projectId)
+          return o
+        }
+        const asked = await receive(async (file) => {
           // The form's own failure (too large, cut short) is the client's; any other is the store's.
           let formFailed: unknown = null
           file.once('error', (err) => (formFailed ??= err))
@@ -575,7 +587,9 @@ export function restoresService(deps: RestoresDeps) {
           }
           size = n
           return n
-        })
+        }, check)
+        // A new project's id is chosen now: every attempt of the job makes the same project.
+        const options = asked.asNewProject ? { ...asked, projectId: newId() } : asked
         if (size === null)
           throw new AppError('VALIDATION_ERROR', 'file: the form must have a part named file with the archive', {
             errors: [{ field: 'file', message: 'is required' }],
@@ -593,6 +607,8 @@ export function restoresService(deps: RestoresDeps) {
             tenant_id: tenantId,
             merge: options.merge,
             validate_only: options.validate,
+            project_id: options.projectId,
+            as_new_project: options.asNewProject,
             upload_key: key,
             upload_size: size!,
             requested_by: auditActor(actor),
@@ -602,7 +618,12 @@ export function restoresService(deps: RestoresDeps) {
           await auditBy(sql, actor, {
             action: 'restore.requested',
             target: { type: 'restore', id },
-            details: { merge: options.merge, validate: options.validate, size },
+            details: {
+              merge: options.merge,
+              validate: options.validate,
+              size,
+              ...(options.projectId ? { projectId: options.projectId, asNewProject: options.asNewProject } : {}),
+            },
           })
           return (await store.getRestore(sql, tenantId, id))!
         })
@@ -652,29 +673,24 @@ export function restoresService(deps: RestoresDeps) {
       }
       if (row.status !== 'processing') return removeUpload() // ended, but the upload was still there
       const written: Held[] = []
-      const options = { merge: row.merge, validate: row.validate_only }
+      const options: RestoreOptions = {
+        merge: row.merge,
+        validate: row.validate_only,
+        projectId: row.project_id,
+        asNewProject: row.as_new_project,
+      }
       let archive: Archive | null = null
       try {
         archive = await openArchive(blobs, row.upload_key!, row.upload_size, deps.limits)
-        const s = await survey(archive, { plan: row.plan, settings: checkedSettings })
-        const t = tally(s)
-        // A project the tenant has keeps its id; any other gets one derived for the tenant. Settled
-        // before its bytes are copied, since their keys name it (apply() checks it still holds).
-        const projects = await db.tenant(to, (sql) =>
-          store.existingIds(
-            sql,
-            'projects',
-            to,
-            s.projects.map((p) => p.id),
-          ),
-        )
-        const projectId = (id: string) => (projects.has(id) ? id : derivedId(deps.idKey, to, id))
-        const files = await copyFiles(archive, s, blobs, to, { verifyOnly: options.validate, written, projectId })
+        const pass =
+          archive.format === 'project-backup'
+            ? await backupPass(archive, { db, idKey: deps.idKey, now: clock, to, plan: row.plan, options })
+            : await tenantPass(archive, to, row.plan, options)
+        const t = tally(pass.counts)
+        const files = await copyFiles(archive, pass.copies, blobs, to, { verifyOnly: options.validate, written })
         const ended = await db.tenant(to, async (sql) => {
-          const extra = options.validate
-            ? {}
-            : await apply(sql, archive!, s, to, { merge: options.merge, plan: row.plan, projects, projectId }, t)
-          const report = reportOf(s, options, options.validate ? null : t, files, extra)
+          const extra = options.validate ? {} : await pass.apply(sql, t)
+          const report = reportOf(pass, options, options.validate ? null : t, files, extra)
           if (
             !(await store.endRestore(sql, to, restoreId, {
               status: 'completed',
@@ -687,8 +703,7 @@ export function restoresService(deps: RestoresDeps) {
           await auditEnd(sql, 'restore', row, 'completed', {
             merge: options.merge,
             validate: options.validate,
-            fromTenant: s.meta.tenantId,
-            exportId: s.meta.exportId,
+            ...pass.audit,
             files: files.stored,
           })
           return true
@@ -701,7 +716,10 @@ export function restoresService(deps: RestoresDeps) {
         // Bytes this attempt stored are not referenced by its records: they go, unless something else points at them.
         await deps.files.release(to, written)
         if (job.signal.aborted) throw err
-        const known = err instanceof AppError && (err.code.startsWith('ARCHIVE_') || err.code === 'QUOTA_EXCEEDED')
+        // The archive's, the options' or the plan's: trying again would meet the same.
+        const known =
+          err instanceof AppError &&
+          (err.code.startsWith('ARCHIVE_') || (JOB_REFUSALS as readonly string[]).includes(err.code))
         if (!known && job.attempt < job.maxAttempts)
           throw new JobFailure(err instanceof Error ? err.message : String(err))
         const error = known

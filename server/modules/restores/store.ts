@@ -12,6 +12,9 @@ export interface RestoreRow {
   status: 'processing' | 'completed' | 'failed'
   merge: boolean
   validate_only: boolean
+  /** A project backup's: the project restored into, or made (as_new_project). */
+  project_id: string | null
+  as_new_project: boolean
   upload_key: string | null
   upload_size: number
   report: Record<string, unknown> | null
@@ -25,7 +28,7 @@ export interface RestoreRow {
 }
 
 const RESTORE_COLUMNS = (sql: TxSql) => sql`
-  r.id, r.tenant_id, r.status, r.merge, r.validate_only, r.upload_key, r.upload_size::float8 as upload_size, r.report, r.error,
+  r.id, r.tenant_id, r.status, r.merge, r.validate_only, r.project_id, r.as_new_project, r.upload_key, r.upload_size::float8 as upload_size, r.report, r.error,
   r.requested_by, r.job_id, r.created_at, r.started_at, r.finished_at, j.status as job_status`
 
 export async function insertRestore(
@@ -36,6 +39,8 @@ export async function insertRestore(
     | 'tenant_id'
     | 'merge'
     | 'validate_only'
+    | 'project_id'
+    | 'as_new_project'
     | 'upload_key'
     | 'upload_size'
     | 'requested_by'
@@ -44,8 +49,8 @@ export async function insertRestore(
   >,
 ): Promise<void> {
   await sql`
-    insert into tenant_restores (id, tenant_id, merge, validate_only, upload_key, upload_size, requested_by, job_id, created_at)
-    values (${r.id}, ${r.tenant_id}, ${r.merge}, ${r.validate_only}, ${r.upload_key}, ${r.upload_size}, ${sql.json(r.requested_by as never)}, ${r.job_id}, ${r.created_at})`
+    insert into tenant_restores (id, tenant_id, merge, validate_only, project_id, as_new_project, upload_key, upload_size, requested_by, job_id, created_at)
+    values (${r.id}, ${r.tenant_id}, ${r.merge}, ${r.validate_only}, ${r.project_id}, ${r.as_new_project}, ${r.upload_key}, ${r.upload_size}, ${sql.json(r.requested_by as never)}, ${r.job_id}, ${r.created_at})`
 }
 
 export async function getRestore(sql: TxSql, tenantId: string, id: string): Promise<RestoreRow | undefined> {
@@ -162,16 +167,38 @@ export async function existingIds(
   return new Set(rows.map((r) => r.id))
 }
 
+/** Parameters one statement may bind (PostgreSQL's protocol takes 65,535): a long list is written in parts. */
+const MAX_PARAMETERS = 60_000
+
+/**
+ * What merge=false does to a record whose key a project backup's restore meets in the tenant: a
+ * current file is rewritten (and marked as of the version the restore makes) unless its bytes and
+ * type are the same; an agent takes the backup's definition.
+ */
+const REPLACE: Partial<Record<Kind, (sql: TxSql) => ReturnType<TxSql>>> = {
+  project_files: (sql) => sql`
+    on conflict (tenant_id, project_id, path) do update
+       set blob_key = excluded.blob_key, size = excluded.size, sha256 = excluded.sha256,
+           content_type = excluded.content_type, version = excluded.version, updated_at = excluded.updated_at
+     where (project_files.sha256, project_files.content_type) is distinct from (excluded.sha256, excluded.content_type)`,
+  agents: (sql) => sql`
+    on conflict (id) do update
+       set name = excluded.name, system_prompt = excluded.system_prompt, config = excluded.config,
+           created_at = excluded.created_at, updated_at = excluded.updated_at
+     where agents.tenant_id = excluded.tenant_id`,
+}
+
 /**
  * Inserts records of a kind for the tenant (`extra` columns added, blob_key for files); with
- * `skipExisting` a record whose key is taken is left out (merge). The keys of the records inserted.
+ * `skipExisting` a record whose key is taken is left out (merge), with `replace` it is rewritten
+ * (REPLACE). The keys of the records inserted or rewritten.
  */
 export async function insertRecords(
   sql: TxSql,
   kind: Kind,
   tenantId: string,
   rows: readonly Row[],
-  o: { skipExisting: boolean; extra?: (row: Row) => Row },
+  o: { skipExisting?: boolean; replace?: boolean; extra?: (row: Row) => Row },
 ): Promise<Row[]> {
   if (!rows.length) return []
   const spec = SPECS[kind]
@@ -185,10 +212,31 @@ export async function insertRecords(
   })
   const columns = ['tenant_id', ...columnsOf(kind), ...Object.keys(o.extra?.(rows[0]!) ?? {})]
   const key = spec.key.length ? [...spec.key] : ['tenant_id']
-  return sql<Row[]>`
-    insert into ${sql(spec.table)} ${sql(values as never, columns as never)}
-    ${o.skipExisting ? sql`on conflict do nothing` : sql``}
-    returning ${sql(key)}`
+  const conflict = () => (o.replace ? REPLACE[kind]!(sql) : o.skipExisting ? sql`on conflict do nothing` : sql``)
+  const out: Row[] = []
+  const part = Math.floor(MAX_PARAMETERS / columns.length)
+  for (let i = 0; i < values.length; i += part) {
+    out.push(
+      ...(await sql<Row[]>`
+        insert into ${sql(spec.table)} ${sql(values.slice(i, i + part) as never, columns as never)}
+        ${conflict()}
+        returning ${sql(key)}`),
+    )
+  }
+  return out
+}
+
+/** merge=false into a project that exists: its current files at paths other than `paths` go. How many went. */
+export async function deleteFilesExcept(
+  sql: TxSql,
+  tenantId: string,
+  projectId: string,
+  paths: readonly string[],
+): Promise<number> {
+  const r = await sql`
+    delete from project_files
+     where tenant_id = ${tenantId} and project_id = ${projectId} and path <> all(${sql.array([...paths])}::text[])`
+  return r.count
 }
 
 /**

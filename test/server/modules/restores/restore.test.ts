@@ -6,7 +6,7 @@ import { caller, testApp } from '../../../helpers/app.js'
 import { faultProxy } from '../../../helpers/fault-proxy.js'
 import { services, testEnv } from '../../../helpers/platform.js'
 import { fakeLlm } from '../../../helpers/fake-llm.js'
-import { goneFrom, portability, restoreForm, storedKeys } from '../../../helpers/portability.js'
+import { goneFrom, portability, restoreForm, storedKeys, tenantState } from '../../../helpers/portability.js'
 import { fillTenant } from '../../../helpers/tenant-data.js'
 import { unzipRaw } from '../../../helpers/zip.js'
 import { isError } from '../../../helpers/answers.js'
@@ -61,23 +61,7 @@ async function dataOf(zip: Buffer, from: string, to: string): Promise<Record<str
   return out
 }
 
-/** What a tenant holds, row by row, and the objects under its prefix: to prove nothing changed. */
-async function snapshot(tenantId: string) {
-  const rows = await h.platform.db.system(
-    (sql) => sql`
-      select json_build_object(
-        'projects', (select json_agg(p order by id) from projects p where tenant_id = ${tenantId}),
-        'versions', (select json_agg(v order by id) from project_versions v where tenant_id = ${tenantId}),
-        'files', (select json_agg(f order by project_id, path) from project_files f where tenant_id = ${tenantId}),
-        'agents', (select json_agg(a order by id) from agents a where tenant_id = ${tenantId}),
-        'runs', (select json_agg(r order by id) from agent_runs r where tenant_id = ${tenantId}),
-        'sessions', (select json_agg(s order by id) from chat_sessions s where tenant_id = ${tenantId}),
-        'messages', (select json_agg(m order by id) from chat_messages m where tenant_id = ${tenantId}),
-        'llm', (select json_agg(l) from tenant_llm_settings l where tenant_id = ${tenantId})
-      ) as s`,
-  )
-  return { rows: rows[0]!.s, objects: await storedKeys(h, `tenants/${tenantId}/projects/`) }
-}
+const snapshot = (tenantId: string) => tenantState(h, tenantId)
 
 t.test('round trip: restored into an empty tenant (merge=false), it exports again as the same data', async (t) => {
   const target = await h.tenant('enterprise')
