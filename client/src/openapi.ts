@@ -5710,7 +5710,10 @@ export interface paths {
             };
         };
         put?: never;
-        /** Send a message; the reply generates in the background (one at a time per session) */
+        /**
+         * Send a message; the reply generates in the background (one at a time per session)
+         * @description The body may also carry the specification's sessionId (it must be the path's id) and projectId (a session without a project is bound to it; one bound to another project refuses it).
+         */
         post: {
             parameters: {
                 query?: never;
@@ -5726,6 +5729,16 @@ export interface paths {
                     "application/json": {
                         /** @description The user's message; the plan bounds its length */
                         content: string;
+                        /**
+                         * Format: uuid
+                         * @description The session, as the specification's message names it; when given, the path's id
+                         */
+                        sessionId?: string;
+                        /**
+                         * Format: uuid
+                         * @description A project of the tenant. A session without a project is bound to it; a session bound to another is refused. null or absent: the session's project as it is
+                         */
+                        projectId?: string | null;
                     };
                 };
             };

@@ -234,9 +234,15 @@ export class Chat extends Resource {
   messages(id: string, query: ListQuery<'/api/v1/chat/sessions/{id}/messages'> = {}) {
     return this.pages('/api/v1/chat/sessions/{id}/messages', query, { id })
   }
-  /** Sends a message (201): the saved message and the id of the reply being generated. */
-  send(id: string, content: string) {
-    return this.call('POST', '/api/v1/chat/sessions/{id}/messages', { path: { id }, body: { content } })
+  /**
+   * Sends a message (201): the saved message and the id of the reply being generated. `projectId` binds a session
+   * that has none to that project (a session bound to another refuses it).
+   */
+  send(id: string, content: string, o: { projectId?: string } = {}) {
+    return this.call('POST', '/api/v1/chat/sessions/{id}/messages', {
+      path: { id },
+      body: { content, ...(o.projectId ? { projectId: o.projectId } : {}) },
+    })
   }
   /**
    * The session's stream: every event of every reply, from `lastEventId` on, reconnecting with
