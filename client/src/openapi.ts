@@ -6021,69 +6021,80 @@ export interface paths {
                 };
             };
             responses: {
-                /** @description application/json, as an attachment (chat_export_{tenantId}_{start}_{end}.json), streamed as it is read: a fault after the first bytes closes the connection before the document ends (its JSON is then incomplete) */
+                /** @description The document as the envelope's data, in application/json as an attachment (chat_export_{tenantId}_{start}_{end}.json), streamed as it is read; meta comes last. A fault after the first bytes closes the connection before the envelope ends (its JSON is then incomplete) */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
                         "application/json": {
-                            /**
-                             * @description The document format's version
-                             * @enum {number}
-                             */
-                            format: 1;
-                            /** Format: uuid */
-                            tenantId: string;
-                            /** Format: date-time */
-                            exportedAt: string;
-                            dateRange: {
-                                /** Format: date */
-                                start: string;
-                                /** Format: date */
-                                end: string;
-                            };
-                            /** @description The sessions with at least one message in the range, by id (the order they were created in) */
-                            sessions: {
-                                /** Format: uuid */
-                                id: string;
-                                title: string;
-                                /** Format: date-time */
-                                createdAt: string;
+                            data: {
                                 /**
-                                 * Format: uuid
-                                 * @description The agent whose system prompt replies use; null when none (or it was deleted)
+                                 * @description The document format's version
+                                 * @enum {number}
                                  */
-                                agentId?: string | null;
+                                format: 1;
                                 /** Format: uuid */
-                                projectId?: string | null;
+                                tenantId: string;
                                 /** Format: date-time */
-                                updatedAt?: string;
-                                messageCount?: number;
-                                /** @description The session's messages created in the range, oldest first */
-                                messages: {
+                                exportedAt: string;
+                                dateRange: {
+                                    /** Format: date */
+                                    start: string;
+                                    /** Format: date */
+                                    end: string;
+                                };
+                                /** @description The sessions with at least one message in the range, by id (the order they were created in) */
+                                sessions: {
                                     /** Format: uuid */
                                     id: string;
-                                    role: "user" | "assistant";
-                                    content: string;
+                                    title: string;
                                     /** Format: date-time */
                                     createdAt: string;
-                                    status?: "generating" | "completed" | "failed";
-                                    error?: {
-                                        code: string;
-                                        message: string;
-                                    } | null;
-                                    usage?: {
-                                        inputTokens: number;
-                                        outputTokens: number;
-                                    } | null;
+                                    /**
+                                     * Format: uuid
+                                     * @description The agent whose system prompt replies use; null when none (or it was deleted)
+                                     */
+                                    agentId?: string | null;
+                                    /** Format: uuid */
+                                    projectId?: string | null;
                                     /** Format: date-time */
-                                    completedAt?: string | null;
+                                    updatedAt?: string;
+                                    messageCount?: number;
+                                    /** @description The session's messages created in the range, oldest first */
+                                    messages: {
+                                        /** Format: uuid */
+                                        id: string;
+                                        role: "user" | "assistant";
+                                        content: string;
+                                        /** Format: date-time */
+                                        createdAt: string;
+                                        status?: "generating" | "completed" | "failed";
+                                        error?: {
+                                            code: string;
+                                            message: string;
+                                        } | null;
+                                        usage?: {
+                                            inputTokens: number;
+                                            outputTokens: number;
+                                        } | null;
+                                        /** Format: date-time */
+                                        completedAt?: string | null;
+                                    }[];
                                 }[];
-                            }[];
-                            counts: {
-                                sessions: number;
-                                messages: number;
+                                counts: {
+                                    sessions: number;
+                                    messages: number;
+                                };
+                            };
+                            meta: {
+                                /** @description Identifier of the request (echoes X-Request-Id when the client sent one) */
+                                request_id: string;
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC time of the response
+                                 */
+                                timestamp: string;
                             };
                         };
                     };

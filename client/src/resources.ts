@@ -47,6 +47,7 @@ export type Agent = DataOf<'/api/v1/agents/{id}', 'get'>
 export type AgentRun = DataOf<'/api/v1/agents/{id}/runs/{run_id}', 'get'>
 export type ChatSession = DataOf<'/api/v1/chat/sessions/{id}', 'get'>
 export type ChatMessage = DataOf<'/api/v1/chat/sessions/{id}/messages', 'post'>['message']
+export type ChatExport = DataOf<'/api/v1/chat/export', 'post'>
 export type ExportJob = DataOf<'/api/v1/platform/tenants/{tenantId}/export/{exportId}', 'get'>
 export type FeatureKey = NonNullable<
   paths['/api/v1/regions/features/{tenantId}/check/{featureKey}']['get']
@@ -272,13 +273,16 @@ export class Chat extends Resource {
     }
     throw new Error(`the stream ended before reply ${replyId} did`)
   }
-  /** The tenant's chat history for a range of days (YYYY-MM-DD), as one JSON document. */
-  async export(body: BodyOf<'/api/v1/chat/export', 'post'>): Promise<unknown> {
+  /**
+   * The tenant's chat history for a range of days (YYYY-MM-DD), as one JSON document: the `data` of the answer's
+   * envelope. An answer cut short by a fault on the server does not parse, and is thrown.
+   */
+  async export(body: BodyOf<'/api/v1/chat/export', 'post'>): Promise<ChatExport> {
     const res = await this.t.request('POST', '/api/v1/chat/export', {
       body: JSON.stringify(body),
       headers: { 'content-type': 'application/json' },
     })
-    return res.json()
+    return ((await res.json()) as { data: ChatExport }).data
   }
 }
 

@@ -167,10 +167,24 @@ t.test('every resource, through an API key', async (t) => {
     t.notMatch(JSON.stringify(refused), /secret-never-shown/)
     t.same(await c.data.schedules(tn.tenantId), [])
     t.ok(await c.data.gdprExport())
+    // A chat as the specification writes it: a session from an empty body, a message naming its project.
+    const project = await c.projects.create({ name: 'Chat' })
+    const session = await c.chat.createSession({})
+    llm.push({ text: 'Hello back.' })
+    const sent = await c.chat.send(session.id, 'Hello', { projectId: project.id })
+    const reply = c.chat.reply(session.id, sent.replyId)
+    let got = await reply.next()
+    while (!got.done) got = await reply.next()
+    t.match(got.value, { role: 'assistant', content: 'Hello back.', status: 'completed' })
+    t.equal((await c.chat.getSession(session.id)).projectId, project.id, 'the session took the project')
     const today = new Date().toISOString().slice(0, 10)
-    t.match(await c.chat.export({ dateRange: { start: today, end: today }, format: 'json', includeMetadata: false }), {
-      dateRange: { start: today },
-    })
+    const history = await c.chat.export({ dateRange: { start: today, end: today }, format: 'json' })
+    t.match(history, { format: 1, tenantId: tn.tenantId, dateRange: { start: today, end: today } })
+    t.match(
+      history.sessions.find((s) => s.id === session.id),
+      { messages: [{ role: 'user', content: 'Hello' }] },
+      "the export's document: the envelope's data",
+    )
   })
 })
 
