@@ -2907,10 +2907,16 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Run the agent against a goal in a project (queued; 202 with the run record) */
+        /**
+         * Run the agent against a goal in a project: the run with its output (200), or queued or running (202)
+         * @description The run is queued on the job runner, and the request waits for it to end, up to `wait` seconds (default 30). Ended in time: 200 with the run record, completed with its output, or failed with its error (or cancelled). Otherwise 202 with the record as it stands (queued or running): follow GET /agents/{id}/runs/{run_id} or its stream. `wait=0` answers 202 at once. A waiting request ends early with 202 when the server shuts down; it holds no database connection, and a tenant has at most its plan's runs in progress waiting.
+         */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description Seconds to wait for the run to end before answering (0 to 60, default 30): 200 with its output once it has, 202 at the bound; 0 answers 202 at once */
+                    wait?: number;
+                };
                 header?: never;
                 path: {
                     /** @description Resource identifier */
@@ -2932,7 +2938,80 @@ export interface paths {
                 };
             };
             responses: {
-                /** @description Default Response */
+                /** @description The run ended within the wait: completed, failed or cancelled */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: {
+                                /**
+                                 * Format: uuid
+                                 * @description run_id
+                                 */
+                                id: string;
+                                /** Format: uuid */
+                                agentId: string;
+                                /** Format: uuid */
+                                projectId: string;
+                                goal: string;
+                                status: "queued" | "running" | "completed" | "failed" | "cancelled";
+                                /** @description The final answer, once completed */
+                                output: string | null;
+                                usage: {
+                                    inputTokens: number;
+                                    outputTokens: number;
+                                };
+                                error: {
+                                    /** @description A code of the error catalog */
+                                    code: string;
+                                    message: string;
+                                } | null;
+                                /** @description The project version holding the files the run changed; null when it changed none */
+                                projectVersion: number | null;
+                                cancelRequested: boolean;
+                                /** Format: date-time */
+                                createdAt: string;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
+                                /** @description Tool calls with their arguments and results, step by step (the newest 100, up to 1 MiB; long arguments and results cut to 2,048 characters) */
+                                steps: {
+                                    step: number;
+                                    /** @description What the model said at this step */
+                                    text: string;
+                                    toolCalls: {
+                                        id: string;
+                                        name: string;
+                                        arguments: unknown;
+                                        /** @description The result, cut to 2,048 characters */
+                                        result?: string;
+                                        error?: {
+                                            code: string;
+                                            message: string;
+                                        };
+                                    }[];
+                                    usage: {
+                                        inputTokens: number;
+                                        outputTokens: number;
+                                    };
+                                }[];
+                            };
+                            meta: {
+                                /** @description Identifier of the request (echoes X-Request-Id when the client sent one) */
+                                request_id: string;
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC time of the response
+                                 */
+                                timestamp: string;
+                            };
+                        };
+                    };
+                };
+                /** @description The wait ran out (or wait=0, or the server is closing): queued or running */
                 202: {
                     headers: {
                         [name: string]: unknown;

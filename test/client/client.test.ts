@@ -88,8 +88,14 @@ t.test('every resource, through an API key', async (t) => {
       (await collect(c.agents.list())).map((a) => a.id),
       [agent.id],
     )
+    // As the specification writes it: the run with its output (the server waited for its end).
+    llm.push({ text: 'the answer, waited for' })
+    const waited = await c.agents.execute(agent.id, { goal: 'answer', projectId: project.id })
+    t.match(waited, { status: 'completed', output: 'the answer, waited for', error: null })
+    // wait: 0: started, then followed on its stream.
     llm.push({ text: 'the run is done' })
-    const run = await c.agents.execute(agent.id, { goal: 'say done', projectId: project.id })
+    const run = await c.agents.execute(agent.id, { goal: 'say done', projectId: project.id }, { wait: 0 })
+    t.match(run, { status: 'queued', output: null })
     const events = await collect(c.agents.runEvents(agent.id, run.id))
     t.equal(events.at(-1)!.event, 'run.completed')
     t.equal(
@@ -100,7 +106,7 @@ t.test('every resource, through an API key', async (t) => {
       'the run is done',
     )
     t.match(await c.agents.run(agent.id, run.id), { status: 'completed', output: 'the run is done' })
-    t.equal((await collect(c.agents.runs(agent.id))).length, 1)
+    t.equal((await collect(c.agents.runs(agent.id))).length, 2)
   })
 
   await t.test('team, keys, webhooks, regions and storage', async (t) => {
