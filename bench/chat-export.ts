@@ -104,7 +104,8 @@ export async function benchChatExport(env: Record<string, string>): Promise<Chat
       last = (last + text).slice(-200)
     }
     const seconds = (performance.now() - t0) / 1000
-    const counts = /"counts":(\{[^}]*\})\}\s*$/.exec(last)
+    // The document is the envelope's data; meta closes the envelope.
+    const counts = /"counts":(\{[^}]*\})\},"meta":\{[^}]*\}\}\s*$/.exec(last)
     if (
       !counts ||
       JSON.stringify(JSON.parse(counts[1]!)) !== JSON.stringify({ sessions: SESSIONS, messages: MESSAGES }) ||

@@ -162,6 +162,7 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
     connection,
     env: agentEnv,
     publish: (channel, message) => cache.publish(channel, message),
+    subscribe: (channel, handler) => cache.subscribe(channel, handler),
   })
   const runs = agentRunner({ db, cache, llm, connection, files, env: agentEnv, now })
   // A project backup lists the agents that have run on the project.

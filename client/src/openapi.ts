@@ -2907,10 +2907,16 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Run the agent against a goal in a project (queued; 202 with the run record) */
+        /**
+         * Run the agent against a goal in a project: the run with its output (200), or queued or running (202)
+         * @description The run is queued on the job runner, and the request waits for it to end, up to `wait` seconds (default 30). Ended in time: 200 with the run record, completed with its output, or failed with its error (or cancelled). Otherwise 202 with the record as it stands (queued or running): follow GET /agents/{id}/runs/{run_id} or its stream. `wait=0` answers 202 at once. A waiting request ends early with 202 when the server shuts down; it holds no database connection, and a tenant has at most its plan's runs in progress waiting.
+         */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description Seconds to wait for the run to end before answering (0 to 60, default 30): 200 with its output once it has, 202 at the bound; 0 answers 202 at once */
+                    wait?: number;
+                };
                 header?: never;
                 path: {
                     /** @description Resource identifier */
@@ -2932,7 +2938,80 @@ export interface paths {
                 };
             };
             responses: {
-                /** @description Default Response */
+                /** @description The run ended within the wait: completed, failed or cancelled */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: {
+                                /**
+                                 * Format: uuid
+                                 * @description run_id
+                                 */
+                                id: string;
+                                /** Format: uuid */
+                                agentId: string;
+                                /** Format: uuid */
+                                projectId: string;
+                                goal: string;
+                                status: "queued" | "running" | "completed" | "failed" | "cancelled";
+                                /** @description The final answer, once completed */
+                                output: string | null;
+                                usage: {
+                                    inputTokens: number;
+                                    outputTokens: number;
+                                };
+                                error: {
+                                    /** @description A code of the error catalog */
+                                    code: string;
+                                    message: string;
+                                } | null;
+                                /** @description The project version holding the files the run changed; null when it changed none */
+                                projectVersion: number | null;
+                                cancelRequested: boolean;
+                                /** Format: date-time */
+                                createdAt: string;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
+                                /** @description Tool calls with their arguments and results, step by step (the newest 100, up to 1 MiB; long arguments and results cut to 2,048 characters) */
+                                steps: {
+                                    step: number;
+                                    /** @description What the model said at this step */
+                                    text: string;
+                                    toolCalls: {
+                                        id: string;
+                                        name: string;
+                                        arguments: unknown;
+                                        /** @description The result, cut to 2,048 characters */
+                                        result?: string;
+                                        error?: {
+                                            code: string;
+                                            message: string;
+                                        };
+                                    }[];
+                                    usage: {
+                                        inputTokens: number;
+                                        outputTokens: number;
+                                    };
+                                }[];
+                            };
+                            meta: {
+                                /** @description Identifier of the request (echoes X-Request-Id when the client sent one) */
+                                request_id: string;
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC time of the response
+                                 */
+                                timestamp: string;
+                            };
+                        };
+                    };
+                };
+                /** @description The wait ran out (or wait=0, or the server is closing): queued or running */
                 202: {
                     headers: {
                         [name: string]: unknown;
@@ -5710,7 +5789,10 @@ export interface paths {
             };
         };
         put?: never;
-        /** Send a message; the reply generates in the background (one at a time per session) */
+        /**
+         * Send a message; the reply generates in the background (one at a time per session)
+         * @description The body may also carry the specification's sessionId (it must be the path's id) and projectId (a session without a project is bound to it; one bound to another project refuses it).
+         */
         post: {
             parameters: {
                 query?: never;
@@ -5726,6 +5808,16 @@ export interface paths {
                     "application/json": {
                         /** @description The user's message; the plan bounds its length */
                         content: string;
+                        /**
+                         * Format: uuid
+                         * @description The session, as the specification's message names it; when given, the path's id
+                         */
+                        sessionId?: string;
+                        /**
+                         * Format: uuid
+                         * @description A project of the tenant. A session without a project is bound to it; a session bound to another is refused. null or absent: the session's project as it is
+                         */
+                        projectId?: string | null;
                     };
                 };
             };
@@ -6008,69 +6100,80 @@ export interface paths {
                 };
             };
             responses: {
-                /** @description application/json, as an attachment (chat_export_{tenantId}_{start}_{end}.json), streamed as it is read: a fault after the first bytes closes the connection before the document ends (its JSON is then incomplete) */
+                /** @description The document as the envelope's data, in application/json as an attachment (chat_export_{tenantId}_{start}_{end}.json), streamed as it is read; meta comes last. A fault after the first bytes closes the connection before the envelope ends (its JSON is then incomplete) */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
                         "application/json": {
-                            /**
-                             * @description The document format's version
-                             * @enum {number}
-                             */
-                            format: 1;
-                            /** Format: uuid */
-                            tenantId: string;
-                            /** Format: date-time */
-                            exportedAt: string;
-                            dateRange: {
-                                /** Format: date */
-                                start: string;
-                                /** Format: date */
-                                end: string;
-                            };
-                            /** @description The sessions with at least one message in the range, by id (the order they were created in) */
-                            sessions: {
-                                /** Format: uuid */
-                                id: string;
-                                title: string;
-                                /** Format: date-time */
-                                createdAt: string;
+                            data: {
                                 /**
-                                 * Format: uuid
-                                 * @description The agent whose system prompt replies use; null when none (or it was deleted)
+                                 * @description The document format's version
+                                 * @enum {number}
                                  */
-                                agentId?: string | null;
+                                format: 1;
                                 /** Format: uuid */
-                                projectId?: string | null;
+                                tenantId: string;
                                 /** Format: date-time */
-                                updatedAt?: string;
-                                messageCount?: number;
-                                /** @description The session's messages created in the range, oldest first */
-                                messages: {
+                                exportedAt: string;
+                                dateRange: {
+                                    /** Format: date */
+                                    start: string;
+                                    /** Format: date */
+                                    end: string;
+                                };
+                                /** @description The sessions with at least one message in the range, by id (the order they were created in) */
+                                sessions: {
                                     /** Format: uuid */
                                     id: string;
-                                    role: "user" | "assistant";
-                                    content: string;
+                                    title: string;
                                     /** Format: date-time */
                                     createdAt: string;
-                                    status?: "generating" | "completed" | "failed";
-                                    error?: {
-                                        code: string;
-                                        message: string;
-                                    } | null;
-                                    usage?: {
-                                        inputTokens: number;
-                                        outputTokens: number;
-                                    } | null;
+                                    /**
+                                     * Format: uuid
+                                     * @description The agent whose system prompt replies use; null when none (or it was deleted)
+                                     */
+                                    agentId?: string | null;
+                                    /** Format: uuid */
+                                    projectId?: string | null;
                                     /** Format: date-time */
-                                    completedAt?: string | null;
+                                    updatedAt?: string;
+                                    messageCount?: number;
+                                    /** @description The session's messages created in the range, oldest first */
+                                    messages: {
+                                        /** Format: uuid */
+                                        id: string;
+                                        role: "user" | "assistant";
+                                        content: string;
+                                        /** Format: date-time */
+                                        createdAt: string;
+                                        status?: "generating" | "completed" | "failed";
+                                        error?: {
+                                            code: string;
+                                            message: string;
+                                        } | null;
+                                        usage?: {
+                                            inputTokens: number;
+                                            outputTokens: number;
+                                        } | null;
+                                        /** Format: date-time */
+                                        completedAt?: string | null;
+                                    }[];
                                 }[];
-                            }[];
-                            counts: {
-                                sessions: number;
-                                messages: number;
+                                counts: {
+                                    sessions: number;
+                                    messages: number;
+                                };
+                            };
+                            meta: {
+                                /** @description Identifier of the request (echoes X-Request-Id when the client sent one) */
+                                request_id: string;
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC time of the response
+                                 */
+                                timestamp: string;
                             };
                         };
                     };

@@ -31,9 +31,10 @@ type PathParamsOf<P extends keyof paths, M extends keyof paths[P]> =
   Op<P, M> extends { parameters: { path: infer A } } ? A : never
 /** An operation of `P` by its HTTP method. */
 type MethodOf<P extends keyof paths, M extends Method> = Lowercase<M> & keyof paths[P]
-/** What a request gives besides its method and path: its path parameters and JSON body, where it has them. */
+/** What a request gives besides its method and path: its path parameters, query and JSON body, where it has them. */
 interface RequestOf<P extends keyof paths, M extends keyof paths[P]> {
   path?: PathParamsOf<P, M>
+  query?: QueryOf<P, M>
   body?: BodyOf<P, M>
 }
 /** What a request resolves to: its envelope's `data`, or nothing known of a 204 No Content. */
@@ -47,6 +48,7 @@ export type Agent = DataOf<'/api/v1/agents/{id}', 'get'>
 export type AgentRun = DataOf<'/api/v1/agents/{id}/runs/{run_id}', 'get'>
 export type ChatSession = DataOf<'/api/v1/chat/sessions/{id}', 'get'>
 export type ChatMessage = DataOf<'/api/v1/chat/sessions/{id}/messages', 'post'>['message']
+export type ChatExport = DataOf<'/api/v1/chat/export', 'post'>
 export type ExportJob = DataOf<'/api/v1/platform/tenants/{tenantId}/export/{exportId}', 'get'>
 export type FeatureKey = NonNullable<
   paths['/api/v1/regions/features/{tenantId}/check/{featureKey}']['get']
@@ -83,7 +85,7 @@ abstract class Resource {
     path: P,
     o: RequestOf<P, MethodOf<P, M>> = {},
   ): Promise<ResultOf<P, MethodOf<P, M>>> {
-    return dataOf(this.untyped[method](path, { params: { path: o.path }, body: o.body }))
+    return dataOf(this.untyped[method](path, { params: { path: o.path, query: o.query }, body: o.body }))
   }
   /** Every item of the cursor-paged list at `path`, page after page as the caller iterates. */
   protected pages<P extends keyof paths>(
@@ -184,9 +186,18 @@ export class Agents extends Collection<'/api/v1/agents'> {
   update(id: string, body: BodyOf<'/api/v1/agents/{id}', 'patch'>) {
     return this.call('PATCH', '/api/v1/agents/{id}', { path: { id }, body })
   }
-  /** Starts a run (202): the run record, queued. Follow it with runEvents(). */
-  execute(id: string, body: BodyOf<'/api/v1/agents/{id}/execute', 'post'>) {
-    return this.call('POST', '/api/v1/agents/{id}/execute', { path: { id }, body })
+  /**
+   * Runs the agent: the server waits up to `wait` seconds (0 to 60; its default, 30, when not given) for the run
+   * to end. The record then has its status: completed with its output, failed with its error, or cancelled (the
+   * server answered 200); queued or running when the wait ran out first (202): follow it with runEvents() or
+   * run(). `wait: 0` starts it and answers at once.
+   */
+  execute(id: string, body: BodyOf<'/api/v1/agents/{id}/execute', 'post'>, o: { wait?: number } = {}) {
+    return this.call('POST', '/api/v1/agents/{id}/execute', {
+      path: { id },
+      body,
+      ...(o.wait === undefined ? {} : { query: { wait: o.wait } }),
+    })
   }
   runs(id: string, query: ListQuery<'/api/v1/agents/{id}/runs'> = {}) {
     return this.pages('/api/v1/agents/{id}/runs', query, { id })
@@ -234,9 +245,15 @@ export class Chat extends Resource {
   messages(id: string, query: ListQuery<'/api/v1/chat/sessions/{id}/messages'> = {}) {
     return this.pages('/api/v1/chat/sessions/{id}/messages', query, { id })
   }
-  /** Sends a message (201): the saved message and the id of the reply being generated. */
-  send(id: string, content: string) {
-    return this.call('POST', '/api/v1/chat/sessions/{id}/messages', { path: { id }, body: { content } })
+  /**
+   * Sends a message (201): the saved message and the id of the reply being generated. `projectId` binds a session
+   * that has none to that project (a session bound to another refuses it).
+   */
+  send(id: string, content: string, o: { projectId?: string } = {}) {
+    return this.call('POST', '/api/v1/chat/sessions/{id}/messages', {
+      path: { id },
+      body: { content, ...(o.projectId ? { projectId: o.projectId } : {}) },
+    })
   }
   /**
    * The session's stream: every event of every reply, from `lastEventId` on, reconnecting with
@@ -266,13 +283,16 @@ export class Chat extends Resource {
     }
     throw new Error(`the stream ended before reply ${replyId} did`)
   }
-  /** The tenant's chat history for a range of days (YYYY-MM-DD), as one JSON document. */
-  async export(body: BodyOf<'/api/v1/chat/export', 'post'>): Promise<unknown> {
+  /**
+   * The tenant's chat history for a range of days (YYYY-MM-DD), as one JSON document: the `data` of the answer's
+   * envelope. An answer cut short by a fault on the server does not parse, and is thrown.
+   */
+  async export(body: BodyOf<'/api/v1/chat/export', 'post'>): Promise<ChatExport> {
     const res = await this.t.request('POST', '/api/v1/chat/export', {
       body: JSON.stringify(body),
       headers: { 'content-type': 'application/json' },
     })
-    return res.json()
+    return ((await res.json()) as { data: ChatExport }).data
   }
 }
 

@@ -29,11 +29,17 @@ export interface LiveEvent {
  */
 export const LIVE_WINDOW = 1000
 
-/** A log message on pub/sub: a number (rows up to it are written) or live events. */
-export type LogMessage = { written: number } | { live: LiveEvent[] }
+/**
+ * A log message on pub/sub: a number (rows up to it are written; `ended` when they hold the event
+ * that ends the log) or live events.
+ */
+export type LogMessage = { written: number; ended?: true } | { live: LiveEvent[] }
 
-/** The message that a log's rows up to `last` are written (a stream behind it reads them). */
-export const writtenMessage = (last: number) => String(last)
+/** How a written message says that the log has ended (a server of an older release reads the rows on it). */
+const ENDED = ' ended'
+
+/** The message that a log's rows up to `last` are written (a stream behind it reads them), and whether they end it. */
+export const writtenMessage = (last: number, ended = false) => String(last) + (ended ? ENDED : '')
 
 export function parseLogMessage(message: string): LogMessage | null {
   if (message.startsWith('[')) {
@@ -43,8 +49,10 @@ export function parseLogMessage(message: string): LogMessage | null {
       return null
     }
   }
-  const n = Number(message)
-  return Number.isInteger(n) ? { written: n } : null
+  const ended = message.endsWith(ENDED)
+  const n = Number(ended ? message.slice(0, -ENDED.length) : message)
+  if (!Number.isInteger(n)) return null
+  return ended ? { written: n, ended } : { written: n }
 }
 
 export interface EventLogTarget {
@@ -66,6 +74,11 @@ export interface EventLogTarget {
   live?: { after: number }
   /** A write on its own (a flush the timer started) failed: the owner may stop producing events nobody can keep. */
   onWriteError?: (err: unknown) => void
+  /**
+   * The event types that end the log (a run's end): the message announcing their rows says so, and a waiter for the
+   * end (`logEnd`) needs to read nothing before it. A log numbered as it is written only.
+   */
+  ends?: ReadonlySet<string>
 }
 
 export function eventLogWriter<K extends string | number>(
@@ -122,7 +135,8 @@ export function eventLogWriter<K extends string | number>(
   }
   /** Tells the streams that `batch` is written (numbered `last` at most): live ones get what was not sent yet. */
   const written = (batch: LoggedEvent[], last: number) => {
-    if (!o.live) return void publish(writtenMessage(last))
+    const ends = batch.some((e) => o.ends?.has(e.type))
+    if (!o.live) return void publish(writtenMessage(last, ends))
     const late: LoggedEvent[] = []
     let kept = false
     for (const e of batch) {
@@ -187,6 +201,41 @@ export function eventLogWriter<K extends string | number>(
 }
 
 export type EventLogWriter = ReturnType<typeof eventLogWriter>
+
+/**
+ * Listens on a log's channel for the message that it has ended (see `ends`). Subscribe before the
+ * log can end (before its first event is committed), or read its state once after: a message
+ * sent before the subscription is not heard. `until` is the wait.
+ */
+export async function logEnd(cache: Pick<Cache, 'subscribe'>, channel: string) {
+  let heard = false
+  let wake = () => {}
+  const unsubscribe = await cache.subscribe(channel, (message) => {
+    const m = parseLogMessage(message)
+    if (m && 'written' in m && m.ended) {
+      heard = true
+      wake()
+    }
+  })
+  return {
+    /** Resolves once the end is heard (true), `ms` have passed or `signal` aborted (false), whichever is first. */
+    until(ms: number, signal?: AbortSignal): Promise<boolean> {
+      if (heard || signal?.aborted) return Promise.resolve(heard)
+      return new Promise<boolean>((resolve) => {
+        const done = () => {
+          clearTimeout(timer)
+          signal?.removeEventListener('abort', done)
+          wake = () => {}
+          resolve(heard)
+        }
+        const timer = setTimeout(done, ms)
+        signal?.addEventListener('abort', done, { once: true })
+        wake = done
+      })
+    },
+    close: unsubscribe,
+  }
+}
 
 /** Where a log lives: the row that numbers it (its event_seq) and the table of its events. */
 export interface LogTables {

@@ -88,8 +88,14 @@ t.test('every resource, through an API key', async (t) => {
       (await collect(c.agents.list())).map((a) => a.id),
       [agent.id],
     )
+    // As the specification writes it: the run with its output (the server waited for its end).
+    llm.push({ text: 'the answer, waited for' })
+    const waited = await c.agents.execute(agent.id, { goal: 'answer', projectId: project.id })
+    t.match(waited, { status: 'completed', output: 'the answer, waited for', error: null })
+    // wait: 0: started, then followed on its stream.
     llm.push({ text: 'the run is done' })
-    const run = await c.agents.execute(agent.id, { goal: 'say done', projectId: project.id })
+    const run = await c.agents.execute(agent.id, { goal: 'say done', projectId: project.id }, { wait: 0 })
+    t.match(run, { status: 'queued', output: null })
     const events = await collect(c.agents.runEvents(agent.id, run.id))
     t.equal(events.at(-1)!.event, 'run.completed')
     t.equal(
@@ -100,7 +106,7 @@ t.test('every resource, through an API key', async (t) => {
       'the run is done',
     )
     t.match(await c.agents.run(agent.id, run.id), { status: 'completed', output: 'the run is done' })
-    t.equal((await collect(c.agents.runs(agent.id))).length, 1)
+    t.equal((await collect(c.agents.runs(agent.id))).length, 2)
   })
 
   await t.test('team, keys, webhooks, regions and storage', async (t) => {
@@ -174,10 +180,24 @@ t.test('every resource, through an API key', async (t) => {
     }
     t.same(await c.data.schedules(tn.tenantId), [])
     t.ok(await c.data.gdprExport())
+    // A chat as the specification writes it: a session from an empty body, a message naming its project.
+    const project = await c.projects.create({ name: 'Chat' })
+    const session = await c.chat.createSession({})
+    llm.push({ text: 'Hello back.' })
+    const sent = await c.chat.send(session.id, 'Hello', { projectId: project.id })
+    const reply = c.chat.reply(session.id, sent.replyId)
+    let got = await reply.next()
+    while (!got.done) got = await reply.next()
+    t.match(got.value, { role: 'assistant', content: 'Hello back.', status: 'completed' })
+    t.equal((await c.chat.getSession(session.id)).projectId, project.id, 'the session took the project')
     const today = new Date().toISOString().slice(0, 10)
-    t.match(await c.chat.export({ dateRange: { start: today, end: today }, format: 'json', includeMetadata: false }), {
-      dateRange: { start: today },
-    })
+    const history = await c.chat.export({ dateRange: { start: today, end: today }, format: 'json' })
+    t.match(history, { format: 1, tenantId: tn.tenantId, dateRange: { start: today, end: today } })
+    t.match(
+      history.sessions.find((s) => s.id === session.id),
+      { messages: [{ role: 'user', content: 'Hello' }] },
+      "the export's document: the envelope's data",
+    )
   })
 })
 

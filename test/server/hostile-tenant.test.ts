@@ -113,7 +113,9 @@ t.test(
   async (t) => {
     const before = llm.requests.length
     llm.push({ hang: true }, flood())
-    const run = (await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'resume me', projectId })).body.data
+    // wait=0: the model hangs, and the process is killed while the run waits for it.
+    const run = (await call('POST', `/api/v1/agents/${agentId}/execute?wait=0`, { goal: 'resume me', projectId })).body
+      .data
     for (let i = 0; i < 300 && llm.requests.length === before; i++) await sleep(50)
     server.child.kill('SIGKILL')
     await server.done

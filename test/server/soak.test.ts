@@ -177,7 +177,8 @@ t.test(
         }
       })()
     const run = async (key: string, agent: string, project: string, goal: string) => {
-      const r = await api(key, 'POST', `/api/v1/agents/${agent}/execute`, { goal, projectId: project })
+      // wait=0: started, then followed by polling, as before runs could be waited for.
+      const r = await api(key, 'POST', `/api/v1/agents/${agent}/execute?wait=0`, { goal, projectId: project })
       if (r.status !== 202) return `execute ${r.status} ${r.body?.error?.code}`
       let status = ''
       for (const stop = Date.now() + 120_000; Date.now() < stop;) {

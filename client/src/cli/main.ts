@@ -263,10 +263,12 @@ export async function run(argv: string[], io: Io): Promise<number> {
       if (sub !== 'run') throw new UsageError(`agents: unknown subcommand ${sub ?? '(none)'}`)
       need(2, '<agent>')
       if (!f.goal) throw new UsageError('agents run: --goal is required')
-      const started = await c.agents.execute(id!, {
-        goal: f.goal,
-        ...(f.project ? { projectId: f.project } : {}),
-      } as never)
+      // wait: 0: the run's output is streamed as it comes rather than waited for whole.
+      const started = await c.agents.execute(
+        id!,
+        { goal: f.goal, ...(f.project ? { projectId: f.project } : {}) } as never,
+        { wait: 0 },
+      )
       if (!f.json) say(`Run ${started.id} ${started.status}.`)
       const events = []
       for await (const e of c.agents.runEvents(id!, started.id)) {

@@ -153,6 +153,20 @@ const ExecuteBody = Type.Object(
   },
   { additionalProperties: false },
 )
+/** The longest a request may wait for its run, and how long it waits when it does not say. */
+export const MAX_WAIT_SECONDS = 60
+export const DEFAULT_WAIT_SECONDS = 30
+const ExecuteQuery = Type.Object(
+  {
+    wait: Type.Integer({
+      minimum: 0,
+      maximum: MAX_WAIT_SECONDS,
+      default: DEFAULT_WAIT_SECONDS,
+      description: `Seconds to wait for the run to end before answering (0 to ${MAX_WAIT_SECONDS}, default ${DEFAULT_WAIT_SECONDS}): 200 with its output once it has, 202 at the bound; 0 answers 202 at once`,
+    }),
+  },
+  { additionalProperties: false },
+)
 const RunParams = Type.Object({
   id: Type.String({ format: 'uuid', description: 'Agent identifier' }),
   run_id: Type.String({ format: 'uuid' }),
@@ -167,6 +181,13 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
   app,
   { agents, cache },
 ) => {
+  // A request waiting for its run answers 202 when the server starts closing: a drain waits for in-flight requests.
+  const closing = new AbortController()
+  app.addHook('preClose', (done) => {
+    closing.abort()
+    done()
+  })
+
   app.get(
     '/agents',
     { config: read, schema: listSchema(tags, 'List agents, newest first', Agent, 'FORBIDDEN') },
@@ -223,18 +244,37 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
       config: run,
       schema: {
         tags,
-        summary: 'Run the agent against a goal in a project (queued; 202 with the run record)',
+        summary: 'Run the agent against a goal in a project: the run with its output (200), or queued or running (202)',
+        description: `The run is queued on the job runner, and the request waits for it to end, up to \`wait\` seconds (default ${DEFAULT_WAIT_SECONDS}). Ended in time: 200 with the run record, completed with its output, or failed with its error (or cancelled). Otherwise 202 with the record as it stands (queued or running): follow GET /agents/{id}/runs/{run_id} or its stream. \`wait=0\` answers 202 at once. A waiting request ends early with 202 when the server shuts down; it holds no database connection, and a tenant has at most its plan's runs in progress waiting.`,
         params: IdParams,
+        querystring: ExecuteQuery,
         body: ExecuteBody,
         response: {
-          202: Envelope(Run),
+          200: { ...Envelope(Run), description: 'The run ended within the wait: completed, failed or cancelled' },
+          202: {
+            ...Envelope(Run),
+            description: 'The wait ran out (or wait=0, or the server is closing): queued or running',
+          },
           ...apiErrors('FORBIDDEN', 'RESOURCE_NOT_FOUND', 'LLM_NOT_CONFIGURED', 'RUN_LIMIT_EXCEEDED'),
         },
       },
     },
     async (req, reply) => {
-      reply.code(202)
-      return ok(req, presentRun(await agents.execute(actorOf(req), req.params.id, req.body)))
+      // Stops waiting when the server closes or the client goes away (nobody to answer then).
+      const gone = new AbortController()
+      const leave = () => gone.abort()
+      reply.raw.once('close', leave)
+      try {
+        const { run, ended } = await agents.execute(actorOf(req), req.params.id, req.body, {
+          waitMs: req.query.wait * 1000,
+          signal: AbortSignal.any([closing.signal, gone.signal]),
+          log: req.log,
+        })
+        reply.code(ended ? 200 : 202)
+        return ok(req, presentRun(run))
+      } finally {
+        reply.raw.off('close', leave)
+      }
     },
   )
 

@@ -65,6 +65,8 @@ const DELTA_FLUSH_MS = 100
 
 export const runChannel = (runId: string) => `atrium:agent-run:${runId}`
 export const TERMINAL = new Set(['completed', 'failed', 'cancelled'])
+/** The events that end a run's log (run.completed, run.failed, run.cancelled): their message says so. */
+export const RUN_END_EVENTS: ReadonlySet<string> = new Set([...TERMINAL].map((status) => `run.${status}`))
 
 export interface StepRecord {
   step: number
@@ -141,6 +143,7 @@ const runEvents = (deps: RunnerDeps, run: Pick<RunRecord, 'id' | 'tenant_id'>) =
     append: (sql, events) => store.appendRunEvents(sql, run.tenant_id, run.id, events),
     flushMs: DELTA_FLUSH_MS,
     deltaEvent: (step, text) => ({ type: 'output.delta', data: { step, delta: text } }),
+    ends: RUN_END_EVENTS,
   })
 
 const initialMessages = (r: RunRow): LlmMessage[] => [

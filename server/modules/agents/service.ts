@@ -12,9 +12,11 @@ import { planOf } from '../../domain/principal.js'
 import { isForeignKeyViolation, tenantReads, type Db, type TxSql } from '../../platform/db.js'
 import { cancelJob, enqueueJob } from '../../platform/jobs.js'
 import type { Llm, LlmTarget } from '../../platform/llm.js'
+import type { Cache } from '../../platform/cache.js'
+import type { BaseLogger } from 'pino'
 import { auditBy } from '../audit/service.js'
 import { cancelledEvent, MAX_RESUMES, RUN_QUEUE, runChannel, TERMINAL } from './runner.js'
-import { writtenMessage } from '../../platform/event-log.js'
+import { logEnd, writtenMessage } from '../../platform/event-log.js'
 import * as store from './store.js'
 import type { AgentConfig, AgentRow, AutonomyLevel, RunRecord, RunRow } from './store.js'
 import { LEVEL_TOOLS, TOOL_NAMES, toolUnavailable, type ToolEnvironment, type ToolName } from './tools.js'
@@ -62,6 +64,8 @@ export function agentsService(deps: {
   env: Pick<ToolEnvironment, 'airGapped' | 'webSearchUrl'>
   /** Tells the run's streams on every replica that it has new events. */
   publish: (channel: string, message: string) => Promise<unknown>
+  /** Hears those messages: a request waiting for a run's end listens for it. */
+  subscribe: Cache['subscribe']
 }) {
   const { db } = deps
 
@@ -105,6 +109,66 @@ export function agentsService(deps: {
     const run = found('run', runId, await store.selectRunRecord(sql, tenantId, runId, { lock }))
     if (run.agent_id !== agentId) throw notFound('run', runId)
     return run
+  }
+
+  /** Queues run `id`, within the plan's runs in progress: its record, queued. */
+  async function queueRun(
+    a: Actor,
+    agentId: string,
+    input: { goal: string; projectId: string },
+    agent: AgentRow,
+    id: string,
+  ): Promise<RunRecord> {
+    const { goal } = input
+    const limit = PLAN_TERMS[planOf(a.principal)].limits.concurrentRuns
+    try {
+      return await db.tenant(a.tenantId, async (sql) => {
+        await store.lockTenantRuns(sql, a.tenantId)
+        const active = await store.countActiveRuns(sql, a.tenantId)
+        if (active >= limit) {
+          throw new AppError(
+            'RUN_LIMIT_EXCEEDED',
+            `the ${planOf(a.principal)} plan allows ${limit} agent runs in progress at once; wait for one to finish`,
+            { limit, active },
+          )
+        }
+        const run = await store.insertRun(sql, {
+          id,
+          tenantId: a.tenantId,
+          agentId,
+          projectId: input.projectId,
+          goal,
+          snapshot: { name: agent.name, systemPrompt: agent.system_prompt, config: agent.config },
+          startedBy: {
+            kind: a.principal.kind,
+            id: a.principal.id,
+            userId: a.principal.userId,
+            plan: planOf(a.principal),
+          } as RunRow['started_by'],
+        })
+        // Attempts beyond the takeovers let the handler itself fail a run that keeps losing its worker.
+        const jobId = await enqueueJob(
+          sql,
+          RUN_QUEUE,
+          { runId: run.id },
+          { tenantId: a.tenantId, maxAttempts: MAX_RESUMES + 2 },
+        )
+        await store.appendRunEvents(sql, a.tenantId, run.id, [
+          { type: 'run.queued', data: { status: 'queued', goal, projectId: input.projectId } },
+        ])
+        await auditBy(sql, a, {
+          action: 'agent.run_started',
+          target: { type: 'agent_run', id: run.id },
+          details: { agentId, projectId: input.projectId },
+        })
+        return store.patchRun(sql, a.tenantId, run.id, { job_id: jobId })
+      })
+    } catch (err) {
+      // The composite keys: a project that is not the tenant's, or the agent deleted meanwhile.
+      if (isForeignKeyViolation(err, 'agent_runs_tenant_id_project_id_fkey')) throw notFound('project', input.projectId)
+      if (isForeignKeyViolation(err, 'agent_runs_tenant_id_agent_id_fkey')) throw notFound('agent', agentId)
+      throw err
+    }
   }
 
   return {
@@ -166,62 +230,41 @@ export function agentsService(deps: {
         await auditBy(sql, a, { action: 'agent.deleted', target: { type: 'agent', id } })
       }),
 
-    /** Queues a run: 202 with its record. */
-    async execute(a: Actor, agentId: string, input: { goal: string; projectId: string }): Promise<RunRecord> {
+    /**
+     * Queues a run, then waits up to `o.waitMs` for it to end: `ended` says whether it did (the
+     * record then has its output, or its error). The wait listens for the run's end on the channel
+     * of its event log, subscribed before the run is queued, and reads the run once: when the end
+     * is heard, at the bound, or when `o.signal` aborts (the server draining, the client gone). It
+     * holds no database connection meanwhile.
+     */
+    async execute(
+      a: Actor,
+      agentId: string,
+      input: { goal: string; projectId: string },
+      o: { waitMs?: number; signal?: AbortSignal; log?: Pick<BaseLogger, 'warn'> } = {},
+    ): Promise<{ run: RunRecord; ended: boolean }> {
       const goal = input.goal.trim()
       if (!goal) throw invalid('goal', 'must not be blank')
       // Outside the transaction: the settings are read (and the key unsealed) in one of their own.
       const agent = await this.get(a.tenantId, agentId)
       deps.llm.checkConfigured(await deps.connection(a.tenantId), agent.config.model ?? undefined)
-      const limit = PLAN_TERMS[planOf(a.principal)].limits.concurrentRuns
+      const id = newId()
+      const end = o.waitMs ? await logEnd({ subscribe: deps.subscribe }, runChannel(id)) : null
       try {
-        return await db.tenant(a.tenantId, async (sql) => {
-          await store.lockTenantRuns(sql, a.tenantId)
-          const active = await store.countActiveRuns(sql, a.tenantId)
-          if (active >= limit) {
-            throw new AppError(
-              'RUN_LIMIT_EXCEEDED',
-              `the ${planOf(a.principal)} plan allows ${limit} agent runs in progress at once; wait for one to finish`,
-              { limit, active },
-            )
-          }
-          const run = await store.insertRun(sql, {
-            id: newId(),
-            tenantId: a.tenantId,
-            agentId,
-            projectId: input.projectId,
-            goal,
-            snapshot: { name: agent.name, systemPrompt: agent.system_prompt, config: agent.config },
-            startedBy: {
-              kind: a.principal.kind,
-              id: a.principal.id,
-              userId: a.principal.userId,
-              plan: planOf(a.principal),
-            } as RunRow['started_by'],
-          })
-          // Attempts beyond the takeovers let the handler itself fail a run that keeps losing its worker.
-          const jobId = await enqueueJob(
-            sql,
-            RUN_QUEUE,
-            { runId: run.id },
-            { tenantId: a.tenantId, maxAttempts: MAX_RESUMES + 2 },
-          )
-          await store.appendRunEvents(sql, a.tenantId, run.id, [
-            { type: 'run.queued', data: { status: 'queued', goal, projectId: input.projectId } },
-          ])
-          await auditBy(sql, a, {
-            action: 'agent.run_started',
-            target: { type: 'agent_run', id: run.id },
-            details: { agentId, projectId: input.projectId },
-          })
-          return store.patchRun(sql, a.tenantId, run.id, { job_id: jobId })
-        })
-      } catch (err) {
-        // The composite keys: a project that is not the tenant's, or the agent deleted meanwhile.
-        if (isForeignKeyViolation(err, 'agent_runs_tenant_id_project_id_fkey'))
-          throw notFound('project', input.projectId)
-        if (isForeignKeyViolation(err, 'agent_runs_tenant_id_agent_id_fkey')) throw notFound('agent', agentId)
-        throw err
+        const run = await queueRun(a, agentId, { ...input, goal }, agent, id)
+        if (!end) return { run, ended: false }
+        await end.until(o.waitMs!, o.signal)
+        try {
+          const now = await this.getRun(a.tenantId, agentId, id)
+          return { run: now, ended: TERMINAL.has(now.status) }
+        } catch (err) {
+          // The run is queued whatever this read met (the database away, the agent deleted meanwhile): its record as
+          // queued names what to follow, where an error would have the client start another.
+          o.log?.warn({ err, runId: id }, 'the run could not be read at the end of its wait; answered as queued')
+          return { run, ended: false }
+        }
+      } finally {
+        await end?.close()
       }
     },
 
@@ -264,9 +307,9 @@ export function agentsService(deps: {
         const [type, data] = cancelledEvent(saved)
         return { run: saved, written: await store.appendRunEvents(sql, a.tenantId, runId, [{ type, data }]) }
       })
-      // The number of the event just written: a stream that has everything before it reads it now, not at its next
-      // poll.
-      if (written !== null) await deps.publish(runChannel(runId), writtenMessage(written))
+      // The number of the event just written, the run's end: a stream that has everything before it reads it now, not
+      // at its next poll, and a request waiting for the end answers.
+      if (written !== null) await deps.publish(runChannel(runId), writtenMessage(written, true))
       return run
     },
 

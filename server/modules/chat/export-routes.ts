@@ -1,11 +1,12 @@
-// POST /api/v1/chat/export: the tenant's chat history in a range of days, as a JSON document sent
-// as an attachment while it is read from the database (export-service.ts).
+// POST /api/v1/chat/export: the tenant's chat history in a range of days, as a JSON document in the
+// response envelope, sent as an attachment while it is read from the database (export-service.ts).
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyContextConfig, FastifyReply } from 'fastify'
 import type { Readable } from 'node:stream'
 import { actorOf } from '../../http/actor.js'
-import { apiErrors } from '../../http/schemas.js'
+import { meta } from '../../http/envelope.js'
+import { apiErrors, Envelope } from '../../http/schemas.js'
 import { contentDisposition } from '../../platform/blobs.js'
 import { MAX_PERIOD_DAYS } from '../../domain/days.js'
 import { EXPORT_FORMAT_VERSION, type ChatExportService } from './export-service.js'
@@ -44,22 +45,16 @@ const ExportedSession = Type.Composite([
     messages: Type.Array(ExportedMessage, { description: "The session's messages created in the range, oldest first" }),
   }),
 ])
-const ExportDocument = Type.Object(
-  {
-    format: Type.Literal(EXPORT_FORMAT_VERSION, { description: "The document format's version" }),
-    tenantId: Type.String({ format: 'uuid' }),
-    exportedAt: Type.String({ format: 'date-time' }),
-    dateRange: Type.Object({ start: Type.String({ format: 'date' }), end: Type.String({ format: 'date' }) }),
-    sessions: Type.Array(ExportedSession, {
-      description: 'The sessions with at least one message in the range, by id (the order they were created in)',
-    }),
-    counts: Type.Object({ sessions: Type.Integer(), messages: Type.Integer() }),
-  },
-  {
-    description:
-      'application/json, as an attachment (chat_export_{tenantId}_{start}_{end}.json), streamed as it is read: a fault after the first bytes closes the connection before the document ends (its JSON is then incomplete)',
-  },
-)
+const ExportDocument = Type.Object({
+  format: Type.Literal(EXPORT_FORMAT_VERSION, { description: "The document format's version" }),
+  tenantId: Type.String({ format: 'uuid' }),
+  exportedAt: Type.String({ format: 'date-time' }),
+  dateRange: Type.Object({ start: Type.String({ format: 'date' }), end: Type.String({ format: 'date' }) }),
+  sessions: Type.Array(ExportedSession, {
+    description: 'The sessions with at least one message in the range, by id (the order they were created in)',
+  }),
+  counts: Type.Object({ sessions: Type.Integer(), messages: Type.Integer() }),
+})
 
 /** Sends a JSON document as a download, from a stream (the reply's hooks, headers and logs as any). */
 const attachment = (reply: FastifyReply, doc: { filename: string; stream: Readable }) =>
@@ -87,9 +82,16 @@ export const chatExportRoutes: FastifyPluginAsyncTypebox<{ chatExport: ChatExpor
         description: `The sessions with messages created in dateRange (UTC days, both included, at most ${MAX_PERIOD_DAYS}), each with those messages, as one JSON document. Needs chat:read and export. Audited as chat.exported once it began sending (a refusal or a failure before the first byte is only the error answer).`,
         body: ExportBody,
         produces: ['application/json'],
-        response: { 200: ExportDocument, ...apiErrors('FORBIDDEN') },
+        response: {
+          200: {
+            ...Envelope(ExportDocument),
+            description:
+              "The document as the envelope's data, in application/json as an attachment (chat_export_{tenantId}_{start}_{end}.json), streamed as it is read; meta comes last. A fault after the first bytes closes the connection before the envelope ends (its JSON is then incomplete)",
+          },
+          ...apiErrors('FORBIDDEN'),
+        },
       },
     },
-    async (req, reply) => attachment(reply, await chatExport.open(actorOf(req), req.body, req.log)),
+    async (req, reply) => attachment(reply, await chatExport.open(actorOf(req), req.body, req.log, meta(req))),
   )
 }

@@ -1,5 +1,6 @@
 // The chat-history export: a tenant's sessions and messages in a range of days, as one JSON
-// document streamed while it is read, in bounded memory.
+// document streamed while it is read, in bounded memory, as the `data` of the response envelope
+// ({data, meta}: the specification's for every JSON response).
 //
 // The cursor is a key, not a database cursor: pages of at most `pageRows` messages (fewer when
 // their contents pass `pageBytes`) in (session_id, id) order, each page read in its own short
@@ -86,9 +87,9 @@ function messageJson(r: ExportRow, metadata: boolean): string {
 
 /**
  * The document's text, from `head` on, written a row at a time as the rows arrive and taken a
- * page at a time: what it has taken is counted in `sent`.
+ * page at a time: what it has taken is counted in `sent`. `tail` follows the document's end.
  */
-function documentWriter(head: string, metadata: boolean) {
+function documentWriter(head: string, tail: string, metadata: boolean) {
   let text = head
   let session: string | null = null
   const sent = { sessions: 0, messages: 0 }
@@ -124,7 +125,8 @@ function documentWriter(head: string, metadata: boolean) {
       if (end)
         text +=
           (session === null ? '' : '\n]}') +
-          `\n],"counts":${JSON.stringify({ sessions: sent.sessions + pending.sessions, messages: sent.messages + pending.messages })}}\n`
+          `\n],"counts":${JSON.stringify({ sessions: sent.sessions + pending.sessions, messages: sent.messages + pending.messages })}}` +
+          tail
       const bytes = Buffer.from(text)
       text = ''
       sent.sessions += pending.sessions
@@ -182,14 +184,16 @@ export function chatExportService(deps: ChatExportDeps) {
 
   return {
     /**
-     * Checks the request and reads the first page; the document then streams from the returned
-     * Readable. `log` is the request's: a fault after the first bytes, and an audit entry that
-     * could not be written, are logged there.
+     * Checks the request and reads the first page; the envelope, the document as its `data`, then
+     * streams from the returned Readable, `meta` closing it (a response cut short has none). `log`
+     * is the request's: a fault after the first bytes, and an audit entry that could not be
+     * written, are logged there.
      */
     async open(
       a: Actor,
       input: ChatExportRequest,
       log: Pick<BaseLogger, 'warn' | 'error'>,
+      meta: Record<string, unknown>,
     ): Promise<{ filename: string; stream: Readable }> {
       const { from, until } = rangeOf(input.dateRange)
       const { start, end } = input.dateRange
@@ -201,7 +205,11 @@ export function chatExportService(deps: ChatExportDeps) {
         exportedAt: new Date(now()).toISOString(),
         dateRange: { start, end },
       }
-      const doc = documentWriter(JSON.stringify(head).slice(0, -1) + ',"sessions":[\n', metadata)
+      const doc = documentWriter(
+        '{"data":' + JSON.stringify(head).slice(0, -1) + ',"sessions":[\n',
+        `,"meta":${JSON.stringify(meta)}}\n`,
+        metadata,
+      )
       // A page, written into the document as its rows arrive; the key of the next page, or null.
       const page = async (after: ExportPageQuery['after']) => {
         await db.tenantRead(tenantId, (sql) =>

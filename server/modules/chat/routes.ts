@@ -51,6 +51,18 @@ const PostBody = Type.Object(
       maxLength: 100_000,
       description: "The user's message; the plan bounds its length",
     }),
+    sessionId: Type.Optional(
+      Type.String({
+        format: 'uuid',
+        description: "The session, as the specification's message names it; when given, the path's id",
+      }),
+    ),
+    projectId: Type.Optional(
+      Type.Union([Type.String({ format: 'uuid' }), Type.Null()], {
+        description:
+          "A project of the tenant. A session without a project is bound to it; a session bound to another is refused. null or absent: the session's project as it is",
+      }),
+    ),
   },
   { additionalProperties: false },
 )
@@ -141,6 +153,8 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
       schema: {
         tags,
         summary: 'Send a message; the reply generates in the background (one at a time per session)',
+        description:
+          "The body may also carry the specification's sessionId (it must be the path's id) and projectId (a session without a project is bound to it; one bound to another project refuses it).",
         params: IdParams,
         body: PostBody,
         response: {
@@ -150,7 +164,7 @@ export const chatRoutes: FastifyPluginAsyncTypebox<{ chat: ChatService; cache: C
       },
     },
     async (req, reply) => {
-      const r = await chat.post(actorOf(req), req.params.id, req.body.content)
+      const r = await chat.post(actorOf(req), req.params.id, req.body)
       return created(req, reply, { message: messageView(r.message), replyId: r.replyId })
     },
   )

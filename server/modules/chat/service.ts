@@ -15,6 +15,13 @@ import type { MessageRow, SessionRow } from './store.js'
 export const DEFAULT_TITLE = 'New chat'
 export const REPLY_QUEUE = 'chat.reply'
 
+/** A message as it is sent: its content; the session again and a project, as the specification names them. */
+export interface MessageInput {
+  content: string
+  sessionId?: string
+  projectId?: string | null
+}
+
 export interface PageRequest {
   limit: number
   cursor?: string
@@ -109,9 +116,14 @@ export function chatService(deps: {
 
     /**
      * Saves the user's message and starts the reply (queued on the job runner). One reply at a
-     * time per session: a message while one generates is a CONFLICT naming it.
+     * time per session: a message while one generates is a CONFLICT naming it. The body may name
+     * the session again (`sessionId`, as the specification's message does) and a project: a
+     * session without one is bound to it, in the transaction that saves the message.
      */
-    async post(a: Actor, sessionId: string, content: string) {
+    async post(a: Actor, sessionId: string, input: MessageInput) {
+      const { content, projectId } = input
+      if (input.sessionId !== undefined && input.sessionId.toLowerCase() !== sessionId.toLowerCase())
+        throw invalid('body.sessionId', `must be the session of the path (${sessionId}), or left out`)
       if (!content.trim()) throw invalid('content', 'must not be blank')
       const limit = PLAN_TERMS[planOf(a.principal)].limits.chatMessageChars
       if (content.length > limit)
@@ -128,24 +140,43 @@ export function chatService(deps: {
         ),
       )
       deps.llm.checkConfigured(await deps.connection(a.tenantId), agent?.model ?? undefined)
-      return db.tenant(a.tenantId, async (sql) => {
-        const current = found(sessionId, await store.selectSession(sql, a.tenantId, sessionId, { lock: true }))
-        if (current.generating_id) {
-          throw new AppError(
-            'CONFLICT',
-            'a reply is still being generated in this session; wait for it (or follow its stream)',
-            { replyId: current.generating_id },
+      return db
+        .tenant(a.tenantId, async (sql) => {
+          const current = found(sessionId, await store.selectSession(sql, a.tenantId, sessionId, { lock: true }))
+          if (current.generating_id) {
+            throw new AppError(
+              'CONFLICT',
+              'a reply is still being generated in this session; wait for it (or follow its stream)',
+              { replyId: current.generating_id },
+            )
+          }
+          if (projectId && current.project_id === null) {
+            // The composite foreign key refuses another tenant's project (caught below as for a creation).
+            await store.bindProject(sql, a.tenantId, sessionId, projectId)
+          } else if (projectId && current.project_id !== projectId.toLowerCase()) {
+            throw invalid(
+              'body.projectId',
+              `the session belongs to project ${current.project_id}; a message cannot move it to another (start a session for that project)`,
+              { projectId: current.project_id },
+            )
+          }
+          const [message, reply] = await store.insertExchange(sql, a.tenantId, sessionId, {
+            userId: newId(),
+            replyId: newId(),
+            content,
+          })
+          // One attempt and one take-over: a reply whose server died ends with an error instead of repeating its deltas.
+          await enqueueJob(
+            sql,
+            REPLY_QUEUE,
+            { sessionId, replyId: reply!.id },
+            { tenantId: a.tenantId, maxAttempts: 2 },
           )
-        }
-        const [message, reply] = await store.insertExchange(sql, a.tenantId, sessionId, {
-          userId: newId(),
-          replyId: newId(),
-          content,
+          return { message: message!, replyId: reply!.id }
         })
-        // One attempt and one take-over: a reply whose server died ends with an error instead of repeating its deltas.
-        await enqueueJob(sql, REPLY_QUEUE, { sessionId, replyId: reply!.id }, { tenantId: a.tenantId, maxAttempts: 2 })
-        return { message: message!, replyId: reply!.id }
-      })
+        .catch((err: unknown) => {
+          throw unknownBinding(err, { projectId }) ?? err
+        })
     },
 
     /** A session's stream events after `after`. */

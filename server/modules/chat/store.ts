@@ -44,6 +44,11 @@ export const insertSession = (
 ): Promise<SessionRow> =>
   sessions.insert(sql, tenantId, { id: s.id, title: s.title, agent_id: s.agentId, project_id: s.projectId })
 
+/** Binds a session that has no project to `projectId` (the composite foreign key checks it is the tenant's). */
+export function bindProject(sql: TxSql, tenantId: string, id: string, projectId: string) {
+  return sql`update chat_sessions set project_id = ${projectId} where tenant_id = ${tenantId} and id = ${id} and project_id is null`
+}
+
 export const retitleSession = (sql: TxSql, tenantId: string, id: string, title: string) =>
   sessions.update(sql, tenantId, id, { title })
 

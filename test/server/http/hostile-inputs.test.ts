@@ -106,7 +106,7 @@ t.test(
       'agent',
     )
     const run = await made(
-      call('POST', `/api/v1/agents/${agent.id}/execute`, { goal: 'g', projectId: project.id }),
+      call('POST', `/api/v1/agents/${agent.id}/execute?wait=0`, { goal: 'g', projectId: project.id }),
       'run',
     )
     const session = await made(call('POST', '/api/v1/chat/sessions', {}), 'session')

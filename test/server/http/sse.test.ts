@@ -21,7 +21,8 @@ t.test(
     const agentId = (
       await call('POST', '/api/v1/agents', { name: 'a', systemPrompt: '', config: { autonomyLevel: 'low' } })
     ).body.data.id
-    const run = (await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'g', projectId })).body.data
+    // No job runner here: the run stays queued (wait=0: the request does not wait for it).
+    const run = (await call('POST', `/api/v1/agents/${agentId}/execute?wait=0`, { goal: 'g', projectId })).body.data
     t.equal(
       (await call('POST', `/api/v1/agents/${agentId}/runs/${run.id}/cancel`)).status,
       202,

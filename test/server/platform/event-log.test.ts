@@ -1,13 +1,16 @@
 // A live event log (a chat session's): text reaches the log's channel at once with its number,
 // the rows follow behind with the same numbers, and no more than LIVE_WINDOW events are ever sent
-// unwritten (a writer taking over starts that far on, past any number a dead one sent).
+// unwritten (a writer taking over starts that far on, past any number a dead one sent). A log's
+// end (a run's) is said in the message that announces its rows, and logEnd wakes on that alone.
 import t, { type Test } from 'tap'
 import pino from 'pino'
 import { openCache } from '../../../server/platform/cache.js'
 import {
   eventLogWriter,
   LIVE_WINDOW,
+  logEnd,
   parseLogMessage,
+  writtenMessage,
   type LiveEvent,
   type LogMessage,
 } from '../../../server/platform/event-log.js'
@@ -19,7 +22,8 @@ const h = await testApp(t)
 const { db, cache } = h.platform
 const tick = () => new Promise((r) => setImmediate(r))
 
-async function liveLog(t: Test, after: number) {
+/** A chat session's log: live (numbered by the writer from `after`), or numbered as written, ended by `ends`. */
+async function sessionLog(t: Test, o: { after: number } | { ends: ReadonlySet<string> }) {
   const { tenantId, call } = await h.tenant()
   const sessionId = (await call('POST', '/api/v1/chat/sessions', {})).body.data.id as string
   const channel = `test:event-log:${sessionId}`
@@ -33,7 +37,7 @@ async function liveLog(t: Test, after: number) {
     channel,
     append: (sql, events) => appendChatEvents(sql, tenantId, sessionId, events),
     flushMs: 60_000, // written only when told, so the test sees what is sent before
-    live: { after },
+    ...('after' in o ? { live: { after: o.after } } : { ends: o.ends }),
     deltaEvent: (messageId, delta) => ({ type: 'message.delta', data: { messageId, delta } }),
   })
   t.teardown(writer.stop)
@@ -50,7 +54,7 @@ async function liveLog(t: Test, after: number) {
 t.test(
   'text goes out live with its number before it is written, and the rows follow with the same numbers',
   async (t) => {
-    const log = await liveLog(t, 7)
+    const log = await sessionLog(t, { after: 7 })
     log.writer.delta('m1', 'Hel')
     log.writer.delta('m1', 'lo') // the same turn: one event
     await tick()
@@ -81,7 +85,7 @@ t.test(
 )
 
 t.test('no more than LIVE_WINDOW events are sent unwritten: the rest go out once written', async (t) => {
-  const log = await liveLog(t, 0)
+  const log = await sessionLog(t, { after: 0 })
   for (let i = 0; i < LIVE_WINDOW + 3; i++) log.writer.delta(`k${i}`, 'x') // another key closes the event before
   await tick()
   const sent = await log.hear(LIVE_WINDOW)
@@ -103,7 +107,7 @@ t.test(
   'live text stays in this process while no other replica listens; one that starts listening is told the numbers to read, then sent the text',
   { skip: !services.redisUrl && 'TEST_REDIS_URL is not set: replicas share Redis' },
   async (t) => {
-    const log = await liveLog(t, 0)
+    const log = await sessionLog(t, { after: 0 })
     // A publish's answer (whether another process listens) comes back from Redis on its own time.
     const settle = () => new Promise((r) => setTimeout(r, 100))
     const delta = (id: number, text: string) => ({
@@ -144,3 +148,33 @@ t.test(
     t.same(elsewhere.at(-1), delta(5, 'd'), 'told by that answer, the writer sends the text there too')
   },
 )
+
+t.test("a log's end is in the message that announces its rows, and logEnd wakes on that message alone", async (t) => {
+  const { writer, hear, channel } = await sessionLog(t, { ends: new Set(['closed']) })
+  const end = await logEnd(cache, channel)
+  t.teardown(end.close)
+  let woke: boolean | null = null
+  const waited = end.until(600_000).then((ended) => (woke = ended))
+
+  await writer.commit(async () => writer.push('step', { n: 1 }))
+  t.same(await hear(1), [{ written: 1 }], 'an event that does not end the log: a plain number')
+  await tick()
+  t.equal(woke, null, 'the waiter still waits')
+
+  await writer.commit(async () => writer.push('closed', {}))
+  t.equal(await waited, true, 'woken by the end, long before its bound')
+  t.same(await hear(2), [{ written: 1 }, { written: 2, ended: true }])
+  t.equal(await end.until(600_000), true, 'heard already: at once')
+
+  // A server of an older release reads any message it does not know as "read the rows".
+  t.ok(Number.isNaN(Number(writtenMessage(2, true))), 'not a number to it')
+  t.same(parseLogMessage(writtenMessage(2)), { written: 2 })
+
+  const other = await logEnd(cache, `${channel}:other`)
+  t.teardown(other.close)
+  const stop = new AbortController()
+  const stopped = other.until(600_000, stop.signal)
+  stop.abort()
+  t.equal(await stopped, false, 'a signal ends the wait, without the end')
+  t.equal(await other.until(1), false, 'as does the bound')
+})

@@ -167,7 +167,8 @@ t.test(
     const platform = await testPlatform(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' })
     const quiet = await appOn(t, platform, { jobs: false })
     const { call, tenantId, projectId, agentId } = await readyToRun(quiet, llm, { autonomyLevel: 'low' })
-    const queued = (await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'go', projectId })).body.data
+    // wait=0: no replica runs it yet, so the request would only wait out its bound.
+    const queued = (await call('POST', `/api/v1/agents/${agentId}/execute?wait=0`, { goal: 'go', projectId })).body.data
     await platform.db.system(
       (sql) =>
         sql`update agent_runs set messages = (select jsonb_agg(repeat('x', 1000000)) from generate_series(1, 24)) where id = ${queued.id}`,

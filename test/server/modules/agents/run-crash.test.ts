@@ -83,7 +83,8 @@ t.test(
     const agentId = (
       await call('POST', '/api/v1/agents', { name: 'a', systemPrompt: '', config: { autonomyLevel: 'low' } })
     ).body.data.id
-    const runId = (await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'go', projectId })).body.data.id
+    const runId = (await call('POST', `/api/v1/agents/${agentId}/execute?wait=0`, { goal: 'go', projectId })).body.data
+      .id
 
     // Killed once the answer is streaming and agent.started has been delivered.
     for (let i = 0; i < 300 && !(llm.requests.length >= 1 && received.some((r) => r.type === 'agent.started')); i++)

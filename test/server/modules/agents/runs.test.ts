@@ -59,7 +59,8 @@ t.test(
       { text: 'I wrote notes/summary.md with the two items.', usage: { input: 200, output: 12 } },
     )
     const before = llm.requests.length
-    const started = await call('POST', `/api/v1/agents/${agentId}/execute`, {
+    // wait=0: answered at once, queued (execute.test.ts has the waits).
+    const started = await call('POST', `/api/v1/agents/${agentId}/execute?wait=0`, {
       goal: 'Summarise my todo list into notes/summary.md',
       projectId,
     })
@@ -237,7 +238,7 @@ t.test('the plan bounds runs in progress per tenant, and another tenant is not h
   const free = await tenantWithLlm('free', slow)
   const projectId = await project(free.call)
   const agentId = await agent(free.call, { autonomyLevel: 'low' })
-  const first = await free.call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'one', projectId })
+  const first = await free.call('POST', `/api/v1/agents/${agentId}/execute?wait=0`, { goal: 'one', projectId })
   t.equal(first.status, 202)
   const second = await free.call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'two', projectId })
   t.equal(second.status, 429)
@@ -247,15 +248,19 @@ t.test('the plan bounds runs in progress per tenant, and another tenant is not h
   const otherProject = await project(other.call)
   const otherAgent = await agent(other.call, { autonomyLevel: 'low' })
   t.equal(
-    (await other.call('POST', `/api/v1/agents/${otherAgent}/execute`, { goal: 'mine', projectId: otherProject }))
-      .status,
+    (
+      await other.call('POST', `/api/v1/agents/${otherAgent}/execute?wait=0`, {
+        goal: 'mine',
+        projectId: otherProject,
+      })
+    ).status,
     202,
     'another tenant still runs',
   )
 
   await ended(free.call, agentId, first.body.data.id)
   t.equal(
-    (await free.call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'three', projectId })).status,
+    (await free.call('POST', `/api/v1/agents/${agentId}/execute?wait=0`, { goal: 'three', projectId })).status,
     202,
     'a slot frees when a run ends',
   )
@@ -268,7 +273,7 @@ t.test('cancel: a running run stops and applies nothing; a finished run is a CON
     { toolCalls: [{ name: 'write_file', arguments: { path: 'draft.txt', content: 'half' } }] },
     { text: 'word '.repeat(40), chunkDelayMs: 250 },
   )
-  const r = await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'Write slowly', projectId })
+  const r = await call('POST', `/api/v1/agents/${agentId}/execute?wait=0`, { goal: 'Write slowly', projectId })
   const runId = r.body.data.id
   for (let i = 0; i < 200 && slow.requests.length < 2; i++) await sleep(25)
   t.equal(slow.requests.length, 2, 'the second step is streaming')
@@ -362,7 +367,8 @@ t.test('a stream opened mid-run on another replica follows it live and ends with
     { text: 'one two three four five six seven eight', chunkDelayMs: 60 },
   )
   const other = await appOn(t, h.platform) // no job runner: it only serves the stream
-  const runId = (await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'count', projectId })).body.data.id
+  const runId = (await call('POST', `/api/v1/agents/${agentId}/execute?wait=0`, { goal: 'count', projectId })).body.data
+    .id
   for (let i = 0; i < 200 && slow.requests.length < 2; i++) await sleep(20)
   const live = await other.app.inject({
     method: 'GET',
@@ -382,7 +388,10 @@ t.test("cancelling a queued run ends it at once and announces its last event's n
   const tn = await llmTenant(idle, llm)
   const agentId = await agent(tn.call, { autonomyLevel: 'low' })
   const runId = (
-    await tn.call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'wait', projectId: await project(tn.call) })
+    await tn.call('POST', `/api/v1/agents/${agentId}/execute?wait=0`, {
+      goal: 'wait',
+      projectId: await project(tn.call),
+    })
   ).body.data.id
   const heard: string[] = []
   const off = await idle.platform.cache.subscribe(runChannel(runId), (m) => heard.push(m))
@@ -391,8 +400,8 @@ t.test("cancelling a queued run ends it at once and announces its last event's n
   const events = parseSse((await tn.call('GET', `/api/v1/agents/${agentId}/runs/${runId}/stream`)).raw.toString('utf8'))
   t.equal(events.at(-1)!.event, 'run.cancelled')
   for (let i = 0; i < 100 && !heard.length; i++) await sleep(10)
-  // A stream that has every event before it reads this one at once (not at its next poll).
-  t.same(heard, [writtenMessage(events.at(-1)!.id)])
+  // A stream that has every event before it reads this one at once (not at its next poll); it ends the run.
+  t.same(heard, [writtenMessage(events.at(-1)!.id, true)])
 })
 
 t.test('web search through a SearXNG-compatible endpoint, through the outbound guard', async (t) => {

@@ -1,5 +1,6 @@
 // The chat-history export: the tenant's sessions and messages created in a range of UTC days, as one
-// JSON document streamed page by page (pages of 3 here, so every export spans several); metadata
+// JSON document streamed page by page (pages of 3 here, so every export spans several) as the data of
+// the response envelope; metadata
 // on request; every rule of the range refused as VALIDATION_ERROR; never another tenant's messages;
 // chat:read and export both needed; audited with what was sent; reading follows the reader, stops
 // when it goes away, and a fault after the first bytes cuts the response short.
@@ -51,6 +52,8 @@ const session = async (call: Caller, body: Record<string, unknown> = {}): Promis
   (await call('POST', '/api/v1/chat/sessions', body)).body.data.id
 const exportOf = (call: Caller, start: string, end: string, more: Record<string, unknown> = {}) =>
   call('POST', '/api/v1/chat/export', { dateRange: { start, end }, format: 'json', ...more })
+/** The document of an export's answer: its envelope's data (meta checked where the envelope is). */
+const documentOf = async (answer: ReturnType<typeof exportOf>) => (await answer).body.data
 
 /** A tenant with one session of `count` messages of `chars` characters each, a second apart on 2026-03-01. */
 async function longSession(count: number, chars: number) {
@@ -117,7 +120,10 @@ t.test('an export holds the sessions with messages in the range, each with those
   t.match(r.headers['content-type'], /^application\/json/)
   t.match(r.headers['content-disposition'], `attachment; filename="chat_export_${tenantId}_2026-03-01_2026-03-03.json"`)
   t.equal(r.headers['cache-control'], 'private, no-store')
-  const doc = r.body
+  t.same(Object.keys(r.body), ['data', 'meta'], 'the envelope: the document as its data, then meta')
+  t.match(r.body.meta, { request_id: String, timestamp: /Z$/ })
+  t.equal(r.body.meta.request_id, r.headers['x-request-id'], "the request's id")
+  const doc = r.body.data
   t.match(doc, {
     format: 1,
     tenantId,
@@ -147,7 +153,7 @@ t.test('an export holds the sessions with messages in the range, each with those
     createdAt: '2026-03-03T23:59:59.999Z',
   })
 
-  const oneDay = (await exportOf(call, '2026-03-02', '2026-03-02')).body
+  const oneDay = await documentOf(exportOf(call, '2026-03-02', '2026-03-02'))
   t.same(
     oneDay.sessions.map((s: { id: string; messages: unknown[] }) => [s.id, s.messages.length]),
     [
@@ -156,8 +162,9 @@ t.test('an export holds the sessions with messages in the range, each with those
     ],
   )
   const none = await exportOf(call, '2025-03-01', '2025-03-31')
-  t.same(none.body.sessions, [])
-  t.same(none.body.counts, { sessions: 0, messages: 0 })
+  t.same(none.body.data.sessions, [])
+  t.same(none.body.data.counts, { sessions: 0, messages: 0 })
+  t.match(none.body.meta, { request_id: String, timestamp: /Z$/ }, 'an empty export is enveloped too')
 })
 
 t.test(
@@ -183,7 +190,7 @@ t.test(
     await seed(tenantId, id, [{ at: '2026-06-01T08:00:00Z' }])
     const s = (await call('GET', `/api/v1/chat/sessions/${id}`)).body.data
 
-    const doc = (await exportOf(call, '2026-05-01', '2026-05-01', { includeMetadata: true })).body
+    const doc = await documentOf(exportOf(call, '2026-05-01', '2026-05-01', { includeMetadata: true }))
     t.same(doc.sessions[0], {
       id,
       title: 'Bound',
@@ -225,16 +232,16 @@ t.test(
         },
       ],
     })
-    const plain = (await exportOf(call, '2026-05-01', '2026-05-01', { includeMetadata: false })).body
+    const plain = await documentOf(exportOf(call, '2026-05-01', '2026-05-01', { includeMetadata: false }))
     t.same(plain.sessions[0].messages[1], {
       id: answer,
       role: 'assistant',
       content: 'hi',
       createdAt: '2026-05-01T08:00:01.000Z',
     })
-    const defaulted = (
-      await call('POST', '/api/v1/chat/export', { dateRange: { start: '2026-05-01', end: '2026-05-01' } })
-    ).body
+    const defaulted = await documentOf(
+      call('POST', '/api/v1/chat/export', { dateRange: { start: '2026-05-01', end: '2026-05-01' } }),
+    )
     t.same(defaulted.sessions, plain.sessions, 'format defaults to json, includeMetadata to false')
   },
 )
@@ -276,13 +283,13 @@ t.test("an export never holds another tenant's sessions or messages", async (t) 
   const messagesOfB = await seed(b.tenantId, ofB, [{ at: '2026-03-01T09:00:00Z', content: 'B only' }])
   const r = await exportOf(b.call, '2026-01-01', '2026-12-31', { includeMetadata: true })
   t.same(
-    r.body.sessions.map((s: { id: string; messages: { id: string }[] }) => [s.id, s.messages.map((m) => m.id)]),
+    r.body.data.sessions.map((s: { id: string; messages: { id: string }[] }) => [s.id, s.messages.map((m) => m.id)]),
     [[ofB, messagesOfB]],
   )
   t.notMatch(r.raw.toString(), ofA)
   t.notMatch(r.raw.toString(), messagesOfA[0]!)
   t.notMatch(r.raw.toString(), 'A only')
-  t.equal(r.body.tenantId, b.tenantId)
+  t.equal(r.body.data.tenantId, b.tenantId)
 })
 
 t.test('an export needs both chat:read and export', async (t) => {
@@ -367,13 +374,14 @@ t.test('the export reads a page only when the reader wants more, and stops when 
   const actor = actorIn(tenantId)
   const warned: unknown[] = []
   const log = { warn: (o: unknown) => void warned.push(o), error: (o: unknown) => void warned.push(o) } as never
+  const meta = { request_id: 'req-1', timestamp: '2026-03-02T00:00:00.000Z' }
 
-  const { stream } = await service.open(actor, MARCH_1, log)
+  const { stream } = await service.open(actor, MARCH_1, log, meta)
   t.equal(reads.length, 1, 'the first page is read before the response starts')
   await new Promise((r) => setTimeout(r, 50))
   t.equal(reads.length, 1, 'nothing more until the reader asks')
   const chunk = await new Promise<Buffer>((resolve) => stream.once('readable', () => resolve(stream.read() as Buffer)))
-  t.match(chunk.toString(), /^\{"format":1,/)
+  t.match(chunk.toString(), /^\{"data":\{"format":1,/)
   await new Promise((r) => setTimeout(r, 50))
   t.ok(reads.length <= 3, `a page or two ahead of the reader at most (read ${reads.length} of 10)`)
   stream.destroy()
@@ -386,12 +394,13 @@ t.test('the export reads a page only when the reader wants more, and stops when 
 
   // The whole document, read to the end: all 20, valid JSON.
   reads.length = 0
-  const whole = await service.open(actor, MARCH_1, log)
+  const whole = await service.open(actor, MARCH_1, log, meta)
   const chunks: Buffer[] = []
   for await (const c of whole.stream) chunks.push(c as Buffer)
-  const doc = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+  const { data: doc, meta: closing } = JSON.parse(Buffer.concat(chunks).toString('utf8'))
   t.equal(doc.counts.messages, 20)
   t.equal(doc.sessions[0].messages[19].content, '9'.repeat(40_000))
+  t.same(closing, meta, 'meta closes the envelope')
   t.equal(reads.length, 11, 'ten full pages, then one more read finds none')
   t.same(warned, [])
 })
@@ -406,7 +415,7 @@ t.test('a fault after the first bytes cuts the response short and is logged', as
     warn: (o: Record<string, unknown>, msg: string) => void warned.push({ o, msg }),
     error: () => {},
   } as never
-  const { stream } = await service.open(actor, MARCH_1, log)
+  const { stream } = await service.open(actor, MARCH_1, log, { request_id: 'req-2', timestamp: '' })
   let text = ''
   const ended = await new Promise<'end' | 'close'>((resolve) => {
     stream.on('data', (c: Buffer) => (text += c.toString()))
@@ -417,6 +426,7 @@ t.test('a fault after the first bytes cuts the response short and is logged', as
   t.equal(ended, 'close', 'destroyed, not ended')
   t.ok(text.length > 0, 'the first bytes went out')
   t.throws(() => JSON.parse(text), 'the JSON is incomplete')
+  t.notMatch(text, '"meta"', 'the envelope is not closed')
   t.equal(warned.length, 1)
   t.match(warned[0], { msg: /cut short/, o: { err: { code: 'CONNECTION_CLOSED' }, sessions: 1, messages: 2 } })
   const events = (await call('GET', '/api/v1/audit-log?action=chat.exported')).body.data
@@ -433,5 +443,11 @@ t.test('over HTTP, a fault after the first bytes aborts the transfer rather than
     body: JSON.stringify(MARCH_1),
   })
   t.equal(res.status, 200)
-  await t.rejects(res.text(), 'the client sees the transfer end before its end')
+  const reader = res.body!.getReader()
+  const first = await reader.read()
+  t.match(Buffer.from(first.value!).toString(), /^\{"data":\{"format":1,/, 'the envelope began')
+  const rest = (async () => {
+    for (;;) if ((await reader.read()).done) return
+  })()
+  await t.rejects(rest, 'the client sees the transfer end before its end')
 })

@@ -275,6 +275,95 @@ t.test('refusals: no model, too long, blank', async (t) => {
   t.same((await bare.call('GET', `/api/v1/chat/sessions/${s}/messages`)).body.data, [], 'nothing was written')
 })
 
+t.test(
+  "a message as the specification sends it, with sessionId, content and projectId, binds a session's project",
+  async (t) => {
+    const { call } = await tenantWithLlm()
+    const projectId = (await call('POST', '/api/v1/projects', { name: 'Spec' })).body.data.id
+    // A client written from the specification: a session with an empty body, then messages with all three fields.
+    const sessionId = (await call('POST', '/api/v1/chat/sessions', {})).body.data.id
+    llm.push({ text: 'Hello from the spec.' })
+    const sent = await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, {
+      sessionId,
+      content: 'Hello',
+      projectId,
+    })
+    t.equal(sent.status, 201)
+    t.same(Object.keys(sent.body.data), ['message', 'replyId'], 'the answer keeps its fields')
+    t.match(sent.body.data.message, { sessionId, role: 'user', content: 'Hello', status: 'completed' })
+    t.match((await call('GET', `/api/v1/chat/sessions/${sessionId}`)).body.data, { projectId, messageCount: 2 })
+    await settled(call, sessionId)
+
+    // The same project again, the session's id in capitals (the same UUID), or neither field: taken.
+    llm.push({ text: 'Again.' })
+    const again = await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, {
+      sessionId: sessionId.toUpperCase(),
+      content: 'Again',
+      projectId: projectId.toUpperCase(),
+    })
+    t.equal(again.status, 201)
+    await settled(call, sessionId)
+    llm.push({ text: 'Plain.' })
+    t.equal((await call('POST', `/api/v1/chat/sessions/${sessionId}/messages`, { content: 'Plain' })).status, 201)
+    await settled(call, sessionId)
+    t.equal((await call('GET', `/api/v1/chat/sessions/${sessionId}`)).body.data.projectId, projectId)
+  },
+)
+
+t.test(
+  "a message's sessionId must be the path's, its projectId the tenant's and the session's: refused, nothing written",
+  async (t) => {
+    const a = await tenantWithLlm()
+    const b = await tenantWithLlm()
+    const projectOfA = (await a.call('POST', '/api/v1/projects', { name: 'A' })).body.data.id
+    const projectOfB = (await b.call('POST', '/api/v1/projects', { name: 'B' })).body.data.id
+    const otherOfB = (await b.call('POST', '/api/v1/projects', { name: 'B2' })).body.data.id
+    const unbound = (await b.call('POST', '/api/v1/chat/sessions')).body.data.id
+    const bound = (await b.call('POST', '/api/v1/chat/sessions', { projectId: projectOfB })).body.data.id
+    const modelCalls = llm.requests.length
+    const send = (id: string, body: Record<string, unknown>) =>
+      b.call('POST', `/api/v1/chat/sessions/${id}/messages`, { content: 'hi', ...body })
+
+    const mismatch = await send(unbound, { sessionId: bound })
+    t.equal(mismatch.status, 400)
+    t.match(mismatch.body.error, { code: 'VALIDATION_ERROR', details: { errors: [{ field: 'body.sessionId' }] } })
+
+    const foreign = await send(unbound, { sessionId: unbound, projectId: projectOfA })
+    t.equal(foreign.status, 404, "another tenant's project is as one that does not exist")
+    t.match(foreign.body.error, { code: 'RESOURCE_NOT_FOUND', details: { resource: 'project', id: projectOfA } })
+    const ghost = await send(unbound, { projectId: randomUUID() })
+    t.match(ghost.body.error, { code: 'RESOURCE_NOT_FOUND', details: { resource: 'project' } })
+    // The same refusal a session's creation gives.
+    t.match((await b.call('POST', '/api/v1/chat/sessions', { projectId: projectOfA })).body.error, {
+      code: 'RESOURCE_NOT_FOUND',
+      details: { resource: 'project', id: projectOfA },
+    })
+
+    const moved = await send(bound, { projectId: otherOfB })
+    t.equal(moved.status, 400)
+    t.match(moved.body.error, {
+      code: 'VALIDATION_ERROR',
+      message: /belongs to project/,
+      details: { errors: [{ field: 'body.projectId' }], projectId: projectOfB },
+    })
+
+    const unknown = await send(unbound, { sessionId: unbound, senderName: 'x' })
+    t.equal(unknown.status, 400)
+    t.match(unknown.body.error, {
+      code: 'VALIDATION_ERROR',
+      details: { errors: [{ field: 'body.senderName', message: 'is not a known field' }] },
+    })
+
+    for (const id of [unbound, bound]) {
+      t.same((await b.call('GET', `/api/v1/chat/sessions/${id}/messages`)).body.data, [], 'no message was saved')
+      t.match((await b.call('GET', `/api/v1/chat/sessions/${id}`)).body.data, { messageCount: 0 })
+    }
+    t.equal((await b.call('GET', `/api/v1/chat/sessions/${unbound}`)).body.data.projectId, null, 'nor a project bound')
+    t.equal((await b.call('GET', `/api/v1/chat/sessions/${bound}`)).body.data.projectId, projectOfB)
+    t.equal(llm.requests.length, modelCalls, 'and no model called')
+  },
+)
+
 t.test("another tenant's session is 404 on every route, the stream included, and stays as it was", async (t) => {
   const a = await tenantWithLlm()
   const b = await tenantWithLlm() // its own model configured: a message would otherwise be taken
