@@ -260,20 +260,23 @@ export const agentsRoutes: FastifyPluginAsyncTypebox<{ agents: AgentsService; ca
       },
     },
     async (req, reply) => {
-      // Stops waiting when the server closes or the client goes away (nobody to answer then).
-      const gone = new AbortController()
-      const leave = () => gone.abort()
+      // Stops waiting when the server closes or the client goes away (nobody to answer then). Listeners removed after,
+      // not AbortSignal.any: on the server's long-lived signal it keeps an entry per request on some Node releases.
+      const stop = new AbortController()
+      const leave = () => stop.abort()
       reply.raw.once('close', leave)
+      closing.signal.addEventListener('abort', leave, { once: true })
       try {
         const { run, ended } = await agents.execute(actorOf(req), req.params.id, req.body, {
           waitMs: req.query.wait * 1000,
-          signal: AbortSignal.any([closing.signal, gone.signal]),
+          signal: stop.signal,
           log: req.log,
         })
         reply.code(ended ? 200 : 202)
         return ok(req, presentRun(run))
       } finally {
         reply.raw.off('close', leave)
+        closing.signal.removeEventListener('abort', leave)
       }
     },
   )
