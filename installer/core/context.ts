@@ -132,12 +132,20 @@ export function loadContext(o: LoadOptions = {}): Resolved {
   return leftBehind ? { ...ctx, leftBehind } : ctx
 }
 
+const composeVariables = (from: Record<string, string | undefined>): Record<string, string> =>
+  Object.fromEntries(
+    Object.entries(from).filter((e): e is [string, string] => e[0] in COMPOSE_VARIABLES && Boolean(e[1])),
+  )
+
 /**
  * What the preflight judges: the answers' values, over the Compose bundle's variables already
- * written in .env (ATRIUM_S3_PORT, say), which the answers do not hold and a re-run keeps.
+ * written in .env (ATRIUM_S3_PORT, say), which the answers do not hold and a re-run keeps. Compose
+ * takes a variable set in the installer's environment over .env's (the installer's commands inherit
+ * it), so the ports checked are the ones it will publish.
  */
-export const preflightValues = (ctx: Resolved): Record<string, string> => ({
-  ...Object.fromEntries(Object.entries(ctx.existing ?? {}).filter(([name]) => name in COMPOSE_VARIABLES)),
+export const preflightValues = (ctx: Resolved, env: NodeJS.ProcessEnv = process.env): Record<string, string> => ({
+  ...composeVariables(ctx.existing ?? {}),
+  ...composeVariables(env),
   ...ctx.values,
 })
 

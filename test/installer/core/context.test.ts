@@ -9,6 +9,7 @@ import {
   contextFor,
   interactiveAnswersPath,
   loadContext,
+  preflightValues,
   siteConfig,
 } from '../../../installer/core/context.js'
 import { DEFAULT_ANSWERS, parseAnswers, renderAnswers, type Answers } from '../../../installer/core/answers.js'
@@ -85,6 +86,20 @@ t.test('a compose site: answers, references, the written .env and the first tena
     'a variable that is set wins',
   )
   t.same(siteConfig(ctx), { ...ctx.values, ...ctx.existing }, 'the site: what is written, over the answers')
+})
+
+t.test("the preflight judges the ports Compose will publish: the installer's environment over .env", async (t) => {
+  const s = site(t, 'compose')
+  writeFileSync(
+    join(s.out, '.env'),
+    'ATRIUM_METRICS_PORT=9464\nATRIUM_S3_PORT=9000\nDATABASE_URL=postgres://kept@db/atrium\n',
+  )
+  const ctx = loadContext({ answersPath: s.answers, env: {} })
+  t.match(preflightValues(ctx, {}), { ATRIUM_METRICS_PORT: '9464', ATRIUM_S3_PORT: '9000' }, '.env alone')
+  const values = preflightValues(ctx, { ATRIUM_METRICS_PORT: '19464', ATRIUM_S3_PORT: '', PATH: '/usr/bin' })
+  t.equal(values.ATRIUM_METRICS_PORT, '19464', 'a Compose variable in the environment wins, as it does for Compose')
+  t.equal(values.ATRIUM_S3_PORT, '9000', 'an empty one does not')
+  t.notOk('PATH' in values, 'other variables of the environment are not settings')
 })
 
 t.test('a helm site reads its values and Secret back', async (t) => {
