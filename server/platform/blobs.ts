@@ -67,6 +67,19 @@ export class BlobKeyRefused extends Error {
   }
 }
 
+/**
+ * What a store's failure was, in the store's terms: the outbound policy's refusal, the error code the
+ * store or the connection gave (never its message: it may echo the request), or the S3 client's own
+ * name for an answer it could not read. A fault of this process (a key refused before any request:
+ * BlobKeyRefused) is not the store's and is never passed here.
+ */
+export function storeReason(err: unknown): string {
+  if (refusalIn(err)) return 'OutboundRefused'
+  const { code, name } = (err ?? {}) as { code?: unknown; name?: unknown }
+  if (typeof code === 'string') return code
+  return typeof name === 'string' && name !== 'Error' ? name : 'UnexpectedError'
+}
+
 function checkKey(key: string): string {
   if (!KEY_RE.test(key) || key.split('/').some((p) => p === '' || p === '.' || p === '..')) {
     throw new BlobKeyRefused(key)

@@ -96,6 +96,14 @@ export function portability(h: TestApp) {
   }
 }
 
+/** A project of the caller's tenant holding `files` (text, by path): its record. */
+export async function projectWithFiles(call: Caller, name: string, files: Record<string, string>) {
+  const project = (await call('POST', '/api/v1/projects', { name })).body.data
+  for (const [path, content] of Object.entries(files))
+    await call('PUT', `/api/v1/projects/${project.id}/files/${path}`, content, { 'content-type': 'text/plain' })
+  return project
+}
+
 /** What a tenant holds, row by row, and the objects under its projects' prefix: to prove what a restore changed or not. */
 export async function tenantState(h: TestApp, tenantId: string) {
   const rows = await h.platform.db.system(
@@ -104,6 +112,7 @@ export async function tenantState(h: TestApp, tenantId: string) {
         'projects', (select json_agg(p order by id) from projects p where tenant_id = ${tenantId}),
         'versions', (select json_agg(v order by id) from project_versions v where tenant_id = ${tenantId}),
         'files', (select json_agg(f order by project_id, path) from project_files f where tenant_id = ${tenantId}),
+        'manifests', (select json_agg(m order by project_id, version, path) from project_version_files m where tenant_id = ${tenantId}),
         'agents', (select json_agg(a order by id) from agents a where tenant_id = ${tenantId}),
         'runs', (select json_agg(r order by id) from agent_runs r where tenant_id = ${tenantId}),
         'sessions', (select json_agg(s order by id) from chat_sessions s where tenant_id = ${tenantId}),

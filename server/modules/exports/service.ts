@@ -15,7 +15,14 @@ import type { Actor } from '../../domain/actor.js'
 import { AppError, ERRORS, invalid, notFound, type ErrorCode } from '../../domain/errors.js'
 import { decodeIdCursor, toPage } from '../../domain/pagination.js'
 import { PLAN_TERMS } from '../../domain/plans.js'
-import { BlobKeyRefused, guardedS3Blobs, isStoreOrigin, siteS3Blobs, type Blobs } from '../../platform/blobs.js'
+import {
+  BlobKeyRefused,
+  guardedS3Blobs,
+  isStoreOrigin,
+  siteS3Blobs,
+  storeReason,
+  type Blobs,
+} from '../../platform/blobs.js'
 import { isDatabaseUnavailable, type Db, type TxSql } from '../../platform/db.js'
 import { enqueueJob, JobFailure, type Job } from '../../platform/jobs.js'
 import { outboundHostAllowed, refusalIn, type CompiledPolicy } from '../../platform/outbound.js'
@@ -131,19 +138,6 @@ function classify(err: unknown): { retry: boolean; error: { code: string; messag
   if (err instanceof BlobKeyRefused)
     return { retry: false, error: failure('INTERNAL_ERROR', "The archive's object key was refused before any request") }
   return { retry: true, error: failure('SERVICE_UNAVAILABLE', 'Object storage was unavailable') }
-}
-
-/**
- * What a store's failure was, in the store's terms: the outbound policy's refusal, the error code the
- * store or the connection gave (never its message: it may echo the request), or the S3 client's own
- * name for an answer it could not read. A fault of this process (a key refused before any request:
- * BlobKeyRefused) is not the store's and is never passed here.
- */
-export function storeReason(err: unknown): string {
-  if (refusalIn(err)) return 'OutboundRefused'
-  const { code, name } = (err ?? {}) as { code?: unknown; name?: unknown }
-  if (typeof code === 'string') return code
-  return typeof name === 'string' && name !== 'Error' ? name : 'UnexpectedError'
 }
 
 /** A destination's failure, with the store's reason; a fault of this process stays what it is. */

@@ -24,7 +24,7 @@ import {
 } from '../../domain/features.js'
 import type { Plan } from '../../domain/plans.js'
 import type { Db, TxSql } from '../../platform/db.js'
-import { checkStore, type StoreTarget } from '../../platform/blobs.js'
+import { checkStore, storeReason, type StoreTarget } from '../../platform/blobs.js'
 import type { CompiledPolicy } from '../../platform/outbound.js'
 import type { Secrets } from '../../platform/secrets.js'
 import { byosKeyContext, type Storage } from '../../platform/storage.js'
@@ -300,15 +300,14 @@ export function regionsService(deps: RegionsDeps) {
       await site.blobs.ping()
       out.push(checkResult('platform-store', 'Region’s store answers', 'pass', `${where} answers`, 'the store answers'))
     } catch (err) {
-      const { code, name } = err as { code?: unknown; name?: unknown }
       out.push(
         checkResult(
           'platform-store',
           'Region’s store answers',
           'fail',
-          `${where}: ${typeof code === 'string' ? code : typeof name === 'string' ? name : 'failed'}`,
+          `${where}: ${storeReason(err)}`,
           'the store answers',
-          'The site’s store is the operator’s: ask them to check it (GET /health/ready shows it too)',
+          'The site’s store is the operator’s: ask them to check it (GET /readyz shows it too)',
         ),
       )
     }

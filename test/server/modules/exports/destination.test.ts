@@ -4,8 +4,8 @@
 // failure is given in the store's terms, never as "Unreachable" when nothing said so.
 import { createServer, type AddressInfo, type Socket } from 'node:net'
 import t from 'tap'
-import { probeKey, storeReason } from '../../../../server/modules/exports/service.js'
-import { BlobKeyRefused, openLocalBlobs, siteS3Blobs } from '../../../../server/platform/blobs.js'
+import { probeKey } from '../../../../server/modules/exports/service.js'
+import { BlobKeyRefused, openLocalBlobs, siteS3Blobs, storeReason } from '../../../../server/platform/blobs.js'
 import { OutboundRefused } from '../../../../server/platform/outbound.js'
 import { tempDir } from '../../../helpers/platform.js'
 

@@ -2,8 +2,8 @@
 // the tenant's records and stored objects are as they were, and the upload is gone.
 import t from 'tap'
 import { testApp } from '../../../helpers/app.js'
-import { goneFrom, portability, storedKeys } from '../../../helpers/portability.js'
-import { rawZip, unzipRaw, type RawEntry } from '../../../helpers/zip.js'
+import { goneFrom, portability, projectWithFiles, storedKeys, tenantState } from '../../../helpers/portability.js'
+import { rawZip, rebuiltZip, unzipRaw, type RawEntry } from '../../../helpers/zip.js'
 import { MAX_JSON_DEPTH, MAX_RATIO, PAGE_BYTES } from '../../../../server/modules/exports/limits.js'
 
 const h = await testApp(t, {}, { jobs: { pollMs: 50 } })
@@ -11,33 +11,19 @@ const p = portability(h)
 
 // A real archive to break: a tenant with a project and three files.
 const source = await h.tenant('enterprise')
-const project = (await source.call('POST', '/api/v1/projects', { name: 'Source' })).body.data
 const FILES = { 'a.txt': 'alpha alpha alpha\n', 'b.txt': 'bravo bravo bravo\n', 'c.txt': 'charlie charlie charlie\n' }
-for (const [path, content] of Object.entries(FILES))
-  await source.call('PUT', `/api/v1/projects/${project.id}/files/${path}`, content, { 'content-type': 'text/plain' })
+const project = await projectWithFiles(source.call, 'Source', FILES)
 const good = (await p.exported(source.call, source.tenantId, { include: ['projects'] })).archive!
 const goodEntries = await unzipRaw(good)
 
 // The tenant restored into already holds data of its own, which must stay as it is.
 const target = await h.tenant('enterprise')
-const own = (await target.call('POST', '/api/v1/projects', { name: 'Mine' })).body.data
-await target.call('PUT', `/api/v1/projects/${own.id}/files/keep.txt`, 'keep me', { 'content-type': 'text/plain' })
+await projectWithFiles(target.call, 'Mine', { 'keep.txt': 'keep me' })
 
-async function state() {
-  const [rows] = await h.platform.db.system(
-    (sql) => sql`
-      select json_build_object(
-        'projects', (select json_agg(p order by id) from projects p where tenant_id = ${target.tenantId}),
-        'versions', (select json_agg(v order by id) from project_versions v where tenant_id = ${target.tenantId}),
-        'files', (select json_agg(f order by project_id, path) from project_files f where tenant_id = ${target.tenantId})
-      ) as s`,
-  )
-  return { rows: rows!.s, objects: await storedKeys(h, `tenants/${target.tenantId}/projects/`) }
-}
+const state = () => tenantState(h, target.tenantId)
 
 /** The good archive's entries with some replaced or added (stored, as written byte by byte). */
-const rebuilt = (change: (entries: RawEntry[]) => RawEntry[]) =>
-  rawZip(change(Object.entries(goodEntries).map(([name, data]) => ({ name, data }))))
+const rebuilt = (change: (entries: RawEntry[]) => RawEntry[]) => rebuiltZip(goodEntries, change)
 
 /** The good archive with one byte of a stored file's content changed (its CRC no longer matches). */
 function flipped(content: string): Buffer {

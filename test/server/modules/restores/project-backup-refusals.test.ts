@@ -6,29 +6,25 @@ import t, { type Test } from 'tap'
 import { v7 } from 'uuid'
 import { testApp } from '../../../helpers/app.js'
 import { isError } from '../../../helpers/answers.js'
-import { goneFrom, portability, storedKeys, tenantState } from '../../../helpers/portability.js'
-import { rawZip, unzipRaw, type RawEntry } from '../../../helpers/zip.js'
+import { goneFrom, portability, projectWithFiles, storedKeys, tenantState } from '../../../helpers/portability.js'
+import { rebuiltZip, unzipRaw, type RawEntry } from '../../../helpers/zip.js'
 
 const h = await testApp(t, {}, { jobs: { pollMs: 50 } })
 const p = portability(h)
 
 // A project with three files and some history, backed up with its history.
 const source = await h.tenant('enterprise')
-const project = (await source.call('POST', '/api/v1/projects', { name: 'Source' })).body.data
 const FILES = { 'a.txt': 'alpha alpha alpha\n', 'b.txt': 'bravo bravo bravo\n', 'c/d.txt': 'delta delta delta\n' }
-for (const [path, content] of Object.entries(FILES))
-  await source.call('PUT', `/api/v1/projects/${project.id}/files/${path}`, content, { 'content-type': 'text/plain' })
+const project = await projectWithFiles(source.call, 'Source', FILES)
 const { archive: good } = await p.backedUp(source.call, project.id, { includeHistory: true, includeAgents: true })
 const goodEntries = await unzipRaw(good)
 
 // The tenant restored into holds a project of its own, which must stay as it is.
 const target = await h.tenant('enterprise')
-const own = (await target.call('POST', '/api/v1/projects', { name: 'Mine' })).body.data
-await target.call('PUT', `/api/v1/projects/${own.id}/files/keep.txt`, 'keep me', { 'content-type': 'text/plain' })
+const own = await projectWithFiles(target.call, 'Mine', { 'keep.txt': 'keep me' })
 
 /** The good backup's entries with some replaced or added (stored, as written byte by byte). */
-const rebuilt = (change: (entries: RawEntry[]) => RawEntry[]) =>
-  rawZip(change(Object.entries(goodEntries).map(([name, data]) => ({ name, data }))))
+const rebuilt = (change: (entries: RawEntry[]) => RawEntry[]) => rebuiltZip(goodEntries, change)
 /** The good backup with one JSON entry's value changed. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each case reaches into its own entry's shape
 const withJson = (name: string, change: (value: any) => unknown) =>

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { testApp, type Caller } from '../../../helpers/app.js'
 import { fakeLlm } from '../../../helpers/fake-llm.js'
-import { goneFrom, portability, storedKeys } from '../../../helpers/portability.js'
+import { goneFrom, portability, storedKeys, tenantState } from '../../../helpers/portability.js'
 import { fillTenant } from '../../../helpers/tenant-data.js'
 import { rawZip, unzipRaw } from '../../../helpers/zip.js'
 import { repeatFinder, type Row } from '../../../../server/modules/restores/records.js'
@@ -51,20 +51,7 @@ const agentEdited = (f: (agent: any) => unknown) =>
 const target = await h.tenant('enterprise')
 await target.call('POST', '/api/v1/projects', { name: 'Mine' })
 
-async function state(tenantId: string) {
-  const [rows] = await h.platform.db.system(
-    (sql) => sql`
-      select json_build_object(
-        'projects', (select json_agg(p order by id) from projects p where tenant_id = ${tenantId}),
-        'versions', (select count(*) from project_versions where tenant_id = ${tenantId}),
-        'files', (select count(*) from project_version_files where tenant_id = ${tenantId}),
-        'runs', (select count(*) from agent_runs where tenant_id = ${tenantId}),
-        'messages', (select count(*) from chat_messages where tenant_id = ${tenantId}),
-        'llm', (select json_agg(l) from tenant_llm_settings l where tenant_id = ${tenantId})
-      ) as s`,
-  )
-  return { rows: rows!.s, objects: await storedKeys(h, `tenants/${tenantId}/projects/`) }
-}
+const state = (tenantId: string) => tenantState(h, tenantId)
 
 /** Restores an archive into a tenant, validating first: both refused alike, in the first pass, and nothing written. */
 async function refused(
