@@ -117,11 +117,11 @@ export function rawZip(entries: RawEntry[]): Buffer {
   return Buffer.concat([...locals, dir, ...tail, end])
 }
 
-/** An archive's central directory: each entry's name, method and sizes (no data read). */
 /** A zip of `entries` (an unzipRaw answer) with some replaced or added, stored as written byte by byte. */
 export const rebuiltZip = (entries: Record<string, Buffer>, change: (entries: RawEntry[]) => RawEntry[]) =>
   rawZip(change(Object.entries(entries).map(([name, data]) => ({ name, data }))))
 
+/** An archive's central directory: each entry's name, method and sizes (no data read). */
 export function zipDirectory(
   buf: Buffer,
 ): Promise<{ name: string; method: number; compressed: number; size: number }[]> {
