@@ -70,7 +70,10 @@ export async function serve(opts: ServeOptions = {}): Promise<void> {
       process.exit(1)
     }, config.SHUTDOWN_TIMEOUT_SECONDS * 1000)
     force.unref()
-    Promise.all([drain(app, platform), metrics?.close()]).then(
+    // Open connections get a fifth of the budget (5 s by default) to be used and closed (lifecycle.ts); the rest is
+    // for requests in flight.
+    const window = Math.min(5000, config.SHUTDOWN_TIMEOUT_SECONDS * 200)
+    Promise.all([drain(app, platform, window), metrics?.close()]).then(
       () => {
         log.info('stopped')
         process.exit(0)

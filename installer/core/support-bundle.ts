@@ -121,7 +121,9 @@ export function logCommands(
   }
   const ns = ['-n', answers.namespace]
   const release = `app.kubernetes.io/instance=${answers.release}`
-  const logs = ['--all-containers', '--prefix', '--timestamps', '--tail', String(LOG_LINES)]
+  // --ignore-errors: one pod without what is asked (no earlier run of a container to give --previous, a container
+  // still waiting to start) would otherwise fail the whole command, losing every other pod's logs.
+  const logs = ['--all-containers', '--prefix', '--timestamps', '--tail', String(LOG_LINES), '--ignore-errors']
   return [
     {
       name: 'logs/kubectl-get.txt',

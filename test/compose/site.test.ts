@@ -24,14 +24,14 @@ import {
   docker,
   engine,
   ownServicesConfig,
+  siteServices,
   stepTimer,
   trustingImage,
 } from '../helpers/engine.js'
-import { faultProxy } from '../helpers/fault-proxy.js'
 import { installer } from '../helpers/installer.js'
 import { configSecrets, secretsIn, watchCommandLines, watchDockerEvents } from '../helpers/leaks.js'
 import { testLicense, testVendor } from '../helpers/license.js'
-import { freePort, freshBucket, freshDatabase, services, tempDir } from '../helpers/platform.js'
+import { freePort, freshBucket, services, tempDir } from '../helpers/platform.js'
 import { needsCompose, runTool } from '../helpers/tools.js'
 import { unzip } from '../helpers/zip.js'
 
@@ -154,16 +154,7 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
 
   // The site's own services, where containers reach them: on the engine's bridge, in front of the test's.
   const gateway = await bridgeGateway()
-  const database = await freshDatabase(t)
-  const [db, redis, s3] = await Promise.all([
-    faultProxy(t, database, gateway),
-    faultProxy(t, services.redisUrl, gateway),
-    faultProxy(t, services.s3Endpoint, gateway),
-  ])
-  // A password the site's secrets are searched for, also where the test's PostgreSQL trusts the host and needs none.
-  const siteDb = new URL(db.via(database))
-  if (!siteDb.password) siteDb.password = randomBytes(12).toString('hex')
-  const databaseUrl = siteDb.toString()
+  const { databaseUrl, redisUrl, s3Endpoint } = await siteServices(t, gateway)
   const port = await freePort()
   const api = `http://127.0.0.1:${port}`
   const answers = join(dir, 'answers.yaml')
@@ -180,8 +171,8 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
       `  PORT: "${port}"`,
       `  PUBLIC_URL: "${api}"`,
       ...ownServicesConfig({
-        redisUrl: redis.via(services.redisUrl),
-        s3Endpoint: s3.via(services.s3Endpoint),
+        redisUrl,
+        s3Endpoint,
         bucket: await freshBucket(t),
         gateway,
       }),

@@ -2,14 +2,16 @@
 // whether this machine has one (CI prepares it with .ci/engine.sh), the image built from the
 // Dockerfile, and the ways a container reaches the test's services. Elsewhere those tests skip and
 // say why.
+import { randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Test } from 'tap'
 import { parse } from 'yaml'
 import { ROOT, type Ran } from './cli.js'
+import { faultProxy } from './fault-proxy.js'
 import type { Vendor } from './license.js'
-import { services, tempDir } from './platform.js'
+import { freshDatabase, services, tempDir } from './platform.js'
 import { runTool } from './tools.js'
 
 /** What .ci/engine.sh names its base images. */
@@ -142,6 +144,28 @@ export async function bridgeGateway(): Promise<string> {
   const inside = addresses.find((a) => (toInt(a) & mask) >>> 0 === (toInt(net) & mask) >>> 0)
   if (!inside) throw new Error(`no address of this host inside the engine's bridge subnet ${net}/${bits}`)
   return inside
+}
+
+/**
+ * The site's own PostgreSQL (a fresh database), Redis and S3 where its containers or pods reach them: proxies on
+ * `address` (the engine's bridge, the cluster's) in front of the test's. The database URL carries a password, which
+ * the site's secrets are searched for, also where the test's PostgreSQL trusts the host and needs none.
+ */
+export async function siteServices(t: Test, address: string) {
+  const database = await freshDatabase(t)
+  const [db, redis, s3] = await Promise.all([
+    faultProxy(t, database, address),
+    faultProxy(t, services.redisUrl, address),
+    faultProxy(t, services.s3Endpoint, address),
+  ])
+  const siteDb = new URL(db.via(database))
+  if (!siteDb.password) siteDb.password = randomBytes(12).toString('hex')
+  return {
+    database,
+    databaseUrl: siteDb.toString(),
+    redisUrl: redis.via(services.redisUrl),
+    s3Endpoint: s3.via(services.s3Endpoint),
+  }
 }
 
 /**

@@ -1,3 +1,4 @@
+import { Agent, get as httpGet } from 'node:http'
 import t from 'tap'
 import { admin, finished, halfSentPost, spawnScript, startServer } from '../helpers/cli.js'
 import { freePort, testEnv } from '../helpers/platform.js'
@@ -92,6 +93,45 @@ t.test('SIGTERM lets an in-flight request finish, then exits 0', async (t) => {
   t.match(exit.stdout, /draining/)
   await t.rejects(fetch(`${s.base}/healthz`), 'no longer listening')
 })
+
+t.test(
+  'SIGTERM: a kept-alive connection idle at the signal still gets its next answer, with the connection closed',
+  async (t) => {
+    const env = await testEnv(t, { LOG_LEVEL: 'info' })
+    const s = await startServer(env)
+    t.teardown(() => {
+      s.child.kill('SIGKILL')
+    })
+    // One pooled connection, as a client or a load balancer keeps it between requests.
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+    t.teardown(() => agent.destroy())
+    const get = () =>
+      new Promise<{ status: number; connection: string; reused: boolean }>((resolve, reject) => {
+        const req = httpGet(`${s.base}/healthz`, { agent }, (res) => {
+          res.resume()
+          res.on('end', () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              connection: String(res.headers.connection),
+              reused: req.reusedSocket,
+            }),
+          )
+        })
+        req.on('error', reject)
+      })
+    t.match(await get(), { status: 200, connection: 'keep-alive' }, 'the connection is kept alive')
+    s.child.kill('SIGTERM')
+    // Well inside the drain's window (5 s by default): the server is draining, the connection idle.
+    await new Promise((r) => setTimeout(r, 500))
+    t.same(
+      await get(),
+      { status: 200, connection: 'close', reused: true },
+      'the request on it is answered, and the connection ends with the answer (not cut under the request)',
+    )
+    const exit = await s.done
+    t.equal(exit.code, 0, exit.stderr)
+  },
+)
 
 t.test('production mode refuses to start on embedded defaults', async (t) => {
   const env = await testEnv(t, { NODE_ENV: 'production', ...NO_SERVICES })

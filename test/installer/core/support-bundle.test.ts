@@ -131,9 +131,9 @@ t.test(
       [
         'kubectl get pods,jobs,deployments,replicasets,services,ingresses,networkpolicies -n ai -l app.kubernetes.io/instance=prod -o wide',
         'kubectl describe pods -n ai -l app.kubernetes.io/instance=prod',
-        'kubectl logs -n ai -l app.kubernetes.io/instance=prod --all-containers --prefix --timestamps --tail 2000',
-        'kubectl logs -n ai -l app.kubernetes.io/instance=prod --previous --all-containers --prefix --timestamps --tail 2000',
-        'kubectl logs -n ai -l app.kubernetes.io/instance=prod,app.kubernetes.io/component=migrate --all-containers --prefix --timestamps --tail 2000',
+        'kubectl logs -n ai -l app.kubernetes.io/instance=prod --all-containers --prefix --timestamps --tail 2000 --ignore-errors',
+        'kubectl logs -n ai -l app.kubernetes.io/instance=prod --previous --all-containers --prefix --timestamps --tail 2000 --ignore-errors',
+        'kubectl logs -n ai -l app.kubernetes.io/instance=prod,app.kubernetes.io/component=migrate --all-containers --prefix --timestamps --tail 2000 --ignore-errors',
         'kubectl get events -n ai --sort-by=.lastTimestamp',
         'helm status prod -n ai',
         'helm history prod -n ai --max 20',
