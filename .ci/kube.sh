@@ -4,8 +4,9 @@
 # downloaded here. Idempotent: the binaries are cached by version, and a second run finds the
 # cluster running and takes seconds.
 #   bash .ci/kube.sh build    the binaries only (what CI starts in the background)
-#   bash .ci/kube.sh up       build if needed, then start etcd, the control plane, containerd and
-#                             the kubelet; stdout: the admin kubeconfig's path and nothing else
+#   bash .ci/kube.sh up       build if needed, then start etcd, the control plane, containerd, the
+#                             kubelet, kube-proxy, kube-router (NetworkPolicy) and CoreDNS; stdout:
+#                             the admin kubeconfig's path and nothing else
 #   bash .ci/kube.sh down     stop them (the cache and the cluster's state stay)
 # stderr: what it does and the seconds each step took. Exit 1 when no cluster can be had, the
 # reason in the last line on stderr ("[kube] no cluster: ...").
@@ -21,6 +22,9 @@ CACHE=${ATRIUM_KUBE_CACHE:-/var/cache/atrium-kube}
 BIN=$CACHE/$KUBE_VERSION/bin
 BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 COREDNS_VERSION=v1.13.1 # built with the same client-go minor as the cluster (its go.mod: k8s.io/client-go v0.34.1)
+# The NetworkPolicy enforcer (iptables and ipset, run on the node beside kube-proxy): the bridge CNI
+# enforces no policy. The one release the module proxy serves.
+KUBE_ROUTER_VERSION=v2.1.0
 
 say() { printf '[kube] %s\n' "$*" >&2; }
 die() {
@@ -32,7 +36,7 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
 
 built() {
   local b
-  for b in "${BINARIES[@]}" coredns; do [ -x "$BIN/$b" ] || return 1; done
+  for b in "${BINARIES[@]}" coredns kube-router; do [ -x "$BIN/$b" ] || return 1; done
 }
 
 # go install refuses k8s.io/kubernetes (its go.mod replaces its 31 staging modules with folders of
@@ -89,8 +93,10 @@ build() {
   # CoreDNS, the cluster's DNS: a module without replace directives, so go install takes it.
   (cd "$src" && GOBIN="$BIN.new" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION") >"$src.log" 2>&1 ||
     die "could not build CoreDNS $COREDNS_VERSION: $(tail -n 3 "$src.log" | tr '\n' ' ')"
+  (cd "$src" && GOBIN="$BIN.new" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION") >"$src.log" 2>&1 ||
+    die "could not build kube-router $KUBE_ROUTER_VERSION: $(tail -n 3 "$src.log" | tr '\n' ' ')"
   mv "$BIN.new"/* "$BIN/" && rmdir "$BIN.new"
-  say "built ${BINARIES[*]} $KUBE_VERSION and CoreDNS $COREDNS_VERSION ($(since "$start"))"
+  say "built ${BINARIES[*]} $KUBE_VERSION, CoreDNS $COREDNS_VERSION and kube-router $KUBE_ROUTER_VERSION ($(since "$start"))"
 }
 
 # The cluster's addresses: a bridge of its own, made before anything starts, so that the API server
@@ -125,6 +131,7 @@ packages() {
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
   command -v conntrack >/dev/null || missing+=(conntrack)
   command -v iptables >/dev/null || missing+=(iptables)
+  command -v ipset >/dev/null || missing+=(ipset)
   command -v openssl >/dev/null || missing+=(openssl)
   [ ${#missing[@]} -eq 0 ] && return 0
   say "installing ${missing[*]}"
@@ -180,10 +187,11 @@ pki() {
   cert scheduler "/CN=system:kube-scheduler"
   cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME"
   cert kube-proxy "/CN=system:kube-proxy"
+  cert kube-router "/CN=atrium:kube-router"
   [ -s "$PKI/sa.key" ] || { openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/sa.key" 2>/dev/null && openssl ec -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null; }
   kubeconfig "$KUBECONFIG_ADMIN" admin
   local c
-  for c in controller-manager scheduler kubelet kube-proxy; do kubeconfig "$STATE/$c.kubeconfig" "$c"; done
+  for c in controller-manager scheduler kubelet kube-proxy kube-router; do kubeconfig "$STATE/$c.kubeconfig" "$c"; done
 }
 
 network() {
@@ -212,7 +220,7 @@ CNI
 # may name an unrelated process.
 alive() {
   local p
-  p=$(cat "$RUN/$1.pid" 2>/dev/null) && [ -n "$p" ] && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "atrium-kube"
+  p=$(cat "$RUN/$1.pid" 2>/dev/null) && [ -n "$p" ] && tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q "atrium-kube"
 }
 # `start NAME command...`: in its own session (it outlives this script and the CI run), logging to $LOGS.
 start() {
@@ -321,18 +329,43 @@ clusterDomain: cluster.local
 failSwapOn: false
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
-# A test machine's disk is shared with everything else: evict only when it is really full, and
-# never collect the images this script imported (they cannot be pulled again).
+# A test machine's disk is shared with everything else: evict only when it is really full. Images
+# no container uses are collected from 85% (the default): each test run imports a new build, and
+# the pause image, which cannot be pulled again, is never collected.
 evictionHard: {"nodefs.available": "2%", "imagefs.available": "2%", "memory.available": "200Mi"}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
 YAML
   start kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" --kubeconfig "$STATE/kubelet.kubeconfig" \
     --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --root-dir "$STATE/kubelet"
   start kube-proxy "$BIN/kube-proxy" --kubeconfig "$STATE/kube-proxy.kubeconfig" --hostname-override "$NODE_NAME" \
     --cluster-cidr "$POD_CIDR" --proxy-mode iptables --metrics-bind-address 127.0.0.1:10249 --healthz-bind-address 127.0.0.1:10256
+  # Its own health first: after a restart the Node object still says Ready from before.
+  wait_for kubelet 60 curl -sf http://127.0.0.1:10248/healthz || die "the kubelet did not start: $(last_lines kubelet 5)"
   wait_for node 120 sh -c "'$BIN/kubectl' --kubeconfig '$KUBECONFIG_ADMIN' get node '$NODE_NAME' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True" ||
     die "the node did not become Ready: $(last_lines kubelet 5)"
+}
+
+# NetworkPolicy enforced (kube-router's firewall only: pods are wired by the bridge CNI and Services
+# by kube-proxy), with the rights it reads policies, pods and namespaces by.
+policies() {
+  kubectl_ apply -f - >/dev/null <<YAML || die "could not grant kube-router its rights"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "atrium:kube-router"}
+rules:
+- {apiGroups: [""], resources: [namespaces, pods, services, nodes, endpoints], verbs: [get, list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}
+- {apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "atrium:kube-router"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "atrium:kube-router"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "atrium:kube-router"}]
+YAML
+  start kube-router "$BIN/kube-router" --kubeconfig "$STATE/kube-router.kubeconfig" --hostname-override "$NODE_NAME" \
+    --run-firewall=true --run-router=false --run-service-proxy=false --service-cluster-ip-range "$SERVICE_CIDR" \
+    --health-port 20244 --metrics-port 0
+  wait_for kube-router 60 curl -sf http://127.0.0.1:20244/healthz || die "kube-router did not start: $(last_lines kube-router 5)"
 }
 
 # The cluster DNS (CoreDNS, as kubeadm deploys it: kube-system, label k8s-app=kube-dns, the
@@ -442,6 +475,7 @@ up() {
   pause_image
   node_agent
   say "node $NODE_NAME Ready ($(since "$start"))"
+  policies
   dns
   say "cluster ready in $(since "$start"): kubectl --kubeconfig $KUBECONFIG_ADMIN"
   echo "$KUBECONFIG_ADMIN"
@@ -449,7 +483,7 @@ up() {
 
 down() {
   local c p
-  for c in kube-proxy kubelet containerd kube-scheduler kube-controller-manager kube-apiserver etcd; do
+  for c in kube-router kube-proxy kubelet containerd kube-scheduler kube-controller-manager kube-apiserver etcd; do
     p=$(cat "$RUN/$c.pid" 2>/dev/null) || continue
     kill "$p" 2>/dev/null && for _ in $(seq 1 60); do kill -0 "$p" 2>/dev/null || break; sleep 0.25; done
     kill -9 "$p" 2>/dev/null || true # the API server can wait long on an etcd that is gone

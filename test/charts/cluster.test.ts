@@ -1,9 +1,11 @@
 // Helm on a real Kubernetes: the single-node cluster .ci/kube.sh builds from Kubernetes' sources
 // (etcd, the control plane with RBAC and Pod Security admission, a kubelet on containerd with a
-// bridge CNI, kube-proxy, CoreDNS). In a namespace that enforces Pod Security "restricted", as an
-// operator runs it: the installer's preflight (its in-cluster Job, the RBAC check through
-// SelfSubjectAccessReview), its install (the migration Job once, the pods Ready, /readyz through a
-// Service, the first tenant), then `helm upgrade` to a newer build under a steady read and write
+// bridge CNI, kube-proxy, kube-router enforcing NetworkPolicy, CoreDNS). An air-gapped site in a
+// namespace that enforces Pod Security "restricted", as an operator runs it: the installer's
+// preflight (its in-cluster Job, the RBAC check through SelfSubjectAccessReview), its install (the
+// migration Job once, the pods Ready, /readyz through a Service, the first tenant), the chart's
+// NetworkPolicy enforced (the server reaches its own services and no other pod, and no pod of
+// another namespace reaches it), then `helm upgrade` to a newer build under a steady read and write
 // load, `helm rollback` over the newer schema (the old pods refuse, the new ones keep serving), a
 // node drain held by the PodDisruptionBudget, and the support bundle read from the cluster. Then
 // every value of values.yaml given to the API server (server-side dry run), and the chart's own
@@ -141,6 +143,69 @@ function steadyLoad(base: string, key: string, workers = 4) {
   }
 }
 
+/**
+ * Pods in a namespace of their own, with no NetworkPolicy: one listening on TCP 9000 (its address returned), one to
+ * connect from (`kubectl exec` arguments).
+ */
+async function probePods(t: Test, cl: Cluster): Promise<{ listener: string; client: string[] }> {
+  const ns = `atrium-probe-${suffix()}`
+  t.equal((await kubectl(cl, ['create', 'namespace', ns])).code, 0, 'the probe namespace')
+  t.teardown(() => kubectl(cl, ['delete', 'namespace', ns, '--wait=false']))
+  const pod = (name: string, script: string) => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, labels: { app: name } },
+    spec: {
+      automountServiceAccountToken: false,
+      securityContext: { runAsNonRoot: true, runAsUser: 10001, seccompProfile: { type: 'RuntimeDefault' } },
+      containers: [
+        {
+          name,
+          image: RELEASED,
+          imagePullPolicy: 'Never',
+          command: ['node', '-e', script],
+          securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+        },
+      ],
+    },
+  })
+  const manifests = [
+    pod('listener', "require('net').createServer((s) => s.end('hi')).listen(9000)"),
+    pod('client', 'setInterval(() => {}, 1 << 30)'),
+  ]
+  const made = await kubectl(
+    cl,
+    ['-n', ns, 'apply', '-f', '-'],
+    30_000,
+    manifests.map((m) => stringify(m)).join('---\n'),
+  )
+  t.equal(made.code, 0, made.stderr || 'the probe pods')
+  const ready = await kubectl(
+    cl,
+    ['-n', ns, 'wait', '--for=condition=Ready', 'pod', '--all', '--timeout=120s'],
+    130_000,
+  )
+  t.equal(ready.code, 0, ready.stderr || 'the probe pods are Ready')
+  const listener = (await kubeJson<PodItem>(cl, ['-n', ns, 'get', 'pod', 'listener'])).status.podIP ?? ''
+  return { listener, client: ['-n', ns, 'client'] }
+}
+
+/**
+ * What a connection a policy forbids gets: kube-router rejects it (an ICMP port unreachable, ECONNREFUSED to the
+ * client) or drops it (a timeout). The same listener answering a pod without a policy shows it is there.
+ */
+const REFUSED_BY_POLICY = /^(ECONNREFUSED|timeout)$/
+
+/** A TCP connection from inside a pod (`kubectl exec` arguments): 'open', 'timeout' (3 s) or the error's code. */
+async function reach(cl: Cluster, from: string[], ip: string, port: number): Promise<string> {
+  const script = `const s = require('net').connect(${port}, '${ip}'); s.setTimeout(3000)
+s.on('connect', () => { console.log('open'); process.exit(0) })
+s.on('timeout', () => { console.log('timeout'); process.exit(0) })
+s.on('error', (e) => { console.log(e.code); process.exit(0) })`
+  const r = await kubectl(cl, ['exec', ...from, '--', 'node', '-e', script], 30_000)
+  return r.code === 0 ? r.stdout.trim() : `kubectl exec failed: ${r.stderr.trim()}`
+}
+
 const p99 = (xs: Sample[]) => {
   const sorted = xs.map((s) => s.ms).sort((a, b) => a - b)
   return sorted.length ? Math.round(sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.99))]!) : NaN
@@ -215,6 +280,8 @@ t.test(
         `release: ${RELEASE}`,
         `dataPath: ${dir}`,
         `outputDir: ${join(dir, 'out')}`,
+        // Air-gapped: the chart's NetworkPolicy then lets the server reach only its own services (kube-router enforces it).
+        'mode: air-gapped',
         'tenantName: Helm Site',
         'adminEmail: admin@example.com',
         'config:',
@@ -318,6 +385,25 @@ t.test(
         .ENCRYPTION_MASTER_KEY
     const keyBefore = (await masterKey()) ?? ''
     t.ok(keyBefore, 'the installer made the master key')
+
+    // The NetworkPolicy, enforced: the air-gapped server reaches its own services (it works, above) and no pod outside
+    // its namespace; nor does such a pod reach it. The same pods reach each other where no policy applies.
+    const probes = await probePods(t, cl)
+    const [one, other] = (await serverPods(cl, ns)).filter(podReady)
+    const server = ['-n', ns, one!.metadata.name, '-c', 'server']
+    const otherIp = other!.status.podIP!
+    t.match(
+      await reach(cl, server, probes.listener, 9000),
+      REFUSED_BY_POLICY,
+      'the air-gapped server cannot reach a pod elsewhere',
+    )
+    t.equal(await reach(cl, probes.client, probes.listener, 9000), 'open', 'which a pod with no policy reaches')
+    t.match(
+      await reach(cl, probes.client, otherIp, 8080),
+      REFUSED_BY_POLICY,
+      'a pod of another namespace cannot reach the server',
+    )
+    t.equal(await reach(cl, server, otherIp, 8080), 'open', 'a pod of its own namespace can')
 
     // The upgrade: a newer build, under a steady read and write load through the Service.
     const load = steadyLoad(api, admin.apiKey)

@@ -87,6 +87,7 @@ export interface PodItem {
   spec: { containers: { image: string }[]; nodeName?: string }
   status: {
     phase: string
+    podIP?: string
     conditions?: { type: string; status: string }[]
     containerStatuses?: {
       name: string
