@@ -108,8 +108,12 @@ t.test('an air-gapped Compose site: kit, install, first tenant, down and up, upg
   if (busy) return t.fail(`${busy}; this test installs a site under the same names`)
   // The image's VOLUME gives the migration containers anonymous volumes, which a recreate (the
   // upgrade) leaves behind and `down -v` does not find: the ones this test left are removed too.
+  // Anonymous ones only (named by a 64-hex id): another test's site has named volumes that are
+  // dangling from their creation until its containers start, and removing them failed its install.
   const dangling = async () =>
-    (await docker(['volume', 'ls', '--quiet', '--filter', 'dangling=true'])).stdout.split('\n').filter(Boolean)
+    (await docker(['volume', 'ls', '--quiet', '--filter', 'dangling=true'])).stdout
+      .split('\n')
+      .filter((v) => /^[0-9a-f]{64}$/.test(v))
   const danglingBefore = new Set(await dangling())
   t.teardown(async () => {
     await removeSite()
