@@ -10,7 +10,7 @@
 #   bash .ci/kube.sh down     stop them (the cache and the cluster's state stay)
 # stderr: what it does and the seconds each step took. Exit 1 when no cluster can be had, the
 # reason in the last line on stderr ("[kube] no cluster: ...").
-set -euo pipefail
+set -Eeuo pipefail
 export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
 
 # 1.34: the last minor whose kubelet runs on cgroups v1 (this VM's) without failCgroupV1=false;
@@ -31,6 +31,8 @@ die() {
   say "no cluster: $*"
   exit 1
 }
+# A command that fails outside a test (set -e) still says where, in the line CI reports.
+trap 'die "line $LINENO failed: $BASH_COMMAND"' ERR
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
 
@@ -199,7 +201,11 @@ network() {
   ip -4 addr show dev "$BRIDGE" | grep -q " $NODE_IP/" || ip addr add "$NODE_IP/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
   # The addresses handed out live in $RUN (memory): a restarted machine has no pod left to hold one.
-  sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 >/dev/null 2>&1 || say "could not set ip_forward or bridge-nf-call-iptables"
+  # Pods on one bridge talk at layer 2: without br_netfilter their traffic skips iptables, and
+  # neither kube-proxy's Services nor kube-router's policies would apply to it.
+  [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ] || modprobe br_netfilter 2>/dev/null ||
+    die "no br_netfilter in this kernel: bridged pod traffic would bypass iptables (Services, NetworkPolicy)"
+  sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 >/dev/null
   mkdir -p "$STATE/cni"
   cat >"$STATE/cni/10-atrium.conflist" <<CNI
 {
@@ -215,20 +221,40 @@ network() {
 CNI
 }
 
-# `alive NAME`: the component started by this script is still running.
-# The pid is checked against the process's command line: after a restart of the machine a pid file
-# may name an unrelated process.
+# `alive NAME`: the component this script started is still running: the pid file's process runs
+# the component's own binary (after a restart of the machine the pid may be anyone's).
 alive() {
-  local p
-  p=$(cat "$RUN/$1.pid" 2>/dev/null) && [ -n "$p" ] && tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q "atrium-kube"
+  local p exe
+  p=$(cat "$RUN/$1.pid" 2>/dev/null) && [ -n "$p" ] || return 1
+  exe=$(cat "$RUN/$1.exe" 2>/dev/null) && [ -n "$exe" ] && [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$exe" ]
 }
-# `start NAME command...`: in its own session (it outlives this script and the CI run), logging to $LOGS.
+stop() {
+  local p
+  alive "$1" || { rm -f "$RUN/$1".*; return 0; }
+  p=$(cat "$RUN/$1.pid")
+  kill "$p" 2>/dev/null && for _ in $(seq 1 60); do kill -0 "$p" 2>/dev/null || break; sleep 0.25; done
+  kill -9 "$p" 2>/dev/null || true # the API server can wait long on an etcd that is gone
+  rm -f "$RUN/$1".*
+}
+# `start NAME command...`: in its own session (it outlives this script and the CI run), logging to
+# $LOGS. One running with other arguments or configuration files (this script changed) is restarted.
 start() {
-  local name=$1
+  local name=$1 exe sig a
   shift
-  alive "$name" && return 0
+  exe=$(readlink -f "$(command -v "$1")")
+  sig=$({
+    printf '%s\n' "$@"
+    for a in "${@:2}"; do if [ -f "$a" ]; then cat "$a"; fi; done # its files, not the binary
+  } | sha256sum | cut -c1-16)
+  if alive "$name"; then
+    [ "$(cat "$RUN/$name.sig" 2>/dev/null)" = "$sig" ] && return 0
+    say "restarting $name: its configuration changed"
+    stop "$name"
+  fi
   setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
   echo $! >"$RUN/$name.pid"
+  echo "$exe" >"$RUN/$name.exe"
+  echo "$sig" >"$RUN/$name.sig"
 }
 # `wait_for WHAT SECONDS command...`
 wait_for() {
@@ -237,7 +263,7 @@ wait_for() {
   for i in $(seq 1 $((secs * 2))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.5; done
   return 1
 }
-last_lines() { tail -n "${2:-3}" "$LOGS/$1.log" 2>/dev/null | cut -c1-400 | tr '\n' ' '; }
+last_lines() { { tail -n "${2:-3}" "$LOGS/$1.log" 2>/dev/null || true; } | cut -c1-400 | tr '\n' ' '; }
 
 control_plane() {
   start etcd "$BIN/etcd" --name atrium --data-dir "$STATE/etcd" \
@@ -329,10 +355,12 @@ clusterDomain: cluster.local
 failSwapOn: false
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
-# A test machine's disk is shared with everything else: evict only when it is really full. Images
-# no container uses are collected from 85% (the default): each test run imports a new build, and
-# the pause image, which cannot be pulled again, is never collected.
+# A test machine's disk is shared with everything else: evict only when it is really full, and
+# never collect images: containerd 1.6 does not protect the pause image, which cannot be pulled
+# again. The tests remove the images they import (test/helpers/cluster.ts).
 evictionHard: {"nodefs.available": "2%", "imagefs.available": "2%", "memory.available": "200Mi"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 YAML
   start kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" --kubeconfig "$STATE/kubelet.kubeconfig" \
     --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --root-dir "$STATE/kubelet"
@@ -369,8 +397,9 @@ YAML
 }
 
 # The cluster DNS (CoreDNS, as kubeadm deploys it: kube-system, label k8s-app=kube-dns, the
-# Service at $DNS_IP), so that pods reach Services by name. It listens on 1053: a non-root process
-# gets no capability from the pod spec alone (the upstream image sets a file capability instead).
+# Service at $DNS_IP), so that pods reach Services by name. Non-root, on port 53 by the pod's
+# unprivileged-port sysctl (a capability in the pod spec alone does not reach a non-root process;
+# the upstream image sets a file capability instead).
 dns() {
   if ! ctr_ images ls -q | grep -qxF "$COREDNS_IMAGE"; then
     local dir
@@ -404,7 +433,7 @@ kind: ConfigMap
 metadata: {name: coredns, namespace: kube-system}
 data:
   Corefile: |
-    .:1053 {
+    .:53 {
         errors
         health :8080
         ready :8181
@@ -427,14 +456,18 @@ spec:
     spec:
       serviceAccountName: coredns
       dnsPolicy: Default
+      # Port 53 without root or a file capability: a policy that lets DNS out names port 53, and
+      # kube-router matches the pod's port.
+      securityContext:
+        sysctls: [{name: net.ipv4.ip_unprivileged_port_start, value: "53"}]
       containers:
       - name: coredns
         image: $COREDNS_IMAGE
         imagePullPolicy: Never
         args: ["-conf", "/etc/coredns/Corefile"]
         ports:
-        - {name: dns, containerPort: 1053, protocol: UDP}
-        - {name: dns-tcp, containerPort: 1053, protocol: TCP}
+        - {name: dns, containerPort: 53, protocol: UDP}
+        - {name: dns-tcp, containerPort: 53, protocol: TCP}
         securityContext:
           allowPrivilegeEscalation: false
           capabilities: {drop: [ALL]}
@@ -451,8 +484,8 @@ spec:
   clusterIP: $DNS_IP
   selector: {k8s-app: kube-dns}
   ports:
-  - {name: dns, port: 53, targetPort: 1053, protocol: UDP}
-  - {name: dns-tcp, port: 53, targetPort: 1053, protocol: TCP}
+  - {name: dns, port: 53, protocol: UDP}
+  - {name: dns-tcp, port: 53, protocol: TCP}
 YAML
   kubectl_ -n kube-system rollout status deployment/coredns --timeout 120s >/dev/null ||
     die "CoreDNS did not become ready: $(kubectl_ -n kube-system get pods -l k8s-app=kube-dns -o wide 2>&1 | tail -n 2 | tr '\n' ' ')"
@@ -482,13 +515,13 @@ up() {
 }
 
 down() {
-  local c p
-  for c in kube-router kube-proxy kubelet containerd kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    p=$(cat "$RUN/$c.pid" 2>/dev/null) || continue
-    kill "$p" 2>/dev/null && for _ in $(seq 1 60); do kill -0 "$p" 2>/dev/null || break; sleep 0.25; done
-    kill -9 "$p" 2>/dev/null || true # the API server can wait long on an etcd that is gone
-    rm -f "$RUN/$c.pid"
-  done
+  local c
+  # The pods' containers first (their shims outlive containerd otherwise); the firewall rules of
+  # kube-proxy and kube-router stay until the next `up` rewrites them.
+  if alive containerd; then
+    ctr_ tasks ls -q 2>/dev/null | while read -r id; do ctr_ tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true; done
+  fi
+  for c in kube-router kube-proxy kubelet containerd kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$c"; done
   say "stopped; state kept in $STATE"
 }
 

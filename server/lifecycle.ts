@@ -10,8 +10,9 @@ import type { Platform } from './platform/index.js'
  * closes them. Each answer while draining closes its connection (app.ts), so a client's pooled
  * sockets end as it uses them; closing an idle kept-alive socket at once instead races with the
  * client sending its next request on it, which fails ("other side closed": 2 of 3,036 requests
- * during a rolling upgrade under load, test/charts/cluster.test.ts). The listener stays open for the
- * window too: a load balancer that has not yet seen readiness fail still gets answers, not refusals.
+ * during a rolling upgrade under load, test/charts/cluster.test.ts). The listener stays open as long
+ * as connections are (at most the window): a load balancer still using one gets answers, not
+ * refusals. A long poll held open (agents' execute) keeps the window to its end.
  */
 export async function drain(app: FastifyInstance, platform: Platform, windowMs = 0): Promise<void> {
   app.draining = true

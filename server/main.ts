@@ -70,8 +70,8 @@ export async function serve(opts: ServeOptions = {}): Promise<void> {
       process.exit(1)
     }, config.SHUTDOWN_TIMEOUT_SECONDS * 1000)
     force.unref()
-    // Open connections get a fifth of the budget (5 s by default) to be used and closed (lifecycle.ts); the rest is
-    // for requests in flight.
+    // Open connections get at most a fifth of the budget (5 s by default) to be used and closed (lifecycle.ts);
+    // requests in flight go on meanwhile, and the rest is theirs and the job runner's.
     const window = Math.min(5000, config.SHUTDOWN_TIMEOUT_SECONDS * 200)
     Promise.all([drain(app, platform, window), metrics?.close()]).then(
       () => {

@@ -5,8 +5,9 @@
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import type { Test } from 'tap'
 import type { Ran } from './cli.js'
-import { runTool } from './tools.js'
+import { findTool, runTool } from './tools.js'
 
 /** Where .ci/kube.sh keeps the cluster's state (ATRIUM_KUBE_STATE there). */
 const STATE = process.env.ATRIUM_KUBE_STATE ?? '/var/lib/atrium-kube'
@@ -28,6 +29,7 @@ export async function cluster(): Promise<{ skip: string } | Cluster> {
   const bin = join(dirname(kubeconfig), 'bin')
   if (!existsSync(kubeconfig) || !existsSync(join(bin, 'kubectl')))
     return { skip: `no cluster: no ${kubeconfig} (bash .ci/kube.sh up builds and starts one, as root)` }
+  if (!findTool('ctr')) return { skip: "no cluster: no ctr (containerd's client, which puts images into the cluster)" }
   const c: Cluster = {
     kubeconfig,
     bin,
@@ -55,15 +57,20 @@ const ctr = (args: string[]) => runTool('ctr', ['--address', CONTAINERD, '--name
 
 /**
  * The engine's image `tag` put into the cluster's containerd as `name` (the engine's tag stays the caller's own, so
- * that another test tagging `name` in the engine meanwhile changes nothing here).
+ * that another test tagging `name` in the engine meanwhile changes nothing here); gone from containerd at the test's
+ * end, every name of it (the cluster collects no image by itself: .ci/kube.sh).
  */
-export async function loadImage(tag: string, name: string): Promise<void> {
+export async function loadImage(t: Test, tag: string, name: string): Promise<void> {
   await new Promise<void>((resolve, reject) => {
     const save = spawn('docker', ['save', tag], { stdio: ['ignore', 'pipe', 'pipe'] })
     const load = spawn('ctr', ['--address', CONTAINERD, '--namespace', 'k8s.io', 'images', 'import', '-'], {
       stdio: ['pipe', 'ignore', 'pipe'],
     })
     let errors = ''
+    const failed = (err: Error) => (errors += `${err.message}\n`)
+    save.on('error', failed)
+    load.on('error', failed)
+    load.stdin.on('error', failed) // ctr gone before the archive ended: its exit says why
     save.stderr.on('data', (d: Buffer) => (errors += d.toString()))
     load.stderr.on('data', (d: Buffer) => (errors += d.toString()))
     save.stdout.pipe(load.stdin)
@@ -76,9 +83,22 @@ export async function loadImage(tag: string, name: string): Promise<void> {
   })
   // docker save names a local tag docker.io/library/<tag>.
   const imported = tag.includes('/') ? tag : `docker.io/library/${tag}`
+  t.teardown(() => removeImage(name))
   const tagged = await ctr(['images', 'tag', '--force', imported, name])
   if (tagged.code !== 0) throw new Error(`ctr images tag ${imported} ${name}: ${tagged.stderr}`)
   await ctr(['images', 'rm', imported])
+}
+
+/** Every name containerd holds for the image `name` names (the kubelet adds its sha256: one), so its layers go too. */
+async function removeImage(name: string): Promise<void> {
+  const rows = (await ctr(['images', 'ls'])).stdout
+    .split('\n')
+    .slice(1)
+    .map((l) => l.split(/\s+/))
+  const digest = rows.find(([ref]) => ref === name)?.[2]
+  if (!digest) return
+  const names = rows.filter((r) => r[2] === digest).map(([ref]) => ref!)
+  await ctr(['images', 'rm', ...names])
 }
 
 /** A pod's containers as `kubectl get pods -o json` gives them: which are ready, how often restarted. */
