@@ -92,11 +92,12 @@ build() {
     go build -trimpath -ldflags "$ldflags" -o "$BIN.new/" "${pkgs[@]}" &&
       go build -trimpath -ldflags "-s -w" -o "$BIN.new/etcd" go.etcd.io/etcd/server/v3
   ) >"$src.log" 2>&1 || die "go build failed: $(tail -n 5 "$src.log" | tr '\n' ' ')"
-  # CoreDNS, the cluster's DNS: a module without replace directives, so go install takes it.
-  (cd "$src" && GOBIN="$BIN.new" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION") >"$src.log" 2>&1 ||
-    die "could not build CoreDNS $COREDNS_VERSION: $(tail -n 3 "$src.log" | tr '\n' ' ')"
-  (cd "$src" && GOBIN="$BIN.new" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION") >"$src.log" 2>&1 ||
-    die "could not build kube-router $KUBE_ROUTER_VERSION: $(tail -n 3 "$src.log" | tr '\n' ' ')"
+  # CoreDNS and kube-router: modules without replace directives, so go install takes them.
+  local tool
+  for tool in "github.com/coredns/coredns@$COREDNS_VERSION" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION"; do
+    (cd "$src" && GOBIN="$BIN.new" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "$tool") >"$src.log" 2>&1 ||
+      die "could not build $tool: $(tail -n 3 "$src.log" | tr '\n' ' ')"
+  done
   mv "$BIN.new"/* "$BIN/" && rmdir "$BIN.new"
   say "built ${BINARIES[*]} $KUBE_VERSION, CoreDNS $COREDNS_VERSION and kube-router $KUBE_ROUTER_VERSION ($(since "$start"))"
 }
@@ -318,20 +319,31 @@ TOML
   wait_for containerd 30 ctr_ version || die "containerd did not start: $(last_lines containerd)"
 }
 
-# The pause image (the pod sandbox) built from Kubernetes' own pause.c, as its release is: nothing
-# can be pulled here. Through the engine (.ci/engine.sh), whose archive containerd imports.
-pause_image() {
-  ctr_ images ls -q | grep -qxF "$PAUSE_IMAGE" && return 0
-  command -v docker >/dev/null && docker info >/dev/null 2>&1 || die "the pause image is built with the container engine: run .ci/engine.sh first"
-  local dir
+# `scratch_image NAME FILE USER`: an image of one static binary, built with the engine
+# (.ci/engine.sh) and imported into the cluster's containerd, unless it is there: nothing can be
+# pulled here.
+scratch_image() {
+  local name=$1 file=$2 user=$3 dir
+  ctr_ images ls -q | grep -qxF "$name" && return 0
+  command -v docker >/dev/null && docker info >/dev/null 2>&1 || die "$name is built with the container engine: run .ci/engine.sh first"
   dir=$(mktemp -d)
-  gcc -Os -static -DVERSION=3.10-atrium -o "$dir/pause" "$(go env GOMODCACHE)/k8s.io/kubernetes@$KUBE_VERSION/build/pause/linux/pause.c" ||
-    die "could not compile pause.c"
-  printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' >"$dir/Dockerfile"
-  docker build --quiet -t "$PAUSE_IMAGE" "$dir" >/dev/null && docker save "$PAUSE_IMAGE" | ctr_ images import - >/dev/null ||
-    die "could not build or import the pause image"
+  cp "$file" "$dir/entry"
+  printf 'FROM scratch\nCOPY entry /entry\nUSER %s\nENTRYPOINT ["/entry"]\n' "$user" >"$dir/Dockerfile"
+  docker build --quiet -t "$name" "$dir" >/dev/null && docker save "$name" | ctr_ images import - >/dev/null ||
+    die "could not build or import $name"
   rm -rf "$dir"
 }
+
+# The pause image (the pod sandbox) from Kubernetes' own pause.c, built as its release is.
+pause_image() {
+  ctr_ images ls -q | grep -qxF "$PAUSE_IMAGE" && return 0
+  local pause=$STATE/pause
+  gcc -Os -static -DVERSION=3.10-atrium -o "$pause" "$(go env GOMODCACHE)/k8s.io/kubernetes@$KUBE_VERSION/build/pause/linux/pause.c" ||
+    die "could not compile pause.c"
+  scratch_image "$PAUSE_IMAGE" "$pause" 65535:65535
+}
+
+node_ready() { [ "$(kubectl_ get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
 
 node_agent() {
   mkdir -p "$STATE/kubelet"
@@ -368,7 +380,7 @@ YAML
     --cluster-cidr "$POD_CIDR" --proxy-mode iptables --metrics-bind-address 127.0.0.1:10249 --healthz-bind-address 127.0.0.1:10256
   # Its own health first: after a restart the Node object still says Ready from before.
   wait_for kubelet 60 curl -sf http://127.0.0.1:10248/healthz || die "the kubelet did not start: $(last_lines kubelet 5)"
-  wait_for node 120 sh -c "'$BIN/kubectl' --kubeconfig '$KUBECONFIG_ADMIN' get node '$NODE_NAME' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True" ||
+  wait_for node 120 node_ready ||
     die "the node did not become Ready: $(last_lines kubelet 5)"
 }
 
@@ -401,15 +413,7 @@ YAML
 # unprivileged-port sysctl (a capability in the pod spec alone does not reach a non-root process;
 # the upstream image sets a file capability instead).
 dns() {
-  if ! ctr_ images ls -q | grep -qxF "$COREDNS_IMAGE"; then
-    local dir
-    dir=$(mktemp -d)
-    cp "$BIN/coredns" "$dir/"
-    printf 'FROM scratch\nCOPY coredns /coredns\nUSER 65532:65532\nENTRYPOINT ["/coredns"]\n' >"$dir/Dockerfile"
-    docker build --quiet -t "$COREDNS_IMAGE" "$dir" >/dev/null && docker save "$COREDNS_IMAGE" | ctr_ images import - >/dev/null ||
-      die "could not build or import the CoreDNS image"
-    rm -rf "$dir"
-  fi
+  scratch_image "$COREDNS_IMAGE" "$BIN/coredns" 65532:65532
   kubectl_ apply -f - >/dev/null <<YAML || die "could not deploy CoreDNS"
 apiVersion: v1
 kind: ServiceAccount

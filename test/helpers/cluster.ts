@@ -53,7 +53,9 @@ export async function kubeJson<T>(c: Cluster, args: string[]): Promise<T> {
   return JSON.parse(r.stdout) as T
 }
 
-const ctr = (args: string[]) => runTool('ctr', ['--address', CONTAINERD, '--namespace', 'k8s.io', ...args])
+/** ctr on the cluster's containerd, in the namespace the kubelet's images live in. */
+const CTR = ['--address', CONTAINERD, '--namespace', 'k8s.io']
+const ctr = (args: string[]) => runTool('ctr', [...CTR, ...args])
 
 /**
  * The engine's image `tag` put into the cluster's containerd as `name` (the engine's tag stays the caller's own, so
@@ -63,7 +65,7 @@ const ctr = (args: string[]) => runTool('ctr', ['--address', CONTAINERD, '--name
 export async function loadImage(t: Test, tag: string, name: string): Promise<void> {
   await new Promise<void>((resolve, reject) => {
     const save = spawn('docker', ['save', tag], { stdio: ['ignore', 'pipe', 'pipe'] })
-    const load = spawn('ctr', ['--address', CONTAINERD, '--namespace', 'k8s.io', 'images', 'import', '-'], {
+    const load = spawn('ctr', [...CTR, 'images', 'import', '-'], {
       stdio: ['pipe', 'ignore', 'pipe'],
     })
     let errors = ''
