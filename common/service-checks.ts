@@ -5,12 +5,13 @@ import { lookup as dnsLookup } from 'node:dns'
 import http from 'node:http'
 import https from 'node:https'
 import { isIP, type LookupFunction } from 'node:net'
-import { Redis } from 'ioredis'
+import { Cluster, Redis } from 'ioredis'
 import { Client } from 'minio'
 import postgres from 'postgres'
 import { check, type CheckResult, type CheckStatus } from './checks.js'
 import { inSeconds, within } from './deadline.js'
 import { redactor } from './redact.js'
+import { mastersOf, parseRedisUrl, redisClient, redisHosts, type RedisTopology } from './redis-topology.js'
 import { compareVersions, parseVersion } from './version-numbers.js'
 
 export interface ServiceCheckOptions {
@@ -20,8 +21,23 @@ export interface ServiceCheckOptions {
 
 const DEFAULT_TIMEOUT_MS = 5000
 
-/** host:port of a URL, never its credentials. */
+/** A Redis Sentinel set's or Cluster's URL (WHATWG URL cannot read a list of hosts); null for any other. */
+const redisList = (url: string): RedisTopology | null => {
+  if (!/^rediss?\+/i.test(url)) return null
+  try {
+    return parseRedisUrl(url)
+  } catch {
+    return null
+  }
+}
+
+/** host:port of a URL (each of a Redis list's), never its credentials. */
 export function where(url: string): string {
+  const list = redisList(url)
+  if (list)
+    return redisHosts(list)
+      .map((h) => `${h.host}:${h.port}`)
+      .join(',')
   try {
     const u = new URL(url)
     return `${u.hostname}${u.port ? `:${u.port}` : ''}`
@@ -30,8 +46,10 @@ export function where(url: string): string {
   }
 }
 
-/** The URL with its password replaced by ***, for showing to people. */
+/** The URL with its passwords replaced by ***, for showing to people. */
 export function redactUrl(url: string): string {
+  if (redisList(url))
+    return url.replace(/^([a-z+]+:\/\/[^:@/]*:)[^@/]*@/i, '$1***@').replace(/([?&]sentinelPassword=)[^&]*/, '$1***')
   try {
     const u = new URL(url)
     if (u.password) u.password = '***'
@@ -54,6 +72,8 @@ function scrub(results: CheckResult[], secrets: (string | undefined)[]): CheckRe
 }
 
 const passwordOf = (url: string) => {
+  const list = redisList(url)
+  if (list) return list.password
   try {
     return decodeURIComponent(new URL(url).password)
   } catch {
@@ -62,6 +82,8 @@ const passwordOf = (url: string) => {
 }
 
 const userOf = (url: string) => {
+  const list = redisList(url)
+  if (list) return list.username ?? ''
   try {
     return decodeURIComponent(new URL(url).username)
   } catch {
@@ -227,6 +249,103 @@ function refusedAuthorization(url: string, message: string): [found: string, fix
   ]
 }
 
+/** What a pooler between Atrium and PostgreSQL does to its sessions (none: `session`). */
+export type Pooling = 'session' | 'moved' | 'dropped' | { refused: string }
+
+/** The startup parameter the probe sends in place of the server's `role`, with a value it can read back. */
+const PROBE_PARAMETER = { statement_timeout: '4321' }
+
+/**
+ * What a pooler does to Atrium's sessions. First whether a connection keeps one server session:
+ * client A notes its backend; B opens a transaction and notes its own, holding it; A asks again.
+ * With a session of its own A is on the same backend both times and B never on it; a pooler by
+ * transaction or statement gives A's backend to B (PgBouncer hands out its most recently used one
+ * first) or A another. Then a connection with a startup parameter, as the server's tenant
+ * connections log in (role=atrium_app): a pooler may refuse it (PgBouncer: "unsupported startup
+ * parameter") or drop it (its ignore_startup_parameters). Simple queries only (no prepared statements).
+ */
+async function poolingProbe(url: string, timeoutMs: number): Promise<Pooling> {
+  const open = (connection = {}) =>
+    postgres(url, {
+      max: 1,
+      prepare: false,
+      connect_timeout: timeoutMs / 1000,
+      onnotice: () => {},
+      connection: { application_name: 'atrium-installer', ...connection },
+    })
+  const a = open()
+  const b = open()
+  const c = open(PROBE_PARAMETER)
+  try {
+    const pid = async (sql: postgres.Sql | postgres.TransactionSql) =>
+      (await sql<{ pid: number }[]>`select pg_backend_pid() as pid`)[0]!.pid
+    const first = await pid(a)
+    let moved = false
+    // PgBouncer by statement closes a connection that opens a transaction ("transaction blocks not
+    // allowed in statement pooling mode"), where PostgreSQL itself has just answered A.
+    await b
+      .begin(async (tx) => {
+        const held = await pid(tx)
+        const again = await pid(a)
+        moved = held === first || again !== first
+      })
+      .catch(() => (moved = true))
+    if (moved) return 'moved'
+    let timeout: string
+    try {
+      timeout = (await c<{ t: string }[]>`select current_setting('statement_timeout') as t`)[0]!.t
+    } catch (err) {
+      // PostgreSQL itself answered A and B just now: what refuses this connection is its parameter.
+      return { refused: messageOf(err) }
+    }
+    return timeout === '4321ms' ? 'session' : 'dropped'
+  } finally {
+    await Promise.all([a.end({ timeout: 0 }), b.end({ timeout: 0 }), c.end({ timeout: 0 })]).catch(() => {})
+  }
+}
+
+const POOLER_FIX =
+  'Point DATABASE_URL at PostgreSQL itself: Atrium pools its own connections (DATABASE_POOL_MAX per replica). A pooler in front must keep a session per connection and pass its startup parameters through; PgBouncer does neither by transaction or statement, and refuses the role parameter in any pool mode (ignore_startup_parameters would drop it, which is worse)'
+
+/**
+ * Atrium keeps state on its database sessions: its tenant connections log in as atrium_app (the
+ * role startup parameter, so that row-level security applies without a switch per transaction),
+ * the job runner LISTENs, a reserved connection keeps its tenant's setting between queries, and
+ * queries are prepared statements. A pooler that refuses the parameter stops Atrium; one that drops
+ * it would run tenant work as the connecting user; one that moves a connection between sessions
+ * loses the rest.
+ */
+export function gradePostgresPooling(pooling: Pooling): CheckResult {
+  const grade = (found: string) =>
+    check(
+      'postgres.pooling',
+      'Database sessions',
+      'fail',
+      found,
+      'a session per connection, with its startup parameters',
+      POOLER_FIX,
+    )
+  if (pooling === 'session')
+    return check(
+      'postgres.pooling',
+      'Database sessions',
+      'pass',
+      'each connection keeps its session and its startup parameters',
+      'a session per connection, with its startup parameters',
+    )
+  if (pooling === 'moved')
+    return grade(
+      "DATABASE_URL goes through a pooler that moves a connection's queries between server sessions (PgBouncer's pool_mode = transaction or statement): the job runner's LISTEN, a reserved connection's tenant setting and prepared statements would be lost",
+    )
+  if (pooling === 'dropped')
+    return grade(
+      "DATABASE_URL goes through a pooler that drops startup parameters (PgBouncer's ignore_startup_parameters): Atrium's tenant connections would not log in as atrium_app, and tenant work would run as the connecting user, outside row-level security",
+    )
+  return grade(
+    `DATABASE_URL goes through a pooler that refuses startup parameters ("${pooling.refused}"): Atrium's tenant connections log in as atrium_app with one (role), so they would fail`,
+  )
+}
+
 export async function postgresChecks(url: string, opts: ServiceCheckOptions = {}): Promise<CheckResult[]> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const connect = (status: CheckStatus, found: string, fix = '') =>
@@ -272,6 +391,7 @@ export async function postgresChecks(url: string, opts: ServiceCheckOptions = {}
           rolesGranted: r!.roles_granted,
           createOnSchema: r!.create_on_schema,
         }),
+        gradePostgresPooling(await within(timeoutMs, 'the pooling probe', poolingProbe(url, timeoutMs))),
       ],
       [passwordOf(url)],
     )
@@ -350,10 +470,39 @@ export function gradeRedisEviction(policy: string | null): CheckResult {
 
 const infoField = (info: string, name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(info)?.[1]?.trim() ?? null
 
+const redisConnect = (status: CheckStatus, found: string, fix = '') =>
+  check('redis.connect', 'Redis reachable', status, found, 'a Redis server that accepts REDIS_URL', fix)
+
+/** What a failed connection or command says, as the redis.connect check. */
+function redisFailure(url: string, err: unknown, cause: unknown, timeoutMs: number): CheckResult {
+  const connect = redisConnect
+  const msg = `${messageOf(err)} ${cause ? messageOf(cause) : ''}`
+  return /NOAUTH|WRONGPASS|invalid password|invalid username-password/i.test(msg)
+    ? connect(
+        'fail',
+        `authentication failed${userOf(url) ? ` for user ${userOf(url)}` : ''} at ${where(url)}`,
+        'Correct the user and password in REDIS_URL (redis://user:password@host:6379)',
+      )
+    : /NOPERM/.test(msg)
+      ? connect(
+          'fail',
+          `the user may not run INFO at ${where(url)} (${messageOf(err)})`,
+          "Give the REDIS_URL user all commands on Atrium's keys (ACL SETUSER <user> +@all ~*)",
+        )
+      : (err as Error).name === 'ReplyError'
+        ? connect(
+            'fail',
+            `Redis at ${where(url)} answered: ${messageOf(err)}`,
+            'Fix what the server reports, then run the checks again',
+          )
+        : unreachable('redis.connect', 'Redis', url, cause ?? err, timeoutMs)
+}
+
 export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): Promise<CheckResult[]> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
-  const connect = (status: CheckStatus, found: string, fix = '') =>
-    check('redis.connect', 'Redis reachable', status, found, 'a Redis server that accepts REDIS_URL', fix)
+  const list = redisList(url)
+  if (list) return redisTopologyChecks(url, list, timeoutMs)
+  const connect = redisConnect
   let redis: Redis | undefined
   // The socket's own error (ECONNREFUSED...) says more than the command's "Connection is closed".
   let cause: unknown = null
@@ -422,29 +571,131 @@ export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): 
       [passwordOf(url)],
     )
   } catch (err) {
-    const msg = `${messageOf(err)} ${cause ? messageOf(cause) : ''}`
-    const result = /NOAUTH|WRONGPASS|invalid password|invalid username-password/i.test(msg)
-      ? connect(
-          'fail',
-          `authentication failed${userOf(url) ? ` for user ${userOf(url)}` : ''} at ${where(url)}`,
-          'Correct the user and password in REDIS_URL (redis://user:password@host:6379)',
-        )
-      : /NOPERM/.test(msg)
-        ? connect(
-            'fail',
-            `the user may not run INFO at ${where(url)} (${messageOf(err)})`,
-            "Give the REDIS_URL user all commands on Atrium's keys (ACL SETUSER <user> +@all ~*)",
-          )
-        : (err as Error).name === 'ReplyError'
-          ? connect(
-              'fail',
-              `Redis at ${where(url)} answered: ${messageOf(err)}`,
-              'Fix what the server reports, then run the checks again',
-            )
-          : unreachable('redis.connect', 'Redis', url, cause ?? err, timeoutMs)
-    return scrub([result], [passwordOf(url)])
+    return scrub([redisFailure(url, err, cause, timeoutMs)], [passwordOf(url)])
   } finally {
     redis?.disconnect()
+  }
+}
+
+/** The worse of two results: fail over warn over pass. */
+const worse = (a: CheckResult, b: CheckResult) => (RANK[b.status] > RANK[a.status] ? b : a)
+const RANK: Record<CheckStatus, number> = { pass: 0, warn: 1, fail: 2 }
+
+/**
+ * A Sentinel set or a Cluster, through ioredis's own support (as the server connects): reached,
+ * the topology healthy (the master named and replicated; the cluster's state ok, every master with
+ * a replica), then the version and eviction policy of every master, the worst reported.
+ */
+async function redisTopologyChecks(url: string, topology: RedisTopology, timeoutMs: number): Promise<CheckResult[]> {
+  let cause: unknown = null
+  const once = {
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    sentinelRetryStrategy: () => null,
+    enableOfflineQueue: false,
+  }
+  const client = redisClient(topology, once, {
+    lazyConnect: true,
+    clusterRetryStrategy: () => null,
+    enableOfflineQueue: false,
+  })
+  client.on('error', (err) => (cause ??= err))
+  try {
+    await within(timeoutMs, 'the Redis connection', client.connect())
+    const masters = mastersOf(client)
+    const infos = await Promise.all(masters.map((m) => m.info()))
+    let shape: CheckResult
+    if (client instanceof Cluster) {
+      const state = infoField(await client.cluster('INFO'), 'cluster_state')
+      const nodes = String(await client.cluster('NODES'))
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' '))
+      const masterIds = nodes.filter((n) => n[2]?.split(',').includes('master') && n[8]).map((n) => n[0])
+      const alone = masterIds.filter((id) => !nodes.some((n) => n[3] === id && !n[2]?.includes('fail')))
+      const found = `cluster_state ${state}, ${masterIds.length} masters, ${nodes.length - masterIds.length} replicas`
+      shape =
+        state !== 'ok'
+          ? check(
+              'redis.topology',
+              'Redis Cluster',
+              'fail',
+              found,
+              'cluster_state ok',
+              'Check the cluster (redis-cli --cluster check <node>): every slot must be served',
+            )
+          : alone.length
+            ? check(
+                'redis.topology',
+                'Redis Cluster',
+                'warn',
+                `${found}; ${alone.length} master(s) without a replica`,
+                'a replica for every master',
+                {
+                  warn: 'A master without a replica takes its slots down with it: add a replica (redis-cli --cluster add-node --cluster-slave)',
+                },
+              )
+            : check('redis.topology', 'Redis Cluster', 'pass', found, 'a replica for every master')
+    } else {
+      const replicas = Number(infoField(infos[0]!, 'connected_slaves') ?? 0)
+      const stream = (client as Redis).stream
+      const name = topology.kind === 'sentinel' ? topology.name : ''
+      const found = `the Sentinels name master "${name}", at ${stream.remoteAddress}:${stream.remotePort}, with ${replicas} replica(s)`
+      shape = replicas
+        ? check('redis.topology', 'Redis Sentinel', 'pass', found, 'a master with a replica to fail over to')
+        : check('redis.topology', 'Redis Sentinel', 'warn', found, 'a master with a replica to fail over to', {
+            warn: 'With no replica the Sentinels have nothing to promote: add one (replicaof <master> <port>)',
+          })
+    }
+    const policies = await Promise.all(masters.map(async (m, i) => infoField(infos[i]!, 'maxmemory_policy') ?? null))
+    return scrub(
+      [
+        redisConnect('pass', `connected to ${where(url)} (${masters.length} master${masters.length > 1 ? 's' : ''})`),
+        shape,
+        infos.map((info) => gradeRedisVersion(infoField(info, 'redis_version') ?? 'unknown')).reduce(worse),
+        policies.map((p) => gradeRedisEviction(p)).reduce(worse),
+      ],
+      [passwordOf(url), topology.kind === 'sentinel' ? topology.sentinelPassword : undefined],
+    )
+  } catch (err) {
+    // A cluster's "Failed to refresh slots cache" carries its node's own answer as lastNodeError;
+    // its error event comes after connect() has rejected.
+    await new Promise((r) => setTimeout(r, 10))
+    const said = [err, cause, (cause as { lastNodeError?: unknown } | null)?.lastNodeError]
+      .map((e) => (e ? messageOf(e) : ''))
+      .join(' ')
+    const secrets = [passwordOf(url), topology.kind === 'sentinel' ? topology.sentinelPassword : undefined]
+    if (topology.kind === 'sentinel' && /No such master/i.test(said))
+      return scrub(
+        [
+          redisConnect(
+            'fail',
+            `the Sentinels at ${where(url)} know no master named "${topology.name}"`,
+            "Write the master's name from the Sentinels' `sentinel monitor <name> ...` line as REDIS_URL's path (/name)",
+          ),
+        ],
+        secrets,
+      )
+    if (topology.kind === 'cluster' && /cluster support disabled/i.test(said))
+      return scrub(
+        [
+          redisConnect(
+            'fail',
+            `${where(url)} is not a Redis Cluster node (cluster support disabled)`,
+            'For one Redis server write REDIS_URL as redis://host:6379; for a cluster, name its nodes',
+          ),
+        ],
+        secrets,
+      )
+    return scrub(
+      [redisFailure(url, err, cause, timeoutMs)],
+      [passwordOf(url), topology.kind === 'sentinel' ? topology.sentinelPassword : undefined],
+    )
+  } finally {
+    client.disconnect()
   }
 }
 

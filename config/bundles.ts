@@ -98,11 +98,11 @@ function jsonSchemaOf(s: Setting): Record<string, unknown> {
     case 'enum':
       return { type: 'string', enum: s.values, description }
     case 'url': {
-      const schemes = (s.protocols ?? ['http:', 'https:']).map((p) => p.slice(0, -1)).join('|')
+      const schemes = (s.protocols ?? ['http:', 'https:']).map((p) => p.slice(0, -1))
       return {
         type: 'string',
-        pattern: `^$|^(${schemes})://[^\\s]+$`,
-        description: `${description} (empty or a ${schemes}:// URL)`,
+        pattern: `^$|^(${schemes.map((p) => p.replace(/[+.]/g, '\\$&')).join('|')})://[^\\s]+$`,
+        description: `${description} (empty or a ${schemes.join('|')}:// URL)`,
       }
     }
     case 'cidrs':

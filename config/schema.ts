@@ -3,6 +3,7 @@
 import { isIP } from 'node:net'
 import { isUuid } from '../common/ids.js'
 import { isRegionCode, REGION_CODES, type RegionCode } from '../common/regions.js'
+import { REDIS_PROTOCOLS, redisUrlProblem } from '../common/redis-topology.js'
 
 export type SettingType = 'string' | 'url' | 'int' | 'bool' | 'enum' | 'cidrs' | 'domains' | 'key32' | 'json'
 
@@ -18,7 +19,9 @@ interface SettingBase<T> {
 }
 interface StringSetting extends SettingBase<string> {
   type: 'string' | 'url' | 'key32'
-  protocols?: string[]
+  protocols?: readonly string[]
+  /** A URL that WHATWG's parser does not read (a list of hosts): what is wrong with it, or null. */
+  problemOf?: (raw: string) => string | null
 }
 interface IntSetting extends SettingBase<number> {
   type: 'int'
@@ -145,12 +148,14 @@ export const settings = {
   } satisfies IntSetting,
   REDIS_URL: {
     type: 'url',
-    protocols: ['redis:', 'rediss:'],
+    protocols: REDIS_PROTOCOLS,
+    problemOf: redisUrlProblem,
     default: '',
     secret: true,
     group: 'storage',
     requiredInProduction: true,
-    description: 'Redis 7+ connection URL; empty keeps rate limits in process (a single replica only)',
+    description:
+      'Redis 7+ connection URL: redis://host:6379, redis+sentinel://h1:26379,h2:26379/master or redis+cluster://h1:6379,h2:6379 (rediss... for TLS); empty keeps rate limits in process (a single replica only)',
   } satisfies StringSetting,
   R2_ENDPOINT: {
     type: 'url',
@@ -434,6 +439,8 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
         ? { value: raw }
         : { problem: `${name} must be one of ${s.values.join(', ')}${shown}` }
     case 'url': {
+      const problem = s.problemOf?.(raw)
+      if (s.problemOf && !problem) return { value: raw.replace(/\/+$/, '') }
       let u: URL
       try {
         u = new URL(raw)
@@ -441,8 +448,9 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
         // new URL refuses a port past 65535 as it refuses anything else: that one is said as it is.
         const port = URL_PORT.exec(raw)?.[1]
         if (port && Number(port) > 65535) return { problem: `${name} has port ${port}, out of range (1-65535)` }
-        return { problem: `${name} must be a URL${shown}` }
+        return { problem: problem ? `${name} ${problem}` : `${name} must be a URL${shown}` }
       }
+      if (problem) return { problem: `${name} ${problem}` }
       if (s.protocols && !s.protocols.includes(u.protocol)) {
         return {
           problem: `${name} must start with ${s.protocols.map((p) => p + '//').join(' or ')}${s.secret ? ` (got ${u.protocol}//...)` : shown}`,

@@ -37,7 +37,7 @@ import { tenantsService } from './modules/tenants/service.js'
 import { llmSettingsService } from './modules/tenants/settings.js'
 import { webhooksService } from './modules/webhooks/service.js'
 import { startWebhookWorker, type Worker, type WorkerOptions } from './modules/webhooks/worker.js'
-import { openCredentials } from './platform/credentials.js'
+import { INVALIDATE_CHANNEL, openCredentials } from './platform/credentials.js'
 import { openCounters, RATE_LIMIT_PREFIX, type Counters } from './platform/counters.js'
 import type { Platform } from './platform/index.js'
 import { createJobRunner, type JobRunnerOptions } from './platform/jobs.js'
@@ -110,7 +110,13 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
 
   // Adapters.
   const credentials = await openCredentials(cache, log)
-  const counters = openCounters({ redis: cache.redis, log, registry })
+  // Every replica listens for credential invalidations: their number is how many share the limits.
+  const counters = openCounters({
+    redis: cache.redis,
+    log,
+    registry,
+    replicas: () => cache.listeners(INVALIDATE_CHANNEL),
+  })
   const keyPrefix = o.rateLimitPrefix ?? RATE_LIMIT_PREFIX
   const limits: Limits = { counters, keyPrefix, signIn: signInGuard(counters, { keyPrefix, ...o.signInFailures }) }
   const jobs = createJobRunner({ db, log: moduleLog('jobs'), registry, now, ...(o.jobs || {}) })

@@ -34,7 +34,9 @@ export const CHECK_IDS = [
   'postgres.connect',
   'postgres.version',
   'postgres.privileges',
+  'postgres.pooling',
   'redis.connect',
+  'redis.topology',
   'redis.version',
   'redis.eviction',
   's3.roundtrip',
@@ -88,6 +90,10 @@ const NEVER: Record<string, NeverAccepted> = {
   'postgres.privileges': {
     why: 'the migrations run with these rights: without them they fail after the switch, and the site with them',
     fix: "grant the rights the check names to DATABASE_URL's user (or use one that has them) and run again",
+  },
+  'postgres.pooling': {
+    why: "behind such a pooler Atrium's tenant connections fail, or run outside row-level security, and the job runner loses its notifications",
+    fix: 'point DATABASE_URL at PostgreSQL itself (or a pooler that keeps a session per connection with its startup parameters) and run again',
   },
   'region.stores': {
     why: 'the server refuses a REGION_STORES it cannot read, so the site would not start',

@@ -7,6 +7,7 @@ import { chownSync, existsSync, mkdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { VERSION } from '../../common/version.js'
+import { parseRedisUrl, redisHosts } from '../../common/redis-topology.js'
 import {
   BUNDLED_PROFILES,
   COMPOSE_SERVICE_SETTINGS,
@@ -58,9 +59,21 @@ export function volumesInUse(values: Readonly<Record<string, string | undefined>
 /** Bundled services' host names inside the Compose network: a setting pointing there is ours. */
 const BUNDLED_HOSTS = new Set(['postgres', 'redis', 'minio'])
 
-/** A URL's host name, IPv6 without its brackets; '' for no URL or one that does not parse. */
-export const hostOf = (url: string | undefined): string =>
-  url && URL.canParse(url) ? new URL(url).hostname.replace(/^\[(.*)\]$/, '$1') : ''
+/**
+ * A URL's host names, IPv6 without brackets: one, or a Redis Sentinel set's or Cluster's list; none
+ * for no URL or one that does not parse.
+ */
+export function hostsOf(url: string | undefined): string[] {
+  if (url && URL.canParse(url)) return [new URL(url).hostname.replace(/^\[(.*)\]$/, '$1')]
+  try {
+    return url ? redisHosts(parseRedisUrl(url)).map((h) => h.host) : []
+  } catch {
+    return []
+  }
+}
+
+/** A URL's host name (its hosts, comma-separated, for a list); '' for no URL or one that does not parse. */
+export const hostOf = (url: string | undefined): string => hostsOf(url).join(',')
 
 /** A service setting that names no service, or one of the bundle's hosts, means the bundled service. */
 export const usesBundled = (url: string | undefined): boolean => !url || BUNDLED_HOSTS.has(hostOf(url))

@@ -9,6 +9,7 @@ import { parse, stringify } from 'yaml'
 import { CHART_FIXED, CONTAINER_FIXED, helmValue } from '../../config/bundles.js'
 import { readRegionStores, settings, type Setting, type SettingName } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
+import { parseRedisUrl, redisHosts } from '../../common/redis-topology.js'
 import type { Answers } from './answers.js'
 import type { EnvValues } from './config-file.js'
 
@@ -113,6 +114,23 @@ const DEFAULT_PORTS: Record<string, number> = {
   'https:': 443,
 }
 
+/**
+ * Where a setting's service is. A Redis Sentinel set or Cluster is every host its URL lists: its
+ * data nodes beyond them (the master a Sentinel names, the nodes a cluster announces) are reached
+ * through servicesCidrs, which the docs say (docs/installer.md).
+ */
+function addressesOf(setting: string, url: string | undefined): ServiceAddress[] {
+  if (url && /^rediss?\+/i.test(url)) {
+    try {
+      return redisHosts(parseRedisUrl(url)).map(({ host, port }) => ({ setting, host: host.toLowerCase(), port }))
+    } catch {
+      return [] // the configuration's own check says what is wrong with it
+    }
+  }
+  const one = addressOf(setting, url)
+  return one ? [one] : []
+}
+
 function addressOf(setting: string, url: string | undefined): ServiceAddress | null {
   if (!url) return null
   let u: URL
@@ -134,11 +152,11 @@ export function serviceAddresses(values: Readonly<Record<string, string | undefi
   const stores = readRegionStores(values.REGION_STORES)
   const regions = 'value' in stores ? Object.entries(stores.value) : []
   return [
-    addressOf('DATABASE_URL', values.DATABASE_URL),
-    addressOf('REDIS_URL', values.REDIS_URL),
-    addressOf('R2_ENDPOINT', values.R2_ENDPOINT),
-    ...regions.map(([code, store]) => addressOf(`REGION_STORES.${code}`, store.endpoint)),
-  ].filter((a): a is ServiceAddress => a !== null)
+    addressesOf('DATABASE_URL', values.DATABASE_URL),
+    addressesOf('REDIS_URL', values.REDIS_URL),
+    addressesOf('R2_ENDPOINT', values.R2_ENDPOINT),
+    ...regions.map(([code, store]) => addressesOf(`REGION_STORES.${code}`, store.endpoint)),
+  ].flat()
 }
 
 /**

@@ -11,7 +11,7 @@ import { check, type CheckResult } from './checks/check.js'
 import { readRegionStores } from '../../config/schema.js'
 import { imageNamed, imageRef } from '../../config/images.js'
 import { COMPOSE_VARIABLES } from '../../config/compose-variables.js'
-import { hostOf, usesBundled } from './compose-bundle.js'
+import { hostOf, hostsOf, usesBundled } from './compose-bundle.js'
 import { toolChecks } from './checks/tools.js'
 import { gatherVolumes, volumesCheck } from './checks/volumes.js'
 import { publisherOf } from './site.js'
@@ -78,7 +78,7 @@ const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1)$/i
 export function loopbackCheck(answers: Answers, values: Record<string, string>): CheckResult[] {
   if (answers.target !== 'compose') return []
   const named = (['DATABASE_URL', 'REDIS_URL', 'R2_ENDPOINT'] as const).filter(
-    (name) => values[name] && LOOPBACK.test(hostOf(values[name])),
+    (name) => values[name] && hostsOf(values[name]).some((h) => LOOPBACK.test(h)),
   )
   if (!named.length) return []
   return [

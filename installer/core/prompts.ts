@@ -46,7 +46,12 @@ const SETTING_PROMPTS: {
 }[] = [
   { name: 'PUBLIC_URL', label: 'Public URL users reach Atrium at (https://...)', required: true },
   { name: 'DATABASE_URL', label: 'PostgreSQL 15+ URL (postgres://user:password@host:5432/db)', required: true },
-  { name: 'REDIS_URL', label: 'Redis 7+ URL (redis://host:6379)', required: true },
+  {
+    name: 'REDIS_URL',
+    label:
+      'Redis 7+ URL (redis://host:6379, redis+sentinel://h1:26379,h2:26379/master, redis+cluster://h1:6379,h2:6379)',
+    required: true,
+  },
   { name: 'R2_ENDPOINT', label: 'S3-compatible endpoint (http(s)://host:port)', required: true },
   { name: 'R2_BUCKET', label: 'Bucket', required: true },
   { name: 'R2_ACCESS_KEY_ID', label: 'S3 access key id', required: true },

@@ -1,16 +1,24 @@
-// Redis through ioredis. With no REDIS_URL there is no shared cache: users of the cache (the rate
-// limiter) keep their state in process, and messages reach this process only, which is right for a
-// single replica only.
+// Redis through ioredis: one server, a Sentinel set's master or a Redis Cluster, as REDIS_URL names
+// it (common/redis-topology.ts). With no REDIS_URL there is no shared cache: users of the cache (the
+// rate limiter) keep their state in process, and messages reach this process only, which is right
+// for a single replica only.
 import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
-import { Redis } from 'ioredis'
+import { Cluster } from 'ioredis'
 import type { Logger } from 'pino'
+import {
+  mastersOf,
+  parseRedisUrl,
+  redisClient,
+  type RedisClient,
+  type RedisTopology,
+} from '../../common/redis-topology.js'
 
 export type Unsubscribe = () => Promise<void>
 
 export interface Cache {
   /** null in embedded mode. */
-  readonly redis: Redis | null
+  readonly redis: RedisClient | null
   ping(): Promise<void>
   /**
    * Tells every replica (every subscriber of the channel). Fire and forget: a lost message is logged.
@@ -21,6 +29,8 @@ export interface Cache {
    */
   publish(channel: string, message: string, o?: { localOnly?: boolean }): Promise<boolean | null>
   subscribe(channel: string, handler: (message: string) => void): Promise<Unsubscribe>
+  /** How many processes listen on the channel, as Redis counts them (null: no Redis). */
+  listeners(channel: string): Promise<number | null>
   close(): Promise<void>
 }
 
@@ -38,19 +48,10 @@ function localBus() {
 
 export async function openCache(opts: { redisUrl: string; log: Logger }): Promise<Cache> {
   if (!opts.redisUrl) {
-    return { redis: null, ping: async () => {}, ...localBus(), close: async () => {} }
+    return { redis: null, ping: async () => {}, ...localBus(), listeners: async () => null, close: async () => {} }
   }
-  const redis = new Redis(opts.redisUrl, {
-    lazyConnect: true,
-    // Fail fast while Redis is away so callers fall back at once instead of queueing requests.
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    // Commands issued in the same tick share one write: under load, many requests' rate-limit
-    // checks go to Redis together.
-    enableAutoPipelining: true,
-    connectTimeout: 5000,
-    retryStrategy: (times) => Math.min(times * 200, 5000),
-  })
+  const topology = parseRedisUrl(opts.redisUrl)
+  const redis = connect(topology)
   let warned = false
   redis.on('error', (err) => {
     if (!warned) opts.log.warn({ err: err.message }, 'redis unreachable; retrying in the background')
@@ -72,18 +73,19 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
   // This process's subscribers hear its messages at once, not after a round trip through Redis:
   // messages carry their origin, and the echo of one's own is dropped.
   const origin = `${randomBytes(6).toString('hex')}\u0000`
-  let subscriber: Redis | null = null
+  let subscriber: Subscriber | null = null
   const subscribed = new Map<string, number>()
   /** Channels Redis has confirmed this process's subscription to: it counts this process among their receivers. */
   const confirmed = new Set<string>()
   const listen = (channel: string) => {
     if (!subscriber) {
-      subscriber = redis.duplicate({ enableOfflineQueue: true, lazyConnect: false, maxRetriesPerRequest: null })
-      subscriber.on('error', () => {}) // the main connection logs outages
+      subscriber = subscriberOf(topology)
+      subscriber.client.on('error', () => {}) // the main connection logs outages
       // Reconnected, ioredis subscribes again without telling: until a channel is confirmed anew, another listener is
       // assumed (the safe side).
-      subscriber.on('close', () => confirmed.clear())
-      subscriber.on('message', (ch: string, message: string) => {
+      subscriber.client.on('close', () => confirmed.clear())
+      subscriber.client.on('-subscriber', () => confirmed.clear())
+      subscriber.client.on(subscriber.event, (ch: string, message: string) => {
         if (message.startsWith(origin)) return
         const at = message.indexOf('\u0000')
         void local.publish(ch, at >= 0 && at <= 12 ? message.slice(at + 1) : message)
@@ -98,6 +100,7 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
         .then(() => (subscribed.get(channel) ?? 0) > 0 && confirmed.add(channel))
         .catch(() => {})
   }
+  const sharded = redis instanceof Cluster
   return {
     redis,
     ping: async () => {
@@ -107,7 +110,11 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
       await local.publish(channel, message)
       if (o?.localOnly) return null
       try {
-        const receivers = await redis.publish(channel, origin + message)
+        // On a cluster, SPUBLISH goes to the master of the channel's slot, where the sharded
+        // subscribers are: its count is every receiver's (a PUBLISH's would be its node's alone).
+        const receivers = Number(
+          await (sharded ? redis.spublish(channel, origin + message) : redis.publish(channel, origin + message)),
+        )
         return receivers > (confirmed.has(channel) ? 1 : 0)
       } catch (err) {
         // Subscribers of this process heard it; the others find out when their caches expire.
@@ -128,13 +135,76 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
           confirmed.delete(channel)
         }
         // Only while connected: queued for a Redis that is away, the call would wait for its return.
-        if (n === 0 && subscriber?.status === 'ready') await subscriber.unsubscribe(channel).catch(() => {})
+        if (n === 0 && subscriber?.client.status === 'ready') await subscriber.unsubscribe(channel).catch(() => {})
       }
     },
-    close: async () => {
-      subscriber?.disconnect()
-      if (redis.status === 'ready') await redis.quit().catch(() => redis.disconnect())
-      else redis.disconnect()
+    listeners: async (channel) => {
+      // Sharded: only the master of the channel's slot has its subscribers, so the masters' counts add up.
+      if (!sharded) return Number(((await redis.pubsub('NUMSUB', channel)) as [string, number])[1])
+      const counts = await Promise.all(
+        mastersOf(redis).map(async (m) => Number(((await m.pubsub('SHARDNUMSUB', channel)) as [string, number])[1])),
+      )
+      return counts.reduce((a, b) => a + b, 0)
     },
+    close: async () => {
+      subscriber?.client.disconnect()
+      if (redis.status === 'ready') await redis.quit().catch(() => {})
+      // Also after QUIT: it ends the data connection only, and a Sentinel client's connections to
+      // the Sentinels (its failover detector) close on disconnect alone.
+      redis.disconnect()
+    },
+  }
+}
+
+/**
+ * The shared connection. Fail fast while Redis is away (no offline queue, one retry), so callers
+ * fall back at once instead of queueing requests; commands issued in the same tick share one write
+ * (under load, many requests' rate-limit checks go to Redis together).
+ */
+function connect(topology: RedisTopology): RedisClient {
+  const node = { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 5000 }
+  const retryStrategy = (times: number) => Math.min(times * 200, 5000)
+  return redisClient(
+    topology,
+    { ...node, enableAutoPipelining: true, retryStrategy },
+    {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      enableAutoPipelining: true,
+      clusterRetryStrategy: retryStrategy,
+      // A master's failover takes the cluster's node timeout and an election: retried meanwhile, a
+      // command waits for it rather than fail at once (then the caller's fallback answers).
+      retryDelayOnFailover: 200,
+      retryDelayOnClusterDown: 200,
+      slotsRefreshTimeout: 2000,
+    },
+  )
+}
+
+/** A connection in subscriber mode, which can do nothing else: on a cluster, one per master (sharded pub/sub). */
+interface Subscriber {
+  client: RedisClient
+  /** The event a message arrives by. */
+  event: 'message' | 'smessage'
+  subscribe(channel: string): Promise<unknown>
+  unsubscribe(channel: string): Promise<unknown>
+}
+
+/** Subscriptions are re-made by ioredis after a reconnect (or, on a cluster, a failover): it keeps an offline queue. */
+function subscriberOf(topology: RedisTopology): Subscriber {
+  const options = { enableOfflineQueue: true, lazyConnect: false, maxRetriesPerRequest: null, connectTimeout: 5000 }
+  const client = redisClient(topology, options, { shardedSubscribers: true, enableOfflineQueue: true })
+  if (client instanceof Cluster)
+    return {
+      client,
+      event: 'smessage',
+      subscribe: (channel) => client.ssubscribe(channel),
+      unsubscribe: (channel) => client.sunsubscribe(channel),
+    }
+  return {
+    client,
+    event: 'message',
+    subscribe: (channel) => client.subscribe(channel),
+    unsubscribe: (channel) => client.unsubscribe(channel),
   }
 }

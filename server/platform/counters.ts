@@ -3,7 +3,7 @@
 // none: availability wins, and abuse stays bounded (N replicas x the limit). Keys expire with their
 // window, so what a flood of made-up keys leaves behind is bounded by the window too. Each switch to
 // memory is logged (at most once a minute) and counted in atrium_rate_limit_fallback_total.
-import type { Redis } from 'ioredis'
+import { mastersOf, type RedisClient } from '../../common/redis-topology.js'
 import type { Logger } from 'pino'
 import { Counter, type Registry } from 'prom-client'
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible'
@@ -73,7 +73,16 @@ export const RATE_LIMIT_PREFIX = 'atrium:rl'
 /** Redis's glob characters, escaped so that a key's text matches only itself. */
 const literalGlob = (text: string) => text.replace(/[*?[\]\\]/g, '\\$&')
 
-export function openCounters(o: { redis: Redis | null; log: Logger; registry: Registry }): Counters {
+export function openCounters(o: {
+  redis: RedisClient | null
+  log: Logger
+  registry: Registry
+  /**
+   * How many replicas share the limits (as Redis last counted them): while Redis fails, each may
+   * pass only its share of what is left of a window. Unknown: one.
+   */
+  replicas?: () => Promise<number | null>
+}): Counters {
   const fallbacks =
     (o.registry.getSingleMetric(FALLBACK_METRIC) as Counter<'limiter'> | undefined) ??
     new Counter({
@@ -92,6 +101,19 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
         'rate limit store unreachable: counting per replica in memory',
       )
     }
+  }
+
+  /** The replicas as last counted, asked again at most every 5 s, by a reservation (never on a request's path). */
+  let known = { replicas: 1, at: 0 }
+  const replicas = () => {
+    if (o.replicas && Date.now() - known.at > 5000) {
+      known = { ...known, at: Date.now() }
+      void o
+        .replicas()
+        .then((n) => n && (known = { replicas: n, at: Date.now() }))
+        .catch(() => {})
+    }
+    return known.replicas
   }
 
   return {
@@ -135,12 +157,14 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
             memory.dump().storage.flatMap((r) => (String(r.key).startsWith(prefix) ? [String(r.key)] : [])),
           )
           await Promise.all([...deleted].map((key) => memory.delete(key)))
-          if (o.redis) {
+          // Each master holds its own keys (one, but for a cluster); a key is unlinked on its own,
+          // as keys of different slots cannot go in one command.
+          for (const node of o.redis ? mastersOf(o.redis) : []) {
             const pattern = `${literalGlob(c.keyPrefix)}:${literalGlob(prefix)}*`
             let cursor = '0'
             do {
-              const [next, keys] = await o.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
-              if (keys.length) await o.redis.unlink(...keys)
+              const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
+              await Promise.all(keys.map((key) => o.redis!.unlink(key)))
               for (const key of keys) deleted.add(key.slice(c.keyPrefix.length + 1))
               cursor = next
             } while (cursor !== '0')
@@ -166,7 +190,7 @@ export function openCounters(o: { redis: Redis | null; log: Logger; registry: Re
           }
         },
       }
-      return o.redis ? batchedLimit(o.redis, c, viaMemory, (err) => fellBack(c.name, err)) : viaMemory
+      return o.redis ? batchedLimit(o.redis, c, viaMemory, (err) => fellBack(c.name, err), replicas) : viaMemory
     },
   }
 }
@@ -199,7 +223,9 @@ if ttl < 0 then
 end
 return {n, ttl}`
 const RESERVE_COMMAND = 'atriumReserveTokens'
-type Reserving = Redis & { [RESERVE_COMMAND](key: string, batch: number, windowMs: number): Promise<[number, number]> }
+type Reserving = RedisClient & {
+  [RESERVE_COMMAND](key: string, batch: number, windowMs: number): Promise<[number, number]>
+}
 
 interface Held {
   /** Tokens this replica reserved and has not spent. */
@@ -208,6 +234,10 @@ interface Held {
   seen: number
   /** When the window ends, by this replica's clock (never later than Redis's expiry). */
   until: number
+  /** Requests passed here while Redis failed the window's reservations: added to the next one. */
+  owed: number
+  /** While Redis fails: what this replica may still pass of the window (its share of what was left), else null. */
+  share: number | null
   reserving: Promise<void> | null
 }
 
@@ -219,13 +249,15 @@ interface Held {
  * more than `points` requests pass in a window, across all replicas. What it costs: tokens one
  * replica holds cannot be spent at another, so a client that spreads its requests may be refused
  * up to batchTolerance early. Once the count has reached the limit, the replica refuses without
- * asking Redis until the window ends. If Redis fails, that request is counted in memory (viaMemory).
+ * asking Redis until the window ends. If Redis fails, the request is counted on from the window this
+ * replica knows (countHere), or in memory when it knows none (viaMemory).
  */
 function batchedLimit(
-  client: Redis,
+  client: RedisClient,
   c: CounterOptions,
   viaMemory: RequestLimit,
   fellBack: (err: unknown) => void,
+  replicas: () => number,
 ): RequestLimit {
   // A defined command goes as EVALSHA (the script's text only when Redis has not cached it).
   if (!(RESERVE_COMMAND in client)) client.defineCommand(RESERVE_COMMAND, { numberOfKeys: 1, lua: RESERVE_SCRIPT })
@@ -242,23 +274,47 @@ function batchedLimit(
   const reserve = async (key: string, h: Held) => {
     const batch = batchSize(c.points - h.seen, c.points)
     const sent = Date.now()
-    const [count, ttl] = await redis[RESERVE_COMMAND](`${c.keyPrefix}:${key}`, batch, windowMs)
+    const owed = sent < h.until ? h.owed : 0
+    const [count, ttl] = await redis[RESERVE_COMMAND](`${c.keyPrefix}:${key}`, batch + owed, windowMs)
     // Reserved before this window ended here: tokens still held are the same window's (Redis keeps
     // one key per window), else they are void.
     if (sent >= h.until) h.tokens = 0
     h.tokens += Math.max(0, Math.min(batch, c.points - (count - batch)))
     h.seen = count
     h.until = sent + ttl
+    h.owed = 0
+    h.share = null
+    replicas() // kept current while Redis answers, for when it does not
+  }
+  /**
+   * Redis failed a reservation (away, or a master failing over): within a window this replica
+   * knows, it counts on from what it last saw there, passing its share of what was left (the
+   * others do the same), so that a client stays within the limit (and one over it stays over);
+   * what passes is added to the next reservation. Null: no window known.
+   */
+  const countHere = (h: Held, now: number): LimitState | null => {
+    if (h.until <= now) return null
+    // The others count on alone too: each passes its share of what was left, less what each other
+    // may have reserved since this one last looked (a batch), so that together they stay within it.
+    const n = replicas()
+    h.share ??= Math.max(0, Math.floor((c.points - h.seen - (n - 1) * batchSize(c.points - h.seen, c.points)) / n))
+    const allowed = h.seen < c.points && h.share > 0
+    if (allowed) {
+      h.seen++
+      h.owed++
+      h.share--
+    }
+    return { allowed, remainingPoints: Math.max(0, c.points - h.seen), msBeforeNext: h.until - now }
   }
   /** The key's held state, made on first sight and emptied when its window has ended. */
   const heldFor = (key: string, now: number): Held => {
     let h = held.get(key)
     if (!h) {
       sweep(now)
-      h = { tokens: 0, seen: 0, until: 0, reserving: null }
+      h = { tokens: 0, seen: 0, until: 0, owed: 0, share: null, reserving: null }
       held.set(key, h)
     }
-    if (h.until <= now && !h.reserving) Object.assign(h, { tokens: 0, seen: 0 })
+    if (h.until <= now && !h.reserving) Object.assign(h, { tokens: 0, seen: 0, owed: 0, share: null })
     return h
   }
   /** The decision when memory alone can make it (a token spent, or a full window); null: a reservation is needed. */
@@ -267,7 +323,10 @@ function batchedLimit(
       h.tokens--
       return { allowed: true, remainingPoints: Math.max(0, c.points - h.seen + h.tokens), msBeforeNext: h.until - now }
     }
-    if (h.seen >= c.points && h.until > now) return { allowed: false, remainingPoints: 0, msBeforeNext: h.until - now }
+    // Full, and Redis knows all that passed here: refused without asking it. (What passed while it
+    // was away is owed to it first, or other replicas would go on spending it.)
+    if (h.seen >= c.points && h.until > now && !h.owed)
+      return { allowed: false, remainingPoints: 0, msBeforeNext: h.until - now }
     return null
   }
   return {
@@ -287,7 +346,7 @@ function batchedLimit(
             await mine
           } catch (err) {
             fellBack(err)
-            return viaMemory.hit(key)
+            return countHere(h, Date.now()) ?? viaMemory.hit(key)
           }
         } else {
           // Another request's reservation: its failure is that request's to report.

@@ -19,8 +19,8 @@ function serverBin(): string | null {
   return found ?? null
 }
 
-/** PostgreSQL refuses to run as root: as root, the cluster belongs to the postgres user. */
-function owner(): { uid: number; gid: number } | null {
+/** PostgreSQL (and PgBouncer) refuse to run as root: as root, the cluster belongs to the postgres user. */
+export function postgresOwner(): { uid: number; gid: number } | null {
   if (process.getuid?.() !== 0) return null
   try {
     const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim())
@@ -33,7 +33,8 @@ function owner(): { uid: number; gid: number } | null {
 /** tap's skip option: false when a cluster can be made here, else why not. */
 export function clusterSkip(): false | string {
   if (!serverBin()) return "needs PostgreSQL's server programs (initdb, pg_ctl): apt-get install postgresql"
-  if (process.getuid?.() === 0 && !owner()) return 'runs as root, and there is no postgres user to own the cluster'
+  if (process.getuid?.() === 0 && !postgresOwner())
+    return 'runs as root, and there is no postgres user to own the cluster'
   return false
 }
 
@@ -49,7 +50,7 @@ export interface Cluster {
  */
 export async function pgCluster(t: Test, hba: string[]): Promise<Cluster> {
   const bin = serverBin()!
-  const user = owner()
+  const user = postgresOwner()
   const dir = tempDir(t, 'atrium-pg-')
   if (user) chownSync(dir, user.uid, user.gid)
   const data = join(dir, 'data')

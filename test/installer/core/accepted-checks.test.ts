@@ -26,6 +26,7 @@ import { site } from '../fixtures.js'
 const NEVER = [
   'postgres.connect',
   'postgres.privileges',
+  'postgres.pooling',
   'redis.connect',
   's3.roundtrip',
   'region.eu-west.roundtrip',

@@ -5,6 +5,9 @@ import { countLookups, services, suffix, testPlatform } from '../../helpers/plat
 import { batchTolerance, openCounters } from '../../../server/platform/counters.js'
 import pino from 'pino'
 import { Registry } from 'prom-client'
+import { Redis } from 'ioredis'
+import { openCache } from '../../../server/platform/cache.js'
+import { faultProxy } from '../../helpers/fault-proxy.js'
 
 /** Two replicas (apps) on one platform, sharing the limit's keys, and one key's caller through each. */
 async function twoReplicas(t: Test, overrides: Record<string, string>) {
@@ -235,5 +238,76 @@ t.test(
     }
     t.equal(granted, 40, 'exactly the limit, whichever path answered')
     t.match(limit.hitNow!('k'), { allowed: false, remainingPoints: 0 }, 'a full window is refused from memory')
+  },
+)
+
+t.test(
+  'Redis lost mid-window: the replica counts on from what it saw there (no fresh budget), and Redis is told what passed',
+  { skip: !services.redisUrl && 'needs TEST_REDIS_URL' },
+  async (t) => {
+    const proxy = await faultProxy(t, services.redisUrl)
+    const cache = await openCache({ redisUrl: proxy.via(services.redisUrl), log: pino({ level: 'silent' }) })
+    t.teardown(() => cache.close())
+    const keyPrefix = `atrium:test:${suffix()}`
+    const limit = openCounters({
+      redis: cache.redis,
+      log: pino({ level: 'silent' }),
+      registry: new Registry(),
+    }).requestLimit({ points: 20, windowSeconds: 60, keyPrefix, name: 'test' })
+    const hits = async (n: number) => {
+      const states = []
+      for (let i = 0; i < n; i++) states.push(limit.hitNow!('k') ?? (await limit.hit('k')))
+      return states.filter((s) => s.allowed).length
+    }
+    // Limits under 32 reserve one token at a time: every hit asks Redis.
+    t.equal(await hits(12), 12, '12 of 20 through Redis')
+    proxy.cut()
+    t.equal(await hits(15), 8, 'Redis away: 8 more pass (20 in the window), not a fresh 20 in memory')
+    proxy.restore()
+    const direct = new Redis(services.redisUrl)
+    t.teardown(() => direct.disconnect())
+    let count = 0
+    for (let i = 0; i < 100 && count < 20; i++) {
+      await hits(1)
+      count = Number(await direct.get(`${keyPrefix}:k`))
+      if (count < 20) await new Promise((r) => setTimeout(r, 50))
+    }
+    t.ok(count >= 20, `Redis back: its count (${count}) includes the 8 that passed while it was away`)
+    t.equal(await hits(5), 0, 'and the window stays full')
+  },
+)
+
+t.test(
+  'Redis lost mid-window with two replicas: each passes half of what was left, so that together they stay within the limit',
+  { skip: !services.redisUrl && 'needs TEST_REDIS_URL' },
+  async (t) => {
+    const proxy = await faultProxy(t, services.redisUrl)
+    const keyPrefix = `atrium:test:${suffix()}`
+    const replica = async () => {
+      const cache = await openCache({ redisUrl: proxy.via(services.redisUrl), log: pino({ level: 'silent' }) })
+      t.teardown(() => cache.close())
+      // Two replicas, as Redis would count the listeners.
+      const counters = openCounters({
+        redis: cache.redis,
+        log: pino({ level: 'silent' }),
+        registry: new Registry(),
+        replicas: async () => 2,
+      })
+      const limit = counters.requestLimit({ points: 20, windowSeconds: 60, keyPrefix, name: 'test' })
+      return async (n: number) => {
+        let passed = 0
+        for (let i = 0; i < n; i++) if ((limit.hitNow!('k') ?? (await limit.hit('k'))).allowed) passed++
+        return passed
+      }
+    }
+    const [a, b] = [await replica(), await replica()]
+    // Requests alternate between them, as a balancer sends them: each has seen the window lately.
+    let before = 0
+    for (let i = 0; i < 6; i++) before += (await a(1)) + (await b(1))
+    t.equal(before, 12, '12 of 20 through Redis, six on each')
+    proxy.cut()
+    const during = (await a(10)) + (await b(10))
+    // Each passes half of what it saw left, less the batch the other may have taken since: 4 and 3.
+    t.equal(during, 7, 'Redis away: 7 more pass between them, not past the 8 left')
   },
 )

@@ -4,94 +4,14 @@
 // the middle of the reply. The client reconnects by itself with Last-Event-ID, and the deltas it
 // got make up the saved reply exactly, none twice. A later client that resumes from an event in
 // the middle gets exactly the events after it.
-import { ErrorEvent, EventSource } from 'eventsource'
 import t from 'tap'
+import { assertWholeReply, follow, gate } from '../../../helpers/chat-stream.js'
 import { adminTenant, serverProcess } from '../../../helpers/cli.js'
 import { fakeLlm } from '../../../helpers/fake-llm.js'
 import { faultProxy } from '../../../helpers/fault-proxy.js'
 import { services, testEnv } from '../../../helpers/platform.js'
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-
-function gate() {
-  let open!: () => void
-  const opened = new Promise<void>((r) => (open = r))
-  return { opened, open }
-}
-
-interface Received {
-  id: number
-  event: string
-  data: any // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON from the API
-  /** The connection it came on: 1 for the first, 2 after the first reconnect, ... */
-  connection: number
-}
-
-interface Followed {
-  /** Resolves with every event received once `until` says so; rejects when the client gives up. */
-  events: Promise<Received[]>
-  /** Last-Event-ID of each request the client made (undefined: none sent). */
-  requests: (string | undefined)[]
-  /** Connection failures the client saw (it reconnects after each, unless it gave up). */
-  failures: { message: string | undefined; lastId: number }[]
-}
-
-/**
- * Follows a stream with the `eventsource` client, its Authorization added by its fetch hook (the
- * client's only way to send headers); `lastEventId` is sent with the first request, as a client
- * that saw that event before would (the library sends its own on every reconnect).
- */
-function follow(
-  url: string,
-  apiKey: string,
-  o: {
-    until: (e: Received) => boolean
-    onEvent?: (e: Received) => void
-    onOpen?: (n: number) => void
-    lastEventId?: number
-  },
-): Followed {
-  const requests: (string | undefined)[] = []
-  const failures: Followed['failures'] = []
-  const received: Received[] = []
-  let connection = 0
-  const es = new EventSource(url, {
-    fetch: (input, init) => {
-      requests.push(init.headers['Last-Event-ID'])
-      const lastEventId =
-        init.headers['Last-Event-ID'] ?? (o.lastEventId === undefined ? undefined : String(o.lastEventId))
-      return fetch(input, {
-        ...init,
-        headers: {
-          ...init.headers,
-          authorization: `Bearer ${apiKey}`,
-          ...(lastEventId ? { 'Last-Event-ID': lastEventId } : {}),
-        },
-      })
-    },
-  })
-  const events = new Promise<Received[]>((resolve, reject) => {
-    es.addEventListener('open', () => o.onOpen?.(++connection))
-    const onEvent = (ev: MessageEvent) => {
-      const e = { id: Number(ev.lastEventId), event: ev.type, data: JSON.parse(ev.data as string), connection }
-      received.push(e)
-      o.onEvent?.(e)
-      if (o.until(e)) {
-        es.close()
-        resolve(received)
-      }
-    }
-    es.addEventListener('message.delta', onEvent)
-    es.addEventListener('message.completed', onEvent)
-    es.addEventListener('error', (ev) => {
-      if (!(ev instanceof ErrorEvent)) return onEvent(ev as MessageEvent) // the stream's own `error` event
-      failures.push({ message: ev.message, lastId: received.at(-1)?.id ?? 0 })
-      if (es.readyState === es.CLOSED) reject(new Error(`the client gave up: ${ev.code ?? ''} ${ev.message ?? ''}`))
-    })
-  })
-  events.catch(() => es.close())
-  return { events, requests, failures }
-}
 
 t.test(
   'posted to one replica, streamed from the other through a cut and a resume: the deltas are the saved reply, none twice',
@@ -183,22 +103,13 @@ t.test(
       'deltas after the reconnect: it happened mid-reply',
     )
 
-    // Each event once, in order, numbered without gaps across the reconnect.
-    const ids = events.map((e) => e.id)
-    t.same(
-      ids,
-      ids.map((_, i) => i + 1),
-      'ids strictly increasing from 1, none repeated, none missing',
-    )
-    const deltas = events.filter((e) => e.event === 'message.delta')
+    // Each event once, in order, numbered without gaps across the reconnect; the deltas the text.
+    const deltas = assertWholeReply(t, events, text)
     t.ok(
       deltas.every((e) => e.data.messageId === replyId),
       'every delta is of the reply',
     )
-    const streamed = deltas.map((e) => e.data.delta).join('')
-    t.equal(streamed, text, "the deltas make up the model's text")
     const completed = events.at(-1)!
-    t.equal(completed.event, 'message.completed')
 
     // The saved reply, read from either replica, is the same text and the same message.
     for (const [name, server] of [

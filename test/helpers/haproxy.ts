@@ -1,0 +1,76 @@
+// HAProxy (Debian's) on loopback in front of Atrium's replicas, as docs/operations.md describes the
+// topology: round robin, each replica health-checked on /readyz every 300 ms (two failures in a row
+// take it out, one success puts it back), and a request whose connection a replica refused
+// (stopping, or not started yet) tried again on another. For the replicas test and the replicas benchmark.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { connect } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+export interface Haproxy {
+  port: number
+  child: ChildProcess
+  stop(): Promise<void>
+}
+
+/**
+ * The configuration for `backends` (loopback ports), listening on `port`; `httpCheck`: the path
+ * that must answer 200 (null: a TCP connect is the check, for a baseline server without /readyz).
+ */
+export function haproxyConfig(port: number, backends: number[], httpCheck: string | null = '/readyz'): string {
+  return [
+    'global',
+    '  maxconn 4096',
+    'defaults',
+    '  mode http',
+    '  timeout connect 2s',
+    '  timeout client 60s',
+    '  timeout server 60s',
+    // A replica busy at full load answers its health check late, not never.
+    '  timeout check 2s',
+    // A connection refused (a replica stopping or starting) is tried again, on another replica.
+    '  retries 3',
+    '  option redispatch 1',
+    '  retry-on conn-failure empty-response',
+    'frontend atrium',
+    `  bind 127.0.0.1:${port}`,
+    '  default_backend replicas',
+    'backend replicas',
+    '  balance roundrobin',
+    ...(httpCheck ? [`  option httpchk GET ${httpCheck}`, '  http-check expect status 200'] : []),
+    '  default-server inter 300 fall 2 rise 1',
+    ...backends.map((p, i) => `  server replica${i + 1} 127.0.0.1:${p} check`),
+    '',
+  ].join('\n')
+}
+
+export async function startHaproxy(port: number, backends: number[], httpCheck?: string | null): Promise<Haproxy> {
+  const dir = mkdtempSync(join(tmpdir(), 'atrium-haproxy-'))
+  const cfg = join(dir, 'haproxy.cfg')
+  writeFileSync(cfg, haproxyConfig(port, backends, httpCheck))
+  // -db: in the foreground, logging to stderr.
+  const child = spawn('haproxy', ['-db', '-f', cfg], { stdio: ['ignore', 'ignore', 'pipe'] })
+  let err = ''
+  child.stderr!.on('data', (c: Buffer) => (err = (err + c.toString()).slice(-4000)))
+  for (let i = 0; ; i++) {
+    const up = await new Promise<boolean>((resolve) => {
+      const s = connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)))
+      s.on('error', () => resolve(false))
+    })
+    if (up) break
+    if (child.exitCode !== null || i > 100) throw new Error(`haproxy did not start: ${err}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  return {
+    port,
+    child,
+    stop: async () => {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM')
+        await new Promise((r) => child.once('exit', r))
+      }
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
