@@ -34,6 +34,8 @@ case "$cmd" in
     [ "$(id -u)" = 0 ] && chown postgres: "$dir"
     as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync >"$dir.initdb.log" 2>&1 ||
       { cat "$dir.initdb.log" >&2; exit 1; }
+    # From here a failure stops what was started, so that nothing is left running.
+    trap 'say "failed at line $LINENO: $BASH_COMMAND"; "$0" down "$major" >/dev/null 2>&1 || true' ERR
     port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
     # The data is the test run's alone: no fsync, as the suite's own clusters (test/helpers/pg-cluster.ts).
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \

@@ -43,16 +43,22 @@ export const REDIS_PROTOCOLS = [
 
 const DEFAULT_PORT = { sentinel: 26379, cluster: 6379 } as const
 
-/** `host:port`, `[v6]:port` or a bare host (the topology's default port). */
+/** `host:port`, `[v6]:port` or a bare host (the topology's default port). Errors quote nothing of it. */
 function hostPort(text: string, kind: 'sentinel' | 'cluster'): HostPort {
   const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s:[\]/?#@,]+))(?::(\d{1,5}))?$/.exec(text)
-  if (!m) throw new Error(`"${text}" is not host:port`)
+  if (!m) throw new Error('is not host:port')
   const port = m[3] === undefined ? DEFAULT_PORT[kind] : Number(m[3])
-  if (port < 1 || port > 65535) throw new Error(`port ${m[3]} is out of range (1-65535)`)
+  if (port < 1 || port > 65535) throw new Error(`has port ${port}, out of range (1-65535)`)
   return { host: (m[1] ?? m[2])!, port }
 }
 
-const decode = (s: string | undefined) => (s ? decodeURIComponent(s) : undefined)
+const decode = (s: string | undefined) => {
+  try {
+    return s ? decodeURIComponent(s) : undefined
+  } catch {
+    return s // a stray '%' is itself
+  }
+}
 
 /**
  * What REDIS_URL names; throws an Error that says what is wrong (without the password) otherwise.
@@ -75,8 +81,10 @@ export function parseRedisUrl(url: string): RedisTopology {
   }
   const kind = scheme.endsWith('sentinel') ? 'sentinel' : 'cluster'
   const rest = url.slice(scheme.length + 3)
-  const [beforeQuery, query = ''] = rest.split('?', 2) as [string, string?]
-  const at = beforeQuery.lastIndexOf('@', beforeQuery.indexOf('/') < 0 ? undefined : beforeQuery.indexOf('/'))
+  const q = rest.indexOf('?')
+  const beforeQuery = q < 0 ? rest : rest.slice(0, q)
+  // The credentials end at the last '@' (a password may hold a raw '/' or '@'); hosts hold neither.
+  const at = beforeQuery.lastIndexOf('@')
   const userinfo = at >= 0 ? beforeQuery.slice(0, at) : ''
   const afterUser = at >= 0 ? beforeQuery.slice(at + 1) : beforeQuery
   const slash = afterUser.indexOf('/')
@@ -85,11 +93,31 @@ export function parseRedisUrl(url: string): RedisTopology {
   const colon = userinfo.indexOf(':')
   const username = decode(colon < 0 ? userinfo : userinfo.slice(0, colon))
   const password = decode(colon < 0 ? undefined : userinfo.slice(colon + 1))
-  const hosts = hostList.split(',').filter(Boolean)
-  if (!hosts.length)
-    throw new Error(`names no ${kind === 'sentinel' ? 'Sentinel' : 'cluster node'} (host:port,host:port)`)
-  const nodes = hosts.map((h) => hostPort(h, kind))
-  const params = new URLSearchParams(query)
+  const hosts = hostList.split(',')
+  if (!hostList) throw new Error(`names no ${kind === 'sentinel' ? 'Sentinel' : 'cluster node'} (host:port,host:port)`)
+  // Said by position, never quoted: a password written with a raw '?' would be in the text.
+  const nodes = hosts.map((h, n) => {
+    try {
+      return hostPort(h, kind)
+    } catch (err) {
+      throw new Error(
+        `host ${n + 1} of ${hosts.length} ${(err as Error).message} (write special characters in the password as %XX)`,
+      )
+    }
+  })
+  // Each parameter percent-decoded as the password is ('+' stays a plus).
+  const params = new Map(
+    (q < 0 ? '' : rest.slice(q + 1))
+      .split('&')
+      .filter(Boolean)
+      .map((pair) => {
+        const eq = pair.indexOf('=')
+        return [
+          decode(eq < 0 ? pair : pair.slice(0, eq)) ?? '',
+          decode(eq < 0 ? '' : pair.slice(eq + 1)) ?? '',
+        ] as const
+      }),
+  )
   if (kind === 'cluster') {
     if (path)
       throw new Error('a Redis Cluster has database 0 only: leave the path out (redis+cluster://h1:6379,h2:6379)')
@@ -97,17 +125,17 @@ export function parseRedisUrl(url: string): RedisTopology {
   }
   const [name, db = '0', ...more] = path.split('/')
   if (!name || more.length) throw new Error("names no master: add the Sentinel set's master name (/mymaster)")
-  if (!/^\d{1,2}$/.test(db)) throw new Error(`database "${db}" is not a number`)
+  if (!/^\d{1,2}$/.test(db)) throw new Error('has a database that is not a number (/mymaster/0)')
   return {
     kind,
     sentinels: nodes,
-    name: decodeURIComponent(name),
+    name: decode(name)!,
     db: Number(db),
     tls,
     username,
     password,
-    sentinelUsername: params.get('sentinelUsername') ?? undefined,
-    sentinelPassword: params.get('sentinelPassword') ?? undefined,
+    sentinelUsername: params.get('sentinelUsername') || undefined,
+    sentinelPassword: params.get('sentinelPassword') || undefined,
   }
 }
 

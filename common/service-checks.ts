@@ -36,7 +36,7 @@ export function where(url: string): string {
   const list = redisList(url)
   if (list)
     return redisHosts(list)
-      .map((h) => `${h.host}:${h.port}`)
+      .map((h) => `${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`)
       .join(',')
   try {
     const u = new URL(url)
@@ -48,8 +48,15 @@ export function where(url: string): string {
 
 /** The URL with its passwords replaced by ***, for showing to people. */
 export function redactUrl(url: string): string {
-  if (redisList(url))
-    return url.replace(/^([a-z+]+:\/\/[^:@/]*:)[^@/]*@/i, '$1***@').replace(/([?&]sentinelPassword=)[^&]*/, '$1***')
+  const list = redisList(url)
+  if (list) {
+    // Rebuilt from what was read, so that no spelling of a password survives.
+    const user = list.username ?? ''
+    const auth = list.password ? `${user}:***@` : user ? `${user}@` : ''
+    const path = list.kind === 'sentinel' ? `/${list.name}/${list.db}` : ''
+    const query = list.kind === 'sentinel' && list.sentinelPassword ? '?sentinelPassword=***' : ''
+    return `${url.slice(0, url.indexOf('://') + 3)}${auth}${where(url)}${path}${query}`
+  }
   try {
     const u = new URL(url)
     if (u.password) u.password = '***'

@@ -440,7 +440,8 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
         : { problem: `${name} must be one of ${s.values.join(', ')}${shown}` }
     case 'url': {
       const problem = s.problemOf?.(raw)
-      if (s.problemOf && !problem) return { value: raw.replace(/\/+$/, '') }
+      // Kept as written: its own reader knows its shape (a password may end with '/').
+      if (s.problemOf && !problem) return { value: raw }
       let u: URL
       try {
         u = new URL(raw)

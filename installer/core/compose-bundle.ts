@@ -64,19 +64,23 @@ const BUNDLED_HOSTS = new Set(['postgres', 'redis', 'minio'])
  * for no URL or one that does not parse.
  */
 export function hostsOf(url: string | undefined): string[] {
-  if (url && URL.canParse(url)) return [new URL(url).hostname.replace(/^\[(.*)\]$/, '$1')]
-  try {
-    return url ? redisHosts(parseRedisUrl(url)).map((h) => h.host) : []
-  } catch {
-    return []
+  // A Redis list first: WHATWG URL would read 'a,b:6379' as one host.
+  if (url && /^rediss?\+/i.test(url)) {
+    try {
+      return redisHosts(parseRedisUrl(url)).map((h) => h.host)
+    } catch {
+      return []
+    }
   }
+  return url && URL.canParse(url) ? [new URL(url).hostname.replace(/^\[(.*)\]$/, '$1')] : []
 }
 
 /** A URL's host name (its hosts, comma-separated, for a list); '' for no URL or one that does not parse. */
 export const hostOf = (url: string | undefined): string => hostsOf(url).join(',')
 
 /** A service setting that names no service, or one of the bundle's hosts, means the bundled service. */
-export const usesBundled = (url: string | undefined): boolean => !url || BUNDLED_HOSTS.has(hostOf(url))
+export const usesBundled = (url: string | undefined): boolean =>
+  !url || (!/^rediss?\+/i.test(url) && BUNDLED_HOSTS.has(hostOf(url))) // the bundle's Redis is one server
 
 const SERVICES = { DATABASE_URL: 'PostgreSQL', REDIS_URL: 'Redis', R2_ENDPOINT: 'S3' } as const
 

@@ -83,8 +83,12 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
       subscriber.client.on('error', () => {}) // the main connection logs outages
       // Reconnected, ioredis subscribes again without telling: until a channel is confirmed anew, another listener is
       // assumed (the safe side).
-      subscriber.client.on('close', () => confirmed.clear())
-      subscriber.client.on('-subscriber', () => confirmed.clear())
+      const lost = () => {
+        generation++
+        confirmed.clear()
+      }
+      subscriber.client.on('close', lost)
+      subscriber.client.on('-subscriber', lost)
       subscriber.client.on(subscriber.event, (ch: string, message: string) => {
         if (message.startsWith(origin)) return
         const at = message.indexOf('\u0000')
@@ -93,12 +97,27 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
     }
     const n = subscribed.get(channel) ?? 0
     subscribed.set(channel, n + 1)
-    // Not awaited: with Redis away it waits for the reconnect, and start-up must not.
-    if (n === 0)
-      subscriber
-        .subscribe(channel)
-        .then(() => (subscribed.get(channel) ?? 0) > 0 && confirmed.add(channel))
-        .catch(() => {})
+    if (n === 0) subscribeUntilDone(channel, 200)
+  }
+  let generation = 0
+  /**
+   * Not awaited: with Redis away it waits for the reconnect, and start-up must not. Tried again
+   * while wanted: a cluster refuses SSUBSCRIBE for a slot whose subscriber is being replaced (a
+   * failover), and does not remember the channel. A confirmation from before a lost connection
+   * confirms nothing.
+   */
+  const subscribeUntilDone = (channel: string, delayMs: number) => {
+    const at = generation
+    subscriber!.subscribe(channel).then(
+      () => at === generation && (subscribed.get(channel) ?? 0) > 0 && confirmed.add(channel),
+      () => {
+        if ((subscribed.get(channel) ?? 0) > 0 && subscriber)
+          setTimeout(
+            () => (subscribed.get(channel) ?? 0) > 0 && subscribeUntilDone(channel, Math.min(delayMs * 2, 5000)),
+            delayMs,
+          ).unref()
+      },
+    )
   }
   const sharded = redis instanceof Cluster
   return {
@@ -147,6 +166,7 @@ export async function openCache(opts: { redisUrl: string; log: Logger }): Promis
       return counts.reduce((a, b) => a + b, 0)
     },
     close: async () => {
+      subscribed.clear() // nothing is wanted any more: no subscription is tried again
       subscriber?.client.disconnect()
       if (redis.status === 'ready') await redis.quit().catch(() => {})
       // Also after QUIT: it ends the data connection only, and a Sentinel client's connections to

@@ -59,7 +59,11 @@ export async function startHaproxy(port: number, backends: number[], httpCheck?:
       s.on('error', () => resolve(false))
     })
     if (up) break
-    if (child.exitCode !== null || i > 100) throw new Error(`haproxy did not start: ${err}`)
+    if (child.exitCode !== null || i > 100) {
+      child.kill('SIGKILL')
+      rmSync(dir, { recursive: true, force: true })
+      throw new Error(`haproxy did not start: ${err}`)
+    }
     await new Promise((r) => setTimeout(r, 50))
   }
   return {

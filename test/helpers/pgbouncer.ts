@@ -51,9 +51,8 @@ export async function pgbouncer(
     chownSync(dir, owner.uid, owner.gid)
     chownSync(ini, owner.uid, owner.gid)
   }
-  const child = owner
-    ? spawn('runuser', ['-u', 'postgres', '--', 'pgbouncer', ini], { stdio: 'ignore' })
-    : spawn('pgbouncer', [ini], { stdio: 'ignore' })
+  // Its own process as that user (not under runuser, whose death would leave it running).
+  const child = spawn('pgbouncer', [ini], { stdio: 'ignore', ...(owner ?? {}) })
   t.teardown(() => void (child.exitCode === null && child.kill('SIGKILL')))
   for (let i = 0; ; i++) {
     const up = await new Promise<boolean>((resolve) => {

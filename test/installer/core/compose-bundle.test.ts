@@ -6,6 +6,8 @@ import { DEFAULT_ANSWERS, type Answers } from '../../../installer/core/answers.j
 import {
   BUNDLE_SECRETS,
   composeBundleValues,
+  hostsOf,
+  usesBundled,
   profilesInUse,
   SECRET_PROFILES,
   volumesInUse,
@@ -67,3 +69,16 @@ t.test("the volumes a site needs: Atrium's data, and each bundled service's it r
   t.same(volumesInUse(composeBundleValues(answers, own, null).variables), ['data'], 'as the written configuration says')
   t.same(profilesInUse({ COMPOSE_PROFILES: 's3,unknown' }), ['s3'])
 })
+
+t.test(
+  'a Redis Sentinel or Cluster URL is read as its list of hosts: never the bundled Redis, a loopback host found',
+  async (t) => {
+    t.equal(
+      usesBundled('redis+sentinel://redis:26379/atrium'),
+      false,
+      'the bundle runs one Redis server, not Sentinels',
+    )
+    t.same(hostsOf('redis+cluster://localhost,h2:6379'), ['localhost', 'h2'])
+    t.equal(usesBundled('redis://:pw@redis:6379'), true)
+  },
+)

@@ -593,3 +593,10 @@ t.test(
     t.notMatch(bounded, /\.1499\n/, 'at most the last 500 lines')
   },
 )
+
+t.test('the scrubber removes both passwords of a Sentinel URL, which WHATWG URL cannot read', async (t) => {
+  const scrub = scrubber({ REDIS_URL: 'redis+sentinel://:data-pw@h1:26379,h2:26379/m?sentinelPassword=sentinel-pw' })
+  const out = scrub('AUTH data-pw, then the Sentinels with sentinel-pw')
+  t.notMatch(out, /data-pw|sentinel-pw/)
+  t.match(out, /^AUTH .+, then the Sentinels with /)
+})
