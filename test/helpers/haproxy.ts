@@ -1,6 +1,6 @@
 // HAProxy (Debian's) on loopback in front of Atrium's replicas, as docs/operations.md describes the
-// topology: round robin, each replica health-checked on /readyz every 300 ms (two failures in a row
-// take it out, one success puts it back), and a request whose connection a replica refused
+// topology: round robin, each replica health-checked on /readyz every 500 ms (three failures in a
+// row take it out, one success puts it back), and a request whose connection a replica refused
 // (stopping, or not started yet) tried again on another. For the replicas test and the replicas benchmark.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -27,8 +27,10 @@ export function haproxyConfig(port: number, backends: number[], httpCheck: strin
     '  timeout connect 2s',
     '  timeout client 60s',
     '  timeout server 60s',
-    // A replica busy at full load answers its health check late, not never.
-    '  timeout check 2s',
+    // A replica busy at full load (or starved by a neighbour starting) answers its health check
+    // late, not never: only three checks in a row unanswered for 5 s each take it out. A stopping
+    // replica need not be seen quickly: the connections it refuses are tried again on another.
+    '  timeout check 5s',
     // A connection refused (a replica stopping or starting) is tried again, on another replica.
     '  retries 3',
     '  option redispatch 1',
@@ -39,7 +41,7 @@ export function haproxyConfig(port: number, backends: number[], httpCheck: strin
     'backend replicas',
     '  balance roundrobin',
     ...(httpCheck ? [`  option httpchk GET ${httpCheck}`, '  http-check expect status 200'] : []),
-    '  default-server inter 300 fall 2 rise 1',
+    '  default-server inter 500 fall 3 rise 1',
     ...backends.map((p, i) => `  server replica${i + 1} 127.0.0.1:${p} check`),
     '',
   ].join('\n')

@@ -61,7 +61,7 @@ t.test(
             data?: { id: string }
           }
           if (write && r.status === 201) written.push(body.data!.id)
-          what = `${r.status} ${write ? 'POST' : 'GET'}`
+          what = `${r.status} ${write ? 'POST' : 'GET'}: ${text.slice(0, 120)}`
           outcomes.push({
             at: started,
             ms: Date.now() - started,
