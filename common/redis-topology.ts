@@ -139,6 +139,22 @@ export function parseRedisUrl(url: string): RedisTopology {
   }
 }
 
+/** Whether a URL names a Sentinel set or a Cluster: a list of hosts, which WHATWG URL cannot read. */
+export const isRedisList = (url: string | undefined): url is string => !!url && /^rediss?\+/i.test(url)
+
+/**
+ * The Sentinel set or Cluster a URL names; null for any other URL, and for one that does not parse
+ * (the configuration's own check says what is wrong with it).
+ */
+export function redisListOf(url: string | undefined): RedisTopology | null {
+  if (!isRedisList(url)) return null
+  try {
+    return parseRedisUrl(url)
+  } catch {
+    return null
+  }
+}
+
 /** Why REDIS_URL is not usable, or null; for the config schema. */
 export function redisUrlProblem(url: string): string | null {
   try {

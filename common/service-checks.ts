@@ -11,7 +11,7 @@ import postgres from 'postgres'
 import { check, type CheckResult, type CheckStatus } from './checks.js'
 import { inSeconds, within } from './deadline.js'
 import { redactor } from './redact.js'
-import { mastersOf, parseRedisUrl, redisClient, redisHosts, type RedisTopology } from './redis-topology.js'
+import { mastersOf, redisClient, redisHosts, redisListOf, type RedisTopology } from './redis-topology.js'
 import { compareVersions, parseVersion } from './version-numbers.js'
 
 export interface ServiceCheckOptions {
@@ -21,19 +21,9 @@ export interface ServiceCheckOptions {
 
 const DEFAULT_TIMEOUT_MS = 5000
 
-/** A Redis Sentinel set's or Cluster's URL (WHATWG URL cannot read a list of hosts); null for any other. */
-const redisList = (url: string): RedisTopology | null => {
-  if (!/^rediss?\+/i.test(url)) return null
-  try {
-    return parseRedisUrl(url)
-  } catch {
-    return null
-  }
-}
-
 /** host:port of a URL (each of a Redis list's), never its credentials. */
 export function where(url: string): string {
-  const list = redisList(url)
+  const list = redisListOf(url)
   if (list)
     return redisHosts(list)
       .map((h) => `${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`)
@@ -48,7 +38,7 @@ export function where(url: string): string {
 
 /** The URL with its passwords replaced by ***, for showing to people. */
 export function redactUrl(url: string): string {
-  const list = redisList(url)
+  const list = redisListOf(url)
   if (list) {
     // Rebuilt from what was read, so that no spelling of a password survives.
     const user = list.username ?? ''
@@ -79,7 +69,7 @@ function scrub(results: CheckResult[], secrets: (string | undefined)[]): CheckRe
 }
 
 const passwordOf = (url: string) => {
-  const list = redisList(url)
+  const list = redisListOf(url)
   if (list) return list.password
   try {
     return decodeURIComponent(new URL(url).password)
@@ -89,7 +79,7 @@ const passwordOf = (url: string) => {
 }
 
 const userOf = (url: string) => {
-  const list = redisList(url)
+  const list = redisListOf(url)
   if (list) return list.username ?? ''
   try {
     return decodeURIComponent(new URL(url).username)
@@ -507,7 +497,7 @@ function redisFailure(url: string, err: unknown, cause: unknown, timeoutMs: numb
 
 export async function redisChecks(url: string, opts: ServiceCheckOptions = {}): Promise<CheckResult[]> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
-  const list = redisList(url)
+  const list = redisListOf(url)
   if (list) return redisTopologyChecks(url, list, timeoutMs)
   const connect = redisConnect
   let redis: Redis | undefined
@@ -668,9 +658,7 @@ async function redisTopologyChecks(url: string, topology: RedisTopology, timeout
       [passwordOf(url), topology.kind === 'sentinel' ? topology.sentinelPassword : undefined],
     )
   } catch (err) {
-    // A cluster's "Failed to refresh slots cache" carries its node's own answer as lastNodeError;
-    // its error event comes after connect() has rejected.
-    await new Promise((r) => setTimeout(r, 10))
+    // A cluster's "Failed to refresh slots cache" carries its node's own answer as lastNodeError.
     const said = [err, cause, (cause as { lastNodeError?: unknown } | null)?.lastNodeError]
       .map((e) => (e ? messageOf(e) : ''))
       .join(' ')

@@ -7,7 +7,7 @@ import { chownSync, existsSync, mkdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { VERSION } from '../../common/version.js'
-import { parseRedisUrl, redisHosts } from '../../common/redis-topology.js'
+import { isRedisList, redisHosts, redisListOf } from '../../common/redis-topology.js'
 import {
   BUNDLED_PROFILES,
   COMPOSE_SERVICE_SETTINGS,
@@ -65,12 +65,9 @@ const BUNDLED_HOSTS = new Set(['postgres', 'redis', 'minio'])
  */
 export function hostsOf(url: string | undefined): string[] {
   // A Redis list first: WHATWG URL would read 'a,b:6379' as one host.
-  if (url && /^rediss?\+/i.test(url)) {
-    try {
-      return redisHosts(parseRedisUrl(url)).map((h) => h.host)
-    } catch {
-      return []
-    }
+  if (isRedisList(url)) {
+    const list = redisListOf(url)
+    return list ? redisHosts(list).map((h) => h.host) : []
   }
   return url && URL.canParse(url) ? [new URL(url).hostname.replace(/^\[(.*)\]$/, '$1')] : []
 }
@@ -80,7 +77,7 @@ export const hostOf = (url: string | undefined): string => hostsOf(url).join(','
 
 /** A service setting that names no service, or one of the bundle's hosts, means the bundled service. */
 export const usesBundled = (url: string | undefined): boolean =>
-  !url || (!/^rediss?\+/i.test(url) && BUNDLED_HOSTS.has(hostOf(url))) // the bundle's Redis is one server
+  !url || (!isRedisList(url) && BUNDLED_HOSTS.has(hostOf(url))) // the bundle's Redis is one server
 
 const SERVICES = { DATABASE_URL: 'PostgreSQL', REDIS_URL: 'Redis', R2_ENDPOINT: 'S3' } as const
 

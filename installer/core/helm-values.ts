@@ -9,7 +9,7 @@ import { parse, stringify } from 'yaml'
 import { CHART_FIXED, CONTAINER_FIXED, helmValue } from '../../config/bundles.js'
 import { readRegionStores, settings, type Setting, type SettingName } from '../../config/schema.js'
 import { isSecret } from '../../config/secrets.js'
-import { parseRedisUrl, redisHosts } from '../../common/redis-topology.js'
+import { isRedisList, redisHosts, redisListOf } from '../../common/redis-topology.js'
 import type { Answers } from './answers.js'
 import type { EnvValues } from './config-file.js'
 
@@ -120,12 +120,9 @@ const DEFAULT_PORTS: Record<string, number> = {
  * through servicesCidrs, which the docs say (docs/installer.md).
  */
 function addressesOf(setting: string, url: string | undefined): ServiceAddress[] {
-  if (url && /^rediss?\+/i.test(url)) {
-    try {
-      return redisHosts(parseRedisUrl(url)).map(({ host, port }) => ({ setting, host: host.toLowerCase(), port }))
-    } catch {
-      return [] // the configuration's own check says what is wrong with it
-    }
+  if (isRedisList(url)) {
+    const list = redisListOf(url) // null: the configuration's own check says what is wrong with it
+    return list ? redisHosts(list).map(({ host, port }) => ({ setting, host: host.toLowerCase(), port })) : []
   }
   const one = addressOf(setting, url)
   return one ? [one] : []

@@ -2,7 +2,7 @@
 // configuration with every secret redacted, and recent logs. What is secret is config/secrets.ts'
 // isSecret, the one rule; every text in the bundle, logs included, is scrubbed of every secret
 // value in any spelling it is likely to be printed in, because programs do log connection strings.
-import { parseRedisUrl } from '../../common/redis-topology.js'
+import { redisListOf } from '../../common/redis-topology.js'
 import { createWriteStream } from 'node:fs'
 import { arch, platform, release } from 'node:os'
 import { pipeline } from 'node:stream/promises'
@@ -68,15 +68,9 @@ function secretsIn(name: string, value: string, out: Set<string>): void {
   if (url?.password || url?.username) out.add(decoded(url.password || url.username))
   // A Redis Sentinel set's or Cluster's URL (a list of hosts WHATWG URL reads wrongly, if at all):
   // its password and the Sentinels' own.
-  if (/^rediss?\+/i.test(value)) {
-    try {
-      const t = parseRedisUrl(value)
-      for (const secret of [t.password, t.kind === 'sentinel' ? t.sentinelPassword : undefined])
-        if (secret) out.add(secret)
-    } catch {
-      // not a topology the server would read either; the whole value is still found by its name
-    }
-  }
+  const list = redisListOf(value)
+  for (const secret of [list?.password, list?.kind === 'sentinel' ? list.sentinelPassword : undefined])
+    if (secret) out.add(secret)
   const walk = (key: string, node: unknown): void => {
     if (Array.isArray(node)) node.forEach((n) => walk(key, n))
     else if (node !== null && typeof node === 'object') for (const [k, v] of Object.entries(node)) walk(k, v)

@@ -4,7 +4,7 @@
 // (stopping, or not started yet) tried again on another. For the replicas test and the replicas benchmark.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { connect } from 'node:net'
+import { accepting } from './listen.js'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -55,19 +55,11 @@ export async function startHaproxy(port: number, backends: number[], httpCheck?:
   const child = spawn('haproxy', ['-db', '-f', cfg], { stdio: ['ignore', 'ignore', 'pipe'] })
   let err = ''
   child.stderr!.on('data', (c: Buffer) => (err = (err + c.toString()).slice(-4000)))
-  for (let i = 0; ; i++) {
-    const up = await new Promise<boolean>((resolve) => {
-      const s = connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)))
-      s.on('error', () => resolve(false))
-    })
-    if (up) break
-    if (child.exitCode !== null || i > 100) {
-      child.kill('SIGKILL')
-      rmSync(dir, { recursive: true, force: true })
-      throw new Error(`haproxy did not start: ${err}`)
-    }
-    await new Promise((r) => setTimeout(r, 50))
-  }
+  await accepting(child, port, 'haproxy').catch((e: Error) => {
+    child.kill('SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
+    throw new Error(`${e.message}: ${err}`)
+  })
   return {
     port,
     child,

@@ -3,10 +3,10 @@
 // root: as root it runs as the postgres user, its files that user's.
 import { spawn } from 'node:child_process'
 import { chownSync, writeFileSync } from 'node:fs'
-import { connect } from 'node:net'
 import { join } from 'node:path'
 import type { Test } from 'tap'
 import { freePort, services, tempDir } from './platform.js'
+import { accepting } from './listen.js'
 import { findTool } from './tools.js'
 import { postgresOwner } from './pg-cluster.js'
 
@@ -54,15 +54,7 @@ export async function pgbouncer(
   // Its own process as that user (not under runuser, whose death would leave it running).
   const child = spawn('pgbouncer', [ini], { stdio: 'ignore', ...(owner ?? {}) })
   t.teardown(() => void (child.exitCode === null && child.kill('SIGKILL')))
-  for (let i = 0; ; i++) {
-    const up = await new Promise<boolean>((resolve) => {
-      const s = connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)))
-      s.on('error', () => resolve(false))
-    })
-    if (up) break
-    if (child.exitCode !== null || i > 100) throw new Error(`pgbouncer did not start (exit ${child.exitCode})`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
+  await accepting(child, port, 'pgbouncer')
   const via = new URL(services.databaseUrl)
   via.hostname = '127.0.0.1'
   via.port = String(port)
