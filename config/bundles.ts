@@ -4,7 +4,8 @@
 // (config/images.ts, the server's default tag this release) and compose's .env.example; and
 // config/atrium.env.example. `npm run config:generate` rewrites them;
 // `npm run config:generate -- --check` (and a test) fails when one has drifted.
-import { readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
 import { isMain } from '../common/is-main.js'
@@ -287,6 +288,11 @@ export function renderValuesSchema(): string {
             interval: str('Scrape interval', { pattern: '^$|^[0-9]+(ms|s|m|h)$' }),
             scrapeTimeout: str('Scrape timeout', { pattern: '^$|^[0-9]+(ms|s|m|h)$' }),
           }),
+          prometheusRule: obj({
+            enabled: bool("Create a PrometheusRule (Prometheus Operator) with Atrium's alert rules"),
+            namespace: str('Namespace of the PrometheusRule (empty: the release namespace)'),
+            labels: anyMap('Labels the Prometheus selects rules by'),
+          }),
           allowFromNamespace: str(
             "Namespace of the Prometheus, allowed by the NetworkPolicy to reach the metrics port (pods of the release's namespace always are)",
           ),
@@ -475,9 +481,42 @@ export function renderChartYaml(): string {
   )
 }
 
+/**
+ * The alert rules and dashboards (charts/atrium/files/monitoring, which the chart reads) copied for
+ * Compose sites into compose/monitoring: one source, so the two cannot drift.
+ */
+export const MONITORING = { source: root('charts/atrium/files/monitoring'), copy: root('compose/monitoring') }
+
+const filesUnder = (dir: string): string[] => {
+  try {
+    return readdirSync(dir, { recursive: true, withFileTypes: true })
+      .filter((e) => e.isFile())
+      .map((e) => relative(dir, join(e.parentPath, e.name)))
+      .sort()
+  } catch {
+    return []
+  }
+}
+
+function monitoringCopies(): { path: string; text: string }[] {
+  return filesUnder(MONITORING.source).map((f) => ({
+    path: join(MONITORING.copy, f),
+    text: readFileSync(join(MONITORING.source, f), 'utf8'),
+  }))
+}
+
+/** Copies in compose/monitoring whose source is gone. */
+const orphanCopies = () => {
+  const sources = new Set(filesUnder(MONITORING.source))
+  return filesUnder(MONITORING.copy)
+    .filter((f) => !sources.has(f))
+    .map((f) => join(MONITORING.copy, f))
+}
+
 /** Every generated file with what it should hold now. */
 export function renderAll(): { path: string; text: string }[] {
   return [
+    ...monitoringCopies(),
     { path: PATHS.envTemplate, text: renderEnvTemplate() },
     { path: PATHS.valuesSchema, text: renderValuesSchema() },
     { path: PATHS.values, text: replaceBlock(readFileSync(PATHS.values, 'utf8'), renderValuesBlock(), PATHS.values) },
@@ -504,6 +543,7 @@ export function staleFiles(): string[] {
       }
     })
     .map((f) => f.path)
+    .concat(orphanCopies())
 }
 
 if (isMain(import.meta.url)) {
@@ -513,7 +553,11 @@ if (isMain(import.meta.url)) {
     process.exitCode = stale.length ? 1 : 0
   } else {
     const files = renderAll()
-    for (const f of files) writeFileSync(f.path, f.text)
+    for (const f of orphanCopies()) rmSync(f)
+    for (const f of files) {
+      mkdirSync(dirname(f.path), { recursive: true })
+      writeFileSync(f.path, f.text)
+    }
     console.log(`wrote ${files.map((f) => f.path).join(', ')}`)
   }
 }

@@ -82,6 +82,14 @@ export const settings = {
     description:
       'Serve /metrics on this port only, apart from the API (so a public ingress cannot reach it); 0: on PORT with the API',
   } satisfies IntSetting,
+  METRICS_TENANT_LABEL: {
+    type: 'bool',
+    default: false,
+    secret: false,
+    group: 'server',
+    description:
+      'Also count model tokens per tenant (atrium_llm_tenant_tokens_total{tenant}): one series per tenant, so for sites with few tenants',
+  } satisfies BoolSetting,
   HOST: {
     type: 'string',
     default: '0.0.0.0',

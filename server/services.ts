@@ -120,7 +120,7 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
   const keyPrefix = o.rateLimitPrefix ?? RATE_LIMIT_PREFIX
   const limits: Limits = { counters, keyPrefix, signIn: signInGuard(counters, { keyPrefix, ...o.signInFailures }) }
   const jobs = createJobRunner({ db, log: moduleLog('jobs'), registry, now, ...(o.jobs || {}) })
-  const llm = createLlm({ db, log: moduleLog('llm'), registry, now })
+  const llm = createLlm({ db, log: moduleLog('llm'), registry, now, tenantLabel: config.METRICS_TENANT_LABEL })
 
   // Sign-in: sessions and access tokens, which oauth, cli-auth and team start sessions through.
   const tokens = await createTokenIssuer({
@@ -170,7 +170,7 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
     publish: (channel, message) => cache.publish(channel, message),
     subscribe: (channel, handler) => cache.subscribe(channel, handler),
   })
-  const runs = agentRunner({ db, cache, llm, connection, files, env: agentEnv, now })
+  const runs = agentRunner({ db, cache, llm, connection, files, env: agentEnv, now, registry })
   // A project backup lists the agents that have run on the project.
   const projects = projectsService({ db, storage, version: VERSION, now, projectAgents: agents.projectAgents })
   const chat = chatService({ db, llm, connection })

@@ -6,9 +6,12 @@ import type { Socket } from 'node:net'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import FindMyWay from 'find-my-way'
+import { Counter } from 'prom-client'
 import { unavailableDependency } from '../platform/db.js'
 import { AppError, ERRORS, type ErrorCode } from '../domain/errors.js'
 import { ErrorBody } from './schemas.js'
+
+const DEPENDENCIES = ['database', 'storage', 'other'] as const
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/
 
@@ -159,8 +162,24 @@ export const envelopePlugin = fp(
       done()
     })
 
+    // 503s by what failed, for the storage and database alerts: a fixed set of labels, whatever a
+    // detail says.
+    if (app.hasDecorator('registry')) app.registry.removeSingleMetric('atrium_dependency_errors_total')
+    const unavailable = new Counter({
+      name: 'atrium_dependency_errors_total',
+      help: 'Requests answered 503 because a dependency failed, by dependency (database, storage, other)',
+      labelNames: ['dependency'] as const,
+      registers: app.hasDecorator('registry') ? [app.registry] : [],
+    })
+    for (const dependency of DEPENDENCIES) unavailable.inc({ dependency }, 0)
+
     app.setErrorHandler((err: FastifyError, request, reply) => {
       const appErr = toAppError(err)
+      // (/readyz's own 503 is its answer, not a failure: its gauges report it.)
+      if (appErr.code === 'SERVICE_UNAVAILABLE' && !('checks' in appErr.details)) {
+        const named = appErr.details.dependency
+        unavailable.inc({ dependency: DEPENDENCIES.find((d) => d === named) ?? 'other' })
+      }
       // An outage is logged once per request without its stack: it is not a bug here. A deadlock may
       // be one: logged whole.
       const code = (err as { code?: string }).code

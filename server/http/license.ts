@@ -36,7 +36,21 @@ export const licensePlugin = fp(
         this.set(Math.round(time.behindMs() / 1000))
       },
     })
+    new Gauge({
+      name: 'atrium_license_read_only',
+      help: 'Whether an expired license has made the API read-only: 1 read-only, 0 not',
+      registers: [app.registry],
+      collect() {
+        this.set(license.readOnly() ? 1 : 0)
+      },
+    })
     if (!license.claims) return // unlicensed development: nothing to say or enforce
+    // For the alert that warns weeks ahead, and the grace period's countdown on a dashboard.
+    new Gauge({
+      name: 'atrium_license_expiry_timestamp_seconds',
+      help: 'When the license expires (Unix time); its grace period starts then',
+      registers: [app.registry],
+    }).set(Math.floor(license.claims.expiresAt.getTime() / 1000))
     const apiRequest = (request: FastifyRequest) => {
       const routed = request.routeOptions.url !== undefined
       return isApiPath(routed ? request.routeOptions.url! : request.url)

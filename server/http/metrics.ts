@@ -1,5 +1,6 @@
 // Prometheus metrics: request counts and latency by route template (never by raw URL, which would
 // make one series per project id).
+import { statfs } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import fp from 'fastify-plugin'
@@ -22,6 +23,28 @@ export const metricsPlugin = fp(
       help: 'AIR_GAPPED: 1 when features that need outside APIs are off, 0 otherwise',
       registers: [registry],
     }).set(app.platform.config.AIR_GAPPED ? 1 : 0)
+    // The disk under DATA_DIR (the embedded database, local blobs, the generated key): read when
+    // scraped. A folder not made yet (a site on PostgreSQL and S3 may never write one) reports nothing.
+    const dataDir = app.platform.config.DATA_DIR
+    const disk = async () => statfs(dataDir).catch(() => null)
+    new Gauge({
+      name: 'atrium_data_path_free_bytes',
+      help: 'Bytes available to this process on the filesystem holding DATA_DIR',
+      registers: [registry],
+      async collect() {
+        const s = await disk()
+        if (s) this.set(s.bavail * s.bsize)
+      },
+    })
+    new Gauge({
+      name: 'atrium_data_path_size_bytes',
+      help: 'Size of the filesystem holding DATA_DIR',
+      registers: [registry],
+      async collect() {
+        const s = await disk()
+        if (s) this.set(s.blocks * s.bsize)
+      },
+    })
     const labelNames = ['method', 'route', 'status_code'] as const
     const requests = new Counter({
       name: 'http_requests_total',

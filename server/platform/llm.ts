@@ -396,6 +396,8 @@ export function createLlm(deps: {
   registry?: Registry
   now?: Clock
   retry?: { maxRetries?: number }
+  /** METRICS_TENANT_LABEL: tokens also counted per tenant. */
+  tenantLabel?: boolean
 }): Llm {
   const { db, log } = deps
   const now = deps.now ?? Date.now
@@ -415,6 +417,15 @@ export function createLlm(deps: {
     labelNames: ['provider', 'model', 'kind'] as const,
     registers,
   })
+  // Only when the operator asks (a site with a handful of tenants): one series per tenant.
+  const tenantTokens = deps.tenantLabel
+    ? new Counter({
+        name: 'atrium_llm_tenant_tokens_total',
+        help: 'Tokens used by model calls, by tenant (METRICS_TENANT_LABEL)',
+        labelNames: ['tenant', 'provider', 'kind'] as const,
+        registers,
+      })
+    : null
   const duration = new Histogram({
     name: 'atrium_llm_request_duration_seconds',
     help: 'Time of model calls, first byte sent to last byte received',
@@ -613,6 +624,8 @@ export function createLlm(deps: {
       finish('ok')
       tokens.inc({ provider, model, kind: 'input' }, usage.inputTokens)
       tokens.inc({ provider, model, kind: 'output' }, usage.outputTokens)
+      tenantTokens?.inc({ tenant: req.tenantId, provider, kind: 'input' }, usage.inputTokens)
+      tenantTokens?.inc({ tenant: req.tenantId, provider, kind: 'output' }, usage.outputTokens)
       await record(req.tenantId, provider, model, usage.inputTokens, usage.outputTokens)
       return { text, toolCalls, finishReason, usage, provider, model }
     } catch (err) {

@@ -529,7 +529,16 @@ t.test(
     const monitor = find(manifests, 'ServiceMonitor')!
     t.equal(monitor.apiVersion, 'monitoring.coreos.com/v1')
     t.equal(monitor.metadata.labels!.release, 'prometheus', 'the labels the Prometheus selects by')
-    t.same(monitor.spec.endpoints, [{ port: 'metrics', path: '/metrics', interval: '15s', scrapeTimeout: '10s' }])
+    t.same(monitor.spec.endpoints, [
+      {
+        port: 'metrics',
+        path: '/metrics',
+        interval: '15s',
+        scrapeTimeout: '10s',
+        // The job label the shipped alert rules and dashboards select by.
+        relabelings: [{ action: 'replace', targetLabel: 'job', replacement: 'atrium' }],
+      },
+    ])
     const service = find(manifests, 'Service')!
     t.match(monitor.spec.selector.matchLabels, {
       'app.kubernetes.io/name': 'atrium',

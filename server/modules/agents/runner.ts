@@ -10,6 +10,7 @@
 //   catalog) or cancelled;
 // - the state change and its webhook event (agent.started, agent.completed, agent.failed) commit
 //   together, so each is announced exactly once.
+import { Counter, type Registry } from 'prom-client'
 import type { Clock } from '../../clock.js'
 import type { Actor } from '../../domain/actor.js'
 import { AppError, type ErrorCode } from '../../domain/errors.js'
@@ -131,6 +132,8 @@ export interface RunnerDeps {
   files: ProjectFilesService
   env: ToolEnvironment
   now: Clock
+  /** Where atrium_agent_runs_finished_total is counted (none: not counted). */
+  registry?: Registry
 }
 
 /** A run's event log: state changes in their transactions, output deltas every DELTA_FLUSH_MS. */
@@ -187,6 +190,13 @@ const sizeOf = (m: LlmMessage) => JSON.stringify(m).length
 
 export function agentRunner(deps: RunnerDeps) {
   const { db } = deps
+  deps.registry?.removeSingleMetric('atrium_agent_runs_finished_total')
+  const finishedRuns = new Counter({
+    name: 'atrium_agent_runs_finished_total',
+    help: 'Agent runs this replica ended, by status (completed, failed, cancelled)',
+    labelNames: ['status'] as const,
+    registers: deps.registry ? [deps.registry] : [],
+  })
 
   /**
    * Ends a run in one transaction with its events, its webhook event and its audit entry: the status it ended with, or
@@ -253,6 +263,7 @@ export function agentRunner(deps: RunnerDeps) {
       })
       return saved
     })
+    if (done) finishedRuns.inc({ status: done.status })
     return done?.status ?? null
   }
 

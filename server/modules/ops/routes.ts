@@ -1,15 +1,11 @@
 // Liveness, readiness, metrics and the API description: for orchestrators and operators, not tenants.
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyBaseLogger } from 'fastify'
 import type { Registry } from 'prom-client'
-import { AppError } from '../../domain/errors.js'
 import { ok } from '../../http/envelope.js'
 import { Envelope } from '../../http/schemas.js'
 import type { Platform } from '../../platform/index.js'
-import { loadMigrations, pendingMigrations } from '../../platform/migrate.js'
-
-const CHECK_TIMEOUT_MS = 2000
+import { readinessMetrics, readinessService } from './service.js'
 
 const Check = Type.Object({
   status: Type.Union([Type.Literal('pass'), Type.Literal('fail')]),
@@ -29,29 +25,6 @@ const Readiness = Type.Object({
   checks: Type.Object({ db: Check, schema: SchemaCheck, cache: Check, blobs: Check }),
 })
 
-const TIMED_OUT = `no answer in ${CHECK_TIMEOUT_MS} ms`
-
-/** One dependency check. Why it failed goes to the log, not to anonymous callers (host names, users). */
-async function probe(name: string, mode: string, fn: () => Promise<void>, log: FastifyBaseLogger) {
-  const started = performance.now()
-  let timer: NodeJS.Timeout | undefined
-  try {
-    await Promise.race([
-      fn(),
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(TIMED_OUT)), CHECK_TIMEOUT_MS)
-      }),
-    ])
-    return { status: 'pass' as const, mode, latencyMs: Math.round(performance.now() - started) }
-  } catch (err) {
-    log.warn({ check: name, err }, 'readiness check failed')
-    const error = (err as Error).message === TIMED_OUT ? TIMED_OUT : 'failed (the server log says why)'
-    return { status: 'fail' as const, mode, latencyMs: Math.round(performance.now() - started), error }
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
 export interface OpsOptions {
   platform: Platform
   registry: Registry
@@ -60,17 +33,8 @@ export interface OpsOptions {
 
 export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { platform, registry, isDraining }) => {
   const tags = ['operations']
-  const migrations = loadMigrations()
-  const version = migrations.at(-1)?.version ?? 0
-  // Once the database has every migration this server needs it keeps them: asked again only after
-  // a failure, so a ready server's probe costs no more than before.
-  let schemaCurrent = false
-  const schemaCheck = async () => {
-    if (schemaCurrent) return { status: 'pass' as const, version, pending: [] }
-    const pending = await pendingMigrations(platform.db.sql, migrations)
-    schemaCurrent = pending.length === 0
-    return { status: schemaCurrent ? ('pass' as const) : ('fail' as const), version, pending }
-  }
+  const readiness = readinessService(platform, isDraining)
+  readinessMetrics(registry, readiness, app.log)
 
   app.get(
     '/healthz',
@@ -96,33 +60,11 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsOptions> = async (app, { pl
       },
     },
     async (req) => {
-      const [db, schema, cache, blobs] = await Promise.all([
-        probe('db', platform.db.mode, () => platform.db.ping(), req.log),
-        schemaCheck().catch((err: unknown) => {
-          req.log.warn({ check: 'schema', err }, 'readiness check failed')
-          return { status: 'fail' as const, version, pending: [] as number[] }
-        }),
-        probe('cache', platform.cache.redis ? 'redis' : 'in-process', () => platform.cache.ping(), req.log),
-        // The platform's own store, not a tenant's (storage.forTenant): a customer's store being
-        // away says nothing about whether this replica can serve.
-        probe('blobs', platform.blobs.kind, () => platform.blobs.ping(), req.log),
-      ])
-      const checks = { db, schema, cache, blobs }
-      const failing = Object.entries(checks)
-        .filter(([, c]) => c.status === 'fail')
-        .map(([name]) => name)
-      if (isDraining()) throw new AppError('SERVICE_UNAVAILABLE', 'Shutting down', { draining: true, checks })
-      if (schema.pending.length) {
-        throw new AppError(
-          'SERVICE_UNAVAILABLE',
-          `Not ready: the database lacks migrations ${schema.pending.join(', ')}; run \`migrate\``,
-          { checks },
-        )
-      }
-      if (db.status === 'fail' || schema.status === 'fail' || (req.query.strict && failing.length)) {
-        throw new AppError('SERVICE_UNAVAILABLE', `Not ready: ${failing.join(', ')} failing`, { checks })
-      }
-      return ok(req, { status: failing.length ? ('degraded' as const) : ('ready' as const), checks })
+      const { checks, refusal } = await readiness(req.log)
+      const failed = refusal(req.query.strict)
+      if (failed) throw failed
+      const degraded = Object.values(checks).some((c) => c.status === 'fail')
+      return ok(req, { status: degraded ? ('degraded' as const) : ('ready' as const), checks })
     },
   )
 

@@ -122,7 +122,7 @@ const storeUnavailable = (err: unknown) =>
     : new AppError(
         'SERVICE_UNAVAILABLE',
         'Object storage is unavailable; try again later',
-        { reason: (err as Error).name },
+        { dependency: 'storage', reason: (err as Error).name },
         { 'retry-after': '5' },
       )
 

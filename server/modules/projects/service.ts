@@ -288,6 +288,7 @@ export function projectsService(deps: {
           zip.destroy() // an upload that stopped reading must not leave the versions cursor open
           if (err instanceof postgres.PostgresError) throw err // reading the versions failed: ours, not storage's
           throw new AppError('SERVICE_UNAVAILABLE', 'Object storage is unavailable; try the backup again later', {
+            dependency: 'storage',
             reason: (err as Error).name,
           })
         }

@@ -581,6 +581,7 @@ export function restoresService(deps: RestoresDeps) {
               formFailed ??
               file.errored ??
               new AppError('SERVICE_UNAVAILABLE', 'Object storage is unavailable; upload the archive again later', {
+                dependency: 'storage',
                 reason: (err as { code?: string }).code ?? 'store',
               })
             )

@@ -160,6 +160,21 @@ t.test(
   },
 )
 
+t.test('metrics: the expiry for the alert weeks ahead, and read-only once the API is', async (t) => {
+  const scrape = async () => (await prod.anonymous('GET', '/metrics')).raw.toString()
+  moments.grace()
+  let text = await scrape()
+  t.match(text, new RegExp(`^atrium_license_expiry_timestamp_seconds ${expiresAt.getTime() / 1000}$`, 'm'))
+  t.match(text, /^atrium_license_read_only 0$/m, 'in grace: writable')
+  moments.expired()
+  text = await scrape()
+  t.match(text, /^atrium_license_read_only 1$/m)
+  const unlicensed = await testApp(t)
+  text = (await unlicensed.anonymous('GET', '/metrics')).raw.toString()
+  t.notMatch(text, /^atrium_license_expiry_timestamp_seconds /m, 'no license, no expiry')
+  t.match(text, /^atrium_license_read_only 0$/m)
+})
+
 t.test('development never turns read-only: an expired license is only reported', async (t) => {
   const dev = await licensedApp(false)
   moments.expired()

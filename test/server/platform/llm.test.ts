@@ -21,12 +21,22 @@ const KEY = 'sk-test-SECRET-0123456789abcdef'
 const LOOPBACK: OutboundPolicy = { allowedCidrs: ['127.0.0.1/32'], airGapped: false }
 
 /** An app whose outbound policy admits the fake (it listens on 127.0.0.1), with a capturing log. */
-async function setup(t: Test, o: { policy?: OutboundPolicy; maxRetries?: number; now?: () => number } = {}) {
+async function setup(
+  t: Test,
+  o: { policy?: OutboundPolicy; maxRetries?: number; now?: () => number; tenantLabel?: boolean } = {},
+) {
   const h = await testApp(t, { OUTBOUND_ALLOWED_NETWORKS: '127.0.0.1/32' })
   const lines: string[] = []
   const log = pino({ level: 'debug' }, { write: (line: string) => void lines.push(line) })
   const registry = new Registry()
-  const llm = createLlm({ db: h.platform.db, log, registry, now: o.now, retry: { maxRetries: o.maxRetries ?? 2 } })
+  const llm = createLlm({
+    db: h.platform.db,
+    log,
+    registry,
+    now: o.now,
+    retry: { maxRetries: o.maxRetries ?? 2 },
+    tenantLabel: o.tenantLabel,
+  })
   // Names (api.openai.com) resolve to a public address without asking DNS: the sandbox may have none.
   const resolver = async () => [{ address: '93.184.216.34', family: 4 }]
   const fetch = outboundFetch(compilePolicy(o.policy ?? LOOPBACK, resolver), {
@@ -114,6 +124,16 @@ t.test('openai: streamed deltas in order, the full text, usage recorded and coun
   t.match(metrics, /atrium_llm_tokens_total\{provider="openai",model="gpt-test",kind="input"\} 22/)
   t.match(metrics, /atrium_llm_request_duration_seconds_count\{provider="openai"\} 3/)
   t.notMatch(metrics, new RegExp(tenantId), 'no tenant label')
+})
+
+t.test('with METRICS_TENANT_LABEL, tokens are also counted per tenant', async (t) => {
+  const fake = await fakeLlm(t)
+  const { llm, target, tenantId, registry } = await setup(t, { tenantLabel: true })
+  fake.push({ text: 'ok', usage: { input: 7, output: 2 } })
+  await llm.complete({ tenantId, target: target({ baseUrl: fake.url }), messages: [{ role: 'user', content: 'hi' }] })
+  const metrics = await registry.metrics()
+  t.match(metrics, `atrium_llm_tenant_tokens_total{tenant="${tenantId}",provider="openai",kind="input"} 7`)
+  t.match(metrics, `atrium_llm_tenant_tokens_total{tenant="${tenantId}",provider="openai",kind="output"} 2`)
 })
 
 t.test('tool calls: declared to the model, parsed arguments back, invalid ones marked with the reason', async (t) => {

@@ -169,7 +169,16 @@ t.test('a provider that answers 429 with Retry-After and then succeeds: the run 
   t.notOk(llm.requests[before]!.body.tools, 'a low-autonomy agent is offered no tools')
 })
 
+/** atrium_agent_runs_finished_total{status} as this app's /metrics says now. */
+const runsFinished = async (status: string) =>
+  Number(
+    new RegExp(`^atrium_agent_runs_finished_total\\{status="${status}"\\} (\\d+)$`, 'm').exec(
+      (await h.anonymous('GET', '/metrics')).raw.toString(),
+    )?.[1] ?? 0,
+  )
+
 t.test('provider failures end the run failed with the catalog code and no secret', async (t) => {
+  const failedBefore = await runsFinished('failed')
   const { call } = await tenantWithLlm('enterprise', llm, 'sk-secret-value-abcdef123456')
   const projectId = await project(call)
   const agentId = await agent(call, { autonomyLevel: 'low' })
@@ -202,6 +211,7 @@ t.test('provider failures end the run failed with the catalog code and no secret
     (await call('POST', `/api/v1/agents/${agentId}/execute`, { goal: 'Hi', projectId })).body.data.id,
   )
   t.match(unreachable, { status: 'failed', error: { code: 'LLM_UNREACHABLE' } })
+  t.equal(await runsFinished('failed'), failedBefore + 2, 'both counted in atrium_agent_runs_finished_total')
 })
 
 t.test('refusals when a run is asked for', async (t) => {

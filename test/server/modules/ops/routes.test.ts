@@ -1,3 +1,4 @@
+import { statfs } from 'node:fs/promises'
 import t from 'tap'
 import { appOn, testApp } from '../../../helpers/app.js'
 import { testPlatform } from '../../../helpers/platform.js'
@@ -89,6 +90,67 @@ t.test('metrics count requests by route template, not by URL', async (t) => {
   t.notMatch(text, new RegExp(p.id), 'no ids in labels')
   t.match(text, /process_resident_memory_bytes/)
   t.match(text, /^atrium_air_gapped 0$/m, 'a connected site says so')
+})
+
+const metricsOf = async (b: { anonymous: typeof h.anonymous }) => (await b.anonymous('GET', '/metrics')).raw.toString()
+
+t.test('the readiness gauges say what /readyz says, probed on each scrape', async (t) => {
+  const b = await testApp(t)
+  let text = await metricsOf(b)
+  t.match(text, /^atrium_ready 1$/m)
+  for (const d of ['database', 'cache', 'blobs'])
+    t.match(text, new RegExp(`^atrium_dependency_up\\{dependency="${d}"\\} 1$`, 'm'))
+  failing(b.platform.blobs, 'bucket gone')
+  text = await metricsOf(b)
+  t.match(text, /^atrium_dependency_up\{dependency="blobs"\} 0$/m, 'the store is down')
+  t.match(text, /^atrium_ready 1$/m, 'degraded is still ready, as /readyz answers 200')
+  failing(b.platform.db, 'connect ECONNREFUSED')
+  text = await metricsOf(b)
+  t.match(text, /^atrium_dependency_up\{dependency="database"\} 0$/m)
+  t.match(text, /^atrium_ready 0$/m, 'without its database it is not')
+  t.notMatch(text, /ECONNREFUSED|bucket gone/, 'causes stay in the log')
+})
+
+t.test('atrium_ready is 0 while draining', async (t) => {
+  const b = await testApp(t)
+  b.app.draining = true
+  t.match(await metricsOf(b), /^atrium_ready 0$/m)
+})
+
+t.test('requests answered 503 are counted by the dependency that failed; readiness answers are not', async (t) => {
+  const b = await testApp(t)
+  const { call } = await b.tenant()
+  t.match(await metricsOf(b), /^atrium_dependency_errors_total\{dependency="database"\} 0$/m, 'present from the start')
+  const p = (await call('POST', '/api/v1/projects', { name: 'm' })).body.data
+  const put = b.platform.storage.forTenant
+  // The tenant's store refuses every write from now on.
+  b.platform.storage.forTenant = async (...args) => {
+    const store = await put(...args)
+    return {
+      ...store,
+      put: async () => {
+        throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })
+      },
+    }
+  }
+  const r = await call('PUT', `/api/v1/projects/${p.id}/files/a.txt`, 'hello', { 'content-type': 'text/plain' })
+  t.equal(r.status, 503, JSON.stringify(r.body))
+  t.equal(r.body.error.details.dependency, 'storage')
+  b.platform.storage.forTenant = put
+  failing(b.platform.db, 'down')
+  t.equal((await b.anonymous('GET', '/readyz')).status, 503)
+  const text = await metricsOf(b)
+  t.match(text, /^atrium_dependency_errors_total\{dependency="storage"\} 1$/m)
+  t.match(text, /^atrium_dependency_errors_total\{dependency="other"\} 0$/m, "readyz's 503 is its answer, not an error")
+})
+
+t.test('the filesystem under DATA_DIR is measured when scraped', async (t) => {
+  const text = await metricsOf(h)
+  const free = Number(/^atrium_data_path_free_bytes (\d+)$/m.exec(text)?.[1])
+  const size = Number(/^atrium_data_path_size_bytes (\d+)$/m.exec(text)?.[1])
+  const fs = await statfs(h.platform.config.DATA_DIR)
+  t.equal(size, fs.blocks * fs.bsize)
+  t.ok(free > 0 && free <= size, `free ${free} of ${size}`)
 })
 
 t.test('an air-gapped site says so in its metrics', async (t) => {
