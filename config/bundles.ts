@@ -296,6 +296,14 @@ export function renderValuesSchema(): string {
           allowFromNamespace: str(
             "Namespace of the Prometheus, allowed by the NetworkPolicy to reach the metrics port (pods of the release's namespace always are)",
           ),
+          grafanaDashboards: obj({
+            enabled: bool("Create a ConfigMap per Atrium Grafana dashboard, for the Grafana dashboards' sidecar"),
+            namespace: str('Namespace of the ConfigMaps: where the sidecar looks (empty: the release namespace)', {
+              pattern: '^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+            }),
+            labels: anyMap('Labels the sidecar selects ConfigMaps by (its default: grafana_dashboard: "1")'),
+            annotations: anyMap('Annotations of the ConfigMaps, e.g. the folder (grafana_folder)'),
+          }),
         }),
         serviceAccount: obj({
           create: bool('Create a ServiceAccount'),

@@ -1,6 +1,6 @@
 // The Helm chart, rendered and linted by the real Helm: what it deploys, how it is locked down,
 // and what an upgrade keeps.
-import { cpSync, readFileSync, writeFileSync } from 'node:fs'
+import { cpSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { parse } from 'yaml'
@@ -36,7 +36,10 @@ const VARIANTS: Record<string, Record<string, unknown>> = {
     ingress: { enabled: true, host: 'atrium.example.com', tls: { enabled: true } },
   },
   monitored: {
-    metrics: { serviceMonitor: { enabled: true, labels: { release: 'prometheus' } } },
+    metrics: {
+      serviceMonitor: { enabled: true, labels: { release: 'prometheus' } },
+      grafanaDashboards: { enabled: true, namespace: 'monitoring' },
+    },
     airGapped: true,
     networkPolicy: { servicesCidrs: ['10.20.0.0/16'] },
   },
@@ -915,6 +918,74 @@ t.test(
     const test = find(manifests, 'Pod')!
     t.equal(test.metadata.annotations!['helm.sh/hook'], 'test', "the test Pod's own annotations stay")
     t.equal(test.metadata.annotations!['kube-score/ignore'], 'container-image-pull-policy', 'and win')
+  },
+)
+
+t.test(
+  "metrics.grafanaDashboards: a ConfigMap per dashboard file for Grafana's sidecar, its label and folder; none by default",
+  { skip },
+  async (t) => {
+    const dashboards = join(CHART, 'files/monitoring/dashboards')
+    const files = readdirSync(dashboards)
+      .filter((f) => f.endsWith('.json'))
+      .sort()
+    t.ok(files.length >= 6, `${files.length} dashboards`)
+    const isDashboard = (m: Manifest) => m.kind === 'ConfigMap' && /-dashboard-/.test(m.metadata.name)
+    const off = await helmTemplate(t)
+    t.equal(off.code, 0, off.stderr)
+    t.same(off.manifests.filter(isDashboard), [], 'none by default: not every site runs Grafana')
+
+    const { code, manifests, stderr } = await helmTemplate(t, [
+      {
+        metrics: {
+          grafanaDashboards: {
+            enabled: true,
+            namespace: 'monitoring',
+            labels: { team: 'ai-platform' },
+            annotations: { grafana_folder: 'Atrium' },
+          },
+        },
+      },
+    ])
+    t.equal(code, 0, stderr)
+    const maps = manifests.filter(isDashboard)
+    t.same(
+      maps
+        .map((m) => Object.keys(m.data))
+        .flat()
+        .sort(),
+      files,
+      'one ConfigMap per file, the file its one key',
+    )
+    for (const file of files) {
+      const m = maps.find((m) => file in m.data)!
+      t.equal(m.metadata.name, `atrium-dashboard-${file.replace(/^atrium-/, '').replace(/\.json$/, '')}`)
+      t.equal(m.metadata.namespace, 'monitoring', `${file}: where the sidecar looks`)
+      t.match(
+        m.metadata.labels,
+        { grafana_dashboard: '1', team: 'ai-platform', 'app.kubernetes.io/part-of': 'atrium' },
+        `${file}: the sidecar's default label beside the ones given, and the chart's`,
+      )
+      t.same(m.metadata.annotations, { grafana_folder: 'Atrium' }, `${file}: the folder`)
+      const text = m.data[file] as string
+      t.equal(text, readFileSync(join(dashboards, file), 'utf8').trimEnd(), `${file}: the file as it is`)
+      t.equal(JSON.parse(text).uid, file.replace(/\.json$/, ''), `${file}: valid JSON, its uid`)
+    }
+
+    const relabelled = await helmTemplate(t, [
+      { metrics: { grafanaDashboards: { enabled: true, labels: { grafana_dashboard: null, dashboards: 'atrium' } } } },
+    ])
+    t.equal(relabelled.code, 0, relabelled.stderr)
+    const labels = relabelled.manifests.filter(isDashboard).map((m) => m.metadata.labels!)
+    t.equal(labels.length, files.length)
+    t.ok(
+      labels.every((l) => l.dashboards === 'atrium' && !('grafana_dashboard' in l)),
+      "a sidecar of another label: the default's taken away with null",
+    )
+
+    const typo = await helmTemplate(t, [{ metrics: { grafanaDashboards: { enable: true } } }])
+    t.not(typo.code, 0, 'a misspelt value is refused')
+    t.match(typo.stderr, /enable/)
   },
 )
 

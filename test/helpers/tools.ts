@@ -85,7 +85,7 @@ export const KUBE_VERSION = '1.31.0'
 export interface Manifest {
   apiVersion: string
   kind: string
-  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any Kubernetes manifest
   [k: string]: any
 }
