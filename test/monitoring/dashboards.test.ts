@@ -1,7 +1,8 @@
 // The Grafana dashboards the chart ships (charts/atrium/files/monitoring/dashboards/): their shape as Grafana and
 // the chart's sidecar read it, and every panel's query run by a real Prometheus that scrapes a real server process
 // carrying traffic of every kind the panels show. A query that does not parse, a metric renamed on one side, a
-// label a panel groups by that the server does not set: each fails here, not on an operator's first day.
+// label a panel groups by that the server does not set: each fails here, not on an operator's first day. The same
+// Prometheus loads the shipped alert rules: each evaluates, and the database's go pending while it is cut.
 import { readdirSync, readFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
@@ -123,7 +124,7 @@ t.test('each dashboard: its own uid, the data source and replica variables, ever
 const CONDITIONAL: Record<string, string> = {}
 
 t.test(
-  'every panel query parses in Prometheus and has data from a server under traffic of each kind',
+  'every panel query parses in Prometheus and has data from a server under traffic of each kind; the alert rules evaluate on the same series',
   {
     skip:
       needsPrometheus() ||
@@ -181,7 +182,11 @@ t.test(
     )
     const call = (method: string, path: string, body?: unknown, key = apiKey) => server.call(key, method, path, body)
 
-    const prometheus = await startPrometheus(t, { targets: [`127.0.0.1:${metricsPort}`] })
+    // With the shipped alert rules loaded: they are evaluated against the same real series.
+    const prometheus = await startPrometheus(t, {
+      targets: [`127.0.0.1:${metricsPort}`],
+      ruleFiles: [join(ROOT, 'charts/atrium/files/monitoring/alerts.yaml')],
+    })
     const instance = `127.0.0.1:${metricsPort}`
     await prometheus.until(`up{instance="${instance}"} == 1`)
     const start = Math.floor(Date.now() / 1000) - 2
@@ -251,6 +256,10 @@ t.test(
       if ((await call('GET', '/api/v1/projects')).status === 503) unavailable++
     t.equal(unavailable, 3, 'answered 503 without its database')
     await prometheus.until(`http_requests_total{instance="${instance}", status_code="503"}`)
+    // The alerts on it are pending (their `for` is minutes): the rules match the series as the server exports them.
+    for (const alert of ['AtriumDatabaseUnavailable', 'AtriumNotReady', 'AtriumDatabaseErrors'])
+      await prometheus.until(`ALERTS{alertname="${alert}", alertstate="pending"}`)
+    t.pass('AtriumDatabaseUnavailable, AtriumNotReady and AtriumDatabaseErrors pending while the database is away')
     db.restore()
     for (let i = 0; i < 100 && (await fetch(`${server.base}/readyz`)).status !== 200; i++)
       await new Promise((r) => setTimeout(r, 100))
@@ -328,5 +337,16 @@ t.test(
           t.ok(values.length, `${what}: has data\n${expr}`)
         }
     t.comment(`${present.size} metrics, ${[...present.values()].filter(Boolean).length} of them scraped`)
+
+    // Every shipped alert rule evaluated against the real series without an error.
+    const rules = (
+      await prometheus.api<{ groups: { rules: { name: string; health: string; lastError?: string }[] }[] }>('rules')
+    ).groups.flatMap((g) => g.rules)
+    t.ok(rules.length >= 18, `${rules.length} rules loaded`)
+    t.same(
+      rules.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.health} ${r.lastError ?? ''}`),
+      [],
+      'every rule evaluates',
+    )
   },
 )
