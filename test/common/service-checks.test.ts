@@ -634,7 +634,8 @@ t.test(
         status: 'fail',
         // The bucket lookup meets the region error, or (on a MinIO still starting) answers
         // NoSuchBucket and the creation meets it: either step is named.
-        found: /^the store is in region eu-central-1, not us-east-1, at the step: (find|create) the bucket \(The authorization header is malformed; the region is wrong; expecting 'eu-central-1'\.\)$/,
+        found:
+          /^the store is in region eu-central-1, not us-east-1, at the step: (find|create) the bucket \(The authorization header is malformed; the region is wrong; expecting 'eu-central-1'\.\)$/,
         fix: 'Set R2_REGION to eu-central-1',
       },
     ])
