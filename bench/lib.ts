@@ -1,9 +1,10 @@
 // What the benchmarks share: starting a server script as its own process, stopping it, its peak
-// RSS, and a pool of concurrent jobs.
+// RSS, a pool of concurrent jobs, and HTTP loads on several targets in alternating rounds.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import autocannon from 'autocannon'
 import { NODE_ENVIRONMENT, NODE_FLAGS } from '../config/bundles.js'
 import { buildServer, OUT } from '../server/build.js'
 
@@ -55,6 +56,16 @@ export async function start(script: string, env: Record<string, string>): Promis
 export async function stop(s: Started) {
   s.child.kill('SIGTERM')
   await new Promise((r) => s.child.once('exit', r))
+}
+
+/**
+ * CPU seconds a process has used (user and system, /proc/<pid>/stat in clock ticks, 100 a second on
+ * Linux): on a machine that other work shares, the CPU a server spends per request moves less than
+ * its throughput.
+ */
+export const cpuSeconds = (pid: number) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / 100
 }
 
 export const peakRssMb = (pid: number) => {
@@ -122,4 +133,84 @@ export function quantile(values: number[], q: number): number {
 export function printTable(rows: string[][]): void {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
   for (const r of rows) console.log(r.map((c, i) => (i ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  '))
+}
+
+export const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
+export const CONNECTIONS = 64
+export const ROUNDS = 3
+
+export interface Measured {
+  rps: number
+  p50: number
+  p99: number
+  /** Requests answered in all, warm-up included. */
+  requests: number
+}
+
+export type Target = {
+  url: string
+  headers?: Record<string, string>
+  method?: 'GET' | 'POST' | 'PUT'
+  body?: string | Buffer
+  varied?: boolean
+}
+
+/**
+ * A body whose first bytes count the requests: each one different (new content, a new object), at no cost worth
+ * measuring.
+ */
+function varied(body: Buffer) {
+  let n = 0
+  return (request: autocannon.Request) => {
+    const copy = Buffer.from(body)
+    copy.writeUInt32BE(n++ >>> 0, 0)
+    return { ...request, body: copy }
+  }
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+
+async function run(t: Target, duration: number) {
+  const r = await autocannon({
+    url: t.url,
+    connections: CONNECTIONS,
+    headers: { ...(t.body ? { 'content-type': 'application/json' } : {}), ...t.headers },
+    method: t.method ?? 'GET',
+    ...(t.body ? { body: t.body } : {}),
+    ...(t.varied && Buffer.isBuffer(t.body) ? { requests: [{ setupRequest: varied(t.body) }] } : {}),
+    duration,
+  })
+  const bad = r.non2xx + r.errors + r.timeouts
+  if (bad) throw new Error(`${t.method ?? 'GET'} ${t.url}: ${bad} of ${r.requests.total} requests failed`)
+  return r
+}
+
+/**
+ * The same work on each target in alternating rounds (first, second, ..., first, ...) after a 2 s
+ * warm-up each, the median of each target's rounds: a machine that is busier for a while slows
+ * every target, not the one that happened to run then. `pauseMs` between two runs: for servers
+ * that go on working after their load (sending what they buffered), so the next one has the CPU.
+ */
+export async function alternating(targets: Target[], o: { pauseMs?: number } = {}): Promise<Measured[]> {
+  const pause = () => new Promise((r) => setTimeout(r, o.pauseMs ?? 0))
+  const requests = targets.map(() => 0)
+  for (const [side, t] of targets.entries()) {
+    requests[side]! += (await run(t, 2)).requests.total // warm-up: JIT, pools, caches
+    await pause()
+  }
+  const rounds: Omit<Measured, 'requests'>[][] = targets.map(() => [])
+  for (let i = 0; i < ROUNDS; i++) {
+    for (const [side, t] of targets.entries()) {
+      const r = await run(t, Math.max(1, Math.round(SECONDS / ROUNDS)))
+      await pause()
+      requests[side]! += r.requests.total
+      rounds[side]!.push({ rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99 })
+    }
+  }
+  return rounds.map((ms, side) => ({
+    rps: median(ms.map((m) => m.rps)),
+    p50: median(ms.map((m) => m.p50)),
+    p99: median(ms.map((m) => m.p99)),
+    requests: requests[side]!,
+  }))
 }

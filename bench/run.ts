@@ -7,9 +7,10 @@
 // Then the job runner, agent runs, chat streams and the chat export (jobs.ts, agents.ts, chat.ts,
 // chat-export.ts), a large tenant's export and restore (portability.ts), the installer's site
 // backup and restore (site-backup.ts), and the client library's cost per call (client.ts); stack.ts sets Atrium
-// against the same stack without its safety; replicas.ts, one to three replicas behind HAProxy.
-// BENCH_ONLY=chat (or http, stack, replicas, jobs, agents, export, portability, site-backup, client; several with
-// commas) runs only those.
+// against the same stack without its safety; replicas.ts, one to three replicas behind HAProxy; tracing.ts, the
+// read by id with tracing off and on at sampling 1.0, 0.1 and 0.
+// BENCH_ONLY=chat (or http, stack, replicas, tracing, jobs, agents, export, portability, site-backup, client; several
+// with commas) runs only those.
 // Services: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test; a fresh database
 // is made and dropped) and BENCH_REDIS_URL (default redis://127.0.0.1:6379). BENCH_SECONDS: 10.
 import { createServer, request, Agent } from 'node:http'
@@ -29,6 +30,7 @@ import { benchJobs, printJobs } from './jobs.js'
 import { benchChat, printChat } from './chat.js'
 import { benchPortability, printPortability } from './portability.js'
 import { benchSiteBackup, printSiteBackup } from './site-backup.js'
+import { benchTracing, printTracing } from './tracing.js'
 import { createTenant, peakRssMb, pool, printTable, start, stop } from './lib.js'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
@@ -231,6 +233,7 @@ try {
   if (runs('site-backup')) printSiteBackup(await benchSiteBackup(env))
   if (runs('stack')) printStack(await benchStack(env))
   if (runs('replicas')) printReplicas(await benchReplicas(env))
+  if (runs('tracing')) printTracing(await benchTracing(env))
   if (runs('client')) printClient(await benchClient(env))
 } finally {
   await admin.unsafe(`drop database if exists ${dbName} with (force)`)

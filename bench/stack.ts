@@ -4,78 +4,23 @@
 // file PUT (the bytes to the same store, then the file, a version, its manifest and the event).
 // Also the compiled server's start-up to /readyz and its idle and peak RSS.
 import { readFileSync } from 'node:fs'
-import autocannon from 'autocannon'
-import { buildOnce, createTenant, peakRssMb, printTable, start, stop } from './lib.js'
+import {
+  alternating,
+  buildOnce,
+  CONNECTIONS,
+  createTenant,
+  peakRssMb,
+  printTable,
+  ROUNDS,
+  SECONDS,
+  start,
+  stop,
+  type Measured,
+  type Target,
+} from './lib.js'
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
-const CONNECTIONS = 64
-
-interface Measured {
-  rps: number
-  p50: number
-  p99: number
-}
-
-type Target = {
-  url: string
-  headers?: Record<string, string>
-  method?: 'GET' | 'POST' | 'PUT'
-  body?: string | Buffer
-  varied?: boolean
-}
-
-/**
- * A body whose first bytes count the requests: each one different (new content, a new object), at no cost worth
- * measuring.
- */
-function varied(body: Buffer) {
-  let n = 0
-  return (request: autocannon.Request) => {
-    const copy = Buffer.from(body)
-    copy.writeUInt32BE(n++ >>> 0, 0)
-    return { ...request, body: copy }
-  }
-}
-
-const ROUNDS = 3
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
-
-async function run(t: Target, duration: number) {
-  const r = await autocannon({
-    url: t.url,
-    connections: CONNECTIONS,
-    headers: { ...(t.body ? { 'content-type': 'application/json' } : {}), ...t.headers },
-    method: t.method ?? 'GET',
-    ...(t.body ? { body: t.body } : {}),
-    ...(t.varied && Buffer.isBuffer(t.body) ? { requests: [{ setupRequest: varied(t.body) }] } : {}),
-    duration,
-  })
-  const bad = r.non2xx + r.errors + r.timeouts
-  if (bad) throw new Error(`${t.method ?? 'GET'} ${t.url}: ${bad} of ${r.requests.total} requests failed`)
-  return r
-}
-
-/**
- * The bare stack and Atrium on the same work, in alternating rounds (bare, Atrium, bare, ...)
- * after a 2 s warm-up each, the median of each side's rounds: a machine that is busier for a
- * while slows both sides, not the one that happened to run then.
- */
-async function compare(bare: Target, atrium: Target): Promise<[Measured, Measured]> {
-  for (const t of [bare, atrium]) await run(t, 2) // warm-up: JIT, pools, caches
-  const rounds: [Measured[], Measured[]] = [[], []]
-  for (let i = 0; i < ROUNDS; i++) {
-    for (const [side, t] of [bare, atrium].entries()) {
-      const r = await run(t, Math.max(1, Math.round(SECONDS / ROUNDS)))
-      rounds[side]!.push({ rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99 })
-    }
-  }
-  const summary = (ms: Measured[]): Measured => ({
-    rps: median(ms.map((m) => m.rps)),
-    p50: median(ms.map((m) => m.p50)),
-    p99: median(ms.map((m) => m.p99)),
-  })
-  return [summary(rounds[0]), summary(rounds[1])]
-}
+/** The bare stack and Atrium on the same work, alternating (see alternating()). */
+const compare = (bare: Target, atrium: Target) => alternating([bare, atrium]) as Promise<[Measured, Measured]>
 
 const rssMb = (pid: number) => {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))

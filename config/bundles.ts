@@ -80,6 +80,7 @@ const chartEnvSettings = () => bundleSettings(false).filter(([name]) => !(name i
 /** The value a setting has in values.yaml: typed as the chart's schema expects. */
 export function helmValue(s: Setting, raw: string): string | number | boolean {
   if (s.type === 'int' && /^-?\d+$/.test(raw)) return Number(raw)
+  if (s.type === 'number' && raw !== '' && Number.isFinite(Number(raw))) return Number(raw)
   if (s.type === 'bool' && /^(true|false)$/i.test(raw)) return raw.toLowerCase() === 'true'
   return raw
 }
@@ -94,6 +95,8 @@ function jsonSchemaOf(s: Setting): Record<string, unknown> {
   switch (s.type) {
     case 'int':
       return { type: 'integer', minimum: s.min, maximum: s.max, description }
+    case 'number':
+      return { type: 'number', minimum: s.min, maximum: s.max, description }
     case 'bool':
       return { type: 'boolean', description }
     case 'enum':

@@ -28,7 +28,7 @@ export function renderEnvTemplate(): string {
     )
     lines.push(`# ${s.description}${notes.length ? ` [${notes.join(', ')}]` : ''}`)
     if (s.type === 'enum') lines.push(`# one of: ${s.values.join(', ')}`)
-    if (s.type === 'int') lines.push(`# ${s.min}..${s.max}`)
+    if (s.type === 'int' || s.type === 'number') lines.push(`# ${s.min}..${s.max}`)
     lines.push(`${name}=${isSecret(name) ? '' : shown(s)}`)
   }
   return lines.join('\n') + '\n'

@@ -5,7 +5,7 @@ import { isUuid } from '../common/ids.js'
 import { isRegionCode, REGION_CODES, type RegionCode } from '../common/regions.js'
 import { REDIS_PROTOCOLS, redisUrlProblem } from '../common/redis-topology.js'
 
-export type SettingType = 'string' | 'url' | 'int' | 'bool' | 'enum' | 'cidrs' | 'domains' | 'key32' | 'json'
+export type SettingType = 'string' | 'url' | 'int' | 'number' | 'bool' | 'enum' | 'cidrs' | 'domains' | 'key32' | 'json'
 
 interface SettingBase<T> {
   type: SettingType
@@ -25,6 +25,12 @@ interface StringSetting extends SettingBase<string> {
 }
 interface IntSetting extends SettingBase<number> {
   type: 'int'
+  min: number
+  max: number
+}
+/** A decimal number, such as a ratio. */
+interface NumberSetting extends SettingBase<number> {
+  type: 'number'
   min: number
   max: number
 }
@@ -48,7 +54,14 @@ interface JsonSetting<T> extends SettingBase<T> {
   parse: (value: unknown) => { value: T } | { problems: string[] }
 }
 export type Setting =
-  StringSetting | IntSetting | BoolSetting | EnumSetting<string> | CidrsSetting | DomainsSetting | JsonSetting<unknown>
+  | StringSetting
+  | IntSetting
+  | NumberSetting
+  | BoolSetting
+  | EnumSetting<string>
+  | CidrsSetting
+  | DomainsSetting
+  | JsonSetting<unknown>
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 const NODE_ENVS = ['development', 'production', 'test'] as const
@@ -127,6 +140,32 @@ export const settings = {
     group: 'server',
     description: 'Apply pending database migrations at start-up (off when a separate migration job runs them)',
   } satisfies BoolSetting,
+  TRACING_OTLP_ENDPOINT: {
+    type: 'url',
+    protocols: ['http:', 'https:'],
+    default: '',
+    secret: false,
+    group: 'server',
+    description:
+      'OpenTelemetry traces: the OTLP/HTTP endpoint of a collector inside the site (e.g. http://otel-collector:4318; spans go to its /v1/traces as protobuf); empty: no tracing. Reached through the outbound policy: a private address must be inside OUTBOUND_ALLOWED_NETWORKS, and air-gapped a name must be under OUTBOUND_ALLOWED_DOMAINS',
+  } satisfies StringSetting,
+  TRACING_SAMPLE_RATIO: {
+    type: 'number',
+    min: 0,
+    max: 1,
+    default: 1,
+    secret: false,
+    group: 'server',
+    description:
+      'Share of traces kept when tracing is on (0 to 1, e.g. 0.1); a request that arrives with a sampled W3C traceparent is kept, and a job is kept when the request that queued it was',
+  } satisfies NumberSetting,
+  TRACING_SERVICE_NAME: {
+    type: 'string',
+    default: 'atrium',
+    secret: false,
+    group: 'server',
+    description: 'The service.name traces carry (tell sites or clusters apart in one tracing backend)',
+  } satisfies StringSetting,
   SHUTDOWN_TIMEOUT_SECONDS: {
     type: 'int',
     min: 1,
@@ -410,7 +449,7 @@ type ValueOf<S> = S extends { values: readonly (infer V)[] }
   ? V
   : S extends { type: 'bool' }
     ? boolean
-    : S extends { type: 'int' }
+    : S extends { type: 'int' | 'number' }
       ? number
       : S extends { default: infer T }
         ? T extends readonly (infer E)[]
@@ -432,6 +471,13 @@ export function parseSetting(name: string, s: Setting, raw: string): { value: un
       return { value: raw }
     case 'int': {
       if (!/^-?\d+$/.test(raw)) return { problem: `${name} must be a whole number${shown}` }
+      const n = Number(raw)
+      if (n < s.min || n > s.max) return { problem: `${name} must be between ${s.min} and ${s.max}${shown}` }
+      return { value: n }
+    }
+    case 'number': {
+      if (!/^(?:\d+(?:\.\d*)?|\.\d+)$/.test(raw))
+        return { problem: `${name} must be a decimal number such as 0.25${shown}` }
       const n = Number(raw)
       if (n < s.min || n > s.max) return { problem: `${name} must be between ${s.min} and ${s.max}${shown}` }
       return { value: n }
@@ -583,6 +629,12 @@ export function parseConfig(env: Record<string, string | undefined>): { config: 
   }
   if (out.METRICS_PORT && out.METRICS_PORT === out.PORT)
     problems.push('METRICS_PORT must differ from PORT (or be 0 to serve /metrics on PORT)')
+  const tracing = out.TRACING_OTLP_ENDPOINT ? new URL(out.TRACING_OTLP_ENDPOINT as string) : null
+  // Not a secret setting (shown as it is in the env file, the chart's values, the support bundle): no credentials in it.
+  if (tracing && (tracing.username || tracing.password))
+    problems.push(
+      'TRACING_OTLP_ENDPOINT must not carry a user or password: it is not a secret setting; protect the collector on the site network instead',
+    )
   if (!out.PUBLIC_URL) out.PUBLIC_URL = `http://localhost:${out.PORT}`
   return { config: out as Config, problems }
 }

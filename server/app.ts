@@ -19,6 +19,7 @@ import { metricsPlugin } from './http/metrics.js'
 import { openapiPlugin } from './http/openapi.js'
 import { pagesPlugin } from './http/pages.js'
 import { requestLogPlugin } from './http/request-log.js'
+import { tracingPlugin } from './http/tracing.js'
 import { validationPlugin } from './http/validation.js'
 import { agentsPlugin } from './modules/agents/plugin.js'
 import { apiKeysPlugin } from './modules/api-keys/plugin.js'
@@ -58,6 +59,8 @@ declare module 'fastify' {
 
 /** HTTP plugins, in the order their hooks run on a request. */
 const HTTP: FastifyPluginAsync[] = [
+  // First: every later hook, and the handler, runs in the request's span.
+  tracingPlugin,
   envelopePlugin,
   validationPlugin,
   requestLogPlugin,

@@ -46,13 +46,18 @@ class LazyRequestLogger {
   readonly threshold: number
   constructor(
     private readonly parent: Logger,
-    private readonly bindings: pino.Bindings,
+    private bindings: pino.Bindings,
     private readonly opts: pino.ChildLoggerOptions,
   ) {
     this.threshold = parent.levels.values[opts.level ?? parent.level] ?? 0
   }
   real(): Logger {
     return (this.made ??= this.parent.child(this.bindings, this.opts))
+  }
+  /** Bindings learnt after the request began (its trace id), as pino's setBindings: the child is still made on first use. */
+  setBindings(bindings: pino.Bindings): void {
+    if (this.made) this.made.setBindings(bindings)
+    else this.bindings = { ...this.bindings, ...bindings }
   }
   get level(): string {
     return this.made?.level ?? this.opts.level ?? this.parent.level

@@ -37,6 +37,9 @@ export async function serve(opts: ServeOptions = {}): Promise<void> {
       embedded,
       airGapped: config.AIR_GAPPED,
       ...(metrics ? { metrics: metrics.address } : {}),
+      ...(platform.tracing.enabled
+        ? { tracing: { endpoint: config.TRACING_OTLP_ENDPOINT, sampleRatio: config.TRACING_SAMPLE_RATIO } }
+        : {}),
     },
     'atrium listening',
   )

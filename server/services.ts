@@ -119,8 +119,16 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
   })
   const keyPrefix = o.rateLimitPrefix ?? RATE_LIMIT_PREFIX
   const limits: Limits = { counters, keyPrefix, signIn: signInGuard(counters, { keyPrefix, ...o.signInFailures }) }
-  const jobs = createJobRunner({ db, log: moduleLog('jobs'), registry, now, ...(o.jobs || {}) })
-  const llm = createLlm({ db, log: moduleLog('llm'), registry, now, tenantLabel: config.METRICS_TENANT_LABEL })
+  const { tracing } = platform
+  const jobs = createJobRunner({ db, log: moduleLog('jobs'), registry, now, tracing, ...(o.jobs || {}) })
+  const llm = createLlm({
+    db,
+    log: moduleLog('llm'),
+    registry,
+    now,
+    tracing,
+    tenantLabel: config.METRICS_TENANT_LABEL,
+  })
 
   // Sign-in: sessions and access tokens, which oauth, cli-auth and team start sessions through.
   const tokens = await createTokenIssuer({

@@ -4,7 +4,8 @@
 // for a single replica only.
 import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
-import { Cluster } from 'ioredis'
+import { ATTR_DB_OPERATION_NAME, ATTR_DB_SYSTEM_NAME } from '@opentelemetry/semantic-conventions'
+import { Cluster, type Command } from 'ioredis'
 import type { Logger } from 'pino'
 import {
   mastersOf,
@@ -13,6 +14,7 @@ import {
   type RedisClient,
   type RedisTopology,
 } from '../../common/redis-topology.js'
+import { errorCode, failSpan, type Tracing } from './tracing.js'
 
 export type Unsubscribe = () => Promise<void>
 
@@ -46,12 +48,13 @@ function localBus() {
   }
 }
 
-export async function openCache(opts: { redisUrl: string; log: Logger }): Promise<Cache> {
+export async function openCache(opts: { redisUrl: string; log: Logger; tracing?: Tracing }): Promise<Cache> {
   if (!opts.redisUrl) {
     return { redis: null, ping: async () => {}, ...localBus(), listeners: async () => null, close: async () => {} }
   }
   const topology = parseRedisUrl(opts.redisUrl)
   const redis = connect(topology)
+  if (opts.tracing?.enabled) traceCommands(redis, opts.tracing)
   let warned = false
   redis.on('error', (err) => {
     if (!warned) opts.log.warn({ err: err.message }, 'redis unreachable; retrying in the background')
@@ -199,6 +202,50 @@ function connect(topology: RedisTopology): RedisClient {
       slotsRefreshTimeout: 2000,
     },
   )
+}
+
+/**
+ * Each command sent under a request's or job's span is a client span of its own: its name, never
+ * its arguments (keys name tenants and credentials). With auto-pipelining a command waits for the
+ * next pipeline, which is sent later (in the context of the first command of its batch): so a
+ * pipelined command's span starts when it joins the pipeline, in its caller's context, and covers
+ * the wait. Commands sent straight away (or a pipeline's, once sent) are taken at sendCommand.
+ */
+const REDIS = { [ATTR_DB_SYSTEM_NAME]: 'redis' }
+
+function traceCommands(redis: RedisClient, tracing: Tracing) {
+  const seen = new WeakSet<Command>()
+  const watch = (command: Command) => {
+    if (seen.has(command)) return // sent again (a pipeline's, a retry): it has its span
+    seen.add(command)
+    const span = tracing.child('redis', REDIS)
+    if (!span) return
+    const operation = command.name.toUpperCase()
+    span.updateName(operation).setAttribute(ATTR_DB_OPERATION_NAME, operation)
+    command.promise.then(
+      () => span.end(),
+      (err: unknown) => {
+        // A reply error's first word is Redis's code (ERR, NOSCRIPT, WRONGTYPE); the rest can quote a key.
+        const prefix = (err as Error | null)?.name === 'ReplyError' ? /^[A-Z]+/.exec((err as Error).message)?.[0] : null
+        failSpan(span, prefix ?? errorCode(err))
+        span.end()
+      },
+    )
+  }
+  const send = redis.sendCommand.bind(redis) as (command: Command, ...rest: unknown[]) => unknown
+  redis.sendCommand = ((command: Command, ...rest: unknown[]) => {
+    watch(command)
+    return send(command, ...rest)
+  }) as typeof redis.sendCommand
+  // ioredis's Pipeline queues a command with its own sendCommand (not in its public type).
+  type Queueing = { sendCommand(command: Command): unknown }
+  const pipeline = redis.pipeline.bind(redis)
+  redis.pipeline = (...a) => {
+    const p = pipeline(...a) as ReturnType<typeof pipeline> & Queueing
+    const queue = p.sendCommand.bind(p)
+    p.sendCommand = (command) => (watch(command), queue(command))
+    return p
+  }
 }
 
 /** A connection in subscriber mode, which can do nothing else: on a cluster, one per master (sharded pub/sub). */

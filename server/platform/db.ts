@@ -5,11 +5,23 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, wri
 import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { Attributes } from '@opentelemetry/api'
+import {
+  ATTR_DB_NAMESPACE,
+  ATTR_DB_OPERATION_NAME,
+  ATTR_DB_QUERY_TEXT,
+  ATTR_DB_RESPONSE_STATUS_CODE,
+  ATTR_DB_SYSTEM_NAME,
+  ATTR_SERVER_ADDRESS,
+  ATTR_SERVER_PORT,
+  DB_SYSTEM_NAME_VALUE_POSTGRESQL,
+} from '@opentelemetry/semantic-conventions'
 import postgres from 'postgres'
 import type { Logger } from 'pino'
 import { notFound } from '../domain/errors.js'
 import { decodeIdCursor, toPage } from '../domain/pagination.js'
 import { privateDir, tightenTree } from './data-dir.js'
+import { errorCode, failSpan, type Tracing } from './tracing.js'
 
 export type Sql = postgres.Sql
 /** The connection a transaction runs on; store functions take it so callers choose the transaction. */
@@ -50,6 +62,8 @@ export interface DbOptions {
   dataDir: string
   poolMax: number
   log: Logger
+  /** Each query under a request's or job's span becomes a span of its own; nothing is wrapped when tracing is off. */
+  tracing?: Tracing
 }
 
 // postgres.js waits up to 20 s between reconnection attempts once a few have failed (its retry
@@ -65,10 +79,18 @@ const RECONNECT = {
 export async function openDb(opts: DbOptions): Promise<Db> {
   if (opts.databaseUrl) {
     const options = { max: opts.poolMax, onnotice: () => {}, ...RECONNECT }
-    const sql = postgres(opts.databaseUrl, { ...options, connection: { application_name: 'atrium' } })
+    const where = new URL(opts.databaseUrl)
+    const traced = tracedBy(opts.tracing, {
+      [ATTR_DB_NAMESPACE]: decodeURIComponent(where.pathname.slice(1)) || 'postgres',
+      [ATTR_SERVER_ADDRESS]: where.hostname,
+      [ATTR_SERVER_PORT]: Number(where.port) || 5432,
+    })
+    const sql = traced(postgres(opts.databaseUrl, { ...options, connection: { application_name: 'atrium' } }))
     // Tenant work logs in as atrium_app itself (the role startup parameter): no role switch per
     // transaction. Connections open lazily, after migrations have created the role.
-    const app = postgres(opts.databaseUrl, { ...options, connection: { application_name: 'atrium', role: APP_ROLE } })
+    const app = traced(
+      postgres(opts.databaseUrl, { ...options, connection: { application_name: 'atrium', role: APP_ROLE } }),
+    )
     return wrap('postgres', sql, { pool: app, max: opts.poolMax }, async () => {
       await app.end({ timeout: 5 })
       await sql.end({ timeout: 5 })
@@ -78,13 +100,15 @@ export async function openDb(opts: DbOptions): Promise<Db> {
   // closed between our look at its lock and our connection, the database is free: try again.
   for (let attempt = 1; ; attempt++) {
     const embedded = await openEmbedded(opts.dataDir, opts.log)
-    const sql = postgres({
-      path: embedded.socketPath,
-      max: 1,
-      onnotice: () => {},
-      username: 'postgres',
-      database: 'postgres',
-    })
+    const sql = tracedBy(opts.tracing, { [ATTR_DB_NAMESPACE]: 'postgres' })(
+      postgres({
+        path: embedded.socketPath,
+        max: 1,
+        onnotice: () => {},
+        username: 'postgres',
+        database: 'postgres',
+      }),
+    )
     try {
       await sql`select 1`
     } catch (err) {
@@ -99,6 +123,100 @@ export async function openDb(opts: DbOptions): Promise<Db> {
       await embedded.close()
     })
   }
+}
+
+// ---- spans of queries --------------------------------------------------------------------------
+
+/** What postgres.js's Query has that a span needs (its class is not exported). */
+interface RunningQuery {
+  tagged: boolean
+  /** A tagged template's pieces, or unsafe()'s text. */
+  strings: readonly string[] | string
+  /** The statement as sent, with $1, $2... where the values go (set once it is built). */
+  string?: string
+  executed: boolean
+  cursorRows?: number
+  handle(): Promise<void>
+  resolve(value: unknown): void
+  reject(err: unknown): void
+}
+
+/** Statement text kept on a span: enough to know the statement, bounded whatever a store builds. */
+const QUERY_TEXT_CHARS = 2000
+const firstKeyword = (text: string) => /^\s*([A-Za-z]+)/.exec(text)?.[1]?.toUpperCase()
+
+/**
+ * A pool, and every transaction and reserved connection made from it, whose queries are client
+ * spans under the active span (none outside a request or job). The span starts when the query is
+ * sent (awaited or executed: postgres.js sends nothing before) and ends when it is answered. The
+ * text is the statement with its placeholders (db.query.text), only for tagged templates: their
+ * values travel apart from it, and the fragments spliced in with sql.unsafe are the code's own
+ * column lists. A failed query says its SQLSTATE, never its message (which can quote values).
+ */
+function tracedBy(tracing: Tracing | undefined, base: Attributes): (sql: Sql) => Sql {
+  if (!tracing?.enabled) return (sql) => sql
+  const attributes = { [ATTR_DB_SYSTEM_NAME]: DB_SYSTEM_NAME_VALUE_POSTGRESQL, ...base }
+  const start = (q: RunningQuery) => {
+    const span = tracing.child('postgresql', attributes)
+    if (!span) return // most queries, when a request is not sampled: nothing more is done for them
+    // Named by the template's first piece, or, for a statement that begins with a fragment
+    // (sql`${...} ...`), once it is built.
+    const keyword = firstKeyword(typeof q.strings === 'string' ? q.strings : (q.strings[0] ?? ''))
+    if (keyword) span.updateName(keyword).setAttribute(ATTR_DB_OPERATION_NAME, keyword)
+    const { resolve, reject } = q
+    let open = true
+    const end = (err: unknown) => {
+      if (!open) return
+      open = false
+      const operation = !keyword && q.string ? firstKeyword(q.string) : undefined
+      if (operation) span.updateName(operation).setAttribute(ATTR_DB_OPERATION_NAME, operation)
+      if (q.tagged && q.string) span.setAttribute(ATTR_DB_QUERY_TEXT, q.string.slice(0, QUERY_TEXT_CHARS))
+      if (err !== null) {
+        const code = errorCode(err)
+        if (/^[0-9A-Z]{5}$/.test(code)) span.setAttribute(ATTR_DB_RESPONSE_STATUS_CODE, code)
+        failSpan(span, code)
+      }
+      span.end()
+    }
+    q.resolve = (value) => (end(null), resolve(value))
+    q.reject = (err) => (end(err), reject(err))
+  }
+  const watch = (q: unknown) => {
+    const query = q as RunningQuery
+    if (!(q instanceof Promise) || typeof query.handle !== 'function') return q // a helper's value (sql(...))
+    const handle = query.handle
+    // A cursor settles per batch of rows, not once: left without a span.
+    query.handle = () => (!query.executed && !query.cursorRows && start(query), handle.call(query))
+    return q
+  }
+  const withCallback =
+    (fn: (...a: unknown[]) => unknown) =>
+    (...a: unknown[]) => {
+      const body = a.pop() as (tx: Sql) => unknown
+      return fn(...a, (tx: Sql) => body(traced(tx)))
+    }
+  const traced = (sql: Sql): Sql =>
+    new Proxy(sql, {
+      apply: (target, self, args) => watch(Reflect.apply(target, self, args)),
+      get(target, prop) {
+        const value: unknown = Reflect.get(target, prop)
+        if (typeof value !== 'function') return value
+        const fn = value as (...a: unknown[]) => unknown
+        switch (prop) {
+          case 'unsafe':
+          case 'file':
+            return (...a: unknown[]) => watch(fn(...a))
+          case 'begin':
+          case 'savepoint':
+            return withCallback(fn)
+          case 'reserve':
+            return async () => traced((await fn()) as Sql)
+          default:
+            return value
+        }
+      },
+    })
+  return traced
 }
 
 /** A connection for one unit of work, and how to hand it back (broken: its session cannot be trusted). */

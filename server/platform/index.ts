@@ -10,6 +10,7 @@ import { migrate, refuseNewerSchema } from './migrate.js'
 import { createSecrets, loadMasterKey, type Secrets } from './secrets.js'
 import { compilePolicy, outboundPolicyOf, type CompiledPolicy } from './outbound.js'
 import { tenantStorage, type SiteAddress, type Storage } from './storage.js'
+import { openTracing, type Tracing } from './tracing.js'
 import { checkClock, clockLag, trustedTime, type TrustedTime } from './trusted-time.js'
 
 export interface Platform {
@@ -28,6 +29,8 @@ export interface Platform {
   /** The outbound policy (OUTBOUND_ALLOWED_NETWORKS, AIR_GAPPED), compiled once: every call out is judged by it. */
   readonly outbound: CompiledPolicy
   readonly license: License
+  /** Traces (TRACING_OTLP_ENDPOINT); `enabled` false and nothing started when it is empty. */
+  readonly tracing: Tracing
   /** The time the license is judged by: never earlier than the database's clock or the latest time recorded. */
   readonly time: TrustedTime
   close(): Promise<void>
@@ -46,6 +49,10 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
   const time = trustedTime(opts.license?.now)
   const opened: { close(): Promise<void> }[] = []
   try {
+    const outbound = compilePolicy(outboundPolicyOf(config))
+    // Before the pools it wraps; closed last, so that the spans of everything closing are sent.
+    const tracing = await openTracing(config, { policy: outbound, log })
+    opened.push(tracing)
     const secrets = createSecrets(
       loadMasterKey({ configured: config.ENCRYPTION_MASTER_KEY, dataDir: config.DATA_DIR, log }),
     )
@@ -54,6 +61,7 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
       dataDir: config.DATA_DIR,
       poolMax: config.DATABASE_POOL_MAX,
       log,
+      tracing,
     })
     opened.push(db)
     if (opts.migrate ?? config.MIGRATE_ON_START) {
@@ -65,7 +73,7 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
     clockLag(log, time)
     const license = startLicense(decision, config, log, time.now)
     opened.push({ close: async () => license.close() })
-    const cache = await openCache({ redisUrl: config.REDIS_URL, log })
+    const cache = await openCache({ redisUrl: config.REDIS_URL, log, tracing })
     opened.push(cache)
     const timeoutMs = config.STORAGE_TIMEOUT_SECONDS * 1000
     const blobs = config.R2_ENDPOINT
@@ -106,7 +114,6 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
         }),
       )
     }
-    const outbound = compilePolicy(outboundPolicyOf(config))
     return {
       config,
       log,
@@ -125,11 +132,13 @@ export async function openPlatform(config: Config, log: Logger, opts: PlatformOp
       secrets,
       outbound,
       license,
+      tracing,
       time,
       async close() {
         license.close()
         await cache.close()
         await db.close()
+        await tracing.close()
       },
     }
   } catch (err) {

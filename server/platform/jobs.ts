@@ -26,6 +26,7 @@
 // pg-boss and graphile-worker were weighed and not used; docs/architecture.md says why.
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
+import { context, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api'
 import { Cron } from 'croner'
 import type { Logger } from 'pino'
 import { Counter, Gauge, type Registry } from 'prom-client'
@@ -33,6 +34,7 @@ import type { Clock } from '../clock.js'
 import { newId } from '../../common/ids.js'
 import type { Db, TxSql } from './db.js'
 import { fairLimits, nextFair, rankFair, type Share } from './fairness.js'
+import { activeTraceparent, errorCode, failSpan, linkTo, type Tracing } from './tracing.js'
 
 export const JOBS_CHANNEL = 'atrium_jobs'
 const CANCEL_PREFIX = 'cancel:'
@@ -290,7 +292,8 @@ export const defaultBackoffMs = exponentialBackoff({ firstMs: 5000, capMs: 3600_
 
 /**
  * Queues a job in the caller's transaction; its id, or null when a job with the same unique key
- * exists. Workers hear of it when the transaction commits.
+ * exists. Workers hear of it when the transaction commits. Queued inside a sampled span (a traced
+ * request), the job keeps its traceparent: the job's trace links to that span.
  */
 export async function enqueueJob(
   sql: TxSql,
@@ -301,9 +304,9 @@ export async function enqueueJob(
   const id = newId()
   const rows = await sql<{ id: string }[]>`
     with inserted as (
-      insert into jobs (id, queue, tenant_id, payload, run_at, max_attempts, unique_key, created_at)
+      insert into jobs (id, queue, tenant_id, payload, run_at, max_attempts, unique_key, created_at, traceparent)
       values (${id}, ${queue}, ${o.tenantId ?? null}, ${sql.json(payload as never)}, coalesce(${o.runAt ?? null}::timestamptz, now()),
-        ${o.maxAttempts ?? null}, ${o.uniqueKey ?? null}, now())
+        ${o.maxAttempts ?? null}, ${o.uniqueKey ?? null}, now(), ${activeTraceparent()})
       on conflict (queue, unique_key) where unique_key is not null do nothing
       returning id
     )
@@ -366,6 +369,8 @@ interface JobRow {
   created_at: Date
   started_at: Date | null
   finished_at: Date | null
+  /** The W3C traceparent of the traced request that queued it. */
+  traceparent: string | null
 }
 
 const toRecord = (r: JobRow): JobRecord => ({
@@ -517,6 +522,8 @@ export interface JobRunnerOptions {
   pollMs?: number
   /** How often schedules are looked at (default 1 s). */
   scheduleTickMs?: number
+  /** Each attempt is a span (a trace of its own, linked to the request that queued the job); none when off. */
+  tracing?: Tracing
 }
 
 export interface JobRunner {
@@ -643,7 +650,20 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     c: Claimed,
   ): Promise<void> {
     const { row, token, controller } = c
-    const log = o.log.child({ jobId: row.id, queue: row.queue })
+    // A trace of its own (a job outlives the request that queued it), linked to that request's span.
+    const span = o.tracing?.enabled
+      ? o.tracing.tracer.startSpan(`job ${row.queue}`, {
+          kind: SpanKind.CONSUMER,
+          root: true,
+          links: linkTo(row.traceparent),
+          attributes: { 'atrium.job.queue': row.queue, 'atrium.job.id': row.id, 'atrium.job.attempt': row.attempts },
+        })
+      : null
+    const log = o.log.child({
+      jobId: row.id,
+      queue: row.queue,
+      ...(span?.isRecording() ? { trace_id: span.spanContext().traceId } : {}),
+    })
     runningById.set(row.id, c)
     if (row.cancel_requested) controller.abort(new JobCancelled())
     // The lease is renewed while the handler runs; a renewal that finds the job no longer ours (a
@@ -671,7 +691,7 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
     let error: unknown = null
     try {
       if (!controller.signal.aborted) {
-        await def.handler({
+        const job = {
           id: row.id,
           queue: row.queue,
           tenantId: row.tenant_id,
@@ -681,13 +701,18 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
           runAt: row.run_at,
           signal: controller.signal,
           log,
-        })
+        }
+        await (span ? context.with(trace.setSpan(ROOT_CONTEXT, span), () => def.handler(job)) : def.handler(job))
       }
     } catch (err) {
       error = err
     } finally {
       clearInterval(renew)
       runningById.delete(row.id)
+      if (span) {
+        if (error) failSpan(span, errorCode(error))
+        span.end()
+      }
     }
     const ms = Math.round(performance.now() - t0)
     try {

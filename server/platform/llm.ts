@@ -16,6 +16,8 @@
 //
 // Secrets: the API key goes only to the provider factory. Errors carry {provider, model,
 // upstreamStatus}, never the provider's message (an "invalid key sk-...abcd" echoes part of it).
+// A call's span (tracing on) carries the gen_ai.* attributes: provider, model, tokens, outcome;
+// never the prompt, the answer, the key or the base URL.
 import { performance } from 'node:perf_hooks'
 import { Ajv, type ValidateFunction } from 'ajv'
 import {
@@ -34,6 +36,7 @@ import { AppError, type ErrorCode } from '../domain/errors.js'
 import { findUnstorableText, jsonTooDeep, MAX_JSON_DEPTH, storableJson, storableText } from '../domain/text.js'
 import type { Db } from './db.js'
 import { refusalIn, type OutboundFetch } from './outbound.js'
+import { failSpan, type Tracing } from './tracing.js'
 
 export const LLM_PROVIDERS = ['openai', 'azure-openai', 'anthropic', 'vllm', 'ollama', 'openai-compatible'] as const
 export type LlmProvider = (typeof LLM_PROVIDERS)[number]
@@ -398,6 +401,8 @@ export function createLlm(deps: {
   retry?: { maxRetries?: number }
   /** METRICS_TENANT_LABEL: tokens also counted per tenant. */
   tenantLabel?: boolean
+  /** Each call under a request's or job's span is a span of its own; none when off. */
+  tracing?: Tracing
 }): Llm {
   const { db, log } = deps
   const now = deps.now ?? Date.now
@@ -465,6 +470,8 @@ export function createLlm(deps: {
   async function complete(req: LlmRequest): Promise<LlmResponse> {
     const { target } = req
     checkConfigured(target, req.model)
+    // Before the timer, the listener and the span: a schema that does not compile throws with nothing to undo.
+    const tools = req.tools?.length ? toolDefinitions(req.tools) : undefined
     const provider = target.provider
     const model = (req.model ?? target.model)!.trim()
     const ctx = { provider, model }
@@ -483,12 +490,28 @@ export function createLlm(deps: {
     if (req.signal?.aborted) onAbort()
     else req.signal?.addEventListener('abort', onAbort, { once: true })
 
+    const span =
+      deps.tracing?.child(`chat ${model}`, {
+        'gen_ai.operation.name': 'chat',
+        'gen_ai.provider.name': provider,
+        'gen_ai.system': provider, // the older name of gen_ai.provider.name, which many backends still read
+        'gen_ai.request.model': model,
+        ...(maxOutputTokens === undefined ? {} : { 'gen_ai.request.max_tokens': maxOutputTokens }),
+        ...(temperature === undefined ? {} : { 'gen_ai.request.temperature': temperature }),
+      }) ?? null
+
     /** Each call is counted once, whichever way it ends. */
     let counted = false
     const finish = (outcome: string) => {
       counted = true
       requests.inc({ provider, outcome })
       duration.observe({ provider }, (performance.now() - started) / 1000)
+      if (span) {
+        span.setAttribute('atrium.llm.outcome', outcome)
+        // The caller's own abort (a cancelled run, a client gone) is not the model's failure.
+        if (outcome !== 'ok' && outcome !== 'aborted') failSpan(span, outcome)
+        span.end()
+      }
     }
     /** Set once the retries are used up on a retryable error: its message says so. */
     let retriedOut = false
@@ -518,7 +541,6 @@ export function createLlm(deps: {
       throw appErr
     }
 
-    const tools = req.tools?.length ? toolDefinitions(req.tools) : undefined
     const options: LanguageModelV3CallOptions = {
       prompt: toPrompt(req.messages),
       ...(tools ? { tools, toolChoice: { type: 'auto' as const } } : {}),
@@ -604,6 +626,11 @@ export function createLlm(deps: {
           case 'finish':
             finishReason = part.finishReason.unified
             usage = { inputTokens: part.usage.inputTokens.total ?? 0, outputTokens: part.usage.outputTokens.total ?? 0 }
+            span?.setAttributes({
+              'gen_ai.usage.input_tokens': usage.inputTokens,
+              'gen_ai.usage.output_tokens': usage.outputTokens,
+              'gen_ai.response.finish_reasons': [finishReason],
+            })
             break
           case 'stream-start':
             // What the model ignored of the call (a setting it does not support): for the log, not the user.

@@ -121,6 +121,38 @@ t.test('an object store needs its credentials', async (t) => {
   ])
 })
 
+t.test('tracing: off by default; a bad endpoint or ratio is refused, saying what is wanted', async (t) => {
+  const defaults = parseConfig({})
+  t.same(defaults.problems, [])
+  t.match(defaults.config, { TRACING_OTLP_ENDPOINT: '', TRACING_SAMPLE_RATIO: 1, TRACING_SERVICE_NAME: 'atrium' })
+  const on = parseConfig({ TRACING_OTLP_ENDPOINT: 'http://otel-collector:4318/', TRACING_SAMPLE_RATIO: '0.25' })
+  t.same(on.problems, [])
+  t.match(on.config, { TRACING_OTLP_ENDPOINT: 'http://otel-collector:4318', TRACING_SAMPLE_RATIO: 0.25 })
+  t.equal(parseConfig({ TRACING_SAMPLE_RATIO: '0' }).config.TRACING_SAMPLE_RATIO, 0)
+  t.equal(parseConfig({ TRACING_SAMPLE_RATIO: '.5' }).config.TRACING_SAMPLE_RATIO, 0.5)
+  const cases: [Record<string, string>, string][] = [
+    [
+      { TRACING_OTLP_ENDPOINT: 'otel-collector:4318' },
+      'TRACING_OTLP_ENDPOINT must start with http:// or https:// (got "otel-collector:4318")',
+    ],
+    [
+      { TRACING_OTLP_ENDPOINT: 'grpc://otel:4317' },
+      'TRACING_OTLP_ENDPOINT must start with http:// or https:// (got "grpc://otel:4317")',
+    ],
+    [{ TRACING_OTLP_ENDPOINT: 'http://otel:99999' }, 'TRACING_OTLP_ENDPOINT has port 99999, out of range (1-65535)'],
+    [{ TRACING_OTLP_ENDPOINT: 'collector' }, 'TRACING_OTLP_ENDPOINT must be a URL (got "collector")'],
+    [
+      { TRACING_OTLP_ENDPOINT: 'https://otel:hunter2@collector:4318' },
+      'TRACING_OTLP_ENDPOINT must not carry a user or password: it is not a secret setting; protect the collector on the site network instead',
+    ],
+    [{ TRACING_SAMPLE_RATIO: '1.5' }, 'TRACING_SAMPLE_RATIO must be between 0 and 1 (got "1.5")'],
+    [{ TRACING_SAMPLE_RATIO: '-0.1' }, 'TRACING_SAMPLE_RATIO must be a decimal number such as 0.25 (got "-0.1")'],
+    [{ TRACING_SAMPLE_RATIO: '10%' }, 'TRACING_SAMPLE_RATIO must be a decimal number such as 0.25 (got "10%")'],
+    [{ TRACING_SAMPLE_RATIO: '1e-1' }, 'TRACING_SAMPLE_RATIO must be a decimal number such as 0.25 (got "1e-1")'],
+  ]
+  for (const [env, problem] of cases) t.same(parseConfig(env).problems, [problem], JSON.stringify(env))
+})
+
 t.test('CIDR syntax', async (t) => {
   for (const good of ['10.0.0.0/8', '192.168.1.0/24', '0.0.0.0/0', '::1/128', 'fd00::/8']) t.ok(isCidr(good), good)
   for (const bad of ['10.0.0.0', '10.0.0.0/33', 'fd00::/129', 'host/8', '10.0.0.0/8/1', '10.0.0.0/-1'])
