@@ -663,6 +663,13 @@ const ALL_ON = {
       interval: '15s',
       scrapeTimeout: '5s',
     },
+    prometheusRule: { enabled: true, namespace: 'monitoring', labels: { release: 'prometheus' } },
+    grafanaDashboards: {
+      enabled: true,
+      namespace: 'monitoring',
+      labels: { grafana_dashboard: 'atrium', team: 'platform' },
+      annotations: { grafana_folder: 'Atrium' },
+    },
     allowFromNamespace: 'observability',
   },
   serviceAccount: { create: true, name: 'atrium-runner', annotations: { 'corp.example/role': 'atrium' } },
@@ -781,7 +788,12 @@ t.test(
       // The ServiceMonitor in the namespace the test has (a dry run into one that does not exist is refused).
       'all on': {
         ...ALL_ON,
-        metrics: { ...ALL_ON.metrics, serviceMonitor: { ...ALL_ON.metrics.serviceMonitor, namespace: ns } },
+        metrics: {
+          ...ALL_ON.metrics,
+          serviceMonitor: { ...ALL_ON.metrics.serviceMonitor, namespace: ns },
+          prometheusRule: { ...ALL_ON.metrics.prometheusRule, namespace: ns },
+          grafanaDashboards: { ...ALL_ON.metrics.grafanaDashboards, namespace: ns },
+        },
       },
       'all off': ALL_OFF,
       enterprise: { ...ciValues('enterprise'), secrets: ALL_OFF.secrets },
@@ -801,10 +813,12 @@ t.test(
       )
     t.same(untouched, [], 'every value is set to something other than its default by one of the sets')
 
-    // The ServiceMonitor's kind, as the Prometheus Operator defines it (its CRD, schema left open), if the cluster
-    // has none.
-    const crd = 'servicemonitors.monitoring.coreos.com'
-    if ((await kubectl(cl, ['get', 'crd', crd])).code !== 0) {
+    // The ServiceMonitor's and PrometheusRule's kinds, as the Prometheus Operator defines them (its CRDs, schema left
+    // open), if the cluster has none.
+    for (const kind of ['ServiceMonitor', 'PrometheusRule']) {
+      const plural = `${kind.toLowerCase()}s`
+      const crd = `${plural}.monitoring.coreos.com`
+      if ((await kubectl(cl, ['get', 'crd', crd])).code === 0) continue
       const made = await kubectl(
         cl,
         ['apply', '-f', '-'],
@@ -815,12 +829,7 @@ t.test(
           metadata: { name: crd },
           spec: {
             group: 'monitoring.coreos.com',
-            names: {
-              kind: 'ServiceMonitor',
-              plural: 'servicemonitors',
-              singular: 'servicemonitor',
-              listKind: 'ServiceMonitorList',
-            },
+            names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
             scope: 'Namespaced',
             versions: [
               {
@@ -833,11 +842,9 @@ t.test(
           },
         }),
       )
-      t.equal(made.code, 0, made.stderr || 'the ServiceMonitor CRD')
+      t.equal(made.code, 0, made.stderr || `the ${kind} CRD`)
       t.teardown(() => kubectl(cl, ['delete', 'crd', crd]))
-      await until(30_000, async () =>
-        (await kubectl(cl, ['get', 'servicemonitors', '-A'])).code === 0 ? true : undefined,
-      )
+      await until(30_000, async () => ((await kubectl(cl, ['get', plural, '-A'])).code === 0 ? true : undefined))
     }
     // The pods' priority class, which the API server's Priority admission looks up.
     if ((await kubectl(cl, ['get', 'priorityclass', ALL_ON.priorityClassName])).code !== 0) {
