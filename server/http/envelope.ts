@@ -184,7 +184,7 @@ export const envelopePlugin = fp(
       // be one: logged whole.
       const code = (err as { code?: string }).code
       if (appErr.code === 'SERVICE_UNAVAILABLE' && appErr !== err && code !== '40P01')
-        request.log.warn({ err: { code, message: err.message } }, appErr.message)
+        request.log.warn({ err: { code, message: err.message }, dependency: appErr.details.dependency }, appErr.message)
       else if (appErr.status >= 500) request.log.error({ err }, 'request failed')
       else request.log.info({ code: appErr.code, reason: err.code }, appErr.message)
       return sendError(request, reply, appErr)

@@ -1,6 +1,7 @@
 // Prometheus metrics: request counts and latency by route template (never by raw URL, which would
 // make one series per project id).
 import { statfs } from 'node:fs/promises'
+import type { StatsFs } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import fp from 'fastify-plugin'
@@ -26,7 +27,12 @@ export const metricsPlugin = fp(
     // The disk under DATA_DIR (the embedded database, local blobs, the generated key): read when
     // scraped. A folder not made yet (a site on PostgreSQL and S3 may never write one) reports nothing.
     const dataDir = app.platform.config.DATA_DIR
-    const disk = async () => statfs(dataDir).catch(() => null)
+    // One statfs per scrape for both gauges (a scrape collects every metric at once).
+    let reading: Promise<StatsFs | null> | null = null
+    const disk = () =>
+      (reading ??= statfs(dataDir)
+        .catch(() => null)
+        .finally(() => (reading = null)))
     new Gauge({
       name: 'atrium_data_path_free_bytes',
       help: 'Bytes available to this process on the filesystem holding DATA_DIR',

@@ -10,6 +10,7 @@ import { PassThrough } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Cache } from '../platform/cache.js'
 import { parseLogMessage, type LiveEvent } from '../platform/event-log.js'
+import { detached } from '../platform/tracing.js'
 import { Type } from '@sinclair/typebox'
 import { invalid } from '../domain/errors.js'
 import { apiErrors } from './schemas.js'
@@ -177,11 +178,14 @@ export async function followEvents(req: FastifyRequest, reply: FastifyReply, o: 
   out.write(`retry: ${RECONNECT_MS}\n: stream opened\n\n`)
   send(first)
   if (!closed) {
-    unsubscribe = await o.cache.subscribe(o.channel, onMessage)
+    // The stream's reads after the first run outside the request's trace: a stream open for an hour
+    // would otherwise add a query span to it every poll.
+    const poll = detached(() => void pump())
+    unsubscribe = await o.cache.subscribe(o.channel, detached(onMessage))
     if (closed) void unsubscribe().catch(() => {})
     // Events written between the first read and the subscription are found here.
-    void pump()
-    timers.push(setInterval(() => void pump(), o.pollMs ?? POLL_MS))
+    poll()
+    timers.push(setInterval(poll, o.pollMs ?? POLL_MS))
     timers.push(setInterval(() => !closed && out.write(': heartbeat\n\n'), o.heartbeatMs ?? SSE_HEARTBEAT_MS))
   }
   return reply.headers(SSE_HEADERS).send(out)

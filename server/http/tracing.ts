@@ -35,7 +35,7 @@ export const tracingPlugin = fp(
     if (!tracing.enabled) return
     app.decorateRequest('traced', null)
 
-    app.addHook('onRequest', (request, _reply, done) => {
+    app.addHook('onRequest', (request, reply, done) => {
       const method = METHODS.has(request.method) ? request.method : '_OTHER'
       const route = request.routeOptions.url
       const parent = tracing.extract(request.headers)
@@ -56,6 +56,10 @@ export const tracingPlugin = fp(
       if (!span.isRecording()) return done()
       const active = trace.setSpan(parent, span)
       request.traced = { span, context: active }
+      // The connection closed: a response under way (a stream the client left) ends with its
+      // status; one never begun (the client gone before the answer) as aborted. Neither
+      // onResponse nor onRequestAbort runs when a client leaves after sending its whole body.
+      reply.raw.once('close', () => end(request, reply.raw.headersSent ? reply.statusCode : null))
       ;(request.log as Logger).setBindings({ trace_id: span.spanContext().traceId })
       // The hooks after this one, and the handler when there is no body, run from here.
       context.with(active, done)

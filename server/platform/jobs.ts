@@ -811,6 +811,7 @@ export function createJobRunner(o: JobRunnerOptions): JobRunner {
         leaseMs: def.leaseMs ?? 60_000,
         pollMs: def.pollMs ?? pollMs,
       })
+      metrics?.defined(def.name)
     },
     schedule(def) {
       slots(def) // a bad expression fails at declaration, not at the first tick
@@ -939,6 +940,8 @@ function describeError(err: unknown): string {
 
 // ---- metrics -----------------------------------------------------------------------------------
 
+const JOB_OUTCOMES = ['completed', 'retried', 'failed', 'cancelled'] as const
+
 function jobMetrics(registry: Registry, db: Db, clock: Clock) {
   const names = [
     'atrium_jobs',
@@ -1004,6 +1007,13 @@ function jobMetrics(registry: Registry, db: Db, clock: Clock) {
   })
   return {
     finished: (queue: string, outcome: string) => finished.inc({ queue, outcome }),
+    /**
+     * A queue's outcomes exported at 0 from its definition: a counter that first appears at 1 has no
+     * increase to alert on (AtriumJobsFailing).
+     */
+    defined: (queue: string) => {
+      for (const outcome of JOB_OUTCOMES) finished.inc({ queue, outcome }, 0)
+    },
     watch: (fn: () => string[]) => {
       runningHere = fn
     },

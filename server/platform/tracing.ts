@@ -95,6 +95,13 @@ export function linkTo(traceparent: string | null | undefined): Link[] {
   return sc ? [{ context: sc }] : []
 }
 
+/**
+ * `fn` run outside any trace, wherever it is called from: work a request sets going that outlives
+ * its answer (a stream's polls) must not add spans to the request's trace for as long as it runs.
+ */
+export const detached = <A extends unknown[], R>(fn: (...args: A) => R): ((...args: A) => R) =>
+  context.bind(ROOT_CONTEXT, fn)
+
 /** Marks a span failed with its code alone (never a message: a database's or provider's can quote values). */
 export function failSpan(span: Span, code: string): void {
   span.setAttribute(ATTR_ERROR_TYPE, code)

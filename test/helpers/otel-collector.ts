@@ -26,6 +26,8 @@ export interface ReceivedSpan {
   name: string
   /** OTLP's SpanKind: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
   kind: number
+  /** When it began, in nanoseconds since the epoch (OTLP JSON writes the 64-bit number as a string). */
+  startTimeUnixNano: string
   attributes: Record<string, unknown>
   /** 2: error. */
   status: { code?: number; message?: string }

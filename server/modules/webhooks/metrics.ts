@@ -4,6 +4,8 @@
 import { Counter, Gauge, type Registry } from 'prom-client'
 import type { AttemptOutcome } from './store.js'
 
+const ATTEMPT_OUTCOMES: readonly AttemptOutcome[] = ['succeeded', 'retrying', 'failed']
+
 export interface WorkerMetrics {
   attempted(outcome: AttemptOutcome): void
 }
@@ -42,5 +44,8 @@ export function workerMetrics(
       this.set(last)
     },
   })
+  // Exported at 0 from the start: a series that first appears at 1 has no increase, so the first
+  // delivery to fail for good would not raise AtriumWebhookDeliveriesFailing.
+  for (const outcome of ATTEMPT_OUTCOMES) attempts.inc({ outcome }, 0)
   return { attempted: (outcome) => attempts.inc({ outcome }) }
 }

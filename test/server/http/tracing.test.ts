@@ -132,6 +132,39 @@ t.test('tracing on', { skip: needsCollector }, async (t) => {
     t.equal(line?.trace_id, span.traceId, 'its trace_id is the trace of the span that carries the request id')
   })
 
+  t.test(
+    'a stream the client leaves ends its span with its status, and its polls add nothing to the trace',
+    async (t) => {
+      const sessionId = (await call('POST', '/api/v1/chat/sessions', `session-${suffix()}`, {})).body.data.id as string
+      const requestId = `stream-${suffix()}`
+      const ac = new AbortController()
+      const res = await fetch(`${h.base}/api/v1/chat/sessions/${sessionId}/stream`, {
+        headers: { authorization: `Bearer ${tn.apiKey}`, 'x-request-id': requestId },
+        signal: ac.signal,
+      })
+      t.equal(res.status, 200)
+      const reader = res.body!.getReader()
+      await reader.read() // the stream is open: its first read has been answered
+      // Two polls (every 2 s) run while the client stays.
+      await new Promise((r) => setTimeout(r, 4500))
+      ac.abort()
+      await reader.cancel().catch(() => {})
+      const spans = await collector.until((s) => Boolean(serverSpan(s, requestId)))
+      const span = serverSpan(spans, requestId)!
+      t.match(span, { name: 'GET /api/v1/chat/sessions/:id/stream', attributes: { 'http.response.status_code': 200 } })
+      t.not(span.status.code, 2, 'a client leaving a stream is not an error')
+      // Give the exporter a second to send what the polls would have added.
+      await new Promise((r) => setTimeout(r, 1500))
+      const inTrace = collector.spans().filter((s) => s.traceId === span.traceId)
+      const after = inTrace.filter((s) => BigInt(s.startTimeUnixNano) > BigInt(span.startTimeUnixNano) + 2_000_000_000n)
+      t.same(
+        after.map((s) => s.name),
+        [],
+        'nothing in the trace began after the first poll was due',
+      )
+    },
+  )
+
   t.test("a caller's sampled traceparent is continued", async (t) => {
     const [traceId, parentId] = [randomBytes(16).toString('hex'), randomBytes(8).toString('hex')]
     const requestId = `continued-${suffix()}`

@@ -335,6 +335,8 @@ t.test(
     t.match(text, `atrium_jobs{queue="${other}",state="queued"} 1`)
     t.match(text, `atrium_jobs_finished_total{queue="${q}",outcome="completed"} 1`)
     t.match(text, `atrium_jobs_finished_total{queue="${q}",outcome="failed"} 1`)
+    // Exported at 0 from the queue's definition, so that a rate or increase sees the first one.
+    t.match(text, `atrium_jobs_finished_total{queue="${q}",outcome="cancelled"} 0`)
     const oldest = Number(
       new RegExp(`atrium_jobs_oldest_waiting_seconds\\{queue="${other}"\\} ([0-9.]+)`).exec(text)?.[1],
     )
