@@ -511,6 +511,9 @@ up() {
   runtime
   pause_image
   node_agent
+  # A run stopped during the Helm test's drain leaves the node cordoned (its teardown never ran):
+  # the next run's pods would find no node to schedule on.
+  kubectl_ uncordon "$NODE_NAME" >/dev/null || die "could not uncordon $NODE_NAME"
   say "node $NODE_NAME Ready ($(since "$start"))"
   policies
   dns

@@ -9,4 +9,4 @@ export const VERSION: string = (
  * schema version a site backup records and a restore compares with. The installer runs without the
  * server's files, so it is written here; a test keeps it equal to the last migration's number.
  */
-export const SCHEMA_VERSION = 17
+export const SCHEMA_VERSION = 18
