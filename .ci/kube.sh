@@ -514,6 +514,13 @@ up() {
   # A run stopped during the Helm test's drain leaves the node cordoned (its teardown never ran):
   # the next run's pods would find no node to schedule on.
   kubectl_ uncordon "$NODE_NAME" >/dev/null || die "could not uncordon $NODE_NAME"
+  # Its namespaces too (test/charts/cluster.test.ts labels each): their pods would hold the node's CPU.
+  left=$({ kubectl_ get namespaces -l atrium.test/namespace=true -o name 2>/dev/null || true; } | wc -l)
+  if [ "$left" -gt 0 ]; then
+    kubectl_ delete namespaces -l atrium.test/namespace=true --timeout=180s >/dev/null 2>&1 ||
+      say "namespaces a stopped run left are still being deleted"
+    say "deleted $left namespace(s) a stopped run left"
+  fi
   say "node $NODE_NAME Ready ($(since "$start"))"
   policies
   dns

@@ -67,15 +67,18 @@ const upgradeWith = (cl: Cluster, ns: string, set: string) =>
  * A namespace of the test's with these labels, gone afterwards, once its "default" ServiceAccount exists: the chart's
  * lookup of it tells a live render from a GitOps one, and the controller-manager makes it within moments.
  */
+/** The label of every namespace a test makes (.ci/kube.sh up deletes those left behind). */
+const TEST_NAMESPACE_LABEL = 'atrium.test/namespace'
+
 async function namespace(t: Test, cl: Cluster, prefix: string, labels: string[] = []): Promise<string> {
   const ns = `${prefix}-${suffix()}`
   const made = await kubectl(cl, ['create', 'namespace', ns])
   if (made.code !== 0) throw new Error(made.stderr)
   t.teardown(() => kubectl(cl, ['delete', 'namespace', ns, '--wait=false']))
-  if (labels.length) {
-    const labelled = await kubectl(cl, ['label', 'namespace', ns, ...labels])
-    if (labelled.code !== 0) throw new Error(labelled.stderr)
-  }
+  // Marked as a test's, so that the next `.ci/kube.sh up` removes it should this run stop before its teardown (its
+  // pods would hold the node's CPU and leave the next run's Pending).
+  const labelled = await kubectl(cl, ['label', 'namespace', ns, `${TEST_NAMESPACE_LABEL}=true`, ...labels])
+  if (labelled.code !== 0) throw new Error(labelled.stderr)
   await until(30_000, async () =>
     (await kubectl(cl, ['-n', ns, 'get', 'serviceaccount', 'default'])).code === 0 ? true : undefined,
   )
