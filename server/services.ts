@@ -287,9 +287,11 @@ export async function buildServices(platform: Platform, o: ServicesOptions = {})
     async close(): Promise<void> {
       await worker?.stop()
       legacy.close()
+      if (o.jobs !== false) await jobs.stop({ graceMs: Math.max(1000, (config.SHUTDOWN_TIMEOUT_SECONDS * 1000) / 2) })
+      // After the job runner's grace, not before it: closing them cuts the model calls and tool
+      // fetches of the runs and replies still finishing, which then failed instead of ending.
       agentEnv.fetch.close()
       llmSettings.close()
-      if (o.jobs !== false) await jobs.stop({ graceMs: Math.max(1000, (config.SHUTDOWN_TIMEOUT_SECONDS * 1000) / 2) })
       await credentials.close()
       providers.close()
     },
