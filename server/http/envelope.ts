@@ -8,6 +8,7 @@ import fp from 'fastify-plugin'
 import FindMyWay from 'find-my-way'
 import { Counter } from 'prom-client'
 import { unavailableDependency } from '../platform/db.js'
+import { named } from '../platform/metrics.js'
 import { AppError, ERRORS, type ErrorCode } from '../domain/errors.js'
 import { ErrorBody } from './schemas.js'
 
@@ -164,12 +165,10 @@ export const envelopePlugin = fp(
 
     // 503s by what failed, for the storage and database alerts: a fixed set of labels, whatever a
     // detail says.
-    if (app.hasDecorator('registry')) app.registry.removeSingleMetric('atrium_dependency_errors_total')
     const unavailable = new Counter({
-      name: 'atrium_dependency_errors_total',
+      ...named('atrium_dependency_errors_total', app.hasDecorator('registry') ? app.registry : undefined),
       help: 'Requests answered 503 because a dependency failed, by dependency (database, storage, other)',
       labelNames: ['dependency'] as const,
-      registers: app.hasDecorator('registry') ? [app.registry] : [],
     })
     for (const dependency of DEPENDENCIES) unavailable.inc({ dependency }, 0)
 

@@ -5,6 +5,7 @@ import type { StatsFs } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import fp from 'fastify-plugin'
+import { named, perScrape } from '../platform/metrics.js'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 
 export function createRegistry(): Registry {
@@ -25,32 +26,25 @@ export const metricsPlugin = fp(
       registers: [registry],
     }).set(app.platform.config.AIR_GAPPED ? 1 : 0)
     // The disk under DATA_DIR (the embedded database, local blobs, the generated key): read when
-    // scraped. A folder not made yet (a site on PostgreSQL and S3 may never write one) reports nothing.
-    const dataDir = app.platform.config.DATA_DIR
-    // One statfs per scrape for both gauges (a scrape collects every metric at once).
-    let reading: Promise<StatsFs | null> | null = null
-    const disk = () =>
-      (reading ??= statfs(dataDir)
-        .catch(() => null)
-        .finally(() => (reading = null)))
-    new Gauge({
-      name: 'atrium_data_path_free_bytes',
-      help: 'Bytes available to this process on the filesystem holding DATA_DIR',
-      registers: [registry],
-      async collect() {
-        const s = await disk()
-        if (s) this.set(s.bavail * s.bsize)
-      },
-    })
-    new Gauge({
-      name: 'atrium_data_path_size_bytes',
-      help: 'Size of the filesystem holding DATA_DIR',
-      registers: [registry],
-      async collect() {
-        const s = await disk()
-        if (s) this.set(s.blocks * s.bsize)
-      },
-    })
+    // scraped, once for both gauges. A folder not made yet (a site on PostgreSQL and S3 may never
+    // write one) reports nothing.
+    const disk = perScrape(() => statfs(app.platform.config.DATA_DIR).catch(() => null))
+    for (const [name, help, bytes] of [
+      [
+        'atrium_data_path_free_bytes',
+        'Bytes available to this process on the filesystem holding DATA_DIR',
+        (s: StatsFs) => s.bavail * s.bsize,
+      ],
+      ['atrium_data_path_size_bytes', 'Size of the filesystem holding DATA_DIR', (s: StatsFs) => s.blocks * s.bsize],
+    ] as const)
+      new Gauge({
+        ...named(name, registry),
+        help,
+        async collect() {
+          const s = await disk()
+          if (s) this.set(bytes(s))
+        },
+      })
     const labelNames = ['method', 'route', 'status_code'] as const
     const requests = new Counter({
       name: 'http_requests_total',

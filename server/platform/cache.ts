@@ -225,9 +225,7 @@ function traceCommands(redis: RedisClient, tracing: Tracing) {
     command.promise.then(
       () => span.end(),
       (err: unknown) => {
-        // A reply error's first word is Redis's code (ERR, NOSCRIPT, WRONGTYPE); the rest can quote a key.
-        const prefix = (err as Error | null)?.name === 'ReplyError' ? /^[A-Z]+/.exec((err as Error).message)?.[0] : null
-        failSpan(span, prefix ?? errorCode(err))
+        failSpan(span, errorCode(err))
         span.end()
       },
     )

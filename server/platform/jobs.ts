@@ -34,6 +34,7 @@ import type { Clock } from '../clock.js'
 import { newId } from '../../common/ids.js'
 import type { Db, TxSql } from './db.js'
 import { fairLimits, nextFair, rankFair, type Share } from './fairness.js'
+import { named } from './metrics.js'
 import { activeTraceparent, errorCode, failSpan, linkTo, type Tracing } from './tracing.js'
 
 export const JOBS_CHANNEL = 'atrium_jobs'
@@ -943,20 +944,13 @@ function describeError(err: unknown): string {
 const JOB_OUTCOMES = ['completed', 'retried', 'failed', 'cancelled'] as const
 
 function jobMetrics(registry: Registry, db: Db, clock: Clock) {
-  const names = [
-    'atrium_jobs',
-    'atrium_jobs_running_here',
-    'atrium_jobs_finished_total',
-    'atrium_jobs_oldest_waiting_seconds',
-  ]
-  for (const n of names) registry.removeSingleMetric(n) // a runner started again on the same registry (tests) replaces the one before
+  // A runner started again on the same registry (tests) replaces the one before (named).
   let runningHere: () => string[] = () => []
   let lastCounts: { queue: string; status: string; n: number }[] = []
   new Gauge({
-    name: 'atrium_jobs',
+    ...named('atrium_jobs', registry),
     help: 'Jobs in the database by queue and state (queued, running, failed in the last 30 days)',
     labelNames: ['queue', 'state'] as const,
-    registers: [registry],
     async collect() {
       // The database away: the last values stand (the scrape still answers).
       lastCounts = await db
@@ -970,10 +964,9 @@ function jobMetrics(registry: Registry, db: Db, clock: Clock) {
     },
   })
   new Gauge({
-    name: 'atrium_jobs_running_here',
+    ...named('atrium_jobs_running_here', registry),
     help: 'Jobs this replica is running, by queue',
     labelNames: ['queue'] as const,
-    registers: [registry],
     collect() {
       this.reset()
       const counts = new Map<string, number>()
@@ -982,17 +975,15 @@ function jobMetrics(registry: Registry, db: Db, clock: Clock) {
     },
   })
   const finished = new Counter({
-    name: 'atrium_jobs_finished_total',
+    ...named('atrium_jobs_finished_total', registry),
     help: 'Job attempts this replica finished, by queue and outcome (completed, retried, failed, cancelled)',
     labelNames: ['queue', 'outcome'] as const,
-    registers: [registry],
   })
   let lastOldest: { queue: string; s: number }[] = []
   new Gauge({
-    name: 'atrium_jobs_oldest_waiting_seconds',
+    ...named('atrium_jobs_oldest_waiting_seconds', registry),
     help: 'How long the oldest due job of each queue has waited (absent: none waits)',
     labelNames: ['queue'] as const,
-    registers: [registry],
     async collect() {
       lastOldest = await db
         .system(

@@ -112,6 +112,8 @@ export function failSpan(span: Span, code: string): void {
 export function errorCode(err: unknown): string {
   const code = (err as { code?: unknown } | null)?.code
   if (typeof code === 'string' && code) return code
+  // A Redis reply error's first word is Redis's code (ERR, NOSCRIPT, WRONGTYPE); the rest can quote a key.
+  if (err instanceof Error && err.name === 'ReplyError') return /^[A-Z]+/.exec(err.message)?.[0] ?? err.name
   return err instanceof Error ? err.name : 'Error'
 }
 

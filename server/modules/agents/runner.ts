@@ -19,6 +19,7 @@ import type { Plan } from '../../domain/plans.js'
 import type { Cache } from '../../platform/cache.js'
 import type { Db } from '../../platform/db.js'
 import { eventLogWriter } from '../../platform/event-log.js'
+import { named } from '../../platform/metrics.js'
 import { JobCancelled, JobFailure, type Job } from '../../platform/jobs.js'
 import type { Llm, LlmMessage, LlmTarget } from '../../platform/llm.js'
 import { audit } from '../audit/service.js'
@@ -190,12 +191,10 @@ const sizeOf = (m: LlmMessage) => JSON.stringify(m).length
 
 export function agentRunner(deps: RunnerDeps) {
   const { db } = deps
-  deps.registry?.removeSingleMetric('atrium_agent_runs_finished_total')
   const finishedRuns = new Counter({
-    name: 'atrium_agent_runs_finished_total',
+    ...named('atrium_agent_runs_finished_total', deps.registry),
     help: 'Agent runs this replica ended, by status (completed, failed, cancelled)',
     labelNames: ['status'] as const,
-    registers: deps.registry ? [deps.registry] : [],
   })
 
   /**

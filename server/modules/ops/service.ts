@@ -5,6 +5,7 @@ import type { Logger } from 'pino'
 import { Gauge, type Registry } from 'prom-client'
 import { AppError } from '../../domain/errors.js'
 import type { Platform } from '../../platform/index.js'
+import { named, perScrape } from '../../platform/metrics.js'
 import { loadMigrations, pendingMigrations } from '../../platform/migrate.js'
 
 /** Where a failed check's cause goes (the request's log, or the app's for a scrape). */
@@ -106,29 +107,18 @@ export function readinessService(platform: Platform, isDraining: () => boolean) 
  * once for both gauges (a scrape collects them together).
  */
 export function readinessMetrics(registry: Registry, readiness: ReturnType<typeof readinessService>, log: Log): void {
-  let pending: Promise<Readiness> | null = null
-  const once = () => {
-    if (!pending) {
-      // A scrape starts every metric's collection in one go (prom-client's Promise.all), so both
-      // gauges share it; the next scrape probes again.
-      pending = readiness(log).finally(() => (pending = null))
-    }
-    return pending
-  }
-  for (const name of ['atrium_ready', 'atrium_dependency_up']) registry.removeSingleMetric(name)
+  const once = perScrape(() => readiness(log))
   new Gauge({
-    name: 'atrium_ready',
+    ...named('atrium_ready', registry),
     help: 'Whether /readyz answers 200: 1 ready (or degraded), 0 not ready or draining',
-    registers: [registry],
     async collect() {
       this.set((await once()).refusal(false) ? 0 : 1)
     },
   })
   new Gauge({
-    name: 'atrium_dependency_up',
+    ...named('atrium_dependency_up', registry),
     help: "Whether each dependency answered /readyz's probe: database, cache (Redis or in-process), blobs (the platform's store)",
     labelNames: ['dependency'] as const,
-    registers: [registry],
     async collect() {
       const { checks } = await once()
       this.set({ dependency: 'database' }, checks.db.status === 'pass' ? 1 : 0)

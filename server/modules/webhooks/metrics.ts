@@ -2,6 +2,7 @@
 // too many): attempts by outcome, attempts in flight on this replica, and how long the oldest due
 // delivery has waited, which grows when delivery falls behind for anyone.
 import { Counter, Gauge, type Registry } from 'prom-client'
+import { named } from '../../platform/metrics.js'
 import type { AttemptOutcome } from './store.js'
 
 const ATTEMPT_OUTCOMES: readonly AttemptOutcome[] = ['succeeded', 'retrying', 'failed']
@@ -14,30 +15,23 @@ export function workerMetrics(
   registry: Registry,
   read: { inFlight: () => number; oldestDueSeconds: () => Promise<number> },
 ): WorkerMetrics {
-  // A worker started again on the same registry (tests) replaces the one before: its readers are gone.
-  const fresh = (name: string) => registry.removeSingleMetric(name)
-  fresh('atrium_webhook_attempts_total')
+  // A worker started again on the same registry (tests) replaces the one before: its readers are gone (named).
   const attempts = new Counter({
-    name: 'atrium_webhook_attempts_total',
+    ...named('atrium_webhook_attempts_total', registry),
     help: 'Webhook delivery attempts made by this replica, by outcome (succeeded, retrying, failed)',
     labelNames: ['outcome'] as const,
-    registers: [registry],
   })
-  fresh('atrium_webhook_attempts_in_flight')
   new Gauge({
-    name: 'atrium_webhook_attempts_in_flight',
+    ...named('atrium_webhook_attempts_in_flight', registry),
     help: 'Webhook delivery attempts this replica has in flight',
-    registers: [registry],
     collect() {
       this.set(read.inFlight())
     },
   })
-  fresh('atrium_webhook_oldest_due_seconds')
   let last = 0
   new Gauge({
-    name: 'atrium_webhook_oldest_due_seconds',
+    ...named('atrium_webhook_oldest_due_seconds', registry),
     help: 'How long the oldest due webhook delivery that no replica is attempting has waited (0: none waits)',
-    registers: [registry],
     async collect() {
       // The database away: the last value stands (the scrape still answers).
       last = await read.oldestDueSeconds().catch(() => last)

@@ -12,7 +12,7 @@ import { fakeLlm } from '../../helpers/fake-llm.js'
 import { loggedApp, needsCollector, otelCollector, type ReceivedSpan } from '../../helpers/otel-collector.js'
 import { freePort, suffix, testPlatform } from '../../helpers/platform.js'
 import { compilePolicy } from '../../../server/platform/outbound.js'
-import { linkTo, openTracing } from '../../../server/platform/tracing.js'
+import { errorCode, linkTo, openTracing } from '../../../server/platform/tracing.js'
 
 const CLIENT = 3
 const CONSUMER = 5
@@ -211,4 +211,17 @@ t.test('an endpoint the outbound policy refuses stops the start, saying why', as
     }),
     { message: 'TRACING_OTLP_ENDPOINT 169.254.169.254 may not be called: metadata addresses are never reachable' },
   )
+})
+
+t.test('a failure is named by its code, never by a message that can quote what it was given', async (t) => {
+  const reply = Object.assign(
+    new Error("WRONGTYPE Operation against a key holding the wrong kind of value 'tenant:42'"),
+    {
+      name: 'ReplyError',
+    },
+  )
+  t.equal(errorCode(reply), 'WRONGTYPE', "a Redis reply error: Redis's code, not the key it quotes")
+  t.equal(errorCode(Object.assign(new Error('duplicate key value (email)=(a@b.c)'), { code: '23505' })), '23505')
+  t.equal(errorCode(new TypeError('secret-ish detail')), 'TypeError')
+  t.equal(errorCode('a string'), 'Error')
 })
